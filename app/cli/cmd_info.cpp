@@ -1,0 +1,198 @@
+// `iwb info MODEL.gguf [-c N] [--json] [--no-tensors]`: what a GGUF file holds and what it
+// needs to run at context N.
+#include "commands.h"
+#include "json_writer.h"
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_info.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace iwb::cli {
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: iwb info MODEL.gguf [-c N] [--json] [--no-tensors]\n"
+               "  -c, --context N   context length for the memory estimate (default: the model's, at most 4096)\n"
+               "  --json            machine-readable output\n"
+               "  --no-tensors      leave out the tensor table\n");
+}
+
+struct Options {
+  std::string path;
+  int64_t context = -1;
+  bool json = false;
+  bool show_tensors = true;
+};
+
+int parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
+    if (a == "-c" || a == "--context") {
+      if (i + 1 >= argc) { std::fprintf(stderr, "iwb info: %s needs a number\n", a.c_str()); return 2; }
+      char* end = nullptr;
+      o->context = std::strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || o->context <= 0) {
+        std::fprintf(stderr, "iwb info: context must be a positive number, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--json") {
+      o->json = true;
+    } else if (a == "--no-tensors") {
+      o->show_tensors = false;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "iwb info: unknown option '%s'\n", a.c_str());
+      print_usage(stderr);
+      return 2;
+    } else if (o->path.empty()) {
+      o->path = a;
+    } else {
+      std::fprintf(stderr, "iwb info: more than one model given\n");
+      return 2;
+    }
+  }
+  if (o->path.empty()) { print_usage(stderr); return 2; }
+  return -1;
+}
+
+void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEstimate& mem, bool show_tensors) {
+  const ModelHyperParams& h = m.hparams;
+  std::printf("file          %s\n", m.path.c_str());
+  std::printf("size          %s (%llu bytes), GGUF v%u, alignment %llu, %zu tensors, %zu metadata keys\n",
+              format_bytes(m.file_size).c_str(), static_cast<unsigned long long>(m.file_size), m.gguf_version,
+              static_cast<unsigned long long>(f.alignment()), f.tensors().size(), f.metadata().size());
+  std::printf("architecture  %s\n", m.architecture.empty() ? "(none)" : m.architecture.c_str());
+  std::printf("name          %s\n", m.name.c_str());
+  if (m.is_vocab_only) {
+    std::printf("parameters    none (vocabulary-only file)\n");
+  } else {
+    std::printf("parameters    %s (%llu)\n", format_count(m.num_params).c_str(),
+                static_cast<unsigned long long>(m.num_params));
+    std::printf("file type     %s\n", m.file_type.c_str());
+  }
+  if (h.block_count) {
+    std::printf("\nhyper-parameters\n");
+    std::printf("  context %lld, embedding %lld, feed-forward %lld, layers %lld\n",
+                static_cast<long long>(h.context_length), static_cast<long long>(h.embedding_length),
+                static_cast<long long>(h.feed_forward_length), static_cast<long long>(h.block_count));
+    std::printf("  heads %lld, KV heads %lld%s, head dim K %lld / V %lld, vocab %lld\n",
+                static_cast<long long>(h.head_count), static_cast<long long>(h.head_count_kv),
+                h.head_count_kv < h.head_count ? " (GQA)" : "", static_cast<long long>(h.key_length),
+                static_cast<long long>(h.value_length), static_cast<long long>(h.vocab_size));
+    std::printf("  rope base %g, rms eps %g\n", h.rope_freq_base, h.rms_norm_eps);
+  }
+  std::printf("\ntokenizer     %s", m.tokenizer_model.empty() ? "(none)" : m.tokenizer_model.c_str());
+  if (!m.tokenizer_pre.empty()) std::printf(" / pre %s", m.tokenizer_pre.c_str());
+  std::printf(", %lld tokens, chat template: %s\n", static_cast<long long>(m.tokenizer_vocab_size),
+              m.has_chat_template ? "yes" : "no");
+
+  std::printf("\nmetadata\n");
+  for (const gguf::KeyValue& kv : f.metadata()) {
+    std::printf("  %-44s %-4s %s\n", kv.key.c_str(), std::string(gguf::value_type_name(kv.value.type())).c_str(),
+                kv.value.to_display_string().c_str());
+  }
+
+  if (show_tensors && !f.tensors().empty()) {
+    std::printf("\ntensors\n  %-40s %-7s %-24s %12s\n", "name", "type", "shape", "bytes");
+    for (const gguf::TensorInfo& t : f.tensors()) {
+      std::printf("  %-40s %-7s %-24s %12llu\n", t.name.c_str(), std::string(ggml_type_name(t.type)).c_str(),
+                  t.shape_string().c_str(), static_cast<unsigned long long>(t.num_bytes));
+    }
+  }
+  if (!m.totals_by_type.empty()) {
+    std::printf("\ntotals by type\n");
+    for (const auto& [type, totals] : m.totals_by_type) {
+      std::printf("  %-7s %5lld tensors %14llu elements %12s\n", type.c_str(), static_cast<long long>(totals.num_tensors),
+                  static_cast<unsigned long long>(totals.num_elements), format_bytes(totals.num_bytes).c_str());
+    }
+  }
+  if (!m.is_vocab_only) {
+    std::printf("\nmemory at context %lld\n", static_cast<long long>(mem.context));
+    std::printf("  weights  %12s\n", format_bytes(mem.weight_bytes).c_str());
+    std::printf("  KV cache %12s  (f16, %lld layers x %lld KV heads x %lld+%lld dims)\n",
+                format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.block_count),
+                static_cast<long long>(h.head_count_kv), static_cast<long long>(h.key_length),
+                static_cast<long long>(h.value_length));
+    std::printf("  scratch  %12s  (estimate)\n", format_bytes(mem.scratch_bytes).c_str());
+    std::printf("  total    %12s\n", format_bytes(mem.total()).c_str());
+  }
+}
+
+void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEstimate& mem, bool show_tensors) {
+  const ModelHyperParams& h = m.hparams;
+  JsonWriter j;
+  j.begin_object();
+  j.field("path", m.path).field("file_size", m.file_size).field("gguf_version", uint64_t{m.gguf_version});
+  j.field("alignment", f.alignment()).field("architecture", m.architecture).field("name", m.name);
+  j.field("num_params", m.num_params).field("file_type", m.file_type).field("vocab_only", m.is_vocab_only);
+  j.key("hparams").begin_object();
+  j.field("context_length", h.context_length).field("embedding_length", h.embedding_length);
+  j.field("feed_forward_length", h.feed_forward_length).field("block_count", h.block_count);
+  j.field("head_count", h.head_count).field("head_count_kv", h.head_count_kv);
+  j.field("key_length", h.key_length).field("value_length", h.value_length).field("vocab_size", h.vocab_size);
+  j.field("rope_freq_base", h.rope_freq_base).field("rms_norm_eps", h.rms_norm_eps);
+  j.end_object();
+  j.key("tokenizer").begin_object();
+  j.field("model", m.tokenizer_model).field("pre", m.tokenizer_pre).field("vocab_size", m.tokenizer_vocab_size);
+  j.field("has_chat_template", m.has_chat_template);
+  j.end_object();
+  j.key("metadata").begin_object();
+  for (const gguf::KeyValue& kv : f.metadata()) j.field(kv.key, kv.value.to_display_string());
+  j.end_object();
+  if (show_tensors) {
+    j.key("tensors").begin_array();
+    for (const gguf::TensorInfo& t : f.tensors()) {
+      j.begin_object().field("name", t.name).field("type", std::string(ggml_type_name(t.type)));
+      j.key("shape").begin_array();
+      for (int64_t d : t.shape) j.value(d);
+      j.end_array();
+      j.field("bytes", t.num_bytes).end_object();
+    }
+    j.end_array();
+  }
+  j.key("totals_by_type").begin_object();
+  for (const auto& [type, totals] : m.totals_by_type) {
+    j.key(type).begin_object().field("tensors", totals.num_tensors).field("elements", totals.num_elements);
+    j.field("bytes", totals.num_bytes).end_object();
+  }
+  j.end_object();
+  j.key("memory").begin_object();
+  j.field("context", mem.context).field("weights", mem.weight_bytes).field("kv_cache", mem.kv_cache_bytes);
+  j.field("scratch", mem.scratch_bytes).field("total", mem.total());
+  j.end_object();
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+}
+
+}  // namespace
+
+int run_info(int argc, char** argv) {
+  Options o;
+  if (int rc = parse(argc, argv, &o); rc >= 0) return rc;
+  auto file = gguf::GgufFile::open(o.path);
+  if (!file) {
+    std::fprintf(stderr, "iwb info: %s\n", file.error_message().c_str());
+    return 1;
+  }
+  auto summary = summarize_model(**file);
+  if (!summary) {
+    std::fprintf(stderr, "iwb info: %s\n", summary.error_message().c_str());
+    return 1;
+  }
+  int64_t context = o.context;
+  if (context <= 0) {
+    const int64_t trained = summary->hparams.context_length;
+    context = trained > 0 ? std::min<int64_t>(trained, 4096) : 4096;
+  }
+  const MemoryEstimate mem = estimate_memory(*summary, context);
+  if (o.json) print_json(**file, *summary, mem, o.show_tensors);
+  else print_text(**file, *summary, mem, o.show_tensors);
+  return 0;
+}
+
+}  // namespace iwb::cli

@@ -1,0 +1,12 @@
+// The `iwb` subcommands; each lives in its own cmd_*.cpp and returns a process exit status.
+#pragma once
+
+namespace iwb::cli {
+
+// argv[0] is the subcommand name; options follow.
+int run_info(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
+int run_convert(int argc, char** argv);
+int run_devices(int argc, char** argv);
+
+}  // namespace iwb::cli

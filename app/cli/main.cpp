@@ -1,0 +1,45 @@
+// iwb: the headless command-line tool over the same engine as the desktop application.
+#include "commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(int argc, char** argv);
+};
+
+constexpr Command kCommands[] = {
+    {"info", "describe a GGUF file: metadata, tensors, memory at a context", iwb::cli::run_info},
+    {"tokenize", "tokenize text with a model's own tokenizer", iwb::cli::run_tokenize},
+    {"convert", "convert another checkpoint format to GGUF (llama2c)", iwb::cli::run_convert},
+    {"devices", "list compute devices (CPU, CUDA)", iwb::cli::run_devices},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: iwb <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) {
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.summary.size()), c.summary.data());
+  }
+  std::fprintf(out, "\n'iwb <command> --help' describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (c.name == argv[1]) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "iwb: unknown command '%s'\n\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}

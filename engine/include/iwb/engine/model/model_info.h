@@ -1,0 +1,65 @@
+// What a GGUF model is: architecture, hyper-parameters, parameter count, file type, and the
+// memory it needs at a given context (weights + GQA-aware KV cache + scratch estimate).
+#pragma once
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace iwb {
+
+struct ModelHyperParams {
+  int64_t context_length = 0;     // trained context (n_ctx_train)
+  int64_t embedding_length = 0;   // model dim
+  int64_t feed_forward_length = 0;
+  int64_t block_count = 0;        // layers
+  int64_t head_count = 0;
+  int64_t head_count_kv = 0;      // == head_count without GQA
+  int64_t key_length = 0;         // per-head K dim
+  int64_t value_length = 0;       // per-head V dim
+  int64_t vocab_size = 0;
+  double rope_freq_base = 0;
+  double rms_norm_eps = 0;
+};
+
+struct ModelSummary {
+  std::string path;
+  std::string architecture;       // general.architecture ("llama", "qwen2", ...)
+  std::string name;               // general.name, or the file name
+  uint32_t gguf_version = 0;
+  uint64_t file_size = 0;
+  uint64_t num_params = 0;        // elements over all tensors
+  uint64_t tensor_bytes = 0;
+  std::string file_type;          // "Q4_K_M", from general.file_type or the dominant type
+  std::string tokenizer_model;    // tokenizer.ggml.model ("llama", "gpt2", ...) or empty
+  std::string tokenizer_pre;      // tokenizer.ggml.pre
+  int64_t tokenizer_vocab_size = 0;
+  bool has_chat_template = false;
+  bool is_vocab_only = false;     // no tensors: a tokenizer file
+  ModelHyperParams hparams;
+  // Per tensor type: count of tensors, elements and bytes.
+  struct TypeTotals { int64_t num_tensors = 0; uint64_t num_elements = 0; uint64_t num_bytes = 0; };
+  std::map<std::string, TypeTotals> totals_by_type;
+};
+
+struct MemoryEstimate {
+  int64_t context = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_cache_bytes = 0;    // f16 K and V for every layer, GQA-aware
+  uint64_t scratch_bytes = 0;     // activations and logits for one token step (estimate)
+  uint64_t total() const { return weight_bytes + kv_cache_bytes + scratch_bytes; }
+};
+
+Result<ModelSummary> summarize_model(const gguf::GgufFile& file);
+MemoryEstimate estimate_memory(const ModelSummary& model, int64_t context);
+
+// "Q4_K_M" etc. for a llama.cpp general.file_type value; empty when unknown.
+std::string file_type_name(int64_t llama_ftype);
+// "1.10 B", "260 K"; "1.2 GiB".
+std::string format_count(uint64_t n);
+std::string format_bytes(uint64_t n);
+
+}  // namespace iwb

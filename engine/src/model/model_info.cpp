@@ -1,0 +1,186 @@
+// Model summary from GGUF metadata and tensors, and the memory estimate for a context size.
+#include "iwb/engine/model/model_info.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+namespace iwb {
+namespace {
+
+// Reads "<arch>.<suffix>" as an integer; per-layer arrays (some architectures vary heads or
+// FFN width by layer) are summarised by their largest entry.
+int64_t arch_int(const gguf::GgufFile& f, const std::string& arch, const char* suffix) {
+  const std::string key = arch + "." + suffix;
+  const gguf::Value* v = f.find(key);
+  if (!v) return 0;
+  if (auto i = v->as_int()) return *i;
+  if (const gguf::Array* a = v->as_array()) {
+    int64_t best = 0;
+    for (const gguf::Value& item : a->items) best = std::max(best, item.as_int().value_or(0));
+    return best;
+  }
+  return 0;
+}
+
+double arch_float(const gguf::GgufFile& f, const std::string& arch, const char* suffix) {
+  return f.get_float(arch + "." + suffix).value_or(0.0);
+}
+
+// The tensor type holding most weight bytes, for files without general.file_type.
+std::string dominant_type(const ModelSummary& m) {
+  std::string best;
+  uint64_t best_bytes = 0;
+  for (const auto& [name, totals] : m.totals_by_type) {
+    if (totals.num_bytes > best_bytes) {
+      best_bytes = totals.num_bytes;
+      best = name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string file_type_name(int64_t ftype) {
+  switch (ftype) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 19: return "IQ2_XXS";
+    case 20: return "IQ2_XS";
+    case 21: return "Q2_K_S";
+    case 22: return "IQ3_XS";
+    case 23: return "IQ3_XXS";
+    case 24: return "IQ1_S";
+    case 25: return "IQ4_NL";
+    case 26: return "IQ3_S";
+    case 27: return "IQ3_M";
+    case 28: return "IQ2_S";
+    case 29: return "IQ2_M";
+    case 30: return "IQ4_XS";
+    case 31: return "IQ1_M";
+    case 32: return "BF16";
+    case 36: return "TQ1_0";
+    case 37: return "TQ2_0";
+    case 38: return "MXFP4_MOE";
+    default: return {};
+  }
+}
+
+std::string format_count(uint64_t n) {
+  char buf[32];
+  const double d = static_cast<double>(n);
+  if (n >= 1'000'000'000ULL) std::snprintf(buf, sizeof buf, "%.2f B", d / 1e9);
+  else if (n >= 1'000'000ULL) std::snprintf(buf, sizeof buf, "%.1f M", d / 1e6);
+  else if (n >= 1'000ULL) std::snprintf(buf, sizeof buf, "%.1f K", d / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string format_bytes(uint64_t n) {
+  char buf[32];
+  const double d = static_cast<double>(n);
+  if (n >= (1ULL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", d / (1ULL << 30));
+  else if (n >= (1ULL << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1ULL << 20));
+  else if (n >= (1ULL << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1ULL << 10));
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
+  ModelSummary m;
+  m.path = f.path();
+  m.gguf_version = f.version();
+  m.file_size = f.file_size();
+  m.architecture = f.get_string("general.architecture").value_or("");
+  m.name = f.get_string("general.name").value_or(std::filesystem::path(f.path()).filename().string());
+  m.tokenizer_model = f.get_string("tokenizer.ggml.model").value_or("");
+  m.tokenizer_pre = f.get_string("tokenizer.ggml.pre").value_or("");
+  if (const gguf::Array* tokens = f.get_array("tokenizer.ggml.tokens")) {
+    m.tokenizer_vocab_size = static_cast<int64_t>(tokens->items.size());
+  }
+  m.has_chat_template = f.find("tokenizer.chat_template") != nullptr;
+  m.is_vocab_only = f.tensors().empty();
+
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const uint64_t elements = static_cast<uint64_t>(t.num_elements());
+    m.num_params += elements;
+    m.tensor_bytes += t.num_bytes;
+    auto& totals = m.totals_by_type[std::string(ggml_type_name(t.type))];
+    totals.num_tensors += 1;
+    totals.num_elements += elements;
+    totals.num_bytes += t.num_bytes;
+  }
+
+  if (auto ftype = f.get_int("general.file_type")) m.file_type = file_type_name(*ftype);
+  if (m.file_type.empty()) m.file_type = dominant_type(m);
+
+  ModelHyperParams& h = m.hparams;
+  const std::string& a = m.architecture;
+  if (!a.empty()) {
+    h.context_length = arch_int(f, a, "context_length");
+    h.embedding_length = arch_int(f, a, "embedding_length");
+    h.feed_forward_length = arch_int(f, a, "feed_forward_length");
+    h.block_count = arch_int(f, a, "block_count");
+    h.head_count = arch_int(f, a, "attention.head_count");
+    h.head_count_kv = arch_int(f, a, "attention.head_count_kv");
+    if (h.head_count_kv == 0) h.head_count_kv = h.head_count;  // no GQA key: one KV head per head
+    const int64_t head_dim = h.head_count ? h.embedding_length / h.head_count : 0;
+    h.key_length = arch_int(f, a, "attention.key_length");
+    h.value_length = arch_int(f, a, "attention.value_length");
+    if (h.key_length == 0) h.key_length = head_dim;
+    if (h.value_length == 0) h.value_length = head_dim;
+    h.vocab_size = arch_int(f, a, "vocab_size");
+    h.rope_freq_base = arch_float(f, a, "rope.freq_base");
+    h.rms_norm_eps = arch_float(f, a, "attention.layer_norm_rms_epsilon");
+  }
+  if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
+  if (h.vocab_size == 0) {
+    if (const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight"); embd && embd->shape.size() == 2) {
+      h.vocab_size = embd->shape[1];
+    }
+  }
+  return m;
+}
+
+MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
+  const ModelHyperParams& h = m.hparams;
+  MemoryEstimate e;
+  e.context = context;
+  e.weight_bytes = m.tensor_bytes;
+  // f16 K and V per layer: only the KV heads are cached (GQA/MQA share them across query heads).
+  const uint64_t kv_per_token_per_layer =
+      static_cast<uint64_t>(h.head_count_kv) * static_cast<uint64_t>(h.key_length + h.value_length) * 2;
+  e.kv_cache_bytes = kv_per_token_per_layer * static_cast<uint64_t>(h.block_count) * static_cast<uint64_t>(context);
+  // Scratch: f32 activations for a prompt chunk of up to 512 tokens (residual, normed input,
+  // Q/K/V, attention output, FFN gate/up), one token's attention scores over the whole context
+  // per head, and one row of logits.
+  const uint64_t batch = static_cast<uint64_t>(std::clamp<int64_t>(context, 1, 512));
+  const uint64_t q_dim = static_cast<uint64_t>(h.head_count * h.key_length);
+  const uint64_t kv_dim = static_cast<uint64_t>(h.head_count_kv * (h.key_length + h.value_length));
+  const uint64_t per_token = 3 * static_cast<uint64_t>(h.embedding_length) + q_dim + kv_dim +
+                             2 * static_cast<uint64_t>(h.feed_forward_length);
+  e.scratch_bytes = 4 * (batch * per_token + static_cast<uint64_t>(h.head_count) * static_cast<uint64_t>(context) +
+                         static_cast<uint64_t>(h.vocab_size));
+  if (m.is_vocab_only) {
+    e.kv_cache_bytes = 0;
+    e.scratch_bytes = 0;
+  }
+  return e;
+}
+
+}  // namespace iwb

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Configures (once) and builds the project into build/ (or $IWB_BUILD_DIR) with ccache.
+# Extra arguments go to the first CMake configure, e.g. -DIWB_CUDA=OFF.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${IWB_BUILD_DIR:-"$root/build"}
+
+"$root/scripts/install-deps.sh"
+
+# nvcc is usually outside PATH on Debian installs of the CUDA toolkit.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+export CCACHE_DIR=${CCACHE_DIR:-"$HOME/.cache/ccache"}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build_dir" -G Ninja "$@"
+fi
+cmake --build "$build_dir" --parallel "$(nproc)"
