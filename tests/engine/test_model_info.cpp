@@ -1,0 +1,88 @@
+// Model summary and memory estimate from GGUF metadata: parameter counts, file type names,
+// and a GQA-aware KV cache size checked against Llama-3-8B's known figure.
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/gguf/gguf_writer.h"
+#include "iwb/engine/model/model_info.h"
+
+#include <QtTest>
+
+using namespace iwb;
+using namespace iwb::gguf;
+
+namespace {
+
+// Llama-3-8B's header (no real weights: one small tensor stands in).
+std::unique_ptr<GgufFile> llama3_8b_header(bool with_file_type) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "Llama-3-8B shape");
+  if (with_file_type) w.set_u32("general.file_type", 15);
+  w.set_u32("llama.context_length", 8192);
+  w.set_u32("llama.embedding_length", 4096);
+  w.set_u32("llama.feed_forward_length", 14336);
+  w.set_u32("llama.block_count", 32);
+  w.set_u32("llama.attention.head_count", 32);
+  w.set_u32("llama.attention.head_count_kv", 8);
+  w.set_f32("llama.rope.freq_base", 500000.0f);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32("llama.vocab_size", 128256);
+  std::vector<uint8_t> q4k(144 * 2), f16(2 * 64);
+  (void)w.add_tensor("blk.0.attn_q.weight", {256, 2}, GgmlType::Q4_K, q4k);
+  (void)w.add_tensor("blk.0.attn_norm.weight", {64}, GgmlType::F16, f16);
+  return std::move(GgufFile::from_bytes(w.write_bytes().value()).value());
+}
+
+}  // namespace
+
+class TestModelInfo : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void hyperParameters() {
+    auto f = llama3_8b_header(true);
+    auto m = summarize_model(*f);
+    QVERIFY(m.is_ok());
+    QCOMPARE(m->architecture, std::string("llama"));
+    QCOMPARE(m->name, std::string("Llama-3-8B shape"));
+    QCOMPARE(m->file_type, std::string("Q4_K_M"));
+    QCOMPARE(m->hparams.head_count_kv, int64_t(8));
+    QCOMPARE(m->hparams.key_length, int64_t(128));
+    QCOMPARE(m->hparams.vocab_size, int64_t(128256));
+    QCOMPARE(m->hparams.rope_freq_base, 500000.0);
+    QCOMPARE(m->num_params, uint64_t(512 + 64));
+    QCOMPARE(m->tensor_bytes, uint64_t(288 + 128));
+    QCOMPARE(m->totals_by_type.at("Q4_K").num_tensors, int64_t(1));
+    QVERIFY(!m->is_vocab_only);
+  }
+
+  void dominantTypeWithoutFileType() {
+    auto m = summarize_model(*llama3_8b_header(false));
+    QCOMPARE(m->file_type, std::string("Q4_K"));  // most bytes are Q4_K
+  }
+
+  void kvCacheIsGqaAware() {
+    auto m = summarize_model(*llama3_8b_header(true));
+    // Llama-3-8B at 8192 tokens in f16: 32 layers x 8 KV heads x (128+128) x 2 bytes x 8192 = 1 GiB.
+    const MemoryEstimate e = estimate_memory(*m, 8192);
+    QCOMPARE(e.kv_cache_bytes, uint64_t(1) << 30);
+    QCOMPARE(e.weight_bytes, m->tensor_bytes);
+    QVERIFY(e.scratch_bytes > 0);
+    // Linear in the context.
+    QCOMPARE(estimate_memory(*m, 4096).kv_cache_bytes, uint64_t(1) << 29);
+  }
+
+  void formatting() {
+    QCOMPARE(file_type_name(0), std::string("F32"));
+    QCOMPARE(file_type_name(7), std::string("Q8_0"));
+    QCOMPARE(file_type_name(32), std::string("BF16"));
+    QCOMPARE(file_type_name(999), std::string());
+    QCOMPARE(format_count(230976), std::string("231.0 K"));
+    QCOMPARE(format_count(1100048384), std::string("1.10 B"));
+    QCOMPARE(format_count(494032768), std::string("494.0 M"));
+    QCOMPARE(format_bytes(512), std::string("512 B"));
+    QCOMPARE(format_bytes(3ull << 30), std::string("3.00 GiB"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelInfo)
+#include "test_model_info.moc"
