@@ -1,0 +1,172 @@
+// Chat template families: detection by the markers each family's Jinja template contains, and
+// rendering that reproduces those templates' output for system/user/assistant conversations.
+#include "iwb/engine/chat/chat_template.h"
+
+#include <array>
+
+namespace iwb {
+namespace {
+
+struct FamilyName {
+  ChatTemplateFamily family;
+  std::string_view name;
+};
+
+constexpr std::array kNames = {
+    FamilyName{ChatTemplateFamily::ChatMl, "chatml"}, FamilyName{ChatTemplateFamily::Llama2, "llama2"},
+    FamilyName{ChatTemplateFamily::Llama3, "llama3"}, FamilyName{ChatTemplateFamily::Mistral, "mistral"},
+    FamilyName{ChatTemplateFamily::Gemma, "gemma"},   FamilyName{ChatTemplateFamily::Phi3, "phi3"},
+    FamilyName{ChatTemplateFamily::Zephyr, "zephyr"}, FamilyName{ChatTemplateFamily::Plain, "plain"},
+};
+
+bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
+
+// Families without a system role fold the system prompt into the first user message.
+std::vector<ChatMessage> fold_system_into_first_user(const std::vector<ChatMessage>& messages) {
+  std::vector<ChatMessage> out;
+  std::string pending_system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      pending_system += (pending_system.empty() ? "" : "\n\n") + m.content;
+      continue;
+    }
+    ChatMessage copy = m;
+    if (m.role == "user" && !pending_system.empty()) {
+      copy.content = pending_system + "\n\n" + m.content;
+      pending_system.clear();
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s;
+  for (const ChatMessage& m : messages) s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  if (o.add_generation_prompt) s += "<|im_start|>assistant\n";
+  return s;
+}
+
+std::string render_llama3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s = o.bos_text;
+  for (const ChatMessage& m : messages) {
+    s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+  }
+  if (o.add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return s;
+}
+
+// Llama 2: each user turn opens with BOS [INST]; the system block sits inside the first one.
+std::string render_llama2(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o, bool has_system_block) {
+  std::string s;
+  std::string system;
+  bool first_user = true;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system = m.content;
+    } else if (m.role == "user") {
+      std::string content = m.content;
+      if (first_user && !system.empty()) {
+        content = has_system_block ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content : system + "\n\n" + content;
+      }
+      first_user = false;
+      s += o.bos_text + "[INST] " + content + " [/INST]";
+    } else {
+      s += " " + m.content + " " + o.eos_text;
+    }
+  }
+  return s;
+}
+
+std::string render_gemma(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s = o.bos_text;
+  for (const ChatMessage& m : fold_system_into_first_user(messages)) {
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    s += "<start_of_turn>" + role + "\n" + m.content + "<end_of_turn>\n";
+  }
+  if (o.add_generation_prompt) s += "<start_of_turn>model\n";
+  return s;
+}
+
+std::string render_phi3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s;
+  for (const ChatMessage& m : messages) s += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  if (o.add_generation_prompt) s += "<|assistant|>\n";
+  return s;
+}
+
+std::string render_zephyr(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s;
+  for (const ChatMessage& m : messages) s += "<|" + m.role + "|>\n" + m.content + o.eos_text + "\n";
+  if (o.add_generation_prompt) s += "<|assistant|>\n";
+  return s;
+}
+
+std::string render_plain(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s = o.bos_text;
+  for (const ChatMessage& m : messages) {
+    const std::string role = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
+    s += role + ": " + m.content + "\n";
+  }
+  if (o.add_generation_prompt) s += "Assistant:";
+  return s;
+}
+
+}  // namespace
+
+std::string_view chat_template_family_name(ChatTemplateFamily family) {
+  for (const FamilyName& f : kNames) {
+    if (f.family == family) return f.name;
+  }
+  return "plain";
+}
+
+std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_view name) {
+  for (const FamilyName& f : kNames) {
+    if (f.name == name) return f.family;
+  }
+  return std::nullopt;
+}
+
+ChatTemplateFamily detect_chat_template(std::string_view t) {
+  if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
+  if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
+  if (contains(t, "<start_of_turn>")) return ChatTemplateFamily::Gemma;
+  if (contains(t, "<|end|>") && contains(t, "<|assistant|>")) return ChatTemplateFamily::Phi3;
+  if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return ChatTemplateFamily::Zephyr;
+  if (contains(t, "[INST]")) {
+    return contains(t, "<<SYS>>") ? ChatTemplateFamily::Llama2 : ChatTemplateFamily::Mistral;
+  }
+  return ChatTemplateFamily::Plain;
+}
+
+std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
+                        const ChatRenderOptions& options) {
+  switch (family) {
+    case ChatTemplateFamily::ChatMl: return render_chatml(messages, options);
+    case ChatTemplateFamily::Llama3: return render_llama3(messages, options);
+    case ChatTemplateFamily::Llama2: return render_llama2(messages, options, true);
+    case ChatTemplateFamily::Mistral: return render_llama2(messages, options, false);
+    case ChatTemplateFamily::Gemma: return render_gemma(messages, options);
+    case ChatTemplateFamily::Phi3: return render_phi3(messages, options);
+    case ChatTemplateFamily::Zephyr: return render_zephyr(messages, options);
+    case ChatTemplateFamily::Plain: return render_plain(messages, options);
+  }
+  return render_plain(messages, options);
+}
+
+std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
+  switch (family) {
+    case ChatTemplateFamily::ChatMl: return {"<|im_end|>", "<|im_start|>"};
+    case ChatTemplateFamily::Llama3: return {"<|eot_id|>", "<|start_header_id|>"};
+    case ChatTemplateFamily::Gemma: return {"<end_of_turn>", "<start_of_turn>"};
+    case ChatTemplateFamily::Phi3: return {"<|end|>", "<|user|>"};
+    case ChatTemplateFamily::Zephyr: return {"<|user|>", "</s>"};
+    case ChatTemplateFamily::Llama2:
+    case ChatTemplateFamily::Mistral: return {"[INST]"};
+    case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};
+  }
+  return {};
+}
+
+}  // namespace iwb

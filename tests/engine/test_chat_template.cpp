@@ -1,0 +1,110 @@
+// Chat templates: family detection from real template texts' markers, and the exact text each
+// family renders for a conversation with a system prompt and two user turns.
+#include "iwb/engine/chat/chat_template.h"
+
+#include <QtTest>
+
+using namespace iwb;
+
+namespace {
+
+const std::vector<ChatMessage> kConversation = {
+    {"system", "You are terse."},
+    {"user", "Hello"},
+    {"assistant", "Hi there"},
+    {"user", "Who are you?"},
+};
+
+}  // namespace
+
+class TestChatTemplate : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void detection_data() {
+    QTest::addColumn<QString>("jinja");
+    QTest::addColumn<QString>("family");
+    QTest::newRow("qwen2") << "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                           << "chatml";
+    QTest::newRow("llama3") << "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}"
+                            << "llama3";
+    QTest::newRow("llama2") << "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' }}" << "llama2";
+    QTest::newRow("mistral") << "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" << "mistral";
+    QTest::newRow("gemma") << "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}" << "gemma";
+    QTest::newRow("phi3") << "{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{{ '<|assistant|>\\n' }}" << "phi3";
+    QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
+    QTest::newRow("unknown") << "{{ messages[0]['content'] }}" << "plain";
+    QTest::newRow("empty") << "" << "plain";
+  }
+
+  void detection() {
+    QFETCH(QString, jinja);
+    QFETCH(QString, family);
+    const std::string text = jinja.toStdString();
+    QCOMPARE(QString::fromUtf8(chat_template_family_name(detect_chat_template(text)).data()), family);
+  }
+
+  void namesRoundTrip() {
+    for (auto f : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama2, ChatTemplateFamily::Llama3,
+                   ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
+                   ChatTemplateFamily::Zephyr, ChatTemplateFamily::Plain}) {
+      QCOMPARE(chat_template_family_from_name(chat_template_family_name(f)).value(), f);
+    }
+    QVERIFY(!chat_template_family_from_name("jinja").has_value());
+  }
+
+  void rendering_data() {
+    QTest::addColumn<QString>("family");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("chatml") << "chatml"
+                            << "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                               "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n"
+                               "<|im_start|>assistant\n";
+    QTest::newRow("llama3") << "llama3"
+                            << "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+                               "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+                               "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+                               "<|start_header_id|>user<|end_header_id|>\n\nWho are you?<|eot_id|>"
+                               "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    QTest::newRow("llama2") << "llama2"
+                            << "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHello [/INST] Hi there </s>"
+                               "<s>[INST] Who are you? [/INST]";
+    QTest::newRow("mistral") << "mistral"
+                             << "<s>[INST] You are terse.\n\nHello [/INST] Hi there </s><s>[INST] Who are you? [/INST]";
+    QTest::newRow("gemma") << "gemma"
+                           << "<s><start_of_turn>user\nYou are terse.\n\nHello<end_of_turn>\n"
+                              "<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
+                              "<start_of_turn>model\n";
+    QTest::newRow("phi3") << "phi3"
+                          << "<|system|>\nYou are terse.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+                             "<|user|>\nWho are you?<|end|>\n<|assistant|>\n";
+    QTest::newRow("zephyr") << "zephyr"
+                            << "<|system|>\nYou are terse.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi there</s>\n"
+                               "<|user|>\nWho are you?</s>\n<|assistant|>\n";
+    QTest::newRow("plain") << "plain"
+                           << "<s>System: You are terse.\nUser: Hello\nAssistant: Hi there\nUser: Who are you?\nAssistant:";
+  }
+
+  void rendering() {
+    QFETCH(QString, family);
+    QFETCH(QString, expected);
+    const auto f = chat_template_family_from_name(family.toStdString());
+    QVERIFY(f.has_value());
+    ChatRenderOptions o;
+    o.bos_text = *f == ChatTemplateFamily::Llama3 ? "<|begin_of_text|>" : "<s>";
+    const std::string out = render_chat(*f, kConversation, o);
+    QCOMPARE(QString::fromStdString(out), expected);
+    // Every family's stop strings are non-empty and none occurs in the rendered user content.
+    QVERIFY(!chat_stop_strings(*f).empty());
+  }
+
+  void noGenerationPrompt() {
+    ChatRenderOptions o;
+    o.add_generation_prompt = false;
+    const std::string out = render_chat(ChatTemplateFamily::ChatMl, {{"user", "Hi"}}, o);
+    QCOMPARE(QString::fromStdString(out), QString("<|im_start|>user\nHi<|im_end|>\n"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestChatTemplate)
+#include "test_chat_template.moc"
