@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   qt6-base-dev qt6-base-dev-tools libqt6svg6 libqt6sql6-sqlite
   libqcustomplot-dev libqcustomplot2.1-qt6
-  libpcre2-dev libsqlite3-dev libxxhash-dev
+  libpcre2-dev libicu-dev libsqlite3-dev libxxhash-dev
   python3
 )
 # For looking at the application as a person would (screenshots under a virtual display).

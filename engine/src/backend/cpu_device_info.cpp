@@ -1,0 +1,101 @@
+// describe_cpu_device: the host CPU as a ComputeDeviceInfo, from /proc and CPUID.
+#include "iwb/engine/backend/device_info.h"
+
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <unistd.h>
+
+namespace iwb {
+namespace {
+
+std::string trim(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return {};
+  const size_t end = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+// The value of the first "key : value" line of a /proc file, or "" when absent.
+std::string read_proc_field(const char* path, std::string_view key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (trim(std::string_view(line).substr(0, colon)) == key) {
+      return trim(std::string_view(line).substr(colon + 1));
+    }
+  }
+  return {};
+}
+
+// A /proc/meminfo entry ("MemTotal: 16314788 kB") in bytes; 0 when absent.
+uint64_t read_meminfo_bytes(std::string_view key) {
+  const std::string value = read_proc_field("/proc/meminfo", key);
+  if (value.empty()) return 0;
+  try {
+    return static_cast<uint64_t>(std::stoull(value)) * 1024u;
+  } catch (...) {  // a malformed line means "unknown", not a failure
+    return 0;
+  }
+}
+
+std::string cpu_model_name() {
+  // x86 reports "model name"; many ARM kernels only have "Hardware" or "Processor".
+  for (std::string_view key : {"model name", "Hardware", "Processor"}) {
+    std::string name = read_proc_field("/proc/cpuinfo", key);
+    if (!name.empty()) return name;
+  }
+  return "unknown CPU";
+}
+
+std::vector<std::string> detect_simd_features() {
+  std::vector<std::string> features;
+#if defined(__x86_64__) || defined(__i386__)
+  // Asked of the CPU at run time: the fast kernels pick their path from this, whatever
+  // -march the binary was built with.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx")) features.emplace_back("avx");
+  if (__builtin_cpu_supports("avx2")) features.emplace_back("avx2");
+  if (__builtin_cpu_supports("fma")) features.emplace_back("fma");
+  if (__builtin_cpu_supports("f16c")) features.emplace_back("f16c");
+  if (__builtin_cpu_supports("avxvnni")) features.emplace_back("avxvnni");
+  if (__builtin_cpu_supports("avx512f")) features.emplace_back("avx512f");
+  if (__builtin_cpu_supports("avx512bw")) features.emplace_back("avx512bw");
+  if (__builtin_cpu_supports("avx512vl")) features.emplace_back("avx512vl");
+  if (__builtin_cpu_supports("avx512vnni")) features.emplace_back("avx512vnni");
+  if (__builtin_cpu_supports("avx512bf16")) features.emplace_back("avx512bf16");
+#elif defined(__aarch64__)
+  features.emplace_back("neon");  // mandatory in AArch64
+#endif
+  return features;
+}
+
+}  // namespace
+
+ComputeDeviceInfo describe_cpu_device() {
+  ComputeDeviceInfo info;
+  info.kind = ComputeDeviceKind::Cpu;
+  info.id = "cpu";
+  info.name = cpu_model_name();
+
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  info.num_logical_cores = online > 0 ? static_cast<int>(online)
+                                      : static_cast<int>(std::thread::hardware_concurrency());
+
+  info.total_memory_bytes = read_meminfo_bytes("MemTotal");
+  info.free_memory_bytes = read_meminfo_bytes("MemAvailable");
+  if (info.total_memory_bytes == 0) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page_size > 0) {
+      info.total_memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+    }
+  }
+  info.simd_features = detect_simd_features();
+  return info;
+}
+
+}  // namespace iwb
