@@ -1,0 +1,208 @@
+// llama.cpp's tokenizer test vectors: for every vocab-only GGUF under shared/models/vocab-gguf
+// with .inp/.out files, each test string must encode (no BOS, special tokens not parsed) to
+// exactly the ids llama.cpp expects, and decode back to the string where the vocab is lossless.
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QTest>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+using namespace iwb;
+using namespace iwb::tokenizer;
+
+Q_DECLARE_METATYPE(std::vector<int32_t>)
+
+namespace {
+
+QString vocab_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf"); }
+
+// Tokenizers are loaded once per file: the data rows of one file share it.
+const Tokenizer* load_tokenizer(const QString& path, QString* error) {
+  static std::map<QString, std::unique_ptr<Tokenizer>> cache;
+  auto it = cache.find(path);
+  if (it != cache.end()) return it->second.get();
+  auto file = gguf::GgufFile::open(path.toStdString());
+  if (!file) {
+    *error = QString::fromStdString(file.error_message());
+    return nullptr;
+  }
+  auto tokenizer = Tokenizer::from_gguf(**file);
+  if (!tokenizer) {
+    *error = QString::fromStdString(tokenizer.error_message());
+    return nullptr;
+  }
+  auto [inserted, ok] = cache.emplace(path, std::make_unique<Tokenizer>(std::move(tokenizer.value())));
+  return inserted->second.get();
+}
+
+QByteArray read_all(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return f.readAll();
+}
+
+// The .inp convention of llama.cpp's test-tokenizer-0: strings separated by
+// "\n__ggml_vocab_test__\n"; the separator after the last string ends the list.
+QList<QByteArray> split_inputs(const QByteArray& raw) {
+  static const QByteArray sep = "\n__ggml_vocab_test__\n";
+  QList<QByteArray> out;
+  qsizetype pos = 0;
+  while (pos < raw.size()) {
+    const qsizetype next = raw.indexOf(sep, pos);
+    if (next < 0) {
+      out.push_back(raw.mid(pos));
+      break;
+    }
+    out.push_back(raw.mid(pos, next - pos));
+    pos = next + sep.size();
+  }
+  return out;
+}
+
+std::vector<int32_t> parse_ids(const QByteArray& line) {
+  std::vector<int32_t> ids;
+  for (const QByteArray& part : line.trimmed().split(' ')) {
+    if (!part.isEmpty()) ids.push_back(part.toInt());
+  }
+  return ids;
+}
+
+QString describe(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  QStringList parts;
+  for (int32_t id : ids) {
+    parts << QStringLiteral("%1'%2'").arg(id).arg(QString::fromUtf8(tok.token_to_piece(id, true)));
+  }
+  return parts.join(' ');
+}
+
+}  // namespace
+
+class TestTokenizerVectors : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void encodes_like_llama_cpp_data();
+  void encodes_like_llama_cpp();
+  void every_vocab_file_loads_and_round_trips();
+  void encodes_10kb_quickly();
+  void encodes_from_several_threads();
+};
+
+void TestTokenizerVectors::encodes_like_llama_cpp_data() {
+  QTest::addColumn<QString>("path");
+  QTest::addColumn<QByteArray>("input");
+  QTest::addColumn<std::vector<int32_t>>("expected");
+  const QDir dir(vocab_dir());
+  if (!dir.exists()) QSKIP(qPrintable("shared models not found at " + vocab_dir() + "; vocab test vectors skipped"));
+  const QStringList inputs = dir.entryList({"*.gguf.inp"}, QDir::Files, QDir::Name);
+  if (inputs.isEmpty()) QSKIP("no .inp test vectors in the vocab folder");
+  for (const QString& inp : inputs) {
+    const QString gguf = inp.chopped(4);
+    const QList<QByteArray> strings = split_inputs(read_all(dir.filePath(inp)));
+    const QList<QByteArray> lines = read_all(dir.filePath(gguf + ".out")).split('\n');
+    QVERIFY2(lines.size() >= strings.size(), qPrintable(gguf + ": fewer .out lines than .inp strings"));
+    const QString short_name = QString(gguf).remove("ggml-vocab-").remove(".gguf");
+    for (qsizetype i = 0; i < strings.size(); ++i) {
+      QString shown = QString::fromUtf8(strings[i].left(24));
+      shown.replace('\n', "\\n").replace('\t', "\\t");
+      QTest::addRow("%s #%02d '%s'", qPrintable(short_name), int(i), qPrintable(shown))
+          << dir.filePath(gguf) << strings[i] << parse_ids(lines[i]);
+    }
+  }
+}
+
+void TestTokenizerVectors::encodes_like_llama_cpp() {
+  QFETCH(QString, path);
+  QFETCH(QByteArray, input);
+  QFETCH(std::vector<int32_t>, expected);
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(error));
+
+  const std::string text = input.toStdString();
+  const std::vector<int32_t> ids = tok->encode(text, {.add_bos = false, .parse_special = false});
+  QVERIFY2(ids == expected, qPrintable(QStringLiteral("\n   got: %1\n  want: %2")
+                                           .arg(describe(*tok, ids), describe(*tok, expected))));
+
+  // WordPiece lowercases and strips accents, so only SPM and byte-level BPE round-trip.
+  if (tok->vocab().kind != VocabKind::WordPiece) {
+    QCOMPARE(QByteArray::fromStdString(tok->decode(ids)), input);
+  }
+}
+
+void TestTokenizerVectors::every_vocab_file_loads_and_round_trips() {
+  const QDir dir(vocab_dir());
+  if (!dir.exists()) QSKIP(qPrintable("shared models not found at " + vocab_dir()));
+  const std::string text = "Hello world!\n\tThe quick brown fox, 3.14159 — naïve café 日本語 🦙";
+  for (const QString& name : dir.entryList({"*.gguf"}, QDir::Files, QDir::Name)) {
+    QString error;
+    const Tokenizer* tok = load_tokenizer(dir.filePath(name), &error);
+    QVERIFY2(tok != nullptr, qPrintable(name + ": " + error));
+    const std::vector<int32_t> ids = tok->encode(text);
+    QVERIFY2(!ids.empty(), qPrintable(name));
+    for (int32_t id : ids) QVERIFY2(tok->is_valid(id), qPrintable(name));
+    if (tok->vocab().add_bos) QCOMPARE(ids.front(), tok->bos());
+    if (tok->vocab().kind != VocabKind::WordPiece) {
+      QCOMPARE(QString::fromStdString(tok->decode(ids)), QString::fromStdString(text));
+    }
+  }
+}
+
+// Not a benchmark: a guard against an accidentally quadratic path (seconds instead of ms).
+void TestTokenizerVectors::encodes_10kb_quickly() {
+  const QString path = vocab_dir() + "/ggml-vocab-deepseek-llm.gguf";
+  if (!QFile::exists(path)) QSKIP(qPrintable(path + " not found"));
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(error));
+  std::string text;
+  while (text.size() < 10 * 1024) {
+    text += "The tokenizer splits text into words, numbers 1234567 and symbols; "
+            "naïve café, Ελληνικά, русский, 日本語のテキスト 🦙\n";
+  }
+  QElapsedTimer timer;
+  timer.start();
+  const std::vector<int32_t> ids = tok->encode(text);
+  const qint64 ms = timer.elapsed();
+  qInfo("encoded %zu bytes into %zu tokens in %lld ms", text.size(), ids.size(), ms);
+  QVERIFY2(ms < 5000, qPrintable(QStringLiteral("10 KB took %1 ms").arg(ms)));
+  QCOMPARE(tok->decode(ids), text);
+}
+
+// One Tokenizer shared by threads (the engine and the UI both tokenize): same ids everywhere.
+void TestTokenizerVectors::encodes_from_several_threads() {
+  const QString path = vocab_dir() + "/ggml-vocab-deepseek-coder.gguf";
+  if (!QFile::exists(path)) QSKIP(qPrintable(path + " not found"));
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(error));
+  const QList<QByteArray> inputs = split_inputs(read_all(path + ".inp"));
+  std::vector<std::vector<int32_t>> reference;
+  for (const QByteArray& input : inputs) reference.push_back(tok->encode(input.toStdString()));
+
+  constexpr int kNumThreads = 4;
+  std::atomic<int> num_mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kNumThreads; ++t) {
+    threads.emplace_back([&, copy = *tok] {
+      for (int round = 0; round < 5; ++round) {
+        for (qsizetype i = 0; i < inputs.size(); ++i) {
+          if (copy.encode(inputs[i].toStdString()) != reference[static_cast<size_t>(i)]) ++num_mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  QCOMPARE(num_mismatches.load(), 0);
+}
+
+QTEST_GUILESS_MAIN(TestTokenizerVectors)
+#include "test_tokenizer_vectors.moc"
