@@ -1,0 +1,42 @@
+// inference-workbench: the desktop application's entry point — application identity, command
+// line (an optional model to open), and the main window.
+#include "main_window/app_info.h"
+#include "main_window/main_window.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QFileInfo>
+#include <QIcon>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("Inference Workbench"));
+  QApplication::setApplicationName(QStringLiteral("Inference Workbench"));
+  QApplication::setApplicationVersion(iwb::ui::applicationVersion());
+  // Matches packaging/inference-workbench.desktop, so desktops group windows under its icon.
+  QApplication::setDesktopFileName(QStringLiteral("inference-workbench"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/inference-workbench.svg")));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(
+      QStringLiteral("Desktop workbench for running and understanding LLM inference."));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("model"),
+                               QStringLiteral("GGUF model file to open at start."),
+                               QStringLiteral("[model.gguf]"));
+  parser.process(app);  // handles --help and --version, and rejects unknown options
+  const QStringList arguments = parser.positionalArguments();
+  if (arguments.size() > 1) {
+    std::fprintf(stderr, "inference-workbench: expected at most one model file, got %lld\n%s",
+                 static_cast<long long>(arguments.size()), qPrintable(parser.helpText()));
+    return 2;
+  }
+
+  iwb::ui::MainWindow window;
+  window.show();
+  if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
+  return app.exec();
+}

@@ -1,0 +1,262 @@
+// MainWindow: menus, drag and drop, the loader thread, and showing results or errors.
+#include "main_window/main_window.h"
+
+#include "main_window/app_info.h"
+#include "main_window/recent_files.h"
+#include "model_info/model_loader.h"
+#include "model_info/model_overview_widget.h"
+#include "widgets/message_bar.h"
+#include "widgets/welcome_page.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLocale>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QStyle>
+#include <QThread>
+#include <QVBoxLayout>
+
+namespace iwb::ui {
+namespace {
+
+constexpr int kStatusTimeoutMs = 8000;
+const char* const kGeometryKey = "mainWindow/geometry";
+const char* const kLastDirKey = "lastOpenDir";
+
+bool hasGgufSuffix(const QString& path) {
+  return QFileInfo(path).suffix().compare(QLatin1String("gguf"), Qt::CaseInsensitive) == 0;
+}
+
+QLabel* makeStatusLabel(const QString& objectName, const QString& toolTip, QWidget* parent) {
+  auto* label = new QLabel(parent);
+  label->setObjectName(objectName);
+  label->setToolTip(toolTip);
+  label->setTextFormat(Qt::PlainText);
+  label->setContentsMargins(6, 0, 6, 0);
+  label->hide();  // nothing to say before a model is open
+  return label;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      m_recentFiles(new RecentFiles(this)),
+      m_messageBar(new MessageBar),
+      m_pages(new QStackedWidget),
+      m_welcomePage(new WelcomePage),
+      m_overview(new ModelOverviewWidget) {
+  setWindowTitle(QApplication::applicationDisplayName());
+  setAcceptDrops(true);
+
+  m_pages->addWidget(m_welcomePage);
+  m_pages->addWidget(m_overview);
+  auto* central = new QWidget;
+  auto* layout = new QVBoxLayout(central);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(m_messageBar);
+  layout->addWidget(m_pages, 1);
+  setCentralWidget(central);
+
+  m_welcomePage->setRecentFiles(m_recentFiles->files());
+  connect(m_recentFiles, &RecentFiles::changed, m_welcomePage, &WelcomePage::setRecentFiles);
+  connect(m_welcomePage, &WelcomePage::openRequested, this, &MainWindow::showOpenDialog);
+  connect(m_welcomePage, &WelcomePage::recentFileActivated, this, &MainWindow::openModel);
+
+  createMenus();
+  createStatusBar();
+  startLoaderThread();
+
+  if (!restoreGeometry(QSettings().value(QLatin1String(kGeometryKey)).toByteArray())) {
+    resize(1280, 800);
+  }
+}
+
+MainWindow::~MainWindow() {
+  // The loader finishes the file it is reading (parsing is bounded by the file), then stops.
+  m_loaderThread->quit();
+  m_loaderThread->wait();
+}
+
+void MainWindow::createMenus() {
+  QMenu* fileMenu = menuBar()->addMenu(tr("&File"));
+  QAction* openAction = fileMenu->addAction(
+      style()->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open Model…"), this,
+      &MainWindow::showOpenDialog);
+  openAction->setShortcut(QKeySequence::Open);
+  openAction->setStatusTip(tr("Open a GGUF model file"));
+
+  auto* recentMenu = new RecentFilesMenu(m_recentFiles, this);
+  connect(recentMenu, &RecentFilesMenu::fileTriggered, this, &MainWindow::openModel);
+  fileMenu->addMenu(recentMenu);
+  fileMenu->addSeparator();
+  QAction* quitAction = fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
+  quitAction->setShortcut(QKeySequence::Quit);
+  quitAction->setMenuRole(QAction::QuitRole);
+
+  QMenu* helpMenu = menuBar()->addMenu(tr("&Help"));
+  QAction* aboutAction = helpMenu->addAction(tr("&About Inference Workbench"), this,
+                                             &MainWindow::showAbout);
+  aboutAction->setMenuRole(QAction::AboutRole);
+  helpMenu->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)
+      ->setMenuRole(QAction::AboutQtRole);
+}
+
+void MainWindow::createStatusBar() {
+  m_busyIndicator = new QProgressBar(this);
+  m_busyIndicator->setRange(0, 0);  // indeterminate: parsing has no useful percentage
+  m_busyIndicator->setMaximumWidth(120);
+  m_busyIndicator->setMaximumHeight(statusBar()->fontMetrics().height());
+  m_busyIndicator->hide();
+  m_architectureLabel = makeStatusLabel(QStringLiteral("architectureLabel"), tr("Architecture"), this);
+  m_parametersLabel = makeStatusLabel(QStringLiteral("parametersLabel"), QString(), this);
+  m_fileTypeLabel = makeStatusLabel(QStringLiteral("fileTypeLabel"), tr("File type"), this);
+  m_fileSizeLabel = makeStatusLabel(QStringLiteral("fileSizeLabel"), QString(), this);
+  statusBar()->addPermanentWidget(m_busyIndicator);
+  for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel}) {
+    statusBar()->addPermanentWidget(label);
+  }
+}
+
+void MainWindow::startLoaderThread() {
+  m_loaderThread = new QThread(this);
+  m_loaderThread->setObjectName(QStringLiteral("ModelLoaderThread"));
+  auto* loader = new ModelLoader;  // no parent: it moves to the loader thread
+  loader->moveToThread(m_loaderThread);
+  connect(m_loaderThread, &QThread::finished, loader, &QObject::deleteLater);
+  connect(this, &MainWindow::loadRequested, loader, &ModelLoader::load);
+  connect(loader, &ModelLoader::loaded, this, &MainWindow::handleModelLoaded);
+  connect(loader, &ModelLoader::loadFailed, this, &MainWindow::handleModelLoadFailed);
+  m_loaderThread->start();
+}
+
+void MainWindow::openModel(const QString& path) {
+  if (path.isEmpty()) return;
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  ++m_numPendingLoads;
+  m_busyIndicator->show();
+  statusBar()->showMessage(tr("Opening %1…").arg(QFileInfo(absolute).fileName()));
+  emit loadRequested(absolute);
+}
+
+void MainWindow::showOpenDialog() {
+  QSettings settings;
+  QString dir = settings.value(QLatin1String(kLastDirKey)).toString();
+  if (dir.isEmpty() && !m_recentFiles->files().isEmpty()) {
+    dir = QFileInfo(m_recentFiles->files().constFirst()).path();
+  }
+  const QString path = QFileDialog::getOpenFileName(
+      this, tr("Open Model"), dir, tr("GGUF models (*.gguf *.GGUF);;All files (*)"));
+  if (path.isEmpty()) return;
+  settings.setValue(QLatin1String(kLastDirKey), QFileInfo(path).path());
+  openModel(path);
+}
+
+void MainWindow::showAbout() {
+  QMessageBox::about(this, tr("About Inference Workbench"), aboutText());
+}
+
+void MainWindow::finishLoad() {
+  m_numPendingLoads = qMax(0, m_numPendingLoads - 1);
+  m_busyIndicator->setVisible(m_numPendingLoads > 0);
+}
+
+void MainWindow::handleModelLoaded(const ModelDetails& details) {
+  finishLoad();
+  m_currentPath = details.path;
+  m_messageBar->dismiss();  // an earlier failure no longer describes what is shown
+  m_overview->showModel(details);
+  m_pages->setCurrentWidget(m_overview);
+  updateStatusLabels(details.summary);
+  m_recentFiles->add(details.path);
+
+  const QString fileName = QFileInfo(details.path).fileName();
+  setWindowTitle(tr("%1 — %2").arg(fileName, QApplication::applicationDisplayName()));
+  statusBar()->showMessage(tr("Opened %1").arg(fileName), kStatusTimeoutMs);
+  emit modelOpened(details.path);
+}
+
+void MainWindow::handleModelLoadFailed(const QString& path, const QString& message) {
+  finishLoad();
+  const QString fileName = QFileInfo(path).fileName();
+  // What was shown before stays shown: a failed open replaces nothing.
+  m_messageBar->showMessage(MessageBar::Kind::Error, tr("Could not open %1").arg(fileName),
+                            message);
+  statusBar()->showMessage(tr("Could not open %1").arg(fileName), kStatusTimeoutMs);
+  if (!QFileInfo::exists(path)) m_recentFiles->remove(path);
+  emit modelOpenFailed(path, message);
+}
+
+void MainWindow::updateStatusLabels(const iwb::ModelSummary& s) {
+  const QLocale locale;
+  m_architectureLabel->setText(QString::fromStdString(s.architecture));
+  m_parametersLabel->setText(s.is_vocab_only
+                                 ? tr("vocabulary only")
+                                 : tr("%1 params").arg(QString::fromStdString(format_count(s.num_params))));
+  m_parametersLabel->setToolTip(tr("%1 parameters").arg(locale.toString(qulonglong{s.num_params})));
+  m_fileTypeLabel->setText(QString::fromStdString(s.file_type));
+  m_fileSizeLabel->setText(QString::fromStdString(format_bytes(s.file_size)));
+  m_fileSizeLabel->setToolTip(tr("File size: %1 bytes").arg(locale.toString(qulonglong{s.file_size})));
+  for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel}) {
+    label->setVisible(!label->text().isEmpty());
+  }
+}
+
+QString MainWindow::ggufPathFromMimeData(const QMimeData* mimeData) {
+  if (!mimeData || !mimeData->hasUrls()) return {};
+  for (const QUrl& url : mimeData->urls()) {
+    if (url.isLocalFile() && hasGgufSuffix(url.toLocalFile())) return url.toLocalFile();
+  }
+  return {};
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  // Accept any local file so that dropping the wrong one gets an explanation, not silence.
+  const QMimeData* mime = event->mimeData();
+  if (mime && mime->hasUrls()) {
+    for (const QUrl& url : mime->urls()) {
+      if (url.isLocalFile()) {
+        event->acceptProposedAction();
+        return;
+      }
+    }
+  }
+  event->ignore();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const QString path = ggufPathFromMimeData(event->mimeData());
+  if (path.isEmpty()) {
+    QString name;
+    if (event->mimeData() && event->mimeData()->hasUrls() && !event->mimeData()->urls().isEmpty()) {
+      name = QFileInfo(event->mimeData()->urls().constFirst().toLocalFile()).fileName();
+    }
+    statusBar()->showMessage(
+        name.isEmpty() ? tr("Only GGUF model files (.gguf) can be opened.")
+                       : tr("%1 is not a GGUF model; only .gguf files can be opened.").arg(name),
+        kStatusTimeoutMs);
+    event->ignore();
+    return;
+  }
+  event->acceptProposedAction();
+  openModel(path);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings().setValue(QLatin1String(kGeometryKey), saveGeometry());
+  QMainWindow::closeEvent(event);
+}
+
+}  // namespace iwb::ui

@@ -1,0 +1,197 @@
+// ModelSummaryView: grouped forms filled from an iwb::ModelSummary.
+#include "model_info/model_summary_view.h"
+
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLocale>
+#include <QVBoxLayout>
+
+namespace iwb::ui {
+namespace {
+
+const QString kMissing = QStringLiteral("—");
+
+QString countOrMissing(int64_t n) { return n > 0 ? QLocale().toString(qlonglong{n}) : kMissing; }
+QString textOrMissing(const std::string& s) {
+  return s.empty() ? kMissing : QString::fromStdString(s);
+}
+
+QGroupBox* makeGroup(const QString& title, QFormLayout** form, QWidget* parent) {
+  auto* box = new QGroupBox(title, parent);
+  *form = new QFormLayout(box);
+  (*form)->setLabelAlignment(Qt::AlignLeft);
+  // Labels must take the whole width: at their size hint, word-wrapped values would wrap early.
+  (*form)->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  (*form)->setRowWrapPolicy(QFormLayout::DontWrapRows);
+  return box;
+}
+
+}  // namespace
+
+ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+
+  QFormLayout* form = nullptr;
+  layout->addWidget(makeGroup(tr("Model"), &form, this));
+  addField(form, QStringLiteral("architecture"), tr("Architecture"), tr("general.architecture"));
+  addField(form, QStringLiteral("name"), tr("Name"), tr("general.name, or the file name"));
+  addField(form, QStringLiteral("parameters"), tr("Parameters"),
+           tr("Elements over all tensors"));
+  addField(form, QStringLiteral("fileType"), tr("File type"),
+           tr("general.file_type, or the most common tensor type"));
+  addField(form, QStringLiteral("tensorTypes"), tr("Tensor types"));
+
+  layout->addWidget(makeGroup(tr("File"), &form, this));
+  addField(form, QStringLiteral("fileSize"), tr("Size"));
+  addField(form, QStringLiteral("ggufVersion"), tr("GGUF version"));
+  addField(form, QStringLiteral("tensors"), tr("Tensors"));
+
+  layout->addWidget(makeGroup(tr("Tokenizer"), &form, this));
+  addField(form, QStringLiteral("tokenizerModel"), tr("Model"), tr("tokenizer.ggml.model"));
+  addField(form, QStringLiteral("tokenizerPre"), tr("Pre-tokenizer"), tr("tokenizer.ggml.pre"));
+  addField(form, QStringLiteral("vocabSize"), tr("Vocabulary"), tr("Number of tokens"));
+  addField(form, QStringLiteral("chatTemplate"), tr("Chat template"),
+           tr("tokenizer.chat_template"));
+
+  layout->addWidget(makeGroup(tr("Hyper-parameters"), &form, this));
+  addField(form, QStringLiteral("layers"), tr("Layers"));
+  addField(form, QStringLiteral("embedding"), tr("Embedding dim"));
+  addField(form, QStringLiteral("feedForward"), tr("Feed-forward dim"));
+  addField(form, QStringLiteral("heads"), tr("Attention heads"));
+  addField(form, QStringLiteral("kvHeads"), tr("KV heads"),
+           tr("Fewer KV heads than attention heads means grouped-query attention"));
+  addField(form, QStringLiteral("headDim"), tr("Head dim"), tr("Per-head key / value length"));
+  addField(form, QStringLiteral("context"), tr("Context"), tr("Trained context length"));
+  addField(form, QStringLiteral("ropeBase"), tr("RoPE base"));
+  addField(form, QStringLiteral("rmsEps"), tr("RMS norm ε"));
+
+  layout->addWidget(makeGroup(tr("Memory to run"), &form, this));
+  addField(form, QStringLiteral("kvCache"), tr("KV cache"),
+           tr("f16 keys and values for every layer at the trained context; grouped-query "
+              "attention caches only the KV heads"));
+  addField(form, QStringLiteral("memoryTotal"), tr("Total"),
+           tr("Weights + KV cache + scratch for activations and logits (an estimate)"));
+
+  layout->addStretch(1);
+
+  // One label column width across all groups, so the values line up from box to box.
+  int labelWidth = 0;
+  for (const QLabel* name : std::as_const(m_nameLabels)) {
+    labelWidth = qMax(labelWidth, name->sizeHint().width());
+  }
+  for (QLabel* name : std::as_const(m_nameLabels)) name->setMinimumWidth(labelWidth);
+  clear();
+}
+
+QLabel* ModelSummaryView::addField(QFormLayout* form, const QString& id, const QString& label,
+                                   const QString& toolTip) {
+  auto* value = new QLabel(this);
+  value->setObjectName(id + QStringLiteral("Value"));
+  value->setTextFormat(Qt::PlainText);  // names come from the file: never interpret markup
+  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  value->setWordWrap(true);
+  auto* name = new QLabel(label, this);
+  if (!toolTip.isEmpty()) name->setToolTip(toolTip);
+  m_nameLabels << name;
+  form->addRow(name, value);
+  m_fields.insert(id, value);
+  m_fieldOrder << id;
+  return value;
+}
+
+void ModelSummaryView::setField(const QString& id, const QString& text, const QString& toolTip) {
+  QLabel* label = m_fields.value(id);
+  Q_ASSERT(label);
+  label->setText(text);
+  label->setToolTip(toolTip);
+}
+
+QString ModelSummaryView::fieldText(const QString& field) const {
+  const QLabel* label = m_fields.value(field);
+  return label ? label->text() : QString();
+}
+
+void ModelSummaryView::clear() {
+  for (QLabel* label : std::as_const(m_fields)) {
+    label->setText(kMissing);
+    label->setToolTip({});
+  }
+}
+
+void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
+  const QLocale locale;
+  setField(QStringLiteral("architecture"), textOrMissing(s.architecture));
+  setField(QStringLiteral("name"), textOrMissing(s.name));
+  setField(QStringLiteral("parameters"),
+           s.is_vocab_only ? tr("none (vocabulary-only file)")
+                           : QString::fromStdString(format_count(s.num_params)),
+           tr("%1 parameters").arg(locale.toString(qulonglong{s.num_params})));
+  setField(QStringLiteral("fileType"), textOrMissing(s.file_type));
+
+  QStringList typeLines;
+  int64_t numTensors = 0;
+  for (const auto& [type, totals] : s.totals_by_type) {
+    numTensors += totals.num_tensors;
+    const QString count = totals.num_tensors == 1
+                              ? tr("1 tensor")
+                              : tr("%1 tensors").arg(locale.toString(qlonglong{totals.num_tensors}));
+    typeLines << QStringLiteral("%1 — %2, %3")
+                     .arg(QString::fromStdString(type), count,
+                          QString::fromStdString(format_bytes(totals.num_bytes)));
+  }
+  setField(QStringLiteral("tensorTypes"), typeLines.isEmpty() ? kMissing : typeLines.join('\n'));
+
+  setField(QStringLiteral("fileSize"), QString::fromStdString(format_bytes(s.file_size)),
+           tr("%1 bytes").arg(locale.toString(qulonglong{s.file_size})));
+  setField(QStringLiteral("ggufVersion"), QString::number(s.gguf_version));
+  setField(QStringLiteral("tensors"),
+           tr("%1 (%2 of data)")
+               .arg(locale.toString(qlonglong{numTensors}),
+                    QString::fromStdString(format_bytes(s.tensor_bytes))));
+
+  setField(QStringLiteral("tokenizerModel"), textOrMissing(s.tokenizer_model));
+  setField(QStringLiteral("tokenizerPre"), textOrMissing(s.tokenizer_pre));
+  setField(QStringLiteral("vocabSize"), countOrMissing(s.tokenizer_vocab_size));
+  setField(QStringLiteral("chatTemplate"), s.has_chat_template ? tr("yes") : tr("no"));
+
+  const ModelHyperParams& h = s.hparams;
+  setField(QStringLiteral("layers"), countOrMissing(h.block_count));
+  setField(QStringLiteral("embedding"), countOrMissing(h.embedding_length));
+  setField(QStringLiteral("feedForward"), countOrMissing(h.feed_forward_length));
+  setField(QStringLiteral("heads"), countOrMissing(h.head_count));
+  QString kvHeads = countOrMissing(h.head_count_kv);
+  if (h.head_count > 0 && h.head_count_kv > 0 && h.head_count_kv < h.head_count) {
+    kvHeads += tr("  (grouped-query, %1 heads per KV head)").arg(h.head_count / h.head_count_kv);
+  }
+  setField(QStringLiteral("kvHeads"), kvHeads);
+  QString headDim = countOrMissing(h.key_length);
+  if (h.value_length > 0 && h.value_length != h.key_length) {
+    headDim += QStringLiteral(" / ") + countOrMissing(h.value_length);
+  }
+  setField(QStringLiteral("headDim"), headDim);
+  setField(QStringLiteral("context"), countOrMissing(h.context_length));
+  setField(QStringLiteral("ropeBase"), h.rope_freq_base > 0 ? locale.toString(h.rope_freq_base, 'g', 8)
+                                                            : kMissing);
+  setField(QStringLiteral("rmsEps"), h.rms_norm_eps > 0 ? QString::number(h.rms_norm_eps, 'g', 3)
+                                                        : kMissing);
+
+  if (s.is_vocab_only || h.context_length <= 0) {
+    setField(QStringLiteral("kvCache"), kMissing);
+    setField(QStringLiteral("memoryTotal"), kMissing);
+  } else {
+    const MemoryEstimate memory = estimate_memory(s, h.context_length);
+    setField(QStringLiteral("kvCache"),
+             tr("%1 at %2 tokens")
+                 .arg(QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
+                      locale.toString(qlonglong{h.context_length})));
+    setField(QStringLiteral("memoryTotal"), QString::fromStdString(format_bytes(memory.total())),
+             tr("Weights %1 + KV cache %2 + scratch %3")
+                 .arg(QString::fromStdString(format_bytes(memory.weight_bytes)),
+                      QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
+                      QString::fromStdString(format_bytes(memory.scratch_bytes))));
+  }
+}
+
+}  // namespace iwb::ui
