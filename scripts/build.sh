@@ -13,6 +13,9 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 export CCACHE_DIR=${CCACHE_DIR:-"$HOME/.cache/ccache"}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Relative paths in the cache keys: a fresh clone in another folder reuses the same objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-"$root"}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build_dir" -G Ninja "$@"
