@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and starts the desktop application. Arguments go to the
-# application (e.g. a model file to open).
+# Installs dependencies, builds, fetches the default model if it is absent, and starts the
+# desktop application. Arguments go to the application (e.g. a model file to open); without
+# a model argument the default model is opened. Without network the application still starts
+# and says what is missing.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${IWB_BUILD_DIR:-"$root/build"}
 
 "$root/scripts/build.sh"
+
+has_model_arg=0
+for arg in "$@"; do
+  [[ "$arg" == *.gguf ]] && has_model_arg=1
+done
+if [[ $has_model_arg == 0 ]]; then
+  if model=$("$root/scripts/fetch-model.sh"); then
+    set -- "$model" "$@"
+  else
+    echo "run.sh: the default model could not be fetched (see above); starting without it." >&2
+  fi
+fi
 exec "$build_dir/app/inference-workbench" "$@"
