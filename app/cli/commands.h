@@ -8,5 +8,7 @@ int run_info(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_devices(int argc, char** argv);
+int run_run(int argc, char** argv);
+int run_probe(int argc, char** argv);
 
 }  // namespace iwb::cli

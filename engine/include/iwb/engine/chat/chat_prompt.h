@@ -1,0 +1,32 @@
+// A conversation turned into prompt tokens for a model: rendered with the template family
+// detected from the model's tokenizer.chat_template (or one the user names), tokenized with
+// special tokens parsed, and exactly one BOS where the model wants one.
+#pragma once
+
+#include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/status.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iwb {
+
+struct ChatPromptOptions {
+  std::optional<ChatTemplateFamily> family;  // overrides the detected family
+  bool add_generation_prompt = true;
+};
+
+struct ChatPrompt {
+  ChatTemplateFamily family = ChatTemplateFamily::Plain;
+  std::string text;                        // the rendered conversation
+  std::vector<int32_t> tokens;
+  std::vector<std::string> stop_strings;   // the family's end-of-turn markers
+};
+
+Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,
+                                     const std::vector<ChatMessage>& messages, const ChatPromptOptions& options = {});
+
+}  // namespace iwb

@@ -1,0 +1,64 @@
+// What the forward pass needs to know about a model, read from GGUF metadata for the
+// architectures this engine runs (llama, qwen2, gemma3): dimensions, norms, RoPE per layer,
+// sliding-window layers, scales. Any other architecture is refused with ErrorCode::Unsupported.
+#pragma once
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/status.h"
+#include "iwb/kernels/activations.h"
+#include "iwb/kernels/rope.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace iwb {
+
+enum class ModelArchitecture { Llama, Qwen2, Gemma3 };
+
+struct ModelConfig {
+  ModelArchitecture architecture = ModelArchitecture::Llama;
+  std::string architecture_name;       // general.architecture as stored
+  int64_t context_length_train = 0;    // <arch>.context_length
+  int64_t embedding_length = 0;        // model width (n_embd)
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;            // < num_heads with grouped-query attention
+  int64_t head_dim_k = 0;              // per-head query/key width
+  int64_t head_dim_v = 0;              // per-head value width
+  int64_t feed_forward_length = 0;
+  int64_t vocab_size = 0;              // rows of token_embd.weight
+  float rms_norm_eps = 1e-5f;
+
+  RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3
+  int64_t rope_num_rotated = 0;        // <arch>.rope.dimension_count, default head_dim_k
+  float rope_freq_base = 10000.0f;     // global (full-attention) layers
+  float rope_freq_scale = 1.0f;        // 1 / rope.scaling.factor for linear scaling
+  float rope_freq_base_swa = 10000.0f; // sliding-window layers (gemma3: their own base)
+  float rope_freq_scale_swa = 1.0f;
+
+  int64_t sliding_window = 0;          // 0: every layer attends to the whole context
+  std::vector<bool> is_sliding_layer;  // [num_layers]
+
+  float attention_scale = 1.0f;        // multiplies q.k
+  float attention_softcap = 0.0f;      // 0: off
+  float final_logit_softcap = 0.0f;    // 0: off
+  float embedding_scale = 1.0f;        // gemma: sqrt(n_embd)
+  GatedActivation ffn_activation = GatedActivation::SiLU;
+  bool has_qk_norm = false;            // per-head RMS norm of q and k (gemma3)
+  bool has_post_norms = false;         // norms after attention and FFN outputs (gemma3)
+  bool requires_qkv_bias = false;      // qwen2
+
+  int64_t q_width() const { return num_heads * head_dim_k; }
+  int64_t k_width() const { return num_kv_heads * head_dim_k; }
+  int64_t v_width() const { return num_kv_heads * head_dim_v; }
+  int64_t attention_output_width() const { return num_heads * head_dim_v; }
+};
+
+// Reads and checks the configuration; errors name the missing or inconsistent key.
+Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);
+
+// "llama", "qwen2", "gemma3".
+const std::vector<std::string>& supported_architectures();
+
+}  // namespace iwb

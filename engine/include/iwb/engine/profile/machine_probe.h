@@ -1,0 +1,45 @@
+// Measured ceilings of a device — memory bandwidth and peak arithmetic — that the roofline and
+// the MBU/MFU metrics divide by. Measured, not taken from a datasheet.
+#pragma once
+
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace iwb {
+
+struct ProbeResult {
+  std::string device_id;          // "cpu", "cuda:0"
+  std::string device_name;
+  std::string date;               // ISO 8601 UTC, when measured
+  int num_threads = 0;            // CPU threads used
+  double copy_bytes_per_s = 0;    // STREAM copy: c = a (2 arrays counted)
+  double triad_bytes_per_s = 0;   // STREAM triad: a = b + s*c (3 arrays counted)
+  double peak_flops = 0;          // best of the compute measurements
+  std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
+  double buffer_bytes = 0;        // size of each bandwidth buffer
+  // The roof the roofline draws: the better of copy and triad.
+  double bandwidth_bytes_per_s() const { return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s; }
+  double ridge_point() const { return bandwidth_bytes_per_s() > 0 ? peak_flops / bandwidth_bytes_per_s() : 0; }
+};
+
+struct ProbeOptions {
+  int num_threads = 0;                    // 0: all cores
+  uint64_t buffer_bytes = 512ull << 20;   // per array; far larger than any CPU cache
+  int repetitions = 5;                    // best of
+  double compute_seconds = 0.3;           // per FMA measurement
+};
+
+// STREAM-style copy and triad over all threads, and f32 FMA throughput with the widest SIMD
+// the CPU has (AVX-512, AVX2+FMA, or portable code).
+Result<ProbeResult> probe_cpu(const ProbeOptions& options);
+
+// Device-to-device copy bandwidth and cuBLAS f16/bf16 GEMM throughput; an error (never an
+// abort) when the build has no CUDA or there is no device.
+Result<std::vector<ProbeResult>> probe_cuda_devices();
+
+std::string current_utc_iso8601();
+
+}  // namespace iwb

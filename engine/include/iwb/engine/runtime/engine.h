@@ -1,0 +1,104 @@
+// The inference engine's step API: load a model, add generation requests, call step() until
+// they finish. Batch of one sequence per step for now (continuous batching comes with the paged
+// KV cache); results are plain values so a worker thread can pass them to the GUI.
+#pragma once
+
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/model/model_info.h"
+#include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace iwb {
+
+namespace tokenizer {
+class Tokenizer;
+}
+
+struct EngineOptions {
+  int64_t context_length = 0;  // 0: the model's trained context, at most 4096
+  int num_threads = 0;         // 0: all cores (OpenMP default)
+};
+
+using RequestId = uint64_t;
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_tokens;
+  SamplingParams sampling;
+  int32_t max_new_tokens = 512;          // <= 0: no limit (until end of generation or a full context)
+  std::vector<std::string> stop_strings;  // generation ends when the text contains one
+  bool stop_at_end_of_generation = true;  // EOS / EOT / end-of-turn tokens
+};
+
+enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Aborted, Error };
+const char* finish_reason_name(FinishReason reason);
+
+// One generated token of one request. `text` is the complete UTF-8 text this token adds
+// (empty while a multi-byte character is still incomplete; stop strings are held back). The
+// token that ends a request (end of generation, last allowed token) also carries whatever
+// text was still held back.
+struct TokenEvent {
+  RequestId request = 0;
+  int32_t token = -1;
+  std::string text;
+};
+
+struct RequestFinished {
+  RequestId request = 0;
+  FinishReason reason = FinishReason::EndOfGeneration;
+  std::string error;                    // for FinishReason::Error
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated_tokens = 0;
+  double prompt_seconds = 0;            // time to first token
+  double generation_seconds = 0;        // from first to last generated token
+};
+
+struct StepStats {
+  int32_t num_prompt_tokens = 0;        // prompt tokens processed in this step (prefill)
+  int32_t num_decode_tokens = 0;        // tokens generated in this step
+  double seconds = 0;
+};
+
+struct StepResult {
+  std::vector<TokenEvent> tokens;
+  std::vector<RequestFinished> finished;
+  StepStats stats;
+};
+
+// Load progress: fraction 0..1 and what is happening.
+using LoadProgress = std::function<void(double fraction, const std::string& stage)>;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  static Result<std::unique_ptr<Engine>> load(const std::string& gguf_path, const EngineOptions& options,
+                                              const LoadProgress& progress = {});
+
+  virtual const ModelSummary& model() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual const tokenizer::Tokenizer& tokenizer() const = 0;
+  virtual int64_t context_length() const = 0;
+  // The model's tokenizer.chat_template (a Jinja text), empty when it has none.
+  virtual const std::string& chat_template() const = 0;
+  virtual int num_threads() const = 0;
+
+  // Queues a request; a prompt that cannot fit the context is refused with a clear message.
+  virtual Result<RequestId> add_request(GenerationRequest request) = 0;
+  virtual void abort_request(RequestId id) = 0;
+  virtual bool has_unfinished_requests() const = 0;
+
+  // One forward pass: a prompt (prefill) or one new token (decode) of the current request.
+  virtual Result<StepResult> step() = 0;
+
+  // Full-vocabulary logits of the last token of a sequence, from a fresh context (tests,
+  // evaluation). Refused while a request is in progress (it would overwrite its KV cache).
+  virtual Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) = 0;
+};
+
+}  // namespace iwb

@@ -1,0 +1,39 @@
+// build_chat_prompt: render, then tokenize without doubling the BOS a template may write.
+#include "iwb/engine/chat/chat_prompt.h"
+
+namespace iwb {
+
+Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,
+                                     const std::vector<ChatMessage>& messages, const ChatPromptOptions& options) {
+  if (messages.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation has no messages");
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      return make_error(ErrorCode::InvalidArgument, "unknown chat role '" + m.role + "' (system, user or assistant)");
+    }
+  }
+  ChatPrompt prompt;
+  prompt.family = options.family ? *options.family : detect_chat_template(chat_template);
+
+  const tokenizer::Vocab& vocab = tokenizer.vocab();
+  ChatRenderOptions render;
+  render.add_generation_prompt = options.add_generation_prompt;
+  if (tokenizer.is_valid(vocab.special.bos)) render.bos_text = vocab.tokens[static_cast<size_t>(vocab.special.bos)];
+  if (tokenizer.is_valid(vocab.special.eos)) render.eos_text = vocab.tokens[static_cast<size_t>(vocab.special.eos)];
+  prompt.text = render_chat(prompt.family, messages, render);
+
+  // Templates that write the BOS text themselves get it parsed as the BOS token; adding the
+  // vocabulary's own BOS as well would give the model two.
+  const bool is_bos_written = !render.bos_text.empty() && prompt.text.rfind(render.bos_text, 0) == 0;
+  tokenizer::EncodeOptions encode;
+  encode.add_bos = !is_bos_written;
+  encode.parse_special = true;
+  prompt.tokens = tokenizer.encode(prompt.text, encode);
+  if (prompt.tokens.size() >= 2 && prompt.tokens[0] == vocab.special.bos && prompt.tokens[1] == vocab.special.bos) {
+    prompt.tokens.erase(prompt.tokens.begin());
+  }
+  if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
+  prompt.stop_strings = chat_stop_strings(prompt.family);
+  return prompt;
+}
+
+}  // namespace iwb

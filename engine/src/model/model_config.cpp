@@ -1,0 +1,184 @@
+// ModelConfig from GGUF metadata. Defaults and per-architecture facts follow llama.cpp's
+// loader (src/llama-model.cpp), so a GGUF written by llama.cpp's converter runs the same here.
+#include "iwb/engine/model/model_config.h"
+
+#include <cmath>
+#include <string_view>
+
+namespace iwb {
+namespace {
+
+class KeyReader {
+ public:
+  KeyReader(const gguf::GgufFile& file, std::string arch) : m_file(file), m_arch(std::move(arch)) {}
+
+  std::string key(std::string_view suffix) const { return m_arch + "." + std::string(suffix); }
+
+  // A required positive integer; per-layer arrays are refused (no supported model has them).
+  Status positive_int(std::string_view suffix, int64_t* out) const {
+    const std::string k = key(suffix);
+    const gguf::Value* v = m_file.find(k);
+    if (!v) return make_error(ErrorCode::NotFound, "the model has no '" + k + "' metadata key");
+    if (v->as_array()) {
+      return make_error(ErrorCode::Unsupported, "'" + k + "' varies per layer, which this engine does not support");
+    }
+    const std::optional<int64_t> i = v->as_int();
+    if (!i || *i <= 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must be a positive integer");
+    *out = *i;
+    return {};
+  }
+
+  // An optional positive integer: `fallback` when absent.
+  Status optional_int(std::string_view suffix, int64_t fallback, int64_t* out) const {
+    if (!m_file.find(key(suffix))) {
+      *out = fallback;
+      return {};
+    }
+    return positive_int(suffix, out);
+  }
+
+  Status optional_float(std::string_view suffix, float fallback, float* out) const {
+    const std::string k = key(suffix);
+    const gguf::Value* v = m_file.find(k);
+    if (!v) {
+      *out = fallback;
+      return {};
+    }
+    const std::optional<double> f = v->as_float();
+    if (!f || !std::isfinite(*f)) return make_error(ErrorCode::CorruptFile, "'" + k + "' must be a finite number");
+    *out = static_cast<float>(*f);
+    return {};
+  }
+
+ private:
+  const gguf::GgufFile& m_file;
+  std::string m_arch;
+};
+
+Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, ModelConfig* c) {
+  const std::string type = file.get_string(keys.key("rope.scaling.type")).value_or("");
+  float factor = 0.0f;
+  IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.factor", 0.0f, &factor));
+  if (factor == 0.0f) IWB_RETURN_IF_ERROR(keys.optional_float("rope.scale_linear", 0.0f, &factor));
+  if (!type.empty() && type != "none" && type != "linear") {
+    return make_error(ErrorCode::Unsupported, "RoPE scaling '" + type + "' (" + keys.key("rope.scaling.type") +
+                                                  ") is not supported; only linear scaling is");
+  }
+  if (type == "none" || factor == 0.0f) return {};
+  if (factor < 0.0f) return make_error(ErrorCode::CorruptFile, "the RoPE scaling factor must be positive");
+  c->rope_freq_scale = 1.0f / factor;
+  return {};
+}
+
+Status apply_architecture(const KeyReader& keys, ModelConfig* c) {
+  switch (c->architecture) {
+    case ModelArchitecture::Llama:
+      c->rope_layout = RopeLayout::Normal;
+      break;
+    case ModelArchitecture::Qwen2:
+      c->rope_layout = RopeLayout::NeoX;
+      c->requires_qkv_bias = true;
+      break;
+    case ModelArchitecture::Gemma3: {
+      c->rope_layout = RopeLayout::NeoX;
+      c->ffn_activation = GatedActivation::GeluTanh;
+      c->has_qk_norm = true;
+      c->has_post_norms = true;
+      c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
+      // gemma_pytorch scales queries by 1/sqrt(query_pre_attn_scalar): head_dim for every size
+      // but 27B, whose scalar is n_embd / n_head (llama.cpp picks 27B by its 62 layers).
+      const int64_t scale_dim = c->num_layers == 62 ? c->embedding_length / c->num_heads : c->head_dim_k;
+      c->attention_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
+      // Five sliding-window layers, then one global layer; the local layers keep RoPE base
+      // 10000 and no scaling, whatever the global layers use.
+      int64_t window = 0;
+      IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
+      c->sliding_window = window;
+      if (window > 0) {
+        for (int64_t il = 0; il < c->num_layers; ++il) c->is_sliding_layer[il] = il % 6 < 5;
+        IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", 10000.0f, &c->rope_freq_base_swa));
+        c->rope_freq_scale_swa = 1.0f;
+      } else {
+        // Without sliding layers llama.cpp's gemma3 graph applies the final soft-cap if given.
+        IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 0.0f, &c->final_logit_softcap));
+      }
+      break;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> kNames = {"llama", "qwen2", "gemma3"};
+  return kNames;
+}
+
+Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
+  const std::optional<std::string> arch = file.get_string("general.architecture");
+  if (!arch) return make_error(ErrorCode::NotFound, "the model has no 'general.architecture' metadata key");
+  ModelConfig c;
+  c.architecture_name = *arch;
+  if (*arch == "llama") {
+    c.architecture = ModelArchitecture::Llama;
+  } else if (*arch == "qwen2") {
+    c.architecture = ModelArchitecture::Qwen2;
+  } else if (*arch == "gemma3") {
+    c.architecture = ModelArchitecture::Gemma3;
+  } else {
+    std::string list;
+    for (const std::string& name : supported_architectures()) list += (list.empty() ? "" : ", ") + name;
+    return make_error(ErrorCode::Unsupported,
+                      "architecture '" + *arch + "' is not supported by this engine (supported: " + list + ")");
+  }
+
+  const KeyReader keys(file, *arch);
+  IWB_RETURN_IF_ERROR(keys.positive_int("context_length", &c.context_length_train));
+  IWB_RETURN_IF_ERROR(keys.positive_int("embedding_length", &c.embedding_length));
+  IWB_RETURN_IF_ERROR(keys.positive_int("block_count", &c.num_layers));
+  IWB_RETURN_IF_ERROR(keys.positive_int("feed_forward_length", &c.feed_forward_length));
+  IWB_RETURN_IF_ERROR(keys.positive_int("attention.head_count", &c.num_heads));
+  IWB_RETURN_IF_ERROR(keys.optional_int("attention.head_count_kv", c.num_heads, &c.num_kv_heads));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return make_error(ErrorCode::CorruptFile, "the head count (" + std::to_string(c.num_heads) +
+                                                  ") is not a multiple of the KV head count (" +
+                                                  std::to_string(c.num_kv_heads) + ")");
+  }
+  if (!file.find(keys.key("attention.key_length")) && c.embedding_length % c.num_heads != 0) {
+    return make_error(ErrorCode::CorruptFile, "the model width is not a multiple of the head count");
+  }
+  IWB_RETURN_IF_ERROR(keys.optional_int("attention.key_length", c.embedding_length / c.num_heads, &c.head_dim_k));
+  IWB_RETURN_IF_ERROR(keys.optional_int("attention.value_length", c.embedding_length / c.num_heads, &c.head_dim_v));
+  IWB_RETURN_IF_ERROR(keys.optional_int("rope.dimension_count", c.head_dim_k, &c.rope_num_rotated));
+  if (c.rope_num_rotated % 2 != 0 || c.rope_num_rotated > c.head_dim_k) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("rope.dimension_count") +
+                                                  "' must be even and at most the head size");
+  }
+  if (!file.find(keys.key("attention.layer_norm_rms_epsilon"))) {
+    return make_error(ErrorCode::NotFound,
+                      "the model has no '" + keys.key("attention.layer_norm_rms_epsilon") + "' metadata key");
+  }
+  IWB_RETURN_IF_ERROR(keys.optional_float("attention.layer_norm_rms_epsilon", 1e-5f, &c.rms_norm_eps));
+  IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base", 10000.0f, &c.rope_freq_base));
+  IWB_RETURN_IF_ERROR(read_rope_scaling(keys, file, &c));
+  c.rope_freq_base_swa = c.rope_freq_base;
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+  // Attention soft-capping (<arch>.attn_logit_softcapping) is gemma 2's; none of the
+  // architectures here use it, so it stays off even when a file carries the key.
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+  c.is_sliding_layer.assign(static_cast<size_t>(c.num_layers), false);
+  IWB_RETURN_IF_ERROR(apply_architecture(keys, &c));
+
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (!embd) return make_error(ErrorCode::NotFound, "the model has no tensor 'token_embd.weight'");
+  if (embd->shape.size() != 2 || embd->shape[0] != c.embedding_length || embd->shape[1] <= 0) {
+    return make_error(ErrorCode::CorruptFile, "tensor 'token_embd.weight' has shape " + embd->shape_string() +
+                                                  ", expected " + std::to_string(c.embedding_length) +
+                                                  " x vocabulary size");
+  }
+  c.vocab_size = embd->shape[1];
+  return c;
+}
+
+}  // namespace iwb

@@ -1,0 +1,135 @@
+// Binding GGUF tensors to the forward pass's weight slots, by llama.cpp's tensor names.
+#include "model/model_weights.h"
+
+#include "iwb/kernels/dequantize.h"
+
+#include <string>
+
+namespace iwb {
+namespace {
+
+std::string layer_name(int64_t layer, const char* suffix) {
+  return "blk." + std::to_string(layer) + "." + suffix;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? " x " : "") + std::to_string(shape[i]);
+  return s;
+}
+
+class Binder {
+ public:
+  Binder(const gguf::GgufFile& file, ModelWeights* weights) : m_file(file), m_weights(weights) {}
+
+  // A required (or, with is_optional, possibly absent) matrix of the given shape.
+  Status matrix(const std::string& name, int64_t in, int64_t out, WeightMatrix* dst, bool is_optional = false) {
+    const gguf::TensorInfo* t = m_file.find_tensor(name);
+    if (!t) {
+      if (is_optional) return {};
+      return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "'");
+    }
+    IWB_RETURN_IF_ERROR(check(*t, {in, out}));
+    if (!ggml_can_dequantize(t->type)) {
+      return make_error(ErrorCode::Unsupported, "tensor '" + name + "' is stored as " +
+                                                    std::string(ggml_type_name(t->type)) +
+                                                    ", which this engine cannot compute with");
+    }
+    if (!ggml_row_bytes(t->type, in)) {
+      return make_error(ErrorCode::CorruptFile, "tensor '" + name + "' has rows of " + std::to_string(in) +
+                                                    " values, not a whole number of " +
+                                                    std::string(ggml_type_name(t->type)) + " blocks");
+    }
+    dst->type = t->type;
+    dst->data = m_file.tensor_data(*t).data();
+    dst->in_features = in;
+    dst->out_features = out;
+    dst->num_bytes = t->num_bytes;
+    m_weights->num_bytes += t->num_bytes;
+    return {};
+  }
+
+  // A vector of n values, copied out as f32; empty when optional and absent.
+  Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false) {
+    const gguf::TensorInfo* t = m_file.find_tensor(name);
+    if (!t) {
+      if (is_optional) return {};
+      return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "'");
+    }
+    IWB_RETURN_IF_ERROR(check(*t, {n}));
+    dst->resize(static_cast<size_t>(n));
+    if (!dequantize_row_ref(t->type, m_file.tensor_data(*t).data(), dst->data(), n)) {
+      return make_error(ErrorCode::Unsupported, "tensor '" + name + "' is stored as " +
+                                                    std::string(ggml_type_name(t->type)) +
+                                                    ", which this engine cannot read as a vector");
+    }
+    m_weights->num_bytes += t->num_bytes;
+    return {};
+  }
+
+ private:
+  static Status check(const gguf::TensorInfo& t, const std::vector<int64_t>& expected) {
+    // Trailing 1s are allowed: some writers store a vector as [n x 1].
+    std::vector<int64_t> shape = t.shape;
+    while (shape.size() > expected.size() && shape.back() == 1) shape.pop_back();
+    if (shape != expected) {
+      return make_error(ErrorCode::CorruptFile, "tensor '" + t.name + "' has shape " + shape_text(t.shape) +
+                                                    ", expected " + shape_text(expected));
+    }
+    return {};
+  }
+
+  const gguf::GgufFile& m_file;
+  ModelWeights* m_weights;
+};
+
+Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length;
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, c.q_width(), &l->wq));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, c.k_width(), &l->wk));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, c.v_width(), &l->wv));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_output.weight"), c.attention_output_width(), d, &l->wo));
+  const bool is_bias_optional = !c.requires_qkv_bias;
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), c.q_width(), &l->bq, is_bias_optional));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), c.k_width(), &l->bk, is_bias_optional));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), c.v_width(), &l->bv, is_bias_optional));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
+  if (c.has_qk_norm) {
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.head_dim_k, &l->q_norm));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), c.head_dim_k, &l->k_norm));
+  }
+  if (c.has_post_norms) {
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_attention_norm.weight"), d, &l->post_attention_norm));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_ffw_norm.weight"), d, &l->post_ffw_norm));
+  }
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_norm.weight"), d, &l->ffn_norm));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate.weight"), d, c.feed_forward_length, &l->ffn_gate));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up.weight"), d, c.feed_forward_length, &l->ffn_up));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down.weight"), c.feed_forward_length, d, &l->ffn_down));
+  return {};
+}
+
+}  // namespace
+
+Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& c,
+                                        const BindProgress& progress) {
+  ModelWeights w;
+  Binder b(file, &w);
+  IWB_RETURN_IF_ERROR(b.matrix("token_embd.weight", c.embedding_length, c.vocab_size, &w.token_embd));
+  IWB_RETURN_IF_ERROR(b.vector("output_norm.weight", c.embedding_length, &w.output_norm));
+  IWB_RETURN_IF_ERROR(b.matrix("output.weight", c.embedding_length, c.vocab_size, &w.output, true));
+  if (w.output.data == nullptr) {
+    w.output = w.token_embd;  // tied embeddings: the classifier is the embedding table
+    w.is_output_tied = true;
+  }
+  IWB_RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.rope_num_rotated / 2, &w.rope_freqs, true));
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t il = 0; il < c.num_layers; ++il) {
+    IWB_RETURN_IF_ERROR(bind_layer(b, c, il, &w.layers[static_cast<size_t>(il)]));
+    if (progress) progress(static_cast<double>(il + 1) / static_cast<double>(c.num_layers));
+  }
+  return w;
+}
+
+}  // namespace iwb

@@ -1,0 +1,55 @@
+// A model's tensors bound by name to the memory-mapped GGUF, with shapes and types checked
+// against the ModelConfig. Matrices stay in their stored type (the kernels dequantize them);
+// norm weights and biases, a few thousand floats each, are copied out as f32.
+#pragma once
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/status.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace iwb {
+
+// A 2-D weight as GGUF stores it: out_features rows of in_features (ne[0]) values.
+struct WeightMatrix {
+  GgmlType type = GgmlType::F32;
+  const void* data = nullptr;  // inside the file mapping
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  uint64_t num_bytes = 0;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;             // [n_embd]
+  WeightMatrix wq, wk, wv, wo;              // wq: n_embd -> q_width, wo: attention_output_width -> n_embd
+  std::vector<float> bq, bk, bv, bo;        // empty when the model has none
+  std::vector<float> q_norm, k_norm;        // [head_dim_k] (gemma3)
+  std::vector<float> post_attention_norm;   // [n_embd] (gemma3)
+  std::vector<float> ffn_norm;              // [n_embd]
+  WeightMatrix ffn_gate, ffn_up, ffn_down;  // gate/up: n_embd -> n_ff, down: n_ff -> n_embd
+  std::vector<float> post_ffw_norm;         // [n_embd] (gemma3)
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;                  // [vocab rows of n_embd]
+  std::vector<float> output_norm;           // [n_embd]
+  WeightMatrix output;                      // n_embd -> vocab; token_embd when tied
+  bool is_output_tied = false;
+  std::vector<float> rope_freqs;            // [rope_num_rotated / 2] (llama 3) or empty
+  std::vector<LayerWeights> layers;
+  uint64_t num_bytes = 0;                   // bytes of all bound tensors as stored
+};
+
+// fraction 0..1 of the layers bound so far.
+using BindProgress = std::function<void(double fraction)>;
+
+// Errors name the tensor: missing, wrong shape (with the expected one), or a type the kernels
+// cannot dequantize.
+Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& config,
+                                        const BindProgress& progress = {});
+
+}  // namespace iwb

@@ -1,0 +1,136 @@
+// ResultsStore over the SQLite C API. WAL journal so the GUI can read while `iwb` writes;
+// schema versions in PRAGMA user_version so later features add tables by migration.
+#include "iwb/engine/store/results_store.h"
+
+#include "store/sqlite_statement.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace iwb {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+Status exec(sqlite3* db, const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return make_error(ErrorCode::IoError, std::string("results store: ") + text);
+  }
+  return {};
+}
+
+ProbeResult probe_from_row(const SqliteStatement& s) {
+  ProbeResult p;
+  p.device_id = s.text(0);
+  p.device_name = s.text(1);
+  p.date = s.text(2);
+  p.num_threads = static_cast<int>(s.integer(3));
+  p.copy_bytes_per_s = s.real(4);
+  p.triad_bytes_per_s = s.real(5);
+  p.peak_flops = s.real(6);
+  p.peak_flops_kind = s.text(7);
+  p.buffer_bytes = s.real(8);
+  return p;
+}
+
+constexpr const char* kProbeColumns =
+    "device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s, peak_flops, "
+    "peak_flops_kind, buffer_bytes";
+
+}  // namespace
+
+ResultsStore::~ResultsStore() { sqlite3_close(m_db); }
+
+std::string ResultsStore::default_path() {
+  if (const char* env = std::getenv("IWB_RESULTS_DB"); env && *env) return env;
+  std::filesystem::path base;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) base = xdg;
+  else if (const char* home = std::getenv("HOME"); home && *home) base = std::filesystem::path(home) / ".local/share";
+  else base = std::filesystem::temp_directory_path();
+  return (base / "inference-workbench" / "results.sqlite").string();
+}
+
+Result<std::unique_ptr<ResultsStore>> ResultsStore::open(const std::string& path) {
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::unique_ptr<ResultsStore> store(new ResultsStore());
+  store->m_path = path;
+  if (sqlite3_open_v2(path.c_str(), &store->m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    const std::string why = store->m_db ? sqlite3_errmsg(store->m_db) : "out of memory";
+    return make_error(ErrorCode::IoError, "cannot open results store '" + path + "': " + why);
+  }
+  sqlite3_busy_timeout(store->m_db, 5000);
+  IWB_RETURN_IF_ERROR(exec(store->m_db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  IWB_RETURN_IF_ERROR(store->migrate());
+  return store;
+}
+
+Status ResultsStore::migrate() {
+  SqliteStatement version(m_db, "PRAGMA user_version");
+  if (!version.is_valid()) return version.prepare_error();
+  const int current = version.step() == SQLITE_ROW ? static_cast<int>(version.integer(0)) : 0;
+  if (current > kSchemaVersion) {
+    return make_error(ErrorCode::Unsupported, "results store '" + m_path + "' has schema version " +
+                                                  std::to_string(current) + ", newer than this program's " +
+                                                  std::to_string(kSchemaVersion));
+  }
+  if (current < 1) {
+    IWB_RETURN_IF_ERROR(exec(m_db,
+                             "BEGIN;"
+                             "CREATE TABLE IF NOT EXISTS probes ("
+                             "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                             "  device_id TEXT NOT NULL, device_name TEXT NOT NULL, date TEXT NOT NULL,"
+                             "  num_threads INTEGER NOT NULL, copy_bytes_per_s REAL NOT NULL,"
+                             "  triad_bytes_per_s REAL NOT NULL, peak_flops REAL NOT NULL,"
+                             "  peak_flops_kind TEXT NOT NULL, buffer_bytes REAL NOT NULL);"
+                             "CREATE INDEX IF NOT EXISTS probes_by_device ON probes(device_id, id);"
+                             "PRAGMA user_version = 1;"
+                             "COMMIT;"));
+  }
+  return {};
+}
+
+Status ResultsStore::add_probe(const ProbeResult& p) {
+  SqliteStatement s(m_db, "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, "
+                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes) VALUES (?,?,?,?,?,?,?,?,?)");
+  if (!s.is_valid()) return s.prepare_error();
+  s.bind(1, p.device_id);
+  s.bind(2, p.device_name);
+  s.bind(3, p.date);
+  s.bind(4, p.num_threads);
+  s.bind(5, p.copy_bytes_per_s);
+  s.bind(6, p.triad_bytes_per_s);
+  s.bind(7, p.peak_flops);
+  s.bind(8, p.peak_flops_kind);
+  s.bind(9, p.buffer_bytes);
+  return s.run();
+}
+
+Result<std::optional<ProbeResult>> ResultsStore::latest_probe(const std::string& device_id) const {
+  const std::string sql = std::string("SELECT ") + kProbeColumns + " FROM probes WHERE device_id = ? ORDER BY id DESC LIMIT 1";
+  SqliteStatement s(m_db, sql.c_str());
+  if (!s.is_valid()) return s.prepare_error();
+  s.bind(1, device_id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<ProbeResult>{};
+  if (rc != SQLITE_ROW) return s.error("query");
+  return std::optional<ProbeResult>{probe_from_row(s)};
+}
+
+Result<std::vector<ProbeResult>> ResultsStore::list_probes() const {
+  const std::string sql = std::string("SELECT ") + kProbeColumns + " FROM probes ORDER BY id";
+  SqliteStatement s(m_db, sql.c_str());
+  if (!s.is_valid()) return s.prepare_error();
+  std::vector<ProbeResult> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(probe_from_row(s));
+  if (rc != SQLITE_DONE) return s.error("query");
+  return out;
+}
+
+}  // namespace iwb

@@ -1,0 +1,64 @@
+// Gated activations for the feed-forward block: SwiGLU and GeGLU (tanh approximation).
+#include "iwb/kernels/activations.h"
+
+#include "parallel.h"
+
+#include <cmath>
+
+namespace iwb {
+namespace {
+
+constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
+constexpr double kGeluCoef = 0.044715;
+
+bool valid(const GatedActivationArgs& a) {
+  return a.gate != nullptr && a.up != nullptr && a.output != nullptr && a.num_elements > 0;
+}
+
+}  // namespace
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float gelu_tanh(float x) {
+  const float inner = static_cast<float>(kSqrt2OverPi) * x * (1.0f + static_cast<float>(kGeluCoef) * x * x);
+  return 0.5f * x * (1.0f + std::tanh(inner));
+}
+
+bool gated_activation(const GatedActivationArgs& a) {
+  if (!valid(a)) return false;
+  const int num_threads = a.num_elements >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
+  if (a.kind == GatedActivation::SiLU) {
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t i = 0; i < a.num_elements; ++i) a.output[i] = silu(a.gate[i]) * a.up[i];
+  } else {
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t i = 0; i < a.num_elements; ++i) a.output[i] = gelu_tanh(a.gate[i]) * a.up[i];
+  }
+  return true;
+}
+
+bool gated_activation_ref(const GatedActivationArgs& a) {
+  if (!valid(a)) return false;
+  for (int64_t i = 0; i < a.num_elements; ++i) {
+    const double g = a.gate[i];
+    double act;
+    if (a.kind == GatedActivation::SiLU) {
+      act = g / (1.0 + std::exp(-g));
+    } else {
+      act = 0.5 * g * (1.0 + std::tanh(kSqrt2OverPi * g * (1.0 + kGeluCoef * g * g)));
+    }
+    a.output[i] = static_cast<float>(act * a.up[i]);
+  }
+  return true;
+}
+
+OpCost gated_activation_cost(const GatedActivationArgs& a) {
+  OpCost cost;
+  if (!valid(a)) return cost;
+  const double n = static_cast<double>(a.num_elements);
+  cost.flops = (a.kind == GatedActivation::SiLU ? 5.0 : 9.0) * n;
+  cost.bytes = 12.0 * n;
+  return cost;
+}
+
+}  // namespace iwb

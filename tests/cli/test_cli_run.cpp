@@ -1,0 +1,127 @@
+// `iwb run` on the aidreams model (converted here with `iwb convert`): greedy output is
+// printed and repeatable, --ids prints one line of ids, the timings line is on stderr, and
+// bad usage or a prompt longer than the context get clear messages and exit codes.
+#include "iwb_process.h"
+
+#include <QFile>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using iwb::test::run_iwb;
+using iwb::test::shared_models_dir;
+
+class TestCliRun : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+  QString m_model;
+
+  QStringList greedy(const QStringList& extra) const {
+    return QStringList{"run", "-m", m_model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2"} + extra;
+  }
+
+ private slots:
+  void initTestCase() {
+    const QString dir = shared_models_dir() + "/llama2c/";
+    if (!QFile::exists(dir + "aidreams260K.bin")) return;
+    m_model = m_tmp.filePath("aidreams.gguf");
+    auto r = run_iwb({"convert", "llama2c", "--checkpoint", dir + "aidreams260K.bin", "--tokenizer",
+                      dir + "aidreams260K-tok512.bin", "-o", m_model});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  }
+
+  void init() {
+    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors") {
+      QSKIP("shared aidreams model absent");
+    }
+  }
+
+  void greedyRunPrintsTextAndTimings() {
+    auto a = run_iwb(greedy({}));
+    QVERIFY2(a.exit_code == 0, qPrintable(a.err));
+    // The model writes English "dreams": words and spaces, not noise.
+    QVERIFY2(a.out.size() > 60, qPrintable(a.out));
+    QVERIFY2(a.out.count(' ') > 8, qPrintable(a.out));
+    QVERIFY2(a.out.contains("petals"), qPrintable(a.out));
+    auto b = run_iwb(greedy({}));
+    QCOMPARE(b.out, a.out);
+
+    static const QRegularExpression timings(
+        "timings: prompt (\\d+) tokens \\(([0-9.]+) tokens/s\\), generated (\\d+) tokens \\(([0-9.]+) tokens/s\\), "
+        "time to first token ([0-9.]+) s, finished: max tokens");
+    const QRegularExpressionMatch m = timings.match(a.err);
+    QVERIFY2(m.hasMatch(), qPrintable(a.err));
+    QVERIFY(m.captured(1).toInt() > 3);
+    QCOMPARE(m.captured(3).toInt(), 40);
+    QVERIFY(m.captured(2).toDouble() > 0);
+    QVERIFY(m.captured(4).toDouble() > 0);
+    QVERIFY(a.err.contains("iwb run: llama2c (llama, F32), context 128, 2 threads"));
+  }
+
+  void idsAreOneLine() {
+    auto r = run_iwb(greedy({"--ids"}));
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QStringList lines = r.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1);
+    const QStringList ids = lines[0].split(' ');
+    QCOMPARE(ids.size(), 40);
+    for (const QString& id : ids) {
+      bool ok = false;
+      const int v = id.toInt(&ok);
+      QVERIFY2(ok && v >= 0 && v < 512, qPrintable(id));
+    }
+  }
+
+  void promptFromFileAndChat() {
+    const QString path = m_tmp.filePath("prompt.txt");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("Once upon a time");
+    f.close();
+    auto from_file = run_iwb({"run", "-m", m_model, "-f", path, "-n", "40", "--temp", "0", "-t", "2"});
+    QVERIFY2(from_file.exit_code == 0, qPrintable(from_file.err));
+    QCOMPARE(from_file.out, run_iwb(greedy({})).out);
+    auto chat = run_iwb({"run", "-m", m_model, "-p", "Hello", "--chat", "--template", "zephyr", "-n", "8", "--seed", "3"});
+    QVERIFY2(chat.exit_code == 0, qPrintable(chat.err));
+    QVERIFY(chat.err.contains("timings: prompt"));
+  }
+
+  void promptLongerThanContext() {
+    auto r = run_iwb({"run", "-m", m_model, "-p", "Once upon a time, in a land far away", "-c", "8"});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(QRegularExpression("prompt is \\d+ tokens but the context holds 8").match(r.err).hasMatch(), qPrintable(r.err));
+  }
+
+  void usageErrors_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no model") << QStringList{"run", "-p", "hi"} << "no model given";
+    QTest::newRow("no prompt") << QStringList{"run", "-m", "x.gguf"} << "give exactly one of -p PROMPT or -f FILE";
+    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n must be";
+    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp must be";
+    QTest::newRow("template without chat") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--template", "chatml"}
+                                           << "--system and --template need --chat";
+    QTest::newRow("unknown template") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--chat", "--template", "jinja9"}
+                                      << "unknown chat template 'jinja9'";
+    QTest::newRow("missing value") << QStringList{"run", "-m"} << "-m needs a value";
+    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unexpected argument '--frobnicate'";
+  }
+  void usageErrors() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, message);
+    auto r = run_iwb(args);
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  }
+
+  void missingModelFile() {
+    auto r = run_iwb({"run", "-m", m_tmp.filePath("nope.gguf"), "-p", "hi"});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.startsWith("iwb run: "), qPrintable(r.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliRun)
+#include "test_cli_run.moc"

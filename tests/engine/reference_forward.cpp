@@ -1,0 +1,188 @@
+// The test's reference forward pass (see reference_forward.h).
+#include "reference_forward.h"
+
+#include "iwb/kernels/dequantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace iwb::test {
+namespace {
+
+std::vector<float> load_tensor(const gguf::GgufFile& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) return {};
+  std::vector<float> out(static_cast<size_t>(t->num_elements()));
+  if (!dequantize_row_ref(t->type, f.tensor_data(*t).data(), out.data(), t->num_elements())) return {};
+  return out;
+}
+
+// y[o] = sum_i W[o][i] x[i] + b[o]
+std::vector<float> linear(const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& x,
+                          int64_t out) {
+  const int64_t in = static_cast<int64_t>(x.size());
+  std::vector<float> y(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    double s = b.empty() ? 0.0 : b[o];
+    for (int64_t i = 0; i < in; ++i) s += static_cast<double>(w[o * in + i]) * x[i];
+    y[o] = static_cast<float>(s);
+  }
+  return y;
+}
+
+void rms_norm(float* x, int64_t n, const std::vector<float>& w, double eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss / n + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv * w[i]);
+}
+
+void rotate(float* x, int64_t n_rot, int64_t pos, double base, double scale, bool is_neox,
+            const std::vector<float>& factors) {
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    double theta = pos * scale * std::pow(base, -2.0 * i / n_rot);
+    if (!factors.empty()) theta /= factors[i];
+    const int64_t a = is_neox ? i : 2 * i, b = is_neox ? i + n_rot / 2 : 2 * i + 1;
+    const double x0 = x[a], x1 = x[b];
+    x[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+    x[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+  }
+}
+
+}  // namespace
+
+RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
+  RefModel m;
+  m.arch = f.get_string("general.architecture").value_or("");
+  const std::string a = m.arch + ".";
+  m.n_embd = f.get_int(a + "embedding_length").value_or(0);
+  m.n_layer = f.get_int(a + "block_count").value_or(0);
+  m.n_head = f.get_int(a + "attention.head_count").value_or(0);
+  m.n_kv_head = f.get_int(a + "attention.head_count_kv").value_or(m.n_head);
+  m.head_dim = f.get_int(a + "attention.key_length").value_or(m.n_head ? m.n_embd / m.n_head : 0);
+  m.n_ff = f.get_int(a + "feed_forward_length").value_or(0);
+  m.n_rot = f.get_int(a + "rope.dimension_count").value_or(m.head_dim);
+  m.eps = f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5);
+  m.rope_base = f.get_float(a + "rope.freq_base").value_or(10000.0);
+  const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
+  m.rope_scale = factor > 0 ? 1.0 / factor : 1.0;
+  m.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+
+  m.embd = load_tensor(f, "token_embd.weight");
+  m.vocab = m.n_embd ? static_cast<int64_t>(m.embd.size()) / m.n_embd : 0;
+  m.output_norm = load_tensor(f, "output_norm.weight");
+  m.output = load_tensor(f, "output.weight");
+  if (m.output.empty()) m.output = m.embd;
+  m.rope_freqs = load_tensor(f, "rope_freqs.weight");
+  for (int64_t il = 0; il < m.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    RefLayer l;
+    l.attn_norm = load_tensor(f, p + "attn_norm.weight");
+    l.wq = load_tensor(f, p + "attn_q.weight");
+    l.wk = load_tensor(f, p + "attn_k.weight");
+    l.wv = load_tensor(f, p + "attn_v.weight");
+    l.wo = load_tensor(f, p + "attn_output.weight");
+    l.bq = load_tensor(f, p + "attn_q.bias");
+    l.bk = load_tensor(f, p + "attn_k.bias");
+    l.bv = load_tensor(f, p + "attn_v.bias");
+    l.bo = load_tensor(f, p + "attn_output.bias");
+    l.q_norm = load_tensor(f, p + "attn_q_norm.weight");
+    l.k_norm = load_tensor(f, p + "attn_k_norm.weight");
+    l.post_attention_norm = load_tensor(f, p + "post_attention_norm.weight");
+    l.ffn_norm = load_tensor(f, p + "ffn_norm.weight");
+    l.gate = load_tensor(f, p + "ffn_gate.weight");
+    l.up = load_tensor(f, p + "ffn_up.weight");
+    l.down = load_tensor(f, p + "ffn_down.weight");
+    l.post_ffw_norm = load_tensor(f, p + "post_ffw_norm.weight");
+    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || l.gate.empty() || l.up.empty() ||
+        l.down.empty() || l.attn_norm.empty() || l.ffn_norm.empty()) {
+      *error = "reference: layer " + std::to_string(il) + " is incomplete";
+      return m;
+    }
+    m.layers.push_back(std::move(l));
+  }
+  if (m.embd.empty() || m.output_norm.empty() || m.n_layer == 0) *error = "reference: model is incomplete";
+  return m;
+}
+
+std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
+  const bool is_gemma = m.arch == "gemma3";
+  const bool is_neox = m.arch != "llama";
+  const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
+  const int64_t group = m.n_head / m.n_kv_head;
+
+  std::vector<std::vector<float>> x(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    x[t].assign(m.embd.begin() + tokens[t] * d, m.embd.begin() + (tokens[t] + 1) * d);
+    if (is_gemma) {
+      for (float& v : x[t]) v *= std::sqrt(static_cast<float>(d));
+    }
+  }
+  for (int64_t il = 0; il < m.n_layer; ++il) {
+    const RefLayer& l = m.layers[il];
+    // gemma3: five sliding-window layers (RoPE base 10000, no scaling), then a global one.
+    const bool is_sliding = is_gemma && m.sliding_window > 0 && il % 6 != 5;
+    const double base = is_sliding ? 10000.0 : m.rope_base, scale = is_sliding ? 1.0 : m.rope_scale;
+    std::vector<std::vector<float>> q(n), k(n), v(n);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> h = x[t];
+      rms_norm(h.data(), d, l.attn_norm, m.eps);
+      q[t] = linear(l.wq, l.bq, h, m.n_head * hd);
+      k[t] = linear(l.wk, l.bk, h, m.n_kv_head * hd);
+      v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
+      for (int64_t hh = 0; hh < m.n_head; ++hh) {
+        if (is_gemma) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
+        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
+      }
+      for (int64_t g = 0; g < m.n_kv_head; ++g) {
+        if (is_gemma) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
+        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
+      }
+      if (is_kv_f16) {
+        for (float& e : k[t]) e = fp16_to_f32(f32_to_fp16(e));
+        for (float& e : v[t]) e = fp16_to_f32(f32_to_fp16(e));
+      }
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> attn(static_cast<size_t>(m.n_head * hd));
+      for (int64_t hh = 0; hh < m.n_head; ++hh) {
+        const int64_t g = hh / group;
+        const int64_t first = is_sliding ? std::max<int64_t>(0, t - m.sliding_window + 1) : 0;
+        std::vector<double> s;
+        for (int64_t j = first; j <= t; ++j) {
+          double dot = 0;
+          for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[t][hh * hd + i]) * k[j][g * hd + i];
+          s.push_back(dot / std::sqrt(static_cast<double>(hd)));
+        }
+        const double mx = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int64_t j = first; j <= t; ++j) acc += s[j - first] / sum * v[j][g * hd + i];
+          attn[hh * hd + i] = static_cast<float>(acc);
+        }
+      }
+      std::vector<float> o = linear(l.wo, l.bo, attn, d);
+      if (is_gemma) rms_norm(o.data(), d, l.post_attention_norm, m.eps);
+      for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
+      std::vector<float> h = x[t];
+      rms_norm(h.data(), d, l.ffn_norm, m.eps);
+      std::vector<float> g = linear(l.gate, {}, h, m.n_ff), u = linear(l.up, {}, h, m.n_ff);
+      for (int64_t i = 0; i < m.n_ff; ++i) {
+        const double z = g[i];
+        const double act = is_gemma ? 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)))
+                                    : z / (1.0 + std::exp(-z));
+        g[i] = static_cast<float>(act * u[i]);
+      }
+      std::vector<float> down = linear(l.down, {}, g, d);
+      if (is_gemma) rms_norm(down.data(), d, l.post_ffw_norm, m.eps);
+      for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
+    }
+  }
+  std::vector<float> h = x[n - 1];
+  rms_norm(h.data(), d, m.output_norm, m.eps);
+  return linear(m.output, {}, h, m.vocab);
+}
+
+}  // namespace iwb::test

@@ -1,0 +1,174 @@
+// Test helper: writes small GGUF models of the llama, qwen2 and gemma3 architectures with
+// random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
+// small SentencePiece vocabulary so the engine's tokenizer loads.
+#pragma once
+
+#include "../kernels/random_tensors.h"
+
+#include "iwb/engine/gguf/gguf_writer.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace iwb::test {
+
+enum class WeightPreset { F32, Q8_0, MixedK };
+
+inline const char* preset_name(WeightPreset p) {
+  return p == WeightPreset::F32 ? "F32" : p == WeightPreset::Q8_0 ? "Q8_0" : "Q4_K/Q6_K/Q5_0 mix";
+}
+
+struct TinyModelSpec {
+  std::string arch = "llama";     // llama, qwen2 or gemma3
+  int64_t n_embd = 256;
+  int64_t n_layer = 2;
+  int64_t n_head = 8;
+  int64_t n_kv_head = 2;
+  int64_t head_dim = 32;          // written as key_length/value_length when != n_embd / n_head
+  int64_t n_ff = 512;
+  int64_t vocab = 320;
+  int64_t context = 512;
+  int64_t sliding_window = 0;     // gemma3
+  float rope_base = 10000.0f;
+  float rope_scale_factor = 0.0f; // > 0: linear RoPE scaling
+  bool is_output_tied = false;
+  bool has_qkv_bias = false;
+  bool has_rope_freqs = false;    // llama 3's per-pair RoPE frequency divisors (rope_freqs.weight)
+  WeightPreset preset = WeightPreset::F32;
+  uint32_t seed = 1;
+  // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
+  std::string skip_tensor;
+  int64_t declared_n_ff = 0;  // 0: n_ff
+};
+
+// <unk> <s> </s>, the 256 byte tokens, then single letters with and without the SPM space mark.
+inline void write_test_vocab(int64_t vocab, gguf::GgufWriter* w) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  char hex[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    tokens.push_back(hex);
+    types.push_back(6);
+  }
+  for (int i = 0; static_cast<int64_t>(tokens.size()) < vocab; ++i) {
+    std::string piece = (i % 2 ? "" : "\xE2\x96\x81") + std::string(1, static_cast<char>('a' + (i / 2) % 26));
+    if (i >= 52) piece += std::to_string(i);
+    tokens.push_back(piece);
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  w->set_string("tokenizer.ggml.model", "llama");
+  w->set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
+  w->set("tokenizer.ggml.scores", gguf::Value::f32_array(scores));
+  w->set("tokenizer.ggml.token_type", gguf::Value::i32_array(types));
+  w->set_u32("tokenizer.ggml.bos_token_id", 1);
+  w->set_u32("tokenizer.ggml.eos_token_id", 2);
+  w->set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w->set_bool("tokenizer.ggml.add_bos_token", true);
+}
+
+class TinyModelWriter {
+ public:
+  explicit TinyModelWriter(const TinyModelSpec& spec) : m_spec(spec), m_rng(spec.seed) {}
+
+  Status write(const std::string& path) {
+    const TinyModelSpec& s = m_spec;
+    const std::string a = s.arch;
+    m_writer.set_string("general.architecture", a);
+    m_writer.set_string("general.name", "tiny-" + a);
+    m_writer.set_u32(a + ".context_length", static_cast<uint32_t>(s.context));
+    m_writer.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
+    m_writer.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+    m_writer.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.declared_n_ff ? s.declared_n_ff : s.n_ff));
+    m_writer.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    m_writer.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+    if (s.head_dim != s.n_embd / s.n_head) {
+      m_writer.set_u32(a + ".attention.key_length", static_cast<uint32_t>(s.head_dim));
+      m_writer.set_u32(a + ".attention.value_length", static_cast<uint32_t>(s.head_dim));
+    }
+    m_writer.set_f32(a + ".rope.freq_base", s.rope_base);
+    if (s.rope_scale_factor > 0) {
+      m_writer.set_string(a + ".rope.scaling.type", "linear");
+      m_writer.set_f32(a + ".rope.scaling.factor", s.rope_scale_factor);
+    }
+    m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+    if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    write_test_vocab(s.vocab, &m_writer);
+
+    const int64_t q = s.n_head * s.head_dim, kv = s.n_kv_head * s.head_dim;
+    IWB_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.vocab, embedding_type(), 0.3f));
+    IWB_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
+    if (!s.is_output_tied) IWB_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.vocab, heavy_type(), 0.05f));
+    if (s.has_rope_freqs) {
+      std::vector<float> factors(static_cast<size_t>(s.head_dim / 2));
+      for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + static_cast<float>(i % 8);
+      IWB_RETURN_IF_ERROR(m_writer.add_tensor(
+          "rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(factors.data()), factors.size() * 4)));
+    }
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      IWB_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
+      IWB_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q, light_type(), 0.05f));
+      IWB_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv, light_type(), 0.05f));
+      IWB_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv, heavy_type(), 0.05f));
+      IWB_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q, s.n_embd, light_type(), 0.05f));
+      if (s.has_qkv_bias) {
+        IWB_RETURN_IF_ERROR(vector(p + "attn_q.bias", q, 0.2f, 0.0f));
+        IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
+        IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
+      }
+      if (a == "gemma3") {
+        IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
+        IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
+        IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
+        IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
+      }
+      IWB_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+      IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
+      IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
+      IWB_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, heavy_type(), 0.05f));
+    }
+    return m_writer.write_file(path);
+  }
+
+  gguf::GgufWriter& writer() { return m_writer; }
+
+ private:
+  // Q4_K_M keeps attn_v, ffn_down and the classifier in Q6_K and the rest in Q4_K; the
+  // embedding here takes Q5_0 so a legacy 32-block type runs too.
+  GgmlType light_type() const {
+    return m_spec.preset == WeightPreset::F32 ? GgmlType::F32 : m_spec.preset == WeightPreset::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q4_K;
+  }
+  GgmlType heavy_type() const { return m_spec.preset == WeightPreset::MixedK ? GgmlType::Q6_K : light_type(); }
+  GgmlType embedding_type() const { return m_spec.preset == WeightPreset::MixedK ? GgmlType::Q5_0 : light_type(); }
+
+  Status matrix(const std::string& name, int64_t in, int64_t out, GgmlType type, float rms) {
+    if (name == m_spec.skip_tensor) return {};
+    const std::vector<uint8_t> bytes = random_tensor_bytes(type, out, in, m_rng, rms);
+    return m_writer.add_tensor(name, {in, out}, type, bytes);
+  }
+  Status vector(const std::string& name, int64_t n, float stddev, float mean) {
+    if (name == m_spec.skip_tensor) return {};
+    const std::vector<float> v = random_floats(static_cast<size_t>(n), m_rng, stddev, mean);
+    return m_writer.add_tensor(name, {n}, GgmlType::F32,
+                               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
+  }
+  Status norm(const std::string& name, int64_t n) { return vector(name, n, 0.1f, 1.0f); }
+
+  TinyModelSpec m_spec;
+  std::mt19937 m_rng;
+  gguf::GgufWriter m_writer;
+};
+
+inline Status write_tiny_model(const TinyModelSpec& spec, const std::string& path) {
+  TinyModelWriter writer(spec);
+  return writer.write(path);
+}
+
+}  // namespace iwb::test
