@@ -31,6 +31,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -110,6 +111,8 @@ void TestMainWindow::initTestCase() {
   QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, m_settingsDir.path());
   QCoreApplication::setOrganizationName(QStringLiteral("Inference Workbench Tests"));
   QCoreApplication::setApplicationName(QStringLiteral("test_main_window"));
+  // The window opens its chat history under AppDataLocation: a test folder, not the user's.
+  QStandardPaths::setTestModeEnabled(true);
 
   m_tinyPath = m_dir.filePath(QStringLiteral("tiny-llama.gguf"));
   const iwb::Status written = iwb::test::writeTinyModel(m_tinyPath);

@@ -1,10 +1,14 @@
-// MainWindow: menus, drag and drop, the loader thread, and showing results or errors.
+// MainWindow: menus, drag and drop, the loader thread, the Chat and Model tabs, and showing
+// results or errors.
 #include "main_window/main_window.h"
 
+#include "chat/chat_panel.h"
+#include "engine/engine_controller.h"
 #include "main_window/app_info.h"
 #include "main_window/recent_files.h"
 #include "model_info/model_loader.h"
 #include "model_info/model_overview_widget.h"
+#include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 #include "widgets/welcome_page.h"
 
@@ -24,6 +28,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTabWidget>
 #include <QThread>
 #include <QVBoxLayout>
 
@@ -50,10 +55,12 @@ QLabel* makeStatusLabel(const QString& objectName, const QString& toolTip, QWidg
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent)
+MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath)
     : QMainWindow(parent),
       m_recentFiles(new RecentFiles(this)),
+      m_engine(new EngineController(this)),
       m_messageBar(new MessageBar),
+      m_tabs(new QTabWidget),
       m_pages(new QStackedWidget),
       m_welcomePage(new WelcomePage),
       m_overview(new ModelOverviewWidget) {
@@ -62,13 +69,38 @@ MainWindow::MainWindow(QWidget* parent)
 
   m_pages->addWidget(m_welcomePage);
   m_pages->addWidget(m_overview);
+  openConversationStore(conversationsPath.isEmpty() ? ConversationStore::defaultPath() : conversationsPath);
+  m_chatPanel = new ChatPanel(m_engine, m_store.get());
+  if (!m_store) {
+    m_chatPanel->messageBar()->showMessage(MessageBar::Kind::Error, tr("Conversations are not saved"),
+                                           tr("%1\nChats in this session are kept only until the program ends.")
+                                               .arg(m_storeError));
+  }
+  m_tabs->setObjectName(QStringLiteral("mainTabs"));
+  m_tabs->setDocumentMode(true);
+  m_tabs->addTab(m_chatPanel, tr("Chat"));
+  m_tabs->addTab(m_pages, tr("Model"));
+  m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
   layout->addWidget(m_messageBar);
-  layout->addWidget(m_pages, 1);
+  layout->addWidget(m_tabs, 1);
   setCentralWidget(central);
+
+  connect(m_chatPanel, &ChatPanel::statusMessage, this,
+          [this](const QString& text) { statusBar()->showMessage(text, kStatusTimeoutMs); });
+  connect(m_engine, &EngineController::modelLoadProgress, this, [this](double fraction, const QString& stage) {
+    statusBar()->showMessage(tr("Loading the model: %1% (%2)").arg(int(fraction * 100)).arg(stage));
+  });
+  connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
+    statusBar()->showMessage(tr("%1 is ready to chat").arg(QFileInfo(model.path).fileName()), kStatusTimeoutMs);
+    m_tabs->setCurrentWidget(m_chatPanel);
+  });
+  connect(m_engine, &EngineController::modelLoadFailed, this, [this](const QString& path, const QString&) {
+    statusBar()->showMessage(tr("%1 cannot be used for chat").arg(QFileInfo(path).fileName()), kStatusTimeoutMs);
+  });
 
   m_welcomePage->setRecentFiles(m_recentFiles->files());
   connect(m_recentFiles, &RecentFiles::changed, m_welcomePage, &WelcomePage::setRecentFiles);
@@ -88,7 +120,25 @@ MainWindow::~MainWindow() {
   // The loader finishes the file it is reading (parsing is bounded by the file), then stops.
   m_loaderThread->quit();
   m_loaderThread->wait();
+  // Order matters: the chat panel saves into the store as it goes, and the engine thread must
+  // be joined before anything it reports to disappears.
+  delete m_chatPanel;
+  m_chatPanel = nullptr;
+  delete m_engine;
+  m_engine = nullptr;
+  m_store.reset();
 }
+
+void MainWindow::openConversationStore(const QString& path) {
+  auto store = ConversationStore::open(path);
+  if (!store) {
+    m_storeError = QString::fromStdString(store.error_message());
+    return;
+  }
+  m_store = std::move(*store);
+}
+
+QWidget* MainWindow::modelPage() const { return m_pages; }
 
 void MainWindow::createMenus() {
   QMenu* fileMenu = menuBar()->addMenu(tr("&File"));
@@ -181,6 +231,9 @@ void MainWindow::handleModelLoaded(const ModelDetails& details) {
   m_pages->setCurrentWidget(m_overview);
   updateStatusLabels(details.summary);
   m_recentFiles->add(details.path);
+  // The engine loads the model for chat on its own thread (a file it cannot run, such as a
+  // vocabulary-only GGUF, gets its explanation in the Chat tab; the details stay shown here).
+  if (m_engine->isLoading() || m_engine->model().path != details.path) m_engine->loadModel(details.path);
 
   const QString fileName = QFileInfo(details.path).fileName();
   setWindowTitle(tr("%1 — %2").arg(fileName, QApplication::applicationDisplayName()));

@@ -1,6 +1,8 @@
-// The application's main window: File/Help menus with recent models, the welcome page or the
-// opened model's overview, a non-modal message bar for errors, and status-bar facts about the
-// model. Files are parsed on a loader thread; results arrive as values through queued signals.
+// The application's main window: File/Help menus with recent models, a Chat tab (the engine on
+// its worker thread, history in SQLite) and a Model tab (the welcome page or the opened model's
+// overview), a non-modal message bar for errors, and status-bar facts about the model. Files
+// are parsed on a loader thread and then loaded into the engine; results arrive as values
+// through queued signals.
 #pragma once
 
 #include "model_info/model_details.h"
@@ -8,14 +10,20 @@
 #include <QMainWindow>
 #include <QString>
 
+#include <memory>
+
 class QLabel;
 class QMimeData;
 class QProgressBar;
 class QStackedWidget;
+class QTabWidget;
 class QThread;
 
 namespace iwb::ui {
 
+class ChatPanel;
+class ConversationStore;
+class EngineController;
 class MessageBar;
 class ModelOverviewWidget;
 class RecentFiles;
@@ -25,7 +33,8 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `conversationsPath`: the chat history database; empty means ConversationStore::defaultPath().
+  explicit MainWindow(QWidget* parent = nullptr, const QString& conversationsPath = {});
   ~MainWindow() override;
 
   // Absolute path of the model shown now; empty before the first successful open.
@@ -36,6 +45,11 @@ class MainWindow : public QMainWindow {
   WelcomePage* welcomePage() const { return m_welcomePage; }
   MessageBar* messageBar() const { return m_messageBar; }
   RecentFiles* recentFiles() const { return m_recentFiles; }
+  ChatPanel* chatPanel() const { return m_chatPanel; }
+  EngineController* engine() const { return m_engine; }
+  QTabWidget* tabs() const { return m_tabs; }
+  // The Model tab's page (the welcome page or the overview).
+  QWidget* modelPage() const;
 
   // The local .gguf file among dragged/dropped data, or empty (exposed for tests).
   static QString ggufPathFromMimeData(const QMimeData* mimeData);
@@ -65,13 +79,20 @@ class MainWindow : public QMainWindow {
   void handleModelLoadFailed(const QString& path, const QString& message);
   void finishLoad();
   void updateStatusLabels(const iwb::ModelSummary& summary);
+  void openConversationStore(const QString& path);
 
   QString m_currentPath;
   int m_numPendingLoads = 0;
   QThread* m_loaderThread = nullptr;
   RecentFiles* m_recentFiles;
 
+  EngineController* m_engine;
+  std::unique_ptr<ConversationStore> m_store;
+  QString m_storeError;  // why the history could not be opened, shown in the chat
+
   MessageBar* m_messageBar;
+  QTabWidget* m_tabs;
+  ChatPanel* m_chatPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

@@ -1,0 +1,152 @@
+// ChatSettingsPanel: a form of spin boxes with the engine's ranges, and the template picker.
+#include "chat/chat_settings_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <limits>
+
+namespace iwb::ui {
+namespace {
+
+QDoubleSpinBox* makeDoubleBox(double lo, double hi, double step, int decimals, const QString& toolTip) {
+  auto* box = new QDoubleSpinBox;
+  box->setRange(lo, hi);
+  box->setSingleStep(step);
+  box->setDecimals(decimals);
+  box->setToolTip(toolTip);
+  box->setKeyboardTracking(false);  // one change per finished edit, not one per keystroke
+  return box;
+}
+
+QSpinBox* makeIntBox(int lo, int hi, const QString& special, const QString& toolTip) {
+  auto* box = new QSpinBox;
+  box->setRange(lo, hi);
+  box->setSpecialValueText(special);
+  box->setToolTip(toolTip);
+  box->setKeyboardTracking(false);
+  return box;
+}
+
+}  // namespace
+
+ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
+    : QWidget(parent),
+      m_systemPrompt(new QPlainTextEdit),
+      m_temperature(makeDoubleBox(0.0, 2.0, 0.05, 2, tr("0 always picks the most likely token (greedy)."))),
+      m_topK(makeIntBox(0, 1000, tr("off"), tr("Sample only among the k most likely tokens."))),
+      m_topP(makeDoubleBox(0.0, 1.0, 0.01, 2, tr("Sample among the most likely tokens whose probabilities add up to p; 1 is off."))),
+      m_minP(makeDoubleBox(0.0, 1.0, 0.01, 2, tr("Drop tokens less likely than this fraction of the most likely one; 0 is off."))),
+      m_repeatPenalty(makeDoubleBox(0.5, 2.0, 0.01, 2, tr("Above 1 makes tokens of the last 64 less likely to repeat; 1 is off."))),
+      m_seed(makeIntBox(-1, std::numeric_limits<int>::max(), tr("random"),
+                        tr("The same seed with the same settings gives the same reply; -1 draws a new one each time."))),
+      m_maxTokens(makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
+      m_template(new QComboBox) {
+  m_systemPrompt->setObjectName(QStringLiteral("systemPromptEdit"));
+  m_systemPrompt->setPlaceholderText(tr("Optional instructions sent before the conversation"));
+  m_systemPrompt->setTabChangesFocus(true);
+  m_systemPrompt->setFixedHeight(m_systemPrompt->fontMetrics().lineSpacing() * 5 + 12);
+  m_template->setToolTip(tr("How the conversation is written for this model. Auto follows the model's own "
+                            "template; the choice is remembered per model."));
+
+  auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  form->addRow(tr("Temperature"), m_temperature);
+  form->addRow(tr("Top-k"), m_topK);
+  form->addRow(tr("Top-p"), m_topP);
+  form->addRow(tr("Min-p"), m_minP);
+  form->addRow(tr("Repeat penalty"), m_repeatPenalty);
+  form->addRow(tr("Seed"), m_seed);
+  form->addRow(tr("Max tokens"), m_maxTokens);
+
+  auto* resetButton = new QPushButton(tr("Reset to Defaults"));
+  connect(resetButton, &QPushButton::clicked, this, &ChatSettingsPanel::resetSampling);
+
+  auto* templateForm = new QFormLayout;
+  templateForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  templateForm->addRow(tr("Chat template"), m_template);
+
+  auto heading = [](const QString& text) {
+    auto* label = new QLabel(text);
+    QFont f = label->font();
+    f.setBold(true);
+    label->setFont(f);
+    return label;
+  };
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(heading(tr("System prompt")));
+  layout->addWidget(m_systemPrompt);
+  layout->addSpacing(8);
+  layout->addWidget(heading(tr("Sampling")));
+  layout->addLayout(form);
+  layout->addWidget(resetButton, 0, Qt::AlignRight);
+  layout->addSpacing(8);
+  layout->addWidget(heading(tr("Model")));
+  layout->addLayout(templateForm);
+  layout->addStretch(1);
+
+  setValues({}, {});
+  setTemplateChoice({}, QStringLiteral("auto"));
+
+  auto edited = [this] {
+    if (!m_isSettingValues) emit settingsEdited();
+  };
+  connect(m_systemPrompt, &QPlainTextEdit::textChanged, this, edited);
+  for (QDoubleSpinBox* box : {m_temperature, m_topP, m_minP, m_repeatPenalty}) {
+    connect(box, &QDoubleSpinBox::valueChanged, this, edited);
+  }
+  for (QSpinBox* box : {m_topK, m_seed, m_maxTokens}) connect(box, &QSpinBox::valueChanged, this, edited);
+  connect(m_template, &QComboBox::activated, this, [this] { emit templateOverrideEdited(templateOverride()); });
+}
+
+void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSettings& s) {
+  m_isSettingValues = true;
+  if (m_systemPrompt->toPlainText() != systemPrompt) m_systemPrompt->setPlainText(systemPrompt);
+  m_temperature->setValue(s.temperature);
+  m_topK->setValue(s.topK);
+  m_topP->setValue(s.topP);
+  m_minP->setValue(s.minP);
+  m_repeatPenalty->setValue(s.repeatPenalty);
+  m_seed->setValue(int(qBound(qint64{-1}, s.seed, qint64{std::numeric_limits<int>::max()})));
+  m_maxTokens->setValue(qMax(0, s.maxTokens));
+  m_isSettingValues = false;
+}
+
+QString ChatSettingsPanel::systemPrompt() const { return m_systemPrompt->toPlainText(); }
+
+SamplingSettings ChatSettingsPanel::sampling() const {
+  SamplingSettings s;
+  s.temperature = m_temperature->value();
+  s.topK = m_topK->value();
+  s.topP = m_topP->value();
+  s.minP = m_minP->value();
+  s.repeatPenalty = m_repeatPenalty->value();
+  s.seed = m_seed->value();
+  s.maxTokens = m_maxTokens->value();
+  return s;
+}
+
+void ChatSettingsPanel::resetSampling() {
+  setValues(systemPrompt(), SamplingSettings{});
+  emit settingsEdited();
+}
+
+void ChatSettingsPanel::setTemplateChoice(const QString& detected, const QString& current) {
+  m_template->clear();
+  m_template->addItem(detected.isEmpty() ? tr("Auto") : tr("Auto (%1)").arg(chatTemplateDisplayName(detected)),
+                      QStringLiteral("auto"));
+  for (const QString& name : chatTemplateFamilyNames()) m_template->addItem(chatTemplateDisplayName(name), name);
+  const int row = m_template->findData(current);
+  m_template->setCurrentIndex(row >= 0 ? row : 0);
+  m_template->setEnabled(!detected.isEmpty());
+}
+
+QString ChatSettingsPanel::templateOverride() const { return m_template->currentData().toString(); }
+
+}  // namespace iwb::ui

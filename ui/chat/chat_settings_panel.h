@@ -1,0 +1,59 @@
+// The chat's side panel: the conversation's system prompt and sampling settings, and the
+// model's chat-template override. It only edits values; the chat panel decides where they are
+// saved (the conversation row, or the model's QSettings group for the template).
+#pragma once
+
+#include "engine/generation_values.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QPlainTextEdit;
+class QSpinBox;
+
+namespace iwb::ui {
+
+class ChatSettingsPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ChatSettingsPanel(QWidget* parent = nullptr);
+
+  // Shows the values without emitting settingsEdited.
+  void setValues(const QString& systemPrompt, const SamplingSettings& sampling);
+  QString systemPrompt() const;
+  SamplingSettings sampling() const;
+
+  // `detected` is the family the model's own template was recognised as (shown in "Auto");
+  // `current` is "auto" or a family name. Empty `detected`: no model, the picker is disabled.
+  void setTemplateChoice(const QString& detected, const QString& current);
+  QString templateOverride() const;
+
+  QPlainTextEdit* systemPromptEdit() const { return m_systemPrompt; }
+  QDoubleSpinBox* temperatureBox() const { return m_temperature; }
+  QSpinBox* maxTokensBox() const { return m_maxTokens; }
+  QSpinBox* seedBox() const { return m_seed; }
+  QComboBox* templateBox() const { return m_template; }
+
+ signals:
+  // The user changed the system prompt or a sampling value.
+  void settingsEdited();
+  void templateOverrideEdited(const QString& familyOrAuto);
+
+ private:
+  void resetSampling();
+
+  QPlainTextEdit* m_systemPrompt;
+  QDoubleSpinBox* m_temperature;
+  QSpinBox* m_topK;
+  QDoubleSpinBox* m_topP;
+  QDoubleSpinBox* m_minP;
+  QDoubleSpinBox* m_repeatPenalty;
+  QSpinBox* m_seed;
+  QSpinBox* m_maxTokens;
+  QComboBox* m_template;
+  bool m_isSettingValues = false;
+};
+
+}  // namespace iwb::ui

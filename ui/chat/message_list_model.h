@@ -1,0 +1,61 @@
+// The messages of the conversation on screen, one row each, for the message view. Streaming
+// text is appended to one row and announced with dataChanged for that row alone, so the view
+// re-lays out only the reply that grew. Updated only in the GUI thread.
+#pragma once
+
+#include "engine/generation_values.h"
+#include "store/conversation_store.h"
+
+#include <QAbstractListModel>
+#include <QList>
+
+namespace iwb::ui {
+
+class MessageListModel : public QAbstractListModel {
+  Q_OBJECT
+
+ public:
+  enum Role {
+    RoleRole = Qt::UserRole + 1,  // "user" / "assistant"
+    MessageIdRole,                // store id
+    StatsLineRole,                // the line under a reply; empty while streaming
+    IsStreamingRole,
+    IsCompleteRole,
+    IsErrorRole,                  // the reply ended with an engine error
+    RevisionRole,                 // bumps whenever the text changes (layout caches key on it)
+  };
+
+  struct Item {
+    StoredMessage message;
+    bool isStreaming = false;
+    int revision = 0;
+  };
+
+  explicit MessageListModel(QObject* parent = nullptr);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+
+  void setMessages(const QList<StoredMessage>& messages);
+  void clear();
+  void append(const StoredMessage& message, bool isStreaming = false);
+  // Adds text to the end of `row` (a streaming reply).
+  void appendText(int row, const QString& text);
+  // Final text, stats and completeness of a reply that stopped streaming.
+  void finish(int row, const QString& content, const GenerationStats& stats, bool isComplete);
+  // Keeps the first `numToKeep` rows.
+  void truncate(int numToKeep);
+
+  const Item& item(int row) const { return m_items.at(row); }
+  int rowOfMessage(qint64 messageId) const;
+  // The conversation as chat turns (streaming rows and failed empty replies left out).
+  QList<ChatTurn> turns(int numRows = -1) const;
+
+ private:
+  QList<Item> m_items;
+};
+
+// The small line under a reply: stats, or why it is incomplete.
+QString statsLineFor(const StoredMessage& message, bool isStreaming);
+
+}  // namespace iwb::ui

@@ -1,0 +1,86 @@
+// EngineController: the worker thread's lifetime, queued forwarding, and GUI-side state.
+#include "engine/engine_controller.h"
+
+#include "engine/engine_worker.h"
+
+#include <QThread>
+
+namespace iwb::ui {
+
+EngineController::EngineController(QObject* parent)
+    : QObject(parent), m_thread(new QThread(this)), m_worker(new EngineWorker) {
+  registerGenerationMetaTypes();
+  m_thread->setObjectName(QStringLiteral("EngineThread"));
+  m_worker->moveToThread(m_thread);
+  connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+
+  // Into the worker: the signals are emitted here, the slots run there (queued).
+  connect(this, &EngineController::loadRequested, m_worker, &EngineWorker::loadModel);
+  connect(this, &EngineController::generateRequested, m_worker, &EngineWorker::generate);
+  connect(this, &EngineController::stopRequested, m_worker, &EngineWorker::stop);
+  connect(this, &EngineController::unloadRequested, m_worker, &EngineWorker::unload);
+
+  // Out of the worker: state first, then the same signal for the GUI.
+  connect(m_worker, &EngineWorker::modelLoadProgress, this, &EngineController::modelLoadProgress);
+  connect(m_worker, &EngineWorker::modelLoaded, this, [this](const LoadedModel& model) {
+    m_numPendingLoads = qMax(0, m_numPendingLoads - 1);
+    m_isLoading = m_numPendingLoads > 0;
+    m_model = model;
+    emit modelLoaded(model);
+  });
+  connect(m_worker, &EngineWorker::modelLoadFailed, this, [this](const QString& path, const QString& message) {
+    m_numPendingLoads = qMax(0, m_numPendingLoads - 1);
+    m_isLoading = m_numPendingLoads > 0;
+    m_model = {};  // the worker freed the previous model before trying this one
+    emit modelLoadFailed(path, message);
+  });
+  connect(m_worker, &EngineWorker::modelUnloaded, this, [this] {
+    m_model = {};
+    emit modelUnloaded();
+  });
+  connect(m_worker, &EngineWorker::generationStarted, this, &EngineController::generationStarted);
+  connect(m_worker, &EngineWorker::tokensReady, this, &EngineController::tokensReady);
+  connect(m_worker, &EngineWorker::generationFinished, this,
+          [this](quint64 requestId, const GenerationStats& stats) {
+            handleRequestEnded(requestId);
+            emit generationFinished(requestId, stats);
+          });
+  connect(m_worker, &EngineWorker::generationFailed, this, [this](quint64 requestId, const QString& message) {
+    handleRequestEnded(requestId);
+    emit generationFailed(requestId, message);
+  });
+  m_thread->start();
+}
+
+EngineController::~EngineController() {
+  // The event loop ends after the step it is running; the queued next step never runs, and
+  // the worker (with the engine) is deleted on its own thread.
+  m_thread->quit();
+  m_thread->wait();
+}
+
+void EngineController::loadModel(const QString& path, const EngineLoadOptions& options) {
+  ++m_numPendingLoads;
+  m_isLoading = true;
+  emit modelLoadStarted(path);
+  emit loadRequested(path, options);
+}
+
+quint64 EngineController::generate(const GenerationInput& input) {
+  const quint64 requestId = m_nextRequest++;
+  m_activeRequest = requestId;
+  emit generateRequested(requestId, input);
+  return requestId;
+}
+
+void EngineController::stop() {
+  if (m_activeRequest != 0) emit stopRequested(m_activeRequest);
+}
+
+void EngineController::unload() { emit unloadRequested(); }
+
+void EngineController::handleRequestEnded(quint64 requestId) {
+  if (requestId == m_activeRequest) m_activeRequest = 0;
+}
+
+}  // namespace iwb::ui

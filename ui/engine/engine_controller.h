@@ -1,0 +1,71 @@
+// The GUI thread's handle on the engine: owns the worker thread and the EngineWorker on it,
+// forwards requests as queued calls, re-emits the worker's signals, and keeps the little
+// state the GUI asks about (loading? generating which reply? which model?). Destroying it
+// stops the reply in flight and joins the thread.
+#pragma once
+
+#include "engine/generation_values.h"
+
+#include <QObject>
+#include <QString>
+
+class QThread;
+
+namespace iwb::ui {
+
+class EngineWorker;
+
+class EngineController : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit EngineController(QObject* parent = nullptr);
+  ~EngineController() override;
+
+  bool isLoading() const { return m_isLoading; }
+  bool hasModel() const { return !m_model.path.isEmpty(); }
+  const LoadedModel& model() const { return m_model; }
+  // The reply being generated, 0 when none.
+  quint64 activeRequest() const { return m_activeRequest; }
+  bool isGenerating() const { return m_activeRequest != 0; }
+  QThread* workerThread() const { return m_thread; }
+  // The worker lives on workerThread(): connect to its signals, never call its slots directly
+  // from this thread (tests use it to hold the worker at a known point).
+  EngineWorker* worker() const { return m_worker; }
+
+  void loadModel(const QString& path, const EngineLoadOptions& options = {});
+  // Queues a reply and returns its id (the first argument of the signals about it).
+  quint64 generate(const GenerationInput& input);
+  void stop();
+  void unload();
+
+ signals:
+  void modelLoadStarted(const QString& path);
+  void modelLoadProgress(double fraction, const QString& stage);
+  void modelLoaded(const iwb::ui::LoadedModel& model);
+  void modelLoadFailed(const QString& path, const QString& message);
+  void modelUnloaded();
+  void generationStarted(quint64 requestId, int numPromptTokens);
+  void tokensReady(quint64 requestId, const QString& text);
+  void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
+  void generationFailed(quint64 requestId, const QString& message);
+
+  // Internal: queued calls into the worker thread.
+  void loadRequested(const QString& path, const iwb::ui::EngineLoadOptions& options);
+  void generateRequested(quint64 requestId, const iwb::ui::GenerationInput& input);
+  void stopRequested(quint64 requestId);
+  void unloadRequested();
+
+ private:
+  void handleRequestEnded(quint64 requestId);
+
+  QThread* m_thread;
+  EngineWorker* m_worker;  // lives on m_thread; deleted there when the thread ends
+  LoadedModel m_model;
+  int m_numPendingLoads = 0;
+  bool m_isLoading = false;
+  quint64 m_nextRequest = 1;
+  quint64 m_activeRequest = 0;
+};
+
+}  // namespace iwb::ui

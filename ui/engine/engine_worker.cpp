@@ -1,0 +1,208 @@
+// EngineWorker: model loading with progress, prompt building through the engine's chat-prompt
+// helper, and the step loop — one step per queued invocation so the event loop can deliver
+// stop() and unload() between steps.
+#include "engine/engine_worker.h"
+
+#include "iwb/engine/chat/chat_prompt.h"
+#include "iwb/engine/runtime/engine.h"
+
+#include <QFileInfo>
+
+#include <chrono>
+
+namespace iwb::ui {
+namespace {
+
+GenerationStats statsFrom(const iwb::RequestFinished& f, quint64 seed) {
+  GenerationStats s;
+  s.finishReason = QString::fromLatin1(iwb::finish_reason_name(f.reason));
+  s.errorMessage = QString::fromStdString(f.error);
+  s.numPromptTokens = f.num_prompt_tokens;
+  s.numGeneratedTokens = f.num_generated_tokens;
+  s.timeToFirstTokenSeconds = f.prompt_seconds;
+  s.generationSeconds = f.generation_seconds;
+  s.seed = seed;
+  return s;
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker(QObject* parent)
+    : QObject(parent),
+      m_seedSource(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+  registerGenerationMetaTypes();
+}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& options) {
+  releaseEngine();
+  const QFileInfo info(path);
+  if (!info.exists()) {
+    emit modelLoadFailed(path, tr("The file %1 does not exist.").arg(info.fileName()));
+    return;
+  }
+  iwb::EngineOptions engineOptions;
+  engineOptions.context_length = options.contextLength;
+  engineOptions.num_threads = options.numThreads;
+  // Progress arrives on this thread; the signal queues it to the GUI. Reports closer than a
+  // percent apart are dropped so a fast load does not flood the GUI's event queue.
+  double lastReported = -1.0;
+  auto progress = [this, &lastReported](double fraction, const std::string& stage) {
+    if (fraction < 1.0 && fraction - lastReported < 0.01) return;
+    lastReported = fraction;
+    emit modelLoadProgress(fraction, QString::fromStdString(stage));
+  };
+  auto engine = iwb::Engine::load(path.toStdString(), engineOptions, progress);
+  if (!engine) {
+    emit modelLoadFailed(path, QString::fromStdString(engine.error_message()));
+    return;
+  }
+  m_engine = std::move(*engine);
+
+  LoadedModel model;
+  model.path = path;
+  model.name = QString::fromStdString(m_engine->model().name);
+  model.architecture = QString::fromStdString(m_engine->model().architecture);
+  model.contextLength = m_engine->context_length();
+  model.numThreads = m_engine->num_threads();
+  model.hasChatTemplate = !m_engine->chat_template().empty();
+  const std::string_view family = iwb::chat_template_family_name(iwb::detect_chat_template(m_engine->chat_template()));
+  model.detectedTemplate = QString::fromUtf8(family.data(), static_cast<qsizetype>(family.size()));
+  emit modelLoaded(model);
+}
+
+void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
+  if (!m_engine) {
+    emit generationFailed(requestId, tr("No model is loaded."));
+    return;
+  }
+  std::vector<iwb::ChatMessage> messages;
+  messages.reserve(static_cast<size_t>(input.messages.size()));
+  for (const ChatTurn& turn : input.messages) {
+    messages.push_back({turn.role.toStdString(), turn.content.toStdString()});
+  }
+  iwb::ChatPromptOptions promptOptions;
+  if (!input.templateOverride.isEmpty() && input.templateOverride != QLatin1String("auto")) {
+    promptOptions.family = iwb::chat_template_family_from_name(input.templateOverride.toStdString());
+    if (!promptOptions.family) {
+      emit generationFailed(requestId, tr("Unknown chat template \"%1\".").arg(input.templateOverride));
+      return;
+    }
+  }
+  auto prompt = iwb::build_chat_prompt(m_engine->tokenizer(), m_engine->chat_template(), messages, promptOptions);
+  if (!prompt) {
+    emit generationFailed(requestId, tr("Could not build the prompt: %1").arg(QString::fromStdString(prompt.error_message())));
+    return;
+  }
+  const int numPromptTokens = static_cast<int>(prompt->tokens.size());
+  // The engine would refuse too, but in its own words; this one tells the user what to do.
+  if (numPromptTokens >= m_engine->context_length()) {
+    emit generationFailed(requestId,
+                          tr("The conversation is %1 tokens long but the model's context holds %2 tokens. "
+                             "Start a new conversation, or edit an earlier message to shorten it.")
+                              .arg(numPromptTokens)
+                              .arg(m_engine->context_length()));
+    return;
+  }
+
+  iwb::GenerationRequest request;
+  request.prompt_tokens = std::move(prompt->tokens);
+  const quint64 seed = input.sampling.seed >= 0 ? static_cast<quint64>(input.sampling.seed) : m_seedSource();
+  request.sampling = input.sampling.toSamplingParams(seed);
+  request.max_new_tokens = input.sampling.maxTokens;
+  request.stop_strings = std::move(prompt->stop_strings);
+  auto id = m_engine->add_request(std::move(request));
+  if (!id) {
+    emit generationFailed(requestId, QString::fromStdString(id.error_message()));
+    return;
+  }
+  m_requestIds.insert(*id, requestId);
+  m_seeds.insert(*id, seed);
+  emit generationStarted(requestId, numPromptTokens);
+  scheduleStep();
+}
+
+void EngineWorker::stop(quint64 requestId) {
+  if (!m_engine) return;
+  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) {
+    if (requestId == 0 || it.value() == requestId) m_engine->abort_request(it.key());
+  }
+}
+
+void EngineWorker::unload() {
+  const bool hadModel = m_engine != nullptr;
+  releaseEngine();
+  if (hadModel) emit modelUnloaded();
+}
+
+void EngineWorker::scheduleStep() {
+  if (m_isStepScheduled) return;
+  m_isStepScheduled = true;
+  // Queued, not a loop: the stop() and unload() calls that arrived meanwhile run first.
+  QMetaObject::invokeMethod(this, &EngineWorker::runStep, Qt::QueuedConnection);
+}
+
+void EngineWorker::runStep() {
+  m_isStepScheduled = false;
+  if (!m_engine || !m_engine->has_unfinished_requests()) return;
+  auto result = m_engine->step();
+  if (!result) {
+    // The step itself failed (not one request): every reply in flight ends with its text so
+    // far, marked as an error.
+    const QString message = QString::fromStdString(result.error_message());
+    const auto ids = m_requestIds;
+    m_requestIds.clear();
+    for (auto it = ids.cbegin(); it != ids.cend(); ++it) {
+      m_engine->abort_request(it.key());
+      GenerationStats stats;
+      stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Error));
+      stats.errorMessage = message;
+      stats.seed = m_seeds.take(it.key());
+      emit generationFinished(it.value(), stats);
+    }
+    // The aborted requests are cleared out of the engine by the next step.
+    if (m_engine->has_unfinished_requests()) scheduleStep();
+    return;
+  }
+  for (const iwb::TokenEvent& token : result->tokens) {
+    if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
+    const auto it = m_requestIds.constFind(token.request);
+    if (it != m_requestIds.cend()) emit tokensReady(it.value(), QString::fromStdString(token.text));
+  }
+  reportFinished(result->finished);
+  if (m_engine->has_unfinished_requests()) scheduleStep();
+}
+
+void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finished) {
+  for (const iwb::RequestFinished& f : finished) {
+    const auto it = m_requestIds.constFind(f.request);
+    if (it == m_requestIds.cend()) continue;
+    const quint64 requestId = it.value();
+    m_requestIds.erase(it);
+    emit generationFinished(requestId, statsFrom(f, m_seeds.take(f.request)));
+  }
+}
+
+void EngineWorker::releaseEngine() {
+  if (!m_engine) return;
+  // Abort through the engine so the replies end with their real counts and timings; an
+  // aborted request finishes at the next step without running the model.
+  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) m_engine->abort_request(it.key());
+  for (int i = 0; i < 8 && !m_requestIds.isEmpty() && m_engine->has_unfinished_requests(); ++i) {
+    auto result = m_engine->step();
+    if (!result) break;
+    reportFinished(result->finished);
+  }
+  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) {  // whatever is left
+    GenerationStats stats;
+    stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Aborted));
+    stats.seed = m_seeds.value(it.key());
+    emit generationFinished(it.value(), stats);
+  }
+  m_requestIds.clear();
+  m_seeds.clear();
+  m_engine.reset();
+}
+
+}  // namespace iwb::ui

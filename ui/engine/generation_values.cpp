@@ -1,0 +1,149 @@
+// JSON forms of the sampling settings and reply statistics, their conversion to the engine's
+// SamplingParams, the template family names for pickers, and the meta-type registration.
+#include "engine/generation_values.h"
+
+#include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/runtime/engine.h"
+
+#include <QCoreApplication>
+#include <QHash>
+#include <QJsonValue>
+#include <QLocale>
+
+#include <algorithm>
+#include <cmath>
+
+namespace iwb::ui {
+namespace {
+
+// A number from JSON within [lo, hi], or the fallback when absent, not a number or outside.
+double boundedDouble(const QJsonObject& json, const char* key, double lo, double hi, double fallback) {
+  const QJsonValue v = json.value(QLatin1String(key));
+  if (!v.isDouble()) return fallback;
+  const double d = v.toDouble();
+  return (std::isfinite(d) && d >= lo && d <= hi) ? d : fallback;
+}
+
+}  // namespace
+
+QJsonObject SamplingSettings::toJson() const {
+  return QJsonObject{
+      {QStringLiteral("temperature"), temperature},
+      {QStringLiteral("top_k"), topK},
+      {QStringLiteral("top_p"), topP},
+      {QStringLiteral("min_p"), minP},
+      {QStringLiteral("repeat_penalty"), repeatPenalty},
+      // JSON numbers are doubles: a seed beyond 2^53 would lose digits, so it goes as text.
+      {QStringLiteral("seed"), QString::number(seed)},
+      {QStringLiteral("max_tokens"), maxTokens},
+  };
+}
+
+SamplingSettings SamplingSettings::fromJson(const QJsonObject& json) {
+  SamplingSettings s;
+  s.temperature = boundedDouble(json, "temperature", 0.0, 10.0, s.temperature);
+  s.topK = static_cast<int>(boundedDouble(json, "top_k", 0, 1e6, s.topK));
+  s.topP = boundedDouble(json, "top_p", 0.0, 1.0, s.topP);
+  s.minP = boundedDouble(json, "min_p", 0.0, 1.0, s.minP);
+  s.repeatPenalty = boundedDouble(json, "repeat_penalty", 0.0, 10.0, s.repeatPenalty);
+  bool isNumber = false;
+  const qint64 seed = json.value(QLatin1String("seed")).toString().toLongLong(&isNumber);
+  if (isNumber) s.seed = seed;
+  s.maxTokens = static_cast<int>(boundedDouble(json, "max_tokens", -1, 1e7, s.maxTokens));
+  return s;
+}
+
+iwb::SamplingParams SamplingSettings::toSamplingParams(quint64 randomSeed) const {
+  iwb::SamplingParams p;
+  p.temperature = static_cast<float>(temperature);
+  p.top_k = topK;
+  p.top_p = static_cast<float>(topP);
+  p.min_p = static_cast<float>(minP);
+  p.repeat_penalty = static_cast<float>(repeatPenalty);
+  p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : randomSeed;
+  return p;
+}
+
+bool GenerationStats::isError() const { return finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::Error)); }
+
+bool GenerationStats::isAborted() const {
+  return finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::Aborted));
+}
+
+double GenerationStats::tokensPerSecond() const {
+  if (numGeneratedTokens < 2 || generationSeconds <= 0) return 0;
+  return (numGeneratedTokens - 1) / generationSeconds;
+}
+
+QString GenerationStats::summaryLine() const {
+  const QLocale locale;
+  QStringList parts;
+  if (numGeneratedTokens > 0) {
+    parts << QCoreApplication::translate("GenerationStats", "TTFT %1 s")
+                 .arg(locale.toString(timeToFirstTokenSeconds, 'f', 2));
+  }
+  if (tokensPerSecond() > 0) {
+    parts << QCoreApplication::translate("GenerationStats", "%1 tok/s").arg(locale.toString(tokensPerSecond(), 'f', 1));
+  }
+  parts << (numGeneratedTokens == 1 ? QCoreApplication::translate("GenerationStats", "1 token")
+                                    : QCoreApplication::translate("GenerationStats", "%1 tokens").arg(numGeneratedTokens));
+  parts << (isAborted() ? QCoreApplication::translate("GenerationStats", "stopped") : finishReason);
+  return parts.join(QStringLiteral(" · "));
+}
+
+QJsonObject GenerationStats::toJson() const {
+  QJsonObject json{
+      {QStringLiteral("finish_reason"), finishReason},
+      {QStringLiteral("prompt_tokens"), numPromptTokens},
+      {QStringLiteral("generated_tokens"), numGeneratedTokens},
+      {QStringLiteral("ttft_s"), timeToFirstTokenSeconds},
+      {QStringLiteral("generation_s"), generationSeconds},
+      {QStringLiteral("tokens_per_s"), tokensPerSecond()},  // derived; stored for SQL queries
+      {QStringLiteral("seed"), QString::number(seed)},
+  };
+  if (!errorMessage.isEmpty()) json.insert(QStringLiteral("error"), errorMessage);
+  return json;
+}
+
+GenerationStats GenerationStats::fromJson(const QJsonObject& json) {
+  GenerationStats s;
+  s.finishReason = json.value(QLatin1String("finish_reason")).toString();
+  s.errorMessage = json.value(QLatin1String("error")).toString();
+  s.numPromptTokens = json.value(QLatin1String("prompt_tokens")).toInt();
+  s.numGeneratedTokens = json.value(QLatin1String("generated_tokens")).toInt();
+  s.timeToFirstTokenSeconds = json.value(QLatin1String("ttft_s")).toDouble();
+  s.generationSeconds = json.value(QLatin1String("generation_s")).toDouble();
+  s.seed = json.value(QLatin1String("seed")).toString().toULongLong();
+  return s;
+}
+
+QStringList chatTemplateFamilyNames() {
+  QStringList names;
+  for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
+                            ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
+                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Plain}) {
+    const std::string_view name = chat_template_family_name(family);
+    names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+  }
+  return names;
+}
+
+QString chatTemplateDisplayName(const QString& familyName) {
+  static const QHash<QString, QString> kDisplay = {
+      {QStringLiteral("chatml"), QStringLiteral("ChatML")},     {QStringLiteral("llama2"), QStringLiteral("Llama 2")},
+      {QStringLiteral("llama3"), QStringLiteral("Llama 3")},    {QStringLiteral("mistral"), QStringLiteral("Mistral")},
+      {QStringLiteral("gemma"), QStringLiteral("Gemma")},       {QStringLiteral("phi3"), QStringLiteral("Phi-3")},
+      {QStringLiteral("zephyr"), QStringLiteral("Zephyr")},     {QStringLiteral("plain"), QStringLiteral("Plain")},
+  };
+  return kDisplay.value(familyName, familyName);
+}
+
+void registerGenerationMetaTypes() {
+  qRegisterMetaType<iwb::ui::SamplingSettings>();
+  qRegisterMetaType<iwb::ui::GenerationInput>();
+  qRegisterMetaType<iwb::ui::GenerationStats>();
+  qRegisterMetaType<iwb::ui::EngineLoadOptions>();
+  qRegisterMetaType<iwb::ui::LoadedModel>();
+}
+
+}  // namespace iwb::ui

@@ -1,0 +1,98 @@
+// Plain values that cross the thread boundary between the chat panel and the engine worker:
+// sampling settings, a conversation snapshot to answer, per-reply statistics and a summary of
+// the loaded model. Copyable, registered as meta-types, and (where stored) JSON-convertible.
+#pragma once
+
+#include "iwb/engine/sampling/sampler.h"
+
+#include <QJsonObject>
+#include <QList>
+#include <QMetaType>
+#include <QString>
+
+namespace iwb::ui {
+
+// What the user sets in the sampling panel; stored per conversation as JSON.
+struct SamplingSettings {
+  double temperature = 0.7;
+  int topK = 40;
+  double topP = 0.95;
+  double minP = 0.05;
+  double repeatPenalty = 1.1;
+  qint64 seed = -1;        // < 0: a new random seed for every reply
+  int maxTokens = 512;     // <= 0: until the model ends its turn or the context is full
+
+  QJsonObject toJson() const;
+  // Missing or out-of-range fields keep their defaults, so an old or hand-edited row still loads.
+  static SamplingSettings fromJson(const QJsonObject& json);
+  // `randomSeed` is used when `seed` asks for a random one.
+  iwb::SamplingParams toSamplingParams(quint64 randomSeed) const;
+
+  friend bool operator==(const SamplingSettings&, const SamplingSettings&) = default;
+};
+
+struct ChatTurn {
+  QString role;     // "system", "user" or "assistant"
+  QString content;
+};
+
+// Everything the worker needs to answer a conversation; a copy, never a pointer into the GUI.
+struct GenerationInput {
+  QList<ChatTurn> messages;   // optional system turn first, ends with a user turn
+  SamplingSettings sampling;
+  QString templateOverride;   // empty or "auto": the model's own template; else a family name
+};
+
+// How one reply went. Stored with the message as JSON and shown under it.
+struct GenerationStats {
+  QString finishReason;       // iwb::finish_reason_name(): "end of generation", "aborted", ...
+  QString errorMessage;       // when finishReason is "error"
+  int numPromptTokens = 0;
+  int numGeneratedTokens = 0;
+  double timeToFirstTokenSeconds = 0;
+  double generationSeconds = 0;  // first to last generated token
+  quint64 seed = 0;              // the seed the sampler used
+
+  bool isValid() const { return !finishReason.isEmpty(); }
+  bool isError() const;
+  bool isAborted() const;
+  // Decode speed: tokens after the first over the time they took (the first one's time is
+  // the prompt's). 0 when there is nothing to measure.
+  double tokensPerSecond() const;
+  // "TTFT 0.12 s · 41.3 tok/s · 128 tokens · end of generation"
+  QString summaryLine() const;
+
+  QJsonObject toJson() const;
+  static GenerationStats fromJson(const QJsonObject& json);
+};
+
+struct EngineLoadOptions {
+  qint64 contextLength = 0;   // 0: the engine's default (the trained context, at most 4096)
+  int numThreads = 0;         // 0: all cores
+};
+
+// The loaded model as the GUI sees it.
+struct LoadedModel {
+  QString path;
+  QString name;
+  QString architecture;
+  qint64 contextLength = 0;
+  int numThreads = 0;
+  bool hasChatTemplate = false;
+  QString detectedTemplate;   // family name the model's template was recognised as ("plain" if none)
+};
+
+// The families the user can pick, by their engine names, in display order.
+QStringList chatTemplateFamilyNames();
+QString chatTemplateDisplayName(const QString& familyName);
+
+// Registers the types above for queued connections; safe to call more than once.
+void registerGenerationMetaTypes();
+
+}  // namespace iwb::ui
+
+Q_DECLARE_METATYPE(iwb::ui::SamplingSettings)
+Q_DECLARE_METATYPE(iwb::ui::GenerationInput)
+Q_DECLARE_METATYPE(iwb::ui::GenerationStats)
+Q_DECLARE_METATYPE(iwb::ui::EngineLoadOptions)
+Q_DECLARE_METATYPE(iwb::ui::LoadedModel)
