@@ -10,5 +10,6 @@ int run_convert(int argc, char** argv);
 int run_devices(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_probe(int argc, char** argv);
+int run_models(int argc, char** argv);
 
 }  // namespace iwb::cli

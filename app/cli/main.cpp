@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"tokenize", "tokenize text with a model's own tokenizer", iwb::cli::run_tokenize},
     {"convert", "convert another checkpoint format to GGUF (llama2c)", iwb::cli::run_convert},
     {"devices", "list compute devices (CPU, CUDA)", iwb::cli::run_devices},
+    {"models", "list GGUF models in the folders people keep them in", iwb::cli::run_models},
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},
     {"probe", "measure memory bandwidth and peak arithmetic (the roofline ceilings)", iwb::cli::run_probe},
 };

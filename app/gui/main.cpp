@@ -38,5 +38,6 @@ int main(int argc, char** argv) {
   iwb::ui::MainWindow window;
   window.show();
   if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
+  else window.openDefaultModel();
   return app.exec();
 }

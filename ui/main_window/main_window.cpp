@@ -5,6 +5,8 @@
 #include "chat/chat_panel.h"
 #include "engine/engine_controller.h"
 #include "main_window/app_info.h"
+#include "iwb/engine/model/model_locations.h"
+#include "main_window/model_folders_menu.h"
 #include "main_window/recent_files.h"
 #include "model_info/model_loader.h"
 #include "model_info/model_overview_widget.h"
@@ -16,6 +18,7 @@
 #include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
@@ -151,6 +154,9 @@ void MainWindow::createMenus() {
   auto* recentMenu = new RecentFilesMenu(m_recentFiles, this);
   connect(recentMenu, &RecentFilesMenu::fileTriggered, this, &MainWindow::openModel);
   fileMenu->addMenu(recentMenu);
+  auto* foldersMenu = new ModelFoldersMenu(this);
+  connect(foldersMenu, &ModelFoldersMenu::fileTriggered, this, &MainWindow::openModel);
+  fileMenu->addMenu(foldersMenu);
   fileMenu->addSeparator();
   QAction* quitAction = fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
   quitAction->setShortcut(QKeySequence::Quit);
@@ -207,11 +213,28 @@ void MainWindow::showOpenDialog() {
   if (dir.isEmpty() && !m_recentFiles->files().isEmpty()) {
     dir = QFileInfo(m_recentFiles->files().constFirst()).path();
   }
-  const QString path = QFileDialog::getOpenFileName(
-      this, tr("Open Model"), dir, tr("GGUF models (*.gguf *.GGUF);;All files (*)"));
-  if (path.isEmpty()) return;
+  QFileDialog dialog(this, tr("Open Model"), dir, tr("GGUF models (*.gguf *.GGUF);;All files (*)"));
+  dialog.setFileMode(QFileDialog::ExistingFile);
+  // The places people keep models (Hugging Face cache, LM Studio, ...) one click away.
+  dialog.setSidebarUrls(dialog.sidebarUrls() + ModelFoldersMenu::existingFolderUrls());
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+  const QString path = dialog.selectedFiles().constFirst();
   settings.setValue(QLatin1String(kLastDirKey), QFileInfo(path).path());
   openModel(path);
+}
+
+bool MainWindow::openDefaultModel() {
+  const QString path = QString::fromStdString(iwb::default_model_path());
+  if (QFileInfo::exists(path)) {
+    openModel(path);
+    return true;
+  }
+  m_messageBar->showMessage(
+      MessageBar::Kind::Information, tr("The default model is not downloaded yet."),
+      tr("%1 is expected at %2. Run scripts/fetch-model.sh (needs network access to PyPI), or open any GGUF "
+         "file with File → Open Model, drag and drop, or File → Models on This Computer.")
+          .arg(QString::fromStdString(iwb::default_model_description()), QDir::toNativeSeparators(path)));
+  return false;
 }
 
 void MainWindow::showAbout() {

@@ -58,6 +58,9 @@ class MainWindow : public QMainWindow {
   // Starts opening `path` in the background; modelOpened or modelOpenFailed follows.
   void openModel(const QString& path);
   void showOpenDialog();
+  // Opens the default chat model if scripts/fetch-model.sh has fetched it; otherwise says in
+  // the message bar what is missing and how to get it. Returns whether it is opening.
+  bool openDefaultModel();
   void showAbout();
 
  signals:
