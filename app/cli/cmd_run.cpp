@@ -1,8 +1,10 @@
 // `iwb run -m MODEL (-p PROMPT | -f FILE) [options]`: generates text with the CPU engine,
-// printing each piece as it is produced, then a timings line on stderr.
+// printing each piece as it is produced, then a timings line on stderr (and with --profile, where
+// the time went, kernel kind by kernel kind).
 #include "commands.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
+#include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
@@ -36,7 +38,8 @@ void print_usage(std::FILE* out) {
                "  --system TEXT           system message (with --chat)\n"
                "  --template NAME         chat template family: chatml, llama2, llama3, mistral, gemma,\n"
                "                          phi3, zephyr or plain (default: detected from the model)\n"
-               "  --ids                   print the generated token ids, space separated, on one line\n");
+               "  --ids                   print the generated token ids, space separated, on one line\n"
+               "  --profile               time every kernel; print time, FLOP/s and bytes/s per kernel kind\n");
 }
 
 struct Options {
@@ -44,6 +47,7 @@ struct Options {
   bool has_prompt = false;
   bool is_chat = false;
   bool ids_only = false;
+  bool is_profiled = false;
   int32_t n_predict = 256;
   int64_t context = 0;
   int threads = 0;
@@ -115,6 +119,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = value() && (o->template_name = v, true);
     } else if (a == "--ids") {
       o->ids_only = true;
+    } else if (a == "--profile") {
+      o->is_profiled = true;
     } else {
       std::fprintf(stderr, "iwb run: unexpected argument '%s'\n\n", a.c_str());
       print_usage(stderr);
@@ -156,6 +162,21 @@ void print_timings(const RequestFinished& f) {
                "time to first token %.3f s, finished: %s\n",
                f.num_prompt_tokens, prompt_rate, f.num_generated_tokens, gen_rate, f.prompt_seconds,
                finish_reason_name(f.reason));
+}
+
+// Per (phase, kernel kind): calls, time and its share, achieved rates, intensity.
+void print_profile(const RunningAggregate& profile) {
+  const std::vector<OpAggregate> rows = profile.snapshot();
+  std::fprintf(stderr, "profile: %lld steps, kernels %.3f s of %.3f s step time\n",
+               static_cast<long long>(profile.num_steps()), profile.kernel_seconds(), profile.step_seconds());
+  std::fprintf(stderr, "  %-8s %-11s %7s %10s %6s %10s %9s %10s\n", "phase", "kernel", "calls", "ms", "%", "GFLOP/s",
+               "GB/s", "FLOP/byte");
+  for (const OpAggregate& a : rows) {
+    const double share = profile.kernel_seconds() > 0 ? 100.0 * a.seconds / profile.kernel_seconds() : 0.0;
+    std::fprintf(stderr, "  %-8s %-11s %7lld %10.2f %6.1f %10.2f %9.2f %10.2f\n", phase_name(a.phase), a.name.c_str(),
+                 static_cast<long long>(a.count), a.seconds * 1e3, share, a.flops_per_s() / 1e9, a.bytes_per_s() / 1e9,
+                 a.intensity());
+  }
 }
 
 }  // namespace
@@ -209,12 +230,15 @@ int run_run(int argc, char** argv) {
     return 1;
   }
   bool is_first_id = true;
+  engine.set_profiling(o.is_profiled);
+  RunningAggregate profile;
   while (engine.has_unfinished_requests()) {
     Result<StepResult> step = engine.step();
     if (!step) {
       std::fprintf(stderr, "\niwb run: %s\n", step.error_message().c_str());
       return 1;
     }
+    profile.add(step->profile);
     for (const TokenEvent& e : step->tokens) {
       if (o.ids_only) {
         std::printf(is_first_id ? "%d" : " %d", e.token);
@@ -232,6 +256,7 @@ int run_run(int argc, char** argv) {
         return 1;
       }
       print_timings(f);
+      if (o.is_profiled) print_profile(profile);
     }
   }
   return 0;

@@ -17,16 +17,19 @@ constexpr Command kCommands[] = {
     {"info", "describe a GGUF file: metadata, tensors, memory at a context", iwb::cli::run_info},
     {"tokenize", "tokenize text with a model's own tokenizer", iwb::cli::run_tokenize},
     {"convert", "convert another checkpoint format to GGUF (llama2c)", iwb::cli::run_convert},
+    {"synth", "write a model of a real shape with random weights (any tensor type)", iwb::cli::run_synth},
     {"devices", "list compute devices (CPU, CUDA)", iwb::cli::run_devices},
     {"models", "list GGUF models in the folders people keep them in", iwb::cli::run_models},
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},
     {"probe", "measure memory bandwidth and peak arithmetic (the roofline ceilings)", iwb::cli::run_probe},
+    {"bench", "prompt and generation throughput (ppN, tgN) with MBU/MFU, recorded", iwb::cli::run_bench},
+    {"profile-overhead", "measure what the kernel profiler costs (profiling off vs on)", iwb::cli::run_profile_overhead},
 };
 
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: iwb <command> [options]\n\ncommands:\n");
   for (const Command& c : kCommands) {
-    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+    std::fprintf(out, "  %-16.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.summary.size()), c.summary.data());
   }
   std::fprintf(out, "\n'iwb <command> --help' describes a command's options.\n");

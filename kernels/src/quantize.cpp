@@ -1,98 +1,169 @@
-// Reference quantizers (Q8_0, Q4_0, and the f16/bf16 casts) with ggml's rounding rules.
+// Public entry points of the reference quantizers: argument checks shared by every type, the
+// f16/bf16 casts, and the type dispatch. The per-type rounding lives in quantize_*.cpp.
 #include "iwb/kernels/quantize.h"
+
+#include "quantize_rows.h"
 
 #include "iwb/kernels/dequantize.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace iwb {
 namespace {
 
-bool all_finite(const float* src, int64_t num_elements) {
+constexpr float kFp16Max = 65504.0f;
+
+// Everything a quantizer needs checked before it may write: a whole number of blocks, usable
+// pointers, finite input within the type's range, a usable imatrix.
+bool is_valid_request(GgmlType type, const float* src, const void* dst, int64_t num_elements,
+                      const float* imatrix) {
+  const int64_t block_size = ggml_type_traits(type).block_size;
+  if (num_elements < 0 || num_elements % block_size != 0) return false;
+  if (num_elements == 0) return true;
+  if (src == nullptr || dst == nullptr) return false;
+  const float limit = quantize_max_abs_input(type);
   for (int64_t i = 0; i < num_elements; ++i) {
-    if (!std::isfinite(src[i])) return false;
+    // !(|x| <= limit) is also true for NaN.
+    if (!(std::fabs(src[i]) <= limit)) return false;
+  }
+  if (imatrix != nullptr && quantize_uses_imatrix(type)) {
+    for (int64_t i = 0; i < num_elements; ++i) {
+      if (!(imatrix[i] >= 0.0f) || !std::isfinite(imatrix[i])) return false;
+    }
   }
   return true;
 }
 
-bool is_valid_block_count(const float* src, const void* dst, int64_t num_elements, int block_size) {
-  if (num_elements < 0 || num_elements % block_size != 0) return false;
-  return num_elements == 0 || (src != nullptr && dst != nullptr);
+const float* used_imatrix(GgmlType type, const float* imatrix) {
+  return quantize_uses_imatrix(type) ? imatrix : nullptr;
 }
 
 }  // namespace
 
-bool quantize_row_q8_0_ref(const float* src, BlockQ8_0* dst, int64_t num_elements) {
-  if (!is_valid_block_count(src, dst, num_elements, kQK8_0) || !all_finite(src, num_elements)) {
-    return false;
-  }
-  const int64_t num_blocks = num_elements / kQK8_0;
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const float* x = src + b * kQK8_0;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-    // Symmetric: the largest magnitude maps to +-127. The stored fp16 d is rounded, but
-    // ggml quantizes with the unrounded inverse; doing the same keeps files identical.
-    const float d = amax / 127.0f;
-    const float inverse_d = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = f32_to_fp16(d);
-    for (int j = 0; j < kQK8_0; ++j) {
-      dst[b].qs[j] = static_cast<int8_t>(std::round(x[j] * inverse_d));  // half away from 0
-    }
-  }
+bool quantize_row_q4_0_ref(const float* src, BlockQ4_0* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q4_0, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q4_0(src, dst, num_elements, imatrix);
   return true;
 }
 
-bool quantize_row_q4_0_ref(const float* src, BlockQ4_0* dst, int64_t num_elements) {
-  if (!is_valid_block_count(src, dst, num_elements, kQK4_0) || !all_finite(src, num_elements)) {
-    return false;
-  }
-  constexpr int kHalf = kQK4_0 / 2;
-  const int64_t num_blocks = num_elements / kQK4_0;
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const float* x = src + b * kQK4_0;
-    // The signed value of largest magnitude becomes q = 0, i.e. -8 * d: using all of -8..7
-    // on the side where the extreme lies buys one level over a symmetric -7..7.
-    float amax = 0.0f, extreme = 0.0f;
-    for (int j = 0; j < kQK4_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        extreme = x[j];
-      }
-    }
-    const float d = extreme / -8.0f;
-    const float inverse_d = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = f32_to_fp16(d);
-    for (int j = 0; j < kHalf; ++j) {
-      // x * inverse_d lies in [-8, 8]; +8.5 and truncation round to nearest (ties up), and
-      // the value +8 (the opposite extreme) clamps to 15.
-      const int q0 = std::min(15, static_cast<int>(x[j] * inverse_d + 8.5f));
-      const int q1 = std::min(15, static_cast<int>(x[j + kHalf] * inverse_d + 8.5f));
-      dst[b].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-  }
+bool quantize_row_q4_1_ref(const float* src, BlockQ4_1* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q4_1, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q4_1(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q5_0_ref(const float* src, BlockQ5_0* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q5_0, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q5_0(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q5_1_ref(const float* src, BlockQ5_1* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q5_1, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q5_1(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q8_0_ref(const float* src, BlockQ8_0* dst, int64_t num_elements) {
+  if (!is_valid_request(GgmlType::Q8_0, src, dst, num_elements, nullptr)) return false;
+  detail::quantize_q8_0(src, dst, num_elements);
+  return true;
+}
+
+bool quantize_row_q2_k_ref(const float* src, BlockQ2_K* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q2_K, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q2_k(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q3_k_ref(const float* src, BlockQ3_K* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q3_K, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q3_k(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q4_k_ref(const float* src, BlockQ4_K* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q4_K, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q4_k(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q5_k_ref(const float* src, BlockQ5_K* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q5_K, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q5_k(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q6_k_ref(const float* src, BlockQ6_K* dst, int64_t num_elements, const float* imatrix) {
+  if (!is_valid_request(GgmlType::Q6_K, src, dst, num_elements, imatrix)) return false;
+  detail::quantize_q6_k(src, dst, num_elements, imatrix);
+  return true;
+}
+
+bool quantize_row_q8_1_ref(const float* src, BlockQ8_1* dst, int64_t num_elements) {
+  if (!is_valid_request(GgmlType::Q8_1, src, dst, num_elements, nullptr)) return false;
+  detail::quantize_q8_1(src, dst, num_elements);
+  return true;
+}
+
+bool quantize_row_q8_k_ref(const float* src, BlockQ8_K* dst, int64_t num_elements) {
+  if (!is_valid_request(GgmlType::Q8_K, src, dst, num_elements, nullptr)) return false;
+  detail::quantize_q8_k(src, dst, num_elements);
   return true;
 }
 
 bool can_quantize_row_ref(GgmlType type) {
   switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q8_0: case GgmlType::Q8_1:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K: case GgmlType::Q8_K:
       return true;
     default:
       return false;
   }
 }
 
-bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t num_elements) {
+bool quantize_uses_imatrix(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+float quantize_max_abs_input(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: return 8.0f * kFp16Max;     // d = extreme / -8
+    case GgmlType::Q5_0: return 16.0f * kFp16Max;    // d = extreme / -16
+    case GgmlType::Q8_0: return 127.0f * kFp16Max;   // d = amax / 127
+    case GgmlType::Q8_1: return kFp16Max / 32.0f;    // s = d * sum(q), |sum(q)| <= 32 * 127
+    // Q4_1/Q5_1 store the block minimum in fp16; the K-quants' dmin holds the largest
+    // sub-block minimum / 63 (or / 15), and their scale searches may overshoot the range a
+    // little, so they keep the same plain fp16 limit.
+    case GgmlType::Q4_1: case GgmlType::Q5_1:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return kFp16Max;
+    default:
+      return std::numeric_limits<float>::infinity();
+  }
+}
+
+bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t num_elements, const float* imatrix) {
   if (!can_quantize_row_ref(type) || num_elements < 0) return false;
-  if (num_elements == 0) return true;
+  if (num_elements == 0) return num_elements % ggml_type_traits(type).block_size == 0;
   if (src == nullptr || dst == nullptr) return false;
-  const size_t alignment = type == GgmlType::F32 ? alignof(float) : alignof(uint16_t);
+  const size_t alignment = (type == GgmlType::F32 || type == GgmlType::Q8_K) ? alignof(float) : alignof(uint16_t);
   if (reinterpret_cast<uintptr_t>(dst) % alignment != 0) return false;
 
+  imatrix = used_imatrix(type, imatrix);
   switch (type) {
     case GgmlType::F32:
       std::memcpy(dst, src, static_cast<size_t>(num_elements) * sizeof(float));
@@ -107,12 +178,20 @@ bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t num_el
       for (int64_t i = 0; i < num_elements; ++i) out[i] = f32_to_bf16(src[i]);
       return true;
     }
-    case GgmlType::Q8_0:
-      return quantize_row_q8_0_ref(src, static_cast<BlockQ8_0*>(dst), num_elements);
-    case GgmlType::Q4_0:
-      return quantize_row_q4_0_ref(src, static_cast<BlockQ4_0*>(dst), num_elements);
+    case GgmlType::Q4_0: return quantize_row_q4_0_ref(src, static_cast<BlockQ4_0*>(dst), num_elements, imatrix);
+    case GgmlType::Q4_1: return quantize_row_q4_1_ref(src, static_cast<BlockQ4_1*>(dst), num_elements, imatrix);
+    case GgmlType::Q5_0: return quantize_row_q5_0_ref(src, static_cast<BlockQ5_0*>(dst), num_elements, imatrix);
+    case GgmlType::Q5_1: return quantize_row_q5_1_ref(src, static_cast<BlockQ5_1*>(dst), num_elements, imatrix);
+    case GgmlType::Q8_0: return quantize_row_q8_0_ref(src, static_cast<BlockQ8_0*>(dst), num_elements);
+    case GgmlType::Q8_1: return quantize_row_q8_1_ref(src, static_cast<BlockQ8_1*>(dst), num_elements);
+    case GgmlType::Q2_K: return quantize_row_q2_k_ref(src, static_cast<BlockQ2_K*>(dst), num_elements, imatrix);
+    case GgmlType::Q3_K: return quantize_row_q3_k_ref(src, static_cast<BlockQ3_K*>(dst), num_elements, imatrix);
+    case GgmlType::Q4_K: return quantize_row_q4_k_ref(src, static_cast<BlockQ4_K*>(dst), num_elements, imatrix);
+    case GgmlType::Q5_K: return quantize_row_q5_k_ref(src, static_cast<BlockQ5_K*>(dst), num_elements, imatrix);
+    case GgmlType::Q6_K: return quantize_row_q6_k_ref(src, static_cast<BlockQ6_K*>(dst), num_elements, imatrix);
+    case GgmlType::Q8_K: return quantize_row_q8_k_ref(src, static_cast<BlockQ8_K*>(dst), num_elements);
     default:
-      return false;
+      return false;  // can_quantize_row_ref and this switch disagree: refuse, never guess
   }
 }
 

@@ -172,8 +172,8 @@ class TestQuantizeRef : public QObject {
     QVERIFY(!quantize_row_q4_0_ref(x.data(), q4.data(), 64));
     QCOMPARE(q8[0].d, uint16_t{0x1234});  // nothing written, not even the first block
     QCOMPARE(q4[0].d, uint16_t{0x1234});
-    QVERIFY(!can_quantize_row_ref(GgmlType::Q4_K));
-    QVERIFY(!quantize_row_ref(GgmlType::Q4_K, x.data(), q8.data(), 256));
+    QVERIFY(!can_quantize_row_ref(GgmlType::IQ2_XXS));  // no reference quantizer for i-quants
+    QVERIFY(!quantize_row_ref(GgmlType::IQ2_XXS, x.data(), q8.data(), 256));
     QVERIFY(!quantize_row_ref(GgmlType::Q8_0, x.data(), reinterpret_cast<uint8_t*>(q8.data()) + 1, 32));
   }
 };

@@ -3,6 +3,7 @@
 #include "runtime/cpu_engine.h"
 
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/profile/cost_model.h"
 
 #include <omp.h>
 
@@ -76,7 +77,12 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   engine->m_kv = make_contiguous_kv_cache({c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v});
   IWB_RETURN_IF_ERROR(engine->m_kv->reserve(context));
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  engine->m_forward = std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads);
+  if (options.max_batch_tokens < 1) {
+    return make_error(ErrorCode::InvalidArgument, "the forward batch must hold at least one token (max_batch_tokens is " +
+                                                      std::to_string(options.max_batch_tokens) + ")");
+  }
+  engine->m_forward =
+      std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads, options.max_batch_tokens);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   report(1.0, "ready");
   return std::unique_ptr<Engine>(std::move(engine));
@@ -100,7 +106,7 @@ Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
   }
   std::lock_guard lock(m_mutex);
   const RequestId id = m_next_id++;
-  m_queue.push_back({id, std::move(request)});
+  m_queue.push_back({id, std::move(request), Clock::now()});
   return id;
 }
 
@@ -112,6 +118,7 @@ void CpuEngine::abort_request(RequestId id) {
       f.request = id;
       f.reason = FinishReason::Aborted;
       f.num_prompt_tokens = static_cast<int32_t>(it->params.prompt_tokens.size());
+      f.queued_seconds = seconds_between(it->submitted, Clock::now());
       m_aborted_while_queued.push_back(f);
       m_queue.erase(it);
       return;
@@ -135,6 +142,7 @@ Result<StepResult> CpuEngine::step() {
     m_aborted_while_queued.clear();
     if (!m_active && !m_queue.empty()) {
       m_active = std::make_unique<Active>(m_queue.front().id, std::move(m_queue.front().params), m_tokenizer);
+      m_active->submitted = m_queue.front().submitted;
       m_queue.pop_front();
       m_active->started = step_start;
       m_active_id = m_active->id;
@@ -144,10 +152,12 @@ Result<StepResult> CpuEngine::step() {
   }
   if (!m_active) return result;
   Active& a = *m_active;
+  const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
+  result.profile.step_index = m_num_steps++;
 
   if (is_abort_requested) {
     finish(a, FinishReason::Aborted, {}, &result);
-  } else if (Status s = run_forward(a, &result.stats); !s) {
+  } else if (Status s = run_forward(a, is_profiled, &result); !s) {
     // The cache may hold a half-written batch: forget it rather than trust it.
     m_kv->clear();
     m_cached_tokens.clear();
@@ -158,10 +168,31 @@ Result<StepResult> CpuEngine::step() {
     emit_token(a, token, &result);
   }
   result.stats.seconds = seconds_between(step_start, Clock::now());
+  result.profile.step_seconds = result.stats.seconds;
   return result;
 }
 
-Status CpuEngine::run_forward(Active& a, StepStats* stats) {
+Status CpuEngine::run_forward(Active& a, bool is_profiled, StepResult* result) {
+  KernelRecorder& recorder = m_forward->recorder();
+  ProfileBatch& profile = result->profile;
+  // Reserves the step's records before any kernel runs, and hands them over afterwards, even
+  // when the pass failed part-way (the records show how far it got).
+  auto run = [&](Phase phase, std::span<const int32_t> tokens, int64_t first_position) -> Status {
+    const auto num_tokens = static_cast<int64_t>(tokens.size());
+    if (is_profiled) {
+      recorder.begin(phase, static_cast<size_t>(num_step_records(m_config, num_tokens, m_forward->max_batch(), true)));
+    }
+    Status status = m_forward->forward(tokens, first_position, *m_kv, m_logits.data());
+    if (is_profiled) {
+      profile.phase = phase;
+      profile.num_tokens = static_cast<int32_t>(num_tokens);
+      profile.num_kv = m_kv->num_positions();
+      profile.kernels = recorder.take();
+      profile.num_dropped = static_cast<uint32_t>(recorder.num_dropped());
+    }
+    return status;
+  };
+  StepStats* stats = &result->stats;
   if (!a.is_prefilled) {
     // Reuse the cached prefix this prompt shares with the previous sequence; at least one
     // token must run to produce logits.
@@ -174,14 +205,15 @@ Status CpuEngine::run_forward(Active& a, StepStats* stats) {
     m_kv->truncate(static_cast<int64_t>(common));
     m_cached_tokens.resize(common);
     const std::span<const int32_t> rest(prompt.data() + common, prompt.size() - common);
-    IWB_RETURN_IF_ERROR(m_forward->forward(rest, static_cast<int64_t>(common), *m_kv, m_logits.data()));
+    IWB_RETURN_IF_ERROR(run(Phase::Prefill, rest, static_cast<int64_t>(common)));
     m_cached_tokens = prompt;
     a.is_prefilled = true;
+    a.num_reused_prompt_tokens = static_cast<int32_t>(common);
     stats->num_prompt_tokens = static_cast<int32_t>(rest.size());
     return {};
   }
   const int32_t token = a.history.back();  // sampled last step, not yet in the cache
-  IWB_RETURN_IF_ERROR(m_forward->forward({&token, 1}, m_kv->num_positions(), *m_kv, m_logits.data()));
+  IWB_RETURN_IF_ERROR(run(Phase::Decode, {&token, 1}, m_kv->num_positions()));
   m_cached_tokens.push_back(token);
   return {};
 }
@@ -192,8 +224,10 @@ void CpuEngine::emit_token(Active& a, int32_t token, StepResult* result) {
   a.last_token = now;
   a.num_generated += 1;
   a.history.push_back(token);
+  const double since_submitted = seconds_between(a.submitted, now);
+  a.token_seconds.push_back(since_submitted);
 
-  TokenEvent event{a.id, token, {}};
+  TokenEvent event{a.id, token, {}, since_submitted};
   if (a.params.stop_at_end_of_generation && m_tokenizer.is_end_of_generation(token)) {
     bool is_stopped = false;
     event.text = release_held_text(a, &is_stopped);
@@ -236,10 +270,13 @@ void CpuEngine::finish(Active& a, FinishReason reason, std::string error, StepRe
   f.error = std::move(error);
   f.num_prompt_tokens = static_cast<int32_t>(a.params.prompt_tokens.size());
   f.num_generated_tokens = a.num_generated;
+  f.queued_seconds = seconds_between(a.submitted, a.started);
+  f.num_reused_prompt_tokens = a.num_reused_prompt_tokens;
   if (a.num_generated > 0) {
     f.prompt_seconds = seconds_between(a.started, a.first_token);
     f.generation_seconds = seconds_between(a.first_token, a.last_token);
   }
+  f.token_seconds = std::move(a.token_seconds);
   result->finished.push_back(std::move(f));
   {
     std::lock_guard lock(m_mutex);

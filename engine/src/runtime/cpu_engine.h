@@ -32,11 +32,14 @@ class CpuEngine final : public Engine {
   int64_t context_length() const override { return m_kv->capacity(); }
   const std::string& chat_template() const override { return m_chat_template; }
   int num_threads() const override { return m_forward->num_threads(); }
+  int64_t max_batch_tokens() const override { return m_forward->max_batch(); }
 
   Result<RequestId> add_request(GenerationRequest request) override;
   void abort_request(RequestId id) override;
   bool has_unfinished_requests() const override;
   Result<StepResult> step() override;
+  void set_profiling(bool is_enabled) override { m_is_profiling = is_enabled; }
+  bool is_profiling() const override { return m_is_profiling; }
   Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) override;
 
  private:
@@ -45,6 +48,7 @@ class CpuEngine final : public Engine {
   struct Queued {
     RequestId id;
     GenerationRequest params;
+    Clock::time_point submitted;
   };
   // The request being generated.
   struct Active {
@@ -57,12 +61,15 @@ class CpuEngine final : public Engine {
     std::vector<int32_t> history;  // prompt, then generated tokens
     bool is_prefilled = false;
     int32_t num_generated = 0;
-    Clock::time_point started, first_token, last_token;
+    int32_t num_reused_prompt_tokens = 0;
+    Clock::time_point submitted, started, first_token, last_token;
+    std::vector<double> token_seconds;  // since submitted
   };
 
   CpuEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
 
-  Status run_forward(Active& a, StepStats* stats);
+  // Runs the request's next forward pass; with is_profiled, its kernel records go to result->profile.
+  Status run_forward(Active& a, bool is_profiled, StepResult* result);
   void emit_token(Active& a, int32_t token, StepResult* result);
   // Releases text held by the detokenizer and the stop matcher; sets *is_stopped when that
   // text completes a stop string (then only the text before it is returned).
@@ -82,6 +89,8 @@ class CpuEngine final : public Engine {
 
   std::unique_ptr<Active> m_active;     // touched only by step() (one thread)
   std::atomic<bool> m_has_active{false};  // m_active != null, readable from any thread
+  std::atomic<bool> m_is_profiling{false};
+  uint64_t m_num_steps = 0;             // touched only by step()
 
   mutable std::mutex m_mutex;           // guards the members below (any thread)
   std::deque<Queued> m_queue;

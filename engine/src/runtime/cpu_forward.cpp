@@ -1,8 +1,12 @@
 // The CPU forward pass. One layer function serves the three architectures: what differs
 // between them (biases, q/k norms, post-norms, GeGLU vs SwiGLU, RoPE layout and bases, sliding
 // windows, embedding scale) is data in ModelConfig and ModelWeights, as in llama.cpp's graphs.
+// Each kernel call is followed by `if (m_recorder.is_active()) m_recorder.add(...)`: the
+// profiler's records, built from the same arguments (profile/cost_model.cpp lists the same
+// calls in the same order for its predictions).
 #include "runtime/cpu_forward.h"
 
+#include "iwb/engine/profile/op_costs.h"
 #include "iwb/kernels/activations.h"
 #include "iwb/kernels/attention.h"
 #include "iwb/kernels/embedding.h"
@@ -58,6 +62,7 @@ Status CpuForward::forward(std::span<const int32_t> tokens, int64_t first_positi
                       "positions up to " + std::to_string(first_position + num_tokens) +
                           " do not fit a context of " + std::to_string(kv.capacity()));
   }
+  m_recorder.mark();
   for (int64_t start = 0; start < num_tokens; start += m_max_batch) {
     const int64_t count = std::min(m_max_batch, num_tokens - start);
     IWB_RETURN_IF_ERROR(run_batch(tokens.data() + start, count, first_position + start, kv));
@@ -83,6 +88,9 @@ Status CpuForward::run_batch(const int32_t* tokens, int64_t n, int64_t first_pos
     }
     return kernel_failed("the embedding lookup", -1);
   }
+  if (m_recorder.is_active()) {
+    m_recorder.add(op_costs::embedding(m_weights.token_embd.type, n, c.embedding_length, c.embedding_scale != 1.0f));
+  }
   for (int64_t t = 0; t < n; ++t) m_positions[t] = static_cast<int32_t>(first_position + t);
   for (int64_t il = 0; il < c.num_layers; ++il) {
     IWB_RETURN_IF_ERROR(attention_block(il, n, first_position, kv));
@@ -91,11 +99,15 @@ Status CpuForward::run_batch(const int32_t* tokens, int64_t n, int64_t first_pos
   return {};
 }
 
-Status CpuForward::matmul(const WeightMatrix& w, const float* input, int64_t num_tokens,
-                          const std::vector<float>& bias, float* output) const {
+Status CpuForward::matmul(const char* name, int64_t layer, const WeightMatrix& w, const float* input,
+                          int64_t num_tokens, const std::vector<float>& bias, float* output, OpKind kind) {
   MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input, num_tokens,
                   bias.empty() ? nullptr : bias.data(), output, m_num_threads};
-  if (!iwb::matmul(args)) return kernel_failed("a matmul", -1);
+  if (!iwb::matmul(args)) return kernel_failed((std::string("the ") + name + " matmul").c_str(), layer);
+  if (m_recorder.is_active()) {
+    m_recorder.add(op_costs::matmul(kind, name, static_cast<int>(layer), w.type, w.in_features, w.out_features,
+                                    num_tokens, !bias.empty()));
+  }
   return {};
 }
 
@@ -104,29 +116,39 @@ Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position
   const LayerWeights& w = m_weights.layers[static_cast<size_t>(il)];
   const bool is_sliding = c.is_sliding_layer[static_cast<size_t>(il)];
 
+  const int layer = static_cast<int>(il);
+  KernelRecorder& rec = m_recorder;
   if (!rmsnorm({m_x.data(), w.attn_norm.data(), m_xn.data(), n, c.embedding_length, c.rms_norm_eps})) {
     return kernel_failed("the attention norm", il);
   }
-  IWB_RETURN_IF_ERROR(matmul(w.wq, m_xn.data(), n, w.bq, m_q.data()));
-  IWB_RETURN_IF_ERROR(matmul(w.wk, m_xn.data(), n, w.bk, m_k.data()));
-  IWB_RETURN_IF_ERROR(matmul(w.wv, m_xn.data(), n, w.bv, m_v.data()));
+  if (rec.is_active()) rec.add(op_costs::rmsnorm("attn_norm", layer, n, c.embedding_length, n, true));
+  IWB_RETURN_IF_ERROR(matmul("attn_q", il, w.wq, m_xn.data(), n, w.bq, m_q.data()));
+  IWB_RETURN_IF_ERROR(matmul("attn_k", il, w.wk, m_xn.data(), n, w.bk, m_k.data()));
+  IWB_RETURN_IF_ERROR(matmul("attn_v", il, w.wv, m_xn.data(), n, w.bv, m_v.data()));
   if (c.has_qk_norm) {
     // Per-head norms: every head of every token is one row of head_dim_k values.
-    if (!rmsnorm({m_q.data(), w.q_norm.data(), m_q.data(), n * c.num_heads, c.head_dim_k, c.rms_norm_eps}) ||
-        !rmsnorm({m_k.data(), w.k_norm.data(), m_k.data(), n * c.num_kv_heads, c.head_dim_k, c.rms_norm_eps})) {
-      return kernel_failed("the q/k norm", il);
+    if (!rmsnorm({m_q.data(), w.q_norm.data(), m_q.data(), n * c.num_heads, c.head_dim_k, c.rms_norm_eps})) {
+      return kernel_failed("the q norm", il);
     }
+    if (rec.is_active()) rec.add(op_costs::rmsnorm("q_norm", layer, n * c.num_heads, c.head_dim_k, n, true));
+    if (!rmsnorm({m_k.data(), w.k_norm.data(), m_k.data(), n * c.num_kv_heads, c.head_dim_k, c.rms_norm_eps})) {
+      return kernel_failed("the k norm", il);
+    }
+    if (rec.is_active()) rec.add(op_costs::rmsnorm("k_norm", layer, n * c.num_kv_heads, c.head_dim_k, n, true));
   }
   RopeArgs rope_args{m_q.data(), n, c.num_heads, c.head_dim_k, c.rope_num_rotated, m_positions.data(), c.rope_layout,
                      is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                      is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
                      m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
   if (!rope(rope_args)) return kernel_failed("RoPE on queries", il);
+  if (rec.is_active()) rec.add(op_costs::rope("rope_q", layer, n, c.num_heads, c.head_dim_k, c.rope_num_rotated));
   rope_args.data = m_k.data();
   rope_args.num_heads = c.num_kv_heads;
   if (!rope(rope_args)) return kernel_failed("RoPE on keys", il);
+  if (rec.is_active()) rec.add(op_costs::rope("rope_k", layer, n, c.num_kv_heads, c.head_dim_k, c.rope_num_rotated));
 
   IWB_RETURN_IF_ERROR(kv.write(il, first_position, n, m_k.data(), m_v.data()));
+  if (rec.is_active()) rec.add(op_costs::kv_write(layer, n, c.num_kv_heads, c.head_dim_k, c.head_dim_v));
   const KvLayerView view = kv.layer(il);
   AttentionArgs attn;
   attn.q = m_q.data();
@@ -147,13 +169,20 @@ Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position
   attn.output = m_attn.data();
   attn.num_threads = m_num_threads;
   if (!attention(attn)) return kernel_failed("attention", il);
+  if (rec.is_active()) {
+    rec.add(op_costs::attention(layer, n, first_position, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
+                                attn.sliding_window));
+  }
 
-  IWB_RETURN_IF_ERROR(matmul(w.wo, m_attn.data(), n, w.bo, m_proj.data()));
-  if (c.has_post_norms &&
-      !rmsnorm({m_proj.data(), w.post_attention_norm.data(), m_proj.data(), n, c.embedding_length, c.rms_norm_eps})) {
-    return kernel_failed("the post-attention norm", il);
+  IWB_RETURN_IF_ERROR(matmul("attn_output", il, w.wo, m_attn.data(), n, w.bo, m_proj.data()));
+  if (c.has_post_norms) {
+    if (!rmsnorm({m_proj.data(), w.post_attention_norm.data(), m_proj.data(), n, c.embedding_length, c.rms_norm_eps})) {
+      return kernel_failed("the post-attention norm", il);
+    }
+    if (rec.is_active()) rec.add(op_costs::rmsnorm("post_attention_norm", layer, n, c.embedding_length, n, true));
   }
   add_in_place(m_x.data(), m_proj.data(), n * c.embedding_length);
+  if (rec.is_active()) rec.add(op_costs::add("attn_residual", layer, n, c.embedding_length));
   return {};
 }
 
@@ -161,21 +190,28 @@ Status CpuForward::ffn_block(int64_t il, int64_t n) {
   const ModelConfig& c = m_config;
   const LayerWeights& w = m_weights.layers[static_cast<size_t>(il)];
   static const std::vector<float> kNoBias;
+  const int layer = static_cast<int>(il);
+  KernelRecorder& rec = m_recorder;
   if (!rmsnorm({m_x.data(), w.ffn_norm.data(), m_xn.data(), n, c.embedding_length, c.rms_norm_eps})) {
     return kernel_failed("the FFN norm", il);
   }
-  IWB_RETURN_IF_ERROR(matmul(w.ffn_gate, m_xn.data(), n, kNoBias, m_gate.data()));
-  IWB_RETURN_IF_ERROR(matmul(w.ffn_up, m_xn.data(), n, kNoBias, m_up.data()));
+  if (rec.is_active()) rec.add(op_costs::rmsnorm("ffn_norm", layer, n, c.embedding_length, n, true));
+  IWB_RETURN_IF_ERROR(matmul("ffn_gate", il, w.ffn_gate, m_xn.data(), n, kNoBias, m_gate.data()));
+  IWB_RETURN_IF_ERROR(matmul("ffn_up", il, w.ffn_up, m_xn.data(), n, kNoBias, m_up.data()));
   if (!gated_activation({m_gate.data(), m_up.data(), m_gate.data(), n * c.feed_forward_length, c.ffn_activation,
                          m_num_threads})) {
     return kernel_failed("the FFN activation", il);
   }
-  IWB_RETURN_IF_ERROR(matmul(w.ffn_down, m_gate.data(), n, kNoBias, m_proj.data()));
-  if (c.has_post_norms &&
-      !rmsnorm({m_proj.data(), w.post_ffw_norm.data(), m_proj.data(), n, c.embedding_length, c.rms_norm_eps})) {
-    return kernel_failed("the post-FFN norm", il);
+  if (rec.is_active()) rec.add(op_costs::activation(layer, n, c.feed_forward_length, c.ffn_activation));
+  IWB_RETURN_IF_ERROR(matmul("ffn_down", il, w.ffn_down, m_gate.data(), n, kNoBias, m_proj.data()));
+  if (c.has_post_norms) {
+    if (!rmsnorm({m_proj.data(), w.post_ffw_norm.data(), m_proj.data(), n, c.embedding_length, c.rms_norm_eps})) {
+      return kernel_failed("the post-FFN norm", il);
+    }
+    if (rec.is_active()) rec.add(op_costs::rmsnorm("post_ffw_norm", layer, n, c.embedding_length, n, true));
   }
   add_in_place(m_x.data(), m_proj.data(), n * c.embedding_length);
+  if (rec.is_active()) rec.add(op_costs::add("ffn_residual", layer, n, c.embedding_length));
   return {};
 }
 
@@ -184,10 +220,12 @@ Status CpuForward::compute_logits(const float* hidden, float* logits) {
   if (!rmsnorm({hidden, m_weights.output_norm.data(), m_final.data(), 1, c.embedding_length, c.rms_norm_eps})) {
     return kernel_failed("the output norm", -1);
   }
+  if (m_recorder.is_active()) m_recorder.add(op_costs::rmsnorm("output_norm", -1, 1, c.embedding_length, 1, true));
   static const std::vector<float> kNoBias;
-  IWB_RETURN_IF_ERROR(matmul(m_weights.output, m_final.data(), 1, kNoBias, logits));
+  IWB_RETURN_IF_ERROR(matmul("output", -1, m_weights.output, m_final.data(), 1, kNoBias, logits, OpKind::Logits));
   if (c.final_logit_softcap > 0.0f) {
     for (int64_t i = 0; i < c.vocab_size; ++i) logits[i] = c.final_logit_softcap * std::tanh(logits[i] / c.final_logit_softcap);
+    if (m_recorder.is_active()) m_recorder.add(op_costs::softcap(c.vocab_size));
   }
   return {};
 }

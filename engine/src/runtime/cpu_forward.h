@@ -5,6 +5,7 @@
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
+#include "iwb/engine/profile/profiler.h"
 #include "iwb/engine/runtime/kv_cache.h"
 #include "iwb/engine/status.h"
 #include "model/model_weights.h"
@@ -26,19 +27,24 @@ class CpuForward {
 
   int num_threads() const { return m_num_threads; }
   void set_num_threads(int n) { m_num_threads = n; }
+  int64_t max_batch() const { return m_max_batch; }
+
+  // Active while the engine profiles a step: every kernel call then adds a KernelRecord.
+  KernelRecorder& recorder() { return m_recorder; }
 
  private:
   Status run_batch(const int32_t* tokens, int64_t num_tokens, int64_t first_position, KvCache& kv);
   Status attention_block(int64_t layer, int64_t num_tokens, int64_t first_position, KvCache& kv);
   Status ffn_block(int64_t layer, int64_t num_tokens);
-  Status matmul(const WeightMatrix& w, const float* input, int64_t num_tokens, const std::vector<float>& bias,
-                float* output) const;
+  Status matmul(const char* name, int64_t layer, const WeightMatrix& w, const float* input, int64_t num_tokens,
+                const std::vector<float>& bias, float* output, OpKind kind = OpKind::Matmul);
   Status compute_logits(const float* hidden, float* logits);
 
   const ModelConfig& m_config;
   const ModelWeights& m_weights;
   int m_num_threads;
   int64_t m_max_batch;
+  KernelRecorder m_recorder;
 
   // Scratch, [max_batch x width] each.
   std::vector<float> m_x;        // residual stream [n_embd]

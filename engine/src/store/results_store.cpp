@@ -10,7 +10,8 @@
 namespace iwb {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 1: probes. 2: bench_runs.
+constexpr int kSchemaVersion = 2;
 
 Status exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
@@ -92,7 +93,37 @@ Status ResultsStore::migrate() {
                              "PRAGMA user_version = 1;"
                              "COMMIT;"));
   }
+  if (current < 2) {
+    // Added by `iwb bench`; version-1 files keep their probes and gain this table.
+    IWB_RETURN_IF_ERROR(exec(m_db,
+                             "BEGIN;"
+                             "CREATE TABLE IF NOT EXISTS bench_runs ("
+                             "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                             "  date TEXT NOT NULL, device_id TEXT NOT NULL, device_name TEXT NOT NULL,"
+                             "  model_path TEXT NOT NULL, model_name TEXT NOT NULL, model_identity TEXT NOT NULL,"
+                             "  architecture TEXT NOT NULL, file_type TEXT NOT NULL,"
+                             "  model_size_bytes INTEGER NOT NULL, num_params INTEGER NOT NULL,"
+                             "  num_threads INTEGER NOT NULL, test TEXT NOT NULL,"
+                             "  num_prompt_tokens INTEGER NOT NULL, num_generated_tokens INTEGER NOT NULL,"
+                             "  num_repetitions INTEGER NOT NULL, tokens_per_s_mean REAL NOT NULL,"
+                             "  tokens_per_s_sd REAL NOT NULL, tokens_per_s_samples TEXT NOT NULL,"
+                             "  mbu REAL, mfu REAL,"
+                             "  predicted_flops_per_token REAL NOT NULL, predicted_bytes_per_token REAL NOT NULL,"
+                             "  probe_date TEXT NOT NULL);"
+                             "CREATE INDEX IF NOT EXISTS bench_runs_by_model ON bench_runs(model_identity, id);"
+                             "PRAGMA user_version = 2;"
+                             "COMMIT;"));
+  }
   return {};
+}
+
+int ResultsStore::schema_version() { return kSchemaVersion; }
+
+Result<int> ResultsStore::file_schema_version() const {
+  SqliteStatement version(m_db, "PRAGMA user_version");
+  if (!version.is_valid()) return version.prepare_error();
+  if (version.step() != SQLITE_ROW) return version.error("query");
+  return static_cast<int>(version.integer(0));
 }
 
 Status ResultsStore::add_probe(const ProbeResult& p) {

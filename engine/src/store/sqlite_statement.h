@@ -25,6 +25,7 @@ class SqliteStatement {
   void bind(int index, double v) { sqlite3_bind_double(m_stmt, index, v); }
   void bind(int index, int64_t v) { sqlite3_bind_int64(m_stmt, index, v); }
   void bind(int index, int v) { sqlite3_bind_int(m_stmt, index, v); }
+  void bind_null(int index) { sqlite3_bind_null(m_stmt, index); }
 
   // SQLITE_ROW, SQLITE_DONE, or an error code.
   int step() { return sqlite3_step(m_stmt); }
@@ -39,6 +40,7 @@ class SqliteStatement {
   }
   double real(int column) const { return sqlite3_column_double(m_stmt, column); }
   int64_t integer(int column) const { return sqlite3_column_int64(m_stmt, column); }
+  bool is_null(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_NULL; }
 
   Status error(const char* what) const {
     return make_error(ErrorCode::IoError, std::string("results store: ") + what + " failed: " + sqlite3_errmsg(m_db));

@@ -106,7 +106,26 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// Activation blocks for integer dot products (never stored in model files).
+// Q8_1: as Q8_0 plus s = d * sum(qs), which folds the "+ m" term of Q4_1/Q5_1 weights into one
+// multiply per block.
+struct BlockQ8_1 {
+  uint16_t d;                // fp16 scale
+  uint16_t s;                // fp16 d * sum(qs)
+  int8_t qs[kQK8_0];
+};
+
+// Q8_K: the partner of every K-quant weight block. x = d * q, q in -127..127; bsums[i] is the
+// sum of qs[16i .. 16i+15], which the K-quant dot products use to apply their sub-block mins.
+struct BlockQ8_K {
+  float d;                   // f32 scale (activations need the range)
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+
 // Sizes and offsets must match the GGUF type table (ggml_type.cpp) byte for byte.
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ8_K) == 292 && offsetof(BlockQ8_K, bsums) == 260);
 static_assert(sizeof(BlockQ4_0) == 18 && alignof(BlockQ4_0) == 2);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22 && offsetof(BlockQ5_0, qs) == 6);

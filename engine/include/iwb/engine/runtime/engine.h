@@ -5,6 +5,7 @@
 
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/profile/kernel_record.h"
 #include "iwb/engine/sampling/sampler.h"
 #include "iwb/engine/status.h"
 
@@ -23,6 +24,7 @@ class Tokenizer;
 struct EngineOptions {
   int64_t context_length = 0;  // 0: the model's trained context, at most 4096
   int num_threads = 0;         // 0: all cores (OpenMP default)
+  int64_t max_batch_tokens = 128;  // a longer prompt runs as several forward batches of this many
 };
 
 using RequestId = uint64_t;
@@ -46,6 +48,7 @@ struct TokenEvent {
   RequestId request = 0;
   int32_t token = -1;
   std::string text;
+  double seconds = 0;  // when the token was sampled, in seconds since add_request() took the request
 };
 
 struct RequestFinished {
@@ -54,8 +57,13 @@ struct RequestFinished {
   std::string error;                    // for FinishReason::Error
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
-  double prompt_seconds = 0;            // time to first token
+  double prompt_seconds = 0;            // from the request's first step to its first token
   double generation_seconds = 0;        // from first to last generated token
+  double queued_seconds = 0;            // from add_request() to the request's first step
+  int32_t num_reused_prompt_tokens = 0; // prompt prefix whose keys and values the cache already held
+  // When each generated token was sampled, seconds since add_request() (TokenEvent::seconds):
+  // token_seconds[0] = queued_seconds + prompt_seconds is the time to first token.
+  std::vector<double> token_seconds;
 };
 
 struct StepStats {
@@ -68,6 +76,7 @@ struct StepResult {
   std::vector<TokenEvent> tokens;
   std::vector<RequestFinished> finished;
   StepStats stats;
+  ProfileBatch profile;                 // the step's kernel records while profiling is on
 };
 
 // Load progress: fraction 0..1 and what is happening.
@@ -87,6 +96,7 @@ class Engine {
   // The model's tokenizer.chat_template (a Jinja text), empty when it has none.
   virtual const std::string& chat_template() const = 0;
   virtual int num_threads() const = 0;
+  virtual int64_t max_batch_tokens() const = 0;  // tokens per forward batch (EngineOptions)
 
   // Queues a request; a prompt that cannot fit the context is refused with a clear message.
   virtual Result<RequestId> add_request(GenerationRequest request) = 0;
@@ -95,6 +105,12 @@ class Engine {
 
   // One forward pass: a prompt (prefill) or one new token (decode) of the current request.
   virtual Result<StepResult> step() = 0;
+
+  // Per-kernel records in StepResult::profile, off by default. Safe from any thread; takes
+  // effect at the next step(). Costs nothing while off; the measured cost while on is
+  // printed by `iwb profile-overhead`.
+  virtual void set_profiling(bool is_enabled) = 0;
+  virtual bool is_profiling() const = 0;
 
   // Full-vocabulary logits of the last token of a sequence, from a fresh context (tests,
   // evaluation). Refused while a request is in progress (it would overwrite its KV cache).

@@ -1,0 +1,297 @@
+// `iwb bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--no-store] [--db PATH]`:
+// llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, with MFU and
+// MBU against the latest probe of this machine; results go to the results store.
+// `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
+#include "commands.h"
+#include "json_writer.h"
+
+#include "iwb/engine/model/model_info.h"
+#include "iwb/engine/profile/bench.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/store/results_store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace iwb::cli {
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: iwb bench -m MODEL.gguf [-p N] [-n N] [-t THREADS] [-r REPS] [--json] [--no-store] [--db PATH]\n"
+               "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]\n"
+               "  -m, --model FILE     GGUF model\n"
+               "  -p, --n-prompt N     prompt processing test ppN: prefill N random tokens (default 512; 0: skip)\n"
+               "  -n, --n-gen N        text generation test tgN: N tokens one by one (default 128; 0: skip)\n"
+               "  -t, --threads N      CPU threads (default: all cores)\n"
+               "  -r, --repetitions N  timed runs of each test (default 5)\n"
+               "  --json               print the results as JSON\n"
+               "  --no-store           do not record the results\n"
+               "  --list               print the results recorded so far (of MODEL with -m)\n"
+               "  --db PATH            results store (default %s)\n",
+               ResultsStore::default_path().c_str());
+}
+
+struct Options {
+  std::string model;
+  BenchOptions bench;
+  int threads = 0;
+  bool is_json = false;
+  bool is_store = true;
+  bool is_list = false;
+  std::string db = ResultsStore::default_path();
+};
+
+template <typename T>
+bool parse_number(const char* text, T* out) {
+  const char* end = text + std::char_traits<char>::length(text);
+  const auto [ptr, ec] = std::from_chars(text, end, *out);
+  return ec == std::errc() && ptr == end;
+}
+
+// -1 to go on, otherwise the exit status.
+int parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto number = [&](auto* out, auto min) -> bool {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "iwb bench: %s needs a value\n", a.c_str());
+        return false;
+      }
+      const char* v = argv[++i];
+      if (!parse_number(v, out) || *out < min) {
+        std::fprintf(stderr, "iwb bench: %s must be a whole number >= %lld, not '%s'\n", a.c_str(),
+                     static_cast<long long>(min), v);
+        return false;
+      }
+      return true;
+    };
+    bool ok = true;
+    if (a == "-h" || a == "--help") {
+      print_usage(stdout);
+      return 0;
+    } else if ((a == "-m" || a == "--model") && i + 1 < argc) {
+      o->model = argv[++i];
+    } else if (a == "-p" || a == "--n-prompt") {
+      ok = number(&o->bench.num_prompt_tokens, int64_t{0});
+    } else if (a == "-n" || a == "--n-gen") {
+      ok = number(&o->bench.num_generated_tokens, int64_t{0});
+    } else if (a == "-t" || a == "--threads") {
+      ok = number(&o->threads, 1);
+    } else if (a == "-r" || a == "--repetitions") {
+      ok = number(&o->bench.num_repetitions, 1);
+    } else if (a == "--json") {
+      o->is_json = true;
+    } else if (a == "--no-store") {
+      o->is_store = false;
+    } else if (a == "--list") {
+      o->is_list = true;
+    } else if (a == "--db" && i + 1 < argc) {
+      o->db = argv[++i];
+    } else {
+      std::fprintf(stderr, "iwb bench: unknown or incomplete option '%s'\n\n", a.c_str());
+      print_usage(stderr);
+      return 2;
+    }
+    if (!ok) return 2;
+  }
+  if (!o->is_list && o->model.empty()) {
+    std::fprintf(stderr, "iwb bench: no model given (-m MODEL.gguf)\n\n");
+    print_usage(stderr);
+    return 2;
+  }
+  if (!o->is_list && o->bench.num_prompt_tokens == 0 && o->bench.num_generated_tokens == 0) {
+    std::fprintf(stderr, "iwb bench: nothing to run: -p and -n are both 0\n");
+    return 2;
+  }
+  return -1;
+}
+
+std::string percent(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", *v * 100.0);
+  return buf;
+}
+
+void print_table(const std::vector<BenchResult>& results) {
+  std::printf("| %-28s | %10s | %9s | %7s | %8s | %17s | %-11s |\n", "model", "size", "params", "threads", "test",
+              "t/s", "utilisation");
+  std::printf("| %s | %s: | %s: | %s: | %s: | %s: | %s |\n", std::string(28, '-').c_str(), std::string(9, '-').c_str(),
+              std::string(8, '-').c_str(), std::string(6, '-').c_str(), std::string(7, '-').c_str(),
+              std::string(16, '-').c_str(), std::string(11, '-').c_str());
+  for (const BenchResult& r : results) {
+    const std::string model = r.architecture + " " + r.file_type;
+    char rate[48];
+    std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
+    // MFU for prompt processing (compute-bound), MBU for generation (bandwidth-bound).
+    const bool is_pp = r.num_generated_tokens == 0;
+    const std::string use = (is_pp ? "MFU " + percent(r.mfu) : "MBU " + percent(r.mbu));
+    // "±" is two bytes in UTF-8: pad one more so the column lines up on a terminal.
+    std::printf("| %-28s | %10s | %9s | %7d | %8s | %18s | %-11s |\n", model.c_str(),
+                format_bytes(r.model_size_bytes).c_str(), format_count(r.num_params).c_str(), r.num_threads,
+                r.test.c_str(), rate, use.c_str());
+  }
+}
+
+void add_json(JsonWriter& j, const BenchResult& r) {
+  j.begin_object();
+  if (r.id > 0) j.field("id", static_cast<int64_t>(r.id));
+  j.field("test", r.test).field("date", r.date).field("device_id", r.device_id).field("device_name", r.device_name);
+  j.field("model_path", r.model_path).field("model_name", r.model_name).field("model_identity", r.model_identity);
+  j.field("architecture", r.architecture).field("file_type", r.file_type);
+  j.field("model_size_bytes", static_cast<uint64_t>(r.model_size_bytes)).field("num_params", static_cast<uint64_t>(r.num_params));
+  j.field("num_threads", r.num_threads).field("num_prompt_tokens", static_cast<int64_t>(r.num_prompt_tokens));
+  j.field("num_generated_tokens", static_cast<int64_t>(r.num_generated_tokens));
+  j.field("num_repetitions", r.num_repetitions);
+  j.field("tokens_per_s_mean", r.tokens_per_s_mean).field("tokens_per_s_sd", r.tokens_per_s_sd);
+  j.key("tokens_per_s").begin_array();
+  for (const double v : r.tokens_per_s) j.value(v);
+  j.end_array();
+  // JsonWriter writes a non-finite number as null: no probe, no utilisation.
+  j.key("mbu");
+  if (r.mbu) j.value(*r.mbu); else j.value(std::nan(""));
+  j.key("mfu");
+  if (r.mfu) j.value(*r.mfu); else j.value(std::nan(""));
+  j.field("predicted_flops_per_token", r.predicted_flops_per_token);
+  j.field("predicted_bytes_per_token", r.predicted_bytes_per_token);
+  j.field("probe_date", r.probe_date).end_object();
+}
+
+int list_results(const Options& o) {
+  if (!std::filesystem::exists(o.db)) {
+    std::fprintf(stderr, "iwb bench: no results store at %s\n", o.db.c_str());
+    return 1;
+  }
+  auto db = ResultsStore::open(o.db);
+  if (!db) {
+    std::fprintf(stderr, "iwb bench: %s\n", db.error_message().c_str());
+    return 1;
+  }
+  std::string identity;
+  if (!o.model.empty()) {
+    Result<std::string> id = model_identity(o.model);
+    if (!id) {
+      std::fprintf(stderr, "iwb bench: %s\n", id.error_message().c_str());
+      return 1;
+    }
+    identity = *id;
+  }
+  auto rows = (*db)->list_bench_results(identity);
+  if (!rows) {
+    std::fprintf(stderr, "iwb bench: %s\n", rows.error_message().c_str());
+    return 1;
+  }
+  if (o.is_json) {
+    JsonWriter j;
+    j.begin_array();
+    for (const BenchResult& r : *rows) add_json(j, r);
+    j.end_array();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("%-20s  %-28s %7s %8s %17s %7s %7s  %s\n", "date", "model", "threads", "test", "t/s", "MBU", "MFU",
+                "file");
+    for (const BenchResult& r : *rows) {
+      char rate[48];
+      std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
+      std::printf("%-20s  %-28s %7d %8s %18s %7s %7s  %s\n", r.date.c_str(), (r.architecture + " " + r.file_type).c_str(),
+                  r.num_threads, r.test.c_str(), rate, percent(r.mbu).c_str(), percent(r.mfu).c_str(),
+                  r.model_path.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  Options o;
+  if (const int status = parse(argc, argv, &o); status >= 0) return status;
+  if (o.is_list) return list_results(o);
+
+  // The latest probe of this machine, if the store has one (a --no-store run creates no file).
+  std::unique_ptr<ResultsStore> store;
+  if (o.is_store || std::filesystem::exists(o.db)) {
+    auto db = ResultsStore::open(o.db);
+    if (!db) {
+      std::fprintf(stderr, "iwb bench: %s\n", db.error_message().c_str());
+      return 1;
+    }
+    store = std::move(*db);
+  }
+  std::optional<ProbeResult> probe;
+  if (store) {
+    auto latest = store->latest_probe("cpu");
+    if (!latest) {
+      std::fprintf(stderr, "iwb bench: %s\n", latest.error_message().c_str());
+      return 1;
+    }
+    probe = *latest;
+  }
+
+  EngineOptions engine_options;
+  engine_options.num_threads = o.threads;
+  engine_options.context_length =
+      std::max<int64_t>({o.bench.num_prompt_tokens, o.bench.tg_prompt_tokens + o.bench.num_generated_tokens + 1, 1});
+  auto engine = Engine::load(o.model, engine_options);
+  if (!engine) {
+    std::fprintf(stderr, "iwb bench: %s\n", engine.error_message().c_str());
+    return 1;
+  }
+  if (!o.is_json) {
+    std::fprintf(stderr, "iwb bench: %s (%s, %s), %d threads, %d repetitions\n", (*engine)->model().name.c_str(),
+                 (*engine)->model().architecture.c_str(), (*engine)->model().file_type.c_str(),
+                 (*engine)->num_threads(), o.bench.num_repetitions);
+  }
+  auto results = iwb::run_bench(**engine, o.bench, probe);
+  if (!results) {
+    std::fprintf(stderr, "iwb bench: %s\n", results.error_message().c_str());
+    return 1;
+  }
+  if (o.is_store) {
+    for (BenchResult& r : *results) {
+      auto id = store->add_bench_result(r);
+      if (!id) {
+        std::fprintf(stderr, "iwb bench: %s\n", id.error_message().c_str());
+        return 1;
+      }
+      r.id = *id;
+    }
+  }
+
+  if (o.is_json) {
+    JsonWriter j;
+    j.begin_object().key("results").begin_array();
+    for (const BenchResult& r : *results) add_json(j, r);
+    j.end_array();
+    j.key("probe");
+    if (probe) {
+      j.begin_object().field("device_id", probe->device_id).field("date", probe->date);
+      j.field("bandwidth_bytes_per_s", probe->bandwidth_bytes_per_s()).field("peak_flops", probe->peak_flops).end_object();
+    } else {
+      j.value(std::nan(""));
+    }
+    j.field("stored", o.is_store);
+    if (o.is_store) j.field("db", o.db);
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  print_table(*results);
+  if (probe) {
+    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s, %.1f GFLOP/s (%s)\n", probe->device_id.c_str(),
+                probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9, probe->peak_flops / 1e9,
+                probe->peak_flops_kind.c_str());
+  } else {
+    std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
+  }
+  if (o.is_store) std::printf("recorded in %s\n", o.db.c_str());
+  return 0;
+}
+
+}  // namespace iwb::cli

@@ -1,0 +1,161 @@
+// `iwb synth --preset NAME --type TYPE [--vocab VOCAB.gguf] [--seed S] [-t N] -o OUT.gguf`:
+// a model with a real shape and random weights, for measuring on shapes nobody shipped here.
+#include "commands.h"
+
+#include "iwb/engine/model/model_info.h"
+#include "iwb/engine/synth/synth_model.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace iwb::cli {
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: iwb synth --preset NAME --type TYPE -o OUT.gguf [--vocab VOCAB.gguf] [--seed S] [-t N]\n"
+               "       iwb synth --list\n"
+               "  --preset NAME      model shape (see --list)\n"
+               "  --type TYPE        tensor type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,\n"
+               "                     Q4_K, Q5_K, Q6_K, or llama.cpp's mixes Q4_K_M, Q5_K_M (default F16)\n"
+               "  --vocab FILE       copy the tokenizer of this GGUF (the vocabulary size follows it);\n"
+               "                     without it, a byte-level tokenizer padded to the preset's vocabulary\n"
+               "  --seed S           random seed (default 0); the same seed writes the same file\n"
+               "  -t, --threads N    threads generating and quantizing rows (default: all cores)\n"
+               "  -o, --output FILE  GGUF file to write\n"
+               "  --list             list the presets and types\n");
+}
+
+void print_list() {
+  std::printf("presets:\n");
+  for (const synth::SynthShape& s : synth::synth_presets()) {
+    if (s.is_test_shape) continue;
+    std::printf("  %-15s %-7s %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64
+                " KV) of %" PRId64 ", FFN %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
+                s.name.c_str(), s.architecture.c_str(), s.description.c_str(), s.embedding_length, s.num_layers,
+                s.num_heads, s.num_kv_heads, s.head_dim, s.feed_forward_length, s.vocab_size,
+                format_count(static_cast<uint64_t>(s.num_parameters())).c_str());
+  }
+  std::printf("small test shapes:");
+  for (const synth::SynthShape& s : synth::synth_presets()) {
+    if (s.is_test_shape) std::printf(" %s", s.name.c_str());
+  }
+  std::printf("\ntypes:");
+  for (const std::string& t : synth::weight_type_names()) std::printf(" %s", t.c_str());
+  std::printf("\n");
+}
+
+struct Options {
+  std::string preset;
+  synth::SynthOptions synth;
+  bool list = false;
+};
+
+// Returns an exit status to stop with, or -1 to go on.
+int parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
+    if (a == "--list") { o->list = true; continue; }
+    const bool takes_value = a == "--preset" || a == "--type" || a == "--vocab" || a == "--seed" || a == "-t" ||
+                             a == "--threads" || a == "-o" || a == "--output";
+    if (!takes_value) {
+      std::fprintf(stderr, "iwb synth: unknown argument '%s'\n", a.c_str());
+      print_usage(stderr);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "iwb synth: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--preset") o->preset = v;
+    else if (a == "--type") o->synth.weight_type = v;
+    else if (a == "--vocab") o->synth.vocab_path = v;
+    else if (a == "-o" || a == "--output") o->synth.output_path = v;
+    else {
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end != '\0' || n < 0 || ((a == "-t" || a == "--threads") && n > 1024)) {
+        std::fprintf(stderr, "iwb synth: %s needs a non-negative whole number, got '%s'\n", a.c_str(), v.c_str());
+        return 2;
+      }
+      if (a == "--seed") o->synth.seed = static_cast<uint64_t>(n);
+      else o->synth.num_threads = static_cast<int>(n);
+    }
+  }
+  if (o->list) return -1;
+  if (o->preset.empty() || o->synth.output_path.empty()) {
+    std::fprintf(stderr, "iwb synth: %s is required\n", o->preset.empty() ? "--preset" : "-o");
+    print_usage(stderr);
+    return 2;
+  }
+  const synth::SynthShape* shape = synth::find_synth_preset(o->preset);
+  if (shape == nullptr) {
+    std::fprintf(stderr, "iwb synth: unknown preset '%s' ('iwb synth --list' shows them)\n", o->preset.c_str());
+    return 2;
+  }
+  o->synth.shape = *shape;
+  return -1;
+}
+
+void print_progress(const synth::SynthProgress& p) {
+  if (!p.is_done) return;
+  const double percent = p.total_bytes ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.total_bytes) : 100.0;
+  std::fprintf(stderr, "\r[%4" PRId64 "/%" PRId64 "] %5.1f%%  %-32s %-5s", p.tensor_index + 1, p.num_tensors, percent,
+               p.tensor_name.c_str(), std::string(ggml_type_name(p.type)).c_str());
+  if (p.tensor_index + 1 == p.num_tensors) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int run_synth(int argc, char** argv) {
+  Options o;
+  if (int rc = parse(argc, argv, &o); rc >= 0) return rc;
+  if (o.list) {
+    print_list();
+    return 0;
+  }
+  o.synth.progress = print_progress;
+  auto result = synth::synthesize_model(o.synth);
+  if (!result) {
+    std::fprintf(stderr, "\niwb synth: %s\n", result.error_message().c_str());
+    return 1;
+  }
+  const synth::SynthReport& r = *result;
+  const synth::SynthShape& s = r.shape;
+  std::printf("synthesized %s (%s) as %s, seed %" PRIu64 "\n", s.name.c_str(), s.description.c_str(),
+              r.types.name.c_str(), o.synth.seed);
+  std::printf("  %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64 " KV) of %" PRId64
+              ", FFN %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
+              s.architecture.c_str(), s.embedding_length, s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
+              s.feed_forward_length, s.vocab_size, format_count(static_cast<uint64_t>(r.num_parameters)).c_str());
+  std::printf("  %s\n", r.tokenizer_note.c_str());
+  // Tensors per type, and any that fell back because their rows do not fit the wanted type.
+  std::string counts;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
+    int n = 0;
+    for (const synth::SynthTensorSummary& ts : r.tensors) n += ts.type == t;
+    if (n) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(ggml_type_name(t));
+  }
+  std::printf("  %zu tensors: %s\n", r.tensors.size(), counts.c_str());
+  int num_fallbacks = 0;
+  for (const synth::SynthTensorSummary& ts : r.tensors) {
+    if (ts.type == ts.wanted) continue;
+    if (++num_fallbacks <= 3) {
+      std::printf("  %s: rows of %" PRId64 " do not fit %s, written as %s\n", ts.name.c_str(), ts.shape[0],
+                  std::string(ggml_type_name(ts.wanted)).c_str(), std::string(ggml_type_name(ts.type)).c_str());
+    }
+  }
+  if (num_fallbacks > 3) std::printf("  ... %d tensors in all fell back the same way\n", num_fallbacks);
+  std::printf("wrote %s: %s (%" PRIu64 " bytes) in %.1f s\n", o.synth.output_path.c_str(),
+              format_bytes(r.file_bytes).c_str(), r.file_bytes, r.seconds);
+  return 0;
+}
+
+}  // namespace iwb::cli

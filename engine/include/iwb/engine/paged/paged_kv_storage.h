@@ -1,0 +1,62 @@
+// The K/V data of the paged cache: per layer, one f16 pool for keys and one for values of
+// num_blocks x block_size slots, sized from the memory the user allows. The block manager
+// decides which slots a token uses; this class only stores, copies and hands out pointers.
+#pragma once
+
+#include "iwb/engine/paged/paged_types.h"
+#include "iwb/engine/runtime/kv_cache.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace iwb {
+
+class PagedKvStorage {
+ public:
+  // Bytes one block takes over all layers, K and V (f16).
+  static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size);
+  // How many blocks fit in `budget_bytes`; an error when not even one does.
+  static Result<int64_t> num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes);
+  static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size, int64_t num_blocks);
+
+  const KvCacheShape& shape() const { return m_shape; }
+  int32_t block_size() const { return m_block_size; }
+  int64_t num_blocks() const { return m_num_blocks; }
+  int64_t num_slots() const { return m_num_blocks * m_block_size; }
+  int64_t k_row() const { return m_shape.num_kv_heads * m_shape.head_dim_k; }  // f16 values per slot
+  int64_t v_row() const { return m_shape.num_kv_heads * m_shape.head_dim_v; }
+  uint64_t num_bytes() const;
+
+  // A layer's pools, [num_blocks x block_size x num_kv_heads x head_dim]: what paged_attention reads.
+  // Null for a layer that does not exist.
+  const uint16_t* k_data(int64_t layer) const;
+  const uint16_t* v_data(int64_t layer) const;
+  uint16_t* k_data(int64_t layer);
+  uint16_t* v_data(int64_t layer);
+  // One slot's key (value) row of a layer; null for a layer, block or offset out of range.
+  uint16_t* k_slot(int64_t layer, BlockId block, int64_t offset);
+  uint16_t* v_slot(int64_t layer, BlockId block, int64_t offset);
+  const uint16_t* k_slot(int64_t layer, BlockId block, int64_t offset) const;
+  const uint16_t* v_slot(int64_t layer, BlockId block, int64_t offset) const;
+
+  // Keys [n x k_row] and values [n x v_row] in f32 of n = slot_mapping.size() tokens into their
+  // slots of one layer (a negative slot skips its token).
+  Status write(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v);
+  // Copy-on-write: block src's slots into block dst, every layer, keys and values.
+  Status copy_block(BlockId src, BlockId dst);
+  Status copy_blocks(std::span<const BlockCopy> copies);
+
+ private:
+  PagedKvStorage() = default;
+  int64_t slot_index(int64_t layer, BlockId block, int64_t offset) const;  // -1 when out of range
+
+  KvCacheShape m_shape;
+  int32_t m_block_size = 0;
+  int64_t m_num_blocks = 0;
+  std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
+};
+
+}  // namespace iwb

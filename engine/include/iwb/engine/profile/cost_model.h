@@ -1,0 +1,83 @@
+// The analytic cost model: every kernel of one forward step of a model, with predicted FLOPs
+// and minimum bytes, without running anything. Same op kinds, names, layers and shapes as the
+// profiler's records (both use op_costs.h), so a measured point pairs with its prediction.
+// Works from an opened GGUF (per-layer weight types, as quantization mixes pick them) or from
+// a named shape preset with one weight type.
+#pragma once
+
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/profile/kernel_record.h"
+#include "iwb/engine/status.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iwb {
+
+// Stored types of one layer's matrices, and which biases it has.
+struct LayerWeightTypes {
+  GgmlType wq = GgmlType::F32, wk = GgmlType::F32, wv = GgmlType::F32, wo = GgmlType::F32;
+  GgmlType ffn_gate = GgmlType::F32, ffn_up = GgmlType::F32, ffn_down = GgmlType::F32;
+  bool has_bq = false, has_bk = false, has_bv = false, has_bo = false;
+};
+
+// What the cost model needs to know about a model.
+struct ModelShape {
+  std::string name;                      // preset name or model file name
+  ModelConfig config;
+  GgmlType token_embd_type = GgmlType::F32;
+  GgmlType output_type = GgmlType::F32;  // the classifier (the embedding table's type when tied)
+  bool is_output_tied = false;
+  std::vector<LayerWeightTypes> layers;  // [num_layers]
+  uint64_t weight_bytes = 0;             // all matrices as stored (the classifier once when tied)
+};
+
+// One forward step to predict.
+struct StepScenario {
+  Phase phase = Phase::Decode;
+  int64_t num_tokens = 1;         // tokens in the step (the batch size)
+  int64_t num_cached_tokens = 0;  // positions already in the KV cache: the context after the step
+                                  // is num_cached_tokens + num_tokens
+  int64_t max_batch_tokens = 0;   // the engine runs longer steps in batches of this many
+                                  // (EngineOptions::max_batch_tokens); 0: one batch
+  bool has_logits = true;         // the classifier runs for the step's last token
+};
+
+// The shape of a GGUF model (opens and maps the file; reads no weights beyond norm vectors).
+Result<ModelShape> model_shape_from_gguf(const std::string& path);
+
+// Shapes of well-known models with every matrix (and the embedding table) in `weight_type`:
+// llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2.5-0.5b, qwen2.5-1.5b, gemma-3-270m.
+// An error names the preset, or the dimension the type's block size does not divide.
+Result<ModelShape> model_shape_preset(std::string_view preset, GgmlType weight_type);
+const std::vector<std::string>& model_shape_preset_names();
+
+// Every kernel of the step in the order the CPU forward pass runs them, seconds = 0.
+Result<std::vector<KernelRecord>> predict_step(const ModelShape& model, const StepScenario& scenario);
+
+// How many records a step runs: the profiler reserves this many before the step.
+int64_t num_step_records(const ModelConfig& config, int64_t num_tokens, int64_t max_batch_tokens, bool has_logits);
+
+// Totals over records.
+struct StepCost {
+  double flops = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+StepCost total_cost(const std::vector<KernelRecord>& records);
+
+// Predicted cost of a whole request: its prompt prefill (num_prompt_tokens from an empty
+// cache) and num_generated_tokens - 1 decode steps (the first generated token comes out of
+// the prefill). What MBU and MFU divide by.
+struct GenerationCost {
+  StepCost prefill;
+  StepCost decode;               // all decode steps together
+  int64_t num_decode_steps = 0;
+};
+Result<GenerationCost> predict_generation(const ModelShape& model, int64_t num_prompt_tokens,
+                                          int64_t num_generated_tokens, int64_t max_batch_tokens = 0);
+
+}  // namespace iwb

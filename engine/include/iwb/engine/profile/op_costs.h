@@ -1,0 +1,54 @@
+// FLOPs and minimum bytes of each kernel kind from its shape, as KernelRecords (no timing).
+// The profiler fills its records through these from the forward pass's real arguments and
+// the cost model from a model's configuration, so measured and predicted points pair up.
+// Minimum traffic: every input read once, every output written once, weights at their
+// stored (quantized) size, activations f32, the KV cache f16.
+#pragma once
+
+#include "iwb/engine/profile/kernel_record.h"
+#include "iwb/kernels/activations.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <cstdint>
+
+namespace iwb::op_costs {
+
+// y[tokens x out] = x[tokens x in] . W[out x in]^T (+ bias[out]): 2*tokens*in*out FLOPs
+// (+ tokens*out for the bias); bytes = W as stored + x + y (+ bias). kind: Matmul or Logits.
+KernelRecord matmul(OpKind kind, const char* name, int layer, GgmlType weight_type, int64_t in_features,
+                    int64_t out_features, int64_t num_tokens, bool has_bias);
+
+// rows x dim: sum of squares, then scale and weight: 4 FLOPs per element; bytes = in + out
+// (+ the f32 weight vector, read once).
+KernelRecord rmsnorm(const char* name, int layer, int64_t num_rows, int64_t dim, int64_t num_tokens, bool has_weight);
+
+// In place over [tokens x heads x head_dim]; 3 FLOPs per rotated element; bytes = read and
+// write every element (the pass-through ones too: the kernel streams whole rows).
+KernelRecord rope(const char* name, int layer, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                  int64_t num_rotated);
+
+// f32 keys [tokens x kv_heads x head_dim] and values [.. x head_dim_v] read, f16 written. No FLOPs.
+KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v);
+
+// Queries at positions first_position.. first_position+tokens-1 over a causal (optionally
+// sliding-window) cache. FLOPs per (query head, visible key): 2*head_dim (q.k) +
+// 2*head_dim_v (p*v) + 5 (scale, max, exp, sum, normalise). Bytes: q read and output written
+// once (f32), and each visible K/V row read once per KV head (f16): positions from the
+// first one any query sees to the last one.
+KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads,
+                       int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window);
+
+// out = act(gate) * up over tokens x n_ff: SiLU 5 FLOPs per element (negate, exp, add, divide,
+// multiply by up), GELU-tanh 9; bytes = gate + up + out.
+KernelRecord activation(int layer, int64_t num_tokens, int64_t n_ff, GatedActivation kind);
+
+// x += y over tokens x dim: 1 FLOP per element; bytes = read x and y, write x.
+KernelRecord add(const char* name, int layer, int64_t num_tokens, int64_t dim);
+
+// One stored row per token (+ the token ids); 1 FLOP per element when scaled (gemma).
+KernelRecord embedding(GgmlType table_type, int64_t num_tokens, int64_t dim, bool is_scaled);
+
+// logits = c * tanh(logits / c) over the vocabulary: 3 FLOPs per element (tanh counted once).
+KernelRecord softcap(int64_t vocab_size);
+
+}  // namespace iwb::op_costs

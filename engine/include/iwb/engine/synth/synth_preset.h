@@ -1,0 +1,56 @@
+// Shapes of real models for `iwb synth`: every hyper-parameter llama.cpp and this engine read
+// from a GGUF (dimensions, heads, RoPE, norms, tied embeddings, gemma3's sliding window), so a
+// synthetic file with random weights runs exactly the computation of the real model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iwb::synth {
+
+// Llama 3.1/3.2's "llama3" RoPE scaling, which llama.cpp's converter turns into per-frequency
+// divisors (the rope_freqs.weight tensor). factor 0: none.
+struct Llama3RopeScaling {
+  float factor = 0.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int64_t original_context_length = 8192;
+  bool is_enabled() const { return factor > 0.0f; }
+};
+
+struct SynthShape {
+  std::string name;             // "llama-3.2-1b"
+  std::string architecture;     // general.architecture: "llama", "qwen2" or "gemma3"
+  std::string description;      // what it is the shape of
+  int64_t embedding_length = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;         // per-head width of q, k and v
+  int64_t feed_forward_length = 0;
+  int64_t vocab_size = 0;       // rows of token_embd (replaced by a --vocab tokenizer's size)
+  int64_t context_length = 0;   // trained context
+  float rope_freq_base = 10000.0f;
+  float rms_norm_eps = 1e-5f;
+  bool is_embedding_tied = false;  // no output.weight: the classifier is token_embd
+  bool has_qkv_bias = false;       // qwen2
+  int64_t sliding_window = 0;      // gemma3: window of its local layers (5 of every 6)
+  Llama3RopeScaling rope_scaling;
+  bool is_test_shape = false;      // a small shape for tests, not shown in the preset list
+
+  int64_t q_width() const { return num_heads * head_dim; }
+  int64_t kv_width() const { return num_kv_heads * head_dim; }
+  int64_t num_parameters() const;  // weights, norms and biases
+};
+
+// Every preset, real shapes first, then the small test shapes.
+const std::vector<SynthShape>& synth_presets();
+const SynthShape* find_synth_preset(std::string_view name);
+
+// rope_freqs.weight of a llama3-scaled model: [head_dim / 2] divisors of the base frequencies,
+// as llama.cpp's convert_hf_to_gguf.py computes them.
+std::vector<float> llama3_rope_factors(const SynthShape& shape);
+
+}  // namespace iwb::synth

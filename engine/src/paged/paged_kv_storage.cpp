@@ -1,0 +1,147 @@
+// The paged K/V pools (see paged_kv_storage.h).
+#include "iwb/engine/paged/paged_kv_storage.h"
+
+#include "iwb/kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <new>
+#include <string>
+#include <utility>
+
+namespace iwb {
+namespace {
+
+bool shape_ok(const KvCacheShape& s) {
+  return s.num_layers > 0 && s.num_kv_heads > 0 && s.head_dim_k > 0 && s.head_dim_v > 0;
+}
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
+
+}  // namespace
+
+uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size) {
+  if (!shape_ok(shape) || block_size <= 0) return 0;
+  return 2u * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(shape.num_layers) *
+         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(shape.head_dim_k + shape.head_dim_v);
+}
+
+Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes) {
+  const uint64_t per_block = bytes_per_block(shape, block_size);
+  if (per_block == 0) return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
+  const uint64_t n = budget_bytes / per_block;
+  if (n == 0) {
+    return make_error(ErrorCode::InvalidArgument, "a KV budget of " + std::to_string(budget_bytes) +
+                                                      " bytes holds no block of " + std::to_string(block_size) +
+                                                      " tokens (" + std::to_string(per_block) + " bytes)");
+  }
+  return static_cast<int64_t>(std::min<uint64_t>(n, 0x7fffffffu));
+}
+
+Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShape& shape, int32_t block_size,
+                                                               int64_t num_blocks) {
+  if (!shape_ok(shape) || block_size <= 0 || num_blocks <= 0) {
+    return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs layers, KV heads, head sizes, a block size "
+                                                  "and at least one block");
+  }
+  std::unique_ptr<PagedKvStorage> s(new PagedKvStorage());
+  s->m_shape = shape;
+  s->m_block_size = block_size;
+  s->m_num_blocks = num_blocks;
+  try {
+    s->m_k.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->k_row())));
+    s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_row())));
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
+                                                  " blocks (" + mib(bytes_per_block(shape, block_size) *
+                                                                    static_cast<uint64_t>(num_blocks)) + ")");
+  }
+  return s;
+}
+
+uint64_t PagedKvStorage::num_bytes() const {
+  return bytes_per_block(m_shape, m_block_size) * static_cast<uint64_t>(m_num_blocks);
+}
+
+const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
+  return layer >= 0 && layer < m_shape.num_layers ? m_k[static_cast<size_t>(layer)].data() : nullptr;
+}
+const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
+  return layer >= 0 && layer < m_shape.num_layers ? m_v[static_cast<size_t>(layer)].data() : nullptr;
+}
+uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).k_data(layer)); }
+uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }
+
+int64_t PagedKvStorage::slot_index(int64_t layer, BlockId block, int64_t offset) const {
+  if (layer < 0 || layer >= m_shape.num_layers || block < 0 || block >= m_num_blocks || offset < 0 || offset >= m_block_size) {
+    return -1;
+  }
+  return static_cast<int64_t>(block) * m_block_size + offset;
+}
+
+const uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) const {
+  const int64_t s = slot_index(layer, block, offset);
+  return s < 0 ? nullptr : k_data(layer) + s * k_row();
+}
+const uint16_t* PagedKvStorage::v_slot(int64_t layer, BlockId block, int64_t offset) const {
+  const int64_t s = slot_index(layer, block, offset);
+  return s < 0 ? nullptr : v_data(layer) + s * v_row();
+}
+uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) {
+  return const_cast<uint16_t*>(std::as_const(*this).k_slot(layer, block, offset));
+}
+uint16_t* PagedKvStorage::v_slot(int64_t layer, BlockId block, int64_t offset) {
+  return const_cast<uint16_t*>(std::as_const(*this).v_slot(layer, block, offset));
+}
+
+Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v) {
+  if (layer < 0 || layer >= m_shape.num_layers) {
+    return make_error(ErrorCode::InvalidArgument, "paged KV cache layer " + std::to_string(layer) + " does not exist");
+  }
+  if (slot_mapping.empty()) return {};
+  WriteKvPagedArgs args;
+  args.k = k;
+  args.v = v;
+  args.slot_mapping = slot_mapping.data();
+  args.num_tokens = static_cast<int64_t>(slot_mapping.size());
+  args.k_cache = k_data(layer);
+  args.v_cache = v_data(layer);
+  args.num_slots = num_slots();
+  args.k_row = k_row();
+  args.v_row = v_row();
+  if (!write_kv_paged(args)) {
+    return make_error(ErrorCode::InvalidArgument, "paged KV write refused: a slot is outside the " +
+                                                      std::to_string(num_slots()) + " slots, or K/V data is missing");
+  }
+  return {};
+}
+
+Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
+  if (src < 0 || src >= m_num_blocks || dst < 0 || dst >= m_num_blocks) {
+    return make_error(ErrorCode::InvalidArgument, "block copy " + std::to_string(src) + " -> " + std::to_string(dst) +
+                                                      " is outside the " + std::to_string(m_num_blocks) + " blocks");
+  }
+  if (src == dst) return {};
+  const size_t k_block = static_cast<size_t>(m_block_size * k_row()), v_block = static_cast<size_t>(m_block_size * v_row());
+  for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
+    auto& k = m_k[static_cast<size_t>(layer)];
+    auto& v = m_v[static_cast<size_t>(layer)];
+    std::copy_n(k.begin() + static_cast<ptrdiff_t>(src * k_block), k_block, k.begin() + static_cast<ptrdiff_t>(dst * k_block));
+    std::copy_n(v.begin() + static_cast<ptrdiff_t>(src * v_block), v_block, v.begin() + static_cast<ptrdiff_t>(dst * v_block));
+  }
+  return {};
+}
+
+Status PagedKvStorage::copy_blocks(std::span<const BlockCopy> copies) {
+  // Validated up front so a bad entry leaves the pools untouched.
+  for (const BlockCopy& c : copies) {
+    if (c.src < 0 || c.src >= m_num_blocks || c.dst < 0 || c.dst >= m_num_blocks) {
+      return make_error(ErrorCode::InvalidArgument, "block copy " + std::to_string(c.src) + " -> " +
+                                                        std::to_string(c.dst) + " is outside the pool");
+    }
+  }
+  for (const BlockCopy& c : copies) IWB_RETURN_IF_ERROR(copy_block(c.src, c.dst));
+  return {};
+}
+
+}  // namespace iwb

@@ -1,0 +1,146 @@
+// Synthetic model assembly: shape checks, per-architecture GGUF metadata (the keys llama.cpp's
+// converter writes), tokenizer, and the streamed tensors.
+#include "iwb/engine/synth/synth_model.h"
+
+#include "synth/synth_tensors.h"
+#include "synth/synth_tokenizer.h"
+
+#include "iwb/engine/gguf/gguf_writer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+namespace iwb::synth {
+namespace {
+
+Status check_shape(const SynthShape& s) {
+  auto bad = [&](const std::string& what) {
+    return make_error(ErrorCode::InvalidArgument, "shape '" + s.name + "': " + what);
+  };
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3") {
+    return bad("architecture '" + s.architecture + "' is not one of llama, qwen2, gemma3");
+  }
+  if (s.embedding_length <= 0 || s.num_layers <= 0 || s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 ||
+      s.feed_forward_length <= 0 || s.vocab_size <= 0 || s.context_length <= 0) {
+    return bad("every dimension must be positive");
+  }
+  if (s.num_heads % s.num_kv_heads != 0) return bad("the head count is not a multiple of the KV head count");
+  if (s.head_dim % 2 != 0) return bad("the head size must be even (RoPE rotates pairs)");
+  if (s.architecture != "gemma3" && s.head_dim * s.num_heads != s.embedding_length) {
+    // llama and qwen2 files carry no key_length: loaders derive the head size from the width.
+    return bad("head size x heads must equal the width for " + s.architecture);
+  }
+  if (s.architecture == "gemma3" && s.sliding_window <= 0) return bad("gemma3 needs a sliding window");
+  return {};
+}
+
+void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t seed, gguf::GgufWriter* w) {
+  const std::string& a = s.architecture;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w->set_string("general.architecture", a);
+  w->set_string("general.name", synthetic_model_name(s));
+  w->set_string("general.description", "random weights in the shape of " + s.description +
+                                           ", written by iwb synth (seed " + std::to_string(seed) + ")");
+  w->set_u32("general.file_type", types.file_type);
+  if (types.base_type != GgmlType::F32 && types.base_type != GgmlType::F16 && types.base_type != GgmlType::BF16) {
+    w->set_u32("general.quantization_version", 2);  // ggml's current block layouts
+  }
+  w->set_u32(a + ".context_length", u32(s.context_length));
+  w->set_u32(a + ".embedding_length", u32(s.embedding_length));
+  w->set_u32(a + ".block_count", u32(s.num_layers));
+  w->set_u32(a + ".feed_forward_length", u32(s.feed_forward_length));
+  w->set_u32(a + ".attention.head_count", u32(s.num_heads));
+  w->set_u32(a + ".attention.head_count_kv", u32(s.num_kv_heads));
+  w->set_f32(a + ".rope.freq_base", s.rope_freq_base);
+  w->set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_norm_eps);
+  if (a == "llama") {
+    w->set_u32("llama.vocab_size", u32(s.vocab_size));
+    w->set_u32("llama.rope.dimension_count", u32(s.head_dim));
+  }
+  if (a == "gemma3") {
+    // Gemma's head size is not width / heads (640 / 4 != 256).
+    w->set_u32("gemma3.attention.key_length", u32(s.head_dim));
+    w->set_u32("gemma3.attention.value_length", u32(s.head_dim));
+    w->set_u32("gemma3.attention.sliding_window", u32(s.sliding_window));
+  }
+}
+
+}  // namespace
+
+std::string synthetic_model_name(const SynthShape& shape) { return "synthetic " + shape.name; }
+
+Result<SynthReport> synthesize_model(const SynthOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.output_path.empty()) return make_error(ErrorCode::InvalidArgument, "no output file given");
+  auto types = parse_weight_type(options.weight_type);
+  if (!types) return types.status();
+
+  SynthReport report;
+  report.shape = options.shape;
+  report.types = *types;
+  SynthShape& shape = report.shape;
+
+  // The tokenizer decides the vocabulary size: a real tokenizer cannot be cut or padded
+  // without changing what its ids mean, so the embedding follows it.
+  auto writer = std::make_unique<gguf::GgufWriter>();
+  if (!options.vocab_path.empty()) {
+    auto num_tokens = detail::copy_tokenizer(options.vocab_path, writer.get());
+    if (!num_tokens) return num_tokens.status();
+    const std::string source = std::filesystem::path(options.vocab_path).filename().string();
+    if (*num_tokens != shape.vocab_size) {
+      report.tokenizer_note = "tokenizer from " + source + ": " + std::to_string(*num_tokens) +
+                              " tokens, so the vocabulary changes from the preset's " +
+                              std::to_string(shape.vocab_size) + " to " + std::to_string(*num_tokens);
+      shape.vocab_size = *num_tokens;
+    } else {
+      report.tokenizer_note = "tokenizer from " + source + ": " + std::to_string(*num_tokens) + " tokens";
+    }
+  } else {
+    IWB_RETURN_IF_ERROR(detail::add_byte_level_tokenizer(shape.vocab_size, writer.get()));
+    report.tokenizer_note = "byte-level tokenizer (3 special, 256 byte and a space token, padded to the preset's " +
+                            std::to_string(shape.vocab_size) + ")";
+  }
+  IWB_RETURN_IF_ERROR(check_shape(shape));
+  set_metadata(shape, report.types, options.seed, writer.get());
+
+  // Shared by the fillers, which the writer calls one after another.
+  struct Stream {
+    std::vector<detail::TensorPlan> tensors;
+    uint64_t total_bytes = 0;
+    uint64_t bytes_done = 0;
+  };
+  auto stream = std::make_shared<Stream>();
+  stream->tensors = detail::plan_tensors(shape, report.types);
+  for (const detail::TensorPlan& t : stream->tensors) {
+    stream->total_bytes += t.num_bytes();
+    report.tensors.push_back({t.name, t.shape, t.type.type, t.type.wanted, t.num_bytes()});
+  }
+  report.tensor_bytes = stream->total_bytes;
+  report.num_parameters = shape.num_parameters();
+
+  const int64_t num_tensors = static_cast<int64_t>(stream->tensors.size());
+  for (int64_t i = 0; i < num_tensors; ++i) {
+    const detail::TensorPlan& t = stream->tensors[static_cast<size_t>(i)];
+    auto filler = [stream, i, num_tensors, &options](std::span<uint8_t> dst) -> Status {
+      const detail::TensorPlan& plan = stream->tensors[static_cast<size_t>(i)];
+      SynthProgress p{i, num_tensors, plan.name, plan.type.type, false, stream->bytes_done, stream->total_bytes};
+      if (options.progress) options.progress(p);
+      IWB_RETURN_IF_ERROR(detail::fill_tensor(plan, options.seed, options.num_threads, dst));
+      stream->bytes_done += dst.size();
+      p.is_done = true;
+      p.bytes_done = stream->bytes_done;
+      if (options.progress) options.progress(p);
+      return {};
+    };
+    IWB_RETURN_IF_ERROR(writer->add_tensor(t.name, t.shape, t.type.type, filler));
+  }
+
+  IWB_RETURN_IF_ERROR(writer->write_file(options.output_path));
+  std::error_code ec;
+  report.file_bytes = std::filesystem::file_size(options.output_path, ec);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace iwb::synth

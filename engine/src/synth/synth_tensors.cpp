@@ -1,0 +1,157 @@
+// Tensor list, initial scales and the streaming filler of synthetic models. Scales follow the
+// usual initialisation of these models (N(0, 0.02), output projections shrunk by
+// 1/sqrt(2 * layers), norms near 1) so activations stay finite through every layer.
+#include "synth/synth_tensors.h"
+
+#include "synth/synth_random.h"
+
+#include "iwb/kernels/quantize.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+namespace iwb::synth::detail {
+namespace {
+
+constexpr float kWeightStddev = 0.02f;
+constexpr float kNormStddev = 0.02f;
+
+class Planner {
+ public:
+  Planner(const SynthShape& shape, const WeightTypePlan& types) : m_shape(shape), m_types(types) {}
+
+  void add(std::string name, std::vector<int64_t> shape, TensorRole role, int64_t layer = 0) {
+    TensorPlan t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.role = role;
+    TensorTypeQuery q;
+    q.role = role;
+    q.row_length = t.shape[0];
+    q.layer = layer;
+    q.num_layers = m_shape.num_layers;
+    q.is_classifier = role == TensorRole::Output || (role == TensorRole::TokenEmbedding && m_shape.is_embedding_tied);
+    t.type = choose_tensor_type(m_types, q);
+    switch (role) {
+      case TensorRole::Norm:
+        t.mean = 1.0f;
+        t.stddev = kNormStddev;
+        break;
+      case TensorRole::AttnOutput: case TensorRole::FfnDown:
+        // Each layer adds two residual branches; shrinking them keeps the residual stream's
+        // variance from growing with depth.
+        t.stddev = kWeightStddev / std::sqrt(2.0f * static_cast<float>(m_shape.num_layers));
+        break;
+      default:
+        t.stddev = kWeightStddev;
+        break;
+    }
+    m_tensors.push_back(std::move(t));
+  }
+
+  std::vector<TensorPlan> take() { return std::move(m_tensors); }
+
+ private:
+  const SynthShape& m_shape;
+  const WeightTypePlan& m_types;
+  std::vector<TensorPlan> m_tensors;
+};
+
+std::string blk(int64_t layer, const char* suffix) { return "blk." + std::to_string(layer) + "." + suffix; }
+
+}  // namespace
+
+int64_t TensorPlan::num_rows() const {
+  int64_t rows = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  return rows;
+}
+
+uint64_t TensorPlan::num_bytes() const {
+  return *ggml_row_bytes(type.type, row_length()) * static_cast<uint64_t>(num_rows());
+}
+
+std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& types) {
+  Planner p(s, types);
+  const int64_t d = s.embedding_length;
+  const bool is_gemma3 = s.architecture == "gemma3";
+  p.add("token_embd.weight", {d, s.vocab_size}, TensorRole::TokenEmbedding);
+  if (s.rope_scaling.is_enabled()) {
+    p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
+  }
+  for (int64_t il = 0; il < s.num_layers; ++il) {
+    p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
+    p.add(blk(il, "attn_q.weight"), {d, s.q_width()}, TensorRole::AttnQ, il);
+    p.add(blk(il, "attn_k.weight"), {d, s.kv_width()}, TensorRole::AttnK, il);
+    p.add(blk(il, "attn_v.weight"), {d, s.kv_width()}, TensorRole::AttnV, il);
+    if (s.has_qkv_bias) {
+      p.add(blk(il, "attn_q.bias"), {s.q_width()}, TensorRole::Bias, il);
+      p.add(blk(il, "attn_k.bias"), {s.kv_width()}, TensorRole::Bias, il);
+      p.add(blk(il, "attn_v.bias"), {s.kv_width()}, TensorRole::Bias, il);
+    }
+    if (is_gemma3) {
+      p.add(blk(il, "attn_q_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
+      p.add(blk(il, "attn_k_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
+    }
+    p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
+    if (is_gemma3) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
+    p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
+    p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+    p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+    p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+    if (is_gemma3) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
+  }
+  p.add("output_norm.weight", {d}, TensorRole::Norm);
+  if (!s.is_embedding_tied) p.add("output.weight", {d, s.vocab_size}, TensorRole::Output);
+
+  std::vector<TensorPlan> tensors = p.take();
+  for (TensorPlan& t : tensors) {
+    if (t.role == TensorRole::RopeFactors) t.fixed_values = llama3_rope_factors(s);
+  }
+  return tensors;
+}
+
+Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std::span<uint8_t> dst) {
+  const GgmlType type = tensor.type.type;
+  const int64_t cols = tensor.row_length();
+  const int64_t rows = tensor.num_rows();
+  const size_t row_bytes = *ggml_row_bytes(type, cols);
+  if (dst.size() != row_bytes * static_cast<size_t>(rows)) {
+    return make_error(ErrorCode::InvalidArgument, "tensor '" + tensor.name + "': the writer offers " +
+                                                      std::to_string(dst.size()) + " bytes, it needs " +
+                                                      std::to_string(row_bytes * static_cast<size_t>(rows)));
+  }
+  if (!tensor.fixed_values.empty()) {
+    if (static_cast<int64_t>(tensor.fixed_values.size()) != cols * rows || type != GgmlType::F32) {
+      return make_error(ErrorCode::InvalidArgument, "tensor '" + tensor.name + "': fixed values do not match its shape");
+    }
+    std::memcpy(dst.data(), tensor.fixed_values.data(), dst.size());
+    return {};
+  }
+
+  const uint64_t tensor_hash = name_hash(tensor.name);
+  std::atomic<int64_t> failed_row{-1};
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> values(static_cast<size_t>(cols));
+#pragma omp for schedule(dynamic, 8)
+    for (int64_t r = 0; r < rows; ++r) {
+      if (failed_row.load(std::memory_order_relaxed) >= 0) continue;
+      fill_gaussian(row_stream_seed(seed, tensor_hash, r), tensor.mean, tensor.stddev, values.data(), cols);
+      if (!quantize_row_ref(type, values.data(), dst.data() + static_cast<size_t>(r) * row_bytes, cols)) {
+        failed_row.store(r, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (failed_row.load() >= 0) {
+    return make_error(ErrorCode::Unsupported, "tensor '" + tensor.name + "': row " + std::to_string(failed_row.load()) +
+                                                  " could not be converted to " + std::string(ggml_type_name(type)));
+  }
+  return {};
+}
+
+}  // namespace iwb::synth::detail

@@ -1,0 +1,64 @@
+// Attention over a paged f16 KV cache: the queries of several sequences in one batch, each
+// sequence reading its keys and values through its block table (grouped-query sharing, causal
+// within the sequence, optional sliding window and soft-capping, as in attention.h). Also the
+// write of new keys and values into the slots a slot mapping names.
+//
+// Cache layout of one layer (vLLM's): slot s = block * block_size + offset holds the key of KV
+// head g at k_cache + s * num_kv_heads * head_dim + g * head_dim (values likewise, head_dim_v).
+#pragma once
+
+#include "iwb/kernels/op_cost.h"
+
+#include <cstdint>
+
+namespace iwb {
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;               // [num_tokens x num_heads x head_dim]
+  const uint16_t* k_cache = nullptr;      // f16 [num_blocks x block_size x num_kv_heads x head_dim]
+  const uint16_t* v_cache = nullptr;      // f16 [num_blocks x block_size x num_kv_heads x head_dim_v]
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  const int32_t* block_tables = nullptr;  // [num_sequences x max_blocks_per_sequence], unused entries any value
+  int64_t max_blocks_per_sequence = 0;
+  const int32_t* sequence_lengths = nullptr;  // [num_sequences]: positions 0..len-1 hold keys and values
+  int64_t num_sequences = 0;
+  const int32_t* token_sequences = nullptr;   // [num_tokens]: the sequence (row of block_tables) of each query
+  const int32_t* positions = nullptr;         // [num_tokens]: the query's position, < its sequence's length
+  int64_t num_tokens = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;               // divides num_heads
+  int64_t head_dim = 0;
+  int64_t head_dim_v = 0;
+  float scale = 1.0f;                     // multiplies q.k
+  int64_t sliding_window = 0;             // > 0: query at p sees keys p - window < key <= p
+  float softcap = 0.0f;                   // > 0: score = softcap * tanh(score / softcap)
+  float* output = nullptr;                // [num_tokens x num_heads x head_dim_v]
+  int num_threads = 0;                    // 0: OpenMP's default
+};
+
+// False (writing nothing) for inconsistent arguments: a block id outside the pool, a query past
+// its sequence's length, a sequence longer than its table, sizes that do not divide.
+bool paged_attention(const PagedAttentionArgs& args);
+bool paged_attention_ref(const PagedAttentionArgs& args);  // f16 -> double, one thread
+OpCost paged_attention_cost(const PagedAttentionArgs& args);
+
+struct WriteKvPagedArgs {
+  const float* k = nullptr;               // [num_tokens x k_row]
+  const float* v = nullptr;               // [num_tokens x v_row]
+  const int64_t* slot_mapping = nullptr;  // [num_tokens]: destination slot; < 0 skips the token (padding)
+  int64_t num_tokens = 0;
+  uint16_t* k_cache = nullptr;            // f16 [num_slots x k_row]
+  uint16_t* v_cache = nullptr;            // f16 [num_slots x v_row]
+  int64_t num_slots = 0;                  // num_blocks * block_size
+  int64_t k_row = 0;                      // num_kv_heads * head_dim
+  int64_t v_row = 0;                      // num_kv_heads * head_dim_v
+};
+
+// f32 -> f16 (round to nearest even) into the named slots; false for a slot outside the cache
+// (checked before anything is written).
+bool write_kv_paged(const WriteKvPagedArgs& args);
+bool write_kv_paged_ref(const WriteKvPagedArgs& args);  // scalar conversions
+OpCost write_kv_paged_cost(const WriteKvPagedArgs& args);
+
+}  // namespace iwb

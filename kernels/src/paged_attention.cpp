@@ -1,0 +1,199 @@
+// Paged attention and the paged K/V write (see paged_attention.h). The fast path gives each
+// (query token, head) pair to an OpenMP thread and walks the sequence's blocks run by run
+// (no division per key); the reference maps every position through the block table in double.
+#include "iwb/kernels/paged_attention.h"
+
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/softmax.h"
+#include "parallel.h"
+#include "simd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace iwb {
+namespace {
+
+bool valid(const PagedAttentionArgs& a) {
+  if (a.q == nullptr || a.k_cache == nullptr || a.v_cache == nullptr || a.block_tables == nullptr ||
+      a.sequence_lengths == nullptr || a.token_sequences == nullptr || a.positions == nullptr || a.output == nullptr) {
+    return false;
+  }
+  if (a.num_tokens <= 0 || a.num_sequences <= 0 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0 ||
+      a.head_dim_v <= 0 || a.num_blocks <= 0 || a.block_size <= 0 || a.max_blocks_per_sequence <= 0) {
+    return false;
+  }
+  if (a.num_heads % a.num_kv_heads != 0 || a.sliding_window < 0) return false;
+  for (int64_t s = 0; s < a.num_sequences; ++s) {
+    const int64_t len = a.sequence_lengths[s];
+    if (len <= 0 || len > a.max_blocks_per_sequence * a.block_size) return false;
+    const int32_t* table = a.block_tables + s * a.max_blocks_per_sequence;
+    for (int64_t i = 0; i < (len + a.block_size - 1) / a.block_size; ++i) {
+      if (table[i] < 0 || table[i] >= a.num_blocks) return false;
+    }
+  }
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int32_t s = a.token_sequences[t];
+    if (s < 0 || s >= a.num_sequences || a.positions[t] < 0 || a.positions[t] >= a.sequence_lengths[s]) return false;
+  }
+  return true;
+}
+
+int64_t first_visible(const PagedAttentionArgs& a, int64_t pos) {
+  return a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
+}
+
+// Calls fn(j, slot) for the keys first..last (j counts from 0), one block-sized run at a time.
+template <typename Fn>
+void for_each_slot(const PagedAttentionArgs& a, const int32_t* table, int64_t first, int64_t last, Fn&& fn) {
+  int64_t j = 0;
+  for (int64_t p = first; p <= last;) {
+    const int64_t offset = p % a.block_size;
+    const int64_t run = std::min(a.block_size - offset, last - p + 1);
+    const int64_t base = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + offset;
+    for (int64_t r = 0; r < run; ++r) fn(j++, base + r);
+    p += run;
+  }
+}
+
+}  // namespace
+
+bool paged_attention(const PagedAttentionArgs& a) {
+  if (!valid(a)) return false;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
+  const int64_t num_pairs = a.num_tokens * a.num_heads;
+  double work = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
+  work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
+  const int num_threads = work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads)
+  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+    const int64_t t = pair / a.num_heads, h = pair % a.num_heads, g = h / group;
+    const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
+    const int64_t pos = a.positions[t];
+    const int64_t first = first_visible(a, pos);
+    const int64_t count = pos - first + 1;
+    thread_local std::vector<float> scores;
+    if (scores.size() < static_cast<size_t>(count)) scores.resize(static_cast<size_t>(count));
+
+    const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
+    for_each_slot(a, table, first, pos, [&](int64_t j, int64_t slot) {
+      float s = simd::dot_f32_f16(q, a.k_cache + slot * k_row + g * a.head_dim, a.head_dim) * a.scale;
+      if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+      scores[static_cast<size_t>(j)] = s;
+    });
+    softmax_row(scores.data(), count);
+
+    float* out = a.output + (t * a.num_heads + h) * a.head_dim_v;
+    std::fill(out, out + a.head_dim_v, 0.0f);
+    for_each_slot(a, table, first, pos, [&](int64_t j, int64_t slot) {
+      simd::axpy_f16(scores[static_cast<size_t>(j)], a.v_cache + slot * v_row + g * a.head_dim_v, out, a.head_dim_v);
+    });
+  }
+  return true;
+}
+
+bool paged_attention_ref(const PagedAttentionArgs& a) {
+  if (!valid(a)) return false;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
+  std::vector<double> scores, acc;
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
+    const auto slot_of = [&](int64_t p) { return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size; };
+    const int64_t pos = a.positions[t];
+    const int64_t first = first_visible(a, pos);
+    for (int64_t h = 0; h < a.num_heads; ++h) {
+      const int64_t g = h / group;
+      const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
+      scores.assign(static_cast<size_t>(pos - first + 1), 0.0);
+      double max = -INFINITY;
+      for (int64_t p = first; p <= pos; ++p) {
+        const uint16_t* k = a.k_cache + slot_of(p) * k_row + g * a.head_dim;
+        double s = 0;
+        for (int64_t i = 0; i < a.head_dim; ++i) s += static_cast<double>(q[i]) * fp16_to_f32(k[i]);
+        s *= a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        scores[static_cast<size_t>(p - first)] = s;
+        max = std::max(max, s);
+      }
+      double sum = 0;
+      for (double& s : scores) sum += (s = std::exp(s - max));
+      acc.assign(static_cast<size_t>(a.head_dim_v), 0.0);
+      for (int64_t p = first; p <= pos; ++p) {
+        const uint16_t* v = a.v_cache + slot_of(p) * v_row + g * a.head_dim_v;
+        const double w = scores[static_cast<size_t>(p - first)] / sum;
+        for (int64_t i = 0; i < a.head_dim_v; ++i) acc[static_cast<size_t>(i)] += w * fp16_to_f32(v[i]);
+      }
+      float* out = a.output + (t * a.num_heads + h) * a.head_dim_v;
+      for (int64_t i = 0; i < a.head_dim_v; ++i) out[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+    }
+  }
+  return true;
+}
+
+OpCost paged_attention_cost(const PagedAttentionArgs& a) {
+  OpCost cost;
+  if (!valid(a)) return cost;
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const double visible = static_cast<double>(a.positions[t] - first_visible(a, a.positions[t]) + 1);
+    cost.flops += static_cast<double>(a.num_heads) * visible * (2.0 * static_cast<double>(a.head_dim + a.head_dim_v) + 5.0);
+    // Keys and values once per KV head, plus the block-table entry of each block visited.
+    cost.bytes += static_cast<double>(a.num_kv_heads) * visible * 2.0 * static_cast<double>(a.head_dim + a.head_dim_v);
+    cost.bytes += 4.0 * std::ceil(visible / static_cast<double>(a.block_size));
+  }
+  cost.bytes += 4.0 * static_cast<double>(a.num_tokens * a.num_heads) * static_cast<double>(a.head_dim + a.head_dim_v);
+  return cost;
+}
+
+namespace {
+
+bool valid(const WriteKvPagedArgs& a) {
+  if (a.k == nullptr || a.v == nullptr || a.slot_mapping == nullptr || a.k_cache == nullptr || a.v_cache == nullptr) {
+    return false;
+  }
+  if (a.num_tokens <= 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return false;
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    if (a.slot_mapping[t] >= a.num_slots) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool write_kv_paged(const WriteKvPagedArgs& a) {
+  if (!valid(a)) return false;
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int64_t slot = a.slot_mapping[t];
+    if (slot < 0) continue;
+    simd::f32_to_f16_row(a.k + t * a.k_row, a.k_cache + slot * a.k_row, a.k_row);
+    simd::f32_to_f16_row(a.v + t * a.v_row, a.v_cache + slot * a.v_row, a.v_row);
+  }
+  return true;
+}
+
+bool write_kv_paged_ref(const WriteKvPagedArgs& a) {
+  if (!valid(a)) return false;
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int64_t slot = a.slot_mapping[t];
+    if (slot < 0) continue;
+    for (int64_t i = 0; i < a.k_row; ++i) a.k_cache[slot * a.k_row + i] = f32_to_fp16(a.k[t * a.k_row + i]);
+    for (int64_t i = 0; i < a.v_row; ++i) a.v_cache[slot * a.v_row + i] = f32_to_fp16(a.v[t * a.v_row + i]);
+  }
+  return true;
+}
+
+OpCost write_kv_paged_cost(const WriteKvPagedArgs& a) {
+  OpCost cost;
+  if (!valid(a)) return cost;
+  int64_t num_written = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) num_written += a.slot_mapping[t] >= 0 ? 1 : 0;
+  // Reads f32, writes f16, reads the slot index; the conversion is not counted as flops.
+  cost.bytes = static_cast<double>(num_written) * (6.0 * static_cast<double>(a.k_row + a.v_row) + 8.0);
+  return cost;
+}
+
+}  // namespace iwb

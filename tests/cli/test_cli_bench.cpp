@@ -1,0 +1,157 @@
+// `iwb bench`, `iwb profile-overhead` and `iwb run --profile` on the aidreams model (converted
+// here): the JSON has every field, results land in the store (with MBU/MFU once the machine is
+// probed, without before), --no-store records nothing, --list reads them back, the profile
+// table counts every kernel, and bad usage is refused.
+#include "iwb_process.h"
+
+#include "iwb/engine/store/results_store.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using iwb::test::run_iwb;
+using iwb::test::shared_models_dir;
+
+class TestCliBench : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+  QString m_model;
+
+  QJsonObject bench_json(const QString& db, const QStringList& extra = {}) {
+    auto r = run_iwb(QStringList{"bench", "-m", m_model, "-p", "16", "-n", "8", "-r", "2", "-t", "2", "--json", "--db", db} +
+                         extra,
+                     120000);
+    if (r.exit_code != 0) qWarning("%s", qPrintable(r.err));
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
+    if (error.error != QJsonParseError::NoError) qWarning("not JSON: %s", qPrintable(r.out));
+    return doc.object();
+  }
+
+  size_t stored_rows(const QString& db) {
+    auto store = iwb::ResultsStore::open(db.toStdString());
+    if (!store) return size_t(-1);
+    auto rows = (*store)->list_bench_results();
+    return rows ? rows->size() : size_t(-1);
+  }
+
+ private slots:
+  void initTestCase() {
+    const QString dir = shared_models_dir() + "/llama2c/";
+    if (!QFile::exists(dir + "aidreams260K.bin")) return;
+    m_model = m_tmp.filePath("aidreams.gguf");
+    auto r = run_iwb({"convert", "llama2c", "--checkpoint", dir + "aidreams260K.bin", "--tokenizer",
+                      dir + "aidreams260K-tok512.bin", "-o", m_model});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  }
+
+  void init() {
+    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors") QSKIP("shared aidreams model absent");
+  }
+
+  void jsonFieldsAndStore() {
+    const QString db = m_tmp.filePath("results.sqlite");
+    // Before any probe: results, but no utilisation.
+    QJsonObject first = bench_json(db);
+    QVERIFY(first["probe"].isNull());
+    QCOMPARE(first["stored"].toBool(), true);
+    QCOMPARE(first["results"].toArray().size(), 2);
+    QVERIFY(first["results"].toArray()[0].toObject()["mbu"].isNull());
+    QCOMPARE(stored_rows(db), size_t(2));
+
+    // A (small, quick) probe of this machine, then MFU for pp and MBU for tg.
+    auto probe = run_iwb({"probe", "--size", "16", "--db", db, "-t", "2"}, 120000);
+    QVERIFY2(probe.exit_code == 0, qPrintable(probe.err));
+    const QJsonObject doc = bench_json(db);
+    const QJsonArray results = doc["results"].toArray();
+    QCOMPARE(results.size(), 2);
+    QVERIFY(doc["probe"].isObject());
+    QVERIFY(doc["probe"].toObject()["peak_flops"].toDouble() > 0);
+    const QStringList tests = {"pp16", "tg8"};
+    for (int i = 0; i < 2; ++i) {
+      const QJsonObject r = results[i].toObject();
+      QCOMPARE(r["test"].toString(), tests[i]);
+      QVERIFY(r["id"].toInteger() > 2);
+      QCOMPARE(r["architecture"].toString(), QString("llama"));
+      QCOMPARE(r["file_type"].toString(), QString("F32"));
+      QCOMPARE(r["num_threads"].toInt(), 2);
+      QCOMPARE(r["num_repetitions"].toInt(), 2);
+      QCOMPARE(r["model_size_bytes"].toInteger(), QFileInfo(m_model).size());
+      QVERIFY(r["model_identity"].toString().startsWith(QString("size=%1;fnv1a64-first-MiB=").arg(QFileInfo(m_model).size())));
+      QCOMPARE(r["tokens_per_s"].toArray().size(), 2);
+      QVERIFY(r["tokens_per_s_mean"].toDouble() > 0);
+      QVERIFY(r["tokens_per_s_sd"].toDouble() >= 0);
+      QVERIFY(r["predicted_flops_per_token"].toDouble() > 0);
+      QVERIFY(r["predicted_bytes_per_token"].toDouble() > 0);
+      QVERIFY(r["mbu"].toDouble() > 0);
+      QVERIFY(r["mfu"].toDouble() > 0);
+      QVERIFY(!r["probe_date"].toString().isEmpty());
+      QCOMPARE(r["device_id"].toString(), QString("cpu"));
+    }
+    QCOMPARE(results[0].toObject()["num_prompt_tokens"].toInt(), 16);
+    QCOMPARE(results[1].toObject()["num_generated_tokens"].toInt(), 8);
+    QCOMPARE(stored_rows(db), size_t(4));
+
+    // --no-store leaves the store as it was; --list reads every row back.
+    QJsonObject unstored = bench_json(db, {"--no-store"});
+    QCOMPARE(unstored["stored"].toBool(), false);
+    QCOMPARE(stored_rows(db), size_t(4));
+    auto list = run_iwb({"bench", "--list", "--json", "--db", db, "-m", m_model});
+    QVERIFY2(list.exit_code == 0, qPrintable(list.err));
+    const QJsonArray rows = QJsonDocument::fromJson(list.out.toUtf8()).array();
+    QCOMPARE(rows.size(), 4);
+    QCOMPARE(rows[3].toObject()["test"].toString(), QString("tg8"));
+  }
+
+  void textTable() {
+    const QString db = m_tmp.filePath("text.sqlite");
+    auto r = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "--db", db}, 120000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("| llama F32"), qPrintable(r.out));
+    QVERIFY(r.out.contains("pp8") && r.out.contains("tg4"));
+    QVERIFY2(r.out.contains("run `iwb probe`"), qPrintable(r.out));
+  }
+
+  void profileOverheadPrintsFigures() {
+    auto r = run_iwb({"profile-overhead", "-m", m_model, "-n", "8", "-r", "2", "-p", "8", "-t", "1"}, 120000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("decode ") && r.out.contains("prefill ") && r.out.contains("median step"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("67.0 per decode step, 0 dropped"), qPrintable(r.out));
+  }
+
+  // `iwb run --profile`: a table of kernel kinds per phase after the timings.
+  void runProfileTable() {
+    auto r = run_iwb({"run", "-m", m_model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1", "--profile"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("profile: 8 steps"), qPrintable(r.err));
+    for (const char* row : {"prefill  matmul", "decode   matmul", "decode   attention", "decode   logits"}) {
+      QVERIFY2(r.err.contains(row), row);
+    }
+    // 7 matmuls in each of 4 layers, times 7 decode steps.
+    static const QRegularExpression decode_matmul("decode   matmul\\s+(\\d+)");
+    QCOMPARE(decode_matmul.match(r.err).captured(1).toInt(), 7 * 4 * 7);
+  }
+
+  void usageErrors() {
+    auto none = run_iwb({"bench"});
+    QCOMPARE(none.exit_code, 2);
+    QVERIFY(none.err.contains("no model given"));
+    auto nothing = run_iwb({"bench", "-m", "x.gguf", "-p", "0", "-n", "0"});
+    QCOMPARE(nothing.exit_code, 2);
+    auto bad = run_iwb({"bench", "-m", "x.gguf", "-r", "zero"});
+    QCOMPARE(bad.exit_code, 2);
+    QVERIFY(bad.err.contains("-r must be"));
+    auto missing = run_iwb({"bench", "-m", m_tmp.filePath("absent.gguf"), "--no-store"});
+    QCOMPARE(missing.exit_code, 1);
+    QVERIFY2(missing.err.contains("absent.gguf"), qPrintable(missing.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliBench)
+#include "test_cli_bench.moc"

@@ -1,0 +1,57 @@
+// `iwb synth`: lists its presets, writes a small model whose summary matches the file, reports
+// row fallbacks, and answers bad usage with exit 2 and impossible requests with exit 1.
+#include "iwb_process.h"
+
+#include "iwb/engine/gguf/gguf_file.h"
+
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using iwb::test::run_iwb;
+
+class TestCliSynth : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+
+ private slots:
+  void listsPresetsAndTypes() {
+    auto r = run_iwb({"synth", "--list"});
+    QCOMPARE(r.exit_code, 0);
+    for (const char* name : {"llama-3.2-1b", "llama-3-8b", "tinyllama-1.1b", "qwen2.5-0.5b", "gemma-3-270m", "Q4_K_M"}) {
+      QVERIFY2(r.out.contains(name), name);
+    }
+    QVERIFY2(r.out.contains("width 2048, 16 layers, 32 heads (8 KV) of 64, FFN 8192, vocab 128256"), qPrintable(r.out));
+  }
+
+  void writesASmallModel() {
+    const QString out = m_tmp.filePath("qwen.gguf");
+    auto r = run_iwb({"synth", "--preset", "test-qwen2", "--type", "q4_k_m", "--seed", "3", "-t", "1", "-o", out});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("as Q4_K_M, seed 3"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("rows of 192 do not fit Q4_K, written as Q5_0"), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QString("(%1 bytes)").arg(QFileInfo(out).size())), qPrintable(r.out));
+    auto file = iwb::gguf::GgufFile::open(out.toStdString());
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    QCOMPARE((*file)->get_int("general.file_type").value_or(-1), int64_t{15});
+    QCOMPARE((*file)->get_string("general.name").value_or(""), std::string("synthetic test-qwen2"));
+    QVERIFY2(r.err.contains("100.0%"), qPrintable(r.err));  // progress reached the end
+  }
+
+  void badUsageAndImpossibleRequests() {
+    QCOMPARE(run_iwb({"synth", "--type", "Q4_0", "-o", m_tmp.filePath("x.gguf")}).exit_code, 2);  // no preset
+    auto r = run_iwb({"synth", "--preset", "llama-9000", "-o", m_tmp.filePath("x.gguf")});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("unknown preset 'llama-9000'"), qPrintable(r.err));
+    QCOMPARE(run_iwb({"synth", "--preset", "test-llama", "--seed", "-4", "-o", m_tmp.filePath("x.gguf")}).exit_code, 2);
+    r = run_iwb({"synth", "--preset", "test-llama", "--type", "IQ2_XXS", "-o", m_tmp.filePath("x.gguf")});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains("unknown weight type 'IQ2_XXS'"), qPrintable(r.err));
+    QVERIFY(!QFileInfo::exists(m_tmp.filePath("x.gguf")));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliSynth)
+#include "test_cli_synth.moc"

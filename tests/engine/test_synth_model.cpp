@@ -1,0 +1,294 @@
+// `iwb synth` models: small test shapes of every architecture written in every type, read back
+// with GgufFile (keys, shapes, the type of each tensor under llama.cpp's mix rules, row
+// fallbacks), deterministic per seed, a copied tokenizer, and loaded by the engine with finite
+// logits and a greedy generation.
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+#include "iwb/kernels/dequantize.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+using namespace iwb;
+using namespace iwb::synth;
+
+namespace {
+
+struct Written {
+  SynthReport report;
+  std::string path;
+  std::unique_ptr<gguf::GgufFile> file;
+};
+
+GgmlType tensor_type(const gguf::GgufFile& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  return t ? t->type : static_cast<GgmlType>(9999);
+}
+
+QByteArray file_hash(const std::string& path) {
+  QFile f(QString::fromStdString(path));
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256);
+}
+
+std::string type_name(GgmlType t) { return std::string(ggml_type_name(t)); }
+
+}  // namespace
+
+class TestSynthModel : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+
+  // Synthesizes `preset` as `type`; the file is opened for the checks (nullptr on failure).
+  Written synthesize(const std::string& preset, const std::string& type, uint64_t seed = 7,
+                     const std::string& vocab = {}, const std::string& suffix = {}) {
+    Written w;
+    SynthOptions o;
+    o.shape = *find_synth_preset(preset);
+    o.weight_type = type;
+    o.seed = seed;
+    o.vocab_path = vocab;
+    o.num_threads = 2;
+    w.path = m_tmp.filePath(QString::fromStdString(preset + "-" + type + suffix + ".gguf")).toStdString();
+    o.output_path = w.path;
+    auto r = synthesize_model(o);
+    if (!r) {
+      qWarning("%s", r.error_message().c_str());
+      return w;
+    }
+    w.report = *r;
+    auto f = gguf::GgufFile::open(w.path);
+    if (f) w.file = std::move(*f);
+    return w;
+  }
+
+  // Loads the file in the engine: finite logits after a short prompt, and a greedy run.
+  void check_engine_runs(const std::string& path) {
+    auto engine = Engine::load(path, {256, 2});
+    QVERIFY2(engine, engine.error_message().c_str());
+    const std::vector<int32_t> prompt = (*engine)->tokenizer().encode("hello");
+    QVERIFY(prompt.size() >= 5);
+    auto logits = (*engine)->logits_for(prompt);
+    QVERIFY2(logits, logits.error_message().c_str());
+    QCOMPARE(static_cast<int64_t>(logits->size()), (*engine)->config().vocab_size);
+    float lo = INFINITY, hi = -INFINITY;
+    for (float v : *logits) {
+      QVERIFY(std::isfinite(v));
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    QVERIFY2(hi - lo > 1e-3f, "the logits should not all be equal");  // weights are random, not zero
+
+    GenerationRequest request;
+    request.prompt_tokens = prompt;
+    request.max_new_tokens = 6;
+    request.sampling.temperature = 0.0f;
+    request.stop_at_end_of_generation = false;
+    auto id = (*engine)->add_request(request);
+    QVERIFY2(id, id.error_message().c_str());
+    int num_tokens = 0;
+    while ((*engine)->has_unfinished_requests()) {
+      auto step = (*engine)->step();
+      QVERIFY2(step, step.error_message().c_str());
+      num_tokens += static_cast<int>(step->tokens.size());
+    }
+    QCOMPARE(num_tokens, 6);
+  }
+
+ private slots:
+  void initTestCase() { QVERIFY(m_tmp.isValid()); }
+
+  void every_type_writes_the_shape_and_loads_data() {
+    QTest::addColumn<QString>("type");
+    for (const std::string& t : weight_type_names()) QTest::newRow(t.c_str()) << QString::fromStdString(t);
+  }
+  void every_type_writes_the_shape_and_loads() {
+    QFETCH(QString, type);
+    const Written w = synthesize("test-llama", type.toStdString());
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    const SynthShape& s = *find_synth_preset("test-llama");
+    const WeightTypePlan plan = *parse_weight_type(type.toStdString());
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("llama"));
+    QCOMPARE(f.get_int("general.file_type").value_or(-1), static_cast<int64_t>(plan.file_type));
+    QCOMPARE(f.get_int("llama.embedding_length").value_or(0), s.embedding_length);
+    QCOMPARE(f.get_int("llama.block_count").value_or(0), s.num_layers);
+    QCOMPARE(f.get_int("llama.attention.head_count_kv").value_or(0), s.num_kv_heads);
+    QCOMPARE(f.get_int("llama.feed_forward_length").value_or(0), s.feed_forward_length);
+    QCOMPARE(static_cast<int64_t>(f.get_array("tokenizer.ggml.tokens")->items.size()), s.vocab_size);
+    // 2 tensors outside the layers + 9 per layer + output norm.
+    QCOMPARE(static_cast<int64_t>(f.tensors().size()), 1 + 9 * s.num_layers + 2);
+    const gguf::TensorInfo* q = f.find_tensor("blk.1.attn_q.weight");
+    QVERIFY(q);
+    QCOMPARE(q->shape, (std::vector<int64_t>{s.embedding_length, s.q_width()}));
+    QCOMPARE(f.find_tensor("blk.0.ffn_down.weight")->shape, (std::vector<int64_t>{s.feed_forward_length, s.embedding_length}));
+    for (const gguf::TensorInfo& t : f.tensors()) {
+      if (t.shape.size() == 1) QCOMPARE(type_name(t.type), std::string("F32"));  // norms stay F32
+    }
+    // The untied classifier: Q6_K in every quantized file but Q8_0, the file's type otherwise.
+    const bool is_float = plan.base_type == GgmlType::F32 || plan.base_type == GgmlType::F16 ||
+                          plan.base_type == GgmlType::BF16;
+    const GgmlType classifier = is_float || plan.base_type == GgmlType::Q8_0 ? plan.base_type : GgmlType::Q6_K;
+    QCOMPARE(type_name(tensor_type(f, "output.weight")), type_name(classifier));
+    QCOMPARE(type_name(tensor_type(f, "token_embd.weight")), type_name(plan.base_type));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.attn_q.weight")), type_name(plan.base_type));
+    // Tensor data: what the report says, and values of the intended scale (N(0, 0.02)).
+    const gguf::TensorInfo* up = f.find_tensor("blk.0.ffn_up.weight");
+    std::vector<float> values(static_cast<size_t>(up->num_elements()));
+    QVERIFY(dequantize_row_ref(up->type, f.tensor_data(*up).data(), values.data(), up->num_elements()));
+    double sum_sq = 0;
+    for (float v : values) sum_sq += static_cast<double>(v) * v;
+    const double rms = std::sqrt(sum_sq / static_cast<double>(values.size()));
+    QVERIFY2(rms > 0.015 && rms < 0.025, qPrintable(QString::number(rms)));
+    check_engine_runs(w.path);
+  }
+
+  void q4_k_m_follows_llama_cpp_rules() {
+    for (const std::string& mix : {std::string("Q4_K_M"), std::string("Q5_K_M")}) {
+      const Written w = synthesize("test-gemma3", mix);  // 7 layers: more bits in 2, 5, 6
+      QVERIFY(w.file);
+      const GgmlType base = mix == "Q4_K_M" ? GgmlType::Q4_K : GgmlType::Q5_K;
+      for (int64_t il = 0; il < 7; ++il) {
+        const bool more = il == 2 || il == 5 || il == 6;
+        QCOMPARE(uses_more_bits(il, 7), more);
+        const std::string p = "blk." + std::to_string(il) + ".";
+        QCOMPARE(type_name(tensor_type(*w.file, p + "attn_v.weight")), type_name(more ? GgmlType::Q6_K : base));
+        QCOMPARE(type_name(tensor_type(*w.file, p + "ffn_down.weight")), type_name(more ? GgmlType::Q6_K : base));
+        QCOMPARE(type_name(tensor_type(*w.file, p + "attn_k.weight")), type_name(base));
+        QCOMPARE(type_name(tensor_type(*w.file, p + "attn_q_norm.weight")), std::string("F32"));
+      }
+      // Tied embeddings: token_embd is the classifier and gets Q6_K.
+      QVERIFY(!w.file->find_tensor("output.weight"));
+      QCOMPARE(type_name(tensor_type(*w.file, "token_embd.weight")), std::string("Q6_K"));
+      QCOMPARE(w.file->get_int("general.file_type").value_or(0), int64_t{mix == "Q4_K_M" ? 15 : 17});
+    }
+    // The real Llama 3.2 1B Q4_K_M: 8 attn_v and 8 ffn_down of its 16 layers get Q6_K.
+    int num_more = 0;
+    for (int64_t il = 0; il < 16; ++il) num_more += uses_more_bits(il, 16);
+    QCOMPARE(num_more, 8);
+  }
+
+  void gemma3_keys_and_tensors() {
+    const Written w = synthesize("test-gemma3", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("gemma3"));
+    QCOMPARE(f.get_int("gemma3.attention.sliding_window").value_or(0), int64_t{16});
+    QCOMPARE(f.get_int("gemma3.attention.key_length").value_or(0), int64_t{128});
+    for (const char* name : {"blk.6.attn_q_norm.weight", "blk.6.attn_k_norm.weight", "blk.6.post_attention_norm.weight",
+                             "blk.6.post_ffw_norm.weight"}) {
+      QVERIFY2(f.find_tensor(name), name);
+    }
+    QCOMPARE(f.find_tensor("blk.0.attn_q.weight")->shape, (std::vector<int64_t>{256, 256}));  // 2 heads of 128
+    check_engine_runs(w.path);
+  }
+
+  void rows_that_do_not_fit_fall_back_like_llama_cpp() {
+    // Width 192 is no multiple of 256 (as Qwen2.5's 896): Q4_K -> Q5_0, Q6_K -> Q8_0, and the
+    // classifier is Q8_0 outright; ffn_down (rows of 512) keeps its K type.
+    const Written w = synthesize("test-qwen2", "Q4_K_M");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(type_name(tensor_type(f, "token_embd.weight")), std::string("Q8_0"));
+    QCOMPARE(type_name(tensor_type(f, "blk.1.attn_q.weight")), std::string("Q5_0"));
+    QCOMPARE(type_name(tensor_type(f, "blk.2.attn_v.weight")), std::string("Q8_0"));   // wanted Q6_K
+    QCOMPARE(type_name(tensor_type(f, "blk.1.attn_v.weight")), std::string("Q5_0"));   // wanted Q4_K
+    QCOMPARE(type_name(tensor_type(f, "blk.1.ffn_down.weight")), std::string("Q4_K"));
+    QCOMPARE(type_name(tensor_type(f, "blk.2.ffn_down.weight")), std::string("Q6_K"));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.attn_q.bias")), std::string("F32"));
+    int num_fallbacks = 0;
+    for (const SynthTensorSummary& t : w.report.tensors) num_fallbacks += t.type != t.wanted;
+    QCOMPARE(num_fallbacks, 3 * 6);  // q, k, v, output, gate, up in each of 3 layers
+    check_engine_runs(w.path);
+  }
+
+  void same_seed_same_file_other_seed_other_weights() {
+    const Written a = synthesize("test-qwen2", "Q5_K_M", 11, {}, "-a");
+    const Written b = synthesize("test-qwen2", "Q5_K_M", 11, {}, "-b");
+    const Written c = synthesize("test-qwen2", "Q5_K_M", 12, {}, "-c");
+    QVERIFY(a.file && b.file && c.file);
+    QCOMPARE(file_hash(a.path), file_hash(b.path));
+    const gguf::TensorInfo* ta = a.file->find_tensor("blk.0.ffn_up.weight");
+    const gguf::TensorInfo* tc = c.file->find_tensor("blk.0.ffn_up.weight");
+    QCOMPARE(ta->offset, tc->offset);  // same layout, only the seed in the description differs
+    QVERIFY(!std::equal(a.file->tensor_data(*ta).begin(), a.file->tensor_data(*ta).end(),
+                        c.file->tensor_data(*tc).begin()));
+    // Deterministic whatever the thread count: one thread writes the same bytes as two.
+    SynthOptions o;
+    o.shape = *find_synth_preset("test-qwen2");
+    o.weight_type = "Q5_K_M";
+    o.seed = 11;
+    o.num_threads = 1;
+    o.output_path = m_tmp.filePath("one-thread.gguf").toStdString();
+    QVERIFY(synthesize_model(o));
+    QCOMPARE(file_hash(o.output_path), file_hash(a.path));
+  }
+
+  void copies_a_real_tokenizer_and_follows_its_size() {
+    const std::string vocab = std::string(IWB_SHARED_MODELS_DIR) + "/vocab-gguf/ggml-vocab-llama-spm.gguf";
+    if (!QFile::exists(QString::fromStdString(vocab))) QSKIP("shared vocab-gguf/ggml-vocab-llama-spm.gguf is absent");
+    const Written w = synthesize("test-llama", "Q4_0", 7, vocab);
+    QVERIFY(w.file);
+    QCOMPARE(w.report.shape.vocab_size, int64_t{32000});
+    QVERIFY(w.report.tokenizer_note.find("changes from the preset's 320 to 32000") != std::string::npos);
+    QCOMPARE(w.file->find_tensor("token_embd.weight")->shape, (std::vector<int64_t>{256, 32000}));
+    QCOMPARE(w.file->get_int("tokenizer.ggml.bos_token_id").value_or(-1), int64_t{1});
+    auto source = gguf::GgufFile::open(vocab);
+    QVERIFY(source);
+    QCOMPARE(w.file->get_array("tokenizer.ggml.scores")->items.size(), (*source)->get_array("tokenizer.ggml.scores")->items.size());
+    auto engine = Engine::load(w.path, {128, 2});
+    QVERIFY2(engine, engine.error_message().c_str());
+    // The real SentencePiece vocabulary: "hello world" is a few word pieces, not 11 bytes.
+    QVERIFY((*engine)->tokenizer().encode("hello world").size() < 6);
+  }
+
+  void byte_level_tokenizer_round_trips_text() {
+    const Written w = synthesize("test-llama", "F16");
+    QVERIFY(w.file);
+    auto tok = tokenizer::Tokenizer::from_gguf(*w.file);
+    QVERIFY2(tok, tok.error_message().c_str());
+    const std::string text = "héllo [PAD300] <0x41>\n";
+    const std::vector<int32_t> ids = tok->encode(text);
+    // BOS, then one token per byte (a space is the U+2581 token): the padding and byte-token
+    // names are never matched as text.
+    QCOMPARE(ids.size(), text.size() + 1);
+    QCOMPARE(tok->decode(std::span<const int32_t>(ids).subspan(1)), text);
+  }
+
+  void bad_requests_say_what_is_wrong() {
+    SynthOptions o;
+    o.shape = *find_synth_preset("test-llama");
+    o.output_path = m_tmp.filePath("bad.gguf").toStdString();
+    o.weight_type = "Q4_K_X";
+    auto r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY(r.error_message().find("unknown weight type 'Q4_K_X'") != std::string::npos);
+    o.weight_type = "Q4_0";
+    o.vocab_path = m_tmp.filePath("missing.gguf").toStdString();
+    r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY(r.error_message().find("missing.gguf") != std::string::npos);
+    o.vocab_path.clear();
+    o.shape.vocab_size = 100;  // fewer than the 260 byte-level tokens
+    r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY(r.error_message().find("at least 260") != std::string::npos);
+    o.shape = *find_synth_preset("test-llama");
+    o.shape.num_kv_heads = 3;  // 4 heads do not share 3 KV heads
+    r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY(r.error_message().find("KV head") != std::string::npos);
+    QVERIFY(!QFile::exists(m_tmp.filePath("bad.gguf")));  // nothing half-written left behind
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSynthModel)
+#include "test_synth_model.moc"
