@@ -1,6 +1,7 @@
 // inference-workbench: the desktop application's entry point — application identity, command
-// line (an optional model to open), and the main window.
+// line (an optional model to open, kernel profiling, the tab to show), and the main window.
 #include "main_window/app_info.h"
+#include "engine/engine_controller.h"
 #include "main_window/main_window.h"
 
 #include <QApplication>
@@ -27,6 +28,13 @@ int main(int argc, char** argv) {
   parser.addPositionalArgument(QStringLiteral("model"),
                                QStringLiteral("GGUF model file to open at start."),
                                QStringLiteral("[model.gguf]"));
+  const QCommandLineOption profileOption(QStringLiteral("profile"),
+                                         QStringLiteral("Start with kernel profiling on (the Roofline tab's points)."));
+  const QCommandLineOption tabOption(QStringLiteral("tab"),
+                                     QStringLiteral("Tab to show first: chat, model, roofline, metrics or memory."),
+                                     QStringLiteral("name"));
+  parser.addOption(profileOption);
+  parser.addOption(tabOption);
   parser.process(app);  // handles --help and --version, and rejects unknown options
   const QStringList arguments = parser.positionalArguments();
   if (arguments.size() > 1) {
@@ -36,6 +44,12 @@ int main(int argc, char** argv) {
   }
 
   iwb::ui::MainWindow window;
+  if (parser.isSet(tabOption) && !window.showTab(parser.value(tabOption))) {
+    std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (chat, model, roofline, metrics, memory)\n",
+                 qPrintable(parser.value(tabOption)));
+    return 2;
+  }
+  if (parser.isSet(profileOption)) window.engine()->setProfiling(true);
   window.show();
   if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
   else window.openDefaultModel();

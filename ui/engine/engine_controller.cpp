@@ -10,6 +10,7 @@ namespace iwb::ui {
 EngineController::EngineController(QObject* parent)
     : QObject(parent), m_thread(new QThread(this)), m_worker(new EngineWorker) {
   registerGenerationMetaTypes();
+  registerMeasurementMetaTypes();
   m_thread->setObjectName(QStringLiteral("EngineThread"));
   m_worker->moveToThread(m_thread);
   connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
@@ -19,6 +20,9 @@ EngineController::EngineController(QObject* parent)
   connect(this, &EngineController::generateRequested, m_worker, &EngineWorker::generate);
   connect(this, &EngineController::stopRequested, m_worker, &EngineWorker::stop);
   connect(this, &EngineController::unloadRequested, m_worker, &EngineWorker::unload);
+  connect(this, &EngineController::profilingRequested, m_worker, &EngineWorker::setProfiling);
+  connect(this, &EngineController::resetProfileRequested, m_worker, &EngineWorker::resetProfile);
+  connect(this, &EngineController::memorySampleRequested, m_worker, &EngineWorker::sampleMemory);
 
   // Out of the worker: state first, then the same signal for the GUI.
   connect(m_worker, &EngineWorker::modelLoadProgress, this, &EngineController::modelLoadProgress);
@@ -49,6 +53,13 @@ EngineController::EngineController(QObject* parent)
     handleRequestEnded(requestId);
     emit generationFailed(requestId, message);
   });
+  connect(m_worker, &EngineWorker::profileSnapshotReady, this,
+          [this](const iwb::ProfileSnapshot& snapshot, quint64 epoch) {
+            if (epoch == m_profileEpoch) emit profileSnapshotReady(snapshot);
+          });
+  connect(m_worker, &EngineWorker::tokenTimesReady, this, &EngineController::tokenTimesReady);
+  connect(m_worker, &EngineWorker::requestMeasured, this, &EngineController::requestMeasured);
+  connect(m_worker, &EngineWorker::memorySampled, this, &EngineController::memorySampled);
   m_thread->start();
 }
 
@@ -78,6 +89,17 @@ void EngineController::stop() {
 }
 
 void EngineController::unload() { emit unloadRequested(); }
+
+void EngineController::setProfiling(bool isEnabled) {
+  if (isEnabled == m_isProfiling) return;
+  m_isProfiling = isEnabled;
+  emit profilingRequested(isEnabled);
+  emit profilingChanged(isEnabled);
+}
+
+void EngineController::resetProfile() { emit resetProfileRequested(++m_profileEpoch); }
+
+void EngineController::sampleMemory() { emit memorySampleRequested(); }
 
 void EngineController::handleRequestEnded(quint64 requestId) {
   if (requestId == m_activeRequest) m_activeRequest = 0;

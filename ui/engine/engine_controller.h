@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/generation_values.h"
+#include "engine/measurement_values.h"
 
 #include <QObject>
 #include <QString>
@@ -38,6 +39,15 @@ class EngineController : public QObject {
   quint64 generate(const GenerationInput& input);
   void stop();
   void unload();
+  // Per-kernel profiling (off at start): the engine reports each step's kernels, which arrive
+  // as profileSnapshotReady. Applies to the loaded model and every later one.
+  void setProfiling(bool isEnabled);
+  bool isProfiling() const { return m_isProfiling; }
+  // Starts a new running aggregate in the profile snapshots; snapshots already on their way
+  // from before the reset are dropped, not shown.
+  void resetProfile();
+  // Asks for a memorySampled now.
+  void sampleMemory();
 
  signals:
   void modelLoadStarted(const QString& path);
@@ -49,12 +59,20 @@ class EngineController : public QObject {
   void tokensReady(quint64 requestId, const QString& text);
   void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
   void generationFailed(quint64 requestId, const QString& message);
+  void profilingChanged(bool isEnabled);
+  void profileSnapshotReady(const iwb::ProfileSnapshot& snapshot);
+  void tokenTimesReady(quint64 requestId, const QList<double>& sessionSeconds);
+  void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
+  void memorySampled(const iwb::ui::MemorySample& sample);
 
   // Internal: queued calls into the worker thread.
   void loadRequested(const QString& path, const iwb::ui::EngineLoadOptions& options);
   void generateRequested(quint64 requestId, const iwb::ui::GenerationInput& input);
   void stopRequested(quint64 requestId);
   void unloadRequested();
+  void profilingRequested(bool isEnabled);
+  void resetProfileRequested(quint64 epoch);
+  void memorySampleRequested();
 
  private:
   void handleRequestEnded(quint64 requestId);
@@ -66,6 +84,8 @@ class EngineController : public QObject {
   bool m_isLoading = false;
   quint64 m_nextRequest = 1;
   quint64 m_activeRequest = 0;
+  bool m_isProfiling = false;
+  quint64 m_profileEpoch = 0;  // counts resetProfile() calls
 };
 
 }  // namespace iwb::ui

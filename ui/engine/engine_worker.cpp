@@ -29,14 +29,17 @@ GenerationStats statsFrom(const iwb::RequestFinished& f, quint64 seed) {
 
 EngineWorker::EngineWorker(QObject* parent)
     : QObject(parent),
-      m_seedSource(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+      m_seedSource(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
+      m_sessionStart(std::chrono::steady_clock::now()) {
   registerGenerationMetaTypes();
+  registerMeasurementMetaTypes();
 }
 
 EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& options) {
   releaseEngine();
+  prepareMeasurementsForLoad();
   const QFileInfo info(path);
   if (!info.exists()) {
     emit modelLoadFailed(path, tr("The file %1 does not exist.").arg(info.fileName()));
@@ -59,6 +62,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
     return;
   }
   m_engine = std::move(*engine);
+  m_engine->set_profiling(m_isProfiling);
 
   LoadedModel model;
   model.path = path;
@@ -70,6 +74,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   const std::string_view family = iwb::chat_template_family_name(iwb::detect_chat_template(m_engine->chat_template()));
   model.detectedTemplate = QString::fromUtf8(family.data(), static_cast<qsizetype>(family.size()));
   emit modelLoaded(model);
+  finishMeasurementsForLoad();
 }
 
 void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
@@ -112,6 +117,7 @@ void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
   request.sampling = input.sampling.toSamplingParams(seed);
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
+  const double addedAt = sessionSeconds();  // token times count from here
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
     emit generationFailed(requestId, QString::fromStdString(id.error_message()));
@@ -119,6 +125,7 @@ void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
   }
   m_requestIds.insert(*id, requestId);
   m_seeds.insert(*id, seed);
+  m_requestClocks.insert(*id, RequestClock{addedAt, numPromptTokens, 0});
   emit generationStarted(requestId, numPromptTokens);
   scheduleStep();
 }
@@ -133,7 +140,10 @@ void EngineWorker::stop(quint64 requestId) {
 void EngineWorker::unload() {
   const bool hadModel = m_engine != nullptr;
   releaseEngine();
-  if (hadModel) emit modelUnloaded();
+  if (hadModel) {
+    emit modelUnloaded();
+    emitMemorySample();
+  }
 }
 
 void EngineWorker::scheduleStep() {
@@ -159,12 +169,16 @@ void EngineWorker::runStep() {
       stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Error));
       stats.errorMessage = message;
       stats.seed = m_seeds.take(it.key());
+      m_requestClocks.remove(it.key());
+      m_pendingTokenTimes.remove(it.value());
       emit generationFinished(it.value(), stats);
     }
     // The aborted requests are cleared out of the engine by the next step.
     if (m_engine->has_unfinished_requests()) scheduleStep();
+    else flushMeasurements();
     return;
   }
+  collectStepMeasurements(*result);
   for (const iwb::TokenEvent& token : result->tokens) {
     if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
     const auto it = m_requestIds.constFind(token.request);
@@ -172,6 +186,7 @@ void EngineWorker::runStep() {
   }
   reportFinished(result->finished);
   if (m_engine->has_unfinished_requests()) scheduleStep();
+  else flushMeasurements();
 }
 
 void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finished) {
@@ -180,6 +195,7 @@ void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finis
     if (it == m_requestIds.cend()) continue;
     const quint64 requestId = it.value();
     m_requestIds.erase(it);
+    reportMeasurement(f, requestId);
     emit generationFinished(requestId, statsFrom(f, m_seeds.take(f.request)));
   }
 }
@@ -202,7 +218,10 @@ void EngineWorker::releaseEngine() {
   }
   m_requestIds.clear();
   m_seeds.clear();
+  m_requestClocks.clear();
+  m_pendingTokenTimes.clear();
   m_engine.reset();
+  m_shape.reset();
 }
 
 }  // namespace iwb::ui

@@ -1,22 +1,30 @@
 // The engine's home: a QObject that lives on its own QThread, owns the iwb::Engine, and runs
 // Engine::step() one queued invocation at a time, so stop requests that arrive between steps
 // are seen within one step. Requests come in as queued slot calls; results leave as queued
-// signals carrying plain values. Nothing outside this object touches the engine.
+// signals carrying plain values. Nothing outside this object touches the engine. While
+// profiling is on, each step's kernel records are folded into snapshots sent at most ten times
+// a second; token times and memory samples are decimated the same way.
 #pragma once
 
 #include "engine/generation_values.h"
+#include "engine/measurement_values.h"
+#include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/profile/profile_aggregate.h"
 
 #include <QHash>
 #include <QObject>
 #include <QString>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
 namespace iwb {
 class Engine;
 struct RequestFinished;
+struct StepResult;
 }
 
 namespace iwb::ui {
@@ -40,6 +48,13 @@ class EngineWorker : public QObject {
   // 0 stops every reply. Unknown or finished ids are ignored.
   void stop(quint64 requestId);
   void unload();
+  // Per-kernel profiling on the engine (now, and for every model loaded later).
+  void setProfiling(bool isEnabled);
+  // Forgets the running aggregate and the last steps of the profile snapshots; the snapshots
+  // after it carry `epoch`, so the GUI can drop ones that were already on their way.
+  void resetProfile(quint64 epoch);
+  // Emits memorySampled now.
+  void sampleMemory();
 
  signals:
   void modelLoadProgress(double fraction, const QString& stage);
@@ -50,6 +65,16 @@ class EngineWorker : public QObject {
   void tokensReady(quint64 requestId, const QString& text);
   void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
   void generationFailed(quint64 requestId, const QString& message);
+  // At most ~10 a second while profiling, and once when the engine falls idle; `epoch` is
+  // that of the last resetProfile().
+  void profileSnapshotReady(const iwb::ProfileSnapshot& snapshot, quint64 epoch);
+  // Session-clock times (seconds since the worker started) of tokens generated since the last
+  // report of this request; emitted at most ~10 times a second, the rest before the reply ends.
+  void tokenTimesReady(quint64 requestId, const QList<double>& sessionSeconds);
+  // Before generationFinished of a reply that generated or failed normally.
+  void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
+  // After a load or unload, every ~0.5 s while generating, and when a reply ends.
+  void memorySampled(const iwb::ui::MemorySample& sample);
 
  private:
   void scheduleStep();
@@ -59,11 +84,40 @@ class EngineWorker : public QObject {
   // Ends every reply in flight as aborted (the model is going away) and frees the engine.
   void releaseEngine();
 
+  // Measurements (engine_worker_measurements.cpp).
+  double sessionSeconds() const;
+  void prepareMeasurementsForLoad();
+  void finishMeasurementsForLoad();
+  void collectStepMeasurements(const iwb::StepResult& result);
+  // When the engine falls idle, sends what is held back: pending token times, the last
+  // profile snapshot, a memory sample.
+  void flushMeasurements();
+  void reportMeasurement(const iwb::RequestFinished& finished, quint64 requestId);
+  void emitMemorySample();
+
   std::unique_ptr<iwb::Engine> m_engine;
   QHash<quint64, quint64> m_requestIds;  // engine RequestId -> caller's requestId
   QHash<quint64, quint64> m_seeds;       // engine RequestId -> seed the sampler got
   bool m_isStepScheduled = false;
   std::mt19937_64 m_seedSource;          // seeds for replies whose settings ask for random
+
+  // Measurements.
+  std::chrono::steady_clock::time_point m_sessionStart;
+  bool m_isProfiling = false;
+  iwb::ProfileDecimator m_profileDecimator;
+  quint64 m_profileEpoch = 0;
+  struct RequestClock {
+    double addedAt = 0;          // session seconds when add_request() took it
+    qint64 numPromptTokens = 0;
+    qint64 numGenerated = 0;
+  };
+  QHash<quint64, RequestClock> m_requestClocks;      // engine RequestId -> its clock
+  QHash<quint64, QList<double>> m_pendingTokenTimes; // caller's requestId -> session seconds
+  double m_lastTokenTimesEmit = -1;
+  double m_lastMemoryEmit = -1;
+  MemorySample m_memoryBaseline;                     // just before the model was loaded
+  qint64 m_kvPositions = 0;
+  std::optional<iwb::ModelShape> m_shape;            // the loaded model's, for predicted work
 };
 
 }  // namespace iwb::ui

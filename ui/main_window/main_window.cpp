@@ -1,5 +1,4 @@
-// MainWindow: menus, drag and drop, the loader thread, the Chat and Model tabs, and showing
-// results or errors.
+// MainWindow: menus, drag and drop, the loader thread, the tabs, and showing results or errors.
 #include "main_window/main_window.h"
 
 #include "chat/chat_panel.h"
@@ -8,8 +7,12 @@
 #include "iwb/engine/model/model_locations.h"
 #include "main_window/model_folders_menu.h"
 #include "main_window/recent_files.h"
+#include "memory/memory_panel.h"
+#include "metrics/metrics_panel.h"
 #include "model_info/model_loader.h"
 #include "model_info/model_overview_widget.h"
+#include "roofline/machine_ceilings.h"
+#include "roofline/roofline_panel.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 #include "widgets/welcome_page.h"
@@ -29,6 +32,7 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QStackedWidget>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
 #include <QTabWidget>
@@ -41,6 +45,17 @@ namespace {
 constexpr int kStatusTimeoutMs = 8000;
 const char* const kGeometryKey = "mainWindow/geometry";
 const char* const kLastDirKey = "lastOpenDir";
+
+// The results store `iwb probe` writes; under QStandardPaths' test mode a test folder instead,
+// so tests never touch the user's measurements.
+QString resultsStorePath(const QString& requested) {
+  if (!requested.isEmpty()) return requested;
+  if (QStandardPaths::isTestModeEnabled()) {
+    return QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation))
+        .filePath(QStringLiteral("results.sqlite"));
+  }
+  return {};  // MachineCeilings' default: ResultsStore::default_path()
+}
 
 bool hasGgufSuffix(const QString& path) {
   return QFileInfo(path).suffix().compare(QLatin1String("gguf"), Qt::CaseInsensitive) == 0;
@@ -58,10 +73,11 @@ QLabel* makeStatusLabel(const QString& objectName, const QString& toolTip, QWidg
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath)
+MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const QString& resultsPath)
     : QMainWindow(parent),
       m_recentFiles(new RecentFiles(this)),
       m_engine(new EngineController(this)),
+      m_ceilings(new MachineCeilings(resultsStorePath(resultsPath), this)),
       m_messageBar(new MessageBar),
       m_tabs(new QTabWidget),
       m_pages(new QStackedWidget),
@@ -83,6 +99,13 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath)
   m_tabs->setDocumentMode(true);
   m_tabs->addTab(m_chatPanel, tr("Chat"));
   m_tabs->addTab(m_pages, tr("Model"));
+  m_ceilings->reload();
+  m_rooflinePanel = new RooflinePanel(m_engine, m_ceilings);
+  m_metricsPanel = new MetricsPanel(m_engine, m_ceilings);
+  m_memoryPanel = new MemoryPanel(m_engine);
+  m_tabs->addTab(m_rooflinePanel, tr("Roofline"));
+  m_tabs->addTab(m_metricsPanel, tr("Metrics"));
+  m_tabs->addTab(m_memoryPanel, tr("Memory"));
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
@@ -99,7 +122,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath)
   });
   connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
     statusBar()->showMessage(tr("%1 is ready to chat").arg(QFileInfo(model.path).fileName()), kStatusTimeoutMs);
-    m_tabs->setCurrentWidget(m_chatPanel);
+    // From the model page the next step is chatting; a user watching another tab stays there.
+    if (m_tabs->currentWidget() == m_pages) m_tabs->setCurrentWidget(m_chatPanel);
   });
   connect(m_engine, &EngineController::modelLoadFailed, this, [this](const QString& path, const QString&) {
     statusBar()->showMessage(tr("%1 cannot be used for chat").arg(QFileInfo(path).fileName()), kStatusTimeoutMs);
@@ -143,6 +167,16 @@ void MainWindow::openConversationStore(const QString& path) {
 
 QWidget* MainWindow::modelPage() const { return m_pages; }
 
+bool MainWindow::showTab(const QString& name) {
+  for (int i = 0; i < m_tabs->count(); ++i) {
+    if (m_tabs->tabText(i).remove(QLatin1Char('&')).compare(name, Qt::CaseInsensitive) == 0) {
+      m_tabs->setCurrentIndex(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 void MainWindow::createMenus() {
   QMenu* fileMenu = menuBar()->addMenu(tr("&File"));
   QAction* openAction = fileMenu->addAction(
@@ -161,6 +195,14 @@ void MainWindow::createMenus() {
   QAction* quitAction = fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
   quitAction->setShortcut(QKeySequence::Quit);
   quitAction->setMenuRole(QAction::QuitRole);
+
+  QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
+  viewMenu->addAction(m_rooflinePanel->profilingAction());
+  viewMenu->addSeparator();
+  for (int i = 0; i < m_tabs->count(); ++i) {
+    QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
+    tabAction->setShortcut(QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)));
+  }
 
   QMenu* helpMenu = menuBar()->addMenu(tr("&Help"));
   QAction* aboutAction = helpMenu->addAction(tr("&About Inference Workbench"), this,
@@ -251,6 +293,8 @@ void MainWindow::handleModelLoaded(const ModelDetails& details) {
   m_currentPath = details.path;
   m_messageBar->dismiss();  // an earlier failure no longer describes what is shown
   m_overview->showModel(details);
+  m_memoryPanel->setModelSummary(details.summary);
+  m_rooflinePanel->setOpenedModel(details.path, QString::fromStdString(details.summary.name));
   m_pages->setCurrentWidget(m_overview);
   updateStatusLabels(details.summary);
   m_recentFiles->add(details.path);

@@ -1,6 +1,7 @@
-// The application's main window: File/Help menus with recent models, a Chat tab (the engine on
-// its worker thread, history in SQLite) and a Model tab (the welcome page or the opened model's
-// overview), a non-modal message bar for errors, and status-bar facts about the model. Files
+// The application's main window: File/View/Help menus with recent models, a Chat tab (the engine
+// on its worker thread, history in SQLite), a Model tab (the welcome page or the opened model's
+// overview), Roofline, Metrics and Memory tabs (what the engine measured), a non-modal message
+// bar for errors, and status-bar facts about the model. Files
 // are parsed on a loader thread and then loaded into the engine; results arrive as values
 // through queued signals.
 #pragma once
@@ -24,9 +25,13 @@ namespace iwb::ui {
 class ChatPanel;
 class ConversationStore;
 class EngineController;
+class MachineCeilings;
+class MemoryPanel;
 class MessageBar;
+class MetricsPanel;
 class ModelOverviewWidget;
 class RecentFiles;
+class RooflinePanel;
 class WelcomePage;
 
 class MainWindow : public QMainWindow {
@@ -34,7 +39,10 @@ class MainWindow : public QMainWindow {
 
  public:
   // `conversationsPath`: the chat history database; empty means ConversationStore::defaultPath().
-  explicit MainWindow(QWidget* parent = nullptr, const QString& conversationsPath = {});
+  // `resultsPath`: the results store (machine probes); empty means the one `iwb` uses, or a
+  // test folder under QStandardPaths' test mode.
+  explicit MainWindow(QWidget* parent = nullptr, const QString& conversationsPath = {},
+                      const QString& resultsPath = {});
   ~MainWindow() override;
 
   // Absolute path of the model shown now; empty before the first successful open.
@@ -48,6 +56,13 @@ class MainWindow : public QMainWindow {
   ChatPanel* chatPanel() const { return m_chatPanel; }
   EngineController* engine() const { return m_engine; }
   QTabWidget* tabs() const { return m_tabs; }
+  RooflinePanel* rooflinePanel() const { return m_rooflinePanel; }
+  MetricsPanel* metricsPanel() const { return m_metricsPanel; }
+  MemoryPanel* memoryPanel() const { return m_memoryPanel; }
+  MachineCeilings* ceilings() const { return m_ceilings; }
+  // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics"
+  // or "memory"; false when there is no such tab.
+  bool showTab(const QString& name);
   // The Model tab's page (the welcome page or the overview).
   QWidget* modelPage() const;
 
@@ -92,10 +107,14 @@ class MainWindow : public QMainWindow {
   EngineController* m_engine;
   std::unique_ptr<ConversationStore> m_store;
   QString m_storeError;  // why the history could not be opened, shown in the chat
+  MachineCeilings* m_ceilings;
 
   MessageBar* m_messageBar;
   QTabWidget* m_tabs;
   ChatPanel* m_chatPanel = nullptr;
+  RooflinePanel* m_rooflinePanel = nullptr;
+  MetricsPanel* m_metricsPanel = nullptr;
+  MemoryPanel* m_memoryPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

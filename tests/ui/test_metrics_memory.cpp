@@ -1,0 +1,358 @@
+// Tests of the Metrics and Memory tabs' models with hand-computed values: per-request latency
+// percentiles, rates, MBU/MFU and the over-time series; the memory estimate against measured
+// rows, whether a model fits, and reading /proc/self/status; the `iwb bench` runs table.
+#include "engine/measurement_values.h"
+#include "iwb/engine/store/results_store.h"
+#include "memory/memory_model.h"
+#include "metrics/bench_results_model.h"
+#include "metrics/metrics_model.h"
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+
+using namespace iwb::ui;
+
+namespace {
+
+// Five tokens at 0.5, 0.6, 0.8, 0.9 and 1.3 s after the request was added (at session 10 s):
+// gaps 0.1, 0.2, 0.1, 0.4 s. Sorted [0.1, 0.1, 0.2, 0.4]; linear interpolation between ranks:
+// p50 = 0.1 + 0.5 x 0.1 = 0.15, p90 = 0.2 + 0.7 x 0.2 = 0.34, p99 = 0.2 + 0.97 x 0.2 = 0.394.
+RequestMeasurement measurement(quint64 id, double addedAt) {
+  RequestMeasurement m;
+  m.requestId = id;
+  m.modelName = QStringLiteral("test-model");
+  m.finishReason = QStringLiteral("end of generation");
+  m.addedAtSeconds = addedAt;
+  m.numGeneratedTokens = 5;
+  m.timing.num_prompt_tokens = 20;
+  m.timing.queued_seconds = 0.1;
+  m.timing.prompt_seconds = 0.4;  // 20 tokens in 0.4 s: 50 tokens/s
+  m.timing.token_seconds = {0.5, 0.6, 0.8, 0.9, 1.3};
+  iwb::GenerationCost cost;
+  cost.prefill = {2e9, 1e9, 0};  // per prompt token: 1e8 FLOP, 5e7 B
+  cost.decode = {4e9, 8e9, 0};   // 4 decode steps: per token 1e9 FLOP, 2e9 B
+  cost.num_decode_steps = 4;
+  m.cost = cost;
+  return m;
+}
+
+iwb::ModelSummary summary() {
+  iwb::ModelSummary s;
+  s.name = "tiny";
+  s.architecture = "llama";
+  s.tensor_bytes = 1'000'000;
+  s.hparams.context_length = 512;
+  s.hparams.embedding_length = 64;
+  s.hparams.feed_forward_length = 128;
+  s.hparams.block_count = 2;
+  s.hparams.head_count = 4;
+  s.hparams.head_count_kv = 2;
+  s.hparams.key_length = 16;
+  s.hparams.value_length = 16;
+  s.hparams.vocab_size = 100;
+  s.totals_by_type["F32"] = {2, 50'000, 200'000};
+  s.totals_by_type["Q4_K"] = {5, 1'400'000, 800'000};
+  return s;
+}
+
+iwb::ComputeDeviceInfo device(uint64_t freeBytes) {
+  iwb::ComputeDeviceInfo d;
+  d.id = "cpu";
+  d.name = "Test CPU";
+  d.total_memory_bytes = 16ull << 30;
+  d.free_memory_bytes = freeBytes;
+  return d;
+}
+
+}  // namespace
+
+class TestMetricsMemory : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void requestRowHasHandComputedMetrics();
+  void utilisationNeedsCeilings();
+  void seriesFollowTokenTimes();
+  void oldRequestsLeaveTheTable();
+  void memoryEstimateRows();
+  void memoryMeasuredBesideEstimate();
+  void memoryFits();
+  void procStatusParsing();
+  void benchRunsFromTheStore();
+};
+
+void TestMetricsMemory::requestRowHasHandComputedMetrics() {
+  MetricsModel model;
+  model.setCeilings({50e9, 200e9});
+  model.addRequest(measurement(7, 10.0));
+  QCOMPARE(model.rowCount(), 1);
+  const iwb::RequestMetrics& m = model.row(0).metrics;
+  QCOMPARE(m.ttft_seconds, 0.5);
+  QCOMPARE(m.inter_token.count, qint64(4));
+  QCOMPARE(m.inter_token.p50, 0.15);
+  QCOMPARE(m.inter_token.p90, 0.34);
+  QCOMPARE(m.inter_token.p99, 0.394);
+  QCOMPARE(m.prompt_tokens_per_s, 50.0);
+  QCOMPARE(m.generation_tokens_per_s, 5.0);  // 4 gaps in 0.8 s
+  // Decode: 2e9 B/token x 5 tokens/s over 50 GB/s = 20%; 1e9 FLOP x 5 / 200 GFLOP/s = 2.5%.
+  QCOMPARE(*m.decode_mbu, 0.2);
+  QCOMPARE(*m.decode_mfu, 0.025);
+  // Prefill: 1e8 FLOP/token x 50 tokens/s over 200 GFLOP/s = 2.5%; 5e7 B x 50 / 50 GB/s = 5%.
+  QCOMPARE(*m.prefill_mfu, 0.025);
+  QCOMPARE(*m.prefill_mbu, 0.05);
+
+  auto text = [&](int column) { return model.data(model.index(0, column)).toString(); };
+  QCOMPARE(text(MetricsModel::RequestColumn), QStringLiteral("#7"));
+  QCOMPARE(text(MetricsModel::TtftColumn), QStringLiteral("500 ms"));
+  QCOMPARE(text(MetricsModel::ItlP50Column), QStringLiteral("150 ms"));
+  QCOMPARE(text(MetricsModel::ItlP90Column), QStringLiteral("340 ms"));
+  QCOMPARE(text(MetricsModel::ItlP99Column), QStringLiteral("394 ms"));
+  QCOMPARE(text(MetricsModel::PromptRateColumn), QStringLiteral("50.0"));
+  QCOMPARE(text(MetricsModel::GenerationRateColumn), QStringLiteral("5.0"));
+  QCOMPARE(text(MetricsModel::MbuColumn), QStringLiteral("20.0%"));
+  QCOMPARE(text(MetricsModel::MfuColumn), QStringLiteral("2.5%"));
+}
+
+void TestMetricsMemory::utilisationNeedsCeilings() {
+  MetricsModel model;  // never probed: zero ceilings
+  model.addRequest(measurement(1, 0.0));
+  QVERIFY(!model.row(0).metrics.decode_mbu);
+  QCOMPARE(model.data(model.index(0, MetricsModel::MbuColumn)).toString(), QStringLiteral("—"));
+  QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+  model.setCeilings({50e9, 200e9});  // measured later: the rows follow
+  QCOMPARE(changed.count(), 1);
+  QCOMPARE(*model.row(0).metrics.decode_mbu, 0.2);
+  // Over time: one point per request at its last token (0 + 1.3 s), in percent.
+  QCOMPARE(model.decodeMbuSeries().size(), 1);
+  QCOMPARE(model.decodeMbuSeries()[0], QPointF(1.3, 20.0));
+  QCOMPARE(model.prefillMfuSeries()[0], QPointF(1.3, 2.5));
+
+  RequestMeasurement noCost = measurement(2, 5.0);
+  noCost.cost.reset();  // a model the cost model cannot describe
+  model.addRequest(noCost);
+  QVERIFY(!model.row(1).metrics.decode_mbu);
+  QCOMPARE(model.row(1).metrics.generation_tokens_per_s, 5.0);
+  QCOMPARE(model.decodeMbuSeries().size(), 1);  // no point without the predicted work
+}
+
+void TestMetricsMemory::seriesFollowTokenTimes() {
+  MetricsModel model;
+  QSignalSpy series(&model, &MetricsModel::seriesChanged);
+  // Two tokens arrive live, the rest with the finished request.
+  model.appendTokenTimes(7, {10.5, 10.6});
+  QCOMPARE(series.count(), 1);
+  QCOMPARE(model.interTokenSeries().size(), 1);
+  model.addRequest(measurement(7, 10.0));
+  const QVector<QPointF>& itl = model.interTokenSeries();
+  QCOMPARE(itl.size(), 4);
+  QCOMPARE(itl[0].x(), 10.6);
+  QCOMPARE(itl[0].y(), 100.0);
+  QCOMPARE(itl[1].y(), 200.0);
+  QCOMPARE(itl[3].x(), 11.3);
+  QCOMPARE(itl[3].y(), 400.0);
+  // Tokens/s over the last up-to-8 gaps: 1/0.1, 2/0.3, 3/0.4, 4/0.8.
+  const QVector<QPointF>& rate = model.tokenRateSeries();
+  QCOMPARE(rate.size(), 4);
+  QCOMPARE(rate[0].y(), 10.0);
+  QCOMPARE(rate[1].y(), 2.0 / 0.3);
+  QCOMPARE(rate[2].y(), 7.5);
+  QCOMPARE(rate[3].y(), 5.0);
+  QCOMPARE(model.ttftSeries().size(), 1);
+  QCOMPARE(model.ttftSeries()[0], QPointF(10.5, 500.0));
+
+  // The next request's line starts apart (a NaN between) and its first token is no gap.
+  model.appendTokenTimes(8, {20.0, 20.25});
+  QCOMPARE(itl.size(), 6);
+  QVERIFY(std::isnan(itl[4].y()));
+  QCOMPARE(itl[5], QPointF(20.25, 250.0));
+
+  model.clear();
+  QCOMPARE(model.rowCount(), 0);
+  QVERIFY(model.interTokenSeries().isEmpty());
+  QVERIFY(model.ttftSeries().isEmpty());
+}
+
+void TestMetricsMemory::oldRequestsLeaveTheTable() {
+  MetricsModel model;
+  for (int i = 0; i < MetricsModel::kMaxRows + 5; ++i) model.addRequest(measurement(quint64(i + 1), i * 2.0));
+  QCOMPARE(model.rowCount(), MetricsModel::kMaxRows);
+  QCOMPARE(model.row(0).measurement.requestId, quint64(6));
+  QCOMPARE(model.latest()->measurement.requestId, quint64(MetricsModel::kMaxRows + 5));
+}
+
+void TestMetricsMemory::memoryEstimateRows() {
+  MemoryModel model;
+  QVERIFY(!model.estimate());
+  QCOMPARE(model.fit(), MemoryFit::Unknown);
+  model.setModelSummary(summary());
+  model.setContext(256);
+  // f16 K and V: 2 layers x 2 KV heads x (16 + 16) x 2 bytes = 256 bytes per position.
+  QCOMPARE(model.kvBytesPerPosition(), qint64(256));
+  const iwb::MemoryEstimate e = *model.estimate();
+  QCOMPARE(e.kv_cache_bytes, uint64_t(256 * 256));
+  QCOMPARE(model.findRow(QStringLiteral("Weights"))->estimateBytes, qint64(1'000'000));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(65'536));
+  QCOMPARE(model.findRow(QStringLiteral("Scratch"))->estimateBytes, qint64(e.scratch_bytes));
+  QCOMPARE(model.findRow(QStringLiteral("Total"))->estimateBytes, qint64(e.total()));
+  // Weights by type, from the tensor table.
+  QCOMPARE(model.findRow(QStringLiteral("Q4_K (5 tensors)"))->estimateBytes, qint64(800'000));
+  QCOMPARE(model.findRow(QStringLiteral("F32 (2 tensors)"))->estimateBytes, qint64(200'000));
+  // Nothing measured before the model loads, and the table says so.
+  QCOMPARE(model.findRow(QStringLiteral("Weights"))->measuredBytes, qint64(-1));
+  QVERIFY(!model.findRow(QStringLiteral("KV cache in use")));
+  const int weightsRow = 0;
+  QCOMPARE(model.data(model.index(weightsRow, MemoryModel::MeasuredColumn)).toString(), QStringLiteral("—"));
+  QCOMPARE(model.data(model.index(weightsRow, MemoryModel::DifferenceColumn)).toString(), QStringLiteral("—"));
+}
+
+void TestMetricsMemory::memoryMeasuredBesideEstimate() {
+  MemoryModel model;
+  model.setModelSummary(summary());
+  model.setContext(256);
+  MemorySample s;
+  s.isValid = true;
+  s.baselineAnonBytes = 100'000'000;
+  s.baselineFileBytes = 20'000'000;
+  s.residentAnonBytes = 100'070'000;  // +70,000 anonymous
+  s.residentFileBytes = 20'600'000;   // +600,000 of the mapped file
+  s.residentBytes = 120'670'000;
+  s.kvPositions = 10;
+  s.contextLength = 256;
+  model.setSample(s);
+  QVERIFY(model.isLoaded());
+  const auto* weights = model.findRow(QStringLiteral("Weights"));
+  QCOMPARE(weights->measuredBytes, qint64(600'000));
+  QCOMPARE(*weights->difference(), qint64(-400'000));  // pages not read yet: shown, not hidden
+  const int weightsRow = static_cast<int>(weights - &model.rows().front());
+  QCOMPARE(model.data(model.index(weightsRow, MemoryModel::DifferenceColumn)).toString(),
+           QStringLiteral("−390.6 KiB (−40.0%)"));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->estimateBytes, qint64(2'560));
+  const auto* anon = model.findRow(QStringLiteral("KV cache, scratch and heap"));
+  QCOMPARE(anon->measuredBytes, qint64(70'000));
+  QCOMPARE(anon->estimateBytes, model.findRow(QStringLiteral("KV cache"))->estimateBytes +
+                                    model.findRow(QStringLiteral("Scratch"))->estimateBytes);
+  QCOMPARE(model.findRow(QStringLiteral("Total"))->measuredBytes, qint64(670'000));
+  QCOMPARE(model.findRow(QStringLiteral("Process resident (VmRSS)"))->measuredBytes, qint64(120'670'000));
+
+  // The cache grows: the in-use row follows the next sample.
+  s.kvPositions = 100;
+  model.setSample(s);
+  QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->estimateBytes, qint64(25'600));
+
+  // Unloaded: a sample without a context is not a loaded model.
+  s.contextLength = 0;
+  model.setSample(s);
+  QVERIFY(!model.isLoaded());
+  QCOMPARE(model.findRow(QStringLiteral("Weights"))->measuredBytes, qint64(-1));
+}
+
+void TestMetricsMemory::memoryFits() {
+  MemoryModel model;
+  model.setModelSummary(summary());
+  model.setContext(256);
+  const uint64_t need = model.estimate()->total();
+  model.setDevice(device(10ull << 30));
+  QCOMPARE(model.fit(), MemoryFit::Fits);
+  QVERIFY(model.fitText().startsWith(QLatin1String("Fits:")));
+  model.setDevice(device(need + need / 10));  // under 20% to spare
+  QCOMPARE(model.fit(), MemoryFit::Tight);
+  model.setDevice(device(need - 1));
+  QCOMPARE(model.fit(), MemoryFit::DoesNotFit);
+  QVERIFY(model.fitText().startsWith(QLatin1String("Does not fit")));
+  // A longer context needs more: 4096 positions of KV cache no longer fit in what 256 needed.
+  model.setDevice(device(need + need / 2));
+  QCOMPARE(model.fit(), MemoryFit::Fits);
+  model.setContext(4096);
+  QCOMPARE(model.fit(), MemoryFit::DoesNotFit);
+  model.setDevice(device(0));  // free memory unknown
+  QCOMPARE(model.fit(), MemoryFit::Unknown);
+}
+
+void TestMetricsMemory::procStatusParsing() {
+  const QByteArray text =
+      "Name:\ttest\nVmPeak:\t  900000 kB\nVmRSS:\t    5120 kB\nRssAnon:\t    3072 kB\nRssFile:\t    2048 kB\n"
+      "RssShmem:\t       0 kB\nThreads:\t3\n";
+  const MemorySample s = parseProcStatus(text);
+  QVERIFY(s.isValid);
+  QCOMPARE(s.residentBytes, qint64(5120) * 1024);
+  QCOMPARE(s.residentAnonBytes, qint64(3072) * 1024);
+  QCOMPARE(s.residentFileBytes, qint64(2048) * 1024);
+  QVERIFY(!parseProcStatus("VmRSS:\t 12 kB\n").isValid);  // no split: not usable
+  QVERIFY(!parseProcStatus("garbage").isValid);
+  // This process, for real.
+  const MemorySample self = readProcessMemory();
+  QVERIFY(self.isValid);
+  QVERIFY(self.residentBytes > 0);
+  QVERIFY(self.residentAnonBytes + self.residentFileBytes <= self.residentBytes);
+}
+
+void TestMetricsMemory::benchRunsFromTheStore() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+  BenchResultsModel model;
+  QVERIFY(model.reload(path));  // a new store: no runs
+  QCOMPARE(model.rowCount(), 0);
+  {
+    auto store = iwb::ResultsStore::open(path.toStdString());
+    QVERIFY(store);
+    iwb::BenchResult pp;
+    pp.date = "2025-03-04T05:06:07Z";
+    pp.device_id = "cpu";
+    pp.device_name = "Test CPU";
+    pp.model_path = "/models/tiny.gguf";
+    pp.model_name = "tiny";
+    pp.file_type = "Q4_K_M";
+    pp.num_threads = 2;
+    pp.test = "pp512";
+    pp.num_prompt_tokens = 512;
+    pp.num_repetitions = 3;
+    pp.tokens_per_s_mean = 123.456;
+    pp.tokens_per_s_sd = 1.5;
+    pp.tokens_per_s = {122.0, 123.0, 125.368};
+    pp.mfu = 0.25;
+    pp.probe_date = "2025-03-04T05:00:00Z";
+    iwb::BenchResult tg = pp;
+    tg.date = "2025-03-04T05:07:00Z";
+    tg.test = "tg128";
+    tg.num_prompt_tokens = 4;
+    tg.num_generated_tokens = 128;
+    tg.tokens_per_s_mean = 12.0;
+    tg.tokens_per_s_sd = 0.25;
+    tg.tokens_per_s = {11.75, 12.0, 12.25};
+    tg.mfu.reset();
+    tg.mbu = 0.43;
+    QVERIFY((*store)->add_bench_result(pp));
+    QVERIFY((*store)->add_bench_result(tg));
+  }
+  QVERIFY2(model.reload(path), qPrintable(model.errorMessage()));
+  QCOMPARE(model.rowCount(), 2);
+  auto text = [&](int row, int column) { return model.data(model.index(row, column)).toString(); };
+  // Newest first.
+  QCOMPARE(text(0, BenchResultsModel::TestColumn), QStringLiteral("tg128"));
+  QCOMPARE(text(0, BenchResultsModel::RateColumn), QStringLiteral("12.00 ± 0.25"));
+  QCOMPARE(text(0, BenchResultsModel::MbuColumn), QStringLiteral("43.0%"));
+  QCOMPARE(text(0, BenchResultsModel::MfuColumn), QStringLiteral("—"));
+  QCOMPARE(text(1, BenchResultsModel::TestColumn), QStringLiteral("pp512"));
+  QCOMPARE(text(1, BenchResultsModel::RateColumn), QStringLiteral("123.46 ± 1.50"));
+  QCOMPARE(text(1, BenchResultsModel::MfuColumn), QStringLiteral("25.0%"));
+  QCOMPARE(text(1, BenchResultsModel::DateColumn), QStringLiteral("2025-03-04 05:06:07"));
+  QCOMPARE(text(1, BenchResultsModel::ModelColumn), QStringLiteral("tiny"));
+  QCOMPARE(text(1, BenchResultsModel::TypeColumn), QStringLiteral("Q4_K_M"));
+
+  // A file that is not a store: an error, and the rows stay.
+  const QString bogus = dir.filePath(QStringLiteral("not-a-db.sqlite"));
+  QFile file(bogus);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(QByteArray(4096, 'x'));
+  file.close();
+  QVERIFY(!model.reload(bogus));
+  QVERIFY(!model.errorMessage().isEmpty());
+  QCOMPARE(model.rowCount(), 2);
+}
+
+QTEST_MAIN(TestMetricsMemory)
+#include "test_metrics_memory.moc"

@@ -1,0 +1,246 @@
+// Profiling a real model end to end: the aidreams 260K llama2.c model (converted to GGUF for
+// the test) loaded through the engine controller with "Profile kernels" on; a short reply
+// must bring profile snapshots whose roofline has prefill and decode points, the request's
+// timings with its predicted work, token times and memory samples — and nothing of the
+// profile when profiling is off. Then the main window's Roofline, Metrics and Memory tabs.
+#include "engine/engine_controller.h"
+#include "iwb/engine/convert/llama2c.h"
+#include "main_window/main_window.h"
+#include "memory/memory_model.h"
+#include "memory/memory_panel.h"
+#include "metrics/metrics_model.h"
+#include "metrics/metrics_panel.h"
+#include "roofline/roofline_model.h"
+#include "roofline/roofline_panel.h"
+
+#include <QAction>
+#include <QMenuBar>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace iwb::ui;
+using iwb::OpKind;
+using iwb::Phase;
+
+namespace {
+
+constexpr int kTimeoutMs = 30000;
+constexpr int kMaxTokens = 12;
+
+QString sharedModel(const char* name) {
+  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
+}
+
+GenerationInput greedyInput(const QString& message) {
+  GenerationInput input;
+  input.messages = {{QStringLiteral("user"), message}};
+  input.sampling.temperature = 0;
+  input.sampling.maxTokens = kMaxTokens;
+  return input;
+}
+
+bool loadAndWait(EngineController& engine, const QString& path) {
+  QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+  QSignalSpy failed(&engine, &EngineController::modelLoadFailed);
+  engine.loadModel(path);
+  return QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, kTimeoutMs) && loaded.count() == 1;
+}
+
+}  // namespace
+
+class TestProfilingEndToEnd : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void profiledReplyReachesTheRoofline();
+  void unprofiledReplyHasTimingsOnly();
+  void mainWindowShowsTheTabs();
+
+ private:
+  QTemporaryDir m_dir;
+  QString m_modelPath;
+};
+
+void TestProfilingEndToEnd::initTestCase() {
+  QVERIFY(m_dir.isValid());
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, m_dir.filePath(QStringLiteral("settings")));
+  QCoreApplication::setOrganizationName(QStringLiteral("Inference Workbench Tests"));
+  QCoreApplication::setApplicationName(QStringLiteral("test_profiling_end_to_end"));
+  QStandardPaths::setTestModeEnabled(true);
+
+  const QString checkpoint = sharedModel("aidreams260K.bin");
+  const QString tokenizer = sharedModel("aidreams260K-tok512.bin");
+  if (!QFileInfo::exists(checkpoint) || !QFileInfo::exists(tokenizer)) {
+    QSKIP("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+  }
+  m_modelPath = m_dir.filePath(QStringLiteral("aidreams260K.gguf"));
+  iwb::convert::Llama2cConvertOptions options;
+  options.name = "aidreams260K";
+  auto converted = iwb::convert::convert_llama2c_to_gguf(checkpoint.toStdString(), tokenizer.toStdString(),
+                                                         m_modelPath.toStdString(), options);
+  QVERIFY2(converted, converted.error_message().c_str());
+}
+
+void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {
+  EngineController engine;
+  QSignalSpy profiling(&engine, &EngineController::profilingChanged);
+  engine.setProfiling(true);  // before the load: the engine gets it as soon as it exists
+  QCOMPARE(profiling.count(), 1);
+  QVERIFY(engine.isProfiling());
+  QVERIFY(loadAndWait(engine, m_modelPath));
+
+  QSignalSpy snapshots(&engine, &EngineController::profileSnapshotReady);
+  QSignalSpy measured(&engine, &EngineController::requestMeasured);
+  QSignalSpy tokenTimes(&engine, &EngineController::tokenTimesReady);
+  QSignalSpy memory(&engine, &EngineController::memorySampled);
+  QSignalSpy finished(&engine, &EngineController::generationFinished);
+  const quint64 id = engine.generate(greedyInput(QStringLiteral("Once upon a time")));
+  QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
+  const auto stats = finished.at(0).at(1).value<GenerationStats>();
+  QVERIFY2(stats.numGeneratedTokens > 1, qPrintable(stats.finishReason));
+
+  // Snapshots arrived, and the last one (sent when the engine fell idle) holds both phases.
+  QVERIFY(snapshots.count() >= 1);
+  const auto last = snapshots.last().at(0).value<iwb::ProfileSnapshot>();
+  QVERIFY(last.last_prefill.has_value());
+  QVERIFY(last.last_decode.has_value());
+  QCOMPARE(last.running_num_steps, qint64(stats.numGeneratedTokens));  // one prefill + n - 1 decodes
+  QCOMPARE(last.last_prefill->num_tokens, stats.numPromptTokens);
+  for (const iwb::KernelRecord& r : last.last_decode->kernels) QCOMPARE(r.phase, Phase::Decode);
+
+  RooflineModel roofline;
+  roofline.setSnapshot(last);
+  const RooflinePoint* prefill = roofline.findPoint(OpKind::Matmul, Phase::Prefill, false);
+  const RooflinePoint* decode = roofline.findPoint(OpKind::Matmul, Phase::Decode, false);
+  QVERIFY(prefill && decode);
+  QVERIFY(prefill->isPlottable() && decode->isPlottable());
+  QVERIFY(prefill->seconds > 0 && decode->seconds > 0);
+  // The prompt's tokens share each weight read: its matmuls sit well right of the decode's.
+  QVERIFY2(prefill->intensity > 2 * decode->intensity,
+           qPrintable(QStringLiteral("%1 vs %2").arg(prefill->intensity).arg(decode->intensity)));
+  QVERIFY(!prefill->shapes.isEmpty());
+  QVERIFY(roofline.findPoint(OpKind::Attention, Phase::Decode, false));
+  const qint64 decodeCallsPerStep = decode->numCalls;
+  roofline.setSource(RooflineSource::Running);  // rebuilds the points (the pointers above go stale)
+  QCOMPARE(roofline.findPoint(OpKind::Matmul, Phase::Decode, false)->numCalls,
+           decodeCallsPerStep * (stats.numGeneratedTokens - 1));
+
+  // The request's timings, with the predicted work MBU/MFU need.
+  QCOMPARE(measured.count(), 1);
+  const auto m = measured.at(0).at(0).value<RequestMeasurement>();
+  QCOMPARE(m.requestId, id);
+  QCOMPARE(m.numGeneratedTokens, stats.numGeneratedTokens);
+  QCOMPARE(static_cast<int>(m.timing.token_seconds.size()), stats.numGeneratedTokens);
+  QVERIFY(m.cost.has_value());
+  QVERIFY(m.cost->prefill.flops > 0 && m.cost->decode.bytes > 0);
+  // Every token's time came live, on the session clock, before the request's measurement.
+  int numTimes = 0;
+  double previous = 0;
+  for (const QList<QVariant>& call : tokenTimes) {
+    QCOMPARE(call.at(0).toULongLong(), id);
+    for (double t : call.at(1).value<QList<double>>()) {
+      QVERIFY(t >= previous);
+      previous = t;
+      ++numTimes;
+    }
+  }
+  QCOMPARE(numTimes, stats.numGeneratedTokens);
+  QVERIFY(qAbs(previous - (m.addedAtSeconds + m.timing.token_seconds.back())) < 1e-9);
+  MetricsModel metrics;
+  metrics.addRequest(m);
+  QCOMPARE(metrics.row(0).metrics.inter_token.count, qint64(stats.numGeneratedTokens - 1));
+
+  // Memory: sampled after the reply with the cache holding the prompt and all but the last token.
+  QVERIFY(memory.count() >= 1);
+  const auto sample = memory.last().at(0).value<MemorySample>();
+  QVERIFY(sample.isValid);
+  QVERIFY(sample.contextLength > 0);
+  QCOMPARE(sample.kvPositions, qint64(stats.numPromptTokens + stats.numGeneratedTokens - 1));
+
+  // After a reset the running aggregate holds only the next reply's steps.
+  engine.resetProfile();
+  snapshots.clear();
+  engine.generate(greedyInput(QStringLiteral("The cat")));
+  QVERIFY(QTest::qWaitFor([&] { return finished.count() == 2; }, kTimeoutMs));
+  const auto second = finished.at(1).at(1).value<GenerationStats>();
+  QVERIFY(snapshots.count() >= 1);
+  QCOMPARE(snapshots.last().at(0).value<iwb::ProfileSnapshot>().running_num_steps,
+           qint64(second.numGeneratedTokens));
+}
+
+void TestProfilingEndToEnd::unprofiledReplyHasTimingsOnly() {
+  EngineController engine;
+  QVERIFY(!engine.isProfiling());
+  QVERIFY(loadAndWait(engine, m_modelPath));
+  QSignalSpy snapshots(&engine, &EngineController::profileSnapshotReady);
+  QSignalSpy measured(&engine, &EngineController::requestMeasured);
+  QSignalSpy memory(&engine, &EngineController::memorySampled);
+  QSignalSpy finished(&engine, &EngineController::generationFinished);
+  engine.generate(greedyInput(QStringLiteral("Hello")));
+  QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
+  QCOMPARE(snapshots.count(), 0);
+  QCOMPARE(measured.count(), 1);
+  // The cache's positions are known without the profiler too.
+  const auto stats = finished.at(0).at(1).value<GenerationStats>();
+  QCOMPARE(memory.last().at(0).value<MemorySample>().kvPositions,
+           qint64(stats.numPromptTokens + stats.numGeneratedTokens - 1));
+
+  // Switched on between replies: the next reply is profiled.
+  engine.setProfiling(true);
+  engine.generate(greedyInput(QStringLiteral("Hello again")));
+  QVERIFY(QTest::qWaitFor([&] { return finished.count() == 2; }, kTimeoutMs));
+  QVERIFY(snapshots.count() >= 1);
+}
+
+void TestProfilingEndToEnd::mainWindowShowsTheTabs() {
+  MainWindow window(nullptr, m_dir.filePath(QStringLiteral("window/conversations.sqlite")),
+                    m_dir.filePath(QStringLiteral("window/results.sqlite")));
+  QStringList names;
+  for (int i = 0; i < window.tabs()->count(); ++i) names << window.tabs()->tabText(i);
+  for (const char* name : {"Chat", "Model", "Roofline", "Metrics", "Memory"}) {
+    QVERIFY2(names.contains(QLatin1String(name)), qPrintable(names.join(QLatin1Char(','))));
+  }
+  QVERIFY(window.showTab(QStringLiteral("roofline")));
+  QCOMPARE(window.tabs()->currentWidget(), window.rooflinePanel());
+  QVERIFY(!window.showTab(QStringLiteral("nowhere")));
+
+  // View → Profile Kernels switches the engine.
+  QAction* action = window.rooflinePanel()->profilingAction();
+  bool isInViewMenu = false;
+  for (QAction* menu : window.menuBar()->actions()) {
+    if (menu->menu() && menu->menu()->actions().contains(action)) isInViewMenu = true;
+  }
+  QVERIFY(isInViewMenu);
+  action->trigger();
+  QVERIFY(window.engine()->isProfiling());
+
+  // Opening a model: the memory estimate first, then the measured side once the engine has it.
+  QSignalSpy loaded(window.engine(), &EngineController::modelLoaded);
+  window.openModel(m_modelPath);
+  QVERIFY(QTest::qWaitFor([&] { return loaded.count() == 1; }, kTimeoutMs));
+  MemoryModel* memory = window.memoryPanel()->model();
+  QVERIFY(memory->hasModel());
+  QCOMPARE(memory->context(), loaded.at(0).at(0).value<LoadedModel>().contextLength);
+  QVERIFY(QTest::qWaitFor([&] { return memory->isLoaded(); }, kTimeoutMs));
+  QVERIFY(memory->findRow(QStringLiteral("Weights"))->measuredBytes >= 0);
+  QVERIFY2(window.memoryPanel()->fitText().startsWith(QLatin1String("Fits")), qPrintable(window.memoryPanel()->fitText()));
+
+  // A reply fills the Roofline and Metrics tabs.
+  QSignalSpy finished(window.engine(), &EngineController::generationFinished);
+  window.engine()->generate(greedyInput(QStringLiteral("Once upon a time")));
+  QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
+  QVERIFY(QTest::qWaitFor([&] { return window.metricsPanel()->model()->rowCount() == 1; }, kTimeoutMs));
+  QVERIFY(window.rooflinePanel()->model()->findPoint(OpKind::Matmul, Phase::Prefill, false));
+  QVERIFY(window.rooflinePanel()->model()->findPoint(OpKind::Matmul, Phase::Decode, false));
+  QVERIFY(window.metricsPanel()->summaryText().contains(QLatin1String("TTFT")));
+  QVERIFY(!window.metricsPanel()->model()->interTokenSeries().isEmpty());
+}
+
+QTEST_MAIN(TestProfilingEndToEnd)
+#include "test_profiling_end_to_end.moc"

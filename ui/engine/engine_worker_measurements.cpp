@@ -1,0 +1,118 @@
+// EngineWorker's measurements: profile snapshots through the engine's decimator, token times on
+// one session clock, per-request timings with the cost model's predicted work, and memory
+// samples. All of it runs on the worker thread; only values leave.
+#include "engine/engine_worker.h"
+
+#include "iwb/engine/runtime/engine.h"
+
+namespace iwb::ui {
+namespace {
+
+// Ten updates a second keep charts live without flooding the GUI's event queue; memory
+// changes more slowly and costs a file read.
+constexpr double kTokenTimesInterval = 0.1;
+constexpr double kMemoryInterval = 0.5;
+
+}  // namespace
+
+double EngineWorker::sessionSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_sessionStart).count();
+}
+
+void EngineWorker::setProfiling(bool isEnabled) {
+  m_isProfiling = isEnabled;
+  if (m_engine) m_engine->set_profiling(isEnabled);
+}
+
+void EngineWorker::resetProfile(quint64 epoch) {
+  m_profileDecimator.reset();
+  m_profileEpoch = epoch;
+}
+
+void EngineWorker::sampleMemory() { emitMemorySample(); }
+
+void EngineWorker::prepareMeasurementsForLoad() {
+  // The previous model is gone: what the process holds now is the application itself, and
+  // whatever grows from here is the new model's.
+  m_memoryBaseline = readProcessMemory();
+  m_kvPositions = 0;
+  m_profileDecimator.reset();
+}
+
+void EngineWorker::finishMeasurementsForLoad() {
+  // The cost model's view of the file (per-layer weight types) gives each reply's predicted
+  // work; a model it cannot describe still chats, its replies just have no MBU/MFU.
+  auto shape = iwb::model_shape_from_gguf(m_engine->model().path);
+  if (shape) m_shape = std::move(*shape);
+  else m_shape.reset();
+  emitMemorySample();
+}
+
+void EngineWorker::collectStepMeasurements(const iwb::StepResult& result) {
+  const double now = sessionSeconds();
+  if (!result.profile.is_empty()) {
+    if (auto snapshot = m_profileDecimator.add(result.profile, now)) emit profileSnapshotReady(*snapshot, m_profileEpoch);
+  }
+  for (const iwb::TokenEvent& token : result.tokens) {
+    const auto clock = m_requestClocks.find(token.request);
+    const auto caller = m_requestIds.constFind(token.request);
+    if (clock == m_requestClocks.end() || caller == m_requestIds.cend()) continue;
+    clock->numGenerated += 1;
+    // The token just sampled is not in the cache yet: the next step writes it.
+    m_kvPositions = clock->numPromptTokens + clock->numGenerated - 1;
+    m_pendingTokenTimes[caller.value()].append(clock->addedAt + token.seconds);
+  }
+  if (result.profile.num_kv > 0) m_kvPositions = result.profile.num_kv;  // exact when profiled
+
+  if (!m_pendingTokenTimes.isEmpty() && now - m_lastTokenTimesEmit >= kTokenTimesInterval) {
+    m_lastTokenTimesEmit = now;
+    for (auto it = m_pendingTokenTimes.cbegin(); it != m_pendingTokenTimes.cend(); ++it) {
+      emit tokenTimesReady(it.key(), it.value());
+    }
+    m_pendingTokenTimes.clear();
+  }
+  if (now - m_lastMemoryEmit >= kMemoryInterval) emitMemorySample();
+}
+
+void EngineWorker::flushMeasurements() {
+  for (auto it = m_pendingTokenTimes.cbegin(); it != m_pendingTokenTimes.cend(); ++it) {
+    emit tokenTimesReady(it.key(), it.value());
+  }
+  m_pendingTokenTimes.clear();
+  // The last steps of a reply must show, not wait for a next step that may never come.
+  if (auto snapshot = m_profileDecimator.flush(sessionSeconds())) emit profileSnapshotReady(*snapshot, m_profileEpoch);
+  emitMemorySample();
+}
+
+void EngineWorker::reportMeasurement(const iwb::RequestFinished& finished, quint64 requestId) {
+  if (const auto pending = m_pendingTokenTimes.constFind(requestId); pending != m_pendingTokenTimes.cend()) {
+    emit tokenTimesReady(requestId, pending.value());
+    m_pendingTokenTimes.erase(pending);
+  }
+  const RequestClock clock = m_requestClocks.take(finished.request);
+  RequestMeasurement m;
+  m.requestId = requestId;
+  m.modelName = m_engine ? QString::fromStdString(m_engine->model().name) : QString();
+  m.finishReason = QString::fromLatin1(iwb::finish_reason_name(finished.reason));
+  m.addedAtSeconds = clock.addedAt;
+  m.numGeneratedTokens = finished.num_generated_tokens;
+  m.timing = iwb::request_timing(finished);
+  if (m_shape && m_engine && finished.num_generated_tokens > 0 && m.timing.num_prompt_tokens > 0) {
+    auto cost = iwb::predict_generation(*m_shape, m.timing.num_prompt_tokens, finished.num_generated_tokens,
+                                        m_engine->max_batch_tokens());
+    if (cost) m.cost = *cost;
+  }
+  emit requestMeasured(m);
+}
+
+void EngineWorker::emitMemorySample() {
+  MemorySample sample = readProcessMemory();
+  sample.baselineAnonBytes = m_memoryBaseline.residentAnonBytes;
+  sample.baselineFileBytes = m_memoryBaseline.residentFileBytes;
+  sample.kvPositions = m_engine ? m_kvPositions : 0;
+  sample.contextLength = m_engine ? m_engine->context_length() : 0;
+  m_lastMemoryEmit = sessionSeconds();
+  emit memorySampled(sample);
+}
+
+}  // namespace iwb::ui

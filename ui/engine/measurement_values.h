@@ -1,0 +1,61 @@
+// Plain values the engine worker sends about what it measured: profile snapshots (the
+// engine's decimated kernel records), each finished request's timings with its predicted work,
+// and samples of the process's memory. Copyable and registered for queued connections.
+#pragma once
+
+#include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/profile/metrics.h"
+#include "iwb/engine/profile/profile_aggregate.h"
+
+#include <QList>
+#include <QMetaType>
+#include <QString>
+
+#include <optional>
+
+namespace iwb::ui {
+
+// One finished request, as the metrics panel needs it. Times on the session clock are seconds
+// since the worker started (one clock for every request, so requests line up on a timeline).
+struct RequestMeasurement {
+  quint64 requestId = 0;
+  QString modelName;
+  QString finishReason;             // iwb::finish_reason_name()
+  double addedAtSeconds = 0;        // session clock: when the request was queued
+  int numGeneratedTokens = 0;
+  iwb::RequestTiming timing;        // token times relative to addedAtSeconds
+  // The cost model's work for this prompt and reply length (MBU/MFU divide by it); empty when
+  // the model's shape could not be read.
+  std::optional<iwb::GenerationCost> cost;
+};
+
+// The process's memory as /proc/self/status reports it, with the context the KV cache holds.
+struct MemorySample {
+  qint64 residentBytes = 0;          // VmRSS
+  qint64 residentAnonBytes = 0;      // RssAnon: heap and anonymous maps (KV cache, scratch)
+  qint64 residentFileBytes = 0;      // RssFile: file pages resident (the memory-mapped weights)
+  qint64 baselineAnonBytes = 0;      // RssAnon just before the model was loaded
+  qint64 baselineFileBytes = 0;      // RssFile just before the model was loaded
+  qint64 kvPositions = 0;            // positions the KV cache holds (prompt + generated so far)
+  qint64 contextLength = 0;          // the engine's context (KV cache capacity); 0 without a model
+  bool isValid = false;              // false where /proc/self/status could not be read
+
+  qint64 anonGrowthBytes() const { return residentAnonBytes - baselineAnonBytes; }
+  qint64 fileGrowthBytes() const { return residentFileBytes - baselineFileBytes; }
+};
+
+// Reads VmRSS, RssAnon and RssFile of this process (Linux); isValid is false elsewhere or when
+// the file cannot be read. Cheap (one small file), but call it off the GUI thread while a step
+// runs, where the engine is.
+MemorySample readProcessMemory();
+// Parses the text of a /proc/<pid>/status file (exposed for tests).
+MemorySample parseProcStatus(const QByteArray& text);
+
+// Registers the types above and iwb::ProfileSnapshot for queued connections.
+void registerMeasurementMetaTypes();
+
+}  // namespace iwb::ui
+
+Q_DECLARE_METATYPE(iwb::ProfileSnapshot)
+Q_DECLARE_METATYPE(iwb::ui::RequestMeasurement)
+Q_DECLARE_METATYPE(iwb::ui::MemorySample)

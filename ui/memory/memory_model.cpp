@@ -1,0 +1,225 @@
+// MemoryModel: estimate rows from iwb::estimate_memory, measured rows from process samples, and
+// the fit against the device's memory.
+#include "memory/memory_model.h"
+
+#include <QBrush>
+#include <QFont>
+#include <QLocale>
+
+namespace iwb::ui {
+namespace {
+
+QString bytesText(qint64 bytes) {
+  if (bytes < 0) return QStringLiteral("—");
+  return QString::fromStdString(iwb::format_bytes(static_cast<uint64_t>(bytes)));
+}
+
+QString signedBytesText(qint64 bytes) {
+  const QString magnitude = QString::fromStdString(iwb::format_bytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes)));
+  return (bytes < 0 ? QStringLiteral("−") : QStringLiteral("+")) + magnitude;
+}
+
+}  // namespace
+
+std::optional<qint64> MemoryModel::Row::difference() const {
+  if (estimateBytes < 0 || measuredBytes < 0) return std::nullopt;
+  return measuredBytes - estimateBytes;
+}
+
+MemoryModel::MemoryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+int MemoryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
+
+int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NumColumns; }
+
+QVariant MemoryModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= m_rows.size()) return {};
+  const Row& r = m_rows.at(index.row());
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case ItemColumn: return r.isDetail ? QStringLiteral("    ") + r.item : r.item;
+      case EstimateColumn: return bytesText(r.estimateBytes);
+      case MeasuredColumn: return bytesText(r.measuredBytes);
+      case DifferenceColumn: {
+        const auto d = r.difference();
+        if (!d) return QStringLiteral("—");
+        if (r.estimateBytes <= 0) return signedBytesText(*d);
+        const double percent = 100.0 * double(*d < 0 ? -*d : *d) / double(r.estimateBytes);
+        return QStringLiteral("%1 (%2%3%)")
+            .arg(signedBytesText(*d), *d < 0 ? QStringLiteral("−") : QStringLiteral("+"))
+            .arg(percent, 0, 'f', 1);
+      }
+      case SourceColumn: return r.source;
+    }
+  } else if (role == Qt::TextAlignmentRole) {
+    if (index.column() >= EstimateColumn && index.column() <= DifferenceColumn) {
+      return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+    }
+  } else if (role == Qt::FontRole && r.isTotal) {
+    QFont font;
+    font.setBold(true);
+    return font;
+  } else if (role == Qt::UserRole) {
+    switch (index.column()) {
+      case EstimateColumn: return r.estimateBytes;
+      case MeasuredColumn: return r.measuredBytes;
+      case DifferenceColumn: return r.difference() ? QVariant(*r.difference()) : QVariant();
+      default: return r.item;
+    }
+  } else if (role == Qt::ToolTipRole && index.column() == SourceColumn) {
+    return r.source;
+  }
+  return {};
+}
+
+QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  switch (section) {
+    case ItemColumn: return tr("Where");
+    case EstimateColumn: return tr("Estimate");
+    case MeasuredColumn: return tr("Measured");
+    case DifferenceColumn: return tr("Difference");
+    case SourceColumn: return tr("How it is known");
+  }
+  return {};
+}
+
+void MemoryModel::setModelSummary(const iwb::ModelSummary& summary) {
+  m_summary = summary;
+  rebuild();
+}
+
+void MemoryModel::clearModel() {
+  m_summary.reset();
+  rebuild();
+}
+
+void MemoryModel::setContext(qint64 context) {
+  if (context == m_context) return;
+  m_context = context;
+  rebuild();
+}
+
+void MemoryModel::setDevice(const iwb::ComputeDeviceInfo& device) {
+  m_device = device;
+  rebuild();
+}
+
+void MemoryModel::setSample(const MemorySample& sample) {
+  m_sample = sample;
+  rebuild();
+}
+
+std::optional<iwb::MemoryEstimate> MemoryModel::estimate() const {
+  if (!m_summary) return std::nullopt;
+  return iwb::estimate_memory(*m_summary, m_context);
+}
+
+qint64 MemoryModel::kvBytesPerPosition() const {
+  if (!m_summary || m_summary->is_vocab_only) return 0;
+  const iwb::ModelHyperParams& h = m_summary->hparams;
+  return h.block_count * h.head_count_kv * (h.key_length + h.value_length) * 2;  // f16
+}
+
+MemoryFit MemoryModel::fit() const {
+  const auto e = estimate();
+  if (!e || m_device.free_memory_bytes == 0) return MemoryFit::Unknown;
+  const double need = static_cast<double>(e->total());
+  const double available = static_cast<double>(m_device.free_memory_bytes);
+  if (need > available) return MemoryFit::DoesNotFit;
+  return need > 0.8 * available ? MemoryFit::Tight : MemoryFit::Fits;
+}
+
+QString MemoryModel::fitText() const {
+  const auto e = estimate();
+  if (!e) return tr("Open a model to see how much memory it needs.");
+  const QString need = bytesText(static_cast<qint64>(e->total()));
+  const QString available = bytesText(static_cast<qint64>(m_device.free_memory_bytes));
+  const QString total = bytesText(static_cast<qint64>(m_device.total_memory_bytes));
+  const QString where = QString::fromStdString(m_device.name.empty() ? m_device.id : m_device.name);
+  switch (fit()) {
+    case MemoryFit::Unknown:
+      return tr("Needs about %1 at a context of %2; the free memory of %3 is unknown.")
+          .arg(need, QLocale().toString(m_context), where);
+    case MemoryFit::Fits:
+      return tr("Fits: needs about %1 at a context of %2, of %3 available (%4 total) on %5.")
+          .arg(need, QLocale().toString(m_context), available, total, where);
+    case MemoryFit::Tight:
+      return tr("Fits, barely: needs about %1 at a context of %2, of %3 available (%4 total) on %5.")
+          .arg(need, QLocale().toString(m_context), available, total, where);
+    case MemoryFit::DoesNotFit:
+      return tr("Does not fit: needs about %1 at a context of %2, but only %3 is available (%4 total) on %5. "
+                "Choose a smaller context or a smaller quantization.")
+          .arg(need, QLocale().toString(m_context), available, total, where);
+  }
+  return {};
+}
+
+const MemoryModel::Row* MemoryModel::findRow(const QString& item) const {
+  for (const Row& r : m_rows) {
+    if (r.item == item) return &r;
+  }
+  return nullptr;
+}
+
+void MemoryModel::rebuild() {
+  beginResetModel();
+  m_rows.clear();
+  const auto e = estimate();
+  const bool isLoaded = this->isLoaded();
+  const MemorySample sample = m_sample.value_or(MemorySample{});
+  const QString notLoaded = tr("measured once the model is loaded");
+  const QString noReport = tr("not measurable yet: the engine reports no allocations of its own");
+  if (e) {
+    Row weights{tr("Weights"), static_cast<qint64>(e->weight_bytes), -1, notLoaded, false, false};
+    if (isLoaded) {
+      weights.measuredBytes = sample.fileGrowthBytes();
+      weights.source = tr("memory-mapped file pages resident now (RssFile growth since before the load); pages "
+                          "not read yet are not counted");
+    }
+    m_rows << weights;
+    for (const auto& [type, totals] : m_summary->totals_by_type) {
+      m_rows << Row{tr("%1 (%2 tensors)").arg(QString::fromStdString(type)).arg(totals.num_tensors),
+                    static_cast<qint64>(totals.num_bytes), -1, tr("from the GGUF's tensor table"), false, true};
+    }
+    m_rows << Row{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1,
+                  isLoaded ? noReport : notLoaded, false, false};
+    if (isLoaded) {
+      const qint64 used = kvBytesPerPosition() * sample.kvPositions;
+      m_rows << Row{tr("KV cache in use"), used, -1,
+                    tr("%1 of %2 positions hold keys and values (computed from the positions, not measured)")
+                        .arg(QLocale().toString(sample.kvPositions), QLocale().toString(sample.contextLength)),
+                    false, true};
+    }
+    m_rows << Row{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
+                  false};
+    Row anon{tr("KV cache, scratch and heap"), static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes), -1,
+             notLoaded, false, false};
+    if (isLoaded) {
+      anon.measuredBytes = sample.anonGrowthBytes();
+      anon.source = tr("anonymous resident memory grown since before the load (RssAnon); the engine's heap, "
+                       "pages of the KV cache not yet written are not counted");
+    }
+    m_rows << anon;
+    Row total{tr("Total"), static_cast<qint64>(e->total()), -1, notLoaded, true, false};
+    if (isLoaded) {
+      total.measuredBytes = sample.fileGrowthBytes() + sample.anonGrowthBytes();
+      total.source = tr("RssFile + RssAnon growth since before the load");
+    }
+    m_rows << total;
+  }
+  if (m_sample && m_sample->isValid) {
+    m_rows << Row{tr("Process resident (VmRSS)"), -1, sample.residentBytes,
+                  tr("the whole application, from /proc/self/status"), false, false};
+  }
+  if (m_device.total_memory_bytes > 0) {
+    m_rows << Row{tr("Available on %1").arg(QString::fromStdString(m_device.id)), -1,
+                  static_cast<qint64>(m_device.free_memory_bytes),
+                  tr("MemAvailable of %1 total").arg(bytesText(static_cast<qint64>(m_device.total_memory_bytes))),
+                  false, false};
+  }
+  endResetModel();
+  emit changed();
+}
+
+}  // namespace iwb::ui

@@ -1,0 +1,90 @@
+// The data behind the Memory tab. Before a model loads: its estimate (weights by type, the KV
+// cache at the chosen context, scratch) against the device's total and available memory, and
+// whether it fits. After it loads: what the process measurably holds beside the estimate, with
+// the difference shown. The engine has no allocation report yet, so "measured" is what Linux
+// says about the process: file-backed resident pages (the memory-mapped weights) and anonymous
+// resident memory (KV cache, scratch and other heap) grown since just before the load.
+#pragma once
+
+#include "engine/measurement_values.h"
+#include "iwb/engine/backend/device_info.h"
+#include "iwb/engine/model/model_info.h"
+
+#include <QAbstractTableModel>
+#include <QList>
+#include <QString>
+
+#include <optional>
+
+namespace iwb::ui {
+
+enum class MemoryFit {
+  Unknown,     // no model, or the device's free memory is unknown
+  Fits,        // the estimate is under 80% of the available memory
+  Tight,       // it fits, with less than a fifth of the available memory to spare
+  DoesNotFit,  // more than is available
+};
+
+class MemoryModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { ItemColumn, EstimateColumn, MeasuredColumn, DifferenceColumn, SourceColumn, NumColumns };
+
+  struct Row {
+    QString item;
+    qint64 estimateBytes = -1;  // -1: nothing estimated for this row
+    qint64 measuredBytes = -1;  // -1: not measured (yet, or at all)
+    QString source;             // how the measured figure was obtained, or why there is none
+    bool isTotal = false;
+    bool isDetail = false;      // a breakdown line (weights by type)
+
+    std::optional<qint64> difference() const;
+  };
+
+  explicit MemoryModel(QObject* parent = nullptr);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+  // The opened model's details (the estimate needs no loaded model).
+  void setModelSummary(const iwb::ModelSummary& summary);
+  void clearModel();
+  bool hasModel() const { return m_summary.has_value(); }
+  // Context the estimate's KV cache and scratch are sized for.
+  void setContext(qint64 context);
+  qint64 context() const { return m_context; }
+  void setDevice(const iwb::ComputeDeviceInfo& device);
+  const iwb::ComputeDeviceInfo& device() const { return m_device; }
+  // The newest measurement; a sample with contextLength 0 means no model is loaded.
+  void setSample(const MemorySample& sample);
+  const std::optional<MemorySample>& sample() const { return m_sample; }
+  bool isLoaded() const { return m_sample && m_sample->isValid && m_sample->contextLength > 0; }
+
+  std::optional<iwb::MemoryEstimate> estimate() const;
+  MemoryFit fit() const;
+  // A sentence for the banner: "Fits: needs 1.2 GiB of 20.1 GiB available (23.4 GiB total)."
+  QString fitText() const;
+  // KV cache bytes per position (f16 K and V over every layer), from the model's shape.
+  qint64 kvBytesPerPosition() const;
+
+  const QList<Row>& rows() const { return m_rows; }
+  // The row named `item`; nullptr when there is none.
+  const Row* findRow(const QString& item) const;
+
+ signals:
+  void changed();
+
+ private:
+  void rebuild();
+
+  std::optional<iwb::ModelSummary> m_summary;
+  qint64 m_context = 4096;
+  iwb::ComputeDeviceInfo m_device;
+  std::optional<MemorySample> m_sample;
+  QList<Row> m_rows;
+};
+
+}  // namespace iwb::ui

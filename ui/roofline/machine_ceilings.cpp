@@ -1,0 +1,94 @@
+// MachineCeilings: reading probes from the results store and measuring one off the GUI thread.
+#include "roofline/machine_ceilings.h"
+
+#include "iwb/engine/store/results_store.h"
+
+
+namespace iwb::ui {
+namespace {
+
+const char* const kDeviceId = "cpu";  // the engine runs on the CPU; CUDA probes come with its backend
+
+}  // namespace
+
+MachineCeilings::MachineCeilings(const QString& storePath, QObject* parent)
+    : QObject(parent),
+      m_storePath(storePath.isEmpty() ? QString::fromStdString(iwb::ResultsStore::default_path()) : storePath) {}
+
+MachineCeilings::~MachineCeilings() {
+  if (m_thread) {
+    // The probe runs for seconds at most and cannot be interrupted; its result is dropped
+    // (the QPointer in the thread's callback sees this object gone).
+    m_thread->wait();
+  }
+}
+
+iwb::Ceilings MachineCeilings::ceilings() const {
+  return m_probe ? iwb::ceilings_from_probe(*m_probe) : iwb::Ceilings{};
+}
+
+void MachineCeilings::reload() {
+  // A short read on the GUI thread; the connection lives and dies here.
+  auto store = iwb::ResultsStore::open(m_storePath.toStdString());
+  if (!store) {
+    m_errorMessage = tr("The results store %1 cannot be opened: %2")
+                         .arg(m_storePath, QString::fromStdString(store.error_message()));
+    m_probe.reset();
+    emit probeChanged();
+    return;
+  }
+  auto probe = (*store)->latest_probe(kDeviceId);
+  if (!probe) {
+    m_errorMessage = QString::fromStdString(probe.error_message());
+    m_probe.reset();
+  } else {
+    m_errorMessage.clear();
+    m_probe = *probe;
+  }
+  emit probeChanged();
+}
+
+void MachineCeilings::measure(const iwb::ProbeOptions& options) {
+  if (m_isMeasuring) return;
+  m_isMeasuring = true;
+  const std::string path = m_storePath.toStdString();
+  QPointer<MachineCeilings> self(this);
+  // The thread measures and stores (its own SQLite connection, opened and closed there), then
+  // hands the values back to this object's thread.
+  m_thread = QThread::create([self, options, path] {
+    std::optional<iwb::ProbeResult> probe;
+    QString error;
+    auto measured = iwb::probe_cpu(options);
+    if (!measured) {
+      error = QString::fromStdString(measured.error_message());
+    } else {
+      probe = *measured;
+      auto store = iwb::ResultsStore::open(path);
+      if (!store) error = QString::fromStdString(store.error_message());
+      else if (iwb::Status s = (*store)->add_probe(*probe); !s) error = QString::fromStdString(s.message());
+    }
+    if (self) {
+      QMetaObject::invokeMethod(self, [self, probe, error] {
+        if (self) self->finishMeasure(probe, error);
+      }, Qt::QueuedConnection);
+    }
+  });
+  m_thread->setObjectName(QStringLiteral("ProbeThread"));
+  connect(m_thread, &QThread::finished, m_thread, &QObject::deleteLater);
+  m_thread->start(QThread::HighPriority);
+  emit measuringChanged(true);
+}
+
+void MachineCeilings::finishMeasure(const std::optional<iwb::ProbeResult>& probe, const QString& error) {
+  m_isMeasuring = false;
+  emit measuringChanged(false);
+  if (probe) {
+    // Shown even when storing failed: the measurement itself is good for this session.
+    m_probe = probe;
+    emit probeChanged();
+  }
+  m_errorMessage = error;
+  if (!error.isEmpty()) emit measureFailed(error);
+}
+
+}  // namespace iwb::ui

@@ -1,0 +1,57 @@
+// The machine's measured ceilings as the GUI knows them: the newest CPU probe in the results
+// store (what `iwb probe` writes), and "measure now", which runs the probe on a thread of its
+// own (it takes seconds) and stores the result there. The roofline and metrics panels share it.
+#pragma once
+
+#include "iwb/engine/profile/machine_probe.h"
+#include "iwb/engine/profile/metrics.h"
+
+#include <QObject>
+#include <QPointer>
+#include <QString>
+#include <QThread>
+
+#include <optional>
+
+namespace iwb::ui {
+
+class MachineCeilings : public QObject {
+  Q_OBJECT
+
+ public:
+  // `storePath`: the results store; empty means ResultsStore::default_path().
+  explicit MachineCeilings(const QString& storePath = {}, QObject* parent = nullptr);
+  ~MachineCeilings() override;  // waits for a measurement in progress
+
+  const QString& storePath() const { return m_storePath; }
+  const std::optional<iwb::ProbeResult>& probe() const { return m_probe; }
+  // Zero ceilings when the machine was never probed.
+  iwb::Ceilings ceilings() const;
+  bool isMeasuring() const { return m_isMeasuring; }
+  // Why the last reload or measurement failed; empty when it did not.
+  const QString& errorMessage() const { return m_errorMessage; }
+
+  // Probes the CPU on a worker thread, stores the result, then probeChanged (or
+  // measureFailed). Tests pass small options; the default measures properly (~5 s).
+  void measure(const iwb::ProbeOptions& options = {});
+
+ public slots:
+  // Reads the newest probe of the CPU from the store; probeChanged follows.
+  void reload();
+
+ signals:
+  void probeChanged();
+  void measuringChanged(bool isMeasuring);
+  void measureFailed(const QString& message);
+
+ private:
+  void finishMeasure(const std::optional<iwb::ProbeResult>& probe, const QString& error);
+
+  QString m_storePath;
+  std::optional<iwb::ProbeResult> m_probe;
+  QString m_errorMessage;
+  bool m_isMeasuring = false;
+  QPointer<QThread> m_thread;  // deletes itself once finished
+};
+
+}  // namespace iwb::ui

@@ -1,0 +1,55 @@
+// The roofline chart: a log-log QCustomPlot of a RooflineModel — the measured roof (bandwidth
+// slope, compute ceiling, labelled ridge point), optional dashed datasheet roofs, and the points
+// coloured by phase (filled: measured, hollow: predicted), each labelled with its op. Tooltips
+// describe the point under the mouse; PNG and SVG export render the chart off screen.
+#pragma once
+
+#include <qcustomplot.h>
+
+namespace iwb::ui {
+
+class RooflineModel;
+struct RooflinePoint;
+
+class RooflinePlot : public QCustomPlot {
+  Q_OBJECT
+
+ public:
+  explicit RooflinePlot(RooflineModel* model, QWidget* parent = nullptr);
+
+  void setShowsDatasheetRoofs(bool isShown);
+  bool showsDatasheetRoofs() const { return m_showsDatasheetRoofs; }
+
+  // The model row of the plotted point nearest `pixel` (widget coordinates) within a few
+  // pixels; -1 when none.
+  int pointAt(const QPointF& pixel) const;
+  // Where a model row's point is drawn now (widget coordinates); null when it is not drawn.
+  QPointF pixelOf(int row) const;
+  // The tooltip of a point: op, phase, shapes, time, calls, and % of the roof above it.
+  static QString pointToolTip(const RooflinePoint& point);
+
+  bool exportPng(const QString& path, int width, int height);
+  bool exportSvg(const QString& path, int width, int height);
+
+ public slots:
+  // Redraws everything from the model now (points move; the axes follow the data).
+  void rebuild();
+  // Redraws now if the chart is on screen, else when it is next shown: while another tab is
+  // in front, live updates cost nothing (on a small machine the GUI shares cores with the engine).
+  void scheduleRebuild();
+
+ protected:
+  bool event(QEvent* event) override;
+  void showEvent(QShowEvent* event) override;
+
+ private:
+  void addRoof(const QString& name, double bandwidth, double peak, const QPen& pen, double xMin, double xMax);
+  void addPointGraphs();
+
+  RooflineModel* m_model;
+  bool m_showsDatasheetRoofs = false;
+  bool m_isStale = false;    // the model changed while the chart was hidden
+  QList<int> m_plottedRows;  // model rows drawn, for hit tests
+};
+
+}  // namespace iwb::ui
