@@ -30,6 +30,9 @@ void print_text(const ProbeResult& r) {
   std::printf("  copy         %8.1f GB/s\n", r.copy_bytes_per_s / 1e9);
   if (r.triad_bytes_per_s > 0) std::printf("  triad        %8.1f GB/s\n", r.triad_bytes_per_s / 1e9);
   std::printf("  peak         %8.1f GFLOP/s (%s)\n", r.peak_flops / 1e9, r.peak_flops_kind.c_str());
+  if (r.peak_int8_ops > 0) {
+    std::printf("  int8 peak    %8.1f GOP/s (%s)\n", r.peak_int8_ops / 1e9, r.peak_int8_kind.c_str());
+  }
   std::printf("  ridge point  %8.2f FLOP/byte\n", r.ridge_point());
 }
 
@@ -37,7 +40,8 @@ void add_json(JsonWriter& j, const ProbeResult& r) {
   j.begin_object().field("device_id", r.device_id).field("device_name", r.device_name).field("date", r.date);
   j.field("num_threads", r.num_threads).field("copy_bytes_per_s", r.copy_bytes_per_s);
   j.field("triad_bytes_per_s", r.triad_bytes_per_s).field("peak_flops", r.peak_flops);
-  j.field("peak_flops_kind", r.peak_flops_kind).field("ridge_point", r.ridge_point()).end_object();
+  j.field("peak_flops_kind", r.peak_flops_kind).field("peak_int8_ops", r.peak_int8_ops);
+  j.field("peak_int8_kind", r.peak_int8_kind).field("ridge_point", r.ridge_point()).end_object();
 }
 
 }  // namespace

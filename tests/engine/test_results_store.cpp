@@ -73,11 +73,20 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 2);
+    QCOMPARE(ResultsStore::schema_version(), 3);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
     QCOMPARE((*probe)->peak_flops, 2.5e11);
+    QCOMPARE((*probe)->peak_int8_ops, 0.0);  // not measured by version 1
+    // A new probe keeps its integer ceiling.
+    ProbeResult fresh = **probe;
+    fresh.peak_int8_ops = 6.4e11;
+    fresh.peak_int8_kind = "int8 dot products, AVX-512 VNNI";
+    QVERIFY((*store)->add_probe(fresh).is_ok());
+    auto newest = (*store)->latest_probe("cpu");
+    QCOMPARE((*newest)->peak_int8_ops, 6.4e11);
+    QCOMPARE((*newest)->peak_int8_kind, fresh.peak_int8_kind);
     auto none = (*store)->list_bench_results();
     QVERIFY(none.is_ok() && none->empty());
   }

@@ -92,6 +92,7 @@ class TestRoofline : public QObject {
 
  private slots:
   void roofsFromProbe();
+  void int8RoofFromProbe();
   void pointsHaveExactCoordinates();
   void runningAggregateSumsSteps();
   void fractionOfRoof();
@@ -409,6 +410,21 @@ void TestRoofline::measureNowStoresTheProbe() {
   QVERIFY(again.probe());
   QCOMPARE(again.probe()->peak_flops, ceilings.probe()->peak_flops);
   QCOMPARE(again.probe()->date, ceilings.probe()->date);
+}
+
+void TestRoofline::int8RoofFromProbe() {
+  iwb::ProbeResult p = syntheticProbe();
+  QVERIFY(!iwb::ui::int8RoofFromProbe(p).has_value());  // not measured: no line
+  p.peak_int8_ops = 800e9;
+  const auto roof = iwb::ui::int8RoofFromProbe(p);
+  QVERIFY(roof.has_value());
+  QCOMPARE(roof->peakFlops, 800e9);
+  QCOMPARE(roof->bandwidthBytesPerS, 50e9);
+  QCOMPARE(roof->ridgePoint(), 16.0);
+  iwb::ui::RooflineModel model;
+  model.setProbe(p);
+  QVERIFY(model.measuredInt8Roof().has_value());
+  QCOMPARE(model.measuredRoof()->peakFlops, 200e9);  // the f32 roof stays the reference
 }
 
 QTEST_MAIN(TestRoofline)

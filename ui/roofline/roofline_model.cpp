@@ -68,6 +68,14 @@ Roof roofFromProbe(const iwb::ProbeResult& probe) {
   return roof;
 }
 
+std::optional<Roof> int8RoofFromProbe(const iwb::ProbeResult& probe) {
+  if (probe.peak_int8_ops <= 0 || probe.bandwidth_bytes_per_s() <= 0) return std::nullopt;
+  Roof roof = roofFromProbe(probe);
+  roof.label = QStringLiteral("%1 int8 dot products").arg(QString::fromStdString(probe.device_id));
+  roof.peakFlops = probe.peak_int8_ops;
+  return roof;
+}
+
 QString RooflinePoint::opName() const { return QString::fromLatin1(iwb::op_kind_name(kind)); }
 QString RooflinePoint::phaseName() const { return QString::fromLatin1(iwb::phase_name(phase)); }
 
@@ -135,6 +143,7 @@ QVariant RooflineModel::headerData(int section, Qt::Orientation orientation, int
 void RooflineModel::setProbe(const std::optional<iwb::ProbeResult>& probe) {
   if (probe && probe->bandwidth_bytes_per_s() > 0 && probe->peak_flops > 0) m_measuredRoof = roofFromProbe(*probe);
   else m_measuredRoof.reset();
+  m_measuredInt8Roof = probe ? int8RoofFromProbe(*probe) : std::nullopt;
   // Predictions sit on the roof and every point's fraction is of it: both follow.
   rebuildPoints();
   emit roofsChanged();

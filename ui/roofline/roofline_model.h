@@ -34,6 +34,9 @@ struct Roof {
 // bf16; H200 4.8 TB/s, same compute).
 QList<Roof> datasheetRoofs();
 Roof roofFromProbe(const iwb::ProbeResult& probe);
+// The same bandwidth under the integer dot-product peak (VNNI): the ceiling of quantized
+// kernels that multiply 8-bit values; nullopt when the probe did not measure one.
+std::optional<Roof> int8RoofFromProbe(const iwb::ProbeResult& probe);
 
 enum class RooflineSource {
   LastSteps,  // the newest prefill step and the newest decode step
@@ -77,6 +80,7 @@ class RooflineModel : public QAbstractTableModel {
   // The measured roof, from the device's newest probe; nullopt removes it.
   void setProbe(const std::optional<iwb::ProbeResult>& probe);
   const std::optional<Roof>& measuredRoof() const { return m_measuredRoof; }
+  const std::optional<Roof>& measuredInt8Roof() const { return m_measuredInt8Roof; }
 
   void setSource(RooflineSource source);
   RooflineSource source() const { return m_source; }
@@ -109,6 +113,7 @@ class RooflineModel : public QAbstractTableModel {
   void updateRoofFractions();
 
   std::optional<Roof> m_measuredRoof;
+  std::optional<Roof> m_measuredInt8Roof;
   RooflineSource m_source = RooflineSource::LastSteps;
   std::optional<iwb::ProfileSnapshot> m_snapshot;
   std::vector<iwb::KernelRecord> m_prediction;

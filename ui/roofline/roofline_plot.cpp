@@ -98,6 +98,7 @@ void RooflinePlot::rebuild() {
   // Axis ranges that hold every point and the ridge of every roof shown, with some air.
   QList<Roof> roofs;
   if (m_model->measuredRoof()) roofs << *m_model->measuredRoof();
+  if (m_model->measuredInt8Roof()) roofs << *m_model->measuredInt8Roof();
   if (m_showsDatasheetRoofs) roofs << datasheetRoofs();
   double xMin = 0.05, xMax = 200.0;
   double yMin = std::numeric_limits<double>::infinity(), yMax = 0;
@@ -126,6 +127,11 @@ void RooflinePlot::rebuild() {
                        formatFlopsPerSecond(sheets[i].peakFlops)),
               sheets[i].bandwidthBytesPerS, sheets[i].peakFlops, pen, xMin, xMax);
     }
+  }
+  if (const auto& roof = m_model->measuredInt8Roof()) {
+    // Quantized kernels that multiply 8-bit integers can climb above the f32 ceiling up to here.
+    addRoof(tr("%1: %2").arg(roof->label, formatFlopsPerSecond(roof->peakFlops).replace(QLatin1String("FLOP"), QLatin1String("OP"))),
+            roof->bandwidthBytesPerS, roof->peakFlops, QPen(QColor(90, 90, 90), 1.5, Qt::DotLine), xMin, xMax);
   }
   if (const auto& roof = m_model->measuredRoof()) {
     // The roof's figures go in the legend: text on the chart would collide with the points.

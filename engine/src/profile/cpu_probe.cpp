@@ -56,6 +56,21 @@ __attribute__((target("avx2,fma"))) double fma_avx2(int64_t iterations, float* s
   return static_cast<double>(iterations) * 16 * 8 * 2;
 }
 
+// VNNI: each dpbusd does 64 (u8 x s8) multiply-adds into 16 int32 lanes: 128 ops.
+__attribute__((target("avx512f,avx512vnni"))) double dot_int8_vnni(int64_t iterations, float* sink) {
+  __m512i acc[16];
+  for (int k = 0; k < 16; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i a = _mm512_set1_epi8(3);
+  const __m512i b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int k = 0; k < 16; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  }
+  int64_t total = 0;
+  for (int k = 0; k < 16; ++k) total += _mm512_reduce_add_epi32(acc[k]);
+  *sink += static_cast<float>(total);
+  return static_cast<double>(iterations) * 16 * 64 * 2;
+}
+
 double fma_portable(int64_t iterations, float* sink) {
   float acc[16][8];
   for (int k = 0; k < 16; ++k) std::fill(std::begin(acc[k]), std::end(acc[k]), 1.0f + 0.001f * static_cast<float>(k));
@@ -88,7 +103,7 @@ double measure_fma(double (*loop)(int64_t, float*), int num_threads, double targ
     iterations *= 4;
   }
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     double flops = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(num_threads) reduction(+ : flops)
@@ -185,6 +200,10 @@ Result<ProbeResult> probe_cpu(const ProbeOptions& options) {
   if (r.peak_flops == 0) {
     r.peak_flops = measure_fma(fma_portable, r.num_threads, options.compute_seconds);
     r.peak_flops_kind = "f32 multiply-add, portable";
+  }
+  if (__builtin_cpu_supports("avx512vnni")) {
+    r.peak_int8_ops = measure_fma(dot_int8_vnni, r.num_threads, options.compute_seconds);
+    r.peak_int8_kind = "int8 dot products, AVX-512 VNNI";
   }
   return r;
 }

@@ -11,7 +11,7 @@ namespace iwb {
 namespace {
 
 // 1: probes. 2: bench_runs.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 Status exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
@@ -34,12 +34,14 @@ ProbeResult probe_from_row(const SqliteStatement& s) {
   p.peak_flops = s.real(6);
   p.peak_flops_kind = s.text(7);
   p.buffer_bytes = s.real(8);
+  p.peak_int8_ops = s.real(9);
+  p.peak_int8_kind = s.text(10);
   return p;
 }
 
 constexpr const char* kProbeColumns =
     "device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s, peak_flops, "
-    "peak_flops_kind, buffer_bytes";
+    "peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind";
 
 }  // namespace
 
@@ -114,6 +116,15 @@ Status ResultsStore::migrate() {
                              "PRAGMA user_version = 2;"
                              "COMMIT;"));
   }
+  if (current < 3) {
+    // The integer dot-product ceiling of quantized kernels; older probes read as 0 (unmeasured).
+    IWB_RETURN_IF_ERROR(exec(m_db,
+                             "BEGIN;"
+                             "ALTER TABLE probes ADD COLUMN peak_int8_ops REAL NOT NULL DEFAULT 0;"
+                             "ALTER TABLE probes ADD COLUMN peak_int8_kind TEXT NOT NULL DEFAULT '';"
+                             "PRAGMA user_version = 3;"
+                             "COMMIT;"));
+  }
   return {};
 }
 
@@ -128,7 +139,8 @@ Result<int> ResultsStore::file_schema_version() const {
 
 Status ResultsStore::add_probe(const ProbeResult& p) {
   SqliteStatement s(m_db, "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, "
-                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes) VALUES (?,?,?,?,?,?,?,?,?)");
+                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind) "
+                          "VALUES (?,?,?,?,?,?,?,?,?,?,?)");
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, p.device_id);
   s.bind(2, p.device_name);
@@ -139,6 +151,8 @@ Status ResultsStore::add_probe(const ProbeResult& p) {
   s.bind(7, p.peak_flops);
   s.bind(8, p.peak_flops_kind);
   s.bind(9, p.buffer_bytes);
+  s.bind(10, p.peak_int8_ops);
+  s.bind(11, p.peak_int8_kind);
   return s.run();
 }
 

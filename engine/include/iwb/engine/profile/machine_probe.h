@@ -19,6 +19,10 @@ struct ProbeResult {
   double triad_bytes_per_s = 0;   // STREAM triad: a = b + s*c (3 arrays counted)
   double peak_flops = 0;          // best of the compute measurements
   std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
+  // Integer dot products (u8 x s8 multiply-adds counted as two ops), the ceiling of quantized
+  // kernels that use VNNI; 0 when the CPU has no VNNI or the device was not measured for it.
+  double peak_int8_ops = 0;
+  std::string peak_int8_kind;
   double buffer_bytes = 0;        // size of each bandwidth buffer
   // The roof the roofline draws: the better of copy and triad.
   double bandwidth_bytes_per_s() const { return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s; }
@@ -29,7 +33,7 @@ struct ProbeOptions {
   int num_threads = 0;                    // 0: all cores
   uint64_t buffer_bytes = 512ull << 20;   // per array; far larger than any CPU cache
   int repetitions = 5;                    // best of
-  double compute_seconds = 0.3;           // per FMA measurement
+  double compute_seconds = 0.3;           // per compute measurement (best of 5)
 };
 
 // STREAM-style copy and triad over all threads, and f32 FMA throughput with the widest SIMD
