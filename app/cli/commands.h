@@ -11,6 +11,7 @@ int run_devices(int argc, char** argv);
 int run_run(int argc, char** argv);
 int run_probe(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_batch_bench(int argc, char** argv);
 int run_profile_overhead(int argc, char** argv);
 int run_models(int argc, char** argv);
 int run_synth(int argc, char** argv);

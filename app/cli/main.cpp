@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},
     {"probe", "measure memory bandwidth and peak arithmetic (the roofline ceilings)", iwb::cli::run_probe},
     {"bench", "prompt and generation throughput (ppN, tgN) with MBU/MFU, recorded", iwb::cli::run_bench},
+    {"batch-bench", "continuous batching: throughput, TTFT, KV blocks at several parallelisms", iwb::cli::run_batch_bench},
     {"profile-overhead", "measure what the kernel profiler costs (profiling off vs on)", iwb::cli::run_profile_overhead},
 };
 

@@ -1,7 +1,11 @@
-// Gated activations for the feed-forward block: SwiGLU and GeGLU (tanh approximation).
+// Gated activations for the feed-forward block: SwiGLU and GeGLU (tanh approximation); the
+// SIMD bodies are in activations_simd.cpp.
 #include "iwb/kernels/activations.h"
 
+#include "activations_simd.h"
 #include "parallel.h"
+
+#include <algorithm>
 
 #include <cmath>
 
@@ -27,6 +31,17 @@ float gelu_tanh(float x) {
 bool gated_activation(const GatedActivationArgs& a) {
   if (!valid(a)) return false;
   const int num_threads = a.num_elements >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
+  if (const detail::GatedRowFn row = detail::select_gated_row(a.kind == GatedActivation::GeluTanh, detail::cpu_path())) {
+    // Contiguous chunks of whole vectors, one per thread.
+    const int64_t chunk = (a.num_elements / num_threads + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int i = 0; i < num_threads; ++i) {
+      const int64_t begin = std::min(a.num_elements, i * chunk);
+      const int64_t end = i + 1 == num_threads ? a.num_elements : std::min(a.num_elements, begin + chunk);
+      if (end > begin) row(a.gate + begin, a.up + begin, a.output + begin, end - begin);
+    }
+    return true;
+  }
   if (a.kind == GatedActivation::SiLU) {
 #pragma omp parallel for schedule(static) num_threads(num_threads)
     for (int64_t i = 0; i < a.num_elements; ++i) a.output[i] = silu(a.gate[i]) * a.up[i];

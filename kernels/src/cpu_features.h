@@ -1,9 +1,24 @@
 // Run-time CPU feature check shared by the kernels' dispatchers (private to kernels/src).
+// IWB_CPU_PORTABLE=1 forces the portable loops and IWB_CPU_AVX2=1 caps the choice at AVX2, so
+// one machine can test every path.
 #pragma once
 
 namespace iwb::detail {
 
-// AVX2 + FMA + F16C, checked once; false when the environment sets IWB_CPU_PORTABLE=1.
+// The widest kernel family this process uses, decided once.
+enum class CpuPath {
+  Portable,  // plain C++ loops
+  Avx2,      // AVX2 + FMA + F16C (maddubs integer dot products)
+  Avx512,    // AVX2's set plus AVX-512 F/BW/VL/DQ and VNNI (dpbusd integer dot products)
+};
+
+CpuPath cpu_path();
+
+// AVX2 + FMA + F16C (true on the Avx512 path too); false when the environment sets IWB_CPU_PORTABLE=1.
 bool has_avx2_fma_f16c();
+
+// True when the environment sets IWB_MATMUL_EXACT=1: every matmul keeps its activations in f32
+// (as MatmulArgs::is_exact), so whole forward passes can be compared with an f32 reference.
+bool is_matmul_exact_forced();
 
 }  // namespace iwb::detail

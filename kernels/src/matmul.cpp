@@ -1,11 +1,14 @@
-// Weight-stationary matmul over quantized weights. The fast path walks tiles of kTileRows rows
-// in column chunks: each chunk of each row is dequantized once into a per-thread buffer and
-// dotted against every token, so the prefill of n tokens dequantizes the weights once, not n
-// times. Threads own disjoint row tiles, so they never write the same output element.
+// matmul's entry points. The dot-kernel path (matmul_driver.cpp: integer dot products over
+// 8-bit activations, AVX-512 float tiles) runs where this CPU has kernels for the weight type;
+// otherwise the dequantizing path here: tiles of kTileRows rows walked in column chunks, each
+// chunk of each row dequantized once into a per-thread buffer and dotted against every token,
+// so the prefill of n tokens dequantizes the weights once, not n times. Threads own disjoint
+// row tiles, so they never write the same output element.
 #include "iwb/kernels/matmul.h"
 
 #include "iwb/kernels/dequantize.h"
 #include "dequantize_avx2.h"
+#include "matmul_paths.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -95,6 +98,16 @@ bool matmul_args_valid(const MatmulArgs& a) {
 }
 
 bool matmul(const MatmulArgs& a) {
+  if (!matmul_args_valid(a)) return false;
+  if (detail::matmul_with_dot_kernels(a)) return true;
+  return detail::matmul_dequantized(a);
+}
+
+size_t matmul_scratch_bytes(GgmlType weight_type, int64_t in_features, int64_t num_tokens) {
+  return detail::dot_kernels_scratch_bytes(weight_type, in_features, num_tokens);
+}
+
+bool detail::matmul_dequantized(const MatmulArgs& a) {
   if (!matmul_args_valid(a)) return false;
   const GgmlTypeTraits& traits = ggml_type_traits(a.weight_type);
   const int64_t block = traits.block_size;

@@ -1,10 +1,12 @@
-// Paged attention and the paged K/V write (see paged_attention.h). The fast path gives each
-// (query token, head) pair to an OpenMP thread and walks the sequence's blocks run by run
-// (no division per key); the reference maps every position through the block table in double.
+// Paged attention and the paged K/V write (see paged_attention.h). On AVX-512 the tiled kernel
+// (paged_attention_tiles.cpp) runs; otherwise the fast path gives each (query token, head) pair
+// to an OpenMP thread and walks the sequence's blocks run by run (no division per key); the
+// reference maps every position through the block table in double.
 #include "iwb/kernels/paged_attention.h"
 
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/softmax.h"
+#include "paged_attention_tiles.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -61,6 +63,7 @@ void for_each_slot(const PagedAttentionArgs& a, const int32_t* table, int64_t fi
 
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
+  if (detail::paged_attention_tiled(a)) return true;  // AVX-512: key tiles, online softmax
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
   const int64_t num_pairs = a.num_tokens * a.num_heads;

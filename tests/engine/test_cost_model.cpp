@@ -6,6 +6,7 @@
 #include "iwb/kernels/activations.h"
 #include "iwb/kernels/embedding.h"
 #include "iwb/kernels/matmul.h"
+#include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/rmsnorm.h"
 #include "iwb/kernels/rope.h"
 
@@ -243,6 +244,70 @@ class TestCostModel : public QObject {
     const KernelRecord er = op_costs::embedding(GgmlType::Q8_0, 3, 512, true);
     QCOMPARE(er.flops, ec.flops);
     QCOMPARE(er.bytes, ec.bytes);
+  }
+
+  // An engine step over several sequences: attention sums the sequences' costs (the paged
+  // kernel counts the same FLOPs), one span is plain attention, and the classifier and its
+  // soft-cap run once per sampling row.
+  void batchedStep() {
+    const op_costs::AttentionSpan one[] = {{5, 30}};
+    const KernelRecord single = op_costs::batched_attention(2, one, 8, 2, 64, 64, 16);
+    const KernelRecord plain = op_costs::attention(2, 5, 30, 8, 2, 64, 64, 16);
+    QCOMPARE(single.shape, plain.shape);
+    QCOMPARE(single.flops, plain.flops);
+    QCOMPARE(single.bytes, plain.bytes);
+
+    const op_costs::AttentionSpan spans[] = {{1, 6}, {1, 20}, {9, 0}};
+    const KernelRecord batched = op_costs::batched_attention(0, spans, 8, 2, 64, 64, 0);
+    double flops = 0, bytes = 0;
+    for (const auto& s : spans) {
+      const KernelRecord r = op_costs::attention(0, s.num_tokens, s.first_position, 8, 2, 64, 64, 0);
+      flops += r.flops;
+      bytes += r.bytes;
+    }
+    QCOMPARE(batched.flops, flops);
+    QCOMPARE(batched.bytes, bytes);
+    QCOMPARE(batched.shape.num_tokens, int64_t(11));
+    QCOMPARE(batched.shape.num_kv, int64_t(21));  // the longest context
+
+    // The paged kernel's own count: the same FLOPs (its bytes add block-table reads).
+    std::vector<float> q(11 * 8 * 64), out(11 * 8 * 64);
+    std::vector<uint16_t> cache(4 * 8 * 2 * 64);
+    const std::vector<int32_t> tables = {0, -1, -1, 1, 2, 3, 0, 1, -1};  // [3 x 3]
+    const std::vector<int32_t> lengths = {7, 21, 9};
+    std::vector<int32_t> token_sequences = {0, 1}, positions = {6, 20};
+    for (int p = 0; p < 9; ++p) {
+      token_sequences.push_back(2);
+      positions.push_back(p);
+    }
+    PagedAttentionArgs pa;
+    pa.q = q.data();
+    pa.k_cache = pa.v_cache = cache.data();
+    pa.num_blocks = 4;
+    pa.block_size = 8;
+    pa.block_tables = tables.data();
+    pa.max_blocks_per_sequence = 3;
+    pa.sequence_lengths = lengths.data();
+    pa.num_sequences = 3;
+    pa.token_sequences = token_sequences.data();
+    pa.positions = positions.data();
+    pa.num_tokens = 11;
+    pa.num_heads = 8;
+    pa.num_kv_heads = 2;
+    pa.head_dim = pa.head_dim_v = 64;
+    pa.output = out.data();
+    QCOMPARE(paged_attention_cost(pa).flops, batched.flops);
+
+    auto shape = model_shape_preset("qwen2.5-0.5b", GgmlType::Q8_0);
+    QVERIFY(shape.is_ok());
+    const auto r = predict("qwen2.5-0.5b", GgmlType::Q8_0, {Phase::Prefill, 11, 0, 0, true, 3});
+    QCOMPARE(int64_t(r.size()), num_step_records(shape->config, 11, 0, true));
+    const KernelRecord& logits = r[r.size() - 1];
+    QCOMPARE(logits.kind, OpKind::Logits);
+    QCOMPARE(logits.shape.num_tokens, int64_t(3));
+    QCOMPARE(r[r.size() - 2].shape.rows, int64_t(3));  // the output norm
+    QCOMPARE(op_costs::softcap(1000, 3).flops, 3 * op_costs::softcap(1000).flops);
+    QVERIFY(!predict_step(*shape, {Phase::Prefill, 2, 0, 0, true, 3}).is_ok());  // more rows than tokens
   }
 
   void shapeTexts() {

@@ -1,5 +1,6 @@
 // The engine's forward pass against the test's plain f32 reference (reference_forward.h):
-// last-token logits within 1e-3 (max |difference| over max |logit|; the reference rounds keys
+// last-token logits within 1e-3 with f32 matmul activations (8e-2 with the default 8-bit ones,
+// see kTolerance) (max |difference| over max |logit|; the reference rounds keys
 // and values to f16 as the engine's cache does, and stays within 5e-3 without that) for
 // prefill at several lengths, and greedy decoding through step() (the KV-cache path) choosing the reference's
 // tokens. On the real aidreams model (converted here, reference built straight from the
@@ -28,9 +29,14 @@ Q_DECLARE_METATYPE(iwb::test::WeightPreset)
 
 namespace {
 
-constexpr double kTolerance = 1e-3;
+// Registered twice (tests/engine/CMakeLists.txt). With IWB_MATMUL_EXACT=1 every matmul keeps
+// f32 activations and the forward pass must match the f32 reference to 1e-3. Without it the
+// quantized matmuls round activations to 8 bits per block (as llama.cpp does), which moves
+// these random models' logits by up to a few percent of the largest: 8e-2 then.
+const bool kIsExactMatmul = qEnvironmentVariable("IWB_MATMUL_EXACT") == "1";
+const double kTolerance = kIsExactMatmul ? 1e-3 : 8e-2;
 // Against a reference that keeps keys and values in f32 (the f16 cache rounds them to 11 bits).
-constexpr double kF16CacheTolerance = 5e-3;
+const double kF16CacheTolerance = kIsExactMatmul ? 5e-3 : 8e-2;
 
 std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);

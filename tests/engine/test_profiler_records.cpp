@@ -1,12 +1,14 @@
 // The profiler on real steps: records arrive for every kernel of a prefill and a decode step
 // (counted per op kind per layer), equal the cost model's predictions for the same shapes
-// record by record, carry sane timings, cost nothing while profiling is off, and per-token
+// record by record (a long prompt's chunks step by step, and a batched step of several
+// sequences), carry sane timings, cost nothing while profiling is off, and per-token
 // timestamps reach TokenEvent and RequestFinished. Models: aidreams (llama, converted here),
 // and generated qwen2 (biases, K-quant mix) and gemma3 (q/k norms, post-norms, sliding window).
 #include "tiny_models.h"
 
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/runtime/engine.h"
 
@@ -101,7 +103,8 @@ class TestProfilerRecords : public QObject {
     QTest::newRow("gemma3 sliding window") << "gemma3" << 20 << 128;
   }
 
-  // A prefill and two decode steps, each against predict_step for the same scenario.
+  // The prefill (in chunks of `batch` tokens, one step each, only the last with logits) and two
+  // decode steps, each against predict_step for the same scenario.
   void matchesCostModel() {
     QFETCH(QString, model);
     QFETCH(int, prompt);
@@ -118,18 +121,31 @@ class TestProfilerRecords : public QObject {
     QVERIFY(e.is_profiling());
     QVERIFY(e.add_request(greedy(random_prompt(e.config().vocab_size, prompt, 7), 3)).is_ok());
 
-    auto prefill = e.step();
-    QVERIFY(prefill.is_ok());
-    const ProfileBatch& pb = prefill->profile;
-    QCOMPARE(pb.phase, Phase::Prefill);
-    QCOMPARE(pb.num_tokens, prompt);
-    QCOMPARE(pb.num_kv, int64_t(prompt));
-    QCOMPARE(pb.num_dropped, 0u);
-    auto predicted = predict_step(*shape, {Phase::Prefill, prompt, 0, batch, true});
-    QVERIFY(predicted.is_ok());
-    compare_records(pb.kernels, *predicted);
-    QVERIFY(pb.kernel_seconds() > 0);
-    QVERIFY(pb.kernel_seconds() <= pb.step_seconds);
+    ProfileBatch pb;
+    std::vector<KernelRecord> all_prefill;
+    for (int first = 0; first < prompt; first += batch) {
+      auto prefill = e.step();
+      QVERIFY(prefill.is_ok());
+      pb = prefill->profile;
+      const int n = std::min(batch, prompt - first);
+      const bool is_last = first + n == prompt;
+      QCOMPARE(pb.phase, Phase::Prefill);
+      QCOMPARE(pb.num_tokens, n);
+      QCOMPARE(pb.num_kv, int64_t(first + n));
+      QCOMPARE(pb.num_dropped, 0u);
+      QCOMPARE(prefill->tokens.size(), size_t(is_last ? 1 : 0));
+      QCOMPARE(int64_t(pb.kernels.size()), num_step_records(shape->config, n, 0, is_last));
+      auto predicted = predict_step(*shape, {Phase::Prefill, n, first, 0, is_last});
+      QVERIFY(predicted.is_ok());
+      compare_records(pb.kernels, *predicted);
+      QVERIFY(pb.kernel_seconds() > 0);
+      QVERIFY(pb.kernel_seconds() <= pb.step_seconds);
+      all_prefill.insert(all_prefill.end(), pb.kernels.begin(), pb.kernels.end());
+    }
+    // Together the chunks are the whole prompt's prefill as the cost model prices it.
+    auto whole = predict_step(*shape, {Phase::Prefill, prompt, 0, batch, true});
+    QVERIFY(whole.is_ok());
+    compare_records(all_prefill, *whole);
 
     for (int i = 0; i < 2; ++i) {
       auto decode = e.step();
@@ -143,6 +159,43 @@ class TestProfilerRecords : public QObject {
       compare_records(db.kernels, *d);
       QVERIFY(db.kernel_seconds() <= db.step_seconds);
     }
+  }
+
+  // A step of three sequences (two decodes and a prompt) is one forward pass: each kernel once,
+  // over all 2 + 9 tokens, attention summed over the sequences, the classifier for 3 rows.
+  void batchedStepMatchesCostModel() {
+    if (m_aidreams.empty()) QSKIP("shared aidreams model absent");
+    auto engine = Engine::load(m_aidreams, {0, 2});
+    QVERIFY(engine.is_ok());
+    auto shape = model_shape_from_gguf(m_aidreams);
+    QVERIFY(shape.is_ok());
+    Engine& e = **engine;
+    QVERIFY(e.add_request(greedy(random_prompt(512, 6, 1), 4)).is_ok());
+    QVERIFY(e.add_request(greedy(random_prompt(512, 20, 2), 4)).is_ok());
+    QVERIFY(e.step().is_ok());  // both prompts, one token each
+    QVERIFY(e.add_request(greedy(random_prompt(512, 9, 3), 4)).is_ok());
+    e.set_profiling(true);
+    auto step = e.step();
+    QVERIFY(step.is_ok());
+    const ProfileBatch& b = step->profile;
+    QCOMPARE(b.phase, Phase::Prefill);  // any prompt tokens make it a prefill step
+    QCOMPARE(b.num_tokens, 1 + 1 + 9);
+    QCOMPARE(b.num_kv, int64_t(7 + 21 + 9));
+    QCOMPARE(step->tokens.size(), size_t(3));
+    QCOMPARE(int64_t(b.kernels.size()), num_step_records(shape->config, 11, 0, true));
+    StepScenario all{Phase::Prefill, 11, 0, 0, true, 3};
+    auto predicted = predict_step(*shape, all);
+    QVERIFY(predicted.is_ok());
+    // The cost model prices one sequence; its attention records are the batch's sums instead.
+    const op_costs::AttentionSpan spans[] = {{1, 6}, {1, 20}, {9, 0}};
+    const ModelConfig& c = shape->config;
+    for (KernelRecord& r : *predicted) {
+      if (r.kind == OpKind::Attention) {
+        r = op_costs::batched_attention(r.layer, spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v, 0);
+        r.phase = Phase::Prefill;
+      }
+    }
+    compare_records(b.kernels, *predicted);
   }
 
   // Independently of the cost model: the kernels of one aidreams layer, by kind.
@@ -231,14 +284,18 @@ class TestProfilerRecords : public QObject {
     QVERIFY(qAbs(event_times.back() - event_times.front() - finished.generation_seconds) < 1e-6);
     QCOMPARE(finished.num_reused_prompt_tokens, 0);
 
-    // The same prompt again: all but its last token come from the cache.
-    QVERIFY(e.add_request(greedy(prompt, 2)).is_ok());
-    while (e.has_unfinished_requests()) {
-      auto s = e.step();
-      QVERIFY(s.is_ok());
-      for (const RequestFinished& f : s->finished) finished = f;
+    // A 40-token prompt, then the same again: its two full 16-token blocks come from the prefix
+    // cache (the block holding the last prompt token is always computed).
+    const std::vector<int32_t> longer = random_prompt(512, 40, 11);
+    for (const int expected : {0, 32}) {
+      QVERIFY(e.add_request(greedy(longer, 2)).is_ok());
+      while (e.has_unfinished_requests()) {
+        auto s = e.step();
+        QVERIFY(s.is_ok());
+        for (const RequestFinished& f : s->finished) finished = f;
+      }
+      QCOMPARE(finished.num_reused_prompt_tokens, expected);
     }
-    QCOMPARE(finished.num_reused_prompt_tokens, 9);
   }
 };
 

@@ -106,7 +106,14 @@ void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {
   QVERIFY2(stats.numGeneratedTokens > 1, qPrintable(stats.finishReason));
 
   // Snapshots arrived, and the last one (sent when the engine fell idle) holds both phases.
-  QVERIFY(snapshots.count() >= 1);
+  // The idle flush follows the finished signal through the queue: wait for it.
+  QVERIFY(QTest::qWaitFor(
+      [&] {
+        if (snapshots.isEmpty()) return false;
+        const auto s = snapshots.last().at(0).value<iwb::ProfileSnapshot>();
+        return s.last_prefill.has_value() && s.last_decode.has_value();
+      },
+      kTimeoutMs));
   const auto last = snapshots.last().at(0).value<iwb::ProfileSnapshot>();
   QVERIFY(last.last_prefill.has_value());
   QVERIFY(last.last_decode.has_value());
@@ -157,7 +164,7 @@ void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {
   QCOMPARE(metrics.row(0).metrics.inter_token.count, qint64(stats.numGeneratedTokens - 1));
 
   // Memory: sampled after the reply with the cache holding the prompt and all but the last token.
-  QVERIFY(memory.count() >= 1);
+  QVERIFY(QTest::qWaitFor([&] { return memory.count() >= 1; }, kTimeoutMs));
   const auto sample = memory.last().at(0).value<MemorySample>();
   QVERIFY(sample.isValid);
   QVERIFY(sample.contextLength > 0);
@@ -188,8 +195,12 @@ void TestProfilingEndToEnd::unprofiledReplyHasTimingsOnly() {
   QCOMPARE(measured.count(), 1);
   // The cache's positions are known without the profiler too.
   const auto stats = finished.at(0).at(1).value<GenerationStats>();
-  QCOMPARE(memory.last().at(0).value<MemorySample>().kvPositions,
-           qint64(stats.numPromptTokens + stats.numGeneratedTokens - 1));
+  // The idle sample follows the finished signal through the same queue: wait for it rather
+  // than assume it was delivered in the same event batch.
+  const qint64 expected = stats.numPromptTokens + stats.numGeneratedTokens - 1;
+  QVERIFY(QTest::qWaitFor(
+      [&] { return !memory.isEmpty() && memory.last().at(0).value<MemorySample>().kvPositions == expected; },
+      kTimeoutMs));
 
   // Switched on between replies: the next reply is profiled.
   engine.setProfiling(true);

@@ -11,6 +11,7 @@ EngineController::EngineController(QObject* parent)
     : QObject(parent), m_thread(new QThread(this)), m_worker(new EngineWorker) {
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
+  registerKvMapMetaTypes();
   m_thread->setObjectName(QStringLiteral("EngineThread"));
   m_worker->moveToThread(m_thread);
   connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
@@ -18,6 +19,7 @@ EngineController::EngineController(QObject* parent)
   // Into the worker: the signals are emitted here, the slots run there (queued).
   connect(this, &EngineController::loadRequested, m_worker, &EngineWorker::loadModel);
   connect(this, &EngineController::generateRequested, m_worker, &EngineWorker::generate);
+  connect(this, &EngineController::batchRequested, m_worker, &EngineWorker::submitBatch);
   connect(this, &EngineController::stopRequested, m_worker, &EngineWorker::stop);
   connect(this, &EngineController::unloadRequested, m_worker, &EngineWorker::unload);
   connect(this, &EngineController::profilingRequested, m_worker, &EngineWorker::setProfiling);
@@ -60,6 +62,7 @@ EngineController::EngineController(QObject* parent)
   connect(m_worker, &EngineWorker::tokenTimesReady, this, &EngineController::tokenTimesReady);
   connect(m_worker, &EngineWorker::requestMeasured, this, &EngineController::requestMeasured);
   connect(m_worker, &EngineWorker::memorySampled, this, &EngineController::memorySampled);
+  connect(m_worker, &EngineWorker::kvSnapshotReady, this, &EngineController::kvSnapshotReady);
   m_thread->start();
 }
 
@@ -86,6 +89,20 @@ quint64 EngineController::generate(const GenerationInput& input) {
 
 void EngineController::stop() {
   if (m_activeRequest != 0) emit stopRequested(m_activeRequest);
+}
+
+QList<quint64> EngineController::submitBatch(const BatchInput& batch) {
+  QList<quint64> ids;
+  ids.reserve(batch.prompts.size());
+  for (qsizetype i = 0; i < batch.prompts.size(); ++i) ids << m_nextRequest++;
+  if (!ids.isEmpty()) emit batchRequested(ids, batch);
+  return ids;
+}
+
+void EngineController::stopRequests(const QList<quint64>& requestIds) {
+  for (const quint64 id : requestIds) {
+    if (id != 0) emit stopRequested(id);  // 0 would stop every reply, the chat's too
+  }
 }
 
 void EngineController::unload() { emit unloadRequested(); }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/generation_values.h"
+#include "engine/kv_map_values.h"
 #include "engine/measurement_values.h"
 
 #include <QObject>
@@ -38,6 +39,13 @@ class EngineController : public QObject {
   // Queues a reply and returns its id (the first argument of the signals about it).
   quint64 generate(const GenerationInput& input);
   void stop();
+  // Queues every prompt of `batch` as its own request, all before the engine's next step so
+  // they are served together, and returns their ids in prompt order (the signals about them
+  // carry these). The chat's reply (activeRequest) is left as it is; a chat reply started
+  // meanwhile simply joins the batch.
+  QList<quint64> submitBatch(const BatchInput& batch);
+  // Ends these requests at the next step; unknown or finished ids are ignored.
+  void stopRequests(const QList<quint64>& requestIds);
   void unload();
   // Per-kernel profiling (off at start): the engine reports each step's kernels, which arrive
   // as profileSnapshotReady. Applies to the loaded model and every later one.
@@ -64,10 +72,12 @@ class EngineController : public QObject {
   void tokenTimesReady(quint64 requestId, const QList<double>& sessionSeconds);
   void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
   void memorySampled(const iwb::ui::MemorySample& sample);
+  void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
 
   // Internal: queued calls into the worker thread.
   void loadRequested(const QString& path, const iwb::ui::EngineLoadOptions& options);
   void generateRequested(quint64 requestId, const iwb::ui::GenerationInput& input);
+  void batchRequested(const QList<quint64>& requestIds, const iwb::ui::BatchInput& batch);
   void stopRequested(quint64 requestId);
   void unloadRequested();
   void profilingRequested(bool isEnabled);

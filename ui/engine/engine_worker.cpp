@@ -1,6 +1,6 @@
 // EngineWorker: model loading with progress, prompt building through the engine's chat-prompt
-// helper, and the step loop — one step per queued invocation so the event loop can deliver
-// stop() and unload() between steps.
+// helper (one request, or a batch of them queued together), and the step loop — one step per
+// queued invocation so the event loop can deliver stop() and unload() between steps.
 #include "engine/engine_worker.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
@@ -33,13 +33,16 @@ EngineWorker::EngineWorker(QObject* parent)
       m_sessionStart(std::chrono::steady_clock::now()) {
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
+  registerKvMapMetaTypes();
 }
 
 EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& options) {
+  const bool hadModel = m_engine != nullptr;
   releaseEngine();
   prepareMeasurementsForLoad();
+  if (hadModel) emitKvSnapshot(true);  // the old pool is gone, whether or not the new model loads
   const QFileInfo info(path);
   if (!info.exists()) {
     emit modelLoadFailed(path, tr("The file %1 does not exist.").arg(info.fileName()));
@@ -78,9 +81,19 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
 }
 
 void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
+  if (queueRequest(requestId, input)) scheduleStep();
+}
+
+void EngineWorker::submitBatch(const QList<quint64>& requestIds, const BatchInput& batch) {
+  bool isAnyQueued = false;
+  for (qsizetype i = 0; i < requestIds.size(); ++i) isAnyQueued |= queueRequest(requestIds.at(i), batch.inputFor(i));
+  if (isAnyQueued) scheduleStep();
+}
+
+bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input) {
   if (!m_engine) {
     emit generationFailed(requestId, tr("No model is loaded."));
-    return;
+    return false;
   }
   std::vector<iwb::ChatMessage> messages;
   messages.reserve(static_cast<size_t>(input.messages.size()));
@@ -92,13 +105,13 @@ void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
     promptOptions.family = iwb::chat_template_family_from_name(input.templateOverride.toStdString());
     if (!promptOptions.family) {
       emit generationFailed(requestId, tr("Unknown chat template \"%1\".").arg(input.templateOverride));
-      return;
+      return false;
     }
   }
   auto prompt = iwb::build_chat_prompt(m_engine->tokenizer(), m_engine->chat_template(), messages, promptOptions);
   if (!prompt) {
     emit generationFailed(requestId, tr("Could not build the prompt: %1").arg(QString::fromStdString(prompt.error_message())));
-    return;
+    return false;
   }
   const int numPromptTokens = static_cast<int>(prompt->tokens.size());
   // The engine would refuse too, but in its own words; this one tells the user what to do.
@@ -108,7 +121,7 @@ void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
                              "Start a new conversation, or edit an earlier message to shorten it.")
                               .arg(numPromptTokens)
                               .arg(m_engine->context_length()));
-    return;
+    return false;
   }
 
   iwb::GenerationRequest request;
@@ -121,13 +134,13 @@ void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
     emit generationFailed(requestId, QString::fromStdString(id.error_message()));
-    return;
+    return false;
   }
   m_requestIds.insert(*id, requestId);
   m_seeds.insert(*id, seed);
   m_requestClocks.insert(*id, RequestClock{addedAt, numPromptTokens, 0});
   emit generationStarted(requestId, numPromptTokens);
-  scheduleStep();
+  return true;
 }
 
 void EngineWorker::stop(quint64 requestId) {
@@ -143,6 +156,7 @@ void EngineWorker::unload() {
   if (hadModel) {
     emit modelUnloaded();
     emitMemorySample();
+    emitKvSnapshot(true);  // empty: no pool any more
   }
 }
 
@@ -222,6 +236,7 @@ void EngineWorker::releaseEngine() {
   m_pendingTokenTimes.clear();
   m_engine.reset();
   m_shape.reset();
+  m_blockTexts.setDecoder({});
 }
 
 }  // namespace iwb::ui

@@ -1,12 +1,14 @@
 // The engine's home: a QObject that lives on its own QThread, owns the iwb::Engine, and runs
 // Engine::step() one queued invocation at a time, so stop requests that arrive between steps
-// are seen within one step. Requests come in as queued slot calls; results leave as queued
+// are seen within one step. Requests come in as queued slot calls (several at once are served
+// together by the engine; each is routed by the caller's id); results leave as queued
 // signals carrying plain values. Nothing outside this object touches the engine. While
 // profiling is on, each step's kernel records are folded into snapshots sent at most ten times
-// a second; token times and memory samples are decimated the same way.
+// a second; token times, memory samples and KV-cache map snapshots are decimated the same way.
 #pragma once
 
 #include "engine/generation_values.h"
+#include "engine/kv_map_values.h"
 #include "engine/measurement_values.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/profile/profile_aggregate.h"
@@ -44,6 +46,9 @@ class EngineWorker : public QObject {
   // the caller's name for this reply; every later signal about it carries it. Emits
   // generationStarted then tokensReady... and generationFinished, or generationFailed alone.
   void generate(quint64 requestId, const iwb::ui::GenerationInput& input);
+  // Queues every prompt of `batch` as its own request (requestIds[i] names prompt i), all before
+  // the next step, so the engine serves them together; each gets the signals generate() gives.
+  void submitBatch(const QList<quint64>& requestIds, const iwb::ui::BatchInput& batch);
   // Ends the reply `requestId` at the next step (generationFinished with "aborted" follows);
   // 0 stops every reply. Unknown or finished ids are ignored.
   void stop(quint64 requestId);
@@ -75,8 +80,14 @@ class EngineWorker : public QObject {
   void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
   // After a load or unload, every ~0.5 s while generating, and when a reply ends.
   void memorySampled(const iwb::ui::MemorySample& sample);
+  // The paged KV cache for the block map: after a load, at most ~7 a second while generating
+  // (the first step after idle at once), once when the engine falls idle, and empty on unload.
+  void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
 
  private:
+  // Builds the prompt of `input`, queues it in the engine and emits generationStarted (or
+  // generationFailed); the caller schedules the step. False when it was refused.
+  bool queueRequest(quint64 requestId, const iwb::ui::GenerationInput& input);
   void scheduleStep();
   void runStep();
   // generationFinished for each ended request of ours, with its stats.
@@ -94,6 +105,8 @@ class EngineWorker : public QObject {
   void flushMeasurements();
   void reportMeasurement(const iwb::RequestFinished& finished, quint64 requestId);
   void emitMemorySample();
+  // kvSnapshotReady now (an empty one without an engine).
+  void emitKvSnapshot(bool isIdle);
 
   std::unique_ptr<iwb::Engine> m_engine;
   QHash<quint64, quint64> m_requestIds;  // engine RequestId -> caller's requestId
@@ -118,6 +131,9 @@ class EngineWorker : public QObject {
   MemorySample m_memoryBaseline;                     // just before the model was loaded
   qint64 m_kvPositions = 0;
   std::optional<iwb::ModelShape> m_shape;            // the loaded model's, for predicted work
+  BlockTextCache m_blockTexts;                       // decoded block contents, per block
+  double m_lastKvEmit = -1;
+  bool m_wasKvIdle = true;                           // the last KV snapshot sent was an idle one
 };
 
 }  // namespace iwb::ui

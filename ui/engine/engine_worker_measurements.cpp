@@ -1,9 +1,10 @@
 // EngineWorker's measurements: profile snapshots through the engine's decimator, token times on
-// one session clock, per-request timings with the cost model's predicted work, and memory
-// samples. All of it runs on the worker thread; only values leave.
+// one session clock, per-request timings with the cost model's predicted work, memory samples
+// and KV-cache map snapshots. All of it runs on the worker thread; only values leave.
 #include "engine/engine_worker.h"
 
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
 
 namespace iwb::ui {
 namespace {
@@ -12,6 +13,8 @@ namespace {
 // changes more slowly and costs a file read.
 constexpr double kTokenTimesInterval = 0.1;
 constexpr double kMemoryInterval = 0.5;
+// The block map repaints thousands of cells per snapshot; seven a second looks live.
+constexpr double kKvSnapshotInterval = 0.15;
 
 }  // namespace
 
@@ -45,7 +48,16 @@ void EngineWorker::finishMeasurementsForLoad() {
   auto shape = iwb::model_shape_from_gguf(m_engine->model().path);
   if (shape) m_shape = std::move(*shape);
   else m_shape.reset();
+  // A block's text is what its tokens spell, specials included ("<|im_start|>"), with the
+  // leading space kept: a block is the middle of a text, not its start.
+  m_blockTexts.setDecoder([tokenizer = m_engine->tokenizer()](std::span<const int32_t> tokens) {
+    iwb::tokenizer::DecodeOptions options;
+    options.render_special = true;
+    options.strip_leading_space = false;
+    return tokenizer.decode(tokens, options);
+  });
   emitMemorySample();
+  emitKvSnapshot(true);  // the empty pool, before the first request
 }
 
 void EngineWorker::collectStepMeasurements(const iwb::StepResult& result) {
@@ -72,6 +84,9 @@ void EngineWorker::collectStepMeasurements(const iwb::StepResult& result) {
     m_pendingTokenTimes.clear();
   }
   if (now - m_lastMemoryEmit >= kMemoryInterval) emitMemorySample();
+  // A batch starting from idle shows at once (its prompts' blocks, the prefix they share);
+  // after that the map follows at the decimated rate.
+  if (m_wasKvIdle || now - m_lastKvEmit >= kKvSnapshotInterval) emitKvSnapshot(false);
 }
 
 void EngineWorker::flushMeasurements() {
@@ -82,6 +97,7 @@ void EngineWorker::flushMeasurements() {
   // The last steps of a reply must show, not wait for a next step that may never come.
   if (auto snapshot = m_profileDecimator.flush(sessionSeconds())) emit profileSnapshotReady(*snapshot, m_profileEpoch);
   emitMemorySample();
+  emitKvSnapshot(true);
 }
 
 void EngineWorker::reportMeasurement(const iwb::RequestFinished& finished, quint64 requestId) {
@@ -113,6 +129,19 @@ void EngineWorker::emitMemorySample() {
   sample.contextLength = m_engine ? m_engine->context_length() : 0;
   m_lastMemoryEmit = sessionSeconds();
   emit memorySampled(sample);
+}
+
+void EngineWorker::emitKvSnapshot(bool isIdle) {
+  m_lastKvEmit = sessionSeconds();
+  m_wasKvIdle = isIdle;
+  if (!m_engine) {
+    emit kvSnapshotReady(KvMapSnapshot{});
+    return;
+  }
+  KvMapSnapshot snapshot = makeKvMapSnapshot(m_engine->kv_snapshot(), m_blockTexts, m_requestIds);
+  snapshot.sessionSeconds = m_lastKvEmit;
+  snapshot.isIdle = isIdle;
+  emit kvSnapshotReady(snapshot);
 }
 
 }  // namespace iwb::ui

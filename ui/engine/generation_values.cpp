@@ -117,6 +117,15 @@ GenerationStats GenerationStats::fromJson(const QJsonObject& json) {
   return s;
 }
 
+GenerationInput BatchInput::inputFor(qsizetype i) const {
+  GenerationInput input;
+  if (!systemText.isEmpty()) input.messages.append({QStringLiteral("system"), systemText});
+  input.messages.append({QStringLiteral("user"), prompts.value(i)});
+  input.sampling = sampling;
+  input.templateOverride = templateOverride;
+  return input;
+}
+
 QStringList chatTemplateFamilyNames() {
   QStringList names;
   for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
@@ -142,6 +151,8 @@ void registerGenerationMetaTypes() {
   qRegisterMetaType<iwb::ui::SamplingSettings>();
   qRegisterMetaType<iwb::ui::GenerationInput>();
   qRegisterMetaType<iwb::ui::GenerationStats>();
+  qRegisterMetaType<iwb::ui::BatchInput>();
+  qRegisterMetaType<QList<quint64>>();
   qRegisterMetaType<iwb::ui::EngineLoadOptions>();
   qRegisterMetaType<iwb::ui::LoadedModel>();
 }

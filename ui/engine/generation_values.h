@@ -9,6 +9,7 @@
 #include <QList>
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 
 namespace iwb::ui {
 
@@ -41,6 +42,18 @@ struct GenerationInput {
   QList<ChatTurn> messages;   // optional system turn first, ends with a user turn
   SamplingSettings sampling;
   QString templateOverride;   // empty or "auto": the model's own template; else a family name
+};
+
+// Several prompts answered together (the KV Cache tab's batch): each prompt becomes a request
+// of its own, all queued before the engine's next step so they are served in one batch.
+struct BatchInput {
+  QStringList prompts;        // one user message each
+  QString systemText;         // when set, a system turn before every prompt: a common prefix
+  SamplingSettings sampling;
+  QString templateOverride;   // as in GenerationInput
+
+  // The conversation of prompt `i`: the system turn (when set) and the user's prompt.
+  GenerationInput inputFor(qsizetype i) const;
 };
 
 // How one reply went. Stored with the message as JSON and shown under it.
@@ -94,5 +107,6 @@ void registerGenerationMetaTypes();
 Q_DECLARE_METATYPE(iwb::ui::SamplingSettings)
 Q_DECLARE_METATYPE(iwb::ui::GenerationInput)
 Q_DECLARE_METATYPE(iwb::ui::GenerationStats)
+Q_DECLARE_METATYPE(iwb::ui::BatchInput)
 Q_DECLARE_METATYPE(iwb::ui::EngineLoadOptions)
 Q_DECLARE_METATYPE(iwb::ui::LoadedModel)

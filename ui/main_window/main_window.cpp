@@ -5,6 +5,7 @@
 #include "engine/engine_controller.h"
 #include "main_window/app_info.h"
 #include "iwb/engine/model/model_locations.h"
+#include "kvmap/kv_cache_panel.h"
 #include "main_window/model_folders_menu.h"
 #include "main_window/recent_files.h"
 #include "memory/memory_panel.h"
@@ -106,6 +107,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_tabs->addTab(m_rooflinePanel, tr("Roofline"));
   m_tabs->addTab(m_metricsPanel, tr("Metrics"));
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
+  m_kvCachePanel = new KvCachePanel(m_engine);
+  m_tabs->addTab(m_kvCachePanel, tr("KV Cache"));
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);

@@ -1,6 +1,7 @@
 // The application's main window: File/View/Help menus with recent models, a Chat tab (the engine
 // on its worker thread, history in SQLite), a Model tab (the welcome page or the opened model's
-// overview), Roofline, Metrics and Memory tabs (what the engine measured), a non-modal message
+// overview), Roofline, Metrics and Memory tabs (what the engine measured), a KV Cache tab (the
+// paged cache's block map and batches of requests), a non-modal message
 // bar for errors, and status-bar facts about the model. Files
 // are parsed on a loader thread and then loaded into the engine; results arrive as values
 // through queued signals.
@@ -25,6 +26,7 @@ namespace iwb::ui {
 class ChatPanel;
 class ConversationStore;
 class EngineController;
+class KvCachePanel;
 class MachineCeilings;
 class MemoryPanel;
 class MessageBar;
@@ -59,9 +61,10 @@ class MainWindow : public QMainWindow {
   RooflinePanel* rooflinePanel() const { return m_rooflinePanel; }
   MetricsPanel* metricsPanel() const { return m_metricsPanel; }
   MemoryPanel* memoryPanel() const { return m_memoryPanel; }
+  KvCachePanel* kvCachePanel() const { return m_kvCachePanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
-  // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics"
-  // or "memory"; false when there is no such tab.
+  // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
+  // "memory" or "kv cache"; false when there is no such tab.
   bool showTab(const QString& name);
   // The Model tab's page (the welcome page or the overview).
   QWidget* modelPage() const;
@@ -115,6 +118,7 @@ class MainWindow : public QMainWindow {
   RooflinePanel* m_rooflinePanel = nullptr;
   MetricsPanel* m_metricsPanel = nullptr;
   MemoryPanel* m_memoryPanel = nullptr;
+  KvCachePanel* m_kvCachePanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

@@ -52,6 +52,9 @@ Status check(const ModelShape& m, const StepScenario& s) {
   if (s.num_tokens < 1) return make_error(ErrorCode::InvalidArgument, "a step needs at least one token");
   if (s.num_cached_tokens < 0) return make_error(ErrorCode::InvalidArgument, "the cached token count cannot be negative");
   if (s.max_batch_tokens < 0) return make_error(ErrorCode::InvalidArgument, "the batch size cannot be negative");
+  if (s.has_logits && (s.num_logits_rows < 1 || s.num_logits_rows > s.num_tokens)) {
+    return make_error(ErrorCode::InvalidArgument, "the classifier runs for 1 to num_tokens rows");
+  }
   if (m.config.num_layers <= 0 || static_cast<int64_t>(m.layers.size()) != m.config.num_layers) {
     return make_error(ErrorCode::InvalidArgument, "model shape '" + m.name + "' lists " +
                                                       std::to_string(m.layers.size()) + " layers' weight types for " +
@@ -81,9 +84,11 @@ Result<std::vector<KernelRecord>> predict_step(const ModelShape& m, const StepSc
     for (int64_t il = 0; il < c.num_layers; ++il) add_layer(m, il, n, s.num_cached_tokens + start, &out);
   }
   if (s.has_logits) {
-    out.push_back(op_costs::rmsnorm("output_norm", -1, 1, c.embedding_length, 1, true));
-    out.push_back(op_costs::matmul(OpKind::Logits, "output", -1, m.output_type, c.embedding_length, c.vocab_size, 1, false));
-    if (c.final_logit_softcap > 0.0f) out.push_back(op_costs::softcap(c.vocab_size));
+    const int64_t rows = s.num_logits_rows;
+    out.push_back(op_costs::rmsnorm("output_norm", -1, rows, c.embedding_length, rows, true));
+    out.push_back(op_costs::matmul(OpKind::Logits, "output", -1, m.output_type, c.embedding_length, c.vocab_size, rows,
+                                   false));
+    if (c.final_logit_softcap > 0.0f) out.push_back(op_costs::softcap(c.vocab_size, rows));
   }
   for (KernelRecord& r : out) r.phase = s.phase;
   return out;

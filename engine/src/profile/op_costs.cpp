@@ -96,6 +96,21 @@ KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, in
   return r;
 }
 
+KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window) {
+  KernelRecord r = base(OpKind::Attention, "attention", layer, GgmlType::F16, 0);
+  for (const AttentionSpan& s : spans) {
+    const KernelRecord one = attention(layer, s.num_tokens, s.first_position, num_heads, num_kv_heads, head_dim,
+                                       head_dim_v, sliding_window);
+    if (r.shape.num_tokens == 0) r.shape = one.shape;
+    else r.shape.num_tokens += one.shape.num_tokens;
+    r.shape.num_kv = std::max(r.shape.num_kv, one.shape.num_kv);
+    r.flops += one.flops;
+    r.bytes += one.bytes;
+  }
+  return r;
+}
+
 KernelRecord activation(int layer, int64_t num_tokens, int64_t n_ff, GatedActivation kind) {
   KernelRecord r = base(OpKind::Activation, kind == GatedActivation::SiLU ? "swiglu" : "geglu", layer,
                         GgmlType::F32, num_tokens);
@@ -124,11 +139,11 @@ KernelRecord embedding(GgmlType table_type, int64_t num_tokens, int64_t dim, boo
   return r;
 }
 
-KernelRecord softcap(int64_t vocab_size) {
-  KernelRecord r = base(OpKind::Softcap, "logit_softcap", -1, GgmlType::F32, 1);
+KernelRecord softcap(int64_t vocab_size, int64_t num_rows) {
+  KernelRecord r = base(OpKind::Softcap, "logit_softcap", -1, GgmlType::F32, num_rows);
   r.shape.cols = vocab_size;
-  r.flops = 3.0 * d(vocab_size);
-  r.bytes = 8.0 * d(vocab_size);
+  r.flops = 3.0 * d(vocab_size) * d(num_rows);
+  r.bytes = 8.0 * d(vocab_size) * d(num_rows);
   return r;
 }
 

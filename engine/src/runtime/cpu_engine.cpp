@@ -1,9 +1,9 @@
-// CpuEngine: the request queue, prefill/decode steps, sampling and the stop rules (end of
-// generation, stop strings, max tokens, full context, abort).
+// CpuEngine: loading, the KV pool's size, the request queue (any thread), abort, the reports
+// for the UI, and logits_for. The step itself is in cpu_engine_step.cpp.
 #include "runtime/cpu_engine.h"
 
+#include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
-#include "iwb/engine/profile/cost_model.h"
 
 #include <omp.h>
 
@@ -12,20 +12,29 @@
 namespace iwb {
 namespace {
 
-double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
+std::string describe_bytes(uint64_t bytes) {
+  if (bytes < (1u << 20)) return std::to_string((bytes + 512) >> 10) + " KiB";
+  return std::to_string((bytes + (1u << 19)) >> 20) + " MiB";
+}
+
+// The KV pool's byte budget (EngineOptions describes the rule).
+Result<uint64_t> kv_budget_bytes(const EngineOptions& o, uint64_t bytes_per_position, int64_t context) {
+  if (o.kv_cache_bytes > 0) return o.kv_cache_bytes;
+  const uint64_t available = describe_cpu_device().free_memory_bytes;
+  if (o.kv_cache_fraction > 0) {
+    if (available == 0) {
+      return make_error(ErrorCode::InvalidArgument, "the available memory is unknown here: give the KV cache size in "
+                                                    "bytes rather than as a fraction");
+    }
+    return static_cast<uint64_t>(o.kv_cache_fraction * static_cast<double>(available));
+  }
+  const uint64_t one_context = static_cast<uint64_t>(context) * bytes_per_position;
+  uint64_t budget = static_cast<uint64_t>(kDefaultKvContexts) * one_context;
+  if (available > 0) budget = std::min(budget, available / 4);
+  return std::max(budget, one_context);
 }
 
 }  // namespace
-
-CpuEngine::Active::Active(RequestId request_id, GenerationRequest p, const tokenizer::Tokenizer& tok)
-    : id(request_id),
-      params(std::move(p)),
-      sampler(params.sampling),
-      // A reply continues the prompt: keep the leading space SPM tokens carry.
-      detokenizer(tok, /*render_special=*/false, /*strip_leading_space=*/false),
-      stops(params.stop_strings),
-      history(params.prompt_tokens) {}
 
 CpuEngine::CpuEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer)
     : m_file(std::move(file)), m_tokenizer(std::move(tokenizer)) {}
@@ -72,21 +81,59 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   }
 
   const ModelConfig& c = engine->m_config;
-  int64_t context = options.context_length > 0 ? options.context_length : std::min<int64_t>(c.context_length_train, 4096);
+  engine->m_context_length =
+      options.context_length > 0 ? options.context_length : std::min<int64_t>(c.context_length_train, 4096);
   report(0.9, "allocating the KV cache");
-  engine->m_kv = make_contiguous_kv_cache({c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v});
-  IWB_RETURN_IF_ERROR(engine->m_kv->reserve(context));
+  IWB_RETURN_IF_ERROR(engine->set_up_kv_cache(options));
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  if (options.max_batch_tokens < 1) {
-    return make_error(ErrorCode::InvalidArgument, "the forward batch must hold at least one token (max_batch_tokens is " +
-                                                      std::to_string(options.max_batch_tokens) + ")");
-  }
   engine->m_forward =
       std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads, options.max_batch_tokens);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   report(1.0, "ready");
   return std::unique_ptr<Engine>(std::move(engine));
 }
+
+Status CpuEngine::set_up_kv_cache(const EngineOptions& o) {
+  if (o.max_batch_tokens < 1) {
+    return make_error(ErrorCode::InvalidArgument, "a step must hold at least one token (max_batch_tokens is " +
+                                                      std::to_string(o.max_batch_tokens) + ")");
+  }
+  if (o.max_running_sequences < 1) {
+    return make_error(ErrorCode::InvalidArgument, "at least one sequence must be able to run (max_running_sequences is " +
+                                                      std::to_string(o.max_running_sequences) + ")");
+  }
+  if (!(o.kv_cache_fraction >= 0 && o.kv_cache_fraction <= 1)) {
+    return make_error(ErrorCode::InvalidArgument, "the KV cache fraction of available memory must be within 0..1, not " +
+                                                      std::to_string(o.kv_cache_fraction));
+  }
+  if (o.kv_block_size < 1 || o.kv_block_size > 4096) {
+    return make_error(ErrorCode::InvalidArgument, "a KV block holds 1 to 4096 tokens, not " + std::to_string(o.kv_block_size));
+  }
+  const ModelConfig& c = m_config;
+  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
+  Result<uint64_t> budget = kv_budget_bytes(o, PagedKvStorage::bytes_per_block(shape, 1), m_context_length);
+  if (!budget) return budget.status();
+  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(shape, o.kv_block_size, *budget);
+  if (!num_blocks) return num_blocks.status();
+  Result<std::unique_ptr<PagedKvStorage>> storage = PagedKvStorage::create(shape, o.kv_block_size, *num_blocks);
+  if (!storage) return storage.status();
+  m_kv = std::move(*storage);
+
+  BlockManagerConfig blocks;
+  blocks.num_blocks = *num_blocks;
+  blocks.block_size = o.kv_block_size;
+  blocks.enable_prefix_caching = o.enable_prefix_caching;
+  SchedulerConfig scheduling;
+  scheduling.max_batch_tokens = o.max_batch_tokens;
+  scheduling.max_running_sequences = o.max_running_sequences;
+  Result<Scheduler> scheduler = Scheduler::create(blocks, scheduling);
+  if (!scheduler) return scheduler.status();
+  m_scheduler = std::make_unique<Scheduler>(std::move(*scheduler));
+  // A sequence can never outgrow the pool: past it, it ends as if its context were full.
+  m_max_sequence_length = std::min(m_context_length, m_kv->num_slots());
+  return {};
+}
+
 
 Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
   const auto num_prompt = static_cast<int64_t>(request.prompt_tokens.size());
@@ -95,6 +142,16 @@ Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
     return make_error(ErrorCode::InvalidArgument, "prompt is " + std::to_string(num_prompt) +
                                                       " tokens but the context holds " +
                                                       std::to_string(context_length()));
+  }
+  // The pool's size never changes, so "never fits" is known now, without the scheduler.
+  const int64_t block_size = m_kv->block_size();
+  const int64_t num_blocks_needed = (num_prompt + block_size - 1) / block_size;
+  if (num_blocks_needed > m_kv->num_blocks()) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "prompt is " + std::to_string(num_prompt) + " tokens and needs " +
+                          std::to_string(num_blocks_needed) + " KV blocks of " + std::to_string(block_size) +
+                          " tokens, but the whole KV cache holds " + std::to_string(m_kv->num_blocks()) + " (" +
+                          describe_bytes(m_kv->num_bytes()) + "); give the KV cache more memory");
   }
   for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
     const int32_t t = request.prompt_tokens[i];
@@ -114,192 +171,101 @@ void CpuEngine::abort_request(RequestId id) {
   std::lock_guard lock(m_mutex);
   for (auto it = m_queue.begin(); it != m_queue.end(); ++it) {
     if (it->id == id) {
-      RequestFinished f;
-      f.request = id;
-      f.reason = FinishReason::Aborted;
-      f.num_prompt_tokens = static_cast<int32_t>(it->params.prompt_tokens.size());
-      f.queued_seconds = seconds_between(it->submitted, Clock::now());
-      m_aborted_while_queued.push_back(f);
+      RequestState never_run(id, std::move(it->params), it->submitted, m_tokenizer);
+      m_aborted_while_queued.push_back(never_run.finished(FinishReason::Aborted));
       m_queue.erase(it);
       return;
     }
   }
-  if (id == m_active_id) m_abort_requests.insert(id);  // honoured by the next step()
+  if (m_active.count(id) != 0) m_abort_requests.insert(id);  // honoured by the next step()
 }
 
 bool CpuEngine::has_unfinished_requests() const {
   std::lock_guard lock(m_mutex);
-  return m_has_active || !m_queue.empty() || !m_aborted_while_queued.empty();
+  return !m_active.empty() || !m_queue.empty() || !m_aborted_while_queued.empty();
 }
 
-Result<StepResult> CpuEngine::step() {
-  const Clock::time_point step_start = Clock::now();
-  StepResult result;
-  bool is_abort_requested = false;
-  {
-    std::lock_guard lock(m_mutex);
-    result.finished = std::move(m_aborted_while_queued);
-    m_aborted_while_queued.clear();
-    if (!m_active && !m_queue.empty()) {
-      m_active = std::make_unique<Active>(m_queue.front().id, std::move(m_queue.front().params), m_tokenizer);
-      m_active->submitted = m_queue.front().submitted;
-      m_queue.pop_front();
-      m_active->started = step_start;
-      m_active_id = m_active->id;
-      m_has_active = true;
-    }
-    if (m_active) is_abort_requested = m_abort_requests.erase(m_active->id) > 0;
-  }
-  if (!m_active) return result;
-  Active& a = *m_active;
-  const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
-  result.profile.step_index = m_num_steps++;
-
-  if (is_abort_requested) {
-    finish(a, FinishReason::Aborted, {}, &result);
-  } else if (Status s = run_forward(a, is_profiled, &result); !s) {
-    // The cache may hold a half-written batch: forget it rather than trust it.
-    m_kv->clear();
-    m_cached_tokens.clear();
-    finish(a, FinishReason::Error, s.message(), &result);
-  } else {
-    const int32_t token = a.sampler.sample(m_logits, a.history);
-    result.stats.num_decode_tokens = 1;
-    emit_token(a, token, &result);
-  }
-  result.stats.seconds = seconds_between(step_start, Clock::now());
-  result.profile.step_seconds = result.stats.seconds;
-  return result;
-}
-
-Status CpuEngine::run_forward(Active& a, bool is_profiled, StepResult* result) {
-  KernelRecorder& recorder = m_forward->recorder();
-  ProfileBatch& profile = result->profile;
-  // Reserves the step's records before any kernel runs, and hands them over afterwards, even
-  // when the pass failed part-way (the records show how far it got).
-  auto run = [&](Phase phase, std::span<const int32_t> tokens, int64_t first_position) -> Status {
-    const auto num_tokens = static_cast<int64_t>(tokens.size());
-    if (is_profiled) {
-      recorder.begin(phase, static_cast<size_t>(num_step_records(m_config, num_tokens, m_forward->max_batch(), true)));
-    }
-    Status status = m_forward->forward(tokens, first_position, *m_kv, m_logits.data());
-    if (is_profiled) {
-      profile.phase = phase;
-      profile.num_tokens = static_cast<int32_t>(num_tokens);
-      profile.num_kv = m_kv->num_positions();
-      profile.kernels = recorder.take();
-      profile.num_dropped = static_cast<uint32_t>(recorder.num_dropped());
-    }
-    return status;
+EngineKvSnapshot CpuEngine::kv_snapshot() const {
+  EngineKvSnapshot snap;
+  snap.cache = m_scheduler->block_manager().snapshot();
+  snap.scheduler = m_scheduler->stats();
+  snap.bytes_per_block = PagedKvStorage::bytes_per_block(m_kv->shape(), m_kv->block_size());
+  auto describe = [&](SequenceId id, bool is_running) {
+    const Sequence* s = m_scheduler->find(id);
+    if (s == nullptr) return;
+    KvSequenceInfo info;
+    info.sequence = id;
+    info.request = s->request;
+    info.is_running = is_running;
+    info.num_tokens = s->num_tokens();
+    info.num_prompt_tokens = s->num_prompt_tokens;
+    info.num_computed_tokens = s->num_computed_tokens;
+    info.num_cached_prompt_tokens = s->num_cached_prompt_tokens;
+    info.num_preemptions = s->num_preemptions;
+    snap.sequences.push_back(info);
   };
-  StepStats* stats = &result->stats;
-  if (!a.is_prefilled) {
-    // Reuse the cached prefix this prompt shares with the previous sequence; at least one
-    // token must run to produce logits.
-    const std::vector<int32_t>& prompt = a.params.prompt_tokens;
-    size_t common = 0;
-    while (common < m_cached_tokens.size() && common < prompt.size() && m_cached_tokens[common] == prompt[common]) {
-      ++common;
-    }
-    if (common == prompt.size()) --common;
-    m_kv->truncate(static_cast<int64_t>(common));
-    m_cached_tokens.resize(common);
-    const std::span<const int32_t> rest(prompt.data() + common, prompt.size() - common);
-    IWB_RETURN_IF_ERROR(run(Phase::Prefill, rest, static_cast<int64_t>(common)));
-    m_cached_tokens = prompt;
-    a.is_prefilled = true;
-    a.num_reused_prompt_tokens = static_cast<int32_t>(common);
-    stats->num_prompt_tokens = static_cast<int32_t>(rest.size());
-    return {};
-  }
-  const int32_t token = a.history.back();  // sampled last step, not yet in the cache
-  IWB_RETURN_IF_ERROR(run(Phase::Decode, {&token, 1}, m_kv->num_positions()));
-  m_cached_tokens.push_back(token);
-  return {};
+  for (const SequenceId id : m_scheduler->waiting()) describe(id, false);
+  for (const SequenceId id : m_scheduler->running()) describe(id, true);
+  return snap;
 }
 
-void CpuEngine::emit_token(Active& a, int32_t token, StepResult* result) {
-  const Clock::time_point now = Clock::now();
-  if (a.num_generated == 0) a.first_token = now;
-  a.last_token = now;
-  a.num_generated += 1;
-  a.history.push_back(token);
-  const double since_submitted = seconds_between(a.submitted, now);
-  a.token_seconds.push_back(since_submitted);
-
-  TokenEvent event{a.id, token, {}, since_submitted};
-  if (a.params.stop_at_end_of_generation && m_tokenizer.is_end_of_generation(token)) {
-    bool is_stopped = false;
-    event.text = release_held_text(a, &is_stopped);
-    result->tokens.push_back(std::move(event));
-    finish(a, is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration, {}, result);
-    return;
-  }
-  const StopStringMatcher::Output out = a.stops.push(a.detokenizer.push(token));
-  event.text = out.text;
-  if (out.is_stopped) {
-    result->tokens.push_back(std::move(event));
-    finish(a, FinishReason::StopString, {}, result);
-    return;
-  }
-  const bool is_max = a.params.max_new_tokens > 0 && a.num_generated >= a.params.max_new_tokens;
-  // The new token would be written at the next free position: none left means a full context.
-  const bool is_full = m_kv->num_positions() >= m_kv->capacity();
-  if (is_max || is_full) {
-    bool is_stopped = false;
-    event.text += release_held_text(a, &is_stopped);
-    result->tokens.push_back(std::move(event));
-    const FinishReason reason =
-        is_stopped ? FinishReason::StopString : (is_max ? FinishReason::MaxTokens : FinishReason::ContextFull);
-    finish(a, reason, {}, result);
-    return;
-  }
-  result->tokens.push_back(std::move(event));
-}
-
-std::string CpuEngine::release_held_text(Active& a, bool* is_stopped) {
-  const StopStringMatcher::Output out = a.stops.push(a.detokenizer.flush());
-  *is_stopped = out.is_stopped;
-  return out.is_stopped ? out.text : out.text + a.stops.flush();
-}
-
-void CpuEngine::finish(Active& a, FinishReason reason, std::string error, StepResult* result) {
-  RequestFinished f;
-  f.request = a.id;
-  f.reason = reason;
-  f.error = std::move(error);
-  f.num_prompt_tokens = static_cast<int32_t>(a.params.prompt_tokens.size());
-  f.num_generated_tokens = a.num_generated;
-  f.queued_seconds = seconds_between(a.submitted, a.started);
-  f.num_reused_prompt_tokens = a.num_reused_prompt_tokens;
-  if (a.num_generated > 0) {
-    f.prompt_seconds = seconds_between(a.started, a.first_token);
-    f.generation_seconds = seconds_between(a.first_token, a.last_token);
-  }
-  f.token_seconds = std::move(a.token_seconds);
-  result->finished.push_back(std::move(f));
-  {
-    std::lock_guard lock(m_mutex);
-    m_abort_requests.erase(a.id);
-    m_active_id = 0;
-  }
-  m_active.reset();
-  m_has_active = false;
+MemoryReport CpuEngine::memory_report() const {
+  MemoryReport m;
+  m.weights_bytes = m_weights.num_bytes;
+  m.file_bytes = m_file->file_size();
+  m.kv_pool_bytes = m_kv->num_bytes();
+  m.kv_bytes_per_position = PagedKvStorage::bytes_per_block(m_kv->shape(), 1);
+  m.kv_num_blocks = m_kv->num_blocks();
+  m.kv_block_size = m_kv->block_size();
+  m.kv_positions_total = m_kv->num_slots();
+  const BlockManagerStats st = m_scheduler->block_manager().stats();
+  m.kv_positions_used = st.num_used_slots;
+  m.kv_positions_allocated = st.num_used_blocks * st.block_size;
+  m.kv_positions_cached = st.num_cached_blocks * st.block_size;
+  m.scratch_bytes = m_forward->scratch_bytes() + m_logits.capacity() * sizeof(float);
+  return m;
 }
 
 Result<std::vector<float>> CpuEngine::logits_for(const std::vector<int32_t>& tokens) {
-  if (m_has_active) return make_error(ErrorCode::InvalidArgument, "logits_for needs an idle engine: a request is running");
+  if (has_unfinished_requests()) {
+    return make_error(ErrorCode::InvalidArgument, "logits_for needs an idle engine: a request is running");
+  }
   if (tokens.empty()) return make_error(ErrorCode::InvalidArgument, "no tokens to compute logits for");
   if (static_cast<int64_t>(tokens.size()) > context_length()) {
     return make_error(ErrorCode::InvalidArgument, "the sequence is " + std::to_string(tokens.size()) +
                                                       " tokens but the context holds " +
                                                       std::to_string(context_length()));
   }
-  m_kv->clear();
-  m_cached_tokens.clear();
-  std::vector<float> logits(static_cast<size_t>(m_config.vocab_size));
-  IWB_RETURN_IF_ERROR(m_forward->forward(tokens, 0, *m_kv, logits.data()));
-  m_cached_tokens = tokens;
+  for (const int32_t t : tokens) {
+    if (t < 0 || t >= m_config.vocab_size) {
+      return make_error(ErrorCode::InvalidArgument, "token id " + std::to_string(t) + " is outside the vocabulary (" +
+                                                        std::to_string(m_config.vocab_size) + " tokens)");
+    }
+  }
+  // A temporary sequence (request 0) through the ordinary steps: chunked like any prompt, its
+  // full blocks left in the prefix cache afterwards.
+  Result<SequenceId> sequence = m_scheduler->add_sequence(0, tokens);
+  if (!sequence) return sequence.status();
+  std::vector<float> logits;
+  while (logits.empty()) {
+    const ScheduledStep plan = m_scheduler->schedule();
+    if (!plan.failed.empty()) return make_error(ErrorCode::InvalidArgument, plan.failed.front().message);
+    if (plan.batch.empty()) {
+      (void)m_scheduler->abort(*sequence);
+      return make_error(ErrorCode::OutOfMemory, "the sequence could not be scheduled: no KV blocks are free");
+    }
+    const FlatBatch flat = flatten(plan.batch);
+    if (Status s = run_forward(plan.batch, flat, nullptr); !s) {
+      (void)m_scheduler->abort(*sequence);
+      return s;
+    }
+    std::vector<SequenceOutput> outputs;
+    if (!flat.logits_rows.empty()) {
+      logits.assign(m_logits.begin(), m_logits.begin() + m_config.vocab_size);
+      outputs.push_back({*sequence, -1, /*is_finished=*/true});
+    }
+    IWB_RETURN_IF_ERROR(m_scheduler->on_step_done(outputs));
+  }
   return logits;
 }
 

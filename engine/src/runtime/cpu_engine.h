@@ -1,16 +1,18 @@
-// The CPU implementation of Engine: one request at a time (others wait in a queue), a
-// contiguous f16 KV cache, and reuse of the cached prefix a new prompt shares with the last
-// sequence (a chat's earlier turns are not recomputed).
+// The CPU implementation of Engine: continuous batching over a paged KV cache. Requests queue
+// from any thread; each step() asks the scheduler for a batch (decodes first, then prompt
+// chunks, under the token budget; preemption by recomputation when blocks run out), runs one
+// forward pass over all of its tokens, and samples one token per sequence that needs one.
+// Prefix caching shares the KV blocks of prompts (and chat turns) that start alike.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/paged/scheduler.h"
 #include "iwb/engine/runtime/engine.h"
-#include "iwb/engine/runtime/kv_cache.h"
-#include "iwb/engine/runtime/stop_strings.h"
-#include "iwb/engine/tokenizer/streaming_detokenizer.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
 #include "runtime/cpu_forward.h"
+#include "runtime/request_state.h"
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 namespace iwb {
 
@@ -29,7 +32,7 @@ class CpuEngine final : public Engine {
   const ModelSummary& model() const override { return m_summary; }
   const ModelConfig& config() const override { return m_config; }
   const tokenizer::Tokenizer& tokenizer() const override { return m_tokenizer; }
-  int64_t context_length() const override { return m_kv->capacity(); }
+  int64_t context_length() const override { return m_context_length; }
   const std::string& chat_template() const override { return m_chat_template; }
   int num_threads() const override { return m_forward->num_threads(); }
   int64_t max_batch_tokens() const override { return m_forward->max_batch(); }
@@ -40,6 +43,8 @@ class CpuEngine final : public Engine {
   Result<StepResult> step() override;
   void set_profiling(bool is_enabled) override { m_is_profiling = is_enabled; }
   bool is_profiling() const override { return m_is_profiling; }
+  EngineKvSnapshot kv_snapshot() const override;
+  MemoryReport memory_report() const override;
   Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) override;
 
  private:
@@ -50,31 +55,21 @@ class CpuEngine final : public Engine {
     GenerationRequest params;
     Clock::time_point submitted;
   };
-  // The request being generated.
-  struct Active {
-    Active(RequestId id, GenerationRequest p, const tokenizer::Tokenizer& tok);
-    RequestId id;
-    GenerationRequest params;
-    Sampler sampler;
-    tokenizer::StreamingDetokenizer detokenizer;
-    StopStringMatcher stops;
-    std::vector<int32_t> history;  // prompt, then generated tokens
-    bool is_prefilled = false;
-    int32_t num_generated = 0;
-    int32_t num_reused_prompt_tokens = 0;
-    Clock::time_point submitted, started, first_token, last_token;
-    std::vector<double> token_seconds;  // since submitted
-  };
 
   CpuEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
+  Status set_up_kv_cache(const EngineOptions& options);
 
-  // Runs the request's next forward pass; with is_profiled, its kernel records go to result->profile.
-  Status run_forward(Active& a, bool is_profiled, StepResult* result);
-  void emit_token(Active& a, int32_t token, StepResult* result);
-  // Releases text held by the detokenizer and the stop matcher; sets *is_stopped when that
-  // text completes a stop string (then only the text before it is returned).
-  std::string release_held_text(Active& a, bool* is_stopped);
-  void finish(Active& a, FinishReason reason, std::string error, StepResult* result);
+  // Step pieces (cpu_engine_step.cpp).
+  // New requests go to the scheduler; requested aborts are carried out.
+  void take_new_and_aborted(StepResult* result);
+  // Copy-on-write copies, then the forward pass over the batch into m_logits; with a profile,
+  // the step's kernel records go there.
+  Status run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile);
+  // One token per logits row, the stop rules, and the scheduler told what happened.
+  Status sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result);
+  // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
+  // or about to be, by on_step_done).
+  void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
 
   std::unique_ptr<gguf::GgufFile> m_file;
   tokenizer::Tokenizer m_tokenizer;
@@ -82,22 +77,25 @@ class CpuEngine final : public Engine {
   ModelConfig m_config;
   ModelWeights m_weights;
   std::string m_chat_template;
-  std::unique_ptr<KvCache> m_kv;
+  int64_t m_context_length = 0;       // per sequence
+  int64_t m_max_sequence_length = 0;  // the context, or the whole pool when that is smaller
+
+  std::unique_ptr<PagedKvStorage> m_kv;
+  std::unique_ptr<Scheduler> m_scheduler;
   std::unique_ptr<CpuForward> m_forward;
-  std::vector<float> m_logits;          // [vocab] of the last forward pass
-  std::vector<int32_t> m_cached_tokens; // the tokens whose keys and values m_kv holds
+  std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
 
-  std::unique_ptr<Active> m_active;     // touched only by step() (one thread)
-  std::atomic<bool> m_has_active{false};  // m_active != null, readable from any thread
+  // Touched only by step() and logits_for() (one thread).
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> m_requests;
+  uint64_t m_num_steps = 0;
   std::atomic<bool> m_is_profiling{false};
-  uint64_t m_num_steps = 0;             // touched only by step()
 
-  mutable std::mutex m_mutex;           // guards the members below (any thread)
-  std::deque<Queued> m_queue;
+  mutable std::mutex m_mutex;  // guards the members below (any thread)
+  std::deque<Queued> m_queue;  // added, not yet handed to the scheduler
+  std::set<RequestId> m_active;  // handed to the scheduler, not finished
   std::set<RequestId> m_abort_requests;
   std::vector<RequestFinished> m_aborted_while_queued;
-  RequestId m_next_id = 1;
-  RequestId m_active_id = 0;            // 0: none
+  RequestId m_next_id = 1;     // 0 is logits_for's temporary sequence
 };
 
 }  // namespace iwb

@@ -1,6 +1,8 @@
-// The CPU forward pass. One layer function serves the three architectures: what differs
-// between them (biases, q/k norms, post-norms, GeGLU vs SwiGLU, RoPE layout and bases, sliding
-// windows, embedding scale) is data in ModelConfig and ModelWeights, as in llama.cpp's graphs.
+// The CPU forward pass over one scheduler step (every sequence's tokens through each matmul
+// together, attention per sequence through block tables). One layer function serves the three
+// architectures: what differs between them (biases, q/k norms, post-norms, GeGLU vs SwiGLU, RoPE
+// layout and bases, sliding windows, embedding scale) is data in ModelConfig and ModelWeights,
+// as in llama.cpp's graphs.
 // Each kernel call is followed by `if (m_recorder.is_active()) m_recorder.add(...)`: the
 // profiler's records, built from the same arguments (profile/cost_model.cpp lists the same
 // calls in the same order for its predictions).
@@ -8,9 +10,9 @@
 
 #include "iwb/engine/profile/op_costs.h"
 #include "iwb/kernels/activations.h"
-#include "iwb/kernels/attention.h"
 #include "iwb/kernels/embedding.h"
 #include "iwb/kernels/matmul.h"
+#include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/rmsnorm.h"
 #include "iwb/kernels/rope.h"
 
@@ -45,37 +47,52 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_proj.resize(n * config.embedding_length);
   m_gate.resize(n * config.feed_forward_length);
   m_up.resize(n * config.feed_forward_length);
-  m_positions.resize(n);
-  m_final.resize(static_cast<size_t>(config.embedding_length));
+  m_final.resize(n * config.embedding_length);
+  m_spans.reserve(n);
+  size_t matmul_scratch = 0;
+  auto need = [&](const WeightMatrix& w) {
+    matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
+  };
+  for (const LayerWeights& l : weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) need(*w);
+  }
+  need(weights.output);
+  m_matmul_scratch.resize(matmul_scratch);
 }
 
-Status CpuForward::forward(std::span<const int32_t> tokens, int64_t first_position, KvCache& kv, float* logits) {
-  if (tokens.empty()) return make_error(ErrorCode::InvalidArgument, "nothing to run: no tokens");
-  if (first_position != kv.num_positions()) {
-    return make_error(ErrorCode::InvalidArgument, "the forward pass starts at position " +
-                                                      std::to_string(first_position) + " but the KV cache holds " +
-                                                      std::to_string(kv.num_positions()));
+uint64_t CpuForward::scratch_bytes() const {
+  const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() + m_proj.size() +
+                        m_gate.size() + m_up.size() + m_final.size();
+  return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size();
+}
+
+Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) const {
+  const auto n = static_cast<int64_t>(b.tokens.size());
+  if (n == 0) return make_error(ErrorCode::InvalidArgument, "nothing to run: no tokens");
+  if (n > m_max_batch) {
+    return make_error(ErrorCode::InvalidArgument, "a step of " + std::to_string(n) + " tokens exceeds the forward pass's " +
+                                                      std::to_string(m_max_batch) + "-token scratch");
   }
-  const auto num_tokens = static_cast<int64_t>(tokens.size());
-  if (first_position + num_tokens > kv.capacity()) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "positions up to " + std::to_string(first_position + num_tokens) +
-                          " do not fit a context of " + std::to_string(kv.capacity()));
+  if (b.positions.size() != b.tokens.size() || b.slot_mapping.size() != b.tokens.size() ||
+      b.token_sequences.size() != b.tokens.size() || b.logits_rows.size() > b.tokens.size()) {
+    return make_error(ErrorCode::InvalidArgument, "the step's token arrays differ in length");
   }
-  m_recorder.mark();
-  for (int64_t start = 0; start < num_tokens; start += m_max_batch) {
-    const int64_t count = std::min(m_max_batch, num_tokens - start);
-    IWB_RETURN_IF_ERROR(run_batch(tokens.data() + start, count, first_position + start, kv));
-    kv.commit(first_position + start + count);
-    if (logits && start + count == num_tokens) {
-      IWB_RETURN_IF_ERROR(compute_logits(m_x.data() + (count - 1) * m_config.embedding_length, logits));
-    }
+  if (kv.shape().num_layers != m_config.num_layers || kv.k_row() != m_config.k_width() ||
+      kv.v_row() != m_config.v_width()) {
+    return make_error(ErrorCode::InvalidArgument, "the KV cache was made for another model shape");
+  }
+  for (const int32_t row : b.logits_rows) {
+    if (row < 0 || row >= n) return make_error(ErrorCode::InvalidArgument, "a logits row is outside the step's tokens");
   }
   return {};
 }
 
-Status CpuForward::run_batch(const int32_t* tokens, int64_t n, int64_t first_position, KvCache& kv) {
+Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits) {
+  IWB_RETURN_IF_ERROR(check_batch(batch, kv));
   const ModelConfig& c = m_config;
+  const auto n = static_cast<int64_t>(batch.tokens.size());
+  m_recorder.mark();
+  const int32_t* tokens = batch.tokens.data();
   EmbeddingArgs embd{m_weights.token_embd.type, m_weights.token_embd.data, c.vocab_size, c.embedding_length,
                      tokens, n, c.embedding_scale, m_x.data()};
   if (!embedding_lookup(embd)) {
@@ -91,11 +108,11 @@ Status CpuForward::run_batch(const int32_t* tokens, int64_t n, int64_t first_pos
   if (m_recorder.is_active()) {
     m_recorder.add(op_costs::embedding(m_weights.token_embd.type, n, c.embedding_length, c.embedding_scale != 1.0f));
   }
-  for (int64_t t = 0; t < n; ++t) m_positions[t] = static_cast<int32_t>(first_position + t);
   for (int64_t il = 0; il < c.num_layers; ++il) {
-    IWB_RETURN_IF_ERROR(attention_block(il, n, first_position, kv));
+    IWB_RETURN_IF_ERROR(attention_block(il, batch, kv));
     IWB_RETURN_IF_ERROR(ffn_block(il, n));
   }
+  if (logits != nullptr && !batch.logits_rows.empty()) IWB_RETURN_IF_ERROR(compute_logits(batch, logits));
   return {};
 }
 
@@ -103,6 +120,8 @@ Status CpuForward::matmul(const char* name, int64_t layer, const WeightMatrix& w
                           int64_t num_tokens, const std::vector<float>& bias, float* output, OpKind kind) {
   MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input, num_tokens,
                   bias.empty() ? nullptr : bias.data(), output, m_num_threads};
+  args.scratch = m_matmul_scratch.data();
+  args.scratch_bytes = m_matmul_scratch.size();
   if (!iwb::matmul(args)) return kernel_failed((std::string("the ") + name + " matmul").c_str(), layer);
   if (m_recorder.is_active()) {
     m_recorder.add(op_costs::matmul(kind, name, static_cast<int>(layer), w.type, w.in_features, w.out_features,
@@ -111,8 +130,9 @@ Status CpuForward::matmul(const char* name, int64_t layer, const WeightMatrix& w
   return {};
 }
 
-Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position, KvCache& kv) {
+Status CpuForward::attention_block(int64_t il, const FlatBatch& batch, PagedKvStorage& kv) {
   const ModelConfig& c = m_config;
+  const auto n = static_cast<int64_t>(batch.tokens.size());
   const LayerWeights& w = m_weights.layers[static_cast<size_t>(il)];
   const bool is_sliding = c.is_sliding_layer[static_cast<size_t>(il)];
 
@@ -136,7 +156,7 @@ Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position
     }
     if (rec.is_active()) rec.add(op_costs::rmsnorm("k_norm", layer, n * c.num_kv_heads, c.head_dim_k, n, true));
   }
-  RopeArgs rope_args{m_q.data(), n, c.num_heads, c.head_dim_k, c.rope_num_rotated, m_positions.data(), c.rope_layout,
+  RopeArgs rope_args{m_q.data(), n, c.num_heads, c.head_dim_k, c.rope_num_rotated, batch.positions.data(), c.rope_layout,
                      is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                      is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
                      m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
@@ -147,17 +167,21 @@ Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position
   if (!rope(rope_args)) return kernel_failed("RoPE on keys", il);
   if (rec.is_active()) rec.add(op_costs::rope("rope_k", layer, n, c.num_kv_heads, c.head_dim_k, c.rope_num_rotated));
 
-  IWB_RETURN_IF_ERROR(kv.write(il, first_position, n, m_k.data(), m_v.data()));
+  IWB_RETURN_IF_ERROR(kv.write(il, batch.slot_mapping, m_k.data(), m_v.data()));
   if (rec.is_active()) rec.add(op_costs::kv_write(layer, n, c.num_kv_heads, c.head_dim_k, c.head_dim_v));
-  const KvLayerView view = kv.layer(il);
-  AttentionArgs attn;
+  // Every sequence's queries over its own keys and values, through its block table.
+  PagedAttentionArgs attn;
   attn.q = m_q.data();
-  attn.k = view.k;
-  attn.v = view.v;
-  attn.k_row_stride = view.k_row_stride;
-  attn.v_row_stride = view.v_row_stride;
-  attn.num_kv = first_position + n;
-  attn.positions = m_positions.data();
+  attn.k_cache = kv.k_data(il);
+  attn.v_cache = kv.v_data(il);
+  attn.num_blocks = kv.num_blocks();
+  attn.block_size = kv.block_size();
+  attn.block_tables = batch.block_tables.data();
+  attn.max_blocks_per_sequence = batch.max_blocks_per_sequence;
+  attn.sequence_lengths = batch.sequence_lengths.data();
+  attn.num_sequences = static_cast<int64_t>(batch.sequence_lengths.size());
+  attn.token_sequences = batch.token_sequences.data();
+  attn.positions = batch.positions.data();
   attn.num_tokens = n;
   attn.num_heads = c.num_heads;
   attn.num_kv_heads = c.num_kv_heads;
@@ -168,10 +192,16 @@ Status CpuForward::attention_block(int64_t il, int64_t n, int64_t first_position
   attn.softcap = c.attention_softcap;
   attn.output = m_attn.data();
   attn.num_threads = m_num_threads;
-  if (!attention(attn)) return kernel_failed("attention", il);
+  if (!paged_attention(attn)) return kernel_failed("paged attention", il);
   if (rec.is_active()) {
-    rec.add(op_costs::attention(layer, n, first_position, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
-                                attn.sliding_window));
+    // Tokens of a sequence are contiguous in the batch, at consecutive positions.
+    m_spans.clear();
+    for (int64_t t = 0; t < n; ++t) {
+      if (t == 0 || batch.token_sequences[t] != batch.token_sequences[t - 1]) m_spans.push_back({0, batch.positions[t]});
+      ++m_spans.back().num_tokens;
+    }
+    rec.add(op_costs::batched_attention(layer, m_spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
+                                        attn.sliding_window));
   }
 
   IWB_RETURN_IF_ERROR(matmul("attn_output", il, w.wo, m_attn.data(), n, w.bo, m_proj.data()));
@@ -215,17 +245,25 @@ Status CpuForward::ffn_block(int64_t il, int64_t n) {
   return {};
 }
 
-Status CpuForward::compute_logits(const float* hidden, float* logits) {
+Status CpuForward::compute_logits(const FlatBatch& batch, float* logits) {
   const ModelConfig& c = m_config;
-  if (!rmsnorm({hidden, m_weights.output_norm.data(), m_final.data(), 1, c.embedding_length, c.rms_norm_eps})) {
+  const int64_t d = c.embedding_length;
+  const auto rows = static_cast<int64_t>(batch.logits_rows.size());
+  // Only the rows that sample go through the classifier, gathered first (the copy is not a kernel).
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* hidden = m_x.data() + static_cast<int64_t>(batch.logits_rows[r]) * d;
+    std::copy(hidden, hidden + d, m_xn.data() + r * d);
+  }
+  if (!rmsnorm({m_xn.data(), m_weights.output_norm.data(), m_final.data(), rows, d, c.rms_norm_eps})) {
     return kernel_failed("the output norm", -1);
   }
-  if (m_recorder.is_active()) m_recorder.add(op_costs::rmsnorm("output_norm", -1, 1, c.embedding_length, 1, true));
+  if (m_recorder.is_active()) m_recorder.add(op_costs::rmsnorm("output_norm", -1, rows, d, rows, true));
   static const std::vector<float> kNoBias;
-  IWB_RETURN_IF_ERROR(matmul("output", -1, m_weights.output, m_final.data(), 1, kNoBias, logits, OpKind::Logits));
+  IWB_RETURN_IF_ERROR(matmul("output", -1, m_weights.output, m_final.data(), rows, kNoBias, logits, OpKind::Logits));
   if (c.final_logit_softcap > 0.0f) {
-    for (int64_t i = 0; i < c.vocab_size; ++i) logits[i] = c.final_logit_softcap * std::tanh(logits[i] / c.final_logit_softcap);
-    if (m_recorder.is_active()) m_recorder.add(op_costs::softcap(c.vocab_size));
+    const float cap = c.final_logit_softcap;
+    for (int64_t i = 0; i < rows * c.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+    if (m_recorder.is_active()) m_recorder.add(op_costs::softcap(c.vocab_size, rows));
   }
   return {};
 }

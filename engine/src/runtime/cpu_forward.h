@@ -1,12 +1,16 @@
-// The transformer forward pass on the CPU for llama, qwen2 and gemma3: embeddings, then per
-// layer attention (optional biases, per-head q/k norms, RoPE, sliding windows) and a gated FFN
-// (optional post-norms), then the final norm and the classifier. Scratch buffers are sized
-// once for a batch of `max_batch` tokens; longer inputs run in batches of that size.
+// The transformer forward pass on the CPU for llama, qwen2 and gemma3 over one scheduler step:
+// the step's tokens of every sequence go through each matmul together; per layer the new keys
+// and values go to their paged-cache slots and attention reads each sequence's cache through
+// its block table. Optional biases, per-head q/k norms, RoPE, sliding windows, post-norms;
+// then the final norm and the classifier for the rows that sample. Scratch is sized once for
+// `max_batch` tokens, the step's token budget.
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
+#include "iwb/engine/paged/forward_batch.h"
+#include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profiler.h"
-#include "iwb/engine/runtime/kv_cache.h"
 #include "iwb/engine/status.h"
 #include "model/model_weights.h"
 
@@ -20,25 +24,27 @@ class CpuForward {
  public:
   CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch = 128);
 
-  // Runs `tokens` at positions first_position.. (first_position == kv.num_positions(): the
-  // cache holds everything before them), stores their keys and values in `kv`, and writes the
-  // vocabulary logits of the last token to `logits` [vocab_size] when it is not null.
-  Status forward(std::span<const int32_t> tokens, int64_t first_position, KvCache& kv, float* logits);
+  // Runs the step's tokens (at most max_batch) at their positions, writes their keys and values
+  // to the slots batch.slot_mapping names, and the vocabulary logits of the rows
+  // batch.logits_rows lists to `logits` [logits_rows.size() x vocab_size]. Every earlier
+  // position of each sequence must already be in `kv`.
+  Status forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits);
 
   int num_threads() const { return m_num_threads; }
   void set_num_threads(int n) { m_num_threads = n; }
   int64_t max_batch() const { return m_max_batch; }
+  uint64_t scratch_bytes() const;
 
   // Active while the engine profiles a step: every kernel call then adds a KernelRecord.
   KernelRecorder& recorder() { return m_recorder; }
 
  private:
-  Status run_batch(const int32_t* tokens, int64_t num_tokens, int64_t first_position, KvCache& kv);
-  Status attention_block(int64_t layer, int64_t num_tokens, int64_t first_position, KvCache& kv);
+  Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
+  Status attention_block(int64_t layer, const FlatBatch& batch, PagedKvStorage& kv);
   Status ffn_block(int64_t layer, int64_t num_tokens);
   Status matmul(const char* name, int64_t layer, const WeightMatrix& w, const float* input, int64_t num_tokens,
                 const std::vector<float>& bias, float* output, OpKind kind = OpKind::Matmul);
-  Status compute_logits(const float* hidden, float* logits);
+  Status compute_logits(const FlatBatch& batch, float* logits);
 
   const ModelConfig& m_config;
   const ModelWeights& m_weights;
@@ -53,8 +59,12 @@ class CpuForward {
   std::vector<float> m_attn;     // attention output [num_heads * head_dim_v]
   std::vector<float> m_proj;     // block output before the residual add [n_embd]
   std::vector<float> m_gate, m_up;  // [n_ff]
-  std::vector<int32_t> m_positions;
-  std::vector<float> m_final;    // the last token's normalised hidden state [n_embd]
+  std::vector<float> m_final;    // normalised hidden states of the rows that sample [n_embd]
+  // The attention record's per-sequence spans (reused, so profiling allocates nothing per step).
+  std::vector<op_costs::AttentionSpan> m_spans;
+  // The matmuls' 8-bit activations (matmul_scratch_bytes for the widest input, max_batch rows),
+  // so the token path allocates nothing.
+  std::vector<uint8_t> m_matmul_scratch;
 };
 
 }  // namespace iwb

@@ -4,7 +4,6 @@
 #pragma once
 
 #include "iwb/engine/paged/paged_types.h"
-#include "iwb/engine/runtime/kv_cache.h"
 #include "iwb/engine/status.h"
 
 #include <cstdint>
@@ -13,6 +12,14 @@
 #include <vector>
 
 namespace iwb {
+
+// What the cache stores per position: f16 keys and values of every layer's KV heads.
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+};
 
 class PagedKvStorage {
  public:

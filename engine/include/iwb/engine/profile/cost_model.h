@@ -41,9 +41,10 @@ struct StepScenario {
   int64_t num_tokens = 1;         // tokens in the step (the batch size)
   int64_t num_cached_tokens = 0;  // positions already in the KV cache: the context after the step
                                   // is num_cached_tokens + num_tokens
-  int64_t max_batch_tokens = 0;   // the engine runs longer steps in batches of this many
-                                  // (EngineOptions::max_batch_tokens); 0: one batch
+  int64_t max_batch_tokens = 0;   // a prompt longer than this runs as chunks of this many, one
+                                  // forward pass each (EngineOptions::max_batch_tokens); 0: one pass
   bool has_logits = true;         // the classifier runs for the step's last token
+  int64_t num_logits_rows = 1;    // rows through the classifier (one per sequence sampling in the step)
 };
 
 // The shape of a GGUF model (opens and maps the file; reads no weights beyond norm vectors).
@@ -55,10 +56,13 @@ Result<ModelShape> model_shape_from_gguf(const std::string& path);
 Result<ModelShape> model_shape_preset(std::string_view preset, GgmlType weight_type);
 const std::vector<std::string>& model_shape_preset_names();
 
-// Every kernel of the step in the order the CPU forward pass runs them, seconds = 0.
+// Every kernel of the step in the order the CPU forward pass runs them, seconds = 0. One
+// sequence: a batched engine step over several sequences runs the same kernels with the
+// tokens of all of them (attention summed over the sequences, op_costs::batched_attention).
 Result<std::vector<KernelRecord>> predict_step(const ModelShape& model, const StepScenario& scenario);
 
-// How many records a step runs: the profiler reserves this many before the step.
+// How many records a step runs: the profiler reserves this many before the step (an engine
+// step is one forward pass: max_batch_tokens 0).
 int64_t num_step_records(const ModelConfig& config, int64_t num_tokens, int64_t max_batch_tokens, bool has_logits);
 
 // Totals over records.

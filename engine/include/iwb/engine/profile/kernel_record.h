@@ -82,7 +82,7 @@ struct ProfileBatch {
   uint64_t step_index = 0;        // counts steps of this engine, profiled or not
   Phase phase = Phase::Decode;
   int32_t num_tokens = 0;         // tokens the step's forward pass ran
-  int64_t num_kv = 0;             // context after the step
+  int64_t num_kv = 0;             // context after the step, summed over the step's sequences
   double step_seconds = 0;        // the whole step (kernels + sampling + bookkeeping)
   uint32_t num_dropped = 0;       // records that did not fit the preallocated buffer (should be 0)
   std::vector<KernelRecord> kernels;

@@ -10,6 +10,7 @@
 #include "iwb/kernels/ggml_type.h"
 
 #include <cstdint>
+#include <span>
 
 namespace iwb::op_costs {
 
@@ -38,6 +39,18 @@ KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64
 KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads,
                        int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window);
 
+// One sequence's part of a batched (paged) attention call: its queries at positions
+// first_position.. first_position+num_tokens-1 over its own cache.
+struct AttentionSpan {
+  int64_t num_tokens = 0;
+  int64_t first_position = 0;
+};
+// One attention call over several sequences: FLOPs and bytes are the sums of attention() over
+// the spans (each sequence reads its own keys and values); the shape counts every query token
+// and, as num_kv, the longest context. For a single span it equals attention().
+KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window);
+
 // out = act(gate) * up over tokens x n_ff: SiLU 5 FLOPs per element (negate, exp, add, divide,
 // multiply by up), GELU-tanh 9; bytes = gate + up + out.
 KernelRecord activation(int layer, int64_t num_tokens, int64_t n_ff, GatedActivation kind);
@@ -48,7 +61,8 @@ KernelRecord add(const char* name, int layer, int64_t num_tokens, int64_t dim);
 // One stored row per token (+ the token ids); 1 FLOP per element when scaled (gemma).
 KernelRecord embedding(GgmlType table_type, int64_t num_tokens, int64_t dim, bool is_scaled);
 
-// logits = c * tanh(logits / c) over the vocabulary: 3 FLOPs per element (tanh counted once).
-KernelRecord softcap(int64_t vocab_size);
+// logits = c * tanh(logits / c) over num_rows rows of the vocabulary: 3 FLOPs per element
+// (tanh counted once).
+KernelRecord softcap(int64_t vocab_size, int64_t num_rows = 1);
 
 }  // namespace iwb::op_costs

@@ -1,11 +1,13 @@
 // The inference engine's step API: load a model, add generation requests, call step() until
-// they finish. Batch of one sequence per step for now (continuous batching comes with the paged
-// KV cache); results are plain values so a worker thread can pass them to the GUI.
+// they finish. Requests are served together (continuous batching over a paged KV cache with
+// prefix caching): each step is one forward pass mixing decode tokens and prompt chunks of
+// several requests. Results are plain values so a worker thread can pass them to the GUI.
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/kernel_record.h"
+#include "iwb/engine/runtime/engine_reports.h"
 #include "iwb/engine/sampling/sampler.h"
 #include "iwb/engine/status.h"
 
@@ -21,10 +23,24 @@ namespace tokenizer {
 class Tokenizer;
 }
 
+// KV pool size when EngineOptions names none: this many full contexts (see EngineOptions).
+inline constexpr int64_t kDefaultKvContexts = 4;
+
 struct EngineOptions {
-  int64_t context_length = 0;  // 0: the model's trained context, at most 4096
+  int64_t context_length = 0;  // per sequence; 0: the model's trained context, at most 4096
   int num_threads = 0;         // 0: all cores (OpenMP default)
-  int64_t max_batch_tokens = 128;  // a longer prompt runs as several forward batches of this many
+  // Tokens per step, decodes and prompt chunks together (a longer prompt is prefilled in
+  // chunks over several steps); also the size of the forward pass's activation scratch.
+  int64_t max_batch_tokens = 128;
+  // The paged KV cache: blocks of kv_block_size positions, as many as the budget holds.
+  // Budget: kv_cache_bytes when set; else kv_cache_fraction (0..1] of the memory available
+  // at load; else kDefaultKvContexts full contexts, lowered to a quarter of the available
+  // memory when that is less, but never below one context.
+  int32_t kv_block_size = 16;
+  uint64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0;
+  int64_t max_running_sequences = 32;  // sequences decoding together at most
+  bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
 };
 
 using RequestId = uint64_t;
@@ -60,15 +76,22 @@ struct RequestFinished {
   double prompt_seconds = 0;            // from the request's first step to its first token
   double generation_seconds = 0;        // from first to last generated token
   double queued_seconds = 0;            // from add_request() to the request's first step
-  int32_t num_reused_prompt_tokens = 0; // prompt prefix whose keys and values the cache already held
+  // Prompt prefix whose keys and values the prefix cache already held (whole blocks).
+  int32_t num_reused_prompt_tokens = 0;
+  int32_t num_preemptions = 0;          // times its blocks were taken back and it was recomputed
   // When each generated token was sampled, seconds since add_request() (TokenEvent::seconds):
   // token_seconds[0] = queued_seconds + prompt_seconds is the time to first token.
   std::vector<double> token_seconds;
 };
 
 struct StepStats {
-  int32_t num_prompt_tokens = 0;        // prompt tokens processed in this step (prefill)
-  int32_t num_decode_tokens = 0;        // tokens generated in this step
+  int32_t num_prompt_tokens = 0;        // prompt tokens processed in this step (prefill chunks, recomputation)
+  int32_t num_decode_tokens = 0;        // tokens generated (sampled) in this step
+  int32_t num_sequences = 0;            // sequences in the step's forward pass
+  int32_t num_preemptions = 0;          // sequences preempted while planning this step
+  int64_t num_waiting = 0;              // after the step: sequences waiting for admission
+  int64_t num_running = 0;              // after the step: sequences holding KV blocks
+  BlockManagerStats kv;                 // the KV pool after the step (counters only; kv_snapshot() has the blocks)
   double seconds = 0;
 };
 
@@ -96,15 +119,26 @@ class Engine {
   // The model's tokenizer.chat_template (a Jinja text), empty when it has none.
   virtual const std::string& chat_template() const = 0;
   virtual int num_threads() const = 0;
-  virtual int64_t max_batch_tokens() const = 0;  // tokens per forward batch (EngineOptions)
+  virtual int64_t max_batch_tokens() const = 0;  // tokens per step (EngineOptions)
 
-  // Queues a request; a prompt that cannot fit the context is refused with a clear message.
+  // Queues a request; a prompt that cannot fit the context, or that needs more KV blocks than
+  // the whole pool holds, is refused with a clear message. Safe from any thread.
   virtual Result<RequestId> add_request(GenerationRequest request) = 0;
+  // Any request, queued or generating; it finishes (FinishReason::Aborted) in the next step().
+  // Unknown or finished ids are ignored. Safe from any thread.
   virtual void abort_request(RequestId id) = 0;
   virtual bool has_unfinished_requests() const = 0;
 
-  // One forward pass: a prompt (prefill) or one new token (decode) of the current request.
+  // One forward pass over the scheduler's batch: one new token for every generating request,
+  // then prompt chunks, under the max_batch_tokens budget. Requests that finish (or are
+  // refused, or lose to an error) are in StepResult::finished.
   virtual Result<StepResult> step() = 0;
+
+  // The paged KV cache for the block map: a copy of every block and the counters. Call from
+  // the thread that calls step(), between steps.
+  virtual EngineKvSnapshot kv_snapshot() const = 0;
+  // Where the engine's memory goes (weights, KV pool and its use, scratch). Same thread rule.
+  virtual MemoryReport memory_report() const = 0;
 
   // Per-kernel records in StepResult::profile, off by default. Safe from any thread; takes
   // effect at the next step(). Costs nothing while off; the measured cost while on is
@@ -112,8 +146,9 @@ class Engine {
   virtual void set_profiling(bool is_enabled) = 0;
   virtual bool is_profiling() const = 0;
 
-  // Full-vocabulary logits of the last token of a sequence, from a fresh context (tests,
-  // evaluation). Refused while a request is in progress (it would overwrite its KV cache).
+  // Full-vocabulary logits of the last token of a sequence (tests, evaluation), computed as a
+  // temporary sequence through the same paged path (cached prefix blocks are reused, as for
+  // any prompt). Refused while requests are queued or generating.
   virtual Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) = 0;
 };
 

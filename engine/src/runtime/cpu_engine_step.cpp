@@ -1,0 +1,140 @@
+// CpuEngine::step(): new requests and aborts reach the scheduler, the scheduler plans the
+// batch, one forward pass runs every token of it, and each sequence that needs one samples a
+// token under its own sampling settings and stop rules.
+#include "runtime/cpu_engine.h"
+
+#include "iwb/engine/profile/cost_model.h"
+
+namespace iwb {
+
+Result<StepResult> CpuEngine::step() {
+  const Clock::time_point step_start = Clock::now();
+  StepResult result;
+  take_new_and_aborted(&result);
+  result.profile.step_index = m_num_steps;
+
+  const ScheduledStep plan = m_scheduler->schedule();
+  result.stats.num_preemptions = static_cast<int32_t>(plan.preempted.size());
+  for (const SequenceId id : plan.preempted) {
+    const Sequence* seq = m_scheduler->find(id);
+    if (seq == nullptr) continue;
+    if (const auto it = m_requests.find(seq->request); it != m_requests.end()) it->second->count_preemption();
+  }
+  for (const FailedSequence& f : plan.failed) finish(f.request, FinishReason::Error, f.message, &result);
+
+  const ForwardBatch& batch = plan.batch;
+  if (!batch.empty()) {
+    ++m_num_steps;  // steps that run a forward pass
+    for (const ScheduledSequence& e : batch.sequences) {
+      RequestState& r = *m_requests.at(e.request);
+      if (!r.is_started()) r.start(step_start, m_scheduler->find(e.sequence)->num_cached_prompt_tokens);
+    }
+    const FlatBatch flat = flatten(batch);
+    const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
+    if (Status s = run_forward(batch, flat, is_profiled ? &result.profile : nullptr); !s) {
+      // The batch's new slots may be half written: its sequences end, and their blocks (never
+      // marked computed, so never offered to later prompts) go back to the pool.
+      for (const ScheduledSequence& e : batch.sequences) {
+        (void)m_scheduler->abort(e.sequence);
+        finish(e.request, FinishReason::Error, s.message(), &result);
+      }
+    } else {
+      IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result));
+    }
+    result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);
+    result.stats.num_sequences = static_cast<int32_t>(batch.sequences.size());
+  }
+  const SchedulerStats scheduler = m_scheduler->stats();
+  result.stats.num_waiting = scheduler.num_waiting;
+  result.stats.num_running = scheduler.num_running;
+  result.stats.kv = m_scheduler->block_manager().stats();
+  result.stats.seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+  result.profile.step_seconds = result.stats.seconds;
+  return result;
+}
+
+void CpuEngine::take_new_and_aborted(StepResult* result) {
+  std::deque<Queued> queued;
+  std::set<RequestId> aborts;
+  {
+    std::lock_guard lock(m_mutex);
+    result->finished = std::move(m_aborted_while_queued);
+    m_aborted_while_queued.clear();
+    queued.swap(m_queue);
+    aborts.swap(m_abort_requests);
+    // Active from here on, so has_unfinished_requests() never sees a gap.
+    for (const Queued& q : queued) m_active.insert(q.id);
+  }
+  for (Queued& q : queued) {
+    auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer);
+    Result<SequenceId> sequence = m_scheduler->add_sequence(q.id, state->params().prompt_tokens);
+    m_requests.emplace(q.id, std::move(state));
+    if (!sequence) {
+      finish(q.id, FinishReason::Error, sequence.error_message(), result);
+      continue;
+    }
+    m_requests.at(q.id)->set_sequence(*sequence);
+  }
+  for (const RequestId id : aborts) {
+    const auto it = m_requests.find(id);
+    if (it == m_requests.end()) continue;  // finished meanwhile
+    (void)m_scheduler->abort(it->second->sequence());
+    finish(id, FinishReason::Aborted, {}, result);
+  }
+}
+
+Status CpuEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile) {
+  // Copy-on-write first: a shared block a sequence continues in is copied before anything writes.
+  IWB_RETURN_IF_ERROR(m_kv->copy_blocks(batch.block_copies));
+  const size_t num_logits = flat.logits_rows.size() * static_cast<size_t>(m_config.vocab_size);
+  if (m_logits.size() < num_logits) m_logits.resize(num_logits);
+  if (profile == nullptr) return m_forward->forward(flat, *m_kv, m_logits.data());
+
+  // The records are reserved before any kernel runs and handed over afterwards, even when the
+  // pass failed part-way (they show how far it got). One record per kernel call of the batch.
+  KernelRecorder& recorder = m_forward->recorder();
+  const Phase phase = batch.num_prefill_tokens > 0 ? Phase::Prefill : Phase::Decode;
+  recorder.begin(phase, static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
+  const Status status = m_forward->forward(flat, *m_kv, m_logits.data());
+  profile->phase = phase;
+  profile->num_tokens = static_cast<int32_t>(batch.num_tokens);
+  profile->num_kv = 0;
+  for (const ScheduledSequence& e : batch.sequences) profile->num_kv += e.sequence_length;
+  profile->kernels = recorder.take();
+  profile->num_dropped = static_cast<uint32_t>(recorder.num_dropped());
+  return status;
+}
+
+Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result) {
+  const auto vocab = static_cast<size_t>(m_config.vocab_size);
+  std::vector<SequenceOutput> outputs;
+  std::vector<std::pair<RequestId, FinishReason>> finishing;
+  for (size_t i = 0; i < flat.logits_rows.size(); ++i) {
+    const ScheduledSequence& e = batch.sequences[static_cast<size_t>(flat.logits_sequences[i])];
+    RequestState& r = *m_requests.at(e.request);
+    const int32_t token = r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
+    // The new token would run at position sequence_length: none left means a full context.
+    RequestState::Accepted accepted = r.accept(token, e.sequence_length >= m_max_sequence_length, m_tokenizer);
+    result->tokens.push_back(std::move(accepted.event));
+    outputs.push_back({e.sequence, token, accepted.finish.has_value()});
+    if (accepted.finish) finishing.emplace_back(e.request, *accepted.finish);
+  }
+  result->stats.num_decode_tokens = static_cast<int32_t>(outputs.size());
+  // Finished sequences leave the scheduler here, their blocks freed (full prompt blocks stay
+  // cached for later prompts).
+  const Status status = m_scheduler->on_step_done(outputs);
+  for (const auto& [id, reason] : finishing) finish(id, reason, {}, result);
+  return status;
+}
+
+void CpuEngine::finish(RequestId id, FinishReason reason, std::string error, StepResult* result) {
+  const auto it = m_requests.find(id);
+  if (it == m_requests.end()) return;
+  result->finished.push_back(it->second->finished(reason, std::move(error)));
+  m_requests.erase(it);
+  std::lock_guard lock(m_mutex);
+  m_active.erase(id);
+  m_abort_requests.erase(id);
+}
+
+}  // namespace iwb

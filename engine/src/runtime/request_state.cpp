@@ -1,0 +1,88 @@
+// RequestState: sampling history, streamed text with stop strings held back, the stop rules
+// and the timings of one request.
+#include "runtime/request_state.h"
+
+namespace iwb {
+namespace {
+
+double seconds_between(RequestState::Clock::time_point a, RequestState::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_point submitted,
+                           const tokenizer::Tokenizer& tok)
+    : m_id(id),
+      m_params(std::move(params)),
+      m_sampler(m_params.sampling),
+      // A reply continues the prompt: keep the leading space SPM tokens carry.
+      m_detokenizer(tok, /*render_special=*/false, /*strip_leading_space=*/false),
+      m_stops(m_params.stop_strings),
+      m_history(m_params.prompt_tokens),
+      m_submitted(submitted) {}
+
+void RequestState::start(Clock::time_point now, int64_t num_reused_prompt_tokens) {
+  m_is_started = true;
+  m_started = now;
+  m_num_reused_prompt_tokens = static_cast<int32_t>(num_reused_prompt_tokens);
+}
+
+RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full, const tokenizer::Tokenizer& tok) {
+  const Clock::time_point now = Clock::now();
+  if (m_num_generated == 0) m_first_token = now;
+  m_last_token = now;
+  ++m_num_generated;
+  m_history.push_back(token);
+  const double since_submitted = seconds_between(m_submitted, now);
+  m_token_seconds.push_back(since_submitted);
+
+  Accepted out;
+  out.event = TokenEvent{m_id, token, {}, since_submitted};
+  if (m_params.stop_at_end_of_generation && tok.is_end_of_generation(token)) {
+    bool is_stopped = false;
+    out.event.text = release_held_text(&is_stopped);
+    out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
+    return out;
+  }
+  const StopStringMatcher::Output text = m_stops.push(m_detokenizer.push(token));
+  out.event.text = text.text;
+  if (text.is_stopped) {
+    out.finish = FinishReason::StopString;
+    return out;
+  }
+  const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;
+  if (is_max || is_context_full) {
+    bool is_stopped = false;
+    out.event.text += release_held_text(&is_stopped);
+    out.finish = is_stopped ? FinishReason::StopString : (is_max ? FinishReason::MaxTokens : FinishReason::ContextFull);
+  }
+  return out;
+}
+
+std::string RequestState::release_held_text(bool* is_stopped) {
+  const StopStringMatcher::Output out = m_stops.push(m_detokenizer.flush());
+  *is_stopped = out.is_stopped;
+  return out.is_stopped ? out.text : out.text + m_stops.flush();
+}
+
+RequestFinished RequestState::finished(FinishReason reason, std::string error) {
+  RequestFinished f;
+  f.request = m_id;
+  f.reason = reason;
+  f.error = std::move(error);
+  f.num_prompt_tokens = static_cast<int32_t>(m_params.prompt_tokens.size());
+  f.num_generated_tokens = m_num_generated;
+  // A request that never ran was queued until now.
+  f.queued_seconds = seconds_between(m_submitted, m_is_started ? m_started : Clock::now());
+  f.num_reused_prompt_tokens = m_num_reused_prompt_tokens;
+  f.num_preemptions = m_num_preemptions;
+  if (m_num_generated > 0) {
+    f.prompt_seconds = seconds_between(m_started, m_first_token);
+    f.generation_seconds = seconds_between(m_first_token, m_last_token);
+  }
+  f.token_seconds = std::move(m_token_seconds);
+  return f;
+}
+
+}  // namespace iwb

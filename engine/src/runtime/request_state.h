@@ -1,0 +1,73 @@
+// One generation request inside the CPU engine: its sampler, detokenizer and stop-string
+// matcher, the history its repeat penalty sees, and its timings. It decides, token by token,
+// whether the request ends (end of generation, stop string, token limit, full context).
+#pragma once
+
+#include "iwb/engine/paged/paged_types.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/stop_strings.h"
+#include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/tokenizer/streaming_detokenizer.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace iwb {
+
+class RequestState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  RequestState(RequestId id, GenerationRequest params, Clock::time_point submitted, const tokenizer::Tokenizer& tok);
+
+  RequestId id() const { return m_id; }
+  SequenceId sequence() const { return m_sequence; }
+  void set_sequence(SequenceId sequence) { m_sequence = sequence; }
+  const GenerationRequest& params() const { return m_params; }
+  int32_t num_generated() const { return m_num_generated; }
+  bool is_started() const { return m_is_started; }
+
+  // The request's first step: queued time ends, prompt time begins. `num_reused_prompt_tokens`
+  // is what the prefix cache held of its prompt.
+  void start(Clock::time_point now, int64_t num_reused_prompt_tokens);
+  void count_preemption() { ++m_num_preemptions; }
+
+  // Samples the next token from the logits of the request's last token.
+  int32_t sample(std::span<const float> logits) { return m_sampler.sample(logits, m_history); }
+
+  // Takes a sampled token: its event, and the reason the request ends with it, if it does.
+  // is_context_full: no position is left for the token to be run at.
+  struct Accepted {
+    TokenEvent event;
+    std::optional<FinishReason> finish;
+  };
+  Accepted accept(int32_t token, bool is_context_full, const tokenizer::Tokenizer& tok);
+
+  // The request's summary (prompt and generation times, token timestamps).
+  RequestFinished finished(FinishReason reason, std::string error = {});
+
+ private:
+  // Text held by the detokenizer and the stop matcher; *is_stopped when it completes a stop
+  // string (then only the text before it).
+  std::string release_held_text(bool* is_stopped);
+
+  RequestId m_id;
+  GenerationRequest m_params;
+  Sampler m_sampler;
+  tokenizer::StreamingDetokenizer m_detokenizer;
+  StopStringMatcher m_stops;
+  std::vector<int32_t> m_history;  // prompt, then generated tokens
+  SequenceId m_sequence = 0;
+  bool m_is_started = false;
+  int32_t m_num_generated = 0;
+  int32_t m_num_reused_prompt_tokens = 0;
+  int32_t m_num_preemptions = 0;
+  Clock::time_point m_submitted, m_started, m_first_token, m_last_token;
+  std::vector<double> m_token_seconds;  // since submitted
+};
+
+}  // namespace iwb

@@ -1,0 +1,161 @@
+// The dot-kernel matmul driver: activations quantized to 8-bit blocks once per call (by all
+// threads, one token each; F16/BF16/F32 weights read the f32 activations as they are), then
+// each thread takes a contiguous range of weight rows. Decode
+// dots one row at a time; prefill runs register-blocked tiles of 4 rows x 4 tokens over token
+// blocks small enough to stay in L2, so every weight block is unpacked once per 4 tokens.
+#include "matmul_paths.h"
+#include "parallel.h"
+#include "quant_dot.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+
+namespace iwb::detail {
+namespace {
+
+constexpr size_t kAlign = 64;
+// Quantized activations of one token block: kept under ~half of a 1 MiB L2.
+constexpr size_t kTokenBlockBytes = 512 * 1024;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Rows padded to cache lines so threads quantizing neighbouring tokens never share a line.
+size_t activation_stride(const DotKernels& k, int64_t in_features) {
+  return round_up(activation_row_bytes(k.format, in_features), kAlign);
+}
+
+// The kernels of every type on this CPU, looked up once.
+const DotKernels* kernels_for(GgmlType type) {
+  static const auto kTable = [] {
+    std::array<DotKernels, 64> table{};
+    for (uint32_t id = 0; id < table.size(); ++id) {
+      if (ggml_type_traits(id).has_value()) select_dot_kernels(static_cast<GgmlType>(id), cpu_path(), &table[id]);
+    }
+    return table;
+  }();
+  const auto id = static_cast<uint32_t>(type);
+  if (id >= kTable.size() || kTable[id].vec_dot == nullptr) return nullptr;
+  return &kTable[id];
+}
+
+// Scratch owned by the calling thread when the caller passes none: grows to the largest
+// request once, then every call reuses it.
+uint8_t* thread_scratch(size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffer;
+  if (buffer.size < bytes) {
+    buffer.data.reset(new uint8_t[bytes + kAlign]);
+    buffer.size = bytes;
+  }
+  const auto p = reinterpret_cast<uintptr_t>(buffer.data.get());
+  return reinterpret_cast<uint8_t*>(round_up(p, kAlign));
+}
+
+struct Plan {
+  const DotKernels* k;
+  const uint8_t* weight;
+  size_t weight_stride;
+  const uint8_t* act;
+  size_t act_stride;
+  int64_t token_block;
+};
+
+void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
+  const int64_t in = a.in_features, out_features = a.out_features;
+  if (a.num_tokens == 1 || p.k->tile == nullptr) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* w = p.weight + r * p.weight_stride;
+      const float bias = a.bias ? a.bias[r] : 0.0f;
+      for (int64_t t = 0; t < a.num_tokens; ++t) {
+        a.output[t * out_features + r] = p.k->vec_dot(w, p.act + t * p.act_stride, in) + bias;
+      }
+    }
+    return;
+  }
+  float tile[kTileRows * kTileTokens];
+  for (int64_t t_block = 0; t_block < a.num_tokens; t_block += p.token_block) {
+    const int64_t t_end = std::min(a.num_tokens, t_block + p.token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
+      const int num_rows = static_cast<int>(std::min<int64_t>(kTileRows, row_end - r0));
+      const uint8_t* w = p.weight + r0 * p.weight_stride;
+      for (int64_t t0 = t_block; t0 < t_end; t0 += kTileTokens) {
+        const int num_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t_end - t0));
+        p.k->tile(w, p.weight_stride, num_rows, p.act + t0 * p.act_stride, p.act_stride, num_tokens, in, tile);
+        for (int t = 0; t < num_tokens; ++t) {
+          float* y = a.output + (t0 + t) * out_features + r0;
+          for (int r = 0; r < num_rows; ++r) y[r] = tile[r * kTileTokens + t] + (a.bias ? a.bias[r0 + r] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
+
+size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens) {
+  const DotKernels* k = kernels_for(type);
+  if (k == nullptr || k->quantize == nullptr || in_features <= 0 || num_tokens <= 0) return 0;
+  return activation_stride(*k, in_features) * static_cast<size_t>(num_tokens) + kAlign;
+}
+
+bool matmul_with_dot_kernels(const MatmulArgs& a) {
+  const DotKernels* k = kernels_for(a.weight_type);
+  if (k == nullptr || !matmul_args_valid(a)) return false;
+  const bool is_quantized = k->quantize != nullptr;
+  if (is_quantized && (a.is_exact || is_matmul_exact_forced())) return false;  // f32 activations wanted
+  if (a.in_features % ggml_type_traits(a.weight_type).block_size != 0) return false;
+  const size_t alignment = a.weight_type == GgmlType::F32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(a.weight) % alignment != 0) return false;
+  uint8_t* scratch = nullptr;
+  Plan p;
+  p.k = k;
+  p.weight = static_cast<const uint8_t*>(a.weight);
+  p.weight_stride = *ggml_row_bytes(a.weight_type, a.in_features);
+  if (is_quantized) {
+    const size_t need = dot_kernels_scratch_bytes(a.weight_type, a.in_features, a.num_tokens);
+    // The caller's scratch when it is big enough, otherwise the calling thread's own.
+    scratch = a.scratch != nullptr && a.scratch_bytes >= need
+                  ? reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(a.scratch), kAlign))
+                  : thread_scratch(need);
+    p.act = scratch;
+    p.act_stride = activation_stride(*k, a.in_features);
+  } else {
+    p.act = reinterpret_cast<const uint8_t*>(a.input);
+    p.act_stride = static_cast<size_t>(a.in_features) * sizeof(float);
+  }
+  p.token_block = std::max<int64_t>(kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p.act_stride) / kTileTokens * kTileTokens);
+
+  const int64_t work = a.in_features * a.out_features * a.num_tokens;
+  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  const int64_t num_tiles = (a.out_features + kTileRows - 1) / kTileRows;
+  auto quantize = [&](int64_t t) {
+    if (is_quantized) k->quantize(a.input + t * a.in_features, scratch + t * p.act_stride, a.in_features);
+  };
+  if (num_threads == 1) {
+    for (int64_t t = 0; t < a.num_tokens; ++t) quantize(t);
+    run_rows(a, p, 0, a.out_features);
+    return true;
+  }
+#pragma omp parallel num_threads(num_threads)
+  {
+    if (is_quantized) {
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < a.num_tokens; ++t) quantize(t);
+      // (the implicit barrier: every token is quantized before any row reads it)
+    }
+    // Contiguous row ranges in whole tiles: each thread streams its own part of the weights.
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t tile_begin = num_tiles * id / nt, tile_end = num_tiles * (id + 1) / nt;
+    run_rows(a, p, std::min(a.out_features, tile_begin * kTileRows), std::min(a.out_features, tile_end * kTileRows));
+  }
+  return true;
+}
+
+}  // namespace iwb::detail

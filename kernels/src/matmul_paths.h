@@ -1,0 +1,25 @@
+// The matmul strategies behind iwb::matmul (private to kernels/src): integer dot products over
+// 8-bit activations where the weight type has them, the dequantizing path otherwise.
+#pragma once
+
+#include "iwb/kernels/matmul.h"
+
+#include <cstddef>
+
+namespace iwb::detail {
+
+// Dot-kernel path: quantizes the activations once per call (integer types), then splits the
+// rows across threads in contiguous ranges. False (writing nothing) when this CPU has no dot
+// kernels for the type, or is_exact asks f32 activations of a type whose kernels quantize
+// them; the caller then takes another path. Scratch smaller than needed is ignored for the
+// thread's own.
+bool matmul_with_dot_kernels(const MatmulArgs& args);
+bool has_dot_kernels(GgmlType type);
+
+// Scratch the dot-kernel path needs for num_tokens activation rows (0 when it quantizes none).
+size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens);
+
+// Dequantizing path: each weight tile to f32 once, dotted against every token.
+bool matmul_dequantized(const MatmulArgs& args);
+
+}  // namespace iwb::detail

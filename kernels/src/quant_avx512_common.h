@@ -1,0 +1,109 @@
+// Weight unpacking shared by the AVX-512 integer dot products and their register-blocked tile
+// twins (private to kernels/src; include only from files whose functions carry IWB_AVX512).
+#pragma once
+
+#include "quant_dot.h"
+
+// GCC 12 reports its own AVX-512 intrinsics (their undefined upper halves) as uninitialized
+// when they inline (GCC bug 105593); the code is fine.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#define IWB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,bmi,bmi2")))
+
+namespace iwb::detail::avx512 {
+
+IWB_AVX512 inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// ---- 32-element types: weights as unsigned bytes u, x = d * (u - offset) (+ m) ----
+
+template <typename Block>
+struct Legacy;
+template <>
+struct Legacy<BlockQ4_0> { static constexpr int kOffset = 8; static constexpr bool kHasMin = false, kHasHigh = false; };
+template <>
+struct Legacy<BlockQ4_1> { static constexpr int kOffset = 0; static constexpr bool kHasMin = true, kHasHigh = false; };
+template <>
+struct Legacy<BlockQ5_0> { static constexpr int kOffset = 16; static constexpr bool kHasMin = false, kHasHigh = true; };
+template <>
+struct Legacy<BlockQ5_1> { static constexpr int kOffset = 0; static constexpr bool kHasMin = true, kHasHigh = true; };
+// Q8_0's signed bytes are read as w + 128 (a flipped sign bit): vpdpbusd wants one unsigned side.
+template <>
+struct Legacy<BlockQ8_0> { static constexpr int kOffset = 128; static constexpr bool kHasMin = false, kHasHigh = false; };
+
+// One block's 32 unsigned weights in element order.
+template <typename Block>
+IWB_AVX512 inline __m256i unpack_one(const Block& b) {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), _mm256_set1_epi8(-128));
+  } else {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+    if constexpr (Legacy<Block>::kHasHigh) {
+      u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(load_u32(b.qh)), u, _mm256_set1_epi8(0x10));
+    }
+    return u;
+  }
+}
+
+// Two consecutive blocks' 64 unsigned weights in element order.
+template <typename Block>
+IWB_AVX512 inline __m512i unpack_two(const Block* b) {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+    return _mm512_xor_si512(w, _mm512_set1_epi8(-128));
+  } else {
+    const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+    // [q0, q0, q1, q1] shifted by [0, 4, 0, 4]: low nibbles (elements 0..15), then high (16..31).
+    __m512i u = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(x));
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                             0x0004000400040004LL, 0x0004000400040004LL);
+    u = _mm512_and_si512(_mm512_srlv_epi16(u, shifts), _mm512_set1_epi8(0x0F));
+    if constexpr (Legacy<Block>::kHasHigh) {
+      const uint64_t high = static_cast<uint64_t>(load_u32(b[0].qh)) | (static_cast<uint64_t>(load_u32(b[1].qh)) << 32);
+      u = _mm512_mask_add_epi8(u, static_cast<__mmask64>(high), u, _mm512_set1_epi8(0x10));
+    }
+    return u;
+  }
+}
+
+// The 6-bit scales (bytes 0..7 of *sc) and mins (*m) of a Q4_K/Q5_K block, as
+// unpack_scale_min_k4 lays them out, four at a time.
+inline void unpack_k4_scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
+  uint32_t s[3];
+  std::memcpy(s, packed, sizeof s);
+  const uint32_t sc_lo = s[0] & 0x3f3f3f3fu, m_lo = s[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (s[2] & 0x0f0f0f0fu) | (((s[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((s[2] >> 4) & 0x0f0f0f0fu) | (((s[1] >> 6) & 0x03030303u) << 4);
+  *sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+  *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
+// 16-bit lane indices [lo x 16, hi x 16] for vpermw.
+IWB_AVX512 inline __m512i halves_epi16(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(lo))),
+                            _mm256_set1_epi16(static_cast<short>(hi)), 1);
+}
+
+// 16-bit lane indices [i x 8, i+1 x 8, i+2 x 8, i+3 x 8]: the Q6_K scales of 64 elements.
+IWB_AVX512 inline __m512i quarter_indices(int first) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(first + 1)), _mm_set1_epi16(static_cast<short>(first)))),
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(first + 3)), _mm_set1_epi16(static_cast<short>(first + 2))), 1);
+}
+
+}  // namespace iwb::detail::avx512

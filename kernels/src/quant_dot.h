@@ -1,0 +1,74 @@
+// Dot-product kernels behind matmul (private to kernels/src): integer dot products of
+// quantized weight rows with 8-bit activation rows (with their activation quantizers) and
+// f32 dot products of F16/BF16/F32 rows; per-row and per-tile kernels of each CPU path, and
+// the table that picks them for a weight type.
+#pragma once
+
+#include "cpu_features.h"
+
+#include "iwb/kernels/ggml_type.h"
+#include "iwb/kernels/quant_blocks.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace iwb::detail {
+
+// How a weight type wants its activations: 32-element Q8_1-style blocks (the partner of
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) or 256-element Q8_K blocks (BlockQ8_K, the K-quants' partner).
+enum class ActivationFormat { None, Q8_1, Q8_K };
+
+// The Q8_1 trick in f32: x = d * q as ggml's Q8_1 and s = d * sum(q), both kept in f32 so
+// neither adds fp16 rounding to a dot product. s folds each weight block's offset (-8 for
+// Q4_0, -16 for Q5_0, -128 for the unsigned view of Q8_0) and its "+ m" (Q4_1/Q5_1) into one
+// multiply-add per block: sum((w + c) * d * q) = sum(w * d * q) + c * s.
+struct BlockQ8A {
+  float d;             // amax / 127
+  float s;             // d * sum(qs)
+  int8_t qs[kQK8_0];   // round(x / d), -127..127
+};
+static_assert(sizeof(BlockQ8A) == 40);
+
+ActivationFormat activation_format(GgmlType weight_type);
+// Bytes of one quantized activation row of num_elements (a whole number of blocks).
+size_t activation_row_bytes(ActivationFormat format, int64_t num_elements);
+
+// Quantizes one row. Q8_1: qs exactly as quantize_row_q8_1_ref, d its unrounded f32 scale;
+// Q8_K: exactly as quantize_row_q8_k_ref.
+using QuantizeActivationFn = void (*)(const float* src, void* dst, int64_t num_elements);
+
+// dot(weight row, activation row) over num_elements, both in their block formats.
+using VecDotFn = float (*)(const void* weight_row, const void* activation_row, int64_t num_elements);
+
+// Register-blocked product of up to kTileRows weight rows with up to kTileTokens activation
+// rows: out[r * kTileTokens + t] = dot(weight row r, activation row t). Each weight block is
+// unpacked once for all the tile's tokens.
+inline constexpr int kTileRows = 4;
+inline constexpr int kTileTokens = 4;
+using TileDotFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
+                           size_t activation_stride, int num_tokens, int64_t num_elements, float* out);
+
+struct DotKernels {
+  ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
+  QuantizeActivationFn quantize = nullptr;           // null with format None
+  VecDotFn vec_dot = nullptr;
+  TileDotFn tile = nullptr;  // null: the driver calls vec_dot per (row, token)
+};
+
+// The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
+// below AVX-512: those keep the dequantizing matmul).
+bool select_dot_kernels(GgmlType type, CpuPath path, DotKernels* out);
+
+// Per-path entry points (quant_dot_portable.cpp, quant_dot_avx2.cpp, quant_dot_avx512.cpp,
+// quant_tile_avx512.cpp, quantize_activations_simd.cpp). Each returns false for a type it
+// does not cover.
+bool select_quant_dot_portable(GgmlType type, DotKernels* out);
+void quantize_q8a_portable(const float* src, void* dst, int64_t num_elements);
+void quantize_q8k_portable(const float* src, void* dst, int64_t num_elements);
+bool select_quant_dot_avx2(GgmlType type, DotKernels* out);
+bool select_quant_dot_avx512(GgmlType type, DotKernels* out);
+TileDotFn select_quant_tile_avx512(GgmlType type);
+bool select_float_dot_avx512(GgmlType type, DotKernels* out);
+QuantizeActivationFn select_activation_quantizer(ActivationFormat format, CpuPath path);
+
+}  // namespace iwb::detail

@@ -1,0 +1,169 @@
+// AVX-512 VNNI integer dot products of one quantized weight row with one 8-bit activation row
+// (decode's matrix-vector products). Weights are unpacked to unsigned bytes in registers and
+// multiplied with vpdpbusd (32-element types) or vpmaddubsw + vpdpwssd (K-quants, whose
+// sub-block scales ride in the 16-bit multiply), so an integer sum per block is exact and
+// each block costs one float multiply-add.
+#include "quant_dot.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "quant_avx512_common.h"
+
+namespace iwb::detail {
+namespace {
+
+using namespace avx512;
+
+template <typename Block>
+IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int64_t n) {
+  using T = Legacy<Block>;
+  const auto* w = static_cast<const Block*>(weight);
+  const auto* a = static_cast<const BlockQ8A*>(activation);
+  const int64_t nb = n / kQK8_0;
+  __m512 acc = _mm512_setzero_ps();
+  float offset_sum = 0.0f;  // sum of d_w * s_a: times -offset at the end
+  float min_sum = 0.0f;     // sum of m_w * s_a
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_two(w + b), aq);
+    const float d0 = half(w[b].d), d1 = half(w[b + 1].d);
+    const __m512 scale = _mm512_insertf32x8(_mm512_set1_ps(d0 * a[b].d), _mm256_set1_ps(d1 * a[b + 1].d), 1);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+    if constexpr (T::kOffset != 0) offset_sum += d0 * a[b].s + d1 * a[b + 1].s;
+    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s + half(w[b + 1].m) * a[b + 1].s;
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (b < nb) {  // an odd block count: the last block alone
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    const __m256 pf = _mm256_cvtepi32_ps(p);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(pf), _mm256_extractf128_ps(pf, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+    const float d0 = half(w[b].d);
+    sum += d0 * a[b].d * _mm_cvtss_f32(s4);
+    if constexpr (T::kOffset != 0) offset_sum += d0 * a[b].s;
+    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s;
+  }
+  return sum - static_cast<float>(T::kOffset) * offset_sum + min_sum;
+}
+
+// ---- K-quants ----
+
+// Q4_K / Q5_K: per 64-element chunk, 32 bytes of nibbles become [low | high] = sub-blocks
+// 2c and 2c+1; vpmaddubsw pairs them with the activations and vpdpwssd applies each
+// sub-block's 6-bit scale while accumulating. The mins meet the activations' bsums.
+template <typename Block>
+IWB_AVX512 float vec_dot_k4(const void* weight, const void* activation, int64_t n) {
+  constexpr bool kHasHigh = std::is_same_v<Block, BlockQ5_K>;
+  const auto* w = static_cast<const Block*>(weight);
+  const auto* a = static_cast<const BlockQ8_K*>(activation);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i shift = halves_epi16(0, 4);
+  __m512i scale_index[4], high_bit[4];
+  #pragma GCC unroll 16
+  for (int c = 0; c < 4; ++c) {
+    scale_index[c] = halves_epi16(2 * c, 2 * c + 1);
+    high_bit[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+                                     _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+  }
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    uint64_t sc, m;
+    unpack_k4_scales(w[b].scales, &sc, &m);
+    const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    // Mins: m_j pairs with bsums[2j] + bsums[2j+1].
+    const __m128i m8 = _mm_cvtsi64_si128(static_cast<long long>(m));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    const __m256i min_prod = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)));
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(half(w[b].dmin) * a[b].d), acc_min);
+    __m512i high;
+    if constexpr (kHasHigh) high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
+    // Two accumulators: four dependent vpdpwssd in a row would make latency the limit.
+    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)));
+      q = _mm512_and_si512(_mm512_srlv_epi16(q, shift), nibble);
+      if constexpr (kHasHigh) {
+        q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(high, high_bit[c]), q, _mm512_set1_epi8(0x10));
+      }
+      const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a[b].qs + 64 * c));
+      sumi[c % 2] = _mm512_dpwssd_epi32(sumi[c % 2], p, _mm512_permutexvar_epi16(scale_index[c], scales));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
+  }
+  const __m256 acc8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+  const __m256 diff = _mm256_sub_ps(acc8, acc_min);
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(diff), _mm256_extractf128_ps(diff, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+
+// Q6_K: per 128-element half, the 64 bytes of ql give runs 0|1 (low nibbles) and 2|3 (high
+// nibbles); qh, shifted per run, adds bits 4-5. Quants stay unsigned (0..63); the -32 comes
+// back as 32 * sum(scale * bsum).
+IWB_AVX512 float vec_dot_q6_k(const void* weight, const void* activation, int64_t n) {
+  const auto* w = static_cast<const BlockQ6_K*>(weight);
+  const auto* a = static_cast<const BlockQ8_K*>(activation);
+  const __m512i nibble = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  const __m512i shift_01 = halves_epi16(4, 2), shift_23 = halves_epi16(0, 2);
+  const __m512i index[4] = {quarter_indices(0), quarter_indices(4), quarter_indices(8), quarter_indices(12)};
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
+    const __m512i scales = _mm512_castsi256_si512(sc16);
+    const __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)));
+    __m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5)));
+    sumi = _mm512_inserti64x4(sumi, _mm256_setzero_si256(), 1);
+    #pragma GCC unroll 16
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h)));
+      const __m512i run01 = _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_01), top));
+      const __m512i run23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
+                                            _mm512_and_si512(_mm512_srlv_epi16(qh, shift_23), top));
+      const __m512i p01 = _mm512_maddubs_epi16(run01, _mm512_loadu_si512(a[b].qs + 128 * h));
+      const __m512i p23 = _mm512_maddubs_epi16(run23, _mm512_loadu_si512(a[b].qs + 128 * h + 64));
+      sumi = _mm512_dpwssd_epi32(sumi, p01, _mm512_permutexvar_epi16(index[2 * h], scales));
+      sumi = _mm512_dpwssd_epi32(sumi, p23, _mm512_permutexvar_epi16(index[2 * h + 1], scales));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+}  // namespace
+
+bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
+  DotKernels k;
+  switch (type) {
+    case GgmlType::Q4_0: k.vec_dot = vec_dot_legacy<BlockQ4_0>; break;
+    case GgmlType::Q4_1: k.vec_dot = vec_dot_legacy<BlockQ4_1>; break;
+    case GgmlType::Q5_0: k.vec_dot = vec_dot_legacy<BlockQ5_0>; break;
+    case GgmlType::Q5_1: k.vec_dot = vec_dot_legacy<BlockQ5_1>; break;
+    case GgmlType::Q8_0: k.vec_dot = vec_dot_legacy<BlockQ8_0>; break;
+    case GgmlType::Q4_K: k.vec_dot = vec_dot_k4<BlockQ4_K>; break;
+    case GgmlType::Q5_K: k.vec_dot = vec_dot_k4<BlockQ5_K>; break;
+    case GgmlType::Q6_K: k.vec_dot = vec_dot_q6_k; break;
+    default: return false;
+  }
+  k.format = activation_format(type);
+  k.quantize = select_activation_quantizer(k.format, CpuPath::Avx512);
+  k.tile = select_quant_tile_avx512(type);
+  *out = k;
+  return true;
+}
+
+}  // namespace iwb::detail
+
+#else
+
+namespace iwb::detail {
+bool select_quant_dot_avx512(GgmlType, DotKernels*) { return false; }
+}  // namespace iwb::detail
+
+#endif

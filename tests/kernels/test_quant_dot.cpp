@@ -1,0 +1,232 @@
+// White-box tests of the integer dot products on every CPU path this machine runs (portable,
+// AVX2, AVX-512 VNNI): the activation quantizers bit for bit against the reference quantizers
+// (rounding ties included), each path's row dot product against a double-precision dot of the
+// dequantized weight and activation rows (the exact value of the integer arithmetic, so only
+// f32 accumulation may differ), and the AVX-512 prefill tiles against the row dot products
+// for every tile shape.
+#include "quant_dot.h"
+#include "random_tensors.h"
+
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/quantize.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace iwb;
+using namespace iwb::detail;
+using iwb::test::random_floats;
+using iwb::test::random_tensor_bytes;
+
+Q_DECLARE_METATYPE(iwb::GgmlType)
+Q_DECLARE_METATYPE(iwb::detail::CpuPath)
+
+namespace {
+
+const GgmlType kIntegerTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+const char* path_name(CpuPath p) {
+  switch (p) {
+    case CpuPath::Portable: return "portable";
+    case CpuPath::Avx2: return "avx2";
+    case CpuPath::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+// The paths this process may run: everything up to cpu_path() (which honours IWB_CPU_AVX2 and
+// IWB_CPU_PORTABLE).
+std::vector<CpuPath> available_paths() {
+  std::vector<CpuPath> paths = {CpuPath::Portable};
+  if (cpu_path() != CpuPath::Portable) paths.push_back(CpuPath::Avx2);
+  if (cpu_path() == CpuPath::Avx512) paths.push_back(CpuPath::Avx512);
+  return paths;
+}
+
+bool select_on(CpuPath path, GgmlType type, DotKernels* k) {
+  switch (path) {
+    case CpuPath::Portable: return select_quant_dot_portable(type, k);
+    case CpuPath::Avx2: return select_quant_dot_avx2(type, k);
+    case CpuPath::Avx512: return select_quant_dot_avx512(type, k);
+  }
+  return false;
+}
+
+// Odd sizes: 37 blocks of 32 (an odd count leaves the AVX-512 pair loop a tail), 3 super-blocks.
+int64_t columns(GgmlType type) { return ggml_type_traits(type).block_size == kQK_K ? 3 * kQK_K : 37 * kQK8_0; }
+
+// The values a quantized activation row stands for.
+std::vector<double> dequantized_activation(ActivationFormat format, const uint8_t* row, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  if (format == ActivationFormat::Q8_1) {
+    const auto* b = reinterpret_cast<const BlockQ8A*>(row);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(b[i / 32].d) * b[i / 32].qs[i % 32];
+  } else {
+    const auto* b = reinterpret_cast<const BlockQ8_K*>(row);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(b[i / kQK_K].d) * b[i / kQK_K].qs[i % kQK_K];
+  }
+  return out;
+}
+
+// Activations with the cases rounding must get right: ties at .5 (x / d exact), a block
+// whose largest magnitude is negative, a block where +a and -a tie for the largest.
+std::vector<float> tricky_activations(int64_t n, int block, std::mt19937& rng) {
+  std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f);
+  // Block 0: amax 127 so d = 1 (Q8_1) and iscale = -1 (Q8_K, negative extreme): x / d = x.
+  x[0] = -127.0f;
+  for (int j = 1; j < block; ++j) x[j] = static_cast<float>(j % 9) - 4.5f;  // every value a tie
+  // Block 1: +3 then -3 tie for the largest magnitude; the first one sets the sign.
+  if (n >= 2 * block) {
+    for (int j = 0; j < block; ++j) x[block + j] = 0.25f * static_cast<float>(j % 5);
+    x[block + 3] = 3.0f;
+    x[block + 7] = -3.0f;
+  }
+  return x;
+}
+
+double abs_dot(const std::vector<float>& w, const std::vector<double>& a) {
+  double s = 0;
+  for (size_t i = 0; i < w.size(); ++i) s += std::fabs(w[i] * a[i]);
+  return s;
+}
+
+}  // namespace
+
+class TestQuantDot : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    qInfo("widest path: %s", path_name(cpu_path()));
+    if (qEnvironmentVariable("IWB_CPU_PORTABLE") == "1") QCOMPARE(cpu_path(), CpuPath::Portable);
+    if (qEnvironmentVariable("IWB_CPU_AVX2") == "1") QVERIFY(cpu_path() != CpuPath::Avx512);
+  }
+
+  void quantizersMatchReference_data() {
+    QTest::addColumn<CpuPath>("path");
+    for (CpuPath p : available_paths()) QTest::newRow(path_name(p)) << p;
+  }
+  void quantizersMatchReference() {
+    QFETCH(CpuPath, path);
+    std::mt19937 rng(21);
+    // Q8_1 (f32 fields): qs exactly as quantize_row_q8_1_ref, d and s its values before fp16.
+    {
+      const int64_t n = 37 * 32;
+      std::vector<float> x = tricky_activations(n, 32, rng);
+      for (int j = 64; j < 96; ++j) x[j] = 0.0f;  // an all-zero block
+      std::vector<BlockQ8A> fast(n / 32);
+      std::vector<BlockQ8_1> ref(n / 32);
+      select_activation_quantizer(ActivationFormat::Q8_1, path)(x.data(), fast.data(), n);
+      QVERIFY(quantize_row_q8_1_ref(x.data(), ref.data(), n));
+      for (size_t b = 0; b < ref.size(); ++b) {
+        QVERIFY2(std::memcmp(fast[b].qs, ref[b].qs, 32) == 0, qPrintable(QString("block %1").arg(b)));
+        QCOMPARE(f32_to_fp16(fast[b].d), ref[b].d);
+        int sum = 0;
+        for (int8_t q : fast[b].qs) sum += q;
+        QCOMPARE(fast[b].s, fast[b].d * static_cast<float>(sum));
+      }
+      QCOMPARE(int(fast[0].qs[5]), 1);  // 0.5 rounds away from zero
+      QCOMPARE(int(fast[0].qs[7]), 3);  // 2.5 too
+    }
+    // Q8_K: every byte as quantize_row_q8_k_ref (it rounds ties to even).
+    {
+      const int64_t n = 4 * kQK_K;
+      std::vector<float> x = tricky_activations(n, kQK_K, rng);
+      for (int j = 2 * kQK_K; j < 3 * kQK_K; ++j) x[j] = 0.0f;
+      std::vector<BlockQ8_K> fast(n / kQK_K), ref(n / kQK_K);
+      select_activation_quantizer(ActivationFormat::Q8_K, path)(x.data(), fast.data(), n);
+      QVERIFY(quantize_row_q8_k_ref(x.data(), ref.data(), n));
+      for (size_t b = 0; b < ref.size(); ++b) {
+        QVERIFY2(std::memcmp(&fast[b], &ref[b], sizeof(BlockQ8_K)) == 0, qPrintable(QString("block %1").arg(b)));
+      }
+      QCOMPARE(int(fast[0].qs[5]), 0);  // 0.5 rounds to even
+      QCOMPARE(int(fast[0].qs[7]), 2);  // 2.5 too
+      QVERIFY(fast[1].d < 0.0f);         // +3 came before -3: iscale = -127 / 3
+    }
+  }
+
+  void vecDotMatchesDequantizedDot_data() {
+    QTest::addColumn<CpuPath>("path");
+    QTest::addColumn<GgmlType>("type");
+    for (CpuPath p : available_paths()) {
+      for (GgmlType t : kIntegerTypes) {
+        QTest::newRow((std::string(path_name(p)) + " " + std::string(ggml_type_name(t))).c_str()) << p << t;
+      }
+    }
+  }
+  void vecDotMatchesDequantizedDot() {
+    QFETCH(CpuPath, path);
+    QFETCH(GgmlType, type);
+    DotKernels k;
+    QVERIFY(select_on(path, type, &k));
+    QVERIFY(k.quantize != nullptr && k.vec_dot != nullptr);
+    std::mt19937 rng(31 + static_cast<int>(type));
+    const int64_t n = columns(type), rows = 7;
+    const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+    const size_t stride = *ggml_row_bytes(type, n);
+    const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.2f);
+    std::vector<uint8_t> act(activation_row_bytes(k.format, n));
+    k.quantize(x.data(), act.data(), n);
+    const std::vector<double> a = dequantized_activation(k.format, act.data(), n);
+    std::vector<float> wf(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+      double expected = 0;
+      for (int64_t i = 0; i < n; ++i) expected += wf[i] * a[i];
+      const double got = k.vec_dot(w.data() + r * stride, act.data(), n);
+      // The integer sums are exact; f32 accumulation across blocks (and fp16 -> f32 scales,
+      // exact) leaves errors near 1e-7 of the sum of |products|.
+      const double bound = 1e-5 * abs_dot(wf, a);
+      QVERIFY2(std::fabs(got - expected) <= bound,
+               qPrintable(QString("row %1: %2 vs %3 (bound %4)").arg(r).arg(got).arg(expected).arg(bound)));
+    }
+  }
+
+  void tilesMatchVecDot_data() {
+    QTest::addColumn<GgmlType>("type");
+    for (GgmlType t : kIntegerTypes) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
+  }
+  void tilesMatchVecDot() {
+    QFETCH(GgmlType, type);
+    if (cpu_path() != CpuPath::Avx512) QSKIP("the prefill tiles are AVX-512 kernels and this run has no AVX-512");
+    DotKernels k;
+    QVERIFY(select_quant_dot_avx512(type, &k));
+    QVERIFY(k.tile != nullptr);
+    std::mt19937 rng(41 + static_cast<int>(type));
+    const int64_t n = columns(type);
+    const size_t stride = *ggml_row_bytes(type, n);
+    const std::vector<uint8_t> w = random_tensor_bytes(type, kTileRows, n, rng, 0.05f);
+    const size_t act_stride = activation_row_bytes(k.format, n) + 8;  // rows need not be packed
+    std::vector<uint8_t> act(act_stride * kTileTokens);
+    for (int t = 0; t < kTileTokens; ++t) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f * t);
+      k.quantize(x.data(), act.data() + t * act_stride, n);
+    }
+    std::vector<float> wf(static_cast<size_t>(n));
+    for (int num_rows = 1; num_rows <= kTileRows; ++num_rows) {
+      for (int num_tokens = 1; num_tokens <= kTileTokens; ++num_tokens) {
+        float out[kTileRows * kTileTokens];
+        k.tile(w.data(), stride, num_rows, act.data(), act_stride, num_tokens, n, out);
+        for (int r = 0; r < num_rows; ++r) {
+          QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+          for (int t = 0; t < num_tokens; ++t) {
+            const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n);
+            const double bound = 1e-5 * abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n));
+            QVERIFY2(std::fabs(out[r * kTileTokens + t] - expected) <= bound,
+                     qPrintable(QString("%1x%2 tile, row %3 token %4: %5 vs %6")
+                                    .arg(num_rows).arg(num_tokens).arg(r).arg(t).arg(out[r * kTileTokens + t]).arg(expected)));
+          }
+        }
+      }
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestQuantDot)
+#include "test_quant_dot.moc"

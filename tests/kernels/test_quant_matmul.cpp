@@ -1,0 +1,209 @@
+// matmul's integer path (8-bit activations, integer dot products) against matmul_ref on odd
+// shapes and random data: 769 rows of 3 super-blocks (K-quants) or 37 blocks (32-element
+// types), 1 (decode), 3 and 17 tokens (prefill tiles and their edges), 1 and 2 threads, with
+// and without bias and caller scratch. Run once per CPU path (see CMakeLists.txt).
+//
+// Tolerance: the activations are rounded to 8 bits per block (step h = amax / 127 of the block
+// of 32 or 256), so output (t, o) differs from the f32 reference by sum_i W[o][i] * e[t][i]
+// with e uniform in +-h/2: a zero-mean error of standard deviation
+// sigma = sqrt(sum_i W[o][i]^2 * h[t][i]^2 / 12), near-Gaussian (a sum of ~1000 independent
+// terms). No difference may exceed 6 sigma: the integer path adds no error beyond the rounding
+// of its activations. (Sigma is about 1% of the output's size on this data, whose outliers
+// stretch some blocks' steps 8-fold; a wrong scale, offset or nibble order misses by hundreds
+// of sigma. The mean square is printed, near 1, but not asserted: one token's outputs share
+// one rounding draw, so it swings with the weights' common mean.)
+#include "random_tensors.h"
+
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/matmul.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace iwb;
+using iwb::test::max_relative_error;
+using iwb::test::random_floats;
+using iwb::test::random_tensor_bytes;
+
+Q_DECLARE_METATYPE(iwb::GgmlType)
+
+namespace {
+
+constexpr double kMaxSigmas = 6.0;
+
+const GgmlType kIntegerTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// sigma[t * out + o]: the standard deviation of output (t, o)'s error from rounding the
+// activations to 8 bits in blocks of `block`.
+std::vector<double> rounding_sigmas(GgmlType type, const std::vector<uint8_t>& w, const std::vector<float>& x,
+                                    int64_t in, int64_t out, int64_t tokens) {
+  const int64_t block = ggml_type_traits(type).block_size;
+  const size_t stride = *ggml_row_bytes(type, in);
+  std::vector<double> step_sq(static_cast<size_t>(tokens * in));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t b = 0; b < in; b += block) {
+      double amax = 0;
+      for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[t * in + i])));
+      for (int64_t i = b; i < b + block; ++i) step_sq[t * in + i] = (amax / 127) * (amax / 127);
+    }
+  }
+  std::vector<double> sigma(static_cast<size_t>(tokens * out));
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t o = 0; o < out; ++o) {
+    dequantize_row_ref(type, w.data() + o * stride, row.data(), in);
+    for (int64_t t = 0; t < tokens; ++t) {
+      double var = 0;
+      for (int64_t i = 0; i < in; ++i) var += static_cast<double>(row[i]) * row[i] * step_sq[t * in + i] / 12;
+      sigma[t * out + o] = std::sqrt(var);
+    }
+  }
+  return sigma;
+}
+
+struct SigmaError {
+  double max = 0;          // largest |difference| / sigma
+  double mean_square = 0;  // mean of (difference / sigma)^2
+};
+
+SigmaError sigma_error(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<double>& sigma) {
+  SigmaError e;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double z = (static_cast<double>(got[i]) - ref[i]) / sigma[i];
+    e.max = std::max(e.max, std::isfinite(z) ? std::fabs(z) : INFINITY);
+    e.mean_square += z * z / static_cast<double>(ref.size());
+  }
+  return e;
+}
+
+}  // namespace
+
+class TestQuantMatmul : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void matchesReference_data() {
+    QTest::addColumn<GgmlType>("type");
+    QTest::addColumn<int>("numTokens");
+    for (GgmlType t : kIntegerTypes) {
+      for (int tokens : {1, 3, 17}) {
+        QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
+      }
+    }
+  }
+  void matchesReference() {
+    QFETCH(GgmlType, type);
+    QFETCH(int, numTokens);
+    std::mt19937 rng(static_cast<uint32_t>(100 + static_cast<int>(type) * 7 + numTokens));
+    const int64_t in = ggml_type_traits(type).block_size == 256 ? 3 * 256 : 37 * 32, out = 769;
+    const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
+    // Activations with an offset and uneven spread, as a normalised hidden state has.
+    std::vector<float> x = random_floats(static_cast<size_t>(numTokens * in), rng, 1.0f, 0.1f);
+    for (size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;  // outliers stretch some blocks' scale
+    const std::vector<float> bias = random_floats(static_cast<size_t>(out), rng, 0.1f);
+    const std::vector<double> sigma = rounding_sigmas(type, w, x, in, out, numTokens);
+    for (const bool has_bias : {false, true}) {
+      std::vector<float> ref(static_cast<size_t>(numTokens * out));
+      MatmulArgs args{type, w.data(), in, out, x.data(), numTokens, has_bias ? bias.data() : nullptr, ref.data(), 1};
+      QVERIFY(matmul_ref(args));
+      const size_t scratch_bytes = matmul_scratch_bytes(type, in, numTokens);
+      QVERIFY(scratch_bytes >= static_cast<size_t>(numTokens * in));
+      std::vector<uint8_t> scratch(scratch_bytes);
+      for (int threads : {1, 2}) {
+        for (const bool has_scratch : {false, true}) {
+          std::vector<float> fast(ref.size(), NAN);
+          args.output = fast.data();
+          args.num_threads = threads;
+          args.scratch = has_scratch ? scratch.data() : nullptr;
+          args.scratch_bytes = has_scratch ? scratch.size() : 0;
+          QVERIFY(matmul(args));
+          const SigmaError e = sigma_error(fast, ref, sigma);
+          const QString what = QString("threads %1, bias %2, scratch %3: max %4 sigma, mean square %5 sigma^2, "
+                                       "max error %6 of max |output|")
+                                   .arg(threads).arg(has_bias).arg(has_scratch).arg(e.max).arg(e.mean_square)
+                                   .arg(max_relative_error(fast, ref));
+          QVERIFY2(e.max < kMaxSigmas, qPrintable(what));
+          if (threads == 2 && has_scratch && has_bias) qInfo("%s", qPrintable(what));
+        }
+      }
+    }
+  }
+
+  // F16/BF16/F32 keep f32 activations (AVX-512 tiles, or the dequantizing path): 1e-5.
+  void floatTypesMatchReference_data() {
+    QTest::addColumn<GgmlType>("type");
+    QTest::addColumn<int>("numTokens");
+    for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+      for (int tokens : {1, 3, 17}) {
+        QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
+      }
+    }
+  }
+  void floatTypesMatchReference() {
+    QFETCH(GgmlType, type);
+    QFETCH(int, numTokens);
+    std::mt19937 rng(static_cast<uint32_t>(200 + static_cast<int>(type) * 7 + numTokens));
+    const int64_t in = 769, out = 769;  // 769 columns: a masked tail after 48 vectors of 16
+    const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(numTokens * in), rng, 1.0f, 0.1f);
+    const std::vector<float> bias = random_floats(static_cast<size_t>(out), rng, 0.1f);
+    std::vector<float> ref(static_cast<size_t>(numTokens * out));
+    MatmulArgs args{type, w.data(), in, out, x.data(), numTokens, bias.data(), ref.data(), 1};
+    QVERIFY(matmul_ref(args));
+    QCOMPARE(matmul_scratch_bytes(type, in, numTokens), size_t(0));
+    for (int threads : {1, 2}) {
+      std::vector<float> fast(ref.size(), NAN);
+      args.output = fast.data();
+      args.num_threads = threads;
+      QVERIFY(matmul(args));
+      QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString::number(max_relative_error(fast, ref))));
+    }
+  }
+
+  // Threads and tiles never change a result: every output is one kernel's work.
+  void resultsDoNotDependOnThreads() {
+    std::mt19937 rng(7);
+    const int64_t in = 2 * 256, out = 131, tokens = 9;
+    const std::vector<uint8_t> w = random_tensor_bytes(GgmlType::Q4_K, out, in, rng, 0.05f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(tokens * in), rng);
+    std::vector<float> one(static_cast<size_t>(tokens * out)), two(one.size());
+    MatmulArgs args{GgmlType::Q4_K, w.data(), in, out, x.data(), tokens, nullptr, one.data(), 1};
+    QVERIFY(matmul(args));
+    args.output = two.data();
+    args.num_threads = 2;
+    QVERIFY(matmul(args));
+    QCOMPARE(two, one);
+  }
+
+  // is_exact keeps f32 activations: the dequantizing path's 1e-5 agreement.
+  void exactArgumentKeepsF32Activations() {
+    std::mt19937 rng(8);
+    const int64_t in = 256, out = 37;
+    const std::vector<uint8_t> w = random_tensor_bytes(GgmlType::Q6_K, out, in, rng, 0.05f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(in), rng);
+    std::vector<float> ref(out), exact(out), fast(out);
+    MatmulArgs args{GgmlType::Q6_K, w.data(), in, out, x.data(), 1, nullptr, ref.data(), 1};
+    QVERIFY(matmul_ref(args));
+    args.output = fast.data();
+    QVERIFY(matmul(args));
+    args.output = exact.data();
+    args.is_exact = true;
+    QVERIFY(matmul(args));
+    QVERIFY(max_relative_error(exact, ref) < 1e-5);
+    QVERIFY(max_relative_error(fast, ref) > 1e-5);  // the 8-bit path really ran
+  }
+
+  void scratchBytesForOtherTypes() {
+    QCOMPARE(matmul_scratch_bytes(GgmlType::F16, 4096, 8), size_t(0));
+    QCOMPARE(matmul_scratch_bytes(GgmlType::Q3_K, 4096, 8), size_t(0));
+    QVERIFY(matmul_scratch_bytes(GgmlType::Q8_0, 4096, 8) >= 8 * 4096);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestQuantMatmul)
+#include "test_quant_matmul.moc"
