@@ -242,6 +242,23 @@ void TestMetricsMemory::memoryMeasuredBesideEstimate() {
   model.setSample(s);
   QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->estimateBytes, qint64(25'600));
 
+  // With the engine's own report, the KV pool and scratch are measured, not inferred.
+  s.hasEngineReport = true;
+  s.kvPoolBytes = 4 * 65'536;  // a pool of four contexts
+  s.kvBytesPerPosition = 256;
+  s.kvPositionsTotal = 1024;
+  s.kvPositionsUsed = 100;
+  s.kvPositionsCached = 32;
+  s.scratchBytes = 12'345;
+  model.setSample(s);
+  const auto* kv = model.findRow(QStringLiteral("KV cache"));
+  QCOMPARE(kv->measuredBytes, qint64(262'144));
+  QCOMPARE(*kv->difference(), qint64(262'144 - 65'536));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->measuredBytes, qint64(25'600));
+  QVERIFY(model.findRow(QStringLiteral("KV cache in use"))->source.contains(QStringLiteral("32 more")));
+  QCOMPARE(model.findRow(QStringLiteral("Scratch"))->measuredBytes, qint64(12'345));
+  s.hasEngineReport = false;
+
   // Unloaded: a sample without a context is not a loaded model.
   s.contextLength = 0;
   model.setSample(s);

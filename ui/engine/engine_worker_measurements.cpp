@@ -127,6 +127,17 @@ void EngineWorker::emitMemorySample() {
   sample.baselineFileBytes = m_memoryBaseline.residentFileBytes;
   sample.kvPositions = m_engine ? m_kvPositions : 0;
   sample.contextLength = m_engine ? m_engine->context_length() : 0;
+  if (m_engine) {
+    // Between steps, on the engine's thread: the report's required calling context.
+    const iwb::MemoryReport report = m_engine->memory_report();
+    sample.hasEngineReport = true;
+    sample.kvPoolBytes = static_cast<qint64>(report.kv_pool_bytes);
+    sample.kvBytesPerPosition = static_cast<qint64>(report.kv_bytes_per_position);
+    sample.kvPositionsTotal = report.kv_positions_total;
+    sample.kvPositionsUsed = report.kv_positions_used;
+    sample.kvPositionsCached = report.kv_positions_cached;
+    sample.scratchBytes = static_cast<qint64>(report.scratch_bytes);
+  }
   m_lastMemoryEmit = sessionSeconds();
   emit memorySampled(sample);
 }

@@ -39,6 +39,15 @@ struct MemorySample {
   qint64 kvPositions = 0;            // positions the KV cache holds (prompt + generated so far)
   qint64 contextLength = 0;          // the engine's context (KV cache capacity); 0 without a model
   bool isValid = false;              // false where /proc/self/status could not be read
+  // The engine's own report of what it allocated (Engine::memory_report); hasEngineReport is
+  // false without a loaded model.
+  bool hasEngineReport = false;
+  qint64 kvPoolBytes = 0;            // the paged KV pool, allocated whole at load
+  qint64 kvBytesPerPosition = 0;
+  qint64 kvPositionsTotal = 0;       // slots in the pool
+  qint64 kvPositionsUsed = 0;        // slots holding tokens of live sequences
+  qint64 kvPositionsCached = 0;      // slots of reusable prefix blocks
+  qint64 scratchBytes = 0;           // activations of one step and the logits rows
 
   qint64 anonGrowthBytes() const { return residentAnonBytes - baselineAnonBytes; }
   qint64 fileGrowthBytes() const { return residentFileBytes - baselineFileBytes; }

@@ -182,17 +182,36 @@ void MemoryModel::rebuild() {
       m_rows << Row{tr("%1 (%2 tensors)").arg(QString::fromStdString(type)).arg(totals.num_tensors),
                     static_cast<qint64>(totals.num_bytes), -1, tr("from the GGUF's tensor table"), false, true};
     }
-    m_rows << Row{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1,
-                  isLoaded ? noReport : notLoaded, false, false};
-    if (isLoaded) {
+    const bool hasReport = isLoaded && sample.hasEngineReport;
+    Row kv{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1, isLoaded ? noReport : notLoaded, false, false};
+    if (hasReport) {
+      // The pool holds several contexts' worth of blocks shared by all sequences, so it can
+      // differ from the one-context estimate by design: the difference column shows by how much.
+      kv.measuredBytes = sample.kvPoolBytes;
+      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks")
+                      .arg(QLocale().toString(sample.kvPositionsTotal));
+    }
+    m_rows << kv;
+    if (hasReport) {
+      m_rows << Row{tr("KV cache in use"), -1, sample.kvBytesPerPosition * sample.kvPositionsUsed,
+                    tr("%1 of %2 positions hold keys and values of live sequences; %3 more keep reusable prefixes")
+                        .arg(QLocale().toString(sample.kvPositionsUsed), QLocale().toString(sample.kvPositionsTotal),
+                             QLocale().toString(sample.kvPositionsCached)),
+                    false, true};
+    } else if (isLoaded) {
       const qint64 used = kvBytesPerPosition() * sample.kvPositions;
       m_rows << Row{tr("KV cache in use"), used, -1,
                     tr("%1 of %2 positions hold keys and values (computed from the positions, not measured)")
                         .arg(QLocale().toString(sample.kvPositions), QLocale().toString(sample.contextLength)),
                     false, true};
     }
-    m_rows << Row{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
-                  false};
+    Row scratch{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
+                false};
+    if (hasReport) {
+      scratch.measuredBytes = sample.scratchBytes;
+      scratch.source = tr("the engine's step buffers: activations of one step and the logits rows");
+    }
+    m_rows << scratch;
     Row anon{tr("KV cache, scratch and heap"), static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes), -1,
              notLoaded, false, false};
     if (isLoaded) {
