@@ -5,6 +5,7 @@
 
 #include "iwb/engine/model/model_info.h"
 #include "main_window/app_info.h"
+#include "engine/engine_controller.h"
 #include "main_window/main_window.h"
 #include "main_window/recent_files.h"
 #include "model_info/metadata_table_model.h"
@@ -264,6 +265,10 @@ void TestMainWindow::corruptFileKeepsPreviousModel() {
   QVERIFY(openAndWait(window, m_tinyPath));
   const QString architecture = statusLabelText(window, "architectureLabel");
   const QString size = statusLabelText(window, "fileSizeLabel");
+  // Opening also loads the model for chat; let that finish so its own status line ("ready to
+  // chat") cannot arrive after, and replace, the failure's.
+  QVERIFY(QTest::qWaitFor([&] { return !window.engine()->isLoading(); }, 30000));
+  QTest::qWait(50);
 
   QSignalSpy failed(&window, &MainWindow::modelOpenFailed);
   QVERIFY(!openAndWait(window, corrupt));
