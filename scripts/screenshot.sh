@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Regenerates docs/images/main-window.png: builds, starts the application under a virtual X
 # display (xvfb) with a model open, and captures the window with ImageMagick's `import`.
-#   scripts/screenshot.sh [MODEL.gguf] [OUT.png]
+#   scripts/screenshot.sh [MODEL.gguf] [OUT.png] [-- APP-OPTIONS...]
+# APP-OPTIONS go to the application, e.g. `-- --profile --tab roofline --prompt "Hello"` for the
+# roofline while the model answers; IWB_SCREENSHOT_DELAY (seconds, default 3) says when to capture.
 # Without a model it converts the tiny llama2.c model from ../shared/models to GGUF (so the
 # tensor table has rows); without that, it opens a vocabulary-only GGUF.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${IWB_BUILD_DIR:-"$root/build"}
 models=${IWB_SHARED_MODELS_DIR:-"$root/../shared/models"}
+model=${1:-}
 out=${2:-"$root/docs/images/main-window.png"}
+[[ $# -gt 2 && $3 == "--" ]] && app_options=("${@:4}") || app_options=()
 width=1280
 height=800
 
@@ -20,7 +24,6 @@ work=$(mktemp -d)
 model_dir=${TMPDIR:-/tmp}/inference-workbench-screenshot
 trap 'rm -rf "$work" "$model_dir"' EXIT
 
-model=${1:-}
 if [[ -z "$model" ]]; then
   mkdir -p "$model_dir"
   if "$build_dir/app/iwb" convert llama2c --checkpoint "$models/llama2c/aidreams260K.bin" \
@@ -40,13 +43,14 @@ mkdir -p "$(dirname "$out")"
 # No window manager runs under xvfb, so -qwindowgeometry places the window exactly and the
 # capture is a crop of the root window.
 xvfb-run -a -s "-screen 0 1400x900x24" bash -c '
-  "$1" -qwindowgeometry "$3x$4+0+0" "$2" &
+  "$1" -qwindowgeometry "$3x$4+0+0" "$2" "${@:6}" &
   app=$!
   sleep "${IWB_SCREENSHOT_DELAY:-3}"
   import -window root -crop "$3x$4+0+0" +repage "$5"
   kill "$app"
   wait "$app" 2>/dev/null || true
-' screenshot "$build_dir/app/inference-workbench" "$model" "$width" "$height" "$work/shot.png"
+' screenshot "$build_dir/app/inference-workbench" "$model" "$width" "$height" "$work/shot.png" \
+  ${app_options[@]+"${app_options[@]}"}
 
 # Fewer colours keep the PNG small enough to live in the repository.
 convert "$work/shot.png" -strip -colors 256 PNG8:"$out"

@@ -1,6 +1,8 @@
 // inference-workbench: the desktop application's entry point — application identity, command
 // line (an optional model to open, kernel profiling, the tab to show), and the main window.
 #include "main_window/app_info.h"
+#include "chat/chat_input.h"
+#include "chat/chat_panel.h"
 #include "engine/engine_controller.h"
 #include "main_window/main_window.h"
 
@@ -33,8 +35,13 @@ int main(int argc, char** argv) {
   const QCommandLineOption tabOption(QStringLiteral("tab"),
                                      QStringLiteral("Tab to show first: chat, model, roofline, metrics or memory."),
                                      QStringLiteral("name"));
+  const QCommandLineOption promptOption(QStringLiteral("prompt"),
+                                        QStringLiteral("Send this chat message as soon as the model has loaded "
+                                                       "(demonstrations, screenshots)."),
+                                        QStringLiteral("text"));
   parser.addOption(profileOption);
   parser.addOption(tabOption);
+  parser.addOption(promptOption);
   parser.process(app);  // handles --help and --version, and rejects unknown options
   const QStringList arguments = parser.positionalArguments();
   if (arguments.size() > 1) {
@@ -50,6 +57,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (parser.isSet(profileOption)) window.engine()->setProfiling(true);
+  if (parser.isSet(promptOption)) {
+    // Once, on the first model that loads: the chat panel has seen modelLoaded by then (it
+    // connected first), so sending goes through its usual path and is saved like any message.
+    const QString prompt = parser.value(promptOption);
+    auto* connection = new QMetaObject::Connection;
+    *connection = QObject::connect(window.engine(), &iwb::ui::EngineController::modelLoaded, &window,
+                                   [&window, prompt, connection] {
+                                     QObject::disconnect(*connection);
+                                     delete connection;
+                                     window.chatPanel()->input()->setPlainText(prompt);
+                                     window.chatPanel()->send();
+                                   });
+  }
   window.show();
   if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
   else window.openDefaultModel();
