@@ -2,6 +2,7 @@
 // the test): the engine controller and its worker thread (load, stream, failures), and the
 // chat panel over a SQLite store — send, stream, stop midway, regenerate, edit, a prompt too
 // long for the context — then everything found again after the panel and store are gone.
+#include "aidreams_fixture.h"
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
@@ -9,7 +10,6 @@
 #include "chat/message_list_model.h"
 #include "engine/engine_controller.h"
 #include "engine/engine_worker.h"
-#include "iwb/engine/convert/llama2c.h"
 #include "main_window/main_window.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
@@ -36,10 +36,6 @@ using namespace iwb::ui;
 namespace {
 
 constexpr int kTimeoutMs = 20000;
-
-QString sharedModel(const char* name) {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
-}
 
 GenerationInput greedyInput(const QString& message, int maxTokens) {
   GenerationInput input;
@@ -137,17 +133,12 @@ void TestChatPanel::initTestCase() {
   QCoreApplication::setApplicationName(QStringLiteral("test_chat_panel"));
   QStandardPaths::setTestModeEnabled(true);
 
-  const QString checkpoint = sharedModel("aidreams260K.bin");
-  const QString tokenizer = sharedModel("aidreams260K-tok512.bin");
-  if (!QFileInfo::exists(checkpoint) || !QFileInfo::exists(tokenizer)) {
-    QSKIP("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+  QString why;
+  m_modelPath = iwb::test::convertAidreamsModel(m_dir.path(), &why);
+  if (m_modelPath.isEmpty()) {
+    if (!iwb::test::hasAidreamsModel()) QSKIP(qPrintable(why));
+    QFAIL(qPrintable(why));
   }
-  m_modelPath = m_dir.filePath(QStringLiteral("aidreams260K.gguf"));
-  iwb::convert::Llama2cConvertOptions options;
-  options.name = "aidreams260K";
-  auto converted = iwb::convert::convert_llama2c_to_gguf(checkpoint.toStdString(), tokenizer.toStdString(),
-                                                         m_modelPath.toStdString(), options);
-  QVERIFY2(converted, converted.error_message().c_str());
 }
 
 void TestChatPanel::controllerLoadsAndStreams() {

@@ -4,8 +4,8 @@
 // generating beside them routed to its own id; the KV snapshots must arrive and show the
 // prefix blocks shared by the batch's sequences, then the cache idle. Then the KV Cache tab
 // runs a batch from its own form.
+#include "aidreams_fixture.h"
 #include "engine/engine_controller.h"
-#include "iwb/engine/convert/llama2c.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/batch_table_model.h"
 #include "kvmap/kv_cache_panel.h"
@@ -29,10 +29,6 @@ constexpr int kTimeoutMs = 60000;
 // Long enough for two or more full blocks of 16 tokens, short enough that prompt and reply fit
 // the model's 128-token context.
 const QString kSystemText = QStringLiteral("Tell a short and happy story for a small child about a friendly cat.");
-
-QString sharedModel(const char* name) {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
-}
 
 BatchInput batchOf(const QStringList& prompts, int maxTokens) {
   BatchInput batch;
@@ -67,17 +63,12 @@ class TestKvBatchEndToEnd : public QObject {
 
 void TestKvBatchEndToEnd::initTestCase() {
   QVERIFY(m_dir.isValid());
-  const QString checkpoint = sharedModel("aidreams260K.bin");
-  const QString tokenizer = sharedModel("aidreams260K-tok512.bin");
-  if (!QFileInfo::exists(checkpoint) || !QFileInfo::exists(tokenizer)) {
-    QSKIP("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+  QString why;
+  m_modelPath = iwb::test::convertAidreamsModel(m_dir.path(), &why);
+  if (m_modelPath.isEmpty()) {
+    if (!iwb::test::hasAidreamsModel()) QSKIP(qPrintable(why));
+    QFAIL(qPrintable(why));
   }
-  m_modelPath = m_dir.filePath(QStringLiteral("aidreams260K.gguf"));
-  iwb::convert::Llama2cConvertOptions options;
-  options.name = "aidreams260K";
-  auto converted = iwb::convert::convert_llama2c_to_gguf(checkpoint.toStdString(), tokenizer.toStdString(),
-                                                         m_modelPath.toStdString(), options);
-  QVERIFY2(converted, converted.error_message().c_str());
 }
 
 void TestKvBatchEndToEnd::batchSharesThePrefixBesideAChat() {

@@ -3,8 +3,8 @@
 // must bring profile snapshots whose roofline has prefill and decode points, the request's
 // timings with its predicted work, token times and memory samples — and nothing of the
 // profile when profiling is off. Then the main window's Roofline, Metrics and Memory tabs.
+#include "aidreams_fixture.h"
 #include "engine/engine_controller.h"
-#include "iwb/engine/convert/llama2c.h"
 #include "main_window/main_window.h"
 #include "memory/memory_model.h"
 #include "memory/memory_panel.h"
@@ -30,10 +30,6 @@ namespace {
 
 constexpr int kTimeoutMs = 30000;
 constexpr int kMaxTokens = 12;
-
-QString sharedModel(const char* name) {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
-}
 
 GenerationInput greedyInput(const QString& message) {
   GenerationInput input;
@@ -74,17 +70,12 @@ void TestProfilingEndToEnd::initTestCase() {
   QCoreApplication::setApplicationName(QStringLiteral("test_profiling_end_to_end"));
   QStandardPaths::setTestModeEnabled(true);
 
-  const QString checkpoint = sharedModel("aidreams260K.bin");
-  const QString tokenizer = sharedModel("aidreams260K-tok512.bin");
-  if (!QFileInfo::exists(checkpoint) || !QFileInfo::exists(tokenizer)) {
-    QSKIP("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+  QString why;
+  m_modelPath = iwb::test::convertAidreamsModel(m_dir.path(), &why);
+  if (m_modelPath.isEmpty()) {
+    if (!iwb::test::hasAidreamsModel()) QSKIP(qPrintable(why));
+    QFAIL(qPrintable(why));
   }
-  m_modelPath = m_dir.filePath(QStringLiteral("aidreams260K.gguf"));
-  iwb::convert::Llama2cConvertOptions options;
-  options.name = "aidreams260K";
-  auto converted = iwb::convert::convert_llama2c_to_gguf(checkpoint.toStdString(), tokenizer.toStdString(),
-                                                         m_modelPath.toStdString(), options);
-  QVERIFY2(converted, converted.error_message().c_str());
 }
 
 void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {

@@ -51,6 +51,9 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   iwb::EngineOptions engineOptions;
   engineOptions.context_length = options.contextLength;
   engineOptions.num_threads = options.numThreads;
+  if (options.kvCacheMiB > 0) engineOptions.kv_cache_bytes = static_cast<uint64_t>(options.kvCacheMiB) << 20;
+  if (options.kvBlockSize > 0) engineOptions.kv_block_size = options.kvBlockSize;
+  if (options.maxBatchTokens > 0) engineOptions.max_batch_tokens = options.maxBatchTokens;
   // Progress arrives on this thread; the signal queues it to the GUI. Reports closer than a
   // percent apart are dropped so a fast load does not flood the GUI's event queue.
   double lastReported = -1.0;

@@ -82,6 +82,11 @@ struct GenerationStats {
 struct EngineLoadOptions {
   qint64 contextLength = 0;   // 0: the engine's default (the trained context, at most 4096)
   int numThreads = 0;         // 0: all cores
+  // The paged KV cache: memory it may take (0: the engine's default budget) and positions per
+  // block (0: the engine's default, 16).
+  qint64 kvCacheMiB = 0;
+  int kvBlockSize = 0;
+  qint64 maxBatchTokens = 0;  // tokens per step; 0: the engine's default
 };
 
 // The loaded model as the GUI sees it.

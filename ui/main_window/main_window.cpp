@@ -14,6 +14,7 @@
 #include "model_info/model_overview_widget.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_panel.h"
+#include "settings/engine_settings.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 #include "widgets/welcome_page.h"
@@ -195,6 +196,10 @@ void MainWindow::createMenus() {
   connect(foldersMenu, &ModelFoldersMenu::fileTriggered, this, &MainWindow::openModel);
   fileMenu->addMenu(foldersMenu);
   fileMenu->addSeparator();
+  QAction* settingsAction = fileMenu->addAction(tr("Engine &Settings…"), this, &MainWindow::showEngineSettings);
+  settingsAction->setMenuRole(QAction::PreferencesRole);
+  settingsAction->setStatusTip(tr("Context, threads, KV cache memory and block size"));
+  fileMenu->addSeparator();
   QAction* quitAction = fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
   quitAction->setShortcut(QKeySequence::Quit);
   quitAction->setMenuRole(QAction::QuitRole);
@@ -303,12 +308,31 @@ void MainWindow::handleModelLoaded(const ModelDetails& details) {
   m_recentFiles->add(details.path);
   // The engine loads the model for chat on its own thread (a file it cannot run, such as a
   // vocabulary-only GGUF, gets its explanation in the Chat tab; the details stay shown here).
-  if (m_engine->isLoading() || m_engine->model().path != details.path) m_engine->loadModel(details.path);
+  m_kvBytesPerPosition = iwb::estimate_memory(details.summary, 1).kv_cache_bytes;
+  if (m_engine->isLoading() || m_engine->model().path != details.path) {
+    m_engine->loadModel(details.path, loadEngineSettings());
+  }
 
   const QString fileName = QFileInfo(details.path).fileName();
   setWindowTitle(tr("%1 — %2").arg(fileName, QApplication::applicationDisplayName()));
   statusBar()->showMessage(tr("Opened %1").arg(fileName), kStatusTimeoutMs);
   emit modelOpened(details.path);
+}
+
+void MainWindow::showEngineSettings() {
+  EngineSettingsDialog dialog(loadEngineSettings(), m_kvBytesPerPosition, this);
+  if (dialog.exec() == QDialog::Accepted) applyEngineSettings(dialog.options());
+}
+
+void MainWindow::applyEngineSettings(const EngineLoadOptions& options) {
+  saveEngineSettings(options);
+  // A reply in flight is not cut short; the settings then apply at the next load.
+  if (!m_engine->hasModel() || m_engine->isLoading() || m_engine->isGenerating()) {
+    statusBar()->showMessage(tr("Engine settings saved; they apply when a model is next loaded."), kStatusTimeoutMs);
+    return;
+  }
+  m_engine->loadModel(m_engine->model().path, options);
+  statusBar()->showMessage(tr("Reloading the model with the new engine settings…"), kStatusTimeoutMs);
 }
 
 void MainWindow::handleModelLoadFailed(const QString& path, const QString& message) {

@@ -7,6 +7,7 @@
 // through queued signals.
 #pragma once
 
+#include "engine/generation_values.h"
 #include "model_info/model_details.h"
 
 #include <QMainWindow>
@@ -34,6 +35,7 @@ class MetricsPanel;
 class ModelOverviewWidget;
 class RecentFiles;
 class RooflinePanel;
+class SpecPanel;
 class WelcomePage;
 
 class MainWindow : public QMainWindow {
@@ -62,6 +64,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* metricsPanel() const { return m_metricsPanel; }
   MemoryPanel* memoryPanel() const { return m_memoryPanel; }
   KvCachePanel* kvCachePanel() const { return m_kvCachePanel; }
+  SpecPanel* specPanel() const { return m_specPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
   // "memory" or "kv cache"; false when there is no such tab.
@@ -76,6 +79,10 @@ class MainWindow : public QMainWindow {
   // Starts opening `path` in the background; modelOpened or modelOpenFailed follows.
   void openModel(const QString& path);
   void showOpenDialog();
+  // Edits the engine's load settings (context, threads, KV cache memory and block size).
+  void showEngineSettings();
+  // Saves `options` and, when a model is loaded and idle, reloads it with them.
+  void applyEngineSettings(const iwb::ui::EngineLoadOptions& options);
   // Opens the default chat model if scripts/fetch-model.sh has fetched it; otherwise says in
   // the message bar what is missing and how to get it. Returns whether it is opening.
   bool openDefaultModel();
@@ -103,6 +110,7 @@ class MainWindow : public QMainWindow {
   void openConversationStore(const QString& path);
 
   QString m_currentPath;
+  quint64 m_kvBytesPerPosition = 0;  // of the opened model (f16 K and V, all layers)
   int m_numPendingLoads = 0;
   QThread* m_loaderThread = nullptr;
   RecentFiles* m_recentFiles;
@@ -119,6 +127,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* m_metricsPanel = nullptr;
   MemoryPanel* m_memoryPanel = nullptr;
   KvCachePanel* m_kvCachePanel = nullptr;
+  SpecPanel* m_specPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

@@ -1,0 +1,41 @@
+// The aidreams 260K test model converted to GGUF for UI tests.
+#include "aidreams_fixture.h"
+
+#include "iwb/engine/convert/llama2c.h"
+
+#include <QDir>
+#include <QFileInfo>
+
+namespace iwb::test {
+
+namespace {
+
+QString sharedModel(const char* name) {
+  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
+}
+
+}  // namespace
+
+bool hasAidreamsModel() {
+  return QFileInfo::exists(sharedModel("aidreams260K.bin")) && QFileInfo::exists(sharedModel("aidreams260K-tok512.bin"));
+}
+
+QString convertAidreamsModel(const QString& dir, QString* why) {
+  if (!hasAidreamsModel()) {
+    *why = QStringLiteral("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+    return {};
+  }
+  const QString path = QDir(dir).filePath(QStringLiteral("aidreams260K.gguf"));
+  convert::Llama2cConvertOptions options;
+  options.name = "aidreams260K";
+  auto converted = convert::convert_llama2c_to_gguf(sharedModel("aidreams260K.bin").toStdString(),
+                                                    sharedModel("aidreams260K-tok512.bin").toStdString(),
+                                                    path.toStdString(), options);
+  if (!converted) {
+    *why = QString::fromStdString(converted.error_message());
+    return {};
+  }
+  return path;
+}
+
+}  // namespace iwb::test

@@ -1,0 +1,45 @@
+// The engine's load-time settings as the user chose them (context, threads, the KV cache's
+// memory and block size, tokens per step), kept in QSettings and applied at the next load.
+#pragma once
+
+#include "engine/generation_values.h"
+
+#include <QDialog>
+
+class QLabel;
+class QSpinBox;
+
+namespace iwb::ui {
+
+// Reads and writes the user's choices (QSettings group "engine"); absent keys read as the
+// engine's defaults (0).
+EngineLoadOptions loadEngineSettings();
+void saveEngineSettings(const EngineLoadOptions& options);
+
+// Edits EngineLoadOptions: each field shows "engine default" at 0. `kvBytesPerPosition` (0 when
+// no model is loaded) lets the dialog say how many positions the chosen KV memory holds.
+class EngineSettingsDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  explicit EngineSettingsDialog(const EngineLoadOptions& options, quint64 kvBytesPerPosition = 0,
+                                QWidget* parent = nullptr);
+
+  EngineLoadOptions options() const;
+  void setOptions(const EngineLoadOptions& options);
+  // "Holds about 12,288 positions (3 contexts of 4,096)" for the KV memory chosen, or why not known.
+  QString kvCapacityText() const;
+
+ private:
+  void updateCapacity();
+
+  quint64 m_kvBytesPerPosition;
+  QSpinBox* m_context;
+  QSpinBox* m_threads;
+  QSpinBox* m_kvMiB;
+  QSpinBox* m_blockSize;
+  QSpinBox* m_batchTokens;
+  QLabel* m_capacity;
+};
+
+}  // namespace iwb::ui
