@@ -1,42 +1,73 @@
 #!/usr/bin/env bash
 # Side-by-side throughput of our engine (`iwb bench`) and llama.cpp's llama-bench on the same
-# GGUF files, same thread count, interleaved so both see the same machine. Prints each
-# program's pp/tg table with the load average before and after every run; take the best of
-# the rounds (the machines are shared: other processes and memory-bandwidth swings move the
-# figures by tens of percent).
+# GGUF files with the same thread count. Rounds interleave the two programs so both see the same
+# machine; every repetition is kept (JSON) and the summary gives each program's best and median
+# repetition per test, the ratio of the bests, and the load averages seen. The machines are
+# shared: other processes and memory-bandwidth swings move single figures by tens of percent.
 #
-#   LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama.sh [-t THREADS] [-r REPS] [-k ROUNDS] MODEL.gguf...
+#   LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama.sh [-t THREADS] [-r REPS] [-k ROUNDS]
+#       [-p PP] [-n TG] [-o DIR] MODEL.gguf...
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 iwb=${IWB:-"${IWB_BUILD_DIR:-$root/build}/app/iwb"}
 llama_bench=${LLAMA_BENCH:-llama-bench}
-threads=2 reps=3 rounds=2 pp=512 tg=128
-while getopts "t:r:k:p:n:" opt; do
+threads=2 reps=3 rounds=3 pp=512 tg=128 out=""
+while getopts "t:r:k:p:n:o:" opt; do
   case $opt in
     t) threads=$OPTARG ;;
     r) reps=$OPTARG ;;
     k) rounds=$OPTARG ;;
     p) pp=$OPTARG ;;
     n) tg=$OPTARG ;;
+    o) out=$OPTARG ;;
     *) exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 if [[ $# -eq 0 ]]; then
-  echo "usage: LLAMA_BENCH=... $0 [-t THREADS] [-r REPS] [-k ROUNDS] [-p PP] [-n TG] MODEL.gguf..." >&2
+  echo "usage: LLAMA_BENCH=... $0 [-t THREADS] [-r REPS] [-k ROUNDS] [-p PP] [-n TG] [-o DIR] MODEL.gguf..." >&2
   exit 2
 fi
 command -v "$llama_bench" >/dev/null || { echo "$0: llama-bench not found (set LLAMA_BENCH)" >&2; exit 1; }
 [[ -x "$iwb" ]] || { echo "$0: $iwb not built (set IWB or IWB_BUILD_DIR)" >&2; exit 1; }
+out=${out:-$(mktemp -d)}
+mkdir -p "$out"
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-for model in "$@"; do
-  echo "## $(basename "$model")"
-  for ((k = 1; k <= rounds; ++k)); do
-    echo "# round $k, iwb, load $(load)"
-    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store | grep -E '^\| [a-z]' || true
-    echo "# round $k, llama-bench, load $(load)"
-    "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" | grep -E '^\| [a-z]' | grep -v '^| model' || true
-    echo "# load after $(load)"
+for ((k = 1; k <= rounds; ++k)); do
+  for model in "$@"; do
+    name=$(basename "$model" .gguf)
+    echo "round $k $name: iwb (load $(load))" | tee -a "$out/loads.txt"
+    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store --json > "$out/$name.iwb.$k.json"
+    echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
+    "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json > "$out/$name.llama.$k.json"
   done
 done
+echo "round $rounds done (load $(load))" >> "$out/loads.txt"
+
+python3 - "$out" <<'PY'
+import collections, glob, json, re, sys
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
+    name, prog = re.match(r'.*/(.+)\.(iwb|llama)\.\d+\.json', path).groups()
+    try:
+        data = json.load(open(path))
+    except ValueError:
+        print(f'skipped {path}: not complete JSON (an interrupted run?)', file=sys.stderr)
+        continue
+    if prog == 'iwb':
+        for r in data['results']:
+            runs[name][(r['test'], prog)] += r['tokens_per_s']
+    else:
+        for r in data:
+            test = 'pp%d' % r['n_prompt'] if r['n_gen'] == 0 else 'tg%d' % r['n_gen']
+            runs[name][(test, prog)] += r['samples_ts']
+print('| model | test | iwb best (median) | llama.cpp best (median) | ratio |')
+print('|---|---|---|---|---|')
+for name in sorted(runs):
+    for test in sorted({t for t, _ in runs[name]}):
+        a, b = sorted(runs[name].get((test, 'iwb'), [])), sorted(runs[name].get((test, 'llama'), []))
+        if a and b:
+            print(f'| {name} | {test} | {a[-1]:.1f} ({a[len(a) // 2]:.1f}) | {b[-1]:.1f} ({b[len(b) // 2]:.1f}) | {a[-1] / b[-1]:.2f} |')
+PY
+echo "raw results and load averages: $out"

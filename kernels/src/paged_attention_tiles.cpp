@@ -40,35 +40,6 @@ struct Scratch {
   std::vector<float> k_rows;  // [16 x head_dim] keys before the transpose
 };
 
-// In place: row i of the 16 x 16 block becomes column i.
-IWB_AVX512 inline void transpose_16x16(__m512 r[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  // u[4i + e], 128-bit lane L: rows 4i..4i+3 at column 4L + e.
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    const __m512 a0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), a1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
-    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), b1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
-    r[e] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    r[8 + e] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
-    r[4 + e] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    r[12 + e] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
-  }
-}
-
 // The cache slots of keys first .. first + n - 1 of a sequence, through its block table.
 void slots_of(const PagedAttentionArgs& a, const int32_t* table, int64_t first, int64_t n, int64_t* slots) {
   for (int64_t j = 0; j < n;) {

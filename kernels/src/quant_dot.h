@@ -48,11 +48,22 @@ inline constexpr int kTileTokens = 4;
 using TileDotFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
                            size_t activation_stride, int num_tokens, int64_t num_elements, float* out);
 
+// Many-token product of up to gemm_rows (DotKernels) weight rows with num_tokens activation rows:
+// out[t * out_stride + r] = dot(row r, token t) + bias[r] (bias may be null). The rows are
+// repacked into `buffer` (quant_gemm_buffer_bytes(type, n), 64-byte aligned) once per call.
+inline constexpr int kGemmRows = 16;  // the quantized types' GEMM rows
+using QuantGemmFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
+                             size_t activation_stride, int64_t num_tokens, int64_t num_elements, const float* bias,
+                             float* out, int64_t out_stride, uint8_t* buffer);
+
 struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
   VecDotFn vec_dot = nullptr;
   TileDotFn tile = nullptr;  // null: the driver calls vec_dot per (row, token)
+  QuantGemmFn gemm = nullptr;  // many tokens (AVX-512)
+  int gemm_rows = kGemmRows;   // rows per gemm call
+  int gemm_min_tokens = 8;     // fewer tokens run the tiles (the repacking is not yet paid back)
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
@@ -69,6 +80,11 @@ bool select_quant_dot_avx2(GgmlType type, DotKernels* out);
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out);
 TileDotFn select_quant_tile_avx512(GgmlType type);
 bool select_float_dot_avx512(GgmlType type, DotKernels* out);
+QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
+QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
+size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
+size_t quant_gemm_kquant_buffer_bytes(int64_t num_elements);
+size_t float_gemm_buffer_bytes(int64_t num_elements);
 QuantizeActivationFn select_activation_quantizer(ActivationFormat format, CpuPath path);
 
 }  // namespace iwb::detail

@@ -1,6 +1,6 @@
-// Vector exp for the AVX-512 kernels (private to kernels/src): range reduction by ln 2 and a
-// degree-7 polynomial, relative error near 1e-7 (as std::exp in f32); inputs below -104 give
-// (nearly) 0 and above 89 give inf.
+// Helpers of the AVX-512 kernels (private to kernels/src): a vector exp (range reduction by ln 2
+// and a degree-7 polynomial, relative error near 1e-7 as std::exp in f32; inputs below -104
+// give nearly 0, above 89 inf) and a 16 x 16 transpose of f32 values.
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -23,6 +23,35 @@ __attribute__((target("avx512f,fma"))) inline __m512 exp_avx512(__m512 x) {
   __m512 p = _mm512_set1_ps(kC[7]);
   for (int i = 6; i >= 0; --i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[i]));
   return _mm512_scalef_ps(p, n);  // p * 2^n, to 0 or inf past the f32 range
+}
+
+// In place: row i of the 16 x 16 block becomes column i.
+__attribute__((target("avx512f"))) inline void transpose_16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  // u[4i + e], 128-bit lane L: rows 4i..4i+3 at column 4L + e.
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    const __m512 a0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), a1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), b1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+    r[e] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    r[8 + e] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
+    r[4 + e] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    r[12 + e] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
+  }
 }
 
 }  // namespace iwb::detail

@@ -1,7 +1,9 @@
 // matmul's integer path (8-bit activations, integer dot products) against matmul_ref on odd
 // shapes and random data: 769 rows of 3 super-blocks (K-quants) or 37 blocks (32-element
-// types), 1 (decode), 3 and 17 tokens (prefill tiles and their edges), 1 and 2 threads, with
-// and without bias and caller scratch. Run once per CPU path (see CMakeLists.txt).
+// types), 1 (decode), 3 (tiles of 4 tokens with a short edge) and 17 tokens (the AVX-512
+// GEMM's 16-row tiles; AVX2 and portable loops hand this many tokens to the dequantizing path),
+// 1 and 2 threads, with and without bias and caller scratch. Run once per CPU path (see
+// CMakeLists.txt).
 //
 // Tolerance: the activations are rounded to 8 bits per block (step h = amax / 127 of the block
 // of 32 or 256), so output (t, o) differs from the f32 reference by sum_i W[o][i] * e[t][i]
@@ -134,12 +136,13 @@ class TestQuantMatmul : public QObject {
     }
   }
 
-  // F16/BF16/F32 keep f32 activations (AVX-512 tiles, or the dequantizing path): 1e-5.
+  // F16/BF16/F32 keep f32 activations (AVX-512 rows, tiles and, from 64 tokens, the 32-row
+  // GEMM; elsewhere the dequantizing path): 1e-5.
   void floatTypesMatchReference_data() {
     QTest::addColumn<GgmlType>("type");
     QTest::addColumn<int>("numTokens");
     for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
-      for (int tokens : {1, 3, 17}) {
+      for (int tokens : {1, 3, 17, 70}) {
         QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
       }
     }
