@@ -13,8 +13,9 @@ models=${IWB_SHARED_MODELS_DIR:-"$root/../shared/models"}
 model=${1:-}
 out=${2:-"$root/docs/images/main-window.png"}
 [[ $# -gt 2 && $3 == "--" ]] && app_options=("${@:4}") || app_options=()
-width=1280
-height=800
+# IWB_SCREENSHOT_WIDTH / _HEIGHT: the window size (default 1280x800).
+width=${IWB_SCREENSHOT_WIDTH:-1280}
+height=${IWB_SCREENSHOT_HEIGHT:-800}
 
 IWB_WITH_XVFB=1 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
@@ -42,7 +43,7 @@ mkdir -p "$(dirname "$out")"
 
 # No window manager runs under xvfb, so -qwindowgeometry places the window exactly and the
 # capture is a crop of the root window.
-xvfb-run -a -s "-screen 0 1400x900x24" bash -c '
+xvfb-run -a -s "-screen 0 $((width + 120))x$((height + 100))x24" bash -c '
   "$1" -qwindowgeometry "$3x$4+0+0" "$2" "${@:6}" &
   app=$!
   sleep "${IWB_SCREENSHOT_DELAY:-3}"

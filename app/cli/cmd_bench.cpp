@@ -1,4 +1,4 @@
-// `iwb bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json] [--no-store] [--db PATH]`:
+// `iwb bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-b 512] [-r REPS] [--json] [--no-store] [--db PATH]`:
 // llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, with MFU and
 // MBU against the latest probe of this machine; results go to the results store.
 // `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
@@ -23,12 +23,14 @@ namespace {
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: iwb bench -m MODEL.gguf [-p N] [-n N] [-t THREADS] [-r REPS] [--json] [--no-store] [--db PATH]\n"
+               "usage: iwb bench -m MODEL.gguf [-p N] [-n N] [-t THREADS] [-b N] [-r REPS] [--json] [--no-store] [--db PATH]\n"
                "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]\n"
                "  -m, --model FILE     GGUF model\n"
                "  -p, --n-prompt N     prompt processing test ppN: prefill N random tokens (default 512; 0: skip)\n"
                "  -n, --n-gen N        text generation test tgN: N tokens one by one (default 128; 0: skip)\n"
                "  -t, --threads N      CPU threads (default: all cores)\n"
+               "  -b, --batch-size N   tokens per forward step, so prompt chunks (default 512, as\n"
+               "                       llama-bench's micro-batch; the engine's own default is 128)\n"
                "  -r, --repetitions N  timed runs of each test (default 5)\n"
                "  --json               print the results as JSON\n"
                "  --no-store           do not record the results\n"
@@ -41,6 +43,7 @@ struct Options {
   std::string model;
   BenchOptions bench;
   int threads = 0;
+  int64_t batch_tokens = 512;
   bool is_json = false;
   bool is_store = true;
   bool is_list = false;
@@ -83,6 +86,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = number(&o->bench.num_generated_tokens, int64_t{0});
     } else if (a == "-t" || a == "--threads") {
       ok = number(&o->threads, 1);
+    } else if (a == "-b" || a == "--batch-size") {
+      ok = number(&o->batch_tokens, int64_t{1});
     } else if (a == "-r" || a == "--repetitions") {
       ok = number(&o->bench.num_repetitions, 1);
     } else if (a == "--json") {
@@ -236,6 +241,8 @@ int run_bench(int argc, char** argv) {
 
   EngineOptions engine_options;
   engine_options.num_threads = o.threads;
+  // Whole prompts of up to a batch in one step: each step streams every weight once.
+  engine_options.max_batch_tokens = o.batch_tokens;
   engine_options.context_length =
       std::max<int64_t>({o.bench.num_prompt_tokens, o.bench.tg_prompt_tokens + o.bench.num_generated_tokens + 1, 1});
   auto engine = Engine::load(o.model, engine_options);

@@ -2,6 +2,7 @@
 // printing each piece as it is produced, then a timings line on stderr (and with --profile, where
 // the time went, kernel kind by kernel kind).
 #include "commands.h"
+#include "spec_cli.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/profile/profile_aggregate.h"
@@ -39,7 +40,10 @@ void print_usage(std::FILE* out) {
                "  --template NAME         chat template family: chatml, llama2, llama3, mistral, gemma,\n"
                "                          phi3, zephyr or plain (default: detected from the model)\n"
                "  --ids                   print the generated token ids, space separated, on one line\n"
-               "  --profile               time every kernel; print time, FLOP/s and bytes/s per kernel kind\n");
+               "  --profile               time every kernel; print time, FLOP/s and bytes/s per kernel kind\n"
+               "  --draft-n K             draft tokens per step with --spec (default 4)\n"
+               "%s",
+               kSpecUsage);
 }
 
 struct Options {
@@ -52,6 +56,7 @@ struct Options {
   int64_t context = 0;
   int threads = 0;
   SamplingParams sampling;
+  spec::SpeculativeConfig speculation;
 };
 
 template <typename T>
@@ -121,6 +126,10 @@ int parse(int argc, char** argv, Options* o) {
       o->ids_only = true;
     } else if (a == "--profile") {
       o->is_profiled = true;
+    } else if (a == "--draft-n") {
+      ok = number(&o->speculation.num_draft_tokens, 1, "a whole number >= 1");
+    } else if (const int taken = parse_spec_option("run", argc, argv, &i, &o->speculation); taken != 0) {
+      ok = taken > 0;
     } else {
       std::fprintf(stderr, "iwb run: unexpected argument '%s'\n\n", a.c_str());
       print_usage(stderr);
@@ -192,6 +201,11 @@ int run_run(int argc, char** argv) {
   EngineOptions engine_options;
   engine_options.context_length = o.context;
   engine_options.num_threads = o.threads;
+  engine_options.speculation = o.speculation;
+  if (Status s = spec::validate(o.speculation); !s) {
+    std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());
+    return 2;
+  }
   Result<std::unique_ptr<Engine>> loaded = Engine::load(o.model, engine_options);
   if (!loaded) {
     std::fprintf(stderr, "iwb run: %s\n", loaded.error_message().c_str());
@@ -256,6 +270,7 @@ int run_run(int argc, char** argv) {
         return 1;
       }
       print_timings(f);
+      if (o.speculation.is_enabled()) print_speculation(stderr, f.speculation, 0.0);
       if (o.is_profiled) print_profile(profile);
     }
   }

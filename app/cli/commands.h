@@ -12,8 +12,12 @@ int run_run(int argc, char** argv);
 int run_probe(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_batch_bench(int argc, char** argv);
+int run_spec_bench(int argc, char** argv);
 int run_profile_overhead(int argc, char** argv);
 int run_models(int argc, char** argv);
 int run_synth(int argc, char** argv);
+int run_quantize(int argc, char** argv);
+int run_eval(int argc, char** argv);
+int run_imatrix(int argc, char** argv);
 
 }  // namespace iwb::cli

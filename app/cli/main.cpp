@@ -18,12 +18,16 @@ constexpr Command kCommands[] = {
     {"tokenize", "tokenize text with a model's own tokenizer", iwb::cli::run_tokenize},
     {"convert", "convert another checkpoint format to GGUF (llama2c)", iwb::cli::run_convert},
     {"synth", "write a model of a real shape with random weights (any tensor type)", iwb::cli::run_synth},
+    {"quantize", "rewrite a model's weights in another type (Q8_0 ... Q2_K, Q4_K_M), with an imatrix", iwb::cli::run_quantize},
+    {"imatrix", "collect an importance matrix (mean squared activations) for quantize --imatrix", iwb::cli::run_imatrix},
+    {"eval", "perplexity, and KL divergence / top-1 agreement against a base model", iwb::cli::run_eval},
     {"devices", "list compute devices (CPU, CUDA)", iwb::cli::run_devices},
     {"models", "list GGUF models in the folders people keep them in", iwb::cli::run_models},
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},
     {"probe", "measure memory bandwidth and peak arithmetic (the roofline ceilings)", iwb::cli::run_probe},
     {"bench", "prompt and generation throughput (ppN, tgN) with MBU/MFU, recorded", iwb::cli::run_bench},
     {"batch-bench", "continuous batching: throughput, TTFT, KV blocks at several parallelisms", iwb::cli::run_batch_bench},
+    {"spec-bench", "speculative decoding (draft model, prompt lookup, self-draft) against plain decoding", iwb::cli::run_spec_bench},
     {"profile-overhead", "measure what the kernel profiler costs (profiling off vs on)", iwb::cli::run_profile_overhead},
 };
 

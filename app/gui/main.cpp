@@ -5,6 +5,7 @@
 #include "chat/chat_panel.h"
 #include "engine/engine_controller.h"
 #include "main_window/main_window.h"
+#include "spec/spec_panel.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -33,15 +34,25 @@ int main(int argc, char** argv) {
   const QCommandLineOption profileOption(QStringLiteral("profile"),
                                          QStringLiteral("Start with kernel profiling on (the Roofline tab's points)."));
   const QCommandLineOption tabOption(QStringLiteral("tab"),
-                                     QStringLiteral("Tab to show first: chat, model, roofline, metrics or memory."),
+                                     QStringLiteral("Tab to show first: chat, model, roofline, metrics, memory, speculative, ..."),
                                      QStringLiteral("name"));
   const QCommandLineOption promptOption(QStringLiteral("prompt"),
                                         QStringLiteral("Send this chat message as soon as the model has loaded "
                                                        "(demonstrations, screenshots)."),
                                         QStringLiteral("text"));
+  const QCommandLineOption specRunOption(
+      QStringLiteral("spec-run"),
+      QStringLiteral("Turn speculative decoding on with this drafter (lookup, self, or draft with --draft-model) and "
+                     "run the Speculative tab's comparison once the model has loaded (demonstrations, screenshots)."),
+      QStringLiteral("drafter"));
+  const QCommandLineOption draftModelOption(QStringLiteral("draft-model"),
+                                            QStringLiteral("The draft model for --spec-run draft."),
+                                            QStringLiteral("file"));
   parser.addOption(profileOption);
   parser.addOption(tabOption);
   parser.addOption(promptOption);
+  parser.addOption(specRunOption);
+  parser.addOption(draftModelOption);
   parser.process(app);  // handles --help and --version, and rejects unknown options
   const QStringList arguments = parser.positionalArguments();
   if (arguments.size() > 1) {
@@ -69,6 +80,24 @@ int main(int argc, char** argv) {
                                      window.chatPanel()->input()->setPlainText(prompt);
                                      window.chatPanel()->send();
                                    });
+  }
+  if (parser.isSet(specRunOption)) {
+    iwb::ui::SpeculationSettings settings = window.specPanel()->settings();
+    settings.kind = parser.value(specRunOption);
+    settings.draftModelPath = parser.value(draftModelOption);
+    window.specPanel()->setSettings(settings);
+    window.specPanel()->apply();
+    auto* connection = new QMetaObject::Connection;
+    *connection = QObject::connect(window.engine(), &iwb::ui::EngineController::speculationChanged, &window,
+                                   [&window, connection](const iwb::ui::SpeculationSettings& s) {
+                                     if (!s.isEnabled() || !window.engine()->hasModel()) return;
+                                     QObject::disconnect(*connection);
+                                     delete connection;
+                                     window.specPanel()->runComparison();
+                                   });
+    // Settings applied before the model loaded are confirmed at once; the run then waits for it.
+    QObject::connect(window.engine(), &iwb::ui::EngineController::modelLoaded, window.specPanel(),
+                     [&window] { window.specPanel()->apply(); }, Qt::SingleShotConnection);
   }
   window.show();
   if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());

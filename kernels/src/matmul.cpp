@@ -103,6 +103,25 @@ bool matmul(const MatmulArgs& a) {
   return detail::matmul_dequantized(a);
 }
 
+bool matmul_group(std::span<const MatmulArgs> products) {
+  if (products.empty() || products.size() > 8) return false;
+  for (const MatmulArgs& a : products) {
+    if (!matmul_args_valid(a) || a.input != products[0].input || a.in_features != products[0].in_features ||
+        a.num_tokens != products[0].num_tokens) {
+      return false;
+    }
+  }
+  if (detail::matmul_group_with_dot_kernels(products)) return true;
+  // Mixed activation formats or no dot kernels: one product at a time.
+  for (MatmulArgs a : products) {
+    a.num_threads = products[0].num_threads;
+    a.scratch = products[0].scratch;
+    a.scratch_bytes = products[0].scratch_bytes;
+    if (!matmul(a)) return false;
+  }
+  return true;
+}
+
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t in_features, int64_t num_tokens) {
   return detail::dot_kernels_scratch_bytes(weight_type, in_features, num_tokens);
 }

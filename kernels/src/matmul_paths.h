@@ -5,6 +5,7 @@
 #include "iwb/kernels/matmul.h"
 
 #include <cstddef>
+#include <span>
 
 namespace iwb::detail {
 
@@ -15,6 +16,9 @@ namespace iwb::detail {
 // unpacks each weight once per call); the caller then takes another path. Scratch smaller than needed is ignored for the
 // thread's own.
 bool matmul_with_dot_kernels(const MatmulArgs& args);
+// The same for products of one input (matmul_group): false when one of them cannot take the
+// dot-kernel path or their activation formats differ (nothing is written then either).
+bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group);
 bool has_dot_kernels(GgmlType type);
 
 // Scratch the dot-kernel path needs for num_tokens activation rows (0 when it quantizes none).

@@ -73,7 +73,7 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 3);
+    QCOMPARE(ResultsStore::schema_version(), 4);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));

@@ -239,6 +239,10 @@ void ChatPanel::connectEngine() {
     updateActions();
   });
   connect(m_engine, &EngineController::tokensReady, this, &ChatPanel::handleTokens);
+  // Speculative decoding: the flag arrives right before the token's tokensReady.
+  connect(m_engine, &EngineController::draftTokensReady, this, [this](quint64 requestId, const QString&, bool isDraft) {
+    if (requestId == m_streaming.requestId) m_isNextTokenDraft = isDraft;
+  });
   connect(m_engine, &EngineController::generationFinished, this, &ChatPanel::handleFinished);
   connect(m_engine, &EngineController::generationFailed, this, &ChatPanel::handleFailed);
 }

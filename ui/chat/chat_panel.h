@@ -109,6 +109,7 @@ class ChatPanel : public QWidget {
   qint64 m_conversationId = 0;
   int m_editRow = -1;
   Streaming m_streaming;
+  bool m_isNextTokenDraft = false;  // the engine said the next token of the reply is an accepted draft
   qint64 m_nextUnsavedId = -1;  // negative ids keep unsaved messages apart (no store)
 
   ConversationList* m_conversations;

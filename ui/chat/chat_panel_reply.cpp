@@ -12,6 +12,8 @@
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 
+#include <utility>
+
 #include <QApplication>
 #include <QClipboard>
 #include <QLabel>
@@ -171,6 +173,7 @@ void ChatPanel::checkpointReply() {
 
 void ChatPanel::handleTokens(quint64 requestId, const QString& text) {
   if (requestId != m_streaming.requestId) return;
+  const bool isDraft = std::exchange(m_isNextTokenDraft, false);
   // Templates end with "Assistant:" or a newline, and SentencePiece models answer with the
   // space or newline that would follow; a reply does not start with blanks.
   QString piece = text;
@@ -182,7 +185,10 @@ void ChatPanel::handleTokens(quint64 requestId, const QString& text) {
   }
   m_streaming.text += piece;
   if (m_streaming.conversationId == m_conversationId) {
-    m_messages->appendText(m_messages->rowOfMessage(m_streaming.messageId), piece);
+    const int row = m_messages->rowOfMessage(m_streaming.messageId);
+    const qsizetype start = row >= 0 ? m_messages->item(row).message.content.size() : 0;
+    m_messages->appendText(row, piece);
+    if (isDraft && row >= 0) m_messages->markDraft(row, static_cast<int>(start), static_cast<int>(piece.size()));
   }
 }
 

@@ -40,6 +40,7 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
     case IsCompleteRole: return it.message.isComplete;
     case IsErrorRole: return it.message.stats.isError();
     case RevisionRole: return it.revision;
+    case DraftRangesRole: return QVariant::fromValue(it.draftRanges);
     default: return {};
   }
 }
@@ -67,6 +68,17 @@ void MessageListModel::appendText(int row, const QString& text) {
   ++it.revision;
   const QModelIndex i = index(row);
   emit dataChanged(i, i, {Qt::DisplayRole, RevisionRole});
+}
+
+void MessageListModel::markDraft(int row, int start, int length) {
+  if (row < 0 || row >= m_items.size() || length <= 0 || start < 0) return;
+  Item& it = m_items[row];
+  QList<QPoint>& ranges = it.draftRanges;
+  if (!ranges.isEmpty() && ranges.back().x() + ranges.back().y() == start) ranges.back().ry() += length;  // one run
+  else ranges.append(QPoint(start, length));
+  ++it.revision;
+  const QModelIndex i = index(row);
+  emit dataChanged(i, i, {DraftRangesRole, RevisionRole});
 }
 
 void MessageListModel::finish(int row, const QString& content, const GenerationStats& stats, bool isComplete) {

@@ -8,6 +8,7 @@
 
 #include <QAbstractListModel>
 #include <QList>
+#include <QPoint>
 
 namespace iwb::ui {
 
@@ -23,12 +24,16 @@ class MessageListModel : public QAbstractListModel {
     IsCompleteRole,
     IsErrorRole,                  // the reply ended with an engine error
     RevisionRole,                 // bumps whenever the text changes (layout caches key on it)
+    DraftRangesRole,              // QList<QPoint>: (start, length) of accepted draft tokens in the text
   };
 
   struct Item {
     StoredMessage message;
     bool isStreaming = false;
     int revision = 0;
+    // Speculative decoding: where the accepted draft tokens of a reply streamed in this
+    // session are (start, length in message.content); not stored with the conversation.
+    QList<QPoint> draftRanges;
   };
 
   explicit MessageListModel(QObject* parent = nullptr);
@@ -41,6 +46,8 @@ class MessageListModel : public QAbstractListModel {
   void append(const StoredMessage& message, bool isStreaming = false);
   // Adds text to the end of `row` (a streaming reply).
   void appendText(int row, const QString& text);
+  // Marks text of `row` as accepted draft tokens (shown in their own colour).
+  void markDraft(int row, int start, int length);
   // Final text, stats and completeness of a reply that stopped streaming.
   void finish(int row, const QString& content, const GenerationStats& stats, bool isComplete);
   // Keeps the first `numToKeep` rows.

@@ -104,7 +104,14 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
 
   auto layout = std::make_shared<QTextLayout>(bubbleText(index), m_view->font());
   // Formats index the text before bubbleText's newline replacement, which keeps lengths.
-  layout->setFormats(codeFormats(index.data(Qt::DisplayRole).toString(), m_view->font()));
+  QList<QTextLayout::FormatRange> formats = codeFormats(index.data(Qt::DisplayRole).toString(), m_view->font());
+  // Speculative decoding: accepted draft tokens on a light green ground.
+  QTextCharFormat draft;
+  draft.setBackground(QColor(0xc8, 0xec, 0xc8));
+  for (const QPoint& r : index.data(MessageListModel::DraftRangesRole).value<QList<QPoint>>()) {
+    formats.push_back({r.x(), r.y(), draft});
+  }
+  layout->setFormats(formats);
   QTextOption option;
   option.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
   layout->setTextOption(option);

@@ -12,6 +12,7 @@ EngineController::EngineController(QObject* parent)
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
   registerKvMapMetaTypes();
+  registerSpeculationMetaTypes();
   m_thread->setObjectName(QStringLiteral("EngineThread"));
   m_worker->moveToThread(m_thread);
   connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
@@ -25,6 +26,7 @@ EngineController::EngineController(QObject* parent)
   connect(this, &EngineController::profilingRequested, m_worker, &EngineWorker::setProfiling);
   connect(this, &EngineController::resetProfileRequested, m_worker, &EngineWorker::resetProfile);
   connect(this, &EngineController::memorySampleRequested, m_worker, &EngineWorker::sampleMemory);
+  connect(this, &EngineController::speculationRequested, m_worker, &EngineWorker::setSpeculation);
 
   // Out of the worker: state first, then the same signal for the GUI.
   connect(m_worker, &EngineWorker::modelLoadProgress, this, &EngineController::modelLoadProgress);
@@ -63,6 +65,14 @@ EngineController::EngineController(QObject* parent)
   connect(m_worker, &EngineWorker::requestMeasured, this, &EngineController::requestMeasured);
   connect(m_worker, &EngineWorker::memorySampled, this, &EngineController::memorySampled);
   connect(m_worker, &EngineWorker::kvSnapshotReady, this, &EngineController::kvSnapshotReady);
+  connect(m_worker, &EngineWorker::speculationChanged, this,
+          [this](const SpeculationSettings& settings, const QString& error) {
+            m_speculation = settings;
+            emit speculationChanged(settings, error);
+          });
+  connect(m_worker, &EngineWorker::speculationStepped, this, &EngineController::speculationStepped);
+  connect(m_worker, &EngineWorker::speculationMeasured, this, &EngineController::speculationMeasured);
+  connect(m_worker, &EngineWorker::draftTokensReady, this, &EngineController::draftTokensReady);
   m_thread->start();
 }
 
@@ -121,5 +131,7 @@ void EngineController::sampleMemory() { emit memorySampleRequested(); }
 void EngineController::handleRequestEnded(quint64 requestId) {
   if (requestId == m_activeRequest) m_activeRequest = 0;
 }
+
+void EngineController::setSpeculation(const SpeculationSettings& settings) { emit speculationRequested(settings); }
 
 }  // namespace iwb::ui

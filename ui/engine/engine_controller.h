@@ -7,6 +7,7 @@
 #include "engine/generation_values.h"
 #include "engine/kv_map_values.h"
 #include "engine/measurement_values.h"
+#include "engine/spec_values.h"
 
 #include <QObject>
 #include <QString>
@@ -56,6 +57,10 @@ class EngineController : public QObject {
   void resetProfile();
   // Asks for a memorySampled now.
   void sampleMemory();
+  // Speculative decoding for the chat and every request (applied to later models too);
+  // speculationChanged follows with what is in use. speculation() is the last confirmed.
+  void setSpeculation(const SpeculationSettings& settings);
+  const SpeculationSettings& speculation() const { return m_speculation; }
 
  signals:
   void modelLoadStarted(const QString& path);
@@ -73,6 +78,10 @@ class EngineController : public QObject {
   void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
   void memorySampled(const iwb::ui::MemorySample& sample);
   void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
+  void speculationChanged(const iwb::ui::SpeculationSettings& settings, const QString& error);
+  void speculationStepped(const iwb::ui::SpeculationStep& step);
+  void speculationMeasured(const iwb::ui::SpeculationReport& report);
+  void draftTokensReady(quint64 requestId, const QString& text, bool isDraft);
 
   // Internal: queued calls into the worker thread.
   void loadRequested(const QString& path, const iwb::ui::EngineLoadOptions& options);
@@ -83,6 +92,7 @@ class EngineController : public QObject {
   void profilingRequested(bool isEnabled);
   void resetProfileRequested(quint64 epoch);
   void memorySampleRequested();
+  void speculationRequested(const iwb::ui::SpeculationSettings& settings);
 
  private:
   void handleRequestEnded(quint64 requestId);
@@ -96,6 +106,7 @@ class EngineController : public QObject {
   quint64 m_activeRequest = 0;
   bool m_isProfiling = false;
   quint64 m_profileEpoch = 0;  // counts resetProfile() calls
+  SpeculationSettings m_speculation;
 };
 
 }  // namespace iwb::ui

@@ -34,6 +34,7 @@ EngineWorker::EngineWorker(QObject* parent)
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
   registerKvMapMetaTypes();
+  registerSpeculationMetaTypes();
 }
 
 EngineWorker::~EngineWorker() = default;
@@ -69,6 +70,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   }
   m_engine = std::move(*engine);
   m_engine->set_profiling(m_isProfiling);
+  applySpeculation();
 
   LoadedModel model;
   model.path = path;
@@ -133,6 +135,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.sampling = input.sampling.toSamplingParams(seed);
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
+  request.num_draft_tokens = input.numDraftTokens;
   const double addedAt = sessionSeconds();  // token times count from here
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
@@ -141,6 +144,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   }
   m_requestIds.insert(*id, requestId);
   m_seeds.insert(*id, seed);
+  m_requestDraftTokens.insert(*id, input.numDraftTokens);
   m_requestClocks.insert(*id, RequestClock{addedAt, numPromptTokens, 0});
   emit generationStarted(requestId, numPromptTokens);
   return true;
@@ -196,10 +200,15 @@ void EngineWorker::runStep() {
     return;
   }
   collectStepMeasurements(*result);
+  reportSpeculation(*result);
+  const bool isSpeculating = m_engine->speculation().is_enabled();
   for (const iwb::TokenEvent& token : result->tokens) {
     if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
     const auto it = m_requestIds.constFind(token.request);
-    if (it != m_requestIds.cend()) emit tokensReady(it.value(), QString::fromStdString(token.text));
+    if (it == m_requestIds.cend()) continue;
+    const QString text = QString::fromStdString(token.text);
+    if (isSpeculating) emit draftTokensReady(it.value(), text, token.is_draft);  // right before its tokensReady
+    emit tokensReady(it.value(), text);
   }
   reportFinished(result->finished);
   if (m_engine->has_unfinished_requests()) scheduleStep();
@@ -213,6 +222,7 @@ void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finis
     const quint64 requestId = it.value();
     m_requestIds.erase(it);
     reportMeasurement(f, requestId);
+    reportSpeculationFinished(f, requestId);
     emit generationFinished(requestId, statsFrom(f, m_seeds.take(f.request)));
   }
 }
@@ -235,6 +245,7 @@ void EngineWorker::releaseEngine() {
   }
   m_requestIds.clear();
   m_seeds.clear();
+  m_requestDraftTokens.clear();
   m_requestClocks.clear();
   m_pendingTokenTimes.clear();
   m_engine.reset();

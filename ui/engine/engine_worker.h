@@ -10,6 +10,7 @@
 #include "engine/generation_values.h"
 #include "engine/kv_map_values.h"
 #include "engine/measurement_values.h"
+#include "engine/spec_values.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 
@@ -60,6 +61,9 @@ class EngineWorker : public QObject {
   void resetProfile(quint64 epoch);
   // Emits memorySampled now.
   void sampleMemory();
+  // Speculative decoding for the loaded model and every later one (engine_worker_spec.cpp):
+  // builds the drafter (seconds for a draft model or a self-draft), then speculationChanged.
+  void setSpeculation(const iwb::ui::SpeculationSettings& settings);
 
  signals:
   void modelLoadProgress(double fraction, const QString& stage);
@@ -83,6 +87,14 @@ class EngineWorker : public QObject {
   // The paged KV cache for the block map: after a load, at most ~7 a second while generating
   // (the first step after idle at once), once when the engine falls idle, and empty on unload.
   void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
+  // The settings now in use (`error` says why the requested ones were not taken).
+  void speculationChanged(const iwb::ui::SpeculationSettings& settings, const QString& error);
+  // Every step that verified drafts; and a report for each finished request while a drafter is set.
+  void speculationStepped(const iwb::ui::SpeculationStep& step);
+  void speculationMeasured(const iwb::ui::SpeculationReport& report);
+  // While a drafter is set: each token's text and whether it was an accepted draft token,
+  // emitted right before the tokensReady of the same token (the chat colours by it).
+  void draftTokensReady(quint64 requestId, const QString& text, bool isDraft);
 
  private:
   // Builds the prompt of `input`, queues it in the engine and emits generationStarted (or
@@ -94,6 +106,11 @@ class EngineWorker : public QObject {
   void reportFinished(const std::vector<iwb::RequestFinished>& finished);
   // Ends every reply in flight as aborted (the model is going away) and frees the engine.
   void releaseEngine();
+  // Speculation (engine_worker_spec.cpp): the settings applied to a new engine; the step's
+  // and the finished requests' statistics as signals.
+  void applySpeculation();
+  void reportSpeculation(const iwb::StepResult& result);
+  void reportSpeculationFinished(const iwb::RequestFinished& finished, quint64 requestId);
 
   // Measurements (engine_worker_measurements.cpp).
   double sessionSeconds() const;
@@ -134,6 +151,8 @@ class EngineWorker : public QObject {
   BlockTextCache m_blockTexts;                       // decoded block contents, per block
   double m_lastKvEmit = -1;
   bool m_wasKvIdle = true;                           // the last KV snapshot sent was an idle one
+  SpeculationSettings m_specSettings;                // applied to every engine loaded
+  QHash<quint64, int> m_requestDraftTokens;          // engine RequestId -> K it asked for (-1: the engine's)
 };
 
 }  // namespace iwb::ui

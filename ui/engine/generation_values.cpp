@@ -123,6 +123,7 @@ GenerationInput BatchInput::inputFor(qsizetype i) const {
   input.messages.append({QStringLiteral("user"), prompts.value(i)});
   input.sampling = sampling;
   input.templateOverride = templateOverride;
+  input.numDraftTokens = numDraftTokens;
   return input;
 }
 

@@ -42,6 +42,7 @@ struct GenerationInput {
   QList<ChatTurn> messages;   // optional system turn first, ends with a user turn
   SamplingSettings sampling;
   QString templateOverride;   // empty or "auto": the model's own template; else a family name
+  int numDraftTokens = -1;    // speculative decoding: -1 the engine's setting, 0 off (a baseline), K
 };
 
 // Several prompts answered together (the KV Cache tab's batch): each prompt becomes a request
@@ -51,6 +52,7 @@ struct BatchInput {
   QString systemText;         // when set, a system turn before every prompt: a common prefix
   SamplingSettings sampling;
   QString templateOverride;   // as in GenerationInput
+  int numDraftTokens = -1;    // as in GenerationInput
 
   // The conversation of prompt `i`: the system turn (when set) and the user's prompt.
   GenerationInput inputFor(qsizetype i) const;

@@ -12,9 +12,11 @@
 #include "metrics/metrics_panel.h"
 #include "model_info/model_loader.h"
 #include "model_info/model_overview_widget.h"
+#include "quantlab/quant_lab_panel.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_panel.h"
 #include "settings/engine_settings.h"
+#include "spec/spec_panel.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 #include "widgets/welcome_page.h"
@@ -110,6 +112,13 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
   m_kvCachePanel = new KvCachePanel(m_engine);
   m_tabs->addTab(m_kvCachePanel, tr("KV Cache"));
+  // The quantization lab keeps its runs in the same results store as probes and benchmarks.
+  m_quantLabPanel = new QuantLabPanel(resultsStorePath(resultsPath));
+  m_tabs->addTab(m_quantLabPanel, tr("Quantization"));
+  connect(m_quantLabPanel, &QuantLabPanel::statusMessage, this,
+          [this](const QString& text) { statusBar()->showMessage(text, kStatusTimeoutMs); });
+  m_specPanel = new SpecPanel(m_engine);
+  m_tabs->addTab(m_specPanel, tr("Speculative"));
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);

@@ -28,6 +28,7 @@ class ChatPanel;
 class ConversationStore;
 class EngineController;
 class KvCachePanel;
+class QuantLabPanel;
 class MachineCeilings;
 class MemoryPanel;
 class MessageBar;
@@ -64,6 +65,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* metricsPanel() const { return m_metricsPanel; }
   MemoryPanel* memoryPanel() const { return m_memoryPanel; }
   KvCachePanel* kvCachePanel() const { return m_kvCachePanel; }
+  QuantLabPanel* quantLabPanel() const { return m_quantLabPanel; }
   SpecPanel* specPanel() const { return m_specPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
@@ -127,6 +129,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* m_metricsPanel = nullptr;
   MemoryPanel* m_memoryPanel = nullptr;
   KvCachePanel* m_kvCachePanel = nullptr;
+  QuantLabPanel* m_quantLabPanel = nullptr;
   SpecPanel* m_specPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;

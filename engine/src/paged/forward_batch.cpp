@@ -24,8 +24,11 @@ FlatBatch flatten(const ForwardBatch& batch) {
     flat.slot_mapping.insert(flat.slot_mapping.end(), s.slot_mapping.begin(), s.slot_mapping.end());
     flat.token_sequences.insert(flat.token_sequences.end(), s.tokens.size(), static_cast<int32_t>(i));
     if (s.needs_logits && !s.tokens.empty()) {
-      flat.logits_rows.push_back(static_cast<int32_t>(flat.tokens.size() - 1));
-      flat.logits_sequences.push_back(static_cast<int32_t>(i));
+      const int64_t num_rows = 1 + std::min<int64_t>(s.num_draft_tokens, static_cast<int64_t>(s.tokens.size()) - 1);
+      for (int64_t r = num_rows; r >= 1; --r) {
+        flat.logits_rows.push_back(static_cast<int32_t>(static_cast<int64_t>(flat.tokens.size()) - r));
+        flat.logits_sequences.push_back(static_cast<int32_t>(i));
+      }
     }
   }
   return flat;

@@ -20,14 +20,17 @@ std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) +
 
 }  // namespace
 
-uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size) {
+uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, GgmlType type) {
   if (!shape_ok(shape) || block_size <= 0) return 0;
+  const int64_t units_k = kv_row_units(type, shape.head_dim_k), units_v = kv_row_units(type, shape.head_dim_v);
+  if (units_k == 0 || units_v == 0) return 0;
   return 2u * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(shape.num_layers) *
-         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(shape.head_dim_k + shape.head_dim_v);
+         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(units_k + units_v);
 }
 
-Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes) {
-  const uint64_t per_block = bytes_per_block(shape, block_size);
+Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
+                                                      GgmlType type) {
+  const uint64_t per_block = bytes_per_block(shape, block_size, type);
   if (per_block == 0) return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
   const uint64_t n = budget_bytes / per_block;
   if (n == 0) {
@@ -39,29 +42,41 @@ Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape,
 }
 
 Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShape& shape, int32_t block_size,
-                                                               int64_t num_blocks) {
+                                                               int64_t num_blocks, GgmlType type) {
   if (!shape_ok(shape) || block_size <= 0 || num_blocks <= 0) {
     return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs layers, KV heads, head sizes, a block size "
                                                   "and at least one block");
   }
+  if (type != GgmlType::F16 && type != GgmlType::Q8_0) {
+    return make_error(ErrorCode::Unsupported, "the KV cache stores f16 or q8_0, not " + std::string(ggml_type_name(type)));
+  }
+  if (kv_row_units(type, shape.head_dim_k) == 0 || kv_row_units(type, shape.head_dim_v) == 0) {
+    return make_error(ErrorCode::InvalidArgument, "an 8-bit (q8_0) KV cache needs head sizes that are multiples of 32; "
+                                                  "this model's are " + std::to_string(shape.head_dim_k) + " and " +
+                                                  std::to_string(shape.head_dim_v));
+  }
   std::unique_ptr<PagedKvStorage> s(new PagedKvStorage());
+  s->m_type = type;
   s->m_shape = shape;
   s->m_block_size = block_size;
   s->m_num_blocks = num_blocks;
   try {
-    s->m_k.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->k_row())));
-    s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_row())));
+    s->m_k.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->k_units())));
+    s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_units())));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
-                                                  " blocks (" + mib(bytes_per_block(shape, block_size) *
+                                                  " blocks (" + mib(bytes_per_block(shape, block_size, type) *
                                                                     static_cast<uint64_t>(num_blocks)) + ")");
   }
   return s;
 }
 
 uint64_t PagedKvStorage::num_bytes() const {
-  return bytes_per_block(m_shape, m_block_size) * static_cast<uint64_t>(m_num_blocks);
+  return bytes_per_block(m_shape, m_block_size, m_type) * static_cast<uint64_t>(m_num_blocks);
 }
+
+int64_t PagedKvStorage::k_units() const { return kv_row_units(m_type, k_row()); }
+int64_t PagedKvStorage::v_units() const { return kv_row_units(m_type, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
   return layer >= 0 && layer < m_shape.num_layers ? m_k[static_cast<size_t>(layer)].data() : nullptr;
@@ -81,11 +96,11 @@ int64_t PagedKvStorage::slot_index(int64_t layer, BlockId block, int64_t offset)
 
 const uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) const {
   const int64_t s = slot_index(layer, block, offset);
-  return s < 0 ? nullptr : k_data(layer) + s * k_row();
+  return s < 0 ? nullptr : k_data(layer) + s * k_units();
 }
 const uint16_t* PagedKvStorage::v_slot(int64_t layer, BlockId block, int64_t offset) const {
   const int64_t s = slot_index(layer, block, offset);
-  return s < 0 ? nullptr : v_data(layer) + s * v_row();
+  return s < 0 ? nullptr : v_data(layer) + s * v_units();
 }
 uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) {
   return const_cast<uint16_t*>(std::as_const(*this).k_slot(layer, block, offset));
@@ -109,6 +124,7 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.num_slots = num_slots();
   args.k_row = k_row();
   args.v_row = v_row();
+  args.kv_type = m_type;
   if (!write_kv_paged(args)) {
     return make_error(ErrorCode::InvalidArgument, "paged KV write refused: a slot is outside the " +
                                                       std::to_string(num_slots()) + " slots, or K/V data is missing");
@@ -122,7 +138,7 @@ Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
                                                       " is outside the " + std::to_string(m_num_blocks) + " blocks");
   }
   if (src == dst) return {};
-  const size_t k_block = static_cast<size_t>(m_block_size * k_row()), v_block = static_cast<size_t>(m_block_size * v_row());
+  const size_t k_block = static_cast<size_t>(m_block_size * k_units()), v_block = static_cast<size_t>(m_block_size * v_units());
   for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
     auto& k = m_k[static_cast<size_t>(layer)];
     auto& v = m_v[static_cast<size_t>(layer)];

@@ -136,13 +136,20 @@ ScheduledStep Scheduler::schedule() {
   ScheduledStep step;
   step.batch.block_size = m_blocks.block_size();
   // A plan never reported back is simply planned again: its decode slots are already reserved
-  // and show up below as one-token chunks.
+  // and show up below as one-token chunks (its draft tokens are taken back first).
+  roll_back_unreported_drafts();
   m_in_flight.clear();
   std::vector<std::pair<SequenceId, bool>> planned;  // (sequence, is_decode), tokens in m_in_flight
   std::unordered_set<SequenceId> is_planned;
   int64_t budget = m_config.max_batch_tokens;
 
   // 1. One decode token for each running sequence, oldest first; blocks for them come first.
+  // A sequence with a draft runs its guesses after its token, while blocks and the budget
+  // leave room for the decodes after it.
+  int64_t num_decodes_left = 0;
+  if (!m_drafts.empty()) {
+    for (const SequenceId id : m_running) num_decodes_left += is_decoding(*get(id)) ? 1 : 0;
+  }
   for (size_t i = 0; i < m_running.size() && budget > 0; ++i) {
     const SequenceId id = m_running[i];
     Sequence& seq = *get(id);
@@ -172,10 +179,13 @@ ScheduledStep Scheduler::schedule() {
       break;
     }
     if (slot->copy) step.batch.block_copies.push_back(*slot->copy);
-    m_in_flight.push_back({id, 1});
+    --budget;
+    num_decodes_left = std::max<int64_t>(0, num_decodes_left - 1);
+    const int64_t num_draft = m_drafts.empty() ? 0 : plan_draft(seq, budget, num_decodes_left);
+    budget -= num_draft;
+    m_in_flight.push_back({id, 1 + num_draft, num_draft});
     planned.emplace_back(id, true);
     is_planned.insert(id);
-    --budget;
   }
 
   // 2. Prompt chunks (or recomputation) of admitted sequences still prefilling, oldest first.
@@ -224,11 +234,13 @@ ScheduledStep Scheduler::schedule() {
   for (size_t i = 0; i < m_in_flight.size(); ++i) {
     const Sequence& seq = *get(m_in_flight[i].sequence);
     ScheduledSequence e = plan_entry(seq, m_in_flight[i].num_tokens);
+    e.num_draft_tokens = m_in_flight[i].num_draft_tokens;
     e.is_prefill = !planned[i].second;
     (e.is_prefill ? step.batch.num_prefill_tokens : step.batch.num_decode_tokens) += m_in_flight[i].num_tokens;
     step.batch.num_tokens += m_in_flight[i].num_tokens;
     step.batch.sequences.push_back(std::move(e));
   }
+  m_drafts.clear();  // a draft is for one step only
   ++m_num_steps;
   return step;
 }
@@ -258,6 +270,12 @@ Status Scheduler::on_step_done(std::span<const SequenceOutput> outputs) {
       return make_error(ErrorCode::InvalidArgument, "a token for sequence " + std::to_string(p.sequence) +
                                                         " in the middle of its prompt");
     }
+    const int32_t num_accepted = it != by_sequence.end() ? it->second->num_accepted_draft_tokens : 0;
+    if (num_accepted < 0 || num_accepted > p.num_draft_tokens) {
+      return make_error(ErrorCode::InvalidArgument, std::to_string(num_accepted) + " accepted draft tokens for sequence " +
+                                                        std::to_string(p.sequence) + ", which ran " +
+                                                        std::to_string(p.num_draft_tokens));
+    }
   }
   for (const SequenceOutput& out : outputs) {
     if (in_flight.count(out.sequence) == 0 && find(out.sequence) != nullptr) {
@@ -267,9 +285,18 @@ Status Scheduler::on_step_done(std::span<const SequenceOutput> outputs) {
   for (const Planned& p : m_in_flight) {
     Sequence* seq = get(p.sequence);
     if (seq == nullptr) continue;
-    seq->num_computed_tokens += p.num_tokens;
-    IWB_RETURN_IF_ERROR(m_blocks.mark_computed(p.sequence, seq->num_computed_tokens));
     const auto it = by_sequence.find(p.sequence);
+    if (p.num_draft_tokens > 0) {
+      // Speculation: the rejected guesses leave the sequence and their slots go back (a block
+      // they alone filled is released; shared prefix blocks are untouched).
+      const int64_t num_rejected = p.num_draft_tokens - (it != by_sequence.end() ? it->second->num_accepted_draft_tokens : 0);
+      seq->tokens.resize(seq->tokens.size() - static_cast<size_t>(num_rejected));
+      seq->num_computed_tokens += p.num_tokens - num_rejected;
+      IWB_RETURN_IF_ERROR(m_blocks.truncate(p.sequence, seq->num_computed_tokens));
+    } else {
+      seq->num_computed_tokens += p.num_tokens;
+    }
+    IWB_RETURN_IF_ERROR(m_blocks.mark_computed(p.sequence, seq->num_computed_tokens));
     if (it == by_sequence.end()) continue;
     if (it->second->token >= 0) seq->tokens.push_back(it->second->token);
     if (it->second->is_finished) {

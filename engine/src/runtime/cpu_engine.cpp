@@ -89,6 +89,10 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   engine->m_forward =
       std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads, options.max_batch_tokens);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
+  if (options.speculation.is_enabled()) {
+    report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");
+    IWB_RETURN_IF_ERROR(engine->set_speculation(options.speculation));
+  }
   report(1.0, "ready");
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -111,11 +115,11 @@ Status CpuEngine::set_up_kv_cache(const EngineOptions& o) {
   }
   const ModelConfig& c = m_config;
   const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
-  Result<uint64_t> budget = kv_budget_bytes(o, PagedKvStorage::bytes_per_block(shape, 1), m_context_length);
+  Result<uint64_t> budget = kv_budget_bytes(o, PagedKvStorage::bytes_per_block(shape, 1, o.kv_cache_type), m_context_length);
   if (!budget) return budget.status();
-  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(shape, o.kv_block_size, *budget);
+  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(shape, o.kv_block_size, *budget, o.kv_cache_type);
   if (!num_blocks) return num_blocks.status();
-  Result<std::unique_ptr<PagedKvStorage>> storage = PagedKvStorage::create(shape, o.kv_block_size, *num_blocks);
+  Result<std::unique_ptr<PagedKvStorage>> storage = PagedKvStorage::create(shape, o.kv_block_size, *num_blocks, o.kv_cache_type);
   if (!storage) return storage.status();
   m_kv = std::move(*storage);
 
@@ -189,7 +193,7 @@ EngineKvSnapshot CpuEngine::kv_snapshot() const {
   EngineKvSnapshot snap;
   snap.cache = m_scheduler->block_manager().snapshot();
   snap.scheduler = m_scheduler->stats();
-  snap.bytes_per_block = PagedKvStorage::bytes_per_block(m_kv->shape(), m_kv->block_size());
+  snap.bytes_per_block = PagedKvStorage::bytes_per_block(m_kv->shape(), m_kv->block_size(), m_kv->type());
   auto describe = [&](SequenceId id, bool is_running) {
     const Sequence* s = m_scheduler->find(id);
     if (s == nullptr) return;
@@ -214,7 +218,7 @@ MemoryReport CpuEngine::memory_report() const {
   m.weights_bytes = m_weights.num_bytes;
   m.file_bytes = m_file->file_size();
   m.kv_pool_bytes = m_kv->num_bytes();
-  m.kv_bytes_per_position = PagedKvStorage::bytes_per_block(m_kv->shape(), 1);
+  m.kv_bytes_per_position = PagedKvStorage::bytes_per_block(m_kv->shape(), 1, m_kv->type());
   m.kv_num_blocks = m_kv->num_blocks();
   m.kv_block_size = m_kv->block_size();
   m.kv_positions_total = m_kv->num_slots();
@@ -223,6 +227,7 @@ MemoryReport CpuEngine::memory_report() const {
   m.kv_positions_allocated = st.num_used_blocks * st.block_size;
   m.kv_positions_cached = st.num_cached_blocks * st.block_size;
   m.scratch_bytes = m_forward->scratch_bytes() + m_logits.capacity() * sizeof(float);
+  m.drafter_bytes = m_drafter ? m_drafter->num_bytes() : 0;
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "iwb/engine/paged/paged_kv_storage.h"
 #include "iwb/engine/paged/scheduler.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/spec/drafter.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
 #include "runtime/cpu_forward.h"
@@ -46,6 +47,14 @@ class CpuEngine final : public Engine {
   EngineKvSnapshot kv_snapshot() const override;
   MemoryReport memory_report() const override;
   Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) override;
+  // cpu_engine_spec.cpp
+  Status set_speculation(const spec::SpeculativeConfig& config) override;
+  Status set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) override;
+  const spec::SpeculativeConfig& speculation() const override { return m_spec; }
+  // cpu_engine_logits.cpp
+  Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
+                              const LogitsSink& sink) override;
+  void set_activation_observer(ActivationObserver* observer) override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -70,6 +79,13 @@ class CpuEngine final : public Engine {
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
   // or about to be, by on_step_done).
   void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
+  // Speculation (cpu_engine_spec.cpp): drafts for the sequences about to decode, handed to the
+  // scheduler; then, after the pass, the target's verdict on one sequence's draft (its logits
+  // rows start at first_row): the emitted tokens, the stats, and its output for the scheduler.
+  void propose_drafts(StepResult* result);
+  int32_t draft_length(RequestState& request, const Sequence& sequence) const;
+  void verify_draft(const ScheduledSequence& entry, size_t first_row, double verify_seconds, StepResult* result,
+                    SequenceOutput* output, std::optional<FinishReason>* finish);
 
   std::unique_ptr<gguf::GgufFile> m_file;
   tokenizer::Tokenizer m_tokenizer;
@@ -84,6 +100,11 @@ class CpuEngine final : public Engine {
   std::unique_ptr<Scheduler> m_scheduler;
   std::unique_ptr<CpuForward> m_forward;
   std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
+
+  spec::SpeculativeConfig m_spec;
+  std::unique_ptr<spec::Drafter> m_drafter;
+  std::unordered_map<SequenceId, spec::Draft> m_drafts;  // this step's drafts (their distributions)
+  double m_plain_step_seconds = 0;  // running mean of decode steps without drafts (adaptive K)
 
   // Touched only by step() and logits_for() (one thread).
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> m_requests;

@@ -5,6 +5,8 @@
 
 #include "iwb/engine/profile/cost_model.h"
 
+#include <algorithm>
+
 namespace iwb {
 
 Result<StepResult> CpuEngine::step() {
@@ -12,6 +14,7 @@ Result<StepResult> CpuEngine::step() {
   StepResult result;
   take_new_and_aborted(&result);
   result.profile.step_index = m_num_steps;
+  if (m_drafter) propose_drafts(&result);  // guesses for the sequences about to decode
 
   const ScheduledStep plan = m_scheduler->schedule();
   result.stats.num_preemptions = static_cast<int32_t>(plan.preempted.size());
@@ -31,7 +34,18 @@ Result<StepResult> CpuEngine::step() {
     }
     const FlatBatch flat = flatten(batch);
     const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
-    if (Status s = run_forward(batch, flat, is_profiled ? &result.profile : nullptr); !s) {
+    const Clock::time_point forward_start = Clock::now();
+    const Status forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr);
+    const double forward_seconds = std::chrono::duration<double>(Clock::now() - forward_start).count();
+    const bool has_drafts = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                        [](const ScheduledSequence& e) { return e.num_draft_tokens > 0; });
+    if (has_drafts) {
+      result.stats.speculation.verify_seconds = forward_seconds;
+    } else if (batch.num_prefill_tokens == 0) {
+      // Plain decode steps: the baseline adaptive K weighs the verification cost against.
+      m_plain_step_seconds = m_plain_step_seconds > 0 ? 0.8 * m_plain_step_seconds + 0.2 * forward_seconds : forward_seconds;
+    }
+    if (Status s = forward_status; !s) {
       // The batch's new slots may be half written: its sequences end, and their blocks (never
       // marked computed, so never offered to later prompts) go back to the pool.
       for (const ScheduledSequence& e : batch.sequences) {
@@ -41,6 +55,7 @@ Result<StepResult> CpuEngine::step() {
     } else {
       IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result));
     }
+    m_drafts.clear();
     result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);
     result.stats.num_sequences = static_cast<int32_t>(batch.sequences.size());
   }
@@ -109,8 +124,21 @@ Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat
   const auto vocab = static_cast<size_t>(m_config.vocab_size);
   std::vector<SequenceOutput> outputs;
   std::vector<std::pair<RequestId, FinishReason>> finishing;
+  int32_t num_tokens = 0;
   for (size_t i = 0; i < flat.logits_rows.size(); ++i) {
     const ScheduledSequence& e = batch.sequences[static_cast<size_t>(flat.logits_sequences[i])];
+    if (e.num_draft_tokens > 0) {  // speculation: K + 1 rows, verified together
+      const size_t num_before = result->tokens.size();
+      SequenceOutput output;
+      std::optional<FinishReason> finish;
+      verify_draft(e, i, result->stats.speculation.verify_seconds, result, &output, &finish);
+      num_tokens += static_cast<int32_t>(result->tokens.size() - num_before);
+      outputs.push_back(output);
+      if (finish) finishing.emplace_back(e.request, *finish);
+      i += static_cast<size_t>(e.num_draft_tokens);
+      continue;
+    }
+    ++num_tokens;
     RequestState& r = *m_requests.at(e.request);
     const int32_t token = r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
     // The new token would run at position sequence_length: none left means a full context.
@@ -119,7 +147,7 @@ Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat
     outputs.push_back({e.sequence, token, accepted.finish.has_value()});
     if (accepted.finish) finishing.emplace_back(e.request, *accepted.finish);
   }
-  result->stats.num_decode_tokens = static_cast<int32_t>(outputs.size());
+  result->stats.num_decode_tokens = num_tokens;
   // Finished sequences leave the scheduler here, their blocks freed (full prompt blocks stay
   // cached for later prompts).
   const Status status = m_scheduler->on_step_done(outputs);
@@ -130,6 +158,7 @@ Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat
 void CpuEngine::finish(RequestId id, FinishReason reason, std::string error, StepResult* result) {
   const auto it = m_requests.find(id);
   if (it == m_requests.end()) return;
+  if (m_drafter) m_drafter->release(it->second->sequence());
   result->finished.push_back(it->second->finished(reason, std::move(error)));
   m_requests.erase(it);
   std::lock_guard lock(m_mutex);

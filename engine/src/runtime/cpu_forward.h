@@ -11,6 +11,7 @@
 #include "iwb/engine/paged/paged_kv_storage.h"
 #include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profiler.h"
+#include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/status.h"
 #include "model/model_weights.h"
 
@@ -38,6 +39,9 @@ class CpuForward {
   // Active while the engine profiles a step: every kernel call then adds a KernelRecord.
   KernelRecorder& recorder() { return m_recorder; }
 
+  // Shown every weight matmul's input while set (imatrix collection); null: off.
+  void set_activation_observer(ActivationObserver* observer) { m_observer = observer; }
+
  private:
   Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
   Status attention_block(int64_t layer, const FlatBatch& batch, PagedKvStorage& kv);
@@ -51,6 +55,7 @@ class CpuForward {
   int m_num_threads;
   int64_t m_max_batch;
   KernelRecorder m_recorder;
+  ActivationObserver* m_observer = nullptr;
 
   // Scratch, [max_batch x width] each.
   std::vector<float> m_x;        // residual stream [n_embd]

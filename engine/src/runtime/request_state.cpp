@@ -20,7 +20,8 @@ RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_p
       m_detokenizer(tok, /*render_special=*/false, /*strip_leading_space=*/false),
       m_stops(m_params.stop_strings),
       m_history(m_params.prompt_tokens),
-      m_submitted(submitted) {}
+      m_submitted(submitted),
+      m_spec_rng(m_params.sampling.seed ^ 0x5DEECE66Dull) {}
 
 void RequestState::start(Clock::time_point now, int64_t num_reused_prompt_tokens) {
   m_is_started = true;
@@ -82,6 +83,7 @@ RequestFinished RequestState::finished(FinishReason reason, std::string error) {
     f.generation_seconds = seconds_between(m_first_token, m_last_token);
   }
   f.token_seconds = std::move(m_token_seconds);
+  f.speculation = m_speculation;
   return f;
 }
 

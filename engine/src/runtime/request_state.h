@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ class RequestState {
 
   // Samples the next token from the logits of the request's last token.
   int32_t sample(std::span<const float> logits) { return m_sampler.sample(logits, m_history); }
+
+  // Speculative decoding (cpu_engine_spec.cpp): the target's distribution after the history
+  // so far, the acceptance rule's uniform draws (a stream of their own, seeded from the
+  // request's seed), the request's statistics and its current draft length (adaptive K).
+  std::vector<TokenProb> candidates(std::span<const float> logits) const { return m_sampler.candidates(logits, m_history); }
+  double uniform() { return static_cast<double>(m_spec_rng() >> 11) * 0x1.0p-53; }
+  spec::SpeculationStats& speculation() { return m_speculation; }
+  int32_t adaptive_draft_tokens() const { return m_adaptive_draft_tokens; }
+  void set_adaptive_draft_tokens(int32_t k) { m_adaptive_draft_tokens = k; }
 
   // Takes a sampled token: its event, and the reason the request ends with it, if it does.
   // is_context_full: no position is left for the token to be run at.
@@ -68,6 +78,9 @@ class RequestState {
   int32_t m_num_preemptions = 0;
   Clock::time_point m_submitted, m_started, m_first_token, m_last_token;
   std::vector<double> m_token_seconds;  // since submitted
+  std::mt19937_64 m_spec_rng;
+  spec::SpeculationStats m_speculation;
+  int32_t m_adaptive_draft_tokens = 0;  // 0: not yet chosen
 };
 
 }  // namespace iwb

@@ -26,6 +26,11 @@ class SqliteStatement {
   void bind(int index, int64_t v) { sqlite3_bind_int64(m_stmt, index, v); }
   void bind(int index, int v) { sqlite3_bind_int(m_stmt, index, v); }
   void bind_null(int index) { sqlite3_bind_null(m_stmt, index); }
+  // Ready to run again with new binds (one statement inserting many rows).
+  void reset() {
+    sqlite3_reset(m_stmt);
+    sqlite3_clear_bindings(m_stmt);
+  }
 
   // SQLITE_ROW, SQLITE_DONE, or an error code.
   int step() { return sqlite3_step(m_stmt); }

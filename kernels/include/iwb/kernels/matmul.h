@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace iwb {
 
@@ -43,6 +44,14 @@ bool matmul_args_valid(const MatmulArgs& args);
 // grown (or at all, with caller scratch). The 8-bit activations cost accuracy: results agree
 // with matmul_ref to about 1% of the largest output, where the f32 path agrees to 1e-5.
 bool matmul(const MatmulArgs& args);
+
+// Products of one input with several weight matrices (q, k and v; gate and up): each output as
+// matmul(products[i]) computes it, bit for bit, but the input is quantized once and one
+// parallel region runs all the rows, split across threads by weight bytes (decode pays one
+// thread fork and join instead of one per matrix). The products must share input,
+// in_features and num_tokens; num_threads and scratch come from the first. False (writing
+// nothing) when they do not, when there are none or more than 8, or when one is invalid.
+bool matmul_group(std::span<const MatmulArgs> products);
 
 // Bytes of scratch matmul needs for these shapes (0 when the type takes no quantized
 // activations). Scratch smaller than this is not used (the thread's own buffer is).

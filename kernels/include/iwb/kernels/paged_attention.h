@@ -5,8 +5,14 @@
 //
 // Cache layout of one layer (vLLM's): slot s = block * block_size + offset holds the key of KV
 // head g at k_cache + s * num_kv_heads * head_dim + g * head_dim (values likewise, head_dim_v).
+//
+// 8-bit KV cache (kv_type Q8_0): each head's row of head_dim values is head_dim / 32 Q8_0
+// blocks (fp16 scale + 32 int8, 34 bytes) in the same layout, so a slot of k_row values takes
+// kv_row_units(Q8_0, k_row) = k_row / 32 * 17 uint16 units instead of k_row. Head sizes must
+// be multiples of 32.
 #pragma once
 
+#include "iwb/kernels/ggml_type.h"
 #include "iwb/kernels/op_cost.h"
 
 #include <cstdint>
@@ -35,7 +41,12 @@ struct PagedAttentionArgs {
   float softcap = 0.0f;                   // > 0: score = softcap * tanh(score / softcap)
   float* output = nullptr;                // [num_tokens x num_heads x head_dim_v]
   int num_threads = 0;                    // 0: OpenMP's default
+  GgmlType kv_type = GgmlType::F16;       // F16 or Q8_0 (see above)
 };
+
+// uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
+// value; Q8_0: 17 per 32 values); 0 for a type or size the cache cannot hold.
+int64_t kv_row_units(GgmlType type, int64_t num_values);
 
 // False (writing nothing) for inconsistent arguments: a block id outside the pool, a query past
 // its sequence's length, a sequence longer than its table, sizes that do not divide.
@@ -53,6 +64,7 @@ struct WriteKvPagedArgs {
   int64_t num_slots = 0;                  // num_blocks * block_size
   int64_t k_row = 0;                      // num_kv_heads * head_dim
   int64_t v_row = 0;                      // num_kv_heads * head_dim_v
+  GgmlType kv_type = GgmlType::F16;       // F16, or Q8_0 (rows quantized per 32 values)
 };
 
 // f32 -> f16 (round to nearest even) into the named slots; false for a slot outside the cache

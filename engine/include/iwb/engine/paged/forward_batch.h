@@ -22,6 +22,9 @@ struct ScheduledSequence {
   int64_t sequence_length = 0;        // positions in the cache after this step
   bool is_prefill = false;            // a prompt chunk (or a recomputation), not a decode token
   bool needs_logits = false;          // last chunk of the prompt, or a decode: sample a token
+  // Speculation: the last num_draft_tokens of `tokens` are guesses; logits are needed for
+  // each of the last num_draft_tokens + 1 rows (the target's choice after each prefix).
+  int64_t num_draft_tokens = 0;
 };
 
 struct ForwardBatch {
@@ -46,7 +49,7 @@ struct FlatBatch {
   std::vector<int32_t> block_tables;      // [num_sequences x max_blocks_per_sequence], padded with -1
   int64_t max_blocks_per_sequence = 0;
   std::vector<int32_t> sequence_lengths;  // [num_sequences]
-  std::vector<int32_t> logits_rows;       // token rows whose logits are needed, one per sequence that samples
+  std::vector<int32_t> logits_rows;       // token rows whose logits are needed: one per sequence that samples, 1 + K for a draft
   std::vector<int32_t> logits_sequences;  // [logits_rows.size()]: which batch sequence each row belongs to
 };
 

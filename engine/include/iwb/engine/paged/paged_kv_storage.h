@@ -5,6 +5,7 @@
 
 #include "iwb/engine/paged/paged_types.h"
 #include "iwb/engine/status.h"
+#include "iwb/kernels/ggml_type.h"
 
 #include <cstdint>
 #include <memory>
@@ -23,11 +24,15 @@ struct KvCacheShape {
 
 class PagedKvStorage {
  public:
-  // Bytes one block takes over all layers, K and V (f16).
-  static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size);
+  // Bytes one block takes over all layers, K and V (f16; Q8_0: 34 bytes per 32 values, the
+  // 8-bit cache, whose head sizes must be multiples of 32 — 0 otherwise).
+  static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size, GgmlType type = GgmlType::F16);
   // How many blocks fit in `budget_bytes`; an error when not even one does.
-  static Result<int64_t> num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes);
-  static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size, int64_t num_blocks);
+  static Result<int64_t> num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
+                                               GgmlType type = GgmlType::F16);
+  // An error names the problem when `type` is neither F16 nor Q8_0, or Q8_0 does not fit the heads.
+  static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size, int64_t num_blocks,
+                                                        GgmlType type = GgmlType::F16);
 
   const KvCacheShape& shape() const { return m_shape; }
   int32_t block_size() const { return m_block_size; }
@@ -35,6 +40,10 @@ class PagedKvStorage {
   int64_t num_slots() const { return m_num_blocks * m_block_size; }
   int64_t k_row() const { return m_shape.num_kv_heads * m_shape.head_dim_k; }  // f16 values per slot
   int64_t v_row() const { return m_shape.num_kv_heads * m_shape.head_dim_v; }
+  GgmlType type() const { return m_type; }
+  // uint16 units of one slot's key (value) row in the pools: k_row() for f16, 17 per 32 for Q8_0.
+  int64_t k_units() const;
+  int64_t v_units() const;
   uint64_t num_bytes() const;
 
   // A layer's pools, [num_blocks x block_size x num_kv_heads x head_dim]: what paged_attention reads.
@@ -63,6 +72,7 @@ class PagedKvStorage {
   KvCacheShape m_shape;
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
+  GgmlType m_type = GgmlType::F16;
   std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
 };
 

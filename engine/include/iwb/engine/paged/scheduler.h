@@ -8,6 +8,9 @@
 //
 // Protocol per step: schedule() -> perform batch.block_copies, run the forward pass over
 // batch.sequences -> on_step_done() with a token for every sequence that needed logits.
+// Speculative decoding: set_draft() before schedule() gives a decoding sequence K guessed
+// tokens, run (and scored) after its last token in the same pass; on_step_done() keeps the
+// accepted ones and rolls the rest back (slots released, the block table truncated).
 #pragma once
 
 #include "iwb/engine/paged/block_manager.h"
@@ -51,6 +54,9 @@ struct SequenceOutput {
   SequenceId sequence = 0;
   int32_t token = -1;        // the sampled token, for sequences whose needs_logits was set
   bool is_finished = false;  // end of generation, stop string, token limit: free it now
+  // Speculation: how many leading draft tokens were accepted (`token` follows them); the
+  // K/V of the rejected ones is dropped.
+  int32_t num_accepted_draft_tokens = 0;
 };
 
 struct SchedulerStats {
@@ -83,6 +89,14 @@ class Scheduler {
   // decided outside a step).
   Status abort(SequenceId sequence);
 
+  // Whether the sequence decodes next step (running, its last sampled token not yet run):
+  // the sequences a drafter can guess for.
+  bool is_waiting_to_decode(SequenceId sequence) const;
+  // Draft tokens to run after the sequence's last token in the next schedule() only (then
+  // forgotten). The plan may carry fewer (token budget, free blocks): batch entries say how
+  // many in num_draft_tokens.
+  Status set_draft(SequenceId sequence, std::vector<int32_t> draft_tokens);
+
   bool has_unfinished() const { return !m_waiting.empty() || !m_running.empty(); }
   const Sequence* find(SequenceId sequence) const;
   std::vector<SequenceId> waiting() const { return {m_waiting.begin(), m_waiting.end()}; }
@@ -95,6 +109,7 @@ class Scheduler {
   struct Planned {
     SequenceId sequence;
     int64_t num_tokens;  // tokens run this step
+    int64_t num_draft_tokens = 0;  // of them, trailing draft tokens (speculation)
   };
 
   Scheduler(BlockManager blocks, const SchedulerConfig& config) : m_blocks(std::move(blocks)), m_config(config) {}
@@ -105,6 +120,11 @@ class Scheduler {
   void fail(SequenceId sequence, std::string message, ScheduledStep& step);
   void remove(SequenceId sequence);
   ScheduledSequence plan_entry(const Sequence& seq, int64_t num_tokens) const;
+  // Appends up to the draft's tokens after a planned decode (spec_scheduling.cpp); returns
+  // how many. Blocks stay for the decodes of the `num_later_decodes` sequences after it.
+  int64_t plan_draft(Sequence& seq, int64_t budget, int64_t num_later_decodes);
+  // Takes back the draft tokens of a plan that was never reported (the forward pass failed).
+  void roll_back_unreported_drafts();
 
   BlockManager m_blocks;
   SchedulerConfig m_config;
@@ -112,6 +132,7 @@ class Scheduler {
   std::deque<SequenceId> m_waiting;   // front is admitted next
   std::vector<SequenceId> m_running;  // admission order, oldest first
   std::vector<Planned> m_in_flight;   // the last schedule()'s plan, until on_step_done
+  std::unordered_map<SequenceId, std::vector<int32_t>> m_drafts;  // for the next schedule()
   SequenceId m_next_id = 1;
   int64_t m_next_arrival = 0;
   int64_t m_num_preemptions = 0;

@@ -7,13 +7,17 @@
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/kernel_record.h"
+#include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/runtime/engine_reports.h"
 #include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/spec/spec_config.h"
+#include "iwb/engine/spec/spec_stats.h"
 #include "iwb/engine/status.h"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,9 @@ namespace iwb {
 
 namespace tokenizer {
 class Tokenizer;
+}
+namespace spec {
+class Drafter;
 }
 
 // KV pool size when EngineOptions names none: this many full contexts (see EngineOptions).
@@ -41,6 +48,11 @@ struct EngineOptions {
   double kv_cache_fraction = 0;
   int64_t max_running_sequences = 32;  // sequences decoding together at most
   bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
+  // What the KV cache stores: F16, or Q8_0 (8-bit, about half the memory; head sizes must be
+  // multiples of 32).
+  GgmlType kv_cache_type = GgmlType::F16;
+  // Speculative decoding from the start (Engine::set_speculation can change it later).
+  spec::SpeculativeConfig speculation;
 };
 
 using RequestId = uint64_t;
@@ -51,6 +63,9 @@ struct GenerationRequest {
   int32_t max_new_tokens = 512;          // <= 0: no limit (until end of generation or a full context)
   std::vector<std::string> stop_strings;  // generation ends when the text contains one
   bool stop_at_end_of_generation = true;  // EOS / EOT / end-of-turn tokens
+  // Speculative decoding: -1 follows the engine's setting, 0 turns it off for this request
+  // (a baseline to compare with), K > 0 guesses K tokens per step when a drafter is set.
+  int32_t num_draft_tokens = -1;
 };
 
 enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Aborted, Error };
@@ -65,6 +80,7 @@ struct TokenEvent {
   int32_t token = -1;
   std::string text;
   double seconds = 0;  // when the token was sampled, in seconds since add_request() took the request
+  bool is_draft = false;  // speculation: a drafted token the target accepted
 };
 
 struct RequestFinished {
@@ -82,6 +98,9 @@ struct RequestFinished {
   // When each generated token was sampled, seconds since add_request() (TokenEvent::seconds):
   // token_seconds[0] = queued_seconds + prompt_seconds is the time to first token.
   std::vector<double> token_seconds;
+  // Speculative decoding over the request's life (draft and verify seconds are the wall time
+  // of the steps it speculated in, shared with the other sequences of those steps).
+  spec::SpeculationStats speculation;
 };
 
 struct StepStats {
@@ -93,6 +112,8 @@ struct StepStats {
   int64_t num_running = 0;              // after the step: sequences holding KV blocks
   BlockManagerStats kv;                 // the KV pool after the step (counters only; kv_snapshot() has the blocks)
   double seconds = 0;
+  spec::SpeculationStats speculation;   // the step's drafts and their verification (empty without)
+  std::string speculation_error;        // the drafter failed this step (the step decoded without drafts)
 };
 
 struct StepResult {
@@ -150,6 +171,28 @@ class Engine {
   // temporary sequence through the same paged path (cached prefix blocks are reused, as for
   // any prompt). Refused while requests are queued or generating.
   virtual Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) = 0;
+
+  // Speculative decoding for every following step: builds the drafter the config names
+  // (opening a draft model, whose vocabulary must match, or requantizing the target's weights:
+  // seconds) and guesses config.num_draft_tokens tokens per decoding sequence and step. Kind
+  // None turns it off. A bad config leaves the previous setting. Step thread only.
+  virtual Status set_speculation(const spec::SpeculativeConfig& config) = 0;
+  // The same with a drafter of the caller's (tests, tools); the config gives K and adaptivity.
+  virtual Status set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) = 0;
+  virtual const spec::SpeculativeConfig& speculation() const = 0;
+
+  // Logits of every position from `first_position` on (the logits at position p predict token
+  // p + 1), for perplexity and KL divergence: one temporary sequence run in chunks of
+  // max_batch_tokens, each row handed to `sink` in position order. Positions served from the
+  // prefix cache have no logits: load evaluation engines with prefix caching off. Refused
+  // while requests are queued or generating.
+  using LogitsSink = std::function<Status(int64_t position, std::span<const float> logits)>;
+  virtual Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
+                                      const LogitsSink& sink) = 0;
+
+  // Sees the input of every weight matmul from the next step on (imatrix collection); null
+  // turns it off (the default, costing one pointer test per matmul). Step thread only.
+  virtual void set_activation_observer(ActivationObserver* observer) = 0;
 };
 
 }  // namespace iwb

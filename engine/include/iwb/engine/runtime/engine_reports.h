@@ -47,6 +47,7 @@ struct MemoryReport {
   int64_t kv_positions_allocated = 0;  // slots of blocks owned by live sequences (used + unused tails)
   int64_t kv_positions_cached = 0;  // slots of unowned blocks kept as reusable prefixes
   uint64_t scratch_bytes = 0;       // activations of one step and the logits rows
+  uint64_t drafter_bytes = 0;       // speculative decoding: draft weights, its KV cache and scratch
 };
 
 }  // namespace iwb

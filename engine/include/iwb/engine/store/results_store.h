@@ -5,6 +5,7 @@
 
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/profile/machine_probe.h"
+#include "iwb/engine/quant/quant_run.h"
 #include "iwb/engine/status.h"
 
 #include <memory>
@@ -38,6 +39,18 @@ class ResultsStore {
   // newest `limit` rows.
   Result<std::vector<BenchResult>> list_bench_results(const std::string& model_identity = {}, int limit = 0) const;
 
+  // Quantization-lab runs (schema version 4): added as Running, updated as figures arrive,
+  // finished as Done or Failed; never deleted or replaced. add_quant_run returns the row id.
+  Result<int64_t> add_quant_run(const quant::QuantRun& run);
+  Status update_quant_run(const quant::QuantRun& run);
+  Status finish_quant_run(int64_t id, quant::RunStatus status, const std::string& error);
+  Status add_quant_tensor_errors(int64_t run_id, const std::vector<quant::QuantizedTensor>& tensors);
+  // Oldest first; with a model identity, the runs that measured or were quantized from it.
+  Result<std::vector<quant::QuantRun>> list_quant_runs(const std::string& model_identity = {}) const;
+  Result<std::vector<quant::QuantizedTensor>> quant_tensor_errors(int64_t run_id) const;
+  // The newest finished quantization that wrote this file and recorded its tensors; 0 if none.
+  Result<int64_t> latest_quantize_run_for(const std::string& model_identity) const;
+
   // The schema version this program writes, and the one the open file has.
   static int schema_version();
   Result<int> file_schema_version() const;
@@ -47,6 +60,7 @@ class ResultsStore {
  private:
   ResultsStore() = default;
   Status migrate();
+  static const char* quant_schema_sql();  // the version-4 tables (quant_store.cpp)
 
   sqlite3* m_db = nullptr;
   std::string m_path;

@@ -1,0 +1,65 @@
+// One quantization-lab run as the results store keeps it (table quant_runs, schema v4): what
+// was quantized or evaluated, with which settings, on which machine, and every metric. A run
+// is added as Running before the work starts and finished as Done or Failed, never replaced.
+#pragma once
+
+#include "iwb/engine/quant/evaluation.h"
+#include "iwb/engine/quant/model_quantizer.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace iwb::quant {
+
+enum class RunStatus { Running, Failed, Done };
+const char* run_status_name(RunStatus status);  // "running", "failed", "done"
+RunStatus run_status_from_name(const std::string& name);
+
+struct QuantRun {
+  int64_t id = 0;
+  std::string kind;                 // "quantize", "eval", or "lab" (quantize then eval, the GUI queue)
+  std::string date;                 // ISO 8601 UTC, when the run started
+  RunStatus status = RunStatus::Running;
+  std::string error;                // why it failed
+  std::string device_id, device_name;
+  int num_threads = 0;
+
+  // The model measured (eval) or written (quantize), and where it came from.
+  std::string model_path, model_identity, model_name;
+  std::string source_path, source_identity;  // quantize: the source; eval: the base model
+  std::string weight_type;          // "Q4_K_M", or the file's own type for eval
+  bool is_imatrix = false;
+  std::string imatrix_path;
+  bool keep_output_f16 = false;
+  std::string kv_cache_type = "f16";  // "f16" or "q8_0"
+  bool is_reference = false;        // the base model's own row in a comparison
+
+  // Evaluation settings.
+  std::string text_name;            // calibration/evaluation text ("built-in" or a file name)
+  std::string text_hash;
+  int64_t context = 0, stride = 0, num_chunks = 0, num_scored_tokens = 0;
+
+  // Metrics (empty when not measured).
+  std::optional<double> file_bytes, memory_bytes, num_parameters, bits_per_weight;
+  std::optional<double> perplexity, perplexity_error;   // error: standard error of the mean NLL, as exp
+  std::optional<double> kl_mean, kl_median, kl_p99, kl_max;
+  std::optional<double> top1_agreement;                 // fraction 0..1
+  std::optional<double> delta_p_mean, delta_p_rms;      // change of the right token's probability
+  std::optional<double> prompt_tokens_per_s, gen_tokens_per_s;
+  std::optional<double> seconds;
+  std::string note;
+};
+
+// A run row describing a quantization about to start (source identity, settings, machine, date).
+QuantRun describe_quantize_run(const QuantizeOptions& options);
+// Fills the size figures of a finished quantization into the run.
+void record_quantize_report(const QuantizeReport& report, QuantRun* run);
+// A run row describing an evaluation about to start (model and base identities, text, settings).
+QuantRun describe_eval_run(const EvalOptions& options);
+// Fills an evaluation's figures (size, perplexity, KL, speed) into the run.
+void record_eval_result(const EvalResult& result, QuantRun* run);
+// ISO 8601 UTC of now, as the store's dates are written.
+std::string utc_now();
+
+}  // namespace iwb::quant

@@ -1,0 +1,78 @@
+// The drafters of speculative decoding behind one small interface: given each speculating
+// sequence's tokens so far, guess the next K. A draft model (another GGUF with the target's
+// vocabulary), prompt lookup (copying what followed an earlier occurrence of the last n-gram)
+// and self-drafting (the target's own weights requantized to fewer bits) are built in; tests
+// and tools may bring their own.
+#pragma once
+
+#include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/spec/spec_config.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace iwb {
+namespace tokenizer {
+class Tokenizer;
+}
+namespace gguf {
+class GgufFile;
+}
+struct ModelConfig;
+struct ModelWeights;
+}  // namespace iwb
+
+namespace iwb::spec {
+
+struct DraftRequest {
+  uint64_t key = 0;                  // stable while the sequence lives (its sequence id)
+  std::span<const int32_t> tokens;   // prompt and generated tokens; the last is the next the target runs
+  int32_t num_draft_tokens = 0;      // K wanted (a drafter may return fewer, or none)
+  SamplingParams sampling;           // the request's; greedy requests get argmax drafts
+};
+
+struct Draft {
+  std::vector<int32_t> tokens;  // [<= K] guessed continuation
+  // The distribution each token was drawn from, per position (what the rejection rule divides
+  // by). Empty: every token was chosen deterministically (a one-hot distribution).
+  std::vector<std::vector<TokenProb>> probabilities;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // One draft per request, in order. An error stops speculation for the step (the engine
+  // decodes without drafts and reports it); a drafter with no guess returns an empty draft.
+  virtual Result<std::vector<Draft>> draft(std::span<const DraftRequest> requests) = 0;
+  // The sequence ended: whatever the drafter keeps for it (a KV cache) can go.
+  virtual void release(uint64_t key) { (void)key; }
+  // Bytes the drafter holds (draft weights, its KV cache), for the memory report.
+  virtual uint64_t num_bytes() const { return 0; }
+};
+
+// Prompt lookup: the longest suffix n-gram (max_ngram down to min_ngram tokens) that occurred
+// earlier in the sequence; the tokens that followed its latest earlier occurrence are the draft.
+std::unique_ptr<Drafter> make_prompt_lookup_drafter(int32_t max_ngram = 3, int32_t min_ngram = 1);
+
+// The first token whose text differs between the two vocabularies (or that only one has) gives
+// an error naming its id and both texts; identical vocabularies give Ok.
+Status check_vocabulary_match(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
+
+// A draft model from a GGUF file: its vocabulary is checked against the target's; its KV
+// cache holds up to num_kv_positions positions in blocks of kv_block_size.
+Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const tokenizer::Tokenizer& target,
+                                                  int64_t num_kv_positions, int32_t kv_block_size, int num_threads);
+
+// The target itself with every matrix requantized to `type` in memory (matrices whose rows do
+// not divide into the type's blocks stay as they are). The target's file, config and weights
+// must outlive the drafter.
+Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
+                                                   const ModelWeights& weights, GgmlType type, int64_t num_kv_positions,
+                                                   int32_t kv_block_size, int num_threads);
+
+}  // namespace iwb::spec

@@ -1,0 +1,43 @@
+// Speculative decoding settings: which drafter guesses the next tokens (a smaller draft model,
+// prompt lookup over the sequence's own text, or a lower-precision copy of the target) and how
+// many tokens it guesses per step. Plain values, passed from the UI or the command line.
+#pragma once
+
+#include "iwb/engine/status.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace iwb::spec {
+
+enum class DrafterKind { None, DraftModel, PromptLookup, SelfDraft };
+
+// "none", "draft", "lookup", "self".
+const char* drafter_kind_name(DrafterKind kind);
+Result<DrafterKind> parse_drafter_kind(std::string_view name);
+
+inline constexpr int32_t kMaxDraftTokens = 32;
+
+struct SpeculativeConfig {
+  DrafterKind kind = DrafterKind::None;
+  std::string draft_model_path;          // DraftModel: a GGUF with the target's vocabulary
+  int32_t num_draft_tokens = 4;          // K: tokens guessed per step, 1..kMaxDraftTokens
+  // Adaptive K: after every step of a request, K moves toward the length that the measured
+  // acceptance rate makes best (within 1..num_draft_tokens).
+  bool is_adaptive = false;
+  // PromptLookup: the longest and shortest suffix n-gram searched for in the earlier text.
+  int32_t lookup_max_ngram = 3;
+  int32_t lookup_min_ngram = 1;
+  // SelfDraft: the type the target's matrices are requantized to in memory on load.
+  GgmlType self_draft_type = GgmlType::Q4_0;
+
+  bool is_enabled() const { return kind != DrafterKind::None; }
+};
+
+// Checks the numbers (K range, n-gram range, a path for DraftModel, a type the reference
+// quantizers produce for SelfDraft); the message names the bad field.
+Status validate(const SpeculativeConfig& config);
+
+}  // namespace iwb::spec

@@ -1,0 +1,239 @@
+// evaluate(): perplexity over chunks (llama-perplexity's method), and the comparison with the
+// base model's cached distributions (KL divergence, top-1 agreement, right-token probability).
+#include "iwb/engine/quant/evaluation.h"
+
+#include "iwb/engine/model/model_info.h"
+#include "iwb/engine/profile/bench.h"
+#include "iwb/engine/quant/logits_cache.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+namespace iwb::quant {
+namespace {
+
+struct LogSoftmax {
+  double lse = 0;  // log sum exp of the logits
+  int32_t argmax = 0;
+};
+
+LogSoftmax log_softmax(std::span<const float> z) {
+  const auto best = std::max_element(z.begin(), z.end());
+  const double max = *best;
+  double sum = 0;
+  for (const float v : z) sum += std::exp(static_cast<double>(v) - max);
+  return {max + std::log(sum), static_cast<int32_t>(best - z.begin())};
+}
+
+Status cancelled(const EvalOptions& o) {
+  if (o.cancel != nullptr && o.cancel->load()) return make_error(ErrorCode::InvalidArgument, "evaluation cancelled");
+  return {};
+}
+
+// Runs every chunk of the plan through `engine`, handing each scored row to `score`:
+// (logits, the token it predicts).
+Status run_chunks(Engine& engine, const std::vector<int32_t>& tokens, const ChunkPlan& plan, const EvalOptions& o,
+                  const std::string& stage, const std::function<Status(std::span<const float>, int32_t)>& score) {
+  const int64_t context = o.context;
+  const int32_t bos = engine.tokenizer().bos();
+  const bool add_bos = engine.tokenizer().vocab().add_bos && bos >= 0;
+  for (size_t c = 0; c < plan.starts.size(); ++c) {
+    IWB_RETURN_IF_ERROR(cancelled(o));
+    if (o.progress) o.progress({stage, static_cast<int64_t>(c), static_cast<int64_t>(plan.starts.size())});
+    const int64_t start = plan.starts[c];
+    // The last position predicts nothing that is scored: run context - 1 tokens (causal
+    // attention gives the same logits for the rest).
+    std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + context - 1);
+    if (o.stride == 0 && add_bos) chunk[0] = bos;  // llama-perplexity: each chunk starts with BOS
+    IWB_RETURN_IF_ERROR(engine.logits_for_positions(chunk, plan.first_scored, [&](int64_t pos, std::span<const float> z) {
+      return score(z, tokens[static_cast<size_t>(start + pos + 1)]);
+    }));
+  }
+  if (o.progress) o.progress({stage, static_cast<int64_t>(plan.starts.size()), static_cast<int64_t>(plan.starts.size())});
+  return {};
+}
+
+double percentile(std::vector<float> values, double q) {
+  if (values.empty()) return 0;
+  const auto k = static_cast<size_t>(std::min<double>(static_cast<double>(values.size() - 1),
+                                                      std::floor(q * static_cast<double>(values.size() - 1) + 0.5)));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
+  return values[k];
+}
+
+}  // namespace
+
+Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type) {
+  EngineOptions e;
+  if (kv_type == "q8_0" || kv_type == "Q8_0") e.kv_cache_type = GgmlType::Q8_0;
+  else if (kv_type != "f16" && kv_type != "F16") {
+    return make_error(ErrorCode::InvalidArgument, "the KV cache type is f16 or q8_0, not '" + kv_type + "'");
+  }
+  e.context_length = context;
+  e.num_threads = num_threads;
+  e.enable_prefix_caching = false;  // every chunk is computed, never served from earlier ones
+  e.max_running_sequences = 1;
+  return e;
+}
+
+Result<ChunkPlan> plan_chunks(int64_t n, int64_t context, int64_t stride, int64_t max_chunks) {
+  if (context < 8) return make_error(ErrorCode::InvalidArgument, "the context must be at least 8 tokens");
+  ChunkPlan plan;
+  int64_t count = 0;
+  if (stride == 0) {
+    count = n / context;
+    if (count < 1) {
+      return make_error(ErrorCode::InvalidArgument, "the text is " + std::to_string(n) + " tokens; a context of " +
+                                                        std::to_string(context) + " needs at least that many");
+    }
+    plan.first_scored = context / 2;
+  } else {
+    if (stride < 1 || stride >= context) {
+      return make_error(ErrorCode::InvalidArgument, "the stride must be between 1 and the context - 1");
+    }
+    if (n <= context) {
+      return make_error(ErrorCode::InvalidArgument, "the text is " + std::to_string(n) +
+                                                        " tokens; strided windows need more than the context (" +
+                                                        std::to_string(context) + ")");
+    }
+    count = (n - context + stride - 1) / stride;
+    plan.first_scored = context - stride - 1;
+  }
+  if (max_chunks > 0) count = std::min(count, max_chunks);
+  for (int64_t i = 0; i < count; ++i) plan.starts.push_back(i * (stride == 0 ? context : stride));
+  return plan;
+}
+
+Result<EvalResult> evaluate(const EvalOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.text.empty()) return make_error(ErrorCode::InvalidArgument, "the evaluation text is empty");
+  EvalResult result;
+
+  // The model first: its tokenizer decides the tokens (the base must tokenize alike).
+  Result<EngineOptions> model_options = eval_engine_options(o.context, o.num_threads, o.kv_cache_type);
+  if (!model_options) return model_options.status();
+  Result<std::unique_ptr<Engine>> model = Engine::load(o.model_path, *model_options);
+  if (!model) return model.status();
+  const std::vector<int32_t> tokens = (*model)->tokenizer().encode(o.text);
+  result.num_text_tokens = static_cast<int64_t>(tokens.size());
+  Result<ChunkPlan> plan = plan_chunks(result.num_text_tokens, o.context, o.stride, o.num_chunks);
+  if (!plan) return plan.status();
+  result.num_chunks = static_cast<int64_t>(plan->starts.size());
+  const int64_t rows_per_chunk = o.context - 1 - plan->first_scored;
+  const int64_t expected_rows = rows_per_chunk * result.num_chunks;
+  const int64_t vocab = (*model)->config().vocab_size;
+
+  std::unique_ptr<LogitsCacheReader> base;
+  if (!o.base_path.empty()) {
+    Result<std::string> identity = model_identity(o.base_path);
+    if (!identity) return identity.status();
+    result.has_base = true;
+    result.base_identity = *identity;
+    const std::string key = logits_cache_key(*identity, hash_text(o.text), o.context, o.stride, result.num_chunks);
+    const std::string path = o.cache_path.empty() ? logits_cache_path(key) : o.cache_path;
+    Result<LogitsCacheReader> cached = o.use_cache ? LogitsCacheReader::open(path, key)
+                                                   : Result<LogitsCacheReader>(make_error(ErrorCode::NotFound, ""));
+    if (cached && cached->num_rows() == expected_rows && cached->vocab_size() == vocab) {
+      result.was_base_cached = true;
+    } else {
+      // Run the base once (the model under test waits, loaded: both fit where one does, as
+      // weights are mapped from disk) and store its distributions.
+      Result<std::unique_ptr<Engine>> base_engine =
+          Engine::load(o.base_path, *eval_engine_options(o.context, o.num_threads));
+      if (!base_engine) return base_engine.status();
+      if ((*base_engine)->config().vocab_size != vocab) {
+        return make_error(ErrorCode::InvalidArgument, "the base model's vocabulary (" +
+                                                          std::to_string((*base_engine)->config().vocab_size) +
+                                                          ") differs from the model's (" + std::to_string(vocab) + ")");
+      }
+      Result<LogitsCacheWriter> writer = LogitsCacheWriter::create(path, key, vocab);
+      if (!writer) return writer.status();
+      IWB_RETURN_IF_ERROR(run_chunks(**base_engine, tokens, *plan, o, "base model",
+                                     [&](std::span<const float> z, int32_t next) { return writer->add(z, next); }));
+      IWB_RETURN_IF_ERROR(writer->finish());
+      cached = LogitsCacheReader::open(path, key);
+      if (!cached) return cached.status();
+    }
+    base = std::make_unique<LogitsCacheReader>(std::move(*cached));
+  }
+
+  const ModelSummary& summary = (*model)->model();
+  result.model_name = summary.name;
+  result.file_type = summary.file_type;
+  result.num_parameters = summary.num_params;
+  const MemoryReport memory = (*model)->memory_report();
+  result.file_bytes = memory.file_bytes;
+  result.memory_bytes = memory.weights_bytes + memory.kv_pool_bytes + memory.scratch_bytes;
+  if (Result<std::string> id = model_identity(o.model_path)) result.model_identity = *id;
+
+  double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;
+  const auto model_start = std::chrono::steady_clock::now();
+  int64_t agree = 0;
+  BaseRow row;
+  std::vector<double> log_q;
+  IWB_RETURN_IF_ERROR(run_chunks(**model, tokens, *plan, o, "model", [&](std::span<const float> z, int32_t next) -> Status {
+    const LogSoftmax ls = log_softmax(z);
+    const double lp = static_cast<double>(z[static_cast<size_t>(next)]) - ls.lse;
+    nll_sum -= lp;
+    nll_sq += lp * lp;
+    ++result.num_scored;
+    if (!base) return {};
+    IWB_RETURN_IF_ERROR(base->next(&row));
+    double kl = 0;
+    for (size_t i = 0; i < z.size(); ++i) {
+      const double lb = row.log_probs[i];
+      kl += std::exp(lb) * (lb - (static_cast<double>(z[i]) - ls.lse));
+    }
+    result.kl_values.push_back(static_cast<float>(std::max(0.0, kl)));
+    agree += ls.argmax == row.argmax;
+    const double dp = std::exp(lp) - std::exp(static_cast<double>(row.log_prob_next));
+    dp_sum += dp;
+    dp_sq += dp * dp;
+    base_nll -= row.log_prob_next;
+    return {};
+  }));
+
+  const double model_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - model_start).count();
+  result.prompt_tokens_per_s = static_cast<double>(result.num_chunks * (o.context - 1)) / model_seconds;
+  if (o.num_gen_tokens > 0) {
+    IWB_RETURN_IF_ERROR(cancelled(o));
+    if (o.progress) o.progress({"generation speed", 0, 1});
+    BenchOptions bench;
+    bench.num_prompt_tokens = 0;
+    bench.num_generated_tokens = std::min<int64_t>(o.num_gen_tokens, o.context - bench.tg_prompt_tokens - 1);
+    bench.num_repetitions = 1;
+    Result<std::vector<BenchResult>> speed = run_bench(**model, bench, std::nullopt);
+    if (!speed) return speed.status();
+    if (!speed->empty()) result.gen_tokens_per_s = speed->front().tokens_per_s_mean;
+  }
+
+  const auto n = static_cast<double>(result.num_scored);
+  result.mean_nll = nll_sum / n;
+  result.perplexity = std::exp(result.mean_nll);
+  if (result.num_scored > 1) {
+    // llama-perplexity's uncertainty: ppl times the standard error of the mean NLL.
+    const double variance = std::max(0.0, nll_sq / n - result.mean_nll * result.mean_nll);
+    result.perplexity_error = result.perplexity * std::sqrt(variance / (n - 1));
+  }
+  if (base) {
+    double kl_sum = 0;
+    for (const float v : result.kl_values) {
+      kl_sum += v;
+      result.kl_max = std::max<double>(result.kl_max, v);
+    }
+    result.kl_mean = kl_sum / n;
+    result.kl_median = percentile(result.kl_values, 0.5);
+    result.kl_p99 = percentile(result.kl_values, 0.99);
+    result.top1_agreement = static_cast<double>(agree) / n;
+    result.delta_p_mean = dp_sum / n;
+    result.delta_p_rms = std::sqrt(dp_sq / n);
+    result.base_perplexity = std::exp(base_nll / n);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace iwb::quant

@@ -1,0 +1,75 @@
+// collect_imatrix: an ActivationObserver summing squared matmul inputs per channel while the
+// calibration chunks run (each from an empty cache, BOS first when the model adds one).
+#include "iwb/engine/quant/imatrix_collect.h"
+
+#include "iwb/engine/quant/evaluation.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <memory>
+
+namespace iwb::quant {
+namespace {
+
+class Collector final : public ActivationObserver {
+ public:
+  Collector(Imatrix* out, bool include_output) : m_out(out), m_include_output(include_output) {}
+
+  void observe_matmul_input(const char* weight, int64_t layer, const float* input, int64_t num_rows,
+                            int64_t num_features) override {
+    const std::string kind(weight);
+    if (kind == "output" && !m_include_output) return;
+    const std::string name = layer >= 0 ? "blk." + std::to_string(layer) + "." + kind + ".weight" : kind + ".weight";
+    ImatrixEntry& e = m_out->entries[name];
+    if (e.sum_squares.empty()) e.sum_squares.assign(static_cast<size_t>(num_features), 0.0);
+    if (static_cast<int64_t>(e.sum_squares.size()) != num_features) return;  // cannot happen for one model
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const float* x = input + r * num_features;
+      for (int64_t j = 0; j < num_features; ++j) e.sum_squares[static_cast<size_t>(j)] += static_cast<double>(x[j]) * x[j];
+    }
+    e.num_rows += num_rows;
+    ++e.num_calls;
+  }
+
+ private:
+  Imatrix* m_out;
+  bool m_include_output;
+};
+
+}  // namespace
+
+Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
+  if (o.text.empty()) return make_error(ErrorCode::InvalidArgument, "the calibration text is empty");
+  Result<std::unique_ptr<Engine>> engine = Engine::load(o.model_path, *eval_engine_options(o.context, o.num_threads));
+  if (!engine) return engine.status();
+  Engine& e = **engine;
+  const std::vector<int32_t> tokens = e.tokenizer().encode(o.text);
+  Result<ChunkPlan> plan = plan_chunks(static_cast<int64_t>(tokens.size()), o.context, 0, o.num_chunks);
+  if (!plan) return plan.status();
+
+  Imatrix m;
+  m.dataset = o.text_name;
+  Collector collector(&m, o.include_output);
+  // Off again however this returns: the observer lives on this stack.
+  struct Detach {
+    Engine& engine;
+    ~Detach() { engine.set_activation_observer(nullptr); }
+  } detach{e};
+  e.set_activation_observer(&collector);
+  const bool add_bos = e.tokenizer().vocab().add_bos && e.tokenizer().bos() >= 0;
+  const auto num_chunks = static_cast<int64_t>(plan->starts.size());
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    if (o.cancel != nullptr && o.cancel->load()) return make_error(ErrorCode::InvalidArgument, "imatrix collection cancelled");
+    if (o.progress) o.progress(c, num_chunks);
+    const int64_t start = plan->starts[static_cast<size_t>(c)];
+    std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + o.context);
+    if (add_bos) chunk[0] = e.tokenizer().bos();
+    Result<std::vector<float>> logits = e.logits_for(chunk);
+    if (!logits) return logits.status();
+    m.num_chunks = static_cast<int32_t>(c + 1);
+  }
+  if (o.progress) o.progress(num_chunks, num_chunks);
+  return m;
+}
+
+}  // namespace iwb::quant

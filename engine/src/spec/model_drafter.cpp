@@ -1,0 +1,213 @@
+// ModelDrafter: catch-up, rollback and K batched draft passes over the draft model's own paged
+// KV cache (see model_drafter.h).
+#include "spec/model_drafter.h"
+
+#include "iwb/engine/spec/acceptance.h"
+
+#include <algorithm>
+
+namespace iwb::spec {
+namespace {
+
+double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<DraftModel> model, std::string name,
+                                                           int64_t num_kv_positions, int32_t kv_block_size,
+                                                           int num_threads) {
+  const ModelConfig& c = model->config;
+  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
+  const int64_t num_blocks = std::max<int64_t>(1, (num_kv_positions + kv_block_size - 1) / kv_block_size);
+  Result<std::unique_ptr<PagedKvStorage>> kv = PagedKvStorage::create(shape, kv_block_size, num_blocks);
+  if (!kv) return kv.status();
+  BlockManagerConfig blocks;
+  blocks.num_blocks = num_blocks;
+  blocks.block_size = kv_block_size;
+  blocks.enable_prefix_caching = false;  // one table per target sequence, rolled back in place
+  Result<BlockManager> manager = BlockManager::create(blocks);
+  if (!manager) return manager.status();
+  std::unique_ptr<ModelDrafter> d(new ModelDrafter(std::move(model), std::move(name)));
+  d->m_kv = std::move(*kv);
+  d->m_blocks = std::make_unique<BlockManager>(std::move(*manager));
+  // The forward pass keeps references to the config and weights: they stay put inside m_model.
+  d->m_forward = std::make_unique<CpuForward>(d->m_model->config, d->m_model->weights, num_threads, 128);
+  return d;
+}
+
+uint64_t ModelDrafter::num_bytes() const {
+  return m_model->owned_bytes + m_kv->num_bytes() + m_forward->scratch_bytes() + m_logits.capacity() * sizeof(float) +
+         (m_model->file ? m_model->weights.num_bytes : 0);
+}
+
+void ModelDrafter::release(uint64_t key) {
+  const auto it = m_sequences.find(key);
+  if (it == m_sequences.end()) return;
+  if (m_blocks->has_sequence(it->second.id)) (void)m_blocks->free(it->second.id);
+  m_sequences.erase(it);
+}
+
+bool ModelDrafter::reserve(SequenceState& s, std::span<const int32_t> tokens, uint64_t protect_from) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  // The last token is always run (its logits give the first guess).
+  int64_t common = 0;
+  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(s.computed.size()), n - 1);
+  while (common < limit && s.computed[static_cast<size_t>(common)] == tokens[static_cast<size_t>(common)]) ++common;
+  if (m_blocks->has_sequence(s.id) && !m_blocks->truncate(s.id, common)) return false;
+  s.computed.resize(static_cast<size_t>(common));
+
+  // Room: evict the least recently used sequences not drafted in this call.
+  const int64_t needed = m_blocks->num_blocks_for(n) - static_cast<int64_t>(m_blocks->block_table(s.id).size());
+  while (m_blocks->num_available_blocks() < needed) {
+    auto victim = m_sequences.end();
+    for (auto it = m_sequences.begin(); it != m_sequences.end(); ++it) {
+      if (it->second.last_used >= protect_from || it->second.id == s.id) continue;
+      if (victim == m_sequences.end() || it->second.last_used < victim->second.last_used) victim = it;
+    }
+    if (victim == m_sequences.end()) return false;
+    release(victim->first);
+  }
+  if (!m_blocks->has_sequence(s.id)) {
+    if (!m_blocks->allocate(s.id, tokens)) return false;
+    return true;
+  }
+  for (int64_t p = common; p < n; ++p) {
+    if (!m_blocks->append_slot(s.id, tokens[static_cast<size_t>(p)])) return false;  // no copies: nothing is shared
+  }
+  return true;
+}
+
+Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
+  FlatBatch flat;
+  for (const Chunk& c : chunks) {
+    flat.max_blocks_per_sequence =
+        std::max<int64_t>(flat.max_blocks_per_sequence, static_cast<int64_t>(m_blocks->block_table(c.sequence).size()));
+  }
+  flat.block_tables.assign(chunks.size() * static_cast<size_t>(flat.max_blocks_per_sequence), -1);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    const std::span<const BlockId> table = m_blocks->block_table(c.sequence);
+    std::copy(table.begin(), table.end(),
+              flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
+    for (size_t t = 0; t < c.tokens.size(); ++t) {
+      const int64_t position = c.first + static_cast<int64_t>(t);
+      Result<int64_t> slot = m_blocks->slot(c.sequence, position);
+      if (!slot) return slot.status();
+      flat.tokens.push_back(c.tokens[t]);
+      flat.positions.push_back(static_cast<int32_t>(position));
+      flat.slot_mapping.push_back(*slot);
+      flat.token_sequences.push_back(static_cast<int32_t>(i));
+    }
+    flat.sequence_lengths.push_back(static_cast<int32_t>(c.first + static_cast<int64_t>(c.tokens.size())));
+    if (c.wants_logits) {
+      flat.logits_rows.push_back(static_cast<int32_t>(flat.tokens.size() - 1));
+      flat.logits_sequences.push_back(static_cast<int32_t>(i));
+    }
+  }
+  const size_t need = flat.logits_rows.size() * static_cast<size_t>(m_model->config.vocab_size);
+  if (m_logits.size() < need) m_logits.resize(need);
+  return m_forward->forward(flat, *m_kv, m_logits.data());
+}
+
+int32_t ModelDrafter::choose(SequenceState& s, std::span<const float> logits, std::span<const int32_t> history,
+                             const SamplingParams& sampling, Draft* draft) {
+  Sampler sampler(sampling);
+  if (sampling.is_greedy()) return sampler.sample(logits, history);  // argmax after the penalties
+  std::vector<TokenProb> candidates = sampler.candidates(logits, history);
+  const int32_t token = sample_sparse(candidates, uniform(s.rng));
+  draft->probabilities.push_back(std::move(candidates));
+  return token;
+}
+
+Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> requests) {
+  std::vector<Draft> drafts(requests.size());
+  const uint64_t call_start = ++m_clock;
+  const auto vocab = static_cast<size_t>(m_model->config.vocab_size);
+  const int64_t max_batch = m_forward->max_batch();
+
+  struct Active {
+    size_t request;
+    SequenceState* state;
+    std::vector<int32_t> history;  // tokens, then the guesses so far
+  };
+  std::vector<Active> active;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    if (r.num_draft_tokens <= 0 || r.tokens.empty()) continue;
+    auto [it, is_new] = m_sequences.try_emplace(r.key);
+    SequenceState& s = it->second;
+    if (is_new) {
+      s.id = m_next_sequence++;
+      s.rng.seed(r.sampling.seed ^ (0x9E3779B97F4A7C15ull * (r.key + 1)));
+    }
+    s.last_used = call_start;
+    if (!reserve(s, r.tokens, call_start)) {
+      release(r.key);  // no room even alone: this sequence goes without drafts
+      continue;
+    }
+    active.push_back({i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end())});
+  }
+
+  // Catch-up: every token the draft cache lacks, in chunks under the pass's token budget; the
+  // chunk that reaches a sequence's last token gives its first guess.
+  std::vector<size_t> next(active.size());
+  for (size_t a = 0; a < active.size(); ++a) next[a] = active[a].state->computed.size();
+  for (;;) {
+    std::vector<Chunk> chunks;
+    std::vector<size_t> owners;  // active index of each chunk that wants logits
+    int64_t budget = max_batch;
+    for (size_t a = 0; a < active.size() && budget > 0; ++a) {
+      const size_t n = active[a].history.size();
+      if (next[a] >= n) continue;
+      const auto count = static_cast<size_t>(std::min<int64_t>(budget, static_cast<int64_t>(n - next[a])));
+      Chunk c{active[a].state->id, static_cast<int64_t>(next[a]),
+              std::span<const int32_t>(active[a].history).subspan(next[a], count), next[a] + count == n};
+      chunks.push_back(c);
+      if (c.wants_logits) owners.push_back(a);
+      next[a] += count;
+      budget -= static_cast<int64_t>(count);
+    }
+    if (chunks.empty()) break;
+    if (Status st = run(chunks); !st) return st;
+    for (size_t row = 0; row < owners.size(); ++row) {
+      Active& x = active[owners[row]];
+      const DraftRequest& r = requests[x.request];
+      const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
+                                   r.sampling, &drafts[x.request]);
+      drafts[x.request].tokens.push_back(token);
+    }
+  }
+  for (Active& x : active) x.state->computed = std::vector<int32_t>(x.history.begin(), x.history.end());
+
+  // Guesses 2..K: one pass per position, each sequence's latest guess run together.
+  for (int32_t j = 1;; ++j) {
+    std::vector<Chunk> chunks;
+    std::vector<size_t> owners;
+    for (size_t a = 0; a < active.size(); ++a) {
+      Active& x = active[a];
+      Draft& d = drafts[x.request];
+      if (static_cast<int32_t>(d.tokens.size()) != j || j >= requests[x.request].num_draft_tokens) continue;
+      const int32_t last = d.tokens.back();
+      if (last < 0 || last >= m_model->config.vocab_size) continue;
+      if (static_cast<int64_t>(chunks.size()) >= max_batch) continue;
+      if (!m_blocks->append_slot(x.state->id, last)) continue;  // the cache is full: a shorter draft
+      x.history.push_back(last);
+      chunks.push_back({x.state->id, static_cast<int64_t>(x.history.size()) - 1,
+                        std::span<const int32_t>(x.history).subspan(x.history.size() - 1, 1), true});
+      owners.push_back(a);
+    }
+    if (chunks.empty()) break;
+    if (Status st = run(chunks); !st) return st;
+    for (size_t row = 0; row < owners.size(); ++row) {
+      Active& x = active[owners[row]];
+      x.state->computed.push_back(x.history.back());
+      const DraftRequest& r = requests[x.request];
+      const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
+                                   r.sampling, &drafts[x.request]);
+      drafts[x.request].tokens.push_back(token);
+    }
+  }
+  return drafts;
+}
+
+}  // namespace iwb::spec

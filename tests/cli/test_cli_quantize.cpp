@@ -1,0 +1,127 @@
+// `iwb quantize`, `iwb imatrix` and `iwb eval` end to end on the real aidreams model: types,
+// the fallback report, metadata, an imatrix file quantize reads back, perplexity and KL
+// against the F32 base, runs recorded in the store (done and failed), bad usage.
+#include "iwb_process.h"
+
+#include "iwb/engine/convert/llama2c.h"
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/store/results_store.h"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcessEnvironment>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using iwb::test::run_iwb;
+
+class TestCliQuantize : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+  QString m_base;
+  QString m_db;
+
+ private slots:
+  void initTestCase() {
+    const QString dir = iwb::test::shared_models_dir() + "/llama2c/";
+    if (!QFile::exists(dir + "aidreams260K.bin")) QSKIP("shared models folder absent: no aidreams model");
+    m_base = m_tmp.filePath("aid.gguf");
+    iwb::convert::Llama2cConvertOptions options;
+    options.name = "aidreams260K";
+    auto r = iwb::convert::convert_llama2c_to_gguf((dir + "aidreams260K.bin").toStdString(),
+                                                   (dir + "aidreams260K-tok512.bin").toStdString(),
+                                                   m_base.toStdString(), options);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    m_db = m_tmp.filePath("results.sqlite");
+    qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
+  }
+
+  void quantizesAndReportsFallbacks() {
+    const QString out = m_tmp.filePath("aid-q4_0.gguf");
+    auto r = run_iwb({"quantize", "-m", m_base, "-o", out, "--type", "Q4_0", "-t", "2", "--db", m_db});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("as Q4_0"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("fallback: ffn_down (4 tensors): rows of 172 are not a whole number of Q4_0 blocks, "
+                            "written as F16"),
+             qPrintable(r.out));
+    QVERIFY2(r.out.contains("fallback: token_embd.weight: rows of 64 are not a whole number of Q6_K blocks, written as Q8_0"),
+             qPrintable(r.out));
+    QVERIFY2(r.out.contains("9 F32"), qPrintable(r.out));  // norms
+    auto file = iwb::gguf::GgufFile::open(out.toStdString());
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    QCOMPARE((*file)->get_int("general.file_type").value_or(-1), int64_t{2});
+    QCOMPARE((*file)->get_int("general.quantization_version").value_or(-1), int64_t{2});
+    QCOMPARE((*file)->find_tensor("blk.0.attn_q.weight")->type, iwb::GgmlType::Q4_0);
+
+    // JSON report: every tensor with its error.
+    r = run_iwb({"quantize", "-m", m_base, "-o", m_tmp.filePath("aid-q8.gguf"), "--type", "q8_0", "--json", "--no-store"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject report = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(report["type"].toString(), QString("Q8_0"));
+    QCOMPARE(report["tensors"].toArray().size(), 38);
+  }
+
+  void imatrixIsCollectedAndUsed() {
+    const QString matrix = m_tmp.filePath("aid.imatrix");
+    auto r = run_iwb({"imatrix", "-m", m_base, "-o", matrix, "-c", "128", "--chunks", "4"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("28 matrices, 4 chunks of 128 tokens (512 token rows)"), qPrintable(r.out));
+    const QString out = m_tmp.filePath("aid-q4_1-im.gguf");
+    r = run_iwb({"quantize", "-m", m_base, "-o", out, "--type", "Q4_1", "--imatrix", matrix, "--no-store"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("with an importance matrix"), qPrintable(r.out));
+    auto file = iwb::gguf::GgufFile::open(out.toStdString());
+    QVERIFY(file.is_ok());
+    QCOMPARE((*file)->get_int("quantize.imatrix.chunks_count").value_or(-1), int64_t{4});
+    r = run_iwb({"quantize", "-m", m_base, "-o", out, "--type", "Q4_1", "--imatrix", m_base, "--no-store"});
+    QCOMPARE(r.exit_code, 1);  // not an imatrix file
+    QVERIFY2(r.err.contains("is not an imatrix file"), qPrintable(r.err));
+  }
+
+  void evalsAgainstTheBaseAndRecordsRuns() {
+    const QString q4 = m_tmp.filePath("aid-q4_0.gguf");
+    if (!QFile::exists(q4)) QSKIP("quantizesAndReportsFallbacks did not run");
+    auto r = run_iwb({"eval", "-m", q4, "--base", m_base, "-c", "128", "--chunks", "4", "-n", "8", "--json", "--db", m_db});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(o["chunks"].toInt(), 4);
+    QCOMPARE(o["scored_tokens"].toInt(), 4 * 63);
+    QVERIFY(o["perplexity"].toDouble() > 5);
+    QVERIFY(o["kl_mean"].toDouble() > 0 && o["kl_mean"].toDouble() < 0.5);
+    QVERIFY(o["top1_agreement"].toDouble() > 0.6);
+    QVERIFY(o["gen_tokens_per_s"].toDouble() > 0);
+
+    // Text output, and a failing run (a missing model) marked failed in the store.
+    r = run_iwb({"eval", "-m", m_tmp.filePath("missing.gguf"), "-c", "128", "--db", m_db});
+    QCOMPARE(r.exit_code, 1);
+    auto store = iwb::ResultsStore::open(m_db.toStdString());
+    QVERIFY(store.is_ok());
+    auto runs = (*store)->list_quant_runs();
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t{3});  // quantize, eval, failed eval
+    QCOMPARE(runs->at(0).kind, std::string("quantize"));
+    QCOMPARE(runs->at(1).status, iwb::quant::RunStatus::Done);
+    QVERIFY(runs->at(1).kl_mean.has_value());
+    QCOMPARE(runs->at(2).status, iwb::quant::RunStatus::Failed);
+    QVERIFY(!runs->at(2).error.empty());
+    // The eval run carries the quantization's per-tensor errors.
+    auto errors = (*store)->quant_tensor_errors(runs->at(1).id);
+    QVERIFY(errors.is_ok());
+    QCOMPARE(errors->size(), size_t{38});
+  }
+
+  void badUsage() {
+    QCOMPARE(run_iwb({"quantize", "-m", "x.gguf"}).exit_code, 2);
+    auto r = run_iwb({"quantize", "-m", m_base, "-o", m_tmp.filePath("x.gguf"), "--type", "IQ1_S", "--no-store"});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains("unknown weight type 'IQ1_S'"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(m_tmp.filePath("x.gguf")));
+    QCOMPARE(run_iwb({"eval", "-m", m_base, "-c", "3"}).exit_code, 2);
+    QCOMPARE(run_iwb({"imatrix", "-m", m_base}).exit_code, 2);  // no output
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliQuantize)
+#include "test_cli_quantize.moc"

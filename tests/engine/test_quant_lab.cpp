@@ -1,0 +1,419 @@
+// The quantization lab's engine side: quantize -> dequantize error of every type within its
+// bound on random data and on the real aidreams weights, the mix and fallback rules on a real
+// model, imatrix files, perplexity (deterministic, sane, llama-perplexity's chunking), KL of a
+// model against itself, the logits cache, and the results store's quant tables (migration from
+// version 3, failed runs).
+#include "iwb/engine/convert/llama2c.h"
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/quant/evaluation.h"
+#include "iwb/engine/quant/imatrix.h"
+#include "iwb/engine/quant/logits_cache.h"
+#include "iwb/engine/quant/model_quantizer.h"
+#include "iwb/engine/store/results_store.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/quantize.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <random>
+
+using namespace iwb;
+
+namespace {
+
+QString llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
+
+// Relative RMS error bound of each type on Gaussian data (measured figures are about half of
+// these: Q8_0 0.004, Q6_K 0.008, Q5_* 0.02-0.03, Q4_* 0.04-0.07, Q3_K 0.1, Q2_K 0.2).
+struct TypeBound {
+  GgmlType type;
+  double max_relative_rmse;
+};
+constexpr TypeBound kBounds[] = {
+    {GgmlType::Q8_0, 0.008}, {GgmlType::Q6_K, 0.02}, {GgmlType::Q5_0, 0.05}, {GgmlType::Q5_1, 0.05},
+    {GgmlType::Q5_K, 0.04},  {GgmlType::Q4_0, 0.10}, {GgmlType::Q4_1, 0.10}, {GgmlType::Q4_K, 0.08},
+    {GgmlType::Q3_K, 0.20},  {GgmlType::Q2_K, 0.40},
+};
+
+double relative_rmse(GgmlType type, const std::vector<float>& x, const float* imatrix = nullptr) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> q(*ggml_row_bytes(type, n));
+  std::vector<float> back(x.size());
+  if (!quantize_row_ref(type, x.data(), q.data(), n, imatrix) || !dequantize_row_ref(type, q.data(), back.data(), n)) {
+    return -1;
+  }
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err += (x[i] - back[i]) * (x[i] - back[i]);
+    ref += x[i] * x[i];
+  }
+  return std::sqrt(err / ref);
+}
+
+void exec(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  QVERIFY(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &message);
+  const QByteArray text = message ? message : "";
+  sqlite3_free(message);
+  sqlite3_close(db);
+  QVERIFY2(rc == SQLITE_OK, text.constData());
+}
+
+}  // namespace
+
+class TestQuantLab : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+  QString m_model;  // aidreams converted to an F32 GGUF (empty without the shared models)
+
+  quant::EvalOptions eval_options(const QString& model) const {
+    quant::EvalOptions o;
+    o.model_path = model.toStdString();
+    o.text = quant::builtin_eval_text();
+    o.context = 128;
+    o.num_chunks = 6;
+    o.num_threads = 2;
+    o.num_gen_tokens = 0;
+    return o;
+  }
+
+ private slots:
+  void initTestCase() {
+    qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
+    if (!QFile::exists(llama2c_dir() + "aidreams260K.bin")) return;
+    m_model = m_tmp.filePath("aidreams.gguf");
+    convert::Llama2cConvertOptions options;
+    options.name = "aidreams260K";
+    auto converted = convert::convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
+                                                      (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
+                                                      m_model.toStdString(), options);
+    QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+  }
+
+  void errorWithinBoundOnRandomData() {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(256 * 12);
+    for (float& v : x) v = normal(rng);
+    for (const TypeBound& b : kBounds) {
+      const double e = relative_rmse(b.type, x);
+      QVERIFY2(e > 0 && e < b.max_relative_rmse,
+               qPrintable(QString("%1: %2").arg(QString::fromStdString(std::string(ggml_type_name(b.type)))).arg(e)));
+    }
+    // More bits, less error: the bounds' order holds for the measured errors too.
+    QVERIFY(relative_rmse(GgmlType::Q8_0, x) < relative_rmse(GgmlType::Q6_K, x));
+    QVERIFY(relative_rmse(GgmlType::Q6_K, x) < relative_rmse(GgmlType::Q5_K, x));
+    QVERIFY(relative_rmse(GgmlType::Q5_K, x) < relative_rmse(GgmlType::Q4_K, x));
+    QVERIFY(relative_rmse(GgmlType::Q4_K, x) < relative_rmse(GgmlType::Q3_K, x));
+    QVERIFY(relative_rmse(GgmlType::Q3_K, x) < relative_rmse(GgmlType::Q2_K, x));
+  }
+
+  void importanceLowersTheWeightedError() {
+    // Channels with large importance get smaller error when the imatrix is used.
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t n = 256;
+    std::vector<float> x(n), importance(n);
+    for (float& v : x) v = normal(rng);
+    for (int64_t j = 0; j < n; ++j) importance[j] = (j % 16 == 0) ? 100.0f : 0.01f;
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q4_0}) {
+      std::vector<uint8_t> q(*ggml_row_bytes(type, n));
+      std::vector<float> back(n);
+      auto weighted_error = [&](const float* imatrix) {
+        quantize_row_ref(type, x.data(), q.data(), n, imatrix);
+        dequantize_row_ref(type, q.data(), back.data(), n);
+        double e = 0;
+        for (int64_t j = 0; j < n; ++j) e += importance[j] * (x[j] - back[j]) * (x[j] - back[j]);
+        return e;
+      };
+      QVERIFY(weighted_error(importance.data()) < weighted_error(nullptr));
+    }
+  }
+
+  void quantizesRealWeightsWithinBounds() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    for (const char* type : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}) {
+      quant::QuantizeOptions o;
+      o.source_path = m_model.toStdString();
+      o.output_path = m_tmp.filePath(QString("aid-%1.gguf").arg(type)).toStdString();
+      o.type = type;
+      o.num_threads = 2;
+      auto r = quant::quantize_model(o);
+      QVERIFY2(r.is_ok(), r.error_message().c_str());
+      const GgmlType wanted = *ggml_type_from_name(type);
+      double bound = 0;
+      for (const TypeBound& b : kBounds) bound = b.type == wanted ? b.max_relative_rmse : bound;
+      int num_quantized = 0;
+      for (const quant::QuantizedTensor& t : r->tensors) {
+        if (t.type != wanted) continue;
+        ++num_quantized;
+        // Real weights have heavier tails than Gaussian data: 1.5x the bound.
+        QVERIFY2(t.relative_rmse > 0 && t.relative_rmse < 1.5 * bound, qPrintable(QString::fromStdString(t.name)));
+      }
+      // q, k, v, attn_output, gate and up of 4 layers (ffn_down's 172-wide rows fit no block
+      // type); in a Q8_0 file the tied classifier too (Q6_K elsewhere, which its rows do not fit).
+      QCOMPARE(num_quantized, 24 + (wanted == GgmlType::Q8_0 ? 1 : 0));
+    }
+  }
+
+  void mixRulesAndFallbacksOnARealModel() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    quant::QuantizeOptions o;
+    o.source_path = m_model.toStdString();
+    o.output_path = m_tmp.filePath("aid-q4km.gguf").toStdString();
+    o.type = "q4_k_m";
+    auto r = quant::quantize_model(o);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    auto file = gguf::GgufFile::open(o.output_path);
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    QCOMPARE((*file)->get_int("general.file_type").value_or(-1), int64_t{15});
+    QCOMPARE((*file)->get_string("general.name").value_or(""), std::string("aidreams260K"));  // metadata copied
+    for (const quant::QuantizedTensor& t : r->tensors) {
+      const gguf::TensorInfo* info = (*file)->find_tensor(t.name);
+      QVERIFY(info != nullptr);
+      QCOMPARE(info->type, t.type);
+      if (t.shape.size() == 1) {
+        QCOMPARE(t.type, GgmlType::F32);  // norms stay F32
+      } else if (t.kind == "ffn_down") {
+        QVERIFY(t.is_fallback);            // 172-wide rows fit no block type
+        QCOMPARE(t.type, GgmlType::F16);
+      } else if (t.kind == "token_embd") {
+        QCOMPARE(t.type, GgmlType::Q8_0);  // the tied classifier: Q8_0 when Q4_K does not fit
+      } else if (t.kind == "attn_v" && t.layer >= 2) {
+        QCOMPARE(t.wanted, GgmlType::Q6_K);  // use_more_bits: the last eighth
+      } else {
+        QCOMPARE(t.wanted, GgmlType::Q4_K);
+        QCOMPARE(t.type, GgmlType::Q5_0);    // 64-wide rows: Q4_K's 32-element stand-in
+      }
+    }
+    // The source's own type changes nothing; output over the source is refused.
+    o.output_path = o.source_path;
+    QVERIFY(!quant::quantize_model(o).is_ok());
+  }
+
+  void imatrixFileRoundTrip() {
+    quant::Imatrix m;
+    m.num_chunks = 3;
+    m.dataset = "calibration.txt";
+    quant::ImatrixEntry& e = m.entries["blk.0.attn_q.weight"];
+    e.sum_squares = {4.0, 8.0, 0.5};
+    e.num_rows = 4;
+    e.num_calls = 2;
+    const std::string path = m_tmp.filePath("m.imatrix").toStdString();
+    QVERIFY(quant::write_imatrix_file(m, path).is_ok());
+    auto back = quant::read_imatrix_file(path);
+    QVERIFY2(back.is_ok(), back.error_message().c_str());
+    QCOMPARE(back->num_chunks, 3);
+    QCOMPARE(back->dataset, std::string("calibration.txt"));
+    const std::vector<float> importance = back->importance("blk.0.attn_q.weight");
+    QCOMPARE(importance.size(), size_t{3});
+    QCOMPARE(importance[0], 1.0f);
+    QCOMPARE(importance[1], 2.0f);
+    QCOMPARE(importance[2], 0.125f);
+    QVERIFY(back->importance("missing").empty());
+    // A truncated file is refused with a message.
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.resize(20));
+    f.close();
+    auto broken = quant::read_imatrix_file(path);
+    QVERIFY(!broken.is_ok());
+    QVERIFY2(broken.error_message().find("truncated") != std::string::npos, broken.error_message().c_str());
+  }
+
+  void chunkPlanMatchesLlamaPerplexity() {
+    auto p = quant::plan_chunks(1000, 128, 0, 0);
+    QVERIFY(p.is_ok());
+    QCOMPARE(p->starts.size(), size_t{7});  // 1000 / 128
+    QCOMPARE(p->starts[1], int64_t{128});
+    QCOMPARE(p->first_scored, int64_t{64});  // positions 64..126 score tokens 65..127
+    p = quant::plan_chunks(1000, 128, 0, 3);
+    QCOMPARE(p->starts.size(), size_t{3});
+    p = quant::plan_chunks(1000, 128, 32, 0);
+    QVERIFY(p.is_ok());
+    QCOMPARE(p->starts.size(), size_t{(1000 - 128 + 31) / 32});
+    QCOMPARE(p->first_scored, int64_t{128 - 32 - 1});
+    QVERIFY(!quant::plan_chunks(100, 128, 0, 0).is_ok());
+    QVERIFY(!quant::plan_chunks(1000, 128, 128, 0).is_ok());
+  }
+
+  void perplexityIsDeterministicAndSane() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    auto a = quant::evaluate(eval_options(m_model));
+    QVERIFY2(a.is_ok(), a.error_message().c_str());
+    auto b = quant::evaluate(eval_options(m_model));
+    QVERIFY2(b.is_ok(), b.error_message().c_str());
+    QCOMPARE(a->perplexity, b->perplexity);
+    QCOMPARE(a->num_chunks, int64_t{6});
+    QCOMPARE(a->num_scored, int64_t{6 * 63});
+    // Far better than guessing among 512 tokens, and not impossibly good.
+    QVERIFY2(a->perplexity > 5 && a->perplexity < 400, qPrintable(QString::number(a->perplexity)));
+    QVERIFY(a->perplexity_error > 0 && a->perplexity_error < a->perplexity);
+  }
+
+  void klOfAModelAgainstItselfIsZero() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    quant::EvalOptions o = eval_options(m_model);
+    o.base_path = m_model.toStdString();
+    auto first = quant::evaluate(o);  // computes and caches the base
+    QVERIFY2(first.is_ok(), first.error_message().c_str());
+    QVERIFY(!first->was_base_cached);
+    auto self = quant::evaluate(o);   // from the cache
+    QVERIFY2(self.is_ok(), self.error_message().c_str());
+    QVERIFY(self->was_base_cached);
+    QVERIFY2(self->kl_mean < 1e-6 && self->kl_max < 1e-5, qPrintable(QString::number(self->kl_max)));
+    QCOMPARE(self->top1_agreement, 1.0);
+    QVERIFY(std::abs(self->delta_p_mean) < 1e-6 && self->delta_p_rms < 1e-6);
+    QVERIFY(std::abs(self->base_perplexity - self->perplexity) < 1e-4 * self->perplexity);
+
+    // A 4-bit copy diverges measurably, and less than a 2-bit-scale one would.
+    const QString q4 = m_tmp.filePath("aid-Q4_0.gguf");
+    if (!QFile::exists(q4)) QSKIP("quantizesRealWeightsWithinBounds did not run");
+    quant::EvalOptions oq = o;
+    oq.model_path = q4.toStdString();
+    auto r = quant::evaluate(oq);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    QVERIFY(r->was_base_cached);
+    QVERIFY2(r->kl_mean > 1e-3 && r->kl_mean < 0.5, qPrintable(QString::number(r->kl_mean)));
+    QVERIFY(r->kl_median <= r->kl_p99 && r->kl_p99 <= r->kl_max);
+    QVERIFY(r->top1_agreement > 0.6 && r->top1_agreement < 1.0);
+  }
+
+  void eightBitKvCacheAgainstF16() {
+    // A synthetic llama of real structure (head size 64, GQA), F16 weights.
+    synth::SynthOptions so;
+    so.shape = *synth::find_synth_preset("test-llama");
+    so.weight_type = "F16";
+    so.output_path = m_tmp.filePath("synth-llama.gguf").toStdString();
+    so.num_threads = 2;
+    auto made = synth::synthesize_model(so);
+    QVERIFY2(made.is_ok(), made.error_message().c_str());
+    quant::EvalOptions o = eval_options(QString::fromStdString(so.output_path));
+    o.base_path = so.output_path;
+    o.num_chunks = 3;
+    auto f16 = quant::evaluate(o);
+    QVERIFY2(f16.is_ok(), f16.error_message().c_str());
+    o.kv_cache_type = "q8_0";
+    auto q8 = quant::evaluate(o);
+    QVERIFY2(q8.is_ok(), q8.error_message().c_str());
+    // Same file, 8-bit keys and values: a small divergence, and about half the KV memory.
+    QVERIFY2(q8->kl_mean > f16->kl_mean && q8->kl_mean < 1e-2, qPrintable(QString::number(q8->kl_mean)));
+    QVERIFY(std::abs(q8->perplexity - f16->perplexity) < 0.01 * f16->perplexity);
+    QVERIFY(q8->top1_agreement > 0.9);
+    QVERIFY(q8->memory_bytes < f16->memory_bytes);
+    o.kv_cache_type = "q4_0";
+    QVERIFY(!quant::evaluate(o).is_ok());
+    // aidreams' heads are 16 wide: no whole Q8_0 block, refused with a message.
+    if (m_model.isEmpty()) return;
+    quant::EvalOptions a = eval_options(m_model);
+    a.kv_cache_type = "q8_0";
+    auto refused = quant::evaluate(a);
+    QVERIFY(!refused.is_ok());
+    QVERIFY2(refused.error_message().find("multiples of 32") != std::string::npos, refused.error_message().c_str());
+  }
+
+  void logitsCacheRoundTrip() {
+    const std::string path = m_tmp.filePath("rows.logp").toStdString();
+    const std::string key = quant::logits_cache_key("size=1;fnv=2", quant::hash_text("text"), 64, 0, 2);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<std::vector<float>> rows(5, std::vector<float>(300));
+    for (auto& r : rows) for (float& v : r) v = normal(rng);
+    {
+      auto w = quant::LogitsCacheWriter::create(path, key, 300);
+      QVERIFY2(w.is_ok(), w.error_message().c_str());
+      for (size_t i = 0; i < rows.size(); ++i) QVERIFY(w->add(rows[i], static_cast<int32_t>(i * 7)).is_ok());
+      QVERIFY(w->finish().is_ok());
+    }
+    QVERIFY(!quant::LogitsCacheReader::open(path, key + "x").is_ok());  // another key is refused
+    auto r = quant::LogitsCacheReader::open(path, key);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    QCOMPARE(r->num_rows(), int64_t{5});
+    quant::BaseRow row;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      QVERIFY(r->next(&row).is_ok());
+      const auto& z = rows[i];
+      double sum = 0;
+      const float max = *std::max_element(z.begin(), z.end());
+      for (const float v : z) sum += std::exp(v - max);
+      const double lse = max + std::log(sum);
+      QCOMPARE(row.argmax, static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin()));
+      QVERIFY(std::abs(row.log_prob_next - (z[i * 7] - lse)) < 1e-5);
+      for (size_t j = 0; j < z.size(); ++j) {
+        const double exact = z[j] - lse;
+        if (exact > -20) QVERIFY2(std::abs(row.log_probs[j] - exact) < 1e-3, qPrintable(QString::number(j)));
+      }
+    }
+    QVERIFY(!r->next(&row).is_ok());  // no sixth row
+  }
+
+  void storeMigratesVersion3AndMarksFailedRuns() {
+    const std::string path = m_tmp.filePath("v3.sqlite").toStdString();
+    // A version-3 file with one probe.
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY(store.is_ok());
+    }
+    exec(path, "DROP TABLE quant_tensor_errors; DROP TABLE quant_runs; PRAGMA user_version = 3;"
+               "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s,"
+               " peak_flops, peak_flops_kind, buffer_bytes) VALUES ('cpu', 'Old CPU', '2025-01-01T00:00:00Z', 2, 4e10,"
+               " 3.5e10, 2.5e11, 'f32 FMA', 1024);");
+    auto store = ResultsStore::open(path);
+    QVERIFY2(store.is_ok(), store.error_message().c_str());
+    QCOMPARE(*(*store)->file_schema_version(), 4);
+    auto probe = (*store)->latest_probe("cpu");
+    QVERIFY(probe.is_ok() && probe->has_value());
+    QCOMPARE((*probe)->device_name, std::string("Old CPU"));  // old rows kept
+
+    quant::QuantRun run;
+    run.kind = "eval";
+    run.date = quant::utc_now();
+    run.model_identity = "size=1;x";
+    run.weight_type = "Q4_0";
+    auto id = (*store)->add_quant_run(run);
+    QVERIFY2(id.is_ok(), id.error_message().c_str());
+    run.id = *id;
+    run.perplexity = 12.5;
+    QVERIFY((*store)->update_quant_run(run).is_ok());
+    QVERIFY((*store)->finish_quant_run(run.id, quant::RunStatus::Failed, "the model file vanished").is_ok());
+    auto second = (*store)->add_quant_run(run);  // a new run never replaces an old one
+    QVERIFY(second.is_ok() && *second != run.id);
+    QVERIFY((*store)->finish_quant_run(*second, quant::RunStatus::Done, {}).is_ok());
+    quant::QuantizedTensor t;
+    t.name = "blk.0.attn_q.weight";
+    t.kind = "attn_q";
+    t.layer = 0;
+    t.type = GgmlType::Q4_0;
+    t.wanted = GgmlType::Q4_K;
+    t.is_fallback = true;
+    t.relative_rmse = 0.07;
+    QVERIFY((*store)->add_quant_tensor_errors(*second, {t}).is_ok());
+
+    auto runs = (*store)->list_quant_runs();
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t{2});
+    QCOMPARE(runs->at(0).status, quant::RunStatus::Failed);
+    QCOMPARE(runs->at(0).error, std::string("the model file vanished"));
+    QCOMPARE(runs->at(0).perplexity.value_or(0), 12.5);
+    QVERIFY(!runs->at(0).kl_mean.has_value());
+    QCOMPARE(runs->at(1).status, quant::RunStatus::Done);
+    auto errors = (*store)->quant_tensor_errors(*second);
+    QVERIFY(errors.is_ok());
+    QCOMPARE(errors->size(), size_t{1});
+    QCOMPARE(errors->front().wanted, GgmlType::Q4_K);
+    QVERIFY(errors->front().is_fallback);
+    QCOMPARE(errors->front().relative_rmse, 0.07);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestQuantLab)
+#include "test_quant_lab.moc"

@@ -1,0 +1,191 @@
+// The Quantization tab through its models and signals (offscreen): the Pareto front, the runs
+// model's numeric sorting and reference row, CSV export, the side-by-side view with per-layer
+// errors, and a real queue on the aidreams model run on the worker thread (quantize, evaluate,
+// record), plus cancelling and a failing job marked failed.
+#include "aidreams_fixture.h"
+
+#include "iwb/engine/store/results_store.h"
+#include "quantlab/pareto.h"
+#include "quantlab/quant_charts.h"
+#include "quantlab/quant_compare_view.h"
+#include "quantlab/quant_lab_panel.h"
+#include "quantlab/quant_runs_model.h"
+
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace iwb::ui;
+using iwb::quant::QuantRun;
+
+namespace {
+
+QuantRun makeRun(qint64 id, const char* type, double mib, double kl, double ppl, double genRate, bool isReference = false) {
+  QuantRun r;
+  r.id = id;
+  r.kind = "lab";
+  r.status = iwb::quant::RunStatus::Done;
+  r.weight_type = type;
+  r.file_bytes = mib * 1048576.0;
+  if (!isReference) r.kl_mean = kl;
+  else r.kl_mean = 0.0;
+  r.perplexity = ppl;
+  r.gen_tokens_per_s = genRate;
+  r.is_reference = isReference;
+  r.model_path = std::string("/m/") + type + ".gguf";
+  return r;
+}
+
+}  // namespace
+
+class TestQuantLabPanel : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+
+ private slots:
+  void paretoFrontPoints() {
+    // Lower is better on both: (1,5) (2,3) (4,1) form the front; (3,4) and (5,2) are beaten.
+    const std::vector<ParetoPoint> p = {{3, 4}, {1, 5}, {2, 3}, {5, 2}, {4, 1}};
+    QCOMPARE(iwb::ui::paretoFront(p, true, true), (std::vector<int>{1, 2, 4}));
+    // Higher x is better (tokens/s), lower y (perplexity): fast and good wins.
+    const std::vector<ParetoPoint> q = {{10, 12}, {20, 13}, {15, 14}, {30, 20}};
+    QCOMPARE(iwb::ui::paretoFront(q, false, true), (std::vector<int>{0, 1, 3}));
+    QCOMPARE(iwb::ui::paretoFront({}, true, true), std::vector<int>{});
+    // Ties: identical points do not dominate each other.
+    QCOMPARE(iwb::ui::paretoFront({{1, 1}, {1, 1}}, true, true).size(), size_t{2});
+  }
+
+  void modelSortsNumericallyAndExportsCsv() {
+    QuantRunsModel model;
+    std::vector<QuantRun> runs = {makeRun(1, "F16", 3000, 0, 12.7, 3, true), makeRun(2, "Q8_0", 1600, 7e-4, 12.68, 6),
+                                  makeRun(3, "Q2_K", 650, 0.4, 19.5, 9), makeRun(4, "Q4_K_M", 940, 0.03, 13.1, 8)};
+    runs[3].is_imatrix = true;
+    QuantRun failed = makeRun(5, "Q3_K", 0, 0, 0, 0);
+    failed.status = iwb::quant::RunStatus::Failed;
+    failed.error = "disk full";
+    failed.file_bytes.reset();
+    failed.kl_mean.reset();
+    failed.perplexity.reset();
+    failed.gen_tokens_per_s.reset();
+    runs.push_back(failed);
+    model.setRuns(runs);
+    QSortFilterProxyModel proxy;
+    proxy.setSourceModel(&model);
+    proxy.setSortRole(QuantRunsModel::SortRole);
+    proxy.sort(QuantRunsModel::SizeColumn, Qt::AscendingOrder);
+    // 650 < 940 < 1600 < 3000 (as numbers, not text), the failed run (no size) last.
+    QCOMPARE(proxy.data(proxy.index(0, QuantRunsModel::TypeColumn)).toString(), QString("Q2_K"));
+    QCOMPARE(proxy.data(proxy.index(1, QuantRunsModel::TypeColumn)).toString(), QString("Q4_K_M"));
+    QCOMPARE(proxy.data(proxy.index(3, QuantRunsModel::TypeColumn)).toString(), QString("F16 (base)"));
+    QCOMPARE(proxy.data(proxy.index(4, QuantRunsModel::StatusColumn)).toString(), QString("failed"));
+    proxy.sort(QuantRunsModel::PerplexityColumn, Qt::AscendingOrder);
+    QCOMPARE(proxy.data(proxy.index(0, QuantRunsModel::TypeColumn)).toString(), QString("Q8_0"));
+    QCOMPARE(model.data(model.index(0, QuantRunsModel::StatusColumn)).toString(), QString("reference"));
+    QVERIFY(model.data(model.index(0, 0), Qt::FontRole).value<QFont>().bold());
+    QCOMPARE(QuantRunsModel::label(runs[3]), QString("Q4_K_M+im"));
+
+    const QStringList csv = model.toCsv().trimmed().split('\n');
+    QCOMPARE(csv.size(), 6);
+    QVERIFY(csv[0].startsWith("id,date,status"));
+    QVERIFY2(csv[3].contains(",Q2_K,") && csv[3].contains(",0.4,"), qPrintable(csv[3]));
+    QVERIFY2(csv[5].contains("failed") && csv[5].contains("\"disk full\""), qPrintable(csv[5]));
+
+    // The charts' fronts: size-KL has no base point (KL 0 is off the log axis).
+    QuantCharts charts;
+    charts.setRuns(runs);
+    QCOMPARE(charts.sizeKlFront(), (QStringList{"Q2_K", "Q4_K_M+im", "Q8_0"}));
+    QCOMPARE(charts.speedPerplexityFront(), (QStringList{"Q8_0", "Q4_K_M+im", "Q2_K"}));
+  }
+
+  void compareViewShowsBothRunsAndLayerErrors() {
+    QuantRun a = makeRun(1, "Q4_0", 900, 0.04, 13.2, 8), b = makeRun(2, "Q4_0", 900, 0.03, 13.0, 8);
+    b.is_imatrix = true;
+    std::vector<iwb::quant::QuantizedTensor> ta, tb;
+    for (int layer = 0; layer < 3; ++layer) {
+      for (const char* kind : {"attn_q", "ffn_down"}) {
+        iwb::quant::QuantizedTensor t;
+        t.kind = kind;
+        t.layer = layer;
+        t.relative_rmse = 0.08;
+        ta.push_back(t);
+        t.relative_rmse = 0.07;
+        tb.push_back(t);
+      }
+    }
+    QuantCompareView view;
+    view.setRuns(&a, ta, &b, tb);
+    QCOMPARE(view.numErrorGraphs(), 4);  // two kinds x two runs
+    QTableWidget* t = view.table();
+    QCOMPARE(t->horizontalHeaderItem(2)->text(), QString("Q4_0+im"));
+    bool sawKl = false;
+    for (int row = 0; row < t->rowCount(); ++row) {
+      if (t->item(row, 0)->text() != "KL mean") continue;
+      sawKl = true;
+      QCOMPARE(t->item(row, 1)->text(), QString("0.04000"));
+      QVERIFY2(t->item(row, 3)->text().contains("-25.0%"), qPrintable(t->item(row, 3)->text()));
+    }
+    QVERIFY(sawKl);
+  }
+
+  void runsAQueueOnARealModel() {
+    if (!iwb::test::hasAidreamsModel()) QSKIP("shared models folder absent: no aidreams model");
+    QString why;
+    const QString model = iwb::test::convertAidreamsModel(m_tmp.path(), &why);
+    QVERIFY2(!model.isEmpty(), qPrintable(why));
+    qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
+    const QString db = m_tmp.filePath("results.sqlite");
+    QuantLabPanel panel(db, m_tmp.filePath("out"));
+    QSignalSpy finished(&panel, &QuantLabPanel::queueFinished);
+    QuantLabSettings s;
+    s.sourcePath = model;
+    s.outputDir = m_tmp.filePath("out");
+    s.storePath = db;
+    s.context = 64;
+    s.numChunks = 3;
+    s.numGenTokens = 4;
+    s.numThreads = 2;
+    QVERIFY(panel.startQueue(s, {{"Q8_0", false}, {"Q4_0", false}, {"Q4_0", true}, {"IQ9_Z", false}}));
+    QVERIFY(!panel.startQueue(s, {{"Q8_0", false}}));  // one queue at a time
+    QVERIFY(finished.wait(60000));
+    QCOMPARE(finished.first().at(0).toBool(), false);
+    QVERIFY2(finished.first().at(1).toString().contains("3 runs done, 1 failed"), qPrintable(finished.first().at(1).toString()));
+
+    QuantRunsModel* m = panel.model();
+    QCOMPARE(m->rowCount(), 5);  // reference + 4 jobs
+    QVERIFY(m->run(0).is_reference);
+    QVERIFY(m->run(0).kl_mean.value_or(1) < 1e-6);  // 0 up to the logits cache's 16-bit rounding
+    const QuantRun& q8 = m->run(1);
+    const QuantRun& q4 = m->run(2);
+    const QuantRun& q4im = m->run(3);
+    QCOMPARE(q8.status, iwb::quant::RunStatus::Done);
+    QVERIFY(q8.kl_mean.value_or(1) < q4.kl_mean.value_or(0));  // 8 bits diverge less than 4
+    QVERIFY(q4im.is_imatrix);
+    QVERIFY(q4im.kl_mean.has_value());
+    QCOMPARE(m->run(4).status, iwb::quant::RunStatus::Failed);
+    QVERIFY(m->run(4).error.find("IQ9_Z") != std::string::npos);
+    QVERIFY(panel.baseNote().startsWith("Reference:"));
+
+    panel.compareRuns(q4.id, q4im.id);
+    QVERIFY(panel.compareView()->numErrorGraphs() >= 2);
+    QCOMPARE(panel.table()->selectionModel()->selectedRows().size(), 2);
+    QVERIFY(panel.exportCsv(m_tmp.filePath("runs.csv")));
+    QFile csv(m_tmp.filePath("runs.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    QCOMPARE(csv.readAll().count('\n'), 6);
+
+    // A second queue skips the reference (already measured) and can be cancelled.
+    QVERIFY(panel.startQueue(s, {{"Q5_0", false}, {"Q5_1", false}}));
+    panel.cancel();
+    QVERIFY(finished.wait(60000));
+    QCOMPARE(finished.last().at(0).toBool(), true);
+    panel.reload();
+    for (const QuantRun& r : m->runs()) QVERIFY(r.status != iwb::quant::RunStatus::Running);
+  }
+};
+
+QTEST_MAIN(TestQuantLabPanel)
+#include "test_quant_lab_panel.moc"

@@ -1,0 +1,97 @@
+// The "Quantization" tab: pick a source model and settings (weight types, with or without an
+// importance matrix), run them as a queue on a worker thread with progress and cancel; every
+// stored run in a sortable table with the base model's reference row; trade-off charts with
+// Pareto fronts; two selected runs side by side with their per-layer errors; CSV export.
+#pragma once
+
+#include "quantlab/quant_worker.h"
+
+#include <QWidget>
+
+#include <map>
+
+class QCheckBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QSpinBox;
+class QTableView;
+class QThread;
+
+namespace iwb::ui {
+
+class QuantCharts;
+class QuantCompareView;
+class QuantRunsModel;
+
+class QuantLabPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  // storePath: the results store (empty: ResultsStore::default_path()); outputDir: where the
+  // queue writes its files (empty: the application's data folder, quantlab/).
+  explicit QuantLabPanel(const QString& storePath = {}, const QString& outputDir = {}, QWidget* parent = nullptr);
+  ~QuantLabPanel() override;
+
+  QuantRunsModel* model() const { return m_model; }
+  QSortFilterProxyModel* proxy() const { return m_proxy; }
+  QTableView* table() const { return m_table; }
+  QuantCharts* charts() const { return m_charts; }
+  QuantCompareView* compareView() const { return m_compare; }
+  bool isRunning() const { return m_isRunning; }
+  QString baseNote() const;
+
+  // The settings the form shows, and the jobs its checked types make.
+  QuantLabSettings settings() const;
+  QVector<QuantJob> jobs() const;
+  void setSourcePath(const QString& path);
+  void setCheckedTypes(const QStringList& types, bool withImatrix);
+
+ public slots:
+  void reload();
+  // Starts the queue (the form's settings and jobs unless given); refused while one runs.
+  bool startQueue();
+  bool startQueue(const iwb::ui::QuantLabSettings& settings, const QVector<iwb::ui::QuantJob>& jobs);
+  void cancel();
+  bool exportCsv(const QString& path);
+  // Selects runs by id for the side-by-side view (tests, and keeping a selection over reloads).
+  void compareRuns(qint64 first, qint64 second);
+
+ signals:
+  void queueFinished(bool wasCancelled, const QString& summary);
+  void statusMessage(const QString& text);
+
+ private:
+  QWidget* createForm();
+  void onSelectionChanged();
+  void updateViews();
+
+  QString m_storePath;
+  QString m_outputDir;
+  QThread* m_thread;
+  QuantWorker* m_worker;
+  bool m_isRunning = false;
+
+  QLineEdit* m_source;
+  QLineEdit* m_evalText;
+  std::map<QString, QCheckBox*> m_typeBoxes;
+  QCheckBox* m_imatrix;
+  QSpinBox* m_context;
+  QSpinBox* m_chunks;
+  QSpinBox* m_threads;
+  QPushButton* m_run;
+  QPushButton* m_cancel;
+  QProgressBar* m_progress;
+  QLabel* m_stage;
+  QLabel* m_note;
+
+  QuantRunsModel* m_model;
+  QSortFilterProxyModel* m_proxy;
+  QTableView* m_table;
+  QuantCharts* m_charts;
+  QuantCompareView* m_compare;
+};
+
+}  // namespace iwb::ui
