@@ -226,7 +226,6 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
       break;
     default: return false;
   }
-  k.is_tile_for_one_token = true;
   k.gemm_rows = kFloatGemmRows;
   // Both kernels are FMA-bound; the GEMM's gain (no horizontal sums: 105 against 94 GMAC/s per
   // core on Zen 5) pays for widening and transposing 32 rows from about 64 tokens on.

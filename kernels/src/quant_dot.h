@@ -61,9 +61,6 @@ struct DotKernels {
   QuantizeActivationFn quantize = nullptr;           // null with format None
   VecDotFn vec_dot = nullptr;
   TileDotFn tile = nullptr;  // null: the driver calls vec_dot per (row, token)
-  // Decode through the tile too: its one token's activation loads and scale products serve
-  // four rows (AVX-512, 32-element and float types: 16-26% more rows per second in L2).
-  bool is_tile_for_one_token = false;
   QuantGemmFn gemm = nullptr;  // many tokens (AVX-512)
   int gemm_rows = kGemmRows;   // rows per gemm call
   int gemm_min_tokens = 8;     // fewer tokens run the tiles (the repacking is not yet paid back)

@@ -154,7 +154,6 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   k.format = activation_format(type);
   k.quantize = select_activation_quantizer(k.format, CpuPath::Avx512);
   k.tile = select_quant_tile_avx512(type);
-  k.is_tile_for_one_token = k.format == ActivationFormat::Q8_1;  // the K-quants' vec_dot is faster alone
   k.gemm = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_avx512(type) : select_quant_gemm_avx512(type);
   *out = k;
   return true;

@@ -3,6 +3,8 @@
 // holds 4 consecutive unsigned weights of row i, vpdpbusd against 4 broadcast activation bytes,
 // then each sub-block's integer scale per lane (vpmulld) and, per super-block, the f32 scales.
 // The Q4_K/Q5_K mins and the Q6_K offset of 32 meet the activations' bsums through vpdpwssd.
+// Groups of 4 tokens share every packed weight load (558 against 402 GOPS per Zen 5 core for
+// pairs of tokens with the weights reloaded per token).
 #include "quant_dot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -118,20 +120,6 @@ IWB_AVX512 void pack_super_block(const Block* const* rows, int64_t b, uint8_t* o
   }
 }
 
-// 8 dwords (4 activation bytes each) of one 32-element slice against its 8 packed vectors,
-// as two chains of four (vpdpbusd's latency).
-IWB_AVX512 inline __m512i slice_dot(const uint8_t* w, const int8_t* x, __m512i* second_half) {
-  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512(w + 64 * k), _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x) + 4 * k))));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512(w + 64 * (k + 4)),
-                             _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x) + 4 * k + 16))));
-  }
-  *second_half = s1;  // elements 16..31 of the slice
-  return s0;          // elements 0..15
-}
-
 // Pairs of int16 sums (sub-blocks or groups 2j and 2j+1) of a Q8_K block's bsums, as dwords.
 IWB_AVX512 inline void bsum_pairs(const BlockQ8_K& x, bool is_pairs_of_32, int32_t out[8]) {
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
@@ -142,45 +130,72 @@ IWB_AVX512 inline void bsum_pairs(const BlockQ8_K& x, bool is_pairs_of_32, int32
   }
 }
 
+// 4 activation bytes (elements 4k .. 4k+3 of a slice) broadcast to every lane.
+IWB_AVX512 inline __m512i broadcast_4(const int8_t* x, int k) {
+  return _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x) + 4 * k)));
+}
+
+// acc[t] (lane i = row i) += dot(row i, token t) over nb super-blocks. Slices run outside the
+// tokens, so each packed weight vector is loaded once for all T tokens; per slice and token,
+// two chains of four vpdpbusd (its latency) give elements 0..15 and 16..31.
 template <typename Block, int T>
 IWB_AVX512 void gemm_group(const uint8_t* packed, int64_t nb, const BlockQ8_K* const* a, __m512* acc) {
   constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* w = packed + b * kSuperBytes;
     const auto* scales = reinterpret_cast<const int32_t*>(w + kWeightBytes);
+    __m512i sumi[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* ws = w + s * 512;
+      __m512i lo[T], hi[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i w0 = _mm512_load_si512(ws + 64 * k), w1 = _mm512_load_si512(ws + 64 * (k + 4));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = a[t][b].qs + 32 * s;
+          lo[t] = _mm512_dpbusd_epi32(lo[t], w0, broadcast_4(x, k));
+          hi[t] = _mm512_dpbusd_epi32(hi[t], w1, broadcast_4(x, k + 4));
+        }
+      }
+      if constexpr (kIsQ6) {
+        const __m512i s0 = _mm512_load_si512(scales + (2 * s) * 16), s1 = _mm512_load_si512(scales + (2 * s + 1) * 16);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(lo[t], s0), _mm512_mullo_epi32(hi[t], s1)));
+        }
+      } else {
+        const __m512i sc = _mm512_load_si512(scales + s * 16);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(_mm512_add_epi32(lo[t], hi[t]), sc));
+      }
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const BlockQ8_K& x = a[t][b];
       alignas(32) int32_t pairs[8];
       bsum_pairs(x, !kIsQ6, pairs);
-      __m512i sumi = _mm512_setzero_si512();
-      for (int s = 0; s < 8; ++s) {
-        __m512i hi;
-        const __m512i lo = slice_dot(w + s * 512, x.qs + 32 * s, &hi);
-        if constexpr (kIsQ6) {
-          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(lo, _mm512_load_si512(scales + (2 * s) * 16)));
-          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(hi, _mm512_load_si512(scales + (2 * s + 1) * 16)));
-        } else {
-          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), _mm512_load_si512(scales + s * 16)));
-        }
-      }
+      const __m512 xd = _mm512_set1_ps(x.d);
       if constexpr (kIsQ6) {
         // The stored quants are q + 32: take 32 * sum(scale * bsum) off.
         const int32_t* scale_pairs = scales + 16 * 16;
         __m512i off = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) off = _mm512_dpwssd_epi32(off, _mm512_load_si512(scale_pairs + j * 16), _mm512_set1_epi32(pairs[j]));
-        sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(off, 5));
+        const __m512i total = _mm512_sub_epi32(sumi[t], _mm512_slli_epi32(off, 5));
         const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(scale_pairs + 8 * 16));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, _mm512_set1_ps(x.d)), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, xd), acc[t]);
       } else {
         const int32_t* min_pairs = scales + 8 * 16;
         __m512i mins = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + j * 16), _mm512_set1_epi32(pairs[j]));
         const auto* d = reinterpret_cast<const float*>(min_pairs + 4 * 16);
-        const __m512 xd = _mm512_set1_ps(x.d);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(_mm512_load_ps(d), xd), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(_mm512_load_ps(d), xd), acc[t]);
         acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(_mm512_load_ps(d + 16), xd), acc[t]);
       }
     }
@@ -213,7 +228,7 @@ IWB_AVX512 void gemm_kquant(const uint8_t* weight, size_t weight_stride, int num
   const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
   const __m512 bv = bias ? _mm512_maskz_loadu_ps(rows_mask, bias) : _mm512_setzero_ps();
   int64_t t0 = 0;
-  for (; t0 + 2 <= num_tokens; t0 += 2) gemm_tokens<Block, 2>(buffer, nb, activation, activation_stride, t0, bv, rows_mask, out, out_stride);
+  for (; t0 + 4 <= num_tokens; t0 += 4) gemm_tokens<Block, 4>(buffer, nb, activation, activation_stride, t0, bv, rows_mask, out, out_stride);
   for (; t0 < num_tokens; ++t0) gemm_tokens<Block, 1>(buffer, nb, activation, activation_stride, t0, bv, rows_mask, out, out_stride);
 }
 

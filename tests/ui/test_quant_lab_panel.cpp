@@ -148,14 +148,23 @@ class TestQuantLabPanel : public QObject {
     s.numChunks = 3;
     s.numGenTokens = 4;
     s.numThreads = 2;
-    QVERIFY(panel.startQueue(s, {{"Q8_0", false}, {"Q4_0", false}, {"Q4_0", true}, {"IQ9_Z", false}}));
+    // The form's jobs: the base with the 8-bit KV cache, then each type plain, with an imatrix,
+    // with the 8-bit KV cache.
+    panel.setCheckedTypes({"Q4_0"}, true, true);
+    const QVector<QuantJob> formJobs = panel.jobs();
+    QCOMPARE(formJobs.size(), 4);
+    QVERIFY(formJobs[0].type.isEmpty() && formJobs[0].kvCacheType == "q8_0");
+    QVERIFY(formJobs[2].isImatrix && formJobs[3].kvCacheType == "q8_0");
+
+    QVERIFY(panel.startQueue(s, {{"Q8_0", false}, {"Q4_0", false}, {"Q4_0", true}, {"IQ9_Z", false},
+                                 {"Q8_0", false, "q8_0"}}));
     QVERIFY(!panel.startQueue(s, {{"Q8_0", false}}));  // one queue at a time
     QVERIFY(finished.wait(60000));
     QCOMPARE(finished.first().at(0).toBool(), false);
-    QVERIFY2(finished.first().at(1).toString().contains("3 runs done, 1 failed"), qPrintable(finished.first().at(1).toString()));
+    QVERIFY2(finished.first().at(1).toString().contains("3 runs done, 2 failed"), qPrintable(finished.first().at(1).toString()));
 
     QuantRunsModel* m = panel.model();
-    QCOMPARE(m->rowCount(), 5);  // reference + 4 jobs
+    QCOMPARE(m->rowCount(), 6);  // reference + 5 jobs
     QVERIFY(m->run(0).is_reference);
     QVERIFY(m->run(0).kl_mean.value_or(1) < 1e-6);  // 0 up to the logits cache's 16-bit rounding
     const QuantRun& q8 = m->run(1);
@@ -167,6 +176,10 @@ class TestQuantLabPanel : public QObject {
     QVERIFY(q4im.kl_mean.has_value());
     QCOMPARE(m->run(4).status, iwb::quant::RunStatus::Failed);
     QVERIFY(m->run(4).error.find("IQ9_Z") != std::string::npos);
+    // aidreams' 16-wide heads hold no Q8_0 block: the 8-bit KV run fails and says why.
+    QCOMPARE(m->run(5).status, iwb::quant::RunStatus::Failed);
+    QCOMPARE(m->run(5).kv_cache_type, std::string("q8_0"));
+    QVERIFY2(m->run(5).error.find("multiples of 32") != std::string::npos, m->run(5).error.c_str());
     QVERIFY(panel.baseNote().startsWith("Reference:"));
 
     panel.compareRuns(q4.id, q4im.id);
@@ -175,7 +188,7 @@ class TestQuantLabPanel : public QObject {
     QVERIFY(panel.exportCsv(m_tmp.filePath("runs.csv")));
     QFile csv(m_tmp.filePath("runs.csv"));
     QVERIFY(csv.open(QIODevice::ReadOnly));
-    QCOMPARE(csv.readAll().count('\n'), 6);
+    QCOMPARE(csv.readAll().count('\n'), 7);
 
     // A second queue skips the reference (already measured) and can be cancelled.
     QVERIFY(panel.startQueue(s, {{"Q5_0", false}, {"Q5_1", false}}));

@@ -33,7 +33,7 @@ class MessageListModel : public QAbstractListModel {
     int revision = 0;
     // Speculative decoding: where the accepted draft tokens of a reply streamed in this
     // session are (start, length in message.content); not stored with the conversation.
-    QList<QPoint> draftRanges;
+    QList<QPoint> draftRanges{};
   };
 
   explicit MessageListModel(QObject* parent = nullptr);

@@ -117,6 +117,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_tabs->addTab(m_quantLabPanel, tr("Quantization"));
   connect(m_quantLabPanel, &QuantLabPanel::statusMessage, this,
           [this](const QString& text) { statusBar()->showMessage(text, kStatusTimeoutMs); });
+  connect(m_engine, &EngineController::modelLoaded, m_quantLabPanel,
+          [this](const LoadedModel& model) { m_quantLabPanel->suggestSourcePath(model.path); });
   m_specPanel = new SpecPanel(m_engine);
   m_tabs->addTab(m_specPanel, tr("Speculative"));
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open

@@ -136,6 +136,8 @@ QWidget* QuantLabPanel::createForm() {
   grid->addLayout(types, 1, 1, 1, 7);
 
   m_imatrix = new QCheckBox(tr("also with an importance matrix"));
+  m_kv8 = new QCheckBox(tr("also with an 8-bit KV cache"));
+  m_kv8->setToolTip(tr("Q8_0 keys and values (about half the KV memory); needs head sizes that are multiples of 32"));
   m_context = new QSpinBox;
   m_context->setRange(16, 8192);
   m_context->setValue(512);
@@ -150,6 +152,7 @@ QWidget* QuantLabPanel::createForm() {
   m_evalText->setPlaceholderText(tr("built-in text"));
   auto* options = new QHBoxLayout;
   options->addWidget(m_imatrix);
+  options->addWidget(m_kv8);
   options->addWidget(new QLabel(tr("Context:")));
   options->addWidget(m_context);
   options->addWidget(new QLabel(tr("Chunks:")));
@@ -207,19 +210,27 @@ QuantLabSettings QuantLabPanel::settings() const {
 
 QVector<QuantJob> QuantLabPanel::jobs() const {
   QVector<QuantJob> out;
+  const QString f16 = QStringLiteral("f16"), q8 = QStringLiteral("q8_0");
+  if (m_kv8->isChecked()) out.append({QString(), false, q8});  // the base with the 8-bit cache
   for (const char* t : kTypes) {
     if (!m_typeBoxes.at(QString::fromLatin1(t))->isChecked()) continue;
-    out.append({QString::fromLatin1(t), false});
-    if (m_imatrix->isChecked()) out.append({QString::fromLatin1(t), true});
+    out.append({QString::fromLatin1(t), false, f16});
+    if (m_imatrix->isChecked()) out.append({QString::fromLatin1(t), true, f16});
+    if (m_kv8->isChecked()) out.append({QString::fromLatin1(t), false, q8});
   }
   return out;
 }
 
 void QuantLabPanel::setSourcePath(const QString& path) { m_source->setText(path); }
 
-void QuantLabPanel::setCheckedTypes(const QStringList& types, bool withImatrix) {
+void QuantLabPanel::suggestSourcePath(const QString& path) {
+  if (m_source->text().trimmed().isEmpty()) m_source->setText(path);
+}
+
+void QuantLabPanel::setCheckedTypes(const QStringList& types, bool withImatrix, bool withKv8) {
   for (auto& [name, box] : m_typeBoxes) box->setChecked(types.contains(name));
   m_imatrix->setChecked(withImatrix);
+  m_kv8->setChecked(withKv8);
 }
 
 bool QuantLabPanel::startQueue() { return startQueue(settings(), jobs()); }

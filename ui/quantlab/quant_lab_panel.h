@@ -47,7 +47,9 @@ class QuantLabPanel : public QWidget {
   QuantLabSettings settings() const;
   QVector<QuantJob> jobs() const;
   void setSourcePath(const QString& path);
-  void setCheckedTypes(const QStringList& types, bool withImatrix);
+  // Fills the source with `path` unless the user already chose one (the model the window opened).
+  void suggestSourcePath(const QString& path);
+  void setCheckedTypes(const QStringList& types, bool withImatrix, bool withKv8 = false);
 
  public slots:
   void reload();
@@ -78,6 +80,7 @@ class QuantLabPanel : public QWidget {
   QLineEdit* m_evalText;
   std::map<QString, QCheckBox*> m_typeBoxes;
   QCheckBox* m_imatrix;
+  QCheckBox* m_kv8;
   QSpinBox* m_context;
   QSpinBox* m_chunks;
   QSpinBox* m_threads;

@@ -121,6 +121,7 @@ void QuantWorker::runQueue(const QuantLabSettings& s, const QVector<QuantJob>& j
   auto evaluateAndRecord = [&](QuantRun run, const std::string& modelPath, const QString& label,
                                const std::vector<iwb::quant::QuantizedTensor>* tensors) {
     iwb::quant::EvalOptions e;
+    e.kv_cache_type = run.kv_cache_type;
     e.model_path = modelPath;
     e.base_path = basePath;
     e.text = evalText;
@@ -140,6 +141,7 @@ void QuantWorker::runQueue(const QuantLabSettings& s, const QVector<QuantJob>& j
     run.source_path = described.source_path;
     run.source_identity = described.source_identity;
     run.is_reference = described.is_reference;
+    run.kv_cache_type = described.kv_cache_type;
     run.text_name = described.text_name;
     run.text_hash = described.text_hash;
     run.context = described.context;
@@ -228,8 +230,21 @@ void QuantWorker::runQueue(const QuantLabSettings& s, const QVector<QuantJob>& j
   int numDone = 0, numFailed = 0;
   for (const QuantJob& job : jobs) {
     if (m_cancel) break;
-    const QString label = job.type + (job.isImatrix ? tr(" + imatrix") : QString());
+    const bool isKv8 = job.kvCacheType != QLatin1String("f16");
+    const QString label = (job.type.isEmpty() ? tr("base") : job.type) + (job.isImatrix ? tr(" + imatrix") : QString()) +
+                          (isKv8 ? tr(", 8-bit KV cache") : QString());
+    if (job.type.isEmpty()) {  // the base itself, e.g. with the 8-bit KV cache
+      auto base = iwb::gguf::GgufFile::open(basePath);
+      const auto ftype = base ? (*base)->get_int("general.file_type") : std::nullopt;
+      QuantRun run = newRun(ftype ? iwb::file_type_name(*ftype) : "F16");
+      run.kv_cache_type = job.kvCacheType.toStdString();
+      if (evaluateAndRecord(run, basePath, label, nullptr)) ++numDone;
+      else ++numFailed;
+      ++step;
+      continue;
+    }
     QuantRun run = newRun(job.type.toStdString());
+    run.kv_cache_type = job.kvCacheType.toStdString();
     run.is_imatrix = job.isImatrix;
     run.imatrix_path = job.isImatrix ? imatrixPath.toStdString() : std::string();
     run.source_path = basePath;
@@ -239,7 +254,8 @@ void QuantWorker::runQueue(const QuantLabSettings& s, const QVector<QuantJob>& j
     }
     iwb::quant::QuantizeOptions q;
     q.source_path = basePath;
-    q.output_path = QDir(s.outputDir).filePath(stem + QLatin1Char('-') + job.type + (job.isImatrix ? "-im" : "") + ".gguf").toStdString();
+    q.output_path = QDir(s.outputDir).filePath(stem + QLatin1Char('-') + job.type + (job.isImatrix ? "-im" : "") +
+                                               (isKv8 ? "-kv8" : "") + ".gguf").toStdString();
     q.type = job.type.toStdString();
     q.num_threads = s.numThreads;
     q.cancel = &m_cancel;

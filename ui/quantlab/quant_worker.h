@@ -15,8 +15,9 @@
 namespace iwb::ui {
 
 struct QuantJob {
-  QString type;              // "Q4_K_M" ...
+  QString type;              // "Q4_K_M" ...; empty: the base itself (no quantization)
   bool isImatrix = false;
+  QString kvCacheType = QStringLiteral("f16");  // "f16" or "q8_0" (the 8-bit KV cache)
 };
 
 struct QuantLabSettings {

@@ -18,6 +18,18 @@ bool shape_ok(const KvCacheShape& s) {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
 
+Status check_type(const KvCacheShape& shape, GgmlType type) {
+  if (type != GgmlType::F16 && type != GgmlType::Q8_0) {
+    return make_error(ErrorCode::Unsupported, "the KV cache stores f16 or q8_0, not " + std::string(ggml_type_name(type)));
+  }
+  if (kv_row_units(type, shape.head_dim_k) == 0 || kv_row_units(type, shape.head_dim_v) == 0) {
+    return make_error(ErrorCode::InvalidArgument, "an 8-bit (q8_0) KV cache needs head sizes that are multiples of 32; "
+                                                  "this model's are " + std::to_string(shape.head_dim_k) + " and " +
+                                                  std::to_string(shape.head_dim_v));
+  }
+  return {};
+}
+
 }  // namespace
 
 uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, GgmlType type) {
@@ -30,6 +42,7 @@ uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t bloc
 
 Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
                                                       GgmlType type) {
+  if (shape_ok(shape)) IWB_RETURN_IF_ERROR(check_type(shape, type));
   const uint64_t per_block = bytes_per_block(shape, block_size, type);
   if (per_block == 0) return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
   const uint64_t n = budget_bytes / per_block;
@@ -47,14 +60,7 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
     return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs layers, KV heads, head sizes, a block size "
                                                   "and at least one block");
   }
-  if (type != GgmlType::F16 && type != GgmlType::Q8_0) {
-    return make_error(ErrorCode::Unsupported, "the KV cache stores f16 or q8_0, not " + std::string(ggml_type_name(type)));
-  }
-  if (kv_row_units(type, shape.head_dim_k) == 0 || kv_row_units(type, shape.head_dim_v) == 0) {
-    return make_error(ErrorCode::InvalidArgument, "an 8-bit (q8_0) KV cache needs head sizes that are multiples of 32; "
-                                                  "this model's are " + std::to_string(shape.head_dim_k) + " and " +
-                                                  std::to_string(shape.head_dim_v));
-  }
+  IWB_RETURN_IF_ERROR(check_type(shape, type));
   std::unique_ptr<PagedKvStorage> s(new PagedKvStorage());
   s->m_type = type;
   s->m_shape = shape;

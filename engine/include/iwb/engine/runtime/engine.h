@@ -52,7 +52,7 @@ struct EngineOptions {
   // multiples of 32).
   GgmlType kv_cache_type = GgmlType::F16;
   // Speculative decoding from the start (Engine::set_speculation can change it later).
-  spec::SpeculativeConfig speculation;
+  spec::SpeculativeConfig speculation{};
 };
 
 using RequestId = uint64_t;
@@ -100,7 +100,7 @@ struct RequestFinished {
   std::vector<double> token_seconds;
   // Speculative decoding over the request's life (draft and verify seconds are the wall time
   // of the steps it speculated in, shared with the other sequences of those steps).
-  spec::SpeculationStats speculation;
+  spec::SpeculationStats speculation{};
 };
 
 struct StepStats {
@@ -112,8 +112,8 @@ struct StepStats {
   int64_t num_running = 0;              // after the step: sequences holding KV blocks
   BlockManagerStats kv;                 // the KV pool after the step (counters only; kv_snapshot() has the blocks)
   double seconds = 0;
-  spec::SpeculationStats speculation;   // the step's drafts and their verification (empty without)
-  std::string speculation_error;        // the drafter failed this step (the step decoded without drafts)
+  spec::SpeculationStats speculation{};  // the step's drafts and their verification (empty without)
+  std::string speculation_error{};       // the drafter failed this step (the step decoded without drafts)
 };
 
 struct StepResult {
