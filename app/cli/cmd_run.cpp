@@ -41,6 +41,8 @@ void print_usage(std::FILE* out) {
                "                          phi3, zephyr or plain (default: detected from the model)\n"
                "  --ids                   print the generated token ids, space separated, on one line\n"
                "  --profile               time every kernel; print time, FLOP/s and bytes/s per kernel kind\n"
+               "  --batch-invariant       exact matmuls whose results do not depend on the batch (slower): greedy\n"
+               "                          output is then the same with or without speculation\n"
                "  --draft-n K             draft tokens per step with --spec (default 4)\n"
                "%s",
                kSpecUsage);
@@ -52,6 +54,7 @@ struct Options {
   bool is_chat = false;
   bool ids_only = false;
   bool is_profiled = false;
+  bool is_batch_invariant = false;
   int32_t n_predict = 256;
   int64_t context = 0;
   int threads = 0;
@@ -126,6 +129,8 @@ int parse(int argc, char** argv, Options* o) {
       o->ids_only = true;
     } else if (a == "--profile") {
       o->is_profiled = true;
+    } else if (a == "--batch-invariant") {
+      o->is_batch_invariant = true;
     } else if (a == "--draft-n") {
       ok = number(&o->speculation.num_draft_tokens, 1, "a whole number >= 1");
     } else if (const int taken = parse_spec_option("run", argc, argv, &i, &o->speculation); taken != 0) {
@@ -202,6 +207,7 @@ int run_run(int argc, char** argv) {
   engine_options.context_length = o.context;
   engine_options.num_threads = o.threads;
   engine_options.speculation = o.speculation;
+  engine_options.is_batch_invariant = o.is_batch_invariant;
   if (Status s = spec::validate(o.speculation); !s) {
     std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());
     return 2;

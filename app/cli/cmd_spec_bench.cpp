@@ -32,6 +32,8 @@ void print_usage(std::FILE* out) {
                "  -n, --n-predict N       tokens to generate per run (default 128)\n"
                "  -t, --threads N         CPU threads (default: all cores)\n"
                "  --json                  print the results as JSON\n"
+               "  --batch-invariant       exact, batch-invariant matmuls (slower): speculative greedy output is\n"
+               "                          then bit for bit the plain one\n"
                "%s",
                kSpecUsage);
 }
@@ -40,6 +42,7 @@ struct Options {
   std::string model, prompt = "Explain in three sentences what a hash map is.", prompt_file;
   bool is_raw = false;
   bool is_json = false;
+  bool is_batch_invariant = false;
   std::vector<int32_t> draft_lengths = {1, 2, 4, 8};
   int32_t n_predict = 128;
   int threads = 0;
@@ -79,6 +82,8 @@ int parse(int argc, char** argv, Options* o) {
       o->is_raw = true;
     } else if (a == "--json") {
       o->is_json = true;
+    } else if (a == "--batch-invariant") {
+      o->is_batch_invariant = true;
     } else if (a == "--draft-n") {
       ok = value(&v) && parse_draft_list("spec-bench", v, &o->draft_lengths);
     } else if (a == "-n" || a == "--n-predict") {
@@ -214,6 +219,7 @@ int run_spec_bench(int argc, char** argv) {
   EngineOptions options;
   options.num_threads = o.threads;
   options.context_length = 4096;
+  options.is_batch_invariant = o.is_batch_invariant;
   Result<std::unique_ptr<Engine>> loaded = Engine::load(o.model, options);
   if (!loaded) {
     std::fprintf(stderr, "iwb spec-bench: %s\n", loaded.error_message().c_str());

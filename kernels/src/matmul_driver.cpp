@@ -153,7 +153,9 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   const DotKernels* k = kernels_for(a.weight_type);
   if (k == nullptr || !matmul_args_valid(a)) return false;
   const bool is_quantized = k->quantize != nullptr;
-  if (is_quantized && (a.is_exact || is_matmul_exact_forced())) return false;  // f32 activations wanted
+  // f32 activations, or batch invariance, wanted: the dequantizing path gives both (for float
+  // weights too, whose dot kernels differ between one token, tiles and GEMM).
+  if (a.is_exact || is_matmul_exact_forced()) return false;
   if (k->tile == nullptr && k->gemm == nullptr && a.num_tokens > kMaxRowDotTokens) return false;
   if (a.in_features % ggml_type_traits(a.weight_type).block_size != 0) return false;
   const size_t alignment = a.weight_type == GgmlType::F32 ? 4 : 2;

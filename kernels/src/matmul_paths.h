@@ -11,8 +11,8 @@ namespace iwb::detail {
 
 // Dot-kernel path: quantizes the activations once per call (integer types), then splits the
 // rows across threads in contiguous ranges. False (writing nothing) when this CPU has no dot
-// kernels for the type, when is_exact asks f32 activations of a type whose kernels quantize
-// them, or when many tokens meet a CPU path without tile kernels (the dequantizing path
+// kernels for the type, when is_exact asks f32 activations and batch invariance (the
+// dequantizing path), or when many tokens meet a CPU path without tile kernels (the dequantizing path
 // unpacks each weight once per call); the caller then takes another path. Scratch smaller than needed is ignored for the
 // thread's own.
 bool matmul_with_dot_kernels(const MatmulArgs& args);

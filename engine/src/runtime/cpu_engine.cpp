@@ -88,6 +88,7 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
   engine->m_forward =
       std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads, options.max_batch_tokens);
+  engine->m_forward->set_batch_invariant(options.is_batch_invariant);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   if (options.speculation.is_enabled()) {
     report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");

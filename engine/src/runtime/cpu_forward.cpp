@@ -45,7 +45,7 @@ struct GroupProduct {
 // the threads fork and join once, which decode feels (a few microseconds per parallel region,
 // tens with OMP_WAIT_POLICY=passive, against ~30 us per matrix of a 1.5B model).
 bool matmul_one_input(std::initializer_list<GroupProduct> products, const float* input, int64_t num_tokens,
-                      int num_threads, std::vector<uint8_t>& scratch) {
+                      int num_threads, std::vector<uint8_t>& scratch, bool is_exact) {
   std::array<MatmulArgs, 3> args;
   if (products.size() > args.size()) return false;
   size_t count = 0;
@@ -55,6 +55,7 @@ bool matmul_one_input(std::initializer_list<GroupProduct> products, const float*
                              p.bias->empty() ? nullptr : p.bias->data(), p.output, num_threads};
     args[count].scratch = scratch.data();
     args[count].scratch_bytes = scratch.size();
+    args[count].is_exact = is_exact;
     ++count;
   }
   return matmul_group({args.data(), count});
@@ -150,6 +151,7 @@ Status CpuForward::matmul(const char* name, int64_t layer, const WeightMatrix& w
                   bias.empty() ? nullptr : bias.data(), output, m_num_threads};
   args.scratch = m_matmul_scratch.data();
   args.scratch_bytes = m_matmul_scratch.size();
+  args.is_exact = m_is_batch_invariant;
   if (!iwb::matmul(args)) return kernel_failed((std::string("the ") + name + " matmul").c_str(), layer);
   if (m_recorder.is_active()) {
     m_recorder.add(op_costs::matmul(kind, name, static_cast<int>(layer), w.type, w.in_features, w.out_features,
@@ -174,7 +176,7 @@ Status CpuForward::attention_block(int64_t il, const FlatBatch& batch, PagedKvSt
   // or observing inputs.
   if (!rec.is_active() && m_observer == nullptr) {
     if (!matmul_one_input({{&w.wq, &w.bq, m_q.data()}, {&w.wk, &w.bk, m_k.data()}, {&w.wv, &w.bv, m_v.data()}},
-                          m_xn.data(), n, m_num_threads, m_matmul_scratch)) {
+                          m_xn.data(), n, m_num_threads, m_matmul_scratch, m_is_batch_invariant)) {
       return kernel_failed("the attn_q/attn_k/attn_v matmuls", il);
     }
   } else {
@@ -266,7 +268,7 @@ Status CpuForward::ffn_block(int64_t il, int64_t n) {
   if (rec.is_active()) rec.add(op_costs::rmsnorm("ffn_norm", layer, n, c.embedding_length, n, true));
   if (!rec.is_active() && m_observer == nullptr) {
     if (!matmul_one_input({{&w.ffn_gate, &kNoBias, m_gate.data()}, {&w.ffn_up, &kNoBias, m_up.data()}}, m_xn.data(), n,
-                          m_num_threads, m_matmul_scratch)) {
+                          m_num_threads, m_matmul_scratch, m_is_batch_invariant)) {
       return kernel_failed("the ffn_gate/ffn_up matmuls", il);
     }
   } else {

@@ -39,6 +39,11 @@ class CpuForward {
   // Active while the engine profiles a step: every kernel call then adds a KernelRecord.
   KernelRecorder& recorder() { return m_recorder; }
 
+  // Batch-invariant matmuls (MatmulArgs::is_exact): a token's result does not depend on how
+  // many tokens share the pass, at the speed of the dequantizing path.
+  bool is_batch_invariant() const { return m_is_batch_invariant; }
+  void set_batch_invariant(bool is_batch_invariant) { m_is_batch_invariant = is_batch_invariant; }
+
   // Shown every weight matmul's input while set (imatrix collection); null: off.
   void set_activation_observer(ActivationObserver* observer) { m_observer = observer; }
 
@@ -53,6 +58,7 @@ class CpuForward {
   const ModelConfig& m_config;
   const ModelWeights& m_weights;
   int m_num_threads;
+  bool m_is_batch_invariant = false;
   int64_t m_max_batch;
   KernelRecorder m_recorder;
   ActivationObserver* m_observer = nullptr;

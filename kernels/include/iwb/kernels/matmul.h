@@ -30,8 +30,12 @@ struct MatmulArgs {
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
   // Keep the activations in f32 (the dequantizing path) even where an integer path exists:
-  // for measurements that must not include the 8-bit rounding of the activations. The
-  // environment variable IWB_MATMUL_EXACT=1 sets it for every call of the process.
+  // for measurements that must not include the 8-bit rounding of the activations. This path
+  // is also batch-invariant: a token's output is bit for bit the same whatever the number of
+  // tokens in the call (the fast paths pick other kernels for one token, a few and many, whose
+  // sums round differently), so greedy decoding gives the same tokens alone, batched or
+  // verifying speculative guesses. The environment variable IWB_MATMUL_EXACT=1 sets it for
+  // every call of the process.
   bool is_exact = false;
 };
 

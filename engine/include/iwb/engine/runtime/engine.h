@@ -51,6 +51,12 @@ struct EngineOptions {
   // What the KV cache stores: F16, or Q8_0 (8-bit, about half the memory; head sizes must be
   // multiples of 32).
   GgmlType kv_cache_type = GgmlType::F16;
+  // Batch-invariant matmuls: each token's logits are bit for bit the same whether it is decoded
+  // alone, batched with other sequences, in a prompt chunk or verifying speculative guesses,
+  // so greedy output never depends on them. The fast kernels pick other code for one token, a
+  // few and many, whose sums round differently; a near-tie of the two best logits can then
+  // flip. Costs speed (the dequantizing matmul path with f32 activations).
+  bool is_batch_invariant = false;
   // Speculative decoding from the start (Engine::set_speculation can change it later).
   spec::SpeculativeConfig speculation{};
 };
