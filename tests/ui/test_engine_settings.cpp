@@ -66,6 +66,7 @@ void TestEngineSettings::settingsRoundTrip() {
   o.kvCacheMiB = 96;
   o.kvBlockSize = 8;
   o.maxBatchTokens = 64;
+  o.isBatchInvariant = true;
   saveEngineSettings(o);
   const EngineLoadOptions read = loadEngineSettings();
   QCOMPARE(read.contextLength, 2048);
@@ -73,6 +74,7 @@ void TestEngineSettings::settingsRoundTrip() {
   QCOMPARE(read.kvCacheMiB, 96);
   QCOMPARE(read.kvBlockSize, 8);
   QCOMPARE(read.maxBatchTokens, 64);
+  QVERIFY(read.isBatchInvariant);
 }
 
 void TestEngineSettings::absentSettingsAreEngineDefaults() {
@@ -88,16 +90,19 @@ void TestEngineSettings::dialogEditsOptions() {
   o.contextLength = 1024;
   o.kvCacheMiB = 2;
   o.kvBlockSize = 32;
+  o.isBatchInvariant = true;
   // 1 KiB per position: 2 MiB hold 2,048 positions, two contexts of 1,024.
   EngineSettingsDialog dialog(o, 1024);
   QCOMPARE(dialog.options().contextLength, 1024);
   QCOMPARE(dialog.options().kvCacheMiB, 2);
   QCOMPARE(dialog.options().kvBlockSize, 32);
+  QVERIFY(dialog.options().isBatchInvariant);
   QVERIFY2(dialog.kvCapacityText().contains(QLocale().toString(2048)), qPrintable(dialog.kvCapacityText()));
   QVERIFY(dialog.kvCapacityText().contains(QLocale().toString(2.0, 'f', 1)));
 
   dialog.setOptions(EngineLoadOptions{});
   QCOMPARE(dialog.options().kvCacheMiB, 0);
+  QVERIFY(!dialog.options().isBatchInvariant);
   QVERIFY(dialog.kvCapacityText().contains(QStringLiteral("engine sizes")));
 
   EngineSettingsDialog noModel(o, 0);

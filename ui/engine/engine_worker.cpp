@@ -55,6 +55,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   if (options.kvCacheMiB > 0) engineOptions.kv_cache_bytes = static_cast<uint64_t>(options.kvCacheMiB) << 20;
   if (options.kvBlockSize > 0) engineOptions.kv_block_size = options.kvBlockSize;
   if (options.maxBatchTokens > 0) engineOptions.max_batch_tokens = options.maxBatchTokens;
+  engineOptions.is_batch_invariant = options.isBatchInvariant;
   // Progress arrives on this thread; the signal queues it to the GUI. Reports closer than a
   // percent apart are dropped so a fast load does not flood the GUI's event queue.
   double lastReported = -1.0;

@@ -89,6 +89,8 @@ struct EngineLoadOptions {
   qint64 kvCacheMiB = 0;
   int kvBlockSize = 0;
   qint64 maxBatchTokens = 0;  // tokens per step; 0: the engine's default
+  // Exact matmuls whose results do not depend on the batch (EngineOptions::is_batch_invariant).
+  bool isBatchInvariant = false;
 };
 
 // The loaded model as the GUI sees it.

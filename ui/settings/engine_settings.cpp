@@ -2,6 +2,7 @@
 #include "settings/engine_settings.h"
 
 #include <QPushButton>
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
 #include <QLabel>
@@ -20,6 +21,7 @@ constexpr auto kThreadsKey = "engine/numThreads";
 constexpr auto kKvMiBKey = "engine/kvCacheMiB";
 constexpr auto kBlockSizeKey = "engine/kvBlockSize";
 constexpr auto kBatchTokensKey = "engine/maxBatchTokens";
+constexpr auto kBatchInvariantKey = "engine/batchInvariant";
 
 // A spin box whose minimum (0) reads as the engine's own choice.
 QSpinBox* makeSpinBox(int maximum, const QString& defaultText, const QString& suffix, QWidget* parent) {
@@ -41,6 +43,7 @@ EngineLoadOptions loadEngineSettings() {
   o.kvCacheMiB = qMax<qint64>(0, settings.value(QLatin1String(kKvMiBKey), 0).toLongLong());
   o.kvBlockSize = qMax(0, settings.value(QLatin1String(kBlockSizeKey), 0).toInt());
   o.maxBatchTokens = qMax<qint64>(0, settings.value(QLatin1String(kBatchTokensKey), 0).toLongLong());
+  o.isBatchInvariant = settings.value(QLatin1String(kBatchInvariantKey), false).toBool();
   return o;
 }
 
@@ -51,6 +54,7 @@ void saveEngineSettings(const EngineLoadOptions& o) {
   settings.setValue(QLatin1String(kKvMiBKey), o.kvCacheMiB);
   settings.setValue(QLatin1String(kBlockSizeKey), o.kvBlockSize);
   settings.setValue(QLatin1String(kBatchTokensKey), o.maxBatchTokens);
+  settings.setValue(QLatin1String(kBatchInvariantKey), o.isBatchInvariant);
 }
 
 EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, quint64 kvBytesPerPosition,
@@ -64,6 +68,11 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
   m_kvMiB = makeSpinBox(1 << 20, tr("engine default (4 contexts, at most a quarter of free memory)"), tr(" MiB"), this);
   m_blockSize = makeSpinBox(4096, tr("engine default (16)"), tr(" tokens"), this);
   m_batchTokens = makeSpinBox(1 << 16, tr("engine default (128)"), tr(" tokens"), this);
+  m_batchInvariant = new QCheckBox(tr("Batch-invariant matmuls (exact, several times slower)"), this);
+  m_batchInvariant->setToolTip(
+      tr("Each token's logits come out bit for bit the same whether it is decoded alone, batched with other "
+         "chats or verifying speculative guesses, so greedy replies never depend on them. The fast kernels round "
+         "differently for one token, a few and many, which can flip a near-tie."));
   m_capacity = new QLabel(this);
   m_capacity->setWordWrap(true);
 
@@ -74,6 +83,7 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
   form->addRow(QString(), m_capacity);
   form->addRow(tr("KV block size:"), m_blockSize);
   form->addRow(tr("Tokens per step:"), m_batchTokens);
+  form->addRow(QString(), m_batchInvariant);
 
   auto* note = new QLabel(tr("Changes apply when a model is next loaded."), this);
   note->setWordWrap(true);
@@ -100,6 +110,7 @@ EngineLoadOptions EngineSettingsDialog::options() const {
   o.kvCacheMiB = m_kvMiB->value();
   o.kvBlockSize = m_blockSize->value();
   o.maxBatchTokens = m_batchTokens->value();
+  o.isBatchInvariant = m_batchInvariant->isChecked();
   return o;
 }
 
@@ -109,6 +120,7 @@ void EngineSettingsDialog::setOptions(const EngineLoadOptions& o) {
   m_kvMiB->setValue(static_cast<int>(qMin<qint64>(o.kvCacheMiB, m_kvMiB->maximum())));
   m_blockSize->setValue(qMin(o.kvBlockSize, m_blockSize->maximum()));
   m_batchTokens->setValue(static_cast<int>(qMin<qint64>(o.maxBatchTokens, m_batchTokens->maximum())));
+  m_batchInvariant->setChecked(o.isBatchInvariant);
   updateCapacity();
 }
 

@@ -1,11 +1,13 @@
 // The engine's load-time settings as the user chose them (context, threads, the KV cache's
-// memory and block size, tokens per step), kept in QSettings and applied at the next load.
+// memory and block size, tokens per step, batch-invariant matmuls), kept in QSettings and
+// applied at the next load.
 #pragma once
 
 #include "engine/generation_values.h"
 
 #include <QDialog>
 
+class QCheckBox;
 class QLabel;
 class QSpinBox;
 
@@ -39,6 +41,7 @@ class EngineSettingsDialog : public QDialog {
   QSpinBox* m_kvMiB;
   QSpinBox* m_blockSize;
   QSpinBox* m_batchTokens;
+  QCheckBox* m_batchInvariant;
   QLabel* m_capacity;
 };
 
