@@ -195,6 +195,20 @@ class TestQuantLab : public QObject {
         QCOMPARE(t.type, GgmlType::Q5_0);    // 64-wide rows: Q4_K's 32-element stand-in
       }
     }
+    // llama.cpp's imatrix rule: Q4_0/Q5_0 files give the first eighth of ffn_down the "_1" type.
+    synth::TensorTypeQuery ffn;
+    ffn.role = synth::TensorRole::FfnDown;
+    ffn.row_length = 8960;
+    ffn.layer = 2;
+    ffn.num_layers = 28;
+    const auto q4_0 = *synth::parse_weight_type("Q4_0");
+    QCOMPARE(synth::choose_tensor_type(q4_0, ffn).type, GgmlType::Q4_0);
+    ffn.has_imatrix = true;
+    QCOMPARE(synth::choose_tensor_type(q4_0, ffn).type, GgmlType::Q4_1);
+    QCOMPARE(synth::choose_tensor_type(*synth::parse_weight_type("Q5_0"), ffn).type, GgmlType::Q5_1);
+    ffn.layer = 3;  // 28 / 8 = 3: layers 0..2 only
+    QCOMPARE(synth::choose_tensor_type(q4_0, ffn).type, GgmlType::Q4_0);
+
     // The source's own type changes nothing; output over the source is refused.
     o.output_path = o.source_path;
     QVERIFY(!quant::quantize_model(o).is_ok());

@@ -91,8 +91,8 @@ void QuantCharts::setRuns(const std::vector<iwb::quant::QuantRun>& runs) {
   for (const iwb::quant::QuantRun& r : runs) {
     if (r.status != iwb::quant::RunStatus::Done) continue;
     const QString label = QuantRunsModel::label(r);
-    // The base's KL is 0: off a log axis, so it is not a point of that chart.
-    if (r.file_bytes && r.kl_mean && *r.kl_mean > 0) sizeKl.push_back({*r.file_bytes / 1048576.0, *r.kl_mean, label, false});
+    // The base's KL is 0 (up to the logits cache's rounding): off a log axis, so not a point there.
+    if (r.file_bytes && r.kl_mean && *r.kl_mean > 0 && !r.is_reference) sizeKl.push_back({*r.file_bytes / 1048576.0, *r.kl_mean, label, false});
     if (r.gen_tokens_per_s && r.perplexity) speedPpl.push_back({*r.gen_tokens_per_s, *r.perplexity, label, r.is_reference});
   }
   m_sizeKlFront = draw(m_sizeKl, sizeKl, true, true);

@@ -285,7 +285,12 @@ void QuantLabPanel::updateViews() {
     if (!r.is_reference) continue;
     note = tr("Reference: %1 (%2).").arg(QFileInfo(QString::fromStdString(r.model_path)).fileName(),
                                         QString::fromStdString(r.weight_type));
-    if (!r.note.empty()) note += QLatin1Char(' ') + QString::fromStdString(r.note) + QLatin1Char('.');
+    if (!r.note.empty()) {
+      note += QLatin1Char(' ') + QString::fromStdString(r.note) + QLatin1Char('.');
+    } else if (const QString from = m_model->dequantizedFrom(r); !from.isEmpty()) {
+      note += tr(" Dequantized from %1, a quantized file (the only one at hand): every error here is measured "
+                 "against that, not against the original unquantized weights.").arg(from);
+    }
   }
   if (note.isEmpty() && !m_model->runs().empty()) note = tr("No reference run yet: the queue evaluates the base first.");
   m_note->setText(note);

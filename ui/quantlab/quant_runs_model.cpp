@@ -47,7 +47,7 @@ QString QuantRunsModel::label(const QuantRun& r) {
   if (r.is_reference) return QStringLiteral("base");
   QString text = QString::fromStdString(r.weight_type);
   if (r.is_imatrix) text += QStringLiteral("+im");
-  if (r.kv_cache_type != "f16" && !r.kv_cache_type.empty()) text += QStringLiteral(" kv8");
+  if (r.kv_cache_type == "q8_0") text += QStringLiteral(" kv8");
   return text;
 }
 
@@ -151,8 +151,18 @@ bool QuantRunsModel::reload(const QString& storePath) {
   }
   m_errorMessage.clear();
   std::vector<QuantRun> measured;
+  m_provenance.clear();
   for (QuantRun& r : *runs) {
-    if (r.kind != "quantize") measured.push_back(std::move(r));  // quantize-only runs hold no metrics
+    // Quantize-only runs hold no metrics; they say where a file came from.
+    if (r.kind == "quantize") {
+      if (r.status == iwb::quant::RunStatus::Done && r.note.find("holds quantized tensors") != std::string::npos) {
+        const QString from = QFileInfo(QString::fromStdString(r.source_path)).fileName();
+        m_provenance[QString::fromStdString(r.model_identity)] = from;
+        m_provenance[QString::fromStdString(r.model_path)] = from;  // runs recorded with another identity scheme
+      }
+      continue;
+    }
+    measured.push_back(std::move(r));
   }
   setRuns(std::move(measured));
   return true;
@@ -162,6 +172,11 @@ void QuantRunsModel::setRuns(std::vector<QuantRun> runs) {
   beginResetModel();
   m_runs = std::move(runs);
   endResetModel();
+}
+
+QString QuantRunsModel::dequantizedFrom(const QuantRun& run) const {
+  const QString byIdentity = m_provenance.value(QString::fromStdString(run.model_identity));
+  return byIdentity.isEmpty() ? m_provenance.value(QString::fromStdString(run.model_path)) : byIdentity;
 }
 
 int QuantRunsModel::rowOfRun(qint64 id) const {

@@ -7,6 +7,7 @@
 #include "iwb/engine/quant/quant_run.h"
 
 #include <QAbstractTableModel>
+#include <QHash>
 #include <QString>
 
 #include <vector>
@@ -38,6 +39,8 @@ class QuantRunsModel : public QAbstractTableModel {
   const std::vector<iwb::quant::QuantRun>& runs() const { return m_runs; }
   const iwb::quant::QuantRun& run(int row) const { return m_runs.at(static_cast<size_t>(row)); }
   int rowOfRun(qint64 id) const;
+  // The quantized file a model was dequantized from by `iwb quantize` (its recorded run), or empty.
+  QString dequantizedFrom(const iwb::quant::QuantRun& run) const;
 
   // A short label for charts: "Q4_K_M", "Q4_K_M+im", "Q8_0 kv8", "base".
   static QString label(const iwb::quant::QuantRun& run);
@@ -46,6 +49,7 @@ class QuantRunsModel : public QAbstractTableModel {
 
  private:
   std::vector<iwb::quant::QuantRun> m_runs;
+  QHash<QString, QString> m_provenance;  // model identity (and path) -> the quantized source's file name
   QString m_errorMessage;
 };
 

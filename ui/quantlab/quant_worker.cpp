@@ -9,6 +9,7 @@
 #include "iwb/engine/quant/imatrix_collect.h"
 #include "iwb/engine/quant/logits_cache.h"
 #include "iwb/engine/quant/model_quantizer.h"
+#include "iwb/engine/quant/quant_run.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <QDir>
@@ -180,7 +181,7 @@ void QuantWorker::runQueue(const QuantLabSettings& s, const QVector<QuantJob>& j
 
   // 2. The reference row: the base against itself, unless this base, text and context have one.
   {
-    const auto baseIdentity = iwb::model_identity(basePath);
+    const auto baseIdentity = iwb::quant::file_identity(basePath);
     bool haveReference = false;
     if (auto runs = store.list_quant_runs(baseIdentity ? *baseIdentity : std::string())) {
       const std::string textHash = iwb::quant::hash_text(evalText);

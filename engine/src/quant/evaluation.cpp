@@ -5,6 +5,7 @@
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/quant/logits_cache.h"
+#include "iwb/engine/quant/quant_run.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -128,7 +129,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
 
   std::unique_ptr<LogitsCacheReader> base;
   if (!o.base_path.empty()) {
-    Result<std::string> identity = model_identity(o.base_path);
+    Result<std::string> identity = file_identity(o.base_path);
     if (!identity) return identity.status();
     result.has_base = true;
     result.base_identity = *identity;
@@ -167,7 +168,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   const MemoryReport memory = (*model)->memory_report();
   result.file_bytes = memory.file_bytes;
   result.memory_bytes = memory.weights_bytes + memory.kv_pool_bytes + memory.scratch_bytes;
-  if (Result<std::string> id = model_identity(o.model_path)) result.model_identity = *id;
+  if (Result<std::string> id = file_identity(o.model_path)) result.model_identity = *id;
 
   double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;
   const auto model_start = std::chrono::steady_clock::now();

@@ -153,11 +153,12 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
 
   const auto& tensors = file.tensors();
   report.tensors.resize(tensors.size());
-  // llama-quantize picks the "more bits" layers of attn_v and ffn_down by counting those tensors
-  // in file order, not by the layer number in their names; files sorted by name (blk.0, blk.1,
-  // blk.10 ...) therefore get other layers than numeric order would give. Counted the same way
-  // here, so the mixes match llama.cpp's tensor for tensor.
-  int64_t num_attn_v = 0, num_ffn_down = 0, next_attn_v = 0, next_ffn_down = 0;
+  // llama-quantize picks the "more bits" layers of attn_v and ffn_down with counters over the
+  // tensors it visits, in (layer number, name) order: for dense models the layer number, out of
+  // as many layers as there are such tensors. (Older llama.cpp visited tensors in file order,
+  // which for name-sorted files, blk.0, blk.1, blk.10 ..., gives other layers: files made then,
+  // such as the default model's, differ from today's llama-quantize in those layers.)
+  int64_t num_attn_v = 0, num_ffn_down = 0;
   for (const gguf::TensorInfo& t : tensors) {
     const std::string kind = parse_tensor_name(t.name).kind;
     num_attn_v += kind == "attn_v";
@@ -185,13 +186,9 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
     q.row_length = t.shape[0];
     q.layer = std::max<int64_t>(0, n.layer);
     q.num_layers = num_layers;
-    if (q.role == synth::TensorRole::AttnV) {
-      q.layer = next_attn_v++;
-      q.num_layers = num_attn_v;
-    } else if (q.role == synth::TensorRole::FfnDown) {
-      q.layer = next_ffn_down++;
-      q.num_layers = num_ffn_down;
-    }
+    if (q.role == synth::TensorRole::AttnV) q.num_layers = num_attn_v;
+    if (q.role == synth::TensorRole::FfnDown) q.num_layers = num_ffn_down;
+    q.has_imatrix = o.imatrix != nullptr;
     q.is_classifier = q.role == synth::TensorRole::Output || (q.role == synth::TensorRole::TokenEmbedding && !has_output);
     synth::TensorTypeChoice choice = synth::choose_tensor_type(*plan, q);
     if (q.is_classifier && o.keep_output_f16) choice = {GgmlType::F16, false, GgmlType::F16};

@@ -8,7 +8,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 namespace iwb::quant {
 
@@ -29,6 +33,33 @@ RunStatus run_status_from_name(const std::string& name) {
 
 std::string utc_now() { return current_utc_iso8601(); }
 
+Result<std::string> file_identity(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::IoError, "cannot read '" + path + "'");
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(in.tellg());
+  uint64_t hash = 0xcbf29ce484222325ull;
+  std::vector<char> buffer;
+  auto add = [&](uint64_t offset, uint64_t length) -> bool {
+    length = std::min(length, size - std::min(offset, size));
+    buffer.resize(static_cast<size_t>(length));
+    in.seekg(static_cast<std::streamoff>(offset));
+    if (length > 0 && !in.read(buffer.data(), static_cast<std::streamsize>(length))) return false;
+    for (const char c : buffer) {
+      hash ^= static_cast<uint8_t>(c);
+      hash *= 0x100000001b3ull;
+    }
+    return true;
+  };
+  bool ok = add(0, 1u << 20);
+  for (uint64_t i = 1; i < 64 && ok; ++i) ok = add(size / 64 * i, 1u << 16);
+  if (!ok) return make_error(ErrorCode::IoError, "cannot read '" + path + "'");
+  char text[96];
+  std::snprintf(text, sizeof text, "size=%llu;fnv1a64-sampled=%016llx", static_cast<unsigned long long>(size),
+                static_cast<unsigned long long>(hash));
+  return std::string(text);
+}
+
 QuantRun describe_quantize_run(const QuantizeOptions& o) {
   QuantRun run;
   run.kind = "quantize";
@@ -40,7 +71,7 @@ QuantRun describe_quantize_run(const QuantizeOptions& o) {
   std::error_code ec;
   run.model_path = std::filesystem::absolute(o.output_path, ec).string();
   run.source_path = std::filesystem::absolute(o.source_path, ec).string();
-  if (Result<std::string> id = model_identity(o.source_path)) run.source_identity = *id;
+  if (Result<std::string> id = file_identity(o.source_path)) run.source_identity = *id;
   run.weight_type = o.type;
   if (Result<synth::WeightTypePlan> plan = synth::parse_weight_type(o.type)) run.weight_type = plan->name;
   run.is_imatrix = o.imatrix != nullptr;
@@ -50,7 +81,7 @@ QuantRun describe_quantize_run(const QuantizeOptions& o) {
 }
 
 void record_quantize_report(const QuantizeReport& r, QuantRun* run) {
-  if (Result<std::string> id = model_identity(run->model_path)) run->model_identity = *id;
+  if (Result<std::string> id = file_identity(run->model_path)) run->model_identity = *id;
   run->file_bytes = static_cast<double>(r.file_bytes);
   run->num_parameters = static_cast<double>(r.num_parameters);
   if (r.num_parameters > 0) {
@@ -70,10 +101,10 @@ QuantRun describe_eval_run(const EvalOptions& o) {
   run.num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
   std::error_code ec;
   run.model_path = std::filesystem::absolute(o.model_path, ec).string();
-  if (Result<std::string> id = model_identity(o.model_path)) run.model_identity = *id;
+  if (Result<std::string> id = file_identity(o.model_path)) run.model_identity = *id;
   if (!o.base_path.empty()) {
     run.source_path = std::filesystem::absolute(o.base_path, ec).string();
-    if (Result<std::string> id = model_identity(o.base_path)) run.source_identity = *id;
+    if (Result<std::string> id = file_identity(o.base_path)) run.source_identity = *id;
     run.is_reference = !run.source_identity.empty() && run.source_identity == run.model_identity && o.kv_cache_type == "f16";
   }
   run.kv_cache_type = o.kv_cache_type;

@@ -95,6 +95,10 @@ TensorTypeChoice choose_tensor_type(const WeightTypePlan& plan, const TensorType
   } else if (plan.is_medium_mix && (q.role == TensorRole::AttnV || q.role == TensorRole::FfnDown) &&
              uses_more_bits(q.layer, q.num_layers)) {
     type = GgmlType::Q6_K;
+  } else if (q.has_imatrix && q.role == TensorRole::FfnDown && q.layer < q.num_layers / 8 &&
+             (plan.base_type == GgmlType::Q4_0 || plan.base_type == GgmlType::Q5_0) && !plan.is_medium_mix) {
+    // llama.cpp guards the first ffn_down layers of imatrix Q4_0/Q5_0 files with the "_1" types.
+    type = plan.base_type == GgmlType::Q4_0 ? GgmlType::Q4_1 : GgmlType::Q5_1;
   }
 
   TensorTypeChoice choice{type, false, type};

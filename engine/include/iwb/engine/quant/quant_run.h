@@ -59,6 +59,11 @@ void record_quantize_report(const QuantizeReport& report, QuantRun* run);
 QuantRun describe_eval_run(const EvalOptions& options);
 // Fills an evaluation's figures (size, perplexity, KL, speed) into the run.
 void record_eval_result(const EvalResult& result, QuantRun* run);
+// A model file's identity for the lab: "size=N;fnv1a64-sampled=H", the 64-bit FNV-1a hash of
+// its first MiB and of 64 KiB at 63 evenly spaced offsets. Unlike bench's model_identity (first
+// MiB only), two quantizations that differ only past their first tensors get different
+// identities, so the logits cache and per-tensor errors never attach to the wrong file.
+Result<std::string> file_identity(const std::string& path);
 // ISO 8601 UTC of now, as the store's dates are written.
 std::string utc_now();
 

@@ -39,6 +39,7 @@ struct TensorTypeQuery {
   int64_t layer = 0;           // for per-layer rules
   int64_t num_layers = 1;
   bool is_classifier = false;  // output.weight, or token_embd when the embeddings are tied
+  bool has_imatrix = false;    // quantizing with an importance matrix (one more rule, below)
 };
 
 struct TensorTypeChoice {
