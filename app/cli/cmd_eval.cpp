@@ -3,6 +3,7 @@
 // agreement and the right token's probability change; size and speed. Recorded as a run.
 #include "commands.h"
 #include "json_writer.h"
+#include "recorded_run.h"
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
@@ -173,20 +174,7 @@ int run_eval(int argc, char** argv) {
   }
   std::unique_ptr<ResultsStore> store;
   quant::QuantRun run = quant::describe_eval_run(o.eval);
-  if (o.is_store) {
-    auto opened = ResultsStore::open(o.db);
-    if (!opened) {
-      std::fprintf(stderr, "iwb eval: %s (use --no-store to skip recording)\n", opened.error_message().c_str());
-      return 1;
-    }
-    store = std::move(*opened);
-    auto id = store->add_quant_run(run);
-    if (!id) {
-      std::fprintf(stderr, "iwb eval: %s\n", id.error_message().c_str());
-      return 1;
-    }
-    run.id = *id;
-  }
+  if (o.is_store && !start_recorded_run("eval", o.db, &run, &store)) return 1;
   Result<quant::EvalResult> result = quant::evaluate(o.eval);
   if (!result) {
     std::fprintf(stderr, "\niwb eval: %s\n", result.error_message().c_str());

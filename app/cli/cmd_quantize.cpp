@@ -3,6 +3,7 @@
 // fallbacks and each tensor kind's quantization error, and records the run in the results store.
 #include "commands.h"
 #include "json_writer.h"
+#include "recorded_run.h"
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/quant/model_quantizer.h"
@@ -174,20 +175,7 @@ int run_quantize(int argc, char** argv) {
   // The run is recorded as running first, so a failure part-way leaves a failed row.
   std::unique_ptr<ResultsStore> store;
   quant::QuantRun run = quant::describe_quantize_run(o.quantize);
-  if (o.is_store) {
-    auto opened = ResultsStore::open(o.db);
-    if (!opened) {
-      std::fprintf(stderr, "iwb quantize: %s (use --no-store to skip recording)\n", opened.error_message().c_str());
-      return 1;
-    }
-    store = std::move(*opened);
-    auto id = store->add_quant_run(run);
-    if (!id) {
-      std::fprintf(stderr, "iwb quantize: %s\n", id.error_message().c_str());
-      return 1;
-    }
-    run.id = *id;
-  }
+  if (o.is_store && !start_recorded_run("quantize", o.db, &run, &store)) return 1;
   Result<quant::QuantizeReport> report = quant::quantize_model(o.quantize);
   if (!report) {
     std::fprintf(stderr, "\niwb quantize: %s\n", report.error_message().c_str());
