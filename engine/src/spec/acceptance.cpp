@@ -2,6 +2,8 @@
 #include "iwb/engine/spec/acceptance.h"
 
 #include <algorithm>
+#include <unordered_map>
+#include <vector>
 
 namespace iwb::spec {
 
@@ -23,11 +25,20 @@ bool accept_draft_token(SparseDistribution target, SparseDistribution draft, int
 
 int32_t sample_residual(SparseDistribution target, SparseDistribution draft, int32_t rejected_token, double u) {
   if (!draft.empty() && probability_of(draft, rejected_token) <= 0.0) draft = {};
+  // The draft's probabilities by token, looked up once per target token: with top-k and top-p
+  // off both distributions span the whole vocabulary, where a search per token would be quadratic.
+  std::unordered_map<int32_t, double> draft_probs;
+  draft_probs.reserve(draft.size());
+  for (const TokenProb& t : draft) draft_probs.emplace(t.id, t.prob);  // the first, as probability_of
   std::vector<TokenProb> residual;
   residual.reserve(target.size());
   double total = 0;
   for (const TokenProb& t : target) {
-    const double p_draft = draft.empty() ? (t.id == rejected_token ? 1.0 : 0.0) : probability_of(draft, t.id);
+    double p_draft = t.id == rejected_token ? 1.0 : 0.0;
+    if (!draft.empty()) {
+      const auto found = draft_probs.find(t.id);
+      p_draft = found == draft_probs.end() ? 0.0 : found->second;
+    }
     const double r = std::max(0.0, static_cast<double>(t.prob) - p_draft);
     if (r > 0) {
       residual.push_back({t.id, static_cast<float>(r)});
