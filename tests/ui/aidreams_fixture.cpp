@@ -1,10 +1,13 @@
 // The aidreams 260K test model converted to GGUF for UI tests.
 #include "aidreams_fixture.h"
 
+#include "engine/engine_controller.h"
 #include "iwb/engine/convert/llama2c.h"
 
 #include <QDir>
 #include <QFileInfo>
+#include <QSignalSpy>
+#include <QTest>
 
 namespace iwb::test {
 
@@ -36,6 +39,13 @@ QString convertAidreamsModel(const QString& dir, QString* why) {
     return {};
   }
   return path;
+}
+
+bool loadModelAndWait(ui::EngineController& engine, const QString& path, int timeoutMs) {
+  QSignalSpy loaded(&engine, &ui::EngineController::modelLoaded);
+  QSignalSpy failed(&engine, &ui::EngineController::modelLoadFailed);
+  engine.loadModel(path);
+  return QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, timeoutMs) && loaded.count() == 1;
 }
 
 }  // namespace iwb::test

@@ -1,8 +1,13 @@
 // The shared tiny real model for UI tests: the aidreams 260K llama2.c checkpoint from
-// ../shared/models, converted to GGUF once per test into a folder of the test's.
+// ../shared/models, converted to GGUF once per test into a folder of the test's, and loading
+// a model through the engine controller.
 #pragma once
 
 #include <QString>
+
+namespace iwb::ui {
+class EngineController;
+}
 
 namespace iwb::test {
 
@@ -11,5 +16,7 @@ namespace iwb::test {
 QString convertAidreamsModel(const QString& dir, QString* why);
 // True when the shared checkpoint and tokenizer are present.
 bool hasAidreamsModel();
+// Loads `path` through the controller and waits for the outcome: true when it loaded.
+bool loadModelAndWait(ui::EngineController& engine, const QString& path, int timeoutMs);
 
 }  // namespace iwb::test

@@ -45,14 +45,6 @@ GenerationInput greedyInput(const QString& message, int maxTokens) {
   return input;
 }
 
-// Loads the model through the controller and waits for the outcome.
-bool loadAndWait(EngineController& engine, const QString& path) {
-  QSignalSpy loaded(&engine, &EngineController::modelLoaded);
-  QSignalSpy failed(&engine, &EngineController::modelLoadFailed);
-  engine.loadModel(path);
-  return QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, kTimeoutMs) && loaded.count() == 1;
-}
-
 // A message longer than aidreams' 128-token context.
 QString tooLongMessage() {
   QStringList words;
@@ -228,7 +220,7 @@ void TestChatPanel::loadFailuresAreMessages() {
   QVERIFY(!engine.isGenerating());
 
   // A good model after failures loads normally.
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   // A load failure frees the previous model: the engine never runs a model the user replaced.
   engine.loadModel(junk);
   QVERIFY(failed.wait(kTimeoutMs));
@@ -237,7 +229,7 @@ void TestChatPanel::loadFailuresAreMessages() {
 
 void TestChatPanel::promptLongerThanContextIsRefused() {
   EngineController engine;
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QSignalSpy failed(&engine, &EngineController::generationFailed);
   QSignalSpy finished(&engine, &EngineController::generationFinished);
   engine.generate(greedyInput(tooLongMessage(), 8));
@@ -262,7 +254,7 @@ void TestChatPanel::panelStreamsStopsAndKeepsHistory() {
     ChatPanel panel(&engine, store->get());
     panel.show();
     QVERIFY(!panel.sendButton()->isEnabled());  // no model yet
-    QVERIFY(loadAndWait(engine, m_modelPath));
+    QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
     QCOMPARE(panel.settingsPanel()->templateOverride(), QStringLiteral("auto"));
     QVERIFY(panel.settingsPanel()->templateBox()->isEnabled());
 
@@ -353,7 +345,7 @@ void TestChatPanel::panelRegeneratesAndEdits() {
   QVERIFY(store);
   ChatPanel panel(&engine, store->get());
   panel.show();
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   panel.newConversation();
   const qint64 id = panel.currentConversation();
   QVERIFY(id != 0);
@@ -431,7 +423,7 @@ void TestChatPanel::panelReportsTooLongPrompt() {
   auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("long/conversations.sqlite")));
   QVERIFY(store);
   ChatPanel panel(&engine, store->get());
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QSignalSpy failed(&panel, &ChatPanel::replyFailed);
   panel.input()->setPlainText(tooLongMessage());
   panel.send();
@@ -460,7 +452,7 @@ void TestChatPanel::panelKeepsPartialReplyOnEngineError() {
   auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("error/conversations.sqlite")));
   QVERIFY(store);
   ChatPanel panel(&engine, store->get());
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   panel.settingsPanel()->maxTokensBox()->setValue(0);
 
   WorkerGate gate(engine.worker(), 3);
@@ -506,7 +498,7 @@ void TestChatPanel::templateChoiceIsRememberedPerModel() {
   QVERIFY(!panel.messageBar()->isHidden());
   QComboBox* box = panel.settingsPanel()->templateBox();
   QVERIFY(!box->isEnabled());  // nothing to choose for before a model is loaded
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QVERIFY(box->isEnabled());
   QCOMPARE(box->currentText(), QStringLiteral("Auto (Plain)"));
   const int chatml = box->findData(QStringLiteral("chatml"));
@@ -528,7 +520,7 @@ void TestChatPanel::templateChoiceIsRememberedPerModel() {
   QVERIFY(!panel.messageModel()->item(1).message.content.isEmpty());
 
   // Loading the model again (another start of the program) brings the choice back.
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QCOMPARE(panel.settingsPanel()->templateOverride(), QStringLiteral("chatml"));
   QSettings().remove(ChatPanel::templateSettingsKey(m_modelPath));
 }

@@ -39,13 +39,6 @@ BatchInput batchOf(const QStringList& prompts, int maxTokens) {
   return batch;
 }
 
-bool loadAndWait(EngineController& engine, const QString& path) {
-  QSignalSpy loaded(&engine, &EngineController::modelLoaded);
-  QSignalSpy failed(&engine, &EngineController::modelLoadFailed);
-  engine.loadModel(path);
-  return QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, kTimeoutMs) && loaded.count() == 1;
-}
-
 }  // namespace
 
 class TestKvBatchEndToEnd : public QObject {
@@ -74,7 +67,7 @@ void TestKvBatchEndToEnd::initTestCase() {
 void TestKvBatchEndToEnd::batchSharesThePrefixBesideAChat() {
   EngineController engine;
   QSignalSpy snapshots(&engine, &EngineController::kvSnapshotReady);
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() >= 1, kTimeoutMs);
   const auto loaded = snapshots.last().at(0).value<KvMapSnapshot>();
   QVERIFY(loaded.numBlocks() > 0);  // the pool, all free
@@ -159,7 +152,7 @@ void TestKvBatchEndToEnd::panelRunsABatch() {
   KvCachePanel panel(&engine);
   BatchPanel* batch = panel.batchPanel();
   QVERIFY(!batch->runButton()->isEnabled());
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QTRY_VERIFY_WITH_TIMEOUT(panel.model()->numBlocks() > 0, kTimeoutMs);
   QVERIFY(batch->runButton()->isEnabled());
 

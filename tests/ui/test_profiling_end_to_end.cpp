@@ -39,13 +39,6 @@ GenerationInput greedyInput(const QString& message) {
   return input;
 }
 
-bool loadAndWait(EngineController& engine, const QString& path) {
-  QSignalSpy loaded(&engine, &EngineController::modelLoaded);
-  QSignalSpy failed(&engine, &EngineController::modelLoadFailed);
-  engine.loadModel(path);
-  return QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, kTimeoutMs) && loaded.count() == 1;
-}
-
 }  // namespace
 
 class TestProfilingEndToEnd : public QObject {
@@ -84,7 +77,7 @@ void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {
   engine.setProfiling(true);  // before the load: the engine gets it as soon as it exists
   QCOMPARE(profiling.count(), 1);
   QVERIFY(engine.isProfiling());
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
 
   QSignalSpy snapshots(&engine, &EngineController::profileSnapshotReady);
   QSignalSpy measured(&engine, &EngineController::requestMeasured);
@@ -175,7 +168,7 @@ void TestProfilingEndToEnd::profiledReplyReachesTheRoofline() {
 void TestProfilingEndToEnd::unprofiledReplyHasTimingsOnly() {
   EngineController engine;
   QVERIFY(!engine.isProfiling());
-  QVERIFY(loadAndWait(engine, m_modelPath));
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
   QSignalSpy snapshots(&engine, &EngineController::profileSnapshotReady);
   QSignalSpy measured(&engine, &EngineController::requestMeasured);
   QSignalSpy memory(&engine, &EngineController::memorySampled);
