@@ -36,6 +36,11 @@ inline constexpr int64_t kDefaultKvContexts = 4;
 struct EngineOptions {
   int64_t context_length = 0;  // per sequence; 0: the model's trained context, at most 4096
   int num_threads = 0;         // 0: all cores (OpenMP default)
+  // Where the forward pass runs: "auto" (the first working CUDA device, else the CPU), "cpu",
+  // or "cuda:N". A named CUDA device that is missing or fails to start is an error saying why
+  // (the caller can then offer the CPU); "auto" falls back to the CPU and says so in
+  // ModelSummary / the load progress.
+  std::string device = "auto";
   // Tokens per step, decodes and prompt chunks together (a longer prompt is prefilled in
   // chunks over several steps); also the size of the forward pass's activation scratch.
   int64_t max_batch_tokens = 128;
