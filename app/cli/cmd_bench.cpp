@@ -163,6 +163,7 @@ void add_json(JsonWriter& j, const BenchResult& r) {
   if (r.mbu) j.value(*r.mbu); else j.value(std::nan(""));
   j.key("mfu");
   if (r.mfu) j.value(*r.mfu); else j.value(std::nan(""));
+  j.field("mfu_peak_kind", r.mfu_peak_kind);
   j.field("predicted_flops_per_token", r.predicted_flops_per_token);
   j.field("predicted_bytes_per_token", r.predicted_bytes_per_token);
   j.field("probe_date", r.probe_date).end_object();
@@ -291,9 +292,14 @@ int run_bench(int argc, char** argv) {
   }
   print_table(*results);
   if (probe) {
-    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s, %.1f GFLOP/s (%s)\n", probe->device_id.c_str(),
+    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
                 probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9, probe->peak_flops / 1e9,
                 probe->peak_flops_kind.c_str());
+    if (probe->peak_int8_ops > 0) {
+      std::printf(", %.1f GOP/s (%s; MFU of quantized weights)", probe->peak_int8_ops / 1e9,
+                  probe->peak_int8_kind.c_str());
+    }
+    std::printf("\n");
   } else {
     std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
   }

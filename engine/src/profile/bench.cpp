@@ -85,8 +85,20 @@ BenchResult describe(const Engine& engine, const std::string& identity, const st
   return r;
 }
 
+// True when most weight bytes are a quantized type: the CPU kernels then quantize activations to
+// 8 bits and multiply with integer dot products, whose ceiling is the probe's int8 rate, not its
+// f32 FMA rate (against which a quantized prefill would show an MFU above 100%).
+bool uses_int8_dot_products(const ModelSummary& m) {
+  std::string dominant;
+  uint64_t most = 0;
+  for (const auto& [type, totals] : m.totals_by_type) {
+    if (totals.num_bytes > most) most = totals.num_bytes, dominant = type;
+  }
+  return !dominant.empty() && dominant != "F32" && dominant != "F16" && dominant != "BF16";
+}
+
 void finish_result(BenchResult* r, const std::vector<double>& rates, const StepCost& per_token,
-                   const std::optional<ProbeResult>& probe) {
+                   const std::optional<ProbeResult>& probe, bool is_int8) {
   r->num_repetitions = static_cast<int>(rates.size());
   r->tokens_per_s = rates;
   mean_and_sd(rates, &r->tokens_per_s_mean, &r->tokens_per_s_sd);
@@ -95,7 +107,9 @@ void finish_result(BenchResult* r, const std::vector<double>& rates, const StepC
   if (probe) {
     const Ceilings c = ceilings_from_probe(*probe);
     r->mbu = model_bandwidth_utilization(per_token.bytes, r->tokens_per_s_mean, c.bandwidth_bytes_per_s);
-    r->mfu = model_flops_utilization(per_token.flops, r->tokens_per_s_mean, c.peak_flops);
+    const bool use_int8 = is_int8 && probe->peak_int8_ops > 0;
+    r->mfu = model_flops_utilization(per_token.flops, r->tokens_per_s_mean, use_int8 ? probe->peak_int8_ops : c.peak_flops);
+    r->mfu_peak_kind = use_int8 ? probe->peak_int8_kind : probe->peak_flops_kind;
   }
 }
 
@@ -180,6 +194,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   }
 
   std::vector<BenchResult> results;
+  const bool is_int8 = uses_int8_dot_products(engine.model());
   if (o.num_prompt_tokens > 0) {
     BenchResult r = describe(engine, *identity, probe);
     r.test = "pp" + std::to_string(o.num_prompt_tokens);
@@ -197,7 +212,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
     StepCost per_token = total_cost(*predicted);
     per_token.flops /= static_cast<double>(o.num_prompt_tokens);
     per_token.bytes /= static_cast<double>(o.num_prompt_tokens);
-    finish_result(&r, rates, per_token, probe);
+    finish_result(&r, rates, per_token, probe, is_int8);
     results.push_back(std::move(r));
   }
   if (o.num_generated_tokens > 0) {
@@ -218,7 +233,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
     StepCost per_token = predicted->decode;
     per_token.flops /= static_cast<double>(predicted->num_decode_steps);
     per_token.bytes /= static_cast<double>(predicted->num_decode_steps);
-    finish_result(&r, rates, per_token, probe);
+    finish_result(&r, rates, per_token, probe, is_int8);
     results.push_back(std::move(r));
   }
   return results;

@@ -39,6 +39,9 @@ struct BenchResult {
   double tokens_per_s_sd = 0;            // sample standard deviation (n - 1); 0 for one repetition
   std::vector<double> tokens_per_s;      // each repetition
   std::optional<double> mbu, mfu;        // empty without a probe of the device
+  // The peak MFU divides by: the probe's int8 dot-product rate when the weights are quantized
+  // (their matmuls run as 8-bit integer dot products on the CPU), else its float FMA rate.
+  std::string mfu_peak_kind;
   double predicted_flops_per_token = 0;  // the cost model's work per token for this test
   double predicted_bytes_per_token = 0;
   std::string probe_date;                // the probe MBU/MFU were computed against; empty if none
