@@ -7,6 +7,11 @@
 #
 #   LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama.sh [-t THREADS] [-r REPS] [-k ROUNDS]
 #       [-p PP] [-n TG] [-o DIR] MODEL.gguf...
+#
+# Each program runs with its own best OpenMP wait policy: ours with OMP_WAIT_POLICY as set
+# (scripts/run.sh uses passive), llama.cpp with OpenMP's default (spinning) unless
+# LLAMA_OMP_WAIT_POLICY names one — its graph has a barrier after every operation, and passive
+# waiting would make each of them a sleep and a wake-up, which is not how llama.cpp is run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 iwb=${IWB:-"${IWB_BUILD_DIR:-$root/build}/app/iwb"}
@@ -40,7 +45,8 @@ for ((k = 1; k <= rounds; ++k)); do
     echo "round $k $name: iwb (load $(load))" | tee -a "$out/loads.txt"
     "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store --json > "$out/$name.iwb.$k.json"
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
-    "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json > "$out/$name.llama.$k.json"
+    env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
+      "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json > "$out/$name.llama.$k.json"
   done
 done
 echo "round $rounds done (load $(load))" >> "$out/loads.txt"
