@@ -152,7 +152,7 @@ class TestBatchedGeneration : public QObject {
     QFETCH(QString, model);
     const std::string path = model_path(model);
     if (path.empty()) QSKIP("shared aidreams model absent");
-    EngineOptions options{0, 2, 32};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32};
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     const std::vector<GenerationRequest> requests = mixed_requests((*engine)->config().vocab_size);
@@ -189,7 +189,7 @@ class TestBatchedGeneration : public QObject {
     QFETCH(QString, model);
     const std::string path = model_path(model);
     if (path.empty()) QSKIP("shared aidreams model absent");
-    EngineOptions roomy{0, 2, 32};
+    EngineOptions roomy{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32};
     roomy.kv_block_size = 8;
     EngineOptions tiny = roomy;
     tiny.kv_cache_bytes = 14 * block_bytes(path, 8);
@@ -225,7 +225,7 @@ class TestBatchedGeneration : public QObject {
   // caching, and generate what they would alone.
   void sharedPrefixHitsThePrefixCache() {
     const std::string path = m_models["llama"];
-    EngineOptions options{0, 2, 64};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64};
     EngineOptions uncached = options;
     uncached.enable_prefix_caching = false;
     const std::vector<int32_t> prefix = random_prompt(320, 48, 7);
@@ -274,7 +274,7 @@ class TestBatchedGeneration : public QObject {
   // reason; the requests that fit run to completion.
   void promptThatCanNeverFitIsRefused() {
     const std::string path = m_models["llama"];
-    EngineOptions options{128, 2};
+    EngineOptions options{.context_length = 128, .num_threads = 2};
     options.kv_cache_bytes = 4 * block_bytes(path, 16);
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
@@ -303,7 +303,7 @@ class TestBatchedGeneration : public QObject {
   // aborted; the others finish with their one-at-a-time tokens and every block comes back.
   void abortMidBatch() {
     const std::string path = m_models["qwen2"];
-    EngineOptions options{0, 2, 64};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64};
     options.max_running_sequences = 3;
     auto engine = Engine::load(path, options);
     QVERIFY(engine.is_ok());
@@ -354,7 +354,7 @@ class TestBatchedGeneration : public QObject {
   // sequences' lengths.
   void snapshotAndMemoryReport() {
     const std::string path = m_models["llama"];
-    auto engine = Engine::load(path, {0, 2, 64});
+    auto engine = Engine::load(path, {.context_length = 0, .num_threads = 2, .max_batch_tokens = 64});
     QVERIFY(engine.is_ok());
     Engine& e = **engine;
     const MemoryReport before = e.memory_report();

@@ -111,7 +111,7 @@ class TestProfilerRecords : public QObject {
     QFETCH(int, batch);
     const std::string path = model == "aidreams" ? m_aidreams : model == "qwen2" ? m_qwen : m_gemma;
     if (path.empty()) QSKIP("shared aidreams model absent");
-    EngineOptions options{0, 2, batch};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = batch};
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     auto shape = model_shape_from_gguf(path);
