@@ -2,78 +2,14 @@
 // One thread per output element: writes are coalesced and each thread decodes its own
 // quant, re-reading the block's scales through the cache. Tested against dequantize_row_ref.
 #include "iwb/kernels/cuda/dequantize_cuda.h"
-#include "iwb/kernels/quant_blocks.h"
-
-#include <cuda_fp16.h>
+#include "dequantize_blocks.cuh"
 
 #include <algorithm>
 
 namespace iwb {
 namespace {
 
-__device__ inline float half_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
-
-// Each decoder names its block type and turns element e of one block into a float.
-struct DecodeF16 {
-  using Block = uint16_t;
-  static constexpr int kBlockSize = 1;
-  __device__ static float decode(const Block& b, int) { return half_bits_to_float(b); }
-};
-
-struct DecodeBF16 {
-  using Block = uint16_t;
-  static constexpr int kBlockSize = 1;
-  __device__ static float decode(const Block& b, int) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-};
-
-struct DecodeQ8_0 {
-  using Block = BlockQ8_0;
-  static constexpr int kBlockSize = kQK8_0;
-  __device__ static float decode(const Block& b, int e) {
-    return static_cast<float>(b.qs[e]) * half_bits_to_float(b.d);
-  }
-};
-
-struct DecodeQ4_0 {
-  using Block = BlockQ4_0;
-  static constexpr int kBlockSize = kQK4_0;
-  __device__ static float decode(const Block& b, int e) {
-    const uint8_t byte = b.qs[e % (kQK4_0 / 2)];
-    const int q = e < kQK4_0 / 2 ? (byte & 0x0F) : (byte >> 4);
-    return static_cast<float>(q - 8) * half_bits_to_float(b.d);
-  }
-};
-
-struct DecodeQ4_K {
-  using Block = BlockQ4_K;
-  static constexpr int kBlockSize = kQK_K;
-  // Chunk c of 64 elements uses qs[32c .. 32c+31]: low nibbles for its first 32, high for
-  // the rest, with sub-block scale/min 2c and 2c+1.
-  __device__ static float decode(const Block& b, int e) {
-    const int chunk = e / 64, l = e % 32;
-    const bool is_high = (e % 64) >= 32;
-    uint8_t scale, min;
-    unpack_scale_min_k4(2 * chunk + (is_high ? 1 : 0), b.scales, &scale, &min);
-    const uint8_t byte = b.qs[chunk * 32 + l];
-    const int q = is_high ? (byte >> 4) : (byte & 0x0F);
-    return half_bits_to_float(b.d) * scale * static_cast<float>(q) - half_bits_to_float(b.dmin) * min;
-  }
-};
-
-struct DecodeQ6_K {
-  using Block = BlockQ6_K;
-  static constexpr int kBlockSize = kQK_K;
-  // Within a 128-element half, quarter k (32 elements) takes ql[l + 32 * (k & 1)] (low
-  // nibble for k < 2, high for k >= 2) and bit pair k of qh[l].
-  __device__ static float decode(const Block& b, int e) {
-    const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
-    const uint8_t low_byte = b.ql[half * 64 + (quarter & 1) * 32 + l];
-    const int low = quarter < 2 ? (low_byte & 0x0F) : (low_byte >> 4);
-    const int high = (b.qh[half * 32 + l] >> (2 * quarter)) & 0x03;
-    const int scale = b.scales[half * 8 + l / 16 + 2 * quarter];
-    return half_bits_to_float(b.d) * static_cast<float>(scale) * static_cast<float>((low | (high << 4)) - 32);
-  }
-};
+using namespace cuda_detail;
 
 template <typename Decoder>
 __global__ void dequantize_kernel(const typename Decoder::Block* __restrict__ src, float* __restrict__ dst,

@@ -2,7 +2,8 @@
 // threads, one token each; F16/BF16/F32 weights read the f32 activations as they are), then
 // threads claim chunks of the weight rows (of several matrices, for products of one input)
 // from a shared counter. Decode dots one row at a time; a few tokens run tiles of 4 rows x 4
-// tokens over token blocks small enough to stay in L2; many tokens repack 16- or 32-row panels
+// tokens over token blocks small enough to stay in L2, or (K-quants, 5..16 tokens) token-lane
+// kernels on activations each thread packs for them; many tokens repack 16- or 32-row panels
 // for the GEMM kernels.
 #include "matmul_paths.h"
 #include "parallel.h"
@@ -68,6 +69,7 @@ constexpr int64_t kMaxRowDotTokens = 4;
 struct Plan {
   const DotKernels* k;
   bool use_gemm;
+  bool use_lanes;
   const uint8_t* weight;
   size_t weight_stride;
   const uint8_t* act;
@@ -75,7 +77,8 @@ struct Plan {
   int64_t token_block;
 };
 
-// The repacking buffer of the GEMM kernel, one per thread, grown once.
+// The repacking buffer of the GEMM kernel (or the token lanes' packed activations), one per
+// thread, grown once.
 uint8_t* gemm_buffer(size_t bytes) {
   struct Buffer {
     std::unique_ptr<uint8_t[]> data;
@@ -95,8 +98,28 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     uint8_t* buffer = gemm_buffer(quant_gemm_buffer_bytes(a.weight_type, in));
     for (int64_t r0 = row_begin; r0 < row_end; r0 += p.k->gemm_rows) {
       const int num_rows = static_cast<int>(std::min<int64_t>(p.k->gemm_rows, row_end - r0));
+      // The panel repacks 16 or 32 rows side by side, streams the hardware prefetchers do not
+      // follow: fetch the next panel's rows meanwhile (Zen 5, 8 tokens of Q4_0 1536 x 151936
+      // from DRAM: 22 ms with this, 29 without; Q4_K, 32 tokens: 42 against 47 ms).
+      if (r0 + 2 * p.k->gemm_rows <= row_end) {
+        const uint8_t* ahead = p.weight + (r0 + p.k->gemm_rows) * p.weight_stride;
+        for (size_t off = 0; off < p.k->gemm_rows * p.weight_stride; off += 64) __builtin_prefetch(ahead + off);
+      }
       p.k->gemm(p.weight + r0 * p.weight_stride, p.weight_stride, num_rows, p.act, p.act_stride, a.num_tokens, in,
                 a.bias ? a.bias + r0 : nullptr, a.output + r0, out_features, buffer);
+    }
+    return;
+  }
+  if (p.use_lanes) {
+    // Tokens in lanes: their activations packed once per chunk of rows (a few microseconds),
+    // then every row unpacked once for all of them.
+    const int64_t num_tokens = std::min<int64_t>(a.num_tokens, kLaneMaxTokens);
+    uint8_t* packed = gemm_buffer(lanes_packed_bytes(in, static_cast<int>(num_tokens)));
+    for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kLaneMaxTokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(kLaneMaxTokens, a.num_tokens - t0));
+      p.k->pack_tokens(p.act + t0 * p.act_stride, p.act_stride, nt, in, packed);
+      p.k->lanes(p.weight + row_begin * p.weight_stride, p.weight_stride, static_cast<int>(row_end - row_begin), packed, nt,
+                 in, a.bias ? a.bias + row_begin : nullptr, a.output + t0 * out_features + row_begin, out_features);
     }
     return;
   }
@@ -171,11 +194,12 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
     p->act_stride = static_cast<size_t>(a.in_features) * sizeof(float);
   }
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
+  p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
   p->token_block = std::max<int64_t>(kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p->act_stride) / kTileTokens * kTileTokens);
   return true;
 }
 
-int64_t tile_rows_of(const Plan& p) { return p.use_gemm ? p.k->gemm_rows : kTileRows; }
+int64_t tile_rows_of(const Plan& p) { return p.use_gemm ? p.k->gemm_rows : p.use_lanes ? kLaneRows : kTileRows; }
 
 // The products' tiles cut into chunks of about equal weight bytes, several per thread, that
 // threads claim in turn from a shared counter: a thread the OS holds back (a busy machine, or

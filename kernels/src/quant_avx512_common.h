@@ -106,4 +106,30 @@ IWB_AVX512 inline __m512i quarter_indices(int first) {
       _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(first + 3)), _mm_set1_epi16(static_cast<short>(first + 2))), 1);
 }
 
+// ---- K-quants: 64 unsigned weights at a time, in element order ----
+
+// 64 unsigned weights (elements 64c .. 64c+63) of one super-block row.
+template <typename Block>
+IWB_AVX512 inline __m512i unpack_chunk(const Block& b, int c) {
+  if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+    const int h = c / 2;
+    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+    const __m512i nibble = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+    if (c % 2 == 0) return _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_sllv_epi16(qh, halves_epi16(4, 2)), top));
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
+                           _mm512_and_si512(_mm512_srlv_epi16(qh, halves_epi16(0, 2)), top));
+  } else {
+    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
+    q = _mm512_and_si512(_mm512_srlv_epi16(q, halves_epi16(0, 4)), _mm512_set1_epi8(0x0F));
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+      const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+                                             _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
+      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(high, bit), q, _mm512_set1_epi8(0x10));
+    }
+    return q;
+  }
+}
+
 }  // namespace iwb::detail::avx512

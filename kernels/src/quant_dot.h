@@ -56,6 +56,20 @@ using QuantGemmFn = void (*)(const uint8_t* weight, size_t weight_stride, int nu
                              size_t activation_stride, int64_t num_tokens, int64_t num_elements, const float* bias,
                              float* out, int64_t out_stride, uint8_t* buffer);
 
+// Token-lane products of a few tokens (decoding several sequences; AVX-512 K-quants): pack
+// rearranges up to kLaneMaxTokens activation rows (groups of kLaneTokens, one token per pair of
+// 32-bit lanes) into `packed` (lanes_packed_bytes(n, num_tokens), 64-byte aligned), once per
+// call; lanes then multiplies num_rows weight rows (a chunk of rows, in tiles of kLaneRows it
+// prefetches ahead of itself) with them:
+// out[t * out_stride + r] = dot(row r, token t) + bias[r] (bias may be null).
+inline constexpr int kLaneTokens = 8;
+inline constexpr int kLaneMaxTokens = 16;
+inline constexpr int kLaneRows = 4;
+using PackTokensFn = void (*)(const uint8_t* activation, size_t activation_stride, int num_tokens, int64_t num_elements,
+                              uint8_t* packed);
+using LanesDotFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* packed,
+                            int num_tokens, int64_t num_elements, const float* bias, float* out, int64_t out_stride);
+
 struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
@@ -64,6 +78,9 @@ struct DotKernels {
   QuantGemmFn gemm = nullptr;  // many tokens (AVX-512)
   int gemm_rows = kGemmRows;   // rows per gemm call
   int gemm_min_tokens = 8;     // fewer tokens run the tiles (the repacking is not yet paid back)
+  PackTokensFn pack_tokens = nullptr;  // null: no token-lane kernel
+  LanesDotFn lanes = nullptr;
+  int lanes_min_tokens = kLaneMaxTokens + 1;  // lanes replace the tiles from this many tokens to kLaneMaxTokens
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
@@ -82,6 +99,8 @@ TileDotFn select_quant_tile_avx512(GgmlType type);
 bool select_float_dot_avx512(GgmlType type, DotKernels* out);
 QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
 QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
+bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes
+size_t lanes_packed_bytes(int64_t num_elements, int num_tokens);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
 size_t quant_gemm_kquant_buffer_bytes(int64_t num_elements);
 size_t float_gemm_buffer_bytes(int64_t num_elements);

@@ -155,10 +155,16 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   k.quantize = select_activation_quantizer(k.format, CpuPath::Avx512);
   k.tile = select_quant_tile_avx512(type);
   k.gemm = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_avx512(type) : select_quant_gemm_avx512(type);
-  // The K-quant GEMM repacks its rows per call, which 8 tokens do not pay back: decoding 8
-  // sequences (Q4_K/Q6_K 1536 x 17920, 2 threads) took 1.84 ms through it against 1.26 ms through
-  // the 4-token tiles; at 16 tokens the two are even, at 32 the GEMM wins.
-  if (k.format == ActivationFormat::Q8_K) k.gemm_min_tokens = 16;
+  // K-quants, 5..16 tokens (decoding several sequences): the token-lane kernels, which unpack
+  // each row once for up to 16 tokens and keep every (row, token) sum in lanes, beat both the
+  // 4x4 tiles and the GEMM, whose per-call repacking so few tokens do not pay back (Zen 5, Q4_K
+  // 1536 x 8960, one thread: 8 tokens 0.66 ms against the tiles' 0.86, 16 tokens 1.22 against
+  // the GEMM's 1.54; at 24 tokens the two are even). 2..4 tokens keep the tiles (the lanes took
+  // 0.49 against 0.33 ms at 2 tokens).
+  if (select_quant_lanes_avx512(type, &k)) {
+    k.lanes_min_tokens = 5;
+    k.gemm_min_tokens = kLaneMaxTokens + 1;
+  }
   *out = k;
   return true;
 }

@@ -45,30 +45,6 @@ IWB_AVX512 inline void transpose_halves_8x8(__m512i z[8]) {
   }
 }
 
-// 64 unsigned weights (elements 64c .. 64c+63) of one super-block row.
-template <typename Block>
-IWB_AVX512 inline __m512i unpack_chunk(const Block& b, int c) {
-  if constexpr (std::is_same_v<Block, BlockQ6_K>) {
-    const int h = c / 2;
-    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
-    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
-    const __m512i nibble = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
-    if (c % 2 == 0) return _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_sllv_epi16(qh, halves_epi16(4, 2)), top));
-    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
-                           _mm512_and_si512(_mm512_srlv_epi16(qh, halves_epi16(0, 2)), top));
-  } else {
-    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
-    q = _mm512_and_si512(_mm512_srlv_epi16(q, halves_epi16(0, 4)), _mm512_set1_epi8(0x0F));
-    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-      const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
-      const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
-                                             _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))), 1);
-      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(high, bit), q, _mm512_set1_epi8(0x10));
-    }
-    return q;
-  }
-}
-
 // Packs super-block b of 16 rows into out (kSuperBytes, 64-byte aligned).
 template <typename Block>
 IWB_AVX512 void pack_super_block(const Block* const* rows, int64_t b, uint8_t* out) {

@@ -2,8 +2,8 @@
 // AVX2, AVX-512 VNNI): the activation quantizers bit for bit against the reference quantizers
 // (rounding ties included), each path's row dot product against a double-precision dot of the
 // dequantized weight and activation rows (the exact value of the integer arithmetic, so only
-// f32 accumulation may differ), and the AVX-512 prefill tiles against the row dot products
-// for every tile shape.
+// f32 accumulation may differ), and the AVX-512 prefill tiles, token-lane kernels and GEMM
+// against the row dot products for every shape they take.
 #include "quant_dot.h"
 #include "random_tensors.h"
 
@@ -222,6 +222,58 @@ class TestQuantDot : public QObject {
                      qPrintable(QString("%1x%2 tile, row %3 token %4: %5 vs %6")
                                     .arg(num_rows).arg(num_tokens).arg(r).arg(t).arg(out[r * kTileTokens + t]).arg(expected)));
           }
+        }
+      }
+    }
+  }
+
+  // The token-lane kernels (a few tokens, K-quants) for every token count they take (1..16:
+  // lane widths of 4 and 2 lanes per token, one to four token vectors, padding lanes) and row
+  // counts below, at and above their tiles' rows.
+  void lanesMatchVecDot_data() {
+    QTest::addColumn<GgmlType>("type");
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
+  }
+  void lanesMatchVecDot() {
+    QFETCH(GgmlType, type);
+    if (cpu_path() != CpuPath::Avx512) QSKIP("the token-lane kernels are AVX-512 kernels and this run has no AVX-512");
+    DotKernels k;
+    QVERIFY(select_quant_dot_avx512(type, &k));
+    QVERIFY(k.lanes != nullptr && k.pack_tokens != nullptr);
+    std::mt19937 rng(61 + static_cast<int>(type));
+    const int64_t n = columns(type), rows = 7;
+    const size_t stride = *ggml_row_bytes(type, n);
+    const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+    const size_t act_stride = activation_row_bytes(k.format, n) + 8;
+    std::vector<uint8_t> act(act_stride * kLaneMaxTokens);
+    for (int t = 0; t < kLaneMaxTokens; ++t) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f * static_cast<float>(t % 5));
+      k.quantize(x.data(), act.data() + t * act_stride, n);
+    }
+    const std::vector<float> bias = random_floats(rows, rng, 0.1f);
+    std::vector<uint8_t> storage(lanes_packed_bytes(n, kLaneMaxTokens) + 64);
+    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    std::vector<float> wf(static_cast<size_t>(n));
+    for (int num_tokens = 1; num_tokens <= kLaneMaxTokens; ++num_tokens) {
+      std::memset(packed, 0xA5, storage.size() - 64);  // stale bytes must not leak into padding lanes
+      k.pack_tokens(act.data(), act_stride, num_tokens, n, packed);
+      for (int num_rows : {1, 3, kLaneRows, static_cast<int>(rows)}) {
+        const int64_t out_stride = num_rows + 2;
+        std::vector<float> out(static_cast<size_t>(num_tokens * out_stride), NAN);
+        k.lanes(w.data(), stride, num_rows, packed, num_tokens, n, bias.data(), out.data(), out_stride);
+        for (int r = 0; r < num_rows; ++r) {
+          QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+          for (int t = 0; t < num_tokens; ++t) {
+            const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n) + bias[r];
+            const double bound = 1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
+            const float got = out[t * out_stride + r];
+            QVERIFY2(std::fabs(got - expected) <= bound,
+                     qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
+                                    .arg(num_tokens).arg(num_rows).arg(r).arg(t).arg(got).arg(expected)));
+          }
+        }
+        for (int t = 0; t < num_tokens; ++t) {
+          for (int64_t c = num_rows; c < out_stride; ++c) QVERIFY(std::isnan(out[t * out_stride + c]));  // untouched
         }
       }
     }

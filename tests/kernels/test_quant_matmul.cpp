@@ -1,7 +1,9 @@
 // matmul's integer path (8-bit activations, integer dot products) against matmul_ref on odd
 // shapes and random data: 769 rows of 3 super-blocks (K-quants) or 37 blocks (32-element
-// types), 1 (decode), 3 (tiles of 4 tokens with a short edge) and 17 tokens (the AVX-512
-// GEMM's 16-row tiles; AVX2 and portable loops hand this many tokens to the dequantizing path),
+// types), 1 (decode), 3 (tiles of 4 tokens with a short edge), 8 and 13 (K-quants: the
+// token-lane kernels, one and two vectors of 8 tokens, the second part padding; 32-element
+// types: the GEMM) and 17 tokens (the AVX-512 GEMM's 16-row tiles; AVX2 and portable
+// loops hand more than 4 tokens to the dequantizing path),
 // 1 and 2 threads, with and without bias and caller scratch. Run once per CPU path (see
 // CMakeLists.txt).
 //
@@ -93,7 +95,7 @@ class TestQuantMatmul : public QObject {
     QTest::addColumn<GgmlType>("type");
     QTest::addColumn<int>("numTokens");
     for (GgmlType t : kIntegerTypes) {
-      for (int tokens : {1, 3, 17}) {
+      for (int tokens : {1, 3, 8, 13, 17}) {
         QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
       }
     }

@@ -1,0 +1,31 @@
+// GPU gated feed-forward activations out = act(gate) * up, act = SiLU (SwiGLU) or GELU-tanh
+// (GeGLU); gated_activation_ref is the CPU twin. Rows with strides so a fused gate|up product
+// ([num_rows x 2*row_length]) works without a copy.
+#pragma once
+
+#include "iwb/kernels/activations.h"  // GatedActivation
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iwb {
+
+struct GatedActivationCudaArgs {
+  const float* gate = nullptr;  // device, row r at gate + r * gate_stride
+  const float* up = nullptr;    // device, row r at up + r * up_stride
+  float* output = nullptr;      // device, row r at output + r * output_stride; may be gate or up
+  int64_t num_rows = 0;
+  int64_t row_length = 0;
+  int64_t gate_stride = 0;      // floats between rows; 0 means row_length
+  int64_t up_stride = 0;
+  int64_t output_stride = 0;
+  GatedActivation kind = GatedActivation::SiLU;
+};
+
+// cudaErrorInvalidValue for null pointers, negative sizes, strides shorter than a row or
+// misaligned (4-byte) pointers; num_rows or row_length 0 is fine (nothing to do).
+cudaError_t gated_activation_cuda_check(const GatedActivationCudaArgs& args);
+cudaError_t gated_activation_cuda(const GatedActivationCudaArgs& args, cudaStream_t stream);
+
+}  // namespace iwb

@@ -1,0 +1,28 @@
+// GPU RMS normalisation over rows, y = x / sqrt(mean(x^2) + eps) * w; rmsnorm_ref is its CPU
+// twin. Rows may be tokens (attention/FFN/output norms) or token x head (per-head q/k norms).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iwb {
+
+struct RmsNormCudaArgs {
+  const float* input = nullptr;   // device [num_rows x dim]
+  const float* weight = nullptr;  // device [dim], or null for a plain normalisation (no Gemma
+                                  // "1 + w": GGUF stores Gemma norm weights with the 1 added)
+  float* output = nullptr;        // device [num_rows x dim]; may equal input (in place)
+  int64_t num_rows = 0;
+  int64_t dim = 0;
+  float eps = 1e-6f;
+};
+
+// cudaSuccess, or cudaErrorInvalidValue for null pointers, sizes <= 0 (num_rows 0 is fine:
+// nothing to do), a row count past the grid limit (2^31 - 1) or misaligned pointers (4 bytes).
+cudaError_t rmsnorm_cuda_check(const RmsNormCudaArgs& args);
+
+// One thread block per row, f32 sum of squares; returns the launch's error.
+cudaError_t rmsnorm_cuda(const RmsNormCudaArgs& args, cudaStream_t stream);
+
+}  // namespace iwb

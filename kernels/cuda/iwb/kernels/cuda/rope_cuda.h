@@ -1,0 +1,37 @@
+// GPU rotary position embedding, in place on queries and (optionally) keys in one launch, with
+// each token's position read from device memory; rope_ref is the CPU twin (same RopeLayout,
+// frequency base/scale, llama-3 rope_freqs factors and partial rotation).
+#pragma once
+
+#include "iwb/kernels/rope.h"  // RopeLayout
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iwb {
+
+struct RopeCudaArgs {
+  float* q = nullptr;                   // device [num_tokens x num_heads x head_dim], rotated in place
+  int64_t num_heads = 0;
+  float* k = nullptr;                   // device [num_tokens x num_kv_heads x head_dim], or null
+  int64_t num_kv_heads = 0;             // ignored when k is null
+  int64_t num_tokens = 0;
+  int64_t head_dim = 0;
+  int64_t num_rotated = 0;              // even, <= head_dim; dimensions past it pass through
+  const int32_t* positions = nullptr;   // device [num_tokens]
+  RopeLayout layout = RopeLayout::Normal;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;              // 1 / rope.scaling.factor
+  const float* freq_factors = nullptr;  // device [num_rotated / 2] (llama 3 rope_freqs) or null
+};
+
+// cudaErrorInvalidValue for null q/positions, sizes <= 0 (num_tokens 0 is fine), an odd or too
+// large num_rotated, a non-positive freq_base/freq_scale, or more than 2^31 - 1 tokens.
+cudaError_t rope_cuda_check(const RopeCudaArgs& args);
+
+// One thread block per token; angles and their sin/cos in double (as the CPU fast path: a float
+// angle at position 30000 is off by ~1e-3 rad). Returns the launch's error.
+cudaError_t rope_cuda(const RopeCudaArgs& args, cudaStream_t stream);
+
+}  // namespace iwb

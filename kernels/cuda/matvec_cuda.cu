@@ -1,0 +1,95 @@
+// matvec_cuda: argument checks, launch planning (host only, tested without a GPU) and the
+// dispatch to the per-family launchers of matvec_f16.cu, matvec_q4_0.cu, matvec_q8_0.cu and
+// matvec_kquants.cu.
+#include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/matvec_plan.h"
+#include "matvec_launch.h"
+
+#include <cstdint>
+
+namespace iwb {
+namespace {
+
+bool is_aligned_to(const void* p, uintptr_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
+
+// True when the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+}  // namespace
+
+bool cuda_matvec_supports(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
+  if (!cuda_matvec_supports(args.type)) return cudaErrorInvalidValue;
+  // Sizes: int32 thread-block-local indices and a grid of at most 2^31 - 1 blocks stay far
+  // inside these limits (every real model's matrices are below 2^20 x 2^18).
+  constexpr int64_t kMaxDim = int64_t{1} << 30;
+  if (args.in_features <= 0 || args.out_features <= 0 || args.in_features > kMaxDim || args.out_features > kMaxDim) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_tokens < 1 || args.num_tokens > kCudaMatvecMaxTokens) return cudaErrorInvalidValue;
+  if (args.in_features % ggml_type_traits(args.type).block_size != 0) return cudaErrorInvalidValue;
+  if (args.weight == nullptr || args.x == nullptr || args.y == nullptr) return cudaErrorInvalidValue;
+  // A misaligned device load is a sticky error that would poison the whole context.
+  if (!is_aligned_to(args.weight, args.type == GgmlType::F32 ? 4 : 2) || !is_aligned_to(args.x, 16) ||
+      !is_aligned_to(args.y, 4) || (args.bias != nullptr && !is_aligned_to(args.bias, 4))) {
+    return cudaErrorInvalidValue;
+  }
+  const auto x_bytes = static_cast<uint64_t>(args.num_tokens * args.in_features) * sizeof(float);
+  const auto y_bytes = static_cast<uint64_t>(args.num_tokens * args.out_features) * sizeof(float);
+  if (overlaps(args.x, x_bytes, args.y, y_bytes)) return cudaErrorInvalidValue;
+  if (args.bias != nullptr && overlaps(args.bias, static_cast<uint64_t>(args.out_features) * sizeof(float), args.y, y_bytes)) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
+  MatvecPlan plan;
+  plan.row_bytes = static_cast<int64_t>(ggml_row_bytes(args.type, args.in_features).value_or(0));
+  // The widest load that divides both the base address and the row length: then every row,
+  // and every tile of whole blocks in it, starts on a multiple of the load width.
+  const auto base = reinterpret_cast<uintptr_t>(args.weight);
+  for (int width : {16, 4, 2}) {
+    if (base % static_cast<uintptr_t>(width) == 0 && plan.row_bytes % width == 0) {
+      plan.load_bytes = width;
+      break;
+    }
+  }
+  plan.is_vector_path = plan.load_bytes == 16;
+  plan.num_blocks = (args.out_features + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock;
+  plan.is_many_tokens = args.num_tokens > 1;
+  return plan;
+}
+
+cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
+  if (const cudaError_t error = matvec_cuda_check(args); error != cudaSuccess) return error;
+  const MatvecPlan plan = plan_matvec_cuda(args);
+  if (plan.load_bytes == 0) return cudaErrorInvalidValue;  // unreachable: checks ensure 2-byte alignment
+  switch (args.type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+      return cuda_matvec::launch_matvec_float(args, plan, stream);
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+      return cuda_matvec::launch_matvec_q4_q5(args, plan, stream);
+    case GgmlType::Q8_0:
+      return cuda_matvec::launch_matvec_q8_0(args, plan, stream);
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return cuda_matvec::launch_matvec_kquants(args, plan, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace iwb

@@ -1,0 +1,16 @@
+// Per-family launchers behind matvec_cuda (matvec_cuda.cu dispatches to them): each runs the
+// kernel variant the plan names, having been given arguments matvec_cuda_check accepted.
+#pragma once
+
+#include "iwb/kernels/cuda/matvec_plan.h"
+
+#include <cuda_runtime.h>
+
+namespace iwb::cuda_matvec {
+
+cudaError_t launch_matvec_float(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // F32, F16, BF16
+cudaError_t launch_matvec_q4_q5(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // Q4_0, Q4_1, Q5_0, Q5_1
+cudaError_t launch_matvec_q8_0(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
+cudaError_t launch_matvec_kquants(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // Q4_K, Q5_K, Q6_K
+
+}  // namespace iwb::cuda_matvec

@@ -1,0 +1,78 @@
+// RoPE on the GPU (rope_cuda.h): one thread block per token computes its position's cos/sin
+// table in double (as the CPU fast path) into shared memory, then rotates every query head and
+// key head of that token in place.
+#include "iwb/kernels/cuda/rope_cuda.h"
+
+#include "cuda_common.cuh"
+
+namespace iwb {
+namespace {
+
+using namespace cuda_detail;
+
+__device__ inline void rotate_heads(float* data, int64_t token, int64_t num_heads, int64_t head_dim, int64_t num_pairs,
+                                    bool is_neox, const float* cos_table, const float* sin_table) {
+  float* base = data + token * num_heads * head_dim;
+  for (int64_t idx = threadIdx.x; idx < num_heads * num_pairs; idx += blockDim.x) {
+    const int64_t h = idx / num_pairs, i = idx % num_pairs;
+    float* x = base + h * head_dim;
+    const int64_t i0 = is_neox ? i : 2 * i;
+    const int64_t i1 = is_neox ? i + num_pairs : 2 * i + 1;
+    const float x0 = x[i0], x1 = x[i1];
+    x[i0] = x0 * cos_table[i] - x1 * sin_table[i];
+    x[i1] = x0 * sin_table[i] + x1 * cos_table[i];
+  }
+}
+
+__global__ void rope_kernel(RopeCudaArgs a) {
+  IWB_DYNAMIC_SHARED(float, table);  // [num_pairs] cos, then [num_pairs] sin
+  const int64_t num_pairs = a.num_rotated / 2;
+  float* cos_table = table;
+  float* sin_table = table + num_pairs;
+  const bool is_neox = a.layout == RopeLayout::NeoX;
+  for (int64_t t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
+    const double p = static_cast<double>(a.positions[t]);
+    for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
+      double f = static_cast<double>(a.freq_scale) *
+                 pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.num_rotated));
+      if (a.freq_factors != nullptr) f /= static_cast<double>(a.freq_factors[i]);
+      double s, c;
+      sincos(p * f, &s, &c);
+      cos_table[i] = static_cast<float>(c);
+      sin_table[i] = static_cast<float>(s);
+    }
+    __syncthreads();
+    rotate_heads(a.q, t, a.num_heads, a.head_dim, num_pairs, is_neox, cos_table, sin_table);
+    if (a.k != nullptr) rotate_heads(a.k, t, a.num_kv_heads, a.head_dim, num_pairs, is_neox, cos_table, sin_table);
+    __syncthreads();  // the next token overwrites the table
+  }
+}
+
+}  // namespace
+
+cudaError_t rope_cuda_check(const RopeCudaArgs& a) {
+  if (a.q == nullptr || a.positions == nullptr || a.num_tokens < 0 || a.num_heads <= 0 || a.head_dim <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.k != nullptr && a.num_kv_heads <= 0) return cudaErrorInvalidValue;
+  if (a.num_rotated <= 0 || a.num_rotated % 2 != 0 || a.num_rotated > a.head_dim) return cudaErrorInvalidValue;
+  if (!(a.freq_base > 0.0f) || !(a.freq_scale > 0.0f)) return cudaErrorInvalidValue;
+  // The cos/sin table lives in (default, 48 KiB) shared memory.
+  if (static_cast<size_t>(a.num_rotated) * sizeof(float) > 48 * 1024) return cudaErrorInvalidValue;
+  if (!is_aligned(a.q, 4) || !is_aligned(a.positions, 4) || (a.k != nullptr && !is_aligned(a.k, 4)) ||
+      (a.freq_factors != nullptr && !is_aligned(a.freq_factors, 4))) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t rope_cuda(const RopeCudaArgs& a, cudaStream_t stream) {
+  if (const cudaError_t e = rope_cuda_check(a); e != cudaSuccess) return e;
+  if (a.num_tokens == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_tokens, kMaxGridX));
+  const size_t shared = static_cast<size_t>(a.num_rotated) * sizeof(float);  // cos and sin of num_rotated / 2 pairs
+  IWB_LAUNCH(rope_kernel, blocks, 256, shared, stream, a);
+  return cudaGetLastError();
+}
+
+}  // namespace iwb

@@ -1,0 +1,184 @@
+// Microbenchmark of matvec_cuda on the llama-3-8b matrix shapes: time per call from CUDA events,
+// weight bytes read per second, and that rate as a share of a peak bandwidth given with
+// --peak-gbs. Prints a message and exits 0 on a machine without a usable CUDA device.
+//   bench_cuda_matvec [--peak-gbs 3350] [--types F16,Q4_0,...] [--min-ms 20]
+#include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace iwb;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t in_features;
+  int64_t out_features;
+};
+
+// llama-3-8b: attention projections, MLP gate/up, MLP down, output head.
+constexpr Shape kShapes[] = {
+    {"attn 4096x4096", 4096, 4096},
+    {"gate/up 4096x14336", 4096, 14336},
+    {"down 14336x4096", 14336, 4096},
+    {"head 4096x128256", 4096, 128256},
+};
+
+// Enough distinct copies of the weights that the working set is several times the L2 cache
+// (50 MiB on an H100): every call then reads its weights from DRAM, as in a real forward pass.
+constexpr size_t kMinWorkingSetBytes = size_t{512} << 20;
+
+bool check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return true;
+  std::fprintf(stderr, "bench_cuda_matvec: %s: %s\n", what, cudaGetErrorString(error));
+  return false;
+}
+
+std::vector<GgmlType> parse_types(std::string_view list) {
+  std::vector<GgmlType> types;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    const auto type = ggml_type_from_name(name);
+    if (!type || !cuda_matvec_supports(*type)) {
+      std::fprintf(stderr, "bench_cuda_matvec: type '%.*s' has no CUDA matvec kernel\n", static_cast<int>(name.size()),
+                   name.data());
+      std::exit(2);
+    }
+    types.push_back(*type);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  return types;
+}
+
+// Mean milliseconds per matvec_cuda call over at least min_ms of calls, rotating through the
+// weight copies; negative on a CUDA error (already reported).
+double time_calls(MatvecCudaArgs args, const std::vector<uint8_t*>& copies, double min_ms) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (!check(cudaEventCreate(&start), "cudaEventCreate")) return -1;
+  if (!check(cudaEventCreate(&stop), "cudaEventCreate")) {
+    cudaEventDestroy(start);
+    return -1;
+  }
+  // Launches num_calls calls (argument errors come back at once, execution errors at the sync).
+  auto run = [&](int num_calls) {
+    for (int i = 0; i < num_calls; ++i) {
+      args.weight = copies[static_cast<size_t>(i) % copies.size()];
+      if (!check(matvec_cuda(args, nullptr), "matvec_cuda")) return false;
+    }
+    return true;
+  };
+  double result = -1;
+  bool is_ok = run(3) && check(cudaStreamSynchronize(nullptr), "matvec_cuda warm-up");  // warm-up
+  for (int num_calls = 8, attempt = 0; is_ok && attempt < 14; ++attempt, num_calls *= 2) {
+    is_ok = check(cudaEventRecord(start), "cudaEventRecord") && run(num_calls) &&
+            check(cudaEventRecord(stop), "cudaEventRecord") && check(cudaEventSynchronize(stop), "matvec_cuda run");
+    float ms = 0;
+    if (is_ok) is_ok = check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (is_ok) result = ms / num_calls;
+    if (ms >= min_ms) break;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return is_ok ? result : -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double peak_gbs = 0;
+  double min_ms = 20;
+  std::vector<GgmlType> types = {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q4_0, GgmlType::Q4_1,
+                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                                 GgmlType::Q6_K};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--peak-gbs" && i + 1 < argc) {
+      peak_gbs = std::atof(argv[++i]);
+    } else if (arg == "--types" && i + 1 < argc) {
+      types = parse_types(argv[++i]);
+    } else if (arg == "--min-ms" && i + 1 < argc) {
+      min_ms = std::max(1.0, std::atof(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: bench_cuda_matvec [--peak-gbs GB/s] [--types F16,Q4_0,...] [--min-ms ms]\n");
+      return 2;
+    }
+  }
+
+  int num_devices = 0;
+  const cudaError_t device_error = cudaGetDeviceCount(&num_devices);
+  if (device_error != cudaSuccess || num_devices == 0) {
+    std::printf("bench_cuda_matvec: no CUDA device (%s); nothing measured\n",
+                device_error != cudaSuccess ? cudaGetErrorString(device_error) : "none found");
+    return 0;
+  }
+  cudaDeviceProp props{};
+  cudaGetDeviceProperties(&props, 0);
+  std::printf("device 0: %s; weights rotated over >= %zu MiB of copies (DRAM reads, not L2)\n", props.name,
+              kMinWorkingSetBytes >> 20);
+  std::printf("%-6s %-20s %6s %10s %9s %7s\n", "type", "shape", "tokens", "us/call", "GB/s", "%peak");
+
+  float* d_x = nullptr;
+  float* d_y = nullptr;
+  int64_t max_in = 0, max_out = 0;
+  for (const Shape& s : kShapes) {
+    max_in = std::max(max_in, s.in_features);
+    max_out = std::max(max_out, s.out_features);
+  }
+  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMalloc x") ||
+      !check(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * kCudaMatvecMaxTokens * max_out), "cudaMalloc y") ||
+      !check(cudaMemset(d_x, 0, sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMemset x")) {
+    return 1;
+  }
+  int exit_code = 0;
+  for (GgmlType type : types) {
+    for (const Shape& shape : kShapes) {
+      const size_t weight_bytes = *ggml_row_bytes(type, shape.in_features) * static_cast<size_t>(shape.out_features);
+      const size_t num_copies = std::clamp<size_t>(kMinWorkingSetBytes / weight_bytes + 1, 1, 64);
+      std::vector<uint8_t*> copies;
+      bool is_ok = true;
+      for (size_t c = 0; c < num_copies && is_ok; ++c) {
+        uint8_t* d_weight = nullptr;
+        is_ok = check(cudaMalloc(reinterpret_cast<void**>(&d_weight), weight_bytes), "cudaMalloc weights");
+        // 0x3C bytes: finite f16/bf16 values and scales; timing does not depend on the values.
+        if (is_ok) is_ok = check(cudaMemset(d_weight, 0x3C, weight_bytes), "cudaMemset weights");
+        if (d_weight != nullptr) copies.push_back(d_weight);
+      }
+      for (int64_t num_tokens : {int64_t{1}, kCudaMatvecMaxTokens}) {
+        if (!is_ok) break;
+        MatvecCudaArgs args;
+        args.type = type;
+        args.in_features = shape.in_features;
+        args.out_features = shape.out_features;
+        args.x = d_x;
+        args.num_tokens = num_tokens;
+        args.y = d_y;
+        const double ms = time_calls(args, copies, min_ms);
+        if (ms <= 0) {
+          is_ok = false;
+          break;
+        }
+        const double gbs = static_cast<double>(weight_bytes) / (ms * 1e-3) / 1e9;
+        char percent[16] = "-";
+        if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
+        const std::string_view name = ggml_type_name(type);
+        std::printf("%-6.*s %-20s %6lld %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
+                    static_cast<long long>(num_tokens), ms * 1e3, gbs, percent);
+      }
+      for (uint8_t* d_weight : copies) cudaFree(d_weight);
+      if (!is_ok) exit_code = 1;
+    }
+  }
+  cudaFree(d_x);
+  cudaFree(d_y);
+  return exit_code;
+}

@@ -1,0 +1,226 @@
+// Host-only stand-in for the CUDA runtime and device intrinsics that the forward-pass kernels
+// use (kernels/cuda/{norm,rope,kv_cache,paged_attention,paged_attention_tc,sampling}.cu), so their
+// real device and launch code runs on the CPU in tests: every thread of a block is a fiber
+// (ucontext) on the calling thread, the blocks of a 3-D grid run one after another. Barriers are
+// exact: __syncthreads waits for every live thread of the block, __syncwarp, the shuffles and
+// the WMMA operations (mma.h here) for every live lane of the warp, so warps that take different
+// warp-uniform paths are emulated faithfully; threads stuck at different barriers throw.
+// Shared memory is poisoned (0xFF bytes) for every block, so reading unwritten data shows.
+#pragma once
+
+#define IWB_CUDA_EMULATION 1
+
+#include <ucontext.h>
+
+#include <math.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+
+typedef int cudaError_t;
+enum : int { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+typedef struct CUstream_emulated* cudaStream_t;
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+template <typename F>
+cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint4 { unsigned x, y, z, w; };
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+using std::isfinite;
+using std::isnan;
+using std::max;
+using std::min;
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline void iwb_emulated_sincos(double x, double* s, double* c) {
+  *s = std::sin(x);
+  *c = std::cos(x);
+}
+#define sincos iwb_emulated_sincos
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+// Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes {x (0-3), y (4-7)} (matvec decoders).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t bytes = x | (static_cast<uint64_t>(y) << 32);
+  unsigned result = 0;
+  for (int i = 0; i < 4; ++i) result |= static_cast<unsigned>((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return result;
+}
+template <typename T> T __ldg(const T* p) { return *p; }   // cache hints mean nothing here
+template <typename T> T __ldcs(const T* p) { return *p; }
+
+namespace iwb_emulation {
+
+enum class Wait { None, Warp, Block, Done };
+
+struct Fiber {
+  ucontext_t context{};
+  std::unique_ptr<char[]> stack;
+  Wait wait = Wait::None;
+};
+
+struct State {
+  ucontext_t scheduler{};
+  std::vector<Fiber> fibers;
+  unsigned current = 0;
+  const std::function<void()>* body = nullptr;
+  std::vector<uint64_t> exchange;  // one slot per thread for shuffles
+  std::vector<unsigned char> dynamic_shared;
+  size_t dynamic_bytes = 0;
+};
+inline State g_state;
+inline constexpr size_t kStackBytes = size_t{128} << 10;
+
+inline void fiber_main() {
+  (*g_state.body)();
+  g_state.fibers[g_state.current].wait = Wait::Done;  // returning resumes the scheduler (uc_link)
+}
+
+// Parks the calling thread at a barrier until the scheduler releases it.
+inline void wait_at(Wait wait) {
+  Fiber& fiber = g_state.fibers[g_state.current];
+  fiber.wait = wait;
+  swapcontext(&fiber.context, &g_state.scheduler);
+}
+
+inline unsigned char* dynamic_shared() {
+  const auto base = reinterpret_cast<uintptr_t>(g_state.dynamic_shared.data());
+  return reinterpret_cast<unsigned char*>((base + 127) & ~uintptr_t{127});
+}
+
+inline void run_block() {
+  const unsigned n = blockDim.x;
+  std::fill(g_state.dynamic_shared.begin(), g_state.dynamic_shared.end(), static_cast<unsigned char>(0xFF));
+  for (unsigned t = 0; t < n; ++t) {
+    Fiber& fiber = g_state.fibers[t];
+    if (!fiber.stack) fiber.stack = std::make_unique<char[]>(kStackBytes);
+    getcontext(&fiber.context);
+    fiber.context.uc_stack.ss_sp = fiber.stack.get();
+    fiber.context.uc_stack.ss_size = kStackBytes;
+    fiber.context.uc_link = &g_state.scheduler;
+    fiber.wait = Wait::None;
+    makecontext(&fiber.context, fiber_main, 0);
+  }
+  for (;;) {
+    for (unsigned t = 0; t < n; ++t) {  // every runnable thread runs to its next barrier or its end
+      if (g_state.fibers[t].wait != Wait::None) continue;
+      g_state.current = t;
+      threadIdx = dim3(t);
+      swapcontext(&g_state.scheduler, &g_state.fibers[t].context);
+    }
+    unsigned num_done = 0, num_block = 0;
+    for (unsigned t = 0; t < n; ++t) {
+      num_done += g_state.fibers[t].wait == Wait::Done ? 1 : 0;
+      num_block += g_state.fibers[t].wait == Wait::Block ? 1 : 0;
+    }
+    if (num_done == n) return;
+    bool is_released = false;
+    for (unsigned w0 = 0; w0 < n; w0 += 32) {  // a warp barrier opens when every live lane is there
+      unsigned live = 0, waiting = 0;
+      for (unsigned t = w0; t < std::min(n, w0 + 32); ++t) {
+        live += g_state.fibers[t].wait != Wait::Done ? 1 : 0;
+        waiting += g_state.fibers[t].wait == Wait::Warp ? 1 : 0;
+      }
+      if (waiting > 0 && waiting == live) {
+        for (unsigned t = w0; t < std::min(n, w0 + 32); ++t) g_state.fibers[t].wait = Wait::None;
+        is_released = true;
+      }
+    }
+    if (!is_released && num_block > 0 && num_block + num_done == n) {
+      for (unsigned t = 0; t < n; ++t) {
+        if (g_state.fibers[t].wait == Wait::Block) g_state.fibers[t].wait = Wait::None;
+      }
+      is_released = true;
+    }
+    if (!is_released) throw std::logic_error("cuda emulation: threads wait at different barriers (divergent barrier)");
+  }
+}
+
+// Runs kernel(args...) as every thread of every block of the grid.
+template <typename Kernel, typename... Args>
+void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel, Args... args) {
+  if (block.y != 1 || block.z != 1 || block.x == 0 || block.x > 1024 || block.x % 32 != 0) {
+    throw std::logic_error("cuda emulation: blocks must be 1-D whole warps of at most 1024 threads");
+  }
+  // The hardware's limits (sm_90): grid y and z, and dynamic shared memory per block (opt-in).
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
+    throw std::logic_error("cuda emulation: grid dimensions outside the hardware's limits");
+  }
+  if (shared_bytes > 227 * 1024) throw std::logic_error("cuda emulation: more than 227 KiB of dynamic shared memory");
+  gridDim = grid;
+  blockDim = block;
+  const std::function<void()> body = [&] { kernel(args...); };
+  g_state.body = &body;
+  g_state.fibers.resize(block.x);
+  g_state.exchange.assign(block.x, 0);
+  g_state.dynamic_shared.assign(shared_bytes + 128, 0xFF);
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = dim3(x, y, z);
+        run_block();
+      }
+    }
+  }
+}
+
+// A warp-wide exchange: each lane publishes a value, then reads the one of lane src.
+template <typename T>
+T exchange(T value, unsigned src_lane) {
+  static_assert(sizeof(T) <= 8, "shuffle of a value over 8 bytes");
+  const unsigned t = threadIdx.x;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  g_state.exchange[t] = bits;
+  wait_at(Wait::Warp);
+  const uint64_t other = g_state.exchange[(t & ~31u) + (src_lane & 31u)];
+  wait_at(Wait::Warp);  // nobody republishes before every lane has read
+  T result;
+  std::memcpy(&result, &other, sizeof(T));
+  return result;
+}
+
+}  // namespace iwb_emulation
+
+inline void __syncthreads() { iwb_emulation::wait_at(iwb_emulation::Wait::Block); }
+inline void __syncwarp(unsigned = 0xFFFFFFFFu) { iwb_emulation::wait_at(iwb_emulation::Wait::Warp); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  return iwb_emulation::exchange(value, (threadIdx.x % 32) ^ static_cast<unsigned>(lane_mask));
+}
+template <typename T>
+T __shfl_up_sync(unsigned, T value, unsigned delta) {
+  const unsigned lane = threadIdx.x % 32;
+  return iwb_emulation::exchange(value, lane >= delta ? lane - delta : lane);
+}
+
+// Fibers never preempt each other, so plain read-modify-writes are atomic.
+inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned old = *p; *p += v; return old; }
+inline int atomicAdd(int* p, int v) { const int old = *p; *p += v; return old; }

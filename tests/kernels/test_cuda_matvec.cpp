@@ -1,0 +1,270 @@
+// matvec_cuda and dequantize_rows_f16_cuda against the CPU reference (dequantize_row_ref and
+// double-precision dots) for every supported type, odd row counts, row lengths that take each
+// load width and several tiles, 1..8 tokens, with and without bias. Skips without a CUDA device.
+#include "iwb/engine/backend/device_info.h"
+#include "iwb/kernels/cuda/dequantize_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/quantize.h"
+#include "random_tensors.h"
+
+#include <QTest>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace iwb;
+
+namespace {
+
+constexpr int64_t kGuardFloats = 64;  // past the end of y: must stay untouched
+
+#define CUDA_VERIFY(call)                                                                        \
+  do {                                                                                           \
+    const cudaError_t error_ = (call);                                                           \
+    QVERIFY2(error_ == cudaSuccess, qPrintable(QStringLiteral("%1: %2").arg(#call, cudaGetErrorString(error_)))); \
+  } while (0)
+
+QString type_name(GgmlType type) {
+  const std::string_view name = ggml_type_name(type);
+  return QString::fromUtf8(name.data(), static_cast<int>(name.size()));
+}
+
+std::vector<GgmlType> matvec_types() {
+  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+          GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+}
+
+// Row lengths per block size: small ones (2-byte loads for 18/34/210-byte rows), aligned ones
+// (16-byte loads), 1536 (Q6_K: 1260-byte rows, 4-byte loads) and ones spanning several tiles;
+// 37 sends the float types to their scalar kernel.
+std::vector<int64_t> row_lengths(GgmlType type) {
+  switch (ggml_type_traits(type).block_size) {
+    case 1: return {32, 37, 96, 256, 768, 2816, 8224};
+    case 32: return {32, 96, 256, 768, 2816, 8224};
+    default: return {256, 768, 1536, 2816, 4352};
+  }
+}
+
+// out_features x in_features weights: quantized by the CPU reference quantizer from random
+// values (realistic blocks) for some shapes, random block bytes (every bit pattern) for others.
+std::vector<uint8_t> make_weights(GgmlType type, int64_t out_features, int64_t in_features, bool use_quantizer,
+                                  std::mt19937& rng) {
+  if (!use_quantizer) return test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
+  const size_t row_bytes = *ggml_row_bytes(type, in_features);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(out_features));
+  for (int64_t r = 0; r < out_features; ++r) {
+    const std::vector<float> values = test::random_floats(static_cast<size_t>(in_features), rng, 0.05f);
+    if (!quantize_row_ref(type, values.data(), bytes.data() + r * row_bytes, in_features)) return {};
+  }
+  return bytes;
+}
+
+}  // namespace
+
+class TestCudaMatvec : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    const auto devices = list_cuda_devices();
+    if (!devices.is_ok()) {
+      QSKIP(qPrintable(QStringLiteral("CUDA matvec not tested: %1").arg(QString::fromStdString(devices.error_message()))));
+    }
+    qInfo("testing on %s (%s)", devices->front().id.c_str(), devices->front().name.c_str());
+  }
+
+  void matches_reference_data() {
+    QTest::addColumn<int>("type_id");
+    for (GgmlType type : matvec_types()) QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
+  }
+
+  void matches_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    QVERIFY(cuda_matvec_supports(type));
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 7919u + 3u);
+    for (int64_t in_features : row_lengths(type)) {
+      const std::vector<float> x = test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng);
+      float* d_x = nullptr;
+      CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_x), x.size() * sizeof(float)));
+      CUDA_VERIFY(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+      for (int64_t out_features : {1, 7, 33, 257}) {
+        const bool use_quantizer = out_features == 1 || out_features == 33;
+        const std::vector<uint8_t> bytes = make_weights(type, out_features, in_features, use_quantizer, rng);
+        QVERIFY(!bytes.empty());
+        std::vector<float> w(static_cast<size_t>(out_features * in_features));
+        const size_t row_bytes = bytes.size() / static_cast<size_t>(out_features);
+        for (int64_t r = 0; r < out_features; ++r) {
+          QVERIFY(dequantize_row_ref(type, bytes.data() + r * row_bytes, w.data() + r * in_features, in_features));
+        }
+        const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
+
+        // The weights at base offsets 0, 2 and 4 bytes (16-, 2- and 4-byte loads); F32 needs 4.
+        uint8_t* d_weight = nullptr;
+        float* d_bias = nullptr;
+        float* d_y = nullptr;
+        const size_t y_floats = static_cast<size_t>(kCudaMatvecMaxTokens * out_features + kGuardFloats);
+        CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_weight), bytes.size() + 16));
+        CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_bias), bias.size() * sizeof(float)));
+        CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_y), y_floats * sizeof(float)));
+        CUDA_VERIFY(cudaMemcpy(d_bias, bias.data(), bias.size() * sizeof(float), cudaMemcpyHostToDevice));
+        std::vector<float> y_one_token;  // outputs of the 1-token run at offset 0
+        for (int offset : {0, 2, 4}) {
+          if (type == GgmlType::F32 && offset == 2) continue;
+          CUDA_VERIFY(cudaMemcpy(d_weight + offset, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+          for (int64_t num_tokens = 1; num_tokens <= kCudaMatvecMaxTokens; ++num_tokens) {
+            if (offset != 0 && num_tokens != 1 && num_tokens != 5) continue;  // misaligned bases: fewer runs
+            const bool with_bias = (num_tokens + out_features) % 2 == 0;
+            MatvecCudaArgs args;
+            args.type = type;
+            args.weight = d_weight + offset;
+            args.in_features = in_features;
+            args.out_features = out_features;
+            args.x = d_x;
+            args.num_tokens = num_tokens;
+            args.y = d_y;
+            args.bias = with_bias ? d_bias : nullptr;
+            CUDA_VERIFY(cudaMemset(d_y, 0xFF, y_floats * sizeof(float)));  // NaN where unwritten
+            CUDA_VERIFY(matvec_cuda(args, nullptr));
+            CUDA_VERIFY(cudaDeviceSynchronize());
+            std::vector<float> y(y_floats);
+            CUDA_VERIFY(cudaMemcpy(y.data(), d_y, y_floats * sizeof(float), cudaMemcpyDeviceToHost));
+
+            for (int64_t t = 0; t < num_tokens; ++t) {
+              const float* xt = x.data() + t * in_features;
+              for (int64_t o = 0; o < out_features; ++o) {
+                const float* wo = w.data() + o * in_features;
+                double expected = with_bias ? bias[static_cast<size_t>(o)] : 0.0;
+                double max_w = 0, sum_abs_x = 0;
+                for (int64_t i = 0; i < in_features; ++i) {
+                  expected += static_cast<double>(wo[i]) * xt[i];
+                  max_w = std::max(max_w, std::fabs(static_cast<double>(wo[i])));
+                  sum_abs_x += std::fabs(static_cast<double>(xt[i]));
+                }
+                // f32 sums of at most a few hundred terms per thread plus a tree reduction,
+                // and decoded weights that may differ from the CPU's by an FMA rounding.
+                const double tolerance = 1e-5 * max_w * sum_abs_x + 1e-6 * std::fabs(expected);
+                const float got = y[static_cast<size_t>(t * out_features + o)];
+                if (!(std::fabs(got - expected) <= tolerance)) {
+                  QFAIL(qPrintable(QStringLiteral("%1 in=%2 out=%3 tokens=%4 offset=%5 bias=%6: y[%7][%8] GPU %9, reference %10")
+                                       .arg(type_name(type)).arg(in_features).arg(out_features).arg(num_tokens)
+                                       .arg(offset).arg(with_bias).arg(t).arg(o).arg(got, 0, 'g', 9)
+                                       .arg(expected, 0, 'g', 9)));
+                }
+              }
+            }
+            // Batch invariance: token 0's outputs are bit for bit those of a 1-token call (same
+            // bias setting: odd token counts).
+            if (offset == 0 && num_tokens == 1) y_one_token.assign(y.begin(), y.begin() + out_features);
+            if (offset == 0 && num_tokens % 2 == 1 && num_tokens > 1) {
+              QVERIFY2(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0,
+                       qPrintable(QStringLiteral("%1 in=%2 out=%3: token 0 differs between 1 and %4 tokens")
+                                      .arg(type_name(type)).arg(in_features).arg(out_features).arg(num_tokens)));
+            }
+            // Nothing written past the outputs of the tokens asked for.
+            for (size_t i = static_cast<size_t>(num_tokens * out_features); i < y_floats; ++i) {
+              QVERIFY2(std::isnan(y[i]), qPrintable(QStringLiteral("%1: y written at float %2 past the outputs")
+                                                         .arg(type_name(type)).arg(i)));
+            }
+          }
+        }
+        cudaFree(d_weight);
+        cudaFree(d_bias);
+        cudaFree(d_y);
+      }
+      cudaFree(d_x);
+    }
+  }
+
+  void dequantizes_to_f16_data() { matches_reference_data(); }
+
+  void dequantizes_to_f16() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    QVERIFY(cuda_can_dequantize_f16(type));
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 104729u + 5u);
+    const int64_t block_size = ggml_type_traits(type).block_size;
+    // 37 values per row (float types) makes a total that is not a multiple of 8.
+    const int64_t row_length = block_size == 1 ? 37 : 3 * block_size;
+    for (int64_t num_rows : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+      const std::vector<uint8_t> bytes = make_weights(type, num_rows, row_length, num_rows != 17, rng);
+      QVERIFY(!bytes.empty());
+      const size_t num_values = static_cast<size_t>(num_rows * row_length);
+      std::vector<float> reference(num_values);
+      QVERIFY(dequantize_row_ref(type, bytes.data(), reference.data(), static_cast<int64_t>(num_values)));
+      uint8_t* d_src = nullptr;
+      uint16_t* d_dst = nullptr;
+      CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_src), bytes.size()));
+      CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_dst), (num_values + 8) * sizeof(uint16_t)));
+      CUDA_VERIFY(cudaMemcpy(d_src, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+      for (int dst_offset : {0, 1}) {  // 16-byte stores, and the scalar stores of a 2-byte aligned dst
+        CUDA_VERIFY(cudaMemset(d_dst, 0xFF, (num_values + 8) * sizeof(uint16_t)));
+        CUDA_VERIFY(dequantize_rows_f16_cuda(type, d_src, d_dst + dst_offset, num_rows, row_length, nullptr));
+        CUDA_VERIFY(cudaDeviceSynchronize());
+        std::vector<uint16_t> got(num_values + 8);
+        CUDA_VERIFY(cudaMemcpy(got.data(), d_dst, got.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < num_values; ++i) {
+          const uint16_t expected = f32_to_fp16(reference[i]);
+          const uint16_t value = got[i + static_cast<size_t>(dst_offset)];
+          // One f16 step of slack: the GPU's decoded f32 may differ from the CPU's by an FMA
+          // rounding, which can move a value across an f16 rounding boundary.
+          const float step = std::fabs(fp16_to_f32(static_cast<uint16_t>(expected + 1)) - fp16_to_f32(expected));
+          if (value != expected && !(std::fabs(fp16_to_f32(value) - fp16_to_f32(expected)) <= step)) {
+            QFAIL(qPrintable(QStringLiteral("%1 rows=%2 value %3: GPU f16 %4, reference %5")
+                                 .arg(type_name(type)).arg(num_rows).arg(i).arg(fp16_to_f32(value))
+                                 .arg(fp16_to_f32(expected))));
+          }
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (i >= static_cast<size_t>(dst_offset) && i < num_values + static_cast<size_t>(dst_offset)) continue;
+          QCOMPARE(got[i], uint16_t{0xFFFF});  // nothing written outside the destination
+        }
+      }
+      cudaFree(d_src);
+      cudaFree(d_dst);
+    }
+  }
+
+  void rejects_bad_arguments_on_the_device() {
+    uint8_t* d_weight = nullptr;
+    float* d_io = nullptr;
+    CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_weight), 4096));
+    CUDA_VERIFY(cudaMalloc(reinterpret_cast<void**>(&d_io), 4096 * sizeof(float)));
+    MatvecCudaArgs args;
+    args.type = GgmlType::Q4_0;
+    args.weight = d_weight;
+    args.in_features = 64;
+    args.out_features = 16;
+    args.x = d_io;
+    args.num_tokens = 1;
+    args.y = d_io + 1024;
+    QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+    CUDA_VERIFY(cudaDeviceSynchronize());
+    MatvecCudaArgs bad = args;
+    bad.x = d_io + 1;  // not 16-byte aligned
+    QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+    bad = args;
+    bad.in_features = 48;
+    QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+    bad = args;
+    bad.num_tokens = 9;
+    QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+    bad = args;
+    bad.type = GgmlType::Q3_K;
+    bad.in_features = 256;
+    QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+    QCOMPARE(dequantize_rows_f16_cuda(GgmlType::Q4_0, d_weight, nullptr, 2, 32, nullptr), cudaErrorInvalidValue);
+    QCOMPARE(cudaGetLastError(), cudaSuccess);  // refusals launch nothing and leave no error
+    cudaFree(d_weight);
+    cudaFree(d_io);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCudaMatvec)
+#include "test_cuda_matvec.moc"

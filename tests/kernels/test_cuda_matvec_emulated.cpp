@@ -1,0 +1,170 @@
+// matvec_cuda and dequantize_rows_f16_cuda, launchers and device code, run on CPU fibers
+// (cuda_emulation_warps/, sources built by cuda_emulated_matvec.cpp) against the CPU reference:
+// every type, each load width, several tiles, 1..8 tokens, bias, odd row counts, batch
+// invariance. Runs on any machine; the GPU itself is tested by test_cuda_matvec.
+#include "iwb/kernels/cuda/dequantize_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/quantize.h"
+#include "random_tensors.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace iwb;
+
+namespace {
+
+std::vector<GgmlType> all_types() {
+  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+          GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+}
+
+QString type_name(GgmlType type) {
+  const std::string_view name = ggml_type_name(type);
+  return QString::fromUtf8(name.data(), static_cast<int>(name.size()));
+}
+
+// A buffer whose data() is 16-byte aligned (what cudaMalloc guarantees and the kernels assume).
+template <typename T>
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n, T fill = T{}) : storage(n + 64 / sizeof(T), fill) {}
+  T* data() {
+    const auto p = reinterpret_cast<uintptr_t>(storage.data() + 16 / sizeof(T));  // room before, too
+    return reinterpret_cast<T*>((p + 15) & ~uintptr_t{15});
+  }
+  std::vector<T> storage;
+};
+
+// Weights from the reference quantizer (realistic blocks) or random block bytes (every bit pattern).
+std::vector<uint8_t> make_weights(GgmlType type, int64_t rows, int64_t cols, bool use_quantizer, std::mt19937& rng) {
+  if (!use_quantizer) return test::random_tensor_bytes(type, rows, cols, rng, 0.05f);
+  const size_t row_bytes = *ggml_row_bytes(type, cols);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> values = test::random_floats(static_cast<size_t>(cols), rng, 0.05f);
+    if (!quantize_row_ref(type, values.data(), bytes.data() + r * row_bytes, cols)) return {};
+  }
+  return bytes;
+}
+
+}  // namespace
+
+class TestCudaMatvecEmulated : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void matvec_matches_reference_data() {
+    QTest::addColumn<int>("type_id");
+    for (GgmlType type : all_types()) QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
+  }
+
+  void matvec_matches_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 31u + 7u);
+    // Per block size: a short row (2- or 4-byte loads, or the scalar float kernel) and a long
+    // one (16-byte loads over several tiles / unrolled steps).
+    const int64_t block_size = ggml_type_traits(type).block_size;
+    const std::vector<int64_t> lengths = block_size == 1 ? std::vector<int64_t>{37, 4104}
+                                         : block_size == 32 ? std::vector<int64_t>{96, 4160}
+                                                            : std::vector<int64_t>{1536, 4352};
+    for (int64_t in_features : lengths) {
+      const int64_t out_features = 5;  // three thread blocks, the last with one row
+      const std::vector<uint8_t> bytes = make_weights(type, out_features, in_features, in_features == lengths[0], rng);
+      QVERIFY(!bytes.empty());
+      std::vector<float> w(static_cast<size_t>(out_features * in_features));
+      QVERIFY(dequantize_row_ref(type, bytes.data(), w.data(), out_features * in_features));
+      const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
+      AlignedBuffer<float> x(static_cast<size_t>(kCudaMatvecMaxTokens * in_features));
+      const std::vector<float> x_values = test::random_floats(x.storage.size(), rng);
+      std::memcpy(x.data(), x_values.data(), sizeof(float) * static_cast<size_t>(kCudaMatvecMaxTokens * in_features));
+      AlignedBuffer<uint8_t> weight(bytes.size() + 4);
+      // (weight base offset, tokens): 16-byte-aligned base with 1, 2 and 8 tokens, then 2- and
+      // 4-byte aligned bases (F32 needs 4).
+      const std::pair<int, int64_t> runs[] = {{0, 1}, {0, 2}, {0, 8}, {type == GgmlType::F32 ? 4 : 2, 3}, {4, 1}};
+      std::vector<float> y_one_token;  // token 0 of the first (1-token) run
+      for (const auto& [offset, num_tokens] : runs) {
+        std::memcpy(weight.data() + offset, bytes.data(), bytes.size());
+        const bool with_bias = num_tokens != 2;
+        AlignedBuffer<float> y(static_cast<size_t>(kCudaMatvecMaxTokens * out_features + 8), NAN);
+        MatvecCudaArgs args;
+        args.type = type;
+        args.weight = weight.data() + offset;
+        args.in_features = in_features;
+        args.out_features = out_features;
+        args.x = x.data();
+        args.num_tokens = num_tokens;
+        args.y = y.data();
+        args.bias = with_bias ? bias.data() : nullptr;
+        QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+        for (int64_t t = 0; t < num_tokens; ++t) {
+          const float* xt = x.data() + t * in_features;
+          for (int64_t o = 0; o < out_features; ++o) {
+            double expected = with_bias ? bias[static_cast<size_t>(o)] : 0.0, max_w = 0, sum_abs_x = 0;
+            for (int64_t i = 0; i < in_features; ++i) {
+              expected += static_cast<double>(w[static_cast<size_t>(o * in_features + i)]) * xt[i];
+              max_w = std::max(max_w, std::fabs(static_cast<double>(w[static_cast<size_t>(o * in_features + i)])));
+              sum_abs_x += std::fabs(static_cast<double>(xt[i]));
+            }
+            const double tolerance = 1e-5 * max_w * sum_abs_x + 1e-6 * std::fabs(expected);
+            const float got = y.data()[t * out_features + o];
+            if (!(std::fabs(got - expected) <= tolerance)) {
+              QFAIL(qPrintable(QStringLiteral("%1 in=%2 offset=%3 tokens=%4: y[%5][%6] = %7, reference %8")
+                                   .arg(type_name(type)).arg(in_features).arg(offset).arg(num_tokens).arg(t).arg(o)
+                                   .arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+            }
+          }
+        }
+        // Batch invariance: with the same bias, token 0 comes out bit for bit as in a 1-token call.
+        if (offset == 0 && num_tokens == 1) y_one_token.assign(y.data(), y.data() + out_features);
+        if (offset == 0 && num_tokens == 8) {
+          QVERIFY(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
+        }
+        for (int64_t i = num_tokens * out_features; i < kCudaMatvecMaxTokens * out_features + 8; ++i) {
+          QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
+        }
+      }
+    }
+  }
+
+  void dequantize_f16_matches_reference_data() { matvec_matches_reference_data(); }
+
+  void dequantize_f16_matches_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 17u + 1u);
+    const int64_t block_size = ggml_type_traits(type).block_size;
+    const int64_t num_rows = 3, row_length = block_size == 1 ? 37 : 2 * block_size;  // 111 values: a partial group
+    const std::vector<uint8_t> bytes = make_weights(type, num_rows, row_length, false, rng);
+    const size_t num_values = static_cast<size_t>(num_rows * row_length);
+    std::vector<float> reference(num_values);
+    QVERIFY(dequantize_row_ref(type, bytes.data(), reference.data(), static_cast<int64_t>(num_values)));
+    AlignedBuffer<uint8_t> src(bytes.size());
+    std::memcpy(src.data(), bytes.data(), bytes.size());
+    for (int dst_offset : {0, 1}) {  // 16-byte stores, then the scalar stores of a 2-byte aligned dst
+      AlignedBuffer<uint16_t> dst(num_values + 8, 0xFFFF);
+      uint16_t* out = dst.data() + dst_offset;
+      QCOMPARE(dequantize_rows_f16_cuda(type, src.data(), out, num_rows, row_length, nullptr), cudaSuccess);
+      for (size_t i = 0; i < num_values; ++i) {
+        // One f16 step of slack where a contracted multiply-add moves a value across a rounding
+        // boundary (as on the GPU); otherwise the reference value rounded to f16.
+        const uint16_t expected = f32_to_fp16(reference[i]);
+        const float step = std::fabs(fp16_to_f32(static_cast<uint16_t>(expected + 1)) - fp16_to_f32(expected));
+        QVERIFY2(out[i] == expected || std::fabs(fp16_to_f32(out[i]) - fp16_to_f32(expected)) <= step,
+                 qPrintable(QStringLiteral("%1 value %2: %3, reference %4").arg(type_name(type)).arg(i)
+                                .arg(fp16_to_f32(out[i])).arg(fp16_to_f32(expected))));
+      }
+      QCOMPARE(out[num_values], uint16_t{0xFFFF});
+      QCOMPARE(out[-1], uint16_t{0xFFFF});
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCudaMatvecEmulated)
+#include "test_cuda_matvec_emulated.moc"
