@@ -3,6 +3,7 @@
 // parallelism: aggregate and per-sequence generation rates, time to first token, peak KV
 // blocks, wasted slots, and how a contiguous max-context allocation would have fared.
 #include "commands.h"
+#include "device_cli.h"
 #include "json_writer.h"
 
 #include "iwb/engine/profile/batch_bench.h"
@@ -34,6 +35,7 @@ void print_usage(std::FILE* out) {
                "  --kv-mib MIB         KV pool size (default: the largest parallelism's sequences whole)\n"
                "  --block-size N       tokens per KV block (default 16)\n"
                "  --batch-tokens N     tokens per step, decodes and prompt chunks (default 128)\n"
+               "  --device DEV         auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
                "  --json               print the results as JSON\n");
 }
 
@@ -105,6 +107,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = number(&o->engine.max_batch_tokens, 1);
     } else if (a == "--json") {
       o->is_json = true;
+    } else if (const int taken = parse_device_option("batch-bench", argc, argv, &i, &o->engine.device); taken != 0) {
+      ok = taken > 0;
     } else {
       std::fprintf(stderr, "iwb batch-bench: unknown or incomplete option '%s'\n", a.c_str());
       ok = false;
@@ -127,6 +131,7 @@ void print_json(const Engine& engine, const Options& o, const BatchBenchResult& 
   JsonWriter j;
   j.begin_object();
   j.field("model", engine.model().name).field("path", engine.model().path).field("threads", engine.num_threads());
+  j.field("device", engine.model().device).field("device_description", engine.model().device_description);
   j.field("context", r.context).field("block_size", static_cast<int64_t>(r.block_size)).field("num_blocks", r.num_blocks);
   j.field("bytes_per_block", r.bytes_per_block).field("kv_pool_bytes", r.kv_pool_bytes);
   j.field("prompt_tokens", o.bench.num_prompt_tokens).field("generated_tokens", o.bench.num_generated_tokens);
@@ -170,6 +175,7 @@ void print_table(const Engine& engine, const Options& o, const BatchBenchResult&
               engine.model().name.c_str(), engine.model().architecture.c_str(), engine.model().file_type.c_str(),
               engine.num_threads(), shared.c_str(), static_cast<long long>(o.bench.num_prompt_tokens),
               static_cast<long long>(o.bench.num_generated_tokens), static_cast<long long>(engine.max_batch_tokens()));
+  std::printf("%s\n", device_line(engine).c_str());
   std::printf("KV pool: %lld blocks of %d tokens (%.1f MiB); context %lld per sequence\n\n",
               static_cast<long long>(r.num_blocks), r.block_size, static_cast<double>(r.kv_pool_bytes) / (1 << 20),
               static_cast<long long>(r.context));

@@ -3,6 +3,7 @@
 // MBU against the latest probe of this machine; results go to the results store.
 // `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
 #include "commands.h"
+#include "device_cli.h"
 #include "json_writer.h"
 
 #include "iwb/engine/model/model_info.h"
@@ -32,6 +33,7 @@ void print_usage(std::FILE* out) {
                "  -b, --batch-size N   tokens per forward step, so prompt chunks (default 512, as\n"
                "                       llama-bench's micro-batch; the engine's own default is 128)\n"
                "  -r, --repetitions N  timed runs of each test (default 5)\n"
+               "  --device DEV         auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
                "  --json               print the results as JSON\n"
                "  --no-store           do not record the results\n"
                "  --list               print the results recorded so far (of MODEL with -m)\n"
@@ -43,6 +45,7 @@ struct Options {
   std::string model;
   BenchOptions bench;
   int threads = 0;
+  std::string device = "auto";
   int64_t batch_tokens = 512;
   bool is_json = false;
   bool is_store = true;
@@ -90,6 +93,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = number(&o->batch_tokens, int64_t{1});
     } else if (a == "-r" || a == "--repetitions") {
       ok = number(&o->bench.num_repetitions, 1);
+    } else if (const int taken = parse_device_option("bench", argc, argv, &i, &o->device); taken != 0) {
+      ok = taken > 0;
     } else if (a == "--json") {
       o->is_json = true;
     } else if (a == "--no-store") {
@@ -230,18 +235,9 @@ int run_bench(int argc, char** argv) {
     }
     store = std::move(*db);
   }
-  std::optional<ProbeResult> probe;
-  if (store) {
-    auto latest = store->latest_probe("cpu");
-    if (!latest) {
-      std::fprintf(stderr, "iwb bench: %s\n", latest.error_message().c_str());
-      return 1;
-    }
-    probe = *latest;
-  }
-
   EngineOptions engine_options;
   engine_options.num_threads = o.threads;
+  engine_options.device = o.device;
   // Whole prompts of up to a batch in one step: each step streams every weight once.
   engine_options.max_batch_tokens = o.batch_tokens;
   engine_options.context_length =
@@ -251,10 +247,21 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "iwb bench: %s\n", engine.error_message().c_str());
     return 1;
   }
+  // The latest probe of the device the model runs on ("cpu", "cuda:0"), if the store has one.
+  std::optional<ProbeResult> probe;
+  if (store) {
+    auto latest = store->latest_probe((*engine)->model().device);
+    if (!latest) {
+      std::fprintf(stderr, "iwb bench: %s\n", latest.error_message().c_str());
+      return 1;
+    }
+    probe = *latest;
+  }
   if (!o.is_json) {
     std::fprintf(stderr, "iwb bench: %s (%s, %s), %d threads, %d repetitions\n", (*engine)->model().name.c_str(),
                  (*engine)->model().architecture.c_str(), (*engine)->model().file_type.c_str(),
                  (*engine)->num_threads(), o.bench.num_repetitions);
+    std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
   }
   auto results = iwb::run_bench(**engine, o.bench, probe);
   if (!results) {

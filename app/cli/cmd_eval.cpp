@@ -2,6 +2,7 @@
 // perplexity (llama-perplexity's method), and against a base model KL divergence, top-1
 // agreement and the right token's probability change; size and speed. Recorded as a run.
 #include "commands.h"
+#include "device_cli.h"
 #include "json_writer.h"
 #include "recorded_run.h"
 
@@ -37,6 +38,7 @@ void print_usage(std::FILE* out) {
                "  -n, --n-gen N      generation speed test of N tokens (default 32; 0: skip)\n"
                "  --kv-type T        the model's KV cache: f16 (default) or q8_0 (8-bit)\n"
                "  -t, --threads N    CPU threads (default: all cores)\n"
+               "  --device DEV       auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
                "  --no-cache         recompute the base's distributions (and rewrite the cache)\n"
                "  --json             print the result as JSON\n"
                "  --no-store         do not record the run\n"
@@ -66,6 +68,10 @@ int parse(int argc, char** argv, Options* o) {
       std::fprintf(stderr, "iwb eval: unknown argument or missing value: '%s'\n", a.c_str());
       print_usage(stderr);
       return 2;
+    }
+    if (a == "--device") {
+      if (parse_device_option("eval", argc, argv, &i, &o->eval.device) < 0) return 2;
+      continue;
     }
     const std::string v = argv[++i];
     auto number = [&](int64_t* out, int64_t min) {
@@ -108,6 +114,7 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
   JsonWriter j;
   j.begin_object().field("model", o.eval.model_path).field("base", o.eval.base_path).field("text", o.eval.text_name);
   j.field("context", o.eval.context).field("stride", o.eval.stride).field("text_tokens", r.num_text_tokens);
+  j.field("device", r.device);
   j.field("kv_cache_type", o.eval.kv_cache_type).field("chunks", r.num_chunks).field("scored_tokens", r.num_scored).field("perplexity", r.perplexity);
   j.field("perplexity_error", r.perplexity_error).field("mean_nll", r.mean_nll);
   if (r.has_base) {
@@ -124,8 +131,8 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
 }
 
 void print_text(const quant::EvalResult& r, const Options& o) {
-  std::printf("%s (%s, KV cache %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(), r.file_type.c_str(),
-              o.eval.kv_cache_type.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
+  std::printf("%s (%s, KV cache %s, on %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(),
+              r.file_type.c_str(), o.eval.kv_cache_type.c_str(), r.device.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
   std::printf("  text: %s, %lld tokens; %lld chunks of %lld%s; %lld tokens scored\n", o.eval.text_name.c_str(),
               static_cast<long long>(r.num_text_tokens), static_cast<long long>(r.num_chunks),
               static_cast<long long>(o.eval.context),

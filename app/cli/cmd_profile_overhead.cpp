@@ -4,6 +4,7 @@
 // machine; prefills alternate by round. Prints median and trimmed-mean step times per mode,
 // the overhead, and how much of the step time the records account for.
 #include "commands.h"
+#include "device_cli.h"
 
 #include "iwb/engine/runtime/engine.h"
 
@@ -25,7 +26,8 @@ void print_usage(std::FILE* out) {
                "  -n N               tokens generated per run (default 64)\n"
                "  -r ROUNDS          generations, profiling alternating step by step (default 10)\n"
                "  -p PROMPT          random prompt tokens per run (default 32)\n"
-               "  -t, --threads N    CPU threads (default: all cores)\n");
+               "  -t, --threads N    CPU threads (default: all cores)\n"
+               "  --device DEV       auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n");
 }
 
 // Step times of each mode: [0] profiling off, [1] on.
@@ -107,6 +109,7 @@ int run_profile_overhead(int argc, char** argv) {
   int rounds = 10;
   int64_t num_prompt = 32;
   int threads = 0;
+  std::string device = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -124,6 +127,8 @@ int run_profile_overhead(int argc, char** argv) {
       ok = parse_number(argv[++i], &num_prompt) && num_prompt >= 1;
     } else if ((a == "-t" || a == "--threads") && has_value) {
       ok = parse_number(argv[++i], &threads) && threads >= 1;
+    } else if (const int taken = parse_device_option("profile-overhead", argc, argv, &i, &device); taken != 0) {
+      if (taken < 0) return 2;
     } else {
       ok = false;
     }
@@ -141,6 +146,7 @@ int run_profile_overhead(int argc, char** argv) {
 
   EngineOptions options;
   options.num_threads = threads;
+  options.device = device;
   options.context_length = num_prompt + num_tokens + 1;
   auto loaded = Engine::load(model, options);
   if (!loaded) {
@@ -151,6 +157,7 @@ int run_profile_overhead(int argc, char** argv) {
   std::printf("%s (%s, %s), %d threads: %d generations of %lld prompt + %d tokens, profiling alternating\n",
               engine.model().name.c_str(), engine.model().architecture.c_str(), engine.model().file_type.c_str(),
               engine.num_threads(), rounds, static_cast<long long>(num_prompt), num_tokens);
+  std::printf("%s\n", device_line(engine).c_str());
 
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(engine.config().vocab_size - 1));

@@ -2,6 +2,7 @@
 // printing each piece as it is produced, then a timings line on stderr (and with --profile, where
 // the time went, kernel kind by kernel kind).
 #include "commands.h"
+#include "device_cli.h"
 #include "spec_cli.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
@@ -44,8 +45,8 @@ void print_usage(std::FILE* out) {
                "  --batch-invariant       exact matmuls whose results do not depend on the batch (slower): greedy\n"
                "                          output is then the same with or without speculation\n"
                "  --draft-n K             draft tokens per step with --spec (default 4)\n"
-               "%s",
-               kSpecUsage);
+               "%s%s",
+               kDeviceUsage, kSpecUsage);
 }
 
 struct Options {
@@ -58,6 +59,7 @@ struct Options {
   int32_t n_predict = 256;
   int64_t context = 0;
   int threads = 0;
+  std::string device = "auto";
   SamplingParams sampling;
   spec::SpeculativeConfig speculation;
 };
@@ -135,6 +137,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = number(&o->speculation.num_draft_tokens, 1, "a whole number >= 1");
     } else if (const int taken = parse_spec_option("run", argc, argv, &i, &o->speculation); taken != 0) {
       ok = taken > 0;
+    } else if (const int taken = parse_device_option("run", argc, argv, &i, &o->device); taken != 0) {
+      ok = taken > 0;
     } else {
       std::fprintf(stderr, "iwb run: unexpected argument '%s'\n\n", a.c_str());
       print_usage(stderr);
@@ -208,6 +212,7 @@ int run_run(int argc, char** argv) {
   engine_options.num_threads = o.threads;
   engine_options.speculation = o.speculation;
   engine_options.is_batch_invariant = o.is_batch_invariant;
+  engine_options.device = o.device;
   if (Status s = spec::validate(o.speculation); !s) {
     std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());
     return 2;
@@ -221,6 +226,7 @@ int run_run(int argc, char** argv) {
   std::fprintf(stderr, "iwb run: %s (%s, %s), context %lld, %d threads\n", engine.model().name.c_str(),
                engine.model().architecture.c_str(), engine.model().file_type.c_str(),
                static_cast<long long>(engine.context_length()), engine.num_threads());
+  std::fprintf(stderr, "iwb run: %s\n", device_line(engine).c_str());
 
   GenerationRequest request;
   request.sampling = o.sampling;

@@ -4,6 +4,7 @@
 // and after the K runs so a drifting machine shows. Prints generation tokens/s, the speedup,
 // acceptance per position, mean accepted length, and whether the output equals the baseline's.
 #include "commands.h"
+#include "device_cli.h"
 #include "json_writer.h"
 #include "spec_cli.h"
 
@@ -34,8 +35,8 @@ void print_usage(std::FILE* out) {
                "  --json                  print the results as JSON\n"
                "  --batch-invariant       exact, batch-invariant matmuls (slower): speculative greedy output is\n"
                "                          then bit for bit the plain one\n"
-               "%s",
-               kSpecUsage);
+               "%s%s",
+               kDeviceUsage, kSpecUsage);
 }
 
 struct Options {
@@ -46,6 +47,7 @@ struct Options {
   std::vector<int32_t> draft_lengths = {1, 2, 4, 8};
   int32_t n_predict = 128;
   int threads = 0;
+  std::string device = "auto";
   spec::SpeculativeConfig speculation;
 };
 
@@ -93,6 +95,8 @@ int parse(int argc, char** argv, Options* o) {
       ok = value(&v) && parse_number(v, &o->threads) && o->threads >= 1;
       if (!ok) std::fprintf(stderr, "iwb spec-bench: -t must be a positive whole number\n");
     } else if (const int taken = parse_spec_option("spec-bench", argc, argv, &i, &o->speculation); taken != 0) {
+      ok = taken > 0;
+    } else if (const int taken = parse_device_option("spec-bench", argc, argv, &i, &o->device); taken != 0) {
       ok = taken > 0;
     } else {
       std::fprintf(stderr, "iwb spec-bench: unexpected argument '%s'\n\n", a.c_str());
@@ -149,6 +153,7 @@ void print_table(const Options& o, const Engine& engine, double baseline_rate, c
   std::printf("target %s (%s), drafter %s, %d threads, %d tokens per run, greedy\n", engine.model().name.c_str(),
               engine.model().file_type.c_str(), spec::drafter_kind_name(o.speculation.kind), engine.num_threads(),
               o.n_predict);
+  std::printf("%s\n", device_line(engine).c_str());
   std::printf("plain decoding: %.2f tokens/s (%.2f before, %.2f after the speculative runs)\n", baseline_rate,
               before.tokens_per_second, after.tokens_per_second);
   std::printf("%3s %9s %8s %7s %8s %7s %9s %9s %5s  %s\n", "K", "tok/s", "speedup", "accept", "mean acc", "tok/step",
@@ -171,6 +176,7 @@ void print_json(const Options& o, const Engine& engine, double baseline_rate, co
   j.field("model", engine.model().name).field("file_type", engine.model().file_type);
   j.field("drafter", spec::drafter_kind_name(o.speculation.kind)).field("draft_model", o.speculation.draft_model_path);
   j.field("threads", engine.num_threads()).field("tokens_per_run", o.n_predict);
+  j.field("device", engine.model().device).field("device_description", engine.model().device_description);
   j.field("baseline_tokens_per_second", baseline_rate);
   j.field("baseline_before", before.tokens_per_second).field("baseline_after", after.tokens_per_second);
   j.key("runs").begin_array();
@@ -218,6 +224,7 @@ int run_spec_bench(int argc, char** argv) {
   }
   EngineOptions options;
   options.num_threads = o.threads;
+  options.device = o.device;
   options.context_length = 4096;
   options.is_batch_invariant = o.is_batch_invariant;
   Result<std::unique_ptr<Engine>> loaded = Engine::load(o.model, options);

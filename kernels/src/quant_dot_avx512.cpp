@@ -156,11 +156,13 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   k.tile = select_quant_tile_avx512(type);
   k.gemm = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_avx512(type) : select_quant_gemm_avx512(type);
   // K-quants, 5..16 tokens (decoding several sequences): the token-lane kernels, which unpack
-  // each row once for up to 16 tokens and keep every (row, token) sum in lanes, beat both the
-  // 4x4 tiles and the GEMM, whose per-call repacking so few tokens do not pay back (Zen 5, Q4_K
-  // 1536 x 8960, one thread: 8 tokens 0.66 ms against the tiles' 0.86, 16 tokens 1.22 against
-  // the GEMM's 1.54; at 24 tokens the two are even). 2..4 tokens keep the tiles (the lanes took
-  // 0.49 against 0.33 ms at 2 tokens).
+  // each row once for up to 16 tokens, keep every (row, token) sum in lanes and prefetch their
+  // rows block by block, beat the 4x4 tiles and, on weights streamed from DRAM as a model's
+  // are, the GEMM, whose per-call repacking so few tokens do not pay back (Zen 5, one thread,
+  // quiet machine: Q4_K 1536 x 151936, 8 tokens 11.5 ms against the tiles' 14.8, 16 tokens 21.5
+  // against the GEMM's 31.0; rows already in L3, 1536 x 8960: 0.63 against 0.78 ms at 8 tokens,
+  // but 1.08 against the GEMM's 0.96 at 16). 2..4 tokens keep the tiles (the lanes took 0.49
+  // against 0.33 ms at 2 tokens).
   if (select_quant_lanes_avx512(type, &k)) {
     k.lanes_min_tokens = 5;
     k.gemm_min_tokens = kLaneMaxTokens + 1;

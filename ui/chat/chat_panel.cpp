@@ -8,6 +8,7 @@
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
 #include "engine/engine_controller.h"
+#include "settings/device_choice.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 
@@ -265,10 +266,9 @@ void ChatPanel::updateModelLabel() {
     return;
   }
   const LoadedModel& m = m_engine->model();
-  m_modelLabel->setText(tr("%1 · %2 · context %3 tokens · %4 threads")
-                            .arg(m.name, m.architecture)
-                            .arg(m.contextLength)
-                            .arg(m.numThreads));
+  // On a GPU the CPU threads only feed it; the device says where the model runs.
+  const QString where = isCudaDeviceId(m.deviceId) ? tr("on %1").arg(m.deviceId) : tr("%1 threads").arg(m.numThreads);
+  m_modelLabel->setText(tr("%1 · %2 · context %3 tokens · %4").arg(m.name, m.architecture).arg(m.contextLength).arg(where));
   m_modelLabel->setToolTip(m.path);
 }
 

@@ -36,6 +36,7 @@ EngineController::EngineController(QObject* parent)
     m_model = model;
     emit modelLoaded(model);
   });
+  connect(m_worker, &EngineWorker::deviceLoadFailed, this, &EngineController::deviceLoadFailed);
   connect(m_worker, &EngineWorker::modelLoadFailed, this, [this](const QString& path, const QString& message) {
     m_numPendingLoads = qMax(0, m_numPendingLoads - 1);
     m_isLoading = m_numPendingLoads > 0;
@@ -86,8 +87,15 @@ EngineController::~EngineController() {
 void EngineController::loadModel(const QString& path, const EngineLoadOptions& options) {
   ++m_numPendingLoads;
   m_isLoading = true;
+  m_lastLoadOptions = options;
   emit modelLoadStarted(path);
   emit loadRequested(path, options);
+}
+
+void EngineController::loadOnCpu(const QString& path) {
+  EngineLoadOptions options = m_lastLoadOptions;
+  options.device = QStringLiteral("cpu");
+  loadModel(path, options);
 }
 
 quint64 EngineController::generate(const GenerationInput& input) {

@@ -37,6 +37,11 @@ class EngineController : public QObject {
   EngineWorker* worker() const { return m_worker; }
 
   void loadModel(const QString& path, const EngineLoadOptions& options = {});
+  // The options of the last loadModel() call.
+  const EngineLoadOptions& lastLoadOptions() const { return m_lastLoadOptions; }
+  // Loads `path` again with the last load's options on the CPU (the answer to deviceLoadFailed;
+  // the saved settings are not changed).
+  void loadOnCpu(const QString& path);
   // Queues a reply and returns its id (the first argument of the signals about it).
   quint64 generate(const GenerationInput& input);
   void stop();
@@ -67,6 +72,8 @@ class EngineController : public QObject {
   void modelLoadProgress(double fraction, const QString& stage);
   void modelLoaded(const iwb::ui::LoadedModel& model);
   void modelLoadFailed(const QString& path, const QString& message);
+  // Before modelLoadFailed when the load was meant for a CUDA device (EngineWorker's).
+  void deviceLoadFailed(const QString& path, const QString& deviceId, const QString& message);
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);
@@ -100,6 +107,7 @@ class EngineController : public QObject {
   QThread* m_thread;
   EngineWorker* m_worker;  // lives on m_thread; deleted there when the thread ends
   LoadedModel m_model;
+  EngineLoadOptions m_lastLoadOptions;
   int m_numPendingLoads = 0;
   bool m_isLoading = false;
   quint64 m_nextRequest = 1;

@@ -3,8 +3,10 @@
 // queued invocation so the event loop can deliver stop() and unload() between steps.
 #include "engine/engine_worker.h"
 
+#include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/runtime/engine.h"
+#include "settings/device_choice.h"
 
 #include <QFileInfo>
 
@@ -23,6 +25,17 @@ GenerationStats statsFrom(const iwb::RequestFinished& f, quint64 seed) {
   s.generationSeconds = f.generation_seconds;
   s.seed = seed;
   return s;
+}
+
+// The CPU's model name or the GPU's product name for a device id; empty when unknown.
+QString deviceNameOf(const QString& deviceId) {
+  if (!isCudaDeviceId(deviceId)) return QString::fromStdString(iwb::describe_cpu_device().name);
+  if (auto gpus = iwb::list_cuda_devices()) {
+    for (const iwb::ComputeDeviceInfo& gpu : *gpus) {
+      if (QString::fromStdString(gpu.id) == deviceId) return QString::fromStdString(gpu.name);
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -49,13 +62,11 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
     emit modelLoadFailed(path, tr("The file %1 does not exist.").arg(info.fileName()));
     return;
   }
-  iwb::EngineOptions engineOptions;
-  engineOptions.context_length = options.contextLength;
-  engineOptions.num_threads = options.numThreads;
-  if (options.kvCacheMiB > 0) engineOptions.kv_cache_bytes = static_cast<uint64_t>(options.kvCacheMiB) << 20;
-  if (options.kvBlockSize > 0) engineOptions.kv_block_size = options.kvBlockSize;
-  if (options.maxBatchTokens > 0) engineOptions.max_batch_tokens = options.maxBatchTokens;
-  engineOptions.is_batch_invariant = options.isBatchInvariant;
+  // Where the engine will try to run decides whether the GPU's KV share applies and whether a
+  // failure is one the CPU can answer (the engine makes the same choice again when it loads).
+  const auto device = iwb::choose_device(options.device.toStdString());
+  const bool isForCuda = isCudaDeviceId(options.device) || (device && device->kind == iwb::ComputeDeviceKind::Cuda);
+  const iwb::EngineOptions engineOptions = toEngineOptions(options, isForCuda);
   // Progress arrives on this thread; the signal queues it to the GUI. Reports closer than a
   // percent apart are dropped so a fast load does not flood the GUI's event queue.
   double lastReported = -1.0;
@@ -66,7 +77,9 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   };
   auto engine = iwb::Engine::load(path.toStdString(), engineOptions, progress);
   if (!engine) {
-    emit modelLoadFailed(path, QString::fromStdString(engine.error_message()));
+    const QString message = QString::fromStdString(engine.error_message());
+    if (isForCuda) emit deviceLoadFailed(path, device ? QString::fromStdString(device->id()) : options.device, message);
+    emit modelLoadFailed(path, message);
     return;
   }
   m_engine = std::move(*engine);
@@ -82,6 +95,10 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   model.hasChatTemplate = !m_engine->chat_template().empty();
   const std::string_view family = iwb::chat_template_family_name(iwb::detect_chat_template(m_engine->chat_template()));
   model.detectedTemplate = QString::fromUtf8(family.data(), static_cast<qsizetype>(family.size()));
+  const iwb::MemoryReport report = m_engine->memory_report();
+  model.deviceId = QString::fromStdString(report.device_id);
+  model.deviceName = report.device_name.empty() ? deviceNameOf(model.deviceId) : QString::fromStdString(report.device_name);
+  model.deviceFallbackReason = QString::fromStdString(m_engine->model().device_fallback_reason);
   emit modelLoaded(model);
   finishMeasurementsForLoad();
 }

@@ -69,6 +69,9 @@ class EngineWorker : public QObject {
   void modelLoadProgress(double fraction, const QString& stage);
   void modelLoaded(const iwb::ui::LoadedModel& model);
   void modelLoadFailed(const QString& path, const QString& message);
+  // Right before modelLoadFailed when the load was meant for a CUDA device (named, or the one
+  // "auto" picked): `deviceId` is that device ("cuda:0"), so the GUI can offer the CPU.
+  void deviceLoadFailed(const QString& path, const QString& deviceId, const QString& message);
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);

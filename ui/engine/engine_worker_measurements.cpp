@@ -137,6 +137,15 @@ void EngineWorker::emitMemorySample() {
     sample.kvPositionsUsed = report.kv_positions_used;
     sample.kvPositionsCached = report.kv_positions_cached;
     sample.scratchBytes = static_cast<qint64>(report.scratch_bytes);
+    sample.deviceId = QString::fromStdString(report.device_id);
+    sample.deviceWeightsBytes = static_cast<qint64>(report.device_weights_bytes);
+    sample.deviceKvPoolBytes = static_cast<qint64>(report.device_kv_pool_bytes);
+    sample.deviceScratchBytes = static_cast<qint64>(report.device_scratch_bytes);
+    sample.deviceWorkspaceBytes = static_cast<qint64>(report.device_workspace_bytes);
+    sample.hostPinnedBytes = static_cast<qint64>(report.host_pinned_bytes);
+    sample.deviceFreeBytes = static_cast<qint64>(report.device_free_bytes);
+    sample.deviceTotalBytes = static_cast<qint64>(report.device_total_bytes);
+    sample.deviceNumGraphs = report.device_num_graphs;
   }
   m_lastMemoryEmit = sessionSeconds();
   emit memorySampled(sample);

@@ -91,6 +91,12 @@ struct EngineLoadOptions {
   qint64 maxBatchTokens = 0;  // tokens per step; 0: the engine's default
   // Exact matmuls whose results do not depend on the batch (EngineOptions::is_batch_invariant).
   bool isBatchInvariant = false;
+  // Where the model runs (EngineOptions::device): "auto" (a CUDA device when one works, else
+  // the CPU), "cpu" or "cuda:N".
+  QString device = QStringLiteral("auto");
+  // On a CUDA device, the share (0..1] of the free device memory the KV pool may take
+  // (EngineOptions::kv_cache_fraction); 0: the engine's default. kvCacheMiB wins when set.
+  double kvCacheFraction = 0;
 };
 
 // The loaded model as the GUI sees it.
@@ -102,6 +108,9 @@ struct LoadedModel {
   int numThreads = 0;
   bool hasChatTemplate = false;
   QString detectedTemplate;   // family name the model's template was recognised as ("plain" if none)
+  QString deviceId;           // where the forward pass runs: "cpu", "cuda:0", ... (MemoryReport::device_id)
+  QString deviceName;         // the CPU's model name or the GPU's product name
+  QString deviceFallbackReason;  // why "auto" runs it on the CPU (no CUDA device, ...); else empty
 };
 
 // The families the user can pick, by their engine names, in display order.

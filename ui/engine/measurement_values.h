@@ -48,6 +48,22 @@ struct MemorySample {
   qint64 kvPositionsUsed = 0;        // slots holding tokens of live sequences
   qint64 kvPositionsCached = 0;      // slots of reusable prefix blocks
   qint64 scratchBytes = 0;           // activations of one step and the logits rows
+  // Where the forward pass runs (MemoryReport::device_id) and, on a CUDA device, what the engine
+  // allocated there; the device figures are 0 on the CPU.
+  QString deviceId = QStringLiteral("cpu");
+  qint64 deviceWeightsBytes = 0;     // weights uploaded in their stored type, norms and biases
+  qint64 deviceKvPoolBytes = 0;      // the paged K/V pool
+  qint64 deviceScratchBytes = 0;     // activations, f16 staging for cuBLAS, attention workspace, metadata
+  qint64 deviceWorkspaceBytes = 0;   // cuBLAS workspace
+  qint64 hostPinnedBytes = 0;        // page-locked host staging buffers
+  qint64 deviceFreeBytes = 0;        // free device memory when sampled (all processes)
+  qint64 deviceTotalBytes = 0;
+  int deviceNumGraphs = 0;           // captured decode-step CUDA graphs
+
+  bool isOnCuda() const { return hasEngineReport && deviceId.startsWith(QLatin1String("cuda:")); }
+  qint64 deviceEngineBytes() const {
+    return deviceWeightsBytes + deviceKvPoolBytes + deviceScratchBytes + deviceWorkspaceBytes;
+  }
 
   qint64 anonGrowthBytes() const { return residentAnonBytes - baselineAnonBytes; }
   qint64 fileGrowthBytes() const { return residentFileBytes - baselineFileBytes; }

@@ -15,6 +15,7 @@
 #include "quantlab/quant_lab_panel.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_panel.h"
+#include "settings/device_choice.h"
 #include "settings/engine_settings.h"
 #include "spec/spec_panel.h"
 #include "store/conversation_store.h"
@@ -42,6 +43,8 @@
 #include <QTabWidget>
 #include <QThread>
 #include <QVBoxLayout>
+
+#include <utility>
 
 namespace iwb::ui {
 namespace {
@@ -151,6 +154,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
 
   createMenus();
   createStatusBar();
+  connectDeviceStatus();
   startLoaderThread();
 
   if (!restoreGeometry(QSettings().value(QLatin1String(kGeometryKey)).toByteArray())) {
@@ -241,10 +245,42 @@ void MainWindow::createStatusBar() {
   m_parametersLabel = makeStatusLabel(QStringLiteral("parametersLabel"), QString(), this);
   m_fileTypeLabel = makeStatusLabel(QStringLiteral("fileTypeLabel"), tr("File type"), this);
   m_fileSizeLabel = makeStatusLabel(QStringLiteral("fileSizeLabel"), QString(), this);
+  m_deviceLabel = makeStatusLabel(QStringLiteral("deviceLabel"), tr("Where the model runs"), this);
   statusBar()->addPermanentWidget(m_busyIndicator);
-  for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel}) {
+  for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel, m_deviceLabel}) {
     statusBar()->addPermanentWidget(label);
   }
+}
+
+void MainWindow::connectDeviceStatus() {
+  // The device label follows the engine's model; a failed load on a GPU is offered again on the CPU.
+  connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
+    m_deviceLabel->setText(deviceShortName(model.deviceId));
+    QString tip = model.deviceName.isEmpty() ? tr("The model runs on %1").arg(deviceShortName(model.deviceId))
+                                             : tr("The model runs on %1 (%2)").arg(deviceShortName(model.deviceId),
+                                                                                   model.deviceName);
+    // "Automatic" chose the CPU: say why, so a missing GPU is not a mystery.
+    if (!model.deviceFallbackReason.isEmpty()) tip += tr("\nAutomatic device: %1").arg(model.deviceFallbackReason);
+    m_deviceLabel->setToolTip(tip);
+    m_deviceLabel->show();
+    m_ceilings->setDeviceId(model.deviceId.isEmpty() ? QStringLiteral("cpu") : model.deviceId);
+  });
+  connect(m_engine, &EngineController::modelUnloaded, m_deviceLabel, &QLabel::hide);
+  connect(m_engine, &EngineController::modelLoadFailed, m_deviceLabel, &QLabel::hide);
+  connect(m_engine, &EngineController::deviceLoadFailed, this,
+          [this](const QString& path, const QString& deviceId, const QString& message) {
+            m_cpuRetryPath = path;
+            m_messageBar->showMessage(MessageBar::Kind::Error,
+                                      tr("Could not load %1 on %2").arg(QFileInfo(path).fileName(), deviceId),
+                                      message);
+            m_messageBar->setAction(tr("Load on the CPU"));
+          });
+  connect(m_messageBar, &MessageBar::actionTriggered, this, [this] {
+    if (m_cpuRetryPath.isEmpty()) return;
+    m_engine->loadOnCpu(std::exchange(m_cpuRetryPath, QString()));
+    statusBar()->showMessage(tr("Loading the model on the CPU (Engine Settings keep the device chosen there)…"),
+                             kStatusTimeoutMs);
+  });
 }
 
 void MainWindow::startLoaderThread() {

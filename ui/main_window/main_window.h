@@ -104,6 +104,8 @@ class MainWindow : public QMainWindow {
  private:
   void createMenus();
   void createStatusBar();
+  // The status bar's device label and the "Load on the CPU" offer after a failed GPU load.
+  void connectDeviceStatus();
   void startLoaderThread();
   void handleModelLoaded(const iwb::ui::ModelDetails& details);
   void handleModelLoadFailed(const QString& path, const QString& message);
@@ -140,6 +142,8 @@ class MainWindow : public QMainWindow {
   QLabel* m_parametersLabel;
   QLabel* m_fileTypeLabel;
   QLabel* m_fileSizeLabel;
+  QLabel* m_deviceLabel;       // where the engine's model runs: "CPU", "cuda:0"
+  QString m_cpuRetryPath;      // the model whose CUDA load failed, offered on the CPU
 };
 
 }  // namespace iwb::ui

@@ -1,5 +1,5 @@
-// MemoryModel: estimate rows from iwb::estimate_memory, measured rows from process samples, and
-// the fit against the device's memory.
+// MemoryModel: estimate rows from iwb::estimate_memory, measured rows from process samples and the
+// engine's report (device allocations when it runs on a GPU), and the fit against the device's memory.
 #include "memory/memory_model.h"
 
 #include <QBrush>
@@ -183,6 +183,19 @@ void MemoryModel::rebuild() {
                     static_cast<qint64>(totals.num_bytes), -1, tr("from the GGUF's tensor table"), false, true};
     }
     const bool hasReport = isLoaded && sample.hasEngineReport;
+    if (isLoaded && sample.isOnCuda()) {
+      appendDeviceRows(*e, sample);
+      m_rows << Row{tr("Host heap"), -1, sample.anonGrowthBytes(),
+                    tr("anonymous resident memory grown since before the load (RssAnon): the engine's host side, "
+                       "pinned staging buffers included"),
+                    false, false};
+      m_rows << Row{tr("Pinned host buffers"), -1, sample.hostPinnedBytes,
+                    tr("page-locked staging: the step's metadata up, logits rows down"), false, true};
+      appendProcessRows(sample);
+      endResetModel();
+      emit changed();
+      return;
+    }
     Row kv{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1, isLoaded ? noReport : notLoaded, false, false};
     if (hasReport) {
       // The pool holds several contexts' worth of blocks shared by all sequences, so it can
@@ -227,18 +240,55 @@ void MemoryModel::rebuild() {
     }
     m_rows << total;
   }
+  appendProcessRows(sample);
+  endResetModel();
+  emit changed();
+}
+
+void MemoryModel::appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySample& sample) {
+  // On a GPU the engine's own allocations are exact: every cudaMalloc is counted where it is made.
+  const QString device = sample.deviceId;
+  const QLocale locale;
+  m_rows << Row{tr("Weights on %1").arg(device), static_cast<qint64>(e.weight_bytes), sample.deviceWeightsBytes,
+                tr("uploaded at load in their stored type; norms and biases as f32"), false, false};
+  m_rows << Row{tr("KV pool on %1").arg(device), static_cast<qint64>(e.kv_cache_bytes), sample.deviceKvPoolBytes,
+                tr("the paged KV pool in device memory, sized at load: %1 positions in blocks")
+                    .arg(locale.toString(sample.kvPositionsTotal)),
+                false, false};
+  m_rows << Row{tr("KV cache in use"), -1, sample.kvBytesPerPosition * sample.kvPositionsUsed,
+                tr("%1 of %2 positions hold keys and values of live sequences; %3 more keep reusable prefixes")
+                    .arg(locale.toString(sample.kvPositionsUsed), locale.toString(sample.kvPositionsTotal),
+                         locale.toString(sample.kvPositionsCached)),
+                false, true};
+  m_rows << Row{tr("Scratch on %1").arg(device), static_cast<qint64>(e.scratch_bytes), sample.deviceScratchBytes,
+                tr("activations of one step, f16 staging for cuBLAS, attention workspace, the step's metadata and "
+                   "logits rows"),
+                false, false};
+  m_rows << Row{tr("cuBLAS workspace"), -1, sample.deviceWorkspaceBytes, tr("the workspace handed to cuBLAS"), false,
+                true};
+  m_rows << Row{tr("Engine total on %1").arg(device), static_cast<qint64>(e.total()), sample.deviceEngineBytes(),
+                tr("weights + KV pool + scratch + cuBLAS workspace, as the engine allocated them"), true, false};
+  if (sample.deviceTotalBytes > 0) {
+    QString source = tr("cudaMemGetInfo when sampled, of %1 total (every process on the device counts)")
+                         .arg(bytesText(sample.deviceTotalBytes));
+    if (sample.deviceNumGraphs > 0) source += tr("; %1 decode-step CUDA graphs captured").arg(sample.deviceNumGraphs);
+    m_rows << Row{tr("Free on %1").arg(device), -1, sample.deviceFreeBytes, source, false, false};
+  }
+}
+
+void MemoryModel::appendProcessRows(const MemorySample& sample) {
   if (m_sample && m_sample->isValid) {
     m_rows << Row{tr("Process resident (VmRSS)"), -1, sample.residentBytes,
                   tr("the whole application, from /proc/self/status"), false, false};
   }
   if (m_device.total_memory_bytes > 0) {
+    const bool isCpu = m_device.kind == iwb::ComputeDeviceKind::Cpu;
     m_rows << Row{tr("Available on %1").arg(QString::fromStdString(m_device.id)), -1,
                   static_cast<qint64>(m_device.free_memory_bytes),
-                  tr("MemAvailable of %1 total").arg(bytesText(static_cast<qint64>(m_device.total_memory_bytes))),
+                  (isCpu ? tr("MemAvailable of %1 total") : tr("free device memory of %1 total, when last refreshed"))
+                      .arg(bytesText(static_cast<qint64>(m_device.total_memory_bytes))),
                   false, false};
   }
-  endResetModel();
-  emit changed();
 }
 
 }  // namespace iwb::ui

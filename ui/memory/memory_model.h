@@ -1,9 +1,9 @@
 // The data behind the Memory tab. Before a model loads: its estimate (weights by type, the KV
 // cache at the chosen context, scratch) against the device's total and available memory, and
 // whether it fits. After it loads: what the process measurably holds beside the estimate, with
-// the difference shown. The engine has no allocation report yet, so "measured" is what Linux
-// says about the process: file-backed resident pages (the memory-mapped weights) and anonymous
-// resident memory (KV cache, scratch and other heap) grown since just before the load.
+// the difference shown: the engine's report (KV pool, scratch) and what Linux says about the
+// process (file-backed resident pages of the mapped weights, anonymous memory grown since just
+// before the load). On a CUDA device the engine's device allocations replace the host rows.
 #pragma once
 
 #include "engine/measurement_values.h"
@@ -79,6 +79,11 @@ class MemoryModel : public QAbstractTableModel {
 
  private:
   void rebuild();
+  // The engine's allocations on its CUDA device (weights, KV pool, scratch, cuBLAS workspace,
+  // free and total), measured against the estimate.
+  void appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySample& sample);
+  // The process's resident memory and the selected device's available memory.
+  void appendProcessRows(const MemorySample& sample);
 
   std::optional<iwb::ModelSummary> m_summary;
   qint64 m_context = 4096;

@@ -115,9 +115,11 @@ MemoryPanel::MemoryPanel(EngineController* engine, QWidget* parent)
   connect(m_model, &MemoryModel::changed, this, &MemoryPanel::updateView);
   connect(m_engine, &EngineController::memorySampled, m_model, &MemoryModel::setSample);
   connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
-    // The engine allocated for its context: compare against that, and show the free memory now.
+    // The engine allocated for its context and on its device: compare against those, and show
+    // the free memory now.
     setContext(model.contextLength);
     refresh();
+    if (const int index = m_deviceBox->findData(model.deviceId); index >= 0) m_deviceBox->setCurrentIndex(index);
   });
   connect(m_engine, &EngineController::modelUnloaded, this, &MemoryPanel::refresh);
   m_model->setContext(kDefaultContext);
@@ -190,7 +192,14 @@ void MemoryPanel::updateChart() {
     layer(2)->addData(1, double(e->scratch_bytes) / kGiB);
     top = double(e->total()) / kGiB;
   }
-  if (m_model->isLoaded()) {
+  if (m_model->isLoaded() && m_model->sample()->isOnCuda()) {
+    // On a GPU the measured bar is the engine's device allocations, layer by layer.
+    const MemorySample& s = *m_model->sample();
+    layer(0)->addData(2, double(s.deviceWeightsBytes) / kGiB);
+    layer(1)->addData(2, double(s.deviceKvPoolBytes) / kGiB);
+    layer(2)->addData(2, double(s.deviceScratchBytes + s.deviceWorkspaceBytes) / kGiB);
+    top = std::max(top, double(s.deviceEngineBytes()) / kGiB);
+  } else if (m_model->isLoaded()) {
     const MemorySample& s = *m_model->sample();
     const double file = std::max<qint64>(0, s.fileGrowthBytes()) / kGiB;
     const double anon = std::max<qint64>(0, s.anonGrowthBytes()) / kGiB;

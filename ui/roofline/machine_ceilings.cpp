@@ -7,9 +7,26 @@
 namespace iwb::ui {
 namespace {
 
-const char* const kDeviceId = "cpu";  // the engine runs on the CPU; CUDA probes come with its backend
+// The probe of `deviceId`: the CPU's, or the GPU's among those probe_cuda_devices measures.
+iwb::Result<iwb::ProbeResult> probeDevice(const std::string& deviceId, const iwb::ProbeOptions& options) {
+  if (deviceId == "cpu") return iwb::probe_cpu(options);
+  auto gpus = iwb::probe_cuda_devices();
+  if (!gpus) return gpus.status();
+  for (const iwb::ProbeResult& gpu : *gpus) {
+    if (gpu.device_id == deviceId) return gpu;
+  }
+  return iwb::make_error(iwb::ErrorCode::NotFound, deviceId + " was not among the CUDA devices probed");
+}
 
 }  // namespace
+
+QString profiledDeviceId(const iwb::ProfileSnapshot& snapshot) {
+  // Decode runs after prefill, so its batch is the newer when both are there.
+  for (const auto* batch : {&snapshot.last_decode, &snapshot.last_prefill}) {
+    if (*batch && !(*batch)->kernels.empty()) return QString::fromStdString((*batch)->kernels.front().device.id());
+  }
+  return {};
+}
 
 MachineCeilings::MachineCeilings(const QString& storePath, QObject* parent)
     : QObject(parent),
@@ -21,6 +38,12 @@ MachineCeilings::~MachineCeilings() {
     // (the QPointer in the thread's callback sees this object gone).
     m_thread->wait();
   }
+}
+
+void MachineCeilings::setDeviceId(const QString& deviceId) {
+  if (deviceId.isEmpty() || deviceId == m_deviceId) return;
+  m_deviceId = deviceId;
+  reload();
 }
 
 iwb::Ceilings MachineCeilings::ceilings() const {
@@ -37,7 +60,7 @@ void MachineCeilings::reload() {
     emit probeChanged();
     return;
   }
-  auto probe = (*store)->latest_probe(kDeviceId);
+  auto probe = (*store)->latest_probe(m_deviceId.toStdString());
   if (!probe) {
     m_errorMessage = QString::fromStdString(probe.error_message());
     m_probe.reset();
@@ -52,13 +75,14 @@ void MachineCeilings::measure(const iwb::ProbeOptions& options) {
   if (m_isMeasuring) return;
   m_isMeasuring = true;
   const std::string path = m_storePath.toStdString();
+  const std::string deviceId = m_deviceId.toStdString();
   QPointer<MachineCeilings> self(this);
   // The thread measures and stores (its own SQLite connection, opened and closed there), then
   // hands the values back to this object's thread.
-  m_thread = QThread::create([self, options, path] {
+  m_thread = QThread::create([self, options, path, deviceId] {
     std::optional<iwb::ProbeResult> probe;
     QString error;
-    auto measured = iwb::probe_cpu(options);
+    auto measured = probeDevice(deviceId, options);
     if (!measured) {
       error = QString::fromStdString(measured.error_message());
     } else {

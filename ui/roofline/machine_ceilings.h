@@ -1,10 +1,12 @@
-// The machine's measured ceilings as the GUI knows them: the newest CPU probe in the results
-// store (what `iwb probe` writes), and "measure now", which runs the probe on a thread of its
-// own (it takes seconds) and stores the result there. The roofline and metrics panels share it.
+// The measured ceilings of the device the model runs on, as the GUI knows them: the newest probe
+// of that device ("cpu", or "cuda:0" when the engine runs there) in the results store (what
+// `iwb probe` writes), and "measure now", which runs the probe on a thread of its own (it
+// takes seconds) and stores the result there. The roofline and metrics panels share it.
 #pragma once
 
 #include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/profile/metrics.h"
+#include "iwb/engine/profile/profile_aggregate.h"
 
 #include <QObject>
 #include <QPointer>
@@ -15,6 +17,10 @@
 
 namespace iwb::ui {
 
+// The device the snapshot's kernels ran on ("cpu", "cuda:0"): that of its newest records;
+// empty when it holds none.
+QString profiledDeviceId(const iwb::ProfileSnapshot& snapshot);
+
 class MachineCeilings : public QObject {
   Q_OBJECT
 
@@ -24,6 +30,9 @@ class MachineCeilings : public QObject {
   ~MachineCeilings() override;  // waits for a measurement in progress
 
   const QString& storePath() const { return m_storePath; }
+  // The device whose probe is used: "cpu" (the start) or "cuda:N". Changing it reloads.
+  const QString& deviceId() const { return m_deviceId; }
+  void setDeviceId(const QString& deviceId);
   const std::optional<iwb::ProbeResult>& probe() const { return m_probe; }
   // Zero ceilings when the machine was never probed.
   iwb::Ceilings ceilings() const;
@@ -31,12 +40,13 @@ class MachineCeilings : public QObject {
   // Why the last reload or measurement failed; empty when it did not.
   const QString& errorMessage() const { return m_errorMessage; }
 
-  // Probes the CPU on a worker thread, stores the result, then probeChanged (or
-  // measureFailed). Tests pass small options; the default measures properly (~5 s).
+  // Probes the device on a worker thread (the CPU, or the GPUs when the device is one of them),
+  // stores the result, then probeChanged (or measureFailed). Tests pass small options; the
+  // default measures properly (~5 s).
   void measure(const iwb::ProbeOptions& options = {});
 
  public slots:
-  // Reads the newest probe of the CPU from the store; probeChanged follows.
+  // Reads the newest probe of the device from the store; probeChanged follows.
   void reload();
 
  signals:
@@ -48,6 +58,7 @@ class MachineCeilings : public QObject {
   void finishMeasure(const std::optional<iwb::ProbeResult>& probe, const QString& error);
 
   QString m_storePath;
+  QString m_deviceId = QStringLiteral("cpu");
   std::optional<iwb::ProbeResult> m_probe;
   QString m_errorMessage;
   bool m_isMeasuring = false;

@@ -333,6 +333,8 @@ bool RooflinePanel::predict() {
 }
 
 void RooflinePanel::handleSnapshot(const iwb::ProfileSnapshot& snapshot) {
+  // Kernels that ran on a GPU go under that GPU's roofs (its newest probe), not the CPU's.
+  m_ceilings->setDeviceId(profiledDeviceId(snapshot));
   m_model->setSnapshot(snapshot);
   updateStatusLabel();
 }
@@ -351,9 +353,13 @@ void RooflinePanel::updateRoofLabel() {
                              .arg(probe->ridge_point(), 0, 'g', 3)
                              .arg(QString::fromStdString(probe->date).left(10)));
   } else {
-    m_roofLabel->setText(m_ceilings->errorMessage().isEmpty()
+    const QString device = m_ceilings->deviceId();
+    m_roofLabel->setText(!m_ceilings->errorMessage().isEmpty()
+                             ? tr("No roofs: %1").arg(m_ceilings->errorMessage())
+                         : device == QLatin1String("cpu")
                              ? tr("This machine has not been measured yet: no roofs to draw.")
-                             : tr("No roofs: %1").arg(m_ceilings->errorMessage()));
+                             : tr("%1 has not been measured yet (iwb probe, or Measure now): no roofs to draw.")
+                                   .arg(device));
   }
   m_measureButton->setEnabled(!m_ceilings->isMeasuring());
   m_measureButton->setText(probe ? tr("Measure again") : tr("Measure now"));

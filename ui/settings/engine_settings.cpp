@@ -3,11 +3,14 @@
 
 #include <QPushButton>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDialogButtonBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QThread>
 #include <QVBoxLayout>
@@ -22,6 +25,8 @@ constexpr auto kKvMiBKey = "engine/kvCacheMiB";
 constexpr auto kBlockSizeKey = "engine/kvBlockSize";
 constexpr auto kBatchTokensKey = "engine/maxBatchTokens";
 constexpr auto kBatchInvariantKey = "engine/batchInvariant";
+constexpr auto kDeviceKey = "engine/device";
+constexpr auto kKvFractionKey = "engine/kvCacheFraction";
 
 // A spin box whose minimum (0) reads as the engine's own choice.
 QSpinBox* makeSpinBox(int maximum, const QString& defaultText, const QString& suffix, QWidget* parent) {
@@ -44,6 +49,12 @@ EngineLoadOptions loadEngineSettings() {
   o.kvBlockSize = qMax(0, settings.value(QLatin1String(kBlockSizeKey), 0).toInt());
   o.maxBatchTokens = qMax<qint64>(0, settings.value(QLatin1String(kBatchTokensKey), 0).toLongLong());
   o.isBatchInvariant = settings.value(QLatin1String(kBatchInvariantKey), false).toBool();
+  // A hand-edited or foreign value falls back to the automatic choice; "cuda:7" is kept even
+  // when that device is absent now (the load then says so and offers the CPU).
+  const QString device = settings.value(QLatin1String(kDeviceKey), QStringLiteral("auto")).toString().trimmed();
+  o.device = device == QLatin1String("cpu") || isCudaDeviceId(device) ? device : QStringLiteral("auto");
+  const double fraction = settings.value(QLatin1String(kKvFractionKey), 0.0).toDouble();
+  o.kvCacheFraction = fraction > 0 && fraction <= 1 ? fraction : 0;
   return o;
 }
 
@@ -55,6 +66,8 @@ void saveEngineSettings(const EngineLoadOptions& o) {
   settings.setValue(QLatin1String(kBlockSizeKey), o.kvBlockSize);
   settings.setValue(QLatin1String(kBatchTokensKey), o.maxBatchTokens);
   settings.setValue(QLatin1String(kBatchInvariantKey), o.isBatchInvariant);
+  settings.setValue(QLatin1String(kDeviceKey), o.device);
+  settings.setValue(QLatin1String(kKvFractionKey), o.kvCacheFraction);
 }
 
 EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, quint64 kvBytesPerPosition,
@@ -75,12 +88,31 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
          "differently for one token, a few and many, which can flip a near-tie."));
   m_capacity = new QLabel(this);
   m_capacity->setWordWrap(true);
+  m_device = new QComboBox(this);
+  m_device->setObjectName(QStringLiteral("engineDeviceBox"));
+  m_device->setToolTip(tr("Where the model runs. Automatic takes the first working CUDA device and falls back to "
+                          "the CPU."));
+  m_deviceUnavailable = new QLabel(this);
+  m_deviceUnavailable->setObjectName(QStringLiteral("engineDeviceUnavailable"));
+  m_deviceUnavailable->setWordWrap(true);
+  m_deviceUnavailable->setEnabled(false);  // greyed: a fact about the machine, not an error
+  m_kvFraction = new QDoubleSpinBox(this);
+  m_kvFraction->setObjectName(QStringLiteral("kvFractionBox"));
+  m_kvFraction->setRange(0, 100);
+  m_kvFraction->setDecimals(0);
+  m_kvFraction->setSuffix(tr(" %"));
+  m_kvFraction->setSpecialValueText(tr("engine default"));
+  m_kvFraction->setToolTip(tr("On a GPU: the share of the device memory still free after the weights and scratch "
+                              "that the KV cache pool takes. KV cache memory, when set, wins."));
 
   auto* form = new QFormLayout;
+  form->addRow(tr("Device:"), m_device);
+  form->addRow(QString(), m_deviceUnavailable);
   form->addRow(tr("Context per sequence:"), m_context);
   form->addRow(tr("Threads:"), m_threads);
   form->addRow(tr("KV cache memory:"), m_kvMiB);
   form->addRow(QString(), m_capacity);
+  form->addRow(tr("KV cache share of free GPU memory:"), m_kvFraction);
   form->addRow(tr("KV block size:"), m_blockSize);
   form->addRow(tr("Tokens per step:"), m_batchTokens);
   form->addRow(QString(), m_batchInvariant);
@@ -100,6 +132,9 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
   for (QSpinBox* box : {m_context, m_kvMiB}) {
     connect(box, &QSpinBox::valueChanged, this, &EngineSettingsDialog::updateCapacity);
   }
+  connect(m_device, &QComboBox::currentIndexChanged, this, &EngineSettingsDialog::updateDeviceControls);
+  connect(m_kvMiB, &QSpinBox::valueChanged, this, &EngineSettingsDialog::updateDeviceControls);
+  m_choices = currentDeviceList();
   setOptions(options);
 }
 
@@ -111,6 +146,9 @@ EngineLoadOptions EngineSettingsDialog::options() const {
   o.kvBlockSize = m_blockSize->value();
   o.maxBatchTokens = m_batchTokens->value();
   o.isBatchInvariant = m_batchInvariant->isChecked();
+  o.device = m_device->currentData().toString();
+  if (o.device.isEmpty()) o.device = QStringLiteral("auto");
+  o.kvCacheFraction = m_kvFraction->value() / 100.0;
   return o;
 }
 
@@ -121,7 +159,50 @@ void EngineSettingsDialog::setOptions(const EngineLoadOptions& o) {
   m_blockSize->setValue(qMin(o.kvBlockSize, m_blockSize->maximum()));
   m_batchTokens->setValue(static_cast<int>(qMin<qint64>(o.maxBatchTokens, m_batchTokens->maximum())));
   m_batchInvariant->setChecked(o.isBatchInvariant);
+  m_kvFraction->setValue(o.kvCacheFraction * 100.0);
+  selectDevice(o.device);
   updateCapacity();
+}
+
+void EngineSettingsDialog::setDeviceList(const DeviceList& choices) {
+  const QString selected = m_device->currentData().toString();
+  m_choices = choices;
+  selectDevice(selected.isEmpty() ? QStringLiteral("auto") : selected);
+}
+
+void EngineSettingsDialog::selectDevice(const QString& id) {
+  const QSignalBlocker blocker(m_device);
+  m_device->clear();
+  for (const DeviceEntry& c : m_choices.choices) m_device->addItem(c.label, c.id);
+  int index = m_choices.indexOf(id);
+  if (index < 0 && !id.isEmpty()) {
+    // Chosen earlier (another GPU, another session): kept, so a save does not lose it.
+    m_device->addItem(tr("%1 (not found now)").arg(id), id);
+    index = m_device->count() - 1;
+  }
+  m_device->setCurrentIndex(qMax(0, index));
+  updateDeviceControls();
+}
+
+QStringList EngineSettingsDialog::deviceIds() const {
+  QStringList ids;
+  for (int i = 0; i < m_device->count(); ++i) ids << m_device->itemData(i).toString();
+  return ids;
+}
+
+QString EngineSettingsDialog::deviceText() const { return m_device->currentText(); }
+
+QString EngineSettingsDialog::deviceUnavailableText() const {
+  return m_deviceUnavailable->isHidden() ? QString() : m_deviceUnavailable->text();
+}
+
+void EngineSettingsDialog::updateDeviceControls() {
+  m_deviceUnavailable->setText(m_choices.cudaUnavailableReason);
+  m_deviceUnavailable->setVisible(!m_choices.cudaUnavailableReason.isEmpty());
+  // The share applies only where a GPU may be used, and only when no fixed size is set.
+  const QString id = m_device->currentData().toString();
+  const bool mayUseGpu = isCudaDeviceId(id) || (id == QLatin1String("auto") && m_choices.cudaUnavailableReason.isEmpty());
+  m_kvFraction->setEnabled(mayUseGpu && m_kvMiB->value() == 0);
 }
 
 QString EngineSettingsDialog::kvCapacityText() const { return m_capacity->text(); }

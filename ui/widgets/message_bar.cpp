@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QStyle>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -15,6 +16,7 @@ MessageBar::MessageBar(QWidget* parent)
       m_iconLabel(new QLabel(this)),
       m_titleLabel(new QLabel(this)),
       m_detailLabel(new QLabel(this)),
+      m_actionButton(new QPushButton(this)),
       m_closeButton(new QToolButton(this)) {
   setObjectName(QStringLiteral("messageBar"));
   setFrameShape(QFrame::StyledPanel);
@@ -34,6 +36,9 @@ MessageBar::MessageBar(QWidget* parent)
   m_closeButton->setIcon(style()->standardIcon(QStyle::SP_TitleBarCloseButton));
   m_closeButton->setToolTip(tr("Dismiss"));
   connect(m_closeButton, &QToolButton::clicked, this, &MessageBar::dismiss);
+  m_actionButton->setObjectName(QStringLiteral("messageBarAction"));
+  m_actionButton->hide();
+  connect(m_actionButton, &QPushButton::clicked, this, &MessageBar::triggerAction);
 
   auto* texts = new QVBoxLayout;
   texts->setSpacing(2);
@@ -44,6 +49,7 @@ MessageBar::MessageBar(QWidget* parent)
   layout->setContentsMargins(10, 6, 6, 6);
   layout->addWidget(m_iconLabel, 0, Qt::AlignTop);
   layout->addLayout(texts, 1);
+  layout->addWidget(m_actionButton, 0, Qt::AlignTop);
   layout->addWidget(m_closeButton, 0, Qt::AlignTop);
 
   hide();
@@ -54,8 +60,23 @@ void MessageBar::showMessage(Kind kind, const QString& title, const QString& det
   m_titleLabel->setText(title);
   m_detailLabel->setText(detail);
   m_detailLabel->setVisible(!detail.isEmpty());
+  m_actionButton->setText(QString());
+  m_actionButton->hide();
   applyKindStyle();
   show();
+}
+
+void MessageBar::setAction(const QString& text) {
+  m_actionButton->setText(text);
+  m_actionButton->setVisible(!text.isEmpty());
+}
+
+QString MessageBar::actionText() const { return m_actionButton->isHidden() ? QString() : m_actionButton->text(); }
+
+void MessageBar::triggerAction() {
+  if (m_actionButton->isHidden()) return;
+  dismiss();
+  emit actionTriggered();
 }
 
 QString MessageBar::title() const { return m_titleLabel->text(); }

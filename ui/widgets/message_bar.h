@@ -1,11 +1,12 @@
 // A dismissable, non-modal message strip (like an in-window notification): an error or an
-// information line with optional detail text and a close button. It never blocks, so tests and
-// people can carry on while it shows.
+// information line with optional detail text, an optional action button and a close button.
+// It never blocks, so tests and people can carry on while it shows.
 #pragma once
 
 #include <QFrame>
 
 class QLabel;
+class QPushButton;
 class QToolButton;
 
 namespace iwb::ui {
@@ -18,7 +19,13 @@ class MessageBar : public QFrame {
 
   explicit MessageBar(QWidget* parent = nullptr);
 
+  // Shows the message without an action button (an earlier one is removed).
   void showMessage(Kind kind, const QString& title, const QString& detail = {});
+  // Adds a button to the message now shown ("Load on the CPU"); clicking it emits
+  // actionTriggered and dismisses the bar.
+  void setAction(const QString& text);
+  QString actionText() const;  // empty when there is no button
+  void triggerAction();        // what a click does (tests)
   Kind kind() const { return m_kind; }
   QString title() const;
   QString detail() const;
@@ -28,6 +35,7 @@ class MessageBar : public QFrame {
 
  signals:
   void dismissed();
+  void actionTriggered();
 
  private:
   void applyKindStyle();
@@ -36,6 +44,7 @@ class MessageBar : public QFrame {
   QLabel* m_iconLabel;
   QLabel* m_titleLabel;
   QLabel* m_detailLabel;
+  QPushButton* m_actionButton;
   QToolButton* m_closeButton;
 };
 

@@ -68,9 +68,18 @@ BenchResult describe(const Engine& engine, const std::string& identity, const st
   BenchResult r;
   const ModelSummary& m = engine.model();
   r.date = current_utc_iso8601();
-  const ComputeDeviceInfo cpu = describe_cpu_device();
-  r.device_id = cpu.id.empty() ? "cpu" : cpu.id;
-  r.device_name = cpu.name;
+  if (m.device.empty() || m.device == "cpu") {
+    const ComputeDeviceInfo cpu = describe_cpu_device();
+    r.device_id = cpu.id.empty() ? "cpu" : cpu.id;
+    r.device_name = cpu.name;
+  } else {
+    r.device_id = m.device;  // "cuda:N": the GPU's name from the runtime
+    if (Result<std::vector<ComputeDeviceInfo>> gpus = list_cuda_devices(); gpus) {
+      for (const ComputeDeviceInfo& d : *gpus) {
+        if (d.id == m.device) r.device_name = d.name;
+      }
+    }
+  }
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(m.path, ec);
   r.model_path = ec ? m.path : absolute.string();  // the GUI lists runs from any working folder

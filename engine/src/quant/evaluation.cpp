@@ -67,8 +67,10 @@ double percentile(std::vector<float> values, double q) {
 
 }  // namespace
 
-Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type) {
+Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type,
+                                          const std::string& device) {
   EngineOptions e;
+  e.device = device;
   if (kv_type == "q8_0" || kv_type == "Q8_0") e.kv_cache_type = GgmlType::Q8_0;
   else if (kv_type != "f16" && kv_type != "F16") {
     return make_error(ErrorCode::InvalidArgument, "the KV cache type is f16 or q8_0, not '" + kv_type + "'");
@@ -114,7 +116,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   EvalResult result;
 
   // The model first: its tokenizer decides the tokens (the base must tokenize alike).
-  Result<EngineOptions> model_options = eval_engine_options(o.context, o.num_threads, o.kv_cache_type);
+  Result<EngineOptions> model_options = eval_engine_options(o.context, o.num_threads, o.kv_cache_type, o.device);
   if (!model_options) return model_options.status();
   Result<std::unique_ptr<Engine>> model = Engine::load(o.model_path, *model_options);
   if (!model) return model.status();
@@ -143,7 +145,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
       // Run the base once (the model under test waits, loaded: both fit where one does, as
       // weights are mapped from disk) and store its distributions.
       Result<std::unique_ptr<Engine>> base_engine =
-          Engine::load(o.base_path, *eval_engine_options(o.context, o.num_threads));
+          Engine::load(o.base_path, *eval_engine_options(o.context, o.num_threads, "f16", o.device));
       if (!base_engine) return base_engine.status();
       if ((*base_engine)->config().vocab_size != vocab) {
         return make_error(ErrorCode::InvalidArgument, "the base model's vocabulary (" +
@@ -163,6 +165,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
 
   const ModelSummary& summary = (*model)->model();
   result.model_name = summary.name;
+  result.device = summary.device;
   result.file_type = summary.file_type;
   result.num_parameters = summary.num_params;
   const MemoryReport memory = (*model)->memory_report();

@@ -1,14 +1,18 @@
-// Engine::load (the CPU engine for now; a CUDA backend will be chosen here later) and the
-// names of finish reasons.
+// Engine::load: the device EngineOptions::device asks for (device_selection.h), then the paged
+// engine with that device's forward backend; and the names of finish reasons.
 #include "iwb/engine/runtime/engine.h"
 
-#include "runtime/cpu_engine.h"
+#include "iwb/engine/backend/device_selection.h"
+#include "runtime/paged_engine.h"
 
 namespace iwb {
 
 Result<std::unique_ptr<Engine>> Engine::load(const std::string& gguf_path, const EngineOptions& options,
                                              const LoadProgress& progress) {
-  return CpuEngine::load(gguf_path, options, progress);
+  Result<DeviceChoice> choice = choose_device(options.device);
+  if (!choice) return choice.status();
+  if (progress && !choice->cpu_reason.empty()) progress(0.0, "running on the CPU: " + choice->cpu_reason);
+  return PagedEngine::load(gguf_path, options, *choice, progress);
 }
 
 const char* finish_reason_name(FinishReason reason) {

@@ -40,7 +40,7 @@ class RequestState {
   // Samples the next token from the logits of the request's last token.
   int32_t sample(std::span<const float> logits) { return m_sampler.sample(logits, m_history); }
 
-  // Speculative decoding (cpu_engine_spec.cpp): the target's distribution after the history
+  // Speculative decoding (paged_engine_spec.cpp): the target's distribution after the history
   // so far, the acceptance rule's uniform draws (a stream of their own, seeded from the
   // request's seed), the request's statistics and its current draft length (adaptive K).
   std::vector<TokenProb> candidates(std::span<const float> logits) const { return m_sampler.candidates(logits, m_history); }

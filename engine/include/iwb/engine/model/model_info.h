@@ -43,6 +43,12 @@ struct ModelSummary {
   // Per tensor type: count of tensors, elements and bytes.
   struct TypeTotals { int64_t num_tensors = 0; uint64_t num_elements = 0; uint64_t num_bytes = 0; };
   std::map<std::string, TypeTotals> totals_by_type;
+  // Filled by Engine::load (empty from summarize_model): where the forward pass runs ("cpu",
+  // "cuda:0"), a line describing it ("cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (8 threads)"), and
+  // why the CPU runs it when the device was "auto" (no CUDA device, or the device failed).
+  std::string device;
+  std::string device_description;
+  std::string device_fallback_reason;
 };
 
 struct MemoryEstimate {

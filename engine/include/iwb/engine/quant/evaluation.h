@@ -44,6 +44,7 @@ struct EvalOptions {
   bool use_cache = true;             // false: always run the base model (and rewrite the cache)
   std::string kv_cache_type = "f16"; // the model's KV cache: "f16" or "q8_0" (the base always f16)
   int64_t num_gen_tokens = 32;       // generation speed test (iwb bench's tgN, one run); 0: skip
+  std::string device = "auto";       // EngineOptions::device for the model and the base
   std::function<void(const EvalProgress&)> progress;
   const std::atomic<bool>* cancel = nullptr;
 };
@@ -61,6 +62,7 @@ struct EvalResult {
   std::string model_identity, model_name, file_type;
   uint64_t file_bytes = 0, memory_bytes = 0, num_parameters = 0;
   double prompt_tokens_per_s = 0, gen_tokens_per_s = 0;
+  std::string device;                // where the model ran: "cpu", "cuda:0"
   // Against the base (has_base).
   bool has_base = false;
   bool was_base_cached = false;      // the base's distributions came from the cache
@@ -83,7 +85,8 @@ Result<ChunkPlan> plan_chunks(int64_t num_tokens, int64_t context, int64_t strid
 Result<EvalResult> evaluate(const EvalOptions& options);
 
 // The engine settings evaluation loads a model with (prefix caching off, one context); kv_type
-// "f16" or "q8_0" (anything else is refused).
-Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type = "f16");
+// "f16" or "q8_0" (anything else is refused); device as EngineOptions::device.
+Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type = "f16",
+                                          const std::string& device = "auto");
 
 }  // namespace iwb::quant

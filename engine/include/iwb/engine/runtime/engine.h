@@ -47,7 +47,9 @@ struct EngineOptions {
   // The paged KV cache: blocks of kv_block_size positions, as many as the budget holds.
   // Budget: kv_cache_bytes when set; else kv_cache_fraction (0..1] of the memory available
   // at load; else kDefaultKvContexts full contexts, lowered to a quarter of the available
-  // memory when that is less, but never below one context.
+  // memory when that is less, but never below one context. On a CUDA device "available" is the
+  // free device memory after the weights and scratch (less a reserve), and the default takes
+  // 0.9 of it, at most max_running_sequences full contexts.
   int32_t kv_block_size = 16;
   uint64_t kv_cache_bytes = 0;
   double kv_cache_fraction = 0;

@@ -7,6 +7,7 @@
 #include "iwb/engine/paged/scheduler.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace iwb {
@@ -48,6 +49,21 @@ struct MemoryReport {
   int64_t kv_positions_cached = 0;  // slots of unowned blocks kept as reusable prefixes
   uint64_t scratch_bytes = 0;       // activations of one step and the logits rows
   uint64_t drafter_bytes = 0;       // speculative decoding: draft weights, its KV cache and scratch
+
+  // Where the forward pass runs: "cpu" or "cuda:N". On a CUDA device the weights are uploaded
+  // and the KV pool lives there (kv_pool_bytes above is then device memory too); the fields
+  // below are that device's allocations, all 0 on the CPU.
+  std::string device_id = "cpu";
+  std::string device_name;             // CPU model name or GPU product name
+  uint64_t device_weights_bytes = 0;   // matrices in their stored type (or converted), norms and biases as f32
+  uint64_t device_kv_pool_bytes = 0;   // the paged K/V pools of every layer
+  uint64_t device_scratch_bytes = 0;   // activations of one step, f16 staging for cuBLAS, attention workspace,
+                                       // the step's metadata and logits rows
+  uint64_t device_workspace_bytes = 0;  // the workspace handed to cuBLAS
+  uint64_t host_pinned_bytes = 0;      // page-locked host staging buffers (metadata up, logits down)
+  uint64_t device_free_bytes = 0;      // free device memory when the report was made (all processes)
+  uint64_t device_total_bytes = 0;
+  int32_t device_num_graphs = 0;       // captured decode-step CUDA graphs (one per batch shape)
 };
 
 }  // namespace iwb

@@ -1,46 +1,25 @@
-// CpuEngine: loading, the KV pool's size, the request queue (any thread), abort, the reports
-// for the UI, and logits_for. The step itself is in cpu_engine_step.cpp.
-#include "runtime/cpu_engine.h"
+// PagedEngine: loading (the backend on the chosen device, the KV pool's size), the request
+// queue (any thread), abort, the reports for the UI, and logits_for. The step itself is in
+// paged_engine_step.cpp.
+#include "runtime/paged_engine.h"
 
+#include "backend/cuda_forward_factory.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
+#include "runtime/cpu_forward_backend.h"
+#include "runtime/kv_budget.h"
 
 #include <omp.h>
 
 #include <algorithm>
 
 namespace iwb {
-namespace {
 
-std::string describe_bytes(uint64_t bytes) {
-  if (bytes < (1u << 20)) return std::to_string((bytes + 512) >> 10) + " KiB";
-  return std::to_string((bytes + (1u << 19)) >> 20) + " MiB";
-}
-
-// The KV pool's byte budget (EngineOptions describes the rule).
-Result<uint64_t> kv_budget_bytes(const EngineOptions& o, uint64_t bytes_per_position, int64_t context) {
-  if (o.kv_cache_bytes > 0) return o.kv_cache_bytes;
-  const uint64_t available = describe_cpu_device().free_memory_bytes;
-  if (o.kv_cache_fraction > 0) {
-    if (available == 0) {
-      return make_error(ErrorCode::InvalidArgument, "the available memory is unknown here: give the KV cache size in "
-                                                    "bytes rather than as a fraction");
-    }
-    return static_cast<uint64_t>(o.kv_cache_fraction * static_cast<double>(available));
-  }
-  const uint64_t one_context = static_cast<uint64_t>(context) * bytes_per_position;
-  uint64_t budget = static_cast<uint64_t>(kDefaultKvContexts) * one_context;
-  if (available > 0) budget = std::min(budget, available / 4);
-  return std::max(budget, one_context);
-}
-
-}  // namespace
-
-CpuEngine::CpuEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer)
+PagedEngine::PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer)
     : m_file(std::move(file)), m_tokenizer(std::move(tokenizer)) {}
 
-Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const EngineOptions& options,
-                                                const LoadProgress& progress) {
+Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const EngineOptions& options,
+                                                  const DeviceChoice& choice, const LoadProgress& progress) {
   auto report = [&](double fraction, const std::string& stage) {
     if (progress) progress(fraction, stage);
   };
@@ -58,7 +37,7 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   Result<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::from_gguf(**file);
   if (!tok) return tok.status();
 
-  std::unique_ptr<CpuEngine> engine(new CpuEngine(std::move(*file), std::move(*tok)));
+  std::unique_ptr<PagedEngine> engine(new PagedEngine(std::move(*file), std::move(*tok)));
   engine->m_summary = std::move(*summary);
   engine->m_config = std::move(*config);
   engine->m_chat_template = engine->m_file->get_string("tokenizer.chat_template").value_or("");
@@ -70,25 +49,27 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   if (!weights) return weights.status();
   engine->m_weights = std::move(*weights);
 
-  // Read every page of the weights once now, so the load shows the disk time and the first
-  // prompt's timing shows compute, not page faults.
-  const auto& tensors = engine->m_file->tensors();
-  volatile uint8_t sink = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const std::span<const uint8_t> bytes = engine->m_file->tensor_data(tensors[i]);
-    for (size_t off = 0; off < bytes.size(); off += 4096) sink = sink + bytes[off];
-    if (i % 16 == 0) report(0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(tensors.size()), "reading weights");
-  }
-
   const ModelConfig& c = engine->m_config;
   engine->m_context_length =
       options.context_length > 0 ? options.context_length : std::min<int64_t>(c.context_length_train, 4096);
-  report(0.9, "allocating the KV cache");
-  IWB_RETURN_IF_ERROR(engine->set_up_kv_cache(options));
-  const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  engine->m_forward =
-      std::make_unique<CpuForward>(engine->m_config, engine->m_weights, threads, options.max_batch_tokens);
-  engine->m_forward->set_batch_invariant(options.is_batch_invariant);
+  if (options.max_batch_tokens < 1) {
+    return make_error(ErrorCode::InvalidArgument, "a step must hold at least one token (max_batch_tokens is " +
+                                                      std::to_string(options.max_batch_tokens) + ")");
+  }
+  if (options.max_running_sequences < 1) {
+    return make_error(ErrorCode::InvalidArgument, "at least one sequence must be able to run (max_running_sequences is " +
+                                                      std::to_string(options.max_running_sequences) + ")");
+  }
+  if (!(options.kv_cache_fraction >= 0 && options.kv_cache_fraction <= 1)) {
+    return make_error(ErrorCode::InvalidArgument, "the KV cache fraction of available memory must be within 0..1, not " +
+                                                      std::to_string(options.kv_cache_fraction));
+  }
+  if (options.kv_block_size < 1 || options.kv_block_size > 4096) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "a KV block holds 1 to 4096 tokens, not " + std::to_string(options.kv_block_size));
+  }
+  IWB_RETURN_IF_ERROR(engine->set_up_backend(options, choice, report));
+  IWB_RETURN_IF_ERROR(engine->set_up_scheduler(options));
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   if (options.speculation.is_enabled()) {
     report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");
@@ -98,35 +79,66 @@ Result<std::unique_ptr<Engine>> CpuEngine::load(const std::string& path, const E
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-Status CpuEngine::set_up_kv_cache(const EngineOptions& o) {
-  if (o.max_batch_tokens < 1) {
-    return make_error(ErrorCode::InvalidArgument, "a step must hold at least one token (max_batch_tokens is " +
-                                                      std::to_string(o.max_batch_tokens) + ")");
+Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& choice, const LoadProgress& report) {
+  std::string cpu_reason = choice.cpu_reason;
+  if (choice.kind == ComputeDeviceKind::Cuda) {
+    report(0.2, "loading the weights onto " + choice.id() + " (" + choice.cuda_device.name + ")");
+    Result<std::unique_ptr<ForwardBackend>> cuda = make_cuda_forward_backend(
+        m_config, m_weights, o, choice.cuda_index, m_context_length, [&](double f, const std::string& stage) {
+          report(0.2 + 0.7 * f, stage);
+        });
+    if (cuda) {
+      m_backend = std::move(*cuda);
+    } else if (!choice.is_automatic) {
+      return cuda.status();
+    } else {
+      // "auto": a device that cannot take this model leaves the CPU, which can.
+      cpu_reason = choice.id() + " could not take the model: " + cuda.error_message();
+      report(0.2, "falling back to the CPU: " + cpu_reason);
+    }
   }
-  if (o.max_running_sequences < 1) {
-    return make_error(ErrorCode::InvalidArgument, "at least one sequence must be able to run (max_running_sequences is " +
-                                                      std::to_string(o.max_running_sequences) + ")");
+  if (m_backend == nullptr) {
+    // Read every page of the weights once now, so the load shows the disk time and the first
+    // prompt's timing shows compute, not page faults. (A device upload reads them anyway.)
+    const auto& tensors = m_file->tensors();
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::span<const uint8_t> bytes = m_file->tensor_data(tensors[i]);
+      for (size_t off = 0; off < bytes.size(); off += 4096) sink = sink + bytes[off];
+      if (i % 16 == 0) report(0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(tensors.size()), "reading weights");
+    }
+    report(0.9, "allocating the KV cache");
+    KvPoolGeometry kv;
+    kv.shape = KvCacheShape{m_config.num_layers, m_config.num_kv_heads, m_config.head_dim_k, m_config.head_dim_v};
+    kv.block_size = o.kv_block_size;
+    kv.type = o.kv_cache_type;
+    KvBudgetInput budget_input;
+    budget_input.bytes_per_position = kv.bytes_per_position();
+    budget_input.context_length = m_context_length;
+    budget_input.available_bytes = describe_cpu_device().free_memory_bytes;
+    Result<uint64_t> budget = kv_budget_bytes(o, budget_input);
+    if (!budget) return budget.status();
+    Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(kv.shape, kv.block_size, *budget, kv.type);
+    if (!num_blocks) return num_blocks.status();
+    kv.num_blocks = *num_blocks;
+    const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+    Result<std::unique_ptr<CpuForwardBackend>> cpu =
+        CpuForwardBackend::create(m_config, m_weights, kv, threads, o.max_batch_tokens);
+    if (!cpu) return cpu.status();
+    m_backend = std::move(*cpu);
   }
-  if (!(o.kv_cache_fraction >= 0 && o.kv_cache_fraction <= 1)) {
-    return make_error(ErrorCode::InvalidArgument, "the KV cache fraction of available memory must be within 0..1, not " +
-                                                      std::to_string(o.kv_cache_fraction));
-  }
-  if (o.kv_block_size < 1 || o.kv_block_size > 4096) {
-    return make_error(ErrorCode::InvalidArgument, "a KV block holds 1 to 4096 tokens, not " + std::to_string(o.kv_block_size));
-  }
-  const ModelConfig& c = m_config;
-  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
-  Result<uint64_t> budget = kv_budget_bytes(o, PagedKvStorage::bytes_per_block(shape, 1, o.kv_cache_type), m_context_length);
-  if (!budget) return budget.status();
-  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(shape, o.kv_block_size, *budget, o.kv_cache_type);
-  if (!num_blocks) return num_blocks.status();
-  Result<std::unique_ptr<PagedKvStorage>> storage = PagedKvStorage::create(shape, o.kv_block_size, *num_blocks, o.kv_cache_type);
-  if (!storage) return storage.status();
-  m_kv = std::move(*storage);
+  m_backend->set_batch_invariant(o.is_batch_invariant);
+  m_kv = m_backend->kv_geometry();
+  m_summary.device = m_backend->device_id();
+  m_summary.device_description = m_backend->description();
+  m_summary.device_fallback_reason = m_backend->device().kind == ComputeDeviceKind::Cpu ? cpu_reason : std::string();
+  return {};
+}
 
+Status PagedEngine::set_up_scheduler(const EngineOptions& o) {
   BlockManagerConfig blocks;
-  blocks.num_blocks = *num_blocks;
-  blocks.block_size = o.kv_block_size;
+  blocks.num_blocks = m_kv.num_blocks;
+  blocks.block_size = m_kv.block_size;
   blocks.enable_prefix_caching = o.enable_prefix_caching;
   SchedulerConfig scheduling;
   scheduling.max_batch_tokens = o.max_batch_tokens;
@@ -135,12 +147,11 @@ Status CpuEngine::set_up_kv_cache(const EngineOptions& o) {
   if (!scheduler) return scheduler.status();
   m_scheduler = std::make_unique<Scheduler>(std::move(*scheduler));
   // A sequence can never outgrow the pool: past it, it ends as if its context were full.
-  m_max_sequence_length = std::min(m_context_length, m_kv->num_slots());
+  m_max_sequence_length = std::min(m_context_length, m_kv.num_slots());
   return {};
 }
 
-
-Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
+Result<RequestId> PagedEngine::add_request(GenerationRequest request) {
   const auto num_prompt = static_cast<int64_t>(request.prompt_tokens.size());
   if (num_prompt == 0) return make_error(ErrorCode::InvalidArgument, "the prompt is empty");
   if (num_prompt > context_length()) {
@@ -149,14 +160,14 @@ Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
                                                       std::to_string(context_length()));
   }
   // The pool's size never changes, so "never fits" is known now, without the scheduler.
-  const int64_t block_size = m_kv->block_size();
+  const int64_t block_size = m_kv.block_size;
   const int64_t num_blocks_needed = (num_prompt + block_size - 1) / block_size;
-  if (num_blocks_needed > m_kv->num_blocks()) {
+  if (num_blocks_needed > m_kv.num_blocks) {
     return make_error(ErrorCode::InvalidArgument,
                       "prompt is " + std::to_string(num_prompt) + " tokens and needs " +
                           std::to_string(num_blocks_needed) + " KV blocks of " + std::to_string(block_size) +
-                          " tokens, but the whole KV cache holds " + std::to_string(m_kv->num_blocks()) + " (" +
-                          describe_bytes(m_kv->num_bytes()) + "); give the KV cache more memory");
+                          " tokens, but the whole KV cache holds " + std::to_string(m_kv.num_blocks) + " (" +
+                          describe_bytes(m_kv.num_bytes()) + "); give the KV cache more memory");
   }
   for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
     const int32_t t = request.prompt_tokens[i];
@@ -172,7 +183,7 @@ Result<RequestId> CpuEngine::add_request(GenerationRequest request) {
   return id;
 }
 
-void CpuEngine::abort_request(RequestId id) {
+void PagedEngine::abort_request(RequestId id) {
   std::lock_guard lock(m_mutex);
   for (auto it = m_queue.begin(); it != m_queue.end(); ++it) {
     if (it->id == id) {
@@ -185,16 +196,16 @@ void CpuEngine::abort_request(RequestId id) {
   if (m_active.count(id) != 0) m_abort_requests.insert(id);  // honoured by the next step()
 }
 
-bool CpuEngine::has_unfinished_requests() const {
+bool PagedEngine::has_unfinished_requests() const {
   std::lock_guard lock(m_mutex);
   return !m_active.empty() || !m_queue.empty() || !m_aborted_while_queued.empty();
 }
 
-EngineKvSnapshot CpuEngine::kv_snapshot() const {
+EngineKvSnapshot PagedEngine::kv_snapshot() const {
   EngineKvSnapshot snap;
   snap.cache = m_scheduler->block_manager().snapshot();
   snap.scheduler = m_scheduler->stats();
-  snap.bytes_per_block = PagedKvStorage::bytes_per_block(m_kv->shape(), m_kv->block_size(), m_kv->type());
+  snap.bytes_per_block = m_kv.bytes_per_block();
   auto describe = [&](SequenceId id, bool is_running) {
     const Sequence* s = m_scheduler->find(id);
     if (s == nullptr) return;
@@ -214,25 +225,26 @@ EngineKvSnapshot CpuEngine::kv_snapshot() const {
   return snap;
 }
 
-MemoryReport CpuEngine::memory_report() const {
+MemoryReport PagedEngine::memory_report() const {
   MemoryReport m;
   m.weights_bytes = m_weights.num_bytes;
   m.file_bytes = m_file->file_size();
-  m.kv_pool_bytes = m_kv->num_bytes();
-  m.kv_bytes_per_position = PagedKvStorage::bytes_per_block(m_kv->shape(), 1, m_kv->type());
-  m.kv_num_blocks = m_kv->num_blocks();
-  m.kv_block_size = m_kv->block_size();
-  m.kv_positions_total = m_kv->num_slots();
+  m.kv_pool_bytes = m_kv.num_bytes();
+  m.kv_bytes_per_position = m_kv.bytes_per_position();
+  m.kv_num_blocks = m_kv.num_blocks;
+  m.kv_block_size = m_kv.block_size;
+  m.kv_positions_total = m_kv.num_slots();
   const BlockManagerStats st = m_scheduler->block_manager().stats();
   m.kv_positions_used = st.num_used_slots;
   m.kv_positions_allocated = st.num_used_blocks * st.block_size;
   m.kv_positions_cached = st.num_cached_blocks * st.block_size;
-  m.scratch_bytes = m_forward->scratch_bytes() + m_logits.capacity() * sizeof(float);
+  m.scratch_bytes = m_logits.capacity() * sizeof(float);
+  m_backend->fill_memory_report(&m);  // its scratch, and a device's allocations
   m.drafter_bytes = m_drafter ? m_drafter->num_bytes() : 0;
   return m;
 }
 
-Result<std::vector<float>> CpuEngine::logits_for(const std::vector<int32_t>& tokens) {
+Result<std::vector<float>> PagedEngine::logits_for(const std::vector<int32_t>& tokens) {
   if (has_unfinished_requests()) {
     return make_error(ErrorCode::InvalidArgument, "logits_for needs an idle engine: a request is running");
   }

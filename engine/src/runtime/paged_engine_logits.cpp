@@ -1,12 +1,12 @@
-// CpuEngine::logits_for_positions (every position's logits, for perplexity and KL divergence)
+// PagedEngine::logits_for_positions (every position's logits, for perplexity and KL divergence)
 // and the activation observer switch (imatrix collection).
-#include "runtime/cpu_engine.h"
+#include "runtime/paged_engine.h"
 
 namespace iwb {
 
-void CpuEngine::set_activation_observer(ActivationObserver* observer) { m_forward->set_activation_observer(observer); }
+void PagedEngine::set_activation_observer(ActivationObserver* observer) { m_backend->set_activation_observer(observer); }
 
-Status CpuEngine::logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
+Status PagedEngine::logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
                                        const LogitsSink& sink) {
   if (has_unfinished_requests()) {
     return make_error(ErrorCode::InvalidArgument, "logits_for_positions needs an idle engine: a request is running");

@@ -1,20 +1,20 @@
-// CpuEngine's speculative decoding: choosing the drafter, drafting for the sequences about to
+// PagedEngine's speculative decoding: choosing the drafter, drafting for the sequences about to
 // decode (before the scheduler plans the step), and verifying each draft against the target's
 // logits of the same forward pass. Greedy requests accept a guess while it equals the target's
 // own choice (so the output is token for token what plain decoding gives); sampling requests
 // use the rejection rule of acceptance.h, so their tokens follow the target's distribution.
 #include "iwb/engine/spec/acceptance.h"
-#include "runtime/cpu_engine.h"
+#include "runtime/paged_engine.h"
 
 #include <algorithm>
 
 namespace iwb {
 
-Status CpuEngine::set_speculation(const spec::SpeculativeConfig& config) {
+Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
   std::unique_ptr<spec::Drafter> drafter;
-  const int64_t positions = m_kv->num_slots();
-  const int32_t block_size = m_kv->block_size();
+  const int64_t positions = m_kv.num_slots();
+  const int32_t block_size = m_kv.block_size;
   switch (config.kind) {
     case spec::DrafterKind::None: break;
     case spec::DrafterKind::PromptLookup:
@@ -38,7 +38,7 @@ Status CpuEngine::set_speculation(const spec::SpeculativeConfig& config) {
   return set_drafter(std::move(drafter), config);
 }
 
-Status CpuEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
+Status PagedEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
   if (drafter != nullptr && (config.num_draft_tokens < 1 || config.num_draft_tokens > spec::kMaxDraftTokens)) {
     return make_error(ErrorCode::InvalidArgument, "the number of draft tokens must be 1 to " +
                                                       std::to_string(spec::kMaxDraftTokens) + ", not " +
@@ -51,7 +51,7 @@ Status CpuEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec
   return {};
 }
 
-int32_t CpuEngine::draft_length(RequestState& r, const Sequence& seq) const {
+int32_t PagedEngine::draft_length(RequestState& r, const Sequence& seq) const {
   const GenerationRequest& p = r.params();
   int32_t k = p.num_draft_tokens < 0 ? m_spec.num_draft_tokens : std::min(p.num_draft_tokens, spec::kMaxDraftTokens);
   if (k <= 0) return 0;
@@ -66,7 +66,7 @@ int32_t CpuEngine::draft_length(RequestState& r, const Sequence& seq) const {
   return std::max(k, 0);
 }
 
-void CpuEngine::propose_drafts(StepResult* result) {
+void PagedEngine::propose_drafts(StepResult* result) {
   m_drafts.clear();
   std::vector<spec::DraftRequest> requests;
   for (const SequenceId id : m_scheduler->running()) {
@@ -107,7 +107,7 @@ void CpuEngine::propose_drafts(StepResult* result) {
   }
 }
 
-void CpuEngine::verify_draft(const ScheduledSequence& e, size_t first_row, double verify_seconds, StepResult* result,
+void PagedEngine::verify_draft(const ScheduledSequence& e, size_t first_row, double verify_seconds, StepResult* result,
                              SequenceOutput* output, std::optional<FinishReason>* finish) {
   const auto vocab = static_cast<size_t>(m_config.vocab_size);
   const auto k = static_cast<size_t>(e.num_draft_tokens);

@@ -1,7 +1,7 @@
-// CpuEngine::step(): new requests and aborts reach the scheduler, the scheduler plans the
+// PagedEngine::step(): new requests and aborts reach the scheduler, the scheduler plans the
 // batch, one forward pass runs every token of it, and each sequence that needs one samples a
 // token under its own sampling settings and stop rules.
-#include "runtime/cpu_engine.h"
+#include "runtime/paged_engine.h"
 
 #include "iwb/engine/profile/cost_model.h"
 
@@ -9,7 +9,7 @@
 
 namespace iwb {
 
-Result<StepResult> CpuEngine::step() {
+Result<StepResult> PagedEngine::step() {
   const Clock::time_point step_start = Clock::now();
   StepResult result;
   take_new_and_aborted(&result);
@@ -35,7 +35,10 @@ Result<StepResult> CpuEngine::step() {
     const FlatBatch flat = flatten(batch);
     const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
     const Clock::time_point forward_start = Clock::now();
-    const Status forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr);
+    const bool is_greedy_on_device = greedy_on_device(batch, flat);
+    if (is_greedy_on_device) m_greedy_tokens.resize(flat.logits_rows.size());
+    const Status forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr,
+                                              is_greedy_on_device ? m_greedy_tokens.data() : nullptr);
     const double forward_seconds = std::chrono::duration<double>(Clock::now() - forward_start).count();
     const bool has_drafts = std::any_of(batch.sequences.begin(), batch.sequences.end(),
                                         [](const ScheduledSequence& e) { return e.num_draft_tokens > 0; });
@@ -53,7 +56,7 @@ Result<StepResult> CpuEngine::step() {
         finish(e.request, FinishReason::Error, s.message(), &result);
       }
     } else {
-      IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result));
+      IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result, is_greedy_on_device ? m_greedy_tokens.data() : nullptr));
     }
     m_drafts.clear();
     result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);
@@ -68,7 +71,7 @@ Result<StepResult> CpuEngine::step() {
   return result;
 }
 
-void CpuEngine::take_new_and_aborted(StepResult* result) {
+void PagedEngine::take_new_and_aborted(StepResult* result) {
   std::deque<Queued> queued;
   std::set<RequestId> aborts;
   {
@@ -98,29 +101,52 @@ void CpuEngine::take_new_and_aborted(StepResult* result) {
   }
 }
 
-Status CpuEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile) {
+bool PagedEngine::greedy_on_device(const ForwardBatch& batch, const FlatBatch& flat) const {
+  if (!m_backend->has_device_argmax() || flat.logits_rows.empty()) return false;
+  for (const int32_t s : flat.logits_sequences) {
+    const ScheduledSequence& e = batch.sequences[static_cast<size_t>(s)];
+    if (e.num_draft_tokens > 0) return false;  // verification compares with the drafts' distributions
+    const auto it = m_requests.find(e.request);
+    if (it == m_requests.end()) return false;
+    const SamplingParams& p = it->second->params().sampling;
+    // Penalties change the logits before the argmax; the device takes the raw ones.
+    if (!p.is_greedy() || p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status PagedEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile,
+                                int32_t* greedy_tokens) {
   // Copy-on-write first: a shared block a sequence continues in is copied before anything writes.
-  IWB_RETURN_IF_ERROR(m_kv->copy_blocks(batch.block_copies));
+  IWB_RETURN_IF_ERROR(m_backend->copy_blocks(batch.block_copies));
   const size_t num_logits = flat.logits_rows.size() * static_cast<size_t>(m_config.vocab_size);
-  if (m_logits.size() < num_logits) m_logits.resize(num_logits);
-  if (profile == nullptr) return m_forward->forward(flat, *m_kv, m_logits.data());
+  if (greedy_tokens == nullptr && m_logits.size() < num_logits) m_logits.resize(num_logits);
+  auto run = [&] {
+    return greedy_tokens != nullptr ? m_backend->forward_argmax(flat, greedy_tokens)
+                                    : m_backend->forward(flat, m_logits.data());
+  };
+  if (profile == nullptr) return run();
 
   // The records are reserved before any kernel runs and handed over afterwards, even when the
   // pass failed part-way (they show how far it got). One record per kernel call of the batch.
-  KernelRecorder& recorder = m_forward->recorder();
   const Phase phase = batch.num_prefill_tokens > 0 ? Phase::Prefill : Phase::Decode;
-  recorder.begin(phase, static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
-  const Status status = m_forward->forward(flat, *m_kv, m_logits.data());
+  m_backend->begin_profile(phase,
+                           static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
+  const Status status = run();
+  ProfiledKernels records = m_backend->take_profile();
   profile->phase = phase;
   profile->num_tokens = static_cast<int32_t>(batch.num_tokens);
   profile->num_kv = 0;
   for (const ScheduledSequence& e : batch.sequences) profile->num_kv += e.sequence_length;
-  profile->kernels = recorder.take();
-  profile->num_dropped = static_cast<uint32_t>(recorder.num_dropped());
+  profile->kernels = std::move(records.kernels);
+  profile->num_dropped = records.num_dropped;
   return status;
 }
 
-Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result) {
+Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result,
+                                  const int32_t* greedy_tokens) {
   const auto vocab = static_cast<size_t>(m_config.vocab_size);
   std::vector<SequenceOutput> outputs;
   std::vector<std::pair<RequestId, FinishReason>> finishing;
@@ -140,7 +166,9 @@ Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat
     }
     ++num_tokens;
     RequestState& r = *m_requests.at(e.request);
-    const int32_t token = r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
+    // A greedy row without penalties: the device's argmax is what r.sample would choose.
+    const int32_t token = greedy_tokens != nullptr ? greedy_tokens[i]
+                                                   : r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
     // The new token would run at position sequence_length: none left means a full context.
     RequestState::Accepted accepted = r.accept(token, e.sequence_length >= m_max_sequence_length, m_tokenizer);
     result->tokens.push_back(std::move(accepted.event));
@@ -155,7 +183,7 @@ Status CpuEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& flat
   return status;
 }
 
-void CpuEngine::finish(RequestId id, FinishReason reason, std::string error, StepResult* result) {
+void PagedEngine::finish(RequestId id, FinishReason reason, std::string error, StepResult* result) {
   const auto it = m_requests.find(id);
   if (it == m_requests.end()) return;
   if (m_drafter) m_drafter->release(it->second->sequence());

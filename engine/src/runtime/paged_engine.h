@@ -1,18 +1,19 @@
-// The CPU implementation of Engine: continuous batching over a paged KV cache. Requests queue
-// from any thread; each step() asks the scheduler for a batch (decodes first, then prompt
-// chunks, under the token budget; preemption by recomputation when blocks run out), runs one
-// forward pass over all of its tokens, and samples one token per sequence that needs one.
-// Prefix caching shares the KV blocks of prompts (and chat turns) that start alike.
+// The Engine: continuous batching over a paged KV cache, whatever device runs the forward pass.
+// Requests queue from any thread; each step() asks the scheduler for a batch (decodes first, then
+// prompt chunks, under the token budget; preemption by recomputation when blocks run out), runs
+// one forward pass over all of its tokens on the ForwardBackend (CPU or CUDA), and samples one
+// token per sequence that needs one. Prefix caching shares the KV blocks of prompts (and chat
+// turns) that start alike.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
-#include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/paged/scheduler.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/spec/drafter.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
-#include "runtime/cpu_forward.h"
+#include "runtime/forward_backend.h"
 #include "runtime/request_state.h"
 
 #include <atomic>
@@ -25,18 +26,20 @@
 
 namespace iwb {
 
-class CpuEngine final : public Engine {
+class PagedEngine final : public Engine {
  public:
+  // Loads the model and its forward pass on the device `choice` names. A CUDA choice made by
+  // "auto" falls back to the CPU when the device cannot take the model (ModelSummary says why).
   static Result<std::unique_ptr<Engine>> load(const std::string& path, const EngineOptions& options,
-                                              const LoadProgress& progress);
+                                              const DeviceChoice& choice, const LoadProgress& progress);
 
   const ModelSummary& model() const override { return m_summary; }
   const ModelConfig& config() const override { return m_config; }
   const tokenizer::Tokenizer& tokenizer() const override { return m_tokenizer; }
   int64_t context_length() const override { return m_context_length; }
   const std::string& chat_template() const override { return m_chat_template; }
-  int num_threads() const override { return m_forward->num_threads(); }
-  int64_t max_batch_tokens() const override { return m_forward->max_batch(); }
+  int num_threads() const override { return m_backend->num_threads(); }
+  int64_t max_batch_tokens() const override { return m_backend->max_batch(); }
 
   Result<RequestId> add_request(GenerationRequest request) override;
   void abort_request(RequestId id) override;
@@ -47,11 +50,11 @@ class CpuEngine final : public Engine {
   EngineKvSnapshot kv_snapshot() const override;
   MemoryReport memory_report() const override;
   Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) override;
-  // cpu_engine_spec.cpp
+  // paged_engine_spec.cpp
   Status set_speculation(const spec::SpeculativeConfig& config) override;
   Status set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) override;
   const spec::SpeculativeConfig& speculation() const override { return m_spec; }
-  // cpu_engine_logits.cpp
+  // paged_engine_logits.cpp
   Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
                               const LogitsSink& sink) override;
   void set_activation_observer(ActivationObserver* observer) override;
@@ -65,21 +68,31 @@ class CpuEngine final : public Engine {
     Clock::time_point submitted;
   };
 
-  CpuEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
-  Status set_up_kv_cache(const EngineOptions& options);
+  PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
+  // The backend on the chosen device, its KV pool sized by the options, and the scheduler over it.
+  Status set_up_backend(const EngineOptions& options, const DeviceChoice& choice, const LoadProgress& progress);
+  Status set_up_scheduler(const EngineOptions& options);
 
-  // Step pieces (cpu_engine_step.cpp).
+  // Step pieces (paged_engine_step.cpp).
   // New requests go to the scheduler; requested aborts are carried out.
   void take_new_and_aborted(StepResult* result);
   // Copy-on-write copies, then the forward pass over the batch into m_logits; with a profile,
   // the step's kernel records go there.
-  Status run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile);
+  // With `greedy_tokens`, only each logits row's argmax comes back there (see
+  // greedy_on_device), not m_logits.
+  Status run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile,
+                     int32_t* greedy_tokens = nullptr);
+  // True when every row that samples is greedy without penalties or drafts and the backend
+  // picks greedy tokens on its device: the step then copies one id per row, not the logits.
+  bool greedy_on_device(const ForwardBatch& batch, const FlatBatch& flat) const;
   // One token per logits row, the stop rules, and the scheduler told what happened.
-  Status sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result);
+  // `greedy_tokens`: the rows' tokens already chosen on the device (null: sample from m_logits).
+  Status sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result,
+                       const int32_t* greedy_tokens = nullptr);
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
   // or about to be, by on_step_done).
   void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
-  // Speculation (cpu_engine_spec.cpp): drafts for the sequences about to decode, handed to the
+  // Speculation (paged_engine_spec.cpp): drafts for the sequences about to decode, handed to the
   // scheduler; then, after the pass, the target's verdict on one sequence's draft (its logits
   // rows start at first_row): the emitted tokens, the stats, and its output for the scheduler.
   void propose_drafts(StepResult* result);
@@ -96,10 +109,11 @@ class CpuEngine final : public Engine {
   int64_t m_context_length = 0;       // per sequence
   int64_t m_max_sequence_length = 0;  // the context, or the whole pool when that is smaller
 
-  std::unique_ptr<PagedKvStorage> m_kv;
+  std::unique_ptr<ForwardBackend> m_backend;  // the forward pass and the KV data
+  KvPoolGeometry m_kv;                        // the pool's shape, as the block manager counts it
   std::unique_ptr<Scheduler> m_scheduler;
-  std::unique_ptr<CpuForward> m_forward;
   std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
+  std::vector<int32_t> m_greedy_tokens;  // [rows] of the last pass, when greedy_on_device
 
   spec::SpeculativeConfig m_spec;
   std::unique_ptr<spec::Drafter> m_drafter;

@@ -1,0 +1,322 @@
+// CudaForwardBackend: creation (weights, scratch sized for the step budget, the KV pool from
+// what the device has left), copy-on-write block copies, the memory report, and the factory
+// the engine calls.
+#include "backend/cuda/cuda_forward_backend.h"
+
+#include "backend/cuda/cuda_status.h"
+#include "backend/cuda_forward_factory.h"
+#include "iwb/engine/backend/device_info.h"
+#include "iwb/kernels/cuda/kv_cache_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/paged_attention_cuda.h"
+#include "iwb/kernels/paged_attention.h"
+#include "runtime/kv_budget.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace iwb::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
+constexpr int64_t kMaxLogitsChunkRows = 128;                      // logits rows computed together
+
+// Device memory left alone for the CUDA context, cuBLAS's own allocations and captured graphs.
+uint64_t device_reserve_bytes(uint64_t total) { return std::min<uint64_t>(uint64_t{1} << 30, total / 20); }
+
+}  // namespace
+
+Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const ModelConfig& config,
+                                                                       const ModelWeights& weights,
+                                                                       const EngineOptions& options, int device_index,
+                                                                       int64_t context_length,
+                                                                       const LoadProgress& progress) {
+  auto report = [&](double fraction, const std::string& stage) {
+    if (progress) progress(fraction, stage);
+  };
+  const std::string id = "cuda:" + std::to_string(device_index);
+  IWB_CUDA_TRY(cudaSetDevice(device_index), "selecting " + id);
+  std::unique_ptr<CudaForwardBackend> b(new CudaForwardBackend(config, device_index));
+  Result<Stream> stream = Stream::create();
+  if (!stream) return stream.status();
+  b->m_stream = std::move(*stream);
+  IWB_CUDA_TRY(cublasCreate(&b->m_cublas), "creating the cuBLAS handle on " + id);
+  IWB_CUDA_TRY(cublasSetStream(b->m_cublas, b->m_stream.get()), "giving cuBLAS the engine's stream");
+
+  report(0.0, "uploading the weights to " + id);
+  Result<DeviceWeights> uploaded = upload_weights(config, weights, device_index, [&](double f) {
+    report(0.8 * f, "uploading the weights to " + id);
+  });
+  if (!uploaded) return uploaded.status();
+  b->m_weights = std::move(*uploaded);
+  for (const std::string& line : b->m_weights.conversions) report(0.8, line);
+
+  report(0.85, "allocating scratch on " + id);
+  IWB_RETURN_IF_ERROR(b->allocate_scratch(options, context_length));
+  report(0.9, "allocating the KV cache on " + id);
+  IWB_RETURN_IF_ERROR(b->allocate_kv_pool(options, context_length));
+  b->m_is_batch_invariant = options.is_batch_invariant;
+  b->m_num_threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+
+  cudaDeviceProp prop{};
+  const std::string name = cudaGetDeviceProperties(&prop, device_index) == cudaSuccess ? prop.name : "CUDA device";
+  b->m_name = name;
+  b->m_description = id + " (" + name + ")";
+  return b;
+}
+
+CudaForwardBackend::~CudaForwardBackend() {
+  cudaSetDevice(m_device);
+  if (m_stream.get() != nullptr) cudaStreamSynchronize(m_stream.get());  // nothing may still use the buffers
+  destroy_graphs();
+  destroy_events();
+  if (m_cublas != nullptr) cublasDestroy(m_cublas);
+}
+
+void CudaForwardBackend::destroy_graphs() {
+  for (auto& [key, exec] : m_graphs) cudaGraphExecDestroy(exec);
+  m_graphs.clear();
+  m_capture_failures.clear();
+}
+
+Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t context_length) {
+  const ModelConfig& c = m_config;
+  const std::string id = "cuda:" + std::to_string(m_device);
+  const int64_t t = std::max<int64_t>(1, o.max_batch_tokens);
+  m_capacity.max_tokens = t;
+  m_capacity.max_sequences = std::max<int64_t>(1, std::min<int64_t>(t, o.max_running_sequences));
+  m_capacity.block_size = o.kv_block_size;
+  m_capacity.max_blocks_per_sequence = (context_length + o.kv_block_size - 1) / o.kv_block_size;
+  m_capacity.vocab_size = c.vocab_size;
+  m_logits_chunk_rows = std::min(t, kMaxLogitsChunkRows);
+
+  // f32 activations, each sub-buffer 256-byte aligned (the kernels' vector loads need 16).
+  const auto rows = static_cast<size_t>(t);
+  const auto chunk = static_cast<size_t>(m_logits_chunk_rows);
+  const size_t widths[] = {rows * static_cast<size_t>(c.embedding_length),        rows * static_cast<size_t>(c.embedding_length),
+                           rows * static_cast<size_t>(c.q_width()),               rows * static_cast<size_t>(c.k_width()),
+                           rows * static_cast<size_t>(c.v_width()),               rows * static_cast<size_t>(c.attention_output_width()),
+                           rows * static_cast<size_t>(c.embedding_length),        rows * static_cast<size_t>(c.feed_forward_length),
+                           rows * static_cast<size_t>(c.feed_forward_length),     chunk * static_cast<size_t>(c.embedding_length),
+                           chunk * static_cast<size_t>(c.vocab_size)};
+  float** targets[] = {&m_x, &m_xn, &m_q, &m_k, &m_v, &m_attn, &m_proj, &m_gate, &m_up, &m_final, &m_logits};
+  size_t offsets[11];
+  size_t total = 0;
+  for (size_t i = 0; i < 11; ++i) {
+    offsets[i] = total;
+    total += align_up(widths[i] * sizeof(float));
+  }
+  Result<DeviceBuffer> activations = DeviceBuffer::allocate(total, "the activations of a " + std::to_string(t) + "-token step", m_device);
+  if (!activations) return activations.status();
+  m_activations = std::move(*activations);
+  for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
+
+  // The cuBLAS path (steps over kCudaMatvecMaxTokens tokens): f16 activations and one f16 weight.
+  if (t > kCudaMatvecMaxTokens) {
+    Result<DeviceBuffer> x16 = DeviceBuffer::allocate(
+        rows * static_cast<size_t>(std::max(m_weights.widest_input, c.embedding_length)) * 2, "f16 activations for cuBLAS",
+        m_device);
+    if (!x16) return x16.status();
+    m_x16 = std::move(*x16);
+    Result<DeviceBuffer> w16 = DeviceBuffer::allocate(static_cast<uint64_t>(m_weights.largest_matrix_elements) * 2,
+                                                      "an f16 copy of the largest weight for cuBLAS", m_device);
+    if (!w16) return w16.status();
+    m_w16 = std::move(*w16);
+    Result<DeviceBuffer> ws = DeviceBuffer::allocate(kCublasWorkspaceBytes, "the cuBLAS workspace", m_device);
+    if (!ws) return ws.status();
+    m_cublas_workspace = std::move(*ws);
+    // A workspace of ours: cuBLAS then allocates nothing while a graph is being captured.
+    IWB_CUDA_TRY(cublasSetWorkspace(m_cublas, m_cublas_workspace.data(), m_cublas_workspace.bytes()),
+                 "giving cuBLAS its workspace");
+  }
+
+  // Paged attention's workspace: the largest any step shape up to the capacity needs.
+  PagedAttentionCudaArgs a;
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_dim = c.head_dim_k;
+  a.head_dim_v = c.head_dim_v;
+  a.block_size = o.kv_block_size;
+  a.max_blocks_per_sequence = m_capacity.max_blocks_per_sequence;
+  size_t attention_bytes = 0;
+  for (int64_t n = 1; n <= t; ++n) {
+    for (int64_t s = 1; s <= std::min(n, m_capacity.max_sequences); ++s) {
+      a.num_tokens = n;
+      a.num_sequences = s;
+      attention_bytes = std::max(attention_bytes, paged_attention_cuda_workspace_bytes(a));
+    }
+  }
+  Result<DeviceBuffer> attention = DeviceBuffer::allocate(attention_bytes, "the attention workspace", m_device);
+  if (!attention) return attention.status();
+  m_attention_workspace = std::move(*attention);
+
+  // The step's metadata, block tables last so a step copies only the rows it uses.
+  MetadataLayout& l = m_layout;
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at += align_up(bytes);
+    return here;
+  };
+  l.tokens = take(rows * 4);
+  l.positions = take(rows * 4);
+  l.slot_mapping = take(rows * 8);
+  l.token_sequences = take(rows * 4);
+  l.sequence_lengths = take(static_cast<size_t>(m_capacity.max_sequences) * 4);
+  l.logits_rows = take(rows * 4);
+  l.block_tables = take(static_cast<size_t>(m_capacity.max_sequences * m_capacity.max_blocks_per_sequence) * 4);
+  l.max_copies = std::max<int64_t>(64, m_capacity.max_sequences * 2);
+  l.block_copies = take(static_cast<size_t>(l.max_copies) * 8);
+  l.argmax_tokens = take(rows * 4);
+  l.total = at;
+  Result<DeviceBuffer> meta = DeviceBuffer::allocate(l.total, "the step metadata", m_device);
+  if (!meta) return meta.status();
+  m_metadata = std::move(*meta);
+  Result<PinnedBuffer> staging = PinnedBuffer::allocate(l.total, "the step metadata");
+  if (!staging) return staging.status();
+  m_staging = std::move(*staging);
+  char* base = m_metadata.as<char>();
+  m_meta.tokens = reinterpret_cast<int32_t*>(base + l.tokens);
+  m_meta.positions = reinterpret_cast<int32_t*>(base + l.positions);
+  m_meta.slot_mapping = reinterpret_cast<int64_t*>(base + l.slot_mapping);
+  m_meta.token_sequences = reinterpret_cast<int32_t*>(base + l.token_sequences);
+  m_meta.sequence_lengths = reinterpret_cast<int32_t*>(base + l.sequence_lengths);
+  m_meta.logits_rows = reinterpret_cast<int32_t*>(base + l.logits_rows);
+  m_meta.block_tables = reinterpret_cast<int32_t*>(base + l.block_tables);
+  m_meta.block_copies = reinterpret_cast<int32_t*>(base + l.block_copies);
+  m_meta.argmax_tokens = reinterpret_cast<int32_t*>(base + l.argmax_tokens);
+
+  Result<PinnedBuffer> logits = PinnedBuffer::allocate(chunk * static_cast<size_t>(c.vocab_size) * sizeof(float), "the logits rows");
+  if (!logits) return logits.status();
+  m_logits_host = std::move(*logits);
+  (void)id;
+  return {};
+}
+
+Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t context_length) {
+  const ModelConfig& c = m_config;
+  const std::string id = "cuda:" + std::to_string(m_device);
+  m_kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
+  m_kv.block_size = o.kv_block_size;
+  m_kv.type = o.kv_cache_type;  // F16, or Q8_0 (checked with the budget below)
+  const auto [free_bytes, total_bytes] = device_memory_info();
+  const uint64_t reserve = device_reserve_bytes(total_bytes);
+  KvBudgetInput in;
+  in.bytes_per_position = m_kv.bytes_per_position();
+  in.context_length = context_length;
+  in.available_bytes = free_bytes > reserve ? free_bytes - reserve : 0;
+  in.is_device = true;
+  const std::string memory_name = "free memory on " + id;
+  in.memory_name = memory_name.c_str();
+  Result<uint64_t> budget = kv_budget_bytes(o, in);
+  if (!budget) return budget.status();
+  if (*budget > in.available_bytes) {
+    return make_error(ErrorCode::OutOfMemory,
+                      "the KV cache asks for " + format_device_bytes(*budget) + " but " + id + " has " +
+                          format_device_bytes(in.available_bytes) + " left after the weights (" +
+                          format_device_bytes(m_weights.num_bytes) + "), the scratch and a " +
+                          format_device_bytes(reserve) + " reserve (" + format_device_bytes(total_bytes) +
+                          " in all): give the KV cache less memory, or run on the CPU");
+  }
+  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(m_kv.shape, m_kv.block_size, *budget, m_kv.type);
+  if (!num_blocks) return num_blocks.status();
+  m_kv.num_blocks = *num_blocks;
+  m_capacity.num_blocks = *num_blocks;
+  Result<DeviceBuffer> pool = DeviceBuffer::allocate(m_kv.num_bytes(), "the KV cache", m_device);
+  if (!pool) return pool.status();
+  m_kv_pool = std::move(*pool);
+  const auto slots = static_cast<size_t>(m_kv.num_slots());
+  uint16_t* at = m_kv_pool.as<uint16_t>();
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    m_k_pools.push_back(at);
+    at += slots * static_cast<size_t>(kv_row_units(m_kv.type, c.k_width()));
+    m_v_pools.push_back(at);
+    at += slots * static_cast<size_t>(kv_row_units(m_kv.type, c.v_width()));
+  }
+  // Zeros, so a never-written slot holds finite numbers (attention masks it, but 0 x NaN is NaN).
+  IWB_CUDA_TRY(cudaMemsetAsync(m_kv_pool.data(), 0, m_kv_pool.bytes(), m_stream.get()), "clearing the KV cache");
+  IWB_CUDA_TRY(cudaStreamSynchronize(m_stream.get()), "clearing the KV cache");
+  return {};
+}
+
+Status CudaForwardBackend::copy_blocks(std::span<const BlockCopy> copies) {
+  if (copies.empty()) return {};
+  if (!m_broken.empty()) return make_error(ErrorCode::DeviceError, m_broken);
+  for (const BlockCopy& copy : copies) {
+    if (copy.src < 0 || copy.dst < 0 || copy.src >= m_kv.num_blocks || copy.dst >= m_kv.num_blocks) {
+      return make_error(ErrorCode::InvalidArgument, "a KV block copy names a block outside the pool");
+    }
+  }
+  IWB_CUDA_TRY(cudaSetDevice(m_device), "selecting cuda:" + std::to_string(m_device));
+  const int64_t k_row_units = kv_row_units(m_kv.type, m_config.k_width());
+  const int64_t v_row_units = kv_row_units(m_kv.type, m_config.v_width());
+  const int64_t k_units = m_kv.num_slots() * k_row_units;
+  const int64_t v_units = m_kv.num_slots() * v_row_units;
+  auto* staged = reinterpret_cast<int32_t*>(m_staging.as<char>() + m_layout.block_copies);
+  for (size_t first = 0; first < copies.size(); first += static_cast<size_t>(m_layout.max_copies)) {
+    const size_t count = std::min(copies.size() - first, static_cast<size_t>(m_layout.max_copies));
+    // The previous chunk's copy must have left the staging memory before it is overwritten.
+    IWB_CUDA_TRY(cudaStreamSynchronize(m_stream.get()), "waiting for the KV block copies");
+    for (size_t i = 0; i < count; ++i) {
+      staged[2 * i] = copies[first + i].src;
+      staged[2 * i + 1] = copies[first + i].dst;
+    }
+    IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(m_meta.block_copies, staged, count * 8, cudaMemcpyHostToDevice, m_stream.get()),
+                             "copying the KV block copy list to the device"));
+    for (int pass = 0; pass < 2; ++pass) {  // keys, then values: each layer's K and V pools alternate
+      CopyKvBlocksCudaArgs a;
+      a.pool = pass == 0 ? m_k_pools[0] : m_v_pools[0];
+      a.num_pools = m_config.num_layers;
+      a.pool_stride_units = k_units + v_units;
+      a.block_units = static_cast<int64_t>(m_kv.block_size) * (pass == 0 ? k_row_units : v_row_units);
+      a.num_blocks = m_kv.num_blocks;
+      a.copies = m_meta.block_copies;
+      a.num_copies = static_cast<int64_t>(count);
+      IWB_RETURN_IF_ERROR(launched(copy_kv_blocks_cuda(a, m_stream.get()), "the KV block copy", -1));
+    }
+  }
+  return {};
+}
+
+void CudaForwardBackend::set_batch_invariant(bool is_batch_invariant) {
+  // The invariant path needs nothing the other lacks (one token per matvec call).
+  m_is_batch_invariant = is_batch_invariant;
+}
+
+void CudaForwardBackend::fill_memory_report(MemoryReport* r) const {
+  r->device_id = "cuda:" + std::to_string(m_device);
+  r->device_name = m_name;
+  r->device_weights_bytes = m_weights.num_bytes;
+  r->device_kv_pool_bytes = m_kv_pool.bytes();
+  r->device_scratch_bytes = m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_attention_workspace.bytes() +
+                            m_metadata.bytes();
+  r->device_workspace_bytes = m_cublas_workspace.bytes();
+  r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes();
+  cudaSetDevice(m_device);
+  const auto [free_bytes, total_bytes] = device_memory_info();
+  r->device_free_bytes = free_bytes;
+  r->device_total_bytes = total_bytes;
+  r->device_num_graphs = static_cast<int32_t>(m_graphs.size());
+}
+
+}  // namespace iwb::cuda
+
+namespace iwb {
+
+Result<std::unique_ptr<ForwardBackend>> make_cuda_forward_backend(const ModelConfig& config,
+                                                                  const ModelWeights& weights,
+                                                                  const EngineOptions& options, int device_index,
+                                                                  int64_t context_length,
+                                                                  const LoadProgress& progress) {
+  Result<std::unique_ptr<cuda::CudaForwardBackend>> backend =
+      cuda::CudaForwardBackend::create(config, weights, options, device_index, context_length, progress);
+  if (!backend) return backend.status();
+  return std::unique_ptr<ForwardBackend>(std::move(*backend));
+}
+
+}  // namespace iwb

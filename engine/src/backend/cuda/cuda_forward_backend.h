@@ -1,0 +1,165 @@
+// The CUDA ForwardBackend: the weights on the device (cuda_weights.h), the KV pool in device
+// memory in the vLLM layout the kernels read, and per step the same sequence of operations as
+// CpuForward through the launchers of kernels/cuda (matvec for a few tokens, cuBLAS for more).
+// One stream; the step's metadata goes up in one copy from page-locked memory; decode steps
+// replay CUDA graphs captured per (tokens, sequences); one synchronisation per step hands the
+// logits to the sampler. Profiling records every kernel with a CUDA event pair.
+#pragma once
+
+#include "backend/cuda/cuda_buffers.h"
+#include "backend/cuda/cuda_weights.h"
+#include "iwb/engine/backend/cuda_step_plan.h"
+#include "iwb/engine/profile/op_costs.h"
+#include "iwb/engine/profile/profiler.h"
+#include "iwb/engine/runtime/engine.h"
+#include "runtime/forward_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace iwb::cuda {
+
+// Device addresses of one step's metadata (fixed for the backend's life, so graphs stay valid).
+struct StepMetadata {
+  int32_t* tokens = nullptr;           // [max_tokens]
+  int32_t* positions = nullptr;        // [max_tokens]
+  int64_t* slot_mapping = nullptr;     // [max_tokens]
+  int32_t* token_sequences = nullptr;  // [max_tokens]
+  int32_t* block_tables = nullptr;     // [max_sequences x max_blocks_per_sequence]
+  int32_t* sequence_lengths = nullptr;  // [max_sequences]
+  int32_t* logits_rows = nullptr;      // [max_tokens]
+  int32_t* block_copies = nullptr;     // [max_copies x 2]
+  int32_t* argmax_tokens = nullptr;    // [max_tokens]: greedy tokens coming back (not copied up)
+};
+
+// Byte offsets of the arrays above inside the metadata buffer (the same in the pinned staging).
+struct MetadataLayout {
+  size_t tokens = 0, positions = 0, slot_mapping = 0, token_sequences = 0, block_tables = 0, sequence_lengths = 0,
+         logits_rows = 0, block_copies = 0, argmax_tokens = 0, total = 0;
+  int64_t max_copies = 0;
+};
+
+// The sizes one step's operations are launched with.
+struct StepShape {
+  int64_t num_tokens = 0;
+  int64_t num_sequences = 0;
+  int64_t num_logits_rows = 0;
+  const FlatBatch* batch = nullptr;  // host copy, for the attention record's spans (eager steps)
+};
+
+class CudaForwardBackend final : public ForwardBackend {
+ public:
+  static Result<std::unique_ptr<CudaForwardBackend>> create(const ModelConfig& config, const ModelWeights& weights,
+                                                            const EngineOptions& options, int device_index,
+                                                            int64_t context_length, const LoadProgress& progress);
+  ~CudaForwardBackend() override;
+
+  DeviceRef device() const override { return {ComputeDeviceKind::Cuda, static_cast<int16_t>(m_device)}; }
+  std::string description() const override { return m_description; }
+  const KvPoolGeometry& kv_geometry() const override { return m_kv; }
+  int64_t max_batch() const override { return m_capacity.max_tokens; }
+  // Host threads for what stays on the CPU (a speculative drafter); one thread drives the stream.
+  int num_threads() const override { return m_num_threads; }
+
+  Status copy_blocks(std::span<const BlockCopy> copies) override;
+  Status forward(const FlatBatch& batch, float* logits) override { return run_step(batch, logits, nullptr); }
+  bool has_device_argmax() const override { return true; }
+  Status forward_argmax(const FlatBatch& batch, int32_t* tokens) override { return run_step(batch, nullptr, tokens); }
+
+  void begin_profile(Phase phase, size_t capacity) override;
+  ProfiledKernels take_profile() override;
+
+  bool is_batch_invariant() const override { return m_is_batch_invariant; }
+  void set_batch_invariant(bool is_batch_invariant) override;
+  void set_activation_observer(ActivationObserver* observer) override { m_observer = observer; }
+  void fill_memory_report(MemoryReport* report) const override;
+
+ private:
+  CudaForwardBackend(const ModelConfig& config, int device) : m_config(config), m_device(device) {}
+  // cuda_forward_backend.cpp: the allocations after the weights.
+  Status allocate_scratch(const EngineOptions& options, int64_t context_length);
+  Status allocate_kv_pool(const EngineOptions& options, int64_t context_length);
+  void destroy_graphs();
+
+  // cuda_forward_step.cpp: one step, eager or through a graph; its logits rows (or with
+  // `tokens`, only their argmax) to the host.
+  Status run_step(const FlatBatch& batch, float* logits, int32_t* tokens);
+  Status stage_metadata(const FlatBatch& batch);
+  // The classifier over logits rows [first, first + count); with is_argmax, their argmax too.
+  Status finish_rows(const StepShape& shape, int64_t first, int64_t count, bool is_argmax);
+  Status copy_tokens_out(int64_t num_rows, int32_t* tokens);
+  Status run_decode_graph(const DecodeGraphKey& key, const StepShape& shape);
+  Status copy_logits_out(int64_t num_rows, float* logits);
+  // A failed call: the error as a Status; a fault that poisons the context marks the backend
+  // unusable (later steps say it must be reloaded).
+  Status fail(cudaError_t error, const std::string& what);
+  Status launched(cudaError_t error, const char* what, int64_t layer);
+
+  // cuda_forward_layers.cpp: the operations of CpuForward, on the device.
+  Status run_layers(const StepShape& shape);
+  Status attention_block(int64_t layer, const StepShape& shape);
+  Status ffn_block(int64_t layer, const StepShape& shape);
+  Status compute_logits(const StepShape& shape, int64_t first_row, int64_t num_rows);
+  // cuda_matmul.cpp: y[n x out] = x[n x in] W^T (+ bias).
+  Status matmul(const char* name, int64_t layer, const DeviceMatrix& w, const float* x, int64_t n, const float* bias,
+                float* y, OpKind kind = OpKind::Matmul);
+  Status gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y);
+
+  // cuda_profiling.cpp: an event pair around each recorded operation.
+  bool is_recording() const { return m_recorder.is_active(); }
+  Status op_begin();
+  Status op_end(const KernelRecord& record);
+  void destroy_events();
+
+  const ModelConfig& m_config;
+  int m_device = 0;
+  std::string m_name;         // the GPU's product name
+  std::string m_description;
+  DeviceWeights m_weights;
+  KvPoolGeometry m_kv;
+  CudaStepCapacity m_capacity;
+  bool m_is_batch_invariant = false;
+  int m_num_threads = 1;
+  ActivationObserver* m_observer = nullptr;
+  std::string m_broken;  // set when the context is unusable: why
+
+  Stream m_stream;
+  cublasHandle_t m_cublas = nullptr;
+
+  // Device memory.
+  DeviceBuffer m_kv_pool;             // per layer: keys [num_slots x k_row], then values [num_slots x v_row], f16
+  std::vector<uint16_t*> m_k_pools, m_v_pools;
+  DeviceBuffer m_activations;         // the f32 activations below
+  float *m_x = nullptr, *m_xn = nullptr, *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_attn = nullptr,
+        *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
+  int64_t m_logits_chunk_rows = 0;    // rows m_final / m_logits hold
+  DeviceBuffer m_x16;                 // f16 activations for cuBLAS [max_tokens x widest input]
+  DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]
+  DeviceBuffer m_attention_workspace;
+  DeviceBuffer m_cublas_workspace;
+  DeviceBuffer m_metadata;
+  MetadataLayout m_layout;
+  StepMetadata m_meta;
+
+  // Page-locked host memory: the metadata going up, the logits coming down.
+  PinnedBuffer m_staging;
+  PinnedBuffer m_logits_host;
+
+  std::map<DecodeGraphKey, cudaGraphExec_t> m_graphs;
+  // Failed captures per shape: the step runs eagerly instead (the first failure may be a
+  // library's one-time setup, which the eager run gets done); after two, the shape stays eager.
+  std::map<DecodeGraphKey, int> m_capture_failures;
+
+  KernelRecorder m_recorder;
+  std::vector<cudaEvent_t> m_event_starts, m_event_ends;
+  size_t m_num_events = 0;  // pairs recorded this step
+  std::vector<op_costs::AttentionSpan> m_spans;
+  std::vector<float> m_observed;  // host copy of a matmul input for the activation observer
+};
+
+}  // namespace iwb::cuda

@@ -1,0 +1,84 @@
+// Weight products on the device: the matvec kernels (weights dequantized in registers) for up
+// to kCudaMatvecMaxTokens tokens, cuBLAS for more (f32 weights as they are; others through an
+// f16 copy of the weight and f16 activations, accumulating in f32). Batch-invariant mode runs
+// every token through its own one-token matvec, so a token's result never depends on its batch.
+#include "backend/cuda/cuda_forward_backend.h"
+
+#include "backend/cuda/cuda_status.h"
+#include "iwb/kernels/cuda/dequantize_cuda.h"
+#include "iwb/kernels/cuda/elementwise_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"
+
+namespace iwb::cuda {
+
+Status CudaForwardBackend::matmul(const char* name, int64_t layer, const DeviceMatrix& w, const float* x, int64_t n,
+                                  const float* bias, float* y, OpKind kind) {
+  cudaStream_t stream = m_stream.get();
+  if (m_observer != nullptr) {
+    // imatrix collection wants the input on the host: a copy and a wait per matmul (slow, and
+    // only while an observer is set; such steps never run as graphs).
+    m_observed.resize(static_cast<size_t>(n * w.in_features));
+    IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(m_observed.data(), x, m_observed.size() * sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream),
+                             std::string("copying the ") + name + " input for the activation observer"));
+    IWB_RETURN_IF_ERROR(fail(cudaStreamSynchronize(stream), std::string("running up to the ") + name + " matmul"));
+    m_observer->observe_matmul_input(name, layer, m_observed.data(), n, w.in_features);
+  }
+  IWB_RETURN_IF_ERROR(op_begin());
+  const std::string what = std::string("the ") + name + " matmul";
+  if (n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr) {
+    MatvecCudaArgs a;
+    a.type = w.type;
+    a.weight = w.data;
+    a.in_features = w.in_features;
+    a.out_features = w.out_features;
+    a.bias = bias;
+    const int64_t step = m_is_batch_invariant ? 1 : kCudaMatvecMaxTokens;
+    for (int64_t first = 0; first < n; first += step) {
+      a.num_tokens = std::min(step, n - first);
+      a.x = x + first * w.in_features;
+      a.y = y + first * w.out_features;
+      IWB_RETURN_IF_ERROR(launched(matvec_cuda(a, stream), what.c_str(), layer));
+    }
+  } else {
+    IWB_RETURN_IF_ERROR(gemm(w, x, n, y));
+    if (bias != nullptr) {
+      IWB_RETURN_IF_ERROR(launched(add_bias_rows_cuda(y, bias, n, w.out_features, stream), (what + "'s bias").c_str(), layer));
+    }
+  }
+  if (is_recording()) {
+    IWB_RETURN_IF_ERROR(op_end(op_costs::matmul(kind, name, static_cast<int>(layer), w.type, w.in_features,
+                                                w.out_features, n, bias != nullptr)));
+  }
+  return {};
+}
+
+Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y) {
+  cudaStream_t stream = m_stream.get();
+  const float one = 1.0f, zero = 0.0f;
+  const auto m = static_cast<int>(w.out_features);
+  const auto k = static_cast<int>(w.in_features);
+  const auto cols = static_cast<int>(n);
+  // Row-major W [out x in] is column-major [in x out]: y^T (out x n) = W (out x in) . x^T (in x n).
+  const std::string shape = std::to_string(m) + " x " + std::to_string(k) + ", " + std::to_string(cols) + " tokens";
+  if (w.type == GgmlType::F32) {
+    return status_from(cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, w.data, CUDA_R_32F, k, x,
+                                    CUDA_R_32F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cuda:" + std::to_string(m_device) + ": the f32 GEMM (" + shape + ")");
+  }
+  const void* a = w.data;
+  if (w.type != GgmlType::F16) {
+    IWB_RETURN_IF_ERROR(launched(dequantize_rows_f16_cuda(w.type, w.data, m_w16.as<uint16_t>(), w.out_features,
+                                                          w.in_features, stream),
+                                 "dequantizing a weight to f16 for cuBLAS", -1));
+    a = m_w16.data();
+  }
+  auto* x16 = m_x16.as<uint16_t>();
+  IWB_RETURN_IF_ERROR(launched(f32_to_f16_cuda(x, x16, n * w.in_features, stream), "converting activations to f16", -1));
+  const cublasStatus_t status = cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16F, k, x16,
+                                             CUDA_R_16F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT);
+  return status_from(status, "cuda:" + std::to_string(m_device) + ": the f16 GEMM (" + shape + ")");
+}
+
+}  // namespace iwb::cuda

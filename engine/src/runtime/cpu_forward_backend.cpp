@@ -1,0 +1,40 @@
+// CpuForwardBackend: the host KV pool and CpuForward behind the ForwardBackend interface.
+#include "runtime/cpu_forward_backend.h"
+
+#include "iwb/engine/backend/device_info.h"
+
+namespace iwb {
+
+Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(const ModelConfig& config,
+                                                                     const ModelWeights& weights,
+                                                                     const KvPoolGeometry& geometry, int num_threads,
+                                                                     int64_t max_batch) {
+  Result<std::unique_ptr<PagedKvStorage>> storage =
+      PagedKvStorage::create(geometry.shape, geometry.block_size, geometry.num_blocks, geometry.type);
+  if (!storage) return storage.status();
+  std::unique_ptr<CpuForwardBackend> backend(new CpuForwardBackend());
+  backend->m_geometry = geometry;
+  backend->m_kv = std::move(*storage);
+  backend->m_forward = std::make_unique<CpuForward>(config, weights, num_threads, max_batch);
+  return backend;
+}
+
+std::string CpuForwardBackend::description() const {
+  return "cpu (" + std::to_string(m_forward->num_threads()) + " threads)";
+}
+
+ProfiledKernels CpuForwardBackend::take_profile() {
+  KernelRecorder& recorder = m_forward->recorder();
+  ProfiledKernels out;
+  out.kernels = recorder.take();
+  out.num_dropped = static_cast<uint32_t>(recorder.num_dropped());
+  return out;
+}
+
+void CpuForwardBackend::fill_memory_report(MemoryReport* report) const {
+  report->device_id = "cpu";
+  report->device_name = describe_cpu_device().name;
+  report->scratch_bytes += m_forward->scratch_bytes();
+}
+
+}  // namespace iwb

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds here what the lent GPU machine cannot build (it has nvcc, cuBLAS, CMake and g++ but no
+# Qt and no -dev packages): a CUDA-enabled, UI-less build of `iwb` and of the CUDA test
+# executables, packed stripped with the shared libraries they need into one .tar.xz that
+# scripts/gpu-check.sh unpacks there. Usage: scripts/gpu-bundle.sh [--no-build] [-o ARCHIVE]
+#
+# Carried: every library ldd resolves outside glibc, except the CUDA driver (libcuda, which
+# only the machine's driver can provide) and the CUDA toolkit's runtime and cuBLAS: the GPU
+# machine has the same CUDA 13 toolkit (nvcc 13.0, driver 580), cuBLAS alone is over 500 MB
+# (far over the 64 MiB a `run` carries), and the sonames (libcudart.so.13, libcublas.so.13)
+# make a mismatch fail loudly at load time. libstdc++, libgcc_s and libgomp go to lib-compat/,
+# used there only when the machine's own are older than the ones this build needs.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${IWB_GPU_BUILD_DIR:-"$root/build-gpu"}
+archive="$build_dir/iwb-gpu-bundle.tar.xz"
+# The project's default build type, as every figure in docs/benchmarks.md: host code -O2 (the
+# device code is nvcc's -O3 either way), and ccache objects shared with the other builds here.
+build_type=${IWB_BUNDLE_BUILD_TYPE:-RelWithDebInfo}
+limit_bytes=$((60 * 1024 * 1024))  # the carry limit is 64 MiB, with the repository beside it
+do_build=1
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-build) do_build=0 ;;
+    -o) archive=$(realpath -m "$2"); shift ;;
+    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-bundle.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+command -v nvcc >/dev/null || { echo "gpu-bundle.sh: nvcc not found: a CUDA build needs the CUDA toolkit" >&2; exit 1; }
+export CCACHE_DIR=${CCACHE_DIR:-"$HOME/.cache/ccache"} CCACHE_BASEDIR=${CCACHE_BASEDIR:-"$root"}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+
+if [[ $do_build == 1 ]]; then
+  if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+    cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DIWB_UI=OFF -DIWB_CUDA=ON \
+      -DIWB_TESTS=ON
+  fi
+fi
+grep -q 'iwb_kernels_cuda' "$build_dir/build.ninja" 2>/dev/null ||
+  { echo "gpu-bundle.sh: $build_dir is not a CUDA build (it has no iwb_kernels_cuda target)" >&2; exit 1; }
+
+# The CUDA tests: every CTest test labelled cuda. Test and target share their name
+# (iwb_add_test); CTest names the executable only once it exists, so ask again after building.
+cuda_tests_json() { (cd "$build_dir" && ctest -N -L cuda --show-only=json-v1); }
+mapfile -t cuda_names < <(cuda_tests_json | python3 -c '
+import json, sys
+for t in json.load(sys.stdin).get("tests", []):
+    print(t["name"])')
+targets=(iwb "${cuda_names[@]}")
+if [[ $do_build == 1 ]]; then
+  echo "building: ${targets[*]}"
+  cmake --build "$build_dir" --target "${targets[@]}" --parallel "$(nproc)"
+fi
+mapfile -t cuda_tests < <(cuda_tests_json | python3 -c '
+import json, sys
+seen = set()
+for t in json.load(sys.stdin).get("tests", []):
+    exe = (t.get("command") or [""])[0]
+    if not exe:
+        print("gpu-bundle.sh: %s has no executable (not built?)" % t["name"], file=sys.stderr)
+    elif exe not in seen:
+        seen.add(exe)
+        print(exe)')
+[[ ${#cuda_tests[@]} -gt 0 ]] || echo "gpu-bundle.sh: note: no test is labelled cuda in $build_dir" >&2
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/tests" "$stage/lib" "$stage/lib-compat" "$stage/models/llama2c"
+cp "$build_dir/app/iwb" "$stage/bin/"
+for exe in "${cuda_tests[@]}"; do cp "$exe" "$stage/tests/"; done
+strip --strip-unneeded "$stage/bin/"* "$stage/tests/"* 2>/dev/null || true
+
+# Libraries: what ldd resolves, minus glibc, the driver and the CUDA toolkit (see the header).
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libcudart|libcublas|libcublasLt|libnvidia)'
+compat='^(libstdc\+\+|libgcc_s|libgomp)'
+for f in "$stage/bin/"* "$stage/tests/"*; do
+  ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ $name =~ $skip ]] && continue
+  if [[ $name =~ $compat ]]; then cp -L "$path" "$stage/lib-compat/$name"; else cp -L "$path" "$stage/lib/$name"; fi
+done
+
+# The tiny real model the end-to-end CUDA tests load (they skip without it); a few hundred KiB.
+models=${IWB_SHARED_MODELS_DIR:-"$root/../shared/models"}
+for f in aidreams260K.bin aidreams260K-tok512.bin; do
+  [[ -f "$models/llama2c/$f" ]] && cp "$models/llama2c/$f" "$stage/models/llama2c/"
+done
+# The tests look for the shared models under the path compiled into them; gpu-check.sh links
+# it to models/ there when that path does not exist on the GPU machine.
+compiled_models=$(sed -n 's/^IWB_SHARED_MODELS_DIR:[A-Z]*=//p' "$build_dir/CMakeCache.txt" | head -1)
+echo "${compiled_models:-$models}" >"$stage/models/COMPILED_PATH"
+{
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n) from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "build type $build_type; $(nvcc --version | tail -1)"
+  echo "tests read shared models from ${compiled_models:-$models}"
+} >"$stage/BUNDLE_INFO"
+
+mkdir -p "$(dirname "$archive")"
+tar -C "$stage" -cf - . | xz -T0 -9 >"$archive.tmp"
+mv "$archive.tmp" "$archive"
+size=$(stat -c %s "$archive")
+echo "bundle: $archive ($(( size / 1024 / 1024 )) MiB compressed; $(du -sh "$stage" | cut -f1) unpacked)"
+echo "  bin: $(ls "$stage/bin" | tr '\n' ' ')"
+echo "  tests: $(ls "$stage/tests" | tr '\n' ' ')"
+echo "  lib: $(ls "$stage/lib" | wc -l) libraries, lib-compat: $(ls "$stage/lib-compat" | tr '\n' ' ')"
+if (( size > limit_bytes )); then
+  echo "gpu-bundle.sh: the archive is over 60 MiB: it would not fit the 64 MiB a run carries" >&2
+  exit 1
+fi

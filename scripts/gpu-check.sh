@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks on a machine with an NVIDIA GPU, ending in ONE table: kernel
+# correctness (the CUDA tests, per test function), decode tokens/s and MBU at batch 1, prefill
+# tokens/s and MFU at 2048 tokens, and throughput over batch sizes 1-64 with the ratio to
+# batch 1, for synthetic llama-3.2-1b and llama-3-8b in F16 and Q4_0.
+#
+#   scripts/gpu-check.sh [--bundle ARCHIVE | --build] [--models LIST] [--types LIST]
+#                        [--skip-tests] [--skip-bench] [--work DIR] [--dry-run]
+#
+#   --bundle ARCHIVE  binaries from scripts/gpu-bundle.sh (default build-gpu/iwb-gpu-bundle.tar.xz):
+#                     for the lent GPU machine, which has no Qt and no -dev packages
+#   --build           build here from source instead (needs everything scripts/build.sh needs;
+#                     the CUDA tests are skipped when Qt6 Test is missing)
+#   --models LIST     synthetic presets (default llama-3.2-1b,llama-3-8b)
+#   --types LIST      weight types (default F16,Q4_0)
+#   --skip-tests      no CUDA tests; --skip-bench: no probe, models or benchmarks
+#   --work DIR        scratch: unpacked bundle, synthetic models, results (default /tmp/iwb-gpu-check)
+#   --dry-run         walk every step and print its command; run only the local ones (unpack,
+#                     devices), so it works on a machine without a GPU
+#
+# Exit status: 0 all ran and every test passed; 1 a test failed or a step broke; 3 no CUDA device
+# (after the devices step; nothing else is run unless --dry-run). With $OUT set (the device
+# tool's run), the table, the raw results and the log are written there.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle="$root/build-gpu/iwb-gpu-bundle.tar.xz"
+mode=bundle
+models=llama-3.2-1b,llama-3-8b
+types=F16,Q4_0
+run_tests=1
+run_bench=1
+dry_run=0
+work=${IWB_GPU_WORK:-/tmp/iwb-gpu-check}
+parallel=1,2,4,8,16,32,64
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bundle) bundle=$(realpath -m "$2"); mode=bundle; shift ;;
+    --build) mode=build ;;
+    --models) models=$2; shift ;;
+    --types) types=$2; shift ;;
+    --skip-tests) run_tests=0 ;;
+    --skip-bench) run_bench=0 ;;
+    --work) work=$(realpath -m "$2"); shift ;;
+    --dry-run) dry_run=1 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+mkdir -p "$work/results" || exit 1
+results="$work/results"
+rm -f "$results"/*
+log="$results/gpu-check.log"
+start_time=$SECONDS
+step() { printf '\n== [%4ds] %s\n' $((SECONDS - start_time)) "$*" | tee -a "$log"; }
+note() { echo "$*" | tee -a "$log"; }
+# Runs a command (or, in a dry run, prints it), its output into the log too.
+run() {
+  note "\$ $*"
+  [[ $dry_run == 1 ]] && return 0
+  "$@" 2>&1 | tee -a "$log"
+  return "${PIPESTATUS[0]}"
+}
+# The same with the command's standard output into a file (JSON for the table), errors in the log.
+capture() {
+  local file=$1
+  shift
+  note "\$ $* > $(basename "$file")"
+  [[ $dry_run == 1 ]] && return 0
+  "$@" >"$file" 2>>"$log"
+}
+finish() {
+  local status=$1
+  if [[ -n ${OUT:-} ]]; then
+    mkdir -p "$OUT"
+    cp "$results"/gpu-check.* "$OUT/" 2>/dev/null
+    cp "$results"/results.json "$OUT/gpu-check-results.json" 2>/dev/null
+  fi
+  note "gpu-check: finished in $((SECONDS - start_time)) s, status $status"
+  exit "$status"
+}
+
+# ---------------------------------------------------------------- binaries
+# The CUDA toolkit's libraries (libcudart.so.13, libcublas*.so.13): the loader cache, the usual
+# toolkit folders, or the pip packages PyTorch brings.
+cuda_lib_dirs() {
+  local dirs=() d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64; do
+    [[ -e $d/libcublas.so.13 || -e $d/libcudart.so.13 ]] && dirs+=("$d")
+  done
+  local py
+  py=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || py=""
+  for site in $py; do
+    for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib "$site"/nvidia/cuda_runtime/lib; do
+      [[ -d $d ]] && dirs+=("$d")
+    done
+  done
+  local IFS=:
+  echo "${dirs[*]}"
+}
+
+# Libraries a binary still lacks (ldd's "not found" and "version ... not found" lines).
+missing_libs() { ldd "$1" 2>&1 | grep -E 'not found' | sed 's/^[[:space:]]*//' | sort -u; }
+
+step "binaries ($mode)"
+if [[ $mode == build ]]; then
+  build_dir="$root/build-gpu-local"
+  command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+  if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+    # The tests need Qt6 Test; without it the engine and iwb still build.
+    if ! run cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIWB_UI=OFF -DIWB_CUDA=ON; then
+      note "configure with tests failed (Qt6 Test missing?): building iwb alone, CUDA tests not run"
+      rm -rf "$build_dir"
+      run cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DIWB_UI=OFF -DIWB_CUDA=ON \
+        -DIWB_TESTS=OFF || finish 1
+    fi
+  fi
+  run cmake --build "$build_dir" --target iwb --parallel "$(nproc)" || finish 1
+  bin_dir="$build_dir/app"
+  test_exes=()
+  if [[ $dry_run == 0 && -f $build_dir/CTestTestfile.cmake ]]; then
+    mapfile -t test_exes < <(cd "$build_dir" && ctest -N -L cuda --show-only=json-v1 |
+      python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin).get("tests",[]) if t.get("command")]')
+    targets=()
+    for t in "${test_exes[@]}"; do targets+=("$(basename "$t")"); done
+    [[ ${#targets[@]} -gt 0 ]] && { run cmake --build "$build_dir" --target "${targets[@]}" --parallel "$(nproc)" || finish 1; }
+  fi
+else
+  [[ -f $bundle ]] || { note "gpu-check: no bundle at $bundle (make it with scripts/gpu-bundle.sh, or use --build)"; finish 1; }
+  unpacked="$work/bundle"
+  rm -rf "$unpacked" && mkdir -p "$unpacked"
+  note "unpacking $bundle ($(( $(stat -c %s "$bundle") / 1024 / 1024 )) MiB)"
+  tar -C "$unpacked" -xJf "$bundle" || { note "gpu-check: cannot unpack $bundle"; finish 1; }
+  cat "$unpacked/BUNDLE_INFO" 2>/dev/null | tee -a "$log"
+  bin_dir="$unpacked/bin"
+  mapfile -t test_exes < <(ls -d "$unpacked"/tests/* 2>/dev/null)
+  export LD_LIBRARY_PATH="$unpacked/lib:$(cuda_lib_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Our libstdc++/libgomp only when the machine's own are older than this build needs.
+  if missing_libs "$bin_dir/iwb" | grep -q 'version'; then
+    note "the machine's C++ runtime is older than the build's: using the bundle's lib-compat/"
+    export LD_LIBRARY_PATH="$unpacked/lib-compat:$LD_LIBRARY_PATH"
+  fi
+  # The tests read the shared models from the path compiled into them: link it when absent.
+  compiled=$(cat "$unpacked/models/COMPILED_PATH" 2>/dev/null)
+  if [[ -n $compiled && ! -e $compiled/llama2c && -d $unpacked/models/llama2c ]]; then
+    mkdir -p "$compiled" 2>/dev/null && ln -sfn "$unpacked/models/llama2c" "$compiled/llama2c" 2>/dev/null &&
+      note "linked $compiled/llama2c to the bundle's aidreams model"
+  fi
+fi
+iwb="$bin_dir/iwb"
+if [[ ! -x $iwb ]]; then
+  note "gpu-check: $iwb was not built (dry run of --build: the remaining steps cannot be walked)"
+  finish $([[ $dry_run == 1 ]] && echo 0 || echo 1)
+fi
+note "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+lacking=$( { missing_libs "$iwb"; for t in "${test_exes[@]}"; do missing_libs "$t"; done; } | sort -u)
+if [[ -n $lacking ]]; then
+  note "gpu-check: libraries not found on this machine:"
+  note "$lacking"
+  finish 1
+fi
+
+# ---------------------------------------------------------------- devices
+step "devices"
+"$iwb" devices 2>&1 | tee -a "$log"
+"$iwb" devices --json >"$results/devices.json" 2>>"$log" || { note "gpu-check: iwb devices failed"; finish 1; }
+cuda_error=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+cuda = [x for x in d["devices"] if x.get("kind") == "cuda"]
+print("" if cuda else (d.get("cuda", {}).get("error") or "the CUDA runtime lists no device"))' "$results/devices.json")
+if [[ -n $cuda_error ]]; then
+  note ""
+  [[ $cuda_error == "no CUDA device"* ]] || cuda_error="no CUDA device: $cuda_error"
+  note "gpu-check: $cuda_error"
+  if [[ $dry_run == 0 ]]; then
+    note "gpu-check: nothing else can be checked on this machine (--dry-run walks the remaining steps)"
+    finish 3
+  fi
+  note "(dry run: the remaining steps are only printed)"
+fi
+
+# ---------------------------------------------------------------- CUDA tests
+test_status=0
+if [[ $run_tests == 1 ]]; then
+  step "CUDA tests (${#test_exes[@]} executables)"
+  [[ ${#test_exes[@]} -eq 0 ]] && note "no CUDA test executables (a build without Qt6 Test, or none labelled cuda)"
+  for exe in "${test_exes[@]}"; do
+    name=$(basename "$exe")
+    out="$results/qt-$name.txt"
+    if [[ $dry_run == 1 ]]; then note "\$ QT_QPA_PLATFORM=offscreen $exe -o $out,txt"; continue; fi
+    # Qt Test writes one PASS / FAIL! / SKIP line per test function (and data row) to the file;
+    # gpu_check_table.py reads them, and this exit status tells a crash from a failure.
+    QT_QPA_PLATFORM=offscreen timeout 300 "$exe" -o "$out,txt" >>"$log" 2>&1
+    rc=$?
+    printf '%s\t%d\n' "$name" "$rc" >>"$results/test-runs.tsv"
+    [[ $rc -ne 0 ]] && test_status=1
+    note "$name: exit $rc; $(grep -c '^PASS ' "$out" 2>/dev/null) PASS, $(grep -c '^FAIL! ' "$out" 2>/dev/null) FAIL!, $(grep -c '^SKIP ' "$out" 2>/dev/null) SKIP lines"
+  done
+fi
+
+# ---------------------------------------------------------------- probe, models, benchmarks
+db="$work/results.sqlite"
+if [[ $run_bench == 1 ]]; then
+  step "probe (GPU copy bandwidth, cuBLAS f16/bf16 GEMM; and the CPU)"
+  capture "$results/probe.json" "$iwb" probe --db "$db" --json || { note "gpu-check: iwb probe failed"; test_status=1; }
+  [[ $dry_run == 0 ]] && cat "$results/probe.json" >>"$log"
+
+  # Synthetic models: bytes per parameter of each type (Q4_0: 18 bytes per 32 weights).
+  declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000)
+  declare -A bytes_per_param=([F16]=2 [BF16]=2 [Q8_0]=1.0625 [Q4_0]=0.5625 [F32]=4)
+  mkdir -p "$work/models"
+  IFS=, read -r -a model_list <<<"$models"
+  IFS=, read -r -a type_list <<<"$types"
+  for model in "${model_list[@]}"; do
+    for type in "${type_list[@]}"; do
+      file="$work/models/$model-$type.gguf"
+      tag="$model-$type"
+      step "$tag: synthesize, bench, batch-bench"
+      need=$(python3 -c "print(int(${params[$model]:-8000000000} * ${bytes_per_param[$type]:-2} * 1.05))")
+      avail=$(df -B1 --output=avail "$work/models" | tail -1)
+      if [[ ! -f $file && $avail -lt $need ]]; then
+        note "skipped $tag: needs $((need >> 30)) GiB on disk, $((avail >> 30)) GiB free in $work/models"
+        printf '%s\tskipped: %d GiB needed, %d GiB free\n' "$tag" $((need >> 30)) $((avail >> 30)) >>"$results/skipped.tsv"
+        continue
+      fi
+      [[ -f $file ]] || run "$iwb" synth --preset "$model" --type "$type" -o "$file" ||
+        { note "gpu-check: synth $tag failed"; test_status=1; continue; }
+      capture "$results/bench-$tag.json" "$iwb" bench -m "$file" --device cuda:0 -p 2048 -n 128 -b 2048 -r 3 \
+        --json --db "$db" || { note "gpu-check: bench $tag failed"; test_status=1; }
+      capture "$results/batch-$tag.json" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
+        -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }
+      # 8B F16 is 16 GB: one model on disk at a time.
+      [[ $dry_run == 0 ]] && rm -f "$file"
+    done
+  done
+fi
+
+# ---------------------------------------------------------------- the table
+step "table"
+if [[ $dry_run == 1 ]]; then
+  note "(dry run: no results to tabulate)"
+  finish 0
+fi
+python3 "$root/scripts/gpu_check_table.py" "$results" | tee "$results/gpu-check.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || test_status=1
+finish "$test_status"

@@ -1,0 +1,305 @@
+// The engine on cuda:0 against the same engine on the CPU (exact f32-activation matmuls): the
+// logits of whole prompts agree (relative L2 error under 1e-2), greedy generation gives the same
+// 32 tokens, a batch mixing prefill chunks and decodes matches, decode steps replayed from CUDA
+// graphs give what eager steps give, profiling records come from CUDA events, and a KV cache
+// larger than the device is a clear out-of-memory error. Models: aidreams (converted here),
+// small synthetic llama (Q4_K_M), qwen2 (F16, biases) and gemma3 (Q8_0, sliding windows,
+// soft-capping) shapes, and the default model when present. Skips without a CUDA device.
+#include "iwb/engine/backend/device_info.h"
+#include "iwb/engine/convert/llama2c.h"
+#include "iwb/engine/model/model_locations.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+using namespace iwb;
+using namespace iwb::synth;
+
+namespace {
+
+// max_batch_tokens 64: prompts of more than 8 tokens take the cuBLAS (f16) path, decodes the
+// matvec one (f32 activations). The token comparisons use 8, so every product is a matvec and
+// near-ties of random-weight models cannot flip on f16 rounding; the logits test covers cuBLAS.
+std::unique_ptr<Engine> load(const std::string& path, const std::string& device, int64_t context = 256,
+                             bool is_profiled = false, int64_t max_batch_tokens = 64) {
+  EngineOptions o;
+  o.device = device;
+  o.context_length = context;
+  o.num_threads = 2;
+  o.max_batch_tokens = max_batch_tokens;
+  // The CPU reference multiplies with f32 activations (the fast path quantizes them to 8 bits).
+  o.is_batch_invariant = device == "cpu";
+  Result<std::unique_ptr<Engine>> e = Engine::load(path, o);
+  if (!e) {
+    qWarning("loading %s on %s: %s", path.c_str(), device.c_str(), e.error_message().c_str());
+    return nullptr;
+  }
+  (*e)->set_profiling(is_profiled);
+  return std::move(*e);
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+std::vector<int32_t> random_prompt(int64_t length, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> p(static_cast<size_t>(length));
+  for (int32_t& t : p) t = pick(rng);
+  return p;
+}
+
+// Greedy generation of every prompt, added `stagger` steps apart (0: all at once), so later
+// prompts prefill while earlier ones decode. Returns each prompt's tokens, in order. Without a
+// repetition penalty the CUDA engine picks greedy tokens on the device (argmax), with one the
+// host samples from the copied logits.
+std::vector<std::vector<int32_t>> generate(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t n,
+                                           int stagger, std::string* error, float repeat_penalty = 1.0f) {
+  std::map<RequestId, size_t> index;
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  size_t next = 0;
+  int steps = 0;
+  auto add_next = [&] {
+    GenerationRequest r;
+    r.prompt_tokens = prompts[next];
+    r.sampling.temperature = 0.0f;
+    r.sampling.repeat_penalty = repeat_penalty;
+    r.max_new_tokens = n;
+    r.stop_at_end_of_generation = false;
+    Result<RequestId> id = e.add_request(r);
+    if (!id) {
+      *error = id.error_message();
+      return false;
+    }
+    index[*id] = next++;
+    return true;
+  };
+  while (next < prompts.size() || e.has_unfinished_requests()) {
+    if (next < prompts.size() && (stagger == 0 || steps % stagger == 0)) {
+      if (!add_next()) return out;
+      if (stagger == 0) continue;
+    }
+    Result<StepResult> step = e.step();
+    ++steps;
+    if (!step) {
+      *error = step.error_message();
+      return out;
+    }
+    for (const TokenEvent& t : step->tokens) out[index.at(t.request)].push_back(t.token);
+    for (const RequestFinished& f : step->finished) {
+      if (f.reason == FinishReason::Error) *error = f.error;
+    }
+    if (steps > 10000) {
+      *error = "generation did not finish";
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+class TestCudaEngine : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+  std::vector<std::string> m_models;  // aidreams (when present) and the synthetic ones
+  uint64_t m_device_memory = 0;
+
+ private slots:
+  void initTestCase() {
+    const auto devices = list_cuda_devices();
+    if (!devices.is_ok()) {
+      QSKIP(qPrintable(QStringLiteral("the CUDA engine is not tested: %1").arg(QString::fromStdString(devices.error_message()))));
+    }
+    m_device_memory = devices->front().total_memory_bytes;
+    qInfo("testing on %s (%s)", devices->front().id.c_str(), devices->front().name.c_str());
+    QVERIFY(m_tmp.isValid());
+    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
+      const std::string path = m_tmp.filePath("aidreams.gguf").toStdString();
+      auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", path, {});
+      QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+      m_models.push_back(path);
+    }
+    for (const auto& [shape, type] : {std::pair{"test-llama", "Q4_K_M"}, std::pair{"test-qwen2", "F16"},
+                                      std::pair{"test-gemma3", "Q8_0"}}) {
+      SynthOptions o;
+      o.shape = *find_synth_preset(shape);
+      o.weight_type = type;
+      o.seed = 7;
+      o.output_path = m_tmp.filePath(QString("%1-%2.gguf").arg(shape, type)).toStdString();
+      Result<SynthReport> r = synthesize_model(o);
+      QVERIFY2(r.is_ok(), r.error_message().c_str());
+      m_models.push_back(o.output_path);
+    }
+  }
+
+  void logits_match_the_cpu_data() {
+    QTest::addColumn<QString>("path");
+    for (const std::string& m : m_models) QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
+  }
+  void logits_match_the_cpu() {
+    QFETCH(QString, path);
+    auto cpu = load(path.toStdString(), "cpu");
+    auto gpu = load(path.toStdString(), "cuda:0");
+    QVERIFY(cpu && gpu);
+    QCOMPARE(gpu->model().device, std::string("cuda:0"));
+    const int64_t vocab = cpu->config().vocab_size;
+    for (const int64_t length : {1, 7, 40}) {  // matvec, matvec in chunks, cuBLAS
+      const std::vector<int32_t> prompt = random_prompt(length, vocab, static_cast<uint32_t>(length));
+      Result<std::vector<float>> want = cpu->logits_for(prompt);
+      Result<std::vector<float>> got = gpu->logits_for(prompt);
+      QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
+      const double error = relative_error(*got, *want);
+      QVERIFY2(error < 1e-2, qPrintable(QString("prompt of %1 tokens: relative error %2").arg(length).arg(error)));
+    }
+  }
+
+  void greedy_tokens_match_the_cpu_data() { logits_match_the_cpu_data(); }
+  void greedy_tokens_match_the_cpu() {
+    QFETCH(QString, path);
+    auto cpu = load(path.toStdString(), "cpu", 256, false, 8);
+    auto gpu = load(path.toStdString(), "cuda:0", 256, false, 8);
+    QVERIFY(cpu && gpu);
+    const std::vector<std::vector<int32_t>> prompt = {random_prompt(12, cpu->config().vocab_size, 5)};
+    std::string cpu_error, gpu_error;
+    const auto want = generate(*cpu, prompt, 32, 0, &cpu_error);
+    const auto got = generate(*gpu, prompt, 32, 0, &gpu_error);
+    QVERIFY2(cpu_error.empty() && gpu_error.empty(), (cpu_error + gpu_error).c_str());
+    QCOMPARE(want[0].size(), size_t{32});
+    QCOMPARE(got[0], want[0]);
+  }
+
+  void batches_of_prefill_and_decode_match_the_cpu() {
+    QVERIFY(!m_models.empty());
+    const std::string path = m_models.back();
+    auto cpu = load(path, "cpu", 256, false, 8);
+    auto gpu = load(path, "cuda:0", 256, false, 8);  // chunked prefill beside decodes, 8 tokens a step
+    QVERIFY(cpu && gpu);
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 5; ++i) prompts.push_back(random_prompt(3 + 9 * i, cpu->config().vocab_size, 100 + i));
+    std::string cpu_error, gpu_error;
+    for (const float penalty : {1.0f, 1.1f}) {  // device argmax, host sampling
+      const auto want = generate(*cpu, prompts, 16, 3, &cpu_error, penalty);
+      const auto got = generate(*gpu, prompts, 16, 3, &gpu_error, penalty);
+      QVERIFY2(cpu_error.empty() && gpu_error.empty(), (cpu_error + gpu_error).c_str());
+      for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], want[i]);
+    }
+  }
+
+  void graph_replay_gives_the_eager_tokens() {
+    QVERIFY(!m_models.empty());
+    const std::string path = m_models.front();
+    auto graphs = load(path, "cuda:0");
+    auto eager = load(path, "cuda:0", 256, /*is_profiled=*/true);  // profiled steps never replay graphs
+    QVERIFY(graphs && eager);
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 3; ++i) prompts.push_back(random_prompt(5 + i, graphs->config().vocab_size, 200 + i));
+    std::string e1, e2;
+    for (const float penalty : {1.0f, 1.1f}) {  // graphs ending in the argmax, and in the logits
+      const auto replayed = generate(*graphs, prompts, 24, 0, &e1, penalty);
+      const auto direct = generate(*eager, prompts, 24, 0, &e2, penalty);
+      QVERIFY2(e1.empty() && e2.empty(), (e1 + e2).c_str());
+      QCOMPARE(replayed, direct);
+    }
+    QVERIFY(graphs->memory_report().device_num_graphs > 0);
+    QCOMPARE(eager->memory_report().device_num_graphs, 0);
+    // The same logits after the graphs ran (the decode graphs left the KV cache as eager steps do).
+    const std::vector<int32_t> probe = random_prompt(9, graphs->config().vocab_size, 300);
+    Result<std::vector<float>> a = graphs->logits_for(probe);
+    Result<std::vector<float>> b = eager->logits_for(probe);
+    QVERIFY(a.is_ok() && b.is_ok());
+    QCOMPARE(*a, *b);
+  }
+
+  void profiles_with_cuda_events() {
+    QVERIFY(!m_models.empty());
+    auto gpu = load(m_models.front(), "cuda:0", 256, true);
+    QVERIFY(gpu);
+    GenerationRequest r;
+    r.prompt_tokens = random_prompt(10, gpu->config().vocab_size, 9);
+    r.max_new_tokens = 3;
+    QVERIFY(gpu->add_request(r).is_ok());
+    int profiled = 0;
+    while (gpu->has_unfinished_requests()) {
+      Result<StepResult> step = gpu->step();
+      QVERIFY(step.is_ok());
+      if (step->profile.kernels.empty()) continue;
+      ++profiled;
+      QCOMPARE(step->profile.num_dropped, uint32_t{0});
+      double seconds = 0;
+      for (const KernelRecord& k : step->profile.kernels) {
+        QCOMPARE(k.device.id(), std::string("cuda:0"));
+        QVERIFY(k.seconds >= 0);
+        seconds += k.seconds;
+      }
+      QVERIFY(seconds > 0);
+    }
+    QVERIFY(profiled >= 3);
+  }
+
+  void memory_report_shows_the_device() {
+    QVERIFY(!m_models.empty());
+    auto gpu = load(m_models.front(), "cuda:0");
+    QVERIFY(gpu);
+    const MemoryReport m = gpu->memory_report();
+    QCOMPARE(m.device_id, std::string("cuda:0"));
+    QVERIFY(!m.device_name.empty());
+    QVERIFY(m.device_weights_bytes > 0);
+    QCOMPARE(m.device_kv_pool_bytes, m.kv_pool_bytes);
+    QVERIFY(m.device_scratch_bytes > 0);
+    QVERIFY(m.device_total_bytes >= m.device_free_bytes && m.device_total_bytes > 0);
+  }
+
+  void a_kv_cache_larger_than_the_device_is_a_clear_error() {
+    QVERIFY(!m_models.empty());
+    EngineOptions o;
+    o.device = "cuda:0";
+    o.kv_cache_bytes = 2 * m_device_memory;
+    Result<std::unique_ptr<Engine>> e = Engine::load(m_models.front(), o);
+    QVERIFY(!e.is_ok());
+    QCOMPARE(e.status().code(), ErrorCode::OutOfMemory);
+    QVERIFY2(e.error_message().find("KV cache") != std::string::npos, e.error_message().c_str());
+    // The device is still usable.
+    QVERIFY(load(m_models.front(), "cuda:0") != nullptr);
+  }
+
+  void default_model_matches_the_cpu() {
+    const std::string path = default_model_path();
+    if (!QFile::exists(QString::fromStdString(path))) QSKIP("the default model is not downloaded (scripts/fetch-model.sh)");
+    auto cpu = load(path, "cpu", 512);
+    auto gpu = load(path, "cuda:0", 512);
+    QVERIFY(cpu && gpu);
+    const std::vector<int32_t> prompt = cpu->tokenizer().encode("The quick brown fox jumps over the lazy dog because");
+    Result<std::vector<float>> want = cpu->logits_for(prompt);
+    Result<std::vector<float>> got = gpu->logits_for(prompt);
+    QVERIFY(want.is_ok() && got.is_ok());
+    const double error = relative_error(*got, *want);
+    QVERIFY2(error < 1e-2, qPrintable(QString("relative error %1").arg(error)));
+    std::string e1, e2;
+    const auto a = generate(*cpu, {prompt}, 32, 0, &e1);
+    const auto b = generate(*gpu, {prompt}, 32, 0, &e2);
+    QVERIFY2(e1.empty() && e2.empty(), (e1 + e2).c_str());
+    QCOMPARE(b[0], a[0]);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaEngine)
+#include "test_cuda_engine.moc"
