@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace iwb::cuda {
@@ -97,7 +98,7 @@ class CudaForwardBackend final : public ForwardBackend {
   Status copy_logits_out(int64_t num_rows, float* logits);
   // A failed call: the error as a Status; a fault that poisons the context marks the backend
   // unusable (later steps say it must be reloaded).
-  Status fail(cudaError_t error, const std::string& what);
+  Status fail(cudaError_t error, std::string_view what);  // `what` becomes text only on failure
   Status launched(cudaError_t error, const char* what, int64_t layer);
 
   // cuda_forward_layers.cpp: the operations of CpuForward, on the device.

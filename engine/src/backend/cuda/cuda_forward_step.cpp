@@ -36,10 +36,9 @@ bool is_sticky(cudaError_t e) {
 
 }  // namespace
 
-Status CudaForwardBackend::fail(cudaError_t error, const std::string& what) {
+Status CudaForwardBackend::fail(cudaError_t error, std::string_view what) {
   if (error == cudaSuccess) return {};
-  const std::string id = "cuda:" + std::to_string(m_device);
-  Status s = status_from(error, id + ": " + what);
+  Status s = status_from(error, "cuda:" + std::to_string(m_device) + ": " + std::string(what));
   if (is_sticky(error)) {
     m_broken = s.message() + "; the device's context is lost: reload the model (or choose the CPU)";
     return make_error(ErrorCode::DeviceError, m_broken);

@@ -25,7 +25,8 @@ Status CudaForwardBackend::matmul(const char* name, int64_t layer, const DeviceM
     m_observer->observe_matmul_input(name, layer, m_observed.data(), n, w.in_features);
   }
   IWB_RETURN_IF_ERROR(op_begin());
-  const std::string what = std::string("the ") + name + " matmul";
+  // Messages are built only on failure: this runs for every matmul of an eager step.
+  auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
   if (n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr) {
     MatvecCudaArgs a;
     a.type = w.type;
@@ -38,12 +39,14 @@ Status CudaForwardBackend::matmul(const char* name, int64_t layer, const DeviceM
       a.num_tokens = std::min(step, n - first);
       a.x = x + first * w.in_features;
       a.y = y + first * w.out_features;
-      IWB_RETURN_IF_ERROR(launched(matvec_cuda(a, stream), what.c_str(), layer));
+      if (const cudaError_t e = matvec_cuda(a, stream); e != cudaSuccess) return launched(e, what("").c_str(), layer);
     }
   } else {
     IWB_RETURN_IF_ERROR(gemm(w, x, n, y));
     if (bias != nullptr) {
-      IWB_RETURN_IF_ERROR(launched(add_bias_rows_cuda(y, bias, n, w.out_features, stream), (what + "'s bias").c_str(), layer));
+      if (const cudaError_t e = add_bias_rows_cuda(y, bias, n, w.out_features, stream); e != cudaSuccess) {
+        return launched(e, what("'s bias").c_str(), layer);
+      }
     }
   }
   if (is_recording()) {
@@ -60,11 +63,15 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
   const auto k = static_cast<int>(w.in_features);
   const auto cols = static_cast<int>(n);
   // Row-major W [out x in] is column-major [in x out]: y^T (out x n) = W (out x in) . x^T (in x n).
-  const std::string shape = std::to_string(m) + " x " + std::to_string(k) + ", " + std::to_string(cols) + " tokens";
+  auto failed = [&](cublasStatus_t status, const char* kind) {
+    return status_from(status, "cuda:" + std::to_string(m_device) + ": the " + kind + " GEMM (" + std::to_string(m) +
+                                   " x " + std::to_string(k) + ", " + std::to_string(cols) + " tokens)");
+  };
   if (w.type == GgmlType::F32) {
-    return status_from(cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, w.data, CUDA_R_32F, k, x,
-                                    CUDA_R_32F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                       "cuda:" + std::to_string(m_device) + ": the f32 GEMM (" + shape + ")");
+    const cublasStatus_t status = cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, w.data, CUDA_R_32F,
+                                               k, x, CUDA_R_32F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT);
+    return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f32");
   }
   const void* a = w.data;
   if (w.type != GgmlType::F16) {
@@ -78,7 +85,7 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
   const cublasStatus_t status = cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16F, k, x16,
                                              CUDA_R_16F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
                                              CUBLAS_GEMM_DEFAULT);
-  return status_from(status, "cuda:" + std::to_string(m_device) + ": the f16 GEMM (" + shape + ")");
+  return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f16");
 }
 
 }  // namespace iwb::cuda
