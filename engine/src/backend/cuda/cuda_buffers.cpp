@@ -15,8 +15,7 @@ std::pair<uint64_t, uint64_t> device_memory_info() {
 }
 
 Result<DeviceBuffer> DeviceBuffer::allocate(uint64_t bytes, const std::string& purpose, int device) {
-  DeviceBuffer b;
-  if (bytes == 0) return b;
+  if (bytes == 0) return DeviceBuffer();
   void* data = nullptr;
   if (cudaError_t e = cudaMalloc(&data, bytes); e != cudaSuccess) {
     cudaGetLastError();  // an allocation failure is not sticky; clear it for the next call
@@ -26,34 +25,17 @@ Result<DeviceBuffer> DeviceBuffer::allocate(uint64_t bytes, const std::string& p
     return make_error(s.code(), s.message() + "; " + format_device_bytes(free_bytes) + " of " +
                                     format_device_bytes(total_bytes) + " free");
   }
-  b.m_data = data;
-  b.m_bytes = bytes;
-  return b;
-}
-
-void DeviceBuffer::release() {
-  if (m_data != nullptr) cudaFree(m_data);  // an error here has nobody to go to: the context is gone
-  m_data = nullptr;
-  m_bytes = 0;
+  return DeviceBuffer(data, bytes);
 }
 
 Result<PinnedBuffer> PinnedBuffer::allocate(uint64_t bytes, const std::string& purpose) {
-  PinnedBuffer b;
-  if (bytes == 0) return b;
+  if (bytes == 0) return PinnedBuffer();
   void* data = nullptr;
   if (cudaError_t e = cudaMallocHost(&data, bytes); e != cudaSuccess) {
     cudaGetLastError();
     return status_from(e, "allocating page-locked host memory for " + purpose + " (" + format_device_bytes(bytes) + ")");
   }
-  b.m_data = data;
-  b.m_bytes = bytes;
-  return b;
-}
-
-void PinnedBuffer::release() {
-  if (m_data != nullptr) cudaFreeHost(m_data);
-  m_data = nullptr;
-  m_bytes = 0;
+  return PinnedBuffer(data, bytes);
 }
 
 Result<Stream> Stream::create() {

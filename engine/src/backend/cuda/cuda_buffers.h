@@ -13,11 +13,13 @@
 
 namespace iwb::cuda {
 
-class DeviceBuffer {
+// Memory that `Free` (cudaFree or cudaFreeHost) returns when the handle dies; moved, not copied.
+template <cudaError_t (*Free)(void*)>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : m_data(std::exchange(o.m_data, nullptr)), m_bytes(std::exchange(o.m_bytes, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaMemory() = default;
+  CudaMemory(CudaMemory&& o) noexcept : m_data(std::exchange(o.m_data, nullptr)), m_bytes(std::exchange(o.m_bytes, 0)) {}
+  CudaMemory& operator=(CudaMemory&& o) noexcept {
     if (this != &o) {
       release();
       m_data = std::exchange(o.m_data, nullptr);
@@ -25,51 +27,46 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { release(); }
-
-  // cudaMalloc of `bytes` (0: nothing); `purpose` names it in the error.
-  static Result<DeviceBuffer> allocate(uint64_t bytes, const std::string& purpose, int device);
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+  ~CudaMemory() { release(); }
 
   void* data() const { return m_data; }
   template <typename T>
   T* as() const { return static_cast<T*>(m_data); }
   uint64_t bytes() const { return m_bytes; }
 
+ protected:
+  CudaMemory(void* data, uint64_t bytes) : m_data(data), m_bytes(bytes) {}
+
  private:
-  void release();
+  void release() {
+    if (m_data != nullptr) Free(m_data);  // an error here has nobody to go to: the context is gone
+    m_data = nullptr;
+    m_bytes = 0;
+  }
   void* m_data = nullptr;
   uint64_t m_bytes = 0;
 };
 
-class PinnedBuffer {
+class DeviceBuffer : public CudaMemory<cudaFree> {
  public:
-  PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& o) noexcept : m_data(std::exchange(o.m_data, nullptr)), m_bytes(std::exchange(o.m_bytes, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      m_data = std::exchange(o.m_data, nullptr);
-      m_bytes = std::exchange(o.m_bytes, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { release(); }
-
-  static Result<PinnedBuffer> allocate(uint64_t bytes, const std::string& purpose);
-
-  void* data() const { return m_data; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(m_data); }
-  uint64_t bytes() const { return m_bytes; }
+  DeviceBuffer() = default;
+  // cudaMalloc of `bytes` (0: nothing); `purpose` names it in the error.
+  static Result<DeviceBuffer> allocate(uint64_t bytes, const std::string& purpose, int device);
 
  private:
-  void release();
-  void* m_data = nullptr;
-  uint64_t m_bytes = 0;
+  using CudaMemory::CudaMemory;
+};
+
+// Page-locked host memory (cudaMallocHost), for asynchronous copies.
+class PinnedBuffer : public CudaMemory<cudaFreeHost> {
+ public:
+  PinnedBuffer() = default;
+  static Result<PinnedBuffer> allocate(uint64_t bytes, const std::string& purpose);
+
+ private:
+  using CudaMemory::CudaMemory;
 };
 
 // A non-blocking stream (no implicit synchronisation with the legacy default stream).
