@@ -88,7 +88,7 @@ IWB_AVX2 void gated_avx2(const float* gate, const float* up, float* out, int64_t
 
 GatedRowFn select_gated_row(bool is_gelu, CpuPath path) {
   if (path == CpuPath::Avx512) return is_gelu ? gated_avx512<true> : gated_avx512<false>;
-  if (path == CpuPath::Avx2) return is_gelu ? gated_avx2<true> : gated_avx2<false>;
+  if (path == CpuPath::Avx2 || path == CpuPath::AvxVnni) return is_gelu ? gated_avx2<true> : gated_avx2<false>;
   return nullptr;
 }
 

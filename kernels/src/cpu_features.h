@@ -1,6 +1,6 @@
 // Run-time CPU feature check shared by the kernels' dispatchers (private to kernels/src).
-// IWB_CPU_PORTABLE=1 forces the portable loops and IWB_CPU_AVX2=1 caps the choice at AVX2, so
-// one machine can test every path.
+// IWB_CPU_PORTABLE=1 forces the portable loops, IWB_CPU_AVX2=1 caps the choice at AVX2 and
+// IWB_CPU_AVX_VNNI=1 at AVX-VNNI (where the CPU has it), so one machine can test every path.
 #pragma once
 
 namespace iwb::detail {
@@ -9,10 +9,14 @@ namespace iwb::detail {
 enum class CpuPath {
   Portable,  // plain C++ loops
   Avx2,      // AVX2 + FMA + F16C (maddubs integer dot products)
+  AvxVnni,   // AVX2's set plus AVX-VNNI (256-bit vpdpbusd; Intel client cores without AVX-512)
   Avx512,    // AVX2's set plus AVX-512 F/BW/VL/DQ and VNNI (dpbusd integer dot products)
 };
 
 CpuPath cpu_path();
+
+// The CPU (and OS) run AVX-VNNI's 256-bit VEX instructions, whatever path was chosen.
+bool has_avx_vnni();
 
 // AVX2 + FMA + F16C (true on the Avx512 path too); false when the environment sets IWB_CPU_PORTABLE=1.
 bool has_avx2_fma_f16c();

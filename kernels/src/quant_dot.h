@@ -87,13 +87,14 @@ struct DotKernels {
 // below AVX-512: those keep the dequantizing matmul).
 bool select_dot_kernels(GgmlType type, CpuPath path, DotKernels* out);
 
-// Per-path entry points (quant_dot_portable.cpp, quant_dot_avx2.cpp, quant_dot_avx512.cpp,
+// Per-path entry points (quant_dot_portable.cpp, quant_dot_avx2.cpp, quant_dot_avx_vnni.cpp, quant_dot_avx512.cpp,
 // quant_tile_avx512.cpp, quantize_activations_simd.cpp). Each returns false for a type it
 // does not cover.
 bool select_quant_dot_portable(GgmlType type, DotKernels* out);
 void quantize_q8a_portable(const float* src, void* dst, int64_t num_elements);
 void quantize_q8k_portable(const float* src, void* dst, int64_t num_elements);
 bool select_quant_dot_avx2(GgmlType type, DotKernels* out);
+bool select_quant_dot_avx_vnni(GgmlType type, DotKernels* out);
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out);
 TileDotFn select_quant_tile_avx512(GgmlType type);
 bool select_float_dot_avx512(GgmlType type, DotKernels* out);

@@ -1,5 +1,5 @@
 // The dispatch table of the dot-product kernels: which activation blocks a weight type needs,
-// and the widest kernels this CPU runs for it (AVX-512 VNNI, AVX2, portable).
+// and the widest kernels this CPU runs for it (AVX-512 VNNI, AVX-VNNI, AVX2, portable).
 #include "quant_dot.h"
 
 namespace iwb::detail {
@@ -31,6 +31,9 @@ bool select_dot_kernels(GgmlType type, CpuPath path, DotKernels* out) {
   switch (path) {
     case CpuPath::Avx512:
       if (select_quant_dot_avx512(type, out) || select_float_dot_avx512(type, out)) return true;
+      [[fallthrough]];
+    case CpuPath::AvxVnni:
+      if (path == CpuPath::AvxVnni && select_quant_dot_avx_vnni(type, out)) return true;
       [[fallthrough]];
     case CpuPath::Avx2:
       if (select_quant_dot_avx2(type, out)) return true;

@@ -181,7 +181,7 @@ QuantizeActivationFn select_activation_quantizer(ActivationFormat format, CpuPat
   if (format == ActivationFormat::None) return nullptr;
 #ifdef IWB_X86
   if (path == CpuPath::Avx512) return is_q8k ? quantize_q8k_avx512 : quantize_q8a_avx512;
-  if (path == CpuPath::Avx2) return is_q8k ? quantize_q8k_avx2 : quantize_q8a_avx2;
+  if (path == CpuPath::Avx2 || path == CpuPath::AvxVnni) return is_q8k ? quantize_q8k_avx2 : quantize_q8a_avx2;
 #endif
   return is_q8k ? quantize_q8k_portable : quantize_q8a_portable;
 }

@@ -35,16 +35,18 @@ const char* path_name(CpuPath p) {
   switch (p) {
     case CpuPath::Portable: return "portable";
     case CpuPath::Avx2: return "avx2";
+    case CpuPath::AvxVnni: return "avx-vnni";
     case CpuPath::Avx512: return "avx512";
   }
   return "?";
 }
 
-// The paths this process may run: everything up to cpu_path() (which honours IWB_CPU_AVX2 and
-// IWB_CPU_PORTABLE).
+// The paths this process may run: everything up to cpu_path() (which honours IWB_CPU_AVX2,
+// IWB_CPU_AVX_VNNI and IWB_CPU_PORTABLE) that this CPU has (an AVX-512 CPU may lack AVX-VNNI).
 std::vector<CpuPath> available_paths() {
   std::vector<CpuPath> paths = {CpuPath::Portable};
   if (cpu_path() != CpuPath::Portable) paths.push_back(CpuPath::Avx2);
+  if (cpu_path() != CpuPath::Avx2 && has_avx_vnni()) paths.push_back(CpuPath::AvxVnni);
   if (cpu_path() == CpuPath::Avx512) paths.push_back(CpuPath::Avx512);
   return paths;
 }
@@ -53,6 +55,7 @@ bool select_on(CpuPath path, GgmlType type, DotKernels* k) {
   switch (path) {
     case CpuPath::Portable: return select_quant_dot_portable(type, k);
     case CpuPath::Avx2: return select_quant_dot_avx2(type, k);
+    case CpuPath::AvxVnni: return select_quant_dot_avx_vnni(type, k);
     case CpuPath::Avx512: return select_quant_dot_avx512(type, k);
   }
   return false;
@@ -96,6 +99,30 @@ double abs_dot(const std::vector<float>& w, const std::vector<double>& a) {
   return s;
 }
 
+// One row per weight row of a 7-row tensor whose last row ends its allocation (reads past a
+// row show up under ASan), against the dequantized row dotted with the dequantized activations.
+void check_vec_dot(const DotKernels& k, GgmlType type, int64_t n, std::mt19937& rng) {
+  const int64_t rows = 7;
+  const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+  const size_t stride = *ggml_row_bytes(type, n);
+  const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.2f);
+  std::vector<uint8_t> act(activation_row_bytes(k.format, n));
+  k.quantize(x.data(), act.data(), n);
+  const std::vector<double> a = dequantized_activation(k.format, act.data(), n);
+  std::vector<float> wf(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+    double expected = 0;
+    for (int64_t i = 0; i < n; ++i) expected += wf[i] * a[i];
+    const double got = k.vec_dot(w.data() + r * stride, act.data(), n);
+    // The integer sums are exact; f32 accumulation across blocks (and fp16 -> f32 scales,
+    // exact) leaves errors near 1e-7 of the sum of |products|.
+    const double bound = 1e-5 * abs_dot(wf, a);
+    QVERIFY2(std::fabs(got - expected) <= bound,
+             qPrintable(QString("row %1: %2 vs %3 (bound %4)").arg(r).arg(got).arg(expected).arg(bound)));
+  }
+}
+
 }  // namespace
 
 class TestQuantDot : public QObject {
@@ -106,6 +133,13 @@ class TestQuantDot : public QObject {
     qInfo("widest path: %s", path_name(cpu_path()));
     if (qEnvironmentVariable("IWB_CPU_PORTABLE") == "1") QCOMPARE(cpu_path(), CpuPath::Portable);
     if (qEnvironmentVariable("IWB_CPU_AVX2") == "1") QVERIFY(cpu_path() != CpuPath::Avx512);
+    if (qEnvironmentVariable("IWB_CPU_AVX_VNNI") == "1") {
+      if (has_avx_vnni()) {
+        QCOMPARE(cpu_path(), CpuPath::AvxVnni);
+      } else {
+        qInfo("IWB_CPU_AVX_VNNI=1 but this CPU has no AVX-VNNI: the widest path it has instead");
+      }
+    }
   }
 
   void quantizersMatchReference_data() {
@@ -167,27 +201,14 @@ class TestQuantDot : public QObject {
     QVERIFY(select_on(path, type, &k));
     QVERIFY(k.quantize != nullptr && k.vec_dot != nullptr);
     std::mt19937 rng(31 + static_cast<int>(type));
-    const int64_t n = columns(type), rows = 7;
-    const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
-    const size_t stride = *ggml_row_bytes(type, n);
-    const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.2f);
-    std::vector<uint8_t> act(activation_row_bytes(k.format, n));
-    k.quantize(x.data(), act.data(), n);
-    const std::vector<double> a = dequantized_activation(k.format, act.data(), n);
-    std::vector<float> wf(static_cast<size_t>(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
-      double expected = 0;
-      for (int64_t i = 0; i < n; ++i) expected += wf[i] * a[i];
-      const double got = k.vec_dot(w.data() + r * stride, act.data(), n);
-      // The integer sums are exact; f32 accumulation across blocks (and fp16 -> f32 scales,
-      // exact) leaves errors near 1e-7 of the sum of |products|.
-      const double bound = 1e-5 * abs_dot(wf, a);
-      QVERIFY2(std::fabs(got - expected) <= bound,
-               qPrintable(QString("row %1: %2 vs %3 (bound %4)").arg(r).arg(got).arg(expected).arg(bound)));
+    // Block counts of every remainder the AVX-512 four-block loop leaves (36..39 blocks of 32).
+    const bool is_k = ggml_type_traits(type).block_size == kQK_K;
+    for (int64_t extra = 0; extra < (is_k ? 1 : 4); ++extra) {
+      const int64_t n = columns(type) + (is_k ? 0 : (extra - 1) * kQK8_0);
+      check_vec_dot(k, type, n, rng);
+      if (QTest::currentTestFailed()) return;
     }
   }
-
   void tilesMatchVecDot_data() {
     QTest::addColumn<GgmlType>("type");
     for (GgmlType t : kIntegerTypes) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
