@@ -2,8 +2,9 @@
 # Side-by-side throughput of our engine (`iwb bench`) and llama.cpp's llama-bench on the same
 # GGUF files with the same thread count. Rounds interleave the two programs so both see the same
 # machine; every repetition is kept (JSON) and the summary gives each program's best and median
-# repetition per test, the ratio of the bests, and the load averages seen. The machines are
-# shared: other processes and memory-bandwidth swings move single figures by tens of percent.
+# repetition per test, the ratio of the bests, iwb's MBU against a probe run just before it,
+# and the load averages seen. The machines are shared: other processes and memory-bandwidth
+# swings move single figures by tens of percent.
 #
 #   LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama.sh [-t THREADS] [-r REPS] [-k ROUNDS]
 #       [-p PP] [-n TG] [-o DIR] MODEL.gguf...
@@ -42,8 +43,12 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 for ((k = 1; k <= rounds; ++k)); do
   for model in "$@"; do
     name=$(basename "$model" .gguf)
-    echo "round $k $name: iwb (load $(load))" | tee -a "$out/loads.txt"
-    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store --json > "$out/$name.iwb.$k.json"
+    # A probe just before each iwb run: the bandwidth of a shared machine drifts by tens of
+    # percent within minutes, and iwb's MBU is against the latest probe in its store.
+    echo "round $k $name: probe + iwb (load $(load))" | tee -a "$out/loads.txt"
+    "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
+    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store --db "$out/probes.sqlite" --json \
+      > "$out/$name.iwb.$k.json"
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
     env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
       "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json > "$out/$name.llama.$k.json"
@@ -54,6 +59,7 @@ echo "round $rounds done (load $(load))" >> "$out/loads.txt"
 python3 - "$out" <<'PY'
 import collections, glob, json, re, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
+mbu = collections.defaultdict(lambda: collections.defaultdict(list))  # iwb's, per run, against its probe
 for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
     name, prog = re.match(r'.*/(.+)\.(iwb|llama)\.\d+\.json', path).groups()
     try:
@@ -64,16 +70,20 @@ for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
     if prog == 'iwb':
         for r in data['results']:
             runs[name][(r['test'], prog)] += r['tokens_per_s']
+            if r.get('mbu') is not None:
+                mbu[name][r['test']].append(r['mbu'])
     else:
         for r in data:
             test = 'pp%d' % r['n_prompt'] if r['n_gen'] == 0 else 'tg%d' % r['n_gen']
             runs[name][(test, prog)] += r['samples_ts']
-print('| model | test | iwb best (median) | llama.cpp best (median) | ratio |')
-print('|---|---|---|---|---|')
+print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU (median of runs) |')
+print('|---|---|---|---|---|---|')
 for name in sorted(runs):
     for test in sorted({t for t, _ in runs[name]}):
         a, b = sorted(runs[name].get((test, 'iwb'), [])), sorted(runs[name].get((test, 'llama'), []))
         if a and b:
-            print(f'| {name} | {test} | {a[-1]:.1f} ({a[len(a) // 2]:.1f}) | {b[-1]:.1f} ({b[len(b) // 2]:.1f}) | {a[-1] / b[-1]:.2f} |')
+            m = sorted(mbu[name][test])
+            m_text = f'{100 * m[len(m) // 2]:.0f}%' if m and test.startswith('tg') else ''
+            print(f'| {name} | {test} | {a[-1]:.1f} ({a[len(a) // 2]:.1f}) | {b[-1]:.1f} ({b[len(b) // 2]:.1f}) | {a[-1] / b[-1]:.2f} | {m_text} |')
 PY
 echo "raw results and load averages: $out"
