@@ -1,10 +1,10 @@
 // The dot-kernel matmul driver: activations quantized to 8-bit blocks once per call (by all
 // threads, one token each; F16/BF16/F32 weights read the f32 activations as they are), then
 // threads claim chunks of the weight rows (of several matrices, for products of one input)
-// from a shared counter. Decode dots one row at a time; a few tokens run tiles of 4 rows x 4
-// tokens over token blocks small enough to stay in L2, or (K-quants, 5..16 tokens) token-lane
-// kernels on activations each thread packs for them; many tokens repack 16- or 32-row panels
-// for the GEMM kernels.
+// from a shared counter. Decode dots one row at a time (two row streams per chunk); a few
+// tokens run tiles of 4 rows x 4 tokens over token blocks small enough to stay in L2, or
+// (K-quants, 5..16 tokens) token-lane kernels on activations each thread packs for them; many
+// tokens repack 16- or 32-row panels for the GEMM kernels.
 #include "matmul_paths.h"
 #include "parallel.h"
 #include "quant_dot.h"
@@ -126,8 +126,6 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     }
     return;
   }
-  // A few rows, or a few tokens without tiles: one row at a time. (The 4-row tile with one token is 16-26% faster on rows in L2
-  // but 2.5x slower streaming from DRAM: four interleaved row streams defeat the prefetchers.)
   // Decode: one row at a time, from two streams, the chunk's first and second half in turn. A
   // core keeps more misses in flight for two sequential streams than for one (Zen 5, one
   // thread, 1536 x 151936 from DRAM, bench_matmul_tokens: Q6_K 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9,
@@ -142,6 +140,9 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     }
     return;
   }
+  // A few rows, or a few tokens without tiles: one row at a time. (The 4-row tile with one
+  // token is 16-26% faster on rows in L2 but 2.5x slower streaming from DRAM: four
+  // interleaved row streams defeat the prefetchers.)
   if (a.num_tokens == 1 || p.k->tile == nullptr) {
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* w = p.weight + r * p.weight_stride;
