@@ -1,5 +1,5 @@
-// Microbenchmark of matmul's integer paths for 1..16 tokens (decode of several sequences) on the
-// default model's shapes, in CPU time of the calling thread (one thread, so other processes'
+// Microbenchmark of matmul's integer paths (and F16's float path) for 1..16 tokens (decode of
+// several sequences) on the default model's shapes, in CPU time of the calling thread (one thread, so other processes'
 // load on a shared machine drops out). A plain program, not a test: it prints figures.
 //
 //   bench_matmul_tokens [--types Q4_K,Q6_K] [--shapes 1536x8960,...] [--tokens 1,2,4,8,16]
@@ -48,7 +48,7 @@ std::vector<std::string> split(const std::string& s) {
 
 std::optional<GgmlType> type_named(const std::string& name) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16}) {
     if (name == ggml_type_name(t)) return t;
   }
   return std::nullopt;
@@ -67,6 +67,14 @@ std::vector<uint8_t> random_weights(GgmlType type, const Shape& s) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     std::memcpy(w.data() + i, &z, 8);
+  }
+  if (type == GgmlType::F16) {  // every value a finite half in [-1/64, 1/64): no NaN or infinity
+    for (size_t i = 0; i + 2 <= bytes; i += 2) {
+      uint16_t bits;
+      std::memcpy(&bits, w.data() + i, 2);
+      test::write_u16(&w[i], f32_to_fp16((static_cast<float>(bits) / 32768.0f - 1.0f) / 64.0f));
+    }
+    return w;
   }
   const size_t block_bytes = ggml_type_traits(type).bytes_per_block;
   const uint16_t scale = f32_to_fp16(1.0f / 1024);
@@ -128,7 +136,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : type_names) {
     const std::optional<GgmlType> type = type_named(name);
     if (!type) {
-      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)\n", name.c_str());
+      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16)\n", name.c_str());
       return 2;
     }
     types.push_back(*type);
