@@ -62,6 +62,16 @@ bool has_avx_vnni() {
   return kHas;
 }
 
+bool has_avx512_vbmi() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool kHas = cpu_path() == CpuPath::Avx512 && __builtin_cpu_supports("avx512vbmi") &&
+                           !env_is_set("IWB_CPU_NO_VBMI");
+  return kHas;
+#else
+  return false;
+#endif
+}
+
 bool has_avx2_fma_f16c() { return cpu_path() != CpuPath::Portable; }
 
 bool is_matmul_exact_forced() {

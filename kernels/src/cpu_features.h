@@ -18,6 +18,11 @@ CpuPath cpu_path();
 // The CPU (and OS) run AVX-VNNI's 256-bit VEX instructions, whatever path was chosen.
 bool has_avx_vnni();
 
+// The AVX-512 path may also use AVX512-VBMI's byte permutes (Ice Lake, Zen 4 and later; not
+// Skylake-X or Cascade Lake); false when the environment sets IWB_CPU_NO_VBMI=1, so the tests
+// can cover the kernels without them too.
+bool has_avx512_vbmi();
+
 // AVX2 + FMA + F16C (true on the Avx512 path too); false when the environment sets IWB_CPU_PORTABLE=1.
 bool has_avx2_fma_f16c();
 

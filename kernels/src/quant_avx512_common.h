@@ -16,6 +16,9 @@
 #include <type_traits>
 
 #define IWB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,bmi,bmi2")))
+// The same plus AVX512-VBMI's byte permutes, for kernels chosen only where has_avx512_vbmi().
+#define IWB_AVX512_VBMI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi,bmi2")))
 
 namespace iwb::detail::avx512 {
 

@@ -8,6 +8,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include "quant_avx512_common.h"
 
+#include <array>
+#include <cstddef>
+
 namespace iwb::detail {
 namespace {
 
@@ -76,6 +79,86 @@ IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int6
   _mm512_store_ps(factors, factor_sum);
   float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];  // sum of d_w * s_a
   // Sum of m_w * s_a (types without a min gather d_w into those lanes: unused).
+  float min_sum = T::kHasMin ? factors[8] + factors[9] + factors[10] + factors[11] : 0.0f;
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  for (; b < nb; ++b) {  // up to three blocks left: one at a time
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    const __m256 pf = _mm256_cvtepi32_ps(p);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(pf), _mm256_extractf128_ps(pf, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+    const float d0 = half(w[b].d);
+    sum += d0 * a[b].d * _mm_cvtss_f32(s4);
+    offset_sum += d0 * a[b].s;
+    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s;
+  }
+  return sum - static_cast<float>(T::kOffset) * offset_sum + min_sum;
+}
+
+// Q4_0 / Q4_1 with AVX512-VBMI: the two 64-byte loads of a four-block group (the second
+// masked to the group's end) serve everything. One vpermb per pair of blocks lays both blocks'
+// nibble bytes out as [q0 q0 q1 q1] for the shift, in place of two 16-byte loads, an insert
+// and a vpermq, and the fp16 scales come from the same two registers (Zen 5, one thread: the
+// kernel alone on rows in L2 50 -> 62 Gweights/s; bench_matmul_tokens Q4_0 1536 x 8960
+// 0.275 -> 0.25 ms).
+template <typename Block>
+struct VbmiNibbles {
+  static constexpr int kStride = sizeof(Block);
+  static constexpr int kQs = static_cast<int>(offsetof(Block, qs));
+  static_assert(2 * kStride <= 64, "two blocks must fit one 64-byte load");
+  static constexpr short d(int k) { return static_cast<short>((k / 2) * 32 + (k % 2) * kStride / 2); }
+  static constexpr short m(int k) { return Legacy<Block>::kHasMin ? static_cast<short>(d(k) + 1) : 0; }
+};
+
+template <typename Block>
+IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activation, int64_t n) {
+  using T = Legacy<Block>;
+  using V = VbmiNibbles<Block>;
+  static_assert(!T::kHasHigh);
+  const auto* w = static_cast<const Block*>(weight);
+  const auto* a = static_cast<const BlockQ8A*>(activation);
+  const int64_t nb = n / kQK8_0;
+  const __m512i halves_index = _mm512_castsi256_si512(_mm256_setr_epi16(
+      V::d(0), V::d(1), V::d(2), V::d(3), V::d(0), V::d(1), V::d(2), V::d(3), V::m(0), V::m(1), V::m(2), V::m(3), 0, 0, 0, 0));
+  // Byte k of [q0 q0 q1 q1]: block k / 32's byte k % 16 (low nibbles, then high after the shift).
+  alignas(64) static constexpr auto kByteIndex = [] {
+    std::array<uint8_t, 64> index{};
+    for (int k = 0; k < 64; ++k) index[k] = static_cast<uint8_t>((k / 32) * V::kStride + V::kQs + k % 16);
+    return index;
+  }();
+  const __m512i byte_index = _mm512_load_si512(kByteIndex.data());
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                           0x0004000400040004LL, 0x0004000400040004LL);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+  const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
+  const __mmask64 two_blocks = (uint64_t{1} << (2 * V::kStride)) - 1;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), factor_sum = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(w + b);
+    const __m512i low = _mm512_loadu_si512(bytes);
+    const __m512i high = _mm512_maskz_loadu_epi8(two_blocks, bytes + 2 * V::kStride);
+    const __m512 weight_side = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(low, halves_index, high)));
+    const __m512 activation_side = _mm512_permutex2var_ps(
+        _mm512_loadu_ps(&a[b].d), _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0), _mm512_loadu_ps(&a[b].d + 16));
+    const __m512 f = _mm512_mul_ps(weight_side, activation_side);
+    factor_sum = _mm512_add_ps(factor_sum, f);
+    const __m512i u0 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(byte_index, low), shifts), nibble);
+    const __m512i u1 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(byte_index, high), shifts), nibble);
+    const __m512i aq0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
+    const __m512i aq1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u0, aq0)),
+                           _mm512_permutexvar_ps(first_pair, f), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, aq1)),
+                           _mm512_permutexvar_ps(second_pair, f), acc1);
+  }
+  alignas(64) float factors[16];
+  _mm512_store_ps(factors, factor_sum);
+  float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];
   float min_sum = T::kHasMin ? factors[8] + factors[9] + factors[10] + factors[11] : 0.0f;
   float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
   for (; b < nb; ++b) {  // up to three blocks left: one at a time
@@ -185,8 +268,8 @@ IWB_AVX512 float vec_dot_q6_k(const void* weight, const void* activation, int64_
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   DotKernels k;
   switch (type) {
-    case GgmlType::Q4_0: k.vec_dot = vec_dot_legacy<BlockQ4_0>; break;
-    case GgmlType::Q4_1: k.vec_dot = vec_dot_legacy<BlockQ4_1>; break;
+    case GgmlType::Q4_0: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_0> : vec_dot_legacy<BlockQ4_0>; break;
+    case GgmlType::Q4_1: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_1> : vec_dot_legacy<BlockQ4_1>; break;
     case GgmlType::Q5_0: k.vec_dot = vec_dot_legacy<BlockQ5_0>; break;
     case GgmlType::Q5_1: k.vec_dot = vec_dot_legacy<BlockQ5_1>; break;
     case GgmlType::Q8_0: k.vec_dot = vec_dot_legacy<BlockQ8_0>; break;

@@ -130,7 +130,8 @@ class TestQuantDot : public QObject {
 
  private slots:
   void initTestCase() {
-    qInfo("widest path: %s", path_name(cpu_path()));
+    qInfo("widest path: %s%s", path_name(cpu_path()), has_avx512_vbmi() ? " with AVX512-VBMI" : "");
+    if (qEnvironmentVariable("IWB_CPU_NO_VBMI") == "1") QVERIFY(!has_avx512_vbmi());
     if (qEnvironmentVariable("IWB_CPU_PORTABLE") == "1") QCOMPARE(cpu_path(), CpuPath::Portable);
     if (qEnvironmentVariable("IWB_CPU_AVX2") == "1") QVERIFY(cpu_path() != CpuPath::Avx512);
     if (qEnvironmentVariable("IWB_CPU_AVX_VNNI") == "1") {
