@@ -57,11 +57,37 @@ IWB_AVX512 inline __m512 legacy_pair(const Block* w, const BlockQ8A* a, __m512 s
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
 }
 
+// The end of both four-block kernels: the summed factors applied, and the one to three blocks
+// the four-block loop left (from block b) one at a time.
+template <typename Block>
+IWB_AVX512 inline float finish_legacy(const Block* w, const BlockQ8A* a, int64_t b, int64_t nb, __m512 acc,
+                                      __m512 factor_sum) {
+  using T = Legacy<Block>;
+  alignas(64) float factors[16];
+  _mm512_store_ps(factors, factor_sum);
+  float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];  // sum of d_w * s_a
+  // Sum of m_w * s_a (types without a min gather d_w into those lanes: unused).
+  float min_sum = T::kHasMin ? factors[8] + factors[9] + factors[10] + factors[11] : 0.0f;
+  float sum = _mm512_reduce_add_ps(acc);
+  for (; b < nb; ++b) {
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    const __m256 pf = _mm256_cvtepi32_ps(p);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(pf), _mm256_extractf128_ps(pf, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+    const float d0 = half(w[b].d);
+    sum += d0 * a[b].d * _mm_cvtss_f32(s4);
+    offset_sum += d0 * a[b].s;
+    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s;
+  }
+  return sum - static_cast<float>(T::kOffset) * offset_sum + min_sum;
+}
+
 // Four blocks per iteration into two accumulators; the offsets and mins are summed as factors
 // and applied once at the end.
 template <typename Block>
 IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int64_t n) {
-  using T = Legacy<Block>;
   const auto* w = static_cast<const Block*>(weight);
   const auto* a = static_cast<const BlockQ8A*>(activation);
   const int64_t nb = n / kQK8_0;
@@ -75,25 +101,7 @@ IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int6
     acc0 = legacy_pair(w + b, a + b, _mm512_permutexvar_ps(first_pair, f), acc0);
     acc1 = legacy_pair(w + b + 2, a + b + 2, _mm512_permutexvar_ps(second_pair, f), acc1);
   }
-  alignas(64) float factors[16];
-  _mm512_store_ps(factors, factor_sum);
-  float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];  // sum of d_w * s_a
-  // Sum of m_w * s_a (types without a min gather d_w into those lanes: unused).
-  float min_sum = T::kHasMin ? factors[8] + factors[9] + factors[10] + factors[11] : 0.0f;
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  for (; b < nb; ++b) {  // up to three blocks left: one at a time
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
-    const __m256 pf = _mm256_cvtepi32_ps(p);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(pf), _mm256_extractf128_ps(pf, 1));
-    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-    const float d0 = half(w[b].d);
-    sum += d0 * a[b].d * _mm_cvtss_f32(s4);
-    offset_sum += d0 * a[b].s;
-    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s;
-  }
-  return sum - static_cast<float>(T::kOffset) * offset_sum + min_sum;
+  return finish_legacy(w, a, b, nb, _mm512_add_ps(acc0, acc1), factor_sum);
 }
 
 // Q4_0 / Q4_1 with AVX512-VBMI: the two 64-byte loads of a four-block group (the second
@@ -156,24 +164,7 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
     acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, aq1)),
                            _mm512_permutexvar_ps(second_pair, f), acc1);
   }
-  alignas(64) float factors[16];
-  _mm512_store_ps(factors, factor_sum);
-  float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];
-  float min_sum = T::kHasMin ? factors[8] + factors[9] + factors[10] + factors[11] : 0.0f;
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  for (; b < nb; ++b) {  // up to three blocks left: one at a time
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
-    const __m256 pf = _mm256_cvtepi32_ps(p);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(pf), _mm256_extractf128_ps(pf, 1));
-    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-    const float d0 = half(w[b].d);
-    sum += d0 * a[b].d * _mm_cvtss_f32(s4);
-    offset_sum += d0 * a[b].s;
-    if constexpr (T::kHasMin) min_sum += half(w[b].m) * a[b].s;
-  }
-  return sum - static_cast<float>(T::kOffset) * offset_sum + min_sum;
+  return finish_legacy(w, a, b, nb, _mm512_add_ps(acc0, acc1), factor_sum);
 }
 
 // ---- K-quants ----
