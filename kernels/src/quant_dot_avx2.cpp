@@ -13,14 +13,7 @@
 
 namespace iwb::detail {
 
-bool select_quant_dot_avx2(GgmlType type, DotKernels* out) {
-  DotKernels k;
-  if (!avx2::select_kernels(type, &k)) return false;
-  k.format = activation_format(type);
-  k.quantize = select_activation_quantizer(k.format, CpuPath::Avx2);
-  *out = k;
-  return true;
-}
+bool select_quant_dot_avx2(GgmlType type, DotKernels* out) { return avx2::select_kernels(type, out); }
 
 }  // namespace iwb::detail
 

@@ -12,14 +12,7 @@
 
 namespace iwb::detail {
 
-bool select_quant_dot_avx_vnni(GgmlType type, DotKernels* out) {
-  DotKernels k;
-  if (!avx_vnni::select_kernels(type, &k)) return false;
-  k.format = activation_format(type);
-  k.quantize = select_activation_quantizer(k.format, CpuPath::Avx2);
-  *out = k;
-  return true;
-}
+bool select_quant_dot_avx_vnni(GgmlType type, DotKernels* out) { return avx_vnni::select_kernels(type, out); }
 
 }  // namespace iwb::detail
 
