@@ -4,7 +4,7 @@
 
 #include "iwb/engine/runtime/engine.h"
 #include "model/model_weights.h"
-#include "runtime/forward_backend.h"
+#include "backend/forward_backend.h"
 
 #include <memory>
 

@@ -6,7 +6,7 @@
 #include "backend/cuda_forward_factory.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
-#include "runtime/cpu_forward_backend.h"
+#include "backend/cpu/cpu_forward_backend.h"
 #include "runtime/kv_budget.h"
 
 #include <omp.h>

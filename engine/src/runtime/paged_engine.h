@@ -13,7 +13,7 @@
 #include "iwb/engine/spec/drafter.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
-#include "runtime/forward_backend.h"
+#include "backend/forward_backend.h"
 #include "runtime/request_state.h"
 
 #include <atomic>

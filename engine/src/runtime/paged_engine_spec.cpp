@@ -13,8 +13,12 @@ namespace iwb {
 Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
   std::unique_ptr<spec::Drafter> drafter;
-  const int64_t positions = m_kv.num_slots();
-  const int32_t block_size = m_kv.block_size;
+  // The drafter runs where the target runs, with a cache as large as the target's.
+  spec::DraftPlacement placement;
+  placement.device = m_backend->device_id();
+  placement.num_threads = num_threads();
+  placement.num_kv_positions = m_kv.num_slots();
+  placement.kv_block_size = m_kv.block_size;
   switch (config.kind) {
     case spec::DrafterKind::None: break;
     case spec::DrafterKind::PromptLookup:
@@ -22,14 +26,14 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
       break;
     case spec::DrafterKind::DraftModel: {
       Result<std::unique_ptr<spec::Drafter>> d =
-          spec::open_draft_model(config.draft_model_path, m_tokenizer, positions, block_size, num_threads());
+          spec::open_draft_model(config.draft_model_path, m_tokenizer, placement);
       if (!d) return d.status();
       drafter = std::move(*d);
       break;
     }
     case spec::DrafterKind::SelfDraft: {
-      Result<std::unique_ptr<spec::Drafter>> d = spec::make_self_drafter(
-          *m_file, m_config, m_weights, config.self_draft_type, positions, block_size, num_threads());
+      Result<std::unique_ptr<spec::Drafter>> d =
+          spec::make_self_drafter(*m_file, m_config, m_weights, config.self_draft_type, placement);
       if (!d) return d.status();
       drafter = std::move(*d);
       break;

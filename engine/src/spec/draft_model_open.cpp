@@ -49,7 +49,7 @@ Status requantize(WeightMatrix* w, GgmlType type, const char* name, int num_thre
 }  // namespace
 
 Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const tokenizer::Tokenizer& target,
-                                                  int64_t num_kv_positions, int32_t kv_block_size, int num_threads) {
+                                                  const DraftPlacement& placement) {
   Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path);
   if (!file) return file.status();
   Result<ModelSummary> summary = summarize_model(**file);
@@ -71,14 +71,14 @@ Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const
   if (!weights) return weights.status();
   model->weights = std::move(*weights);
   Result<std::unique_ptr<ModelDrafter>> d =
-      ModelDrafter::create(std::move(model), "draft model " + summary->name, num_kv_positions, kv_block_size, num_threads);
+      ModelDrafter::create(std::move(model), "draft model " + summary->name, placement);
   if (!d) return d.status();
   return std::unique_ptr<Drafter>(std::move(*d));
 }
 
 Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
-                                                   const ModelWeights& weights, GgmlType type, int64_t num_kv_positions,
-                                                   int32_t kv_block_size, int num_threads) {
+                                                   const ModelWeights& weights, GgmlType type,
+                                                   const DraftPlacement& placement) {
   (void)target_file;  // the unchanged matrices point into its mapping, which must outlive the drafter
   if (!can_quantize_row_ref(type)) {
     return make_error(ErrorCode::InvalidArgument,
@@ -88,7 +88,7 @@ Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_
   model->config = config;
   model->weights = weights;
   ModelWeights& w = model->weights;
-  const int threads = std::max(1, num_threads);
+  const int threads = std::max(1, placement.num_threads);
   for (size_t il = 0; il < w.layers.size(); ++il) {
     LayerWeights& l = w.layers[il];
     const std::pair<WeightMatrix*, const char*> matrices[] = {{&l.wq, "attn_q"},   {&l.wk, "attn_k"},
@@ -102,8 +102,7 @@ Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_
   IWB_RETURN_IF_ERROR(requantize(&w.output, type, "output", threads, model.get()));
   if (w.output.data != w.token_embd.data) w.is_output_tied = false;
   Result<std::unique_ptr<ModelDrafter>> d =
-      ModelDrafter::create(std::move(model), "self-draft " + std::string(ggml_type_name(type)), num_kv_positions,
-                           kv_block_size, num_threads);
+      ModelDrafter::create(std::move(model), "self-draft " + std::string(ggml_type_name(type)), placement);
   if (!d) return d.status();
   return std::unique_ptr<Drafter>(std::move(*d));
 }

@@ -2,9 +2,12 @@
 // KV cache (see model_drafter.h).
 #include "spec/model_drafter.h"
 
+#include "backend/cpu/cpu_forward_backend.h"
+#include "backend/cuda_forward_factory.h"
 #include "iwb/engine/spec/acceptance.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace iwb::spec {
 namespace {
@@ -13,30 +16,57 @@ double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) *
 
 }  // namespace
 
+namespace {
+
+// Draft steps are a few tokens per sequence; a longer catch-up runs as several passes.
+constexpr int64_t kDraftMaxBatch = 128;
+
+Result<std::unique_ptr<ForwardBackend>> make_draft_backend(const DraftModel& m, const DraftPlacement& placement) {
+  const ModelConfig& c = m.config;
+  KvPoolGeometry kv;
+  kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
+  kv.block_size = placement.kv_block_size;
+  kv.num_blocks = std::max<int64_t>(1, (placement.num_kv_positions + kv.block_size - 1) / kv.block_size);
+  const int threads = std::max(1, placement.num_threads);
+  if (placement.device.rfind("cuda:", 0) == 0) {
+    EngineOptions o;
+    o.device = placement.device;
+    o.num_threads = threads;
+    o.max_batch_tokens = kDraftMaxBatch;
+    o.kv_block_size = kv.block_size;
+    o.kv_cache_bytes = kv.num_bytes();
+    const int index = std::atoi(placement.device.c_str() + 5);
+    return make_cuda_forward_backend(c, m.weights, o, index, kv.num_slots(), {});
+  }
+  Result<std::unique_ptr<CpuForwardBackend>> cpu = CpuForwardBackend::create(c, m.weights, kv, threads, kDraftMaxBatch);
+  if (!cpu) return cpu.status();
+  return std::unique_ptr<ForwardBackend>(std::move(*cpu));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<DraftModel> model, std::string name,
-                                                           int64_t num_kv_positions, int32_t kv_block_size,
-                                                           int num_threads) {
-  const ModelConfig& c = model->config;
-  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
-  const int64_t num_blocks = std::max<int64_t>(1, (num_kv_positions + kv_block_size - 1) / kv_block_size);
-  Result<std::unique_ptr<PagedKvStorage>> kv = PagedKvStorage::create(shape, kv_block_size, num_blocks);
-  if (!kv) return kv.status();
+                                                           const DraftPlacement& placement) {
+  // The backend keeps references to the config and weights: they stay put inside m_model.
+  Result<std::unique_ptr<ForwardBackend>> backend = make_draft_backend(*model, placement);
+  if (!backend) return backend.status();
   BlockManagerConfig blocks;
-  blocks.num_blocks = num_blocks;
-  blocks.block_size = kv_block_size;
+  blocks.num_blocks = (*backend)->kv_geometry().num_blocks;
+  blocks.block_size = (*backend)->kv_geometry().block_size;
   blocks.enable_prefix_caching = false;  // one table per target sequence, rolled back in place
   Result<BlockManager> manager = BlockManager::create(blocks);
   if (!manager) return manager.status();
   std::unique_ptr<ModelDrafter> d(new ModelDrafter(std::move(model), std::move(name)));
-  d->m_kv = std::move(*kv);
+  d->m_backend = std::move(*backend);
   d->m_blocks = std::make_unique<BlockManager>(std::move(*manager));
-  // The forward pass keeps references to the config and weights: they stay put inside m_model.
-  d->m_forward = std::make_unique<CpuForward>(d->m_model->config, d->m_model->weights, num_threads, 128);
   return d;
 }
 
 uint64_t ModelDrafter::num_bytes() const {
-  return m_model->owned_bytes + m_kv->num_bytes() + m_forward->scratch_bytes() + m_logits.capacity() * sizeof(float) +
+  MemoryReport backend;
+  m_backend->fill_memory_report(&backend);
+  return m_model->owned_bytes + m_backend->kv_geometry().num_bytes() + backend.scratch_bytes +
+         backend.device_weights_bytes + backend.device_scratch_bytes + m_logits.capacity() * sizeof(float) +
          (m_model->file ? m_model->weights.num_bytes : 0);
 }
 
@@ -106,7 +136,7 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
   }
   const size_t need = flat.logits_rows.size() * static_cast<size_t>(m_model->config.vocab_size);
   if (m_logits.size() < need) m_logits.resize(need);
-  return m_forward->forward(flat, *m_kv, m_logits.data());
+  return m_backend->forward(flat, m_logits.data());
 }
 
 int32_t ModelDrafter::choose(SequenceState& s, std::span<const float> logits, std::span<const int32_t> history,
@@ -123,7 +153,7 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
   std::vector<Draft> drafts(requests.size());
   const uint64_t call_start = ++m_clock;
   const auto vocab = static_cast<size_t>(m_model->config.vocab_size);
-  const int64_t max_batch = m_forward->max_batch();
+  const int64_t max_batch = m_backend->max_batch();
 
   struct Active {
     size_t request;

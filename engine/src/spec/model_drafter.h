@@ -2,16 +2,15 @@
 // to fewer bits. It keeps a paged KV cache per speculating sequence and, each step, first
 // catches up on the tokens the target accepted since (rolling back its own rejected guesses
 // by truncating the block table), then guesses K tokens one forward pass at a time, all
-// sequences of the step batched together.
+// sequences of the step batched together. It runs on a ForwardBackend of the target's device.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/block_manager.h"
-#include "iwb/engine/paged/paged_kv_storage.h"
 #include "iwb/engine/spec/drafter.h"
 #include "model/model_weights.h"
-#include "runtime/cpu_forward.h"
+#include "backend/forward_backend.h"
 
 #include <memory>
 #include <random>
@@ -31,9 +30,10 @@ struct DraftModel {
 
 class ModelDrafter final : public Drafter {
  public:
+  // The draft model's forward pass on placement.device (the CPU, or a CUDA device with the
+  // weights uploaded there) with its own paged KV cache.
   static Result<std::unique_ptr<ModelDrafter>> create(std::unique_ptr<DraftModel> model, std::string name,
-                                                       int64_t num_kv_positions, int32_t kv_block_size,
-                                                       int num_threads);
+                                                       const DraftPlacement& placement);
 
   std::string name() const override { return m_name; }
   Result<std::vector<Draft>> draft(std::span<const DraftRequest> requests) override;
@@ -67,9 +67,8 @@ class ModelDrafter final : public Drafter {
 
   std::unique_ptr<DraftModel> m_model;
   std::string m_name;
-  std::unique_ptr<PagedKvStorage> m_kv;
+  std::unique_ptr<ForwardBackend> m_backend;  // owns the draft KV data and the scratch
   std::unique_ptr<BlockManager> m_blocks;
-  std::unique_ptr<CpuForward> m_forward;
   std::vector<float> m_logits;
   std::unordered_map<uint64_t, SequenceState> m_sequences;
   SequenceId m_next_sequence = 1;

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda_forward_factory.h"
+#include "plan/plan_weights.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
@@ -54,6 +55,10 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   });
   if (!uploaded) return uploaded.status();
   b->m_weights = std::move(*uploaded);
+  // The plan's records carry the types as uploaded (a converted matrix moves F16 bytes).
+  const PlanWeightTypes types = plan::weight_types_of(b->m_weights);
+  b->m_plan = build_forward_plan(config, &types);
+  IWB_RETURN_IF_ERROR(check_forward_plan(b->m_plan));
   for (const std::string& line : b->m_weights.conversions) report(0.8, line);
 
   report(0.85, "allocating scratch on " + id);

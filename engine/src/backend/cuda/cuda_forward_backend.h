@@ -1,6 +1,7 @@
 // The CUDA ForwardBackend: the weights on the device (cuda_weights.h), the KV pool in device
-// memory in the vLLM layout the kernels read, and per step the same sequence of operations as
-// CpuForward through the launchers of kernels/cuda (matvec for a few tokens, cuBLAS for more).
+// memory in the vLLM layout the kernels read, and per step the same walk over operations as
+// the CPU backend, the model's ForwardPlan walked with the launchers of kernels/cuda (matvec for a
+// few tokens, cuBLAS for more).
 // One stream; the step's metadata goes up in one copy from page-locked memory; decode steps
 // replay CUDA graphs captured per (tokens, sequences); one synchronisation per step hands the
 // logits to the sampler. Profiling records every kernel with a CUDA event pair.
@@ -9,10 +10,11 @@
 #include "backend/cuda/cuda_buffers.h"
 #include "backend/cuda/cuda_weights.h"
 #include "iwb/engine/backend/cuda_step_plan.h"
+#include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profiler.h"
 #include "iwb/engine/runtime/engine.h"
-#include "runtime/forward_backend.h"
+#include "backend/forward_backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -101,14 +103,21 @@ class CudaForwardBackend final : public ForwardBackend {
   Status fail(cudaError_t error, std::string_view what);  // `what` becomes text only on failure
   Status launched(cudaError_t error, const char* what, int64_t layer);
 
-  // cuda_forward_layers.cpp: the operations of CpuForward, on the device.
+  // cuda_forward_layers.cpp: the plan's ops on the device. run_layers walks the body over the
+  // step's tokens, compute_logits the logits ops over rows [first_row, first_row + num_rows).
   Status run_layers(const StepShape& shape);
-  Status attention_block(int64_t layer, const StepShape& shape);
-  Status ffn_block(int64_t layer, const StepShape& shape);
   Status compute_logits(const StepShape& shape, int64_t first_row, int64_t num_rows);
+  Status run_op(const PlanOp& op, const StepShape& shape, int64_t num_rows, int64_t first_row);
+  Status run_rope(const PlanOp& op, int64_t num_rows);
+  Status run_attention(const PlanOp& op, const StepShape& shape);
+  float* buffer(PlanBuffer b) const;
+  const float* norm_weight(const PlanOp& op) const;
+  // Ends the event pair of part `part` of `op` with its plan record (while recording).
+  Status op_end(const PlanOp& op, int part, int64_t num_rows) {
+    return is_recording() ? op_end(op_record(m_plan, op, part, num_rows, m_spans)) : Status{};
+  }
   // cuda_matmul.cpp: y[n x out] = x[n x in] W^T (+ bias).
-  Status matmul(const char* name, int64_t layer, const DeviceMatrix& w, const float* x, int64_t n, const float* bias,
-                float* y, OpKind kind = OpKind::Matmul);
+  Status matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y);
   Status gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y);
 
   // cuda_profiling.cpp: an event pair around each recorded operation.
@@ -122,6 +131,7 @@ class CudaForwardBackend final : public ForwardBackend {
   std::string m_name;         // the GPU's product name
   std::string m_description;
   DeviceWeights m_weights;
+  ForwardPlan m_plan;
   KvPoolGeometry m_kv;
   CudaStepCapacity m_capacity;
   bool m_is_batch_invariant = false;

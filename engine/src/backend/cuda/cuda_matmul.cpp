@@ -8,11 +8,21 @@
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
+#include "plan/plan_weights.h"
 
 namespace iwb::cuda {
 
-Status CudaForwardBackend::matmul(const char* name, int64_t layer, const DeviceMatrix& w, const float* x, int64_t n,
-                                  const float* bias, float* y, OpKind kind) {
+Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y) {
+  const PlanProduct& p = op.products[static_cast<size_t>(part)];
+  const int64_t layer = op.layer;
+  const char* name = p.name;
+  const DeviceMatrix& w = p.matrix == PlanMatrix::Output
+                              ? m_weights.output
+                              : plan::layer_matrix(m_weights.layers[static_cast<size_t>(layer)], p.matrix);
+  const float* const no_bias = nullptr;
+  const float* bias = p.matrix == PlanMatrix::Output
+                          ? nullptr
+                          : plan::layer_bias(m_weights.layers[static_cast<size_t>(layer)], p.matrix, no_bias);
   cudaStream_t stream = m_stream.get();
   if (m_observer != nullptr) {
     // imatrix collection wants the input on the host: a copy and a wait per matmul (slow, and
@@ -49,11 +59,7 @@ Status CudaForwardBackend::matmul(const char* name, int64_t layer, const DeviceM
       }
     }
   }
-  if (is_recording()) {
-    IWB_RETURN_IF_ERROR(op_end(op_costs::matmul(kind, name, static_cast<int>(layer), w.type, w.in_features,
-                                                w.out_features, n, bias != nullptr)));
-  }
-  return {};
+  return op_end(op, part, n);
 }
 
 Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
+#include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/profile/kernel_record.h"
 #include "iwb/engine/status.h"
 #include "iwb/kernels/ggml_type.h"
@@ -16,13 +17,6 @@
 #include <vector>
 
 namespace iwb {
-
-// Stored types of one layer's matrices, and which biases it has.
-struct LayerWeightTypes {
-  GgmlType wq = GgmlType::F32, wk = GgmlType::F32, wv = GgmlType::F32, wo = GgmlType::F32;
-  GgmlType ffn_gate = GgmlType::F32, ffn_up = GgmlType::F32, ffn_down = GgmlType::F32;
-  bool has_bq = false, has_bk = false, has_bv = false, has_bo = false;
-};
 
 // What the cost model needs to know about a model.
 struct ModelShape {
@@ -56,7 +50,10 @@ Result<ModelShape> model_shape_from_gguf(const std::string& path);
 Result<ModelShape> model_shape_preset(std::string_view preset, GgmlType weight_type);
 const std::vector<std::string>& model_shape_preset_names();
 
-// Every kernel of the step in the order the CPU forward pass runs them, seconds = 0. One
+// The forward plan of the shape (its matrices' types and biases in the records).
+ForwardPlan forward_plan_of(const ModelShape& model);
+
+// Every kernel of the step in the forward plan's order, as the backends run them, seconds = 0. One
 // sequence: a batched engine step over several sequences runs the same kernels with the
 // tokens of all of them (attention summed over the sequences, op_costs::batched_attention).
 Result<std::vector<KernelRecord>> predict_step(const ModelShape& model, const StepScenario& scenario);

@@ -63,16 +63,24 @@ std::unique_ptr<Drafter> make_prompt_lookup_drafter(int32_t max_ngram = 3, int32
 // an error naming its id and both texts; identical vocabularies give Ok.
 Status check_vocabulary_match(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
-// A draft model from a GGUF file: its vocabulary is checked against the target's; its KV
-// cache holds up to num_kv_positions positions in blocks of kv_block_size.
+// Where a model drafter runs: the target's device ("cpu" or "cuda:N"), so drafting never waits
+// on a slower one; its own KV cache of num_kv_positions positions in blocks of kv_block_size.
+struct DraftPlacement {
+  std::string device = "cpu";
+  int num_threads = 1;  // host threads (the CPU backend computes with them)
+  int64_t num_kv_positions = 0;
+  int32_t kv_block_size = 16;
+};
+
+// A draft model from a GGUF file: its vocabulary is checked against the target's.
 Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const tokenizer::Tokenizer& target,
-                                                  int64_t num_kv_positions, int32_t kv_block_size, int num_threads);
+                                                  const DraftPlacement& placement);
 
 // The target itself with every matrix requantized to `type` in memory (matrices whose rows do
 // not divide into the type's blocks stay as they are). The target's file, config and weights
 // must outlive the drafter.
 Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
-                                                   const ModelWeights& weights, GgmlType type, int64_t num_kv_positions,
-                                                   int32_t kv_block_size, int num_threads);
+                                                   const ModelWeights& weights, GgmlType type,
+                                                   const DraftPlacement& placement);
 
 }  // namespace iwb::spec

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "model/model_weights.h"
-#include "runtime/cpu_forward.h"
-#include "runtime/forward_backend.h"
+#include "backend/cpu/cpu_forward.h"
+#include "backend/forward_backend.h"
 
 #include <memory>
 

@@ -1,14 +1,14 @@
-// The transformer forward pass on the CPU for llama, qwen2 and gemma3 over one scheduler step:
-// the step's tokens of every sequence go through each matmul together; per layer the new keys
-// and values go to their paged-cache slots and attention reads each sequence's cache through
-// its block table. Optional biases, per-head q/k norms, RoPE, sliding windows, post-norms;
-// then the final norm and the classifier for the rows that sample. Scratch is sized once for
-// `max_batch` tokens, the step's token budget.
+// The CPU backend's forward pass over one scheduler step: it walks the model's ForwardPlan
+// (plan/forward_plan.h), running each op with the CPU kernels. The step's tokens of every
+// sequence go through each matmul together; attention reads each sequence's paged cache
+// through its block table; the classifier runs for the rows that sample only. Scratch is
+// sized once for `max_batch` tokens, the step's token budget.
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/forward_batch.h"
 #include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profiler.h"
 #include "iwb/engine/runtime/activation_observer.h"
@@ -31,6 +31,7 @@ class CpuForward {
   // position of each sequence must already be in `kv`.
   Status forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits);
 
+  const ForwardPlan& plan() const { return m_plan; }
   int num_threads() const { return m_num_threads; }
   void set_num_threads(int n) { m_num_threads = n; }
   int64_t max_batch() const { return m_max_batch; }
@@ -49,14 +50,19 @@ class CpuForward {
 
  private:
   Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
-  Status attention_block(int64_t layer, const FlatBatch& batch, PagedKvStorage& kv);
-  Status ffn_block(int64_t layer, int64_t num_tokens);
-  Status matmul(const char* name, int64_t layer, const WeightMatrix& w, const float* input, int64_t num_tokens,
-                const std::vector<float>& bias, float* output, OpKind kind = OpKind::Matmul);
-  Status compute_logits(const FlatBatch& batch, float* logits);
+  // One op of the plan over `num_rows` rows (the step's tokens, or the rows that sample).
+  Status run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows, float* logits);
+  Status run_matmuls(const PlanOp& op, int64_t num_rows, float* logits);
+  Status run_attention(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows);
+  float* buffer(PlanBuffer b, float* logits);
+  const std::vector<float>& norm_weight(const PlanOp& op) const;
+  void record(const PlanOp& op, int part, int64_t num_rows) {
+    if (m_recorder.is_active()) m_recorder.add(op_record(m_plan, op, part, num_rows, m_spans));
+  }
 
   const ModelConfig& m_config;
   const ModelWeights& m_weights;
+  ForwardPlan m_plan;
   int m_num_threads;
   bool m_is_batch_invariant = false;
   int64_t m_max_batch;
@@ -71,7 +77,8 @@ class CpuForward {
   std::vector<float> m_proj;     // block output before the residual add [n_embd]
   std::vector<float> m_gate, m_up;  // [n_ff]
   std::vector<float> m_final;    // normalised hidden states of the rows that sample [n_embd]
-  // The attention record's per-sequence spans (reused, so profiling allocates nothing per step).
+  // The attention record's per-sequence spans, filled while profiling (reused, so profiling
+  // allocates nothing per step).
   std::vector<op_costs::AttentionSpan> m_spans;
   // The matmuls' 8-bit activations (matmul_scratch_bytes for the widest input, max_batch rows),
   // so the token path allocates nothing.

@@ -1,5 +1,5 @@
 // CpuForwardBackend: the host KV pool and CpuForward behind the ForwardBackend interface.
-#include "runtime/cpu_forward_backend.h"
+#include "backend/cpu/cpu_forward_backend.h"
 
 #include "iwb/engine/backend/device_info.h"
 
@@ -16,6 +16,7 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(const Model
   backend->m_geometry = geometry;
   backend->m_kv = std::move(*storage);
   backend->m_forward = std::make_unique<CpuForward>(config, weights, num_threads, max_batch);
+  IWB_RETURN_IF_ERROR(check_forward_plan(backend->m_forward->plan()));
   return backend;
 }
 

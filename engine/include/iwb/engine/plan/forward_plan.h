@@ -1,0 +1,131 @@
+// The one description of the transformer forward pass: the model config (and its weights'
+// stored types) yields a flat list of ops — norm, matmuls, RoPE, KV write, attention,
+// activation, residual add — that the CPU backend, the CUDA backend and the cost model all
+// walk. A new op or architecture is added here once; each backend only knows how to run an op.
+#pragma once
+
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/profile/kernel_record.h"
+#include "iwb/engine/profile/op_costs.h"
+#include "iwb/engine/status.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace iwb {
+
+// Stored types of one layer's matrices, and which biases it has.
+struct LayerWeightTypes {
+  GgmlType wq = GgmlType::F32, wk = GgmlType::F32, wv = GgmlType::F32, wo = GgmlType::F32;
+  GgmlType ffn_gate = GgmlType::F32, ffn_up = GgmlType::F32, ffn_down = GgmlType::F32;
+  bool has_bq = false, has_bk = false, has_bv = false, has_bo = false;
+};
+
+// The types a plan's records carry: what each backend stores (a device may convert a type it
+// has no kernel for), so a record names the bytes that really move.
+struct PlanWeightTypes {
+  GgmlType token_embd = GgmlType::F32;
+  GgmlType output = GgmlType::F32;      // the classifier (the embedding table's type when tied)
+  std::vector<LayerWeightTypes> layers;  // [num_layers]; empty: F32 and no biases everywhere
+};
+
+// The step's activations, each [rows x width]: the residual stream and the buffers between ops.
+// Final and Logits hold only the rows that sample.
+enum class PlanBuffer : uint8_t {
+  X,       // residual stream [n_embd]
+  Xn,      // normalised block input [n_embd]; the gathered rows that sample, before the output norm
+  Q,       // [q_width]
+  K,       // [k_width]
+  V,       // [v_width]
+  Attn,    // attention output [attention_output_width]
+  Proj,    // a block's output before the residual add [n_embd]
+  Gate,    // [n_ff]; the activation's output too
+  Up,      // [n_ff]
+  Final,   // normalised rows that sample [n_embd]
+  Logits,  // [vocab]
+};
+
+// Weight vectors an RMS norm multiplies by.
+enum class PlanNorm : uint8_t { AttnNorm, QNorm, KNorm, PostAttentionNorm, FfnNorm, PostFfwNorm, OutputNorm };
+
+// Weight matrices (their biases go with them).
+enum class PlanMatrix : uint8_t { Wq, Wk, Wv, Wo, FfnGate, FfnUp, FfnDown, Output };
+
+enum class PlanOpKind : uint8_t {
+  Embedding,        // X = token_embd[tokens] (* embedding_scale)
+  RmsNorm,          // output = rmsnorm(input) * norm, rows of `width` (per-head norms: heads per token rows)
+  Matmuls,          // products of one input: product.output = input . W^T (+ bias), 1 to 3 of them
+  Rope,             // Q and K rotated in place at the tokens' positions (one record each)
+  KvWrite,          // K and V into the paged cache at the step's slots
+  Attention,        // Attn = every sequence's queries over its own cached keys and values
+  GatedActivation,  // Gate = act(Gate) * Up
+  ResidualAdd,      // X += Proj
+  GatherRows,       // Xn = the rows of X that sample (a copy, not a kernel: no record)
+  Softcap,          // Logits = c * tanh(Logits / c)
+};
+
+struct PlanProduct {
+  const char* name = "";  // the record name: "attn_q", "ffn_down", "output"
+  PlanMatrix matrix = PlanMatrix::Wq;
+  PlanBuffer output = PlanBuffer::Q;
+  GgmlType type = GgmlType::F32;
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  bool has_bias = false;
+};
+
+struct PlanOp {
+  PlanOpKind kind = PlanOpKind::Embedding;
+  const char* name = "";  // record name of norms and residual adds
+  int32_t layer = -1;     // -1: before or after the layers
+  PlanBuffer input = PlanBuffer::X;
+  PlanBuffer output = PlanBuffer::X;
+  // RmsNorm: the weight, rows per token (1, num_heads or num_kv_heads) and the row width.
+  PlanNorm norm = PlanNorm::AttnNorm;
+  int64_t rows_per_token = 1;
+  int64_t width = 0;
+  // Matmuls.
+  std::array<PlanProduct, 3> products{};
+  int32_t num_products = 0;
+  OpKind matmul_kind = OpKind::Matmul;  // Logits for the classifier
+  // Rope and Attention: the layer's sliding window applies (its own RoPE base and scale).
+  bool is_sliding = false;
+
+  std::span<const PlanProduct> matmuls() const { return {products.data(), static_cast<size_t>(num_products)}; }
+};
+
+struct ForwardPlan {
+  ModelConfig config;
+  GgmlType token_embd_type = GgmlType::F32;
+  // Run once per forward pass over all of its tokens: the embedding, then every layer.
+  std::vector<PlanOp> body;
+  // Run over the rows that sample only: gather them, the output norm, the classifier, softcap.
+  std::vector<PlanOp> logits;
+};
+
+// The plan of `config`'s architecture. `types` names each matrix's type and biases (records
+// carry them); null: F32 and no biases (enough to count records).
+ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types = nullptr);
+
+// Checks the plan's wiring: every buffer is written before it is read, widths agree between
+// ops (a norm's rows, a matmul's in/out features and the buffers they read and write), and each
+// layer writes its keys and values before its attention reads the cache. An error names the op.
+Status check_forward_plan(const ForwardPlan& plan);
+
+// Kernel records one op makes: one per product of Matmuls, two for Rope (queries, keys),
+// none for GatherRows, else one.
+int num_op_records(const PlanOp& op);
+
+// The record of part `part` (< num_op_records) of `op` over `num_rows` token rows (the step's
+// tokens for body ops, the rows that sample for logits ops). Attention takes every sequence's
+// span of queries; other ops ignore `spans`. seconds = 0.
+KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int64_t num_rows,
+                       std::span<const op_costs::AttentionSpan> spans = {});
+
+// Records of a whole forward pass: body ops, then logits ops when num_logits_rows > 0.
+int64_t num_plan_records(const ForwardPlan& plan, bool has_logits);
+
+}  // namespace iwb

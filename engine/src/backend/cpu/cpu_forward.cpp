@@ -1,0 +1,279 @@
+// The CPU forward pass over one scheduler step: a walk over the model's ForwardPlan, each op
+// run with the CPU kernels (every sequence's tokens through each matmul together, attention
+// per sequence through block tables). While profiling, each kernel call is followed by its
+// record from the plan (op_record), the same record the cost model predicts.
+#include "backend/cpu/cpu_forward.h"
+
+#include "iwb/engine/profile/op_costs.h"
+#include "iwb/kernels/activations.h"
+#include "iwb/kernels/embedding.h"
+#include "iwb/kernels/matmul.h"
+#include "iwb/kernels/paged_attention.h"
+#include "iwb/kernels/rmsnorm.h"
+#include "iwb/kernels/rope.h"
+#include "plan/plan_weights.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+
+namespace iwb {
+namespace {
+
+Status kernel_failed(const std::string& what, int64_t layer) {
+  return make_error(ErrorCode::InvalidArgument,
+                    what + " refused its arguments" + (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
+}
+
+void add_in_place(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+const std::vector<float> kNoBias;
+
+}  // namespace
+
+CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch)
+    : m_config(config),
+      m_weights(weights),
+      m_num_threads(num_threads),
+      m_max_batch(std::max<int64_t>(1, max_batch)) {
+  const PlanWeightTypes types = plan::weight_types_of(weights);
+  m_plan = build_forward_plan(config, &types);
+  const auto n = static_cast<size_t>(m_max_batch);
+  m_x.resize(n * config.embedding_length);
+  m_xn.resize(n * config.embedding_length);
+  m_q.resize(n * config.q_width());
+  m_k.resize(n * config.k_width());
+  m_v.resize(n * config.v_width());
+  m_attn.resize(n * config.attention_output_width());
+  m_proj.resize(n * config.embedding_length);
+  m_gate.resize(n * config.feed_forward_length);
+  m_up.resize(n * config.feed_forward_length);
+  m_final.resize(n * config.embedding_length);
+  m_spans.reserve(n);
+  size_t matmul_scratch = 0;
+  auto need = [&](const WeightMatrix& w) {
+    matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
+  };
+  for (const LayerWeights& l : weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) need(*w);
+  }
+  need(weights.output);
+  m_matmul_scratch.resize(matmul_scratch);
+}
+
+uint64_t CpuForward::scratch_bytes() const {
+  const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() + m_proj.size() +
+                        m_gate.size() + m_up.size() + m_final.size();
+  return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size();
+}
+
+Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) const {
+  const auto n = static_cast<int64_t>(b.tokens.size());
+  if (n == 0) return make_error(ErrorCode::InvalidArgument, "nothing to run: no tokens");
+  if (n > m_max_batch) {
+    return make_error(ErrorCode::InvalidArgument, "a step of " + std::to_string(n) + " tokens exceeds the forward pass's " +
+                                                      std::to_string(m_max_batch) + "-token scratch");
+  }
+  if (b.positions.size() != b.tokens.size() || b.slot_mapping.size() != b.tokens.size() ||
+      b.token_sequences.size() != b.tokens.size() || b.logits_rows.size() > b.tokens.size()) {
+    return make_error(ErrorCode::InvalidArgument, "the step's token arrays differ in length");
+  }
+  if (kv.shape().num_layers != m_config.num_layers || kv.k_row() != m_config.k_width() ||
+      kv.v_row() != m_config.v_width()) {
+    return make_error(ErrorCode::InvalidArgument, "the KV cache was made for another model shape");
+  }
+  for (const int32_t row : b.logits_rows) {
+    if (row < 0 || row >= n) return make_error(ErrorCode::InvalidArgument, "a logits row is outside the step's tokens");
+  }
+  return {};
+}
+
+Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits) {
+  IWB_RETURN_IF_ERROR(check_batch(batch, kv));
+  const auto n = static_cast<int64_t>(batch.tokens.size());
+  if (m_recorder.is_active()) plan::attention_spans(batch, m_spans);
+  m_recorder.mark();
+  for (const PlanOp& op : m_plan.body) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, n, logits));
+  if (logits != nullptr && !batch.logits_rows.empty()) {
+    const auto rows = static_cast<int64_t>(batch.logits_rows.size());
+    for (const PlanOp& op : m_plan.logits) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, rows, logits));
+  }
+  return {};
+}
+
+float* CpuForward::buffer(PlanBuffer b, float* logits) {
+  switch (b) {
+    case PlanBuffer::X: return m_x.data();
+    case PlanBuffer::Xn: return m_xn.data();
+    case PlanBuffer::Q: return m_q.data();
+    case PlanBuffer::K: return m_k.data();
+    case PlanBuffer::V: return m_v.data();
+    case PlanBuffer::Attn: return m_attn.data();
+    case PlanBuffer::Proj: return m_proj.data();
+    case PlanBuffer::Gate: return m_gate.data();
+    case PlanBuffer::Up: return m_up.data();
+    case PlanBuffer::Final: return m_final.data();
+    case PlanBuffer::Logits: return logits;
+  }
+  return nullptr;
+}
+
+const std::vector<float>& CpuForward::norm_weight(const PlanOp& op) const {
+  if (op.norm == PlanNorm::OutputNorm) return m_weights.output_norm;
+  return plan::layer_norm(m_weights.layers[static_cast<size_t>(op.layer)], op.norm);
+}
+
+Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t n, float* logits) {
+  const ModelConfig& c = m_config;
+  const int64_t il = op.layer;
+  switch (op.kind) {
+    case PlanOpKind::Embedding: {
+      const int32_t* tokens = batch.tokens.data();
+      EmbeddingArgs embd{m_weights.token_embd.type, m_weights.token_embd.data, c.vocab_size, c.embedding_length,
+                         tokens, n, c.embedding_scale, m_x.data()};
+      if (!embedding_lookup(embd)) {
+        for (int64_t t = 0; t < n; ++t) {
+          if (tokens[t] < 0 || tokens[t] >= c.vocab_size) {
+            return make_error(ErrorCode::InvalidArgument, "token id " + std::to_string(tokens[t]) +
+                                                              " is outside the vocabulary (" +
+                                                              std::to_string(c.vocab_size) + " tokens)");
+          }
+        }
+        return kernel_failed("the embedding lookup", -1);
+      }
+      record(op, 0, n);
+      return {};
+    }
+    case PlanOpKind::RmsNorm:
+      if (!rmsnorm({buffer(op.input, logits), norm_weight(op).data(), buffer(op.output, logits), n * op.rows_per_token,
+                    op.width, c.rms_norm_eps})) {
+        return kernel_failed(std::string("the ") + op.name, il);
+      }
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::Matmuls: return run_matmuls(op, n, logits);
+    case PlanOpKind::Rope: {
+      const bool is_sliding = op.is_sliding;
+      RopeArgs args{m_q.data(), n, c.num_heads, c.head_dim_k, c.rope_num_rotated, batch.positions.data(),
+                    c.rope_layout, is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
+                    is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
+                    m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
+      if (!rope(args)) return kernel_failed("RoPE on queries", il);
+      record(op, 0, n);
+      args.data = m_k.data();
+      args.num_heads = c.num_kv_heads;
+      if (!rope(args)) return kernel_failed("RoPE on keys", il);
+      record(op, 1, n);
+      return {};
+    }
+    case PlanOpKind::KvWrite:
+      IWB_RETURN_IF_ERROR(kv.write(il, batch.slot_mapping, m_k.data(), m_v.data()));
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::Attention: return run_attention(op, batch, kv, n);
+    case PlanOpKind::GatedActivation:
+      if (!gated_activation({m_gate.data(), m_up.data(), m_gate.data(), n * c.feed_forward_length, c.ffn_activation,
+                             m_num_threads})) {
+        return kernel_failed("the FFN activation", il);
+      }
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::ResidualAdd:
+      add_in_place(m_x.data(), m_proj.data(), n * c.embedding_length);
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::GatherRows: {
+      // Only the rows that sample go through the classifier, gathered first (the copy is not a kernel).
+      const int64_t d = c.embedding_length;
+      for (int64_t r = 0; r < n; ++r) {
+        const float* hidden = m_x.data() + static_cast<int64_t>(batch.logits_rows[static_cast<size_t>(r)]) * d;
+        std::copy(hidden, hidden + d, m_xn.data() + r * d);
+      }
+      return {};
+    }
+    case PlanOpKind::Softcap: {
+      const float cap = c.final_logit_softcap;
+      for (int64_t i = 0; i < n * c.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+      record(op, 0, n);
+      return {};
+    }
+  }
+  return make_error(ErrorCode::InvalidArgument, "an op the CPU backend does not know");
+}
+
+Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
+  const int64_t il = op.layer;
+  const float* input = buffer(op.input, logits);
+  auto args_of = [&](const PlanProduct& p) {
+    const WeightMatrix& w = p.matrix == PlanMatrix::Output
+                                ? m_weights.output
+                                : plan::layer_matrix(m_weights.layers[static_cast<size_t>(il)], p.matrix);
+    const std::vector<float>& bias =
+        p.matrix == PlanMatrix::Output ? kNoBias : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
+    MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input, n,
+                    bias.empty() ? nullptr : bias.data(), buffer(p.output, logits), m_num_threads};
+    args.scratch = m_matmul_scratch.data();
+    args.scratch_bytes = m_matmul_scratch.size();
+    args.is_exact = m_is_batch_invariant;
+    return args;
+  };
+  // Products of one input in one kernel call (q/k/v, gate/up): the input is quantized once and
+  // the threads fork and join once, which decode feels (a few microseconds per parallel region,
+  // tens with OMP_WAIT_POLICY=passive, against ~30 us per matrix of a 1.5B model). Not while
+  // profiling (each matmul keeps its own record and time) or observing inputs.
+  if (op.num_products > 1 && !m_recorder.is_active() && m_observer == nullptr) {
+    std::array<MatmulArgs, 3> group;
+    for (int i = 0; i < op.num_products; ++i) group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)]);
+    if (!matmul_group({group.data(), static_cast<size_t>(op.num_products)})) {
+      std::string names;
+      for (const PlanProduct& p : op.matmuls()) names += (names.empty() ? "" : "/") + std::string(p.name);
+      return kernel_failed("the " + names + " matmuls", il);
+    }
+    return {};
+  }
+  for (int i = 0; i < op.num_products; ++i) {
+    const PlanProduct& p = op.products[static_cast<size_t>(i)];
+    const MatmulArgs args = args_of(p);
+    if (m_observer != nullptr) m_observer->observe_matmul_input(p.name, il, input, n, args.in_features);
+    if (!iwb::matmul(args)) return kernel_failed(std::string("the ") + p.name + " matmul", il);
+    record(op, i, n);
+  }
+  return {};
+}
+
+Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t n) {
+  const ModelConfig& c = m_config;
+  const int64_t il = op.layer;
+  // Every sequence's queries over its own keys and values, through its block table.
+  PagedAttentionArgs attn;
+  attn.q = m_q.data();
+  attn.k_cache = kv.k_data(il);
+  attn.v_cache = kv.v_data(il);
+  attn.num_blocks = kv.num_blocks();
+  attn.block_size = kv.block_size();
+  attn.block_tables = batch.block_tables.data();
+  attn.max_blocks_per_sequence = batch.max_blocks_per_sequence;
+  attn.sequence_lengths = batch.sequence_lengths.data();
+  attn.num_sequences = static_cast<int64_t>(batch.sequence_lengths.size());
+  attn.token_sequences = batch.token_sequences.data();
+  attn.positions = batch.positions.data();
+  attn.num_tokens = n;
+  attn.num_heads = c.num_heads;
+  attn.num_kv_heads = c.num_kv_heads;
+  attn.head_dim = c.head_dim_k;
+  attn.head_dim_v = c.head_dim_v;
+  attn.scale = c.attention_scale;
+  attn.sliding_window = op.is_sliding ? c.sliding_window : 0;
+  attn.softcap = c.attention_softcap;
+  attn.output = m_attn.data();
+  attn.num_threads = m_num_threads;
+  attn.kv_type = kv.type();
+  if (!paged_attention(attn)) return kernel_failed("paged attention", il);
+  record(op, 0, n);
+  return {};
+}
+
+}  // namespace iwb

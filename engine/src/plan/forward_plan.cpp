@@ -1,0 +1,151 @@
+// build_forward_plan: the order of the forward pass for every architecture we run. What
+// differs between them (biases, per-head q/k norms, post-norms, the activation, sliding
+// windows, logit soft-capping) is data in ModelConfig that switches ops on or off here.
+#include "iwb/engine/plan/forward_plan.h"
+
+namespace iwb {
+namespace {
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const ModelConfig& c, const PlanWeightTypes* types) : m_c(c), m_types(types) {}
+
+  void embedding(std::vector<PlanOp>& out) const {
+    PlanOp op;
+    op.kind = PlanOpKind::Embedding;
+    op.name = "token_embd";
+    op.output = PlanBuffer::X;
+    out.push_back(op);
+  }
+
+  void layer(int32_t il, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const LayerWeightTypes t = layer_types(il);
+    const int64_t d = c.embedding_length;
+    const bool is_sliding = static_cast<size_t>(il) < c.is_sliding_layer.size() && c.is_sliding_layer[il];
+
+    // Attention block.
+    out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    out.push_back(matmuls(il, PlanBuffer::Xn,
+                          {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.q_width(), t.has_bq),
+                           product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.k_width(), t.has_bk),
+                           product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.v_width(), t.has_bv)}));
+    if (c.has_qk_norm) {
+      // Per-head norms: every head of every token is one row of head_dim_k values.
+      out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, c.head_dim_k));
+      out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, c.num_kv_heads, c.head_dim_k));
+    }
+    PlanOp rope = simple(PlanOpKind::Rope, "rope", il);
+    rope.is_sliding = is_sliding;
+    out.push_back(rope);
+    out.push_back(simple(PlanOpKind::KvWrite, "kv_write", il));
+    PlanOp attention = simple(PlanOpKind::Attention, "attention", il);
+    attention.input = PlanBuffer::Q;
+    attention.output = PlanBuffer::Attn;
+    attention.is_sliding = is_sliding;
+    out.push_back(attention);
+    out.push_back(matmuls(il, PlanBuffer::Attn,
+                          {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_output_width(), d,
+                                   t.has_bo)}));
+    if (c.has_post_norms) {
+      out.push_back(
+          norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
+    }
+    out.push_back(simple(PlanOpKind::ResidualAdd, "attn_residual", il));
+
+    // Feed-forward block.
+    out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    const int64_t ff = c.feed_forward_length;
+    out.push_back(matmuls(il, PlanBuffer::Xn,
+                          {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
+                           product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
+    PlanOp act = simple(PlanOpKind::GatedActivation, "activation", il);
+    act.input = PlanBuffer::Gate;
+    act.output = PlanBuffer::Gate;
+    out.push_back(act);
+    out.push_back(matmuls(il, PlanBuffer::Gate,
+                          {product("ffn_down", PlanMatrix::FfnDown, PlanBuffer::Proj, t.ffn_down, ff, d, false)}));
+    if (c.has_post_norms) {
+      out.push_back(norm("post_ffw_norm", il, PlanNorm::PostFfwNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
+    }
+    out.push_back(simple(PlanOpKind::ResidualAdd, "ffn_residual", il));
+  }
+
+  void logits(std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const int64_t d = c.embedding_length;
+    PlanOp gather = simple(PlanOpKind::GatherRows, "gather_rows", -1);
+    gather.input = PlanBuffer::X;
+    gather.output = PlanBuffer::Xn;
+    out.push_back(gather);
+    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Xn, PlanBuffer::Final, 1, d));
+    const GgmlType output_type = m_types != nullptr ? m_types->output : GgmlType::F32;
+    PlanOp classifier = matmuls(
+        -1, PlanBuffer::Final,
+        {product("output", PlanMatrix::Output, PlanBuffer::Logits, output_type, d, c.vocab_size, false)});
+    classifier.matmul_kind = OpKind::Logits;
+    out.push_back(classifier);
+    if (c.final_logit_softcap > 0.0f) {
+      PlanOp softcap = simple(PlanOpKind::Softcap, "logit_softcap", -1);
+      softcap.input = PlanBuffer::Logits;
+      softcap.output = PlanBuffer::Logits;
+      out.push_back(softcap);
+    }
+  }
+
+ private:
+  LayerWeightTypes layer_types(int32_t il) const {
+    if (m_types == nullptr || static_cast<size_t>(il) >= m_types->layers.size()) return {};
+    return m_types->layers[static_cast<size_t>(il)];
+  }
+
+  static PlanOp simple(PlanOpKind kind, const char* name, int32_t layer) {
+    PlanOp op;
+    op.kind = kind;
+    op.name = name;
+    op.layer = layer;
+    return op;
+  }
+
+  static PlanOp norm(const char* name, int32_t layer, PlanNorm weight, PlanBuffer in, PlanBuffer out,
+                     int64_t rows_per_token, int64_t width) {
+    PlanOp op = simple(PlanOpKind::RmsNorm, name, layer);
+    op.norm = weight;
+    op.input = in;
+    op.output = out;
+    op.rows_per_token = rows_per_token;
+    op.width = width;
+    return op;
+  }
+
+  static PlanProduct product(const char* name, PlanMatrix matrix, PlanBuffer output, GgmlType type, int64_t in,
+                             int64_t out, bool has_bias) {
+    return PlanProduct{name, matrix, output, type, in, out, has_bias};
+  }
+
+  static PlanOp matmuls(int32_t layer, PlanBuffer input, std::initializer_list<PlanProduct> products) {
+    PlanOp op = simple(PlanOpKind::Matmuls, products.begin()->name, layer);
+    op.input = input;
+    for (const PlanProduct& p : products) op.products[static_cast<size_t>(op.num_products++)] = p;
+    op.output = op.products[0].output;
+    return op;
+  }
+
+  const ModelConfig& m_c;
+  const PlanWeightTypes* m_types;
+};
+
+}  // namespace
+
+ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types) {
+  ForwardPlan plan;
+  plan.config = config;
+  if (types != nullptr) plan.token_embd_type = types->token_embd;
+  PlanBuilder b(config, types);
+  b.embedding(plan.body);
+  for (int64_t il = 0; il < config.num_layers; ++il) b.layer(static_cast<int32_t>(il), plan.body);
+  b.logits(plan.logits);
+  return plan;
+}
+
+}  // namespace iwb

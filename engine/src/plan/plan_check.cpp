@@ -1,0 +1,125 @@
+// check_forward_plan: the plan's data flow and widths, so a new architecture's plan that reads
+// an unwritten buffer or feeds a matmul the wrong width fails at load with the op's name.
+#include "iwb/engine/plan/forward_plan.h"
+
+#include <array>
+#include <string>
+
+namespace iwb {
+namespace {
+
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::Logits) + 1;
+
+int64_t width_of(const ModelConfig& c, PlanBuffer b) {
+  switch (b) {
+    case PlanBuffer::X:
+    case PlanBuffer::Xn:
+    case PlanBuffer::Proj:
+    case PlanBuffer::Final: return c.embedding_length;
+    case PlanBuffer::Q: return c.q_width();
+    case PlanBuffer::K: return c.k_width();
+    case PlanBuffer::V: return c.v_width();
+    case PlanBuffer::Attn: return c.attention_output_width();
+    case PlanBuffer::Gate:
+    case PlanBuffer::Up: return c.feed_forward_length;
+    case PlanBuffer::Logits: return c.vocab_size;
+  }
+  return 0;
+}
+
+class FlowCheck {
+ public:
+  explicit FlowCheck(const ModelConfig& c) : m_c(c) {}
+
+  Status op(const PlanOp& op) {
+    switch (op.kind) {
+      case PlanOpKind::Embedding: return write(op, PlanBuffer::X);
+      case PlanOpKind::RmsNorm:
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        if (op.width * op.rows_per_token != width_of(m_c, op.input) ||
+            width_of(m_c, op.input) != width_of(m_c, op.output)) {
+          return fail(op, "normalises rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
+                              " values of a buffer " + std::to_string(width_of(m_c, op.input)) + " wide");
+        }
+        return write(op, op.output);
+      case PlanOpKind::Matmuls:
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        if (op.num_products < 1 || op.num_products > static_cast<int32_t>(op.products.size())) {
+          return fail(op, "has " + std::to_string(op.num_products) + " products");
+        }
+        for (const PlanProduct& p : op.matmuls()) {
+          if (p.in_features != width_of(m_c, op.input) || p.out_features != width_of(m_c, p.output)) {
+            return fail(op, std::string(p.name) + " maps " + std::to_string(p.in_features) + " -> " +
+                                std::to_string(p.out_features) + " between buffers of " +
+                                std::to_string(width_of(m_c, op.input)) + " and " +
+                                std::to_string(width_of(m_c, p.output)));
+          }
+          IWB_RETURN_IF_ERROR(write(op, p.output));
+        }
+        return {};
+      case PlanOpKind::Rope:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
+        return read(op, PlanBuffer::K);
+      case PlanOpKind::KvWrite:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::K));
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::V));
+        m_kv_layer = op.layer;
+        return {};
+      case PlanOpKind::Attention:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
+        if (m_kv_layer != op.layer) return fail(op, "reads the cache before its layer wrote its keys and values");
+        return write(op, PlanBuffer::Attn);
+      case PlanOpKind::GatedActivation:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Gate));
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Up));
+        return write(op, PlanBuffer::Gate);
+      case PlanOpKind::ResidualAdd:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
+        return read(op, PlanBuffer::Proj);
+      case PlanOpKind::GatherRows:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
+        return write(op, PlanBuffer::Xn);
+      case PlanOpKind::Softcap: return read(op, PlanBuffer::Logits);
+    }
+    return fail(op, "is of an unknown kind");
+  }
+
+ private:
+  static Status fail(const PlanOp& op, const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, std::string("forward plan: ") + op.name +
+                                                      (op.layer >= 0 ? " of layer " + std::to_string(op.layer) : "") +
+                                                      " " + why);
+  }
+  Status read(const PlanOp& op, PlanBuffer b) {
+    if (!m_written[static_cast<size_t>(b)]) return fail(op, "reads a buffer nothing wrote before it");
+    return {};
+  }
+  Status write(const PlanOp&, PlanBuffer b) {
+    m_written[static_cast<size_t>(b)] = true;
+    return {};
+  }
+
+  const ModelConfig& m_c;
+  std::array<bool, kNumBuffers> m_written{};
+  int32_t m_kv_layer = -2;
+};
+
+}  // namespace
+
+Status check_forward_plan(const ForwardPlan& plan) {
+  FlowCheck flow(plan.config);
+  if (plan.body.empty() || plan.body.front().kind != PlanOpKind::Embedding) {
+    return make_error(ErrorCode::InvalidArgument, "forward plan: the pass must start with the embedding");
+  }
+  for (const PlanOp& op : plan.body) IWB_RETURN_IF_ERROR(flow.op(op));
+  // The logits ops run after the body, over the rows that sample.
+  for (const PlanOp& op : plan.logits) IWB_RETURN_IF_ERROR(flow.op(op));
+  bool has_classifier = false;
+  for (const PlanOp& op : plan.logits) {
+    for (const PlanProduct& p : op.matmuls()) has_classifier = has_classifier || p.output == PlanBuffer::Logits;
+  }
+  if (!has_classifier) return make_error(ErrorCode::InvalidArgument, "forward plan: nothing writes the logits");
+  return {};
+}
+
+}  // namespace iwb

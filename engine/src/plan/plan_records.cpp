@@ -1,0 +1,55 @@
+// The kernel records of a plan's ops (op_costs.h's formulas from the op's own shapes): the
+// profiler's records on every backend and the cost model's predictions come from here.
+#include "iwb/engine/plan/forward_plan.h"
+
+namespace iwb {
+
+int num_op_records(const PlanOp& op) {
+  switch (op.kind) {
+    case PlanOpKind::Matmuls: return op.num_products;
+    case PlanOpKind::Rope: return 2;
+    case PlanOpKind::GatherRows: return 0;
+    default: return 1;
+  }
+}
+
+KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int64_t num_rows,
+                       std::span<const op_costs::AttentionSpan> spans) {
+  const ModelConfig& c = plan.config;
+  const int layer = op.layer;
+  switch (op.kind) {
+    case PlanOpKind::Embedding:
+      return op_costs::embedding(plan.token_embd_type, num_rows, c.embedding_length, c.embedding_scale != 1.0f);
+    case PlanOpKind::RmsNorm:
+      return op_costs::rmsnorm(op.name, layer, num_rows * op.rows_per_token, op.width, num_rows, true);
+    case PlanOpKind::Matmuls: {
+      const PlanProduct& p = op.products[static_cast<size_t>(part)];
+      return op_costs::matmul(op.matmul_kind, p.name, layer, p.type, p.in_features, p.out_features, num_rows,
+                              p.has_bias);
+    }
+    case PlanOpKind::Rope:
+      return part == 0 ? op_costs::rope("rope_q", layer, num_rows, c.num_heads, c.head_dim_k, c.rope_num_rotated)
+                       : op_costs::rope("rope_k", layer, num_rows, c.num_kv_heads, c.head_dim_k, c.rope_num_rotated);
+    case PlanOpKind::KvWrite: return op_costs::kv_write(layer, num_rows, c.num_kv_heads, c.head_dim_k, c.head_dim_v);
+    case PlanOpKind::Attention:
+      return op_costs::batched_attention(layer, spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
+                                         op.is_sliding ? c.sliding_window : 0);
+    case PlanOpKind::GatedActivation:
+      return op_costs::activation(layer, num_rows, c.feed_forward_length, c.ffn_activation);
+    case PlanOpKind::ResidualAdd: return op_costs::add(op.name, layer, num_rows, c.embedding_length);
+    case PlanOpKind::Softcap: return op_costs::softcap(c.vocab_size, num_rows);
+    case PlanOpKind::GatherRows: break;
+  }
+  return {};
+}
+
+int64_t num_plan_records(const ForwardPlan& plan, bool has_logits) {
+  int64_t n = 0;
+  for (const PlanOp& op : plan.body) n += num_op_records(op);
+  if (has_logits) {
+    for (const PlanOp& op : plan.logits) n += num_op_records(op);
+  }
+  return n;
+}
+
+}  // namespace iwb

@@ -1,0 +1,94 @@
+// A plan op's weights looked up in a backend's own weight structs (host LayerWeights, the CUDA
+// DeviceLayer): both name their members alike, so one lookup serves every backend.
+#pragma once
+
+#include "iwb/engine/plan/forward_plan.h"
+
+#include <vector>
+
+namespace iwb::plan {
+
+// The layer's matrix `m` (PlanMatrix::Output lives in the model, not a layer: the caller's).
+template <class Layer>
+auto& layer_matrix(Layer& l, PlanMatrix m) {
+  switch (m) {
+    case PlanMatrix::Wq: return l.wq;
+    case PlanMatrix::Wk: return l.wk;
+    case PlanMatrix::Wv: return l.wv;
+    case PlanMatrix::Wo: return l.wo;
+    case PlanMatrix::FfnGate: return l.ffn_gate;
+    case PlanMatrix::FfnUp: return l.ffn_up;
+    case PlanMatrix::FfnDown: break;
+    case PlanMatrix::Output: break;
+  }
+  return l.ffn_down;
+}
+
+// The bias that goes with the layer's matrix `m`, or `none` for matrices without one.
+template <class Layer, class Bias>
+const Bias& layer_bias(Layer& l, PlanMatrix m, const Bias& none) {
+  switch (m) {
+    case PlanMatrix::Wq: return l.bq;
+    case PlanMatrix::Wk: return l.bk;
+    case PlanMatrix::Wv: return l.bv;
+    case PlanMatrix::Wo: return l.bo;
+    default: return none;
+  }
+}
+
+// The layer's norm weight `n` (PlanNorm::OutputNorm is the model's: the caller's).
+template <class Layer>
+auto& layer_norm(Layer& l, PlanNorm n) {
+  switch (n) {
+    case PlanNorm::AttnNorm: return l.attn_norm;
+    case PlanNorm::QNorm: return l.q_norm;
+    case PlanNorm::KNorm: return l.k_norm;
+    case PlanNorm::PostAttentionNorm: return l.post_attention_norm;
+    case PlanNorm::FfnNorm: return l.ffn_norm;
+    case PlanNorm::PostFfwNorm: break;
+    case PlanNorm::OutputNorm: break;
+  }
+  return l.post_ffw_norm;
+}
+
+inline bool is_present(const std::vector<float>& v) { return !v.empty(); }
+inline bool is_present(const float* p) { return p != nullptr; }
+
+// The types and biases of a backend's weights (ModelWeights, DeviceWeights), for its plan.
+template <class Weights>
+PlanWeightTypes weight_types_of(const Weights& w) {
+  PlanWeightTypes t;
+  t.token_embd = w.token_embd.type;
+  t.output = w.output.type;
+  t.layers.reserve(w.layers.size());
+  for (const auto& l : w.layers) {
+    LayerWeightTypes lt;
+    lt.wq = l.wq.type;
+    lt.wk = l.wk.type;
+    lt.wv = l.wv.type;
+    lt.wo = l.wo.type;
+    lt.ffn_gate = l.ffn_gate.type;
+    lt.ffn_up = l.ffn_up.type;
+    lt.ffn_down = l.ffn_down.type;
+    lt.has_bq = is_present(l.bq);
+    lt.has_bk = is_present(l.bk);
+    lt.has_bv = is_present(l.bv);
+    lt.has_bo = is_present(l.bo);
+    t.layers.push_back(lt);
+  }
+  return t;
+}
+
+// Each sequence's span of queries in a step whose tokens of a sequence are contiguous and at
+// consecutive positions (the attention record's shape).
+template <class Batch>
+void attention_spans(const Batch& b, std::vector<op_costs::AttentionSpan>& spans) {
+  spans.clear();
+  const size_t n = b.token_sequences.size();
+  for (size_t t = 0; t < n; ++t) {
+    if (t == 0 || b.token_sequences[t] != b.token_sequences[t - 1]) spans.push_back({0, b.positions[t]});
+    ++spans.back().num_tokens;
+  }
+}
+
+}  // namespace iwb::plan
