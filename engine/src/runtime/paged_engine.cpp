@@ -148,6 +148,7 @@ Status PagedEngine::set_up_scheduler(const EngineOptions& o) {
   m_scheduler = std::make_unique<Scheduler>(std::move(*scheduler));
   // A sequence can never outgrow the pool: past it, it ends as if its context were full.
   m_max_sequence_length = std::min(m_context_length, m_kv.num_slots());
+  m_speculation = SpeculationControl(m_config.vocab_size, m_max_sequence_length);
   return {};
 }
 
@@ -177,29 +178,12 @@ Result<RequestId> PagedEngine::add_request(GenerationRequest request) {
                                                         std::to_string(m_config.vocab_size) + " tokens)");
     }
   }
-  std::lock_guard lock(m_mutex);
-  const RequestId id = m_next_id++;
-  m_queue.push_back({id, std::move(request), Clock::now()});
-  return id;
+  return m_inbox.add(std::move(request));
 }
 
-void PagedEngine::abort_request(RequestId id) {
-  std::lock_guard lock(m_mutex);
-  for (auto it = m_queue.begin(); it != m_queue.end(); ++it) {
-    if (it->id == id) {
-      RequestState never_run(id, std::move(it->params), it->submitted, m_tokenizer);
-      m_aborted_while_queued.push_back(never_run.finished(FinishReason::Aborted));
-      m_queue.erase(it);
-      return;
-    }
-  }
-  if (m_active.count(id) != 0) m_abort_requests.insert(id);  // honoured by the next step()
-}
+void PagedEngine::abort_request(RequestId id) { m_inbox.abort(id); }
 
-bool PagedEngine::has_unfinished_requests() const {
-  std::lock_guard lock(m_mutex);
-  return !m_active.empty() || !m_queue.empty() || !m_aborted_while_queued.empty();
-}
+bool PagedEngine::has_unfinished_requests() const { return m_inbox.has_unfinished(); }
 
 EngineKvSnapshot PagedEngine::kv_snapshot() const {
   EngineKvSnapshot snap;
@@ -240,7 +224,7 @@ MemoryReport PagedEngine::memory_report() const {
   m.kv_positions_cached = st.num_cached_blocks * st.block_size;
   m.scratch_bytes = m_logits.capacity() * sizeof(float);
   m_backend->fill_memory_report(&m);  // its scratch, and a device's allocations
-  m.drafter_bytes = m_drafter ? m_drafter->num_bytes() : 0;
+  m.drafter_bytes = m_speculation.drafter_bytes();
   return m;
 }
 

@@ -14,7 +14,9 @@
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
 #include "backend/forward_backend.h"
+#include "runtime/request_inbox.h"
 #include "runtime/request_state.h"
+#include "runtime/speculation_control.h"
 
 #include <atomic>
 #include <chrono>
@@ -53,7 +55,7 @@ class PagedEngine final : public Engine {
   // paged_engine_spec.cpp
   Status set_speculation(const spec::SpeculativeConfig& config) override;
   Status set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) override;
-  const spec::SpeculativeConfig& speculation() const override { return m_spec; }
+  const spec::SpeculativeConfig& speculation() const override { return m_speculation.config(); }
   // paged_engine_logits.cpp
   Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
                               const LogitsSink& sink) override;
@@ -61,12 +63,6 @@ class PagedEngine final : public Engine {
 
  private:
   using Clock = std::chrono::steady_clock;
-
-  struct Queued {
-    RequestId id;
-    GenerationRequest params;
-    Clock::time_point submitted;
-  };
 
   PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
   // The backend on the chosen device, its KV pool sized by the options, and the scheduler over it.
@@ -92,13 +88,6 @@ class PagedEngine final : public Engine {
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
   // or about to be, by on_step_done).
   void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
-  // Speculation (paged_engine_spec.cpp): drafts for the sequences about to decode, handed to the
-  // scheduler; then, after the pass, the target's verdict on one sequence's draft (its logits
-  // rows start at first_row): the emitted tokens, the stats, and its output for the scheduler.
-  void propose_drafts(StepResult* result);
-  int32_t draft_length(RequestState& request, const Sequence& sequence) const;
-  void verify_draft(const ScheduledSequence& entry, size_t first_row, double verify_seconds, StepResult* result,
-                    SequenceOutput* output, std::optional<FinishReason>* finish);
 
   std::unique_ptr<gguf::GgufFile> m_file;
   tokenizer::Tokenizer m_tokenizer;
@@ -115,22 +104,13 @@ class PagedEngine final : public Engine {
   std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
   std::vector<int32_t> m_greedy_tokens;  // [rows] of the last pass, when greedy_on_device
 
-  spec::SpeculativeConfig m_spec;
-  std::unique_ptr<spec::Drafter> m_drafter;
-  std::unordered_map<SequenceId, spec::Draft> m_drafts;  // this step's drafts (their distributions)
-  double m_plain_step_seconds = 0;  // running mean of decode steps without drafts (adaptive K)
-
   // Touched only by step() and logits_for() (one thread).
-  std::unordered_map<RequestId, std::unique_ptr<RequestState>> m_requests;
+  RequestStates m_requests;
+  SpeculationControl m_speculation{0, 0};  // limits set once the model and pool are known
   uint64_t m_num_steps = 0;
   std::atomic<bool> m_is_profiling{false};
 
-  mutable std::mutex m_mutex;  // guards the members below (any thread)
-  std::deque<Queued> m_queue;  // added, not yet handed to the scheduler
-  std::set<RequestId> m_active;  // handed to the scheduler, not finished
-  std::set<RequestId> m_abort_requests;
-  std::vector<RequestFinished> m_aborted_while_queued;
-  RequestId m_next_id = 1;     // 0 is logits_for's temporary sequence
+  RequestInbox m_inbox{m_tokenizer};  // requests and aborts from any thread
 };
 
 }  // namespace iwb

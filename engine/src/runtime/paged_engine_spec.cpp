@@ -1,12 +1,6 @@
-// PagedEngine's speculative decoding: choosing the drafter, drafting for the sequences about to
-// decode (before the scheduler plans the step), and verifying each draft against the target's
-// logits of the same forward pass. Greedy requests accept a guess while it equals the target's
-// own choice (so the output is token for token what plain decoding gives); sampling requests
-// use the rejection rule of acceptance.h, so their tokens follow the target's distribution.
-#include "iwb/engine/spec/acceptance.h"
+// PagedEngine's choice of drafter (a draft model or the requantized target, on the target's
+// device; or prompt lookup). Drafting and verification are SpeculationControl's.
 #include "runtime/paged_engine.h"
-
-#include <algorithm>
 
 namespace iwb {
 
@@ -43,128 +37,7 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
 }
 
 Status PagedEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
-  if (drafter != nullptr && (config.num_draft_tokens < 1 || config.num_draft_tokens > spec::kMaxDraftTokens)) {
-    return make_error(ErrorCode::InvalidArgument, "the number of draft tokens must be 1 to " +
-                                                      std::to_string(spec::kMaxDraftTokens) + ", not " +
-                                                      std::to_string(config.num_draft_tokens));
-  }
-  m_drafter = std::move(drafter);
-  m_spec = m_drafter ? config : spec::SpeculativeConfig{};
-  m_drafts.clear();
-  for (auto& [id, request] : m_requests) request->set_adaptive_draft_tokens(0);
-  return {};
-}
-
-int32_t PagedEngine::draft_length(RequestState& r, const Sequence& seq) const {
-  const GenerationRequest& p = r.params();
-  int32_t k = p.num_draft_tokens < 0 ? m_spec.num_draft_tokens : std::min(p.num_draft_tokens, spec::kMaxDraftTokens);
-  if (k <= 0) return 0;
-  if (m_spec.is_adaptive) {
-    if (r.adaptive_draft_tokens() == 0) r.set_adaptive_draft_tokens(k);
-    k = std::clamp(r.adaptive_draft_tokens(), 1, k);
-  }
-  // No guesses past the token limit (the step emits at most K + 1) or the context (the guesses
-  // run at positions n .. n + K - 1 for a sequence of n tokens).
-  if (p.max_new_tokens > 0) k = std::min(k, p.max_new_tokens - r.num_generated() - 1);
-  k = static_cast<int32_t>(std::min<int64_t>(k, m_max_sequence_length - seq.num_tokens()));
-  return std::max(k, 0);
-}
-
-void PagedEngine::propose_drafts(StepResult* result) {
-  m_drafts.clear();
-  std::vector<spec::DraftRequest> requests;
-  for (const SequenceId id : m_scheduler->running()) {
-    if (!m_scheduler->is_waiting_to_decode(id)) continue;
-    const Sequence* seq = m_scheduler->find(id);
-    const auto it = m_requests.find(seq->request);
-    if (it == m_requests.end()) continue;
-    const int32_t k = draft_length(*it->second, *seq);
-    if (k <= 0) continue;
-    requests.push_back({id, seq->tokens, k, it->second->params().sampling});
-  }
-  if (requests.empty()) return;
-  const Clock::time_point start = Clock::now();
-  Result<std::vector<spec::Draft>> drafts = m_drafter->draft(requests);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result->stats.speculation.draft_seconds = seconds;
-  if (!drafts) {
-    // Appended piecewise: GCC 12 warns (wrongly, -Wrestrict) on the chained operator+.
-    std::string& message = result->stats.speculation_error;
-    message = m_drafter->name();
-    message.append(": ").append(drafts.error_message());
-    return;
-  }
-  for (size_t i = 0; i < requests.size() && i < drafts->size(); ++i) {
-    spec::Draft& d = (*drafts)[i];
-    // Guesses beyond K or outside the vocabulary are cut (the draft stops at the first bad one).
-    size_t keep = std::min(d.tokens.size(), static_cast<size_t>(requests[i].num_draft_tokens));
-    for (size_t j = 0; j < keep; ++j) {
-      if (d.tokens[j] < 0 || d.tokens[j] >= m_config.vocab_size) keep = j;
-    }
-    d.tokens.resize(keep);
-    if (d.probabilities.size() > keep) d.probabilities.resize(keep);
-    const SequenceId id = requests[i].key;
-    RequestState& r = *m_requests.at(m_scheduler->find(id)->request);
-    r.speculation().draft_seconds += seconds;
-    if (keep == 0 || !m_scheduler->set_draft(id, d.tokens)) continue;
-    m_drafts[id] = std::move(d);
-  }
-}
-
-void PagedEngine::verify_draft(const ScheduledSequence& e, size_t first_row, double verify_seconds, StepResult* result,
-                             SequenceOutput* output, std::optional<FinishReason>* finish) {
-  const auto vocab = static_cast<size_t>(m_config.vocab_size);
-  const auto k = static_cast<size_t>(e.num_draft_tokens);
-  const std::span<const int32_t> guesses(e.tokens.data() + e.tokens.size() - k, k);
-  const auto found = m_drafts.find(e.sequence);
-  const spec::Draft* draft = found != m_drafts.end() ? &found->second : nullptr;
-  RequestState& r = *m_requests.at(e.request);
-  const bool is_greedy = r.params().sampling.is_greedy();
-
-  int32_t num_accepted = 0, num_emitted = 0, token = -1;
-  for (size_t j = 0; j <= k; ++j) {
-    const std::span<const float> logits(m_logits.data() + (first_row + j) * vocab, vocab);
-    bool is_accepted = false;
-    if (j == k) {
-      token = r.sample(logits);  // every guess accepted: the target's own next token comes free
-    } else if (is_greedy) {
-      token = r.sample(logits);  // the target's choice, penalties included, as plain decoding makes it
-      is_accepted = token == guesses[j];
-    } else {
-      const std::vector<TokenProb> target = r.candidates(logits);
-      const spec::SparseDistribution drafted =
-          draft != nullptr && j < draft->probabilities.size() ? spec::SparseDistribution(draft->probabilities[j])
-                                                              : spec::SparseDistribution();
-      is_accepted = spec::accept_draft_token(target, drafted, guesses[j], r.uniform());
-      token = is_accepted ? guesses[j] : spec::sample_residual(target, drafted, guesses[j], r.uniform());
-    }
-    // The token runs at position num_context_tokens + 1 + j.
-    const bool is_context_full = e.num_context_tokens + 1 + static_cast<int64_t>(j) >= m_max_sequence_length;
-    RequestState::Accepted accepted = r.accept(token, is_context_full, m_tokenizer);
-    accepted.event.is_draft = is_accepted;
-    result->tokens.push_back(std::move(accepted.event));
-    ++num_emitted;
-    num_accepted += is_accepted ? 1 : 0;
-    if (accepted.finish) {
-      *finish = accepted.finish;
-      break;
-    }
-    if (!is_accepted) break;
-  }
-  spec::SpeculationStats step;
-  step.record(static_cast<int32_t>(k), num_accepted, num_emitted);
-  step.verify_seconds = verify_seconds;
-  result->stats.speculation.record(static_cast<int32_t>(k), num_accepted, num_emitted);
-  r.speculation().add(step);
-  if (m_spec.is_adaptive) {
-    // K follows the request's measured acceptance and costs (at least 1, to keep measuring).
-    const spec::SpeculationStats& s = r.speculation();
-    const spec::SpeculationCosts costs = spec::measured_costs(s, m_plain_step_seconds);
-    const int32_t max_k = r.params().num_draft_tokens > 0 ? r.params().num_draft_tokens : m_spec.num_draft_tokens;
-    const spec::DraftLengthSuggestion best = spec::suggest_draft_length(s.acceptance_rate(), costs, max_k);
-    r.set_adaptive_draft_tokens(std::max(1, best.num_draft_tokens));
-  }
-  *output = SequenceOutput{e.sequence, token, finish->has_value(), num_accepted};
+  return m_speculation.set(std::move(drafter), config, m_requests);
 }
 
 }  // namespace iwb

@@ -14,7 +14,7 @@ Result<StepResult> PagedEngine::step() {
   StepResult result;
   take_new_and_aborted(&result);
   result.profile.step_index = m_num_steps;
-  if (m_drafter) propose_drafts(&result);  // guesses for the sequences about to decode
+  if (m_speculation.is_on()) m_speculation.propose(*m_scheduler, m_requests, &result);  // guesses for the sequences about to decode
 
   const ScheduledStep plan = m_scheduler->schedule();
   result.stats.num_preemptions = static_cast<int32_t>(plan.preempted.size());
@@ -46,7 +46,7 @@ Result<StepResult> PagedEngine::step() {
       result.stats.speculation.verify_seconds = forward_seconds;
     } else if (batch.num_prefill_tokens == 0) {
       // Plain decode steps: the baseline adaptive K weighs the verification cost against.
-      m_plain_step_seconds = m_plain_step_seconds > 0 ? 0.8 * m_plain_step_seconds + 0.2 * forward_seconds : forward_seconds;
+      m_speculation.note_plain_step(forward_seconds);
     }
     if (Status s = forward_status; !s) {
       // The batch's new slots may be half written: its sequences end, and their blocks (never
@@ -58,7 +58,7 @@ Result<StepResult> PagedEngine::step() {
     } else {
       IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result, is_greedy_on_device ? m_greedy_tokens.data() : nullptr));
     }
-    m_drafts.clear();
+    m_speculation.end_step();
     result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);
     result.stats.num_sequences = static_cast<int32_t>(batch.sequences.size());
   }
@@ -72,18 +72,9 @@ Result<StepResult> PagedEngine::step() {
 }
 
 void PagedEngine::take_new_and_aborted(StepResult* result) {
-  std::deque<Queued> queued;
-  std::set<RequestId> aborts;
-  {
-    std::lock_guard lock(m_mutex);
-    result->finished = std::move(m_aborted_while_queued);
-    m_aborted_while_queued.clear();
-    queued.swap(m_queue);
-    aborts.swap(m_abort_requests);
-    // Active from here on, so has_unfinished_requests() never sees a gap.
-    for (const Queued& q : queued) m_active.insert(q.id);
-  }
-  for (Queued& q : queued) {
+  RequestInbox::Taken taken = m_inbox.take();
+  result->finished = std::move(taken.aborted_early);
+  for (RequestInbox::Queued& q : taken.queued) {
     auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer);
     Result<SequenceId> sequence = m_scheduler->add_sequence(q.id, state->params().prompt_tokens);
     m_requests.emplace(q.id, std::move(state));
@@ -93,7 +84,7 @@ void PagedEngine::take_new_and_aborted(StepResult* result) {
     }
     m_requests.at(q.id)->set_sequence(*sequence);
   }
-  for (const RequestId id : aborts) {
+  for (const RequestId id : taken.aborts) {
     const auto it = m_requests.find(id);
     if (it == m_requests.end()) continue;  // finished meanwhile
     (void)m_scheduler->abort(it->second->sequence());
@@ -157,7 +148,9 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
       const size_t num_before = result->tokens.size();
       SequenceOutput output;
       std::optional<FinishReason> finish;
-      verify_draft(e, i, result->stats.speculation.verify_seconds, result, &output, &finish);
+      const std::span<const float> rows(m_logits.data() + i * vocab, (static_cast<size_t>(e.num_draft_tokens) + 1) * vocab);
+      m_speculation.verify(e, rows, *m_requests.at(e.request), m_tokenizer, result->stats.speculation.verify_seconds,
+                           result, &output, &finish);
       num_tokens += static_cast<int32_t>(result->tokens.size() - num_before);
       outputs.push_back(output);
       if (finish) finishing.emplace_back(e.request, *finish);
@@ -186,12 +179,10 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
 void PagedEngine::finish(RequestId id, FinishReason reason, std::string error, StepResult* result) {
   const auto it = m_requests.find(id);
   if (it == m_requests.end()) return;
-  if (m_drafter) m_drafter->release(it->second->sequence());
+  m_speculation.release(it->second->sequence());
   result->finished.push_back(it->second->finished(reason, std::move(error)));
   m_requests.erase(it);
-  std::lock_guard lock(m_mutex);
-  m_active.erase(id);
-  m_abort_requests.erase(id);
+  m_inbox.mark_finished(id);
 }
 
 }  // namespace iwb
