@@ -70,49 +70,48 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   return {};
 }
 
-Status apply_architecture(const KeyReader& keys, ModelConfig* c) {
-  switch (c->architecture) {
-    case ModelArchitecture::Llama:
-      c->rope_layout = RopeLayout::Normal;
-      break;
-    case ModelArchitecture::Qwen2:
-      c->rope_layout = RopeLayout::NeoX;
-      c->requires_qkv_bias = true;
-      break;
-    case ModelArchitecture::Gemma3: {
-      c->rope_layout = RopeLayout::NeoX;
-      c->ffn_activation = GatedActivation::GeluTanh;
-      c->has_qk_norm = true;
-      c->has_post_norms = true;
-      c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
-      // gemma_pytorch scales queries by 1/sqrt(query_pre_attn_scalar): head_dim for every size
-      // but 27B, whose scalar is n_embd / n_head (llama.cpp picks 27B by its 62 layers).
-      const int64_t scale_dim = c->num_layers == 62 ? c->embedding_length / c->num_heads : c->head_dim_k;
-      c->attention_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
-      // Five sliding-window layers, then one global layer; the local layers keep RoPE base
-      // 10000 and no scaling, whatever the global layers use.
-      int64_t window = 0;
-      IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
-      c->sliding_window = window;
-      if (window > 0) {
-        for (int64_t il = 0; il < c->num_layers; ++il) c->is_sliding_layer[il] = il % 6 < 5;
-        IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", 10000.0f, &c->rope_freq_base_swa));
-        c->rope_freq_scale_swa = 1.0f;
-      } else {
-        // Without sliding layers llama.cpp's gemma3 graph applies the final soft-cap if given.
-        IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 0.0f, &c->final_logit_softcap));
-      }
-      break;
-    }
+// What the architecture's row leaves to the file: the window of its sliding layers and their
+// RoPE base, and gemma3's final soft-cap.
+Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& traits, ModelConfig* c) {
+  int64_t window = 0;
+  if (traits.sliding_period > 0) IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
+  apply_architecture(traits, window, c);
+  if (window > 0) {
+    // The local layers keep RoPE base 10000 and no scaling, whatever the global layers use.
+    IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", 10000.0f, &c->rope_freq_base_swa));
+    c->rope_freq_scale_swa = 1.0f;
+  } else if (traits.id == ModelArchitecture::Gemma3) {
+    // Without sliding layers llama.cpp's gemma3 graph applies the final soft-cap if given.
+    IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 0.0f, &c->final_logit_softcap));
   }
   return {};
 }
 
 }  // namespace
 
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kNames = {"llama", "qwen2", "gemma3"};
-  return kNames;
+void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, ModelConfig* c) {
+  c->architecture = a.id;
+  c->architecture_name = a.name;
+  c->rope_layout = a.rope_layout;
+  c->ffn_activation = a.ffn_activation;
+  c->requires_qkv_bias = a.requires_qkv_bias;
+  c->has_qk_norm = a.has_qk_norm;
+  c->has_post_norms = a.has_post_norms;
+  if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
+  c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
+  if (a.id == ModelArchitecture::Gemma3) {
+    // gemma_pytorch scales queries by 1/sqrt(query_pre_attn_scalar): head_dim for every size
+    // but 27B, whose scalar is n_embd / n_head (llama.cpp picks 27B by its 62 layers).
+    const int64_t scale_dim = c->num_layers == 62 ? c->embedding_length / c->num_heads : c->head_dim_k;
+    c->attention_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
+  }
+  c->is_sliding_layer.assign(static_cast<size_t>(c->num_layers), false);
+  c->sliding_window = a.sliding_period > 0 ? sliding_window : 0;
+  if (c->sliding_window > 0) {
+    for (int64_t il = 0; il < c->num_layers; ++il) {
+      c->is_sliding_layer[static_cast<size_t>(il)] = il % a.sliding_period < a.sliding_period - 1;
+    }
+  }
 }
 
 Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
@@ -120,13 +119,8 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   if (!arch) return make_error(ErrorCode::NotFound, "the model has no 'general.architecture' metadata key");
   ModelConfig c;
   c.architecture_name = *arch;
-  if (*arch == "llama") {
-    c.architecture = ModelArchitecture::Llama;
-  } else if (*arch == "qwen2") {
-    c.architecture = ModelArchitecture::Qwen2;
-  } else if (*arch == "gemma3") {
-    c.architecture = ModelArchitecture::Gemma3;
-  } else {
+  const ArchitectureTraits* traits = find_architecture(*arch);
+  if (traits == nullptr) {
     std::string list;
     for (const std::string& name : supported_architectures()) list += (list.empty() ? "" : ", ") + name;
     return make_error(ErrorCode::Unsupported,
@@ -166,9 +160,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
   // Attention soft-capping (<arch>.attn_logit_softcapping) is gemma 2's; none of the
   // architectures here use it, so it stays off even when a file carries the key.
-  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
-  c.is_sliding_layer.assign(static_cast<size_t>(c.num_layers), false);
-  IWB_RETURN_IF_ERROR(apply_architecture(keys, &c));
+  IWB_RETURN_IF_ERROR(read_architecture_keys(keys, *traits, &c));
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (!embd) return make_error(ErrorCode::NotFound, "the model has no tensor 'token_embd.weight'");

@@ -18,8 +18,11 @@ Status check_shape(const SynthShape& s) {
   auto bad = [&](const std::string& what) {
     return make_error(ErrorCode::InvalidArgument, "shape '" + s.name + "': " + what);
   };
-  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "gemma3") {
-    return bad("architecture '" + s.architecture + "' is not one of llama, qwen2, gemma3");
+  const ArchitectureTraits* arch = find_architecture(s.architecture);
+  if (arch == nullptr) {
+    std::string list;
+    for (const std::string& name : supported_architectures()) list += (list.empty() ? "" : ", ") + name;
+    return bad("architecture '" + s.architecture + "' is not one of " + list);
   }
   if (s.embedding_length <= 0 || s.num_layers <= 0 || s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 ||
       s.feed_forward_length <= 0 || s.vocab_size <= 0 || s.context_length <= 0) {
@@ -27,11 +30,11 @@ Status check_shape(const SynthShape& s) {
   }
   if (s.num_heads % s.num_kv_heads != 0) return bad("the head count is not a multiple of the KV head count");
   if (s.head_dim % 2 != 0) return bad("the head size must be even (RoPE rotates pairs)");
-  if (s.architecture != "gemma3" && s.head_dim * s.num_heads != s.embedding_length) {
-    // llama and qwen2 files carry no key_length: loaders derive the head size from the width.
+  if (!arch->has_head_dim_key && s.head_dim * s.num_heads != s.embedding_length) {
+    // These files carry no key_length: loaders derive the head size from the width.
     return bad("head size x heads must equal the width for " + s.architecture);
   }
-  if (s.architecture == "gemma3" && s.sliding_window <= 0) return bad("gemma3 needs a sliding window");
+  if (arch->sliding_period > 0 && s.sliding_window <= 0) return bad(s.architecture + " needs a sliding window");
   return {};
 }
 
@@ -58,12 +61,13 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32("llama.vocab_size", u32(s.vocab_size));
     w->set_u32("llama.rope.dimension_count", u32(s.head_dim));
   }
-  if (a == "gemma3") {
-    // Gemma's head size is not width / heads (640 / 4 != 256).
-    w->set_u32("gemma3.attention.key_length", u32(s.head_dim));
-    w->set_u32("gemma3.attention.value_length", u32(s.head_dim));
-    w->set_u32("gemma3.attention.sliding_window", u32(s.sliding_window));
+  const ArchitectureTraits& arch = *find_architecture(a);  // check_shape found it
+  if (arch.has_head_dim_key) {
+    // The head size need not be width / heads (gemma 3 270M: 640 / 4 != 256).
+    w->set_u32(a + ".attention.key_length", u32(s.head_dim));
+    w->set_u32(a + ".attention.value_length", u32(s.head_dim));
   }
+  if (arch.sliding_period > 0) w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // and checked against the GGUF keys llama.cpp's converter writes for it.
 #include "iwb/engine/synth/synth_preset.h"
 
+#include "iwb/engine/model/model_config.h"
+
 #include <cmath>
 #include <numbers>
 
@@ -83,6 +85,18 @@ std::vector<SynthShape> make_presets() {
   qwen.has_qkv_bias = true;
   presets.push_back(qwen);
 
+  // Qwen/Qwen2.5-1.5B: the default chat model's shape (Qwen2.5-Coder-1.5B has the same).
+  SynthShape qwen15 = qwen;
+  qwen15.name = "qwen2.5-1.5b";
+  qwen15.description = "Qwen2.5 1.5B";
+  qwen15.embedding_length = 1536;
+  qwen15.num_layers = 28;
+  qwen15.num_heads = 12;
+  qwen15.num_kv_heads = 2;
+  qwen15.head_dim = 128;
+  qwen15.feed_forward_length = 8960;
+  presets.push_back(qwen15);
+
   // google/gemma-3-270m: one KV head of 256, sliding window 512 on 5 of every 6 layers (local
   // RoPE base 10000, global 1e6), tied embeddings, 262144 tokens.
   SynthShape gemma;
@@ -157,11 +171,34 @@ int64_t SynthShape::num_parameters() const {
                       + 3 * d * feed_forward_length                       // gate, up, down
                       + 2 * d;                                            // two norms
   if (has_qkv_bias) per_layer += q_width() + 2 * kv_width();
-  if (architecture == "gemma3") per_layer += 2 * head_dim + 2 * d;        // q/k norms, post-norms
+  if (const ArchitectureTraits* a = find_architecture(architecture)) {
+    if (a->has_qk_norm) per_layer += 2 * head_dim;  // q/k norms
+    if (a->has_post_norms) per_layer += 2 * d;      // post-norms
+  }
   int64_t total = num_layers * per_layer + vocab_size * d + d;            // + embedding, final norm
   if (!is_embedding_tied) total += vocab_size * d;
   if (rope_scaling.is_enabled()) total += head_dim / 2;
   return total;
+}
+
+ModelConfig shape_config(const SynthShape& s) {
+  ModelConfig c;
+  c.context_length_train = s.context_length;
+  c.embedding_length = s.embedding_length;
+  c.num_layers = s.num_layers;
+  c.num_heads = s.num_heads;
+  c.num_kv_heads = s.num_kv_heads;
+  c.head_dim_k = c.head_dim_v = s.head_dim;
+  c.feed_forward_length = s.feed_forward_length;
+  c.vocab_size = s.vocab_size;
+  c.rms_norm_eps = s.rms_norm_eps;
+  c.rope_num_rotated = s.head_dim;
+  c.rope_freq_base = c.rope_freq_base_swa = s.rope_freq_base;
+  if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
+    apply_architecture(*a, s.sliding_window, &c);
+    if (c.sliding_window > 0) c.rope_freq_base_swa = 10000.0f;  // as llama.cpp's loader defaults it
+  }
+  return c;
 }
 
 const std::vector<SynthShape>& synth_presets() {

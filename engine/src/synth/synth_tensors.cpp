@@ -77,7 +77,9 @@ uint64_t TensorPlan::num_bytes() const {
 std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& types) {
   Planner p(s, types);
   const int64_t d = s.embedding_length;
-  const bool is_gemma3 = s.architecture == "gemma3";
+  const ArchitectureTraits* arch = find_architecture(s.architecture);
+  const bool has_qk_norm = arch != nullptr && arch->has_qk_norm;
+  const bool has_post_norms = arch != nullptr && arch->has_post_norms;
   p.add("token_embd.weight", {d, s.vocab_size}, TensorRole::TokenEmbedding);
   if (s.rope_scaling.is_enabled()) {
     p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
@@ -92,17 +94,17 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_k.bias"), {s.kv_width()}, TensorRole::Bias, il);
       p.add(blk(il, "attn_v.bias"), {s.kv_width()}, TensorRole::Bias, il);
     }
-    if (is_gemma3) {
+    if (has_qk_norm) {
       p.add(blk(il, "attn_q_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
       p.add(blk(il, "attn_k_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
     }
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
-    if (is_gemma3) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
+    if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
     p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
     p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
     p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
     p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
-    if (is_gemma3) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
+    if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
   }
   p.add("output_norm.weight", {d}, TensorRole::Norm);
   if (!s.is_embedding_tied) p.add("output.weight", {d, s.vocab_size}, TensorRole::Output);

@@ -1,9 +1,10 @@
 // What the forward pass needs to know about a model, read from GGUF metadata for the
-// architectures this engine runs (llama, qwen2, gemma3): dimensions, norms, RoPE per layer,
+// architectures this engine runs (architecture.h): dimensions, norms, RoPE per layer,
 // sliding-window layers, scales. Any other architecture is refused with ErrorCode::Unsupported.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/architecture.h"
 #include "iwb/engine/status.h"
 #include "iwb/kernels/activations.h"
 #include "iwb/kernels/rope.h"
@@ -13,8 +14,6 @@
 #include <vector>
 
 namespace iwb {
-
-enum class ModelArchitecture { Llama, Qwen2, Gemma3 };
 
 struct ModelConfig {
   ModelArchitecture architecture = ModelArchitecture::Llama;
@@ -58,7 +57,9 @@ struct ModelConfig {
 // Reads and checks the configuration; errors name the missing or inconsistent key.
 Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);
 
-// "llama", "qwen2", "gemma3".
-const std::vector<std::string>& supported_architectures();
+// Sets what the architecture's row says (RoPE layout, activation, norms, biases, embedding
+// scale, attention scale, which layers slide with `sliding_window`) on a config whose
+// dimensions are already set.
+void apply_architecture(const ArchitectureTraits& traits, int64_t sliding_window, ModelConfig* config);
 
 }  // namespace iwb

@@ -3,6 +3,8 @@
 // synthetic file with random weights runs exactly the computation of the real model.
 #pragma once
 
+#include "iwb/engine/model/model_config.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,7 +24,7 @@ struct Llama3RopeScaling {
 
 struct SynthShape {
   std::string name;             // "llama-3.2-1b"
-  std::string architecture;     // general.architecture: "llama", "qwen2" or "gemma3"
+  std::string architecture;     // general.architecture: a row of model/architecture.h
   std::string description;      // what it is the shape of
   int64_t embedding_length = 0;
   int64_t num_layers = 0;
@@ -48,6 +50,9 @@ struct SynthShape {
 // Every preset, real shapes first, then the small test shapes.
 const std::vector<SynthShape>& synth_presets();
 const SynthShape* find_synth_preset(std::string_view name);
+
+// The ModelConfig a GGUF of this shape loads as (the cost model prices presets through it).
+ModelConfig shape_config(const SynthShape& shape);
 
 // rope_freqs.weight of a llama3-scaled model: [head_dim / 2] divisors of the base frequencies,
 // as llama.cpp's convert_hf_to_gguf.py computes them.

@@ -1,0 +1,44 @@
+// One row per architecture the engine runs: what sets it apart from llama (RoPE layout, the
+// activation, biases, per-head q/k norms, post-norms, embedding scale, sliding-window layers).
+// The GGUF loader, the cost model's presets and `iwb synth` all read these rows, and the
+// forward plan switches its ops on the flags they set, so a new architecture that reuses
+// existing ops is one row here.
+#pragma once
+
+#include "iwb/kernels/activations.h"
+#include "iwb/kernels/rope.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iwb {
+
+enum class ModelArchitecture { Llama, Qwen2, Gemma3 };
+
+struct ArchitectureTraits {
+  ModelArchitecture id = ModelArchitecture::Llama;
+  const char* name = "";  // general.architecture
+  RopeLayout rope_layout = RopeLayout::Normal;
+  GatedActivation ffn_activation = GatedActivation::SiLU;
+  bool requires_qkv_bias = false;     // q/k/v biases are required tensors (qwen2)
+  bool has_qk_norm = false;           // per-head RMS norms of q and k before RoPE
+  bool has_post_norms = false;        // norms of the attention and FFN outputs
+  bool has_scaled_embedding = false;  // embeddings times sqrt(n_embd)
+  // Sliding-window layers: of every `sliding_period` layers all but the last slide (gemma3: 6);
+  // 0: none. The window itself is a GGUF key (<arch>.attention.sliding_window).
+  int32_t sliding_period = 0;
+  bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
+};
+
+// Every architecture, in the order supported_architectures() lists them.
+const std::vector<ArchitectureTraits>& architectures();
+// The row of `name`; null when the engine does not run it.
+const ArchitectureTraits* find_architecture(std::string_view name);
+const ArchitectureTraits& architecture_traits(ModelArchitecture id);
+
+// "llama", "qwen2", "gemma3".
+const std::vector<std::string>& supported_architectures();
+
+}  // namespace iwb

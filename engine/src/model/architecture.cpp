@@ -1,0 +1,61 @@
+// The architecture table (see architecture.h). Facts follow llama.cpp's graphs
+// (src/models/*.cpp) for the same GGUF files.
+#include "iwb/engine/model/architecture.h"
+
+namespace iwb {
+
+const std::vector<ArchitectureTraits>& architectures() {
+  static const std::vector<ArchitectureTraits> kTable = [] {
+    std::vector<ArchitectureTraits> t;
+    ArchitectureTraits llama;
+    llama.id = ModelArchitecture::Llama;
+    llama.name = "llama";
+    t.push_back(llama);
+
+    ArchitectureTraits qwen2;
+    qwen2.id = ModelArchitecture::Qwen2;
+    qwen2.name = "qwen2";
+    qwen2.rope_layout = RopeLayout::NeoX;
+    qwen2.requires_qkv_bias = true;
+    t.push_back(qwen2);
+
+    ArchitectureTraits gemma3;
+    gemma3.id = ModelArchitecture::Gemma3;
+    gemma3.name = "gemma3";
+    gemma3.rope_layout = RopeLayout::NeoX;
+    gemma3.ffn_activation = GatedActivation::GeluTanh;
+    gemma3.has_qk_norm = true;
+    gemma3.has_post_norms = true;
+    gemma3.has_scaled_embedding = true;
+    gemma3.sliding_period = 6;
+    gemma3.has_head_dim_key = true;
+    t.push_back(gemma3);
+    return t;
+  }();
+  return kTable;
+}
+
+const ArchitectureTraits* find_architecture(std::string_view name) {
+  for (const ArchitectureTraits& a : architectures()) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+const ArchitectureTraits& architecture_traits(ModelArchitecture id) {
+  for (const ArchitectureTraits& a : architectures()) {
+    if (a.id == id) return a;
+  }
+  return architectures().front();
+}
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const ArchitectureTraits& a : architectures()) names.emplace_back(a.name);
+    return names;
+  }();
+  return kNames;
+}
+
+}  // namespace iwb
