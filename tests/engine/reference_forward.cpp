@@ -108,6 +108,8 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
   const bool is_gemma = m.arch == "gemma3";
   const bool is_neox = m.arch != "llama";
+  // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
+  const bool has_qk_norm = is_gemma || m.arch == "qwen3";
   const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
   const int64_t group = m.n_head / m.n_kv_head;
 
@@ -131,11 +133,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       k[t] = linear(l.wk, l.bk, h, m.n_kv_head * hd);
       v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
-        if (is_gemma) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
+        if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
         rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
       }
       for (int64_t g = 0; g < m.n_kv_head; ++g) {
-        if (is_gemma) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
+        if (has_qk_norm) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
         rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
       }
       if (is_kv_f16) {

@@ -5,7 +5,8 @@
 // prefill at several lengths, and greedy decoding through step() (the KV-cache path) choosing the reference's
 // tokens. On the real aidreams model (converted here, reference built straight from the
 // llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), gemma3 (norms, sliding
-// window, MQA, head size != width / heads) models in F32, Q8_0 and a K-quant mix, with tied
+// window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
+// heads) models in F32, Q8_0 and a K-quant mix, with tied
 // and separate classifiers, linear RoPE scaling and llama 3 RoPE frequency factors.
 #include "reference_forward.h"
 #include "tiny_models.h"
@@ -152,7 +153,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma3"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -179,6 +180,12 @@ class TestForwardReference : public QObject {
       spec.has_qkv_bias = true;
       spec.rope_base = 1000000.0f;
       spec.is_output_tied = preset != WeightPreset::Q8_0;
+    } else if (arch == "qwen3") {
+      spec.n_head = 4;
+      spec.n_kv_head = 2;
+      spec.head_dim = 128;  // heads x head size (512) != the width (256), as in Qwen3-0.6B
+      spec.rope_base = 1000000.0f;
+      spec.is_output_tied = preset != WeightPreset::F32;
     } else {
       spec.n_layer = 7;  // layers 0-4 and 6 slide, layer 5 is global
       spec.n_head = 4;

@@ -1,4 +1,4 @@
-// Test helper: writes small GGUF models of the llama, qwen2 and gemma3 architectures with
+// Test helper: writes small GGUF models of the llama, qwen2, gemma3 and qwen3 architectures with
 // random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
 // small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
@@ -22,7 +22,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";     // llama, qwen2 or gemma3
+  std::string arch = "llama";     // llama, qwen2, gemma3 or qwen3
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -123,9 +123,11 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
       }
-      if (a == "gemma3") {
+      if (a == "gemma3" || a == "qwen3") {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
+      }
+      if (a == "gemma3") {
         IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }

@@ -30,6 +30,16 @@ const std::vector<ArchitectureTraits>& architectures() {
     gemma3.sliding_period = 6;
     gemma3.has_head_dim_key = true;
     t.push_back(gemma3);
+
+    // Qwen3 (dense): qwen2 without the q/k/v biases, with per-head q/k norms before RoPE, and
+    // a head size of its own (0.6B: 16 heads of 128 over a width of 1024).
+    ArchitectureTraits qwen3;
+    qwen3.id = ModelArchitecture::Qwen3;
+    qwen3.name = "qwen3";
+    qwen3.rope_layout = RopeLayout::NeoX;
+    qwen3.has_qk_norm = true;
+    qwen3.has_head_dim_key = true;
+    t.push_back(qwen3);
     return t;
   }();
   return kTable;

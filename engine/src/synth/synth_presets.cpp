@@ -117,6 +117,24 @@ std::vector<SynthShape> make_presets() {
   gemma.sliding_window = 512;
   presets.push_back(gemma);
 
+  // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
+  SynthShape qwen3;
+  qwen3.name = "qwen3-0.6b";
+  qwen3.architecture = "qwen3";
+  qwen3.description = "Qwen3 0.6B";
+  qwen3.embedding_length = 1024;
+  qwen3.num_layers = 28;
+  qwen3.num_heads = 16;
+  qwen3.num_kv_heads = 8;
+  qwen3.head_dim = 128;
+  qwen3.feed_forward_length = 3072;
+  qwen3.vocab_size = 151936;
+  qwen3.context_length = 40960;
+  qwen3.rope_freq_base = 1000000.0f;
+  qwen3.rms_norm_eps = 1e-6f;
+  qwen3.is_embedding_tied = true;
+  presets.push_back(qwen3);
+
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
   SynthShape t1 = llama("test-llama", "small llama shape for tests");
@@ -160,6 +178,20 @@ std::vector<SynthShape> make_presets() {
   t3.sliding_window = 16;
   t3.is_test_shape = true;
   presets.push_back(t3);
+
+  SynthShape t4 = qwen3;
+  t4.name = "test-qwen3";
+  t4.description = "small qwen3 shape for tests";
+  t4.embedding_length = 128;
+  t4.num_layers = 2;
+  t4.num_heads = 4;
+  t4.num_kv_heads = 2;
+  t4.head_dim = 64;
+  t4.feed_forward_length = 256;
+  t4.vocab_size = 320;
+  t4.context_length = 512;
+  t4.is_test_shape = true;
+  presets.push_back(t4);
   return presets;
 }
 

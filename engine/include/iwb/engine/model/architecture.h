@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3 };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -38,7 +38,7 @@ const std::vector<ArchitectureTraits>& architectures();
 const ArchitectureTraits* find_architecture(std::string_view name);
 const ArchitectureTraits& architecture_traits(ModelArchitecture id);
 
-// "llama", "qwen2", "gemma3".
+// "llama", "qwen2", "gemma3", "qwen3".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

@@ -29,7 +29,7 @@ struct ModelConfig {
   int64_t vocab_size = 0;              // rows of token_embd.weight
   float rms_norm_eps = 1e-5f;
 
-  RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3
+  RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3, qwen3
   int64_t rope_num_rotated = 0;        // <arch>.rope.dimension_count, default head_dim_k
   float rope_freq_base = 10000.0f;     // global (full-attention) layers
   float rope_freq_scale = 1.0f;        // 1 / rope.scaling.factor for linear scaling
