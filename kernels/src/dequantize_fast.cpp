@@ -76,8 +76,4 @@ DequantizeRowFn select_dequantizer(GgmlType type) {
 
 }  // namespace detail
 
-void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t num_elements) {
-  simd::f32_to_f16_row(src, dst, num_elements);
-}
-
 }  // namespace iwb

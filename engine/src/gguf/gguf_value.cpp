@@ -53,7 +53,6 @@ bool Value::is_integer() const {
   return std::holds_alternative<uint64_t>(m_storage) || std::holds_alternative<int64_t>(m_storage);
 }
 
-bool Value::is_number() const { return is_integer() || std::holds_alternative<double>(m_storage); }
 
 std::optional<int64_t> Value::as_int() const {
   if (const auto* u = std::get_if<uint64_t>(&m_storage)) {

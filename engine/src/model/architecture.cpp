@@ -52,13 +52,6 @@ const ArchitectureTraits* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-const ArchitectureTraits& architecture_traits(ModelArchitecture id) {
-  for (const ArchitectureTraits& a : architectures()) {
-    if (a.id == id) return a;
-  }
-  return architectures().front();
-}
-
 const std::vector<std::string>& supported_architectures() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;

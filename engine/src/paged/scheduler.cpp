@@ -7,14 +7,6 @@
 
 namespace iwb {
 
-const char* sequence_status_name(SequenceStatus status) {
-  switch (status) {
-    case SequenceStatus::Waiting: return "waiting";
-    case SequenceStatus::Running: return "running";
-  }
-  return "?";
-}
-
 Result<Scheduler> Scheduler::create(const BlockManagerConfig& blocks, const SchedulerConfig& config) {
   if (config.max_batch_tokens <= 0 || config.max_running_sequences <= 0 || config.reserved_blocks_per_running < 0) {
     return make_error(ErrorCode::InvalidArgument,

@@ -193,10 +193,5 @@ const PreTokenizerFamily* find_pre_tokenizer(std::string_view pre) {
   return nullptr;
 }
 
-std::vector<std::string_view> known_pre_tokenizer_names() {
-  std::vector<std::string_view> names;
-  for (const Entry& entry : table()) names.insert(names.end(), entry.names.begin(), entry.names.end());
-  return names;
-}
 
 }  // namespace iwb::tokenizer

@@ -21,7 +21,4 @@ struct PreTokenizerFamily {
 // The family for a tokenizer.ggml.pre value; empty names mean "default". nullptr if unknown.
 const PreTokenizerFamily* find_pre_tokenizer(std::string_view pre);
 
-// All names the table knows, for error messages.
-std::vector<std::string_view> known_pre_tokenizer_names();
-
 }  // namespace iwb::tokenizer

@@ -33,7 +33,6 @@ class CpuForward {
 
   const ForwardPlan& plan() const { return m_plan; }
   int num_threads() const { return m_num_threads; }
-  void set_num_threads(int n) { m_num_threads = n; }
   int64_t max_batch() const { return m_max_batch; }
   uint64_t scratch_bytes() const;
 

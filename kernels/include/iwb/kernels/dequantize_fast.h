@@ -12,9 +12,6 @@ namespace iwb {
 // Same contract as dequantize_row_ref: false (writing nothing) for an unusable request.
 bool dequantize_row(GgmlType type, const void* src, float* dst, int64_t num_elements);
 
-// f32 -> f16, round to nearest even (the KV cache's write path).
-void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t num_elements);
-
 // True when this CPU runs the AVX2/FMA/F16C paths (checked once at run time, so one binary
 // serves older CPUs with the portable loops).
 bool cpu_has_avx2_fma();

@@ -50,7 +50,6 @@ class Value {
 
   ValueType type() const { return m_type; }
   bool is_integer() const;
-  bool is_number() const;  // integer or float
 
   // Conversions; nullopt when the value is of another kind or does not fit.
   std::optional<int64_t> as_int() const;

@@ -36,7 +36,6 @@ struct ArchitectureTraits {
 const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
-const ArchitectureTraits& architecture_traits(ModelArchitecture id);
 
 // "llama", "qwen2", "gemma3", "qwen3".
 const std::vector<std::string>& supported_architectures();

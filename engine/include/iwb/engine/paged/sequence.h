@@ -13,7 +13,6 @@ using RequestId = uint64_t;  // as in runtime/engine.h
 
 // Finished sequences leave the scheduler at once (their blocks freed), so they have no status.
 enum class SequenceStatus { Waiting, Running };
-const char* sequence_status_name(SequenceStatus status);
 
 struct Sequence {
   SequenceId id = 0;
