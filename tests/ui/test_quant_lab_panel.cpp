@@ -204,6 +204,7 @@ class TestQuantLabPanel : public QObject {
   void chatWaitsWhileTheLabHasTheEngineThread() {
     if (!iwb::test::hasAidreamsModel()) QSKIP("shared models folder absent: no aidreams model");
     QString why;
+    QVERIFY(QDir().mkpath(m_tmp.filePath("owner")));
     const QString model = iwb::test::convertAidreamsModel(m_tmp.filePath("owner"), &why);
     QVERIFY2(!model.isEmpty(), qPrintable(why));
     qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("owner/logits").toUtf8());
