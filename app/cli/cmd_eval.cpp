@@ -10,7 +10,7 @@
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/quant/evaluation.h"
 #include "iwb/engine/quant/logits_cache.h"
-#include "iwb/engine/quant/quant_run.h"
+#include "iwb/engine/quant/run_recorder.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <charconv>
@@ -180,39 +180,18 @@ int run_eval(int argc, char** argv) {
     };
   }
   std::unique_ptr<ResultsStore> store;
-  quant::QuantRun run = quant::describe_eval_run(o.eval);
-  if (o.is_store && !start_recorded_run("eval", o.db, &run, &store)) return 1;
-  Result<quant::EvalResult> result = quant::evaluate(o.eval);
-  if (!result) {
-    std::fprintf(stderr, "\niwb eval: %s\n", result.error_message().c_str());
-    if (store) (void)store->finish_quant_run(run.id, quant::RunStatus::Failed, result.error_message());
+  if (o.is_store && !open_results_store("eval", o.db, &store)) return 1;
+  Result<quant::RecordedEval> recorded = quant::evaluate_and_record(o.eval, store.get());
+  if (!recorded) {
+    std::fprintf(stderr, "\niwb eval: %s\n", recorded.error_message().c_str());
     return 1;
   }
-  if (store) {
-    quant::record_eval_result(*result, &run);
-    Status s = store->update_quant_run(run);
-    // The per-tensor errors of the quantization that wrote this file, when it was recorded.
-    // Its settings too: the file's general.file_type cannot tell Q4_K from Q4_K_S, or an imatrix.
-    if (Result<int64_t> q = store->latest_quantize_run_for(run.model_identity); s && q && *q > 0) {
-      if (Result<std::vector<quant::QuantizedTensor>> t = store->quant_tensor_errors(*q)) {
-        s = store->add_quant_tensor_errors(run.id, *t);
-      }
-      if (Result<std::vector<quant::QuantRun>> runs = store->list_quant_runs(run.model_identity)) {
-        for (const quant::QuantRun& w : *runs) {
-          if (w.id != *q) continue;
-          run.weight_type = w.weight_type;
-          run.is_imatrix = w.is_imatrix;
-          run.imatrix_path = w.imatrix_path;
-          run.keep_output_f16 = w.keep_output_f16;
-          if (s) s = store->update_quant_run(run);
-        }
-      }
-    }
-    if (s) s = store->finish_quant_run(run.id, quant::RunStatus::Done, {});
-    if (!s) std::fprintf(stderr, "iwb eval: recording the run failed: %s\n", s.message().c_str());
+  if (!recorded->recording) {
+    std::fprintf(stderr, "iwb eval: recording the run failed: %s\n", recorded->recording.message().c_str());
   }
-  if (o.is_json) print_json(*result, o, run.id);
-  else print_text(*result, o);
+  const quant::EvalResult& result = recorded->result;
+  if (o.is_json) print_json(result, o, recorded->run_id);
+  else print_text(result, o);
   return 0;
 }
 

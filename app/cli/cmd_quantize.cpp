@@ -7,7 +7,7 @@
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/quant/model_quantizer.h"
-#include "iwb/engine/quant/quant_run.h"
+#include "iwb/engine/quant/run_recorder.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <charconv>
@@ -174,23 +174,18 @@ int run_quantize(int argc, char** argv) {
 
   // The run is recorded as running first, so a failure part-way leaves a failed row.
   std::unique_ptr<ResultsStore> store;
-  quant::QuantRun run = quant::describe_quantize_run(o.quantize);
-  if (o.is_store && !start_recorded_run("quantize", o.db, &run, &store)) return 1;
-  Result<quant::QuantizeReport> report = quant::quantize_model(o.quantize);
-  if (!report) {
-    std::fprintf(stderr, "\niwb quantize: %s\n", report.error_message().c_str());
-    if (store) (void)store->finish_quant_run(run.id, quant::RunStatus::Failed, report.error_message());
+  if (o.is_store && !open_results_store("quantize", o.db, &store)) return 1;
+  Result<quant::RecordedQuantize> recorded = quant::quantize_and_record(o.quantize, store.get());
+  if (!recorded) {
+    std::fprintf(stderr, "\niwb quantize: %s\n", recorded.error_message().c_str());
     return 1;
   }
-  if (store) {
-    quant::record_quantize_report(*report, &run);
-    Status s = store->update_quant_run(run);
-    if (s) s = store->add_quant_tensor_errors(run.id, report->tensors);
-    if (s) s = store->finish_quant_run(run.id, quant::RunStatus::Done, {});
-    if (!s) std::fprintf(stderr, "iwb quantize: recording the run failed: %s\n", s.message().c_str());
+  if (!recorded->recording) {
+    std::fprintf(stderr, "iwb quantize: recording the run failed: %s\n", recorded->recording.message().c_str());
   }
-  if (o.is_json) print_json(*report, o, run.id);
-  else print_text(*report, o);
+  const quant::QuantizeReport& report = recorded->report;
+  if (o.is_json) print_json(report, o, recorded->run_id);
+  else print_text(report, o);
   return 0;
 }
 

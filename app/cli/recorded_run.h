@@ -1,8 +1,7 @@
-// Recording a quantization-lab run (iwb quantize, iwb eval) in the results store: the run is
-// written as running before the work starts, so a failure part-way leaves a failed row.
+// Opening the results store for a recorded command (iwb quantize, iwb eval); the run's life
+// in it (running, then done or failed) is the engine's: quant/run_recorder.h.
 #pragma once
 
-#include "iwb/engine/quant/quant_run.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <memory>
@@ -10,9 +9,8 @@
 
 namespace iwb::cli {
 
-// Opens the store at `db` into `*store` and adds `*run` as running, setting run->id. False
-// after printing why to stderr, prefixed "iwb COMMAND: ".
-bool start_recorded_run(const char* command, const std::string& db, quant::QuantRun* run,
-                        std::unique_ptr<ResultsStore>* store);
+// Opens the store at `db` into `*store`. False after printing why to stderr, prefixed
+// "iwb COMMAND: ".
+bool open_results_store(const char* command, const std::string& db, std::unique_ptr<ResultsStore>* store);
 
 }  // namespace iwb::cli

@@ -1,8 +1,10 @@
 // The Quantization tab through its models and signals (offscreen): the Pareto front, the runs
 // model's numeric sorting and reference row, CSV export, the side-by-side view with per-layer
 // errors, and a real queue on the aidreams model run on the worker thread (quantize, evaluate,
-// record), plus cancelling and a failing job marked failed.
+// record), plus cancelling and a failing job marked failed; and the rule of one compute owner:
+// a chat reply asked for while the lab's queue runs waits for it on the engine's thread.
 #include "aidreams_fixture.h"
+#include "engine/engine_controller.h"
 
 #include "iwb/engine/store/results_store.h"
 #include "quantlab/pareto.h"
@@ -197,6 +199,45 @@ class TestQuantLabPanel : public QObject {
     QCOMPARE(finished.last().at(0).toBool(), true);
     panel.reload();
     for (const QuantRun& r : m->runs()) QVERIFY(r.status != iwb::quant::RunStatus::Running);
+  }
+
+  void chatWaitsWhileTheLabHasTheEngineThread() {
+    if (!iwb::test::hasAidreamsModel()) QSKIP("shared models folder absent: no aidreams model");
+    QString why;
+    QVERIFY(QDir().mkpath(m_tmp.filePath("owner")));
+    const QString model = iwb::test::convertAidreamsModel(m_tmp.filePath("owner"), &why);
+    QVERIFY2(!model.isEmpty(), qPrintable(why));
+    qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("owner/logits").toUtf8());
+    EngineController engine;
+    QVERIFY(iwb::test::loadModelAndWait(engine, model, 30000));
+    QuantLabPanel panel(&engine, m_tmp.filePath("owner/results.sqlite"), m_tmp.filePath("owner/out"));
+    QCOMPARE(panel.computeThread(), engine.workerThread());
+
+    QStringList order;
+    connect(&panel, &QuantLabPanel::queueFinished, this, [&] { order << "lab finished"; });
+    connect(&engine, &EngineController::generationStarted, this, [&] { order << "chat started"; });
+    QSignalSpy chatFinished(&engine, &EngineController::generationFinished);
+    QuantLabSettings s;
+    s.sourcePath = model;
+    s.outputDir = m_tmp.filePath("owner/out");
+    s.storePath = m_tmp.filePath("owner/results.sqlite");
+    s.context = 64;
+    s.numChunks = 2;
+    s.numGenTokens = 4;
+    s.numThreads = 2;
+    QVERIFY(panel.startQueue(s, {{"Q8_0", false}}));
+    GenerationInput chat;
+    chat.messages = {{QStringLiteral("user"), QStringLiteral("Once upon a time")}};
+    chat.sampling.temperature = 0;
+    chat.sampling.maxTokens = 8;
+    engine.generate(chat);  // asked for while the lab holds the engine thread
+    QVERIFY(chatFinished.wait(60000));
+    // Queued behind the lab, not run beside it; and served once the lab is done.
+    QCOMPARE(order, (QStringList{"lab finished", "chat started"}));
+    const auto stats = chatFinished.first().at(1).value<GenerationStats>();
+    QVERIFY2(stats.errorMessage.isEmpty(), qPrintable(stats.errorMessage));
+    QVERIFY(stats.numGeneratedTokens > 0);
+    QCOMPARE(panel.model()->rowCount(), 2);  // the reference and Q8_0, both recorded
   }
 };
 

@@ -115,8 +115,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
   m_kvCachePanel = new KvCachePanel(m_engine);
   m_tabs->addTab(m_kvCachePanel, tr("KV Cache"));
-  // The quantization lab keeps its runs in the same results store as probes and benchmarks.
-  m_quantLabPanel = new QuantLabPanel(resultsStorePath(resultsPath));
+  // The quantization lab keeps its runs in the same results store as probes and benchmarks, and
+  // computes on the engine's thread (never beside a chat reply).
+  m_quantLabPanel = new QuantLabPanel(m_engine, resultsStorePath(resultsPath));
   m_tabs->addTab(m_quantLabPanel, tr("Quantization"));
   connect(m_quantLabPanel, &QuantLabPanel::statusMessage, this,
           [this](const QString& text) { statusBar()->showMessage(text, kStatusTimeoutMs); });
@@ -170,6 +171,10 @@ MainWindow::~MainWindow() {
   // be joined before anything it reports to disappears.
   delete m_chatPanel;
   m_chatPanel = nullptr;
+  // The lab's queue runs on the engine thread: cancelled with its panel, so joining that thread
+  // does not wait for the queue to finish.
+  delete m_quantLabPanel;
+  m_quantLabPanel = nullptr;
   delete m_engine;
   m_engine = nullptr;
   m_store.reset();

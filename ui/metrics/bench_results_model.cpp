@@ -1,8 +1,8 @@
 // BenchResultsModel: reading bench runs from the results store and presenting them.
 #include "metrics/bench_results_model.h"
 
-#include "iwb/engine/store/results_store.h"
 #include "metrics/metrics_model.h"
+#include "store/results_store_access.h"
 
 #include <QFileInfo>
 
@@ -66,12 +66,7 @@ QVariant BenchResultsModel::headerData(int section, Qt::Orientation orientation,
 }
 
 bool BenchResultsModel::reload(const QString& storePath) {
-  auto store = iwb::ResultsStore::open(storePath.toStdString());
-  if (!store) {
-    m_errorMessage = QString::fromStdString(store.error_message());
-    return false;
-  }
-  auto results = (*store)->list_bench_results({}, kMaxRows);
+  auto results = ResultsStoreAccess(storePath).benchResults(kMaxRows);
   if (!results) {
     m_errorMessage = QString::fromStdString(results.error_message());
     return false;

@@ -1,11 +1,12 @@
-// QuantLabPanel: the form, the queue's thread, the runs table, charts and comparison.
+// QuantLabPanel: the form, where the queue runs, the runs table, charts and comparison.
 #include "quantlab/quant_lab_panel.h"
 
-#include "iwb/engine/store/results_store.h"
+#include "engine/engine_controller.h"
 #include "iwb/engine/synth/quant_mix.h"
 #include "quantlab/quant_charts.h"
 #include "quantlab/quant_compare_view.h"
 #include "quantlab/quant_runs_model.h"
+#include "store/results_store_access.h"
 
 #include <QCheckBox>
 #include <QFile>
@@ -39,12 +40,18 @@ const char* const kTypes[] = {"Q8_0", "Q6_K", "Q5_K_M", "Q5_K", "Q5_1", "Q5_0", 
 }  // namespace
 
 QuantLabPanel::QuantLabPanel(const QString& storePath, const QString& outputDir, QWidget* parent)
+    : QuantLabPanel(nullptr, storePath, outputDir, parent) {}
+
+QuantLabPanel::QuantLabPanel(EngineController* engine, const QString& storePath, const QString& outputDir,
+                             QWidget* parent)
     : QWidget(parent),
-      m_storePath(storePath.isEmpty() ? QString::fromStdString(iwb::ResultsStore::default_path()) : storePath),
+      m_storePath(ResultsStoreAccess(storePath).path()),
       m_outputDir(outputDir.isEmpty()
                       ? QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation) + QStringLiteral("/quantlab")
                       : outputDir),
-      m_thread(new QThread(this)),
+      m_ownThread(engine != nullptr ? nullptr : new QThread(this)),
+      m_computeThread(engine != nullptr ? engine->workerThread() : m_ownThread),
+      m_engine(engine),
       m_worker(new QuantWorker),
       m_model(new QuantRunsModel(this)),
       m_proxy(new QSortFilterProxyModel(this)),
@@ -52,10 +59,12 @@ QuantLabPanel::QuantLabPanel(const QString& storePath, const QString& outputDir,
       m_charts(new QuantCharts),
       m_compare(new QuantCompareView) {
   setObjectName(QStringLiteral("quantLabPanel"));
-  m_worker->moveToThread(m_thread);
-  connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
-  m_thread->setObjectName(QStringLiteral("quant lab"));
-  m_thread->start();
+  m_worker->moveToThread(m_computeThread);
+  connect(m_computeThread, &QThread::finished, m_worker, &QObject::deleteLater);
+  if (m_ownThread != nullptr) {
+    m_ownThread->setObjectName(QStringLiteral("quant lab"));
+    m_ownThread->start();
+  }
 
   m_proxy->setSourceModel(m_model);
   m_proxy->setSortRole(QuantRunsModel::SortRole);
@@ -82,30 +91,45 @@ QuantLabPanel::QuantLabPanel(const QString& storePath, const QString& outputDir,
   layout->addWidget(splitter, 1);
 
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &QuantLabPanel::onSelectionChanged);
-  connect(m_worker, &QuantWorker::progressed, this, [this](double overall, const QString& stage) {
-    m_progress->setValue(static_cast<int>(overall * 1000));
-    m_stage->setText(stage);
-  });
-  connect(m_worker, &QuantWorker::runRecorded, this, &QuantLabPanel::reload);
-  connect(m_worker, &QuantWorker::jobFailed, this, [this](const QString& label, const QString& message) {
-    emit statusMessage(tr("%1 failed: %2").arg(label, message));
-  });
-  connect(m_worker, &QuantWorker::queueFinished, this, [this](bool wasCancelled, const QString& summary) {
-    m_isRunning = false;
-    m_run->setEnabled(true);
-    m_cancel->setEnabled(false);
-    m_stage->setText(summary);
-    reload();
-    emit statusMessage(summary);
-    emit queueFinished(wasCancelled, summary);
-  });
+  connectWorker();
   reload();
 }
 
 QuantLabPanel::~QuantLabPanel() {
-  m_worker->cancel();
-  m_thread->quit();
-  m_thread->wait();
+  if (m_worker) m_worker->cancel();
+  if (m_ownThread != nullptr) {
+    m_ownThread->quit();
+    m_ownThread->wait();  // the worker is deleted as the thread finishes
+  } else if (m_worker) {
+    // On the engine's thread: deleted there once the cancelled queue has returned.
+    m_worker->deleteLater();
+  }
+}
+
+void QuantLabPanel::connectWorker() {
+  connect(m_worker, &QuantWorker::progressed, this, [this](const iwb::quant::LabProgress& p) {
+    m_progress->setValue(static_cast<int>(p.fraction * 1000));
+    m_stage->setText(QString::fromStdString(p.message));
+  });
+  connect(m_worker, &QuantWorker::runRecorded, this, &QuantLabPanel::reload);
+  connect(m_worker, &QuantWorker::itemFinished, this, [this](const iwb::quant::LabItemOutcome& o) {
+    if (o.status != iwb::quant::RunStatus::Failed) return;
+    emit statusMessage(tr("%1 failed: %2").arg(QString::fromStdString(o.label), QString::fromStdString(o.error)));
+  });
+  connect(m_worker, &QuantWorker::queueFinished, this, [this](const iwb::quant::LabReport& report) {
+    finishQueue(report.was_cancelled, QString::fromStdString(report.summary()));
+  });
+  connect(m_worker, &QuantWorker::queueFailed, this, [this](const QString& message) { finishQueue(false, message); });
+}
+
+void QuantLabPanel::finishQueue(bool wasCancelled, const QString& summary) {
+  m_isRunning = false;
+  m_run->setEnabled(true);
+  m_cancel->setEnabled(false);
+  m_stage->setText(summary);
+  reload();
+  emit statusMessage(summary);
+  emit queueFinished(wasCancelled, summary);
 }
 
 QWidget* QuantLabPanel::createForm() {
@@ -241,6 +265,7 @@ bool QuantLabPanel::startQueue(const QuantLabSettings& s, const QVector<QuantJob
     emit statusMessage(tr("Choose a source model first"));
     return false;
   }
+  if (!m_worker) return false;  // the engine thread is gone
   m_isRunning = true;
   m_worker->clearCancel();
   m_run->setEnabled(false);
@@ -249,11 +274,14 @@ bool QuantLabPanel::startQueue(const QuantLabSettings& s, const QVector<QuantJob
   m_stage->setText(tr("Starting…"));
   QMetaObject::invokeMethod(m_worker, "runQueue", Qt::QueuedConnection, Q_ARG(iwb::ui::QuantLabSettings, s),
                             Q_ARG(QVector<iwb::ui::QuantJob>, jobs));
+  if (m_engine && m_engine->hasModel()) {
+    emit statusMessage(tr("The quantization lab has the engine until its queue ends: chat replies wait for it"));
+  }
   return true;
 }
 
 void QuantLabPanel::cancel() {
-  m_worker->cancel();
+  if (m_worker) m_worker->cancel();
   m_stage->setText(tr("Cancelling…"));
 }
 
@@ -298,10 +326,10 @@ void QuantLabPanel::updateViews() {
 
 void QuantLabPanel::compareRuns(qint64 first, qint64 second) {
   const int a = m_model->rowOfRun(first), b = m_model->rowOfRun(second);
-  auto store = iwb::ResultsStore::open(m_storePath.toStdString());
+  const ResultsStoreAccess store(m_storePath);
   auto tensors = [&](int row) {
-    if (row < 0 || !store) return std::vector<iwb::quant::QuantizedTensor>{};
-    auto t = (*store)->quant_tensor_errors(m_model->run(row).id);
+    if (row < 0) return std::vector<iwb::quant::QuantizedTensor>{};
+    auto t = store.tensorErrors(m_model->run(row).id);
     return t ? *t : std::vector<iwb::quant::QuantizedTensor>{};
   };
   m_compare->setRuns(a >= 0 ? &m_model->run(a) : nullptr, tensors(a), b >= 0 ? &m_model->run(b) : nullptr, tensors(b));

@@ -1,11 +1,12 @@
 // The "Quantization" tab: pick a source model and settings (weight types, with or without an
-// importance matrix), run them as a queue on a worker thread with progress and cancel; every
+// importance matrix), run them as a queue on the engine's thread with progress and cancel; every
 // stored run in a sortable table with the base model's reference row; trade-off charts with
 // Pareto fronts; two selected runs side by side with their per-layer errors; CSV export.
 #pragma once
 
 #include "quantlab/quant_worker.h"
 
+#include <QPointer>
 #include <QWidget>
 
 #include <map>
@@ -22,6 +23,7 @@ class QThread;
 
 namespace iwb::ui {
 
+class EngineController;
 class QuantCharts;
 class QuantCompareView;
 class QuantRunsModel;
@@ -30,10 +32,20 @@ class QuantLabPanel : public QWidget {
   Q_OBJECT
 
  public:
-  // storePath: the results store (empty: ResultsStore::default_path()); outputDir: where the
-  // queue writes its files (empty: the application's data folder, quantlab/).
+  // One compute owner at a time: the queue runs on `engine`'s worker thread, between its steps,
+  // so chat and batch requests sent meanwhile wait in that thread's queue and are served when
+  // the lab's queue ends. `engine` must outlive the panel (the panel cancels its queue when it
+  // goes, so the engine thread can be joined). storePath: the results store (empty:
+  // ResultsStore::default_path()); outputDir: where the queue writes its files (empty: the
+  // application's data folder, quantlab/).
+  explicit QuantLabPanel(EngineController* engine, const QString& storePath = {}, const QString& outputDir = {},
+                         QWidget* parent = nullptr);
+  // The tab alone (tests): no engine to share, so the queue gets a thread of its own.
   explicit QuantLabPanel(const QString& storePath = {}, const QString& outputDir = {}, QWidget* parent = nullptr);
   ~QuantLabPanel() override;
+
+  // Where the queue computes: the engine's worker thread, or the panel's own without an engine.
+  QThread* computeThread() const { return m_computeThread; }
 
   QuantRunsModel* model() const { return m_model; }
   QSortFilterProxyModel* proxy() const { return m_proxy; }
@@ -67,13 +79,17 @@ class QuantLabPanel : public QWidget {
 
  private:
   QWidget* createForm();
+  void connectWorker();
+  void finishQueue(bool wasCancelled, const QString& summary);
   void onSelectionChanged();
   void updateViews();
 
   QString m_storePath;
   QString m_outputDir;
-  QThread* m_thread;
-  QuantWorker* m_worker;
+  QThread* m_ownThread = nullptr;  // only without an engine
+  QThread* m_computeThread;
+  QPointer<EngineController> m_engine;
+  QPointer<QuantWorker> m_worker;  // lives on m_computeThread; deleted there
   bool m_isRunning = false;
 
   QLineEdit* m_source;

@@ -1,7 +1,7 @@
 // QuantRunsModel: stored lab runs as table rows, numeric sort keys, labels and CSV export.
 #include "quantlab/quant_runs_model.h"
 
-#include "iwb/engine/store/results_store.h"
+#include "store/results_store_access.h"
 
 #include <QBrush>
 #include <QColor>
@@ -20,6 +20,7 @@ using iwb::quant::RunStatus;
 QString statusText(const QuantRun& r) {
   if (r.status == RunStatus::Running) return QObject::tr("running");
   if (r.status == RunStatus::Failed) return QObject::tr("failed");
+  if (r.status == RunStatus::Cancelled) return QObject::tr("cancelled");
   return r.is_reference ? QObject::tr("reference") : QObject::tr("done");
 }
 
@@ -101,6 +102,8 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
     return bold;
   } else if (role == Qt::ForegroundRole && r.status == RunStatus::Failed) {
     return QBrush(QColor(0xb0, 0x30, 0x30));
+  } else if (role == Qt::ForegroundRole && r.status == RunStatus::Cancelled) {
+    return QBrush(QColor(0x80, 0x80, 0x80));  // stopped on request: figures incomplete, not an error
   } else if (role == Qt::ToolTipRole) {
     QString tip = QString::fromStdString(r.model_path);
     if (!r.source_path.empty()) tip += tr("\nbase: %1").arg(QString::fromStdString(r.source_path));
@@ -139,12 +142,7 @@ QVariant QuantRunsModel::headerData(int section, Qt::Orientation orientation, in
 }
 
 bool QuantRunsModel::reload(const QString& storePath) {
-  auto store = iwb::ResultsStore::open(storePath.toStdString());
-  if (!store) {
-    m_errorMessage = QString::fromStdString(store.error_message());
-    return false;
-  }
-  auto runs = (*store)->list_quant_runs();
+  auto runs = ResultsStoreAccess(storePath).quantRuns();
   if (!runs) {
     m_errorMessage = QString::fromStdString(runs.error_message());
     return false;

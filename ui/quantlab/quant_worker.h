@@ -1,9 +1,10 @@
-// The quantization lab's queue, run on a worker thread: for each setting, quantize the base
-// model, evaluate the result against it (perplexity, KL divergence, speed) and record the run
-// in the results store, which the worker opens in its own thread. A quantized source is first
-// dequantized to an F16 base (said so in the runs' notes); the base's own run is the reference.
-// Values cross threads in queued signals; cancel() is safe from any thread.
+// The Qt side of the quantization lab's queue: runQueue turns the form's values into the
+// engine's (quant/quant_lab.h), runs the queue on the thread this object lives on, and passes
+// its progress and outcomes on as queued signals carrying values. The panel moves it onto the
+// engine's thread, so the lab never computes beside the chat. cancel() is safe from any thread.
 #pragma once
+
+#include "iwb/engine/quant/quant_lab.h"
 
 #include <QMetaType>
 #include <QObject>
@@ -32,6 +33,10 @@ struct QuantLabSettings {
   int numThreads = 0;
 };
 
+// The engine's values for the form's.
+iwb::quant::LabSettings toLabSettings(const QuantLabSettings& settings);
+std::vector<iwb::quant::LabItem> toLabItems(const QVector<QuantJob>& jobs);
+
 class QuantWorker : public QObject {
   Q_OBJECT
 
@@ -44,14 +49,16 @@ class QuantWorker : public QObject {
   void clearCancel() { m_cancel = false; }
 
  public slots:
+  // Opens the results store on this thread, runs the queue, then queueFinished or queueFailed.
   void runQueue(const iwb::ui::QuantLabSettings& settings, const QVector<iwb::ui::QuantJob>& jobs);
 
  signals:
-  // overall: 0..1 over the whole queue; stage: what is happening now.
-  void progressed(double overall, const QString& stage);
+  void progressed(const iwb::quant::LabProgress& progress);
   void runRecorded(qint64 runId);  // a run row was added or finished: the table can reload
-  void jobFailed(const QString& label, const QString& message);
-  void queueFinished(bool wasCancelled, const QString& summary);
+  void itemFinished(const iwb::quant::LabItemOutcome& outcome);
+  void queueFinished(const iwb::quant::LabReport& report);
+  // The whole queue stopped before its items (an unreadable text or store, the base failing).
+  void queueFailed(const QString& message);
 
  private:
   std::atomic<bool> m_cancel{false};
@@ -61,3 +68,6 @@ class QuantWorker : public QObject {
 
 Q_DECLARE_METATYPE(iwb::ui::QuantJob)
 Q_DECLARE_METATYPE(iwb::ui::QuantLabSettings)
+Q_DECLARE_METATYPE(iwb::quant::LabProgress)
+Q_DECLARE_METATYPE(iwb::quant::LabItemOutcome)
+Q_DECLARE_METATYPE(iwb::quant::LabReport)

@@ -1,8 +1,7 @@
 // MachineCeilings: reading probes from the results store and measuring one off the GUI thread.
 #include "roofline/machine_ceilings.h"
 
-#include "iwb/engine/store/results_store.h"
-
+#include "store/results_store_access.h"
 
 namespace iwb::ui {
 namespace {
@@ -30,7 +29,7 @@ QString profiledDeviceId(const iwb::ProfileSnapshot& snapshot) {
 
 MachineCeilings::MachineCeilings(const QString& storePath, QObject* parent)
     : QObject(parent),
-      m_storePath(storePath.isEmpty() ? QString::fromStdString(iwb::ResultsStore::default_path()) : storePath) {}
+      m_storePath(ResultsStoreAccess(storePath).path()) {}
 
 MachineCeilings::~MachineCeilings() {
   if (m_thread) {
@@ -52,15 +51,7 @@ iwb::Ceilings MachineCeilings::ceilings() const {
 
 void MachineCeilings::reload() {
   // A short read on the GUI thread; the connection lives and dies here.
-  auto store = iwb::ResultsStore::open(m_storePath.toStdString());
-  if (!store) {
-    m_errorMessage = tr("The results store %1 cannot be opened: %2")
-                         .arg(m_storePath, QString::fromStdString(store.error_message()));
-    m_probe.reset();
-    emit probeChanged();
-    return;
-  }
-  auto probe = (*store)->latest_probe(m_deviceId.toStdString());
+  auto probe = ResultsStoreAccess(m_storePath).latestProbe(m_deviceId);
   if (!probe) {
     m_errorMessage = QString::fromStdString(probe.error_message());
     m_probe.reset();
@@ -74,12 +65,12 @@ void MachineCeilings::reload() {
 void MachineCeilings::measure(const iwb::ProbeOptions& options) {
   if (m_isMeasuring) return;
   m_isMeasuring = true;
-  const std::string path = m_storePath.toStdString();
+  const ResultsStoreAccess store(m_storePath);
   const std::string deviceId = m_deviceId.toStdString();
   QPointer<MachineCeilings> self(this);
   // The thread measures and stores (its own SQLite connection, opened and closed there), then
   // hands the values back to this object's thread.
-  m_thread = QThread::create([self, options, path, deviceId] {
+  m_thread = QThread::create([self, options, store, deviceId] {
     std::optional<iwb::ProbeResult> probe;
     QString error;
     auto measured = probeDevice(deviceId, options);
@@ -87,9 +78,7 @@ void MachineCeilings::measure(const iwb::ProbeOptions& options) {
       error = QString::fromStdString(measured.error_message());
     } else {
       probe = *measured;
-      auto store = iwb::ResultsStore::open(path);
-      if (!store) error = QString::fromStdString(store.error_message());
-      else if (iwb::Status s = (*store)->add_probe(*probe); !s) error = QString::fromStdString(s.message());
+      if (iwb::Status s = store.addProbe(*probe); !s) error = QString::fromStdString(s.message());
     }
     if (self) {
       QMetaObject::invokeMethod(self, [self, probe, error] {

@@ -1,7 +1,9 @@
 // Chat history in SQLite: conversations (title, model, system prompt, sampling settings) and
 // their messages in order. One connection per store object, created and used in the thread
 // that constructs it. WAL journal with synchronous=FULL: once a write returns, it survives the
-// process being killed (and a power cut). Schema versioned with PRAGMA user_version.
+// process being killed (and a power cut). Schema versioned with PRAGMA user_version. A database
+// of its own that only the application reads, hence QtSql (the program's one QtSql user); the
+// results store shared with `iwb` is reached through results_store_access.h.
 #pragma once
 
 #include "engine/generation_values.h"

@@ -21,6 +21,7 @@ const char* run_status_name(RunStatus status) {
     case RunStatus::Running: return "running";
     case RunStatus::Failed: return "failed";
     case RunStatus::Done: return "done";
+    case RunStatus::Cancelled: return "cancelled";
   }
   return "failed";
 }
@@ -28,6 +29,7 @@ const char* run_status_name(RunStatus status) {
 RunStatus run_status_from_name(const std::string& name) {
   if (name == "running") return RunStatus::Running;
   if (name == "done") return RunStatus::Done;
+  if (name == "cancelled") return RunStatus::Cancelled;
   return RunStatus::Failed;
 }
 

@@ -1,6 +1,7 @@
 // One quantization-lab run as the results store keeps it (table quant_runs, schema v4): what
 // was quantized or evaluated, with which settings, on which machine, and every metric. A run
-// is added as Running before the work starts and finished as Done or Failed, never replaced.
+// is added as Running before the work starts and finished as Done, Failed or Cancelled, never
+// replaced (run_recorder.h keeps that promise).
 #pragma once
 
 #include "iwb/engine/quant/evaluation.h"
@@ -12,8 +13,9 @@
 
 namespace iwb::quant {
 
-enum class RunStatus { Running, Failed, Done };
-const char* run_status_name(RunStatus status);  // "running", "failed", "done"
+// Cancelled: stopped on request part-way; its figures are incomplete, as a failed run's are.
+enum class RunStatus { Running, Failed, Done, Cancelled };
+const char* run_status_name(RunStatus status);  // "running", "failed", "done", "cancelled"
 RunStatus run_status_from_name(const std::string& name);
 
 struct QuantRun {

@@ -1,0 +1,218 @@
+// The quantization lab's queue as the engine runs it (run_quant_lab) on the real aidreams model:
+// two types quantized, evaluated and recorded; progress reported in order and never backwards;
+// the reference row and the base's distributions reused by a second queue; cancelling part-way
+// leaves no run "running"; and RunRecorder never leaves a row running either.
+#include "iwb/engine/convert/llama2c.h"
+#include "iwb/engine/quant/quant_lab.h"
+#include "iwb/engine/quant/run_recorder.h"
+#include "iwb/engine/store/results_store.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <atomic>
+#include <tuple>
+
+using namespace iwb;
+using quant::LabStage;
+using quant::RunStatus;
+
+namespace {
+
+QString llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
+
+// Where a report falls in the queue: the stages before the items, then each item's stages,
+// then the end. A queue that reports in order gives non-decreasing keys.
+std::tuple<int, int, int> order_key(const quant::LabProgress& p) {
+  if (p.stage == LabStage::Finished) return {2, 0, 0};
+  if (p.item < 0) return {0, static_cast<int>(p.stage), 0};
+  return {1, p.item, static_cast<int>(p.stage)};
+}
+
+struct Recorded {
+  std::vector<quant::LabProgress> progress;
+  std::vector<int64_t> run_ids;
+  std::vector<quant::LabItemOutcome> finished;
+  quant::LabObserver observer() {
+    quant::LabObserver o;
+    o.progress = [this](const quant::LabProgress& p) { progress.push_back(p); };
+    o.run_recorded = [this](int64_t id) { run_ids.push_back(id); };
+    o.item_finished = [this](const quant::LabItemOutcome& i) { finished.push_back(i); };
+    return o;
+  }
+};
+
+}  // namespace
+
+class TestQuantLabQueue : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+  QString m_model;  // aidreams as an F32 GGUF
+
+  quant::LabSettings settings(const QString& out) const {
+    quant::LabSettings s;
+    s.source_path = m_model.toStdString();
+    s.output_dir = m_tmp.filePath(out).toStdString();
+    s.context = 64;
+    s.num_chunks = 3;
+    s.num_gen_tokens = 0;
+    s.num_threads = 2;
+    return s;
+  }
+
+  std::unique_ptr<ResultsStore> open_store(const QString& name) {
+    auto store = ResultsStore::open(m_tmp.filePath(name).toStdString());
+    if (!store) qFatal("%s", store.error_message().c_str());
+    return std::move(*store);
+  }
+
+ private slots:
+  void initTestCase() {
+    qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
+    if (!QFile::exists(llama2c_dir() + "aidreams260K.bin")) return;
+    m_model = m_tmp.filePath("aidreams.gguf");
+    convert::Llama2cConvertOptions options;
+    options.name = "aidreams260K";
+    auto converted = convert::convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
+                                                      (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
+                                                      m_model.toStdString(), options);
+    QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+  }
+
+  void quantizesTwoTypesThenReusesTheReference() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    auto store = open_store("two-types.sqlite");
+    Recorded first;
+    auto report = quant::run_quant_lab(settings("out"), {{"Q8_0"}, {"Q4_0"}}, *store, first.observer());
+    QVERIFY2(report.is_ok(), report.error_message().c_str());
+    QVERIFY(!report->was_cancelled && !report->was_reference_reused);
+    QCOMPARE(report->reference.status, RunStatus::Done);
+    QCOMPARE(report->items.size(), size_t{2});
+    QCOMPARE(report->summary(), std::string("2 runs done, 0 failed"));
+    QCOMPARE(first.finished.size(), size_t{2});
+    QCOMPARE(first.finished[1].label, std::string("Q4_0"));
+
+    auto runs = store->list_quant_runs();
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t{3});  // the reference, then the two items
+    for (const quant::QuantRun& r : *runs) {
+      QCOMPARE(r.status, RunStatus::Done);
+      QCOMPARE(r.kind, std::string("lab"));
+    }
+    QVERIFY(runs->at(0).is_reference && runs->at(0).id == report->reference.run_id);
+    QCOMPARE(runs->at(1).weight_type, std::string("Q8_0"));
+    QCOMPARE(runs->at(1).id, report->items[0].run_id);
+    QVERIFY(runs->at(1).kl_mean.value_or(1) < runs->at(2).kl_mean.value_or(0));  // 8 bits diverge less than 4
+    auto errors = store->quant_tensor_errors(report->items[1].run_id);
+    QVERIFY(errors.is_ok() && !errors->empty());
+    QVERIFY(QFile::exists(m_tmp.filePath("out/aidreams-Q4_0.gguf")));
+    // Every row was announced when added and when finished.
+    for (const quant::QuantRun& r : *runs) QCOMPARE(std::count(first.run_ids.begin(), first.run_ids.end(), r.id), 2L);
+
+    // Progress: in queue order, never backwards, ending at 1.
+    QVERIFY(first.progress.size() > 6);
+    for (size_t i = 1; i < first.progress.size(); ++i) {
+      const quant::LabProgress& a = first.progress[i - 1];
+      const quant::LabProgress& b = first.progress[i];
+      QVERIFY2(order_key(a) <= order_key(b), (b.message + " came after " + a.message).c_str());
+      QVERIFY2(a.fraction <= b.fraction, b.message.c_str());
+    }
+    QCOMPARE(first.progress.front().stage, LabStage::Base);
+    QCOMPARE(first.progress.back().stage, LabStage::Finished);
+    QCOMPARE(first.progress.back().fraction, 1.0);
+    auto saw = [&](LabStage stage, int item) {
+      return std::any_of(first.progress.begin(), first.progress.end(),
+                         [&](const quant::LabProgress& p) { return p.stage == stage && p.item == item; });
+    };
+    QVERIFY(saw(LabStage::Reference, -1) && saw(LabStage::Quantize, 0) && saw(LabStage::Evaluate, 1));
+
+    // A second queue on the same base, text and context: the reference row is reused, and the
+    // base's distributions come from the logits cache (the base is not run again).
+    Recorded second;
+    auto again = quant::run_quant_lab(settings("out"), {{"Q5_0"}}, *store, second.observer());
+    QVERIFY2(again.is_ok(), again.error_message().c_str());
+    QVERIFY(again->was_reference_reused);
+    QCOMPARE(again->reference.run_id, report->reference.run_id);
+    QCOMPARE(again->items[0].status, RunStatus::Done);
+    QVERIFY(again->items[0].was_base_cached);
+    QCOMPARE(store->list_quant_runs()->size(), size_t{4});  // no second reference row
+  }
+
+  void cancellingMidQueueLeavesNoRunningRows() {
+    if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
+    auto store = open_store("cancel.sqlite");
+    std::atomic<bool> cancel{false};
+    Recorded seen;
+    quant::LabObserver observer = seen.observer();
+    // Cancel as the second item starts quantizing: the first is done, the second stopped.
+    observer.progress = [&](const quant::LabProgress& p) {
+      seen.progress.push_back(p);
+      if (p.stage == LabStage::Quantize && p.item == 1) cancel = true;
+    };
+    auto report = quant::run_quant_lab(settings("cancel-out"), {{"Q8_0"}, {"Q4_0"}, {"Q5_0"}}, *store, observer, &cancel);
+    QVERIFY2(report.is_ok(), report.error_message().c_str());
+    QVERIFY(report->was_cancelled);
+    QCOMPARE(report->items[0].status, RunStatus::Done);
+    QCOMPARE(report->items[1].status, RunStatus::Cancelled);
+    QVERIFY(report->items[1].run_id > 0);
+    QCOMPARE(report->items[2].status, RunStatus::Cancelled);
+    QCOMPARE(report->items[2].run_id, int64_t{0});  // never reached: no row
+    QCOMPARE(seen.progress.back().stage, LabStage::Finished);
+
+    auto runs = store->list_quant_runs();
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t{3});  // reference, Q8_0, the cancelled Q4_0
+    for (const quant::QuantRun& r : *runs) QVERIFY(r.status != RunStatus::Running);
+    QCOMPARE(runs->back().status, RunStatus::Cancelled);
+    QCOMPARE(runs->back().weight_type, std::string("Q4_0"));
+    QVERIFY(!QFile::exists(m_tmp.filePath("cancel-out/aidreams-Q4_0.gguf")));  // nothing half-written
+  }
+
+  void queueErrorsAreValues() {
+    auto store = open_store("errors.sqlite");
+    quant::LabSettings s;
+    s.source_path = m_tmp.filePath("absent.gguf").toStdString();
+    s.output_dir = m_tmp.filePath("never").toStdString();
+    auto report = quant::run_quant_lab(s, {{"Q8_0"}}, *store);
+    QVERIFY(!report.is_ok());
+    QVERIFY2(report.error_message().find("absent.gguf") != std::string::npos, report.error_message().c_str());
+    s.eval_text_path = m_tmp.filePath("no-such-text.txt").toStdString();
+    report = quant::run_quant_lab(s, {{"Q8_0"}}, *store);
+    QVERIFY2(report.error_message().find("cannot read the text") != std::string::npos, report.error_message().c_str());
+    QCOMPARE(store->list_quant_runs()->size(), size_t{0});
+  }
+
+  void recorderNeverLeavesARunRunning() {
+    auto store = open_store("recorder.sqlite");
+    quant::QuantRun run;
+    run.kind = "eval";
+    run.date = quant::utc_now();
+    int64_t abandoned = 0;
+    {
+      auto recorder = quant::RunRecorder::start(store.get(), run);
+      QVERIFY(recorder.is_ok());
+      abandoned = recorder->id();
+      QCOMPARE(store->list_quant_runs()->front().status, RunStatus::Running);
+    }  // dropped without a finish
+    auto cancelled = quant::RunRecorder::start(store.get(), run);
+    QVERIFY(cancelled.is_ok());
+    cancelled->run().perplexity = 42.0;
+    QVERIFY(cancelled->finish_failed("evaluation cancelled", true).is_ok());
+    auto runs = store->list_quant_runs();
+    QCOMPARE(runs->size(), size_t{2});
+    QCOMPARE(runs->at(0).id, abandoned);
+    QCOMPARE(runs->at(0).status, RunStatus::Failed);
+    QVERIFY(runs->at(0).error.find("interrupted") != std::string::npos);
+    QCOMPARE(runs->at(1).status, RunStatus::Cancelled);
+    QCOMPARE(runs->at(1).perplexity.value_or(0), 42.0);  // the figures so far are kept
+    // Without a store the same calls succeed and record nothing.
+    auto unrecorded = quant::RunRecorder::start(nullptr, run);
+    QVERIFY(unrecorded.is_ok() && unrecorded->finish_done().is_ok());
+    QCOMPARE(store->list_quant_runs()->size(), size_t{2});
+  }
+};
+
+QTEST_GUILESS_MAIN(TestQuantLabQueue)
+#include "test_quant_lab_queue.moc"
