@@ -99,14 +99,14 @@ class TestCliRun : public QObject {
     QTest::addColumn<QString>("message");
     QTest::newRow("no model") << QStringList{"run", "-p", "hi"} << "no model given";
     QTest::newRow("no prompt") << QStringList{"run", "-m", "x.gguf"} << "give exactly one of -p PROMPT or -f FILE";
-    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n must be";
-    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp must be";
+    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n expects an integer >= -1, got 'ten'";
+    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp expects a number >= 0, got '-1'";
     QTest::newRow("template without chat") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--template", "chatml"}
                                            << "--system and --template need --chat";
     QTest::newRow("unknown template") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--chat", "--template", "jinja9"}
                                       << "unknown chat template 'jinja9'";
     QTest::newRow("missing value") << QStringList{"run", "-m"} << "-m needs a value";
-    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unexpected argument '--frobnicate'";
+    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unknown option '--frobnicate' (see 'iwb run --help')";
   }
   void usageErrors() {
     QFETCH(QStringList, args);
