@@ -35,7 +35,7 @@ struct Options {
 
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-t THREADS] [-b N] [-r REPS] [--json] [--no-store] [--db PATH]\n"
+  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-r REPS] [-t THREADS] [-b N] [options]\n"
                 "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
                 "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
   t.begin_group("model and tests (llama-bench's spellings)");

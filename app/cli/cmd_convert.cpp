@@ -23,7 +23,7 @@ struct Options {
 
 // Returns an exit status to stop with, or -1 to go on.
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("convert", "llama2c --checkpoint MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [--type f32|f16] [--name NAME]",
+  OptionTable t("convert", "llama2c --checkpoint MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [options]",
                 "Turns another checkpoint format into a GGUF this engine and llama.cpp load.");
   t.add({.value_name = "FORMAT",
          .help = "the source format: llama2c",

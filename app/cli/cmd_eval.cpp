@@ -34,7 +34,7 @@ struct Options {
 };
 
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("eval", "-m MODEL.gguf [--base BASE.gguf] [-f TEXT] [-c CTX] [--stride S] [--chunks N] [options]",
+  OptionTable t("eval", "-m MODEL.gguf [--base BASE.gguf] [-f TEXT] [-c CTX] [options]",
                 "Perplexity, and against a base model KL divergence and top-1 agreement; size and speed.");
   t.begin_group("models and text");
   add_model_option(t, &o->eval.model_path, "model to measure");

@@ -18,7 +18,7 @@ namespace iwb::cli {
 int run_imatrix(int argc, char** argv) {
   quant::ImatrixOptions o;
   std::string text_file, output;
-  OptionTable t("imatrix", "-m MODEL.gguf -o FILE.imatrix [-f TEXT] [--chunks N] [-c CTX] [-t N] [--process-output]",
+  OptionTable t("imatrix", "-m MODEL.gguf -o FILE.imatrix [-f TEXT] [-c CTX] [options]",
                 "Per-channel mean squared activations of every matmul's input, in llama.cpp's\n"
                 "legacy imatrix format (llama-quantize --imatrix reads it too).");
   add_model_option(t, &o.model_path, "model to run (the unquantized one, ideally)");

@@ -27,9 +27,16 @@ struct Options {
 };
 
 int parse(int argc, char** argv, Options* o) {
-  std::string types;
-  for (const std::string& t : synth::weight_type_names()) types += (types.empty() ? "" : ", ") + t;
-  OptionTable t("quantize", "-m SOURCE.gguf -o OUT.gguf --type TYPE [--keep-output-f16] [--imatrix FILE] [options]",
+  std::string types, line;  // wrapped for the help's column
+  for (const std::string& t : synth::weight_type_names()) {
+    if (line.size() + t.size() > 60) {
+      types += line + ",\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : ", ") + t;
+  }
+  types += line;
+  OptionTable t("quantize", "-m SOURCE.gguf -o OUT.gguf --type TYPE [--imatrix FILE] [options]",
                 "Rewrites a model's weights in another GGUF type (llama-quantize's per-tensor rules).");
   add_model_option(t, &o->quantize.source_path, "source model (F32/F16/BF16; a quantized source is dequantized first)");
   add_output_file_option(t, &o->quantize.output_path, "GGUF file to write");

@@ -49,8 +49,8 @@ OptionTable make_table(Options* o) {
   add_threads_option(t, &o->threads);
   add_device_options(t, &o->device);
   t.add({.names = {"--batch-invariant"},
-         .help = "exact matmuls whose results do not depend on the batch (slower): greedy\n"
-                 "output is then the same with or without speculation",
+         .help = "exact matmuls whose results do not depend on the batch (slower):\n"
+                 "greedy output is then the same with or without speculation",
          .destination = &o->is_batch_invariant});
   t.begin_group("sampling (llama.cpp's defaults)");
   add_sampling_options(t, &o->sampling);

@@ -67,9 +67,9 @@ void add_device_options(OptionTable& table, DeviceOptions* device) {
              .default_text = device->device});
   table.add({.names = {"-ngl", "--gpu-layers", "--n-gpu-layers"},
              .value_name = "N",
-             .help = "llama.cpp's layers on the GPU: 0 runs on the CPU; 'all' or a number at least\n"
-                     "the model's layers puts the whole model on the GPU (--device picks which);\n"
-                     "a part of the layers is refused: the engine does not split a model",
+             .help = "layers on the GPU, as llama.cpp: 0 runs on the CPU; all (or at\n"
+                     "least the model's layers) the whole model on the GPU --device\n"
+                     "picks; a part is refused: the engine runs a model on one device",
              .destination = CustomSetter([device](std::string_view option, std::string_view value) -> std::string {
                if (value == "auto") {
                  device->gpu_layers = kAutoGpuLayers;
@@ -131,7 +131,8 @@ SamplingParams SamplingOptions::to_params(uint64_t random_seed) const {
 void add_sampling_options(OptionTable& table, SamplingOptions* s) {
   table.add({.names = {"-n", "--n-predict", "--predict"},
              .value_name = "N",
-             .help = "tokens to generate at most; -1: until the end of generation or a full context",
+             .help = "tokens to generate at most; -1: until the end of generation or a\n"
+                     "full context",
              .destination = &s->n_predict,
              .min = -1});
   table.add({.names = {"--temp", "--temperature"},

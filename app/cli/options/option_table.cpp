@@ -292,7 +292,12 @@ std::string OptionTable::help() const {
     std::string left = o.is_positional() ? o.value_name : join(o.names, ", ");
     if (!o.is_positional() && o.kind() != ValueKind::Flag) left += " " + o.value_name;
     std::string text = o.help;
-    if (o.default_text && !o.default_text->empty()) text += " (default: " + *o.default_text + ")";
+    if (o.default_text && !o.default_text->empty()) {
+      // On a line of its own when it would run the line past about 100 columns.
+      const std::string shown = "(default: " + *o.default_text + ")";
+      const size_t last_line = text.size() - (text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+      text += (kColumn + last_line + 1 + shown.size() > 100 ? "\n" : " ") + shown;
+    }
     add_row(left, text);
   }
   out += "\n";
