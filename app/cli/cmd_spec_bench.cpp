@@ -58,9 +58,9 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &o->is_batch_invariant});
   t.begin_group("speculation");
   add_speculation_options(t, &o->speculation);
-  t.add({.names = {"--draft-n"},
+  t.add({.names = {"--draft-n", "--draft-max"},
          .value_name = "LIST",
-         .help = "draft lengths to measure, e.g. 1,2,4,8",
+         .help = "draft lengths to measure, e.g. 1,2,4,8 (one length: run's --draft-max)",
          .destination = &o->draft_lengths,
          .min = 1,
          .max = spec::kMaxDraftTokens});
