@@ -5,125 +5,86 @@
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/profile/batch_bench.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/runtime/engine.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <string>
-#include <system_error>
 
 namespace iwb::cli {
 namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb batch-bench -m MODEL.gguf [--parallel LIST] [-p N] [-n N] [--shared-prefix N] [-t THREADS]\n"
-               "                       [-c CONTEXT] [--kv-mib MIB] [--block-size N] [--batch-tokens N] [--json]\n"
-               "  -m, --model FILE     GGUF model\n"
-               "  --parallel LIST      sequences generating together, one run each (default 1,2,4,8,16)\n"
-               "  -p, --n-prompt N     random prompt tokens per request, after the shared prefix (default 128)\n"
-               "  -n, --n-gen N        tokens generated per request (default 128)\n"
-               "  --shared-prefix N    N random tokens every prompt starts with; also measures time to first\n"
-               "                       token with the prefix cached against not cached (default 0: none)\n"
-               "  -t, --threads N      CPU threads (default: all cores)\n"
-               "  -c, --context N      per-sequence context, the contiguous comparison's max context\n"
-               "                       (default: the model's, at most 4096)\n"
-               "  --kv-mib MIB         KV pool size (default: the largest parallelism's sequences whole)\n"
-               "  --block-size N       tokens per KV block (default 16)\n"
-               "  --batch-tokens N     tokens per step, decodes and prompt chunks (default 128)\n"
-               "  --device DEV         auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
-               "  --json               print the results as JSON\n");
-}
 
 struct Options {
   std::string model;
   BatchBenchOptions bench;
   EngineOptions engine;
+  DeviceOptions device;
   uint64_t kv_mib = 0;
   bool is_json = false;
 };
 
-template <typename T>
-bool parse_number(std::string_view text, T* out) {
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-bool parse_list(std::string_view text, std::vector<int>* out) {
-  out->clear();
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    int value = 0;
-    if (!parse_number(text.substr(0, comma), &value) || value < 1 || value > 1024) return false;
-    out->push_back(value);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-  }
-  return !out->empty();
-}
-
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    auto number = [&](auto* out, long long min) {
-      if (value == nullptr || !parse_number(std::string_view(value), out) || static_cast<long long>(*out) < min) {
-        std::fprintf(stderr, "iwb batch-bench: %s needs a whole number >= %lld, not '%s'\n", a.c_str(), min,
-                     value ? value : "");
-        return false;
-      }
-      ++i;
-      return true;
-    };
-    bool ok = true;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && value) {
-      o->model = argv[++i];
-    } else if (a == "--parallel") {
-      ok = value != nullptr && parse_list(value, &o->bench.parallel);
-      if (!ok) std::fprintf(stderr, "iwb batch-bench: --parallel needs a list such as 1,2,4,8 (each 1..1024)\n");
-      ++i;
-    } else if (a == "-p" || a == "--n-prompt") {
-      ok = number(&o->bench.num_prompt_tokens, 1);
-    } else if (a == "-n" || a == "--n-gen") {
-      ok = number(&o->bench.num_generated_tokens, 1);
-    } else if (a == "--shared-prefix") {
-      ok = number(&o->bench.shared_prefix_tokens, 0);
-    } else if (a == "-t" || a == "--threads") {
-      ok = number(&o->engine.num_threads, 1);
-    } else if (a == "-c" || a == "--context") {
-      ok = number(&o->engine.context_length, 1);
-    } else if (a == "--kv-mib") {
-      ok = number(&o->kv_mib, 1);
-    } else if (a == "--block-size") {
-      ok = number(&o->engine.kv_block_size, 1);
-    } else if (a == "--batch-tokens") {
-      ok = number(&o->engine.max_batch_tokens, 1);
-    } else if (a == "--json") {
-      o->is_json = true;
-    } else if (const int taken = parse_device_option("batch-bench", argc, argv, &i, &o->engine.device); taken != 0) {
-      ok = taken > 0;
-    } else {
-      std::fprintf(stderr, "iwb batch-bench: unknown or incomplete option '%s'\n", a.c_str());
-      ok = false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "\n");
-      print_usage(stderr);
-      return 2;
-    }
-  }
-  if (o->model.empty()) {
-    std::fprintf(stderr, "iwb batch-bench: no model given (-m MODEL.gguf)\n\n");
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("batch-bench", "-m MODEL.gguf [--parallel LIST] [-p N] [-n N] [--shared-prefix N] [options]",
+                "Continuous batching through the paged KV cache, at several parallelisms.");
+  t.begin_group("model and requests");
+  add_model_option(t, &o->model);
+  t.add({.names = {"--parallel"},
+         .value_name = "LIST",
+         .help = "sequences generating together, one run each",
+         .destination = &o->bench.parallel,
+         .min = 1,
+         .max = 1024});
+  t.add({.names = {"-p", "--n-prompt"},
+         .value_name = "N",
+         .help = "random prompt tokens per request, after the shared prefix",
+         .destination = &o->bench.num_prompt_tokens,
+         .min = 1});
+  t.add({.names = {"-n", "--n-gen"},
+         .value_name = "N",
+         .help = "tokens generated per request",
+         .destination = &o->bench.num_generated_tokens,
+         .min = 1});
+  t.add({.names = {"--shared-prefix"},
+         .value_name = "N",
+         .help = "N random tokens every prompt starts with; also measures time to first\n"
+                 "token with the prefix cached against not cached; 0: none",
+         .destination = &o->bench.shared_prefix_tokens,
+         .min = 0});
+  t.begin_group("context and KV cache");
+  add_context_option(t, &o->engine.context_length,
+                     "per-sequence context, the contiguous comparison's max context;\n"
+                     "0: the model's, at most 4096",
+                     0);
+  t.add({.names = {"--kv-mib"},
+         .value_name = "MIB",
+         .help = "KV pool size",
+         .destination = &o->kv_mib,
+         .min = 1,
+         .default_text = "the largest parallelism's sequences whole"});
+  t.add({.names = {"--block-size"},
+         .value_name = "N",
+         .help = "tokens per KV block",
+         .destination = &o->engine.kv_block_size,
+         .min = 1});
+  t.add({.names = {"-b", "--batch-size", "--batch-tokens"},
+         .value_name = "N",
+         .help = "tokens per step, decodes and prompt chunks",
+         .destination = &o->engine.max_batch_tokens,
+         .min = 1});
+  t.begin_group("threads and device");
+  add_threads_option(t, &o->engine.num_threads);
+  add_device_options(t, &o->device);
+  t.begin_group("output");
+  add_json_option(t, &o->is_json);
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  Result<std::string> device = resolve_device(o->device, o->model);
+  if (!device) return report_usage_error(t, device.error_message());
+  o->engine.device = *device;
   return -1;
 }
 

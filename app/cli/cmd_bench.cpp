@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
@@ -12,112 +13,67 @@
 #include "iwb/engine/store/results_store.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <system_error>
 
 namespace iwb::cli {
 namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb bench -m MODEL.gguf [-p N] [-n N] [-t THREADS] [-b N] [-r REPS] [--json] [--no-store] [--db PATH]\n"
-               "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]\n"
-               "  -m, --model FILE     GGUF model\n"
-               "  -p, --n-prompt N     prompt processing test ppN: prefill N random tokens (default 512; 0: skip)\n"
-               "  -n, --n-gen N        text generation test tgN: N tokens one by one (default 128; 0: skip)\n"
-               "  -t, --threads N      CPU threads (default: all cores)\n"
-               "  -b, --batch-size N   tokens per forward step, so prompt chunks (default 512, as\n"
-               "                       llama-bench's micro-batch; the engine's own default is 128)\n"
-               "  -r, --repetitions N  timed runs of each test (default 5)\n"
-               "  --device DEV         auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
-               "  --json               print the results as JSON\n"
-               "  --no-store           do not record the results\n"
-               "  --list               print the results recorded so far (of MODEL with -m)\n"
-               "  --db PATH            results store (default %s)\n",
-               ResultsStore::default_path().c_str());
-}
 
 struct Options {
   std::string model;
   BenchOptions bench;
   int threads = 0;
-  std::string device = "auto";
+  DeviceOptions device;
   int64_t batch_tokens = 512;
   bool is_json = false;
-  bool is_store = true;
+  bool is_store_skipped = false;
   bool is_list = false;
   std::string db = ResultsStore::default_path();
 };
 
-template <typename T>
-bool parse_number(const char* text, T* out) {
-  const char* end = text + std::char_traits<char>::length(text);
-  const auto [ptr, ec] = std::from_chars(text, end, *out);
-  return ec == std::errc() && ptr == end;
-}
-
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto number = [&](auto* out, auto min) -> bool {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "iwb bench: %s needs a value\n", a.c_str());
-        return false;
-      }
-      const char* v = argv[++i];
-      if (!parse_number(v, out) || *out < min) {
-        std::fprintf(stderr, "iwb bench: %s must be a whole number >= %lld, not '%s'\n", a.c_str(),
-                     static_cast<long long>(min), v);
-        return false;
-      }
-      return true;
-    };
-    bool ok = true;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && i + 1 < argc) {
-      o->model = argv[++i];
-    } else if (a == "-p" || a == "--n-prompt") {
-      ok = number(&o->bench.num_prompt_tokens, int64_t{0});
-    } else if (a == "-n" || a == "--n-gen") {
-      ok = number(&o->bench.num_generated_tokens, int64_t{0});
-    } else if (a == "-t" || a == "--threads") {
-      ok = number(&o->threads, 1);
-    } else if (a == "-b" || a == "--batch-size") {
-      ok = number(&o->batch_tokens, int64_t{1});
-    } else if (a == "-r" || a == "--repetitions") {
-      ok = number(&o->bench.num_repetitions, 1);
-    } else if (const int taken = parse_device_option("bench", argc, argv, &i, &o->device); taken != 0) {
-      ok = taken > 0;
-    } else if (a == "--json") {
-      o->is_json = true;
-    } else if (a == "--no-store") {
-      o->is_store = false;
-    } else if (a == "--list") {
-      o->is_list = true;
-    } else if (a == "--db" && i + 1 < argc) {
-      o->db = argv[++i];
-    } else {
-      std::fprintf(stderr, "iwb bench: unknown or incomplete option '%s'\n\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (!ok) return 2;
-  }
-  if (!o->is_list && o->model.empty()) {
-    std::fprintf(stderr, "iwb bench: no model given (-m MODEL.gguf)\n\n");
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-r REPS] [-t THREADS] [-b N] [options]\n"
+                "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
+                "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
+  t.begin_group("model and tests (llama-bench's spellings)");
+  add_model_option(t, &o->model, "GGUF model", false);
+  t.add({.names = {"-p", "--n-prompt"},
+         .value_name = "N",
+         .help = "prompt processing test ppN: prefill N random tokens; 0: skip",
+         .destination = &o->bench.num_prompt_tokens,
+         .min = 0});
+  t.add({.names = {"-n", "--n-gen"},
+         .value_name = "N",
+         .help = "text generation test tgN: N tokens one by one; 0: skip",
+         .destination = &o->bench.num_generated_tokens,
+         .min = 0});
+  t.add({.names = {"-r", "--repetitions"},
+         .value_name = "N",
+         .help = "timed runs of each test",
+         .destination = &o->bench.num_repetitions,
+         .min = 1});
+  t.begin_group("context, threads and device");
+  add_batch_size_option(t, &o->batch_tokens,
+                        "tokens per forward step, so prompt chunks (llama-bench's micro-batch;\n"
+                        "the engine's own default is 128)");
+  add_threads_option(t, &o->threads);
+  add_device_options(t, &o->device);
+  t.begin_group("output");
+  add_json_option(t, &o->is_json);
+  t.add({.names = {"--list"}, .help = "print the results recorded so far (of MODEL with -m)", .destination = &o->is_list});
+  add_results_store_options(t, &o->is_store_skipped, &o->db, "the results");
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  if (!o->is_list && o->model.empty()) return report_usage_error(t, "no model given (-m MODEL.gguf)");
   if (!o->is_list && o->bench.num_prompt_tokens == 0 && o->bench.num_generated_tokens == 0) {
-    std::fprintf(stderr, "iwb bench: nothing to run: -p and -n are both 0\n");
-    return 2;
+    return report_usage_error(t, "nothing to run: -p and -n are both 0");
+  }
+  if (!o->is_list) {
+    Result<std::string> device = resolve_device(o->device, o->model);
+    if (!device) return report_usage_error(t, device.error_message());
+    o->device.device = *device;
   }
   return -1;
 }
@@ -227,7 +183,7 @@ int run_bench(int argc, char** argv) {
 
   // The latest probe of this machine, if the store has one (a --no-store run creates no file).
   std::unique_ptr<ResultsStore> store;
-  if (o.is_store || std::filesystem::exists(o.db)) {
+  if (!o.is_store_skipped || std::filesystem::exists(o.db)) {
     auto db = ResultsStore::open(o.db);
     if (!db) {
       std::fprintf(stderr, "iwb bench: %s\n", db.error_message().c_str());
@@ -237,7 +193,7 @@ int run_bench(int argc, char** argv) {
   }
   EngineOptions engine_options;
   engine_options.num_threads = o.threads;
-  engine_options.device = o.device;
+  engine_options.device = o.device.device;
   // Whole prompts of up to a batch in one step: each step streams every weight once.
   engine_options.max_batch_tokens = o.batch_tokens;
   engine_options.context_length =
@@ -268,7 +224,7 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "iwb bench: %s\n", results.error_message().c_str());
     return 1;
   }
-  if (o.is_store) {
+  if (!o.is_store_skipped) {
     for (BenchResult& r : *results) {
       auto id = store->add_bench_result(r);
       if (!id) {
@@ -291,8 +247,8 @@ int run_bench(int argc, char** argv) {
     } else {
       j.value(std::nan(""));
     }
-    j.field("stored", o.is_store);
-    if (o.is_store) j.field("db", o.db);
+    j.field("stored", !o.is_store_skipped);
+    if (!o.is_store_skipped) j.field("db", o.db);
     j.end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
@@ -310,7 +266,7 @@ int run_bench(int argc, char** argv) {
   } else {
     std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
   }
-  if (o.is_store) std::printf("recorded in %s\n", o.db.c_str());
+  if (!o.is_store_skipped) std::printf("recorded in %s\n", o.db.c_str());
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `iwb convert llama2c --checkpoint X.bin --tokenizer T.bin -o OUT.gguf [--type f32|f16]
 // [--name NAME]`: turn another checkpoint format into a GGUF this engine and llama.cpp load.
 #include "commands.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/model/model_info.h"
@@ -11,83 +12,58 @@
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb convert llama2c --checkpoint MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf\n"
-               "                           [--type f32|f16] [--name NAME]\n"
-               "  --checkpoint FILE  llama2.c checkpoint (legacy export: 7-int header, fp32 weights)\n"
-               "  --tokenizer FILE   llama2.c tokenizer file (tokenizer.bin format)\n"
-               "  -o, --output FILE  GGUF file to write\n"
-               "  --type T           type of the 2-D weights: f32 (default) or f16; norms stay f32\n"
-               "  --name NAME        general.name written into the file (default: llama2c)\n");
-}
-
 struct Options {
+  std::string format;
   std::string checkpoint;
   std::string tokenizer;
   std::string output;
+  std::string type = "f32";
   convert::Llama2cConvertOptions convert;
 };
 
 // Returns an exit status to stop with, or -1 to go on.
-int parse_llama2c(int argc, char** argv, Options* o) {
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
-    const bool takes_value = a == "--checkpoint" || a == "--tokenizer" || a == "-o" || a == "--output" ||
-                             a == "--type" || a == "--name";
-    if (!takes_value) {
-      std::fprintf(stderr, "iwb convert: unknown argument '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "iwb convert: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--checkpoint") o->checkpoint = v;
-    else if (a == "--tokenizer") o->tokenizer = v;
-    else if (a == "-o" || a == "--output") o->output = v;
-    else if (a == "--name") o->convert.name = v;
-    else if (v == "f32" || v == "F32") o->convert.weight_type = GgmlType::F32;
-    else if (v == "f16" || v == "F16") o->convert.weight_type = GgmlType::F16;
-    else {
-      std::fprintf(stderr, "iwb convert: --type must be f32 or f16, got '%s'\n", v.c_str());
-      return 2;
-    }
-  }
-  const char* missing = o->checkpoint.empty() ? "--checkpoint"
-                        : o->tokenizer.empty() ? "--tokenizer"
-                        : o->output.empty()    ? "-o"
-                                               : nullptr;
-  if (missing) {
-    std::fprintf(stderr, "iwb convert: %s is required\n", missing);
-    print_usage(stderr);
-    return 2;
-  }
+int parse(int argc, char** argv, Options* o) {
+  OptionTable t("convert", "llama2c --checkpoint MODEL.bin --tokenizer TOKENIZER.bin -o OUT.gguf [options]",
+                "Turns another checkpoint format into a GGUF this engine and llama.cpp load.");
+  t.add({.value_name = "FORMAT",
+         .help = "the source format: llama2c",
+         .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
+           if (value != "llama2c") return "unknown source format '" + std::string(value) + "' (supported: llama2c)";
+           o->format = std::string(value);
+           return {};
+         }),
+         .is_required = true,
+         .missing_message = "no source format given (supported: llama2c)"});
+  t.add({.names = {"--checkpoint"},
+         .value_name = "FILE",
+         .help = "llama2.c checkpoint (legacy export: 7-int header, fp32 weights)",
+         .destination = &o->checkpoint,
+         .is_required = true});
+  t.add({.names = {"--tokenizer"},
+         .value_name = "FILE",
+         .help = "llama2.c tokenizer file (tokenizer.bin format)",
+         .destination = &o->tokenizer,
+         .is_required = true});
+  add_output_file_option(t, &o->output, "GGUF file to write");
+  t.add({.names = {"--type"},
+         .help = "type of the 2-D weights; norms stay f32",
+         .destination = &o->type,
+         .choices = {"f32", "f16"}});
+  t.add({.names = {"--name"},
+         .value_name = "NAME",
+         .help = "general.name written into the file",
+         .destination = &o->convert.name,
+         .default_text = "llama2c"});
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  o->convert.weight_type = o->type == "f16" ? GgmlType::F16 : GgmlType::F32;
   return -1;
 }
 
 }  // namespace
 
 int run_convert(int argc, char** argv) {
-  if (argc < 2) {
-    print_usage(stderr);
-    return 2;
-  }
-  const std::string format = argv[1];
-  if (format == "-h" || format == "--help") {
-    print_usage(stdout);
-    return 0;
-  }
-  if (format != "llama2c") {
-    std::fprintf(stderr, "iwb convert: unknown source format '%s' (supported: llama2c)\n", format.c_str());
-    print_usage(stderr);
-    return 2;
-  }
   Options o;
-  if (int rc = parse_llama2c(argc, argv, &o); rc >= 0) return rc;
+  if (const int status = parse(argc, argv, &o); status >= 0) return status;
 
   auto result = convert::convert_llama2c_to_gguf(o.checkpoint, o.tokenizer, o.output, o.convert);
   if (!result) {

@@ -2,11 +2,11 @@
 // no GPU; --json prints the same as one JSON object for scripts and the results store.
 #include "commands.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/backend/device_info.h"
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,14 +14,6 @@ namespace iwb::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-void print_help() {
-  std::printf(
-      "usage: iwb devices [--json]\n\n"
-      "Lists the CPU and every CUDA device with memory and capabilities. When no GPU is\n"
-      "usable the reason is printed instead; the exit status is 0 either way.\n\n"
-      "  --json   print one JSON object instead of text\n");
-}
 
 std::string version_text(int version) {  // CUDA's 1000 * major + 10 * minor
   if (version <= 0) return "unknown";
@@ -80,17 +72,11 @@ void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
 
 int run_devices(int argc, char** argv) {
   bool is_json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) {
-      is_json = true;
-    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      print_help();
-      return 0;
-    } else {
-      std::fprintf(stderr, "iwb devices: unknown option '%s' (see 'iwb devices --help')\n", argv[i]);
-      return 2;
-    }
-  }
+  OptionTable t("devices", "[--json]",
+                "Lists the CPU and every CUDA device with memory and capabilities. When no GPU is\n"
+                "usable the reason is printed instead; the exit status is 0 either way.");
+  add_json_option(t, &is_json, "print one JSON object instead of text");
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
 
   std::vector<ComputeDeviceInfo> devices{describe_cpu_device()};
   const Result<std::vector<ComputeDeviceInfo>> cuda = list_cuda_devices();

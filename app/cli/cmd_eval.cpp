@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 #include "recorded_run.h"
 
 #include "iwb/engine/model/model_info.h"
@@ -13,7 +14,6 @@
 #include "iwb/engine/quant/run_recorder.h"
 #include "iwb/engine/store/results_store.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,90 +23,64 @@
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb eval -m MODEL.gguf [--base BASE.gguf] [-f TEXT] [-c CTX] [--stride S] [--chunks N]\n"
-               "                [-n GEN] [--kv-type f16|q8_0] [-t N] [--no-cache] [--json] [--no-store] [--db PATH]\n"
-               "  -m, --model FILE   model to measure\n"
-               "  --base FILE        unquantized model to compare with (KL divergence, top-1 agreement);\n"
-               "                     its distributions are computed once and cached on disk\n"
-               "  -f, --file TEXT    evaluation text (default: the built-in sample, about 1900 words)\n"
-               "  -c, --ctx N        context of each chunk (default 512)\n"
-               "  --stride S         0 (default): llama-perplexity's chunks, scoring each chunk's second half;\n"
-               "                     S > 0: windows every S tokens scoring their last S (--ppl-stride)\n"
-               "  --chunks N         at most N chunks (default: all the text holds)\n"
-               "  -n, --n-gen N      generation speed test of N tokens (default 32; 0: skip)\n"
-               "  --kv-type T        the model's KV cache: f16 (default) or q8_0 (8-bit)\n"
-               "  -t, --threads N    CPU threads (default: all cores)\n"
-               "  --device DEV       auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n"
-               "  --no-cache         recompute the base's distributions (and rewrite the cache)\n"
-               "  --json             print the result as JSON\n"
-               "  --no-store         do not record the run\n"
-               "  --db PATH          results store (default %s)\n",
-               ResultsStore::default_path().c_str());
-}
-
 struct Options {
   quant::EvalOptions eval;
   std::string text_file;
+  DeviceOptions device;
+  bool is_cache_skipped = false;
   bool is_json = false;
-  bool is_store = true;
+  bool is_store_skipped = false;
   std::string db = ResultsStore::default_path();
 };
 
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    }
-    if (a == "--json") { o->is_json = true; continue; }
-    if (a == "--no-store") { o->is_store = false; continue; }
-    if (a == "--no-cache") { o->eval.use_cache = false; continue; }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "iwb eval: unknown argument or missing value: '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (a == "--device") {
-      if (parse_device_option("eval", argc, argv, &i, &o->eval.device) < 0) return 2;
-      continue;
-    }
-    const std::string v = argv[++i];
-    auto number = [&](int64_t* out, int64_t min) {
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
-      if (ec != std::errc() || p != v.data() + v.size() || *out < min) {
-        std::fprintf(stderr, "iwb eval: %s needs a whole number >= %lld, not '%s'\n", a.c_str(),
-                     static_cast<long long>(min), v.c_str());
-        return false;
-      }
-      return true;
-    };
-    int64_t n = 0;
-    if (a == "-m" || a == "--model") o->eval.model_path = v;
-    else if (a == "--base") o->eval.base_path = v;
-    else if (a == "-f" || a == "--file") o->text_file = v;
-    else if (a == "--db") o->db = v;
-    else if (a == "--kv-type") o->eval.kv_cache_type = v;
-    else if (a == "-c" || a == "--ctx") { if (!number(&o->eval.context, 8)) return 2; }
-    else if (a == "--stride") { if (!number(&o->eval.stride, 0)) return 2; }
-    else if (a == "--chunks") { if (!number(&o->eval.num_chunks, 0)) return 2; }
-    else if (a == "-n" || a == "--n-gen") { if (!number(&o->eval.num_gen_tokens, 0)) return 2; }
-    else if (a == "-t" || a == "--threads") {
-      if (!number(&n, 1)) return 2;
-      o->eval.num_threads = static_cast<int>(n);
-    } else {
-      std::fprintf(stderr, "iwb eval: unknown argument '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-  }
-  if (o->eval.model_path.empty()) {
-    std::fprintf(stderr, "iwb eval: -m is required\n");
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("eval", "-m MODEL.gguf [--base BASE.gguf] [-f TEXT] [-c CTX] [options]",
+                "Perplexity, and against a base model KL divergence and top-1 agreement; size and speed.");
+  t.begin_group("models and text");
+  add_model_option(t, &o->eval.model_path, "model to measure");
+  t.add({.names = {"--base"},
+         .value_name = "FILE",
+         .help = "unquantized model to compare with (KL divergence, top-1 agreement);\n"
+                 "its distributions are computed once and cached on disk",
+         .destination = &o->eval.base_path});
+  t.add({.names = {"-f", "--file"},
+         .value_name = "TEXT",
+         .help = "evaluation text",
+         .destination = &o->text_file,
+         .default_text = "the built-in sample, about 1900 words"});
+  t.add({.names = {"--no-cache"},
+         .help = "recompute the base's distributions (and rewrite the cache)",
+         .destination = &o->is_cache_skipped});
+  t.begin_group("chunks");
+  add_context_option(t, &o->eval.context, "context of each chunk (llama-perplexity's -c)", 8);
+  t.add({.names = {"--stride"},
+         .value_name = "S",
+         .help = "0: llama-perplexity's chunks, scoring each chunk's second half;\n"
+                 "S > 0: windows every S tokens scoring their last S (--ppl-stride)",
+         .destination = &o->eval.stride,
+         .min = 0});
+  t.add({.names = {"--chunks"},
+         .value_name = "N",
+         .help = "at most N chunks; 0: all the text holds",
+         .destination = &o->eval.num_chunks,
+         .min = 0});
+  t.add({.names = {"-n", "--n-gen"},
+         .value_name = "N",
+         .help = "generation speed test of N tokens; 0: skip",
+         .destination = &o->eval.num_gen_tokens,
+         .min = 0});
+  t.add({.names = {"--kv-type"}, .help = "the model's KV cache: 16-bit or 8-bit", .destination = &o->eval.kv_cache_type, .choices = {"f16", "q8_0"}});
+  t.begin_group("threads and device");
+  add_threads_option(t, &o->eval.num_threads);
+  add_device_options(t, &o->device);
+  t.begin_group("output");
+  add_json_option(t, &o->is_json, "print the result as JSON");
+  add_results_store_options(t, &o->is_store_skipped, &o->db, "the run");
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  o->eval.use_cache = !o->is_cache_skipped;
+  Result<std::string> device = resolve_device(o->device, o->eval.model_path);
+  if (!device) return report_usage_error(t, device.error_message());
+  o->eval.device = *device;
   return -1;
 }
 
@@ -180,7 +154,7 @@ int run_eval(int argc, char** argv) {
     };
   }
   std::unique_ptr<ResultsStore> store;
-  if (o.is_store && !open_results_store("eval", o.db, &store)) return 1;
+  if (!o.is_store_skipped && !open_results_store("eval", o.db, &store)) return 1;
   Result<quant::RecordedEval> recorded = quant::evaluate_and_record(o.eval, store.get());
   if (!recorded) {
     std::fprintf(stderr, "\niwb eval: %s\n", recorded.error_message().c_str());

@@ -2,11 +2,11 @@
 // mean squared activations of every weight matmul's input over calibration text, written in
 // llama.cpp's legacy imatrix format (llama-quantize --imatrix reads it too).
 #include "commands.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/quant/evaluation.h"
 #include "iwb/engine/quant/imatrix_collect.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,65 +14,31 @@
 #include <string>
 
 namespace iwb::cli {
-namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb imatrix -m MODEL.gguf -o FILE.imatrix [-f TEXT] [--chunks N] [-c CTX] [-t N] [--process-output]\n"
-               "  -m, --model FILE    model to run (the unquantized one, ideally)\n"
-               "  -f, --file TEXT     calibration text (default: the built-in sample)\n"
-               "  -o, --output FILE   importance matrix to write (llama.cpp's legacy .dat layout)\n"
-               "  -c, --ctx N         tokens per chunk (default 512)\n"
-               "  --chunks N          at most N chunks (default: all the text holds)\n"
-               "  -t, --threads N     CPU threads (default: all cores)\n"
-               "  --process-output    also collect output.weight's input (llama-imatrix leaves it out)\n");
-}
-
-}  // namespace
 
 int run_imatrix(int argc, char** argv) {
   quant::ImatrixOptions o;
   std::string text_file, output;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    }
-    if (a == "--process-output") { o.include_output = true; continue; }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "iwb imatrix: unknown argument or missing value: '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    const std::string v = argv[++i];
-    int64_t n = 0;
-    auto number = [&](int64_t min) {
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || p != v.data() + v.size() || n < min) {
-        std::fprintf(stderr, "iwb imatrix: %s needs a whole number >= %lld, not '%s'\n", a.c_str(),
-                     static_cast<long long>(min), v.c_str());
-        return false;
-      }
-      return true;
-    };
-    if (a == "-m" || a == "--model") o.model_path = v;
-    else if (a == "-f" || a == "--file") text_file = v;
-    else if (a == "-o" || a == "--output") output = v;
-    else if (a == "-c" || a == "--ctx") { if (!number(8)) return 2; o.context = n; }
-    else if (a == "--chunks") { if (!number(0)) return 2; o.num_chunks = n; }
-    else if (a == "-t" || a == "--threads") { if (!number(1)) return 2; o.num_threads = static_cast<int>(n); }
-    else {
-      std::fprintf(stderr, "iwb imatrix: unknown argument '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-  }
-  if (o.model_path.empty() || output.empty()) {
-    std::fprintf(stderr, "iwb imatrix: %s is required\n", o.model_path.empty() ? "-m" : "-o");
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("imatrix", "-m MODEL.gguf -o FILE.imatrix [-f TEXT] [-c CTX] [options]",
+                "Per-channel mean squared activations of every matmul's input, in llama.cpp's\n"
+                "legacy imatrix format (llama-quantize --imatrix reads it too).");
+  add_model_option(t, &o.model_path, "model to run (the unquantized one, ideally)");
+  t.add({.names = {"-f", "--file"},
+         .value_name = "TEXT",
+         .help = "calibration text",
+         .destination = &text_file,
+         .default_text = "the built-in sample"});
+  add_output_file_option(t, &output, "importance matrix to write (llama.cpp's legacy .dat layout)");
+  add_context_option(t, &o.context, "tokens per chunk", 8);
+  t.add({.names = {"--chunks"},
+         .value_name = "N",
+         .help = "at most N chunks; 0: all the text holds",
+         .destination = &o.num_chunks,
+         .min = 0});
+  add_threads_option(t, &o.num_threads);
+  t.add({.names = {"--process-output"},
+         .help = "also collect output.weight's input (llama-imatrix leaves it out)",
+         .destination = &o.include_output});
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   if (text_file.empty()) {
     o.text = quant::builtin_eval_text();
   } else {

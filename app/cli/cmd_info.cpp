@@ -2,62 +2,35 @@
 // needs to run at context N.
 #include "commands.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_info.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb info MODEL.gguf [-c N] [--json] [--no-tensors]\n"
-               "  -c, --context N   context length for the memory estimate (default: the model's, at most 4096)\n"
-               "  --json            machine-readable output\n"
-               "  --no-tensors      leave out the tensor table\n");
-}
-
 struct Options {
   std::string path;
-  int64_t context = -1;
+  int64_t context = 0;
   bool json = false;
-  bool show_tensors = true;
+  bool is_tensor_table_skipped = false;
 };
 
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
-    if (a == "-c" || a == "--context") {
-      if (i + 1 >= argc) { std::fprintf(stderr, "iwb info: %s needs a number\n", a.c_str()); return 2; }
-      char* end = nullptr;
-      o->context = std::strtoll(argv[++i], &end, 10);
-      if (*end != '\0' || o->context <= 0) {
-        std::fprintf(stderr, "iwb info: context must be a positive number, got '%s'\n", argv[i]);
-        return 2;
-      }
-    } else if (a == "--json") {
-      o->json = true;
-    } else if (a == "--no-tensors") {
-      o->show_tensors = false;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "iwb info: unknown option '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    } else if (o->path.empty()) {
-      o->path = a;
-    } else {
-      std::fprintf(stderr, "iwb info: more than one model given\n");
-      return 2;
-    }
-  }
-  if (o->path.empty()) { print_usage(stderr); return 2; }
-  return -1;
+  OptionTable t("info", "MODEL.gguf [options]", "What a GGUF file holds and what it needs to run at a context.");
+  t.add({.value_name = "MODEL.gguf",
+         .help = "the GGUF file",
+         .destination = &o->path,
+         .is_required = true,
+         .missing_message = "no model given (iwb info MODEL.gguf)"});
+  add_context_option(t, &o->context, "context length for the memory estimate; 0: the model's, at most 4096", 0);
+  add_json_option(t, &o->json, "machine-readable output");
+  t.add({.names = {"--no-tensors"}, .help = "leave out the tensor table", .destination = &o->is_tensor_table_skipped});
+  return parse_command_line(t, argc, argv);
 }
 
 void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEstimate& mem, bool show_tensors) {
@@ -190,8 +163,8 @@ int run_info(int argc, char** argv) {
     context = trained > 0 ? std::min<int64_t>(trained, 4096) : 4096;
   }
   const MemoryEstimate mem = estimate_memory(*summary, context);
-  if (o.json) print_json(**file, *summary, mem, o.show_tensors);
-  else print_text(**file, *summary, mem, o.show_tensors);
+  if (o.json) print_json(**file, *summary, mem, !o.is_tensor_table_skipped);
+  else print_text(**file, *summary, mem, !o.is_tensor_table_skipped);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `iwb models`: the GGUF files in this program's cache, the Hugging Face cache, LM Studio's and
 // llama.cpp's folders, and where the default model is or would be.
 #include "commands.h"
+#include "options/option_table.h"
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/model/model_locations.h"
@@ -12,15 +13,8 @@
 namespace iwb::cli {
 
 int run_models(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("usage: iwb models\n  lists .gguf files in the known model folders\n");
-      return 0;
-    }
-    std::fprintf(stderr, "iwb models: unknown option '%s'\n", a.c_str());
-    return 2;
-  }
+  const OptionTable t("models", "", "Lists the .gguf files in the known model folders.");
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   const auto folders = known_model_folders();
   std::printf("folders\n");
   for (const ModelFolder& f : folders) {

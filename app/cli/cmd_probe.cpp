@@ -2,27 +2,17 @@
 // the CPU (and of each CUDA device) and records them in the results store for the roofline.
 #include "commands.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace iwb::cli {
 namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb probe [--json] [-t THREADS] [--size MIB] [--no-store] [--db PATH]\n"
-               "  -t, --threads N  CPU threads (default: all)\n"
-               "  --size MIB       each bandwidth buffer, MiB (default 512; far beyond the caches)\n"
-               "  --no-store       do not record the results\n"
-               "  --db PATH        results store (default %s)\n",
-               ResultsStore::default_path().c_str());
-}
 
 void print_text(const ProbeResult& r) {
   std::printf("%-8s %s\n", r.device_id.c_str(), r.device_name.c_str());
@@ -49,23 +39,23 @@ void add_json(JsonWriter& j, const ProbeResult& r) {
 int run_probe(int argc, char** argv) {
   ProbeOptions options;
   bool json = false;
-  bool store = true;
+  bool is_store_skipped = false;
   std::string db_path = ResultsStore::default_path();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
-    if (a == "--json") json = true;
-    else if (a == "--no-store") store = false;
-    else if ((a == "-t" || a == "--threads") && has_value) options.num_threads = std::atoi(argv[++i]);
-    else if (a == "--size" && has_value) options.buffer_bytes = std::strtoull(argv[++i], nullptr, 10) << 20;
-    else if (a == "--db" && has_value) db_path = argv[++i];
-    else {
-      std::fprintf(stderr, "iwb probe: unknown or incomplete option '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-  }
+  uint64_t buffer_mib = options.buffer_bytes >> 20;
+  OptionTable t("probe", "[--json] [-t THREADS] [--size MIB] [--no-store] [--db PATH]",
+                "Measures the ceilings of the CPU (and of each CUDA device) for the roofline.");
+  add_threads_option(t, &options.num_threads);
+  t.add({.names = {"--size"},
+         .value_name = "MIB",
+         .help = "each bandwidth buffer, MiB (far beyond the caches)",
+         .destination = &buffer_mib,
+         .min = 1,
+         .max = 1 << 20});
+  add_json_option(t, &json);
+  add_results_store_options(t, &is_store_skipped, &db_path, "the results");
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  options.buffer_bytes = buffer_mib << 20;
+  const bool store = !is_store_skipped;
 
   std::vector<ProbeResult> results;
   auto cpu = probe_cpu(options);

@@ -5,30 +5,18 @@
 // the overhead, and how much of the step time the records account for.
 #include "commands.h"
 #include "device_cli.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/runtime/engine.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <random>
 #include <string>
-#include <system_error>
 #include <vector>
 
 namespace iwb::cli {
 namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb profile-overhead -m MODEL.gguf [-n N] [-r ROUNDS] [-p PROMPT] [-t THREADS]\n"
-               "  -m, --model FILE   GGUF model\n"
-               "  -n N               tokens generated per run (default 64)\n"
-               "  -r ROUNDS          generations, profiling alternating step by step (default 10)\n"
-               "  -p PROMPT          random prompt tokens per run (default 32)\n"
-               "  -t, --threads N    CPU threads (default: all cores)\n"
-               "  --device DEV       auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N\n");
-}
 
 // Step times of each mode: [0] profiling off, [1] on.
 struct StepTimes {
@@ -94,59 +82,34 @@ double trimmed_mean(std::vector<double> v) {
   return n ? sum / static_cast<double>(n) : 0;
 }
 
-template <typename T>
-bool parse_number(const char* text, T* out) {
-  const char* end = text + std::char_traits<char>::length(text);
-  const auto [ptr, ec] = std::from_chars(text, end, *out);
-  return ec == std::errc() && ptr == end;
-}
-
 }  // namespace
 
 int run_profile_overhead(int argc, char** argv) {
   std::string model;
   int32_t num_tokens = 64;
-  int rounds = 10;
+  int32_t rounds = 10;
   int64_t num_prompt = 32;
   int threads = 0;
-  std::string device = "auto";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    bool ok = has_value;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && has_value) {
-      model = argv[++i];
-    } else if (a == "-n" && has_value) {
-      ok = parse_number(argv[++i], &num_tokens) && num_tokens >= 1;
-    } else if (a == "-r" && has_value) {
-      ok = parse_number(argv[++i], &rounds) && rounds >= 1;
-    } else if (a == "-p" && has_value) {
-      ok = parse_number(argv[++i], &num_prompt) && num_prompt >= 1;
-    } else if ((a == "-t" || a == "--threads") && has_value) {
-      ok = parse_number(argv[++i], &threads) && threads >= 1;
-    } else if (const int taken = parse_device_option("profile-overhead", argc, argv, &i, &device); taken != 0) {
-      if (taken < 0) return 2;
-    } else {
-      ok = false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "iwb profile-overhead: bad or incomplete option '%s'\n\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-  }
-  if (model.empty()) {
-    std::fprintf(stderr, "iwb profile-overhead: no model given (-m MODEL.gguf)\n\n");
-    print_usage(stderr);
-    return 2;
-  }
+  DeviceOptions device;
+  OptionTable t("profile-overhead", "-m MODEL.gguf [-n N] [-r ROUNDS] [-p N] [-t THREADS]",
+                "What the kernel profiler costs: step times with profiling off and on, alternating.");
+  add_model_option(t, &model);
+  t.add({.names = {"-n", "--n-gen"}, .value_name = "N", .help = "tokens generated per run", .destination = &num_tokens, .min = 1});
+  t.add({.names = {"-r", "--rounds"},
+         .value_name = "N",
+         .help = "generations, profiling alternating step by step",
+         .destination = &rounds,
+         .min = 1});
+  t.add({.names = {"-p", "--n-prompt"}, .value_name = "N", .help = "random prompt tokens per run", .destination = &num_prompt, .min = 1});
+  add_threads_option(t, &threads);
+  add_device_options(t, &device);
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  Result<std::string> device_name = resolve_device(device, model);
+  if (!device_name) return report_usage_error(t, device_name.error_message());
 
   EngineOptions options;
   options.num_threads = threads;
-  options.device = device;
+  options.device = *device_name;
   options.context_length = num_prompt + num_tokens + 1;
   auto loaded = Engine::load(model, options);
   if (!loaded) {

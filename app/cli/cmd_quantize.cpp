@@ -3,6 +3,7 @@
 // fallbacks and each tensor kind's quantization error, and records the run in the results store.
 #include "commands.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 #include "recorded_run.h"
 
 #include "iwb/engine/model/model_info.h"
@@ -10,7 +11,6 @@
 #include "iwb/engine/quant/run_recorder.h"
 #include "iwb/engine/store/results_store.h"
 
-#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -19,74 +19,39 @@
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::string types;
-  for (const std::string& t : synth::weight_type_names()) types += (types.empty() ? "" : ", ") + t;
-  std::fprintf(out,
-               "usage: iwb quantize -m SOURCE.gguf -o OUT.gguf --type TYPE [--keep-output-f16] [--imatrix FILE]\n"
-               "                    [-t N] [--json] [--no-store] [--db PATH]\n"
-               "  -m, --model FILE    source model (F32/F16/BF16; a quantized source is dequantized first)\n"
-               "  -o, --output FILE   GGUF file to write\n"
-               "  --type TYPE         %s\n"
-               "  --keep-output-f16   keep the classifier (output.weight or tied embeddings) in F16\n"
-               "  --imatrix FILE      importance matrix (iwb imatrix, or llama.cpp's imatrix .dat)\n"
-               "  -t, --threads N     threads (default: all cores)\n"
-               "  --json              print the report as JSON\n"
-               "  --no-store          do not record the run in the results store\n"
-               "  --db PATH           results store (default %s)\n",
-               types.c_str(), ResultsStore::default_path().c_str());
-}
-
 struct Options {
   quant::QuantizeOptions quantize;
   bool is_json = false;
-  bool is_store = true;
+  bool is_store_skipped = false;
   std::string db = ResultsStore::default_path();
 };
 
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
+  std::string types, line;  // wrapped for the help's column
+  for (const std::string& t : synth::weight_type_names()) {
+    if (line.size() + t.size() > 60) {
+      types += line + ",\n";
+      line.clear();
     }
-    if (a == "--keep-output-f16") { o->quantize.keep_output_f16 = true; continue; }
-    if (a == "--json") { o->is_json = true; continue; }
-    if (a == "--no-store") { o->is_store = false; continue; }
-    const bool takes_value = a == "-m" || a == "--model" || a == "-o" || a == "--output" || a == "--type" ||
-                             a == "--imatrix" || a == "-t" || a == "--threads" || a == "--db";
-    if (!takes_value) {
-      std::fprintf(stderr, "iwb quantize: unknown argument '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "iwb quantize: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "-m" || a == "--model") o->quantize.source_path = v;
-    else if (a == "-o" || a == "--output") o->quantize.output_path = v;
-    else if (a == "--type") o->quantize.type = v;
-    else if (a == "--imatrix") o->quantize.imatrix_path = v;
-    else if (a == "--db") o->db = v;
-    else {
-      int n = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || p != v.data() + v.size() || n < 1 || n > 1024) {
-        std::fprintf(stderr, "iwb quantize: %s needs a thread count 1..1024, got '%s'\n", a.c_str(), v.c_str());
-        return 2;
-      }
-      o->quantize.num_threads = n;
-    }
+    line += (line.empty() ? "" : ", ") + t;
   }
-  if (o->quantize.source_path.empty() || o->quantize.output_path.empty()) {
-    std::fprintf(stderr, "iwb quantize: %s is required\n", o->quantize.source_path.empty() ? "-m" : "-o");
-    print_usage(stderr);
-    return 2;
-  }
-  return -1;
+  types += line;
+  OptionTable t("quantize", "-m SOURCE.gguf -o OUT.gguf --type TYPE [--imatrix FILE] [options]",
+                "Rewrites a model's weights in another GGUF type (llama-quantize's per-tensor rules).");
+  add_model_option(t, &o->quantize.source_path, "source model (F32/F16/BF16; a quantized source is dequantized first)");
+  add_output_file_option(t, &o->quantize.output_path, "GGUF file to write");
+  t.add({.names = {"--type"}, .value_name = "TYPE", .help = types, .destination = &o->quantize.type});
+  t.add({.names = {"--keep-output-f16"},
+         .help = "keep the classifier (output.weight or tied embeddings) in F16",
+         .destination = &o->quantize.keep_output_f16});
+  t.add({.names = {"--imatrix"},
+         .value_name = "FILE",
+         .help = "importance matrix (iwb imatrix, or llama.cpp's imatrix .dat)",
+         .destination = &o->quantize.imatrix_path});
+  add_threads_option(t, &o->quantize.num_threads);
+  add_json_option(t, &o->is_json, "print the report as JSON");
+  add_results_store_options(t, &o->is_store_skipped, &o->db, "the run");
+  return parse_command_line(t, argc, argv);
 }
 
 void print_progress(const quant::QuantizeProgress& p) {
@@ -174,7 +139,7 @@ int run_quantize(int argc, char** argv) {
 
   // The run is recorded as running first, so a failure part-way leaves a failed row.
   std::unique_ptr<ResultsStore> store;
-  if (o.is_store && !open_results_store("quantize", o.db, &store)) return 1;
+  if (!o.is_store_skipped && !open_results_store("quantize", o.db, &store)) return 1;
   Result<quant::RecordedQuantize> recorded = quant::quantize_and_record(o.quantize, store.get());
   if (!recorded) {
     std::fprintf(stderr, "\niwb quantize: %s\n", recorded.error_message().c_str());

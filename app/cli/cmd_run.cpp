@@ -3,6 +3,7 @@
 // the time went, kernel kind by kernel kind).
 #include "commands.h"
 #include "device_cli.h"
+#include "options/option_groups.h"
 #include "spec_cli.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
@@ -10,158 +11,99 @@
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
-#include <system_error>
 
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
-               "  -m, --model FILE        GGUF model (llama, qwen2 or gemma3 architecture)\n"
-               "  -p, --prompt TEXT       the prompt (a user message with --chat)\n"
-               "  -f, --file FILE         read the prompt from a file\n"
-               "  -n, --n-predict N       tokens to generate at most (default 256; -1: until the end)\n"
-               "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
-               "  -t, --threads N         CPU threads (default: all cores)\n"
-               "  --temp T                temperature (default 0.8; 0: greedy)\n"
-               "  --top-k K               keep the K most likely tokens (default 40; 0: off)\n"
-               "  --top-p P               nucleus sampling threshold (default 0.95; 1: off)\n"
-               "  --min-p M               drop tokens below M x the top probability (default 0.05; 0: off)\n"
-               "  --repeat-penalty R      penalty for recent tokens (default 1.1; 1: off)\n"
-               "  --seed S                random seed (same seed, same output)\n"
-               "  --chat                  wrap the prompt in the model's chat template\n"
-               "  --system TEXT           system message (with --chat)\n"
-               "  --template NAME         chat template family: chatml, llama2, llama3, mistral, gemma,\n"
-               "                          phi3, zephyr or plain (default: detected from the model)\n"
-               "  --ids                   print the generated token ids, space separated, on one line\n"
-               "  --profile               time every kernel; print time, FLOP/s and bytes/s per kernel kind\n"
-               "  --batch-invariant       exact matmuls whose results do not depend on the batch (slower): greedy\n"
-               "                          output is then the same with or without speculation\n"
-               "  --draft-n K             draft tokens per step with --spec (default 4)\n"
-               "%s%s",
-               kDeviceUsage, kSpecUsage);
-}
-
 struct Options {
-  std::string model, prompt, file, system, template_name;
-  bool has_prompt = false;
+  std::string model;
+  PromptOptions prompt;
+  std::string system, template_name;
   bool is_chat = false;
   bool ids_only = false;
   bool is_profiled = false;
   bool is_batch_invariant = false;
-  int32_t n_predict = 256;
   int64_t context = 0;
+  int64_t batch_tokens = EngineOptions{}.max_batch_tokens;
   int threads = 0;
-  std::string device = "auto";
-  SamplingParams sampling;
+  DeviceOptions device;
+  SamplingOptions sampling;
   spec::SpeculativeConfig speculation;
 };
 
-template <typename T>
-bool parse_number(const std::string& text, T* out) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end;
+OptionTable make_table(Options* o) {
+  OptionTable t("run", "-m MODEL.gguf (-p PROMPT | -f FILE) [options]",
+                "Generates text, printing each piece as it comes, then a timings line on stderr.");
+  t.begin_group("model and prompt");
+  add_model_option(t, &o->model, "GGUF model (llama, qwen2, gemma3 or qwen3 architecture)");
+  add_prompt_options(t, &o->prompt, "the prompt (a user message with --chat)");
+  t.begin_group("context");
+  add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);
+  add_batch_size_option(t, &o->batch_tokens, "tokens per forward step (prompt chunks)");
+  t.begin_group("threads and device");
+  add_threads_option(t, &o->threads);
+  add_device_options(t, &o->device);
+  t.add({.names = {"--batch-invariant"},
+         .help = "exact matmuls whose results do not depend on the batch (slower):\n"
+                 "greedy output is then the same with or without speculation",
+         .destination = &o->is_batch_invariant});
+  t.begin_group("sampling (llama.cpp's defaults)");
+  add_sampling_options(t, &o->sampling);
+  t.begin_group("chat");
+  t.add({.names = {"--chat"}, .help = "wrap the prompt in the model's chat template", .destination = &o->is_chat});
+  t.add({.names = {"--system"}, .value_name = "TEXT", .help = "system message (with --chat)", .destination = &o->system});
+  t.add({.names = {"--template"},
+         .value_name = "NAME",
+         .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
+                 "zephyr or plain",
+         .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
+           if (!chat_template_family_from_name(value)) {
+             return "unknown chat template '" + std::string(value) +
+                    "' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, plain)";
+           }
+           o->template_name = std::string(value);
+           return {};
+         }),
+         .default_text = "detected from the model"});
+  t.begin_group("speculation");
+  add_speculation_options(t, &o->speculation);
+  add_draft_max_option(t, &o->speculation.num_draft_tokens);
+  t.begin_group("output");
+  t.add({.names = {"--ids"}, .help = "print the generated token ids, space separated, on one line", .destination = &o->ids_only});
+  t.add({.names = {"--profile"},
+         .help = "time every kernel; print time, FLOP/s and bytes/s per kernel kind",
+         .destination = &o->is_profiled});
+  return t;
 }
 
 // Returns -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    std::string v;
-    auto value = [&]() -> bool {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "iwb run: %s needs a value\n\n", a.c_str());
-        print_usage(stderr);
-        return false;
-      }
-      v = argv[++i];
-      return true;
-    };
-    auto number = [&](auto* out, auto min, const char* what) -> bool {
-      if (!value()) return false;
-      if (!parse_number(v, out) || !(*out >= min)) {
-        std::fprintf(stderr, "iwb run: %s must be %s, not '%s'\n", a.c_str(), what, v.c_str());
-        return false;
-      }
-      return true;
-    };
-    bool ok = true;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if (a == "-m" || a == "--model") {
-      ok = value() && (o->model = v, true);
-    } else if (a == "-p" || a == "--prompt") {
-      ok = value() && (o->prompt = v, o->has_prompt = true);
-    } else if (a == "-f" || a == "--file") {
-      ok = value() && (o->file = v, true);
-    } else if (a == "-n" || a == "--n-predict") {
-      ok = number(&o->n_predict, -1, "a whole number >= -1");
-    } else if (a == "-c" || a == "--ctx-size") {
-      ok = number(&o->context, int64_t{1}, "a positive whole number");
-    } else if (a == "-t" || a == "--threads") {
-      ok = number(&o->threads, 1, "a positive whole number");
-    } else if (a == "--temp") {
-      ok = number(&o->sampling.temperature, 0.0f, "a number >= 0");
-    } else if (a == "--top-k") {
-      ok = number(&o->sampling.top_k, 0, "a whole number >= 0");
-    } else if (a == "--top-p") {
-      ok = number(&o->sampling.top_p, 0.0f, "a number >= 0");
-    } else if (a == "--min-p") {
-      ok = number(&o->sampling.min_p, 0.0f, "a number >= 0");
-    } else if (a == "--repeat-penalty") {
-      ok = number(&o->sampling.repeat_penalty, 0.0f, "a number >= 0");
-    } else if (a == "--seed") {
-      ok = number(&o->sampling.seed, uint64_t{0}, "a whole number >= 0");
-    } else if (a == "--chat") {
-      o->is_chat = true;
-    } else if (a == "--system") {
-      ok = value() && (o->system = v, true);
-    } else if (a == "--template") {
-      ok = value() && (o->template_name = v, true);
-    } else if (a == "--ids") {
-      o->ids_only = true;
-    } else if (a == "--profile") {
-      o->is_profiled = true;
-    } else if (a == "--batch-invariant") {
-      o->is_batch_invariant = true;
-    } else if (a == "--draft-n") {
-      ok = number(&o->speculation.num_draft_tokens, 1, "a whole number >= 1");
-    } else if (const int taken = parse_spec_option("run", argc, argv, &i, &o->speculation); taken != 0) {
-      ok = taken > 0;
-    } else if (const int taken = parse_device_option("run", argc, argv, &i, &o->device); taken != 0) {
-      ok = taken > 0;
-    } else {
-      std::fprintf(stderr, "iwb run: unexpected argument '%s'\n\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (!ok) return 2;
+  const OptionTable table = make_table(o);
+  if (const int status = parse_command_line(table, argc, argv); status >= 0) return status;
+  if (o->prompt.text.has_value() == !o->prompt.file.empty()) {
+    return report_usage_error(table, "give exactly one of -p PROMPT or -f FILE");
   }
-  const char* problem = nullptr;
-  if (o->model.empty()) problem = "no model given (-m MODEL.gguf)";
-  else if (o->has_prompt == !o->file.empty()) problem = "give exactly one of -p PROMPT or -f FILE";
-  else if (!o->is_chat && (!o->system.empty() || !o->template_name.empty())) problem = "--system and --template need --chat";
-  if (problem != nullptr) {
-    std::fprintf(stderr, "iwb run: %s\n\n", problem);
-    print_usage(stderr);
-    return 2;
+  if (!o->is_chat && (!o->system.empty() || !o->template_name.empty())) {
+    return report_usage_error(table, "--system and --template need --chat");
   }
-  if (!o->template_name.empty() && !chat_template_family_from_name(o->template_name)) {
-    std::fprintf(stderr,
-                 "iwb run: unknown chat template '%s' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, plain)\n",
-                 o->template_name.c_str());
-    return 2;
-  }
+  Result<std::string> device = resolve_device(o->device, o->model);
+  if (!device) return report_usage_error(table, device.error_message());
+  o->device.device = *device;
   return -1;
+}
+
+// The settings as options, so a sampled run can be repeated exactly (the seed included).
+void print_sampling(const SamplingParams& p, int32_t n_predict) {
+  std::fprintf(stderr,
+               "iwb run: sampling --temp %g --top-k %d --top-p %g --min-p %g --repeat-penalty %g --repeat-last-n %d "
+               "--seed %llu -n %d\n",
+               p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.penalty_last_n,
+               static_cast<unsigned long long>(p.seed), n_predict);
 }
 
 bool read_file(const std::string& path, std::string* out) {
@@ -202,8 +144,9 @@ void print_profile(const RunningAggregate& profile) {
 int run_run(int argc, char** argv) {
   Options o;
   if (const int status = parse(argc, argv, &o); status >= 0) return status;
-  if (!o.file.empty() && !read_file(o.file, &o.prompt)) {
-    std::fprintf(stderr, "iwb run: cannot read '%s'\n", o.file.c_str());
+  std::string prompt = o.prompt.text.value_or("");
+  if (!o.prompt.file.empty() && !read_file(o.prompt.file, &prompt)) {
+    std::fprintf(stderr, "iwb run: cannot read '%s'\n", o.prompt.file.c_str());
     return 1;
   }
 
@@ -212,7 +155,8 @@ int run_run(int argc, char** argv) {
   engine_options.num_threads = o.threads;
   engine_options.speculation = o.speculation;
   engine_options.is_batch_invariant = o.is_batch_invariant;
-  engine_options.device = o.device;
+  engine_options.max_batch_tokens = o.batch_tokens;
+  engine_options.device = o.device.device;
   if (Status s = spec::validate(o.speculation); !s) {
     std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());
     return 2;
@@ -229,12 +173,13 @@ int run_run(int argc, char** argv) {
   std::fprintf(stderr, "iwb run: %s\n", device_line(engine).c_str());
 
   GenerationRequest request;
-  request.sampling = o.sampling;
-  request.max_new_tokens = o.n_predict;
+  request.sampling = o.sampling.to_params(std::random_device{}());
+  request.max_new_tokens = o.sampling.n_predict;
+  print_sampling(request.sampling, o.sampling.n_predict);
   if (o.is_chat) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
-    messages.push_back({"user", o.prompt});
+    messages.push_back({"user", prompt});
     ChatPromptOptions chat;
     if (!o.template_name.empty()) chat.family = chat_template_family_from_name(o.template_name);
     Result<ChatPrompt> prompt = build_chat_prompt(engine.tokenizer(), engine.chat_template(), messages, chat);
@@ -247,7 +192,7 @@ int run_run(int argc, char** argv) {
   } else {
     tokenizer::EncodeOptions encode;
     encode.parse_special = true;  // as llama.cpp does for prompts: "<|im_start|>" is one token
-    request.prompt_tokens = engine.tokenizer().encode(o.prompt, encode);
+    request.prompt_tokens = engine.tokenizer().encode(prompt, encode);
   }
 
   Result<RequestId> id = engine.add_request(std::move(request));

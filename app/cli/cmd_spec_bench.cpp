@@ -1,4 +1,4 @@
-// `iwb spec-bench -m TARGET --spec KIND [--draft-model F] --draft-n 1,2,4,8 [-p TEXT | --prompt-file F]`:
+// `iwb spec-bench -m TARGET --spec KIND [-md F] --draft-n 1,2,4,8 [-p TEXT | -f FILE]`:
 // speculative decoding against plain decoding on the same greedy request. The drafter is
 // built once; each K is a request that asks for it (K = 0 is the baseline), measured before
 // and after the K runs so a drifting machine shows. Prints generation tokens/s, the speedup,
@@ -6,13 +6,13 @@
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
+#include "options/option_groups.h"
 #include "spec_cli.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -22,23 +22,6 @@
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb spec-bench -m TARGET.gguf --spec KIND [options]\n"
-               "  -m, --model FILE        the target model\n"
-               "  -p, --prompt TEXT       the prompt (default: a short chat question)\n"
-               "  --prompt-file FILE      read the prompt from a file\n"
-               "  --raw                   use the prompt as it is (default: a user message in the chat template)\n"
-               "  --draft-n LIST          draft lengths to measure, e.g. 1,2,4,8 (default 1,2,4,8)\n"
-               "  -n, --n-predict N       tokens to generate per run (default 128)\n"
-               "  -t, --threads N         CPU threads (default: all cores)\n"
-               "  --json                  print the results as JSON\n"
-               "  --batch-invariant       exact, batch-invariant matmuls (slower): speculative greedy output is\n"
-               "                          then bit for bit the plain one\n"
-               "%s%s",
-               kDeviceUsage, kSpecUsage);
-}
-
 struct Options {
   std::string model, prompt = "Explain in three sentences what a hash map is.", prompt_file;
   bool is_raw = false;
@@ -47,69 +30,47 @@ struct Options {
   std::vector<int32_t> draft_lengths = {1, 2, 4, 8};
   int32_t n_predict = 128;
   int threads = 0;
-  std::string device = "auto";
+  DeviceOptions device;
   spec::SpeculativeConfig speculation;
 };
 
-template <typename T>
-bool parse_number(const std::string& text, T* out) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end;
-}
-
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "iwb spec-bench: %s needs a value\n", a.c_str());
-        return false;
-      }
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    bool ok = true;
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if (a == "-m" || a == "--model") {
-      ok = value(&o->model);
-    } else if (a == "-p" || a == "--prompt") {
-      ok = value(&o->prompt);
-    } else if (a == "--prompt-file") {
-      ok = value(&o->prompt_file);
-    } else if (a == "--raw") {
-      o->is_raw = true;
-    } else if (a == "--json") {
-      o->is_json = true;
-    } else if (a == "--batch-invariant") {
-      o->is_batch_invariant = true;
-    } else if (a == "--draft-n") {
-      ok = value(&v) && parse_draft_list("spec-bench", v, &o->draft_lengths);
-    } else if (a == "-n" || a == "--n-predict") {
-      ok = value(&v) && parse_number(v, &o->n_predict) && o->n_predict >= 2;
-      if (!ok) std::fprintf(stderr, "iwb spec-bench: -n must be a whole number >= 2\n");
-    } else if (a == "-t" || a == "--threads") {
-      ok = value(&v) && parse_number(v, &o->threads) && o->threads >= 1;
-      if (!ok) std::fprintf(stderr, "iwb spec-bench: -t must be a positive whole number\n");
-    } else if (const int taken = parse_spec_option("spec-bench", argc, argv, &i, &o->speculation); taken != 0) {
-      ok = taken > 0;
-    } else if (const int taken = parse_device_option("spec-bench", argc, argv, &i, &o->device); taken != 0) {
-      ok = taken > 0;
-    } else {
-      std::fprintf(stderr, "iwb spec-bench: unexpected argument '%s'\n\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (!ok) return 2;
-  }
-  if (o->model.empty() || !o->speculation.is_enabled()) {
-    std::fprintf(stderr, "iwb spec-bench: give a target model (-m) and a drafter (--spec draft|lookup|self)\n\n");
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("spec-bench", "-m TARGET.gguf --spec KIND [options]",
+                "Speculative decoding against plain decoding on the same greedy request.");
+  t.begin_group("model and prompt");
+  add_model_option(t, &o->model, "the target model");
+  t.add({.names = {"-p", "--prompt"}, .value_name = "TEXT", .help = "the prompt", .destination = &o->prompt, .default_text = "a short chat question"});
+  t.add({.names = {"-f", "--file", "--prompt-file"}, .value_name = "FILE", .help = "read the prompt from a file", .destination = &o->prompt_file});
+  t.add({.names = {"--raw"},
+         .help = "use the prompt as it is (default: a user message in the chat template)",
+         .destination = &o->is_raw});
+  t.add({.names = {"-n", "--n-predict"},
+         .value_name = "N",
+         .help = "tokens to generate per run",
+         .destination = &o->n_predict,
+         .min = 2});
+  t.begin_group("threads and device");
+  add_threads_option(t, &o->threads);
+  add_device_options(t, &o->device);
+  t.add({.names = {"--batch-invariant"},
+         .help = "exact, batch-invariant matmuls (slower): speculative greedy output is\n"
+                 "then bit for bit the plain one",
+         .destination = &o->is_batch_invariant});
+  t.begin_group("speculation");
+  add_speculation_options(t, &o->speculation);
+  t.add({.names = {"--draft-n", "--draft-max"},
+         .value_name = "LIST",
+         .help = "draft lengths to measure, e.g. 1,2,4,8 (one length: run's --draft-max)",
+         .destination = &o->draft_lengths,
+         .min = 1,
+         .max = spec::kMaxDraftTokens});
+  t.begin_group("output");
+  add_json_option(t, &o->is_json);
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  if (!o->speculation.is_enabled()) return report_usage_error(t, "no drafter given (--spec draft|lookup|self)");
+  Result<std::string> device = resolve_device(o->device, o->model);
+  if (!device) return report_usage_error(t, device.error_message());
+  o->device.device = *device;
   return -1;
 }
 
@@ -224,7 +185,7 @@ int run_spec_bench(int argc, char** argv) {
   }
   EngineOptions options;
   options.num_threads = o.threads;
-  options.device = o.device;
+  options.device = o.device.device;
   options.context_length = 4096;
   options.is_batch_invariant = o.is_batch_invariant;
   Result<std::unique_ptr<Engine>> loaded = Engine::load(o.model, options);

@@ -1,32 +1,17 @@
 // `iwb synth --preset NAME --type TYPE [--vocab VOCAB.gguf] [--seed S] [-t N] -o OUT.gguf`:
 // a model with a real shape and random weights, for measuring on shapes nobody shipped here.
 #include "commands.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/synth/synth_model.h"
 
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace iwb::cli {
 namespace {
-
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb synth --preset NAME --type TYPE -o OUT.gguf [--vocab VOCAB.gguf] [--seed S] [-t N]\n"
-               "       iwb synth --list\n"
-               "  --preset NAME      model shape (see --list)\n"
-               "  --type TYPE        tensor type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,\n"
-               "                     Q4_K, Q5_K, Q6_K, or llama.cpp's mixes Q4_K_M, Q5_K_M (default F16)\n"
-               "  --vocab FILE       copy the tokenizer of this GGUF (the vocabulary size follows it);\n"
-               "                     without it, a byte-level tokenizer padded to the preset's vocabulary\n"
-               "  --seed S           random seed (default 0); the same seed writes the same file\n"
-               "  -t, --threads N    threads generating and quantizing rows (default: all cores)\n"
-               "  -o, --output FILE  GGUF file to write\n"
-               "  --list             list the presets and types\n");
-}
 
 void print_list() {
   std::printf("presets:\n");
@@ -48,56 +33,47 @@ void print_list() {
 }
 
 struct Options {
-  std::string preset;
   synth::SynthOptions synth;
+  bool is_preset_given = false;
   bool list = false;
 };
 
 // Returns an exit status to stop with, or -1 to go on.
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") { print_usage(stdout); return 0; }
-    if (a == "--list") { o->list = true; continue; }
-    const bool takes_value = a == "--preset" || a == "--type" || a == "--vocab" || a == "--seed" || a == "-t" ||
-                             a == "--threads" || a == "-o" || a == "--output";
-    if (!takes_value) {
-      std::fprintf(stderr, "iwb synth: unknown argument '%s'\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "iwb synth: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--preset") o->preset = v;
-    else if (a == "--type") o->synth.weight_type = v;
-    else if (a == "--vocab") o->synth.vocab_path = v;
-    else if (a == "-o" || a == "--output") o->synth.output_path = v;
-    else {
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (*end != '\0' || n < 0 || ((a == "-t" || a == "--threads") && n > 1024)) {
-        std::fprintf(stderr, "iwb synth: %s needs a non-negative whole number, got '%s'\n", a.c_str(), v.c_str());
-        return 2;
-      }
-      if (a == "--seed") o->synth.seed = static_cast<uint64_t>(n);
-      else o->synth.num_threads = static_cast<int>(n);
-    }
-  }
+  OptionTable t("synth", "--preset NAME --type TYPE -o OUT.gguf [--vocab VOCAB.gguf] [--seed S] [-t N]\n"
+                "       iwb synth --list",
+                "A model with a real shape and random weights, for measuring shapes nobody shipped here.");
+  t.add({.names = {"--preset"},
+         .value_name = "NAME",
+         .help = "model shape (see --list)",
+         .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
+           const synth::SynthShape* shape = synth::find_synth_preset(std::string(value));
+           if (shape == nullptr) return "unknown preset '" + std::string(value) + "' ('iwb synth --list' shows them)";
+           o->synth.shape = *shape;
+           o->is_preset_given = true;
+           return {};
+         })});
+  t.add({.names = {"--type"},
+         .value_name = "TYPE",
+         .help = "tensor type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,\n"
+                 "Q4_K, Q5_K, Q6_K, or llama.cpp's mixes Q4_K_M, Q5_K_M",
+         .destination = &o->synth.weight_type});
+  t.add({.names = {"--vocab"},
+         .value_name = "FILE",
+         .help = "copy the tokenizer of this GGUF (the vocabulary size follows it);\n"
+                 "without it, a byte-level tokenizer padded to the preset's vocabulary",
+         .destination = &o->synth.vocab_path});
+  t.add({.names = {"-s", "--seed"},
+         .value_name = "S",
+         .help = "random seed; the same seed writes the same file",
+         .destination = &o->synth.seed});
+  add_threads_option(t, &o->synth.num_threads);
+  t.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = "GGUF file to write", .destination = &o->synth.output_path});
+  t.add({.names = {"--list"}, .help = "list the presets and types", .destination = &o->list});
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   if (o->list) return -1;
-  if (o->preset.empty() || o->synth.output_path.empty()) {
-    std::fprintf(stderr, "iwb synth: %s is required\n", o->preset.empty() ? "--preset" : "-o");
-    print_usage(stderr);
-    return 2;
-  }
-  const synth::SynthShape* shape = synth::find_synth_preset(o->preset);
-  if (shape == nullptr) {
-    std::fprintf(stderr, "iwb synth: unknown preset '%s' ('iwb synth --list' shows them)\n", o->preset.c_str());
-    return 2;
-  }
-  o->synth.shape = *shape;
+  if (!o->is_preset_given) return report_usage_error(t, "--preset is required");
+  if (o->synth.output_path.empty()) return report_usage_error(t, "-o is required");
   return -1;
 }
 

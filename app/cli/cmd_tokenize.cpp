@@ -1,6 +1,7 @@
 // `iwb tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--ids] [--parse-special]`: the ids
 // and pieces a model's own tokenizer makes of a text.
 #include "commands.h"
+#include "options/option_groups.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
@@ -8,76 +9,32 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 
 namespace iwb::cli {
 namespace {
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: iwb tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--ids] [--parse-special]\n"
-               "  -m, --model FILE     GGUF file with tokenizer metadata (a vocab-only file is enough)\n"
-               "  -p, --prompt TEXT    text to tokenize\n"
-               "  -f, --file FILE      read the text from a file (bytes as they are)\n"
-               "  --no-bos             do not add the BOS/EOS tokens the model asks for\n"
-               "  --parse-special      turn control-token text such as <|im_start|> into single tokens\n"
-               "  --ids                print only the ids, space separated, on one line\n");
-}
-
 struct Options {
   std::string model;
-  std::string prompt;
-  std::string file;
-  bool has_prompt = false;
-  bool add_bos = true;
+  PromptOptions text;
+  bool is_bos_skipped = false;
   bool parse_special = false;
   bool ids_only = false;
 };
 
 // Returns -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string* out) -> bool {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "iwb tokenize: %s needs a value\n\n", a.c_str());
-        print_usage(stderr);
-        return false;
-      }
-      *out = argv[++i];
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      print_usage(stdout);
-      return 0;
-    } else if (a == "-m" || a == "--model") {
-      if (!value(&o->model)) return 2;
-    } else if (a == "-p" || a == "--prompt") {
-      if (!value(&o->prompt)) return 2;
-      o->has_prompt = true;
-    } else if (a == "-f" || a == "--file") {
-      if (!value(&o->file)) return 2;
-    } else if (a == "--no-bos") {
-      o->add_bos = false;
-    } else if (a == "--ids") {
-      o->ids_only = true;
-    } else if (a == "--parse-special") {
-      o->parse_special = true;
-    } else {
-      std::fprintf(stderr, "iwb tokenize: unexpected argument '%s'\n\n", a.c_str());
-      print_usage(stderr);
-      return 2;
-    }
-  }
-  const char* problem = nullptr;
-  if (o->model.empty()) problem = "no model given (-m MODEL.gguf)";
-  else if (o->has_prompt == !o->file.empty()) problem = "give exactly one of -p TEXT or -f FILE";
-  if (problem != nullptr) {
-    std::fprintf(stderr, "iwb tokenize: %s\n\n", problem);
-    print_usage(stderr);
-    return 2;
-  }
+  OptionTable t("tokenize", "-m MODEL.gguf (-p TEXT | -f FILE) [options]",
+                "The ids and pieces a model's own tokenizer makes of a text.");
+  add_model_option(t, &o->model, "GGUF file with tokenizer metadata (a vocab-only file is enough)");
+  add_prompt_options(t, &o->text, "text to tokenize");
+  t.add({.names = {"--no-bos"}, .help = "do not add the BOS/EOS tokens the model asks for", .destination = &o->is_bos_skipped});
+  t.add({.names = {"--parse-special"},
+         .help = "turn control-token text such as <|im_start|> into single tokens",
+         .destination = &o->parse_special});
+  t.add({.names = {"--ids"}, .help = "print only the ids, space separated, on one line", .destination = &o->ids_only});
+  if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  if (o->text.text.has_value() == !o->text.file.empty()) return report_usage_error(t, "give exactly one of -p TEXT or -f FILE");
   return -1;
 }
 
@@ -129,9 +86,9 @@ int run_tokenize(int argc, char** argv) {
   Options o;
   if (const int status = parse(argc, argv, &o); status >= 0) return status;
 
-  std::string text = o.prompt;
-  if (!o.file.empty() && !read_file(o.file, &text)) {
-    std::fprintf(stderr, "iwb tokenize: cannot read '%s'\n", o.file.c_str());
+  std::string text = o.text.text.value_or("");
+  if (!o.text.file.empty() && !read_file(o.text.file, &text)) {
+    std::fprintf(stderr, "iwb tokenize: cannot read '%s'\n", o.text.file.c_str());
     return 1;
   }
   auto file = gguf::GgufFile::open(o.model);
@@ -146,7 +103,7 @@ int run_tokenize(int argc, char** argv) {
   }
 
   const std::vector<tokenizer::TokenId> ids =
-      tok->encode(text, {.add_bos = o.add_bos, .parse_special = o.parse_special});
+      tok->encode(text, {.add_bos = !o.is_bos_skipped, .parse_special = o.parse_special});
   if (o.ids_only) {
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {

@@ -109,10 +109,10 @@ class TestCliBatchBench : public QObject {
     QVERIFY(r.err.contains("no model given"));
     r = run_iwb({"batch-bench", "-m", "x.gguf", "--parallel", "1,0"});
     QCOMPARE(r.exit_code, 2);
-    QVERIFY(r.err.contains("--parallel needs a list"));
+    QVERIFY(r.err.contains("--parallel expects a comma-separated list of integers from 1 to 1024, got '1,0'"));
     r = run_iwb({"batch-bench", "-m", "x.gguf", "-n", "zero"});
     QCOMPARE(r.exit_code, 2);
-    QVERIFY(r.err.contains("-n needs a whole number >= 1, not 'zero'"));
+    QVERIFY(r.err.contains("-n expects an integer >= 1, got 'zero'"));
     if (m_model.isEmpty()) return;
     r = run_iwb({"batch-bench", "-m", m_model, "-c", "16", "-p", "16", "-n", "8", "--parallel", "1"});
     QCOMPARE(r.exit_code, 1);

@@ -146,7 +146,7 @@ class TestCliBench : public QObject {
     QCOMPARE(nothing.exit_code, 2);
     auto bad = run_iwb({"bench", "-m", "x.gguf", "-r", "zero"});
     QCOMPARE(bad.exit_code, 2);
-    QVERIFY(bad.err.contains("-r must be"));
+    QVERIFY(bad.err.contains("-r expects an integer >= 1, got 'zero'"));
     auto missing = run_iwb({"bench", "-m", m_tmp.filePath("absent.gguf"), "--no-store"});
     QCOMPARE(missing.exit_code, 1);
     QVERIFY2(missing.err.contains("absent.gguf"), qPrintable(missing.err));

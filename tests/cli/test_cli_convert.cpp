@@ -59,9 +59,9 @@ class TestCliConvert : public QObject {
                                   << "--tokenizer is required";
     QTest::newRow("no output") << QStringList{"convert", "llama2c", "--checkpoint", "a.bin", "--tokenizer", "t.bin"}
                                << "-o is required";
-    QTest::newRow("bad type") << QStringList{"convert", "llama2c", "--type", "q4_0"} << "--type must be f32 or f16";
+    QTest::newRow("bad type") << QStringList{"convert", "llama2c", "--type", "q4_0"} << "--type expects one of f32, f16, got 'q4_0'";
     QTest::newRow("missing value") << QStringList{"convert", "llama2c", "--checkpoint"} << "--checkpoint needs a value";
-    QTest::newRow("unknown option") << QStringList{"convert", "llama2c", "--frobnicate"} << "unknown argument";
+    QTest::newRow("unknown option") << QStringList{"convert", "llama2c", "--frobnicate"} << "unknown option '--frobnicate'";
   }
   void usageErrors() {
     QFETCH(QStringList, args);

@@ -1,6 +1,7 @@
 // `iwb run` on the aidreams model (converted here with `iwb convert`): greedy output is
-// printed and repeatable, --ids prints one line of ids, the timings line is on stderr, and
-// bad usage or a prompt longer than the context get clear messages and exit codes.
+// printed and repeatable, and llama.cpp's with no extra flags; no sampling flags mean
+// llama.cpp's defaults; --ids prints one line of ids, the timings line is on stderr, and bad
+// usage or a prompt longer than the context get clear messages and exit codes.
 #include "iwb_process.h"
 
 #include <QFile>
@@ -60,6 +61,53 @@ class TestCliRun : public QObject {
     QVERIFY(a.err.contains("iwb run: llama2c (llama, F32), context 128, 2 threads"));
   }
 
+  // `llama-simple -m aidreams.gguf -n 32 "I dreamed"` (llama.cpp of llama-cpp-python 0.3.36,
+  // greedy sampler) printed "<s> I dreamed" and then exactly this.
+  void greedyIsLlamaCppsWithNoExtraFlags() {
+    const QStringList args{"run", "-m", m_model, "--temp", "0", "-p", "I dreamed", "-n", "32", "-t", "2"};
+    auto plain = run_iwb(args);
+    QVERIFY2(plain.exit_code == 0, qPrintable(plain.err));
+    QCOMPARE(plain.out, QString(", as I sense the nodes, a gentle hum of probability. Contrast emerge\n"));
+    auto explicit_penalty = run_iwb(args + QStringList{"--repeat-penalty", "1.0"});
+    QCOMPARE(explicit_penalty.out, plain.out);
+    // The old default (1.1) changes this text by token 40: the default is not it.
+    const QStringList longer{"run", "-m", m_model, "--temp", "0", "-p", "I dreamed", "-n", "64", "-t", "2"};
+    auto penalized = run_iwb(longer + QStringList{"--repeat-penalty", "1.1"});
+    QVERIFY2(penalized.exit_code == 0, qPrintable(penalized.err));
+    QVERIFY(run_iwb(longer).out != penalized.out);
+  }
+
+  void noSamplingFlagsGiveLlamaCppDefaults() {
+    const QStringList args{"run", "-m", m_model, "-p", "I dreamed", "-t", "2"};
+    auto a = run_iwb(args + QStringList{"-n", "4"});
+    auto b = run_iwb(args + QStringList{"-n", "4"});
+    QVERIFY2(a.exit_code == 0 && b.exit_code == 0, qPrintable(a.err + b.err));
+    static const QRegularExpression line(
+        "iwb run: sampling --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1 --repeat-last-n 64 "
+        "--seed (\\d+) -n 4\n");
+    const QRegularExpressionMatch ma = line.match(a.err), mb = line.match(b.err);
+    QVERIFY2(ma.hasMatch(), qPrintable(a.err));
+    QVERIFY2(mb.hasMatch(), qPrintable(b.err));
+    QVERIFY(ma.captured(1) != mb.captured(1));  // -1: a new seed each run, as llama.cpp
+    // A seed given repeats the run; no -n generates until the end or a full context.
+    auto c = run_iwb(args + QStringList{"-s", ma.captured(1), "-n", "4"});
+    QCOMPARE(c.out, a.out);
+    auto until_end = run_iwb(args);
+    QVERIFY2(until_end.exit_code == 0, qPrintable(until_end.err));
+    QVERIFY2(until_end.err.contains(" -n -1\n"), qPrintable(until_end.err));
+    QVERIFY2(QRegularExpression("finished: (end of generation|context full)").match(until_end.err).hasMatch(),
+             qPrintable(until_end.err));
+  }
+
+  void gpuLayers() {
+    auto part = run_iwb({"run", "-m", m_model, "-p", "hi", "-ngl", "2"});
+    QCOMPARE(part.exit_code, 2);
+    QVERIFY2(part.err.contains("-ngl 2 asks for 2 of the model's 4 layers on the GPU"), qPrintable(part.err));
+    auto cpu = run_iwb({"run", "-m", m_model, "-p", "hi", "-n", "2", "-ngl", "0", "-t", "1"});
+    QVERIFY2(cpu.exit_code == 0, qPrintable(cpu.err));
+    QVERIFY2(cpu.err.contains("iwb run: device: cpu"), qPrintable(cpu.err));
+  }
+
   void idsAreOneLine() {
     auto r = run_iwb(greedy({"--ids"}));
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
@@ -99,14 +147,14 @@ class TestCliRun : public QObject {
     QTest::addColumn<QString>("message");
     QTest::newRow("no model") << QStringList{"run", "-p", "hi"} << "no model given";
     QTest::newRow("no prompt") << QStringList{"run", "-m", "x.gguf"} << "give exactly one of -p PROMPT or -f FILE";
-    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n must be";
-    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp must be";
+    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n expects an integer >= -1, got 'ten'";
+    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp expects a number >= 0, got '-1'";
     QTest::newRow("template without chat") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--template", "chatml"}
                                            << "--system and --template need --chat";
     QTest::newRow("unknown template") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--chat", "--template", "jinja9"}
                                       << "unknown chat template 'jinja9'";
     QTest::newRow("missing value") << QStringList{"run", "-m"} << "-m needs a value";
-    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unexpected argument '--frobnicate'";
+    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unknown option '--frobnicate' (see 'iwb run --help')";
   }
   void usageErrors() {
     QFETCH(QStringList, args);

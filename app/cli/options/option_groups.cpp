@@ -1,0 +1,233 @@
+// The shared option rows (see option_groups.h).
+#include "options/option_groups.h"
+
+#include "iwb/engine/backend/device_selection.h"
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_info.h"
+#include "iwb/kernels/ggml_type.h"
+
+#include <charconv>
+#include <system_error>
+
+namespace iwb::cli {
+
+void add_model_option(OptionTable& table, std::string* path, std::string help, bool is_required) {
+  table.add({.names = {"-m", "--model"},
+             .value_name = "FILE",
+             .help = std::move(help),
+             .destination = path,
+             .default_text = "",
+             .is_required = is_required,
+             .missing_message = "no model given (-m MODEL.gguf)"});
+}
+
+void add_prompt_options(OptionTable& table, PromptOptions* prompt, std::string text_help) {
+  table.add({.names = {"-p", "--prompt"}, .value_name = "TEXT", .help = std::move(text_help), .destination = &prompt->text});
+  table.add({.names = {"-f", "--file"},
+             .value_name = "FILE",
+             .help = "read it from a file instead (bytes as they are)",
+             .destination = &prompt->file});
+}
+
+void add_context_option(OptionTable& table, int64_t* context, std::string help, int64_t min,
+                        std::optional<std::string> default_text) {
+  table.add({.names = {"-c", "--ctx-size", "--ctx", "--context"},
+             .value_name = "N",
+             .help = std::move(help),
+             .destination = context,
+             .min = static_cast<double>(min),
+             .default_text = std::move(default_text)});
+}
+
+void add_batch_size_option(OptionTable& table, int64_t* tokens, std::string help) {
+  table.add({.names = {"-b", "--batch-size"}, .value_name = "N", .help = std::move(help), .destination = tokens, .min = 1});
+}
+
+void add_threads_option(OptionTable& table, int* threads) {
+  table.add({.names = {"-t", "--threads"},
+             .value_name = "N",
+             .help = "CPU threads",
+             .destination = threads,
+             .min = 1,
+             .max = 1024,
+             .default_text = "all cores"});
+}
+
+void add_device_options(OptionTable& table, DeviceOptions* device) {
+  table.add({.names = {"--device", "-dev"},
+             .value_name = "DEV",
+             .help = "where the model runs: auto (a CUDA GPU when one works, else the CPU),\n"
+                     "cpu, cuda or cuda:N",
+             .destination = CustomSetter([device](std::string_view, std::string_view value) -> std::string {
+               Result<DeviceRequest> request = parse_device_request(value);
+               if (!request) return request.error_message();
+               device->device = std::string(value);
+               return {};
+             }),
+             .default_text = device->device});
+  table.add({.names = {"-ngl", "--gpu-layers", "--n-gpu-layers"},
+             .value_name = "N",
+             .help = "layers on the GPU, as llama.cpp: 0 runs on the CPU; all (or at\n"
+                     "least the model's layers) the whole model on the GPU --device\n"
+                     "picks; a part is refused: the engine runs a model on one device",
+             .destination = CustomSetter([device](std::string_view option, std::string_view value) -> std::string {
+               if (value == "auto") {
+                 device->gpu_layers = kAutoGpuLayers;
+                 return {};
+               }
+               if (value == "all") {
+                 device->gpu_layers = kAllGpuLayers;
+                 return {};
+               }
+               int32_t n = 0;
+               const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+               if (ec != std::errc() || ptr != value.data() + value.size() || value.empty() || n < 0) {
+                 return std::string(option) + " expects a number of layers >= 0, auto or all, got '" +
+                        std::string(value) + "'";
+               }
+               device->gpu_layers = n;
+               return {};
+             }),
+             .default_text = "auto"});
+}
+
+Result<std::string> resolve_device(const DeviceOptions& o, const std::string& model_path) {
+  if (o.gpu_layers == kAutoGpuLayers) return o.device;
+  const std::string ngl = o.gpu_layers == kAllGpuLayers ? "all" : std::to_string(o.gpu_layers);
+  const bool is_cpu = o.device == "cpu";
+  if (o.gpu_layers == 0) {
+    if (is_cpu || o.device == "auto") return std::string("cpu");
+    return make_error(ErrorCode::InvalidArgument, "-ngl 0 keeps the model on the CPU, but --device asks for " + o.device);
+  }
+  if (is_cpu) return make_error(ErrorCode::InvalidArgument, "-ngl " + ngl + " asks for the GPU, but --device asks for the CPU");
+  if (o.gpu_layers > 0) {
+    // A file that does not open is left to the load, which says why.
+    auto file = gguf::GgufFile::open(model_path);
+    if (!file) return o.device;
+    auto summary = summarize_model(**file);
+    if (!summary) return o.device;
+    const int64_t num_layers = summary->hparams.block_count;
+    if (o.gpu_layers < num_layers) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "-ngl " + ngl + " asks for " + ngl + " of the model's " + std::to_string(num_layers) +
+                            " layers on the GPU; the engine runs a whole model on one device: use -ngl 0 (CPU) or -ngl all");
+    }
+  }
+  return o.device;
+}
+
+SamplingParams SamplingOptions::to_params(uint64_t random_seed) const {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repeat_penalty = repeat_penalty;
+  p.penalty_last_n = repeat_last_n;
+  p.seed = seed == kRandomSeed ? random_seed : static_cast<uint64_t>(seed);
+  return p;
+}
+
+void add_sampling_options(OptionTable& table, SamplingOptions* s) {
+  table.add({.names = {"-n", "--n-predict", "--predict"},
+             .value_name = "N",
+             .help = "tokens to generate at most; -1: until the end of generation or a\n"
+                     "full context",
+             .destination = &s->n_predict,
+             .min = -1});
+  table.add({.names = {"--temp", "--temperature"},
+             .value_name = "T",
+             .help = "temperature; 0: greedy (always the most likely token)",
+             .destination = &s->temperature,
+             .min = 0});
+  table.add({.names = {"--top-k"}, .value_name = "K", .help = "keep the K most likely tokens; 0: off", .destination = &s->top_k, .min = 0});
+  table.add({.names = {"--top-p"},
+             .value_name = "P",
+             .help = "nucleus sampling: keep the most likely tokens up to P together; 1: off",
+             .destination = &s->top_p,
+             .min = 0,
+             .max = 1});
+  table.add({.names = {"--min-p"},
+             .value_name = "P",
+             .help = "drop tokens less likely than P x the most likely one; 0: off",
+             .destination = &s->min_p,
+             .min = 0,
+             .max = 1});
+  table.add({.names = {"--repeat-penalty"},
+             .value_name = "R",
+             .help = "penalty for tokens among the last --repeat-last-n; 1: off",
+             .destination = &s->repeat_penalty,
+             .min = 0,
+             .is_min_exclusive = true});
+  table.add({.names = {"--repeat-last-n"},
+             .value_name = "N",
+             .help = "how many recent tokens the repeat penalty looks at; 0: off",
+             .destination = &s->repeat_last_n,
+             .min = 0});
+  table.add({.names = {"-s", "--seed"},
+             .value_name = "SEED",
+             .help = "random seed (the same seed, the same output); -1: a new one each run",
+             .destination = &s->seed,
+             .min = -1});
+}
+
+void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config) {
+  table.add({.names = {"--spec"},
+             .value_name = "KIND",
+             .help = "speculative decoding: draft (a draft model), lookup (prompt lookup),\n"
+                     "self (the target requantized on load), none",
+             .destination = CustomSetter([config](std::string_view, std::string_view value) -> std::string {
+               Result<spec::DrafterKind> kind = spec::parse_drafter_kind(value);
+               if (!kind) return kind.error_message();
+               config->kind = *kind;
+               return {};
+             }),
+             .default_text = "none"});
+  table.add({.names = {"-md", "--model-draft", "--spec-draft-model", "--draft-model"},
+             .value_name = "FILE",
+             .help = "the draft model for --spec draft (same vocabulary as the target)",
+             .destination = &config->draft_model_path});
+  table.add({.names = {"--self-type"},
+             .value_name = "TYPE",
+             .help = "what --spec self requantizes to (e.g. Q4_0, Q2_K, Q3_K)",
+             .destination = CustomSetter([config](std::string_view, std::string_view value) -> std::string {
+               const std::optional<GgmlType> type = ggml_type_from_name(value);
+               if (!type) return "unknown tensor type '" + std::string(value) + "'";
+               config->self_draft_type = *type;
+               return {};
+             }),
+             .default_text = std::string(ggml_type_name(config->self_draft_type))});
+  table.add({.names = {"--lookup-ngram"},
+             .value_name = "N",
+             .help = "longest n-gram prompt lookup searches for",
+             .destination = &config->lookup_max_ngram,
+             .min = 1,
+             .max = 64});
+  table.add({.names = {"--spec-adaptive"},
+             .help = "let K follow the measured acceptance (at most the draft length)",
+             .destination = &config->is_adaptive});
+}
+
+void add_draft_max_option(OptionTable& table, int32_t* num_draft_tokens) {
+  table.add({.names = {"--draft-max", "--spec-draft-n-max", "--draft", "--draft-n"},
+             .value_name = "K",
+             .help = "draft tokens per step",
+             .destination = num_draft_tokens,
+             .min = 1,
+             .max = spec::kMaxDraftTokens});
+}
+
+void add_json_option(OptionTable& table, bool* is_json, std::string help) {
+  table.add({.names = {"--json"}, .help = std::move(help), .destination = is_json});
+}
+
+void add_output_file_option(OptionTable& table, std::string* path, std::string help) {
+  table.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = std::move(help), .destination = path, .is_required = true});
+}
+
+void add_results_store_options(OptionTable& table, bool* is_store_skipped, std::string* db, std::string what) {
+  table.add({.names = {"--no-store"}, .help = "do not record " + what, .destination = is_store_skipped});
+  table.add({.names = {"--db"}, .value_name = "PATH", .help = "results store", .destination = db});
+}
+
+}  // namespace iwb::cli
