@@ -10,189 +10,90 @@
 namespace iwb::synth {
 namespace {
 
-SynthShape llama(std::string name, std::string description) {
+// The dimensions of a shape, in the order config.json lists them.
+struct Dims {
+  int64_t width, layers, heads, kv_heads, head_dim, ffn, vocab, context;
+};
+
+SynthShape shape(const char* name, const char* architecture, const char* description, Dims d, float rope_base,
+                 float rms_norm_eps, bool is_embedding_tied) {
   SynthShape s;
-  s.name = std::move(name);
-  s.architecture = "llama";
-  s.description = std::move(description);
+  s.name = name;
+  s.architecture = architecture;
+  s.description = description;
+  s.embedding_length = d.width;
+  s.num_layers = d.layers;
+  s.num_heads = d.heads;
+  s.num_kv_heads = d.kv_heads;
+  s.head_dim = d.head_dim;
+  s.feed_forward_length = d.ffn;
+  s.vocab_size = d.vocab;
+  s.context_length = d.context;
+  s.rope_freq_base = rope_base;
+  s.rms_norm_eps = rms_norm_eps;
+  s.is_embedding_tied = is_embedding_tied;
+  return s;
+}
+
+// A small test shape with another's architecture and settings.
+SynthShape test_shape(const SynthShape& like, const char* name, const char* description, Dims d) {
+  SynthShape s = like;
+  s.name = name;
+  s.description = description;
+  s.embedding_length = d.width;
+  s.num_layers = d.layers;
+  s.num_heads = d.heads;
+  s.num_kv_heads = d.kv_heads;
+  s.head_dim = d.head_dim;
+  s.feed_forward_length = d.ffn;
+  s.vocab_size = d.vocab;
+  s.context_length = d.context;
+  s.rope_scaling = {};
+  s.is_test_shape = true;
   return s;
 }
 
 std::vector<SynthShape> make_presets() {
-  std::vector<SynthShape> presets;
-
+  std::vector<SynthShape> p;
   // meta-llama/Llama-3.2-1B: tied embeddings, llama3 RoPE scaling (factor 32 over 8192).
-  SynthShape l32 = llama("llama-3.2-1b", "Llama 3.2 1B");
-  l32.embedding_length = 2048;
-  l32.num_layers = 16;
-  l32.num_heads = 32;
-  l32.num_kv_heads = 8;
-  l32.head_dim = 64;
-  l32.feed_forward_length = 8192;
-  l32.vocab_size = 128256;
-  l32.context_length = 131072;
-  l32.rope_freq_base = 500000.0f;
-  l32.rms_norm_eps = 1e-5f;
-  l32.is_embedding_tied = true;
-  l32.rope_scaling = {32.0f, 1.0f, 4.0f, 8192};
-  presets.push_back(l32);
-
+  p.push_back(shape("llama-3.2-1b", "llama", "Llama 3.2 1B", {2048, 16, 32, 8, 64, 8192, 128256, 131072}, 500000.0f,
+                    1e-5f, true));
+  p.back().rope_scaling = {32.0f, 1.0f, 4.0f, 8192};
   // meta-llama/Meta-Llama-3-8B.
-  SynthShape l3 = llama("llama-3-8b", "Llama 3 8B");
-  l3.embedding_length = 4096;
-  l3.num_layers = 32;
-  l3.num_heads = 32;
-  l3.num_kv_heads = 8;
-  l3.head_dim = 128;
-  l3.feed_forward_length = 14336;
-  l3.vocab_size = 128256;
-  l3.context_length = 8192;
-  l3.rope_freq_base = 500000.0f;
-  l3.rms_norm_eps = 1e-5f;
-  presets.push_back(l3);
-
+  p.push_back(shape("llama-3-8b", "llama", "Llama 3 8B", {4096, 32, 32, 8, 128, 14336, 128256, 8192}, 500000.0f,
+                    1e-5f, false));
   // TinyLlama/TinyLlama-1.1B-Chat-v1.0: the Llama 2 tokenizer's 32000 tokens.
-  SynthShape tiny = llama("tinyllama-1.1b", "TinyLlama 1.1B");
-  tiny.embedding_length = 2048;
-  tiny.num_layers = 22;
-  tiny.num_heads = 32;
-  tiny.num_kv_heads = 4;
-  tiny.head_dim = 64;
-  tiny.feed_forward_length = 5632;
-  tiny.vocab_size = 32000;
-  tiny.context_length = 2048;
-  tiny.rope_freq_base = 10000.0f;
-  tiny.rms_norm_eps = 1e-5f;
-  presets.push_back(tiny);
-
+  p.push_back(shape("tinyllama-1.1b", "llama", "TinyLlama 1.1B", {2048, 22, 32, 4, 64, 5632, 32000, 2048}, 10000.0f,
+                    1e-5f, false));
   // Qwen/Qwen2.5-0.5B: q/k/v biases, tied embeddings, width 896 (not a multiple of 256, so
   // K-quant files fall back to Q5_0/Q8_0 for most matrices, as llama.cpp's do).
-  SynthShape qwen;
-  qwen.name = "qwen2.5-0.5b";
-  qwen.architecture = "qwen2";
-  qwen.description = "Qwen2.5 0.5B";
-  qwen.embedding_length = 896;
-  qwen.num_layers = 24;
-  qwen.num_heads = 14;
-  qwen.num_kv_heads = 2;
-  qwen.head_dim = 64;
-  qwen.feed_forward_length = 4864;
-  qwen.vocab_size = 151936;
-  qwen.context_length = 32768;
-  qwen.rope_freq_base = 1000000.0f;
-  qwen.rms_norm_eps = 1e-6f;
-  qwen.is_embedding_tied = true;
-  qwen.has_qkv_bias = true;
-  presets.push_back(qwen);
-
+  p.push_back(shape("qwen2.5-0.5b", "qwen2", "Qwen2.5 0.5B", {896, 24, 14, 2, 64, 4864, 151936, 32768}, 1000000.0f,
+                    1e-6f, true));
+  p.back().has_qkv_bias = true;
+  const SynthShape qwen2 = p.back();
   // Qwen/Qwen2.5-1.5B: the default chat model's shape (Qwen2.5-Coder-1.5B has the same).
-  SynthShape qwen15 = qwen;
-  qwen15.name = "qwen2.5-1.5b";
-  qwen15.description = "Qwen2.5 1.5B";
-  qwen15.embedding_length = 1536;
-  qwen15.num_layers = 28;
-  qwen15.num_heads = 12;
-  qwen15.num_kv_heads = 2;
-  qwen15.head_dim = 128;
-  qwen15.feed_forward_length = 8960;
-  presets.push_back(qwen15);
-
+  p.push_back(shape("qwen2.5-1.5b", "qwen2", "Qwen2.5 1.5B", {1536, 28, 12, 2, 128, 8960, 151936, 32768}, 1000000.0f,
+                    1e-6f, true));
+  p.back().has_qkv_bias = true;
   // google/gemma-3-270m: one KV head of 256, sliding window 512 on 5 of every 6 layers (local
   // RoPE base 10000, global 1e6), tied embeddings, 262144 tokens.
-  SynthShape gemma;
-  gemma.name = "gemma-3-270m";
-  gemma.architecture = "gemma3";
-  gemma.description = "Gemma 3 270M";
-  gemma.embedding_length = 640;
-  gemma.num_layers = 18;
-  gemma.num_heads = 4;
-  gemma.num_kv_heads = 1;
-  gemma.head_dim = 256;
-  gemma.feed_forward_length = 2048;
-  gemma.vocab_size = 262144;
-  gemma.context_length = 32768;
-  gemma.rope_freq_base = 1000000.0f;
-  gemma.rms_norm_eps = 1e-6f;
-  gemma.is_embedding_tied = true;
-  gemma.sliding_window = 512;
-  presets.push_back(gemma);
-
+  p.push_back(shape("gemma-3-270m", "gemma3", "Gemma 3 270M", {640, 18, 4, 1, 256, 2048, 262144, 32768}, 1000000.0f,
+                    1e-6f, true));
+  p.back().sliding_window = 512;
+  const SynthShape gemma3 = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
-  SynthShape qwen3;
-  qwen3.name = "qwen3-0.6b";
-  qwen3.architecture = "qwen3";
-  qwen3.description = "Qwen3 0.6B";
-  qwen3.embedding_length = 1024;
-  qwen3.num_layers = 28;
-  qwen3.num_heads = 16;
-  qwen3.num_kv_heads = 8;
-  qwen3.head_dim = 128;
-  qwen3.feed_forward_length = 3072;
-  qwen3.vocab_size = 151936;
-  qwen3.context_length = 40960;
-  qwen3.rope_freq_base = 1000000.0f;
-  qwen3.rms_norm_eps = 1e-6f;
-  qwen3.is_embedding_tied = true;
-  presets.push_back(qwen3);
+  p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
+                    1e-6f, true));
+  const SynthShape qwen3 = p.back();
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
-  SynthShape t1 = llama("test-llama", "small llama shape for tests");
-  t1.embedding_length = 256;
-  t1.num_layers = 2;
-  t1.num_heads = 4;
-  t1.num_kv_heads = 2;
-  t1.head_dim = 64;
-  t1.feed_forward_length = 512;
-  t1.vocab_size = 320;
-  t1.context_length = 512;
-  t1.rope_freq_base = 10000.0f;
-  t1.is_test_shape = true;
-  presets.push_back(t1);
-
-  SynthShape t2 = qwen;
-  t2.name = "test-qwen2";
-  t2.description = "small qwen2 shape for tests";
-  t2.embedding_length = 192;
-  t2.num_layers = 3;
-  t2.num_heads = 3;
-  t2.num_kv_heads = 1;
-  t2.head_dim = 64;
-  t2.feed_forward_length = 512;
-  t2.vocab_size = 320;
-  t2.context_length = 512;
-  t2.is_test_shape = true;
-  presets.push_back(t2);
-
-  SynthShape t3 = gemma;
-  t3.name = "test-gemma3";
-  t3.description = "small gemma3 shape for tests";
-  t3.embedding_length = 256;
-  t3.num_layers = 7;
-  t3.num_heads = 2;
-  t3.num_kv_heads = 1;
-  t3.head_dim = 128;
-  t3.feed_forward_length = 512;
-  t3.vocab_size = 320;
-  t3.context_length = 512;
-  t3.sliding_window = 16;
-  t3.is_test_shape = true;
-  presets.push_back(t3);
-
-  SynthShape t4 = qwen3;
-  t4.name = "test-qwen3";
-  t4.description = "small qwen3 shape for tests";
-  t4.embedding_length = 128;
-  t4.num_layers = 2;
-  t4.num_heads = 4;
-  t4.num_kv_heads = 2;
-  t4.head_dim = 64;
-  t4.feed_forward_length = 256;
-  t4.vocab_size = 320;
-  t4.context_length = 512;
-  t4.is_test_shape = true;
-  presets.push_back(t4);
-  return presets;
+  p.push_back(test_shape(p[2], "test-llama", "small llama shape for tests", {256, 2, 4, 2, 64, 512, 320, 512}));
+  p.push_back(test_shape(qwen2, "test-qwen2", "small qwen2 shape for tests", {192, 3, 3, 1, 64, 512, 320, 512}));
+  p.push_back(test_shape(gemma3, "test-gemma3", "small gemma3 shape for tests", {256, 7, 2, 1, 128, 512, 320, 512}));
+  p.back().sliding_window = 16;
+  p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
+  return p;
 }
 
 }  // namespace
