@@ -15,20 +15,24 @@ struct Dims {
   int64_t width, layers, heads, kv_heads, head_dim, ffn, vocab, context;
 };
 
+void set_dims(const Dims& d, SynthShape* s) {
+  s->embedding_length = d.width;
+  s->num_layers = d.layers;
+  s->num_heads = d.heads;
+  s->num_kv_heads = d.kv_heads;
+  s->head_dim = d.head_dim;
+  s->feed_forward_length = d.ffn;
+  s->vocab_size = d.vocab;
+  s->context_length = d.context;
+}
+
 SynthShape shape(const char* name, const char* architecture, const char* description, Dims d, float rope_base,
                  float rms_norm_eps, bool is_embedding_tied) {
   SynthShape s;
   s.name = name;
   s.architecture = architecture;
   s.description = description;
-  s.embedding_length = d.width;
-  s.num_layers = d.layers;
-  s.num_heads = d.heads;
-  s.num_kv_heads = d.kv_heads;
-  s.head_dim = d.head_dim;
-  s.feed_forward_length = d.ffn;
-  s.vocab_size = d.vocab;
-  s.context_length = d.context;
+  set_dims(d, &s);
   s.rope_freq_base = rope_base;
   s.rms_norm_eps = rms_norm_eps;
   s.is_embedding_tied = is_embedding_tied;
@@ -40,14 +44,7 @@ SynthShape test_shape(const SynthShape& like, const char* name, const char* desc
   SynthShape s = like;
   s.name = name;
   s.description = description;
-  s.embedding_length = d.width;
-  s.num_layers = d.layers;
-  s.num_heads = d.heads;
-  s.num_kv_heads = d.kv_heads;
-  s.head_dim = d.head_dim;
-  s.feed_forward_length = d.ffn;
-  s.vocab_size = d.vocab;
-  s.context_length = d.context;
+  set_dims(d, &s);
   s.rope_scaling = {};
   s.is_test_shape = true;
   return s;
