@@ -42,8 +42,7 @@ QString deviceNameOf(const QString& deviceId) {
 
 EngineWorker::EngineWorker(QObject* parent)
     : QObject(parent),
-      m_seedSource(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
-      m_sessionStart(std::chrono::steady_clock::now()) {
+      m_seedSource(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
   registerKvMapMetaTypes();
@@ -55,7 +54,7 @@ EngineWorker::~EngineWorker() = default;
 void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& options) {
   const bool hadModel = m_engine != nullptr;
   releaseEngine();
-  prepareMeasurementsForLoad();
+  m_measurements.prepareForLoad();
   if (hadModel) emitKvSnapshot(true);  // the old pool is gone, whether or not the new model loads
   const QFileInfo info(path);
   if (!info.exists()) {
@@ -100,7 +99,9 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   model.deviceName = report.device_name.empty() ? deviceNameOf(model.deviceId) : QString::fromStdString(report.device_name);
   model.deviceFallbackReason = QString::fromStdString(m_engine->model().device_fallback_reason);
   emit modelLoaded(model);
-  finishMeasurementsForLoad();
+  m_measurements.finishLoad(*m_engine);
+  emitMemorySample();
+  emitKvSnapshot(true);  // the empty pool, before the first request
 }
 
 void EngineWorker::generate(quint64 requestId, const GenerationInput& input) {
@@ -154,25 +155,20 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
   request.num_draft_tokens = input.numDraftTokens;
-  const double addedAt = sessionSeconds();  // token times count from here
+  const double addedAt = m_measurements.sessionSeconds();  // token times count from here
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
     emit generationFailed(requestId, QString::fromStdString(id.error_message()));
     return false;
   }
-  m_requestIds.insert(*id, requestId);
-  m_seeds.insert(*id, seed);
-  m_requestDraftTokens.insert(*id, input.numDraftTokens);
-  m_requestClocks.insert(*id, RequestClock{addedAt, numPromptTokens, 0});
+  m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}});
   emit generationStarted(requestId, numPromptTokens);
   return true;
 }
 
 void EngineWorker::stop(quint64 requestId) {
   if (!m_engine) return;
-  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) {
-    if (requestId == 0 || it.value() == requestId) m_engine->abort_request(it.key());
-  }
+  for (const quint64 engineId : m_requests.engineIdsOf(requestId)) m_engine->abort_request(engineId);
 }
 
 void EngineWorker::unload() {
@@ -200,17 +196,15 @@ void EngineWorker::runStep() {
     // The step itself failed (not one request): every reply in flight ends with its text so
     // far, marked as an error.
     const QString message = QString::fromStdString(result.error_message());
-    const auto ids = m_requestIds;
-    m_requestIds.clear();
+    const QHash<quint64, WorkerRequests::Entry> ids = m_requests.takeAll();
     for (auto it = ids.cbegin(); it != ids.cend(); ++it) {
       m_engine->abort_request(it.key());
       GenerationStats stats;
       stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Error));
       stats.errorMessage = message;
-      stats.seed = m_seeds.take(it.key());
-      m_requestClocks.remove(it.key());
-      m_pendingTokenTimes.remove(it.value());
-      emit generationFinished(it.value(), stats);
+      stats.seed = it.value().seed;
+      m_measurements.dropTokenTimes(it.value().callerId);
+      emit generationFinished(it.value().callerId, stats);
     }
     // The aborted requests are cleared out of the engine by the next step.
     if (m_engine->has_unfinished_requests()) scheduleStep();
@@ -222,11 +216,11 @@ void EngineWorker::runStep() {
   const bool isSpeculating = m_engine->speculation().is_enabled();
   for (const iwb::TokenEvent& token : result->tokens) {
     if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
-    const auto it = m_requestIds.constFind(token.request);
-    if (it == m_requestIds.cend()) continue;
+    const WorkerRequests::Entry* entry = m_requests.find(token.request);
+    if (entry == nullptr) continue;
     const QString text = QString::fromStdString(token.text);
-    if (isSpeculating) emit draftTokensReady(it.value(), text, token.is_draft);  // right before its tokensReady
-    emit tokensReady(it.value(), text);
+    if (isSpeculating) emit draftTokensReady(entry->callerId, text, token.is_draft);  // right before its tokensReady
+    emit tokensReady(entry->callerId, text);
   }
   reportFinished(result->finished);
   if (m_engine->has_unfinished_requests()) scheduleStep();
@@ -235,13 +229,11 @@ void EngineWorker::runStep() {
 
 void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finished) {
   for (const iwb::RequestFinished& f : finished) {
-    const auto it = m_requestIds.constFind(f.request);
-    if (it == m_requestIds.cend()) continue;
-    const quint64 requestId = it.value();
-    m_requestIds.erase(it);
-    reportMeasurement(f, requestId);
-    reportSpeculationFinished(f, requestId);
-    emit generationFinished(requestId, statsFrom(f, m_seeds.take(f.request)));
+    const std::optional<WorkerRequests::Entry> entry = m_requests.take(f.request);
+    if (!entry) continue;
+    reportMeasurement(f, *entry);
+    reportSpeculationFinished(f, *entry);
+    emit generationFinished(entry->callerId, statsFrom(f, entry->seed));
   }
 }
 
@@ -249,26 +241,21 @@ void EngineWorker::releaseEngine() {
   if (!m_engine) return;
   // Abort through the engine so the replies end with their real counts and timings; an
   // aborted request finishes at the next step without running the model.
-  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) m_engine->abort_request(it.key());
-  for (int i = 0; i < 8 && !m_requestIds.isEmpty() && m_engine->has_unfinished_requests(); ++i) {
+  for (const quint64 engineId : m_requests.engineIdsOf(0)) m_engine->abort_request(engineId);
+  for (int i = 0; i < 8 && !m_requests.isEmpty() && m_engine->has_unfinished_requests(); ++i) {
     auto result = m_engine->step();
     if (!result) break;
     reportFinished(result->finished);
   }
-  for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) {  // whatever is left
+  const QHash<quint64, WorkerRequests::Entry> left = m_requests.takeAll();
+  for (auto it = left.cbegin(); it != left.cend(); ++it) {  // whatever is left
     GenerationStats stats;
     stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Aborted));
-    stats.seed = m_seeds.value(it.key());
-    emit generationFinished(it.value(), stats);
+    stats.seed = it.value().seed;
+    emit generationFinished(it.value().callerId, stats);
   }
-  m_requestIds.clear();
-  m_seeds.clear();
-  m_requestDraftTokens.clear();
-  m_requestClocks.clear();
-  m_pendingTokenTimes.clear();
+  m_measurements.release();
   m_engine.reset();
-  m_shape.reset();
-  m_blockTexts.setDecoder({});
 }
 
 }  // namespace iwb::ui

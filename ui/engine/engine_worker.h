@@ -11,16 +11,14 @@
 #include "engine/kv_map_values.h"
 #include "engine/measurement_values.h"
 #include "engine/spec_values.h"
-#include "iwb/engine/profile/cost_model.h"
-#include "iwb/engine/profile/profile_aggregate.h"
+#include "engine/worker_measurements.h"
+#include "engine/worker_requests.h"
 
 #include <QHash>
 #include <QObject>
 #include <QString>
 
-#include <chrono>
 #include <memory>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -113,49 +111,25 @@ class EngineWorker : public QObject {
   // and the finished requests' statistics as signals.
   void applySpeculation();
   void reportSpeculation(const iwb::StepResult& result);
-  void reportSpeculationFinished(const iwb::RequestFinished& finished, quint64 requestId);
+  void reportSpeculationFinished(const iwb::RequestFinished& finished, const WorkerRequests::Entry& entry);
 
-  // Measurements (engine_worker_measurements.cpp).
-  double sessionSeconds() const;
-  void prepareMeasurementsForLoad();
-  void finishMeasurementsForLoad();
+  // Measurements (engine_worker_measurements.cpp): WorkerMeasurements' values emitted.
   void collectStepMeasurements(const iwb::StepResult& result);
   // When the engine falls idle, sends what is held back: pending token times, the last
   // profile snapshot, a memory sample.
   void flushMeasurements();
-  void reportMeasurement(const iwb::RequestFinished& finished, quint64 requestId);
+  void reportMeasurement(const iwb::RequestFinished& finished, const WorkerRequests::Entry& entry);
   void emitMemorySample();
   // kvSnapshotReady now (an empty one without an engine).
   void emitKvSnapshot(bool isIdle);
 
   std::unique_ptr<iwb::Engine> m_engine;
-  QHash<quint64, quint64> m_requestIds;  // engine RequestId -> caller's requestId
-  QHash<quint64, quint64> m_seeds;       // engine RequestId -> seed the sampler got
+  WorkerRequests m_requests;             // the requests of ours in the engine
   bool m_isStepScheduled = false;
   std::mt19937_64 m_seedSource;          // seeds for replies whose settings ask for random
-
-  // Measurements.
-  std::chrono::steady_clock::time_point m_sessionStart;
   bool m_isProfiling = false;
-  iwb::ProfileDecimator m_profileDecimator;
-  quint64 m_profileEpoch = 0;
-  struct RequestClock {
-    double addedAt = 0;          // session seconds when add_request() took it
-    qint64 numPromptTokens = 0;
-    qint64 numGenerated = 0;
-  };
-  QHash<quint64, RequestClock> m_requestClocks;      // engine RequestId -> its clock
-  QHash<quint64, QList<double>> m_pendingTokenTimes; // caller's requestId -> session seconds
-  double m_lastTokenTimesEmit = -1;
-  double m_lastMemoryEmit = -1;
-  MemorySample m_memoryBaseline;                     // just before the model was loaded
-  qint64 m_kvPositions = 0;
-  std::optional<iwb::ModelShape> m_shape;            // the loaded model's, for predicted work
-  BlockTextCache m_blockTexts;                       // decoded block contents, per block
-  double m_lastKvEmit = -1;
-  bool m_wasKvIdle = true;                           // the last KV snapshot sent was an idle one
-  SpeculationSettings m_specSettings;                // applied to every engine loaded
-  QHash<quint64, int> m_requestDraftTokens;          // engine RequestId -> K it asked for (-1: the engine's)
+  WorkerMeasurements m_measurements;
+  SpeculationSettings m_specSettings;    // applied to every engine loaded
 };
 
 }  // namespace iwb::ui

@@ -37,15 +37,15 @@ void EngineWorker::applySpeculation() {
 
 void EngineWorker::reportSpeculation(const iwb::StepResult& result) {
   if (!m_engine || !m_engine->speculation().is_enabled()) return;
-  if (!result.stats.speculation.empty()) emit speculationStepped({sessionSeconds(), result.stats.speculation});
+  if (!result.stats.speculation.empty()) emit speculationStepped({m_measurements.sessionSeconds(), result.stats.speculation});
 }
 
-void EngineWorker::reportSpeculationFinished(const iwb::RequestFinished& f, quint64 requestId) {
-  const int asked = m_requestDraftTokens.take(f.request);
+void EngineWorker::reportSpeculationFinished(const iwb::RequestFinished& f, const WorkerRequests::Entry& entry) {
+  const int asked = entry.numDraftTokens;
   if (!m_engine || !m_engine->speculation().is_enabled()) return;
   if (f.reason == iwb::FinishReason::Error || f.num_generated_tokens < 2) return;
   SpeculationReport report;
-  report.requestId = requestId;
+  report.requestId = entry.callerId;
   report.numDraftTokens = asked < 0 ? m_engine->speculation().num_draft_tokens : asked;
   report.drafter = report.numDraftTokens == 0 ? QStringLiteral("none")
                                               : QString::fromLatin1(iwb::spec::drafter_kind_name(m_engine->speculation().kind));
