@@ -218,7 +218,7 @@ class TestServeCore : public QObject {
     QCOMPARE(v.spec_accepted_per_position.size(), size_t{3});
 
     const QString text = QString::fromStdString(metrics.prometheus_text("my \"model\""));
-    QVERIFY(text.contains("# TYPE iwb:generation_tokens counter\n"));
+    QVERIFY(text.contains("# TYPE iwb:generation_tokens_total counter\n"));
     QVERIFY(text.contains("iwb:generation_tokens_total{model_name=\"my \\\"model\\\"\"} 6\n"));
     QVERIFY(text.contains("iwb:kv_cache_usage_perc{model_name=\"my \\\"model\\\"\"} 0.25\n"));
     QVERIFY(text.contains("iwb:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"length\"} 1\n"));

@@ -53,7 +53,7 @@ ApiError status_error(int status) {
         e.type = "server_error";
         e.message = "internal server error";
       } else {
-        e.message = "malformed HTTP request";
+        e.message = "malformed HTTP request (or a header block over 64 KiB)";
       }
   }
   return e;
@@ -260,8 +260,11 @@ HttpServer::HttpServer(ServeCore& core, ServeMetrics& metrics, ServeOptions opti
   s.server.set_payload_max_length(o.max_body_bytes);
   s.server.set_read_timeout(o.read_timeout_seconds, 0);
   s.server.set_write_timeout(o.write_timeout_seconds, 0);
-  s.server.set_keep_alive_timeout(5);
-  s.server.set_keep_alive_max_count(100);
+  // Each connection's one request is read through a GuardedStream with these limits.
+  s.server.limits.max_request_bytes = o.max_body_bytes + s.server.limits.max_header_bytes + (size_t{64} << 10);
+  s.server.limits.read_timeout = std::chrono::seconds(o.read_timeout_seconds);
+  s.server.limits.write_timeout = std::chrono::seconds(o.write_timeout_seconds);
+  s.server.limits.request_timeout = std::chrono::seconds(std::max(60, 6 * o.read_timeout_seconds));
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // server share the port silently. The socket is kept to widen the listen backlog after bind.
   s.server.set_socket_options([&s](socket_t sock) {

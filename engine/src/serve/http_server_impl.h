@@ -3,6 +3,7 @@
 #pragma once
 
 #include "completion_session.h"
+#include "guarded_stream.h"
 #include "openai_request.h"
 
 #include "iwb/engine/serve/http_server.h"
@@ -43,7 +44,7 @@ class HttpServer::Impl {
   ServeMetrics& metrics;
   ServeOptions options;
   RequestLimits limits;
-  httplib::Server server;
+  GuardedServer server;
   std::function<void(const RequestLogEntry&)> request_log;
   std::atomic<int64_t> num_in_flight{0};  // engine requests submitted and not yet answered
   int listen_socket = -1;                 // seen in the socket-options hook, for the backlog

@@ -11,6 +11,42 @@ namespace {
 
 using json = nlohmann::json;
 
+// nlohmann's own DOM builder, stopped once arrays and objects nest deeper than a limit (values
+// are later dumped into messages, and dumping recurses). The parser's callback variant does the
+// same but slows to seconds on bodies of many small objects.
+class DepthLimitedBuilder {
+ public:
+  DepthLimitedBuilder(json& result, int max_depth) : m_builder(result, true), m_max_depth(max_depth) {}
+
+  bool null() { return m_builder.null(); }
+  bool boolean(bool v) { return m_builder.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return m_builder.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return m_builder.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return m_builder.number_float(v, s); }
+  bool string(json::string_t& v) { return m_builder.string(v); }
+  bool binary(json::binary_t& v) { return m_builder.binary(v); }
+  bool key(json::string_t& v) { return m_builder.key(v); }
+  bool start_object(std::size_t n) { return enter() && m_builder.start_object(n); }
+  bool end_object() { return --m_depth, m_builder.end_object(); }
+  bool start_array(std::size_t n) { return enter() && m_builder.start_array(n); }
+  bool end_array() { return --m_depth, m_builder.end_array(); }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    return m_builder.parse_error(position, token, e);
+  }
+  bool is_too_deep() const { return m_is_too_deep; }
+
+ private:
+  bool enter() {
+    if (++m_depth <= m_max_depth) return true;
+    m_is_too_deep = true;
+    return false;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> m_builder;
+  int m_max_depth;
+  int m_depth = 0;
+  bool m_is_too_deep = false;
+};
+
 // A short rendering of a bad value for messages.
 std::string value_text(const json& value) {
   std::string text = dump_json(value);
@@ -292,21 +328,20 @@ std::string dump_json(const nlohmann::json& value) {
 }
 
 std::variant<nlohmann::json, ApiError> parse_body(std::string_view body, int max_depth) {
-  struct TooDeep {};
+  json value;
+  DepthLimitedBuilder builder(value, max_depth);
   try {
-    // The callback sees every value's depth as it is read: deep nesting stops the parse early.
-    json value = json::parse(body, [max_depth](int depth, json::parse_event_t, json&) {
-      if (depth > max_depth) throw TooDeep{};
-      return true;
-    });
-    if (!value.is_object()) return invalid_request("the request body must be a JSON object", "", "invalid_json");
-    return value;
-  } catch (const TooDeep&) {
-    return invalid_request("the request body nests deeper than " + std::to_string(max_depth) + " levels", "",
-                           "invalid_json");
+    const bool is_parsed = json::sax_parse(body, &builder);
+    if (builder.is_too_deep()) {
+      return invalid_request("the request body nests deeper than " + std::to_string(max_depth) + " levels", "",
+                             "invalid_json");
+    }
+    if (!is_parsed) return invalid_request("the request body is not valid JSON", "", "invalid_json");
   } catch (const json::exception& e) {
     return invalid_request(std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
   }
+  if (!value.is_object()) return invalid_request("the request body must be a JSON object", "", "invalid_json");
+  return value;
 }
 
 std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,

@@ -1,6 +1,7 @@
 // ServeMetrics: counters and gauges folded from engine steps, histograms from finished
 // requests' token times, and the Prometheus text format (one HELP and TYPE line per family,
-// counters as <name>_total, histograms as cumulative _bucket{le=...}, _sum and _count).
+// counters as <name>_total (in HELP and TYPE too, as prometheus_client writes them),
+// histograms as cumulative _bucket{le=...}, _sum and _count).
 #include "iwb/engine/serve/serve_metrics.h"
 
 #include <algorithm>
@@ -52,8 +53,10 @@ class Writer {
     family(name, "gauge", help);
     sample(name, value);
   }
+  // Counters are exposed as prometheus_client does in format 0.0.4: HELP, TYPE and the sample
+  // all named <name>_total (its parser then calls the family <name>).
   void counter(const std::string& name, const char* help, double value) {
-    family(name, "counter", help);
+    family(name + "_total", "counter", help);
     sample(name + "_total", value);
   }
   void histogram(const std::string& name, const char* help, const Histogram& h) {
@@ -175,7 +178,7 @@ std::string ServeMetrics::prometheus_text(const std::string& model_name) const {
   w.counter("iwb:num_preemptions", "Sequences preempted (their KV blocks taken back, recomputed later).",
             static_cast<double>(v.num_preemptions));
 
-  w.family("iwb:request_success", "counter", "Finished requests by finish reason (stop, length, abort, error).");
+  w.family("iwb:request_success_total", "counter", "Finished requests by finish reason (stop, length, abort, error).");
   for (const auto& [reason, count] : v.requests_finished) {
     w.sample("iwb:request_success_total", static_cast<double>(count), "finished_reason=\"" + reason + "\"");
   }
@@ -186,7 +189,7 @@ std::string ServeMetrics::prometheus_text(const std::string& model_name) const {
             static_cast<double>(v.spec_num_draft_tokens));
   w.counter("iwb:spec_decode_num_accepted_tokens", "Speculative decoding: draft tokens accepted.",
             static_cast<double>(v.spec_num_accepted_tokens));
-  w.family("iwb:spec_decode_num_accepted_tokens_per_pos", "counter",
+  w.family("iwb:spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Speculative decoding: draft tokens accepted at each draft position (0 = the first guess).");
   for (size_t i = 0; i < v.spec_accepted_per_position.size(); ++i) {
     w.sample("iwb:spec_decode_num_accepted_tokens_per_pos_total", static_cast<double>(v.spec_accepted_per_position[i]),
