@@ -5,6 +5,7 @@ choice, usage, [DONE], nothing after), and each greedy output must equal the sam
 alone afterwards (batch-invariant mode: logits do not depend on the batch)."""
 
 import json
+import re
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ import httpx  # noqa: E402
 
 NUM_CLIENTS = 64
 REQUESTS_PER_CLIENT = 3
-MAX_TOKENS = 32
+MAX_TOKENS = 96
 SUBJECTS = ["a little cat", "the old dog", "a tiny bird", "the brave girl", "a sleepy bear", "the happy boy",
             "a red fox", "the lost duck"]
 PLACES = ["in the park", "by the sea", "in the forest", "at home", "on a hill", "under a tree"]
@@ -113,6 +114,20 @@ def main():
                             failures.append((c, i, prompt, problems))
                         results.setdefault(prompt, []).append(text)
 
+        # How many requests the engine ran at once, as /metrics saw it while the clients ran.
+        peak_running = [0]
+        clients_done = threading.Event()
+
+        def watch():
+            while not clients_done.is_set():
+                status, body = server.get("/metrics", timeout=10)
+                m = re.search(rb"^iwb:num_requests_running\{[^}]*\} (\d+)", body, re.M) if status == 200 else None
+                if m:
+                    peak_running[0] = max(peak_running[0], int(m.group(1)))
+                time.sleep(0.02)
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+
         start = time.time()
         threads = [threading.Thread(target=client_thread, args=(c,)) for c in range(NUM_CLIENTS)]
         for t in threads:
@@ -120,9 +135,15 @@ def main():
         for t in threads:
             t.join(timeout=300)
         seconds = time.time() - start
+        clients_done.set()
+        watcher.join()
         num_done = sum(len(v) for v in results.values())
-        print(f"{num_done} streamed requests from {NUM_CLIENTS} clients in {seconds:.1f} s")
+        print(f"{num_done} streamed requests from {NUM_CLIENTS} clients in {seconds:.1f} s; "
+              f"at most {peak_running[0]} running at once")
         ok = True
+        if peak_running[0] < 4:
+            print("FAIL: the requests were hardly served together")
+            ok = False
         if any(t.is_alive() for t in threads):
             print("FAIL: clients still waiting after 300 s")
             ok = False
