@@ -85,6 +85,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   m_engine = std::move(*engine);
   m_engine->set_profiling(m_isProfiling);
   applySpeculation();
+  publishServedModel();
 
   LoadedModel model;
   model.path = path;
@@ -200,6 +201,7 @@ void EngineWorker::runStep() {
     // The step itself failed (not one request): every reply in flight ends with its text so
     // far, marked as an error.
     const QString message = QString::fromStdString(result.error_message());
+    m_serveRouter.fail_all(*m_engine, result.error_message());
     const auto ids = m_requestIds;
     m_requestIds.clear();
     for (auto it = ids.cbegin(); it != ids.cend(); ++it) {
@@ -219,6 +221,7 @@ void EngineWorker::runStep() {
   }
   collectStepMeasurements(*result);
   reportSpeculation(*result);
+  dispatchServed(*result);
   const bool isSpeculating = m_engine->speculation().is_enabled();
   for (const iwb::TokenEvent& token : result->tokens) {
     if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
@@ -250,11 +253,15 @@ void EngineWorker::releaseEngine() {
   // Abort through the engine so the replies end with their real counts and timings; an
   // aborted request finishes at the next step without running the model.
   for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) m_engine->abort_request(it.key());
-  for (int i = 0; i < 8 && !m_requestIds.isEmpty() && m_engine->has_unfinished_requests(); ++i) {
+  m_serveRouter.abort_all(*m_engine);
+  for (int i = 0; i < 8 && (!m_requestIds.isEmpty() || !m_serveRouter.is_empty()) && m_engine->has_unfinished_requests();
+       ++i) {
     auto result = m_engine->step();
     if (!result) break;
+    dispatchServed(*result);
     reportFinished(result->finished);
   }
+  m_serveRouter.fail_all(*m_engine, "the model was closed in the workbench");
   for (auto it = m_requestIds.cbegin(); it != m_requestIds.cend(); ++it) {  // whatever is left
     GenerationStats stats;
     stats.finishReason = QString::fromLatin1(iwb::finish_reason_name(iwb::FinishReason::Aborted));
@@ -269,6 +276,7 @@ void EngineWorker::releaseEngine() {
   m_engine.reset();
   m_shape.reset();
   m_blockTexts.setDecoder({});
+  publishServedModel();
 }
 
 }  // namespace iwb::ui
