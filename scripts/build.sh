@@ -21,3 +21,7 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build_dir" -G Ninja "$@"
 fi
 cmake --build "$build_dir" --parallel "$(nproc)"
+
+# The serving tests' Python packages (tests/serve): without network this only warns, and
+# those tests then fail saying how to make the environment.
+"$root/scripts/pyenv.sh" "$build_dir" || echo "build: warning: could not create $build_dir/pyenv (scripts/pyenv.sh)" >&2

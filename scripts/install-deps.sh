@@ -8,7 +8,8 @@ packages=(
   qt6-base-dev qt6-base-dev-tools libqt6svg6 qt6-svg-dev libqt6sql6-sqlite
   libqcustomplot-dev libqcustomplot2.1-qt6
   libpcre2-dev libicu-dev libsqlite3-dev libxxhash-dev
-  python3 python3-pip
+  libcpp-httplib-dev nlohmann-json3-dev
+  python3 python3-pip python3-venv
 )
 # For looking at the application as a person would (screenshots under a virtual display).
 if [[ "${IWB_WITH_XVFB:-0}" == 1 ]]; then

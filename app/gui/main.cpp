@@ -5,6 +5,7 @@
 #include "chat/chat_panel.h"
 #include "engine/engine_controller.h"
 #include "main_window/main_window.h"
+#include "serve/server_panel.h"
 #include "spec/spec_panel.h"
 
 #include <QApplication>
@@ -48,6 +49,11 @@ int main(int argc, char** argv) {
   const QCommandLineOption draftModelOption(QStringLiteral("draft-model"),
                                             QStringLiteral("The draft model for --spec-run draft."),
                                             QStringLiteral("file"));
+  const QCommandLineOption serveOption(QStringLiteral("serve"),
+                                      QStringLiteral("Serve the open model over the OpenAI API on 127.0.0.1:<port> from the "
+                                                     "start (the Server tab's switch)."),
+                                      QStringLiteral("port"));
+  parser.addOption(serveOption);
   parser.addOption(profileOption);
   parser.addOption(tabOption);
   parser.addOption(promptOption);
@@ -68,6 +74,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (parser.isSet(profileOption)) window.engine()->setProfiling(true);
+  if (parser.isSet(serveOption)) {
+    bool isNumber = false;
+    const int port = parser.value(serveOption).toInt(&isNumber);
+    if (!isNumber || port < 0 || port > 65535) {
+      std::fprintf(stderr, "inference-workbench: --serve needs a port number, not \"%s\"\n",
+                   qPrintable(parser.value(serveOption)));
+      return 2;
+    }
+    window.serverPanel()->setPort(port);
+    if (!window.serverPanel()->setServing(true)) {
+      std::fprintf(stderr, "inference-workbench: %s\n", qPrintable(window.serverPanel()->statusText()));
+      return 1;
+    }
+  }
   if (parser.isSet(promptOption)) {
     // Once, on the first model that loads: the chat panel has seen modelLoaded by then (it
     // connected first), so sending goes through its usual path and is saved like any message.

@@ -84,6 +84,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   m_engine = std::move(*engine);
   m_engine->set_profiling(m_isProfiling);
   applySpeculation();
+  publishServedModel();
 
   LoadedModel model;
   model.path = path;
@@ -196,6 +197,7 @@ void EngineWorker::runStep() {
     // The step itself failed (not one request): every reply in flight ends with its text so
     // far, marked as an error.
     const QString message = QString::fromStdString(result.error_message());
+    m_serveRouter.fail_all(*m_engine, result.error_message());
     const QHash<quint64, WorkerRequests::Entry> ids = m_requests.takeAll();
     for (auto it = ids.cbegin(); it != ids.cend(); ++it) {
       m_engine->abort_request(it.key());
@@ -213,6 +215,7 @@ void EngineWorker::runStep() {
   }
   collectStepMeasurements(*result);
   reportSpeculation(*result);
+  dispatchServed(*result);
   const bool isSpeculating = m_engine->speculation().is_enabled();
   for (const iwb::TokenEvent& token : result->tokens) {
     if (token.text.empty()) continue;  // a character still incomplete, or a held-back stop string
@@ -242,11 +245,15 @@ void EngineWorker::releaseEngine() {
   // Abort through the engine so the replies end with their real counts and timings; an
   // aborted request finishes at the next step without running the model.
   for (const quint64 engineId : m_requests.engineIdsOf(0)) m_engine->abort_request(engineId);
-  for (int i = 0; i < 8 && !m_requests.isEmpty() && m_engine->has_unfinished_requests(); ++i) {
+  m_serveRouter.abort_all(*m_engine);
+  for (int i = 0; i < 8 && (!m_requests.isEmpty() || !m_serveRouter.is_empty()) && m_engine->has_unfinished_requests();
+       ++i) {
     auto result = m_engine->step();
     if (!result) break;
+    dispatchServed(*result);
     reportFinished(result->finished);
   }
+  m_serveRouter.fail_all(*m_engine, "the model was closed in the workbench");
   const QHash<quint64, WorkerRequests::Entry> left = m_requests.takeAll();
   for (auto it = left.cbegin(); it != left.cend(); ++it) {  // whatever is left
     GenerationStats stats;
@@ -256,6 +263,7 @@ void EngineWorker::releaseEngine() {
   }
   m_measurements.release();
   m_engine.reset();
+  publishServedModel();
 }
 
 }  // namespace iwb::ui

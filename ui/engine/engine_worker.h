@@ -13,6 +13,7 @@
 #include "engine/spec_values.h"
 #include "engine/worker_measurements.h"
 #include "engine/worker_requests.h"
+#include "iwb/engine/serve/serve_router.h"
 
 #include <QHash>
 #include <QObject>
@@ -29,6 +30,8 @@ struct StepResult;
 }
 
 namespace iwb::ui {
+
+class WorkerServeCore;
 
 class EngineWorker : public QObject {
   Q_OBJECT
@@ -62,6 +65,15 @@ class EngineWorker : public QObject {
   // Speculative decoding for the loaded model and every later one (engine_worker_spec.cpp):
   // builds the drafter (seconds for a draft model or a self-draft), then speculationChanged.
   void setSpeculation(const iwb::ui::SpeculationSettings& settings);
+
+ public:
+  // Serving (engine_worker_serve.cpp): the local HTTP server's requests run in this engine
+  // beside the chat. WorkerServeCore posts these to the worker's thread; call them only there.
+  // `core` (null: no server) learns which model is open and sees every step for its metrics.
+  void setServeCore(std::shared_ptr<WorkerServeCore> core);
+  iwb::Result<iwb::serve::Submission> submitServed(std::vector<iwb::GenerationRequest> requests,
+                                                  std::shared_ptr<iwb::serve::ResponseChannel> channel);
+  void abortServed(const std::vector<iwb::RequestId>& requests);
 
  signals:
   void modelLoadProgress(double fraction, const QString& stage);
@@ -110,6 +122,10 @@ class EngineWorker : public QObject {
   // Speculation (engine_worker_spec.cpp): the settings applied to a new engine; the step's
   // and the finished requests' statistics as signals.
   void applySpeculation();
+  // Tells the server's core which model is open (none without an engine).
+  void publishServedModel();
+  // A step's tokens and ends to the served requests' channels, and the step to the metrics.
+  void dispatchServed(const iwb::StepResult& result);
   void reportSpeculation(const iwb::StepResult& result);
   void reportSpeculationFinished(const iwb::RequestFinished& finished, const WorkerRequests::Entry& entry);
 
@@ -130,6 +146,10 @@ class EngineWorker : public QObject {
   bool m_isProfiling = false;
   WorkerMeasurements m_measurements;
   SpeculationSettings m_specSettings;    // applied to every engine loaded
+
+  // Serving (engine_worker_serve.cpp).
+  std::shared_ptr<WorkerServeCore> m_serveCore;  // the local server's core while it runs
+  iwb::serve::ServeRouter m_serveRouter;         // served requests in the engine, and their channels
 };
 
 }  // namespace iwb::ui

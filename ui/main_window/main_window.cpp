@@ -17,6 +17,7 @@
 #include "roofline/roofline_panel.h"
 #include "settings/device_choice.h"
 #include "settings/engine_settings.h"
+#include "serve/server_panel.h"
 #include "spec/spec_panel.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
@@ -125,6 +126,8 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
           [this](const LoadedModel& model) { m_quantLabPanel->suggestSourcePath(model.path); });
   m_specPanel = new SpecPanel(m_engine);
   m_tabs->addTab(m_specPanel, tr("Speculative"));
+  m_serverPanel = new ServerPanel(m_engine);
+  m_tabs->addTab(m_serverPanel, tr("Server"));
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
@@ -171,6 +174,8 @@ MainWindow::~MainWindow() {
   // be joined before anything it reports to disappears.
   delete m_chatPanel;
   m_chatPanel = nullptr;
+  delete m_serverPanel;  // its server's requests run in the engine worker: stopped first
+  m_serverPanel = nullptr;
   // The lab's queue runs on the engine thread: cancelled with its panel, so joining that thread
   // does not wait for the queue to finish.
   delete m_quantLabPanel;

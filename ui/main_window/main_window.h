@@ -36,6 +36,7 @@ class MetricsPanel;
 class ModelOverviewWidget;
 class RecentFiles;
 class RooflinePanel;
+class ServerPanel;
 class SpecPanel;
 class WelcomePage;
 
@@ -67,6 +68,7 @@ class MainWindow : public QMainWindow {
   KvCachePanel* kvCachePanel() const { return m_kvCachePanel; }
   QuantLabPanel* quantLabPanel() const { return m_quantLabPanel; }
   SpecPanel* specPanel() const { return m_specPanel; }
+  ServerPanel* serverPanel() const { return m_serverPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
   // "memory" or "kv cache"; false when there is no such tab.
@@ -133,6 +135,7 @@ class MainWindow : public QMainWindow {
   KvCachePanel* m_kvCachePanel = nullptr;
   QuantLabPanel* m_quantLabPanel = nullptr;
   SpecPanel* m_specPanel = nullptr;
+  ServerPanel* m_serverPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

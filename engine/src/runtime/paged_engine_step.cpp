@@ -104,6 +104,7 @@ bool PagedEngine::greedy_on_device(const ForwardBatch& batch, const FlatBatch& f
     if (!p.is_greedy() || p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
       return false;
     }
+    if (it->second->params().num_top_logprobs >= 0) return false;  // log-probabilities need the logits
   }
   return true;
 }
@@ -164,6 +165,7 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
                                                    : r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
     // The new token would run at position sequence_length: none left means a full context.
     RequestState::Accepted accepted = r.accept(token, e.sequence_length >= m_max_sequence_length, m_tokenizer);
+    if (greedy_tokens == nullptr) r.add_logprobs(std::span<const float>(m_logits.data() + i * vocab, vocab), &accepted.event);
     result->tokens.push_back(std::move(accepted.event));
     outputs.push_back({e.sequence, token, accepted.finish.has_value()});
     if (accepted.finish) finishing.emplace_back(e.request, *accepted.finish);

@@ -61,6 +61,13 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
   return out;
 }
 
+void RequestState::add_logprobs(std::span<const float> logits, TokenEvent* event) const {
+  if (m_params.num_top_logprobs < 0) return;
+  TokenLogprobs lp = token_logprobs(logits, event->token, m_params.num_top_logprobs);
+  event->logprob = lp.logprob;
+  event->top_logprobs = std::move(lp.top);
+}
+
 std::string RequestState::release_held_text(bool* is_stopped) {
   const StopStringMatcher::Output out = m_stops.push(m_detokenizer.flush());
   *is_stopped = out.is_stopped;

@@ -56,6 +56,9 @@ class RequestState {
     std::optional<FinishReason> finish;
   };
   Accepted accept(int32_t token, bool is_context_full, const tokenizer::Tokenizer& tok);
+  // The log-probabilities the request asked for (GenerationRequest::num_top_logprobs), from
+  // the logits `event`'s token was sampled from; nothing when it asked for none.
+  void add_logprobs(std::span<const float> logits, TokenEvent* event) const;
 
   // The request's summary (prompt and generation times, token timestamps).
   RequestFinished finished(FinishReason reason, std::string error = {});

@@ -110,6 +110,7 @@ void SpeculationControl::verify(const ScheduledSequence& e, std::span<const floa
     const bool is_context_full = e.num_context_tokens + 1 + static_cast<int64_t>(j) >= m_max_sequence_length;
     RequestState::Accepted accepted = r.accept(token, is_context_full, tokenizer);
     accepted.event.is_draft = is_accepted;
+    r.add_logprobs(logits, &accepted.event);
     result->tokens.push_back(std::move(accepted.event));
     ++num_emitted;
     num_accepted += is_accepted ? 1 : 0;

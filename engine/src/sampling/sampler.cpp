@@ -121,4 +121,27 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return c.back().id;
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top) {
+  TokenLogprobs out;
+  if (logits.empty()) return out;
+  // log p_i = l_i - (max + log sum exp(l_j - max)), in double so a 150k vocabulary sums exactly enough.
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
+  const double log_norm = max_logit + std::log(sum);
+  const auto logprob_of = [&](int32_t id) { return static_cast<float>(logits[static_cast<size_t>(id)] - log_norm); };
+  if (token >= 0 && static_cast<size_t>(token) < logits.size()) out.logprob = logprob_of(token);
+  const size_t k = std::min(logits.size(), static_cast<size_t>(std::max(num_top, 0)));
+  if (k == 0) return out;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  });
+  out.top.reserve(k);
+  for (size_t i = 0; i < k; ++i) out.top.push_back({ids[i], logprob_of(ids[i])});
+  return out;
+}
+
 }  // namespace iwb

@@ -79,6 +79,9 @@ struct GenerationRequest {
   // Speculative decoding: -1 follows the engine's setting, 0 turns it off for this request
   // (a baseline to compare with), K > 0 guesses K tokens per step when a drafter is set.
   int32_t num_draft_tokens = -1;
+  // Log-probabilities in each TokenEvent (token_logprobs): -1 none, 0 the chosen token's,
+  // N > 0 also the N most likely tokens. Turns off the device-side greedy argmax for the request.
+  int32_t num_top_logprobs = -1;
 };
 
 enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Aborted, Error };
@@ -94,6 +97,10 @@ struct TokenEvent {
   std::string text;
   double seconds = 0;  // when the token was sampled, in seconds since add_request() took the request
   bool is_draft = false;  // speculation: a drafted token the target accepted
+  // When GenerationRequest::num_top_logprobs >= 0: the token's log-probability and the most
+  // likely tokens at its position (see token_logprobs).
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs{};
 };
 
 struct RequestFinished {

@@ -52,4 +52,19 @@ class Sampler {
 // Index of the largest logit (lowest index on ties).
 int32_t argmax(std::span<const float> logits);
 
+// A token's natural log-probability under the model's distribution (softmax of raw logits).
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+};
+
+// What an API reports as `logprobs`: the chosen token's log-probability and the `num_top` most
+// likely tokens (highest first, lower id on ties), from the raw logits (before penalties,
+// filters and temperature, as vLLM and llama-server report them by default).
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top);
+
 }  // namespace iwb

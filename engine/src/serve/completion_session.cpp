@@ -1,0 +1,279 @@
+// CompletionSession: OpenAI's chat.completion / chat.completion.chunk and text_completion
+// shapes, built from the engine's token events and request ends.
+#include "completion_session.h"
+
+#include "iwb/engine/serve/serve_metrics.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace iwb::serve {
+namespace {
+
+using json = nlohmann::json;
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + hex;
+}
+
+std::string sse(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
+
+json bytes_json(const std::string& piece) {
+  json bytes = json::array();
+  for (const char c : piece) bytes.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return bytes;
+}
+
+}  // namespace
+
+json timings_json(const std::vector<const RequestFinished*>& finished, bool is_speculating) {
+  int64_t prompt_n = 0, cache_n = 0, predicted_n = 0, draft_n = 0, draft_accepted = 0;
+  double prompt_ms = 0, predicted_ms = 0;
+  for (const RequestFinished* f : finished) {
+    prompt_n += f->num_prompt_tokens - f->num_reused_prompt_tokens;
+    cache_n += f->num_reused_prompt_tokens;
+    predicted_n += f->num_generated_tokens;
+    prompt_ms = std::max(prompt_ms, f->prompt_seconds * 1e3);
+    predicted_ms = std::max(predicted_ms, f->generation_seconds * 1e3);
+    draft_n += f->speculation.num_drafted;
+    draft_accepted += f->speculation.num_accepted;
+  }
+  auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
+  auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
+  json t = {{"prompt_n", prompt_n},
+            {"prompt_ms", prompt_ms},
+            {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
+            {"prompt_per_second", per_second(prompt_ms, prompt_n)},
+            {"predicted_n", predicted_n},
+            {"predicted_ms", predicted_ms},
+            {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
+            {"predicted_per_second", per_second(predicted_ms, predicted_n)},
+            {"cache_n", cache_n}};
+  if (is_speculating) {
+    t["draft_n"] = draft_n;
+    t["draft_n_accepted"] = draft_accepted;
+  }
+  return t;
+}
+
+CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const ServedModel> model,
+                                     const CompletionParams& params, std::vector<int32_t> prompt_sizes)
+    : m_kind(kind),
+      m_model(std::move(model)),
+      m_id(random_id(kind == CompletionKind::Chat ? "chatcmpl-" : "cmpl-")),
+      m_created(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      m_n(params.n),
+      m_is_stream(params.is_stream),
+      m_include_usage(params.include_usage),
+      m_num_top_logprobs(params.num_top_logprobs),
+      m_prompt_sizes(std::move(prompt_sizes)),
+      m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
+
+json CompletionSession::chunk_base() const {
+  json chunk = {{"id", m_id},
+                {"object", m_kind == CompletionKind::Chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", m_created},
+                {"model", m_model->id},
+                {"system_fingerprint", nullptr}};
+  if (m_include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+std::string CompletionSession::stream_start() const {
+  if (m_kind != CompletionKind::Chat) return {};
+  std::string out;
+  for (size_t i = 0; i < m_choices.size(); ++i) {
+    json chunk = chunk_base();
+    chunk["choices"] = json::array(
+        {{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    out += sse(chunk);
+  }
+  return out;
+}
+
+json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, const std::vector<size_t>& offsets) const {
+  const tokenizer::Tokenizer& tok = m_model->tokenizer;
+  if (m_kind == CompletionKind::Chat) {
+    json content = json::array();
+    for (const TokenEvent& t : tokens) {
+      const std::string piece = tok.token_to_piece(t.token, true);
+      json top = json::array();
+      for (const TokenLogprob& c : t.top_logprobs) {
+        const std::string p = tok.token_to_piece(c.token, true);
+        top.push_back({{"token", p}, {"logprob", c.logprob}, {"bytes", bytes_json(p)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_json(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  // The legacy completions shape: parallel lists, top_logprobs as {token: logprob} maps.
+  json pieces = json::array(), logprobs = json::array(), tops = json::array(), text_offsets = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    pieces.push_back(tok.token_to_piece(tokens[i].token, true));
+    logprobs.push_back(tokens[i].logprob);
+    json top = json::object();
+    for (const TokenLogprob& c : tokens[i].top_logprobs) top[tok.token_to_piece(c.token, true)] = c.logprob;
+    tops.push_back(top);
+    text_offsets.push_back(i < offsets.size() ? offsets[i] : 0);
+  }
+  return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", text_offsets}};
+}
+
+json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_t text_offset) const {
+  json chunk = chunk_base();
+  json lp = m_num_top_logprobs >= 0 ? logprobs_json({token}, {text_offset}) : json(nullptr);
+  if (m_kind == CompletionKind::Chat) {
+    chunk["choices"] = json::array(
+        {{{"index", index}, {"delta", {{"content", token.text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+  } else {
+    chunk["choices"] = json::array({{{"text", token.text}, {"index", index}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+  }
+  return chunk;
+}
+
+json CompletionSession::finish_chunk(size_t index) const {
+  const RequestFinished& f = *m_choices[index].finished;
+  json chunk = chunk_base();
+  const char* reason = openai_finish_reason(f.reason);
+  if (m_kind == CompletionKind::Chat) {
+    chunk["choices"] = json::array({{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+  } else {
+    chunk["choices"] = json::array({{{"text", ""}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+  }
+  chunk["timings"] = timings_json({&f}, m_model->is_speculating);
+  return chunk;
+}
+
+std::string CompletionSession::add(std::vector<ServeEvent> events) {
+  std::string out;
+  for (ServeEvent& e : events) {
+    if (e.index >= m_choices.size()) continue;
+    Choice& c = m_choices[e.index];
+    if (c.finished) continue;
+    if (TokenEvent* token = std::get_if<TokenEvent>(&e.event)) {
+      const size_t offset = c.text.size();
+      c.text += token->text;
+      ++c.num_tokens;
+      if (m_is_stream && (!token->text.empty() || m_num_top_logprobs >= 0)) out += sse(token_chunk(e.index, *token, offset));
+      if (m_num_top_logprobs >= 0) {
+        c.logprob_tokens.push_back(std::move(*token));
+        c.text_offsets.push_back(offset);
+      }
+      continue;
+    }
+    c.finished = std::move(std::get<RequestFinished>(e.event));
+    ++m_num_finished;
+    if (!m_is_stream) continue;
+    if (c.finished->reason == FinishReason::Error) {
+      ApiError error;
+      error.status = 500;
+      error.type = "server_error";
+      error.message = "generation failed: " + c.finished->error;
+      out += sse(error_json(error));
+    } else {
+      out += sse(finish_chunk(e.index));
+    }
+  }
+  return out;
+}
+
+json CompletionSession::usage_json() const {
+  // Prompt tokens count once per prompt, however many choices share it.
+  int64_t prompt_tokens = 0, cached = 0, completion_tokens = 0;
+  for (size_t p = 0; p < m_prompt_sizes.size(); ++p) {
+    prompt_tokens += m_prompt_sizes[p];
+    int64_t best_cached = 0;
+    for (size_t i = p * static_cast<size_t>(m_n); i < (p + 1) * static_cast<size_t>(m_n) && i < m_choices.size(); ++i) {
+      if (m_choices[i].finished) best_cached = std::max<int64_t>(best_cached, m_choices[i].finished->num_reused_prompt_tokens);
+    }
+    cached += best_cached;
+  }
+  for (const Choice& c : m_choices) {
+    if (c.finished) completion_tokens += c.finished->num_generated_tokens;
+  }
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+std::string CompletionSession::body_text() const {
+  if (const std::string error = first_error(); !error.empty()) {
+    ApiError e;
+    e.status = 500;
+    e.type = "server_error";
+    e.message = "generation failed: " + error;
+    return dump_json(error_json(e));
+  }
+  json choices = json::array();
+  std::vector<const RequestFinished*> finished;
+  for (size_t i = 0; i < m_choices.size(); ++i) {
+    const Choice& c = m_choices[i];
+    const char* reason = c.finished ? openai_finish_reason(c.finished->reason) : "abort";
+    if (c.finished) finished.push_back(&*c.finished);
+    json lp = m_num_top_logprobs >= 0 ? logprobs_json(c.logprob_tokens, c.text_offsets) : json(nullptr);
+    if (m_kind == CompletionKind::Chat) {
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"logprobs", lp},
+                         {"finish_reason", reason}});
+    } else {
+      choices.push_back({{"text", c.text}, {"index", i}, {"logprobs", lp}, {"finish_reason", reason}});
+    }
+  }
+  json body = {{"id", m_id},
+               {"object", m_kind == CompletionKind::Chat ? "chat.completion" : "text_completion"},
+               {"created", m_created},
+               {"model", m_model->id},
+               {"system_fingerprint", nullptr},
+               {"choices", choices},
+               {"usage", usage_json()},
+               {"timings", timings_json(finished, m_model->is_speculating)}};
+  return dump_json(body);
+}
+
+std::string CompletionSession::finish_text() const {
+  if (!m_is_stream) return body_text();
+  std::string out;
+  if (m_include_usage) {
+    json chunk = chunk_base();
+    chunk["choices"] = json::array();
+    chunk["usage"] = usage_json();
+    std::vector<const RequestFinished*> finished;
+    for (const Choice& c : m_choices) {
+      if (c.finished) finished.push_back(&*c.finished);
+    }
+    chunk["timings"] = timings_json(finished, m_model->is_speculating);
+    out += sse(chunk);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+int32_t CompletionSession::num_prompt_tokens() const {
+  int32_t n = 0;
+  for (const int32_t s : m_prompt_sizes) n += s;
+  return n;
+}
+
+int32_t CompletionSession::num_generated_tokens() const {
+  int32_t n = 0;
+  for (const Choice& c : m_choices) {
+    n += c.num_tokens;
+  }
+  return n;
+}
+
+std::string CompletionSession::first_error() const {
+  for (const Choice& c : m_choices) {
+    if (c.finished && c.finished->reason == FinishReason::Error) return c.finished->error;
+  }
+  return {};
+}
+
+}  // namespace iwb::serve

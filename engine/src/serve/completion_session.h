@@ -1,0 +1,82 @@
+// One chat or text completion between its submission and its last byte: folds the engine's
+// events into choices and renders them in OpenAI's shapes (server-sent event chunks or one
+// JSON body), with usage, logprobs and llama-server's `timings`. No HTTP here: the server
+// writes what this returns.
+#pragma once
+
+#include "openai_request.h"
+
+#include "iwb/engine/serve/serve_core.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace iwb::serve {
+
+enum class CompletionKind { Chat, Text };
+
+class CompletionSession {
+ public:
+  // `prompt_sizes[p]`: tokens of prompt p; its choices are p * n ... p * n + n - 1.
+  CompletionSession(CompletionKind kind, std::shared_ptr<const ServedModel> model, const CompletionParams& params,
+                    std::vector<int32_t> prompt_sizes);
+
+  size_t num_choices() const { return m_choices.size(); }
+  bool is_stream() const { return m_is_stream; }
+  bool is_finished() const { return m_num_finished == m_choices.size(); }
+  const std::string& id() const { return m_id; }
+
+  // Streaming: the first chunks (chat: each choice's assistant role).
+  std::string stream_start() const;
+  // Takes events in; when streaming, returns the server-sent events to write now.
+  std::string add(std::vector<ServeEvent> events);
+  // Once finished. Streaming: the usage chunk (when asked for) and "data: [DONE]". Otherwise
+  // the whole response body (or the error object when a choice failed).
+  std::string finish_text() const;
+
+  // For the request log: totals so far.
+  int32_t num_prompt_tokens() const;
+  int32_t num_generated_tokens() const;
+  std::string first_error() const;
+
+ private:
+  struct Choice {
+    std::string text;
+    int32_t num_tokens = 0;
+    std::vector<TokenEvent> logprob_tokens;   // when logprobs were asked for
+    std::vector<size_t> text_offsets;         // where each of them starts in `text`
+    std::optional<RequestFinished> finished;
+  };
+
+  nlohmann::json chunk_base() const;
+  nlohmann::json token_chunk(size_t index, const TokenEvent& token, size_t text_offset) const;
+  nlohmann::json finish_chunk(size_t index) const;
+  nlohmann::json logprobs_json(const std::vector<TokenEvent>& tokens, const std::vector<size_t>& offsets) const;
+  nlohmann::json usage_json() const;
+  std::string body_text() const;
+
+  CompletionKind m_kind;
+  std::shared_ptr<const ServedModel> m_model;
+  std::string m_id;
+  int64_t m_created = 0;
+  int32_t m_n = 1;
+  bool m_is_stream = false;
+  bool m_include_usage = false;
+  int32_t m_num_top_logprobs = -1;
+  std::vector<int32_t> m_prompt_sizes;
+  std::vector<Choice> m_choices;
+  size_t m_num_finished = 0;
+};
+
+// llama-server's `timings` over finished requests (several choices: counts summed, times the
+// longest): prompt_n (prompt tokens computed), cache_n (taken from the prefix cache), prompt_ms,
+// prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
+// predicted_per_second, and draft_n / draft_n_accepted when `is_speculating`.
+nlohmann::json timings_json(const std::vector<const RequestFinished*>& finished, bool is_speculating);
+
+}  // namespace iwb::serve

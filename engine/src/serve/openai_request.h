@@ -1,0 +1,78 @@
+// OpenAI request bodies read into plain values, every field checked for type and range: a bad
+// request becomes an ApiError (HTTP status and OpenAI's error object), never an exception.
+#pragma once
+
+#include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/sampling/sampler.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace iwb::serve {
+
+// OpenAI's error object {"error": {"message", "type", "param", "code"}} and its HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, "" for none (null in the body)
+  std::string code;   // a short machine-readable code, "" for none (null)
+};
+nlohmann::json error_json(const ApiError& error);
+ApiError invalid_request(std::string message, std::string param = {}, std::string code = {});
+
+// Limits a request must keep (ServeOptions carries them).
+struct RequestLimits {
+  int32_t max_choices = 16;       // n times the number of prompts
+  int32_t max_top_logprobs = 20;
+  int32_t max_stop_strings = 16;
+  size_t max_stop_bytes = 256;    // per stop string
+};
+
+// What chat and text completions share.
+struct CompletionParams {
+  SamplingParams sampling;               // the server's defaults with the request's fields over them
+  bool has_seed = false;                 // false: each choice gets a fresh random seed
+  std::optional<int64_t> max_tokens;     // max_tokens / max_completion_tokens; none: up to the context
+  std::vector<std::string> stop;
+  int32_t n = 1;
+  bool is_stream = false;
+  bool include_usage = false;            // stream_options.include_usage
+  int32_t num_top_logprobs = -1;         // -1: no logprobs; 0: the chosen token's; N: also the top N
+};
+
+struct ChatCompletionRequest {
+  CompletionParams params;
+  std::vector<ChatMessage> messages;
+};
+
+// A prompt given as text or as token ids.
+using PromptInput = std::variant<std::string, std::vector<int32_t>>;
+
+struct TextCompletionRequest {
+  CompletionParams params;
+  std::vector<PromptInput> prompts;  // each gets n choices
+};
+
+// Parses a request body: a JSON object at most `max_depth` levels deep; anything else
+// (invalid JSON or UTF-8, another type) is an ApiError.
+std::variant<nlohmann::json, ApiError> parse_body(std::string_view body, int max_depth = 64);
+
+std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,
+                                                                const SamplingParams& defaults,
+                                                                const RequestLimits& limits);
+std::variant<TextCompletionRequest, ApiError> read_completion_request(const nlohmann::json& body,
+                                                                      const SamplingParams& defaults,
+                                                                      const RequestLimits& limits);
+
+// Dumps JSON for the wire: invalid UTF-8 in strings (a token cut inside a character) becomes
+// U+FFFD instead of an exception.
+std::string dump_json(const nlohmann::json& value);
+
+}  // namespace iwb::serve

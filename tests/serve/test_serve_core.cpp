@@ -1,0 +1,306 @@
+// The server's parts without HTTP: request bodies read into values (and every kind of bad
+// body refused with OpenAI's error shape), the Prometheus exposition of the metrics, the
+// engine's log-probabilities, and EngineLoop serving a generated llama model: tokens routed to
+// their channels, a request aborted mid-generation frees its KV blocks, a prompt that can
+// never fit refused with the engine's reason, all or none of a submission queued.
+#include "../engine/tiny_models.h"
+
+#include "serve/openai_request.h"
+
+#include "iwb/engine/serve/engine_loop.h"
+#include "iwb/engine/serve/serve_metrics.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+using namespace iwb;
+using namespace iwb::serve;
+using json = nlohmann::json;
+
+namespace {
+
+ApiError chat_error(const std::string& body) {
+  std::variant<json, ApiError> parsed = parse_body(body);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
+  std::variant<ChatCompletionRequest, ApiError> read = read_chat_request(std::get<json>(parsed), SamplingParams{}, {});
+  if (const ApiError* e = std::get_if<ApiError>(&read)) return *e;
+  return ApiError{0, "accepted", "", "", ""};
+}
+
+// Events of one submission until every request has finished (or `limit` passes).
+struct Collected {
+  std::vector<std::vector<TokenEvent>> tokens;
+  std::vector<RequestFinished> finished;
+};
+Collected collect(ResponseChannel& channel, size_t num_requests, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  Collected c;
+  c.tokens.resize(num_requests);
+  c.finished.resize(num_requests);
+  size_t num_finished = 0;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (num_finished < num_requests && std::chrono::steady_clock::now() < deadline) {
+    for (ServeEvent& e : channel.take(std::chrono::milliseconds(50))) {
+      if (auto* t = std::get_if<TokenEvent>(&e.event)) {
+        c.tokens[e.index].push_back(*t);
+      } else {
+        c.finished[e.index] = std::get<RequestFinished>(e.event);
+        ++num_finished;
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+class TestServeCore : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+  std::string m_model;
+
+  GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_new) const {
+    GenerationRequest r;
+    r.prompt_tokens = std::move(prompt);
+    r.max_new_tokens = max_new;
+    r.sampling.temperature = 0.0f;
+    r.stop_at_end_of_generation = false;
+    return r;
+  }
+
+ private slots:
+  void initTestCase() {
+    test::TinyModelSpec spec;
+    spec.context = 512;
+    m_model = m_tmp.filePath("tiny.gguf").toStdString();
+    QVERIFY(test::write_tiny_model(spec, m_model).is_ok());
+  }
+
+  void readsAValidChatRequest() {
+    const json body = json::parse(R"({"model": "x", "messages": [{"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]},
+        {"role": "assistant", "content": null}],
+        "temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1, "max_tokens": 1000000000, "stop": "x", "seed": 5,
+        "n": 3, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repeat_penalty": 1.0, "logprobs": true,
+        "top_logprobs": 4, "stream": true, "stream_options": {"include_usage": true}, "user": "ignored"})");
+    auto read = read_chat_request(body, SamplingParams{}, {});
+    QVERIFY(std::holds_alternative<ChatCompletionRequest>(read));
+    const ChatCompletionRequest& r = std::get<ChatCompletionRequest>(read);
+    QCOMPARE(r.messages.size(), size_t{3});
+    QCOMPARE(r.messages[0].role, std::string("system"));
+    QCOMPARE(r.messages[1].content, std::string("Hi there"));
+    QCOMPARE(r.params.sampling.temperature, 0.0f);
+    QCOMPARE(r.params.sampling.top_k, 7);
+    QCOMPARE(r.params.sampling.seed, uint64_t{5});
+    QVERIFY(r.params.has_seed);
+    QCOMPARE(*r.params.max_tokens, int64_t{1000000000});  // the server clamps it to the context
+    QCOMPARE(r.params.stop, std::vector<std::string>{"x"});
+    QCOMPARE(r.params.n, 3);
+    QCOMPARE(r.params.num_top_logprobs, 4);
+    QVERIFY(r.params.is_stream && r.params.include_usage);
+    QCOMPARE(r.params.sampling.repeat_penalty, 1.0f);
+  }
+
+  void refusesBadBodiesWithTheReason_data() {
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<QString>("param");
+    QTest::newRow("not json") << QByteArray("{\"messages\": [") << "";
+    QTest::newRow("not an object") << QByteArray("[1, 2]") << "";
+    QTest::newRow("invalid utf-8") << QByteArray("{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}") << "";
+    QTest::newRow("deep nesting") << QByteArray(std::string(1000, '[').c_str()) << "";
+    QTest::newRow("no messages") << QByteArray("{\"model\": \"m\"}") << "messages";
+    QTest::newRow("empty messages") << QByteArray("{\"messages\": []}") << "messages";
+    QTest::newRow("unknown role") << QByteArray(R"({"messages": [{"role": "wizard", "content": "hi"}]})") << "messages[0].role";
+    QTest::newRow("tool role") << QByteArray(R"({"messages": [{"role": "tool", "content": "hi"}]})") << "messages[0].role";
+    QTest::newRow("content number") << QByteArray(R"({"messages": [{"role": "user", "content": 5}]})") << "messages[0].content";
+    QTest::newRow("image part")
+        << QByteArray(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})")
+        << "messages[0].content";
+    const QByteArray ok = R"("messages": [{"role": "user", "content": "hi"}])";
+    QTest::newRow("temperature string") << "{" + ok + R"(, "temperature": "hot"})" << "temperature";
+    QTest::newRow("temperature 5") << "{" + ok + R"(, "temperature": 5})" << "temperature";
+    QTest::newRow("n 1000") << "{" + ok + R"(, "n": 1000})" << "n";
+    QTest::newRow("n 0") << "{" + ok + R"(, "n": 0})" << "n";
+    QTest::newRow("n float") << "{" + ok + R"(, "n": 1.5})" << "n";
+    QTest::newRow("max_tokens 0") << "{" + ok + R"(, "max_tokens": 0})" << "max_tokens";
+    QTest::newRow("max_tokens float") << "{" + ok + R"(, "max_tokens": 1e9})" << "max_tokens";
+    QTest::newRow("max_tokens -5") << "{" + ok + R"(, "max_tokens": -5})" << "max_tokens";
+    QTest::newRow("stop number") << "{" + ok + R"(, "stop": 3})" << "stop";
+    QTest::newRow("stop too many") << "{" + ok + R"(, "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})"
+                                   << "stop";
+    QTest::newRow("stream string") << "{" + ok + R"(, "stream": "yes"})" << "stream";
+    QTest::newRow("top_logprobs alone") << "{" + ok + R"(, "top_logprobs": 2})" << "top_logprobs";
+    QTest::newRow("top_logprobs 100") << "{" + ok + R"(, "logprobs": true, "top_logprobs": 100})" << "top_logprobs";
+    QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})" << "tools";
+    QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})" << "stream_options";
+  }
+
+  void refusesBadBodiesWithTheReason() {
+    QFETCH(QByteArray, body);
+    QFETCH(QString, param);
+    const ApiError e = chat_error(body.toStdString());
+    QVERIFY2(e.status == 400, e.message.c_str());
+    QCOMPARE(QString::fromStdString(e.param), param);
+    QVERIFY(!e.message.empty());
+    // The error object always serializes, whatever bytes the message quotes.
+    const json j = json::parse(dump_json(error_json(e)));
+    QCOMPARE(j["error"]["type"], json("invalid_request_error"));
+    QVERIFY(j["error"].contains("code") && j["error"].contains("param"));
+  }
+
+  void readsCompletionPrompts() {
+    auto read = [](const char* body) {
+      return read_completion_request(json::parse(body), SamplingParams{}, RequestLimits{});
+    };
+    auto one = read(R"({"prompt": "Once upon", "logprobs": 2, "n": 2})");
+    QVERIFY(std::holds_alternative<TextCompletionRequest>(one));
+    QCOMPARE(std::get<TextCompletionRequest>(one).prompts.size(), size_t{1});
+    QCOMPARE(std::get<TextCompletionRequest>(one).params.num_top_logprobs, 2);
+    auto ids = read(R"({"prompt": [1, 2, 3]})");
+    QVERIFY(std::holds_alternative<TextCompletionRequest>(ids));
+    QCOMPARE(std::get<std::vector<int32_t>>(std::get<TextCompletionRequest>(ids).prompts[0]), (std::vector<int32_t>{1, 2, 3}));
+    auto many = read(R"({"prompt": ["a", [5, 6]]})");
+    QCOMPARE(std::get<TextCompletionRequest>(many).prompts.size(), size_t{2});
+    QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": [1, "a"]})")));
+    QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": [-1]})")));
+    QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": 7})")));
+    QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": "a", "echo": true})")));
+    // n times the prompts is capped like n.
+    QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": ["a","b","c","d"], "n": 5})")));
+  }
+
+  void logprobsAreALogSoftmax() {
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
+    const TokenLogprobs lp = token_logprobs(logits, 2, 3);
+    double sum = 0;
+    for (const float l : logits) sum += std::exp(l);
+    QVERIFY(std::abs(lp.logprob - static_cast<float>(2.0 - std::log(sum))) < 1e-5f);
+    QCOMPARE(lp.top.size(), size_t{3});
+    QCOMPARE(lp.top[0].token, 1);  // ties: the lower id first
+    QCOMPARE(lp.top[1].token, 3);
+    QCOMPARE(lp.top[2].token, 2);
+    QVERIFY(lp.top[0].logprob >= lp.top[2].logprob);
+  }
+
+  void metricsRenderAsPrometheusText() {
+    ServeMetrics metrics;
+    StepResult step;
+    step.stats.num_prompt_tokens = 12;
+    step.stats.num_running = 2;
+    step.stats.num_waiting = 1;
+    step.stats.kv.num_blocks = 8;
+    step.stats.kv.num_used_blocks = 2;
+    step.stats.kv.num_prefix_query_tokens = 12;
+    step.stats.kv.num_prefix_hit_tokens = 4;
+    step.stats.speculation.record(3, 2, 3);
+    step.tokens.resize(3);
+    RequestFinished f;
+    f.reason = FinishReason::MaxTokens;
+    f.queued_seconds = 0.002;
+    f.token_seconds = {0.05, 0.07, 0.2};
+    step.finished.push_back(f);
+    metrics.observe_step(step);
+    // The engine's cumulative prefix counters: only their growth counts.
+    step.finished.clear();
+    step.stats.kv.num_prefix_query_tokens = 20;
+    metrics.observe_step(step);
+
+    const ServeMetricValues v = metrics.values();
+    QCOMPARE(v.prompt_tokens, uint64_t{24});
+    QCOMPARE(v.generation_tokens, uint64_t{6});
+    QCOMPARE(v.prefix_cache_queries, uint64_t{20});
+    QCOMPARE(v.prefix_cache_hits, uint64_t{4});
+    QCOMPARE(v.kv_cache_usage, 0.25);
+    QCOMPARE(v.requests_finished.at("length"), uint64_t{1});
+    QCOMPARE(v.spec_accepted_per_position.size(), size_t{3});
+
+    const QString text = QString::fromStdString(metrics.prometheus_text("my \"model\""));
+    QVERIFY(text.contains("# TYPE iwb:generation_tokens_total counter\n"));
+    QVERIFY(text.contains("iwb:generation_tokens_total{model_name=\"my \\\"model\\\"\"} 6\n"));
+    QVERIFY(text.contains("iwb:kv_cache_usage_perc{model_name=\"my \\\"model\\\"\"} 0.25\n"));
+    QVERIFY(text.contains("iwb:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"length\"} 1\n"));
+    QVERIFY(text.contains("iwb:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my \\\"model\\\"\",position=\"1\"} 2\n"));
+    // Histograms: cumulative buckets, +Inf equals the count; two inter-token gaps.
+    QVERIFY(text.contains("iwb:inter_token_latency_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.025\"} 1\n"));
+    QVERIFY(text.contains("iwb:inter_token_latency_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"+Inf\"} 2\n"));
+    QVERIFY(text.contains("iwb:inter_token_latency_seconds_count{model_name=\"my \\\"model\\\"\"} 2\n"));
+    QVERIFY(text.contains("iwb:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.06\"} 1\n"));
+    QVERIFY(text.contains("iwb:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.04\"} 0\n"));
+  }
+
+  void engineLoopRoutesTokensAndAborts() {
+    ServeMetrics metrics;
+    EngineLoop loop(&metrics);
+    QVERIFY(loop.model() == nullptr);  // loading
+    auto refused = loop.submit({greedy({1, 5, 6}, 4)}, std::make_shared<ResponseChannel>());
+    QVERIFY(!refused.is_ok());
+    QCOMPARE(refused.status().code(), ErrorCode::Unsupported);
+
+    EngineOptions options;
+    options.num_threads = 2;
+    auto engine = Engine::load(m_model, options);
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    loop.start(std::move(*engine), "");
+    QVERIFY(loop.model() != nullptr);
+    QCOMPARE(loop.model()->id, std::string("tiny"));
+    QCOMPARE(loop.model()->context_length, int64_t{512});
+
+    // Two prompts together: each channel gets only its own tokens, in order, then its end.
+    auto a = std::make_shared<ResponseChannel>();
+    auto b = std::make_shared<ResponseChannel>();
+    auto sa = loop.submit({greedy({1, 10, 11, 12}, 6), greedy({1, 10, 11, 12}, 3)}, a);
+    auto sb = loop.submit({greedy({1, 40, 41}, 5)}, b);
+    QVERIFY(sa.is_ok() && sb.is_ok());
+    const Collected ca = collect(*a, 2);
+    const Collected cb = collect(*b, 1);
+    QCOMPARE(ca.tokens[0].size(), size_t{6});
+    QCOMPARE(ca.tokens[1].size(), size_t{3});
+    QCOMPARE(cb.tokens[0].size(), size_t{5});
+    QCOMPARE(ca.finished[0].reason, FinishReason::MaxTokens);
+    for (size_t i = 0; i < 3; ++i) QCOMPARE(ca.tokens[1][i].token, ca.tokens[0][i].token);  // same prompt, greedy
+
+    // A prompt that can never fit fails the whole submission; the other request is not left running.
+    std::vector<int32_t> huge(600, 7);
+    auto none = loop.submit({greedy({1, 2, 3}, 400), greedy(huge, 4)}, std::make_shared<ResponseChannel>());
+    QVERIFY(!none.is_ok());
+    QVERIFY2(QString::fromStdString(none.error_message()).contains("context holds 512"), none.error_message().c_str());
+
+    // Aborted mid-generation: its end says so, and its KV blocks are free again.
+    auto c = std::make_shared<ResponseChannel>();
+    GenerationRequest slow = greedy({1, 20, 21, 22}, 500);
+    slow.num_top_logprobs = 2;
+    auto sc = loop.submit({std::move(slow)}, c);
+    QVERIFY(sc.is_ok());
+    std::vector<ServeEvent> first;
+    for (int i = 0; i < 100 && first.empty(); ++i) first = c->take(std::chrono::milliseconds(50));
+    QVERIFY(!first.empty());
+    const auto* token = std::get_if<TokenEvent>(&first.front().event);
+    QVERIFY(token != nullptr);
+    QCOMPARE(token->top_logprobs.size(), size_t{2});
+    QVERIFY(token->logprob <= 0.0f);
+    loop.abort(sc->requests);
+    const Collected cc = collect(*c, 1);
+    QCOMPARE(cc.finished[0].reason, FinishReason::Aborted);
+    QVERIFY(cc.finished[0].num_generated_tokens < 500);
+    const ServeMetricValues v = metrics.values();
+    QCOMPARE(v.num_requests_running, int64_t{0});
+    QCOMPARE(v.kv_cache_usage, 0.0);
+    // This one, and the partner of the refused submission (queued, then aborted).
+    QCOMPARE(v.requests_finished.at("abort"), uint64_t{2});
+    QVERIFY(v.generation_tokens >= 14);
+
+    // Stopping aborts what is in flight; later submissions are refused.
+    auto d = std::make_shared<ResponseChannel>();
+    QVERIFY(loop.submit({greedy({1, 30, 31}, 500)}, d).is_ok());
+    loop.stop();
+    const Collected cd = collect(*d, 1, std::chrono::seconds(5));
+    QVERIFY(cd.finished[0].reason == FinishReason::Aborted || cd.finished[0].reason == FinishReason::MaxTokens);
+    QVERIFY(!loop.submit({greedy({1, 2}, 2)}, d).is_ok());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestServeCore)
+#include "test_serve_core.moc"
