@@ -143,6 +143,8 @@ class Server:
                 self.kill()
                 raise RuntimeError("iwb serve did not stop within %d s after SIGTERM:\n%s" % (timeout, self.log()))
         self._reader.join(timeout=5)
+        if not self._reader.is_alive():
+            self.proc.stderr.close()
         return self.proc.returncode
 
     def kill(self):

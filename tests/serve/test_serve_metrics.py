@@ -2,6 +2,7 @@
 every family has the type it says, counters and histograms move as requests run, the gauges
 return to idle, and a client that disconnects mid-stream is counted as an abort."""
 
+import json
 import socket
 import sys
 import time
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 SERVER = None
 CLIENT = None
+MODEL = None
 
 
 def scrape():
@@ -111,9 +113,35 @@ class TestServeMetrics(unittest.TestCase):
         self.assertEqual(value(scrape(), "iwb:kv_cache_usage_perc"), 0)
 
 
+class TestSpeculativeServing(unittest.TestCase):
+    def test_drafts_show_in_timings_and_metrics(self):
+        """--spec self: timings carry draft_n / draft_n_accepted, the spec_decode counters move (per
+        position too), and greedy output equals `iwb run` with the same settings."""
+        with fx.Server(MODEL, "--spec", "self", "--batch-invariant") as server:
+            status, body, _ = server.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 40,
+                                                             "temperature": 0})
+            self.assertEqual(status, 200)
+            r = json.loads(body)
+            timings = r["timings"]
+            self.assertGreater(timings["draft_n"], 0)
+            self.assertGreater(timings["draft_n_accepted"], 0)
+            self.assertLessEqual(timings["draft_n_accepted"], timings["draft_n"])
+            run = fx.run_iwb("run", "-m", MODEL, "-p", "Once upon a time", "-n", "40", "--temp", "0",
+                             "--batch-invariant", "-t", "2")
+            self.assertEqual(run, r["choices"][0]["text"] + "\n")
+            families = {f.name: f for f in text_string_to_metric_families(server.get("/metrics")[1].decode())}
+            self.assertEqual(value(families, "iwb:spec_decode_num_draft_tokens"), timings["draft_n"])
+            self.assertEqual(value(families, "iwb:spec_decode_num_accepted_tokens"), timings["draft_n_accepted"])
+            self.assertGreater(value(families, "iwb:spec_decode_num_drafts"), 0)
+            per_position = sum(s.value for s in families["iwb:spec_decode_num_accepted_tokens_per_pos"].samples)
+            self.assertEqual(per_position, timings["draft_n_accepted"])
+            self.assertEqual(families["iwb:spec_decode_num_accepted_tokens_per_pos"].samples[0].labels["position"], "0")
+            self.assertEqual(server.stop(), 0)
+
+
 def main():
-    global SERVER, CLIENT
-    model = fx.aidreams_gguf()
+    global SERVER, CLIENT, MODEL
+    model = MODEL = fx.aidreams_gguf()
     # -t 1 and a long context: a stream lasts long enough for its client to leave in the middle.
     with fx.Server(model, "-c", "2048", "-t", "1") as server:
         SERVER = server

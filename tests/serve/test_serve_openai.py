@@ -255,6 +255,24 @@ class TestServeLimitsAndKeys(unittest.TestCase):
             self.assertEqual(len(r.choices), 2)
             self.assertEqual(server.stop(), 0)
 
+    def test_usage_errors(self):
+        import subprocess
+        def run(*args):
+            return subprocess.run([ARGS.iwb, "serve"] + list(args), capture_output=True, text=True, timeout=60)
+        r = run()
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no model given", r.stderr)
+        self.assertEqual(run("-m", MODEL, "--port", "70000").returncode, 2)
+        self.assertEqual(run("-m", MODEL, "--frobnicate").returncode, 2)
+        self.assertEqual(run("--help").returncode, 0)
+        r = run("-m", MODEL + ".missing", "--port", "0")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(".missing", r.stderr)
+        # The port of the running server is taken: a second server says so.
+        r = run("-m", MODEL, "--port", str(SERVER.port))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot listen", r.stderr)
+
     def test_non_loopback_without_key_warns(self):
         with fx.Server(MODEL, "--host", "0.0.0.0") as server:
             self.assertTrue(any("warning" in l and "--api-key" in l for l in server.lines), server.log())

@@ -62,7 +62,9 @@ ServerPanel::ServerPanel(EngineController* engine, QWidget* parent)
   controls->addLayout(buttons);
 
   m_table->setModel(m_log);
+  m_table->setWordWrap(false);
   m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->horizontalHeader()->setSectionResizeMode(RequestLogModel::RequestColumn, QHeaderView::ResizeToContents);
   m_table->verticalHeader()->hide();
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
 
