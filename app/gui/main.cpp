@@ -3,7 +3,7 @@
 #include "main_window/app_info.h"
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
 #include "serve/server_panel.h"
 #include "spec/spec_panel.h"

@@ -1,7 +1,7 @@
 // The aidreams 260K test model converted to GGUF for UI tests.
 #include "aidreams_fixture.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/convert/llama2c.h"
 
 #include <QDir>

@@ -1,8 +1,8 @@
 // The Memory and Roofline tabs when the engine runs on a GPU, from synthetic values (no GPU is
 // needed): device allocation rows and bars from a MemorySample with device figures, and the
 // roofs switching to the newest probe of "cuda:0" when kernel records carry that device.
-#include "engine/engine_controller.h"
-#include "engine/measurement_values.h"
+#include "worker/engine_controller.h"
+#include "worker/measurement_values.h"
 #include "iwb/engine/store/results_store.h"
 #include "memory/memory_model.h"
 #include "memory/memory_panel.h"

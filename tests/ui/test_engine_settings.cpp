@@ -2,7 +2,7 @@
 // when the model loads (the KV pool's memory and block size reach the engine); the device
 // choice, a failed load on a CUDA device and the CPU reload offered after it.
 #include "aidreams_fixture.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
 #include "settings/device_choice.h"
 #include "settings/engine_settings.h"

@@ -3,13 +3,13 @@
 // map's model must show exactly its cell states, owners, shared marks, fills, hover text and
 // live numbers, and the widget must paint them in the right colours. Also the batch table's
 // routing and the batch form.
-#include "engine/kv_map_values.h"
+#include "worker/kv_map_values.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/batch_table_model.h"
 #include "kvmap/kv_cache_panel.h"
 #include "kvmap/kv_map_model.h"
 #include "kvmap/kv_map_widget.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/paged/block_manager.h"
 
 #include <QCheckBox>

@@ -3,7 +3,7 @@
 // snapshots see them; /health says 503 without a model; stopping while a stream is in flight
 // returns promptly, closes the port and leaves the engine idle.
 #include "aidreams_fixture.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "serve/local_server.h"
 #include "serve/request_log_model.h"
 #include "serve/server_panel.h"

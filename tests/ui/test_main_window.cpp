@@ -5,7 +5,7 @@
 
 #include "iwb/engine/model/model_info.h"
 #include "main_window/app_info.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
 #include "main_window/recent_files.h"
 #include "model_info/metadata_table_model.h"

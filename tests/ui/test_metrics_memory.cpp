@@ -1,7 +1,7 @@
 // Tests of the Metrics and Memory tabs' models with hand-computed values: per-request latency
 // percentiles, rates, MBU/MFU and the over-time series; the memory estimate against measured
 // rows, whether a model fits, and reading /proc/self/status; the `iwb bench` runs table.
-#include "engine/measurement_values.h"
+#include "worker/measurement_values.h"
 #include "iwb/engine/store/results_store.h"
 #include "memory/memory_model.h"
 #include "metrics/bench_results_model.h"

@@ -4,7 +4,7 @@
 // timings with its predicted work, token times and memory samples — and nothing of the
 // profile when profiling is off. Then the main window's Roofline, Metrics and Memory tabs.
 #include "aidreams_fixture.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
 #include "memory/memory_model.h"
 #include "memory/memory_panel.h"

@@ -4,7 +4,7 @@
 // record), plus cancelling and a failing job marked failed; and the rule of one compute owner:
 // a chat reply asked for while the lab's queue runs waits for it on the engine's thread.
 #include "aidreams_fixture.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 
 #include "iwb/engine/store/results_store.h"
 #include "quantlab/pareto.h"

@@ -2,7 +2,7 @@
 // synthetic kernel records with known FLOPs, bytes and seconds (exact coordinates), last steps
 // against the running aggregate, % of the roof, CSV export, predicted points from a cost-model
 // preset, hit tests and tooltips on the plot, PNG/SVG export, and "measure now" into a store.
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/store/results_store.h"

@@ -5,7 +5,7 @@
 // prompt, their reports in the table, per-step signals, the reply view's highlighted drafts.
 #include "aidreams_fixture.h"
 #include "chat/message_list_model.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "spec/spec_panel.h"
 #include "spec/spec_runs_model.h"
 

@@ -5,7 +5,7 @@
 // finished message is written before the next thing happens.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 
 #include <QPointer>
 #include <QWidget>

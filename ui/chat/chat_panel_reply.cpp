@@ -7,7 +7,7 @@
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/runtime/engine.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"

@@ -3,7 +3,7 @@
 // saved (the conversation row, or the model's QSettings group for the template).
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 
 #include <QWidget>
 

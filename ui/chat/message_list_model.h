@@ -3,7 +3,7 @@
 // re-lays out only the reply that grew. Updated only in the GUI thread.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 #include "store/conversation_store.h"
 
 #include <QAbstractListModel>

@@ -2,7 +2,7 @@
 // and the table of its requests.
 #include "kvmap/batch_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "kvmap/batch_table_model.h"
 
 #include <QCheckBox>

@@ -3,7 +3,7 @@
 // signals on the GUI thread; signals about other requests (the chat's) are ignored.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 
 #include <QAbstractTableModel>
 #include <QList>

@@ -2,7 +2,7 @@
 // fed by the engine controller's KV snapshots.
 #include "kvmap/kv_cache_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/kv_map_model.h"
 #include "kvmap/kv_map_widget.h"

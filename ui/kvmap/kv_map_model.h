@@ -3,7 +3,7 @@
 // of a cell, the live numbers beside the map, and a short history of blocks used over time.
 #pragma once
 
-#include "engine/kv_map_values.h"
+#include "worker/kv_map_values.h"
 
 #include <QColor>
 #include <QList>

@@ -2,7 +2,7 @@
 #include "main_window/main_window.h"
 
 #include "chat/chat_panel.h"
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "main_window/app_info.h"
 #include "iwb/engine/model/model_locations.h"
 #include "kvmap/kv_cache_panel.h"

@@ -7,7 +7,7 @@
 // through queued signals.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 #include "model_info/model_details.h"
 
 #include <QMainWindow>

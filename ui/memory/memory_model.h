@@ -6,7 +6,7 @@
 // before the load). On a CUDA device the engine's device allocations replace the host rows.
 #pragma once
 
-#include "engine/measurement_values.h"
+#include "worker/measurement_values.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
 

@@ -1,7 +1,7 @@
 // MemoryPanel: device and context choice, the fit banner, stacked bars and the table.
 #include "memory/memory_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "memory/memory_model.h"
 
 #include <qcustomplot.h>

@@ -5,7 +5,7 @@
 // clock. GUI thread only.
 #pragma once
 
-#include "engine/measurement_values.h"
+#include "worker/measurement_values.h"
 #include "iwb/engine/profile/metrics.h"
 
 #include <QAbstractTableModel>

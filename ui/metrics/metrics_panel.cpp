@@ -1,7 +1,7 @@
 // MetricsPanel: the latest request's figures, the over-time charts and the request table.
 #include "metrics/metrics_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
 #include "roofline/machine_ceilings.h"

@@ -1,7 +1,7 @@
 // QuantLabPanel: the form, where the queue runs, the runs table, charts and comparison.
 #include "quantlab/quant_lab_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/synth/quant_mix.h"
 #include "quantlab/quant_charts.h"
 #include "quantlab/quant_compare_view.h"

@@ -2,7 +2,7 @@
 // ceilings, export, and the analytic (cost model) mode.
 #include "roofline/roofline_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "iwb/engine/runtime/engine.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"

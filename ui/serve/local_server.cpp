@@ -2,8 +2,8 @@
 // steps), then the HTTP server binds and listens on a thread of its own.
 #include "serve/local_server.h"
 
-#include "engine/engine_controller.h"
-#include "engine/engine_worker.h"
+#include "worker/engine_controller.h"
+#include "worker/engine_worker.h"
 #include "iwb/engine/serve/http_server.h"
 #include "serve/worker_serve_core.h"
 

@@ -2,7 +2,7 @@
 // exposed address without an API key), numbers refreshed twice a second, and the request log.
 #include "serve/server_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "serve/local_server.h"
 #include "serve/request_log_model.h"
 

@@ -2,7 +2,7 @@
 // submission waits for the worker's answer (the engine's refusal, or the ids).
 #include "serve/worker_serve_core.h"
 
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include <QMetaObject>
 

@@ -3,7 +3,7 @@
 // choice turns into. Plain functions over iwb::ComputeDeviceInfo, testable with made-up GPUs.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/runtime/engine.h"
 

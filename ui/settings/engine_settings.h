@@ -3,7 +3,7 @@
 // matmuls), kept in QSettings and applied at the next load.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 #include "settings/device_choice.h"
 
 #include <QDialog>

@@ -3,7 +3,7 @@
 // for each K from the measured acceptance and costs (the suggested K highlighted).
 #pragma once
 
-#include "engine/spec_values.h"
+#include "worker/spec_values.h"
 
 #include <QList>
 #include <QWidget>

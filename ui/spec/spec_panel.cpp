@@ -1,7 +1,7 @@
 // SpecPanel: settings, the baseline/speculative comparison runs, and the live views.
 #include "spec/spec_panel.h"
 
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 #include "spec/spec_charts.h"
 #include "spec/spec_runs_model.h"
 

@@ -6,7 +6,7 @@
 // with its accepted draft tokens coloured.
 #pragma once
 
-#include "engine/spec_values.h"
+#include "worker/spec_values.h"
 
 #include <QList>
 #include <QWidget>

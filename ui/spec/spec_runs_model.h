@@ -5,7 +5,7 @@
 // from the GUI thread, from the engine controller's signals.
 #pragma once
 
-#include "engine/spec_values.h"
+#include "worker/spec_values.h"
 
 #include <QAbstractTableModel>
 #include <QList>

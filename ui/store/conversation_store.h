@@ -6,7 +6,7 @@
 // results store shared with `iwb` is reached through results_store_access.h.
 #pragma once
 
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 #include "iwb/engine/status.h"
 
 #include <QDateTime>

@@ -1,5 +1,5 @@
 // WorkerMeasurements: the decimated measurements of the engine worker (see worker_measurements.h).
-#include "engine/worker_measurements.h"
+#include "worker/worker_measurements.h"
 
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"

@@ -1,7 +1,7 @@
 // EngineWorker's speculative decoding: the settings (kept across model loads), each verifying
 // step's statistics and per-request reports (runStep sends the per-token "accepted draft"
 // flags beside tokensReady).
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include "iwb/engine/runtime/engine.h"
 

@@ -1,7 +1,7 @@
 // EngineWorker: model loading with progress, prompt building through the engine's chat-prompt
 // helper (one request, or a batch of them queued together), and the step loop — one step per
 // queued invocation so the event loop can deliver stop() and unload() between steps.
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/chat/chat_prompt.h"

@@ -7,12 +7,12 @@
 // a second; token times, memory samples and KV-cache map snapshots are decimated the same way.
 #pragma once
 
-#include "engine/generation_values.h"
-#include "engine/kv_map_values.h"
-#include "engine/measurement_values.h"
-#include "engine/spec_values.h"
-#include "engine/worker_measurements.h"
-#include "engine/worker_requests.h"
+#include "worker/generation_values.h"
+#include "worker/kv_map_values.h"
+#include "worker/measurement_values.h"
+#include "worker/spec_values.h"
+#include "worker/worker_measurements.h"
+#include "worker/worker_requests.h"
 #include "iwb/engine/serve/serve_router.h"
 
 #include <QHash>

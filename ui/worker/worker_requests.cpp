@@ -1,5 +1,5 @@
 // WorkerRequests: lookups over the worker's one request table.
-#include "engine/worker_requests.h"
+#include "worker/worker_requests.h"
 
 namespace iwb::ui {
 

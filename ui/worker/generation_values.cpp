@@ -1,6 +1,6 @@
 // JSON forms of the sampling settings and reply statistics, their conversion to the engine's
 // SamplingParams, the template family names for pickers, and the meta-type registration.
-#include "engine/generation_values.h"
+#include "worker/generation_values.h"
 
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/runtime/engine.h"

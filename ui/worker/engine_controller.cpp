@@ -1,7 +1,7 @@
 // EngineController: the worker thread's lifetime, queued forwarding, and GUI-side state.
-#include "engine/engine_controller.h"
+#include "worker/engine_controller.h"
 
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include <QThread>
 

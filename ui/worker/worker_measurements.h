@@ -4,9 +4,9 @@
 // draw. It returns values; the worker emits them. Lives on the worker's thread.
 #pragma once
 
-#include "engine/kv_map_values.h"
-#include "engine/measurement_values.h"
-#include "engine/worker_requests.h"
+#include "worker/kv_map_values.h"
+#include "worker/measurement_values.h"
+#include "worker/worker_requests.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 

@@ -1,5 +1,5 @@
 // Speculation values: settings to the engine's config, meta-type registration.
-#include "engine/spec_values.h"
+#include "worker/spec_values.h"
 
 #include "iwb/kernels/ggml_type.h"
 

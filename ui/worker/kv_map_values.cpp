@@ -1,6 +1,6 @@
 // The KV-cache map value: decoding block texts with a per-block cache, and building the value
 // from the block manager's snapshot.
-#include "engine/kv_map_values.h"
+#include "worker/kv_map_values.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // EngineWorker's side of the local server: served requests queued in the same engine as the
 // chat (through a ServeRouter), their tokens and ends sent back to the HTTP threads after every
 // step, the steps counted in the server's metrics, and the open model published to the core.
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/serve/engine_loop.h"

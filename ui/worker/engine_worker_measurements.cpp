@@ -1,6 +1,6 @@
 // EngineWorker's measurement slots and signals: WorkerMeasurements computes, the worker emits
 // the values on its thread.
-#include "engine/engine_worker.h"
+#include "worker/engine_worker.h"
 
 #include "iwb/engine/runtime/engine.h"
 

@@ -4,10 +4,10 @@
 // stops the reply in flight and joins the thread.
 #pragma once
 
-#include "engine/generation_values.h"
-#include "engine/kv_map_values.h"
-#include "engine/measurement_values.h"
-#include "engine/spec_values.h"
+#include "worker/generation_values.h"
+#include "worker/kv_map_values.h"
+#include "worker/measurement_values.h"
+#include "worker/spec_values.h"
 
 #include <QObject>
 #include <QString>

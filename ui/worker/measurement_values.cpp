@@ -1,5 +1,5 @@
 // Reading the process's memory from /proc, and meta-type registration of the measurement values.
-#include "engine/measurement_values.h"
+#include "worker/measurement_values.h"
 
 #include <QFile>
 
