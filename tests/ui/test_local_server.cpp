@@ -164,6 +164,7 @@ void TestLocalServer::servesBesideTheChat() {
 
   // A chat reply and three served requests at once.
   QSignalSpy finished(&engine, &EngineController::generationFinished);
+  QSignalSpy measured(&engine, &EngineController::requestMeasured);
   GenerationInput chat;
   chat.messages = {{"user", "Once upon a time"}};
   chat.sampling.temperature = 0;
@@ -196,6 +197,17 @@ void TestLocalServer::servesBesideTheChat() {
   QVERIFY(v.generation_tokens >= 3);
   const uint64_t numFinished = v.requests_finished.at("stop") + v.requests_finished.at("length");
   QVERIFY2(numFinished >= 4, qPrintable(QString("%1 finished, %2 aborted").arg(numFinished).arg(v.requests_finished.at("abort"))));  // the chat counts too
+  // The Metrics tab measured the served requests beside the chat's reply, under ids of their own.
+  QTRY_VERIFY_WITH_TIMEOUT(measured.count() >= 4, kTimeoutMs);
+  int numServedMeasured = 0;
+  for (const QList<QVariant>& m : measured) {
+    const RequestMeasurement r = m.at(0).value<RequestMeasurement>();
+    if ((r.requestId & kServedRequestBit) == 0) continue;
+    ++numServedMeasured;
+    QVERIFY(r.numGeneratedTokens > 0);
+    QVERIFY(r.timing.num_prompt_tokens > 0);
+  }
+  QCOMPARE(numServedMeasured, 3);
   // The block map saw sequences while they ran.
   bool sawSequences = false;
   for (const QList<QVariant>& s : snapshots) sawSequences |= !s.at(0).value<KvMapSnapshot>().sequences.empty();

@@ -55,7 +55,9 @@ QVariant MetricsModel::data(const QModelIndex& index, int role) const {
   const iwb::RequestMetrics& x = r.metrics;
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
-      case RequestColumn: return QStringLiteral("#%1").arg(m.requestId);
+      case RequestColumn:
+        return (m.requestId & kServedRequestBit) != 0 ? QStringLiteral("served #%1").arg(m.requestId & ~kServedRequestBit)
+                                                      : QStringLiteral("#%1").arg(m.requestId);
       case ModelColumn: return m.modelName;
       case FinishColumn: return m.finishReason;
       case PromptTokensColumn: return QLocale().toString(m.timing.num_prompt_tokens);

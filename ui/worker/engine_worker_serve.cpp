@@ -44,6 +44,15 @@ void EngineWorker::abortServed(const std::vector<iwb::RequestId>& requests) {
 void EngineWorker::dispatchServed(const iwb::StepResult& result) {
   // Metrics first: a client that has its answer finds it counted.
   if (m_serveCore) m_serveCore->metrics().observe_step(result);
+  // The Metrics tab measures served requests as it does the chat's (TTFT, ITL, MBU/MFU). Their
+  // clock starts when the engine took them: now less the time they spent in it.
+  for (const iwb::RequestFinished& f : result.finished) {
+    if (!m_serveRouter.is_routed(f.request) || f.num_generated_tokens == 0) continue;
+    WorkerRequests::Entry entry;
+    entry.callerId = kServedRequestBit | f.request;
+    entry.clock.addedAt = m_measurements.sessionSeconds() - f.queued_seconds - f.prompt_seconds - f.generation_seconds;
+    emit requestMeasured(m_measurements.measure(f, entry, m_engine.get()));
+  }
   m_serveRouter.dispatch(result);
 }
 

@@ -17,8 +17,12 @@ namespace iwb::ui {
 
 // One finished request, as the metrics panel needs it. Times on the session clock are seconds
 // since the worker started (one clock for every request, so requests line up on a timeline).
+// Request ids of the local server's requests in measurements: this bit and the engine's id (the
+// chat's ids are small counters, so the two never meet).
+inline constexpr quint64 kServedRequestBit = quint64{1} << 48;
+
 struct RequestMeasurement {
-  quint64 requestId = 0;
+  quint64 requestId = 0;            // the caller's id; a served request's has kServedRequestBit
   QString modelName;
   QString finishReason;             // iwb::finish_reason_name()
   double addedAtSeconds = 0;        // session clock: when the request was queued
