@@ -1,0 +1,107 @@
+// The forward plan itself: every architecture's plan passes check_forward_plan, switches its
+// optional ops on the architecture's flags, and counts the records the cost model predicts; a
+// plan wired wrong (a missing KV write, a matmul of the wrong width, no embedding, nothing
+// writing the logits) is refused with the op it names.
+#include "iwb/engine/plan/forward_plan.h"
+#include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/synth/synth_preset.h"
+
+#include <QtTest>
+
+#include <algorithm>
+#include <string>
+
+using namespace iwb;
+
+namespace {
+
+ModelConfig config_of(const char* preset) {
+  const synth::SynthShape* shape = synth::find_synth_preset(preset);
+  return shape != nullptr ? synth::shape_config(*shape) : ModelConfig{};
+}
+
+int count_named(const std::vector<PlanOp>& ops, const std::string& name) {
+  return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const PlanOp& op) { return name == op.name; }));
+}
+
+}  // namespace
+
+class TestForwardPlan : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void everyArchitecturePlansAndChecks_data() {
+    QTest::addColumn<QString>("preset");
+    for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3"}) QTest::newRow(p) << QString(p);
+  }
+  void everyArchitecturePlansAndChecks() {
+    QFETCH(QString, preset);
+    const ModelConfig c = config_of(qPrintable(preset));
+    QVERIFY(c.num_layers > 0);
+    const ForwardPlan plan = build_forward_plan(c);
+    const Status checked = check_forward_plan(plan);
+    QVERIFY2(checked.is_ok(), checked.message().c_str());
+    const int layers = static_cast<int>(c.num_layers);
+    QCOMPARE(count_named(plan.body, "q_norm"), c.has_qk_norm ? layers : 0);
+    QCOMPARE(count_named(plan.body, "post_ffw_norm"), c.has_post_norms ? layers : 0);
+    QCOMPARE(count_named(plan.body, "attention"), layers);
+    QCOMPARE(count_named(plan.logits, "logit_softcap"), c.final_logit_softcap > 0.0f ? 1 : 0);
+    // Sliding layers are the ones the config marks.
+    int num_sliding = 0;
+    for (const PlanOp& op : plan.body) {
+      if (op.kind == PlanOpKind::Attention) num_sliding += op.is_sliding ? 1 : 0;
+    }
+    QCOMPARE(num_sliding, static_cast<int>(std::count(c.is_sliding_layer.begin(), c.is_sliding_layer.end(), true)));
+    // One forward pass of one batch: what the profiler reserves for.
+    QCOMPARE(num_plan_records(plan, true), num_step_records(c, 7, 0, true));
+  }
+
+  void theArchitectureRowDecidesTheOps() {
+    // qwen3: q/k norms without gemma's post-norms or biases; qwen2: biases without norms.
+    const ModelConfig qwen3 = config_of("test-qwen3");
+    QVERIFY(qwen3.has_qk_norm && !qwen3.has_post_norms && !qwen3.requires_qkv_bias);
+    QVERIFY(qwen3.q_width() != qwen3.embedding_length);  // its own head size
+    const ModelConfig qwen2 = config_of("test-qwen2");
+    QVERIFY(!qwen2.has_qk_norm && qwen2.requires_qkv_bias);
+  }
+
+  void aMissingKvWriteIsRefused() {
+    ForwardPlan plan = build_forward_plan(config_of("test-llama"));
+    const auto it = std::find_if(plan.body.begin(), plan.body.end(),
+                                 [](const PlanOp& op) { return op.kind == PlanOpKind::KvWrite; });
+    QVERIFY(it != plan.body.end());
+    plan.body.erase(it);
+    const Status s = check_forward_plan(plan);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("attention of layer 0 reads the cache before") != std::string::npos, s.message().c_str());
+  }
+
+  void aMatmulOfTheWrongWidthIsRefused() {
+    ForwardPlan plan = build_forward_plan(config_of("test-qwen3"));
+    for (PlanOp& op : plan.body) {
+      if (op.kind == PlanOpKind::Matmuls && op.layer == 1 && std::string(op.products[0].name) == "attn_q") {
+        op.products[0].out_features = plan.config.embedding_length;  // as if heads x head size were the width
+      }
+    }
+    const Status s = check_forward_plan(plan);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("attn_q of layer 1") != std::string::npos, s.message().c_str());
+  }
+
+  void aPlanWithoutEmbeddingOrClassifierIsRefused() {
+    ForwardPlan no_embedding = build_forward_plan(config_of("test-llama"));
+    no_embedding.body.erase(no_embedding.body.begin());
+    QVERIFY(!check_forward_plan(no_embedding).is_ok());
+
+    ForwardPlan no_classifier = build_forward_plan(config_of("test-llama"));
+    no_classifier.logits.erase(std::remove_if(no_classifier.logits.begin(), no_classifier.logits.end(),
+                                              [](const PlanOp& op) { return op.kind == PlanOpKind::Matmuls; }),
+                               no_classifier.logits.end());
+    const Status s = check_forward_plan(no_classifier);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("nothing writes the logits") != std::string::npos, s.message().c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestForwardPlan)
+#include "test_forward_plan.moc"
