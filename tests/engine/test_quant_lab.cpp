@@ -3,6 +3,7 @@
 // model, imatrix files, perplexity (deterministic, sane, llama-perplexity's chunking), KL of a
 // model against itself, the logits cache, and the results store's quant tables (migration from
 // version 3, failed runs).
+#include "aidreams_gguf.h"
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/quant/evaluation.h"
@@ -26,8 +27,6 @@
 using namespace iwb;
 
 namespace {
-
-QString llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
 
 // Relative RMS error bound of each type on Gaussian data (measured figures are about half of
 // these: Q8_0 0.004, Q6_K 0.008, Q5_* 0.02-0.03, Q4_* 0.04-0.07, Q3_K 0.1, Q2_K 0.2).
@@ -89,14 +88,7 @@ class TestQuantLab : public QObject {
  private slots:
   void initTestCase() {
     qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
-    if (!QFile::exists(llama2c_dir() + "aidreams260K.bin")) return;
-    m_model = m_tmp.filePath("aidreams.gguf");
-    convert::Llama2cConvertOptions options;
-    options.name = "aidreams260K";
-    auto converted = convert::convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
-                                                      (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
-                                                      m_model.toStdString(), options);
-    QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+    m_model = test::convert_aidreams_gguf(m_tmp.path());
   }
 
   void errorWithinBoundOnRandomData() {

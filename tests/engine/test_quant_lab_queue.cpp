@@ -2,6 +2,7 @@
 // two types quantized, evaluated and recorded; progress reported in order and never backwards;
 // the reference row and the base's distributions reused by a second queue; cancelling part-way
 // leaves no run "running"; and RunRecorder never leaves a row running either.
+#include "aidreams_gguf.h"
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/quant/quant_lab.h"
 #include "iwb/engine/quant/run_recorder.h"
@@ -19,8 +20,6 @@ using quant::LabStage;
 using quant::RunStatus;
 
 namespace {
-
-QString llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
 
 // Where a report falls in the queue: the stages before the items, then each item's stages,
 // then the end. A queue that reports in order gives non-decreasing keys.
@@ -71,14 +70,7 @@ class TestQuantLabQueue : public QObject {
  private slots:
   void initTestCase() {
     qputenv("IWB_LOGITS_CACHE", m_tmp.filePath("logits").toUtf8());
-    if (!QFile::exists(llama2c_dir() + "aidreams260K.bin")) return;
-    m_model = m_tmp.filePath("aidreams.gguf");
-    convert::Llama2cConvertOptions options;
-    options.name = "aidreams260K";
-    auto converted = convert::convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
-                                                      (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
-                                                      m_model.toStdString(), options);
-    QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+    m_model = test::convert_aidreams_gguf(m_tmp.path());
   }
 
   void quantizesTwoTypesThenReusesTheReference() {
