@@ -289,7 +289,11 @@ def main():
             big = b'{"prompt": "' + b"a" * size + b'"}'
             raw(f"{size} byte body", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 b"Content-Length: " + str(len(big)).encode() + b"\r\n\r\n" + big)
-        request("10 MB chat", chat, {"messages": [{"role": "user", "content": "b" * (10 << 20)}]})
+        # Sent while the answer is read (raw): the server answers 413 before the body is all
+        # there and closes, which a client that first sends everything sees as a broken pipe.
+        big_chat = json.dumps({"messages": [{"role": "user", "content": "b" * (10 << 20)}]}).encode()
+        raw("10 MB chat", b"POST " + chat.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(big_chat)).encode() + b"\r\n\r\n" + big_chat)
         # Large but under the limit: refused for the context, before tokenizing megabytes.
         request("7 MB prompt", "/v1/completions", {"prompt": "word " * (7 << 18)})
         request("many messages", chat, {"messages": [{"role": "user", "content": "hi"}] * 200000})
