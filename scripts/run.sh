@@ -20,8 +20,8 @@ if [[ $has_model_arg == 0 ]]; then
     echo "run.sh: the default model could not be fetched (see above); starting without it." >&2
   fi
 fi
-# Idle OpenMP threads sleep instead of spinning: on a 2-core machine spinning workers starve the
-# GUI thread and collapse generation speed whenever anything else runs (measured: ~1 token/s
-# instead of ~6-11 on the default model). Costs about 7% on an otherwise idle machine.
+# The engine's kernels run on its own thread pool (spin briefly, then sleep: no OMP_WAIT_POLICY
+# needed). OpenMP still runs the quantizer's and the probe's loops, where sleeping idle threads
+# cost nothing noticeable and keep the GUI thread responsive.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 exec "$build_dir/app/inference-workbench" "$@"

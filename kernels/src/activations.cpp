@@ -31,23 +31,23 @@ float gelu_tanh(float x) {
 bool gated_activation(const GatedActivationArgs& a) {
   if (!valid(a)) return false;
   const int num_threads = a.num_elements >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
-  if (const detail::GatedRowFn row = detail::select_gated_row(a.kind == GatedActivation::GeluTanh, detail::cpu_path())) {
+  if (const detail::GatedRowFn row =
+          detail::select_gated_row(a.kind == GatedActivation::GeluTanh, detail::cpu_path())) {
     // Contiguous chunks of whole vectors, one per thread.
     const int64_t chunk = (a.num_elements / num_threads + 15) / 16 * 16;
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (int i = 0; i < num_threads; ++i) {
+    detail::parallel_for_static(num_threads, num_threads, [&](int64_t i) {
       const int64_t begin = std::min(a.num_elements, i * chunk);
       const int64_t end = i + 1 == num_threads ? a.num_elements : std::min(a.num_elements, begin + chunk);
       if (end > begin) row(a.gate + begin, a.up + begin, a.output + begin, end - begin);
-    }
+    });
     return true;
   }
   if (a.kind == GatedActivation::SiLU) {
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (int64_t i = 0; i < a.num_elements; ++i) a.output[i] = silu(a.gate[i]) * a.up[i];
+    detail::parallel_for_static(num_threads, a.num_elements,
+                                [&](int64_t i) { a.output[i] = silu(a.gate[i]) * a.up[i]; });
   } else {
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (int64_t i = 0; i < a.num_elements; ++i) a.output[i] = gelu_tanh(a.gate[i]) * a.up[i];
+    detail::parallel_for_static(num_threads, a.num_elements,
+                                [&](int64_t i) { a.output[i] = gelu_tanh(a.gate[i]) * a.up[i]; });
   }
   return true;
 }

@@ -17,7 +17,8 @@ namespace {
 
 bool valid(const AttentionArgs& a) {
   if (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.positions == nullptr || a.output == nullptr) return false;
-  if (a.num_tokens <= 0 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0 || a.head_dim_v <= 0) return false;
+  if (a.num_tokens <= 0 || a.num_heads <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0 || a.head_dim_v <= 0)
+    return false;
   if (a.num_heads % a.num_kv_heads != 0 || a.num_kv <= 0 || a.sliding_window < 0) return false;
   if (a.k_row_stride < a.num_kv_heads * a.head_dim || a.v_row_stride < a.num_kv_heads * a.head_dim_v) return false;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
@@ -40,8 +41,7 @@ bool attention(const AttentionArgs& a) {
   const int64_t work = num_pairs * a.num_kv * (a.head_dim + a.head_dim_v);
   const int num_threads = work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads)
-  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+  detail::parallel_for_dynamic(num_threads, num_pairs, [&](int64_t pair) {
     const int64_t t = pair / a.num_heads, h = pair % a.num_heads, g = h / group;
     const int64_t pos = a.positions[t];
     const int64_t first = first_visible(a, pos);
@@ -63,7 +63,7 @@ bool attention(const AttentionArgs& a) {
     for (int64_t j = 0; j < count; ++j) {
       simd::axpy_f16(scores[j], a.v + (first + j) * a.v_row_stride + g * a.head_dim_v, out, a.head_dim_v);
     }
-  }
+  });
   return true;
 }
 

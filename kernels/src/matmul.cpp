@@ -6,8 +6,8 @@
 // row tiles, so they never write the same output element.
 #include "iwb/kernels/matmul.h"
 
-#include "iwb/kernels/dequantize.h"
 #include "dequantize_avx2.h"
+#include "iwb/kernels/dequantize.h"
 #include "matmul_paths.h"
 #include "parallel.h"
 #include "simd.h"
@@ -35,10 +35,10 @@ float* thread_buffer(size_t num_floats) {
 // What every tile of one call shares, worked out once.
 struct TilePlan {
   detail::DequantizeRowFn dequantize;
-  size_t stride;        // bytes per weight row
-  int64_t block;        // elements per block
+  size_t stride;  // bytes per weight row
+  int64_t block;  // elements per block
   size_t block_bytes;
-  int64_t chunk;        // columns dequantized at a time, whole blocks
+  int64_t chunk;  // columns dequantized at a time, whole blocks
 };
 
 void matmul_tile(const MatmulArgs& a, const TilePlan& plan, int64_t first_row, int num_rows, float* buffer) {
@@ -144,12 +144,11 @@ bool detail::matmul_dequantized(const MatmulArgs& a) {
   const int64_t work = a.in_features * a.out_features * a.num_tokens;
   const int num_threads = work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
 
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-  for (int64_t tile = 0; tile < num_tiles; ++tile) {
+  detail::parallel_for_static(num_threads, num_tiles, [&](int64_t tile) {
     const int64_t first_row = tile * kTileRows;
     const int num_rows = static_cast<int>(std::min<int64_t>(kTileRows, a.out_features - first_row));
     matmul_tile(a, plan, first_row, num_rows, thread_buffer(static_cast<size_t>(kTileRows * plan.chunk)));
-  }
+  });
   return true;
 }
 

@@ -121,8 +121,8 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kLaneMaxTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kLaneMaxTokens, a.num_tokens - t0));
       p.k->pack_tokens(p.act + t0 * p.act_stride, p.act_stride, nt, in, packed);
-      p.k->lanes(p.weight + row_begin * p.weight_stride, p.weight_stride, static_cast<int>(row_end - row_begin), packed, nt,
-                 in, a.bias ? a.bias + row_begin : nullptr, a.output + t0 * out_features + row_begin, out_features);
+      p.k->lanes(p.weight + row_begin * p.weight_stride, p.weight_stride, static_cast<int>(row_end - row_begin), packed,
+                 nt, in, a.bias ? a.bias + row_begin : nullptr, a.output + t0 * out_features + row_begin, out_features);
     }
     return;
   }
@@ -135,7 +135,8 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     const int64_t half = (row_end - row_begin + 1) / 2;
     for (int64_t i = 0; i < half; ++i) {
       for (const int64_t r : {row_begin + i, row_begin + half + i}) {
-        if (r < row_end) a.output[r] = p.k->vec_dot(p.weight + r * p.weight_stride, p.act, in) + (a.bias ? a.bias[r] : 0.0f);
+        if (r < row_end)
+          a.output[r] = p.k->vec_dot(p.weight + r * p.weight_stride, p.act, in) + (a.bias ? a.bias[r] : 0.0f);
       }
     }
     return;
@@ -213,7 +214,8 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   }
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
-  p->token_block = std::max<int64_t>(kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p->act_stride) / kTileTokens * kTileTokens);
+  p->token_block = std::max<int64_t>(
+      kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p->act_stride) / kTileTokens * kTileTokens);
   return true;
 }
 
@@ -221,7 +223,7 @@ int64_t tile_rows_of(const Plan& p) { return p.use_gemm ? p.k->gemm_rows : p.use
 
 // The products' tiles cut into chunks of about equal weight bytes, several per thread, that
 // threads claim in turn from a shared counter: a thread the OS holds back (a busy machine, or
-// a worker slow to wake under OMP_WAIT_POLICY=passive) leaves its chunks to the others instead
+// a pool worker that was asleep) leaves its chunks to the others instead
 // of making them wait at the join. Chunks are whole tiles, so results never depend on who ran
 // what.
 constexpr int kChunksPerThread = 4;
@@ -234,7 +236,8 @@ struct Chunks {
 
   Chunks(const Plan* plans, const MatmulArgs* args, size_t n, int num_threads) : count(n) {
     double total = 0;
-    for (size_t i = 0; i < n; ++i) total += static_cast<double>(plans[i].weight_stride) * static_cast<double>(args[i].out_features);
+    for (size_t i = 0; i < n; ++i)
+      total += static_cast<double>(plans[i].weight_stride) * static_cast<double>(args[i].out_features);
     const double target = total / (num_threads * kChunksPerThread);
     for (size_t i = 0; i < n; ++i) {
       const int64_t rows = tile_rows_of(plans[i]);
@@ -302,13 +305,20 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   if (is_serial_quantize) {
     for (int64_t t = 0; t < first.num_tokens; ++t) quantize(t);
   }
-  std::atomic<int64_t> next_chunk{0};
-#pragma omp parallel num_threads(num_threads)
-  {
+  // Tokens quantized by all threads, one at a time; then every thread waits for the last one
+  // (a prompt's few hundred tokens take tens of microseconds) before it reads any row.
+  std::atomic<int64_t> next_token{0}, tokens_done{0}, next_chunk{0};
+  parallel_region(num_threads, [&](int, int) {
     if (is_quantized && !is_serial_quantize) {
-#pragma omp for schedule(static)
-      for (int64_t t = 0; t < first.num_tokens; ++t) quantize(t);
-      // (the implicit barrier: every token is quantized before any row reads it)
+      int64_t mine = 0;
+      for (int64_t t = next_token.fetch_add(1, std::memory_order_relaxed); t < first.num_tokens;
+           t = next_token.fetch_add(1, std::memory_order_relaxed)) {
+        quantize(t);
+        ++mine;
+      }
+      tokens_done.fetch_add(mine, std::memory_order_release);
+      SpinWait wait;
+      while (tokens_done.load(std::memory_order_acquire) < first.num_tokens) wait();
     }
     for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < chunks.size();
          c = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
@@ -318,7 +328,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
       const int64_t rows = tile_rows_of(plans[i]), out = group[i].out_features;
       run_rows(group[i], plans[i], std::min(out, tile_begin * rows), std::min(out, tile_end * rows));
     }
-  }
+  });
   return true;
 }
 

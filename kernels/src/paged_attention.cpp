@@ -82,8 +82,7 @@ bool paged_attention(const PagedAttentionArgs& a) {
   work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
   const int num_threads = work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads)
-  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+  detail::parallel_for_dynamic(num_threads, num_pairs, [&](int64_t pair) {
     const int64_t t = pair / a.num_heads, h = pair % a.num_heads, g = h / group;
     const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
     const int64_t pos = a.positions[t];
@@ -105,7 +104,7 @@ bool paged_attention(const PagedAttentionArgs& a) {
     for_each_slot(a, table, first, pos, [&](int64_t j, int64_t slot) {
       simd::axpy_f16(scores[static_cast<size_t>(j)], a.v_cache + slot * v_row + g * a.head_dim_v, out, a.head_dim_v);
     });
-  }
+  });
   return true;
 }
 
@@ -117,7 +116,9 @@ bool paged_attention_ref(const PagedAttentionArgs& a) {
   std::vector<double> scores, acc;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
-    const auto slot_of = [&](int64_t p) { return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size; };
+    const auto slot_of = [&](int64_t p) {
+      return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+    };
     const int64_t pos = a.positions[t];
     const int64_t first = first_visible(a, pos);
     for (int64_t h = 0; h < a.num_heads; ++h) {
@@ -154,10 +155,12 @@ OpCost paged_attention_cost(const PagedAttentionArgs& a) {
   if (!valid(a)) return cost;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const double visible = static_cast<double>(a.positions[t] - first_visible(a, a.positions[t]) + 1);
-    cost.flops += static_cast<double>(a.num_heads) * visible * (2.0 * static_cast<double>(a.head_dim + a.head_dim_v) + 5.0);
+    cost.flops +=
+        static_cast<double>(a.num_heads) * visible * (2.0 * static_cast<double>(a.head_dim + a.head_dim_v) + 5.0);
     // Keys and values once per KV head, plus the block-table entry of each block visited.
     const double bytes_per_value = a.kv_type == GgmlType::Q8_0 ? 34.0 / 32.0 : 2.0;
-    cost.bytes += static_cast<double>(a.num_kv_heads) * visible * bytes_per_value * static_cast<double>(a.head_dim + a.head_dim_v);
+    cost.bytes += static_cast<double>(a.num_kv_heads) * visible * bytes_per_value *
+                  static_cast<double>(a.head_dim + a.head_dim_v);
     cost.bytes += 4.0 * std::ceil(visible / static_cast<double>(a.block_size));
   }
   cost.bytes += 4.0 * static_cast<double>(a.num_tokens * a.num_heads) * static_cast<double>(a.head_dim + a.head_dim_v);
@@ -211,7 +214,8 @@ OpCost write_kv_paged_cost(const WriteKvPagedArgs& a) {
   for (int64_t t = 0; t < a.num_tokens; ++t) num_written += a.slot_mapping[t] >= 0 ? 1 : 0;
   // Reads f32, writes f16 (or Q8_0), reads the slot index; the conversion is not counted as flops.
   const double bytes_written = a.kv_type == GgmlType::Q8_0 ? 34.0 / 32.0 : 2.0;
-  cost.bytes = static_cast<double>(num_written) * ((4.0 + bytes_written) * static_cast<double>(a.k_row + a.v_row) + 8.0);
+  cost.bytes =
+      static_cast<double>(num_written) * ((4.0 + bytes_written) * static_cast<double>(a.k_row + a.v_row) + 8.0);
   return cost;
 }
 

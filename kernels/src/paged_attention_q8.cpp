@@ -47,14 +47,17 @@ void attend(const PagedAttentionArgs& a, int64_t t, int64_t h, std::vector<Acc>&
   const int64_t v_units = kv_row_units(GgmlType::Q8_0, a.num_kv_heads * a.head_dim_v);
   const int64_t k_head = kv_row_units(GgmlType::Q8_0, a.head_dim), v_head = kv_row_units(GgmlType::Q8_0, a.head_dim_v);
   const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
-  auto slot_of = [&](int64_t p) { return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size; };
+  auto slot_of = [&](int64_t p) {
+    return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  };
   const int64_t pos = a.positions[t];
   const int64_t first = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
   const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
   scores.assign(static_cast<size_t>(pos - first + 1), 0);
   Acc max = -INFINITY;
   for (int64_t p = first; p <= pos; ++p) {
-    Acc s = dot_q8<Acc>(q, blocks_at(a.k_cache, slot_of(p) * k_units + g * k_head), a.head_dim) * static_cast<Acc>(a.scale);
+    Acc s =
+        dot_q8<Acc>(q, blocks_at(a.k_cache, slot_of(p) * k_units + g * k_head), a.head_dim) * static_cast<Acc>(a.scale);
     if (a.softcap > 0.0f) s = static_cast<Acc>(a.softcap) * std::tanh(s / static_cast<Acc>(a.softcap));
     scores[static_cast<size_t>(p - first)] = s;
     max = std::max(max, s);
@@ -76,19 +79,22 @@ bool paged_attention_q8(const PagedAttentionArgs& a, bool is_reference) {
   const int64_t num_pairs = a.num_tokens * a.num_heads;
   if (is_reference) {
     std::vector<double> scores, acc;
-    for (int64_t pair = 0; pair < num_pairs; ++pair) attend<double>(a, pair / a.num_heads, pair % a.num_heads, scores, acc);
+    for (int64_t pair = 0; pair < num_pairs; ++pair)
+      attend<double>(a, pair / a.num_heads, pair % a.num_heads, scores, acc);
     return true;
   }
   double work = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
   work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
   const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
-#pragma omp parallel num_threads(num_threads)
-  {
+  std::atomic<int64_t> next_pair{0};
+  parallel_region(num_threads, [&](int, int) {
     std::vector<float> scores, acc;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t pair = 0; pair < num_pairs; ++pair) attend<float>(a, pair / a.num_heads, pair % a.num_heads, scores, acc);
-  }
+    for (int64_t pair = next_pair.fetch_add(1, std::memory_order_relaxed); pair < num_pairs;
+         pair = next_pair.fetch_add(1, std::memory_order_relaxed)) {
+      attend<float>(a, pair / a.num_heads, pair % a.num_heads, scores, acc);
+    }
+  });
   return true;
 }
 

@@ -31,13 +31,13 @@ struct WorkItem {
 
 // Per-thread buffers, grown once and reused.
 struct Scratch {
-  std::vector<float> kt;      // [head_dim x key_tile] keys, transposed
-  std::vector<float> v;       // [key_tile x head_dim_v]
-  std::vector<float> q;       // [rows x head_dim], scaled
-  std::vector<float> p;       // [rows x key_tile] scores, then probabilities
-  std::vector<float> o;       // [rows x head_dim_v]
+  std::vector<float> kt;          // [head_dim x key_tile] keys, transposed
+  std::vector<float> v;           // [key_tile x head_dim_v]
+  std::vector<float> q;           // [rows x head_dim], scaled
+  std::vector<float> p;           // [rows x key_tile] scores, then probabilities
+  std::vector<float> o;           // [rows x head_dim_v]
   std::vector<float> m, l, corr;  // [rows]
-  std::vector<float> k_rows;  // [16 x head_dim] keys before the transpose
+  std::vector<float> k_rows;      // [16 x head_dim] keys before the transpose
 };
 
 // The cache slots of keys first .. first + n - 1 of a sequence, through its block table.
@@ -64,7 +64,8 @@ IWB_AVX512 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int
     for (int64_t j = 0; j < n16; ++j) {
       const uint16_t* k = a.k_cache + slots[j] * k_row + g * dk;
       for (int64_t d = 0; d < dk; d += 16) {
-        _mm512_storeu_ps(&s.k_rows[j * dk + d], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d))));
+        _mm512_storeu_ps(&s.k_rows[j * dk + d],
+                         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d))));
       }
       const uint16_t* v = a.v_cache + slots[j] * v_row + g * dv;
       float* vt = &s.v[(j0 + j) * dv];
@@ -146,7 +147,8 @@ IWB_AVX512 void accumulate_values(float* const* o, const float* const* p, const 
 IWB_AVX512 inline __m512 soft_cap(__m512 x, float cap) {
   const __m512 y2 = _mm512_mul_ps(x, _mm512_set1_ps(2.0f / cap));
   const __m512 e = exp_avx512(y2);
-  const __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  const __m512 t =
+      _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
   return _mm512_mul_ps(t, _mm512_set1_ps(cap));
 }
 
@@ -238,7 +240,8 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
     float* out = a.output + (t * a.num_heads + h) * dv;
     const __m512 inv = _mm512_set1_ps(1.0f / s.l[r]);
-    for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(&s.o[r * dv + d]), inv));
+    for (int64_t d = 0; d < dv; d += 16)
+      _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(&s.o[r * dv + d]), inv));
   }
 }
 
@@ -269,8 +272,8 @@ bool paged_attention_tiled(const PagedAttentionArgs& a) {
   // The calling thread's list: inside the region `items` would name each thread's own.
   const WorkItem* const item_list = items.data();
 
-#pragma omp parallel num_threads(num_threads)
-  {
+  std::atomic<int64_t> next_item{0};
+  parallel_region(num_threads, [&](int, int) {
     thread_local Scratch s;
     auto grow = [](std::vector<float>& v, int64_t n) {
       if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
@@ -284,9 +287,11 @@ bool paged_attention_tiled(const PagedAttentionArgs& a) {
     grow(s.l, max_rows);
     grow(s.corr, max_rows);
     grow(s.k_rows, 16 * a.head_dim);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < num_items; ++i) run_item(a, item_list[i], key_tile, s);
-  }
+    for (int64_t i = next_item.fetch_add(1, std::memory_order_relaxed); i < num_items;
+         i = next_item.fetch_add(1, std::memory_order_relaxed)) {
+      run_item(a, item_list[i], key_tile, s);
+    }
+  });
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 
 class QTextLayout;
+class QTimer;
 
 namespace iwb::ui {
 
@@ -60,6 +61,9 @@ class MessageView : public QListView {
   MessageDelegate* messageDelegate() const { return m_delegate; }
   bool isFollowingEnd() const { return m_isFollowingEnd; }
   void reset() override;
+  // Changes to a streaming reply are shown at most this often (a token every 20-60 ms would
+  // otherwise lay the growing text out again for each).
+  static constexpr int kStreamRepaintMs = 50;
 
  protected:
   void dataChanged(const QModelIndex& topLeft, const QModelIndex& bottomRight,
@@ -69,7 +73,12 @@ class MessageView : public QListView {
   void resizeEvent(QResizeEvent* event) override;
 
  private:
+  void applyChange(int firstRow, int lastRow, const QList<int>& roles);
+  void flushStreamingChanges();
+
   MessageDelegate* m_delegate;
+  QTimer* m_streamTimer;
+  int m_pendingFirstRow = -1, m_pendingLastRow = -1;  // streaming rows changed since the last paint
   bool m_isFollowingEnd = true;
   bool m_isAdjustingScroll = false;
 };

@@ -2,6 +2,7 @@
 // is not already float), quantized to the type the mix rules give it, written through the
 // streaming GGUF writer, and dequantized again to measure its relative error.
 #include "iwb/engine/quant/model_quantizer.h"
+#include "iwb/kernels/thread_pool.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
@@ -189,7 +190,8 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
     if (q.role == synth::TensorRole::AttnV) q.num_layers = num_attn_v;
     if (q.role == synth::TensorRole::FfnDown) q.num_layers = num_ffn_down;
     q.has_imatrix = o.imatrix != nullptr;
-    q.is_classifier = q.role == synth::TensorRole::Output || (q.role == synth::TensorRole::TokenEmbedding && !has_output);
+    q.is_classifier =
+        q.role == synth::TensorRole::Output || (q.role == synth::TensorRole::TokenEmbedding && !has_output);
     synth::TensorTypeChoice choice = synth::choose_tensor_type(*plan, q);
     if (q.is_classifier && o.keep_output_f16) choice = {GgmlType::F16, false, GgmlType::F16};
     r.type = choice.type;
@@ -201,8 +203,9 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
     if (o.imatrix != nullptr && quantize_uses_imatrix(r.type) && r.type != t.type) {
       jobs[i].importance = o.imatrix->importance(t.name);
       if (!jobs[i].importance.empty() && static_cast<int64_t>(jobs[i].importance.size()) != t.shape[0]) {
-        report.warnings.push_back("the imatrix entry of " + t.name + " has " + std::to_string(jobs[i].importance.size()) +
-                                  " channels, the tensor's rows " + std::to_string(t.shape[0]) + ": not used");
+        report.warnings.push_back("the imatrix entry of " + t.name + " has " +
+                                  std::to_string(jobs[i].importance.size()) + " channels, the tensor's rows " +
+                                  std::to_string(t.shape[0]) + ": not used");
         jobs[i].importance.clear();
       }
       if (jobs[i].importance.empty()) ++num_missing_imatrix;
@@ -218,7 +221,8 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
                                     "have one)");
   }
   if (num_missing_imatrix > 0) {
-    report.warnings.push_back(std::to_string(num_missing_imatrix) + " quantized tensors have no imatrix entry and were "
+    report.warnings.push_back(std::to_string(num_missing_imatrix) +
+                              " quantized tensors have no imatrix entry and were "
                               "quantized without one");
   }
 
@@ -227,12 +231,13 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
   };
   auto stream = std::make_shared<Stream>();
   for (const QuantizedTensor& r : report.tensors) stream->total += r.num_bytes;
-  const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+  const int threads = o.num_threads > 0 ? o.num_threads : iwb::default_num_threads();
   const auto num_tensors = static_cast<int64_t>(tensors.size());
   for (int64_t i = 0; i < num_tensors; ++i) {
     auto filler = [&, i, stream](std::span<uint8_t> dst) -> Status {
       const Job& job = jobs[static_cast<size_t>(i)];
-      if (o.cancel != nullptr && o.cancel->load()) return make_error(ErrorCode::InvalidArgument, "quantization cancelled");
+      if (o.cancel != nullptr && o.cancel->load())
+        return make_error(ErrorCode::InvalidArgument, "quantization cancelled");
       if (o.progress) o.progress({i, num_tensors, job.report->name, job.report->type, stream->done, stream->total});
       IWB_RETURN_IF_ERROR(quantize_tensor(file, job, threads, dst));
       stream->done += dst.size();

@@ -1,12 +1,11 @@
 // QuantRun helpers: status names, and the row a quantization starts and finishes with.
 #include "iwb/engine/quant/quant_run.h"
+#include "iwb/kernels/thread_pool.h"
 
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/quant/logits_cache.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -69,7 +68,7 @@ QuantRun describe_quantize_run(const QuantizeOptions& o) {
   const ComputeDeviceInfo cpu = describe_cpu_device();
   run.device_id = cpu.id.empty() ? "cpu" : cpu.id;
   run.device_name = cpu.name;
-  run.num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+  run.num_threads = o.num_threads > 0 ? o.num_threads : iwb::default_num_threads();
   std::error_code ec;
   run.model_path = std::filesystem::absolute(o.output_path, ec).string();
   run.source_path = std::filesystem::absolute(o.source_path, ec).string();
@@ -100,14 +99,15 @@ QuantRun describe_eval_run(const EvalOptions& o) {
   const ComputeDeviceInfo cpu = describe_cpu_device();
   run.device_id = cpu.id.empty() ? "cpu" : cpu.id;
   run.device_name = cpu.name;
-  run.num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+  run.num_threads = o.num_threads > 0 ? o.num_threads : iwb::default_num_threads();
   std::error_code ec;
   run.model_path = std::filesystem::absolute(o.model_path, ec).string();
   if (Result<std::string> id = file_identity(o.model_path)) run.model_identity = *id;
   if (!o.base_path.empty()) {
     run.source_path = std::filesystem::absolute(o.base_path, ec).string();
     if (Result<std::string> id = file_identity(o.base_path)) run.source_identity = *id;
-    run.is_reference = !run.source_identity.empty() && run.source_identity == run.model_identity && o.kv_cache_type == "f16";
+    run.is_reference =
+        !run.source_identity.empty() && run.source_identity == run.model_identity && o.kv_cache_type == "f16";
   }
   run.kv_cache_type = o.kv_cache_type;
   run.text_name = o.text_name;

@@ -3,13 +3,12 @@
 // paged_engine_step.cpp.
 #include "runtime/paged_engine.h"
 
+#include "backend/cpu/cpu_forward_backend.h"
 #include "backend/cuda_forward_factory.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
-#include "backend/cpu/cpu_forward_backend.h"
+#include "iwb/kernels/thread_pool.h"
 #include "runtime/kv_budget.h"
-
-#include <omp.h>
 
 #include <algorithm>
 
@@ -43,9 +42,8 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   engine->m_chat_template = engine->m_file->get_string("tokenizer.chat_template").value_or("");
 
   report(0.1, "binding weights");
-  Result<ModelWeights> weights = bind_model_weights(*engine->m_file, engine->m_config, [&](double f) {
-    report(0.1 + 0.1 * f, "binding weights");
-  });
+  Result<ModelWeights> weights = bind_model_weights(*engine->m_file, engine->m_config,
+                                                    [&](double f) { report(0.1 + 0.1 * f, "binding weights"); });
   if (!weights) return weights.status();
   engine->m_weights = std::move(*weights);
 
@@ -57,12 +55,14 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
                                                       std::to_string(options.max_batch_tokens) + ")");
   }
   if (options.max_running_sequences < 1) {
-    return make_error(ErrorCode::InvalidArgument, "at least one sequence must be able to run (max_running_sequences is " +
-                                                      std::to_string(options.max_running_sequences) + ")");
+    return make_error(ErrorCode::InvalidArgument,
+                      "at least one sequence must be able to run (max_running_sequences is " +
+                          std::to_string(options.max_running_sequences) + ")");
   }
   if (!(options.kv_cache_fraction >= 0 && options.kv_cache_fraction <= 1)) {
-    return make_error(ErrorCode::InvalidArgument, "the KV cache fraction of available memory must be within 0..1, not " +
-                                                      std::to_string(options.kv_cache_fraction));
+    return make_error(ErrorCode::InvalidArgument,
+                      "the KV cache fraction of available memory must be within 0..1, not " +
+                          std::to_string(options.kv_cache_fraction));
   }
   if (options.kv_block_size < 1 || options.kv_block_size > 4096) {
     return make_error(ErrorCode::InvalidArgument,
@@ -83,10 +83,9 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
   std::string cpu_reason = choice.cpu_reason;
   if (choice.kind == ComputeDeviceKind::Cuda) {
     report(0.2, "loading the weights onto " + choice.id() + " (" + choice.cuda_device.name + ")");
-    Result<std::unique_ptr<ForwardBackend>> cuda = make_cuda_forward_backend(
-        m_config, m_weights, o, choice.cuda_index, m_context_length, [&](double f, const std::string& stage) {
-          report(0.2 + 0.7 * f, stage);
-        });
+    Result<std::unique_ptr<ForwardBackend>> cuda =
+        make_cuda_forward_backend(m_config, m_weights, o, choice.cuda_index, m_context_length,
+                                  [&](double f, const std::string& stage) { report(0.2 + 0.7 * f, stage); });
     if (cuda) {
       m_backend = std::move(*cuda);
     } else if (!choice.is_automatic) {
@@ -105,7 +104,8 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
     for (size_t i = 0; i < tensors.size(); ++i) {
       const std::span<const uint8_t> bytes = m_file->tensor_data(tensors[i]);
       for (size_t off = 0; off < bytes.size(); off += 4096) sink = sink + bytes[off];
-      if (i % 16 == 0) report(0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(tensors.size()), "reading weights");
+      if (i % 16 == 0)
+        report(0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(tensors.size()), "reading weights");
     }
     report(0.9, "allocating the KV cache");
     KvPoolGeometry kv;
@@ -121,7 +121,7 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
     Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(kv.shape, kv.block_size, *budget, kv.type);
     if (!num_blocks) return num_blocks.status();
     kv.num_blocks = *num_blocks;
-    const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+    const int threads = o.num_threads > 0 ? o.num_threads : iwb::default_num_threads();
     Result<std::unique_ptr<CpuForwardBackend>> cpu =
         CpuForwardBackend::create(m_config, m_weights, kv, threads, o.max_batch_tokens);
     if (!cpu) return cpu.status();

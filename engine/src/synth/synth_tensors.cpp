@@ -6,6 +6,7 @@
 #include "synth/synth_random.h"
 
 #include "iwb/kernels/quantize.h"
+#include "iwb/kernels/thread_pool.h"
 
 #include <omp.h>
 
@@ -40,14 +41,13 @@ class Planner {
         t.mean = 1.0f;
         t.stddev = kNormStddev;
         break;
-      case TensorRole::AttnOutput: case TensorRole::FfnDown:
+      case TensorRole::AttnOutput:
+      case TensorRole::FfnDown:
         // Each layer adds two residual branches; shrinking them keeps the residual stream's
         // variance from growing with depth.
         t.stddev = kWeightStddev / std::sqrt(2.0f * static_cast<float>(m_shape.num_layers));
         break;
-      default:
-        t.stddev = kWeightStddev;
-        break;
+      default: t.stddev = kWeightStddev; break;
     }
     m_tensors.push_back(std::move(t));
   }
@@ -128,7 +128,8 @@ Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std
   }
   if (!tensor.fixed_values.empty()) {
     if (static_cast<int64_t>(tensor.fixed_values.size()) != cols * rows || type != GgmlType::F32) {
-      return make_error(ErrorCode::InvalidArgument, "tensor '" + tensor.name + "': fixed values do not match its shape");
+      return make_error(ErrorCode::InvalidArgument,
+                        "tensor '" + tensor.name + "': fixed values do not match its shape");
     }
     std::memcpy(dst.data(), tensor.fixed_values.data(), dst.size());
     return {};
@@ -136,7 +137,7 @@ Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std
 
   const uint64_t tensor_hash = name_hash(tensor.name);
   std::atomic<int64_t> failed_row{-1};
-  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+  const int threads = num_threads > 0 ? num_threads : iwb::default_num_threads();
 #pragma omp parallel num_threads(threads)
   {
     std::vector<float> values(static_cast<size_t>(cols));

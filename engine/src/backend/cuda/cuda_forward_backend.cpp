@@ -5,15 +5,14 @@
 
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda_forward_factory.h"
-#include "plan/plan_weights.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
 #include "iwb/kernels/paged_attention.h"
+#include "iwb/kernels/thread_pool.h"
+#include "plan/plan_weights.h"
 #include "runtime/kv_budget.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -25,7 +24,7 @@ constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
-constexpr int64_t kMaxLogitsChunkRows = 128;                      // logits rows computed together
+constexpr int64_t kMaxLogitsChunkRows = 128;                    // logits rows computed together
 
 // Device memory left alone for the CUDA context, cuBLAS's own allocations and captured graphs.
 uint64_t device_reserve_bytes(uint64_t total) { return std::min<uint64_t>(uint64_t{1} << 30, total / 20); }
@@ -50,9 +49,8 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   IWB_CUDA_TRY(cublasSetStream(b->m_cublas, b->m_stream.get()), "giving cuBLAS the engine's stream");
 
   report(0.0, "uploading the weights to " + id);
-  Result<DeviceWeights> uploaded = upload_weights(config, weights, device_index, [&](double f) {
-    report(0.8 * f, "uploading the weights to " + id);
-  });
+  Result<DeviceWeights> uploaded = upload_weights(config, weights, device_index,
+                                                  [&](double f) { report(0.8 * f, "uploading the weights to " + id); });
   if (!uploaded) return uploaded.status();
   b->m_weights = std::move(*uploaded);
   // The plan's records carry the types as uploaded (a converted matrix moves F16 bytes).
@@ -66,7 +64,7 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   report(0.9, "allocating the KV cache on " + id);
   IWB_RETURN_IF_ERROR(b->allocate_kv_pool(options, context_length));
   b->m_is_batch_invariant = options.is_batch_invariant;
-  b->m_num_threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  b->m_num_threads = options.num_threads > 0 ? options.num_threads : iwb::default_num_threads();
 
   cudaDeviceProp prop{};
   const std::string name = cudaGetDeviceProperties(&prop, device_index) == cudaSuccess ? prop.name : "CUDA device";
@@ -103,12 +101,13 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   // f32 activations, each sub-buffer 256-byte aligned (the kernels' vector loads need 16).
   const auto rows = static_cast<size_t>(t);
   const auto chunk = static_cast<size_t>(m_logits_chunk_rows);
-  const size_t widths[] = {rows * static_cast<size_t>(c.embedding_length),        rows * static_cast<size_t>(c.embedding_length),
-                           rows * static_cast<size_t>(c.q_width()),               rows * static_cast<size_t>(c.k_width()),
-                           rows * static_cast<size_t>(c.v_width()),               rows * static_cast<size_t>(c.attention_output_width()),
-                           rows * static_cast<size_t>(c.embedding_length),        rows * static_cast<size_t>(c.feed_forward_length),
-                           rows * static_cast<size_t>(c.feed_forward_length),     chunk * static_cast<size_t>(c.embedding_length),
-                           chunk * static_cast<size_t>(c.vocab_size)};
+  const size_t widths[] = {
+      rows * static_cast<size_t>(c.embedding_length),    rows * static_cast<size_t>(c.embedding_length),
+      rows * static_cast<size_t>(c.q_width()),           rows * static_cast<size_t>(c.k_width()),
+      rows * static_cast<size_t>(c.v_width()),           rows * static_cast<size_t>(c.attention_output_width()),
+      rows * static_cast<size_t>(c.embedding_length),    rows * static_cast<size_t>(c.feed_forward_length),
+      rows * static_cast<size_t>(c.feed_forward_length), chunk * static_cast<size_t>(c.embedding_length),
+      chunk * static_cast<size_t>(c.vocab_size)};
   float** targets[] = {&m_x, &m_xn, &m_q, &m_k, &m_v, &m_attn, &m_proj, &m_gate, &m_up, &m_final, &m_logits};
   size_t offsets[11];
   size_t total = 0;
@@ -116,16 +115,17 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
     offsets[i] = total;
     total += align_up(widths[i] * sizeof(float));
   }
-  Result<DeviceBuffer> activations = DeviceBuffer::allocate(total, "the activations of a " + std::to_string(t) + "-token step", m_device);
+  Result<DeviceBuffer> activations =
+      DeviceBuffer::allocate(total, "the activations of a " + std::to_string(t) + "-token step", m_device);
   if (!activations) return activations.status();
   m_activations = std::move(*activations);
   for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
 
   // The cuBLAS path (steps over kCudaMatvecMaxTokens tokens): f16 activations and one f16 weight.
   if (t > kCudaMatvecMaxTokens) {
-    Result<DeviceBuffer> x16 = DeviceBuffer::allocate(
-        rows * static_cast<size_t>(std::max(m_weights.widest_input, c.embedding_length)) * 2, "f16 activations for cuBLAS",
-        m_device);
+    Result<DeviceBuffer> x16 =
+        DeviceBuffer::allocate(rows * static_cast<size_t>(std::max(m_weights.widest_input, c.embedding_length)) * 2,
+                               "f16 activations for cuBLAS", m_device);
     if (!x16) return x16.status();
     m_x16 = std::move(*x16);
     Result<DeviceBuffer> w16 = DeviceBuffer::allocate(static_cast<uint64_t>(m_weights.largest_matrix_elements) * 2,
@@ -196,7 +196,8 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_meta.block_copies = reinterpret_cast<int32_t*>(base + l.block_copies);
   m_meta.argmax_tokens = reinterpret_cast<int32_t*>(base + l.argmax_tokens);
 
-  Result<PinnedBuffer> logits = PinnedBuffer::allocate(chunk * static_cast<size_t>(c.vocab_size) * sizeof(float), "the logits rows");
+  Result<PinnedBuffer> logits =
+      PinnedBuffer::allocate(chunk * static_cast<size_t>(c.vocab_size) * sizeof(float), "the logits rows");
   if (!logits) return logits.status();
   m_logits_host = std::move(*logits);
   (void)id;
@@ -271,8 +272,9 @@ Status CudaForwardBackend::copy_blocks(std::span<const BlockCopy> copies) {
       staged[2 * i] = copies[first + i].src;
       staged[2 * i + 1] = copies[first + i].dst;
     }
-    IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(m_meta.block_copies, staged, count * 8, cudaMemcpyHostToDevice, m_stream.get()),
-                             "copying the KV block copy list to the device"));
+    IWB_RETURN_IF_ERROR(
+        fail(cudaMemcpyAsync(m_meta.block_copies, staged, count * 8, cudaMemcpyHostToDevice, m_stream.get()),
+             "copying the KV block copy list to the device"));
     for (int pass = 0; pass < 2; ++pass) {  // keys, then values: each layer's K and V pools alternate
       CopyKvBlocksCudaArgs a;
       a.pool = pass == 0 ? m_k_pools[0] : m_v_pools[0];
@@ -298,8 +300,8 @@ void CudaForwardBackend::fill_memory_report(MemoryReport* r) const {
   r->device_name = m_name;
   r->device_weights_bytes = m_weights.num_bytes;
   r->device_kv_pool_bytes = m_kv_pool.bytes();
-  r->device_scratch_bytes = m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_attention_workspace.bytes() +
-                            m_metadata.bytes();
+  r->device_scratch_bytes =
+      m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_attention_workspace.bytes() + m_metadata.bytes();
   r->device_workspace_bytes = m_cublas_workspace.bytes();
   r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes();
   cudaSetDevice(m_device);

@@ -1,0 +1,136 @@
+// The desktop application's decode speed next to `iwb bench`'s, in one process, rounds
+// interleaved: the chat panel (shown on the offscreen platform, streaming every token into its
+// message view) asks the engine worker thread for a greedy reply of N tokens, as a person's
+// Send does; then the same model, loaded as `iwb bench` loads it, runs tgN on this thread.
+// A plain program, not a test: it prints figures (docs/benchmarks.md).
+//
+//   QT_QPA_PLATFORM=offscreen bench_app_decode MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS]
+#include "chat/chat_input.h"
+#include "chat/chat_panel.h"
+#include "chat/chat_settings_panel.h"
+#include "store/conversation_store.h"
+#include "worker/engine_controller.h"
+
+#include "iwb/engine/profile/bench.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/kernels/thread_pool.h"
+
+#include <QApplication>
+#include <QDoubleSpinBox>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+using namespace iwb;
+using namespace iwb::ui;
+
+namespace {
+
+// CPU time of the calling (GUI) thread: what painting and the models cost while the engine's
+// threads decode on the same cores.
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM",
+          qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
+  QApplication app(argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS]\n", argv[0]);
+    return 2;
+  }
+  const QString model = QString::fromLocal8Bit(argv[1]);
+  int tokens = 64, rounds = 3, threads = 2;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "-n") == 0) tokens = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "-r") == 0) rounds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "-t") == 0) threads = std::atoi(argv[i + 1]);
+  }
+  QTemporaryDir dir;
+  auto store = ConversationStore::open(dir.filePath(QStringLiteral("conversations.sqlite")));
+  if (!store) {
+    std::fprintf(stderr, "conversation store: %s\n", store.error_message().c_str());
+    return 1;
+  }
+  EngineController controller;
+  ChatPanel panel(&controller, store->get());
+  panel.resize(1100, 750);
+  if (qEnvironmentVariableIsEmpty("IWB_BENCH_HIDDEN")) panel.show();  // hidden: nothing painted
+  EngineLoadOptions load;
+  load.numThreads = threads;
+  load.device = QStringLiteral("cpu");
+  controller.loadModel(model, load);
+  QSignalSpy loaded(&controller, &EngineController::modelLoaded);
+  QSignalSpy failed(&controller, &EngineController::modelLoadFailed);
+  while (loaded.isEmpty() && failed.isEmpty()) QTest::qWait(50);
+  if (!failed.isEmpty()) {
+    std::fprintf(stderr, "load failed: %s\n", qPrintable(failed.first().at(1).toString()));
+    return 1;
+  }
+  panel.settingsPanel()->temperatureBox()->setValue(0);
+  panel.settingsPanel()->maxTokensBox()->setValue(tokens);
+
+  EngineOptions options;
+  options.num_threads = threads;
+  options.device = "cpu";
+  options.context_length = 4 + tokens + 1;
+  auto engine = Engine::load(model.toStdString(), options);
+  if (!engine) {
+    std::fprintf(stderr, "engine: %s\n", engine.error_message().c_str());
+    return 1;
+  }
+  BenchOptions bench;
+  bench.num_prompt_tokens = 0;
+  bench.num_generated_tokens = tokens;
+  bench.num_repetitions = 1;
+
+  std::printf("model %s, %d threads, %d tokens, thread pool spin %d us\n", qPrintable(model), threads, tokens,
+              thread_pool_spin_us());
+  std::printf("round  application tok/s (tokens, GUI thread CPU ms)  iwb bench tok/s\n");
+  std::vector<double> app_rates, bench_rates;
+  for (int r = 0; r < rounds; ++r) {
+    panel.newConversation();
+    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    // A question whose greedy answer is long, so the reply reaches the token limit.
+    panel.input()->setPlainText(
+        QStringLiteral("Write a Python program that prints a multiplication table from 1 to 12, "
+                       "with comments explaining each line."));
+    const double gui_before = thread_seconds();
+    panel.send();
+    while (finished.isEmpty()) QTest::qWait(20);
+    const double gui_ms = 1e3 * (thread_seconds() - gui_before);
+    const auto stats = finished.first().at(1).value<GenerationStats>();
+    auto result = run_bench(**engine, bench, std::nullopt);
+    if (!result || result->empty()) {
+      std::fprintf(stderr, "bench: %s\n", result ? "no result" : result.error_message().c_str());
+      return 1;
+    }
+    app_rates.push_back(stats.tokensPerSecond());
+    bench_rates.push_back(result->front().tokens_per_s_mean);
+    std::printf("%5d  %8.2f (%d, %.0f ms)  %21.2f\n", r + 1, app_rates.back(), stats.numGeneratedTokens, gui_ms,
+                bench_rates.back());
+  }
+  const double a = median(app_rates), b = median(bench_rates);
+  std::printf("median application %.2f tok/s, iwb bench %.2f tok/s: application / bench %.3f\n", a, b,
+              b > 0 ? a / b : 0);
+  return 0;
+}
