@@ -243,7 +243,10 @@ int run_bench(int argc, char** argv) {
     j.key("probe");
     if (probe) {
       j.begin_object().field("device_id", probe->device_id).field("date", probe->date);
-      j.field("bandwidth_bytes_per_s", probe->bandwidth_bytes_per_s()).field("peak_flops", probe->peak_flops).end_object();
+      // bandwidth_bytes_per_s: the roof MBU divides by (read-only; copy for an older probe).
+      j.field("bandwidth_bytes_per_s", probe->bandwidth_bytes_per_s());
+      j.field("read_bytes_per_s", probe->read_bytes_per_s).field("copy_bytes_per_s", probe->copy_bytes_per_s);
+      j.field("peak_flops", probe->peak_flops).end_object();
     } else {
       j.value(std::nan(""));
     }
@@ -255,9 +258,10 @@ int run_bench(int argc, char** argv) {
   }
   print_table(*results);
   if (probe) {
-    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
-                probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9, probe->peak_flops / 1e9,
-                probe->peak_flops_kind.c_str());
+    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s %s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
+                probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9,
+                probe->has_read_bandwidth() ? "read-only" : "copy (the probe predates the read-only figure)",
+                probe->peak_flops / 1e9, probe->peak_flops_kind.c_str());
     if (probe->peak_int8_ops > 0) {
       std::printf(", %.1f GOP/s (%s; MFU of quantized weights)", probe->peak_int8_ops / 1e9,
                   probe->peak_int8_kind.c_str());

@@ -1,6 +1,7 @@
-// CPU ceilings: STREAM copy/triad bandwidth over buffers far larger than the caches (first-touch
-// initialised by the same threads that later stream them) and f32 FMA peak with independent
-// accumulator chains, so the measurement is limited by the FMA units rather than latency.
+// CPU ceilings: STREAM copy/triad and read-only bandwidth over buffers far larger than the
+// caches (first-touch initialised by the same threads that later stream them) and f32 FMA peak
+// with independent accumulator chains, so the measurement is limited by the FMA units rather
+// than latency.
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 // GCC 12 reports its own AVX-512 reductions (their undefined upper halves) as uninitialized
 // once the unrolled loops inline them (GCC bug 105593); the code is fine.
@@ -132,9 +134,95 @@ double measure_fma(double (*loop)(int64_t, float*), int num_threads, double targ
   return sink == 12345.678f ? 0 : best;  // sink compared so the compiler cannot drop the work
 }
 
+// Read-only bandwidth: each thread sums its share of one array with 8 independent accumulators
+// (the adds never wait on each other, so the loads, not the adds, set the pace) and writes
+// nothing. This is what a decode step does with its weights; a copy also writes, and on most
+// CPUs a write costs a read for ownership and a write-back besides, so a copy's figure is a low
+// roof for decoding (MBU above 100% gave that away).
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
+  __m512 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_loadu_ps(p + i + 16 * k));
+  }
+  float total = 0;
+  for (int k = 0; k < 8; ++k) total += _mm512_reduce_add_ps(acc[k]);
+  for (; i < n; ++i) total += p[i];
+  return total;
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_loadu_ps(p + i + 8 * k));
+  }
+  alignas(32) float lanes[8];
+  float total = 0;
+  for (int k = 0; k < 8; ++k) {
+    _mm256_store_ps(lanes, acc[k]);
+    for (float x : lanes) total += x;
+  }
+  for (; i < n; ++i) total += p[i];
+  return total;
+}
+
+// Without SIMD: 64-bit integer sums of the bits (integer adds are cheap enough to keep up with
+// memory on any core); the value only has to depend on every byte read.
+float sum_portable(const float* p, size_t n) {
+  const size_t num_words = n / 2;
+  uint64_t acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= num_words; i += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      uint64_t word;
+      std::memcpy(&word, p + 2 * (i + static_cast<size_t>(k)), sizeof word);
+      acc[k] += word;
+    }
+  }
+  uint64_t total = 0;
+  for (uint64_t a : acc) total += a;
+  for (size_t f = 2 * i; f < n; ++f) total += static_cast<uint64_t>(p[f]);
+  return static_cast<float>(total & 0xffff);
+}
+
+using SumLoop = float (*)(const float*, size_t);
+
+SumLoop best_sum_loop() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return sum_avx512;
+  if (__builtin_cpu_supports("avx2")) return sum_avx2;
+  return sum_portable;
+}
+
+// Bytes per second of every thread summing its share of `p` at once (the contiguous share that
+// schedule(static) gave it when it first touched the pages).
+double measure_read(const float* p, size_t n, int num_threads, SumLoop sum, float* sink) {
+  float total = 0;
+  const auto t0 = Clock::now();
+#pragma omp parallel num_threads(num_threads) reduction(+ : total)
+  {
+    const auto thread = static_cast<size_t>(omp_get_thread_num());
+    const auto count = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = (n + count - 1) / count;
+    const size_t begin = std::min(n, thread * chunk);
+    const size_t end = std::min(n, begin + chunk);
+    total += sum(p + begin, end - begin);
+  }
+  const double seconds = seconds_since(t0);
+  *sink += total;
+  return static_cast<double>(n * sizeof(float)) / seconds;
+}
+
 struct Stream {
   double copy = 0;
   double triad = 0;
+  double read = 0;
 };
 
 Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
@@ -154,7 +242,11 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
   }
   Stream best;
   const float scalar = 3.0f;
+  const SumLoop sum = best_sum_loop();
+  float sink = 0;
   for (int rep = 0; rep < repetitions; ++rep) {
+    // b is only ever read after its first touch: a read of it writes nothing back.
+    best.read = std::max(best.read, measure_read(pb, n, num_threads, sum, &sink));
     auto t0 = Clock::now();
 #pragma omp parallel for num_threads(num_threads) schedule(static)
     for (size_t i = 0; i < n; ++i) pc[i] = pa[i];
@@ -164,6 +256,7 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
     best.triad = std::max(best.triad, 3.0 * static_cast<double>(buffer_bytes) / seconds_since(t0));
   }
+  if (sink == 12345.678f) best.read = 0;  // sink compared so the compiler cannot drop the sums
   return best;
 }
 
@@ -197,6 +290,7 @@ Result<ProbeResult> probe_cpu(const ProbeOptions& options) {
   }
   r.copy_bytes_per_s = s.copy;
   r.triad_bytes_per_s = s.triad;
+  r.read_bytes_per_s = s.read;
 
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {

@@ -32,6 +32,7 @@ struct BenchResult {
   uint64_t num_params = 0;
   int num_threads = 0;
   std::string test;                      // "pp512", "tg128"
+  int64_t num_depth_tokens = 0;          // tokens already in the KV cache when the test ran
   int64_t num_prompt_tokens = 0;         // pp: the prompt; tg: the short prompt before generating
   int64_t num_generated_tokens = 0;      // tg: tokens timed; pp: 0
   int num_repetitions = 0;
