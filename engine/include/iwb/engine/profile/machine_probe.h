@@ -17,9 +17,9 @@ struct ProbeResult {
   int num_threads = 0;            // CPU threads used
   double copy_bytes_per_s = 0;    // STREAM copy: c = a (2 arrays counted)
   double triad_bytes_per_s = 0;   // STREAM triad: a = b + s*c (3 arrays counted)
-  // Read-only: one array summed, nothing written (1 array counted). A decode step only reads
-  // its weights and KV cache, so this, not a copy, is its memory roof. 0: not measured (probes
-  // stored before it existed, and GPUs).
+  // Read-only: the three arrays summed in one sweep, nothing written (each counted once). A
+  // decode step only reads its weights and KV cache, so this, not a copy, is its memory roof.
+  // 0: not measured (probes stored before it existed, and GPUs).
   double read_bytes_per_s = 0;
   double peak_flops = 0;          // best of the compute measurements
   std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
