@@ -138,7 +138,7 @@ void RooflinePlot::rebuild() {
     // The copy bandwidth under the same peak, below the read-only slope: code that writes as much
     // as it reads (and the MBU of older probes) lives under this one.
     addRoof(tr("%1: %2").arg(roof->label, formatBytesPerSecond(roof->bandwidthBytesPerS)), roof->bandwidthBytesPerS,
-            roof->peakFlops, QPen(QColor(40, 40, 40), 1.4, Qt::DashLine), xMin, xMax);
+            roof->peakFlops, QPen(QColor(140, 140, 140), 1.6, Qt::DashLine), xMin, xMax);
   }
   if (const auto& roof = m_model->measuredRoof()) {
     // The roof's figures go in the legend: text on the chart would collide with the points.
