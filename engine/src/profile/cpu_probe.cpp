@@ -141,8 +141,8 @@ double measure_fma(double (*loop)(int64_t, float*), int num_threads, double targ
 // CPUs a write costs a read for ownership and a write-back besides, so a copy's figure is a low
 // roof for decoding (MBU above 100% gave that away). The share is read as four sequential
 // streams in lockstep (its quarters): a core keeps more misses in flight for several streams
-// than for one (on a 2-vCPU Xeon guest 31.5 against 29.7 GB/s; 8 streams were no better, and
-// software prefetches did not help), and the decode kernels read their rows in streams too.
+// than for one (on a 2-vCPU Xeon guest 31.5 against 29.7 GB/s; 8 streams were within 1% of 4,
+// and software prefetches did not help), and the decode kernels read their rows in streams too.
 constexpr int kReadStreams = 4;
 
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
