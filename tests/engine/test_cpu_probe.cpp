@@ -1,10 +1,13 @@
 // The CPU probe with small buffers: every bandwidth (read-only, copy, triad) and the f32 peak
-// come out positive, the read-only figure is the memory roof, and bad options are refused.
+// come out positive, the read-only figure is the memory roof, its sum reads every float, and bad
+// options are refused.
 // Nothing here is timed against a threshold: the figures depend on the machine.
 #include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/profile/metrics.h"
 
 #include <QtTest>
+
+#include <vector>
 
 using namespace iwb;
 
@@ -44,6 +47,23 @@ class TestCpuProbe : public QObject {
     auto r = probe_cpu(options);
     QVERIFY2(r.is_ok(), r.error_message().c_str());
     QVERIFY(r->read_bytes_per_s > 0);
+  }
+
+  // The timed sum reads every float: four streams of two vectors each, their partial last steps
+  // and the floats past the four quarters, on sizes that leave every kind of remainder.
+  void readSumCoversEveryFloat() {
+    for (const size_t n : {size_t(0), size_t(1), size_t(31), size_t(127), size_t(128), size_t(129), size_t(1000),
+                           size_t(4097), size_t(123457)}) {
+      std::vector<float> values(n);
+      double expected = 0;
+      for (size_t i = 0; i < n; ++i) {
+        values[i] = static_cast<float>(i % 7 + 1);
+        expected += values[i];
+      }
+      const double sum = read_probe_sum(values.data(), n);
+      QVERIFY2(qAbs(sum - expected) <= 1e-4 * (expected + 1),
+               qPrintable(QString("n=%1: %2 instead of %3").arg(n).arg(sum).arg(expected)));
+    }
   }
 
   void refusesTinyBuffers() {

@@ -4,6 +4,7 @@
 
 #include "iwb/engine/status.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ Result<ProbeResult> probe_cpu(const ProbeOptions& options);
 // Device-to-device copy bandwidth and cuBLAS f16/bf16 GEMM throughput; an error (never an
 // abort) when the build has no CUDA or there is no device.
 Result<std::vector<ProbeResult>> probe_cuda_devices();
+
+// The sum the read-only bandwidth times, with the widest SIMD this CPU has: exposed so tests can
+// check that it reads every float (a sum that skipped some would inflate the bandwidth).
+float read_probe_sum(const float* values, size_t count);
 
 std::string current_utc_iso8601();
 
