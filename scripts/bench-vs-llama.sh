@@ -2,12 +2,16 @@
 # Side-by-side throughput of our engine (`iwb bench`) and llama.cpp's llama-bench on the same
 # GGUF files with the same thread count. Rounds interleave the two programs so both see the same
 # machine; every repetition is kept (JSON) and the summary gives each program's best and median
-# repetition per test, the ratio of the bests, iwb's MBU against a probe run just before it,
-# and the load averages seen. The machines are shared: other processes and memory-bandwidth
+# repetition per test (keyed by context depth too: "tg128 @ d8192"), the ratio of the bests,
+# iwb's MBU against a probe run just before it (its read-only bandwidth, the decode roof), and
+# the load averages seen. The machines are shared: other processes and memory-bandwidth
 # swings move single figures by tens of percent.
 #
 #   LLAMA_BENCH=/path/to/llama-bench scripts/bench-vs-llama.sh [-t THREADS] [-r REPS] [-k ROUNDS]
-#       [-p PP] [-n TG] [-o DIR] MODEL.gguf...
+#       [-p PP] [-n TG] [-d DEPTHS] [-o DIR] MODEL.gguf...
+#
+# -d takes llama-bench's comma list of context depths (e.g. 0,8192), passed to both programs:
+# each test runs after that many tokens are already in the KV cache.
 #
 # Each program runs with its own best OpenMP wait policy: ours with OMP_WAIT_POLICY as set
 # (scripts/run.sh uses passive), llama.cpp with OpenMP's default (spinning) unless
@@ -17,21 +21,22 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 iwb=${IWB:-"${IWB_BUILD_DIR:-$root/build}/app/iwb"}
 llama_bench=${LLAMA_BENCH:-llama-bench}
-threads=2 reps=3 rounds=3 pp=512 tg=128 out=""
-while getopts "t:r:k:p:n:o:" opt; do
+threads=2 reps=3 rounds=3 pp=512 tg=128 depths=0 out=""
+while getopts "t:r:k:p:n:d:o:" opt; do
   case $opt in
     t) threads=$OPTARG ;;
     r) reps=$OPTARG ;;
     k) rounds=$OPTARG ;;
     p) pp=$OPTARG ;;
     n) tg=$OPTARG ;;
+    d) depths=$OPTARG ;;
     o) out=$OPTARG ;;
     *) exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 if [[ $# -eq 0 ]]; then
-  echo "usage: LLAMA_BENCH=... $0 [-t THREADS] [-r REPS] [-k ROUNDS] [-p PP] [-n TG] [-o DIR] MODEL.gguf..." >&2
+  echo "usage: LLAMA_BENCH=... $0 [-t THREADS] [-r REPS] [-k ROUNDS] [-p PP] [-n TG] [-d DEPTHS] [-o DIR] MODEL.gguf..." >&2
   exit 2
 fi
 command -v "$llama_bench" >/dev/null || { echo "$0: llama-bench not found (set LLAMA_BENCH)" >&2; exit 1; }
@@ -47,11 +52,13 @@ for ((k = 1; k <= rounds; ++k)); do
     # percent within minutes, and iwb's MBU is against the latest probe in its store.
     echo "round $k $name: probe + iwb (load $(load))" | tee -a "$out/loads.txt"
     "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
-    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -t "$threads" -r "$reps" --no-store --db "$out/probes.sqlite" --json \
+    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -d "$depths" -t "$threads" -r "$reps" --no-store \
+      --db "$out/probes.sqlite" --json \
       > "$out/$name.iwb.$k.json"
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
     env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
-      "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json > "$out/$name.llama.$k.json"
+      "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -d "$depths" -r "$reps" -o json \
+      > "$out/$name.llama.$k.json"
   done
 done
 echo "round $rounds done (load $(load))" >> "$out/loads.txt"
@@ -60,6 +67,13 @@ python3 - "$out" <<'PY'
 import collections, glob, json, re, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 mbu = collections.defaultdict(lambda: collections.defaultdict(list))  # iwb's, per run, against its probe
+
+def test_name(kind, n, depth):  # llama-bench's: "pp512", "tg128 @ d8192"
+    return f'{kind}{n}' + (f' @ d{depth}' if depth else '')
+
+def test_order(name):  # pp before tg, then by size and depth
+    m = re.match(r'(pp|tg)(\d+)(?: @ d(\d+))?$', name)
+    return (m.group(1), int(m.group(2)), int(m.group(3) or 0)) if m else (name, 0, 0)
 for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
     name, prog = re.match(r'.*/(.+)\.(iwb|llama)\.\d+\.json', path).groups()
     try:
@@ -69,17 +83,20 @@ for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
         continue
     if prog == 'iwb':
         for r in data['results']:
-            runs[name][(r['test'], prog)] += r['tokens_per_s']
+            n = r['num_prompt_tokens'] if r['num_generated_tokens'] == 0 else r['num_generated_tokens']
+            test = test_name('pp' if r['num_generated_tokens'] == 0 else 'tg', n, r.get('n_depth', 0))
+            runs[name][(test, prog)] += r['tokens_per_s']
             if r.get('mbu') is not None:
-                mbu[name][r['test']].append(r['mbu'])
+                mbu[name][test].append(r['mbu'])
     else:
         for r in data:
-            test = 'pp%d' % r['n_prompt'] if r['n_gen'] == 0 else 'tg%d' % r['n_gen']
+            kind, n = ('pp', r['n_prompt']) if r['n_gen'] == 0 else ('tg', r['n_gen'])
+            test = test_name(kind, n, r.get('n_depth', 0))
             runs[name][(test, prog)] += r['samples_ts']
-print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU (median of runs) |')
+print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU, read-only roof (median of runs) |')
 print('|---|---|---|---|---|---|')
 for name in sorted(runs):
-    for test in sorted({t for t, _ in runs[name]}):
+    for test in sorted({t for t, _ in runs[name]}, key=test_order):
         a, b = sorted(runs[name].get((test, 'iwb'), [])), sorted(runs[name].get((test, 'llama'), []))
         if a and b:
             m = sorted(mbu[name][test])

@@ -1,12 +1,14 @@
-// `iwb bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-b 512] [-r REPS] [--json] [--no-store] [--db PATH]`:
-// llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, with MFU and
-// MBU against the latest probe of this machine; results go to the results store.
+// `iwb bench -m MODEL [-p 512] [-n 128] [-d 0,8192] [-t THREADS] [-b 512] [-r REPS] [--json] [--no-store]
+// [--db PATH]`: llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, at
+// context depths (-d), with MFU and MBU against the latest probe of this machine; results go to
+// the results store.
 // `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
 #include "options/option_groups.h"
 
+#include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/runtime/engine.h"
@@ -24,6 +26,7 @@ namespace {
 struct Options {
   std::string model;
   BenchOptions bench;
+  std::vector<int32_t> depths = {0};
   int threads = 0;
   DeviceOptions device;
   int64_t batch_tokens = 512;
@@ -35,7 +38,7 @@ struct Options {
 
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-r REPS] [-t THREADS] [-b N] [options]\n"
+  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
                 "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
                 "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
   t.begin_group("model and tests (llama-bench's spellings)");
@@ -49,6 +52,12 @@ int parse(int argc, char** argv, Options* o) {
          .value_name = "N",
          .help = "text generation test tgN: N tokens one by one; 0: skip",
          .destination = &o->bench.num_generated_tokens,
+         .min = 0});
+  t.add({.names = {"-d", "--n-depth"},
+         .value_name = "N,...",
+         .help = "context depths: each test runs after N random tokens are already in the\n"
+                 "KV cache (their prefill is not timed), e.g. 0,8192: \"tg128 @ d8192\"",
+         .destination = &o->depths,
          .min = 0});
   t.add({.names = {"-r", "--repetitions"},
          .value_name = "N",
@@ -66,6 +75,7 @@ int parse(int argc, char** argv, Options* o) {
   t.add({.names = {"--list"}, .help = "print the results recorded so far (of MODEL with -m)", .destination = &o->is_list});
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the results");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  o->bench.depths.assign(o->depths.begin(), o->depths.end());
   if (!o->is_list && o->model.empty()) return report_usage_error(t, "no model given (-m MODEL.gguf)");
   if (!o->is_list && o->bench.num_prompt_tokens == 0 && o->bench.num_generated_tokens == 0) {
     return report_usage_error(t, "nothing to run: -p and -n are both 0");
@@ -86,10 +96,10 @@ std::string percent(const std::optional<double>& v) {
 }
 
 void print_table(const std::vector<BenchResult>& results) {
-  std::printf("| %-28s | %10s | %9s | %7s | %8s | %17s | %-11s |\n", "model", "size", "params", "threads", "test",
+  std::printf("| %-28s | %10s | %9s | %7s | %15s | %17s | %-11s |\n", "model", "size", "params", "threads", "test",
               "t/s", "utilisation");
   std::printf("| %s | %s: | %s: | %s: | %s: | %s: | %s |\n", std::string(28, '-').c_str(), std::string(9, '-').c_str(),
-              std::string(8, '-').c_str(), std::string(6, '-').c_str(), std::string(7, '-').c_str(),
+              std::string(8, '-').c_str(), std::string(6, '-').c_str(), std::string(14, '-').c_str(),
               std::string(16, '-').c_str(), std::string(11, '-').c_str());
   for (const BenchResult& r : results) {
     const std::string model = r.architecture + " " + r.file_type;
@@ -99,7 +109,7 @@ void print_table(const std::vector<BenchResult>& results) {
     const bool is_pp = r.num_generated_tokens == 0;
     const std::string use = (is_pp ? "MFU " + percent(r.mfu) : "MBU " + percent(r.mbu));
     // "±" is two bytes in UTF-8: pad one more so the column lines up on a terminal.
-    std::printf("| %-28s | %10s | %9s | %7d | %8s | %18s | %-11s |\n", model.c_str(),
+    std::printf("| %-28s | %10s | %9s | %7d | %15s | %18s | %-11s |\n", model.c_str(),
                 format_bytes(r.model_size_bytes).c_str(), format_count(r.num_params).c_str(), r.num_threads,
                 r.test.c_str(), rate, use.c_str());
   }
@@ -112,7 +122,8 @@ void add_json(JsonWriter& j, const BenchResult& r) {
   j.field("model_path", r.model_path).field("model_name", r.model_name).field("model_identity", r.model_identity);
   j.field("architecture", r.architecture).field("file_type", r.file_type);
   j.field("model_size_bytes", static_cast<uint64_t>(r.model_size_bytes)).field("num_params", static_cast<uint64_t>(r.num_params));
-  j.field("num_threads", r.num_threads).field("num_prompt_tokens", static_cast<int64_t>(r.num_prompt_tokens));
+  j.field("num_threads", r.num_threads).field("n_depth", static_cast<int64_t>(r.num_depth_tokens));
+  j.field("num_prompt_tokens", static_cast<int64_t>(r.num_prompt_tokens));
   j.field("num_generated_tokens", static_cast<int64_t>(r.num_generated_tokens));
   j.field("num_repetitions", r.num_repetitions);
   j.field("tokens_per_s_mean", r.tokens_per_s_mean).field("tokens_per_s_sd", r.tokens_per_s_sd);
@@ -161,17 +172,35 @@ int list_results(const Options& o) {
     j.end_array();
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("%-20s  %-28s %7s %8s %17s %7s %7s  %s\n", "date", "model", "threads", "test", "t/s", "MBU", "MFU",
+    std::printf("%-20s  %-28s %7s %15s %17s %7s %7s  %s\n", "date", "model", "threads", "test", "t/s", "MBU", "MFU",
                 "file");
     for (const BenchResult& r : *rows) {
       char rate[48];
       std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
-      std::printf("%-20s  %-28s %7d %8s %18s %7s %7s  %s\n", r.date.c_str(), (r.architecture + " " + r.file_type).c_str(),
+      std::printf("%-20s  %-28s %7d %15s %18s %7s %7s  %s\n", r.date.c_str(), (r.architecture + " " + r.file_type).c_str(),
                   r.num_threads, r.test.c_str(), rate, percent(r.mbu).c_str(), percent(r.mfu).c_str(),
                   r.model_path.c_str());
     }
   }
   return 0;
+}
+
+// The context the tests need against the one the model was trained for (read from the file's
+// header before anything is loaded): positions past it were never trained, and a KV cache that
+// large would be allocated for nothing. "" when it fits or the file does not say.
+std::string context_shortfall(const std::string& path, const BenchOptions& bench) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file) return {};  // Engine::load reports an unreadable file in its own words
+  auto summary = summarize_model(**file);
+  if (!summary) return {};
+  const int64_t trained = summary->hparams.context_length;
+  const int64_t needed = bench_context_length(bench);
+  if (trained <= 0 || needed <= trained) return {};
+  int64_t deepest = 0;
+  for (const int64_t d : bench.depths) deepest = std::max(deepest, d);
+  const std::string what = deepest > 0 ? "depth " + std::to_string(deepest) + " plus the test" : "the test";
+  return what + " needs a context of " + std::to_string(needed) + " tokens, but " + summary->name +
+         " was trained for " + std::to_string(trained) + " (its context_length)";
 }
 
 }  // namespace
@@ -191,13 +220,18 @@ int run_bench(int argc, char** argv) {
     }
     store = std::move(*db);
   }
+  if (const std::string shortfall = context_shortfall(o.model, o.bench); !shortfall.empty()) {
+    std::fprintf(stderr, "iwb bench: %s\n", shortfall.c_str());
+    return 1;
+  }
   EngineOptions engine_options;
   engine_options.num_threads = o.threads;
   engine_options.device = o.device.device;
   // Whole prompts of up to a batch in one step: each step streams every weight once.
   engine_options.max_batch_tokens = o.batch_tokens;
-  engine_options.context_length =
-      std::max<int64_t>({o.bench.num_prompt_tokens, o.bench.tg_prompt_tokens + o.bench.num_generated_tokens + 1, 1});
+  // Room for the deepest depth plus the largest test; the depth's blocks stay in the prefix
+  // cache between repetitions (the default pool holds several such contexts).
+  engine_options.context_length = bench_context_length(o.bench);
   auto engine = Engine::load(o.model, engine_options);
   if (!engine) {
     std::fprintf(stderr, "iwb bench: %s\n", engine.error_message().c_str());
@@ -243,7 +277,10 @@ int run_bench(int argc, char** argv) {
     j.key("probe");
     if (probe) {
       j.begin_object().field("device_id", probe->device_id).field("date", probe->date);
-      j.field("bandwidth_bytes_per_s", probe->bandwidth_bytes_per_s()).field("peak_flops", probe->peak_flops).end_object();
+      // bandwidth_bytes_per_s: the roof MBU divides by (read-only; copy for an older probe).
+      j.field("bandwidth_bytes_per_s", probe->bandwidth_bytes_per_s());
+      j.field("read_bytes_per_s", probe->read_bytes_per_s).field("copy_bytes_per_s", probe->copy_bytes_per_s);
+      j.field("peak_flops", probe->peak_flops).end_object();
     } else {
       j.value(std::nan(""));
     }
@@ -255,9 +292,10 @@ int run_bench(int argc, char** argv) {
   }
   print_table(*results);
   if (probe) {
-    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
-                probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9, probe->peak_flops / 1e9,
-                probe->peak_flops_kind.c_str());
+    std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s %s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
+                probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9,
+                probe->has_read_bandwidth() ? "read-only" : "copy (the probe predates the read-only figure)",
+                probe->peak_flops / 1e9, probe->peak_flops_kind.c_str());
     if (probe->peak_int8_ops > 0) {
       std::printf(", %.1f GOP/s (%s; MFU of quantized weights)", probe->peak_int8_ops / 1e9,
                   probe->peak_int8_kind.c_str());

@@ -1,5 +1,6 @@
 // `iwb probe [--json] [-t N] [--size MiB] [--no-store] [--db PATH]`: measures the ceilings of
-// the CPU (and of each CUDA device) and records them in the results store for the roofline.
+// the CPU (read-only, copy and triad bandwidth, f32 and int8 peaks; each CUDA device's copy
+// bandwidth and GEMM peak) and records them in the results store for the roofline and MBU.
 #include "commands.h"
 #include "json_writer.h"
 #include "options/option_groups.h"
@@ -17,6 +18,10 @@ namespace {
 void print_text(const ProbeResult& r) {
   std::printf("%-8s %s\n", r.device_id.c_str(), r.device_name.c_str());
   if (r.num_threads) std::printf("  threads      %d\n", r.num_threads);
+  if (r.has_read_bandwidth()) {
+    std::printf("  read-only    %8.1f GB/s  (the decode roof: MBU and the roofline's memory roof)\n",
+                r.read_bytes_per_s / 1e9);
+  }
   std::printf("  copy         %8.1f GB/s\n", r.copy_bytes_per_s / 1e9);
   if (r.triad_bytes_per_s > 0) std::printf("  triad        %8.1f GB/s\n", r.triad_bytes_per_s / 1e9);
   std::printf("  peak         %8.1f GFLOP/s (%s)\n", r.peak_flops / 1e9, r.peak_flops_kind.c_str());
@@ -29,7 +34,9 @@ void print_text(const ProbeResult& r) {
 void add_json(JsonWriter& j, const ProbeResult& r) {
   j.begin_object().field("device_id", r.device_id).field("device_name", r.device_name).field("date", r.date);
   j.field("num_threads", r.num_threads).field("copy_bytes_per_s", r.copy_bytes_per_s);
-  j.field("triad_bytes_per_s", r.triad_bytes_per_s).field("peak_flops", r.peak_flops);
+  j.field("triad_bytes_per_s", r.triad_bytes_per_s).field("read_bytes_per_s", r.read_bytes_per_s);
+  // The memory roof MBU divides by: read-only when measured, else the better of copy and triad.
+  j.field("bandwidth_bytes_per_s", r.bandwidth_bytes_per_s()).field("peak_flops", r.peak_flops);
   j.field("peak_flops_kind", r.peak_flops_kind).field("peak_int8_ops", r.peak_int8_ops);
   j.field("peak_int8_kind", r.peak_int8_kind).field("ridge_point", r.ridge_point()).end_object();
 }

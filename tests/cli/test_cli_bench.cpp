@@ -1,7 +1,9 @@
 // `iwb bench`, `iwb profile-overhead` and `iwb run --profile` on the aidreams model (converted
 // here): the JSON has every field, results land in the store (with MBU/MFU once the machine is
-// probed, without before), --no-store records nothing, --list reads them back, the profile
-// table counts every kernel, and bad usage is refused.
+// probed, without before), --no-store records nothing, --list reads them back, `-d` runs each
+// test at each context depth (llama-bench's names and n_depth) and refuses a depth beyond the
+// model's context, `iwb probe` reports its read-only bandwidth, the profile table counts every
+// kernel, and bad usage is refused.
 #include "iwb_process.h"
 
 #include "iwb/engine/store/results_store.h"
@@ -107,6 +109,64 @@ class TestCliBench : public QObject {
     const QJsonArray rows = QJsonDocument::fromJson(list.out.toUtf8()).array();
     QCOMPARE(rows.size(), 4);
     QCOMPARE(rows[3].toObject()["test"].toString(), QString("tg8"));
+  }
+
+  void depthKeyedResults() {
+    const QString db = m_tmp.filePath("depth.sqlite");
+    // 40: a depth that ends inside a KV block (16 positions), so the pp test recomputes 8 tokens.
+    const QJsonObject doc = bench_json(db, {"-d", "0,40"});
+    const QJsonArray results = doc["results"].toArray();
+    QCOMPARE(results.size(), 4);
+    const QStringList tests = {"pp16", "tg8", "pp16 @ d40", "tg8 @ d40"};
+    const int depths[] = {0, 0, 40, 40};
+    for (int i = 0; i < 4; ++i) {
+      const QJsonObject r = results[i].toObject();
+      QCOMPARE(r["test"].toString(), tests[i]);
+      QCOMPARE(r["n_depth"].toInt(), depths[i]);
+      QVERIFY(r["tokens_per_s_mean"].toDouble() > 0);
+      QVERIFY(r["predicted_bytes_per_token"].toDouble() > 0);
+    }
+    // Attention over the depth is in the prediction: more bytes per decoded token at depth 40.
+    QVERIFY(results[3].toObject()["predicted_bytes_per_token"].toDouble() >
+            results[1].toObject()["predicted_bytes_per_token"].toDouble());
+    // Stored with the depth, and listed under llama-bench's name.
+    auto store = iwb::ResultsStore::open(db.toStdString());
+    QVERIFY(store.is_ok());
+    auto rows = (*store)->list_bench_results();
+    QVERIFY(rows.is_ok());
+    QCOMPARE(rows->size(), size_t(4));
+    QCOMPARE((*rows)[3].num_depth_tokens, int64_t(40));
+    QCOMPARE((*rows)[3].test, std::string("tg8 @ d40"));
+
+    auto text = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "--n-depth", "32", "-r", "1", "--no-store",
+                         "--db", db},
+                        120000);
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("tg4 @ d32"), qPrintable(text.out));
+  }
+
+  void depthBeyondTheContextIsRefused() {
+    auto r = run_iwb({"bench", "-m", m_model, "-p", "16", "-n", "8", "-d", "0,1000000", "--no-store"}, 120000);
+    QCOMPARE(r.exit_code, 1);
+    // aidreams was trained for a short context: the message names what is needed and what it has.
+    QVERIFY2(r.err.contains("depth 1000000 plus the test needs a context of 1000016 tokens"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("trained for"), qPrintable(r.err));
+    auto negative = run_iwb({"bench", "-m", m_model, "-d", "-5", "--no-store"});
+    QCOMPARE(negative.exit_code, 2);
+    QVERIFY2(negative.err.contains("-d expects"), qPrintable(negative.err));
+  }
+
+  void probeReportsReadOnlyBandwidth() {
+    auto r = run_iwb({"probe", "--size", "8", "-t", "2", "--json", "--no-store"}, 120000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject cpu = QJsonDocument::fromJson(r.out.toUtf8()).object()["devices"].toArray()[0].toObject();
+    QCOMPARE(cpu["device_id"].toString(), QString("cpu"));
+    QVERIFY(cpu["read_bytes_per_s"].toDouble() > 0);
+    QVERIFY(cpu["copy_bytes_per_s"].toDouble() > 0);
+    QCOMPARE(cpu["bandwidth_bytes_per_s"].toDouble(), cpu["read_bytes_per_s"].toDouble());  // the decode roof
+    auto text = run_iwb({"probe", "--size", "8", "-t", "2", "--no-store"}, 120000);
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("read-only") && text.out.contains("copy"), qPrintable(text.out));
   }
 
   void textTable() {

@@ -67,8 +67,13 @@ class TestMetrics : public QObject {
     p.triad_bytes_per_s = 40e9;
     p.peak_flops = 500e9;
     const Ceilings c = ceilings_from_probe(p);
-    QCOMPARE(c.bandwidth_bytes_per_s, 40e9);  // the better of copy and triad
+    QCOMPARE(c.bandwidth_bytes_per_s, 40e9);  // no read-only figure: the better of copy and triad
     QCOMPARE(c.peak_flops, 500e9);
+    // Decode only reads: with a read-only figure, that is the roof (MBU divides by it).
+    p.read_bytes_per_s = 55e9;
+    QCOMPARE(ceilings_from_probe(p).bandwidth_bytes_per_s, 55e9);
+    QCOMPARE(p.stream_bytes_per_s(), 40e9);
+    QCOMPARE(p.ridge_point(), 500e9 / 55e9);
   }
 
   void requestMetrics() {

@@ -375,7 +375,7 @@ class TestQuantLab : public QObject {
                " 3.5e10, 2.5e11, 'f32 FMA', 1024);");
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
-    QCOMPARE(*(*store)->file_schema_version(), 4);
+    QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));  // old rows kept

@@ -1,6 +1,7 @@
 // The results store's schema migration (a version-1 file keeps its probes and gains the bench
-// table), bench rows round-tripping (optional MBU/MFU included), listing by model, and a file
-// from a newer program refused.
+// table; a version-4 file gains the read-only bandwidth and the bench depth, its rows reading
+// as "not measured" and depth 0), bench rows round-tripping (optional MBU/MFU and the depth
+// included), listing by model, and a file from a newer program refused.
 #include "iwb/engine/store/results_store.h"
 
 #include <QTemporaryDir>
@@ -73,22 +74,81 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 4);
+    QCOMPARE(ResultsStore::schema_version(), 5);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
     QCOMPARE((*probe)->peak_flops, 2.5e11);
     QCOMPARE((*probe)->peak_int8_ops, 0.0);  // not measured by version 1
-    // A new probe keeps its integer ceiling.
+    QCOMPARE((*probe)->read_bytes_per_s, 0.0);
+    QVERIFY(!(*probe)->has_read_bandwidth());
+    QCOMPARE((*probe)->bandwidth_bytes_per_s(), 4e10);  // the copy stands in for the missing read-only figure
+    // A new probe keeps its integer ceiling and its read-only bandwidth, which becomes the roof.
     ProbeResult fresh = **probe;
     fresh.peak_int8_ops = 6.4e11;
     fresh.peak_int8_kind = "int8 dot products, AVX-512 VNNI";
+    fresh.read_bytes_per_s = 5.5e10;
     QVERIFY((*store)->add_probe(fresh).is_ok());
     auto newest = (*store)->latest_probe("cpu");
     QCOMPARE((*newest)->peak_int8_ops, 6.4e11);
     QCOMPARE((*newest)->peak_int8_kind, fresh.peak_int8_kind);
+    QCOMPARE((*newest)->read_bytes_per_s, 5.5e10);
+    QCOMPARE((*newest)->bandwidth_bytes_per_s(), 5.5e10);
+    QCOMPARE((*newest)->stream_bytes_per_s(), 4e10);
     auto none = (*store)->list_bench_results();
     QVERIFY(none.is_ok() && none->empty());
+  }
+
+  void migratesVersion4() {
+    const std::string path = m_tmp.filePath("v4.sqlite").toStdString();
+    // A version-4 file as that program left it: made by this one, its version-5 columns
+    // dropped, with one probe and one bench row in the old shape.
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY(store.is_ok());
+    }
+    exec(path,
+         "ALTER TABLE probes DROP COLUMN read_bytes_per_s;"
+         "ALTER TABLE bench_runs DROP COLUMN n_depth;"
+         "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s,"
+         " peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind) VALUES ('cpu', 'Old CPU',"
+         " '2025-06-01T00:00:00Z', 2, 4e10, 4.5e10, 5e11, 'f32 FMA, AVX-512', 536870912, 1.9e12, 'int8 VNNI');"
+         "INSERT INTO bench_runs (date, device_id, device_name, model_path, model_name, model_identity, architecture,"
+         " file_type, model_size_bytes, num_params, num_threads, test, num_prompt_tokens, num_generated_tokens,"
+         " num_repetitions, tokens_per_s_mean, tokens_per_s_sd, tokens_per_s_samples, mbu, mfu,"
+         " predicted_flops_per_token, predicted_bytes_per_token, probe_date) VALUES ('2025-06-01T00:00:00Z', 'cpu',"
+         " 'Old CPU', '/m.gguf', 'm', 'size=1;fnv=a', 'llama', 'Q4_0', 1, 1, 2, 'tg128', 4, 128, 3, 20, 1, '19 20 21',"
+         " 0.9, NULL, 1e9, 1e9, '2025-06-01T00:00:00Z');"
+         "PRAGMA user_version = 4;");
+    auto store = ResultsStore::open(path);
+    QVERIFY2(store.is_ok(), store.error_message().c_str());
+    QCOMPARE(*(*store)->file_schema_version(), 5);
+    auto probe = (*store)->latest_probe("cpu");
+    QVERIFY(probe.is_ok() && probe->has_value());
+    QCOMPARE((*probe)->peak_int8_ops, 1.9e12);                 // old figures kept
+    QCOMPARE((*probe)->read_bytes_per_s, 0.0);                 // not measured then
+    QCOMPARE((*probe)->bandwidth_bytes_per_s(), 4.5e10);       // the better of copy and triad stands in
+    auto rows = (*store)->list_bench_results();
+    QVERIFY(rows.is_ok());
+    QCOMPARE(rows->size(), size_t(1));
+    QCOMPARE((*rows)[0].test, std::string("tg128"));
+    QCOMPARE((*rows)[0].num_depth_tokens, int64_t(0));         // an old run had an empty context
+    QCOMPARE(*(*rows)[0].mbu, 0.9);
+    // New rows carry both.
+    BenchResult deep = sample("size=1;fnv=a", "tg128 @ d8192", 0.5);
+    deep.num_depth_tokens = 8192;
+    QVERIFY((*store)->add_bench_result(deep).is_ok());
+    ProbeResult fresh = **probe;
+    fresh.read_bytes_per_s = 6e10;
+    QVERIFY((*store)->add_probe(fresh).is_ok());
+    store->reset();
+    auto reopened = ResultsStore::open(path);  // a second open migrates nothing
+    QVERIFY2(reopened.is_ok(), reopened.error_message().c_str());
+    QCOMPARE((*(*reopened)->latest_probe("cpu"))->read_bytes_per_s, 6e10);
+    auto again = (*reopened)->list_bench_results();
+    QCOMPARE(again->size(), size_t(2));
+    QCOMPARE((*again)[1].num_depth_tokens, int64_t(8192));
+    QCOMPARE((*again)[1].test, std::string("tg128 @ d8192"));
   }
 
   void benchRowsRoundTrip() {

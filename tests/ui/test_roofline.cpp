@@ -1,4 +1,5 @@
-// Tests of the roofline's data and chart without a model: roofs from a probe, points from
+// Tests of the roofline's data and chart without a model: roofs from a probe (the read-only
+// bandwidth as the memory roof, the copy bandwidth drawn beside it), points from
 // synthetic kernel records with known FLOPs, bytes and seconds (exact coordinates), last steps
 // against the running aggregate, % of the roof, CSV export, predicted points from a cost-model
 // preset, hit tests and tooltips on the plot, PNG/SVG export, and "measure now" into a store.
@@ -15,6 +16,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QImage>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -93,6 +95,7 @@ class TestRoofline : public QObject {
  private slots:
   void roofsFromProbe();
   void int8RoofFromProbe();
+  void readOnlyAndCopyRoofs();
   void pointsHaveExactCoordinates();
   void runningAggregateSumsSteps();
   void fractionOfRoof();
@@ -425,6 +428,53 @@ void TestRoofline::int8RoofFromProbe() {
   model.setProbe(p);
   QVERIFY(model.measuredInt8Roof().has_value());
   QCOMPARE(model.measuredRoof()->peakFlops, 200e9);  // the f32 roof stays the reference
+}
+
+void TestRoofline::readOnlyAndCopyRoofs() {
+  // A probe from before the read-only figure: one roof, the copy's.
+  RooflineModel model;
+  model.setProbe(syntheticProbe());
+  QVERIFY(model.measuredRoof()->label.contains(QLatin1String("copy")));
+  QVERIFY(!model.measuredCopyRoof());
+
+  // With it: the memory roof is the read-only bandwidth, and the copy roof stays beside it.
+  iwb::ProbeResult p = syntheticProbe();
+  p.read_bytes_per_s = 80e9;
+  model.setProbe(p);
+  QCOMPARE(model.measuredRoof()->bandwidthBytesPerS, 80e9);
+  QVERIFY(model.measuredRoof()->label.contains(QLatin1String("read-only")));
+  QCOMPARE(model.measuredRoof()->ridgePoint(), 2.5);
+  QVERIFY(model.measuredCopyRoof().has_value());
+  QCOMPARE(model.measuredCopyRoof()->bandwidthBytesPerS, 50e9);  // the better of copy and triad
+  QCOMPARE(model.measuredCopyRoof()->peakFlops, 200e9);
+  QVERIFY(model.measuredCopyRoof()->label.contains(QLatin1String("copy")));
+
+  // The chart draws both, each named in the legend.
+  RooflinePlot plot(&model);
+  plot.rebuild();
+  QStringList names;
+  for (int i = 0; i < plot.graphCount(); ++i) names << plot.graph(i)->name();
+  QVERIFY2(names.filter(QStringLiteral("read-only")).size() == 1, qPrintable(names.join(QLatin1String(" | "))));
+  QVERIFY2(names.filter(QStringLiteral("cpu copy")).size() == 1, qPrintable(names.join(QLatin1String(" | "))));
+
+  // The panel's roof line names both bandwidths.
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+  {
+    auto store = iwb::ResultsStore::open(path.toStdString());
+    QVERIFY(store.is_ok());
+    QVERIFY((*store)->add_probe(p).is_ok());
+  }
+  EngineController engine;
+  MachineCeilings ceilings(path);
+  RooflinePanel panel(&engine, &ceilings);
+  ceilings.reload();
+  auto* label = panel.findChild<QLabel*>(QStringLiteral("roofLabel"));
+  QVERIFY(label);
+  QVERIFY2(label->text().contains(QLatin1String("read-only 80 GB/s")) && label->text().contains(QLatin1String("copy 50 GB/s")),
+           qPrintable(label->text()));
+  QVERIFY(panel.model()->measuredCopyRoof().has_value());
 }
 
 QTEST_MAIN(TestRoofline)

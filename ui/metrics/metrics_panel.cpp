@@ -162,9 +162,11 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
   auto applyCeilings = [this] {
     m_model->setCeilings(m_ceilings->ceilings());
     const iwb::Ceilings c = m_ceilings->ceilings();
+    const auto& probe = m_ceilings->probe();
+    const QString bandwidthKind = probe && probe->has_read_bandwidth() ? tr("read-only") : tr("copy");
     m_ceilingsNote->setText(c.bandwidth_bytes_per_s > 0
-                                ? tr("MBU and MFU against the measured %1 and %2.")
-                                      .arg(formatBytesPerSecond(c.bandwidth_bytes_per_s),
+                                ? tr("MBU and MFU against the measured %1 (%2) and %3.")
+                                      .arg(formatBytesPerSecond(c.bandwidth_bytes_per_s), bandwidthKind,
                                            formatFlopsPerSecond(c.peak_flops))
                                 : tr("MBU and MFU need this machine's ceilings: measure them in the Roofline tab "
                                      "or run `iwb probe`."));

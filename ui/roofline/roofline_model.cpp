@@ -60,11 +60,21 @@ QList<Roof> datasheetRoofs() {
 
 Roof roofFromProbe(const iwb::ProbeResult& probe) {
   Roof roof;
-  roof.label = QStringLiteral("%1, measured %2")
-                   .arg(QString::fromStdString(probe.device_id), QString::fromStdString(probe.date).left(10));
+  roof.label = QStringLiteral("%1 %2, measured %3")
+                   .arg(QString::fromStdString(probe.device_id),
+                        probe.has_read_bandwidth() ? QStringLiteral("read-only") : QStringLiteral("copy"),
+                        QString::fromStdString(probe.date).left(10));
   roof.bandwidthBytesPerS = probe.bandwidth_bytes_per_s();
   roof.peakFlops = probe.peak_flops;
   roof.isMeasured = true;
+  return roof;
+}
+
+std::optional<Roof> copyRoofFromProbe(const iwb::ProbeResult& probe) {
+  if (!probe.has_read_bandwidth() || probe.stream_bytes_per_s() <= 0 || probe.peak_flops <= 0) return std::nullopt;
+  Roof roof = roofFromProbe(probe);
+  roof.label = QStringLiteral("%1 copy").arg(QString::fromStdString(probe.device_id));
+  roof.bandwidthBytesPerS = probe.stream_bytes_per_s();
   return roof;
 }
 
@@ -144,6 +154,7 @@ void RooflineModel::setProbe(const std::optional<iwb::ProbeResult>& probe) {
   if (probe && probe->bandwidth_bytes_per_s() > 0 && probe->peak_flops > 0) m_measuredRoof = roofFromProbe(*probe);
   else m_measuredRoof.reset();
   m_measuredInt8Roof = probe ? int8RoofFromProbe(*probe) : std::nullopt;
+  m_measuredCopyRoof = probe && m_measuredRoof ? copyRoofFromProbe(*probe) : std::nullopt;
   // Predictions sit on the roof and every point's fraction is of it: both follow.
   rebuildPoints();
   emit roofsChanged();

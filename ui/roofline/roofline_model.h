@@ -1,5 +1,5 @@
-// The data behind the roofline panel, with no pixels: the roofs (the machine's measured ones and
-// datasheet ones of known GPUs), and one point per (op kind, phase) at (arithmetic intensity,
+// The data behind the roofline panel, with no pixels: the roofs (the machine's measured ones —
+// read-only and copy bandwidth — and datasheet ones of known GPUs), and one point per (op kind, phase) at (arithmetic intensity,
 // achieved FLOP/s) from the engine's profile snapshots, beside predicted points from the cost
 // model. A table model too, so the panel lists the points and tests read them as data.
 #pragma once
@@ -33,7 +33,12 @@ struct Roof {
 // Datasheet roofs of GPUs to compare with (docs/ANCHORS: H100 SXM 3.35 TB/s, ~989 TFLOP/s dense
 // bf16; H200 4.8 TB/s, same compute).
 QList<Roof> datasheetRoofs();
+// The measured roof: the probe's read-only bandwidth (what decoding's weight reads can reach;
+// a copy's figure for a probe that predates it) under its f32 peak.
 Roof roofFromProbe(const iwb::ProbeResult& probe);
+// The same peak under the copy bandwidth (the better of STREAM copy and triad), drawn beside the
+// read-only roof; nullopt when the probe has no read-only figure (the main roof is then the copy).
+std::optional<Roof> copyRoofFromProbe(const iwb::ProbeResult& probe);
 // The same bandwidth under the integer dot-product peak (VNNI): the ceiling of quantized
 // kernels that multiply 8-bit values; nullopt when the probe did not measure one.
 std::optional<Roof> int8RoofFromProbe(const iwb::ProbeResult& probe);
@@ -81,6 +86,7 @@ class RooflineModel : public QAbstractTableModel {
   void setProbe(const std::optional<iwb::ProbeResult>& probe);
   const std::optional<Roof>& measuredRoof() const { return m_measuredRoof; }
   const std::optional<Roof>& measuredInt8Roof() const { return m_measuredInt8Roof; }
+  const std::optional<Roof>& measuredCopyRoof() const { return m_measuredCopyRoof; }
 
   void setSource(RooflineSource source);
   RooflineSource source() const { return m_source; }
@@ -114,6 +120,7 @@ class RooflineModel : public QAbstractTableModel {
 
   std::optional<Roof> m_measuredRoof;
   std::optional<Roof> m_measuredInt8Roof;
+  std::optional<Roof> m_measuredCopyRoof;
   RooflineSource m_source = RooflineSource::LastSteps;
   std::optional<iwb::ProfileSnapshot> m_snapshot;
   std::vector<iwb::KernelRecord> m_prediction;

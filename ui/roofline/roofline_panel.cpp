@@ -158,6 +158,8 @@ QWidget* RooflinePanel::createToolbar() {
   m_roofLabel = new QLabel;
   m_roofLabel->setObjectName(QStringLiteral("roofLabel"));
   m_roofLabel->setTextFormat(Qt::PlainText);
+  // Two bandwidths, a peak and a ridge make a long line: it wraps rather than widening the window.
+  m_roofLabel->setWordWrap(true);
   m_measureButton = new QPushButton(tr("Measure now"));
   m_measureButton->setObjectName(QStringLiteral("measureButton"));
   m_measureButton->setToolTip(tr("Measure this machine's memory bandwidth and peak arithmetic (takes a few seconds; "
@@ -344,10 +346,16 @@ void RooflinePanel::updateRoofLabel() {
   if (m_ceilings->isMeasuring()) {
     m_roofLabel->setText(tr("Measuring this machine's bandwidth and peak arithmetic…"));
   } else if (probe) {
-    m_roofLabel->setText(tr("Roofs: %1 — %2, %3 (%4), ridge %5 FLOP/byte, measured %6")
+    // Both bandwidths: decode reads only (read-only roof, what MBU divides by); a copy also writes.
+    const QString bandwidths =
+        probe->has_read_bandwidth()
+            ? tr("read-only %1 (decode), copy %2;")
+                  .arg(formatBytesPerSecond(probe->read_bytes_per_s), formatBytesPerSecond(probe->stream_bytes_per_s()))
+            : tr("copy %1 (no read-only figure: measure again);").arg(formatBytesPerSecond(probe->stream_bytes_per_s()));
+    m_roofLabel->setText(tr("Roofs: %1 — %2 %3 (%4), ridge %5 FLOP/byte, measured %6")
                              .arg(QString::fromStdString(probe->device_name.empty() ? probe->device_id
                                                                                      : probe->device_name))
-                             .arg(formatBytesPerSecond(probe->bandwidth_bytes_per_s()))
+                             .arg(bandwidths)
                              .arg(formatFlopsPerSecond(probe->peak_flops))
                              .arg(QString::fromStdString(probe->peak_flops_kind))
                              .arg(probe->ridge_point(), 0, 'g', 3)

@@ -99,6 +99,7 @@ void RooflinePlot::rebuild() {
   QList<Roof> roofs;
   if (m_model->measuredRoof()) roofs << *m_model->measuredRoof();
   if (m_model->measuredInt8Roof()) roofs << *m_model->measuredInt8Roof();
+  if (m_model->measuredCopyRoof()) roofs << *m_model->measuredCopyRoof();
   if (m_showsDatasheetRoofs) roofs << datasheetRoofs();
   double xMin = 0.05, xMax = 200.0;
   double yMin = std::numeric_limits<double>::infinity(), yMax = 0;
@@ -132,6 +133,12 @@ void RooflinePlot::rebuild() {
     // Quantized kernels that multiply 8-bit integers can climb above the f32 ceiling up to here.
     addRoof(tr("%1: %2").arg(roof->label, formatFlopsPerSecond(roof->peakFlops).replace(QLatin1String("FLOP"), QLatin1String("OP"))),
             roof->bandwidthBytesPerS, roof->peakFlops, QPen(QColor(90, 90, 90), 1.5, Qt::DotLine), xMin, xMax);
+  }
+  if (const auto& roof = m_model->measuredCopyRoof()) {
+    // The copy bandwidth under the same peak, below the read-only slope: code that writes as much
+    // as it reads (and the MBU of older probes) lives under this one.
+    addRoof(tr("%1: %2").arg(roof->label, formatBytesPerSecond(roof->bandwidthBytesPerS)), roof->bandwidthBytesPerS,
+            roof->peakFlops, QPen(QColor(140, 140, 140), 1.6, Qt::DashLine), xMin, xMax);
   }
   if (const auto& roof = m_model->measuredRoof()) {
     // The roof's figures go in the legend: text on the chart would collide with the points.

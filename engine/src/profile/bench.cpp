@@ -1,5 +1,6 @@
-// run_bench: timed prefill (logits_for over a fresh context) and timed decode steps through
-// the ordinary request path, priced by the cost model for MBU and MFU.
+// run_bench: timed prefill (logits_for over a fresh context, or a request on top of a depth the
+// prefix cache holds) and timed decode steps through the ordinary request path, priced by the
+// cost model for MBU and MFU.
 #include "iwb/engine/profile/bench.h"
 
 #include "iwb/engine/backend/device_info.h"
@@ -32,6 +33,39 @@ Result<double> time_prefill(Engine& engine, const std::vector<int32_t>& tokens) 
   Result<std::vector<float>> logits = engine.logits_for(tokens);
   if (!logits) return logits.status();
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A prefill through the request path: one request that stops at its first token (which comes
+// out of the prefill), so the prefix cache both serves the prompt's cached blocks and keeps
+// its new ones for the next request.
+struct RequestPrefill {
+  double seconds = 0;
+  int64_t num_computed_tokens = 0;  // prompt tokens the steps computed
+  int64_t num_reused_tokens = 0;    // served by the prefix cache
+};
+
+Result<RequestPrefill> run_prefill_request(Engine& engine, std::vector<int32_t> prompt) {
+  GenerationRequest request;
+  request.prompt_tokens = std::move(prompt);
+  request.sampling.temperature = 0.0f;
+  request.sampling.repeat_penalty = 1.0f;
+  request.max_new_tokens = 1;
+  request.stop_at_end_of_generation = false;
+  RequestPrefill r;
+  const Clock::time_point start = Clock::now();
+  Result<RequestId> id = engine.add_request(std::move(request));
+  if (!id) return id.status();
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> step = engine.step();
+    if (!step) return step.status();
+    r.num_computed_tokens += step->stats.num_prompt_tokens;
+    for (const RequestFinished& f : step->finished) {
+      if (f.reason == FinishReason::Error) return make_error(ErrorCode::InvalidArgument, "prefill failed: " + f.error);
+      r.num_reused_tokens = f.num_reused_prompt_tokens;
+    }
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
 }
 
 // Seconds of `num_decode` decode steps after prefilling `prompt` (greedy, no stop rules).
@@ -122,7 +156,25 @@ void finish_result(BenchResult* r, const std::vector<double>& rates, const StepC
   }
 }
 
+std::vector<int32_t> concatenated(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int32_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
 }  // namespace
+
+int64_t bench_context_length(const BenchOptions& o) {
+  int64_t deepest = 0;
+  for (const int64_t d : o.depths) deepest = std::max(deepest, d);
+  return deepest + std::max<int64_t>({o.num_prompt_tokens, o.tg_prompt_tokens + o.num_generated_tokens + 1, 1});
+}
+
+std::string bench_test_name(const char* kind, int64_t num_tokens, int64_t depth) {
+  std::string name = kind + std::to_string(num_tokens);
+  if (depth > 0) name += " @ d" + std::to_string(depth);
+  return name;
+}
 
 void mean_and_sd(const std::vector<double>& values, double* mean, double* sd) {
   *mean = 0;
@@ -166,17 +218,21 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   if (engine.has_unfinished_requests()) {
     return make_error(ErrorCode::InvalidArgument, "the engine is busy with a request; benchmark an idle engine");
   }
+  if (o.depths.empty()) return make_error(ErrorCode::InvalidArgument, "no context depth given");
   const int64_t context = engine.context_length();
-  if (o.num_prompt_tokens > context) {
-    return make_error(ErrorCode::InvalidArgument, "pp" + std::to_string(o.num_prompt_tokens) + " needs a context of " +
-                                                      std::to_string(o.num_prompt_tokens) + " tokens; the engine holds " +
-                                                      std::to_string(context));
-  }
-  if (o.num_generated_tokens > 0 && o.tg_prompt_tokens + o.num_generated_tokens + 1 > context) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "tg" + std::to_string(o.num_generated_tokens) + " needs a context of " +
-                          std::to_string(o.tg_prompt_tokens + o.num_generated_tokens + 1) + " tokens; the engine holds " +
-                          std::to_string(context));
+  for (const int64_t depth : o.depths) {
+    if (depth < 0) return make_error(ErrorCode::InvalidArgument, "a context depth cannot be negative");
+    const auto refuse = [&](const std::string& test, int64_t needed) {
+      return make_error(ErrorCode::InvalidArgument, test + " needs a context of " + std::to_string(needed) +
+                                                        " tokens; the engine holds " + std::to_string(context));
+    };
+    if (o.num_prompt_tokens > 0 && depth + o.num_prompt_tokens > context) {
+      return refuse(bench_test_name("pp", o.num_prompt_tokens, depth), depth + o.num_prompt_tokens);
+    }
+    const int64_t tg_needed = depth + o.tg_prompt_tokens + o.num_generated_tokens + 1;
+    if (o.num_generated_tokens > 0 && tg_needed > context) {
+      return refuse(bench_test_name("tg", o.num_generated_tokens, depth), tg_needed);
+    }
   }
   const std::string& path = engine.model().path;
   Result<ModelShape> shape = model_shape_from_gguf(path);
@@ -204,46 +260,77 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
 
   std::vector<BenchResult> results;
   const bool is_int8 = uses_int8_dot_products(engine.model());
-  if (o.num_prompt_tokens > 0) {
-    BenchResult r = describe(engine, *identity, probe);
-    r.test = "pp" + std::to_string(o.num_prompt_tokens);
-    r.num_prompt_tokens = o.num_prompt_tokens;
-    std::vector<double> rates;
-    for (int rep = 0; rep < o.num_repetitions; ++rep) {
-      if (progress) progress(r.test, rep, o.num_repetitions);
-      Result<double> s = time_prefill(engine, random_tokens(rng, vocab, o.num_prompt_tokens));
-      if (!s) return s.status();
-      rates.push_back(static_cast<double>(o.num_prompt_tokens) / *s);
+  const int64_t block_size = std::max<int64_t>(1, engine.memory_report().kv_block_size);
+  for (const int64_t depth : o.depths) {
+    // One set of depth tokens per depth, prefilled once (untimed): its full KV blocks stay in
+    // the prefix cache, and every test at this depth starts with them, as llama-bench restores
+    // its saved depth state instead of prefilling it again for each repetition.
+    const std::vector<int32_t> depth_tokens = random_tokens(rng, vocab, depth);
+    if (depth > 0) {
+      if (progress) progress(bench_test_name("depth ", depth, 0), 0, 1);
+      if (Result<RequestPrefill> p = run_prefill_request(engine, depth_tokens); !p) return p.status();
     }
-    Result<std::vector<KernelRecord>> predicted =
-        predict_step(*shape, {Phase::Prefill, o.num_prompt_tokens, 0, engine.max_batch_tokens(), true});
-    if (!predicted) return predicted.status();
-    StepCost per_token = total_cost(*predicted);
-    per_token.flops /= static_cast<double>(o.num_prompt_tokens);
-    per_token.bytes /= static_cast<double>(o.num_prompt_tokens);
-    finish_result(&r, rates, per_token, probe, is_int8);
-    results.push_back(std::move(r));
-  }
-  if (o.num_generated_tokens > 0) {
-    BenchResult r = describe(engine, *identity, probe);
-    r.test = "tg" + std::to_string(o.num_generated_tokens);
-    r.num_prompt_tokens = o.tg_prompt_tokens;
-    r.num_generated_tokens = o.num_generated_tokens;
-    std::vector<double> rates;
-    for (int rep = 0; rep < o.num_repetitions; ++rep) {
-      if (progress) progress(r.test, rep, o.num_repetitions);
-      Result<double> s = time_decode(engine, random_tokens(rng, vocab, o.tg_prompt_tokens), o.num_generated_tokens);
-      if (!s) return s.status();
-      rates.push_back(static_cast<double>(o.num_generated_tokens) / *s);
+    if (o.num_prompt_tokens > 0) {
+      BenchResult r = describe(engine, *identity, probe);
+      r.test = bench_test_name("pp", o.num_prompt_tokens, depth);
+      r.num_depth_tokens = depth;
+      r.num_prompt_tokens = o.num_prompt_tokens;
+      std::vector<double> rates;
+      for (int rep = 0; rep < o.num_repetitions; ++rep) {
+        if (progress) progress(r.test, rep, o.num_repetitions);
+        const std::vector<int32_t> prompt = random_tokens(rng, vocab, o.num_prompt_tokens);
+        if (depth == 0) {
+          Result<double> s = time_prefill(engine, prompt);
+          if (!s) return s.status();
+          rates.push_back(static_cast<double>(o.num_prompt_tokens) / *s);
+          continue;
+        }
+        // The depth's full blocks come from the prefix cache; a depth that ends inside a block
+        // recomputes that block's tokens with the test's, and the rate counts every token computed.
+        Result<RequestPrefill> p = run_prefill_request(engine, concatenated(depth_tokens, prompt));
+        if (!p) return p.status();
+        const int64_t expected_reused = depth / block_size * block_size;
+        if (p->num_reused_tokens < expected_reused) {
+          return make_error(ErrorCode::InvalidArgument,
+                            r.test + ": the prefix cache served " + std::to_string(p->num_reused_tokens) + " of the " +
+                                std::to_string(depth) + " depth tokens (is prefix caching off, or the KV pool too small?)");
+        }
+        rates.push_back(static_cast<double>(p->num_computed_tokens) / p->seconds);
+      }
+      Result<std::vector<KernelRecord>> predicted =
+          predict_step(*shape, {Phase::Prefill, o.num_prompt_tokens, depth, engine.max_batch_tokens(), true});
+      if (!predicted) return predicted.status();
+      StepCost per_token = total_cost(*predicted);
+      per_token.flops /= static_cast<double>(o.num_prompt_tokens);
+      per_token.bytes /= static_cast<double>(o.num_prompt_tokens);
+      finish_result(&r, rates, per_token, probe, is_int8);
+      results.push_back(std::move(r));
     }
-    Result<GenerationCost> predicted =
-        predict_generation(*shape, o.tg_prompt_tokens, o.num_generated_tokens + 1, engine.max_batch_tokens());
-    if (!predicted) return predicted.status();
-    StepCost per_token = predicted->decode;
-    per_token.flops /= static_cast<double>(predicted->num_decode_steps);
-    per_token.bytes /= static_cast<double>(predicted->num_decode_steps);
-    finish_result(&r, rates, per_token, probe, is_int8);
-    results.push_back(std::move(r));
+    if (o.num_generated_tokens > 0) {
+      BenchResult r = describe(engine, *identity, probe);
+      r.test = bench_test_name("tg", o.num_generated_tokens, depth);
+      r.num_depth_tokens = depth;
+      r.num_prompt_tokens = o.tg_prompt_tokens;
+      r.num_generated_tokens = o.num_generated_tokens;
+      std::vector<double> rates;
+      for (int rep = 0; rep < o.num_repetitions; ++rep) {
+        if (progress) progress(r.test, rep, o.num_repetitions);
+        // Only the decode steps are timed: the prefill of the depth (from the prefix cache) and of
+        // the short prompt is not.
+        const std::vector<int32_t> prompt = concatenated(depth_tokens, random_tokens(rng, vocab, o.tg_prompt_tokens));
+        Result<double> s = time_decode(engine, prompt, o.num_generated_tokens);
+        if (!s) return s.status();
+        rates.push_back(static_cast<double>(o.num_generated_tokens) / *s);
+      }
+      Result<GenerationCost> predicted = predict_generation(*shape, depth + o.tg_prompt_tokens,
+                                                            o.num_generated_tokens + 1, engine.max_batch_tokens());
+      if (!predicted) return predicted.status();
+      StepCost per_token = predicted->decode;
+      per_token.flops /= static_cast<double>(predicted->num_decode_steps);
+      per_token.bytes /= static_cast<double>(predicted->num_decode_steps);
+      finish_result(&r, rates, per_token, probe, is_int8);
+      results.push_back(std::move(r));
+    }
   }
   return results;
 }

@@ -1,6 +1,7 @@
-// CPU ceilings: STREAM copy/triad bandwidth over buffers far larger than the caches (first-touch
-// initialised by the same threads that later stream them) and f32 FMA peak with independent
-// accumulator chains, so the measurement is limited by the FMA units rather than latency.
+// CPU ceilings: STREAM copy/triad and read-only bandwidth over buffers far larger than the
+// caches (first-touch initialised by the same threads that later stream them) and f32 FMA peak
+// with independent accumulator chains, so the measurement is limited by the FMA units rather
+// than latency.
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <ctime>
 // GCC 12 reports its own AVX-512 reductions (their undefined upper halves) as uninitialized
 // once the unrolled loops inline them (GCC bug 105593); the code is fine.
@@ -132,9 +134,111 @@ double measure_fma(double (*loop)(int64_t, float*), int num_threads, double targ
   return sink == 12345.678f ? 0 : best;  // sink compared so the compiler cannot drop the work
 }
 
+// Read-only bandwidth: each thread sums its share of the arrays with 8 independent accumulators
+// (the adds never wait on each other, so the loads, not the adds, set the pace) and writes
+// nothing. This is what a decode step does with its weights; a copy also writes, and on most
+// CPUs a write costs a read for ownership and a write-back besides, so a copy's figure is a low
+// roof for decoding (MBU above 100% gave that away). The share is read as four sequential
+// streams in lockstep (its quarters): a core keeps more misses in flight for several streams
+// than for one (on a 2-vCPU Xeon guest 31.5 against 29.7 GB/s; 8 streams were within 1% of 4,
+// and software prefetches did not help), and the decode kernels read their rows in streams too.
+constexpr int kReadStreams = 4;
+
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
+  __m512 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm512_setzero_ps();
+  const size_t quarter = n / kReadStreams;
+  const size_t steps = quarter / 32;  // 32 floats (two vectors) of each stream per step
+  for (size_t i = 0; i < steps * 32; i += 32) {
+#pragma GCC unroll 4
+    for (int s = 0; s < kReadStreams; ++s) {
+      const float* q = p + static_cast<size_t>(s) * quarter + i;
+      acc[2 * s] = _mm512_add_ps(acc[2 * s], _mm512_loadu_ps(q));
+      acc[2 * s + 1] = _mm512_add_ps(acc[2 * s + 1], _mm512_loadu_ps(q + 16));
+    }
+  }
+  float total = 0;
+  for (int k = 0; k < 8; ++k) total += _mm512_reduce_add_ps(acc[k]);
+  // Each stream's last partial step and the floats past the four quarters.
+  for (int s = 0; s < kReadStreams; ++s) {
+    for (size_t i = static_cast<size_t>(s) * quarter + steps * 32; i < static_cast<size_t>(s + 1) * quarter; ++i) total += p[i];
+  }
+  for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
+  return total;
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  const size_t quarter = n / kReadStreams;
+  const size_t steps = quarter / 16;  // 16 floats (two vectors) of each stream per step
+  for (size_t i = 0; i < steps * 16; i += 16) {
+#pragma GCC unroll 4
+    for (int s = 0; s < kReadStreams; ++s) {
+      const float* q = p + static_cast<size_t>(s) * quarter + i;
+      acc[2 * s] = _mm256_add_ps(acc[2 * s], _mm256_loadu_ps(q));
+      acc[2 * s + 1] = _mm256_add_ps(acc[2 * s + 1], _mm256_loadu_ps(q + 8));
+    }
+  }
+  alignas(32) float lanes[8];
+  float total = 0;
+  for (int k = 0; k < 8; ++k) {
+    _mm256_store_ps(lanes, acc[k]);
+    for (float x : lanes) total += x;
+  }
+  for (int s = 0; s < kReadStreams; ++s) {
+    for (size_t i = static_cast<size_t>(s) * quarter + steps * 16; i < static_cast<size_t>(s + 1) * quarter; ++i) total += p[i];
+  }
+  for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
+  return total;
+}
+
+// Without AVX2: eight scalar chains (at 8 bytes a cycle still near a core's share of memory).
+float sum_portable(const float* p, size_t n) {
+  float acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) acc[k] += p[i + static_cast<size_t>(k)];
+  }
+  float total = 0;
+  for (float a : acc) total += a;
+  for (; i < n; ++i) total += p[i];
+  return total;
+}
+
+using SumLoop = float (*)(const float*, size_t);
+
+SumLoop best_sum_loop() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return sum_avx512;
+  if (__builtin_cpu_supports("avx2")) return sum_avx2;
+  return sum_portable;
+}
+
+// Bytes per second of every thread summing its share of each array in turn, all threads at once
+// (each the contiguous share that schedule(static) gave it when it first touched the pages).
+double measure_read(std::initializer_list<const float*> arrays, size_t n, int num_threads, SumLoop sum, float* sink) {
+  float total = 0;
+  const auto t0 = Clock::now();
+#pragma omp parallel num_threads(num_threads) reduction(+ : total)
+  {
+    const auto thread = static_cast<size_t>(omp_get_thread_num());
+    const auto count = static_cast<size_t>(omp_get_num_threads());
+    const size_t chunk = (n + count - 1) / count;
+    const size_t begin = std::min(n, thread * chunk);
+    const size_t end = std::min(n, begin + chunk);
+    for (const float* p : arrays) total += sum(p + begin, end - begin);
+  }
+  const double seconds = seconds_since(t0);
+  *sink += total;
+  return static_cast<double>(arrays.size() * n * sizeof(float)) / seconds;
+}
+
 struct Stream {
   double copy = 0;
   double triad = 0;
+  double read = 0;
 };
 
 Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
@@ -153,6 +257,16 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     pc[i] = 0.5f;
   }
   Stream best;
+  // Read-only first, over all three arrays in one sweep (3 x 512 MiB by default: several times a
+  // large last-level cache, e.g. the 480 MiB a Xeon 6 guest reports, so the sweep cannot be
+  // served from it). One untimed sweep first evicts the lines the initialisation left dirty:
+  // the timed sweeps then write nothing back, as a decode step writes nothing to its weights.
+  const SumLoop sum = best_sum_loop();
+  float sink = 0;
+  measure_read({pa, pb, pc}, n, num_threads, sum, &sink);
+  for (int rep = 0; rep < repetitions; ++rep) {
+    best.read = std::max(best.read, measure_read({pa, pb, pc}, n, num_threads, sum, &sink));
+  }
   const float scalar = 3.0f;
   for (int rep = 0; rep < repetitions; ++rep) {
     auto t0 = Clock::now();
@@ -164,10 +278,13 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
     best.triad = std::max(best.triad, 3.0 * static_cast<double>(buffer_bytes) / seconds_since(t0));
   }
+  if (sink == 12345.678f) best.read = 0;  // sink compared so the compiler cannot drop the sums
   return best;
 }
 
 }  // namespace
+
+float read_probe_sum(const float* values, size_t count) { return best_sum_loop()(values, count); }
 
 std::string current_utc_iso8601() {
   const std::time_t now = std::time(nullptr);
@@ -197,6 +314,7 @@ Result<ProbeResult> probe_cpu(const ProbeOptions& options) {
   }
   r.copy_bytes_per_s = s.copy;
   r.triad_bytes_per_s = s.triad;
+  r.read_bytes_per_s = s.read;
 
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {

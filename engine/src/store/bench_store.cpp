@@ -1,4 +1,4 @@
-// ResultsStore's bench_runs table: one row per `iwb bench` test (ppN or tgN).
+// ResultsStore's bench_runs table: one row per `iwb bench` test (ppN or tgN, at a context depth).
 #include "iwb/engine/store/results_store.h"
 
 #include "store/sqlite_statement.h"
@@ -13,7 +13,7 @@ constexpr const char* kBenchColumns =
     "id, date, device_id, device_name, model_path, model_name, model_identity, architecture, file_type, "
     "model_size_bytes, num_params, num_threads, test, num_prompt_tokens, num_generated_tokens, num_repetitions, "
     "tokens_per_s_mean, tokens_per_s_sd, tokens_per_s_samples, mbu, mfu, predicted_flops_per_token, "
-    "predicted_bytes_per_token, probe_date";
+    "predicted_bytes_per_token, probe_date, n_depth";
 
 // Per-repetition rates as space-separated numbers: readable in any SQLite browser.
 std::string join_samples(const std::vector<double>& values) {
@@ -67,6 +67,7 @@ BenchResult bench_from_row(const SqliteStatement& s) {
   r.predicted_flops_per_token = s.real(c++);
   r.predicted_bytes_per_token = s.real(c++);
   r.probe_date = s.text(c++);
+  r.num_depth_tokens = s.integer(c++);
   return r;
 }
 
@@ -77,8 +78,8 @@ Result<int64_t> ResultsStore::add_bench_result(const BenchResult& r) {
                     "INSERT INTO bench_runs (date, device_id, device_name, model_path, model_name, model_identity, "
                     "architecture, file_type, model_size_bytes, num_params, num_threads, test, num_prompt_tokens, "
                     "num_generated_tokens, num_repetitions, tokens_per_s_mean, tokens_per_s_sd, tokens_per_s_samples, "
-                    "mbu, mfu, predicted_flops_per_token, predicted_bytes_per_token, probe_date) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                    "mbu, mfu, predicted_flops_per_token, predicted_bytes_per_token, probe_date, n_depth) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   if (!s.is_valid()) return s.prepare_error();
   int i = 1;
   s.bind(i++, r.date);
@@ -104,6 +105,7 @@ Result<int64_t> ResultsStore::add_bench_result(const BenchResult& r) {
   s.bind(i++, r.predicted_flops_per_token);
   s.bind(i++, r.predicted_bytes_per_token);
   s.bind(i++, r.probe_date);
+  s.bind(i++, r.num_depth_tokens);
   IWB_RETURN_IF_ERROR(s.run());
   return static_cast<int64_t>(sqlite3_last_insert_rowid(m_db));
 }

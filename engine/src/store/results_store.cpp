@@ -11,7 +11,8 @@ namespace iwb {
 namespace {
 
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
-constexpr int kSchemaVersion = 4;
+// 5: read-only bandwidth in probes, context depth in bench_runs.
+constexpr int kSchemaVersion = 5;
 
 Status exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
@@ -21,6 +22,20 @@ Status exec(sqlite3* db, const char* sql) {
     return make_error(ErrorCode::IoError, std::string("results store: ") + text);
   }
   return {};
+}
+
+// Whether `table` has `column` already: a migration that adds a column skips it then (a file
+// whose version number was set back by hand, as tests do, keeps its newer columns).
+Result<bool> has_column(sqlite3* db, const std::string& table, const std::string& column) {
+  const std::string sql = "PRAGMA table_info(" + table + ")";
+  SqliteStatement s(db, sql.c_str());
+  if (!s.is_valid()) return s.prepare_error();
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    if (s.text(1) == column) return true;
+  }
+  if (rc != SQLITE_DONE) return s.error("table_info");
+  return false;
 }
 
 ProbeResult probe_from_row(const SqliteStatement& s) {
@@ -36,12 +51,13 @@ ProbeResult probe_from_row(const SqliteStatement& s) {
   p.buffer_bytes = s.real(8);
   p.peak_int8_ops = s.real(9);
   p.peak_int8_kind = s.text(10);
+  p.read_bytes_per_s = s.real(11);
   return p;
 }
 
 constexpr const char* kProbeColumns =
     "device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s, peak_flops, "
-    "peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind";
+    "peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind, read_bytes_per_s";
 
 }  // namespace
 
@@ -129,6 +145,18 @@ Status ResultsStore::migrate() {
     // The quantization lab's runs; earlier tables and rows are kept as they are.
     IWB_RETURN_IF_ERROR(exec(m_db, (std::string("BEGIN;") + quant_schema_sql() + "PRAGMA user_version = 4; COMMIT;").c_str()));
   }
+  if (current < 5) {
+    // The read-only bandwidth (decode's memory roof) and `iwb bench -d`'s context depth; older
+    // probes read as 0 (not measured: the copy figure stands in) and older runs as depth 0.
+    std::string sql = "BEGIN;";
+    Result<bool> has_read = has_column(m_db, "probes", "read_bytes_per_s");
+    if (!has_read) return has_read.status();
+    if (!*has_read) sql += "ALTER TABLE probes ADD COLUMN read_bytes_per_s REAL NOT NULL DEFAULT 0;";
+    Result<bool> has_depth = has_column(m_db, "bench_runs", "n_depth");
+    if (!has_depth) return has_depth.status();
+    if (!*has_depth) sql += "ALTER TABLE bench_runs ADD COLUMN n_depth INTEGER NOT NULL DEFAULT 0;";
+    IWB_RETURN_IF_ERROR(exec(m_db, (sql + "PRAGMA user_version = 5; COMMIT;").c_str()));
+  }
   return {};
 }
 
@@ -143,8 +171,8 @@ Result<int> ResultsStore::file_schema_version() const {
 
 Status ResultsStore::add_probe(const ProbeResult& p) {
   SqliteStatement s(m_db, "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, "
-                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind) "
-                          "VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind, "
+                          "read_bytes_per_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, p.device_id);
   s.bind(2, p.device_name);
@@ -157,6 +185,7 @@ Status ResultsStore::add_probe(const ProbeResult& p) {
   s.bind(9, p.buffer_bytes);
   s.bind(10, p.peak_int8_ops);
   s.bind(11, p.peak_int8_kind);
+  s.bind(12, p.read_bytes_per_s);
   return s.run();
 }
 

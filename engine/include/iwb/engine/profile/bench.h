@@ -1,7 +1,9 @@
 // llama-bench style throughput tests on a loaded engine: ppN (prefill N random tokens into a
 // fresh context) and tgN (generate N tokens one at a time after a short prompt), repeated,
 // as tokens/s mean and sample standard deviation, with MFU (pp) and MBU (tg) against the
-// probed ceilings. The results are rows of the results store.
+// probed ceilings; each optionally at a context depth D ("pp512 @ d8192": the test runs after
+// D tokens are already in the KV cache, llama-bench's -d). The results are rows of the results
+// store.
 #pragma once
 
 #include "iwb/engine/profile/metrics.h"
@@ -31,7 +33,8 @@ struct BenchResult {
   uint64_t model_size_bytes = 0;
   uint64_t num_params = 0;
   int num_threads = 0;
-  std::string test;                      // "pp512", "tg128"
+  std::string test;                      // "pp512", "tg128", "tg128 @ d8192"
+  int64_t num_depth_tokens = 0;          // tokens already in the KV cache when the test ran
   int64_t num_prompt_tokens = 0;         // pp: the prompt; tg: the short prompt before generating
   int64_t num_generated_tokens = 0;      // tg: tokens timed; pp: 0
   int num_repetitions = 0;
@@ -51,6 +54,9 @@ struct BenchOptions {
   int64_t num_prompt_tokens = 512;       // ppN; 0 skips the test
   int64_t num_generated_tokens = 128;    // tgN; 0 skips the test
   int64_t tg_prompt_tokens = 4;          // the short prompt tg generates after
+  // Context depths: every test runs once per depth, after that many random tokens were
+  // prefilled (not timed) into the KV cache. {0}: an empty context, as without -d.
+  std::vector<int64_t> depths = {0};
   int num_repetitions = 5;
   uint64_t seed = 1234;                  // the random prompts' token ids
   bool is_warmup = true;                 // one short untimed prefill and decode first
@@ -60,10 +66,18 @@ struct BenchOptions {
 using BenchProgress = std::function<void(const std::string& test, int repetition, int num_repetitions)>;
 
 // Runs the tests on `engine`, which must be idle (no request in progress) and hold a context
-// of at least max(ppN, tg prompt + tgN + 1) tokens. `probe`, when given, is the device's
-// ceilings for MBU and MFU. Profiling is switched off for the run and restored afterwards.
+// of at least bench_context_length(options) tokens; at a depth it needs prefix caching (the
+// depth's KV blocks are kept there between repetitions, as llama-bench keeps its depth state).
+// `probe`, when given, is the device's ceilings for MBU and MFU. Profiling is switched off for
+// the run and restored afterwards.
 Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& options,
                                            const std::optional<ProbeResult>& probe, const BenchProgress& progress = {});
+
+// The context the tests need: the deepest depth plus max(ppN, tg prompt + tgN + 1) tokens.
+int64_t bench_context_length(const BenchOptions& options);
+
+// "pp512", "tg128 @ d8192": llama-bench's names.
+std::string bench_test_name(const char* kind, int64_t num_tokens, int64_t depth);
 
 // "size=1117320768;fnv1a64-first-MiB=89ab...": the file's size and the 64-bit FNV-1a hash of
 // its first MiB (header, metadata and the first tensors): cheap to compute on a multi-GiB file,

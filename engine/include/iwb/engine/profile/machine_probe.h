@@ -4,6 +4,7 @@
 
 #include "iwb/engine/status.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ struct ProbeResult {
   int num_threads = 0;            // CPU threads used
   double copy_bytes_per_s = 0;    // STREAM copy: c = a (2 arrays counted)
   double triad_bytes_per_s = 0;   // STREAM triad: a = b + s*c (3 arrays counted)
+  // Read-only: the three arrays summed in one sweep, nothing written (each counted once). A
+  // decode step only reads its weights and KV cache, so this, not a copy, is its memory roof.
+  // 0: not measured (probes stored before it existed, and GPUs).
+  double read_bytes_per_s = 0;
   double peak_flops = 0;          // best of the compute measurements
   std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
   // Integer dot products (u8 x s8 multiply-adds counted as two ops), the ceiling of quantized
@@ -24,8 +29,12 @@ struct ProbeResult {
   double peak_int8_ops = 0;
   std::string peak_int8_kind;
   double buffer_bytes = 0;        // size of each bandwidth buffer
-  // The roof the roofline draws: the better of copy and triad.
-  double bandwidth_bytes_per_s() const { return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s; }
+  // The better of copy and triad: the roof of code that writes as much as it reads.
+  double stream_bytes_per_s() const { return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s; }
+  bool has_read_bandwidth() const { return read_bytes_per_s > 0; }
+  // The memory roof MBU and the roofline divide by: the read-only bandwidth when it was
+  // measured, else (an older probe) the better of copy and triad.
+  double bandwidth_bytes_per_s() const { return has_read_bandwidth() ? read_bytes_per_s : stream_bytes_per_s(); }
   double ridge_point() const { return bandwidth_bytes_per_s() > 0 ? peak_flops / bandwidth_bytes_per_s() : 0; }
 };
 
@@ -36,13 +45,17 @@ struct ProbeOptions {
   double compute_seconds = 0.3;           // per compute measurement (best of 5)
 };
 
-// STREAM-style copy and triad over all threads, and f32 FMA throughput with the widest SIMD
-// the CPU has (AVX-512, AVX2+FMA, or portable code).
+// STREAM-style copy and triad and a read-only sum over all threads, and f32 FMA throughput with
+// the widest SIMD the CPU has (AVX-512, AVX2+FMA, or portable code).
 Result<ProbeResult> probe_cpu(const ProbeOptions& options);
 
 // Device-to-device copy bandwidth and cuBLAS f16/bf16 GEMM throughput; an error (never an
 // abort) when the build has no CUDA or there is no device.
 Result<std::vector<ProbeResult>> probe_cuda_devices();
+
+// The sum the read-only bandwidth times, with the widest SIMD this CPU has: exposed so tests can
+// check that it reads every float (a sum that skipped some would inflate the bandwidth).
+float read_probe_sum(const float* values, size_t count);
 
 std::string current_utc_iso8601();
 

@@ -1,0 +1,79 @@
+// The CPU probe with small buffers: every bandwidth (read-only, copy, triad) and the f32 peak
+// come out positive, the read-only figure is the memory roof, its sum reads every float, and bad
+// options are refused.
+// Nothing here is timed against a threshold: the figures depend on the machine.
+#include "iwb/engine/profile/machine_probe.h"
+#include "iwb/engine/profile/metrics.h"
+
+#include <QtTest>
+
+#include <vector>
+
+using namespace iwb;
+
+class TestCpuProbe : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void readOnlyBandwidthIsMeasured() {
+    ProbeOptions options;
+    options.num_threads = 2;
+    options.buffer_bytes = 8ull << 20;  // small: the figures only have to exist
+    options.repetitions = 2;
+    options.compute_seconds = 0.01;
+    auto r = probe_cpu(options);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    QCOMPARE(r->device_id, std::string("cpu"));
+    QCOMPARE(r->num_threads, 2);
+    QVERIFY(r->read_bytes_per_s > 0);
+    QVERIFY(r->copy_bytes_per_s > 0);
+    QVERIFY(r->triad_bytes_per_s > 0);
+    QVERIFY(r->peak_flops > 0);
+    QVERIFY(r->has_read_bandwidth());
+    // The read-only figure is the roof MBU and the roofline use; copy and triad stay beside it.
+    QCOMPARE(r->bandwidth_bytes_per_s(), r->read_bytes_per_s);
+    QCOMPARE(ceilings_from_probe(*r).bandwidth_bytes_per_s, r->read_bytes_per_s);
+    QVERIFY(r->stream_bytes_per_s() >= r->copy_bytes_per_s);
+    QVERIFY(r->ridge_point() > 0);
+  }
+
+  // An odd size (not a multiple of any vector width) and one thread: the sum's tail is read too.
+  void oddSizeOneThread() {
+    ProbeOptions options;
+    options.num_threads = 1;
+    options.buffer_bytes = (1ull << 20) + 4 * 37;
+    options.repetitions = 1;
+    options.compute_seconds = 0.01;
+    auto r = probe_cpu(options);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    QVERIFY(r->read_bytes_per_s > 0);
+  }
+
+  // The timed sum reads every float: four streams of two vectors each, their partial last steps
+  // and the floats past the four quarters, on sizes that leave every kind of remainder.
+  void readSumCoversEveryFloat() {
+    for (const size_t n : {size_t(0), size_t(1), size_t(31), size_t(127), size_t(128), size_t(129), size_t(1000),
+                           size_t(4097), size_t(123457)}) {
+      std::vector<float> values(n);
+      double expected = 0;
+      for (size_t i = 0; i < n; ++i) {
+        values[i] = static_cast<float>(i % 7 + 1);
+        expected += values[i];
+      }
+      const double sum = read_probe_sum(values.data(), n);
+      QVERIFY2(qAbs(sum - expected) <= 1e-4 * (expected + 1),
+               qPrintable(QString("n=%1: %2 instead of %3").arg(n).arg(sum).arg(expected)));
+    }
+  }
+
+  void refusesTinyBuffers() {
+    ProbeOptions options;
+    options.buffer_bytes = 1024;
+    auto r = probe_cpu(options);
+    QVERIFY(!r.is_ok());
+    QVERIFY2(r.error_message().find("1 MiB") != std::string::npos, r.error_message().c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCpuProbe)
+#include "test_cpu_probe.moc"
