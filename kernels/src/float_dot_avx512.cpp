@@ -230,6 +230,12 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
   // Both kernels are FMA-bound; the GEMM's gain (no horizontal sums: 105 against 94 GMAC/s per
   // core on Zen 5) pays for widening and transposing 32 rows from about 64 tokens on.
   k.gemm_min_tokens = 64;
+  // AMX bf16 tiles (F16, BF16), where the CPU and the OS allow them, replace the FMA GEMM.
+  if (const QuantGemmFn amx = select_float_gemm_amx(type)) {
+    k.gemm = amx;
+    k.gemm_rows = kFloatGemmAmxRows;
+    k.gemm_min_tokens = 16;
+  }
   *out = k;  // format None: the activations stay f32
   return true;
 }
