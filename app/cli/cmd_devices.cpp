@@ -28,6 +28,7 @@ void print_device_text(const ComputeDeviceInfo& d) {
     std::string features;
     for (const std::string& f : d.simd_features) features += (features.empty() ? "" : " ") + f;
     std::printf("         SIMD: %s\n", features.empty() ? "none detected" : features.c_str());
+    std::printf("         AMX: %s\n", d.amx_status.c_str());
     return;
   }
   std::printf("         compute capability %d.%d, %d SMs, %d MHz, %.0f MiB L2\n", d.compute_capability_major,
@@ -53,6 +54,7 @@ void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
     json.key("simd_features").begin_array();
     for (const std::string& f : d.simd_features) json.value(f);
     json.end_array();
+    json.field("amx", d.amx_status);
   } else {
     json.field("compute_capability", std::to_string(d.compute_capability_major) + "." +
                                          std::to_string(d.compute_capability_minor))

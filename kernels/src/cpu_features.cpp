@@ -3,10 +3,19 @@
 
 #include "iwb/kernels/dequantize_fast.h"
 
+#include "iwb/kernels/cpu_amx.h"
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace iwb::detail {
@@ -50,6 +59,60 @@ CpuPath detect_path() {
 #endif
 }
 
+// AMX: what the CPU reports, whether the OS lets this process use the tiles, and why not.
+struct AmxState {
+  bool has_int8 = false;
+  bool has_bf16 = false;
+  std::string reason;  // "" when used
+};
+
+AmxState detect_amx() {
+  AmxState s;
+#if defined(__linux__) && defined(__x86_64__)
+  if (cpu_path() != CpuPath::Avx512) {
+    s.reason = env_is_set("IWB_CPU_PORTABLE") || env_is_set("IWB_CPU_AVX2") || env_is_set("IWB_CPU_AVX_VNNI")
+                   ? "the AVX-512 path is switched off by the environment"
+                   : "the CPU has no AMX (no AVX-512 path)";
+    return s;
+  }
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) {
+    s.reason = "the CPU has no AMX (no CPUID leaf 7)";
+    return s;
+  }
+  const bool has_tile = (edx & (1u << 24)) != 0, has_int8 = (edx & (1u << 25)) != 0, has_bf16 = (edx & (1u << 22)) != 0;
+  if (!has_tile || (!has_int8 && !has_bf16)) {
+    s.reason = "the CPU has no AMX";
+    return s;
+  }
+  if (env_is_set("IWB_CPU_NO_AMX")) {
+    s.reason = "disabled by IWB_CPU_NO_AMX=1";
+    return s;
+  }
+  // Linux keeps the 8 KiB tile data state off until a process asks for it (5.16 and later).
+  constexpr int kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    s.reason = std::string("the kernel refused the AMX tile data state: ") + std::strerror(errno);
+    return s;
+  }
+  unsigned long bitmask = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &bitmask) != 0 || (bitmask & (1ul << kXfeatureXtiledata)) == 0) {
+    s.reason = "the kernel did not grant the AMX tile data state";
+    return s;
+  }
+  s.has_int8 = has_int8;
+  s.has_bf16 = has_bf16;
+#else
+  s.reason = "AMX needs Linux on x86-64";
+#endif
+  return s;
+}
+
+const AmxState& amx_state() {
+  static const AmxState kState = detect_amx();
+  return kState;
+}
+
 }  // namespace
 
 CpuPath cpu_path() {
@@ -72,6 +135,10 @@ bool has_avx512_vbmi() {
 #endif
 }
 
+bool has_amx_int8() { return amx_state().has_int8; }
+bool has_amx_bf16() { return amx_state().has_bf16; }
+const char* amx_unused_reason() { return amx_state().reason.c_str(); }
+
 bool has_avx2_fma_f16c() { return cpu_path() != CpuPath::Portable; }
 
 bool is_matmul_exact_forced() {
@@ -83,4 +150,12 @@ bool is_matmul_exact_forced() {
 
 namespace iwb {
 bool cpu_has_avx2_fma() { return detail::has_avx2_fma_f16c(); }
+
+std::string cpu_amx_status() {
+  if (!detail::has_amx_int8() && !detail::has_amx_bf16()) return std::string("not used (") + detail::amx_unused_reason() + ")";
+  std::string kinds;
+  if (detail::has_amx_int8()) kinds = "int8";
+  if (detail::has_amx_bf16()) kinds += kinds.empty() ? "bf16" : ", bf16";
+  return "used (" + kinds + ")";
+}
 }  // namespace iwb

@@ -1,6 +1,7 @@
 // Run-time CPU feature check shared by the kernels' dispatchers (private to kernels/src).
-// IWB_CPU_PORTABLE=1 forces the portable loops, IWB_CPU_AVX2=1 caps the choice at AVX2 and
-// IWB_CPU_AVX_VNNI=1 at AVX-VNNI (where the CPU has it), so one machine can test every path.
+// IWB_CPU_PORTABLE=1 forces the portable loops, IWB_CPU_AVX2=1 caps the choice at AVX2,
+// IWB_CPU_AVX_VNNI=1 at AVX-VNNI (where the CPU has it) and IWB_CPU_NO_AMX=1 keeps the AVX-512
+// path off the AMX tiles, so one machine can test every path.
 #pragma once
 
 namespace iwb::detail {
@@ -22,6 +23,15 @@ bool has_avx_vnni();
 // Skylake-X or Cascade Lake); false when the environment sets IWB_CPU_NO_VBMI=1, so the tests
 // can cover the kernels without them too.
 bool has_avx512_vbmi();
+
+// The AVX-512 path may also use AMX tiles (Sapphire Rapids and later): the CPU reports AMX-TILE
+// and AMX-INT8 (resp. AMX-BF16), the kernel granted this process the tile data state
+// (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+) and IWB_CPU_NO_AMX=1 is not set. Asked once.
+bool has_amx_int8();
+bool has_amx_bf16();
+// Why AMX is not used ("" when it is): "the CPU has no AMX", "the kernel refused the tile
+// data state: <errno text>", "disabled by IWB_CPU_NO_AMX=1", ...
+const char* amx_unused_reason();
 
 // AVX2 + FMA + F16C (true on the Avx512 path too); false when the environment sets IWB_CPU_PORTABLE=1.
 bool has_avx2_fma_f16c();

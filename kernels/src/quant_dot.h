@@ -102,6 +102,16 @@ QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element type
 QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
 bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes
 size_t lanes_packed_bytes(int64_t num_elements, int num_tokens);
+// AMX tiles (where has_amx_int8() / has_amx_bf16(); null otherwise): the same contract as the
+// AVX-512 GEMMs, on panels of kQuantGemmAmxRows (kFloatGemmAmxRows) rows.
+inline constexpr int kQuantGemmAmxRows = 64;
+inline constexpr int kFloatGemmAmxRows = 32;
+QuantGemmFn select_quant_gemm_amx(GgmlType type);         // 32-element types
+QuantGemmFn select_quant_gemm_kquant_amx(GgmlType type);  // Q4_K, Q5_K, Q6_K
+QuantGemmFn select_float_gemm_amx(GgmlType type);         // F16, BF16
+size_t quant_gemm_amx_buffer_bytes(int64_t num_elements);
+size_t quant_gemm_kquant_amx_buffer_bytes(int64_t num_elements);
+size_t float_gemm_amx_buffer_bytes(int64_t num_elements);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
 size_t quant_gemm_kquant_buffer_bytes(int64_t num_elements);
 size_t float_gemm_buffer_bytes(int64_t num_elements);

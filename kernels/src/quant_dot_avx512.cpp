@@ -285,6 +285,12 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     k.lanes_min_tokens = 5;
     k.gemm_min_tokens = kLaneMaxTokens + 1;
   }
+  // AMX tiles, where the CPU and the OS allow them (has_amx_int8), replace the VNNI GEMM.
+  if (const QuantGemmFn amx = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type)
+                                                                  : select_quant_gemm_amx(type)) {
+    k.gemm = amx;
+    k.gemm_rows = kQuantGemmAmxRows;
+  }
   *out = k;
   return true;
 }

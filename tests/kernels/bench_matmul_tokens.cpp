@@ -3,7 +3,8 @@
 // load on a shared machine drops out). A plain program, not a test: it prints figures.
 //
 //   bench_matmul_tokens [--types Q4_K,Q6_K] [--shapes 1536x8960,...] [--tokens 1,2,4,8,16]
-//                       [--seconds 0.3]
+//                       [--seconds 0.3] [--threads 1]
+// With --threads above 1 the times are wall-clock (the machine should then be quiet).
 // A shape is in_features x out_features (rows), in_features a multiple of 256. Per shape and
 // token count it prints the median and best time of one call, GOP/s (2 ops per multiply-add)
 // and the cost per token against one token's call (when 1 is among the token counts).
@@ -29,9 +30,11 @@ struct Shape {
   int64_t in = 0, out = 0;
 };
 
+bool is_wall_clock = false;  // --threads > 1
+
 double thread_seconds() {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(is_wall_clock ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
@@ -48,7 +51,7 @@ std::vector<std::string> split(const std::string& s) {
 
 std::optional<GgmlType> type_named(const std::string& name) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16}) {
     if (name == ggml_type_name(t)) return t;
   }
   return std::nullopt;
@@ -68,11 +71,14 @@ std::vector<uint8_t> random_weights(GgmlType type, const Shape& s) {
     z ^= z >> 31;
     std::memcpy(w.data() + i, &z, 8);
   }
-  if (type == GgmlType::F16) {  // every value a finite half in [-1/64, 1/64): no NaN or infinity
+  if (type == GgmlType::F16 || type == GgmlType::BF16) {  // finite values in [-1/64, 1/64): no NaN or infinity
     for (size_t i = 0; i + 2 <= bytes; i += 2) {
       uint16_t bits;
       std::memcpy(&bits, w.data() + i, 2);
-      test::write_u16(&w[i], f32_to_fp16((static_cast<float>(bits) / 32768.0f - 1.0f) / 64.0f));
+      const float v = (static_cast<float>(bits) / 32768.0f - 1.0f) / 64.0f;
+      uint32_t f;
+      std::memcpy(&f, &v, 4);
+      test::write_u16(&w[i], type == GgmlType::F16 ? f32_to_fp16(v) : static_cast<uint16_t>(f >> 16));
     }
     return w;
   }
@@ -113,14 +119,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> shape_names = {"1536x1536", "1536x8960", "8960x1536", "1536x151936"};
   std::vector<std::string> token_names = {"1", "2", "4", "8", "16"};
   double min_seconds = 0.3;
+  int num_threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--types") type_names = split(value);
     else if (flag == "--shapes") shape_names = split(value);
     else if (flag == "--tokens") token_names = split(value);
     else if (flag == "--seconds") min_seconds = std::atof(value.c_str());
+    else if (flag == "--threads") num_threads = std::max(1, std::atoi(value.c_str()));
     else {
-      std::fprintf(stderr, "unknown option %s (--types, --shapes, --tokens, --seconds)\n", flag.c_str());
+      std::fprintf(stderr, "unknown option %s (--types, --shapes, --tokens, --seconds, --threads)\n", flag.c_str());
       return 2;
     }
   }
@@ -130,13 +138,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nothing to measure: give at least one type, shape and token count\n");
     return 2;
   }
+  is_wall_clock = num_threads > 1;
   const int64_t max_tokens = *std::max_element(tokens.begin(), tokens.end());
   // Every name checked before the first (slow) measurement.
   std::vector<GgmlType> types;
   for (const std::string& name : type_names) {
     const std::optional<GgmlType> type = type_named(name);
     if (!type) {
-      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16)\n", name.c_str());
+      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16)\n", name.c_str());
       return 2;
     }
     types.push_back(*type);
@@ -163,7 +172,7 @@ int main(int argc, char** argv) {
       std::vector<float> y(static_cast<size_t>(max_tokens * s.out));
       double one_token = 0;
       for (int64_t t : tokens) {
-        MatmulArgs args{types[i], w.data(), s.in, s.out, x.data(), t, nullptr, y.data(), 1};
+        MatmulArgs args{types[i], w.data(), s.in, s.out, x.data(), t, nullptr, y.data(), num_threads};
         const Timing timing = time_calls(args, min_seconds);
         if (t == 1) one_token = timing.median;
         const double ops = 2.0 * static_cast<double>(s.in) * static_cast<double>(s.out) * static_cast<double>(t);

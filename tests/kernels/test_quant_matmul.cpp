@@ -18,6 +18,7 @@
 // one rounding draw, so it swings with the weights' common mean.)
 #include "random_tensors.h"
 
+#include "iwb/kernels/cpu_amx.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/matmul.h"
 
@@ -201,6 +202,72 @@ class TestQuantMatmul : public QObject {
     QVERIFY(matmul(args));
     QVERIFY(max_relative_error(exact, ref) < 1e-5);
     QVERIFY(max_relative_error(fast, ref) > 1e-5);  // the 8-bit path really ran
+  }
+
+  // The AMX prefill GEMMs (int8 tiles for the quantized types, bf16 tiles for F16/BF16), where
+  // the CPU and the kernel allow them: token counts around and past the 16-token tiles (17, 33,
+  // 100: short last groups), 200 rows (three 64-row panels and a short one, a short 16-row
+  // tile), in_features of one, several and many blocks (F16/BF16: 769, a short 32-element step).
+  // Quantized types: the 6-sigma bound above; F16/BF16: the float test's 1e-5.
+  void amxPrefillMatchesReference_data() {
+    QTest::addColumn<GgmlType>("type");
+    QTest::addColumn<int>("numTokens");
+    QTest::addColumn<int>("inFeatures");
+    for (GgmlType t : kIntegerTypes) {
+      const bool is_k = ggml_type_traits(t).block_size == 256;
+      const std::vector<int> ins = is_k ? std::vector<int>{256, 3 * 256, 7 * 256} : std::vector<int>{32, 5 * 32, 37 * 32};
+      for (int in : ins) {
+        for (int tokens : {17, 33, 100}) {
+          QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
+              << t << tokens << in;
+        }
+      }
+    }
+    for (GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
+      for (int in : {32, 769, 2048}) {
+        for (int tokens : {17, 33, 100}) {
+          QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
+              << t << tokens << in;
+        }
+      }
+    }
+  }
+  void amxPrefillMatchesReference() {
+    const std::string status = cpu_amx_status();
+    if (qEnvironmentVariable("IWB_CPU_NO_AMX") == "1") QVERIFY(status.find("IWB_CPU_NO_AMX") != std::string::npos);
+    if (status.rfind("used", 0) != 0) QSKIP(("AMX " + status).c_str());
+    QFETCH(GgmlType, type);
+    QFETCH(int, numTokens);
+    QFETCH(int, inFeatures);
+    const bool is_float = !ggml_type_traits(type).is_quantized;
+    if (is_float && status.find("bf16") == std::string::npos) QSKIP("no AMX-BF16");
+    if (!is_float && status.find("int8") == std::string::npos) QSKIP("no AMX-INT8");
+    std::mt19937 rng(static_cast<uint32_t>(300 + static_cast<int>(type) * 11 + numTokens + inFeatures));
+    const int64_t in = inFeatures, out = 200;
+    const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
+    std::vector<float> x = random_floats(static_cast<size_t>(numTokens * in), rng, 1.0f, 0.1f);
+    for (size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;
+    const std::vector<float> bias = random_floats(static_cast<size_t>(out), rng, 0.1f);
+    std::vector<float> ref(static_cast<size_t>(numTokens * out));
+    MatmulArgs args{type, w.data(), in, out, x.data(), numTokens, bias.data(), ref.data(), 1};
+    QVERIFY(matmul_ref(args));
+    const std::vector<double> sigma = is_float ? std::vector<double>() : rounding_sigmas(type, w, x, in, out, numTokens);
+    for (int threads : {1, 2}) {
+      std::vector<float> fast(ref.size(), NAN);
+      args.output = fast.data();
+      args.num_threads = threads;
+      QVERIFY(matmul(args));
+      if (is_float) {
+        const double e = max_relative_error(fast, ref);
+        QVERIFY2(e < 1e-5, qPrintable(QString("max error %1 of max |output|").arg(e)));
+        if (threads == 2) qInfo("max error %g of max |output|", e);
+      } else {
+        const SigmaError e = sigma_error(fast, ref, sigma);
+        const QString what = QString("threads %1: max %2 sigma, mean square %3 sigma^2").arg(threads).arg(e.max).arg(e.mean_square);
+        QVERIFY2(e.max < kMaxSigmas, qPrintable(what));
+        if (threads == 2) qInfo("%s", qPrintable(what));
+      }
+    }
   }
 
   void scratchBytesForOtherTypes() {

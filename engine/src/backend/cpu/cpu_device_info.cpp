@@ -1,5 +1,6 @@
 // describe_cpu_device: the host CPU as a ComputeDeviceInfo, from /proc and CPUID.
 #include "iwb/engine/backend/device_info.h"
+#include "iwb/kernels/cpu_amx.h"
 
 #include <fstream>
 #include <string>
@@ -95,6 +96,7 @@ ComputeDeviceInfo describe_cpu_device() {
     }
   }
   info.simd_features = detect_simd_features();
+  info.amx_status = cpu_amx_status();
   return info;
 }
 

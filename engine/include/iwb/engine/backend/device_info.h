@@ -22,6 +22,7 @@ struct ComputeDeviceInfo {
   // CPU only.
   int num_logical_cores = 0;
   std::vector<std::string> simd_features;  // detected at run time: "avx2", "fma", ...
+  std::string amx_status;  // "used (int8, bf16)" or "not used (<reason>)": the prefill matmuls' AMX tiles
 
   // CUDA only (zero for the CPU).
   int compute_capability_major = 0;

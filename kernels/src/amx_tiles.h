@@ -1,0 +1,83 @@
+// Intel AMX tile configuration shared by the AMX prefill GEMMs (private to kernels/src; include
+// only from files whose AMX functions carry IWB_AMX). A tile configuration is per thread: each
+// kernel names the one it wants and ensure_tile_config loads it only when this thread holds
+// another (or none), so a thread running GEMM after GEMM loads it once.
+#pragma once
+
+#include "quant_avx512_common.h"
+
+#include <cstdint>
+
+#define IWB_AMX                                                                                                  \
+  __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16," \
+                        "avx2,fma,f16c,bmi,bmi2")))
+
+// tilestored of a whole 16 x 64-byte tile (or its configured rows) to `ptr` (64-byte rows),
+// with the stored bytes as the asm's output. GCC's _tile_stored clobbers all memory instead,
+// which forces every live vector (a kernel's accumulators) through the stack at each store.
+#define IWB_TILE_STORE(tile, ptr)                                                                  \
+  __asm__ volatile("tilestored %%tmm" #tile ", (%1,%2,1)"                                            \
+                   : "=m"(*reinterpret_cast<uint8_t(*)[1024]>(ptr))                                 \
+                   : "r"(static_cast<void*>(ptr)), "r"(64L))
+
+namespace iwb::detail::amx {
+
+// GCC's _tile_loadd names no memory input: after writing a buffer that tiles will load (packed
+// weights, split activations), this keeps the compiler from moving the writes past the loads.
+inline void tile_buffer_written() { __asm__ volatile("" ::: "memory"); }
+
+// The 64-byte operand of ldtilecfg (palette 1: 8 tiles of up to 16 rows x 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};  // bytes per row of tile i
+  uint8_t rows[16] = {};    // rows of tile i
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Loads `config` into this thread's tile registers unless the last one loaded here had the
+// same key (a kernel's own number plus whatever varies, e.g. the rows of a token tail).
+void ensure_tile_config(uint32_t key, const TileConfig& config);
+
+// Per 256-bit half, an 8 x 8 transpose of 32-bit values: z[i] = [row i | row i+8] (8 dwords
+// each) becomes z[k] = [dword k of rows 0..7 | dword k of rows 8..15], the layout of an AMX
+// B tile row ("VNNI" order: 4 bytes or 2 bf16 of one weight row per 32-bit column).
+IWB_AVX512 inline void transpose_dword_halves(__m512i z[8]) {
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    z[e] = _mm512_permutex2var_epi64(u[e], low, u[4 + e]);
+    z[e + 4] = _mm512_permutex2var_epi64(u[e], high, u[4 + e]);
+  }
+}
+
+// 16 rows of 16 dwords (u[i]: row i) as 16 B-tile rows (out + 64 k: dword k of every row).
+IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {
+  for (int half = 0; half < 2; ++half) {
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      z[i] = half == 0 ? _mm512_inserti64x4(u[i], _mm512_castsi512_si256(u[i + 8]), 1)
+                       : _mm512_shuffle_i64x2(u[i], u[i + 8], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    transpose_dword_halves(z);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + (8 * half + k) * 64, z[k]);
+  }
+}
+
+}  // namespace iwb::detail::amx

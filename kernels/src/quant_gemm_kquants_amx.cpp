@@ -1,0 +1,240 @@
+// AMX int8 prefill GEMM for the K-quants (Q4_K, Q5_K, Q6_K) with Q8_K activations. The integer
+// sub-block scales are folded into the weights when the panel is repacked: w = sc * q (Q4_K,
+// Q5_K: 0..1953) or sc * (q - 32) (Q6_K: -4064..4096) does not fit a byte, so it is split as
+// w = 128 * hi + lo (lo 0..127, hi -32..32) into two B tiles, and per super-block two int32
+// tiles (hi and lo, tdpbssd over 4 steps of 64 elements) give sum(w * a) = 128 * C_hi + C_lo
+// exactly. Only one f32 scale per super-block and token remains (d_w * d_a), instead of one per
+// 16- or 32-element sub-block: the vector units, not the tiles, bound an int8 AMX GEMM. The
+// Q4_K/Q5_K mins meet the activations' sub-block sums through vpdpwssd, as in the VNNI GEMM.
+//
+// Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): super-block, then groups of
+// 32 tokens (two A tiles), then sub-panels: a super-block's packed rows (8.6 KiB per sub-panel)
+// stay in L1 while every token passes; the outputs accumulate in place (bias first).
+#include "quant_dot.h"
+
+#if defined(__x86_64__)
+#include "amx_tiles.h"
+
+#include <algorithm>
+
+namespace iwb::detail {
+namespace {
+
+using namespace avx512;
+
+constexpr int kRowsPerTile = 16;
+constexpr int kSubPanels = kQuantGemmAmxRows / kRowsPerTile;
+constexpr int64_t kTileBytes = 1024;                 // one B tile: 16 rows x 64 bytes
+constexpr int64_t kWeightBytes = 4 * 2 * kTileBytes;  // 4 steps of 64 elements, hi and lo
+// Per sub-panel and super-block: the weight tiles, d[16], dmin[16], 4 x 16 min pairs.
+constexpr int64_t kSubBytes = kWeightBytes + 64 + 64 + 256;
+constexpr uint32_t kConfigKey = 0x200;
+
+// Tiles: 0, 1 A (tokens 0..15 and 16..31 of a group, 64 bytes); 2, 3 B hi and lo; 4, 5 C hi
+// and lo of A 0; 6, 7 of A 1.
+void configure(int tokens0, int tokens1) {
+  amx::TileConfig c;
+  const int tokens[2] = {tokens0, tokens1};
+  for (int a = 0; a < 2; ++a) {
+    if (tokens[a] == 0) continue;
+    c.rows[a] = static_cast<uint8_t>(tokens[a]), c.colsb[a] = 64;
+    for (int t : {4 + 2 * a, 5 + 2 * a}) c.rows[t] = static_cast<uint8_t>(tokens[a]), c.colsb[t] = 64;
+  }
+  for (int t : {2, 3}) c.rows[t] = 16, c.colsb[t] = 64;
+  amx::ensure_tile_config(kConfigKey + static_cast<uint32_t>(tokens0 * 32 + tokens1), c);
+}
+
+template <typename Block>
+constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
+
+// Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].
+template <typename Block>
+IWB_AVX512 inline void chunk_scales(const Block& blk, int c, __m512i* s_low, __m512i* s_high) {
+  if constexpr (kIsQ6<Block>) {  // 16-element groups 4c .. 4c+3
+    const int8_t* sc = blk.scales + 4 * c;
+    *s_low = _mm512_inserti64x4(_mm512_set1_epi16(sc[0]), _mm256_set1_epi16(sc[1]), 1);
+    *s_high = _mm512_inserti64x4(_mm512_set1_epi16(sc[2]), _mm256_set1_epi16(sc[3]), 1);
+  } else {  // 32-element sub-blocks 2c and 2c+1
+    uint64_t sc, m;
+    unpack_k4_scales(blk.scales, &sc, &m);
+    *s_low = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF));
+    *s_high = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF));
+  }
+}
+
+// Super-block b of 16 rows into out (kSubBytes, 64-byte aligned).
+template <typename Block>
+IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_t* out) {
+  for (int c = 0; c < 4; ++c) {
+    __m512i hi[16], lo[16];
+#pragma GCC unroll 2
+    for (int i = 0; i < 16; ++i) {
+      const __m512i q = unpack_chunk(rows[i][b], c);
+      __m512i s_low, s_high;
+      chunk_scales(rows[i][b], c, &s_low, &s_high);
+      __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q)), w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
+      if constexpr (kIsQ6<Block>) {
+        w0 = _mm512_sub_epi16(w0, _mm512_set1_epi16(32));
+        w1 = _mm512_sub_epi16(w1, _mm512_set1_epi16(32));
+      }
+      w0 = _mm512_mullo_epi16(w0, s_low);
+      w1 = _mm512_mullo_epi16(w1, s_high);
+      const __m512i mask = _mm512_set1_epi16(127);
+      hi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(w0, 7))),
+                                 _mm512_cvtepi16_epi8(_mm512_srai_epi16(w1, 7)), 1);
+      lo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_and_si512(w0, mask))),
+                                 _mm512_cvtepi16_epi8(_mm512_and_si512(w1, mask)), 1);
+    }
+    amx::store_b_tile(hi, out + (2 * c) * kTileBytes);
+    amx::store_b_tile(lo, out + (2 * c + 1) * kTileBytes);
+  }
+  auto* d = reinterpret_cast<float*>(out + kWeightBytes);
+  float* dmin = d + 16;
+  auto* min_pairs = reinterpret_cast<int32_t*>(dmin + 16);
+  for (int i = 0; i < 16; ++i) {
+    d[i] = half(rows[i][b].d);
+    if constexpr (!kIsQ6<Block>) {
+      dmin[i] = half(rows[i][b].dmin);
+      uint64_t sc, m;
+      unpack_k4_scales(rows[i][b].scales, &sc, &m);
+      for (int j = 0; j < 4; ++j) {
+        min_pairs[j * 16 + i] = static_cast<int32_t>(((m >> (16 * j)) & 0xFF) | (((m >> (16 * j + 8)) & 0xFF) << 16));
+      }
+    } else {
+      dmin[i] = 0.0f;
+    }
+  }
+}
+
+// The 8 sub-block sums of a Q8_K block (pairs of its 16-element bsums) as int16, 4 dwords.
+IWB_AVX512 inline __m128i sub_block_sums(const BlockQ8_K& x) {
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+  return _mm256_cvtepi32_epi16(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
+}
+
+// out rows (lane i: weight row i) += token t's share of super-block b, from the C tiles (hi,
+// lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
+template <typename Block>
+IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const int32_t* sums,
+                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, __mmask16 rows_mask,
+                                float* out, int64_t out_stride) {
+  const auto* dp = reinterpret_cast<const float*>(sub + kWeightBytes);
+  const __m512 dw = _mm512_load_ps(dp);
+  for (int t = 0; t < tokens; ++t) {
+    const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b];
+    const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
+    float* o = out + t * out_stride;
+    __m512 acc = _mm512_maskz_loadu_ps(rows_mask, o);
+    if constexpr (kIsQ6<Block>) {
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc);
+    } else {
+      const auto* min_pairs = reinterpret_cast<const int32_t*>(dp + 32);
+      __m512i mins = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + 16 * j), _mm512_set1_epi32(sums[4 * t + j]));
+      const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw, _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
+      acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
+    }
+    _mm512_mask_storeu_ps(o, rows_mask, acc);
+  }
+}
+
+template <typename Block>
+IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
+                             size_t activation_stride, int64_t num_tokens, int64_t n, const float* bias, float* out,
+                             int64_t out_stride, uint8_t* buffer) {
+  const int64_t nb = n / kQK_K;
+  const int num_sub = (num_rows + kRowsPerTile - 1) / kRowsPerTile;
+  // Packed as [super-block][sub-panel].
+  for (int g = 0; g < num_sub; ++g) {
+    const Block* rows[16];
+    for (int i = 0; i < 16; ++i) {
+      rows[i] = reinterpret_cast<const Block*>(weight + std::min(g * kRowsPerTile + i, num_rows - 1) * weight_stride);
+    }
+    for (int64_t b = 0; b < nb; ++b) pack_sub_super_block(rows, b, buffer + (b * kSubPanels + g) * kSubBytes);
+  }
+  amx::tile_buffer_written();
+  __mmask16 masks[kSubPanels];
+  for (int g = 0; g < num_sub; ++g) {
+    const int rows = std::min(kRowsPerTile, num_rows - g * kRowsPerTile);
+    masks[g] = static_cast<__mmask16>((1u << rows) - 1);
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(masks[g], bias + g * kRowsPerTile) : _mm512_setzero_ps();
+    for (int64_t t = 0; t < num_tokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride + g * kRowsPerTile, masks[g], bv);
+  }
+  alignas(64) int32_t c[4][16 * 16];
+  alignas(64) int32_t sums[32 * 4];
+  const auto stride = static_cast<long>(activation_stride);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
+      const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
+      const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
+      configure(tokens0, tokens1);
+      const uint8_t* first_row = activation + t0 * activation_stride;
+      // A rows of step k: qs[64k .. 64k+63] of super-block b.
+      const uint8_t* a0 = first_row + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
+      const uint8_t* a1 = a0 + 16 * activation_stride;
+      if constexpr (!kIsQ6<Block>) {
+        for (int t = 0; t < tokens; ++t) {
+          _mm_store_si128(reinterpret_cast<__m128i*>(sums + 4 * t),
+                          sub_block_sums(reinterpret_cast<const BlockQ8_K*>(first_row + t * activation_stride)[b]));
+        }
+      }
+      for (int g = 0; g < num_sub; ++g) {
+        const uint8_t* sub = buffer + (b * kSubPanels + g) * kSubBytes;
+        _tile_zero(4);
+        _tile_zero(5);
+        if (tokens1 > 0) {
+          _tile_zero(6);
+          _tile_zero(7);
+        }
+        for (int k = 0; k < 4; ++k) {
+          _tile_loadd(0, a0 + 64 * k, stride);
+          _tile_loadd(2, sub + (2 * k) * kTileBytes, 64);
+          _tile_loadd(3, sub + (2 * k + 1) * kTileBytes, 64);
+          _tile_dpbssd(4, 0, 2);
+          _tile_dpbssd(5, 0, 3);
+          if (tokens1 > 0) {
+            _tile_loadd(1, a1 + 64 * k, stride);
+            _tile_dpbssd(6, 1, 2);
+            _tile_dpbssd(7, 1, 3);
+          }
+        }
+        IWB_TILE_STORE(4, c[0]);
+        IWB_TILE_STORE(5, c[1]);
+        float* o = out + t0 * out_stride + g * kRowsPerTile;
+        scale_tiles<Block>(c[0], c[1], sub, sums, first_row, activation_stride, b, tokens0, masks[g], o, out_stride);
+        if (tokens1 > 0) {
+          IWB_TILE_STORE(6, c[2]);
+          IWB_TILE_STORE(7, c[3]);
+          scale_tiles<Block>(c[2], c[3], sub, sums + 16 * 4, first_row + 16 * activation_stride, activation_stride, b,
+                             tokens1, masks[g], o + 16 * out_stride, out_stride);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t quant_gemm_kquant_amx_buffer_bytes(int64_t n) { return static_cast<size_t>(n / kQK_K * kSubPanels * kSubBytes); }
+
+QuantGemmFn select_quant_gemm_kquant_amx(GgmlType type) {
+  if (!has_amx_int8()) return nullptr;
+  switch (type) {
+    case GgmlType::Q4_K: return gemm_kquant_amx<BlockQ4_K>;
+    case GgmlType::Q5_K: return gemm_kquant_amx<BlockQ5_K>;
+    case GgmlType::Q6_K: return gemm_kquant_amx<BlockQ6_K>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace iwb::detail
+
+#else
+
+namespace iwb::detail {
+size_t quant_gemm_kquant_amx_buffer_bytes(int64_t) { return 0; }
+QuantGemmFn select_quant_gemm_kquant_amx(GgmlType) { return nullptr; }
+}  // namespace iwb::detail
+
+#endif
