@@ -40,4 +40,14 @@ bool has_avx2_fma_f16c();
 // (as MatmulArgs::is_exact), so whole forward passes can be compared with an f32 reference.
 bool is_matmul_exact_forced();
 
+// How one-token matmuls (decode) stream their weight rows: each thread's chunk of rows is read
+// as `streams` sequential streams in turn, and `prefetch_bytes` > 0 fetches each row that far
+// ahead of the row being read in software. Chosen per CPU vendor from measurements (see
+// matmul_driver.cpp); IWB_DECODE_STREAMS and IWB_DECODE_PREFETCH override them for experiments.
+struct DecodeStreaming {
+  int streams = 2;
+  int prefetch_bytes = 0;
+};
+const DecodeStreaming& decode_streaming();
+
 }  // namespace iwb::detail

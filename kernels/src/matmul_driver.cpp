@@ -126,17 +126,25 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     }
     return;
   }
-  // Decode: one row at a time, from two streams, the chunk's first and second half in turn. A
-  // core keeps more misses in flight for two sequential streams than for one (Zen 5, one
-  // thread, 1536 x 151936 from DRAM, bench_matmul_tokens: Q6_K 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9,
-  // Q4_K 4.8 -> 4.2, Q4_0 5.1 -> 4.8; three streams no better, four worse; rows in L3 the
-  // same either way).
+  // Decode: one row at a time, from several sequential streams in turn (the chunk's first,
+  // second, ... part), each row optionally prefetched a little ahead: a core keeps more misses
+  // in flight for a few streams than for one (decode_streaming() in cpu_features.h has the
+  // figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
   if (a.num_tokens == 1 && row_end - row_begin >= 2 * kMinStreamRows) {
-    const int64_t half = (row_end - row_begin + 1) / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      for (const int64_t r : {row_begin + i, row_begin + half + i}) {
-        if (r < row_end)
-          a.output[r] = p.k->vec_dot(p.weight + r * p.weight_stride, p.act, in) + (a.bias ? a.bias[r] : 0.0f);
+    const DecodeStreaming& streaming = decode_streaming();
+    const int64_t streams = std::min<int64_t>(streaming.streams, (row_end - row_begin) / kMinStreamRows);
+    const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
+    const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
+    for (int64_t i = 0; i < per_stream; ++i) {
+      for (int64_t s = 0; s < streams; ++s) {
+        const int64_t r = row_begin + s * per_stream + i;
+        if (r >= row_end) break;
+        const uint8_t* w = p.weight + r * p.weight_stride;
+        if (ahead > 0) {
+          // (a prefetch past the last row is harmless: prefetches never fault)
+          for (size_t off = 0; off < p.weight_stride; off += 64) __builtin_prefetch(w + ahead + off);
+        }
+        a.output[r] = p.k->vec_dot(w, p.act, in) + (a.bias ? a.bias[r] : 0.0f);
       }
     }
     return;
