@@ -234,9 +234,9 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
   if (const QuantGemmFn amx = select_float_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kFloatGemmAmxRows;
-    // Each call splits every token's activations into bf16 hi + lo again per 32-row panel, which
-    // 16 tokens do not pay back (Xeon, one thread, F16 1536 x 8960: 16 tokens 5.9 ms against the
-    // FMA tiles' 5.5; 32 tokens 8.0 against 9.9).
+    // The activations are split into bf16 hi + lo tiles once per call, by all threads.
+    k.gemm_prepare = float_gemm_amx_prepare;
+    k.gemm_prepared_group_bytes = float_gemm_amx_group_bytes;
     k.gemm_min_tokens = 32;
   }
   *out = k;  // format None: the activations stay f32

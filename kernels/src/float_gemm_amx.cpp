@@ -9,9 +9,9 @@
 // 3.8e-6..6.3e-6 of max |output| for F16, 2.0e-6..5.7e-6 for BF16.
 //
 // A panel of kFloatGemmAmxRows = 32 rows is packed once per call as B tiles (16 pairs x 16
-// rows per 32 elements; hi and lo), then per group of 16 tokens the activations are split into
-// A tiles (hi and lo) once and multiplied with both 16-row halves, each in its own C tile that
-// accumulates over all of K.
+// rows per 32 elements; hi and lo), then per group of 16 tokens the A tiles (hi and lo, split
+// once per matmul by the driver through float_gemm_amx_prepare) are multiplied with both 16-row
+// halves, each in its own C tile that accumulates over all of K.
 #include "quant_dot.h"
 
 #if defined(__x86_64__)
@@ -97,10 +97,10 @@ IWB_AMX void pack_panel(const uint8_t* weight, size_t stride, int num_rows, int6
 }
 
 // Activation A tiles of 16 tokens: per step k, hi then lo (16 rows x 64 bytes each).
-IWB_AMX void split_tokens(const uint8_t* activation, size_t stride, int tokens, int64_t n, uint8_t* out) {
+IWB_AMX void split_tokens(const float* input, int64_t n, int tokens, uint8_t* out) {
   const int64_t nk = (n + 31) / 32;
   for (int t = 0; t < 16; ++t) {
-    const auto* x = reinterpret_cast<const float*>(activation + std::min(t, tokens - 1) * stride);
+    const float* x = input + std::min(t, tokens - 1) * n;
     for (int64_t k = 0; k < nk; ++k) {
       __m512i hi, lo;
       if (t < tokens) {
@@ -120,7 +120,6 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
                             int64_t out_stride, uint8_t* buffer) {
   const int64_t nk = (n + 31) / 32;
   uint8_t* packed = buffer;
-  uint8_t* a = buffer + nk * kStepBytes<W>;
   pack_panel<W>(weight, weight_stride, num_rows, n, packed);
   amx::tile_buffer_written();
   configure();
@@ -131,8 +130,8 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
   alignas(64) float c[2][16 * 16];
   for (int64_t t0 = 0; t0 < num_tokens; t0 += 16) {
     const int tokens = static_cast<int>(std::min<int64_t>(16, num_tokens - t0));
-    split_tokens(activation + t0 * activation_stride, activation_stride, tokens, n, a);
-    amx::tile_buffer_written();
+    // The group's A tiles, split once per call by the driver (float_gemm_amx_prepare).
+    const uint8_t* a = activation + (t0 / 16) * activation_stride;
     _tile_zero(6);
     _tile_zero(7);
     for (int64_t k = 0; k < nk; ++k) {
@@ -171,9 +170,13 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
 
 }  // namespace
 
-size_t float_gemm_amx_buffer_bytes(int64_t n) {
-  const auto nk = static_cast<size_t>((n + 31) / 32);
-  return nk * (kStepBytes<WeightF16> + 2 * kTileBytes);
+size_t float_gemm_amx_buffer_bytes(int64_t n) { return static_cast<size_t>((n + 31) / 32) * kStepBytes<WeightF16>; }
+
+size_t float_gemm_amx_group_bytes(int64_t n) { return static_cast<size_t>((n + 31) / 32) * 2 * kTileBytes; }
+
+void float_gemm_amx_prepare(const float* input, int64_t n, int num_tokens, uint8_t* out) {
+  split_tokens(input, n, num_tokens, out);
+  amx::tile_buffer_written();
 }
 
 QuantGemmFn select_float_gemm_amx(GgmlType type) {
@@ -191,6 +194,8 @@ QuantGemmFn select_float_gemm_amx(GgmlType type) {
 
 namespace iwb::detail {
 size_t float_gemm_amx_buffer_bytes(int64_t) { return 0; }
+size_t float_gemm_amx_group_bytes(int64_t) { return 0; }
+void float_gemm_amx_prepare(const float*, int64_t, int, uint8_t*) {}
 QuantGemmFn select_float_gemm_amx(GgmlType) { return nullptr; }
 }  // namespace iwb::detail
 

@@ -72,6 +72,7 @@ struct Plan {
   const DotKernels* k;
   bool use_gemm;
   bool use_lanes;
+  bool is_prepared;  // the GEMM reads activation groups made by k->gemm_prepare
   const uint8_t* weight;
   size_t weight_stride;
   const uint8_t* act;
@@ -192,7 +193,12 @@ bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
 
 size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens) {
   const DotKernels* k = kernels_for(type);
-  if (k == nullptr || k->quantize == nullptr || in_features <= 0 || num_tokens <= 0) return 0;
+  if (k == nullptr || in_features <= 0 || num_tokens <= 0) return 0;
+  if (k->gemm_prepare != nullptr && k->gemm != nullptr && num_tokens >= k->gemm_min_tokens) {
+    const int64_t groups = (num_tokens + kPreparedGroupTokens - 1) / kPreparedGroupTokens;
+    return k->gemm_prepared_group_bytes(in_features) * static_cast<size_t>(groups) + kAlign;
+  }
+  if (k->quantize == nullptr) return 0;
   return activation_stride(*k, in_features) * static_cast<size_t>(num_tokens) + kAlign;
 }
 
@@ -222,6 +228,11 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   }
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
+  p->is_prepared = p->use_gemm && k->gemm_prepare != nullptr;
+  if (p->is_prepared) {
+    p->act = nullptr;  // the prepared groups in the shared scratch, set by the caller
+    p->act_stride = k->gemm_prepared_group_bytes(a.in_features);
+  }
   p->token_block = std::max<int64_t>(
       kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p->act_stride) / kTileTokens * kTileTokens);
   return true;
@@ -287,46 +298,61 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   }
   const DotKernels& k0 = *plans[0].k;
   const bool is_quantized = k0.quantize != nullptr;
+  const bool is_prepared = plans[0].is_prepared;
+  for (size_t i = 1; i < group.size(); ++i) {
+    if (plans[i].is_prepared != is_prepared || (is_prepared && plans[i].k->gemm_prepare != k0.gemm_prepare)) return false;
+  }
+  // What all threads make of the input first: each token's quantized blocks, or each group of
+  // tokens prepared for the GEMM.
+  const int64_t num_units = is_prepared ? (first.num_tokens + kPreparedGroupTokens - 1) / kPreparedGroupTokens
+                            : is_quantized ? first.num_tokens
+                                           : 0;
+  const size_t act_stride = plans[0].act_stride;
   uint8_t* scratch = nullptr;
-  if (is_quantized) {
-    const size_t need = dot_kernels_scratch_bytes(first.weight_type, first.in_features, first.num_tokens);
+  if (num_units > 0) {
+    const size_t need = act_stride * static_cast<size_t>(num_units) + kAlign;
     // The caller's scratch when it is big enough, otherwise the calling thread's own.
     scratch = first.scratch != nullptr && first.scratch_bytes >= need
                   ? reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(first.scratch), kAlign))
                   : thread_scratch(need);
     for (size_t i = 0; i < group.size(); ++i) plans[i].act = scratch;
   }
-  const size_t act_stride = plans[0].act_stride;
-  auto quantize = [&](int64_t t) {
-    if (is_quantized) k0.quantize(first.input + t * first.in_features, scratch + t * act_stride, first.in_features);
+  auto prepare = [&](int64_t u) {
+    if (is_prepared) {
+      const int64_t t0 = u * kPreparedGroupTokens;
+      const int tokens = static_cast<int>(std::min<int64_t>(kPreparedGroupTokens, first.num_tokens - t0));
+      k0.gemm_prepare(first.input + t0 * first.in_features, first.in_features, tokens, scratch + u * act_stride);
+    } else {
+      k0.quantize(first.input + u * first.in_features, scratch + u * act_stride, first.in_features);
+    }
   };
   int64_t work = 0;
   for (const MatmulArgs& a : group) work += a.in_features * a.out_features * a.num_tokens;
   const int num_threads = work >= kMinParallelWork ? resolve_threads(first.num_threads) : 1;
   if (num_threads == 1) {
-    for (int64_t t = 0; t < first.num_tokens; ++t) quantize(t);
+    for (int64_t u = 0; u < num_units; ++u) prepare(u);
     for (size_t i = 0; i < group.size(); ++i) run_rows(group[i], plans[i], 0, group[i].out_features);
     return true;
   }
   const Chunks chunks(plans.data(), group.data(), group.size(), num_threads);
-  const bool is_serial_quantize = first.num_tokens * first.in_features <= kSerialQuantizeElements;
-  if (is_serial_quantize) {
-    for (int64_t t = 0; t < first.num_tokens; ++t) quantize(t);
+  const bool is_serial_prepare = !is_prepared && first.num_tokens * first.in_features <= kSerialQuantizeElements;
+  if (is_serial_prepare) {
+    for (int64_t u = 0; u < num_units; ++u) prepare(u);
   }
-  // Tokens quantized by all threads, one at a time; then every thread waits for the last one
-  // (a prompt's few hundred tokens take tens of microseconds) before it reads any row.
-  std::atomic<int64_t> next_token{0}, tokens_done{0}, next_chunk{0};
+  // Units made by all threads, one at a time; then every thread waits for the last one (a
+  // prompt's few hundred tokens take tens of microseconds) before it reads any row.
+  std::atomic<int64_t> next_unit{0}, units_done{0}, next_chunk{0};
   parallel_region(num_threads, [&](int, int) {
-    if (is_quantized && !is_serial_quantize) {
+    if (num_units > 0 && !is_serial_prepare) {
       int64_t mine = 0;
-      for (int64_t t = next_token.fetch_add(1, std::memory_order_relaxed); t < first.num_tokens;
-           t = next_token.fetch_add(1, std::memory_order_relaxed)) {
-        quantize(t);
+      for (int64_t u = next_unit.fetch_add(1, std::memory_order_relaxed); u < num_units;
+           u = next_unit.fetch_add(1, std::memory_order_relaxed)) {
+        prepare(u);
         ++mine;
       }
-      tokens_done.fetch_add(mine, std::memory_order_release);
+      units_done.fetch_add(mine, std::memory_order_release);
       SpinWait wait;
-      while (tokens_done.load(std::memory_order_acquire) < first.num_tokens) wait();
+      while (units_done.load(std::memory_order_acquire) < num_units) wait();
     }
     for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < chunks.size();
          c = next_chunk.fetch_add(1, std::memory_order_relaxed)) {

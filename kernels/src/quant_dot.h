@@ -70,6 +70,15 @@ using PackTokensFn = void (*)(const uint8_t* activation, size_t activation_strid
 using LanesDotFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* packed,
                             int num_tokens, int64_t num_elements, const float* bias, float* out, int64_t out_stride);
 
+// Activations a GEMM wants in a layout of its own (AMX's bf16 hi + lo tiles), made once per
+// matmul call by all threads instead of once per panel of rows: prepare writes up to
+// kPreparedGroupTokens f32 rows (num_tokens of them, the rest of the group zero) into one
+// group of prepared_group_bytes(in_features) bytes; the GEMM then receives the groups one after
+// another, its activation_stride being the bytes of a group.
+inline constexpr int kPreparedGroupTokens = 16;
+using PrepareGroupFn = void (*)(const float* input, int64_t in_features, int num_tokens, uint8_t* out);
+using PreparedGroupBytesFn = size_t (*)(int64_t in_features);
+
 struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
@@ -81,6 +90,8 @@ struct DotKernels {
   PackTokensFn pack_tokens = nullptr;  // null: no token-lane kernel
   LanesDotFn lanes = nullptr;
   int lanes_min_tokens = kLaneMaxTokens + 1;  // lanes replace the tiles from this many tokens to kLaneMaxTokens
+  PrepareGroupFn gemm_prepare = nullptr;      // non-null: gemm reads prepared activation groups
+  PreparedGroupBytesFn gemm_prepared_group_bytes = nullptr;
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
@@ -112,6 +123,8 @@ QuantGemmFn select_float_gemm_amx(GgmlType type);         // F16, BF16
 size_t quant_gemm_amx_buffer_bytes(int64_t num_elements);
 size_t quant_gemm_kquant_amx_buffer_bytes(int64_t num_elements);
 size_t float_gemm_amx_buffer_bytes(int64_t num_elements);
+void float_gemm_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
+size_t float_gemm_amx_group_bytes(int64_t num_elements);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
 size_t quant_gemm_kquant_buffer_bytes(int64_t num_elements);
 size_t float_gemm_buffer_bytes(int64_t num_elements);

@@ -24,7 +24,7 @@ struct MatmulArgs {
   int64_t num_tokens = 0;
   const float* bias = nullptr;   // [out_features] or null
   float* output = nullptr;       // [num_tokens x out_features]; must not alias input
-  int num_threads = 0;           // 0: OpenMP's default
+  int num_threads = 0;           // 0: the engine's default (iwb::default_num_threads())
   // Optional scratch for the quantized activations, matmul_scratch_bytes(...) bytes; null:
   // a buffer owned by the calling thread, grown once and reused.
   void* scratch = nullptr;
@@ -57,8 +57,8 @@ bool matmul(const MatmulArgs& args);
 // nothing) when they do not, when there are none or more than 8, or when one is invalid.
 bool matmul_group(std::span<const MatmulArgs> products);
 
-// Bytes of scratch matmul needs for these shapes (0 when the type takes no quantized
-// activations). Scratch smaller than this is not used (the thread's own buffer is).
+// Bytes of scratch matmul needs for these shapes (0 when the type takes its activations as
+// f32: neither quantized nor split into bf16 tiles for AMX). Scratch smaller than this is not used (the thread's own buffer is).
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t in_features, int64_t num_tokens);
 
 // Reference: whole-row reference dequantization, double-precision accumulation, one thread.
