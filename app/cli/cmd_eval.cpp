@@ -27,6 +27,7 @@ struct Options {
   quant::EvalOptions eval;
   std::string text_file;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   bool is_cache_skipped = false;
   bool is_json = false;
   bool is_store_skipped = false;
@@ -69,7 +70,8 @@ int parse(int argc, char** argv, Options* o) {
          .help = "generation speed test of N tokens; 0: skip",
          .destination = &o->eval.num_gen_tokens,
          .min = 0});
-  t.add({.names = {"--kv-type"}, .help = "the model's KV cache: 16-bit or 8-bit", .destination = &o->eval.kv_cache_type, .choices = {"f16", "q8_0"}});
+  t.begin_group("KV cache");
+  add_kv_cache_options(t, &o->kv_cache);
   t.begin_group("threads and device");
   add_threads_option(t, &o->eval.num_threads);
   add_device_options(t, &o->device);
@@ -78,6 +80,7 @@ int parse(int argc, char** argv, Options* o) {
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the run");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   o->eval.use_cache = !o->is_cache_skipped;
+  o->eval.kv_cache_type = kv_cache_types_name(o->kv_cache.types());
   Result<std::string> device = resolve_device(o->device, o->eval.model_path);
   if (!device) return report_usage_error(t, device.error_message());
   o->eval.device = *device;

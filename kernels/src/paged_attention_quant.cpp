@@ -1,0 +1,177 @@
+// Quantized KV cache: keys and values stored per head row as f16 or as 32-value blocks (Q8_0,
+// Q5_1, Q5_0, Q4_1, Q4_0), each side its own type. A quantized row is expanded to f32 once per
+// (query token, KV head) and meets every query head of the group in f32: the query is never
+// rounded (llama.cpp rounds it to the key type's dot-product partner, e.g. 8 bits for Q8_0),
+// and the softmax and the weighted value sum stay in f32 (the reference: double).
+#include "paged_attention_quant.h"
+
+#include "dequantize_rows.h"
+#include "iwb/kernels/dequantize.h"
+#include "iwb/kernels/quant_blocks.h"
+#include "iwb/kernels/quantize.h"
+#include "parallel.h"
+#include "simd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+namespace iwb::detail {
+void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
+  const int64_t num_blocks = n / 32;
+  switch (type) {
+    case GgmlType::Q8_0: dequantize_q8_0(reinterpret_cast<const BlockQ8_0*>(src), dst, num_blocks); return;
+    case GgmlType::Q5_1: dequantize_q5_1(reinterpret_cast<const BlockQ5_1*>(src), dst, num_blocks); return;
+    case GgmlType::Q5_0: dequantize_q5_0(reinterpret_cast<const BlockQ5_0*>(src), dst, num_blocks); return;
+    case GgmlType::Q4_1: dequantize_q4_1(reinterpret_cast<const BlockQ4_1*>(src), dst, num_blocks); return;
+    case GgmlType::Q4_0: dequantize_q4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, num_blocks); return;
+    default: dequantize_f16(src, dst, n); return;
+  }
+}
+
+namespace {
+
+template <typename Acc>
+Acc dot(const float* q, const float* k, int64_t n) {
+  if constexpr (sizeof(Acc) == sizeof(float)) {
+    return simd::dot_f32(q, k, n);
+  } else {
+    Acc s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<Acc>(q[i]) * static_cast<Acc>(k[i]);
+    return s;
+  }
+}
+
+template <typename Acc>
+struct Scratch {
+  std::vector<Acc> scores;  // [group x visible keys]
+  std::vector<Acc> acc;     // [group x head_dim_v]
+  std::vector<float> row;   // one expanded key or value row
+};
+
+// Attention of one query token over one KV head, for the `group` query heads that share it.
+// Acc is float (fast) or double (reference).
+template <typename Acc>
+void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_reference, Scratch<Acc>& s) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t k_units = kv_row_units(a.k_type, a.num_kv_heads * a.head_dim);
+  const int64_t v_units = kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v);
+  const int64_t k_head = kv_row_units(a.k_type, a.head_dim), v_head = kv_row_units(a.v_type, a.head_dim_v);
+  const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
+  auto slot_of = [&](int64_t p) {
+    return static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  };
+  const int64_t pos = a.positions[t];
+  const int64_t first = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
+  const int64_t count = pos - first + 1;
+  const bool is_f16_k = a.k_type == GgmlType::F16 && !is_reference;
+  const bool is_f16_v = a.v_type == GgmlType::F16 && !is_reference;
+  s.scores.assign(static_cast<size_t>(group * count), 0);
+  s.row.resize(static_cast<size_t>(std::max(a.head_dim, a.head_dim_v)));
+  const float* q0 = a.q + (t * a.num_heads + g * group) * a.head_dim;
+
+  for (int64_t p = first; p <= pos; ++p) {
+    const uint16_t* k = a.k_cache + slot_of(p) * k_units + g * k_head;
+    if (!is_f16_k) expand_kv_row(a.k_type, k, s.row.data(), a.head_dim);
+    for (int64_t j = 0; j < group; ++j) {
+      const float* q = q0 + j * a.head_dim;
+      Acc x = is_f16_k ? static_cast<Acc>(simd::dot_f32_f16(q, k, a.head_dim)) : dot<Acc>(q, s.row.data(), a.head_dim);
+      x *= static_cast<Acc>(a.scale);
+      if (a.softcap > 0.0f) x = static_cast<Acc>(a.softcap) * std::tanh(x / static_cast<Acc>(a.softcap));
+      s.scores[static_cast<size_t>(j * count + p - first)] = x;
+    }
+  }
+  for (int64_t j = 0; j < group; ++j) {
+    Acc* row = s.scores.data() + j * count;
+    const Acc max = *std::max_element(row, row + count);
+    Acc sum = 0;
+    for (int64_t i = 0; i < count; ++i) sum += (row[i] = std::exp(row[i] - max));
+    for (int64_t i = 0; i < count; ++i) row[i] /= sum;
+  }
+
+  s.acc.assign(static_cast<size_t>(group * a.head_dim_v), 0);
+  for (int64_t p = first; p <= pos; ++p) {
+    const uint16_t* v = a.v_cache + slot_of(p) * v_units + g * v_head;
+    if (!is_f16_v) expand_kv_row(a.v_type, v, s.row.data(), a.head_dim_v);
+    for (int64_t j = 0; j < group; ++j) {
+      const Acc w = s.scores[static_cast<size_t>(j * count + p - first)];
+      Acc* out = s.acc.data() + j * a.head_dim_v;
+      if constexpr (sizeof(Acc) == sizeof(float)) {
+        if (is_f16_v) {
+          simd::axpy_f16(w, v, out, a.head_dim_v);
+          continue;
+        }
+      }
+      const float* x = s.row.data();
+      for (int64_t i = 0; i < a.head_dim_v; ++i) out[i] += w * static_cast<Acc>(x[i]);
+    }
+  }
+  float* out = a.output + (t * a.num_heads + g * group) * a.head_dim_v;
+  for (int64_t i = 0; i < group * a.head_dim_v; ++i) out[i] = static_cast<float>(s.acc[static_cast<size_t>(i)]);
+}
+
+// Largest |x| a cache type stores (f16's own range for F16).
+float max_abs_input(GgmlType type) { return type == GgmlType::F16 ? 65504.0f : quantize_max_abs_input(type); }
+
+bool rows_convert(const float* x, int64_t n, GgmlType type) {
+  const float limit = max_abs_input(type);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(std::fabs(x[i]) <= limit)) return false;  // also NaN
+  }
+  return true;
+}
+
+void store_row(GgmlType type, const float* src, uint16_t* dst, int64_t n) {
+  if (type == GgmlType::F16) {
+    simd::f32_to_f16_row(src, dst, n);
+  } else {
+    // Block boundaries fall on head boundaries (head sizes are multiples of 32), so the slot's
+    // whole row is quantized at once.
+    quantize_row_ref(type, src, dst, n, nullptr);
+  }
+}
+
+}  // namespace
+
+bool paged_attention_quant(const PagedAttentionArgs& a, bool is_reference) {
+  const int64_t num_pairs = a.num_tokens * a.num_kv_heads;
+  if (is_reference) {
+    Scratch<double> s;
+    for (int64_t pair = 0; pair < num_pairs; ++pair) attend_group<double>(a, pair / a.num_kv_heads, pair % a.num_kv_heads, true, s);
+    return true;
+  }
+  double work = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
+  work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
+  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  std::atomic<int64_t> next_pair{0};
+  parallel_region(num_threads, [&](int, int) {
+    Scratch<float> s;
+    for (int64_t pair = next_pair.fetch_add(1, std::memory_order_relaxed); pair < num_pairs;
+         pair = next_pair.fetch_add(1, std::memory_order_relaxed)) {
+      attend_group<float>(a, pair / a.num_kv_heads, pair % a.num_kv_heads, false, s);
+    }
+  });
+  return true;
+}
+
+bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
+  const int64_t k_units = kv_row_units(a.k_type, a.k_row), v_units = kv_row_units(a.v_type, a.v_row);
+  // Check every row converts before writing any (an inf or NaN has no quantized form).
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    if (a.slot_mapping[t] < 0) continue;
+    if (!rows_convert(a.k + t * a.k_row, a.k_row, a.k_type) || !rows_convert(a.v + t * a.v_row, a.v_row, a.v_type)) {
+      return false;
+    }
+  }
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int64_t slot = a.slot_mapping[t];
+    if (slot < 0) continue;
+    store_row(a.k_type, a.k + t * a.k_row, a.k_cache + slot * k_units, a.k_row);
+    store_row(a.v_type, a.v + t * a.v_row, a.v_cache + slot * v_units, a.v_row);
+  }
+  return true;
+}
+
+}  // namespace iwb::detail
