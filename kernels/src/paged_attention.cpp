@@ -190,6 +190,7 @@ bool valid(const WriteKvPagedArgs& a) {
     return false;
   }
   if (a.num_tokens <= 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return false;
+  if (a.num_kv_heads <= 0 || a.k_row % a.num_kv_heads != 0 || a.v_row % a.num_kv_heads != 0) return false;
   if (kv_row_units(a.k_type, a.k_row) == 0 || kv_row_units(a.v_type, a.v_row) == 0) return false;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] >= a.num_slots) return false;

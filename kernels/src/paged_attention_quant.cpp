@@ -1,8 +1,9 @@
 // Quantized KV cache: keys and values stored per head row as f16 or as 32-value blocks (Q8_0,
-// Q5_1, Q5_0, Q4_1, Q4_0), each side its own type. A quantized row is expanded to f32 once per
-// (query token, KV head) and meets every query head of the group in f32: the query is never
-// rounded (llama.cpp rounds it to the key type's dot-product partner, e.g. 8 bits for Q8_0),
-// and the softmax and the weighted value sum stay in f32 (the reference: double).
+// Q5_1, Q5_0, Q4_1, Q4_0), each side its own type, a quantized side Hadamard-rotated first (see
+// paged_attention_quant.h). A quantized row is expanded to f32 once per (query token, KV head)
+// and meets every query head of the group in f32: the query is never rounded (llama.cpp rounds
+// it to the key type's dot-product partner, e.g. 8 bits for Q8_0), and the softmax and the
+// weighted value sum stay in f32 (the reference: double).
 #include "paged_attention_quant.h"
 
 #include "dequantize_rows.h"
@@ -30,6 +31,40 @@ void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+int64_t kv_rotation_size(GgmlType type, int64_t head_dim, bool is_key) {
+  if (type == GgmlType::F16 || !is_kv_cache_type(type) || head_dim % 32 != 0) return 0;
+  // Values: pieces of 64 (llama.cpp found smaller rotations better for V); keys: the largest
+  // power of two dividing the head size.
+  if (!is_key) return head_dim % 64 == 0 ? 64 : 32;
+  int64_t size = 32;
+  while (head_dim % (size * 2) == 0) size *= 2;
+  return size;
+}
+
+namespace {
+
+template <typename T>
+void rotate(T* x, int64_t n, int64_t size) {
+  const T norm = T(1) / std::sqrt(static_cast<T>(size));
+  for (T* y = x; y < x + n; y += size) {
+    for (int64_t h = 1; h < size; h *= 2) {
+      for (int64_t i = 0; i < size; i += 2 * h) {
+        for (int64_t j = i; j < i + h; ++j) {
+          const T a = y[j], b = y[j + h];
+          y[j] = a + b;
+          y[j + h] = a - b;
+        }
+      }
+    }
+    for (int64_t j = 0; j < size; ++j) y[j] *= norm;
+  }
+}
+
+}  // namespace
+
+void hadamard_rotate(float* x, int64_t n, int64_t size) { rotate(x, n, size); }
+void hadamard_rotate(double* x, int64_t n, int64_t size) { rotate(x, n, size); }
+
 namespace {
 
 template <typename Acc>
@@ -48,6 +83,7 @@ struct Scratch {
   std::vector<Acc> scores;  // [group x visible keys]
   std::vector<Acc> acc;     // [group x head_dim_v]
   std::vector<float> row;   // one expanded key or value row
+  std::vector<float> q;     // [group x head_dim] the group's queries, rotated like the keys
 };
 
 // Attention of one query token over one KV head, for the `group` query heads that share it.
@@ -70,6 +106,11 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
   s.scores.assign(static_cast<size_t>(group * count), 0);
   s.row.resize(static_cast<size_t>(std::max(a.head_dim, a.head_dim_v)));
   const float* q0 = a.q + (t * a.num_heads + g * group) * a.head_dim;
+  if (const int64_t rot = a.is_rotated ? kv_rotation_size(a.k_type, a.head_dim, true) : 0; rot > 0) {
+    s.q.assign(q0, q0 + group * a.head_dim);
+    hadamard_rotate(s.q.data(), group * a.head_dim, rot);
+    q0 = s.q.data();
+  }
 
   for (int64_t p = first; p <= pos; ++p) {
     const uint16_t* k = a.k_cache + slot_of(p) * k_units + g * k_head;
@@ -107,6 +148,9 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
       for (int64_t i = 0; i < a.head_dim_v; ++i) out[i] += w * static_cast<Acc>(x[i]);
     }
   }
+  if (const int64_t rot = a.is_rotated ? kv_rotation_size(a.v_type, a.head_dim_v, false) : 0; rot > 0) {
+    hadamard_rotate(s.acc.data(), group * a.head_dim_v, rot);  // back from the values' rotation
+  }
   float* out = a.output + (t * a.num_heads + g * group) * a.head_dim_v;
   for (int64_t i = 0; i < group * a.head_dim_v; ++i) out[i] = static_cast<float>(s.acc[static_cast<size_t>(i)]);
 }
@@ -122,14 +166,22 @@ bool rows_convert(const float* x, int64_t n, GgmlType type) {
   return true;
 }
 
-void store_row(GgmlType type, const float* src, uint16_t* dst, int64_t n) {
+// One slot's row of n values (heads of head_dim) as `type` stores it: f16, or rotated then
+// quantized (`rotated` is scratch of n floats).
+bool store_row(GgmlType type, const float* src, int64_t n, int64_t rot, std::vector<float>& rotated, uint16_t* dst,
+               bool is_checked) {
   if (type == GgmlType::F16) {
-    simd::f32_to_f16_row(src, dst, n);
-  } else {
-    // Block boundaries fall on head boundaries (head sizes are multiples of 32), so the slot's
-    // whole row is quantized at once.
-    quantize_row_ref(type, src, dst, n, nullptr);
+    if (is_checked && !rows_convert(src, n, type)) return false;
+    if (dst != nullptr) simd::f32_to_f16_row(src, dst, n);
+    return true;
   }
+  rotated.assign(src, src + n);
+  // Rotation pieces and 32-value blocks fall within heads (head sizes are multiples of 32), so
+  // the slot's whole row is rotated and quantized at once.
+  if (rot > 0) hadamard_rotate(rotated.data(), n, rot);
+  if (is_checked && !rows_convert(rotated.data(), n, type)) return false;
+  if (dst != nullptr) quantize_row_ref(type, rotated.data(), dst, n, nullptr);
+  return true;
 }
 
 }  // namespace
@@ -158,18 +210,22 @@ bool paged_attention_quant(const PagedAttentionArgs& a, bool is_reference) {
 
 bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
   const int64_t k_units = kv_row_units(a.k_type, a.k_row), v_units = kv_row_units(a.v_type, a.v_row);
+  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, a.k_row / a.num_kv_heads, true) : 0;
+  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, a.v_row / a.num_kv_heads, false) : 0;
+  std::vector<float> rotated;
   // Check every row converts before writing any (an inf or NaN has no quantized form).
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] < 0) continue;
-    if (!rows_convert(a.k + t * a.k_row, a.k_row, a.k_type) || !rows_convert(a.v + t * a.v_row, a.v_row, a.v_type)) {
+    if (!store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, nullptr, true) ||
+        !store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, nullptr, true)) {
       return false;
     }
   }
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
-    store_row(a.k_type, a.k + t * a.k_row, a.k_cache + slot * k_units, a.k_row);
-    store_row(a.v_type, a.v + t * a.v_row, a.v_cache + slot * v_units, a.v_row);
+    store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, a.k_cache + slot * k_units, false);
+    store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, a.v_cache + slot * v_units, false);
   }
   return true;
 }

@@ -172,12 +172,15 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
   const int64_t first_pos = a.positions[w.first_token];
   const int64_t last_pos = first_pos + w.num_tokens - 1;
   const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
+  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
+  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
 
   // Row r = token i * group + head hh: q scaled once, m = -inf, l = 0, o = 0.
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
     const float* q = a.q + (t * a.num_heads + h) * dk;
     for (int64_t d = 0; d < dk; ++d) s.q[r * dk + d] = q[d] * a.scale;
+    if (rot_k > 0) hadamard_rotate(&s.q[r * dk], dk, rot_k);  // keys stored rotated: (Hq).(Hk) = q.k
     s.m[r] = -INFINITY;
     s.l[r] = 0.0f;
   }
@@ -254,6 +257,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
     const __m512 inv = _mm512_set1_ps(1.0f / s.l[r]);
     for (int64_t d = 0; d < dv; d += 16)
       _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(&s.o[r * dv + d]), inv));
+    if (rot_v > 0) hadamard_rotate(out, dv, rot_v);  // values stored rotated: back with H
   }
 }
 

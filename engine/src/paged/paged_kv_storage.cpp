@@ -134,6 +134,7 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.num_slots = num_slots();
   args.k_row = k_row();
   args.v_row = v_row();
+  args.num_kv_heads = m_shape.num_kv_heads;
   args.k_type = m_types.k;
   args.v_type = m_types.v;
   if (!write_kv_paged(args)) {

@@ -10,7 +10,9 @@
 // -ctv): each head's row of head_dim values is head_dim / 32 blocks of a 32-value type (Q8_0:
 // 34 bytes, Q5_1: 24, Q5_0: 22, Q4_1: 20, Q4_0: 18) in the same layout, so a slot of k_row
 // values takes kv_row_units(type, k_row) = k_row / 32 * bytes / 2 uint16 units instead of k_row.
-// Head sizes must be multiples of 32.
+// Head sizes must be multiples of 32. A quantized side stores each head row Hadamard-rotated
+// (as llama.cpp's cache does): large channels no longer set their blocks' scales alone; the
+// attention undoes it (rotated queries, rotated-back output), so callers see plain values.
 #pragma once
 
 #include "iwb/kernels/ggml_type.h"
@@ -44,6 +46,7 @@ struct PagedAttentionArgs {
   int num_threads = 0;                    // 0: OpenMP's default
   GgmlType k_type = GgmlType::F16;        // the keys' cache type (see above)
   GgmlType v_type = GgmlType::F16;        // the values' cache type
+  bool is_rotated = true;                 // quantized sides stored rotated (false: as they are, CUDA's q8_0)
 };
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
@@ -70,8 +73,10 @@ struct WriteKvPagedArgs {
   int64_t num_slots = 0;                  // num_blocks * block_size
   int64_t k_row = 0;                      // num_kv_heads * head_dim
   int64_t v_row = 0;                      // num_kv_heads * head_dim_v
+  int64_t num_kv_heads = 1;               // heads per row: a quantized side is rotated head by head
   GgmlType k_type = GgmlType::F16;        // F16, or a block type (rows quantized per 32 values)
   GgmlType v_type = GgmlType::F16;
+  bool is_rotated = true;                 // rotate quantized sides first (see above)
 };
 
 // f32 -> f16 (round to nearest even) or the block type (ggml's reference rounding) into the

@@ -6,8 +6,8 @@
 // token of a prompt whose prefix is not cached against one whose prefix is.
 #pragma once
 
-#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/model/model_config.h"
+#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/status.h"
 
 #include <cstdint>
