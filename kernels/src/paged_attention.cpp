@@ -66,7 +66,7 @@ void for_each_slot(const PagedAttentionArgs& a, const int32_t* table, int64_t fi
 bool is_kv_cache_type(GgmlType type) {
   switch (type) {
     case GgmlType::F16: case GgmlType::Q8_0: case GgmlType::Q5_1: case GgmlType::Q5_0: case GgmlType::Q4_1:
-    case GgmlType::Q4_0:
+    case GgmlType::Q4_0: case GgmlType::F8_E4M3:
       return true;
     default:
       return false;
@@ -75,6 +75,7 @@ bool is_kv_cache_type(GgmlType type) {
 
 double kv_bytes_per_value(GgmlType type) {
   if (!is_kv_cache_type(type)) return 0;
+  if (type == GgmlType::F8_E4M3) return 1.0;
   const GgmlTypeTraits& t = ggml_type_traits(type);
   return static_cast<double>(t.bytes_per_block) / static_cast<double>(t.block_size);
 }
@@ -82,6 +83,7 @@ double kv_bytes_per_value(GgmlType type) {
 int64_t kv_row_units(GgmlType type, int64_t n) {
   if (n <= 0 || !is_kv_cache_type(type)) return 0;
   if (type == GgmlType::F16) return n;
+  if (type == GgmlType::F8_E4M3) return n % 2 == 0 ? n / 2 : 0;  // two bytes per uint16 unit
   const GgmlTypeTraits& t = ggml_type_traits(type);  // 32-value blocks of an even number of bytes
   return n % t.block_size == 0 ? n / t.block_size * static_cast<int64_t>(t.bytes_per_block / 2) : 0;
 }

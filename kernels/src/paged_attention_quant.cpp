@@ -16,11 +16,35 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace iwb::detail {
+namespace {
+
+// The 256 values of an FP8 E4M3 byte (0x7F and 0xFF, NaN, are never written: read as 448).
+struct E4m3Table {
+  float value[256];
+  E4m3Table() {
+    for (int b = 0; b < 256; ++b) {
+      const int e = (b >> 3) & 15, m = b & 7;
+      const float magnitude = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                                     : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+      value[b] = (b & 0x80 ? -1.0f : 1.0f) * ((b & 0x7F) == 0x7F ? 448.0f : magnitude);
+    }
+  }
+};
+const E4m3Table kE4m3;
+
+}  // namespace
+
 void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
   const int64_t num_blocks = n / 32;
+  if (type == GgmlType::F8_E4M3) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = kE4m3.value[bytes[i]];
+    return;
+  }
   switch (type) {
     case GgmlType::Q8_0: dequantize_q8_0(reinterpret_cast<const BlockQ8_0*>(src), dst, num_blocks); return;
     case GgmlType::Q5_1: dequantize_q5_1(reinterpret_cast<const BlockQ5_1*>(src), dst, num_blocks); return;
@@ -32,7 +56,8 @@ void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
 }
 
 int64_t kv_rotation_size(GgmlType type, int64_t head_dim, bool is_key) {
-  if (type == GgmlType::F16 || !is_kv_cache_type(type) || head_dim % 32 != 0) return 0;
+  // FP8 keeps an exponent per value: a large channel costs its neighbours nothing.
+  if (type == GgmlType::F16 || type == GgmlType::F8_E4M3 || !is_kv_cache_type(type) || head_dim % 32 != 0) return 0;
   // Values: pieces of 64 (llama.cpp found smaller rotations better for V); keys: the largest
   // power of two dividing the head size.
   if (!is_key) return head_dim % 64 == 0 ? 64 : 32;
@@ -155,8 +180,11 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
   for (int64_t i = 0; i < group * a.head_dim_v; ++i) out[i] = static_cast<float>(s.acc[static_cast<size_t>(i)]);
 }
 
-// Largest |x| a cache type stores (f16's own range for F16).
-float max_abs_input(GgmlType type) { return type == GgmlType::F16 ? 65504.0f : quantize_max_abs_input(type); }
+// Largest |x| a cache type stores (f16's own range for F16; FP8 saturates, any finite value).
+float max_abs_input(GgmlType type) {
+  if (type == GgmlType::F8_E4M3) return std::numeric_limits<float>::max();
+  return type == GgmlType::F16 ? 65504.0f : quantize_max_abs_input(type);
+}
 
 bool rows_convert(const float* x, int64_t n, GgmlType type) {
   const float limit = max_abs_input(type);
@@ -180,7 +208,13 @@ bool store_row(GgmlType type, const float* src, int64_t n, int64_t rot, std::vec
   // the slot's whole row is rotated and quantized at once.
   if (rot > 0) hadamard_rotate(rotated.data(), n, rot);
   if (is_checked && !rows_convert(rotated.data(), n, type)) return false;
-  if (dst != nullptr) quantize_row_ref(type, rotated.data(), dst, n, nullptr);
+  if (dst == nullptr) return true;
+  if (type == GgmlType::F8_E4M3) {
+    auto* bytes = reinterpret_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) bytes[i] = f32_to_e4m3(rotated[static_cast<size_t>(i)]);
+  } else {
+    quantize_row_ref(type, rotated.data(), dst, n, nullptr);
+  }
   return true;
 }
 
@@ -231,3 +265,25 @@ bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
 }
 
 }  // namespace iwb::detail
+
+namespace iwb {
+
+uint8_t f32_to_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const float a = std::min(std::fabs(x), 448.0f);
+  if (!(a >= 0.0f)) return 0x7E | sign;  // NaN: not written (refused before), saturate anyway
+  if (a < 0.015625f) {  // below the smallest normal 2^-6: multiples of 2^-9 (8 rounds up to 2^-6, code 8)
+    return static_cast<uint8_t>(sign | static_cast<int>(std::nearbyint(std::ldexp(a, 9))));
+  }
+  int e2 = 0;
+  const float f = std::frexp(a, &e2);                          // a = f * 2^e2, f in [0.5, 1)
+  int m = static_cast<int>(std::nearbyint((f * 2.0f - 1.0f) * 8.0f));  // ties to even
+  int e = e2 - 1 + 7;
+  if (m == 8) m = 0, ++e;
+  const int code = std::min((e << 3) | m, 0x7E);  // 448 at most
+  return static_cast<uint8_t>(sign | code);
+}
+
+float e4m3_to_f32(uint8_t b) { return detail::kE4m3.value[b]; }
+
+}  // namespace iwb

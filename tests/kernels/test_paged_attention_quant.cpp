@@ -35,7 +35,10 @@ const int64_t kShapes[2][2] = {{96, 160}, {160, 128}};
 const std::vector<int32_t> kLengths = {37, 45};
 const std::vector<int32_t> kTables = {4, 0, 7, 2, 8, 5};  // [2 x 3]
 
-const GgmlType kTypes[] = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q5_1, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q4_0};
+const GgmlType kTypes[] = {GgmlType::F16,  GgmlType::Q8_0, GgmlType::Q5_1,   GgmlType::Q5_0,
+                           GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::F8_E4M3};
+
+const char* type_name(GgmlType t) { return t == GgmlType::F8_E4M3 ? "fp8_e4m3" : ggml_type_name(t).data(); }
 
 struct Cache {
   std::vector<uint16_t> k, v;
@@ -177,7 +180,8 @@ double rms_relative(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Budget of the output's relative RMS error against f32 attention, the same type on both sides:
 // a quarter above the largest that the cache gave on this data (2026-11-27, 4 seeds x 2 windows
-// x 2 shapes): f16 0.00044, q8_0 0.0090, q5_1 0.064, q5_0 0.074, q4_1 0.135, q4_0 0.141. Before
+// x 2 shapes): f16 0.00044, q8_0 0.0090, q5_1 0.064, q5_0 0.074, q4_1 0.135, q4_0 0.141, fp8_e4m3
+// 0.054 (3 mantissa bits everywhere: large channels cost their neighbours nothing). Before
 // the cache rotated its rows (plain ggml blocks, as this kernel stored them until then) the large
 // key channels set their blocks' scales and the errors were about twice that: q8_0 0.0157 to
 // 0.0186, q5_1 0.097, q5_0 0.154, q4_1 0.213, q4_0 0.314 — over these budgets. A mixed pair
@@ -189,6 +193,7 @@ double error_budget(GgmlType type) {
     case GgmlType::Q5_1: return 0.08;
     case GgmlType::Q5_0: return 0.093;
     case GgmlType::Q4_1: return 0.17;
+    case GgmlType::F8_E4M3: return 0.068;
     default: return 0.18;
   }
 }
@@ -230,7 +235,7 @@ class TestPagedAttentionQuant : public QObject {
       const Cache ref = write_cache(type, type, d, true);
       QVERIFY(!c.k.empty() && !ref.k.empty());
       QVERIFY(c.k == ref.k && c.v == ref.v);
-      if (type == GgmlType::F16) continue;
+      if (type == GgmlType::F16 || type == GgmlType::F8_E4M3) continue;
       // Every written slot holds ggml's reference blocks of its row, rotated head by head.
       const int64_t units_k = kv_row_units(type, kRowK), units_v = kv_row_units(type, kRowV);
       std::vector<uint16_t> expected(static_cast<size_t>(std::max(units_k, units_v)));
@@ -260,7 +265,7 @@ class TestPagedAttentionQuant : public QObject {
           QVERIFY(!ref.empty() && !fast.empty());
           const double e = max_relative(fast, ref);
           QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("%1/%2: %3")
-                                             .arg(ggml_type_name(k_type).data(), ggml_type_name(v_type).data())
+                                             .arg(type_name(k_type), type_name(v_type))
                                              .arg(e)));
         }
       }
@@ -275,7 +280,7 @@ class TestPagedAttentionQuant : public QObject {
     QTest::addColumn<int>("k_type");
     QTest::addColumn<int>("v_type");
     for (const GgmlType t : kTypes) {
-      QTest::newRow(ggml_type_name(t).data()) << static_cast<int>(t) << static_cast<int>(t);
+      QTest::newRow(type_name(t)) << static_cast<int>(t) << static_cast<int>(t);
     }
     QTest::newRow("q8_0/q4_0") << static_cast<int>(GgmlType::Q8_0) << static_cast<int>(GgmlType::Q4_0);
     QTest::newRow("q4_0/f16") << static_cast<int>(GgmlType::Q4_0) << static_cast<int>(GgmlType::F16);
@@ -295,11 +300,30 @@ class TestPagedAttentionQuant : public QObject {
         QVERIFY(!out.empty());
         const double e = rms_relative(out, attend_f32(d, window));
         qInfo("%s/%s seed %u dims %lld/%lld window %lld: relative RMS error %.5f (budget %.5f)",
-              ggml_type_name(k).data(), ggml_type_name(v).data(), seed, static_cast<long long>(kDim),
+              type_name(k), type_name(v), seed, static_cast<long long>(kDim),
               static_cast<long long>(kDimV), static_cast<long long>(window), e, budget);
         QVERIFY2(e > 0 && e < budget, qPrintable(QString::number(e)));
       }
     }
+  }
+
+  void fp8E4m3Codes() {
+    QCOMPARE(int(f32_to_e4m3(1.0f)), 0x38);
+    QCOMPARE(int(f32_to_e4m3(-2.0f)), 0xC0);
+    QCOMPARE(int(f32_to_e4m3(448.0f)), 0x7E);
+    QCOMPARE(int(f32_to_e4m3(1e6f)), 0x7E);      // saturates, no infinity
+    QCOMPARE(int(f32_to_e4m3(-1e6f)), 0xFE);
+    QCOMPARE(int(f32_to_e4m3(0.001953125f)), 0x01);  // 2^-9, the smallest subnormal
+    QCOMPARE(int(f32_to_e4m3(1.0625f)), 0x38);   // halfway between 1 and 1.125: to even
+    QCOMPARE(int(f32_to_e4m3(1.1875f)), 0x3A);   // halfway between 1.125 and 1.25: to even
+    QCOMPARE(int(f32_to_e4m3(0.0f)), 0x00);
+    // Every code but NaN reads back to a value that encodes to the same code.
+    for (int b = 0; b < 256; ++b) {
+      if ((b & 0x7F) == 0x7F || b == 0x80) continue;
+      QCOMPARE(int(f32_to_e4m3(e4m3_to_f32(static_cast<uint8_t>(b)))), b);
+    }
+    QCOMPARE(e4m3_to_f32(0x7E), 448.0f);
+    QCOMPARE(e4m3_to_f32(0x08), 0.015625f);
   }
 
   void refusesWhatItCannotHold() {

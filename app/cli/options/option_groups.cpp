@@ -59,7 +59,7 @@ KvCacheTypes KvCacheOptions::types() const {
 }
 
 void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache) {
-  const std::vector<std::string> choices = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"};
+  const std::vector<std::string> choices = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "fp8_e4m3"};
   table.add({.names = {"-ctk", "--cache-type-k"},
              .value_name = "TYPE",
              .help = "KV cache type of the keys",

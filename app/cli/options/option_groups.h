@@ -39,7 +39,7 @@ void add_batch_size_option(OptionTable& table, int64_t* tokens, std::string help
 void add_threads_option(OptionTable& table, int* threads);
 
 // KV cache: -ctk / --cache-type-k T and -ctv / --cache-type-v T as llama.cpp spells them
-// (f16, q8_0, q5_1, q5_0, q4_1, q4_0), and the older --kv-type T for both at once.
+// (f16, q8_0, q5_1, q5_0, q4_1, q4_0; and fp8_e4m3, vLLM's), and the older --kv-type T for both.
 struct KvCacheOptions {
   std::string k = "f16";
   std::string v = "f16";

@@ -10,7 +10,8 @@
 // -ctv): each head's row of head_dim values is head_dim / 32 blocks of a 32-value type (Q8_0:
 // 34 bytes, Q5_1: 24, Q5_0: 22, Q4_1: 20, Q4_0: 18) in the same layout, so a slot of k_row
 // values takes kv_row_units(type, k_row) = k_row / 32 * bytes / 2 uint16 units instead of k_row.
-// Head sizes must be multiples of 32. A quantized side stores each head row Hadamard-rotated
+// Head sizes must be multiples of 32. F8_E4M3 (vLLM's fp8 cache) is one byte per value, no
+// scale (vLLM's default k/v scale of 1), head sizes even. A quantized block side stores each head row Hadamard-rotated
 // (as llama.cpp's cache does): large channels no longer set their blocks' scales alone; the
 // attention undoes it (rotated queries, rotated-back output), so callers see plain values.
 #pragma once
@@ -52,10 +53,13 @@ struct PagedAttentionArgs {
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
 // value; Q8_0: 17 per 32 values, Q4_0: 9); 0 for a type or size the cache cannot hold.
 int64_t kv_row_units(GgmlType type, int64_t num_values);
-// True for the types a KV cache can hold: F16, Q8_0, Q5_1, Q5_0, Q4_1, Q4_0.
+// True for the types a KV cache can hold: F16, Q8_0, Q5_1, Q5_0, Q4_1, Q4_0, F8_E4M3.
 bool is_kv_cache_type(GgmlType type);
 // Bytes per value of a cache type (Q8_0: 34 / 32); 0 for a type the cache cannot hold.
 double kv_bytes_per_value(GgmlType type);
+// FP8 E4M3 (OCP "FN": no infinities, max 448) of x, round to nearest even, saturating; and back.
+uint8_t f32_to_e4m3(float x);
+float e4m3_to_f32(uint8_t b);
 
 // False (writing nothing) for inconsistent arguments: a block id outside the pool, a query past
 // its sequence's length, a sequence longer than its table, sizes that do not divide.

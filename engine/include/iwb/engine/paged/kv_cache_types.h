@@ -1,5 +1,6 @@
 // The types the KV cache stores keys and values in, chosen separately as llama.cpp's
-// -ctk/--cache-type-k and -ctv/--cache-type-v: f16, q8_0, q5_1, q5_0, q4_1 or q4_0.
+// -ctk/--cache-type-k and -ctv/--cache-type-v: f16, q8_0, q5_1, q5_0, q4_1 or q4_0, or vLLM's
+// FP8 E4M3 ("fp8_e4m3", also "fp8").
 #pragma once
 
 #include "iwb/engine/status.h"
@@ -21,7 +22,8 @@ struct KvCacheTypes {
   bool operator==(const KvCacheTypes&) const = default;
 };
 
-// "f16", "q8_0", ... (lower case, as llama.cpp spells them); an error naming the choices otherwise.
+// "f16", "q8_0", ... (any case, as llama.cpp spells them), "fp8_e4m3" or "fp8"; an error naming the
+// choices otherwise.
 Result<GgmlType> parse_kv_cache_type(std::string_view name);
 // "q8_0" (both sides alike) or "q8_0/q4_0" (keys/values): the form runs are stored under.
 std::string kv_cache_types_name(const KvCacheTypes& types);
