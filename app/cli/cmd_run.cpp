@@ -170,9 +170,10 @@ int run_run(int argc, char** argv) {
     return 1;
   }
   Engine& engine = **loaded;
-  std::fprintf(stderr, "iwb run: %s (%s, %s), context %lld, %d threads\n", engine.model().name.c_str(),
+  std::fprintf(stderr, "iwb run: %s (%s, %s), context %lld, %d threads, KV cache %s\n", engine.model().name.c_str(),
                engine.model().architecture.c_str(), engine.model().file_type.c_str(),
-               static_cast<long long>(engine.context_length()), engine.num_threads());
+               static_cast<long long>(engine.context_length()), engine.num_threads(),
+               engine.memory_report().kv_cache_type.c_str());
   std::fprintf(stderr, "iwb run: %s\n", device_line(engine).c_str());
 
   GenerationRequest request;

@@ -62,12 +62,12 @@ void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache) {
   const std::vector<std::string> choices = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "fp8_e4m3"};
   table.add({.names = {"-ctk", "--cache-type-k"},
              .value_name = "TYPE",
-             .help = "KV cache type of the keys",
+             .help = "KV cache type of the keys: f16, q8_0, q5_1, q5_0, q4_1, q4_0, fp8_e4m3",
              .destination = &cache->k,
              .choices = choices});
   table.add({.names = {"-ctv", "--cache-type-v"},
              .value_name = "TYPE",
-             .help = "KV cache type of the values",
+             .help = "KV cache type of the values (the same choices)",
              .destination = &cache->v,
              .choices = choices});
   table.add({.names = {"--kv-type"},
