@@ -100,6 +100,7 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
     j.field("top1_agreement", r.top1_agreement).field("delta_p_mean", r.delta_p_mean).field("delta_p_rms", r.delta_p_rms);
   }
   j.field("file_type", r.file_type).field("file_bytes", r.file_bytes).field("memory_bytes", r.memory_bytes);
+  j.field("kv_bytes_per_token", r.kv_bytes_per_token);
   j.field("num_parameters", r.num_parameters)
       .field("bits_per_weight", r.num_parameters ? 8.0 * static_cast<double>(r.file_bytes) / static_cast<double>(r.num_parameters) : 0.0);
   j.field("prompt_tokens_per_s", r.prompt_tokens_per_s).field("gen_tokens_per_s", r.gen_tokens_per_s);
@@ -108,8 +109,9 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
 }
 
 void print_text(const quant::EvalResult& r, const Options& o) {
-  std::printf("%s (%s, KV cache %s, on %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(),
-              r.file_type.c_str(), o.eval.kv_cache_type.c_str(), r.device.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
+  std::printf("%s (%s, KV cache %s, %s per token, on %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(),
+              r.file_type.c_str(), o.eval.kv_cache_type.c_str(), format_bytes(r.kv_bytes_per_token).c_str(),
+              r.device.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
   std::printf("  text: %s, %lld tokens; %lld chunks of %lld%s; %lld tokens scored\n", o.eval.text_name.c_str(),
               static_cast<long long>(r.num_text_tokens), static_cast<long long>(r.num_chunks),
               static_cast<long long>(o.eval.context),

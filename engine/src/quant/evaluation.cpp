@@ -170,6 +170,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   const MemoryReport memory = (*model)->memory_report();
   result.file_bytes = memory.file_bytes;
   result.memory_bytes = memory.weights_bytes + memory.kv_pool_bytes + memory.scratch_bytes;
+  result.kv_bytes_per_token = memory.kv_bytes_per_position;
   if (Result<std::string> id = file_identity(o.model_path)) result.model_identity = *id;
 
   double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;

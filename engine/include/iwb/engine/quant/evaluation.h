@@ -61,6 +61,7 @@ struct EvalResult {
   // from a tgN run on the same engine.
   std::string model_identity, model_name, file_type;
   uint64_t file_bytes = 0, memory_bytes = 0, num_parameters = 0;
+  uint64_t kv_bytes_per_token = 0;   // K and V of every layer for one position, in the cache's types
   double prompt_tokens_per_s = 0, gen_tokens_per_s = 0;
   std::string device;                // where the model ran: "cpu", "cuda:0"
   // Against the base (has_base).
