@@ -23,6 +23,7 @@ struct Options {
   BatchBenchOptions bench;
   EngineOptions engine;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   uint64_t kv_mib = 0;
   bool is_json = false;
 };
@@ -79,12 +80,14 @@ int parse(int argc, char** argv, Options* o) {
   t.begin_group("threads and device");
   add_threads_option(t, &o->engine.num_threads);
   add_device_options(t, &o->device);
+  add_kv_cache_options(t, &o->kv_cache);
   t.begin_group("output");
   add_json_option(t, &o->is_json);
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(t, device.error_message());
   o->engine.device = *device;
+  o->engine.kv_cache_type = o->kv_cache.types();
   return -1;
 }
 
@@ -177,7 +180,7 @@ int run_batch_bench(int argc, char** argv) {
       std::fprintf(stderr, "iwb batch-bench: %s\n", shape.error_message().c_str());
       return 1;
     }
-    o.engine.kv_cache_bytes = batch_bench_kv_bytes(shape->config, o.bench, o.engine.kv_block_size);
+    o.engine.kv_cache_bytes = batch_bench_kv_bytes(shape->config, o.bench, o.engine.kv_block_size, o.engine.kv_cache_type);
   }
   int max_parallel = 1;
   for (const int p : o.bench.parallel) max_parallel = std::max(max_parallel, p);

@@ -29,6 +29,7 @@ struct Options {
   std::vector<int32_t> depths = {0};
   int threads = 0;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   int64_t batch_tokens = 512;
   bool is_json = false;
   bool is_store_skipped = false;
@@ -69,6 +70,7 @@ int parse(int argc, char** argv, Options* o) {
                         "tokens per forward step, so prompt chunks (llama-bench's micro-batch;\n"
                         "the engine's own default is 128)");
   add_threads_option(t, &o->threads);
+  add_kv_cache_options(t, &o->kv_cache);
   add_device_options(t, &o->device);
   t.begin_group("output");
   add_json_option(t, &o->is_json);
@@ -227,6 +229,7 @@ int run_bench(int argc, char** argv) {
   EngineOptions engine_options;
   engine_options.num_threads = o.threads;
   engine_options.device = o.device.device;
+  engine_options.kv_cache_type = o.kv_cache.types();
   // Whole prompts of up to a batch in one step: each step streams every weight once.
   engine_options.max_batch_tokens = o.batch_tokens;
   // Room for the deepest depth plus the largest test; the depth's blocks stay in the prefix

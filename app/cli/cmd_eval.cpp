@@ -27,6 +27,7 @@ struct Options {
   quant::EvalOptions eval;
   std::string text_file;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   bool is_cache_skipped = false;
   bool is_json = false;
   bool is_store_skipped = false;
@@ -69,7 +70,8 @@ int parse(int argc, char** argv, Options* o) {
          .help = "generation speed test of N tokens; 0: skip",
          .destination = &o->eval.num_gen_tokens,
          .min = 0});
-  t.add({.names = {"--kv-type"}, .help = "the model's KV cache: 16-bit or 8-bit", .destination = &o->eval.kv_cache_type, .choices = {"f16", "q8_0"}});
+  t.begin_group("KV cache");
+  add_kv_cache_options(t, &o->kv_cache);
   t.begin_group("threads and device");
   add_threads_option(t, &o->eval.num_threads);
   add_device_options(t, &o->device);
@@ -78,6 +80,7 @@ int parse(int argc, char** argv, Options* o) {
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the run");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   o->eval.use_cache = !o->is_cache_skipped;
+  o->eval.kv_cache_type = kv_cache_types_name(o->kv_cache.types());
   Result<std::string> device = resolve_device(o->device, o->eval.model_path);
   if (!device) return report_usage_error(t, device.error_message());
   o->eval.device = *device;
@@ -97,6 +100,7 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
     j.field("top1_agreement", r.top1_agreement).field("delta_p_mean", r.delta_p_mean).field("delta_p_rms", r.delta_p_rms);
   }
   j.field("file_type", r.file_type).field("file_bytes", r.file_bytes).field("memory_bytes", r.memory_bytes);
+  j.field("kv_bytes_per_token", r.kv_bytes_per_token);
   j.field("num_parameters", r.num_parameters)
       .field("bits_per_weight", r.num_parameters ? 8.0 * static_cast<double>(r.file_bytes) / static_cast<double>(r.num_parameters) : 0.0);
   j.field("prompt_tokens_per_s", r.prompt_tokens_per_s).field("gen_tokens_per_s", r.gen_tokens_per_s);
@@ -105,8 +109,9 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
 }
 
 void print_text(const quant::EvalResult& r, const Options& o) {
-  std::printf("%s (%s, KV cache %s, on %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(),
-              r.file_type.c_str(), o.eval.kv_cache_type.c_str(), r.device.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
+  std::printf("%s (%s, KV cache %s, %s per token, on %s): %s on disk, %s in memory\n", o.eval.model_path.c_str(),
+              r.file_type.c_str(), o.eval.kv_cache_type.c_str(), format_bytes(r.kv_bytes_per_token).c_str(),
+              r.device.c_str(), format_bytes(r.file_bytes).c_str(), format_bytes(r.memory_bytes).c_str());
   std::printf("  text: %s, %lld tokens; %lld chunks of %lld%s; %lld tokens scored\n", o.eval.text_name.c_str(),
               static_cast<long long>(r.num_text_tokens), static_cast<long long>(r.num_chunks),
               static_cast<long long>(o.eval.context),

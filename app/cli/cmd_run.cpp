@@ -32,6 +32,7 @@ struct Options {
   int64_t batch_tokens = EngineOptions{}.max_batch_tokens;
   int threads = 0;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   SamplingOptions sampling;
   spec::SpeculativeConfig speculation;
 };
@@ -45,6 +46,7 @@ OptionTable make_table(Options* o) {
   t.begin_group("context");
   add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);
   add_batch_size_option(t, &o->batch_tokens, "tokens per forward step (prompt chunks)");
+  add_kv_cache_options(t, &o->kv_cache);
   t.begin_group("threads and device");
   add_threads_option(t, &o->threads);
   add_device_options(t, &o->device);
@@ -157,6 +159,7 @@ int run_run(int argc, char** argv) {
   engine_options.is_batch_invariant = o.is_batch_invariant;
   engine_options.max_batch_tokens = o.batch_tokens;
   engine_options.device = o.device.device;
+  engine_options.kv_cache_type = o.kv_cache.types();
   if (Status s = spec::validate(o.speculation); !s) {
     std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());
     return 2;
@@ -167,9 +170,10 @@ int run_run(int argc, char** argv) {
     return 1;
   }
   Engine& engine = **loaded;
-  std::fprintf(stderr, "iwb run: %s (%s, %s), context %lld, %d threads\n", engine.model().name.c_str(),
+  std::fprintf(stderr, "iwb run: %s (%s, %s), context %lld, %d threads, KV cache %s\n", engine.model().name.c_str(),
                engine.model().architecture.c_str(), engine.model().file_type.c_str(),
-               static_cast<long long>(engine.context_length()), engine.num_threads());
+               static_cast<long long>(engine.context_length()), engine.num_threads(),
+               engine.memory_report().kv_cache_type.c_str());
   std::fprintf(stderr, "iwb run: %s\n", device_line(engine).c_str());
 
   GenerationRequest request;

@@ -32,6 +32,7 @@ struct Options {
   int64_t max_queue = serve::ServeOptions{}.max_requests_in_flight;
   bool is_log_disabled = false;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   SamplingOptions sampling;
 };
 
@@ -107,6 +108,7 @@ OptionTable make_table(Options* o) {
          .default_text = "four full contexts"});
   add_threads_option(t, &o->engine.num_threads);
   add_device_options(t, &o->device);
+  add_kv_cache_options(t, &o->kv_cache);
   t.add({.names = {"--batch-invariant"},
          .help = "exact matmuls: each output is the same as that prompt run alone",
          .destination = &o->engine.is_batch_invariant});
@@ -125,6 +127,7 @@ int parse(int argc, char** argv, Options* o) {
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(table, device.error_message());
   o->engine.device = *device;
+  o->engine.kv_cache_type = o->kv_cache.types();
   if (Status s = spec::validate(o->engine.speculation); !s) return report_usage_error(table, s.message());
   o->serve.port = static_cast<int>(o->port);
   o->serve.max_requests_in_flight = o->max_queue;

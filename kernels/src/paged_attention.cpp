@@ -6,7 +6,7 @@
 
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/softmax.h"
-#include "paged_attention_q8.h"
+#include "paged_attention_quant.h"
 #include "paged_attention_tiles.h"
 #include "parallel.h"
 #include "simd.h"
@@ -28,7 +28,7 @@ bool valid(const PagedAttentionArgs& a) {
     return false;
   }
   if (a.num_heads % a.num_kv_heads != 0 || a.sliding_window < 0) return false;
-  if (kv_row_units(a.kv_type, a.head_dim) == 0 || kv_row_units(a.kv_type, a.head_dim_v) == 0) return false;
+  if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0) return false;
   for (int64_t s = 0; s < a.num_sequences; ++s) {
     const int64_t len = a.sequence_lengths[s];
     if (len <= 0 || len > a.max_blocks_per_sequence * a.block_size) return false;
@@ -63,17 +63,35 @@ void for_each_slot(const PagedAttentionArgs& a, const int32_t* table, int64_t fi
 
 }  // namespace
 
+bool is_kv_cache_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::F16: case GgmlType::Q8_0: case GgmlType::Q5_1: case GgmlType::Q5_0: case GgmlType::Q4_1:
+    case GgmlType::Q4_0: case GgmlType::F8_E4M3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+double kv_bytes_per_value(GgmlType type) {
+  if (!is_kv_cache_type(type)) return 0;
+  if (type == GgmlType::F8_E4M3) return 1.0;
+  const GgmlTypeTraits& t = ggml_type_traits(type);
+  return static_cast<double>(t.bytes_per_block) / static_cast<double>(t.block_size);
+}
+
 int64_t kv_row_units(GgmlType type, int64_t n) {
-  if (n <= 0) return 0;
+  if (n <= 0 || !is_kv_cache_type(type)) return 0;
   if (type == GgmlType::F16) return n;
-  if (type == GgmlType::Q8_0) return n % 32 == 0 ? n / 32 * 17 : 0;
-  return 0;
+  if (type == GgmlType::F8_E4M3) return n % 2 == 0 ? n / 2 : 0;  // two bytes per uint16 unit
+  const GgmlTypeTraits& t = ggml_type_traits(type);  // 32-value blocks of an even number of bytes
+  return n % t.block_size == 0 ? n / t.block_size * static_cast<int64_t>(t.bytes_per_block / 2) : 0;
 }
 
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
-  if (a.kv_type == GgmlType::Q8_0) return detail::paged_attention_q8(a, false);
-  if (detail::paged_attention_tiled(a)) return true;  // AVX-512: key tiles, online softmax
+  if (detail::paged_attention_tiled(a)) return true;  // AVX-512: key tiles, online softmax, any cache type
+  if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
   const int64_t num_pairs = a.num_tokens * a.num_heads;
@@ -110,7 +128,7 @@ bool paged_attention(const PagedAttentionArgs& a) {
 
 bool paged_attention_ref(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
-  if (a.kv_type == GgmlType::Q8_0) return detail::paged_attention_q8(a, true);
+  if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, true);
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
   std::vector<double> scores, acc;
@@ -158,9 +176,9 @@ OpCost paged_attention_cost(const PagedAttentionArgs& a) {
     cost.flops +=
         static_cast<double>(a.num_heads) * visible * (2.0 * static_cast<double>(a.head_dim + a.head_dim_v) + 5.0);
     // Keys and values once per KV head, plus the block-table entry of each block visited.
-    const double bytes_per_value = a.kv_type == GgmlType::Q8_0 ? 34.0 / 32.0 : 2.0;
-    cost.bytes += static_cast<double>(a.num_kv_heads) * visible * bytes_per_value *
-                  static_cast<double>(a.head_dim + a.head_dim_v);
+    cost.bytes += static_cast<double>(a.num_kv_heads) * visible *
+                  (kv_bytes_per_value(a.k_type) * static_cast<double>(a.head_dim) +
+                   kv_bytes_per_value(a.v_type) * static_cast<double>(a.head_dim_v));
     cost.bytes += 4.0 * std::ceil(visible / static_cast<double>(a.block_size));
   }
   cost.bytes += 4.0 * static_cast<double>(a.num_tokens * a.num_heads) * static_cast<double>(a.head_dim + a.head_dim_v);
@@ -174,7 +192,8 @@ bool valid(const WriteKvPagedArgs& a) {
     return false;
   }
   if (a.num_tokens <= 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return false;
-  if (kv_row_units(a.kv_type, a.k_row) == 0 || kv_row_units(a.kv_type, a.v_row) == 0) return false;
+  if (a.num_kv_heads <= 0 || a.k_row % a.num_kv_heads != 0 || a.v_row % a.num_kv_heads != 0) return false;
+  if (kv_row_units(a.k_type, a.k_row) == 0 || kv_row_units(a.v_type, a.v_row) == 0) return false;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] >= a.num_slots) return false;
   }
@@ -185,7 +204,7 @@ bool valid(const WriteKvPagedArgs& a) {
 
 bool write_kv_paged(const WriteKvPagedArgs& a) {
   if (!valid(a)) return false;
-  if (a.kv_type == GgmlType::Q8_0) return detail::write_kv_paged_q8(a);
+  if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::write_kv_paged_quant(a);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
@@ -197,7 +216,8 @@ bool write_kv_paged(const WriteKvPagedArgs& a) {
 
 bool write_kv_paged_ref(const WriteKvPagedArgs& a) {
   if (!valid(a)) return false;
-  if (a.kv_type == GgmlType::Q8_0) return detail::write_kv_paged_q8(a);  // one rounding rule: ggml's Q8_0
+  // One rounding rule for the block types: ggml's reference quantizers.
+  if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::write_kv_paged_quant(a);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
@@ -212,10 +232,10 @@ OpCost write_kv_paged_cost(const WriteKvPagedArgs& a) {
   if (!valid(a)) return cost;
   int64_t num_written = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) num_written += a.slot_mapping[t] >= 0 ? 1 : 0;
-  // Reads f32, writes f16 (or Q8_0), reads the slot index; the conversion is not counted as flops.
-  const double bytes_written = a.kv_type == GgmlType::Q8_0 ? 34.0 / 32.0 : 2.0;
-  cost.bytes =
-      static_cast<double>(num_written) * ((4.0 + bytes_written) * static_cast<double>(a.k_row + a.v_row) + 8.0);
+  // Reads f32, writes f16 (or a block type), reads the slot index; the conversion is not counted as flops.
+  cost.bytes = static_cast<double>(num_written) *
+               ((4.0 + kv_bytes_per_value(a.k_type)) * static_cast<double>(a.k_row) +
+                (4.0 + kv_bytes_per_value(a.v_type)) * static_cast<double>(a.v_row) + 8.0);
   return cost;
 }
 

@@ -7,6 +7,7 @@
 #include "paged_attention_tiles.h"
 
 #include "cpu_features.h"
+#include "paged_attention_quant.h"
 #include "parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,25 +53,36 @@ void slots_of(const PagedAttentionArgs& a, const int32_t* table, int64_t first, 
 }
 
 // Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:],
-// both f32; keys nk..key_tile-1 read as zero.
+// both f32 (from f16 or expanded from a quantized cache's blocks, so every cache type meets the
+// same f32 scores, online softmax and value sums); keys nk..key_tile-1 read as zero.
 IWB_AVX512 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
                           int64_t key_tile, Scratch& s) {
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
-  const int64_t k_row = a.num_kv_heads * dk, v_row = a.num_kv_heads * dv;
+  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
+  const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
+  const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
   for (int64_t j0 = 0; j0 < key_tile; j0 += 16) {
     const int64_t n16 = std::clamp<int64_t>(nk - j0, 0, 16);
     int64_t slots[16];
     slots_of(a, table, k0 + j0, n16, slots);
     for (int64_t j = 0; j < n16; ++j) {
-      const uint16_t* k = a.k_cache + slots[j] * k_row + g * dk;
-      for (int64_t d = 0; d < dk; d += 16) {
-        _mm512_storeu_ps(&s.k_rows[j * dk + d],
-                         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d))));
+      const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
+      if (is_f16_k) {
+        for (int64_t d = 0; d < dk; d += 16) {
+          _mm512_storeu_ps(&s.k_rows[j * dk + d],
+                           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d))));
+        }
+      } else {
+        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk);
       }
-      const uint16_t* v = a.v_cache + slots[j] * v_row + g * dv;
+      const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
       float* vt = &s.v[(j0 + j) * dv];
-      for (int64_t d = 0; d < dv; d += 16) {
-        _mm512_storeu_ps(vt + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + d))));
+      if (is_f16_v) {
+        for (int64_t d = 0; d < dv; d += 16) {
+          _mm512_storeu_ps(vt + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + d))));
+        }
+      } else {
+        expand_kv_row(a.v_type, v, vt, dv);
       }
     }
     for (int64_t j = n16; j < 16; ++j) {
@@ -160,12 +172,15 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
   const int64_t first_pos = a.positions[w.first_token];
   const int64_t last_pos = first_pos + w.num_tokens - 1;
   const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
+  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
+  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
 
   // Row r = token i * group + head hh: q scaled once, m = -inf, l = 0, o = 0.
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
     const float* q = a.q + (t * a.num_heads + h) * dk;
     for (int64_t d = 0; d < dk; ++d) s.q[r * dk + d] = q[d] * a.scale;
+    if (rot_k > 0) hadamard_rotate(&s.q[r * dk], dk, rot_k);  // keys stored rotated: (Hq).(Hk) = q.k
     s.m[r] = -INFINITY;
     s.l[r] = 0.0f;
   }
@@ -242,6 +257,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
     const __m512 inv = _mm512_set1_ps(1.0f / s.l[r]);
     for (int64_t d = 0; d < dv; d += 16)
       _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(&s.o[r * dv + d]), inv));
+    if (rot_v > 0) hadamard_rotate(out, dv, rot_v);  // values stored rotated: back with H
   }
 }
 

@@ -40,6 +40,7 @@ struct RunLike {
   int64_t batch = 128;
   int threads = 0;
   DeviceOptions device;
+  KvCacheOptions kv_cache;
   SamplingOptions sampling;
   iwb::spec::SpeculativeConfig speculation;
   bool is_json = false;
@@ -53,6 +54,7 @@ struct RunLike {
     table.begin_group("context");
     add_context_option(table, &context, "context length", 0);
     add_batch_size_option(table, &batch, "tokens per step");
+    add_kv_cache_options(table, &kv_cache);
     table.begin_group("threads");
     add_threads_option(table, &threads);
     table.begin_group("device");
@@ -175,6 +177,28 @@ class TestCliOptions : public QObject {
     QVERIFY(parse(s.table, {"-m", "a.gguf", "--spec-draft-model", "y.gguf", "--spec-draft-n-max", "5"}).is_parsed());
     QCOMPARE(s.speculation.draft_model_path, std::string("y.gguf"));
     QCOMPARE(s.speculation.num_draft_tokens, 5);
+  }
+
+  void kvCacheTypesAsLlamaCpp() {
+    RunLike r;
+    QVERIFY(r.kv_cache.types().is_f16());
+    QVERIFY(parse(r.table, {"-m", "a.gguf", "-ctk", "q8_0", "--cache-type-v", "Q4_0"}).is_parsed());
+    QVERIFY(r.kv_cache.types() == iwb::KvCacheTypes(iwb::GgmlType::Q8_0, iwb::GgmlType::Q4_0));
+    QCOMPARE(iwb::kv_cache_types_name(r.kv_cache.types()), std::string("q8_0/q4_0"));
+    // The older --kv-type sets both; a later -ctv still wins for the values.
+    RunLike s;
+    QVERIFY(parse(s.table, {"-m", "a.gguf", "--kv-type", "q5_1", "-ctv", "q8_0"}).is_parsed());
+    QVERIFY(s.kv_cache.types() == iwb::KvCacheTypes(iwb::GgmlType::Q5_1, iwb::GgmlType::Q8_0));
+    RunLike t;
+    QVERIFY(parse(t.table, {"-m", "a.gguf", "--kv-type", "q4_1"}).is_parsed());
+    QCOMPARE(iwb::kv_cache_types_name(t.kv_cache.types()), std::string("q4_1"));
+    // Types the cache cannot hold are usage errors naming the option.
+    RunLike u;
+    const ParseOutcome bad = parse(u.table, {"-m", "a.gguf", "-ctk", "q6_k"});
+    QVERIFY(bad.kind == ParseOutcome::Kind::UsageError);
+    QVERIFY2(bad.message.find("-ctk") != std::string::npos, bad.message.c_str());
+    QVERIFY(parse(u.table, {"-m", "a.gguf", "--kv-type", "q2_k"}).kind == ParseOutcome::Kind::UsageError);
+    QVERIFY(iwb::parse_kv_cache_types("q8_0/q4_0").is_ok() && !iwb::parse_kv_cache_types("q8_0/").is_ok());
   }
 
   void samplingDefaultsAreLlamaCpps() {

@@ -316,7 +316,13 @@ class TestQuantLab : public QObject {
     QVERIFY(std::abs(q8->perplexity - f16->perplexity) < 0.01 * f16->perplexity);
     QVERIFY(q8->top1_agreement > 0.9);
     QVERIFY(q8->memory_bytes < f16->memory_bytes);
-    o.kv_cache_type = "q4_0";
+    // 4-bit keys and 8-bit values (llama.cpp's -ctk q4_0 -ctv q8_0): more divergence, less memory.
+    o.kv_cache_type = "q4_0/q8_0";
+    auto q4 = quant::evaluate(o);
+    QVERIFY2(q4.is_ok(), q4.error_message().c_str());
+    QVERIFY2(q4->kl_mean > q8->kl_mean, qPrintable(QString::number(q4->kl_mean)));
+    QVERIFY(q4->memory_bytes < q8->memory_bytes);
+    o.kv_cache_type = "q6_k";  // not a KV cache type
     QVERIFY(!quant::evaluate(o).is_ok());
     // aidreams' heads are 16 wide: no whole Q8_0 block, refused with a message.
     if (m_model.isEmpty()) return;

@@ -108,7 +108,8 @@ inline PagedAttentionArgs cpu_args(const Batch& b, int64_t window, float softcap
   a.softcap = softcap;
   a.output = output;
   a.num_threads = 1;
-  a.kv_type = b.kv_type;
+  a.k_type = a.v_type = b.kv_type;
+  a.is_rotated = false;  // random blocks as the CUDA cache holds them: not rotated
   return a;
 }
 

@@ -64,8 +64,10 @@ class TestCudaKvCache : public QObject {
     CUDA_VERIFY(write_kv_paged_cuda(args, nullptr));
     CUDA_VERIFY(cudaDeviceSynchronize());
 
-    QVERIFY(write_kv_paged_ref({k.data(), v.data(), slot_ids.data(), num_tokens, k_cache.data(), v_cache.data(), num_slots,
-                                k_row, v_row, type}));
+    // The CUDA cache holds plain (unrotated) blocks: the CPU twin is asked for the same.
+    QVERIFY(write_kv_paged_ref({.k = k.data(), .v = v.data(), .slot_mapping = slot_ids.data(), .num_tokens = num_tokens,
+                                .k_cache = k_cache.data(), .v_cache = v_cache.data(), .num_slots = num_slots,
+                                .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type, .is_rotated = false}));
     const std::vector<uint16_t> got_k = d_k_cache.download(), got_v = d_v_cache.download();
     for (size_t i = 0; i < k_cache.size(); ++i) {
       QVERIFY2(got_k[i] == k_cache[i], qPrintable(QStringLiteral("key unit %1: GPU %2, CPU %3").arg(i).arg(got_k[i]).arg(k_cache[i])));

@@ -120,7 +120,7 @@ class TestCudaOpsEmulated : public QObject {
     a.scale = c.scale;
     a.sliding_window = window;
     a.softcap = softcap;
-    a.kv_type = c.kv_type;
+    a.kv_type = c.k_type;
     AlignedBuffer workspace(paged_attention_cuda_workspace_bytes(a));
     a.workspace = workspace.data();
     a.workspace_bytes = paged_attention_cuda_workspace_bytes(a);
@@ -237,8 +237,10 @@ class TestCudaOpsEmulated : public QObject {
                                     num_slots, k_row, v_row, type},
                                    nullptr),
                cudaSuccess);
-      QVERIFY(write_kv_paged_ref({k.data(), v.data(), cpu_slots.data(), num_tokens, k_expected.data(), v_expected.data(),
-                                  num_slots, k_row, v_row, type}));
+      // The CUDA cache holds plain (unrotated) blocks: the CPU twin is asked for the same.
+      QVERIFY(write_kv_paged_ref({.k = k.data(), .v = v.data(), .slot_mapping = cpu_slots.data(), .num_tokens = num_tokens,
+                                  .k_cache = k_expected.data(), .v_cache = v_expected.data(), .num_slots = num_slots,
+                                  .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type, .is_rotated = false}));
       QVERIFY(k_cache == k_expected);
       QVERIFY(v_cache == v_expected);
 

@@ -59,7 +59,7 @@ struct DeviceBatch {
     args.sliding_window = window;
     args.softcap = softcap;
     args.output = output.get();
-    args.kv_type = c.kv_type;
+    args.kv_type = c.k_type;
     args.workspace = workspace.get();
     args.workspace_bytes = workspace.size();
   }

@@ -154,7 +154,9 @@ void KvCachePanel::updateStats() {
   }
   QString summary = m_model->poolSummary();
   if (hasPool && m_model->snapshot().bytesPerBlock > 0) {
-    summary += tr(", %1 per block").arg(bytesText(m_model->snapshot().bytesPerBlock));
+    const QString type = m_model->snapshot().cacheType;
+    summary += type.isEmpty() ? tr(", %1 per block").arg(bytesText(m_model->snapshot().bytesPerBlock))
+                              : tr(", %1 cache, %2 per block").arg(type, bytesText(m_model->snapshot().bytesPerBlock));
   }
   m_summary->setText(summary);
 }

@@ -201,8 +201,10 @@ void MemoryModel::rebuild() {
       // The pool holds several contexts' worth of blocks shared by all sequences, so it can
       // differ from the one-context estimate by design: the difference column shows by how much.
       kv.measuredBytes = sample.kvPoolBytes;
-      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks")
-                      .arg(QLocale().toString(sample.kvPositionsTotal));
+      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 cache, %3 per position")
+                      .arg(QLocale().toString(sample.kvPositionsTotal),
+                           sample.kvCacheType.isEmpty() ? QStringLiteral("f16") : sample.kvCacheType,
+                           QLocale().formattedDataSize(sample.kvBytesPerPosition));
     }
     m_rows << kv;
     if (hasReport) {

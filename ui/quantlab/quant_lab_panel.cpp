@@ -160,8 +160,14 @@ QWidget* QuantLabPanel::createForm() {
   grid->addLayout(types, 1, 1, 1, 7);
 
   m_imatrix = new QCheckBox(tr("also with an importance matrix"));
-  m_kv8 = new QCheckBox(tr("also with an 8-bit KV cache"));
-  m_kv8->setToolTip(tr("Q8_0 keys and values (about half the KV memory); needs head sizes that are multiples of 32"));
+  m_kv8 = new QCheckBox(tr("also with the KV cache:"));
+  m_kv8->setToolTip(tr("Each item run again with a quantized KV cache (keys/values as llama.cpp's -ctk/-ctv); "
+                       "block types need head sizes that are multiples of 32"));
+  m_kvType = new QComboBox;
+  // Keys/values; one name: both alike. q8_0 first: the default, about half the KV memory.
+  m_kvType->addItems({QStringLiteral("q8_0"), QStringLiteral("q8_0/q4_0"), QStringLiteral("fp8_e4m3"),
+                      QStringLiteral("q5_1"), QStringLiteral("q5_0"), QStringLiteral("q4_1"), QStringLiteral("q4_0")});
+  m_kvType->setToolTip(tr("KV cache type, keys/values"));
   m_context = new QSpinBox;
   m_context->setRange(16, 8192);
   m_context->setValue(512);
@@ -177,6 +183,7 @@ QWidget* QuantLabPanel::createForm() {
   auto* options = new QHBoxLayout;
   options->addWidget(m_imatrix);
   options->addWidget(m_kv8);
+  options->addWidget(m_kvType);
   options->addWidget(new QLabel(tr("Context:")));
   options->addWidget(m_context);
   options->addWidget(new QLabel(tr("Chunks:")));
@@ -234,7 +241,7 @@ QuantLabSettings QuantLabPanel::settings() const {
 
 QVector<QuantJob> QuantLabPanel::jobs() const {
   QVector<QuantJob> out;
-  const QString f16 = QStringLiteral("f16"), q8 = QStringLiteral("q8_0");
+  const QString f16 = QStringLiteral("f16"), q8 = m_kvType->currentText();
   if (m_kv8->isChecked()) out.append({QString(), false, q8});  // the base with the 8-bit cache
   for (const char* t : kTypes) {
     if (!m_typeBoxes.at(QString::fromLatin1(t))->isChecked()) continue;

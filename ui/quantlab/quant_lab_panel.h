@@ -6,6 +6,7 @@
 
 #include "quantlab/quant_worker.h"
 
+#include <QComboBox>
 #include <QPointer>
 #include <QWidget>
 
@@ -96,7 +97,8 @@ class QuantLabPanel : public QWidget {
   QLineEdit* m_evalText;
   std::map<QString, QCheckBox*> m_typeBoxes;
   QCheckBox* m_imatrix;
-  QCheckBox* m_kv8;
+  QCheckBox* m_kv8;        // also run each item with the KV cache type of m_kvType
+  QComboBox* m_kvType;      // "q8_0", ..., or keys/values "q8_0/q4_0"
   QSpinBox* m_context;
   QSpinBox* m_chunks;
   QSpinBox* m_threads;

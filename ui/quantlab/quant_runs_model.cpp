@@ -49,6 +49,7 @@ QString QuantRunsModel::label(const QuantRun& r) {
   QString text = QString::fromStdString(r.weight_type);
   if (r.is_imatrix) text += QStringLiteral("+im");
   if (r.kv_cache_type == "q8_0") text += QStringLiteral(" kv8");
+  else if (!r.kv_cache_type.empty() && r.kv_cache_type != "f16") text += QStringLiteral(" kv ") + QString::fromStdString(r.kv_cache_type);
   return text;
 }
 

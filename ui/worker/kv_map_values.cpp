@@ -54,6 +54,7 @@ KvMapSnapshot makeKvMapSnapshot(iwb::EngineKvSnapshot snapshot, BlockTextCache& 
   }
   value.sequences = std::move(snapshot.sequences);
   value.bytesPerBlock = snapshot.bytes_per_block;
+  value.cacheType = QString::fromStdString(snapshot.cache_type);
   return value;
 }
 

@@ -31,6 +31,7 @@ struct KvMapSnapshot {
   QHash<quint64, quint64> sequenceRequests;
   std::vector<iwb::KvSequenceInfo> sequences;  // waiting ones first, then running (engine order)
   quint64 bytesPerBlock = 0;               // K and V of all layers
+  QString cacheType;                       // "f16", "q8_0", or keys/values "q8_0/q4_0"
   double sessionSeconds = 0;               // when it was taken, on the worker's session clock
   bool isIdle = false;                     // taken when the engine had nothing left to do
 

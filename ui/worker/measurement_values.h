@@ -48,6 +48,7 @@ struct MemorySample {
   bool hasEngineReport = false;
   qint64 kvPoolBytes = 0;            // the paged KV pool, allocated whole at load
   qint64 kvBytesPerPosition = 0;
+  QString kvCacheType;  // "f16", "q8_0", or keys/values "q8_0/q4_0"
   qint64 kvPositionsTotal = 0;       // slots in the pool
   qint64 kvPositionsUsed = 0;        // slots holding tokens of live sequences
   qint64 kvPositionsCached = 0;      // slots of reusable prefix blocks

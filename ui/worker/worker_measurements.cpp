@@ -127,6 +127,7 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     sample.hasEngineReport = true;
     sample.kvPoolBytes = static_cast<qint64>(report.kv_pool_bytes);
     sample.kvBytesPerPosition = static_cast<qint64>(report.kv_bytes_per_position);
+    sample.kvCacheType = QString::fromStdString(report.kv_cache_type);
     sample.kvPositionsTotal = report.kv_positions_total;
     sample.kvPositionsUsed = report.kv_positions_used;
     sample.kvPositionsCached = report.kv_positions_cached;

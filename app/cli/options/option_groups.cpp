@@ -53,6 +53,35 @@ void add_threads_option(OptionTable& table, int* threads) {
              .default_text = "all cores"});
 }
 
+KvCacheTypes KvCacheOptions::types() const {
+  Result<KvCacheTypes> types = parse_kv_cache_types(k + "/" + v);
+  return types ? *types : KvCacheTypes();
+}
+
+void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache) {
+  const std::vector<std::string> choices = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "fp8_e4m3"};
+  table.add({.names = {"-ctk", "--cache-type-k"},
+             .value_name = "TYPE",
+             .help = "KV cache type of the keys: f16, q8_0, q5_1, q5_0, q4_1, q4_0, fp8_e4m3",
+             .destination = &cache->k,
+             .choices = choices});
+  table.add({.names = {"-ctv", "--cache-type-v"},
+             .value_name = "TYPE",
+             .help = "KV cache type of the values (the same choices)",
+             .destination = &cache->v,
+             .choices = choices});
+  table.add({.names = {"--kv-type"},
+             .value_name = "TYPE",
+             .help = "KV cache type of keys and values (both -ctk and -ctv)",
+             .destination = CustomSetter([cache](std::string_view, std::string_view value) -> std::string {
+               Result<GgmlType> type = parse_kv_cache_type(value);
+               if (!type) return type.error_message();
+               cache->k = cache->v = kv_cache_types_name(*type);
+               return "";
+             }),
+             .default_text = "f16"});
+}
+
 void add_device_options(OptionTable& table, DeviceOptions* device) {
   table.add({.names = {"--device", "-dev"},
              .value_name = "DEV",

@@ -4,6 +4,7 @@
 
 #include "options/option_table.h"
 
+#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/sampling/sampler.h"
 #include "iwb/engine/spec/spec_config.h"
 #include "iwb/engine/status.h"
@@ -36,6 +37,15 @@ void add_batch_size_option(OptionTable& table, int64_t* tokens, std::string help
 // threads: -t, --threads N (>= 1; unset: every core). llama.cpp's -tb (threads for the prompt)
 // has no counterpart: the engine uses one thread pool for every step.
 void add_threads_option(OptionTable& table, int* threads);
+
+// KV cache: -ctk / --cache-type-k T and -ctv / --cache-type-v T as llama.cpp spells them
+// (f16, q8_0, q5_1, q5_0, q4_1, q4_0; and fp8_e4m3, vLLM's), and the older --kv-type T for both.
+struct KvCacheOptions {
+  std::string k = "f16";
+  std::string v = "f16";
+  KvCacheTypes types() const;  // the parsed names (the table only accepts valid ones)
+};
+void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache);
 
 // device: --device / -dev and -ngl / --gpu-layers / --n-gpu-layers.
 struct DeviceOptions {

@@ -24,7 +24,7 @@ struct KvPoolGeometry {
   KvCacheShape shape;
   int32_t block_size = 0;
   int64_t num_blocks = 0;
-  GgmlType type = GgmlType::F16;
+  KvCacheTypes type;  // keys' and values' cache types
 
   int64_t num_slots() const { return num_blocks * block_size; }
   uint64_t bytes_per_block() const { return PagedKvStorage::bytes_per_block(shape, block_size, type); }

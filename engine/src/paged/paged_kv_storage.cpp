@@ -18,32 +18,36 @@ bool shape_ok(const KvCacheShape& s) {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
 
-Status check_type(const KvCacheShape& shape, GgmlType type) {
-  if (type != GgmlType::F16 && type != GgmlType::Q8_0) {
-    return make_error(ErrorCode::Unsupported, "the KV cache stores f16 or q8_0, not " + std::string(ggml_type_name(type)));
+Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
+  for (const GgmlType type : {types.k, types.v}) {
+    if (!is_kv_cache_type(type)) {
+      return make_error(ErrorCode::Unsupported, "the KV cache stores " + std::string(kv_cache_type_choices()) + ", not " +
+                                                    std::string(ggml_type_name(type)));
+    }
   }
-  if (kv_row_units(type, shape.head_dim_k) == 0 || kv_row_units(type, shape.head_dim_v) == 0) {
-    return make_error(ErrorCode::InvalidArgument, "an 8-bit (q8_0) KV cache needs head sizes that are multiples of 32; "
-                                                  "this model's are " + std::to_string(shape.head_dim_k) + " and " +
-                                                  std::to_string(shape.head_dim_v));
+  if (kv_row_units(types.k, shape.head_dim_k) == 0 || kv_row_units(types.v, shape.head_dim_v) == 0) {
+    return make_error(ErrorCode::InvalidArgument, "a " + kv_cache_types_name(types) +
+                                                      " KV cache needs head sizes that are multiples of 32; "
+                                                      "this model's are " + std::to_string(shape.head_dim_k) + " and " +
+                                                      std::to_string(shape.head_dim_v));
   }
   return {};
 }
 
 }  // namespace
 
-uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, GgmlType type) {
+uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, KvCacheTypes types) {
   if (!shape_ok(shape) || block_size <= 0) return 0;
-  const int64_t units_k = kv_row_units(type, shape.head_dim_k), units_v = kv_row_units(type, shape.head_dim_v);
+  const int64_t units_k = kv_row_units(types.k, shape.head_dim_k), units_v = kv_row_units(types.v, shape.head_dim_v);
   if (units_k == 0 || units_v == 0) return 0;
   return 2u * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(shape.num_layers) *
          static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(units_k + units_v);
 }
 
 Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
-                                                      GgmlType type) {
-  if (shape_ok(shape)) IWB_RETURN_IF_ERROR(check_type(shape, type));
-  const uint64_t per_block = bytes_per_block(shape, block_size, type);
+                                                      KvCacheTypes types) {
+  if (shape_ok(shape)) IWB_RETURN_IF_ERROR(check_type(shape, types));
+  const uint64_t per_block = bytes_per_block(shape, block_size, types);
   if (per_block == 0) return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
   const uint64_t n = budget_bytes / per_block;
   if (n == 0) {
@@ -55,14 +59,14 @@ Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape,
 }
 
 Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShape& shape, int32_t block_size,
-                                                               int64_t num_blocks, GgmlType type) {
+                                                               int64_t num_blocks, KvCacheTypes types) {
   if (!shape_ok(shape) || block_size <= 0 || num_blocks <= 0) {
     return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs layers, KV heads, head sizes, a block size "
                                                   "and at least one block");
   }
-  IWB_RETURN_IF_ERROR(check_type(shape, type));
+  IWB_RETURN_IF_ERROR(check_type(shape, types));
   std::unique_ptr<PagedKvStorage> s(new PagedKvStorage());
-  s->m_type = type;
+  s->m_types = types;
   s->m_shape = shape;
   s->m_block_size = block_size;
   s->m_num_blocks = num_blocks;
@@ -71,18 +75,18 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
     s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_units())));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
-                                                  " blocks (" + mib(bytes_per_block(shape, block_size, type) *
+                                                  " blocks (" + mib(bytes_per_block(shape, block_size, types) *
                                                                     static_cast<uint64_t>(num_blocks)) + ")");
   }
   return s;
 }
 
 uint64_t PagedKvStorage::num_bytes() const {
-  return bytes_per_block(m_shape, m_block_size, m_type) * static_cast<uint64_t>(m_num_blocks);
+  return bytes_per_block(m_shape, m_block_size, m_types) * static_cast<uint64_t>(m_num_blocks);
 }
 
-int64_t PagedKvStorage::k_units() const { return kv_row_units(m_type, k_row()); }
-int64_t PagedKvStorage::v_units() const { return kv_row_units(m_type, v_row()); }
+int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()); }
+int64_t PagedKvStorage::v_units() const { return kv_row_units(m_types.v, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
   return layer >= 0 && layer < m_shape.num_layers ? m_k[static_cast<size_t>(layer)].data() : nullptr;
@@ -130,7 +134,9 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.num_slots = num_slots();
   args.k_row = k_row();
   args.v_row = v_row();
-  args.kv_type = m_type;
+  args.num_kv_heads = m_shape.num_kv_heads;
+  args.k_type = m_types.k;
+  args.v_type = m_types.v;
   if (!write_kv_paged(args)) {
     return make_error(ErrorCode::InvalidArgument, "paged KV write refused: a slot is outside the " +
                                                       std::to_string(num_slots()) + " slots, or K/V data is missing");

@@ -71,10 +71,9 @@ Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, cons
                                           const std::string& device) {
   EngineOptions e;
   e.device = device;
-  if (kv_type == "q8_0" || kv_type == "Q8_0") e.kv_cache_type = GgmlType::Q8_0;
-  else if (kv_type != "f16" && kv_type != "F16") {
-    return make_error(ErrorCode::InvalidArgument, "the KV cache type is f16 or q8_0, not '" + kv_type + "'");
-  }
+  Result<KvCacheTypes> types = parse_kv_cache_types(kv_type);
+  if (!types) return types.status();
+  e.kv_cache_type = *types;
   e.context_length = context;
   e.num_threads = num_threads;
   e.enable_prefix_caching = false;  // every chunk is computed, never served from earlier ones
@@ -171,6 +170,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   const MemoryReport memory = (*model)->memory_report();
   result.file_bytes = memory.file_bytes;
   result.memory_bytes = memory.weights_bytes + memory.kv_pool_bytes + memory.scratch_bytes;
+  result.kv_bytes_per_token = memory.kv_bytes_per_position;
   if (Result<std::string> id = file_identity(o.model_path)) result.model_identity = *id;
 
   double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;

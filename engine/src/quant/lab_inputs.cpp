@@ -84,8 +84,14 @@ std::string imatrix_path(const LabSettings& s, const std::string& calibration_te
 }
 
 std::string quantized_path(const LabSettings& s, const LabItem& item) {
-  const std::string name = stem_of(s) + "-" + item.type + (item.is_imatrix ? "-im" : "") +
-                           (item.kv_cache_type != "f16" ? "-kv8" : "") + ".gguf";
+  // The KV cache type does not change the file; each still gets its own ("-kv8" for q8_0 as before).
+  std::string kv;
+  if (item.kv_cache_type == "q8_0") kv = "-kv8";
+  else if (item.kv_cache_type != "f16") {
+    kv = "-kv-" + item.kv_cache_type;
+    std::replace(kv.begin(), kv.end(), '/', '-');
+  }
+  const std::string name = stem_of(s) + "-" + item.type + (item.is_imatrix ? "-im" : "") + kv + ".gguf";
   return (fs::path(s.output_dir) / name).string();
 }
 

@@ -285,7 +285,9 @@ Result<RunRecorder> LabQueue::start_run(QuantRun run, LabItemOutcome* outcome) {
 
 std::string lab_item_label(const LabItem& item) {
   return (item.type.empty() ? "base" : item.type) + (item.is_imatrix ? " + imatrix" : "") +
-         (item.kv_cache_type != "f16" ? ", 8-bit KV cache" : "");
+         (item.kv_cache_type == "q8_0"  ? ", 8-bit KV cache"
+          : item.kv_cache_type != "f16" ? ", KV cache " + item.kv_cache_type
+                                        : std::string());
 }
 
 const char* lab_stage_name(LabStage stage) {

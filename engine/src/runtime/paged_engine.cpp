@@ -190,6 +190,7 @@ EngineKvSnapshot PagedEngine::kv_snapshot() const {
   snap.cache = m_scheduler->block_manager().snapshot();
   snap.scheduler = m_scheduler->stats();
   snap.bytes_per_block = m_kv.bytes_per_block();
+  snap.cache_type = kv_cache_types_name(m_kv.type);
   auto describe = [&](SequenceId id, bool is_running) {
     const Sequence* s = m_scheduler->find(id);
     if (s == nullptr) return;
@@ -215,6 +216,7 @@ MemoryReport PagedEngine::memory_report() const {
   m.file_bytes = m_file->file_size();
   m.kv_pool_bytes = m_kv.num_bytes();
   m.kv_bytes_per_position = m_kv.bytes_per_position();
+  m.kv_cache_type = kv_cache_types_name(m_kv.type);
   m.kv_num_blocks = m_kv.num_blocks;
   m.kv_block_size = m_kv.block_size;
   m.kv_positions_total = m_kv.num_slots();

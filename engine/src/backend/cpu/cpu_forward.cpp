@@ -270,7 +270,8 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.softcap = c.attention_softcap;
   attn.output = m_attn.data();
   attn.num_threads = m_num_threads;
-  attn.kv_type = kv.type();
+  attn.k_type = kv.types().k;
+  attn.v_type = kv.types().v;
   if (!paged_attention(attn)) return kernel_failed("paged attention", il);
   record(op, 0, n);
   return {};

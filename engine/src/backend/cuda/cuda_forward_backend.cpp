@@ -209,7 +209,11 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
   const std::string id = "cuda:" + std::to_string(m_device);
   m_kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
   m_kv.block_size = o.kv_block_size;
-  m_kv.type = o.kv_cache_type;  // F16, or Q8_0 (checked with the budget below)
+  m_kv.type = o.kv_cache_type;
+  if (m_kv.type.k != m_kv.type.v || (m_kv.type.k != GgmlType::F16 && m_kv.type.k != GgmlType::Q8_0)) {
+    return make_error(ErrorCode::Unsupported, "the CUDA KV cache stores f16 or q8_0, the same for keys and values, not " +
+                                                  kv_cache_types_name(m_kv.type) + " (the CPU takes it)");
+  }
   const auto [free_bytes, total_bytes] = device_memory_info();
   const uint64_t reserve = device_reserve_bytes(total_bytes);
   KvBudgetInput in;
@@ -240,9 +244,9 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
   uint16_t* at = m_kv_pool.as<uint16_t>();
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     m_k_pools.push_back(at);
-    at += slots * static_cast<size_t>(kv_row_units(m_kv.type, c.k_width()));
+    at += slots * static_cast<size_t>(kv_row_units(m_kv.type.k, c.k_width()));
     m_v_pools.push_back(at);
-    at += slots * static_cast<size_t>(kv_row_units(m_kv.type, c.v_width()));
+    at += slots * static_cast<size_t>(kv_row_units(m_kv.type.v, c.v_width()));
   }
   // Zeros, so a never-written slot holds finite numbers (attention masks it, but 0 x NaN is NaN).
   IWB_CUDA_TRY(cudaMemsetAsync(m_kv_pool.data(), 0, m_kv_pool.bytes(), m_stream.get()), "clearing the KV cache");
@@ -259,8 +263,8 @@ Status CudaForwardBackend::copy_blocks(std::span<const BlockCopy> copies) {
     }
   }
   IWB_CUDA_TRY(cudaSetDevice(m_device), "selecting cuda:" + std::to_string(m_device));
-  const int64_t k_row_units = kv_row_units(m_kv.type, m_config.k_width());
-  const int64_t v_row_units = kv_row_units(m_kv.type, m_config.v_width());
+  const int64_t k_row_units = kv_row_units(m_kv.type.k, m_config.k_width());
+  const int64_t v_row_units = kv_row_units(m_kv.type.v, m_config.v_width());
   const int64_t k_units = m_kv.num_slots() * k_row_units;
   const int64_t v_units = m_kv.num_slots() * v_row_units;
   auto* staged = reinterpret_cast<int32_t*>(m_staging.as<char>() + m_layout.block_copies);

@@ -98,7 +98,7 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       kv.num_slots = m_kv.num_slots();
       kv.k_row = c.k_width();
       kv.v_row = c.v_width();
-      kv.kv_type = m_kv.type;
+      kv.kv_type = m_kv.type.k;  // the CUDA cache: one type for keys and values
       IWB_RETURN_IF_ERROR(launched(write_kv_paged_cuda(kv, stream), "the KV cache write", il));
       return op_end(op, 0, n);
     }
@@ -189,7 +189,7 @@ Status CudaForwardBackend::run_attention(const PlanOp& op, const StepShape& s) {
   a.sliding_window = op.is_sliding ? c.sliding_window : 0;
   a.softcap = c.attention_softcap;
   a.output = m_attn;
-  a.kv_type = m_kv.type;
+  a.kv_type = m_kv.type.k;
   // The tensor-core kernel (prompt chunks) rounds otherwise than the f32 one (decodes): a
   // batch-invariant run keeps every token on the f32 kernel.
   a.allow_tensor_cores = !m_is_batch_invariant;

@@ -15,6 +15,9 @@ enum class GgmlType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
   IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  // Not a GGUF tensor type (no traits, never read from a file): the KV cache's FP8 E4M3 (vLLM's
+  // fp8 cache, one byte per value: sign, 4 exponent bits of bias 7, 3 mantissa bits, max 448).
+  F8_E4M3 = 0x10000,
 };
 
 struct GgmlTypeTraits {

@@ -6,10 +6,14 @@
 // Cache layout of one layer (vLLM's): slot s = block * block_size + offset holds the key of KV
 // head g at k_cache + s * num_kv_heads * head_dim + g * head_dim (values likewise, head_dim_v).
 //
-// 8-bit KV cache (kv_type Q8_0): each head's row of head_dim values is head_dim / 32 Q8_0
-// blocks (fp16 scale + 32 int8, 34 bytes) in the same layout, so a slot of k_row values takes
-// kv_row_units(Q8_0, k_row) = k_row / 32 * 17 uint16 units instead of k_row. Head sizes must
-// be multiples of 32.
+// Quantized KV cache (k_type / v_type other than F16, chosen separately as llama.cpp's -ctk and
+// -ctv): each head's row of head_dim values is head_dim / 32 blocks of a 32-value type (Q8_0:
+// 34 bytes, Q5_1: 24, Q5_0: 22, Q4_1: 20, Q4_0: 18) in the same layout, so a slot of k_row
+// values takes kv_row_units(type, k_row) = k_row / 32 * bytes / 2 uint16 units instead of k_row.
+// Head sizes must be multiples of 32. F8_E4M3 (vLLM's fp8 cache) is one byte per value, no
+// scale (vLLM's default k/v scale of 1), head sizes even. A quantized block side stores each head row Hadamard-rotated
+// (as llama.cpp's cache does): large channels no longer set their blocks' scales alone; the
+// attention undoes it (rotated queries, rotated-back output), so callers see plain values.
 #pragma once
 
 #include "iwb/kernels/ggml_type.h"
@@ -41,12 +45,21 @@ struct PagedAttentionArgs {
   float softcap = 0.0f;                   // > 0: score = softcap * tanh(score / softcap)
   float* output = nullptr;                // [num_tokens x num_heads x head_dim_v]
   int num_threads = 0;                    // 0: OpenMP's default
-  GgmlType kv_type = GgmlType::F16;       // F16 or Q8_0 (see above)
+  GgmlType k_type = GgmlType::F16;        // the keys' cache type (see above)
+  GgmlType v_type = GgmlType::F16;        // the values' cache type
+  bool is_rotated = true;                 // quantized sides stored rotated (false: as they are, CUDA's q8_0)
 };
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
-// value; Q8_0: 17 per 32 values); 0 for a type or size the cache cannot hold.
+// value; Q8_0: 17 per 32 values, Q4_0: 9); 0 for a type or size the cache cannot hold.
 int64_t kv_row_units(GgmlType type, int64_t num_values);
+// True for the types a KV cache can hold: F16, Q8_0, Q5_1, Q5_0, Q4_1, Q4_0, F8_E4M3.
+bool is_kv_cache_type(GgmlType type);
+// Bytes per value of a cache type (Q8_0: 34 / 32); 0 for a type the cache cannot hold.
+double kv_bytes_per_value(GgmlType type);
+// FP8 E4M3 (OCP "FN": no infinities, max 448) of x, round to nearest even, saturating; and back.
+uint8_t f32_to_e4m3(float x);
+float e4m3_to_f32(uint8_t b);
 
 // False (writing nothing) for inconsistent arguments: a block id outside the pool, a query past
 // its sequence's length, a sequence longer than its table, sizes that do not divide.
@@ -64,11 +77,15 @@ struct WriteKvPagedArgs {
   int64_t num_slots = 0;                  // num_blocks * block_size
   int64_t k_row = 0;                      // num_kv_heads * head_dim
   int64_t v_row = 0;                      // num_kv_heads * head_dim_v
-  GgmlType kv_type = GgmlType::F16;       // F16, or Q8_0 (rows quantized per 32 values)
+  int64_t num_kv_heads = 1;               // heads per row: a quantized side is rotated head by head
+  GgmlType k_type = GgmlType::F16;        // F16, or a block type (rows quantized per 32 values)
+  GgmlType v_type = GgmlType::F16;
+  bool is_rotated = true;                 // rotate quantized sides first (see above)
 };
 
-// f32 -> f16 (round to nearest even) into the named slots; false for a slot outside the cache
-// (checked before anything is written).
+// f32 -> f16 (round to nearest even) or the block type (ggml's reference rounding) into the
+// named slots; false for a slot outside the cache or a value the type cannot hold (checked
+// before anything is written).
 bool write_kv_paged(const WriteKvPagedArgs& args);
 bool write_kv_paged_ref(const WriteKvPagedArgs& args);  // scalar conversions
 OpCost write_kv_paged_cost(const WriteKvPagedArgs& args);

@@ -3,6 +3,7 @@
 // decides which slots a token uses; this class only stores, copies and hands out pointers.
 #pragma once
 
+#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/paged/paged_types.h"
 #include "iwb/engine/status.h"
 #include "iwb/kernels/ggml_type.h"
@@ -24,15 +25,15 @@ struct KvCacheShape {
 
 class PagedKvStorage {
  public:
-  // Bytes one block takes over all layers, K and V (f16; Q8_0: 34 bytes per 32 values, the
-  // 8-bit cache, whose head sizes must be multiples of 32 — 0 otherwise).
-  static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size, GgmlType type = GgmlType::F16);
+  // Bytes one block takes over all layers, K and V (f16; Q8_0: 34 bytes per 32 values, Q4_0: 18;
+  // the block types need head sizes that are multiples of 32 — 0 otherwise).
+  static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size, KvCacheTypes types = {});
   // How many blocks fit in `budget_bytes`; an error when not even one does.
   static Result<int64_t> num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
-                                               GgmlType type = GgmlType::F16);
-  // An error names the problem when `type` is neither F16 nor Q8_0, or Q8_0 does not fit the heads.
+                                               KvCacheTypes types = {});
+  // An error names the problem when a type is not a KV cache type, or a block type does not fit the heads.
   static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size, int64_t num_blocks,
-                                                        GgmlType type = GgmlType::F16);
+                                                        KvCacheTypes types = {});
 
   const KvCacheShape& shape() const { return m_shape; }
   int32_t block_size() const { return m_block_size; }
@@ -40,7 +41,7 @@ class PagedKvStorage {
   int64_t num_slots() const { return m_num_blocks * m_block_size; }
   int64_t k_row() const { return m_shape.num_kv_heads * m_shape.head_dim_k; }  // f16 values per slot
   int64_t v_row() const { return m_shape.num_kv_heads * m_shape.head_dim_v; }
-  GgmlType type() const { return m_type; }
+  const KvCacheTypes& types() const { return m_types; }
   // uint16 units of one slot's key (value) row in the pools: k_row() for f16, 17 per 32 for Q8_0.
   int64_t k_units() const;
   int64_t v_units() const;
@@ -72,7 +73,7 @@ class PagedKvStorage {
   KvCacheShape m_shape;
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
-  GgmlType m_type = GgmlType::F16;
+  KvCacheTypes m_types;
   std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
 };
 

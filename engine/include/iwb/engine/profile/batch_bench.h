@@ -7,6 +7,7 @@
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
+#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/status.h"
 
 #include <cstdint>
@@ -87,6 +88,7 @@ Result<BatchBenchResult> run_batch_bench(Engine& engine, const BatchBenchOptions
 
 // A KV budget that holds the largest parallelism's sequences whole (one spare block each, for
 // the scheduler's reserve), in bytes.
-uint64_t batch_bench_kv_bytes(const ModelConfig& config, const BatchBenchOptions& options, int32_t block_size);
+uint64_t batch_bench_kv_bytes(const ModelConfig& config, const BatchBenchOptions& options, int32_t block_size,
+                              KvCacheTypes types = {});
 
 }  // namespace iwb

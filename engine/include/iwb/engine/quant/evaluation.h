@@ -42,7 +42,7 @@ struct EvalOptions {
   int num_threads = 0;
   std::string cache_path;            // base logits cache; empty: logits_cache_path(key)
   bool use_cache = true;             // false: always run the base model (and rewrite the cache)
-  std::string kv_cache_type = "f16"; // the model's KV cache: "f16" or "q8_0" (the base always f16)
+  std::string kv_cache_type = "f16"; // the model's KV cache: "q8_0", or keys/values "q8_0/q4_0" (the base always f16)
   int64_t num_gen_tokens = 32;       // generation speed test (iwb bench's tgN, one run); 0: skip
   std::string device = "auto";       // EngineOptions::device for the model and the base
   std::function<void(const EvalProgress&)> progress;
@@ -61,6 +61,7 @@ struct EvalResult {
   // from a tgN run on the same engine.
   std::string model_identity, model_name, file_type;
   uint64_t file_bytes = 0, memory_bytes = 0, num_parameters = 0;
+  uint64_t kv_bytes_per_token = 0;   // K and V of every layer for one position, in the cache's types
   double prompt_tokens_per_s = 0, gen_tokens_per_s = 0;
   std::string device;                // where the model ran: "cpu", "cuda:0"
   // Against the base (has_base).
@@ -85,7 +86,8 @@ Result<ChunkPlan> plan_chunks(int64_t num_tokens, int64_t context, int64_t strid
 Result<EvalResult> evaluate(const EvalOptions& options);
 
 // The engine settings evaluation loads a model with (prefix caching off, one context); kv_type
-// "f16" or "q8_0" (anything else is refused); device as EngineOptions::device.
+// one cache type for keys and values ("f16", "q8_0", ...) or keys/values ("q8_0/q4_0"); anything
+// else is refused; device as EngineOptions::device.
 Result<EngineOptions> eval_engine_options(int64_t context, int num_threads, const std::string& kv_type = "f16",
                                           const std::string& device = "auto");
 

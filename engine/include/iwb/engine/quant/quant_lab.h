@@ -23,7 +23,7 @@ namespace iwb::quant {
 struct LabItem {
   std::string type;                   // "Q4_K_M" ...; empty: the base itself (e.g. with the 8-bit KV cache)
   bool is_imatrix = false;            // quantize with the importance matrix
-  std::string kv_cache_type = "f16";  // the evaluation's KV cache: "f16" or "q8_0"
+  std::string kv_cache_type = "f16";  // the evaluation's KV cache: "f16", "q8_0", ..., or keys/values "q8_0/q4_0"
 };
 // "Q4_0 + imatrix, 8-bit KV cache", "base".
 std::string lab_item_label(const LabItem& item);

@@ -34,7 +34,7 @@ struct QuantRun {
   bool is_imatrix = false;
   std::string imatrix_path;
   bool keep_output_f16 = false;
-  std::string kv_cache_type = "f16";  // "f16" or "q8_0"
+  std::string kv_cache_type = "f16";  // "f16", "q8_0", ..., or keys/values "q8_0/q4_0" (kv_cache_types_name)
   bool is_reference = false;        // the base model's own row in a comparison
 
   // Evaluation settings.

@@ -6,6 +6,7 @@
 
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/profile/kernel_record.h"
 #include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/runtime/engine_reports.h"
@@ -55,9 +56,10 @@ struct EngineOptions {
   double kv_cache_fraction = 0;
   int64_t max_running_sequences = 32;  // sequences decoding together at most
   bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
-  // What the KV cache stores: F16, or Q8_0 (8-bit, about half the memory; head sizes must be
-  // multiples of 32).
-  GgmlType kv_cache_type = GgmlType::F16;
+  // What the KV cache stores keys and values as (separately, llama.cpp's -ctk/-ctv): F16, or
+  // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32). The CUDA backend takes
+  // F16 or Q8_0, the same for both.
+  KvCacheTypes kv_cache_type;
   // Batch-invariant matmuls: each token's logits are bit for bit the same whether it is decoded
   // alone, batched with other sequences, in a prompt chunk or verifying speculative guesses,
   // so greedy output never depends on them. The fast kernels pick other code for one token, a

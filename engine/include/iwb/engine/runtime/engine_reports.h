@@ -33,6 +33,7 @@ struct EngineKvSnapshot {
   SchedulerStats scheduler;
   std::vector<KvSequenceInfo> sequences;  // waiting ones first (in admission order), then running
   uint64_t bytes_per_block = 0;           // K and V of all layers
+  std::string cache_type = "f16";         // "q8_0", or keys/values "q8_0/q4_0" (kv_cache_types_name)
 };
 
 // Bytes the engine holds, by purpose.
@@ -41,6 +42,7 @@ struct MemoryReport {
   uint64_t file_bytes = 0;          // the whole mapped file (header and metadata included)
   uint64_t kv_pool_bytes = 0;       // the paged KV pool, allocated whole at load
   uint64_t kv_bytes_per_position = 0;
+  std::string kv_cache_type = "f16";  // as EngineKvSnapshot::cache_type
   int64_t kv_num_blocks = 0;
   int32_t kv_block_size = 0;
   int64_t kv_positions_total = 0;   // num_blocks * block_size
