@@ -2,14 +2,24 @@
 // only when a row's height changed, and following the end of the conversation).
 #include "chat/message_view.h"
 
+#include "chat/markdown_render.h"
 #include "chat/message_list_model.h"
 
+#include <QAbstractTextDocumentLayout>
+#include <QClipboard>
+#include <QDesktopServices>
 #include <QFontDatabase>
+#include <QGuiApplication>
+#include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollBar>
+#include <QTextBlock>
+#include <QTextDocument>
 #include <QTextLayout>
 #include <QTimer>
+#include <QToolTip>
+#include <QUrl>
 
 #include <cmath>
 
@@ -83,6 +93,32 @@ QList<QTextLayout::FormatRange> codeFormats(const QString& text, const QFont& ba
   return ranges;
 }
 
+MarkdownColors markdownColors(const QPalette& palette) {
+  const QColor base = palette.color(QPalette::Base), text = palette.color(QPalette::Text);
+  return {mix(base, text, 0.05), mix(base, text, 0.25), mix(base, text, 0.11), mix(text, base, 0.4)};
+}
+
+// Where the Copy links of a laid-out document are, in its coordinates.
+QList<QRectF> copyLinkRects(const QTextDocument& doc) {
+  QList<QRectF> rects;
+  QAbstractTextDocumentLayout* layout = doc.documentLayout();
+  for (QTextBlock block = doc.begin(); block.isValid(); block = block.next()) {
+    for (auto it = block.begin(); !it.atEnd(); ++it) {
+      const QTextFragment fragment = it.fragment();
+      const int n = copyIndexOfHref(fragment.charFormat().anchorHref());
+      if (n < 0) continue;
+      const int start = fragment.position() - block.position();
+      const QTextLine line = block.layout()->lineForTextPosition(start);
+      if (!line.isValid()) continue;
+      const qreal x1 = line.cursorToX(start), x2 = line.cursorToX(start + fragment.length());
+      const QPointF origin = layout->blockBoundingRect(block).topLeft();
+      while (rects.size() <= n) rects.push_back({});
+      rects[n] = QRectF(origin + QPointF(x1, line.y()), QSizeF(x2 - x1, line.height()));
+    }
+  }
+  return rects;
+}
+
 }  // namespace
 
 MessageDelegate::MessageDelegate(QAbstractItemView* view) : QStyledItemDelegate(view), m_view(view) {}
@@ -99,7 +135,42 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
   const int revision = index.data(MessageListModel::RevisionRole).toInt();
   const int textWidth = maxBubbleWidth() - 2 * kPadding;
   Layout& cached = m_cache[index.row()];
-  if (cached.text && cached.messageId == id && cached.revision == revision && cached.textWidth == textWidth) {
+  if ((cached.text || cached.document) && cached.messageId == id && cached.revision == revision && cached.textWidth == textWidth) {
+    return cached;
+  }
+
+  const QString content = index.data(Qt::DisplayRole).toString();
+  if (!m_showsRawText && !isUser(index) && !content.isEmpty()) {
+    // A reply as Markdown: cmark-gfm's HTML in a document of its own, rebuilt only when the
+    // revision changes (the view throttles a streaming row to one revision per 50 ms).
+    const MarkdownColors colors = markdownColors(m_view->palette());
+    RenderedMarkdown rendered = renderMarkdown(content, colors);
+    auto doc = std::make_shared<QTextDocument>();
+    doc->setDefaultFont(m_view->font());
+    doc->setDocumentMargin(0);
+    doc->setUndoRedoEnabled(false);
+    const QString mono = QFontDatabase::systemFont(QFontDatabase::FixedFont).family();
+    doc->setDefaultStyleSheet(QStringLiteral("p { margin-top: 0px; margin-bottom: 6px; }"
+                                             "pre, code { font-family: '%1'; }"
+                                             "code { background-color: %2; }"
+                                             "h1, h2, h3, h4 { margin-top: 6px; margin-bottom: 4px; }"
+                                             "ul, ol { margin-top: 0px; margin-bottom: 6px; }")
+                                  .arg(mono, colors.codeHeader.name()));
+    doc->setHtml(rendered.html);
+    doc->setTextWidth(textWidth);
+    const qreal width = qMin<qreal>(textWidth, std::ceil(doc->idealWidth()));
+    // The last block's bottom margin is the bubble's padding's job.
+    const qreal height = doc->size().height();
+    Layout fresh;
+    fresh.messageId = id;
+    fresh.revision = revision;
+    fresh.textWidth = textWidth;
+    fresh.isRaw = false;
+    fresh.copyRects = copyLinkRects(*doc);
+    fresh.document = std::move(doc);
+    fresh.codeBlocks = std::move(rendered.codeBlocks);
+    fresh.size = QSizeF(width, height);
+    cached = std::move(fresh);
     return cached;
   }
 
@@ -127,7 +198,12 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
     widest = qMax(widest, line.naturalTextWidth());
   }
   layout->endLayout();
-  cached = {id, revision, textWidth, std::move(layout), QSizeF(widest, height)};
+  cached = Layout{};
+  cached.messageId = id;
+  cached.revision = revision;
+  cached.textWidth = textWidth;
+  cached.text = std::move(layout);
+  cached.size = QSizeF(widest, height);
   return cached;
 }
 
@@ -153,6 +229,37 @@ MessageDelegate::Geometry MessageDelegate::geometryFor(const QRect& itemRect, co
 
 QRect MessageDelegate::bubbleRect(const QRect& itemRect, const QModelIndex& index) const {
   return geometryFor(itemRect, index).bubble;
+}
+
+void MessageDelegate::setShowsRawText(bool isRaw) {
+  if (m_showsRawText == isRaw) return;
+  m_showsRawText = isRaw;
+  m_cache.clear();
+}
+
+const QTextDocument* MessageDelegate::documentFor(const QModelIndex& index) const {
+  return layoutFor(index).document.get();
+}
+
+QStringList MessageDelegate::codeBlocksFor(const QModelIndex& index) const { return layoutFor(index).codeBlocks; }
+
+QList<QRect> MessageDelegate::copyButtonRects(const QRect& itemRect, const QModelIndex& index) const {
+  const Geometry g = geometryFor(itemRect, index);
+  QList<QRect> rects;
+  for (const QRectF& r : layoutFor(index).copyRects) rects.push_back(r.translated(g.textOrigin).toAlignedRect());
+  return rects;
+}
+
+QString MessageDelegate::anchorAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const {
+  const Layout& layout = layoutFor(index);
+  if (!layout.document) return {};
+  const Geometry g = geometryFor(itemRect, index);
+  const QPointF local = QPointF(pos) - g.textOrigin;
+  // The drawn button is a little wider than the link's text.
+  for (int n = 0; n < layout.copyRects.size(); ++n) {
+    if (layout.copyRects[n].adjusted(-5, 0, 5, 0).contains(local)) return copyHref(n);
+  }
+  return layout.document->documentLayout()->anchorAt(local);
 }
 
 QSize MessageDelegate::sizeHint(const QStyleOptionViewItem&, const QModelIndex& index) const {
@@ -189,7 +296,24 @@ void MessageDelegate::paint(QPainter* painter, const QStyleOptionViewItem& optio
   painter->drawText(g.header, (user ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter, headerText(index));
 
   painter->setPen(palette.color(QPalette::Text));
-  layoutFor(index).text->draw(painter, g.textOrigin);
+  const Layout& layout = layoutFor(index);
+  if (layout.document) {
+    painter->save();
+    painter->translate(g.textOrigin);
+    QAbstractTextDocumentLayout::PaintContext context;
+    context.palette = palette;
+    context.clip = QRectF(QPointF(0, 0), layout.size);
+    layout.document->documentLayout()->draw(painter, context);
+    // The Copy links drawn as small buttons.
+    painter->setPen(QPen(mix(base, palette.color(QPalette::WindowText), 0.35), 1));
+    painter->setBrush(Qt::NoBrush);
+    for (const QRectF& r : layout.copyRects) {
+      if (!r.isNull()) painter->drawRoundedRect(r.adjusted(-5, 0, 5, 0), 4, 4);
+    }
+    painter->restore();
+  } else {
+    layout.text->draw(painter, g.textOrigin);
+  }
 
   if (!g.stats.isNull()) {
     painter->setFont(small);
@@ -204,6 +328,7 @@ void MessageDelegate::paint(QPainter* painter, const QStyleOptionViewItem& optio
 MessageView::MessageView(QWidget* parent)
     : QListView(parent), m_delegate(new MessageDelegate(this)), m_streamTimer(new QTimer(this)) {
   setItemDelegate(m_delegate);
+  setMouseTracking(true);  // the pointing hand over links and Copy buttons
   m_streamTimer->setSingleShot(true);
   m_streamTimer->setInterval(kStreamRepaintMs);
   connect(m_streamTimer, &QTimer::timeout, this, &MessageView::flushStreamingChanges);
@@ -283,6 +408,50 @@ void MessageView::reset() {
   m_delegate->clearCache();  // another conversation: the rows are other messages
   m_isFollowingEnd = true;
   QListView::reset();
+}
+
+void MessageView::setShowsRawText(bool isRaw) {
+  if (m_delegate->showsRawText() == isRaw) return;
+  m_delegate->setShowsRawText(isRaw);
+  scheduleDelayedItemsLayout();
+  viewport()->update();
+}
+
+void MessageView::mouseMoveEvent(QMouseEvent* event) {
+  QListView::mouseMoveEvent(event);
+  const QPoint pos = event->position().toPoint();
+  const QModelIndex index = indexAt(pos);
+  const QString href = index.isValid() ? m_delegate->anchorAt(visualRect(index), index, pos) : QString();
+  if (href.isEmpty()) {
+    viewport()->unsetCursor();
+  } else {
+    viewport()->setCursor(Qt::PointingHandCursor);
+  }
+}
+
+void MessageView::mouseReleaseEvent(QMouseEvent* event) {
+  const QPoint pos = event->position().toPoint();
+  const QModelIndex index = indexAt(pos);
+  const QString href = index.isValid() && event->button() == Qt::LeftButton
+                           ? m_delegate->anchorAt(visualRect(index), index, pos)
+                           : QString();
+  const int copyIndex = copyIndexOfHref(href);
+  if (copyIndex >= 0) {
+    const QStringList blocks = m_delegate->codeBlocksFor(index);
+    if (copyIndex < blocks.size()) {
+      QGuiApplication::clipboard()->setText(blocks[copyIndex]);
+      QToolTip::showText(event->globalPosition().toPoint(), tr("Copied"), this);
+      emit codeCopied(blocks[copyIndex]);
+    }
+    return;
+  }
+  const QUrl url(href);
+  if (!href.isEmpty() && (url.scheme() == QLatin1String("http") || url.scheme() == QLatin1String("https") ||
+                          url.scheme() == QLatin1String("mailto"))) {
+    QDesktopServices::openUrl(url);
+    return;
+  }
+  QListView::mouseReleaseEvent(event);
 }
 
 void MessageView::resizeEvent(QResizeEvent* event) {

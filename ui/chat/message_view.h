@@ -10,6 +10,7 @@
 
 #include <memory>
 
+class QTextDocument;
 class QTextLayout;
 class QTimer;
 
@@ -29,12 +30,27 @@ class MessageDelegate : public QStyledItemDelegate {
   QRect bubbleRect(const QRect& itemRect, const QModelIndex& index) const;
   void clearCache() { m_cache.clear(); }
 
+  // Replies as Markdown (the default) or as the text the model wrote.
+  bool showsRawText() const { return m_showsRawText; }
+  void setShowsRawText(bool isRaw);
+  // The rendered reply of `index` (null for raw text and the user's messages), its code blocks'
+  // text, and the Copy buttons' rectangles in the item (for clicks and tests).
+  const QTextDocument* documentFor(const QModelIndex& index) const;
+  QStringList codeBlocksFor(const QModelIndex& index) const;
+  QList<QRect> copyButtonRects(const QRect& itemRect, const QModelIndex& index) const;
+  // The link under `pos` (view coordinates) in the item: a URL, or copyHref(n) of a Copy button.
+  QString anchorAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const;
+
  private:
   struct Layout {
     qint64 messageId = 0;
     int revision = -1;
     int textWidth = -1;
-    std::shared_ptr<QTextLayout> text;
+    bool isRaw = true;
+    std::shared_ptr<QTextLayout> text;        // raw text (and the user's messages)
+    std::shared_ptr<QTextDocument> document;  // a reply rendered from Markdown
+    QStringList codeBlocks;
+    QList<QRectF> copyRects;                  // the Copy links, in document coordinates
     QSizeF size;  // of the laid-out text
   };
   struct Geometry {
@@ -49,6 +65,7 @@ class MessageDelegate : public QStyledItemDelegate {
   Geometry geometryFor(const QRect& itemRect, const QModelIndex& index) const;
 
   QAbstractItemView* m_view;
+  bool m_showsRawText = false;
   mutable QHash<int, Layout> m_cache;  // by row; checked against the message id
 };
 
@@ -61,6 +78,7 @@ class MessageView : public QListView {
   MessageDelegate* messageDelegate() const { return m_delegate; }
   bool isFollowingEnd() const { return m_isFollowingEnd; }
   void reset() override;
+  void setShowsRawText(bool isRaw);
   // Changes to a streaming reply are shown at most this often (a token every 20-60 ms would
   // otherwise lay the growing text out again for each).
   static constexpr int kStreamRepaintMs = 50;
@@ -71,6 +89,12 @@ class MessageView : public QListView {
   void rowsInserted(const QModelIndex& parent, int start, int end) override;
   void updateGeometries() override;
   void resizeEvent(QResizeEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+
+ signals:
+  // Copy of a code block was clicked; its text is on the clipboard.
+  void codeCopied(const QString& code);
 
  private:
   void applyChange(int firstRow, int lastRow, const QList<int>& roles);

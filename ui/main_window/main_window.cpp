@@ -2,6 +2,7 @@
 #include "main_window/main_window.h"
 
 #include "chat/chat_panel.h"
+#include "chat/message_view.h"
 #include "worker/engine_controller.h"
 #include "main_window/app_info.h"
 #include "iwb/engine/model/model_locations.h"
@@ -231,6 +232,18 @@ void MainWindow::createMenus() {
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   viewMenu->addAction(m_rooflinePanel->profilingAction());
+  // Replies as the model wrote them, Markdown unrendered (kept across runs).
+  QAction* rawTextAction = viewMenu->addAction(tr("Show &Raw Text"));
+  rawTextAction->setObjectName(QStringLiteral("showRawTextAction"));
+  rawTextAction->setCheckable(true);
+  rawTextAction->setStatusTip(tr("Show replies as the model wrote them, without rendering their Markdown"));
+  const bool isRaw = QSettings().value(QStringLiteral("chat/showRawText"), false).toBool();
+  rawTextAction->setChecked(isRaw);
+  m_chatPanel->messageView()->setShowsRawText(isRaw);
+  connect(rawTextAction, &QAction::toggled, this, [this](bool checked) {
+    QSettings().setValue(QStringLiteral("chat/showRawText"), checked);
+    m_chatPanel->messageView()->setShowsRawText(checked);
+  });
   viewMenu->addSeparator();
   for (int i = 0; i < m_tabs->count(); ++i) {
     QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
