@@ -6,6 +6,7 @@
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/context_meter.h"
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "worker/engine_controller.h"
@@ -17,6 +18,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSemaphore>
 #include <QSettings>
@@ -108,6 +110,9 @@ class TestChatPanel : public QObject {
   void panelStreamsStopsAndKeepsHistory();
   void panelRegeneratesAndEdits();
   void panelReportsTooLongPrompt();
+  void contextMeterCountsWhatIsSent();
+  void overflowLeavesOutOldestTurns();
+  void overflowStartsNewChat();
   void panelKeepsPartialReplyOnEngineError();
   void templateChoiceIsRememberedPerModel();
   void mainWindowLoadsOpenedModelForChat();
@@ -427,6 +432,11 @@ void TestChatPanel::panelReportsTooLongPrompt() {
   QSignalSpy failed(&panel, &ChatPanel::replyFailed);
   panel.input()->setPlainText(tooLongMessage());
   panel.send();
+  // Asked first (the meter counted it too long); leaving out older turns can't help a single
+  // message, so the worker's message follows.
+  QTRY_VERIFY_WITH_TIMEOUT(panel.overflowQuestion() != nullptr, kTimeoutMs);
+  QCOMPARE(panel.contextMeter()->state(), ContextMeter::State::Overflows);
+  panel.overflowQuestion()->findChild<QPushButton*>(QStringLiteral("shortenButton"))->click();
   QVERIFY(failed.wait(kTimeoutMs));
   QVERIFY(!panel.isGenerating());
   QVERIFY(!panel.messageBar()->isHidden());
@@ -445,6 +455,118 @@ void TestChatPanel::panelReportsTooLongPrompt() {
   QVERIFY(finished.wait(kTimeoutMs));
   QCOMPARE((*store)->messages(panel.currentConversation())->size(), 2);
   QVERIFY(panel.messageBar()->isHidden());
+}
+
+namespace {
+
+QString words(int n, const QString& word) {
+  QStringList list;
+  for (int i = 0; i < n; ++i) list << word;
+  return list.join(QLatin1Char(' '));
+}
+
+// Types `text` into the panel's input and waits for the context meter to count it.
+bool typeAndCount(ChatPanel& panel, const QString& text) {
+  QSignalSpy counted(&panel, &ChatPanel::contextCounted);
+  panel.input()->setPlainText(text);
+  return counted.wait(kTimeoutMs);
+}
+
+// Sends messages of 8 words until the next one would overflow aidreams' 128-token context.
+bool fillContext(ChatPanel& panel) {
+  panel.settingsPanel()->maxTokensBox()->setValue(4);
+  for (int i = 0; i < 10; ++i) {
+    if (!typeAndCount(panel, words(8, QStringLiteral("dream")))) return false;
+    if (panel.contextMeter()->state() == ContextMeter::State::Overflows) return true;
+    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    panel.send();
+    if (!finished.wait(kTimeoutMs)) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+void TestChatPanel::contextMeterCountsWhatIsSent() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("meter/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  panel.settingsPanel()->maxTokensBox()->setValue(4);
+  panel.settingsPanel()->systemPromptEdit()->setPlainText(QStringLiteral("You dream."));
+  QVERIFY(typeAndCount(panel, QStringLiteral("Tell me a dream")));
+  const int numCounted = panel.contextMeter()->numTokens();
+  QVERIFY(numCounted > 4);
+  QCOMPARE(panel.contextMeter()->contextLength(), 128);
+  QCOMPARE(panel.contextMeter()->state(), ContextMeter::State::Fits);
+  QVERIFY2(panel.contextMeter()->text().startsWith(QStringLiteral("%1 / 128 tokens").arg(numCounted)),
+           qPrintable(panel.contextMeter()->text()));
+  // The count is the prompt the worker then builds: the system prompt, the template, the text.
+  QSignalSpy started(&engine, &EngineController::generationStarted);
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QCOMPARE(started.count(), 1);
+  QCOMPARE(started.first().at(1).toInt(), numCounted);
+  // After the reply the meter counts the conversation with its reply, and grows with typing.
+  QTRY_VERIFY_WITH_TIMEOUT(panel.contextMeter()->numTokens() > numCounted, kTimeoutMs);
+  const int afterReply = panel.contextMeter()->numTokens();
+  QVERIFY(typeAndCount(panel, QStringLiteral("And another")));
+  QVERIFY(panel.contextMeter()->numTokens() > afterReply);
+  // A reply of up to 120 tokens no longer fits: the meter warns before sending.
+  QSignalSpy counted(&panel, &ChatPanel::contextCounted);
+  panel.settingsPanel()->maxTokensBox()->setValue(120);
+  QVERIFY(counted.wait(kTimeoutMs));
+  QCOMPARE(panel.contextMeter()->state(), ContextMeter::State::Tight);
+  QVERIFY(panel.contextMeter()->text().contains(QStringLiteral("cut off")));
+}
+
+void TestChatPanel::overflowLeavesOutOldestTurns() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("shorten/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  QVERIFY(fillContext(panel));
+  const int numRows = panel.messageModel()->rowCount();
+  QVERIFY2(numRows >= 4, qPrintable(panel.contextMeter()->text()));
+  QSignalSpy shortened(&engine, &EngineController::promptShortened);
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QTRY_VERIFY_WITH_TIMEOUT(panel.overflowQuestion() != nullptr, kTimeoutMs);
+  QVERIFY(panel.messageModel()->rowCount() == numRows);  // nothing sent before the answer
+  panel.overflowQuestion()->findChild<QPushButton*>(QStringLiteral("shortenButton"))->click();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QVERIFY(panel.isShorteningToFit());
+  QCOMPARE(shortened.count(), 1);
+  const int numLeftOut = shortened.first().at(1).toInt();
+  QVERIFY(numLeftOut >= 2 && numLeftOut % 2 == 0);  // whole exchanges
+  // The history keeps everything; the meter says what the prompt leaves out.
+  QCOMPARE(panel.messageModel()->rowCount(), numRows + 2);
+  QCOMPARE((*store)->messages(panel.currentConversation())->size(), numRows + 2);
+  QTRY_VERIFY_WITH_TIMEOUT(panel.contextMeter()->text().contains(QStringLiteral("left out")), kTimeoutMs);
+  QVERIFY(panel.contextMeter()->state() != ContextMeter::State::Overflows);
+}
+
+void TestChatPanel::overflowStartsNewChat() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("newchat/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  QVERIFY(fillContext(panel));
+  const qint64 oldConversation = panel.currentConversation();
+  const int numOldRows = panel.messageModel()->rowCount();
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QTRY_VERIFY_WITH_TIMEOUT(panel.overflowQuestion() != nullptr, kTimeoutMs);
+  panel.overflowQuestion()->findChild<QPushButton*>(QStringLiteral("newChatButton"))->click();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QVERIFY(panel.currentConversation() != oldConversation);
+  QCOMPARE(panel.messageModel()->rowCount(), 2);
+  QCOMPARE(panel.messageModel()->item(0).message.content, words(8, QStringLiteral("dream")));
+  QCOMPARE((*store)->messages(oldConversation)->size(), numOldRows);
 }
 
 void TestChatPanel::panelKeepsPartialReplyOnEngineError() {

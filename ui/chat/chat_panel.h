@@ -6,11 +6,13 @@
 #pragma once
 
 #include "worker/generation_values.h"
+#include "iwb/engine/status.h"
 
 #include <QPointer>
 #include <QWidget>
 
 class QLabel;
+class QMessageBox;
 class QProgressBar;
 class QPushButton;
 class QSplitter;
@@ -21,6 +23,7 @@ namespace iwb::ui {
 
 class ChatInput;
 class ChatSettingsPanel;
+class ContextMeter;
 class ConversationList;
 class ConversationStore;
 class EngineController;
@@ -53,6 +56,11 @@ class ChatPanel : public QWidget {
   QPushButton* sendButton() const { return m_sendButton; }
   QPushButton* stopButton() const { return m_stopButton; }
   QPushButton* regenerateButton() const { return m_regenerateButton; }
+  ContextMeter* contextMeter() const { return m_contextMeter; }
+  // The question shown when a message would overflow the context (null when none is open).
+  QMessageBox* overflowQuestion() const;
+  // The user chose to leave the oldest turns of this conversation out of the prompt.
+  bool isShorteningToFit() const { return m_isShorteningToFit; }
 
   // The title of a conversation before its first message names it.
   static QString defaultConversationTitle();
@@ -79,6 +87,8 @@ class ChatPanel : public QWidget {
   void replyFinished(qint64 messageId, const iwb::ui::GenerationStats& stats);
   void replyFailed(const QString& message);
   void statusMessage(const QString& text);
+  // The context meter was updated with a count that matches what is on screen.
+  void contextCounted(int numTokens, int contextLength);
 
  private:
   struct Streaming {
@@ -103,6 +113,16 @@ class ChatPanel : public QWidget {
   void handleFinished(quint64 requestId, const GenerationStats& stats);
   void handleFailed(quint64 requestId, const QString& message);
   void handleModelLoaded(const LoadedModel& model);
+  // Context meter (chat_panel_context.cpp): something it counts changed; ask the worker again.
+  void contextChanged();
+  void requestTokenCount();
+  void handleTokensCounted(quint64 tag, int numTokens, int contextLength, int numTurnsLeftOut);
+  // The conversation as it would be sent now (with the input box's text as the last turn).
+  GenerationInput pendingInput(const QString& draft) const;
+  // Before sending: true when it may go now; false when it waits for a count or the user's
+  // answer to the overflow question (send() is called again after).
+  bool isReadyToSend(const QString& text);
+  void askAboutOverflow(const QString& text);
 
   EngineController* m_engine;
   ConversationStore* m_store;
@@ -129,6 +149,15 @@ class ChatPanel : public QWidget {
   QSplitter* m_splitter;
   QTimer* m_settingsSaveTimer;   // debounces system-prompt typing
   QTimer* m_checkpointTimer;     // saves a streaming reply's text now and then
+  ContextMeter* m_contextMeter;
+  QTimer* m_countTimer;          // debounces counting while the user types
+  QPointer<QObject> m_overflowQuestion;  // a QMessageBox
+  quint64 m_countTag = 0;        // the count asked for last
+  int m_contextRevision = 0;     // bumps with every change of what the meter counts
+  int m_countRevision = -1;      // the revision m_countTag counts
+  int m_countedRevision = -1;    // the revision the meter shows
+  bool m_isSendPending = false;  // send() waits for a count
+  bool m_isShorteningToFit = false;
 };
 
 }  // namespace iwb::ui

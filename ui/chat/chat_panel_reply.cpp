@@ -4,6 +4,7 @@
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/context_meter.h"
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
@@ -66,6 +67,7 @@ void ChatPanel::cancelEdit() {
 void ChatPanel::send() {
   const QString text = m_input->toPlainText().trimmed();
   if (text.isEmpty() || isGenerating() || !m_engine->hasModel() || m_engine->isLoading()) return;
+  if (!isReadyToSend(text)) return;  // it comes back here when the count or the user answers
   saveSettingsNow();
   if (m_conversationId == 0 && m_store) {
     newConversation();
@@ -131,6 +133,8 @@ void ChatPanel::startReply() {
   input.messages += m_messages->turns();
   input.sampling = m_settings->sampling();
   input.templateOverride = m_settings->templateOverride();
+  if (m_isShorteningToFit) input.fitReserveTokens = fitReserveTokens(m_settings->sampling().maxTokens,
+                                                                     int(m_engine->model().contextLength));
 
   StoredMessage reply;
   reply.conversationId = m_conversationId;

@@ -43,6 +43,9 @@ struct GenerationInput {
   SamplingSettings sampling;
   QString templateOverride;   // empty or "auto": the model's own template; else a family name
   int numDraftTokens = -1;    // speculative decoding: -1 the engine's setting, 0 off (a baseline), K
+  // >= 0: the oldest turns after the system turn are left out of the prompt until the prompt
+  // and this many reply tokens fit the context (the user chose to shorten the conversation).
+  int fitReserveTokens = -1;
 };
 
 // Several prompts answered together (the KV Cache tab's batch): each prompt becomes a request
