@@ -230,6 +230,8 @@ void ChatPanel::buildLayout() {
           [this](qint64 id) { selectConversation(id); });
   connect(m_conversations, &ConversationList::renameRequested, this, &ChatPanel::renameConversation);
   connect(m_conversations, &ConversationList::deleteRequested, this, &ChatPanel::deleteConversation);
+  connect(m_conversations, &ConversationList::exportRequested, this, &ChatPanel::exportConversationWithDialog);
+  connect(m_conversations, &ConversationList::importRequested, this, &ChatPanel::importConversationWithDialog);
 }
 
 void ChatPanel::connectEngine() {

@@ -81,6 +81,14 @@ class ChatPanel : public QWidget {
   // Puts the user message of `row` into the input box; sending then continues from there.
   void beginEdit(int row);
   void cancelEdit();
+  // Writes conversation `id` to `path`: JSON when the name ends in .json, else Markdown
+  // (chat_panel_export.cpp). Errors are shown and returned.
+  iwb::Status exportConversation(qint64 id, const QString& path);
+  // Reads a JSON export into a new conversation, selects it and returns its id.
+  iwb::Result<qint64> importConversation(const QString& path);
+  // The same behind file dialogs.
+  void exportConversationWithDialog(qint64 id);
+  void importConversationWithDialog();
 
  signals:
   // A reply ended (finished, stopped or failed) and was saved. For tests and the status bar.
