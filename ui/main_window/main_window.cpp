@@ -112,6 +112,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_rooflinePanel = new RooflinePanel(m_engine, m_ceilings);
   m_metricsPanel = new MetricsPanel(m_engine, m_ceilings);
   m_memoryPanel = new MemoryPanel(m_engine);
+  m_memoryPanel->setEngineOptions(loadEngineSettings());
   m_tabs->addTab(m_rooflinePanel, tr("Roofline"));
   m_tabs->addTab(m_metricsPanel, tr("Metrics"));
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
@@ -396,6 +397,7 @@ void MainWindow::showEngineSettings() {
 
 void MainWindow::applyEngineSettings(const EngineLoadOptions& options) {
   saveEngineSettings(options);
+  m_memoryPanel->setEngineOptions(options);
   // A reply in flight is not cut short; the settings then apply at the next load.
   if (!m_engine->hasModel() || m_engine->isLoading() || m_engine->isGenerating()) {
     statusBar()->showMessage(tr("Engine settings saved; they apply when a model is next loaded."), kStatusTimeoutMs);
