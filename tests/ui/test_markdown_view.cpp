@@ -70,6 +70,8 @@ void TestMarkdownView::codeBlocksKeepLanguageAndText() {
   QCOMPARE(r.codeBlocks[0], QStringLiteral("numbers = [1, 2, 3]\nprint(sum(numbers))  # 6 < 7 & \"ok\""));
   QCOMPARE(r.codeBlocks[1], QStringLiteral("echo done"));
   QVERIFY(r.html.contains(copyHref(0)) && r.html.contains(copyHref(1)));
+  // Qt 6.4 paints collapsed table borders over the underscores of the line above: none here.
+  QVERIFY(!r.html.contains(QLatin1String("border-collapse")));
   QCOMPARE(copyIndexOfHref(copyHref(1)), 1);
   QCOMPARE(copyIndexOfHref(QStringLiteral("https://example.org")), -1);
   // An unclosed fence while streaming is a code block to the end.

@@ -21,16 +21,18 @@ void ensureExtensionsRegistered() {
 QString codeBlockHtml(int n, const QString& language, const QString& code, const MarkdownColors& c) {
   const QString header = language.isEmpty() ? QStringLiteral("code") : language.toHtmlEscaped();
   return QStringLiteral(
-             "<table width=\"100%\" border=\"1\" cellspacing=\"0\" cellpadding=\"6\" "
-             "style=\"border-collapse: collapse; border-color: %1; margin-top: 4px; margin-bottom: 4px;\">"
-             "<tr><td style=\"background-color: %2; color: %3; border-color: %1;\">"
-             "<span style=\"font-size: small;\">%4</span></td>"
-             "<td align=\"right\" style=\"background-color: %2; border-color: %1;\">"
-             "<a href=\"%5\" style=\"font-size: small;\">Copy</a></td></tr>"
-             "<tr><td colspan=\"2\" style=\"background-color: %6; border-color: %1;\">"
-             "<pre style=\"margin: 0;\">%7</pre></td></tr></table>\n")
-      .arg(c.codeBorder.name(), c.codeHeader.name(), c.dimText.name(), header, copyHref(n),
-           c.codeBackground.name(), code.toHtmlEscaped());
+             // No borders: Qt's collapsed table borders paint over the underscores of the lines
+             // above them (Qt 6.4); the box is its two backgrounds.
+             "<table width=\"100%\" border=\"0\" cellspacing=\"0\" cellpadding=\"6\" "
+             "style=\"margin-top: 4px; margin-bottom: 4px;\">"
+             "<tr><td style=\"background-color: %1; color: %2;\">"
+             "<span style=\"font-size: small;\">%3</span></td>"
+             "<td align=\"right\" style=\"background-color: %1;\">"
+             "<a href=\"%4\" style=\"font-size: small;\">Copy</a></td></tr>"
+             "<tr><td colspan=\"2\" style=\"background-color: %5;\">"
+             "<pre style=\"margin: 0;\">%6</pre></td></tr></table>\n")
+      .arg(c.codeHeader.name(), c.dimText.name(), header, copyHref(n), c.codeBackground.name(),
+           code.toHtmlEscaped());
 }
 
 struct Parser {
@@ -114,7 +116,7 @@ RenderedMarkdown renderMarkdown(const QString& markdown, const MarkdownColors& c
   // GFM tables as a grid (QTextDocument draws no cell borders without the attribute).
   out.html.replace(QLatin1String("<table>"),
                    QStringLiteral("<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\" "
-                                  "style=\"border-collapse: collapse; border-color: %1;\">")
+                                  "style=\"border-color: %1; border-style: solid;\">")
                        .arg(colors.codeBorder.name()));
   return out;
 }

@@ -95,7 +95,8 @@ QList<QTextLayout::FormatRange> codeFormats(const QString& text, const QFont& ba
 
 MarkdownColors markdownColors(const QPalette& palette) {
   const QColor base = palette.color(QPalette::Base), text = palette.color(QPalette::Text);
-  return {mix(base, text, 0.05), mix(base, text, 0.25), mix(base, text, 0.11), mix(text, base, 0.4)};
+  // The code box lighter than the reply's bubble (which is base mixed with 5% of the text).
+  return {base, mix(base, text, 0.25), mix(base, text, 0.12), mix(text, base, 0.4)};
 }
 
 // Where the Copy links of a laid-out document are, in its coordinates.
