@@ -255,6 +255,10 @@ void ChatPanel::connectEngine() {
     updateActions();
   });
   connect(m_engine, &EngineController::tokensCounted, this, &ChatPanel::handleTokensCounted);
+  connect(m_engine, &EngineController::tokenProbabilityReady, this,
+          [this](quint64 requestId, const TokenProbability& probability) {
+            if (requestId == m_streaming.requestId) m_nextTokenProbability = probability;
+          });
   connect(m_engine, &EngineController::promptShortened, this, [this](quint64 requestId, int numTurnsLeftOut) {
     if (requestId != m_streaming.requestId) return;
     emit statusMessage(tr("The %n oldest message(s) were left out of the prompt to fit the context.", nullptr,
@@ -275,6 +279,11 @@ void ChatPanel::connectEngine() {
   // After the handlers above: the reply's final text is in the model.
   connect(m_engine, &EngineController::generationFinished, this, &ChatPanel::contextChanged);
   connect(m_engine, &EngineController::generationFailed, this, &ChatPanel::contextChanged);
+}
+
+void ChatPanel::setShowsTokenProbabilities(bool isShown) {
+  m_showsTokenProbabilities = isShown;
+  m_view->setShowsTokenProbabilities(isShown);
 }
 
 bool ChatPanel::isGenerating() const { return m_streaming.requestId != 0; }

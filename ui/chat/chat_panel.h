@@ -9,6 +9,8 @@
 #include "iwb/engine/status.h"
 
 #include <QPointer>
+
+#include <optional>
 #include <QWidget>
 
 class QLabel;
@@ -61,6 +63,12 @@ class ChatPanel : public QWidget {
   QMessageBox* overflowQuestion() const;
   // The user chose to leave the oldest turns of this conversation out of the prompt.
   bool isShorteningToFit() const { return m_isShorteningToFit; }
+  // View > Token Probabilities: replies ask the engine for each token's probability and its
+  // kNumTopAlternatives most likely alternatives, and show them coloured by confidence with
+  // the alternatives on hover. Off: nothing is computed.
+  static constexpr int kNumTopAlternatives = 5;
+  bool showsTokenProbabilities() const { return m_showsTokenProbabilities; }
+  void setShowsTokenProbabilities(bool isShown);
 
   // The title of a conversation before its first message names it.
   static QString defaultConversationTitle();
@@ -137,7 +145,9 @@ class ChatPanel : public QWidget {
   qint64 m_conversationId = 0;
   int m_editRow = -1;
   Streaming m_streaming;
-  bool m_isNextTokenDraft = false;  // the engine said the next token of the reply is an accepted draft
+  bool m_isNextTokenDraft = false;
+  std::optional<TokenProbability> m_nextTokenProbability;  // arrives right before its tokensReady
+  bool m_showsTokenProbabilities = false;  // the engine said the next token of the reply is an accepted draft
   qint64 m_nextUnsavedId = -1;  // negative ids keep unsaved messages apart (no store)
 
   ConversationList* m_conversations;

@@ -10,6 +10,8 @@
 #include <QDesktopServices>
 #include <QFontDatabase>
 #include <QGuiApplication>
+#include <QHelpEvent>
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPainterPath>
@@ -21,6 +23,7 @@
 #include <QToolTip>
 #include <QUrl>
 
+#include <algorithm>
 #include <cmath>
 
 namespace iwb::ui {
@@ -141,7 +144,10 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
   }
 
   const QString content = index.data(Qt::DisplayRole).toString();
-  if (!m_showsRawText && !isUser(index) && !content.isEmpty()) {
+  const auto* messages = qobject_cast<const MessageListModel*>(index.model());
+  const bool hasProbabilities = m_showsTokenProbabilities && messages &&
+                                !messages->item(index.row()).tokenSpans.isEmpty();
+  if (!m_showsRawText && !hasProbabilities && !isUser(index) && !content.isEmpty()) {
     // A reply as Markdown: cmark-gfm's HTML in a document of its own, rebuilt only when the
     // revision changes (the view throttles a streaming row to one revision per 50 ms).
     const MarkdownColors colors = markdownColors(m_view->palette());
@@ -183,6 +189,17 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
   draft.setBackground(QColor(0xc8, 0xec, 0xc8));
   for (const QPoint& r : index.data(MessageListModel::DraftRangesRole).value<QList<QPoint>>()) {
     formats.push_back({r.x(), r.y(), draft});
+  }
+  if (hasProbabilities) {
+    // Confidence colours replace the draft ground (both are backgrounds).
+    formats.erase(std::remove_if(formats.begin(), formats.end(),
+                                 [](const QTextLayout::FormatRange& r) { return r.format.hasProperty(QTextFormat::BackgroundBrush); }),
+                  formats.end());
+    for (const MessageListModel::TokenSpan& span : messages->item(index.row()).tokenSpans) {
+      QTextCharFormat confidence;
+      confidence.setBackground(confidenceColor(span.probability.probability));
+      formats.push_back({span.start, span.length, confidence});
+    }
   }
   layout->setFormats(formats);
   QTextOption option;
@@ -249,6 +266,57 @@ QList<QRect> MessageDelegate::copyButtonRects(const QRect& itemRect, const QMode
   QList<QRect> rects;
   for (const QRectF& r : layoutFor(index).copyRects) rects.push_back(r.translated(g.textOrigin).toAlignedRect());
   return rects;
+}
+
+void MessageDelegate::setShowsTokenProbabilities(bool isShown) {
+  if (m_showsTokenProbabilities == isShown) return;
+  m_showsTokenProbabilities = isShown;
+  m_cache.clear();
+}
+
+QColor MessageDelegate::confidenceColor(double p) {
+  // Red at 0, through amber, to green at 1, light enough to read the text on.
+  return QColor::fromHsvF(float(std::clamp(p, 0.0, 1.0) / 3.0), 0.32f, 1.0f);
+}
+
+QString MessageDelegate::tokenToolTip(const QString& tokenText, const TokenProbability& probability) {
+  const QLocale locale;
+  const auto percent = [&locale](double p) { return locale.toString(100 * p, 'f', p < 0.001 ? 3 : 1) + QLatin1Char('%'); };
+  const auto shown = [](const QString& text) {
+    QString t = text;
+    t.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
+    return QStringLiteral("“%1”").arg(t.toHtmlEscaped().replace(QLatin1Char(' '), QStringLiteral("&nbsp;")));
+  };
+  QString html = QStringLiteral("<b>%1</b> %2").arg(shown(tokenText), percent(probability.probability));
+  if (!probability.alternatives.isEmpty()) {
+    html += QStringLiteral("<br>") + tr("The model's most likely tokens here:");
+    html += QStringLiteral("<table cellspacing=\"0\" cellpadding=\"1\">");
+    for (const TokenAlternative& a : probability.alternatives) {
+      html += QStringLiteral("<tr><td>%1</td><td align=\"right\">&nbsp;&nbsp;%2</td></tr>").arg(shown(a.text), percent(a.probability));
+    }
+    html += QStringLiteral("</table>");
+  }
+  return html;
+}
+
+int MessageDelegate::tokenAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const {
+  const auto* messages = qobject_cast<const MessageListModel*>(index.model());
+  const Layout& layout = layoutFor(index);
+  if (!messages || !layout.text || !m_showsTokenProbabilities) return -1;
+  const Geometry g = geometryFor(itemRect, index);
+  const QPointF local = QPointF(pos) - g.textOrigin;
+  for (int i = 0; i < layout.text->lineCount(); ++i) {
+    const QTextLine line = layout.text->lineAt(i);
+    if (local.y() < line.y() || local.y() >= line.y() + line.height()) continue;
+    if (local.x() < 0 || local.x() > line.naturalTextWidth()) return -1;
+    const int cursor = line.xToCursor(local.x(), QTextLine::CursorOnCharacter);
+    const QList<MessageListModel::TokenSpan>& spans = messages->item(index.row()).tokenSpans;
+    for (int s = 0; s < spans.size(); ++s) {
+      if (cursor >= spans[s].start && cursor < spans[s].start + spans[s].length) return s;
+    }
+    return -1;
+  }
+  return -1;
 }
 
 QString MessageDelegate::anchorAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const {
@@ -416,6 +484,31 @@ void MessageView::setShowsRawText(bool isRaw) {
   m_delegate->setShowsRawText(isRaw);
   scheduleDelayedItemsLayout();
   viewport()->update();
+}
+
+void MessageView::setShowsTokenProbabilities(bool isShown) {
+  if (m_delegate->showsTokenProbabilities() == isShown) return;
+  m_delegate->setShowsTokenProbabilities(isShown);
+  scheduleDelayedItemsLayout();
+  viewport()->update();
+}
+
+bool MessageView::viewportEvent(QEvent* event) {
+  if (event->type() == QEvent::ToolTip && m_delegate->showsTokenProbabilities()) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const QModelIndex index = indexAt(help->pos());
+    const auto* messages = qobject_cast<const MessageListModel*>(model());
+    const int token = index.isValid() ? m_delegate->tokenAt(visualRect(index), index, help->pos()) : -1;
+    if (messages && token >= 0) {
+      const MessageListModel::TokenSpan& span = messages->item(index.row()).tokenSpans.at(token);
+      const QString text = messages->item(index.row()).message.content.mid(span.start, span.length);
+      QToolTip::showText(help->globalPos(), MessageDelegate::tokenToolTip(text, span.probability), viewport());
+    } else {
+      QToolTip::hideText();
+    }
+    return true;
+  }
+  return QListView::viewportEvent(event);
 }
 
 void MessageView::mouseMoveEvent(QMouseEvent* event) {

@@ -8,6 +8,8 @@
 #include <QListView>
 #include <QStyledItemDelegate>
 
+#include "worker/generation_values.h"
+
 #include <memory>
 
 class QTextDocument;
@@ -41,6 +43,18 @@ class MessageDelegate : public QStyledItemDelegate {
   // The link under `pos` (view coordinates) in the item: a URL, or copyHref(n) of a Copy button.
   QString anchorAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const;
 
+  // View > Token Probabilities: replies with token probabilities are shown as the text the
+  // model wrote, each token on a background from red (unlikely) to green (likely).
+  bool showsTokenProbabilities() const { return m_showsTokenProbabilities; }
+  void setShowsTokenProbabilities(bool isShown);
+  // The index into the row's MessageListModel::Item::tokenSpans of the token under `pos`
+  // (view coordinates), -1 when none.
+  int tokenAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const;
+  // The hover text of a token: its probability and the alternatives the model considered.
+  static QString tokenToolTip(const QString& tokenText, const TokenProbability& probability);
+  // The background of a token of probability `p` (0..1).
+  static QColor confidenceColor(double p);
+
  private:
   struct Layout {
     qint64 messageId = 0;
@@ -66,6 +80,7 @@ class MessageDelegate : public QStyledItemDelegate {
 
   QAbstractItemView* m_view;
   bool m_showsRawText = false;
+  bool m_showsTokenProbabilities = false;
   mutable QHash<int, Layout> m_cache;  // by row; checked against the message id
 };
 
@@ -79,6 +94,7 @@ class MessageView : public QListView {
   bool isFollowingEnd() const { return m_isFollowingEnd; }
   void reset() override;
   void setShowsRawText(bool isRaw);
+  void setShowsTokenProbabilities(bool isShown);
   // Changes to a streaming reply are shown at most this often (a token every 20-60 ms would
   // otherwise lay the growing text out again for each).
   static constexpr int kStreamRepaintMs = 50;
@@ -90,6 +106,7 @@ class MessageView : public QListView {
   void updateGeometries() override;
   void resizeEvent(QResizeEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
+  bool viewportEvent(QEvent* event) override;
   void mouseReleaseEvent(QMouseEvent* event) override;
 
  signals:

@@ -245,6 +245,19 @@ void MainWindow::createMenus() {
     QSettings().setValue(QStringLiteral("chat/showRawText"), checked);
     m_chatPanel->messageView()->setShowsRawText(checked);
   });
+  // Each token's probability and the alternatives the model considered (costs nothing when off).
+  QAction* probabilitiesAction = viewMenu->addAction(tr("Token &Probabilities"));
+  probabilitiesAction->setObjectName(QStringLiteral("tokenProbabilitiesAction"));
+  probabilitiesAction->setCheckable(true);
+  probabilitiesAction->setStatusTip(
+      tr("Colour replies by how likely each token was, and show the alternatives on hover (for replies from now on)"));
+  const bool showsProbabilities = QSettings().value(QStringLiteral("chat/showTokenProbabilities"), false).toBool();
+  probabilitiesAction->setChecked(showsProbabilities);
+  m_chatPanel->setShowsTokenProbabilities(showsProbabilities);
+  connect(probabilitiesAction, &QAction::toggled, this, [this](bool checked) {
+    QSettings().setValue(QStringLiteral("chat/showTokenProbabilities"), checked);
+    m_chatPanel->setShowsTokenProbabilities(checked);
+  });
   viewMenu->addSeparator();
   for (int i = 0; i < m_tabs->count(); ++i) {
     QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });

@@ -50,6 +50,7 @@ EngineController::EngineController(QObject* parent)
   });
   connect(m_worker, &EngineWorker::generationStarted, this, &EngineController::generationStarted);
   connect(m_worker, &EngineWorker::tokensReady, this, &EngineController::tokensReady);
+  connect(m_worker, &EngineWorker::tokenProbabilityReady, this, &EngineController::tokenProbabilityReady);
   connect(m_worker, &EngineWorker::tokensCounted, this, &EngineController::tokensCounted);
   connect(m_worker, &EngineWorker::promptShortened, this, &EngineController::promptShortened);
   connect(m_worker, &EngineWorker::generationFinished, this,

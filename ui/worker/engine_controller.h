@@ -80,6 +80,7 @@ class EngineController : public QObject {
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);
+  void tokenProbabilityReady(quint64 requestId, const iwb::ui::TokenProbability& probability);
   // The answer to countTokens: -1 tokens when no model is loaded or the prompt can't be built.
   void tokensCounted(quint64 tag, int numPromptTokens, int contextLength, int numTurnsLeftOut);
   void promptShortened(quint64 requestId, int numTurnsLeftOut);

@@ -6,11 +6,14 @@
 #include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
 #include "settings/device_choice.h"
 
 #include <QFileInfo>
 
 #include <chrono>
+#include <cmath>
+#include <span>
 
 namespace iwb::ui {
 namespace {
@@ -171,6 +174,18 @@ void EngineWorker::countTokens(quint64 tag, const GenerationInput& input) {
                      static_cast<int>(m_engine->context_length()), numTurnsLeftOut);
 }
 
+TokenProbability EngineWorker::tokenProbabilityOf(const iwb::TokenEvent& token) const {
+  TokenProbability p;
+  p.probability = std::exp(double(token.logprob));
+  p.alternatives.reserve(qsizetype(token.top_logprobs.size()));
+  for (const iwb::TokenLogprob& top : token.top_logprobs) {
+    const iwb::tokenizer::TokenId id = top.token;
+    p.alternatives.push_back({QString::fromStdString(m_engine->tokenizer().decode(std::span<const iwb::tokenizer::TokenId>(&id, 1))),
+                              std::exp(double(top.logprob))});
+  }
+  return p;
+}
+
 bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input) {
   if (!m_engine) {
     emit generationFailed(requestId, tr("No model is loaded."));
@@ -200,6 +215,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
   request.num_draft_tokens = input.numDraftTokens;
+  request.num_top_logprobs = input.numTopAlternatives;
   const double addedAt = m_measurements.sessionSeconds();  // token times count from here
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
@@ -268,6 +284,7 @@ void EngineWorker::runStep() {
     if (entry == nullptr) continue;
     const QString text = QString::fromStdString(token.text);
     if (isSpeculating) emit draftTokensReady(entry->callerId, text, token.is_draft);  // right before its tokensReady
+    if (!token.top_logprobs.empty()) emit tokenProbabilityReady(entry->callerId, tokenProbabilityOf(token));
     emit tokensReady(entry->callerId, text);
   }
   reportFinished(result->finished);

@@ -88,6 +88,9 @@ class EngineWorker : public QObject {
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);
+  // When the request asked for numTopAlternatives: right before the tokensReady of the text it
+  // belongs to (the last token of that text, when several tokens made one character).
+  void tokenProbabilityReady(quint64 requestId, const iwb::ui::TokenProbability& probability);
   void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
   void generationFailed(quint64 requestId, const QString& message);
   void tokensCounted(quint64 tag, int numPromptTokens, int contextLength, int numTurnsLeftOut);
@@ -119,6 +122,8 @@ class EngineWorker : public QObject {
   // Builds the prompt of `input`, queues it in the engine and emits generationStarted (or
   // generationFailed); the caller schedules the step. False when it was refused.
   bool queueRequest(quint64 requestId, const iwb::ui::GenerationInput& input);
+  // A token's probability and its alternatives as text (the tokenizer decodes each).
+  TokenProbability tokenProbabilityOf(const iwb::TokenEvent& token) const;
   void scheduleStep();
   void runStep();
   // generationFinished for each ended request of ours, with its stats.
