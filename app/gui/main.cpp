@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
                      [&window] { window.specPanel()->apply(); }, Qt::SingleShotConnection);
   }
   window.show();
+  // First start on this machine: measure its ceilings in the background so the roofline has roofs.
+  window.startFirstRunProbe();
   if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
   else window.openDefaultModel();
   return app.exec();

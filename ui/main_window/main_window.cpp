@@ -31,6 +31,7 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QMenuBar>
@@ -42,6 +43,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
+#include <QToolButton>
 #include <QTabWidget>
 #include <QThread>
 #include <QVBoxLayout>
@@ -287,6 +289,43 @@ void MainWindow::createStatusBar() {
   for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel, m_deviceLabel}) {
     statusBar()->addPermanentWidget(label);
   }
+}
+
+bool MainWindow::startFirstRunProbe(const iwb::ProbeOptions& options) {
+  constexpr auto kDeclinedKey = "roofline/firstRunProbeDeclined";
+  if (m_ceilings->probe() || m_ceilings->isMeasuring() || m_ceilings->deviceId() != QLatin1String("cpu") ||
+      QSettings().value(QLatin1String(kDeclinedKey), false).toBool()) {
+    return false;
+  }
+  if (!m_probeIndicator) {
+    m_probeIndicator = new QWidget(this);
+    m_probeIndicator->setObjectName(QStringLiteral("firstRunProbeIndicator"));
+    auto* layout = new QHBoxLayout(m_probeIndicator);
+    layout->setContentsMargins(0, 0, 0, 0);
+    auto* busy = new QProgressBar;
+    busy->setRange(0, 0);
+    busy->setMaximumWidth(80);
+    busy->setMaximumHeight(statusBar()->fontMetrics().height());
+    auto* label = new QLabel(tr("Measuring this machine for the roofline's roofs (first start, a few seconds)…"));
+    auto* cancel = new QToolButton;
+    cancel->setObjectName(QStringLiteral("cancelProbeButton"));
+    cancel->setText(tr("Cancel"));
+    cancel->setAutoRaise(true);
+    layout->addWidget(busy);
+    layout->addWidget(label);
+    layout->addWidget(cancel);
+    statusBar()->addWidget(m_probeIndicator);
+    connect(cancel, &QToolButton::clicked, this, [this, kDeclinedKey] {
+      QSettings().setValue(QLatin1String(kDeclinedKey), true);  // asked not to: not at every start
+      m_ceilings->cancelMeasure();
+      statusBar()->showMessage(tr("Not measured: the Roofline tab's Measure now does it later."), kStatusTimeoutMs);
+    });
+    connect(m_ceilings, &MachineCeilings::measuringChanged, m_probeIndicator,
+            [this](bool isMeasuring) { m_probeIndicator->setVisible(isMeasuring); });
+  }
+  m_probeIndicator->show();
+  m_ceilings->measure(options);
+  return true;
 }
 
 void MainWindow::connectDeviceStatus() {
