@@ -306,7 +306,7 @@ bool MainWindow::startFirstRunProbe(const iwb::ProbeOptions& options) {
     busy->setRange(0, 0);
     busy->setMaximumWidth(80);
     busy->setMaximumHeight(statusBar()->fontMetrics().height());
-    auto* label = new QLabel(tr("Measuring this machine for the roofline's roofs (first start, a few seconds)…"));
+    auto* label = new QLabel(tr("First start: measuring this machine for the roofline (a few seconds)…"));
     auto* cancel = new QToolButton;
     cancel->setObjectName(QStringLiteral("cancelProbeButton"));
     cancel->setText(tr("Cancel"));
@@ -314,7 +314,8 @@ bool MainWindow::startFirstRunProbe(const iwb::ProbeOptions& options) {
     layout->addWidget(busy);
     layout->addWidget(label);
     layout->addWidget(cancel);
-    statusBar()->addWidget(m_probeIndicator);
+    // Permanent: a load's progress messages would hide an ordinary status-bar widget.
+    statusBar()->insertPermanentWidget(0, m_probeIndicator);
     connect(cancel, &QToolButton::clicked, this, [this, kDeclinedKey] {
       QSettings().setValue(QLatin1String(kDeclinedKey), true);  // asked not to: not at every start
       m_ceilings->cancelMeasure();

@@ -74,7 +74,8 @@ class MainWindow : public QMainWindow {
   // On a machine with no stored probe of its CPU: measures its ceilings in the background so
   // the roofline has roofs, with a line and a Cancel button in the status bar. A cancelled
   // first-run probe is not offered again (QSettings roofline/firstRunProbeDeclined). True when
-  // it started. The application calls it at start; tests pass small options.
+  // it started. The application calls it at start and opens the model once it ends; tests
+  // pass small options.
   bool startFirstRunProbe(const iwb::ProbeOptions& options = {});
   QWidget* firstRunProbeIndicator() const { return m_probeIndicator; }
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
