@@ -5,11 +5,14 @@
 // A plain program, not a test: it prints figures (docs/benchmarks.md).
 //
 //   QT_QPA_PLATFORM=offscreen bench_app_decode MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS] [-p 1]
+// IWB_BENCH_HIDDEN=1: the panel is not shown (nothing painted); IWB_BENCH_RAW_TEXT=1: replies as
+// raw text rather than rendered from Markdown (the GUI thread's CPU ms shows what rendering costs).
 // -p 1: each round's second reply has View > Token Probabilities on (each token's probability
 // and top 5 alternatives from the logits) instead of running iwb bench: the cost of turning it on.
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/message_view.h"
 #include "store/conversation_store.h"
 #include "worker/engine_controller.h"
 
@@ -80,6 +83,8 @@ int main(int argc, char** argv) {
   ChatPanel panel(&controller, store->get());
   panel.resize(1100, 750);
   if (qEnvironmentVariableIsEmpty("IWB_BENCH_HIDDEN")) panel.show();  // hidden: nothing painted
+  // IWB_BENCH_RAW_TEXT=1: replies as raw text (View > Show Raw Text), not rendered from Markdown.
+  panel.messageView()->setShowsRawText(!qEnvironmentVariableIsEmpty("IWB_BENCH_RAW_TEXT"));
   EngineLoadOptions load;
   load.numThreads = threads;
   load.device = QStringLiteral("cpu");
