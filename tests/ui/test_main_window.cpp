@@ -97,6 +97,7 @@ class TestMainWindow : public QObject {
   void loaderLivesOnItsOwnThread();
   void aboutTextNamesVersionAndLicence();
   void firstStartMeasuresTheMachine();
+  void everyTabFits1280x800();
 
  private:
   // Opens `path` through the public slot and waits for the outcome.
@@ -124,6 +125,25 @@ void TestMainWindow::initTestCase() {
 }
 
 void TestMainWindow::init() { QSettings().clear(); }
+
+void TestMainWindow::everyTabFits1280x800() {
+  // Issue 19: no tab may make the window wider or taller than a 1280x800 screen, with a model
+  // open (the long labels: paths, roofs, device names).
+  MainWindow window;
+  QVERIFY(openAndWait(window, m_tinyPath));
+  window.resize(1280, 800);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  for (int i = 0; i < window.tabs()->count(); ++i) {
+    window.tabs()->setCurrentIndex(i);
+    QCoreApplication::processEvents();
+    const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
+    QVERIFY2(needed.width() <= 1280 && needed.height() <= 800,
+             qPrintable(QStringLiteral("%1 needs %2x%3").arg(window.tabs()->tabText(i)).arg(needed.width()).arg(needed.height())));
+    QVERIFY2(window.width() <= 1280 && window.height() <= 800,
+             qPrintable(QStringLiteral("%1 grew the window to %2x%3").arg(window.tabs()->tabText(i)).arg(window.width()).arg(window.height())));
+  }
+}
 
 void TestMainWindow::firstStartMeasuresTheMachine() {
   // Issue 19: on a machine with no stored probe the roofline has its roofs without the user
