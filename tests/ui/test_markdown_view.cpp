@@ -51,10 +51,10 @@ void TestMarkdownView::rendersBlocksAndInlines() {
   QVERIFY(r.html.contains(QLatin1String("<h2>Summing a list</h2>")));
   QVERIFY(r.html.contains(QLatin1String("<strong><code>sum</code></strong>")));
   QVERIFY(r.html.contains(QLatin1String("<em>loop</em>")));
-  QVERIFY(r.html.contains(QLatin1String("<del>never</del>")));                          // strikethrough
-  QVERIFY(r.html.contains(QLatin1String("<a href=\"https://docs.python.org\">")));        // autolink
+  QVERIFY(r.html.contains(QLatin1String("<del>never</del>")));                      // strikethrough
+  QVERIFY(r.html.contains(QLatin1String("<a href=\"https://docs.python.org\">")));  // autolink
   QVERIFY(r.html.contains(QLatin1String("<ol>")));
-  QVERIFY(r.html.contains(QLatin1String("<td>10</td>")));                                 // table
+  QVERIFY(r.html.contains(QLatin1String("<td>10</td>")));  // table
   QTextDocument doc;
   doc.setHtml(r.html);
   const QString text = doc.toPlainText();

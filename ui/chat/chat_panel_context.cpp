@@ -98,16 +98,17 @@ bool ChatPanel::isReadyToSend(const QString& text) {
 void ChatPanel::askAboutOverflow(const QString& text) {
   if (m_overflowQuestion) return;
   const QLocale locale;
-  auto* box = new QMessageBox(QMessageBox::Warning, tr("The conversation does not fit"),
-                              tr("With this message the conversation is %1 tokens, and the model's context holds "
-                                 "%2 tokens, so there is no room for a reply.")
-                                  .arg(locale.toString(m_contextMeter->numTokens()),
-                                       locale.toString(m_contextMeter->contextLength())),
-                              QMessageBox::Cancel, this);
+  auto* box = new QMessageBox(
+      QMessageBox::Warning, tr("The conversation does not fit"),
+      tr("With this message the conversation is %1 tokens, and the model's context holds "
+         "%2 tokens, so there is no room for a reply.")
+          .arg(locale.toString(m_contextMeter->numTokens()), locale.toString(m_contextMeter->contextLength())),
+      QMessageBox::Cancel, this);
   box->setObjectName(QStringLiteral("overflowQuestion"));
   box->setAttribute(Qt::WA_DeleteOnClose);
-  box->setInformativeText(tr("Leave the oldest messages out of what the model reads (they stay in the history), "
-                             "or start a new chat with this message."));
+  box->setInformativeText(
+      tr("Leave the oldest messages out of what the model reads (they stay in the history), "
+         "or start a new chat with this message."));
   QPushButton* shorten = box->addButton(tr("Leave Out Oldest Messages"), QMessageBox::AcceptRole);
   shorten->setObjectName(QStringLiteral("shortenButton"));
   QPushButton* fresh = box->addButton(tr("Start New Chat"), QMessageBox::ActionRole);

@@ -30,21 +30,25 @@ iwb::Status ChatPanel::exportConversation(qint64 id, const QString& path) {
   const bool isJson = path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive);
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly)) {
-    return iwb::make_error(iwb::ErrorCode::IoError, tr("Cannot write %1: %2").arg(path, file.errorString()).toStdString());
+    return iwb::make_error(iwb::ErrorCode::IoError,
+                           tr("Cannot write %1: %2").arg(path, file.errorString()).toStdString());
   }
   file.write(isJson ? conversationToJsonBytes(exported) : conversationToMarkdown(exported).toUtf8());
   if (!file.commit()) {
-    return iwb::make_error(iwb::ErrorCode::IoError, tr("Cannot write %1: %2").arg(path, file.errorString()).toStdString());
+    return iwb::make_error(iwb::ErrorCode::IoError,
+                           tr("Cannot write %1: %2").arg(path, file.errorString()).toStdString());
   }
   emit statusMessage(tr("Exported the conversation to %1").arg(path));
   return {};
 }
 
 iwb::Result<qint64> ChatPanel::importConversation(const QString& path) {
-  if (!m_store) return iwb::make_error(iwb::ErrorCode::Unsupported, tr("The conversation history is not open.").toStdString());
+  if (!m_store)
+    return iwb::make_error(iwb::ErrorCode::Unsupported, tr("The conversation history is not open.").toStdString());
   QFile file(path);
   if (!file.open(QIODevice::ReadOnly)) {
-    return iwb::make_error(iwb::ErrorCode::IoError, tr("Cannot read %1: %2").arg(path, file.errorString()).toStdString());
+    return iwb::make_error(iwb::ErrorCode::IoError,
+                           tr("Cannot read %1: %2").arg(path, file.errorString()).toStdString());
   }
   auto exported = conversationFromJson(file.readAll());
   if (!exported) return exported.status();
@@ -63,14 +67,17 @@ void ChatPanel::exportConversationWithDialog(qint64 id) {
   title.replace(QRegularExpression(QStringLiteral("[^\\w\\- ]+")), QStringLiteral("_"));
   const QString dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
   QString selectedFilter;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export Conversation"), dir + QLatin1Char('/') + title + QStringLiteral(".md"),
-                                                    tr("Markdown (*.md);;JSON, can be imported again (*.json)"), &selectedFilter);
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export Conversation"), dir + QLatin1Char('/') + title + QStringLiteral(".md"),
+      tr("Markdown (*.md);;JSON, can be imported again (*.json)"), &selectedFilter);
   if (path.isEmpty()) return;
   QString target = path;
   if (selectedFilter.contains(QLatin1String("*.json")) && !target.endsWith(QLatin1String(".json"))) {
-    target = QFileInfo(target).path() + QLatin1Char('/') + QFileInfo(target).completeBaseName() + QStringLiteral(".json");
+    target =
+        QFileInfo(target).path() + QLatin1Char('/') + QFileInfo(target).completeBaseName() + QStringLiteral(".json");
   }
-  if (iwb::Status s = exportConversation(id, target); !s) showError(tr("Could not export the conversation"), QString::fromStdString(s.message()));
+  if (iwb::Status s = exportConversation(id, target); !s)
+    showError(tr("Could not export the conversation"), QString::fromStdString(s.message()));
 }
 
 void ChatPanel::importConversationWithDialog() {
@@ -78,7 +85,8 @@ void ChatPanel::importConversationWithDialog() {
                                                     QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation),
                                                     tr("Exported conversations (*.json)"));
   if (path.isEmpty()) return;
-  if (auto id = importConversation(path); !id) showError(tr("Could not import the conversation"), QString::fromStdString(id.error_message()));
+  if (auto id = importConversation(path); !id)
+    showError(tr("Could not import the conversation"), QString::fromStdString(id.error_message()));
 }
 
 }  // namespace iwb::ui

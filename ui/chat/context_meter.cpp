@@ -60,8 +60,9 @@ void ContextMeter::setUsage(int numTokens, int contextLength, int numReplyTokens
     default: break;
   }
   m_label->setText(text);
-  m_label->setToolTip(tr("The conversation, rendered with the model's chat template and counted by its tokenizer, "
-                         "including the message being typed."));
+  m_label->setToolTip(
+      tr("The conversation, rendered with the model's chat template and counted by its tokenizer, "
+         "including the message being typed."));
   QPalette palette = this->palette();
   if (colour.isValid()) {
     palette.setColor(QPalette::PlaceholderText, colour);

@@ -31,8 +31,7 @@ QString codeBlockHtml(int n, const QString& language, const QString& code, const
              "<a href=\"%4\" style=\"font-size: small;\">Copy</a></td></tr>"
              "<tr><td colspan=\"2\" style=\"background-color: %5;\">"
              "<pre style=\"margin: 0;\">%6</pre></td></tr></table>\n")
-      .arg(c.codeHeader.name(), c.dimText.name(), header, copyHref(n), c.codeBackground.name(),
-           code.toHtmlEscaped());
+      .arg(c.codeHeader.name(), c.dimText.name(), header, copyHref(n), c.codeBackground.name(), code.toHtmlEscaped());
 }
 
 struct Parser {
@@ -60,7 +59,8 @@ RenderedMarkdown renderMarkdown(const QString& markdown, const MarkdownColors& c
   Parser p;
   p.parser = cmark_parser_new(CMARK_OPT_DEFAULT);
   for (const char* name : {"table", "strikethrough", "autolink"}) {
-    if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name)) cmark_parser_attach_syntax_extension(p.parser, ext);
+    if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name))
+      cmark_parser_attach_syntax_extension(p.parser, ext);
   }
   const QByteArray utf8 = markdown.toUtf8();
   cmark_parser_feed(p.parser, utf8.constData(), size_t(utf8.size()));
@@ -114,10 +114,9 @@ RenderedMarkdown renderMarkdown(const QString& markdown, const MarkdownColors& c
   out.html = QString::fromUtf8(html);
   std::free(html);
   // GFM tables as a grid (QTextDocument draws no cell borders without the attribute).
-  out.html.replace(QLatin1String("<table>"),
-                   QStringLiteral("<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\" "
-                                  "style=\"border-color: %1; border-style: solid;\">")
-                       .arg(colors.codeBorder.name()));
+  out.html.replace(QLatin1String("<table>"), QStringLiteral("<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\" "
+                                                            "style=\"border-color: %1; border-style: solid;\">")
+                                                 .arg(colors.codeBorder.name()));
   return out;
 }
 

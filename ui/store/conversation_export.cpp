@@ -9,10 +9,13 @@
 namespace iwb::ui {
 namespace {
 
-QString dateText(const QDateTime& date) { return date.isValid() ? date.toUTC().toString(Qt::ISODateWithMs) : QString(); }
+QString dateText(const QDateTime& date) {
+  return date.isValid() ? date.toUTC().toString(Qt::ISODateWithMs) : QString();
+}
 
 iwb::Status formatError(const QString& why) {
-  return iwb::make_error(iwb::ErrorCode::CorruptFile, ("Not a conversation exported by Inference Workbench: " + why).toStdString());
+  return iwb::make_error(iwb::ErrorCode::CorruptFile,
+                         ("Not a conversation exported by Inference Workbench: " + why).toStdString());
 }
 
 }  // namespace
@@ -62,8 +65,8 @@ QString conversationToMarkdown(const ExportedConversation& conversation) {
   }
   for (const StoredMessage& m : conversation.messages) {
     const bool isUser = m.role == QLatin1String("user");
-    out += QStringLiteral("## %1\n\n%2\n\n").arg(isUser ? QStringLiteral("You") : QStringLiteral("Assistant"),
-                                                 m.content.trimmed());
+    out += QStringLiteral("## %1\n\n%2\n\n")
+               .arg(isUser ? QStringLiteral("You") : QStringLiteral("Assistant"), m.content.trimmed());
     if (m.stats.isValid()) out += QStringLiteral("*%1*\n\n").arg(m.stats.summaryLine());
   }
   return out;
@@ -72,7 +75,8 @@ QString conversationToMarkdown(const ExportedConversation& conversation) {
 iwb::Result<ExportedConversation> conversationFromJson(const QByteArray& bytes) {
   QJsonParseError error;
   const QJsonDocument doc = QJsonDocument::fromJson(bytes, &error);
-  if (error.error != QJsonParseError::NoError) return formatError(QStringLiteral("the JSON is malformed (%1).").arg(error.errorString()));
+  if (error.error != QJsonParseError::NoError)
+    return formatError(QStringLiteral("the JSON is malformed (%1).").arg(error.errorString()));
   const QJsonObject json = doc.object();
   if (json.value(QStringLiteral("format")).toString() != QLatin1String(kConversationFormat)) {
     return formatError(QStringLiteral("its \"format\" is not \"%1\".").arg(QLatin1String(kConversationFormat)));
@@ -104,7 +108,8 @@ iwb::Result<ExportedConversation> conversationFromJson(const QByteArray& bytes) 
     }
     message.content = m.value(QStringLiteral("content")).toString();
     message.isComplete = m.value(QStringLiteral("complete")).toBool(true);
-    if (m.contains(QStringLiteral("stats"))) message.stats = GenerationStats::fromJson(m.value(QStringLiteral("stats")).toObject());
+    if (m.contains(QStringLiteral("stats")))
+      message.stats = GenerationStats::fromJson(m.value(QStringLiteral("stats")).toObject());
     out.messages.push_back(message);
   }
   return out;

@@ -2,8 +2,8 @@
 // prompt, sampling settings, each message with its per-reply timings) and Markdown (to read).
 #pragma once
 
-#include "store/conversation_store.h"
 #include "iwb/engine/status.h"
+#include "store/conversation_store.h"
 
 #include <QByteArray>
 #include <QJsonObject>
@@ -12,8 +12,8 @@
 namespace iwb::ui {
 
 struct ExportedConversation {
-  Conversation info;             // id ignored on import
-  QList<StoredMessage> messages; // ids and conversation ids ignored on import
+  Conversation info;              // id ignored on import
+  QList<StoredMessage> messages;  // ids and conversation ids ignored on import
 };
 
 inline constexpr char kConversationFormat[] = "inference-workbench.conversation";

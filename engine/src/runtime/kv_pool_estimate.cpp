@@ -26,12 +26,12 @@ Result<KvPoolEstimate> estimate_kv_pool(const ModelSummary& model, const EngineO
   Result<uint64_t> budget = kv_budget_bytes(options, in);
   if (!budget) return budget.status();
   e.budget_bytes = *budget;
-  Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(shape, e.block_size, e.budget_bytes,
-                                                                     options.kv_cache_type);
+  Result<int64_t> num_blocks =
+      PagedKvStorage::num_blocks_for_budget(shape, e.block_size, e.budget_bytes, options.kv_cache_type);
   if (!num_blocks) return num_blocks.status();
   e.num_blocks = *num_blocks;
-  e.bytes = PagedKvStorage::bytes_per_block(shape, e.block_size, options.kv_cache_type) *
-            static_cast<uint64_t>(e.num_blocks);
+  e.bytes =
+      PagedKvStorage::bytes_per_block(shape, e.block_size, options.kv_cache_type) * static_cast<uint64_t>(e.num_blocks);
   return e;
 }
 

@@ -12,12 +12,12 @@
 namespace iwb {
 
 struct KvPoolEstimate {
-  int64_t context_length = 0;      // per sequence, as the engine picks it from the options
-  uint64_t budget_bytes = 0;       // the budget before whole blocks
-  int32_t block_size = 0;          // positions per block
+  int64_t context_length = 0;  // per sequence, as the engine picks it from the options
+  uint64_t budget_bytes = 0;   // the budget before whole blocks
+  int32_t block_size = 0;      // positions per block
   int64_t num_blocks = 0;
   uint64_t bytes_per_position = 0;  // K and V of every layer
-  uint64_t bytes = 0;              // num_blocks whole blocks: what the pool allocates
+  uint64_t bytes = 0;               // num_blocks whole blocks: what the pool allocates
 
   int64_t num_positions() const { return num_blocks * block_size; }
   // The pool in full contexts (4.0 for the CPU default).
