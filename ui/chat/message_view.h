@@ -2,6 +2,7 @@
 // as a bubble (the user's on the right, the model's on the left with its stats line). Text
 // layouts are cached per message and revision, so a streamed token re-lays out only the reply
 // it belongs to; the view follows the end of the conversation while the user is at the bottom.
+// Replies are rendered from Markdown (markdown_render.h). MessageDelegate: message_delegate.cpp.
 #pragma once
 
 #include <QHash>
