@@ -67,7 +67,7 @@ qint64 TestConversationExport::makeConversation(ConversationStore& store) {
   info.sampling.temperature = 0.35;
   info.sampling.topK = 17;
   info.sampling.topP = 0.9;
-  info.sampling.seed = 987654321;  // the panel's seed box holds an int
+  info.sampling.seed = 1234567890123LL;  // beyond the panel's int seed box: kept exactly
   info.sampling.maxTokens = 321;
   auto c = store.createConversation(info);
   if (!c) return 0;
