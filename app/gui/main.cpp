@@ -5,6 +5,7 @@
 #include "chat/chat_panel.h"
 #include "worker/engine_controller.h"
 #include "main_window/main_window.h"
+#include "roofline/machine_ceilings.h"
 #include "serve/server_panel.h"
 #include "spec/spec_panel.h"
 
@@ -120,7 +121,20 @@ int main(int argc, char** argv) {
                      [&window] { window.specPanel()->apply(); }, Qt::SingleShotConnection);
   }
   window.show();
-  if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
-  else window.openDefaultModel();
+  const auto openModel = [&window, &arguments] {
+    if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
+    else window.openDefaultModel();
+  };
+  // First start on this machine: measure its ceilings so the roofline has roofs. The model
+  // opens after (or at Cancel): a load reading its weights meanwhile would lower the bandwidth
+  // measured, and that figure is stored for good.
+  if (window.startFirstRunProbe()) {
+    QObject::connect(window.ceilings(), &iwb::ui::MachineCeilings::measuringChanged, &window,
+                     [openModel](bool isMeasuring) {
+                       if (!isMeasuring) openModel();
+                     }, Qt::SingleShotConnection);
+  } else {
+    openModel();
+  }
   return app.exec();
 }

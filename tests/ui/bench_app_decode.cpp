@@ -4,10 +4,15 @@
 // Send does; then the same model, loaded as `iwb bench` loads it, runs tgN on this thread.
 // A plain program, not a test: it prints figures (docs/benchmarks.md).
 //
-//   QT_QPA_PLATFORM=offscreen bench_app_decode MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS]
+//   QT_QPA_PLATFORM=offscreen bench_app_decode MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS] [-p 1]
+// IWB_BENCH_HIDDEN=1: the panel is not shown (nothing painted); IWB_BENCH_RAW_TEXT=1: replies as
+// raw text rather than rendered from Markdown (the GUI thread's CPU ms shows what rendering costs).
+// -p 1: each round's second reply has View > Token Probabilities on (each token's probability
+// and top 5 alternatives from the logits) instead of running iwb bench: the cost of turning it on.
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/message_view.h"
 #include "store/conversation_store.h"
 #include "worker/engine_controller.h"
 
@@ -27,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <tuple>
 #include <vector>
 
 using namespace iwb;
@@ -60,10 +66,12 @@ int main(int argc, char** argv) {
   }
   const QString model = QString::fromLocal8Bit(argv[1]);
   int tokens = 64, rounds = 3, threads = 2;
+  bool isProbabilityRun = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "-n") == 0) tokens = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "-r") == 0) rounds = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "-t") == 0) threads = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "-p") == 0) isProbabilityRun = std::atoi(argv[i + 1]) != 0;
   }
   QTemporaryDir dir;
   auto store = ConversationStore::open(dir.filePath(QStringLiteral("conversations.sqlite")));
@@ -75,6 +83,8 @@ int main(int argc, char** argv) {
   ChatPanel panel(&controller, store->get());
   panel.resize(1100, 750);
   if (qEnvironmentVariableIsEmpty("IWB_BENCH_HIDDEN")) panel.show();  // hidden: nothing painted
+  // IWB_BENCH_RAW_TEXT=1: replies as raw text (View > Show Raw Text), not rendered from Markdown.
+  panel.messageView()->setShowsRawText(!qEnvironmentVariableIsEmpty("IWB_BENCH_RAW_TEXT"));
   EngineLoadOptions load;
   load.numThreads = threads;
   load.device = QStringLiteral("cpu");
@@ -105,8 +115,37 @@ int main(int argc, char** argv) {
 
   std::printf("model %s, %d threads, %d tokens, thread pool spin %d us\n", qPrintable(model), threads, tokens,
               thread_pool_spin_us());
-  std::printf("round  application tok/s (tokens, GUI thread CPU ms)  iwb bench tok/s\n");
   std::vector<double> app_rates, bench_rates;
+  // One greedy reply through the panel: its tok/s, tokens and the GUI thread's CPU ms.
+  const auto reply = [&panel] {
+    panel.newConversation();
+    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    panel.input()->setPlainText(
+        QStringLiteral("Write a Python program that prints a multiplication table from 1 to 12, "
+                       "with comments explaining each line."));
+    const double gui_before = thread_seconds();
+    panel.send();
+    while (finished.isEmpty()) QTest::qWait(20);
+    const auto stats = finished.first().at(1).value<GenerationStats>();
+    return std::tuple(stats.tokensPerSecond(), stats.numGeneratedTokens, 1e3 * (thread_seconds() - gui_before));
+  };
+  if (isProbabilityRun) {
+    std::printf("round  probabilities off tok/s (tokens, GUI ms)  on tok/s (tokens, GUI ms)\n");
+    for (int r = 0; r < rounds; ++r) {
+      panel.setShowsTokenProbabilities(false);
+      const auto [off, off_tokens, off_ms] = reply();
+      panel.setShowsTokenProbabilities(true);
+      const auto [on, on_tokens, on_ms] = reply();
+      app_rates.push_back(off);
+      bench_rates.push_back(on);
+      std::printf("%5d  %8.2f (%d, %.0f ms)  %8.2f (%d, %.0f ms)\n", r + 1, off, off_tokens, off_ms, on, on_tokens, on_ms);
+    }
+    const double a = median(app_rates), b = median(bench_rates);
+    std::printf("median off %.2f tok/s, on %.2f tok/s: %.3f ms more per token\n", a, b,
+                a > 0 && b > 0 ? 1e3 / b - 1e3 / a : 0);
+    return 0;
+  }
+  std::printf("round  application tok/s (tokens, GUI thread CPU ms)  iwb bench tok/s\n");
   for (int r = 0; r < rounds; ++r) {
     panel.newConversation();
     QSignalSpy finished(&panel, &ChatPanel::replyFinished);

@@ -4,11 +4,15 @@
 #include "aidreams_fixture.h"
 #include "worker/engine_controller.h"
 #include "main_window/main_window.h"
+#include "memory/memory_model.h"
+#include "memory/memory_panel.h"
+#include "model_info/model_details.h"
 #include "settings/device_choice.h"
 #include "settings/engine_settings.h"
 #include "widgets/message_bar.h"
 
 #include <QComboBox>
+#include <cmath>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QStatusBar>
@@ -63,6 +67,7 @@ class TestEngineSettings : public QObject {
   void absentSettingsAreEngineDefaults();
   void dialogEditsOptions();
   void workerAppliesKvBudgetAndBlockSize();
+  void memoryEstimateMatchesMeasuredKvPool();
   void windowReloadsWithNewSettings();
   void deviceSettingsRoundTrip();
   void deviceListFromMadeUpGpus();
@@ -166,6 +171,45 @@ void TestEngineSettings::workerAppliesKvBudgetAndBlockSize() {
   QTRY_VERIFY_WITH_TIMEOUT(reloaded.count() == 1, kTimeoutMs);
   QTRY_VERIFY_WITH_TIMEOUT(!lastPool(snapshots).isEmpty(), kTimeoutMs);
   QCOMPARE(lastPool(snapshots).stats.block_size, 16);
+}
+
+void TestEngineSettings::memoryEstimateMatchesMeasuredKvPool() {
+  // Issue 19: the Memory tab estimated one context while the pool holds four (+300%). Now the
+  // estimate follows the engine's rule and Engine Settings; within 5% of the measured pool.
+  if (m_modelPath.isEmpty()) QSKIP(qPrintable(m_skipReason));
+  auto details = readModelDetails(m_modelPath);
+  QVERIFY(details);
+  EngineController engine;
+  MemoryPanel panel(&engine);
+  panel.setModelSummary(details->summary);
+  struct Case {
+    const char* name;
+    EngineLoadOptions options;
+  };
+  EngineLoadOptions small;
+  small.kvCacheMiB = 1;
+  small.kvBlockSize = 8;
+  EngineLoadOptions shortContext;
+  shortContext.contextLength = 64;
+  for (const Case& c : {Case{"defaults", {}}, Case{"1 MiB, blocks of 8", small}, Case{"context 64", shortContext}}) {
+    panel.setEngineOptions(c.options);
+    const MemoryModel::Row* before = panel.model()->findRow(QStringLiteral("KV cache"));
+    QVERIFY(before && before->estimateBytes > 0);
+    const qint64 estimateBeforeLoad = before->estimateBytes;
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(m_modelPath, c.options);
+    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(panel.model()->findRow(QStringLiteral("KV cache")) &&
+                                 panel.model()->findRow(QStringLiteral("KV cache"))->measuredBytes > 0,
+                             kTimeoutMs);
+    const MemoryModel::Row* kv = panel.model()->findRow(QStringLiteral("KV cache"));
+    const double error = std::abs(double(kv->estimateBytes - kv->measuredBytes)) / double(kv->measuredBytes);
+    qInfo("%s: KV estimate %lld bytes before the load, %lld after, measured %lld (%.2f%%); %s", c.name,
+          estimateBeforeLoad, kv->estimateBytes, kv->measuredBytes, 100 * error, qPrintable(kv->source));
+    QVERIFY2(error <= 0.05, c.name);
+    QCOMPARE(estimateBeforeLoad, kv->estimateBytes);  // the load changed nothing the estimate knew
+    QVERIFY(kv->source.contains(QStringLiteral("blocks of")));
+  }
 }
 
 void TestEngineSettings::windowReloadsWithNewSettings() {

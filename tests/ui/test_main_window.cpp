@@ -7,6 +7,7 @@
 #include "main_window/app_info.h"
 #include "worker/engine_controller.h"
 #include "main_window/main_window.h"
+#include "roofline/machine_ceilings.h"
 #include "main_window/recent_files.h"
 #include "model_info/metadata_table_model.h"
 #include "model_info/model_overview_widget.h"
@@ -38,6 +39,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolButton>
 #include <QThread>
 
 #include <algorithm>
@@ -94,6 +96,8 @@ class TestMainWindow : public QObject {
   void recentFilesArePersisted();
   void loaderLivesOnItsOwnThread();
   void aboutTextNamesVersionAndLicence();
+  void firstStartMeasuresTheMachine();
+  void everyTabFits1280x800();
 
  private:
   // Opens `path` through the public slot and waits for the outcome.
@@ -121,6 +125,67 @@ void TestMainWindow::initTestCase() {
 }
 
 void TestMainWindow::init() { QSettings().clear(); }
+
+void TestMainWindow::everyTabFits1280x800() {
+  // Issue 19: no tab may make the window wider or taller than a 1280x800 screen, with a model
+  // open (the long labels: paths, roofs, device names).
+  MainWindow window;
+  QVERIFY(openAndWait(window, m_tinyPath));
+  window.resize(1280, 800);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  for (int i = 0; i < window.tabs()->count(); ++i) {
+    window.tabs()->setCurrentIndex(i);
+    QCoreApplication::processEvents();
+    const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
+    QVERIFY2(needed.width() <= 1280 && needed.height() <= 800,
+             qPrintable(QStringLiteral("%1 needs %2x%3").arg(window.tabs()->tabText(i)).arg(needed.width()).arg(needed.height())));
+    QVERIFY2(window.width() <= 1280 && window.height() <= 800,
+             qPrintable(QStringLiteral("%1 grew the window to %2x%3").arg(window.tabs()->tabText(i)).arg(window.width()).arg(window.height())));
+  }
+}
+
+void TestMainWindow::firstStartMeasuresTheMachine() {
+  // Issue 19: on a machine with no stored probe the roofline has its roofs without the user
+  // finding Measure now: the window measures in the background, with a Cancel in the status bar.
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString results = dir.filePath(QStringLiteral("results.sqlite"));
+  iwb::ProbeOptions small;  // the plumbing, not the machine
+  small.num_threads = 1;
+  small.buffer_bytes = 8u << 20;
+  small.repetitions = 1;
+  small.compute_seconds = 0.02;
+  {
+    MainWindow window(nullptr, dir.filePath(QStringLiteral("conversations.sqlite")), results);
+    QVERIFY(!window.ceilings()->probe());
+    QVERIFY(window.startFirstRunProbe(small));
+    QVERIFY(window.ceilings()->isMeasuring());
+    QVERIFY(window.firstRunProbeIndicator() && !window.firstRunProbeIndicator()->isHidden());
+    QVERIFY(QTest::qWaitFor([&] { return !window.ceilings()->isMeasuring(); }, 30000));
+    QVERIFY(window.ceilings()->probe());
+    QVERIFY(window.firstRunProbeIndicator()->isHidden());
+    QVERIFY(!window.startFirstRunProbe(small));  // measured: not again
+  }
+  {
+    MainWindow window(nullptr, dir.filePath(QStringLiteral("conversations.sqlite")), results);
+    QVERIFY(window.ceilings()->probe());  // stored: the next start has its roofs at once
+    QVERIFY(!window.startFirstRunProbe(small));
+  }
+  // Cancelled on another machine (an empty store): nothing stored, and not offered again.
+  QTemporaryDir other;
+  const QString otherResults = other.filePath(QStringLiteral("results.sqlite"));
+  {
+    MainWindow window(nullptr, other.filePath(QStringLiteral("conversations.sqlite")), otherResults);
+    QVERIFY(window.startFirstRunProbe(small));
+    window.firstRunProbeIndicator()->findChild<QToolButton*>(QStringLiteral("cancelProbeButton"))->click();
+    QVERIFY(!window.ceilings()->isMeasuring());
+    QVERIFY(window.firstRunProbeIndicator()->isHidden());
+    QVERIFY(!window.startFirstRunProbe(small));
+    QTest::qWait(1000);
+    QVERIFY(!window.ceilings()->probe());
+  }
+}
 
 bool TestMainWindow::openAndWait(MainWindow& window, const QString& path) {
   QSignalSpy opened(&window, &MainWindow::modelOpened);

@@ -192,9 +192,19 @@ void TestMetricsMemory::memoryEstimateRows() {
   // f16 K and V: 2 layers x 2 KV heads x (16 + 16) x 2 bytes = 256 bytes per position.
   QCOMPARE(model.kvBytesPerPosition(), qint64(256));
   const iwb::MemoryEstimate e = *model.estimate();
-  QCOMPARE(e.kv_cache_bytes, uint64_t(256 * 256));
+  // The engine's pool: four contexts of 256 positions in blocks of 16 (the device's free memory
+  // is unknown here, so nothing caps it).
+  QCOMPARE(e.kv_cache_bytes, uint64_t(4 * 256 * 256));
+  QCOMPARE(model.kvPool()->num_blocks, int64_t(64));
   QCOMPARE(model.findRow(QStringLiteral("Weights"))->estimateBytes, qint64(1'000'000));
-  QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(65'536));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(262'144));
+  QVERIFY(model.findRow(QStringLiteral("KV cache"))->source.contains(QStringLiteral("64 blocks of 16 positions, 4 contexts of 256")));
+  // Engine Settings: a 100,000-byte budget holds 24 blocks of 16 x 256 bytes.
+  iwb::EngineOptions options;
+  options.kv_cache_bytes = 100'000;
+  model.setEngineOptions(options);
+  QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(24 * 16 * 256));
+  model.setEngineOptions({});
   QCOMPARE(model.findRow(QStringLiteral("Scratch"))->estimateBytes, qint64(e.scratch_bytes));
   QCOMPARE(model.findRow(QStringLiteral("Total"))->estimateBytes, qint64(e.total()));
   // Weights by type, from the tensor table.
@@ -253,7 +263,7 @@ void TestMetricsMemory::memoryMeasuredBesideEstimate() {
   model.setSample(s);
   const auto* kv = model.findRow(QStringLiteral("KV cache"));
   QCOMPARE(kv->measuredBytes, qint64(262'144));
-  QCOMPARE(*kv->difference(), qint64(262'144 - 65'536));
+  QCOMPARE(*kv->difference(), qint64(0));  // the estimate is the engine's own rule: four contexts
   QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->measuredBytes, qint64(25'600));
   QVERIFY(model.findRow(QStringLiteral("KV cache in use"))->source.contains(QStringLiteral("32 more")));
   QCOMPARE(model.findRow(QStringLiteral("Scratch"))->measuredBytes, qint64(12'345));

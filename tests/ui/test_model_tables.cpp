@@ -6,11 +6,14 @@
 #include "model_info/metadata_table_model.h"
 #include "model_info/model_details.h"
 #include "model_info/model_loader.h"
+#include "model_info/model_overview_widget.h"
 #include "model_info/tensor_table_model.h"
 #include "widgets/filtered_table_view.h"
 #include "widgets/natural_sort_proxy_model.h"
 
+#include <QHeaderView>
 #include <QLineEdit>
+#include <QTableView>
 #include <QLocale>
 #include <QTemporaryDir>
 #include <QTest>
@@ -33,6 +36,7 @@ class TestModelTables : public QObject {
   void tensorModelShowsRows();
   void naturalCompareOrdersAsPeopleCount();
   void tensorModelSortsNumericallyAndNaturally();
+  void overviewOpensTensorsInNaturalOrder();
   void tensorModelFiltersAcrossColumns();
   void metadataModelShowsRows();
   void metadataModelSortsByKey();
@@ -172,6 +176,21 @@ void TestModelTables::naturalCompareOrdersAsPeopleCount() {
   QCOMPARE(naturalCompare(u"same.1", u"same.1"), 0);
   // Digit runs longer than any integer type still compare by value.
   QVERIFY(naturalCompare(u"x99999999999999999999999", u"x100000000000000000000000") < 0);
+}
+
+void TestModelTables::overviewOpensTensorsInNaturalOrder() {
+  // The fixture stores blk.10 before blk.2, as text order would (Hugging Face conversions do).
+  ModelOverviewWidget overview;
+  overview.showModel(m_tiny);
+  const QAbstractItemModel* shown = overview.tensorTable()->view()->model();
+  QStringList names;
+  for (int r = 0; r < shown->rowCount(); ++r) names << shown->index(r, TensorTableModel::NameColumn).data().toString();
+  QVERIFY2(names.indexOf("blk.2.attn_norm.weight") < names.indexOf("blk.10.attn_norm.weight"), qPrintable(names.join(", ")));
+  QCOMPARE(names.first(), QStringLiteral("blk.0.attn_q.weight"));
+  QCOMPARE(overview.tensorTable()->view()->horizontalHeader()->sortIndicatorSection(), int(TensorTableModel::NameColumn));
+  // A third click on the header returns to file order.
+  overview.tensorTable()->view()->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
+  QCOMPARE(shown->index(3, TensorTableModel::NameColumn).data().toString(), QStringLiteral("blk.10.attn_norm.weight"));
 }
 
 void TestModelTables::tensorModelSortsNumericallyAndNaturally() {

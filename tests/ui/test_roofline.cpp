@@ -105,6 +105,7 @@ class TestRoofline : public QObject {
   void plotHitTestAndTooltip();
   void plotExportsPngAndSvg();
   void measureNowStoresTheProbe();
+  void measureCanBeCancelled();
 };
 
 void TestRoofline::roofsFromProbe() {
@@ -413,6 +414,31 @@ void TestRoofline::measureNowStoresTheProbe() {
   QVERIFY(again.probe());
   QCOMPARE(again.probe()->peak_flops, ceilings.probe()->peak_flops);
   QCOMPARE(again.probe()->date, ceilings.probe()->date);
+}
+
+void TestRoofline::measureCanBeCancelled() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+  MachineCeilings ceilings(path);
+  ceilings.reload();
+  QSignalSpy measuring(&ceilings, &MachineCeilings::measuringChanged);
+  QSignalSpy changed(&ceilings, &MachineCeilings::probeChanged);
+  iwb::ProbeOptions small;
+  small.num_threads = 1;
+  small.buffer_bytes = 8u << 20;
+  small.repetitions = 1;
+  small.compute_seconds = 0.02;
+  ceilings.measure(small);
+  ceilings.cancelMeasure();
+  QVERIFY(!ceilings.isMeasuring());
+  QCOMPARE(measuring.count(), 2);
+  QTest::qWait(1500);  // the probe runs out on its thread: nothing comes of it
+  QCOMPARE(changed.count(), 0);
+  QVERIFY(!ceilings.probe());
+  MachineCeilings again(path);
+  again.reload();
+  QVERIFY(!again.probe());
 }
 
 void TestRoofline::int8RoofFromProbe() {

@@ -4,6 +4,7 @@
 
 #include "chat/chat_input.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/context_meter.h"
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
@@ -68,7 +69,9 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
       m_settingsToggle(new QToolButton),
       m_splitter(new QSplitter(Qt::Horizontal)),
       m_settingsSaveTimer(new QTimer(this)),
-      m_checkpointTimer(new QTimer(this)) {
+      m_checkpointTimer(new QTimer(this)),
+      m_contextMeter(new ContextMeter),
+      m_countTimer(new QTimer(this)) {
   buildLayout();
   connectEngine();
 
@@ -142,7 +145,8 @@ void ChatPanel::buildLayout() {
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_regenerateButton);
-  buttons->addStretch(1);
+  buttons->addSpacing(8);
+  buttons->addWidget(m_contextMeter, 1);
   buttons->addWidget(m_stopButton);
   buttons->addWidget(m_sendButton);
 
@@ -199,6 +203,19 @@ void ChatPanel::buildLayout() {
   connect(m_input, &ChatInput::submitted, this, &ChatPanel::send);
   connect(m_input, &ChatInput::cancelled, this, [this] { isGenerating() ? stop() : cancelEdit(); });
   connect(m_input, &QPlainTextEdit::textChanged, this, &ChatPanel::updateActions);
+  // The context meter counts the conversation, the text being typed and the system prompt.
+  m_countTimer->setSingleShot(true);
+  m_countTimer->setInterval(250);
+  connect(m_countTimer, &QTimer::timeout, this, &ChatPanel::requestTokenCount);
+  connect(m_input, &QPlainTextEdit::textChanged, this, &ChatPanel::contextChanged);
+  connect(m_settings, &ChatSettingsPanel::settingsEdited, this, &ChatPanel::contextChanged);
+  connect(m_settings, &ChatSettingsPanel::templateOverrideEdited, this, &ChatPanel::contextChanged);
+  connect(m_messages, &QAbstractItemModel::rowsInserted, this, &ChatPanel::contextChanged);
+  connect(m_messages, &QAbstractItemModel::rowsRemoved, this, &ChatPanel::contextChanged);
+  connect(m_messages, &QAbstractItemModel::modelReset, this, [this] {
+    m_isShorteningToFit = false;  // another conversation: ask again
+    contextChanged();
+  });
   connect(m_sendButton, &QPushButton::clicked, this, &ChatPanel::send);
   connect(m_stopButton, &QPushButton::clicked, this, &ChatPanel::stop);
   connect(m_regenerateButton, &QPushButton::clicked, this, &ChatPanel::regenerate);
@@ -213,6 +230,8 @@ void ChatPanel::buildLayout() {
           [this](qint64 id) { selectConversation(id); });
   connect(m_conversations, &ConversationList::renameRequested, this, &ChatPanel::renameConversation);
   connect(m_conversations, &ConversationList::deleteRequested, this, &ChatPanel::deleteConversation);
+  connect(m_conversations, &ConversationList::exportRequested, this, &ChatPanel::exportConversationWithDialog);
+  connect(m_conversations, &ConversationList::importRequested, this, &ChatPanel::importConversationWithDialog);
 }
 
 void ChatPanel::connectEngine() {
@@ -235,7 +254,18 @@ void ChatPanel::connectEngine() {
     updateModelLabel();
     updateActions();
   });
+  connect(m_engine, &EngineController::tokensCounted, this, &ChatPanel::handleTokensCounted);
+  connect(m_engine, &EngineController::tokenProbabilityReady, this,
+          [this](quint64 requestId, const TokenProbability& probability) {
+            if (requestId == m_streaming.requestId) m_nextTokenProbability = probability;
+          });
+  connect(m_engine, &EngineController::promptShortened, this, [this](quint64 requestId, int numTurnsLeftOut) {
+    if (requestId != m_streaming.requestId) return;
+    emit statusMessage(tr("The %n oldest message(s) were left out of the prompt to fit the context.", nullptr,
+                          numTurnsLeftOut));
+  });
   connect(m_engine, &EngineController::modelUnloaded, this, [this] {
+    contextChanged();
     updateModelLabel();
     updateActions();
   });
@@ -246,6 +276,14 @@ void ChatPanel::connectEngine() {
   });
   connect(m_engine, &EngineController::generationFinished, this, &ChatPanel::handleFinished);
   connect(m_engine, &EngineController::generationFailed, this, &ChatPanel::handleFailed);
+  // After the handlers above: the reply's final text is in the model.
+  connect(m_engine, &EngineController::generationFinished, this, &ChatPanel::contextChanged);
+  connect(m_engine, &EngineController::generationFailed, this, &ChatPanel::contextChanged);
+}
+
+void ChatPanel::setShowsTokenProbabilities(bool isShown) {
+  m_showsTokenProbabilities = isShown;
+  m_view->setShowsTokenProbabilities(isShown);
 }
 
 bool ChatPanel::isGenerating() const { return m_streaming.requestId != 0; }
@@ -255,6 +293,7 @@ void ChatPanel::handleModelLoaded(const LoadedModel& model) {
   if (m_messageBar->kind() == MessageBar::Kind::Error) m_messageBar->dismiss();
   const QString choice = QSettings().value(templateSettingsKey(model.path), QStringLiteral("auto")).toString();
   m_settings->setTemplateChoice(model.detectedTemplate, choice);
+  contextChanged();
   updateModelLabel();
   updateActions();
 }

@@ -6,11 +6,15 @@
 #pragma once
 
 #include "worker/generation_values.h"
+#include "iwb/engine/status.h"
 
 #include <QPointer>
+
+#include <optional>
 #include <QWidget>
 
 class QLabel;
+class QMessageBox;
 class QProgressBar;
 class QPushButton;
 class QSplitter;
@@ -21,6 +25,7 @@ namespace iwb::ui {
 
 class ChatInput;
 class ChatSettingsPanel;
+class ContextMeter;
 class ConversationList;
 class ConversationStore;
 class EngineController;
@@ -53,6 +58,17 @@ class ChatPanel : public QWidget {
   QPushButton* sendButton() const { return m_sendButton; }
   QPushButton* stopButton() const { return m_stopButton; }
   QPushButton* regenerateButton() const { return m_regenerateButton; }
+  ContextMeter* contextMeter() const { return m_contextMeter; }
+  // The question shown when a message would overflow the context (null when none is open).
+  QMessageBox* overflowQuestion() const;
+  // The user chose to leave the oldest turns of this conversation out of the prompt.
+  bool isShorteningToFit() const { return m_isShorteningToFit; }
+  // View > Token Probabilities: replies ask the engine for each token's probability and its
+  // kNumTopAlternatives most likely alternatives, and show them coloured by confidence with
+  // the alternatives on hover. Off: nothing is computed.
+  static constexpr int kNumTopAlternatives = 5;
+  bool showsTokenProbabilities() const { return m_showsTokenProbabilities; }
+  void setShowsTokenProbabilities(bool isShown);
 
   // The title of a conversation before its first message names it.
   static QString defaultConversationTitle();
@@ -73,12 +89,22 @@ class ChatPanel : public QWidget {
   // Puts the user message of `row` into the input box; sending then continues from there.
   void beginEdit(int row);
   void cancelEdit();
+  // Writes conversation `id` to `path`: JSON when the name ends in .json, else Markdown
+  // (chat_panel_export.cpp). Errors are shown and returned.
+  iwb::Status exportConversation(qint64 id, const QString& path);
+  // Reads a JSON export into a new conversation, selects it and returns its id.
+  iwb::Result<qint64> importConversation(const QString& path);
+  // The same behind file dialogs.
+  void exportConversationWithDialog(qint64 id);
+  void importConversationWithDialog();
 
  signals:
   // A reply ended (finished, stopped or failed) and was saved. For tests and the status bar.
   void replyFinished(qint64 messageId, const iwb::ui::GenerationStats& stats);
   void replyFailed(const QString& message);
   void statusMessage(const QString& text);
+  // The context meter was updated with a count that matches what is on screen.
+  void contextCounted(int numTokens, int contextLength);
 
  private:
   struct Streaming {
@@ -103,13 +129,25 @@ class ChatPanel : public QWidget {
   void handleFinished(quint64 requestId, const GenerationStats& stats);
   void handleFailed(quint64 requestId, const QString& message);
   void handleModelLoaded(const LoadedModel& model);
+  // Context meter (chat_panel_context.cpp): something it counts changed; ask the worker again.
+  void contextChanged();
+  void requestTokenCount();
+  void handleTokensCounted(quint64 tag, int numTokens, int contextLength, int numTurnsLeftOut);
+  // The conversation as it would be sent now (with the input box's text as the last turn).
+  GenerationInput pendingInput(const QString& draft) const;
+  // Before sending: true when it may go now; false when it waits for a count or the user's
+  // answer to the overflow question (send() is called again after).
+  bool isReadyToSend(const QString& text);
+  void askAboutOverflow(const QString& text);
 
   EngineController* m_engine;
   ConversationStore* m_store;
   qint64 m_conversationId = 0;
   int m_editRow = -1;
   Streaming m_streaming;
-  bool m_isNextTokenDraft = false;  // the engine said the next token of the reply is an accepted draft
+  bool m_isNextTokenDraft = false;
+  std::optional<TokenProbability> m_nextTokenProbability;  // arrives right before its tokensReady
+  bool m_showsTokenProbabilities = false;  // the engine said the next token of the reply is an accepted draft
   qint64 m_nextUnsavedId = -1;  // negative ids keep unsaved messages apart (no store)
 
   ConversationList* m_conversations;
@@ -129,6 +167,15 @@ class ChatPanel : public QWidget {
   QSplitter* m_splitter;
   QTimer* m_settingsSaveTimer;   // debounces system-prompt typing
   QTimer* m_checkpointTimer;     // saves a streaming reply's text now and then
+  ContextMeter* m_contextMeter;
+  QTimer* m_countTimer;          // debounces counting while the user types
+  QPointer<QObject> m_overflowQuestion;  // a QMessageBox
+  quint64 m_countTag = 0;        // the count asked for last
+  int m_contextRevision = 0;     // bumps with every change of what the meter counts
+  int m_countRevision = -1;      // the revision m_countTag counts
+  int m_countedRevision = -1;    // the revision the meter shows
+  bool m_isSendPending = false;  // send() waits for a count
+  bool m_isShorteningToFit = false;
 };
 
 }  // namespace iwb::ui

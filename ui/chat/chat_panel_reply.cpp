@@ -4,6 +4,7 @@
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
 #include "chat/chat_settings_panel.h"
+#include "chat/context_meter.h"
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
@@ -12,6 +13,7 @@
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
 
+#include <optional>
 #include <utility>
 
 #include <QApplication>
@@ -66,6 +68,7 @@ void ChatPanel::cancelEdit() {
 void ChatPanel::send() {
   const QString text = m_input->toPlainText().trimmed();
   if (text.isEmpty() || isGenerating() || !m_engine->hasModel() || m_engine->isLoading()) return;
+  if (!isReadyToSend(text)) return;  // it comes back here when the count or the user answers
   saveSettingsNow();
   if (m_conversationId == 0 && m_store) {
     newConversation();
@@ -131,6 +134,9 @@ void ChatPanel::startReply() {
   input.messages += m_messages->turns();
   input.sampling = m_settings->sampling();
   input.templateOverride = m_settings->templateOverride();
+  if (m_showsTokenProbabilities) input.numTopAlternatives = kNumTopAlternatives;
+  if (m_isShorteningToFit) input.fitReserveTokens = fitReserveTokens(m_settings->sampling().maxTokens,
+                                                                     int(m_engine->model().contextLength));
 
   StoredMessage reply;
   reply.conversationId = m_conversationId;
@@ -174,6 +180,7 @@ void ChatPanel::checkpointReply() {
 void ChatPanel::handleTokens(quint64 requestId, const QString& text) {
   if (requestId != m_streaming.requestId) return;
   const bool isDraft = std::exchange(m_isNextTokenDraft, false);
+  const std::optional<TokenProbability> probability = std::exchange(m_nextTokenProbability, std::nullopt);
   // Templates end with "Assistant:" or a newline, and SentencePiece models answer with the
   // space or newline that would follow; a reply does not start with blanks.
   QString piece = text;
@@ -189,6 +196,9 @@ void ChatPanel::handleTokens(quint64 requestId, const QString& text) {
     const qsizetype start = row >= 0 ? m_messages->item(row).message.content.size() : 0;
     m_messages->appendText(row, piece);
     if (isDraft && row >= 0) m_messages->markDraft(row, static_cast<int>(start), static_cast<int>(piece.size()));
+    if (probability && row >= 0) {
+      m_messages->markTokenProbability(row, static_cast<int>(start), static_cast<int>(piece.size()), *probability);
+    }
   }
 }
 

@@ -102,6 +102,9 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
     connect(box, &QDoubleSpinBox::valueChanged, this, edited);
   }
   for (QSpinBox* box : {m_topK, m_seed, m_maxTokens}) connect(box, &QSpinBox::valueChanged, this, edited);
+  connect(m_seed, &QSpinBox::valueChanged, this, [this] {
+    if (!m_isSettingValues) m_seedBeyondBox = 0;  // the user chose another seed
+  });
   connect(m_template, &QComboBox::activated, this, [this] { emit templateOverrideEdited(templateOverride()); });
 }
 
@@ -114,6 +117,7 @@ void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSet
   m_minP->setValue(s.minP);
   m_repeatPenalty->setValue(s.repeatPenalty);
   m_seed->setValue(int(qBound(qint64{-1}, s.seed, qint64{std::numeric_limits<int>::max()})));
+  m_seedBeyondBox = s.seed > std::numeric_limits<int>::max() ? s.seed : 0;
   m_maxTokens->setValue(qMax(0, s.maxTokens));
   m_isSettingValues = false;
 }
@@ -127,7 +131,8 @@ SamplingSettings ChatSettingsPanel::sampling() const {
   s.topP = m_topP->value();
   s.minP = m_minP->value();
   s.repeatPenalty = m_repeatPenalty->value();
-  s.seed = m_seed->value();
+  s.seed = m_seedBeyondBox != 0 && m_seed->value() == std::numeric_limits<int>::max() ? m_seedBeyondBox
+                                                                                       : m_seed->value();
   s.maxTokens = m_maxTokens->value();
   return s;
 }

@@ -51,6 +51,10 @@ class ChatSettingsPanel : public QWidget {
   QDoubleSpinBox* m_minP;
   QDoubleSpinBox* m_repeatPenalty;
   QSpinBox* m_seed;
+  // A stored seed beyond the box's int range (an imported conversation, a hand-edited row):
+  // kept as it is while the box shows its maximum, so selecting the conversation does not
+  // rewrite it; 0 when none. Editing the seed forgets it.
+  qint64 m_seedBeyondBox = 0;
   QSpinBox* m_maxTokens;
   QComboBox* m_template;
   bool m_isSettingValues = false;

@@ -121,8 +121,11 @@ void ConversationList::showContextMenu(const QPoint& pos) {
   if (item) {
     menu.addSeparator();
     menu.addAction(tr("Rename"), this, [this, item] { m_list->editItem(item); });
+    menu.addAction(tr("Export…"), this, [this, item] { emit exportRequested(item->data(kIdRole).toLongLong()); });
     menu.addAction(tr("Delete…"), this, [this, item] { confirmDelete(item); });
   }
+  menu.addSeparator();
+  menu.addAction(tr("Import…"), this, &ConversationList::importRequested);
   menu.exec(m_list->viewport()->mapToGlobal(pos));
 }
 

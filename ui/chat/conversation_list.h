@@ -39,6 +39,9 @@ class ConversationList : public QWidget {
   void renameRequested(qint64 id, const QString& title);
   // Confirmed by the user already.
   void deleteRequested(qint64 id);
+  // Export the conversation to a file (the panel asks where), or import one.
+  void exportRequested(qint64 id);
+  void importRequested();
 
  private:
   QListWidgetItem* itemOf(qint64 id) const;

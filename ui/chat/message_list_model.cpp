@@ -81,6 +81,15 @@ void MessageListModel::markDraft(int row, int start, int length) {
   emit dataChanged(i, i, {DraftRangesRole, RevisionRole});
 }
 
+void MessageListModel::markTokenProbability(int row, int start, int length, const TokenProbability& probability) {
+  if (row < 0 || row >= m_items.size() || length <= 0 || start < 0) return;
+  Item& it = m_items[row];
+  it.tokenSpans.push_back({start, length, probability});
+  ++it.revision;
+  const QModelIndex i = index(row);
+  emit dataChanged(i, i, {RevisionRole});
+}
+
 void MessageListModel::finish(int row, const QString& content, const GenerationStats& stats, bool isComplete) {
   if (row < 0 || row >= m_items.size()) return;
   Item& it = m_items[row];

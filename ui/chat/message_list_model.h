@@ -27,6 +27,12 @@ class MessageListModel : public QAbstractListModel {
     DraftRangesRole,              // QList<QPoint>: (start, length) of accepted draft tokens in the text
   };
 
+  struct TokenSpan {
+    int start = 0;
+    int length = 0;
+    TokenProbability probability;
+  };
+
   struct Item {
     StoredMessage message;
     bool isStreaming = false;
@@ -34,6 +40,9 @@ class MessageListModel : public QAbstractListModel {
     // Speculative decoding: where the accepted draft tokens of a reply streamed in this
     // session are (start, length in message.content); not stored with the conversation.
     QList<QPoint> draftRanges{};
+    // View > Token Probabilities: where each token of a reply streamed in this session is in
+    // message.content, with its probability and alternatives; not stored.
+    QList<TokenSpan> tokenSpans{};
   };
 
   explicit MessageListModel(QObject* parent = nullptr);
@@ -48,6 +57,8 @@ class MessageListModel : public QAbstractListModel {
   void appendText(int row, const QString& text);
   // Marks text of `row` as accepted draft tokens (shown in their own colour).
   void markDraft(int row, int start, int length);
+  // Records the probability of the token that wrote content[start, start + length) of `row`.
+  void markTokenProbability(int row, int start, int length, const TokenProbability& probability);
   // Final text, stats and completeness of a reply that stopped streaming.
   void finish(int row, const QString& content, const GenerationStats& stats, bool isComplete);
   // Keeps the first `numToKeep` rows.

@@ -1,209 +1,26 @@
-// MessageDelegate (bubble geometry, cached text layouts, painting) and MessageView (relayout
-// only when a row's height changed, and following the end of the conversation).
+// MessageView: relayout only when a row's height changed, streaming rows at most every 50 ms,
+// following the end of the conversation, and the mouse: links, Copy buttons, token hovers.
 #include "chat/message_view.h"
 
+#include "chat/markdown_render.h"
 #include "chat/message_list_model.h"
 
-#include <QFontDatabase>
-#include <QPainter>
-#include <QPainterPath>
+#include <QClipboard>
+#include <QDesktopServices>
+#include <QGuiApplication>
+#include <QHelpEvent>
+#include <QMouseEvent>
 #include <QScrollBar>
-#include <QTextLayout>
 #include <QTimer>
-
-#include <cmath>
+#include <QToolTip>
+#include <QUrl>
 
 namespace iwb::ui {
-namespace {
-
-constexpr int kRowSpacing = 6;   // above and below each message
-constexpr int kSideMargin = 14;  // between the bubbles and the view's edges
-constexpr int kPadding = 10;     // inside a bubble
-constexpr int kHeaderGap = 2;    // between the header and the bubble
-constexpr int kStatsGap = 3;     // between the bubble and the stats line
-constexpr double kMaxWidthFraction = 0.82;
-
-QFont smallFont(const QFont& base) {
-  QFont f = base;
-  f.setPointSizeF(base.pointSizeF() > 0 ? base.pointSizeF() * 0.85 : 8.5);
-  return f;
-}
-
-QColor mix(const QColor& a, const QColor& b, double t) {
-  return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
-                          float(a.blueF() * (1 - t) + b.blueF() * t));
-}
-
-bool isUser(const QModelIndex& index) {
-  return index.data(MessageListModel::RoleRole).toString() == QLatin1String("user");
-}
-
-QString headerText(const QModelIndex& index) {
-  return isUser(index) ? MessageDelegate::tr("You") : MessageDelegate::tr("Assistant");
-}
-
-// What the bubble shows: the text, or an ellipsis while the first token is awaited.
-QString bubbleText(const QModelIndex& index) {
-  QString text = index.data(Qt::DisplayRole).toString();
-  if (text.isEmpty() && index.data(MessageListModel::IsStreamingRole).toBool()) text = QStringLiteral("…");
-  // QTextLayout breaks lines only at U+2028; a reply's own newlines must become that.
-  text.replace(QLatin1Char('\n'), QChar::LineSeparator);
-  return text;
-}
-
-// Monospace ranges for code in a reply: lines inside ``` fences (the fence lines too, and an
-// unclosed fence while streaming), and `inline` spans on other lines. Markdown is otherwise
-// shown as written.
-QList<QTextLayout::FormatRange> codeFormats(const QString& text, const QFont& base) {
-  QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
-  mono.setPointSizeF(base.pointSizeF() > 0 ? base.pointSizeF() * 0.95 : mono.pointSizeF());
-  QTextCharFormat format;
-  format.setFont(mono);
-  QList<QTextLayout::FormatRange> ranges;
-  bool isInFence = false;
-  qsizetype lineStart = 0;
-  while (lineStart <= text.size()) {
-    qsizetype lineEnd = text.indexOf(QLatin1Char('\n'), lineStart);
-    if (lineEnd < 0) lineEnd = text.size();
-    const QStringView line = QStringView(text).mid(lineStart, lineEnd - lineStart);
-    const bool isFence = line.trimmed().startsWith(QLatin1String("```"));
-    if (isFence || isInFence) {
-      ranges.push_back({int(lineStart), int(lineEnd - lineStart), format});
-      if (isFence) isInFence = !isInFence;
-    } else {
-      for (qsizetype open = line.indexOf(QLatin1Char('`')); open >= 0;) {
-        const qsizetype close = line.indexOf(QLatin1Char('`'), open + 1);
-        if (close < 0) break;
-        ranges.push_back({int(lineStart + open), int(close - open + 1), format});
-        open = line.indexOf(QLatin1Char('`'), close + 1);
-      }
-    }
-    lineStart = lineEnd + 1;
-  }
-  return ranges;
-}
-
-}  // namespace
-
-MessageDelegate::MessageDelegate(QAbstractItemView* view) : QStyledItemDelegate(view), m_view(view) {}
-
-MessageDelegate::~MessageDelegate() = default;
-
-int MessageDelegate::maxBubbleWidth() const {
-  const int available = m_view->viewport()->width() - 2 * kSideMargin;
-  return qMax(160, int(available * kMaxWidthFraction));
-}
-
-const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& index) const {
-  const qint64 id = index.data(MessageListModel::MessageIdRole).toLongLong();
-  const int revision = index.data(MessageListModel::RevisionRole).toInt();
-  const int textWidth = maxBubbleWidth() - 2 * kPadding;
-  Layout& cached = m_cache[index.row()];
-  if (cached.text && cached.messageId == id && cached.revision == revision && cached.textWidth == textWidth) {
-    return cached;
-  }
-
-  auto layout = std::make_shared<QTextLayout>(bubbleText(index), m_view->font());
-  // Formats index the text before bubbleText's newline replacement, which keeps lengths.
-  QList<QTextLayout::FormatRange> formats = codeFormats(index.data(Qt::DisplayRole).toString(), m_view->font());
-  // Speculative decoding: accepted draft tokens on a light green ground.
-  QTextCharFormat draft;
-  draft.setBackground(QColor(0xc8, 0xec, 0xc8));
-  for (const QPoint& r : index.data(MessageListModel::DraftRangesRole).value<QList<QPoint>>()) {
-    formats.push_back({r.x(), r.y(), draft});
-  }
-  layout->setFormats(formats);
-  QTextOption option;
-  option.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
-  layout->setTextOption(option);
-  layout->setCacheEnabled(true);
-  qreal height = 0;
-  qreal widest = 0;
-  layout->beginLayout();
-  for (QTextLine line = layout->createLine(); line.isValid(); line = layout->createLine()) {
-    line.setLineWidth(textWidth);
-    line.setPosition(QPointF(0, height));
-    height += line.height();
-    widest = qMax(widest, line.naturalTextWidth());
-  }
-  layout->endLayout();
-  cached = {id, revision, textWidth, std::move(layout), QSizeF(widest, height)};
-  return cached;
-}
-
-MessageDelegate::Geometry MessageDelegate::geometryFor(const QRect& itemRect, const QModelIndex& index) const {
-  const Layout& layout = layoutFor(index);
-  const QFontMetrics small(smallFont(m_view->font()));
-  const int bubbleWidth = qMin(maxBubbleWidth(), int(std::ceil(layout.size.width())) + 2 * kPadding);
-  const int bubbleHeight = int(std::ceil(layout.size.height())) + 2 * kPadding;
-  const bool user = isUser(index);
-  const int left = user ? itemRect.right() - kSideMargin - bubbleWidth + 1 : itemRect.left() + kSideMargin;
-
-  Geometry g;
-  g.header = QRect(left, itemRect.top() + kRowSpacing, bubbleWidth, small.height());
-  g.bubble = QRect(left, g.header.bottom() + 1 + kHeaderGap, bubbleWidth, bubbleHeight);
-  g.textOrigin = QPointF(g.bubble.left() + kPadding, g.bubble.top() + kPadding);
-  const QString stats = index.data(MessageListModel::StatsLineRole).toString();
-  if (!stats.isEmpty()) {
-    g.stats = QRect(itemRect.left() + kSideMargin, g.bubble.bottom() + 1 + kStatsGap,
-                    itemRect.width() - 2 * kSideMargin, small.height());
-  }
-  return g;
-}
-
-QRect MessageDelegate::bubbleRect(const QRect& itemRect, const QModelIndex& index) const {
-  return geometryFor(itemRect, index).bubble;
-}
-
-QSize MessageDelegate::sizeHint(const QStyleOptionViewItem&, const QModelIndex& index) const {
-  const QRect item(0, 0, m_view->viewport()->width(), 0);
-  const Geometry g = geometryFor(item, index);
-  const int bottom = g.stats.isNull() ? g.bubble.bottom() : g.stats.bottom();
-  return {item.width(), bottom + 1 + kRowSpacing};
-}
-
-void MessageDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const {
-  const Geometry g = geometryFor(option.rect, index);
-  const QPalette& palette = option.palette;
-  const bool user = isUser(index);
-  const bool isError =
-      index.data(MessageListModel::IsErrorRole).toBool() || !index.data(MessageListModel::IsCompleteRole).toBool();
-  const bool isStreaming = index.data(MessageListModel::IsStreamingRole).toBool();
-
-  painter->save();
-  painter->setRenderHint(QPainter::Antialiasing);
-  const QColor base = palette.color(QPalette::Base);
-  const QColor fill =
-      user ? mix(base, palette.color(QPalette::Highlight), 0.16) : mix(base, palette.color(QPalette::WindowText), 0.05);
-  QColor border =
-      user ? mix(base, palette.color(QPalette::Highlight), 0.45) : mix(base, palette.color(QPalette::WindowText), 0.18);
-  if (isError && !isStreaming) border = QColor(0xc0, 0x39, 0x2b);
-  painter->setPen(QPen(border, 1));
-  painter->setBrush(fill);
-  painter->drawRoundedRect(QRectF(g.bubble).adjusted(0.5, 0.5, -0.5, -0.5), 8, 8);
-
-  const QFont small = smallFont(option.font);
-  const QColor dim = mix(palette.color(QPalette::Text), base, 0.45);
-  painter->setFont(small);
-  painter->setPen(dim);
-  painter->drawText(g.header, (user ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter, headerText(index));
-
-  painter->setPen(palette.color(QPalette::Text));
-  layoutFor(index).text->draw(painter, g.textOrigin);
-
-  if (!g.stats.isNull()) {
-    painter->setFont(small);
-    painter->setPen(isError && !isStreaming ? border : dim);
-    const QString stats = QFontMetrics(small).elidedText(index.data(MessageListModel::StatsLineRole).toString(),
-                                                         Qt::ElideRight, g.stats.width());
-    painter->drawText(g.stats, Qt::AlignLeft | Qt::AlignVCenter, stats);
-  }
-  painter->restore();
-}
 
 MessageView::MessageView(QWidget* parent)
     : QListView(parent), m_delegate(new MessageDelegate(this)), m_streamTimer(new QTimer(this)) {
   setItemDelegate(m_delegate);
+  setMouseTracking(true);  // the pointing hand over links and Copy buttons
   m_streamTimer->setSingleShot(true);
   m_streamTimer->setInterval(kStreamRepaintMs);
   connect(m_streamTimer, &QTimer::timeout, this, &MessageView::flushStreamingChanges);
@@ -283,6 +100,75 @@ void MessageView::reset() {
   m_delegate->clearCache();  // another conversation: the rows are other messages
   m_isFollowingEnd = true;
   QListView::reset();
+}
+
+void MessageView::setShowsRawText(bool isRaw) {
+  if (m_delegate->showsRawText() == isRaw) return;
+  m_delegate->setShowsRawText(isRaw);
+  scheduleDelayedItemsLayout();
+  viewport()->update();
+}
+
+void MessageView::setShowsTokenProbabilities(bool isShown) {
+  if (m_delegate->showsTokenProbabilities() == isShown) return;
+  m_delegate->setShowsTokenProbabilities(isShown);
+  scheduleDelayedItemsLayout();
+  viewport()->update();
+}
+
+bool MessageView::viewportEvent(QEvent* event) {
+  if (event->type() == QEvent::ToolTip && m_delegate->showsTokenProbabilities()) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const QModelIndex index = indexAt(help->pos());
+    const auto* messages = qobject_cast<const MessageListModel*>(model());
+    const int token = index.isValid() ? m_delegate->tokenAt(visualRect(index), index, help->pos()) : -1;
+    if (messages && token >= 0) {
+      const MessageListModel::TokenSpan& span = messages->item(index.row()).tokenSpans.at(token);
+      const QString text = messages->item(index.row()).message.content.mid(span.start, span.length);
+      QToolTip::showText(help->globalPos(), MessageDelegate::tokenToolTip(text, span.probability), viewport());
+    } else {
+      QToolTip::hideText();
+    }
+    return true;
+  }
+  return QListView::viewportEvent(event);
+}
+
+void MessageView::mouseMoveEvent(QMouseEvent* event) {
+  QListView::mouseMoveEvent(event);
+  const QPoint pos = event->position().toPoint();
+  const QModelIndex index = indexAt(pos);
+  const QString href = index.isValid() ? m_delegate->anchorAt(visualRect(index), index, pos) : QString();
+  if (href.isEmpty()) {
+    viewport()->unsetCursor();
+  } else {
+    viewport()->setCursor(Qt::PointingHandCursor);
+  }
+}
+
+void MessageView::mouseReleaseEvent(QMouseEvent* event) {
+  const QPoint pos = event->position().toPoint();
+  const QModelIndex index = indexAt(pos);
+  const QString href = index.isValid() && event->button() == Qt::LeftButton
+                           ? m_delegate->anchorAt(visualRect(index), index, pos)
+                           : QString();
+  const int copyIndex = copyIndexOfHref(href);
+  if (copyIndex >= 0) {
+    const QStringList blocks = m_delegate->codeBlocksFor(index);
+    if (copyIndex < blocks.size()) {
+      QGuiApplication::clipboard()->setText(blocks[copyIndex]);
+      QToolTip::showText(event->globalPosition().toPoint(), tr("Copied"), this);
+      emit codeCopied(blocks[copyIndex]);
+    }
+    return;
+  }
+  const QUrl url(href);
+  if (!href.isEmpty() && (url.scheme() == QLatin1String("http") || url.scheme() == QLatin1String("https") ||
+                          url.scheme() == QLatin1String("mailto"))) {
+    QDesktopServices::openUrl(url);
+    return;
+  }
+  QListView::mouseReleaseEvent(event);
 }
 
 void MessageView::resizeEvent(QResizeEvent* event) {

@@ -2,14 +2,18 @@
 // as a bubble (the user's on the right, the model's on the left with its stats line). Text
 // layouts are cached per message and revision, so a streamed token re-lays out only the reply
 // it belongs to; the view follows the end of the conversation while the user is at the bottom.
+// Replies are rendered from Markdown (markdown_render.h). MessageDelegate: message_delegate.cpp.
 #pragma once
 
 #include <QHash>
 #include <QListView>
 #include <QStyledItemDelegate>
 
+#include "worker/generation_values.h"
+
 #include <memory>
 
+class QTextDocument;
 class QTextLayout;
 class QTimer;
 
@@ -29,12 +33,39 @@ class MessageDelegate : public QStyledItemDelegate {
   QRect bubbleRect(const QRect& itemRect, const QModelIndex& index) const;
   void clearCache() { m_cache.clear(); }
 
+  // Replies as Markdown (the default) or as the text the model wrote.
+  bool showsRawText() const { return m_showsRawText; }
+  void setShowsRawText(bool isRaw);
+  // The rendered reply of `index` (null for raw text and the user's messages), its code blocks'
+  // text, and the Copy buttons' rectangles in the item (for clicks and tests).
+  const QTextDocument* documentFor(const QModelIndex& index) const;
+  QStringList codeBlocksFor(const QModelIndex& index) const;
+  QList<QRect> copyButtonRects(const QRect& itemRect, const QModelIndex& index) const;
+  // The link under `pos` (view coordinates) in the item: a URL, or copyHref(n) of a Copy button.
+  QString anchorAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const;
+
+  // View > Token Probabilities: replies with token probabilities are shown as the text the
+  // model wrote, each token on a background from red (unlikely) to green (likely).
+  bool showsTokenProbabilities() const { return m_showsTokenProbabilities; }
+  void setShowsTokenProbabilities(bool isShown);
+  // The index into the row's MessageListModel::Item::tokenSpans of the token under `pos`
+  // (view coordinates), -1 when none.
+  int tokenAt(const QRect& itemRect, const QModelIndex& index, const QPoint& pos) const;
+  // The hover text of a token: its probability and the alternatives the model considered.
+  static QString tokenToolTip(const QString& tokenText, const TokenProbability& probability);
+  // The background of a token of probability `p` (0..1).
+  static QColor confidenceColor(double p);
+
  private:
   struct Layout {
     qint64 messageId = 0;
     int revision = -1;
     int textWidth = -1;
-    std::shared_ptr<QTextLayout> text;
+    bool isRaw = true;
+    std::shared_ptr<QTextLayout> text;        // raw text (and the user's messages)
+    std::shared_ptr<QTextDocument> document;  // a reply rendered from Markdown
+    QStringList codeBlocks;
+    QList<QRectF> copyRects;                  // the Copy links, in document coordinates
     QSizeF size;  // of the laid-out text
   };
   struct Geometry {
@@ -49,6 +80,8 @@ class MessageDelegate : public QStyledItemDelegate {
   Geometry geometryFor(const QRect& itemRect, const QModelIndex& index) const;
 
   QAbstractItemView* m_view;
+  bool m_showsRawText = false;
+  bool m_showsTokenProbabilities = false;
   mutable QHash<int, Layout> m_cache;  // by row; checked against the message id
 };
 
@@ -61,6 +94,8 @@ class MessageView : public QListView {
   MessageDelegate* messageDelegate() const { return m_delegate; }
   bool isFollowingEnd() const { return m_isFollowingEnd; }
   void reset() override;
+  void setShowsRawText(bool isRaw);
+  void setShowsTokenProbabilities(bool isShown);
   // Changes to a streaming reply are shown at most this often (a token every 20-60 ms would
   // otherwise lay the growing text out again for each).
   static constexpr int kStreamRepaintMs = 50;
@@ -71,6 +106,13 @@ class MessageView : public QListView {
   void rowsInserted(const QModelIndex& parent, int start, int end) override;
   void updateGeometries() override;
   void resizeEvent(QResizeEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  bool viewportEvent(QEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+
+ signals:
+  // Copy of a code block was clicked; its text is on the clipboard.
+  void codeCopied(const QString& code);
 
  private:
   void applyChange(int firstRow, int lastRow, const QList<int>& roles);

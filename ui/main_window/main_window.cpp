@@ -2,6 +2,7 @@
 #include "main_window/main_window.h"
 
 #include "chat/chat_panel.h"
+#include "chat/message_view.h"
 #include "worker/engine_controller.h"
 #include "main_window/app_info.h"
 #include "iwb/engine/model/model_locations.h"
@@ -30,6 +31,7 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QMenuBar>
@@ -41,6 +43,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
+#include <QToolButton>
 #include <QTabWidget>
 #include <QThread>
 #include <QVBoxLayout>
@@ -111,6 +114,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_rooflinePanel = new RooflinePanel(m_engine, m_ceilings);
   m_metricsPanel = new MetricsPanel(m_engine, m_ceilings);
   m_memoryPanel = new MemoryPanel(m_engine);
+  m_memoryPanel->setEngineOptions(loadEngineSettings());
   m_tabs->addTab(m_rooflinePanel, tr("Roofline"));
   m_tabs->addTab(m_metricsPanel, tr("Metrics"));
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
@@ -231,6 +235,31 @@ void MainWindow::createMenus() {
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   viewMenu->addAction(m_rooflinePanel->profilingAction());
+  // Replies as the model wrote them, Markdown unrendered (kept across runs).
+  QAction* rawTextAction = viewMenu->addAction(tr("Show &Raw Text"));
+  rawTextAction->setObjectName(QStringLiteral("showRawTextAction"));
+  rawTextAction->setCheckable(true);
+  rawTextAction->setStatusTip(tr("Show replies as the model wrote them, without rendering their Markdown"));
+  const bool isRaw = QSettings().value(QStringLiteral("chat/showRawText"), false).toBool();
+  rawTextAction->setChecked(isRaw);
+  m_chatPanel->messageView()->setShowsRawText(isRaw);
+  connect(rawTextAction, &QAction::toggled, this, [this](bool checked) {
+    QSettings().setValue(QStringLiteral("chat/showRawText"), checked);
+    m_chatPanel->messageView()->setShowsRawText(checked);
+  });
+  // Each token's probability and the alternatives the model considered (costs nothing when off).
+  QAction* probabilitiesAction = viewMenu->addAction(tr("Token &Probabilities"));
+  probabilitiesAction->setObjectName(QStringLiteral("tokenProbabilitiesAction"));
+  probabilitiesAction->setCheckable(true);
+  probabilitiesAction->setStatusTip(
+      tr("Colour replies by how likely each token was, and show the alternatives on hover (for replies from now on)"));
+  const bool showsProbabilities = QSettings().value(QStringLiteral("chat/showTokenProbabilities"), false).toBool();
+  probabilitiesAction->setChecked(showsProbabilities);
+  m_chatPanel->setShowsTokenProbabilities(showsProbabilities);
+  connect(probabilitiesAction, &QAction::toggled, this, [this](bool checked) {
+    QSettings().setValue(QStringLiteral("chat/showTokenProbabilities"), checked);
+    m_chatPanel->setShowsTokenProbabilities(checked);
+  });
   viewMenu->addSeparator();
   for (int i = 0; i < m_tabs->count(); ++i) {
     QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
@@ -260,6 +289,44 @@ void MainWindow::createStatusBar() {
   for (QLabel* label : {m_architectureLabel, m_parametersLabel, m_fileTypeLabel, m_fileSizeLabel, m_deviceLabel}) {
     statusBar()->addPermanentWidget(label);
   }
+}
+
+bool MainWindow::startFirstRunProbe(const iwb::ProbeOptions& options) {
+  constexpr auto kDeclinedKey = "roofline/firstRunProbeDeclined";
+  if (m_ceilings->probe() || m_ceilings->isMeasuring() || m_ceilings->deviceId() != QLatin1String("cpu") ||
+      QSettings().value(QLatin1String(kDeclinedKey), false).toBool()) {
+    return false;
+  }
+  if (!m_probeIndicator) {
+    m_probeIndicator = new QWidget(this);
+    m_probeIndicator->setObjectName(QStringLiteral("firstRunProbeIndicator"));
+    auto* layout = new QHBoxLayout(m_probeIndicator);
+    layout->setContentsMargins(0, 0, 0, 0);
+    auto* busy = new QProgressBar;
+    busy->setRange(0, 0);
+    busy->setMaximumWidth(80);
+    busy->setMaximumHeight(statusBar()->fontMetrics().height());
+    auto* label = new QLabel(tr("First start: measuring this machine for the roofline (a few seconds)…"));
+    auto* cancel = new QToolButton;
+    cancel->setObjectName(QStringLiteral("cancelProbeButton"));
+    cancel->setText(tr("Cancel"));
+    cancel->setAutoRaise(true);
+    layout->addWidget(busy);
+    layout->addWidget(label);
+    layout->addWidget(cancel);
+    // Permanent: a load's progress messages would hide an ordinary status-bar widget.
+    statusBar()->insertPermanentWidget(0, m_probeIndicator);
+    connect(cancel, &QToolButton::clicked, this, [this, kDeclinedKey] {
+      QSettings().setValue(QLatin1String(kDeclinedKey), true);  // asked not to: not at every start
+      m_ceilings->cancelMeasure();
+      statusBar()->showMessage(tr("Not measured: the Roofline tab's Measure now does it later."), kStatusTimeoutMs);
+    });
+    connect(m_ceilings, &MachineCeilings::measuringChanged, m_probeIndicator,
+            [this](bool isMeasuring) { m_probeIndicator->setVisible(isMeasuring); });
+  }
+  m_probeIndicator->show();
+  m_ceilings->measure(options);
+  return true;
 }
 
 void MainWindow::connectDeviceStatus() {
@@ -383,6 +450,7 @@ void MainWindow::showEngineSettings() {
 
 void MainWindow::applyEngineSettings(const EngineLoadOptions& options) {
   saveEngineSettings(options);
+  m_memoryPanel->setEngineOptions(options);
   // A reply in flight is not cut short; the settings then apply at the next load.
   if (!m_engine->hasModel() || m_engine->isLoading() || m_engine->isGenerating()) {
     statusBar()->showMessage(tr("Engine settings saved; they apply when a model is next loaded."), kStatusTimeoutMs);

@@ -9,6 +9,7 @@
 
 #include "worker/generation_values.h"
 #include "model_info/model_details.h"
+#include "iwb/engine/profile/machine_probe.h"
 
 #include <QMainWindow>
 #include <QString>
@@ -70,6 +71,13 @@ class MainWindow : public QMainWindow {
   SpecPanel* specPanel() const { return m_specPanel; }
   ServerPanel* serverPanel() const { return m_serverPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
+  // On a machine with no stored probe of its CPU: measures its ceilings in the background so
+  // the roofline has roofs, with a line and a Cancel button in the status bar. A cancelled
+  // first-run probe is not offered again (QSettings roofline/firstRunProbeDeclined). True when
+  // it started. The application calls it at start and opens the model once it ends; tests
+  // pass small options.
+  bool startFirstRunProbe(const iwb::ProbeOptions& options = {});
+  QWidget* firstRunProbeIndicator() const { return m_probeIndicator; }
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
   // "memory" or "kv cache"; false when there is no such tab.
   bool showTab(const QString& name);
@@ -141,6 +149,7 @@ class MainWindow : public QMainWindow {
   ModelOverviewWidget* m_overview;
 
   QProgressBar* m_busyIndicator;
+  QWidget* m_probeIndicator = nullptr;  // "Measuring this machine…" and Cancel, in the status bar
   QLabel* m_architectureLabel;
   QLabel* m_parametersLabel;
   QLabel* m_fileTypeLabel;

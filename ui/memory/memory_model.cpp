@@ -6,6 +6,8 @@
 #include <QFont>
 #include <QLocale>
 
+#include <cmath>
+
 namespace iwb::ui {
 namespace {
 
@@ -110,9 +112,31 @@ void MemoryModel::setSample(const MemorySample& sample) {
   rebuild();
 }
 
+void MemoryModel::setEngineOptions(const iwb::EngineOptions& options) {
+  m_options = options;
+  rebuild();
+}
+
+std::optional<iwb::KvPoolEstimate> MemoryModel::kvPool() const {
+  if (!m_summary || m_summary->is_vocab_only) return std::nullopt;
+  iwb::EngineOptions options = m_options;
+  options.context_length = m_context;
+  const bool isDevice = m_device.id.rfind("cuda", 0) == 0;
+  // A device pool takes from what the weights leave free; the host pool from available memory.
+  uint64_t available = m_device.free_memory_bytes;
+  if (isDevice) available = available > m_summary->tensor_bytes ? available - m_summary->tensor_bytes : 0;
+  auto pool = iwb::estimate_kv_pool(*m_summary, options, available, isDevice);
+  if (!pool) return std::nullopt;
+  return *pool;
+}
+
 std::optional<iwb::MemoryEstimate> MemoryModel::estimate() const {
   if (!m_summary) return std::nullopt;
-  return iwb::estimate_memory(*m_summary, m_context);
+  iwb::MemoryEstimate e = iwb::estimate_memory(*m_summary, m_context);
+  // The engine's pool holds several contexts (kDefaultKvContexts on the CPU) in whole blocks,
+  // or what Engine Settings give it: estimate that, not one context.
+  if (const auto pool = kvPool()) e.kv_cache_bytes = pool->bytes;
+  return e;
 }
 
 qint64 MemoryModel::kvBytesPerPosition() const {
@@ -153,6 +177,16 @@ QString MemoryModel::fitText() const {
           .arg(need, QLocale().toString(m_context), available, total, where);
   }
   return {};
+}
+
+QString MemoryModel::kvPoolText() const {
+  const auto pool = kvPool();
+  if (!pool) return {};
+  const QLocale locale;
+  return tr("%1 blocks of %2 positions, %3 contexts of %4 (Engine Settings)")
+      .arg(locale.toString(pool->num_blocks), locale.toString(pool->block_size),
+           locale.toString(pool->num_contexts(), 'f', pool->num_contexts() == std::floor(pool->num_contexts()) ? 0 : 1),
+           locale.toString(pool->context_length));
 }
 
 const MemoryModel::Row* MemoryModel::findRow(const QString& item) const {
@@ -197,14 +231,17 @@ void MemoryModel::rebuild() {
       return;
     }
     Row kv{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1, isLoaded ? noReport : notLoaded, false, false};
+    const QString poolRule = kvPoolText();
+    if (!isLoaded && !poolRule.isEmpty()) kv.source = tr("estimate: %1; measured once the model is loaded").arg(poolRule);
     if (hasReport) {
-      // The pool holds several contexts' worth of blocks shared by all sequences, so it can
-      // differ from the one-context estimate by design: the difference column shows by how much.
+      // The estimate follows the engine's own sizing rule, so a difference here is the
+      // memory the engine found available at load differing from now (it caps the pool).
       kv.measuredBytes = sample.kvPoolBytes;
-      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 cache, %3 per position")
+      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 cache, %3 per position "
+                     "(estimate: %4)")
                       .arg(QLocale().toString(sample.kvPositionsTotal),
                            sample.kvCacheType.isEmpty() ? QStringLiteral("f16") : sample.kvCacheType,
-                           QLocale().formattedDataSize(sample.kvBytesPerPosition));
+                           QLocale().formattedDataSize(sample.kvBytesPerPosition), poolRule);
     }
     m_rows << kv;
     if (hasReport) {

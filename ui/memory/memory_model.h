@@ -9,6 +9,8 @@
 #include "worker/measurement_values.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/kv_pool_estimate.h"
 
 #include <QAbstractTableModel>
 #include <QList>
@@ -58,6 +60,12 @@ class MemoryModel : public QAbstractTableModel {
   qint64 context() const { return m_context; }
   void setDevice(const iwb::ComputeDeviceInfo& device);
   const iwb::ComputeDeviceInfo& device() const { return m_device; }
+  // The engine options the model is (or will be) loaded with (Engine Settings): the KV pool's
+  // budget and block size follow them; the context comes from setContext.
+  void setEngineOptions(const iwb::EngineOptions& options);
+  // The KV pool the engine allocates at this context on this device, by the engine's rule;
+  // empty without a model or when the engine would refuse the options.
+  std::optional<iwb::KvPoolEstimate> kvPool() const;
   // The newest measurement; a sample with contextLength 0 means no model is loaded.
   void setSample(const MemorySample& sample);
   const std::optional<MemorySample>& sample() const { return m_sample; }
@@ -69,6 +77,8 @@ class MemoryModel : public QAbstractTableModel {
   QString fitText() const;
   // KV cache bytes per position (f16 K and V over every layer), from the model's shape.
   qint64 kvBytesPerPosition() const;
+  // "1,024 blocks of 16 positions, 4 contexts of 4,096 (Engine Settings)"; empty without a pool.
+  QString kvPoolText() const;
 
   const QList<Row>& rows() const { return m_rows; }
   // The row named `item`; nullptr when there is none.
@@ -88,6 +98,7 @@ class MemoryModel : public QAbstractTableModel {
   std::optional<iwb::ModelSummary> m_summary;
   qint64 m_context = 4096;
   iwb::ComputeDeviceInfo m_device;
+  iwb::EngineOptions m_options;
   std::optional<MemorySample> m_sample;
   QList<Row> m_rows;
 };

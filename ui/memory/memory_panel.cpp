@@ -3,6 +3,8 @@
 
 #include "worker/engine_controller.h"
 #include "memory/memory_model.h"
+#include "settings/device_choice.h"
+#include "worker/generation_values.h"
 
 #include <qcustomplot.h>
 
@@ -115,8 +117,9 @@ MemoryPanel::MemoryPanel(EngineController* engine, QWidget* parent)
   connect(m_model, &MemoryModel::changed, this, &MemoryPanel::updateView);
   connect(m_engine, &EngineController::memorySampled, m_model, &MemoryModel::setSample);
   connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
-    // The engine allocated for its context and on its device: compare against those, and show
-    // the free memory now.
+    // The engine allocated for its context and on its device, with the options it was loaded
+    // with: compare against those, and show the free memory now.
+    setEngineOptions(m_engine->lastLoadOptions());
     setContext(model.contextLength);
     refresh();
     if (const int index = m_deviceBox->findData(model.deviceId); index >= 0) m_deviceBox->setCurrentIndex(index);
@@ -131,8 +134,19 @@ QString MemoryPanel::fitText() const { return m_fitLabel->text(); }
 void MemoryPanel::setModelSummary(const iwb::ModelSummary& summary) {
   // Before the engine loads it: the estimate at the context the engine would choose.
   const qint64 trained = summary.hparams.context_length;
-  if (trained > 0) setContext(std::min(trained, kDefaultContext));
+  if (m_settingsContext > 0) {
+    setContext(m_settingsContext);
+  } else if (trained > 0) {
+    setContext(std::min(trained, kDefaultContext));
+  }
   m_model->setModelSummary(summary);
+}
+
+void MemoryPanel::setEngineOptions(const EngineLoadOptions& options) {
+  const auto gpus = iwb::list_cuda_devices();
+  m_model->setEngineOptions(toEngineOptions(options, gpus && !gpus->empty()));
+  m_settingsContext = options.contextLength;
+  if (m_settingsContext > 0) setContext(m_settingsContext);
 }
 
 void MemoryPanel::setContext(qint64 context) {

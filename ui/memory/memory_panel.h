@@ -23,6 +23,7 @@ struct ModelSummary;
 namespace iwb::ui {
 
 class EngineController;
+struct EngineLoadOptions;
 class MemoryModel;
 
 class MemoryPanel : public QWidget {
@@ -38,6 +39,9 @@ class MemoryPanel : public QWidget {
   // The opened model (before or without loading it into the engine).
   void setModelSummary(const iwb::ModelSummary& summary);
   void setContext(qint64 context);
+  // Engine Settings (or the options the loaded model used): the KV pool estimate follows them,
+  // and their context when they set one.
+  void setEngineOptions(const EngineLoadOptions& options);
 
  public slots:
   // Re-reads the devices' free memory and asks the engine thread for a memory sample.
@@ -57,6 +61,7 @@ class MemoryPanel : public QWidget {
   QCPItemText* m_availableLabel = nullptr;  // owned by the chart
   QTableView* m_table;
   std::vector<iwb::ComputeDeviceInfo> m_devices;
+  qint64 m_settingsContext = 0;  // Engine Settings' context; 0: the engine's default
 };
 
 }  // namespace iwb::ui

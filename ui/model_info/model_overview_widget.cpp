@@ -46,6 +46,10 @@ ModelOverviewWidget::ModelOverviewWidget(QWidget* parent)
   QHeaderView* tensorHeader = m_tensorTable->view()->horizontalHeader();
   tensorHeader->setSectionResizeMode(QHeaderView::ResizeToContents);
   tensorHeader->setSectionResizeMode(TensorTableModel::NameColumn, QHeaderView::Stretch);
+  // Tensors open sorted by name as people count (blk.2 before blk.10): files converted from
+  // Hugging Face checkpoints store them in text order (blk.1, blk.10, blk.11, ..., blk.2).
+  // Clicking the header a third time returns to file order.
+  m_tensorTable->view()->sortByColumn(TensorTableModel::NameColumn, Qt::AscendingOrder);
 
   m_metadataTable->setFilterPlaceholder(tr("Filter metadata by key or value…"));
   m_metadataTable->setEmptyText(tr("This file has no metadata."));

@@ -68,12 +68,15 @@ void MachineCeilings::measure(const iwb::ProbeOptions& options) {
   const ResultsStoreAccess store(m_storePath);
   const std::string deviceId = m_deviceId.toStdString();
   QPointer<MachineCeilings> self(this);
+  auto isCancelled = std::make_shared<std::atomic<bool>>(false);
+  m_isCancelled = isCancelled;
   // The thread measures and stores (its own SQLite connection, opened and closed there), then
   // hands the values back to this object's thread.
-  m_thread = QThread::create([self, options, store, deviceId] {
+  m_thread = QThread::create([self, options, store, deviceId, isCancelled] {
     std::optional<iwb::ProbeResult> probe;
     QString error;
     auto measured = probeDevice(deviceId, options);
+    if (*isCancelled) return;
     if (!measured) {
       error = QString::fromStdString(measured.error_message());
     } else {
@@ -81,8 +84,8 @@ void MachineCeilings::measure(const iwb::ProbeOptions& options) {
       if (iwb::Status s = store.addProbe(*probe); !s) error = QString::fromStdString(s.message());
     }
     if (self) {
-      QMetaObject::invokeMethod(self, [self, probe, error] {
-        if (self) self->finishMeasure(probe, error);
+      QMetaObject::invokeMethod(self, [self, probe, error, isCancelled] {
+        if (self && !*isCancelled) self->finishMeasure(probe, error);
       }, Qt::QueuedConnection);
     }
   });
@@ -90,6 +93,13 @@ void MachineCeilings::measure(const iwb::ProbeOptions& options) {
   connect(m_thread, &QThread::finished, m_thread, &QObject::deleteLater);
   m_thread->start(QThread::HighPriority);
   emit measuringChanged(true);
+}
+
+void MachineCeilings::cancelMeasure() {
+  if (!m_isMeasuring) return;
+  if (m_isCancelled) *m_isCancelled = true;
+  m_isMeasuring = false;
+  emit measuringChanged(false);
 }
 
 void MachineCeilings::finishMeasure(const std::optional<iwb::ProbeResult>& probe, const QString& error) {

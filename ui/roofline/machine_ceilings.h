@@ -13,6 +13,8 @@
 #include <QString>
 #include <QThread>
 
+#include <atomic>
+#include <memory>
 #include <optional>
 
 namespace iwb::ui {
@@ -44,6 +46,9 @@ class MachineCeilings : public QObject {
   // stores the result, then probeChanged (or measureFailed). Tests pass small options; the
   // default measures properly (~5 s).
   void measure(const iwb::ProbeOptions& options = {});
+  // Gives up the measurement in progress: measuringChanged(false) now, and its result is neither
+  // stored nor shown (the probe's few seconds still run out on their thread).
+  void cancelMeasure();
 
  public slots:
   // Reads the newest probe of the device from the store; probeChanged follows.
@@ -63,6 +68,7 @@ class MachineCeilings : public QObject {
   QString m_errorMessage;
   bool m_isMeasuring = false;
   QPointer<QThread> m_thread;  // deletes itself once finished
+  std::shared_ptr<std::atomic<bool>> m_isCancelled;  // of the measurement in progress
 };
 
 }  // namespace iwb::ui

@@ -200,6 +200,37 @@ iwb::Result<Conversation> ConversationStore::createConversation(const Conversati
   return conversation(q.lastInsertId().toLongLong());
 }
 
+iwb::Result<Conversation> ConversationStore::importConversation(const Conversation& info,
+                                                               const QList<StoredMessage>& messages) {
+  QSqlDatabase db = QSqlDatabase::database(m_connectionName, false);
+  if (!db.transaction()) return sqlError(QStringLiteral("cannot import a conversation"), db.lastError());
+  QSqlQuery q(db);
+  const QString now = nowText();
+  const QString created = info.created.isValid() ? info.created.toUTC().toString(Qt::ISODateWithMs) : now;
+  const QString updated = info.updated.isValid() ? info.updated.toUTC().toString(Qt::ISODateWithMs) : now;
+  iwb::Status status = run(q,
+                           QStringLiteral("INSERT INTO conversations (title, model_path, system_prompt, sampling_json, "
+                                          "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)"),
+                           {info.title, info.modelPath, info.systemPrompt, toJsonText(info.sampling.toJson()), created,
+                            updated},
+                           QStringLiteral("cannot import a conversation"));
+  const qint64 id = q.lastInsertId().toLongLong();
+  for (qsizetype i = 0; status && i < messages.size(); ++i) {
+    const StoredMessage& m = messages.at(i);
+    status = run(q,
+                 QStringLiteral("INSERT INTO messages (conversation_id, position, role, content, stats_json, "
+                                "is_complete, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                 {id, int(i), m.role, m.content, toJsonText(m.stats.isValid() ? m.stats.toJson() : QJsonObject()),
+                  m.isComplete ? 1 : 0, updated, updated},
+                 QStringLiteral("cannot import message %1").arg(i + 1));
+  }
+  if (!status || !db.commit()) {
+    db.rollback();
+    return status ? sqlError(QStringLiteral("cannot import a conversation"), db.lastError()) : status;
+  }
+  return conversation(id);
+}
+
 iwb::Status ConversationStore::renameConversation(qint64 id, const QString& title) {
   QSqlQuery q(QSqlDatabase::database(m_connectionName, false));
   IWB_RETURN_IF_ERROR(run(q, QStringLiteral("UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?"),

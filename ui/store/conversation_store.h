@@ -62,6 +62,9 @@ class ConversationStore {
   iwb::Status renameConversation(qint64 id, const QString& title);
   // Model path, system prompt and sampling settings.
   iwb::Status updateConversationSettings(const Conversation& info);
+  // Stores a whole conversation read from an export, in one transaction: its settings, its
+  // dates (now when invalid) and its messages in order with their stats.
+  iwb::Result<Conversation> importConversation(const Conversation& info, const QList<StoredMessage>& messages);
   // Removes the conversation and all its messages.
   iwb::Status deleteConversation(qint64 id);
 

@@ -20,6 +20,7 @@ EngineController::EngineController(QObject* parent)
   // Into the worker: the signals are emitted here, the slots run there (queued).
   connect(this, &EngineController::loadRequested, m_worker, &EngineWorker::loadModel);
   connect(this, &EngineController::generateRequested, m_worker, &EngineWorker::generate);
+  connect(this, &EngineController::countTokensRequested, m_worker, &EngineWorker::countTokens);
   connect(this, &EngineController::batchRequested, m_worker, &EngineWorker::submitBatch);
   connect(this, &EngineController::stopRequested, m_worker, &EngineWorker::stop);
   connect(this, &EngineController::unloadRequested, m_worker, &EngineWorker::unload);
@@ -49,6 +50,9 @@ EngineController::EngineController(QObject* parent)
   });
   connect(m_worker, &EngineWorker::generationStarted, this, &EngineController::generationStarted);
   connect(m_worker, &EngineWorker::tokensReady, this, &EngineController::tokensReady);
+  connect(m_worker, &EngineWorker::tokenProbabilityReady, this, &EngineController::tokenProbabilityReady);
+  connect(m_worker, &EngineWorker::tokensCounted, this, &EngineController::tokensCounted);
+  connect(m_worker, &EngineWorker::promptShortened, this, &EngineController::promptShortened);
   connect(m_worker, &EngineWorker::generationFinished, this,
           [this](quint64 requestId, const GenerationStats& stats) {
             handleRequestEnded(requestId);
@@ -103,6 +107,12 @@ quint64 EngineController::generate(const GenerationInput& input) {
   m_activeRequest = requestId;
   emit generateRequested(requestId, input);
   return requestId;
+}
+
+quint64 EngineController::countTokens(const GenerationInput& input) {
+  const quint64 tag = m_nextCountTag++;
+  emit countTokensRequested(tag, input);
+  return tag;
 }
 
 void EngineController::stop() {

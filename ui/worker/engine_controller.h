@@ -44,6 +44,9 @@ class EngineController : public QObject {
   void loadOnCpu(const QString& path);
   // Queues a reply and returns its id (the first argument of the signals about it).
   quint64 generate(const GenerationInput& input);
+  // Counts the prompt tokens `input` would take with the loaded model's tokenizer and chat
+  // template (for the context meter); tokensCounted follows with the returned tag.
+  quint64 countTokens(const GenerationInput& input);
   void stop();
   // Queues every prompt of `batch` as its own request, all before the engine's next step so
   // they are served together, and returns their ids in prompt order (the signals about them
@@ -77,6 +80,10 @@ class EngineController : public QObject {
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);
+  void tokenProbabilityReady(quint64 requestId, const iwb::ui::TokenProbability& probability);
+  // The answer to countTokens: -1 tokens when no model is loaded or the prompt can't be built.
+  void tokensCounted(quint64 tag, int numPromptTokens, int contextLength, int numTurnsLeftOut);
+  void promptShortened(quint64 requestId, int numTurnsLeftOut);
   void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
   void generationFailed(quint64 requestId, const QString& message);
   void profilingChanged(bool isEnabled);
@@ -93,6 +100,7 @@ class EngineController : public QObject {
   // Internal: queued calls into the worker thread.
   void loadRequested(const QString& path, const iwb::ui::EngineLoadOptions& options);
   void generateRequested(quint64 requestId, const iwb::ui::GenerationInput& input);
+  void countTokensRequested(quint64 tag, const iwb::ui::GenerationInput& input);
   void batchRequested(const QList<quint64>& requestIds, const iwb::ui::BatchInput& batch);
   void stopRequested(quint64 requestId);
   void unloadRequested();
@@ -111,6 +119,7 @@ class EngineController : public QObject {
   int m_numPendingLoads = 0;
   bool m_isLoading = false;
   quint64 m_nextRequest = 1;
+  quint64 m_nextCountTag = 1;
   quint64 m_activeRequest = 0;
   bool m_isProfiling = false;
   quint64 m_profileEpoch = 0;  // counts resetProfile() calls

@@ -6,11 +6,14 @@
 #include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
 #include "settings/device_choice.h"
 
 #include <QFileInfo>
 
 #include <chrono>
+#include <cmath>
+#include <span>
 
 namespace iwb::ui {
 namespace {
@@ -115,11 +118,10 @@ void EngineWorker::submitBatch(const QList<quint64>& requestIds, const BatchInpu
   if (isAnyQueued) scheduleStep();
 }
 
-bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input) {
-  if (!m_engine) {
-    emit generationFailed(requestId, tr("No model is loaded."));
-    return false;
-  }
+namespace {
+
+// The prompt generate() would queue for `input`: the chat template rendered and tokenized.
+iwb::Result<iwb::ChatPrompt> buildPrompt(const iwb::Engine& engine, const GenerationInput& input) {
   std::vector<iwb::ChatMessage> messages;
   messages.reserve(static_cast<size_t>(input.messages.size()));
   for (const ChatTurn& turn : input.messages) {
@@ -129,11 +131,68 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   if (!input.templateOverride.isEmpty() && input.templateOverride != QLatin1String("auto")) {
     promptOptions.family = iwb::chat_template_family_from_name(input.templateOverride.toStdString());
     if (!promptOptions.family) {
-      emit generationFailed(requestId, tr("Unknown chat template \"%1\".").arg(input.templateOverride));
-      return false;
+      return iwb::make_error(iwb::ErrorCode::InvalidArgument,
+                             "Unknown chat template \"" + input.templateOverride.toStdString() + "\".");
     }
   }
-  auto prompt = iwb::build_chat_prompt(m_engine->tokenizer(), m_engine->chat_template(), messages, promptOptions);
+  return iwb::build_chat_prompt(engine.tokenizer(), engine.chat_template(), messages, promptOptions);
+}
+
+// buildPrompt, leaving out the oldest turns (whole exchanges: the prompt still starts with a
+// user turn after the system turn; the last user turn always stays) while the prompt and
+// input.fitReserveTokens reply tokens exceed the context.
+iwb::Result<iwb::ChatPrompt> buildFittingPrompt(const iwb::Engine& engine, const GenerationInput& input,
+                                                int* numTurnsLeftOut) {
+  *numTurnsLeftOut = 0;
+  auto prompt = buildPrompt(engine, input);
+  if (input.fitReserveTokens < 0) return prompt;
+  const int64_t limit = engine.context_length() - input.fitReserveTokens;
+  GenerationInput shortened = input;
+  const qsizetype first = !input.messages.isEmpty() && input.messages.first().role == QLatin1String("system") ? 1 : 0;
+  while (prompt && int64_t(prompt->tokens.size()) > limit && shortened.messages.size() - first > 1) {
+    shortened.messages.removeAt(first);
+    ++*numTurnsLeftOut;
+    while (shortened.messages.size() - first > 1 && shortened.messages.at(first).role != QLatin1String("user")) {
+      shortened.messages.removeAt(first);
+      ++*numTurnsLeftOut;
+    }
+    prompt = buildPrompt(engine, shortened);
+  }
+  return prompt;
+}
+
+}  // namespace
+
+void EngineWorker::countTokens(quint64 tag, const GenerationInput& input) {
+  if (!m_engine) {
+    emit tokensCounted(tag, -1, 0, 0);
+    return;
+  }
+  int numTurnsLeftOut = 0;
+  auto prompt = buildFittingPrompt(*m_engine, input, &numTurnsLeftOut);
+  emit tokensCounted(tag, prompt ? static_cast<int>(prompt->tokens.size()) : -1,
+                     static_cast<int>(m_engine->context_length()), numTurnsLeftOut);
+}
+
+TokenProbability EngineWorker::tokenProbabilityOf(const iwb::TokenEvent& token) const {
+  TokenProbability p;
+  p.probability = std::exp(double(token.logprob));
+  p.alternatives.reserve(qsizetype(token.top_logprobs.size()));
+  for (const iwb::TokenLogprob& top : token.top_logprobs) {
+    const iwb::tokenizer::TokenId id = top.token;
+    p.alternatives.push_back({QString::fromStdString(m_engine->tokenizer().decode(std::span<const iwb::tokenizer::TokenId>(&id, 1))),
+                              std::exp(double(top.logprob))});
+  }
+  return p;
+}
+
+bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input) {
+  if (!m_engine) {
+    emit generationFailed(requestId, tr("No model is loaded."));
+    return false;
+  }
+  int numTurnsLeftOut = 0;
+  auto prompt = buildFittingPrompt(*m_engine, input, &numTurnsLeftOut);
   if (!prompt) {
     emit generationFailed(requestId, tr("Could not build the prompt: %1").arg(QString::fromStdString(prompt.error_message())));
     return false;
@@ -156,6 +215,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
   request.num_draft_tokens = input.numDraftTokens;
+  request.num_top_logprobs = input.numTopAlternatives;
   const double addedAt = m_measurements.sessionSeconds();  // token times count from here
   auto id = m_engine->add_request(std::move(request));
   if (!id) {
@@ -163,6 +223,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
     return false;
   }
   m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}});
+  if (numTurnsLeftOut > 0) emit promptShortened(requestId, numTurnsLeftOut);
   emit generationStarted(requestId, numPromptTokens);
   return true;
 }
@@ -223,6 +284,7 @@ void EngineWorker::runStep() {
     if (entry == nullptr) continue;
     const QString text = QString::fromStdString(token.text);
     if (isSpeculating) emit draftTokensReady(entry->callerId, text, token.is_draft);  // right before its tokensReady
+    if (!token.top_logprobs.empty()) emit tokenProbabilityReady(entry->callerId, tokenProbabilityOf(token));
     emit tokensReady(entry->callerId, text);
   }
   reportFinished(result->finished);

@@ -54,6 +54,9 @@ class EngineWorker : public QObject {
   // Ends the reply `requestId` at the next step (generationFinished with "aborted" follows);
   // 0 stops every reply. Unknown or finished ids are ignored.
   void stop(quint64 requestId);
+  // Renders and tokenizes the conversation as generate() would, without queueing it, and emits
+  // tokensCounted(tag, its prompt tokens, the context length); -1 tokens without a model.
+  void countTokens(quint64 tag, const iwb::ui::GenerationInput& input);
   void unload();
   // Per-kernel profiling on the engine (now, and for every model loaded later).
   void setProfiling(bool isEnabled);
@@ -85,8 +88,14 @@ class EngineWorker : public QObject {
   void modelUnloaded();
   void generationStarted(quint64 requestId, int numPromptTokens);
   void tokensReady(quint64 requestId, const QString& text);
+  // When the request asked for numTopAlternatives: right before the tokensReady of the text it
+  // belongs to (the last token of that text, when several tokens made one character).
+  void tokenProbabilityReady(quint64 requestId, const iwb::ui::TokenProbability& probability);
   void generationFinished(quint64 requestId, const iwb::ui::GenerationStats& stats);
   void generationFailed(quint64 requestId, const QString& message);
+  void tokensCounted(quint64 tag, int numPromptTokens, int contextLength, int numTurnsLeftOut);
+  // Before generationStarted when the prompt left out the oldest turns (fitReserveTokens).
+  void promptShortened(quint64 requestId, int numTurnsLeftOut);
   // At most ~10 a second while profiling, and once when the engine falls idle; `epoch` is
   // that of the last resetProfile().
   void profileSnapshotReady(const iwb::ProfileSnapshot& snapshot, quint64 epoch);
@@ -113,6 +122,8 @@ class EngineWorker : public QObject {
   // Builds the prompt of `input`, queues it in the engine and emits generationStarted (or
   // generationFailed); the caller schedules the step. False when it was refused.
   bool queueRequest(quint64 requestId, const iwb::ui::GenerationInput& input);
+  // A token's probability and its alternatives as text (the tokenizer decodes each).
+  TokenProbability tokenProbabilityOf(const iwb::TokenEvent& token) const;
   void scheduleStep();
   void runStep();
   // generationFinished for each ended request of ours, with its stats.

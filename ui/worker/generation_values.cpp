@@ -151,6 +151,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
 void registerGenerationMetaTypes() {
   qRegisterMetaType<iwb::ui::SamplingSettings>();
   qRegisterMetaType<iwb::ui::GenerationInput>();
+  qRegisterMetaType<iwb::ui::TokenProbability>();
   qRegisterMetaType<iwb::ui::GenerationStats>();
   qRegisterMetaType<iwb::ui::BatchInput>();
   qRegisterMetaType<QList<quint64>>();

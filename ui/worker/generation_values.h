@@ -43,6 +43,23 @@ struct GenerationInput {
   SamplingSettings sampling;
   QString templateOverride;   // empty or "auto": the model's own template; else a family name
   int numDraftTokens = -1;    // speculative decoding: -1 the engine's setting, 0 off (a baseline), K
+  // >= 0: the oldest turns after the system turn are left out of the prompt until the prompt
+  // and this many reply tokens fit the context (the user chose to shorten the conversation).
+  int fitReserveTokens = -1;
+  // >= 0: each token's probability and this many most likely alternatives (View > Token
+  // Probabilities); -1 none, and nothing computed.
+  int numTopAlternatives = -1;
+};
+
+// Why the model said a token: its probability and the most likely tokens at its position, from
+// the raw logits (before sampling's penalties, filters and temperature).
+struct TokenAlternative {
+  QString text;
+  double probability = 0;
+};
+struct TokenProbability {
+  double probability = 0;               // of the token chosen
+  QList<TokenAlternative> alternatives;  // most likely first
 };
 
 // Several prompts answered together (the KV Cache tab's batch): each prompt becomes a request
@@ -125,6 +142,7 @@ void registerGenerationMetaTypes();
 Q_DECLARE_METATYPE(iwb::ui::SamplingSettings)
 Q_DECLARE_METATYPE(iwb::ui::GenerationInput)
 Q_DECLARE_METATYPE(iwb::ui::GenerationStats)
+Q_DECLARE_METATYPE(iwb::ui::TokenProbability)
 Q_DECLARE_METATYPE(iwb::ui::BatchInput)
 Q_DECLARE_METATYPE(iwb::ui::EngineLoadOptions)
 Q_DECLARE_METATYPE(iwb::ui::LoadedModel)
