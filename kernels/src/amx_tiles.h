@@ -40,31 +40,6 @@ static_assert(sizeof(TileConfig) == 64);
 // same key (a kernel's own number plus whatever varies, e.g. the rows of a token tail).
 void ensure_tile_config(uint32_t key, const TileConfig& config);
 
-// Per 256-bit half, an 8 x 8 transpose of 32-bit values: z[i] = [row i | row i+8] (8 dwords
-// each) becomes z[k] = [dword k of rows 0..7 | dword k of rows 8..15], the layout of an AMX
-// B tile row ("VNNI" order: 4 bytes or 2 bf16 of one weight row per 32-bit column).
-IWB_AVX512 inline void transpose_dword_halves(__m512i z[8]) {
-  __m512i t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    z[e] = _mm512_permutex2var_epi64(u[e], low, u[4 + e]);
-    z[e + 4] = _mm512_permutex2var_epi64(u[e], high, u[4 + e]);
-  }
-}
-
 // 16 rows of 16 dwords (u[i]: row i) as 16 B-tile rows (out + 64 k: dword k of every row).
 IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {
   for (int half = 0; half < 2; ++half) {
@@ -74,7 +49,7 @@ IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {
       z[i] = half == 0 ? _mm512_inserti64x4(u[i], _mm512_castsi512_si256(u[i + 8]), 1)
                        : _mm512_shuffle_i64x2(u[i], u[i + 8], _MM_SHUFFLE(3, 2, 3, 2));
     }
-    transpose_dword_halves(z);
+    avx512::transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + (8 * half + k) * 64, z[k]);
   }

@@ -135,4 +135,31 @@ IWB_AVX512 inline __m512i unpack_chunk(const Block& b, int c) {
   }
 }
 
+// Per 256-bit half, an 8 x 8 transpose of 32-bit values: z[i] = [row i | row i+8] (8 dwords
+// each) becomes z[k] = [dword k of rows 0..7 | dword k of rows 8..15]: the GEMMs' panel layout
+// (4 bytes of one weight row per 32-bit column, also an AMX B tile row's "VNNI" order).
+IWB_AVX512 inline void transpose_dword_halves(__m512i z[8]) {
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1) of each half
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  // u[e] (e < 4) holds dwords e and e + 4 of rows 0-3 in its low and high 128 bits (per half),
+  // u[4 + e] the same of rows 4-7.
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    z[e] = _mm512_permutex2var_epi64(u[e], low, u[4 + e]);
+    z[e + 4] = _mm512_permutex2var_epi64(u[e], high, u[4 + e]);
+  }
+}
+
 }  // namespace iwb::detail::avx512

@@ -58,7 +58,7 @@ IWB_AMX void pack_sub_panel(const uint8_t* weight, size_t stride, int num_rows, 
       }
       z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     }
-    amx::transpose_dword_halves(z);
+    avx512::transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + b * kBlockBytes + 64 * k, z[k]);
     for (int i = 0; i < 16; ++i) d[b * 16 + i] = half(rows[i][b].d);

@@ -23,32 +23,6 @@ struct Packed {
   const float* m;          // [blocks x 16] (Q4_1/Q5_1)
 };
 
-// Per 256-bit half, an 8 x 8 transpose of 32-bit values: z[i] = [row i | row i+8] becomes
-// z[k] = [dword k of rows 0..7 | dword k of rows 8..15].
-IWB_AVX512 inline void transpose_halves_8x8(__m512i z[8]) {
-  __m512i t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1) of each half
-    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  // u[e] (e < 4) holds dwords e and e + 4 of rows 0-3 in its low and high 128 bits (per half),
-  // u[4 + e] the same of rows 4-7.
-  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    z[e] = _mm512_permutex2var_epi64(u[e], low, u[4 + e]);
-    z[e + 4] = _mm512_permutex2var_epi64(u[e], high, u[4 + e]);
-  }
-}
-
 template <typename Block>
 IWB_AVX512 void pack_rows(const uint8_t* weight, size_t stride, int num_rows, int64_t nb, uint8_t* buffer, Packed* p) {
   const Block* rows[16];
@@ -60,7 +34,7 @@ IWB_AVX512 void pack_rows(const uint8_t* weight, size_t stride, int num_rows, in
     __m512i z[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack_one(rows[i][b])), unpack_one(rows[i + 8][b]), 1);
-    transpose_halves_8x8(z);
+    transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(w + (b * 8 + k) * 64, z[k]);
     for (int i = 0; i < 16; ++i) d[b * 16 + i] = half(rows[i][b].d);

@@ -22,29 +22,6 @@ constexpr int64_t kWeightBytes = 64 * 64;
 constexpr int64_t kScaleBytes = 1664;  // Q6_K: 16 scale + 8 scale-pair + 1 d vectors (Q4_K uses less)
 constexpr int64_t kSuperBytes = kWeightBytes + kScaleBytes;
 
-// z[i] = [row i | row i+8] (8 dwords each) becomes z[k] = [dword k of rows 0..7 | of rows 8..15].
-IWB_AVX512 inline void transpose_halves_8x8(__m512i z[8]) {
-  __m512i t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    z[e] = _mm512_permutex2var_epi64(u[e], low, u[4 + e]);
-    z[e + 4] = _mm512_permutex2var_epi64(u[e], high, u[4 + e]);
-  }
-}
-
 // Packs super-block b of 16 rows into out (kSuperBytes, 64-byte aligned).
 template <typename Block>
 IWB_AVX512 void pack_super_block(const Block* const* rows, int64_t b, uint8_t* out) {
@@ -59,7 +36,7 @@ IWB_AVX512 void pack_super_block(const Block* const* rows, int64_t b, uint8_t* o
         z[i] = half == 0 ? _mm512_inserti64x4(u[i], _mm512_castsi512_si256(u[i + 8]), 1)
                          : _mm512_shuffle_i64x2(u[i], u[i + 8], _MM_SHUFFLE(3, 2, 3, 2));
       }
-      transpose_halves_8x8(z);
+      transpose_dword_halves(z);
       uint8_t* slice = out + (2 * c + half) * 8 * 64;
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) _mm512_store_si512(slice + 64 * k, z[k]);
