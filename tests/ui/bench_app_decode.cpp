@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   std::printf("model %s, %d threads, %d tokens, thread pool spin %d us\n", qPrintable(model), threads, tokens,
               thread_pool_spin_us());
   std::vector<double> app_rates, bench_rates;
-  // One greedy reply through the panel: its tok/s, tokens and the GUI thread's CPU ms.
+  // One greedy reply through the panel: its tok/s, tokens and the GUI thread's CPU ms. (The
+  // question's greedy answer is long, so the reply reaches the token limit.)
   const auto reply = [&panel] {
     panel.newConversation();
     QSignalSpy finished(&panel, &ChatPanel::replyFinished);
@@ -147,26 +148,15 @@ int main(int argc, char** argv) {
   }
   std::printf("round  application tok/s (tokens, GUI thread CPU ms)  iwb bench tok/s\n");
   for (int r = 0; r < rounds; ++r) {
-    panel.newConversation();
-    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
-    // A question whose greedy answer is long, so the reply reaches the token limit.
-    panel.input()->setPlainText(
-        QStringLiteral("Write a Python program that prints a multiplication table from 1 to 12, "
-                       "with comments explaining each line."));
-    const double gui_before = thread_seconds();
-    panel.send();
-    while (finished.isEmpty()) QTest::qWait(20);
-    const double gui_ms = 1e3 * (thread_seconds() - gui_before);
-    const auto stats = finished.first().at(1).value<GenerationStats>();
+    const auto [rate, num_tokens, gui_ms] = reply();
     auto result = run_bench(**engine, bench, std::nullopt);
     if (!result || result->empty()) {
       std::fprintf(stderr, "bench: %s\n", result ? "no result" : result.error_message().c_str());
       return 1;
     }
-    app_rates.push_back(stats.tokensPerSecond());
+    app_rates.push_back(rate);
     bench_rates.push_back(result->front().tokens_per_s_mean);
-    std::printf("%5d  %8.2f (%d, %.0f ms)  %21.2f\n", r + 1, app_rates.back(), stats.numGeneratedTokens, gui_ms,
-                bench_rates.back());
+    std::printf("%5d  %8.2f (%d, %.0f ms)  %21.2f\n", r + 1, rate, num_tokens, gui_ms, bench_rates.back());
   }
   const double a = median(app_rates), b = median(bench_rates);
   std::printf("median application %.2f tok/s, iwb bench %.2f tok/s: application / bench %.3f\n", a, b,
