@@ -96,7 +96,9 @@ void print_json(const Engine& engine, const Options& o, const BatchBenchResult& 
   j.begin_object();
   j.field("model", engine.model().name).field("path", engine.model().path).field("threads", engine.num_threads());
   j.field("device", engine.model().device).field("device_description", engine.model().device_description);
-  j.field("context", r.context).field("block_size", static_cast<int64_t>(r.block_size)).field("num_blocks", r.num_blocks);
+  j.field("context", r.context)
+      .field("block_size", static_cast<int64_t>(r.block_size))
+      .field("num_blocks", r.num_blocks);
   j.field("bytes_per_block", r.bytes_per_block).field("kv_pool_bytes", r.kv_pool_bytes);
   j.field("prompt_tokens", o.bench.num_prompt_tokens).field("generated_tokens", o.bench.num_generated_tokens);
   j.field("shared_prefix_tokens", o.bench.shared_prefix_tokens).field("batch_tokens", engine.max_batch_tokens());
@@ -144,10 +146,11 @@ void print_table(const Engine& engine, const Options& o, const BatchBenchResult&
               static_cast<long long>(r.num_blocks), r.block_size, static_cast<double>(r.kv_pool_bytes) / (1 << 20),
               static_cast<long long>(r.context));
   if (r.prefix) {
-    std::printf("prefix cache: TTFT %.3f s with the %lld-token prefix not cached, %.3f s cached (%d tokens reused): "
-                "%.1f%% less\n\n",
-                r.prefix->cold_ttft_s, static_cast<long long>(r.prefix->prefix_tokens), r.prefix->warm_ttft_s,
-                r.prefix->num_reused_tokens, 100.0 * r.prefix->ttft_cut);
+    std::printf(
+        "prefix cache: TTFT %.3f s with the %lld-token prefix not cached, %.3f s cached (%d tokens reused): "
+        "%.1f%% less\n\n",
+        r.prefix->cold_ttft_s, static_cast<long long>(r.prefix->prefix_tokens), r.prefix->warm_ttft_s,
+        r.prefix->num_reused_tokens, 100.0 * r.prefix->ttft_cut);
   }
   std::printf("%4s %10s %10s %10s %9s %9s %7s %7s %6s %8s | %14s %8s\n", "P", "agg tok/s", "dec tok/s", "seq tok/s",
               "TTFT s", "max TTFT", "blocks", "waste", "preem", "prefix", "contig fit", "waste");
@@ -160,10 +163,11 @@ void print_table(const Engine& engine, const Options& o, const BatchBenchResult&
                 static_cast<long long>(run.contiguous.num_fit_in_pool), 100.0 * run.contiguous.waste);
   }
   if (!r.runs.empty()) {
-    std::printf("\nagg: generated tokens / wall time; dec: during steps without prompt tokens; waste: unused slots of "
-                "allocated blocks over all steps;\ncontig fit: sequences a contiguous %lld-position slab each would "
-                "fit in the paged peak memory (and in the whole pool), its waste for this workload.\n",
-                static_cast<long long>(r.runs.front().contiguous.max_context));
+    std::printf(
+        "\nagg: generated tokens / wall time; dec: during steps without prompt tokens; waste: unused slots of "
+        "allocated blocks over all steps;\ncontig fit: sequences a contiguous %lld-position slab each would "
+        "fit in the paged peak memory (and in the whole pool), its waste for this workload.\n",
+        static_cast<long long>(r.runs.front().contiguous.max_context));
   }
 }
 
@@ -180,7 +184,8 @@ int run_batch_bench(int argc, char** argv) {
       std::fprintf(stderr, "iwb batch-bench: %s\n", shape.error_message().c_str());
       return 1;
     }
-    o.engine.kv_cache_bytes = batch_bench_kv_bytes(shape->config, o.bench, o.engine.kv_block_size, o.engine.kv_cache_type);
+    o.engine.kv_cache_bytes =
+        batch_bench_kv_bytes(shape->config, o.bench, o.engine.kv_block_size, o.engine.kv_cache_type);
   }
   int max_parallel = 1;
   for (const int p : o.bench.parallel) max_parallel = std::max(max_parallel, p);
@@ -199,8 +204,10 @@ int run_batch_bench(int argc, char** argv) {
     std::fprintf(stderr, "iwb batch-bench: %s\n", result.error_message().c_str());
     return 1;
   }
-  if (o.is_json) print_json(engine, o, *result);
-  else print_table(engine, o, *result);
+  if (o.is_json)
+    print_json(engine, o, *result);
+  else
+    print_table(engine, o, *result);
   return 0;
 }
 

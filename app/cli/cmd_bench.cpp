@@ -39,7 +39,8 @@ struct Options {
 
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("bench", "-m MODEL.gguf [-p N] [-n N] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
+  OptionTable t("bench",
+                "-m MODEL.gguf [-p N] [-n N] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
                 "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
                 "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
   t.begin_group("model and tests (llama-bench's spellings)");
@@ -74,7 +75,9 @@ int parse(int argc, char** argv, Options* o) {
   add_device_options(t, &o->device);
   t.begin_group("output");
   add_json_option(t, &o->is_json);
-  t.add({.names = {"--list"}, .help = "print the results recorded so far (of MODEL with -m)", .destination = &o->is_list});
+  t.add({.names = {"--list"},
+         .help = "print the results recorded so far (of MODEL with -m)",
+         .destination = &o->is_list});
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the results");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   o->bench.depths.assign(o->depths.begin(), o->depths.end());
@@ -123,7 +126,8 @@ void add_json(JsonWriter& j, const BenchResult& r) {
   j.field("test", r.test).field("date", r.date).field("device_id", r.device_id).field("device_name", r.device_name);
   j.field("model_path", r.model_path).field("model_name", r.model_name).field("model_identity", r.model_identity);
   j.field("architecture", r.architecture).field("file_type", r.file_type);
-  j.field("model_size_bytes", static_cast<uint64_t>(r.model_size_bytes)).field("num_params", static_cast<uint64_t>(r.num_params));
+  j.field("model_size_bytes", static_cast<uint64_t>(r.model_size_bytes))
+      .field("num_params", static_cast<uint64_t>(r.num_params));
   j.field("num_threads", r.num_threads).field("n_depth", static_cast<int64_t>(r.num_depth_tokens));
   j.field("num_prompt_tokens", static_cast<int64_t>(r.num_prompt_tokens));
   j.field("num_generated_tokens", static_cast<int64_t>(r.num_generated_tokens));
@@ -134,9 +138,15 @@ void add_json(JsonWriter& j, const BenchResult& r) {
   j.end_array();
   // JsonWriter writes a non-finite number as null: no probe, no utilisation.
   j.key("mbu");
-  if (r.mbu) j.value(*r.mbu); else j.value(std::nan(""));
+  if (r.mbu)
+    j.value(*r.mbu);
+  else
+    j.value(std::nan(""));
   j.key("mfu");
-  if (r.mfu) j.value(*r.mfu); else j.value(std::nan(""));
+  if (r.mfu)
+    j.value(*r.mfu);
+  else
+    j.value(std::nan(""));
   j.field("mfu_peak_kind", r.mfu_peak_kind);
   j.field("predicted_flops_per_token", r.predicted_flops_per_token);
   j.field("predicted_bytes_per_token", r.predicted_bytes_per_token);
@@ -179,9 +189,9 @@ int list_results(const Options& o) {
     for (const BenchResult& r : *rows) {
       char rate[48];
       std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
-      std::printf("%-20s  %-28s %7d %15s %18s %7s %7s  %s\n", r.date.c_str(), (r.architecture + " " + r.file_type).c_str(),
-                  r.num_threads, r.test.c_str(), rate, percent(r.mbu).c_str(), percent(r.mfu).c_str(),
-                  r.model_path.c_str());
+      std::printf("%-20s  %-28s %7d %15s %18s %7s %7s  %s\n", r.date.c_str(),
+                  (r.architecture + " " + r.file_type).c_str(), r.num_threads, r.test.c_str(), rate,
+                  percent(r.mbu).c_str(), percent(r.mfu).c_str(), r.model_path.c_str());
     }
   }
   return 0;

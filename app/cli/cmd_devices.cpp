@@ -56,8 +56,8 @@ void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
     json.end_array();
     json.field("amx", d.amx_status);
   } else {
-    json.field("compute_capability", std::to_string(d.compute_capability_major) + "." +
-                                         std::to_string(d.compute_capability_minor))
+    json.field("compute_capability",
+               std::to_string(d.compute_capability_major) + "." + std::to_string(d.compute_capability_minor))
         .field("num_multiprocessors", d.num_multiprocessors)
         .field("core_clock_khz", d.core_clock_khz)
         .field("memory_clock_khz", d.memory_clock_khz)

@@ -92,17 +92,23 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
   j.begin_object().field("model", o.eval.model_path).field("base", o.eval.base_path).field("text", o.eval.text_name);
   j.field("context", o.eval.context).field("stride", o.eval.stride).field("text_tokens", r.num_text_tokens);
   j.field("device", r.device);
-  j.field("kv_cache_type", o.eval.kv_cache_type).field("chunks", r.num_chunks).field("scored_tokens", r.num_scored).field("perplexity", r.perplexity);
+  j.field("kv_cache_type", o.eval.kv_cache_type)
+      .field("chunks", r.num_chunks)
+      .field("scored_tokens", r.num_scored)
+      .field("perplexity", r.perplexity);
   j.field("perplexity_error", r.perplexity_error).field("mean_nll", r.mean_nll);
   if (r.has_base) {
     j.field("base_perplexity", r.base_perplexity).field("base_from_cache", r.was_base_cached);
     j.field("kl_mean", r.kl_mean).field("kl_median", r.kl_median).field("kl_p99", r.kl_p99).field("kl_max", r.kl_max);
-    j.field("top1_agreement", r.top1_agreement).field("delta_p_mean", r.delta_p_mean).field("delta_p_rms", r.delta_p_rms);
+    j.field("top1_agreement", r.top1_agreement)
+        .field("delta_p_mean", r.delta_p_mean)
+        .field("delta_p_rms", r.delta_p_rms);
   }
   j.field("file_type", r.file_type).field("file_bytes", r.file_bytes).field("memory_bytes", r.memory_bytes);
   j.field("kv_bytes_per_token", r.kv_bytes_per_token);
   j.field("num_parameters", r.num_parameters)
-      .field("bits_per_weight", r.num_parameters ? 8.0 * static_cast<double>(r.file_bytes) / static_cast<double>(r.num_parameters) : 0.0);
+      .field("bits_per_weight",
+             r.num_parameters ? 8.0 * static_cast<double>(r.file_bytes) / static_cast<double>(r.num_parameters) : 0.0);
   j.field("prompt_tokens_per_s", r.prompt_tokens_per_s).field("gen_tokens_per_s", r.gen_tokens_per_s);
   j.field("seconds", r.seconds).field("run_id", run_id).end_object();
   std::printf("%s\n", j.str().c_str());
@@ -127,8 +133,9 @@ void print_text(const quant::EvalResult& r, const Options& o) {
     std::printf("    right token's probability change: mean %+.5f, RMS %.5f\n", r.delta_p_mean, r.delta_p_rms);
   }
   std::printf("  speed: prompt %.1f tokens/s (the chunks' prefill)", r.prompt_tokens_per_s);
-  if (r.gen_tokens_per_s > 0) std::printf(", generation %.2f tokens/s (tg%lld)", r.gen_tokens_per_s,
-                                           static_cast<long long>(o.eval.num_gen_tokens));
+  if (r.gen_tokens_per_s > 0)
+    std::printf(", generation %.2f tokens/s (tg%lld)", r.gen_tokens_per_s,
+                static_cast<long long>(o.eval.num_gen_tokens));
   std::printf("\n  %.1f s\n", r.seconds);
 }
 
@@ -169,8 +176,10 @@ int run_eval(int argc, char** argv) {
     std::fprintf(stderr, "iwb eval: recording the run failed: %s\n", recorded->recording.message().c_str());
   }
   const quant::EvalResult& result = recorded->result;
-  if (o.is_json) print_json(result, o, recorded->run_id);
-  else print_text(result, o);
+  if (o.is_json)
+    print_json(result, o, recorded->run_id);
+  else
+    print_text(result, o);
   return 0;
 }
 

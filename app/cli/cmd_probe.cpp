@@ -73,8 +73,10 @@ int run_probe(int argc, char** argv) {
   results.push_back(*cpu);
   auto gpus = probe_cuda_devices();
   std::string gpu_note;
-  if (gpus) results.insert(results.end(), gpus->begin(), gpus->end());
-  else gpu_note = gpus.error_message();
+  if (gpus)
+    results.insert(results.end(), gpus->begin(), gpus->end());
+  else
+    gpu_note = gpus.error_message();
 
   if (store) {
     auto db = ResultsStore::open(db_path);

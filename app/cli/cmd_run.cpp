@@ -58,7 +58,8 @@ OptionTable make_table(Options* o) {
   add_sampling_options(t, &o->sampling);
   t.begin_group("chat");
   t.add({.names = {"--chat"}, .help = "wrap the prompt in the model's chat template", .destination = &o->is_chat});
-  t.add({.names = {"--system"}, .value_name = "TEXT", .help = "system message (with --chat)", .destination = &o->system});
+  t.add(
+      {.names = {"--system"}, .value_name = "TEXT", .help = "system message (with --chat)", .destination = &o->system});
   t.add({.names = {"--template"},
          .value_name = "NAME",
          .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
@@ -76,7 +77,9 @@ OptionTable make_table(Options* o) {
   add_speculation_options(t, &o->speculation);
   add_draft_max_option(t, &o->speculation.num_draft_tokens);
   t.begin_group("output");
-  t.add({.names = {"--ids"}, .help = "print the generated token ids, space separated, on one line", .destination = &o->ids_only});
+  t.add({.names = {"--ids"},
+         .help = "print the generated token ids, space separated, on one line",
+         .destination = &o->ids_only});
   t.add({.names = {"--profile"},
          .help = "time every kernel; print time, FLOP/s and bytes/s per kernel kind",
          .destination = &o->is_profiled});

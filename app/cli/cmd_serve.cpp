@@ -76,7 +76,8 @@ OptionTable make_table(Options* o) {
          .destination = CustomSetter([o](std::string_view, std::string_view v) -> std::string {
            int n = 0;
            const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-           if (ec != std::errc() || ptr != v.data() + v.size() || n < 1) return "expects a whole number of seconds >= 1";
+           if (ec != std::errc() || ptr != v.data() + v.size() || n < 1)
+             return "expects a whole number of seconds >= 1";
            o->serve.read_timeout_seconds = o->serve.write_timeout_seconds = n;
            return {};
          }),

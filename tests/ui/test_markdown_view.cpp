@@ -32,6 +32,14 @@ StoredMessage message(qint64 id, const QString& role, const QString& content) {
   return m;
 }
 
+// Shows `view` over `model` at the size every test here uses; false when it never appears.
+bool showView(MessageView& view, MessageListModel& model) {
+  view.resize(700, 900);
+  view.setModel(&model);
+  view.show();
+  return QTest::qWaitForWindowExposed(&view);
+}
+
 }  // namespace
 
 class TestMarkdownView : public QObject {
@@ -93,10 +101,7 @@ void TestMarkdownView::streamedReplyRendersLikeWholeReply() {
   // again at most every 50 ms, in between partial Markdown (open fences, half tables).
   MessageListModel streamedModel;
   MessageView streamedView;
-  streamedView.resize(700, 900);
-  streamedView.setModel(&streamedModel);
-  streamedView.show();
-  QVERIFY(QTest::qWaitForWindowExposed(&streamedView));
+  QVERIFY(showView(streamedView, streamedModel));
   streamedModel.append(message(1, QStringLiteral("user"), QStringLiteral("How do I sum a list?")));
   streamedModel.append(message(2, QStringLiteral("assistant"), QString()), /*isStreaming=*/true);
   MessageDelegate* delegate = streamedView.messageDelegate();
@@ -118,10 +123,7 @@ void TestMarkdownView::streamedReplyRendersLikeWholeReply() {
   // Whole: the same reply shown at once in another view of the same size.
   MessageListModel wholeModel;
   MessageView wholeView;
-  wholeView.resize(700, 900);
-  wholeView.setModel(&wholeModel);
-  wholeView.show();
-  QVERIFY(QTest::qWaitForWindowExposed(&wholeView));
+  QVERIFY(showView(wholeView, wholeModel));
   wholeModel.setMessages({message(1, QStringLiteral("user"), QStringLiteral("How do I sum a list?")),
                           message(2, QStringLiteral("assistant"), kReply)});
 
@@ -141,10 +143,7 @@ void TestMarkdownView::streamedReplyRendersLikeWholeReply() {
 void TestMarkdownView::copyButtonPutsCodeOnClipboard() {
   MessageListModel model;
   MessageView view;
-  view.resize(700, 900);
-  view.setModel(&model);
-  view.show();
-  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  QVERIFY(showView(view, model));
   model.setMessages({message(1, QStringLiteral("assistant"), kReply)});
   QTest::qWait(20);
   const QModelIndex index = model.index(0);
@@ -164,10 +163,7 @@ void TestMarkdownView::copyButtonPutsCodeOnClipboard() {
 void TestMarkdownView::rawTextModeShowsTheMarkdown() {
   MessageListModel model;
   MessageView view;
-  view.resize(700, 900);
-  view.setModel(&model);
-  view.show();
-  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  QVERIFY(showView(view, model));
   model.setMessages({message(1, QStringLiteral("assistant"), kReply)});
   const QModelIndex index = model.index(0);
   QVERIFY(view.messageDelegate()->documentFor(index) != nullptr);

@@ -22,7 +22,8 @@ void add_model_option(OptionTable& table, std::string* path, std::string help, b
 }
 
 void add_prompt_options(OptionTable& table, PromptOptions* prompt, std::string text_help) {
-  table.add({.names = {"-p", "--prompt"}, .value_name = "TEXT", .help = std::move(text_help), .destination = &prompt->text});
+  table.add(
+      {.names = {"-p", "--prompt"}, .value_name = "TEXT", .help = std::move(text_help), .destination = &prompt->text});
   table.add({.names = {"-f", "--file"},
              .value_name = "FILE",
              .help = "read it from a file instead (bytes as they are)",
@@ -40,7 +41,8 @@ void add_context_option(OptionTable& table, int64_t* context, std::string help, 
 }
 
 void add_batch_size_option(OptionTable& table, int64_t* tokens, std::string help) {
-  table.add({.names = {"-b", "--batch-size"}, .value_name = "N", .help = std::move(help), .destination = tokens, .min = 1});
+  table.add(
+      {.names = {"-b", "--batch-size"}, .value_name = "N", .help = std::move(help), .destination = tokens, .min = 1});
 }
 
 void add_threads_option(OptionTable& table, int* threads) {
@@ -126,9 +128,11 @@ Result<std::string> resolve_device(const DeviceOptions& o, const std::string& mo
   const bool is_cpu = o.device == "cpu";
   if (o.gpu_layers == 0) {
     if (is_cpu || o.device == "auto") return std::string("cpu");
-    return make_error(ErrorCode::InvalidArgument, "-ngl 0 keeps the model on the CPU, but --device asks for " + o.device);
+    return make_error(ErrorCode::InvalidArgument,
+                      "-ngl 0 keeps the model on the CPU, but --device asks for " + o.device);
   }
-  if (is_cpu) return make_error(ErrorCode::InvalidArgument, "-ngl " + ngl + " asks for the GPU, but --device asks for the CPU");
+  if (is_cpu)
+    return make_error(ErrorCode::InvalidArgument, "-ngl " + ngl + " asks for the GPU, but --device asks for the CPU");
   if (o.gpu_layers > 0) {
     // A file that does not open is left to the load, which says why.
     auto file = gguf::GgufFile::open(model_path);
@@ -137,9 +141,10 @@ Result<std::string> resolve_device(const DeviceOptions& o, const std::string& mo
     if (!summary) return o.device;
     const int64_t num_layers = summary->hparams.block_count;
     if (o.gpu_layers < num_layers) {
-      return make_error(ErrorCode::InvalidArgument,
-                        "-ngl " + ngl + " asks for " + ngl + " of the model's " + std::to_string(num_layers) +
-                            " layers on the GPU; the engine runs a whole model on one device: use -ngl 0 (CPU) or -ngl all");
+      return make_error(
+          ErrorCode::InvalidArgument,
+          "-ngl " + ngl + " asks for " + ngl + " of the model's " + std::to_string(num_layers) +
+              " layers on the GPU; the engine runs a whole model on one device: use -ngl 0 (CPU) or -ngl all");
     }
   }
   return o.device;
@@ -169,7 +174,11 @@ void add_sampling_options(OptionTable& table, SamplingOptions* s) {
              .help = "temperature; 0: greedy (always the most likely token)",
              .destination = &s->temperature,
              .min = 0});
-  table.add({.names = {"--top-k"}, .value_name = "K", .help = "keep the K most likely tokens; 0: off", .destination = &s->top_k, .min = 0});
+  table.add({.names = {"--top-k"},
+             .value_name = "K",
+             .help = "keep the K most likely tokens; 0: off",
+             .destination = &s->top_k,
+             .min = 0});
   table.add({.names = {"--top-p"},
              .value_name = "P",
              .help = "nucleus sampling: keep the most likely tokens up to P together; 1: off",
@@ -251,7 +260,11 @@ void add_json_option(OptionTable& table, bool* is_json, std::string help) {
 }
 
 void add_output_file_option(OptionTable& table, std::string* path, std::string help) {
-  table.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = std::move(help), .destination = path, .is_required = true});
+  table.add({.names = {"-o", "--output"},
+             .value_name = "FILE",
+             .help = std::move(help),
+             .destination = path,
+             .is_required = true});
 }
 
 void add_results_store_options(OptionTable& table, bool* is_store_skipped, std::string* db, std::string what) {

@@ -1,0 +1,267 @@
+// Tests of the chat panel's context use with a real model (the aidreams 260K llama2.c model,
+// converted to GGUF for the test): the context meter counts what is sent, a message that
+// would overflow the 128-token context asks first (leave out the oldest turns, or start a new
+// chat), and the token probabilities shown are the engine's own top-k.
+#include "aidreams_fixture.h"
+#include "chat/chat_input.h"
+#include "chat/chat_panel.h"
+#include "chat/chat_settings_panel.h"
+#include "chat/context_meter.h"
+#include "chat/message_list_model.h"
+#include "chat/message_view.h"
+#include "iwb/engine/chat/chat_prompt.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+#include "store/conversation_store.h"
+#include "worker/engine_controller.h"
+
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+using namespace iwb::ui;
+
+namespace {
+constexpr int kTimeoutMs = 20000;
+}  // namespace
+
+class TestChatContext : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void contextMeterCountsWhatIsSent();
+  void overflowLeavesOutOldestTurns();
+  void overflowStartsNewChat();
+  void tokenProbabilitiesAreTheEnginesTopK();
+
+ private:
+  QTemporaryDir m_dir;
+  QString m_modelPath;
+};
+
+void TestChatContext::initTestCase() {
+  QVERIFY(m_dir.isValid());
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, m_dir.filePath(QStringLiteral("settings")));
+  QCoreApplication::setOrganizationName(QStringLiteral("Inference Workbench Tests"));
+  QCoreApplication::setApplicationName(QStringLiteral("test_chat_context"));
+  QStandardPaths::setTestModeEnabled(true);
+
+  QString why;
+  m_modelPath = iwb::test::convertAidreamsModel(m_dir.path(), &why);
+  if (m_modelPath.isEmpty()) {
+    if (!iwb::test::hasAidreamsModel()) QSKIP(qPrintable(why));
+    QFAIL(qPrintable(why));
+  }
+}
+
+namespace {
+
+QString words(int n, const QString& word) {
+  QStringList list;
+  for (int i = 0; i < n; ++i) list << word;
+  return list.join(QLatin1Char(' '));
+}
+
+// Types `text` into the panel's input and waits for the context meter to count it.
+bool typeAndCount(ChatPanel& panel, const QString& text) {
+  QSignalSpy counted(&panel, &ChatPanel::contextCounted);
+  panel.input()->setPlainText(text);
+  return counted.wait(kTimeoutMs);
+}
+
+// Sends messages of 8 words until the next one would overflow aidreams' 128-token context.
+bool fillContext(ChatPanel& panel) {
+  panel.settingsPanel()->systemPromptEdit()->clear();
+  panel.settingsPanel()->maxTokensBox()->setValue(4);
+  for (int i = 0; i < 10; ++i) {
+    if (!typeAndCount(panel, words(8, QStringLiteral("dream")))) return false;
+    if (panel.contextMeter()->state() == ContextMeter::State::Overflows) return true;
+    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    panel.send();
+    if (!finished.wait(kTimeoutMs)) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+void TestChatContext::contextMeterCountsWhatIsSent() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("meter/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  panel.settingsPanel()->maxTokensBox()->setValue(4);
+  panel.settingsPanel()->systemPromptEdit()->setPlainText(QStringLiteral("You dream."));
+  QVERIFY(typeAndCount(panel, QStringLiteral("Tell me a dream")));
+  const int numCounted = panel.contextMeter()->numTokens();
+  QVERIFY(numCounted > 4);
+  QCOMPARE(panel.contextMeter()->contextLength(), 128);
+  QCOMPARE(panel.contextMeter()->state(), ContextMeter::State::Fits);
+  QVERIFY2(panel.contextMeter()->text().startsWith(QStringLiteral("%1 / 128 tokens").arg(numCounted)),
+           qPrintable(panel.contextMeter()->text()));
+  // The count is the prompt the worker then builds: the system prompt, the template, the text.
+  QSignalSpy started(&engine, &EngineController::generationStarted);
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QCOMPARE(started.count(), 1);
+  QCOMPARE(started.first().at(1).toInt(), numCounted);
+  // After the reply the meter counts the conversation with its reply, and grows with typing.
+  QTRY_VERIFY_WITH_TIMEOUT(panel.contextMeter()->numTokens() > numCounted, kTimeoutMs);
+  const int afterReply = panel.contextMeter()->numTokens();
+  QVERIFY(typeAndCount(panel, QStringLiteral("And another")));
+  QVERIFY(panel.contextMeter()->numTokens() > afterReply);
+  // A reply of up to 120 tokens no longer fits: the meter warns before sending.
+  QSignalSpy counted(&panel, &ChatPanel::contextCounted);
+  panel.settingsPanel()->maxTokensBox()->setValue(120);
+  QVERIFY(counted.wait(kTimeoutMs));
+  QCOMPARE(panel.contextMeter()->state(), ContextMeter::State::Tight);
+  QVERIFY(panel.contextMeter()->text().contains(QStringLiteral("cut off")));
+}
+
+void TestChatContext::overflowLeavesOutOldestTurns() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("shorten/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  QVERIFY(fillContext(panel));
+  const int numRows = panel.messageModel()->rowCount();
+  QVERIFY2(numRows >= 4, qPrintable(panel.contextMeter()->text()));
+  QSignalSpy shortened(&engine, &EngineController::promptShortened);
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QTRY_VERIFY_WITH_TIMEOUT(panel.overflowQuestion() != nullptr, kTimeoutMs);
+  QVERIFY(panel.messageModel()->rowCount() == numRows);  // nothing sent before the answer
+  panel.overflowQuestion()->findChild<QPushButton*>(QStringLiteral("shortenButton"))->click();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QVERIFY(panel.isShorteningToFit());
+  QCOMPARE(shortened.count(), 1);
+  const int numLeftOut = shortened.first().at(1).toInt();
+  QVERIFY(numLeftOut >= 2 && numLeftOut % 2 == 0);  // whole exchanges
+  // The history keeps everything; the meter says what the prompt leaves out.
+  QCOMPARE(panel.messageModel()->rowCount(), numRows + 2);
+  QCOMPARE((*store)->messages(panel.currentConversation())->size(), numRows + 2);
+  QTRY_VERIFY_WITH_TIMEOUT(panel.contextMeter()->text().contains(QStringLiteral("left out")), kTimeoutMs);
+  QVERIFY(panel.contextMeter()->state() != ContextMeter::State::Overflows);
+}
+
+void TestChatContext::overflowStartsNewChat() {
+  EngineController engine;
+  auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("newchat/conversations.sqlite")));
+  QVERIFY(store);
+  ChatPanel panel(&engine, store->get());
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  QVERIFY(fillContext(panel));
+  const qint64 oldConversation = panel.currentConversation();
+  const int numOldRows = panel.messageModel()->rowCount();
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QTRY_VERIFY_WITH_TIMEOUT(panel.overflowQuestion() != nullptr, kTimeoutMs);
+  panel.overflowQuestion()->findChild<QPushButton*>(QStringLiteral("newChatButton"))->click();
+  QVERIFY(finished.wait(kTimeoutMs));
+  QVERIFY(panel.currentConversation() != oldConversation);
+  QCOMPARE(panel.messageModel()->rowCount(), 2);
+  QCOMPARE(panel.messageModel()->item(0).message.content, words(8, QStringLiteral("dream")));
+  QCOMPARE((*store)->messages(oldConversation)->size(), numOldRows);
+}
+
+void TestChatContext::tokenProbabilitiesAreTheEnginesTopK() {
+  EngineController engine;
+  ChatPanel panel(&engine, nullptr);
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  panel.setShowsTokenProbabilities(true);
+  // Greedy without a repeat penalty: the chosen token is the raw logits' top one.
+  SamplingSettings greedy;
+  greedy.temperature = 0;
+  greedy.repeatPenalty = 1.0;
+  greedy.maxTokens = 12;
+  panel.settingsPanel()->setValues(QString(), greedy);
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.input()->setPlainText(QStringLiteral("Tell me a dream"));
+  panel.send();
+  QVERIFY(finished.wait(kTimeoutMs));
+  const MessageListModel::Item& reply = panel.messageModel()->item(1);
+  QVERIFY(reply.tokenSpans.size() >= 4);
+
+  // The same prompt through an engine of the test's own, without the GUI: its logits' top 5.
+  auto direct = iwb::Engine::load(m_modelPath.toStdString(), {});
+  QVERIFY(direct);
+  auto prompt =
+      iwb::build_chat_prompt((*direct)->tokenizer(), (*direct)->chat_template(), {{"user", "Tell me a dream"}}, {});
+  QVERIFY(prompt);
+  iwb::GenerationRequest request;
+  request.prompt_tokens = prompt->tokens;
+  request.stop_strings = prompt->stop_strings;
+  request.sampling = panel.settingsPanel()->sampling().toSamplingParams(0);
+  request.max_new_tokens = 12;
+  request.num_top_logprobs = ChatPanel::kNumTopAlternatives;
+  QVERIFY((*direct)->add_request(std::move(request)));
+  std::vector<iwb::TokenEvent> events;
+  while ((*direct)->has_unfinished_requests()) {
+    auto step = (*direct)->step();
+    QVERIFY(step);
+    for (auto& t : step->tokens) {
+      if (!t.text.empty()) events.push_back(t);
+    }
+  }
+  // A reply does not start with blanks: the panel drops a first token that is only a blank.
+  while (!events.empty() && QString::fromStdString(events.front().text).trimmed().isEmpty())
+    events.erase(events.begin());
+  QCOMPARE(qsizetype(events.size()), reply.tokenSpans.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TokenProbability& shown = reply.tokenSpans[qsizetype(i)].probability;
+    QCOMPARE(shown.alternatives.size(), qsizetype(ChatPanel::kNumTopAlternatives));
+    QVERIFY(qAbs(shown.probability - std::exp(double(events[i].logprob))) < 1e-6);
+    double previous = 1.0;
+    for (qsizetype k = 0; k < shown.alternatives.size(); ++k) {
+      const iwb::TokenLogprob& top = events[i].top_logprobs[size_t(k)];
+      const iwb::tokenizer::TokenId id = top.token;
+      QCOMPARE(shown.alternatives[k].text,
+               QString::fromStdString((*direct)->tokenizer().decode(std::span<const iwb::tokenizer::TokenId>(&id, 1))));
+      QVERIFY(qAbs(shown.alternatives[k].probability - std::exp(double(top.logprob))) < 1e-6);
+      QVERIFY(shown.alternatives[k].probability <= previous);
+      previous = shown.alternatives[k].probability;
+    }
+    // Greedy: the token written is the most likely one.
+    QCOMPARE(events[i].token, events[i].top_logprobs.front().token);
+    QVERIFY(qAbs(shown.probability - shown.alternatives.front().probability) < 1e-9);
+  }
+  // The spans tile the reply's text, in order.
+  int end = 0;
+  for (const auto& span : reply.tokenSpans) {
+    QCOMPARE(span.start, end);
+    end = span.start + span.length;
+  }
+  QCOMPARE(end, int(reply.message.content.size()));
+  // The hover names the token and its alternatives.
+  const QString tip = MessageDelegate::tokenToolTip(reply.message.content.mid(0, reply.tokenSpans[0].length),
+                                                    reply.tokenSpans[0].probability);
+  QVERIFY(tip.contains(QStringLiteral("most likely")));
+  QCOMPARE(tip.count(QStringLiteral("<tr>")), ChatPanel::kNumTopAlternatives);
+  // The view finds the token under the mouse.
+  panel.resize(1000, 700);
+  panel.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&panel));
+  MessageView* view = panel.messageView();
+  const QModelIndex index = panel.messageModel()->index(1);
+  const QRect item = view->visualRect(index);
+  const QRect bubble = view->messageDelegate()->bubbleRect(item, index);
+  QCOMPARE(view->messageDelegate()->tokenAt(item, index, bubble.topLeft() + QPoint(12, 14)), 0);
+  QCOMPARE(view->messageDelegate()->documentFor(index), nullptr);   // shown as written, coloured
+  panel.settingsPanel()->setValues(QString(), SamplingSettings{});  // the next tests' defaults
+}
+
+QTEST_MAIN(TestChatContext)
+#include "test_chat_context.moc"
