@@ -6,15 +6,12 @@
 
 namespace iwb::detail::amx {
 
-namespace {
-// 0: nothing loaded by us on this thread (a fresh thread starts with tiles unconfigured).
-thread_local uint32_t loaded_key = 0;
-}  // namespace
-
-__attribute__((target("amx-tile"))) void ensure_tile_config(uint32_t key, const TileConfig& config) {
-  if (loaded_key == key) return;
+// Loaded on every call, not cached per thread: an ASan run once died of SIGILL in an AMX GEMM
+// on a pool worker whose cached key said the configuration was loaded (cause not found; a
+// configuration the kernel reset to its initial state would explain it). One ldtilecfg per
+// call of a GEMM panel costs nothing measurable next to the panel's tile work.
+__attribute__((target("amx-tile"))) void ensure_tile_config(uint32_t, const TileConfig& config) {
   _tile_loadconfig(&config);
-  loaded_key = key;
 }
 
 }  // namespace iwb::detail::amx

@@ -1,7 +1,7 @@
 // Intel AMX tile configuration shared by the AMX prefill GEMMs (private to kernels/src; include
 // only from files whose AMX functions carry IWB_AMX). A tile configuration is per thread: each
-// kernel names the one it wants and ensure_tile_config loads it only when this thread holds
-// another (or none), so a thread running GEMM after GEMM loads it once.
+// kernel names the one it wants and ensure_tile_config loads it into this thread's tiles (on
+// every call: see amx_tiles.cpp).
 #pragma once
 
 #include "quant_avx512_common.h"
@@ -36,8 +36,8 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-// Loads `config` into this thread's tile registers unless the last one loaded here had the
-// same key (a kernel's own number plus whatever varies, e.g. the rows of a token tail).
+// Loads `config` into this thread's tile registers. `key` names it (a kernel's own number plus
+// whatever varies, e.g. the rows of a token tail); it is no longer used to skip the load.
 void ensure_tile_config(uint32_t key, const TileConfig& config);
 
 // 16 rows of 16 dwords (u[i]: row i) as 16 B-tile rows (out + 64 k: dword k of every row).
