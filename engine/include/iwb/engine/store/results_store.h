@@ -6,6 +6,7 @@
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/quant/quant_run.h"
+#include "iwb/engine/remote/bench_serve.h"
 #include "iwb/engine/status.h"
 
 #include <memory>
@@ -50,6 +51,25 @@ class ResultsStore {
   Result<std::vector<quant::QuantizedTensor>> quant_tensor_errors(int64_t run_id) const;
   // The newest finished quantization that wrote this file and recorded its tensors; 0 if none.
   Result<int64_t> latest_quantize_run_for(const std::string& model_identity) const;
+
+  // `iwb bench-serve` runs against remote endpoints (schema version 6): a run is added as
+  // running when its load starts and finished with every point (or marked interrupted/failed),
+  // so a run whose process died shows as interrupted, never as running forever.
+  struct ServeRunSummary {
+    int64_t id = 0;
+    std::string status;      // running | done | interrupted | failed
+    std::string started_at;  // ISO 8601 UTC
+    std::string base_url;
+    std::string model;
+    std::string server_kind;  // server_kind_name()
+    std::string label;        // the user's name for the run ("vLLM tp=2"); may be empty
+    int num_points = 0;
+  };
+  Result<int64_t> begin_serve_run(const remote::BenchServeConfig& config, const std::string& label);
+  Status finish_serve_run(int64_t id, const remote::BenchServeResult& result, const std::string& status,
+                          const std::string& error = {});
+  Result<std::vector<ServeRunSummary>> list_serve_runs() const;           // oldest first
+  Result<remote::BenchServeResult> serve_run(int64_t id) const;          // with points, requests, series
 
   // The schema version this program writes, and the one the open file has.
   static int schema_version();
