@@ -12,6 +12,10 @@ packages=(
   libcmark-gfm-dev libcmark-gfm-extensions-dev
   python3 python3-pip python3-venv
 )
+# For the libFuzzer build (scripts/fuzz.sh): clang with its libFuzzer and sanitizer runtimes.
+if [[ "${IWB_WITH_FUZZ:-0}" == 1 ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 # For looking at the application as a person would (screenshots under a virtual display).
 if [[ "${IWB_WITH_XVFB:-0}" == 1 ]]; then
   packages+=(xvfb xauth x11-apps imagemagick)

@@ -1,0 +1,19 @@
+// Fuzz target: the server's request handling below HTTP: the JSON body parser with its depth
+// limit, and the chat and text completion request readers (every field's type and range check).
+#include "serve/openai_request.h"
+
+#include <cstdint>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto parsed = iwb::serve::parse_body(body);
+  if (auto* json = std::get_if<nlohmann::json>(&parsed)) {
+    const iwb::SamplingParams defaults;
+    const iwb::serve::RequestLimits limits;
+    (void)iwb::serve::read_chat_request(*json, defaults, limits);
+    (void)iwb::serve::read_completion_request(*json, defaults, limits);
+    (void)iwb::serve::dump_json(*json);
+  }
+  return 0;
+}
