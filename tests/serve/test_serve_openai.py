@@ -196,6 +196,20 @@ class TestServeOpenAI(unittest.TestCase):
         self.assertLessEqual(prompt_tokens + r.usage.completion_tokens, 128)
         self.assertIn(r.choices[0].finish_reason, ("stop", "length"))
 
+    def test_ignore_eos_generates_max_tokens(self):
+        # A seeded sampled text that ends with EOS before 100 tokens; with ignore_eos (vLLM's and
+        # llama-server's extension, which load generators send) the same request generates
+        # through it to exactly max_tokens.
+        def complete(seed, **extra):
+            return CLIENT.completions.create(model="aidreams", prompt="The end.", max_tokens=100, temperature=1.0,
+                                             seed=seed, extra_body=extra)
+        seed = next((s for s in range(64) if complete(s).choices[0].finish_reason == "stop"), None)
+        self.assertIsNotNone(seed, "no seed of 64 ended with EOS within 100 tokens")
+        self.assertLess(complete(seed).usage.completion_tokens, 100)
+        forced = complete(seed, ignore_eos=True)
+        self.assertEqual(forced.usage.completion_tokens, 100)
+        self.assertEqual(forced.choices[0].finish_reason, "length")
+
     def test_errors_have_the_openai_shape(self):
         with self.assertRaises(openai.BadRequestError) as e:
             CLIENT.chat.completions.create(model="aidreams", messages=[{"role": "wizard", "content": "hi"}])

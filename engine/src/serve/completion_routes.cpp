@@ -134,6 +134,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       else r.sampling.seed = random_seed();
       r.max_new_tokens = static_cast<int32_t>(max_new);
       r.stop_strings = stops;
+      r.stop_at_end_of_generation = !params.ignore_eos;
       r.num_top_logprobs = params.num_top_logprobs;
       requests.push_back(std::move(r));
     }
