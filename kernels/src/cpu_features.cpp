@@ -39,13 +39,23 @@ bool cpu_reports_avx_vnni() {
 #endif
 }
 
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+bool cpu_reports_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & (1u << 29)) != 0;
+#else
+  return false;
+#endif
+}
+
 CpuPath detect_path() {
 #if defined(__x86_64__) || defined(__i386__)
   // The overrides let the tests cover the narrower paths on a machine that has them all.
   if (env_is_set("IWB_CPU_PORTABLE")) return CpuPath::Portable;
   __builtin_cpu_init();
-  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                        __builtin_cpu_supports("f16c");
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_reports_f16c();
   if (!has_avx2) return CpuPath::Portable;
   if (env_is_set("IWB_CPU_AVX2")) return CpuPath::Avx2;
   const bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
