@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 using iwb::remote::MetricFamily;
 using iwb::remote::MetricType;
@@ -24,6 +26,20 @@ std::vector<MetricFamily> parsed(std::string_view text) {
 std::string error_of(std::string_view text) {
   auto r = parse_prometheus_text(text);
   return r ? std::string("(parsed)") : r.error_message();
+}
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(std::string(IWB_REMOTE_FIXTURES_DIR) + "/" + name, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const MetricFamily* find(const std::vector<MetricFamily>& families, const std::string& name) {
+  for (const MetricFamily& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -176,6 +192,72 @@ class TestPrometheusText : public QObject {
     QCOMPARE(std::string(iwb::remote::metric_type_name(MetricType::Histogram)), std::string("histogram"));
     QCOMPARE(std::string(iwb::remote::metric_type_name(MetricType::Untyped)), std::string("untyped"));
     QCOMPARE(parsed("# TYPE u untyped\nu 1\n# TYPE w unknown\nw 1\n")[1].type, MetricType::Untyped);
+  }
+
+  // Each server's exposition (fixtures/README.md): families with the types their TYPE lines say.
+  void fixturesParse_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("family");
+    QTest::addColumn<QString>("type");
+    QTest::newRow("vLLM") << "vllm.prom"
+                          << "vllm:time_to_first_token_seconds"
+                          << "histogram";
+    QTest::newRow("vLLM 0.8") << "vllm_0_8.prom"
+                              << "vllm:gpu_cache_usage_perc"
+                              << "gauge";
+    QTest::newRow("SGLang") << "sglang.prom"
+                            << "sglang:prompt_tokens_total"
+                            << "counter";
+    QTest::newRow("llama-server") << "llamacpp.prom"
+                                  << "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+                                  << "counter";
+    QTest::newRow("llama-server, old") << "llamacpp_old.prom"
+                                       << "llamacpp:kv_cache_usage_ratio"
+                                       << "gauge";
+    QTest::newRow("iwb serve") << "iwb.prom"
+                               << "iwb:e2e_request_latency_seconds"
+                               << "histogram";
+  }
+
+  void fixturesParse() {
+    QFETCH(QString, file);
+    QFETCH(QString, family);
+    QFETCH(QString, type);
+    const std::string text = read_fixture(file.toStdString());
+    QVERIFY2(!text.empty(), qPrintable(file));
+    auto r = parse_prometheus_text(text);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    const MetricFamily* f = find(*r, family.toStdString());
+    QVERIFY2(f, qPrintable(family));
+    QCOMPARE(QString(iwb::remote::metric_type_name(f->type)), type);
+    QVERIFY(!f->samples.empty());
+    QVERIFY(!f->help.empty());
+    // Every non-comment line is a sample of some family.
+    size_t samples = 0, lines = 0;
+    for (const MetricFamily& g : *r) samples += g.samples.size();
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines += !line.empty() && line[0] != '#';
+    QCOMPARE(samples, lines);
+  }
+
+  // What a scrape gets when things go wrong: a cut connection, a proxy's error page, a value
+  // printed with a decimal comma, an unterminated label value.
+  void malformedFixtures_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("line");
+    QTest::newRow("truncated") << "malformed/truncated_vllm.prom" << 62;
+    QTest::newRow("html") << "malformed/html_error_page.prom" << 1;
+    QTest::newRow("decimal comma") << "malformed/locale_comma.prom" << 9;
+    QTest::newRow("unterminated label") << "malformed/unterminated_label.prom" << 7;
+  }
+
+  void malformedFixtures() {
+    QFETCH(QString, file);
+    QFETCH(int, line);
+    const std::string text = read_fixture(file.toStdString());
+    QVERIFY2(!text.empty(), qPrintable(file));
+    const std::string message = error_of(text);
+    QVERIFY2(message.find("line " + std::to_string(line) + ":") != std::string::npos, message.c_str());
   }
 
   void malformedLines_data() {
