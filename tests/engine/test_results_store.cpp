@@ -3,6 +3,7 @@
 // as "not measured" and depth 0), bench rows round-tripping (optional MBU/MFU and the depth
 // included), listing by model, and a file from a newer program refused.
 #include "iwb/engine/store/results_store.h"
+#include "iwb/engine/quant/quant_run.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -74,7 +75,7 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 6);
+    QCOMPARE(ResultsStore::schema_version(), 7);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
@@ -188,6 +189,44 @@ class TestResultsStore : public QObject {
     QCOMPARE(newest->size(), size_t(2));
     QCOMPARE((*newest)[0].test, std::string("tg128"));
     QCOMPARE((*newest)[1].id, (*all)[2].id);
+  }
+
+  // A lab run left "running" by a process that died reads as interrupted when the store is
+  // opened again; one this process still writes, and an old row without a writer, stay running.
+  void runsOfDeadWritersBecomeInterrupted() {
+    const std::string path = m_tmp.filePath("interrupted.sqlite").toStdString();
+    int64_t dead = 0, alive = 0, unknown = 0;
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY2(store, store.error_message().c_str());
+      quant::QuantRun run;
+      run.kind = "quantize";
+      run.status = quant::RunStatus::Running;
+      dead = *(*store)->add_quant_run(run);
+      alive = *(*store)->add_quant_run(run);
+      unknown = *(*store)->add_quant_run(run);
+    }
+    // The same pid with another start time is a reused pid: the writer is gone.
+    exec(path, ("UPDATE quant_runs SET writer_start_ticks = writer_start_ticks + 12345 WHERE id = " +
+                std::to_string(dead)).c_str());
+    exec(path, ("UPDATE quant_runs SET writer_pid = 0, writer_boot_id = '', writer_start_ticks = 0 WHERE id = " +
+                std::to_string(unknown)).c_str());
+    auto store = ResultsStore::open(path);
+    QVERIFY2(store, store.error_message().c_str());
+    auto runs = (*store)->list_quant_runs();
+    QVERIFY(runs);
+    QCOMPARE(runs->size(), size_t{3});
+    for (const quant::QuantRun& r : *runs) {
+      if (r.id == dead) {
+        QCOMPARE(r.status, quant::RunStatus::Interrupted);
+        QVERIFY2(r.error.find("interrupted") != std::string::npos, r.error.c_str());
+      } else {
+        QVERIFY(r.id == alive || r.id == unknown);
+        QCOMPARE(r.status, quant::RunStatus::Running);
+      }
+    }
+    QCOMPARE(std::string(quant::run_status_name(quant::RunStatus::Interrupted)), std::string("interrupted"));
+    QCOMPARE(quant::run_status_from_name("interrupted"), quant::RunStatus::Interrupted);
   }
 
   void refusesNewerSchema() {

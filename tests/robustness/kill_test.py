@@ -126,7 +126,7 @@ def scenario_gguf(work, kills, rng):
     t = Tally("gguf")
     out = os.path.join(work, "gguf", "synth.gguf")
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    cmd = [ARGS.iwb, "synth", "--preset", "qwen2.5-0.5b", "--type", "Q4_0", "-t", "1", "-o", out]
+    cmd = [ARGS.iwb, "synth", "--preset", "gemma-3-270m", "--type", "Q4_0", "-t", "1", "-o", out]
     start = time.time()
     run_ok(*cmd)  # one whole file first: a kill during a rewrite must leave it whole
     duration = time.time() - start
@@ -155,7 +155,7 @@ def scenario_quantize(work, kills, rng):
     os.makedirs(folder, exist_ok=True)
     source = os.path.join(folder, "source-f16.gguf")
     if not os.path.exists(source):
-        run_ok(ARGS.iwb, "synth", "--preset", "qwen2.5-0.5b", "--type", "F16", "-t", "1", "-o", source)
+        run_ok(ARGS.iwb, "synth", "--preset", "gemma-3-270m", "--type", "F16", "-t", "1", "-o", source)
     store = os.path.join(folder, "results.sqlite")
     out = os.path.join(folder, "out-q4_k.gguf")
     cmd = [ARGS.iwb, "quantize", "-m", source, "-o", out, "--type", "Q4_K", "-t", "1", "--db", store]
@@ -165,20 +165,21 @@ def scenario_quantize(work, kills, rng):
     while t.kills < kills:
         killed, _ = kill_after(cmd, rng.uniform(0.05, duration * 1.1))
         t.kills += killed
-        # What a restart sees: the store opened by the program (it marks dead writers' runs).
-        listing = subprocess.run([ARGS.iwb, "lab", "runs", "--db", store, "--json"], capture_output=True, text=True)
+        # What a restart sees: the store opened by the program (opening marks the runs of
+        # writers that are gone as interrupted), then the rows as the lab lists them.
+        opened = subprocess.run([ARGS.iwb, "bench", "--list", "--db", store, "--json"], capture_output=True, text=True)
         status = integrity(store)
         if status != "ok":
             t.integrity_failures += 1
             t.problem(f"integrity: {status}")
-        if listing.returncode != 0:
-            t.problem(f"the store does not list: {listing.stderr.strip()[:200]}")
+        if opened.returncode != 0:
+            t.problem(f"the store does not open: {opened.stderr.strip()[:200]}")
             t.lost += 1
             continue
-        stuck = [r for r in json.loads(listing.stdout) if r["status"] == "running"]
+        stuck = [run_id for run_id, run_status in quant_statuses(store) if run_status == "running"]
         if stuck:
             t.lost += 1
-            t.problem(f"runs still 'running' after their process died: {[r['id'] for r in stuck][:5]}")
+            t.problem(f"runs still 'running' after their process died: {stuck[:5]}")
         elif os.path.exists(out) and not gguf_is_whole(out):
             t.lost += 1
             t.problem("a partial quantized file took the output's name")

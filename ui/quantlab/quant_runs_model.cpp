@@ -21,6 +21,7 @@ QString statusText(const QuantRun& r) {
   if (r.status == RunStatus::Running) return QObject::tr("running");
   if (r.status == RunStatus::Failed) return QObject::tr("failed");
   if (r.status == RunStatus::Cancelled) return QObject::tr("cancelled");
+  if (r.status == RunStatus::Interrupted) return QObject::tr("interrupted");
   return r.is_reference ? QObject::tr("reference") : QObject::tr("done");
 }
 
@@ -103,6 +104,8 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
     return bold;
   } else if (role == Qt::ForegroundRole && r.status == RunStatus::Failed) {
     return QBrush(QColor(0xb0, 0x30, 0x30));
+  } else if (role == Qt::ForegroundRole && r.status == RunStatus::Interrupted) {
+    return QBrush(QColor(0xb0, 0x70, 0x20));  // the process died mid-run: figures incomplete
   } else if (role == Qt::ForegroundRole && r.status == RunStatus::Cancelled) {
     return QBrush(QColor(0x80, 0x80, 0x80));  // stopped on request: figures incomplete, not an error
   } else if (role == Qt::ToolTipRole) {

@@ -21,6 +21,7 @@ const char* run_status_name(RunStatus status) {
     case RunStatus::Failed: return "failed";
     case RunStatus::Done: return "done";
     case RunStatus::Cancelled: return "cancelled";
+    case RunStatus::Interrupted: return "interrupted";
   }
   return "failed";
 }
@@ -29,6 +30,7 @@ RunStatus run_status_from_name(const std::string& name) {
   if (name == "running") return RunStatus::Running;
   if (name == "done") return RunStatus::Done;
   if (name == "cancelled") return RunStatus::Cancelled;
+  if (name == "interrupted") return RunStatus::Interrupted;
   return RunStatus::Failed;
 }
 

@@ -2,9 +2,12 @@
 // lab run with every metric, and quant_tensor_errors, each quantized tensor's relative error.
 #include "iwb/engine/store/results_store.h"
 
+#include "store/process_identity.h"
+#include "store/quant_store.h"
 #include "store/sqlite_statement.h"
 
 #include <array>
+#include <vector>
 
 namespace iwb {
 namespace {
@@ -136,7 +139,39 @@ Result<int64_t> ResultsStore::add_quant_run(const quant::QuantRun& run) {
   if (!s.is_valid()) return s.prepare_error();
   bind_run(s, run, 1);
   IWB_RETURN_IF_ERROR(s.run());
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(m_db));
+  const auto id = static_cast<int64_t>(sqlite3_last_insert_rowid(m_db));
+  // Who writes the row while it runs: a later opener turns it into "interrupted" once this
+  // process is gone (mark_abandoned_quant_runs).
+  const ProcessIdentity writer = this_process();
+  SqliteStatement w(m_db, "UPDATE quant_runs SET writer_pid = ?, writer_boot_id = ?, writer_start_ticks = ? WHERE id = ?");
+  if (!w.is_valid()) return w.prepare_error();
+  w.bind(1, writer.pid);
+  w.bind(2, writer.boot_id);
+  w.bind(3, writer.start_ticks);
+  w.bind(4, id);
+  IWB_RETURN_IF_ERROR(w.run());
+  return id;
+}
+
+Status mark_abandoned_quant_runs(sqlite3* db) {
+  SqliteStatement s(db, "SELECT id, writer_pid, writer_boot_id, writer_start_ticks FROM quant_runs WHERE status = 'running'");
+  if (!s.is_valid()) return s.prepare_error();
+  std::vector<int64_t> abandoned;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    if (!may_be_alive(ProcessIdentity{s.integer(1), s.text(2), s.integer(3)})) abandoned.push_back(s.integer(0));
+  }
+  if (rc != SQLITE_DONE) return s.error("query");
+  for (const int64_t id : abandoned) {
+    SqliteStatement u(db,
+                      "UPDATE quant_runs SET status = 'interrupted', "
+                      "error = 'interrupted: the process ended during the run (killed or crashed)' "
+                      "WHERE id = ? AND status = 'running'");
+    if (!u.is_valid()) return u.prepare_error();
+    u.bind(1, id);
+    IWB_RETURN_IF_ERROR(u.run());
+  }
+  return {};
 }
 
 Status ResultsStore::update_quant_run(const quant::QuantRun& run) {

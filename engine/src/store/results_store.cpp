@@ -2,6 +2,7 @@
 // schema versions in PRAGMA user_version so later features add tables by migration.
 #include "iwb/engine/store/results_store.h"
 
+#include "store/quant_store.h"
 #include "store/serve_store.h"
 #include "store/sqlite_statement.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
 // 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 Status exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
@@ -88,6 +89,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::open(const std::string& path
   IWB_RETURN_IF_ERROR(exec(store->m_db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   IWB_RETURN_IF_ERROR(store->migrate());
   IWB_RETURN_IF_ERROR(mark_abandoned_serve_runs(store->m_db));
+  IWB_RETURN_IF_ERROR(mark_abandoned_quant_runs(store->m_db));
   return store;
 }
 
@@ -163,6 +165,19 @@ Status ResultsStore::migrate() {
     // `iwb bench-serve` runs against remote endpoints; earlier tables are kept as they are.
     IWB_RETURN_IF_ERROR(
         exec(m_db, (std::string("BEGIN;") + serve_schema_sql() + "PRAGMA user_version = 6; COMMIT;").c_str()));
+  }
+  if (current < 7) {
+    // Who writes a quantization-lab run while it is running, so a run whose process died reads
+    // as interrupted; older rows read as "cannot tell" (0, '').
+    std::string sql = "BEGIN;";
+    Result<bool> has_writer = has_column(m_db, "quant_runs", "writer_pid");
+    if (!has_writer) return has_writer.status();
+    if (!*has_writer) {
+      sql += "ALTER TABLE quant_runs ADD COLUMN writer_pid INTEGER NOT NULL DEFAULT 0;"
+             "ALTER TABLE quant_runs ADD COLUMN writer_boot_id TEXT NOT NULL DEFAULT '';"
+             "ALTER TABLE quant_runs ADD COLUMN writer_start_ticks INTEGER NOT NULL DEFAULT 0;";
+    }
+    IWB_RETURN_IF_ERROR(exec(m_db, (sql + "PRAGMA user_version = 7; COMMIT;").c_str()));
   }
   return {};
 }

@@ -14,8 +14,9 @@
 namespace iwb::quant {
 
 // Cancelled: stopped on request part-way; its figures are incomplete, as a failed run's are.
-enum class RunStatus { Running, Failed, Done, Cancelled };
-const char* run_status_name(RunStatus status);  // "running", "failed", "done", "cancelled"
+// Interrupted: the process recording the run died (killed, crashed) while it was running.
+enum class RunStatus { Running, Failed, Done, Cancelled, Interrupted };
+const char* run_status_name(RunStatus status);  // "running", "failed", "done", "cancelled", "interrupted"
 RunStatus run_status_from_name(const std::string& name);
 
 struct QuantRun {
