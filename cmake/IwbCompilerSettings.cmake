@@ -10,6 +10,16 @@ add_library(iwb_warnings INTERFACE)
 target_compile_options(iwb_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
 
+# ThreadSanitizer (scripts/tsan.sh): the engine worker, batching, the server and the UI tests
+# labelled "tsan". Not with IWB_SANITIZE (ASan and TSan exclude each other).
+if(IWB_TSAN)
+  if(IWB_SANITIZE)
+    message(FATAL_ERROR "IWB_TSAN and IWB_SANITIZE cannot be combined")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+
 if(IWB_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
