@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 namespace iwb::quant {
 namespace {
@@ -73,6 +74,39 @@ Result<LogitsCacheWriter> LogitsCacheWriter::create(const std::string& path, con
   return w;
 }
 
+LogitsCacheWriter::LogitsCacheWriter(LogitsCacheWriter&& other) noexcept
+    : m_path(std::move(other.m_path)),
+      m_tmp(std::exchange(other.m_tmp, {})),
+      m_out(std::move(other.m_out)),
+      m_vocab(other.m_vocab),
+      m_num_rows(other.m_num_rows),
+      m_codes(std::move(other.m_codes)),
+      m_log_probs(std::move(other.m_log_probs)) {}
+
+LogitsCacheWriter& LogitsCacheWriter::operator=(LogitsCacheWriter&& other) noexcept {
+  if (this != &other) {
+    discard();
+    m_path = std::move(other.m_path);
+    m_tmp = std::exchange(other.m_tmp, {});
+    m_out = std::move(other.m_out);
+    m_vocab = other.m_vocab;
+    m_num_rows = other.m_num_rows;
+    m_codes = std::move(other.m_codes);
+    m_log_probs = std::move(other.m_log_probs);
+  }
+  return *this;
+}
+
+LogitsCacheWriter::~LogitsCacheWriter() { discard(); }
+
+void LogitsCacheWriter::discard() {
+  if (m_tmp.empty()) return;
+  m_out.close();
+  std::error_code ec;
+  std::filesystem::remove(m_tmp, ec);
+  m_tmp.clear();
+}
+
 Status LogitsCacheWriter::add(std::span<const float> logits, int32_t next_token) {
   if (static_cast<int64_t>(logits.size()) != m_vocab || next_token < 0 || next_token >= m_vocab) {
     return make_error(ErrorCode::InvalidArgument, "a logits row does not match the cache's vocabulary");
@@ -109,11 +143,21 @@ Status LogitsCacheWriter::finish() {
   const auto rows_bytes = static_cast<std::streamoff>(m_num_rows) * static_cast<std::streamoff>(16 + 2 * m_vocab);
   m_out.seekp(-(rows_bytes + static_cast<std::streamoff>(sizeof(int64_t))), std::ios::end);
   put(m_out, m_num_rows);
+  m_out.flush();
+  const bool is_written = static_cast<bool>(m_out);
   m_out.close();
-  if (!m_out) return make_error(ErrorCode::IoError, "writing the logits cache '" + m_tmp + "' failed");
+  if (!is_written || !m_out) {
+    const std::string tmp = m_tmp;
+    discard();
+    return make_error(ErrorCode::IoError, "writing the logits cache '" + tmp + "' failed (disk full?)");
+  }
   std::error_code ec;
   std::filesystem::rename(m_tmp, m_path, ec);
-  if (ec) return make_error(ErrorCode::IoError, "cannot move the logits cache into place: " + ec.message());
+  if (ec) {
+    discard();
+    return make_error(ErrorCode::IoError, "cannot move the logits cache into place: " + ec.message());
+  }
+  m_tmp.clear();
   return {};
 }
 

@@ -27,13 +27,20 @@ class LogitsCacheWriter {
  public:
   // Creates `path` (through a temporary name: a cache is complete or absent).
   static Result<LogitsCacheWriter> create(const std::string& path, const std::string& key, int64_t vocab_size);
+  LogitsCacheWriter(LogitsCacheWriter&& other) noexcept;
+  LogitsCacheWriter& operator=(LogitsCacheWriter&& other) noexcept;
+  // An unfinished cache (a write error, a full disk, an eval that stopped) leaves no partial file.
+  ~LogitsCacheWriter();
   // Appends the row of raw logits for one scored position; `next_token` is the token it predicts.
   Status add(std::span<const float> logits, int32_t next_token);
   Status finish();  // writes the row count and renames the file into place
   int64_t num_rows() const { return m_num_rows; }
 
  private:
-  std::string m_path, m_tmp;
+  LogitsCacheWriter() = default;
+  void discard();  // closes and removes the temporary file
+
+  std::string m_path, m_tmp;  // m_tmp empty: nothing to clean up (finished, or moved from)
   std::ofstream m_out;
   int64_t m_vocab = 0;
   int64_t m_num_rows = 0;
