@@ -7,7 +7,23 @@ namespace iwb {
 
 std::string describe_bytes(uint64_t bytes) {
   if (bytes < (1u << 20)) return std::to_string((bytes + 512) >> 10) + " KiB";
+  if (bytes >= (uint64_t{100} << 30)) return std::to_string((bytes + (uint64_t{1} << 29)) >> 30) + " GiB";
   return std::to_string((bytes + (1u << 19)) >> 20) + " MiB";
+}
+
+Status check_host_memory(uint64_t weight_bytes, uint64_t kv_pool_bytes, uint64_t total_bytes, uint64_t available_bytes) {
+  if (total_bytes > 0 && weight_bytes > total_bytes) {
+    return make_error(ErrorCode::OutOfMemory, "the model's weights need " + describe_bytes(weight_bytes) +
+                                                  " but this machine has " + describe_bytes(total_bytes) +
+                                                  " of memory in all: use a smaller quantization of the model");
+  }
+  if (available_bytes > 0 && kv_pool_bytes > available_bytes) {
+    return make_error(ErrorCode::OutOfMemory, "the KV cache needs " + describe_bytes(kv_pool_bytes) + " but only " +
+                                                  describe_bytes(available_bytes) +
+                                                  " of memory is available now: lower --kv-mem or the context (-c), "
+                                                  "or quantize the cache (-ctk/-ctv q8_0)");
+  }
+  return {};
 }
 
 Result<uint64_t> kv_budget_bytes(const EngineOptions& o, const KvBudgetInput& in) {

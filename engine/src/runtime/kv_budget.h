@@ -24,6 +24,12 @@ inline constexpr double kDeviceKvDefaultFraction = 0.9;
 
 Result<uint64_t> kv_budget_bytes(const EngineOptions& options, const KvBudgetInput& input);
 
+// Refuses, before anything is read or allocated, a CPU load that cannot fit: weights larger
+// than the machine's memory (they would be paged in from disk for every token), or a KV pool
+// larger than the memory available now (zero-filling it would bring in the OOM killer). The
+// message names both figures. 0 for total or available: unknown, not checked.
+Status check_host_memory(uint64_t weight_bytes, uint64_t kv_pool_bytes, uint64_t total_bytes, uint64_t available_bytes);
+
 // "12 KiB", "340 MiB".
 std::string describe_bytes(uint64_t bytes);
 

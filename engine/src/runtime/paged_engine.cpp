@@ -97,6 +97,26 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
     }
   }
   if (m_backend == nullptr) {
+    // The KV pool's size first: a load that cannot fit is refused before it reads or allocates.
+    KvPoolGeometry kv;
+    kv.shape = KvCacheShape{m_config.num_layers, m_config.num_kv_heads, m_config.head_dim_k, m_config.head_dim_v};
+    kv.block_size = o.kv_block_size;
+    kv.type = o.kv_cache_type;
+    const ComputeDeviceInfo host = describe_cpu_device();
+    KvBudgetInput budget_input;
+    budget_input.bytes_per_position = kv.bytes_per_position();
+    budget_input.context_length = m_context_length;
+    budget_input.available_bytes = host.free_memory_bytes;
+    Result<uint64_t> budget = kv_budget_bytes(o, budget_input);
+    if (!budget) return budget.status();
+    Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(kv.shape, kv.block_size, *budget, kv.type);
+    if (!num_blocks) return num_blocks.status();
+    kv.num_blocks = *num_blocks;
+    const uint64_t kv_bytes =
+        PagedKvStorage::bytes_per_block(kv.shape, kv.block_size, kv.type) * static_cast<uint64_t>(kv.num_blocks);
+    IWB_RETURN_IF_ERROR(
+        check_host_memory(m_summary.tensor_bytes, kv_bytes, host.total_memory_bytes, host.free_memory_bytes));
+
     // Read every page of the weights once now, so the load shows the disk time and the first
     // prompt's timing shows compute, not page faults. (A device upload reads them anyway.)
     const auto& tensors = m_file->tensors();
@@ -108,19 +128,6 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
         report(0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(tensors.size()), "reading weights");
     }
     report(0.9, "allocating the KV cache");
-    KvPoolGeometry kv;
-    kv.shape = KvCacheShape{m_config.num_layers, m_config.num_kv_heads, m_config.head_dim_k, m_config.head_dim_v};
-    kv.block_size = o.kv_block_size;
-    kv.type = o.kv_cache_type;
-    KvBudgetInput budget_input;
-    budget_input.bytes_per_position = kv.bytes_per_position();
-    budget_input.context_length = m_context_length;
-    budget_input.available_bytes = describe_cpu_device().free_memory_bytes;
-    Result<uint64_t> budget = kv_budget_bytes(o, budget_input);
-    if (!budget) return budget.status();
-    Result<int64_t> num_blocks = PagedKvStorage::num_blocks_for_budget(kv.shape, kv.block_size, *budget, kv.type);
-    if (!num_blocks) return num_blocks.status();
-    kv.num_blocks = *num_blocks;
     const int threads = o.num_threads > 0 ? o.num_threads : iwb::default_num_threads();
     Result<std::unique_ptr<CpuForwardBackend>> cpu =
         CpuForwardBackend::create(m_config, m_weights, kv, threads, o.max_batch_tokens);

@@ -6,8 +6,25 @@
 #include "iwb/engine/profile/cost_model.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <string>
 
 namespace iwb {
+namespace {
+
+// IWB_FAULT_OOM_STEP=N: the forward pass of step N fails the way an allocation does (throws
+// std::bad_alloc), so tests show a failed allocation ending that step's requests while the
+// engine goes on. Read once; unset in normal use.
+int64_t fault_oom_step() {
+  static const int64_t step = [] {
+    const char* value = std::getenv("IWB_FAULT_OOM_STEP");
+    return value != nullptr && *value != '\0' ? std::atoll(value) : int64_t{-1};
+  }();
+  return step;
+}
+
+}  // namespace
 
 Result<StepResult> PagedEngine::step() {
   const Clock::time_point step_start = Clock::now();
@@ -37,8 +54,17 @@ Result<StepResult> PagedEngine::step() {
     const Clock::time_point forward_start = Clock::now();
     const bool is_greedy_on_device = greedy_on_device(batch, flat);
     if (is_greedy_on_device) m_greedy_tokens.resize(flat.logits_rows.size());
-    const Status forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr,
-                                              is_greedy_on_device ? m_greedy_tokens.data() : nullptr);
+    Status forward_status;
+    try {
+      if (static_cast<int64_t>(m_num_steps) == fault_oom_step()) throw std::bad_alloc();
+      forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr,
+                                   is_greedy_on_device ? m_greedy_tokens.data() : nullptr);
+    } catch (const std::bad_alloc&) {
+      // Out of memory mid-generation: this step's requests end with the reason; the engine,
+      // its KV cache and every other request go on.
+      forward_status = make_error(ErrorCode::OutOfMemory, "out of memory during a forward pass of " +
+                                                              std::to_string(flat.tokens.size()) + " tokens");
+    }
     const double forward_seconds = std::chrono::duration<double>(Clock::now() - forward_start).count();
     const bool has_drafts = std::any_of(batch.sequences.begin(), batch.sequences.end(),
                                         [](const ScheduledSequence& e) { return e.num_draft_tokens > 0; });
