@@ -202,7 +202,8 @@ std::string server_error_message(std::string_view body) {
     if (const std::string* m = string_at(value, "message")) return *m;
     if (const std::string* m = string_at(value, "detail")) return *m;  // FastAPI's shape
   }
-  return shortened(body, 300);
+  const std::string text = shortened(body, 300);
+  return text.empty() ? "(no message: empty body)" : text;
 }
 
 }  // namespace iwb::remote
