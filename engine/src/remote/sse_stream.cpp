@@ -95,7 +95,10 @@ CompletionStreamDecoder::CompletionStreamDecoder(StreamedCompletion* out, Conten
 bool CompletionStreamDecoder::feed(std::string_view bytes, double seconds) {
   if (has_failed()) return false;
   m_now = seconds;
-  if (m_head.size() < kHeadBytes) m_head.append(bytes.substr(0, kHeadBytes - m_head.size()));
+  // Kept only until the first event: a real event stream needs no copy.
+  if (m_parser.num_events() == 0 && m_head.size() < kHeadBytes) {
+    m_head.append(bytes.substr(0, kHeadBytes - m_head.size()));
+  }
   return m_parser.feed(bytes) && !has_failed();
 }
 
