@@ -55,9 +55,6 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   }
   m_status->setObjectName(QStringLiteral("probeStatus"));
-  QFont bold = m_status->font();
-  bold.setBold(true);
-  m_status->setFont(bold);
   m_detail->setObjectName(QStringLiteral("probeDetail"));
   m_kind->setObjectName(QStringLiteral("serverKind"));
   m_keyNote->setObjectName(QStringLiteral("keyNote"));
@@ -89,10 +86,9 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
 
   m_detail->hide();
   m_keyNote->hide();
-  m_status->setText(
-      tr("Type the address of an OpenAI-compatible server (vLLM, SGLang, llama-server, LM Studio, "
-         "iwb serve) and press Connect."));
-  m_status->setFont(font());
+  setStatus(tr("Type the address of an OpenAI-compatible server (vLLM, SGLang, llama-server, LM Studio, "
+               "iwb serve) and press Connect."),
+            Tone::Plain);
 
   connect(m_connect, &QPushButton::clicked, this, &ConnectDialog::startProbe);
   connect(m_url, &QLineEdit::returnPressed, this, &ConnectDialog::startProbe);
@@ -108,6 +104,18 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
             m_keyNote->setText(note);
             m_keyNote->show();
           });
+}
+
+void ConnectDialog::setStatus(const QString& text, Tone tone) {
+  QPalette palette = m_status->palette();
+  palette.setColor(QPalette::WindowText, tone == Tone::Error     ? QColor(0xb0, 0x20, 0x20)
+                                         : tone == Tone::Success ? QColor(0x1e, 0x7a, 0x34)
+                                                                 : this->palette().color(QPalette::WindowText));
+  m_status->setPalette(palette);
+  QFont font = this->font();
+  font.setBold(tone != Tone::Plain);
+  m_status->setFont(font);
+  m_status->setText(text);
 }
 
 void ConnectDialog::inputsEdited() {
@@ -128,14 +136,9 @@ void ConnectDialog::startProbe() {
   m_kind->clear();
   m_metrics->clear();
   m_keyNote->hide();
-  QPalette palette = m_status->palette();
-  palette.setColor(QPalette::WindowText, this->palette().color(QPalette::WindowText));
-  m_status->setPalette(palette);
   if (baseUrl.isEmpty()) {
     m_pendingTag = 0;
-    palette.setColor(QPalette::WindowText, QColor(0xb0, 0x20, 0x20));
-    m_status->setPalette(palette);
-    m_status->setText(tr("That address cannot be used"));
+    setStatus(tr("That address cannot be used"), Tone::Error);
     m_detail->setText(why);
     m_detail->show();
     return;
@@ -145,7 +148,7 @@ void ConnectDialog::startProbe() {
   m_pendingTag = m_endpoints->endpointProbe()->probe(baseUrl, m_pendingKey, m_probeTimeoutSeconds);
   m_connect->setEnabled(false);
   m_connect->setText(tr("Connecting…"));
-  m_status->setText(tr("Connecting to %1…").arg(baseUrl));
+  setStatus(tr("Connecting to %1…").arg(baseUrl), Tone::Plain);
   m_detail->hide();
 }
 
@@ -154,16 +157,8 @@ void ConnectDialog::showResult(quint64 tag, const ProbeResult& result) {
   m_pendingTag = 0;
   m_connect->setEnabled(true);
   m_connect->setText(tr("Connect"));
-  QPalette palette = m_status->palette();
   if (!result.isOk()) {
-    palette.setColor(QPalette::WindowText, QColor(0xb0, 0x20, 0x20));
-    m_status->setPalette(palette);
-    m_status->setFont([this] {
-      QFont f = font();
-      f.setBold(true);
-      return f;
-    }());
-    m_status->setText(result.title);
+    setStatus(result.title, Tone::Error);
     m_detail->setText(result.detail);
     m_detail->show();
     emit probeFinished(result);
@@ -171,15 +166,11 @@ void ConnectDialog::showResult(quint64 tag, const ProbeResult& result) {
   }
   m_result = result;
   m_probedKey = m_pendingKey;
-  palette.setColor(QPalette::WindowText, QColor(0x1e, 0x7a, 0x34));
-  m_status->setPalette(palette);
-  m_status->setFont([this] {
-    QFont f = font();
-    f.setBold(true);
-    return f;
-  }());
   const QLocale locale;
-  m_status->setText(tr("Connected to %1 in %2 s").arg(result.baseUrl, locale.toString(result.seconds, 'f', 2)));
+  setStatus(result.seconds < 1
+                ? tr("Connected to %1 in %2 ms").arg(result.baseUrl).arg(qRound(result.seconds * 1000))
+                : tr("Connected to %1 in %2 s").arg(result.baseUrl, locale.toString(result.seconds, 'f', 1)),
+            Tone::Success);
   m_detail->hide();
   m_kind->setText(kindText(result.kind));
   m_metrics->setText(result.metricsNote);

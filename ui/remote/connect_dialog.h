@@ -52,6 +52,9 @@ class ConnectDialog : public QDialog {
   void done(int result) override;
 
  private:
+  enum class Tone { Plain, Error, Success };
+  // The line under the form: a hint, what failed (red, bold) or the connection (green, bold).
+  void setStatus(const QString& text, Tone tone);
   void showResult(quint64 tag, const ProbeResult& result);
   void inputsEdited();
   void addEndpoint();
