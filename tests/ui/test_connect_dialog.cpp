@@ -10,6 +10,7 @@
 #include "remote_fixtures.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -139,6 +140,20 @@ void TestConnectDialog::connectsToIwbServe() {
   QCOMPARE(info.defaultModel, result.models.at(0));
   QVERIFY(!info.hasApiKey);
   QVERIFY2(info.displayName.contains(QLatin1String("iwb serve")), qPrintable(info.displayName));
+
+  // The next time: the server is offered, fills the form, and can be forgotten.
+  ConnectDialog again(&endpoints);
+  again.show();
+  QVERIFY(again.knownServersBox()->isVisible());
+  QCOMPARE(again.knownServersBox()->count(), 1);
+  QVERIFY(again.urlEdit()->text().isEmpty());
+  emit again.knownServersBox()->activated(0);
+  QCOMPARE(again.urlEdit()->text(), m_serve.baseUrl());
+  QVERIFY(settingsFileText().contains(m_serve.baseUrl().toUtf8()));
+  QTest::mouseClick(again.forgetButton(), Qt::LeftButton);
+  QVERIFY(endpoints.endpoints().isEmpty());
+  QVERIFY(!again.knownServersBox()->isVisible());
+  QVERIFY(!settingsFileText().contains(m_serve.baseUrl().toUtf8()));
 }
 
 void TestConnectDialog::refusedKeyThenAcceptedKey() {

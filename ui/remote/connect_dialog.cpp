@@ -7,6 +7,7 @@
 #include "remote/api_key_store.h"
 #include "remote/remote_endpoints.h"
 
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
 #include <QLabel>
@@ -29,6 +30,9 @@ QString kindText(iwb::remote::ServerKind kind) {
 ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
     : QDialog(parent),
       m_endpoints(endpoints),
+      m_known(new QComboBox),
+      m_forget(new QPushButton(tr("Forget"))),
+      m_knownRow(new QWidget),
       m_url(new QLineEdit),
       m_apiKey(new QLineEdit),
       m_connect(new QPushButton(tr("Connect"))),
@@ -65,6 +69,15 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
   m_add->setEnabled(false);
   m_buttons->addButton(m_add, QDialogButtonBox::AcceptRole);
 
+  m_known->setObjectName(QStringLiteral("knownServers"));
+  m_forget->setObjectName(QStringLiteral("forgetButton"));
+  m_forget->setAutoDefault(false);
+  m_forget->setToolTip(tr("Remove this server from the list (and its API key from the keyring)"));
+  auto* knownLayout = new QHBoxLayout(m_knownRow);
+  knownLayout->setContentsMargins(0, 0, 0, 0);
+  knownLayout->addWidget(new QLabel(tr("Connected servers:")));
+  knownLayout->addWidget(m_known, 1);
+  knownLayout->addWidget(m_forget);
   auto* urlRow = new QHBoxLayout;
   urlRow->addWidget(m_url, 1);
   urlRow->addWidget(m_connect);
@@ -76,6 +89,7 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
   results->addRow(tr("Metrics:"), m_metrics);
   results->addRow(tr("Models:"), m_models);
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(m_knownRow);
   layout->addLayout(form);
   layout->addWidget(m_status);
   layout->addWidget(m_detail);
@@ -90,6 +104,10 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
                "iwb serve) and press Connect."),
             Tone::Plain);
 
+  rebuildKnownServers();
+  connect(m_known, &QComboBox::activated, this, &ConnectDialog::knownServerChosen);
+  connect(m_forget, &QPushButton::clicked, this, &ConnectDialog::forgetKnownServer);
+  connect(m_endpoints, &RemoteEndpoints::endpointsChanged, this, &ConnectDialog::rebuildKnownServers);
   connect(m_connect, &QPushButton::clicked, this, &ConnectDialog::startProbe);
   connect(m_url, &QLineEdit::returnPressed, this, &ConnectDialog::startProbe);
   connect(m_apiKey, &QLineEdit::returnPressed, this, &ConnectDialog::startProbe);
@@ -116,6 +134,34 @@ void ConnectDialog::setStatus(const QString& text, Tone tone) {
   font.setBold(tone != Tone::Plain);
   m_status->setFont(font);
   m_status->setText(text);
+}
+
+void ConnectDialog::rebuildKnownServers() {
+  const QString current = m_known->currentData().toString();
+  const QSignalBlocker blocker(m_known);
+  m_known->clear();
+  for (const RemoteEndpointInfo& info : m_endpoints->endpoints()) {
+    m_known->addItem(QStringLiteral("%1 — %2").arg(info.displayName, info.baseUrl), info.baseUrl);
+  }
+  const int index = m_known->findData(current);
+  m_known->setCurrentIndex(index >= 0 ? index : 0);
+  m_knownRow->setVisible(m_known->count() > 0);
+}
+
+void ConnectDialog::knownServerChosen(int index) {
+  const RemoteEndpointInfo* info = m_endpoints->find(m_known->itemData(index).toString());
+  if (!info) return;
+  m_url->setText(info->baseUrl);
+  m_apiKey->setText(QString::fromStdString(info->endpoint.api_key));
+  inputsEdited();
+}
+
+void ConnectDialog::forgetKnownServer() {
+  const QString baseUrl = m_known->currentData().toString();
+  if (baseUrl.isEmpty()) return;
+  m_endpoints->remove(baseUrl);  // endpointsChanged rebuilds the list
+  setStatus(tr("%1 was forgotten.").arg(baseUrl), Tone::Plain);
+  m_detail->hide();
 }
 
 void ConnectDialog::inputsEdited() {
