@@ -11,6 +11,7 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -83,6 +84,7 @@ class TestConnectDialog : public QObject {
   void refusedKeyThenAcceptedKey();
   void refusedConnection();
   void silentServerTimesOutWithoutBlocking();
+  void closingDoesNotWaitForASilentServer();
   void notAnOpenAiServer();
   void garbageModelList();
   void serverWithoutUsableMetrics_data();
@@ -216,6 +218,23 @@ void TestConnectDialog::silentServerTimesOutWithoutBlocking() {
   QVERIFY2(numTicks >= 20, qPrintable(QString::number(numTicks)));
   QVERIFY(dialog.statusLabel()->text().contains(QLatin1String("did not answer")));
   QVERIFY(dialog.connectButton()->isEnabled());
+}
+
+void TestConnectDialog::closingDoesNotWaitForASilentServer() {
+  FakeHttpServer silent([](const FakeRequest&, QTcpSocket*) {});
+  QElapsedTimer timer;
+  {
+    RemoteEndpoints endpoints(ApiKeyStore::Mode::SessionOnly);
+    ConnectDialog dialog(&endpoints);
+    dialog.setProbeTimeout(20);
+    dialog.show();
+    QTest::keyClicks(dialog.urlEdit(), silent.baseUrl());
+    QTest::mouseClick(dialog.connectButton(), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(silent.numRequests(), 1, kTimeoutMs);
+    QVERIFY(dialog.isProbing());
+    timer.start();
+  }  // the window (and its registry) closes with the probe in flight
+  QVERIFY2(timer.elapsed() < 2000, qPrintable(QString::number(timer.elapsed())));
 }
 
 void TestConnectDialog::notAnOpenAiServer() {

@@ -258,9 +258,15 @@ void ConnectDialog::addEndpoint() {
 }
 
 void ConnectDialog::done(int result) {
-  // A key kept for a server the user then did not add goes again (unless it was added before).
-  if (!m_isAdded && m_hasStoredKey && m_result && !m_endpoints->find(m_result->baseUrl)) {
-    m_endpoints->apiKeys()->remove(m_result->baseUrl);
+  // A key kept for a server the user then did not add goes again; a server added before gets
+  // its own key back.
+  if (!m_isAdded && m_hasStoredKey && m_result) {
+    const RemoteEndpointInfo* known = m_endpoints->find(m_result->baseUrl);
+    if (known && !known->endpoint.api_key.empty()) {
+      m_endpoints->apiKeys()->store(known->baseUrl, QString::fromStdString(known->endpoint.api_key));
+    } else if (!known || !known->hasApiKey) {
+      m_endpoints->apiKeys()->remove(m_result->baseUrl);
+    }
   }
   QDialog::done(result);
 }
