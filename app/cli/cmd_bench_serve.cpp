@@ -117,6 +117,11 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &c.num_prompts,
          .min = 1});
   t.add({.names = {"--seed"}, .value_name = "N", .help = "prompts and arrival times", .destination = &c.seed});
+  t.add({.names = {"--num-warmups"},
+         .value_name = "N",
+         .help = "requests sent one at a time before the first point, left out of every figure",
+         .destination = &c.num_warmups,
+         .min = 0});
   t.begin_group("load");
   t.add({.names = {"--request-rate"},
          .value_name = "R|inf",

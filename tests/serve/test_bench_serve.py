@@ -49,8 +49,9 @@ class TestBenchServe(unittest.TestCase):
     def test_counts_match_the_servers_counters(self):
         names = ("iwb:request_success", "iwb:generation_tokens", "iwb:prompt_tokens")
         before = {n: counter(n) for n in names}
+        # No warm-up here, so the server's counters hold exactly the measured requests.
         result, _ = bench_serve("--num-prompts", "12", "--max-concurrency", "3", "--scrape-interval", "0.05",
-                                "--dataset", "chat", "--label", "counts")
+                                "--dataset", "chat", "--label", "counts", "--num-warmups", "0")
         after = {n: counter(n) for n in names}
         self.assertEqual(result["config"]["model"], "aidreams")  # the first of /v1/models
         self.assertEqual(result["server_kind"], "iwb serve")
@@ -82,9 +83,14 @@ class TestBenchServe(unittest.TestCase):
         self.assertAlmostEqual(point["output_throughput"], generated / point["duration_seconds"], delta=1e-6 * generated)
 
     def test_latencies_agree_with_the_servers_timings(self):
+        before = counter("iwb:request_success")
         result, _ = bench_serve("--num-prompts", "6", "--max-concurrency", "1", "--label", "timings")
         (point,) = result["points"]
         self.assertEqual(point["num_completed"], 6)
+        # vLLM's default of one warm-up request: the server answered it, no figure counts it.
+        self.assertEqual(result["config"]["num_warmups"], 1)
+        self.assertEqual(counter("iwb:request_success") - before, 6 + 1)
+        self.assertEqual(point["server_delta"]["num_requests_finished"], 6)
         for r in point["requests"]:
             t = r["server_timings"]
             self.assertIsNotNone(t, r)

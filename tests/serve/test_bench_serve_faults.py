@@ -119,8 +119,9 @@ class FakeServer:
 
 
 def bench_serve(url, *args, timeout=60):
+    # No warm-up request: each fault is seen by exactly the four measured requests.
     start = time.time()
-    r = subprocess.run([ARGS.iwb, "bench-serve", "--base-url", url, "--db", DB, "--num-prompts", "4",
+    r = subprocess.run([ARGS.iwb, "bench-serve", "--base-url", url, "--db", DB, "--num-prompts", "4", "--num-warmups", "0",
                         "--max-concurrency", "2", "--timeout", "1", "--connect-timeout", "2",
                         "--scrape-interval", "0.1", *args], capture_output=True, text=True, timeout=timeout)
     return r, time.time() - start

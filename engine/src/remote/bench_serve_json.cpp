@@ -191,7 +191,8 @@ json config_json(const BenchServeConfig& c) {
           {"shared_prefix_len", c.shared_prefix_len},
           {"goodput", goodput},
           {"seed", c.seed},
-          {"scrape_interval_seconds", c.scrape_interval_seconds}};
+          {"scrape_interval_seconds", c.scrape_interval_seconds},
+          {"num_warmups", c.num_warmups}};
 }
 
 BenchServeConfig config_from(const json& j) {
@@ -216,6 +217,7 @@ BenchServeConfig config_from(const json& j) {
   }
   c.seed = value_or(j, "seed", c.seed);
   c.scrape_interval_seconds = value_or(j, "scrape_interval_seconds", c.scrape_interval_seconds);
+  c.num_warmups = value_or(j, "num_warmups", int64_t{0});  // runs stored before warm-ups existed had none
   return c;
 }
 

@@ -205,6 +205,22 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& config,
   result.server_kind = probe ? probe->kind : ServerKind::OpenAiNoMetrics;
   const bool has_metrics = probe && probe->kind != ServerKind::OpenAiNoMetrics;
 
+  // Warm-up requests: the first prompts, one at a time, measured by nobody. A warm-up that
+  // cannot reach the server is not an error here: the first point then reports what happens.
+  for (int64_t i = 0; i < config.num_warmups && !prompts->empty(); ++i) {
+    if (cancel && cancel->load()) break;
+    const BenchPrompt& prompt = (*prompts)[static_cast<size_t>(i) % prompts->size()];
+    RemoteRequest request;
+    request.model = result.config.model;
+    request.is_chat = prompt.is_chat;
+    request.messages = prompt.messages;
+    request.prompt = prompt.prompt;
+    request.max_tokens = config.output_len;
+    request.temperature = 0.0;
+    request.ignore_eos = true;
+    if (!client.stream(request, {}, cancel).is_ok()) break;
+  }
+
   std::vector<std::pair<int64_t, double>> loads;  // (max concurrency, request rate) per point
   if (config.sweep_concurrency.empty()) {
     loads.emplace_back(config.max_concurrency, config.request_rate);

@@ -41,6 +41,10 @@ struct BenchServeConfig {
   int64_t shared_prefix_len = 0;    // tokens of a prefix all prompts share (prefix-cache test)
   GoodputSlo goodput;
   uint64_t seed = 0;
+  // Requests sent one at a time before the first point and left out of every figure (vLLM's
+  // --num-warmups): the first request a server sees pays for lazy set-up (allocations, kernel
+  // choice, caches) and would otherwise stand as a latency outlier in the first point.
+  int64_t num_warmups = 1;
   double scrape_interval_seconds = 1.0;  // /metrics during the run; 0 = only before and after
 };
 
