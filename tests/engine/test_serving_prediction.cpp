@@ -124,7 +124,7 @@ class TestServingPrediction : public QObject {
         QCOMPARE(r8.bytes, 8 * r1.bytes);
       } else if (r1.kind == OpKind::Matmul && std::strcmp(r1.name, "ffn_down") == 0) {
         QCOMPARE(r8.flops, 8 * r1.flops);  // 2 x 8 tokens x in x out
-        QVERIFY(r8.bytes < 1.01 * r1.bytes);  // the weight dominates; activations are small
+        QVERIFY(r8.bytes < 1.05 * r1.bytes);  // the weight dominates; f32 activations add ~2%
       }
     }
     QVERIFY(!batched_decode_records(shape, 0, 10));
@@ -147,9 +147,9 @@ class TestServingPrediction : public QObject {
     QVERIFY2(p, p.error_message().c_str());
     const double hand_bytes = 15009316864.0 + 1074790400.0;
     const double hand_tokens_per_s = 8 / (hand_bytes / 3.35e12);
-    // Activations, norms and logits add under 1%.
-    QVERIFY2(p->bytes > hand_bytes && p->bytes < 1.01 * hand_bytes, qPrintable(QString::number(p->bytes)));
-    QVERIFY2(p->tokens_per_s < hand_tokens_per_s && p->tokens_per_s > 0.99 * hand_tokens_per_s,
+    // f32 activations (~0.5 MB per token and layer), norms and the logits add about 1.2%.
+    QVERIFY2(p->bytes > hand_bytes && p->bytes < 1.02 * hand_bytes, qPrintable(QString::number(p->bytes)));
+    QVERIFY2(p->tokens_per_s < hand_tokens_per_s && p->tokens_per_s > 0.98 * hand_tokens_per_s,
              qPrintable(QString::number(p->tokens_per_s)));
     QVERIFY(p->memory_bound_fraction > 0.99);
     QCOMPARE(p->num_sequences, int64_t(8));
