@@ -123,7 +123,7 @@ class TestServingPrediction : public QObject {
         QCOMPARE(r8.flops, 8 * r1.flops);
         QCOMPARE(r8.bytes, 8 * r1.bytes);
       } else if (r1.kind == OpKind::Matmul && std::strcmp(r1.name, "ffn_down") == 0) {
-        QCOMPARE(r8.flops, 8 * r1.flops);  // 2 x 8 tokens x in x out
+        QCOMPARE(r8.flops, 8 * r1.flops);     // 2 x 8 tokens x in x out
         QVERIFY(r8.bytes < 1.05 * r1.bytes);  // the weight dominates; f32 activations add ~2%
       }
     }
@@ -143,7 +143,8 @@ class TestServingPrediction : public QObject {
     // 0.12 TFLOP, take 0.12 ms at 989 TFLOP/s: memory wins) -> 8 / 4.8012 ms = 1666 tokens/s.
     const GpuDatasheet* h100 = find_gpu_datasheet("H100 SXM");
     QVERIFY(h100);
-    const auto p = predict_decode_throughput(preset("llama-3-8b"), 8, 1024, {h100->bandwidth_bytes_per_s, h100->peak_flops});
+    const auto p =
+        predict_decode_throughput(preset("llama-3-8b"), 8, 1024, {h100->bandwidth_bytes_per_s, h100->peak_flops});
     QVERIFY2(p, p.error_message().c_str());
     const double hand_bytes = 15009316864.0 + 1074790400.0;
     const double hand_tokens_per_s = 8 / (hand_bytes / 3.35e12);
@@ -173,7 +174,8 @@ class TestServingPrediction : public QObject {
   }
 
   void datasheetTableHasEveryGpuWithPositiveRoofs() {
-    for (const char* name : {"H100 SXM", "H100 PCIe", "H200 SXM", "A100 80GB SXM", "L40S", "RTX 4090", "A10G", "MI300X"}) {
+    for (const char* name :
+         {"H100 SXM", "H100 PCIe", "H200 SXM", "A100 80GB SXM", "L40S", "RTX 4090", "A10G", "MI300X"}) {
       const GpuDatasheet* g = find_gpu_datasheet(name);
       QVERIFY2(g, name);
       QVERIFY(g->bandwidth_bytes_per_s > 1e11 && g->peak_flops > 1e13);

@@ -38,6 +38,7 @@ class ModelOverviewWidget;
 class RecentFiles;
 class RooflinePanel;
 class ServerPanel;
+class ServingPanel;
 class SpecPanel;
 class WelcomePage;
 
@@ -70,6 +71,7 @@ class MainWindow : public QMainWindow {
   QuantLabPanel* quantLabPanel() const { return m_quantLabPanel; }
   SpecPanel* specPanel() const { return m_specPanel; }
   ServerPanel* serverPanel() const { return m_serverPanel; }
+  ServingPanel* servingPanel() const { return m_servingPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
   // On a machine with no stored probe of its CPU: measures its ceilings in the background so
   // the roofline has roofs, with a line and a Cancel button in the status bar. A cancelled
@@ -144,6 +146,7 @@ class MainWindow : public QMainWindow {
   QuantLabPanel* m_quantLabPanel = nullptr;
   SpecPanel* m_specPanel = nullptr;
   ServerPanel* m_serverPanel = nullptr;
+  ServingPanel* m_servingPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;

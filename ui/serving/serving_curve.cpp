@@ -24,8 +24,8 @@ const char* const kLatencyNames[] = {"ttft", "tpot", "itl", "e2el"};
 const char* const kStatNames[] = {"mean", "median", "p90", "p99", "min", "max", "count"};
 
 QStringList latencyFields(const iwb::remote::LatencyStats& s) {
-  return {number(s.mean), number(s.median), number(s.p90), number(s.p99), number(s.min), number(s.max),
-          QString::number(s.count)};
+  return {number(s.mean), number(s.median), number(s.p90),           number(s.p99),
+          number(s.min),  number(s.max),    QString::number(s.count)};
 }
 
 }  // namespace
@@ -53,19 +53,29 @@ ServingCurve servingCurve(const iwb::remote::BenchServeResult& result, LoadAxis 
 }
 
 QString servingCsv(const iwb::remote::BenchServeResult& result, const QString& label) {
-  QStringList header = {QStringLiteral("label"),          QStringLiteral("base_url"),
-                        QStringLiteral("model"),          QStringLiteral("started_at"),
-                        QStringLiteral("point"),          QStringLiteral("max_concurrency"),
-                        QStringLiteral("request_rate"),   QStringLiteral("input_len"),
-                        QStringLiteral("output_len"),     QStringLiteral("duration_s"),
-                        QStringLiteral("completed"),      QStringLiteral("failed"),
-                        QStringLiteral("errors"),         QStringLiteral("total_input_tokens"),
-                        QStringLiteral("total_output_tokens"), QStringLiteral("request_throughput"),
-                        QStringLiteral("output_throughput"),   QStringLiteral("total_token_throughput"),
+  QStringList header = {QStringLiteral("label"),
+                        QStringLiteral("base_url"),
+                        QStringLiteral("model"),
+                        QStringLiteral("started_at"),
+                        QStringLiteral("point"),
+                        QStringLiteral("max_concurrency"),
+                        QStringLiteral("request_rate"),
+                        QStringLiteral("input_len"),
+                        QStringLiteral("output_len"),
+                        QStringLiteral("duration_s"),
+                        QStringLiteral("completed"),
+                        QStringLiteral("failed"),
+                        QStringLiteral("errors"),
+                        QStringLiteral("total_input_tokens"),
+                        QStringLiteral("total_output_tokens"),
+                        QStringLiteral("request_throughput"),
+                        QStringLiteral("output_throughput"),
+                        QStringLiteral("total_token_throughput"),
                         QStringLiteral("goodput")};
   for (const char* l : kLatencyNames) {
-    for (const char* s : kStatNames) header << QStringLiteral("%1_%2%3").arg(QLatin1String(l), QLatin1String(s),
-                                                                            QLatin1String(qstrcmp(s, "count") == 0 ? "" : "_ms"));
+    for (const char* s : kStatNames)
+      header << QStringLiteral("%1_%2%3").arg(QLatin1String(l), QLatin1String(s),
+                                              QLatin1String(qstrcmp(s, "count") == 0 ? "" : "_ms"));
   }
   header << QStringLiteral("server_generation_tokens") << QStringLiteral("server_requests_finished")
          << QStringLiteral("server_preemptions") << QStringLiteral("server_prefix_cache_hit_rate")
@@ -75,7 +85,8 @@ QString servingCsv(const iwb::remote::BenchServeResult& result, const QString& l
   for (size_t i = 0; i < result.points.size(); ++i) {
     const iwb::remote::BenchServePoint& p = result.points[i];
     QStringList errors;
-    for (const auto& [kind, count] : p.errors_by_kind) errors << QStringLiteral("%1:%2").arg(QString::fromStdString(kind)).arg(count);
+    for (const auto& [kind, count] : p.errors_by_kind)
+      errors << QStringLiteral("%1:%2").arg(QString::fromStdString(kind)).arg(count);
     QStringList row = {field(label),
                        field(QString::fromStdString(cfg.endpoint.base_url)),
                        field(QString::fromStdString(cfg.model)),

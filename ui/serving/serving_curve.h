@@ -17,11 +17,11 @@ namespace iwb::ui {
 enum class LoadAxis { OutputTokensPerS, RequestsPerS };
 
 struct ServingCurve {
-  QString name;                  // the run's label, or its server and model
-  QVector<double> load;          // x, per point (LoadAxis)
+  QString name;                                      // the run's label, or its server and model
+  QVector<double> load;                              // x, per point (LoadAxis)
   QVector<double> ttftP50, ttftP99, itlP50, itlP99;  // ms, per point
-  QVector<qint64> concurrency;   // per point; 0 = no cap
-  QVector<double> outputTokensPerS;  // measured decode throughput, per point
+  QVector<qint64> concurrency;                       // per point; 0 = no cap
+  QVector<double> outputTokensPerS;                  // measured decode throughput, per point
   std::optional<iwb::remote::Knee> knee;
 };
 

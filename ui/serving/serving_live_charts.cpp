@@ -3,8 +3,8 @@
 
 #include "serving/serving_plot.h"
 
-#include <QGridLayout>
 #include <qcustomplot.h>
+#include <QGridLayout>
 
 namespace iwb::ui {
 namespace {
@@ -21,8 +21,9 @@ QCPGraph* addLine(QCustomPlot* plot, const QString& name, const QColor& color, Q
 
 ServingLiveCharts::ServingLiveCharts(QWidget* parent)
     : QWidget(parent),
-      m_latency(makeServingPlot(QStringLiteral("liveLatencyPlot"), tr("Latency (last %1 requests)").arg(ServingWorker::kLatencyWindow),
-                                tr("seconds"), tr("ms"))),
+      m_latency(makeServingPlot(QStringLiteral("liveLatencyPlot"),
+                                tr("Latency (last %1 requests)").arg(ServingWorker::kLatencyWindow), tr("seconds"),
+                                tr("ms"))),
       m_throughput(makeServingPlot(QStringLiteral("liveThroughputPlot"), tr("Output throughput"), tr("seconds"),
                                    tr("tokens/s"))),
       m_server(makeServingPlot(QStringLiteral("liveServerPlot"), tr("Server: KV cache and requests"), tr("seconds"),

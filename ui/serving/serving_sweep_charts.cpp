@@ -3,10 +3,10 @@
 
 #include "serving/serving_plot.h"
 
+#include <qcustomplot.h>
 #include <QGridLayout>
 #include <QPainter>
 #include <QPixmap>
-#include <qcustomplot.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +46,8 @@ void addSloLine(QCustomPlot* plot, double y, const QString& text) {
 ServingSweepCharts::ServingSweepCharts(QWidget* parent)
     : QWidget(parent),
       m_ttft(makeServingPlot(QStringLiteral("sweepTtftPlot"), tr("TTFT against load"), QString(), tr("ms"))),
-      m_itl(makeServingPlot(QStringLiteral("sweepItlPlot"), tr("Inter-token latency against load"), QString(), tr("ms"))),
+      m_itl(
+          makeServingPlot(QStringLiteral("sweepItlPlot"), tr("Inter-token latency against load"), QString(), tr("ms"))),
       m_decode(makeServingPlot(QStringLiteral("sweepDecodePlot"), tr("Decode throughput per concurrency"),
                                tr("concurrency"), tr("output tokens/s"))) {
   auto* grid = new QGridLayout(this);
@@ -96,12 +97,15 @@ void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
     const QColor color = servingRunColor(static_cast<int>(r));
     const QVector<double>& p50 = isTtft ? c.ttftP50 : c.itlP50;
     const QVector<double>& p99 = isTtft ? c.ttftP99 : c.itlP99;
-    addSeries(plot, tr("%1 p50").arg(c.name), color, Qt::DashLine, QCPScatterStyle::ssCircle)->setData(c.load, p50, true);
-    addSeries(plot, tr("%1 p99").arg(c.name), color, Qt::SolidLine, QCPScatterStyle::ssDisc)->setData(c.load, p99, true);
+    addSeries(plot, tr("%1 p50").arg(c.name), color, Qt::DashLine, QCPScatterStyle::ssCircle)
+        ->setData(c.load, p50, true);
+    addSeries(plot, tr("%1 p99").arg(c.name), color, Qt::SolidLine, QCPScatterStyle::ssDisc)
+        ->setData(c.load, p99, true);
     for (qsizetype i = 0; i < c.load.size(); ++i) {
       top = std::max(top, p99[i]);
       if (c.concurrency[i] > 0) {
-        addText(plot, c.load[i], p99[i], QStringLiteral("c=%1").arg(c.concurrency[i]), color, Qt::AlignHCenter | Qt::AlignBottom);
+        addText(plot, c.load[i], p99[i], QStringLiteral("c=%1").arg(c.concurrency[i]), color,
+                Qt::AlignHCenter | Qt::AlignBottom);
       }
     }
     if (c.knee) {
@@ -109,7 +113,8 @@ void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
       QCPGraph* knee = plot->addGraph();
       knee->setName(r == 0 ? tr("knee") : tr("knee (%1)").arg(c.name));
       knee->setLineStyle(QCPGraph::lsNone);
-      knee->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(QColor(0xcc, 0x22, 0x22), 2), Qt::NoBrush, 16));
+      knee->setScatterStyle(
+          QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(QColor(0xcc, 0x22, 0x22), 2), Qt::NoBrush, 16));
       knee->setData({c.load[i]}, {p99[i]});
     }
   }
@@ -125,7 +130,8 @@ void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
   plot->xAxis->setRange(std::max(0.0, x.lower - pad), x.upper + pad);
   // The SLO label sits at the axis's left edge: placed after the range is known.
   for (int i = 0; i < plot->itemCount(); ++i) {
-    if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)); t != nullptr && t->text().startsWith(QLatin1String("SLO"))) {
+    if (auto* t = qobject_cast<QCPItemText*>(plot->item(i));
+        t != nullptr && t->text().startsWith(QLatin1String("SLO"))) {
       t->position->setCoords(plot->xAxis->range().lower, t->position->coords().y());
     }
   }
@@ -168,8 +174,8 @@ void ServingSweepCharts::drawDecode() {
     }
   }
   if (!m_bound.concurrency.isEmpty()) {
-    QCPGraph* bound = addSeries(plot, tr("roofline bound: %1").arg(m_bound.label), QColor(0x55, 0x55, 0x55), Qt::DashLine,
-                                QCPScatterStyle::ssTriangle);
+    QCPGraph* bound = addSeries(plot, tr("roofline bound: %1").arg(m_bound.label), QColor(0x55, 0x55, 0x55),
+                                Qt::DashLine, QCPScatterStyle::ssTriangle);
     bound->setData(m_bound.concurrency, m_bound.tokensPerS, true);
     for (qsizetype i = 0; i < m_bound.concurrency.size(); ++i) extend(m_bound.concurrency[i], m_bound.tokensPerS[i]);
   }

@@ -16,7 +16,7 @@ class QCustomPlot;
 namespace iwb::ui {
 
 struct DecodeBound {
-  QString label;               // "H100 SXM, llama-3-8b F16"
+  QString label;  // "H100 SXM, llama-3-8b F16"
   QVector<double> concurrency;
   QVector<double> tokensPerS;  // predicted, per concurrency
 };

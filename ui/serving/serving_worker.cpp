@@ -118,7 +118,8 @@ void ServingWorker::handleProgress(const iwb::remote::BenchServeProgress& progre
     s.acceptancePerPosition.clear();
     const auto delta = iwb::remote::counter_difference(*m_firstScrape, latest);
     if (delta.spec_num_drafts && *delta.spec_num_drafts > 0) {
-      for (double accepted : delta.spec_accepted_per_position) s.acceptancePerPosition << accepted / *delta.spec_num_drafts;
+      for (double accepted : delta.spec_accepted_per_position)
+        s.acceptancePerPosition << accepted / *delta.spec_num_drafts;
     }
   }
   if (m_sinceEmit.elapsed() >= kMinEmitIntervalMs) {

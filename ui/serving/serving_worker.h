@@ -32,7 +32,7 @@ struct ServingLiveSample {
   qint64 concurrency = 0;  // the point's cap; 0 = none
   qint64 numCompleted = 0;
   qint64 numFailed = 0;
-  qint64 numPrompts = 0;   // of the point
+  qint64 numPrompts = 0;  // of the point
   // Over the newest finished requests (a sliding window of kLatencyWindow), milliseconds.
   double ttftP50 = 0, ttftP99 = 0, itlP50 = 0, itlP99 = 0;
   bool hasLatency = false;
@@ -78,9 +78,9 @@ class ServingWorker : public QObject {
   int m_pointIndex = -1;
   size_t m_numSeenRequests = 0;
   size_t m_numSeenScrapes = 0;
-  QVector<double> m_recentTtft;                            // the window: one per request
-  QVector<QVector<double>> m_recentItl;                    // every gap of those requests
-  QVector<QPair<double, qint64>> m_recentTokens;           // (seconds, output tokens) of finished requests
+  QVector<double> m_recentTtft;                              // the window: one per request
+  QVector<QVector<double>> m_recentItl;                      // every gap of those requests
+  QVector<QPair<double, qint64>> m_recentTokens;             // (seconds, output tokens) of finished requests
   std::optional<iwb::remote::ServerSnapshot> m_firstScrape;  // of the run, for speculation counters
   ServingLiveSample m_sample;
 };

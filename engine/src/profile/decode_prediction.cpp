@@ -22,7 +22,8 @@ Result<std::vector<KernelRecord>> batched_decode_records(const ModelShape& model
                                                    op_costs::AttentionSpan{1, context_tokens});
   std::vector<KernelRecord> out;
   for (const PlanOp& op : plan.body) {
-    for (int part = 0; part < num_op_records(op); ++part) out.push_back(op_record(plan, op, part, num_sequences, spans));
+    for (int part = 0; part < num_op_records(op); ++part)
+      out.push_back(op_record(plan, op, part, num_sequences, spans));
   }
   for (const PlanOp& op : plan.logits) {
     for (int part = 0; part < num_op_records(op); ++part) out.push_back(op_record(plan, op, part, num_sequences));

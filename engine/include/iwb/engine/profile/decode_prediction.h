@@ -34,9 +34,9 @@ Result<double> roofline_seconds(const std::vector<KernelRecord>& records, const 
 struct DecodePrediction {
   int64_t num_sequences = 0;
   int64_t context_tokens = 0;
-  double step_seconds = 0;     // one decode step of all sequences
-  double tokens_per_s = 0;     // num_sequences / step_seconds: the output-token throughput bound
-  double flops = 0;            // of the step
+  double step_seconds = 0;  // one decode step of all sequences
+  double tokens_per_s = 0;  // num_sequences / step_seconds: the output-token throughput bound
+  double flops = 0;         // of the step
   double bytes = 0;
   double memory_bound_fraction = 0;  // of step_seconds spent in kernels whose bytes term wins
 };

@@ -10,10 +10,10 @@
 namespace iwb {
 
 struct GpuDatasheet {
-  std::string name;                   // "H100 SXM", ...
-  double bandwidth_bytes_per_s = 0;   // HBM/GDDR peak as the vendor states it
-  double peak_flops = 0;              // dense (no 2:4 sparsity) BF16/FP16 tensor, FP32 accumulate
-  std::string note;                   // which figure was taken, and any doubt about it
+  std::string name;                  // "H100 SXM", ...
+  double bandwidth_bytes_per_s = 0;  // HBM/GDDR peak as the vendor states it
+  double peak_flops = 0;             // dense (no 2:4 sparsity) BF16/FP16 tensor, FP32 accumulate
+  std::string note;                  // which figure was taken, and any doubt about it
 };
 
 // In the order a user scans them: NVIDIA data-centre, then workstation/consumer, then AMD.
