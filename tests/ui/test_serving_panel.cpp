@@ -13,6 +13,7 @@
 
 #include <qcustomplot.h>
 #include <QImage>
+#include <QLineEdit>
 #include <QTemporaryDir>
 #include <QtTest>
 
