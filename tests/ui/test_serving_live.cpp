@@ -146,10 +146,31 @@ class TestServingLive : public QObject {
       QVERIFY(curves[0].ttftP99[i] > 0);
       QVERIFY(curves[0].itlP50[i] > 0);
     }
-    if (qEnvironmentVariableIsSet("IWB_SERVING_SCREENSHOT")) {
-      QTest::qWait(200);
-      panel.grab().save(qEnvironmentVariable("IWB_SERVING_SCREENSHOT"));
-    }
+  }
+
+  // docs/images/serving-sweep.png: IWB_SERVING_SCREENSHOT names the file to write.
+  void screenshotAfterASweep() {
+    if (!qEnvironmentVariableIsSet("IWB_SERVING_SCREENSHOT")) QSKIP("IWB_SERVING_SCREENSHOT is not set");
+    ServingPanel panel(nullptr, m_dir.filePath(QStringLiteral("screenshot.sqlite")));
+    panel.resize(1500, 900);
+    panel.show();
+    remote::BenchServeConfig c;
+    c.endpoint.base_url = m_server.baseUrl().toStdString();
+    c.model = QFileInfo(m_model).completeBaseName().toStdString();
+    c.input_len = 32;
+    c.output_len = 32;
+    c.num_prompts = 16;
+    c.sweep_concurrency = {1, 2, 4, 8};
+    c.goodput.ttft_ms = 200;
+    panel.setConfig(c);
+    panel.setLabel(QStringLiteral("iwb serve, aidreams 260K, 2 threads"));
+    panel.boundBox()->setGpu(QStringLiteral("RTX 4090"));
+    panel.boundBox()->setGgufPath(m_model);
+    QSignalSpy finished(&panel, &ServingPanel::runFinished);
+    QVERIFY(panel.start());
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 240000);
+    QTest::qWait(300);
+    QVERIFY(panel.grab().save(qEnvironmentVariable("IWB_SERVING_SCREENSHOT")));
   }
 
   void stopMidRunStoresItInterrupted() {

@@ -162,6 +162,7 @@ bool ServingPanel::start() {
   m_chartTabs->setCurrentWidget(m_live);
   setStatus(tr("Starting the load on %1…").arg(QString::fromStdString(made->endpoint.base_url)));
   updateEnabled();
+  m_worker->clearCancel();
   QMetaObject::invokeMethod(
       m_worker, [worker = m_worker, request] { worker->run(request); }, Qt::QueuedConnection);
   return true;

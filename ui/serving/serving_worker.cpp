@@ -19,7 +19,6 @@ ServingWorker::ServingWorker(QObject* parent) : QObject(parent) {
 }
 
 void ServingWorker::run(const ServingRunRequest& request) {
-  m_cancel = false;
   m_pointIndex = -1;
   m_numSeenRequests = m_numSeenScrapes = 0;
   m_recentTtft.clear();

@@ -54,6 +54,9 @@ class ServingWorker : public QObject {
   explicit ServingWorker(QObject* parent = nullptr);
 
   void cancel() { m_cancel = true; }  // any thread
+  // Before a run is handed over, from the thread that starts runs (a Stop pressed before the
+  // queued run begins still counts).
+  void clearCancel() { m_cancel = false; }
 
  public slots:
   // Blocking on this object's thread: begin the stored run, load, finish it, then runFinished
