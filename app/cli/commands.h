@@ -20,5 +20,6 @@ int run_quantize(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_imatrix(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_bench_serve(int argc, char** argv);
 
 }  // namespace iwb::cli

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"models", "list GGUF models in the folders people keep them in", iwb::cli::run_models},
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},
     {"serve", "serve a model over an OpenAI-compatible HTTP API, with Prometheus metrics", iwb::cli::run_serve},
+    {"bench-serve", "load on an OpenAI-compatible server (vLLM, SGLang, llama-server): latency, throughput, its metrics", iwb::cli::run_bench_serve},
     {"probe", "measure memory bandwidth and peak arithmetic (the roofline ceilings)", iwb::cli::run_probe},
     {"bench", "prompt and generation throughput (ppN, tgN) with MBU/MFU, recorded", iwb::cli::run_bench},
     {"batch-bench", "continuous batching: throughput, TTFT, KV blocks at several parallelisms", iwb::cli::run_batch_bench},

@@ -74,7 +74,7 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 5);
+    QCOMPARE(ResultsStore::schema_version(), 6);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
@@ -122,7 +122,7 @@ class TestResultsStore : public QObject {
          "PRAGMA user_version = 4;");
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
-    QCOMPARE(*(*store)->file_schema_version(), 5);
+    QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->peak_int8_ops, 1.9e12);                 // old figures kept

@@ -2,6 +2,7 @@
 // schema versions in PRAGMA user_version so later features add tables by migration.
 #include "iwb/engine/store/results_store.h"
 
+#include "store/serve_store.h"
 #include "store/sqlite_statement.h"
 
 #include <cstdlib>
@@ -11,8 +12,8 @@ namespace iwb {
 namespace {
 
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
-// 5: read-only bandwidth in probes, context depth in bench_runs.
-constexpr int kSchemaVersion = 5;
+// 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
+constexpr int kSchemaVersion = 6;
 
 Status exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
@@ -86,6 +87,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::open(const std::string& path
   sqlite3_busy_timeout(store->m_db, 5000);
   IWB_RETURN_IF_ERROR(exec(store->m_db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   IWB_RETURN_IF_ERROR(store->migrate());
+  IWB_RETURN_IF_ERROR(mark_abandoned_serve_runs(store->m_db));
   return store;
 }
 
@@ -156,6 +158,11 @@ Status ResultsStore::migrate() {
     if (!has_depth) return has_depth.status();
     if (!*has_depth) sql += "ALTER TABLE bench_runs ADD COLUMN n_depth INTEGER NOT NULL DEFAULT 0;";
     IWB_RETURN_IF_ERROR(exec(m_db, (sql + "PRAGMA user_version = 5; COMMIT;").c_str()));
+  }
+  if (current < 6) {
+    // `iwb bench-serve` runs against remote endpoints; earlier tables are kept as they are.
+    IWB_RETURN_IF_ERROR(
+        exec(m_db, (std::string("BEGIN;") + serve_schema_sql() + "PRAGMA user_version = 6; COMMIT;").c_str()));
   }
   return {};
 }

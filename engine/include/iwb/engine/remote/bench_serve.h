@@ -94,6 +94,12 @@ struct BenchServeProgress {
   const BenchServePoint* point = nullptr;  // valid during the call only
 };
 
+// The whole result as JSON (what `iwb bench-serve --json` prints and the store keeps): the
+// configuration without the API key, every point with its statistics, and, with_details, its
+// requests and scraped series. from_json reads it back (unknown keys ignored).
+std::string bench_serve_result_to_json(const BenchServeResult& result, bool with_details = true);
+Result<BenchServeResult> bench_serve_result_from_json(const std::string& text);
+
 // Runs the load (blocking). Fails only when nothing could be measured (endpoint unreachable
 // before the first request, bad configuration); per-request failures are counted in points.
 Result<BenchServeResult> run_bench_serve(const BenchServeConfig& config,

@@ -60,6 +60,8 @@ struct ServerSnapshot {
 ServerSnapshot map_server_metrics(const std::vector<MetricFamily>& families);
 
 // b − a for every counter and histogram both have (gauges: b's value). For a run's share.
+// A counter only b has counts from zero (servers add a labelled series with its first event); one
+// that went down (a restarted server) counts from zero too: b. A histogram whose bounds changed: b.
 ServerSnapshot counter_difference(const ServerSnapshot& a, const ServerSnapshot& b);
 
 }  // namespace iwb::remote
