@@ -1,5 +1,5 @@
-// ServingWorker: the stored run around run_bench_serve, and its progress callbacks (on this
-// thread) reduced to ServingLiveSample values at most every kMinEmitIntervalMs.
+// ServingWorker: the stored run around run_bench_serve, and its progress callbacks (on the
+// load's threads, serialised by it) reduced to ServingLiveSample values at most every kMinEmitIntervalMs.
 #include "serving/serving_worker.h"
 
 #include "iwb/engine/profile/metrics.h"

@@ -75,7 +75,8 @@ class ServingWorker : public QObject {
   void handleProgress(const iwb::remote::BenchServeProgress& progress);
 
   std::atomic<bool> m_cancel{false};
-  // Live state, touched only on this object's thread during a run.
+  // Live state: during a run touched by the load's threads, one at a time (run_bench_serve
+  // reports under its lock), and read by run() after they are joined.
   QElapsedTimer m_clock;
   QElapsedTimer m_sinceEmit;
   int m_pointIndex = -1;
