@@ -3,6 +3,7 @@
 // on the curve and a stored run, without the GUI thread ever stalling; Stop in the middle of a
 // run ends it early, stored as interrupted.
 #include "aidreams_fixture.h"
+#include "serving/serving_bound_box.h"
 #include "serving/serving_live_charts.h"
 #include "serving/serving_panel.h"
 #include "serving/serving_runs_model.h"
@@ -159,11 +160,11 @@ class TestServingLive : public QObject {
     c.model = QFileInfo(m_model).completeBaseName().toStdString();
     c.input_len = 32;
     c.output_len = 32;
-    c.num_prompts = 16;
+    c.num_prompts = 32;
     c.sweep_concurrency = {1, 2, 4, 8};
     c.goodput.ttft_ms = 200;
     panel.setConfig(c);
-    panel.setLabel(QStringLiteral("iwb serve, aidreams 260K, 2 threads"));
+    panel.setLabel(QStringLiteral("iwb serve -t 2"));
     panel.boundBox()->setGpu(QStringLiteral("RTX 4090"));
     panel.boundBox()->setGgufPath(m_model);
     QSignalSpy finished(&panel, &ServingPanel::runFinished);

@@ -86,9 +86,9 @@ int64_t storeRun(const QString& path, const remote::BenchServeResult& result, co
   return *id;
 }
 
-QCPGraph* graphNamed(QCustomPlot* plot, const QString& name) {
-  for (int i = 0; i < plot->graphCount(); ++i) {
-    if (plot->graph(i)->name() == name) return plot->graph(i);
+QCPAbstractPlottable* plottableNamed(QCustomPlot* plot, const QString& name) {
+  for (int i = 0; i < plot->plottableCount(); ++i) {
+    if (plot->plottable(i)->name() == name) return plot->plottable(i);
   }
   return nullptr;
 }
@@ -178,12 +178,15 @@ class TestServingPanel : public QObject {
     ServingSweepCharts* charts = panel.sweepCharts();
     QCOMPARE(charts->curves().size(), 2);
     QCOMPARE(charts->curves()[1].load, (QVector<double>{200, 380, 600, 620}));
-    QCPGraph* p99 = graphNamed(charts->itlPlot(), QStringLiteral("server B p99"));
+    auto* p99 = dynamic_cast<QCPCurve*>(plottableNamed(charts->itlPlot(), QStringLiteral("server B p99")));
     QVERIFY(p99);
     QCOMPARE(p99->dataCount(), 4);
+    QCOMPARE(p99->data()->at(2)->key, 600.0);  // c=4: 2 x 300 tokens/s
     QCOMPARE(p99->data()->at(2)->value, 13.0);
-    QVERIFY(graphNamed(charts->ttftPlot(), QStringLiteral("knee")));
-    QVERIFY(graphNamed(charts->decodePlot(), QStringLiteral("server A measured")));
+    auto* knee = dynamic_cast<QCPGraph*>(plottableNamed(charts->ttftPlot(), QStringLiteral("knee")));
+    QVERIFY(knee);
+    QCOMPARE(knee->data()->at(0)->key, 300.0);  // run A's c=4
+    QVERIFY(plottableNamed(charts->decodePlot(), QStringLiteral("server A")));
 
     const QString csvPath = dir.filePath(QStringLiteral("runs.csv"));
     QString error;
@@ -217,7 +220,7 @@ class TestServingPanel : public QObject {
     panel.runsModel()->setShown(a, true);
     QCPGraph* bound = nullptr;
     for (int i = 0; i < panel.sweepCharts()->decodePlot()->graphCount(); ++i) {
-      if (panel.sweepCharts()->decodePlot()->graph(i)->name().startsWith(QLatin1String("roofline bound: H100 SXM"))) {
+      if (panel.sweepCharts()->decodePlot()->graph(i)->name().startsWith(QLatin1String("bound: H100 SXM"))) {
         bound = panel.sweepCharts()->decodePlot()->graph(i);
       }
     }

@@ -14,6 +14,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 
+#include <algorithm>
 #include <limits>
 
 namespace iwb::ui {
@@ -147,6 +148,10 @@ iwb::Result<iwb::remote::BenchServeConfig> ServingPanel::config() const {
     }
     c.sweep_concurrency.push_back(value);
   }
+  // Ascending and once each: the curve and its knee read the points in the order offered.
+  std::sort(c.sweep_concurrency.begin(), c.sweep_concurrency.end());
+  c.sweep_concurrency.erase(std::unique(c.sweep_concurrency.begin(), c.sweep_concurrency.end()),
+                            c.sweep_concurrency.end());
   if (m_ttftSloBox->value() > 0) c.goodput.ttft_ms = m_ttftSloBox->value();
   if (m_tpotSloBox->value() > 0) c.goodput.tpot_ms = m_tpotSloBox->value();
   return c;

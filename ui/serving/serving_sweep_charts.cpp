@@ -23,6 +23,19 @@ QCPGraph* addSeries(QCustomPlot* plot, const QString& name, const QColor& color,
   return g;
 }
 
+// A latency curve joins its points in the order the load was offered (concurrency ascending),
+// not by x: a server past its knee can achieve less throughput at a higher concurrency, and
+// the line then turns back, which is the point of the chart.
+QCPCurve* addCurve(QCustomPlot* plot, const QString& name, const QColor& color, Qt::PenStyle style,
+                   QCPScatterStyle::ScatterShape shape, const QVector<double>& x, const QVector<double>& y) {
+  auto* c = new QCPCurve(plot->xAxis, plot->yAxis);
+  c->setName(name);
+  c->setPen(QPen(color, 2, style));
+  c->setScatterStyle(QCPScatterStyle(shape, color, color, 7));
+  c->setData(x, y);
+  return c;
+}
+
 void addText(QCustomPlot* plot, double x, double y, const QString& text, const QColor& color, Qt::Alignment align) {
   auto* t = new QCPItemText(plot);
   t->position->setCoords(x, y);
@@ -62,7 +75,6 @@ ServingSweepCharts::ServingSweepCharts(QWidget* parent)
   QSharedPointer<QCPAxisTickerLog> base2(new QCPAxisTickerLog);
   base2->setLogBase(2);
   m_decode->xAxis->setTicker(base2);
-  m_decode->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   redraw();
 }
 
@@ -89,7 +101,7 @@ void ServingSweepCharts::redraw() {
 }
 
 void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
-  plot->clearGraphs();
+  plot->clearPlottables();
   plot->clearItems();
   double top = 1;
   for (qsizetype r = 0; r < m_curves.size(); ++r) {
@@ -97,10 +109,8 @@ void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
     const QColor color = servingRunColor(static_cast<int>(r));
     const QVector<double>& p50 = isTtft ? c.ttftP50 : c.itlP50;
     const QVector<double>& p99 = isTtft ? c.ttftP99 : c.itlP99;
-    addSeries(plot, tr("%1 p50").arg(c.name), color, Qt::DashLine, QCPScatterStyle::ssCircle)
-        ->setData(c.load, p50, true);
-    addSeries(plot, tr("%1 p99").arg(c.name), color, Qt::SolidLine, QCPScatterStyle::ssDisc)
-        ->setData(c.load, p99, true);
+    addCurve(plot, tr("%1 p50").arg(c.name), color, Qt::DashLine, QCPScatterStyle::ssCircle, c.load, p50);
+    addCurve(plot, tr("%1 p99").arg(c.name), color, Qt::SolidLine, QCPScatterStyle::ssDisc, c.load, p99);
     for (qsizetype i = 0; i < c.load.size(); ++i) {
       top = std::max(top, p99[i]);
       if (c.concurrency[i] > 0) {
@@ -140,7 +150,7 @@ void ServingSweepCharts::drawLatency(QCustomPlot* plot, bool isTtft) {
 
 void ServingSweepCharts::drawDecode() {
   QCustomPlot* plot = m_decode;
-  plot->clearGraphs();
+  plot->clearPlottables();
   plot->clearItems();
   double low = 1e300, high = 0, cLow = 1e300, cHigh = 0;
   auto extend = [&](double c, double v) {
@@ -159,9 +169,8 @@ void ServingSweepCharts::drawDecode() {
       ys << c.outputTokensPerS[i];
       extend(xs.back(), ys.back());
     }
-    addSeries(plot, tr("%1 measured").arg(c.name), servingRunColor(static_cast<int>(r)), Qt::SolidLine,
-              QCPScatterStyle::ssDisc)
-        ->setData(xs, ys, true);
+    addSeries(plot, c.name, servingRunColor(static_cast<int>(r)), Qt::SolidLine, QCPScatterStyle::ssDisc)
+        ->setData(xs, ys);
     // How far the server is from the bound, at each measured concurrency of the first run.
     if (r == 0) {
       for (qsizetype i = 0; i < xs.size(); ++i) {
@@ -174,14 +183,14 @@ void ServingSweepCharts::drawDecode() {
     }
   }
   if (!m_bound.concurrency.isEmpty()) {
-    QCPGraph* bound = addSeries(plot, tr("roofline bound: %1").arg(m_bound.label), QColor(0x55, 0x55, 0x55),
-                                Qt::DashLine, QCPScatterStyle::ssTriangle);
-    bound->setData(m_bound.concurrency, m_bound.tokensPerS, true);
+    QCPGraph* bound = addSeries(plot, tr("bound: %1").arg(m_bound.label), QColor(0x55, 0x55, 0x55), Qt::DashLine,
+                                QCPScatterStyle::ssTriangle);
+    bound->setData(m_bound.concurrency, m_bound.tokensPerS);
     for (qsizetype i = 0; i < m_bound.concurrency.size(); ++i) extend(m_bound.concurrency[i], m_bound.tokensPerS[i]);
   }
   if (high > 0) {
-    plot->xAxis->setRange(cLow / 1.5, cHigh * 1.5);
-    plot->yAxis->setRange(low / 2, high * 3);
+    plot->xAxis->setRange(cLow / 1.5, cHigh * 2);  // room for the share labels on the right
+    plot->yAxis->setRange(low / 2, high * 10);     // and for the legend above the bound
   } else {
     plot->xAxis->setRange(0.7, 70);
     plot->yAxis->setRange(1, 1e4);
