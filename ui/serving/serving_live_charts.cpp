@@ -43,6 +43,11 @@ ServingLiveCharts::ServingLiveCharts(QWidget* parent)
   ticker->setTickStep(1.0);
   ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
   m_acceptance->xAxis->setTicker(ticker);
+  m_acceptanceNote = new QCPItemText(m_acceptance);
+  m_acceptanceNote->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_acceptanceNote->position->setCoords(0.5, 0.5);
+  m_acceptanceNote->setText(tr("The server reports no speculative decoding"));
+  m_acceptanceNote->setColor(palette().color(QPalette::PlaceholderText));
   clear();
 }
 
@@ -66,6 +71,7 @@ void ServingLiveCharts::clear() {
   m_acceptanceBars->setBrush(servingRunColor(0));
   m_acceptance->xAxis->setRange(0.3, 4.7);
   m_acceptance->yAxis->setRange(0, 105);
+  m_acceptanceNote->setVisible(true);
   m_numSamples = 0;
   rescale();
 }
@@ -88,6 +94,7 @@ void ServingLiveCharts::addSample(const ServingLiveSample& s) {
     accepted << 100.0 * s.acceptancePerPosition[i];
   }
   m_acceptanceBars->setData(positions, accepted, true);
+  m_acceptanceNote->setVisible(positions.isEmpty());
   m_acceptance->xAxis->setRange(0.3, std::max<double>(4, static_cast<double>(positions.size())) + 0.7);
   rescale();
 }

@@ -9,6 +9,7 @@
 
 class QCustomPlot;
 class QCPBars;
+class QCPItemText;
 
 namespace iwb::ui {
 
@@ -35,6 +36,7 @@ class ServingLiveCharts : public QWidget {
   QCustomPlot* m_server;
   QCustomPlot* m_acceptance;
   QCPBars* m_acceptanceBars = nullptr;
+  QCPItemText* m_acceptanceNote = nullptr;  // "not reported" while there are no bars
   int m_numSamples = 0;
 };
 
