@@ -1,6 +1,7 @@
 // The Serving tab without a server: a synthetic sweep's curve data, knee and CSV; the stored-
 // runs table's ticks; two stored runs overlaid on the sweep charts and exported (CSV, PNG);
 // and the roofline bound drawn beside the measured decode throughput.
+#include "remote/remote_endpoints.h"
 #include "serving/serving_bound_box.h"
 #include "serving/serving_curve.h"
 #include "serving/serving_panel.h"
@@ -12,8 +13,11 @@
 #include "iwb/engine/store/results_store.h"
 
 #include <qcustomplot.h>
+#include <QComboBox>
 #include <QImage>
 #include <QLineEdit>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -99,6 +103,14 @@ class TestServingPanel : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() {
+    // The endpoint registry remembers endpoints in QSettings: a settings file of the test's own.
+    QStandardPaths::setTestModeEnabled(true);
+    QSettings::setDefaultFormat(QSettings::IniFormat);
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, m_settingsDir.path());
+    QSettings().clear();
+  }
+
   void curveOfASweep() {
     const auto result = syntheticSweep("http://a:8000", 1.0);
     const ServingCurve c = servingCurve(result, LoadAxis::OutputTokensPerS, QStringLiteral("run a"));
@@ -239,6 +251,40 @@ class TestServingPanel : public QObject {
     QVERIFY(panel.boundBox()->message().contains(QLatin1String("missing.gguf")));
   }
 
+  void endpointAndModelFromTheConnectedEndpoints() {
+    QTemporaryDir dir;
+    RemoteEndpoints endpoints(ApiKeyStore::Mode::SessionOnly);
+    RemoteEndpointInfo info;
+    info.baseUrl = QStringLiteral("http://gpu-box:8000");
+    info.displayName = QStringLiteral("vLLM at gpu-box:8000");
+    info.models = {QStringLiteral("Qwen3-8B"), QStringLiteral("Qwen3-0.6B")};
+    info.defaultModel = QStringLiteral("Qwen3-0.6B");
+    info.kind = remote::ServerKind::Vllm;
+    info.hasApiKey = true;
+    info.endpoint.base_url = "http://gpu-box:8000";
+    info.endpoint.api_key = "sk-serving-test";
+    endpoints.addOrUpdate(info);
+    ServingPanel panel(nullptr, dir.filePath(QStringLiteral("results.sqlite")));
+    panel.setEndpoints(&endpoints);
+    auto* models = panel.findChild<QComboBox*>(QStringLiteral("servingModelBox"));
+    QCOMPARE(models->count(), 2);
+    auto made = panel.config();
+    QVERIFY2(made, made.error_message().c_str());
+    QCOMPARE(made->endpoint.base_url, std::string("http://gpu-box:8000"));
+    QCOMPARE(made->model, std::string("Qwen3-0.6B"));                  // the dialog's pick
+    QCOMPARE(made->endpoint.api_key, std::string("sk-serving-test"));  // from the registry, never typed
+    // Typed the way people type it, it is still the connected endpoint (with its key).
+    panel.findChild<QComboBox*>(QStringLiteral("servingEndpointBox"))->setCurrentText(QStringLiteral("gpu-box:8000/"));
+    made = panel.config();
+    QVERIFY(made);
+    QCOMPARE(made->endpoint.api_key, std::string("sk-serving-test"));
+    // A new endpoint connected later is offered too.
+    info.baseUrl = QStringLiteral("http://other:30000");
+    info.endpoint.base_url = "http://other:30000";
+    endpoints.addOrUpdate(info);
+    QCOMPARE(panel.findChild<QComboBox*>(QStringLiteral("servingEndpointBox"))->count(), 2);
+  }
+
   void badSettingsAreRefusedWithAReason() {
     QTemporaryDir dir;
     ServingPanel panel(nullptr, dir.filePath(QStringLiteral("results.sqlite")));
@@ -254,6 +300,9 @@ class TestServingPanel : public QObject {
     QVERIFY(panel.statusText().contains(QLatin1String("\"x\"")));
     QVERIFY(!panel.isRunning());
   }
+
+ private:
+  QTemporaryDir m_settingsDir;
 };
 
 QTEST_MAIN(TestServingPanel)

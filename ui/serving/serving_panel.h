@@ -28,6 +28,7 @@ namespace iwb::ui {
 
 class EngineController;
 class RemoteEndpoints;
+struct RemoteEndpointInfo;
 class ServingBoundBox;
 class ServingLiveCharts;
 class ServingRunsModel;
@@ -78,6 +79,7 @@ class ServingPanel : public QWidget {
   QWidget* makeRunsBox();
   void refillEndpoints();
   void refillModels();
+  const RemoteEndpointInfo* connectedEndpoint() const;
   void handleSample(const ServingLiveSample& sample);
   void handleFinished(qint64 runId, const iwb::remote::BenchServeResult& result, const QString& status,
                       const QString& error);

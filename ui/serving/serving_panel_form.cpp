@@ -118,7 +118,7 @@ iwb::Result<iwb::remote::BenchServeConfig> ServingPanel::config() const {
   const QString url = m_endpointBox->currentText().trimmed();
   if (url.isEmpty())
     return iwb::make_error(iwb::ErrorCode::InvalidArgument, tr("Give the endpoint's base URL.").toStdString());
-  const RemoteEndpointInfo* known = m_endpoints ? m_endpoints->find(url) : nullptr;
+  const RemoteEndpointInfo* known = connectedEndpoint();
   if (known != nullptr) {
     c.endpoint = known->endpoint;
   } else {
@@ -201,12 +201,24 @@ void ServingPanel::refillEndpoints() {
 }
 
 void ServingPanel::refillModels() {
-  const RemoteEndpointInfo* known = m_endpoints ? m_endpoints->find(m_endpointBox->currentText().trimmed()) : nullptr;
+  const RemoteEndpointInfo* known = connectedEndpoint();
   if (known == nullptr) return;  // a typed URL: the model is typed too
   const QString typed = m_modelBox->currentText();
   m_modelBox->clear();
   m_modelBox->addItems(known->models);
-  if (!typed.isEmpty() && known->models.contains(typed)) m_modelBox->setCurrentText(typed);
+  if (!typed.isEmpty() && known->models.contains(typed)) {
+    m_modelBox->setCurrentText(typed);
+  } else if (!known->defaultModel.isEmpty()) {
+    m_modelBox->setCurrentText(known->defaultModel);
+  }
+}
+
+const RemoteEndpointInfo* ServingPanel::connectedEndpoint() const {
+  if (!m_endpoints) return nullptr;
+  // "gpu-box:8000/" typed finds "http://gpu-box:8000" connected.
+  const QString typed = m_endpointBox->currentText().trimmed();
+  const QString normalized = RemoteEndpoints::normalizedBaseUrl(typed);
+  return m_endpoints->find(normalized.isEmpty() ? typed : normalized);
 }
 
 }  // namespace iwb::ui
