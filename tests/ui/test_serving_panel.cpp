@@ -16,6 +16,7 @@
 #include <QComboBox>
 #include <QImage>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -283,6 +284,31 @@ class TestServingPanel : public QObject {
     info.endpoint.base_url = "http://other:30000";
     endpoints.addOrUpdate(info);
     QCOMPARE(panel.findChild<QComboBox*>(QStringLiteral("servingEndpointBox"))->count(), 2);
+  }
+
+  void unreachableEndpointIsStoredAsFailedWithTheReason() {
+    // Port 1 on loopback: nothing listens, every connection is refused at once.
+    QTemporaryDir dir;
+    const QString db = dir.filePath(QStringLiteral("results.sqlite"));
+    ServingPanel panel(nullptr, db);
+    remote::BenchServeConfig c;
+    c.endpoint.base_url = "http://127.0.0.1:1";
+    c.model = "m";
+    c.num_prompts = 2;
+    c.input_len = 8;
+    c.output_len = 4;
+    panel.setConfig(c);
+    QSignalSpy finished(&panel, &ServingPanel::runFinished);
+    QVERIFY(panel.start());
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+    QCOMPARE(finished[0][1].toString(), QStringLiteral("failed"));
+    QVERIFY2(
+        panel.statusText().contains(QLatin1String("failed")) && panel.statusText().contains(QLatin1String("reached")),
+        qPrintable(panel.statusText()));
+    QCOMPARE(panel.runsModel()->rowCount(), 1);
+    QCOMPARE(panel.runsModel()->data(panel.runsModel()->index(0, ServingRunsModel::Status), Qt::DisplayRole).toString(),
+             QStringLiteral("failed"));
+    QVERIFY(panel.startButton()->isEnabled());
   }
 
   void badSettingsAreRefusedWithAReason() {
