@@ -187,7 +187,14 @@ class TestServingLive : public QObject {
     panel.setConfig(c);
     QSignalSpy finished(&panel, &ServingPanel::runFinished);
     QVERIFY(panel.start());
-    QTRY_VERIFY_WITH_TIMEOUT(panel.liveCharts()->numSamples() > 0, 60000);
+    // A second and a half of live updates: the GUI thread keeps turning all along.
+    QElapsedTimer running;
+    running.start();
+    const qint64 stall =
+        longestStall([&] { return panel.liveCharts()->numSamples() > 0 && running.elapsed() > 1500; }, 60000);
+    QVERIFY(panel.liveCharts()->numSamples() > 0);
+    QVERIFY2(stall < 1000, qPrintable(QStringLiteral("the GUI thread stalled for %1 ms").arg(stall)));
+    QVERIFY(panel.isRunning());
     QElapsedTimer stopping;
     stopping.start();
     panel.stopButton()->click();
