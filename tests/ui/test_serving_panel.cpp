@@ -129,6 +129,13 @@ class TestServingPanel : public QObject {
     withSlo.config.goodput.ttft_ms = 70;
     QCOMPARE(servingCurve(withSlo, LoadAxis::OutputTokensPerS, QString()).knee->index, size_t(1));
     QCOMPARE(pointLabel(result.points[2]), QStringLiteral("c=4"));
+    // A point where every request failed is not drawn (and not a knee candidate).
+    auto withFailedPoint = result;
+    withFailedPoint.points[1].num_completed = 0;
+    withFailedPoint.points[1].num_failed = 20;
+    const ServingCurve partial = servingCurve(withFailedPoint, LoadAxis::OutputTokensPerS, QString());
+    QCOMPARE(partial.concurrency, (QVector<qint64>{1, 4, 8}));
+    QCOMPARE(partial.knee->index, size_t(1));  // c=4, now the second drawn point
   }
 
   void csvHasEveryStatisticOfEveryPoint() {
@@ -153,6 +160,18 @@ class TestServingPanel : public QObject {
     QCOMPARE(value("errors"), QStringLiteral("timeout:2"));
     QCOMPARE(value("server_prefix_cache_hit_rate"), QStringLiteral("0.25"));
     QCOMPARE(value("server_spec_acceptance_rate"), QString());  // not reported, not 0
+  }
+
+  void failuresAreSummarisedWithTheFirstMessage() {
+    auto result = syntheticSweep("http://a:8000", 1.0);
+    QCOMPARE(failureSummary(result), QStringLiteral("2 of 82 requests failed (2 timeout)"));
+    remote::RequestRecord cancelled, refused;
+    cancelled.error = {remote::RemoteErrorKind::Cancelled, 0, "cancelled"};
+    refused.error = {remote::RemoteErrorKind::HttpError, 400, "HTTP 400: the prompt is 327 tokens"};
+    result.points[3].requests = {cancelled, refused};
+    QCOMPARE(failureSummary(result),
+             QStringLiteral("2 of 82 requests failed (2 timeout). First: HTTP 400: the prompt is 327 tokens"));
+    QCOMPARE(failureSummary(remote::BenchServeResult{}), QString());
   }
 
   void runsTableKeepsAtMostTwoTicked() {

@@ -3,6 +3,8 @@
 
 #include <QStringList>
 
+#include <map>
+
 namespace iwb::ui {
 namespace {
 
@@ -39,7 +41,13 @@ QString pointLabel(const iwb::remote::BenchServePoint& point) {
 ServingCurve servingCurve(const iwb::remote::BenchServeResult& result, LoadAxis axis, const QString& name) {
   ServingCurve c;
   c.name = name;
+  // A point where every request failed has no latency to draw (its statistics are zeros, not
+  // measurements): it stays out of the curve and the knee, and in the CSV.
+  std::vector<iwb::remote::BenchServePoint> measured;
   for (const iwb::remote::BenchServePoint& p : result.points) {
+    if (p.num_completed > 0) measured.push_back(p);
+  }
+  for (const iwb::remote::BenchServePoint& p : measured) {
     c.load << (axis == LoadAxis::OutputTokensPerS ? p.output_throughput : p.request_throughput);
     c.ttftP50 << p.ttft.median;
     c.ttftP99 << p.ttft.p99;
@@ -48,8 +56,35 @@ ServingCurve servingCurve(const iwb::remote::BenchServeResult& result, LoadAxis 
     c.concurrency << p.max_concurrency;
     c.outputTokensPerS << p.output_throughput;
   }
-  c.knee = iwb::remote::find_knee(iwb::remote::load_curve(result.points), result.config.goodput);
+  c.knee = iwb::remote::find_knee(iwb::remote::load_curve(measured), result.config.goodput);
   return c;
+}
+
+QString failureSummary(const iwb::remote::BenchServeResult& result) {
+  qint64 numRequests = 0, numFailed = 0;
+  std::map<std::string, int64_t> errors;
+  QString first;
+  for (const iwb::remote::BenchServePoint& p : result.points) {
+    numRequests += p.num_completed + p.num_failed;
+    numFailed += p.num_failed;
+    for (const auto& [kind, count] : p.errors_by_kind) errors[kind] += count;
+    for (const iwb::remote::RequestRecord& r : p.requests) {
+      if (first.isEmpty() && r.error.kind != iwb::remote::RemoteErrorKind::None &&
+          r.error.kind != iwb::remote::RemoteErrorKind::Cancelled) {
+        first = QString::fromStdString(r.error.message);
+      }
+    }
+  }
+  if (numFailed == 0) return {};
+  QStringList kinds;
+  for (const auto& [kind, count] : errors)
+    kinds << QStringLiteral("%1 %2").arg(count).arg(QString::fromStdString(kind));
+  QString text = QStringLiteral("%1 of %2 requests failed (%3)")
+                     .arg(numFailed)
+                     .arg(numRequests)
+                     .arg(kinds.join(QLatin1String(", ")));
+  if (!first.isEmpty()) text += QStringLiteral(". First: ") + first;
+  return text;
 }
 
 QString servingCsv(const iwb::remote::BenchServeResult& result, const QString& label) {

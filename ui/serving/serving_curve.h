@@ -25,10 +25,16 @@ struct ServingCurve {
   std::optional<iwb::remote::Knee> knee;
 };
 
+// Points without a completed request are left out (nothing measured to draw).
 ServingCurve servingCurve(const iwb::remote::BenchServeResult& result, LoadAxis axis, const QString& name);
 
 // "c=4" for a capped point, "rate 8/s" for an open-loop one, "inf" for neither.
 QString pointLabel(const iwb::remote::BenchServePoint& point);
+
+// "3 of 40 requests failed (2 http, 1 timeout). First: HTTP 400 …": the failures of a run and
+// the first one's message (what the user can act on); empty when none failed. Cancelled
+// requests (a Stop) count as failed but their message is not the first one shown.
+QString failureSummary(const iwb::remote::BenchServeResult& result);
 
 // One header line and one line per point: the run's label and settings, every throughput,
 // every latency statistic (mean, median, p90, p99, min, max, count of TTFT, TPOT, ITL and

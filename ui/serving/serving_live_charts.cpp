@@ -38,7 +38,7 @@ ServingLiveCharts::ServingLiveCharts(QWidget* parent)
   grid->addWidget(m_acceptance, 1, 1);
   m_server->yAxis2->setVisible(true);
   m_server->yAxis2->setLabel(tr("requests"));
-  m_acceptance->legend->setVisible(false);
+  m_acceptance->legend->setVisible(false);  // bars need no legend
   QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
   ticker->setTickStep(1.0);
   ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);

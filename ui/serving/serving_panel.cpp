@@ -195,6 +195,8 @@ void ServingPanel::handleFinished(qint64 runId, const iwb::remote::BenchServeRes
   m_runningId = 0;
   m_loaded.insert(runId, result);
   QString text = tr("Run %1 %2: %n point(s)", nullptr, static_cast<int>(result.points.size())).arg(runId).arg(status);
+  const QString failures = failureSummary(result);
+  if (!failures.isEmpty()) text += QLatin1String(", ") + failures;
   if (!error.isEmpty()) text += QLatin1String(" — ") + error;
   setStatus(text);
   updateEnabled();

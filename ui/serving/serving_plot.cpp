@@ -15,7 +15,14 @@ QCustomPlot* makeServingPlot(const QString& objectName, const QString& title, co
   plot->yAxis->setLabel(y);
   plot->legend->setVisible(true);
   plot->legend->setFont(QFont(plot->font().family(), 8));
-  plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  // Below the axes, two entries a row: inside them it hides points (sweep curves go anywhere).
+  plot->axisRect()->insetLayout()->take(plot->legend);
+  plot->plotLayout()->addElement(2, 0, plot->legend);
+  plot->plotLayout()->setRowStretchFactor(2, 0.001);
+  plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot->legend->setWrap(2);
+  plot->legend->setBorderPen(Qt::NoPen);
+  plot->legend->setMargins(QMargins(4, 0, 4, 2));
   return plot;
 }
 

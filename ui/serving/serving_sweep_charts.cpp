@@ -75,6 +75,7 @@ ServingSweepCharts::ServingSweepCharts(QWidget* parent)
   QSharedPointer<QCPAxisTickerLog> base2(new QCPAxisTickerLog);
   base2->setLogBase(2);
   m_decode->xAxis->setTicker(base2);
+  m_decode->legend->setWrap(1);  // long names: the bound's GPU and model
   redraw();
 }
 
@@ -190,7 +191,7 @@ void ServingSweepCharts::drawDecode() {
   }
   if (high > 0) {
     plot->xAxis->setRange(cLow / 1.5, cHigh * 2);  // room for the share labels on the right
-    plot->yAxis->setRange(low / 2, high * 10);     // and for the legend above the bound
+    plot->yAxis->setRange(low / 2, high * 3);
   } else {
     plot->xAxis->setRange(0.7, 70);
     plot->yAxis->setRange(1, 1e4);
