@@ -11,6 +11,7 @@
 
 #include "iwb/engine/store/results_store.h"
 
+#include <qcustomplot.h>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QProcess>
@@ -147,6 +148,21 @@ class TestServingLive : public QObject {
       QVERIFY(curves[0].ttftP99[i] > 0);
       QVERIFY(curves[0].itlP50[i] > 0);
     }
+
+    // The served model is the one open in the workbench (same file stem): its shape is the
+    // bound's, picked without asking.
+    panel.boundBox()->setLocalModelPath(m_model);
+    panel.runsModel()->setShown(id, false);
+    panel.runsModel()->setShown(id, true);
+    QCustomPlot* decode = panel.sweepCharts()->decodePlot();
+    bool hasLocalBound = false;
+    for (int i = 0; i < decode->plottableCount(); ++i) {
+      const QString name = decode->plottable(i)->name();
+      if (name.startsWith(QLatin1String("bound: H100 SXM")) && name.contains(QLatin1String("aidreams260K"))) {
+        hasLocalBound = decode->plottable(i)->interface1D()->dataCount() == 2;  // c = 1, 2
+      }
+    }
+    QVERIFY2(hasLocalBound, qPrintable(panel.boundBox()->message()));
   }
 
   // docs/images/serving-sweep.png: IWB_SERVING_SCREENSHOT names the file to write.
