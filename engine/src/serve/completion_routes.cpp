@@ -135,6 +135,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.max_new_tokens = static_cast<int32_t>(max_new);
       r.stop_strings = stops;
       r.num_top_logprobs = params.num_top_logprobs;
+      r.stop_at_end_of_generation = !params.ignore_eos;
       requests.push_back(std::move(r));
     }
   }

@@ -45,6 +45,7 @@ struct CompletionParams {
   bool is_stream = false;
   bool include_usage = false;            // stream_options.include_usage
   int32_t num_top_logprobs = -1;         // -1: no logprobs; 0: the chosen token's; N: also the top N
+  bool ignore_eos = false;               // vLLM's and llama-server's extension: generate max_tokens (load tests)
 };
 
 struct ChatCompletionRequest {
