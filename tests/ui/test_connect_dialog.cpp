@@ -10,6 +10,8 @@
 #include "remote_fixtures.h"
 
 #include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -82,6 +84,7 @@ class TestConnectDialog : public QObject {
   void refusedKeyThenAcceptedKey();
   void refusedConnection();
   void silentServerTimesOutWithoutBlocking();
+  void closingDoesNotWaitForASilentServer();
   void notAnOpenAiServer();
   void garbageModelList();
   void serverWithoutUsableMetrics_data();
@@ -139,6 +142,20 @@ void TestConnectDialog::connectsToIwbServe() {
   QCOMPARE(info.defaultModel, result.models.at(0));
   QVERIFY(!info.hasApiKey);
   QVERIFY2(info.displayName.contains(QLatin1String("iwb serve")), qPrintable(info.displayName));
+
+  // The next time: the server is offered, fills the form, and can be forgotten.
+  ConnectDialog again(&endpoints);
+  again.show();
+  QVERIFY(again.knownServersBox()->isVisible());
+  QCOMPARE(again.knownServersBox()->count(), 1);
+  QVERIFY(again.urlEdit()->text().isEmpty());
+  emit again.knownServersBox()->activated(0);
+  QCOMPARE(again.urlEdit()->text(), m_serve.baseUrl());
+  QVERIFY(settingsFileText().contains(m_serve.baseUrl().toUtf8()));
+  QTest::mouseClick(again.forgetButton(), Qt::LeftButton);
+  QVERIFY(endpoints.endpoints().isEmpty());
+  QVERIFY(!again.knownServersBox()->isVisible());
+  QVERIFY(!settingsFileText().contains(m_serve.baseUrl().toUtf8()));
 }
 
 void TestConnectDialog::refusedKeyThenAcceptedKey() {
@@ -201,6 +218,23 @@ void TestConnectDialog::silentServerTimesOutWithoutBlocking() {
   QVERIFY2(numTicks >= 20, qPrintable(QString::number(numTicks)));
   QVERIFY(dialog.statusLabel()->text().contains(QLatin1String("did not answer")));
   QVERIFY(dialog.connectButton()->isEnabled());
+}
+
+void TestConnectDialog::closingDoesNotWaitForASilentServer() {
+  FakeHttpServer silent([](const FakeRequest&, QTcpSocket*) {});
+  QElapsedTimer timer;
+  {
+    RemoteEndpoints endpoints(ApiKeyStore::Mode::SessionOnly);
+    ConnectDialog dialog(&endpoints);
+    dialog.setProbeTimeout(20);
+    dialog.show();
+    QTest::keyClicks(dialog.urlEdit(), silent.baseUrl());
+    QTest::mouseClick(dialog.connectButton(), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(silent.numRequests(), 1, kTimeoutMs);
+    QVERIFY(dialog.isProbing());
+    timer.start();
+  }  // the window (and its registry) closes with the probe in flight
+  QVERIFY2(timer.elapsed() < 2000, qPrintable(QString::number(timer.elapsed())));
 }
 
 void TestConnectDialog::notAnOpenAiServer() {

@@ -115,6 +115,7 @@ class TestRemoteChat : public QObject {
   void samplingSettingsPassThrough();
   void deadEndpointIsAMessage();
   void serverErrorIsAMessage();
+  void refusedKeyIsAMessage();
   void droppedStreamKeepsPartialText();
   void silentServerTimesOut();
   void stopEndsARemoteReply();
@@ -283,6 +284,28 @@ void TestRemoteChat::serverErrorIsAMessage() {
   QVERIFY2(message.contains(QLatin1String("500")) && message.contains(QLatin1String("CUDA out of memory")),
            qPrintable(message));
   QVERIFY(chat.panel->messageBar()->detail().contains(QLatin1String("CUDA out of memory")));
+}
+
+void TestRemoteChat::refusedKeyIsAMessage() {
+  iwb::test::IwbServe keyed;
+  QString why;
+  QVERIFY2(keyed.start(m_gguf, {QStringLiteral("--api-key"), QStringLiteral("sk-right")}, &why), qPrintable(why));
+  Chat chat(dbPath("bad-key"));
+  RemoteEndpointInfo info = endpointAt(keyed.baseUrl(), {m_servedModel});
+  info.hasApiKey = true;
+  info.endpoint.api_key = "sk-wrong";  // what a stale keyring entry would give
+  chat.endpoints.addOrUpdate(info);
+  QVERIFY(chat.panel->setRunsOn(keyed.baseUrl()));
+  QSignalSpy failed(chat.panel.get(), &ChatPanel::replyFailed);
+  QVERIFY(chat.say(QStringLiteral("hello")));
+  QCOMPARE(failed.count(), 1);
+  QVERIFY2(failed.at(0).at(0).toString().contains(QLatin1String("refused the API key")),
+           qPrintable(failed.at(0).at(0).toString()));
+  // With the right key the same conversation goes on.
+  chat.endpoints.setApiKey(keyed.baseUrl(), QStringLiteral("sk-right"));
+  QSignalSpy finished(chat.panel.get(), &ChatPanel::replyFinished);
+  QVERIFY(chat.say(QStringLiteral("hello again")));
+  QCOMPARE(finished.count(), 1);
 }
 
 void TestRemoteChat::droppedStreamKeepsPartialText() {

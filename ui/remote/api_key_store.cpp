@@ -20,6 +20,16 @@ bool isBackendFailure(QKeychain::Error error) {
   }
 }
 
+// QtKeychain often says only "Unknown error" when no keyring service answers on D-Bus.
+QString problemText(const QKeychain::Job* job) {
+  const QString said = job->errorString().trimmed();
+  if (job->error() == QKeychain::NoBackendAvailable || said.isEmpty() ||
+      said.compare(QLatin1String("Unknown error"), Qt::CaseInsensitive) == 0) {
+    return ApiKeyStore::tr("no Secret Service or KWallet answered");
+  }
+  return said;
+}
+
 }  // namespace
 
 ApiKeyStore::ApiKeyStore(Mode mode, QObject* parent)
@@ -56,7 +66,7 @@ void ApiKeyStore::store(const QString& baseUrl, const QString& key) {
       emit stored(baseUrl, true, tr("The API key is saved in the desktop keyring."));
       return;
     }
-    markKeyringUnusable(done->errorString());
+    markKeyringUnusable(problemText(done));
     emit stored(baseUrl, false, m_keyringProblem + QLatin1Char(' ') + sessionNote);
   });
   job->start();
@@ -80,7 +90,7 @@ void ApiKeyStore::load(const QString& baseUrl) {
       emit loaded(baseUrl, key);
       return;
     }
-    if (isBackendFailure(done->error())) markKeyringUnusable(done->errorString());
+    if (isBackendFailure(done->error())) markKeyringUnusable(problemText(done));
     emit loaded(baseUrl, m_sessionKeys.value(baseUrl));
   });
   job->start();
@@ -94,7 +104,7 @@ void ApiKeyStore::remove(const QString& baseUrl) {
   job->setInsecureFallback(false);
   job->setKey(baseUrl);
   connect(job, &QKeychain::Job::finished, this, [this](QKeychain::Job* done) {
-    if (isBackendFailure(done->error())) markKeyringUnusable(done->errorString());
+    if (isBackendFailure(done->error())) markKeyringUnusable(problemText(done));
   });
   job->start();
 }

@@ -7,6 +7,7 @@
 #include "remote/api_key_store.h"
 #include "remote/remote_endpoints.h"
 
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
 #include <QLabel>
@@ -29,6 +30,9 @@ QString kindText(iwb::remote::ServerKind kind) {
 ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
     : QDialog(parent),
       m_endpoints(endpoints),
+      m_known(new QComboBox),
+      m_forget(new QPushButton(tr("Forget"))),
+      m_knownRow(new QWidget),
       m_url(new QLineEdit),
       m_apiKey(new QLineEdit),
       m_connect(new QPushButton(tr("Connect"))),
@@ -55,9 +59,6 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   }
   m_status->setObjectName(QStringLiteral("probeStatus"));
-  QFont bold = m_status->font();
-  bold.setBold(true);
-  m_status->setFont(bold);
   m_detail->setObjectName(QStringLiteral("probeDetail"));
   m_kind->setObjectName(QStringLiteral("serverKind"));
   m_keyNote->setObjectName(QStringLiteral("keyNote"));
@@ -68,6 +69,15 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
   m_add->setEnabled(false);
   m_buttons->addButton(m_add, QDialogButtonBox::AcceptRole);
 
+  m_known->setObjectName(QStringLiteral("knownServers"));
+  m_forget->setObjectName(QStringLiteral("forgetButton"));
+  m_forget->setAutoDefault(false);
+  m_forget->setToolTip(tr("Remove this server from the list (and its API key from the keyring)"));
+  auto* knownLayout = new QHBoxLayout(m_knownRow);
+  knownLayout->setContentsMargins(0, 0, 0, 0);
+  knownLayout->addWidget(new QLabel(tr("Connected servers:")));
+  knownLayout->addWidget(m_known, 1);
+  knownLayout->addWidget(m_forget);
   auto* urlRow = new QHBoxLayout;
   urlRow->addWidget(m_url, 1);
   urlRow->addWidget(m_connect);
@@ -79,6 +89,7 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
   results->addRow(tr("Metrics:"), m_metrics);
   results->addRow(tr("Models:"), m_models);
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(m_knownRow);
   layout->addLayout(form);
   layout->addWidget(m_status);
   layout->addWidget(m_detail);
@@ -89,11 +100,14 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
 
   m_detail->hide();
   m_keyNote->hide();
-  m_status->setText(
-      tr("Type the address of an OpenAI-compatible server (vLLM, SGLang, llama-server, LM Studio, "
-         "iwb serve) and press Connect."));
-  m_status->setFont(font());
+  setStatus(tr("Type the address of an OpenAI-compatible server (vLLM, SGLang, llama-server, LM Studio, "
+               "iwb serve) and press Connect."),
+            Tone::Plain);
 
+  rebuildKnownServers();
+  connect(m_known, &QComboBox::activated, this, &ConnectDialog::knownServerChosen);
+  connect(m_forget, &QPushButton::clicked, this, &ConnectDialog::forgetKnownServer);
+  connect(m_endpoints, &RemoteEndpoints::endpointsChanged, this, &ConnectDialog::rebuildKnownServers);
   connect(m_connect, &QPushButton::clicked, this, &ConnectDialog::startProbe);
   connect(m_url, &QLineEdit::returnPressed, this, &ConnectDialog::startProbe);
   connect(m_apiKey, &QLineEdit::returnPressed, this, &ConnectDialog::startProbe);
@@ -108,6 +122,46 @@ ConnectDialog::ConnectDialog(RemoteEndpoints* endpoints, QWidget* parent)
             m_keyNote->setText(note);
             m_keyNote->show();
           });
+}
+
+void ConnectDialog::setStatus(const QString& text, Tone tone) {
+  QPalette palette = m_status->palette();
+  palette.setColor(QPalette::WindowText, tone == Tone::Error     ? QColor(0xb0, 0x20, 0x20)
+                                         : tone == Tone::Success ? QColor(0x1e, 0x7a, 0x34)
+                                                                 : this->palette().color(QPalette::WindowText));
+  m_status->setPalette(palette);
+  QFont font = this->font();
+  font.setBold(tone != Tone::Plain);
+  m_status->setFont(font);
+  m_status->setText(text);
+}
+
+void ConnectDialog::rebuildKnownServers() {
+  const QString current = m_known->currentData().toString();
+  const QSignalBlocker blocker(m_known);
+  m_known->clear();
+  for (const RemoteEndpointInfo& info : m_endpoints->endpoints()) {
+    m_known->addItem(QStringLiteral("%1 — %2").arg(info.displayName, info.baseUrl), info.baseUrl);
+  }
+  const int index = m_known->findData(current);
+  m_known->setCurrentIndex(index >= 0 ? index : 0);
+  m_knownRow->setVisible(m_known->count() > 0);
+}
+
+void ConnectDialog::knownServerChosen(int index) {
+  const RemoteEndpointInfo* info = m_endpoints->find(m_known->itemData(index).toString());
+  if (!info) return;
+  m_url->setText(info->baseUrl);
+  m_apiKey->setText(QString::fromStdString(info->endpoint.api_key));
+  inputsEdited();
+}
+
+void ConnectDialog::forgetKnownServer() {
+  const QString baseUrl = m_known->currentData().toString();
+  if (baseUrl.isEmpty()) return;
+  m_endpoints->remove(baseUrl);  // endpointsChanged rebuilds the list
+  setStatus(tr("%1 was forgotten.").arg(baseUrl), Tone::Plain);
+  m_detail->hide();
 }
 
 void ConnectDialog::inputsEdited() {
@@ -128,14 +182,9 @@ void ConnectDialog::startProbe() {
   m_kind->clear();
   m_metrics->clear();
   m_keyNote->hide();
-  QPalette palette = m_status->palette();
-  palette.setColor(QPalette::WindowText, this->palette().color(QPalette::WindowText));
-  m_status->setPalette(palette);
   if (baseUrl.isEmpty()) {
     m_pendingTag = 0;
-    palette.setColor(QPalette::WindowText, QColor(0xb0, 0x20, 0x20));
-    m_status->setPalette(palette);
-    m_status->setText(tr("That address cannot be used"));
+    setStatus(tr("That address cannot be used"), Tone::Error);
     m_detail->setText(why);
     m_detail->show();
     return;
@@ -145,7 +194,7 @@ void ConnectDialog::startProbe() {
   m_pendingTag = m_endpoints->endpointProbe()->probe(baseUrl, m_pendingKey, m_probeTimeoutSeconds);
   m_connect->setEnabled(false);
   m_connect->setText(tr("Connecting…"));
-  m_status->setText(tr("Connecting to %1…").arg(baseUrl));
+  setStatus(tr("Connecting to %1…").arg(baseUrl), Tone::Plain);
   m_detail->hide();
 }
 
@@ -154,16 +203,8 @@ void ConnectDialog::showResult(quint64 tag, const ProbeResult& result) {
   m_pendingTag = 0;
   m_connect->setEnabled(true);
   m_connect->setText(tr("Connect"));
-  QPalette palette = m_status->palette();
   if (!result.isOk()) {
-    palette.setColor(QPalette::WindowText, QColor(0xb0, 0x20, 0x20));
-    m_status->setPalette(palette);
-    m_status->setFont([this] {
-      QFont f = font();
-      f.setBold(true);
-      return f;
-    }());
-    m_status->setText(result.title);
+    setStatus(result.title, Tone::Error);
     m_detail->setText(result.detail);
     m_detail->show();
     emit probeFinished(result);
@@ -171,15 +212,11 @@ void ConnectDialog::showResult(quint64 tag, const ProbeResult& result) {
   }
   m_result = result;
   m_probedKey = m_pendingKey;
-  palette.setColor(QPalette::WindowText, QColor(0x1e, 0x7a, 0x34));
-  m_status->setPalette(palette);
-  m_status->setFont([this] {
-    QFont f = font();
-    f.setBold(true);
-    return f;
-  }());
   const QLocale locale;
-  m_status->setText(tr("Connected to %1 in %2 s").arg(result.baseUrl, locale.toString(result.seconds, 'f', 2)));
+  setStatus(result.seconds < 1
+                ? tr("Connected to %1 in %2 ms").arg(result.baseUrl).arg(qRound(result.seconds * 1000))
+                : tr("Connected to %1 in %2 s").arg(result.baseUrl, locale.toString(result.seconds, 'f', 1)),
+            Tone::Success);
   m_detail->hide();
   m_kind->setText(kindText(result.kind));
   m_metrics->setText(result.metricsNote);
@@ -221,9 +258,15 @@ void ConnectDialog::addEndpoint() {
 }
 
 void ConnectDialog::done(int result) {
-  // A key kept for a server the user then did not add goes again (unless it was added before).
-  if (!m_isAdded && m_hasStoredKey && m_result && !m_endpoints->find(m_result->baseUrl)) {
-    m_endpoints->apiKeys()->remove(m_result->baseUrl);
+  // A key kept for a server the user then did not add goes again; a server added before gets
+  // its own key back.
+  if (!m_isAdded && m_hasStoredKey && m_result) {
+    const RemoteEndpointInfo* known = m_endpoints->find(m_result->baseUrl);
+    if (known && !known->endpoint.api_key.empty()) {
+      m_endpoints->apiKeys()->store(known->baseUrl, QString::fromStdString(known->endpoint.api_key));
+    } else if (!known || !known->hasApiKey) {
+      m_endpoints->apiKeys()->remove(m_result->baseUrl);
+    }
   }
   QDialog::done(result);
 }

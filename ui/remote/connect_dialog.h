@@ -9,6 +9,7 @@
 
 #include <optional>
 
+class QComboBox;
 class QDialogButtonBox;
 class QLabel;
 class QLineEdit;
@@ -40,6 +41,10 @@ class ConnectDialog : public QDialog {
   QLabel* kindLabel() const { return m_kind; }
   QLabel* keyNoteLabel() const { return m_keyNote; }
   QListWidget* modelList() const { return m_models; }
+  // The servers already connected: choosing one fills in its address (and this session's key);
+  // Forget removes it (and its key). Hidden when there are none.
+  QComboBox* knownServersBox() const { return m_known; }
+  QPushButton* forgetButton() const { return m_forget; }
 
  public slots:
   void startProbe();
@@ -52,11 +57,20 @@ class ConnectDialog : public QDialog {
   void done(int result) override;
 
  private:
+  enum class Tone { Plain, Error, Success };
+  // The line under the form: a hint, what failed (red, bold) or the connection (green, bold).
+  void setStatus(const QString& text, Tone tone);
   void showResult(quint64 tag, const ProbeResult& result);
   void inputsEdited();
   void addEndpoint();
+  void rebuildKnownServers();
+  void knownServerChosen(int index);
+  void forgetKnownServer();
 
   RemoteEndpoints* m_endpoints;
+  QComboBox* m_known;
+  QPushButton* m_forget;
+  QWidget* m_knownRow;
   QLineEdit* m_url;
   QLineEdit* m_apiKey;
   QPushButton* m_connect;

@@ -6,12 +6,15 @@
 #include "iwb/engine/remote/prometheus_text.h"
 
 #include <QCoreApplication>
+#include <QDeadlineTimer>
 #include <QElapsedTimer>
 #include <QRegularExpression>
 #include <QThread>
 
 namespace iwb::ui {
 namespace {
+
+constexpr int kShutdownWaitMs = 500;
 
 QString tr(const char* text, const char* disambiguation = nullptr, int n = -1) {
   return QCoreApplication::translate("EndpointProbe", text, disambiguation, n);
@@ -131,9 +134,13 @@ EndpointProbe::EndpointProbe(QObject* parent)
 }
 
 EndpointProbe::~EndpointProbe() {
-  // A probe in flight ends within its timeouts; the worker goes with the thread's last events.
   m_thread->quit();
-  m_thread->wait();
+  if (m_thread->wait(QDeadlineTimer(kShutdownWaitMs))) return;  // the worker went with the thread's last events
+  // A probe still waits on a silent server (up to its timeouts): closing the window must not
+  // wait for it. The thread finishes on its own and then deletes itself; its answer, addressed
+  // to this object, is dropped.
+  m_thread->setParent(nullptr);
+  connect(m_thread, &QThread::finished, m_thread, &QObject::deleteLater);
 }
 
 quint64 EndpointProbe::probe(const QString& baseUrl, const QString& apiKey, double timeoutSeconds) {

@@ -47,7 +47,11 @@ QString errorText(const iwb::remote::RemoteError& error) {
   switch (error.kind) {
     case RemoteErrorKind::Dropped: return tr("the connection broke mid-reply: %1").arg(message);
     case RemoteErrorKind::Timeout: return tr("the server went silent: %1").arg(message);
-    case RemoteErrorKind::HttpError: return tr("the server answered with an error: %1").arg(message);
+    case RemoteErrorKind::HttpError:
+      if (error.http_status == 401 || error.http_status == 403) {
+        return tr("the server refused the API key; enter it again with File › Connect to Server… (%1)").arg(message);
+      }
+      return tr("the server answered with an error: %1").arg(message);
     case RemoteErrorKind::Malformed:
       return tr("the server sent something that is not an OpenAI stream: %1").arg(message);
     case RemoteErrorKind::ConnectFailed: return tr("could not reach the server: %1").arg(message);
