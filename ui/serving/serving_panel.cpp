@@ -48,10 +48,7 @@ ServingPanel::ServingPanel(EngineController* engine, const QString& storePath, Q
   m_thread->setObjectName(QStringLiteral("serving load"));
   m_worker->moveToThread(m_thread);
   connect(m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
-  connect(m_worker, &ServingWorker::runStarted, this, [this](qint64 id) {
-    m_runningId = id;
-    reloadRuns();
-  });
+  connect(m_worker, &ServingWorker::runStarted, this, &ServingPanel::reloadRuns);  // the running row
   connect(m_worker, &ServingWorker::sampled, this, &ServingPanel::handleSample);
   connect(m_worker, &ServingWorker::runFinished, this, &ServingPanel::handleFinished);
   connect(m_worker, &ServingWorker::runFailed, this, &ServingPanel::handleFailed);
@@ -157,7 +154,6 @@ bool ServingPanel::start() {
   }
   ServingRunRequest request{*made, m_labelEdit->text().trimmed(), m_storePath};
   m_isRunning = true;
-  m_runningId = 0;
   m_live->clear();
   m_chartTabs->setCurrentWidget(m_live);
   setStatus(tr("Starting the load on %1…").arg(QString::fromStdString(made->endpoint.base_url)));
@@ -192,7 +188,6 @@ void ServingPanel::handleSample(const ServingLiveSample& s) {
 void ServingPanel::handleFinished(qint64 runId, const iwb::remote::BenchServeResult& result, const QString& status,
                                   const QString& error) {
   m_isRunning = false;
-  m_runningId = 0;
   m_loaded.insert(runId, result);
   QString text = tr("Run %1 %2: %n point(s)", nullptr, static_cast<int>(result.points.size())).arg(runId).arg(status);
   const QString failures = failureSummary(result);

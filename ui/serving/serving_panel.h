@@ -97,7 +97,6 @@ class ServingPanel : public QWidget {
   QThread* m_thread;
   ServingWorker* m_worker;
   bool m_isRunning = false;
-  qint64 m_runningId = 0;
 
   QComboBox* m_endpointBox;
   QComboBox* m_modelBox;

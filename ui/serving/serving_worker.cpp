@@ -92,7 +92,6 @@ void ServingWorker::handleProgress(const iwb::remote::BenchServeProgress& progre
   s.concurrency = point.max_concurrency;
   s.numCompleted = point.num_completed;
   s.numFailed = point.num_failed;
-  s.numPrompts = static_cast<qint64>(point.requests.size());
   s.hasLatency = !m_recentTtft.isEmpty();
   if (s.hasLatency) {
     QVector<double> itl;

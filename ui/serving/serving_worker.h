@@ -32,7 +32,6 @@ struct ServingLiveSample {
   qint64 concurrency = 0;  // the point's cap; 0 = none
   qint64 numCompleted = 0;
   qint64 numFailed = 0;
-  qint64 numPrompts = 0;  // of the point
   // Over the newest finished requests (a sliding window of kLatencyWindow), milliseconds.
   double ttftP50 = 0, ttftP99 = 0, itlP50 = 0, itlP99 = 0;
   bool hasLatency = false;
