@@ -21,6 +21,7 @@
 #include "settings/device_choice.h"
 #include "settings/engine_settings.h"
 #include "serve/server_panel.h"
+#include "serving/serving_panel.h"
 #include "spec/spec_panel.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
@@ -137,6 +138,12 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_tabs->addTab(m_specPanel, tr("Speculative"));
   m_serverPanel = new ServerPanel(m_engine);
   m_tabs->addTab(m_serverPanel, tr("Server"));
+  // Load on remote endpoints (issue 16); its runs go into the same results store.
+  m_servingPanel = new ServingPanel(m_engine, resultsStorePath(resultsPath));
+  m_servingPanel->setEndpoints(m_remoteEndpoints);
+  m_tabs->addTab(m_servingPanel, tr("Serving"));
+  connect(m_servingPanel, &ServingPanel::statusMessage, this,
+          [this](const QString& text) { statusBar()->showMessage(text, kStatusTimeoutMs); });
   m_tabs->setCurrentWidget(m_pages);  // the welcome page, until a model is open
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);

@@ -40,6 +40,7 @@ class RecentFiles;
 class RemoteEndpoints;
 class RooflinePanel;
 class ServerPanel;
+class ServingPanel;
 class SpecPanel;
 class WelcomePage;
 
@@ -72,6 +73,7 @@ class MainWindow : public QMainWindow {
   QuantLabPanel* quantLabPanel() const { return m_quantLabPanel; }
   SpecPanel* specPanel() const { return m_specPanel; }
   ServerPanel* serverPanel() const { return m_serverPanel; }
+  ServingPanel* servingPanel() const { return m_servingPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
   // The servers connected with File › Connect to Server… (shared by the chat and Serving tabs).
   RemoteEndpoints* remoteEndpoints() const { return m_remoteEndpoints; }
@@ -151,6 +153,7 @@ class MainWindow : public QMainWindow {
   QuantLabPanel* m_quantLabPanel = nullptr;
   SpecPanel* m_specPanel = nullptr;
   ServerPanel* m_serverPanel = nullptr;
+  ServingPanel* m_servingPanel = nullptr;
   QStackedWidget* m_pages;
   WelcomePage* m_welcomePage;
   ModelOverviewWidget* m_overview;
