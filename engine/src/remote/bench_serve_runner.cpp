@@ -3,6 +3,7 @@
 // point is summarised when the last request ends. Cancelling stops new requests at once and
 // breaks the streams in flight.
 #include "bench_serve_internal.h"
+#include "iwb/engine/profile/machine_probe.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,13 +21,18 @@ constexpr int64_t kMaxRequestThreads = 256;  // without a cap, at most this many
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string iso_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
+// The request every benchmark prompt becomes: greedy, as vLLM's benchmark sends it, and with
+// ignore_eos so each generates exactly output_len tokens.
+RemoteRequest bench_request(const BenchServeConfig& config, const BenchPrompt& prompt) {
+  RemoteRequest request;
+  request.model = config.model;
+  request.is_chat = prompt.is_chat;
+  request.messages = prompt.messages;
+  request.prompt = prompt.prompt;
+  request.max_tokens = config.output_len;
+  request.temperature = 0.0;
+  request.ignore_eos = true;
+  return request;
 }
 
 // One /metrics scrape mapped onto ServerSnapshot; nullopt when the server has none (or garbage).
@@ -124,16 +130,8 @@ class PointRunner {
         std::this_thread::sleep_for(std::min<Clock::duration>(due - Clock::now(), std::chrono::milliseconds(20)));
       }
       const BenchPrompt& prompt = m_prompts[index];
-      RemoteRequest request;
-      request.model = m_config.model;
-      request.is_chat = prompt.is_chat;
-      request.messages = prompt.messages;
-      request.prompt = prompt.prompt;
-      request.max_tokens = m_config.output_len;
-      request.temperature = 0.0;  // as vLLM's benchmark sends it
-      request.ignore_eos = true;  // every request generates exactly output_len tokens
       const double sent = seconds_since(m_start);
-      const StreamedCompletion completion = m_client.stream(request, {}, m_cancel);
+      const StreamedCompletion completion = m_client.stream(bench_request(m_config, prompt), {}, m_cancel);
       RequestRecord record = make_request_record(completion, sent, prompt.approx_prompt_tokens);
       std::lock_guard<std::mutex> lock(m_mutex);
       m_point.requests.push_back(std::move(record));
@@ -187,7 +185,7 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& config,
   IWB_RETURN_IF_ERROR(validate(config));
   BenchServeResult result;
   result.config = config;
-  result.started_at = iso_now();
+  result.started_at = current_utc_iso8601();
   auto prompts = make_bench_prompts(config);
   if (!prompts) return prompts.status();
 
@@ -210,15 +208,7 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& config,
   for (int64_t i = 0; i < config.num_warmups && !prompts->empty(); ++i) {
     if (cancel && cancel->load()) break;
     const BenchPrompt& prompt = (*prompts)[static_cast<size_t>(i) % prompts->size()];
-    RemoteRequest request;
-    request.model = result.config.model;
-    request.is_chat = prompt.is_chat;
-    request.messages = prompt.messages;
-    request.prompt = prompt.prompt;
-    request.max_tokens = config.output_len;
-    request.temperature = 0.0;
-    request.ignore_eos = true;
-    if (!client.stream(request, {}, cancel).is_ok()) break;
+    if (!client.stream(bench_request(result.config, prompt), {}, cancel).is_ok()) break;
   }
 
   std::vector<std::pair<int64_t, double>> loads;  // (max concurrency, request rate) per point

@@ -16,16 +16,6 @@ namespace {
 // 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
 constexpr int kSchemaVersion = 7;
 
-Status exec(sqlite3* db, const char* sql) {
-  char* message = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-    std::string text = message ? message : "unknown error";
-    sqlite3_free(message);
-    return make_error(ErrorCode::IoError, std::string("results store: ") + text);
-  }
-  return {};
-}
-
 // Whether `table` has `column` already: a migration that adds a column skips it then (a file
 // whose version number was set back by hand, as tests do, keeps its newer columns).
 Result<bool> has_column(sqlite3* db, const std::string& table, const std::string& column) {
@@ -86,7 +76,7 @@ Result<std::unique_ptr<ResultsStore>> ResultsStore::open(const std::string& path
     return make_error(ErrorCode::IoError, "cannot open results store '" + path + "': " + why);
   }
   sqlite3_busy_timeout(store->m_db, 5000);
-  IWB_RETURN_IF_ERROR(exec(store->m_db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  IWB_RETURN_IF_ERROR(sqlite_exec(store->m_db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   IWB_RETURN_IF_ERROR(store->migrate());
   IWB_RETURN_IF_ERROR(mark_abandoned_serve_runs(store->m_db));
   IWB_RETURN_IF_ERROR(mark_abandoned_quant_runs(store->m_db));
@@ -103,7 +93,7 @@ Status ResultsStore::migrate() {
                                                   std::to_string(kSchemaVersion));
   }
   if (current < 1) {
-    IWB_RETURN_IF_ERROR(exec(m_db,
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db,
                              "BEGIN;"
                              "CREATE TABLE IF NOT EXISTS probes ("
                              "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -117,7 +107,7 @@ Status ResultsStore::migrate() {
   }
   if (current < 2) {
     // Added by `iwb bench`; version-1 files keep their probes and gain this table.
-    IWB_RETURN_IF_ERROR(exec(m_db,
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db,
                              "BEGIN;"
                              "CREATE TABLE IF NOT EXISTS bench_runs ("
                              "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -138,7 +128,7 @@ Status ResultsStore::migrate() {
   }
   if (current < 3) {
     // The integer dot-product ceiling of quantized kernels; older probes read as 0 (unmeasured).
-    IWB_RETURN_IF_ERROR(exec(m_db,
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db,
                              "BEGIN;"
                              "ALTER TABLE probes ADD COLUMN peak_int8_ops REAL NOT NULL DEFAULT 0;"
                              "ALTER TABLE probes ADD COLUMN peak_int8_kind TEXT NOT NULL DEFAULT '';"
@@ -147,7 +137,7 @@ Status ResultsStore::migrate() {
   }
   if (current < 4) {
     // The quantization lab's runs; earlier tables and rows are kept as they are.
-    IWB_RETURN_IF_ERROR(exec(m_db, (std::string("BEGIN;") + quant_schema_sql() + "PRAGMA user_version = 4; COMMIT;").c_str()));
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (std::string("BEGIN;") + quant_schema_sql() + "PRAGMA user_version = 4; COMMIT;").c_str()));
   }
   if (current < 5) {
     // The read-only bandwidth (decode's memory roof) and `iwb bench -d`'s context depth; older
@@ -159,12 +149,12 @@ Status ResultsStore::migrate() {
     Result<bool> has_depth = has_column(m_db, "bench_runs", "n_depth");
     if (!has_depth) return has_depth.status();
     if (!*has_depth) sql += "ALTER TABLE bench_runs ADD COLUMN n_depth INTEGER NOT NULL DEFAULT 0;";
-    IWB_RETURN_IF_ERROR(exec(m_db, (sql + "PRAGMA user_version = 5; COMMIT;").c_str()));
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 5; COMMIT;").c_str()));
   }
   if (current < 6) {
     // `iwb bench-serve` runs against remote endpoints; earlier tables are kept as they are.
     IWB_RETURN_IF_ERROR(
-        exec(m_db, (std::string("BEGIN;") + serve_schema_sql() + "PRAGMA user_version = 6; COMMIT;").c_str()));
+        sqlite_exec(m_db, (std::string("BEGIN;") + serve_schema_sql() + "PRAGMA user_version = 6; COMMIT;").c_str()));
   }
   if (current < 7) {
     // Who writes a quantization-lab run while it is running, so a run whose process died reads
@@ -177,7 +167,7 @@ Status ResultsStore::migrate() {
              "ALTER TABLE quant_runs ADD COLUMN writer_boot_id TEXT NOT NULL DEFAULT '';"
              "ALTER TABLE quant_runs ADD COLUMN writer_start_ticks INTEGER NOT NULL DEFAULT 0;";
     }
-    IWB_RETURN_IF_ERROR(exec(m_db, (sql + "PRAGMA user_version = 7; COMMIT;").c_str()));
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 7; COMMIT;").c_str()));
   }
   return {};
 }

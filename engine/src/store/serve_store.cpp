@@ -3,80 +3,14 @@
 // process that was writing it has died.
 #include "store/serve_store.h"
 
+#include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/store/results_store.h"
 #include "remote/bench_serve_internal.h"
+#include "store/process_identity.h"
 #include "store/sqlite_statement.h"
-
-#include <unistd.h>
-
-#include <ctime>
-#include <fstream>
-#include <sstream>
 
 namespace iwb {
 namespace {
-
-struct ProcessIdentity {
-  int64_t pid = 0;
-  std::string boot_id;      // /proc/sys/kernel/random/boot_id; empty where unknown
-  int64_t start_ticks = 0;  // /proc/PID/stat field 22; 0 where unknown
-};
-
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// Field 22 of /proc/PID/stat (the start time in clock ticks since boot); 0 when unreadable.
-int64_t process_start_ticks(int64_t pid) {
-  const std::string stat = read_first_line("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(paren + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) return std::atoll(field.c_str());
-  }
-  return 0;
-}
-
-ProcessIdentity this_process() {
-  ProcessIdentity p;
-  p.pid = static_cast<int64_t>(::getpid());
-  p.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  p.start_ticks = process_start_ticks(p.pid);
-  return p;
-}
-
-// False only when the recorded writer is certainly gone.
-bool may_be_alive(const ProcessIdentity& writer) {
-  if (writer.pid <= 0 || writer.boot_id.empty() || writer.start_ticks == 0) return true;  // cannot tell
-  const std::string boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  if (boot_id.empty()) return true;
-  if (boot_id != writer.boot_id) return false;                   // the machine rebooted since
-  return process_start_ticks(writer.pid) == writer.start_ticks;  // 0 (no such pid) or a reused pid differ
-}
-
-std::string iso_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
-Status exec(sqlite3* db, const char* sql) {
-  char* message = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-    std::string text = message ? message : "unknown error";
-    sqlite3_free(message);
-    return make_error(ErrorCode::IoError, std::string("results store: ") + text);
-  }
-  return {};
-}
 
 constexpr const char* kStatsNames[] = {"ttft", "tpot", "itl", "e2el"};
 
@@ -121,7 +55,7 @@ Status mark_abandoned_serve_runs(sqlite3* db) {
                       "error = 'the process recording this run ended before it finished' "
                       "WHERE id = ? AND status = 'running'");
     if (!u.is_valid()) return u.prepare_error();
-    u.bind(1, iso_now());
+    u.bind(1, current_utc_iso8601());
     u.bind(2, id);
     IWB_RETURN_IF_ERROR(u.run());
   }
@@ -134,7 +68,7 @@ Result<int64_t> ResultsStore::begin_serve_run(const remote::BenchServeConfig& co
                     "INSERT INTO serve_runs (status, started_at, base_url, model, server_kind, label, config_json, "
                     "writer_pid, writer_boot_id, writer_start_ticks) VALUES ('running',?,?,?,'',?,?,?,?,?)");
   if (!s.is_valid()) return s.prepare_error();
-  s.bind(1, iso_now());
+  s.bind(1, current_utc_iso8601());
   s.bind(2, config.endpoint.base_url);
   s.bind(3, config.model);
   s.bind(4, label);
@@ -152,14 +86,14 @@ Status ResultsStore::finish_serve_run(int64_t id, const remote::BenchServeResult
     return make_error(ErrorCode::InvalidArgument,
                       "a bench-serve run finishes as done, interrupted or failed, not '" + status + "'");
   }
-  IWB_RETURN_IF_ERROR(exec(m_db, "BEGIN IMMEDIATE;"));
+  IWB_RETURN_IF_ERROR(sqlite_exec(m_db, "BEGIN IMMEDIATE;"));
   auto write = [&]() -> Status {
     SqliteStatement u(m_db,
                       "UPDATE serve_runs SET status = ?, finished_at = ?, model = ?, server_kind = ?, "
                       "config_json = ?, error = ?, num_points = ? WHERE id = ?");
     if (!u.is_valid()) return u.prepare_error();
     u.bind(1, status);
-    u.bind(2, iso_now());
+    u.bind(2, current_utc_iso8601());
     u.bind(3, result.config.model);
     u.bind(4, std::string(remote::server_kind_name(result.server_kind)));
     u.bind(5, remote::bench_serve_config_to_json(result.config));
@@ -204,10 +138,10 @@ Status ResultsStore::finish_serve_run(int64_t id, const remote::BenchServeResult
   };
   const Status written = write();
   if (!written) {
-    exec(m_db, "ROLLBACK;");
+    sqlite_exec(m_db, "ROLLBACK;");
     return written;
   }
-  return exec(m_db, "COMMIT;");
+  return sqlite_exec(m_db, "COMMIT;");
 }
 
 Result<std::vector<ResultsStore::ServeRunSummary>> ResultsStore::list_serve_runs() const {

@@ -9,6 +9,17 @@
 
 namespace iwb {
 
+// Runs SQL without results (schema, transactions); the error carries SQLite's message.
+inline Status sqlite_exec(sqlite3* db, const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return make_error(ErrorCode::IoError, std::string("results store: ") + text);
+  }
+  return {};
+}
+
 class SqliteStatement {
  public:
   SqliteStatement(sqlite3* db, const char* sql) : m_db(db) {
