@@ -6,28 +6,31 @@
 # vendor/llama.cpp) in a cache folder outside this repository, unless LLAMA_SERVER names one.
 #
 #   scripts/bench-serve-vs-llama.sh [-t THREADS] [-c CONCURRENCIES] [-n PROMPTS_PER_POINT]
-#       [-i INPUT_LEN] [-o OUTPUT_LEN] [-d OUT_DIR] MODEL.gguf
+#       [-i INPUT_LEN] [-o OUTPUT_LEN] [-k ROUNDS] [-d OUT_DIR] MODEL.gguf
 #
 # Prints one Markdown table (both servers, every concurrency) and keeps every JSON result in
-# OUT_DIR. The servers run one after the other, never together: the machine has few cores.
+# OUT_DIR. Both servers stay loaded but only one is measured at a time (the other is idle):
+# they take turns at every concurrency of every round, so drifts of a shared machine fall on
+# both alike.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${IWB_BUILD_DIR:-"$root/build"}
 iwb=${IWB:-"$build/app/iwb"}
-threads=2 sweep=1,2,4 prompts=8 input_len=128 output_len=32 out=""
-while getopts "t:c:n:i:o:d:" opt; do
+threads=2 sweep=1,2,4 prompts=8 input_len=128 output_len=32 rounds=2 out=""
+while getopts "t:c:n:i:o:k:d:" opt; do
   case $opt in
     t) threads=$OPTARG ;;
     c) sweep=$OPTARG ;;
     n) prompts=$OPTARG ;;
     i) input_len=$OPTARG ;;
     o) output_len=$OPTARG ;;
+    k) rounds=$OPTARG ;;
     d) out=$OPTARG ;;
     *) exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[[ $# -eq 1 ]] || { echo "usage: $0 [-t THREADS] [-c 1,2,4] [-n PROMPTS] [-i IN] [-o OUT] [-d DIR] MODEL.gguf" >&2; exit 2; }
+[[ $# -eq 1 ]] || { echo "usage: $0 [-t THREADS] [-c 1,2,4] [-n PROMPTS] [-i IN] [-o OUT] [-k ROUNDS] [-d DIR] MODEL.gguf" >&2; exit 2; }
 model=$(realpath "$1")
 [[ -f "$model" ]] || { echo "$0: no such model file: $1" >&2; exit 1; }
 [[ -x "$iwb" ]] || { echo "$0: $iwb is not built (scripts/build.sh, or set IWB / IWB_BUILD_DIR)" >&2; exit 1; }
@@ -86,44 +89,60 @@ EOF
   done
   return 1
 }
-run_server() {  # $1 name, then the server's command line (with PORT in place of the port)
+start_server() {  # $1 name, then the server's command line (with PORT in place of the port)
   local name=$1; shift
   local port; port=$(free_port)
   local args=("${@//PORT/$port}")
   "${args[@]}" >"$out/$name.server.log" 2>&1 &
   local pid=$!
-  trap 'kill $pid 2>/dev/null || true' EXIT
+  pids+=("$pid")
   if ! wait_healthy "$port" "$pid"; then
     echo "$0: $name did not become healthy; its log:" >&2; tail -20 "$out/$name.server.log" >&2
-    kill "$pid" 2>/dev/null || true; exit 1
+    exit 1
   fi
-  echo "bench-serve-vs-llama: $name on port $port (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  "$iwb" bench-serve --base-url "http://127.0.0.1:$port" --input-len "$input_len" --output-len "$output_len" \
-    --num-prompts "$prompts" --sweep-concurrency "$sweep" --seed 1 --label "$name" --no-store --json \
-    >"$out/$name.json"
-  kill "$pid" && wait "$pid" 2>/dev/null || true
-  trap - EXIT
+  ports[$name]=$port
 }
+declare -A ports
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 # The same shape of server on both sides: max_c sequences at once, each with ctx positions
-# (llama-server divides -c among its -np slots; iwb serve's -c is per sequence).
-run_server llama-server "$llama_server" -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -tb "$threads" \
+# (llama-server divides -c among its -np slots; iwb serve's -c is per sequence). Both stay up,
+# idle while the other is measured: the machine is shared and its speed drifts, so the two
+# servers take turns at every point of every round rather than one sweep after the other.
+start_server llama-server "$llama_server" -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -tb "$threads" \
   -np "$max_c" -c $((ctx * max_c)) --metrics --no-webui
-run_server iwb-serve "$iwb" serve -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -np "$max_c" -c "$ctx"
+start_server iwb-serve "$iwb" serve -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -np "$max_c" -c "$ctx"
+for ((k = 1; k <= rounds; ++k)); do
+  for c in ${sweep//,/ }; do
+    for name in llama-server iwb-serve; do
+      echo "bench-serve-vs-llama: round $k, concurrency $c, $name (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+      "$iwb" bench-serve --base-url "http://127.0.0.1:${ports[$name]}" --input-len "$input_len" \
+        --output-len "$output_len" --num-prompts "$prompts" --max-concurrency "$c" --seed "$k" --label "$name" \
+        --no-store --json >"$out/$name.c$c.r$k.json" 2>>"$out/bench-serve.log"
+    done
+  done
+done
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-python3 - "$out" "$(basename "$model")" "$cpu" "$threads" <<'EOF'
-import json, sys, os
-out, model, cpu, threads = sys.argv[1:]
-print(f"model {model}; CPU {cpu}; {threads} threads; one server at a time\n")
-print("| server | concurrency | completed | failed | req/s | output tok/s | TTFT p50 / p99 ms | TPOT p50 ms | ITL p99 ms | E2E p50 ms |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for name in ("llama-server", "iwb-serve"):
-    with open(os.path.join(out, name + ".json")) as f:
-        result = json.load(f)
-    for p in result["points"]:
-        print(f"| {name} | {p['max_concurrency']} | {p['num_completed']} | {p['num_failed']} | "
-              f"{p['request_throughput']:.2f} | {p['output_throughput']:.1f} | "
-              f"{p['ttft_ms']['median']:.0f} / {p['ttft_ms']['p99']:.0f} | {p['tpot_ms']['median']:.1f} | "
-              f"{p['itl_ms']['p99']:.1f} | {p['e2el_ms']['median']:.0f} |")
+python3 - "$out" "$(basename "$model")" "$cpu" "$threads" "$sweep" "$rounds" <<'EOF'
+import glob, json, os, statistics, sys
+out, model, cpu, threads, sweep, rounds = sys.argv[1:]
+print(f"model {model}; CPU {cpu}; {threads} threads; {rounds} rounds, the servers taking turns at every point;")
+print("per server and concurrency the round with the best output throughput, and the median output tok/s\n")
+print("| server | concurrency | completed / failed | output tok/s best (median) | req/s | TTFT p50 / p99 ms | TPOT p50 ms | ITL p99 ms | E2E p50 ms |")
+print("|---|---|---|---|---|---|---|---|---|")
+for c in sweep.split(","):
+    for name in ("llama-server", "iwb-serve"):
+        points = []
+        for path in sorted(glob.glob(os.path.join(out, f"{name}.c{c}.r*.json"))):
+            with open(path) as f:
+                points += json.load(f)["points"]
+        if not points:
+            continue
+        p = max(points, key=lambda q: q["output_throughput"])
+        median = statistics.median(q["output_throughput"] for q in points)
+        print(f"| {name} | {c} | {p['num_completed']} / {p['num_failed']} | {p['output_throughput']:.1f} ({median:.1f}) | "
+              f"{p['request_throughput']:.2f} | {p['ttft_ms']['median']:.0f} / {p['ttft_ms']['p99']:.0f} | "
+              f"{p['tpot_ms']['median']:.1f} | {p['itl_ms']['p99']:.1f} | {p['e2el_ms']['median']:.0f} |")
 EOF
 echo "bench-serve-vs-llama: JSON in $out" >&2
