@@ -112,12 +112,14 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 start_server llama-server "$llama_server" -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -tb "$threads" \
   -np "$max_c" -c $((ctx * max_c)) --metrics --no-webui
 start_server iwb-serve "$iwb" serve -m "$model" --host 127.0.0.1 --port PORT -t "$threads" -np "$max_c" -c "$ctx"
+# Each point has prompts of its own (the seed): a prompt seen before would be a prefix-cache hit
+# on either server, and its TTFT no measure of prefill.
 for ((k = 1; k <= rounds; ++k)); do
   for c in ${sweep//,/ }; do
     for name in llama-server iwb-serve; do
       echo "bench-serve-vs-llama: round $k, concurrency $c, $name (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
       "$iwb" bench-serve --base-url "http://127.0.0.1:${ports[$name]}" --input-len "$input_len" \
-        --output-len "$output_len" --num-prompts "$prompts" --max-concurrency "$c" --seed "$k" --label "$name" \
+        --output-len "$output_len" --num-prompts "$prompts" --max-concurrency "$c" --seed "$((100 * k + c))" --label "$name" \
         --no-store --json >"$out/$name.c$c.r$k.json" 2>>"$out/bench-serve.log"
     done
   done
