@@ -82,8 +82,15 @@ QCustomPlot* makePlot(const QString& x, const QString& y) {
                                  new QCPTextElement(plot, QString(), QFont(plot->font().family(), 10, QFont::Bold)));
   plot->xAxis->setLabel(x);
   plot->yAxis->setLabel(y);
-  plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // The legend in a row of its own under the title: inside the axes it hid points wherever
+  // it sat (a run may land in any corner).
+  plot->plotLayout()->insertRow(1);
+  plot->axisRect()->insetLayout()->take(plot->legend);
+  plot->plotLayout()->addElement(1, 0, plot->legend);
+  plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  plot->legend->setBorderPen(Qt::NoPen);
   plot->legend->setFont(QFont(plot->font().family(), 8));
+  plot->plotLayout()->setRowStretchFactor(1, 0.001);
   return plot;
 }
 
