@@ -10,6 +10,7 @@ packages=(
   libpcre2-dev libicu-dev libsqlite3-dev libxxhash-dev
   libcpp-httplib-dev nlohmann-json3-dev
   libcmark-gfm-dev libcmark-gfm-extensions-dev
+  qtkeychain-qt6-dev
   python3 python3-pip python3-venv
 )
 # For the libFuzzer build (scripts/fuzz.sh): clang with its libFuzzer and sanitizer runtimes.

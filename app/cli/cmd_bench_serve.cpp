@@ -40,18 +40,17 @@ struct Options {
 };
 
 // A positive number of seconds (or a gamma shape); with accepts_inf a rate, where 0 and "inf" mean inf.
-CustomSetter number_setter(double* out, bool accepts_inf, double min_exclusive) {
-  return [=](std::string_view, std::string_view v) -> std::string {
+CustomSetter number_setter(double* out, bool accepts_inf) {
+  return [=](std::string_view option, std::string_view v) -> std::string {
     if (accepts_inf && (v == "inf" || v == "Inf" || v == "INF")) {
       *out = 0;
       return {};
     }
     double x = 0;
     const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || ptr != v.data() + v.size() || !std::isfinite(x) || x < min_exclusive ||
-        (x == min_exclusive && !accepts_inf)) {
-      return accepts_inf ? "expects a number >= 0 or inf"
-                         : "expects a number > " + std::to_string(static_cast<int>(min_exclusive));
+    if (ec != std::errc() || ptr != v.data() + v.size() || !std::isfinite(x) || x < 0 || (x == 0 && !accepts_inf)) {
+      return std::string(option) + (accepts_inf ? " expects a number >= 0 or inf" : " expects a number > 0") +
+             ", not '" + std::string(v) + "'";
     }
     *out = x;
     return {};
@@ -84,12 +83,12 @@ int parse(int argc, char** argv, Options* o) {
   t.add({.names = {"--timeout"},
          .value_name = "S",
          .help = "seconds of silence before a request counts as timed out",
-         .destination = number_setter(&c.endpoint.read_timeout_seconds, false, 0),
+         .destination = number_setter(&c.endpoint.read_timeout_seconds, false),
          .default_text = "120"});
   t.add({.names = {"--connect-timeout"},
          .value_name = "S",
          .help = "seconds to wait for a connection",
-         .destination = number_setter(&c.endpoint.connect_timeout_seconds, false, 0),
+         .destination = number_setter(&c.endpoint.connect_timeout_seconds, false),
          .default_text = "5"});
   t.begin_group("workload (vLLM's spellings)");
   t.add({.names = {"--dataset"},
@@ -122,12 +121,12 @@ int parse(int argc, char** argv, Options* o) {
   t.add({.names = {"--request-rate"},
          .value_name = "R|inf",
          .help = "requests per second (open loop); inf: all at once",
-         .destination = number_setter(&c.request_rate, true, 0),
+         .destination = number_setter(&c.request_rate, true),
          .default_text = "inf"});
   t.add({.names = {"--burstiness"},
          .value_name = "B",
          .help = "gamma shape of the gaps between arrivals; 1: Poisson",
-         .destination = number_setter(&c.burstiness, false, 0),
+         .destination = number_setter(&c.burstiness, false),
          .default_text = "1"});
   t.add({.names = {"--max-concurrency"},
          .value_name = "C",
@@ -143,16 +142,16 @@ int parse(int argc, char** argv, Options* o) {
   t.add({.names = {"--goodput"},
          .value_name = "ttft:MS,tpot:MS",
          .help = "SLOs (ttft, tpot, e2el in ms) for goodput: requests/s meeting all of them",
-         .destination = CustomSetter([o](std::string_view, std::string_view v) -> std::string {
+         .destination = CustomSetter([o](std::string_view option, std::string_view v) -> std::string {
            auto slo = parse_goodput(std::string(v));
-           if (!slo) return slo.error_message();
+           if (!slo) return std::string(option) + ": " + slo.error_message();
            o->config.goodput = *slo;
            return {};
          })});
   t.add({.names = {"--scrape-interval"},
          .value_name = "S",
          .help = "seconds between /metrics scrapes during a point",
-         .destination = number_setter(&c.scrape_interval_seconds, false, 0),
+         .destination = number_setter(&c.scrape_interval_seconds, false),
          .default_text = "1"});
   t.begin_group("output");
   add_json_option(t, &o->is_json, "print the whole result (every request and scrape) as JSON");

@@ -272,7 +272,7 @@ class TestBenchServeCore : public QObject {
         "PRAGMA user_version = 5;");
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
-    QCOMPARE(*(*store)->file_schema_version(), 6);
+    QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
     QCOMPARE((*store)->list_probes()->size(), size_t{1});
 
     const BenchServeResult r = sample_result();

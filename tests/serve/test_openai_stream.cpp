@@ -5,6 +5,7 @@
 // connection, and cancels promptly.
 #include "remote/sse_stream.h"
 
+#include "iwb/engine/remote/bench_serve.h"
 #include "iwb/engine/remote/openai_client.h"
 
 #include <httplib.h>
@@ -98,7 +99,18 @@ class FakeServer {
       const bool drop = body.find("\"drop\"") != std::string::npos;
       const bool slow = body.find("\"slow\"") != std::string::npos;
       const bool hang = body.find("\"hang\"") != std::string::npos;
+
       res.set_chunked_content_provider("text/event-stream", [=, this](size_t, httplib::DataSink& sink) {
+        struct InFlight {
+          FakeServer* s;
+          explicit InFlight(FakeServer* server) : s(server) {
+            const int n = ++s->m_in_flight;
+            int seen = s->m_max_in_flight;
+            while (n > seen && !s->m_max_in_flight.compare_exchange_weak(seen, n)) {
+            }
+          }
+          ~InFlight() { --s->m_in_flight; }
+        } in_flight(this);
         sink.write(kRole.data(), kRole.size());
         if (slow || hang) {
           for (int i = 0; i < (hang ? 100 : 15) && !m_is_stopping; ++i)
@@ -126,6 +138,7 @@ class FakeServer {
   }
   std::string url(bool with_v1) const { return "http://127.0.0.1:" + std::to_string(m_port) + (with_v1 ? "/v1/" : ""); }
   std::string last_auth() const { return m_auth; }
+  int max_in_flight() const { return m_max_in_flight; }
 
  private:
   httplib::Server m_server;
@@ -133,6 +146,7 @@ class FakeServer {
   std::thread m_thread;
   std::atomic<bool> m_is_stopping{false};
   std::string m_auth;
+  std::atomic<int> m_in_flight{0}, m_max_in_flight{0};
 };
 
 RemoteRequest chat_request(const std::string& model) {
@@ -294,6 +308,54 @@ class TestOpenAiStream : public QObject {
     canceller.join();
     QCOMPARE(c.error.kind, RemoteErrorKind::Cancelled);
     QVERIFY2(took < 2.0, std::to_string(took).c_str());
+  }
+
+  void benchServeHoldsItsConcurrencyCap() {
+    FakeServer server;
+    BenchServeConfig c;
+    c.endpoint = Endpoint{server.url(false), "", 2, 5};
+    c.dataset = "chat";
+    c.num_prompts = 9;
+    c.max_concurrency = 3;
+    c.scrape_interval_seconds = 0.05;
+    int num_reports = 0;
+    auto result = run_bench_serve(c, [&](const BenchServeProgress& p) {
+      ++num_reports;
+      QVERIFY(p.point != nullptr && p.num_points == 1);
+    });
+    QVERIFY2(result.is_ok(), result.error_message().c_str());
+    QCOMPARE(result->config.model, std::string("alpha"));  // the first served model
+    QCOMPARE(result->server_kind, ServerKind::OpenAiNoMetrics);
+    const BenchServePoint& p = result->points.at(0);
+    QCOMPARE(p.num_completed, int64_t{9});
+    QCOMPARE(p.total_output_tokens, int64_t{27});  // the usage chunk's 3 each
+    QVERIFY(!p.server_delta);
+    QVERIFY(server.max_in_flight() <= 3);
+    QVERIFY(num_reports >= 9);
+  }
+
+  void benchServeStopsPromptlyWhenCancelled() {
+    FakeServer server;
+    BenchServeConfig c;
+    c.endpoint = Endpoint{server.url(false), "", 2, 30};
+    c.model = "hang";    // each request stalls for ten seconds
+    c.dataset = "chat";  // the fake serves chat completions only
+    c.num_prompts = 6;
+    c.max_concurrency = 2;
+    std::atomic<bool> cancel{false};
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      cancel = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = run_bench_serve(c, {}, &cancel);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    canceller.join();
+    QVERIFY2(result.is_ok(), result.error_message().c_str());
+    QVERIFY2(took < 3.0, std::to_string(took).c_str());
+    const BenchServePoint& p = result->points.at(0);
+    QCOMPARE(p.requests.size(), size_t{2});  // the two in flight; the rest never sent
+    QCOMPARE(p.errors_by_kind.at("cancelled"), int64_t{2});
   }
 };
 

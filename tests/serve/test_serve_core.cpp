@@ -85,7 +85,8 @@ class TestServeCore : public QObject {
         {"role": "assistant", "content": null}],
         "temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1, "max_tokens": 1000000000, "stop": "x", "seed": 5,
         "n": 3, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repeat_penalty": 1.0, "logprobs": true,
-        "top_logprobs": 4, "stream": true, "stream_options": {"include_usage": true}, "user": "ignored"})");
+        "top_logprobs": 4, "stream": true, "stream_options": {"include_usage": true}, "user": "ignored",
+        "ignore_eos": true})");
     auto read = read_chat_request(body, SamplingParams{}, {});
     QVERIFY(std::holds_alternative<ChatCompletionRequest>(read));
     const ChatCompletionRequest& r = std::get<ChatCompletionRequest>(read);
@@ -101,6 +102,7 @@ class TestServeCore : public QObject {
     QCOMPARE(r.params.n, 3);
     QCOMPARE(r.params.num_top_logprobs, 4);
     QVERIFY(r.params.is_stream && r.params.include_usage);
+    QVERIFY(r.params.ignore_eos);
     QCOMPARE(r.params.sampling.repeat_penalty, 1.0f);
   }
 

@@ -8,11 +8,14 @@
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
-#include "worker/engine_controller.h"
+#include "remote/remote_chat.h"
+#include "remote/remote_endpoints.h"
 #include "settings/device_choice.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
+#include "worker/engine_controller.h"
 
+#include <QComboBox>
 #include <QCryptographicHash>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -71,6 +74,9 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
       m_settingsSaveTimer(new QTimer(this)),
       m_checkpointTimer(new QTimer(this)),
       m_contextMeter(new ContextMeter),
+      m_runsOnLabel(new QLabel(tr("Runs on:"))),
+      m_runsOn(new QComboBox),
+      m_remoteChat(new RemoteChat(this)),
       m_countTimer(new QTimer(this)) {
   buildLayout();
   connectEngine();
@@ -131,6 +137,16 @@ void ChatPanel::buildLayout() {
 
   auto* header = new QHBoxLayout;
   header->setContentsMargins(10, 6, 10, 6);
+  m_runsOn->setObjectName(QStringLiteral("runsOnBox"));
+  m_runsOn->setToolTip(
+      tr("Where replies are generated: this program's engine, or a model of a server connected "
+         "with File › Connect to Server…"));
+  m_runsOn->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  m_runsOnLabel->setBuddy(m_runsOn);
+  m_runsOnLabel->hide();  // until a server is connected
+  m_runsOn->hide();
+  header->addWidget(m_runsOnLabel);
+  header->addWidget(m_runsOn);
   header->addWidget(m_modelLabel, 1);
   header->addWidget(m_loadProgress);
   header->addWidget(m_settingsToggle);
@@ -279,6 +295,12 @@ void ChatPanel::connectEngine() {
   // After the handlers above: the reply's final text is in the model.
   connect(m_engine, &EngineController::generationFinished, this, &ChatPanel::contextChanged);
   connect(m_engine, &EngineController::generationFailed, this, &ChatPanel::contextChanged);
+  // A remote reply arrives through the same handlers (its request ids never meet the engine's).
+  connect(m_remoteChat, &RemoteChat::tokensReady, this, &ChatPanel::handleTokens);
+  connect(m_remoteChat, &RemoteChat::generationFinished, this, &ChatPanel::handleFinished);
+  connect(m_remoteChat, &RemoteChat::generationFailed, this, &ChatPanel::handleFailed);
+  connect(m_remoteChat, &RemoteChat::generationFinished, this, &ChatPanel::contextChanged);
+  connect(m_remoteChat, &RemoteChat::generationFailed, this, &ChatPanel::contextChanged);
 }
 
 void ChatPanel::setShowsTokenProbabilities(bool isShown) {
@@ -299,6 +321,13 @@ void ChatPanel::handleModelLoaded(const LoadedModel& model) {
 }
 
 void ChatPanel::updateModelLabel() {
+  if (isRemoteChosen()) {
+    const RemoteEndpointInfo* endpoint = chosenEndpoint();
+    m_modelLabel->setText(tr("%1 · %2 · streamed over the OpenAI API")
+                              .arg(endpoint ? endpoint->displayName : runsOnBaseUrl(), runsOnModel()));
+    m_modelLabel->setToolTip(runsOnBaseUrl());
+    return;
+  }
   if (m_engine->isLoading()) return;  // the loading text stays until the outcome
   if (!m_engine->hasModel()) {
     m_modelLabel->setText(tr("No model loaded — open a GGUF file with File › Open Model…"));
@@ -312,7 +341,7 @@ void ChatPanel::updateModelLabel() {
 }
 
 void ChatPanel::updateActions() {
-  const bool isReady = m_engine->hasModel() && !m_engine->isLoading();
+  const bool isReady = isTargetReady();
   const bool generating = isGenerating();
   bool hasUserMessage = false;
   for (int row = 0; row < m_messages->rowCount() && !hasUserMessage; ++row) {
@@ -323,6 +352,7 @@ void ChatPanel::updateActions() {
   m_regenerateButton->setEnabled(isReady && !generating && hasUserMessage && m_editRow < 0);
   // The reply being written belongs to this conversation: switching or deleting waits.
   m_conversations->setEnabled(m_store != nullptr && !generating);
+  m_runsOn->setEnabled(!generating);
   m_input->setPlaceholderText(isReady ? tr("Message the model — Enter sends, Shift+Enter starts a new line")
                                       : tr("Open a model to chat (File › Open Model…)"));
 }

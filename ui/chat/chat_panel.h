@@ -1,8 +1,9 @@
 // The Chat tab: saved conversations on the left, the messages with live streaming in the
 // middle (input, Send / Stop / Regenerate, editing an earlier message), and the system prompt,
 // sampling settings and chat template on the right. Talks to the engine only through the
-// EngineController's queued signals and to SQLite through the ConversationStore; every
-// finished message is written before the next thing happens.
+// EngineController's queued signals (or to a connected server through RemoteChat, chosen in
+// "Runs on") and to SQLite through the ConversationStore; every finished message is written
+// before the next thing happens.
 #pragma once
 
 #include "worker/generation_values.h"
@@ -13,6 +14,7 @@
 #include <optional>
 #include <QWidget>
 
+class QComboBox;
 class QLabel;
 class QMessageBox;
 class QProgressBar;
@@ -32,6 +34,9 @@ class EngineController;
 class MessageBar;
 class MessageListModel;
 class MessageView;
+class RemoteChat;
+class RemoteEndpoints;
+struct RemoteEndpointInfo;
 
 class ChatPanel : public QWidget {
   Q_OBJECT
@@ -59,6 +64,18 @@ class ChatPanel : public QWidget {
   QPushButton* stopButton() const { return m_stopButton; }
   QPushButton* regenerateButton() const { return m_regenerateButton; }
   ContextMeter* contextMeter() const { return m_contextMeter; }
+
+  // Remote endpoints (chat_panel_remote.cpp). With a registry set, "Runs on" offers the local
+  // engine and every model of every connected endpoint; not owned, must outlive the panel.
+  void setRemoteEndpoints(RemoteEndpoints* endpoints);
+  QComboBox* runsOnBox() const { return m_runsOn; }
+  RemoteChat* remoteChat() const { return m_remoteChat; }
+  // Chooses where the next reply runs: empty `baseUrl` for the local engine. False when that
+  // endpoint or model is not connected.
+  bool setRunsOn(const QString& baseUrl, const QString& model = {});
+  // The endpoint chosen in "Runs on" (null: the local engine).
+  QString runsOnBaseUrl() const;
+  QString runsOnModel() const;
   // The question shown when a message would overflow the context (null when none is open).
   QMessageBox* overflowQuestion() const;
   // The user chose to leave the oldest turns of this conversation out of the prompt.
@@ -112,6 +129,7 @@ class ChatPanel : public QWidget {
     qint64 conversationId = 0;
     qint64 messageId = 0;
     QString text;
+    bool isRemote = false;
   };
 
   void buildLayout();
@@ -139,6 +157,14 @@ class ChatPanel : public QWidget {
   // answer to the overflow question (send() is called again after).
   bool isReadyToSend(const QString& text);
   void askAboutOverflow(const QString& text);
+  // Remote endpoints (chat_panel_remote.cpp).
+  bool isRemoteChosen() const;
+  // The local engine has a model, or a remote endpoint is chosen.
+  bool isTargetReady() const;
+  void rebuildRunsOn();
+  void runsOnChanged();
+  // The connected endpoint chosen in "Runs on"; null for the local engine or one since removed.
+  const RemoteEndpointInfo* chosenEndpoint() const;
 
   EngineController* m_engine;
   ConversationStore* m_store;
@@ -168,6 +194,10 @@ class ChatPanel : public QWidget {
   QTimer* m_settingsSaveTimer;   // debounces system-prompt typing
   QTimer* m_checkpointTimer;     // saves a streaming reply's text now and then
   ContextMeter* m_contextMeter;
+  QLabel* m_runsOnLabel;
+  QComboBox* m_runsOn;
+  RemoteEndpoints* m_remoteEndpoints = nullptr;
+  RemoteChat* m_remoteChat;
   QTimer* m_countTimer;          // debounces counting while the user types
   QPointer<QObject> m_overflowQuestion;  // a QMessageBox
   quint64 m_countTag = 0;        // the count asked for last

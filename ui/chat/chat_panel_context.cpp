@@ -55,7 +55,7 @@ void ChatPanel::requestTokenCount() {
   // While a reply streams the worker is busy and the count would be stale at once; the end of
   // the reply counts again.
   if (isGenerating()) return;
-  if (!m_engine->hasModel() || m_engine->isLoading()) {
+  if (!m_engine->hasModel() || m_engine->isLoading() || isRemoteChosen()) {
     m_contextMeter->clear();
     m_countedRevision = m_contextRevision;
     return;
@@ -80,6 +80,7 @@ void ChatPanel::handleTokensCounted(quint64 tag, int numTokens, int contextLengt
 
 bool ChatPanel::isReadyToSend(const QString& text) {
   if (m_isShorteningToFit) return true;  // the worker leaves out what does not fit
+  if (isRemoteChosen()) return true;     // the server counts (and refuses what does not fit)
   const qint64 contextLength = m_engine->model().contextLength;
   // Short conversations go at once, without waiting for a count.
   if (contextLength > 0 && tokenUpperBound(pendingInput(text)) + ContextMeter::kMinReplyTokens <= contextLength) {

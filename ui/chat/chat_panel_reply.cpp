@@ -8,10 +8,12 @@
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
 #include "chat/message_view.h"
-#include "worker/engine_controller.h"
 #include "iwb/engine/runtime/engine.h"
+#include "remote/remote_chat.h"
+#include "remote/remote_endpoints.h"
 #include "store/conversation_store.h"
 #include "widgets/message_bar.h"
+#include "worker/engine_controller.h"
 
 #include <optional>
 #include <utility>
@@ -67,7 +69,7 @@ void ChatPanel::cancelEdit() {
 
 void ChatPanel::send() {
   const QString text = m_input->toPlainText().trimmed();
-  if (text.isEmpty() || isGenerating() || !m_engine->hasModel() || m_engine->isLoading()) return;
+  if (text.isEmpty() || isGenerating() || !isTargetReady()) return;
   if (!isReadyToSend(text)) return;  // it comes back here when the count or the user answers
   saveSettingsNow();
   if (m_conversationId == 0 && m_store) {
@@ -111,7 +113,7 @@ void ChatPanel::send() {
 }
 
 void ChatPanel::regenerate() {
-  if (isGenerating() || !m_engine->hasModel() || m_engine->isLoading() || m_editRow >= 0) return;
+  if (isGenerating() || !isTargetReady() || m_editRow >= 0) return;
   int lastUser = -1;
   for (int row = m_messages->rowCount() - 1; row >= 0 && lastUser < 0; --row) {
     if (m_messages->item(row).message.role == QLatin1String("user")) lastUser = row;
@@ -128,6 +130,13 @@ void ChatPanel::regenerate() {
 }
 
 void ChatPanel::startReply() {
+  const bool isRemote = isRemoteChosen();
+  const RemoteEndpointInfo* endpoint = isRemote ? chosenEndpoint() : nullptr;
+  if (isRemote && !endpoint) {
+    showError(tr("The server is no longer connected"), tr("Choose another in \"Runs on\", or connect it again with "
+                                                          "File › Connect to Server…"));
+    return;
+  }
   GenerationInput input;
   const QString system = m_settings->systemPrompt().trimmed();
   if (!system.isEmpty()) input.messages.push_back({QStringLiteral("system"), system});
@@ -135,8 +144,8 @@ void ChatPanel::startReply() {
   input.sampling = m_settings->sampling();
   input.templateOverride = m_settings->templateOverride();
   if (m_showsTokenProbabilities) input.numTopAlternatives = kNumTopAlternatives;
-  if (m_isShorteningToFit) input.fitReserveTokens = fitReserveTokens(m_settings->sampling().maxTokens,
-                                                                     int(m_engine->model().contextLength));
+  if (m_isShorteningToFit && !isRemote)
+    input.fitReserveTokens = fitReserveTokens(m_settings->sampling().maxTokens, int(m_engine->model().contextLength));
 
   StoredMessage reply;
   reply.conversationId = m_conversationId;
@@ -152,7 +161,7 @@ void ChatPanel::startReply() {
       return;
     }
     reply = *stored;
-    if (!m_engine->model().path.isEmpty()) {
+    if (!isRemote && !m_engine->model().path.isEmpty()) {
       auto conversation = m_store->conversation(m_conversationId);
       if (conversation && conversation->modelPath != m_engine->model().path) {
         conversation->modelPath = m_engine->model().path;
@@ -161,14 +170,17 @@ void ChatPanel::startReply() {
     }
   }
   m_messages->append(reply, /*isStreaming=*/true);
-  m_streaming = {m_engine->generate(input), m_conversationId, reply.id, QString()};
+  const quint64 requestId =
+      isRemote ? m_remoteChat->generate(*endpoint, runsOnModel(), input) : m_engine->generate(input);
+  m_streaming = {requestId, m_conversationId, reply.id, QString(), isRemote};
   m_checkpointTimer->start();
   if (m_messageBar->kind() == MessageBar::Kind::Error) m_messageBar->dismiss();
   updateActions();
 }
 
 void ChatPanel::stop() {
-  if (isGenerating()) m_engine->stop();
+  if (!isGenerating()) return;
+  m_streaming.isRemote ? m_remoteChat->stop() : m_engine->stop();
 }
 
 void ChatPanel::checkpointReply() {
@@ -202,11 +214,13 @@ void ChatPanel::handleTokens(quint64 requestId, const QString& text) {
   }
 }
 
-void ChatPanel::handleFinished(quint64 requestId, const GenerationStats& stats) {
+void ChatPanel::handleFinished(quint64 requestId, const GenerationStats& finishedStats) {
   if (requestId != m_streaming.requestId) return;
   m_checkpointTimer->stop();
   const Streaming done = m_streaming;
   m_streaming = {};
+  GenerationStats stats = finishedStats;
+  if (stats.ranOn.isEmpty()) stats.ranOn = QStringLiteral("local");  // remote replies name their endpoint
   if (m_store && done.messageId != 0) {
     if (iwb::Status s = m_store->updateMessage(done.messageId, done.text, stats, true); !s) {
       showError(tr("Could not save the reply"), QString::fromStdString(s.message()));
@@ -215,7 +229,8 @@ void ChatPanel::handleFinished(quint64 requestId, const GenerationStats& stats) 
   const int row = m_messages->rowOfMessage(done.messageId);
   m_messages->finish(row, done.text, stats, true);
   if (stats.isError()) {
-    showError(tr("The engine failed while writing the reply"),
+    showError(done.isRemote ? tr("The server failed while writing the reply")
+                            : tr("The engine failed while writing the reply"),
               tr("%1\nThe text generated before the failure was kept.").arg(stats.errorMessage));
   } else if (stats.finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::ContextFull))) {
     m_messageBar->showMessage(MessageBar::Kind::Information, tr("The context is full"),
@@ -240,7 +255,7 @@ void ChatPanel::handleFailed(quint64 requestId, const QString& message) {
   }
   const int row = m_messages->rowOfMessage(failed.messageId);
   if (row >= 0) m_messages->truncate(row);
-  showError(tr("The model could not answer"), message);
+  showError(failed.isRemote ? tr("The server could not answer") : tr("The model could not answer"), message);
   updateActions();
   emit replyFailed(message);
 }

@@ -14,6 +14,8 @@
 #include "model_info/model_loader.h"
 #include "model_info/model_overview_widget.h"
 #include "quantlab/quant_lab_panel.h"
+#include "remote/connect_dialog.h"
+#include "remote/remote_endpoints.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_panel.h"
 #include "settings/device_choice.h"
@@ -101,6 +103,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_pages->addWidget(m_overview);
   openConversationStore(conversationsPath.isEmpty() ? ConversationStore::defaultPath() : conversationsPath);
   m_chatPanel = new ChatPanel(m_engine, m_store.get());
+  m_remoteEndpoints = new RemoteEndpoints(this);
+  m_remoteEndpoints->restoreApiKeys();
+  m_chatPanel->setRemoteEndpoints(m_remoteEndpoints);
   if (!m_store) {
     m_chatPanel->messageBar()->showMessage(MessageBar::Kind::Error, tr("Conversations are not saved"),
                                            tr("%1\nChats in this session are kept only until the program ends.")
@@ -224,6 +229,9 @@ void MainWindow::createMenus() {
   auto* foldersMenu = new ModelFoldersMenu(this);
   connect(foldersMenu, &ModelFoldersMenu::fileTriggered, this, &MainWindow::openModel);
   fileMenu->addMenu(foldersMenu);
+  QAction* connectAction = fileMenu->addAction(tr("&Connect to Server…"), this, &MainWindow::showConnectDialog);
+  connectAction->setObjectName(QStringLiteral("connectToServerAction"));
+  connectAction->setStatusTip(tr("Chat with and measure an OpenAI-compatible server (vLLM, SGLang, llama-server, iwb serve)"));
   fileMenu->addSeparator();
   QAction* settingsAction = fileMenu->addAction(tr("Engine &Settings…"), this, &MainWindow::showEngineSettings);
   settingsAction->setMenuRole(QAction::PreferencesRole);
@@ -441,6 +449,13 @@ void MainWindow::handleModelLoaded(const ModelDetails& details) {
   setWindowTitle(tr("%1 — %2").arg(fileName, QApplication::applicationDisplayName()));
   statusBar()->showMessage(tr("Opened %1").arg(fileName), kStatusTimeoutMs);
   emit modelOpened(details.path);
+}
+
+ConnectDialog* MainWindow::showConnectDialog() {
+  auto* dialog = new ConnectDialog(m_remoteEndpoints, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->open();
+  return dialog;
 }
 
 void MainWindow::showEngineSettings() {

@@ -26,6 +26,7 @@ class QThread;
 namespace iwb::ui {
 
 class ChatPanel;
+class ConnectDialog;
 class ConversationStore;
 class EngineController;
 class KvCachePanel;
@@ -36,6 +37,7 @@ class MessageBar;
 class MetricsPanel;
 class ModelOverviewWidget;
 class RecentFiles;
+class RemoteEndpoints;
 class RooflinePanel;
 class ServerPanel;
 class SpecPanel;
@@ -71,6 +73,8 @@ class MainWindow : public QMainWindow {
   SpecPanel* specPanel() const { return m_specPanel; }
   ServerPanel* serverPanel() const { return m_serverPanel; }
   MachineCeilings* ceilings() const { return m_ceilings; }
+  // The servers connected with File › Connect to Server… (shared by the chat and Serving tabs).
+  RemoteEndpoints* remoteEndpoints() const { return m_remoteEndpoints; }
   // On a machine with no stored probe of its CPU: measures its ceilings in the background so
   // the roofline has roofs, with a line and a Cancel button in the status bar. A cancelled
   // first-run probe is not offered again (QSettings roofline/firstRunProbeDeclined). True when
@@ -99,6 +103,8 @@ class MainWindow : public QMainWindow {
   // the message bar what is missing and how to get it. Returns whether it is opening.
   bool openDefaultModel();
   void showAbout();
+  // File › Connect to Server…: opens the dialog (window-modal, deleted on close) and returns it.
+  ConnectDialog* showConnectDialog();
 
  signals:
   void modelOpened(const QString& path);
@@ -133,6 +139,7 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<ConversationStore> m_store;
   QString m_storeError;  // why the history could not be opened, shown in the chat
   MachineCeilings* m_ceilings;
+  RemoteEndpoints* m_remoteEndpoints = nullptr;
 
   MessageBar* m_messageBar;
   QTabWidget* m_tabs;

@@ -78,6 +78,7 @@ double GenerationStats::tokensPerSecond() const {
 QString GenerationStats::summaryLine() const {
   const QLocale locale;
   QStringList parts;
+  if (!ranOn.isEmpty()) parts << ranOn;
   if (numGeneratedTokens > 0) {
     parts << QCoreApplication::translate("GenerationStats", "TTFT %1 s")
                  .arg(locale.toString(timeToFirstTokenSeconds, 'f', 2));
@@ -102,6 +103,7 @@ QJsonObject GenerationStats::toJson() const {
       {QStringLiteral("seed"), QString::number(seed)},
   };
   if (!errorMessage.isEmpty()) json.insert(QStringLiteral("error"), errorMessage);
+  if (!ranOn.isEmpty()) json.insert(QStringLiteral("ran_on"), ranOn);
   return json;
 }
 
@@ -114,6 +116,7 @@ GenerationStats GenerationStats::fromJson(const QJsonObject& json) {
   s.timeToFirstTokenSeconds = json.value(QLatin1String("ttft_s")).toDouble();
   s.generationSeconds = json.value(QLatin1String("generation_s")).toDouble();
   s.seed = json.value(QLatin1String("seed")).toString().toULongLong();
+  s.ranOn = json.value(QLatin1String("ran_on")).toString();
   return s;
 }
 

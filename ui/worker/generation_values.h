@@ -84,6 +84,9 @@ struct GenerationStats {
   double timeToFirstTokenSeconds = 0;
   double generationSeconds = 0;  // first to last generated token
   quint64 seed = 0;              // the seed the sampler used
+  // Where the reply was generated: "local" (this program's engine) or a remote endpoint and
+  // model, "gpu-box:8000 · Qwen3-8B"; empty in replies stored before it was recorded.
+  QString ranOn;
 
   bool isValid() const { return !finishReason.isEmpty(); }
   bool isError() const;
@@ -91,7 +94,8 @@ struct GenerationStats {
   // Decode speed: tokens after the first over the time they took (the first one's time is
   // the prompt's). 0 when there is nothing to measure.
   double tokensPerSecond() const;
-  // "TTFT 0.12 s · 41.3 tok/s · 128 tokens · end of generation"
+  // "TTFT 0.12 s · 41.3 tok/s · 128 tokens · end of generation", after where it ran when that
+  // is known ("gpu-box:8000 · Qwen3-8B · TTFT ...").
   QString summaryLine() const;
 
   QJsonObject toJson() const;

@@ -95,7 +95,10 @@ CompletionStreamDecoder::CompletionStreamDecoder(StreamedCompletion* out, Conten
 bool CompletionStreamDecoder::feed(std::string_view bytes, double seconds) {
   if (has_failed()) return false;
   m_now = seconds;
-  if (m_head.size() < kHeadBytes) m_head.append(bytes.substr(0, kHeadBytes - m_head.size()));
+  // Kept only until the first event: a real event stream needs no copy.
+  if (m_parser.num_events() == 0 && m_head.size() < kHeadBytes) {
+    m_head.append(bytes.substr(0, kHeadBytes - m_head.size()));
+  }
   return m_parser.feed(bytes) && !has_failed();
 }
 
@@ -202,7 +205,8 @@ std::string server_error_message(std::string_view body) {
     if (const std::string* m = string_at(value, "message")) return *m;
     if (const std::string* m = string_at(value, "detail")) return *m;  // FastAPI's shape
   }
-  return shortened(body, 300);
+  const std::string text = shortened(body, 300);
+  return text.empty() ? "(no message: empty body)" : text;
 }
 
 }  // namespace iwb::remote

@@ -2,6 +2,9 @@
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cpu_amx.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -53,6 +56,16 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID bits the compilers' __builtin_cpu_supports do not all know (clang 14: "f16c",
+// "avxvnni"; GCC 12 reads avxvnni false on Zen 5): leaf 1 ECX bit 29, leaf 7.1 EAX bit 4.
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, unsigned bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3]) == 0) return false;
+  return (r[reg] & (1u << bit)) != 0;
+}
+#endif
+
 std::vector<std::string> detect_simd_features() {
   std::vector<std::string> features;
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,8 +75,8 @@ std::vector<std::string> detect_simd_features() {
   if (__builtin_cpu_supports("avx")) features.emplace_back("avx");
   if (__builtin_cpu_supports("avx2")) features.emplace_back("avx2");
   if (__builtin_cpu_supports("fma")) features.emplace_back("fma");
-  if (__builtin_cpu_supports("f16c")) features.emplace_back("f16c");
-  if (__builtin_cpu_supports("avxvnni")) features.emplace_back("avxvnni");
+  if (cpuid_bit(1, 0, 2, 29)) features.emplace_back("f16c");
+  if (__builtin_cpu_supports("avx2") && cpuid_bit(7, 1, 0, 4)) features.emplace_back("avxvnni");
   if (__builtin_cpu_supports("avx512f")) features.emplace_back("avx512f");
   if (__builtin_cpu_supports("avx512bw")) features.emplace_back("avx512bw");
   if (__builtin_cpu_supports("avx512vl")) features.emplace_back("avx512vl");

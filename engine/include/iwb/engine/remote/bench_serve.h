@@ -87,7 +87,8 @@ struct BenchServeResult {
   std::vector<BenchServePoint> points;
 };
 
-// Progress for live views: called on the load thread after every finished request and scrape.
+// Progress for live views: called after every finished request and scrape, on one of the load's
+// threads (never two calls at once; the load waits for the call, so keep it short: copy and post).
 struct BenchServeProgress {
   int point_index = 0;
   int num_points = 1;
