@@ -167,6 +167,8 @@ class TestQuantLabPanel : public QObject {
   void compareViewShowsBothRunsAndLayerErrors() {
     QuantRun a = makeRun(1, "Q4_0", 900, 0.04, 13.2, 8), b = makeRun(2, "Q4_0", 900, 0.03, 13.0, 8);
     b.is_imatrix = true;
+    a.kv_bytes_per_token = 1024;  // f16 keys and values
+    b.kv_bytes_per_token = 544;   // Q8_0: 34 bytes per 32 values
     std::vector<iwb::quant::QuantizedTensor> ta, tb;
     for (int layer = 0; layer < 3; ++layer) {
       for (const char* kind : {"attn_q", "ffn_down"}) {
@@ -184,14 +186,18 @@ class TestQuantLabPanel : public QObject {
     QCOMPARE(view.numErrorGraphs(), 4);  // two kinds x two runs
     QTableWidget* t = view.table();
     QCOMPARE(t->horizontalHeaderItem(2)->text(), QString("Q4_0+im"));
-    bool sawKl = false;
+    bool sawKl = false, sawKv = false;
     for (int row = 0; row < t->rowCount(); ++row) {
+      if (t->item(row, 0)->text() == "KV bytes per token") {
+        sawKv = true;
+        QVERIFY2(t->item(row, 3)->text().contains("-46.9%"), qPrintable(t->item(row, 3)->text()));
+      }
       if (t->item(row, 0)->text() != "KL mean") continue;
       sawKl = true;
       QCOMPARE(t->item(row, 1)->text(), QString("0.04000"));
       QVERIFY2(t->item(row, 3)->text().contains("-25.0%"), qPrintable(t->item(row, 3)->text()));
     }
-    QVERIFY(sawKl);
+    QVERIFY(sawKl && sawKv);
   }
 
   void runsAQueueOnARealModel() {
