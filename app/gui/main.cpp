@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
       QStringLiteral("lab-kv"),
       QStringLiteral("With --lab-run: also these KV cache types on the base (comma-separated, e.g. q8_0,q4_0/q8_0)."),
       QStringLiteral("types"));
+  const QCommandLineOption labKvEveryOption(
+      QStringLiteral("lab-kv-every-type"),
+      QStringLiteral("With --lab-kv: the KV cache types on every weight type too."));
+  parser.addOption(labKvEveryOption);
   parser.addOption(labRunOption);
   parser.addOption(labKvOption);
   parser.addOption(serveOption);
@@ -137,11 +141,11 @@ int main(int argc, char** argv) {
     const QStringList kv = parser.value(labKvOption).split(QLatin1Char(','), Qt::SkipEmptyParts);
     QObject::connect(
         window.engine(), &iwb::ui::EngineController::modelLoaded, window.quantLabPanel(),
-        [&window, types, kv](const iwb::ui::LoadedModel& model) {
+        [&window, types, kv, everyType = parser.isSet(labKvEveryOption)](const iwb::ui::LoadedModel& model) {
           iwb::ui::QuantLabPanel* lab = window.quantLabPanel();
           lab->setSourcePath(model.path);
           lab->setCheckedTypes(types, false);
-          lab->setKvTypes(kv);
+          lab->setKvTypes(kv, everyType);
           lab->startQueue();
         },
         Qt::SingleShotConnection);

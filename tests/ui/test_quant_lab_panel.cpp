@@ -162,6 +162,14 @@ class TestQuantLabPanel : public QObject {
     runs[5].depth_gen_tokens_per_s = 5.0;
     charts.setRuns(runs);
     QCOMPARE(charts.speedPerplexityFront(), (QStringList{"Q8_0", "Q4_K_M KV q4_0"}));
+    QCOMPARE(charts.speedPerplexityPlot()->yAxis->scaleType(), QCPAxis::stLinear);
+    // A broken cache (perplexity x100) turns the perplexity axis logarithmic, and back.
+    runs[5].perplexity = 1200.0;
+    charts.setRuns(runs);
+    QCOMPARE(charts.speedPerplexityPlot()->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    runs[5].perplexity = 13.3;
+    charts.setRuns(runs);
+    QCOMPARE(charts.speedPerplexityPlot()->yAxis->scaleType(), QCPAxis::stLinear);
   }
 
   void compareViewShowsBothRunsAndLayerErrors() {

@@ -161,6 +161,17 @@ void QuantCharts::setRuns(const std::vector<iwb::quant::QuantRun>& runs) {
   setTitle(m_speedPerplexity, depth > 0 ? tr("Speed at depth against perplexity") : tr("Speed against perplexity"));
   m_speedPerplexity->xAxis->setLabel(depth > 0 ? tr("generation tokens/s after %1 tokens in the cache").arg(depth)
                                                : tr("generation tokens/s"));
+  // A broken run (a 4-bit cache on a model with large key channels: perplexity x100) would
+  // flatten every other point against a linear axis: log scale once the spread passes 4x.
+  double lowest = 0, highest = 0;
+  for (const Point& p : speedPpl) {
+    lowest = lowest > 0 ? std::min(lowest, p.y) : p.y;
+    highest = std::max(highest, p.y);
+  }
+  const bool isLog = lowest > 0 && highest / lowest > 4;
+  m_speedPerplexity->yAxis->setScaleType(isLog ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  m_speedPerplexity->yAxis->setTicker(isLog ? QSharedPointer<QCPAxisTicker>(new QCPAxisTickerLog)
+                                            : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
   m_memoryKlFront = draw(m_memoryKl, memoryKl, true, true);
   m_speedPerplexityFront = draw(m_speedPerplexity, speedPpl, false, true);
 }

@@ -35,6 +35,7 @@ class QuantCharts : public QWidget {
   const QStringList& speedPerplexityFront() const { return m_speedPerplexityFront; }
   int numSkippedForMemory() const { return m_skippedForMemory; }  // KL runs without KV figures
   QCustomPlot* memoryKlPlot() const { return m_memoryKl; }
+  QCustomPlot* speedPerplexityPlot() const { return m_speedPerplexity; }
 
  private:
   QCustomPlot* m_memoryKl;
