@@ -6,7 +6,10 @@
 #include "quantlab/quant_runs_model.h"
 
 #include <qcustomplot.h>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
+
+#include <algorithm>
 
 namespace iwb::ui {
 namespace {
@@ -20,6 +23,34 @@ struct Point {
 
 bool isKvQuantized(const iwb::quant::QuantRun& r) {
   return !r.kv_cache_type.empty() && r.kv_cache_type != "f16" && r.kv_cache_type != "f16/f16";
+}
+
+// Puts each label at the first corner of its point (right above, right below, left above,
+// left below) where it overlaps no label placed before it: runs of one weight type with several
+// caches land close together. Needs the plot's layout, so it replots first.
+void placeLabels(QCustomPlot* plot, const std::vector<QCPItemText*>& texts) {
+  plot->replot();
+  const Qt::Alignment corners[] = {Qt::AlignLeft | Qt::AlignBottom, Qt::AlignLeft | Qt::AlignTop,
+                                   Qt::AlignRight | Qt::AlignBottom, Qt::AlignRight | Qt::AlignTop};
+  std::vector<QRectF> placed;
+  for (QCPItemText* text : texts) {
+    const QPointF at = text->position->pixelPosition();
+    const QSizeF size = QFontMetricsF(text->font()).size(0, text->text() + QStringLiteral(" "));
+    QRectF chosen;
+    for (const Qt::Alignment corner : corners) {
+      const QPointF topLeft(corner & Qt::AlignLeft ? at.x() : at.x() - size.width(),
+                            corner & Qt::AlignBottom ? at.y() - size.height() : at.y());
+      const QRectF box(topLeft, size);
+      const bool isFree =
+          std::none_of(placed.begin(), placed.end(), [&](const QRectF& r) { return r.intersects(box); });
+      if (chosen.isNull() || isFree) {
+        chosen = box;
+        text->setPositionAlignment(corner);
+      }
+      if (isFree) break;
+    }
+    placed.push_back(chosen);
+  }
 }
 
 // Draws `points` (and the front through them) into `plot`; returns the front's labels.
@@ -36,10 +67,12 @@ QStringList draw(QCustomPlot* plot, const std::vector<Point>& points, bool isXLo
   caches->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangle, kv.darker(130), kv, 9));
   caches->setName(QObject::tr("quantized KV cache"));
   std::vector<ParetoPoint> pp;
+  std::vector<QCPItemText*> texts;
   for (const Point& p : points) {
     (p.isKvQuantized ? caches : weights)->addData(p.x, p.y);
     pp.push_back({p.x, p.y});
     auto* text = new QCPItemText(plot);
+    texts.push_back(text);
     text->position->setCoords(p.x, p.y);
     text->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     text->setText(QStringLiteral(" ") + p.label);
@@ -70,6 +103,7 @@ QStringList draw(QCustomPlot* plot, const std::vector<Point>& points, bool isXLo
   else
     plot->yAxis->setRange(y.lower - 0.05 * y.size(), y.upper + 0.2 * y.size());
   plot->legend->setVisible(true);
+  placeLabels(plot, texts);
   plot->replot();
   return labels;
 }
