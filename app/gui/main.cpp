@@ -1,13 +1,14 @@
 // inference-workbench: the desktop application's entry point — application identity, command
 // line (an optional model to open, kernel profiling, the tab to show), and the main window.
-#include "main_window/app_info.h"
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
-#include "worker/engine_controller.h"
+#include "main_window/app_info.h"
 #include "main_window/main_window.h"
+#include "quantlab/quant_lab_panel.h"
 #include "roofline/machine_ceilings.h"
 #include "serve/server_panel.h"
 #include "spec/spec_panel.h"
+#include "worker/engine_controller.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -26,18 +27,17 @@ int main(int argc, char** argv) {
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/inference-workbench.svg")));
 
   QCommandLineParser parser;
-  parser.setApplicationDescription(
-      QStringLiteral("Desktop workbench for running and understanding LLM inference."));
+  parser.setApplicationDescription(QStringLiteral("Desktop workbench for running and understanding LLM inference."));
   parser.addHelpOption();
   parser.addVersionOption();
-  parser.addPositionalArgument(QStringLiteral("model"),
-                               QStringLiteral("GGUF model file to open at start."),
+  parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("GGUF model file to open at start."),
                                QStringLiteral("[model.gguf]"));
   const QCommandLineOption profileOption(QStringLiteral("profile"),
                                          QStringLiteral("Start with kernel profiling on (the Roofline tab's points)."));
-  const QCommandLineOption tabOption(QStringLiteral("tab"),
-                                     QStringLiteral("Tab to show first: chat, model, roofline, metrics, memory, speculative, ..."),
-                                     QStringLiteral("name"));
+  const QCommandLineOption tabOption(
+      QStringLiteral("tab"),
+      QStringLiteral("Tab to show first: chat, model, roofline, metrics, memory, speculative, ..."),
+      QStringLiteral("name"));
   const QCommandLineOption promptOption(QStringLiteral("prompt"),
                                         QStringLiteral("Send this chat message as soon as the model has loaded "
                                                        "(demonstrations, screenshots)."),
@@ -47,13 +47,28 @@ int main(int argc, char** argv) {
       QStringLiteral("Turn speculative decoding on with this drafter (lookup, self, or draft with --draft-model) and "
                      "run the Speculative tab's comparison once the model has loaded (demonstrations, screenshots)."),
       QStringLiteral("drafter"));
-  const QCommandLineOption draftModelOption(QStringLiteral("draft-model"),
-                                            QStringLiteral("The draft model for --spec-run draft."),
-                                            QStringLiteral("file"));
-  const QCommandLineOption serveOption(QStringLiteral("serve"),
-                                      QStringLiteral("Serve the open model over the OpenAI API on 127.0.0.1:<port> from the "
-                                                     "start (the Server tab's switch)."),
-                                      QStringLiteral("port"));
+  const QCommandLineOption draftModelOption(
+      QStringLiteral("draft-model"), QStringLiteral("The draft model for --spec-run draft."), QStringLiteral("file"));
+  const QCommandLineOption serveOption(
+      QStringLiteral("serve"),
+      QStringLiteral("Serve the open model over the OpenAI API on 127.0.0.1:<port> from the "
+                     "start (the Server tab's switch)."),
+      QStringLiteral("port"));
+  const QCommandLineOption labRunOption(
+      QStringLiteral("lab-run"),
+      QStringLiteral("Run the Quantization tab's queue on the opened model once it has loaded, with these weight "
+                     "types (comma-separated, e.g. Q8_0,Q4_0; demonstrations, screenshots)."),
+      QStringLiteral("types"));
+  const QCommandLineOption labKvOption(
+      QStringLiteral("lab-kv"),
+      QStringLiteral("With --lab-run: also these KV cache types on the base (comma-separated, e.g. q8_0,q4_0/q8_0)."),
+      QStringLiteral("types"));
+  const QCommandLineOption labKvEveryOption(
+      QStringLiteral("lab-kv-every-type"),
+      QStringLiteral("With --lab-kv: the KV cache types on every weight type too."));
+  parser.addOption(labKvEveryOption);
+  parser.addOption(labRunOption);
+  parser.addOption(labKvOption);
   parser.addOption(serveOption);
   parser.addOption(profileOption);
   parser.addOption(tabOption);
@@ -117,22 +132,41 @@ int main(int argc, char** argv) {
                                      window.specPanel()->runComparison();
                                    });
     // Settings applied before the model loaded are confirmed at once; the run then waits for it.
-    QObject::connect(window.engine(), &iwb::ui::EngineController::modelLoaded, window.specPanel(),
-                     [&window] { window.specPanel()->apply(); }, Qt::SingleShotConnection);
+    QObject::connect(
+        window.engine(), &iwb::ui::EngineController::modelLoaded, window.specPanel(),
+        [&window] { window.specPanel()->apply(); }, Qt::SingleShotConnection);
+  }
+  if (parser.isSet(labRunOption)) {
+    const QStringList types = parser.value(labRunOption).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    const QStringList kv = parser.value(labKvOption).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    QObject::connect(
+        window.engine(), &iwb::ui::EngineController::modelLoaded, window.quantLabPanel(),
+        [&window, types, kv, everyType = parser.isSet(labKvEveryOption)](const iwb::ui::LoadedModel& model) {
+          iwb::ui::QuantLabPanel* lab = window.quantLabPanel();
+          lab->setSourcePath(model.path);
+          lab->setCheckedTypes(types, false);
+          lab->setKvTypes(kv, everyType);
+          lab->startQueue();
+        },
+        Qt::SingleShotConnection);
   }
   window.show();
   const auto openModel = [&window, &arguments] {
-    if (!arguments.isEmpty()) window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
-    else window.openDefaultModel();
+    if (!arguments.isEmpty())
+      window.openModel(QFileInfo(arguments.first()).absoluteFilePath());
+    else
+      window.openDefaultModel();
   };
   // First start on this machine: measure its ceilings so the roofline has roofs. The model
   // opens after (or at Cancel): a load reading its weights meanwhile would lower the bandwidth
   // measured, and that figure is stored for good.
   if (window.startFirstRunProbe()) {
-    QObject::connect(window.ceilings(), &iwb::ui::MachineCeilings::measuringChanged, &window,
-                     [openModel](bool isMeasuring) {
-                       if (!isMeasuring) openModel();
-                     }, Qt::SingleShotConnection);
+    QObject::connect(
+        window.ceilings(), &iwb::ui::MachineCeilings::measuringChanged, &window,
+        [openModel](bool isMeasuring) {
+          if (!isMeasuring) openModel();
+        },
+        Qt::SingleShotConnection);
   } else {
     openModel();
   }

@@ -1,18 +1,24 @@
 // The quantization lab's queue as the engine runs it (run_quant_lab) on the real aidreams model:
 // two types quantized, evaluated and recorded; progress reported in order and never backwards;
 // the reference row and the base's distributions reused by a second queue; cancelling part-way
-// leaves no run "running"; and RunRecorder never leaves a row running either.
+// leaves no run "running"; and RunRecorder never leaves a row running either. On a synthetic
+// llama with 64-wide heads: KV cache types (one for both, and keys/values apart) as runs of
+// their own, measured against the base's f16 cache, with their KV bytes per position, the
+// sequences that fit a memory budget and generation tokens/s at a context depth.
 #include "aidreams_gguf.h"
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/quant/quant_lab.h"
 #include "iwb/engine/quant/run_recorder.h"
 #include "iwb/engine/store/results_store.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
 
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <atomic>
+#include <cmath>
 #include <tuple>
 
 using namespace iwb;
@@ -132,6 +138,68 @@ class TestQuantLabQueue : public QObject {
     QCOMPARE(store->list_quant_runs()->size(), size_t{4});  // no second reference row
   }
 
+  void kvCacheTypesAreRunsAgainstTheF16Base() {
+    // A small llama with two KV heads of 64 (the block types need multiples of 32), trained
+    // context 512, F16 weights; runs on the byte-level tokenizer.
+    const std::string model = m_tmp.filePath("test-llama.gguf").toStdString();
+    synth::SynthOptions so;
+    so.shape = *synth::find_synth_preset("test-llama");
+    so.weight_type = "F16";
+    so.seed = 7;
+    so.num_threads = 2;
+    so.output_path = model;
+    auto made = synth::synthesize_model(so);
+    QVERIFY2(made.is_ok(), made.error_message().c_str());
+    auto store = open_store("kv.sqlite");
+    quant::LabSettings s = settings("kv-out");
+    s.source_path = model;
+    s.num_gen_tokens = 4;
+    s.gen_depth = 4096;  // past the trained context: cut to 512 - (4 prompt + 4 generated + 1)
+    s.fit_context = 1000;
+    s.fit_memory_bytes = 64.0 * 1024 * 1024;
+    auto report = quant::run_quant_lab(
+        s, {{"", false, "q8_0"}, {"", false, "q4_0/q8_0"}, {"Q4_0"}, {"Q4_0", false, "q4_0"}}, *store);
+    QVERIFY2(report.is_ok(), report.error_message().c_str());
+    QCOMPARE(report->summary(), std::string("4 runs done, 0 failed"));
+    QCOMPARE(report->items[1].label, std::string("base, KV q4_0/q8_0"));
+    QCOMPARE(report->items[3].label, std::string("Q4_0, KV q4_0"));
+    auto runs = store->list_quant_runs();
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t{5});
+    const quant::QuantRun& base = runs->at(0);
+    QVERIFY(base.is_reference);
+    QCOMPARE(base.kv_cache_type, std::string("f16"));
+    // 2 layers x (K + V) x 2 heads x 64 values: f16 2 bytes a value; Q8_0 34 bytes and Q4_0
+    // 18 bytes per 32 values.
+    const double f16 = 2 * 2 * 2 * 64 * 2, q8 = 2 * 2 * 2 * 2 * 34, q4q8 = 2 * 2 * 2 * (18 + 34),
+                 q4 = 2 * 2 * 2 * 2 * 18;
+    QCOMPARE(base.kv_bytes_per_token.value_or(0), f16);
+    QCOMPARE(runs->at(1).kv_bytes_per_token.value_or(0), q8);
+    QCOMPARE(runs->at(2).kv_bytes_per_token.value_or(0), q4q8);
+    QCOMPARE(runs->at(3).kv_bytes_per_token.value_or(0), f16);
+    QCOMPARE(runs->at(4).kv_bytes_per_token.value_or(0), q4);
+    for (const quant::QuantRun& r : *runs) {
+      QCOMPARE(r.status, RunStatus::Done);
+      // Every run is measured against the base's weights with the f16 cache.
+      QCOMPARE(r.source_identity, base.model_identity);
+      QVERIFY(r.kl_mean.has_value() && r.top1_agreement.has_value() && r.perplexity.has_value());
+      QCOMPARE(r.gen_depth, int64_t{512 - 9});
+      QVERIFY(r.depth_gen_tokens_per_s.value_or(0) > 0);
+      QVERIFY(r.weights_bytes.value_or(0) > 0 && r.kv_block_size > 0);
+      QCOMPARE(r.fit_context, int64_t{1000});
+      QCOMPARE(r.fit_memory_bytes.value_or(0), s.fit_memory_bytes);
+      const double pool = quant::kv_pool_bytes_for(*r.kv_bytes_per_token, r.kv_block_size, 1000, 1);
+      QCOMPARE(r.fit_sequences.value_or(-1), std::floor((s.fit_memory_bytes - *r.weights_bytes) / pool));
+    }
+    QCOMPARE(runs->at(1).weights_bytes, base.weights_bytes);        // the base's weights, another cache
+    QVERIFY(*runs->at(3).weights_bytes < *base.weights_bytes / 2);  // Q4_0 weights
+    QVERIFY(*runs->at(1).fit_sequences > *base.fit_sequences);      // a smaller cache fits more
+    QVERIFY(*runs->at(4).fit_sequences > *runs->at(3).fit_sequences);
+    QVERIFY(runs->at(1).kl_mean.value_or(0) > 0);                                // the cache's rounding costs something
+    QVERIFY(runs->at(1).kl_mean.value_or(1) < runs->at(4).kl_mean.value_or(0));  // 8-bit cache < Q4_0 + 4-bit cache
+    QCOMPARE(runs->at(1).model_identity, base.model_identity);                   // the same file, not a copy
+  }
+
   void cancellingMidQueueLeavesNoRunningRows() {
     if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
     auto store = open_store("cancel.sqlite");
@@ -143,7 +211,8 @@ class TestQuantLabQueue : public QObject {
       seen.progress.push_back(p);
       if (p.stage == LabStage::Quantize && p.item == 1) cancel = true;
     };
-    auto report = quant::run_quant_lab(settings("cancel-out"), {{"Q8_0"}, {"Q4_0"}, {"Q5_0"}}, *store, observer, &cancel);
+    auto report =
+        quant::run_quant_lab(settings("cancel-out"), {{"Q8_0"}, {"Q4_0"}, {"Q5_0"}}, *store, observer, &cancel);
     QVERIFY2(report.is_ok(), report.error_message().c_str());
     QVERIFY(report->was_cancelled);
     QCOMPARE(report->items[0].status, RunStatus::Done);

@@ -1,9 +1,10 @@
 // The results store's schema migration (a version-1 file keeps its probes and gains the bench
 // table; a version-4 file gains the read-only bandwidth and the bench depth, its rows reading
 // as "not measured" and depth 0), bench rows round-tripping (optional MBU/MFU and the depth
-// included), listing by model, and a file from a newer program refused.
-#include "iwb/engine/store/results_store.h"
+// included), listing by model, a version-7 file gaining the quant runs' long-context and KV
+// capacity columns (version 8), and a file from a newer program refused.
 #include "iwb/engine/quant/quant_run.h"
+#include "iwb/engine/store/results_store.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -63,19 +64,20 @@ class TestResultsStore : public QObject {
   void migratesVersion1() {
     const std::string path = m_tmp.filePath("v1.sqlite").toStdString();
     // What version 1 of the program wrote: the probes table and one probe.
-    exec(path,
-         "CREATE TABLE probes (id INTEGER PRIMARY KEY AUTOINCREMENT, device_id TEXT NOT NULL, device_name TEXT NOT NULL,"
-         " date TEXT NOT NULL, num_threads INTEGER NOT NULL, copy_bytes_per_s REAL NOT NULL,"
-         " triad_bytes_per_s REAL NOT NULL, peak_flops REAL NOT NULL, peak_flops_kind TEXT NOT NULL,"
-         " buffer_bytes REAL NOT NULL);"
-         "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s,"
-         " peak_flops, peak_flops_kind, buffer_bytes) VALUES ('cpu', 'Old CPU', '2024-12-31T00:00:00Z', 2, 4e10, 3.5e10,"
-         " 2.5e11, 'f32 FMA avx512', 536870912);"
-         "PRAGMA user_version = 1;");
+    exec(
+        path,
+        "CREATE TABLE probes (id INTEGER PRIMARY KEY AUTOINCREMENT, device_id TEXT NOT NULL, device_name TEXT NOT NULL,"
+        " date TEXT NOT NULL, num_threads INTEGER NOT NULL, copy_bytes_per_s REAL NOT NULL,"
+        " triad_bytes_per_s REAL NOT NULL, peak_flops REAL NOT NULL, peak_flops_kind TEXT NOT NULL,"
+        " buffer_bytes REAL NOT NULL);"
+        "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, triad_bytes_per_s,"
+        " peak_flops, peak_flops_kind, buffer_bytes) VALUES ('cpu', 'Old CPU', '2024-12-31T00:00:00Z', 2, 4e10, 3.5e10,"
+        " 2.5e11, 'f32 FMA avx512', 536870912);"
+        "PRAGMA user_version = 1;");
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 7);
+    QCOMPARE(ResultsStore::schema_version(), 8);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
@@ -126,14 +128,14 @@ class TestResultsStore : public QObject {
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
-    QCOMPARE((*probe)->peak_int8_ops, 1.9e12);                 // old figures kept
-    QCOMPARE((*probe)->read_bytes_per_s, 0.0);                 // not measured then
-    QCOMPARE((*probe)->bandwidth_bytes_per_s(), 4.5e10);       // the better of copy and triad stands in
+    QCOMPARE((*probe)->peak_int8_ops, 1.9e12);            // old figures kept
+    QCOMPARE((*probe)->read_bytes_per_s, 0.0);            // not measured then
+    QCOMPARE((*probe)->bandwidth_bytes_per_s(), 4.5e10);  // the better of copy and triad stands in
     auto rows = (*store)->list_bench_results();
     QVERIFY(rows.is_ok());
     QCOMPARE(rows->size(), size_t(1));
     QCOMPARE((*rows)[0].test, std::string("tg128"));
-    QCOMPARE((*rows)[0].num_depth_tokens, int64_t(0));         // an old run had an empty context
+    QCOMPARE((*rows)[0].num_depth_tokens, int64_t(0));  // an old run had an empty context
     QCOMPARE(*(*rows)[0].mbu, 0.9);
     // New rows carry both.
     BenchResult deep = sample("size=1;fnv=a", "tg128 @ d8192", 0.5);
@@ -207,10 +209,12 @@ class TestResultsStore : public QObject {
       unknown = *(*store)->add_quant_run(run);
     }
     // The same pid with another start time is a reused pid: the writer is gone.
-    exec(path, ("UPDATE quant_runs SET writer_start_ticks = writer_start_ticks + 12345 WHERE id = " +
-                std::to_string(dead)).c_str());
+    exec(path,
+         ("UPDATE quant_runs SET writer_start_ticks = writer_start_ticks + 12345 WHERE id = " + std::to_string(dead))
+             .c_str());
     exec(path, ("UPDATE quant_runs SET writer_pid = 0, writer_boot_id = '', writer_start_ticks = 0 WHERE id = " +
-                std::to_string(unknown)).c_str());
+                std::to_string(unknown))
+                   .c_str());
     auto store = ResultsStore::open(path);
     QVERIFY2(store, store.error_message().c_str());
     auto runs = (*store)->list_quant_runs();
@@ -227,6 +231,88 @@ class TestResultsStore : public QObject {
     }
     QCOMPARE(std::string(quant::run_status_name(quant::RunStatus::Interrupted)), std::string("interrupted"));
     QCOMPARE(quant::run_status_from_name("interrupted"), quant::RunStatus::Interrupted);
+  }
+
+  void migratesVersion7() {
+    const std::string path = m_tmp.filePath("v7.sqlite").toStdString();
+    // A version-7 file: one quant run written before version 8, its newer columns dropped.
+    quant::QuantRun old;
+    old.kind = "lab";
+    old.date = "2026-11-20T10:00:00Z";
+    old.status = quant::RunStatus::Done;
+    old.weight_type = "Q4_0";
+    old.kv_cache_type = "q8_0";
+    old.context = 512;
+    old.kl_mean = 0.0125;
+    old.gen_tokens_per_s = 42.5;
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY(store.is_ok());
+      QVERIFY((*store)->add_quant_run(old).is_ok());
+    }
+    exec(path,
+         "ALTER TABLE quant_runs DROP COLUMN gen_depth; ALTER TABLE quant_runs DROP COLUMN depth_gen_tokens_per_s;"
+         "ALTER TABLE quant_runs DROP COLUMN weights_bytes; ALTER TABLE quant_runs DROP COLUMN kv_bytes_per_token;"
+         "ALTER TABLE quant_runs DROP COLUMN kv_block_size; ALTER TABLE quant_runs DROP COLUMN fit_context;"
+         "ALTER TABLE quant_runs DROP COLUMN fit_memory_bytes; ALTER TABLE quant_runs DROP COLUMN fit_sequences;"
+         "PRAGMA user_version = 7;");
+    quant::QuantRun fresh = old;
+    fresh.date = "2026-11-27T10:00:00Z";
+    fresh.gen_depth = 4080;
+    fresh.depth_gen_tokens_per_s = 17.25;
+    fresh.weights_bytes = 1.5e9;
+    fresh.kv_bytes_per_token = 15232;
+    fresh.kv_block_size = 16;
+    fresh.fit_context = 8192;
+    fresh.fit_memory_bytes = 8.0 * 1024 * 1024 * 1024;
+    fresh.fit_sequences = 56;
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY2(store.is_ok(), store.error_message().c_str());
+      QCOMPARE(*(*store)->file_schema_version(), 8);
+      auto runs = (*store)->list_quant_runs("");
+      QVERIFY(runs.is_ok());
+      QCOMPARE(runs->size(), size_t(1));
+      const quant::QuantRun& r = (*runs)[0];
+      QCOMPARE(*r.kl_mean, 0.0125);  // old figures kept
+      QCOMPARE(*r.gen_tokens_per_s, 42.5);
+      QCOMPARE(r.kv_cache_type, std::string("q8_0"));
+      QCOMPARE(r.gen_depth, int64_t(0));  // not measured then
+      QVERIFY(!r.depth_gen_tokens_per_s && !r.kv_bytes_per_token && !r.weights_bytes && !r.fit_sequences);
+      QVERIFY((*store)->add_quant_run(fresh).is_ok());
+    }
+    // Set back by hand without dropping anything: the guarded migration keeps the columns.
+    exec(path, "PRAGMA user_version = 7;");
+    auto store = ResultsStore::open(path);
+    QVERIFY2(store.is_ok(), store.error_message().c_str());
+    auto runs = (*store)->list_quant_runs("");
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t(2));
+    const quant::QuantRun& r = (*runs)[1];
+    QCOMPARE(r.gen_depth, int64_t(4080));
+    QCOMPARE(*r.depth_gen_tokens_per_s, 17.25);
+    QCOMPARE(*r.weights_bytes, 1.5e9);
+    QCOMPARE(*r.kv_bytes_per_token, 15232.0);
+    QCOMPARE(r.kv_block_size, int64_t(16));
+    QCOMPARE(r.fit_context, int64_t(8192));
+    QCOMPARE(*r.fit_memory_bytes, 8.0 * 1024 * 1024 * 1024);
+    QCOMPARE(*r.fit_sequences, 56.0);
+  }
+
+  void kvCapacityFormula() {
+    // 8 GiB, 1.5 GB of weights, 28 layers x 2 KV heads x 128 x (K+V) x 2 bytes = 28,672 B per
+    // position, blocks of 16: 8192 positions are 234,881,024 B a sequence.
+    const double memory = 8.0 * 1024 * 1024 * 1024;
+    QCOMPARE(quant::kv_pool_bytes_for(28672, 16, 8192, 1), 234881024.0);
+    QCOMPARE(quant::kv_sequences_that_fit(memory, 1.5e9, 28672, 16, 8192), int64_t(30));  // 6.09e9 / 2.35e8
+    // An odd context is rounded up to whole blocks: 8193 positions take 8208.
+    QCOMPARE(quant::kv_pool_bytes_for(28672, 16, 8193, 3), 3.0 * 8208 * 28672);
+    QCOMPARE(quant::kv_sequences_that_fit(memory, 1.5e9, 28672, 16, 8193), int64_t(30));
+    // Q8_0 keys and values: 34 bytes per 32 values instead of 64, about twice as many fit.
+    QCOMPARE(quant::kv_sequences_that_fit(memory, 1.5e9, 28672.0 * 34 / 64, 16, 8192), int64_t(56));
+    QCOMPARE(quant::kv_sequences_that_fit(memory, memory + 1, 28672, 16, 8192), int64_t(0));  // weights alone too big
+    QCOMPARE(quant::kv_sequences_that_fit(memory, 1e9, 0, 16, 8192), int64_t(0));             // not measured
+    QCOMPARE(quant::kv_pool_bytes_for(100, 0, 7, 2), 1400.0);                                 // no blocks: positions
   }
 
   void refusesNewerSchema() {

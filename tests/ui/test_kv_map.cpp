@@ -3,14 +3,14 @@
 // map's model must show exactly its cell states, owners, shared marks, fills, hover text and
 // live numbers, and the widget must paint them in the right colours. Also the batch table's
 // routing and the batch form.
-#include "worker/kv_map_values.h"
+#include "iwb/engine/paged/block_manager.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/batch_table_model.h"
 #include "kvmap/kv_cache_panel.h"
 #include "kvmap/kv_map_model.h"
 #include "kvmap/kv_map_widget.h"
 #include "worker/engine_controller.h"
-#include "iwb/engine/paged/block_manager.h"
+#include "worker/kv_map_values.h"
 
 #include <QCheckBox>
 #include <QImage>
@@ -122,10 +122,10 @@ void TestKvMap::cellsFollowTheScript() {
   QCOMPARE(model.cellKind(2), KvCellKind::Cached);  // A's third block, full and computed
   QCOMPARE(model.fillFraction(2), 1.0);
   QVERIFY(model.block(2)->owners.empty());
-  QCOMPARE(model.cellKind(3), KvCellKind::InUse);   // B's last block: 30, 31
+  QCOMPARE(model.cellKind(3), KvCellKind::InUse);  // B's last block: 30, 31
   QCOMPARE(model.block(3)->owners, (std::vector<iwb::SequenceId>{2}));
   QCOMPARE(model.fillFraction(3), 0.5);
-  QCOMPARE(model.cellKind(6), KvCellKind::InUse);   // D's copy: 30, 31, 50
+  QCOMPARE(model.cellKind(6), KvCellKind::InUse);  // D's copy: 30, 31, 50
   QCOMPARE(model.block(6)->owners, (std::vector<iwb::SequenceId>{4}));
   QCOMPARE(model.fillFraction(6), 0.75);
   for (qint64 id : {4, 5, 7, 15}) {
@@ -297,6 +297,14 @@ void TestKvMap::panelShowsDetailsAndLegend() {
   QCOMPARE(panel.model()->numSnapshots(), qint64(1));
   QVERIFY(panel.legendText().contains(QStringLiteral("seq 2 · #7")));
   QVERIFY(panel.legendText().contains(QStringLiteral("seq 4 · #9")));
+  // The cache type and its bytes per block and per position: f16 unless the engine says.
+  QVERIFY2(panel.summaryText().contains(QStringLiteral("f16 cache, 4.0 KiB per block")),
+           qPrintable(panel.summaryText()));
+  snapshot.cacheType = QStringLiteral("q8_0/q4_0");
+  snapshot.bytesPerBlock = 4 * 52;  // keys 34 + values 18 bytes a position, blocks of 4
+  emit engine.kvSnapshotReady(snapshot);
+  QVERIFY2(panel.summaryText().contains(QStringLiteral("q8_0/q4_0 cache, 208 B per block (52 B per position)")),
+           qPrintable(panel.summaryText()));
   panel.show();
   QVERIFY(QTest::qWaitForWindowExposed(&panel));
   const QPoint inBlock6 = panel.mapWidget()->cellRect(6).center();

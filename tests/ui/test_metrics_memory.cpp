@@ -1,11 +1,11 @@
 // Tests of the Metrics and Memory tabs' models with hand-computed values: per-request latency
 // percentiles, rates, MBU/MFU and the over-time series; the memory estimate against measured
 // rows, whether a model fits, and reading /proc/self/status; the `iwb bench` runs table.
-#include "worker/measurement_values.h"
 #include "iwb/engine/store/results_store.h"
 #include "memory/memory_model.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
+#include "worker/measurement_values.h"
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -198,7 +198,8 @@ void TestMetricsMemory::memoryEstimateRows() {
   QCOMPARE(model.kvPool()->num_blocks, int64_t(64));
   QCOMPARE(model.findRow(QStringLiteral("Weights"))->estimateBytes, qint64(1'000'000));
   QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(262'144));
-  QVERIFY(model.findRow(QStringLiteral("KV cache"))->source.contains(QStringLiteral("64 blocks of 16 positions, 4 contexts of 256")));
+  QVERIFY(model.findRow(QStringLiteral("KV cache"))
+              ->source.contains(QStringLiteral("64 blocks of 16 positions, 4 contexts of 256")));
   // Engine Settings: a 100,000-byte budget holds 24 blocks of 16 x 256 bytes.
   iwb::EngineOptions options;
   options.kv_cache_bytes = 100'000;
@@ -267,6 +268,19 @@ void TestMetricsMemory::memoryMeasuredBesideEstimate() {
   QCOMPARE(model.findRow(QStringLiteral("KV cache in use"))->measuredBytes, qint64(25'600));
   QVERIFY(model.findRow(QStringLiteral("KV cache in use"))->source.contains(QStringLiteral("32 more")));
   QCOMPARE(model.findRow(QStringLiteral("Scratch"))->measuredBytes, qint64(12'345));
+  // The estimate's pool rule names Engine Settings' cache type and its blocks.
+  QVERIFY2(kv->source.contains(
+               QStringLiteral("f16 cache, %1 per block of 16 positions").arg(QLocale().formattedDataSize(16 * 256))),
+           qPrintable(kv->source));
+  // A quantized cache as the engine reports it: its type and bytes per block and position.
+  s.kvCacheType = QStringLiteral("q8_0");
+  s.kvBlockSize = 16;
+  s.kvBytesPerPosition = 136;  // the report's figure, whatever the shape
+  model.setSample(s);
+  kv = model.findRow(QStringLiteral("KV cache"));
+  QVERIFY2(kv->source.contains(QStringLiteral("q8_0 cache, %1 per block of 16 positions (%2 per position)")
+                                   .arg(QLocale().formattedDataSize(16 * 136), QLocale().formattedDataSize(136))),
+           qPrintable(kv->source));
   s.hasEngineReport = false;
 
   // Unloaded: a sample without a context is not a loaded model.

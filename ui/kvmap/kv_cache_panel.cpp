@@ -2,10 +2,10 @@
 // fed by the engine controller's KV snapshots.
 #include "kvmap/kv_cache_panel.h"
 
-#include "worker/engine_controller.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/kv_map_model.h"
 #include "kvmap/kv_map_widget.h"
+#include "worker/engine_controller.h"
 
 #include <qcustomplot.h>
 
@@ -33,7 +33,8 @@ QString swatch(const QColor& color, const QString& glyph = QStringLiteral("■")
 QString bytesText(quint64 bytes) {
   if (bytes >= (quint64{1} << 30)) return QStringLiteral("%1 GiB").arg(double(bytes) / double(1 << 30), 0, 'f', 2);
   if (bytes >= (quint64{1} << 20)) return QStringLiteral("%1 MiB").arg(double(bytes) / double(1 << 20), 0, 'f', 1);
-  return QStringLiteral("%1 KiB").arg(double(bytes) / 1024.0, 0, 'f', 1);
+  if (bytes >= 1024) return QStringLiteral("%1 KiB").arg(double(bytes) / 1024.0, 0, 'f', 1);
+  return QStringLiteral("%1 B").arg(bytes);  // a quantized cache's bytes per position
 }
 
 }  // namespace
@@ -146,6 +147,8 @@ QString KvCachePanel::detailsText() const { return m_details->text(); }
 
 QString KvCachePanel::legendText() const { return m_legend->text(); }
 
+QString KvCachePanel::summaryText() const { return m_summary->text(); }
+
 void KvCachePanel::updateStats() {
   const QList<KvStatRow> rows = m_model->statsRows();
   const bool hasPool = !m_model->snapshot().isEmpty();
@@ -154,9 +157,12 @@ void KvCachePanel::updateStats() {
   }
   QString summary = m_model->poolSummary();
   if (hasPool && m_model->snapshot().bytesPerBlock > 0) {
-    const QString type = m_model->snapshot().cacheType;
-    summary += type.isEmpty() ? tr(", %1 per block").arg(bytesText(m_model->snapshot().bytesPerBlock))
-                              : tr(", %1 cache, %2 per block").arg(type, bytesText(m_model->snapshot().bytesPerBlock));
+    const QString type =
+        m_model->snapshot().cacheType.isEmpty() ? QStringLiteral("f16") : m_model->snapshot().cacheType;
+    const quint64 perBlock = m_model->snapshot().bytesPerBlock;
+    summary += tr(", %1 cache, %2 per block").arg(type, bytesText(perBlock));
+    if (const qint64 b = m_model->blockSize(); b > 0)
+      summary += tr(" (%1 per position)").arg(bytesText(perBlock / quint64(b)));
   }
   m_summary->setText(summary);
 }

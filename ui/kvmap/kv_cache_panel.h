@@ -29,6 +29,8 @@ class KvCachePanel : public QWidget {
   QCustomPlot* historyChart() const { return m_history; }
   QString detailsText() const;
   QString legendText() const;
+  // The line over the map: blocks, the cache type, its bytes per block and per position.
+  QString summaryText() const;
 
  private:
   void updateStats();

@@ -17,7 +17,8 @@ QString bytesText(qint64 bytes) {
 }
 
 QString signedBytesText(qint64 bytes) {
-  const QString magnitude = QString::fromStdString(iwb::format_bytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes)));
+  const QString magnitude =
+      QString::fromStdString(iwb::format_bytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes)));
   return (bytes < 0 ? QStringLiteral("−") : QStringLiteral("+")) + magnitude;
 }
 
@@ -30,7 +31,9 @@ std::optional<qint64> MemoryModel::Row::difference() const {
 
 MemoryModel::MemoryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-int MemoryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_rows.size()); }
+int MemoryModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+}
 
 int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NumColumns; }
 
@@ -141,8 +144,21 @@ std::optional<iwb::MemoryEstimate> MemoryModel::estimate() const {
 
 qint64 MemoryModel::kvBytesPerPosition() const {
   if (!m_summary || m_summary->is_vocab_only) return 0;
+  // In the cache type Engine Settings ask for (the pool estimate's own figure).
+  if (const auto pool = kvPool()) return static_cast<qint64>(pool->bytes_per_position);
   const iwb::ModelHyperParams& h = m_summary->hparams;
   return h.block_count * h.head_count_kv * (h.key_length + h.value_length) * 2;  // f16
+}
+
+QString MemoryModel::kvBlockText(const QString& type, qint64 bytesPerPosition, qint64 blockSize) {
+  const QLocale locale;
+  if (blockSize <= 0) {
+    return tr("%1 cache, %2 per position")
+        .arg(type.isEmpty() ? QStringLiteral("f16") : type, locale.formattedDataSize(bytesPerPosition));
+  }
+  return tr("%1 cache, %2 per block of %3 positions (%4 per position)")
+      .arg(type.isEmpty() ? QStringLiteral("f16") : type, locale.formattedDataSize(bytesPerPosition * blockSize),
+           locale.toString(blockSize), locale.formattedDataSize(bytesPerPosition));
 }
 
 MemoryFit MemoryModel::fit() const {
@@ -183,10 +199,12 @@ QString MemoryModel::kvPoolText() const {
   const auto pool = kvPool();
   if (!pool) return {};
   const QLocale locale;
-  return tr("%1 blocks of %2 positions, %3 contexts of %4 (Engine Settings)")
+  return tr("%1 blocks of %2 positions, %3 contexts of %4 (Engine Settings); %5")
       .arg(locale.toString(pool->num_blocks), locale.toString(pool->block_size),
            locale.toString(pool->num_contexts(), 'f', pool->num_contexts() == std::floor(pool->num_contexts()) ? 0 : 1),
-           locale.toString(pool->context_length));
+           locale.toString(pool->context_length),
+           kvBlockText(QString::fromStdString(iwb::kv_cache_types_name(m_options.kv_cache_type)),
+                       static_cast<qint64>(pool->bytes_per_position), pool->block_size));
 }
 
 const MemoryModel::Row* MemoryModel::findRow(const QString& item) const {
@@ -208,23 +226,35 @@ void MemoryModel::rebuild() {
     Row weights{tr("Weights"), static_cast<qint64>(e->weight_bytes), -1, notLoaded, false, false};
     if (isLoaded) {
       weights.measuredBytes = sample.fileGrowthBytes();
-      weights.source = tr("memory-mapped file pages resident now (RssFile growth since before the load); pages "
-                          "not read yet are not counted");
+      weights.source =
+          tr("memory-mapped file pages resident now (RssFile growth since before the load); pages "
+             "not read yet are not counted");
     }
     m_rows << weights;
     for (const auto& [type, totals] : m_summary->totals_by_type) {
       m_rows << Row{tr("%1 (%2 tensors)").arg(QString::fromStdString(type)).arg(totals.num_tensors),
-                    static_cast<qint64>(totals.num_bytes), -1, tr("from the GGUF's tensor table"), false, true};
+                    static_cast<qint64>(totals.num_bytes),
+                    -1,
+                    tr("from the GGUF's tensor table"),
+                    false,
+                    true};
     }
     const bool hasReport = isLoaded && sample.hasEngineReport;
     if (isLoaded && sample.isOnCuda()) {
       appendDeviceRows(*e, sample);
-      m_rows << Row{tr("Host heap"), -1, sample.anonGrowthBytes(),
+      m_rows << Row{tr("Host heap"),
+                    -1,
+                    sample.anonGrowthBytes(),
                     tr("anonymous resident memory grown since before the load (RssAnon): the engine's host side, "
                        "pinned staging buffers included"),
-                    false, false};
-      m_rows << Row{tr("Pinned host buffers"), -1, sample.hostPinnedBytes,
-                    tr("page-locked staging: the step's metadata up, logits rows down"), false, true};
+                    false,
+                    false};
+      m_rows << Row{tr("Pinned host buffers"),
+                    -1,
+                    sample.hostPinnedBytes,
+                    tr("page-locked staging: the step's metadata up, logits rows down"),
+                    false,
+                    true};
       appendProcessRows(sample);
       endResetModel();
       emit changed();
@@ -232,30 +262,35 @@ void MemoryModel::rebuild() {
     }
     Row kv{tr("KV cache"), static_cast<qint64>(e->kv_cache_bytes), -1, isLoaded ? noReport : notLoaded, false, false};
     const QString poolRule = kvPoolText();
-    if (!isLoaded && !poolRule.isEmpty()) kv.source = tr("estimate: %1; measured once the model is loaded").arg(poolRule);
+    if (!isLoaded && !poolRule.isEmpty())
+      kv.source = tr("estimate: %1; measured once the model is loaded").arg(poolRule);
     if (hasReport) {
       // The estimate follows the engine's own sizing rule, so a difference here is the
       // memory the engine found available at load differing from now (it caps the pool).
       kv.measuredBytes = sample.kvPoolBytes;
-      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 cache, %3 per position "
-                     "(estimate: %4)")
+      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 (estimate: %3)")
                       .arg(QLocale().toString(sample.kvPositionsTotal),
-                           sample.kvCacheType.isEmpty() ? QStringLiteral("f16") : sample.kvCacheType,
-                           QLocale().formattedDataSize(sample.kvBytesPerPosition), poolRule);
+                           kvBlockText(sample.kvCacheType, sample.kvBytesPerPosition, sample.kvBlockSize), poolRule);
     }
     m_rows << kv;
     if (hasReport) {
-      m_rows << Row{tr("KV cache in use"), -1, sample.kvBytesPerPosition * sample.kvPositionsUsed,
+      m_rows << Row{tr("KV cache in use"),
+                    -1,
+                    sample.kvBytesPerPosition * sample.kvPositionsUsed,
                     tr("%1 of %2 positions hold keys and values of live sequences; %3 more keep reusable prefixes")
                         .arg(QLocale().toString(sample.kvPositionsUsed), QLocale().toString(sample.kvPositionsTotal),
                              QLocale().toString(sample.kvPositionsCached)),
-                    false, true};
+                    false,
+                    true};
     } else if (isLoaded) {
       const qint64 used = kvBytesPerPosition() * sample.kvPositions;
-      m_rows << Row{tr("KV cache in use"), used, -1,
+      m_rows << Row{tr("KV cache in use"),
+                    used,
+                    -1,
                     tr("%1 of %2 positions hold keys and values (computed from the positions, not measured)")
                         .arg(QLocale().toString(sample.kvPositions), QLocale().toString(sample.contextLength)),
-                    false, true};
+                    false,
+                    true};
     }
     Row scratch{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
                 false};
@@ -264,12 +299,17 @@ void MemoryModel::rebuild() {
       scratch.source = tr("the engine's step buffers: activations of one step and the logits rows");
     }
     m_rows << scratch;
-    Row anon{tr("KV cache, scratch and heap"), static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes), -1,
-             notLoaded, false, false};
+    Row anon{tr("KV cache, scratch and heap"),
+             static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes),
+             -1,
+             notLoaded,
+             false,
+             false};
     if (isLoaded) {
       anon.measuredBytes = sample.anonGrowthBytes();
-      anon.source = tr("anonymous resident memory grown since before the load (RssAnon); the engine's heap, "
-                       "pages of the KV cache not yet written are not counted");
+      anon.source =
+          tr("anonymous resident memory grown since before the load (RssAnon); the engine's heap, "
+             "pages of the KV cache not yet written are not counted");
     }
     m_rows << anon;
     Row total{tr("Total"), static_cast<qint64>(e->total()), -1, notLoaded, true, false};
@@ -288,25 +328,43 @@ void MemoryModel::appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySam
   // On a GPU the engine's own allocations are exact: every cudaMalloc is counted where it is made.
   const QString device = sample.deviceId;
   const QLocale locale;
-  m_rows << Row{tr("Weights on %1").arg(device), static_cast<qint64>(e.weight_bytes), sample.deviceWeightsBytes,
-                tr("uploaded at load in their stored type; norms and biases as f32"), false, false};
-  m_rows << Row{tr("KV pool on %1").arg(device), static_cast<qint64>(e.kv_cache_bytes), sample.deviceKvPoolBytes,
-                tr("the paged KV pool in device memory, sized at load: %1 positions in blocks")
-                    .arg(locale.toString(sample.kvPositionsTotal)),
-                false, false};
-  m_rows << Row{tr("KV cache in use"), -1, sample.kvBytesPerPosition * sample.kvPositionsUsed,
+  m_rows << Row{tr("Weights on %1").arg(device),
+                static_cast<qint64>(e.weight_bytes),
+                sample.deviceWeightsBytes,
+                tr("uploaded at load in their stored type; norms and biases as f32"),
+                false,
+                false};
+  m_rows << Row{tr("KV pool on %1").arg(device),
+                static_cast<qint64>(e.kv_cache_bytes),
+                sample.deviceKvPoolBytes,
+                tr("the paged KV pool in device memory, sized at load: %1 positions in blocks, %2")
+                    .arg(locale.toString(sample.kvPositionsTotal),
+                         kvBlockText(sample.kvCacheType, sample.kvBytesPerPosition, sample.kvBlockSize)),
+                false,
+                false};
+  m_rows << Row{tr("KV cache in use"),
+                -1,
+                sample.kvBytesPerPosition * sample.kvPositionsUsed,
                 tr("%1 of %2 positions hold keys and values of live sequences; %3 more keep reusable prefixes")
                     .arg(locale.toString(sample.kvPositionsUsed), locale.toString(sample.kvPositionsTotal),
                          locale.toString(sample.kvPositionsCached)),
-                false, true};
-  m_rows << Row{tr("Scratch on %1").arg(device), static_cast<qint64>(e.scratch_bytes), sample.deviceScratchBytes,
+                false,
+                true};
+  m_rows << Row{tr("Scratch on %1").arg(device),
+                static_cast<qint64>(e.scratch_bytes),
+                sample.deviceScratchBytes,
                 tr("activations of one step, f16 staging for cuBLAS, attention workspace, the step's metadata and "
                    "logits rows"),
-                false, false};
-  m_rows << Row{tr("cuBLAS workspace"), -1, sample.deviceWorkspaceBytes, tr("the workspace handed to cuBLAS"), false,
-                true};
-  m_rows << Row{tr("Engine total on %1").arg(device), static_cast<qint64>(e.total()), sample.deviceEngineBytes(),
-                tr("weights + KV pool + scratch + cuBLAS workspace, as the engine allocated them"), true, false};
+                false,
+                false};
+  m_rows << Row{
+      tr("cuBLAS workspace"), -1, sample.deviceWorkspaceBytes, tr("the workspace handed to cuBLAS"), false, true};
+  m_rows << Row{tr("Engine total on %1").arg(device),
+                static_cast<qint64>(e.total()),
+                sample.deviceEngineBytes(),
+                tr("weights + KV pool + scratch + cuBLAS workspace, as the engine allocated them"),
+                true,
+                false};
   if (sample.deviceTotalBytes > 0) {
     QString source = tr("cudaMemGetInfo when sampled, of %1 total (every process on the device counts)")
                          .arg(bytesText(sample.deviceTotalBytes));
@@ -317,16 +375,22 @@ void MemoryModel::appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySam
 
 void MemoryModel::appendProcessRows(const MemorySample& sample) {
   if (m_sample && m_sample->isValid) {
-    m_rows << Row{tr("Process resident (VmRSS)"), -1, sample.residentBytes,
-                  tr("the whole application, from /proc/self/status"), false, false};
+    m_rows << Row{tr("Process resident (VmRSS)"),
+                  -1,
+                  sample.residentBytes,
+                  tr("the whole application, from /proc/self/status"),
+                  false,
+                  false};
   }
   if (m_device.total_memory_bytes > 0) {
     const bool isCpu = m_device.kind == iwb::ComputeDeviceKind::Cpu;
-    m_rows << Row{tr("Available on %1").arg(QString::fromStdString(m_device.id)), -1,
+    m_rows << Row{tr("Available on %1").arg(QString::fromStdString(m_device.id)),
+                  -1,
                   static_cast<qint64>(m_device.free_memory_bytes),
                   (isCpu ? tr("MemAvailable of %1 total") : tr("free device memory of %1 total, when last refreshed"))
                       .arg(bytesText(static_cast<qint64>(m_device.total_memory_bytes))),
-                  false, false};
+                  false,
+                  false};
   }
 }
 

@@ -6,11 +6,11 @@
 // before the load). On a CUDA device the engine's device allocations replace the host rows.
 #pragma once
 
-#include "worker/measurement_values.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/runtime/kv_pool_estimate.h"
+#include "worker/measurement_values.h"
 
 #include <QAbstractTableModel>
 #include <QList>
@@ -39,7 +39,7 @@ class MemoryModel : public QAbstractTableModel {
     qint64 measuredBytes = -1;  // -1: not measured (yet, or at all)
     QString source;             // how the measured figure was obtained, or why there is none
     bool isTotal = false;
-    bool isDetail = false;      // a breakdown line (weights by type)
+    bool isDetail = false;  // a breakdown line (weights by type)
 
     std::optional<qint64> difference() const;
   };
@@ -75,10 +75,14 @@ class MemoryModel : public QAbstractTableModel {
   MemoryFit fit() const;
   // A sentence for the banner: "Fits: needs 1.2 GiB of 20.1 GiB available (23.4 GiB total)."
   QString fitText() const;
-  // KV cache bytes per position (f16 K and V over every layer), from the model's shape.
+  // KV cache bytes per position (K and V over every layer in Engine Settings' cache type), from
+  // the model's shape.
   qint64 kvBytesPerPosition() const;
-  // "1,024 blocks of 16 positions, 4 contexts of 4,096 (Engine Settings)"; empty without a pool.
+  // "1,024 blocks of 16 positions, 4 contexts of 4,096 (Engine Settings); q8_0 cache, ... per
+  // block ..."; empty without a pool.
   QString kvPoolText() const;
+  // "q8_0 cache, 8.5 KB per block of 16 positions (544 bytes per position)".
+  static QString kvBlockText(const QString& type, qint64 bytesPerPosition, qint64 blockSize);
 
   const QList<Row>& rows() const { return m_rows; }
   // The row named `item`; nullptr when there is none.

@@ -3,11 +3,11 @@
 
 #include "quantlab/quant_runs_model.h"
 
+#include <qcustomplot.h>
 #include <QHeaderView>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
 
 #include <map>
 
@@ -36,6 +36,9 @@ const Metric kMetrics[] = {
     {"Δp RMS", &QuantRun::delta_p_rms, 5, 1.0},
     {"Prompt tokens/s", &QuantRun::prompt_tokens_per_s, 1, 1.0},
     {"Generation tokens/s", &QuantRun::gen_tokens_per_s, 2, 1.0},
+    {"Generation tokens/s at depth", &QuantRun::depth_gen_tokens_per_s, 2, 1.0},
+    {"KV bytes per token", &QuantRun::kv_bytes_per_token, 0, 1.0},
+    {"Sequences that fit", &QuantRun::fit_sequences, 0, 1.0},
 };
 
 QString cell(const std::optional<double>& v, int decimals, double scale) {
@@ -99,7 +102,8 @@ void QuantCompareView::setRuns(const QuantRun* a, const std::vector<iwb::quant::
 
   // Per-layer error, one line per tensor kind and run.
   m_errors->clearGraphs();
-  auto addRun = [&](const std::vector<iwb::quant::QuantizedTensor>& tensors, const QString& runLabel, Qt::PenStyle style) {
+  auto addRun = [&](const std::vector<iwb::quant::QuantizedTensor>& tensors, const QString& runLabel,
+                    Qt::PenStyle style) {
     std::map<std::string, QVector<QPair<double, double>>> byKind;
     for (const auto& t : tensors) {
       if (t.layer < 0 || t.relative_rmse <= 0) continue;  // 1-D tensors are copied: no error

@@ -1,14 +1,16 @@
-// QuantLabPanel: the form, where the queue runs, the runs table, charts and comparison.
+// QuantLabPanel: the form (weight and KV cache types, depth, memory budget), where the queue
+// runs, the runs table, charts and comparison.
 #include "quantlab/quant_lab_panel.h"
 
-#include "worker/engine_controller.h"
 #include "iwb/engine/synth/quant_mix.h"
 #include "quantlab/quant_charts.h"
 #include "quantlab/quant_compare_view.h"
 #include "quantlab/quant_runs_model.h"
 #include "store/results_store_access.h"
+#include "worker/engine_controller.h"
 
 #include <QCheckBox>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -34,8 +36,10 @@ namespace iwb::ui {
 namespace {
 
 // The types the form offers, in size order (the mixes beside their base type).
-const char* const kTypes[] = {"Q8_0", "Q6_K", "Q5_K_M", "Q5_K", "Q5_1", "Q5_0", "Q4_K_M",
-                              "Q4_K", "Q4_1", "Q4_0", "Q3_K", "Q2_K"};
+const char* const kTypes[] = {"Q8_0",   "Q6_K", "Q5_K_M", "Q5_K", "Q5_1", "Q5_0",
+                              "Q4_K_M", "Q4_K", "Q4_1",   "Q4_0", "Q3_K", "Q2_K"};
+// The KV cache types (llama.cpp's -ctk/-ctv names, vLLM's FP8), largest first.
+const char* const kKvTypes[] = {"q8_0", "fp8_e4m3", "q5_1", "q5_0", "q4_1", "q4_0"};
 
 }  // namespace
 
@@ -46,9 +50,9 @@ QuantLabPanel::QuantLabPanel(EngineController* engine, const QString& storePath,
                              QWidget* parent)
     : QWidget(parent),
       m_storePath(ResultsStoreAccess(storePath).path()),
-      m_outputDir(outputDir.isEmpty()
-                      ? QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation) + QStringLiteral("/quantlab")
-                      : outputDir),
+      m_outputDir(outputDir.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation) +
+                                            QStringLiteral("/quantlab")
+                                      : outputDir),
       m_ownThread(engine != nullptr ? nullptr : new QThread(this)),
       m_computeThread(engine != nullptr ? engine->workerThread() : m_ownThread),
       m_engine(engine),
@@ -138,10 +142,12 @@ QWidget* QuantLabPanel::createForm() {
   grid->setContentsMargins(0, 0, 0, 0);
   m_source = new QLineEdit;
   m_source->setObjectName(QStringLiteral("sourceModel"));
-  m_source->setPlaceholderText(tr("GGUF model to quantize (F32/F16/BF16; a quantized file is dequantized to F16 first)"));
+  m_source->setPlaceholderText(
+      tr("GGUF model to quantize (F32/F16/BF16; a quantized file is dequantized to F16 first)"));
   auto* browse = new QPushButton(tr("Browse…"));
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Source Model"), m_source->text(), tr("GGUF models (*.gguf)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Source Model"), m_source->text(), tr("GGUF models (*.gguf)"));
     if (!path.isEmpty()) m_source->setText(path);
   });
   grid->addWidget(new QLabel(tr("Source:")), 0, 0);
@@ -151,7 +157,8 @@ QWidget* QuantLabPanel::createForm() {
   auto* types = new QHBoxLayout;
   for (const char* t : kTypes) {
     auto* box = new QCheckBox(QString::fromLatin1(t));
-    box->setChecked(QString::fromLatin1(t) == QLatin1String("Q4_K_M") || QString::fromLatin1(t) == QLatin1String("Q8_0"));
+    box->setChecked(QString::fromLatin1(t) == QLatin1String("Q4_K_M") ||
+                    QString::fromLatin1(t) == QLatin1String("Q8_0"));
     m_typeBoxes[QString::fromLatin1(t)] = box;
     types->addWidget(box);
   }
@@ -160,14 +167,86 @@ QWidget* QuantLabPanel::createForm() {
   grid->addLayout(types, 1, 1, 1, 7);
 
   m_imatrix = new QCheckBox(tr("also with an importance matrix"));
-  m_kv8 = new QCheckBox(tr("also with the KV cache:"));
-  m_kv8->setToolTip(tr("Each item run again with a quantized KV cache (keys/values as llama.cpp's -ctk/-ctv); "
-                       "block types need head sizes that are multiples of 32"));
-  m_kvType = new QComboBox;
-  // Keys/values; one name: both alike. q8_0 first: the default, about half the KV memory.
-  m_kvType->addItems({QStringLiteral("q8_0"), QStringLiteral("q8_0/q4_0"), QStringLiteral("fp8_e4m3"),
-                      QStringLiteral("q5_1"), QStringLiteral("q5_0"), QStringLiteral("q4_1"), QStringLiteral("q4_0")});
-  m_kvType->setToolTip(tr("KV cache type, keys/values"));
+  auto* kvRow = new QHBoxLayout;
+  for (const char* t : kKvTypes) {
+    auto* box = new QCheckBox(QString::fromLatin1(t));
+    box->setToolTip(tr("Keys and values in %1 (llama.cpp's -ctk %1 -ctv %1)").arg(QString::fromLatin1(t)));
+    m_kvBoxes[QString::fromLatin1(t)] = box;
+    kvRow->addWidget(box);
+  }
+  m_kvPair = new QCheckBox(tr("keys/values:"));
+  m_kvPair->setObjectName(QStringLiteral("kvPair"));
+  m_kvKeys = new QComboBox;
+  m_kvValues = new QComboBox;
+  for (QComboBox* c : {m_kvKeys, m_kvValues}) {
+    c->addItem(QStringLiteral("f16"));
+    for (const char* t : kKvTypes) c->addItem(QString::fromLatin1(t));
+  }
+  m_kvKeys->setCurrentText(QStringLiteral("q8_0"));
+  m_kvValues->setCurrentText(QStringLiteral("q4_0"));
+  m_kvKeys->setToolTip(tr("Key cache type (-ctk)"));
+  m_kvValues->setToolTip(tr("Value cache type (-ctv)"));
+  m_kvEachType = new QCheckBox(tr("on every weight type too"));
+  m_kvEachType->setToolTip(tr("Without this, the KV types run on the base's weights only"));
+  kvRow->addWidget(m_kvPair);
+  kvRow->addWidget(m_kvKeys);
+  kvRow->addWidget(new QLabel(QStringLiteral("/")));
+  kvRow->addWidget(m_kvValues);
+  kvRow->addWidget(m_kvEachType);
+  kvRow->addStretch();
+  auto* kvLabel = new QLabel(tr("KV cache:"));
+  kvLabel->setToolTip(
+      tr("Each KV type is a run of its own, measured against the base with the f16 cache; "
+         "block types need head sizes that are multiples of 32"));
+  grid->addWidget(kvLabel, 2, 0);
+  grid->addLayout(kvRow, 2, 1, 1, 7);
+
+  m_depth = new QSpinBox;
+  m_depth->setObjectName(QStringLiteral("genDepth"));
+  m_depth->setRange(0, 131072);
+  m_depth->setSingleStep(1024);
+  m_depth->setValue(4096);
+  m_depth->setSpecialValueText(tr("off"));
+  m_depth->setToolTip(
+      tr("Generation tokens/s measured again after this many tokens in the KV cache "
+         "(iwb bench -d), cut to the model's trained context"));
+  m_fitContext = new QSpinBox;
+  m_fitContext->setRange(16, 1048576);
+  m_fitContext->setSingleStep(1024);
+  m_fitContext->setValue(8192);
+  m_fitMemory = new QDoubleSpinBox;
+  m_fitMemory->setRange(0.01, 4096);
+  m_fitMemory->setDecimals(2);
+  m_fitMemory->setValue(8.0);
+  m_fitMemory->setSuffix(tr(" GiB"));
+  m_chartSequences = new QSpinBox;
+  m_chartSequences->setRange(1, 4096);
+  m_chartSequences->setValue(4);
+  m_chartSequences->setToolTip(tr("The memory chart counts the weights and the KV cache of this many sequences"));
+  const QString fitTip =
+      tr("Per run: how many sequences of this context fit in this memory beside the weights: "
+         "floor((memory - weights) / (KV bytes per position x context in whole blocks))");
+  m_fitContext->setToolTip(fitTip);
+  m_fitMemory->setToolTip(fitTip);
+  auto* capacity = new QHBoxLayout;
+  capacity->addWidget(new QLabel(tr("Speed at depth:")));
+  capacity->addWidget(m_depth);
+  capacity->addSpacing(12);
+  capacity->addWidget(new QLabel(tr("Sequences of")));
+  capacity->addWidget(m_fitContext);
+  capacity->addWidget(new QLabel(tr("tokens in")));
+  capacity->addWidget(m_fitMemory);
+  capacity->addSpacing(12);
+  capacity->addWidget(new QLabel(tr("Chart memory for")));
+  capacity->addWidget(m_chartSequences);
+  capacity->addWidget(new QLabel(tr("sequences")));
+  capacity->addStretch();
+  grid->addLayout(capacity, 3, 1, 1, 7);
+  const auto basis = [this] { m_charts->setMemoryBasis(m_fitContext->value(), m_chartSequences->value()); };
+  connect(m_fitContext, &QSpinBox::valueChanged, this, basis);
+  connect(m_chartSequences, &QSpinBox::valueChanged, this, basis);
+  basis();
+
   m_context = new QSpinBox;
   m_context->setRange(16, 8192);
   m_context->setValue(512);
@@ -182,8 +261,6 @@ QWidget* QuantLabPanel::createForm() {
   m_evalText->setPlaceholderText(tr("built-in text"));
   auto* options = new QHBoxLayout;
   options->addWidget(m_imatrix);
-  options->addWidget(m_kv8);
-  options->addWidget(m_kvType);
   options->addWidget(new QLabel(tr("Context:")));
   options->addWidget(m_context);
   options->addWidget(new QLabel(tr("Chunks:")));
@@ -192,7 +269,7 @@ QWidget* QuantLabPanel::createForm() {
   options->addWidget(m_threads);
   options->addWidget(new QLabel(tr("Text:")));
   options->addWidget(m_evalText, 1);
-  grid->addLayout(options, 2, 1, 1, 7);
+  grid->addLayout(options, 4, 1, 1, 7);
 
   m_run = new QPushButton(tr("Run queue"));
   m_run->setObjectName(QStringLiteral("runQueue"));
@@ -222,8 +299,8 @@ QWidget* QuantLabPanel::createForm() {
   actions->addWidget(m_stage, 2);
   actions->addWidget(reloadButton);
   actions->addWidget(exportButton);
-  grid->addLayout(actions, 3, 0, 1, 8);
-  grid->addWidget(m_note, 4, 0, 1, 8);
+  grid->addLayout(actions, 5, 0, 1, 8);
+  grid->addWidget(m_note, 6, 0, 1, 8);
   return form;
 }
 
@@ -236,18 +313,37 @@ QuantLabSettings QuantLabPanel::settings() const {
   s.context = m_context->value();
   s.numChunks = m_chunks->value();
   s.numThreads = m_threads->value();
+  s.genDepth = m_depth->value();
+  s.fitContext = m_fitContext->value();
+  s.fitMemoryBytes = m_fitMemory->value() * 1024.0 * 1024.0 * 1024.0;
   return s;
+}
+
+QStringList QuantLabPanel::kvTypes() const {
+  QStringList out;
+  for (const char* t : kKvTypes) {
+    if (m_kvBoxes.at(QString::fromLatin1(t))->isChecked()) out << QString::fromLatin1(t);
+  }
+  if (m_kvPair->isChecked()) {
+    const QString k = m_kvKeys->currentText(), v = m_kvValues->currentText();
+    const QString pair = k == v ? k : k + QLatin1Char('/') + v;
+    if (pair != QLatin1String("f16") && !out.contains(pair)) out << pair;
+  }
+  return out;
 }
 
 QVector<QuantJob> QuantLabPanel::jobs() const {
   QVector<QuantJob> out;
-  const QString f16 = QStringLiteral("f16"), q8 = m_kvType->currentText();
-  if (m_kv8->isChecked()) out.append({QString(), false, q8});  // the base with the 8-bit cache
+  const QString f16 = QStringLiteral("f16");
+  const QStringList kv = kvTypes();
+  for (const QString& c : kv) out.append({QString(), false, c});  // the base's weights with each cache
   for (const char* t : kTypes) {
     if (!m_typeBoxes.at(QString::fromLatin1(t))->isChecked()) continue;
     out.append({QString::fromLatin1(t), false, f16});
     if (m_imatrix->isChecked()) out.append({QString::fromLatin1(t), true, f16});
-    if (m_kv8->isChecked()) out.append({QString::fromLatin1(t), false, q8});
+    if (m_kvEachType->isChecked()) {
+      for (const QString& c : kv) out.append({QString::fromLatin1(t), false, c});
+    }
   }
   return out;
 }
@@ -258,10 +354,22 @@ void QuantLabPanel::suggestSourcePath(const QString& path) {
   if (m_source->text().trimmed().isEmpty()) m_source->setText(path);
 }
 
-void QuantLabPanel::setCheckedTypes(const QStringList& types, bool withImatrix, bool withKv8) {
+void QuantLabPanel::setCheckedTypes(const QStringList& types, bool withImatrix) {
   for (auto& [name, box] : m_typeBoxes) box->setChecked(types.contains(name));
   m_imatrix->setChecked(withImatrix);
-  m_kv8->setChecked(withKv8);
+}
+
+void QuantLabPanel::setKvTypes(const QStringList& kvTypes, bool forEachWeightType) {
+  for (auto& [name, box] : m_kvBoxes) box->setChecked(kvTypes.contains(name));
+  m_kvPair->setChecked(false);
+  for (const QString& t : kvTypes) {
+    const QStringList kv = t.split(QLatin1Char('/'));
+    if (kv.size() != 2 || m_kvKeys->findText(kv[0]) < 0 || m_kvValues->findText(kv[1]) < 0) continue;
+    m_kvKeys->setCurrentText(kv[0]);
+    m_kvValues->setCurrentText(kv[1]);
+    m_kvPair->setChecked(true);
+  }
+  m_kvEachType->setChecked(forEachWeightType);
 }
 
 bool QuantLabPanel::startQueue() { return startQueue(settings(), jobs()); }
@@ -308,8 +416,10 @@ void QuantLabPanel::reload() {
   }
   if (!m_model->reload(m_storePath)) emit statusMessage(tr("Results store: %1").arg(m_model->errorMessage()));
   updateViews();
-  if (selected.size() >= 2) compareRuns(selected[0], selected[1]);
-  else if (selected.size() == 1) compareRuns(selected[0], -1);
+  if (selected.size() >= 2)
+    compareRuns(selected[0], selected[1]);
+  else if (selected.size() == 1)
+    compareRuns(selected[0], -1);
 }
 
 void QuantLabPanel::updateViews() {
@@ -318,16 +428,18 @@ void QuantLabPanel::updateViews() {
   QString note;
   for (const iwb::quant::QuantRun& r : m_model->runs()) {
     if (!r.is_reference) continue;
-    note = tr("Reference: %1 (%2).").arg(QFileInfo(QString::fromStdString(r.model_path)).fileName(),
-                                        QString::fromStdString(r.weight_type));
+    note = tr("Reference: %1 (%2).")
+               .arg(QFileInfo(QString::fromStdString(r.model_path)).fileName(), QString::fromStdString(r.weight_type));
     if (!r.note.empty()) {
       note += QLatin1Char(' ') + QString::fromStdString(r.note) + QLatin1Char('.');
     } else if (const QString from = m_model->dequantizedFrom(r); !from.isEmpty()) {
       note += tr(" Dequantized from %1, a quantized file (the only one at hand): every error here is measured "
-                 "against that, not against the original unquantized weights.").arg(from);
+                 "against that, not against the original unquantized weights.")
+                  .arg(from);
     }
   }
-  if (note.isEmpty() && !m_model->runs().empty()) note = tr("No reference run yet: the queue evaluates the base first.");
+  if (note.isEmpty() && !m_model->runs().empty())
+    note = tr("No reference run yet: the queue evaluates the base first.");
   m_note->setText(note);
 }
 
@@ -353,7 +465,8 @@ void QuantLabPanel::compareRuns(qint64 first, qint64 second) {
 void QuantLabPanel::onSelectionChanged() {
   const QModelIndexList rows = m_table->selectionModel()->selectedRows();
   qint64 ids[2] = {-1, -1};
-  for (int i = 0; i < rows.size() && i < 2; ++i) ids[i] = m_proxy->data(rows[i], QuantRunsModel::RunIdRole).toLongLong();
+  for (int i = 0; i < rows.size() && i < 2; ++i)
+    ids[i] = m_proxy->data(rows[i], QuantRunsModel::RunIdRole).toLongLong();
   compareRuns(ids[0], ids[1]);
 }
 

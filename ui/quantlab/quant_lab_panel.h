@@ -1,5 +1,6 @@
 // The "Quantization" tab: pick a source model and settings (weight types, with or without an
-// importance matrix), run them as a queue on the engine's thread with progress and cancel; every
+// importance matrix, KV cache types for keys and values, the long-context depth and the memory
+// budget), run them as a queue on the engine's thread with progress and cancel; every
 // stored run in a sortable table with the base model's reference row; trade-off charts with
 // Pareto fronts; two selected runs side by side with their per-layer errors; CSV export.
 #pragma once
@@ -13,6 +14,7 @@
 #include <map>
 
 class QCheckBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -62,7 +64,11 @@ class QuantLabPanel : public QWidget {
   void setSourcePath(const QString& path);
   // Fills the source with `path` unless the user already chose one (the model the window opened).
   void suggestSourcePath(const QString& path);
-  void setCheckedTypes(const QStringList& types, bool withImatrix, bool withKv8 = false);
+  void setCheckedTypes(const QStringList& types, bool withImatrix);
+  // The KV cache types to queue ("q8_0", ..., or keys/values "q8_0/q4_0": one pair at a time),
+  // each run on the base and, with forEachWeightType, on every checked weight type too.
+  void setKvTypes(const QStringList& kvTypes, bool forEachWeightType = false);
+  QStringList kvTypes() const;
 
  public slots:
   void reload();
@@ -97,8 +103,15 @@ class QuantLabPanel : public QWidget {
   QLineEdit* m_evalText;
   std::map<QString, QCheckBox*> m_typeBoxes;
   QCheckBox* m_imatrix;
-  QCheckBox* m_kv8;        // also run each item with the KV cache type of m_kvType
-  QComboBox* m_kvType;      // "q8_0", ..., or keys/values "q8_0/q4_0"
+  std::map<QString, QCheckBox*> m_kvBoxes;  // one type for keys and values
+  QCheckBox* m_kvPair;                      // keys and values of their own types:
+  QComboBox* m_kvKeys;
+  QComboBox* m_kvValues;
+  QCheckBox* m_kvEachType;  // the KV types on every weight type, not only the base
+  QSpinBox* m_depth;
+  QSpinBox* m_fitContext;
+  QDoubleSpinBox* m_fitMemory;  // GiB
+  QSpinBox* m_chartSequences;
   QSpinBox* m_context;
   QSpinBox* m_chunks;
   QSpinBox* m_threads;

@@ -31,9 +31,7 @@ QVariant optionalText(const std::optional<double>& v, int decimals, double scale
 }
 
 // Missing figures sort after every number in either direction's natural reading.
-QVariant sortKey(const std::optional<double>& v) {
-  return v ? *v : std::numeric_limits<double>::infinity();
-}
+QVariant sortKey(const std::optional<double>& v) { return v ? *v : std::numeric_limits<double>::infinity(); }
 
 }  // namespace
 
@@ -49,8 +47,9 @@ QString QuantRunsModel::label(const QuantRun& r) {
   if (r.is_reference) return QStringLiteral("base");
   QString text = QString::fromStdString(r.weight_type);
   if (r.is_imatrix) text += QStringLiteral("+im");
-  if (r.kv_cache_type == "q8_0") text += QStringLiteral(" kv8");
-  else if (!r.kv_cache_type.empty() && r.kv_cache_type != "f16") text += QStringLiteral(" kv ") + QString::fromStdString(r.kv_cache_type);
+  if (!r.kv_cache_type.empty() && r.kv_cache_type != "f16" && r.kv_cache_type != "f16/f16") {
+    text += QStringLiteral(" KV ") + QString::fromStdString(r.kv_cache_type);
+  }
   return text;
 }
 
@@ -78,6 +77,16 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
       case DeltaPColumn: return optionalText(r.delta_p_rms, 4);
       case PromptRateColumn: return optionalText(r.prompt_tokens_per_s, 1);
       case GenRateColumn: return optionalText(r.gen_tokens_per_s, 2);
+      case DepthRateColumn:
+        if (!r.depth_gen_tokens_per_s) return QStringLiteral("–");
+        return tr("%1 @ %2").arg(*r.depth_gen_tokens_per_s, 0, 'f', 2).arg(r.gen_depth);
+      case KvBytesColumn: return optionalText(r.kv_bytes_per_token, 0);
+      case FitColumn:
+        if (!r.fit_sequences || !r.fit_memory_bytes) return QStringLiteral("–");
+        return tr("%1 × %2 in %3 GiB")
+            .arg(*r.fit_sequences, 0, 'f', 0)
+            .arg(r.fit_context)
+            .arg(*r.fit_memory_bytes / (1024.0 * 1024.0 * 1024.0), 0, 'g', 3);
       case ModelColumn: return QFileInfo(QString::fromStdString(r.model_path)).fileName();
       case DateColumn: return QString::fromStdString(r.date).left(19).replace(QLatin1Char('T'), QLatin1Char(' '));
     }
@@ -92,10 +101,13 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
       case DeltaPColumn: return sortKey(r.delta_p_rms);
       case PromptRateColumn: return sortKey(r.prompt_tokens_per_s);
       case GenRateColumn: return sortKey(r.gen_tokens_per_s);
+      case DepthRateColumn: return sortKey(r.depth_gen_tokens_per_s);
+      case KvBytesColumn: return sortKey(r.kv_bytes_per_token);
+      case FitColumn: return sortKey(r.fit_sequences);
       default: return data(index, Qt::DisplayRole);
     }
   } else if (role == Qt::TextAlignmentRole) {
-    if (index.column() >= SizeColumn && index.column() <= GenRateColumn) {
+    if (index.column() >= SizeColumn && index.column() <= FitColumn) {
       return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
     }
   } else if (role == Qt::FontRole && r.is_reference) {
@@ -116,6 +128,12 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
                .arg(r.context)
                .arg(r.num_chunks)
                .arg(r.num_scored_tokens);
+    if (r.kv_bytes_per_token) {
+      tip += tr("\nKV cache %1: %2 bytes per position, blocks of %3 positions")
+                 .arg(QString::fromStdString(r.kv_cache_type))
+                 .arg(*r.kv_bytes_per_token, 0, 'f', 0)
+                 .arg(r.kv_block_size);
+    }
     if (!r.error.empty()) tip += tr("\nfailed: %1").arg(QString::fromStdString(r.error));
     if (!r.note.empty()) tip += QLatin1Char('\n') + QString::fromStdString(r.note);
     return tip;
@@ -139,6 +157,9 @@ QVariant QuantRunsModel::headerData(int section, Qt::Orientation orientation, in
     case DeltaPColumn: return tr("Δp RMS");
     case PromptRateColumn: return tr("Prompt tok/s");
     case GenRateColumn: return tr("Gen tok/s");
+    case DepthRateColumn: return tr("Gen tok/s @ depth");
+    case KvBytesColumn: return tr("KV B/token");
+    case FitColumn: return tr("Sequences that fit");
     case ModelColumn: return tr("File");
     case DateColumn: return tr("Date (UTC)");
   }
@@ -190,16 +211,20 @@ int QuantRunsModel::rowOfRun(qint64 id) const {
 
 QString QuantRunsModel::toCsv() const {
   auto number = [](const std::optional<double>& v) { return v ? QString::number(*v, 'g', 10) : QString(); };
-  auto quoted = [](QString s) { return QLatin1Char('"') + s.replace(QLatin1Char('"'), QStringLiteral("\"\"")) + QLatin1Char('"'); };
+  auto quoted = [](QString s) {
+    return QLatin1Char('"') + s.replace(QLatin1Char('"'), QStringLiteral("\"\"")) + QLatin1Char('"');
+  };
   QStringList lines;
   lines << QStringLiteral(
       "id,date,status,kind,type,imatrix,kv_cache,reference,model,base,text,context,chunks,scored_tokens,file_bytes,"
       "memory_bytes,bits_per_weight,perplexity,perplexity_error,kl_mean,kl_median,kl_p99,kl_max,top1_agreement,"
-      "delta_p_mean,delta_p_rms,prompt_tokens_per_s,gen_tokens_per_s,threads,device,error");
+      "delta_p_mean,delta_p_rms,prompt_tokens_per_s,gen_tokens_per_s,gen_depth,depth_gen_tokens_per_s,weights_bytes,"
+      "kv_bytes_per_token,kv_block_size,fit_context,fit_memory_bytes,fit_sequences,threads,device,error");
   for (const QuantRun& r : m_runs) {
     QStringList f;
-    f << QString::number(r.id) << QString::fromStdString(r.date) << QString::fromLatin1(iwb::quant::run_status_name(r.status))
-      << QString::fromStdString(r.kind) << QString::fromStdString(r.weight_type) << QString::number(int(r.is_imatrix))
+    f << QString::number(r.id) << QString::fromStdString(r.date)
+      << QString::fromLatin1(iwb::quant::run_status_name(r.status)) << QString::fromStdString(r.kind)
+      << QString::fromStdString(r.weight_type) << QString::number(int(r.is_imatrix))
       << QString::fromStdString(r.kv_cache_type) << QString::number(int(r.is_reference))
       << quoted(QString::fromStdString(r.model_path)) << quoted(QString::fromStdString(r.source_path))
       << quoted(QString::fromStdString(r.text_name)) << QString::number(r.context) << QString::number(r.num_chunks)
@@ -207,8 +232,10 @@ QString QuantRunsModel::toCsv() const {
       << number(r.bits_per_weight) << number(r.perplexity) << number(r.perplexity_error) << number(r.kl_mean)
       << number(r.kl_median) << number(r.kl_p99) << number(r.kl_max) << number(r.top1_agreement)
       << number(r.delta_p_mean) << number(r.delta_p_rms) << number(r.prompt_tokens_per_s) << number(r.gen_tokens_per_s)
-      << QString::number(r.num_threads) << quoted(QString::fromStdString(r.device_name))
-      << quoted(QString::fromStdString(r.error));
+      << QString::number(r.gen_depth) << number(r.depth_gen_tokens_per_s) << number(r.weights_bytes)
+      << number(r.kv_bytes_per_token) << QString::number(r.kv_block_size) << QString::number(r.fit_context)
+      << number(r.fit_memory_bytes) << number(r.fit_sequences) << QString::number(r.num_threads)
+      << quoted(QString::fromStdString(r.device_name)) << quoted(QString::fromStdString(r.error));
     lines << f.join(QLatin1Char(','));
   }
   return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');

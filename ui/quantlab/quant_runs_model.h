@@ -18,9 +18,27 @@ class QuantRunsModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { StatusColumn, TypeColumn, ImatrixColumn, KvColumn, SizeColumn, BitsColumn, PerplexityColumn,
-                KlMeanColumn, KlP99Column, Top1Column, DeltaPColumn, PromptRateColumn, GenRateColumn, ModelColumn,
-                DateColumn, NumColumns };
+  enum Column {
+    StatusColumn,
+    TypeColumn,
+    ImatrixColumn,
+    KvColumn,
+    SizeColumn,
+    BitsColumn,
+    PerplexityColumn,
+    KlMeanColumn,
+    KlP99Column,
+    Top1Column,
+    DeltaPColumn,
+    PromptRateColumn,
+    GenRateColumn,
+    DepthRateColumn,
+    KvBytesColumn,
+    FitColumn,
+    ModelColumn,
+    DateColumn,
+    NumColumns
+  };
   static constexpr int SortRole = Qt::UserRole + 1;
   static constexpr int RunIdRole = Qt::UserRole + 2;
 
@@ -42,7 +60,7 @@ class QuantRunsModel : public QAbstractTableModel {
   // The quantized file a model was dequantized from by `iwb quantize` (its recorded run), or empty.
   QString dequantizedFrom(const iwb::quant::QuantRun& run) const;
 
-  // A short label for charts: "Q4_K_M", "Q4_K_M+im", "Q8_0 kv8", "base".
+  // A short label for charts: "Q4_K_M", "Q4_K_M+im", "Q8_0 KV q8_0", "F16 KV q8_0/q4_0", "base".
   static QString label(const iwb::quant::QuantRun& run);
   // The table as CSV (header row, then one row per run, every metric unformatted).
   QString toCsv() const;

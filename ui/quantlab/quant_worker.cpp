@@ -16,6 +16,9 @@ iwb::quant::LabSettings toLabSettings(const QuantLabSettings& s) {
   out.context = s.context;
   out.num_chunks = s.numChunks;
   out.num_gen_tokens = s.numGenTokens;
+  out.gen_depth = s.genDepth;
+  out.fit_context = s.fitContext;
+  out.fit_memory_bytes = s.fitMemoryBytes;
   out.num_threads = s.numThreads;
   return out;
 }

@@ -16,20 +16,23 @@
 namespace iwb::ui {
 
 struct QuantJob {
-  QString type;              // "Q4_K_M" ...; empty: the base itself (no quantization)
+  QString type;  // "Q4_K_M" ...; empty: the base itself (no quantization)
   bool isImatrix = false;
-  QString kvCacheType = QStringLiteral("f16");  // "f16" or "q8_0" (the 8-bit KV cache)
+  QString kvCacheType = QStringLiteral("f16");  // "f16", "q8_0", ..., or keys/values "q8_0/q4_0"
 };
 
 struct QuantLabSettings {
-  QString sourcePath;        // the model to quantize (F32/F16/BF16, or quantized: dequantized first)
-  QString outputDir;         // where quantized files, the F16 base and the imatrix go
-  QString storePath;         // results store
-  QString evalTextPath;      // empty: the built-in text
+  QString sourcePath;           // the model to quantize (F32/F16/BF16, or quantized: dequantized first)
+  QString outputDir;            // where quantized files, the F16 base and the imatrix go
+  QString storePath;            // results store
+  QString evalTextPath;         // empty: the built-in text
   QString calibrationTextPath;  // imatrix text; empty: the evaluation text
   qint64 context = 512;
   qint64 numChunks = 4;
   qint64 numGenTokens = 16;
+  qint64 genDepth = 4096;                            // generation speed after this many tokens in the cache; 0: skip
+  qint64 fitContext = 8192;                          // capacity: sequences of this many positions ...
+  double fitMemoryBytes = 8.0 * 1024 * 1024 * 1024;  // ... that fit in this memory beside the weights
   int numThreads = 0;
 };
 

@@ -22,12 +22,12 @@ namespace iwb::ui {
 inline constexpr quint64 kServedRequestBit = quint64{1} << 48;
 
 struct RequestMeasurement {
-  quint64 requestId = 0;            // the caller's id; a served request's has kServedRequestBit
+  quint64 requestId = 0;  // the caller's id; a served request's has kServedRequestBit
   QString modelName;
-  QString finishReason;             // iwb::finish_reason_name()
-  double addedAtSeconds = 0;        // session clock: when the request was queued
+  QString finishReason;       // iwb::finish_reason_name()
+  double addedAtSeconds = 0;  // session clock: when the request was queued
   int numGeneratedTokens = 0;
-  iwb::RequestTiming timing;        // token times relative to addedAtSeconds
+  iwb::RequestTiming timing;  // token times relative to addedAtSeconds
   // The cost model's work for this prompt and reply length (MBU/MFU divide by it); empty when
   // the model's shape could not be read.
   std::optional<iwb::GenerationCost> cost;
@@ -35,35 +35,36 @@ struct RequestMeasurement {
 
 // The process's memory as /proc/self/status reports it, with the context the KV cache holds.
 struct MemorySample {
-  qint64 residentBytes = 0;          // VmRSS
-  qint64 residentAnonBytes = 0;      // RssAnon: heap and anonymous maps (KV cache, scratch)
-  qint64 residentFileBytes = 0;      // RssFile: file pages resident (the memory-mapped weights)
-  qint64 baselineAnonBytes = 0;      // RssAnon just before the model was loaded
-  qint64 baselineFileBytes = 0;      // RssFile just before the model was loaded
-  qint64 kvPositions = 0;            // positions the KV cache holds (prompt + generated so far)
-  qint64 contextLength = 0;          // the engine's context (KV cache capacity); 0 without a model
-  bool isValid = false;              // false where /proc/self/status could not be read
+  qint64 residentBytes = 0;      // VmRSS
+  qint64 residentAnonBytes = 0;  // RssAnon: heap and anonymous maps (KV cache, scratch)
+  qint64 residentFileBytes = 0;  // RssFile: file pages resident (the memory-mapped weights)
+  qint64 baselineAnonBytes = 0;  // RssAnon just before the model was loaded
+  qint64 baselineFileBytes = 0;  // RssFile just before the model was loaded
+  qint64 kvPositions = 0;        // positions the KV cache holds (prompt + generated so far)
+  qint64 contextLength = 0;      // the engine's context (KV cache capacity); 0 without a model
+  bool isValid = false;          // false where /proc/self/status could not be read
   // The engine's own report of what it allocated (Engine::memory_report); hasEngineReport is
   // false without a loaded model.
   bool hasEngineReport = false;
-  qint64 kvPoolBytes = 0;            // the paged KV pool, allocated whole at load
+  qint64 kvPoolBytes = 0;  // the paged KV pool, allocated whole at load
   qint64 kvBytesPerPosition = 0;
-  QString kvCacheType;  // "f16", "q8_0", or keys/values "q8_0/q4_0"
-  qint64 kvPositionsTotal = 0;       // slots in the pool
-  qint64 kvPositionsUsed = 0;        // slots holding tokens of live sequences
-  qint64 kvPositionsCached = 0;      // slots of reusable prefix blocks
-  qint64 scratchBytes = 0;           // activations of one step and the logits rows
+  QString kvCacheType;           // "f16", "q8_0", or keys/values "q8_0/q4_0"
+  qint64 kvBlockSize = 0;        // positions per block of the pool
+  qint64 kvPositionsTotal = 0;   // slots in the pool
+  qint64 kvPositionsUsed = 0;    // slots holding tokens of live sequences
+  qint64 kvPositionsCached = 0;  // slots of reusable prefix blocks
+  qint64 scratchBytes = 0;       // activations of one step and the logits rows
   // Where the forward pass runs (MemoryReport::device_id) and, on a CUDA device, what the engine
   // allocated there; the device figures are 0 on the CPU.
   QString deviceId = QStringLiteral("cpu");
-  qint64 deviceWeightsBytes = 0;     // weights uploaded in their stored type, norms and biases
-  qint64 deviceKvPoolBytes = 0;      // the paged K/V pool
-  qint64 deviceScratchBytes = 0;     // activations, f16 staging for cuBLAS, attention workspace, metadata
-  qint64 deviceWorkspaceBytes = 0;   // cuBLAS workspace
-  qint64 hostPinnedBytes = 0;        // page-locked host staging buffers
-  qint64 deviceFreeBytes = 0;        // free device memory when sampled (all processes)
+  qint64 deviceWeightsBytes = 0;    // weights uploaded in their stored type, norms and biases
+  qint64 deviceKvPoolBytes = 0;     // the paged K/V pool
+  qint64 deviceScratchBytes = 0;    // activations, f16 staging for cuBLAS, attention workspace, metadata
+  qint64 deviceWorkspaceBytes = 0;  // cuBLAS workspace
+  qint64 hostPinnedBytes = 0;       // page-locked host staging buffers
+  qint64 deviceFreeBytes = 0;       // free device memory when sampled (all processes)
   qint64 deviceTotalBytes = 0;
-  int deviceNumGraphs = 0;           // captured decode-step CUDA graphs
+  int deviceNumGraphs = 0;  // captured decode-step CUDA graphs
 
   bool isOnCuda() const { return hasEngineReport && deviceId.startsWith(QLatin1String("cuda:")); }
   qint64 deviceEngineBytes() const {

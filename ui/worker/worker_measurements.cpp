@@ -37,8 +37,10 @@ void WorkerMeasurements::finishLoad(const iwb::Engine& engine) {
   // The cost model's view of the file (per-layer weight types) gives each reply's predicted
   // work; a model it cannot describe still chats, its replies just have no MBU/MFU.
   auto shape = iwb::model_shape_from_gguf(engine.model().path);
-  if (shape) m_shape = std::move(*shape);
-  else m_shape.reset();
+  if (shape)
+    m_shape = std::move(*shape);
+  else
+    m_shape.reset();
   // A block's text is what its tokens spell, specials included ("<|im_start|>"), with the
   // leading space kept: a block is the middle of a text, not its start.
   m_blockTexts.setDecoder([tokenizer = engine.tokenizer()](std::span<const int32_t> tokens) {
@@ -98,8 +100,8 @@ std::optional<QList<double>> WorkerMeasurements::takeTokenTimes(quint64 callerId
   return times;
 }
 
-RequestMeasurement WorkerMeasurements::measure(const iwb::RequestFinished& finished,
-                                               const WorkerRequests::Entry& entry, const iwb::Engine* engine) const {
+RequestMeasurement WorkerMeasurements::measure(const iwb::RequestFinished& finished, const WorkerRequests::Entry& entry,
+                                               const iwb::Engine* engine) const {
   RequestMeasurement m;
   m.requestId = entry.callerId;
   m.modelName = engine ? QString::fromStdString(engine->model().name) : QString();
@@ -128,6 +130,7 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     sample.kvPoolBytes = static_cast<qint64>(report.kv_pool_bytes);
     sample.kvBytesPerPosition = static_cast<qint64>(report.kv_bytes_per_position);
     sample.kvCacheType = QString::fromStdString(report.kv_cache_type);
+    sample.kvBlockSize = report.kv_block_size;
     sample.kvPositionsTotal = report.kv_positions_total;
     sample.kvPositionsUsed = report.kv_positions_used;
     sample.kvPositionsCached = report.kv_positions_cached;

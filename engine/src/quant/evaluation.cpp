@@ -49,11 +49,12 @@ Status run_chunks(Engine& engine, const std::vector<int32_t>& tokens, const Chun
     // attention gives the same logits for the rest).
     std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + context - 1);
     if (o.stride == 0 && add_bos) chunk[0] = bos;  // llama-perplexity: each chunk starts with BOS
-    IWB_RETURN_IF_ERROR(engine.logits_for_positions(chunk, plan.first_scored, [&](int64_t pos, std::span<const float> z) {
-      return score(z, tokens[static_cast<size_t>(start + pos + 1)]);
-    }));
+    IWB_RETURN_IF_ERROR(engine.logits_for_positions(
+        chunk, plan.first_scored,
+        [&](int64_t pos, std::span<const float> z) { return score(z, tokens[static_cast<size_t>(start + pos + 1)]); }));
   }
-  if (o.progress) o.progress({stage, static_cast<int64_t>(plan.starts.size()), static_cast<int64_t>(plan.starts.size())});
+  if (o.progress)
+    o.progress({stage, static_cast<int64_t>(plan.starts.size()), static_cast<int64_t>(plan.starts.size())});
   return {};
 }
 
@@ -63,6 +64,41 @@ double percentile(std::vector<float> values, double q) {
                                                       std::floor(q * static_cast<double>(values.size() - 1) + 0.5)));
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
   return values[k];
+}
+
+// Decode speed after `gen_depth` tokens in the cache (iwb bench -d's tgN @ dD, one run), on an
+// engine of its own: the evaluation's holds one chunk's context and no prefix cache, while the
+// depth test needs a context past the depth and prefix caching (bench keeps the depth's blocks
+// there). The depth is cut so depth + the test fit the trained context.
+struct DepthSpeed {
+  int64_t depth = 0;
+  double tokens_per_s = 0;
+};
+
+Result<DepthSpeed> measure_depth_speed(const EvalOptions& o, int64_t trained_context) {
+  BenchOptions bench;
+  bench.num_prompt_tokens = 0;
+  bench.num_generated_tokens = o.num_gen_tokens;
+  bench.num_repetitions = 1;
+  const int64_t test = bench.tg_prompt_tokens + bench.num_generated_tokens + 1;
+  const int64_t limit = trained_context > 0 ? trained_context : o.gen_depth + test;
+  DepthSpeed out;
+  out.depth = std::min(o.gen_depth, limit - test);
+  if (out.depth < 1) {
+    return make_error(ErrorCode::InvalidArgument, "the model's context (" + std::to_string(limit) +
+                                                      " tokens) leaves no room for a generation test at depth");
+  }
+  bench.depths = {out.depth};
+  Result<EngineOptions> options =
+      eval_engine_options(bench_context_length(bench), o.num_threads, o.kv_cache_type, o.device);
+  if (!options) return options.status();
+  options->enable_prefix_caching = true;
+  Result<std::unique_ptr<Engine>> engine = Engine::load(o.model_path, *options);
+  if (!engine) return engine.status();
+  Result<std::vector<BenchResult>> speed = run_bench(**engine, bench, std::nullopt);
+  if (!speed) return speed.status();
+  if (!speed->empty()) out.tokens_per_s = speed->front().tokens_per_s_mean;
+  return out;
 }
 
 }  // namespace
@@ -171,6 +207,8 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   result.file_bytes = memory.file_bytes;
   result.memory_bytes = memory.weights_bytes + memory.kv_pool_bytes + memory.scratch_bytes;
   result.kv_bytes_per_token = memory.kv_bytes_per_position;
+  result.weights_bytes = memory.weights_bytes;
+  result.kv_block_size = memory.kv_block_size;
   if (Result<std::string> id = file_identity(o.model_path)) result.model_identity = *id;
 
   double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;
@@ -178,27 +216,28 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   int64_t agree = 0;
   BaseRow row;
   std::vector<double> log_q;
-  IWB_RETURN_IF_ERROR(run_chunks(**model, tokens, *plan, o, "model", [&](std::span<const float> z, int32_t next) -> Status {
-    const LogSoftmax ls = log_softmax(z);
-    const double lp = static_cast<double>(z[static_cast<size_t>(next)]) - ls.lse;
-    nll_sum -= lp;
-    nll_sq += lp * lp;
-    ++result.num_scored;
-    if (!base) return {};
-    IWB_RETURN_IF_ERROR(base->next(&row));
-    double kl = 0;
-    for (size_t i = 0; i < z.size(); ++i) {
-      const double lb = row.log_probs[i];
-      kl += std::exp(lb) * (lb - (static_cast<double>(z[i]) - ls.lse));
-    }
-    result.kl_values.push_back(static_cast<float>(std::max(0.0, kl)));
-    agree += ls.argmax == row.argmax;
-    const double dp = std::exp(lp) - std::exp(static_cast<double>(row.log_prob_next));
-    dp_sum += dp;
-    dp_sq += dp * dp;
-    base_nll -= row.log_prob_next;
-    return {};
-  }));
+  IWB_RETURN_IF_ERROR(
+      run_chunks(**model, tokens, *plan, o, "model", [&](std::span<const float> z, int32_t next) -> Status {
+        const LogSoftmax ls = log_softmax(z);
+        const double lp = static_cast<double>(z[static_cast<size_t>(next)]) - ls.lse;
+        nll_sum -= lp;
+        nll_sq += lp * lp;
+        ++result.num_scored;
+        if (!base) return {};
+        IWB_RETURN_IF_ERROR(base->next(&row));
+        double kl = 0;
+        for (size_t i = 0; i < z.size(); ++i) {
+          const double lb = row.log_probs[i];
+          kl += std::exp(lb) * (lb - (static_cast<double>(z[i]) - ls.lse));
+        }
+        result.kl_values.push_back(static_cast<float>(std::max(0.0, kl)));
+        agree += ls.argmax == row.argmax;
+        const double dp = std::exp(lp) - std::exp(static_cast<double>(row.log_prob_next));
+        dp_sum += dp;
+        dp_sq += dp * dp;
+        base_nll -= row.log_prob_next;
+        return {};
+      }));
 
   const double model_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - model_start).count();
   result.prompt_tokens_per_s = static_cast<double>(result.num_chunks * (o.context - 1)) / model_seconds;
@@ -212,6 +251,14 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
     Result<std::vector<BenchResult>> speed = run_bench(**model, bench, std::nullopt);
     if (!speed) return speed.status();
     if (!speed->empty()) result.gen_tokens_per_s = speed->front().tokens_per_s_mean;
+  }
+  if (o.num_gen_tokens > 0 && o.gen_depth > 0) {
+    IWB_RETURN_IF_ERROR(cancelled(o));
+    if (o.progress) o.progress({"generation speed at depth", 0, 1});
+    Result<DepthSpeed> deep = measure_depth_speed(o, (*model)->model().hparams.context_length);
+    if (!deep) return deep.status();
+    result.gen_depth = deep->depth;
+    result.depth_gen_tokens_per_s = deep->tokens_per_s;
   }
 
   const auto n = static_cast<double>(result.num_scored);

@@ -31,8 +31,13 @@ class LabQueue {
  public:
   LabQueue(const LabSettings& settings, const std::vector<LabItem>& items, ResultsStore& store,
            const LabObserver& observer, const std::atomic<bool>* cancel, lab::Texts texts, lab::Base base)
-      : m_settings(settings), m_items(items), m_store(store), m_observer(observer), m_cancel(cancel),
-        m_texts(std::move(texts)), m_base(std::move(base)),
+      : m_settings(settings),
+        m_items(items),
+        m_store(store),
+        m_observer(observer),
+        m_cancel(cancel),
+        m_texts(std::move(texts)),
+        m_base(std::move(base)),
         m_needs_imatrix(std::any_of(items.begin(), items.end(), [](const LabItem& i) { return i.is_imatrix; })),
         m_progress(observer, 2 + static_cast<int>(items.size()) + (m_needs_imatrix ? 1 : 0)) {}
 
@@ -149,9 +154,9 @@ Status LabQueue::prepare_imatrix() {
   io.num_threads = m_settings.num_threads;
   io.cancel = m_cancel;
   io.progress = [&](int64_t chunk, int64_t n) {
-    m_progress.report(LabStage::Imatrix, -1, n ? double(chunk) / double(n) : 0,
-                      "Collecting the importance matrix (chunk " + std::to_string(chunk) + " of " +
-                          std::to_string(n) + ")");
+    m_progress.report(
+        LabStage::Imatrix, -1, n ? double(chunk) / double(n) : 0,
+        "Collecting the importance matrix (chunk " + std::to_string(chunk) + " of " + std::to_string(n) + ")");
   };
   Result<Imatrix> collected = collect_imatrix(io);
   if (!collected) return collected.status();
@@ -185,7 +190,8 @@ LabItemOutcome LabQueue::run_item(int index) {
   q.imatrix = item.is_imatrix ? &m_imatrix : nullptr;
   q.imatrix_path = recorder->run().imatrix_path;
   q.progress = [&](const QuantizeProgress& p) {
-    m_progress.report(LabStage::Quantize, index, 0.5 * (p.total_bytes ? double(p.bytes_done) / double(p.total_bytes) : 0),
+    m_progress.report(LabStage::Quantize, index,
+                      0.5 * (p.total_bytes ? double(p.bytes_done) / double(p.total_bytes) : 0),
                       outcome.label + ": quantizing " + p.tensor_name);
   };
   std::error_code ec;
@@ -204,9 +210,8 @@ LabItemOutcome LabQueue::run_item(int index) {
   return outcome;
 }
 
-void LabQueue::evaluate_into(RunRecorder& recorder, const std::string& model_path, const std::string& label,
-                             int item, double from, const std::vector<QuantizedTensor>* tensors,
-                             LabItemOutcome* outcome) {
+void LabQueue::evaluate_into(RunRecorder& recorder, const std::string& model_path, const std::string& label, int item,
+                             double from, const std::vector<QuantizedTensor>* tensors, LabItemOutcome* outcome) {
   QuantRun& run = recorder.run();
   EvalOptions e = eval_options(model_path, run.kv_cache_type);
   const LabStage stage = item < 0 ? LabStage::Reference : LabStage::Evaluate;
@@ -234,6 +239,13 @@ void LabQueue::evaluate_into(RunRecorder& recorder, const std::string& model_pat
     outcome->error = result.error_message();
   } else {
     record_eval_result(*result, &run);
+    if (run.kv_bytes_per_token && m_settings.fit_context > 0 && m_settings.fit_memory_bytes > 0) {
+      run.fit_context = m_settings.fit_context;
+      run.fit_memory_bytes = m_settings.fit_memory_bytes;
+      run.fit_sequences = static_cast<double>(
+          kv_sequences_that_fit(m_settings.fit_memory_bytes, run.weights_bytes.value_or(run.file_bytes.value_or(0)),
+                                *run.kv_bytes_per_token, run.kv_block_size, m_settings.fit_context));
+    }
     outcome->was_base_cached = result->was_base_cached;
     if (Status s = recorder.finish_done(tensors); !s) outcome->error = s.message();
   }
@@ -252,6 +264,7 @@ EvalOptions LabQueue::eval_options(const std::string& model_path, const std::str
   e.num_chunks = m_settings.num_chunks;
   e.num_threads = m_settings.num_threads;
   e.num_gen_tokens = m_settings.num_gen_tokens;
+  e.gen_depth = m_settings.gen_depth;
   e.cancel = m_cancel;
   return e;
 }
@@ -285,9 +298,9 @@ Result<RunRecorder> LabQueue::start_run(QuantRun run, LabItemOutcome* outcome) {
 
 std::string lab_item_label(const LabItem& item) {
   return (item.type.empty() ? "base" : item.type) + (item.is_imatrix ? " + imatrix" : "") +
-         (item.kv_cache_type == "q8_0"  ? ", 8-bit KV cache"
-          : item.kv_cache_type != "f16" ? ", KV cache " + item.kv_cache_type
-                                        : std::string());
+         (item.kv_cache_type.empty() || item.kv_cache_type == "f16" || item.kv_cache_type == "f16/f16"
+              ? std::string()
+              : ", KV " + item.kv_cache_type);
 }
 
 const char* lab_stage_name(LabStage stage) {
@@ -303,11 +316,13 @@ const char* lab_stage_name(LabStage stage) {
 }
 
 int LabReport::num_done() const {
-  return static_cast<int>(std::count_if(items.begin(), items.end(), [](const LabItemOutcome& o) { return o.status == RunStatus::Done; }));
+  return static_cast<int>(
+      std::count_if(items.begin(), items.end(), [](const LabItemOutcome& o) { return o.status == RunStatus::Done; }));
 }
 
 int LabReport::num_failed() const {
-  return static_cast<int>(std::count_if(items.begin(), items.end(), [](const LabItemOutcome& o) { return o.status == RunStatus::Failed; }));
+  return static_cast<int>(
+      std::count_if(items.begin(), items.end(), [](const LabItemOutcome& o) { return o.status == RunStatus::Failed; }));
 }
 
 std::string LabReport::summary() const {

@@ -8,6 +8,7 @@
 #include "iwb/engine/quant/logits_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,20 @@ RunStatus run_status_from_name(const std::string& name) {
 }
 
 std::string utc_now() { return current_utc_iso8601(); }
+
+double kv_pool_bytes_for(double kv_bytes_per_token, int64_t block_size, int64_t context, int64_t num_sequences) {
+  if (kv_bytes_per_token <= 0 || context <= 0 || num_sequences <= 0) return 0;
+  const int64_t b = std::max<int64_t>(block_size, 1);
+  const int64_t positions = (context + b - 1) / b * b;
+  return static_cast<double>(num_sequences) * static_cast<double>(positions) * kv_bytes_per_token;
+}
+
+int64_t kv_sequences_that_fit(double memory_bytes, double weights_bytes, double kv_bytes_per_token, int64_t block_size,
+                              int64_t context) {
+  const double one = kv_pool_bytes_for(kv_bytes_per_token, block_size, context, 1);
+  if (one <= 0 || memory_bytes <= weights_bytes) return 0;
+  return static_cast<int64_t>(std::floor((memory_bytes - weights_bytes) / one));
+}
 
 Result<std::string> file_identity(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -143,6 +158,13 @@ void record_eval_result(const EvalResult& r, QuantRun* run) {
   }
   run->prompt_tokens_per_s = r.prompt_tokens_per_s;
   if (r.gen_tokens_per_s > 0) run->gen_tokens_per_s = r.gen_tokens_per_s;
+  if (r.weights_bytes > 0) run->weights_bytes = static_cast<double>(r.weights_bytes);
+  if (r.kv_bytes_per_token > 0) run->kv_bytes_per_token = static_cast<double>(r.kv_bytes_per_token);
+  run->kv_block_size = r.kv_block_size;
+  if (r.gen_depth > 0 && r.depth_gen_tokens_per_s > 0) {
+    run->gen_depth = r.gen_depth;
+    run->depth_gen_tokens_per_s = r.depth_gen_tokens_per_s;
+  }
   run->seconds = r.seconds;
 }
 

@@ -1,4 +1,4 @@
-// ResultsStore's quantization-lab tables (schema v4): quant_runs, one row per quantize / eval /
+// ResultsStore's quantization-lab tables (schema v4, columns added in v8): quant_runs, one row per quantize / eval /
 // lab run with every metric, and quant_tensor_errors, each quantized tensor's relative error.
 #include "iwb/engine/store/results_store.h"
 
@@ -19,11 +19,16 @@ constexpr std::array kRunColumns = {
     "kv_cache_type", "is_reference", "text_name", "text_hash", "context", "stride", "num_chunks", "num_scored_tokens",
     "file_bytes", "memory_bytes", "num_parameters", "bits_per_weight", "perplexity", "perplexity_error", "kl_mean",
     "kl_median", "kl_p99", "kl_max", "top1_agreement", "delta_p_mean", "delta_p_rms", "prompt_tokens_per_s",
-    "gen_tokens_per_s", "seconds", "note"};
+    "gen_tokens_per_s", "seconds", "note",
+    // schema v8
+    "gen_depth", "depth_gen_tokens_per_s", "weights_bytes", "kv_bytes_per_token", "kv_block_size", "fit_context",
+    "fit_memory_bytes", "fit_sequences"};
 
 void bind_optional(SqliteStatement& s, int i, const std::optional<double>& v) {
-  if (v) s.bind(i, *v);
-  else s.bind_null(i);
+  if (v)
+    s.bind(i, *v);
+  else
+    s.bind_null(i);
 }
 
 // Binds every column of kRunColumns from index `first`; returns the next index.
@@ -58,6 +63,14 @@ int bind_run(SqliteStatement& s, const quant::QuantRun& r, int i) {
     bind_optional(s, i++, *v);
   }
   s.bind(i++, r.note);
+  s.bind(i++, r.gen_depth);
+  bind_optional(s, i++, r.depth_gen_tokens_per_s);
+  bind_optional(s, i++, r.weights_bytes);
+  bind_optional(s, i++, r.kv_bytes_per_token);
+  s.bind(i++, r.kv_block_size);
+  s.bind(i++, r.fit_context);
+  bind_optional(s, i++, r.fit_memory_bytes);
+  bind_optional(s, i++, r.fit_sequences);
   return i;
 }
 
@@ -96,6 +109,17 @@ quant::QuantRun run_from_row(const SqliteStatement& s) {
     ++c;
   }
   r.note = s.text(c++);
+  auto optional_at = [&](int column) -> std::optional<double> {
+    return s.is_null(column) ? std::nullopt : std::optional<double>(s.real(column));
+  };
+  r.gen_depth = s.integer(c++);
+  r.depth_gen_tokens_per_s = optional_at(c++);
+  r.weights_bytes = optional_at(c++);
+  r.kv_bytes_per_token = optional_at(c++);
+  r.kv_block_size = s.integer(c++);
+  r.fit_context = s.integer(c++);
+  r.fit_memory_bytes = optional_at(c++);
+  r.fit_sequences = optional_at(c++);
   return r;
 }
 
@@ -143,7 +167,8 @@ Result<int64_t> ResultsStore::add_quant_run(const quant::QuantRun& run) {
   // Who writes the row while it runs: a later opener turns it into "interrupted" once this
   // process is gone (mark_abandoned_quant_runs).
   const ProcessIdentity writer = this_process();
-  SqliteStatement w(m_db, "UPDATE quant_runs SET writer_pid = ?, writer_boot_id = ?, writer_start_ticks = ? WHERE id = ?");
+  SqliteStatement w(m_db,
+                    "UPDATE quant_runs SET writer_pid = ?, writer_boot_id = ?, writer_start_ticks = ? WHERE id = ?");
   if (!w.is_valid()) return w.prepare_error();
   w.bind(1, writer.pid);
   w.bind(2, writer.boot_id);
@@ -154,7 +179,8 @@ Result<int64_t> ResultsStore::add_quant_run(const quant::QuantRun& run) {
 }
 
 Status mark_abandoned_quant_runs(sqlite3* db) {
-  SqliteStatement s(db, "SELECT id, writer_pid, writer_boot_id, writer_start_ticks FROM quant_runs WHERE status = 'running'");
+  SqliteStatement s(
+      db, "SELECT id, writer_pid, writer_boot_id, writer_start_ticks FROM quant_runs WHERE status = 'running'");
   if (!s.is_valid()) return s.prepare_error();
   std::vector<int64_t> abandoned;
   int rc;
@@ -196,8 +222,9 @@ Status ResultsStore::finish_quant_run(int64_t id, quant::RunStatus status, const
 
 Status ResultsStore::add_quant_tensor_errors(int64_t run_id, const std::vector<quant::QuantizedTensor>& tensors) {
   IWB_RETURN_IF_ERROR(SqliteStatement(m_db, "BEGIN").run());
-  SqliteStatement s(m_db, "INSERT INTO quant_tensor_errors (run_id, name, kind, layer, type, wanted, is_fallback, "
-                          "used_imatrix, num_bytes, relative_rmse) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  SqliteStatement s(m_db,
+                    "INSERT INTO quant_tensor_errors (run_id, name, kind, layer, type, wanted, is_fallback, "
+                    "used_imatrix, num_bytes, relative_rmse) VALUES (?,?,?,?,?,?,?,?,?,?)");
   if (!s.is_valid()) {
     (void)SqliteStatement(m_db, "ROLLBACK").run();
     return s.prepare_error();
@@ -240,8 +267,9 @@ Result<std::vector<quant::QuantRun>> ResultsStore::list_quant_runs(const std::st
 }
 
 Result<std::vector<quant::QuantizedTensor>> ResultsStore::quant_tensor_errors(int64_t run_id) const {
-  SqliteStatement s(m_db, "SELECT name, kind, layer, type, wanted, is_fallback, used_imatrix, num_bytes, relative_rmse "
-                          "FROM quant_tensor_errors WHERE run_id = ? ORDER BY rowid");
+  SqliteStatement s(m_db,
+                    "SELECT name, kind, layer, type, wanted, is_fallback, used_imatrix, num_bytes, relative_rmse "
+                    "FROM quant_tensor_errors WHERE run_id = ? ORDER BY rowid");
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, run_id);
   std::vector<quant::QuantizedTensor> out;
@@ -264,9 +292,10 @@ Result<std::vector<quant::QuantizedTensor>> ResultsStore::quant_tensor_errors(in
 }
 
 Result<int64_t> ResultsStore::latest_quantize_run_for(const std::string& model_identity) const {
-  SqliteStatement s(m_db, "SELECT id FROM quant_runs WHERE model_identity = ? AND status = 'done' AND "
-                          "(kind = 'quantize' OR kind = 'lab') AND EXISTS (SELECT 1 FROM quant_tensor_errors e "
-                          "WHERE e.run_id = quant_runs.id) ORDER BY id DESC LIMIT 1");
+  SqliteStatement s(m_db,
+                    "SELECT id FROM quant_runs WHERE model_identity = ? AND status = 'done' AND "
+                    "(kind = 'quantize' OR kind = 'lab') AND EXISTS (SELECT 1 FROM quant_tensor_errors e "
+                    "WHERE e.run_id = quant_runs.id) ORDER BY id DESC LIMIT 1");
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, model_identity);
   const int rc = s.step();

@@ -14,7 +14,8 @@ namespace {
 
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
 // 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
-constexpr int kSchemaVersion = 7;
+// 7: the writer of a running quant run. 8: long-context speed and KV capacity of quant runs.
+constexpr int kSchemaVersion = 8;
 
 // Whether `table` has `column` already: a migration that adds a column skips it then (a file
 // whose version number was set back by hand, as tests do, keeps its newer columns).
@@ -58,9 +59,12 @@ ResultsStore::~ResultsStore() { sqlite3_close(m_db); }
 std::string ResultsStore::default_path() {
   if (const char* env = std::getenv("IWB_RESULTS_DB"); env && *env) return env;
   std::filesystem::path base;
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) base = xdg;
-  else if (const char* home = std::getenv("HOME"); home && *home) base = std::filesystem::path(home) / ".local/share";
-  else base = std::filesystem::temp_directory_path();
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg)
+    base = xdg;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    base = std::filesystem::path(home) / ".local/share";
+  else
+    base = std::filesystem::temp_directory_path();
   return (base / "inference-workbench" / "results.sqlite").string();
 }
 
@@ -163,11 +167,32 @@ Status ResultsStore::migrate() {
     Result<bool> has_writer = has_column(m_db, "quant_runs", "writer_pid");
     if (!has_writer) return has_writer.status();
     if (!*has_writer) {
-      sql += "ALTER TABLE quant_runs ADD COLUMN writer_pid INTEGER NOT NULL DEFAULT 0;"
-             "ALTER TABLE quant_runs ADD COLUMN writer_boot_id TEXT NOT NULL DEFAULT '';"
-             "ALTER TABLE quant_runs ADD COLUMN writer_start_ticks INTEGER NOT NULL DEFAULT 0;";
+      sql +=
+          "ALTER TABLE quant_runs ADD COLUMN writer_pid INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE quant_runs ADD COLUMN writer_boot_id TEXT NOT NULL DEFAULT '';"
+          "ALTER TABLE quant_runs ADD COLUMN writer_start_ticks INTEGER NOT NULL DEFAULT 0;";
     }
     IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 7; COMMIT;").c_str()));
+  }
+  if (current < 8) {
+    // Per quant run: generation speed at a context depth, the weights' and the KV cache's bytes
+    // (per position, in blocks of kv_block_size) and the sequences of fit_context that fit in
+    // fit_memory_bytes. Older rows read as not measured (NULL, 0).
+    std::string sql = "BEGIN;";
+    const char* const columns[][2] = {{"gen_depth", "INTEGER NOT NULL DEFAULT 0"},
+                                      {"depth_gen_tokens_per_s", "REAL"},
+                                      {"weights_bytes", "REAL"},
+                                      {"kv_bytes_per_token", "REAL"},
+                                      {"kv_block_size", "INTEGER NOT NULL DEFAULT 0"},
+                                      {"fit_context", "INTEGER NOT NULL DEFAULT 0"},
+                                      {"fit_memory_bytes", "REAL"},
+                                      {"fit_sequences", "REAL"}};
+    for (const auto& [name, type] : columns) {
+      Result<bool> has = has_column(m_db, "quant_runs", name);
+      if (!has) return has.status();
+      if (!*has) sql += std::string("ALTER TABLE quant_runs ADD COLUMN ") + name + " " + type + ";";
+    }
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 8; COMMIT;").c_str()));
   }
   return {};
 }
@@ -182,9 +207,10 @@ Result<int> ResultsStore::file_schema_version() const {
 }
 
 Status ResultsStore::add_probe(const ProbeResult& p) {
-  SqliteStatement s(m_db, "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, "
-                          "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind, "
-                          "read_bytes_per_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+  SqliteStatement s(m_db,
+                    "INSERT INTO probes (device_id, device_name, date, num_threads, copy_bytes_per_s, "
+                    "triad_bytes_per_s, peak_flops, peak_flops_kind, buffer_bytes, peak_int8_ops, peak_int8_kind, "
+                    "read_bytes_per_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, p.device_id);
   s.bind(2, p.device_name);
@@ -202,7 +228,8 @@ Status ResultsStore::add_probe(const ProbeResult& p) {
 }
 
 Result<std::optional<ProbeResult>> ResultsStore::latest_probe(const std::string& device_id) const {
-  const std::string sql = std::string("SELECT ") + kProbeColumns + " FROM probes WHERE device_id = ? ORDER BY id DESC LIMIT 1";
+  const std::string sql =
+      std::string("SELECT ") + kProbeColumns + " FROM probes WHERE device_id = ? ORDER BY id DESC LIMIT 1";
   SqliteStatement s(m_db, sql.c_str());
   if (!s.is_valid()) return s.prepare_error();
   s.bind(1, device_id);
