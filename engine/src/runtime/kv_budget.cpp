@@ -11,7 +11,8 @@ std::string describe_bytes(uint64_t bytes) {
   return std::to_string((bytes + (1u << 19)) >> 20) + " MiB";
 }
 
-Status check_host_memory(uint64_t weight_bytes, uint64_t kv_pool_bytes, uint64_t total_bytes, uint64_t available_bytes) {
+Status check_host_memory(uint64_t weight_bytes, uint64_t kv_pool_bytes, uint64_t total_bytes,
+                         uint64_t available_bytes) {
   if (total_bytes > 0 && weight_bytes > total_bytes) {
     return make_error(ErrorCode::OutOfMemory, "the model's weights need " + describe_bytes(weight_bytes) +
                                                   " but this machine has " + describe_bytes(total_bytes) +
