@@ -342,6 +342,7 @@ class TestOpenAiStream : public QObject {
     c.dataset = "chat";  // the fake serves chat completions only
     c.num_prompts = 6;
     c.max_concurrency = 2;
+    c.num_warmups = 0;  // the cancel must land in the point, not in a warm-up request
     std::atomic<bool> cancel{false};
     std::thread canceller([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
