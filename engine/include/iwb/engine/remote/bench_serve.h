@@ -30,15 +30,15 @@ Result<GoodputSlo> parse_goodput(const std::string& text);
 struct BenchServeConfig {
   Endpoint endpoint;
   std::string model;
-  std::string dataset = "random";   // random | chat | path of a file (JSONL prompts or ShareGPT JSON)
-  int64_t input_len = 128;          // random: prompt tokens (approximate: words the tokenizer sees as ~1 token)
-  int64_t output_len = 64;          // max_tokens, with ignore_eos so every request generates exactly this
+  std::string dataset = "random";  // random | chat | path of a file (JSONL prompts or ShareGPT JSON)
+  int64_t input_len = 128;         // random: prompt tokens (approximate: words the tokenizer sees as ~1 token)
+  int64_t output_len = 64;         // max_tokens, with ignore_eos so every request generates exactly this
   int64_t num_prompts = 100;
-  double request_rate = 0;          // requests/s; 0 = inf (all at once, limited by max_concurrency)
-  double burstiness = 1.0;          // gamma shape; 1 = Poisson
-  int64_t max_concurrency = 0;      // 0 = no cap
+  double request_rate = 0;                 // requests/s; 0 = inf (all at once, limited by max_concurrency)
+  double burstiness = 1.0;                 // gamma shape; 1 = Poisson
+  int64_t max_concurrency = 0;             // 0 = no cap
   std::vector<int64_t> sweep_concurrency;  // non-empty: one run per value (closed loop, rate inf)
-  int64_t shared_prefix_len = 0;    // tokens of a prefix all prompts share (prefix-cache test)
+  int64_t shared_prefix_len = 0;           // tokens of a prefix all prompts share (prefix-cache test)
   GoodputSlo goodput;
   uint64_t seed = 0;
   // Requests sent one at a time before the first point and left out of every figure (vLLM's
@@ -74,14 +74,14 @@ struct BenchServePoint {
   std::map<std::string, int64_t> errors_by_kind;  // remote_error_kind_name → count
   int64_t total_input_tokens = 0;
   int64_t total_output_tokens = 0;
-  double request_throughput = 0;       // completed requests/s
-  double output_throughput = 0;        // output tokens/s
-  double total_token_throughput = 0;   // (input + output) tokens/s
-  double goodput = 0;                  // requests/s meeting every SLO given (0 when no SLO)
+  double request_throughput = 0;      // completed requests/s
+  double output_throughput = 0;       // output tokens/s
+  double total_token_throughput = 0;  // (input + output) tokens/s
+  double goodput = 0;                 // requests/s meeting every SLO given (0 when no SLO)
   LatencyStats ttft, tpot, itl, e2el;
   std::vector<RequestRecord> requests;
-  std::vector<ServerSnapshot> server_series;  // scrapes during the point (seconds since it began)
-  std::optional<ServerSnapshot> server_delta; // after − before (counters); nullopt without /metrics
+  std::vector<ServerSnapshot> server_series;   // scrapes during the point (seconds since it began)
+  std::optional<ServerSnapshot> server_delta;  // after − before (counters); nullopt without /metrics
 };
 
 struct BenchServeResult {

@@ -17,8 +17,8 @@
 namespace iwb::remote {
 
 struct Endpoint {
-  std::string base_url;             // "http://host:8000" or "http://host:8000/v1" (both accepted)
-  std::string api_key;              // sent as "Authorization: Bearer <key>" when not empty
+  std::string base_url;  // "http://host:8000" or "http://host:8000/v1" (both accepted)
+  std::string api_key;   // sent as "Authorization: Bearer <key>" when not empty
   double connect_timeout_seconds = 5;
   double read_timeout_seconds = 120;  // longest silence between two stream chunks
 };
@@ -45,12 +45,12 @@ struct RemoteRequest {
 
 enum class RemoteErrorKind {
   None,
-  ConnectFailed,   // nothing listening, DNS, refused
-  Timeout,         // connect or read timeout
-  HttpError,       // a non-2xx status (http_status and the server's message kept)
-  Dropped,         // the stream ended before [DONE] or a finish_reason
-  Malformed,       // a chunk or body that is not the JSON the API promises
-  Cancelled,       // the caller's cancel flag
+  ConnectFailed,  // nothing listening, DNS, refused
+  Timeout,        // connect or read timeout
+  HttpError,      // a non-2xx status (http_status and the server's message kept)
+  Dropped,        // the stream ended before [DONE] or a finish_reason
+  Malformed,      // a chunk or body that is not the JSON the API promises
+  Cancelled,      // the caller's cancel flag
 };
 const char* remote_error_kind_name(RemoteErrorKind kind);  // "connect", "timeout", "http", ...
 
@@ -72,14 +72,14 @@ struct ServerTimings {
 // One streamed completion as the client saw it. Times are seconds since the request was sent.
 struct StreamedCompletion {
   std::string text;
-  std::string finish_reason;            // "stop", "length", ... (empty when the stream broke)
-  std::optional<double> ttft_seconds;   // first chunk carrying content (not the role-only chunk)
-  std::vector<double> token_seconds;    // arrival of every content chunk (one or more tokens each)
-  double e2e_seconds = 0;               // until [DONE] or the failure
-  int64_t prompt_tokens = -1;           // from "usage" when the server sends it (stream_options)
-  int64_t completion_tokens = -1;       // from "usage"; else -1
+  std::string finish_reason;           // "stop", "length", ... (empty when the stream broke)
+  std::optional<double> ttft_seconds;  // first chunk carrying content (not the role-only chunk)
+  std::vector<double> token_seconds;   // arrival of every content chunk (one or more tokens each)
+  double e2e_seconds = 0;              // until [DONE] or the failure
+  int64_t prompt_tokens = -1;          // from "usage" when the server sends it (stream_options)
+  int64_t completion_tokens = -1;      // from "usage"; else -1
   std::optional<ServerTimings> server_timings;
-  RemoteError error;                    // kind None on success
+  RemoteError error;  // kind None on success
   bool is_ok() const { return error.kind == RemoteErrorKind::None; }
 };
 

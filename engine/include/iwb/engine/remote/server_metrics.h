@@ -41,17 +41,17 @@ struct ServerSnapshot {
   ServerKind kind = ServerKind::Unknown;
   std::optional<double> num_requests_running;
   std::optional<double> num_requests_waiting;
-  std::optional<double> kv_cache_usage;           // 0..1
-  std::optional<double> num_preemptions;          // counter
-  std::optional<double> prefix_cache_queries;     // counter, tokens
-  std::optional<double> prefix_cache_hits;        // counter, tokens
-  std::optional<double> prompt_tokens;            // counter
-  std::optional<double> generation_tokens;        // counter
-  std::optional<double> num_requests_finished;    // counter, all finish reasons
-  std::optional<double> spec_num_drafts;          // counter
-  std::optional<double> spec_num_draft_tokens;    // counter
-  std::optional<double> spec_num_accepted_tokens; // counter
-  std::vector<double> spec_accepted_per_position; // counters [position]; empty when not exported
+  std::optional<double> kv_cache_usage;                 // 0..1
+  std::optional<double> num_preemptions;                // counter
+  std::optional<double> prefix_cache_queries;           // counter, tokens
+  std::optional<double> prefix_cache_hits;              // counter, tokens
+  std::optional<double> prompt_tokens;                  // counter
+  std::optional<double> generation_tokens;              // counter
+  std::optional<double> num_requests_finished;          // counter, all finish reasons
+  std::optional<double> spec_num_drafts;                // counter
+  std::optional<double> spec_num_draft_tokens;          // counter
+  std::optional<double> spec_num_accepted_tokens;       // counter
+  std::vector<double> spec_accepted_per_position;       // counters [position]; empty when not exported
   std::optional<ScrapedHistogram> time_to_first_token;  // seconds
   std::optional<ScrapedHistogram> inter_token_latency;  // seconds (vLLM's time_per_output_token too)
   std::optional<ScrapedHistogram> e2e_request_latency;  // seconds

@@ -68,8 +68,8 @@ class ResultsStore {
   Result<int64_t> begin_serve_run(const remote::BenchServeConfig& config, const std::string& label);
   Status finish_serve_run(int64_t id, const remote::BenchServeResult& result, const std::string& status,
                           const std::string& error = {});
-  Result<std::vector<ServeRunSummary>> list_serve_runs() const;           // oldest first
-  Result<remote::BenchServeResult> serve_run(int64_t id) const;          // with points, requests, series
+  Result<std::vector<ServeRunSummary>> list_serve_runs() const;  // oldest first
+  Result<remote::BenchServeResult> serve_run(int64_t id) const;  // with points, requests, series
 
   // The schema version this program writes, and the one the open file has.
   static int schema_version();
