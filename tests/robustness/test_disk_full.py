@@ -7,6 +7,7 @@ failing exit status, and no partial file left behind, not even under the tempora
 import argparse
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +31,10 @@ def iwb(*args, limit=None, env=None):
 class TestDiskFull(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.makedirs(ARGS.work, exist_ok=True)
+        # A fresh folder: files (a whole GGUF, a logits cache) left by an earlier run would
+        # stand for output this run must not leave, or let eval skip the cache write.
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
         src = os.path.join(ARGS.models, "llama2c")
         if not os.path.exists(os.path.join(src, "aidreams260K.bin")):
             raise unittest.SkipTest("the shared aidreams model is absent")
