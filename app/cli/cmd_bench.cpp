@@ -80,6 +80,7 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &o->is_list});
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the results");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(t, e);
   o->bench.depths.assign(o->depths.begin(), o->depths.end());
   if (!o->is_list && o->model.empty()) return report_usage_error(t, "no model given (-m MODEL.gguf)");
   if (!o->is_list && o->bench.num_prompt_tokens == 0 && o->bench.num_generated_tokens == 0) {

@@ -79,6 +79,7 @@ int parse(int argc, char** argv, Options* o) {
   add_json_option(t, &o->is_json, "print the result as JSON");
   add_results_store_options(t, &o->is_store_skipped, &o->db, "the run");
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(t, e);
   o->eval.use_cache = !o->is_cache_skipped;
   o->eval.kv_cache_type = kv_cache_types_name(o->kv_cache.types());
   Result<std::string> device = resolve_device(o->device, o->eval.model_path);

@@ -90,6 +90,7 @@ OptionTable make_table(Options* o) {
 int parse(int argc, char** argv, Options* o) {
   const OptionTable table = make_table(o);
   if (const int status = parse_command_line(table, argc, argv); status >= 0) return status;
+  if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(table, e);
   if (o->prompt.text.has_value() == !o->prompt.file.empty()) {
     return report_usage_error(table, "give exactly one of -p PROMPT or -f FILE");
   }

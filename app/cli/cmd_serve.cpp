@@ -125,6 +125,7 @@ OptionTable make_table(Options* o) {
 int parse(int argc, char** argv, Options* o) {
   const OptionTable table = make_table(o);
   if (const int status = parse_command_line(table, argc, argv); status >= 0) return status;
+  if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(table, e);
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(table, device.error_message());
   o->engine.device = *device;

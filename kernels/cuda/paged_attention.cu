@@ -15,6 +15,8 @@
 
 #include <cuda_fp16.h>
 
+#include <cmath>
+
 namespace iwb {
 namespace {
 
@@ -62,7 +64,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_tiles_kernel(const int32_t*
 // ---- 2. Attention over one tile x KV head x key split --------------------------------------
 
 // kCols: value columns per lane, even (head_dim_v <= 32 * kCols); kRowsPerWarp: rows each warp owns.
-template <int kCols, int kRowsPerWarp, bool kIsQ8>
+template <int kCols, int kRowsPerWarp, bool kIsF16>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) {
   constexpr int kRows = kWarps * kRowsPerWarp;
   static_assert(kCols % 2 == 0, "value columns go in pairs");
@@ -110,12 +112,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
       row_first[r] = 0;
     }
   }
+  const float q_factor = query_factor(p);
   for (int idx = threadIdx.x; idx < kRows * p.head_dim; idx += kThreads) {
     const int r = idx / p.head_dim, c = idx % p.head_dim;
     float value = 0.0f;
     if (r < num_active_rows) {
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
-      value = p.q[(t * p.num_heads + h) * p.head_dim + c] * p.scale;
+      value = p.q[(t * p.num_heads + h) * p.head_dim + c] * q_factor;
     }
     q_s[idx] = value;
   }
@@ -136,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
 
   for (int64_t key0 = key_begin; key0 < key_end; key0 += kKeyTile) {
     __syncthreads();  // the previous tile's keys and values are no longer read (and q_s is written)
-    load_kv_tile<kIsQ8, kKeyTile>(p, table, g, key0, key_end, k_s, p.k_stride, v_s, p.head_dim_v);
+    load_kv_tile<kIsF16, kKeyTile>(p, table, g, key0, key_end, k_s, p.k_stride, v_s, p.head_dim_v);
     __syncthreads();
     if (warp_rows == 0) continue;
 
@@ -214,6 +217,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
     __syncwarp();  // p_s is rewritten by the next tile
   }
 
+  const float out_factor = output_factor(p);
 #pragma unroll
   for (int j = 0; j < kRowsPerWarp; ++j) {
     if (j < warp_rows) {
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
       const int64_t row = t * p.num_heads + h;
       if (p.num_splits == 1) {
-        const float inv = row_sum[j] > 0.0f ? 1.0f / row_sum[j] : 0.0f;
+        const float inv = row_sum[j] > 0.0f ? out_factor / row_sum[j] : 0.0f;
 #pragma unroll
         for (int i = 0; i < kCols; ++i) {
           const int c = 64 * (i / 2) + 2 * lane + i % 2;
@@ -236,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
 #pragma unroll
         for (int i = 0; i < kCols; ++i) {
           const int c = 64 * (i / 2) + 2 * lane + i % 2;
-          if (c < p.head_dim_v) p.part_acc[part * p.head_dim_v + c] = acc[j][i];
+          if (c < p.head_dim_v) p.part_acc[part * p.head_dim_v + c] = acc[j][i] * out_factor;
         }
       }
     }
@@ -283,7 +287,45 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
   }
 }
 
+// ---- 4. The rotation of a rotated cache ---------------------------------------------------------
+
+// out row = H (in row) in pieces of `size` (kv_quant.cuh's warp_hadamard), one warp per row;
+// in == out is fine. Queries before the attention (keys stored rotated: (Hq).(Hk) = q.k), the
+// output after it (values stored rotated: H sum w Hv = sum w v).
+constexpr int kRotateWarps = 4;
+
+__global__ void __launch_bounds__(kRotateWarps * 32)
+    rotate_rows_kernel(const float* in, float* out, int64_t num_rows, int row_len, int size, float norm) {
+  IWB_DYNAMIC_SHARED(float, rows_s);  // [kRotateWarps x row_len]
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  float* x = rows_s + warp * row_len;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRotateWarps + warp; r < num_rows;
+       r += static_cast<int64_t>(gridDim.x) * kRotateWarps) {
+    for (int i = lane; i < row_len; i += 32) x[i] = in[r * row_len + i];
+    __syncwarp();
+    warp_hadamard(x, row_len, size, norm, lane);
+    for (int i = lane; i < row_len; i += 32) out[r * row_len + i] = x[i];
+    __syncwarp();
+  }
+}
+
 // ---- Host side --------------------------------------------------------------------------------
+
+int64_t rotation_of(const PagedAttentionCudaArgs& a, bool is_key) {
+  if (!a.is_rotated) return 0;
+  return is_key ? kv_rotation_size(a.k_type, a.head_dim, true) : kv_rotation_size(a.v_type, a.head_dim_v, false);
+}
+
+cudaError_t launch_rotate(const float* in, float* out, int64_t num_rows, int64_t row_len, int64_t size,
+                          cudaStream_t stream) {
+  const float norm = 1.0f / std::sqrt(static_cast<float>(size));  // as the CPU's hadamard_rotate
+  const size_t shared = static_cast<size_t>(kRotateWarps * row_len) * sizeof(float);
+  IWB_LAUNCH(rotate_rows_kernel, grid_for(num_rows, kRotateWarps, 4096), kRotateWarps * 32, shared, stream, in, out,
+             num_rows, static_cast<int>(row_len), static_cast<int>(size), norm);
+  return cudaGetLastError();
+}
+
+bool is_quantized(GgmlType type) { return type != GgmlType::F16; }
 
 AttentionPlanInputs plan_inputs(const PagedAttentionCudaArgs& a) {
   return AttentionPlanInputs{a.num_tokens, a.num_sequences, a.num_heads, a.num_kv_heads, a.head_dim_v,
@@ -300,11 +342,11 @@ size_t shared_bytes(const PagedAttentionCudaArgs& a, int64_t rows) {
          static_cast<size_t>(kKeyTile * a.head_dim_v) * sizeof(__half) + static_cast<size_t>(rows * kKeyTile) * sizeof(float);
 }
 
-template <int kCols, int kRowsPerWarp, bool kIsQ8>
+template <int kCols, int kRowsPerWarp, bool kIsF16>
 cudaError_t launch_attention(const AttentionParams& params, const AttentionLaunchPlan& plan, size_t shared,
                              cudaStream_t stream) {
   static_assert(kWarps * kRowsPerWarp == 64 || kWarps * kRowsPerWarp == 32, "rows per block as the plan says");
-  auto* kernel = attention_kernel<kCols, kRowsPerWarp, kIsQ8>;
+  auto* kernel = attention_kernel<kCols, kRowsPerWarp, kIsF16>;
   // Past 48 KiB (static row data included) the kernel must opt in to more shared memory.
   if (shared + 2 * 64 * sizeof(int64_t) > 48 * 1024) {
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
@@ -322,7 +364,12 @@ cudaError_t launch_attention(const AttentionParams& params, const AttentionLaunc
 
 AttentionLaunchPlan paged_attention_cuda_plan(const PagedAttentionCudaArgs& a) { return plan_paged_attention(plan_inputs(a)); }
 
-size_t paged_attention_cuda_workspace_bytes(const PagedAttentionCudaArgs& a) { return paged_attention_cuda_plan(a).workspace_bytes; }
+size_t paged_attention_cuda_workspace_bytes(const PagedAttentionCudaArgs& a) {
+  const size_t plan_bytes = paged_attention_cuda_plan(a).workspace_bytes;
+  if (plan_bytes == 0 || rotation_of(a, true) == 0) return plan_bytes;
+  // The rotated queries after the plan's regions (plan_bytes is a multiple of 256).
+  return plan_bytes + attention_align_256(static_cast<size_t>(a.num_tokens * a.num_heads * a.head_dim) * sizeof(float));
+}
 
 cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
   if (a.q == nullptr || a.k_cache == nullptr || a.v_cache == nullptr || a.block_tables == nullptr ||
@@ -338,8 +385,13 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
       a.head_dim_v > 256) {
     return cudaErrorInvalidValue;
   }
-  if (a.kv_type != GgmlType::F16 && a.kv_type != GgmlType::Q8_0) return cudaErrorInvalidValue;
-  if (a.kv_type == GgmlType::Q8_0 && (a.head_dim % 32 != 0 || a.head_dim_v % 32 != 0)) return cudaErrorInvalidValue;
+  if (!is_kv_cache_type(a.k_type) || !is_kv_cache_type(a.v_type)) return cudaErrorInvalidValue;
+  if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0) return cudaErrorInvalidValue;
+  // A quantized side loads 16 values per thread, on both sides.
+  if ((is_quantized(a.k_type) || is_quantized(a.v_type)) && (a.head_dim % 16 != 0 || a.head_dim_v % 16 != 0)) {
+    return cudaErrorInvalidValue;
+  }
+  if (!is_aligned(a.k_scale, 4) || !is_aligned(a.v_scale, 4)) return cudaErrorInvalidValue;
   if (a.num_tokens > INT32_MAX / 2) return cudaErrorInvalidValue;  // the tile planner counts in int
   if (!is_aligned(a.k_cache, 16) || !is_aligned(a.v_cache, 16) || !is_aligned(a.q, 8) || !is_aligned(a.output, 4)) {
     return cudaErrorInvalidValue;
@@ -347,7 +399,8 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
   if (a.num_tokens == 0) return cudaSuccess;
   const AttentionLaunchPlan plan = paged_attention_cuda_plan(a);
   if (plan.workspace_bytes == 0 || plan.num_splits > kMaxGridYZ) return cudaErrorInvalidValue;  // group > 64, sizes
-  if (a.workspace == nullptr || a.workspace_bytes < plan.workspace_bytes || !is_aligned(a.workspace, 256)) {
+  if (a.workspace == nullptr || a.workspace_bytes < paged_attention_cuda_workspace_bytes(a) ||
+      !is_aligned(a.workspace, 256)) {
     return cudaErrorInvalidValue;
   }
   return cudaSuccess;
@@ -377,10 +430,14 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
   params.head_dim = static_cast<int>(a.head_dim);
   params.head_dim_v = static_cast<int>(a.head_dim_v);
   params.k_stride = key_stride(a.head_dim);
-  params.k_row_units = kv_row_units(a.kv_type, a.num_kv_heads * a.head_dim);
-  params.v_row_units = kv_row_units(a.kv_type, a.num_kv_heads * a.head_dim_v);
-  params.k_head_units = kv_row_units(a.kv_type, a.head_dim);
-  params.v_head_units = kv_row_units(a.kv_type, a.head_dim_v);
+  params.k_row_units = kv_row_units(a.k_type, a.num_kv_heads * a.head_dim);
+  params.v_row_units = kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v);
+  params.k_head_units = kv_row_units(a.k_type, a.head_dim);
+  params.v_head_units = kv_row_units(a.v_type, a.head_dim_v);
+  params.k_code = kv_code(a.k_type);
+  params.v_code = kv_code(a.v_type);
+  params.k_scale = a.k_type == GgmlType::F8_E4M3 ? a.k_scale : nullptr;
+  params.v_scale = a.v_type == GgmlType::F8_E4M3 ? a.v_scale : nullptr;
   params.scale = a.scale;
   params.softcap = a.softcap;
   params.sliding_window = a.sliding_window;
@@ -406,27 +463,42 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
 
+  // Keys stored rotated: the attention reads rotated queries from the workspace.
+  if (const int64_t rot_k = rotation_of(a, true); rot_k > 0) {
+    auto* q_rotated = reinterpret_cast<float*>(workspace + plan.workspace_bytes);
+    if (const cudaError_t e = launch_rotate(a.q, q_rotated, a.num_tokens * a.num_heads, a.head_dim, rot_k, stream);
+        e != cudaSuccess) {
+      return e;
+    }
+    params.q = q_rotated;
+  }
+
   const size_t shared = shared_bytes(a, plan.rows_per_block);
   cudaError_t e;
-  const bool is_q8 = a.kv_type == GgmlType::Q8_0;
+  const bool is_f16 = !is_quantized(a.k_type) && !is_quantized(a.v_type);
   // Tensor cores when some sequence brings several queries (a prefill chunk, draft tokens); a
   // pure decode batch is bound by reading the cache and keeps the f32 kernel.
   if (a.allow_tensor_cores && a.num_tokens > a.num_sequences && attention_tc_supports(a.head_dim, a.head_dim_v)) {
-    e = launch_attention_tc(params, plan, is_q8, stream);
+    e = launch_attention_tc(params, plan, is_f16, stream);
   } else if (a.head_dim_v <= 64) {
-    e = is_q8 ? launch_attention<2, 16, true>(params, plan, shared, stream)
-              : launch_attention<2, 16, false>(params, plan, shared, stream);
+    e = is_f16 ? launch_attention<2, 16, true>(params, plan, shared, stream)
+               : launch_attention<2, 16, false>(params, plan, shared, stream);
   } else if (a.head_dim_v <= 128) {
-    e = is_q8 ? launch_attention<4, 16, true>(params, plan, shared, stream)
-              : launch_attention<4, 16, false>(params, plan, shared, stream);
+    e = is_f16 ? launch_attention<4, 16, true>(params, plan, shared, stream)
+               : launch_attention<4, 16, false>(params, plan, shared, stream);
   } else {
-    e = is_q8 ? launch_attention<8, 8, true>(params, plan, shared, stream)
-              : launch_attention<8, 8, false>(params, plan, shared, stream);
+    e = is_f16 ? launch_attention<8, 8, true>(params, plan, shared, stream)
+               : launch_attention<8, 8, false>(params, plan, shared, stream);
   }
-  if (e != cudaSuccess || plan.num_splits == 1) return e;
+  if (e != cudaSuccess) return e;
   const int64_t rows = a.num_tokens * a.num_heads;
-  IWB_LAUNCH(combine_kernel, static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream, params);
-  return cudaGetLastError();
+  if (plan.num_splits > 1) {
+    IWB_LAUNCH(combine_kernel, static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream, params);
+    if (const cudaError_t e2 = cudaGetLastError(); e2 != cudaSuccess) return e2;
+  }
+  // Values stored rotated: the weighted sum is rotated back.
+  if (const int64_t rot_v = rotation_of(a, false); rot_v > 0) return launch_rotate(a.output, a.output, rows, a.head_dim_v, rot_v, stream);
+  return cudaSuccess;
 }
 
 }  // namespace iwb

@@ -5,6 +5,7 @@
 
 #include "cuda_common.cuh"
 #include "iwb/kernels/cuda/paged_attention_plan.h"
+#include "kv_quant.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -36,7 +37,14 @@ struct AttentionParams {
   float* part_max;
   float* part_sum;
   float* part_acc;
+  int k_code, v_code;          // KvCode of each side (kv_quant.cuh)
+  const float* k_scale;        // FP8 keys' scale (device, null: 1): multiplies the scores
+  const float* v_scale;        // FP8 values' scale (device, null: 1): multiplies the output
 };
+
+// The query's factor (softmax scale times the FP8 keys' scale) and the output's (FP8 values' scale).
+__device__ inline float query_factor(const AttentionParams& p) { return p.k_scale != nullptr ? p.scale * *p.k_scale : p.scale; }
+__device__ inline float output_factor(const AttentionParams& p) { return p.v_scale != nullptr ? *p.v_scale : 1.0f; }
 
 __device__ inline int64_t first_visible(int64_t pos, int64_t window) { return window > 0 ? max(int64_t{0}, pos - window + 1) : 0; }
 
@@ -64,13 +72,13 @@ __device__ inline int64_t slot_of(const AttentionParams& p, const int32_t* table
 // Keys and values of positions key0 .. key0 + kKeys - 1 of KV head g into shared memory as f16
 // (rows k_stride / v_stride halfs apart, 4-byte aligned), zeros
 // for missing slots (so garbage never turns into NaN through 0 * inf).
-// F16 cache: 16-byte loads (head rows start 16-byte aligned: head sizes are multiples of 8).
-// Q8_0 cache: a thread expands half a block (16 values) to d * q rounded to f16; blocks are
-// 34 bytes, so only 2-byte loads are aligned.
-template <bool kIsQ8, int kKeys>
+// kIsF16 (both sides F16): 16-byte loads (head rows start 16-byte aligned: head sizes are
+// multiples of 8). Otherwise a thread expands 16 values of one side (kv_quant.cuh: d * q
+// rounded to f16, FP8 exactly, F16 as it is); blocks are 2 to 34 bytes, so only 2-byte loads.
+template <bool kIsF16, int kKeys>
 __device__ inline void load_kv_tile(const AttentionParams& p, const int32_t* table, int64_t g, int64_t key0,
                                     int64_t key_end, __half* k_s, int k_stride, __half* v_s, int v_stride) {
-  constexpr int kValuesPerPiece = kIsQ8 ? 16 : 8;
+  constexpr int kValuesPerPiece = kIsF16 ? 8 : 16;
   const int k_pieces = p.head_dim / kValuesPerPiece, v_pieces = p.head_dim_v / kValuesPerPiece;
   for (int idx = threadIdx.x; idx < kKeys * (k_pieces + v_pieces); idx += blockDim.x) {
     const bool is_key = idx < kKeys * k_pieces;
@@ -79,7 +87,7 @@ __device__ inline void load_kv_tile(const AttentionParams& p, const int32_t* tab
     const int kk = local / pieces, piece = local % pieces;
     const int64_t slot = slot_of(p, table, key0 + kk, key_end);
     __half* dst = is_key ? k_s + kk * k_stride + piece * kValuesPerPiece : v_s + kk * v_stride + piece * kValuesPerPiece;
-    if constexpr (!kIsQ8) {
+    if constexpr (kIsF16) {
       uint4 data = make_uint4(0, 0, 0, 0);
       if (slot >= 0) {
         const uint16_t* src = is_key ? p.k_cache + slot * p.k_row_units + g * p.head_dim
@@ -99,15 +107,9 @@ __device__ inline void load_kv_tile(const AttentionParams& p, const int32_t* tab
       }
       const uint16_t* head = is_key ? p.k_cache + slot * p.k_row_units + g * p.k_head_units
                                     : p.v_cache + slot * p.v_row_units + g * p.v_head_units;
-      const uint16_t* block = head + (piece / 2) * 17;  // 17 uint16 units per Q8_0 block
-      const float d = __half2float(__ushort_as_half(block[0]));
-      const uint16_t* qs = block + 1 + (piece % 2) * 8;  // int8 pairs, low byte first
-      for (int u = 0; u < 8; ++u) {
-        const uint16_t pair = qs[u];
-        const float lo = static_cast<float>(static_cast<int8_t>(pair & 0xFF));
-        const float hi = static_cast<float>(static_cast<int8_t>(pair >> 8));
-        out[u] = __floats2half2_rn(d * lo, d * hi);
-      }
+      float values[16];
+      expand_kv_piece(is_key ? p.k_code : p.v_code, head, piece, 1.0f, values);
+      for (int u = 0; u < 8; ++u) out[u] = __floats2half2_rn(values[2 * u], values[2 * u + 1]);
     }
   }
 }
@@ -116,7 +118,7 @@ __device__ inline void load_kv_tile(const AttentionParams& p, const int32_t* tab
 // (16 per warp), keys 64 at a time, Q and P rounded to f16, f32 accumulation. It needs head sizes
 // that are multiples of 16 and writes the same outputs / split partials as the f32 kernel.
 bool attention_tc_supports(int64_t head_dim, int64_t head_dim_v);
-cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_q8,
+cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_f16,
                                 cudaStream_t stream);
 
 }  // namespace iwb::cuda_detail

@@ -4,7 +4,7 @@
 // accumulation. Each warp owns 16 rows: scores go to shared memory, the warp's online softmax
 // turns them into f16 weights P, and the output rows live in shared memory (f32) so the softmax
 // can rescale them between key tiles. Q and P are rounded to f16, as llama.cpp's flash attention
-// does; keys and values are f16 already.
+// does; keys and values are f16 already (or expanded to f16 from a quantized cache).
 #include "paged_attention_common.cuh"
 
 #include <mma.h>
@@ -63,7 +63,7 @@ using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_ma
 using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major>;
 using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-template <int kWarpsTc, bool kIsQ8>
+template <int kWarpsTc, bool kIsF16>
 __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionParams p) {
   constexpr int kRows = kWarpsTc * 16;
   const int64_t tile_first = first_token_of_tile(p);
@@ -112,12 +112,13 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
     row_pos[r] = pos;
     row_first[r] = is_active ? first_visible(pos, p.sliding_window) : 0;
   }
+  const float q_factor = query_factor(p);
   for (int idx = threadIdx.x; idx < kRows * p.head_dim; idx += blockDim.x) {
     const int r = idx / p.head_dim, c = idx % p.head_dim;
     float value = 0.0f;
     if (r < num_active_rows) {
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
-      value = p.q[(t * p.num_heads + h) * p.head_dim + c] * p.scale;
+      value = p.q[(t * p.num_heads + h) * p.head_dim + c] * q_factor;
     }
     q_s[r * L.q_ld + c] = __float2half(value);
   }
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
 
   for (int64_t key0 = key_begin; key0 < key_end; key0 += kTcKeys) {
     __syncthreads();  // the previous tile's keys and values are no longer read
-    load_kv_tile<kIsQ8, kTcKeys>(p, table, g, key0, key_end, k_s, L.k_ld, v_s, L.v_ld);
+    load_kv_tile<kIsF16, kTcKeys>(p, table, g, key0, key_end, k_s, L.k_ld, v_s, L.v_ld);
     __syncthreads();
     if (warp_rows == 0) continue;  // warp-uniform: WMMA below needs all 32 lanes
 
@@ -217,6 +218,7 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
     __syncwarp();
   }
 
+  const float out_factor = output_factor(p);
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     if (j < warp_rows) {
@@ -224,7 +226,7 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
       const int64_t row = t * p.num_heads + h;
       if (p.num_splits == 1) {
-        const float inv = row_sum[j] > 0.0f ? 1.0f / row_sum[j] : 0.0f;
+        const float inv = row_sum[j] > 0.0f ? out_factor / row_sum[j] : 0.0f;
         for (int c = lane; c < p.head_dim_v; c += 32) p.output[row * p.head_dim_v + c] = o_s[r * L.o_ld + c] * inv;
       } else {
         const int64_t part = row * p.num_splits + split;
@@ -232,16 +234,18 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
           p.part_max[part] = row_max[j];
           p.part_sum[part] = row_sum[j];
         }
-        for (int c = lane; c < p.head_dim_v; c += 32) p.part_acc[part * p.head_dim_v + c] = o_s[r * L.o_ld + c];
+        for (int c = lane; c < p.head_dim_v; c += 32) {
+          p.part_acc[part * p.head_dim_v + c] = o_s[r * L.o_ld + c] * out_factor;
+        }
       }
     }
   }
 }
 
-template <int kWarpsTc, bool kIsQ8>
+template <int kWarpsTc, bool kIsF16>
 cudaError_t launch_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, cudaStream_t stream) {
   const int shared = tc_layout(kWarpsTc * 16, params.head_dim, params.head_dim_v).total + 128;  // + alignment slack
-  auto* kernel = attention_tc_kernel<kWarpsTc, kIsQ8>;
+  auto* kernel = attention_tc_kernel<kWarpsTc, kIsF16>;
   if (shared > 48 * 1024) {
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
         e != cudaSuccess) {
@@ -260,11 +264,11 @@ bool attention_tc_supports(int64_t head_dim, int64_t head_dim_v) {
   return head_dim % 16 == 0 && head_dim_v % 16 == 0 && head_dim <= 256 && head_dim_v <= 256;
 }
 
-cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_q8,
+cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_f16,
                                 cudaStream_t stream) {
   // The plan's tile size assumes rows_per_block rows: 64 (4 warps) or 32 (2 warps).
-  if (plan.rows_per_block == 64) return is_q8 ? launch_tc<4, true>(params, plan, stream) : launch_tc<4, false>(params, plan, stream);
-  if (plan.rows_per_block == 32) return is_q8 ? launch_tc<2, true>(params, plan, stream) : launch_tc<2, false>(params, plan, stream);
+  if (plan.rows_per_block == 64) return is_f16 ? launch_tc<4, true>(params, plan, stream) : launch_tc<4, false>(params, plan, stream);
+  if (plan.rows_per_block == 32) return is_f16 ? launch_tc<2, true>(params, plan, stream) : launch_tc<2, false>(params, plan, stream);
   return cudaErrorInvalidValue;
 }
 

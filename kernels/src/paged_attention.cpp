@@ -28,6 +28,7 @@ bool valid(const PagedAttentionArgs& a) {
     return false;
   }
   if (a.num_heads % a.num_kv_heads != 0 || a.sliding_window < 0) return false;
+  if (!(a.k_scale > 0.0f && std::isfinite(a.k_scale)) || !(a.v_scale > 0.0f && std::isfinite(a.v_scale))) return false;
   if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0) return false;
   for (int64_t s = 0; s < a.num_sequences; ++s) {
     const int64_t len = a.sequence_lengths[s];
@@ -193,6 +194,7 @@ bool valid(const WriteKvPagedArgs& a) {
   }
   if (a.num_tokens <= 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return false;
   if (a.num_kv_heads <= 0 || a.k_row % a.num_kv_heads != 0 || a.v_row % a.num_kv_heads != 0) return false;
+  if (!(a.k_scale > 0.0f && std::isfinite(a.k_scale)) || !(a.v_scale > 0.0f && std::isfinite(a.v_scale))) return false;
   if (kv_row_units(a.k_type, a.k_row) == 0 || kv_row_units(a.v_type, a.v_row) == 0) return false;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] >= a.num_slots) return false;

@@ -38,11 +38,11 @@ const E4m3Table kE4m3;
 
 }  // namespace
 
-void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
+void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n, float fp8_scale) {
   const int64_t num_blocks = n / 32;
   if (type == GgmlType::F8_E4M3) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = kE4m3.value[bytes[i]];
+    for (int64_t i = 0; i < n; ++i) dst[i] = kE4m3.value[bytes[i]] * fp8_scale;
     return;
   }
   switch (type) {
@@ -55,6 +55,10 @@ void expand_kv_row(GgmlType type, const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+}  // namespace iwb::detail
+
+namespace iwb {
+
 int64_t kv_rotation_size(GgmlType type, int64_t head_dim, bool is_key) {
   // FP8 keeps an exponent per value: a large channel costs its neighbours nothing.
   if (type == GgmlType::F16 || type == GgmlType::F8_E4M3 || !is_kv_cache_type(type) || head_dim % 32 != 0) return 0;
@@ -65,6 +69,10 @@ int64_t kv_rotation_size(GgmlType type, int64_t head_dim, bool is_key) {
   while (head_dim % (size * 2) == 0) size *= 2;
   return size;
 }
+
+}  // namespace iwb
+
+namespace iwb::detail {
 
 namespace {
 
@@ -139,7 +147,7 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
 
   for (int64_t p = first; p <= pos; ++p) {
     const uint16_t* k = a.k_cache + slot_of(p) * k_units + g * k_head;
-    if (!is_f16_k) expand_kv_row(a.k_type, k, s.row.data(), a.head_dim);
+    if (!is_f16_k) expand_kv_row(a.k_type, k, s.row.data(), a.head_dim, a.k_scale);
     for (int64_t j = 0; j < group; ++j) {
       const float* q = q0 + j * a.head_dim;
       Acc x = is_f16_k ? static_cast<Acc>(simd::dot_f32_f16(q, k, a.head_dim)) : dot<Acc>(q, s.row.data(), a.head_dim);
@@ -159,7 +167,7 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
   s.acc.assign(static_cast<size_t>(group * a.head_dim_v), 0);
   for (int64_t p = first; p <= pos; ++p) {
     const uint16_t* v = a.v_cache + slot_of(p) * v_units + g * v_head;
-    if (!is_f16_v) expand_kv_row(a.v_type, v, s.row.data(), a.head_dim_v);
+    if (!is_f16_v) expand_kv_row(a.v_type, v, s.row.data(), a.head_dim_v, a.v_scale);
     for (int64_t j = 0; j < group; ++j) {
       const Acc w = s.scores[static_cast<size_t>(j * count + p - first)];
       Acc* out = s.acc.data() + j * a.head_dim_v;
@@ -195,9 +203,10 @@ bool rows_convert(const float* x, int64_t n, GgmlType type) {
 }
 
 // One slot's row of n values (heads of head_dim) as `type` stores it: f16, or rotated then
-// quantized (`rotated` is scratch of n floats).
+// quantized (`rotated` is scratch of n floats); FP8 divides by its scale first (vLLM's
+// x / k_scale, a division as vLLM's kernels do, so the GPU twin rounds alike).
 bool store_row(GgmlType type, const float* src, int64_t n, int64_t rot, std::vector<float>& rotated, uint16_t* dst,
-               bool is_checked) {
+               bool is_checked, float fp8_scale) {
   if (type == GgmlType::F16) {
     if (is_checked && !rows_convert(src, n, type)) return false;
     if (dst != nullptr) simd::f32_to_f16_row(src, dst, n);
@@ -211,7 +220,7 @@ bool store_row(GgmlType type, const float* src, int64_t n, int64_t rot, std::vec
   if (dst == nullptr) return true;
   if (type == GgmlType::F8_E4M3) {
     auto* bytes = reinterpret_cast<uint8_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) bytes[i] = f32_to_e4m3(rotated[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) bytes[i] = f32_to_e4m3(rotated[static_cast<size_t>(i)] / fp8_scale);
   } else {
     quantize_row_ref(type, rotated.data(), dst, n, nullptr);
   }
@@ -250,16 +259,16 @@ bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
   // Check every row converts before writing any (an inf or NaN has no quantized form).
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] < 0) continue;
-    if (!store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, nullptr, true) ||
-        !store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, nullptr, true)) {
+    if (!store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, nullptr, true, a.k_scale) ||
+        !store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, nullptr, true, a.v_scale)) {
       return false;
     }
   }
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
-    store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, a.k_cache + slot * k_units, false);
-    store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, a.v_cache + slot * v_units, false);
+    store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, a.k_cache + slot * k_units, false, a.k_scale);
+    store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, a.v_cache + slot * v_units, false, a.v_scale);
   }
   return true;
 }
@@ -285,5 +294,13 @@ uint8_t f32_to_e4m3(float x) {
 }
 
 float e4m3_to_f32(uint8_t b) { return detail::kE4m3.value[b]; }
+
+
+float kv_calibrated_scale(const float* x, int64_t n, float constant) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // a NaN is skipped
+  const float scale = amax / constant;
+  return scale > 0.0f && std::isfinite(scale) ? scale : 1.0f;
+}
 
 }  // namespace iwb

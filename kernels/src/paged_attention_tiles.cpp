@@ -73,7 +73,7 @@ IWB_AVX512 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int
                            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d))));
         }
       } else {
-        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk);
+        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
       }
       const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
       float* vt = &s.v[(j0 + j) * dv];
@@ -82,7 +82,7 @@ IWB_AVX512 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int
           _mm512_storeu_ps(vt + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + d))));
         }
       } else {
-        expand_kv_row(a.v_type, v, vt, dv);
+        expand_kv_row(a.v_type, v, vt, dv, a.v_scale);
       }
     }
     for (int64_t j = n16; j < 16; ++j) {

@@ -60,11 +60,12 @@ class TestCudaKvCache : public QObject {
     DeviceBuffer<float> d_k(k), d_v(v);
     DeviceBuffer<int64_t> d_slots(slot_ids);
     WriteKvCudaArgs args{d_k.get(), d_v.get(), d_slots.get(), num_tokens, d_k_cache.get(), d_v_cache.get(),
-                         num_slots, k_row, v_row, type};
+                         num_slots, k_row, v_row, type, type};
+    args.is_rotated = false;  // whole rows as one head, unrotated (the emulated test covers rotated heads)
     CUDA_VERIFY(write_kv_paged_cuda(args, nullptr));
     CUDA_VERIFY(cudaDeviceSynchronize());
 
-    // The CUDA cache holds plain (unrotated) blocks: the CPU twin is asked for the same.
+    // Plain (unrotated) blocks asked of both.
     QVERIFY(write_kv_paged_ref({.k = k.data(), .v = v.data(), .slot_mapping = slot_ids.data(), .num_tokens = num_tokens,
                                 .k_cache = k_cache.data(), .v_cache = v_cache.data(), .num_slots = num_slots,
                                 .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type, .is_rotated = false}));
@@ -85,16 +86,16 @@ class TestCudaKvCache : public QObject {
     DeviceBuffer<uint16_t> d_k_cache(cache), d_v_cache(cache);
     DeviceBuffer<int64_t> d_slots(std::vector<int64_t>{num_slots, 1000});
     for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
-      WriteKvCudaArgs args{d_k.get(), d_k.get(), d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, row, row, type};
+      WriteKvCudaArgs args{d_k.get(), d_k.get(), d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, row, row, type, type};
       CUDA_VERIFY(write_kv_paged_cuda(args, nullptr));
       CUDA_VERIFY(cudaDeviceSynchronize());
       QVERIFY(d_k_cache.download() == cache);
       QVERIFY(d_v_cache.download() == cache);
     }
     WriteKvCudaArgs bad{d_k.get(), d_k.get(), d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, 48, 48,
-                        GgmlType::Q8_0};  // 48 is not a multiple of 32
+                        GgmlType::Q8_0, GgmlType::Q8_0};  // 48 is not a multiple of 32
     QCOMPARE(write_kv_paged_cuda(bad, nullptr), cudaErrorInvalidValue);
-    bad.kv_type = GgmlType::Q4_0;
+    bad.k_type = bad.v_type = GgmlType::Q6_K;  // no KV cache type
     bad.k_row = bad.v_row = 32;
     QCOMPARE(write_kv_paged_cuda(bad, nullptr), cudaErrorInvalidValue);
     QCOMPARE(cudaGetLastError(), cudaSuccess);

@@ -115,11 +115,18 @@ class TestCudaOpsArgs : public QObject {
 
   void kv_cache_checks() {
     WriteKvCudaArgs w{fake<const float>(), fake<const float>(), fake<const int64_t>(), 4, fake<uint16_t>(), fake<uint16_t>(),
-                      64, 256, 256, GgmlType::Q8_0};
+                      64, 256, 256, GgmlType::Q8_0, GgmlType::Q4_1, 2};
     QCOMPARE(write_kv_paged_cuda_check(w), cudaSuccess);
-    w.v_row = 80;  // Q8_0 rows are whole blocks of 32
+    w.v_row = 80;  // heads of 40: block types need whole blocks of 32 per head
     QCOMPARE(write_kv_paged_cuda_check(w), cudaErrorInvalidValue);
-    w.kv_type = GgmlType::F16;
+    w.v_type = GgmlType::F8_E4M3;  // FP8: any even head size
+    QCOMPARE(write_kv_paged_cuda_check(w), cudaSuccess);
+    w.num_kv_heads = 3;  // 256 keys are not 3 heads
+    QCOMPARE(write_kv_paged_cuda_check(w), cudaErrorInvalidValue);
+    w.num_kv_heads = 2;
+    w.k_type = GgmlType::Q6_K;  // no KV cache type
+    QCOMPARE(write_kv_paged_cuda_check(w), cudaErrorInvalidValue);
+    w.k_type = w.v_type = GgmlType::F16;
     QCOMPARE(write_kv_paged_cuda_check(w), cudaSuccess);
     w.slot_mapping = fake<const int64_t>(4);  // int64 slots need 8-byte alignment
     QCOMPARE(write_kv_paged_cuda_check(w), cudaErrorInvalidValue);
@@ -136,11 +143,20 @@ class TestCudaOpsArgs : public QObject {
   void attention_checks() {
     PagedAttentionCudaArgs a = attention_args();
     QCOMPARE(paged_attention_cuda_check(a), cudaSuccess);
-    a.kv_type = GgmlType::Q8_0;
+    a.k_type = GgmlType::Q8_0;
+    a.v_type = GgmlType::Q4_0;
+    QCOMPARE(paged_attention_cuda_check(a), cudaErrorInvalidValue);  // rotated keys: the rotated queries need room
+    QVERIFY(paged_attention_cuda_workspace_bytes(a) >= a.workspace_bytes + 40 * 32 * 128 * sizeof(float));
+    a.workspace_bytes = paged_attention_cuda_workspace_bytes(a);
     QCOMPARE(paged_attention_cuda_check(a), cudaSuccess);
-    a.head_dim = a.head_dim_v = 80;  // Q8_0 needs multiples of 32
+    a.head_dim = a.head_dim_v = 80;  // block types need multiples of 32
+    a.workspace_bytes = paged_attention_cuda_workspace_bytes(a);
     QCOMPARE(paged_attention_cuda_check(a), cudaErrorInvalidValue);
-    a.kv_type = GgmlType::F16;
+    a.k_type = a.v_type = GgmlType::F8_E4M3;  // FP8 takes 80 (a multiple of 16)
+    QCOMPARE(paged_attention_cuda_check(a), cudaSuccess);
+    a.head_dim = a.head_dim_v = 72;  // an F16 cache takes 72, a quantized side not
+    QCOMPARE(paged_attention_cuda_check(a), cudaErrorInvalidValue);
+    a.k_type = a.v_type = GgmlType::F16;
     a.workspace_bytes = paged_attention_cuda_workspace_bytes(a);
     QCOMPARE(paged_attention_cuda_check(a), cudaSuccess);
 

@@ -120,7 +120,9 @@ class TestCudaOpsEmulated : public QObject {
     a.scale = c.scale;
     a.sliding_window = window;
     a.softcap = softcap;
-    a.kv_type = c.k_type;
+    a.k_type = c.k_type;
+    a.v_type = c.v_type;
+    a.is_rotated = c.is_rotated;  // random blocks: nothing rotated
     AlignedBuffer workspace(paged_attention_cuda_workspace_bytes(a));
     a.workspace = workspace.data();
     a.workspace_bytes = paged_attention_cuda_workspace_bytes(a);
@@ -234,13 +236,13 @@ class TestCudaOpsEmulated : public QObject {
       std::vector<uint16_t> k_cache(static_cast<size_t>(num_slots * k_units), 0x3C00), v_cache(static_cast<size_t>(num_slots * v_units), 7);
       std::vector<uint16_t> k_expected = k_cache, v_expected = v_cache;
       QCOMPARE(write_kv_paged_cuda({k.data(), v.data(), slot_ids.data(), num_tokens, k_cache.data(), v_cache.data(),
-                                    num_slots, k_row, v_row, type},
+                                    num_slots, k_row, v_row, type, type},
                                    nullptr),
                cudaSuccess);
-      // The CUDA cache holds plain (unrotated) blocks: the CPU twin is asked for the same.
+      // Rotated like the CPU's (one head per row here; test_cuda_kv_quant_emulated has more).
       QVERIFY(write_kv_paged_ref({.k = k.data(), .v = v.data(), .slot_mapping = cpu_slots.data(), .num_tokens = num_tokens,
                                   .k_cache = k_expected.data(), .v_cache = v_expected.data(), .num_slots = num_slots,
-                                  .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type, .is_rotated = false}));
+                                  .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type}));
       QVERIFY(k_cache == k_expected);
       QVERIFY(v_cache == v_expected);
 

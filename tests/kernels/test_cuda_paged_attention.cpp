@@ -59,7 +59,9 @@ struct DeviceBatch {
     args.sliding_window = window;
     args.softcap = softcap;
     args.output = output.get();
-    args.kv_type = c.k_type;
+    args.k_type = c.k_type;
+    args.v_type = c.v_type;
+    args.is_rotated = c.is_rotated;  // random blocks: nothing rotated
     args.workspace = workspace.get();
     args.workspace_bytes = workspace.size();
   }
@@ -190,9 +192,9 @@ class TestCudaPagedAttention : public QObject {
     const Batch b = iwb::test::make_batch({{20, 1}}, 4, 2, 64, 16, 64, rng);
     DeviceBatch d(b, 0, 0.0f);
     PagedAttentionCudaArgs a = d.args;
-    a.kv_type = GgmlType::Q4_0;
+    a.k_type = GgmlType::Q6_K;  // no KV cache type
     QCOMPARE(paged_attention_cuda(a, nullptr), cudaErrorInvalidValue);
-    a.kv_type = GgmlType::Q8_0;
+    a.k_type = a.v_type = GgmlType::Q8_0;
     a.head_dim = a.head_dim_v = 80;  // Q8_0 rows need multiples of 32
     QCOMPARE(paged_attention_cuda(a, nullptr), cudaErrorInvalidValue);
     a = d.args;

@@ -74,7 +74,8 @@ Data make_data(uint32_t seed) {
   return d;
 }
 
-Cache write_cache(GgmlType k_type, GgmlType v_type, const Data& d, bool is_reference = false) {
+Cache write_cache(GgmlType k_type, GgmlType v_type, const Data& d, bool is_reference = false, float k_scale = 1.0f,
+                  float v_scale = 1.0f) {
   Cache c;
   c.k.assign(static_cast<size_t>(kPoolBlocks * kBlock * kv_row_units(k_type, kRowK)), 0);
   c.v.assign(static_cast<size_t>(kPoolBlocks * kBlock * kv_row_units(v_type, kRowV)), 0);
@@ -91,12 +92,14 @@ Cache write_cache(GgmlType k_type, GgmlType v_type, const Data& d, bool is_refer
   w.num_kv_heads = kKvHeads;
   w.k_type = k_type;
   w.v_type = v_type;
+  w.k_scale = k_scale;
+  w.v_scale = v_scale;
   if (!(is_reference ? write_kv_paged_ref(w) : write_kv_paged(w))) c.k.clear();
   return c;
 }
 
 std::vector<float> attend(const Cache& c, GgmlType k_type, GgmlType v_type, const Data& d, bool is_reference,
-                          int64_t window) {
+                          int64_t window, float k_scale = 1.0f, float v_scale = 1.0f) {
   std::vector<float> out(static_cast<size_t>(d.num_tokens() * kHeads * kDimV), -1.0f);
   PagedAttentionArgs a;
   a.q = d.q.data();
@@ -121,6 +124,8 @@ std::vector<float> attend(const Cache& c, GgmlType k_type, GgmlType v_type, cons
   a.num_threads = 2;
   a.k_type = k_type;
   a.v_type = v_type;
+  a.k_scale = k_scale;
+  a.v_scale = v_scale;
   const bool ok = is_reference ? paged_attention_ref(a) : paged_attention(a);
   return ok ? out : std::vector<float>{};
 }
@@ -305,6 +310,47 @@ class TestPagedAttentionQuant : public QObject {
         QVERIFY2(e > 0 && e < budget, qPrintable(QString::number(e)));
       }
     }
+  }
+
+  // vLLM's calculated FP8 scales (--calculate-kv-scales): on keys and values far from E4M3's
+  // comfortable range — a layer whose keys are small (most of them in the subnormals below
+  // 2^-6, where 3 mantissa bits become a fixed step of 2^-9) or large (past 448, saturated) —
+  // the calibrated cache keeps the error of unit-sized data, the unscaled one does not. The
+  // queries are scaled inversely, so the scores (and the f32 reference's softmax) stay the same.
+  void fp8CalibratedScales() {
+    set_shape(96, 160);
+    for (const float magnitude : {1.0f / 128.0f, 64.0f}) {
+      Data d = make_data(53);
+      for (float& x : d.k) x *= magnitude;
+      for (float& x : d.v) x *= magnitude;
+      for (float& x : d.q) x /= magnitude;
+      const float k_scale = kv_calibrated_scale(d.k.data(), static_cast<int64_t>(d.k.size()), kKScaleConstant);
+      const float v_scale = kv_calibrated_scale(d.v.data(), static_cast<int64_t>(d.v.size()), kVScaleConstant);
+      float k_max = 0.0f;
+      for (const float x : d.k) k_max = std::max(k_max, std::fabs(x));
+      QCOMPARE(k_scale, k_max / 200.0f);  // vLLM's K_SCALE_CONSTANT
+      const Cache plain = write_cache(GgmlType::F8_E4M3, GgmlType::F8_E4M3, d);
+      const Cache scaled = write_cache(GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, false, k_scale, v_scale);
+      QVERIFY(scaled.k == write_cache(GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, true, k_scale, v_scale).k);
+      const std::vector<float> f32 = attend_f32(d, 0);
+      const std::vector<float> out_plain = attend(plain, GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, false, 0);
+      const std::vector<float> out_scaled =
+          attend(scaled, GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, false, 0, k_scale, v_scale);
+      const std::vector<float> ref_scaled =
+          attend(scaled, GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, true, 0, k_scale, v_scale);
+      QVERIFY(max_relative(out_scaled, ref_scaled) < 1e-5);
+      const double e_plain = rms_relative(out_plain, f32), e_scaled = rms_relative(out_scaled, f32);
+      qInfo("fp8 x%g: relative RMS error unscaled %.4f, calibrated (k_scale %.4g, v_scale %.4g) %.4f", magnitude,
+            e_plain, k_scale, v_scale, e_scaled);
+      QVERIFY2(e_scaled < error_budget(GgmlType::F8_E4M3), qPrintable(QString::number(e_scaled)));
+      QVERIFY2(e_plain > 3 * e_scaled, qPrintable(QStringLiteral("%1 vs %2").arg(e_plain).arg(e_scaled)));
+    }
+    // Nothing to measure (all zeros, or no finite value): vLLM's default scale.
+    const std::vector<float> zeros(64, 0.0f);
+    QCOMPARE(kv_calibrated_scale(zeros.data(), 64, kKScaleConstant), 1.0f);
+    // A scale the kernels cannot use is refused.
+    const Data d = make_data(53);
+    QVERIFY(write_cache(GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, false, 0.0f, 1.0f).k.empty());
   }
 
   void fp8E4m3Codes() {

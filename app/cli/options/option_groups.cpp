@@ -57,7 +57,17 @@ void add_threads_option(OptionTable& table, int* threads) {
 
 KvCacheTypes KvCacheOptions::types() const {
   Result<KvCacheTypes> types = parse_kv_cache_types(k + "/" + v);
-  return types ? *types : KvCacheTypes();
+  if (!types) return KvCacheTypes();
+  types->calculate_scales = calculate_kv_scales && types->has_fp8();
+  return *types;
+}
+
+std::string KvCacheOptions::error() const {
+  if (calculate_kv_scales && !types().has_fp8()) {
+    return "--calculate-kv-scales scales an fp8_e4m3 cache (-ctk fp8_e4m3 and/or -ctv fp8_e4m3), not " +
+           kv_cache_types_name(types());
+  }
+  return "";
 }
 
 void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache) {
@@ -82,6 +92,10 @@ void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache) {
                return "";
              }),
              .default_text = "f16"});
+  table.add({.names = {"--calculate-kv-scales"},
+             .help = "fp8_e4m3 cache: per-layer K and V scales from the first batch\n"
+                     "(max |x| / 200 for keys, / 100 for values, as vLLM), not 1",
+             .destination = &cache->calculate_kv_scales});
 }
 
 void add_device_options(OptionTable& table, DeviceOptions* device) {

@@ -40,10 +40,13 @@ void add_threads_option(OptionTable& table, int* threads);
 
 // KV cache: -ctk / --cache-type-k T and -ctv / --cache-type-v T as llama.cpp spells them
 // (f16, q8_0, q5_1, q5_0, q4_1, q4_0; and fp8_e4m3, vLLM's), and the older --kv-type T for both.
+// --calculate-kv-scales as vLLM spells it: an fp8_e4m3 side's per-layer scales from the first batch.
 struct KvCacheOptions {
   std::string k = "f16";
   std::string v = "f16";
+  bool calculate_kv_scales = false;
   KvCacheTypes types() const;  // the parsed names (the table only accepts valid ones)
+  std::string error() const;   // what is wrong with the combination ("" when nothing)
 };
 void add_kv_cache_options(OptionTable& table, KvCacheOptions* cache);
 

@@ -9,6 +9,8 @@ namespace iwb {
 
 namespace {
 
+constexpr const char* kCalibratedSuffix = "+calibrated";
+
 bool is_fp8_name(std::string_view name) {
   std::string s(name);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -34,10 +36,23 @@ std::string kv_cache_types_name(const KvCacheTypes& types) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
-  return types.k == types.v ? lower(types.k) : lower(types.k) + "/" + lower(types.v);
+  const std::string name = types.k == types.v ? lower(types.k) : lower(types.k) + "/" + lower(types.v);
+  return types.calculate_scales ? name + kCalibratedSuffix : name;
 }
 
 Result<KvCacheTypes> parse_kv_cache_types(std::string_view name) {
+  const bool is_calibrated = name.ends_with(kCalibratedSuffix);
+  if (is_calibrated) {
+    name.remove_suffix(std::string_view(kCalibratedSuffix).size());
+    Result<KvCacheTypes> types = parse_kv_cache_types(name);
+    if (!types) return types.status();
+    if (!types->has_fp8()) {
+      return make_error(ErrorCode::InvalidArgument, "calculated KV scales (--calculate-kv-scales) need an fp8_e4m3 "
+                                                    "side of the cache, not " + std::string(name));
+    }
+    types->calculate_scales = true;
+    return *types;
+  }
   const size_t slash = name.find('/');
   Result<GgmlType> k = parse_kv_cache_type(name.substr(0, slash));
   if (!k) return k.status();

@@ -4,10 +4,12 @@
 #include "iwb/kernels/paged_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace iwb {
 namespace {
@@ -73,6 +75,9 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   try {
     s->m_k.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->k_units())));
     s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_units())));
+    s->m_k_scales.assign(static_cast<size_t>(shape.num_layers), 1.0f);
+    s->m_v_scales.assign(static_cast<size_t>(shape.num_layers), 1.0f);
+    s->m_is_calibrated.assign(static_cast<size_t>(shape.num_layers), false);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
                                                   " blocks (" + mib(bytes_per_block(shape, block_size, types) *
@@ -119,11 +124,59 @@ uint16_t* PagedKvStorage::v_slot(int64_t layer, BlockId block, int64_t offset) {
   return const_cast<uint16_t*>(std::as_const(*this).v_slot(layer, block, offset));
 }
 
+float PagedKvStorage::k_scale(int64_t layer) const {
+  return layer >= 0 && layer < m_shape.num_layers ? m_k_scales[static_cast<size_t>(layer)] : 1.0f;
+}
+float PagedKvStorage::v_scale(int64_t layer) const {
+  return layer >= 0 && layer < m_shape.num_layers ? m_v_scales[static_cast<size_t>(layer)] : 1.0f;
+}
+bool PagedKvStorage::is_layer_calibrated(int64_t layer) const {
+  return layer >= 0 && layer < m_shape.num_layers && m_is_calibrated[static_cast<size_t>(layer)];
+}
+
+Status PagedKvStorage::set_scales(std::span<const float> k_scales, std::span<const float> v_scales) {
+  if (std::cmp_not_equal(k_scales.size(), m_shape.num_layers) || std::cmp_not_equal(v_scales.size(), m_shape.num_layers)) {
+    return make_error(ErrorCode::InvalidArgument, "KV scales are one per layer: " + std::to_string(m_shape.num_layers) +
+                                                      " keys and values, not " + std::to_string(k_scales.size()) + " and " +
+                                                      std::to_string(v_scales.size()));
+  }
+  for (const float s : k_scales) {
+    if (!(s > 0.0f && std::isfinite(s))) return make_error(ErrorCode::InvalidArgument, "a KV scale must be positive");
+  }
+  for (const float s : v_scales) {
+    if (!(s > 0.0f && std::isfinite(s))) return make_error(ErrorCode::InvalidArgument, "a KV scale must be positive");
+  }
+  m_k_scales.assign(k_scales.begin(), k_scales.end());
+  m_v_scales.assign(v_scales.begin(), v_scales.end());
+  m_is_calibrated.assign(m_is_calibrated.size(), true);
+  return {};
+}
+
+void PagedKvStorage::calibrate(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v) {
+  // Only the tokens written count (padding rows may hold anything); one scale per layer and side.
+  std::vector<float> rows_k, rows_v;
+  for (size_t t = 0; t < slot_mapping.size(); ++t) {
+    if (slot_mapping[t] < 0) continue;
+    rows_k.insert(rows_k.end(), k + static_cast<int64_t>(t) * k_row(), k + static_cast<int64_t>(t + 1) * k_row());
+    rows_v.insert(rows_v.end(), v + static_cast<int64_t>(t) * v_row(), v + static_cast<int64_t>(t + 1) * v_row());
+  }
+  if (rows_k.empty()) return;  // nothing written: calibrate on the next write
+  const auto l = static_cast<size_t>(layer);
+  if (m_types.k == GgmlType::F8_E4M3) {
+    m_k_scales[l] = kv_calibrated_scale(rows_k.data(), static_cast<int64_t>(rows_k.size()), kKScaleConstant);
+  }
+  if (m_types.v == GgmlType::F8_E4M3) {
+    m_v_scales[l] = kv_calibrated_scale(rows_v.data(), static_cast<int64_t>(rows_v.size()), kVScaleConstant);
+  }
+  m_is_calibrated[l] = true;
+}
+
 Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v) {
   if (layer < 0 || layer >= m_shape.num_layers) {
     return make_error(ErrorCode::InvalidArgument, "paged KV cache layer " + std::to_string(layer) + " does not exist");
   }
   if (slot_mapping.empty()) return {};
+  if (m_types.calculate_scales && !m_is_calibrated[static_cast<size_t>(layer)]) calibrate(layer, slot_mapping, k, v);
   WriteKvPagedArgs args;
   args.k = k;
   args.v = v;
@@ -137,6 +190,8 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.num_kv_heads = m_shape.num_kv_heads;
   args.k_type = m_types.k;
   args.v_type = m_types.v;
+  args.k_scale = k_scale(layer);
+  args.v_scale = v_scale(layer);
   if (!write_kv_paged(args)) {
     return make_error(ErrorCode::InvalidArgument, "paged KV write refused: a slot is outside the " +
                                                       std::to_string(num_slots()) + " slots, or K/V data is missing");

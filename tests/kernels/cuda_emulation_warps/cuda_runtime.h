@@ -57,6 +57,8 @@ using std::isnan;
 using std::max;
 using std::min;
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// A product rounded on its own (never fused into a following add: the host build has no FMA).
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline void iwb_emulated_sincos(double x, double* s, double* c) {
   *s = std::sin(x);
   *c = std::cos(x);

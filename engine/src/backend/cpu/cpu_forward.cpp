@@ -272,6 +272,8 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.num_threads = m_num_threads;
   attn.k_type = kv.types().k;
   attn.v_type = kv.types().v;
+  attn.k_scale = kv.k_scale(il);
+  attn.v_scale = kv.v_scale(il);
   if (!paged_attention(attn)) return kernel_failed("paged attention", il);
   record(op, 0, n);
   return {};

@@ -148,6 +148,8 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   a.head_dim_v = c.head_dim_v;
   a.block_size = o.kv_block_size;
   a.max_blocks_per_sequence = m_capacity.max_blocks_per_sequence;
+  a.k_type = o.kv_cache_type.k;  // a rotated key cache adds the rotated queries
+  a.v_type = o.kv_cache_type.v;
   size_t attention_bytes = 0;
   for (int64_t n = 1; n <= t; ++n) {
     for (int64_t s = 1; s <= std::min(n, m_capacity.max_sequences); ++s) {
@@ -210,9 +212,13 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
   m_kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
   m_kv.block_size = o.kv_block_size;
   m_kv.type = o.kv_cache_type;
-  if (m_kv.type.k != m_kv.type.v || (m_kv.type.k != GgmlType::F16 && m_kv.type.k != GgmlType::Q8_0)) {
-    return make_error(ErrorCode::Unsupported, "the CUDA KV cache stores f16 or q8_0, the same for keys and values, not " +
-                                                  kv_cache_types_name(m_kv.type) + " (the CPU takes it)");
+  // The attention kernels load a quantized side 16 values per thread, on both sides.
+  const bool is_quantized = !m_kv.type.is_f16();
+  if (is_quantized && (c.head_dim_k % 16 != 0 || c.head_dim_v % 16 != 0)) {
+    return make_error(ErrorCode::Unsupported, "the CUDA KV cache stores " + kv_cache_types_name(m_kv.type) +
+                                                  " for head sizes that are multiples of 16; this model's are " +
+                                                  std::to_string(c.head_dim_k) + " and " + std::to_string(c.head_dim_v) +
+                                                  " (the CPU takes it, or use f16)");
   }
   const auto [free_bytes, total_bytes] = device_memory_info();
   const uint64_t reserve = device_reserve_bytes(total_bytes);
@@ -248,6 +254,16 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
     m_v_pools.push_back(at);
     at += slots * static_cast<size_t>(kv_row_units(m_kv.type.v, c.v_width()));
   }
+  // FP8 scales: 1 (vLLM's default) until a layer's first write calibrates them.
+  Result<DeviceBuffer> scales =
+      DeviceBuffer::allocate(2 * static_cast<size_t>(c.num_layers) * sizeof(float), "the KV cache scales", m_device);
+  if (!scales) return scales.status();
+  m_kv_scales = std::move(*scales);
+  const std::vector<float> ones(2 * static_cast<size_t>(c.num_layers), 1.0f);
+  IWB_CUDA_TRY(cudaMemcpyAsync(m_kv_scales.data(), ones.data(), m_kv_scales.bytes(), cudaMemcpyHostToDevice,
+                               m_stream.get()),
+               "setting the KV cache scales");
+  m_is_scale_calibrated.assign(static_cast<size_t>(c.num_layers), false);
   // Zeros, so a never-written slot holds finite numbers (attention masks it, but 0 x NaN is NaN).
   IWB_CUDA_TRY(cudaMemsetAsync(m_kv_pool.data(), 0, m_kv_pool.bytes(), m_stream.get()), "clearing the KV cache");
   IWB_CUDA_TRY(cudaStreamSynchronize(m_stream.get()), "clearing the KV cache");

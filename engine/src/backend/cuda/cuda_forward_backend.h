@@ -145,6 +145,10 @@ class CudaForwardBackend final : public ForwardBackend {
   // Device memory.
   DeviceBuffer m_kv_pool;             // per layer: keys [num_slots x k_row], then values [num_slots x v_row], f16
   std::vector<uint16_t*> m_k_pools, m_v_pools;
+  // FP8 scales, stored with the cache: [2 x num_layers] floats (keys', then values'), 1 until
+  // calibrated; a layer's are calibrated by its first KV write when kv_cache_type.calculate_scales.
+  DeviceBuffer m_kv_scales;
+  std::vector<bool> m_is_scale_calibrated;  // [layer]
   DeviceBuffer m_activations;         // the f32 activations below
   float *m_x = nullptr, *m_xn = nullptr, *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_attn = nullptr,
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;

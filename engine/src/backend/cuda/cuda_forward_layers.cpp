@@ -98,8 +98,15 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       kv.num_slots = m_kv.num_slots();
       kv.k_row = c.k_width();
       kv.v_row = c.v_width();
-      kv.kv_type = m_kv.type.k;  // the CUDA cache: one type for keys and values
+      kv.k_type = m_kv.type.k;
+      kv.v_type = m_kv.type.v;
+      kv.num_kv_heads = c.num_kv_heads;
+      kv.k_scale = m_kv_scales.as<float>() + il;
+      kv.v_scale = m_kv_scales.as<float>() + c.num_layers + il;
+      // vLLM's calculate_kv_scales: the layer's first write sets its FP8 scales (on the device).
+      kv.calculate_scales = m_kv.type.calculate_scales && !m_is_scale_calibrated[static_cast<size_t>(il)];
       IWB_RETURN_IF_ERROR(launched(write_kv_paged_cuda(kv, stream), "the KV cache write", il));
+      if (kv.calculate_scales) m_is_scale_calibrated[static_cast<size_t>(il)] = true;
       return op_end(op, 0, n);
     }
     case PlanOpKind::Attention: return run_attention(op, s);
@@ -189,7 +196,10 @@ Status CudaForwardBackend::run_attention(const PlanOp& op, const StepShape& s) {
   a.sliding_window = op.is_sliding ? c.sliding_window : 0;
   a.softcap = c.attention_softcap;
   a.output = m_attn;
-  a.kv_type = m_kv.type.k;
+  a.k_type = m_kv.type.k;
+  a.v_type = m_kv.type.v;
+  a.k_scale = m_kv_scales.as<float>() + il;
+  a.v_scale = m_kv_scales.as<float>() + c.num_layers + il;
   // The tensor-core kernel (prompt chunks) rounds otherwise than the f32 one (decodes): a
   // batch-invariant run keeps every token on the f32 kernel.
   a.allow_tensor_cores = !m_is_batch_invariant;

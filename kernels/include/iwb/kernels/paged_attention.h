@@ -10,8 +10,9 @@
 // -ctv): each head's row of head_dim values is head_dim / 32 blocks of a 32-value type (Q8_0:
 // 34 bytes, Q5_1: 24, Q5_0: 22, Q4_1: 20, Q4_0: 18) in the same layout, so a slot of k_row
 // values takes kv_row_units(type, k_row) = k_row / 32 * bytes / 2 uint16 units instead of k_row.
-// Head sizes must be multiples of 32. F8_E4M3 (vLLM's fp8 cache) is one byte per value, no
-// scale (vLLM's default k/v scale of 1), head sizes even. A quantized block side stores each head row Hadamard-rotated
+// Head sizes must be multiples of 32. F8_E4M3 (vLLM's fp8 cache) is one byte per value, head
+// sizes even, with vLLM's per-tensor scales (k_scale / v_scale, one per layer: stored e4m3(x /
+// scale), read e4m3 * scale; 1 by default, or calibrated: kv_calibrated_scale). A quantized block side stores each head row Hadamard-rotated
 // (as llama.cpp's cache does): large channels no longer set their blocks' scales alone; the
 // attention undoes it (rotated queries, rotated-back output), so callers see plain values.
 #pragma once
@@ -47,7 +48,9 @@ struct PagedAttentionArgs {
   int num_threads = 0;                    // 0: OpenMP's default
   GgmlType k_type = GgmlType::F16;        // the keys' cache type (see above)
   GgmlType v_type = GgmlType::F16;        // the values' cache type
-  bool is_rotated = true;                 // quantized sides stored rotated (false: as they are, CUDA's q8_0)
+  bool is_rotated = true;                 // quantized sides stored rotated (false: as they are)
+  float k_scale = 1.0f;                   // F8_E4M3 keys: stored values are key / k_scale (other types: unused)
+  float v_scale = 1.0f;                   // F8_E4M3 values: stored values are value / v_scale
 };
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
@@ -55,11 +58,21 @@ struct PagedAttentionArgs {
 int64_t kv_row_units(GgmlType type, int64_t num_values);
 // True for the types a KV cache can hold: F16, Q8_0, Q5_1, Q5_0, Q4_1, Q4_0, F8_E4M3.
 bool is_kv_cache_type(GgmlType type);
+// The Hadamard rotation a cache type's head rows get before quantizing (pieces of this many
+// values; 0: stored as they are — F16, F8_E4M3): keys the largest power of two dividing the head
+// size, values 64 (32 when 64 does not divide it).
+int64_t kv_rotation_size(GgmlType type, int64_t head_dim, bool is_key);
 // Bytes per value of a cache type (Q8_0: 34 / 32); 0 for a type the cache cannot hold.
 double kv_bytes_per_value(GgmlType type);
 // FP8 E4M3 (OCP "FN": no infinities, max 448) of x, round to nearest even, saturating; and back.
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t b);
+// vLLM's --calculate-kv-scales (Attention.calc_kv_scales): from the first batch a layer writes,
+// k_scale = max |key| / K_SCALE_CONSTANT (200) and v_scale = max |value| / V_SCALE_CONSTANT
+// (100), so the largest key lands at 200 of E4M3's 448. 1 when the maximum is 0 or not finite.
+inline constexpr float kKScaleConstant = 200.0f;
+inline constexpr float kVScaleConstant = 100.0f;
+float kv_calibrated_scale(const float* x, int64_t n, float constant);
 
 // False (writing nothing) for inconsistent arguments: a block id outside the pool, a query past
 // its sequence's length, a sequence longer than its table, sizes that do not divide.
@@ -81,6 +94,8 @@ struct WriteKvPagedArgs {
   GgmlType k_type = GgmlType::F16;        // F16, or a block type (rows quantized per 32 values)
   GgmlType v_type = GgmlType::F16;
   bool is_rotated = true;                 // rotate quantized sides first (see above)
+  float k_scale = 1.0f;                   // F8_E4M3 keys stored as e4m3(key / k_scale) (> 0, finite)
+  float v_scale = 1.0f;                   // F8_E4M3 values stored as e4m3(value / v_scale)
 };
 
 // f32 -> f16 (round to nearest even) or the block type (ggml's reference rounding) into the

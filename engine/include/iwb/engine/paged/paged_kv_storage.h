@@ -59,6 +59,17 @@ class PagedKvStorage {
   const uint16_t* k_slot(int64_t layer, BlockId block, int64_t offset) const;
   const uint16_t* v_slot(int64_t layer, BlockId block, int64_t offset) const;
 
+  // An FP8 side's per-layer scale (vLLM's k_scale / v_scale: the cache holds x / scale); 1 for
+  // other types, and until calibrated when types().calculate_scales is set, in which case the
+  // first write of each layer sets them from its own keys and values (kv_calibrated_scale over
+  // the tokens it writes), as vLLM's calc_kv_scales does on the first batch.
+  float k_scale(int64_t layer) const;
+  float v_scale(int64_t layer) const;
+  bool is_layer_calibrated(int64_t layer) const;
+  // Scales given from outside (a checkpoint's, or another run's calibration): every layer's,
+  // marking them calibrated. An error for a count other than num_layers or a scale <= 0.
+  Status set_scales(std::span<const float> k_scales, std::span<const float> v_scales);
+
   // Keys [n x k_row] and values [n x v_row] in f32 of n = slot_mapping.size() tokens into their
   // slots of one layer (a negative slot skips its token).
   Status write(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v);
@@ -69,12 +80,15 @@ class PagedKvStorage {
  private:
   PagedKvStorage() = default;
   int64_t slot_index(int64_t layer, BlockId block, int64_t offset) const;  // -1 when out of range
+  void calibrate(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v);
 
   KvCacheShape m_shape;
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
   KvCacheTypes m_types;
   std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
+  std::vector<float> m_k_scales, m_v_scales;      // [layer]: FP8 scales (1 for other types)
+  std::vector<bool> m_is_calibrated;             // [layer]: scales set (only read with calculate_scales)
 };
 
 }  // namespace iwb

@@ -57,8 +57,9 @@ struct EngineOptions {
   int64_t max_running_sequences = 32;  // sequences decoding together at most
   bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
   // What the KV cache stores keys and values as (separately, llama.cpp's -ctk/-ctv): F16, or
-  // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32). The CUDA backend takes
-  // F16 or Q8_0, the same for both.
+  // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32), or F8_E4M3 (vLLM's; with
+  // calculate_scales its per-layer scales come from the first batch). The CUDA backend takes
+  // the same types (head sizes multiples of 16 with a quantized side).
   KvCacheTypes kv_cache_type;
   // Batch-invariant matmuls: each token's logits are bit for bit the same whether it is decoded
   // alone, batched with other sequences, in a prompt chunk or verifying speculative guesses,

@@ -16,18 +16,30 @@ struct WriteKvCudaArgs {
   const float* v = nullptr;               // device [num_tokens x v_row]
   const int64_t* slot_mapping = nullptr;  // device [num_tokens]; < 0 skips the token (padding)
   int64_t num_tokens = 0;
-  uint16_t* k_cache = nullptr;            // device, one layer: [num_slots x kv_row_units(kv_type, k_row)]
-  uint16_t* v_cache = nullptr;
+  uint16_t* k_cache = nullptr;            // device, one layer: [num_slots x kv_row_units(k_type, k_row)]
+  uint16_t* v_cache = nullptr;            // device, one layer: [num_slots x kv_row_units(v_type, v_row)]
   int64_t num_slots = 0;                  // num_blocks * block_size; slots >= num_slots are skipped
   int64_t k_row = 0;                      // num_kv_heads * head_dim
   int64_t v_row = 0;                      // num_kv_heads * head_dim_v
-  GgmlType kv_type = GgmlType::F16;       // F16 (round to nearest even) or Q8_0 (ggml's rounding;
-                                          // rows multiples of 32)
+  // Each side F16 (round to nearest even) or a cache type of paged_attention.h: a block type
+  // (head rows Hadamard-rotated when is_rotated, then ggml's reference rounding: the CPU
+  // writer's blocks bit for bit) or F8_E4M3 (e4m3(x / scale), the CPU's rounding).
+  GgmlType k_type = GgmlType::F16;
+  GgmlType v_type = GgmlType::F16;
+  int64_t num_kv_heads = 1;               // heads per row (rotation and blocks stay within a head)
+  bool is_rotated = true;
+  float* k_scale = nullptr;               // device, one float: the FP8 keys' scale (null: 1)
+  float* v_scale = nullptr;               // device, one float: the FP8 values' scale (null: 1)
+  // vLLM's calculate_kv_scales: first set *k_scale = max |k| / 200 and *v_scale = max |v| / 100
+  // over the tokens written (kv_calibrated_scale; FP8 sides with a scale pointer only).
+  bool calculate_scales = false;
 };
 
-// cudaErrorInvalidValue for null pointers, sizes <= 0 (num_tokens 0 is fine), a kv_type other
-// than F16/Q8_0 or rows Q8_0 cannot hold. Slot values are device data and are not checked
+// cudaErrorInvalidValue for null pointers, sizes <= 0 (num_tokens 0 is fine), a type that is no
+// KV cache type or rows it cannot hold (block types: head sizes multiples of 32; FP8: even), a
+// row that is not num_kv_heads heads. Slot values are device data and are not checked
 // here; the kernel skips any slot outside [0, num_slots) rather than writing out of bounds.
+// Unlike the CPU writer, values with no quantized form (inf, NaN) are not refused.
 cudaError_t write_kv_paged_cuda_check(const WriteKvCudaArgs& args);
 cudaError_t write_kv_paged_cuda(const WriteKvCudaArgs& args, cudaStream_t stream);
 

@@ -27,7 +27,7 @@ namespace iwb {
 
 struct PagedAttentionCudaArgs {
   const float* q = nullptr;                   // device [num_tokens x num_heads x head_dim]
-  const uint16_t* k_cache = nullptr;          // device, one layer's keys (f16, or Q8_0 blocks: see paged_attention.h)
+  const uint16_t* k_cache = nullptr;          // device, one layer's keys (k_type: see paged_attention.h)
   const uint16_t* v_cache = nullptr;          // device, one layer's values
   int64_t num_blocks = 0;
   int64_t block_size = 0;
@@ -40,14 +40,23 @@ struct PagedAttentionCudaArgs {
   int64_t num_tokens = 0;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;                   // divides num_heads; num_heads / num_kv_heads <= 64
-  int64_t head_dim = 0;                       // multiple of 8, <= 256
-  int64_t head_dim_v = 0;                     // multiple of 8, <= 256
+  int64_t head_dim = 0;                       // multiple of 8 (16 with a quantized side), <= 256
+  int64_t head_dim_v = 0;                     // multiple of 8 (16 with a quantized side), <= 256
   float scale = 1.0f;
   int64_t sliding_window = 0;                 // > 0: query at p sees keys p - window < key <= p
   float softcap = 0.0f;                       // > 0: score = softcap * tanh(score / softcap)
   float* output = nullptr;                    // device [num_tokens x num_heads x head_dim_v]
-  GgmlType kv_type = GgmlType::F16;           // F16, or Q8_0 (head sizes multiples of 32; expanded to f16
-                                              // in shared memory, so d * q is rounded to f16)
+  // The cache types, each side its own (as the CPU's PagedAttentionArgs): F16, a block type
+  // (Q8_0, Q5_1, Q5_0, Q4_1, Q4_0: head sizes multiples of 32; rows Hadamard-rotated when
+  // is_rotated, as write_kv_paged_cuda stores them) or F8_E4M3. A quantized tile is expanded to
+  // f16 in shared memory (d * q rounded to f16; FP8 values exactly, their scales applied to the
+  // scores and the output in f32). Rotated keys: the queries are rotated first (a copy in the
+  // workspace); rotated values: the output is rotated back at the end.
+  GgmlType k_type = GgmlType::F16;
+  GgmlType v_type = GgmlType::F16;
+  bool is_rotated = true;
+  const float* k_scale = nullptr;             // device, one float: FP8 keys' scale (null: 1; other types: unused)
+  const float* v_scale = nullptr;             // device, one float: FP8 values' scale
   // Batches where some sequence has several queries (num_tokens > num_sequences) run on tensor
   // cores when head sizes are multiples of 16 (Q and the softmax weights rounded to f16); false
   // keeps every batch on the f32 kernel.
@@ -59,13 +68,13 @@ struct PagedAttentionCudaArgs {
 // The launch shape these arguments get (host arithmetic only; see paged_attention_plan.h).
 AttentionLaunchPlan paged_attention_cuda_plan(const PagedAttentionCudaArgs& args);
 
-// Scratch the call needs (query tile list, and partial results when the key range is split).
-// Depends only on the fixed sizes, like the grid.
+// Scratch the call needs (query tile list, partial results when the key range is split, the
+// rotated queries of a rotated key cache). Depends only on the fixed sizes, like the grid.
 size_t paged_attention_cuda_workspace_bytes(const PagedAttentionCudaArgs& args);
 
 // cudaErrorInvalidValue for: null pointers, sizes <= 0 (num_tokens 0 is fine), num_heads not a
-// multiple of num_kv_heads or a group over 64, head sizes not multiples of 8 (32 for Q8_0) or
-// over 256, a kv_type other than F16/Q8_0, a negative window, caches not 16-byte aligned, a
+// multiple of num_kv_heads or a group over 64, head sizes not multiples of 8 (16 with a
+// quantized side, 32 for a block type) or over 256, a type that is no KV cache type, a negative window, caches not 16-byte aligned, a
 // workspace that is too small or not 256-byte aligned.
 // Device data (block ids, lengths, positions) is not checked; the kernels clamp what they read
 // so bad values give wrong numbers, never out-of-bounds accesses.
