@@ -199,6 +199,17 @@ class TestCliOptions : public QObject {
     QVERIFY2(bad.message.find("-ctk") != std::string::npos, bad.message.c_str());
     QVERIFY(parse(u.table, {"-m", "a.gguf", "--kv-type", "q2_k"}).kind == ParseOutcome::Kind::UsageError);
     QVERIFY(iwb::parse_kv_cache_types("q8_0/q4_0").is_ok() && !iwb::parse_kv_cache_types("q8_0/").is_ok());
+    // vLLM's --calculate-kv-scales: with an fp8_e4m3 side, and the name runs are stored under says so.
+    RunLike f;
+    QVERIFY(parse(f.table, {"-m", "a.gguf", "-ctk", "fp8_e4m3", "--calculate-kv-scales"}).is_parsed());
+    QVERIFY(f.kv_cache.error().empty() && f.kv_cache.types().calculate_scales);
+    QCOMPARE(iwb::kv_cache_types_name(f.kv_cache.types()), std::string("fp8_e4m3/f16+calibrated"));
+    const iwb::Result<iwb::KvCacheTypes> round_trip = iwb::parse_kv_cache_types("fp8_e4m3/f16+calibrated");
+    QVERIFY(round_trip.is_ok() && *round_trip == f.kv_cache.types());
+    RunLike g;
+    QVERIFY(parse(g.table, {"-m", "a.gguf", "--calculate-kv-scales"}).is_parsed());
+    QVERIFY2(g.kv_cache.error().find("fp8_e4m3") != std::string::npos, g.kv_cache.error().c_str());
+    QVERIFY(!iwb::parse_kv_cache_types("q8_0+calibrated").is_ok());
   }
 
   void samplingDefaultsAreLlamaCpps() {

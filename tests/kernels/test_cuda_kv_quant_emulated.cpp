@@ -345,7 +345,7 @@ class TestCudaKvQuantEmulated : public QObject {
     const double budget = k == v ? error_budget(k) : error_budget(k) + error_budget(v);
     for (const bool allow_tensor_cores : {true, false}) {
       if (!is_prefill && allow_tensor_cores) continue;  // a decode batch runs the f32 kernel either way
-      cudaError_t status = cudaErrorUnknown;
+      cudaError_t status = cudaErrorInvalidValue;
       int64_t num_splits = 0;
       const std::vector<float> got = attend_gpu(cpu, c, allow_tensor_cores, &status, &num_splits);
       QCOMPARE(status, cudaSuccess);
@@ -370,7 +370,7 @@ class TestCudaKvQuantEmulated : public QObject {
     const int64_t units = kv_row_units(GgmlType::Q4_0, d.shape.row_k());
     auto* bytes = reinterpret_cast<uint8_t*>(broken.k.data() + (5 * kBlock + 8) * units);
     bytes[2 + 3] ^= 0x01;
-    cudaError_t status = cudaErrorUnknown;
+    cudaError_t status = cudaErrorInvalidValue;
     int64_t num_splits = 0;
     const std::vector<float> good = attend_gpu(cpu, c, false, &status, &num_splits);
     QVERIFY(compare(good, expected, 3e-3f).isEmpty());

@@ -4,7 +4,6 @@
 #include "iwb/kernels/paged_attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <new>
 #include <string>
@@ -132,24 +131,6 @@ float PagedKvStorage::v_scale(int64_t layer) const {
 }
 bool PagedKvStorage::is_layer_calibrated(int64_t layer) const {
   return layer >= 0 && layer < m_shape.num_layers && m_is_calibrated[static_cast<size_t>(layer)];
-}
-
-Status PagedKvStorage::set_scales(std::span<const float> k_scales, std::span<const float> v_scales) {
-  if (std::cmp_not_equal(k_scales.size(), m_shape.num_layers) || std::cmp_not_equal(v_scales.size(), m_shape.num_layers)) {
-    return make_error(ErrorCode::InvalidArgument, "KV scales are one per layer: " + std::to_string(m_shape.num_layers) +
-                                                      " keys and values, not " + std::to_string(k_scales.size()) + " and " +
-                                                      std::to_string(v_scales.size()));
-  }
-  for (const float s : k_scales) {
-    if (!(s > 0.0f && std::isfinite(s))) return make_error(ErrorCode::InvalidArgument, "a KV scale must be positive");
-  }
-  for (const float s : v_scales) {
-    if (!(s > 0.0f && std::isfinite(s))) return make_error(ErrorCode::InvalidArgument, "a KV scale must be positive");
-  }
-  m_k_scales.assign(k_scales.begin(), k_scales.end());
-  m_v_scales.assign(v_scales.begin(), v_scales.end());
-  m_is_calibrated.assign(m_is_calibrated.size(), true);
-  return {};
 }
 
 void PagedKvStorage::calibrate(int64_t layer, std::span<const int64_t> slot_mapping, const float* k, const float* v) {

@@ -66,9 +66,6 @@ class PagedKvStorage {
   float k_scale(int64_t layer) const;
   float v_scale(int64_t layer) const;
   bool is_layer_calibrated(int64_t layer) const;
-  // Scales given from outside (a checkpoint's, or another run's calibration): every layer's,
-  // marking them calibrated. An error for a count other than num_layers or a scale <= 0.
-  Status set_scales(std::span<const float> k_scales, std::span<const float> v_scales);
 
   // Keys [n x k_row] and values [n x v_row] in f32 of n = slot_mapping.size() tokens into their
   // slots of one layer (a negative slot skips its token).
