@@ -39,8 +39,8 @@ constexpr int kWriteWarps = 4;
 
 __global__ void __launch_bounds__(kWriteWarps * 32)
     write_kv_quant_kernel(const float* __restrict__ src, const int64_t* __restrict__ slot_mapping, int64_t num_tokens,
-                          uint16_t* __restrict__ cache, int64_t num_slots, int64_t row, int head_dim,
-                          int64_t num_heads, int code, int rot, float norm, const float* __restrict__ scale) {
+                          uint16_t* __restrict__ cache, int64_t num_slots, int64_t row, int head_dim, int64_t num_heads,
+                          int code, int rot, float norm, const float* __restrict__ scale) {
   IWB_DYNAMIC_SHARED(float, rows_s);  // [kWriteWarps x head_dim]
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float* x = rows_s + warp * head_dim;
@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kWriteWarps * 32)
       auto* bytes = reinterpret_cast<uint8_t*>(dst);
       for (int i = lane; i < head_dim; i += 32) bytes[i] = f32_to_e4m3_device(x[i] / fp8_scale);
     } else {
-      for (int b = lane; b < head_dim / 32; b += 32) quantize_block_ref(code, x + 32 * b, dst + b * kv_block_units(code));
+      for (int b = lane; b < head_dim / 32; b += 32)
+        quantize_block_ref(code, x + 32 * b, dst + b * kv_block_units(code));
     }
     __syncwarp();  // x is rewritten by the next row
   }
@@ -151,7 +152,8 @@ cudaError_t write_kv_paged_cuda_check(const WriteKvCudaArgs& a) {
     return cudaErrorInvalidValue;
   }
   if (a.num_tokens < 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return cudaErrorInvalidValue;
-  if (a.num_kv_heads <= 0 || a.k_row % a.num_kv_heads != 0 || a.v_row % a.num_kv_heads != 0) return cudaErrorInvalidValue;
+  if (a.num_kv_heads <= 0 || a.k_row % a.num_kv_heads != 0 || a.v_row % a.num_kv_heads != 0)
+    return cudaErrorInvalidValue;
   // Per head: a quantized side's rows, rotation pieces and blocks stay within one head (and
   // one head's row fits the write kernel's shared memory).
   const int64_t k_head = a.k_row / a.num_kv_heads, v_head = a.v_row / a.num_kv_heads;

@@ -125,7 +125,8 @@ __device__ inline void quantize_block_ref(int code, const float* x, uint16_t* ds
     put_half(0, d);
     const float offset = is_5bit ? 16.5f : 8.5f;
     const int top = is_5bit ? 31 : 15;
-    for (int j = 0; j < 32; ++j) levels[j] = static_cast<uint8_t>(min(top, static_cast<int>(__fmul_rn(x[j], id) + offset)));
+    for (int j = 0; j < 32; ++j)
+      levels[j] = static_cast<uint8_t>(min(top, static_cast<int>(__fmul_rn(x[j], id) + offset)));
   } else {
     float lo = 3.402823466e+38f, hi = -3.402823466e+38f;
     for (int j = 0; j < 32; ++j) {

@@ -386,7 +386,8 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
     return cudaErrorInvalidValue;
   }
   if (!is_kv_cache_type(a.k_type) || !is_kv_cache_type(a.v_type)) return cudaErrorInvalidValue;
-  if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0) return cudaErrorInvalidValue;
+  if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0)
+    return cudaErrorInvalidValue;
   // A quantized side loads 16 values per thread, on both sides.
   if ((is_quantized(a.k_type) || is_quantized(a.v_type)) && (a.head_dim % 16 != 0 || a.head_dim_v % 16 != 0)) {
     return cudaErrorInvalidValue;
@@ -497,7 +498,8 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
     if (const cudaError_t e2 = cudaGetLastError(); e2 != cudaSuccess) return e2;
   }
   // Values stored rotated: the weighted sum is rotated back.
-  if (const int64_t rot_v = rotation_of(a, false); rot_v > 0) return launch_rotate(a.output, a.output, rows, a.head_dim_v, rot_v, stream);
+  if (const int64_t rot_v = rotation_of(a, false); rot_v > 0)
+    return launch_rotate(a.output, a.output, rows, a.head_dim_v, rot_v, stream);
   return cudaSuccess;
 }
 

@@ -37,13 +37,15 @@ struct AttentionParams {
   float* part_max;
   float* part_sum;
   float* part_acc;
-  int k_code, v_code;          // KvCode of each side (kv_quant.cuh)
-  const float* k_scale;        // FP8 keys' scale (device, null: 1): multiplies the scores
-  const float* v_scale;        // FP8 values' scale (device, null: 1): multiplies the output
+  int k_code, v_code;    // KvCode of each side (kv_quant.cuh)
+  const float* k_scale;  // FP8 keys' scale (device, null: 1): multiplies the scores
+  const float* v_scale;  // FP8 values' scale (device, null: 1): multiplies the output
 };
 
 // The query's factor (softmax scale times the FP8 keys' scale) and the output's (FP8 values' scale).
-__device__ inline float query_factor(const AttentionParams& p) { return p.k_scale != nullptr ? p.scale * *p.k_scale : p.scale; }
+__device__ inline float query_factor(const AttentionParams& p) {
+  return p.k_scale != nullptr ? p.scale * *p.k_scale : p.scale;
+}
 __device__ inline float output_factor(const AttentionParams& p) { return p.v_scale != nullptr ? *p.v_scale : 1.0f; }
 
 __device__ inline int64_t first_visible(int64_t pos, int64_t window) { return window > 0 ? max(int64_t{0}, pos - window + 1) : 0; }

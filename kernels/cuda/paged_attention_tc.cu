@@ -267,8 +267,10 @@ bool attention_tc_supports(int64_t head_dim, int64_t head_dim_v) {
 cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_f16,
                                 cudaStream_t stream) {
   // The plan's tile size assumes rows_per_block rows: 64 (4 warps) or 32 (2 warps).
-  if (plan.rows_per_block == 64) return is_f16 ? launch_tc<4, true>(params, plan, stream) : launch_tc<4, false>(params, plan, stream);
-  if (plan.rows_per_block == 32) return is_f16 ? launch_tc<2, true>(params, plan, stream) : launch_tc<2, false>(params, plan, stream);
+  if (plan.rows_per_block == 64)
+    return is_f16 ? launch_tc<4, true>(params, plan, stream) : launch_tc<4, false>(params, plan, stream);
+  if (plan.rows_per_block == 32)
+    return is_f16 ? launch_tc<2, true>(params, plan, stream) : launch_tc<2, false>(params, plan, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -295,7 +295,6 @@ uint8_t f32_to_e4m3(float x) {
 
 float e4m3_to_f32(uint8_t b) { return detail::kE4m3.value[b]; }
 
-
 float kv_calibrated_scale(const float* x, int64_t n, float constant) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // a NaN is skipped

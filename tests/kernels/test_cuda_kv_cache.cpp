@@ -59,8 +59,8 @@ class TestCudaKvCache : public QObject {
     DeviceBuffer<uint16_t> d_k_cache(k_cache), d_v_cache(v_cache);
     DeviceBuffer<float> d_k(k), d_v(v);
     DeviceBuffer<int64_t> d_slots(slot_ids);
-    WriteKvCudaArgs args{d_k.get(), d_v.get(), d_slots.get(), num_tokens, d_k_cache.get(), d_v_cache.get(),
-                         num_slots, k_row, v_row, type, type};
+    WriteKvCudaArgs args{d_k.get(), d_v.get(), d_slots.get(), num_tokens, d_k_cache.get(), d_v_cache.get(), num_slots,
+                         k_row,     v_row,     type,          type};
     args.is_rotated = false;  // whole rows as one head, unrotated (the emulated test covers rotated heads)
     CUDA_VERIFY(write_kv_paged_cuda(args, nullptr));
     CUDA_VERIFY(cudaDeviceSynchronize());
@@ -86,14 +86,15 @@ class TestCudaKvCache : public QObject {
     DeviceBuffer<uint16_t> d_k_cache(cache), d_v_cache(cache);
     DeviceBuffer<int64_t> d_slots(std::vector<int64_t>{num_slots, 1000});
     for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
-      WriteKvCudaArgs args{d_k.get(), d_k.get(), d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, row, row, type, type};
+      WriteKvCudaArgs args{d_k.get(), d_k.get(), d_slots.get(), 2,   d_k_cache.get(), d_v_cache.get(), num_slots,
+                           row,       row,       type,          type};
       CUDA_VERIFY(write_kv_paged_cuda(args, nullptr));
       CUDA_VERIFY(cudaDeviceSynchronize());
       QVERIFY(d_k_cache.download() == cache);
       QVERIFY(d_v_cache.download() == cache);
     }
-    WriteKvCudaArgs bad{d_k.get(), d_k.get(), d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, 48, 48,
-                        GgmlType::Q8_0, GgmlType::Q8_0};  // 48 is not a multiple of 32
+    WriteKvCudaArgs bad{d_k.get(), d_k.get(),      d_slots.get(), 2, d_k_cache.get(), d_v_cache.get(), num_slots, 48,
+                        48,        GgmlType::Q8_0, GgmlType::Q8_0};  // 48 is not a multiple of 32
     QCOMPARE(write_kv_paged_cuda(bad, nullptr), cudaErrorInvalidValue);
     bad.k_type = bad.v_type = GgmlType::Q6_K;  // no KV cache type
     bad.k_row = bad.v_row = 32;

@@ -52,7 +52,8 @@ Data make_data(Shape shape, bool is_prefill, uint32_t seed) {
   const int32_t used[2][3] = {{4, 0, 7}, {2, 8, 5}};
   for (int s = 0; s < 2; ++s) {
     for (int b = 0; b < 3; ++b) d.tables[static_cast<size_t>(s * kMaxBlocks + b)] = used[s][b];
-    for (int32_t p = 0; p < kLengths[static_cast<size_t>(s)]; ++p) d.slot_ids.push_back(used[s][p / kBlock] * kBlock + p % kBlock);
+    for (int32_t p = 0; p < kLengths[static_cast<size_t>(s)]; ++p)
+      d.slot_ids.push_back(used[s][p / kBlock] * kBlock + p % kBlock);
   }
   const auto n = static_cast<int64_t>(d.slot_ids.size());
   d.k = iwb::test::random_floats(static_cast<size_t>(n * shape.row_k()), rng);
@@ -65,7 +66,8 @@ Data make_data(Shape shape, bool is_prefill, uint32_t seed) {
   d.v = iwb::test::random_floats(static_cast<size_t>(n * shape.row_v()), rng);
   const int32_t first[2] = {is_prefill ? 32 : 36, is_prefill ? 36 : 44};
   for (int s = 0; s < 2; ++s) {
-    for (int32_t p = first[s]; p < kLengths[static_cast<size_t>(s)]; ++p) d.token_sequences.push_back(s), d.positions.push_back(p);
+    for (int32_t p = first[s]; p < kLengths[static_cast<size_t>(s)]; ++p)
+      d.token_sequences.push_back(s), d.positions.push_back(p);
   }
   d.q = iwb::test::random_floats(static_cast<size_t>(d.num_tokens() * kHeads * shape.dim), rng);
   return d;
@@ -156,7 +158,8 @@ std::vector<float> attend_f32(const Data& d) {
       for (int64_t i = 0; i < sh.dim_v; ++i) {
         double acc = 0;
         for (int64_t p = 0; p <= pos; ++p) {
-          acc += w[static_cast<size_t>(p)] * d.v[static_cast<size_t>((first_row[s] + p) * sh.row_v() + g * sh.dim_v + i)];
+          acc +=
+              w[static_cast<size_t>(p)] * d.v[static_cast<size_t>((first_row[s] + p) * sh.row_v() + g * sh.dim_v + i)];
         }
         out[static_cast<size_t>((t * kHeads + h) * sh.dim_v + i)] = static_cast<float>(acc / sum);
       }
@@ -193,7 +196,10 @@ QString compare(const std::vector<float>& got, const std::vector<float>& expecte
   for (size_t i = 0; i < expected.size(); ++i) {
     if (!(std::fabs(got[i] - expected[i]) <= tol + tol * std::fabs(expected[i]))) {
       return QStringLiteral("element %1 of %2: emulated GPU %3, CPU %4")
-          .arg(i).arg(expected.size()).arg(got[i], 0, 'g', 9).arg(expected[i], 0, 'g', 9);
+          .arg(i)
+          .arg(expected.size())
+          .arg(got[i], 0, 'g', 9)
+          .arg(expected[i], 0, 'g', 9);
     }
   }
   return {};
@@ -250,11 +256,10 @@ class TestCudaKvQuantEmulated : public QObject {
   // Every type on both sides, and pairs of different types: the GPU's blocks and bytes are the
   // CPU writer's, whatever the slot order, with padding and an out-of-pool slot skipped.
   void write_matches_cpu_blocks() {
-    const GgmlType pairs[][2] = {{GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q5_1, GgmlType::Q5_1},
-                                 {GgmlType::Q5_0, GgmlType::Q5_0}, {GgmlType::Q4_1, GgmlType::Q4_1},
-                                 {GgmlType::Q4_0, GgmlType::Q4_0}, {GgmlType::F8_E4M3, GgmlType::F8_E4M3},
-                                 {GgmlType::Q8_0, GgmlType::Q4_0}, {GgmlType::F16, GgmlType::Q5_1},
-                                 {GgmlType::F8_E4M3, GgmlType::Q8_0}};
+    const GgmlType pairs[][2] = {
+        {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q5_1, GgmlType::Q5_1}, {GgmlType::Q5_0, GgmlType::Q5_0},
+        {GgmlType::Q4_1, GgmlType::Q4_1}, {GgmlType::Q4_0, GgmlType::Q4_0}, {GgmlType::F8_E4M3, GgmlType::F8_E4M3},
+        {GgmlType::Q8_0, GgmlType::Q4_0}, {GgmlType::F16, GgmlType::Q5_1},  {GgmlType::F8_E4M3, GgmlType::Q8_0}};
     for (const Shape shape : {Shape{96, 160}, Shape{128, 64}}) {
       Data d = make_data(shape, false, 7);
       d.slot_ids[3] = -1;  // padding
@@ -268,13 +273,25 @@ class TestCudaKvQuantEmulated : public QObject {
         QVERIFY(!expected.k.empty());
         Cache got = empty_cache(d, k_type, v_type);
         float scales[2] = {k_scale, v_scale};
-        WriteKvCudaArgs w{d.k.data(), d.v.data(), gpu_slots.data(), static_cast<int64_t>(gpu_slots.size()),
-                          got.k.data(), got.v.data(), kPoolBlocks * kBlock, shape.row_k(), shape.row_v(), k_type,
-                          v_type, kKvHeads};
+        WriteKvCudaArgs w{d.k.data(),
+                          d.v.data(),
+                          gpu_slots.data(),
+                          static_cast<int64_t>(gpu_slots.size()),
+                          got.k.data(),
+                          got.v.data(),
+                          kPoolBlocks * kBlock,
+                          shape.row_k(),
+                          shape.row_v(),
+                          k_type,
+                          v_type,
+                          kKvHeads};
         w.k_scale = &scales[0];
         w.v_scale = &scales[1];
         QCOMPARE(write_kv_paged_cuda(w, nullptr), cudaSuccess);
-        const QString what = QStringLiteral("%1/%2 dims %3/%4").arg(type_name(k_type), type_name(v_type)).arg(shape.dim).arg(shape.dim_v);
+        const QString what = QStringLiteral("%1/%2 dims %3/%4")
+                                 .arg(type_name(k_type), type_name(v_type))
+                                 .arg(shape.dim)
+                                 .arg(shape.dim_v);
         QVERIFY2(got.k == expected.k, qPrintable("keys differ: " + what));
         QVERIFY2(got.v == expected.v, qPrintable("values differ: " + what));
       }
@@ -289,9 +306,9 @@ class TestCudaKvQuantEmulated : public QObject {
     d.k[5] = 900.0f;     // ... even when they hold the largest value
     float scales[2] = {1.0f, 1.0f};
     Cache got = empty_cache(d, GgmlType::F8_E4M3, GgmlType::F8_E4M3);
-    WriteKvCudaArgs w{d.k.data(), d.v.data(), d.slot_ids.data(), static_cast<int64_t>(d.slot_ids.size()),
-                      got.k.data(), got.v.data(), kPoolBlocks * kBlock, d.shape.row_k(), d.shape.row_v(),
-                      GgmlType::F8_E4M3, GgmlType::F8_E4M3, kKvHeads};
+    WriteKvCudaArgs w{d.k.data(),      d.v.data(),        d.slot_ids.data(),    static_cast<int64_t>(d.slot_ids.size()),
+                      got.k.data(),    got.v.data(),      kPoolBlocks * kBlock, d.shape.row_k(),
+                      d.shape.row_v(), GgmlType::F8_E4M3, GgmlType::F8_E4M3,    kKvHeads};
     w.k_scale = &scales[0];
     w.v_scale = &scales[1];
     w.calculate_scales = true;
@@ -314,14 +331,17 @@ class TestCudaKvQuantEmulated : public QObject {
     QTest::addColumn<int>("k_type");
     QTest::addColumn<int>("v_type");
     QTest::addColumn<bool>("is_prefill");
-    const GgmlType same[] = {GgmlType::Q8_0, GgmlType::Q5_1, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::F8_E4M3};
+    const GgmlType same[] = {GgmlType::Q8_0, GgmlType::Q5_1, GgmlType::Q5_0,
+                             GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::F8_E4M3};
     for (const GgmlType t : same) {
       for (const bool is_prefill : {true, false}) {
         QTest::addRow("%s %s", type_name(t), is_prefill ? "prefill" : "decode") << int(t) << int(t) << is_prefill;
       }
     }
-    const GgmlType mixed[][2] = {{GgmlType::Q8_0, GgmlType::Q4_0}, {GgmlType::Q4_0, GgmlType::F16},
-                                 {GgmlType::F8_E4M3, GgmlType::Q8_0}, {GgmlType::F16, GgmlType::F8_E4M3}};
+    const GgmlType mixed[][2] = {{GgmlType::Q8_0, GgmlType::Q4_0},
+                                 {GgmlType::Q4_0, GgmlType::F16},
+                                 {GgmlType::F8_E4M3, GgmlType::Q8_0},
+                                 {GgmlType::F16, GgmlType::F8_E4M3}};
     for (const auto& m : mixed) {
       QTest::addRow("%s/%s prefill", type_name(m[0]), type_name(m[1])) << int(m[0]) << int(m[1]) << true;
     }
@@ -334,8 +354,12 @@ class TestCudaKvQuantEmulated : public QObject {
     const Shape shape = is_prefill ? Shape{96, 160} : Shape{160, 64};
     const Data d = make_data(shape, is_prefill, static_cast<uint32_t>(k_type * 10 + v_type));
     // FP8 with calibrated scales, as the engine runs it.
-    const float k_scale = k == GgmlType::F8_E4M3 ? kv_calibrated_scale(d.k.data(), static_cast<int64_t>(d.k.size()), kKScaleConstant) : 1.0f;
-    const float v_scale = v == GgmlType::F8_E4M3 ? kv_calibrated_scale(d.v.data(), static_cast<int64_t>(d.v.size()), kVScaleConstant) : 1.0f;
+    const float k_scale = k == GgmlType::F8_E4M3
+                              ? kv_calibrated_scale(d.k.data(), static_cast<int64_t>(d.k.size()), kKScaleConstant)
+                              : 1.0f;
+    const float v_scale = v == GgmlType::F8_E4M3
+                              ? kv_calibrated_scale(d.v.data(), static_cast<int64_t>(d.v.size()), kVScaleConstant)
+                              : 1.0f;
     const Cache c = write_cpu(d, k, v, k_scale, v_scale);
     QVERIFY(!c.k.empty());
     std::vector<float> expected(static_cast<size_t>(d.num_tokens() * kHeads * shape.dim_v));
@@ -353,7 +377,8 @@ class TestCudaKvQuantEmulated : public QObject {
       const QString mismatch = compare(got, expected, 3e-3f);
       QVERIFY2(mismatch.isEmpty(), qPrintable((allow_tensor_cores ? "tensor cores: " : "f32: ") + mismatch));
       const double e = rms_relative(got, f32);
-      QVERIFY2(e < budget, qPrintable(QStringLiteral("relative RMS error against f32 %1, budget %2").arg(e).arg(budget)));
+      QVERIFY2(e < budget,
+               qPrintable(QStringLiteral("relative RMS error against f32 %1, budget %2").arg(e).arg(budget)));
     }
   }
 

@@ -114,8 +114,18 @@ class TestCudaOpsArgs : public QObject {
   }
 
   void kv_cache_checks() {
-    WriteKvCudaArgs w{fake<const float>(), fake<const float>(), fake<const int64_t>(), 4, fake<uint16_t>(), fake<uint16_t>(),
-                      64, 256, 256, GgmlType::Q8_0, GgmlType::Q4_1, 2};
+    WriteKvCudaArgs w{fake<const float>(),
+                      fake<const float>(),
+                      fake<const int64_t>(),
+                      4,
+                      fake<uint16_t>(),
+                      fake<uint16_t>(),
+                      64,
+                      256,
+                      256,
+                      GgmlType::Q8_0,
+                      GgmlType::Q4_1,
+                      2};
     QCOMPARE(write_kv_paged_cuda_check(w), cudaSuccess);
     w.v_row = 80;  // heads of 40: block types need whole blocks of 32 per head
     QCOMPARE(write_kv_paged_cuda_check(w), cudaErrorInvalidValue);

@@ -240,9 +240,17 @@ class TestCudaOpsEmulated : public QObject {
                                    nullptr),
                cudaSuccess);
       // Rotated like the CPU's (one head per row here; test_cuda_kv_quant_emulated has more).
-      QVERIFY(write_kv_paged_ref({.k = k.data(), .v = v.data(), .slot_mapping = cpu_slots.data(), .num_tokens = num_tokens,
-                                  .k_cache = k_expected.data(), .v_cache = v_expected.data(), .num_slots = num_slots,
-                                  .k_row = k_row, .v_row = v_row, .k_type = type, .v_type = type}));
+      QVERIFY(write_kv_paged_ref({.k = k.data(),
+                                  .v = v.data(),
+                                  .slot_mapping = cpu_slots.data(),
+                                  .num_tokens = num_tokens,
+                                  .k_cache = k_expected.data(),
+                                  .v_cache = v_expected.data(),
+                                  .num_slots = num_slots,
+                                  .k_row = k_row,
+                                  .v_row = v_row,
+                                  .k_type = type,
+                                  .v_type = type}));
       QVERIFY(k_cache == k_expected);
       QVERIFY(v_cache == v_expected);
 

@@ -47,8 +47,10 @@ Result<KvCacheTypes> parse_kv_cache_types(std::string_view name) {
     Result<KvCacheTypes> types = parse_kv_cache_types(name);
     if (!types) return types.status();
     if (!types->has_fp8()) {
-      return make_error(ErrorCode::InvalidArgument, "calculated KV scales (--calculate-kv-scales) need an fp8_e4m3 "
-                                                    "side of the cache, not " + std::string(name));
+      return make_error(ErrorCode::InvalidArgument,
+                        "calculated KV scales (--calculate-kv-scales) need an fp8_e4m3 "
+                        "side of the cache, not " +
+                            std::string(name));
     }
     types->calculate_scales = true;
     return *types;

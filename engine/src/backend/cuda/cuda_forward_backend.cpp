@@ -217,8 +217,8 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
   if (is_quantized && (c.head_dim_k % 16 != 0 || c.head_dim_v % 16 != 0)) {
     return make_error(ErrorCode::Unsupported, "the CUDA KV cache stores " + kv_cache_types_name(m_kv.type) +
                                                   " for head sizes that are multiples of 16; this model's are " +
-                                                  std::to_string(c.head_dim_k) + " and " + std::to_string(c.head_dim_v) +
-                                                  " (the CPU takes it, or use f16)");
+                                                  std::to_string(c.head_dim_k) + " and " +
+                                                  std::to_string(c.head_dim_v) + " (the CPU takes it, or use f16)");
   }
   const auto [free_bytes, total_bytes] = device_memory_info();
   const uint64_t reserve = device_reserve_bytes(total_bytes);
@@ -260,9 +260,9 @@ Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t cont
   if (!scales) return scales.status();
   m_kv_scales = std::move(*scales);
   const std::vector<float> ones(2 * static_cast<size_t>(c.num_layers), 1.0f);
-  IWB_CUDA_TRY(cudaMemcpyAsync(m_kv_scales.data(), ones.data(), m_kv_scales.bytes(), cudaMemcpyHostToDevice,
-                               m_stream.get()),
-               "setting the KV cache scales");
+  IWB_CUDA_TRY(
+      cudaMemcpyAsync(m_kv_scales.data(), ones.data(), m_kv_scales.bytes(), cudaMemcpyHostToDevice, m_stream.get()),
+      "setting the KV cache scales");
   m_is_scale_calibrated.assign(static_cast<size_t>(c.num_layers), false);
   // Zeros, so a never-written slot holds finite numbers (attention masks it, but 0 x NaN is NaN).
   IWB_CUDA_TRY(cudaMemsetAsync(m_kv_pool.data(), 0, m_kv_pool.bytes(), m_stream.get()), "clearing the KV cache");

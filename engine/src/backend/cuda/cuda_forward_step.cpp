@@ -87,9 +87,9 @@ Status CudaForwardBackend::run_step(const FlatBatch& batch, float* logits, int32
 
   m_num_events = 0;
   // Not while FP8 scales wait for their calibrating first write (a graph would replay it).
-  const bool is_calibrating = m_kv.type.calculate_scales &&
-                              std::find(m_is_scale_calibrated.begin(), m_is_scale_calibrated.end(), false) !=
-                                  m_is_scale_calibrated.end();
+  const bool is_calibrating =
+      m_kv.type.calculate_scales &&
+      std::find(m_is_scale_calibrated.begin(), m_is_scale_calibrated.end(), false) != m_is_scale_calibrated.end();
   const bool may_replay =
       !is_recording() && m_observer == nullptr && shape.num_logits_rows == shape.num_tokens && !is_calibrating;
   std::optional<DecodeGraphKey> key = may_replay ? decode_graph_key(batch, m_logits_chunk_rows) : std::nullopt;

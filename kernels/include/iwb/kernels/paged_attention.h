@@ -11,10 +11,11 @@
 // 34 bytes, Q5_1: 24, Q5_0: 22, Q4_1: 20, Q4_0: 18) in the same layout, so a slot of k_row
 // values takes kv_row_units(type, k_row) = k_row / 32 * bytes / 2 uint16 units instead of k_row.
 // Head sizes must be multiples of 32. F8_E4M3 (vLLM's fp8 cache) is one byte per value, head
-// sizes even, with vLLM's per-tensor scales (k_scale / v_scale, one per layer: stored e4m3(x /
-// scale), read e4m3 * scale; 1 by default, or calibrated: kv_calibrated_scale). A quantized block side stores each head row Hadamard-rotated
-// (as llama.cpp's cache does): large channels no longer set their blocks' scales alone; the
-// attention undoes it (rotated queries, rotated-back output), so callers see plain values.
+// sizes even, with vLLM's per-tensor scales (k_scale / v_scale, one per layer: stored
+// e4m3(x / scale), read e4m3 * scale; 1 by default, or calibrated: kv_calibrated_scale). A
+// quantized block side stores each head row Hadamard-rotated (as llama.cpp's cache does): large
+// channels no longer set their blocks' scales alone; the attention undoes it (rotated queries,
+// rotated-back output), so callers see plain values.
 #pragma once
 
 #include "iwb/kernels/ggml_type.h"

@@ -84,8 +84,8 @@ class PagedKvStorage {
   int64_t m_num_blocks = 0;
   KvCacheTypes m_types;
   std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
-  std::vector<float> m_k_scales, m_v_scales;      // [layer]: FP8 scales (1 for other types)
-  std::vector<bool> m_is_calibrated;             // [layer]: scales set (only read with calculate_scales)
+  std::vector<float> m_k_scales, m_v_scales;    // [layer]: FP8 scales (1 for other types)
+  std::vector<bool> m_is_calibrated;            // [layer]: scales set (only read with calculate_scales)
 };
 
 }  // namespace iwb

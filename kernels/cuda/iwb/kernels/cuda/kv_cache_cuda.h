@@ -26,10 +26,10 @@ struct WriteKvCudaArgs {
   // writer's blocks bit for bit) or F8_E4M3 (e4m3(x / scale), the CPU's rounding).
   GgmlType k_type = GgmlType::F16;
   GgmlType v_type = GgmlType::F16;
-  int64_t num_kv_heads = 1;               // heads per row (rotation and blocks stay within a head)
+  int64_t num_kv_heads = 1;  // heads per row (rotation and blocks stay within a head)
   bool is_rotated = true;
-  float* k_scale = nullptr;               // device, one float: the FP8 keys' scale (null: 1)
-  float* v_scale = nullptr;               // device, one float: the FP8 values' scale (null: 1)
+  float* k_scale = nullptr;  // device, one float: the FP8 keys' scale (null: 1)
+  float* v_scale = nullptr;  // device, one float: the FP8 values' scale (null: 1)
   // vLLM's calculate_kv_scales: first set *k_scale = max |k| / 200 and *v_scale = max |v| / 100
   // over the tokens written (kv_calibrated_scale; FP8 sides with a scale pointer only).
   bool calculate_scales = false;

@@ -55,8 +55,8 @@ struct PagedAttentionCudaArgs {
   GgmlType k_type = GgmlType::F16;
   GgmlType v_type = GgmlType::F16;
   bool is_rotated = true;
-  const float* k_scale = nullptr;             // device, one float: FP8 keys' scale (null: 1; other types: unused)
-  const float* v_scale = nullptr;             // device, one float: FP8 values' scale
+  const float* k_scale = nullptr;  // device, one float: FP8 keys' scale (null: 1; other types: unused)
+  const float* v_scale = nullptr;  // device, one float: FP8 values' scale
   // Batches where some sequence has several queries (num_tokens > num_sequences) run on tensor
   // cores when head sizes are multiples of 16 (Q and the softmax weights rounded to f16); false
   // keeps every batch on the f32 kernel.
@@ -74,8 +74,8 @@ size_t paged_attention_cuda_workspace_bytes(const PagedAttentionCudaArgs& args);
 
 // cudaErrorInvalidValue for: null pointers, sizes <= 0 (num_tokens 0 is fine), num_heads not a
 // multiple of num_kv_heads or a group over 64, head sizes not multiples of 8 (16 with a
-// quantized side, 32 for a block type) or over 256, a type that is no KV cache type, a negative window, caches not 16-byte aligned, a
-// workspace that is too small or not 256-byte aligned.
+// quantized side, 32 for a block type) or over 256, a type that is no KV cache type, a negative
+// window, caches not 16-byte aligned, a workspace that is too small or not 256-byte aligned.
 // Device data (block ids, lengths, positions) is not checked; the kernels clamp what they read
 // so bad values give wrong numbers, never out-of-bounds accesses.
 cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& args);
