@@ -109,7 +109,7 @@ inline PagedAttentionArgs cpu_args(const Batch& b, int64_t window, float softcap
   a.output = output;
   a.num_threads = 1;
   a.k_type = a.v_type = b.kv_type;
-  a.is_rotated = false;  // random blocks as the CUDA cache holds them: not rotated
+  a.is_rotated = false;  // random blocks: nothing was rotated before quantizing
   return a;
 }
 
