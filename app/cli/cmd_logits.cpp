@@ -34,8 +34,7 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &o->tokens,
          .min = 0,
          .is_required = true});
-  add_output_file_option(t, &o->output,
-                         "write the logits here: 'IWBL', int32 positions, int32 vocabulary, f32 rows");
+  add_output_file_option(t, &o->output, "write the logits here: 'IWBL', int32 positions, int32 vocabulary, f32 rows");
   t.add({.names = {"--greedy"},
          .value_name = "N",
          .help = "print N greedy (argmax) token ids after the prompt on one line",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CTest: logits and 32 greedy tokens agree with llama.cpp's (scripts/compare-logits-llama.sh) on
-# synthetic files of every dense architecture, F32 and Q8_0. Needs a llama.cpp build folder in
+# synthetic files of every dense architecture, F32 and Q8_0 (phi3 at a context of 512, above its
+# original 256: LongRoPE's long factors, and at 256: the short ones). Needs a llama.cpp build folder in
 # LLAMA_CPP_BUILD; without one it skips (exit 77) saying so. Arguments: IWB_BINARY SOURCE_DIR.
 set -euo pipefail
 iwb=$1
@@ -12,15 +13,17 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for preset in test-llama test-qwen2 test-qwen3; do
+for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-phi3:512 test-phi3:256; do
+  preset=${run%:*}
+  ctx=${run#*:}
   for type in F32 Q8_0; do
     file="$work/$preset-$type.gguf"
-    "$iwb" synth --preset "$preset" --type "$type" --seed 3 -o "$file" >/dev/null 2>&1
+    [[ -f "$file" ]] || "$iwb" synth --preset "$preset" --type "$type" --seed 3 -o "$file" >/dev/null 2>&1
     if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-        --num-tokens 16 --greedy 32); then
-      echo "$preset $type: $(tail -1 <<<"$out")"
+        --num-tokens 16 --greedy 32 -c "$ctx"); then
+      echo "$preset $type -c $ctx: $(tail -1 <<<"$out")"
     else
-      echo "$preset $type: FAILED"
+      echo "$preset $type -c $ctx: FAILED"
       echo "$out"
       status=1
     fi
