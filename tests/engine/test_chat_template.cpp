@@ -33,12 +33,13 @@ class TestChatTemplate : public QObject {
     QTest::newRow("gemma") << "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}" << "gemma";
     QTest::newRow("phi3") << "{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{{ '<|assistant|>\\n' }}" << "phi3";
     // Phi-3.5-mini-instruct's tokenizer_config.json template.
-    QTest::newRow("phi3.5") << "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
-                               "{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
-                               "{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}"
-                               "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
-                               "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
-                            << "phi3";
+    QTest::newRow("phi3.5")
+        << "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+           "{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
+           "{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}"
+           "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
+        << "phi3";
     QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
     QTest::newRow("unknown") << "{{ messages[0]['content'] }}" << "plain";
     QTest::newRow("empty") << "" << "plain";

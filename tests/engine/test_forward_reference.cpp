@@ -255,7 +255,8 @@ class TestForwardReference : public QObject {
     const double apart = max_relative_error(*got, reference_logits(long_ref, tokens, true));
     qInfo("short against long factors: relative difference %g", apart);
     QVERIFY2(apart > 2 * kTolerance, qPrintable(QString("the long and short factors give logits only %1 apart, "
-                                                        "too close to tell the choice apart").arg(apart)));
+                                                        "too close to tell the choice apart")
+                                                    .arg(apart)));
   }
 
   void prefillLongerThanOneBatch() {

@@ -197,7 +197,7 @@ class TestSynthModel : public QObject {
     const SynthShape& mini = *find_synth_preset("phi-3.5-mini");
     QCOMPARE(mini.longrope.long_factors.size(), size_t{48});
     QCOMPARE(mini.longrope.short_factors.size(), size_t{48});
-    QCOMPARE(mini.num_parameters(), int64_t{3821079648});  // Phi-3.5-mini's 3.82 B
+    QCOMPARE(mini.num_parameters(), int64_t{3821079648});                // Phi-3.5-mini's 3.82 B
     QVERIFY(std::fabs(longrope_attn_factor(mini) - 1.190238f) < 1e-5f);  // sqrt(1 + ln 32 / ln 4096)
 
     const Written w = synthesize("test-phi3", "Q8_0");

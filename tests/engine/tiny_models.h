@@ -23,7 +23,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";     // llama, qwen2, gemma3, qwen3 or phi3 (fused attn_qkv and gate/up)
+  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3 or phi3 (fused attn_qkv and gate/up)
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -104,7 +104,8 @@ class TinyModelWriter {
     if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     if (s.rope_original_context > 0) {
       const double original = static_cast<double>(s.rope_original_context);
-      const double attn_factor = std::sqrt(1.0 + std::log(static_cast<double>(s.context) / original) / std::log(original));
+      const double attn_factor =
+          std::sqrt(1.0 + std::log(static_cast<double>(s.context) / original) / std::log(original));
       m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
       m_writer.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn_factor));
     }
