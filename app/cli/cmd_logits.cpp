@@ -34,7 +34,10 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &o->tokens,
          .min = 0,
          .is_required = true});
-  add_output_file_option(t, &o->output, "write the logits here: 'IWBL', int32 positions, int32 vocabulary, f32 rows");
+  t.add({.names = {"-o", "--output"},
+         .value_name = "FILE",
+         .help = "write the logits here: 'IWBL', int32 positions, int32 vocabulary, f32 rows",
+         .destination = &o->output});
   t.add({.names = {"--greedy"},
          .value_name = "N",
          .help = "print N greedy (argmax) token ids after the prompt on one line",
