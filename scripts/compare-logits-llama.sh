@@ -91,6 +91,20 @@ fi
 "$iwb" logits -m "$model" --tokens "$tokens" -o "$work/iwb.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
   --device cpu > "$work/iwb.greedy"
 
+# Where the greedy runs part, iwb's logits at that step say how near the tie was.
+read -r -a greedy_ref < "$work/llama.greedy"
+read -r -a greedy_got < "$work/iwb.greedy"
+split=""
+for ((i = 0; i < ${#greedy_ref[@]}; ++i)); do
+  if [[ "${greedy_ref[i]}" != "${greedy_got[i]:-}" ]]; then split=$i; break; fi
+done
+if [[ -n "$split" ]]; then
+  prefix=$tokens
+  for ((i = 0; i < split; ++i)); do prefix+=",${greedy_ref[i]}"; done
+  "$iwb" logits -m "$model" --tokens "$prefix" -o "$work/split.bin" -c "$ctx" -t "$threads" --device cpu
+  echo "$split ${greedy_ref[split]} ${greedy_got[split]:-}" > "$work/split.txt"
+fi
+
 python3 - "$work" "$tol" "$model" <<'EOF'
 import array, os, sys
 work, tol, model = sys.argv[1], float(sys.argv[2]), sys.argv[3]
@@ -126,6 +140,13 @@ first_diff = next((i for i, (a, b) in enumerate(zip(greedy_ref, greedy_got)) if 
 is_equal = greedy_ref == greedy_got and len(greedy_ref) > 0
 print(f"llama.cpp greedy: {' '.join(greedy_ref)}")
 print(f"iwb greedy:       {' '.join(greedy_got)}")
+split_path = os.path.join(work, "split.txt")
+if os.path.exists(split_path):
+    step, want, have = (int(v) for v in open(split_path).read().split())
+    rows, vocab3, last = read(os.path.join(work, "split.bin"))
+    row = last[(rows - 1) * vocab3:rows * vocab3]
+    print(f"greedy step {step}: llama.cpp took {want}, iwb {have}; iwb's logits there: {row[have]:.4f} vs "
+          f"{row[want]:.4f} (gap {row[have] - row[want]:.2e}, max |logit| {max(abs(v) for v in row):.3f})")
 ok = worst < tol and is_equal
 print(f"summary: max relative error {worst:.3e} (tolerance {tol:g}), top-1 {top1}/{n}, "
       f"greedy {len(greedy_ref)} tokens {'equal' if is_equal else f'differ from step {first_diff} ({same} equal)'}: "
