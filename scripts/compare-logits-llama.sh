@@ -4,10 +4,11 @@
 # the same token ids, and prints per position max |diff|, the relative error (max |diff| over
 # max |logit|, as tests/engine/test_forward_reference.cpp measures) and top-1 agreement, then
 # whether N greedy tokens are equal. Exit 0 when every position is within the tolerance and the
-# greedy tokens are equal, 1 when not, 2 on a usage or setup error. The tolerance is the forward
-# tests' (tests/engine/test_forward_reference.cpp): 1e-3 for F32 files, whose matmuls keep f32
-# activations on both sides, and 8e-2 for quantized ones, whose activations both round to 8 bits
-# per block but not identically (--tol overrides it).
+# greedy tokens are equal, 1 when not, 2 on a usage or setup error. The tolerance is one of the
+# forward tests' (tests/engine/test_forward_reference.cpp): 5e-3 for F32 files, the one for
+# attention inputs rounded differently (llama.cpp also rounds queries and attention weights to
+# f16), and 8e-2 for quantized files, whose activations llama.cpp rounds to 8 bits per block
+# (--tol overrides it; docs/llama-agreement.md).
 #
 #   scripts/compare-logits-llama.sh --llama-build /work/llama-build --iwb build/app/iwb -m MODEL.gguf \
 #       [--tokens 5,17,...|--num-tokens 16] [--seed 1] [--greedy 32] [-c 512] [--tol auto] [-t 2]
@@ -75,7 +76,7 @@ fi
 info=$("$iwb" info "$model" --json --no-tensors)
 if [[ "$tol" == auto ]]; then
   file_type=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["file_type"])' <<<"$info")
-  if [[ "$file_type" == F32 ]]; then tol=1e-3; else tol=8e-2; fi
+  if [[ "$file_type" == F32 ]]; then tol=5e-3; else tol=8e-2; fi
 fi
 
 work=$(mktemp -d)
