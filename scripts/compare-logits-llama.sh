@@ -24,6 +24,7 @@ num_tokens=16
 seed=1
 greedy=32
 ctx=512
+iwb_ctx=""
 tol=auto
 threads=2
 flash=off
@@ -38,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --seed) seed=$2; shift 2 ;;
     --greedy) greedy=$2; shift 2 ;;
     -c) ctx=$2; shift 2 ;;
+    --iwb-ctx) iwb_ctx=$2; shift 2 ;;  # iwb's context only: a self-check that a difference shows
     --tol) tol=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     --flash-attn) flash=$2; shift 2 ;;
@@ -79,6 +81,7 @@ if [[ "$tol" == auto ]]; then
   if [[ "$file_type" == F32 ]]; then tol=5e-3; else tol=8e-2; fi
 fi
 
+iwb_ctx=${iwb_ctx:-$ctx}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [[ -z "$tokens" ]]; then
@@ -89,7 +92,7 @@ fi
 
 "$prog" -m "$model" --tokens "$tokens" -o "$work/llama.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
   --flash-attn "$flash" > "$work/llama.greedy"
-"$iwb" logits -m "$model" --tokens "$tokens" -o "$work/iwb.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
+"$iwb" logits -m "$model" --tokens "$tokens" -o "$work/iwb.bin" --greedy "$greedy" -c "$iwb_ctx" -t "$threads" \
   --device cpu > "$work/iwb.greedy"
 
 # Where the greedy runs part, iwb's logits at that step say how near the tie was.
@@ -102,7 +105,7 @@ done
 if [[ -n "$split" ]]; then
   prefix=$tokens
   for ((i = 0; i < split; ++i)); do prefix+=",${greedy_ref[i]}"; done
-  "$iwb" logits -m "$model" --tokens "$prefix" -o "$work/split.bin" -c "$ctx" -t "$threads" --device cpu
+  "$iwb" logits -m "$model" --tokens "$prefix" -o "$work/split.bin" -c "$iwb_ctx" -t "$threads" --device cpu
   echo "$split ${greedy_ref[split]} ${greedy_got[split]:-}" > "$work/split.txt"
 fi
 

@@ -29,4 +29,16 @@ for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-phi3:512 test-phi3:
     fi
   done
 done
+# The check can fail: iwb at a context of 512 (LongRoPE's long factors) against llama.cpp at 256
+# (the short ones) must be reported as disagreeing.
+file="$work/test-phi3-F32.gguf"
+out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+  --num-tokens 16 --greedy 32 -c 256 --iwb-ctx 512) || true
+if grep -q "DISAGREE" <<<"$out"; then
+  echo "test-phi3 F32, llama.cpp -c 256 against iwb -c 512 (self-check): $(tail -1 <<<"$out")"
+else
+  echo "test-phi3 F32, llama.cpp -c 256 against iwb -c 512: not reported as disagreeing, but the RoPE factors differ"
+  echo "$out"
+  status=1
+fi
 exit $status
