@@ -34,6 +34,7 @@ void print_list() {
 
 struct Options {
   synth::SynthOptions synth;
+  int64_t num_layers = 0;  // 0: the preset's
   bool is_preset_given = false;
   bool list = false;
 };
@@ -67,6 +68,12 @@ int parse(int argc, char** argv, Options* o) {
          .value_name = "S",
          .help = "random seed; the same seed writes the same file",
          .destination = &o->synth.seed});
+  t.add({.names = {"--layers"},
+         .value_name = "N",
+         .help = "keep only the first N layers (a real width at a fraction of the size, e.g. to\n"
+                 "compare with llama.cpp in F32); 0: the preset's",
+         .destination = &o->num_layers,
+         .min = 0});
   add_threads_option(t, &o->synth.num_threads);
   t.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = "GGUF file to write", .destination = &o->synth.output_path});
   t.add({.names = {"--list"}, .help = "list the presets and types", .destination = &o->list});
@@ -74,6 +81,7 @@ int parse(int argc, char** argv, Options* o) {
   if (o->list) return -1;
   if (!o->is_preset_given) return report_usage_error(t, "--preset is required");
   if (o->synth.output_path.empty()) return report_usage_error(t, "-o is required");
+  if (o->num_layers > 0) o->synth.shape.num_layers = o->num_layers;
   return -1;
 }
 

@@ -40,6 +40,16 @@ class TestCliSynth : public QObject {
     QVERIFY2(r.err.contains("100.0%"), qPrintable(r.err));  // progress reached the end
   }
 
+  void keepsTheFirstLayers() {
+    const QString out = m_tmp.filePath("phi3-1.gguf");
+    auto r = run_iwb({"synth", "--preset", "test-phi3", "--layers", "1", "--type", "F32", "-t", "1", "-o", out});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    auto file = iwb::gguf::GgufFile::open(out.toStdString());
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    QCOMPARE((*file)->get_int("phi3.block_count").value_or(-1), int64_t{1});
+    QVERIFY((*file)->find_tensor("blk.0.attn_qkv.weight") && !(*file)->find_tensor("blk.1.attn_qkv.weight"));
+  }
+
   void badUsageAndImpossibleRequests() {
     QCOMPARE(run_iwb({"synth", "--type", "Q4_0", "-o", m_tmp.filePath("x.gguf")}).exit_code, 2);  // no preset
     auto r = run_iwb({"synth", "--preset", "llama-9000", "-o", m_tmp.filePath("x.gguf")});

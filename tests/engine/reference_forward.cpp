@@ -9,6 +9,12 @@
 namespace iwb::test {
 namespace {
 
+// Rows [first, first + count) of a [rows][in] matrix.
+std::vector<float> rows_of(const std::vector<float>& w, int64_t in, int64_t first, int64_t count) {
+  if (w.size() < static_cast<size_t>((first + count) * in)) return {};
+  return std::vector<float>(w.begin() + first * in, w.begin() + (first + count) * in);
+}
+
 std::vector<float> load_tensor(const gguf::GgufFile& f, const std::string& name) {
   const gguf::TensorInfo* t = f.find_tensor(name);
   if (!t) return {};
@@ -38,20 +44,21 @@ void rms_norm(float* x, int64_t n, const std::vector<float>& w, double eps) {
 }
 
 void rotate(float* x, int64_t n_rot, int64_t pos, double base, double scale, bool is_neox,
-            const std::vector<float>& factors) {
+            const std::vector<float>& factors, double mscale) {
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     double theta = pos * scale * std::pow(base, -2.0 * i / n_rot);
     if (!factors.empty()) theta /= factors[i];
     const int64_t a = is_neox ? i : 2 * i, b = is_neox ? i + n_rot / 2 : 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
-    x[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-    x[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+    const double c = std::cos(theta) * mscale, sn = std::sin(theta) * mscale;
+    x[a] = static_cast<float>(x0 * c - x1 * sn);
+    x[b] = static_cast<float>(x0 * sn + x1 * c);
   }
 }
 
 }  // namespace
 
-RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
+RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64_t context_length) {
   RefModel m;
   m.arch = f.get_string("general.architecture").value_or("");
   const std::string a = m.arch + ".";
@@ -74,6 +81,15 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
   m.output = load_tensor(f, "output.weight");
   if (m.output.empty()) m.output = m.embd;
   m.rope_freqs = load_tensor(f, "rope_freqs.weight");
+  if (m.arch == "phi3") {
+    // LongRoPE as llama.cpp runs it: the long factors above the original context, and cos/sin
+    // scaled by the attention factor whichever set is used.
+    const int64_t train = f.get_int(a + "context_length").value_or(0);
+    const int64_t original = f.get_int(a + "rope.scaling.original_context_length").value_or(train);
+    const int64_t context = context_length > 0 ? context_length : std::min<int64_t>(train, 4096);
+    m.rope_freqs = load_tensor(f, context > original ? "rope_factors_long.weight" : "rope_factors_short.weight");
+    m.rope_mscale = f.get_float(a + "rope.scaling.attn_factor").value_or(1.0);
+  }
   for (int64_t il = 0; il < m.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     RefLayer l;
@@ -92,6 +108,17 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
     l.ffn_norm = load_tensor(f, p + "ffn_norm.weight");
     l.gate = load_tensor(f, p + "ffn_gate.weight");
     l.up = load_tensor(f, p + "ffn_up.weight");
+    if (m.arch == "phi3") {
+      // q, k, v stacked in attn_qkv; gate then up stacked in ffn_up.
+      const std::vector<float> qkv = load_tensor(f, p + "attn_qkv.weight");
+      const int64_t q = m.n_head * m.head_dim, kv = m.n_kv_head * m.head_dim;
+      l.wq = rows_of(qkv, m.n_embd, 0, q);
+      l.wk = rows_of(qkv, m.n_embd, q, kv);
+      l.wv = rows_of(qkv, m.n_embd, q + kv, kv);
+      const std::vector<float> gate_up = l.up;
+      l.gate = rows_of(gate_up, m.n_embd, 0, m.n_ff);
+      l.up = rows_of(gate_up, m.n_embd, m.n_ff, m.n_ff);
+    }
     l.down = load_tensor(f, p + "ffn_down.weight");
     l.post_ffw_norm = load_tensor(f, p + "post_ffw_norm.weight");
     if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || l.gate.empty() || l.up.empty() ||
@@ -134,11 +161,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
         if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
-        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
+        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale);
       }
       for (int64_t g = 0; g < m.n_kv_head; ++g) {
         if (has_qk_norm) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
-        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs);
+        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale);
       }
       if (is_kv_f16) {
         for (float& e : k[t]) e = fp16_to_f32(f32_to_fp16(e));

@@ -1,7 +1,8 @@
 // A plain f32 reference forward pass written for the tests, independent of the engine: every
 // weight dequantized to f32 up front, naive loops, double accumulation, the whole sequence
 // recomputed for each call (no KV cache). It reads the GGUF metadata itself and encodes the
-// architecture rules (gemma3's sliding layers, local RoPE base, norms) on its own.
+// architecture rules (gemma3's sliding layers, local RoPE base, norms; phi3's fused tensors and
+// LongRoPE) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -22,13 +23,15 @@ struct RefModel {
   std::string arch;
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0, n_ff = 0, vocab = 0, n_rot = 0;
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
+  double rope_mscale = 1;  // LongRoPE's attention factor: multiplies RoPE's cos and sin (llama.cpp's attn_factor)
   int64_t sliding_window = 0;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };
 
-// Empty error string on success.
-RefModel load_reference_model(const gguf::GgufFile& file, std::string* error);
+// Empty error string on success. `context_length` (0: the trained one, at most 4096, as the
+// engine's default) picks LongRoPE's long or short factors.
+RefModel load_reference_model(const gguf::GgufFile& file, std::string* error, int64_t context_length = 0);
 
 // Logits [vocab] of the last token of `tokens`. is_kv_f16: round keys and values to f16, as
 // a KV cache stored in f16 does (the only rounding the reference then shares with the engine).

@@ -32,6 +32,14 @@ class TestChatTemplate : public QObject {
     QTest::newRow("mistral") << "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" << "mistral";
     QTest::newRow("gemma") << "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}" << "gemma";
     QTest::newRow("phi3") << "{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{{ '<|assistant|>\\n' }}" << "phi3";
+    // Phi-3.5-mini-instruct's tokenizer_config.json template.
+    QTest::newRow("phi3.5")
+        << "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+           "{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
+           "{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}"
+           "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
+        << "phi3";
     QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
     QTest::newRow("unknown") << "{{ messages[0]['content'] }}" << "plain";
     QTest::newRow("empty") << "" << "plain";
@@ -96,6 +104,13 @@ class TestChatTemplate : public QObject {
     QCOMPARE(QString::fromStdString(out), expected);
     // Every family's stop strings are non-empty and none occurs in the rendered user content.
     QVERIFY(!chat_stop_strings(*f).empty());
+  }
+
+  void phi3LeavesOutAnEmptySystemMessage() {
+    // Phi-3.5's template writes a system turn only when it has text; its stop strings end a turn.
+    const std::string out = render_chat(ChatTemplateFamily::Phi3, {{"system", ""}, {"user", "Hi"}}, {});
+    QCOMPARE(QString::fromStdString(out), QString("<|user|>\nHi<|end|>\n<|assistant|>\n"));
+    QCOMPARE(chat_stop_strings(ChatTemplateFamily::Phi3).front(), std::string("<|end|>"));
   }
 
   void noGenerationPrompt() {

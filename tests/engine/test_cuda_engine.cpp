@@ -4,7 +4,8 @@
 // graphs give what eager steps give, profiling records come from CUDA events, and a KV cache
 // larger than the device is a clear out-of-memory error. Models: aidreams (converted here),
 // small synthetic llama (Q4_K_M), qwen2 (F16, biases) and gemma3 (Q8_0, sliding windows,
-// soft-capping) shapes, and the default model when present. Skips without a CUDA device.
+// soft-capping), phi3 (Q8_0, fused q/k/v and gate/up as row views, LongRoPE factors) shapes,
+// and the default model when present. Skips without a CUDA device.
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/model/model_locations.h"
@@ -139,7 +140,7 @@ class TestCudaEngine : public QObject {
       m_models.push_back(path);
     }
     for (const auto& [shape, type] : {std::pair{"test-llama", "Q4_K_M"}, std::pair{"test-qwen2", "F16"},
-                                      std::pair{"test-gemma3", "Q8_0"}}) {
+                                      std::pair{"test-gemma3", "Q8_0"}, std::pair{"test-phi3", "Q8_0"}}) {
       SynthOptions o;
       o.shape = *find_synth_preset(shape);
       o.weight_type = type;

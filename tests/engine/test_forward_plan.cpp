@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 using namespace iwb;
@@ -32,7 +33,9 @@ class TestForwardPlan : public QObject {
  private slots:
   void everyArchitecturePlansAndChecks_data() {
     QTest::addColumn<QString>("preset");
-    for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3"}) QTest::newRow(p) << QString(p);
+    for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3", "test-phi3", "phi-3.5-mini"}) {
+      QTest::newRow(p) << QString(p);
+    }
   }
   void everyArchitecturePlansAndChecks() {
     QFETCH(QString, preset);
@@ -63,6 +66,30 @@ class TestForwardPlan : public QObject {
     QVERIFY(qwen3.q_width() != qwen3.embedding_length);  // its own head size
     const ModelConfig qwen2 = config_of("test-qwen2");
     QVERIFY(!qwen2.has_qk_norm && qwen2.requires_qkv_bias);
+  }
+
+  void phi3PlansItsFusedMatricesAsSeparateProducts() {
+    // phi3's attn_qkv and gate/up ffn_up are row views at load time: the plan keeps llama's q/k/v
+    // and gate/up products (so every backend and the cost model run it unchanged), and LongRoPE's
+    // attention factor is in the attention scale.
+    const synth::SynthShape& mini = *synth::find_synth_preset("phi-3.5-mini");
+    const ModelConfig c = synth::shape_config(mini);
+    QCOMPARE(c.rope_layout, RopeLayout::NeoX);
+    QVERIFY(c.has_fused_gate_up && !c.requires_qkv_bias && !c.has_qk_norm);
+    QCOMPARE(c.sliding_window, int64_t{0});  // the file's window is ignored, as llama.cpp does
+    const float attn_factor = synth::longrope_attn_factor(mini);
+    QVERIFY(std::fabs(c.attention_scale - attn_factor * attn_factor / std::sqrt(96.0f)) < 1e-6f);
+    const ForwardPlan plan = build_forward_plan(c);
+    for (const PlanOp& op : plan.body) {
+      if (op.kind != PlanOpKind::Matmuls || op.layer != 0) continue;
+      for (int i = 0; i < op.num_products; ++i) {
+        const PlanProduct& p = op.products[static_cast<size_t>(i)];
+        const std::string name = p.name;
+        if (name == "attn_q" || name == "attn_k" || name == "attn_v") QCOMPARE(p.out_features, int64_t{3072});
+        if (name == "ffn_gate" || name == "ffn_up") QCOMPARE(p.out_features, int64_t{8192});
+      }
+    }
+    QCOMPARE(count_named(plan.body, "ffn_gate"), 32);
   }
 
   void aMissingKvWriteIsRefused() {

@@ -6,7 +6,8 @@
 // tokens. On the real aidreams model (converted here, reference built straight from the
 // llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), gemma3 (norms, sliding
 // window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
-// heads) models in F32, Q8_0 and a K-quant mix, with tied
+// heads), phi3 (fused attn_qkv and gate/up, LongRoPE long and short factors and attention
+// factor, odd sizes) models in F32, Q8_0 and a K-quant mix, with tied
 // and separate classifiers, linear RoPE scaling and llama 3 RoPE frequency factors.
 #include "reference_forward.h"
 #include "tiny_models.h"
@@ -45,6 +46,23 @@ std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
   std::vector<int32_t> out(n);
   for (int32_t& t : out) t = dist(rng);
   return out;
+}
+
+// phi3: odd sizes (width 160: 5 query heads of 32 over 1 KV head, FFN 352, 333 tokens) where
+// the blocks allow; the K-quant mix needs rows of 256. LongRoPE over an original context of 128
+// in a context of 512, untied classifier as Phi-3's.
+void phi3_spec(WeightPreset preset, TinyModelSpec* spec) {
+  spec->arch = "phi3";
+  const bool is_k = preset == WeightPreset::MixedK;
+  spec->n_embd = is_k ? 256 : 160;
+  spec->n_head = is_k ? 8 : 5;
+  spec->n_kv_head = 1;
+  spec->head_dim = 32;
+  spec->n_ff = is_k ? 512 : 352;
+  spec->vocab = 333;
+  spec->context = 512;
+  spec->rope_original_context = 128;
+  spec->seed = 1234 + static_cast<uint32_t>(preset);
 }
 
 // Greedy tokens from the engine's step() loop.
@@ -153,7 +171,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3", "phi3"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -186,6 +204,8 @@ class TestForwardReference : public QObject {
       spec.head_dim = 128;  // heads x head size (512) != the width (256), as in Qwen3-0.6B
       spec.rope_base = 1000000.0f;
       spec.is_output_tied = preset != WeightPreset::F32;
+    } else if (arch == "phi3") {
+      phi3_spec(preset, &spec);
     } else {
       spec.n_layer = 7;  // layers 0-4 and 6 slide, layer 5 is global
       spec.n_head = 4;
@@ -208,6 +228,35 @@ class TestForwardReference : public QObject {
     auto engine = Engine::load(path, {0, 2});
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     check_model(**engine, ref, random_tokens(12, spec.vocab, spec.seed), 6);
+  }
+
+  // A context up to the original one rotates by the short LongRoPE factors (the engine default
+  // context of 512 above took the long ones); the two sets are far apart, so a wrong pick fails.
+  void phi3ShortRopeFactors() {
+    TinyModelSpec spec;
+    phi3_spec(WeightPreset::F32, &spec);
+    const std::string path = m_tmp.filePath("phi3-short.gguf").toStdString();
+    QVERIFY(write_tiny_model(spec, path).is_ok());
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY(file.is_ok());
+    std::string error;
+    const RefModel ref = load_reference_model(**file, &error, spec.rope_original_context);
+    QVERIFY2(error.empty(), error.c_str());
+    const RefModel long_ref = load_reference_model(**file, &error, spec.context);
+    EngineOptions options;
+    options.context_length = spec.rope_original_context;
+    options.num_threads = 2;
+    auto engine = Engine::load(path, options);
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const std::vector<int32_t> tokens = random_tokens(12, spec.vocab, 9);
+    check_model(**engine, ref, tokens, 6);
+    Result<std::vector<float>> got = (*engine)->logits_for(tokens);
+    QVERIFY(got.is_ok());
+    const double apart = max_relative_error(*got, reference_logits(long_ref, tokens, true));
+    qInfo("short against long factors: relative difference %g", apart);
+    QVERIFY2(apart > 2 * kTolerance, qPrintable(QString("the long and short factors give logits only %1 apart, "
+                                                        "too close to tell the choice apart")
+                                                    .arg(apart)));
   }
 
   void prefillLongerThanOneBatch() {

@@ -206,6 +206,44 @@ class TestQuantLab : public QObject {
     QVERIFY(!quant::quantize_model(o).is_ok());
   }
 
+  void imatrixReachesPhi3FusedQkv() {
+    // Our imatrix names the row views of phi3's attn_qkv attn_q/k/v (they share one input): the
+    // quantizer takes attn_q's channels for the fused tensor. ffn_up's input is the same for
+    // llama's ffn_up and phi3's fused gate/up, so its name already matches.
+    synth::SynthOptions so;
+    so.shape = *synth::find_synth_preset("test-phi3");
+    so.weight_type = "F32";
+    so.num_threads = 2;
+    so.output_path = m_tmp.filePath("phi3-f32.gguf").toStdString();
+    QVERIFY(synth::synthesize_model(so).is_ok());
+    quant::Imatrix m;
+    m.num_chunks = 1;
+    for (int layer = 0; layer < 2; ++layer) {
+      for (const char* kind : {"attn_q", "ffn_up"}) {
+        quant::ImatrixEntry& e = m.entries["blk." + std::to_string(layer) + "." + kind + ".weight"];
+        e.sum_squares.assign(192, 1.0);
+        e.sum_squares[7] = 50.0;
+        e.num_rows = 1;
+        e.num_calls = 1;
+      }
+    }
+    quant::QuantizeOptions o;
+    o.source_path = so.output_path;
+    o.output_path = m_tmp.filePath("phi3-q4_0.gguf").toStdString();
+    o.type = "Q4_0";
+    o.imatrix = &m;
+    o.num_threads = 2;
+    auto r = quant::quantize_model(o);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    int num_fused = 0;
+    for (const quant::QuantizedTensor& t : r->tensors) {
+      if (t.kind != "attn_qkv" && t.kind != "ffn_up") continue;
+      ++num_fused;
+      QVERIFY2(t.used_imatrix, t.name.c_str());
+    }
+    QCOMPARE(num_fused, 4);
+  }
+
   void imatrixFileRoundTrip() {
     quant::Imatrix m;
     m.num_chunks = 3;

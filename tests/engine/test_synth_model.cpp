@@ -2,6 +2,7 @@
 // with GgufFile (keys, shapes, the type of each tensor under llama.cpp's mix rules, row
 // fallbacks), deterministic per seed, a copied tokenizer, and loaded by the engine with finite
 // logits and a greedy generation.
+#include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/synth/synth_model.h"
@@ -188,6 +189,36 @@ class TestSynthModel : public QObject {
       QVERIFY2(f.find_tensor(name), name);
     }
     QCOMPARE(f.find_tensor("blk.0.attn_q.weight")->shape, (std::vector<int64_t>{256, 256}));  // 2 heads of 128
+    check_engine_runs(w.path);
+  }
+
+  void phi3_keys_and_tensors() {
+    // The real preset's metadata as llama.cpp's converter writes it for Phi-3.5-mini.
+    const SynthShape& mini = *find_synth_preset("phi-3.5-mini");
+    QCOMPARE(mini.longrope.long_factors.size(), size_t{48});
+    QCOMPARE(mini.longrope.short_factors.size(), size_t{48});
+    QCOMPARE(mini.num_parameters(), int64_t{3821079648});                // Phi-3.5-mini's 3.82 B
+    QVERIFY(std::fabs(longrope_attn_factor(mini) - 1.190238f) < 1e-5f);  // sqrt(1 + ln 32 / ln 4096)
+
+    const Written w = synthesize("test-phi3", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("phi3"));
+    QCOMPARE(f.get_int("phi3.rope.scaling.original_context_length").value_or(0), int64_t{256});
+    QVERIFY(std::fabs(f.get_float("phi3.rope.scaling.attn_factor").value_or(0) - std::sqrt(1.25)) < 1e-6);
+    QVERIFY(!f.find_tensor("blk.0.attn_q.weight") && !f.find_tensor("blk.0.ffn_gate.weight"));
+    QCOMPARE(f.find_tensor("blk.1.attn_qkv.weight")->shape, (std::vector<int64_t>{192, 192 + 2 * 64}));
+    QCOMPARE(f.find_tensor("blk.1.ffn_up.weight")->shape, (std::vector<int64_t>{192, 2 * 320}));
+    QCOMPARE(f.find_tensor("rope_factors_long.weight")->shape, (std::vector<int64_t>{32}));
+    QVERIFY(f.find_tensor("rope_factors_short.weight"));
+    // Phi-3's chat markers are control tokens and its template is Phi-3.5's.
+    auto tok = tokenizer::Tokenizer::from_gguf(f);
+    QVERIFY(tok);
+    const std::vector<int32_t> ids = tok->encode("<|user|>", {.add_bos = false, .parse_special = true});
+    QCOMPARE(ids.size(), size_t{1});
+    QVERIFY(tok->is_end_of_generation(tok->encode("<|end|>", {.add_bos = false, .parse_special = true}).at(0)));
+    QCOMPARE(chat_template_family_name(detect_chat_template(f.get_string("tokenizer.chat_template").value_or(""))),
+             std::string_view("phi3"));
     check_engine_runs(w.path);
   }
 

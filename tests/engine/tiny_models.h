@@ -1,4 +1,4 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma3 and qwen3 architectures with
+// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3 and phi3 architectures with
 // random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
 // small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
@@ -8,6 +8,7 @@
 #include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/status.h"
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -22,7 +23,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";     // llama, qwen2, gemma3 or qwen3
+  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3 or phi3 (fused attn_qkv and gate/up)
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -37,6 +38,9 @@ struct TinyModelSpec {
   bool is_output_tied = false;
   bool has_qkv_bias = false;
   bool has_rope_freqs = false;    // llama 3's per-pair RoPE frequency divisors (rope_freqs.weight)
+  // phi3 LongRoPE: > 0 writes rope_factors_long/short.weight (far apart, so using the wrong set
+  // shows), the original context, and the converter's attention factor for `context`.
+  int64_t rope_original_context = 0;
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
@@ -98,6 +102,13 @@ class TinyModelWriter {
     }
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
     if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (s.rope_original_context > 0) {
+      const double original = static_cast<double>(s.rope_original_context);
+      const double attn_factor =
+          std::sqrt(1.0 + std::log(static_cast<double>(s.context) / original) / std::log(original));
+      m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+      m_writer.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn_factor));
+    }
     write_test_vocab(s.vocab, &m_writer);
 
     const int64_t q = s.n_head * s.head_dim, kv = s.n_kv_head * s.head_dim;
@@ -111,12 +122,26 @@ class TinyModelWriter {
           "rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32,
           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(factors.data()), factors.size() * 4)));
     }
+    if (s.rope_original_context > 0) {
+      std::vector<float> long_factors(static_cast<size_t>(s.head_dim / 2)), short_factors(long_factors.size());
+      for (size_t i = 0; i < long_factors.size(); ++i) {
+        short_factors[i] = 1.0f + 0.1f * static_cast<float>(i);
+        long_factors[i] = 2.0f + 3.0f * static_cast<float>(i);
+      }
+      IWB_RETURN_IF_ERROR(floats("rope_factors_long.weight", long_factors));
+      IWB_RETURN_IF_ERROR(floats("rope_factors_short.weight", short_factors));
+    }
+    const bool is_fused = a == "phi3";
     for (int64_t il = 0; il < s.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       IWB_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
-      IWB_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q, light_type(), 0.05f));
-      IWB_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv, light_type(), 0.05f));
-      IWB_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv, heavy_type(), 0.05f));
+      if (is_fused) {
+        IWB_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.n_embd, q + 2 * kv, light_type(), 0.05f));
+      } else {
+        IWB_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv, heavy_type(), 0.05f));
+      }
       IWB_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q, s.n_embd, light_type(), 0.05f));
       if (s.has_qkv_bias) {
         IWB_RETURN_IF_ERROR(vector(p + "attn_q.bias", q, 0.2f, 0.0f));
@@ -132,8 +157,12 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
       IWB_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
-      IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
-      IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
+      if (is_fused) {
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff, light_type(), 0.05f));
+      } else {
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
+      }
       IWB_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, heavy_type(), 0.05f));
     }
     return m_writer.write_file(path);
@@ -162,6 +191,10 @@ class TinyModelWriter {
                                std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
   }
   Status norm(const std::string& name, int64_t n) { return vector(name, n, 0.1f, 1.0f); }
+  Status floats(const std::string& name, const std::vector<float>& v) {
+    return m_writer.add_tensor(name, {static_cast<int64_t>(v.size())}, GgmlType::F32,
+                               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
+  }
 
   TinyModelSpec m_spec;
   std::mt19937 m_rng;

@@ -88,9 +88,13 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, const ChatRen
   return s;
 }
 
+// Phi-3.5's template leaves out a system message with no text.
 std::string render_phi3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   std::string s;
-  for (const ChatMessage& m : messages) s += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system" && m.content.empty()) continue;
+    s += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  }
   if (o.add_generation_prompt) s += "<|assistant|>\n";
   return s;
 }

@@ -40,6 +40,17 @@ const std::vector<ArchitectureTraits>& architectures() {
     qwen3.has_qk_norm = true;
     qwen3.has_head_dim_key = true;
     t.push_back(qwen3);
+
+    // Phi-3/3.5/4 (llama.cpp's phi3 graph): NeoX RoPE, q/k/v fused in attn_qkv (or separate),
+    // gate and up stacked in ffn_up, no biases. LongRoPE's per-frequency factors
+    // (rope_factors_long/short) and attention factor are GGUF data (model_config.cpp,
+    // model_weights.cpp). The files' sliding window is ignored, as llama.cpp ignores it.
+    ArchitectureTraits phi3;
+    phi3.id = ModelArchitecture::Phi3;
+    phi3.name = "phi3";
+    phi3.rope_layout = RopeLayout::NeoX;
+    phi3.has_fused_gate_up = true;
+    t.push_back(phi3);
     return t;
   }();
   return kTable;

@@ -60,9 +60,15 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   float factor = 0.0f;
   IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.factor", 0.0f, &factor));
   if (factor == 0.0f) IWB_RETURN_IF_ERROR(keys.optional_float("rope.scale_linear", 0.0f, &factor));
-  if (!type.empty() && type != "none" && type != "linear") {
+  // "longrope" (phi3) scales like linear here; its per-frequency factors are tensors.
+  if (!type.empty() && type != "none" && type != "linear" && type != "longrope") {
     return make_error(ErrorCode::Unsupported, "RoPE scaling '" + type + "' (" + keys.key("rope.scaling.type") +
-                                                  ") is not supported; only linear scaling is");
+                                                  ") is not supported; only linear and LongRoPE scaling are");
+  }
+  IWB_RETURN_IF_ERROR(keys.optional_int("rope.scaling.original_context_length", 0, &c->rope_original_context));
+  IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.attn_factor", 1.0f, &c->rope_attn_factor));
+  if (!(c->rope_attn_factor > 0.0f)) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("rope.scaling.attn_factor") + "' must be positive");
   }
   if (type == "none" || factor == 0.0f) return {};
   if (factor < 0.0f) return make_error(ErrorCode::CorruptFile, "the RoPE scaling factor must be positive");
@@ -95,6 +101,7 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->rope_layout = a.rope_layout;
   c->ffn_activation = a.ffn_activation;
   c->requires_qkv_bias = a.requires_qkv_bias;
+  c->has_fused_gate_up = a.has_fused_gate_up;
   c->has_qk_norm = a.has_qk_norm;
   c->has_post_norms = a.has_post_norms;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
@@ -161,6 +168,13 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   // Attention soft-capping (<arch>.attn_logit_softcapping) is gemma 2's; none of the
   // architectures here use it, so it stays off even when a file carries the key.
   IWB_RETURN_IF_ERROR(read_architecture_keys(keys, *traits, &c));
+  if (c.rope_attn_factor != 1.0f) {
+    if (c.rope_num_rotated != c.head_dim_k) {
+      return make_error(ErrorCode::Unsupported, "'" + keys.key("rope.scaling.attn_factor") +
+                                                    "' with RoPE on part of each head is not supported");
+    }
+    c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
+  }
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (!embd) return make_error(ErrorCode::NotFound, "the model has no tensor 'token_embd.weight'");

@@ -49,6 +49,28 @@ class Binder {
     return {};
   }
 
+  // Consecutive row ranges of one fused matrix [in, sum of parts' rows] as separate matrices:
+  // rows are whole blocks of any type, so each part is a plain matrix over the same bytes.
+  Status fused_matrix(const std::string& name, int64_t in,
+                      std::initializer_list<std::pair<int64_t, WeightMatrix*>> parts) {
+    int64_t total = 0;
+    for (const auto& part : parts) total += part.first;
+    WeightMatrix whole;
+    IWB_RETURN_IF_ERROR(matrix(name, in, total, &whole));
+    const uint64_t row_bytes = *ggml_row_bytes(whole.type, in);
+    int64_t row = 0;
+    for (const auto& [rows, dst] : parts) {
+      *dst = whole;
+      dst->data = static_cast<const uint8_t*>(whole.data) + static_cast<uint64_t>(row) * row_bytes;
+      dst->out_features = rows;
+      dst->num_bytes = static_cast<uint64_t>(rows) * row_bytes;
+      row += rows;
+    }
+    return {};
+  }
+
+  bool has(const std::string& name) const { return m_file.find_tensor(name) != nullptr; }
+
   // A vector of n values, copied out as f32; empty when optional and absent.
   Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false) {
     const gguf::TensorInfo* t = m_file.find_tensor(name);
@@ -86,14 +108,33 @@ class Binder {
 Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, c.q_width(), &l->wq));
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, c.k_width(), &l->wk));
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, c.v_width(), &l->wv));
+  // llama.cpp's converters write q, k and v fused for some models (phi3) and apart for most.
+  const bool is_qkv_fused = b.has(layer_name(il, "attn_qkv.weight"));
+  if (is_qkv_fused) {
+    IWB_RETURN_IF_ERROR(b.fused_matrix(layer_name(il, "attn_qkv.weight"), d,
+                                       {{c.q_width(), &l->wq}, {c.k_width(), &l->wk}, {c.v_width(), &l->wv}}));
+  } else {
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, c.q_width(), &l->wq));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, c.k_width(), &l->wk));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, c.v_width(), &l->wv));
+  }
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_output.weight"), c.attention_output_width(), d, &l->wo));
-  const bool is_bias_optional = !c.requires_qkv_bias;
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), c.q_width(), &l->bq, is_bias_optional));
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), c.k_width(), &l->bk, is_bias_optional));
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), c.v_width(), &l->bv, is_bias_optional));
+  std::vector<float> bqkv;
+  if (is_qkv_fused) {
+    IWB_RETURN_IF_ERROR(
+        b.vector(layer_name(il, "attn_qkv.bias"), c.q_width() + c.k_width() + c.v_width(), &bqkv, true));
+  }
+  if (!bqkv.empty()) {
+    const auto q_end = bqkv.begin() + c.q_width(), k_end = q_end + c.k_width();
+    l->bq.assign(bqkv.begin(), q_end);
+    l->bk.assign(q_end, k_end);
+    l->bv.assign(k_end, bqkv.end());
+  } else {
+    const bool is_bias_optional = !c.requires_qkv_bias;
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), c.q_width(), &l->bq, is_bias_optional));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), c.k_width(), &l->bk, is_bias_optional));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), c.v_width(), &l->bv, is_bias_optional));
+  }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
   if (c.has_qk_norm) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.head_dim_k, &l->q_norm));
@@ -104,8 +145,14 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_ffw_norm.weight"), d, &l->post_ffw_norm));
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_norm.weight"), d, &l->ffn_norm));
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate.weight"), d, c.feed_forward_length, &l->ffn_gate));
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up.weight"), d, c.feed_forward_length, &l->ffn_up));
+  const int64_t ff = c.feed_forward_length;
+  if (c.has_fused_gate_up) {
+    // llama.cpp's phi3 graph runs swiglu on ffn_up's output: silu of the first half times the second.
+    IWB_RETURN_IF_ERROR(b.fused_matrix(layer_name(il, "ffn_up.weight"), d, {{ff, &l->ffn_gate}, {ff, &l->ffn_up}}));
+  } else {
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate.weight"), d, ff, &l->ffn_gate));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up.weight"), d, ff, &l->ffn_up));
+  }
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down.weight"), c.feed_forward_length, d, &l->ffn_down));
   return {};
 }
@@ -124,12 +171,23 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
     w.is_output_tied = true;
   }
   IWB_RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.rope_num_rotated / 2, &w.rope_freqs, true));
+  if (w.rope_freqs.empty()) {
+    IWB_RETURN_IF_ERROR(b.vector("rope_factors_long.weight", c.rope_num_rotated / 2, &w.rope_factors_long, true));
+    IWB_RETURN_IF_ERROR(b.vector("rope_factors_short.weight", c.rope_num_rotated / 2, &w.rope_factors_short, true));
+    w.rope_freqs = w.rope_factors_short;
+  }
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t il = 0; il < c.num_layers; ++il) {
     IWB_RETURN_IF_ERROR(bind_layer(b, c, il, &w.layers[static_cast<size_t>(il)]));
     if (progress) progress(static_cast<double>(il + 1) / static_cast<double>(c.num_layers));
   }
   return w;
+}
+
+void select_rope_factors(const ModelConfig& c, int64_t context_length, ModelWeights* w) {
+  if (w->rope_factors_long.empty() && w->rope_factors_short.empty()) return;
+  const int64_t original = c.rope_original_context > 0 ? c.rope_original_context : c.context_length_train;
+  w->rope_freqs = context_length > original ? w->rope_factors_long : w->rope_factors_short;
 }
 
 }  // namespace iwb

@@ -39,7 +39,10 @@ struct ModelWeights {
   std::vector<float> output_norm;           // [n_embd]
   WeightMatrix output;                      // n_embd -> vocab; token_embd when tied
   bool is_output_tied = false;
-  std::vector<float> rope_freqs;            // [rope_num_rotated / 2] (llama 3) or empty
+  // Divisors of RoPE's frequencies, [rope_num_rotated / 2], or empty: llama 3's rope_freqs, or
+  // LongRoPE's (phi3) long or short factors as select_rope_factors chose for the context.
+  std::vector<float> rope_freqs;
+  std::vector<float> rope_factors_long, rope_factors_short;  // phi3 LongRoPE, or empty
   std::vector<LayerWeights> layers;
   uint64_t num_bytes = 0;                   // bytes of all bound tensors as stored
 };
@@ -49,7 +52,15 @@ using BindProgress = std::function<void(double fraction)>;
 
 // Errors name the tensor: missing, wrong shape (with the expected one), or a type the kernels
 // cannot dequantize.
+// Fused tensors are bound as views of their rows: attn_qkv (q, k, v rows in that order) as wq,
+// wk, wv; phi3's ffn_up (gate rows, then up rows) as ffn_gate and ffn_up. LongRoPE models get
+// their short factors, llama.cpp's choice for a context up to the original one.
 Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& config,
                                         const BindProgress& progress = {});
+
+// LongRoPE: the long factors when the context per sequence exceeds the original context
+// (rope.scaling.original_context_length, else the trained one), else the short ones, as
+// llama.cpp's get_rope_factors chooses. No effect on models with rope_freqs or without factors.
+void select_rope_factors(const ModelConfig& config, int64_t context_length, ModelWeights* weights);
 
 }  // namespace iwb

@@ -202,6 +202,13 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
     jobs[i].report = &r;
     if (o.imatrix != nullptr && quantize_uses_imatrix(r.type) && r.type != t.type) {
       jobs[i].importance = o.imatrix->importance(t.name);
+      if (jobs[i].importance.empty() && t.name.ends_with(".attn_qkv.weight")) {
+        // Our imatrix names the fused matrix's views (phi3) attn_q/k/v; all three read the same
+        // input, so attn_q's channels are the fused matrix's. llama.cpp's files name attn_qkv.
+        std::string q_name = t.name;
+        q_name.replace(q_name.size() - std::string_view("attn_qkv.weight").size(), 8, "attn_q");
+        jobs[i].importance = o.imatrix->importance(q_name);
+      }
       if (!jobs[i].importance.empty() && static_cast<int64_t>(jobs[i].importance.size()) != t.shape[0]) {
         report.warnings.push_back("the imatrix entry of " + t.name + " has " +
                                   std::to_string(jobs[i].importance.size()) + " channels, the tensor's rows " +

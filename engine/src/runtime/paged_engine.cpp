@@ -50,6 +50,8 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   const ModelConfig& c = engine->m_config;
   engine->m_context_length =
       options.context_length > 0 ? options.context_length : std::min<int64_t>(c.context_length_train, 4096);
+  // LongRoPE models (phi3) rotate by the long or short factors as the context asks.
+  select_rope_factors(c, engine->m_context_length, &engine->m_weights);
   if (options.max_batch_tokens < 1) {
     return make_error(ErrorCode::InvalidArgument, "a step must hold at least one token (max_batch_tokens is " +
                                                       std::to_string(options.max_batch_tokens) + ")");

@@ -14,6 +14,16 @@
 namespace iwb::synth {
 namespace {
 
+// Phi-3/3.5's chat markers and its tokenizer_config.json chat template (Phi-3.5-mini-instruct).
+const std::vector<std::string> kPhi3ChatTokens = {"<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>",
+                                                  "<|end|>"};
+constexpr const char* kPhi3ChatTemplate =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+    "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+    "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
 Status check_shape(const SynthShape& s) {
   auto bad = [&](const std::string& what) {
     return make_error(ErrorCode::InvalidArgument, "shape '" + s.name + "': " + what);
@@ -35,6 +45,11 @@ Status check_shape(const SynthShape& s) {
     return bad("head size x heads must equal the width for " + s.architecture);
   }
   if (arch->sliding_period > 0 && s.sliding_window <= 0) return bad(s.architecture + " needs a sliding window");
+  if (s.longrope.is_enabled() &&
+      (s.longrope.original_context_length <= 0 || s.longrope.long_factors.size() != s.longrope.short_factors.size() ||
+       static_cast<int64_t>(s.longrope.long_factors.size()) != s.head_dim / 2)) {
+    return bad("LongRoPE needs an original context and head size / 2 long and short factors");
+  }
   return {};
 }
 
@@ -68,6 +83,15 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".attention.value_length", u32(s.head_dim));
   }
   if (arch.sliding_period > 0) w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+  if (arch.id == ModelArchitecture::Phi3) {
+    // What llama.cpp's Phi3MiniModel converter writes (conversion/phi.py).
+    w->set_u32(a + ".rope.dimension_count", u32(s.head_dim));
+    w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+    if (s.longrope.is_enabled()) {
+      w->set_u32(a + ".rope.scaling.original_context_length", u32(s.longrope.original_context_length));
+      w->set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(s));
+    }
+  }
 }
 
 }  // namespace
@@ -101,9 +125,14 @@ Result<SynthReport> synthesize_model(const SynthOptions& options) {
       report.tokenizer_note = "tokenizer from " + source + ": " + std::to_string(*num_tokens) + " tokens";
     }
   } else {
-    IWB_RETURN_IF_ERROR(detail::add_byte_level_tokenizer(shape.vocab_size, writer.get()));
-    report.tokenizer_note = "byte-level tokenizer (3 special, 256 byte and a space token, padded to the preset's " +
+    const bool is_phi3 = shape.architecture == "phi3";
+    IWB_RETURN_IF_ERROR(detail::add_byte_level_tokenizer(shape.vocab_size, writer.get(),
+                                                         is_phi3 ? kPhi3ChatTokens : std::vector<std::string>{}));
+    report.tokenizer_note = std::string("byte-level tokenizer (3 special, 256 byte and a space token") +
+                            (is_phi3 ? ", Phi-3's 5 chat tokens" : "") + ", padded to the preset's " +
                             std::to_string(shape.vocab_size) + ")";
+    // The chat format goes with the architecture here (a --vocab file brings its own template).
+    if (is_phi3) writer->set_string("tokenizer.chat_template", kPhi3ChatTemplate);
   }
   IWB_RETURN_IF_ERROR(check_shape(shape));
   set_metadata(shape, report.types, options.seed, writer.get());

@@ -82,6 +82,22 @@ std::vector<SynthShape> make_presets() {
   p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
                     1e-6f, true));
   const SynthShape qwen3 = p.back();
+  // microsoft/Phi-3.5-mini-instruct: q/k/v fused in attn_qkv and gate/up in ffn_up, 32 heads of
+  // 96, untied, 128K context by LongRoPE over an original 4096 (config.json's factors).
+  p.push_back(shape("phi-3.5-mini", "phi3", "Phi-3.5 mini", {3072, 32, 32, 32, 96, 8192, 32064, 131072}, 10000.0f,
+                    1e-5f, false));
+  p.back().sliding_window = 262144;  // config.json's; llama.cpp ignores it for phi3, and so do we
+  p.back().longrope.original_context_length = 4096;
+  p.back().longrope.long_factors = {1.08f,  1.11f,  1.14f,  1.34f,  1.59f,  1.6f,   1.62f,  2.62f,  3.23f,  3.23f,
+                                    4.79f,  7.4f,   7.7f,   9.09f,  12.2f,  17.67f, 24.46f, 28.57f, 30.42f, 30.84f,
+                                    32.59f, 32.93f, 42.32f, 44.96f, 50.34f, 50.45f, 57.55f, 57.93f, 58.21f, 60.14f,
+                                    62.61f, 62.62f, 62.71f, 63.14f, 63.14f, 63.77f, 63.93f, 63.96f, 63.97f, 64.03f,
+                                    64.07f, 64.08f, 64.12f, 64.41f, 64.48f, 64.51f, 64.53f, 64.84f};
+  p.back().longrope.short_factors = {
+      1.0f,  1.02f, 1.03f, 1.03f, 1.05f, 1.05f, 1.05f, 1.05f, 1.05f, 1.07f, 1.1f,  1.11f, 1.16f, 1.16f, 1.17f, 1.29f,
+      1.34f, 1.68f, 1.79f, 1.82f, 1.85f, 1.88f, 1.91f, 1.94f, 1.99f, 2.02f, 2.02f, 2.02f, 2.02f, 2.02f, 2.02f, 2.03f,
+      2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.08f, 2.09f, 2.19f, 2.22f, 2.59f, 2.73f, 2.75f, 2.84f};
+  const SynthShape phi3 = p.back();
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
@@ -90,6 +106,17 @@ std::vector<SynthShape> make_presets() {
   p.push_back(test_shape(gemma3, "test-gemma3", "small gemma3 shape for tests", {256, 7, 2, 1, 128, 512, 320, 512}));
   p.back().sliding_window = 16;
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
+  // Width 192 (not a K-quant multiple), GQA, and LongRoPE with an original context of 256 in a
+  // context of 1024, so a test can pick either factor set.
+  p.push_back(test_shape(phi3, "test-phi3", "small phi3 shape for tests", {192, 2, 3, 1, 64, 320, 320, 1024}));
+  p.back().sliding_window = 0;
+  p.back().longrope.original_context_length = 256;
+  p.back().longrope.long_factors.clear();
+  p.back().longrope.short_factors.clear();
+  for (int i = 0; i < 32; ++i) {
+    p.back().longrope.short_factors.push_back(1.0f + 0.05f * static_cast<float>(i));
+    p.back().longrope.long_factors.push_back(1.0f + 1.5f * static_cast<float>(i));
+  }
   return p;
 }
 
@@ -108,6 +135,7 @@ int64_t SynthShape::num_parameters() const {
   int64_t total = num_layers * per_layer + vocab_size * d + d;            // + embedding, final norm
   if (!is_embedding_tied) total += vocab_size * d;
   if (rope_scaling.is_enabled()) total += head_dim / 2;
+  if (longrope.is_enabled()) total += head_dim;  // long and short factors
   return total;
 }
 
@@ -127,6 +155,11 @@ ModelConfig shape_config(const SynthShape& s) {
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
     if (c.sliding_window > 0) c.rope_freq_base_swa = 10000.0f;  // as llama.cpp's loader defaults it
+  }
+  if (s.longrope.is_enabled()) {
+    c.rope_original_context = s.longrope.original_context_length;
+    c.rope_attn_factor = longrope_attn_factor(s);
+    c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
   }
   return c;
 }
@@ -165,6 +198,12 @@ std::vector<float> llama3_rope_factors(const SynthShape& shape) {
     }
   }
   return factors;
+}
+
+float longrope_attn_factor(const SynthShape& s) {
+  const double original = static_cast<double>(s.longrope.original_context_length);
+  const double scale = static_cast<double>(s.context_length) / original;
+  return scale > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(original))) : 1.0f;
 }
 
 }  // namespace iwb::synth

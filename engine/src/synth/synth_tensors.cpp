@@ -81,14 +81,24 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   const bool has_qk_norm = arch != nullptr && arch->has_qk_norm;
   const bool has_post_norms = arch != nullptr && arch->has_post_norms;
   p.add("token_embd.weight", {d, s.vocab_size}, TensorRole::TokenEmbedding);
+  const bool is_fused = arch != nullptr && arch->has_fused_gate_up;  // phi3: attn_qkv and gate/up in ffn_up
   if (s.rope_scaling.is_enabled()) {
     p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   }
+  if (s.longrope.is_enabled()) {
+    p.add("rope_factors_long.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
+    p.add("rope_factors_short.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
+  }
   for (int64_t il = 0; il < s.num_layers; ++il) {
     p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
-    p.add(blk(il, "attn_q.weight"), {d, s.q_width()}, TensorRole::AttnQ, il);
-    p.add(blk(il, "attn_k.weight"), {d, s.kv_width()}, TensorRole::AttnK, il);
-    p.add(blk(il, "attn_v.weight"), {d, s.kv_width()}, TensorRole::AttnV, il);
+    if (is_fused) {
+      // The fused matrix takes the base type, as attn_q does (llama.cpp's mixes give it more bits).
+      p.add(blk(il, "attn_qkv.weight"), {d, s.q_width() + 2 * s.kv_width()}, TensorRole::AttnQ, il);
+    } else {
+      p.add(blk(il, "attn_q.weight"), {d, s.q_width()}, TensorRole::AttnQ, il);
+      p.add(blk(il, "attn_k.weight"), {d, s.kv_width()}, TensorRole::AttnK, il);
+      p.add(blk(il, "attn_v.weight"), {d, s.kv_width()}, TensorRole::AttnV, il);
+    }
     if (s.has_qkv_bias) {
       p.add(blk(il, "attn_q.bias"), {s.q_width()}, TensorRole::Bias, il);
       p.add(blk(il, "attn_k.bias"), {s.kv_width()}, TensorRole::Bias, il);
@@ -101,8 +111,12 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
     p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
-    p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
-    p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+    if (is_fused) {
+      p.add(blk(il, "ffn_up.weight"), {d, 2 * s.feed_forward_length}, TensorRole::FfnUp, il);
+    } else {
+      p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+      p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+    }
     p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
     if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
   }
@@ -111,7 +125,13 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
 
   std::vector<TensorPlan> tensors = p.take();
   for (TensorPlan& t : tensors) {
-    if (t.role == TensorRole::RopeFactors) t.fixed_values = llama3_rope_factors(s);
+    if (t.name == "rope_factors_long.weight") {
+      t.fixed_values = s.longrope.long_factors;
+    } else if (t.name == "rope_factors_short.weight") {
+      t.fixed_values = s.longrope.short_factors;
+    } else if (t.role == TensorRole::RopeFactors) {
+      t.fixed_values = llama3_rope_factors(s);
+    }
   }
   return tensors;
 }

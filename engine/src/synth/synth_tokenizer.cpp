@@ -35,11 +35,12 @@ Result<int64_t> copy_tokenizer(const std::string& path, gguf::GgufWriter* writer
   return static_cast<int64_t>(tokens->items.size());
 }
 
-Status add_byte_level_tokenizer(int64_t vocab_size, gguf::GgufWriter* writer) {
-  if (vocab_size < kByteLevelMinVocab) {
-    return make_error(ErrorCode::InvalidArgument, "a byte-level tokenizer needs at least " +
-                                                      std::to_string(kByteLevelMinVocab) + " tokens, the shape has " +
-                                                      std::to_string(vocab_size));
+Status add_byte_level_tokenizer(int64_t vocab_size, gguf::GgufWriter* writer,
+                                const std::vector<std::string>& control_tokens) {
+  const int64_t min_vocab = kByteLevelMinVocab + static_cast<int64_t>(control_tokens.size());
+  if (vocab_size < min_vocab) {
+    return make_error(ErrorCode::InvalidArgument, "a byte-level tokenizer needs at least " + std::to_string(min_vocab) +
+                                                      " tokens, the shape has " + std::to_string(vocab_size));
   }
   std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {kTypeUnknown, kTypeControl, kTypeControl};
@@ -56,10 +57,15 @@ Status add_byte_level_tokenizer(int64_t vocab_size, gguf::GgufWriter* writer) {
   pieces.emplace_back("\xE2\x96\x81");
   types.push_back(kTypeNormal);
   scores.push_back(0.0f);
+  for (const std::string& token : control_tokens) {
+    pieces.push_back(token);
+    types.push_back(kTypeControl);
+    scores.push_back(0.0f);
+  }
   // Padding up to the embedding's rows, as llama.cpp's converter pads a vocabulary. Normal
   // tokens, so generated text shows them; no text ever tokenizes to one, because SentencePiece
   // only merges pairs whose concatenation is itself a token ("[P" is not).
-  for (int64_t id = kByteLevelMinVocab; id < vocab_size; ++id) {
+  for (int64_t id = min_vocab; id < vocab_size; ++id) {
     pieces.push_back("[PAD" + std::to_string(id) + "]");
     types.push_back(kTypeNormal);
     scores.push_back(-1000.0f);

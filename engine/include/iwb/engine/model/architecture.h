@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3 };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -30,6 +30,9 @@ struct ArchitectureTraits {
   // 0: none. The window itself is a GGUF key (<arch>.attention.sliding_window).
   int32_t sliding_period = 0;
   bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
+  // ffn_up holds gate and up stacked ([n_embd, 2 * n_ff]: gate rows first) and there is no
+  // ffn_gate (phi3); the loader binds the two halves as the gate and up matrices.
+  bool has_fused_gate_up = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -37,7 +40,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

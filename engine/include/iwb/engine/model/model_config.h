@@ -29,12 +29,19 @@ struct ModelConfig {
   int64_t vocab_size = 0;              // rows of token_embd.weight
   float rms_norm_eps = 1e-5f;
 
-  RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3, qwen3
+  RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3, qwen3, phi3
   int64_t rope_num_rotated = 0;        // <arch>.rope.dimension_count, default head_dim_k
   float rope_freq_base = 10000.0f;     // global (full-attention) layers
   float rope_freq_scale = 1.0f;        // 1 / rope.scaling.factor for linear scaling
   float rope_freq_base_swa = 10000.0f; // sliding-window layers (gemma3: their own base)
   float rope_freq_scale_swa = 1.0f;
+  // LongRoPE (phi3): rope.scaling.original_context_length; a context longer than this uses the
+  // long frequency factors, else the short ones (model_weights.h). 0: the file has no such key.
+  int64_t rope_original_context = 0;
+  // rope.scaling.attn_factor: llama.cpp multiplies RoPE's cos and sin by it, so q.k grows by its
+  // square; with every dimension rotated that is exactly attention_scale times its square,
+  // which is where it is applied. 1: none.
+  float rope_attn_factor = 1.0f;
 
   int64_t sliding_window = 0;          // 0: every layer attends to the whole context
   std::vector<bool> is_sliding_layer;  // [num_layers]
@@ -47,6 +54,7 @@ struct ModelConfig {
   bool has_qk_norm = false;            // per-head RMS norm of q and k (gemma3)
   bool has_post_norms = false;         // norms after attention and FFN outputs (gemma3)
   bool requires_qkv_bias = false;      // qwen2
+  bool has_fused_gate_up = false;      // phi3: ffn_up is [n_embd, 2 * n_ff], gate rows first
 
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t k_width() const { return num_kv_heads * head_dim_k; }

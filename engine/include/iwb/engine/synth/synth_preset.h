@@ -22,6 +22,15 @@ struct Llama3RopeScaling {
   bool is_enabled() const { return factor > 0.0f; }
 };
 
+// Phi-3's LongRoPE ("longrope" in config.json): per-frequency divisors for contexts up to the
+// original one (short) and beyond it (long), written as rope_factors_short/long.weight, and
+// the attention factor llama.cpp's converter derives from the context ratio. Empty: none.
+struct LongRopeScaling {
+  std::vector<float> long_factors, short_factors;  // [head_dim / 2] each
+  int64_t original_context_length = 0;
+  bool is_enabled() const { return !long_factors.empty(); }
+};
+
 struct SynthShape {
   std::string name;             // "llama-3.2-1b"
   std::string architecture;     // general.architecture: a row of model/architecture.h
@@ -40,6 +49,7 @@ struct SynthShape {
   bool has_qkv_bias = false;       // qwen2
   int64_t sliding_window = 0;      // gemma3: window of its local layers (5 of every 6)
   Llama3RopeScaling rope_scaling;
+  LongRopeScaling longrope;
   bool is_test_shape = false;      // a small shape for tests, not shown in the preset list
 
   int64_t q_width() const { return num_heads * head_dim; }
@@ -57,5 +67,9 @@ ModelConfig shape_config(const SynthShape& shape);
 // rope_freqs.weight of a llama3-scaled model: [head_dim / 2] divisors of the base frequencies,
 // as llama.cpp's convert_hf_to_gguf.py computes them.
 std::vector<float> llama3_rope_factors(const SynthShape& shape);
+
+// rope.scaling.attn_factor of a LongRoPE shape as llama.cpp's converter writes it:
+// sqrt(1 + ln(context / original) / ln(original)), 1 when the context is not longer.
+float longrope_attn_factor(const SynthShape& shape);
 
 }  // namespace iwb::synth

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# CTest: logits and 32 greedy tokens agree with llama.cpp's (scripts/compare-logits-llama.sh) on
+# synthetic files of every dense architecture, F32 and Q8_0 (phi3 at a context of 512, above its
+# original 256: LongRoPE's long factors, and at 256: the short ones). Needs a llama.cpp build folder in
+# LLAMA_CPP_BUILD; without one it skips (exit 77) saying so. Arguments: IWB_BINARY SOURCE_DIR.
+set -euo pipefail
+iwb=$1
+src=$2
+if [[ -z "${LLAMA_CPP_BUILD:-}" ]]; then
+  echo "skipped: set LLAMA_CPP_BUILD to a llama.cpp build folder (with bin/libllama.so) to compare with llama.cpp"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-phi3:512 test-phi3:256; do
+  preset=${run%:*}
+  ctx=${run#*:}
+  for type in F32 Q8_0; do
+    file="$work/$preset-$type.gguf"
+    [[ -f "$file" ]] || "$iwb" synth --preset "$preset" --type "$type" --seed 3 -o "$file" >/dev/null 2>&1
+    if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+        --num-tokens 16 --greedy 32 -c "$ctx"); then
+      echo "$preset $type -c $ctx: $(tail -1 <<<"$out")"
+    else
+      echo "$preset $type -c $ctx: FAILED"
+      echo "$out"
+      status=1
+    fi
+  done
+done
+# The check can fail: iwb at a context of 512 (LongRoPE's long factors) against llama.cpp at 256
+# (the short ones) must be reported as disagreeing.
+file="$work/test-phi3-F32.gguf"
+out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+  --num-tokens 16 --greedy 32 -c 256 --iwb-ctx 512) || true
+if grep -q "DISAGREE" <<<"$out"; then
+  echo "test-phi3 F32, llama.cpp -c 256 against iwb -c 512 (self-check): $(tail -1 <<<"$out")"
+else
+  echo "test-phi3 F32, llama.cpp -c 256 against iwb -c 512: not reported as disagreeing, but the RoPE factors differ"
+  echo "$out"
+  status=1
+fi
+exit $status
