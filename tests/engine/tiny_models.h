@@ -1,4 +1,4 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma3 and qwen3 architectures with
+// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3 and qwen3moe architectures with
 // random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
 // small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
@@ -22,7 +22,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";     // llama, qwen2, gemma3 or qwen3
+  std::string arch = "llama";     // llama, qwen2, gemma3, qwen3 or qwen3moe
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -37,6 +37,11 @@ struct TinyModelSpec {
   bool is_output_tied = false;
   bool has_qkv_bias = false;
   bool has_rope_freqs = false;    // llama 3's per-pair RoPE frequency divisors (rope_freqs.weight)
+  // qwen3moe: experts per layer, per token, and each expert's width (n_ff is then metadata only).
+  int64_t n_expert = 8;
+  int64_t n_expert_used = 2;
+  int64_t n_ff_exp = 96;
+  float router_rms = 0.3f;        // router weights' scale: decisive routing (see test_forward_reference)
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
@@ -98,6 +103,11 @@ class TinyModelWriter {
     }
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
     if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (a == "qwen3moe") {
+      m_writer.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+      m_writer.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+      m_writer.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+    }
     write_test_vocab(s.vocab, &m_writer);
 
     const int64_t q = s.n_head * s.head_dim, kv = s.n_kv_head * s.head_dim;
@@ -123,7 +133,7 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
       }
-      if (a == "gemma3" || a == "qwen3") {
+      if (a == "gemma3" || a == "qwen3" || a == "qwen3moe") {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
       }
@@ -132,6 +142,14 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
       IWB_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+      if (a == "qwen3moe") {
+        // The router stays F32 (as llama.cpp keeps it); experts as 3-D tensors {in, out, experts}.
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, heavy_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        continue;
+      }
       IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
       IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, light_type(), 0.05f));
       IWB_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, heavy_type(), 0.05f));
@@ -154,6 +172,11 @@ class TinyModelWriter {
     if (name == m_spec.skip_tensor) return {};
     const std::vector<uint8_t> bytes = random_tensor_bytes(type, out, in, m_rng, rms);
     return m_writer.add_tensor(name, {in, out}, type, bytes);
+  }
+  Status experts(const std::string& name, int64_t in, int64_t out, GgmlType type, float rms) {
+    if (name == m_spec.skip_tensor) return {};
+    const std::vector<uint8_t> bytes = random_tensor_bytes(type, out * m_spec.n_expert, in, m_rng, rms);
+    return m_writer.add_tensor(name, {in, out, m_spec.n_expert}, type, bytes);
   }
   Status vector(const std::string& name, int64_t n, float stddev, float mean) {
     if (name == m_spec.skip_tensor) return {};

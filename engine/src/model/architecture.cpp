@@ -40,6 +40,15 @@ const std::vector<ArchitectureTraits>& architectures() {
     qwen3.has_qk_norm = true;
     qwen3.has_head_dim_key = true;
     t.push_back(qwen3);
+
+    // Qwen3 MoE: qwen3's attention, and routed experts in every layer's FFN (llama.cpp's
+    // qwen3moe graph: softmax gating, top-k, weights renormalised, no shared expert).
+    ArchitectureTraits qwen3moe = qwen3;
+    qwen3moe.id = ModelArchitecture::Qwen3Moe;
+    qwen3moe.name = "qwen3moe";
+    qwen3moe.has_experts = true;
+    qwen3moe.is_expert_weight_normalized = true;
+    t.push_back(qwen3moe);
     return t;
   }();
   return kTable;

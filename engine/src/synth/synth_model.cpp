@@ -35,6 +35,14 @@ Status check_shape(const SynthShape& s) {
     return bad("head size x heads must equal the width for " + s.architecture);
   }
   if (arch->sliding_period > 0 && s.sliding_window <= 0) return bad(s.architecture + " needs a sliding window");
+  if (arch->has_experts) {
+    if (s.num_experts <= 0 || s.num_experts_used <= 0 || s.expert_feed_forward_length <= 0) {
+      return bad(s.architecture + " needs experts: a count, how many each token uses and their width");
+    }
+    if (s.num_experts_used > s.num_experts) return bad("a token cannot use more experts than there are");
+  } else if (s.num_experts > 0) {
+    return bad(s.architecture + " has no experts (a mixture of experts needs an architecture that routes them)");
+  }
   return {};
 }
 
@@ -68,6 +76,11 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".attention.value_length", u32(s.head_dim));
   }
   if (arch.sliding_period > 0) w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+  if (arch.has_experts) {
+    w->set_u32(a + ".expert_count", u32(s.num_experts));
+    w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
+    w->set_u32(a + ".expert_feed_forward_length", u32(s.expert_feed_forward_length));
+  }
 }
 
 }  // namespace

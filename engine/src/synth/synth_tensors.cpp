@@ -19,6 +19,7 @@ namespace {
 
 constexpr float kWeightStddev = 0.02f;
 constexpr float kNormStddev = 0.02f;
+constexpr float kRouterStddev = 0.1f;
 
 class Planner {
  public:
@@ -46,6 +47,11 @@ class Planner {
         // Each layer adds two residual branches; shrinking them keeps the residual stream's
         // variance from growing with depth.
         t.stddev = kWeightStddev / std::sqrt(2.0f * static_cast<float>(m_shape.num_layers));
+        break;
+      case TensorRole::Router:
+        // Decisive routing, as trained routers have: router logits a few units apart, so the
+        // top-k choice does not hinge on rounding (any two implementations pick the same experts).
+        t.stddev = kRouterStddev;
         break;
       default: t.stddev = kWeightStddev; break;
     }
@@ -101,9 +107,18 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
     p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
-    p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
-    p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
-    p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+    if (s.num_experts > 0) {
+      // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
+      const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
+      p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
+      p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
+      p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
+      p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
+    } else {
+      p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+      p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+      p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+    }
     if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
   }
   p.add("output_norm.weight", {d}, TensorRole::Norm);

@@ -11,6 +11,7 @@
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
 #include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/thread_pool.h"
+#include "iwb/engine/backend/cuda_step_plan.h"
 #include "plan/plan_weights.h"
 #include "runtime/kv_budget.h"
 
@@ -324,6 +325,8 @@ Result<std::unique_ptr<ForwardBackend>> make_cuda_forward_backend(const ModelCon
                                                                   const EngineOptions& options, int device_index,
                                                                   int64_t context_length,
                                                                   const LoadProgress& progress) {
+  // Refused before the device is touched, so "auto" falls back to the CPU at no cost.
+  IWB_RETURN_IF_ERROR(check_cuda_plan_support(build_forward_plan(config)));
   Result<std::unique_ptr<cuda::CudaForwardBackend>> backend =
       cuda::CudaForwardBackend::create(config, weights, options, device_index, context_length, progress);
   if (!backend) return backend.status();

@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Qwen3Moe };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -30,6 +30,11 @@ struct ArchitectureTraits {
   // 0: none. The window itself is a GGUF key (<arch>.attention.sliding_window).
   int32_t sliding_period = 0;
   bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
+  // Mixture of experts: every layer's FFN is <arch>.expert_count routed experts of which each
+  // token uses <arch>.expert_used_count (softmax over the router's logits, top-k), no shared
+  // expert. is_expert_weight_normalized: the top-k weights are divided by their sum (qwen3moe).
+  bool has_experts = false;
+  bool is_expert_weight_normalized = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -37,7 +42,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3".
+// "llama", "qwen2", "gemma3", "qwen3", "qwen3moe".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb
