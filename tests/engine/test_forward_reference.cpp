@@ -246,7 +246,8 @@ class TestForwardReference : public QObject {
     std::string error;
     const RefModel ref = load_reference_model(**file, &error);
     QVERIFY2(error.empty(), error.c_str());
-    EngineOptions options{0, 2};
+    EngineOptions options;
+    options.num_threads = 2;
     options.expert_load_steps = 1000;
     auto loaded = Engine::load(path, options);
     QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
