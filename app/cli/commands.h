@@ -18,6 +18,7 @@ int run_models(int argc, char** argv);
 int run_synth(int argc, char** argv);
 int run_quantize(int argc, char** argv);
 int run_eval(int argc, char** argv);
+int run_logits(int argc, char** argv);
 int run_imatrix(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_bench_serve(int argc, char** argv);

@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
     {"imatrix", "collect an importance matrix (mean squared activations) for quantize --imatrix",
      iwb::cli::run_imatrix},
     {"eval", "perplexity, and KL divergence / top-1 agreement against a base model", iwb::cli::run_eval},
+    {"logits", "every position's logits and greedy ids for token ids (comparing with llama.cpp)",
+     iwb::cli::run_logits},
     {"devices", "list compute devices (CPU, CUDA)", iwb::cli::run_devices},
     {"models", "list GGUF models in the folders people keep them in", iwb::cli::run_models},
     {"run", "generate text with a model (prompt or chat), with timings", iwb::cli::run_run},

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Logits agreement with llama.cpp on one GGUF: builds scripts/llama-logits/llama_logits.cpp
+# against a llama.cpp build folder (outside this repository's build), runs it and `iwb logits` on
+# the same token ids, and prints per position max |diff|, the relative error (max |diff| over
+# max |logit|, as tests/engine/test_forward_reference.cpp measures) and top-1 agreement, then
+# whether N greedy tokens are equal. Exit 0 when every position is within the tolerance and the
+# greedy tokens are equal, 1 when not, 2 on a usage or setup error. The tolerance is the forward
+# tests' (tests/engine/test_forward_reference.cpp): 1e-3 for F32 files, whose matmuls keep f32
+# activations on both sides, and 8e-2 for quantized ones, whose activations both round to 8 bits
+# per block but not identically (--tol overrides it).
+#
+#   scripts/compare-logits-llama.sh --llama-build /work/llama-build --iwb build/app/iwb -m MODEL.gguf \
+#       [--tokens 5,17,...|--num-tokens 16] [--seed 1] [--greedy 32] [-c 512] [--tol auto] [-t 2]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+llama_build=${LLAMA_CPP_BUILD:-}
+llama_src=""
+iwb="$root/build/app/iwb"
+model=""
+tokens=""
+num_tokens=16
+seed=1
+greedy=32
+ctx=512
+tol=auto
+threads=2
+flash=off
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --llama-build) llama_build=$2; shift 2 ;;
+    --llama-src) llama_src=$2; shift 2 ;;
+    --iwb) iwb=$2; shift 2 ;;
+    -m) model=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --num-tokens) num_tokens=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --greedy) greedy=$2; shift 2 ;;
+    -c) ctx=$2; shift 2 ;;
+    --tol) tol=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    --flash-attn) flash=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare-logits-llama: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$model" ]] || { echo "compare-logits-llama: -m MODEL.gguf is required" >&2; exit 2; }
+[[ -n "$llama_build" ]] || { echo "compare-logits-llama: give --llama-build DIR or set LLAMA_CPP_BUILD" >&2; exit 2; }
+[[ -x "$iwb" ]] || { echo "compare-logits-llama: no iwb at $iwb (build it, or give --iwb)" >&2; exit 2; }
+
+# llama.cpp's headers: the source tree the build folder was configured from, unless given.
+if [[ -z "$llama_src" ]]; then
+  llama_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$llama_build/CMakeCache.txt" 2>/dev/null || true)
+fi
+libdir="$llama_build/bin"
+[[ -f "$libdir/libllama.so" ]] || libdir="$llama_build/src"
+if [[ ! -f "$llama_src/include/llama.h" || ! -f "$libdir/libllama.so" ]]; then
+  echo "compare-logits-llama: need llama.h under $llama_src/include and libllama.so in $llama_build/bin" >&2
+  exit 2
+fi
+ggml_dir="$llama_build/bin"
+[[ -f "$ggml_dir/libggml.so" ]] || ggml_dir="$llama_build/ggml/src"
+
+# The program lives beside the build folder's own, in a folder of ours (rebuilt when older).
+out_dir=${LLAMA_LOGITS_DIR:-"${TMPDIR:-/tmp}/iwb-llama-logits-$(id -u)"}
+mkdir -p "$out_dir"
+prog="$out_dir/llama_logits"
+src="$root/scripts/llama-logits/llama_logits.cpp"
+if [[ ! -x "$prog" || "$src" -nt "$prog" || "$libdir/libllama.so" -nt "$prog" ]]; then
+  "${CXX:-c++}" -std=c++17 -O2 -I"$llama_src/include" -I"$llama_src/ggml/include" "$src" -o "$prog.tmp" \
+    -L"$libdir" -L"$ggml_dir" -lllama -lggml -lggml-base -Wl,-rpath,"$libdir" -Wl,-rpath,"$ggml_dir"
+  mv "$prog.tmp" "$prog"
+fi
+
+info=$("$iwb" info "$model" --json --no-tensors)
+if [[ "$tol" == auto ]]; then
+  file_type=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["file_type"])' <<<"$info")
+  if [[ "$file_type" == F32 ]]; then tol=1e-3; else tol=8e-2; fi
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [[ -z "$tokens" ]]; then
+  vocab=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["hparams"]["vocab_size"])' <<<"$info")
+  # Random ids past the first three (<unk>, <s>, </s> in SentencePiece vocabularies).
+  tokens=$(python3 -c "import random; r=random.Random($seed); print(','.join(str(r.randrange(3, $vocab)) for _ in range($num_tokens)))")
+fi
+
+"$prog" -m "$model" --tokens "$tokens" -o "$work/llama.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
+  --flash-attn "$flash" > "$work/llama.greedy"
+"$iwb" logits -m "$model" --tokens "$tokens" -o "$work/iwb.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
+  --device cpu > "$work/iwb.greedy"
+
+python3 - "$work" "$tol" "$model" <<'EOF'
+import array, os, sys
+work, tol, model = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+def read(path):
+    with open(path, "rb") as f:
+        if f.read(4) != b"IWBL":
+            sys.exit(f"compare-logits-llama: {path} is not a logits file")
+        header = array.array("i"); header.fromfile(f, 2)
+        rows = array.array("f"); rows.fromfile(f, header[0] * header[1])
+    return header[0], header[1], rows
+
+n, vocab, ref = read(os.path.join(work, "llama.bin"))
+n2, vocab2, got = read(os.path.join(work, "iwb.bin"))
+if (n, vocab) != (n2, vocab2):
+    sys.exit(f"compare-logits-llama: llama.cpp gave {n} x {vocab} logits, iwb {n2} x {vocab2}")
+worst, top1 = 0.0, 0
+print(f"{os.path.basename(model)}: {n} positions, vocabulary {vocab}")
+print(f"{'pos':>4} {'max|diff|':>11} {'max|logit|':>11} {'rel.error':>10}  top-1 (llama.cpp / iwb)")
+for p in range(n):
+    r, g = ref[p * vocab:(p + 1) * vocab], got[p * vocab:(p + 1) * vocab]
+    diff = max(abs(a - b) for a, b in zip(r, g))
+    scale = max(abs(a) for a in r)
+    rel = diff / scale if scale > 0 else diff
+    worst = max(worst, rel)
+    ta, tb = max(range(vocab), key=r.__getitem__), max(range(vocab), key=g.__getitem__)
+    top1 += ta == tb
+    print(f"{p:>4} {diff:>11.3e} {scale:>11.3e} {rel:>10.3e}  {ta} / {tb}{'' if ta == tb else '  DIFFERENT'}")
+greedy_ref = open(os.path.join(work, "llama.greedy")).read().split()
+greedy_got = open(os.path.join(work, "iwb.greedy")).read().split()
+same = sum(a == b for a, b in zip(greedy_ref, greedy_got))
+first_diff = next((i for i, (a, b) in enumerate(zip(greedy_ref, greedy_got)) if a != b), None)
+is_equal = greedy_ref == greedy_got and len(greedy_ref) > 0
+print(f"llama.cpp greedy: {' '.join(greedy_ref)}")
+print(f"iwb greedy:       {' '.join(greedy_got)}")
+ok = worst < tol and is_equal
+print(f"summary: max relative error {worst:.3e} (tolerance {tol:g}), top-1 {top1}/{n}, "
+      f"greedy {len(greedy_ref)} tokens {'equal' if is_equal else f'differ from step {first_diff} ({same} equal)'}: "
+      f"{'AGREE' if ok else 'DISAGREE'}")
+sys.exit(0 if ok else 1)
+EOF
