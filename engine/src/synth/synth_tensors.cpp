@@ -19,7 +19,7 @@ namespace {
 
 constexpr float kWeightStddev = 0.02f;
 constexpr float kNormStddev = 0.02f;
-constexpr float kRouterStddev = 0.1f;
+constexpr float kRouterLogitStddev = 3.0f;
 
 class Planner {
  public:
@@ -49,9 +49,10 @@ class Planner {
         t.stddev = kWeightStddev / std::sqrt(2.0f * static_cast<float>(m_shape.num_layers));
         break;
       case TensorRole::Router:
-        // Decisive routing, as trained routers have: router logits a few units apart, so the
-        // top-k choice does not hinge on rounding (any two implementations pick the same experts).
-        t.stddev = kRouterStddev;
+        // Decisive routing, as trained routers have: router logits of standard deviation
+        // kRouterLogitStddev whatever the width (the normalised input has rms ~1), so the
+        // experts' scores sit apart and the top-k choice rarely hinges on rounding.
+        t.stddev = kRouterLogitStddev / std::sqrt(static_cast<float>(m_shape.embedding_length));
         break;
       default: t.stddev = kWeightStddev; break;
     }
