@@ -75,7 +75,8 @@ std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vect
     };
     std::vector<float> g = linear(slice(l.gate_exps, ff, d), {}, h, ff);
     const std::vector<float> u = linear(slice(l.up_exps, ff, d), {}, h, ff);
-    for (int64_t i = 0; i < ff; ++i) g[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+    for (int64_t i = 0; i < ff; ++i)
+      g[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
     const std::vector<float> down = linear(slice(l.down_exps, d, ff), {}, g, d);
     for (int64_t i = 0; i < d; ++i) y[i] += w * down[i];
   }
@@ -134,9 +135,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error) {
     l.gate_exps = load_tensor(f, p + "ffn_gate_exps.weight");
     l.up_exps = load_tensor(f, p + "ffn_up_exps.weight");
     l.down_exps = load_tensor(f, p + "ffn_down_exps.weight");
-    const bool has_ffn = m.n_expert > 0 ? !l.gate_inp.empty() && !l.gate_exps.empty() && !l.up_exps.empty() &&
-                                              !l.down_exps.empty()
-                                        : !l.gate.empty() && !l.up.empty() && !l.down.empty();
+    const bool has_ffn = m.n_expert > 0
+                             ? !l.gate_inp.empty() && !l.gate_exps.empty() && !l.up_exps.empty() && !l.down_exps.empty()
+                             : !l.gate.empty() && !l.up.empty() && !l.down.empty();
     if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || !has_ffn || l.attn_norm.empty() ||
         l.ffn_norm.empty()) {
       *error = "reference: layer " + std::to_string(il) + " is incomplete";

@@ -26,7 +26,7 @@ struct RefModel {
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0, n_ff = 0, vocab = 0, n_rot = 0;
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
   int64_t sliding_window = 0;
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;     // qwen3moe
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };

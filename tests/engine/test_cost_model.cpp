@@ -211,7 +211,8 @@ class TestCostModel : public QObject {
 
     // Four prompt tokens touch 128 x (1 - (120/128)^4) = 29.123046875 experts on average.
     const std::vector<KernelRecord> prefill = predict("qwen3-30b-a3b", GgmlType::Q4_K, {Phase::Prefill, 4, 0, 0, true});
-    EXPECT_COST(prefill, "ffn_down_exps", 0, 2.0 * 4 * 8 * 768 * 2048, 29.123046875 * 884736 + 4 * 4 * 8 * (768 + 2048));
+    EXPECT_COST(prefill, "ffn_down_exps", 0, 2.0 * 4 * 8 * 768 * 2048,
+                29.123046875 * 884736 + 4 * 4 * 8 * (768 + 2048));
     QCOMPARE(find(prefill, "ffn_down_exps", 0)->shape.num_experts, 29);
 
     // The model's weights hold every expert: 48 layers x 3 x 128 x 884736 bytes of experts.

@@ -79,10 +79,9 @@ class TestForwardPlan : public QObject {
     auto first = std::find_if(plan.body.begin(), plan.body.end(),
                               [](const PlanOp& op) { return op.layer == 1 && std::string(op.name) == "ffn_norm"; });
     QVERIFY(first != plan.body.end());
-    const std::vector<PlanOpKind> expected = {PlanOpKind::RmsNorm,       PlanOpKind::Matmuls,
-                                              PlanOpKind::ExpertRouting, PlanOpKind::ExpertMatmuls,
-                                              PlanOpKind::GatedActivation, PlanOpKind::ExpertMatmuls,
-                                              PlanOpKind::ExpertCombine, PlanOpKind::ResidualAdd};
+    const std::vector<PlanOpKind> expected = {
+        PlanOpKind::RmsNorm,         PlanOpKind::Matmuls,       PlanOpKind::ExpertRouting, PlanOpKind::ExpertMatmuls,
+        PlanOpKind::GatedActivation, PlanOpKind::ExpertMatmuls, PlanOpKind::ExpertCombine, PlanOpKind::ResidualAdd};
     for (size_t i = 0; i < expected.size(); ++i) QCOMPARE(int((first + i)->kind), int(expected[i]));
     const PlanOp& router = *(first + 1);
     QCOMPARE(std::string(router.products[0].name), std::string("ffn_gate_inp"));

@@ -80,7 +80,7 @@ class TestMoeEngine : public QObject {
     QCOMPARE(s.last_step, uint64_t(3));
     QCOMPARE(s.counts, (std::vector<int64_t>{1, 4, 1, 2, 3, 1}));
     QCOMPARE(s.count(1, 1), int64_t(3));
-    QCOMPARE(s.imbalance(0), 4.0 * 3 / 6);  // the busiest expert over the mean
+    QCOMPARE(s.imbalance(0), 4.0 * 3 / 6);              // the busiest expert over the mean
     window.add_step(std::vector<int32_t>{1, 2}, 1, 4);  // another model's size: ignored
     QCOMPARE(window.snapshot().num_steps, 2);
     window.clear();
@@ -202,10 +202,11 @@ class TestMoeEngine : public QObject {
     // A shared expert (qwen2moe's layout) would silently be left out: refused by name.
     TinyModelWriter shared(moe_spec());
     const std::vector<float> values(size_t(256 * 96), 0.01f);
-    QVERIFY(shared.writer()
-                .add_tensor("blk.0.ffn_up_shexp.weight", {256, 96}, GgmlType::F32,
-                            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4))
-                .is_ok());
+    QVERIFY(
+        shared.writer()
+            .add_tensor("blk.0.ffn_up_shexp.weight", {256, 96}, GgmlType::F32,
+                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4))
+            .is_ok());
     const std::string path = m_tmp.filePath("moe-shared.gguf").toStdString();
     QVERIFY(shared.write(path).is_ok());
     auto engine = Engine::load(path, {0, 2});

@@ -22,7 +22,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";     // llama, qwen2, gemma3, qwen3 or qwen3moe
+  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3 or qwen3moe
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -41,7 +41,7 @@ struct TinyModelSpec {
   int64_t n_expert = 8;
   int64_t n_expert_used = 2;
   int64_t n_ff_exp = 96;
-  float router_rms = 0.3f;        // router weights' scale: decisive routing (see test_forward_reference)
+  float router_rms = 0.3f;  // router weights' scale: decisive routing (see test_forward_reference)
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.

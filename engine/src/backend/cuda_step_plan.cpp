@@ -1,4 +1,5 @@
-// check_cuda_plan_support, check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks (see cuda_step_plan.h).
+// check_cuda_plan_support, check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks (see
+// cuda_step_plan.h).
 #include "iwb/engine/backend/cuda_step_plan.h"
 
 #include <algorithm>

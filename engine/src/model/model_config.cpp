@@ -97,9 +97,10 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
     const std::optional<int64_t> n = v != nullptr ? v->as_int() : std::nullopt;
     if (n && *n > 0) {
       return make_error(ErrorCode::Unsupported,
-                        "this '" + std::string(traits.name) + "' model is a mixture of experts (" + keys.key("expert_count") +
-                            " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe; its dense '" + traits.name + "' path would "
+                        "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
+                            keys.key("expert_count") + " = " + std::to_string(*n) +
+                            "), which this engine runs only for qwen3moe; its dense '" + traits.name +
+                            "' path would "
                             "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
     }
     return {};
@@ -107,9 +108,9 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
   IWB_RETURN_IF_ERROR(keys.positive_int("expert_count", &c->num_experts));
   IWB_RETURN_IF_ERROR(keys.positive_int("expert_used_count", &c->num_experts_used));
   if (c->num_experts_used > c->num_experts) {
-    return make_error(ErrorCode::CorruptFile, "'" + keys.key("expert_used_count") + "' (" +
-                                                  std::to_string(c->num_experts_used) + ") exceeds '" +
-                                                  keys.key("expert_count") + "' (" + std::to_string(c->num_experts) + ")");
+    return make_error(ErrorCode::CorruptFile,
+                      "'" + keys.key("expert_used_count") + "' (" + std::to_string(c->num_experts_used) +
+                          ") exceeds '" + keys.key("expert_count") + "' (" + std::to_string(c->num_experts) + ")");
   }
   IWB_RETURN_IF_ERROR(keys.optional_int("expert_feed_forward_length", c->feed_forward_length / c->num_experts_used,
                                         &c->expert_feed_forward_length));

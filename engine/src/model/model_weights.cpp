@@ -47,7 +47,8 @@ class Binder {
     if (!t) {
       return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "' (the routed experts of a " +
                                                  "mixture-of-experts layer, " + std::to_string(num_experts) +
-                                                 " matrices of " + std::to_string(in) + " x " + std::to_string(out) + ")");
+                                                 " matrices of " + std::to_string(in) + " x " + std::to_string(out) +
+                                                 ")");
     }
     IWB_RETURN_IF_ERROR(check(*t, {in, out, num_experts}));
     IWB_RETURN_IF_ERROR(check_type(*t, in));

@@ -32,8 +32,8 @@ struct ExpertMatrices {
   int64_t in_features = 0;
   int64_t out_features = 0;
   int64_t num_experts = 0;
-  uint64_t expert_bytes = 0;   // one expert's matrix: out_features rows as stored
-  uint64_t num_bytes = 0;      // all experts
+  uint64_t expert_bytes = 0;  // one expert's matrix: out_features rows as stored
+  uint64_t num_bytes = 0;     // all experts
 
   WeightMatrix expert(int64_t e) const {
     return {type, static_cast<const uint8_t*>(data) + static_cast<uint64_t>(e) * expert_bytes, in_features,
@@ -50,9 +50,9 @@ struct LayerWeights {
   std::vector<float> ffn_norm;              // [n_embd]
   WeightMatrix ffn_gate, ffn_up, ffn_down;  // gate/up: n_embd -> n_ff, down: n_ff -> n_embd (dense FFN)
   // Mixture of experts (instead of the dense FFN): the router and the routed experts.
-  WeightMatrix ffn_gate_inp;                // n_embd -> num_experts (F32 in llama.cpp's files)
+  WeightMatrix ffn_gate_inp;                  // n_embd -> num_experts (F32 in llama.cpp's files)
   ExpertMatrices ffn_gate_exps, ffn_up_exps;  // each expert n_embd -> expert_ff
-  ExpertMatrices ffn_down_exps;             // each expert expert_ff -> n_embd
+  ExpertMatrices ffn_down_exps;               // each expert expert_ff -> n_embd
   std::vector<float> post_ffw_norm;         // [n_embd] (gemma3)
 };
 

@@ -80,8 +80,8 @@ class PlanBuilder {
     const ModelConfig& c = m_c;
     const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
     out.push_back(matmuls(il, PlanBuffer::Xn,
-                          {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp,
-                                   d, c.num_experts, false)}));
+                          {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
+                                   c.num_experts, false)}));
     PlanOp routing = simple(PlanOpKind::ExpertRouting, "ffn_moe_gating", il);
     routing.input = PlanBuffer::RouterLogits;
     routing.output = PlanBuffer::ExpertIn;
@@ -94,9 +94,9 @@ class PlanBuilder {
     gate_up.matmul_kind = OpKind::ExpertMatmul;
     out.push_back(gate_up);
     out.push_back(activation(il, PlanBuffer::ExpertGate, PlanBuffer::ExpertUp, k, ff));
-    PlanOp down = matmuls(il, PlanBuffer::ExpertGate,
-                          {product("ffn_down_exps", PlanMatrix::FfnDownExps, PlanBuffer::ExpertOut, t.ffn_down_exps,
-                                   ff, d, false)});
+    PlanOp down = matmuls(
+        il, PlanBuffer::ExpertGate,
+        {product("ffn_down_exps", PlanMatrix::FfnDownExps, PlanBuffer::ExpertOut, t.ffn_down_exps, ff, d, false)});
     down.kind = PlanOpKind::ExpertMatmuls;
     down.matmul_kind = OpKind::ExpertMatmul;
     out.push_back(down);

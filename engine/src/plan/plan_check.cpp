@@ -90,7 +90,8 @@ class FlowCheck {
         IWB_RETURN_IF_ERROR(read(op, op.input));
         IWB_RETURN_IF_ERROR(read(op, op.multiplier));
         if (op.width != width_of(m_c, op.input) || op.width != width_of(m_c, op.multiplier) ||
-            op.width != width_of(m_c, op.output) || op.rows_per_token != (is_expert_rows(op.input) ? m_c.num_experts_used : 1)) {
+            op.width != width_of(m_c, op.output) ||
+            op.rows_per_token != (is_expert_rows(op.input) ? m_c.num_experts_used : 1)) {
           return fail(op, "multiplies rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
                               " per token of buffers " + std::to_string(width_of(m_c, op.input)) + " and " +
                               std::to_string(width_of(m_c, op.multiplier)) + " wide");

@@ -52,10 +52,10 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       return op_costs::expert_gating(layer, num_rows, c.num_experts, c.num_experts_used, c.embedding_length);
     case PlanOpKind::ExpertMatmuls: {
       const PlanProduct& p = op.products[static_cast<size_t>(part)];
-      const double active = num_active_experts ? static_cast<double>(*num_active_experts)
-                                               : expected_active_experts(c, num_rows);
-      return op_costs::expert_matmul(p.name, layer, p.type, p.in_features, p.out_features, num_rows,
-                                     c.num_experts_used, active);
+      const double active =
+          num_active_experts ? static_cast<double>(*num_active_experts) : expected_active_experts(c, num_rows);
+      return op_costs::expert_matmul(p.name, layer, p.type, p.in_features, p.out_features, num_rows, c.num_experts_used,
+                                     active);
     }
     case PlanOpKind::ExpertCombine:
       return op_costs::expert_combine(layer, num_rows, c.num_experts_used, c.embedding_length);

@@ -74,8 +74,9 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   // Every matrix's rows must be whole blocks of the type (llama.cpp's quantizer falls back to
   // another type where they are not; a preset keeps one type, so it refuses instead).
   const int64_t block = ggml_type_traits(type).block_size;
-  for (const int64_t width : {c.embedding_length, c.has_experts() ? c.expert_feed_forward_length : c.feed_forward_length,
-                              c.attention_output_width()}) {
+  for (const int64_t width :
+       {c.embedding_length, c.has_experts() ? c.expert_feed_forward_length : c.feed_forward_length,
+        c.attention_output_width()}) {
     if (width % block != 0) {
       return make_error(ErrorCode::InvalidArgument,
                         preset->name + " has rows of " + std::to_string(width) + " values, not a multiple of " +

@@ -148,9 +148,8 @@ KernelRecord softcap(int64_t vocab_size, int64_t num_rows) {
   return r;
 }
 
-KernelRecord expert_matmul(const char* name, int layer, GgmlType weight_type, int64_t in_features,
-                           int64_t out_features, int64_t num_tokens, int64_t num_experts_used,
-                           double num_active_experts) {
+KernelRecord expert_matmul(const char* name, int layer, GgmlType weight_type, int64_t in_features, int64_t out_features,
+                           int64_t num_tokens, int64_t num_experts_used, double num_active_experts) {
   KernelRecord r = base(OpKind::ExpertMatmul, name, layer, weight_type, num_tokens);
   r.shape.rows = out_features;
   r.shape.cols = in_features;
@@ -163,8 +162,7 @@ KernelRecord expert_matmul(const char* name, int layer, GgmlType weight_type, in
   return r;
 }
 
-KernelRecord expert_gating(int layer, int64_t num_tokens, int64_t num_experts, int64_t num_experts_used,
-                           int64_t dim) {
+KernelRecord expert_gating(int layer, int64_t num_tokens, int64_t num_experts, int64_t num_experts_used, int64_t dim) {
   KernelRecord r = base(OpKind::Softmax, "ffn_moe_gating", layer, GgmlType::F32, num_tokens);
   r.shape.rows = num_tokens;
   r.shape.cols = num_experts;

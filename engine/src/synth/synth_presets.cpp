@@ -103,7 +103,8 @@ std::vector<SynthShape> make_presets() {
   p.push_back(test_shape(gemma3, "test-gemma3", "small gemma3 shape for tests", {256, 7, 2, 1, 128, 512, 320, 512}));
   p.back().sliding_window = 16;
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
-  p.push_back(test_shape(qwen3moe, "test-qwen3moe", "small qwen3moe shape for tests", {256, 2, 4, 2, 64, 512, 320, 512}));
+  p.push_back(
+      test_shape(qwen3moe, "test-qwen3moe", "small qwen3moe shape for tests", {256, 2, 4, 2, 64, 512, 320, 512}));
   set_experts(8, 2, 256, &p.back());
   return p;
 }

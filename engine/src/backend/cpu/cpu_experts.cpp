@@ -38,8 +38,8 @@ void CpuExperts::begin_pass() { std::fill(m_pass_counts.begin(), m_pass_counts.e
 uint64_t CpuExperts::scratch_bytes() const {
   const size_t floats = m_router_logits.size() + m_in.size() + m_out.size() + m_gate.size() + m_up.size() +
                         m_weight.size() + m_probs.size();
-  return static_cast<uint64_t>(floats) * sizeof(float) +
-         (m_choice.size() + m_order.size()) * sizeof(int32_t) + (m_row.size() + m_offsets.size() + m_next_row.size()) * sizeof(int64_t);
+  return static_cast<uint64_t>(floats) * sizeof(float) + (m_choice.size() + m_order.size()) * sizeof(int32_t) +
+         (m_row.size() + m_offsets.size() + m_next_row.size()) * sizeof(int64_t);
 }
 
 Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, int64_t n) {

@@ -31,7 +31,9 @@ class CpuExperts {
 
   // Rows of the grouped buffers routed to expert `e` in the current layer: [first, first + count).
   int64_t first_row(int64_t e) const { return m_offsets[static_cast<size_t>(e)]; }
-  int64_t num_rows(int64_t e) const { return m_offsets[static_cast<size_t>(e) + 1] - m_offsets[static_cast<size_t>(e)]; }
+  int64_t num_rows(int64_t e) const {
+    return m_offsets[static_cast<size_t>(e) + 1] - m_offsets[static_cast<size_t>(e)];
+  }
   // Experts with at least one row in the current layer, ascending.
   std::span<const int32_t> active_experts() const { return m_active; }
 
@@ -56,14 +58,14 @@ class CpuExperts {
   int64_t m_width = 0;
   bool m_is_normalized = false;
   // The current layer's routing.
-  std::vector<int32_t> m_choice;      // [tokens x k]: expert of each of a token's choices
-  std::vector<float> m_weight;        // [tokens x k]: its gating weight
-  std::vector<int64_t> m_row;         // [tokens x k]: its row in the grouped buffers
-  std::vector<int64_t> m_offsets;     // [num_experts + 1]: first grouped row of each expert
-  std::vector<int64_t> m_next_row;    // [num_experts]: while grouping, each expert's next free row
-  std::vector<int32_t> m_active;      // experts with rows
-  std::vector<float> m_probs;         // [num_experts] one token's softmax
-  std::vector<int32_t> m_order;       // [num_experts] its experts, best first
+  std::vector<int32_t> m_choice;    // [tokens x k]: expert of each of a token's choices
+  std::vector<float> m_weight;      // [tokens x k]: its gating weight
+  std::vector<int64_t> m_row;       // [tokens x k]: its row in the grouped buffers
+  std::vector<int64_t> m_offsets;   // [num_experts + 1]: first grouped row of each expert
+  std::vector<int64_t> m_next_row;  // [num_experts]: while grouping, each expert's next free row
+  std::vector<int32_t> m_active;    // experts with rows
+  std::vector<float> m_probs;       // [num_experts] one token's softmax
+  std::vector<int32_t> m_order;     // [num_experts] its experts, best first
   // The grouped buffers and the router's output.
   std::vector<float> m_router_logits;  // [max_batch x num_experts]
   std::vector<float> m_in, m_out;      // [max_batch * k x n_embd]

@@ -278,8 +278,14 @@ Status CpuForward::run_expert_matmuls(const PlanOp& op, int64_t n) {
   auto args_of = [&](const PlanProduct& p, int64_t e) {
     const WeightMatrix w = plan::layer_experts(l, p.matrix).expert(e);
     const int64_t first = m_experts.first_row(e);
-    MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input + first * w.in_features,
-                    m_experts.num_rows(e), nullptr, buffer(p.output, nullptr) + first * w.out_features,
+    MatmulArgs args{w.type,
+                    w.data,
+                    w.in_features,
+                    w.out_features,
+                    input + first * w.in_features,
+                    m_experts.num_rows(e),
+                    nullptr,
+                    buffer(p.output, nullptr) + first * w.out_features,
                     m_num_threads};
     args.scratch = m_matmul_scratch.data();
     args.scratch_bytes = m_matmul_scratch.size();
@@ -293,7 +299,8 @@ Status CpuForward::run_expert_matmuls(const PlanOp& op, int64_t n) {
     // gate and up of one expert share its rows: one grouped call per expert.
     std::array<MatmulArgs, 3> group;
     for (const int32_t e : m_experts.active_experts()) {
-      for (int i = 0; i < op.num_products; ++i) group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)], e);
+      for (int i = 0; i < op.num_products; ++i)
+        group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)], e);
       if (!matmul_group({group.data(), static_cast<size_t>(op.num_products)})) return failed(op.products[0], e);
     }
     return {};

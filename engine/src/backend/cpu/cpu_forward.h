@@ -6,6 +6,7 @@
 // sized once for `max_batch` tokens, the step's token budget.
 #pragma once
 
+#include "backend/cpu/cpu_experts.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/forward_batch.h"
 #include "iwb/engine/paged/paged_kv_storage.h"
@@ -14,7 +15,6 @@
 #include "iwb/engine/profile/profiler.h"
 #include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/status.h"
-#include "backend/cpu/cpu_experts.h"
 #include "model/model_weights.h"
 
 #include <cstdint>

@@ -5,13 +5,13 @@
 
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda_forward_factory.h"
+#include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
 #include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/thread_pool.h"
-#include "iwb/engine/backend/cuda_step_plan.h"
 #include "plan/plan_weights.h"
 #include "runtime/kv_budget.h"
 

@@ -1,7 +1,7 @@
 // Host-side planning of the CUDA forward pass's steps, plain C++ so it is tested without a GPU:
-// whether the device runs a model's plan at all, whether a step fits the buffers sized at load, the fixed-width block tables a captured graph
-// needs, which steps replay a CUDA graph (and under which key), and the chunks the logits rows
-// are computed in.
+// whether the device runs a model's plan at all, whether a step fits the buffers sized at load,
+// the fixed-width block tables a captured graph needs, which steps replay a CUDA graph (and
+// under which key), and the chunks the logits rows are computed in.
 #pragma once
 
 #include "iwb/engine/paged/forward_batch.h"

@@ -51,9 +51,9 @@ struct ModelConfig {
   // Mixture of experts (architecture rows with has_experts): each layer's FFN is num_experts
   // routed experts of expert_feed_forward_length; a token goes through num_experts_used of
   // them (top-k of the router's softmax), their outputs summed with the gating weights.
-  int64_t num_experts = 0;                 // <arch>.expert_count; 0: a dense FFN
-  int64_t num_experts_used = 0;            // <arch>.expert_used_count (k)
-  int64_t expert_feed_forward_length = 0;  // <arch>.expert_feed_forward_length
+  int64_t num_experts = 0;                   // <arch>.expert_count; 0: a dense FFN
+  int64_t num_experts_used = 0;              // <arch>.expert_used_count (k)
+  int64_t expert_feed_forward_length = 0;    // <arch>.expert_feed_forward_length
   bool is_expert_weight_normalized = false;  // top-k weights divided by their sum (qwen3moe)
 
   int64_t q_width() const { return num_heads * head_dim_k; }

@@ -41,17 +41,17 @@ struct PlanWeightTypes {
 // Final and Logits hold only the rows that sample. The Expert* buffers hold num_experts_used
 // rows per token, grouped by expert (all rows routed to expert 0, then expert 1, ...).
 enum class PlanBuffer : uint8_t {
-  X,       // residual stream [n_embd]
-  Xn,      // normalised block input [n_embd]; the gathered rows that sample, before the output norm
-  Q,       // [q_width]
-  K,       // [k_width]
-  V,       // [v_width]
-  Attn,    // attention output [attention_output_width]
-  Proj,    // a block's output before the residual add [n_embd]
-  Gate,    // [n_ff]; the activation's output too
-  Up,      // [n_ff]
-  Final,   // normalised rows that sample [n_embd]
-  Logits,  // [vocab]
+  X,             // residual stream [n_embd]
+  Xn,            // normalised block input [n_embd]; the gathered rows that sample, before the output norm
+  Q,             // [q_width]
+  K,             // [k_width]
+  V,             // [v_width]
+  Attn,          // attention output [attention_output_width]
+  Proj,          // a block's output before the residual add [n_embd]
+  Gate,          // [n_ff]; the activation's output too
+  Up,            // [n_ff]
+  Final,         // normalised rows that sample [n_embd]
+  Logits,        // [vocab]
   RouterLogits,  // the router's score of each expert [num_experts]
   ExpertIn,      // a token's normalised FFN input, once per expert it was routed to [n_embd]
   ExpertGate,    // [expert_ff]; the activation's output too
@@ -65,7 +65,18 @@ enum class PlanNorm : uint8_t { AttnNorm, QNorm, KNorm, PostAttentionNorm, FfnNo
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
 // expert tensors (one matrix per expert).
 enum class PlanMatrix : uint8_t {
-  Wq, Wk, Wv, Wo, FfnGate, FfnUp, FfnDown, Output, FfnGateInp, FfnGateExps, FfnUpExps, FfnDownExps,
+  Wq,
+  Wk,
+  Wv,
+  Wo,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  Output,
+  FfnGateInp,
+  FfnGateExps,
+  FfnUpExps,
+  FfnDownExps
 };
 
 enum class PlanOpKind : uint8_t {
@@ -81,12 +92,12 @@ enum class PlanOpKind : uint8_t {
   Softcap,          // Logits = c * tanh(Logits / c)
   // Mixture of experts. The routing (which experts, their weights, the grouping) lives in the
   // backend from ExpertRouting to ExpertCombine of the same layer.
-  ExpertRouting,    // per token: softmax over RouterLogits, the top num_experts_used experts,
-                    // their weights (renormalised when the model says so); ExpertIn = Xn's rows
-                    // copied once per routed expert, grouped by expert
-  ExpertMatmuls,    // products of ExpertIn (or ExpertGate): each expert's rows times that
-                    // expert's matrix, every expert a token was routed to in one call
-  ExpertCombine,    // Proj = per token, the sum of its ExpertOut rows times their weights
+  ExpertRouting,  // per token: softmax over RouterLogits, the top num_experts_used experts,
+                  // their weights (renormalised when the model says so); ExpertIn = Xn's rows
+                  // copied once per routed expert, grouped by expert
+  ExpertMatmuls,  // products of ExpertIn (or ExpertGate): each expert's rows times that
+                  // expert's matrix, every expert a token was routed to in one call
+  ExpertCombine,  // Proj = per token, the sum of its ExpertOut rows times their weights
 };
 
 struct PlanProduct {

@@ -14,17 +14,17 @@ namespace iwb {
 
 // The kinds of kernel a forward pass runs. One roofline point per (kind, phase).
 enum class OpKind : uint8_t {
-  Embedding,   // token table row lookup
-  RmsNorm,     // every RMS norm: block inputs, per-head q/k norms, post-norms, the output norm
-  Matmul,      // weight matrix x activations inside the layers
-  Rope,        // rotary position embedding of queries or keys
-  KvWrite,     // new keys and values converted to f16 into the cache
-  Attention,   // scores, softmax and the weighted sum of values, over the cache
-  Activation,  // gated FFN activation: SwiGLU or GeGLU
-  Add,         // residual additions
-  Logits,      // the classifier matmul (last token only)
-  Softcap,     // final logit soft-capping (gemma)
-  Softmax,     // a stand-alone softmax (backends whose attention runs it as its own kernel; MoE gating)
+  Embedding,     // token table row lookup
+  RmsNorm,       // every RMS norm: block inputs, per-head q/k norms, post-norms, the output norm
+  Matmul,        // weight matrix x activations inside the layers
+  Rope,          // rotary position embedding of queries or keys
+  KvWrite,       // new keys and values converted to f16 into the cache
+  Attention,     // scores, softmax and the weighted sum of values, over the cache
+  Activation,    // gated FFN activation: SwiGLU or GeGLU
+  Add,           // residual additions
+  Logits,        // the classifier matmul (last token only)
+  Softcap,       // final logit soft-capping (gemma)
+  Softmax,       // a stand-alone softmax (backends whose attention runs it as its own kernel; MoE gating)
   ExpertMatmul,  // mixture of experts: the routed experts' matrices x the tokens routed to them
 };
 inline constexpr int kNumOpKinds = 12;

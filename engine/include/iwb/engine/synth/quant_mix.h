@@ -31,8 +31,19 @@ const std::vector<std::string>& weight_type_names();
 // Expert tensors take the role of the dense matrix they replace (ffn_down_exps is FfnDown, as
 // llama.cpp's rules match them by name); Router is a mixture of experts' ffn_gate_inp.
 enum class TensorRole {
-  TokenEmbedding, Output, AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown,
-  Norm, Bias, RopeFactors, Router,
+  TokenEmbedding,
+  Output,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOutput,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  Norm,
+  Bias,
+  RopeFactors,
+  Router,
 };
 
 struct TensorTypeQuery {
