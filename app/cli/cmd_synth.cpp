@@ -24,8 +24,8 @@ void print_list() {
   std::printf("presets:\n");
   for (const synth::SynthShape& s : synth::synth_presets()) {
     if (s.is_test_shape) continue;
-    std::printf("  %-15s %-7s %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64
-                " KV) of %" PRId64 ", FFN %" PRId64 "%s, vocab %" PRId64 ", %s parameters\n",
+    std::printf("  %-15s %-7s %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64 " KV) of %" PRId64
+                ", FFN %" PRId64 "%s, vocab %" PRId64 ", %s parameters\n",
                 s.name.c_str(), s.architecture.c_str(), s.description.c_str(), s.embedding_length, s.num_layers,
                 s.num_heads, s.num_kv_heads, s.head_dim, s.feed_forward_length, experts_text(s).c_str(), s.vocab_size,
                 format_count(static_cast<uint64_t>(s.num_parameters())).c_str());

@@ -64,8 +64,9 @@ class TestCliSynth : public QObject {
     const QString out = m_tmp.filePath("moe1.gguf");
     auto r = run_iwb({"synth", "--preset", "test-qwen3moe", "--layers", "1", "--type", "Q8_0", "-t", "1", "-o", out});
     QCOMPARE(r.exit_code, 0);
-    QVERIFY2(r.out.contains("qwen3moe: width 256, 1 layers, 4 heads (2 KV) of 64, FFN 512, 8 experts of 256, 2 per token"),
-             qPrintable(r.out));
+    QVERIFY2(
+        r.out.contains("qwen3moe: width 256, 1 layers, 4 heads (2 KV) of 64, FFN 512, 8 experts of 256, 2 per token"),
+        qPrintable(r.out));
     auto info = run_iwb({"info", out});
     QCOMPARE(info.exit_code, 0);
     QVERIFY2(info.out.contains("experts 8 per layer, 2 per token, expert feed-forward 256"), qPrintable(info.out));
