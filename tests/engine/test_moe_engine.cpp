@@ -1,7 +1,8 @@
 // Mixture of experts in the engine beyond the logits (test_forward_reference checks those):
 // the expert-load window, the profiler's expert-matmul records counting the experts a step
 // was routed to (and equal to the cost model's prediction on decode steps, where one token
-// reads exactly k experts), the memory side counting every expert, and clear refusals: a
+// reads exactly k experts), the memory side counting every expert, `iwb quantize`'s types for
+// expert tensors (llama-quantize's rules: router F32, ffn_down_exps as ffn_down), and clear refusals: a
 // missing expert tensor, a shared-expert tensor, experts in an architecture run dense
 // (Mixtral is "llama" with experts), and the CUDA backend's refusal of expert ops.
 #include "tiny_models.h"
@@ -10,6 +11,7 @@
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/quant/model_quantizer.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/runtime/expert_load.h"
 #include "iwb/engine/synth/synth_preset.h"
@@ -180,6 +182,35 @@ class TestMoeEngine : public QObject {
     auto shape = model_shape_from_gguf(path);
     QVERIFY(shape.is_ok());
     QVERIFY(shape->weight_bytes >= experts);
+  }
+
+  void quantizingFollowsLlamaQuantizeForExperts() {
+    // 3 layers, Q4_K_M: llama.cpp's use_more_bits gives layer 2 of 3 (not 0 or 1) Q6_K, out of
+    // as many layers as there are tensors whose name holds "ffn_down" (the experts' count).
+    TinyModelSpec spec = moe_spec();
+    spec.preset = WeightPreset::F32;
+    spec.n_layer = 3;
+    spec.n_ff_exp = 256;  // whole Q4_K blocks
+    quant::QuantizeOptions o;
+    o.source_path = write(spec, "moe-f32.gguf");
+    o.output_path = m_tmp.filePath("moe-q4km.gguf").toStdString();
+    o.type = "Q4_K_M";
+    o.num_threads = 2;
+    auto r = quant::quantize_model(o);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    auto f = gguf::GgufFile::open(o.output_path);
+    QVERIFY(f.is_ok());
+    auto type_of = [&](const std::string& name) { return (*f)->find_tensor(name)->type; };
+    for (int il = 0; il < 3; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      QCOMPARE(type_of(p + "ffn_gate_inp.weight"), GgmlType::F32);
+      QCOMPARE(type_of(p + "ffn_gate_exps.weight"), GgmlType::Q4_K);
+      QCOMPARE(type_of(p + "ffn_up_exps.weight"), GgmlType::Q4_K);
+      QCOMPARE(type_of(p + "ffn_down_exps.weight"), synth::uses_more_bits(il, 3) ? GgmlType::Q6_K : GgmlType::Q4_K);
+    }
+    QVERIFY(!synth::uses_more_bits(0, 3) && synth::uses_more_bits(2, 3));
+    auto engine = Engine::load(o.output_path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
   }
 
   void missingExpertTensorsAreNamed() {

@@ -165,7 +165,7 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
   for (const gguf::TensorInfo& t : tensors) {
     const std::string kind = parse_tensor_name(t.name).kind;
     num_attn_v += kind == "attn_v";
-    num_ffn_down += kind == "ffn_down";
+    num_ffn_down += kind == "ffn_down" || kind == "ffn_down_exps";  // llama.cpp matches "ffn_down" in the name
   }
   std::vector<Job> jobs(tensors.size());
   int num_missing_imatrix = 0;
