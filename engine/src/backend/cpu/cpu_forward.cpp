@@ -50,8 +50,10 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_v.resize(n * config.v_width());
   m_attn.resize(n * config.attention_output_width());
   m_proj.resize(n * config.embedding_length);
-  m_gate.resize(n * config.feed_forward_length);
-  m_up.resize(n * config.feed_forward_length);
+  // A mixture of experts has no dense FFN (its rows live in CpuExperts' grouped buffers).
+  const auto dense_ff = static_cast<size_t>(config.has_experts() ? 0 : config.feed_forward_length);
+  m_gate.resize(n * dense_ff);
+  m_up.resize(n * dense_ff);
   m_final.resize(n * config.embedding_length);
   m_spans.reserve(n);
   size_t matmul_scratch = 0;
