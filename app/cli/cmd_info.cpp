@@ -58,6 +58,12 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
                 h.head_count_kv < h.head_count ? " (GQA)" : "", static_cast<long long>(h.key_length),
                 static_cast<long long>(h.value_length), static_cast<long long>(h.vocab_size));
     std::printf("  rope base %g, rms eps %g\n", h.rope_freq_base, h.rms_norm_eps);
+    if (h.expert_count > 0) {
+      // The weights above count every expert; a token reads expert_used_count of them per layer.
+      std::printf("  experts %lld per layer, %lld per token, expert feed-forward %lld\n",
+                  static_cast<long long>(h.expert_count), static_cast<long long>(h.expert_used_count),
+                  static_cast<long long>(h.expert_feed_forward_length));
+    }
   }
   std::printf("\ntokenizer     %s", m.tokenizer_model.empty() ? "(none)" : m.tokenizer_model.c_str());
   if (!m.tokenizer_pre.empty()) std::printf(" / pre %s", m.tokenizer_pre.c_str());
@@ -109,6 +115,8 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.field("head_count", h.head_count).field("head_count_kv", h.head_count_kv);
   j.field("key_length", h.key_length).field("value_length", h.value_length).field("vocab_size", h.vocab_size);
   j.field("rope_freq_base", h.rope_freq_base).field("rms_norm_eps", h.rms_norm_eps);
+  j.field("expert_count", h.expert_count).field("expert_used_count", h.expert_used_count);
+  j.field("expert_feed_forward_length", h.expert_feed_forward_length);
   j.end_object();
   j.key("tokenizer").begin_object();
   j.field("model", m.tokenizer_model).field("pre", m.tokenizer_pre).field("vocab_size", m.tokenizer_vocab_size);

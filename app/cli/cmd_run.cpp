@@ -41,7 +41,7 @@ OptionTable make_table(Options* o) {
   OptionTable t("run", "-m MODEL.gguf (-p PROMPT | -f FILE) [options]",
                 "Generates text, printing each piece as it comes, then a timings line on stderr.");
   t.begin_group("model and prompt");
-  add_model_option(t, &o->model, "GGUF model (llama, qwen2, gemma3 or qwen3 architecture)");
+  add_model_option(t, &o->model, "GGUF model (llama, qwen2, gemma3, qwen3 or qwen3moe architecture)");
   add_prompt_options(t, &o->prompt, "the prompt (a user message with --chat)");
   t.begin_group("context");
   add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);
@@ -135,11 +135,11 @@ void print_profile(const RunningAggregate& profile) {
   const std::vector<OpAggregate> rows = profile.snapshot();
   std::fprintf(stderr, "profile: %lld steps, kernels %.3f s of %.3f s step time\n",
                static_cast<long long>(profile.num_steps()), profile.kernel_seconds(), profile.step_seconds());
-  std::fprintf(stderr, "  %-8s %-11s %7s %10s %6s %10s %9s %10s\n", "phase", "kernel", "calls", "ms", "%", "GFLOP/s",
+  std::fprintf(stderr, "  %-8s %-13s %7s %10s %6s %10s %9s %10s\n", "phase", "kernel", "calls", "ms", "%", "GFLOP/s",
                "GB/s", "FLOP/byte");
   for (const OpAggregate& a : rows) {
     const double share = profile.kernel_seconds() > 0 ? 100.0 * a.seconds / profile.kernel_seconds() : 0.0;
-    std::fprintf(stderr, "  %-8s %-11s %7lld %10.2f %6.1f %10.2f %9.2f %10.2f\n", phase_name(a.phase), a.name.c_str(),
+    std::fprintf(stderr, "  %-8s %-13s %7lld %10.2f %6.1f %10.2f %9.2f %10.2f\n", phase_name(a.phase), a.name.c_str(),
                  static_cast<long long>(a.count), a.seconds * 1e3, share, a.flops_per_s() / 1e9, a.bytes_per_s() / 1e9,
                  a.intensity());
   }

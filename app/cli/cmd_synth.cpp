@@ -13,14 +13,21 @@
 namespace iwb::cli {
 namespace {
 
+// ", 128 experts of 768, 8 per token" for a mixture of experts; empty otherwise.
+std::string experts_text(const synth::SynthShape& s) {
+  if (s.num_experts <= 0) return {};
+  return ", " + std::to_string(s.num_experts) + " experts of " + std::to_string(s.expert_feed_forward_length) + ", " +
+         std::to_string(s.num_experts_used) + " per token";
+}
+
 void print_list() {
   std::printf("presets:\n");
   for (const synth::SynthShape& s : synth::synth_presets()) {
     if (s.is_test_shape) continue;
-    std::printf("  %-15s %-7s %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64
-                " KV) of %" PRId64 ", FFN %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
+    std::printf("  %-15s %-7s %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64 " KV) of %" PRId64
+                ", FFN %" PRId64 "%s, vocab %" PRId64 ", %s parameters\n",
                 s.name.c_str(), s.architecture.c_str(), s.description.c_str(), s.embedding_length, s.num_layers,
-                s.num_heads, s.num_kv_heads, s.head_dim, s.feed_forward_length, s.vocab_size,
+                s.num_heads, s.num_kv_heads, s.head_dim, s.feed_forward_length, experts_text(s).c_str(), s.vocab_size,
                 format_count(static_cast<uint64_t>(s.num_parameters())).c_str());
   }
   std::printf("small test shapes:");
@@ -64,6 +71,11 @@ int parse(int argc, char** argv, Options* o) {
          .help = "copy the tokenizer of this GGUF (the vocabulary size follows it);\n"
                  "without it, a byte-level tokenizer padded to the preset's vocabulary",
          .destination = &o->synth.vocab_path});
+  t.add({.names = {"--layers"},
+         .value_name = "N",
+         .help = "only the first N layers of the shape (every layer keeps its real size):\n"
+                 "a quick file with a big model's tensor shapes and types",
+         .destination = &o->num_layers});
   t.add({.names = {"-s", "--seed"},
          .value_name = "S",
          .help = "random seed; the same seed writes the same file",
@@ -81,6 +93,9 @@ int parse(int argc, char** argv, Options* o) {
   if (o->list) return -1;
   if (!o->is_preset_given) return report_usage_error(t, "--preset is required");
   if (o->synth.output_path.empty()) return report_usage_error(t, "-o is required");
+  if (o->num_layers < 0 || o->num_layers > o->synth.shape.num_layers) {
+    return report_usage_error(t, "--layers must be 1 to the preset's " + std::to_string(o->synth.shape.num_layers));
+  }
   if (o->num_layers > 0) o->synth.shape.num_layers = o->num_layers;
   return -1;
 }
@@ -114,9 +129,10 @@ int run_synth(int argc, char** argv) {
   std::printf("synthesized %s (%s) as %s, seed %" PRIu64 "\n", s.name.c_str(), s.description.c_str(),
               r.types.name.c_str(), o.synth.seed);
   std::printf("  %s: width %" PRId64 ", %" PRId64 " layers, %" PRId64 " heads (%" PRId64 " KV) of %" PRId64
-              ", FFN %" PRId64 ", vocab %" PRId64 ", %s parameters\n",
+              ", FFN %" PRId64 "%s, vocab %" PRId64 ", %s parameters\n",
               s.architecture.c_str(), s.embedding_length, s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
-              s.feed_forward_length, s.vocab_size, format_count(static_cast<uint64_t>(r.num_parameters)).c_str());
+              s.feed_forward_length, experts_text(s).c_str(), s.vocab_size,
+              format_count(static_cast<uint64_t>(r.num_parameters)).c_str());
   std::printf("  %s\n", r.tokenizer_note.c_str());
   // Tensors per type, and any that fell back because their rows do not fit the wanted type.
   std::string counts;

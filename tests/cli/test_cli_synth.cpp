@@ -24,6 +24,9 @@ class TestCliSynth : public QObject {
       QVERIFY2(r.out.contains(name), name);
     }
     QVERIFY2(r.out.contains("width 2048, 16 layers, 32 heads (8 KV) of 64, FFN 8192, vocab 128256"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("qwen3-30b-a3b   qwen3moe Qwen3 30B-A3B: width 2048, 48 layers, 32 heads (4 KV) of 128, "
+                            "FFN 6144, 128 experts of 768, 8 per token, vocab 151936"),
+             qPrintable(r.out));
   }
 
   void writesASmallModel() {
@@ -60,6 +63,23 @@ class TestCliSynth : public QObject {
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.err.contains("unknown weight type 'IQ2_XXS'"), qPrintable(r.err));
     QVERIFY(!QFileInfo::exists(m_tmp.filePath("x.gguf")));
+    r = run_iwb({"synth", "--preset", "test-qwen3moe", "--layers", "3", "-o", m_tmp.filePath("x.gguf")});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("--layers must be 1 to the preset's 2"), qPrintable(r.err));
+  }
+
+  void keepsTheFirstLayersOfABigShape() {
+    // One layer of qwen3-30b-a3b's real size would be a 1.2 GB file: test-qwen3moe's first layer
+    // shows the option, the full shape is in docs/moe.md.
+    const QString out = m_tmp.filePath("moe1.gguf");
+    auto r = run_iwb({"synth", "--preset", "test-qwen3moe", "--layers", "1", "--type", "Q8_0", "-t", "1", "-o", out});
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(
+        r.out.contains("qwen3moe: width 256, 1 layers, 4 heads (2 KV) of 64, FFN 512, 8 experts of 256, 2 per token"),
+        qPrintable(r.out));
+    auto info = run_iwb({"info", out});
+    QCOMPARE(info.exit_code, 0);
+    QVERIFY2(info.out.contains("experts 8 per layer, 2 per token, expert feed-forward 256"), qPrintable(info.out));
   }
 };
 

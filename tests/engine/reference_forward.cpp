@@ -56,6 +56,40 @@ void rotate(float* x, int64_t n_rot, int64_t pos, double base, double scale, boo
   }
 }
 
+// qwen3moe's FFN for one token (llama.cpp's build_moe_ffn with softmax gating): softmax of the
+// router's scores, the n_expert_used best experts (lower id first on ties), their
+// probabilities divided by their sum, and the sum of each chosen expert's SwiGLU FFN times its
+// weight.
+std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
+  const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert;
+  const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
+  const double top = *std::max_element(scores.begin(), scores.end());
+  std::vector<double> p(static_cast<size_t>(ne));
+  double total = 0;
+  for (int64_t e = 0; e < ne; ++e) total += (p[e] = std::exp(scores[e] - top));
+  for (double& v : p) v /= total;
+  std::vector<int64_t> order(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  double chosen = 0;
+  for (int64_t j = 0; j < m.n_expert_used; ++j) chosen += p[order[j]];
+  std::vector<double> y(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < m.n_expert_used; ++j) {
+    const int64_t e = order[j];
+    const double w = p[e] / chosen;
+    auto slice = [&](const std::vector<float>& all, int64_t rows, int64_t cols) {
+      return std::vector<float>(all.begin() + e * rows * cols, all.begin() + (e + 1) * rows * cols);
+    };
+    std::vector<float> g = linear(slice(l.gate_exps, ff, d), {}, h, ff);
+    const std::vector<float> u = linear(slice(l.up_exps, ff, d), {}, h, ff);
+    for (int64_t i = 0; i < ff; ++i)
+      g[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+    const std::vector<float> down = linear(slice(l.down_exps, d, ff), {}, g, d);
+    for (int64_t i = 0; i < d; ++i) y[i] += w * down[i];
+  }
+  return std::vector<float>(y.begin(), y.end());
+}
+
 }  // namespace
 
 RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64_t context_length) {
@@ -74,6 +108,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
   m.rope_scale = factor > 0 ? 1.0 / factor : 1.0;
   m.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+  m.n_expert = f.get_int(a + "expert_count").value_or(0);
+  m.n_expert_used = f.get_int(a + "expert_used_count").value_or(0);
+  m.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(0);
 
   m.embd = load_tensor(f, "token_embd.weight");
   m.vocab = m.n_embd ? static_cast<int64_t>(m.embd.size()) / m.n_embd : 0;
@@ -121,8 +158,15 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     }
     l.down = load_tensor(f, p + "ffn_down.weight");
     l.post_ffw_norm = load_tensor(f, p + "post_ffw_norm.weight");
-    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || l.gate.empty() || l.up.empty() ||
-        l.down.empty() || l.attn_norm.empty() || l.ffn_norm.empty()) {
+    l.gate_inp = load_tensor(f, p + "ffn_gate_inp.weight");
+    l.gate_exps = load_tensor(f, p + "ffn_gate_exps.weight");
+    l.up_exps = load_tensor(f, p + "ffn_up_exps.weight");
+    l.down_exps = load_tensor(f, p + "ffn_down_exps.weight");
+    const bool has_ffn = m.n_expert > 0
+                             ? !l.gate_inp.empty() && !l.gate_exps.empty() && !l.up_exps.empty() && !l.down_exps.empty()
+                             : !l.gate.empty() && !l.up.empty() && !l.down.empty();
+    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || !has_ffn || l.attn_norm.empty() ||
+        l.ffn_norm.empty()) {
       *error = "reference: layer " + std::to_string(il) + " is incomplete";
       return m;
     }
@@ -136,7 +180,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   const bool is_gemma = m.arch == "gemma3";
   const bool is_neox = m.arch != "llama";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
-  const bool has_qk_norm = is_gemma || m.arch == "qwen3";
+  const bool has_qk_norm = is_gemma || m.arch == "qwen3" || m.arch == "qwen3moe";
   const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
   const int64_t group = m.n_head / m.n_kv_head;
 
@@ -197,6 +241,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
       std::vector<float> h = x[t];
       rms_norm(h.data(), d, l.ffn_norm, m.eps);
+      if (m.n_expert > 0) {
+        const std::vector<float> moe = moe_ffn(m, l, h);
+        for (int64_t i = 0; i < d; ++i) x[t][i] += moe[i];
+        continue;
+      }
       std::vector<float> g = linear(l.gate, {}, h, m.n_ff), u = linear(l.up, {}, h, m.n_ff);
       for (int64_t i = 0; i < m.n_ff; ++i) {
         const double z = g[i];

@@ -2,7 +2,7 @@
 // weight dequantized to f32 up front, naive loops, double accumulation, the whole sequence
 // recomputed for each call (no KV cache). It reads the GGUF metadata itself and encodes the
 // architecture rules (gemma3's sliding layers, local RoPE base, norms; phi3's fused tensors and
-// LongRoPE) on its own.
+// LongRoPE; qwen3moe's routed experts, token by token) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -17,6 +17,8 @@ struct RefLayer {
   std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;  // matrices [out][in]
   std::vector<float> q_norm, k_norm, post_attention_norm;
   std::vector<float> ffn_norm, gate, up, down, post_ffw_norm;
+  // Mixture of experts: router [n_expert][n_embd]; experts [n_expert][out][in].
+  std::vector<float> gate_inp, gate_exps, up_exps, down_exps;
 };
 
 struct RefModel {
@@ -25,6 +27,7 @@ struct RefModel {
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
   double rope_mscale = 1;  // LongRoPE's attention factor: multiplies RoPE's cos and sin (llama.cpp's attn_factor)
   int64_t sliding_window = 0;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;     // qwen3moe
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };

@@ -185,11 +185,48 @@ class TestCostModel : public QObject {
     auto bad = model_shape_preset("qwen2.5-0.5b", GgmlType::Q4_K);
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
-    QCOMPARE(model_shape_preset_names().size(), size_t(8));  // every real synth preset, phi-3.5-mini the 8th
+    QCOMPARE(model_shape_preset_names().size(), size_t(9));  // every real synth preset
     for (const std::string& name : model_shape_preset_names()) QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
     auto shape = model_shape_preset("llama-3.2-1b", GgmlType::F16);
     QVERIFY(!predict_step(*shape, {Phase::Decode, 0, 0, 0, true}));
     QVERIFY(!predict_step(*shape, {Phase::Decode, 1, -1, 0, true}));
+  }
+
+  // qwen3-30b-a3b in Q4_K (144-byte blocks of 256 values): every expert matrix is 768 rows of
+  // 2048 (gate, up: 8 blocks = 1152 bytes a row) or 2048 rows of 768 (down: 3 blocks = 432
+  // bytes), 884736 bytes either way. A decode token reads its 8 routed experts' matrices, not
+  // all 128; the F32 router reads all of its 128 rows.
+  void moeCountsRoutedExperts() {
+    const std::vector<KernelRecord> decode = predict("qwen3-30b-a3b", GgmlType::Q4_K, {Phase::Decode, 1, 100, 0, true});
+    // 8 experts x 884736 + activations: 8 rows in of 2048 and out of 768 (f32).
+    for (const char* name : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      EXPECT_COST(decode, name, 7, 2.0 * 8 * 2048 * 768, 8 * 884736 + 4 * 8 * (2048 + 768));
+      QCOMPARE(find(decode, name, 7)->kind, OpKind::ExpertMatmul);
+      QCOMPARE(find(decode, name, 7)->shape.num_experts, 8);
+    }
+    EXPECT_COST(decode, "ffn_gate_inp", 7, 2.0 * 2048 * 128, 2048 * 128 * 4 + 4 * (2048 + 128));
+    QCOMPARE(find(decode, "ffn_gate_inp", 7)->kind, OpKind::Matmul);
+    // No dense FFN in a mixture-of-experts layer.
+    QVERIFY(find(decode, "ffn_gate", 7) == nullptr);
+
+    // Four prompt tokens touch 128 x (1 - (120/128)^4) = 29.123046875 experts on average.
+    const std::vector<KernelRecord> prefill = predict("qwen3-30b-a3b", GgmlType::Q4_K, {Phase::Prefill, 4, 0, 0, true});
+    EXPECT_COST(prefill, "ffn_down_exps", 0, 2.0 * 4 * 8 * 768 * 2048,
+                29.123046875 * 884736 + 4 * 4 * 8 * (768 + 2048));
+    QCOMPARE(find(prefill, "ffn_down_exps", 0)->shape.num_experts, 29);
+
+    // The model's weights hold every expert: 48 layers x 3 x 128 x 884736 bytes of experts.
+    auto shape = model_shape_preset("qwen3-30b-a3b", GgmlType::Q4_K);
+    QVERIFY(shape.is_ok());
+    const double all_experts = 48.0 * 3 * 128 * 884736;
+    double routed = 0;
+    for (const KernelRecord& r : decode) {
+      if (r.kind == OpKind::ExpertMatmul) routed += r.bytes - 4.0 * 8 * (2048 + 768);
+    }
+    QCOMPARE(routed, all_experts / 16);  // 8 of 128
+    QVERIFY(double(shape->weight_bytes) > all_experts);
+    // Memory: experts 16.3 GB of a ~17 GB Q4_K file; a decode step reads ~1/16 of them.
+    QVERIFY(total_cost(decode).bytes < 0.2 * double(shape->weight_bytes));
   }
 
   // A request's cost: its prefill, then one decode step per generated token after the first.

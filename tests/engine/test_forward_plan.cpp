@@ -33,7 +33,8 @@ class TestForwardPlan : public QObject {
  private slots:
   void everyArchitecturePlansAndChecks_data() {
     QTest::addColumn<QString>("preset");
-    for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3", "test-phi3", "phi-3.5-mini"}) {
+    for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3", "test-phi3", "phi-3.5-mini",
+                          "test-qwen3moe", "qwen3-30b-a3b"}) {
       QTest::newRow(p) << QString(p);
     }
   }
@@ -48,6 +49,10 @@ class TestForwardPlan : public QObject {
     QCOMPARE(count_named(plan.body, "q_norm"), c.has_qk_norm ? layers : 0);
     QCOMPARE(count_named(plan.body, "post_ffw_norm"), c.has_post_norms ? layers : 0);
     QCOMPARE(count_named(plan.body, "attention"), layers);
+    // A mixture of experts replaces the dense FFN in every layer.
+    QCOMPARE(count_named(plan.body, "ffn_gate_exps"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_named(plan.body, "ffn_moe_gating"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_named(plan.body, "ffn_gate"), c.has_experts() ? 0 : layers);
     QCOMPARE(count_named(plan.logits, "logit_softcap"), c.final_logit_softcap > 0.0f ? 1 : 0);
     // Sliding layers are the ones the config marks.
     int num_sliding = 0;
@@ -90,6 +95,64 @@ class TestForwardPlan : public QObject {
       }
     }
     QCOMPARE(count_named(plan.body, "ffn_gate"), 32);
+  }
+
+  void aMixtureOfExpertsLayerRoutesThenRunsExperts() {
+    const ModelConfig c = config_of("test-qwen3moe");
+    QVERIFY(c.has_experts() && c.num_experts == 8 && c.num_experts_used == 2 && c.is_expert_weight_normalized);
+    const ForwardPlan plan = build_forward_plan(c);
+    // Layer 1's FFN, from its norm to its residual add.
+    auto first = std::find_if(plan.body.begin(), plan.body.end(),
+                              [](const PlanOp& op) { return op.layer == 1 && std::string(op.name) == "ffn_norm"; });
+    QVERIFY(first != plan.body.end());
+    const std::vector<PlanOpKind> expected = {
+        PlanOpKind::RmsNorm,         PlanOpKind::Matmuls,       PlanOpKind::ExpertRouting, PlanOpKind::ExpertMatmuls,
+        PlanOpKind::GatedActivation, PlanOpKind::ExpertMatmuls, PlanOpKind::ExpertCombine, PlanOpKind::ResidualAdd};
+    for (size_t i = 0; i < expected.size(); ++i) QCOMPARE(int((first + i)->kind), int(expected[i]));
+    const PlanOp& router = *(first + 1);
+    QCOMPARE(std::string(router.products[0].name), std::string("ffn_gate_inp"));
+    QCOMPARE(router.products[0].out_features, c.num_experts);
+    QCOMPARE(router.matmul_kind, OpKind::Matmul);
+    const PlanOp& gate_up = *(first + 3);
+    QCOMPARE(gate_up.num_products, 2);
+    QCOMPARE(gate_up.matmul_kind, OpKind::ExpertMatmul);
+    QCOMPARE(gate_up.products[1].out_features, c.expert_feed_forward_length);
+    const PlanOp& act = *(first + 4);
+    QCOMPARE(act.rows_per_token, c.num_experts_used);
+    QCOMPARE(act.width, c.expert_feed_forward_length);
+    QCOMPARE(act.multiplier, PlanBuffer::ExpertUp);
+    // Records: the router, gate/up/down experts (one each, over all routed experts), the
+    // gating and the weighted sum.
+    QCOMPARE(num_op_records(gate_up), 2);
+    QCOMPARE(op_record(plan, gate_up, 0, 1).kind, OpKind::ExpertMatmul);
+    QCOMPARE(op_record(plan, *(first + 2), 0, 1).kind, OpKind::Softmax);
+    QCOMPARE(op_record(plan, *(first + 6), 0, 1).kind, OpKind::Add);
+    // One token routes to exactly k experts; many tokens to at most all of them.
+    QCOMPARE(expected_active_experts(c, 1), double(c.num_experts_used));
+    QVERIFY(expected_active_experts(c, 1000) <= double(c.num_experts));
+    QCOMPARE(op_record(plan, gate_up, 0, 5, {}, 3).shape.num_experts, 3);
+  }
+
+  void expertsRunWithoutTheirRoutingAreRefused() {
+    ForwardPlan plan = build_forward_plan(config_of("test-qwen3moe"));
+    plan.body.erase(std::find_if(plan.body.begin(), plan.body.end(), [](const PlanOp& op) {
+      return op.layer == 1 && op.kind == PlanOpKind::ExpertRouting;
+    }));
+    const Status s = check_forward_plan(plan);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("ffn_gate_exps of layer 1 runs experts its layer did not route to") != std::string::npos,
+             s.message().c_str());
+
+    // Expert products write the grouped expert rows, never the tokens' own buffers.
+    ForwardPlan mixed = build_forward_plan(config_of("test-qwen3moe"));
+    for (PlanOp& op : mixed.body) {
+      if (op.kind == PlanOpKind::ExpertMatmuls && op.layer == 0 && op.num_products == 1) {
+        op.products[0].output = PlanBuffer::Proj;
+      }
+    }
+    const Status m = check_forward_plan(mixed);
+    QVERIFY(!m.is_ok());
+    QVERIFY2(m.message().find("ffn_down_exps of layer 0") != std::string::npos, m.message().c_str());
   }
 
   void aMissingKvWriteIsRefused() {

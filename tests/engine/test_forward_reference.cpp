@@ -8,7 +8,10 @@
 // window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
 // heads), phi3 (fused attn_qkv and gate/up, LongRoPE long and short factors and attention
 // factor, odd sizes) models in F32, Q8_0 and a K-quant mix, with tied
-// and separate classifiers, linear RoPE scaling and llama 3 RoPE frequency factors.
+// and separate classifiers, linear RoPE scaling and llama 3 RoPE frequency factors; qwen3moe
+// (routed experts: 7 experts, 3 per token, odd expert widths) in the same three types, and with
+// several sequences in each step (tokens of different sequences grouped by expert), checking
+// the engine's expert-load counts too.
 #include "reference_forward.h"
 #include "tiny_models.h"
 
@@ -22,6 +25,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <map>
 #include <random>
 
 using namespace iwb;
@@ -91,6 +95,26 @@ std::vector<int32_t> reference_greedy(const RefModel& m, std::vector<int32_t> se
     seq.push_back(out.back());
   }
   return out;
+}
+
+// A small qwen3moe: 7 experts, 3 per token, experts 96 wide (256 for the K-quant mix, whose
+// blocks are 256 values), 3 layers.
+TinyModelSpec moe_spec(WeightPreset preset, uint32_t seed) {
+  TinyModelSpec spec;
+  spec.arch = "qwen3moe";
+  spec.preset = preset;
+  spec.seed = seed;
+  spec.n_layer = 3;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;
+  spec.head_dim = 64;
+  spec.n_ff = 768;  // metadata only
+  spec.n_expert = 7;
+  spec.n_expert_used = 3;
+  spec.n_ff_exp = preset == WeightPreset::MixedK ? 256 : 96;
+  spec.rope_base = 1000000.0f;
+  spec.is_output_tied = preset == WeightPreset::Q8_0;
+  return spec;
 }
 
 // Compares prefill logits at several lengths and a greedy continuation.
@@ -171,7 +195,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3", "phi3"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -206,6 +230,8 @@ class TestForwardReference : public QObject {
       spec.is_output_tied = preset != WeightPreset::F32;
     } else if (arch == "phi3") {
       phi3_spec(preset, &spec);
+    } else if (arch == "qwen3moe") {
+      spec = moe_spec(preset, spec.seed);
     } else {
       spec.n_layer = 7;  // layers 0-4 and 6 slide, layer 5 is global
       spec.n_head = 4;
@@ -257,6 +283,64 @@ class TestForwardReference : public QObject {
     QVERIFY2(apart > 2 * kTolerance, qPrintable(QString("the long and short factors give logits only %1 apart, "
                                                         "too close to tell the choice apart")
                                                     .arg(apart)));
+  }
+
+  void moeSequencesBatchedTogether() {
+    // Three sequences decode together: each step's tokens of all of them go to the experts
+    // grouped by expert; every sequence must still follow the reference's greedy tokens.
+    const TinyModelSpec spec = moe_spec(WeightPreset::Q8_0, 91);
+    const std::string path = m_tmp.filePath("moe-batched.gguf").toStdString();
+    QVERIFY(write_tiny_model(spec, path).is_ok());
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY(file.is_ok());
+    std::string error;
+    const RefModel ref = load_reference_model(**file, &error);
+    QVERIFY2(error.empty(), error.c_str());
+    EngineOptions options;
+    options.num_threads = 2;
+    options.expert_load_steps = 1000;
+    auto loaded = Engine::load(path, options);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    Engine& engine = **loaded;
+    const int num_new = 6;
+    std::vector<std::vector<int32_t>> prompts = {random_tokens(5, spec.vocab, 1), random_tokens(9, spec.vocab, 2),
+                                                 random_tokens(3, spec.vocab, 3)};
+    std::map<RequestId, size_t> which;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenerationRequest r;
+      r.prompt_tokens = prompts[i];
+      r.sampling.temperature = 0.0f;
+      r.sampling.repeat_penalty = 1.0f;
+      r.max_new_tokens = num_new;
+      r.stop_at_end_of_generation = false;
+      Result<RequestId> id = engine.add_request(r);
+      QVERIFY(id.is_ok());
+      which[*id] = i;
+    }
+    std::vector<std::vector<int32_t>> got(prompts.size());
+    int max_sequences = 0;
+    while (engine.has_unfinished_requests()) {
+      Result<StepResult> s = engine.step();
+      QVERIFY2(s.is_ok(), s.error_message().c_str());
+      for (const TokenEvent& e : s->tokens) got[which.at(e.request)].push_back(e.token);
+      max_sequences = std::max(max_sequences, static_cast<int>(s->stats.num_sequences));
+    }
+    QCOMPARE(max_sequences, 3);
+    for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], reference_greedy(ref, prompts[i], num_new));
+
+    // Every token of every step went to k experts in every layer.
+    const ExpertLoadSnapshot load = engine.expert_load();
+    QCOMPARE(load.num_layers, spec.n_layer);
+    QCOMPARE(load.num_experts, spec.n_expert);
+    QCOMPARE(load.num_experts_used, spec.n_expert_used);
+    // Prompts, then the decode tokens after each sequence's first (which comes out of the prefill).
+    QCOMPARE(load.num_tokens, int64_t(5 + 9 + 3 + 3 * (num_new - 1)));
+    for (int64_t il = 0; il < load.num_layers; ++il) {
+      int64_t sum = 0;
+      for (int64_t e = 0; e < load.num_experts; ++e) sum += load.count(il, e);
+      QCOMPARE(sum, load.num_tokens * spec.n_expert_used);
+      QVERIFY(load.imbalance(il) >= 1.0);
+    }
   }
 
   void prefillLongerThanOneBatch() {

@@ -222,6 +222,43 @@ class TestSynthModel : public QObject {
     check_engine_runs(w.path);
   }
 
+  void qwen3moe_experts_as_llama_cpp_writes_them() {
+    // test-qwen3moe: 2 layers of 8 experts (2 per token) of 256, width 256. Q4_K_M: the router
+    // stays F32; ffn_down_exps follows ffn_down's more-bits rule (both of 2 layers: Q6_K).
+    const Written w = synthesize("test-qwen3moe", "Q4_K_M");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("qwen3moe"));
+    QCOMPARE(f.get_int("qwen3moe.expert_count").value_or(0), int64_t{8});
+    QCOMPARE(f.get_int("qwen3moe.expert_used_count").value_or(0), int64_t{2});
+    QCOMPARE(f.get_int("qwen3moe.expert_feed_forward_length").value_or(0), int64_t{256});
+    QCOMPARE(f.find_tensor("blk.1.ffn_gate_inp.weight")->shape, (std::vector<int64_t>{256, 8}));
+    QCOMPARE(f.find_tensor("blk.1.ffn_gate_exps.weight")->shape, (std::vector<int64_t>{256, 256, 8}));
+    QCOMPARE(f.find_tensor("blk.1.ffn_down_exps.weight")->shape, (std::vector<int64_t>{256, 256, 8}));
+    QVERIFY(!f.find_tensor("blk.0.ffn_gate.weight"));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.ffn_gate_inp.weight")), std::string("F32"));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.ffn_up_exps.weight")), std::string("Q4_K"));
+    QCOMPARE(type_name(tensor_type(f, "blk.1.ffn_down_exps.weight")), std::string("Q6_K"));
+    // Parameters count every expert: the report and the file agree.
+    uint64_t elements = 0;
+    for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
+    QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
+    check_engine_runs(w.path);
+
+    // The real shape's parameters: Qwen3-30B-A3B has 30.5 B, 3.3 B of them active per token.
+    const SynthShape& big = *find_synth_preset("qwen3-30b-a3b");
+    QVERIFY2(big.num_parameters() > 30'400'000'000 && big.num_parameters() < 30'600'000'000,
+             qPrintable(QString::number(big.num_parameters())));
+    SynthShape no_experts = big;
+    no_experts.num_experts = 0;
+    SynthOptions o;
+    o.shape = no_experts;
+    o.output_path = m_tmp.filePath("no-experts.gguf").toStdString();
+    auto r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY2(r.error_message().find("needs experts") != std::string::npos, r.error_message().c_str());
+  }
+
   void rows_that_do_not_fit_fall_back_like_llama_cpp() {
     // Width 192 is no multiple of 256 (as Qwen2.5's 896): Q4_K -> Q5_0, Q6_K -> Q8_0, and the
     // classifier is Q8_0 outright; ffn_down (rows of 512) keeps its K type.

@@ -1,4 +1,4 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3 and phi3 architectures with
+// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3, phi3 and qwen3moe architectures with
 // random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
 // small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
@@ -23,7 +23,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3 or phi3 (fused attn_qkv and gate/up)
+  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up) or qwen3moe
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -41,6 +41,11 @@ struct TinyModelSpec {
   // phi3 LongRoPE: > 0 writes rope_factors_long/short.weight (far apart, so using the wrong set
   // shows), the original context, and the converter's attention factor for `context`.
   int64_t rope_original_context = 0;
+  // qwen3moe: experts per layer, per token, and each expert's width (n_ff is then metadata only).
+  int64_t n_expert = 8;
+  int64_t n_expert_used = 2;
+  int64_t n_ff_exp = 96;
+  float router_rms = 0.3f;  // router weights' scale: decisive routing (see test_forward_reference)
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
@@ -109,6 +114,11 @@ class TinyModelWriter {
       m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
       m_writer.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn_factor));
     }
+    if (a == "qwen3moe") {
+      m_writer.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+      m_writer.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+      m_writer.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+    }
     write_test_vocab(s.vocab, &m_writer);
 
     const int64_t q = s.n_head * s.head_dim, kv = s.n_kv_head * s.head_dim;
@@ -148,7 +158,7 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
       }
-      if (a == "gemma3" || a == "qwen3") {
+      if (a == "gemma3" || a == "qwen3" || a == "qwen3moe") {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
       }
@@ -157,6 +167,14 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
       IWB_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+      if (a == "qwen3moe") {
+        // The router stays F32 (as llama.cpp keeps it); experts as 3-D tensors {in, out, experts}.
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, heavy_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        continue;
+      }
       if (is_fused) {
         IWB_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff, light_type(), 0.05f));
       } else {
@@ -183,6 +201,11 @@ class TinyModelWriter {
     if (name == m_spec.skip_tensor) return {};
     const std::vector<uint8_t> bytes = random_tensor_bytes(type, out, in, m_rng, rms);
     return m_writer.add_tensor(name, {in, out}, type, bytes);
+  }
+  Status experts(const std::string& name, int64_t in, int64_t out, GgmlType type, float rms) {
+    if (name == m_spec.skip_tensor) return {};
+    const std::vector<uint8_t> bytes = random_tensor_bytes(type, out * m_spec.n_expert, in, m_rng, rms);
+    return m_writer.add_tensor(name, {in, out, m_spec.n_expert}, type, bytes);
   }
   Status vector(const std::string& name, int64_t n, float stddev, float mean) {
     if (name == m_spec.skip_tensor) return {};

@@ -1,4 +1,5 @@
-// check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks (see cuda_step_plan.h).
+// check_cuda_plan_support, check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks (see
+// cuda_step_plan.h).
 #include "iwb/engine/backend/cuda_step_plan.h"
 
 #include <algorithm>
@@ -10,6 +11,22 @@ namespace {
 Status refuse(const std::string& what) { return make_error(ErrorCode::InvalidArgument, "the CUDA step " + what); }
 
 }  // namespace
+
+Status check_cuda_plan_support(const ForwardPlan& plan) {
+  for (const PlanOp& op : plan.body) {
+    switch (op.kind) {
+      case PlanOpKind::ExpertRouting:
+      case PlanOpKind::ExpertMatmuls:
+      case PlanOpKind::ExpertCombine:
+        return make_error(ErrorCode::Unsupported,
+                          "the CUDA backend has no mixture-of-experts kernels (expert routing and expert matmuls of " +
+                              plan.config.architecture_name + " with " + std::to_string(plan.config.num_experts) +
+                              " experts); the CPU runs this model");
+      default: break;
+    }
+  }
+  return {};
+}
 
 Status check_cuda_step(const FlatBatch& b, const CudaStepCapacity& c) {
   const auto n = static_cast<int64_t>(b.tokens.size());

@@ -80,6 +80,11 @@ class ForwardBackend {
   // The backend's share of MemoryReport: scratch, and for a device its allocations and the
   // device's free/total memory (the caller fills weights-as-stored, the pool's use, drafter).
   virtual void fill_memory_report(MemoryReport* report) const = 0;
+
+  // Mixture of experts: tokens each layer routed to each expert in the last forward(),
+  // [num_layers x num_experts] row-major; empty for a dense model (or a backend that does not
+  // run experts).
+  virtual std::span<const int32_t> expert_counts() const { return {}; }
 };
 
 }  // namespace iwb

@@ -51,6 +51,14 @@ const std::vector<ArchitectureTraits>& architectures() {
     phi3.rope_layout = RopeLayout::NeoX;
     phi3.has_fused_gate_up = true;
     t.push_back(phi3);
+    // Qwen3 MoE: qwen3's attention, and routed experts in every layer's FFN (llama.cpp's
+    // qwen3moe graph: softmax gating, top-k, weights renormalised, no shared expert).
+    ArchitectureTraits qwen3moe = qwen3;
+    qwen3moe.id = ModelArchitecture::Qwen3Moe;
+    qwen3moe.name = "qwen3moe";
+    qwen3moe.has_experts = true;
+    qwen3moe.is_expert_weight_normalized = true;
+    t.push_back(qwen3moe);
     return t;
   }();
   return kTable;

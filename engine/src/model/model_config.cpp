@@ -93,6 +93,40 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
   return {};
 }
 
+// The routed experts of a mixture-of-experts row (llama.cpp's loader: expert_count and
+// expert_used_count are required, the expert width defaults to feed_forward_length / k), and a
+// clear refusal of expert keys on rows this engine runs dense (Mixtral is "llama" with experts).
+Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const ArchitectureTraits& traits,
+                        ModelConfig* c) {
+  if (!traits.has_experts) {
+    const gguf::Value* v = file.find(keys.key("expert_count"));
+    const std::optional<int64_t> n = v != nullptr ? v->as_int() : std::nullopt;
+    if (n && *n > 0) {
+      return make_error(ErrorCode::Unsupported,
+                        "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
+                            keys.key("expert_count") + " = " + std::to_string(*n) +
+                            "), which this engine runs only for qwen3moe; its dense '" + traits.name +
+                            "' path would "
+                            "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
+    }
+    return {};
+  }
+  IWB_RETURN_IF_ERROR(keys.positive_int("expert_count", &c->num_experts));
+  IWB_RETURN_IF_ERROR(keys.positive_int("expert_used_count", &c->num_experts_used));
+  if (c->num_experts_used > c->num_experts) {
+    return make_error(ErrorCode::CorruptFile,
+                      "'" + keys.key("expert_used_count") + "' (" + std::to_string(c->num_experts_used) +
+                          ") exceeds '" + keys.key("expert_count") + "' (" + std::to_string(c->num_experts) + ")");
+  }
+  IWB_RETURN_IF_ERROR(keys.optional_int("expert_feed_forward_length", c->feed_forward_length / c->num_experts_used,
+                                        &c->expert_feed_forward_length));
+  if (c->expert_feed_forward_length <= 0) {
+    return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("expert_feed_forward_length") +
+                                               "' metadata key (nor a feed_forward_length to derive it from)");
+  }
+  return {};
+}
+
 }  // namespace
 
 void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, ModelConfig* c) {
@@ -104,6 +138,7 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->has_fused_gate_up = a.has_fused_gate_up;
   c->has_qk_norm = a.has_qk_norm;
   c->has_post_norms = a.has_post_norms;
+  c->is_expert_weight_normalized = a.is_expert_weight_normalized;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
   c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
   if (a.id == ModelArchitecture::Gemma3) {
@@ -138,7 +173,12 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   IWB_RETURN_IF_ERROR(keys.positive_int("context_length", &c.context_length_train));
   IWB_RETURN_IF_ERROR(keys.positive_int("embedding_length", &c.embedding_length));
   IWB_RETURN_IF_ERROR(keys.positive_int("block_count", &c.num_layers));
-  IWB_RETURN_IF_ERROR(keys.positive_int("feed_forward_length", &c.feed_forward_length));
+  // A mixture-of-experts FFN has no dense width of its own (llama.cpp reads it optionally).
+  if (traits->has_experts) {
+    IWB_RETURN_IF_ERROR(keys.optional_int("feed_forward_length", 0, &c.feed_forward_length));
+  } else {
+    IWB_RETURN_IF_ERROR(keys.positive_int("feed_forward_length", &c.feed_forward_length));
+  }
   IWB_RETURN_IF_ERROR(keys.positive_int("attention.head_count", &c.num_heads));
   IWB_RETURN_IF_ERROR(keys.optional_int("attention.head_count_kv", c.num_heads, &c.num_kv_heads));
   if (c.num_heads % c.num_kv_heads != 0) {
@@ -175,6 +215,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
     }
     c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
   }
+  IWB_RETURN_IF_ERROR(read_expert_keys(keys, file, *traits, &c));
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (!embd) return make_error(ErrorCode::NotFound, "the model has no tensor 'token_embd.weight'");

@@ -147,6 +147,9 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.vocab_size = arch_int(f, a, "vocab_size");
     h.rope_freq_base = arch_float(f, a, "rope.freq_base");
     h.rms_norm_eps = arch_float(f, a, "attention.layer_norm_rms_epsilon");
+    h.expert_count = arch_int(f, a, "expert_count");
+    h.expert_used_count = arch_int(f, a, "expert_used_count");
+    h.expert_feed_forward_length = arch_int(f, a, "expert_feed_forward_length");
   }
   if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
   if (h.vocab_size == 0) {

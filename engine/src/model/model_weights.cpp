@@ -1,4 +1,5 @@
-// Binding GGUF tensors to the forward pass's weight slots, by llama.cpp's tensor names.
+// Binding GGUF tensors to the forward pass's weight slots, by llama.cpp's tensor names (a
+// mixture-of-experts layer's experts as one 3-D tensor each, viewed per expert).
 #include "model/model_weights.h"
 
 #include "iwb/kernels/dequantize.h"
@@ -30,16 +31,7 @@ class Binder {
       return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "'");
     }
     IWB_RETURN_IF_ERROR(check(*t, {in, out}));
-    if (!ggml_can_dequantize(t->type)) {
-      return make_error(ErrorCode::Unsupported, "tensor '" + name + "' is stored as " +
-                                                    std::string(ggml_type_name(t->type)) +
-                                                    ", which this engine cannot compute with");
-    }
-    if (!ggml_row_bytes(t->type, in)) {
-      return make_error(ErrorCode::CorruptFile, "tensor '" + name + "' has rows of " + std::to_string(in) +
-                                                    " values, not a whole number of " +
-                                                    std::string(ggml_type_name(t->type)) + " blocks");
-    }
+    IWB_RETURN_IF_ERROR(check_type(*t, in));
     dst->type = t->type;
     dst->data = m_file.tensor_data(*t).data();
     dst->in_features = in;
@@ -71,6 +63,28 @@ class Binder {
 
   bool has(const std::string& name) const { return m_file.find_tensor(name) != nullptr; }
 
+  // A 3-D tensor of `num_experts` matrices of the given shape (one row-slice per expert).
+  Status experts(const std::string& name, int64_t in, int64_t out, int64_t num_experts, ExpertMatrices* dst) {
+    const gguf::TensorInfo* t = m_file.find_tensor(name);
+    if (!t) {
+      return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "' (the routed experts of a " +
+                                                 "mixture-of-experts layer, " + std::to_string(num_experts) +
+                                                 " matrices of " + std::to_string(in) + " x " + std::to_string(out) +
+                                                 ")");
+    }
+    IWB_RETURN_IF_ERROR(check(*t, {in, out, num_experts}));
+    IWB_RETURN_IF_ERROR(check_type(*t, in));
+    dst->type = t->type;
+    dst->data = m_file.tensor_data(*t).data();
+    dst->in_features = in;
+    dst->out_features = out;
+    dst->num_experts = num_experts;
+    dst->expert_bytes = *ggml_row_bytes(t->type, in) * static_cast<uint64_t>(out);
+    dst->num_bytes = t->num_bytes;
+    m_weights->num_bytes += t->num_bytes;
+    return {};
+  }
+
   // A vector of n values, copied out as f32; empty when optional and absent.
   Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false) {
     const gguf::TensorInfo* t = m_file.find_tensor(name);
@@ -90,6 +104,21 @@ class Binder {
   }
 
  private:
+  // A matrix type the kernels compute with, in rows of whole blocks.
+  static Status check_type(const gguf::TensorInfo& t, int64_t in) {
+    if (!ggml_can_dequantize(t.type)) {
+      return make_error(ErrorCode::Unsupported, "tensor '" + t.name + "' is stored as " +
+                                                    std::string(ggml_type_name(t.type)) +
+                                                    ", which this engine cannot compute with");
+    }
+    if (!ggml_row_bytes(t.type, in)) {
+      return make_error(ErrorCode::CorruptFile, "tensor '" + t.name + "' has rows of " + std::to_string(in) +
+                                                    " values, not a whole number of " +
+                                                    std::string(ggml_type_name(t.type)) + " blocks");
+    }
+    return {};
+  }
+
   static Status check(const gguf::TensorInfo& t, const std::vector<int64_t>& expected) {
     // Trailing 1s are allowed: some writers store a vector as [n x 1].
     std::vector<int64_t> shape = t.shape;
@@ -145,6 +174,14 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_ffw_norm.weight"), d, &l->post_ffw_norm));
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_norm.weight"), d, &l->ffn_norm));
+  if (c.has_experts()) {
+    const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
+    IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
+    IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_up_exps.weight"), d, eff, e, &l->ffn_up_exps));
+    IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_down_exps.weight"), eff, d, e, &l->ffn_down_exps));
+    return {};
+  }
   const int64_t ff = c.feed_forward_length;
   if (c.has_fused_gate_up) {
     // llama.cpp's phi3 graph runs swiglu on ffn_up's output: silu of the first half times the second.
@@ -159,9 +196,26 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
 
 }  // namespace
 
+// Expert tensors this engine's mixture-of-experts FFN does not run (shared experts, DeepSeek's
+// selection biases, llama.cpp's merged gate/up experts): ignoring them would compute another
+// model, so they are refused by name.
+Status refuse_unknown_expert_tensors(const gguf::GgufFile& file) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
+      if (t.name.find(part) != std::string::npos) {
+        return make_error(ErrorCode::Unsupported, "tensor '" + t.name + "' belongs to a mixture-of-experts layout " +
+                                                      "this engine does not run (it runs routed experts only: " +
+                                                      "ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps)");
+      }
+    }
+  }
+  return {};
+}
+
 Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& c,
                                         const BindProgress& progress) {
   ModelWeights w;
+  if (c.has_experts()) IWB_RETURN_IF_ERROR(refuse_unknown_expert_tensors(file));
   Binder b(file, &w);
   IWB_RETURN_IF_ERROR(b.matrix("token_embd.weight", c.embedding_length, c.vocab_size, &w.token_embd));
   IWB_RETURN_IF_ERROR(b.vector("output_norm.weight", c.embedding_length, &w.output_norm));

@@ -23,6 +23,24 @@ struct WeightMatrix {
   uint64_t num_bytes = 0;
 };
 
+// A 3-D expert tensor as GGUF stores it (ne = {in, out, num_experts}): one matrix per expert,
+// each out_features rows of in_features values, back to back. expert(e) is a view of expert
+// e's rows inside the mapping (no copy).
+struct ExpertMatrices {
+  GgmlType type = GgmlType::F32;
+  const void* data = nullptr;  // inside the file mapping
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  int64_t num_experts = 0;
+  uint64_t expert_bytes = 0;  // one expert's matrix: out_features rows as stored
+  uint64_t num_bytes = 0;     // all experts
+
+  WeightMatrix expert(int64_t e) const {
+    return {type, static_cast<const uint8_t*>(data) + static_cast<uint64_t>(e) * expert_bytes, in_features,
+            out_features, expert_bytes};
+  }
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;             // [n_embd]
   WeightMatrix wq, wk, wv, wo;              // wq: n_embd -> q_width, wo: attention_output_width -> n_embd
@@ -30,7 +48,11 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;        // [head_dim_k] (gemma3)
   std::vector<float> post_attention_norm;   // [n_embd] (gemma3)
   std::vector<float> ffn_norm;              // [n_embd]
-  WeightMatrix ffn_gate, ffn_up, ffn_down;  // gate/up: n_embd -> n_ff, down: n_ff -> n_embd
+  WeightMatrix ffn_gate, ffn_up, ffn_down;  // gate/up: n_embd -> n_ff, down: n_ff -> n_embd (dense FFN)
+  // Mixture of experts (instead of the dense FFN): the router and the routed experts.
+  WeightMatrix ffn_gate_inp;                  // n_embd -> num_experts (F32 in llama.cpp's files)
+  ExpertMatrices ffn_gate_exps, ffn_up_exps;  // each expert n_embd -> expert_ff
+  ExpertMatrices ffn_down_exps;               // each expert expert_ff -> n_embd
   std::vector<float> post_ffw_norm;         // [n_embd] (gemma3)
 };
 

@@ -1,6 +1,7 @@
 // build_forward_plan: the order of the forward pass for every architecture we run. What
 // differs between them (biases, per-head q/k norms, post-norms, the activation, sliding
-// windows, logit soft-capping) is data in ModelConfig that switches ops on or off here.
+// windows, logit soft-capping, routed experts in place of the dense FFN) is data in
+// ModelConfig that switches ops on or off here.
 #include "iwb/engine/plan/forward_plan.h"
 
 namespace iwb {
@@ -55,20 +56,54 @@ class PlanBuilder {
 
     // Feed-forward block.
     out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
-    const int64_t ff = c.feed_forward_length;
-    out.push_back(matmuls(il, PlanBuffer::Xn,
-                          {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
-                           product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
-    PlanOp act = simple(PlanOpKind::GatedActivation, "activation", il);
-    act.input = PlanBuffer::Gate;
-    act.output = PlanBuffer::Gate;
-    out.push_back(act);
-    out.push_back(matmuls(il, PlanBuffer::Gate,
-                          {product("ffn_down", PlanMatrix::FfnDown, PlanBuffer::Proj, t.ffn_down, ff, d, false)}));
+    if (c.has_experts()) {
+      moe_ffn(il, t, out);
+    } else {
+      const int64_t ff = c.feed_forward_length;
+      out.push_back(matmuls(il, PlanBuffer::Xn,
+                            {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
+                             product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
+      out.push_back(activation(il, PlanBuffer::Gate, PlanBuffer::Up, 1, ff));
+      out.push_back(matmuls(il, PlanBuffer::Gate,
+                            {product("ffn_down", PlanMatrix::FfnDown, PlanBuffer::Proj, t.ffn_down, ff, d, false)}));
+    }
     if (c.has_post_norms) {
       out.push_back(norm("post_ffw_norm", il, PlanNorm::PostFfwNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
     out.push_back(simple(PlanOpKind::ResidualAdd, "ffn_residual", il));
+  }
+
+  // Routed experts (llama.cpp's build_moe_ffn): the router's logits, top-k gating that also
+  // groups each token's rows by expert, the experts' gate/up products, the activation over
+  // every routed row, the down products, and the weighted sum into Proj.
+  void moe_ffn(int32_t il, const LayerWeightTypes& t, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
+    out.push_back(matmuls(il, PlanBuffer::Xn,
+                          {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
+                                   c.num_experts, false)}));
+    PlanOp routing = simple(PlanOpKind::ExpertRouting, "ffn_moe_gating", il);
+    routing.input = PlanBuffer::RouterLogits;
+    routing.output = PlanBuffer::ExpertIn;
+    out.push_back(routing);
+    PlanOp gate_up = matmuls(
+        il, PlanBuffer::ExpertIn,
+        {product("ffn_gate_exps", PlanMatrix::FfnGateExps, PlanBuffer::ExpertGate, t.ffn_gate_exps, d, ff, false),
+         product("ffn_up_exps", PlanMatrix::FfnUpExps, PlanBuffer::ExpertUp, t.ffn_up_exps, d, ff, false)});
+    gate_up.kind = PlanOpKind::ExpertMatmuls;
+    gate_up.matmul_kind = OpKind::ExpertMatmul;
+    out.push_back(gate_up);
+    out.push_back(activation(il, PlanBuffer::ExpertGate, PlanBuffer::ExpertUp, k, ff));
+    PlanOp down = matmuls(
+        il, PlanBuffer::ExpertGate,
+        {product("ffn_down_exps", PlanMatrix::FfnDownExps, PlanBuffer::ExpertOut, t.ffn_down_exps, ff, d, false)});
+    down.kind = PlanOpKind::ExpertMatmuls;
+    down.matmul_kind = OpKind::ExpertMatmul;
+    out.push_back(down);
+    PlanOp combine = simple(PlanOpKind::ExpertCombine, "ffn_moe_combine", il);
+    combine.input = PlanBuffer::ExpertOut;
+    combine.output = PlanBuffer::Proj;
+    out.push_back(combine);
   }
 
   void logits(std::vector<PlanOp>& out) const {
@@ -104,6 +139,17 @@ class PlanBuilder {
     op.kind = kind;
     op.name = name;
     op.layer = layer;
+    return op;
+  }
+
+  // output = act(gate) * up over rows_per_token rows of `width` per token, in place in `gate`.
+  static PlanOp activation(int32_t layer, PlanBuffer gate, PlanBuffer up, int64_t rows_per_token, int64_t width) {
+    PlanOp op = simple(PlanOpKind::GatedActivation, "activation", layer);
+    op.input = gate;
+    op.output = gate;
+    op.multiplier = up;
+    op.rows_per_token = rows_per_token;
+    op.width = width;
     return op;
   }
 

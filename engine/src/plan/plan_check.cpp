@@ -1,5 +1,6 @@
 // check_forward_plan: the plan's data flow and widths, so a new architecture's plan that reads
-// an unwritten buffer or feeds a matmul the wrong width fails at load with the op's name.
+// an unwritten buffer, feeds a matmul the wrong width or sums experts it did not route fails at
+// load with the op's name.
 #include "iwb/engine/plan/forward_plan.h"
 
 #include <array>
@@ -8,7 +9,7 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::Logits) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::ExpertOut) + 1;
 
 int64_t width_of(const ModelConfig& c, PlanBuffer b) {
   switch (b) {
@@ -23,6 +24,11 @@ int64_t width_of(const ModelConfig& c, PlanBuffer b) {
     case PlanBuffer::Gate:
     case PlanBuffer::Up: return c.feed_forward_length;
     case PlanBuffer::Logits: return c.vocab_size;
+    case PlanBuffer::RouterLogits: return c.num_experts;
+    case PlanBuffer::ExpertIn:
+    case PlanBuffer::ExpertOut: return c.embedding_length;
+    case PlanBuffer::ExpertGate:
+    case PlanBuffer::ExpertUp: return c.expert_feed_forward_length;
   }
   return 0;
 }
@@ -43,7 +49,15 @@ class FlowCheck {
         }
         return write(op, op.output);
       case PlanOpKind::Matmuls:
+      case PlanOpKind::ExpertMatmuls:
         IWB_RETURN_IF_ERROR(read(op, op.input));
+        // Expert products read and write the grouped expert rows only; dense ones never do.
+        if ((op.kind == PlanOpKind::ExpertMatmuls) != is_expert_rows(op.input)) {
+          return fail(op, "mixes the expert rows with the tokens' rows");
+        }
+        if (op.kind == PlanOpKind::ExpertMatmuls && m_routing_layer != op.layer) {
+          return fail(op, "runs experts its layer did not route to");
+        }
         if (op.num_products < 1 || op.num_products > static_cast<int32_t>(op.products.size())) {
           return fail(op, "has " + std::to_string(op.num_products) + " products");
         }
@@ -53,6 +67,9 @@ class FlowCheck {
                                 std::to_string(p.out_features) + " between buffers of " +
                                 std::to_string(width_of(m_c, op.input)) + " and " +
                                 std::to_string(width_of(m_c, p.output)));
+          }
+          if (is_expert_rows(p.output) != is_expert_rows(op.input)) {
+            return fail(op, std::string(p.name) + " mixes the expert rows with the tokens' rows");
           }
           IWB_RETURN_IF_ERROR(write(op, p.output));
         }
@@ -70,9 +87,16 @@ class FlowCheck {
         if (m_kv_layer != op.layer) return fail(op, "reads the cache before its layer wrote its keys and values");
         return write(op, PlanBuffer::Attn);
       case PlanOpKind::GatedActivation:
-        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Gate));
-        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Up));
-        return write(op, PlanBuffer::Gate);
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        IWB_RETURN_IF_ERROR(read(op, op.multiplier));
+        if (op.width != width_of(m_c, op.input) || op.width != width_of(m_c, op.multiplier) ||
+            op.width != width_of(m_c, op.output) ||
+            op.rows_per_token != (is_expert_rows(op.input) ? m_c.num_experts_used : 1)) {
+          return fail(op, "multiplies rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
+                              " per token of buffers " + std::to_string(width_of(m_c, op.input)) + " and " +
+                              std::to_string(width_of(m_c, op.multiplier)) + " wide");
+        }
+        return write(op, op.output);
       case PlanOpKind::ResidualAdd:
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
         return read(op, PlanBuffer::Proj);
@@ -80,6 +104,16 @@ class FlowCheck {
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
         return write(op, PlanBuffer::Xn);
       case PlanOpKind::Softcap: return read(op, PlanBuffer::Logits);
+      case PlanOpKind::ExpertRouting:
+        if (!m_c.has_experts()) return fail(op, "routes to experts in a model without any");
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::RouterLogits));
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Xn));
+        m_routing_layer = op.layer;
+        return write(op, PlanBuffer::ExpertIn);
+      case PlanOpKind::ExpertCombine:
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::ExpertOut));
+        if (m_routing_layer != op.layer) return fail(op, "sums expert outputs its layer did not route");
+        return write(op, PlanBuffer::Proj);
     }
     return fail(op, "is of an unknown kind");
   }
@@ -99,9 +133,15 @@ class FlowCheck {
     return {};
   }
 
+  static bool is_expert_rows(PlanBuffer b) {
+    return b == PlanBuffer::ExpertIn || b == PlanBuffer::ExpertGate || b == PlanBuffer::ExpertUp ||
+           b == PlanBuffer::ExpertOut;
+  }
+
   const ModelConfig& m_c;
   std::array<bool, kNumBuffers> m_written{};
   int32_t m_kv_layer = -2;
+  int32_t m_routing_layer = -2;  // the layer whose routing the backend holds
 };
 
 }  // namespace

@@ -2,19 +2,29 @@
 // profiler's records on every backend and the cost model's predictions come from here.
 #include "iwb/engine/plan/forward_plan.h"
 
+#include <cmath>
+
 namespace iwb {
 
 int num_op_records(const PlanOp& op) {
   switch (op.kind) {
-    case PlanOpKind::Matmuls: return op.num_products;
+    case PlanOpKind::Matmuls:
+    case PlanOpKind::ExpertMatmuls: return op.num_products;
     case PlanOpKind::Rope: return 2;
     case PlanOpKind::GatherRows: return 0;
     default: return 1;
   }
 }
 
+double expected_active_experts(const ModelConfig& c, int64_t num_tokens) {
+  if (c.num_experts <= 0) return 0;
+  const double e = static_cast<double>(c.num_experts);
+  const double miss = 1.0 - static_cast<double>(c.num_experts_used) / e;  // one token skips a given expert
+  return e * (1.0 - std::pow(miss, static_cast<double>(num_tokens)));
+}
+
 KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int64_t num_rows,
-                       std::span<const op_costs::AttentionSpan> spans) {
+                       std::span<const op_costs::AttentionSpan> spans, std::optional<int64_t> num_active_experts) {
   const ModelConfig& c = plan.config;
   const int layer = op.layer;
   switch (op.kind) {
@@ -35,9 +45,20 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       return op_costs::batched_attention(layer, spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
                                          op.is_sliding ? c.sliding_window : 0);
     case PlanOpKind::GatedActivation:
-      return op_costs::activation(layer, num_rows, c.feed_forward_length, c.ffn_activation);
+      return op_costs::activation(layer, num_rows * op.rows_per_token, op.width, c.ffn_activation);
     case PlanOpKind::ResidualAdd: return op_costs::add(op.name, layer, num_rows, c.embedding_length);
     case PlanOpKind::Softcap: return op_costs::softcap(c.vocab_size, num_rows);
+    case PlanOpKind::ExpertRouting:
+      return op_costs::expert_gating(layer, num_rows, c.num_experts, c.num_experts_used, c.embedding_length);
+    case PlanOpKind::ExpertMatmuls: {
+      const PlanProduct& p = op.products[static_cast<size_t>(part)];
+      const double active =
+          num_active_experts ? static_cast<double>(*num_active_experts) : expected_active_experts(c, num_rows);
+      return op_costs::expert_matmul(p.name, layer, p.type, p.in_features, p.out_features, num_rows, c.num_experts_used,
+                                     active);
+    }
+    case PlanOpKind::ExpertCombine:
+      return op_costs::expert_combine(layer, num_rows, c.num_experts_used, c.embedding_length);
     case PlanOpKind::GatherRows: break;
   }
   return {};

@@ -8,7 +8,8 @@
 
 namespace iwb::plan {
 
-// The layer's matrix `m` (PlanMatrix::Output lives in the model, not a layer: the caller's).
+// The layer's matrix `m` (PlanMatrix::Output lives in the model, not a layer: the caller's;
+// the router and the expert tensors are layer_router's and layer_experts').
 template <class Layer>
 auto& layer_matrix(Layer& l, PlanMatrix m) {
   switch (m) {
@@ -19,9 +20,21 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::FfnGate: return l.ffn_gate;
     case PlanMatrix::FfnUp: return l.ffn_up;
     case PlanMatrix::FfnDown: break;
-    case PlanMatrix::Output: break;
+    case PlanMatrix::Output:
+    case PlanMatrix::FfnGateInp:
+    case PlanMatrix::FfnGateExps:
+    case PlanMatrix::FfnUpExps:
+    case PlanMatrix::FfnDownExps: break;
   }
   return l.ffn_down;
+}
+
+// A mixture-of-experts layer's expert tensor `m` (FfnGateExps, FfnUpExps, FfnDownExps).
+template <class Layer>
+auto& layer_experts(Layer& l, PlanMatrix m) {
+  if (m == PlanMatrix::FfnGateExps) return l.ffn_gate_exps;
+  if (m == PlanMatrix::FfnUpExps) return l.ffn_up_exps;
+  return l.ffn_down_exps;
 }
 
 // The bias that goes with the layer's matrix `m`, or `none` for matrices without one.
@@ -74,6 +87,12 @@ PlanWeightTypes weight_types_of(const Weights& w) {
     lt.has_bk = is_present(l.bk);
     lt.has_bv = is_present(l.bv);
     lt.has_bo = is_present(l.bo);
+    if constexpr (requires { l.ffn_gate_exps; }) {  // weights that hold experts (the host's)
+      lt.ffn_gate_inp = l.ffn_gate_inp.type;
+      lt.ffn_gate_exps = l.ffn_gate_exps.type;
+      lt.ffn_up_exps = l.ffn_up_exps.type;
+      lt.ffn_down_exps = l.ffn_down_exps.type;
+    }
     t.layers.push_back(lt);
   }
   return t;

@@ -18,6 +18,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::Logits: return "logits";
     case OpKind::Softcap: return "softcap";
     case OpKind::Softmax: return "softmax";
+    case OpKind::ExpertMatmul: return "expert_matmul";
   }
   return "unknown";
 }
@@ -39,6 +40,10 @@ std::string KernelRecord::shape_text() const {
     case OpKind::Matmul:
     case OpKind::Logits:
       std::snprintf(buf, sizeof buf, "%lldx%lld %s, %lld tok", cols, rows, type.c_str(), n);
+      break;
+    case OpKind::ExpertMatmul:
+      std::snprintf(buf, sizeof buf, "%lldx%lld %s, %d experts x %lld tok (top %d)", cols, rows, type.c_str(),
+                    s.num_experts, n, s.num_experts_used);
       break;
     case OpKind::RmsNorm:
     case OpKind::Softmax:

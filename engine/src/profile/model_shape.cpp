@@ -25,8 +25,15 @@ uint64_t sum_weight_bytes(const ModelShape& m) {
   if (!m.is_output_tied) total += matrix_bytes(m.output_type, d, c.vocab_size);
   for (const LayerWeightTypes& t : m.layers) {
     total += matrix_bytes(t.wq, d, c.q_width()) + matrix_bytes(t.wk, d, c.k_width()) +
-             matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d) +
-             matrix_bytes(t.ffn_gate, d, ff) + matrix_bytes(t.ffn_up, d, ff) + matrix_bytes(t.ffn_down, ff, d);
+             matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d);
+    if (c.has_experts()) {
+      // Every expert's weights: what memory holds, whichever experts a token reads.
+      const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
+      total += matrix_bytes(t.ffn_gate_inp, d, e) + matrix_bytes(t.ffn_gate_exps, d, eff * e) +
+               matrix_bytes(t.ffn_up_exps, d, eff * e) + matrix_bytes(t.ffn_down_exps, eff, d * e);
+    } else {
+      total += matrix_bytes(t.ffn_gate, d, ff) + matrix_bytes(t.ffn_up, d, ff) + matrix_bytes(t.ffn_down, ff, d);
+    }
   }
   return total;
 }
@@ -67,7 +74,9 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   // Every matrix's rows must be whole blocks of the type (llama.cpp's quantizer falls back to
   // another type where they are not; a preset keeps one type, so it refuses instead).
   const int64_t block = ggml_type_traits(type).block_size;
-  for (const int64_t width : {c.embedding_length, c.feed_forward_length, c.attention_output_width()}) {
+  for (const int64_t width :
+       {c.embedding_length, c.has_experts() ? c.expert_feed_forward_length : c.feed_forward_length,
+        c.attention_output_width()}) {
     if (width % block != 0) {
       return make_error(ErrorCode::InvalidArgument,
                         preset->name + " has rows of " + std::to_string(width) + " values, not a multiple of " +
@@ -79,6 +88,8 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   m.is_output_tied = preset->is_embedding_tied;
   LayerWeightTypes layer{type, type, type, type, type, type, type};
   layer.has_bq = layer.has_bk = layer.has_bv = c.requires_qkv_bias;
+  // The router stays F32 in llama.cpp's files (llama-quantize never quantizes ffn_gate_inp).
+  layer.ffn_gate_exps = layer.ffn_up_exps = layer.ffn_down_exps = type;
   m.layers.assign(static_cast<size_t>(c.num_layers), layer);
   m.weight_bytes = sum_weight_bytes(m);
   return m;

@@ -2,6 +2,7 @@
 #include "iwb/engine/profile/op_costs.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace iwb::op_costs {
 namespace {
@@ -144,6 +145,39 @@ KernelRecord softcap(int64_t vocab_size, int64_t num_rows) {
   r.shape.cols = vocab_size;
   r.flops = 3.0 * d(vocab_size) * d(num_rows);
   r.bytes = 8.0 * d(vocab_size) * d(num_rows);
+  return r;
+}
+
+KernelRecord expert_matmul(const char* name, int layer, GgmlType weight_type, int64_t in_features, int64_t out_features,
+                           int64_t num_tokens, int64_t num_experts_used, double num_active_experts) {
+  KernelRecord r = base(OpKind::ExpertMatmul, name, layer, weight_type, num_tokens);
+  r.shape.rows = out_features;
+  r.shape.cols = in_features;
+  r.shape.num_experts = static_cast<int32_t>(std::lround(num_active_experts));
+  r.shape.num_experts_used = static_cast<int32_t>(num_experts_used);
+  const double rows = d(num_tokens) * d(num_experts_used);
+  r.flops = 2.0 * rows * d(in_features) * d(out_features);
+  r.bytes = num_active_experts * stored_bytes(weight_type, in_features, out_features) +
+            4.0 * rows * d(in_features + out_features);
+  return r;
+}
+
+KernelRecord expert_gating(int layer, int64_t num_tokens, int64_t num_experts, int64_t num_experts_used, int64_t dim) {
+  KernelRecord r = base(OpKind::Softmax, "ffn_moe_gating", layer, GgmlType::F32, num_tokens);
+  r.shape.rows = num_tokens;
+  r.shape.cols = num_experts;
+  const double routed = d(num_tokens) * d(num_experts_used);
+  r.flops = 5.0 * d(num_tokens) * d(num_experts) + 2.0 * routed;
+  r.bytes = 4.0 * d(num_tokens) * d(num_experts) + 8.0 * routed + 4.0 * d(num_tokens) * d(dim) + 4.0 * routed * d(dim);
+  return r;
+}
+
+KernelRecord expert_combine(int layer, int64_t num_tokens, int64_t num_experts_used, int64_t dim) {
+  KernelRecord r = base(OpKind::Add, "ffn_moe_combine", layer, GgmlType::F32, num_tokens);
+  r.shape.cols = dim;
+  const double routed = d(num_tokens) * d(num_experts_used);
+  r.flops = 2.0 * routed * d(dim);
+  r.bytes = 4.0 * routed * d(dim) + 4.0 * routed + 4.0 * d(num_tokens) * d(dim);
   return r;
 }
 

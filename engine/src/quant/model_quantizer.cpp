@@ -34,9 +34,11 @@ synth::TensorRole role_of(const std::string& name, const TensorName& n, size_t n
   if (n.kind == "attn_k") return TensorRole::AttnK;
   if (n.kind == "attn_v") return TensorRole::AttnV;
   if (n.kind == "attn_output") return TensorRole::AttnOutput;
-  if (n.kind == "ffn_gate") return TensorRole::FfnGate;
-  if (n.kind == "ffn_up") return TensorRole::FfnUp;
-  if (n.kind == "ffn_down") return TensorRole::FfnDown;
+  // A mixture of experts' router stays F32; its experts follow the dense matrices' rules.
+  if (n.kind == "ffn_gate_inp") return TensorRole::Router;
+  if (n.kind == "ffn_gate" || n.kind == "ffn_gate_exps") return TensorRole::FfnGate;
+  if (n.kind == "ffn_up" || n.kind == "ffn_up_exps") return TensorRole::FfnUp;
+  if (n.kind == "ffn_down" || n.kind == "ffn_down_exps") return TensorRole::FfnDown;
   // attn_q and any other 2-D weight: the file's base type, no special rule.
   return TensorRole::AttnQ;
 }
@@ -163,7 +165,7 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
   for (const gguf::TensorInfo& t : tensors) {
     const std::string kind = parse_tensor_name(t.name).kind;
     num_attn_v += kind == "attn_v";
-    num_ffn_down += kind == "ffn_down";
+    num_ffn_down += kind == "ffn_down" || kind == "ffn_down_exps";  // llama.cpp matches "ffn_down" in the name
   }
   std::vector<Job> jobs(tensors.size());
   int num_missing_imatrix = 0;

@@ -72,6 +72,12 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   }
   IWB_RETURN_IF_ERROR(engine->set_up_backend(options, choice, report));
   IWB_RETURN_IF_ERROR(engine->set_up_scheduler(options));
+  if (options.expert_load_steps < 1) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "the expert-load window needs at least one step (expert_load_steps is " +
+                          std::to_string(options.expert_load_steps) + ")");
+  }
+  engine->m_expert_load = ExpertLoadWindow(c.num_layers, c.num_experts, c.num_experts_used, options.expert_load_steps);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   if (options.speculation.is_enabled()) {
     report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");

@@ -51,6 +51,7 @@ class PagedEngine final : public Engine {
   bool is_profiling() const override { return m_is_profiling; }
   EngineKvSnapshot kv_snapshot() const override;
   MemoryReport memory_report() const override;
+  ExpertLoadSnapshot expert_load() const override { return m_expert_load.snapshot(); }
   Result<std::vector<float>> logits_for(const std::vector<int32_t>& tokens) override;
   // paged_engine_spec.cpp
   Status set_speculation(const spec::SpeculativeConfig& config) override;
@@ -108,6 +109,7 @@ class PagedEngine final : public Engine {
   RequestStates m_requests;
   SpeculationControl m_speculation{0, 0};  // limits set once the model and pool are known
   uint64_t m_num_steps = 0;
+  ExpertLoadWindow m_expert_load;  // the last steps' routing counts (mixture of experts)
   std::atomic<bool> m_is_profiling{false};
 
   RequestInbox m_inbox{m_tokenizer};  // requests and aborts from any thread

@@ -74,6 +74,7 @@ Result<StepResult> PagedEngine::step() {
       // Plain decode steps: the baseline adaptive K weighs the verification cost against.
       m_speculation.note_plain_step(forward_seconds);
     }
+    if (forward_status) m_expert_load.add_step(m_backend->expert_counts(), batch.num_tokens, m_num_steps);
     if (Status s = forward_status; !s) {
       // The batch's new slots may be half written: its sequences end, and their blocks (never
       // marked computed, so never offered to later prompts) go back to the pool.

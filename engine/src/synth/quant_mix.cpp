@@ -77,8 +77,10 @@ bool uses_more_bits(int64_t layer, int64_t num_layers) {
 }
 
 TensorTypeChoice choose_tensor_type(const WeightTypePlan& plan, const TensorTypeQuery& q) {
-  // Only 2-D weights are quantized: norms, biases and RoPE factors stay F32 in every file.
-  if (q.role == TensorRole::Norm || q.role == TensorRole::Bias || q.role == TensorRole::RopeFactors) {
+  // Only 2-D weights are quantized: norms, biases and RoPE factors stay F32 in every file, and
+  // so does an experts' router (llama-quantize skips ffn_gate_inp; the converter writes it F32).
+  if (q.role == TensorRole::Norm || q.role == TensorRole::Bias || q.role == TensorRole::RopeFactors ||
+      q.role == TensorRole::Router) {
     return {GgmlType::F32, false, GgmlType::F32};
   }
   if (is_plain_float(plan.base_type)) return {plan.base_type, false, plan.base_type};

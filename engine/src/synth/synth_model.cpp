@@ -50,6 +50,14 @@ Status check_shape(const SynthShape& s) {
        static_cast<int64_t>(s.longrope.long_factors.size()) != s.head_dim / 2)) {
     return bad("LongRoPE needs an original context and head size / 2 long and short factors");
   }
+  if (arch->has_experts) {
+    if (s.num_experts <= 0 || s.num_experts_used <= 0 || s.expert_feed_forward_length <= 0) {
+      return bad(s.architecture + " needs experts: a count, how many each token uses and their width");
+    }
+    if (s.num_experts_used > s.num_experts) return bad("a token cannot use more experts than there are");
+  } else if (s.num_experts > 0) {
+    return bad(s.architecture + " has no experts (a mixture of experts needs an architecture that routes them)");
+  }
   return {};
 }
 
@@ -91,6 +99,11 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
       w->set_u32(a + ".rope.scaling.original_context_length", u32(s.longrope.original_context_length));
       w->set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(s));
     }
+  }
+  if (arch.has_experts) {
+    w->set_u32(a + ".expert_count", u32(s.num_experts));
+    w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
+    w->set_u32(a + ".expert_feed_forward_length", u32(s.expert_feed_forward_length));
   }
 }
 

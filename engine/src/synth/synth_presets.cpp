@@ -39,6 +39,12 @@ SynthShape shape(const char* name, const char* architecture, const char* descrip
   return s;
 }
 
+void set_experts(int64_t num_experts, int64_t num_used, int64_t expert_ff, SynthShape* s) {
+  s->num_experts = num_experts;
+  s->num_experts_used = num_used;
+  s->expert_feed_forward_length = expert_ff;
+}
+
 // A small test shape with another's architecture and settings.
 SynthShape test_shape(const SynthShape& like, const char* name, const char* description, Dims d) {
   SynthShape s = like;
@@ -98,6 +104,13 @@ std::vector<SynthShape> make_presets() {
       1.34f, 1.68f, 1.79f, 1.82f, 1.85f, 1.88f, 1.91f, 1.94f, 1.99f, 2.02f, 2.02f, 2.02f, 2.02f, 2.02f, 2.02f, 2.03f,
       2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.03f, 2.08f, 2.09f, 2.19f, 2.22f, 2.59f, 2.73f, 2.75f, 2.84f};
   const SynthShape phi3 = p.back();
+  // Qwen/Qwen3-30B-A3B: qwen3's attention (32 heads of 128, 4 KV heads, over a width of 2048)
+  // and 128 experts of 768 per layer, 8 per token (intermediate_size 6144 is written as
+  // feed_forward_length, as llama.cpp's converter does), separate classifier.
+  p.push_back(shape("qwen3-30b-a3b", "qwen3moe", "Qwen3 30B-A3B", {2048, 48, 32, 4, 128, 6144, 151936, 40960},
+                    1000000.0f, 1e-6f, false));
+  set_experts(128, 8, 768, &p.back());
+  const SynthShape qwen3moe = p.back();
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
@@ -117,6 +130,9 @@ std::vector<SynthShape> make_presets() {
     p.back().longrope.short_factors.push_back(1.0f + 0.05f * static_cast<float>(i));
     p.back().longrope.long_factors.push_back(1.0f + 1.5f * static_cast<float>(i));
   }
+  p.push_back(
+      test_shape(qwen3moe, "test-qwen3moe", "small qwen3moe shape for tests", {256, 2, 4, 2, 64, 512, 320, 512}));
+  set_experts(8, 2, 256, &p.back());
   return p;
 }
 
@@ -125,8 +141,12 @@ std::vector<SynthShape> make_presets() {
 int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
   int64_t per_layer = d * q_width() + 2 * d * kv_width() + q_width() * d  // attention
-                      + 3 * d * feed_forward_length                       // gate, up, down
                       + 2 * d;                                            // two norms
+  if (num_experts > 0) {
+    per_layer += d * num_experts + 3 * d * expert_feed_forward_length * num_experts;  // router, experts
+  } else {
+    per_layer += 3 * d * feed_forward_length;  // gate, up, down
+  }
   if (has_qkv_bias) per_layer += q_width() + 2 * kv_width();
   if (const ArchitectureTraits* a = find_architecture(architecture)) {
     if (a->has_qk_norm) per_layer += 2 * head_dim;  // q/k norms
@@ -151,6 +171,9 @@ ModelConfig shape_config(const SynthShape& s) {
   c.vocab_size = s.vocab_size;
   c.rms_norm_eps = s.rms_norm_eps;
   c.rope_num_rotated = s.head_dim;
+  c.num_experts = s.num_experts;
+  c.num_experts_used = s.num_experts_used;
+  c.expert_feed_forward_length = s.expert_feed_forward_length;
   c.rope_freq_base = c.rope_freq_base_swa = s.rope_freq_base;
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);

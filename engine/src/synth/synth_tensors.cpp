@@ -19,6 +19,7 @@ namespace {
 
 constexpr float kWeightStddev = 0.02f;
 constexpr float kNormStddev = 0.02f;
+constexpr float kRouterLogitStddev = 3.0f;
 
 class Planner {
  public:
@@ -46,6 +47,12 @@ class Planner {
         // Each layer adds two residual branches; shrinking them keeps the residual stream's
         // variance from growing with depth.
         t.stddev = kWeightStddev / std::sqrt(2.0f * static_cast<float>(m_shape.num_layers));
+        break;
+      case TensorRole::Router:
+        // Decisive routing, as trained routers have: router logits of standard deviation
+        // kRouterLogitStddev whatever the width (the normalised input has rms ~1), so the
+        // experts' scores sit apart and the top-k choice rarely hinges on rounding.
+        t.stddev = kRouterLogitStddev / std::sqrt(static_cast<float>(m_shape.embedding_length));
         break;
       default: t.stddev = kWeightStddev; break;
     }
@@ -111,13 +118,22 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
     p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
-    if (is_fused) {
-      p.add(blk(il, "ffn_up.weight"), {d, 2 * s.feed_forward_length}, TensorRole::FfnUp, il);
+    if (s.num_experts > 0) {
+      // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
+      const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
+      p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
+      p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
+      p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
+      p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
     } else {
-      p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
-      p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+      if (is_fused) {
+        p.add(blk(il, "ffn_up.weight"), {d, 2 * s.feed_forward_length}, TensorRole::FfnUp, il);
+      } else {
+        p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+        p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+      }
+      p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
     }
-    p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
     if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
   }
   p.add("output_norm.weight", {d}, TensorRole::Norm);

@@ -38,7 +38,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
     : m_config(config),
       m_weights(weights),
       m_num_threads(num_threads),
-      m_max_batch(std::max<int64_t>(1, max_batch)) {
+      m_max_batch(std::max<int64_t>(1, max_batch)),
+      m_experts(config, std::max<int64_t>(1, max_batch)) {
   const PlanWeightTypes types = plan::weight_types_of(weights);
   m_plan = build_forward_plan(config, &types);
   const auto n = static_cast<size_t>(m_max_batch);
@@ -49,8 +50,10 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_v.resize(n * config.v_width());
   m_attn.resize(n * config.attention_output_width());
   m_proj.resize(n * config.embedding_length);
-  m_gate.resize(n * config.feed_forward_length);
-  m_up.resize(n * config.feed_forward_length);
+  // A mixture of experts has no dense FFN (its rows live in CpuExperts' grouped buffers).
+  const auto dense_ff = static_cast<size_t>(config.has_experts() ? 0 : config.feed_forward_length);
+  m_gate.resize(n * dense_ff);
+  m_up.resize(n * dense_ff);
   m_final.resize(n * config.embedding_length);
   m_spans.reserve(n);
   size_t matmul_scratch = 0;
@@ -58,7 +61,13 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
     matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
   };
   for (const LayerWeights& l : weights.layers) {
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) need(*w);
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp}) {
+      need(*w);
+    }
+    // An expert multiplies at most every token of the step (a token picks an expert once).
+    for (const ExpertMatrices* e : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
+      if (e->num_experts > 0) need(e->expert(0));
+    }
   }
   need(weights.output);
   m_matmul_scratch.resize(matmul_scratch);
@@ -67,7 +76,7 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
 uint64_t CpuForward::scratch_bytes() const {
   const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() + m_proj.size() +
                         m_gate.size() + m_up.size() + m_final.size();
-  return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size();
+  return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
 Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) const {
@@ -95,6 +104,7 @@ Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* lo
   IWB_RETURN_IF_ERROR(check_batch(batch, kv));
   const auto n = static_cast<int64_t>(batch.tokens.size());
   if (m_recorder.is_active()) plan::attention_spans(batch, m_spans);
+  m_experts.begin_pass();
   m_recorder.mark();
   for (const PlanOp& op : m_plan.body) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, n, logits));
   if (logits != nullptr && !batch.logits_rows.empty()) {
@@ -117,6 +127,11 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::Up: return m_up.data();
     case PlanBuffer::Final: return m_final.data();
     case PlanBuffer::Logits: return logits;
+    case PlanBuffer::RouterLogits: return m_experts.router_logits();
+    case PlanBuffer::ExpertIn: return m_experts.expert_in();
+    case PlanBuffer::ExpertGate: return m_experts.expert_gate();
+    case PlanBuffer::ExpertUp: return m_experts.expert_up();
+    case PlanBuffer::ExpertOut: return m_experts.expert_out();
   }
   return nullptr;
 }
@@ -175,10 +190,19 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       return {};
     case PlanOpKind::Attention: return run_attention(op, batch, kv, n);
     case PlanOpKind::GatedActivation:
-      if (!gated_activation({m_gate.data(), m_up.data(), m_gate.data(), n * c.feed_forward_length, c.ffn_activation,
-                             m_num_threads})) {
+      if (!gated_activation({buffer(op.input, logits), buffer(op.multiplier, logits), buffer(op.output, logits),
+                             n * op.rows_per_token * op.width, c.ffn_activation, m_num_threads})) {
         return kernel_failed("the FFN activation", il);
       }
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::ExpertRouting:
+      IWB_RETURN_IF_ERROR(m_experts.route(il, buffer(op.input, logits), m_xn.data(), n));
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::ExpertMatmuls: return run_expert_matmuls(op, n);
+    case PlanOpKind::ExpertCombine:
+      m_experts.combine(n, buffer(op.output, logits));
       record(op, 0, n);
       return {};
     case PlanOpKind::ResidualAdd:
@@ -208,9 +232,7 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
   const int64_t il = op.layer;
   const float* input = buffer(op.input, logits);
   auto args_of = [&](const PlanProduct& p) {
-    const WeightMatrix& w = p.matrix == PlanMatrix::Output
-                                ? m_weights.output
-                                : plan::layer_matrix(m_weights.layers[static_cast<size_t>(il)], p.matrix);
+    const WeightMatrix& w = matrix(p, il);
     const std::vector<float>& bias =
         p.matrix == PlanMatrix::Output ? kNoBias : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
     MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input, n,
@@ -240,6 +262,58 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
     if (m_observer != nullptr) m_observer->observe_matmul_input(p.name, il, input, n, args.in_features);
     if (!iwb::matmul(args)) return kernel_failed(std::string("the ") + p.name + " matmul", il);
     record(op, i, n);
+  }
+  return {};
+}
+
+const WeightMatrix& CpuForward::matrix(const PlanProduct& p, int64_t il) const {
+  if (p.matrix == PlanMatrix::Output) return m_weights.output;
+  const LayerWeights& l = m_weights.layers[static_cast<size_t>(il)];
+  return p.matrix == PlanMatrix::FfnGateInp ? l.ffn_gate_inp : plan::layer_matrix(l, p.matrix);
+}
+
+Status CpuForward::run_expert_matmuls(const PlanOp& op, int64_t n) {
+  const int64_t il = op.layer;
+  const LayerWeights& l = m_weights.layers[static_cast<size_t>(il)];
+  const float* input = buffer(op.input, nullptr);
+  // Expert e's rows (those routed to it, grouped) times a view of expert e's matrices.
+  auto args_of = [&](const PlanProduct& p, int64_t e) {
+    const WeightMatrix w = plan::layer_experts(l, p.matrix).expert(e);
+    const int64_t first = m_experts.first_row(e);
+    MatmulArgs args{w.type,
+                    w.data,
+                    w.in_features,
+                    w.out_features,
+                    input + first * w.in_features,
+                    m_experts.num_rows(e),
+                    nullptr,
+                    buffer(p.output, nullptr) + first * w.out_features,
+                    m_num_threads};
+    args.scratch = m_matmul_scratch.data();
+    args.scratch_bytes = m_matmul_scratch.size();
+    args.is_exact = m_is_batch_invariant;
+    return args;
+  };
+  auto failed = [&](const PlanProduct& p, int64_t e) {
+    return kernel_failed(std::string("the ") + p.name + " matmul of expert " + std::to_string(e), il);
+  };
+  if (op.num_products > 1 && !m_recorder.is_active()) {
+    // gate and up of one expert share its rows: one grouped call per expert.
+    std::array<MatmulArgs, 3> group;
+    for (const int32_t e : m_experts.active_experts()) {
+      for (int i = 0; i < op.num_products; ++i)
+        group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)], e);
+      if (!matmul_group({group.data(), static_cast<size_t>(op.num_products)})) return failed(op.products[0], e);
+    }
+    return {};
+  }
+  // One record per product over all of its experts (as the plan counts them).
+  for (int i = 0; i < op.num_products; ++i) {
+    const PlanProduct& p = op.products[static_cast<size_t>(i)];
+    for (const int32_t e : m_experts.active_experts()) {
+      if (!iwb::matmul(args_of(p, e))) return failed(p, e);
+    }
+    record_experts(op, i, n);
   }
   return {};
 }

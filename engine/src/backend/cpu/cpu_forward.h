@@ -1,10 +1,12 @@
 // The CPU backend's forward pass over one scheduler step: it walks the model's ForwardPlan
 // (plan/forward_plan.h), running each op with the CPU kernels. The step's tokens of every
 // sequence go through each matmul together; attention reads each sequence's paged cache
-// through its block table; the classifier runs for the rows that sample only. Scratch is
+// through its block table; the classifier runs for the rows that sample only; a
+// mixture-of-experts layer groups the step's tokens by expert (cpu_experts.h). Scratch is
 // sized once for `max_batch` tokens, the step's token budget.
 #pragma once
 
+#include "backend/cpu/cpu_experts.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/forward_batch.h"
 #include "iwb/engine/paged/paged_kv_storage.h"
@@ -44,8 +46,13 @@ class CpuForward {
   bool is_batch_invariant() const { return m_is_batch_invariant; }
   void set_batch_invariant(bool is_batch_invariant) { m_is_batch_invariant = is_batch_invariant; }
 
-  // Shown every weight matmul's input while set (imatrix collection); null: off.
+  // Shown every weight matmul's input while set (imatrix collection); null: off. Expert
+  // matmuls are not shown (their rows differ per expert).
   void set_activation_observer(ActivationObserver* observer) { m_observer = observer; }
+
+  // Mixture of experts: tokens each layer routed to each expert in the last forward(),
+  // [num_layers x num_experts]; empty for a dense model.
+  std::span<const int32_t> expert_counts() const { return m_experts.pass_counts(); }
 
  private:
   Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
@@ -53,10 +60,19 @@ class CpuForward {
   Status run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows, float* logits);
   Status run_matmuls(const PlanOp& op, int64_t num_rows, float* logits);
   Status run_attention(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows);
+  Status run_expert_matmuls(const PlanOp& op, int64_t num_rows);
+  const WeightMatrix& matrix(const PlanProduct& p, int64_t layer) const;
   float* buffer(PlanBuffer b, float* logits);
   const std::vector<float>& norm_weight(const PlanOp& op) const;
   void record(const PlanOp& op, int part, int64_t num_rows) {
     if (m_recorder.is_active()) m_recorder.add(op_record(m_plan, op, part, num_rows, m_spans));
+  }
+  // An expert matmul's record counts the experts this layer's tokens were routed to.
+  void record_experts(const PlanOp& op, int part, int64_t num_rows) {
+    if (m_recorder.is_active()) {
+      const auto active = static_cast<int64_t>(m_experts.active_experts().size());
+      m_recorder.add(op_record(m_plan, op, part, num_rows, m_spans, active));
+    }
   }
 
   const ModelConfig& m_config;
@@ -76,6 +92,7 @@ class CpuForward {
   std::vector<float> m_proj;     // block output before the residual add [n_embd]
   std::vector<float> m_gate, m_up;  // [n_ff]
   std::vector<float> m_final;    // normalised hidden states of the rows that sample [n_embd]
+  CpuExperts m_experts;          // routing and the grouped expert rows (mixture of experts)
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling
   // allocates nothing per step).
   std::vector<op_costs::AttentionSpan> m_spans;

@@ -33,6 +33,7 @@ class CpuForwardBackend final : public ForwardBackend {
   void set_batch_invariant(bool is_batch_invariant) override { m_forward->set_batch_invariant(is_batch_invariant); }
   void set_activation_observer(ActivationObserver* observer) override { m_forward->set_activation_observer(observer); }
   void fill_memory_report(MemoryReport* report) const override;
+  std::span<const int32_t> expert_counts() const override { return m_forward->expert_counts(); }
 
  private:
   CpuForwardBackend() = default;

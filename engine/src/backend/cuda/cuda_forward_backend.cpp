@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda_forward_factory.h"
+#include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
@@ -340,6 +341,8 @@ Result<std::unique_ptr<ForwardBackend>> make_cuda_forward_backend(const ModelCon
                                                                   const EngineOptions& options, int device_index,
                                                                   int64_t context_length,
                                                                   const LoadProgress& progress) {
+  // Refused before the device is touched, so "auto" falls back to the CPU at no cost.
+  IWB_RETURN_IF_ERROR(check_cuda_plan_support(build_forward_plan(config)));
   Result<std::unique_ptr<cuda::CudaForwardBackend>> backend =
       cuda::CudaForwardBackend::create(config, weights, options, device_index, context_length, progress);
   if (!backend) return backend.status();

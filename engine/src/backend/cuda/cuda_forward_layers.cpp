@@ -29,6 +29,11 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::Up: return m_up;
     case PlanBuffer::Final: return m_final;
     case PlanBuffer::Logits: return m_logits;
+    case PlanBuffer::RouterLogits:
+    case PlanBuffer::ExpertIn:
+    case PlanBuffer::ExpertGate:
+    case PlanBuffer::ExpertUp:
+    case PlanBuffer::ExpertOut: break;  // no expert ops on the device (check_cuda_plan_support)
   }
   return nullptr;
 }
@@ -136,6 +141,9 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       IWB_RETURN_IF_ERROR(
           launched(softcap_cuda(m_logits, n * c.vocab_size, c.final_logit_softcap, stream), "the logit soft-capping", -1));
       return op_end(op, 0, n);
+    case PlanOpKind::ExpertRouting:
+    case PlanOpKind::ExpertMatmuls:
+    case PlanOpKind::ExpertCombine: return check_cuda_plan_support(m_plan);  // refused at load already
   }
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }

@@ -1,10 +1,11 @@
 // Host-side planning of the CUDA forward pass's steps, plain C++ so it is tested without a GPU:
-// whether a step fits the buffers sized at load, the fixed-width block tables a captured graph
-// needs, which steps replay a CUDA graph (and under which key), and the chunks the logits rows
-// are computed in.
+// whether the device runs a model's plan at all, whether a step fits the buffers sized at load,
+// the fixed-width block tables a captured graph needs, which steps replay a CUDA graph (and
+// under which key), and the chunks the logits rows are computed in.
 #pragma once
 
 #include "iwb/engine/paged/forward_batch.h"
+#include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/status.h"
 
 #include <compare>
@@ -53,5 +54,10 @@ struct RowChunk {
   int64_t count = 0;
 };
 std::vector<RowChunk> logits_row_chunks(int64_t num_rows, int64_t chunk_rows);
+
+// Whether the CUDA backend runs every op of `plan`: an Unsupported error naming what it lacks
+// otherwise (mixture-of-experts ops: it has no expert kernels), which the engine's "auto"
+// device turns into a fallback to the CPU, before any weight is uploaded.
+Status check_cuda_plan_support(const ForwardPlan& plan);
 
 }  // namespace iwb

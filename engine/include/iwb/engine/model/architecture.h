@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -33,6 +33,11 @@ struct ArchitectureTraits {
   // ffn_up holds gate and up stacked ([n_embd, 2 * n_ff]: gate rows first) and there is no
   // ffn_gate (phi3); the loader binds the two halves as the gate and up matrices.
   bool has_fused_gate_up = false;
+  // Mixture of experts: every layer's FFN is <arch>.expert_count routed experts of which each
+  // token uses <arch>.expert_used_count (softmax over the router's logits, top-k), no shared
+  // expert. is_expert_weight_normalized: the top-k weights are divided by their sum (qwen3moe).
+  bool has_experts = false;
+  bool is_expert_weight_normalized = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -40,7 +45,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

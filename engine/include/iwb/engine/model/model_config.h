@@ -56,10 +56,19 @@ struct ModelConfig {
   bool requires_qkv_bias = false;      // qwen2
   bool has_fused_gate_up = false;      // phi3: ffn_up is [n_embd, 2 * n_ff], gate rows first
 
+  // Mixture of experts (architecture rows with has_experts): each layer's FFN is num_experts
+  // routed experts of expert_feed_forward_length; a token goes through num_experts_used of
+  // them (top-k of the router's softmax), their outputs summed with the gating weights.
+  int64_t num_experts = 0;                   // <arch>.expert_count; 0: a dense FFN
+  int64_t num_experts_used = 0;              // <arch>.expert_used_count (k)
+  int64_t expert_feed_forward_length = 0;    // <arch>.expert_feed_forward_length
+  bool is_expert_weight_normalized = false;  // top-k weights divided by their sum (qwen3moe)
+
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t k_width() const { return num_kv_heads * head_dim_k; }
   int64_t v_width() const { return num_kv_heads * head_dim_v; }
   int64_t attention_output_width() const { return num_heads * head_dim_v; }
+  bool has_experts() const { return num_experts > 0; }
 };
 
 // Reads and checks the configuration; errors name the missing or inconsistent key.

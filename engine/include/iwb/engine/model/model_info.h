@@ -23,6 +23,11 @@ struct ModelHyperParams {
   int64_t vocab_size = 0;
   double rope_freq_base = 0;
   double rms_norm_eps = 0;
+  // Mixture of experts (0 for a dense model). tensor_bytes and the memory estimate count every
+  // expert's weights; a token reads only expert_used_count of them per layer.
+  int64_t expert_count = 0;
+  int64_t expert_used_count = 0;
+  int64_t expert_feed_forward_length = 0;
 };
 
 struct ModelSummary {

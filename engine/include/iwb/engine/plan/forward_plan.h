@@ -1,7 +1,8 @@
 // The one description of the transformer forward pass: the model config (and its weights'
 // stored types) yields a flat list of ops — norm, matmuls, RoPE, KV write, attention,
-// activation, residual add — that the CPU backend, the CUDA backend and the cost model all
-// walk. A new op or architecture is added here once; each backend only knows how to run an op.
+// activation, residual add; for mixture-of-experts layers the router, top-k gating, expert
+// matmuls and their weighted sum — that the CPU backend, the CUDA backend and the cost model
+// all walk. A new op or architecture is added here once; each backend only knows how to run an op.
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
@@ -12,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -22,6 +24,9 @@ struct LayerWeightTypes {
   GgmlType wq = GgmlType::F32, wk = GgmlType::F32, wv = GgmlType::F32, wo = GgmlType::F32;
   GgmlType ffn_gate = GgmlType::F32, ffn_up = GgmlType::F32, ffn_down = GgmlType::F32;
   bool has_bq = false, has_bk = false, has_bv = false, has_bo = false;
+  // Mixture of experts: the router and the expert tensors (every expert stored alike).
+  GgmlType ffn_gate_inp = GgmlType::F32;
+  GgmlType ffn_gate_exps = GgmlType::F32, ffn_up_exps = GgmlType::F32, ffn_down_exps = GgmlType::F32;
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -33,26 +38,46 @@ struct PlanWeightTypes {
 };
 
 // The step's activations, each [rows x width]: the residual stream and the buffers between ops.
-// Final and Logits hold only the rows that sample.
+// Final and Logits hold only the rows that sample. The Expert* buffers hold num_experts_used
+// rows per token, grouped by expert (all rows routed to expert 0, then expert 1, ...).
 enum class PlanBuffer : uint8_t {
-  X,       // residual stream [n_embd]
-  Xn,      // normalised block input [n_embd]; the gathered rows that sample, before the output norm
-  Q,       // [q_width]
-  K,       // [k_width]
-  V,       // [v_width]
-  Attn,    // attention output [attention_output_width]
-  Proj,    // a block's output before the residual add [n_embd]
-  Gate,    // [n_ff]; the activation's output too
-  Up,      // [n_ff]
-  Final,   // normalised rows that sample [n_embd]
-  Logits,  // [vocab]
+  X,             // residual stream [n_embd]
+  Xn,            // normalised block input [n_embd]; the gathered rows that sample, before the output norm
+  Q,             // [q_width]
+  K,             // [k_width]
+  V,             // [v_width]
+  Attn,          // attention output [attention_output_width]
+  Proj,          // a block's output before the residual add [n_embd]
+  Gate,          // [n_ff]; the activation's output too
+  Up,            // [n_ff]
+  Final,         // normalised rows that sample [n_embd]
+  Logits,        // [vocab]
+  RouterLogits,  // the router's score of each expert [num_experts]
+  ExpertIn,      // a token's normalised FFN input, once per expert it was routed to [n_embd]
+  ExpertGate,    // [expert_ff]; the activation's output too
+  ExpertUp,      // [expert_ff]
+  ExpertOut,     // an expert's output for a token, before the weighted sum [n_embd]
 };
 
 // Weight vectors an RMS norm multiplies by.
 enum class PlanNorm : uint8_t { AttnNorm, QNorm, KNorm, PostAttentionNorm, FfnNorm, PostFfwNorm, OutputNorm };
 
-// Weight matrices (their biases go with them).
-enum class PlanMatrix : uint8_t { Wq, Wk, Wv, Wo, FfnGate, FfnUp, FfnDown, Output };
+// Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
+// expert tensors (one matrix per expert).
+enum class PlanMatrix : uint8_t {
+  Wq,
+  Wk,
+  Wv,
+  Wo,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  Output,
+  FfnGateInp,
+  FfnGateExps,
+  FfnUpExps,
+  FfnDownExps
+};
 
 enum class PlanOpKind : uint8_t {
   Embedding,        // X = token_embd[tokens] (* embedding_scale)
@@ -61,10 +86,18 @@ enum class PlanOpKind : uint8_t {
   Rope,             // Q and K rotated in place at the tokens' positions (one record each)
   KvWrite,          // K and V into the paged cache at the step's slots
   Attention,        // Attn = every sequence's queries over its own cached keys and values
-  GatedActivation,  // Gate = act(Gate) * Up
+  GatedActivation,  // output = act(input) * multiplier, rows_per_token rows of `width` per token
   ResidualAdd,      // X += Proj
   GatherRows,       // Xn = the rows of X that sample (a copy, not a kernel: no record)
   Softcap,          // Logits = c * tanh(Logits / c)
+  // Mixture of experts. The routing (which experts, their weights, the grouping) lives in the
+  // backend from ExpertRouting to ExpertCombine of the same layer.
+  ExpertRouting,  // per token: softmax over RouterLogits, the top num_experts_used experts,
+                  // their weights (renormalised when the model says so); ExpertIn = Xn's rows
+                  // copied once per routed expert, grouped by expert
+  ExpertMatmuls,  // products of ExpertIn (or ExpertGate): each expert's rows times that
+                  // expert's matrix, every expert a token was routed to in one call
+  ExpertCombine,  // Proj = per token, the sum of its ExpertOut rows times their weights
 };
 
 struct PlanProduct {
@@ -84,13 +117,15 @@ struct PlanOp {
   PlanBuffer input = PlanBuffer::X;
   PlanBuffer output = PlanBuffer::X;
   // RmsNorm: the weight, rows per token (1, num_heads or num_kv_heads) and the row width.
+  // GatedActivation: rows per token (1, or num_experts_used over the expert buffers), width.
   PlanNorm norm = PlanNorm::AttnNorm;
   int64_t rows_per_token = 1;
   int64_t width = 0;
+  PlanBuffer multiplier = PlanBuffer::Up;  // GatedActivation: what act(input) is multiplied by
   // Matmuls.
   std::array<PlanProduct, 3> products{};
   int32_t num_products = 0;
-  OpKind matmul_kind = OpKind::Matmul;  // Logits for the classifier
+  OpKind matmul_kind = OpKind::Matmul;  // Logits for the classifier, ExpertMatmul for ExpertMatmuls
   // Rope and Attention: the layer's sliding window applies (its own RoPE base and scale).
   bool is_sliding = false;
 
@@ -115,15 +150,23 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
 // layer writes its keys and values before its attention reads the cache. An error names the op.
 Status check_forward_plan(const ForwardPlan& plan);
 
-// Kernel records one op makes: one per product of Matmuls, two for Rope (queries, keys),
-// none for GatherRows, else one.
+// Kernel records one op makes: one per product of Matmuls and ExpertMatmuls, two for Rope
+// (queries, keys), none for GatherRows, else one.
 int num_op_records(const PlanOp& op);
 
 // The record of part `part` (< num_op_records) of `op` over `num_rows` token rows (the step's
 // tokens for body ops, the rows that sample for logits ops). Attention takes every sequence's
-// span of queries; other ops ignore `spans`. seconds = 0.
+// span of queries; other ops ignore `spans`. ExpertMatmuls read only the experts the step's
+// tokens were routed to: `num_active_experts` of them (a backend's count for its step), or
+// without it the expected count when num_rows tokens pick experts uniformly at random (the
+// cost model's prediction: exactly num_experts_used for one token). seconds = 0.
 KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int64_t num_rows,
-                       std::span<const op_costs::AttentionSpan> spans = {});
+                       std::span<const op_costs::AttentionSpan> spans = {},
+                       std::optional<int64_t> num_active_experts = std::nullopt);
+
+// Distinct experts `num_tokens` tokens touch on average when each picks num_experts_used of
+// num_experts uniformly: E * (1 - (1 - k/E)^n).
+double expected_active_experts(const ModelConfig& config, int64_t num_tokens);
 
 // Records of a whole forward pass: body ops, then logits ops when num_logits_rows > 0.
 int64_t num_plan_records(const ForwardPlan& plan, bool has_logits);

@@ -26,7 +26,8 @@ struct ModelShape {
   GgmlType output_type = GgmlType::F32;  // the classifier (the embedding table's type when tied)
   bool is_output_tied = false;
   std::vector<LayerWeightTypes> layers;  // [num_layers]
-  uint64_t weight_bytes = 0;             // all matrices as stored (the classifier once when tied)
+  uint64_t weight_bytes = 0;             // all matrices as stored (the classifier once when tied; every
+                                         // expert of a mixture of experts, routed to or not)
 };
 
 // One forward step to predict.
@@ -44,8 +45,9 @@ struct StepScenario {
 // The shape of a GGUF model (opens and maps the file; reads no weights beyond norm vectors).
 Result<ModelShape> model_shape_from_gguf(const std::string& path);
 
-// Shapes of well-known models with every matrix (and the embedding table) in `weight_type`:
-// llama-3.2-1b, llama-3-8b, tinyllama-1.1b, qwen2.5-0.5b, qwen2.5-1.5b, gemma-3-270m.
+// Shapes of well-known models with every matrix (and the embedding table) in `weight_type`
+// but a mixture of experts' router (F32, as llama.cpp keeps it): the synth presets
+// (llama-3.2-1b, ..., qwen3-30b-a3b; model_shape_preset_names()).
 // An error names the preset, or the dimension the type's block size does not divide.
 Result<ModelShape> model_shape_preset(std::string_view preset, GgmlType weight_type);
 const std::vector<std::string>& model_shape_preset_names();
@@ -53,7 +55,9 @@ const std::vector<std::string>& model_shape_preset_names();
 // The forward plan of the shape (its matrices' types and biases in the records).
 ForwardPlan forward_plan_of(const ModelShape& model);
 
-// Every kernel of the step in the forward plan's order, as the backends run them, seconds = 0. One
+// Every kernel of the step in the forward plan's order, as the backends run them, seconds = 0.
+// Expert matmuls count the experts the step's tokens are expected to be routed to (exactly
+// num_experts_used for a one-token decode step; see expected_active_experts). One
 // sequence: a batched engine step over several sequences runs the same kernels with the
 // tokens of all of them (attention summed over the sequences, op_costs::batched_attention).
 Result<std::vector<KernelRecord>> predict_step(const ModelShape& model, const StepScenario& scenario);

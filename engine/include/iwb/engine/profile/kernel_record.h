@@ -14,19 +14,20 @@ namespace iwb {
 
 // The kinds of kernel a forward pass runs. One roofline point per (kind, phase).
 enum class OpKind : uint8_t {
-  Embedding,   // token table row lookup
-  RmsNorm,     // every RMS norm: block inputs, per-head q/k norms, post-norms, the output norm
-  Matmul,      // weight matrix x activations inside the layers
-  Rope,        // rotary position embedding of queries or keys
-  KvWrite,     // new keys and values converted to f16 into the cache
-  Attention,   // scores, softmax and the weighted sum of values, over the cache
-  Activation,  // gated FFN activation: SwiGLU or GeGLU
-  Add,         // residual additions
-  Logits,      // the classifier matmul (last token only)
-  Softcap,     // final logit soft-capping (gemma)
-  Softmax,     // a stand-alone softmax (backends whose attention runs it as its own kernel)
+  Embedding,     // token table row lookup
+  RmsNorm,       // every RMS norm: block inputs, per-head q/k norms, post-norms, the output norm
+  Matmul,        // weight matrix x activations inside the layers
+  Rope,          // rotary position embedding of queries or keys
+  KvWrite,       // new keys and values converted to f16 into the cache
+  Attention,     // scores, softmax and the weighted sum of values, over the cache
+  Activation,    // gated FFN activation: SwiGLU or GeGLU
+  Add,           // residual additions
+  Logits,        // the classifier matmul (last token only)
+  Softcap,       // final logit soft-capping (gemma)
+  Softmax,       // a stand-alone softmax (backends whose attention runs it as its own kernel; MoE gating)
+  ExpertMatmul,  // mixture of experts: the routed experts' matrices x the tokens routed to them
 };
-inline constexpr int kNumOpKinds = 11;
+inline constexpr int kNumOpKinds = 12;
 
 enum class Phase : uint8_t { Prefill, Decode };
 
@@ -45,14 +46,18 @@ struct DeviceRef {
 // The numbers behind a record's shape text. Fields a kind does not use stay 0.
 struct OpShape {
   int64_t num_tokens = 0;    // tokens of the step this call processes
-  int64_t rows = 0;          // matmul/logits: out_features; rmsnorm: rows normalised (tokens, or tokens x heads)
-  int64_t cols = 0;          // matmul/logits: in_features; rmsnorm/add/activation/embedding/softcap: row width
+  int64_t rows = 0;          // matmul/logits/expert_matmul: out_features; rmsnorm: rows normalised (tokens, or
+                             // tokens x heads); softmax: rows (tokens)
+  int64_t cols = 0;          // matmul/logits/expert_matmul: in_features; rmsnorm/add/activation/embedding/softcap/
+                             // softmax: row width
   int64_t num_kv = 0;        // attention: KV positions the last token of the call attends over
   int32_t num_heads = 0;     // attention, rope
   int32_t num_kv_heads = 0;  // attention, kv_write
   int32_t head_dim = 0;      // attention: query/key width per head; rope: head width; kv_write: key width per head
   int32_t head_dim_v = 0;    // attention, kv_write: value width per head
   int32_t window = 0;        // attention: sliding window (0: the whole context)
+  int32_t num_experts = 0;   // expert_matmul: experts whose matrices the call read (those routed to)
+  int32_t num_experts_used = 0;  // expert_matmul: experts per token (k): the call multiplies num_tokens x k rows
   bool operator==(const OpShape&) const = default;
 };
 
@@ -61,7 +66,7 @@ struct KernelRecord {
   Phase phase = Phase::Decode;
   int16_t layer = -1;                  // -1: outside the layers (embedding, output norm, logits)
   DeviceRef device;
-  GgmlType data_type = GgmlType::F32;  // the stored operand: weight type for matmul/embedding/logits,
+  GgmlType data_type = GgmlType::F32;  // the stored operand: weight type for matmul/embedding/logits/expert_matmul,
                                        // F16 for the KV cache (attention, kv_write), F32 otherwise
   const char* name = "";               // which call: "attn_q", "ffn_down", "attn_norm", ... (static text)
   OpShape shape;

@@ -65,4 +65,20 @@ KernelRecord embedding(GgmlType table_type, int64_t num_tokens, int64_t dim, boo
 // (tanh counted once).
 KernelRecord softcap(int64_t vocab_size, int64_t num_rows = 1);
 
+// Mixture of experts, the expert matrices of one product (gate, up or down) over a step: each
+// of num_tokens tokens goes through num_experts_used experts, so 2*tokens*k*in*out FLOPs; the
+// bytes are the matrices of the experts the tokens were routed to, num_active_experts of them
+// (fractional for a prediction's expected count), as stored, + the tokens' rows in and out.
+KernelRecord expert_matmul(const char* name, int layer, GgmlType weight_type, int64_t in_features, int64_t out_features,
+                           int64_t num_tokens, int64_t num_experts_used, double num_active_experts);
+
+// Top-k gating over num_experts router logits per token (OpKind::Softmax): the softmax's 5
+// FLOPs per logit and 2 per routed row (renormalise, weight); bytes = logits read, expert ids
+// and weights written, and the token rows copied once per routed expert (grouped by expert).
+KernelRecord expert_gating(int layer, int64_t num_tokens, int64_t num_experts, int64_t num_experts_used, int64_t dim);
+
+// The weighted sum of each token's num_experts_used expert outputs (OpKind::Add): 2 FLOPs per
+// routed element; bytes = the routed rows and weights read, one row per token written.
+KernelRecord expert_combine(int layer, int64_t num_tokens, int64_t num_experts_used, int64_t dim);
+
 }  // namespace iwb::op_costs

@@ -10,6 +10,7 @@
 #include "iwb/engine/profile/kernel_record.h"
 #include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/runtime/engine_reports.h"
+#include "iwb/engine/runtime/expert_load.h"
 #include "iwb/engine/sampling/sampler.h"
 #include "iwb/engine/spec/spec_config.h"
 #include "iwb/engine/spec/spec_stats.h"
@@ -69,6 +70,8 @@ struct EngineOptions {
   bool is_batch_invariant = false;
   // Speculative decoding from the start (Engine::set_speculation can change it later).
   spec::SpeculativeConfig speculation{};
+  // Mixture-of-experts models: Engine::expert_load() sums the routing of this many last steps.
+  int32_t expert_load_steps = 64;
 };
 
 using RequestId = uint64_t;
@@ -183,6 +186,11 @@ class Engine {
   virtual EngineKvSnapshot kv_snapshot() const = 0;
   // Where the engine's memory goes (weights, KV pool and its use, scratch). Same thread rule.
   virtual MemoryReport memory_report() const = 0;
+  // Mixture-of-experts models: tokens routed to each expert of each layer over the last
+  // EngineOptions::expert_load_steps steps (step() only; logits_for and evaluation runs are
+  // not counted). Empty (num_experts 0) for a dense model or a backend that does not run
+  // experts. Same thread rule.
+  virtual ExpertLoadSnapshot expert_load() const = 0;
 
   // Per-kernel records in StepResult::profile, off by default. Safe from any thread; takes
   // effect at the next step(). Costs nothing while off; the measured cost while on is

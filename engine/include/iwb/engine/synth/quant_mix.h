@@ -1,6 +1,6 @@
 // Which tensor type each weight gets in a file "of type T": llama.cpp's llama-quantize rules
-// (src/llama-quant.cpp) for the single types and the Q4_K_M / Q5_K_M mixes. Norms, biases and
-// RoPE factors stay F32; the classifier gets Q6_K unless the file is Q8_0; attn_v and ffn_down
+// (src/llama-quant.cpp) for the single types and the Q4_K_M / Q5_K_M mixes. Norms, biases,
+// RoPE factors and experts' routers stay F32; the classifier gets Q6_K unless the file is Q8_0; attn_v and ffn_down
 // of the first and last eighth of the layers, and of every third layer between, get Q6_K in the
 // _M mixes; rows that are not a whole number of blocks fall back to a type that fits.
 #pragma once
@@ -28,9 +28,22 @@ struct WeightTypePlan {
 Result<WeightTypePlan> parse_weight_type(std::string_view name);
 const std::vector<std::string>& weight_type_names();
 
+// Expert tensors take the role of the dense matrix they replace (ffn_down_exps is FfnDown, as
+// llama.cpp's rules match them by name); Router is a mixture of experts' ffn_gate_inp.
 enum class TensorRole {
-  TokenEmbedding, Output, AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown,
-  Norm, Bias, RopeFactors,
+  TokenEmbedding,
+  Output,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOutput,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  Norm,
+  Bias,
+  RopeFactors,
+  Router,
 };
 
 struct TensorTypeQuery {

@@ -1,5 +1,6 @@
 // Shapes of real models for `iwb synth`: every hyper-parameter llama.cpp and this engine read
-// from a GGUF (dimensions, heads, RoPE, norms, tied embeddings, gemma3's sliding window), so a
+// from a GGUF (dimensions, heads, RoPE, norms, tied embeddings, gemma3's sliding window,
+// qwen3moe's experts), so a
 // synthetic file with random weights runs exactly the computation of the real model.
 #pragma once
 
@@ -48,6 +49,11 @@ struct SynthShape {
   bool is_embedding_tied = false;  // no output.weight: the classifier is token_embd
   bool has_qkv_bias = false;       // qwen2
   int64_t sliding_window = 0;      // gemma3: window of its local layers (5 of every 6)
+  // Mixture of experts (architectures with has_experts): experts per layer, experts per token,
+  // each expert's hidden width. feed_forward_length is then only written as metadata.
+  int64_t num_experts = 0;
+  int64_t num_experts_used = 0;
+  int64_t expert_feed_forward_length = 0;
   Llama3RopeScaling rope_scaling;
   LongRopeScaling longrope;
   bool is_test_shape = false;      // a small shape for tests, not shown in the preset list

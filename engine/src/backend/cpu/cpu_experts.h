@@ -1,0 +1,76 @@
+// The CPU's mixture-of-experts state for one forward pass: the routing a layer's ExpertRouting
+// op decides (each token's experts and weights, its rows grouped by expert), the grouped row
+// buffers the expert ops read and write, and how many tokens each layer sent to each expert.
+// Grouping is what batches the experts: every expert multiplies all the step's rows routed to
+// it in one matmul, against a view of its slice of the layer's 3-D tensor.
+#pragma once
+
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/status.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace iwb {
+
+class CpuExperts {
+ public:
+  // Buffers for `max_batch` tokens of `config` (nothing for a dense model).
+  CpuExperts(const ModelConfig& config, int64_t max_batch);
+
+  // Forgets the previous pass's counts (call at the start of a forward pass).
+  void begin_pass();
+
+  // Layer `layer`'s routing of `num_tokens` tokens from their router logits [tokens x
+  // num_experts]: softmax, the top num_experts_used (lower expert id first on ties), their
+  // weights (divided by their sum when the model normalises them), and each token's
+  // normalised row of `xn` [tokens x n_embd] copied into expert_in() once per routed expert,
+  // grouped by expert. Refuses non-finite logits (a routing that would be arbitrary).
+  Status route(int64_t layer, const float* router_logits, const float* xn, int64_t num_tokens);
+
+  // Rows of the grouped buffers routed to expert `e` in the current layer: [first, first + count).
+  int64_t first_row(int64_t e) const { return m_offsets[static_cast<size_t>(e)]; }
+  int64_t num_rows(int64_t e) const {
+    return m_offsets[static_cast<size_t>(e) + 1] - m_offsets[static_cast<size_t>(e)];
+  }
+  // Experts with at least one row in the current layer, ascending.
+  std::span<const int32_t> active_experts() const { return m_active; }
+
+  // proj[t] = sum over token t's experts j of weight(t, j) * expert_out[row(t, j)], [tokens x n_embd].
+  void combine(int64_t num_tokens, float* proj) const;
+
+  // The grouped buffers, [max_batch * num_experts_used rows] each.
+  float* expert_in() { return m_in.data(); }
+  float* expert_gate() { return m_gate.data(); }
+  float* expert_up() { return m_up.data(); }
+  float* expert_out() { return m_out.data(); }
+  float* router_logits() { return m_router_logits.data(); }
+
+  // Tokens each layer routed to each expert in the pass so far, [num_layers x num_experts]
+  // (row-major); empty for a dense model.
+  std::span<const int32_t> pass_counts() const { return m_pass_counts; }
+  uint64_t scratch_bytes() const;
+
+ private:
+  int64_t m_num_experts = 0;
+  int64_t m_num_used = 0;
+  int64_t m_width = 0;
+  bool m_is_normalized = false;
+  // The current layer's routing.
+  std::vector<int32_t> m_choice;    // [tokens x k]: expert of each of a token's choices
+  std::vector<float> m_weight;      // [tokens x k]: its gating weight
+  std::vector<int64_t> m_row;       // [tokens x k]: its row in the grouped buffers
+  std::vector<int64_t> m_offsets;   // [num_experts + 1]: first grouped row of each expert
+  std::vector<int64_t> m_next_row;  // [num_experts]: while grouping, each expert's next free row
+  std::vector<int32_t> m_active;    // experts with rows
+  std::vector<float> m_probs;       // [num_experts] one token's softmax
+  std::vector<int32_t> m_order;     // [num_experts] its experts, best first
+  // The grouped buffers and the router's output.
+  std::vector<float> m_router_logits;  // [max_batch x num_experts]
+  std::vector<float> m_in, m_out;      // [max_batch * k x n_embd]
+  std::vector<float> m_gate, m_up;     // [max_batch * k x expert_ff]
+  std::vector<int32_t> m_pass_counts;  // [num_layers x num_experts]
+};
+
+}  // namespace iwb

@@ -1,0 +1,275 @@
+// Mixture of experts in the engine beyond the logits (test_forward_reference checks those):
+// the expert-load window, the profiler's expert-matmul records counting the experts a step
+// was routed to (and equal to the cost model's prediction on decode steps, where one token
+// reads exactly k experts), the memory side counting every expert, `iwb quantize`'s types for
+// expert tensors (llama-quantize's rules: router F32, ffn_down_exps as ffn_down), and clear refusals: a
+// missing expert tensor, a shared-expert tensor, experts in an architecture run dense
+// (Mixtral is "llama" with experts), and the CUDA backend's refusal of expert ops.
+#include "tiny_models.h"
+
+#include "iwb/engine/backend/cuda_step_plan.h"
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_info.h"
+#include "iwb/engine/profile/cost_model.h"
+#include "iwb/engine/quant/model_quantizer.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/expert_load.h"
+#include "iwb/engine/synth/synth_preset.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <numeric>
+
+using namespace iwb;
+using namespace iwb::test;
+
+namespace {
+
+TinyModelSpec moe_spec() {
+  TinyModelSpec spec;
+  spec.arch = "qwen3moe";
+  spec.preset = WeightPreset::Q8_0;
+  spec.n_layer = 2;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;
+  spec.head_dim = 64;
+  spec.n_expert = 16;
+  spec.n_expert_used = 4;
+  spec.n_ff_exp = 96;
+  spec.seed = 5;
+  return spec;
+}
+
+GenerationRequest greedy(int64_t vocab, int n, int32_t max_new, uint32_t seed) {
+  GenerationRequest r;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(vocab - 1));
+  for (int i = 0; i < n; ++i) r.prompt_tokens.push_back(pick(rng));
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = 0.0f;
+  r.stop_at_end_of_generation = false;
+  return r;
+}
+
+}  // namespace
+
+class TestMoeEngine : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+
+  std::string write(const TinyModelSpec& spec, const QString& name) {
+    const std::string path = m_tmp.filePath(name).toStdString();
+    const Status s = write_tiny_model(spec, path);
+    if (!s) qFatal("%s", s.message().c_str());
+    return path;
+  }
+
+ private slots:
+  void theWindowSumsTheLastSteps() {
+    ExpertLoadWindow window(2, 3, 2, 2);  // 2 layers, 3 experts, k = 2, the last 2 steps
+    QVERIFY(window.snapshot().is_moe());
+    QCOMPARE(window.snapshot().num_steps, 0);
+    window.add_step(std::vector<int32_t>{2, 0, 0, 1, 1, 0}, 1, 1);
+    window.add_step(std::vector<int32_t>{1, 1, 0, 0, 2, 0}, 1, 2);
+    window.add_step(std::vector<int32_t>{0, 3, 1, 2, 1, 1}, 2, 3);  // the first step leaves
+    const ExpertLoadSnapshot s = window.snapshot();
+    QCOMPARE(s.num_steps, 2);
+    QCOMPARE(s.window_steps, 2);
+    QCOMPARE(s.num_tokens, int64_t(3));
+    QCOMPARE(s.last_step, uint64_t(3));
+    QCOMPARE(s.counts, (std::vector<int64_t>{1, 4, 1, 2, 3, 1}));
+    QCOMPARE(s.count(1, 1), int64_t(3));
+    QCOMPARE(s.imbalance(0), 4.0 * 3 / 6);              // the busiest expert over the mean
+    window.add_step(std::vector<int32_t>{1, 2}, 1, 4);  // another model's size: ignored
+    QCOMPARE(window.snapshot().num_steps, 2);
+    window.clear();
+    QCOMPARE(window.snapshot().num_tokens, int64_t(0));
+    QCOMPARE(window.snapshot().counts, std::vector<int64_t>(6, 0));
+    // A dense model has no load to show.
+    ExpertLoadWindow dense(4, 0, 0, 8);
+    dense.add_step({}, 5, 1);
+    QVERIFY(!dense.snapshot().is_moe());
+    QVERIFY(dense.snapshot().counts.empty());
+  }
+
+  void expertRecordsCountTheRoutedExperts() {
+    const TinyModelSpec spec = moe_spec();
+    const std::string path = write(spec, "moe.gguf");
+    EngineOptions options;
+    options.num_threads = 2;
+    options.expert_load_steps = 1;  // the last step's routing only
+    auto loaded = Engine::load(path, options);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    Engine& engine = **loaded;
+    engine.set_profiling(true);
+    auto shape = model_shape_from_gguf(path);
+    QVERIFY2(shape.is_ok(), shape.error_message().c_str());
+    const uint64_t expert_bytes = *ggml_row_bytes(GgmlType::Q8_0, spec.n_embd) * uint64_t(spec.n_ff_exp);
+    QCOMPARE(*ggml_row_bytes(GgmlType::Q8_0, spec.n_ff_exp) * uint64_t(spec.n_embd), expert_bytes);
+
+    QVERIFY(engine.add_request(greedy(spec.vocab, 11, 4, 1)).is_ok());
+    int num_decode_steps = 0, num_prefill_steps = 0;
+    int64_t context = 0;
+    while (engine.has_unfinished_requests()) {
+      Result<StepResult> step = engine.step();
+      QVERIFY2(step.is_ok(), step.error_message().c_str());
+      const ProfileBatch& p = step->profile;
+      if (p.kernels.empty()) continue;
+      const int64_t n = p.num_tokens;
+      QCOMPARE(int64_t(p.kernels.size()), num_step_records(engine.config(), n, 0, true));
+      const ExpertLoadSnapshot load = engine.expert_load();
+      QCOMPARE(load.num_tokens, n);
+      int num_expert_records = 0;
+      for (const KernelRecord& r : p.kernels) {
+        if (r.kind != OpKind::ExpertMatmul) continue;
+        ++num_expert_records;
+        // The experts this layer's tokens went to, from the engine's own counts.
+        int routed = 0;
+        for (int64_t e = 0; e < spec.n_expert; ++e) routed += load.count(r.layer, e) > 0 ? 1 : 0;
+        QCOMPARE(r.shape.num_experts, routed);
+        QCOMPARE(r.shape.num_experts_used, int32_t(spec.n_expert_used));
+        QCOMPARE(r.bytes, double(routed) * double(expert_bytes) +
+                              4.0 * double(n * spec.n_expert_used) * double(r.shape.rows + r.shape.cols));
+        QCOMPARE(r.flops, 2.0 * double(n * spec.n_expert_used) * double(r.shape.rows * r.shape.cols));
+        if (n == 1) QCOMPARE(routed, int(spec.n_expert_used));
+        QVERIFY(routed <= n * spec.n_expert_used && routed <= spec.n_expert);
+      }
+      QCOMPARE(num_expert_records, 3 * int(spec.n_layer));
+      if (p.phase == Phase::Decode) {
+        // One token reads exactly k experts: the cost model's prediction is the measurement.
+        ++num_decode_steps;
+        auto predicted = predict_step(*shape, {Phase::Decode, 1, context, 0, true});
+        QVERIFY(predicted.is_ok());
+        QCOMPARE(predicted->size(), p.kernels.size());
+        for (size_t i = 0; i < predicted->size(); ++i) {
+          QCOMPARE((*predicted)[i].flops, p.kernels[i].flops);
+          QCOMPARE((*predicted)[i].bytes, p.kernels[i].bytes);
+          QCOMPARE((*predicted)[i].shape, p.kernels[i].shape);
+        }
+      } else {
+        ++num_prefill_steps;
+      }
+      context += n;
+    }
+    QCOMPARE(num_prefill_steps, 1);
+    QCOMPARE(num_decode_steps, 3);
+  }
+
+  void memoryCountsEveryExpert() {
+    const TinyModelSpec spec = moe_spec();
+    const std::string path = write(spec, "moe-memory.gguf");
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY(file.is_ok());
+    auto summary = summarize_model(**file);
+    QVERIFY(summary.is_ok());
+    QCOMPARE(summary->hparams.expert_count, spec.n_expert);
+    QCOMPARE(summary->hparams.expert_used_count, spec.n_expert_used);
+    QCOMPARE(summary->hparams.expert_feed_forward_length, spec.n_ff_exp);
+    uint64_t experts = 0;
+    for (const gguf::TensorInfo& t : (*file)->tensors()) {
+      if (t.name.find("_exps.") != std::string::npos) experts += t.num_bytes;
+    }
+    const uint64_t one = *ggml_row_bytes(GgmlType::Q8_0, spec.n_embd) * uint64_t(spec.n_ff_exp);
+    QCOMPARE(experts, 3 * uint64_t(spec.n_layer * spec.n_expert) * one);
+    auto engine = Engine::load(path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const MemoryReport memory = (*engine)->memory_report();
+    QVERIFY(memory.weights_bytes >= experts);
+    QCOMPARE(memory.weights_bytes, summary->tensor_bytes);
+    auto shape = model_shape_from_gguf(path);
+    QVERIFY(shape.is_ok());
+    QVERIFY(shape->weight_bytes >= experts);
+  }
+
+  void quantizingFollowsLlamaQuantizeForExperts() {
+    // 3 layers, Q4_K_M: llama.cpp's use_more_bits gives layer 2 of 3 (not 0 or 1) Q6_K, out of
+    // as many layers as there are tensors whose name holds "ffn_down" (the experts' count).
+    TinyModelSpec spec = moe_spec();
+    spec.preset = WeightPreset::F32;
+    spec.n_layer = 3;
+    spec.n_ff_exp = 256;  // whole Q4_K blocks
+    quant::QuantizeOptions o;
+    o.source_path = write(spec, "moe-f32.gguf");
+    o.output_path = m_tmp.filePath("moe-q4km.gguf").toStdString();
+    o.type = "Q4_K_M";
+    o.num_threads = 2;
+    auto r = quant::quantize_model(o);
+    QVERIFY2(r.is_ok(), r.error_message().c_str());
+    auto f = gguf::GgufFile::open(o.output_path);
+    QVERIFY(f.is_ok());
+    auto type_of = [&](const std::string& name) { return (*f)->find_tensor(name)->type; };
+    for (int il = 0; il < 3; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      QCOMPARE(type_of(p + "ffn_gate_inp.weight"), GgmlType::F32);
+      QCOMPARE(type_of(p + "ffn_gate_exps.weight"), GgmlType::Q4_K);
+      QCOMPARE(type_of(p + "ffn_up_exps.weight"), GgmlType::Q4_K);
+      QCOMPARE(type_of(p + "ffn_down_exps.weight"), synth::uses_more_bits(il, 3) ? GgmlType::Q6_K : GgmlType::Q4_K);
+    }
+    QVERIFY(!synth::uses_more_bits(0, 3) && synth::uses_more_bits(2, 3));
+    auto engine = Engine::load(o.output_path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+  }
+
+  void missingExpertTensorsAreNamed() {
+    TinyModelSpec spec = moe_spec();
+    spec.skip_tensor = "blk.1.ffn_up_exps.weight";
+    auto engine = Engine::load(write(spec, "moe-missing.gguf"), {0, 2});
+    QVERIFY(!engine.is_ok());
+    QCOMPARE(engine.status().code(), ErrorCode::NotFound);
+    QVERIFY2(engine.error_message().find("'blk.1.ffn_up_exps.weight' (the routed experts") != std::string::npos,
+             engine.error_message().c_str());
+
+    spec.skip_tensor = "blk.0.ffn_gate_inp.weight";
+    auto no_router = Engine::load(write(spec, "moe-no-router.gguf"), {0, 2});
+    QVERIFY(!no_router.is_ok());
+    QVERIFY2(no_router.error_message().find("blk.0.ffn_gate_inp.weight") != std::string::npos,
+             no_router.error_message().c_str());
+  }
+
+  void expertLayoutsThisEngineDoesNotRunAreRefused() {
+    // A shared expert (qwen2moe's layout) would silently be left out: refused by name.
+    TinyModelWriter shared(moe_spec());
+    const std::vector<float> values(size_t(256 * 96), 0.01f);
+    QVERIFY(
+        shared.writer()
+            .add_tensor("blk.0.ffn_up_shexp.weight", {256, 96}, GgmlType::F32,
+                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4))
+            .is_ok());
+    const std::string path = m_tmp.filePath("moe-shared.gguf").toStdString();
+    QVERIFY(shared.write(path).is_ok());
+    auto engine = Engine::load(path, {0, 2});
+    QVERIFY(!engine.is_ok());
+    QCOMPARE(engine.status().code(), ErrorCode::Unsupported);
+    QVERIFY2(engine.error_message().find("blk.0.ffn_up_shexp.weight") != std::string::npos,
+             engine.error_message().c_str());
+
+    // Mixtral's files are "llama" with llama.expert_count: not run as a dense llama.
+    TinyModelSpec llama;
+    TinyModelWriter mixtral(llama);
+    mixtral.writer().set_u32("llama.expert_count", 8);
+    const std::string mixtral_path = m_tmp.filePath("mixtral-like.gguf").toStdString();
+    QVERIFY(mixtral.write(mixtral_path).is_ok());
+    auto refused = Engine::load(mixtral_path, {0, 2});
+    QVERIFY(!refused.is_ok());
+    QCOMPARE(refused.status().code(), ErrorCode::Unsupported);
+    QVERIFY2(refused.error_message().find("mixture of experts") != std::string::npos, refused.error_message().c_str());
+  }
+
+  void cudaRefusesExpertOps() {
+    // Checked on the host before anything is uploaded, so "auto" falls back to the CPU.
+    const synth::SynthShape* moe = synth::find_synth_preset("qwen3-30b-a3b");
+    QVERIFY(moe != nullptr);
+    const Status s = check_cuda_plan_support(build_forward_plan(synth::shape_config(*moe)));
+    QCOMPARE(s.code(), ErrorCode::Unsupported);
+    QVERIFY2(s.message().find("mixture-of-experts") != std::string::npos, s.message().c_str());
+    QVERIFY2(s.message().find("the CPU runs this model") != std::string::npos, s.message().c_str());
+    const synth::SynthShape* dense = synth::find_synth_preset("qwen3-0.6b");
+    QVERIFY(check_cuda_plan_support(build_forward_plan(synth::shape_config(*dense))).is_ok());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMoeEngine)
+#include "test_moe_engine.moc"
