@@ -28,8 +28,8 @@ Q_DECLARE_METATYPE(iwb::detail::CpuPath)
 
 namespace {
 
-const GgmlType kIntegerTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kIntegerTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                  GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 const char* path_name(CpuPath p) {
   switch (p) {
