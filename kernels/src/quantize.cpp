@@ -157,6 +157,8 @@ float quantize_max_abs_input(GgmlType type) {
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return kFp16Max;
+    // An exponent up to 2^127 covers every finite float; inf has no MXFP4 form.
+    case GgmlType::MXFP4: return std::numeric_limits<float>::max();
     default:
       return std::numeric_limits<float>::infinity();
   }

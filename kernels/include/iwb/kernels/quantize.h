@@ -58,7 +58,8 @@ bool quantize_uses_imatrix(GgmlType type);
 
 // Largest |x| the type accepts: fp16 holds at most 65504, so e.g. Q8_0 (d = amax / 127) takes
 // 127 * 65504, Q4_1 (stores the block minimum) 65504, Q8_1 (s = d * sum(q)) 65504 / 32.
-// F32/F16/BF16, Q8_K (f32 scale) and MXFP4 (an exponent up to 2^127) are unlimited (+inf).
+// F32/F16/BF16 and Q8_K (f32 scale) are unlimited (returns +inf); MXFP4 (an exponent up to
+// 2^127) takes every finite value (returns FLT_MAX).
 float quantize_max_abs_input(GgmlType type);
 
 // Type-dispatched form: dst receives ggml_row_bytes(type, num_elements) bytes and must be
