@@ -36,11 +36,13 @@ QString read_fixture(Fixture* f) {
   QFile file(QStringLiteral(IWB_MXFP4_FIXTURE));
   if (!file.open(QIODevice::ReadOnly)) return "cannot open " + file.fileName();
   const QByteArray all = file.readAll();
-  if (all.size() < 16 || std::memcmp(all.constData(), "IWBMXFP4", 8) != 0) return file.fileName() + " is no MXFP4 fixture";
+  if (all.size() < 16 || std::memcmp(all.constData(), "IWBMXFP4", 8) != 0)
+    return file.fileName() + " is no MXFP4 fixture";
   uint32_t counts[2];
   std::memcpy(counts, all.constData() + 8, sizeof counts);
   const size_t d = counts[0], q = counts[1];
-  if (static_cast<size_t>(all.size()) != 16 + d * 17 + d * 128 + q * 128 + q * 17) return "wrong size of " + file.fileName();
+  if (static_cast<size_t>(all.size()) != 16 + d * 17 + d * 128 + q * 128 + q * 17)
+    return "wrong size of " + file.fileName();
   const char* p = all.constData() + 16;
   f->blocks.assign(p, p + d * 17);
   p += d * 17;
@@ -55,7 +57,8 @@ QString read_fixture(Fixture* f) {
 }
 
 // The first element whose bits differ, as text; empty when all are equal.
-QString first_bit_difference(const std::vector<float>& got, const std::vector<float>& want, const std::vector<uint8_t>& blocks) {
+QString first_bit_difference(const std::vector<float>& got, const std::vector<float>& want,
+                             const std::vector<uint8_t>& blocks) {
   if (got.size() != want.size()) return QString("%1 values, expected %2").arg(got.size()).arg(want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     uint32_t a, b;
@@ -63,7 +66,13 @@ QString first_bit_difference(const std::vector<float>& got, const std::vector<fl
     std::memcpy(&b, &want[i], 4);
     if (a != b) {
       return QString("element %1 (block %2, e = %3): %4 (0x%5), ggml %6 (0x%7)")
-          .arg(i).arg(i / 32).arg(blocks[(i / 32) * 17]).arg(got[i]).arg(a, 8, 16, QChar('0')).arg(want[i]).arg(b, 8, 16, QChar('0'));
+          .arg(i)
+          .arg(i / 32)
+          .arg(blocks[(i / 32) * 17])
+          .arg(got[i])
+          .arg(a, 8, 16, QChar('0'))
+          .arg(want[i])
+          .arg(b, 8, 16, QChar('0'));
     }
   }
   return {};
@@ -128,10 +137,13 @@ class TestMxfp4 : public QObject {
   void quantizeMatchesGgml() {
     const std::vector<float>& x = m_fixture.inputs;
     std::vector<uint8_t> bytes(m_fixture.ggml_blocks.size(), 0xEE);
-    QVERIFY(quantize_row_mxfp4_ref(x.data(), reinterpret_cast<BlockMxfp4*>(bytes.data()), static_cast<int64_t>(x.size())));
+    QVERIFY(
+        quantize_row_mxfp4_ref(x.data(), reinterpret_cast<BlockMxfp4*>(bytes.data()), static_cast<int64_t>(x.size())));
     for (size_t b = 0; b < bytes.size() / 17; ++b) {
-      QVERIFY2(std::memcmp(&bytes[b * 17], &m_fixture.ggml_blocks[b * 17], 17) == 0,
-               qPrintable(QString("block %1: e = %2, ggml's e = %3").arg(b).arg(bytes[b * 17]).arg(m_fixture.ggml_blocks[b * 17])));
+      QVERIFY2(
+          std::memcmp(&bytes[b * 17], &m_fixture.ggml_blocks[b * 17], 17) == 0,
+          qPrintable(
+              QString("block %1: e = %2, ggml's e = %3").arg(b).arg(bytes[b * 17]).arg(m_fixture.ggml_blocks[b * 17])));
     }
     // Through the type dispatch too, into an odd address.
     std::vector<uint8_t> shifted(bytes.size() + 1);
@@ -163,7 +175,12 @@ class TestMxfp4 : public QObject {
           const float xi = x[b * 32 + j], yi = y[b * 32 + j];
           const double allowed = std::fabs(xi) <= 12 * d ? nearest_grid_error(xi, d) : std::fabs(xi) - 12 * d;
           QVERIFY2(std::fabs(static_cast<double>(yi) - xi) <= allowed * (1 + 1e-12),
-                   qPrintable(QString("sigma %1, element %2: %3 -> %4 (scale %5)").arg(sigma).arg(b * 32 + j).arg(xi).arg(yi).arg(d)));
+                   qPrintable(QString("sigma %1, element %2: %3 -> %4 (scale %5)")
+                                  .arg(sigma)
+                                  .arg(b * 32 + j)
+                                  .arg(xi)
+                                  .arg(yi)
+                                  .arg(d)));
           error += (static_cast<double>(yi) - xi) * (static_cast<double>(yi) - xi);
           signal += static_cast<double>(xi) * xi;
         }
