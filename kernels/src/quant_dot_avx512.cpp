@@ -230,8 +230,8 @@ IWB_AVX512_VBMI float vec_dot_mxfp4_vbmi(const void* weight, const void* activat
   const __m512i first_index = _mm512_load_si512(kIndex.data()), second_index = _mm512_load_si512(kIndex.data() + 64);
   const __m512i exponent_index = _mm512_load_si512(kIndex.data() + 128);
   const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Unsigned)));
-  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
-                                           0x0004000400040004LL, 0x0004000400040004LL);
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0x0004000400040004LL,
+                                           0x0004000400040004LL);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
@@ -253,16 +253,22 @@ IWB_AVX512_VBMI float vec_dot_mxfp4_vbmi(const void* weight, const void* activat
         _mm512_permutex2var_ps(_mm512_loadu_ps(&a[b].d), activation_index, _mm512_loadu_ps(&a[b].d + 16));
     const __m512 f = _mm512_mul_ps(weight_side, activation_side);  // lanes 0-3 d_w * d_a, 4-7 d_w * s_a
     factor_sum = _mm512_add_ps(factor_sum, f);
-    const __m512i codes0 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, first_index, high), shifts), nibble);
-    const __m512i codes1 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, second_index, high), shifts), nibble);
-    const __m512i aq0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
-    const __m512i aq1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
-    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes0), aq0)),
-                           _mm512_permutexvar_ps(first_pair, f), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes1), aq1)),
-                           _mm512_permutexvar_ps(second_pair, f), acc1);
+    const __m512i codes0 =
+        _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, first_index, high), shifts), nibble);
+    const __m512i codes1 =
+        _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, second_index, high), shifts), nibble);
+    const __m512i aq0 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
+    const __m512i aq1 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
+    acc0 = _mm512_fmadd_ps(
+        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes0), aq0)),
+        _mm512_permutexvar_ps(first_pair, f), acc0);
+    acc1 = _mm512_fmadd_ps(
+        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes1), aq1)),
+        _mm512_permutexvar_ps(second_pair, f), acc1);
   }
   alignas(64) float factors[16];
   _mm512_store_ps(factors, factor_sum);
