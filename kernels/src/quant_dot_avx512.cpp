@@ -169,7 +169,9 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
 
 // MXFP4: pairs of blocks through the unsigned table (value + 12) and vpdpbusd, the +12 taken off
 // as 12 * d_w * s_a per block at the end, as Q4_0's 8. The scales are powers of two: one f32
-// multiply per block builds d_w * d_a. The blocks left after the four-block loop (from block b)
+// multiply per block builds d_w * d_a. (A VBMI variant with one 64-byte load per four blocks and
+// the scales built in vector code, as vec_dot_nibbles_vbmi, measured no faster on the Xeon:
+// bench_matmul_tokens, 1536 x 8960, one token, 0.63 ms either way, so it was not kept.) The blocks left after the four-block loop (from block b)
 // go one at a time; acc and offset_sum carry the loop's sums.
 IWB_AVX512 inline float finish_mxfp4(const BlockMxfp4* w, const BlockQ8A* a, int64_t b, int64_t nb, __m512 acc,
                                      float offset_sum) {
@@ -203,76 +205,6 @@ IWB_AVX512 float vec_dot_mxfp4(const void* weight, const void* activation, int64
     acc0 = legacy_pair(w + b, a + b, scale0, acc0);
     acc1 = legacy_pair(w + b + 2, a + b + 2, scale1, acc1);
   }
-  return finish_mxfp4(w, a, b, nb, _mm512_add_ps(acc0, acc1), offset_sum);
-}
-
-// MXFP4 with AVX512-VBMI: a four-block group is 68 bytes, one 64-byte load and a masked 4-byte
-// one. vpermt2b lays each pair's codes out as [q0 q0 q1 q1] for the nibble shift, vpshufb maps
-// them to value + 12, and the four exponents come out of the same register as 32-bit lanes,
-// become 2^(e - 128) in vector code (the shifts of e8m0_to_f32_half) and meet the activations'
-// d and s in one multiply, as the fp16 scales do in vec_dot_nibbles_vbmi.
-IWB_AVX512_VBMI float vec_dot_mxfp4_vbmi(const void* weight, const void* activation, int64_t n) {
-  constexpr int kStride = sizeof(BlockMxfp4);
-  const auto* w = static_cast<const BlockMxfp4*>(weight);
-  const auto* a = static_cast<const BlockQ8A*>(activation);
-  const int64_t nb = n / kQKMxfp4;
-  // Bytes of [q0 q0 q1 q1] for blocks 0-1 (first 64) and 2-3 (next 64), indices into the 128
-  // bytes of the two loads; then the exponents' bytes at 32-bit lanes 0..3.
-  alignas(64) static constexpr auto kIndex = [] {
-    std::array<uint8_t, 192> index{};
-    for (int k = 0; k < 64; ++k) {
-      index[k] = static_cast<uint8_t>((k / 32) * kStride + 1 + k % 16);
-      index[64 + k] = static_cast<uint8_t>((2 + k / 32) * kStride + 1 + k % 16);
-    }
-    for (int k = 0; k < 4; ++k) index[128 + 4 * k] = static_cast<uint8_t>(k * kStride);
-    return index;
-  }();
-  const __m512i first_index = _mm512_load_si512(kIndex.data()), second_index = _mm512_load_si512(kIndex.data() + 64);
-  const __m512i exponent_index = _mm512_load_si512(kIndex.data() + 128);
-  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Unsigned)));
-  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0x0004000400040004LL,
-                                           0x0004000400040004LL);
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-  const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
-  const __m512i activation_index = _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0);
-  const __mmask64 tail = (uint64_t{1} << (4 * kStride - 64)) - 1;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), factor_sum = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(w + b);
-    const __m512i low = _mm512_loadu_si512(bytes);
-    const __m512i high = _mm512_maskz_loadu_epi8(tail, bytes + 64);
-    // 2^(e - 128): (e - 1) << 23, or the subnormals 2^21 << e for e = 0, 1.
-    const __m128i e = _mm512_castsi512_si128(_mm512_maskz_permutexvar_epi8(0x1111, exponent_index, low));
-    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
-    const __m128i tiny = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
-    const __m128i bits = _mm_mask_blend_epi32(_mm_cmplt_epu32_mask(e, _mm_set1_epi32(2)), normal, tiny);
-    const __m512 weight_side = _mm512_broadcast_f32x4(_mm_castsi128_ps(bits));
-    const __m512 activation_side =
-        _mm512_permutex2var_ps(_mm512_loadu_ps(&a[b].d), activation_index, _mm512_loadu_ps(&a[b].d + 16));
-    const __m512 f = _mm512_mul_ps(weight_side, activation_side);  // lanes 0-3 d_w * d_a, 4-7 d_w * s_a
-    factor_sum = _mm512_add_ps(factor_sum, f);
-    const __m512i codes0 =
-        _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, first_index, high), shifts), nibble);
-    const __m512i codes1 =
-        _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutex2var_epi8(low, second_index, high), shifts), nibble);
-    const __m512i aq0 =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
-    const __m512i aq1 =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
-    acc0 = _mm512_fmadd_ps(
-        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes0), aq0)),
-        _mm512_permutexvar_ps(first_pair, f), acc0);
-    acc1 = _mm512_fmadd_ps(
-        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, codes1), aq1)),
-        _mm512_permutexvar_ps(second_pair, f), acc1);
-  }
-  alignas(64) float factors[16];
-  _mm512_store_ps(factors, factor_sum);
-  const float offset_sum = factors[4] + factors[5] + factors[6] + factors[7];
   return finish_mxfp4(w, a, b, nb, _mm512_add_ps(acc0, acc1), offset_sum);
 }
 
@@ -373,7 +305,7 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     case GgmlType::Q5_0: k.vec_dot = vec_dot_legacy<BlockQ5_0>; break;
     case GgmlType::Q5_1: k.vec_dot = vec_dot_legacy<BlockQ5_1>; break;
     case GgmlType::Q8_0: k.vec_dot = vec_dot_legacy<BlockQ8_0>; break;
-    case GgmlType::MXFP4: k.vec_dot = has_avx512_vbmi() ? vec_dot_mxfp4_vbmi : vec_dot_mxfp4; break;
+    case GgmlType::MXFP4: k.vec_dot = vec_dot_mxfp4; break;
     case GgmlType::Q4_K: k.vec_dot = vec_dot_k4<BlockQ4_K>; break;
     case GgmlType::Q5_K: k.vec_dot = vec_dot_k4<BlockQ5_K>; break;
     case GgmlType::Q6_K: k.vec_dot = vec_dot_q6_k; break;
