@@ -171,21 +171,7 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
 // as 12 * d_w * s_a per block at the end, as Q4_0's 8. The scales are powers of two: one f32
 // multiply per block builds d_w * d_a. (A VBMI variant with one 64-byte load per four blocks and
 // the scales built in vector code, as vec_dot_nibbles_vbmi, measured no faster on the Xeon:
-// bench_matmul_tokens, 1536 x 8960, one token, 0.63 ms either way, so it was not kept.) The blocks left after the four-block loop (from block b)
-// go one at a time; acc and offset_sum carry the loop's sums.
-IWB_AVX512 inline float finish_mxfp4(const BlockMxfp4* w, const BlockQ8A* a, int64_t b, int64_t nb, __m512 acc,
-                                     float offset_sum) {
-  float sum = _mm512_reduce_add_ps(acc);
-  for (; b < nb; ++b) {
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
-    const float dw = e8m0_to_f32_half(w[b].e);
-    sum += dw * a[b].d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_zextsi256_si512(p)));
-    offset_sum += dw * a[b].s;
-  }
-  return sum - static_cast<float>(Legacy<BlockMxfp4>::kOffset) * offset_sum;
-}
-
+// bench_matmul_tokens, 1536 x 8960, one token, 0.63 ms either way, so it was not kept.)
 IWB_AVX512 float vec_dot_mxfp4(const void* weight, const void* activation, int64_t n) {
   const auto* w = static_cast<const BlockMxfp4*>(weight);
   const auto* a = static_cast<const BlockQ8A*>(activation);
@@ -205,7 +191,16 @@ IWB_AVX512 float vec_dot_mxfp4(const void* weight, const void* activation, int64
     acc0 = legacy_pair(w + b, a + b, scale0, acc0);
     acc1 = legacy_pair(w + b + 2, a + b + 2, scale1, acc1);
   }
-  return finish_mxfp4(w, a, b, nb, _mm512_add_ps(acc0, acc1), offset_sum);
+  // The one to three blocks the loop left, one at a time.
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  for (; b < nb; ++b) {
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), unpack_one(w[b]),
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    const float dw = e8m0_to_f32_half(w[b].e);
+    sum += dw * a[b].d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_zextsi256_si512(p)));
+    offset_sum += dw * a[b].s;
+  }
+  return sum - static_cast<float>(Legacy<BlockMxfp4>::kOffset) * offset_sum;
 }
 
 // ---- K-quants ----
