@@ -64,7 +64,7 @@ int parse(int argc, char** argv, Options* o) {
   t.add({.names = {"--type"},
          .value_name = "TYPE",
          .help = "tensor type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,\n"
-                 "Q4_K, Q5_K, Q6_K, or llama.cpp's mixes Q4_K_M, Q5_K_M",
+                 "Q4_K, Q5_K, Q6_K, MXFP4, or llama.cpp's mixes Q4_K_M, Q5_K_M",
          .destination = &o->synth.weight_type});
   t.add({.names = {"--vocab"},
          .value_name = "FILE",
@@ -138,7 +138,7 @@ int run_synth(int argc, char** argv) {
   std::string counts;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                      GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K}) {
+                     GgmlType::Q6_K, GgmlType::MXFP4}) {
     int n = 0;
     for (const synth::SynthTensorSummary& ts : r.tensors) n += ts.type == t;
     if (n) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(ggml_type_name(t));

@@ -13,9 +13,9 @@ bool dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t num_
   if (num_elements % traits.block_size != 0) return false;
   if (num_elements == 0) return true;
   if (src == nullptr || dst == nullptr) return false;
-  // Every block layout (and f16/bf16) is made of 16-bit fields; GGUF aligns tensor data to
-  // at least 32 bytes, so an odd address means the caller computed an offset wrongly.
-  if (type != GgmlType::F32 && reinterpret_cast<uintptr_t>(src) % 2 != 0) return false;
+  // Every block layout but MXFP4's (bytes only) is made of 16-bit fields; GGUF aligns tensor
+  // data to at least 32 bytes, so an odd address means the caller computed an offset wrongly.
+  if (ggml_data_alignment(type) == 2 && reinterpret_cast<uintptr_t>(src) % 2 != 0) return false;
 
   const int64_t num_blocks = num_elements / traits.block_size;
   switch (type) {
@@ -42,6 +42,9 @@ bool dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t num_
       return true;
     case GgmlType::Q8_0:
       detail::dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, num_blocks);
+      return true;
+    case GgmlType::MXFP4:
+      detail::dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, num_blocks);
       return true;
     case GgmlType::Q2_K:
       detail::dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, num_blocks);

@@ -17,7 +17,7 @@ bool dequantize_row(GgmlType type, const void* src, float* dst, int64_t num_elem
   // requests it would accept.
   if (!ggml_can_dequantize(type) || num_elements <= 0 || src == nullptr || dst == nullptr ||
       num_elements % ggml_type_traits(type).block_size != 0 ||
-      (type != GgmlType::F32 && reinterpret_cast<uintptr_t>(src) % 2 != 0)) {
+      (ggml_data_alignment(type) == 2 && reinterpret_cast<uintptr_t>(src) % 2 != 0)) {
     return dequantize_row_ref(type, src, dst, num_elements);
   }
   const detail::DequantizeRowFn fn = detail::select_dequantizer(type);
@@ -65,6 +65,7 @@ DequantizeRowFn select_dequantizer(GgmlType type) {
     case GgmlType::Q5_0: return reference_adapter<GgmlType::Q5_0>;
     case GgmlType::Q5_1: return reference_adapter<GgmlType::Q5_1>;
     case GgmlType::Q8_0: return reference_adapter<GgmlType::Q8_0>;
+    case GgmlType::MXFP4: return reference_adapter<GgmlType::MXFP4>;
     case GgmlType::Q2_K: return reference_adapter<GgmlType::Q2_K>;
     case GgmlType::Q3_K: return reference_adapter<GgmlType::Q3_K>;
     case GgmlType::Q4_K: return reference_adapter<GgmlType::Q4_K>;

@@ -1,5 +1,5 @@
 // Reference dequantization of the plain half types and ggml's 32-element block formats
-// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Scalar on purpose: every fast path is tested against this.
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4). Scalar on purpose: every fast path is tested against this.
 #include "dequantize_rows.h"
 
 #include "iwb/kernels/dequantize.h"
@@ -89,6 +89,21 @@ void dequantize_q8_0(const BlockQ8_0* src, float* dst, int64_t num_blocks) {
     const float d = fp16_to_f32(block.d);
     float* out = dst + b * kQK8_0;
     for (int j = 0; j < kQK8_0; ++j) out[j] = static_cast<float>(block.qs[j]) * d;
+  }
+}
+
+// int8 value times a power of two: every product is exact, so this equals ggml's
+// dequantize_row_mxfp4 bit for bit (tests/kernels/test_mxfp4.cpp checks it on ggml's output).
+void dequantize_mxfp4(const BlockMxfp4* src, float* dst, int64_t num_blocks) {
+  constexpr int kHalf = kQKMxfp4 / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const BlockMxfp4& block = src[b];
+    const float d = e8m0_to_f32_half(block.e);
+    float* out = dst + b * kQKMxfp4;
+    for (int j = 0; j < kHalf; ++j) {
+      out[j] = static_cast<float>(kMxfp4Values[block.qs[j] & 0x0F]) * d;
+      out[j + kHalf] = static_cast<float>(kMxfp4Values[block.qs[j] >> 4]) * d;
+    }
   }
 }
 

@@ -18,6 +18,7 @@ void dequantize_q4_1(const BlockQ4_1* src, float* dst, int64_t num_blocks);
 void dequantize_q5_0(const BlockQ5_0* src, float* dst, int64_t num_blocks);
 void dequantize_q5_1(const BlockQ5_1* src, float* dst, int64_t num_blocks);
 void dequantize_q8_0(const BlockQ8_0* src, float* dst, int64_t num_blocks);
+void dequantize_mxfp4(const BlockMxfp4* src, float* dst, int64_t num_blocks);
 
 // 256-element K-quant super-blocks.
 void dequantize_q2_k(const BlockQ2_K* src, float* dst, int64_t num_blocks);

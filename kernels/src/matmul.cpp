@@ -138,8 +138,8 @@ bool detail::matmul_dequantized(const MatmulArgs& a) {
   plan.block_bytes = traits.bytes_per_block;
   // A chunk is whole blocks; a block larger than the chunk (never, today) becomes the chunk.
   plan.chunk = std::min(a.in_features, std::max(block, kChunkColumns / block * block));
-  // The weights must sit on 2-byte boundaries for the 16-bit fields of every block type.
-  if (a.weight_type != GgmlType::F32 && reinterpret_cast<uintptr_t>(a.weight) % 2 != 0) return false;
+  // The weights must sit on 2-byte boundaries for the 16-bit fields of the block types.
+  if (ggml_data_alignment(a.weight_type) == 2 && reinterpret_cast<uintptr_t>(a.weight) % 2 != 0) return false;
   const int64_t num_tiles = (a.out_features + kTileRows - 1) / kTileRows;
   const int64_t work = a.in_features * a.out_features * a.num_tokens;
   const int num_threads = work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;

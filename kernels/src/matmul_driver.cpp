@@ -217,7 +217,7 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   if (a.is_exact || is_matmul_exact_forced()) return false;
   if (k->tile == nullptr && k->gemm == nullptr && a.num_tokens > kMaxRowDotTokens) return false;
   if (a.in_features % ggml_type_traits(a.weight_type).block_size != 0) return false;
-  const size_t alignment = a.weight_type == GgmlType::F32 ? 4 : 2;
+  const size_t alignment = a.weight_type == GgmlType::F32 ? 4 : ggml_data_alignment(a.weight_type);
   if (reinterpret_cast<uintptr_t>(a.weight) % alignment != 0) return false;
   p->k = k;
   p->weight = static_cast<const uint8_t*>(a.weight);

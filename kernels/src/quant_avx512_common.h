@@ -30,7 +30,8 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
-// ---- 32-element types: weights as unsigned bytes u, x = d * (u - offset) (+ m) ----
+// ---- 32-element types: weights as unsigned bytes u, x = d * (u - offset) (+ m); MXFP4's d is
+// its power-of-two scale (block_scale) ----
 
 template <typename Block>
 struct Legacy;
@@ -45,11 +46,36 @@ struct Legacy<BlockQ5_1> { static constexpr int kOffset = 0; static constexpr bo
 // Q8_0's signed bytes are read as w + 128 (a flipped sign bit): vpdpbusd wants one unsigned side.
 template <>
 struct Legacy<BlockQ8_0> { static constexpr int kOffset = 128; static constexpr bool kHasMin = false, kHasHigh = false; };
+// MXFP4's signed E2M1 values (doubled, -12..12) are read as value + 12 (0..24), through a table.
+template <>
+struct Legacy<BlockMxfp4> {
+  static constexpr int kOffset = 12;
+  static constexpr bool kHasMin = false, kHasHigh = false;
+};
+
+// kMxfp4Values + 12 per code: the unsigned view of MXFP4 the kernels multiply.
+alignas(16) inline constexpr uint8_t kMxfp4Unsigned[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+static_assert(kMxfp4Unsigned[7] == kMxfp4Values[7] + 12 && kMxfp4Unsigned[15] == kMxfp4Values[15] + 12);
+
+// A block's scale as f32: its fp16 d, or MXFP4's power of two.
+template <typename Block>
+IWB_AVX512 inline float block_scale(const Block& b) {
+  if constexpr (std::is_same_v<Block, BlockMxfp4>) {
+    return e8m0_to_f32_half(b.e);
+  } else {
+    return half(b.d);
+  }
+}
 
 // One block's 32 unsigned weights in element order.
 template <typename Block>
 IWB_AVX512 inline __m256i unpack_one(const Block& b) {
-  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+  if constexpr (std::is_same_v<Block, BlockMxfp4>) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+    return _mm256_shuffle_epi8(
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Unsigned))), codes);
+  } else if constexpr (std::is_same_v<Block, BlockQ8_0>) {
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), _mm256_set1_epi8(-128));
   } else {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
@@ -76,6 +102,10 @@ IWB_AVX512 inline __m512i unpack_two(const Block* b) {
     const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
                                              0x0004000400040004LL, 0x0004000400040004LL);
     u = _mm512_and_si512(_mm512_srlv_epi16(u, shifts), _mm512_set1_epi8(0x0F));
+    if constexpr (std::is_same_v<Block, BlockMxfp4>) {
+      u = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Unsigned))),
+                              u);
+    }
     if constexpr (Legacy<Block>::kHasHigh) {
       const uint64_t high = static_cast<uint64_t>(load_u32(b[0].qh)) | (static_cast<uint64_t>(load_u32(b[1].qh)) << 32);
       u = _mm512_mask_add_epi8(u, static_cast<__mmask64>(high), u, _mm512_set1_epi8(0x10));

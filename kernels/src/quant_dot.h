@@ -15,7 +15,8 @@
 namespace iwb::detail {
 
 // How a weight type wants its activations: 32-element Q8_1-style blocks (the partner of
-// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) or 256-element Q8_K blocks (BlockQ8_K, the K-quants' partner).
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and of MXFP4, which ggml pairs with Q8_0: the same rounding) or
+// 256-element Q8_K blocks (BlockQ8_K, the K-quants' partner).
 enum class ActivationFormat { None, Q8_1, Q8_K };
 
 // The Q8_1 trick in f32: x = d * q as ggml's Q8_1 and s = d * sum(q), both kept in f32 so

@@ -73,6 +73,23 @@ float vec_dot_q8_0(const void* weight, const void* act, int64_t n) {
   return sum;
 }
 
+// MXFP4: signed E2M1 values (doubled, -12..12) times the activations, exactly in integers,
+// scaled by the power-of-two half scale.
+float vec_dot_mxfp4(const void* weight, const void* act, int64_t n) {
+  const auto* w = static_cast<const BlockMxfp4*>(weight);
+  const auto* a = static_cast<const BlockQ8A*>(act);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQKMxfp4; ++b) {
+    int32_t dot = 0;
+    for (int j = 0; j < kQKMxfp4 / 2; ++j) {
+      dot += kMxfp4Values[w[b].qs[j] & 0x0F] * a[b].qs[j];
+      dot += kMxfp4Values[w[b].qs[j] >> 4] * a[b].qs[j + kQKMxfp4 / 2];
+    }
+    sum += e8m0_to_f32_half(w[b].e) * a[b].d * static_cast<float>(dot);
+  }
+  return sum;
+}
+
 // Q4_K / Q5_K: sum_j d * sc_j * sum(q * a) - dmin * m_j * sum(a) over the 8 sub-blocks of 32.
 template <typename Block, bool kHasHigh>
 float vec_dot_k4(const void* weight, const void* act, int64_t n) {
@@ -160,6 +177,7 @@ bool select_quant_dot_portable(GgmlType type, DotKernels* out) {
     case GgmlType::Q5_0: k.vec_dot = vec_dot_nibbles<BlockQ5_0, false, true, 16>; break;
     case GgmlType::Q5_1: k.vec_dot = vec_dot_nibbles<BlockQ5_1, true, true, 0>; break;
     case GgmlType::Q8_0: k.vec_dot = vec_dot_q8_0; break;
+    case GgmlType::MXFP4: k.vec_dot = vec_dot_mxfp4; break;
     case GgmlType::Q4_K: k.vec_dot = vec_dot_k4<BlockQ4_K, false>; break;
     case GgmlType::Q5_K: k.vec_dot = vec_dot_k4<BlockQ5_K, true>; break;
     case GgmlType::Q6_K: k.vec_dot = vec_dot_q6_k; break;

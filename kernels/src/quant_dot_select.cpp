@@ -10,7 +10,8 @@ ActivationFormat activation_format(GgmlType weight_type) {
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
-    case GgmlType::Q8_0: return ActivationFormat::Q8_1;
+    case GgmlType::Q8_0:
+    case GgmlType::MXFP4: return ActivationFormat::Q8_1;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return ActivationFormat::Q8_K;

@@ -1,7 +1,7 @@
-// AMX int8 prefill GEMM for the 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) with Q8_1-style
+// AMX int8 prefill GEMM for the 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4) with Q8_1-style
 // activations (BlockQ8A). The panel's rows are repacked, 16 at a time, into one B tile per block
 // (8 rows of 64 bytes: 4 weights of each of 16 rows per row, the VNNI order), signed where the
-// type has an offset (Q4_0 q - 8, Q5_0 q - 16, Q8_0 as stored) so no offset term remains,
+// type has an offset (Q4_0 q - 8, Q5_0 q - 16, Q8_0 as stored, MXFP4's E2M1 values) so no offset term remains,
 // unsigned with their "+ m" for Q4_1/Q5_1. The A tile is read in place: 16 tokens' qs of one
 // block, a row per token at the activations' stride. Per block one tdpbssd (tdpbsud) gives a
 // 16 x 16 int32 tile; AVX-512 then applies d_w * d_a (and m_w * s_a) into f32 accumulators, a
@@ -61,7 +61,7 @@ IWB_AMX void pack_sub_panel(const uint8_t* weight, size_t stride, int num_rows, 
     avx512::transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + b * kBlockBytes + 64 * k, z[k]);
-    for (int i = 0; i < 16; ++i) d[b * 16 + i] = half(rows[i][b].d);
+    for (int i = 0; i < 16; ++i) d[b * 16 + i] = block_scale(rows[i][b]);
     if constexpr (Legacy<Block>::kHasMin) {
       for (int i = 0; i < 16; ++i) m[b * 16 + i] = half(rows[i][b].m);
     }
@@ -170,6 +170,7 @@ QuantGemmFn select_quant_gemm_amx(GgmlType type) {
     case GgmlType::Q5_0: return gemm_amx<BlockQ5_0>;
     case GgmlType::Q5_1: return gemm_amx<BlockQ5_1>;
     case GgmlType::Q8_0: return gemm_amx<BlockQ8_0>;
+    case GgmlType::MXFP4: return gemm_amx<BlockMxfp4>;
     default: return nullptr;
   }
 }

@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM for the 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), for calls
+// AVX-512 VNNI prefill GEMM for the 32-element types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4), for calls
 // with many tokens. A tile of 16 weight rows is repacked once per call so that 32-bit lane i of
 // a vector holds 4 consecutive unsigned weights of row i: one vpdpbusd against 4 broadcast
 // activation bytes then advances all 16 rows' dot products, and each block's scales apply as
@@ -37,7 +37,7 @@ IWB_AVX512 void pack_rows(const uint8_t* weight, size_t stride, int num_rows, in
     transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(w + (b * 8 + k) * 64, z[k]);
-    for (int i = 0; i < 16; ++i) d[b * 16 + i] = half(rows[i][b].d);
+    for (int i = 0; i < 16; ++i) d[b * 16 + i] = block_scale(rows[i][b]);
     if constexpr (Legacy<Block>::kHasMin) {
       for (int i = 0; i < 16; ++i) m[b * 16 + i] = half(rows[i][b].m);
     }
@@ -119,6 +119,7 @@ QuantGemmFn select_quant_gemm_avx512(GgmlType type) {
     case GgmlType::Q5_0: return gemm_legacy<BlockQ5_0>;
     case GgmlType::Q5_1: return gemm_legacy<BlockQ5_1>;
     case GgmlType::Q8_0: return gemm_legacy<BlockQ8_0>;
+    case GgmlType::MXFP4: return gemm_legacy<BlockMxfp4>;
     default: return nullptr;
   }
 }

@@ -260,8 +260,8 @@ IWB_AVX512 void tile_legacy(const uint8_t* weight, size_t weight_stride, int num
     #pragma GCC unroll 16
     for (int r = 0; r < 4; ++r) {
       const __m512i wq = is_pair ? unpack_two(w[r] + b) : _mm512_zextsi256_si512(unpack_one(w[r][b]));
-      const float d1 = is_pair ? half(w[r][b + 1].d) : 0.0f;
-      const __m512 row_d = _mm512_insertf32x8(_mm512_set1_ps(half(w[r][b].d)), _mm256_set1_ps(d1), 1);
+      const float d1 = is_pair ? block_scale(w[r][b + 1]) : 0.0f;
+      const __m512 row_d = _mm512_insertf32x8(_mm512_set1_ps(block_scale(w[r][b])), _mm256_set1_ps(d1), 1);
       __m512 row_m;
       if constexpr (L::kHasMin) {
         // One lane per block: m * s is added once, not once per lane.
@@ -327,6 +327,7 @@ TileDotFn select_quant_tile_avx512(GgmlType type) {
     case GgmlType::Q5_0: return tile_by_tokens<Leg<BlockQ5_0>::Kernel>;
     case GgmlType::Q5_1: return tile_by_tokens<Leg<BlockQ5_1>::Kernel>;
     case GgmlType::Q8_0: return tile_by_tokens<Leg<BlockQ8_0>::Kernel>;
+    case GgmlType::MXFP4: return tile_by_tokens<Leg<BlockMxfp4>::Kernel>;
     case GgmlType::Q4_K: return tile_by_tokens<K4<BlockQ4_K>::Kernel>;
     case GgmlType::Q5_K: return tile_by_tokens<K4<BlockQ5_K>::Kernel>;
     case GgmlType::Q6_K: return tile_by_tokens<Q6>;

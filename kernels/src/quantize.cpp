@@ -102,6 +102,12 @@ bool quantize_row_q6_k_ref(const float* src, BlockQ6_K* dst, int64_t num_element
   return true;
 }
 
+bool quantize_row_mxfp4_ref(const float* src, BlockMxfp4* dst, int64_t num_elements) {
+  if (!is_valid_request(GgmlType::MXFP4, src, dst, num_elements, nullptr)) return false;
+  detail::quantize_mxfp4(src, dst, num_elements);
+  return true;
+}
+
 bool quantize_row_q8_1_ref(const float* src, BlockQ8_1* dst, int64_t num_elements) {
   if (!is_valid_request(GgmlType::Q8_1, src, dst, num_elements, nullptr)) return false;
   detail::quantize_q8_1(src, dst, num_elements);
@@ -118,7 +124,7 @@ bool can_quantize_row_ref(GgmlType type) {
   switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::Q8_1:
+    case GgmlType::Q8_0: case GgmlType::Q8_1: case GgmlType::MXFP4:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::Q8_K:
       return true;
@@ -151,6 +157,8 @@ float quantize_max_abs_input(GgmlType type) {
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return kFp16Max;
+    // An exponent up to 2^127 covers every finite float; inf has no MXFP4 form.
+    case GgmlType::MXFP4: return std::numeric_limits<float>::max();
     default:
       return std::numeric_limits<float>::infinity();
   }
@@ -160,7 +168,9 @@ bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t num_el
   if (!can_quantize_row_ref(type) || num_elements < 0) return false;
   if (num_elements == 0) return num_elements % ggml_type_traits(type).block_size == 0;
   if (src == nullptr || dst == nullptr) return false;
-  const size_t alignment = (type == GgmlType::F32 || type == GgmlType::Q8_K) ? alignof(float) : alignof(uint16_t);
+  const size_t alignment = (type == GgmlType::F32 || type == GgmlType::Q8_K) ? alignof(float)
+                           : type == GgmlType::MXFP4                         ? 1
+                                                                             : alignof(uint16_t);
   if (reinterpret_cast<uintptr_t>(dst) % alignment != 0) return false;
 
   imatrix = used_imatrix(type, imatrix);
@@ -183,6 +193,7 @@ bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t num_el
     case GgmlType::Q5_0: return quantize_row_q5_0_ref(src, static_cast<BlockQ5_0*>(dst), num_elements, imatrix);
     case GgmlType::Q5_1: return quantize_row_q5_1_ref(src, static_cast<BlockQ5_1*>(dst), num_elements, imatrix);
     case GgmlType::Q8_0: return quantize_row_q8_0_ref(src, static_cast<BlockQ8_0*>(dst), num_elements);
+    case GgmlType::MXFP4: return quantize_row_mxfp4_ref(src, static_cast<BlockMxfp4*>(dst), num_elements);
     case GgmlType::Q8_1: return quantize_row_q8_1_ref(src, static_cast<BlockQ8_1*>(dst), num_elements);
     case GgmlType::Q2_K: return quantize_row_q2_k_ref(src, static_cast<BlockQ2_K*>(dst), num_elements, imatrix);
     case GgmlType::Q3_K: return quantize_row_q3_k_ref(src, static_cast<BlockQ3_K*>(dst), num_elements, imatrix);

@@ -1,6 +1,6 @@
-// Reference quantizers of ggml's 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Without an
-// imatrix they are ggml's quantize_row_*_ref (one pass from the block's extremes); with one,
-// ggml's importance-weighted scale search (quantize_row_*_impl).
+// Reference quantizers of ggml's 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4).
+// Without an imatrix they are ggml's quantize_row_*_ref (one pass from the block's extremes);
+// with one, ggml's importance-weighted scale search (quantize_row_*_impl; MXFP4 has none).
 #include "quantize_rows.h"
 #include "quantize_search.h"
 
@@ -192,6 +192,43 @@ void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t num_elements, const flo
     // ggml does not clamp here: (max - min) * id rounds to at most 31.0000x, +0.5 truncates to 31.
     for (int j = 0; j < kQK; ++j) levels[j] = static_cast<uint8_t>(static_cast<int>((x[j] - min) * id + 0.5f));
     pack_5bit(levels, y[b].qs, y[b].qh);
+  }
+}
+
+namespace {
+
+// The code of the E2M1 value nearest x at half-scale d, the first on ties (so 0 and -0 go to
+// code 0). kMxfp4Values[i] * d is exact, so this matches ggml's float arithmetic exactly.
+uint8_t nearest_mxfp4_code(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return static_cast<uint8_t>(best);
+}
+
+}  // namespace
+
+void quantize_mxfp4(const float* x, BlockMxfp4* y, int64_t num_elements) {
+  for (int64_t b = 0; b < num_elements / kQK; ++b, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // The largest value lands on 4..8 (x 2^(e-128)), 6 * d being the largest E2M1 magnitude:
+    // values in (1.5, 2) x 2^floor(log2 amax) clip to it, as in ggml. log2f, not the exponent
+    // bits, because ggml's floorf(log2f(amax)) rounds up to the next power of two for values
+    // just below one (amax = 16 - 2^-20 gives 4), and the files must match byte for byte.
+    int e = 0;
+    if (amax > 0.0f) e = std::max(0, static_cast<int>(std::floor(std::log2(amax))) - 2 + 127);
+    const float d = e8m0_to_f32_half(static_cast<uint8_t>(e));
+    y[b].e = static_cast<uint8_t>(e);
+    for (int j = 0; j < kHalf; ++j) {
+      y[b].qs[j] = static_cast<uint8_t>(nearest_mxfp4_code(x[j], d) | (nearest_mxfp4_code(x[j + kHalf], d) << 4));
+    }
   }
 }
 

@@ -16,6 +16,7 @@ void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t num_elements, const flo
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t num_elements, const float* imatrix);
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t num_elements, const float* imatrix);
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t num_elements);
+void quantize_mxfp4(const float* x, BlockMxfp4* y, int64_t num_elements);
 
 // 256-element K-quant super-blocks.
 void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t num_elements, const float* imatrix);

@@ -29,15 +29,16 @@ using namespace iwb;
 namespace {
 
 // Relative RMS error bound of each type on Gaussian data (measured figures are about half of
-// these: Q8_0 0.004, Q6_K 0.008, Q5_* 0.02-0.03, Q4_* 0.04-0.07, Q3_K 0.1, Q2_K 0.2).
+// these: Q8_0 0.004, Q6_K 0.008, Q5_* 0.02-0.03, Q4_* 0.04-0.07, Q3_K 0.1, Q2_K 0.2; MXFP4, whose
+// power-of-two scale wastes up to half its range, 0.12).
 struct TypeBound {
   GgmlType type;
   double max_relative_rmse;
 };
 constexpr TypeBound kBounds[] = {
-    {GgmlType::Q8_0, 0.008}, {GgmlType::Q6_K, 0.02}, {GgmlType::Q5_0, 0.05}, {GgmlType::Q5_1, 0.05},
-    {GgmlType::Q5_K, 0.04},  {GgmlType::Q4_0, 0.10}, {GgmlType::Q4_1, 0.10}, {GgmlType::Q4_K, 0.08},
-    {GgmlType::Q3_K, 0.20},  {GgmlType::Q2_K, 0.40},
+    {GgmlType::Q8_0, 0.008}, {GgmlType::Q6_K, 0.02}, {GgmlType::Q5_0, 0.05},  {GgmlType::Q5_1, 0.05},
+    {GgmlType::Q5_K, 0.04},  {GgmlType::Q4_0, 0.10}, {GgmlType::Q4_1, 0.10},  {GgmlType::Q4_K, 0.08},
+    {GgmlType::Q3_K, 0.20},  {GgmlType::Q2_K, 0.40}, {GgmlType::MXFP4, 0.20},
 };
 
 double relative_rmse(GgmlType type, const std::vector<float>& x, const float* imatrix = nullptr) {
@@ -133,7 +134,7 @@ class TestQuantLab : public QObject {
 
   void quantizesRealWeightsWithinBounds() {
     if (m_model.isEmpty()) QSKIP("shared models folder absent: no aidreams model");
-    for (const char* type : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}) {
+    for (const char* type : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "MXFP4"}) {
       quant::QuantizeOptions o;
       o.source_path = m_model.toStdString();
       o.output_path = m_tmp.filePath(QString("aid-%1.gguf").arg(type)).toStdString();
@@ -200,6 +201,19 @@ class TestQuantLab : public QObject {
     QCOMPARE(synth::choose_tensor_type(*synth::parse_weight_type("Q5_0"), ffn).type, GgmlType::Q5_1);
     ffn.layer = 3;  // 28 / 8 = 3: layers 0..2 only
     QCOMPARE(synth::choose_tensor_type(q4_0, ffn).type, GgmlType::Q4_0);
+    // MXFP4: every weight (no imatrix rule), the classifier Q8_0 as in llama.cpp's MXFP4_MOE files
+    // (file type 38), rows of no whole block F16.
+    const auto mxfp4 = *synth::parse_weight_type("mxfp4");
+    QCOMPARE(mxfp4.base_type, GgmlType::MXFP4);
+    QCOMPARE(mxfp4.file_type, 38u);
+    QCOMPARE(synth::choose_tensor_type(mxfp4, ffn).type, GgmlType::MXFP4);
+    synth::TensorTypeQuery classifier;
+    classifier.role = synth::TensorRole::Output;
+    classifier.is_classifier = true;
+    classifier.row_length = 1536;
+    QCOMPARE(synth::choose_tensor_type(mxfp4, classifier).type, GgmlType::Q8_0);
+    ffn.row_length = 172;
+    QCOMPARE(synth::choose_tensor_type(mxfp4, ffn).type, GgmlType::F16);
 
     // The source's own type changes nothing; output over the source is refused.
     o.output_path = o.source_path;

@@ -134,10 +134,13 @@ class TestSynthModel : public QObject {
     for (const gguf::TensorInfo& t : f.tensors()) {
       if (t.shape.size() == 1) QCOMPARE(type_name(t.type), std::string("F32"));  // norms stay F32
     }
-    // The untied classifier: Q6_K in every quantized file but Q8_0, the file's type otherwise.
+    // The untied classifier: Q6_K in every quantized file but Q8_0 and MXFP4 (Q8_0), the file's
+    // type otherwise.
     const bool is_float = plan.base_type == GgmlType::F32 || plan.base_type == GgmlType::F16 ||
                           plan.base_type == GgmlType::BF16;
-    const GgmlType classifier = is_float || plan.base_type == GgmlType::Q8_0 ? plan.base_type : GgmlType::Q6_K;
+    const GgmlType classifier = is_float || plan.base_type == GgmlType::Q8_0 ? plan.base_type
+                                : plan.base_type == GgmlType::MXFP4          ? GgmlType::Q8_0
+                                                                             : GgmlType::Q6_K;
     QCOMPARE(type_name(tensor_type(f, "output.weight")), type_name(classifier));
     QCOMPARE(type_name(tensor_type(f, "token_embd.weight")), type_name(plan.base_type));
     QCOMPARE(type_name(tensor_type(f, "blk.0.attn_q.weight")), type_name(plan.base_type));

@@ -50,8 +50,8 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 std::optional<GgmlType> type_named(const std::string& name) {
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::MXFP4,
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16}) {
     if (name == ggml_type_name(t)) return t;
   }
   return std::nullopt;
@@ -83,6 +83,11 @@ std::vector<uint8_t> random_weights(GgmlType type, const Shape& s) {
     return w;
   }
   const size_t block_bytes = ggml_type_traits(type).bytes_per_block;
+  if (type == GgmlType::MXFP4) {  // exponents near 2^-10, as the others' scales
+    for (size_t b = 0; b < bytes / block_bytes; ++b)
+      w[b * block_bytes] = static_cast<uint8_t>(118 + w[b * block_bytes] % 4);
+    return w;
+  }
   const uint16_t scale = f32_to_fp16(1.0f / 1024);
   for (size_t b = 0; b < bytes / block_bytes; ++b) {
     for (size_t off : test::fp16_field_offsets(type)) test::write_u16(&w[b * block_bytes + off], scale);
@@ -145,7 +150,8 @@ int main(int argc, char** argv) {
   for (const std::string& name : type_names) {
     const std::optional<GgmlType> type = type_named(name);
     if (!type) {
-      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16)\n", name.c_str());
+      std::fprintf(stderr, "unknown type %s (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K, F16, BF16)\n",
+                   name.c_str());
       return 2;
     }
     types.push_back(*type);

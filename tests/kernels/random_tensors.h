@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace iwb::test {
@@ -47,6 +48,28 @@ inline void write_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
+// MXFP4 blocks (random codes already in `bytes`) with exponents spread over 2^-2..2^2 around a
+// common one chosen so that the RMS is within a factor sqrt(2) of target_rms (a power-of-two
+// scale cannot hit it exactly).
+inline std::vector<uint8_t> random_mxfp4_bytes(std::vector<uint8_t> bytes, int64_t rows, int64_t cols,
+                                               std::mt19937& rng, float target_rms) {
+  std::uniform_int_distribution<int> spread(-2, 2);
+  const size_t num_blocks = bytes.size() / sizeof(BlockMxfp4);
+  for (size_t b = 0; b < num_blocks; ++b) bytes[b * sizeof(BlockMxfp4)] = static_cast<uint8_t>(127 + spread(rng));
+  const size_t row_bytes = *ggml_row_bytes(GgmlType::MXFP4, cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  double sum_sq = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row_ref(GgmlType::MXFP4, bytes.data() + r * row_bytes, row.data(), cols);
+    for (float x : row) sum_sq += static_cast<double>(x) * x;
+  }
+  const double rms = std::sqrt(sum_sq / static_cast<double>(rows * cols));
+  const int shift = rms > 0 ? static_cast<int>(std::lround(std::log2(target_rms / rms))) : 0;
+  for (size_t b = 0; b < num_blocks; ++b)
+    bytes[b * sizeof(BlockMxfp4)] = static_cast<uint8_t>(bytes[b * sizeof(BlockMxfp4)] + shift);
+  return bytes;
+}
+
 // rows x cols values of `type` (cols a multiple of its block size) with dequantized RMS close
 // to target_rms. Quantized types get random quant bytes and scales rescaled to the target.
 inline std::vector<uint8_t> random_tensor_bytes(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng,
@@ -67,6 +90,7 @@ inline std::vector<uint8_t> random_tensor_bytes(GgmlType type, int64_t rows, int
   }
   std::uniform_int_distribution<int> byte_dist(0, 255);
   for (uint8_t& b : bytes) b = static_cast<uint8_t>(byte_dist(rng));
+  if (type == GgmlType::MXFP4) return random_mxfp4_bytes(std::move(bytes), rows, cols, rng, target_rms);
   const std::vector<size_t> fields = fp16_field_offsets(type);
   const size_t num_blocks = bytes.size() / traits.bytes_per_block;
   std::uniform_real_distribution<float> scale_dist(0.5f, 1.0f);

@@ -173,8 +173,8 @@ class TestDequantizeLegacy : public QObject {
   void rejects_types_it_cannot_dequantize() {
     std::vector<uint8_t> bytes(1024, 0);
     std::vector<float> out(256, 42.0f);
-    for (GgmlType type : {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
-                          GgmlType::I8, GgmlType::I32, GgmlType::F64, GgmlType::TQ1_0, GgmlType::MXFP4,
+    for (GgmlType type : {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL, GgmlType::I8,
+                          GgmlType::I32, GgmlType::F64, GgmlType::TQ1_0, GgmlType::IQ4_XS,
                           static_cast<GgmlType>(4) /* retired Q4_2 */, static_cast<GgmlType>(9999)}) {
       QVERIFY2(!dequantize_row_ref(type, bytes.data(), out.data(), 256),
                qPrintable(QString::number(static_cast<uint32_t>(type))));

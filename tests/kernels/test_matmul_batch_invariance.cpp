@@ -19,7 +19,7 @@ class TestMatmulBatchInvariance : public QObject {
     QTest::addColumn<int>("type");
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
                        GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                       GgmlType::Q6_K}) {
+                       GgmlType::Q6_K, GgmlType::MXFP4}) {
       QTest::newRow(std::string(ggml_type_name(t)).c_str()) << int(t);
     }
   }

@@ -12,6 +12,7 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -28,8 +29,8 @@ Q_DECLARE_METATYPE(iwb::detail::CpuPath)
 
 namespace {
 
-const GgmlType kIntegerTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kIntegerTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                  GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 const char* path_name(CpuPath p) {
   switch (p) {
@@ -210,6 +211,36 @@ class TestQuantDot : public QObject {
       if (QTest::currentTestFailed()) return;
     }
   }
+  // MXFP4's exponents 0 and 1 are f32 subnormals (2^-128, 2^-127), which the SIMD kernels build
+  // in their own code: blocks of exponents 0..3 against activations of about 2^100 (so that
+  // d_w * d_a is a normal float) on every path.
+  void mxfp4SubnormalScales_data() {
+    QTest::addColumn<CpuPath>("path");
+    for (CpuPath p : available_paths()) QTest::newRow(path_name(p)) << p;
+  }
+  void mxfp4SubnormalScales() {
+    QFETCH(CpuPath, path);
+    DotKernels k;
+    QVERIFY(select_on(path, GgmlType::MXFP4, &k));
+    std::mt19937 rng(45);
+    const int64_t n = 39 * kQKMxfp4;
+    std::vector<uint8_t> w = random_tensor_bytes(GgmlType::MXFP4, 1, n, rng, 1.0f);
+    for (int64_t b = 0; b < n / kQKMxfp4; ++b) w[b * sizeof(BlockMxfp4)] = static_cast<uint8_t>(b % 4);
+    std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.2f);
+    for (float& v : x) v = std::ldexp(v, 100);
+    std::vector<uint8_t> act(activation_row_bytes(k.format, n));
+    k.quantize(x.data(), act.data(), n);
+    const std::vector<double> a = dequantized_activation(k.format, act.data(), n);
+    std::vector<float> wf(static_cast<size_t>(n));
+    QVERIFY(dequantize_row_ref(GgmlType::MXFP4, w.data(), wf.data(), n));
+    QVERIFY(std::any_of(wf.begin(), wf.end(), [](float v) { return std::fpclassify(v) == FP_SUBNORMAL; }));
+    double expected = 0;
+    for (int64_t i = 0; i < n; ++i) expected += wf[i] * a[i];
+    const double got = k.vec_dot(w.data(), act.data(), n);
+    const double bound = 1e-5 * abs_dot(wf, a);
+    QVERIFY2(std::fabs(got - expected) <= bound, qPrintable(QString("%1 vs %2").arg(got).arg(expected)));
+  }
+
   void tilesMatchVecDot_data() {
     QTest::addColumn<GgmlType>("type");
     for (GgmlType t : kIntegerTypes) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;

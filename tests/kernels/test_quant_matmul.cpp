@@ -41,8 +41,8 @@ namespace {
 
 constexpr double kMaxSigmas = 6.0;
 
-const GgmlType kIntegerTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                  GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kIntegerTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                  GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // sigma[t * out + o]: the standard deviation of output (t, o)'s error from rounding the
 // activations to 8 bits in blocks of `block`.

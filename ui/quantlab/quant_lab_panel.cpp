@@ -36,8 +36,8 @@ namespace iwb::ui {
 namespace {
 
 // The types the form offers, in size order (the mixes beside their base type).
-const char* const kTypes[] = {"Q8_0",   "Q6_K", "Q5_K_M", "Q5_K", "Q5_1", "Q5_0",
-                              "Q4_K_M", "Q4_K", "Q4_1",   "Q4_0", "Q3_K", "Q2_K"};
+const char* const kTypes[] = {"Q8_0", "Q6_K", "Q5_K_M", "Q5_K",  "Q5_1", "Q5_0", "Q4_K_M",
+                              "Q4_K", "Q4_1", "Q4_0",   "MXFP4", "Q3_K", "Q2_K"};
 // The KV cache types (llama.cpp's -ctk/-ctv names, vLLM's FP8), largest first.
 const char* const kKvTypes[] = {"q8_0", "fp8_e4m3", "q5_1", "q5_0", "q4_1", "q4_0"};
 

@@ -25,6 +25,10 @@ constexpr TypeEntry kTypes[] = {
     {"Q4_K", GgmlType::Q4_K, false, 14},  {"Q5_K", GgmlType::Q5_K, false, 16},
     {"Q6_K", GgmlType::Q6_K, false, 18},  {"Q4_K_M", GgmlType::Q4_K, true, 15},
     {"Q5_K_M", GgmlType::Q5_K, true, 17},
+    // llama.cpp has no all-MXFP4 file type: its only one, MOSTLY_MXFP4_MOE (38), puts the experts
+    // in MXFP4 and the rest in Q8_0. Here every 2-D weight is MXFP4 but the classifier, which
+    // keeps that file type's Q8_0; the label is the nearest llama.cpp prints ("MXFP4 MoE").
+    {"MXFP4", GgmlType::MXFP4, false, 38},
 };
 
 std::string upper(std::string_view s) {
@@ -89,7 +93,7 @@ TensorTypeChoice choose_tensor_type(const WeightTypePlan& plan, const TensorType
   if (q.is_classifier) {
     // The output projection is the most sensitive matrix: Q6_K unless the file is Q8_0, and
     // Q8_0 when the file's own type does not fit its rows.
-    if (!fits(plan.base_type, q.row_length)) {
+    if (!fits(plan.base_type, q.row_length) || plan.base_type == GgmlType::MXFP4) {
       type = GgmlType::Q8_0;
     } else if (plan.base_type != GgmlType::Q8_0) {
       type = GgmlType::Q6_K;

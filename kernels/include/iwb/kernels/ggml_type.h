@@ -39,4 +39,10 @@ std::optional<size_t> ggml_row_bytes(GgmlType type, int64_t num_elements);
 // True when kernels/ can dequantize this type to f32.
 bool ggml_can_dequantize(GgmlType type);
 
+// The address alignment the dequantizers and matmul need for data of this type: 2 for the
+// layouts with 16-bit fields (f16, bf16, every block with an fp16 scale), 1 for MXFP4 (bytes
+// only: its 17-byte blocks leave rows of an odd block count at odd addresses) and F32 (which
+// the dequantizers copy byte-wise; matmul's dot kernels want 4 of F32 and check that).
+size_t ggml_data_alignment(GgmlType type);
+
 }  // namespace iwb

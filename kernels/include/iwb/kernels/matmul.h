@@ -1,5 +1,5 @@
 // Matrix multiplication of a weight matrix kept in its stored GGUF type by f32 activations:
-// y[t][o] = sum_i W[o][i] * x[t][i] (+ bias[o]). For Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K
+// y[t][o] = sum_i W[o][i] * x[t][i] (+ bias[o]). For Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/MXFP4/Q4_K/Q5_K/Q6_K
 // weights the fast path quantizes the activations to 8-bit blocks once per call (as llama.cpp
 // does) and uses integer dot products; F16/BF16/F32 weights on AVX-512 widen to f32 in
 // registers; other cases dequantize a tile of weight rows into a per-thread buffer and dot it

@@ -19,6 +19,7 @@ inline constexpr int kQK4_1 = 32;
 inline constexpr int kQK5_0 = 32;
 inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_0 = 32;
+inline constexpr int kQKMxfp4 = 32;
 inline constexpr int kQK_K = 256;   // elements per K-quant super-block
 inline constexpr int kKScaleSize = 12;  // bytes of packed 6-bit scales/mins in Q4_K/Q5_K
 
@@ -54,6 +55,16 @@ struct BlockQ5_1 {
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK8_0];
+};
+
+// MXFP4 (OCP microscaling, as gpt-oss ships its experts): x = 2^(e - 127) * fp4(q), q an E2M1
+// code (sign, 2 exponent bits, 1 mantissa bit). ggml stores the E2M1 values doubled as int8
+// (kMxfp4Values) and halves the scale instead (e8m0_to_f32_half), so x = kMxfp4Values[q] *
+// e8m0_to_f32_half(e). Nibble order as Q4_0. One byte fields only: the block (17 bytes) and
+// rows of an odd number of blocks have no alignment at all.
+struct BlockMxfp4 {
+  uint8_t e;                 // E8M0 shared exponent (255, NaN in the OCP format, is invalid)
+  uint8_t qs[kQKMxfp4 / 2];  // 4-bit E2M1 codes
 };
 
 // 16 sub-blocks of 16. x = d * (scales[i] & 0xF) * q - dmin * (scales[i] >> 4), q in 0..3.
@@ -131,6 +142,7 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22 && offsetof(BlockQ5_0, qs) == 6);
 static_assert(sizeof(BlockQ5_1) == 24 && offsetof(BlockQ5_1, qs) == 8);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockMxfp4) == 17 && alignof(BlockMxfp4) == 1);
 static_assert(sizeof(BlockQ2_K) == 84 && offsetof(BlockQ2_K, d) == 80);
 static_assert(sizeof(BlockQ3_K) == 110 && offsetof(BlockQ3_K, d) == 108);
 static_assert(sizeof(BlockQ4_K) == 144 && offsetof(BlockQ4_K, qs) == 16);
@@ -148,6 +160,23 @@ IWB_HOST_DEVICE inline void unpack_scale_min_k4(int j, const uint8_t* scales, ui
     *scale = static_cast<uint8_t>((scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4));
     *min = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// The E2M1 values of the 16 MXFP4 codes, doubled (ggml's kvalues_mxfp4): 0, 0.5, 1, 1.5, 2, 3,
+// 4, 6 and their negatives (code 8 is -0).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the E8M0 scale, 2^(e - 128), bit for bit as ggml's GGML_E8M0_TO_FP32_HALF: e = 0 and 1
+// are the f32 subnormals 2^-128 and 2^-127; e = 255 gives 2^127 (ggml does not treat it as NaN).
+IWB_HOST_DEVICE inline float e8m0_to_f32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
 }
 
 }  // namespace iwb

@@ -1,6 +1,7 @@
 // Which tensor type each weight gets in a file "of type T": llama.cpp's llama-quantize rules
 // (src/llama-quant.cpp) for the single types and the Q4_K_M / Q5_K_M mixes. Norms, biases,
-// RoPE factors and experts' routers stay F32; the classifier gets Q6_K unless the file is Q8_0; attn_v and ffn_down
+// RoPE factors and experts' routers stay F32; the classifier gets Q6_K unless the file is Q8_0
+// (or MXFP4: Q8_0); attn_v and ffn_down
 // of the first and last eighth of the layers, and of every third layer between, get Q6_K in the
 // _M mixes; rows that are not a whole number of blocks fall back to a type that fits.
 #pragma once
@@ -23,8 +24,9 @@ struct WeightTypePlan {
 };
 
 // "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K" ... "Q6_K", "Q4_K_M",
-// "Q5_K_M" (any case). A K type alone (e.g. Q4_K) means every weight in it (llama.cpp's
-// "mostly" types: Q3_K_S, Q4_K_S and Q5_K_S are the nearest file_type labels).
+// "Q5_K_M", "MXFP4" (any case). A K type alone (e.g. Q4_K) means every weight in it (llama.cpp's
+// "mostly" types: Q3_K_S, Q4_K_S and Q5_K_S are the nearest file_type labels). MXFP4 puts every
+// weight but the classifier (Q8_0, as llama.cpp's MXFP4_MOE files) in MXFP4.
 Result<WeightTypePlan> parse_weight_type(std::string_view name);
 const std::vector<std::string>& weight_type_names();
 
