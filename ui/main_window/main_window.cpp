@@ -3,6 +3,7 @@
 
 #include "chat/chat_panel.h"
 #include "chat/message_view.h"
+#include "experts/expert_load_panel.h"
 #include "worker/engine_controller.h"
 #include "main_window/app_info.h"
 #include "iwb/engine/model/model_locations.h"
@@ -122,6 +123,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_memoryPanel = new MemoryPanel(m_engine);
   m_memoryPanel->setEngineOptions(loadEngineSettings());
   m_tabs->addTab(m_rooflinePanel, tr("Roofline"));
+  // Mixture-of-experts routing (issue 21): tokens per expert and layer over the last steps.
+  m_expertLoadPanel = new ExpertLoadPanel(m_engine);
+  m_tabs->addTab(m_expertLoadPanel, tr("Experts"));
   m_tabs->addTab(m_metricsPanel, tr("Metrics"));
   m_tabs->addTab(m_memoryPanel, tr("Memory"));
   m_kvCachePanel = new KvCachePanel(m_engine);

@@ -39,6 +39,7 @@ class ModelOverviewWidget;
 class RecentFiles;
 class RemoteEndpoints;
 class RooflinePanel;
+class ExpertLoadPanel;
 class ServerPanel;
 class ServingPanel;
 class SpecPanel;
@@ -67,6 +68,7 @@ class MainWindow : public QMainWindow {
   EngineController* engine() const { return m_engine; }
   QTabWidget* tabs() const { return m_tabs; }
   RooflinePanel* rooflinePanel() const { return m_rooflinePanel; }
+  ExpertLoadPanel* expertLoadPanel() const { return m_expertLoadPanel; }
   MetricsPanel* metricsPanel() const { return m_metricsPanel; }
   MemoryPanel* memoryPanel() const { return m_memoryPanel; }
   KvCachePanel* kvCachePanel() const { return m_kvCachePanel; }
@@ -147,6 +149,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* m_tabs;
   ChatPanel* m_chatPanel = nullptr;
   RooflinePanel* m_rooflinePanel = nullptr;
+  ExpertLoadPanel* m_expertLoadPanel = nullptr;
   MetricsPanel* m_metricsPanel = nullptr;
   MemoryPanel* m_memoryPanel = nullptr;
   KvCachePanel* m_kvCachePanel = nullptr;

@@ -12,6 +12,7 @@ EngineController::EngineController(QObject* parent)
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
   registerKvMapMetaTypes();
+  registerExpertLoadMetaTypes();
   registerSpeculationMetaTypes();
   m_thread->setObjectName(QStringLiteral("EngineThread"));
   m_worker->moveToThread(m_thread);
@@ -70,6 +71,7 @@ EngineController::EngineController(QObject* parent)
   connect(m_worker, &EngineWorker::requestMeasured, this, &EngineController::requestMeasured);
   connect(m_worker, &EngineWorker::memorySampled, this, &EngineController::memorySampled);
   connect(m_worker, &EngineWorker::kvSnapshotReady, this, &EngineController::kvSnapshotReady);
+  connect(m_worker, &EngineWorker::expertLoadReady, this, &EngineController::expertLoadReady);
   connect(m_worker, &EngineWorker::speculationChanged, this,
           [this](const SpeculationSettings& settings, const QString& error) {
             m_speculation = settings;

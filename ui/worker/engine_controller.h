@@ -5,6 +5,7 @@
 #pragma once
 
 #include "worker/generation_values.h"
+#include "worker/expert_load_values.h"
 #include "worker/kv_map_values.h"
 #include "worker/measurement_values.h"
 #include "worker/spec_values.h"
@@ -92,6 +93,7 @@ class EngineController : public QObject {
   void requestMeasured(const iwb::ui::RequestMeasurement& measurement);
   void memorySampled(const iwb::ui::MemorySample& sample);
   void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
+  void expertLoadReady(const iwb::ExpertLoadSnapshot& snapshot);
   void speculationChanged(const iwb::ui::SpeculationSettings& settings, const QString& error);
   void speculationStepped(const iwb::ui::SpeculationStep& step);
   void speculationMeasured(const iwb::ui::SpeculationReport& report);

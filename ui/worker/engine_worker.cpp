@@ -49,6 +49,7 @@ EngineWorker::EngineWorker(QObject* parent)
   registerGenerationMetaTypes();
   registerMeasurementMetaTypes();
   registerKvMapMetaTypes();
+  registerExpertLoadMetaTypes();
   registerSpeculationMetaTypes();
 }
 

@@ -7,6 +7,7 @@
 // a second; token times, memory samples and KV-cache map snapshots are decimated the same way.
 #pragma once
 
+#include "worker/expert_load_values.h"
 #include "worker/generation_values.h"
 #include "worker/kv_map_values.h"
 #include "worker/measurement_values.h"
@@ -109,6 +110,9 @@ class EngineWorker : public QObject {
   // The paged KV cache for the block map: after a load, at most ~7 a second while generating
   // (the first step after idle at once), once when the engine falls idle, and empty on unload.
   void kvSnapshotReady(const iwb::ui::KvMapSnapshot& snapshot);
+  // Tokens routed to each expert of each layer over the engine's last steps, sent with every
+  // KV snapshot (num_experts 0 for a dense model or none loaded).
+  void expertLoadReady(const iwb::ExpertLoadSnapshot& snapshot);
   // The settings now in use (`error` says why the requested ones were not taken).
   void speculationChanged(const iwb::ui::SpeculationSettings& settings, const QString& error);
   // Every step that verified drafts; and a report for each finished request while a drafter is set.

@@ -40,6 +40,8 @@ void EngineWorker::emitMemorySample() { emit memorySampled(m_measurements.memory
 
 void EngineWorker::emitKvSnapshot(bool isIdle) {
   emit kvSnapshotReady(m_measurements.kvSnapshot(m_engine.get(), isIdle, m_requests));
+  // Between steps on the engine's thread, as Engine::expert_load() requires.
+  emit expertLoadReady(m_engine ? m_engine->expert_load() : iwb::ExpertLoadSnapshot{});
 }
 
 }  // namespace iwb::ui
