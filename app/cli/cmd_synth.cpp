@@ -71,19 +71,14 @@ int parse(int argc, char** argv, Options* o) {
          .help = "copy the tokenizer of this GGUF (the vocabulary size follows it);\n"
                  "without it, a byte-level tokenizer padded to the preset's vocabulary",
          .destination = &o->synth.vocab_path});
-  t.add({.names = {"--layers"},
-         .value_name = "N",
-         .help = "only the first N layers of the shape (every layer keeps its real size):\n"
-                 "a quick file with a big model's tensor shapes and types",
-         .destination = &o->num_layers});
   t.add({.names = {"-s", "--seed"},
          .value_name = "S",
          .help = "random seed; the same seed writes the same file",
          .destination = &o->synth.seed});
   t.add({.names = {"--layers"},
          .value_name = "N",
-         .help = "keep only the first N layers (a real width at a fraction of the size, e.g. to\n"
-                 "compare with llama.cpp in F32); 0: the preset's",
+         .help = "keep only the first N layers, each at its real size (a big model's shapes and types\n"
+                 "at a fraction of the file, e.g. to compare with llama.cpp in F32); 0: the preset's",
          .destination = &o->num_layers,
          .min = 0});
   add_threads_option(t, &o->synth.num_threads);
