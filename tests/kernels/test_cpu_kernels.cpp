@@ -203,8 +203,8 @@ class TestCpuKernels : public QObject {
     const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
     const std::vector<int32_t> positions = {0, 3, 129, 5000};
     std::vector<float> ref = x, fast = x;
-    RopeArgs args{ref.data(), tokens, heads, head_dim, head_dim, positions.data(), RopeLayout::NeoX, 150000.0f,
-                  1.0f / 32.0f, nullptr};
+    RopeArgs args{ref.data(),       tokens,           heads,     head_dim,     head_dim,
+                  positions.data(), RopeLayout::NeoX, 150000.0f, 1.0f / 32.0f, nullptr};
     args.ext_factor = 1.0f;
     args.original_context = 4096;
     QVERIFY(rope_ref(args));
@@ -232,8 +232,8 @@ class TestCpuKernels : public QObject {
     check_pair(31, false);
     // attn_factor alone (no YaRN) scales the rotation: position 0 becomes x * attn_factor.
     std::vector<float> y = x;
-    RopeArgs plain{y.data(), 1, heads, head_dim, head_dim, positions.data(), RopeLayout::Normal, 10000.0f, 1.0f,
-                   nullptr};
+    RopeArgs plain{y.data(),           1,        heads, head_dim, head_dim, positions.data(),
+                   RopeLayout::Normal, 10000.0f, 1.0f,  nullptr};
     plain.attn_factor = 2.0f;
     QVERIFY(rope(plain));
     for (int64_t i = 0; i < heads * head_dim; ++i) QCOMPARE(y[i], 2.0f * x[i]);

@@ -101,8 +101,7 @@ Cache write_cache(GgmlType k_type, GgmlType v_type, const Data& d, bool is_refer
 }
 
 std::vector<float> attend(const Cache& c, GgmlType k_type, GgmlType v_type, const Data& d, bool is_reference,
-                          int64_t window, float k_scale = 1.0f, float v_scale = 1.0f,
-                          const float* sinks = nullptr) {
+                          int64_t window, float k_scale = 1.0f, float v_scale = 1.0f, const float* sinks = nullptr) {
   std::vector<float> out(static_cast<size_t>(d.num_tokens() * kHeads * kDimV), -1.0f);
   PagedAttentionArgs a;
   a.q = d.q.data();

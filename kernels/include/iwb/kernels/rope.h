@@ -26,11 +26,11 @@ struct RopeArgs {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;           // linear scaling: 1 / rope.scaling.factor
   const float* freq_factors = nullptr;  // [num_rotated / 2] (llama 3 rope_freqs) or null
-  float ext_factor = 0.0f;           // YaRN extrapolation mix (1 with rope.scaling.type yarn), 0: off
-  float attn_factor = 1.0f;          // magnitude scale of cos and sin
-  float beta_fast = 32.0f;           // YaRN correction range, in rotations over the original context
+  float ext_factor = 0.0f;              // YaRN extrapolation mix (1 with rope.scaling.type yarn), 0: off
+  float attn_factor = 1.0f;             // magnitude scale of cos and sin
+  float beta_fast = 32.0f;              // YaRN correction range, in rotations over the original context
   float beta_slow = 1.0f;
-  int64_t original_context = 0;      // rope.scaling.original_context_length (> 0 with YaRN)
+  int64_t original_context = 0;  // rope.scaling.original_context_length (> 0 with YaRN)
 };
 
 // ggml_rope_yarn_corr_dims: the first and last pair index the YaRN ramp runs between.
