@@ -50,6 +50,9 @@ Status check_shape(const SynthShape& s) {
        static_cast<int64_t>(s.longrope.long_factors.size()) != s.head_dim / 2)) {
     return bad("LongRoPE needs an original context and head size / 2 long and short factors");
   }
+  if (s.yarn_factor < 0.0f || (s.yarn_factor > 0.0f && s.yarn_original_context <= 0)) {
+    return bad("YaRN needs a positive factor and the original context");
+  }
   if (arch->has_experts) {
     if (s.num_experts <= 0 || s.num_experts_used <= 0 || s.expert_feed_forward_length <= 0) {
       return bad(s.architecture + " needs experts: a count, how many each token uses and their width");
@@ -99,6 +102,14 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
       w->set_u32(a + ".rope.scaling.original_context_length", u32(s.longrope.original_context_length));
       w->set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(s));
     }
+  }
+  if (s.yarn_factor > 0.0f) {
+    w->set_string(a + ".rope.scaling.type", "yarn");
+    w->set_f32(a + ".rope.scaling.factor", s.yarn_factor);
+    w->set_u32(a + ".rope.scaling.original_context_length", u32(s.yarn_original_context));
+  }
+  if (arch.id == ModelArchitecture::GptOss) {
+    w->set_u32(a + ".rope.dimension_count", u32(s.head_dim));  // as the converter writes (width / heads is not it)
   }
   if (arch.has_experts) {
     w->set_u32(a + ".expert_count", u32(s.num_experts));
