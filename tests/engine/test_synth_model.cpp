@@ -281,6 +281,18 @@ class TestSynthModel : public QObject {
     QCOMPARE(f.find_tensor("blk.1.ffn_down_exps.bias")->shape, (std::vector<int64_t>{160, 6}));
     QCOMPARE(f.find_tensor("blk.1.attn_sinks.weight")->shape, (std::vector<int64_t>{4}));
     QVERIFY(f.find_tensor("blk.1.post_attention_norm.weight") && !f.find_tensor("blk.1.ffn_norm.weight"));
+    // Harmony's markers are single tokens, <|return|> ends generation and <|end|> does not.
+    auto tok = tokenizer::Tokenizer::from_gguf(f);
+    QVERIFY(tok);
+    const auto one = [&](const char* text) {
+      const std::vector<int32_t> ids = tok->encode(text, {.add_bos = false, .parse_special = true});
+      return ids.size() == 1 ? ids[0] : -1;
+    };
+    QVERIFY(one("<|start|>") >= 0 && one("<|message|>") >= 0 && one("<|channel|>") >= 0);
+    QVERIFY(tok->is_end_of_generation(one("<|return|>")));
+    QVERIFY(!tok->is_end_of_generation(one("<|end|>")));
+    QCOMPARE(chat_template_family_name(detect_chat_template(f.get_string("tokenizer.chat_template").value_or(""))),
+             std::string_view("harmony"));
     uint64_t elements = 0;
     for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
     QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
