@@ -28,9 +28,20 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(inner));
 }
 
+float swiglu_oai(float gate, float up) {
+  const float g = std::min(gate, kSwigluOaiLimit);
+  const float u = std::clamp(up, -kSwigluOaiLimit, kSwigluOaiLimit);
+  return g / (1.0f + std::exp(-kSwigluOaiAlpha * g)) * (u + 1.0f);
+}
+
 bool gated_activation(const GatedActivationArgs& a) {
   if (!valid(a)) return false;
   const int num_threads = a.num_elements >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
+  if (a.kind == GatedActivation::SwigluOai) {  // expert-sized rows only: the scalar loop is enough
+    detail::parallel_for_static(num_threads, a.num_elements,
+                                [&](int64_t i) { a.output[i] = swiglu_oai(a.gate[i], a.up[i]); });
+    return true;
+  }
   if (const detail::GatedRowFn row =
           detail::select_gated_row(a.kind == GatedActivation::GeluTanh, detail::cpu_path())) {
     // Contiguous chunks of whole vectors, one per thread.
@@ -55,14 +66,18 @@ bool gated_activation(const GatedActivationArgs& a) {
 bool gated_activation_ref(const GatedActivationArgs& a) {
   if (!valid(a)) return false;
   for (int64_t i = 0; i < a.num_elements; ++i) {
-    const double g = a.gate[i];
+    double g = a.gate[i], up = a.up[i];
     double act;
-    if (a.kind == GatedActivation::SiLU) {
+    if (a.kind == GatedActivation::SwigluOai) {
+      g = std::min<double>(g, kSwigluOaiLimit);
+      up = std::clamp<double>(up, -kSwigluOaiLimit, kSwigluOaiLimit) + 1.0;
+      act = g / (1.0 + std::exp(-static_cast<double>(kSwigluOaiAlpha) * g));
+    } else if (a.kind == GatedActivation::SiLU) {
       act = g / (1.0 + std::exp(-g));
     } else {
       act = 0.5 * g * (1.0 + std::tanh(kSqrt2OverPi * g * (1.0 + kGeluCoef * g * g)));
     }
-    a.output[i] = static_cast<float>(act * a.up[i]);
+    a.output[i] = static_cast<float>(act * up);
   }
   return true;
 }
@@ -71,7 +86,7 @@ OpCost gated_activation_cost(const GatedActivationArgs& a) {
   OpCost cost;
   if (!valid(a)) return cost;
   const double n = static_cast<double>(a.num_elements);
-  cost.flops = (a.kind == GatedActivation::SiLU ? 5.0 : 9.0) * n;
+  cost.flops = (a.kind == GatedActivation::GeluTanh ? 9.0 : a.kind == GatedActivation::SwigluOai ? 8.0 : 5.0) * n;
   cost.bytes = 12.0 * n;
   return cost;
 }

@@ -62,6 +62,15 @@ void for_each_slot(const PagedAttentionArgs& a, const int32_t* table, int64_t fi
   }
 }
 
+// softmax_row with a sink: the sink's exp joins the denominator (and the max), no value.
+void softmax_row_with_sink(float* x, int64_t n, float sink) {
+  const float max = std::max(sink, *std::max_element(x, x + n));
+  float sum = std::exp(sink - max);
+  for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - max));
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 }  // namespace
 
 bool is_kv_cache_type(GgmlType type) {
@@ -116,7 +125,11 @@ bool paged_attention(const PagedAttentionArgs& a) {
       if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
       scores[static_cast<size_t>(j)] = s;
     });
-    softmax_row(scores.data(), count);
+    if (a.sinks) {
+      softmax_row_with_sink(scores.data(), count, a.sinks[h]);
+    } else {
+      softmax_row(scores.data(), count);
+    }
 
     float* out = a.output + (t * a.num_heads + h) * a.head_dim_v;
     std::fill(out, out + a.head_dim_v, 0.0f);
@@ -154,7 +167,8 @@ bool paged_attention_ref(const PagedAttentionArgs& a) {
         scores[static_cast<size_t>(p - first)] = s;
         max = std::max(max, s);
       }
-      double sum = 0;
+      if (a.sinks) max = std::max(max, static_cast<double>(a.sinks[h]));
+      double sum = a.sinks ? std::exp(static_cast<double>(a.sinks[h]) - max) : 0.0;
       for (double& s : scores) sum += (s = std::exp(s - max));
       acc.assign(static_cast<size_t>(a.head_dim_v), 0.0);
       for (int64_t p = first; p <= pos; ++p) {

@@ -158,8 +158,10 @@ void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_ref
   }
   for (int64_t j = 0; j < group; ++j) {
     Acc* row = s.scores.data() + j * count;
-    const Acc max = *std::max_element(row, row + count);
-    Acc sum = 0;
+    // A sink (gpt-oss) joins the max and the denominator, with no value.
+    const Acc sink = a.sinks ? static_cast<Acc>(a.sinks[g * group + j]) : static_cast<Acc>(-INFINITY);
+    const Acc max = std::max(sink, *std::max_element(row, row + count));
+    Acc sum = a.sinks ? std::exp(sink - max) : 0;
     for (int64_t i = 0; i < count; ++i) sum += (row[i] = std::exp(row[i] - max));
     for (int64_t i = 0; i < count; ++i) row[i] /= sum;
   }

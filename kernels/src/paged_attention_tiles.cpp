@@ -3,7 +3,8 @@
 // rows share every key and value tile, which is converted from f16 once, keys transposed so
 // the scores are FMAs of broadcast query elements against 16 keys at a time. Per tile the
 // running max m, sum l and output O of each row are rescaled (flash attention's online
-// softmax); masked keys (causal, sliding window, past the tile) score -inf.
+// softmax); masked keys (causal, sliding window, past the tile) score -inf; a sink starts
+// each row's running max and sum.
 #include "paged_attention_tiles.h"
 
 #include "cpu_features.h"
@@ -181,8 +182,9 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
     const float* q = a.q + (t * a.num_heads + h) * dk;
     for (int64_t d = 0; d < dk; ++d) s.q[r * dk + d] = q[d] * a.scale;
     if (rot_k > 0) hadamard_rotate(&s.q[r * dk], dk, rot_k);  // keys stored rotated: (Hq).(Hk) = q.k
-    s.m[r] = -INFINITY;
-    s.l[r] = 0.0f;
+    // A sink (gpt-oss) starts the online softmax as one extra key with no value: m = sink, l = 1.
+    s.m[r] = a.sinks ? a.sinks[h] : -INFINITY;
+    s.l[r] = a.sinks ? 1.0f : 0.0f;
   }
   std::fill_n(s.o.begin(), rows * dv, 0.0f);
 
@@ -236,7 +238,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
         _mm512_storeu_ps(pr + 16 * c, e);
         vsum = _mm512_add_ps(vsum, e);
       }
-      s.corr[r] = std::exp(s.m[r] - m_new);  // 0 on the first visible tile (m = -inf)
+      s.corr[r] = std::exp(s.m[r] - m_new);  // 0 on the first visible tile (m = -inf) without a sink
       s.l[r] = s.l[r] * s.corr[r] + _mm512_reduce_add_ps(vsum);
       s.m[r] = m_new;
     }

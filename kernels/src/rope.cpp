@@ -2,6 +2,7 @@
 // applies it to every head; the reference recomputes every angle in double.
 #include "iwb/kernels/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,7 +12,39 @@ namespace {
 bool valid(const RopeArgs& a) {
   return a.data != nullptr && a.positions != nullptr && a.num_tokens > 0 && a.num_heads > 0 && a.head_dim > 0 &&
          a.num_rotated > 0 && a.num_rotated % 2 == 0 && a.num_rotated <= a.head_dim && a.freq_base > 0.0f &&
-         a.freq_scale > 0.0f;
+         a.freq_scale > 0.0f && a.ext_factor >= 0.0f && (a.ext_factor == 0.0f || a.original_context > 0);
+}
+
+// ggml's rope_yarn_ramp at pair i: 1 below corr dim low, 0 above high.
+double yarn_ramp(float low, float high, int64_t i) {
+  const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+  return 1.0 - std::min(1.0f, std::max(0.0f, y));
+}
+
+// The YaRN pieces shared by both paths: the per-pair extrapolation mix and the magnitude scale.
+struct YarnMix {
+  float dims[2] = {0.0f, 0.0f};
+  double mscale = 1.0;
+};
+
+YarnMix yarn_mix(const RopeArgs& a) {
+  YarnMix m;
+  m.mscale = a.attn_factor;
+  if (a.ext_factor != 0.0f) {
+    rope_yarn_corr_dims(a.num_rotated, a.original_context, a.freq_base, a.beta_fast, a.beta_slow, m.dims);
+    m.mscale *= 1.0 + 0.1 * std::log(1.0 / a.freq_scale);
+  }
+  return m;
+}
+
+// Pair i's angle per unit position: interpolated, mixed with the extrapolated one under YaRN.
+double pair_frequency(const RopeArgs& a, const YarnMix& m, int64_t i) {
+  double extrap = std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / a.num_rotated);
+  if (a.freq_factors) extrap /= a.freq_factors[i];
+  const double interp = a.freq_scale * extrap;
+  if (a.ext_factor == 0.0f) return interp;
+  const double mix = yarn_ramp(m.dims[0], m.dims[1], i) * a.ext_factor;
+  return interp * (1.0 - mix) + extrap * mix;
 }
 
 // The two elements pair i of a head rotates together.
@@ -27,6 +60,18 @@ inline void pair_indices(RopeLayout layout, int64_t i, int64_t num_rotated, int6
 
 }  // namespace
 
+void rope_yarn_corr_dims(int64_t num_rotated, int64_t original_context, float freq_base, float beta_fast,
+                         float beta_slow, float dims[2]) {
+  // In float, as ggml: the dims are floored and ceiled, so a rounding difference could move them.
+  const auto corr_dim = [&](float rotations) {
+    return static_cast<float>(num_rotated) *
+           std::log(static_cast<float>(original_context) / (rotations * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * std::log(freq_base));
+  };
+  dims[0] = std::max(0.0f, std::floor(corr_dim(beta_fast)));
+  dims[1] = std::min(static_cast<float>(num_rotated - 1), std::ceil(corr_dim(beta_slow)));
+}
+
 bool rope(const RopeArgs& a) {
   if (!valid(a)) return false;
   const int64_t num_pairs = a.num_rotated / 2;
@@ -37,17 +82,14 @@ bool rope(const RopeArgs& a) {
   inv_freq.resize(static_cast<size_t>(num_pairs));
   cos_table.resize(static_cast<size_t>(num_pairs));
   sin_table.resize(static_cast<size_t>(num_pairs));
-  for (int64_t i = 0; i < num_pairs; ++i) {
-    double f = a.freq_scale * std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / a.num_rotated);
-    if (a.freq_factors) f /= a.freq_factors[i];
-    inv_freq[i] = f;
-  }
+  const YarnMix mix = yarn_mix(a);
+  for (int64_t i = 0; i < num_pairs; ++i) inv_freq[i] = pair_frequency(a, mix, i);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const double p = a.positions[t];
     for (int64_t i = 0; i < num_pairs; ++i) {
       const double theta = p * inv_freq[i];
-      cos_table[i] = static_cast<float>(std::cos(theta));
-      sin_table[i] = static_cast<float>(std::sin(theta));
+      cos_table[i] = static_cast<float>(std::cos(theta) * mix.mscale);
+      sin_table[i] = static_cast<float>(std::sin(theta) * mix.mscale);
     }
     for (int64_t h = 0; h < a.num_heads; ++h) {
       float* x = a.data + (t * a.num_heads + h) * a.head_dim;
@@ -66,18 +108,18 @@ bool rope(const RopeArgs& a) {
 bool rope_ref(const RopeArgs& a) {
   if (!valid(a)) return false;
   const int64_t num_pairs = a.num_rotated / 2;
+  const YarnMix mix = yarn_mix(a);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     for (int64_t h = 0; h < a.num_heads; ++h) {
       float* x = a.data + (t * a.num_heads + h) * a.head_dim;
       for (int64_t i = 0; i < num_pairs; ++i) {
-        double theta = static_cast<double>(a.positions[t]) * a.freq_scale *
-                       std::pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / a.num_rotated);
-        if (a.freq_factors) theta /= a.freq_factors[i];
+        const double theta = static_cast<double>(a.positions[t]) * pair_frequency(a, mix, i);
+        const double c = std::cos(theta) * mix.mscale, s = std::sin(theta) * mix.mscale;
         int64_t i0, i1;
         pair_indices(a.layout, i, a.num_rotated, &i0, &i1);
         const double x0 = x[i0], x1 = x[i1];
-        x[i0] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-        x[i1] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+        x[i0] = static_cast<float>(x0 * c - x1 * s);
+        x[i1] = static_cast<float>(x0 * s + x1 * c);
       }
     }
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CTest: qwen3moe logits and 32 greedy tokens agree with llama.cpp's (scripts/compare-logits-llama.sh)
-# on synthetic test-qwen3moe files in F32, two weight seeds x two prompts (routing, top-k gating
-# and the expert sums checked to 1e-3). Quantized files agree within their tolerance too, but
+# CTest: qwen3moe and gpt-oss logits and 32 greedy tokens agree with llama.cpp's
+# (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe and test-gpt-oss files in F32, two
+# weight seeds x two prompts each (routing, top-k gating and the expert sums; for gpt-oss also
+# sinks, YaRN, the alternating sliding window, biases and the clamped SwiGLU; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
 # without flash attention (docs/moe.md), so they are not a pass/fail test. Needs a llama.cpp
 # build folder in LLAMA_CPP_BUILD; without one it skips (exit 77). Arguments: IWB_BINARY SOURCE_DIR.
@@ -15,18 +16,20 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for seed in 0 3; do
-  file="$work/test-qwen3moe-F32-$seed.gguf"
-  "$iwb" synth --preset test-qwen3moe --type F32 --seed "$seed" -o "$file" >/dev/null 2>&1
-  for prompt in 1 2; do
-    if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-        --num-tokens 16 --greedy 32 --seed "$prompt"); then
-      echo "test-qwen3moe F32 seed $seed prompt $prompt: $(tail -1 <<<"$out")"
-    else
-      echo "test-qwen3moe F32 seed $seed prompt $prompt: FAILED"
-      echo "$out"
-      status=1
-    fi
+for preset in test-qwen3moe test-gpt-oss; do
+  for seed in 0 3; do
+    file="$work/$preset-F32-$seed.gguf"
+    "$iwb" synth --preset "$preset" --type F32 --seed "$seed" -o "$file" >/dev/null 2>&1
+    for prompt in 1 2; do
+      if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+          --num-tokens 16 --greedy 32 --seed "$prompt"); then
+        echo "$preset F32 seed $seed prompt $prompt: $(tail -1 <<<"$out")"
+      else
+        echo "$preset F32 seed $seed prompt $prompt: FAILED"
+        echo "$out"
+        status=1
+      fi
+    done
   done
 done
 exit $status

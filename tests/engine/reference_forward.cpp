@@ -43,11 +43,38 @@ void rms_norm(float* x, int64_t n, const std::vector<float>& w, double eps) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv * w[i]);
 }
 
+// YaRN as ggml computes it (ggml_rope_yarn_corr_dims, rope_yarn): pair i's angle mixes the
+// interpolated and the original angle by a ramp between two correction dims, and cos/sin grow
+// by 1 + 0.1 ln(1 / scale) (llama.cpp's attn_factor is 1 for gpt-oss).
+struct Yarn {
+  bool on = false;
+  double low = 0, high = 0;
+};
+
+Yarn yarn_of(const RefModel& m) {
+  Yarn y;
+  if (!m.is_yarn) return y;
+  y.on = true;
+  const auto dim = [&](double rotations) {
+    return static_cast<float>(m.n_rot * std::log(m.yarn_original_context / (rotations * 2 * M_PI)) /
+                              (2 * std::log(m.rope_base)));
+  };
+  y.low = std::max(0.0f, std::floor(dim(32.0)));
+  y.high = std::min(static_cast<float>(m.n_rot - 1), std::ceil(dim(1.0)));
+  return y;
+}
+
 void rotate(float* x, int64_t n_rot, int64_t pos, double base, double scale, bool is_neox,
-            const std::vector<float>& factors, double mscale) {
+            const std::vector<float>& factors, double mscale, const Yarn& yarn = {}) {
+  if (yarn.on) mscale *= 1.0 + 0.1 * std::log(1.0 / scale);
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     double theta = pos * scale * std::pow(base, -2.0 * i / n_rot);
     if (!factors.empty()) theta /= factors[i];
+    if (yarn.on) {
+      const double extrapolated = theta / scale;
+      const double ramp = 1.0 - std::clamp((i - yarn.low) / std::max(0.001, yarn.high - yarn.low), 0.0, 1.0);
+      theta = theta * (1.0 - ramp) + extrapolated * ramp;
+    }
     const int64_t a = is_neox ? i : 2 * i, b = is_neox ? i + n_rot / 2 : 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
     const double c = std::cos(theta) * mscale, sn = std::sin(theta) * mscale;
@@ -60,7 +87,38 @@ void rotate(float* x, int64_t n_rot, int64_t pos, double base, double scale, boo
 // router's scores, the n_expert_used best experts (lower id first on ties), their
 // probabilities divided by their sum, and the sum of each chosen expert's SwiGLU FFN times its
 // weight.
+// gpt-oss (SOFTMAX_WEIGHT gating, LLM_FFN_SWIGLU_OAI_MOE): the router's biased logits, the
+// n_expert_used largest, weights the softmax over those; each expert's gate/up/down with its
+// biases, gate clamped above at 7, up to [-7, 7], out = g sigmoid(1.702 g) (u + 1).
+std::vector<float> gpt_oss_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
+  const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert, k = m.n_expert_used;
+  const std::vector<float> logits = linear(l.gate_inp, l.gate_inp_b, h, ne);
+  std::vector<int64_t> order(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  double top = logits[order[0]], total = 0;
+  std::vector<double> w(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) total += (w[j] = std::exp(logits[order[j]] - top));
+  std::vector<double> y(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t e = order[j];
+    auto slice = [&](const std::vector<float>& all, int64_t rows, int64_t cols) {
+      return std::vector<float>(all.begin() + e * rows * cols, all.begin() + (e + 1) * rows * cols);
+    };
+    std::vector<float> g = linear(slice(l.gate_exps, ff, d), slice(l.gate_exps_b, ff, 1), h, ff);
+    const std::vector<float> u = linear(slice(l.up_exps, ff, d), slice(l.up_exps_b, ff, 1), h, ff);
+    for (int64_t i = 0; i < ff; ++i) {
+      const double gg = std::min(static_cast<double>(g[i]), 7.0), uu = std::clamp(static_cast<double>(u[i]), -7.0, 7.0);
+      g[i] = static_cast<float>(gg / (1.0 + std::exp(-1.702 * gg)) * (uu + 1.0));
+    }
+    const std::vector<float> down = linear(slice(l.down_exps, d, ff), slice(l.down_exps_b, d, 1), g, d);
+    for (int64_t i = 0; i < d; ++i) y[i] += w[j] / total * down[i];
+  }
+  return std::vector<float>(y.begin(), y.end());
+}
+
 std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
+  if (m.arch == "gpt-oss") return gpt_oss_ffn(m, l, h);
   const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert;
   const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
   const double top = *std::max_element(scores.begin(), scores.end());
@@ -111,6 +169,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   m.n_expert = f.get_int(a + "expert_count").value_or(0);
   m.n_expert_used = f.get_int(a + "expert_used_count").value_or(0);
   m.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(0);
+  m.is_yarn = f.get_string(a + "rope.scaling.type").value_or("") == "yarn";
+  m.yarn_original_context =
+      f.get_int(a + "rope.scaling.original_context_length").value_or(f.get_int(a + "context_length").value_or(0));
 
   m.embd = load_tensor(f, "token_embd.weight");
   m.vocab = m.n_embd ? static_cast<int64_t>(m.embd.size()) / m.n_embd : 0;
@@ -143,6 +204,19 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     l.k_norm = load_tensor(f, p + "attn_k_norm.weight");
     l.post_attention_norm = load_tensor(f, p + "post_attention_norm.weight");
     l.ffn_norm = load_tensor(f, p + "ffn_norm.weight");
+    if (m.arch == "gpt-oss") {  // the pre-FFN norm under gemma's post-attention name
+      l.ffn_norm = l.post_attention_norm;
+      l.sinks = load_tensor(f, p + "attn_sinks.weight");
+      l.gate_inp_b = load_tensor(f, p + "ffn_gate_inp.bias");
+      l.gate_exps_b = load_tensor(f, p + "ffn_gate_exps.bias");
+      l.up_exps_b = load_tensor(f, p + "ffn_up_exps.bias");
+      l.down_exps_b = load_tensor(f, p + "ffn_down_exps.bias");
+      if (l.sinks.empty() || l.gate_inp_b.empty() || l.gate_exps_b.empty() || l.up_exps_b.empty() ||
+          l.down_exps_b.empty()) {
+        *error = "reference: gpt-oss layer " + std::to_string(il) + " lacks its sinks or expert biases";
+        return m;
+      }
+    }
     l.gate = load_tensor(f, p + "ffn_gate.weight");
     l.up = load_tensor(f, p + "ffn_up.weight");
     if (m.arch == "phi3") {
@@ -194,8 +268,12 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   for (int64_t il = 0; il < m.n_layer; ++il) {
     const RefLayer& l = m.layers[il];
     // gemma3: five sliding-window layers (RoPE base 10000, no scaling), then a global one.
-    const bool is_sliding = is_gemma && m.sliding_window > 0 && il % 6 != 5;
-    const double base = is_sliding ? 10000.0 : m.rope_base, scale = is_sliding ? 1.0 : m.rope_scale;
+    // gpt-oss: the even layers slide, with the same RoPE as the others.
+    const bool is_gpt_oss = m.arch == "gpt-oss";
+    const bool is_sliding = m.sliding_window > 0 && ((is_gemma && il % 6 != 5) || (is_gpt_oss && il % 2 == 0));
+    const bool is_local_rope = is_sliding && is_gemma;
+    const double base = is_local_rope ? 10000.0 : m.rope_base, scale = is_local_rope ? 1.0 : m.rope_scale;
+    const Yarn yarn = yarn_of(m);
     std::vector<std::vector<float>> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> h = x[t];
@@ -205,11 +283,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
         if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
-        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale);
+        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       for (int64_t g = 0; g < m.n_kv_head; ++g) {
         if (has_qk_norm) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
-        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale);
+        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       if (is_kv_f16) {
         for (float& e : k[t]) e = fp16_to_f32(f32_to_fp16(e));
@@ -227,8 +305,10 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
           for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[t][hh * hd + i]) * k[j][g * hd + i];
           s.push_back(dot / std::sqrt(static_cast<double>(hd)));
         }
-        const double mx = *std::max_element(s.begin(), s.end());
-        double sum = 0;
+        // gpt-oss's sink: one more logit in the denominator, with no value.
+        const double sink = l.sinks.empty() ? -INFINITY : l.sinks[hh];
+        const double mx = std::max(sink, *std::max_element(s.begin(), s.end()));
+        double sum = l.sinks.empty() ? 0.0 : std::exp(sink - mx);
         for (double& e : s) sum += (e = std::exp(e - mx));
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;

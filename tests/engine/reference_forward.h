@@ -2,7 +2,8 @@
 // weight dequantized to f32 up front, naive loops, double accumulation, the whole sequence
 // recomputed for each call (no KV cache). It reads the GGUF metadata itself and encodes the
 // architecture rules (gemma3's sliding layers, local RoPE base, norms; phi3's fused tensors and
-// LongRoPE; qwen3moe's routed experts, token by token) on its own.
+// LongRoPE; qwen3moe's routed experts, token by token; gpt-oss's sinks, YaRN, alternating
+// sliding layers, expert biases, softmax-over-top-k gating and clamped SwiGLU) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -19,6 +20,8 @@ struct RefLayer {
   std::vector<float> ffn_norm, gate, up, down, post_ffw_norm;
   // Mixture of experts: router [n_expert][n_embd]; experts [n_expert][out][in].
   std::vector<float> gate_inp, gate_exps, up_exps, down_exps;
+  // gpt-oss: router bias [n_expert], expert biases [n_expert][out], attention sinks [n_head].
+  std::vector<float> gate_inp_b, gate_exps_b, up_exps_b, down_exps_b, sinks;
 };
 
 struct RefModel {
@@ -27,7 +30,9 @@ struct RefModel {
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
   double rope_mscale = 1;  // LongRoPE's attention factor: multiplies RoPE's cos and sin (llama.cpp's attn_factor)
   int64_t sliding_window = 0;
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;     // qwen3moe
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe, gpt-oss
+  bool is_yarn = false;                                   // rope.scaling.type yarn (gpt-oss)
+  int64_t yarn_original_context = 0;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };

@@ -41,6 +41,11 @@ class TestChatTemplate : public QObject {
            "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
         << "phi3";
     QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
+    // gpt-oss's chat_template.jinja (harmony): also writes <|end|>, so it must not read as phi3.
+    QTest::newRow("harmony")
+        << "{{- \"<|start|>system<|message|>\" }}{{- build_system_message() }}{{- \"<|end|>\" }}"
+           "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}"
+        << "harmony";
     QTest::newRow("unknown") << "{{ messages[0]['content'] }}" << "plain";
     QTest::newRow("empty") << "" << "plain";
   }
@@ -55,7 +60,7 @@ class TestChatTemplate : public QObject {
   void namesRoundTrip() {
     for (auto f : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama2, ChatTemplateFamily::Llama3,
                    ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
-                   ChatTemplateFamily::Zephyr, ChatTemplateFamily::Plain}) {
+                   ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
       QCOMPARE(chat_template_family_from_name(chat_template_family_name(f)).value(), f);
     }
     QVERIFY(!chat_template_family_from_name("jinja").has_value());
@@ -89,6 +94,14 @@ class TestChatTemplate : public QObject {
     QTest::newRow("zephyr") << "zephyr"
                             << "<|system|>\nYou are terse.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi there</s>\n"
                                "<|user|>\nWho are you?</s>\n<|assistant|>\n";
+    QTest::newRow("harmony") << "harmony"
+                             << "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                                "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, "
+                                "commentary, final. Channel must be included for every message.<|end|>"
+                                "<|start|>developer<|message|># Instructions\n\nYou are terse.\n\n<|end|>"
+                                "<|start|>user<|message|>Hello<|end|>"
+                                "<|start|>assistant<|channel|>final<|message|>Hi there<|end|>"
+                                "<|start|>user<|message|>Who are you?<|end|><|start|>assistant";
     QTest::newRow("plain") << "plain"
                            << "<s>System: You are terse.\nUser: Hello\nAssistant: Hi there\nUser: Who are you?\nAssistant:";
   }
@@ -111,6 +124,23 @@ class TestChatTemplate : public QObject {
     const std::string out = render_chat(ChatTemplateFamily::Phi3, {{"system", ""}, {"user", "Hi"}}, {});
     QCOMPARE(QString::fromStdString(out), QString("<|user|>\nHi<|end|>\n<|assistant|>\n"));
     QCOMPARE(chat_stop_strings(ChatTemplateFamily::Phi3).front(), std::string("<|end|>"));
+  }
+
+  void harmonyFinalChannel() {
+    // Without a system prompt there is no developer message; the reply's analysis channel is
+    // not the answer, its final channel is; the stop strings do not cut the analysis off.
+    const std::string out = render_chat(ChatTemplateFamily::Harmony, {{"user", "Hi"}}, {});
+    QVERIFY(!QString::fromStdString(out).contains("developer"));
+    QVERIFY(QString::fromStdString(out).endsWith("<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    const std::string reply =
+        "<|channel|>analysis<|message|>User says "
+        "hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>";
+    QCOMPARE(harmony_final_text(reply), std::string("Hello!"));
+    QCOMPARE(harmony_final_text("<|channel|>final<|message|>Partial"), std::string("Partial"));
+    QCOMPARE(harmony_final_text("no channels"), std::string("no channels"));
+    for (const std::string& stop : chat_stop_strings(ChatTemplateFamily::Harmony)) {
+      QVERIFY(reply.find(stop) == std::string::npos || stop == "<|return|>");
+    }
   }
 
   void noGenerationPrompt() {

@@ -185,8 +185,14 @@ class TestCostModel : public QObject {
     auto bad = model_shape_preset("qwen2.5-0.5b", GgmlType::Q4_K);
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
-    QCOMPARE(model_shape_preset_names().size(), size_t(9));  // every real synth preset
+    QCOMPARE(model_shape_preset_names().size(), size_t(10));  // every real synth preset
     for (const std::string& name : model_shape_preset_names()) QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
+    // gpt-oss-20b: experts MXFP4 whatever the type (as its files hold them), the rest Q8_0.
+    auto oss = model_shape_preset("gpt-oss-20b", GgmlType::Q8_0);
+    QVERIFY(oss.is_ok());
+    QCOMPARE(oss->layers[0].ffn_down_exps, GgmlType::MXFP4);
+    QCOMPARE(oss->layers[0].wq, GgmlType::Q8_0);
+    QVERIFY(oss->layers[0].has_router_bias && oss->layers[0].has_expert_biases);
     auto shape = model_shape_preset("llama-3.2-1b", GgmlType::F16);
     QVERIFY(!predict_step(*shape, {Phase::Decode, 0, 0, 0, true}));
     QVERIFY(!predict_step(*shape, {Phase::Decode, 1, -1, 0, true}));

@@ -296,8 +296,9 @@ class TestEngineGeneration : public QObject {
     QVERIFY(!a.is_ok());
     QCOMPARE(a.status().code(), ErrorCode::Unsupported);
     QCOMPARE(a.error_message(),
-             std::string("architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
-                         "qwen3moe)"));
+             std::string(
+                 "architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
+                 "qwen3moe, gpt-oss)"));
 
     spec.arch = "llama";
     spec.skip_tensor = "blk.1.ffn_up.weight";

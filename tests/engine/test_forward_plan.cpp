@@ -34,7 +34,7 @@ class TestForwardPlan : public QObject {
   void everyArchitecturePlansAndChecks_data() {
     QTest::addColumn<QString>("preset");
     for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3", "test-phi3", "phi-3.5-mini",
-                          "test-qwen3moe", "qwen3-30b-a3b"}) {
+                          "test-qwen3moe", "qwen3-30b-a3b", "test-gpt-oss", "gpt-oss-20b"}) {
       QTest::newRow(p) << QString(p);
     }
   }

@@ -11,7 +11,9 @@
 // and separate classifiers, linear RoPE scaling and llama 3 RoPE frequency factors; qwen3moe
 // (routed experts: 7 experts, 3 per token, odd expert widths) in the same three types, and with
 // several sequences in each step (tokens of different sequences grouped by expert), checking
-// the engine's expert-load counts too.
+// the engine's expert-load counts too; gpt-oss (sinks, YaRN, every other layer sliding, biases
+// everywhere, expert biases, softmax over the top-k logits, clamped SwiGLU) in F32, Q8_0 and
+// with MXFP4 experts.
 #include "reference_forward.h"
 #include "tiny_models.h"
 
@@ -114,6 +116,32 @@ TinyModelSpec moe_spec(WeightPreset preset, uint32_t seed) {
   spec.n_ff_exp = preset == WeightPreset::MixedK ? 256 : 96;
   spec.rope_base = 1000000.0f;
   spec.is_output_tied = preset == WeightPreset::Q8_0;
+  return spec;
+}
+
+// A small gpt-oss: width 160 under 4 query heads of 64 (2 KV heads), 3 layers (0 and 2 slide,
+// window 5, so 12 tokens leave it), 5 experts, 2 per token, experts 96 wide with biases, YaRN
+// factor 8 over an original context of 64 (its ramp falls inside the 32 pairs), sinks per head.
+TinyModelSpec gpt_oss_spec(WeightPreset preset, bool has_mxfp4_experts, uint32_t seed) {
+  TinyModelSpec spec;
+  spec.arch = "gpt-oss";
+  spec.preset = preset;
+  spec.has_mxfp4_experts = has_mxfp4_experts;
+  spec.seed = seed;
+  spec.n_embd = 160;
+  spec.n_layer = 3;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;
+  spec.head_dim = 64;
+  spec.n_ff = 96;  // metadata only
+  spec.n_expert = 5;
+  spec.n_expert_used = 2;
+  spec.n_ff_exp = 96;
+  spec.vocab = 301;
+  spec.sliding_window = 5;
+  spec.rope_base = 150000.0f;
+  spec.yarn_factor = 8.0f;
+  spec.yarn_original_context = 64;
   return spec;
 }
 
@@ -254,6 +282,69 @@ class TestForwardReference : public QObject {
     auto engine = Engine::load(path, {0, 2});
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     check_model(**engine, ref, random_tokens(12, spec.vocab, spec.seed), 6);
+  }
+
+  // gpt-oss in F32, in Q8_0, and with MXFP4 experts over Q8_0 (llama.cpp's own mix).
+  void gptOssMatchesReference_data() {
+    QTest::addColumn<WeightPreset>("preset");
+    QTest::addColumn<bool>("isMxfp4");
+    QTest::newRow("F32") << WeightPreset::F32 << false;
+    QTest::newRow("Q8_0") << WeightPreset::Q8_0 << false;
+    QTest::newRow("MXFP4 experts, Q8_0") << WeightPreset::Q8_0 << true;
+  }
+  void gptOssMatchesReference() {
+    QFETCH(WeightPreset, preset);
+    QFETCH(bool, isMxfp4);
+    const TinyModelSpec spec = gpt_oss_spec(preset, isMxfp4, 700 + static_cast<uint32_t>(preset) * 2 + isMxfp4);
+    const std::string path = m_tmp.filePath(QString("gpt-oss-%1-%2.gguf").arg(int(preset)).arg(isMxfp4)).toStdString();
+    Status written = write_tiny_model(spec, path);
+    QVERIFY2(written.is_ok(), written.message().c_str());
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    std::string error;
+    const RefModel ref = load_reference_model(**file, &error);
+    QVERIFY2(error.empty(), error.c_str());
+    auto engine = Engine::load(path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const ModelConfig& c = (*engine)->config();
+    QVERIFY(c.has_attention_sinks && c.is_expert_softmax_over_top_k && c.rope_ext_factor == 1.0f);
+    QCOMPARE(c.is_sliding_layer, std::vector<bool>({true, false, true}));
+    check_model(**engine, ref, random_tokens(12, spec.vocab, spec.seed), 8);
+  }
+
+  // The parts gpt-oss adds each change the logits (so the reference and the engine agreeing
+  // is not agreement on leaving them out): the reference without its sinks, YaRN, sliding
+  // window or down-projection biases moves by over 1e-2, and the engine stays nearer the full one.
+  void gptOssPartsMatter() {
+    const TinyModelSpec spec = gpt_oss_spec(WeightPreset::F32, false, 4242);
+    const std::string path = m_tmp.filePath("gpt-oss-parts.gguf").toStdString();
+    QVERIFY(write_tiny_model(spec, path).is_ok());
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY(file.is_ok());
+    std::string error;
+    const RefModel ref = load_reference_model(**file, &error);
+    QVERIFY2(error.empty(), error.c_str());
+    auto engine = Engine::load(path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const std::vector<int32_t> tokens = random_tokens(12, spec.vocab, 5);
+    Result<std::vector<float>> got = (*engine)->logits_for(tokens);
+    QVERIFY(got.is_ok());
+    const std::vector<float> full = reference_logits(ref, tokens, true);
+    const double err = max_relative_error(*got, full);
+    QVERIFY(err < kTolerance);
+    RefModel no_sinks = ref, no_yarn = ref, no_window = ref, no_biases = ref;
+    for (RefLayer& l : no_sinks.layers) std::fill(l.sinks.begin(), l.sinks.end(), -1e30f);
+    no_yarn.is_yarn = false;
+    no_window.sliding_window = 0;
+    for (RefLayer& l : no_biases.layers) std::fill(l.down_exps_b.begin(), l.down_exps_b.end(), 0.0f);
+    for (const auto& [name, m] : {std::pair{"sinks", &no_sinks}, std::pair{"YaRN", &no_yarn},
+                                  std::pair{"sliding window", &no_window}, std::pair{"expert biases", &no_biases}}) {
+      const std::vector<float> without = reference_logits(*m, tokens, true);
+      const double apart = max_relative_error(without, full), engine_apart = max_relative_error(*got, without);
+      qInfo("gpt-oss without its %s: %g from the full reference, the engine %g (and %g from the full one)", name, apart,
+            engine_apart, err);
+      QVERIFY2(apart > 1e-2 && engine_apart > err, name);
+    }
   }
 
   // A context up to the original one rotates by the short LongRoPE factors (the engine default

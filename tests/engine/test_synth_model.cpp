@@ -262,6 +262,56 @@ class TestSynthModel : public QObject {
     QVERIFY2(r.error_message().find("needs experts") != std::string::npos, r.error_message().c_str());
   }
 
+  void gpt_oss_as_llama_cpp_writes_it() {
+    // test-gpt-oss: 3 layers (0 and 2 slide, window 8), 6 experts of 96 (2 per token) in MXFP4
+    // over a Q8_0 file, biases everywhere, sinks per head, YaRN factor 4 over 256.
+    const Written w = synthesize("test-gpt-oss", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("gpt-oss"));
+    QCOMPARE(f.get_int("gpt-oss.expert_count").value_or(0), int64_t{6});
+    QCOMPARE(f.get_int("gpt-oss.attention.sliding_window").value_or(0), int64_t{8});
+    QCOMPARE(f.get_string("gpt-oss.rope.scaling.type").value_or(""), std::string("yarn"));
+    QCOMPARE(f.get_int("gpt-oss.rope.scaling.original_context_length").value_or(0), int64_t{256});
+    QCOMPARE(type_name(tensor_type(f, "blk.0.ffn_gate_exps.weight")), std::string("MXFP4"));
+    QCOMPARE(type_name(tensor_type(f, "blk.2.ffn_down_exps.weight")), std::string("MXFP4"));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.attn_q.weight")), std::string("Q8_0"));
+    QCOMPARE(type_name(tensor_type(f, "blk.0.ffn_gate_inp.weight")), std::string("F32"));
+    QCOMPARE(f.find_tensor("blk.1.ffn_up_exps.bias")->shape, (std::vector<int64_t>{96, 6}));
+    QCOMPARE(f.find_tensor("blk.1.ffn_down_exps.bias")->shape, (std::vector<int64_t>{160, 6}));
+    QCOMPARE(f.find_tensor("blk.1.attn_sinks.weight")->shape, (std::vector<int64_t>{4}));
+    QVERIFY(f.find_tensor("blk.1.post_attention_norm.weight") && !f.find_tensor("blk.1.ffn_norm.weight"));
+    // Harmony's markers are single tokens, <|return|> ends generation and <|end|> does not.
+    auto tok = tokenizer::Tokenizer::from_gguf(f);
+    QVERIFY(tok);
+    const auto one = [&](const char* text) {
+      const std::vector<int32_t> ids = tok->encode(text, {.add_bos = false, .parse_special = true});
+      return ids.size() == 1 ? ids[0] : -1;
+    };
+    QVERIFY(one("<|start|>") >= 0 && one("<|message|>") >= 0 && one("<|channel|>") >= 0);
+    QVERIFY(tok->is_end_of_generation(one("<|return|>")));
+    QVERIFY(!tok->is_end_of_generation(one("<|end|>")));
+    QCOMPARE(chat_template_family_name(detect_chat_template(f.get_string("tokenizer.chat_template").value_or(""))),
+             std::string_view("harmony"));
+    uint64_t elements = 0;
+    for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
+    QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
+    // The file's config is the one the cost model prices the shape with.
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    const ModelConfig c = shape_config(*find_synth_preset("test-gpt-oss"));
+    QCOMPARE(loaded->rope_freq_scale, c.rope_freq_scale);
+    QCOMPARE(loaded->rope_freq_base_swa, c.rope_freq_base_swa);
+    QCOMPARE(loaded->rope_yarn_attn_factor, c.rope_yarn_attn_factor);
+    QCOMPARE(loaded->is_sliding_layer, c.is_sliding_layer);
+    check_engine_runs(w.path);
+
+    // gpt-oss-20b has 20.9 B parameters (OpenAI's model card: 20.91 B).
+    const SynthShape& big = *find_synth_preset("gpt-oss-20b");
+    QVERIFY2(big.num_parameters() > 20'800'000'000 && big.num_parameters() < 21'000'000'000,
+             qPrintable(QString::number(big.num_parameters())));
+  }
+
   void rows_that_do_not_fit_fall_back_like_llama_cpp() {
     // Width 192 is no multiple of 256 (as Qwen2.5's 896): Q4_K -> Q5_0, Q6_K -> Q8_0, and the
     // classifier is Q8_0 outright; ffn_down (rows of 512) keeps its K type.

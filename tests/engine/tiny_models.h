@@ -1,6 +1,6 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3, phi3 and qwen3moe architectures with
-// random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a
-// small SentencePiece vocabulary so the engine's tokenizer loads.
+// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3, phi3, qwen3moe and gpt-oss architectures
+// with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small SentencePiece
+// vocabulary so the engine's tokenizer loads.
 #pragma once
 
 #include "../kernels/random_tensors.h"
@@ -46,6 +46,11 @@ struct TinyModelSpec {
   int64_t n_expert_used = 2;
   int64_t n_ff_exp = 96;
   float router_rms = 0.3f;  // router weights' scale: decisive routing (see test_forward_reference)
+  // gpt-oss (always: q/k/v/o biases, sinks, router and expert biases): experts in MXFP4 (as
+  // llama.cpp writes them), and YaRN over an original context (factor > 0).
+  bool has_mxfp4_experts = false;
+  float yarn_factor = 0.0f;
+  int64_t yarn_original_context = 0;
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
@@ -114,7 +119,13 @@ class TinyModelWriter {
       m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
       m_writer.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn_factor));
     }
-    if (a == "qwen3moe") {
+    if (s.yarn_factor > 0) {
+      m_writer.set_string(a + ".rope.scaling.type", "yarn");
+      m_writer.set_f32(a + ".rope.scaling.factor", s.yarn_factor);
+      m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_original_context));
+    }
+    const bool is_gpt_oss = a == "gpt-oss";
+    if (a == "qwen3moe" || is_gpt_oss) {
       m_writer.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
       m_writer.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
       m_writer.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
@@ -153,7 +164,11 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv, heavy_type(), 0.05f));
       }
       IWB_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q, s.n_embd, light_type(), 0.05f));
-      if (s.has_qkv_bias) {
+      if (is_gpt_oss) {
+        IWB_RETURN_IF_ERROR(vector(p + "attn_output.bias", s.n_embd, 0.2f, 0.0f));
+        IWB_RETURN_IF_ERROR(vector(p + "attn_sinks.weight", s.n_head, 1.0f, 0.0f));
+      }
+      if (s.has_qkv_bias || is_gpt_oss) {
         IWB_RETURN_IF_ERROR(vector(p + "attn_q.bias", q, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
@@ -166,7 +181,20 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
-      IWB_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+      // gpt-oss's pre-FFN norm is stored under the post-attention name.
+      IWB_RETURN_IF_ERROR(norm(p + (is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+      if (is_gpt_oss) {
+        const GgmlType et = s.has_mxfp4_experts ? GgmlType::MXFP4 : light_type();
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));
+        IWB_RETURN_IF_ERROR(vector(p + "ffn_gate_inp.bias", s.n_expert, 0.3f, 0.0f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, et, 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, et, 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, et, 0.05f));
+        IWB_RETURN_IF_ERROR(table(p + "ffn_gate_exps.bias", s.n_ff_exp, s.n_expert, 0.1f));
+        IWB_RETURN_IF_ERROR(table(p + "ffn_down_exps.bias", s.n_embd, s.n_expert, 0.1f));
+        IWB_RETURN_IF_ERROR(table(p + "ffn_up_exps.bias", s.n_ff_exp, s.n_expert, 0.1f));
+        continue;
+      }
       if (a == "qwen3moe") {
         // The router stays F32 (as llama.cpp keeps it); experts as 3-D tensors {in, out, experts}.
         IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));
@@ -214,6 +242,13 @@ class TinyModelWriter {
                                std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
   }
   Status norm(const std::string& name, int64_t n) { return vector(name, n, 0.1f, 1.0f); }
+  // A 2-D f32 tensor {n, rows} (gpt-oss's per-expert biases).
+  Status table(const std::string& name, int64_t n, int64_t rows, float stddev) {
+    if (name == m_spec.skip_tensor) return {};
+    const std::vector<float> v = random_floats(static_cast<size_t>(n * rows), m_rng, stddev, 0.0f);
+    return m_writer.add_tensor(name, {n, rows}, GgmlType::F32,
+                               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
+  }
   Status floats(const std::string& name, const std::vector<float>& v) {
     return m_writer.add_tensor(name, {static_cast<int64_t>(v.size())}, GgmlType::F32,
                                std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));

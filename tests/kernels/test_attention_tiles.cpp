@@ -25,11 +25,16 @@ class TestAttentionTiles : public QObject {
     QTest::addColumn<int>("dim");
     QTest::addColumn<int>("window");
     QTest::addColumn<float>("softcap");
-    QTest::newRow("12/2 heads of 128, causal") << 12 << 2 << 128 << 0 << 0.0f;
-    QTest::newRow("12/2 heads of 128, window 70") << 12 << 2 << 128 << 70 << 0.0f;
-    QTest::newRow("4/1 heads of 256, softcap 50") << 4 << 1 << 256 << 0 << 50.0f;
-    QTest::newRow("32/8 heads of 64, window 33") << 32 << 8 << 64 << 33 << 0.0f;
-    QTest::newRow("6/3 heads of 80 (per-pair loop)") << 6 << 3 << 80 << 0 << 0.0f;
+    QTest::addColumn<bool>("hasSinks");
+    QTest::newRow("12/2 heads of 128, causal") << 12 << 2 << 128 << 0 << 0.0f << false;
+    QTest::newRow("12/2 heads of 128, window 70") << 12 << 2 << 128 << 70 << 0.0f << false;
+    QTest::newRow("4/1 heads of 256, softcap 50") << 4 << 1 << 256 << 0 << 50.0f << false;
+    QTest::newRow("32/8 heads of 64, window 33") << 32 << 8 << 64 << 33 << 0.0f << false;
+    QTest::newRow("6/3 heads of 80 (per-pair loop)") << 6 << 3 << 80 << 0 << 0.0f << false;
+    // gpt-oss: a sink logit per head, with and without its sliding window.
+    QTest::newRow("8/2 heads of 64, sinks") << 8 << 2 << 64 << 0 << 0.0f << true;
+    QTest::newRow("8/2 heads of 64, window 33, sinks") << 8 << 2 << 64 << 33 << 0.0f << true;
+    QTest::newRow("6/3 heads of 80, window 7, sinks (per-pair loop)") << 6 << 3 << 80 << 7 << 0.0f << true;
   }
   void tiledMatchesReference() {
     QFETCH(int, heads);
@@ -37,6 +42,7 @@ class TestAttentionTiles : public QObject {
     QFETCH(int, dim);
     QFETCH(int, window);
     QFETCH(float, softcap);
+    QFETCH(bool, hasSinks);
     std::mt19937 rng(static_cast<uint32_t>(heads * 1000 + dim + window));
     const int64_t block = 16, lengths[2] = {203, 90};
     const int64_t max_blocks = (lengths[0] + block - 1) / block;
@@ -82,6 +88,9 @@ class TestAttentionTiles : public QObject {
     p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
     p.sliding_window = window;
     p.softcap = softcap;
+    // Sinks from well below to well above the scores (which stay within about +-4 here).
+    std::vector<float> sinks = random_floats(static_cast<size_t>(heads), rng, 6.0f);
+    if (hasSinks) p.sinks = sinks.data();
     std::vector<float> ref(static_cast<size_t>(num_tokens * heads * dim), NAN);
     p.output = ref.data();
     QVERIFY(paged_attention_ref(p));
@@ -92,6 +101,47 @@ class TestAttentionTiles : public QObject {
       QVERIFY(paged_attention(p));
       const double err = max_relative_error(fast, ref);
       QVERIFY2(err < 1e-5, qPrintable(QString("threads %1: %2").arg(threads).arg(err)));
+    }
+  }
+
+  // One visible key: the sink takes its share of the softmax, out = v * e^s / (e^s + e^sink).
+  void sinkJoinsTheDenominator() {
+    std::mt19937 rng(77);
+    const int64_t dim = 64;
+    const std::vector<float> q = random_floats(static_cast<size_t>(dim), rng, 1.0f);
+    std::vector<uint16_t> k(static_cast<size_t>(dim)), v(static_cast<size_t>(dim));
+    for (uint16_t& h : k) h = f32_to_fp16(random_floats(1, rng, 1.0f)[0]);
+    for (uint16_t& h : v) h = f32_to_fp16(random_floats(1, rng, 1.0f)[0]);
+    const int32_t table = 0, length = 1, seq = 0, pos = 0;
+    const float sink = 0.7f;
+    PagedAttentionArgs p;
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.num_blocks = 1;
+    p.block_size = 1;
+    p.block_tables = &table;
+    p.max_blocks_per_sequence = 1;
+    p.sequence_lengths = &length;
+    p.num_sequences = 1;
+    p.token_sequences = &seq;
+    p.positions = &pos;
+    p.num_tokens = 1;
+    p.num_heads = 1;
+    p.num_kv_heads = 1;
+    p.head_dim = dim;
+    p.head_dim_v = dim;
+    p.scale = 0.125f;
+    p.sinks = &sink;
+    double score = 0;
+    for (int64_t i = 0; i < dim; ++i) score += static_cast<double>(q[i]) * fp16_to_f32(k[i]);
+    score *= 0.125;
+    const double w = std::exp(score) / (std::exp(score) + std::exp(static_cast<double>(sink)));
+    for (const bool is_reference : {true, false}) {
+      std::vector<float> out(static_cast<size_t>(dim), NAN);
+      p.output = out.data();
+      QVERIFY(is_reference ? paged_attention_ref(p) : paged_attention(p));
+      for (int64_t i = 0; i < dim; ++i) QVERIFY(std::fabs(out[i] - w * fp16_to_f32(v[i])) < 1e-6);
     }
   }
 };

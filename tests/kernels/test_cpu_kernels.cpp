@@ -194,6 +194,54 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // YaRN (gpt-oss: factor 32 over 4096, base 150000, beta 32 / 1): fast against reference,
+  // and pairs below the ramp keep the unscaled angle, pairs above it the interpolated one,
+  // both times the magnitude 1 + 0.1 ln 32.
+  void ropeYarnMatchesGgmlFormula() {
+    std::mt19937 rng(21);
+    const int64_t tokens = 4, heads = 3, head_dim = 64;
+    const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
+    const std::vector<int32_t> positions = {0, 3, 129, 5000};
+    std::vector<float> ref = x, fast = x;
+    RopeArgs args{ref.data(),       tokens,           heads,     head_dim,     head_dim,
+                  positions.data(), RopeLayout::NeoX, 150000.0f, 1.0f / 32.0f, nullptr};
+    args.ext_factor = 1.0f;
+    args.original_context = 4096;
+    QVERIFY(rope_ref(args));
+    args.data = fast.data();
+    QVERIFY(rope(args));
+    QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString::number(max_relative_error(fast, ref))));
+    // ggml_rope_yarn_corr_dims for these: 64 * ln(4096 / (2 pi beta)) / (2 ln 150000), floored / ceiled.
+    float dims[2];
+    rope_yarn_corr_dims(head_dim, 4096, 150000.0f, 32.0f, 1.0f, dims);
+    QCOMPARE(dims[0], std::floor(64.0f * std::log(4096.0f / (64.0f * 3.14159265f)) / (2.0f * std::log(150000.0f))));
+    QCOMPARE(dims[1], std::ceil(64.0f * std::log(4096.0f / (2.0f * 3.14159265f)) / (2.0f * std::log(150000.0f))));
+    QVERIFY(dims[0] > 0 && dims[1] < 31);
+    const double mscale = 1.0 + 0.1 * std::log(32.0);
+    const auto check_pair = [&](int64_t i, bool is_extrapolated) {
+      const double freq = std::pow(150000.0, -2.0 * static_cast<double>(i) / 64.0) * (is_extrapolated ? 1.0 : 1.0 / 32);
+      const int64_t t = 3;  // position 5000, head 0
+      const double theta = 5000.0 * freq;
+      const double x0 = x[t * heads * head_dim + i], x1 = x[t * heads * head_dim + i + 32];
+      const double want = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
+      QVERIFY2(std::fabs(ref[t * heads * head_dim + i] - want) < 1e-5, qPrintable(QString::number(i)));
+    };
+    check_pair(0, true);
+    check_pair(static_cast<int64_t>(dims[0]), true);
+    check_pair(static_cast<int64_t>(dims[1]), false);
+    check_pair(31, false);
+    // attn_factor alone (no YaRN) scales the rotation: position 0 becomes x * attn_factor.
+    std::vector<float> y = x;
+    RopeArgs plain{y.data(),           1,        heads, head_dim, head_dim, positions.data(),
+                   RopeLayout::Normal, 10000.0f, 1.0f,  nullptr};
+    plain.attn_factor = 2.0f;
+    QVERIFY(rope(plain));
+    for (int64_t i = 0; i < heads * head_dim; ++i) QCOMPARE(y[i], 2.0f * x[i]);
+    // YaRN without the original context is refused.
+    plain.ext_factor = 1.0f;
+    QVERIFY(!rope(plain) && !rope_ref(plain));
+  }
+
   void softmaxMatchesReference() {
     std::mt19937 rng(9);
     const std::vector<float> x = random_floats(3 * 257, rng, 10.0f);
@@ -211,7 +259,7 @@ class TestCpuKernels : public QObject {
     const int64_t n = 70001;  // above the parallel threshold, odd
     const std::vector<float> gate = random_floats(static_cast<size_t>(n), rng, 3.0f);
     const std::vector<float> up = random_floats(static_cast<size_t>(n), rng);
-    for (GatedActivation kind : {GatedActivation::SiLU, GatedActivation::GeluTanh}) {
+    for (GatedActivation kind : {GatedActivation::SiLU, GatedActivation::GeluTanh, GatedActivation::SwigluOai}) {
       std::vector<float> ref(static_cast<size_t>(n)), fast = gate;
       QVERIFY(gated_activation_ref({gate.data(), up.data(), ref.data(), n, kind, 0}));
       QVERIFY(gated_activation({fast.data(), up.data(), fast.data(), n, kind, 2}));  // output over gate
@@ -220,6 +268,11 @@ class TestCpuKernels : public QObject {
     QCOMPARE(silu(0.0f), 0.0f);
     QVERIFY(std::fabs(silu(2.0f) - 2.0f / (1.0f + std::exp(-2.0f))) < 1e-6);
     QVERIFY(std::fabs(gelu_tanh(1.0f) - 0.8411920f) < 1e-5);  // tanh-approximate GELU(1)
+    // gpt-oss's clamped SwiGLU: gate clamped above at 7, up to [-7, 7] then + 1.
+    const auto oai = [](double g, double u) { return g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0); };
+    QVERIFY(std::fabs(swiglu_oai(1.5f, 0.25f) - oai(1.5, 0.25)) < 1e-6);
+    QVERIFY(std::fabs(swiglu_oai(12.0f, -9.0f) - oai(7.0, -7.0)) < 1e-5);
+    QVERIFY(std::fabs(swiglu_oai(-12.0f, 9.0f) - oai(-12.0, 7.0)) < 1e-6);  // no lower clamp on the gate
   }
 
   void embeddingMatchesReference_data() {

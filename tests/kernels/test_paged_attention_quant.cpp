@@ -35,6 +35,7 @@ void set_shape(int64_t dim, int64_t dim_v) {
 const int64_t kShapes[2][2] = {{96, 160}, {160, 128}};
 const std::vector<int32_t> kLengths = {37, 45};
 const std::vector<int32_t> kTables = {4, 0, 7, 2, 8, 5};  // [2 x 3]
+const std::vector<float> kSinks = {-3.0f, 0.5f, 2.0f, 6.0f, -0.25f, 1.0f};  // [kHeads]
 
 const GgmlType kTypes[] = {GgmlType::F16,  GgmlType::Q8_0, GgmlType::Q5_1,   GgmlType::Q5_0,
                            GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::F8_E4M3};
@@ -100,7 +101,7 @@ Cache write_cache(GgmlType k_type, GgmlType v_type, const Data& d, bool is_refer
 }
 
 std::vector<float> attend(const Cache& c, GgmlType k_type, GgmlType v_type, const Data& d, bool is_reference,
-                          int64_t window, float k_scale = 1.0f, float v_scale = 1.0f) {
+                          int64_t window, float k_scale = 1.0f, float v_scale = 1.0f, const float* sinks = nullptr) {
   std::vector<float> out(static_cast<size_t>(d.num_tokens() * kHeads * kDimV), -1.0f);
   PagedAttentionArgs a;
   a.q = d.q.data();
@@ -127,6 +128,7 @@ std::vector<float> attend(const Cache& c, GgmlType k_type, GgmlType v_type, cons
   a.v_type = v_type;
   a.k_scale = k_scale;
   a.v_scale = v_scale;
+  a.sinks = sinks;
   const bool ok = is_reference ? paged_attention_ref(a) : paged_attention(a);
   return ok ? out : std::vector<float>{};
 }
@@ -265,9 +267,11 @@ class TestPagedAttentionQuant : public QObject {
       for (const GgmlType v_type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
         const Cache c = write_cache(k_type, v_type, d);
         QVERIFY(!c.k.empty());
-        for (const int64_t window : {int64_t{0}, int64_t{11}}) {
-          const std::vector<float> ref = attend(c, k_type, v_type, d, true, window);
-          const std::vector<float> fast = attend(c, k_type, v_type, d, false, window);
+        for (const int64_t window : {int64_t{0}, int64_t{11}, int64_t{-11}}) {
+          // Window -11: window 11 with gpt-oss's per-head sink logits.
+          const float* sinks = window < 0 ? kSinks.data() : nullptr;
+          const std::vector<float> ref = attend(c, k_type, v_type, d, true, std::abs(window), 1.0f, 1.0f, sinks);
+          const std::vector<float> fast = attend(c, k_type, v_type, d, false, std::abs(window), 1.0f, 1.0f, sinks);
           QVERIFY(!ref.empty() && !fast.empty());
           const double e = max_relative(fast, ref);
           QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("%1/%2: %3")

@@ -134,7 +134,7 @@ QStringList chatTemplateFamilyNames() {
   QStringList names;
   for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
                             ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
-                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Plain}) {
+                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -143,10 +143,15 @@ QStringList chatTemplateFamilyNames() {
 
 QString chatTemplateDisplayName(const QString& familyName) {
   static const QHash<QString, QString> kDisplay = {
-      {QStringLiteral("chatml"), QStringLiteral("ChatML")},     {QStringLiteral("llama2"), QStringLiteral("Llama 2")},
-      {QStringLiteral("llama3"), QStringLiteral("Llama 3")},    {QStringLiteral("mistral"), QStringLiteral("Mistral")},
-      {QStringLiteral("gemma"), QStringLiteral("Gemma")},       {QStringLiteral("phi3"), QStringLiteral("Phi-3")},
-      {QStringLiteral("zephyr"), QStringLiteral("Zephyr")},     {QStringLiteral("plain"), QStringLiteral("Plain")},
+      {QStringLiteral("chatml"), QStringLiteral("ChatML")},
+      {QStringLiteral("llama2"), QStringLiteral("Llama 2")},
+      {QStringLiteral("llama3"), QStringLiteral("Llama 3")},
+      {QStringLiteral("mistral"), QStringLiteral("Mistral")},
+      {QStringLiteral("gemma"), QStringLiteral("Gemma")},
+      {QStringLiteral("phi3"), QStringLiteral("Phi-3")},
+      {QStringLiteral("zephyr"), QStringLiteral("Zephyr")},
+      {QStringLiteral("plain"), QStringLiteral("Plain")},
+      {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
   };
   return kDisplay.value(familyName, familyName);
 }

@@ -13,6 +13,16 @@ Status refuse(const std::string& what) { return make_error(ErrorCode::InvalidArg
 }  // namespace
 
 Status check_cuda_plan_support(const ForwardPlan& plan) {
+  // gpt-oss's attention pieces have CPU kernels only; refusing here lets "auto" pick the CPU.
+  const ModelConfig& c = plan.config;
+  const auto no_kernel = [&](const std::string& what) {
+    return make_error(ErrorCode::Unsupported, "the CUDA backend has no kernel for " + what + " (" +
+                                                  c.architecture_name + "); the CPU runs this model");
+  };
+  if (c.has_attention_sinks) return no_kernel("attention sinks");
+  if (c.rope_ext_factor != 0.0f) return no_kernel("YaRN RoPE scaling");
+  if (c.rope_yarn_attn_factor != 1.0f) return no_kernel("a RoPE magnitude factor");
+  if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
       case PlanOpKind::ExpertRouting:

@@ -3,6 +3,7 @@
 #include "iwb/engine/chat/chat_template.h"
 
 #include <array>
+#include <string_view>
 
 namespace iwb {
 namespace {
@@ -13,10 +14,11 @@ struct FamilyName {
 };
 
 constexpr std::array kNames = {
-    FamilyName{ChatTemplateFamily::ChatMl, "chatml"}, FamilyName{ChatTemplateFamily::Llama2, "llama2"},
-    FamilyName{ChatTemplateFamily::Llama3, "llama3"}, FamilyName{ChatTemplateFamily::Mistral, "mistral"},
-    FamilyName{ChatTemplateFamily::Gemma, "gemma"},   FamilyName{ChatTemplateFamily::Phi3, "phi3"},
-    FamilyName{ChatTemplateFamily::Zephyr, "zephyr"}, FamilyName{ChatTemplateFamily::Plain, "plain"},
+    FamilyName{ChatTemplateFamily::ChatMl, "chatml"},   FamilyName{ChatTemplateFamily::Llama2, "llama2"},
+    FamilyName{ChatTemplateFamily::Llama3, "llama3"},   FamilyName{ChatTemplateFamily::Mistral, "mistral"},
+    FamilyName{ChatTemplateFamily::Gemma, "gemma"},     FamilyName{ChatTemplateFamily::Phi3, "phi3"},
+    FamilyName{ChatTemplateFamily::Zephyr, "zephyr"},   FamilyName{ChatTemplateFamily::Plain, "plain"},
+    FamilyName{ChatTemplateFamily::Harmony, "harmony"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -106,6 +108,31 @@ std::string render_zephyr(const std::vector<ChatMessage>& messages, const ChatRe
   return s;
 }
 
+// gpt-oss's chat template (harmony), without tools: its fixed system block (model identity,
+// knowledge cutoff, reasoning effort medium, the valid channels; the template's "Current date"
+// line is left out, so a prompt does not change with the day), the system prompt as the
+// developer message's instructions, user turns, and assistant turns in the final channel.
+std::string render_harmony(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s =
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+      "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
+      "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>";
+  std::string instructions;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") instructions += (instructions.empty() ? "" : "\n\n") + m.content;
+  }
+  if (!instructions.empty()) s += "<|start|>developer<|message|># Instructions\n\n" + instructions + "\n\n<|end|>";
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      s += "<|start|>user<|message|>" + m.content + "<|end|>";
+    } else if (m.role == "assistant") {
+      s += "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>";
+    }
+  }
+  if (o.add_generation_prompt) s += "<|start|>assistant";
+  return s;
+}
+
 std::string render_plain(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   std::string s = o.bos_text;
   for (const ChatMessage& m : messages) {
@@ -133,6 +160,8 @@ std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_vie
 }
 
 ChatTemplateFamily detect_chat_template(std::string_view t) {
+  // Before phi3: harmony's template also writes <|end|>.
+  if (contains(t, "<|start|>") && contains(t, "<|message|>")) return ChatTemplateFamily::Harmony;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
   if (contains(t, "<start_of_turn>")) return ChatTemplateFamily::Gemma;
@@ -154,6 +183,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Gemma: return render_gemma(messages, options);
     case ChatTemplateFamily::Phi3: return render_phi3(messages, options);
     case ChatTemplateFamily::Zephyr: return render_zephyr(messages, options);
+    case ChatTemplateFamily::Harmony: return render_harmony(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -169,8 +199,19 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};
+    // Not <|end|>: it also closes the analysis channel, after which the final answer follows.
+    case ChatTemplateFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user"};
   }
   return {};
+}
+
+std::string harmony_final_text(std::string_view text) {
+  constexpr std::string_view kFinal = "<|channel|>final<|message|>";
+  const size_t at = text.rfind(kFinal);
+  if (at == std::string_view::npos) return std::string(text);
+  std::string_view rest = text.substr(at + kFinal.size());
+  for (const std::string_view end : {"<|return|>", "<|end|>", "<|call|>"}) rest = rest.substr(0, rest.find(end));
+  return std::string(rest);
 }
 
 }  // namespace iwb

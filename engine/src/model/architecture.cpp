@@ -59,6 +59,24 @@ const std::vector<ArchitectureTraits>& architectures() {
     qwen3moe.has_experts = true;
     qwen3moe.is_expert_weight_normalized = true;
     t.push_back(qwen3moe);
+    // gpt-oss (llama.cpp's openai-moe graph, LLM_ARCH_OPENAI_MOE): NeoX RoPE (YaRN in the
+    // files), q/k/v/o biases, a sink logit per head, every other layer sliding (the even ones,
+    // window 128, the same RoPE), the pre-FFN norm stored as post_attention_norm, and routed
+    // experts with biases, softmax over the top-k logits and the clamped SwiGLU.
+    ArchitectureTraits gpt_oss;
+    gpt_oss.id = ModelArchitecture::GptOss;
+    gpt_oss.name = "gpt-oss";
+    gpt_oss.rope_layout = RopeLayout::NeoX;
+    gpt_oss.ffn_activation = GatedActivation::SwigluOai;
+    gpt_oss.sliding_period = 2;
+    gpt_oss.has_head_dim_key = true;
+    gpt_oss.has_experts = true;
+    gpt_oss.is_expert_softmax_over_top_k = true;
+    gpt_oss.has_expert_biases = true;
+    gpt_oss.has_attention_sinks = true;
+    gpt_oss.is_sliding_rope_global = true;
+    gpt_oss.ffn_norm_name = "post_attention_norm";
+    t.push_back(gpt_oss);
     return t;
   }();
   return kTable;

@@ -61,9 +61,20 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.factor", 0.0f, &factor));
   if (factor == 0.0f) IWB_RETURN_IF_ERROR(keys.optional_float("rope.scale_linear", 0.0f, &factor));
   // "longrope" (phi3) scales like linear here; its per-frequency factors are tensors.
-  if (!type.empty() && type != "none" && type != "linear" && type != "longrope") {
+  if (!type.empty() && type != "none" && type != "linear" && type != "longrope" && type != "yarn") {
     return make_error(ErrorCode::Unsupported, "RoPE scaling '" + type + "' (" + keys.key("rope.scaling.type") +
-                                                  ") is not supported; only linear and LongRoPE scaling are");
+                                                  ") is not supported; only linear, LongRoPE and YaRN scaling are");
+  }
+  if (type == "yarn") {
+    float log_mul = 0.0f;
+    IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
+    if (log_mul != 0.0f) {
+      return make_error(ErrorCode::Unsupported, "YaRN with '" + keys.key("rope.scaling.yarn_log_multiplier") +
+                                                    "' (DeepSeek's attention scaling) is not supported");
+    }
+    c->rope_ext_factor = 1.0f;
+    IWB_RETURN_IF_ERROR(keys.optional_int("rope.scaling.original_context_length", c->context_length_train,
+                                          &c->rope_yarn_original_context));
   }
   IWB_RETURN_IF_ERROR(keys.optional_int("rope.scaling.original_context_length", 0, &c->rope_original_context));
   IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.attn_factor", 1.0f, &c->rope_attn_factor));
@@ -73,6 +84,12 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   if (type == "none" || factor == 0.0f) return {};
   if (factor < 0.0f) return make_error(ErrorCode::CorruptFile, "the RoPE scaling factor must be positive");
   c->rope_freq_scale = 1.0f / factor;
+  if (c->rope_ext_factor != 0.0f) {
+    // llama.cpp: attn_factor = get_mscale(factor) / (1 + 0.1 ln factor), in float (1 up to rounding).
+    const float f = 1.0f / c->rope_freq_scale;
+    const float mscale = f <= 1.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;
+    c->rope_yarn_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(f)));
+  }
   return {};
 }
 
@@ -80,9 +97,16 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
 // RoPE base, and gemma3's final soft-cap.
 Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& traits, ModelConfig* c) {
   int64_t window = 0;
-  if (traits.sliding_period > 0) IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
+  if (traits.is_sliding_rope_global) {
+    IWB_RETURN_IF_ERROR(keys.positive_int("attention.sliding_window", &window));  // required, as llama.cpp's gpt-oss
+  } else if (traits.sliding_period > 0) {
+    IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
+  }
   apply_architecture(traits, window, c);
-  if (window > 0) {
+  if (window > 0 && traits.is_sliding_rope_global) {
+    // gpt-oss: the sliding layers rotate as the global ones unless the file gives them a base.
+    IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", c->rope_freq_base, &c->rope_freq_base_swa));
+  } else if (window > 0) {
     // The local layers keep RoPE base 10000 and no scaling, whatever the global layers use.
     IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", 10000.0f, &c->rope_freq_base_swa));
     c->rope_freq_scale_swa = 1.0f;
@@ -105,7 +129,7 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
       return make_error(ErrorCode::Unsupported,
                         "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
                             keys.key("expert_count") + " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe; its dense '" + traits.name +
+                            "), which this engine runs only for qwen3moe and gpt-oss; its dense '" + traits.name +
                             "' path would "
                             "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
     }
@@ -139,6 +163,10 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->has_qk_norm = a.has_qk_norm;
   c->has_post_norms = a.has_post_norms;
   c->is_expert_weight_normalized = a.is_expert_weight_normalized;
+  c->is_expert_softmax_over_top_k = a.is_expert_softmax_over_top_k;
+  c->has_expert_biases = a.has_expert_biases;
+  c->has_attention_sinks = a.has_attention_sinks;
+  c->ffn_norm_name = a.ffn_norm_name;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
   c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
   if (a.id == ModelArchitecture::Gemma3) {

@@ -4,7 +4,9 @@
 
 #include "iwb/kernels/dequantize.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace iwb {
 namespace {
@@ -85,16 +87,19 @@ class Binder {
     return {};
   }
 
-  // A vector of n values, copied out as f32; empty when optional and absent.
-  Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false) {
+  // A vector of n values (with rows > 0: a [n x rows] table, e.g. one bias per expert), copied
+  // out as f32; empty when optional and absent.
+  Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false,
+                int64_t rows = 0) {
     const gguf::TensorInfo* t = m_file.find_tensor(name);
     if (!t) {
       if (is_optional) return {};
       return make_error(ErrorCode::NotFound, "the model is missing tensor '" + name + "'");
     }
-    IWB_RETURN_IF_ERROR(check(*t, {n}));
-    dst->resize(static_cast<size_t>(n));
-    if (!dequantize_row_ref(t->type, m_file.tensor_data(*t).data(), dst->data(), n)) {
+    IWB_RETURN_IF_ERROR(rows > 0 ? check(*t, {n, rows}) : check(*t, {n}));
+    const int64_t count = n * std::max<int64_t>(rows, 1);
+    dst->resize(static_cast<size_t>(count));
+    if (!dequantize_row_ref(t->type, m_file.tensor_data(*t).data(), dst->data(), count)) {
       return make_error(ErrorCode::Unsupported, "tensor '" + name + "' is stored as " +
                                                     std::string(ggml_type_name(t->type)) +
                                                     ", which this engine cannot read as a vector");
@@ -173,13 +178,22 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_attention_norm.weight"), d, &l->post_attention_norm));
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_ffw_norm.weight"), d, &l->post_ffw_norm));
   }
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_norm.weight"), d, &l->ffn_norm));
+  if (c.has_attention_sinks) {
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_sinks.weight"), c.num_heads, &l->attn_sinks));
+  }
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
   if (c.has_experts()) {
     const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
     IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
     IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_up_exps.weight"), d, eff, e, &l->ffn_up_exps));
     IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_down_exps.weight"), eff, d, e, &l->ffn_down_exps));
+    if (c.has_expert_biases) {  // required, as llama.cpp's openai-moe loader requires them
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_inp.bias"), e, &l->ffn_gate_inp_b));
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_exps.bias"), eff, &l->ffn_gate_exps_b, false, e));
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_up_exps.bias"), eff, &l->ffn_up_exps_b, false, e));
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_down_exps.bias"), d, &l->ffn_down_exps_b, false, e));
+    }
     return {};
   }
   const int64_t ff = c.feed_forward_length;
@@ -199,9 +213,13 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
 // Expert tensors this engine's mixture-of-experts FFN does not run (shared experts, DeepSeek's
 // selection biases, llama.cpp's merged gate/up experts): ignoring them would compute another
 // model, so they are refused by name.
-Status refuse_unknown_expert_tensors(const gguf::GgufFile& file) {
+Status refuse_unknown_expert_tensors(const gguf::GgufFile& file, const ModelConfig& c) {
   for (const gguf::TensorInfo& t : file.tensors()) {
     for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
+      if (c.has_expert_biases &&
+          (std::string_view(part) == "_exps.bias" || std::string_view(part) == "ffn_gate_inp.bias")) {
+        continue;  // gpt-oss's, bound below
+      }
       if (t.name.find(part) != std::string::npos) {
         return make_error(ErrorCode::Unsupported, "tensor '" + t.name + "' belongs to a mixture-of-experts layout " +
                                                       "this engine does not run (it runs routed experts only: " +
@@ -215,7 +233,7 @@ Status refuse_unknown_expert_tensors(const gguf::GgufFile& file) {
 Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& c,
                                         const BindProgress& progress) {
   ModelWeights w;
-  if (c.has_experts()) IWB_RETURN_IF_ERROR(refuse_unknown_expert_tensors(file));
+  if (c.has_experts()) IWB_RETURN_IF_ERROR(refuse_unknown_expert_tensors(file, c));
   Binder b(file, &w);
   IWB_RETURN_IF_ERROR(b.matrix("token_embd.weight", c.embedding_length, c.vocab_size, &w.token_embd));
   IWB_RETURN_IF_ERROR(b.vector("output_norm.weight", c.embedding_length, &w.output_norm));

@@ -54,6 +54,12 @@ struct LayerWeights {
   ExpertMatrices ffn_gate_exps, ffn_up_exps;  // each expert n_embd -> expert_ff
   ExpertMatrices ffn_down_exps;               // each expert expert_ff -> n_embd
   std::vector<float> post_ffw_norm;         // [n_embd] (gemma3)
+  // gpt-oss: the router's bias [num_experts], each expert's biases (expert e's at e * width:
+  // [num_experts x expert_ff] for gate and up, [num_experts x n_embd] for down), and the
+  // attention sinks [num_heads]. Empty for other models.
+  std::vector<float> ffn_gate_inp_b;
+  std::vector<float> ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
+  std::vector<float> attn_sinks;
 };
 
 struct ModelWeights {

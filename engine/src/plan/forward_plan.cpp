@@ -1,7 +1,8 @@
 // build_forward_plan: the order of the forward pass for every architecture we run. What
 // differs between them (biases, per-head q/k norms, post-norms, the activation, sliding
 // windows, logit soft-capping, routed experts in place of the dense FFN) is data in
-// ModelConfig that switches ops on or off here.
+// ModelConfig that switches ops on or off here; gpt-oss's attention sinks, YaRN and expert
+// gating are arguments of the ops the backend reads from the config and weights.
 #include "iwb/engine/plan/forward_plan.h"
 
 namespace iwb {
@@ -81,7 +82,7 @@ class PlanBuilder {
     const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
     out.push_back(matmuls(il, PlanBuffer::Xn,
                           {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
-                                   c.num_experts, false)}));
+                                   c.num_experts, t.has_router_bias)}));
     PlanOp routing = simple(PlanOpKind::ExpertRouting, "ffn_moe_gating", il);
     routing.input = PlanBuffer::RouterLogits;
     routing.output = PlanBuffer::ExpertIn;
@@ -94,9 +95,9 @@ class PlanBuilder {
     gate_up.matmul_kind = OpKind::ExpertMatmul;
     out.push_back(gate_up);
     out.push_back(activation(il, PlanBuffer::ExpertGate, PlanBuffer::ExpertUp, k, ff));
-    PlanOp down = matmuls(
-        il, PlanBuffer::ExpertGate,
-        {product("ffn_down_exps", PlanMatrix::FfnDownExps, PlanBuffer::ExpertOut, t.ffn_down_exps, ff, d, false)});
+    PlanOp down = matmuls(il, PlanBuffer::ExpertGate,
+                          {product("ffn_down_exps", PlanMatrix::FfnDownExps, PlanBuffer::ExpertOut, t.ffn_down_exps, ff,
+                                   d, t.has_expert_biases)});
     down.kind = PlanOpKind::ExpertMatmuls;
     down.matmul_kind = OpKind::ExpertMatmul;
     out.push_back(down);

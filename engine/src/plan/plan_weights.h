@@ -45,8 +45,24 @@ const Bias& layer_bias(Layer& l, PlanMatrix m, const Bias& none) {
     case PlanMatrix::Wk: return l.bk;
     case PlanMatrix::Wv: return l.bv;
     case PlanMatrix::Wo: return l.bo;
-    default: return none;
+    default: break;
   }
+  if constexpr (requires { l.ffn_gate_inp_b; }) {  // weights that hold experts (the host's)
+    if (m == PlanMatrix::FfnGateInp) return l.ffn_gate_inp_b;
+  }
+  return none;
+}
+
+// A mixture-of-experts layer's per-expert biases of expert tensor `m` (expert e's at e * out
+// features), or `none` (the host's weights only: no backend but the CPU runs experts).
+template <class Layer, class Bias>
+const Bias& layer_expert_bias(Layer& l, PlanMatrix m, const Bias& none) {
+  if constexpr (requires { l.ffn_gate_exps_b; }) {
+    if (m == PlanMatrix::FfnGateExps) return l.ffn_gate_exps_b;
+    if (m == PlanMatrix::FfnUpExps) return l.ffn_up_exps_b;
+    if (m == PlanMatrix::FfnDownExps) return l.ffn_down_exps_b;
+  }
+  return none;
 }
 
 // The layer's norm weight `n` (PlanNorm::OutputNorm is the model's: the caller's).
@@ -92,6 +108,8 @@ PlanWeightTypes weight_types_of(const Weights& w) {
       lt.ffn_gate_exps = l.ffn_gate_exps.type;
       lt.ffn_up_exps = l.ffn_up_exps.type;
       lt.ffn_down_exps = l.ffn_down_exps.type;
+      lt.has_router_bias = is_present(l.ffn_gate_inp_b);
+      lt.has_expert_biases = is_present(l.ffn_gate_exps_b);
     }
     t.layers.push_back(lt);
   }

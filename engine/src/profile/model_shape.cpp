@@ -90,6 +90,13 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   layer.has_bq = layer.has_bk = layer.has_bv = c.requires_qkv_bias;
   // The router stays F32 in llama.cpp's files (llama-quantize never quantizes ffn_gate_inp).
   layer.ffn_gate_exps = layer.ffn_up_exps = layer.ffn_down_exps = type;
+  if (c.has_expert_biases) {  // gpt-oss: biases everywhere, and its experts MXFP4 as iwb synth writes them
+    layer.has_bq = layer.has_bk = layer.has_bv = layer.has_bo = true;
+    layer.has_router_bias = layer.has_expert_biases = true;
+    if (preset->has_mxfp4_experts && type != GgmlType::F32) {
+      layer.ffn_gate_exps = layer.ffn_up_exps = layer.ffn_down_exps = GgmlType::MXFP4;
+    }
+  }
   m.layers.assign(static_cast<size_t>(c.num_layers), layer);
   m.weight_bytes = sum_weight_bytes(m);
   return m;

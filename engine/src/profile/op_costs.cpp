@@ -113,11 +113,14 @@ KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, 
 }
 
 KernelRecord activation(int layer, int64_t num_tokens, int64_t n_ff, GatedActivation kind) {
-  KernelRecord r = base(OpKind::Activation, kind == GatedActivation::SiLU ? "swiglu" : "geglu", layer,
-                        GgmlType::F32, num_tokens);
+  const char* name = kind == GatedActivation::SiLU        ? "swiglu"
+                     : kind == GatedActivation::SwigluOai ? "swiglu_oai"
+                                                          : "geglu";
+  KernelRecord r = base(OpKind::Activation, name, layer, GgmlType::F32, num_tokens);
   r.shape.cols = n_ff;
   const double n = d(num_tokens) * d(n_ff);
-  r.flops = (kind == GatedActivation::SiLU ? 5.0 : 9.0) * n;
+  // As gated_activation_cost counts them.
+  r.flops = (kind == GatedActivation::GeluTanh ? 9.0 : kind == GatedActivation::SwigluOai ? 8.0 : 5.0) * n;
   r.bytes = 12.0 * n;
   return r;
 }

@@ -24,6 +24,21 @@ constexpr const char* kPhi3ChatTemplate =
     "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 
+// gpt-oss's harmony markers (o200k_harmony's special tokens) and a chat template naming them
+// (the real chat_template.jinja is 300 lines of tool formatting; this one renders the same
+// conversations without tools, and detect_chat_template reads it as harmony).
+const std::vector<std::string> kHarmonyChatTokens = {"<|endoftext|>", "<|start|>",  "<|message|>", "<|channel|>",
+                                                     "<|end|>",       "<|return|>", "<|call|>",    "<|constrain|>"};
+constexpr const char* kHarmonyChatTemplate =
+    "{{- '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+    "Channel must be included for every message.<|end|>' }}"
+    "{%- for message in messages %}{%- if message['role'] == 'system' %}"
+    "{{- '<|start|>developer<|message|># Instructions\n\n' + message['content'] + '\n\n<|end|>' }}"
+    "{%- elif message['role'] == 'user' %}{{- '<|start|>user<|message|>' + message['content'] + '<|end|>' }}"
+    "{%- else %}{{- '<|start|>assistant<|channel|>final<|message|>' + message['content'] + '<|end|>' }}"
+    "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}";
+
 Status check_shape(const SynthShape& s) {
   auto bad = [&](const std::string& what) {
     return make_error(ErrorCode::InvalidArgument, "shape '" + s.name + "': " + what);
@@ -49,6 +64,9 @@ Status check_shape(const SynthShape& s) {
       (s.longrope.original_context_length <= 0 || s.longrope.long_factors.size() != s.longrope.short_factors.size() ||
        static_cast<int64_t>(s.longrope.long_factors.size()) != s.head_dim / 2)) {
     return bad("LongRoPE needs an original context and head size / 2 long and short factors");
+  }
+  if (s.yarn_factor < 0.0f || (s.yarn_factor > 0.0f && s.yarn_original_context <= 0)) {
+    return bad("YaRN needs a positive factor and the original context");
   }
   if (arch->has_experts) {
     if (s.num_experts <= 0 || s.num_experts_used <= 0 || s.expert_feed_forward_length <= 0) {
@@ -100,6 +118,14 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
       w->set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(s));
     }
   }
+  if (s.yarn_factor > 0.0f) {
+    w->set_string(a + ".rope.scaling.type", "yarn");
+    w->set_f32(a + ".rope.scaling.factor", s.yarn_factor);
+    w->set_u32(a + ".rope.scaling.original_context_length", u32(s.yarn_original_context));
+  }
+  if (arch.id == ModelArchitecture::GptOss) {
+    w->set_u32(a + ".rope.dimension_count", u32(s.head_dim));  // as the converter writes (width / heads is not it)
+  }
   if (arch.has_experts) {
     w->set_u32(a + ".expert_count", u32(s.num_experts));
     w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
@@ -138,14 +164,18 @@ Result<SynthReport> synthesize_model(const SynthOptions& options) {
       report.tokenizer_note = "tokenizer from " + source + ": " + std::to_string(*num_tokens) + " tokens";
     }
   } else {
-    const bool is_phi3 = shape.architecture == "phi3";
+    const bool is_phi3 = shape.architecture == "phi3", is_gpt_oss = shape.architecture == "gpt-oss";
     IWB_RETURN_IF_ERROR(detail::add_byte_level_tokenizer(shape.vocab_size, writer.get(),
-                                                         is_phi3 ? kPhi3ChatTokens : std::vector<std::string>{}));
+                                                         is_phi3      ? kPhi3ChatTokens
+                                                         : is_gpt_oss ? kHarmonyChatTokens
+                                                                      : std::vector<std::string>{}));
     report.tokenizer_note = std::string("byte-level tokenizer (3 special, 256 byte and a space token") +
-                            (is_phi3 ? ", Phi-3's 5 chat tokens" : "") + ", padded to the preset's " +
+                            (is_phi3 ? ", Phi-3's 5 chat tokens" : "") +
+                            (is_gpt_oss ? ", gpt-oss's 8 harmony tokens" : "") + ", padded to the preset's " +
                             std::to_string(shape.vocab_size) + ")";
     // The chat format goes with the architecture here (a --vocab file brings its own template).
     if (is_phi3) writer->set_string("tokenizer.chat_template", kPhi3ChatTemplate);
+    if (is_gpt_oss) writer->set_string("tokenizer.chat_template", kHarmonyChatTemplate);
   }
   IWB_RETURN_IF_ERROR(check_shape(shape));
   set_metadata(shape, report.types, options.seed, writer.get());

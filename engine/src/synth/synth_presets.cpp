@@ -111,6 +111,17 @@ std::vector<SynthShape> make_presets() {
                     1000000.0f, 1e-6f, false));
   set_experts(128, 8, 768, &p.back());
   const SynthShape qwen3moe = p.back();
+  // openai/gpt-oss-20b: 64 query heads of 64 (8 KV heads) over a width of 2880, 32 experts of
+  // 2880, 4 per token, in MXFP4, every other layer sliding (window 128), YaRN factor 32 over
+  // 4096 (context 131072), base 150000, the o200k_harmony vocabulary's 201088 rows, untied.
+  p.push_back(shape("gpt-oss-20b", "gpt-oss", "gpt-oss 20B", {2880, 24, 64, 8, 64, 2880, 201088, 131072}, 150000.0f,
+                    1e-5f, false));
+  set_experts(32, 4, 2880, &p.back());
+  p.back().sliding_window = 128;
+  p.back().yarn_factor = 32.0f;
+  p.back().yarn_original_context = 4096;
+  p.back().has_mxfp4_experts = true;
+  const SynthShape gpt_oss = p.back();
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
@@ -133,6 +144,13 @@ std::vector<SynthShape> make_presets() {
   p.push_back(
       test_shape(qwen3moe, "test-qwen3moe", "small qwen3moe shape for tests", {256, 2, 4, 2, 64, 512, 320, 512}));
   set_experts(8, 2, 256, &p.back());
+  // Width 160 under 4 heads of 64 (as gpt-oss's 2880 under 64 x 64), 3 layers (two sliding,
+  // window 8), 6 experts of 96, 2 per token, YaRN factor 4 over 256.
+  p.push_back(test_shape(gpt_oss, "test-gpt-oss", "small gpt-oss shape for tests", {160, 3, 4, 2, 64, 96, 320, 1024}));
+  set_experts(6, 2, 96, &p.back());
+  p.back().sliding_window = 8;
+  p.back().yarn_factor = 4.0f;
+  p.back().yarn_original_context = 256;
   return p;
 }
 
@@ -149,6 +167,10 @@ int64_t SynthShape::num_parameters() const {
   }
   if (has_qkv_bias) per_layer += q_width() + 2 * kv_width();
   if (const ArchitectureTraits* a = find_architecture(architecture)) {
+    if (a->has_attention_sinks) per_layer += num_heads;
+    if (a->has_expert_biases) {  // q/k/v/o, router and expert biases
+      per_layer += q_width() + 2 * kv_width() + d + num_experts * (1 + 2 * expert_feed_forward_length + d);
+    }
     if (a->has_qk_norm) per_layer += 2 * head_dim;  // q/k norms
     if (a->has_post_norms) per_layer += 2 * d;      // post-norms
   }
@@ -177,7 +199,14 @@ ModelConfig shape_config(const SynthShape& s) {
   c.rope_freq_base = c.rope_freq_base_swa = s.rope_freq_base;
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
-    if (c.sliding_window > 0) c.rope_freq_base_swa = 10000.0f;  // as llama.cpp's loader defaults it
+    if (c.sliding_window > 0 && !a->is_sliding_rope_global) c.rope_freq_base_swa = 10000.0f;  // llama.cpp's default
+  }
+  if (s.yarn_factor > 0.0f) {  // as model_config.cpp reads the keys set_metadata writes
+    c.rope_freq_scale = c.rope_freq_scale_swa = 1.0f / s.yarn_factor;
+    c.rope_ext_factor = 1.0f;
+    c.rope_yarn_original_context = s.yarn_original_context;
+    const float mscale = 0.1f * std::log(s.yarn_factor) + 1.0f;
+    c.rope_yarn_attn_factor = s.yarn_factor <= 1.0f ? 1.0f : mscale * (1.0f / (1.0f + 0.1f * std::log(s.yarn_factor)));
   }
   if (s.longrope.is_enabled()) {
     c.rope_original_context = s.longrope.original_context_length;

@@ -37,6 +37,11 @@ class Planner {
     q.num_layers = m_shape.num_layers;
     q.is_classifier = role == TensorRole::Output || (role == TensorRole::TokenEmbedding && m_shape.is_embedding_tied);
     t.type = choose_tensor_type(m_types, q);
+    // gpt-oss's experts: MXFP4 as the checkpoint (3-D tensors; not in an F32 file).
+    if (m_shape.has_mxfp4_experts && t.shape.size() == 3 && m_types.base_type != GgmlType::F32 &&
+        t.shape[0] % 32 == 0) {
+      t.type = {GgmlType::MXFP4, false, GgmlType::MXFP4};
+    }
     switch (role) {
       case TensorRole::Norm:
         t.mean = 1.0f;
@@ -106,7 +111,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_k.weight"), {d, s.kv_width()}, TensorRole::AttnK, il);
       p.add(blk(il, "attn_v.weight"), {d, s.kv_width()}, TensorRole::AttnV, il);
     }
-    if (s.has_qkv_bias) {
+    const bool is_gpt_oss = arch != nullptr && arch->has_expert_biases;  // q/k/v/o, router and expert biases
+    if (s.has_qkv_bias || is_gpt_oss) {
       p.add(blk(il, "attn_q.bias"), {s.q_width()}, TensorRole::Bias, il);
       p.add(blk(il, "attn_k.bias"), {s.kv_width()}, TensorRole::Bias, il);
       p.add(blk(il, "attn_v.bias"), {s.kv_width()}, TensorRole::Bias, il);
@@ -116,8 +122,13 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_k_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
     }
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
+    if (is_gpt_oss) {
+      p.add(blk(il, "attn_output.bias"), {d}, TensorRole::Bias, il);
+      p.add(blk(il, "attn_sinks.weight"), {s.num_heads}, TensorRole::Bias, il);
+    }
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
-    p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
+    p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"), {d},
+          TensorRole::Norm, il);
     if (s.num_experts > 0) {
       // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
       const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
@@ -125,6 +136,12 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
       p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
       p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
+      if (is_gpt_oss) {  // one bias row per expert, {width, experts}
+        p.add(blk(il, "ffn_gate_inp.bias"), {e}, TensorRole::Bias, il);
+        p.add(blk(il, "ffn_gate_exps.bias"), {eff, e}, TensorRole::Bias, il);
+        p.add(blk(il, "ffn_down_exps.bias"), {d, e}, TensorRole::Bias, il);
+        p.add(blk(il, "ffn_up_exps.bias"), {eff, e}, TensorRole::Bias, il);
+      }
     } else {
       if (is_fused) {
         p.add(blk(il, "ffn_up.weight"), {d, 2 * s.feed_forward_length}, TensorRole::FfnUp, il);

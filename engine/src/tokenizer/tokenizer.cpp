@@ -162,8 +162,12 @@ Result<std::shared_ptr<const TokenizerImpl>> TokenizerImpl::build(Vocab vocab) {
     impl->is_hidden_special[i] = t == TokenType::Control || t == TokenType::Unknown;
   }
   impl->end_of_generation.insert(v.end_of_generation.begin(), v.end_of_generation.end());
-  for (TokenId id : {v.special.eos, v.special.eot, v.special.eom}) {
-    if (id != kNoToken) impl->end_of_generation.insert(id);
+  // The vocabulary's rules already hold eos/eot/eom, less gpt-oss's <|end|> (an eot by text that
+  // only closes a message): adding them again here would make <|end|> stop generation.
+  if (v.end_of_generation.empty()) {
+    for (TokenId id : {v.special.eos, v.special.eot, v.special.eom}) {
+      if (id != kNoToken) impl->end_of_generation.insert(id);
+    }
   }
   return std::shared_ptr<const TokenizerImpl>(std::move(impl));
 }

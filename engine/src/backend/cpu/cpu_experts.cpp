@@ -1,6 +1,7 @@
 // CpuExperts: top-k gating as llama.cpp's build_moe_ffn computes it for softmax gating
 // (softmax over all experts, the k largest probabilities, optionally renormalised with the sum
-// clamped to f16's smallest normal), the grouping of rows by expert, and the weighted sum.
+// clamped to f16's smallest normal) and for gpt-oss's softmax-weight gating (the k largest
+// logits, softmax over those k), the grouping of rows by expert, and the weighted sum.
 #include "backend/cpu/cpu_experts.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@ CpuExperts::CpuExperts(const ModelConfig& c, int64_t max_batch) {
   m_num_used = c.num_experts_used;
   m_width = c.embedding_length;
   m_is_normalized = c.is_expert_weight_normalized;
+  m_is_softmax_over_top_k = c.is_expert_softmax_over_top_k;
   const auto routed = static_cast<size_t>(max_batch * m_num_used);
   m_choice.resize(routed);
   m_weight.resize(routed);
@@ -55,9 +57,13 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, in
       }
       max_logit = std::max(max_logit, row[e]);
     }
-    float sum = 0;
-    for (int64_t e = 0; e < e_count; ++e) sum += (m_probs[static_cast<size_t>(e)] = std::exp(row[e] - max_logit));
-    for (int64_t e = 0; e < e_count; ++e) m_probs[static_cast<size_t>(e)] /= sum;
+    if (m_is_softmax_over_top_k) {
+      std::copy(row, row + e_count, m_probs.begin());  // chosen by logit; softmax over the k below
+    } else {
+      float sum = 0;
+      for (int64_t e = 0; e < e_count; ++e) sum += (m_probs[static_cast<size_t>(e)] = std::exp(row[e] - max_logit));
+      for (int64_t e = 0; e < e_count; ++e) m_probs[static_cast<size_t>(e)] /= sum;
+    }
     // The k best; ties go to the lower expert id, so the choice never depends on the sort.
     for (int64_t e = 0; e < e_count; ++e) m_order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
     std::partial_sort(m_order.begin(), m_order.begin() + k, m_order.end(), [&](int32_t a, int32_t b) {
@@ -71,6 +77,13 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, in
       m_weight[static_cast<size_t>(t * k + j)] = m_probs[static_cast<size_t>(e)];
       chosen_sum += m_probs[static_cast<size_t>(e)];
       ++m_offsets[static_cast<size_t>(e) + 1];
+    }
+    if (m_is_softmax_over_top_k) {
+      float* w = m_weight.data() + t * k;
+      const float top = *std::max_element(w, w + k);
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += (w[j] = std::exp(w[j] - top));
+      for (int64_t j = 0; j < k; ++j) w[j] *= 1.0f / sum;
     }
     if (m_is_normalized) {
       const float divisor = std::max(chosen_sum, 6.103515625e-5f);

@@ -24,7 +24,8 @@ class CpuExperts {
 
   // Layer `layer`'s routing of `num_tokens` tokens from their router logits [tokens x
   // num_experts]: softmax, the top num_experts_used (lower expert id first on ties), their
-  // weights (divided by their sum when the model normalises them), and each token's
+  // weights (divided by their sum when the model normalises them; gpt-oss: the top k logits,
+  // weights the softmax over those k), and each token's
   // normalised row of `xn` [tokens x n_embd] copied into expert_in() once per routed expert,
   // grouped by expert. Refuses non-finite logits (a routing that would be arbitrary).
   Status route(int64_t layer, const float* router_logits, const float* xn, int64_t num_tokens);
@@ -57,6 +58,7 @@ class CpuExperts {
   int64_t m_num_used = 0;
   int64_t m_width = 0;
   bool m_is_normalized = false;
+  bool m_is_softmax_over_top_k = false;  // gpt-oss's gating (see route)
   // The current layer's routing.
   std::vector<int32_t> m_choice;    // [tokens x k]: expert of each of a token's choices
   std::vector<float> m_weight;      // [tokens x k]: its gating weight

@@ -176,6 +176,11 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
                     c.rope_layout, is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                     is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
                     m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
+      args.ext_factor = c.rope_ext_factor;  // YaRN (gpt-oss), every layer
+      args.attn_factor = c.rope_yarn_attn_factor;
+      args.beta_fast = c.rope_beta_fast;
+      args.beta_slow = c.rope_beta_slow;
+      args.original_context = c.rope_yarn_original_context;
       if (!rope(args)) return kernel_failed("RoPE on queries", il);
       record(op, 0, n);
       args.data = m_k.data();
@@ -280,13 +285,14 @@ Status CpuForward::run_expert_matmuls(const PlanOp& op, int64_t n) {
   auto args_of = [&](const PlanProduct& p, int64_t e) {
     const WeightMatrix w = plan::layer_experts(l, p.matrix).expert(e);
     const int64_t first = m_experts.first_row(e);
+    const std::vector<float>& biases = plan::layer_expert_bias(l, p.matrix, kNoBias);
     MatmulArgs args{w.type,
                     w.data,
                     w.in_features,
                     w.out_features,
                     input + first * w.in_features,
                     m_experts.num_rows(e),
-                    nullptr,
+                    biases.empty() ? nullptr : biases.data() + e * w.out_features,
                     buffer(p.output, nullptr) + first * w.out_features,
                     m_num_threads};
     args.scratch = m_matmul_scratch.data();
@@ -348,6 +354,8 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.v_type = kv.types().v;
   attn.k_scale = kv.k_scale(il);
   attn.v_scale = kv.v_scale(il);
+  const std::vector<float>& sinks = m_weights.layers[static_cast<size_t>(il)].attn_sinks;
+  attn.sinks = sinks.empty() ? nullptr : sinks.data();
   if (!paged_attention(attn)) return kernel_failed("paged attention", il);
   record(op, 0, n);
   return {};

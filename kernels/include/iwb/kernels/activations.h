@@ -1,5 +1,7 @@
 // Gated feed-forward activations: out = act(gate) * up, with act = SiLU (SwiGLU: llama, qwen2)
-// or the tanh approximation of GELU (GeGLU: gemma), the form ggml_gelu computes.
+// or the tanh approximation of GELU (GeGLU: gemma), the form ggml_gelu computes; or gpt-oss's
+// clamped SwiGLU (ggml_swiglu_oai with llama.cpp's alpha 1.702, limit 7): g = min(gate, 7),
+// u = clamp(up, -7, 7), out = g * sigmoid(1.702 g) * (u + 1).
 #pragma once
 
 #include "iwb/kernels/op_cost.h"
@@ -8,7 +10,10 @@
 
 namespace iwb {
 
-enum class GatedActivation { SiLU, GeluTanh };
+enum class GatedActivation { SiLU, GeluTanh, SwigluOai };
+
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
 
 struct GatedActivationArgs {
   const float* gate = nullptr;  // [num_elements]
@@ -25,5 +30,6 @@ OpCost gated_activation_cost(const GatedActivationArgs& args);
 
 float silu(float x);
 float gelu_tanh(float x);
+float swiglu_oai(float gate, float up);  // the whole gated product, as above
 
 }  // namespace iwb

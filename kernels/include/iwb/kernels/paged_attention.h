@@ -1,6 +1,8 @@
 // Attention over a paged f16 KV cache: the queries of several sequences in one batch, each
 // sequence reading its keys and values through its block table (grouped-query sharing, causal
-// within the sequence, optional sliding window and soft-capping, as in attention.h). Also the
+// within the sequence, optional sliding window and soft-capping, as in attention.h; optional
+// attention sinks, gpt-oss's per-head logit that joins each softmax's denominator only, as
+// ggml_soft_max_ext's sinks: p_j = exp(s_j) / (exp(sink) + sum_k exp(s_k))). Also the
 // write of new keys and values into the slots a slot mapping names.
 //
 // Cache layout of one layer (vLLM's): slot s = block * block_size + offset holds the key of KV
@@ -52,6 +54,7 @@ struct PagedAttentionArgs {
   bool is_rotated = true;                 // quantized sides stored rotated (false: as they are)
   float k_scale = 1.0f;                   // F8_E4M3 keys: stored values are key / k_scale (other types: unused)
   float v_scale = 1.0f;                   // F8_E4M3 values: stored values are value / v_scale
+  const float* sinks = nullptr;           // [num_heads] sink logits (not scaled, not soft-capped), or null
 };
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per

@@ -10,14 +10,18 @@
 namespace iwb {
 
 enum class ChatTemplateFamily {
-  ChatMl,    // <|im_start|>role\n...<|im_end|>  (Qwen, SmolLM, many fine-tunes)
-  Llama2,    // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
-  Llama3,    // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
-  Mistral,   // [INST] ... [/INST] without a system block (system text joins the first user turn)
-  Gemma,     // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
-  Phi3,      // <|user|>\n...<|end|>\n<|assistant|>\n
-  Zephyr,    // <|user|>\n...</s>\n<|assistant|>\n
-  Plain,     // fallback: "System: ...\nUser: ...\nAssistant:"
+  ChatMl,   // <|im_start|>role\n...<|im_end|>  (Qwen, SmolLM, many fine-tunes)
+  Llama2,   // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
+  Llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+  Mistral,  // [INST] ... [/INST] without a system block (system text joins the first user turn)
+  Gemma,    // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
+  Phi3,     // <|user|>\n...<|end|>\n<|assistant|>\n
+  Zephyr,   // <|user|>\n...</s>\n<|assistant|>\n
+  // gpt-oss's harmony: <|start|>role<|message|>...<|end|>; a system block the template writes
+  // itself, the system prompt as the developer's instructions, past assistant turns in the
+  // final channel (<|channel|>final<|message|>), generation from <|start|>assistant.
+  Harmony,
+  Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
 struct ChatMessage {
@@ -42,5 +46,10 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 
 // Text sequences that end an assistant turn in this family (besides the EOS/EOT tokens).
 std::vector<std::string> chat_stop_strings(ChatTemplateFamily family);
+
+// Harmony output: the text of the final channel (after the last <|channel|>final<|message|>,
+// up to <|return|>, <|end|> or <|call|>); the text as it is when it has no final channel
+// (a reply cut off in its analysis, or a model that writes none).
+std::string harmony_final_text(std::string_view generated);
 
 }  // namespace iwb

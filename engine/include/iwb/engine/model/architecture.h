@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -38,6 +38,18 @@ struct ArchitectureTraits {
   // expert. is_expert_weight_normalized: the top-k weights are divided by their sum (qwen3moe).
   bool has_experts = false;
   bool is_expert_weight_normalized = false;
+  // gpt-oss (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT): the top k are chosen by
+  // the router's logits and their weights are the softmax over those k logits alone.
+  bool is_expert_softmax_over_top_k = false;
+  // gpt-oss: the router has a bias (ffn_gate_inp.bias) and every expert matrix one per expert
+  // (ffn_{gate,up,down}_exps.bias, [width x num_experts]).
+  bool has_expert_biases = false;
+  // gpt-oss: a per-head sink logit (attn_sinks.weight) joins every attention softmax.
+  bool has_attention_sinks = false;
+  // The sliding layers use the global RoPE base and scaling (gpt-oss), not base 10000 unscaled.
+  bool is_sliding_rope_global = false;
+  // The pre-FFN norm's tensor: ffn_norm, or post_attention_norm (gpt-oss names it so).
+  const char* ffn_norm_name = "ffn_norm";
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -45,7 +57,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

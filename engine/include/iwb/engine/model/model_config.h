@@ -42,6 +42,15 @@ struct ModelConfig {
   // square; with every dimension rotated that is exactly attention_scale times its square,
   // which is where it is applied. 1: none.
   float rope_attn_factor = 1.0f;
+  // YaRN (rope.scaling.type yarn: gpt-oss), every layer, as llama.cpp sets it up (llama-context.cpp):
+  // ext_factor 1, beta_fast 32 / beta_slow 1, the original context
+  // rope.scaling.original_context_length (else context_length), and the magnitude factor that
+  // cancels ggml's own 1 + 0.1 ln(factor) to 1 before ggml applies it again. ext_factor 0: off.
+  float rope_ext_factor = 0.0f;
+  float rope_yarn_attn_factor = 1.0f;
+  float rope_beta_fast = 32.0f;
+  float rope_beta_slow = 1.0f;
+  int64_t rope_yarn_original_context = 0;
 
   int64_t sliding_window = 0;          // 0: every layer attends to the whole context
   std::vector<bool> is_sliding_layer;  // [num_layers]
@@ -63,6 +72,10 @@ struct ModelConfig {
   int64_t num_experts_used = 0;              // <arch>.expert_used_count (k)
   int64_t expert_feed_forward_length = 0;    // <arch>.expert_feed_forward_length
   bool is_expert_weight_normalized = false;  // top-k weights divided by their sum (qwen3moe)
+  bool is_expert_softmax_over_top_k = false;  // gpt-oss: top k of the logits, softmax over those k
+  bool has_expert_biases = false;             // gpt-oss: router and expert biases
+  bool has_attention_sinks = false;           // gpt-oss: attn_sinks.weight, one logit per head
+  std::string ffn_norm_name = "ffn_norm";     // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
 
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t k_width() const { return num_kv_heads * head_dim_k; }

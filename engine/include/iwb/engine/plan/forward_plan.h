@@ -27,6 +27,7 @@ struct LayerWeightTypes {
   // Mixture of experts: the router and the expert tensors (every expert stored alike).
   GgmlType ffn_gate_inp = GgmlType::F32;
   GgmlType ffn_gate_exps = GgmlType::F32, ffn_up_exps = GgmlType::F32, ffn_down_exps = GgmlType::F32;
+  bool has_router_bias = false, has_expert_biases = false;  // gpt-oss
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it

@@ -1,6 +1,6 @@
 // Shapes of real models for `iwb synth`: every hyper-parameter llama.cpp and this engine read
 // from a GGUF (dimensions, heads, RoPE, norms, tied embeddings, gemma3's sliding window,
-// qwen3moe's experts), so a
+// qwen3moe's and gpt-oss's experts, gpt-oss's YaRN), so a
 // synthetic file with random weights runs exactly the computation of the real model.
 #pragma once
 
@@ -56,6 +56,12 @@ struct SynthShape {
   int64_t expert_feed_forward_length = 0;
   Llama3RopeScaling rope_scaling;
   LongRopeScaling longrope;
+  // YaRN (gpt-oss: factor 32 over 4096), written as rope.scaling.type yarn. factor 0: none.
+  float yarn_factor = 0.0f;
+  int64_t yarn_original_context = 0;
+  // gpt-oss: experts in MXFP4 whatever the file's type but F32 (llama.cpp's converter writes
+  // the checkpoint's MXFP4 experts as they are); attention, biases, sinks as the file's type.
+  bool has_mxfp4_experts = false;
   bool is_test_shape = false;      // a small shape for tests, not shown in the preset list
 
   int64_t q_width() const { return num_heads * head_dim; }
