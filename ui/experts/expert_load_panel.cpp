@@ -59,7 +59,6 @@ ExpertLoadPanel::ExpertLoadPanel(EngineController* engine, QWidget* parent)
   m_table->verticalHeader()->hide();
   m_table->setAlternatingRowColors(true);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setStretchLastSection(true);
 
   m_body->addWidget(m_plot);
   m_body->addWidget(m_table);
