@@ -43,9 +43,7 @@ bool dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t num_
     case GgmlType::Q8_0:
       detail::dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, num_blocks);
       return true;
-    case GgmlType::MXFP4:
-      detail::dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, num_blocks);
-      return true;
+    case GgmlType::MXFP4: detail::dequantize_mxfp4(static_cast<const BlockMxfp4*>(src), dst, num_blocks); return true;
     case GgmlType::Q2_K:
       detail::dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, num_blocks);
       return true;

@@ -124,7 +124,9 @@ bool can_quantize_row_ref(GgmlType type) {
   switch (type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::Q8_1: case GgmlType::MXFP4:
+    case GgmlType::Q8_0:
+    case GgmlType::Q8_1:
+    case GgmlType::MXFP4:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::Q8_K:
       return true;

@@ -54,21 +54,29 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (v == nullptr) return usage(), 2;
-    if (a == "-m") model_path = v;
-    else if (a == "-o") out_path = v;
+    if (a == "-m")
+      model_path = v;
+    else if (a == "-o")
+      out_path = v;
     else if (a == "--tokens") {
       if (!parse_tokens(v, &prompt)) return std::fprintf(stderr, "llama_logits: bad --tokens '%s'\n", v), 2;
-    } else if (a == "--greedy") num_greedy = std::atoi(v);
-    else if (a == "-c") context = std::atoi(v);
-    else if (a == "-t") threads = std::atoi(v);
-    else if (a == "--flash-attn") flash = std::strcmp(v, "on") == 0 ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    else return usage(), 2;
+    } else if (a == "--greedy")
+      num_greedy = std::atoi(v);
+    else if (a == "-c")
+      context = std::atoi(v);
+    else if (a == "-t")
+      threads = std::atoi(v);
+    else if (a == "--flash-attn")
+      flash = std::strcmp(v, "on") == 0 ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    else
+      return usage(), 2;
     ++i;
   }
   if (model_path.empty() || prompt.empty()) return usage(), 2;
   if (static_cast<int>(prompt.size()) + num_greedy > context) {
     return std::fprintf(stderr, "llama_logits: %zu prompt + %d greedy tokens exceed the context %d\n", prompt.size(),
-                        num_greedy, context), 2;
+                        num_greedy, context),
+           2;
   }
 
   llama_log_set(quiet_log, nullptr);
@@ -106,8 +114,10 @@ int main(int argc, char** argv) {
     if (f == nullptr) return std::fprintf(stderr, "llama_logits: cannot write %s\n", out_path.c_str()), 1;
     const int32_t header[2] = {n, n_vocab};
     bool ok = std::fwrite("IWBL", 1, 4, f) == 4 && std::fwrite(header, sizeof header, 1, f) == 1;
-    for (int i = 0; ok && i < n; ++i) ok = std::fwrite(llama_get_logits_ith(ctx, i), sizeof(float), n_vocab, f) == size_t(n_vocab);
-    if (std::fclose(f) != 0 || !ok) return std::fprintf(stderr, "llama_logits: writing %s failed\n", out_path.c_str()), 1;
+    for (int i = 0; ok && i < n; ++i)
+      ok = std::fwrite(llama_get_logits_ith(ctx, i), sizeof(float), n_vocab, f) == size_t(n_vocab);
+    if (std::fclose(f) != 0 || !ok)
+      return std::fprintf(stderr, "llama_logits: writing %s failed\n", out_path.c_str()), 1;
   }
 
   // Greedy continuation: one token per decode, as a chat would run it.

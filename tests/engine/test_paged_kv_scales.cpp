@@ -40,7 +40,8 @@ class TestPagedKvScales : public QObject {
   void firstWriteOfEachLayerSetsItsScales() {
     KvCacheTypes types(GgmlType::F8_E4M3, GgmlType::Q8_0);
     types.calculate_scales = true;
-    Result<std::unique_ptr<PagedKvStorage>> made = PagedKvStorage::create({kLayers, kKvHeads, kHeadDim, kHeadDim}, kBlock, 4, types);
+    Result<std::unique_ptr<PagedKvStorage>> made =
+        PagedKvStorage::create({kLayers, kKvHeads, kHeadDim, kHeadDim}, kBlock, 4, types);
     QVERIFY(made.is_ok());
     PagedKvStorage& kv = **made;
     QCOMPARE(kv.k_scale(0), 1.0f);
@@ -53,8 +54,8 @@ class TestPagedKvScales : public QObject {
     QVERIFY(kv.is_layer_calibrated(0) && !kv.is_layer_calibrated(1));
     const float k_scale = max_abs(k.data(), 2 * kRow) / 200.0f;
     QCOMPARE(kv.k_scale(0), k_scale);
-    QCOMPARE(kv.v_scale(0), 1.0f);  // q8_0 values have no scale
-    QCOMPARE(kv.k_scale(1), 1.0f);  // layer 1 has not written yet
+    QCOMPARE(kv.v_scale(0), 1.0f);                                             // q8_0 values have no scale
+    QCOMPARE(kv.k_scale(1), 1.0f);                                             // layer 1 has not written yet
     const auto* bytes = reinterpret_cast<const uint8_t*>(kv.k_slot(0, 1, 1));  // slot 5
     for (int64_t i = 0; i < kRow; ++i) QCOMPARE(int(bytes[i]), int(f32_to_e4m3(k[static_cast<size_t>(i)] / k_scale)));
 

@@ -5,9 +5,9 @@
 #include "aidreams_fixture.h"
 #include "experts/expert_load_model.h"
 #include "experts/expert_load_panel.h"
-#include "worker/engine_controller.h"
 #include "iwb/engine/synth/synth_model.h"
 #include "iwb/engine/synth/synth_preset.h"
+#include "worker/engine_controller.h"
 
 #include <qcustomplot.h>
 
@@ -74,8 +74,10 @@ class TestExpertLoad : public QObject {
     ExpertLoadPanel panel(&engine);
     QVERIFY(panel.summaryText().contains(QStringLiteral("No model is loaded")));
     panel.setSnapshot(handMade());
-    QVERIFY2(panel.summaryText().contains(QStringLiteral("4 experts per layer, 2 per token")), qPrintable(panel.summaryText()));
-    QVERIFY2(panel.summaryText().contains(QStringLiteral("layer 1, whose expert 0 took 2.00×")), qPrintable(panel.summaryText()));
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("4 experts per layer, 2 per token")),
+             qPrintable(panel.summaryText()));
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("layer 1, whose expert 0 took 2.00×")),
+             qPrintable(panel.summaryText()));
     auto* map = qobject_cast<QCPColorMap*>(panel.heatmap()->plottable(0));
     QVERIFY(map);
     QCOMPARE(map->data()->keySize(), 4);

@@ -4,8 +4,8 @@
 // stops the reply in flight and joins the thread.
 #pragma once
 
-#include "worker/generation_values.h"
 #include "worker/expert_load_values.h"
+#include "worker/generation_values.h"
 #include "worker/kv_map_values.h"
 #include "worker/measurement_values.h"
 #include "worker/spec_values.h"

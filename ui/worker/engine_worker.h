@@ -7,6 +7,7 @@
 // a second; token times, memory samples and KV-cache map snapshots are decimated the same way.
 #pragma once
 
+#include "iwb/engine/serve/serve_router.h"
 #include "worker/expert_load_values.h"
 #include "worker/generation_values.h"
 #include "worker/kv_map_values.h"
@@ -14,7 +15,6 @@
 #include "worker/spec_values.h"
 #include "worker/worker_measurements.h"
 #include "worker/worker_requests.h"
-#include "iwb/engine/serve/serve_router.h"
 
 #include <QHash>
 #include <QObject>

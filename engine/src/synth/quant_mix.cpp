@@ -17,13 +17,20 @@ struct TypeEntry {
 };
 
 constexpr TypeEntry kTypes[] = {
-    {"F32", GgmlType::F32, false, 0},     {"F16", GgmlType::F16, false, 1},
-    {"BF16", GgmlType::BF16, false, 32},  {"Q8_0", GgmlType::Q8_0, false, 7},
-    {"Q4_0", GgmlType::Q4_0, false, 2},   {"Q4_1", GgmlType::Q4_1, false, 3},
-    {"Q5_0", GgmlType::Q5_0, false, 8},   {"Q5_1", GgmlType::Q5_1, false, 9},
-    {"Q2_K", GgmlType::Q2_K, false, 10},  {"Q3_K", GgmlType::Q3_K, false, 11},
-    {"Q4_K", GgmlType::Q4_K, false, 14},  {"Q5_K", GgmlType::Q5_K, false, 16},
-    {"Q6_K", GgmlType::Q6_K, false, 18},  {"Q4_K_M", GgmlType::Q4_K, true, 15},
+    {"F32", GgmlType::F32, false, 0},
+    {"F16", GgmlType::F16, false, 1},
+    {"BF16", GgmlType::BF16, false, 32},
+    {"Q8_0", GgmlType::Q8_0, false, 7},
+    {"Q4_0", GgmlType::Q4_0, false, 2},
+    {"Q4_1", GgmlType::Q4_1, false, 3},
+    {"Q5_0", GgmlType::Q5_0, false, 8},
+    {"Q5_1", GgmlType::Q5_1, false, 9},
+    {"Q2_K", GgmlType::Q2_K, false, 10},
+    {"Q3_K", GgmlType::Q3_K, false, 11},
+    {"Q4_K", GgmlType::Q4_K, false, 14},
+    {"Q5_K", GgmlType::Q5_K, false, 16},
+    {"Q6_K", GgmlType::Q6_K, false, 18},
+    {"Q4_K_M", GgmlType::Q4_K, true, 15},
     {"Q5_K_M", GgmlType::Q5_K, true, 17},
     // llama.cpp has no all-MXFP4 file type: its only one, MOSTLY_MXFP4_MOE (38), puts the experts
     // in MXFP4 and the rest in Q8_0. Here every 2-D weight is MXFP4 but the classifier, which

@@ -68,10 +68,10 @@ struct ModelConfig {
   // Mixture of experts (architecture rows with has_experts): each layer's FFN is num_experts
   // routed experts of expert_feed_forward_length; a token goes through num_experts_used of
   // them (top-k of the router's softmax), their outputs summed with the gating weights.
-  int64_t num_experts = 0;                   // <arch>.expert_count; 0: a dense FFN
-  int64_t num_experts_used = 0;              // <arch>.expert_used_count (k)
-  int64_t expert_feed_forward_length = 0;    // <arch>.expert_feed_forward_length
-  bool is_expert_weight_normalized = false;  // top-k weights divided by their sum (qwen3moe)
+  int64_t num_experts = 0;                    // <arch>.expert_count; 0: a dense FFN
+  int64_t num_experts_used = 0;               // <arch>.expert_used_count (k)
+  int64_t expert_feed_forward_length = 0;     // <arch>.expert_feed_forward_length
+  bool is_expert_weight_normalized = false;   // top-k weights divided by their sum (qwen3moe)
   bool is_expert_softmax_over_top_k = false;  // gpt-oss: top k of the logits, softmax over those k
   bool has_expert_biases = false;             // gpt-oss: router and expert biases
   bool has_attention_sinks = false;           // gpt-oss: attn_sinks.weight, one logit per head
