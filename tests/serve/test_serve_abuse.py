@@ -415,10 +415,13 @@ def main():
               f"{COUNTS['closed']} closed without a response; RSS {rss_start // 1024} -> {rss_end // 1024} MiB")
         if total < 500:
             fail("count", f"only {total} requests")
-        # AddressSanitizer keeps freed memory in quarantine (256 MiB by default) and adds shadow memory.
+        # AddressSanitizer keeps freed memory in quarantine (256 MiB by default) and adds shadow
+        # memory; ThreadSanitizer keeps shadow memory and a history of every access (several times
+        # the application's own memory).
         with open(f"/proc/{server.proc.pid}/maps") as maps:
-            is_asan = "libasan" in maps.read()
-        limit_mib = 1024 if is_asan else 400
+            libraries = maps.read()
+        is_sanitized = "libasan" in libraries or "libtsan" in libraries
+        limit_mib = 1024 if is_sanitized else 400
         if rss_end - rss_start > limit_mib * 1024:
             fail("memory", f"RSS grew by {(rss_end - rss_start) // 1024} MiB (limit {limit_mib})")
         if not server.is_alive():
