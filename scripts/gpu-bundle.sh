@@ -2,7 +2,10 @@
 # Builds here what the lent GPU machine cannot build (it has nvcc, cuBLAS, CMake and g++ but no
 # Qt and no -dev packages): a CUDA-enabled, UI-less build of `iwb` and of the CUDA test
 # executables, packed stripped with the shared libraries they need into one .tar.xz that
-# scripts/gpu-check.sh unpacks there. Usage: scripts/gpu-bundle.sh [--no-build] [-o ARCHIVE]
+# scripts/gpu-check.sh unpacks there. Usage: scripts/gpu-bundle.sh [--no-build] [-o ARCHIVE] [--ui]
+# --ui: also the application (a CUDA build with IWB_UI=ON) in a second archive beside the first,
+# iwb-gpu-ui-bundle.tar.xz: inference-workbench, the Qt libraries and plugins the offscreen
+# platform needs, and DejaVu fonts with a fontconfig file (the GPU machine may have no fonts).
 #
 # Carried: every library ldd resolves outside glibc, except the CUDA driver (libcuda, which
 # only the machine's driver can provide) and the CUDA toolkit's runtime and cuBLAS: the GPU
@@ -19,10 +22,12 @@ archive="$build_dir/iwb-gpu-bundle.tar.xz"
 build_type=${IWB_BUNDLE_BUILD_TYPE:-RelWithDebInfo}
 limit_bytes=$((60 * 1024 * 1024))  # the carry limit is 64 MiB, with the repository beside it
 do_build=1
+with_ui=0
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-build) do_build=0 ;;
+    --ui) with_ui=1 ;;
     -o) archive=$(realpath -m "$2"); shift ;;
     -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-bundle.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -42,6 +47,7 @@ if [[ $do_build == 1 ]]; then
     cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DIWB_UI=OFF -DIWB_CUDA=ON \
       -DIWB_TESTS=ON
   fi
+  [[ $with_ui == 1 ]] && cmake -DIWB_UI=ON "$build_dir" >/dev/null
 fi
 grep -q 'iwb_kernels_cuda' "$build_dir/build.ninja" 2>/dev/null ||
   { echo "gpu-bundle.sh: $build_dir is not a CUDA build (it has no iwb_kernels_cuda target)" >&2; exit 1; }
@@ -54,6 +60,7 @@ import json, sys
 for t in json.load(sys.stdin).get("tests", []):
     print(t["name"])')
 targets=(iwb "${cuda_names[@]}")
+[[ $with_ui == 1 ]] && targets+=(inference-workbench)
 if [[ $do_build == 1 ]]; then
   echo "building: ${targets[*]}"
   cmake --build "$build_dir" --target "${targets[@]}" --parallel "$(nproc)"
@@ -112,5 +119,48 @@ echo "  tests: $(ls "$stage/tests" | tr '\n' ' ')"
 echo "  lib: $(ls "$stage/lib" | wc -l) libraries, lib-compat: $(ls "$stage/lib-compat" | tr '\n' ' ')"
 if (( size > limit_bytes )); then
   echo "gpu-bundle.sh: the archive is over 60 MiB: it would not fit the 64 MiB a run carries" >&2
+  exit 1
+fi
+[[ $with_ui == 1 ]] || exit 0
+
+# ---- The application, offscreen: unpacked over the first archive by gpu-check.sh.
+ui_archive="$(dirname "$archive")/iwb-gpu-ui-bundle.tar.xz"
+ui_stage=$(mktemp -d)
+trap 'rm -rf "$stage" "$ui_stage"' EXIT
+app="$build_dir/app/inference-workbench"
+[[ -x $app ]] || { echo "gpu-bundle.sh: $app was not built" >&2; exit 1; }
+qt_plugins=$(qtpaths6 --query QT_INSTALL_PLUGINS 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/qt6/plugins)
+mkdir -p "$ui_stage/bin" "$ui_stage/lib" "$ui_stage/lib-compat" "$ui_stage/fonts"
+cp "$app" "$ui_stage/bin/"
+# offscreen: the platform; sqlite: the conversation and results stores; svg: the icons.
+for plugin in platforms/libqoffscreen.so sqldrivers/libqsqlite.so iconengines/libqsvgicon.so imageformats/libqsvg.so; do
+  mkdir -p "$ui_stage/plugins/$(dirname "$plugin")"
+  cp "$qt_plugins/$plugin" "$ui_stage/plugins/$plugin"
+done
+strip --strip-unneeded "$ui_stage/bin/"* 2>/dev/null || true
+for f in "$ui_stage/bin/"* "$ui_stage"/plugins/*/*.so; do
+  ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ $name =~ $skip ]] && continue
+  [[ -e $stage/lib/$name ]] && continue  # already in the first archive
+  if [[ $name =~ $compat ]]; then cp -L "$path" "$ui_stage/lib-compat/$name"; else cp -L "$path" "$ui_stage/lib/$name"; fi
+done
+fonts=/usr/share/fonts/truetype/dejavu
+for font in DejaVuSans.ttf DejaVuSans-Bold.ttf DejaVuSansMono.ttf; do
+  [[ -f $fonts/$font ]] && cp "$fonts/$font" "$ui_stage/fonts/"
+done
+# gpu-check.sh writes the folder into this file's <dir> element where it unpacks.
+cat >"$ui_stage/fonts/fonts.conf" <<'CONF'
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>@FONT_DIR@</dir><cachedir>@FONT_DIR@/cache</cachedir></fontconfig>
+CONF
+tar -C "$ui_stage" -cf - . | xz -T0 -9 >"$ui_archive.tmp"
+mv "$ui_archive.tmp" "$ui_archive"
+ui_size=$(stat -c %s "$ui_archive")
+echo "ui bundle: $ui_archive ($(( ui_size / 1024 / 1024 )) MiB compressed; $(du -sh "$ui_stage" | cut -f1) unpacked)"
+echo "  lib: $(ls "$ui_stage/lib" | wc -l) more libraries; plugins: $(cd "$ui_stage/plugins" && ls -d */* | tr '\n' ' ')"
+if (( size + ui_size > limit_bytes )); then
+  echo "gpu-bundle.sh: the two archives are over 60 MiB together: they would not fit one run's carry" >&2
   exit 1
 fi

@@ -15,6 +15,8 @@
 #   --types LIST      weight types (default F16,Q4_0)
 #   --skip-tests      no CUDA tests; --skip-bench: no probe, models or benchmarks
 #   --work DIR        scratch: unpacked bundle, synthetic models, results (default /tmp/iwb-gpu-check)
+#   --llama-bench EXE llama.cpp's CUDA llama-bench, run on the same files side by side (default
+#                     build-gpu/llama/llama-bench when present: build it here, carry it)
 #   --dry-run         walk every step and print its command; run only the local ones (unpack,
 #                     devices), so it works on a machine without a GPU
 #
@@ -31,7 +33,11 @@ run_tests=1
 run_bench=1
 dry_run=0
 work=${IWB_GPU_WORK:-/tmp/iwb-gpu-check}
+llama_bench="$root/build-gpu/llama/llama-bench"
 parallel=1,2,4,8,16,32,64
+# Per-command limits (seconds): a hung kernel must not eat the few minutes a lent GPU gives.
+test_timeout=${IWB_GPU_TEST_TIMEOUT:-120}
+bench_timeout=${IWB_GPU_BENCH_TIMEOUT:-120}
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -43,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --skip-bench) run_bench=0 ;;
     --work) work=$(realpath -m "$2"); shift ;;
     --dry-run) dry_run=1 ;;
+    --llama-bench) llama_bench=$(realpath -m "$2"); shift ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -51,7 +58,7 @@ done
 
 mkdir -p "$work/results" || exit 1
 results="$work/results"
-rm -f "$results"/*
+rm -rf "${results:?}"/*
 log="$results/gpu-check.log"
 start_time=$SECONDS
 step() { printf '\n== [%4ds] %s\n' $((SECONDS - start_time)) "$*" | tee -a "$log"; }
@@ -77,6 +84,7 @@ finish() {
     mkdir -p "$OUT"
     cp "$results"/gpu-check.* "$OUT/" 2>/dev/null
     cp "$results"/results.json "$OUT/gpu-check-results.json" 2>/dev/null
+    [[ -d $results/gui ]] && cp -r "$results/gui" "$OUT/gui"
   fi
   note "gpu-check: finished in $((SECONDS - start_time)) s, status $status"
   exit "$status"
@@ -133,6 +141,12 @@ else
   rm -rf "$unpacked" && mkdir -p "$unpacked"
   note "unpacking $bundle ($(( $(stat -c %s "$bundle") / 1024 / 1024 )) MiB)"
   tar -C "$unpacked" -xJf "$bundle" || { note "gpu-check: cannot unpack $bundle"; finish 1; }
+  # The application's archive (gpu-bundle.sh --ui), when it was made: over the same folders.
+  ui_bundle="$(dirname "$bundle")/iwb-gpu-ui-bundle.tar.xz"
+  if [[ -f $ui_bundle ]]; then
+    note "unpacking $ui_bundle ($(( $(stat -c %s "$ui_bundle") / 1024 / 1024 )) MiB)"
+    tar -C "$unpacked" -xJf "$ui_bundle" || note "gpu-check: cannot unpack $ui_bundle (the GUI step is skipped)"
+  fi
   cat "$unpacked/BUNDLE_INFO" 2>/dev/null | tee -a "$log"
   bin_dir="$unpacked/bin"
   mapfile -t test_exes < <(ls -d "$unpacked"/tests/* 2>/dev/null)
@@ -193,7 +207,7 @@ if [[ $run_tests == 1 ]]; then
     if [[ $dry_run == 1 ]]; then note "\$ QT_QPA_PLATFORM=offscreen $exe -o $out,txt"; continue; fi
     # Qt Test writes one PASS / FAIL! / SKIP line per test function (and data row) to the file;
     # gpu_check_table.py reads them, and this exit status tells a crash from a failure.
-    QT_QPA_PLATFORM=offscreen timeout 300 "$exe" -o "$out,txt" >>"$log" 2>&1
+    QT_QPA_PLATFORM=offscreen timeout "$test_timeout" "$exe" -o "$out,txt" >>"$log" 2>&1
     rc=$?
     printf '%s\t%d\n' "$name" "$rc" >>"$results/test-runs.tsv"
     [[ $rc -ne 0 ]] && test_status=1
@@ -205,8 +219,32 @@ fi
 db="$work/results.sqlite"
 if [[ $run_bench == 1 ]]; then
   step "probe (GPU copy bandwidth, cuBLAS f16/bf16 GEMM; and the CPU)"
-  capture "$results/probe.json" "$iwb" probe --db "$db" --json || { note "gpu-check: iwb probe failed"; test_status=1; }
+  capture "$results/probe.json" timeout "$bench_timeout" "$iwb" probe --db "$db" --json || { note "gpu-check: iwb probe failed"; test_status=1; }
   [[ $dry_run == 0 ]] && cat "$results/probe.json" >>"$log"
+
+  # The application on the GPU without a display: a synthetic model loaded on cuda:0 with kernel
+  # profiling, one chat reply, then the Chat, Memory and Roofline tabs saved as PNGs (--capture).
+  app="$bin_dir/inference-workbench"
+  if [[ -x $app ]]; then
+    step "GUI offscreen on cuda:0 (Chat, Memory, Roofline captured)"
+    gui_model="$work/models/llama-3.2-1b-Q4_0.gguf"  # the benchmark loop below reuses it
+    mkdir -p "$work/models" "$work/gui-home"
+    [[ -f $gui_model || $dry_run == 1 ]] || run timeout "$bench_timeout" "$iwb" synth --preset llama-3.2-1b --type Q4_0 -o "$gui_model"
+    fonts="$unpacked/fonts"
+    [[ -f $fonts/fonts.conf ]] && sed -i "s|@FONT_DIR@|$fonts|g" "$fonts/fonts.conf"
+    # A fresh settings folder; the results store with this run's probe, so the roofline has
+    # the GPU's roofs and no first-run probe of the CPU starts.
+    if run env QT_QPA_PLATFORM=offscreen QT_PLUGIN_PATH="$unpacked/plugins" FONTCONFIG_FILE="$fonts/fonts.conf" \
+        XDG_CONFIG_HOME="$work/gui-home/config" XDG_DATA_HOME="$work/gui-home/data" IWB_RESULTS_DB="$db" \
+        timeout "$bench_timeout" "$app" --device cuda:0 --profile --prompt "Write a haiku about GPUs." \
+        --capture "$results/gui" --capture-tabs chat,memory,roofline "$gui_model"; then
+      echo ok >"$results/gui-status.txt"
+    else
+      note "gpu-check: the GUI capture failed"
+      echo failed >"$results/gui-status.txt"
+      test_status=1
+    fi
+  fi
 
   # Synthetic models: bytes per parameter of each type (Q4_0: 18 bytes per 32 weights).
   declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000)
@@ -226,11 +264,16 @@ if [[ $run_bench == 1 ]]; then
         printf '%s\tskipped: %d GiB needed, %d GiB free\n' "$tag" $((need >> 30)) $((avail >> 30)) >>"$results/skipped.tsv"
         continue
       fi
-      [[ -f $file ]] || run "$iwb" synth --preset "$model" --type "$type" -o "$file" ||
+      [[ -f $file ]] || run timeout "$bench_timeout" "$iwb" synth --preset "$model" --type "$type" -o "$file" ||
         { note "gpu-check: synth $tag failed"; test_status=1; continue; }
-      capture "$results/bench-$tag.json" "$iwb" bench -m "$file" --device cuda:0 -p 2048 -n 128 -b 2048 -r 3 \
+      capture "$results/bench-$tag.json" timeout "$bench_timeout" "$iwb" bench -m "$file" --device cuda:0 -p 2048 -n 128 -b 2048 -r 3 \
         --json --db "$db" || { note "gpu-check: bench $tag failed"; test_status=1; }
-      capture "$results/batch-$tag.json" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
+      # llama.cpp's CUDA build on the same file: its pp2048 and tg128 (all layers on the GPU).
+      if [[ -x $llama_bench ]]; then
+        capture "$results/llama-$tag.json" timeout "$bench_timeout" "$llama_bench" -m "$file" -ngl 99 -p 2048 \
+          -n 128 -b 2048 -r 3 -o json || note "gpu-check: llama-bench $tag failed (see the log)"
+      fi
+      capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }
       # 8B F16 is 16 GB: one model on disk at a time.
       [[ $dry_run == 0 ]] && rm -f "$file"

@@ -4,6 +4,7 @@
 #include "chat/chat_panel.h"
 #include "main_window/app_info.h"
 #include "main_window/main_window.h"
+#include "main_window/window_capture.h"
 #include "quantlab/quant_lab_panel.h"
 #include "roofline/machine_ceilings.h"
 #include "serve/server_panel.h"
@@ -66,6 +67,22 @@ int main(int argc, char** argv) {
   const QCommandLineOption labKvEveryOption(
       QStringLiteral("lab-kv-every-type"),
       QStringLiteral("With --lab-kv: the KV cache types on every weight type too."));
+  const QCommandLineOption captureOption(
+      QStringLiteral("capture"),
+      QStringLiteral("Once the model has loaded (with --prompt: once the reply has ended), save a PNG of each tab of "
+                     "--capture-tabs into this folder and quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
+      QStringLiteral("folder"));
+  const QCommandLineOption captureTabsOption(
+      QStringLiteral("capture-tabs"), QStringLiteral("With --capture: the tabs, comma-separated (default: chat,memory,roofline)."),
+      QStringLiteral("names"), QStringLiteral("chat,memory,roofline"));
+  const QCommandLineOption deviceOption(
+      QStringLiteral("device"),
+      QStringLiteral("Where models run in this session: auto (a CUDA GPU when one works, else the CPU), cpu or cuda:N "
+                     "(default: the saved engine setting)."),
+      QStringLiteral("device"));
+  parser.addOption(captureOption);
+  parser.addOption(captureTabsOption);
+  parser.addOption(deviceOption);
   parser.addOption(labKvEveryOption);
   parser.addOption(labRunOption);
   parser.addOption(labKvOption);
@@ -84,6 +101,14 @@ int main(int argc, char** argv) {
   }
 
   iwb::ui::MainWindow window;
+  if (parser.isSet(deviceOption)) {
+    const QString device = parser.value(deviceOption);
+    if (device != QLatin1String("auto") && device != QLatin1String("cpu") && !device.startsWith(QLatin1String("cuda"))) {
+      std::fprintf(stderr, "inference-workbench: --device takes auto, cpu or cuda:N, not \"%s\"\n", qPrintable(device));
+      return 2;
+    }
+    window.setSessionDevice(device);
+  }
   if (parser.isSet(tabOption) && !window.showTab(parser.value(tabOption))) {
     std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (chat, model, roofline, metrics, memory)\n",
                  qPrintable(parser.value(tabOption)));
@@ -149,6 +174,20 @@ int main(int argc, char** argv) {
           lab->startQueue();
         },
         Qt::SingleShotConnection);
+  }
+  if (parser.isSet(captureOption)) {
+    iwb::ui::WindowCapture::Options options;
+    options.directory = parser.value(captureOption);
+    options.tabs = parser.value(captureTabsOption).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    options.afterReply = parser.isSet(promptOption);
+    auto* capture = new iwb::ui::WindowCapture(&window, options, &window);
+    QObject::connect(capture, &iwb::ui::WindowCapture::finished, &app, [&window](bool isOk, const QString& message) {
+      std::fprintf(isOk ? stdout : stderr, "inference-workbench: capture: %s (model on %s)\n", qPrintable(message),
+                   qPrintable(window.engine()->model().deviceId.isEmpty() ? QStringLiteral("-")
+                                                                         : window.engine()->model().deviceId));
+      QCoreApplication::exit(isOk ? 0 : 1);
+    });
+    capture->start();
   }
   window.show();
   const auto openModel = [&window, &arguments] {

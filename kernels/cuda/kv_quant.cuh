@@ -95,11 +95,11 @@ __device__ inline float inverse_or_zero_device(float d) {
 // rounds the product first); quotients are IEEE divisions as on the CPU.
 __device__ inline void quantize_block_ref(int code, const float* x, uint16_t* dst) {
   auto* bytes = reinterpret_cast<uint8_t*>(dst);
-  auto put_half = [&](int offset, float value) {
-    const uint16_t h = __half_as_ushort(__float2half_rn(value));
-    bytes[offset] = static_cast<uint8_t>(h & 0xFF);
-    bytes[offset + 1] = static_cast<uint8_t>(h >> 8);
-  };
+  // The f16 fields (d, and m) sit at byte 0 or 2 of the 2-byte aligned block: one 16-bit store
+  // each. Not two byte stores: for `st.global.u8` of a `cvt.rn.f16.f32` result ptxas 13.0 emits
+  // F2I.U8.F16 (sm_90 SASS), converting the half's value (a scale of ~0.06: 0) instead of
+  // storing its low byte; an H100 then wrote every block's scale with its low 8 bits zero.
+  auto put_half = [&](int offset, float value) { dst[offset / 2] = __half_as_ushort(__float2half_rn(value)); };
   if (code == kKvQ8_0) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));

@@ -69,8 +69,11 @@ MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
     }
   }
   plan.is_vector_path = plan.load_bytes == 16;
-  plan.num_blocks = (args.out_features + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock;
   plan.is_many_tokens = args.num_tokens > 1;
+  const bool is_float = args.type == GgmlType::F32 || args.type == GgmlType::F16 || args.type == GgmlType::BF16;
+  if (!is_float && plan.is_many_tokens && plan.load_bytes == 16 && args.out_features >= kMatvecQuantWideMinRows)
+    plan.rows_per_block = kMatvecQuantWideRowsManyTokens;
+  plan.num_blocks = (args.out_features + plan.rows_per_block - 1) / plan.rows_per_block;
   return plan;
 }
 

@@ -234,11 +234,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // Ends a thread block's work: sums acc[r][t] over the block's threads (warp shuffles, then one
 // value per warp through shared memory), adds the bias and writes y[t][row0 + r].
-template <int kMaxTokens>
-__device__ __forceinline__ void reduce_and_store(const float (&acc)[kMatvecRowsPerBlock][kMaxTokens], int64_t row0,
+template <int kMaxTokens, int kRows = kMatvecRowsPerBlock>
+__device__ __forceinline__ void reduce_and_store(const float (&acc)[kRows][kMaxTokens], int64_t row0,
                                                  int num_rows, int num_tokens, int64_t out_features,
                                                  const float* __restrict__ bias, float* __restrict__ y) {
-  constexpr int kRows = kMatvecRowsPerBlock;
   constexpr int kWarps = kMatvecThreads / 32;
   __shared__ float partial[kWarps][kRows][kMaxTokens];
   const int tid = static_cast<int>(threadIdx.x);
@@ -264,18 +263,17 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[kMatvecRowsP
   }
 }
 
-// One thread block computes kMatvecRowsPerBlock output rows for all tokens: per tile, each
+// One thread block computes kRows output rows for all tokens: per tile, each
 // thread decodes kPiecesPerThread 8-value pieces of every row into registers and dots each with
 // the matching 8 values of x for every token (two float4 reads through the read-only cache,
 // shared by the rows), accumulating per (row, token); a warp-shuffle then shared-memory
 // reduction ends it.
 // kMaxTokens is 1 (decode of one sequence) or kCudaMatvecMaxTokens (num_tokens at run time).
-template <typename Unit, int kLoadBytes, int kMaxTokens>
+template <typename Unit, int kLoadBytes, int kMaxTokens, int kRows>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_quant_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
                         int64_t out_features, const float* __restrict__ x, int num_tokens,
                         float* __restrict__ y, const float* __restrict__ bias) {
-  constexpr int kRows = kMatvecRowsPerBlock;
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -342,7 +340,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
     __syncthreads();  // the next tile overwrites shared memory
   }
 
-  reduce_and_store<kMaxTokens>(acc, row0, num_rows, num_tokens, out_features, bias, y);
+  reduce_and_store<kMaxTokens, kRows>(acc, row0, num_rows, num_tokens, out_features, bias, y);
 }
 
 }  // namespace iwb::cuda_matvec

@@ -9,9 +9,9 @@ namespace iwb::cuda_matvec {
 
 // Launches one variant of the kernel (through a function pointer: IWB_LAUNCH's arguments may
 // not contain the commas of a template argument list).
-template <typename Unit, int kLoadBytes, int kMaxTokens>
+template <typename Unit, int kLoadBytes, int kMaxTokens, int kRows = kMatvecRowsPerBlock>
 cudaError_t launch_quant_variant(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
-  const auto kernel = matvec_quant_kernel<Unit, kLoadBytes, kMaxTokens>;
+  const auto kernel = matvec_quant_kernel<Unit, kLoadBytes, kMaxTokens, kRows>;
   const dim3 grid(static_cast<unsigned>(plan.num_blocks));
   const dim3 block(kMatvecThreads);
   IWB_LAUNCH(kernel, grid, block, 0, stream, static_cast<const uint8_t*>(args.weight), plan.row_bytes,
@@ -24,6 +24,11 @@ template <typename Unit>
 cudaError_t launch_matvec_quant(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
   constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens);
   const bool many = plan.is_many_tokens;
+  // Wide blocks only with several tokens on 16-byte loads (plan_matvec_cuda): real model shapes.
+  if (plan.rows_per_block != kMatvecRowsPerBlock) {
+    if (plan.load_bytes != 16 || !many) return cudaErrorInvalidValue;
+    return launch_quant_variant<Unit, 16, kMany, kMatvecQuantWideRowsManyTokens>(args, plan, stream);
+  }
   switch (plan.load_bytes) {
     case 16: return many ? launch_quant_variant<Unit, 16, kMany>(args, plan, stream)
                          : launch_quant_variant<Unit, 16, 1>(args, plan, stream);

@@ -345,7 +345,8 @@ size_t shared_bytes(const PagedAttentionCudaArgs& a, int64_t rows) {
 template <int kCols, int kRowsPerWarp, bool kIsF16>
 cudaError_t launch_attention(const AttentionParams& params, const AttentionLaunchPlan& plan, size_t shared,
                              cudaStream_t stream) {
-  static_assert(kWarps * kRowsPerWarp == 64 || kWarps * kRowsPerWarp == 32, "rows per block as the plan says");
+  // 64 or 32 rows: the plan's query tiles; fewer: a decode step's one token per sequence.
+  static_assert(kWarps * kRowsPerWarp <= 64, "rows per block");
   auto* kernel = attention_kernel<kCols, kRowsPerWarp, kIsF16>;
   // Past 48 KiB (static row data included) the kernel must opt in to more shared memory.
   if (shared + 2 * 64 * sizeof(int64_t) > 48 * 1024) {
@@ -358,6 +359,20 @@ cudaError_t launch_attention(const AttentionParams& params, const AttentionLaunc
                   static_cast<unsigned>(plan.num_splits));
   IWB_LAUNCH(kernel, grid, kThreads, shared, stream, params);
   return cudaGetLastError();
+}
+
+// The decode-sized blocks: kWarps * rows_per_warp rows (1, 2 or 4 per warp).
+template <int kCols>
+cudaError_t launch_decode_attention(const AttentionParams& params, const AttentionLaunchPlan& plan, size_t shared,
+                                    int rows_per_warp, bool is_f16, cudaStream_t stream) {
+  switch (rows_per_warp) {
+    case 1: return is_f16 ? launch_attention<kCols, 1, true>(params, plan, shared, stream)
+                          : launch_attention<kCols, 1, false>(params, plan, shared, stream);
+    case 2: return is_f16 ? launch_attention<kCols, 2, true>(params, plan, shared, stream)
+                          : launch_attention<kCols, 2, false>(params, plan, shared, stream);
+    default: return is_f16 ? launch_attention<kCols, 4, true>(params, plan, shared, stream)
+                           : launch_attention<kCols, 4, false>(params, plan, shared, stream);
+  }
 }
 
 }  // namespace
@@ -477,10 +492,20 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
   const size_t shared = shared_bytes(a, plan.rows_per_block);
   cudaError_t e;
   const bool is_f16 = !is_quantized(a.k_type) && !is_quantized(a.v_type);
+  // A decode step (one token per sequence) has only its group of query heads per block: blocks
+  // sized for them, not for the plan's 64-row prefill tiles, hold a few registers and a little
+  // shared memory, so many more fit on each SM to keep the cache reads in flight.
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const bool is_decode = a.num_tokens == a.num_sequences;
+  const int decode_rows_per_warp = group <= kWarps ? 1 : group <= 2 * kWarps ? 2 : group <= 4 * kWarps ? 4 : 0;
   // Tensor cores when some sequence brings several queries (a prefill chunk, draft tokens); a
   // pure decode batch is bound by reading the cache and keeps the f32 kernel.
   if (a.allow_tensor_cores && a.num_tokens > a.num_sequences && attention_tc_supports(a.head_dim, a.head_dim_v)) {
     e = launch_attention_tc(params, plan, is_f16, stream);
+  } else if (is_decode && decode_rows_per_warp > 0 && a.head_dim_v <= 128) {
+    const size_t decode_shared = shared_bytes(a, kWarps * decode_rows_per_warp);
+    e = a.head_dim_v <= 64 ? launch_decode_attention<2>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream)
+                           : launch_decode_attention<4>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream);
   } else if (a.head_dim_v <= 64) {
     e = is_f16 ? launch_attention<2, 16, true>(params, plan, shared, stream)
                : launch_attention<2, 16, false>(params, plan, shared, stream);

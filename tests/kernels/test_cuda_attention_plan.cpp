@@ -57,20 +57,27 @@ class TestCudaAttentionPlan : public QObject {
   void splits_cover_the_context() {
     for (int64_t tokens : {1, 2, 7, 64, 300, 2048}) {
       for (int64_t context : {16, 100, 1024, 8192, 131072}) {
-        const AttentionLaunchPlan plan = plan_paged_attention({tokens, std::min<int64_t>(tokens, 64), 32, 8, 128, context});
+        const int64_t sequences = std::min<int64_t>(tokens, 64);
+        const bool is_decode = tokens == sequences;
+        const AttentionLaunchPlan plan = plan_paged_attention({tokens, sequences, 32, 8, 128, context});
         QVERIFY(plan.split_size % kAttentionKeyTile == 0);
-        QVERIFY(plan.split_size >= kAttentionMinSplit);
+        QVERIFY(plan.split_size >= (is_decode ? kAttentionMinSplitDecode : kAttentionMinSplit));
         QVERIFY(plan.num_splits * plan.split_size >= context);
         QVERIFY((plan.num_splits - 1) * plan.split_size < context);
         QVERIFY(plan.num_splits <= 65535);  // grid z
-        if (plan.max_tiles * 8 >= kAttentionTargetBlocks) QCOMPARE(plan.num_splits, int64_t{1});
+        const int64_t target = is_decode ? kAttentionTargetBlocksDecode : kAttentionTargetBlocks;
+        if (plan.max_tiles * 8 >= target) QCOMPARE(plan.num_splits, int64_t{1});
       }
     }
-    // Decode of one sequence of llama-3-8b shape over an 8k context: split, ~512 blocks.
+    // Decode of one sequence of llama-3-8b shape over an 8k context: split finely, ~2048 blocks.
     const AttentionLaunchPlan decode = plan_paged_attention({1, 1, 32, 8, 128, 8192});
     QCOMPARE(decode.max_tiles, int64_t{1});
-    QVERIFY(decode.num_splits > 1);
-    QVERIFY(decode.num_splits * 8 <= 2 * kAttentionTargetBlocks);
+    QCOMPARE(decode.split_size, int64_t{32});
+    QCOMPARE(decode.num_splits, int64_t{256});
+    // A prefill chunk of one sequence keeps the coarser splits.
+    const AttentionLaunchPlan chunk = plan_paged_attention({64, 1, 32, 8, 128, 8192});
+    QVERIFY(chunk.split_size >= kAttentionMinSplit);
+    QVERIFY(chunk.num_splits * chunk.max_tiles * 8 <= 2 * kAttentionTargetBlocks);
   }
 
   void workspace_is_aligned_and_disjoint() {

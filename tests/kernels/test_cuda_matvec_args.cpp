@@ -106,6 +106,21 @@ class TestCudaMatvecArgs : public QObject {
     QCOMPARE(plan.row_bytes, int64_t{2304});
     QCOMPARE(plan.num_blocks, int64_t{17});  // ceil(33 / 2)
     QVERIFY(plan.is_many_tokens);
+    // Large quantized matrices on 16-byte loads: 4 rows per block with several tokens.
+    MatvecCudaArgs wide = valid_args(GgmlType::Q4_0, 4096);
+    wide.out_features = 14336;
+    QCOMPARE(plan_matvec_cuda(wide).rows_per_block, kMatvecQuantWideRowsManyTokens);
+    QCOMPARE(plan_matvec_cuda(wide).num_blocks, int64_t{3584});
+    wide.num_tokens = 1;
+    QCOMPARE(plan_matvec_cuda(wide).rows_per_block, kMatvecRowsPerBlock);
+    QCOMPARE(plan_matvec_cuda(wide).num_blocks, int64_t{7168});
+    wide.num_tokens = 3;
+    wide.out_features = kMatvecQuantWideMinRows - 1;  // too few rows: the 2-row blocks
+    QCOMPARE(plan_matvec_cuda(wide).rows_per_block, kMatvecRowsPerBlock);
+    wide.out_features = 14336;
+    wide.type = GgmlType::F16;  // float types keep theirs
+    wide.in_features = 4096;
+    QCOMPARE(plan_matvec_cuda(wide).rows_per_block, kMatvecRowsPerBlock);
     // 96 Q4_0 values are 54 bytes: 2-byte loads. 1536 Q6_K values are 1260 bytes: 4-byte loads.
     QCOMPARE(plan_matvec_cuda(valid_args(GgmlType::Q4_0, 96)).load_bytes, 2);
     QCOMPARE(plan_matvec_cuda(valid_args(GgmlType::Q6_K, 1536)).load_bytes, 4);

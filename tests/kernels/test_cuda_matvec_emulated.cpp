@@ -4,6 +4,7 @@
 // invariance. Runs on any machine; the GPU itself is tested by test_cuda_matvec.
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/matvec_plan.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
 #include "random_tensors.h"
@@ -130,6 +131,69 @@ class TestCudaMatvecEmulated : public QObject {
           QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
         }
       }
+    }
+  }
+
+  // Large quantized matrices with several tokens take the wide blocks (plan: 4 rows, one token
+  // keeps 2): rows past the last full block, 1 and 3 tokens, against the reference and bit for
+  // bit between the two widths (token 0 of 3 tokens equals the 1-token call: each row's sums
+  // run alike).
+  void wide_blocks_match_reference_data() {
+    QTest::addColumn<int>("type_id");
+    for (GgmlType type : all_types()) {
+      if (ggml_type_traits(type).block_size > 1)
+        QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
+    }
+  }
+
+  void wide_blocks_match_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 17u + 3u);
+    const int64_t in_features = 4096, out_features = kMatvecQuantWideMinRows + 5;
+    const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
+    std::vector<float> w(static_cast<size_t>(out_features * in_features));
+    QVERIFY(dequantize_row_ref(type, bytes.data(), w.data(), out_features * in_features));
+    AlignedBuffer<uint8_t> weight(bytes.size());
+    std::memcpy(weight.data(), bytes.data(), bytes.size());
+    AlignedBuffer<float> x(static_cast<size_t>(3 * in_features));
+    const std::vector<float> x_values = test::random_floats(static_cast<size_t>(3 * in_features), rng);
+    std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
+    std::vector<float> y_one_token;
+    for (int64_t num_tokens : {int64_t{1}, int64_t{3}}) {
+      MatvecCudaArgs args;
+      args.type = type;
+      args.weight = weight.data();
+      args.in_features = in_features;
+      args.out_features = out_features;
+      args.x = x.data();
+      args.num_tokens = num_tokens;
+      AlignedBuffer<float> y(static_cast<size_t>(num_tokens * out_features), NAN);
+      args.y = y.data();
+      QCOMPARE(plan_matvec_cuda(args).rows_per_block,
+               num_tokens == 1 ? kMatvecRowsPerBlock : kMatvecQuantWideRowsManyTokens);
+      QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        const float* xt = x.data() + t * in_features;
+        for (int64_t o = 0; o < out_features; ++o) {
+          double expected = 0, max_w = 0, sum_abs_x = 0;
+          for (int64_t i = 0; i < in_features; ++i) {
+            const double wi = w[static_cast<size_t>(o * in_features + i)];
+            expected += wi * xt[i];
+            max_w = std::max(max_w, std::fabs(wi));
+            sum_abs_x += std::fabs(static_cast<double>(xt[i]));
+          }
+          const double tolerance = 1e-5 * max_w * sum_abs_x + 1e-6 * std::fabs(expected);
+          const float got = y.data()[t * out_features + o];
+          if (!(std::fabs(got - expected) <= tolerance)) {
+            QFAIL(qPrintable(QStringLiteral("%1 tokens=%2: y[%3][%4] = %5, reference %6")
+                                 .arg(type_name(type)).arg(num_tokens).arg(t).arg(o)
+                                 .arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+          }
+        }
+      }
+      if (num_tokens == 1) y_one_token.assign(y.data(), y.data() + out_features);
+      else QVERIFY(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
     }
   }
 

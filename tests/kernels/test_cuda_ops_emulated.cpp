@@ -78,6 +78,11 @@ class TestCudaOpsEmulated : public QObject {
     QTest::newRow("mixed d144 g2 bs32") << 2 << 1 << 144 << 32 << 0 << 0.0f << true << false;
     QTest::newRow("mixed d64 g1 bs16 q8") << 2 << 2 << 64 << 16 << 0 << 0.0f << true << true;
     QTest::newRow("decode d64 g2 bs16 q8") << 4 << 2 << 64 << 16 << 0 << 0.0f << false << true;
+    // Decode blocks sized for the group: 2 and 4 rows per warp, and a group past them (the
+    // 64-row prefill tiles' kernel).
+    QTest::newRow("decode d128 g8 bs16") << 16 << 2 << 128 << 16 << 0 << 0.0f << false << false;
+    QTest::newRow("decode d64 g16 bs16 q8") << 16 << 1 << 64 << 16 << 0 << 0.0f << false << true;
+    QTest::newRow("decode d32 g32 bs16") << 32 << 1 << 32 << 16 << 0 << 0.0f << false << false;
     // Longer prompts: several query tiles per sequence, windows cutting through tiles.
     QTest::newRow("long prefill d64 g1 bs32 window") << 2 << 2 << 64 << 32 << 50 << 0.0f << true << false;
   }

@@ -453,7 +453,9 @@ void MainWindow::handleModelLoaded(const ModelDetails& details) {
   // vocabulary-only GGUF, gets its explanation in the Chat tab; the details stay shown here).
   m_kvBytesPerPosition = iwb::estimate_memory(details.summary, 1).kv_cache_bytes;
   if (m_engine->isLoading() || m_engine->model().path != details.path) {
-    m_engine->loadModel(details.path, loadEngineSettings());
+    EngineLoadOptions options = loadEngineSettings();
+    if (!m_sessionDevice.isEmpty()) options.device = m_sessionDevice;
+    m_engine->loadModel(details.path, options);
   }
 
   const QString fileName = QFileInfo(details.path).fileName();

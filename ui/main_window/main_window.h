@@ -89,6 +89,9 @@ class MainWindow : public QMainWindow {
   // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
   // "memory" or "kv cache"; false when there is no such tab.
   bool showTab(const QString& name);
+  // Models opened from now on run on `device` ("auto", "cpu", "cuda:N") whatever the saved
+  // engine settings say, which stay as they are (the application's --device).
+  void setSessionDevice(const QString& device) { m_sessionDevice = device; }
   // The Model tab's page (the welcome page or the overview).
   QWidget* modelPage() const;
 
@@ -134,6 +137,7 @@ class MainWindow : public QMainWindow {
   void openConversationStore(const QString& path);
 
   QString m_currentPath;
+  QString m_sessionDevice;  // setSessionDevice; empty: the saved engine settings' device
   quint64 m_kvBytesPerPosition = 0;  // of the opened model (f16 K and V, all layers)
   int m_numPendingLoads = 0;
   QThread* m_loaderThread = nullptr;

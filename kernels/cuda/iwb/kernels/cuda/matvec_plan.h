@@ -12,6 +12,15 @@ namespace iwb {
 // (the rows share their loads of x).
 inline constexpr int kMatvecThreads = 128;
 inline constexpr int kMatvecRowsPerBlock = 2;
+// The quantized kernels' rows per block with several tokens, on 16-byte loads of large
+// matrices: every piece of x a thread loads (two float4 per 8 weights and token) then serves 4
+// rows instead of 2. On an H100 (2026-11-27, bench_cuda_matvec, Q4_0 4096x14336 at 8 tokens)
+// this took 12.1% of the bandwidth to 13.8%, and the batch-64 decode of llama-3-8b Q4_0 from
+// 17.6x to 20.5x batch 1. One token keeps 2 rows: 8 rows measured slower there (34.5% to
+// 31.8%; ncu: 119 registers, a quarter occupancy, one wave of load-then-compute blocks).
+inline constexpr int kMatvecQuantWideRowsManyTokens = 4;
+// Below this many output rows the wide blocks would be too few to keep every SM reading.
+inline constexpr int64_t kMatvecQuantWideMinRows = 2048;
 
 struct MatvecPlan {
   // Width of each weight load (16, 4 or 2 bytes): 16 when the weight's base address and row
@@ -21,7 +30,8 @@ struct MatvecPlan {
   // shapes take the scalar kernel.
   bool is_vector_path = false;
   int64_t row_bytes = 0;     // bytes of one weight row
-  int64_t num_blocks = 0;    // grid size: ceil(out_features / kMatvecRowsPerBlock)
+  int rows_per_block = kMatvecRowsPerBlock;  // output rows per thread block (quantized: 2, 4 or 8)
+  int64_t num_blocks = 0;    // grid size: ceil(out_features / rows_per_block)
   bool is_many_tokens = false;  // the num_tokens > 1 instantiation (8 accumulators per row)
 };
 
