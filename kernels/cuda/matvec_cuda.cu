@@ -31,6 +31,16 @@ bool cuda_matvec_supports(GgmlType type) {
   }
 }
 
+bool cuda_matvec_takes_q8_input(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q8_0; }
+
+cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream) {
+  if (x == nullptr || q == nullptr || d == nullptr || n <= 0 || n % 32 != 0 || n > (int64_t{1} << 30)) {
+    return cudaErrorInvalidValue;
+  }
+  if (!is_aligned_to(x, 16) || !is_aligned_to(q, 16) || !is_aligned_to(d, 4)) return cudaErrorInvalidValue;
+  return cuda_matvec::launch_quantize_x_q8(x, n, q, d, stream);
+}
+
 cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
   if (!cuda_matvec_supports(args.type)) return cudaErrorInvalidValue;
   // Sizes: int32 thread-block-local indices and a grid of at most 2^31 - 1 blocks stay far
@@ -46,6 +56,13 @@ cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
   if (!is_aligned_to(args.weight, args.type == GgmlType::F32 ? 4 : 2) || !is_aligned_to(args.x, 16) ||
       !is_aligned_to(args.y, 4) || (args.bias != nullptr && !is_aligned_to(args.bias, 4))) {
     return cudaErrorInvalidValue;
+  }
+  // int8 activations: one token of a type that takes them, both arrays given and aligned.
+  if (args.x_q8 != nullptr || args.x_q8_scale != nullptr) {
+    if (args.x_q8 == nullptr || args.x_q8_scale == nullptr || args.num_tokens != 1 ||
+        !cuda_matvec_takes_q8_input(args.type) || !is_aligned_to(args.x_q8, 16) || !is_aligned_to(args.x_q8_scale, 4)) {
+      return cudaErrorInvalidValue;
+    }
   }
   const auto x_bytes = static_cast<uint64_t>(args.num_tokens * args.in_features) * sizeof(float);
   const auto y_bytes = static_cast<uint64_t>(args.num_tokens * args.out_features) * sizeof(float);
@@ -70,6 +87,7 @@ MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
   }
   plan.is_vector_path = plan.load_bytes == 16;
   plan.is_many_tokens = args.num_tokens > 1;
+  plan.uses_q8_input = args.x_q8 != nullptr;
   const bool is_float = args.type == GgmlType::F32 || args.type == GgmlType::F16 || args.type == GgmlType::BF16;
   if (!is_float && plan.is_many_tokens && plan.load_bytes == 16 && args.out_features >= kMatvecQuantWideMinRows)
     plan.rows_per_block = kMatvecQuantWideRowsManyTokens;
@@ -81,6 +99,10 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
   if (const cudaError_t error = matvec_cuda_check(args); error != cudaSuccess) return error;
   const MatvecPlan plan = plan_matvec_cuda(args);
   if (plan.load_bytes == 0) return cudaErrorInvalidValue;  // unreachable: checks ensure 2-byte alignment
+  if (plan.uses_q8_input) {
+    return args.type == GgmlType::Q4_0 ? cuda_matvec::launch_matvec_q4_0_q8_input(args, plan, stream)
+                                       : cuda_matvec::launch_matvec_q8_0_q8_input(args, plan, stream);
+  }
   switch (args.type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
       return cuda_matvec::launch_matvec_float(args, plan, stream);

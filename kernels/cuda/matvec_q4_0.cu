@@ -15,4 +15,9 @@ cudaError_t launch_matvec_q4_q5(const MatvecCudaArgs& args, const MatvecPlan& pl
   }
 }
 
+cudaError_t launch_matvec_q4_0_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+  if (args.type != GgmlType::Q4_0) return cudaErrorInvalidValue;
+  return launch_matvec_q8_input<UnitQ4_0, DotQ4_0>(args, plan, stream);
+}
+
 }  // namespace iwb::cuda_matvec

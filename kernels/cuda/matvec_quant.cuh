@@ -343,4 +343,81 @@ __global__ void __launch_bounds__(kMatvecThreads)
   reduce_and_store<kMaxTokens, kRows>(acc, row0, num_rows, num_tokens, out_features, bias, y);
 }
 
+// ---- One token against int8 activations (MatvecCudaArgs::x_q8): integer dot products.
+
+// Piece p (8 weights) of a Q4_0 block in shared memory against its 8 quantized x values (xq: the
+// x block's 32 values as 8 ints): d_w * d_x * sum (q - 8) * x_q, the sum in int32 through dp4a.
+// The nibbles of 4 bytes are values 4p..4p+3 (low) and 16+4p.. (high), so x ints p and 4 + p.
+struct DotQ4_0 {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, float xd) {
+    const float d = fp16_bits_to_float(smem_u16(block));
+    const uint32_t q = smem_u32_a2(block + 2 + 4 * p);
+    const int lo = static_cast<int>(q & 0x0F0F0F0Fu), hi = static_cast<int>((q >> 4) & 0x0F0F0F0Fu);
+    const int xl = __ldg(xq + p), xh = __ldg(xq + 4 + p);
+    const int sum = __dp4a(lo, xl, __dp4a(hi, xh, 0));
+    const int sum_x = __dp4a(0x01010101, xl, __dp4a(0x01010101, xh, 0));  // the -8 offset's share
+    return d * xd * static_cast<float>(sum - 8 * sum_x);
+  }
+};
+
+// Piece p of a Q8_0 block: values 8p..8p+7, x ints 2p and 2p + 1.
+struct DotQ8_0 {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, float xd) {
+    const float d = fp16_bits_to_float(smem_u16(block));
+    const int q0 = static_cast<int>(smem_u32_a2(block + 2 + 8 * p));
+    const int q1 = static_cast<int>(smem_u32_a2(block + 2 + 8 * p + 4));
+    const int sum = __dp4a(q0, __ldg(xq + 2 * p), __dp4a(q1, __ldg(xq + 2 * p + 1), 0));
+    return d * xd * static_cast<float>(sum);
+  }
+};
+
+// matvec_quant_kernel's staging and reduction (two rows per block, one token) with Dot's integer
+// products in place of the f32 decode. Unit gives the block layout (32-value blocks only).
+template <typename Unit, typename Dot, int kLoadBytes>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_q8_input_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t out_features,
+                           const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y,
+                           const float* __restrict__ bias) {
+  static_assert(Unit::kBlockValues == 32, "one x block per weight block");
+  constexpr int kRows = kMatvecRowsPerBlock;
+  __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
+  const int64_t blocks_per_row = row_bytes / Unit::kBlockBytes;
+  const uint8_t* rows = weight + row0 * row_bytes;
+  const int* xq_ints = reinterpret_cast<const int*>(xq);
+
+  float acc[kRows][1];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r][0] = 0.0f;
+
+  for (int64_t first_block = 0; first_block < blocks_per_row; first_block += kTileBlocks<Unit>) {
+    const int64_t remaining = blocks_per_row - first_block;
+    const int tile_blocks = static_cast<int>(remaining < kTileBlocks<Unit> ? remaining : kTileBlocks<Unit>);
+    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows,
+                           tile_blocks * Unit::kBlockBytes, tile, kTileBytes<Unit>);
+    __syncthreads();
+    const int num_pieces = tile_blocks * Unit::kPiecesPerBlock;
+#pragma unroll
+    for (int k = 0; k < kPiecesPerThread; ++k) {
+      const int piece = tid + k * kMatvecThreads;
+      if (piece < num_pieces) {
+        const int block = piece / Unit::kPiecesPerBlock, p = piece % Unit::kPiecesPerBlock;
+        const int64_t x_block = first_block + block;
+        const int* xqb = xq_ints + x_block * 8;
+        const float dx = __ldg(xd + x_block);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (r < num_rows) acc[r][0] += Dot::dot(tile + r * kTileBytes<Unit> + block * Unit::kBlockBytes, p, xqb, dx);
+        }
+      }
+    }
+    __syncthreads();  // the next tile overwrites shared memory
+  }
+
+  reduce_and_store<1, kRows>(acc, row0, num_rows, 1, out_features, bias, y);
+}
+
 }  // namespace iwb::cuda_matvec

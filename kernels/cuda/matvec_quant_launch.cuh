@@ -40,4 +40,24 @@ cudaError_t launch_matvec_quant(const MatvecCudaArgs& args, const MatvecPlan& pl
   }
 }
 
+// The int8-activation kernel for Unit / Dot at the plan's load width.
+template <typename Unit, typename Dot, int kLoadBytes>
+cudaError_t launch_q8_input_variant(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+  const auto kernel = matvec_q8_input_kernel<Unit, Dot, kLoadBytes>;
+  IWB_LAUNCH(kernel, dim3(static_cast<unsigned>(plan.num_blocks)), dim3(kMatvecThreads), 0, stream,
+             static_cast<const uint8_t*>(args.weight), plan.row_bytes, args.out_features, args.x_q8, args.x_q8_scale,
+             args.y, args.bias);
+  return cudaGetLastError();
+}
+
+template <typename Unit, typename Dot>
+cudaError_t launch_matvec_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+  switch (plan.load_bytes) {
+    case 16: return launch_q8_input_variant<Unit, Dot, 16>(args, plan, stream);
+    case 4: return launch_q8_input_variant<Unit, Dot, 4>(args, plan, stream);
+    case 2: return launch_q8_input_variant<Unit, Dot, 2>(args, plan, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace iwb::cuda_matvec

@@ -134,6 +134,14 @@ int main(int argc, char** argv) {
     max_in = std::max(max_in, s.in_features);
     max_out = std::max(max_out, s.out_features);
   }
+  int8_t* d_q = nullptr;  // int8 activations (zeros: timing does not depend on the values)
+  float* d_scale = nullptr;
+  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_q), static_cast<size_t>(max_in)), "cudaMalloc q") ||
+      !check(cudaMemset(d_q, 0, static_cast<size_t>(max_in)), "cudaMemset q") ||
+      !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * static_cast<size_t>(max_in / 32)), "cudaMalloc scale") ||
+      !check(cudaMemset(d_scale, 0, sizeof(float) * static_cast<size_t>(max_in / 32)), "cudaMemset scale")) {
+    return 1;
+  }
   if (!check(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMalloc x") ||
       !check(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * kCudaMatvecMaxTokens * max_out), "cudaMalloc y") ||
       !check(cudaMemset(d_x, 0, sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMemset x")) {
@@ -153,8 +161,12 @@ int main(int argc, char** argv) {
         if (is_ok) is_ok = check(cudaMemset(d_weight, 0x3C, weight_bytes), "cudaMemset weights");
         if (d_weight != nullptr) copies.push_back(d_weight);
       }
-      for (int64_t num_tokens : {int64_t{1}, kCudaMatvecMaxTokens}) {
+      // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8").
+      for (int variant = 0; variant < 3; ++variant) {
         if (!is_ok) break;
+        const bool is_q8_input = variant == 2;
+        if (is_q8_input && !cuda_matvec_takes_q8_input(type)) break;
+        const int64_t num_tokens = variant == 1 ? kCudaMatvecMaxTokens : 1;
         MatvecCudaArgs args;
         args.type = type;
         args.in_features = shape.in_features;
@@ -162,6 +174,10 @@ int main(int argc, char** argv) {
         args.x = d_x;
         args.num_tokens = num_tokens;
         args.y = d_y;
+        if (is_q8_input) {
+          args.x_q8 = d_q;
+          args.x_q8_scale = d_scale;
+        }
         const double ms = time_calls(args, copies, min_ms);
         if (ms <= 0) {
           is_ok = false;
@@ -171,13 +187,16 @@ int main(int argc, char** argv) {
         char percent[16] = "-";
         if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
         const std::string_view name = ggml_type_name(type);
-        std::printf("%-6.*s %-20s %6lld %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
-                    static_cast<long long>(num_tokens), ms * 1e3, gbs, percent);
+        const std::string tokens = std::to_string(num_tokens) + (is_q8_input ? " q8" : "");
+        std::printf("%-6.*s %-20s %6s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
+                    tokens.c_str(), ms * 1e3, gbs, percent);
       }
       for (uint8_t* d_weight : copies) cudaFree(d_weight);
       if (!is_ok) exit_code = 1;
     }
   }
+  cudaFree(d_q);
+  cudaFree(d_scale);
   cudaFree(d_x);
   cudaFree(d_y);
   return exit_code;

@@ -1,4 +1,4 @@
-// GPU KV cache writes (F16 and Q8_0) against write_kv_paged_ref, bit for bit, and the
+// GPU KV cache writes (F16, the block types and FP8) against write_kv_paged_ref, bit for bit, and the
 // copy-on-write block copies against a host copy. Skips, saying why, when no CUDA device is usable.
 #include "cuda_test_support.h"
 #include "random_tensors.h"
@@ -53,6 +53,12 @@ class TestCudaKvCache : public QObject {
     QTest::newRow("F16 1x8 / 3x8") << static_cast<int>(GgmlType::F16) << 8 << 24;
     QTest::newRow("Q8_0 2x64 / 3x32") << static_cast<int>(GgmlType::Q8_0) << 128 << 96;
     QTest::newRow("Q8_0 8x128") << static_cast<int>(GgmlType::Q8_0) << 1024 << 1024;
+    // The other block types (their scales and minima go through the same f16 store) and FP8.
+    QTest::newRow("Q5_1 2x64 / 3x32") << static_cast<int>(GgmlType::Q5_1) << 128 << 96;
+    QTest::newRow("Q5_0 1x128") << static_cast<int>(GgmlType::Q5_0) << 128 << 128;
+    QTest::newRow("Q4_1 2x64 / 3x32") << static_cast<int>(GgmlType::Q4_1) << 128 << 96;
+    QTest::newRow("Q4_0 8x128") << static_cast<int>(GgmlType::Q4_0) << 1024 << 1024;
+    QTest::newRow("F8_E4M3 2x64") << static_cast<int>(GgmlType::F8_E4M3) << 128 << 128;
   }
 
   void write_matches_reference() {

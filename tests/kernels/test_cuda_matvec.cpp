@@ -231,6 +231,87 @@ class TestCudaMatvec : public QObject {
     }
   }
 
+  // One token of Q4_0 / Q8_0 against int8 activations on the GPU: the quantized input bit for bit
+  // as quantize_x_q8_block_ref, the products against the same integer sums in double.
+  void q8_input_matches_reference_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
+    QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+  }
+
+  void q8_input_matches_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 7u + 1u);
+    for (const int64_t in_features : {int64_t{96}, int64_t{4160}, int64_t{4096}}) {
+      const int64_t out_features = in_features == 4096 ? 4099 : 5;
+      const int64_t num_blocks = in_features / 32;
+      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
+      const std::vector<float> x = test::random_floats(static_cast<size_t>(in_features), rng, 2.0f);
+      uint8_t* d_weight = nullptr;
+      float *d_x = nullptr, *d_y = nullptr, *d_scale = nullptr;
+      int8_t* d_q = nullptr;
+      QCOMPARE(cudaMalloc(&d_weight, bytes.size()), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_x, x.size() * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_y, static_cast<size_t>(out_features) * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_scale, static_cast<size_t>(num_blocks) * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_q, static_cast<size_t>(in_features)), cudaSuccess);
+      QCOMPARE(cudaMemcpy(d_weight, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      QCOMPARE(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      QCOMPARE(quantize_x_q8_cuda(d_x, in_features, d_q, d_scale, nullptr), cudaSuccess);
+      MatvecCudaArgs args;
+      args.type = type;
+      args.weight = d_weight;
+      args.in_features = in_features;
+      args.out_features = out_features;
+      args.x = d_x;
+      args.num_tokens = 1;
+      args.y = d_y;
+      args.x_q8 = d_q;
+      args.x_q8_scale = d_scale;
+      QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+      QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<int8_t> q(static_cast<size_t>(in_features));
+      std::vector<float> scale(static_cast<size_t>(num_blocks)), y(static_cast<size_t>(out_features));
+      QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (const void* p : {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
+                            static_cast<const void*>(d_scale), static_cast<const void*>(d_q)}) {
+        cudaFree(const_cast<void*>(p));
+      }
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        int8_t ref_q[32];
+        float ref_d = 0;
+        quantize_x_q8_block_ref(x.data() + 32 * b, ref_q, &ref_d);
+        QCOMPARE(scale[static_cast<size_t>(b)], ref_d);
+        QVERIFY2(std::memcmp(q.data() + 32 * b, ref_q, 32) == 0, qPrintable(QStringLiteral("block %1").arg(b)));
+      }
+      const size_t block_bytes = type == GgmlType::Q4_0 ? 18 : 34;
+      for (int64_t o = 0; o < out_features; ++o) {
+        double expected = 0, magnitude = 0;
+        for (int64_t b = 0; b < num_blocks; ++b) {
+          const uint8_t* block = bytes.data() + static_cast<size_t>(o * num_blocks + b) * block_bytes;
+          uint16_t d_bits;
+          std::memcpy(&d_bits, block, 2);
+          const double s = static_cast<double>(fp16_to_f32(d_bits)) * scale[static_cast<size_t>(b)];
+          int64_t sum = 0, sum_abs = 0;
+          for (int j = 0; j < 32; ++j) {
+            const int w = type == GgmlType::Q4_0 ? (j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4)) - 8
+                                                 : static_cast<int8_t>(block[2 + j]);
+            sum += w * q[static_cast<size_t>(32 * b + j)];
+            sum_abs += std::abs(w * q[static_cast<size_t>(32 * b + j)]);
+          }
+          expected += s * static_cast<double>(sum);
+          magnitude += std::fabs(s) * static_cast<double>(sum_abs);
+        }
+        const float got = y[static_cast<size_t>(o)];
+        QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
+                 qPrintable(QStringLiteral("in=%1: y[%2] = %3, reference %4").arg(in_features).arg(o).arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+      }
+    }
+  }
+
   void rejects_bad_arguments_on_the_device() {
     uint8_t* d_weight = nullptr;
     float* d_io = nullptr;

@@ -197,6 +197,99 @@ class TestCudaMatvecEmulated : public QObject {
     }
   }
 
+  // One token of Q4_0 / Q8_0 against int8 activations: quantize_x_q8_cuda bit for bit as
+  // quantize_x_q8_block_ref, then the integer products against the same sum in double over the
+  // blocks' integers; each load width (96: 2-byte, 4160: 4-byte and several tiles, 4096:
+  // 16-byte), odd row counts, a bias; arguments it must refuse.
+  void q8_input_matches_reference_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
+    QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+  }
+
+  void q8_input_matches_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    QVERIFY(cuda_matvec_takes_q8_input(type));
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 13u + 5u);
+    for (const int64_t in_features : {int64_t{96}, int64_t{4160}, int64_t{4096}}) {
+      const int64_t out_features = in_features == 4096 ? 37 : 5;
+      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
+      AlignedBuffer<uint8_t> weight(bytes.size());
+      std::memcpy(weight.data(), bytes.data(), bytes.size());
+      AlignedBuffer<float> x(static_cast<size_t>(in_features));
+      const std::vector<float> x_values = test::random_floats(static_cast<size_t>(in_features), rng, 2.0f);
+      std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
+      x.data()[3] = 0.0f;
+      for (int j = 32; j < 64 && j < in_features; ++j) x.data()[j] = 0.0f;  // a block of zeros: d = 0
+
+      const int64_t num_blocks = in_features / 32;
+      AlignedBuffer<int8_t> q(static_cast<size_t>(in_features), 99);
+      AlignedBuffer<float> d(static_cast<size_t>(num_blocks), NAN);
+      QCOMPARE(quantize_x_q8_cuda(x.data(), in_features, q.data(), d.data(), nullptr), cudaSuccess);
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        int8_t ref_q[32];
+        float ref_d = 0;
+        quantize_x_q8_block_ref(x.data() + 32 * b, ref_q, &ref_d);
+        QCOMPARE(d.data()[b], ref_d);
+        QVERIFY(std::memcmp(q.data() + 32 * b, ref_q, 32) == 0);
+      }
+
+      const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
+      AlignedBuffer<float> y(static_cast<size_t>(out_features + 8), NAN);
+      MatvecCudaArgs args;
+      args.type = type;
+      args.weight = weight.data();
+      args.in_features = in_features;
+      args.out_features = out_features;
+      args.x = x.data();
+      args.num_tokens = 1;
+      args.y = y.data();
+      args.bias = bias.data();
+      args.x_q8 = q.data();
+      args.x_q8_scale = d.data();
+      QVERIFY(plan_matvec_cuda(args).uses_q8_input);
+      QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+      const size_t block_bytes = type == GgmlType::Q4_0 ? 18 : 34;
+      for (int64_t o = 0; o < out_features; ++o) {
+        double expected = bias[static_cast<size_t>(o)], magnitude = 0;
+        for (int64_t b = 0; b < num_blocks; ++b) {
+          const uint8_t* block = bytes.data() + (static_cast<size_t>(o * num_blocks + b)) * block_bytes;
+          uint16_t d_bits;
+          std::memcpy(&d_bits, block, 2);
+          const double scale = static_cast<double>(fp16_to_f32(d_bits)) * d.data()[b];
+          int64_t sum = 0, sum_abs = 0;
+          for (int j = 0; j < 32; ++j) {
+            const int w = type == GgmlType::Q4_0 ? (j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4)) - 8
+                                                 : static_cast<int8_t>(block[2 + j]);
+            sum += w * q.data()[32 * b + j];
+            sum_abs += std::abs(w * q.data()[32 * b + j]);
+          }
+          expected += scale * static_cast<double>(sum);
+          magnitude += std::fabs(scale) * static_cast<double>(sum_abs);
+        }
+        const float got = y.data()[o];
+        QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
+                 qPrintable(QStringLiteral("%1 in=%2: y[%3] = %4, reference %5")
+                                .arg(type_name(type)).arg(in_features).arg(o).arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+      }
+      for (int64_t i = out_features; i < out_features + 8; ++i) QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
+
+      // Refused: several tokens, a type without the path, one array missing, a misaligned q.
+      MatvecCudaArgs bad = args;
+      bad.num_tokens = 2;
+      QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+      bad = args;
+      bad.x_q8_scale = nullptr;
+      QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+      bad = args;
+      bad.x_q8 = q.data() + 4;
+      QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+    }
+    QVERIFY(!cuda_matvec_takes_q8_input(GgmlType::Q4_K));
+    QCOMPARE(quantize_x_q8_cuda(nullptr, 32, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
+  }
+
   void dequantize_f16_matches_reference_data() { matvec_matches_reference_data(); }
 
   void dequantize_f16_matches_reference() {

@@ -74,6 +74,11 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   for (int i = 0; i < 4; ++i) result |= static_cast<unsigned>((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
   return result;
 }
+// Four signed byte products of a and b added to c (dp4a).
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i) c += static_cast<int8_t>(a >> (8 * i)) * static_cast<int8_t>(b >> (8 * i));
+  return c;
+}
 template <typename T> T __ldg(const T* p) { return *p; }   // cache hints mean nothing here
 template <typename T> T __ldcs(const T* p) { return *p; }
 

@@ -16,7 +16,9 @@
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace iwb::cuda {
 namespace {
@@ -121,6 +123,21 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   if (!activations) return activations.status();
   m_activations = std::move(*activations);
   for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
+
+  // int8 activations of one token (Q4_0 / Q8_0 products): the widest input, 16-byte aligned, then
+  // one f32 scale per 32 values.
+  if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {
+    m_use_q8_input = false;
+  }
+  m_q8_capacity = (std::max(m_weights.widest_input, c.embedding_length) + 31) / 32 * 32;
+  {
+    const auto values = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity)));
+    Result<DeviceBuffer> q8 = DeviceBuffer::allocate(values + static_cast<uint64_t>(m_q8_capacity / 32) * sizeof(float),
+                                                     "int8 activations", m_device);
+    if (!q8) return q8.status();
+    m_x_q8 = std::move(*q8);
+    m_x_q8_scale = reinterpret_cast<float*>(m_x_q8.as<char>() + values);
+  }
 
   // The cuBLAS path (steps over kCudaMatvecMaxTokens tokens): f16 activations and one f16 weight.
   if (t > kCudaMatvecMaxTokens) {
@@ -322,7 +339,7 @@ void CudaForwardBackend::fill_memory_report(MemoryReport* r) const {
   r->device_weights_bytes = m_weights.num_bytes;
   r->device_kv_pool_bytes = m_kv_pool.bytes();
   r->device_scratch_bytes =
-      m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_attention_workspace.bytes() + m_metadata.bytes();
+      m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_x_q8.bytes() + m_attention_workspace.bytes() + m_metadata.bytes();
   r->device_workspace_bytes = m_cublas_workspace.bytes();
   r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes();
   cudaSetDevice(m_device);

@@ -154,6 +154,14 @@ class CudaForwardBackend final : public ForwardBackend {
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
   int64_t m_logits_chunk_rows = 0;    // rows m_final / m_logits hold
   DeviceBuffer m_x16;                 // f16 activations for cuBLAS [max_tokens x widest input]
+  // One token's input quantized to int8 for Q4_0 / Q8_0 products (quantize_x_q8_cuda): values,
+  // then the 32-value blocks' scales at m_x_q8_scale. m_q8_source: the input they hold, within
+  // the current op (null: none). IWB_CUDA_Q8_INPUT=0 keeps those products on the f32 decode.
+  DeviceBuffer m_x_q8;
+  float* m_x_q8_scale = nullptr;
+  int64_t m_q8_capacity = 0;          // the widest input it holds
+  const float* m_q8_source = nullptr;
+  bool m_use_q8_input = true;
   DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]
   DeviceBuffer m_attention_workspace;
   DeviceBuffer m_cublas_workspace;

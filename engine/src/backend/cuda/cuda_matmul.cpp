@@ -37,6 +37,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   IWB_RETURN_IF_ERROR(op_begin());
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
+  if (part == 0) m_q8_source = nullptr;  // a new op: its input is not quantized yet
   if (n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr) {
     MatvecCudaArgs a;
     a.type = w.type;
@@ -44,6 +45,29 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     a.in_features = w.in_features;
     a.out_features = w.out_features;
     a.bias = bias;
+    // One token of Q4_0 / Q8_0: int8 activations and integer dot products, the input quantized
+    // once for all of this op's products (q, k and v; gate and up).
+    const bool is_q8_input = m_use_q8_input && cuda_matvec_takes_q8_input(w.type) && (n == 1 || m_is_batch_invariant) &&
+                             w.in_features <= m_q8_capacity;
+    if (is_q8_input) {
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xt = x + t * w.in_features;
+        if (n > 1 || xt != m_q8_source) {
+          if (const cudaError_t e = quantize_x_q8_cuda(xt, w.in_features, m_x_q8.as<int8_t>(), m_x_q8_scale, stream);
+              e != cudaSuccess) {
+            return launched(e, what("'s input quantization").c_str(), layer);
+          }
+          m_q8_source = n == 1 ? xt : nullptr;
+        }
+        a.num_tokens = 1;
+        a.x = xt;
+        a.y = y + t * w.out_features;
+        a.x_q8 = m_x_q8.as<int8_t>();
+        a.x_q8_scale = m_x_q8_scale;
+        if (const cudaError_t e = matvec_cuda(a, stream); e != cudaSuccess) return launched(e, what("").c_str(), layer);
+      }
+      return op_end(op, part, n);
+    }
     const int64_t step = m_is_batch_invariant ? 1 : kCudaMatvecMaxTokens;
     for (int64_t first = 0; first < n; first += step) {
       a.num_tokens = std::min(step, n - first);

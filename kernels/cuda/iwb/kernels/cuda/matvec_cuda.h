@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace iwb {
@@ -22,7 +24,33 @@ struct MatvecCudaArgs {
   int64_t num_tokens = 0;        // 1..kCudaMatvecMaxTokens
   float* y = nullptr;            // device: [num_tokens x out_features], row-major; must not alias x
   const float* bias = nullptr;   // device: [out_features], or null
+  // Optional, one token of Q4_0 or Q8_0 weights only (cuda_matvec_takes_q8_input): x already
+  // quantized by quantize_x_q8_cuda. The product then runs on integer dot products (dp4a, four
+  // int8 products per instruction) instead of decoding every weight to f32: on an H100 the f32
+  // decode made the Q4_0 kernel bound by instruction issue at ~30% of the DRAM bandwidth.
+  // y[o] = sum over 32-value blocks b of d_w[o][b] * x_d[b] * sum_j q_w[o][b][j] * x_q[b][j].
+  const int8_t* x_q8 = nullptr;      // device: [in_features], 16-byte aligned
+  const float* x_q8_scale = nullptr;  // device: [in_features / 32]
 };
+
+// Weight types whose one-token product can take quantize_x_q8_cuda's activations.
+bool cuda_matvec_takes_q8_input(GgmlType type);
+
+// x [n] (n a multiple of 32) in blocks of 32: d = max|x| / 127, q = round(x / d) through 1 / d
+// as quantize_x_q8_block_ref does, bit for bit (0 and d = 0 for a block of zeros). One warp per
+// block, asynchronously on `stream`. q 16-byte and x 16-byte aligned, d 4-byte aligned.
+cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream);
+
+// The host form of one block of quantize_x_q8_cuda (the tests' reference): 32 values of x into
+// q[32] and *d.
+inline void quantize_x_q8_block_ref(const float* x, int8_t* q, float* d) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float scale = amax / 127.0f;
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::round(x[j] * inverse));
+  *d = scale;
+}
 
 // Types matvec_cuda handles: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
 bool cuda_matvec_supports(GgmlType type);
