@@ -65,11 +65,16 @@ if [[ $do_build == 1 ]]; then
   echo "building: ${targets[*]}"
   cmake --build "$build_dir" --target "${targets[@]}" --parallel "$(nproc)"
 fi
-mapfile -t cuda_tests < <(cuda_tests_json | python3 -c '
-import json, sys
+# IWB_GPU_BUNDLE_TESTS="test_a,test_b": only these tests (a smaller archive, so something else
+# fits beside it in one run's carry, such as llama.cpp's llama-bench).
+mapfile -t cuda_tests < <(cuda_tests_json | IWB_ONLY="${IWB_GPU_BUNDLE_TESTS:-}" python3 -c '
+import json, os, sys
+only = set(filter(None, os.environ["IWB_ONLY"].replace(",", " ").split()))
 seen = set()
 for t in json.load(sys.stdin).get("tests", []):
     exe = (t.get("command") or [""])[0]
+    if only and t["name"] not in only:
+        continue
     if not exe:
         print("gpu-bundle.sh: %s has no executable (not built?)" % t["name"], file=sys.stderr)
     elif exe not in seen:

@@ -95,13 +95,15 @@ finish() {
 # toolkit folders, or the pip packages PyTorch brings.
 cuda_lib_dirs() {
   local dirs=() d
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64; do
-    [[ -e $d/libcublas.so.13 || -e $d/libcudart.so.13 ]] && dirs+=("$d")
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
+           /usr/lib/x86_64-linux-gnu; do
+    [[ -e $d/libcublas.so.13 || -e $d/libcudart.so.13 || -e $d/libnccl.so.2 ]] && dirs+=("$d")
   done
   local py
   py=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || py=""
   for site in $py; do
-    for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib "$site"/nvidia/cuda_runtime/lib; do
+    # nccl: llama.cpp's CUDA build links it when the toolkit has it (--llama-bench).
+    for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib "$site"/nvidia/cuda_runtime/lib "$site"/nvidia/nccl/lib; do
       [[ -d $d ]] && dirs+=("$d")
     done
   done
@@ -164,6 +166,10 @@ else
   fi
 fi
 iwb="$bin_dir/iwb"
+# llama-bench carried xz-compressed (70 MB plain, 41 MB packed): unpacked into the work folder.
+if [[ ! -x $llama_bench && -f $llama_bench.xz && $dry_run == 0 ]]; then
+  xz -dc "$llama_bench.xz" >"$work/llama-bench" && chmod +x "$work/llama-bench" && llama_bench="$work/llama-bench"
+fi
 if [[ ! -x $iwb ]]; then
   note "gpu-check: $iwb was not built (dry run of --build: the remaining steps cannot be walked)"
   finish $([[ $dry_run == 1 ]] && echo 0 || echo 1)
@@ -275,8 +281,9 @@ if [[ $run_bench == 1 ]]; then
       fi
       capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }
-      # 8B F16 is 16 GB: one model on disk at a time.
-      [[ $dry_run == 0 ]] && rm -f "$file"
+      # 8B F16 is 16 GB: one model on disk at a time (IWB_GPU_KEEP_MODELS=1 keeps them for a
+      # later command on the same machine, e.g. llama-bench carried separately).
+      [[ $dry_run == 0 && ${IWB_GPU_KEEP_MODELS:-0} != 1 ]] && rm -f "$file"
     done
   done
 fi

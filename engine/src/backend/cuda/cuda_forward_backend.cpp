@@ -126,8 +126,8 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
 
   // int8 activations of one token (Q4_0 / Q8_0 products): the widest input, 16-byte aligned, then
   // one f32 scale per 32 values.
-  if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {
-    m_use_q8_input = false;
+  if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "1") {
+    m_use_q8_input = true;
   }
   m_q8_capacity = (std::max(m_weights.widest_input, c.embedding_length) + 31) / 32 * 32;
   {
