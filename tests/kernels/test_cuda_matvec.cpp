@@ -6,6 +6,7 @@
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
+#include "q8_input_reference.h"
 #include "random_tensors.h"
 
 #include <QTest>
@@ -287,24 +288,11 @@ class TestCudaMatvec : public QObject {
         QCOMPARE(scale[static_cast<size_t>(b)], ref_d);
         QVERIFY2(std::memcmp(q.data() + 32 * b, ref_q, 32) == 0, qPrintable(QStringLiteral("block %1").arg(b)));
       }
-      const size_t block_bytes = type == GgmlType::Q4_0 ? 18 : 34;
+      const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (int64_t o = 0; o < out_features; ++o) {
-        double expected = 0, magnitude = 0;
-        for (int64_t b = 0; b < num_blocks; ++b) {
-          const uint8_t* block = bytes.data() + static_cast<size_t>(o * num_blocks + b) * block_bytes;
-          uint16_t d_bits;
-          std::memcpy(&d_bits, block, 2);
-          const double s = static_cast<double>(fp16_to_f32(d_bits)) * scale[static_cast<size_t>(b)];
-          int64_t sum = 0, sum_abs = 0;
-          for (int j = 0; j < 32; ++j) {
-            const int w = type == GgmlType::Q4_0 ? (j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4)) - 8
-                                                 : static_cast<int8_t>(block[2 + j]);
-            sum += w * q[static_cast<size_t>(32 * b + j)];
-            sum_abs += std::abs(w * q[static_cast<size_t>(32 * b + j)]);
-          }
-          expected += s * static_cast<double>(sum);
-          magnitude += std::fabs(s) * static_cast<double>(sum_abs);
-        }
+        const test::Q8InputReference ref =
+            test::q8_input_reference(type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), scale.data(), num_blocks);
+        const double expected = ref.value, magnitude = ref.magnitude;
         const float got = y[static_cast<size_t>(o)];
         QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
                  qPrintable(QStringLiteral("in=%1: y[%2] = %3, reference %4").arg(in_features).arg(o).arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));

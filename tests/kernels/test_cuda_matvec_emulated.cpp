@@ -7,6 +7,7 @@
 #include "iwb/kernels/cuda/matvec_plan.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
+#include "q8_input_reference.h"
 #include "random_tensors.h"
 
 #include <QTest>
@@ -250,24 +251,11 @@ class TestCudaMatvecEmulated : public QObject {
       args.x_q8_scale = d.data();
       QVERIFY(plan_matvec_cuda(args).uses_q8_input);
       QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
-      const size_t block_bytes = type == GgmlType::Q4_0 ? 18 : 34;
+      const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (int64_t o = 0; o < out_features; ++o) {
-        double expected = bias[static_cast<size_t>(o)], magnitude = 0;
-        for (int64_t b = 0; b < num_blocks; ++b) {
-          const uint8_t* block = bytes.data() + (static_cast<size_t>(o * num_blocks + b)) * block_bytes;
-          uint16_t d_bits;
-          std::memcpy(&d_bits, block, 2);
-          const double scale = static_cast<double>(fp16_to_f32(d_bits)) * d.data()[b];
-          int64_t sum = 0, sum_abs = 0;
-          for (int j = 0; j < 32; ++j) {
-            const int w = type == GgmlType::Q4_0 ? (j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4)) - 8
-                                                 : static_cast<int8_t>(block[2 + j]);
-            sum += w * q.data()[32 * b + j];
-            sum_abs += std::abs(w * q.data()[32 * b + j]);
-          }
-          expected += scale * static_cast<double>(sum);
-          magnitude += std::fabs(scale) * static_cast<double>(sum_abs);
-        }
+        const test::Q8InputReference ref =
+            test::q8_input_reference(type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), d.data(), num_blocks);
+        const double expected = bias[static_cast<size_t>(o)] + ref.value, magnitude = ref.magnitude;
         const float got = y.data()[o];
         QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
                  qPrintable(QStringLiteral("%1 in=%2: y[%3] = %4, reference %5")
