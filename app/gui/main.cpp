@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
                      "--capture-tabs into this folder and quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
       QStringLiteral("folder"));
   const QCommandLineOption captureTabsOption(
-      QStringLiteral("capture-tabs"), QStringLiteral("With --capture: the tabs, comma-separated (default: chat,memory,roofline)."),
+      QStringLiteral("capture-tabs"),
+      QStringLiteral("With --capture: the tabs, comma-separated (default: chat,memory,roofline)."),
       QStringLiteral("names"), QStringLiteral("chat,memory,roofline"));
   const QCommandLineOption deviceOption(
       QStringLiteral("device"),
@@ -103,7 +104,8 @@ int main(int argc, char** argv) {
   iwb::ui::MainWindow window;
   if (parser.isSet(deviceOption)) {
     const QString device = parser.value(deviceOption);
-    if (device != QLatin1String("auto") && device != QLatin1String("cpu") && !device.startsWith(QLatin1String("cuda"))) {
+    if (device != QLatin1String("auto") && device != QLatin1String("cpu") &&
+        !device.startsWith(QLatin1String("cuda"))) {
       std::fprintf(stderr, "inference-workbench: --device takes auto, cpu or cuda:N, not \"%s\"\n", qPrintable(device));
       return 2;
     }
@@ -184,7 +186,7 @@ int main(int argc, char** argv) {
     QObject::connect(capture, &iwb::ui::WindowCapture::finished, &app, [&window](bool isOk, const QString& message) {
       std::fprintf(isOk ? stdout : stderr, "inference-workbench: capture: %s (model on %s)\n", qPrintable(message),
                    qPrintable(window.engine()->model().deviceId.isEmpty() ? QStringLiteral("-")
-                                                                         : window.engine()->model().deviceId));
+                                                                          : window.engine()->model().deviceId));
       QCoreApplication::exit(isOk ? 0 : 1);
     });
     capture->start();

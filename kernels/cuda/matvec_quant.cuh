@@ -235,9 +235,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Ends a thread block's work: sums acc[r][t] over the block's threads (warp shuffles, then one
 // value per warp through shared memory), adds the bias and writes y[t][row0 + r].
 template <int kMaxTokens, int kRows = kMatvecRowsPerBlock>
-__device__ __forceinline__ void reduce_and_store(const float (&acc)[kRows][kMaxTokens], int64_t row0,
-                                                 int num_rows, int num_tokens, int64_t out_features,
-                                                 const float* __restrict__ bias, float* __restrict__ y) {
+__device__ __forceinline__ void reduce_and_store(const float (&acc)[kRows][kMaxTokens], int64_t row0, int num_rows,
+                                                 int num_tokens, int64_t out_features, const float* __restrict__ bias,
+                                                 float* __restrict__ y) {
   constexpr int kWarps = kMatvecThreads / 32;
   __shared__ float partial[kWarps][kRows][kMaxTokens];
   const int tid = static_cast<int>(threadIdx.x);
@@ -272,8 +272,8 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[kRows][kMaxT
 template <typename Unit, int kLoadBytes, int kMaxTokens, int kRows>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_quant_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
-                        int64_t out_features, const float* __restrict__ x, int num_tokens,
-                        float* __restrict__ y, const float* __restrict__ bias) {
+                        int64_t out_features, const float* __restrict__ x, int num_tokens, float* __restrict__ y,
+                        const float* __restrict__ bias) {
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -396,8 +396,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
   for (int64_t first_block = 0; first_block < blocks_per_row; first_block += kTileBlocks<Unit>) {
     const int64_t remaining = blocks_per_row - first_block;
     const int tile_blocks = static_cast<int>(remaining < kTileBlocks<Unit> ? remaining : kTileBlocks<Unit>);
-    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows,
-                           tile_blocks * Unit::kBlockBytes, tile, kTileBytes<Unit>);
+    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows, tile_blocks * Unit::kBlockBytes,
+                           tile, kTileBytes<Unit>);
     __syncthreads();
     const int num_pieces = tile_blocks * Unit::kPiecesPerBlock;
 #pragma unroll

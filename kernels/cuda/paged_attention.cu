@@ -366,12 +366,15 @@ template <int kCols>
 cudaError_t launch_decode_attention(const AttentionParams& params, const AttentionLaunchPlan& plan, size_t shared,
                                     int rows_per_warp, bool is_f16, cudaStream_t stream) {
   switch (rows_per_warp) {
-    case 1: return is_f16 ? launch_attention<kCols, 1, true>(params, plan, shared, stream)
-                          : launch_attention<kCols, 1, false>(params, plan, shared, stream);
-    case 2: return is_f16 ? launch_attention<kCols, 2, true>(params, plan, shared, stream)
-                          : launch_attention<kCols, 2, false>(params, plan, shared, stream);
-    default: return is_f16 ? launch_attention<kCols, 4, true>(params, plan, shared, stream)
-                           : launch_attention<kCols, 4, false>(params, plan, shared, stream);
+    case 1:
+      return is_f16 ? launch_attention<kCols, 1, true>(params, plan, shared, stream)
+                    : launch_attention<kCols, 1, false>(params, plan, shared, stream);
+    case 2:
+      return is_f16 ? launch_attention<kCols, 2, true>(params, plan, shared, stream)
+                    : launch_attention<kCols, 2, false>(params, plan, shared, stream);
+    default:
+      return is_f16 ? launch_attention<kCols, 4, true>(params, plan, shared, stream)
+                    : launch_attention<kCols, 4, false>(params, plan, shared, stream);
   }
 }
 
@@ -504,8 +507,9 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
     e = launch_attention_tc(params, plan, is_f16, stream);
   } else if (is_decode && decode_rows_per_warp > 0 && a.head_dim_v <= 128) {
     const size_t decode_shared = shared_bytes(a, kWarps * decode_rows_per_warp);
-    e = a.head_dim_v <= 64 ? launch_decode_attention<2>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream)
-                           : launch_decode_attention<4>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream);
+    e = a.head_dim_v <= 64
+            ? launch_decode_attention<2>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream)
+            : launch_decode_attention<4>(params, plan, decode_shared, decode_rows_per_warp, is_f16, stream);
   } else if (a.head_dim_v <= 64) {
     e = is_f16 ? launch_attention<2, 16, true>(params, plan, shared, stream)
                : launch_attention<2, 16, false>(params, plan, shared, stream);

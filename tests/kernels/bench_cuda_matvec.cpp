@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   float* d_scale = nullptr;
   if (!check(cudaMalloc(reinterpret_cast<void**>(&d_q), static_cast<size_t>(max_in)), "cudaMalloc q") ||
       !check(cudaMemset(d_q, 0, static_cast<size_t>(max_in)), "cudaMemset q") ||
-      !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * static_cast<size_t>(max_in / 32)), "cudaMalloc scale") ||
+      !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * static_cast<size_t>(max_in / 32)),
+             "cudaMalloc scale") ||
       !check(cudaMemset(d_scale, 0, sizeof(float) * static_cast<size_t>(max_in / 32)), "cudaMemset scale")) {
     return 1;
   }

@@ -33,7 +33,10 @@ QString describe_differences(const std::vector<uint16_t>& gpu, const std::vector
     }
   }
   if (count == 0) return {};
-  return QStringLiteral("%1 of %2 units differ (slot:unit GPU/CPU): %3").arg(count).arg(cpu.size()).arg(first.join(QStringLiteral(", ")));
+  return QStringLiteral("%1 of %2 units differ (slot:unit GPU/CPU): %3")
+      .arg(count)
+      .arg(cpu.size())
+      .arg(first.join(QStringLiteral(", ")));
 }
 
 class TestCudaKvCache : public QObject {

@@ -277,8 +277,9 @@ class TestCudaMatvec : public QObject {
       QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
       QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      for (const void* p : {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
-                            static_cast<const void*>(d_scale), static_cast<const void*>(d_q)}) {
+      for (const void* p :
+           {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
+            static_cast<const void*>(d_scale), static_cast<const void*>(d_q)}) {
         cudaFree(const_cast<void*>(p));
       }
       for (int64_t b = 0; b < num_blocks; ++b) {
@@ -290,12 +291,16 @@ class TestCudaMatvec : public QObject {
       }
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (int64_t o = 0; o < out_features; ++o) {
-        const test::Q8InputReference ref =
-            test::q8_input_reference(type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), scale.data(), num_blocks);
+        const test::Q8InputReference ref = test::q8_input_reference(
+            type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), scale.data(), num_blocks);
         const double expected = ref.value, magnitude = ref.magnitude;
         const float got = y[static_cast<size_t>(o)];
         QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
-                 qPrintable(QStringLiteral("in=%1: y[%2] = %3, reference %4").arg(in_features).arg(o).arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+                 qPrintable(QStringLiteral("in=%1: y[%2] = %3, reference %4")
+                                .arg(in_features)
+                                .arg(o)
+                                .arg(got, 0, 'g', 9)
+                                .arg(expected, 0, 'g', 9)));
       }
     }
   }

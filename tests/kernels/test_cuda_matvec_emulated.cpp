@@ -188,13 +188,19 @@ class TestCudaMatvecEmulated : public QObject {
           const float got = y.data()[t * out_features + o];
           if (!(std::fabs(got - expected) <= tolerance)) {
             QFAIL(qPrintable(QStringLiteral("%1 tokens=%2: y[%3][%4] = %5, reference %6")
-                                 .arg(type_name(type)).arg(num_tokens).arg(t).arg(o)
-                                 .arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+                                 .arg(type_name(type))
+                                 .arg(num_tokens)
+                                 .arg(t)
+                                 .arg(o)
+                                 .arg(got, 0, 'g', 9)
+                                 .arg(expected, 0, 'g', 9)));
           }
         }
       }
-      if (num_tokens == 1) y_one_token.assign(y.data(), y.data() + out_features);
-      else QVERIFY(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
+      if (num_tokens == 1)
+        y_one_token.assign(y.data(), y.data() + out_features);
+      else
+        QVERIFY(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
     }
   }
 
@@ -253,15 +259,20 @@ class TestCudaMatvecEmulated : public QObject {
       QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (int64_t o = 0; o < out_features; ++o) {
-        const test::Q8InputReference ref =
-            test::q8_input_reference(type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), d.data(), num_blocks);
+        const test::Q8InputReference ref = test::q8_input_reference(
+            type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), d.data(), num_blocks);
         const double expected = bias[static_cast<size_t>(o)] + ref.value, magnitude = ref.magnitude;
         const float got = y.data()[o];
         QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
                  qPrintable(QStringLiteral("%1 in=%2: y[%3] = %4, reference %5")
-                                .arg(type_name(type)).arg(in_features).arg(o).arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+                                .arg(type_name(type))
+                                .arg(in_features)
+                                .arg(o)
+                                .arg(got, 0, 'g', 9)
+                                .arg(expected, 0, 'g', 9)));
       }
-      for (int64_t i = out_features; i < out_features + 8; ++i) QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
+      for (int64_t i = out_features; i < out_features + 8; ++i)
+        QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
 
       // Refused: several tokens, a type without the path, one array missing, a misaligned q.
       MatvecCudaArgs bad = args;

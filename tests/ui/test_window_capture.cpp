@@ -10,10 +10,10 @@
 
 #include <QFile>
 #include <QImage>
-#include <QTabWidget>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -56,14 +56,16 @@ class TestWindowCapture : public QObject {
     QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
     QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
     QCOMPARE(window.engine()->model().deviceId, QStringLiteral("cpu"));
-    QCOMPARE(capture.savedFiles(), QStringList({out + QStringLiteral("/memory.png"), out + QStringLiteral("/kv-cache.png")}));
+    QCOMPARE(capture.savedFiles(),
+             QStringList({out + QStringLiteral("/memory.png"), out + QStringLiteral("/kv-cache.png")}));
     for (const QString& path : capture.savedFiles()) {
       const QImage image(path);
       QVERIFY2(!image.isNull(), qPrintable(path));
       QVERIFY(image.width() >= 1000 * image.devicePixelRatio() - 1);
     }
     // The last tab captured is the one left showing.
-    QCOMPARE(window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&')), QStringLiteral("KV Cache"));
+    QCOMPARE(window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&')),
+             QStringLiteral("KV Cache"));
   }
 
   void waitsForTheReplyWhenAsked() {
@@ -99,7 +101,8 @@ class TestWindowCapture : public QObject {
     window.openModel(m_modelPath);
     QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
     QVERIFY(!finished.at(0).at(0).toBool());
-    QVERIFY2(finished.at(0).at(1).toString().contains(QStringLiteral("nowhere")), qPrintable(finished.at(0).at(1).toString()));
+    QVERIFY2(finished.at(0).at(1).toString().contains(QStringLiteral("nowhere")),
+             qPrintable(finished.at(0).at(1).toString()));
   }
 
   void aModelThatCannotLoadIsAFailure() {

@@ -137,7 +137,7 @@ class MainWindow : public QMainWindow {
   void openConversationStore(const QString& path);
 
   QString m_currentPath;
-  QString m_sessionDevice;  // setSessionDevice; empty: the saved engine settings' device
+  QString m_sessionDevice;           // setSessionDevice; empty: the saved engine settings' device
   quint64 m_kvBytesPerPosition = 0;  // of the opened model (f16 K and V, all layers)
   int m_numPendingLoads = 0;
   QThread* m_loaderThread = nullptr;

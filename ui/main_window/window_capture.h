@@ -16,10 +16,10 @@ class WindowCapture : public QObject {
 
  public:
   struct Options {
-    QString directory;    // where <tab>.png files go (created when missing)
-    QStringList tabs;     // tab names as MainWindow::showTab takes them
+    QString directory;        // where <tab>.png files go (created when missing)
+    QStringList tabs;         // tab names as MainWindow::showTab takes them
     bool afterReply = false;  // wait for the first reply to end, not only for the model to load
-    int delayMs = 1000;   // after that, so late samples (memory, profile snapshots) arrive
+    int delayMs = 1000;       // after that, so late samples (memory, profile snapshots) arrive
   };
 
   WindowCapture(MainWindow* window, Options options, QObject* parent = nullptr);

@@ -338,8 +338,8 @@ void CudaForwardBackend::fill_memory_report(MemoryReport* r) const {
   r->device_name = m_name;
   r->device_weights_bytes = m_weights.num_bytes;
   r->device_kv_pool_bytes = m_kv_pool.bytes();
-  r->device_scratch_bytes =
-      m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_x_q8.bytes() + m_attention_workspace.bytes() + m_metadata.bytes();
+  r->device_scratch_bytes = m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_x_q8.bytes() +
+                            m_attention_workspace.bytes() + m_metadata.bytes();
   r->device_workspace_bytes = m_cublas_workspace.bytes();
   r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes();
   cudaSetDevice(m_device);

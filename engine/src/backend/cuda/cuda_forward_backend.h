@@ -161,7 +161,7 @@ class CudaForwardBackend final : public ForwardBackend {
   // models then failed its 1e-2 bound (relative errors 0.018 and 0.011; docs/cuda.md).
   DeviceBuffer m_x_q8;
   float* m_x_q8_scale = nullptr;
-  int64_t m_q8_capacity = 0;          // the widest input it holds
+  int64_t m_q8_capacity = 0;  // the widest input it holds
   const float* m_q8_source = nullptr;
   bool m_use_q8_input = false;
   DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]

@@ -29,7 +29,7 @@ struct MatvecCudaArgs {
   // int8 products per instruction) instead of decoding every weight to f32: on an H100 the f32
   // decode made the Q4_0 kernel bound by instruction issue at ~30% of the DRAM bandwidth.
   // y[o] = sum over 32-value blocks b of d_w[o][b] * x_d[b] * sum_j q_w[o][b][j] * x_q[b][j].
-  const int8_t* x_q8 = nullptr;      // device: [in_features], 16-byte aligned
+  const int8_t* x_q8 = nullptr;       // device: [in_features], 16-byte aligned
   const float* x_q8_scale = nullptr;  // device: [in_features / 32]
 };
 
