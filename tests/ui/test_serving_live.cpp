@@ -146,7 +146,12 @@ class TestServingLive : public QObject {
     for (int i = 0; i < 2; ++i) {
       QVERIFY(curves[0].load[i] > 0);
       QVERIFY(curves[0].ttftP99[i] > 0);
-      QVERIFY(curves[0].itlP50[i] > 0);
+      // The aidreams model makes tokens in microseconds: on a loaded machine several reach the
+      // client in one read, and the median gap between tokens is then 0 (seen once in a full
+      // scripts/test.sh run, 2026-11-27). Never negative, p99 at least p50, tokens measured.
+      QVERIFY(curves[0].itlP50[i] >= 0);
+      QVERIFY(curves[0].itlP99[i] >= curves[0].itlP50[i]);
+      QVERIFY(curves[0].outputTokensPerS[i] > 0);
     }
 
     // The served model is the one open in the workbench (same file stem): its shape is the
