@@ -3,6 +3,7 @@
 // roofs switching to the newest probe of "cuda:0" when kernel records carry that device.
 #include "worker/engine_controller.h"
 #include "worker/measurement_values.h"
+#include "iwb/engine/backend/cuda_scratch_estimate.h"
 #include "iwb/engine/store/results_store.h"
 #include "memory/memory_model.h"
 #include "memory/memory_panel.h"
@@ -111,6 +112,7 @@ class TestCudaViews : public QObject {
   void memoryRowsShowDeviceAllocations();
   void memoryRowsOnTheCpuHaveNoDeviceSection();
   void memoryChartStacksDeviceAllocations();
+  void estimateOnAGpuCountsItsScratch();
   void profiledDeviceComesFromTheRecords();
   void ceilingsFollowTheDevice();
   void rooflineSwitchesToGpuRoofs();
@@ -147,6 +149,33 @@ void TestCudaViews::memoryRowsShowDeviceAllocations() {
   QVERIFY(!model.findRow(QStringLiteral("KV cache, scratch and heap")));
   QVERIFY(!model.findRow(QStringLiteral("Total")));
   QCOMPARE(model.findRow(QStringLiteral("Process resident (VmRSS)"))->measuredBytes, qint64(200'000'000));
+}
+
+// With a GPU chosen, the estimate's scratch is the CUDA backend's (cuda_scratch_estimate.h): with
+// steps over 8 tokens an f16 copy of the largest weight and the cuBLAS workspace, which the
+// fit banner then counts.
+void TestCudaViews::estimateOnAGpuCountsItsScratch() {
+  MemoryModel model;
+  iwb::ModelSummary s = summary();
+  s.hparams.vocab_size = 128256;  // a large output head: 128256 x 64 f16 = 16 MB
+  model.setModelSummary(s);
+  model.setContext(256);
+  const uint64_t cpu_scratch = model.estimate()->scratch_bytes;
+  iwb::ComputeDeviceInfo gpu;
+  gpu.kind = iwb::ComputeDeviceKind::Cuda;
+  gpu.id = "cuda:0";
+  gpu.name = "NVIDIA H100 80GB HBM3";
+  gpu.total_memory_bytes = 80 * kGiB;
+  gpu.free_memory_bytes = 79 * kGiB;
+  model.setDevice(gpu);
+  const uint64_t expected = iwb::estimate_cuda_scratch_bytes(s.hparams, iwb::EngineOptions{}.max_batch_tokens);
+  QCOMPARE(model.estimate()->scratch_bytes, expected);
+  QVERIFY(expected > cpu_scratch + (uint64_t{32} << 20));  // the cuBLAS workspace at least
+  iwb::EngineOptions eight;
+  eight.max_batch_tokens = 8;  // no cuBLAS path: no f16 weight copy
+  model.setEngineOptions(eight);
+  QCOMPARE(model.estimate()->scratch_bytes, iwb::estimate_cuda_scratch_bytes(s.hparams, 8));
+  QVERIFY(model.estimate()->scratch_bytes < expected);
 }
 
 void TestCudaViews::memoryRowsOnTheCpuHaveNoDeviceSection() {

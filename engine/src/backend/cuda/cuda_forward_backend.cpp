@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda_forward_factory.h"
+#include "iwb/engine/backend/cuda_scratch_estimate.h"
 #include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
@@ -26,8 +27,10 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-constexpr uint64_t kCublasWorkspaceBytes = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
-constexpr int64_t kMaxLogitsChunkRows = 128;                    // logits rows computed together
+// Shared with the Memory tab's estimate (cuda_scratch_estimate.h).
+constexpr uint64_t kCublasWorkspaceBytes = kCudaCublasWorkspaceBytes;
+constexpr int64_t kMaxLogitsChunkRows = kCudaMaxLogitsChunkRows;
+static_assert(kCudaMatvecTokens == kCudaMatvecMaxTokens, "the estimate's cuBLAS threshold is the matvec kernels' limit");
 
 // Device memory left alone for the CUDA context, cuBLAS's own allocations and captured graphs.
 uint64_t device_reserve_bytes(uint64_t total) { return std::min<uint64_t>(uint64_t{1} << 30, total / 20); }
