@@ -263,6 +263,30 @@ __device__ __forceinline__ void reduce_and_store(const float (&acc)[kRows][kMaxT
   }
 }
 
+// The tile loop of both quantized kernels: the block's num_rows rows staged a tile of whole
+// blocks at a time into `tile`, then piece(first_block, block, p) for each of this thread's
+// kPiecesPerThread 8-value pieces of it (block: within the tile; p: the piece within the block).
+template <typename Unit, int kLoadBytes, typename Piece>
+__device__ __forceinline__ void for_each_staged_piece(const uint8_t* __restrict__ rows, int64_t row_bytes, int num_rows,
+                                                      uint8_t* tile, Piece&& piece) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t blocks_per_row = row_bytes / Unit::kBlockBytes;
+  for (int64_t first_block = 0; first_block < blocks_per_row; first_block += kTileBlocks<Unit>) {
+    const int64_t remaining = blocks_per_row - first_block;
+    const int tile_blocks = static_cast<int>(remaining < kTileBlocks<Unit> ? remaining : kTileBlocks<Unit>);
+    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows, tile_blocks * Unit::kBlockBytes,
+                           tile, kTileBytes<Unit>);
+    __syncthreads();
+    const int num_pieces = tile_blocks * Unit::kPiecesPerBlock;
+#pragma unroll
+    for (int k = 0; k < kPiecesPerThread; ++k) {
+      const int index = tid + k * kMatvecThreads;
+      if (index < num_pieces) piece(first_block, index / Unit::kPiecesPerBlock, index % Unit::kPiecesPerBlock);
+    }
+    __syncthreads();  // the next tile overwrites shared memory
+  }
+}
+
 // One thread block computes kRows output rows for all tokens: per tile, each
 // thread decodes kPiecesPerThread 8-value pieces of every row into registers and dots each with
 // the matching 8 values of x for every token (two float4 reads through the read-only cache,
@@ -276,11 +300,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
                         const float* __restrict__ bias) {
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
-  const int tid = static_cast<int>(threadIdx.x);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
-  const int64_t blocks_per_row = row_bytes / Unit::kBlockBytes;
-  const uint8_t* rows = weight + row0 * row_bytes;
 
   float acc[kRows][kMaxTokens];
 #pragma unroll
@@ -289,18 +310,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
     for (int t = 0; t < kMaxTokens; ++t) acc[r][t] = 0.0f;
   }
 
-  for (int64_t first_block = 0; first_block < blocks_per_row; first_block += kTileBlocks<Unit>) {
-    const int64_t remaining = blocks_per_row - first_block;
-    const int tile_blocks = static_cast<int>(remaining < kTileBlocks<Unit> ? remaining : kTileBlocks<Unit>);
-    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows,
-                           tile_blocks * Unit::kBlockBytes, tile, kTileBytes<Unit>);
-    __syncthreads();
-    const int num_pieces = tile_blocks * Unit::kPiecesPerBlock;
-#pragma unroll
-    for (int k = 0; k < kPiecesPerThread; ++k) {
-      const int piece = tid + k * kMatvecThreads;
-      if (piece < num_pieces) {
-        const int block = piece / Unit::kPiecesPerBlock, p = piece % Unit::kPiecesPerBlock;
+  for_each_staged_piece<Unit, kLoadBytes>(
+      weight + row0 * row_bytes, row_bytes, num_rows, tile, [&](int64_t first_block, int block, int p) {
         float w[kRows][8];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
@@ -335,10 +346,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
             }
           }
         }
-      }
-    }
-    __syncthreads();  // the next tile overwrites shared memory
-  }
+      });
 
   reduce_and_store<kMaxTokens, kRows>(acc, row0, num_rows, num_tokens, out_features, bias, y);
 }
@@ -382,29 +390,16 @@ __global__ void __launch_bounds__(kMatvecThreads)
   constexpr int kRows = kMatvecRowsPerBlock;
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
-  const int tid = static_cast<int>(threadIdx.x);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
-  const int64_t blocks_per_row = row_bytes / Unit::kBlockBytes;
-  const uint8_t* rows = weight + row0 * row_bytes;
   const int* xq_ints = reinterpret_cast<const int*>(xq);
 
   float acc[kRows][1];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r][0] = 0.0f;
 
-  for (int64_t first_block = 0; first_block < blocks_per_row; first_block += kTileBlocks<Unit>) {
-    const int64_t remaining = blocks_per_row - first_block;
-    const int tile_blocks = static_cast<int>(remaining < kTileBlocks<Unit> ? remaining : kTileBlocks<Unit>);
-    stage_rows<kLoadBytes>(rows + first_block * Unit::kBlockBytes, row_bytes, num_rows, tile_blocks * Unit::kBlockBytes,
-                           tile, kTileBytes<Unit>);
-    __syncthreads();
-    const int num_pieces = tile_blocks * Unit::kPiecesPerBlock;
-#pragma unroll
-    for (int k = 0; k < kPiecesPerThread; ++k) {
-      const int piece = tid + k * kMatvecThreads;
-      if (piece < num_pieces) {
-        const int block = piece / Unit::kPiecesPerBlock, p = piece % Unit::kPiecesPerBlock;
+  for_each_staged_piece<Unit, kLoadBytes>(
+      weight + row0 * row_bytes, row_bytes, num_rows, tile, [&](int64_t first_block, int block, int p) {
         const int64_t x_block = first_block + block;
         const int* xqb = xq_ints + x_block * 8;
         const float dx = __ldg(xd + x_block);
@@ -412,10 +407,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
         for (int r = 0; r < kRows; ++r) {
           if (r < num_rows) acc[r][0] += Dot::dot(tile + r * kTileBytes<Unit> + block * Unit::kBlockBytes, p, xqb, dx);
         }
-      }
-    }
-    __syncthreads();  // the next tile overwrites shared memory
-  }
+      });
 
   reduce_and_store<1, kRows>(acc, row0, num_rows, 1, out_features, bias, y);
 }

@@ -146,6 +146,22 @@ TinyModelSpec gpt_oss_spec(WeightPreset preset, bool has_mxfp4_experts, uint32_t
 }
 
 // Compares prefill logits at several lengths and a greedy continuation.
+// Writes `spec` to `path`, reads it back as the reference model and loads it in the engine (two
+// threads). Empty on success, else what failed.
+std::string write_and_load(const TinyModelSpec& spec, const std::string& path, RefModel* ref,
+                           std::unique_ptr<Engine>* engine) {
+  if (Status written = write_tiny_model(spec, path); !written.is_ok()) return written.message();
+  auto file = gguf::GgufFile::open(path);
+  if (!file.is_ok()) return file.error_message();
+  std::string error;
+  *ref = load_reference_model(**file, &error);
+  if (!error.empty()) return error;
+  auto loaded = Engine::load(path, {0, 2});
+  if (!loaded.is_ok()) return loaded.error_message();
+  *engine = std::move(*loaded);
+  return {};
+}
+
 void check_model(Engine& engine, const RefModel& ref, const std::vector<int32_t>& tokens, int num_greedy) {
   for (size_t len : {size_t(1), tokens.size() / 2, tokens.size()}) {
     const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(len));
@@ -271,17 +287,11 @@ class TestForwardReference : public QObject {
       spec.is_output_tied = true;
     }
     const std::string path = m_tmp.filePath(arch + "-" + QString::number(int(preset)) + ".gguf").toStdString();
-    Status written = write_tiny_model(spec, path);
-    QVERIFY2(written.is_ok(), written.message().c_str());
-
-    auto file = gguf::GgufFile::open(path);
-    QVERIFY2(file.is_ok(), file.error_message().c_str());
-    std::string error;
-    const RefModel ref = load_reference_model(**file, &error);
+    RefModel ref;
+    std::unique_ptr<Engine> engine;
+    const std::string error = write_and_load(spec, path, &ref, &engine);
     QVERIFY2(error.empty(), error.c_str());
-    auto engine = Engine::load(path, {0, 2});
-    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
-    check_model(**engine, ref, random_tokens(12, spec.vocab, spec.seed), 6);
+    check_model(*engine, ref, random_tokens(12, spec.vocab, spec.seed), 6);
   }
 
   // gpt-oss in F32, in Q8_0, and with MXFP4 experts over Q8_0 (llama.cpp's own mix).
@@ -297,19 +307,14 @@ class TestForwardReference : public QObject {
     QFETCH(bool, isMxfp4);
     const TinyModelSpec spec = gpt_oss_spec(preset, isMxfp4, 700 + static_cast<uint32_t>(preset) * 2 + isMxfp4);
     const std::string path = m_tmp.filePath(QString("gpt-oss-%1-%2.gguf").arg(int(preset)).arg(isMxfp4)).toStdString();
-    Status written = write_tiny_model(spec, path);
-    QVERIFY2(written.is_ok(), written.message().c_str());
-    auto file = gguf::GgufFile::open(path);
-    QVERIFY2(file.is_ok(), file.error_message().c_str());
-    std::string error;
-    const RefModel ref = load_reference_model(**file, &error);
+    RefModel ref;
+    std::unique_ptr<Engine> engine;
+    const std::string error = write_and_load(spec, path, &ref, &engine);
     QVERIFY2(error.empty(), error.c_str());
-    auto engine = Engine::load(path, {0, 2});
-    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
-    const ModelConfig& c = (*engine)->config();
+    const ModelConfig& c = engine->config();
     QVERIFY(c.has_attention_sinks && c.is_expert_softmax_over_top_k && c.rope_ext_factor == 1.0f);
     QCOMPARE(c.is_sliding_layer, std::vector<bool>({true, false, true}));
-    check_model(**engine, ref, random_tokens(12, spec.vocab, spec.seed), 8);
+    check_model(*engine, ref, random_tokens(12, spec.vocab, spec.seed), 8);
   }
 
   // The parts gpt-oss adds each change the logits (so the reference and the engine agreeing
@@ -318,16 +323,12 @@ class TestForwardReference : public QObject {
   void gptOssPartsMatter() {
     const TinyModelSpec spec = gpt_oss_spec(WeightPreset::F32, false, 4242);
     const std::string path = m_tmp.filePath("gpt-oss-parts.gguf").toStdString();
-    QVERIFY(write_tiny_model(spec, path).is_ok());
-    auto file = gguf::GgufFile::open(path);
-    QVERIFY(file.is_ok());
-    std::string error;
-    const RefModel ref = load_reference_model(**file, &error);
+    RefModel ref;
+    std::unique_ptr<Engine> engine;
+    const std::string error = write_and_load(spec, path, &ref, &engine);
     QVERIFY2(error.empty(), error.c_str());
-    auto engine = Engine::load(path, {0, 2});
-    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     const std::vector<int32_t> tokens = random_tokens(12, spec.vocab, 5);
-    Result<std::vector<float>> got = (*engine)->logits_for(tokens);
+    Result<std::vector<float>> got = engine->logits_for(tokens);
     QVERIFY(got.is_ok());
     const std::vector<float> full = reference_logits(ref, tokens, true);
     const double err = max_relative_error(*got, full);
@@ -440,16 +441,12 @@ class TestForwardReference : public QObject {
     spec.preset = WeightPreset::Q8_0;
     spec.seed = 77;
     const std::string path = m_tmp.filePath("long.gguf").toStdString();
-    QVERIFY(write_tiny_model(spec, path).is_ok());
-    auto file = gguf::GgufFile::open(path);
-    QVERIFY(file.is_ok());
-    std::string error;
-    const RefModel ref = load_reference_model(**file, &error);
+    RefModel ref;
+    std::unique_ptr<Engine> engine;
+    const std::string error = write_and_load(spec, path, &ref, &engine);
     QVERIFY2(error.empty(), error.c_str());
-    auto engine = Engine::load(path, {0, 2});
-    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
     const std::vector<int32_t> tokens = random_tokens(150, spec.vocab, 5);
-    Result<std::vector<float>> got = (*engine)->logits_for(tokens);
+    Result<std::vector<float>> got = engine->logits_for(tokens);
     QVERIFY2(got.is_ok(), got.error_message().c_str());
     const double err = max_relative_error(*got, reference_logits(ref, tokens, true));
     QVERIFY2(err < kTolerance, qPrintable(QString::number(err)));
