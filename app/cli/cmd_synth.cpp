@@ -81,6 +81,13 @@ int parse(int argc, char** argv, Options* o) {
                  "at a fraction of the file, e.g. to compare with llama.cpp in F32); 0: the preset's",
          .destination = &o->num_layers,
          .min = 0});
+  t.add({.names = {"--distinct-rows"},
+         .value_name = "N",
+         .help = "draw only N random rows per tensor that is not F32 and repeat them: the same shapes,\n"
+                 "types and speed, written many times faster (for benchmarks, not logit comparisons);\n"
+                 "0: every row random",
+         .destination = &o->synth.distinct_rows,
+         .min = 0});
   add_threads_option(t, &o->synth.num_threads);
   t.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = "GGUF file to write", .destination = &o->synth.output_path});
   t.add({.names = {"--list"}, .help = "list the presets and types", .destination = &o->list});

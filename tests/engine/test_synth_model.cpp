@@ -15,6 +15,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <set>
 
 using namespace iwb;
 using namespace iwb::synth;
@@ -50,9 +51,10 @@ class TestSynthModel : public QObject {
 
   // Synthesizes `preset` as `type`; the file is opened for the checks (nullptr on failure).
   Written synthesize(const std::string& preset, const std::string& type, uint64_t seed = 7,
-                     const std::string& vocab = {}, const std::string& suffix = {}) {
+                     const std::string& vocab = {}, const std::string& suffix = {}, int64_t distinct_rows = 0) {
     Written w;
     SynthOptions o;
+    o.distinct_rows = distinct_rows;
     o.shape = *find_synth_preset(preset);
     o.weight_type = type;
     o.seed = seed;
@@ -351,6 +353,36 @@ class TestSynthModel : public QObject {
     o.output_path = m_tmp.filePath("one-thread.gguf").toStdString();
     QVERIFY(synthesize_model(o));
     QCOMPARE(file_hash(o.output_path), file_hash(a.path));
+  }
+
+  // --distinct-rows: quantized tensors repeat a few drawn rows; F32 ones (the router) do not.
+  void distinct_rows_repeat_quantized_rows_only() {
+    const Written w = synthesize("test-qwen3moe", "Q4_K_M", 7, {}, "-distinct", 3);
+    const Written full = synthesize("test-qwen3moe", "Q4_K_M", 7, {}, "-full");
+    QVERIFY(w.file && full.file);
+    auto distinct_rows = [](const gguf::GgufFile& f, const std::string& name) {
+      const gguf::TensorInfo* t = f.find_tensor(name);
+      const std::span<const uint8_t> data = f.tensor_data(*t);
+      const size_t row_bytes = *ggml_row_bytes(t->type, t->shape[0]);
+      std::set<std::string> rows;
+      for (size_t off = 0; off < data.size(); off += row_bytes) {
+        rows.emplace(reinterpret_cast<const char*>(data.data() + off), row_bytes);
+      }
+      return rows.size();
+    };
+    QCOMPARE(distinct_rows(*w.file, "blk.0.ffn_up_exps.weight"), size_t{3});  // 2,048 rows, 3 drawn
+    QCOMPARE(distinct_rows(*w.file, "token_embd.weight"), size_t{3});
+    QVERIFY(distinct_rows(*full.file, "blk.0.ffn_up_exps.weight") > 2000);
+    QCOMPARE(distinct_rows(*w.file, "blk.0.ffn_gate_inp.weight"), size_t{8});  // F32 router: all drawn
+    // The drawn rows are the full file's first rows, and the layout is the same.
+    const gguf::TensorInfo* a = w.file->find_tensor("blk.1.ffn_down_exps.weight");
+    const gguf::TensorInfo* b = full.file->find_tensor("blk.1.ffn_down_exps.weight");
+    QCOMPARE(a->offset, b->offset);
+    const size_t row_bytes = *ggml_row_bytes(a->type, a->shape[0]);
+    QVERIFY(std::equal(w.file->tensor_data(*a).begin(), w.file->tensor_data(*a).begin() + 3 * row_bytes,
+                       full.file->tensor_data(*b).begin()));
+    QVERIFY(w.file->get_string("general.description").value_or("").find("3 distinct rows") != std::string::npos);
+    check_engine_runs(w.path);
   }
 
   void copies_a_real_tokenizer_and_follows_its_size() {

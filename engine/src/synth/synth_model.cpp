@@ -79,13 +79,16 @@ Status check_shape(const SynthShape& s) {
   return {};
 }
 
-void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t seed, gguf::GgufWriter* w) {
+void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t seed, int64_t distinct_rows,
+                  gguf::GgufWriter* w) {
   const std::string& a = s.architecture;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w->set_string("general.architecture", a);
   w->set_string("general.name", synthetic_model_name(s));
+  const std::string repeated =
+      distinct_rows > 0 ? ", " + std::to_string(distinct_rows) + " distinct rows per quantized tensor" : "";
   w->set_string("general.description", "random weights in the shape of " + s.description +
-                                           ", written by iwb synth (seed " + std::to_string(seed) + ")");
+                                           ", written by iwb synth (seed " + std::to_string(seed) + repeated + ")");
   w->set_u32("general.file_type", types.file_type);
   if (types.base_type != GgmlType::F32 && types.base_type != GgmlType::F16 && types.base_type != GgmlType::BF16) {
     w->set_u32("general.quantization_version", 2);  // ggml's current block layouts
@@ -178,7 +181,7 @@ Result<SynthReport> synthesize_model(const SynthOptions& options) {
     if (is_gpt_oss) writer->set_string("tokenizer.chat_template", kHarmonyChatTemplate);
   }
   IWB_RETURN_IF_ERROR(check_shape(shape));
-  set_metadata(shape, report.types, options.seed, writer.get());
+  set_metadata(shape, report.types, options.seed, options.distinct_rows, writer.get());
 
   // Shared by the fillers, which the writer calls one after another.
   struct Stream {
@@ -202,7 +205,7 @@ Result<SynthReport> synthesize_model(const SynthOptions& options) {
       const detail::TensorPlan& plan = stream->tensors[static_cast<size_t>(i)];
       SynthProgress p{i, num_tensors, plan.name, plan.type.type, false, stream->bytes_done, stream->total_bytes};
       if (options.progress) options.progress(p);
-      IWB_RETURN_IF_ERROR(detail::fill_tensor(plan, options.seed, options.num_threads, dst));
+      IWB_RETURN_IF_ERROR(detail::fill_tensor(plan, options.seed, options.distinct_rows, options.num_threads, dst));
       stream->bytes_done += dst.size();
       p.is_done = true;
       p.bytes_done = stream->bytes_done;

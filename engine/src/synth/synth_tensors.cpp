@@ -169,7 +169,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   return tensors;
 }
 
-Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std::span<uint8_t> dst) {
+Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int64_t distinct_rows, int num_threads,
+                   std::span<uint8_t> dst) {
   const GgmlType type = tensor.type.type;
   const int64_t cols = tensor.row_length();
   const int64_t rows = tensor.num_rows();
@@ -189,18 +190,31 @@ Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std
   }
 
   const uint64_t tensor_hash = name_hash(tensor.name);
+  const bool repeats_rows = distinct_rows > 0 && distinct_rows < rows && type != GgmlType::F32;
+  const int64_t drawn_rows = repeats_rows ? distinct_rows : rows;
   std::atomic<int64_t> failed_row{-1};
   const int threads = num_threads > 0 ? num_threads : iwb::default_num_threads();
 #pragma omp parallel num_threads(threads)
   {
     std::vector<float> values(static_cast<size_t>(cols));
 #pragma omp for schedule(dynamic, 8)
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < drawn_rows; ++r) {
       if (failed_row.load(std::memory_order_relaxed) >= 0) continue;
       fill_gaussian(row_stream_seed(seed, tensor_hash, r), tensor.mean, tensor.stddev, values.data(), cols);
       if (!quantize_row_ref(type, values.data(), dst.data() + static_cast<size_t>(r) * row_bytes, cols)) {
         failed_row.store(r, std::memory_order_relaxed);
       }
+    }
+  }
+  if (repeats_rows && failed_row.load() < 0) {
+    // A hash rather than r % distinct_rows, so neighbouring rows (one expert's, one head's)
+    // differ as they would in a real file.
+    uint8_t* base = dst.data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = drawn_rows; r < rows; ++r) {
+      const auto source =
+          static_cast<int64_t>(row_stream_seed(seed, tensor_hash, r) % static_cast<uint64_t>(drawn_rows));
+      std::memcpy(base + static_cast<size_t>(r) * row_bytes, base + static_cast<size_t>(source) * row_bytes, row_bytes);
     }
   }
   if (failed_row.load() >= 0) {

@@ -33,6 +33,9 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& shape, const WeightTypePl
 
 // Generates the tensor's rows (deterministic per seed, name and row) and converts them to its
 // type into dst (exactly num_bytes()), rows split across num_threads (0: OpenMP's default).
-Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int num_threads, std::span<uint8_t> dst);
+// distinct_rows > 0 (SynthOptions::distinct_rows): a tensor of any type but F32 converts only
+// that many rows and fills the rest with copies of them.
+Status fill_tensor(const TensorPlan& tensor, uint64_t seed, int64_t distinct_rows, int num_threads,
+                   std::span<uint8_t> dst);
 
 }  // namespace iwb::synth::detail
