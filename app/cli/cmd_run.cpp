@@ -197,6 +197,8 @@ int run_run(int argc, char** argv) {
     }
     request.prompt_tokens = std::move(prompt->tokens);
     request.stop_strings = std::move(prompt->stop_strings);
+    // Harmony channels print as their markers, as llama-cli shows them, not run together.
+    request.render_special_tokens = prompt->renders_special_tokens;
   } else {
     tokenizer::EncodeOptions encode;
     encode.parse_special = true;  // as llama.cpp does for prompts: "<|im_start|>" is one token

@@ -1,6 +1,7 @@
 // Chat templates: family detection from real template texts' markers, and the exact text each
 // family renders for a conversation with a system prompt and two user turns.
 #include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/chat/reply_parts.h"
 
 #include <QtTest>
 
@@ -119,6 +120,53 @@ class TestChatTemplate : public QObject {
     QVERIFY(!chat_stop_strings(*f).empty());
   }
 
+  void replyPartsOfHarmony() {
+    const std::string reply =
+        "<|channel|>analysis<|message|>Think one.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.f <|constrain|>json<|message|>{}<|call|>"
+        "<|start|>assistant<|channel|>analysis<|message|>Think two.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>The answer<|return|>";
+    const ReplyParts parts = split_reply(reply);
+    QCOMPARE(parts.reasoning, std::string("Think one.\n\nThink two."));
+    QCOMPARE(parts.content, std::string("{}\n\nThe answer"));
+    QVERIFY(!parts.is_reasoning);
+    // Every prefix, as a stream shows it: no marker text ever appears, both parts only grow,
+    // and the reply is "still thinking" exactly inside an analysis message.
+    std::string last_reasoning, last_content;
+    for (size_t n = 0; n <= reply.size(); ++n) {
+      const ReplyParts p = split_reply(std::string_view(reply).substr(0, n), /*is_streaming=*/true);
+      for (const std::string* part : {&p.reasoning, &p.content}) {
+        QVERIFY2(part->find("<|") == std::string::npos && part->find("analysis") == std::string::npos &&
+                     part->find("assistant") == std::string::npos && part->find("json") == std::string::npos,
+                 part->c_str());
+      }
+      QVERIFY2(p.reasoning.rfind(last_reasoning, 0) == 0, p.reasoning.c_str());
+      QVERIFY2(p.content.rfind(last_content, 0) == 0, p.content.c_str());
+      last_reasoning = p.reasoning;
+      last_content = p.content;
+    }
+    QVERIFY(split_reply("<|channel|>analysis<|message|>Still going", true).is_reasoning);
+    QCOMPARE(split_reply("<|channel|>final<|message|>Partial").content, std::string("Partial"));
+    QCOMPARE(split_reply("no channels").content, std::string("no channels"));
+    QCOMPARE(split_reply("a < b").content, std::string("a < b"));
+  }
+
+  void replyPartsOfThinkTags() {
+    ReplyParts p = split_reply("<think>\nLet me see.\n</think>\n\n42");
+    QCOMPARE(p.reasoning, std::string("Let me see."));
+    QCOMPARE(p.content, std::string("42"));
+    QVERIFY(!p.is_reasoning);
+    p = split_reply("<think>\nStill</th", /*is_streaming=*/true);
+    QCOMPARE(p.reasoning, std::string("Still"));
+    QVERIFY(p.is_reasoning);
+    QVERIFY(p.content.empty());
+    QCOMPARE(split_reply("<thi", true).content, std::string());                  // may become <think>: held back
+    QCOMPARE(split_reply("<thi").content, std::string("<thi"));                  // unless the reply has ended
+    QCOMPARE(split_reply("x <|", true).content, std::string("x <|"));            // only a harmony reply's tails
+    QCOMPARE(split_reply("I <think> so").content, std::string("I <think> so"));  // not at the start
+    QCOMPARE(split_reply("<b>bold</b>").content, std::string("<b>bold</b>"));
+  }
+
   void phi3LeavesOutAnEmptySystemMessage() {
     // Phi-3.5's template writes a system turn only when it has text; its stop strings end a turn.
     const std::string out = render_chat(ChatTemplateFamily::Phi3, {{"system", ""}, {"user", "Hi"}}, {});
@@ -135,9 +183,8 @@ class TestChatTemplate : public QObject {
     const std::string reply =
         "<|channel|>analysis<|message|>User says "
         "hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>";
-    QCOMPARE(harmony_final_text(reply), std::string("Hello!"));
-    QCOMPARE(harmony_final_text("<|channel|>final<|message|>Partial"), std::string("Partial"));
-    QCOMPARE(harmony_final_text("no channels"), std::string("no channels"));
+    QCOMPARE(split_reply(reply).content, std::string("Hello!"));
+    QCOMPARE(split_reply(reply).reasoning, std::string("User says hi."));
     for (const std::string& stop : chat_stop_strings(ChatTemplateFamily::Harmony)) {
       QVERIFY(reply.find(stop) == std::string::npos || stop == "<|return|>");
     }

@@ -10,6 +10,7 @@
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
+#include "runtime/request_state.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -265,6 +266,33 @@ class TestEngineGeneration : public QObject {
     Result<std::vector<float>> logits = m_engine->logits_for({1, 100});
     QVERIFY(logits.is_ok());
     QCOMPARE(logits->size(), size_t(512));
+  }
+
+  // GenerationRequest::render_special_tokens: a control token's text ("<s>") is streamed only
+  // when asked for (harmony chats: their channels are control tokens), and only harmony asks.
+  void controlTokensAreRenderedOnlyWhenAsked() {
+    const tokenizer::Tokenizer& tok = m_engine->tokenizer();
+    std::vector<std::string> texts;
+    for (const bool render : {false, true}) {
+      GenerationRequest params;
+      params.render_special_tokens = render;
+      params.stop_at_end_of_generation = false;
+      RequestState state(1, params, RequestState::Clock::now(), tok);
+      std::string text = state.accept(tok.bos(), false, tok).event.text;
+      for (int32_t t : tok.encode("hi", {.add_bos = false})) text += state.accept(t, false, tok).event.text;
+      texts.push_back(text);
+    }
+    QVERIFY(texts[0].find("hi") != std::string::npos);
+    QCOMPARE(QString::fromStdString(texts[1]), QString::fromStdString("<s>" + texts[0]));
+    const std::vector<ChatMessage> messages = {{"user", "Hello"}};
+    for (const ChatTemplateFamily family :
+         {ChatTemplateFamily::Harmony, ChatTemplateFamily::ChatMl, ChatTemplateFamily::Plain}) {
+      ChatPromptOptions options;
+      options.family = family;
+      Result<ChatPrompt> prompt = build_chat_prompt(tok, "", messages, options);
+      QVERIFY2(prompt.is_ok(), prompt.error_message().c_str());
+      QCOMPARE(prompt->renders_special_tokens, family == ChatTemplateFamily::Harmony);
+    }
   }
 
   void chatPromptHasOneBos() {

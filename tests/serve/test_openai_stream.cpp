@@ -3,6 +3,7 @@
 // malformed and error streams are classified; and against an in-process cpp-httplib server the
 // client streams, reports HTTP errors with the server's message, times out, sees a dropped
 // connection, and cancels promptly.
+#include "iwb/engine/chat/reply_parts.h"
 #include "remote/sse_stream.h"
 
 #include "iwb/engine/remote/bench_serve.h"
@@ -231,6 +232,33 @@ class TestOpenAiStream : public QObject {
     QVERIFY2(c.is_ok(), c.error.message.c_str());
     QCOMPARE(c.text, std::string("whole"));
     QCOMPARE(c.completion_tokens, int64_t{5});
+  }
+
+  void reasoningReachesTheChatAsAThinkBlock() {
+    // vLLM's and llama-server's reasoning_content: handed on inside <think>…</think>, ahead of
+    // the content, while the completion's text (what bench-serve counts) stays the content.
+    const std::string stream =
+        kRole +
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Two\"},\"finish_reason\":null}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" plus two\"},\"finish_reason\":null}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Four\"},\"finish_reason\":null}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\".\"},\"finish_reason\":\"stop\"}]}\n\n"
+        "data: [DONE]\n\n";
+    StreamedCompletion out;
+    std::string handed;
+    CompletionStreamDecoder decoder(&out, [&](std::string_view d, double) {
+      handed += d;
+      return true;
+    });
+    QVERIFY(decoder.feed(stream, 1));
+    decoder.finish(2);
+    QVERIFY2(out.is_ok(), out.error.message.c_str());
+    QCOMPARE(handed, std::string("<think>Two plus two</think>Four."));
+    QCOMPARE(out.text, std::string("Four."));
+    QCOMPARE(out.token_seconds.size(), size_t{4});
+    const iwb::ReplyParts parts = iwb::split_reply(handed);
+    QCOMPARE(parts.reasoning, std::string("Two plus two"));
+    QCOMPARE(parts.content, std::string("Four."));
   }
 
   void contentCallbackCanCancel() {

@@ -5,6 +5,8 @@
 // never fit refused with the engine's reason, all or none of a submission queued.
 #include "../engine/tiny_models.h"
 
+#include "iwb/engine/gguf/gguf_file.h"
+#include "serve/completion_session.h"
 #include "serve/openai_request.h"
 
 #include "iwb/engine/serve/engine_loop.h"
@@ -77,6 +79,47 @@ class TestServeCore : public QObject {
     spec.context = 512;
     m_model = m_tmp.filePath("tiny.gguf").toStdString();
     QVERIFY(test::write_tiny_model(spec, m_model).is_ok());
+  }
+
+  // A harmony reply (control tokens rendered, as the route asks for a harmony chat): streamed
+  // as `reasoning_content` and `content` deltas with no marker in either; the whole body the same.
+  void chatSessionSendsReasoningApart() {
+    auto file = gguf::GgufFile::open(m_model);
+    QVERIFY(file);
+    auto tok = tokenizer::Tokenizer::from_gguf(**file);
+    QVERIFY(tok);
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false});
+    const std::vector<std::string> pieces = {"<|channel|>", "analysis",    "<|message|>", "Think",     " <",
+                                             "b> hard.",    "<|end|>",     "<|start|>",   "assistant", "<|channel|>",
+                                             "final",       "<|message|>", "Forty",       "-two <"};
+    for (const bool is_stream : {true, false}) {
+      CompletionParams params;
+      params.is_stream = is_stream;
+      CompletionSession session(CompletionKind::Chat, model, params, {5});
+      std::vector<ServeEvent> events;
+      for (const std::string& p : pieces) events.push_back({0, TokenEvent{1, 7, p}});
+      RequestFinished done;
+      done.num_generated_tokens = static_cast<int32_t>(pieces.size());
+      events.push_back({0, done});
+      std::string sent;
+      for (ServeEvent& e : events) sent += session.add({std::move(e)});
+      if (!is_stream) {
+        const json body = json::parse(session.finish_text());
+        const json& message = body["choices"][0]["message"];
+        QCOMPARE(message["reasoning_content"].get<std::string>(), std::string("Think <b> hard."));
+        QCOMPARE(message["content"].get<std::string>(), std::string("Forty-two <"));
+        continue;
+      }
+      std::string reasoning, content;
+      for (size_t at = sent.find("data: "); at != std::string::npos; at = sent.find("data: ", at + 1)) {
+        const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
+        const json& delta = chunk["choices"][0]["delta"];
+        if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+        if (delta.contains("content")) content += delta["content"].get<std::string>();
+      }
+      QCOMPARE(reasoning, std::string("Think <b> hard."));
+      QCOMPARE(content, std::string("Forty-two <"));  // the held-back "<" arrives at the end
+    }
   }
 
   void readsAValidChatRequest() {

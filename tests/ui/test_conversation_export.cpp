@@ -135,6 +135,12 @@ void TestConversationExport::markdownExportReads() {
   auto store = ConversationStore::open(m_dir.filePath(QStringLiteral("markdown.sqlite")));
   QVERIFY(store);
   const qint64 id = makeConversation(**store);
+  // A gpt-oss reply as generated: the export shows its reasoning as a quote, and no markers.
+  (*store)->appendMessage(id, QStringLiteral("user"), QStringLiteral("In one word?"));
+  (*store)->appendMessage(id, QStringLiteral("assistant"),
+                          QStringLiteral("<|channel|>analysis<|message|>One word: sum.\nDone.<|end|><|start|>assistant"
+                                         "<|channel|>final<|message|>Sum."),
+                          true, statsOf(9, 0.1, 0.2, 7));
   EngineController engine;
   ChatPanel panel(&engine, store->get());
   const QString path = m_dir.filePath(QStringLiteral("chat.md"));
@@ -147,6 +153,9 @@ void TestConversationExport::markdownExportReads() {
   QVERIFY(md.contains(QStringLiteral("## You\n\nHow do I sum a list?")));
   QVERIFY(md.contains(QStringLiteral("```python\nprint(sum([1, 2, 3]))\n```")));
   QVERIFY(md.contains(QStringLiteral("*TTFT 0.12 s")));  // per-reply timings
+  QVERIFY2(md.contains(QStringLiteral("## Assistant\n\n> **Reasoning**\n>\n> One word: sum.\n> Done.\n\nSum.\n")),
+           qPrintable(md));
+  QVERIFY(!md.contains(QStringLiteral("<|")));
 }
 
 void TestConversationExport::importRefusesOtherFiles() {

@@ -52,6 +52,7 @@ class TestMarkdownView : public QObject {
   void streamedReplyRendersLikeWholeReply();
   void copyButtonPutsCodeOnClipboard();
   void rawTextModeShowsTheMarkdown();
+  void reasoningIsShownApartFromTheAnswer();
 };
 
 void TestMarkdownView::rendersBlocksAndInlines() {
@@ -175,6 +176,60 @@ void TestMarkdownView::rawTextModeShowsTheMarkdown() {
   QVERIFY(view.messageDelegate()->sizeHint({}, index).height() != renderedHeight);
   view.setShowsRawText(false);
   QVERIFY(view.messageDelegate()->documentFor(index) != nullptr);
+}
+
+void TestMarkdownView::reasoningIsShownApartFromTheAnswer() {
+  // A gpt-oss reply as the engine streams it for a harmony chat (control tokens rendered): the
+  // analysis channel is the reasoning, the final channel the answer; no marker is ever shown,
+  // and the next prompt carries the answer alone.
+  const QString reply = QStringLiteral(
+      "<|channel|>analysis<|message|>The user wants a sum. Use sum().<|end|>"
+      "<|start|>assistant<|channel|>final<|message|>Use **`sum(numbers)`**.<|return|>");
+  MessageListModel model;
+  MessageView view;
+  QVERIFY(showView(view, model));
+  model.append(message(1, QStringLiteral("user"), QStringLiteral("How do I sum a list?")));
+  model.append(message(2, QStringLiteral("assistant"), QString()), /*isStreaming=*/true);
+  const QModelIndex index = model.index(1);
+  bool wasThinking = false;
+  for (qsizetype at = 0; at < reply.size(); at += 5) {
+    model.appendText(1, reply.mid(at, 5));
+    wasThinking = wasThinking || index.data(MessageListModel::IsReasoningRole).toBool();
+    QVERIFY(!index.data(MessageListModel::AnswerRole).toString().contains(QLatin1String("<|")));
+    QVERIFY(!index.data(MessageListModel::ReasoningRole).toString().contains(QLatin1String("<|")));
+  }
+  QVERIFY(wasThinking);
+  GenerationStats stats;
+  model.finish(1, reply, stats, true);
+  QCOMPARE(index.data(MessageListModel::ReasoningRole).toString(), QStringLiteral("The user wants a sum. Use sum()."));
+  QCOMPARE(index.data(MessageListModel::AnswerRole).toString(), QStringLiteral("Use **`sum(numbers)`**."));
+  QCOMPARE(index.data(Qt::DisplayRole).toString(), reply);  // stored as generated
+  const QList<ChatTurn> turns = model.turns();
+  QCOMPARE(turns.size(), 2);
+  QCOMPARE(turns[1].content, QStringLiteral("Use **`sum(numbers)`**."));
+
+  QTest::qWait(MessageView::kStreamRepaintMs + 10);
+  const QTextDocument* doc = view.messageDelegate()->documentFor(index);
+  QVERIFY(doc != nullptr);
+  const QString shown = doc->toPlainText();
+  QVERIFY2(shown.contains(QLatin1String("Reasoning")) && shown.contains(QLatin1String("Use sum().")),
+           qPrintable(shown));
+  QVERIFY(shown.indexOf(QLatin1String("Use sum().")) < shown.indexOf(QLatin1String("sum(numbers)")));
+  QVERIFY2(!shown.contains(QLatin1String("<|")) && !shown.contains(QLatin1String("analysis")) &&
+               !shown.contains(QLatin1String("**")),
+           qPrintable(shown));
+  if (const QByteArray dir = qgetenv("IWB_SCREENSHOT_DIR"); !dir.isEmpty()) {
+    const QRect shownRows(0, 0, view.width(), view.visualRect(index).bottom() + 12);
+    view.grab(shownRows).save(QString::fromLocal8Bit(dir) + QStringLiteral("/chat-reasoning.png"));
+  }
+  // The raw view shows the reply as generated, markers and all.
+  view.setShowsRawText(true);
+  QCOMPARE(view.messageDelegate()->documentFor(index), nullptr);
+  view.setShowsRawText(false);
+  // A reply without reasoning shows no reasoning box.
+  model.setMessages({message(3, QStringLiteral("assistant"), QStringLiteral("Just an answer."))});
+  QTest::qWait(20);
+  QVERIFY(!view.messageDelegate()->documentFor(model.index(0))->toPlainText().contains(QLatin1String("Reasoning")));
 }
 
 QTEST_MAIN(TestMarkdownView)

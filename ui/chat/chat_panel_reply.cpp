@@ -266,7 +266,12 @@ void ChatPanel::showMessageContextMenu(const QPoint& pos) {
   const int row = index.row();
   const StoredMessage& message = m_messages->item(row).message;
   QMenu menu(this);
-  menu.addAction(tr("Copy Text"), this, [text = message.content] { QApplication::clipboard()->setText(text); });
+  // The answer, without harmony markers or the model's reasoning.
+  const QString answer = index.data(MessageListModel::AnswerRole).toString();
+  menu.addAction(tr("Copy Text"), this, [answer] { QApplication::clipboard()->setText(answer); });
+  if (const QString reasoning = index.data(MessageListModel::ReasoningRole).toString(); !reasoning.isEmpty()) {
+    menu.addAction(tr("Copy Reasoning"), this, [reasoning] { QApplication::clipboard()->setText(reasoning); });
+  }
   if (message.role == QLatin1String("user")) {
     QAction* edit = menu.addAction(tr("Edit and Resend…"), this, [this, row] { beginEdit(row); });
     edit->setEnabled(!isGenerating());

@@ -115,6 +115,20 @@ QList<QRectF> copyLinkRects(const QTextDocument& doc) {
   return rects;
 }
 
+// The model's reasoning above its answer: a dim, labelled box, shown as written (it is a
+// working draft, not Markdown meant for the reader).
+QString reasoningHtml(const QString& reasoning, bool isReasoning, const MarkdownColors& colors) {
+  if (reasoning.isEmpty()) return {};
+  const QString label = isReasoning ? MessageDelegate::tr("Reasoning…") : MessageDelegate::tr("Reasoning");
+  QString body = reasoning.toHtmlEscaped();
+  body.replace(QLatin1Char('\n'), QStringLiteral("<br/>"));
+  return QStringLiteral(
+             "<table width=\"100%\" border=\"1\" cellpadding=\"6\" cellspacing=\"0\" style=\"border-color: %1; "
+             "border-style: solid; margin-bottom: 6px;\"><tr><td style=\"color: %2;\"><b>%3</b><br/><i>%4</i>"
+             "</td></tr></table>")
+      .arg(colors.codeBorder.name(), colors.dimText.name(), label, body);
+}
+
 }  // namespace
 
 MessageDelegate::MessageDelegate(QAbstractItemView* view) : QStyledItemDelegate(view), m_view(view) {}
@@ -135,11 +149,13 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
     return cached;
   }
 
-  const QString content = index.data(Qt::DisplayRole).toString();
+  // The answer and the model's reasoning, each without markers (MessageListModel::AnswerRole).
+  const QString content = index.data(MessageListModel::AnswerRole).toString();
+  const QString reasoning = index.data(MessageListModel::ReasoningRole).toString();
   const auto* messages = qobject_cast<const MessageListModel*>(index.model());
   const bool hasProbabilities = m_showsTokenProbabilities && messages &&
                                 !messages->item(index.row()).tokenSpans.isEmpty();
-  if (!m_showsRawText && !hasProbabilities && !isUser(index) && !content.isEmpty()) {
+  if (!m_showsRawText && !hasProbabilities && !isUser(index) && (!content.isEmpty() || !reasoning.isEmpty())) {
     // A reply as Markdown: cmark-gfm's HTML in a document of its own, rebuilt only when the
     // revision changes (the view throttles a streaming row to one revision per 50 ms).
     const MarkdownColors colors = markdownColors(m_view->palette());
@@ -155,7 +171,8 @@ const MessageDelegate::Layout& MessageDelegate::layoutFor(const QModelIndex& ind
                                              "h1, h2, h3, h4 { margin-top: 6px; margin-bottom: 4px; }"
                                              "ul, ol { margin-top: 0px; margin-bottom: 6px; }")
                                   .arg(mono, colors.codeHeader.name()));
-    doc->setHtml(rendered.html);
+    doc->setHtml(reasoningHtml(reasoning, index.data(MessageListModel::IsReasoningRole).toBool(), colors) +
+                 rendered.html);
     doc->setTextWidth(textWidth);
     const qreal width = qMin<qreal>(textWidth, std::ceil(doc->idealWidth()));
     // The last block's bottom margin is the bubble's padding's job.

@@ -1,6 +1,8 @@
 // MessageListModel: rows of stored messages plus the streaming state of the last reply.
 #include "chat/message_list_model.h"
 
+#include "iwb/engine/chat/reply_parts.h"
+
 #include <QCoreApplication>
 
 namespace iwb::ui {
@@ -41,6 +43,16 @@ QVariant MessageListModel::data(const QModelIndex& index, int role) const {
     case IsErrorRole: return it.message.stats.isError();
     case RevisionRole: return it.revision;
     case DraftRangesRole: return QVariant::fromValue(it.draftRanges);
+    case ReasoningRole:
+    case AnswerRole:
+    case IsReasoningRole: {
+      if (it.message.role != QLatin1String("assistant"))
+        return role == AnswerRole ? QVariant(it.message.content) : QVariant();
+      const QByteArray raw = it.message.content.toUtf8();
+      const ReplyParts parts = split_reply(std::string_view(raw.constData(), size_t(raw.size())), it.isStreaming);
+      if (role == IsReasoningRole) return parts.is_reasoning;
+      return QString::fromStdString(role == ReasoningRole ? parts.reasoning : parts.content);
+    }
     default: return {};
   }
 }
@@ -124,7 +136,7 @@ QList<ChatTurn> MessageListModel::turns(int numRows) const {
     const Item& it = m_items.at(r);
     if (it.isStreaming) continue;
     if (it.message.role == QLatin1String("assistant") && it.message.content.isEmpty()) continue;
-    list.push_back({it.message.role, it.message.content});
+    list.push_back({it.message.role, data(index(r), AnswerRole).toString()});
   }
   return list;
 }

@@ -22,9 +22,14 @@ class MessageListModel : public QAbstractListModel {
     StatsLineRole,                // the line under a reply; empty while streaming
     IsStreamingRole,
     IsCompleteRole,
-    IsErrorRole,                  // the reply ended with an engine error
-    RevisionRole,                 // bumps whenever the text changes (layout caches key on it)
-    DraftRangesRole,              // QList<QPoint>: (start, length) of accepted draft tokens in the text
+    IsErrorRole,      // the reply ended with an engine error
+    RevisionRole,     // bumps whenever the text changes (layout caches key on it)
+    DraftRangesRole,  // QList<QPoint>: (start, length) of accepted draft tokens in the text
+    // A reply split by split_reply (harmony channels, <think>…</think>); DisplayRole keeps
+    // the text as generated, markers included, which the raw view and token spans index.
+    ReasoningRole,    // what the model reasoned (empty for most models)
+    AnswerRole,       // what it answered: the text without markers and reasoning
+    IsReasoningRole,  // streaming, and still inside its reasoning
   };
 
   struct TokenSpan {
@@ -66,7 +71,8 @@ class MessageListModel : public QAbstractListModel {
 
   const Item& item(int row) const { return m_items.at(row); }
   int rowOfMessage(qint64 messageId) const;
-  // The conversation as chat turns (streaming rows and failed empty replies left out).
+  // The conversation as chat turns (streaming rows and failed empty replies left out). A
+  // reply's turn is its answer alone: harmony and Qwen3 leave past reasoning out of the prompt.
   QList<ChatTurn> turns(int numRows = -1) const;
 
  private:

@@ -1,6 +1,8 @@
 // Conversation export (JSON, Markdown) and JSON import.
 #include "store/conversation_export.h"
 
+#include "iwb/engine/chat/reply_parts.h"
+
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -65,8 +67,19 @@ QString conversationToMarkdown(const ExportedConversation& conversation) {
   }
   for (const StoredMessage& m : conversation.messages) {
     const bool isUser = m.role == QLatin1String("user");
-    out += QStringLiteral("## %1\n\n%2\n\n")
-               .arg(isUser ? QStringLiteral("You") : QStringLiteral("Assistant"), m.content.trimmed());
+    QString text = m.content.trimmed();
+    if (!isUser) {
+      // Harmony channels and <think> blocks: the reasoning as a quote above the answer, no markers.
+      const QByteArray raw = m.content.toUtf8();
+      const iwb::ReplyParts parts = iwb::split_reply(std::string_view(raw.constData(), size_t(raw.size())));
+      text = QString::fromStdString(parts.content).trimmed();
+      if (!parts.reasoning.empty()) {
+        QString quoted = QString::fromStdString(parts.reasoning).trimmed();
+        quoted.replace(QLatin1Char('\n'), QStringLiteral("\n> "));
+        text = QStringLiteral("> **Reasoning**\n>\n> %1\n\n%2").arg(quoted, text);
+      }
+    }
+    out += QStringLiteral("## %1\n\n%2\n\n").arg(isUser ? QStringLiteral("You") : QStringLiteral("Assistant"), text);
     if (m.stats.isValid()) out += QStringLiteral("*%1*\n\n").arg(m.stats.summaryLine());
   }
   return out;

@@ -215,6 +215,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.sampling = input.sampling.toSamplingParams(seed);
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
+  request.render_special_tokens = prompt->renders_special_tokens;
   request.num_draft_tokens = input.numDraftTokens;
   request.num_top_logprobs = input.numTopAlternatives;
   const double addedAt = m_measurements.sessionSeconds();  // token times count from here

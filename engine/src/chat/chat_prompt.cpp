@@ -33,6 +33,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
+  prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony;
   return prompt;
 }
 

@@ -205,13 +205,4 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
   return {};
 }
 
-std::string harmony_final_text(std::string_view text) {
-  constexpr std::string_view kFinal = "<|channel|>final<|message|>";
-  const size_t at = text.rfind(kFinal);
-  if (at == std::string_view::npos) return std::string(text);
-  std::string_view rest = text.substr(at + kFinal.size());
-  for (const std::string_view end : {"<|return|>", "<|end|>", "<|call|>"}) rest = rest.substr(0, rest.find(end));
-  return std::string(rest);
-}
-
 }  // namespace iwb

@@ -171,7 +171,19 @@ bool CompletionStreamDecoder::on_event(const std::string& data) {
         if (!m_out->ttft_seconds) m_out->ttft_seconds = m_now;
         m_out->token_seconds.push_back(m_now);
         m_out->text.append(content);
-        if (!content.empty() && m_on_content && !m_on_content(content, m_now)) {
+        // The chat shows reasoning_content as a local model's <think> block.
+        std::string handed;
+        if (!reasoning.empty()) {
+          if (!m_is_in_reasoning) handed = "<think>";
+          m_is_in_reasoning = true;
+          handed += reasoning;
+        }
+        if (!content.empty()) {
+          if (m_is_in_reasoning) handed += "</think>";
+          m_is_in_reasoning = false;
+          handed += content;
+        }
+        if (m_on_content && !m_on_content(handed, m_now)) {
           fail(RemoteErrorKind::Cancelled, "cancelled");
           return false;
         }

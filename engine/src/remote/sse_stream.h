@@ -63,6 +63,7 @@ class CompletionStreamDecoder {
   ContentHandler m_on_content;
   SseParser m_parser;
   double m_now = 0;
+  bool m_is_in_reasoning = false;  // on_content has been given "<think>" and no "</think>" yet
   bool m_is_done = false;
   std::string m_head;  // the first bytes, quoted when the body is not an event stream
 };

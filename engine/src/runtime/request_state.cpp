@@ -17,7 +17,7 @@ RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_p
       m_params(std::move(params)),
       m_sampler(m_params.sampling),
       // A reply continues the prompt: keep the leading space SPM tokens carry.
-      m_detokenizer(tok, /*render_special=*/false, /*strip_leading_space=*/false),
+      m_detokenizer(tok, m_params.render_special_tokens, /*strip_leading_space=*/false),
       m_stops(m_params.stop_strings),
       m_history(m_params.prompt_tokens),
       m_submitted(submitted),

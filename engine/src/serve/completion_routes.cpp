@@ -63,6 +63,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   CompletionParams params;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> stops;
+  bool renders_special_tokens = false;  // a harmony chat: its channels are control tokens
   if (kind == CompletionKind::Chat) {
     std::variant<ChatCompletionRequest, ApiError> read = read_chat_request(std::get<json>(body), options.default_sampling, limits);
     if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
@@ -80,6 +81,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     params = std::move(chat.params);
     prompts.push_back(std::move(prompt->tokens));
     stops = std::move(prompt->stop_strings);
+    renders_special_tokens = prompt->renders_special_tokens;
   } else {
     std::variant<TextCompletionRequest, ApiError> read =
         read_completion_request(std::get<json>(body), options.default_sampling, limits);
@@ -136,6 +138,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.stop_strings = stops;
       r.stop_at_end_of_generation = !params.ignore_eos;
       r.num_top_logprobs = params.num_top_logprobs;
+      r.render_special_tokens = renders_special_tokens;
       requests.push_back(std::move(r));
     }
   }

@@ -2,6 +2,7 @@
 // shapes, built from the engine's token events and request ends.
 #include "completion_session.h"
 
+#include "iwb/engine/chat/reply_parts.h"
 #include "iwb/engine/serve/serve_metrics.h"
 
 #include <algorithm>
@@ -125,12 +126,28 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", text_offsets}};
 }
 
-json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_t text_offset) const {
+json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
+  const ReplyParts parts = split_reply(c->text, is_streaming);
+  json delta = json::object();
+  // Both parts only grow while streaming (split_reply holds back unfinished markers).
+  if (parts.reasoning.size() > c->num_reasoning_sent) {
+    delta["reasoning_content"] = parts.reasoning.substr(c->num_reasoning_sent);
+    c->num_reasoning_sent = parts.reasoning.size();
+  }
+  if (parts.content.size() > c->num_content_sent) {
+    delta["content"] = parts.content.substr(c->num_content_sent);
+    c->num_content_sent = parts.content.size();
+  }
+  return delta;
+}
+
+json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_t text_offset, json delta) const {
   json chunk = chunk_base();
   json lp = m_num_top_logprobs >= 0 ? logprobs_json({token}, {text_offset}) : json(nullptr);
   if (m_kind == CompletionKind::Chat) {
-    chunk["choices"] = json::array(
-        {{{"index", index}, {"delta", {{"content", token.text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+    if (delta.empty()) delta["content"] = "";  // a token that only logprobs report
+    chunk["choices"] =
+        json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", lp}, {"finish_reason", nullptr}}});
   } else {
     chunk["choices"] = json::array({{{"text", token.text}, {"index", index}, {"logprobs", lp}, {"finish_reason", nullptr}}});
   }
@@ -160,7 +177,11 @@ std::string CompletionSession::add(std::vector<ServeEvent> events) {
       const size_t offset = c.text.size();
       c.text += token->text;
       ++c.num_tokens;
-      if (m_is_stream && (!token->text.empty() || m_num_top_logprobs >= 0)) out += sse(token_chunk(e.index, *token, offset));
+      if (m_is_stream) {
+        json delta = m_kind == CompletionKind::Chat ? next_chat_delta(&c, /*is_streaming=*/true) : json::object();
+        const bool has_text = m_kind == CompletionKind::Chat ? !delta.empty() : !token->text.empty();
+        if (has_text || m_num_top_logprobs >= 0) out += sse(token_chunk(e.index, *token, offset, std::move(delta)));
+      }
       if (m_num_top_logprobs >= 0) {
         c.logprob_tokens.push_back(std::move(*token));
         c.text_offsets.push_back(offset);
@@ -177,6 +198,16 @@ std::string CompletionSession::add(std::vector<ServeEvent> events) {
       error.message = "generation failed: " + c.finished->error;
       out += sse(error_json(error));
     } else {
+      if (m_kind == CompletionKind::Chat) {
+        // Text held back as a possible marker is the answer's after all.
+        json delta = next_chat_delta(&c, /*is_streaming=*/false);
+        if (!delta.empty()) {
+          json chunk = chunk_base();
+          chunk["choices"] = json::array(
+              {{{"index", e.index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+          out += sse(chunk);
+        }
+      }
       out += sse(finish_chunk(e.index));
     }
   }
@@ -219,10 +250,10 @@ std::string CompletionSession::body_text() const {
     if (c.finished) finished.push_back(&*c.finished);
     json lp = m_num_top_logprobs >= 0 ? logprobs_json(c.logprob_tokens, c.text_offsets) : json(nullptr);
     if (m_kind == CompletionKind::Chat) {
-      choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
-                         {"logprobs", lp},
-                         {"finish_reason", reason}});
+      const ReplyParts parts = split_reply(c.text);
+      json message = {{"role", "assistant"}, {"content", parts.content}};
+      if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
+      choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", reason}});
     } else {
       choices.push_back({{"text", c.text}, {"index", i}, {"logprobs", lp}, {"finish_reason", reason}});
     }

@@ -1,6 +1,8 @@
 // One chat or text completion between its submission and its last byte: folds the engine's
 // events into choices and renders them in OpenAI's shapes (server-sent event chunks or one
-// JSON body), with usage, logprobs and llama-server's `timings`. No HTTP here: the server
+// JSON body), with usage, logprobs and llama-server's `timings`. A chat reply's reasoning
+// (harmony's analysis channel, <think>…</think>) goes in `reasoning_content`, as llama-server
+// and vLLM send it, apart from the answer's `content`. No HTTP here: the server
 // writes what this returns.
 #pragma once
 
@@ -50,11 +52,17 @@ class CompletionSession {
     int32_t num_tokens = 0;
     std::vector<TokenEvent> logprob_tokens;   // when logprobs were asked for
     std::vector<size_t> text_offsets;         // where each of them starts in `text`
+    // Chat: how much of split_reply(text)'s reasoning and content the stream has sent.
+    size_t num_reasoning_sent = 0;
+    size_t num_content_sent = 0;
     std::optional<RequestFinished> finished;
   };
 
   nlohmann::json chunk_base() const;
-  nlohmann::json token_chunk(size_t index, const TokenEvent& token, size_t text_offset) const;
+  nlohmann::json token_chunk(size_t index, const TokenEvent& token, size_t text_offset, nlohmann::json delta) const;
+  // Chat: what split_reply adds to the choice's reasoning and content since the last call, as
+  // a delta ({"reasoning_content", "content"}, keys only for what grew).
+  nlohmann::json next_chat_delta(Choice* choice, bool is_streaming) const;
   nlohmann::json finish_chunk(size_t index) const;
   nlohmann::json logprobs_json(const std::vector<TokenEvent>& tokens, const std::vector<size_t>& offsets) const;
   nlohmann::json usage_json() const;

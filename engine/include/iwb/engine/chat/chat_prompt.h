@@ -24,6 +24,9 @@ struct ChatPrompt {
   std::string text;                        // the rendered conversation
   std::vector<int32_t> tokens;
   std::vector<std::string> stop_strings;   // the family's end-of-turn markers
+  // The reply must be generated with GenerationRequest::render_special_tokens for split_reply
+  // (reply_parts.h) to find its parts: harmony's channels are control tokens.
+  bool renders_special_tokens = false;
 };
 
 Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,

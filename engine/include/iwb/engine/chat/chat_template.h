@@ -47,9 +47,4 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 // Text sequences that end an assistant turn in this family (besides the EOS/EOT tokens).
 std::vector<std::string> chat_stop_strings(ChatTemplateFamily family);
 
-// Harmony output: the text of the final channel (after the last <|channel|>final<|message|>,
-// up to <|return|>, <|end|> or <|call|>); the text as it is when it has no final channel
-// (a reply cut off in its analysis, or a model that writes none).
-std::string harmony_final_text(std::string_view generated);
-
 }  // namespace iwb

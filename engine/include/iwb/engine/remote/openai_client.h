@@ -93,7 +93,9 @@ class OpenAiClient {
   // GET <root>/metrics: the exposition text; NotFound when the server has none.
   Result<std::string> fetch_metrics_text() const;
   // POST a streamed completion (stream: true, stream_options.include_usage: true). on_content
-  // receives every content delta with its arrival time; returning false cancels, as does
+  // receives every content delta with its arrival time, a reasoning model's reasoning_content
+  // inside <think>…</think> before it (so split_reply shows it apart, as for a local model);
+  // returning false cancels, as does
   // *cancel becoming true. Never throws; failures land in the result's error.
   StreamedCompletion stream(const RemoteRequest& request,
                             const std::function<bool(std::string_view delta, double seconds)>& on_content = {},

@@ -82,6 +82,9 @@ struct GenerationRequest {
   int32_t max_new_tokens = 512;          // <= 0: no limit (until end of generation or a full context)
   std::vector<std::string> stop_strings;  // generation ends when the text contains one
   bool stop_at_end_of_generation = true;  // EOS / EOT / end-of-turn tokens
+  // Write control tokens' text ("<|channel|>") into the streamed text instead of nothing: a
+  // harmony reply's channels are told apart only by them (ChatPrompt::renders_special_tokens).
+  bool render_special_tokens = false;
   // Speculative decoding: -1 follows the engine's setting, 0 turns it off for this request
   // (a baseline to compare with), K > 0 guesses K tokens per step when a drafter is set.
   int32_t num_draft_tokens = -1;

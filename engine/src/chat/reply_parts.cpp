@@ -1,0 +1,134 @@
+// split_reply: harmony channels or a leading <think> block, tolerant of a reply cut anywhere.
+#include "iwb/engine/chat/reply_parts.h"
+
+#include <array>
+
+namespace iwb {
+namespace {
+
+constexpr std::string_view kChannel = "<|channel|>";
+constexpr std::string_view kMessage = "<|message|>";
+constexpr std::string_view kStart = "<|start|>";
+constexpr std::string_view kConstrain = "<|constrain|>";
+// Each ends a message.
+constexpr std::array<std::string_view, 3> kMessageEnds = {"<|end|>", "<|return|>", "<|call|>"};
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+
+// Length of the longest suffix of `text` that is a proper prefix of `marker`: text a stream
+// may complete into the marker, which must not flash on screen as ordinary text.
+size_t partial_marker_length(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+void append_part(std::string* part, std::string_view text, bool is_new_message) {
+  if (text.empty()) return;
+  if (is_new_message && !part->empty()) *part += "\n\n";
+  *part += text;
+}
+
+ReplyParts split_harmony(std::string_view raw, bool is_streaming) {
+  ReplyParts parts;
+  enum class State { Message, Header, Outside } state = State::Message;  // a reply opens inside a message
+  std::string channel;  // the header's channel name ("analysis", "final", "commentary")
+  bool is_new_message = true;
+  size_t pos = 0;
+  while (pos < raw.size()) {
+    // The next marker of any kind.
+    size_t next = std::string_view::npos;
+    std::string_view marker;
+    auto consider = [&](std::string_view m) {
+      const size_t at = raw.find(m, pos);
+      if (at < next) {
+        next = at;
+        marker = m;
+      }
+    };
+    for (std::string_view m : {kChannel, kMessage, kStart, kConstrain}) consider(m);
+    for (std::string_view m : kMessageEnds) consider(m);
+
+    std::string_view text = raw.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos);
+    if (next == std::string_view::npos && is_streaming) {
+      size_t held = 0;
+      for (std::string_view m : {kChannel, kMessage, kStart, kConstrain})
+        held = std::max(held, partial_marker_length(text, m));
+      for (std::string_view m : kMessageEnds) held = std::max(held, partial_marker_length(text, m));
+      text.remove_suffix(held);
+    }
+    if (state == State::Message) {
+      append_part(channel == "analysis" ? &parts.reasoning : &parts.content, text, is_new_message);
+      if (!text.empty()) is_new_message = false;
+    } else if (state == State::Header && channel.empty()) {
+      // The channel name is the header's first word; what follows it ("to=functions.f", a
+      // content type) is addressing, not text.
+      channel = std::string(text.substr(0, text.find_first_of(" \t\n")));
+    }
+    if (next == std::string_view::npos) break;
+    pos = next + marker.size();
+    if (marker == kChannel) {
+      state = State::Header;
+      channel.clear();
+    } else if (marker == kMessage) {
+      state = State::Message;
+      is_new_message = true;
+    } else if (marker == kStart) {
+      state = State::Outside;  // the role name ("assistant") follows, then a channel
+    } else if (marker == kConstrain) {
+      if (state != State::Message) state = State::Header;
+    } else {  // a message end
+      state = State::Outside;
+    }
+  }
+  parts.is_reasoning = state == State::Message && channel == "analysis";
+  return parts;
+}
+
+ReplyParts split_think(std::string_view raw, size_t open_at, bool is_streaming) {
+  ReplyParts parts;
+  std::string_view rest = raw.substr(open_at + kThinkOpen.size());
+  const size_t close = rest.find(kThinkClose);
+  if (close == std::string_view::npos) {
+    if (is_streaming) rest.remove_suffix(partial_marker_length(rest, kThinkClose));
+    parts.reasoning = std::string(rest);
+    parts.is_reasoning = true;
+  } else {
+    parts.reasoning = std::string(rest.substr(0, close));
+    std::string_view answer = rest.substr(close + kThinkClose.size());
+    answer.remove_prefix(std::min(answer.find_first_not_of(" \t\r\n"), answer.size()));
+    parts.content = std::string(answer);
+  }
+  // The model's own line breaks around its thoughts are not part of them.
+  const size_t first = parts.reasoning.find_first_not_of(" \t\r\n");
+  parts.reasoning.erase(0, std::min(first, parts.reasoning.size()));
+  if (!parts.is_reasoning) parts.reasoning.erase(parts.reasoning.find_last_not_of(" \t\r\n") + 1);
+  return parts;
+}
+
+}  // namespace
+
+ReplyParts split_reply(std::string_view raw, bool is_streaming) {
+  if (raw.find(kChannel) != std::string_view::npos || raw.find(kMessage) != std::string_view::npos) {
+    return split_harmony(raw, is_streaming);
+  }
+  const size_t first = raw.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && raw.substr(first, kThinkOpen.size()) == kThinkOpen) {
+    return split_think(raw, first, is_streaming);
+  }
+  ReplyParts parts;
+  std::string_view text = raw;
+  // A stream that has written only "<", "<th", "<|chan"...: it may be opening a thought or a
+  // harmony header.
+  if (is_streaming && first != std::string_view::npos) {
+    const std::string_view head = raw.substr(first);
+    for (std::string_view opener : {kThinkOpen, kChannel}) {
+      if (head.size() < opener.size() && opener.substr(0, head.size()) == head) text = raw.substr(0, first);
+    }
+  }
+  parts.content = std::string(text);
+  return parts;
+}
+
+}  // namespace iwb
