@@ -66,11 +66,21 @@ int run_imatrix(int argc, char** argv) {
     std::fprintf(stderr, "iwb imatrix: %s\n", s.message().c_str());
     return 1;
   }
-  int64_t rows = 0;
-  for (const auto& [name, e] : m->entries) rows = std::max(rows, e.num_rows);
+  // Token rows through the dense matrices; expert tensors count each expert apart.
+  int64_t rows = 0, num_expert_tensors = 0;
+  for (const auto& [name, e] : m->entries) {
+    if (e.expert_rows.empty())
+      rows = std::max(rows, e.num_rows);
+    else
+      ++num_expert_tensors;
+  }
   std::printf("wrote %s: %zu matrices, %d chunks of %lld tokens (%lld token rows) from %s\n", output.c_str(),
               m->entries.size(), m->num_chunks, static_cast<long long>(o.context), static_cast<long long>(rows),
               o.text_name.c_str());
+  if (num_expert_tensors > 0) {
+    std::printf("  %lld expert tensors: each expert's channels over the rows routed to it\n",
+                static_cast<long long>(num_expert_tensors));
+  }
   return 0;
 }
 

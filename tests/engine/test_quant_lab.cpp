@@ -8,6 +8,7 @@
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/quant/evaluation.h"
 #include "iwb/engine/quant/imatrix.h"
+#include "iwb/engine/quant/imatrix_collect.h"
 #include "iwb/engine/quant/logits_cache.h"
 #include "iwb/engine/quant/model_quantizer.h"
 #include "iwb/engine/store/results_store.h"
@@ -256,6 +257,99 @@ class TestQuantLab : public QObject {
       QVERIFY2(t.used_imatrix, t.name.c_str());
     }
     QCOMPARE(num_fused, 4);
+  }
+
+  void imatrixCountsEachExpertApart() {
+    // A mixture of experts: each expert's channels over the rows routed to it (llama-imatrix's
+    // per-expert statistics), written and read in the legacy file, and each expert's rows
+    // quantized with its own slice.
+    synth::SynthOptions so;
+    so.shape = *synth::find_synth_preset("test-qwen3moe");  // 2 layers, 8 experts of 256, 2 per token
+    so.weight_type = "F32";
+    so.num_threads = 2;
+    so.output_path = m_tmp.filePath("moe-f32.gguf").toStdString();
+    QVERIFY(synth::synthesize_model(so).is_ok());
+    quant::ImatrixOptions io;
+    io.model_path = so.output_path;
+    io.text = std::string(4000, 'a') + "the quick brown fox jumps over the lazy dog, again and again. ";
+    for (int i = 0; i < 6; ++i) io.text += io.text.substr(0, 700);
+    io.context = 128;
+    io.num_chunks = 3;
+    io.num_threads = 2;
+    auto m = quant::collect_imatrix(io);
+    QVERIFY2(m.is_ok(), m.error_message().c_str());
+    for (const char* kind : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      const std::string name = std::string("blk.1.") + kind + ".weight";
+      QVERIFY2(m->entries.count(name), name.c_str());
+      const quant::ImatrixEntry& e = m->entries.at(name);
+      QCOMPARE(e.expert_rows.size(), size_t{8});
+      QCOMPARE(e.sum_squares.size(), size_t{8 * 256});
+      int64_t routed = 0;
+      for (int64_t rows : e.expert_rows) routed += rows;
+      QCOMPARE(routed, int64_t{2 * 3 * 128});  // k experts for every token of every chunk
+      QCOMPARE(e.num_rows, routed);
+      QVERIFY(e.num_calls >= 1);
+      const std::vector<float> importance = m->importance(name);
+      QCOMPARE(importance.size(), size_t{8 * 256});
+      for (size_t x = 0; x < 8; ++x) {
+        if (e.expert_rows[x] == 0) {
+          QCOMPARE(importance[x * 256], 1.0f);  // no data: 1, as llama-imatrix writes it
+        } else {
+          QCOMPARE(importance[x * 256 + 3], float(e.sum_squares[x * 256 + 3] / double(e.expert_rows[x])));
+        }
+      }
+    }
+    QVERIFY(m->entries.count("blk.0.attn_q.weight"));  // the dense ones as before
+    QVERIFY(!m->entries.count("blk.0.ffn_gate_inp.weight") ||
+            m->entries.at("blk.0.ffn_gate_inp.weight").expert_rows.empty());
+
+    // The legacy file keeps each expert's means.
+    const std::string path = m_tmp.filePath("moe.imatrix").toStdString();
+    QVERIFY(quant::write_imatrix_file(*m, path).is_ok());
+    auto back = quant::read_imatrix_file(path);
+    QVERIFY2(back.is_ok(), back.error_message().c_str());
+    const std::vector<float> a = m->importance("blk.0.ffn_down_exps.weight");
+    const std::vector<float> b = back->importance("blk.0.ffn_down_exps.weight");
+    QCOMPARE(a.size(), b.size());
+    for (size_t j = 0; j < a.size(); ++j) QVERIFY(std::abs(a[j] - b[j]) <= 1e-5f * std::max(1.0f, a[j]));
+
+    // Each expert's rows use its own slice: making expert 5's channel 7 matter changes expert
+    // 5's quantized rows of blk.0.ffn_up_exps and no other expert's.
+    auto quantize_with = [&](const quant::Imatrix& imatrix, const std::string& out) -> std::vector<uint8_t> {
+      quant::QuantizeOptions o;
+      o.source_path = so.output_path;
+      o.output_path = m_tmp.filePath(QString::fromStdString(out)).toStdString();
+      o.type = "Q4_K";
+      o.imatrix = &imatrix;
+      o.num_threads = 2;
+      auto r = quant::quantize_model(o);
+      if (!r.is_ok()) return {};
+      for (const quant::QuantizedTensor& t : r->tensors) {
+        if (t.name == "blk.0.ffn_up_exps.weight" && !t.used_imatrix) return {};
+      }
+      for (const std::string& w : r->warnings) {
+        if (w.find("channels") != std::string::npos) return {};
+      }
+      auto file = gguf::GgufFile::open(o.output_path);
+      const std::span<const uint8_t> data = (*file)->tensor_data(*(*file)->find_tensor("blk.0.ffn_up_exps.weight"));
+      return {data.begin(), data.end()};
+    };
+    quant::Imatrix flat;
+    quant::ImatrixEntry& f = flat.entries["blk.0.ffn_up_exps.weight"];
+    f.sum_squares.assign(8 * 256, 1.0);
+    f.num_rows = 1;
+    f.num_calls = 1;
+    quant::Imatrix bent = flat;
+    bent.entries["blk.0.ffn_up_exps.weight"].sum_squares[5 * 256 + 7] = 1000.0;
+    const std::vector<uint8_t> flat_bytes = quantize_with(flat, "moe-flat.gguf");
+    const std::vector<uint8_t> bent_bytes = quantize_with(bent, "moe-bent.gguf");
+    QVERIFY(!flat_bytes.empty() && flat_bytes.size() == bent_bytes.size());
+    const size_t per_expert = flat_bytes.size() / 8;
+    for (size_t x = 0; x < 8; ++x) {
+      const bool same = std::equal(flat_bytes.begin() + x * per_expert, flat_bytes.begin() + (x + 1) * per_expert,
+                                   bent_bytes.begin() + x * per_expert);
+      QVERIFY2(same == (x != 5), qPrintable(QString("expert %1").arg(x)));
+    }
   }
 
   void imatrixFileRoundTrip() {

@@ -6,6 +6,8 @@
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 
 namespace iwb::quant {
@@ -29,6 +31,38 @@ class Collector final : public ActivationObserver {
     }
     e.num_rows += num_rows;
     ++e.num_calls;
+  }
+
+  void observe_expert_matmul_input(const char* weight, int64_t layer, int64_t expert, int64_t num_experts,
+                                   const float* input, int64_t num_rows, int64_t num_features) override {
+    if (expert < 0 || expert >= num_experts) return;
+    ImatrixEntry& e = m_out->entries["blk." + std::to_string(layer) + "." + weight + ".weight"];
+    if (e.sum_squares.empty()) {
+      e.sum_squares.assign(static_cast<size_t>(num_experts * num_features), 0.0);
+      e.expert_rows.assign(static_cast<size_t>(num_experts), 0);
+    }
+    if (e.expert_rows.size() != static_cast<size_t>(num_experts) ||
+        e.sum_squares.size() != static_cast<size_t>(num_experts * num_features)) {
+      return;  // cannot happen for one model
+    }
+    double* sums = e.sum_squares.data() + expert * num_features;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const float* x = input + r * num_features;
+      for (int64_t j = 0; j < num_features; ++j) sums[j] += static_cast<double>(x[j]) * x[j];
+    }
+    e.expert_rows[static_cast<size_t>(expert)] += num_rows;
+    e.num_rows += num_rows;
+  }
+
+  // llama-imatrix's ncall for an expert tensor: its busiest expert's rows in chunks of the
+  // context, rounded up (what a later merge of imatrix files weights the entry by).
+  void finish_expert_calls(int64_t context) {
+    for (auto& [name, e] : m_out->entries) {
+      if (e.expert_rows.empty()) continue;
+      const int64_t busiest = *std::max_element(e.expert_rows.begin(), e.expert_rows.end());
+      e.num_calls = static_cast<int32_t>(
+          std::clamp<int64_t>((busiest + context - 1) / context, 1, std::numeric_limits<int32_t>::max()));
+    }
   }
 
  private:
@@ -68,6 +102,7 @@ Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
     if (!logits) return logits.status();
     m.num_chunks = static_cast<int32_t>(c + 1);
   }
+  collector.finish_expert_calls(o.context);
   if (o.progress) o.progress(num_chunks, num_chunks);
   return m;
 }

@@ -26,6 +26,14 @@ std::vector<float> Imatrix::importance(const std::string& tensor_name) const {
   if (it == entries.end() || it->second.num_rows <= 0) return {};
   const ImatrixEntry& e = it->second;
   std::vector<float> out(e.sum_squares.size());
+  if (!e.expert_rows.empty()) {
+    const size_t features = out.size() / e.expert_rows.size();
+    for (size_t j = 0; j < out.size(); ++j) {
+      const int64_t rows = e.expert_rows[j / features];
+      out[j] = rows > 0 ? static_cast<float>(e.sum_squares[j] / static_cast<double>(rows)) : 1.0f;
+    }
+    return out;
+  }
   for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(e.sum_squares[j] / static_cast<double>(e.num_rows));
   return out;
 }
@@ -46,11 +54,10 @@ Status write_imatrix_file(const Imatrix& imatrix, const std::string& path) {
       const int32_t ncall = std::max<int32_t>(1, e.num_calls);
       put_i32(out, ncall);
       put_i32(out, static_cast<int32_t>(e.sum_squares.size()));
-      // The readers divide by ncall: store the mean times ncall, as llama.cpp does.
-      std::vector<float> values(e.sum_squares.size());
-      for (size_t j = 0; j < values.size(); ++j) {
-        values[j] = static_cast<float>(e.sum_squares[j] / static_cast<double>(e.num_rows) * ncall);
-      }
+      // The readers divide by ncall: store the mean times ncall, as llama.cpp does (experts:
+      // each expert's mean, 1 for an expert no row reached, as llama-imatrix writes them).
+      std::vector<float> values = imatrix.importance(name);
+      for (float& v : values) v *= static_cast<float>(ncall);
       out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
     }
     put_i32(out, imatrix.num_chunks);

@@ -47,6 +47,9 @@ struct Job {
   const gguf::TensorInfo* source = nullptr;
   QuantizedTensor* report = nullptr;
   std::vector<float> importance;  // empty: no imatrix for this tensor
+  // An expert tensor's imatrix holds each expert's channels: rows [e * rows_per_expert, ...)
+  // take slice e. 0: one set of channels for every row.
+  int64_t rows_per_expert = 0;
 };
 
 // Quantizes `job` into dst, one row per iteration, and measures the error.
@@ -73,8 +76,11 @@ Status quantize_tensor(const gguf::GgufFile& file, const Job& job, int num_threa
     for (int64_t i = 0; i < num_rows; ++i) {
       const uint8_t* in = src.data() + static_cast<size_t>(i) * src_row_bytes;
       uint8_t* out = dst.data() + static_cast<size_t>(i) * dst_row_bytes;
+      const float* row_importance = importance != nullptr && job.rows_per_expert > 0
+                                        ? importance + (i / job.rows_per_expert) * row_length
+                                        : importance;
       bool ok = dequantize_row_ref(t.type, in, row.data(), row_length);
-      ok = ok && quantize_row_ref(r.type, row.data(), out, row_length, importance);
+      ok = ok && quantize_row_ref(r.type, row.data(), out, row_length, row_importance);
       if (ok) ok = dequantize_row_ref(r.type, out, back.data(), row_length);
       if (!ok) {
 #pragma omp critical
@@ -211,7 +217,11 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o) {
         q_name.replace(q_name.size() - std::string_view("attn_qkv.weight").size(), 8, "attn_q");
         jobs[i].importance = o.imatrix->importance(q_name);
       }
-      if (!jobs[i].importance.empty() && static_cast<int64_t>(jobs[i].importance.size()) != t.shape[0]) {
+      const bool is_per_expert = t.shape.size() == 3 && t.shape[2] > 1 &&
+                                 static_cast<int64_t>(jobs[i].importance.size()) == t.shape[0] * t.shape[2];
+      if (is_per_expert) jobs[i].rows_per_expert = t.shape[1];
+      if (!jobs[i].importance.empty() && !is_per_expert &&
+          static_cast<int64_t>(jobs[i].importance.size()) != t.shape[0]) {
         report.warnings.push_back("the imatrix entry of " + t.name + " has " +
                                   std::to_string(jobs[i].importance.size()) + " channels, the tensor's rows " +
                                   std::to_string(t.shape[0]) + ": not used");

@@ -303,6 +303,16 @@ Status CpuForward::run_expert_matmuls(const PlanOp& op, int64_t n) {
   auto failed = [&](const PlanProduct& p, int64_t e) {
     return kernel_failed(std::string("the ") + p.name + " matmul of expert " + std::to_string(e), il);
   };
+  if (m_observer != nullptr) {
+    for (const PlanProduct& p : op.matmuls()) {
+      const WeightMatrix all = plan::layer_experts(l, p.matrix).expert(0);
+      for (const int32_t e : m_experts.active_experts()) {
+        m_observer->observe_expert_matmul_input(p.name, il, e, m_config.num_experts,
+                                                input + m_experts.first_row(e) * all.in_features, m_experts.num_rows(e),
+                                                all.in_features);
+      }
+    }
+  }
   if (op.num_products > 1 && !m_recorder.is_active()) {
     // gate and up of one expert share its rows: one grouped call per expert.
     std::array<MatmulArgs, 3> group;

@@ -47,7 +47,7 @@ class CpuForward {
   void set_batch_invariant(bool is_batch_invariant) { m_is_batch_invariant = is_batch_invariant; }
 
   // Shown every weight matmul's input while set (imatrix collection); null: off. Expert
-  // matmuls are not shown (their rows differ per expert).
+  // matmuls show each expert's routed rows (observe_expert_matmul_input).
   void set_activation_observer(ActivationObserver* observer) { m_observer = observer; }
 
   // Mixture of experts: tokens each layer routed to each expert in the last forward(),

@@ -15,9 +15,14 @@ namespace iwb::quant {
 // The accumulating form, as the collector fills it: sums over every token row that went
 // through the matrix, and how many rows and calls.
 struct ImatrixEntry {
-  std::vector<double> sum_squares;  // [in_features]
+  std::vector<double> sum_squares;  // [in_features], or [num_experts x in_features] for experts
   int64_t num_rows = 0;             // token rows accumulated (every channel sees every row)
   int32_t num_calls = 0;            // matmul calls (llama.cpp's ncall, kept for the file)
+  // An expert tensor as the collector fills it: the rows routed to each expert, each
+  // expert's channels averaged over its own rows; an expert no row reached gets importance 1
+  // (llama-imatrix's "partial data" rule). Empty for dense matrices and for entries read from
+  // a file (already means: num_rows 1 covers them all).
+  std::vector<int64_t> expert_rows;
 };
 
 struct Imatrix {
@@ -25,7 +30,8 @@ struct Imatrix {
   int32_t num_chunks = 0;                       // calibration chunks the statistics came from
   std::string dataset;                          // the calibration text's file name
 
-  // Mean squared activation per channel of `tensor_name`; empty when absent.
+  // Mean squared activation per channel of `tensor_name`; empty when absent. An expert
+  // tensor's is [num_experts x in_features], expert e's channels at e * in_features.
   std::vector<float> importance(const std::string& tensor_name) const;
 };
 
