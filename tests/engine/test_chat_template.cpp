@@ -149,6 +149,10 @@ class TestChatTemplate : public QObject {
     QCOMPARE(split_reply("<|channel|>final<|message|>Partial").content, std::string("Partial"));
     QCOMPARE(split_reply("no channels").content, std::string("no channels"));
     QCOMPARE(split_reply("a < b").content, std::string("a < b"));
+    // A reply that only mentions the markers is an answer like any other.
+    const std::string about = "Harmony writes <|channel|>final<|message|>Hi<|return|> at the end.";
+    QCOMPARE(split_reply(about).content, about);
+    QVERIFY(split_reply(about).reasoning.empty());
   }
 
   void replyPartsOfThinkTags() {

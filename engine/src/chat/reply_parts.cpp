@@ -110,10 +110,12 @@ ReplyParts split_think(std::string_view raw, size_t open_at, bool is_streaming) 
 }  // namespace
 
 ReplyParts split_reply(std::string_view raw, bool is_streaming) {
-  if (raw.find(kChannel) != std::string_view::npos || raw.find(kMessage) != std::string_view::npos) {
-    return split_harmony(raw, is_streaming);
-  }
+  // Only a reply that opens with a marker is split: an answer that merely mentions
+  // "<|message|>" or "<think>" further on is text.
   const size_t first = raw.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && raw.substr(first, kChannel.size()) == kChannel) {
+    return split_harmony(raw.substr(first), is_streaming);
+  }
   if (first != std::string_view::npos && raw.substr(first, kThinkOpen.size()) == kThinkOpen) {
     return split_think(raw, first, is_streaming);
   }

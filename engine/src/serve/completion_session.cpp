@@ -127,8 +127,16 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
 }
 
 json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
-  const ReplyParts parts = split_reply(c->text, is_streaming);
   json delta = json::object();
+  // Most replies open with text: no marker can follow, so the content is the text as it is
+  // (split_reply would copy all of it on every token).
+  const size_t first = c->text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
+    if (c->text.size() > c->num_content_sent) delta["content"] = c->text.substr(c->num_content_sent);
+    c->num_content_sent = c->text.size();
+    return delta;
+  }
+  const ReplyParts parts = split_reply(c->text, is_streaming);
   // Both parts only grow while streaming (split_reply holds back unfinished markers).
   if (parts.reasoning.size() > c->num_reasoning_sent) {
     delta["reasoning_content"] = parts.reasoning.substr(c->num_reasoning_sent);

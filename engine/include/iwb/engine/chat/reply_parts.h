@@ -1,5 +1,6 @@
 // A reply split into what the model reasoned and what it answered, for the chat view, the
-// next turn's prompt and the server's `reasoning_content`. Two conventions are recognised:
+// next turn's prompt and the server's `reasoning_content`. Two conventions are recognised, each
+// only at the very start of the reply (leading white space aside):
 // harmony channels (gpt-oss: `<|channel|>analysis<|message|>…<|end|>` then
 // `<|start|>assistant<|channel|>final<|message|>…<|return|>`, which needs the control tokens
 // rendered: see ChatPrompt::renders_special_tokens) and a reply that opens with `<think>`
