@@ -197,11 +197,18 @@ void TestEngineSettings::memoryEstimateMatchesMeasuredKvPool() {
     QVERIFY(before && before->estimateBytes > 0);
     const qint64 estimateBeforeLoad = before->estimateBytes;
     QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    // The worker samples memory right after it announces the load; the row still shows the
+    // previous case's pool until that sample arrives (a CI run read the stale one).
+    QSignalSpy sampled(&engine, &EngineController::memorySampled);
+    qsizetype samplesAtLoad = -1;
+    const QMetaObject::Connection atLoad =
+        connect(&engine, &EngineController::modelLoaded, this, [&] { samplesAtLoad = sampled.count(); });
     engine.loadModel(m_modelPath, c.options);
     QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, kTimeoutMs);
-    QTRY_VERIFY_WITH_TIMEOUT(panel.model()->findRow(QStringLiteral("KV cache")) &&
-                                 panel.model()->findRow(QStringLiteral("KV cache"))->measuredBytes > 0,
-                             kTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(samplesAtLoad >= 0 && sampled.count() > samplesAtLoad, kTimeoutMs);
+    disconnect(atLoad);
+    QVERIFY(panel.model()->findRow(QStringLiteral("KV cache")) &&
+            panel.model()->findRow(QStringLiteral("KV cache"))->measuredBytes > 0);
     const MemoryModel::Row* kv = panel.model()->findRow(QStringLiteral("KV cache"));
     const double error = std::abs(double(kv->estimateBytes - kv->measuredBytes)) / double(kv->measuredBytes);
     qInfo("%s: KV estimate %lld bytes before the load, %lld after, measured %lld (%.2f%%); %s", c.name,
