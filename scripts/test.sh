@@ -5,6 +5,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${IWB_BUILD_DIR:-"$root/build"}
 
+# A cold run writes about 12 GiB (the build with its Python environment, then the ASan build);
+# on a fuller disk it fails at a link with "No space left on device", so say so first.
+free_kib=$(df -Pk "$root" | awk 'NR == 2 {print $4}')
+if [[ "$free_kib" =~ ^[0-9]+$ ]] && (( free_kib < 12 * 1024 * 1024 )); then
+  echo "test.sh: warning: $(( free_kib / 1024 / 1024 )) GiB free on the disk of $root; a cold run needs about 12 GiB" >&2
+fi
+
 "$root/scripts/build.sh" "$@"
 (cd "$build_dir" && ctest --output-on-failure --parallel "$(nproc)" --timeout 600)
 
