@@ -10,8 +10,11 @@ constexpr std::string_view kChannel = "<|channel|>";
 constexpr std::string_view kMessage = "<|message|>";
 constexpr std::string_view kStart = "<|start|>";
 constexpr std::string_view kConstrain = "<|constrain|>";
-// Each ends a message.
-constexpr std::array<std::string_view, 3> kMessageEnds = {"<|end|>", "<|return|>", "<|call|>"};
+constexpr std::string_view kEnd = "<|end|>";
+constexpr std::string_view kReturn = "<|return|>";
+constexpr std::string_view kCall = "<|call|>";  // the last three end a message
+constexpr std::array<std::string_view, 7> kHarmonyMarkers = {kChannel, kMessage, kStart, kConstrain,
+                                                             kEnd,     kReturn,  kCall};
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 
@@ -22,6 +25,20 @@ size_t partial_marker_length(std::string_view text, std::string_view marker) {
     if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
   }
   return 0;
+}
+
+// The first harmony marker at or after `pos` (npos when none), one pass over the text: every
+// marker starts with "<|".
+size_t next_marker(std::string_view raw, size_t pos, std::string_view* marker) {
+  for (size_t at = raw.find("<|", pos); at != std::string_view::npos; at = raw.find("<|", at + 1)) {
+    for (std::string_view m : kHarmonyMarkers) {
+      if (raw.substr(at, m.size()) == m) {
+        *marker = m;
+        return at;
+      }
+    }
+  }
+  return std::string_view::npos;
 }
 
 void append_part(std::string* part, std::string_view text, bool is_new_message) {
@@ -37,25 +54,13 @@ ReplyParts split_harmony(std::string_view raw, bool is_streaming) {
   bool is_new_message = true;
   size_t pos = 0;
   while (pos < raw.size()) {
-    // The next marker of any kind.
-    size_t next = std::string_view::npos;
     std::string_view marker;
-    auto consider = [&](std::string_view m) {
-      const size_t at = raw.find(m, pos);
-      if (at < next) {
-        next = at;
-        marker = m;
-      }
-    };
-    for (std::string_view m : {kChannel, kMessage, kStart, kConstrain}) consider(m);
-    for (std::string_view m : kMessageEnds) consider(m);
+    const size_t next = next_marker(raw, pos, &marker);
 
     std::string_view text = raw.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos);
     if (next == std::string_view::npos && is_streaming) {
       size_t held = 0;
-      for (std::string_view m : {kChannel, kMessage, kStart, kConstrain})
-        held = std::max(held, partial_marker_length(text, m));
-      for (std::string_view m : kMessageEnds) held = std::max(held, partial_marker_length(text, m));
+      for (std::string_view m : kHarmonyMarkers) held = std::max(held, partial_marker_length(text, m));
       text.remove_suffix(held);
     }
     if (state == State::Message) {

@@ -27,10 +27,9 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Shared with the Memory tab's estimate (cuda_scratch_estimate.h).
-constexpr uint64_t kCublasWorkspaceBytes = kCudaCublasWorkspaceBytes;
-constexpr int64_t kMaxLogitsChunkRows = kCudaMaxLogitsChunkRows;
-static_assert(kCudaMatvecTokens == kCudaMatvecMaxTokens, "the estimate's cuBLAS threshold is the matvec kernels' limit");
+// The scratch sizes are shared with the Memory tab's estimate (cuda_scratch_estimate.h).
+static_assert(kCudaMatvecTokens == kCudaMatvecMaxTokens,
+              "the estimate's cuBLAS threshold is the matvec kernels' limit");
 
 // Device memory left alone for the CUDA context, cuBLAS's own allocations and captured graphs.
 uint64_t device_reserve_bytes(uint64_t total) { return std::min<uint64_t>(uint64_t{1} << 30, total / 20); }
@@ -102,7 +101,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_capacity.block_size = o.kv_block_size;
   m_capacity.max_blocks_per_sequence = (context_length + o.kv_block_size - 1) / o.kv_block_size;
   m_capacity.vocab_size = c.vocab_size;
-  m_logits_chunk_rows = std::min(t, kMaxLogitsChunkRows);
+  m_logits_chunk_rows = std::min(t, kCudaMaxLogitsChunkRows);
 
   // f32 activations, each sub-buffer 256-byte aligned (the kernels' vector loads need 16).
   const auto rows = static_cast<size_t>(t);
@@ -153,7 +152,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
                                                       "an f16 copy of the largest weight for cuBLAS", m_device);
     if (!w16) return w16.status();
     m_w16 = std::move(*w16);
-    Result<DeviceBuffer> ws = DeviceBuffer::allocate(kCublasWorkspaceBytes, "the cuBLAS workspace", m_device);
+    Result<DeviceBuffer> ws = DeviceBuffer::allocate(kCudaCublasWorkspaceBytes, "the cuBLAS workspace", m_device);
     if (!ws) return ws.status();
     m_cublas_workspace = std::move(*ws);
     // A workspace of ours: cuBLAS then allocates nothing while a graph is being captured.
