@@ -6,8 +6,9 @@
 //     for scores and the softmax, lane = a pair of value columns for the weighted sum), online
 //     softmax.
 //  3. combine_kernel (only when the keys are split): merges the splits' (max, sum, acc).
-// Batches with several queries per sequence take the tensor-core variant of kernel 2 instead
-// (paged_attention_tc.cu), which writes the same outputs and partials.
+// Batches with several queries per sequence take a tensor-core variant of kernel 2 instead
+// (paged_attention_mma.cu for the common head sizes, paged_attention_tc.cu for the others),
+// which writes the same outputs and partials.
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
 
 #include "iwb/kernels/paged_attention.h"
@@ -504,7 +505,9 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
   // Tensor cores when some sequence brings several queries (a prefill chunk, draft tokens); a
   // pure decode batch is bound by reading the cache and keeps the f32 kernel.
   if (a.allow_tensor_cores && a.num_tokens > a.num_sequences && attention_tc_supports(a.head_dim, a.head_dim_v)) {
-    e = launch_attention_tc(params, plan, is_f16, stream);
+    e = attention_mma_supports(a.head_dim, a.head_dim_v, plan.rows_per_block)
+            ? launch_attention_mma(params, plan, is_f16, stream)
+            : launch_attention_tc(params, plan, is_f16, stream);
   } else if (is_decode && decode_rows_per_warp > 0 && a.head_dim_v <= 128) {
     const size_t decode_shared = shared_bytes(a, kWarps * decode_rows_per_warp);
     e = a.head_dim_v <= 64

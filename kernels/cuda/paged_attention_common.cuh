@@ -123,4 +123,10 @@ bool attention_tc_supports(int64_t head_dim, int64_t head_dim_v);
 cudaError_t launch_attention_tc(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_f16,
                                 cudaStream_t stream);
 
+// The register-resident tensor-core kernel (paged_attention_mma.cu), preferred over the WMMA one
+// where it applies: equal key and value head sizes of 64, 80, 96 or 128 and 64-row tiles.
+bool attention_mma_supports(int64_t head_dim, int64_t head_dim_v, int64_t rows_per_block);
+cudaError_t launch_attention_mma(const AttentionParams& params, const AttentionLaunchPlan& plan, bool is_f16,
+                                 cudaStream_t stream);
+
 }  // namespace iwb::cuda_detail

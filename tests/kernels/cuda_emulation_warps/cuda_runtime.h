@@ -213,6 +213,16 @@ T exchange(T value, unsigned src_lane) {
   return result;
 }
 
+// A warp-wide gather: each lane publishes a value and reads every lane's (all[i]: lane i's).
+// The emulated warp-level matrix instructions (mma_m16n8k16.cuh) are built on it.
+inline void warp_gather(uint64_t value, uint64_t (&all)[32]) {
+  const unsigned t = threadIdx.x;
+  g_state.exchange[t] = value;
+  wait_at(Wait::Warp);
+  for (unsigned i = 0; i < 32; ++i) all[i] = g_state.exchange[(t & ~31u) + i];
+  wait_at(Wait::Warp);  // nobody republishes before every lane has read
+}
+
 }  // namespace iwb_emulation
 
 inline void __syncthreads() { iwb_emulation::wait_at(iwb_emulation::Wait::Block); }
