@@ -4,6 +4,7 @@
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/q4_0_split_cuda.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
 #include "q8_input_reference.h"
@@ -301,6 +302,90 @@ class TestCudaMatvec : public QObject {
                                 .arg(o)
                                 .arg(got, 0, 'g', 9)
                                 .arg(expected, 0, 'g', 9)));
+      }
+    }
+  }
+
+  // Q4_0 in the split layout on the device: 1, 3 and 8 tokens of int8 activations against the
+  // double sum over the GGUF blocks (llama-3 widths and an odd one; 4099 rows: a partial thread
+  // block), each token independent of its batch, and the f16 dequantization bit for bit.
+  void q4_0_split_matches_reference() {
+    std::mt19937 rng(29);
+    for (const int64_t in_features : {int64_t{96}, int64_t{4096}, int64_t{14336}}) {
+      const int64_t out_features = in_features == 96 ? 7 : 4099, blocks = in_features / 32;
+      const int64_t tokens = kQ4_0SplitMaxTokens;
+      const std::vector<uint8_t> gguf =
+          test::random_tensor_bytes(GgmlType::Q4_0, out_features, in_features, rng, 0.05f);
+      std::vector<uint8_t> split(gguf.size());
+      QVERIFY(repack_q4_0_split(gguf.data(), out_features, in_features, split.data()));
+      const std::vector<float> x = test::random_floats(static_cast<size_t>(tokens * in_features), rng, 2.0f);
+      uint8_t* d_weight = nullptr;
+      float *d_x = nullptr, *d_y = nullptr, *d_y1 = nullptr, *d_scale = nullptr;
+      int8_t* d_q = nullptr;
+      uint16_t* d_f16 = nullptr;
+      const size_t num_values = static_cast<size_t>(out_features * in_features);
+      QCOMPARE(cudaMalloc(&d_weight, split.size()), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_x, x.size() * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_y, static_cast<size_t>(tokens * out_features) * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_y1, static_cast<size_t>(out_features) * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_scale, static_cast<size_t>(tokens * blocks) * sizeof(float)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_q, static_cast<size_t>(tokens * in_features)), cudaSuccess);
+      QCOMPARE(cudaMalloc(&d_f16, num_values * 2), cudaSuccess);
+      QCOMPARE(cudaMemcpy(d_weight, split.data(), split.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      QCOMPARE(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      QCOMPARE(quantize_x_q8_cuda(d_x, tokens * in_features, d_q, d_scale, nullptr), cudaSuccess);
+      std::vector<int8_t> q(static_cast<size_t>(tokens * in_features));
+      std::vector<float> scale(static_cast<size_t>(tokens * blocks));
+      QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      const size_t row_bytes = *ggml_row_bytes(GgmlType::Q4_0, in_features);
+      for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
+        Q4_0SplitMatvecArgs a;
+        a.weight = d_weight;
+        a.in_features = in_features;
+        a.out_features = out_features;
+        a.x_q8 = d_q;
+        a.x_q8_scale = d_scale;
+        a.num_tokens = n;
+        a.y = d_y;
+        QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+        a.num_tokens = 1;
+        a.y = d_y1;
+        QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+        std::vector<float> y(static_cast<size_t>(n * out_features)), y1(static_cast<size_t>(out_features));
+        QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        QCOMPARE(cudaMemcpy(y1.data(), d_y1, y1.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        QVERIFY2(std::memcmp(y.data(), y1.data(), y1.size() * sizeof(float)) == 0, "token 0 depends on its batch");
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t o = 0; o < out_features; ++o) {
+            const test::Q8InputReference ref =
+                test::q8_input_reference(GgmlType::Q4_0, gguf.data() + static_cast<size_t>(o) * row_bytes,
+                                         q.data() + t * in_features, scale.data() + t * blocks, blocks);
+            const float got = y[static_cast<size_t>(t * out_features + o)];
+            QVERIFY2(std::fabs(got - ref.value) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(ref.value),
+                     qPrintable(QStringLiteral("in=%1 n=%2: y[%3][%4] = %5, reference %6")
+                                    .arg(in_features)
+                                    .arg(n)
+                                    .arg(t)
+                                    .arg(o)
+                                    .arg(got, 0, 'g', 9)
+                                    .arg(ref.value, 0, 'g', 9)));
+          }
+        }
+      }
+      QCOMPARE(dequantize_q4_0_split_f16_cuda(d_weight, d_f16, out_features, in_features, nullptr), cudaSuccess);
+      std::vector<uint16_t> f16(num_values);
+      QCOMPARE(cudaMemcpy(f16.data(), d_f16, num_values * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (const void* p :
+           {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
+            static_cast<const void*>(d_y1), static_cast<const void*>(d_scale), static_cast<const void*>(d_q),
+            static_cast<const void*>(d_f16)}) {
+        cudaFree(const_cast<void*>(p));
+      }
+      std::vector<float> reference(num_values);
+      QVERIFY(dequantize_row_ref(GgmlType::Q4_0, gguf.data(), reference.data(), static_cast<int64_t>(num_values)));
+      for (size_t i = 0; i < num_values; ++i) {
+        QVERIFY2(f16[i] == f32_to_fp16(reference[i]), qPrintable(QStringLiteral("f16 value %1").arg(i)));
       }
     }
   }

@@ -154,16 +154,20 @@ class CudaForwardBackend final : public ForwardBackend {
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
   int64_t m_logits_chunk_rows = 0;    // rows m_final / m_logits hold
   DeviceBuffer m_x16;                 // f16 activations for cuBLAS [max_tokens x widest input]
-  // One token's input quantized to int8 for Q4_0 / Q8_0 products (quantize_x_q8_cuda): values,
-  // then the 32-value blocks' scales at m_x_q8_scale. m_q8_source: the input they hold, within
-  // the current op (null: none). Off unless IWB_CUDA_Q8_INPUT=1: on an H100 it took llama-3-8b
-  // Q4_0 decode from 180 to 214 tokens/s, but the engine's CPU comparison of two Q8_0 test
-  // models then failed its 1e-2 bound (relative errors 0.018 and 0.011; docs/cuda.md).
+  // Up to kQ4_0SplitMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
+  // products of Q4_0 (split layout: 1..8 tokens; GGUF layout: one token) and Q8_0 (one token):
+  // values, then the 32-value blocks' scales at m_x_q8_scale. m_q8_source / m_q8_tokens: the
+  // input they hold, within the current op (null: none). The CPU's fast path quantizes the same
+  // way (BlockQ8A); IWB_CUDA_Q8_INPUT=0 keeps the GGUF-layout products on f32 activations. (The
+  // ninth session's "0.018 against the CPU" was against the CPU's exact f32-activation mode.)
   DeviceBuffer m_x_q8;
   float* m_x_q8_scale = nullptr;
-  int64_t m_q8_capacity = 0;  // the widest input it holds
+  int64_t m_q8_capacity = 0;  // the widest input one token needs
   const float* m_q8_source = nullptr;
-  bool m_use_q8_input = false;
+  int64_t m_q8_tokens = 0;
+  bool m_use_q8_input = true;
+  // Quantizes n tokens of x (unless this op already did) into m_x_q8.
+  Status quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name, int64_t layer);
   DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]
   DeviceBuffer m_attention_workspace;
   DeviceBuffer m_cublas_workspace;

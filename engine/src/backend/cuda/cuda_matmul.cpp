@@ -1,13 +1,14 @@
-// Weight products on the device: the matvec kernels (weights dequantized in registers) for up
-// to kCudaMatvecMaxTokens tokens, cuBLAS for more (f32 weights as they are; others through an
-// f16 copy of the weight and f16 activations, accumulating in f32). Batch-invariant mode runs
-// every token through its own one-token matvec, so a token's result never depends on its batch.
+// Weight products on the device: Q4_0 in the split layout on int8 activations, the matvec
+// kernels (weights dequantized in registers) for up to kCudaMatvecMaxTokens tokens, cuBLAS for more (f32 weights as
+// they are; others through an f16 copy of the weight and f16 activations, accumulating in f32). Batch-invariant mode
+// runs every token through its own one-token matvec, so a token's result never depends on its batch.
 #include "backend/cuda/cuda_forward_backend.h"
 
 #include "backend/cuda/cuda_status.h"
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/q4_0_split_cuda.h"
 #include "plan/plan_weights.h"
 
 namespace iwb::cuda {
@@ -38,6 +39,28 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
   if (part == 0) m_q8_source = nullptr;  // a new op: its input is not quantized yet
+  if (w.is_q4_0_split && (n <= kQ4_0SplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
+    // Q4_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
+    // not depend on the others in the launch, so batch-invariant mode needs no special case.
+    for (int64_t first = 0; first < n; first += kQ4_0SplitMaxTokens) {
+      const int64_t count = std::min(kQ4_0SplitMaxTokens, n - first);
+      const float* xt = x + first * w.in_features;
+      IWB_RETURN_IF_ERROR(quantize_input_q8(xt, count, w.in_features, name, layer));
+      Q4_0SplitMatvecArgs a;
+      a.weight = w.data;
+      a.in_features = w.in_features;
+      a.out_features = w.out_features;
+      a.x_q8 = m_x_q8.as<int8_t>();
+      a.x_q8_scale = m_x_q8_scale;
+      a.num_tokens = count;
+      a.y = y + first * w.out_features;
+      a.bias = bias;
+      if (const cudaError_t e = matvec_q4_0_split_cuda(a, stream); e != cudaSuccess) {
+        return launched(e, what("").c_str(), layer);
+      }
+    }
+    return op_end(op, part, n);
+  }
   if (n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr) {
     MatvecCudaArgs a;
     a.type = w.type;
@@ -45,20 +68,14 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     a.in_features = w.in_features;
     a.out_features = w.out_features;
     a.bias = bias;
-    // One token of Q4_0 / Q8_0: int8 activations and integer dot products, the input quantized
-    // once for all of this op's products (q, k and v; gate and up).
+    // One token of Q4_0 / Q8_0 in GGUF layout: int8 activations and integer dot products, the
+    // input quantized once for all of this op's products (q, k and v; gate and up).
     const bool is_q8_input = m_use_q8_input && cuda_matvec_takes_q8_input(w.type) && (n == 1 || m_is_batch_invariant) &&
                              w.in_features <= m_q8_capacity;
     if (is_q8_input) {
       for (int64_t t = 0; t < n; ++t) {
         const float* xt = x + t * w.in_features;
-        if (n > 1 || xt != m_q8_source) {
-          if (const cudaError_t e = quantize_x_q8_cuda(xt, w.in_features, m_x_q8.as<int8_t>(), m_x_q8_scale, stream);
-              e != cudaSuccess) {
-            return launched(e, what("'s input quantization").c_str(), layer);
-          }
-          m_q8_source = n == 1 ? xt : nullptr;
-        }
+        IWB_RETURN_IF_ERROR(quantize_input_q8(xt, 1, w.in_features, name, layer));
         a.num_tokens = 1;
         a.x = xt;
         a.y = y + t * w.out_features;
@@ -86,6 +103,22 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   return op_end(op, part, n);
 }
 
+Status CudaForwardBackend::quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name,
+                                             int64_t layer) {
+  if (x == m_q8_source && n == m_q8_tokens) return {};
+  if (in_features > m_q8_capacity || n > kQ4_0SplitMaxTokens) {
+    return make_error(ErrorCode::InvalidArgument,
+                      std::string("the ") + name + " matmul's input is wider than the int8 buffer");
+  }
+  if (const cudaError_t e = quantize_x_q8_cuda(x, n * in_features, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get());
+      e != cudaSuccess) {
+    return launched(e, (std::string("the ") + name + " matmul's input quantization").c_str(), layer);
+  }
+  m_q8_source = x;
+  m_q8_tokens = n;
+  return {};
+}
+
 Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y) {
   cudaStream_t stream = m_stream.get();
   const float one = 1.0f, zero = 0.0f;
@@ -104,7 +137,12 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
     return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f32");
   }
   const void* a = w.data;
-  if (w.type != GgmlType::F16) {
+  if (w.is_q4_0_split) {
+    IWB_RETURN_IF_ERROR(
+        launched(dequantize_q4_0_split_f16_cuda(w.data, m_w16.as<uint16_t>(), w.out_features, w.in_features, stream),
+                 "dequantizing a weight to f16 for cuBLAS", -1));
+    a = m_w16.data();
+  } else if (w.type != GgmlType::F16) {
     IWB_RETURN_IF_ERROR(launched(dequantize_rows_f16_cuda(w.type, w.data, m_w16.as<uint16_t>(), w.out_features,
                                                           w.in_features, stream),
                                  "dequantizing a weight to f16 for cuBLAS", -1));
