@@ -59,7 +59,10 @@ mapfile -t cuda_names < <(cuda_tests_json | python3 -c '
 import json, sys
 for t in json.load(sys.stdin).get("tests", []):
     print(t["name"])')
-targets=(iwb "${cuda_names[@]}")
+# The kernel microbenchmarks (bench_cuda_matvec, bench_cuda_attention): gpu-check.sh runs them
+# when carried, so a device run also says where the time goes kernel by kernel.
+micro_benches=(bench_cuda_matvec bench_cuda_attention)
+targets=(iwb "${cuda_names[@]}" "${micro_benches[@]}")
 [[ $with_ui == 1 ]] && targets+=(inference-workbench)
 if [[ $do_build == 1 ]]; then
   echo "building: ${targets[*]}"
@@ -87,6 +90,9 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/tests" "$stage/lib" "$stage/lib-compat" "$stage/models/llama2c"
 cp "$build_dir/app/iwb" "$stage/bin/"
 for exe in "${cuda_tests[@]}"; do cp "$exe" "$stage/tests/"; done
+for bench in "${micro_benches[@]}"; do
+  [[ -x $build_dir/tests/kernels/$bench ]] && cp "$build_dir/tests/kernels/$bench" "$stage/bin/"
+done
 strip --strip-unneeded "$stage/bin/"* "$stage/tests/"* 2>/dev/null || true
 
 # Libraries: what ldd resolves, minus glibc, the driver and the CUDA toolkit (see the header).

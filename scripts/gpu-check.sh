@@ -228,6 +228,28 @@ if [[ $run_bench == 1 ]]; then
   capture "$results/probe.json" timeout "$bench_timeout" "$iwb" probe --db "$db" --json || { note "gpu-check: iwb probe failed"; test_status=1; }
   [[ $dry_run == 0 ]] && cat "$results/probe.json" >>"$log"
 
+  # Kernel microbenchmarks, when the bundle carries them: the weight products of llama-3-8b's
+  # shapes (GB/s against the probed copy rate) and paged attention (decode GB/s, prefill TFLOP/s
+  # against the probed GEMM rate), written to micro.txt for the table.
+  if [[ -x $bin_dir/bench_cuda_matvec || -x $bin_dir/bench_cuda_attention ]]; then
+    step "kernel microbenchmarks"
+    peaks=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = next((p for p in d.get("devices", []) if p.get("device_id", "").startswith("cuda")), {})
+print(f"{g.get(\"copy_bytes_per_s\", 3.35e12) / 1e9:.0f} {g.get(\"peak_flops\", 989e12) / 1e12:.0f}")' \
+      "$results/probe.json" 2>/dev/null || echo "3350 989")
+    read -r peak_gbs peak_tflops <<<"$peaks"
+    for bench in bench_cuda_matvec bench_cuda_attention; do
+      [[ -x $bin_dir/$bench ]] || continue
+      args=(--peak-gbs "$peak_gbs")
+      [[ $bench == bench_cuda_matvec ]] && args+=(--types "${IWB_GPU_MICRO_TYPES:-Q4_0,Q8_0,F16}")
+      [[ $bench == bench_cuda_attention ]] && args+=(--peak-tflops "$peak_tflops")
+      { echo "\$ $bench ${args[*]}"; timeout "$bench_timeout" "$bin_dir/$bench" "${args[@]}" 2>&1; echo; } |
+        tee -a "$log" >>"$results/micro.txt"
+    done
+  fi
+
   # The application on the GPU without a display: a synthetic model loaded on cuda:0 with kernel
   # profiling, one chat reply, then the Chat, Memory and Roofline tabs saved as PNGs (--capture).
   app="$bin_dir/inference-workbench"
@@ -278,6 +300,12 @@ if [[ $run_bench == 1 ]]; then
       if [[ -x $llama_bench ]]; then
         capture "$results/llama-$tag.json" timeout "$bench_timeout" "$llama_bench" -m "$file" -ngl 99 -p 2048 \
           -n 128 -b 2048 -r 3 -o json || note "gpu-check: llama-bench $tag failed (see the log)"
+      fi
+      # Q4_0's decode on the GGUF layout too (IWB_CUDA_SPLIT=0), to show what the split
+      # layout changes on this device (IWB_GPU_AB=0 skips it).
+      if [[ $type == Q4_0 && ${IWB_GPU_AB:-1} == 1 ]]; then
+        capture "$results/ab-gguf-$tag.json" env IWB_CUDA_SPLIT=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
+          --device cuda:0 -p 512 -n 128 -r 2 --json --db "$db" || note "gpu-check: bench (GGUF layout) $tag failed"
       fi
       capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }

@@ -217,6 +217,24 @@ def main(results):
                 target_notes.append(f"  {'met ' if ratio >= BATCH64_TARGET else 'MISSED'} {tag} batch 64 at "
                                     f"{ratio:.1f}× batch 1 (target >= {BATCH64_TARGET:.0f}×)")
 
+    # Q4_0 decode on the GGUF layout (IWB_CUDA_SPLIT=0) beside the default split layout.
+    ab_paths = sorted(glob.glob(os.path.join(results, "ab-gguf-*.json")))
+    if ab_paths:
+        say("")
+        say("Q4_0 decode (tg128): the split layout (default) against GGUF's layout (IWB_CUDA_SPLIT=0)")
+        say(f"  {'model':<14} {'type':<5} {'split tok/s':>12} {'GGUF tok/s':>11} {'ratio':>7}")
+        out["q4_0_layouts"] = {}
+        for path in ab_paths:
+            tag = tag_of(path, "ab-gguf-")
+            model, wtype = split_tag(tag)
+            rows = (load(path) or {}).get("results", [])
+            tg = next((r for r in rows if r.get("test", "").startswith("tg")), None)
+            gguf = tg and tg.get("tokens_per_s_mean")
+            split = out["bench"].get(tag, {}).get("decode_tokens_per_s")
+            out["q4_0_layouts"][tag] = {"split": split, "gguf": gguf}
+            ratio = f"{split / gguf:.2f}×" if split and gguf else "—"
+            say(f"  {model:<14} {wtype:<5} {num(split):>12} {num(gguf):>11} {ratio:>7}")
+
     skipped_path = os.path.join(results, "skipped.tsv")
     if os.path.exists(skipped_path):
         with open(skipped_path) as f:
@@ -228,6 +246,13 @@ def main(results):
         say("")
         say("Targets (issue 18, H100 class)")
         lines.extend(target_notes)
+
+    micro_path = os.path.join(results, "micro.txt")
+    if os.path.exists(micro_path):
+        say("")
+        say("Kernel microbenchmarks (gpu-check.sh's carried bench_cuda_matvec / bench_cuda_attention)")
+        with open(micro_path) as f:
+            lines.extend("  " + line.rstrip("\n") for line in f if line.strip())
 
     print("\n".join(lines))
     with open(os.path.join(results, "results.json"), "w") as f:

@@ -1,9 +1,10 @@
-// The engine on cuda:0 against the same engine on the CPU (exact f32-activation matmuls): the
+// The engine on cuda:0 against the same engine on the CPU (exact f32-activation matmuls, or the
+// fast path's int8 activations where the GPU uses them too: Q4_0 and Q8_0 up to 8 tokens): the
 // logits of whole prompts agree (relative L2 error under 1e-2), greedy generation gives the same
 // 32 tokens, a batch mixing prefill chunks and decodes matches, decode steps replayed from CUDA
 // graphs give what eager steps give, profiling records come from CUDA events, and a KV cache
 // larger than the device is a clear out-of-memory error. Models: aidreams (converted here),
-// small synthetic llama (Q4_K_M, and Q4_0: the split layout on int8 activations), qwen2 (F16, biases) and gemma3 (Q8_0,
+// small synthetic llama (Q4_K_M, and Q4_0 in the split layout), qwen2 (F16, biases) and gemma3 (Q8_0,
 // sliding windows, soft-capping), phi3 (Q8_0, fused q/k/v and gate/up as row views, LongRoPE factors) shapes, and the
 // default model when present. Skips without a CUDA device.
 #include "iwb/engine/backend/device_info.h"
@@ -48,6 +49,10 @@ std::unique_ptr<Engine> load(const std::string& path, const std::string& device,
   (*e)->set_profiling(is_profiled);
   return std::move(*e);
 }
+
+// Whether the CUDA engine multiplies this test model's matrices on int8 activations (Q4_0 and
+// Q8_0 in the split layout, up to 8 tokens a product).
+bool quantizes_activations(const QString& path) { return path.endsWith("Q4_0.gguf") || path.endsWith("Q8_0.gguf"); }
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
@@ -168,11 +173,10 @@ class TestCudaEngine : public QObject {
     const int64_t vocab = cpu->config().vocab_size;
     for (const int64_t length : {1, 7, 40}) {  // matvec, matvec in chunks, cuBLAS
       const std::vector<int32_t> prompt = random_prompt(length, vocab, static_cast<uint32_t>(length));
-      // Where the GPU multiplies on int8 activations (Q4_0 up to 8 tokens, Q8_0 one token), the
-      // CPU reference is its fast path, which quantizes them the same way: against f32
-      // activations the quantization alone moves a random model's logits by 1-2%.
-      const bool is_q4_0 = path.endsWith("Q4_0.gguf"), is_q8_0 = path.endsWith("Q8_0.gguf");
-      const bool gpu_quantizes = (is_q4_0 && length <= 8) || (is_q8_0 && length == 1);
+      // Where the GPU multiplies on int8 activations (Q4_0 and Q8_0, up to 8 tokens), the CPU
+      // reference is its fast path, which quantizes them the same way: against f32 activations
+      // the quantization alone moves a random model's logits by 1-2%.
+      const bool gpu_quantizes = quantizes_activations(path) && length <= 8;
       Result<std::vector<float>> want = (gpu_quantizes ? cpu_fast : cpu)->logits_for(prompt);
       Result<std::vector<float>> got = gpu->logits_for(prompt);
       QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
@@ -184,9 +188,9 @@ class TestCudaEngine : public QObject {
   void greedy_tokens_match_the_cpu_data() { logits_match_the_cpu_data(); }
   void greedy_tokens_match_the_cpu() {
     QFETCH(QString, path);
-    // Q4_0 runs on int8 activations at every step here (8 tokens a step): the CPU's fast path
-    // quantizes them the same way, so near-ties of the random weights break alike.
-    auto cpu = load(path.toStdString(), "cpu", 256, false, 8, path.endsWith("Q4_0.gguf"));
+    // Q4_0 and Q8_0 run on int8 activations at every step here (8 tokens a step): the CPU's fast
+    // path quantizes them the same way, so near-ties of the random weights break alike.
+    auto cpu = load(path.toStdString(), "cpu", 256, false, 8, quantizes_activations(path));
     auto gpu = load(path.toStdString(), "cuda:0", 256, false, 8);
     QVERIFY(cpu && gpu);
     const std::vector<std::vector<int32_t>> prompt = {random_prompt(12, cpu->config().vocab_size, 5)};
@@ -201,7 +205,7 @@ class TestCudaEngine : public QObject {
   void batches_of_prefill_and_decode_match_the_cpu() {
     QVERIFY(!m_models.empty());
     const std::string path = m_models.back();
-    auto cpu = load(path, "cpu", 256, false, 8);
+    auto cpu = load(path, "cpu", 256, false, 8, quantizes_activations(QString::fromStdString(path)));
     auto gpu = load(path, "cuda:0", 256, false, 8);  // chunked prefill beside decodes, 8 tokens a step
     QVERIFY(cpu && gpu);
     std::vector<std::vector<int32_t>> prompts;

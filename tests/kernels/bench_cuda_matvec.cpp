@@ -3,6 +3,7 @@
 // --peak-gbs. Prints a message and exits 0 on a machine without a usable CUDA device.
 //   bench_cuda_matvec [--peak-gbs 3350] [--types F16,Q4_0,...] [--min-ms 20]
 #include "iwb/kernels/cuda/matvec_cuda.h"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "iwb/kernels/ggml_type.h"
 
 #include <cuda_runtime.h>
@@ -60,9 +61,10 @@ std::vector<GgmlType> parse_types(std::string_view list) {
   return types;
 }
 
-// Mean milliseconds per matvec_cuda call over at least min_ms of calls, rotating through the
-// weight copies; negative on a CUDA error (already reported).
-double time_calls(MatvecCudaArgs args, const std::vector<uint8_t*>& copies, double min_ms) {
+// Mean milliseconds per call of launch(weights) over at least min_ms of calls, rotating through
+// the weight copies; negative on a CUDA error (already reported).
+template <typename Launch>
+double time_calls(Launch&& launch, const std::vector<uint8_t*>& copies, double min_ms) {
   cudaEvent_t start = nullptr, stop = nullptr;
   if (!check(cudaEventCreate(&start), "cudaEventCreate")) return -1;
   if (!check(cudaEventCreate(&stop), "cudaEventCreate")) {
@@ -72,8 +74,7 @@ double time_calls(MatvecCudaArgs args, const std::vector<uint8_t*>& copies, doub
   // Launches num_calls calls (argument errors come back at once, execution errors at the sync).
   auto run = [&](int num_calls) {
     for (int i = 0; i < num_calls; ++i) {
-      args.weight = copies[static_cast<size_t>(i) % copies.size()];
-      if (!check(matvec_cuda(args, nullptr), "matvec_cuda")) return false;
+      if (!check(launch(copies[static_cast<size_t>(i) % copies.size()]), "the product")) return false;
     }
     return true;
   };
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&props, 0);
   std::printf("device 0: %s; weights rotated over >= %zu MiB of copies (DRAM reads, not L2)\n", props.name,
               kMinWorkingSetBytes >> 20);
-  std::printf("%-6s %-20s %6s %10s %9s %7s\n", "type", "shape", "tokens", "us/call", "GB/s", "%peak");
+  std::printf("%-6s %-20s %8s %10s %9s %7s\n", "type", "shape", "tokens", "us/call", "GB/s", "%peak");
 
   float* d_x = nullptr;
   float* d_y = nullptr;
@@ -136,11 +137,11 @@ int main(int argc, char** argv) {
   }
   int8_t* d_q = nullptr;  // int8 activations (zeros: timing does not depend on the values)
   float* d_scale = nullptr;
-  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_q), static_cast<size_t>(max_in)), "cudaMalloc q") ||
-      !check(cudaMemset(d_q, 0, static_cast<size_t>(max_in)), "cudaMemset q") ||
-      !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * static_cast<size_t>(max_in / 32)),
-             "cudaMalloc scale") ||
-      !check(cudaMemset(d_scale, 0, sizeof(float) * static_cast<size_t>(max_in / 32)), "cudaMemset scale")) {
+  const auto q_bytes = static_cast<size_t>(max_in * kSplitMaxTokens);
+  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_q), q_bytes), "cudaMalloc q") ||
+      !check(cudaMemset(d_q, 0, q_bytes), "cudaMemset q") ||
+      !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * (q_bytes / 32)), "cudaMalloc scale") ||
+      !check(cudaMemset(d_scale, 0, sizeof(float) * (q_bytes / 32)), "cudaMemset scale")) {
     return 1;
   }
   if (!check(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMalloc x") ||
@@ -162,11 +163,41 @@ int main(int argc, char** argv) {
         if (is_ok) is_ok = check(cudaMemset(d_weight, 0x3C, weight_bytes), "cudaMemset weights");
         if (d_weight != nullptr) copies.push_back(d_weight);
       }
-      // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8").
-      for (int variant = 0; variant < 3; ++variant) {
+      // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
+      // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split").
+      for (int variant = 0; variant < 5; ++variant) {
         if (!is_ok) break;
+        if (variant >= 3) {
+          if (!has_split_blocks(type)) break;
+          SplitMatvecArgs split;
+          split.type = type;
+          split.in_features = shape.in_features;
+          split.out_features = shape.out_features;
+          split.x_q8 = d_q;
+          split.x_q8_scale = d_scale;
+          split.num_tokens = variant == 3 ? 1 : kSplitMaxTokens;
+          split.y = d_y;
+          const double ms = time_calls(
+              [&](uint8_t* w) {
+                split.weight = w;
+                return matvec_split_cuda(split, nullptr);
+              },
+              copies, min_ms);
+          if (ms <= 0) {
+            is_ok = false;
+            break;
+          }
+          const double gbs = static_cast<double>(weight_bytes) / (ms * 1e-3) / 1e9;
+          char percent[16] = "-";
+          if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
+          const std::string tokens = std::to_string(split.num_tokens) + " split";
+          const std::string_view name = ggml_type_name(type);
+          std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
+                      tokens.c_str(), ms * 1e3, gbs, percent);
+          continue;
+        }
         const bool is_q8_input = variant == 2;
-        if (is_q8_input && !cuda_matvec_takes_q8_input(type)) break;
+        if (is_q8_input && !cuda_matvec_takes_q8_input(type)) continue;
         const int64_t num_tokens = variant == 1 ? kCudaMatvecMaxTokens : 1;
         MatvecCudaArgs args;
         args.type = type;
@@ -179,7 +210,12 @@ int main(int argc, char** argv) {
           args.x_q8 = d_q;
           args.x_q8_scale = d_scale;
         }
-        const double ms = time_calls(args, copies, min_ms);
+        const double ms = time_calls(
+            [&](uint8_t* w) {
+              args.weight = w;
+              return matvec_cuda(args, nullptr);
+            },
+            copies, min_ms);
         if (ms <= 0) {
           is_ok = false;
           break;
@@ -189,7 +225,7 @@ int main(int argc, char** argv) {
         if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
         const std::string_view name = ggml_type_name(type);
         const std::string tokens = std::to_string(num_tokens) + (is_q8_input ? " q8" : "");
-        std::printf("%-6.*s %-20s %6s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
+        std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
                     tokens.c_str(), ms * 1e3, gbs, percent);
       }
       for (uint8_t* d_weight : copies) cudaFree(d_weight);

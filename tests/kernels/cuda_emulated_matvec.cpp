@@ -5,5 +5,5 @@
 #include "matvec_f16.cu"
 #include "matvec_kquants.cu"
 #include "matvec_q4_0.cu"
-#include "matvec_q4_0_split.cu"
 #include "matvec_q8_0.cu"
+#include "matvec_split.cu"

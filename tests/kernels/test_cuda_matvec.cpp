@@ -4,7 +4,7 @@
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
-#include "iwb/kernels/cuda/q4_0_split_cuda.h"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
 #include "q8_input_reference.h"
@@ -306,18 +306,25 @@ class TestCudaMatvec : public QObject {
     }
   }
 
-  // Q4_0 in the split layout on the device: 1, 3 and 8 tokens of int8 activations against the
+  // Q4_0 and Q8_0 in the split layout on the device: 1, 3 and 8 tokens of int8 activations against the
   // double sum over the GGUF blocks (llama-3 widths and an odd one; 4099 rows: a partial thread
   // block), each token independent of its batch, and the f16 dequantization bit for bit.
-  void q4_0_split_matches_reference() {
-    std::mt19937 rng(29);
+  void split_blocks_match_reference_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
+    QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+  }
+
+  void split_blocks_match_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 29u);
     for (const int64_t in_features : {int64_t{96}, int64_t{4096}, int64_t{14336}}) {
       const int64_t out_features = in_features == 96 ? 7 : 4099, blocks = in_features / 32;
-      const int64_t tokens = kQ4_0SplitMaxTokens;
-      const std::vector<uint8_t> gguf =
-          test::random_tensor_bytes(GgmlType::Q4_0, out_features, in_features, rng, 0.05f);
+      const int64_t tokens = kSplitMaxTokens;
+      const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       std::vector<uint8_t> split(gguf.size());
-      QVERIFY(repack_q4_0_split(gguf.data(), out_features, in_features, split.data()));
+      QVERIFY(repack_split_blocks(type, gguf.data(), out_features, in_features, split.data()));
       const std::vector<float> x = test::random_floats(static_cast<size_t>(tokens * in_features), rng, 2.0f);
       uint8_t* d_weight = nullptr;
       float *d_x = nullptr, *d_y = nullptr, *d_y1 = nullptr, *d_scale = nullptr;
@@ -338,9 +345,10 @@ class TestCudaMatvec : public QObject {
       std::vector<float> scale(static_cast<size_t>(tokens * blocks));
       QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      const size_t row_bytes = *ggml_row_bytes(GgmlType::Q4_0, in_features);
+      const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
-        Q4_0SplitMatvecArgs a;
+        SplitMatvecArgs a;
+        a.type = type;
         a.weight = d_weight;
         a.in_features = in_features;
         a.out_features = out_features;
@@ -348,10 +356,10 @@ class TestCudaMatvec : public QObject {
         a.x_q8_scale = d_scale;
         a.num_tokens = n;
         a.y = d_y;
-        QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
         a.num_tokens = 1;
         a.y = d_y1;
-        QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
         std::vector<float> y(static_cast<size_t>(n * out_features)), y1(static_cast<size_t>(out_features));
         QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
         QCOMPARE(cudaMemcpy(y1.data(), d_y1, y1.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -359,7 +367,7 @@ class TestCudaMatvec : public QObject {
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t o = 0; o < out_features; ++o) {
             const test::Q8InputReference ref =
-                test::q8_input_reference(GgmlType::Q4_0, gguf.data() + static_cast<size_t>(o) * row_bytes,
+                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
                                          q.data() + t * in_features, scale.data() + t * blocks, blocks);
             const float got = y[static_cast<size_t>(t * out_features + o)];
             QVERIFY2(std::fabs(got - ref.value) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(ref.value),
@@ -373,7 +381,7 @@ class TestCudaMatvec : public QObject {
           }
         }
       }
-      QCOMPARE(dequantize_q4_0_split_f16_cuda(d_weight, d_f16, out_features, in_features, nullptr), cudaSuccess);
+      QCOMPARE(dequantize_split_f16_cuda(type, d_weight, d_f16, out_features, in_features, nullptr), cudaSuccess);
       std::vector<uint16_t> f16(num_values);
       QCOMPARE(cudaMemcpy(f16.data(), d_f16, num_values * 2, cudaMemcpyDeviceToHost), cudaSuccess);
       for (const void* p :
@@ -383,7 +391,7 @@ class TestCudaMatvec : public QObject {
         cudaFree(const_cast<void*>(p));
       }
       std::vector<float> reference(num_values);
-      QVERIFY(dequantize_row_ref(GgmlType::Q4_0, gguf.data(), reference.data(), static_cast<int64_t>(num_values)));
+      QVERIFY(dequantize_row_ref(type, gguf.data(), reference.data(), static_cast<int64_t>(num_values)));
       for (size_t i = 0; i < num_values; ++i) {
         QVERIFY2(f16[i] == f32_to_fp16(reference[i]), qPrintable(QStringLiteral("f16 value %1").arg(i)));
       }

@@ -5,7 +5,7 @@
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/matvec_plan.h"
-#include "iwb/kernels/cuda/q4_0_split_cuda.h"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/quantize.h"
 #include "q8_input_reference.h"
@@ -290,24 +290,31 @@ class TestCudaMatvecEmulated : public QObject {
     QCOMPARE(quantize_x_q8_cuda(nullptr, 32, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
   }
 
-  // Q4_0 in the GPU's split layout: the repacking round trip, the product of 1..8 tokens of int8
+  // Q4_0 and Q8_0 in the GPU's split layout: the repacking round trip, the product of 1..8 tokens of int8
   // activations against the same double sum over the GGUF blocks (rows of one and of several
   // lane strides, odd row counts, a bias; each token's result independent of the batch) and the
   // f16 dequantization against the reference decoder.
-  void q4_0_split_matches_reference() {
-    std::mt19937 rng(41);
+  void split_blocks_match_reference_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
+    QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+  }
+
+  void split_blocks_match_reference() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 41u);
     for (const int64_t in_features : {int64_t{64}, int64_t{1056}, int64_t{4096}}) {
       const int64_t out_features = in_features == 64 ? 9 : 6, blocks = in_features / 32;
-      const std::vector<uint8_t> gguf =
-          test::random_tensor_bytes(GgmlType::Q4_0, out_features, in_features, rng, 0.05f);
+      const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       AlignedBuffer<uint8_t> split(gguf.size(), 0xEE);
-      QVERIFY(repack_q4_0_split(gguf.data(), out_features, in_features, split.data()));
+      QVERIFY(repack_split_blocks(type, gguf.data(), out_features, in_features, split.data()));
       std::vector<uint8_t> back(gguf.size());
-      QVERIFY(unpack_q4_0_split(split.data(), out_features, in_features, back.data()));
+      QVERIFY(unpack_split_blocks(type, split.data(), out_features, in_features, back.data()));
       QVERIFY(back == gguf);
-      QVERIFY(!repack_q4_0_split(gguf.data(), out_features, 48, split.data()));
+      QVERIFY(!repack_split_blocks(type, gguf.data(), out_features, 48, split.data()));
 
-      const int64_t tokens = kQ4_0SplitMaxTokens;
+      const int64_t tokens = kSplitMaxTokens;
       AlignedBuffer<float> x(static_cast<size_t>(tokens * in_features));
       const std::vector<float> x_values = test::random_floats(static_cast<size_t>(tokens * in_features), rng, 2.0f);
       std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
@@ -315,10 +322,11 @@ class TestCudaMatvecEmulated : public QObject {
       AlignedBuffer<float> d(static_cast<size_t>(tokens * blocks), NAN);
       QCOMPARE(quantize_x_q8_cuda(x.data(), tokens * in_features, q.data(), d.data(), nullptr), cudaSuccess);
       const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
-      const size_t row_bytes = *ggml_row_bytes(GgmlType::Q4_0, in_features);
+      const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
         AlignedBuffer<float> y(static_cast<size_t>(n * out_features + 8), NAN);
-        Q4_0SplitMatvecArgs a;
+        SplitMatvecArgs a;
+        a.type = type;
         a.weight = split.data();
         a.in_features = in_features;
         a.out_features = out_features;
@@ -327,11 +335,11 @@ class TestCudaMatvecEmulated : public QObject {
         a.num_tokens = n;
         a.y = y.data();
         a.bias = n == 3 ? nullptr : bias.data();
-        QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t o = 0; o < out_features; ++o) {
             const test::Q8InputReference ref =
-                test::q8_input_reference(GgmlType::Q4_0, gguf.data() + static_cast<size_t>(o) * row_bytes,
+                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
                                          q.data() + t * in_features, d.data() + t * blocks, blocks);
             const double expected = (a.bias != nullptr ? bias[static_cast<size_t>(o)] : 0.0) + ref.value;
             const float got = y.data()[t * out_features + o];
@@ -352,11 +360,12 @@ class TestCudaMatvecEmulated : public QObject {
           AlignedBuffer<float> y1(static_cast<size_t>(out_features), NAN);
           a.num_tokens = 1;
           a.y = y1.data();
-          QCOMPARE(matvec_q4_0_split_cuda(a, nullptr), cudaSuccess);
+          QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
           QVERIFY(std::memcmp(y1.data(), y.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
         }
       }
-      Q4_0SplitMatvecArgs bad;
+      SplitMatvecArgs bad;
+      bad.type = type;
       bad.weight = split.data();
       bad.in_features = in_features;
       bad.out_features = out_features;
@@ -364,16 +373,16 @@ class TestCudaMatvecEmulated : public QObject {
       bad.x_q8_scale = d.data();
       bad.y = x.data();
       bad.num_tokens = tokens + 1;
-      QCOMPARE(matvec_q4_0_split_cuda(bad, nullptr), cudaErrorInvalidValue);
+      QCOMPARE(matvec_split_cuda(bad, nullptr), cudaErrorInvalidValue);
       bad.num_tokens = 1;
       bad.x_q8 = q.data() + 4;
-      QCOMPARE(matvec_q4_0_split_cuda(bad, nullptr), cudaErrorInvalidValue);
+      QCOMPARE(matvec_split_cuda(bad, nullptr), cudaErrorInvalidValue);
 
       const size_t num_values = static_cast<size_t>(out_features * in_features);
       std::vector<float> reference(num_values);
-      QVERIFY(dequantize_row_ref(GgmlType::Q4_0, gguf.data(), reference.data(), static_cast<int64_t>(num_values)));
+      QVERIFY(dequantize_row_ref(type, gguf.data(), reference.data(), static_cast<int64_t>(num_values)));
       AlignedBuffer<uint16_t> f16(num_values + 8, 0xFFFF);
-      QCOMPARE(dequantize_q4_0_split_f16_cuda(split.data(), f16.data(), out_features, in_features, nullptr),
+      QCOMPARE(dequantize_split_f16_cuda(type, split.data(), f16.data(), out_features, in_features, nullptr),
                cudaSuccess);
       for (size_t i = 0; i < num_values; ++i) {
         QVERIFY2(

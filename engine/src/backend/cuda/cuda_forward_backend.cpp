@@ -11,7 +11,7 @@
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
-#include "iwb/kernels/cuda/q4_0_split_cuda.h"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/thread_pool.h"
 #include "plan/plan_weights.h"
@@ -127,16 +127,16 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_activations = std::move(*activations);
   for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
 
-  // int8 activations of up to kQ4_0SplitMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
+  // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
   // per token, 16-byte aligned, then one f32 scale per 32 values.
   if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {
     m_use_q8_input = false;
   }
   m_q8_capacity = (std::max(m_weights.widest_input, c.embedding_length) + 31) / 32 * 32;
   {
-    const auto values = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity * kQ4_0SplitMaxTokens)));
+    const auto values = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity * kSplitMaxTokens)));
     Result<DeviceBuffer> q8 =
-        DeviceBuffer::allocate(values + static_cast<uint64_t>(m_q8_capacity / 32 * kQ4_0SplitMaxTokens) * sizeof(float),
+        DeviceBuffer::allocate(values + static_cast<uint64_t>(m_q8_capacity / 32 * kSplitMaxTokens) * sizeof(float),
                                "int8 activations", m_device);
     if (!q8) return q8.status();
     m_x_q8 = std::move(*q8);

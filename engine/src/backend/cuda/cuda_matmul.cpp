@@ -1,4 +1,4 @@
-// Weight products on the device: Q4_0 in the split layout on int8 activations, the matvec
+// Weight products on the device: Q4_0 / Q8_0 in the split layout on int8 activations, the matvec
 // kernels (weights dequantized in registers) for up to kCudaMatvecMaxTokens tokens, cuBLAS for more (f32 weights as
 // they are; others through an f16 copy of the weight and f16 activations, accumulating in f32). Batch-invariant mode
 // runs every token through its own one-token matvec, so a token's result never depends on its batch.
@@ -8,7 +8,7 @@
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
-#include "iwb/kernels/cuda/q4_0_split_cuda.h"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "plan/plan_weights.h"
 
 namespace iwb::cuda {
@@ -39,14 +39,15 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
   if (part == 0) m_q8_source = nullptr;  // a new op: its input is not quantized yet
-  if (w.is_q4_0_split && (n <= kQ4_0SplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
-    // Q4_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
+  if (w.is_split && (n <= kSplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
+    // Q4_0 / Q8_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
     // not depend on the others in the launch, so batch-invariant mode needs no special case.
-    for (int64_t first = 0; first < n; first += kQ4_0SplitMaxTokens) {
-      const int64_t count = std::min(kQ4_0SplitMaxTokens, n - first);
+    for (int64_t first = 0; first < n; first += kSplitMaxTokens) {
+      const int64_t count = std::min(kSplitMaxTokens, n - first);
       const float* xt = x + first * w.in_features;
       IWB_RETURN_IF_ERROR(quantize_input_q8(xt, count, w.in_features, name, layer));
-      Q4_0SplitMatvecArgs a;
+      SplitMatvecArgs a;
+      a.type = w.type;
       a.weight = w.data;
       a.in_features = w.in_features;
       a.out_features = w.out_features;
@@ -55,7 +56,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
       a.num_tokens = count;
       a.y = y + first * w.out_features;
       a.bias = bias;
-      if (const cudaError_t e = matvec_q4_0_split_cuda(a, stream); e != cudaSuccess) {
+      if (const cudaError_t e = matvec_split_cuda(a, stream); e != cudaSuccess) {
         return launched(e, what("").c_str(), layer);
       }
     }
@@ -106,7 +107,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
 Status CudaForwardBackend::quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name,
                                              int64_t layer) {
   if (x == m_q8_source && n == m_q8_tokens) return {};
-  if (in_features > m_q8_capacity || n > kQ4_0SplitMaxTokens) {
+  if (in_features > m_q8_capacity || n > kSplitMaxTokens) {
     return make_error(ErrorCode::InvalidArgument,
                       std::string("the ") + name + " matmul's input is wider than the int8 buffer");
   }
@@ -137,9 +138,9 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
     return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f32");
   }
   const void* a = w.data;
-  if (w.is_q4_0_split) {
+  if (w.is_split) {
     IWB_RETURN_IF_ERROR(
-        launched(dequantize_q4_0_split_f16_cuda(w.data, m_w16.as<uint16_t>(), w.out_features, w.in_features, stream),
+        launched(dequantize_split_f16_cuda(w.type, w.data, m_w16.as<uint16_t>(), w.out_features, w.in_features, stream),
                  "dequantizing a weight to f16 for cuBLAS", -1));
     a = m_w16.data();
   } else if (w.type != GgmlType::F16) {

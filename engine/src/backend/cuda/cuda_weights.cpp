@@ -7,7 +7,7 @@
 #include "iwb/kernels/cuda/embedding_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/dequantize.h"
-#include "iwb/kernels/q4_0_split.h"
+#include "iwb/kernels/split_blocks.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,7 +27,7 @@ struct Piece {
   uint64_t bytes = 0;
   GgmlType source_type = GgmlType::F32;
   bool is_converted = false;           // dequantize to f32, store as f16
-  bool is_q4_0_split = false;          // repack Q4_0 to the split layout
+  bool is_split = false;               // repack Q4_0 / Q8_0 to the split layout
   int64_t rows = 0, in_features = 0;
   int64_t num_elements = 0;
   const std::vector<float>* floats = nullptr;  // a norm, bias or factor vector
@@ -35,8 +35,7 @@ struct Piece {
 
 class Planner {
  public:
-  Planner(std::vector<std::string>* conversions, bool use_q4_0_split)
-      : m_conversions(conversions), m_use_q4_0_split(use_q4_0_split) {}
+  Planner(std::vector<std::string>* conversions, bool use_split) : m_conversions(conversions), m_use_split(use_split) {}
 
   // `needs_embedding`: the matrix is (also) the token table, read by the gather kernel.
   DeviceMatrix matrix(const std::string& name, const WeightMatrix& w, bool needs_embedding, bool needs_matmul) {
@@ -47,14 +46,14 @@ class Planner {
     p.source_type = w.type;
     p.num_elements = w.in_features * w.out_features;
     p.is_converted = !is_usable;
-    p.is_q4_0_split = is_usable && m_use_q4_0_split && w.type == GgmlType::Q4_0 && !needs_embedding;
+    p.is_split = is_usable && m_use_split && has_split_blocks(w.type) && !needs_embedding;
     p.rows = w.out_features;
     p.in_features = w.in_features;
     p.bytes = is_usable ? w.num_bytes : static_cast<uint64_t>(p.num_elements) * 2;
     p.offset = take(p.bytes);
     DeviceMatrix m{is_usable ? w.type : GgmlType::F16, reinterpret_cast<const void*>(p.offset), w.in_features,
                    w.out_features, p.bytes};
-    m.is_q4_0_split = p.is_q4_0_split;
+    m.is_split = p.is_split;
     if (!is_usable) {
       const std::string type(ggml_type_name(w.type));
       if (m_converted_types.insert({type, name}).second) {
@@ -87,7 +86,7 @@ class Planner {
     return at;
   }
   std::vector<std::string>* m_conversions;
-  bool m_use_q4_0_split = true;
+  bool m_use_split = true;
   std::map<std::string, std::string> m_converted_types;
   std::vector<Piece> m_pieces;
   uint64_t m_total = 0;
@@ -106,7 +105,7 @@ bool is_stored_type_usable(GgmlType type) { return cuda_matvec_supports(type) &&
 Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device,
                                      const std::function<void(double)>& progress) {
   DeviceWeights d;
-  const char* split_env = std::getenv("IWB_CUDA_Q4_0_SPLIT");
+  const char* split_env = std::getenv("IWB_CUDA_SPLIT");
   Planner plan(&d.conversions, split_env == nullptr || std::string_view(split_env) != "0");
   // Norm pointers planned as offsets; a null vector stays null (kept apart from offset 0 below).
   std::vector<const float**> float_slots;
@@ -180,11 +179,12 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
       }
       for (size_t j = 0; j < f32.size(); ++j) f16[j] = f32_to_fp16(f32[j]);
       src = f16.data();
-    } else if (p.is_q4_0_split) {
+    } else if (p.is_split) {
       repacked.resize(p.bytes);
-      if (!repack_q4_0_split(p.host, p.rows, p.in_features, repacked.data())) {
-        return make_error(ErrorCode::Unsupported,
-                          "cannot repack a Q4_0 matrix of " + std::to_string(p.in_features) + " columns for the GPU");
+      if (!repack_split_blocks(p.source_type, p.host, p.rows, p.in_features, repacked.data())) {
+        return make_error(ErrorCode::Unsupported, "cannot repack a " + std::string(ggml_type_name(p.source_type)) +
+                                                      " matrix of " + std::to_string(p.in_features) +
+                                                      " columns for the GPU");
       }
       src = repacked.data();
     }

@@ -23,9 +23,9 @@ struct DeviceMatrix {
   int64_t in_features = 0;
   int64_t out_features = 0;
   uint64_t num_bytes = 0;
-  // Q4_0 repacked to the split layout (iwb/kernels/q4_0_split.h) for the int8 product: every
-  // Q4_0 matrix the embedding gather does not read, unless IWB_CUDA_Q4_0_SPLIT=0.
-  bool is_q4_0_split = false;
+  // Q4_0 / Q8_0 repacked to the split layout (iwb/kernels/split_blocks.h) for the int8 product:
+  // every such matrix the embedding gather does not read, unless IWB_CUDA_SPLIT=0.
+  bool is_split = false;
 };
 
 struct DeviceLayer {

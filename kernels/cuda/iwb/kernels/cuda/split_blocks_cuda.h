@@ -1,0 +1,44 @@
+// Q4_0 and Q8_0 matrices in the GPU's split layout (iwb/kernels/split_blocks.h) on the device:
+// the product of 1..8 tokens of int8 activations (quantize_x_q8_cuda) and the f16
+// dequantization for cuBLAS.
+#pragma once
+
+#include "iwb/kernels/ggml_type.h"
+#include "iwb/kernels/split_blocks.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iwb {
+
+inline constexpr int64_t kSplitMaxTokens = 8;
+
+struct SplitMatvecArgs {
+  GgmlType type = GgmlType::Q4_0;  // Q4_0 or Q8_0
+  const void* weight = nullptr;    // device: out_features x in_features, split layout, 16-byte aligned
+  int64_t in_features = 0;         // a multiple of 32
+  int64_t out_features = 0;
+  const int8_t* x_q8 = nullptr;       // device: [num_tokens x in_features] from quantize_x_q8_cuda, 16-byte aligned
+  const float* x_q8_scale = nullptr;  // device: [num_tokens x in_features / 32]
+  int64_t num_tokens = 0;             // 1..kSplitMaxTokens
+  float* y = nullptr;                 // device: [num_tokens x out_features]
+  const float* bias = nullptr;        // device: [out_features], or null
+};
+
+// Checks without touching the device: type, sizes, alignment, non-null pointers. cudaSuccess
+// or cudaErrorInvalidValue.
+cudaError_t matvec_split_check(const SplitMatvecArgs& args);
+
+// y[t][o] = sum over blocks b of d_w[o][b] * d_x[t][b] * sum_j w[o][b][j] * q_x[t][b][j] (+ bias[o]),
+// w = q - 8 (Q4_0) or q (Q8_0): the CPU's fast path (BlockQ8A activations) in the same
+// arithmetic. One warp per output row, 16-byte loads of quants, dp4a; a token's result does
+// not depend on num_tokens.
+cudaError_t matvec_split_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
+
+// rows x in_features of a split matrix to f16 row-major (cuBLAS's input), each value d * w
+// rounded once, as dequantize_rows_f16_cuda does for the GGUF layout.
+cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,
+                                      int64_t in_features, cudaStream_t stream);
+
+}  // namespace iwb

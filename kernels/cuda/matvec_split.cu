@@ -1,0 +1,187 @@
+// Q4_0 and Q8_0 in the split layout (split_blocks_cuda.h): the one-to-eight-token product on
+// int8 activations and the f16 dequantization for cuBLAS.
+//
+// The product gives each output row to one warp. Lane l takes blocks l, l + 32, ...: 16-byte
+// loads of its quants (a warp reads 512 or 1024 contiguous bytes), one 2-byte load of the scale
+// (64 contiguous bytes), and per token the block's 32 int8 activations as two 16-byte loads
+// that the rows share through L1. The dot product is 8 dp4a (Q4_0: on the masked nibbles, and 8
+// more on ones for the activations' sum, the -8 offset): one to two instructions per weight,
+// where the GGUF-layout kernels (matvec_quant.cuh) spend two to five and stage through shared
+// memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
+// blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.
+#include "cuda_common.cuh"
+#include "iwb/kernels/cuda/split_blocks_cuda.h"
+
+#include <cuda_fp16.h>
+
+namespace iwb {
+namespace {
+
+using namespace cuda_detail;
+
+constexpr int kRowsPerBlock = 4;  // one row per warp
+constexpr int kSplitThreads = kRowsPerBlock * 32;
+
+// One 32-value block's quants, held as the 8 words dp4a takes: lanes of value 4k..4k+3 in
+// word k for the activation word k (x ints 0..7 are values 0..31).
+struct SplitQ4_0 {
+  static constexpr int kQuantBytes = 16;
+  __device__ static void load(const uint8_t* __restrict__ quants, int64_t block, int (&w)[8]) {
+    // Byte j of the 16 holds values j (low nibble) and j + 16 (high nibble).
+    const uint4 q = __ldcs(reinterpret_cast<const uint4*>(quants) + block);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      w[k] = static_cast<int>(words[k] & 0x0F0F0F0Fu);
+      w[4 + k] = static_cast<int>((words[k] >> 4) & 0x0F0F0F0Fu);
+    }
+  }
+  // sum_j (q_j - 8) x_j from sum_j q_j x_j and the activations' ints.
+  __device__ static int offset_sum(int dot, const int (&x)[8]) {
+    int sum_x = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum_x = __dp4a(0x01010101, x[k], sum_x);
+    return dot - 8 * sum_x;
+  }
+};
+
+struct SplitQ8_0 {
+  static constexpr int kQuantBytes = 32;
+  __device__ static void load(const uint8_t* __restrict__ quants, int64_t block, int (&w)[8]) {
+    const uint4* q = reinterpret_cast<const uint4*>(quants) + 2 * block;
+    const uint4 a = __ldcs(q), b = __ldcs(q + 1);
+    w[0] = static_cast<int>(a.x), w[1] = static_cast<int>(a.y), w[2] = static_cast<int>(a.z),
+    w[3] = static_cast<int>(a.w);
+    w[4] = static_cast<int>(b.x), w[5] = static_cast<int>(b.y), w[6] = static_cast<int>(b.z),
+    w[7] = static_cast<int>(b.w);
+  }
+  __device__ static int offset_sum(int dot, const int (&)[8]) { return dot; }
+};
+
+// kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time).
+template <typename Unit, int kMaxTokens>
+__global__ void __launch_bounds__(kSplitThreads)
+    matvec_split_kernel(const uint8_t* __restrict__ weight, int64_t in_features, int64_t out_features,
+                        const int8_t* __restrict__ xq, const float* __restrict__ xd, int num_tokens,
+                        float* __restrict__ y, const float* __restrict__ bias) {
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
+  if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
+  const int64_t blocks = in_features / 32;
+  const uint8_t* __restrict__ quants = weight + row * blocks * Unit::kQuantBytes;
+  const auto* __restrict__ scales =
+      reinterpret_cast<const unsigned short*>(weight + out_features * blocks * Unit::kQuantBytes) + row * blocks;
+
+  float acc[kMaxTokens];
+#pragma unroll
+  for (int t = 0; t < kMaxTokens; ++t) acc[t] = 0.0f;
+
+#pragma unroll 4
+  for (int64_t b = lane; b < blocks; b += 32) {
+    int w[8];
+    Unit::load(quants, b, w);
+    const float dw = __half2float(__ushort_as_half(__ldcs(scales + b)));
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) {
+      if (t < num_tokens) {
+        const int4* xb = reinterpret_cast<const int4*>(xq + t * in_features + b * 32);
+        const int4 lo = __ldg(xb), hi = __ldg(xb + 1);  // values 0..15 and 16..31
+        const int x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        int dot = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dot = __dp4a(w[k], x[k], dot);
+        acc[t] += dw * __ldg(xd + t * blocks + b) * static_cast<float>(Unit::offset_sum(dot, x));
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxTokens; ++t) {
+    if (t < num_tokens) {
+      const float total = warp_sum(acc[t]);
+      if (lane == 0) y[t * out_features + row] = bias != nullptr ? total + bias[row] : total;
+    }
+  }
+}
+
+// One thread per 32-value block: its quants and scale to 32 f16 values (4 stores of 16 bytes).
+template <typename Unit>
+__global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __half* __restrict__ out, int64_t rows,
+                                        int64_t in_features) {
+  const int64_t num_blocks = rows * (in_features / 32);
+  const auto* scales = reinterpret_cast<const unsigned short*>(weight + num_blocks * Unit::kQuantBytes);
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < num_blocks; b += stride) {
+    int w[8];
+    Unit::load(weight, b, w);
+    const float d = __half2float(__ushort_as_half(__ldg(scales + b)));
+    const int offset = Unit::kQuantBytes == 16 ? 8 : 0;
+    uint32_t packed[16];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {  // word k: values 4k..4k+3, two f16 pairs
+      auto half_bits = [&](int byte) {
+        const int q = static_cast<int>(static_cast<int8_t>(static_cast<uint32_t>(w[k]) >> (8 * byte)));
+        return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(static_cast<float>(q - offset) * d)));
+      };
+      packed[2 * k] = half_bits(0) | (half_bits(1) << 16);
+      packed[2 * k + 1] = half_bits(2) | (half_bits(3) << 16);
+    }
+    uint4* dst = reinterpret_cast<uint4*>(out + b * 32);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      dst[k] = make_uint4(packed[4 * k], packed[4 * k + 1], packed[4 * k + 2], packed[4 * k + 3]);
+  }
+}
+
+template <typename Unit>
+cudaError_t launch_split(const SplitMatvecArgs& a, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>((a.out_features + kRowsPerBlock - 1) / kRowsPerBlock);
+  const auto* w = static_cast<const uint8_t*>(a.weight);
+  const int n = static_cast<int>(a.num_tokens);
+  if (n == 1) {
+    auto* kernel = matvec_split_kernel<Unit, 1>;
+    IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, n, a.y,
+               a.bias);
+  } else {
+    auto* kernel = matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens)>;
+    IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, n, a.y,
+               a.bias);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t matvec_split_check(const SplitMatvecArgs& a) {
+  const bool is_ok = has_split_blocks(a.type) && a.weight != nullptr && a.x_q8 != nullptr && a.x_q8_scale != nullptr &&
+                     a.y != nullptr && a.in_features > 0 && a.in_features % 32 == 0 && a.out_features > 0 &&
+                     a.num_tokens >= 1 && a.num_tokens <= kSplitMaxTokens && is_aligned(a.weight, 16) &&
+                     is_aligned(a.x_q8, 16) && is_aligned(a.x_q8_scale, 4) && is_aligned(a.y, 4) &&
+                     (a.bias == nullptr || is_aligned(a.bias, 4)) && a.out_features <= kMaxGridX * kRowsPerBlock;
+  return is_ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
+  if (const cudaError_t e = matvec_split_check(a); e != cudaSuccess) return e;
+  return a.type == GgmlType::Q4_0 ? launch_split<SplitQ4_0>(a, stream) : launch_split<SplitQ8_0>(a, stream);
+}
+
+cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,
+                                      int64_t in_features, cudaStream_t stream) {
+  if (!has_split_blocks(type) || weight == nullptr || out == nullptr || rows <= 0 || in_features <= 0 ||
+      in_features % 32 != 0 || !is_aligned(weight, 16) || !is_aligned(out, 16)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t num_blocks = rows * (in_features / 32);
+  const auto* w = static_cast<const uint8_t*>(weight);
+  auto* o = reinterpret_cast<__half*>(out);
+  if (type == GgmlType::Q4_0) {
+    auto* kernel = dequantize_split_kernel<SplitQ4_0>;
+    IWB_LAUNCH(kernel, grid_for(num_blocks, 256), 256, 0, stream, w, o, rows, in_features);
+  } else {
+    auto* kernel = dequantize_split_kernel<SplitQ8_0>;
+    IWB_LAUNCH(kernel, grid_for(num_blocks, 256), 256, 0, stream, w, o, rows, in_features);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace iwb
