@@ -307,6 +307,13 @@ print(f"{g.get(\"copy_bytes_per_s\", 3.35e12) / 1e9:.0f} {g.get(\"peak_flops\", 
         capture "$results/ab-gguf-$tag.json" env IWB_CUDA_SPLIT=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 512 -n 128 -r 2 --json --db "$db" || note "gpu-check: bench (GGUF layout) $tag failed"
       fi
+      # Where the time goes: one ~1,800-token prefill and 64 decode steps with every kernel timed
+      # (iwb run --profile), llama-3-8b only (IWB_GPU_PROFILE=0 skips it).
+      if [[ $model == llama-3-8b && ${IWB_GPU_PROFILE:-1} == 1 ]]; then
+        [[ -f $work/prompt.txt ]] || python3 -c 'print(" ".join(["the quick brown fox jumps over the lazy dog"] * 200))' >"$work/prompt.txt"
+        capture "$results/profile-$tag.txt" timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile \
+          -b 2048 -c 4096 -n 64 --temp 0 -f "$work/prompt.txt" || note "gpu-check: profile $tag failed"
+      fi
       capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }
       # 8B F16 is 16 GB: one model on disk at a time (IWB_GPU_KEEP_MODELS=1 keeps them for a

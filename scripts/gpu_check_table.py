@@ -247,6 +247,13 @@ def main(results):
         say("Targets (issue 18, H100 class)")
         lines.extend(target_notes)
 
+    for path in sorted(glob.glob(os.path.join(results, "profile-*.txt"))):
+        say("")
+        say(f"Kernel profile of {os.path.basename(path)[len('profile-'):-len('.txt')]} "
+            "(iwb run --profile: a ~1,800-token prefill and 64 decode steps)")
+        with open(path) as f:
+            lines.extend("  " + line.rstrip("\n") for line in f if line.strip())
+
     micro_path = os.path.join(results, "micro.txt")
     if os.path.exists(micro_path):
         say("")

@@ -14,7 +14,7 @@ inline constexpr int64_t kCudaMaxLogitsChunkRows = 128;                    // lo
 inline constexpr int64_t kCudaMatvecTokens = 8;  // products of more tokens go through cuBLAS (kCudaMatvecMaxTokens)
 
 // Device scratch for steps of up to max_batch_tokens tokens: f32 activations (and logits rows),
-// the int8 activations of one token, and past kCudaMatvecTokens an f16 copy of the largest
+// the int8 activations of up to kCudaMatvecTokens tokens, and past kCudaMatvecTokens an f16 copy of the largest
 // weight, f16 activations and the cuBLAS workspace. The largest weight is taken as the widest of
 // the output head, the FFN and the attention projections (the summary has no tensor shapes);
 // the attention workspace (a few MiB to tens of MiB) is left out.
