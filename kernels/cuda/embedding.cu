@@ -4,6 +4,9 @@
 
 #include "cuda_common.cuh"
 #include "dequantize_blocks.cuh"
+#include "iwb/kernels/split_blocks.h"
+
+#include <cuda_fp16.h>
 
 namespace iwb {
 namespace {
@@ -25,6 +28,37 @@ __global__ void embedding_kernel(const typename Decoder::Block* __restrict__ tab
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       out[i] = is_valid ? Decoder::decode(row[i / Decoder::kBlockSize], static_cast<int>(i % Decoder::kBlockSize)) * scale
                         : 0.0f;
+    }
+  }
+}
+
+// The split layout (split_blocks.h) of Q4_0 (kQuantBytes 16) or Q8_0 (32): a row's quants and
+// its scales sit apart; each value is (q - offset) * d * scale, as the GGUF decoders compute it.
+template <int kQuantBytes>
+__global__ void embedding_split_kernel(const uint8_t* __restrict__ table, int64_t vocab_size, int64_t dim,
+                                       const int32_t* __restrict__ tokens, int64_t num_tokens, float scale,
+                                       float* __restrict__ output, int32_t* bad_token_flag) {
+  const int64_t blocks_per_row = dim / 32;
+  const auto* scales = reinterpret_cast<const unsigned short*>(table + vocab_size * blocks_per_row * kQuantBytes);
+  for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
+    const int32_t token = tokens[t];
+    const bool is_valid = token >= 0 && token < vocab_size;
+    if (!is_valid && bad_token_flag != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *bad_token_flag = 1;
+    const int64_t first_block = (is_valid ? static_cast<int64_t>(token) : 0) * blocks_per_row;
+    float* out = output + t * dim;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < dim;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t block = first_block + i / 32;
+      const int j = static_cast<int>(i % 32);
+      int q;
+      if constexpr (kQuantBytes == 16) {
+        const uint8_t byte = table[block * 16 + j % 16];  // values j and j + 16 share byte j
+        q = (j < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
+      } else {
+        q = static_cast<int8_t>(table[block * 32 + j]);
+      }
+      const float d = __half2float(__ushort_as_half(scales[block]));
+      out[i] = is_valid ? static_cast<float>(q) * d * scale : 0.0f;
     }
   }
 }
@@ -56,6 +90,7 @@ cudaError_t embedding_cuda_check(const EmbeddingCudaArgs& a) {
   }
   if (a.vocab_size <= 0 || a.dim <= 0 || a.num_tokens < 0) return cudaErrorInvalidValue;
   if (a.dim % ggml_type_traits(a.table_type).block_size != 0) return cudaErrorInvalidValue;
+  if (a.is_split && !has_split_blocks(a.table_type)) return cudaErrorInvalidValue;
   const uintptr_t table_alignment = a.table_type == GgmlType::F32 ? 4 : 2;
   if (!is_aligned(a.table, table_alignment) || !is_aligned(a.tokens, 4) || !is_aligned(a.output, 4) ||
       (a.bad_token_flag != nullptr && !is_aligned(a.bad_token_flag, 4))) {
@@ -67,6 +102,14 @@ cudaError_t embedding_cuda_check(const EmbeddingCudaArgs& a) {
 cudaError_t embedding_cuda(const EmbeddingCudaArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = embedding_cuda_check(a); e != cudaSuccess) return e;
   if (a.num_tokens == 0) return cudaSuccess;
+  if (a.is_split) {
+    constexpr int kThreads = 256;
+    const dim3 grid(grid_for(a.dim, kThreads, 1024), static_cast<unsigned>(std::min(a.num_tokens, kMaxGridYZ)));
+    auto* kernel = a.table_type == GgmlType::Q4_0 ? embedding_split_kernel<16> : embedding_split_kernel<32>;
+    IWB_LAUNCH(kernel, grid, kThreads, 0, stream, static_cast<const uint8_t*>(a.table), a.vocab_size, a.dim, a.tokens,
+               a.num_tokens, a.scale, a.output, a.bad_token_flag);
+    return cudaGetLastError();
+  }
   switch (a.table_type) {
     case GgmlType::F32: return launch<DecodeF32>(a, stream);
     case GgmlType::F16: return launch<DecodeF16>(a, stream);

@@ -1,5 +1,5 @@
 // The engine on cuda:0 against the same engine on the CPU (exact f32-activation matmuls, or the
-// fast path's int8 activations where the GPU uses them too: Q4_0 and Q8_0 up to 8 tokens): the
+// fast path's int8 activations where the GPU uses them: Q4_0 and Q8_0 up to 8 tokens): the
 // logits of whole prompts agree (relative L2 error under 1e-2), greedy generation gives the same
 // 32 tokens, a batch mixing prefill chunks and decodes matches, decode steps replayed from CUDA
 // graphs give what eager steps give, profiling records come from CUDA events, and a KV cache
@@ -31,16 +31,24 @@ namespace {
 // max_batch_tokens 64: prompts of more than 8 tokens take the cuBLAS (f16) path, decodes the
 // matvec one (f32 activations). The token comparisons use 8, so every product is a matvec and
 // near-ties of random-weight models cannot flip on f16 rounding; the logits test covers cuBLAS.
+// How an engine multiplies: Default is the CPU's exact path (the reference) and the GPU's fast
+// one; Exact: f32 activations on both (the CPU batch-invariant, the GPU without int8
+// activations), whose results differ only in the order of their sums, so greedy tokens of
+// random-weight models (near-ties everywhere) can be compared; Fast: the CPU's fast path,
+// which rounds activations to int8 blocks exactly as the GPU's Q4_0 / Q8_0 products do.
+enum class Precision { Default, Exact, Fast };
+
 std::unique_ptr<Engine> load(const std::string& path, const std::string& device, int64_t context = 256,
-                             bool is_profiled = false, int64_t max_batch_tokens = 64, bool is_cpu_fast = false) {
+                             bool is_profiled = false, int64_t max_batch_tokens = 64,
+                             Precision precision = Precision::Default) {
   EngineOptions o;
   o.device = device;
   o.context_length = context;
   o.num_threads = 2;
   o.max_batch_tokens = max_batch_tokens;
-  // The CPU reference multiplies with f32 activations unless asked for its fast path, which
-  // quantizes them to 8 bits exactly as the GPU's int8 products do (BlockQ8A).
-  o.is_batch_invariant = device == "cpu" && !is_cpu_fast;
+  const bool is_cpu = device == "cpu";
+  o.is_batch_invariant = is_cpu && precision != Precision::Fast;
+  o.cuda_int8_activations = precision != Precision::Exact;
   Result<std::unique_ptr<Engine>> e = Engine::load(path, o);
   if (!e) {
     qWarning("loading %s on %s: %s", path.c_str(), device.c_str(), e.error_message().c_str());
@@ -166,9 +174,10 @@ class TestCudaEngine : public QObject {
   void logits_match_the_cpu() {
     QFETCH(QString, path);
     auto cpu = load(path.toStdString(), "cpu");
-    auto cpu_fast = load(path.toStdString(), "cpu", 256, false, 64, true);
+    auto cpu_fast = load(path.toStdString(), "cpu", 256, false, 64, Precision::Fast);
     auto gpu = load(path.toStdString(), "cuda:0");
-    QVERIFY(cpu && cpu_fast && gpu);
+    auto gpu_exact = load(path.toStdString(), "cuda:0", 256, false, 64, Precision::Exact);
+    QVERIFY(cpu && cpu_fast && gpu && gpu_exact);
     QCOMPARE(gpu->model().device, std::string("cuda:0"));
     const int64_t vocab = cpu->config().vocab_size;
     for (const int64_t length : {1, 7, 40}) {  // matvec, matvec in chunks, cuBLAS
@@ -182,16 +191,24 @@ class TestCudaEngine : public QObject {
       QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
       const double error = relative_error(*got, *want);
       QVERIFY2(error < 1e-2, qPrintable(QString("prompt of %1 tokens: relative error %2").arg(length).arg(error)));
+      if (quantizes_activations(path)) {  // and the f32-activation kernels against the exact CPU
+        Result<std::vector<float>> exact = cpu->logits_for(prompt), got_exact = gpu_exact->logits_for(prompt);
+        QVERIFY2(exact.is_ok() && got_exact.is_ok(), (exact.error_message() + got_exact.error_message()).c_str());
+        const double exact_error = relative_error(*got_exact, *exact);
+        QVERIFY2(exact_error < 1e-2,
+                 qPrintable(QString("without int8 activations, prompt of %1 tokens: relative error %2")
+                                .arg(length)
+                                .arg(exact_error)));
+      }
     }
   }
 
   void greedy_tokens_match_the_cpu_data() { logits_match_the_cpu_data(); }
   void greedy_tokens_match_the_cpu() {
     QFETCH(QString, path);
-    // Q4_0 and Q8_0 run on int8 activations at every step here (8 tokens a step): the CPU's fast
-    // path quantizes them the same way, so near-ties of the random weights break alike.
-    auto cpu = load(path.toStdString(), "cpu", 256, false, 8, quantizes_activations(path));
-    auto gpu = load(path.toStdString(), "cuda:0", 256, false, 8);
+    // Exact on both sides (8 tokens a step: every product a matvec): see Precision.
+    auto cpu = load(path.toStdString(), "cpu", 256, false, 8, Precision::Exact);
+    auto gpu = load(path.toStdString(), "cuda:0", 256, false, 8, Precision::Exact);
     QVERIFY(cpu && gpu);
     const std::vector<std::vector<int32_t>> prompt = {random_prompt(12, cpu->config().vocab_size, 5)};
     std::string cpu_error, gpu_error;
@@ -205,8 +222,9 @@ class TestCudaEngine : public QObject {
   void batches_of_prefill_and_decode_match_the_cpu() {
     QVERIFY(!m_models.empty());
     const std::string path = m_models.back();
-    auto cpu = load(path, "cpu", 256, false, 8, quantizes_activations(QString::fromStdString(path)));
-    auto gpu = load(path, "cuda:0", 256, false, 8);  // chunked prefill beside decodes, 8 tokens a step
+    // Chunked prefill beside decodes, 8 tokens a step; exact on both sides (see Precision).
+    auto cpu = load(path, "cpu", 256, false, 8, Precision::Exact);
+    auto gpu = load(path, "cuda:0", 256, false, 8, Precision::Exact);
     QVERIFY(cpu && gpu);
     std::vector<std::vector<int32_t>> prompts;
     for (uint32_t i = 0; i < 5; ++i) prompts.push_back(random_prompt(3 + 9 * i, cpu->config().vocab_size, 100 + i));

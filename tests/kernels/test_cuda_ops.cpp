@@ -14,6 +14,7 @@
 #include "iwb/kernels/embedding.h"
 #include "iwb/kernels/rmsnorm.h"
 #include "iwb/kernels/rope.h"
+#include "iwb/kernels/split_blocks.h"
 
 #include <QTest>
 
@@ -205,6 +206,17 @@ class TestCudaOps : public QObject {
       // terms cancel: an absolute floor proportional to the scale.
       COMPARE_FLOATS("embedding", d_out.download(), expected, 1e-5f * scale, 1e-5f);
       QCOMPARE(d_flag.download().front(), 0);
+      if (has_split_blocks(type)) {  // the same rows from the split layout the engine uploads
+        std::vector<uint8_t> split(table.size());
+        QVERIFY(repack_split_blocks(type, table.data(), vocab, dim, split.data()));
+        DeviceBuffer<uint8_t> d_split(split);
+        CUDA_VERIFY(d_out.poison());
+        args.table = d_split.get();
+        args.is_split = true;
+        CUDA_VERIFY(embedding_cuda(args, nullptr));
+        CUDA_VERIFY(cudaDeviceSynchronize());
+        COMPARE_FLOATS("embedding (split layout)", d_out.download(), expected, 1e-5f * scale, 1e-5f);
+      }
     }
   }
 

@@ -21,6 +21,7 @@
 #include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/rmsnorm.h"
 #include "iwb/kernels/rope.h"
+#include "iwb/kernels/split_blocks.h"
 
 #include <QTest>
 
@@ -343,6 +344,15 @@ class TestCudaOpsEmulated : public QObject {
       QVERIFY2(mismatch.isEmpty(),
                qPrintable(QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size())) + ": " + mismatch));
       QCOMPARE(bad_token, 1);
+      if (has_split_blocks(type)) {  // the same rows from the split layout the CUDA engine uploads
+        std::vector<uint8_t> split(table.size());
+        QVERIFY(repack_split_blocks(type, table.data(), vocab, dim, split.data()));
+        std::vector<float> got_split(expected.size(), NAN);
+        EmbeddingCudaArgs e{type, split.data(), vocab, dim, tokens.data(), 5, 2.0f, got_split.data(), nullptr};
+        e.is_split = true;
+        QCOMPARE(embedding_cuda(e, nullptr), cudaSuccess);
+        QVERIFY(got_split == got);
+      }
     }
   }
 

@@ -55,7 +55,11 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   IWB_CUDA_TRY(cublasSetStream(b->m_cublas, b->m_stream.get()), "giving cuBLAS the engine's stream");
 
   report(0.0, "uploading the weights to " + id);
-  Result<DeviceWeights> uploaded = upload_weights(config, weights, device_index,
+  // int8 activations (EngineOptions::cuda_int8_activations) on the split layout, unless the
+  // environment asks for the GGUF layout (IWB_CUDA_SPLIT=0: benchmarks of the two side by side).
+  const char* split_env = std::getenv("IWB_CUDA_SPLIT");
+  const bool use_split = options.cuda_int8_activations && (split_env == nullptr || std::string_view(split_env) != "0");
+  Result<DeviceWeights> uploaded = upload_weights(config, weights, device_index, use_split,
                                                   [&](double f) { report(0.8 * f, "uploading the weights to " + id); });
   if (!uploaded) return uploaded.status();
   b->m_weights = std::move(*uploaded);
@@ -129,6 +133,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
 
   // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
   // per token, 16-byte aligned, then one f32 scale per 32 values.
+  m_use_q8_input = o.cuda_int8_activations;
   if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {
     m_use_q8_input = false;
   }

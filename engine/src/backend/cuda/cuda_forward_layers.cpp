@@ -67,6 +67,7 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       EmbeddingCudaArgs e;
       e.table_type = m_weights.token_embd.type;
       e.table = m_weights.token_embd.data;
+      e.is_split = m_weights.token_embd.is_split;
       e.vocab_size = c.vocab_size;
       e.dim = c.embedding_length;
       e.tokens = m_meta.tokens;

@@ -10,9 +10,7 @@
 #include "iwb/kernels/split_blocks.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
-#include <string_view>
 
 namespace iwb::cuda {
 namespace {
@@ -46,7 +44,7 @@ class Planner {
     p.source_type = w.type;
     p.num_elements = w.in_features * w.out_features;
     p.is_converted = !is_usable;
-    p.is_split = is_usable && m_use_split && has_split_blocks(w.type) && !needs_embedding;
+    p.is_split = is_usable && m_use_split && has_split_blocks(w.type);
     p.rows = w.out_features;
     p.in_features = w.in_features;
     p.bytes = is_usable ? w.num_bytes : static_cast<uint64_t>(p.num_elements) * 2;
@@ -102,11 +100,10 @@ T* relocate(T* offset, uintptr_t base) {
 
 bool is_stored_type_usable(GgmlType type) { return cuda_matvec_supports(type) && cuda_can_dequantize_f16(type); }
 
-Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device,
+Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device, bool use_split,
                                      const std::function<void(double)>& progress) {
   DeviceWeights d;
-  const char* split_env = std::getenv("IWB_CUDA_SPLIT");
-  Planner plan(&d.conversions, split_env == nullptr || std::string_view(split_env) != "0");
+  Planner plan(&d.conversions, use_split);
   // Norm pointers planned as offsets; a null vector stays null (kept apart from offset 0 below).
   std::vector<const float**> float_slots;
   std::vector<DeviceMatrix*> matrix_slots;

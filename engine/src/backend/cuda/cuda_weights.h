@@ -23,8 +23,8 @@ struct DeviceMatrix {
   int64_t in_features = 0;
   int64_t out_features = 0;
   uint64_t num_bytes = 0;
-  // Q4_0 / Q8_0 repacked to the split layout (iwb/kernels/split_blocks.h) for the int8 product:
-  // every such matrix the embedding gather does not read, unless IWB_CUDA_SPLIT=0.
+  // Q4_0 / Q8_0 repacked to the split layout (iwb/kernels/split_blocks.h) for the int8 product
+  // (the token table too: the gather reads it), unless int8 activations are off.
   bool is_split = false;
 };
 
@@ -56,7 +56,8 @@ struct DeviceWeights {
 bool is_stored_type_usable(GgmlType type);
 
 // Uploads with blocking copies (load time); fraction 0..1 through `progress`.
-Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device,
+// use_split: Q4_0 / Q8_0 matrices in the split layout (DeviceMatrix::is_split).
+Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device, bool use_split,
                                      const std::function<void(double)>& progress);
 
 }  // namespace iwb::cuda

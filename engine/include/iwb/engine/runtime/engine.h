@@ -68,6 +68,13 @@ struct EngineOptions {
   // few and many, whose sums round differently; a near-tie of the two best logits can then
   // flip. Costs speed (the dequantizing matmul path with f32 activations).
   bool is_batch_invariant = false;
+  // CUDA: products of Q4_0 and Q8_0 weights on int8 activations (each 32-value block of the
+  // input rounded to 8 bits with its own f32 scale, as the CPU's fast path and llama.cpp's
+  // quantized kernels do; the weights uploaded in the split layout, iwb/kernels/split_blocks.h).
+  // false: f32 activations throughout, which the CPU's exact (batch-invariant) path matches up
+  // to the order of its sums. The environment's IWB_CUDA_SPLIT=0 keeps the GGUF layout (int8
+  // only for one token) and IWB_CUDA_Q8_INPUT=0 that int8 path too, for comparisons.
+  bool cuda_int8_activations = true;
   // Speculative decoding from the start (Engine::set_speculation can change it later).
   spec::SpeculativeConfig speculation{};
   // Mixture-of-experts models: Engine::expert_load() sums the routing of this many last steps.

@@ -22,6 +22,7 @@ struct EmbeddingCudaArgs {
   // Optional device flag: set to 1 when a token id is outside [0, vocab_size) (its output row is
   // then zeros). Token ids live on the device, so this is how the caller learns of a bad one.
   int32_t* bad_token_flag = nullptr;
+  bool is_split = false;  // Q4_0 / Q8_0 in the split layout (iwb/kernels/split_blocks.h), not GGUF rows
 };
 
 // Types the gather handles: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K.
