@@ -237,7 +237,7 @@ if [[ $run_bench == 1 ]]; then
 import json, sys
 d = json.load(open(sys.argv[1]))
 g = next((p for p in d.get("devices", []) if p.get("device_id", "").startswith("cuda")), {})
-print(f"{g.get(\"copy_bytes_per_s\", 3.35e12) / 1e9:.0f} {g.get(\"peak_flops\", 989e12) / 1e12:.0f}")' \
+print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops", 989e12) / 1e12))' \
       "$results/probe.json" 2>/dev/null || echo "3350 989")
     read -r peak_gbs peak_tflops <<<"$peaks"
     for bench in bench_cuda_matvec bench_cuda_attention; do
@@ -310,7 +310,7 @@ print(f"{g.get(\"copy_bytes_per_s\", 3.35e12) / 1e9:.0f} {g.get(\"peak_flops\", 
       # Where the time goes: one ~1,800-token prefill and 64 decode steps with every kernel timed
       # (iwb run --profile), llama-3-8b only (IWB_GPU_PROFILE=0 skips it).
       if [[ $model == llama-3-8b && ${IWB_GPU_PROFILE:-1} == 1 ]]; then
-        [[ -f $work/prompt.txt ]] || python3 -c 'print(" ".join(["the quick brown fox jumps over the lazy dog"] * 200))' >"$work/prompt.txt"
+        [[ -f $work/prompt.txt ]] || python3 -c 'print(" ".join(["the quick brown fox jumps over the lazy dog"] * 40))' >"$work/prompt.txt"
         capture "$results/profile-$tag.txt" timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile \
           -b 2048 -c 4096 -n 64 --temp 0 -f "$work/prompt.txt" || note "gpu-check: profile $tag failed"
       fi

@@ -33,12 +33,14 @@ bool cuda_matvec_supports(GgmlType type) {
 
 bool cuda_matvec_takes_q8_input(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q8_0; }
 
-cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream) {
+cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream, int32_t* sums) {
   if (x == nullptr || q == nullptr || d == nullptr || n <= 0 || n % 32 != 0 || n > (int64_t{1} << 30)) {
     return cudaErrorInvalidValue;
   }
-  if (!is_aligned_to(x, 16) || !is_aligned_to(q, 16) || !is_aligned_to(d, 4)) return cudaErrorInvalidValue;
-  return cuda_matvec::launch_quantize_x_q8(x, n, q, d, stream);
+  if (!is_aligned_to(x, 16) || !is_aligned_to(q, 16) || !is_aligned_to(d, 4) || !is_aligned_to(sums, 4)) {
+    return cudaErrorInvalidValue;
+  }
+  return cuda_matvec::launch_quantize_x_q8(x, n, q, d, sums, stream);
 }
 
 cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {

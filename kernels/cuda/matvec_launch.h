@@ -15,6 +15,6 @@ cudaError_t launch_matvec_kquants(const MatvecCudaArgs& args, const MatvecPlan& 
 // One token against int8 activations (plan.uses_q8_input): Q4_0 (matvec_q4_0.cu), Q8_0 (matvec_q8_0.cu).
 cudaError_t launch_matvec_q4_0_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
 cudaError_t launch_matvec_q8_0_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
-cudaError_t launch_quantize_x_q8(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream);
+cudaError_t launch_quantize_x_q8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sums, cudaStream_t stream);
 
 }  // namespace iwb::cuda_matvec

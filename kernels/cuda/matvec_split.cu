@@ -4,8 +4,8 @@
 // The product gives each output row to one warp. Lane l takes blocks l, l + 32, ...: 16-byte
 // loads of its quants (a warp reads 512 or 1024 contiguous bytes), one 2-byte load of the scale
 // (64 contiguous bytes), and per token the block's 32 int8 activations as two 16-byte loads
-// that the rows share through L1. The dot product is 8 dp4a (Q4_0: on the masked nibbles, and 8
-// more on ones for the activations' sum, the -8 offset): one to two instructions per weight,
+// that the rows share through L1. The dot product is 8 dp4a (Q4_0: on the masked nibbles, the -8
+// offset from the activation block's sum that quantize_x_q8_cuda wrote): about one instruction per weight,
 // where the GGUF-layout kernels (matvec_quant.cuh) spend two to five and stage through shared
 // memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
 // blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.
@@ -36,12 +36,17 @@ struct SplitQ4_0 {
       w[4 + k] = static_cast<int>((words[k] >> 4) & 0x0F0F0F0Fu);
     }
   }
-  // sum_j (q_j - 8) x_j from sum_j q_j x_j and the activations' ints.
-  __device__ static int offset_sum(int dot, const int (&x)[8]) {
-    int sum_x = 0;
+  // sum_j (q_j - 8) x_j from sum_j q_j x_j and the activations' ints (their sum given, or summed here).
+  template <bool kHasSums>
+  __device__ static int offset_sum(int dot, const int (&x)[8], const int32_t* __restrict__ sum) {
+    if constexpr (kHasSums) {
+      return dot - 8 * __ldg(sum);
+    } else {
+      int sum_x = 0;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) sum_x = __dp4a(0x01010101, x[k], sum_x);
-    return dot - 8 * sum_x;
+      for (int k = 0; k < 8; ++k) sum_x = __dp4a(0x01010101, x[k], sum_x);
+      return dot - 8 * sum_x;
+    }
   }
 };
 
@@ -55,15 +60,19 @@ struct SplitQ8_0 {
     w[4] = static_cast<int>(b.x), w[5] = static_cast<int>(b.y), w[6] = static_cast<int>(b.z),
     w[7] = static_cast<int>(b.w);
   }
-  __device__ static int offset_sum(int dot, const int (&)[8]) { return dot; }
+  template <bool kHasSums>
+  __device__ static int offset_sum(int dot, const int (&)[8], const int32_t*) {
+    return dot;
+  }
 };
 
-// kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time).
-template <typename Unit, int kMaxTokens>
+// kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time); kHasSums:
+// the activation blocks' sums are given (xs).
+template <typename Unit, int kMaxTokens, bool kHasSums>
 __global__ void __launch_bounds__(kSplitThreads)
     matvec_split_kernel(const uint8_t* __restrict__ weight, int64_t in_features, int64_t out_features,
-                        const int8_t* __restrict__ xq, const float* __restrict__ xd, int num_tokens,
-                        float* __restrict__ y, const float* __restrict__ bias) {
+                        const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
+                        int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
   if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
@@ -90,7 +99,8 @@ __global__ void __launch_bounds__(kSplitThreads)
         int dot = 0;
 #pragma unroll
         for (int k = 0; k < 8; ++k) dot = __dp4a(w[k], x[k], dot);
-        acc[t] += dw * __ldg(xd + t * blocks + b) * static_cast<float>(Unit::offset_sum(dot, x));
+        const int sum = Unit::template offset_sum<kHasSums>(dot, x, xs + t * blocks + b);
+        acc[t] += dw * __ldg(xd + t * blocks + b) * static_cast<float>(sum);
       }
     }
   }
@@ -132,20 +142,15 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __ha
   }
 }
 
-template <typename Unit>
+template <typename Unit, bool kHasSums>
 cudaError_t launch_split(const SplitMatvecArgs& a, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>((a.out_features + kRowsPerBlock - 1) / kRowsPerBlock);
   const auto* w = static_cast<const uint8_t*>(a.weight);
   const int n = static_cast<int>(a.num_tokens);
-  if (n == 1) {
-    auto* kernel = matvec_split_kernel<Unit, 1>;
-    IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, n, a.y,
-               a.bias);
-  } else {
-    auto* kernel = matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens)>;
-    IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, n, a.y,
-               a.bias);
-  }
+  auto* kernel = n == 1 ? matvec_split_kernel<Unit, 1, kHasSums>
+                        : matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens), kHasSums>;
+  IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, a.x_q8_sum,
+             n, a.y, a.bias);
   return cudaGetLastError();
 }
 
@@ -155,14 +160,16 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& a) {
   const bool is_ok = has_split_blocks(a.type) && a.weight != nullptr && a.x_q8 != nullptr && a.x_q8_scale != nullptr &&
                      a.y != nullptr && a.in_features > 0 && a.in_features % 32 == 0 && a.out_features > 0 &&
                      a.num_tokens >= 1 && a.num_tokens <= kSplitMaxTokens && is_aligned(a.weight, 16) &&
-                     is_aligned(a.x_q8, 16) && is_aligned(a.x_q8_scale, 4) && is_aligned(a.y, 4) &&
-                     (a.bias == nullptr || is_aligned(a.bias, 4)) && a.out_features <= kMaxGridX * kRowsPerBlock;
+                     is_aligned(a.x_q8, 16) && is_aligned(a.x_q8_scale, 4) && is_aligned(a.x_q8_sum, 4) &&
+                     is_aligned(a.y, 4) && (a.bias == nullptr || is_aligned(a.bias, 4)) &&
+                     a.out_features <= kMaxGridX * kRowsPerBlock;
   return is_ok ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = matvec_split_check(a); e != cudaSuccess) return e;
-  return a.type == GgmlType::Q4_0 ? launch_split<SplitQ4_0>(a, stream) : launch_split<SplitQ8_0>(a, stream);
+  if (a.type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(a, stream);
+  return a.x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(a, stream) : launch_split<SplitQ4_0, false>(a, stream);
 }
 
 cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,

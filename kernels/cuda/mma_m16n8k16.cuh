@@ -1,5 +1,6 @@
-// One warp-level tensor-core product, D = A B + C with A 16x16 f16 (row-major), B 16x8 f16 and
-// C, D 16x8 f32: PTX's mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (sm_80 and later).
+// Warp-level tensor-core products with documented register layouts: D = A B + C with A 16x16
+// f16 (row-major), B 16x8 f16 and C, D 16x8 f32 (PTX's mma.sync.aligned.m16n8k16.row.col.f32.
+// f16.f16.f32, sm_80 and later), and its int8 sibling m16n8k32 (s8 in, s32 out).
 // Unlike WMMA's opaque fragments, this instruction's register layout is documented, so a kernel
 // can run a softmax on the accumulators in registers and feed them back as the next A operand
 // without a round trip through shared memory (paged_attention_mma.cu).
@@ -66,7 +67,46 @@ inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
     d[i] = sum;
   }
 }
+
+// D = A B + C for A 16x32 s8 (row-major), B 32x8 s8, C and D 16x8 s32: mma.sync...m16n8k32.s32.s8.s8.s32.
+//   a[0]: row group, k 4 quad .. 4 quad + 3 (one byte each, the lowest first)   a[1]: row group + 8, the same k
+//   a[2]: row group, k 16 + 4 quad .. + 3                                      a[3]: row group + 8, the same k
+//   b[0]: k 4 quad .. 4 quad + 3 of column group                               b[1]: k 16 + 4 quad .. + 3
+//   c as for m16n8k16 (int32).
+inline void mma_m16n8k32_s8(int (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  uint64_t a01[32], a23[32], b01[32];
+  iwb_emulation::warp_gather(a[0] | (static_cast<uint64_t>(a[1]) << 32), a01);
+  iwb_emulation::warp_gather(a[2] | (static_cast<uint64_t>(a[3]) << 32), a23);
+  iwb_emulation::warp_gather(b[0] | (static_cast<uint64_t>(b[1]) << 32), b01);
+  int A[16][32], B[32][8];
+  auto byte_of = [](uint64_t word, int index) { return static_cast<int>(static_cast<int8_t>(word >> (8 * index))); };
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane / 4, quad = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      A[group][4 * quad + e] = byte_of(a01[lane], e);
+      A[group + 8][4 * quad + e] = byte_of(a01[lane], 4 + e);
+      A[group][16 + 4 * quad + e] = byte_of(a23[lane], e);
+      A[group + 8][16 + 4 * quad + e] = byte_of(a23[lane], 4 + e);
+      B[4 * quad + e][group] = byte_of(b01[lane], e);
+      B[16 + 4 * quad + e][group] = byte_of(b01[lane], 4 + e);
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x % 32), group = lane / 4, quad = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = group + (i >= 2 ? 8 : 0), col = 2 * quad + (i & 1);
+    int sum = d[i];
+    for (int k = 0; k < 32; ++k) sum += A[row][k] * B[k][col];
+    d[i] = sum;
+  }
+}
 #else
+__device__ __forceinline__ void mma_m16n8k32_s8(int (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"

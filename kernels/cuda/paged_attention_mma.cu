@@ -14,6 +14,7 @@
 //
 // Head sizes: kD = head_dim = head_dim_v, a multiple of 16 up to 128 (registers: Q 2kD/8, the
 // output kD/2 and the scores 32 floats a thread). Others keep the WMMA kernel.
+#include "cp_async.cuh"
 #include "mma_m16n8k16.cuh"
 #include "paged_attention_common.cuh"
 
@@ -33,6 +34,30 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(kFullMask, v, 1);
   return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+
+// Bytes of dynamic shared memory: K and V tiles, twice for an f16 cache (the next tile loads
+// while the current one is multiplied).
+__host__ __device__ constexpr int mma_shared_bytes(int head_dim, bool is_f16) {
+  return (is_f16 ? 2 : 1) * 2 * kMmaKeys * (head_dim + kMmaPad) * 2;
+}
+
+// Starts copying keys and values of positions key0 .. key0 + 63 of KV head g (f16 cache) into
+// k_s / v_s with cp.async: 16-byte pieces, consecutive threads on consecutive pieces of a row (a
+// warp reads whole 256-byte head rows), zeros past key_end or behind a block outside the pool.
+template <int kD>
+__device__ inline void start_f16_tile(const AttentionParams& p, const int32_t* table, int64_t g, int64_t key0,
+                                      int64_t key_end, __half* k_s, __half* v_s) {
+  constexpr int kPieces = kD / 8, kLd = kD + kMmaPad;
+  for (int idx = static_cast<int>(threadIdx.x); idx < kMmaKeys * kPieces; idx += kMmaWarps * 32) {
+    const int kk = idx / kPieces, piece = idx % kPieces;
+    const int64_t slot = slot_of(p, table, key0 + kk, key_end);
+    const bool is_valid = slot >= 0;
+    const int64_t safe = is_valid ? slot : 0;
+    cp_async_16(k_s + kk * kLd + piece * 8, p.k_cache + safe * p.k_row_units + g * kD + piece * 8, is_valid);
+    cp_async_16(v_s + kk * kLd + piece * 8, p.v_cache + safe * p.v_row_units + g * kD + piece * 8, is_valid);
+  }
+  cp_async_commit();
 }
 
 // One accumulator row of this lane (row `group` or `group + 8` of the warp's 16): where its query
@@ -78,8 +103,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(Attention
   const int64_t key_end = min(hi, (split + 1) * p.split_size);
   if (p.num_splits > 1 && key_begin >= key_end) return;
 
-  __shared__ __align__(16) __half k_s[kMmaKeys * kLd];
-  __shared__ __align__(16) __half v_s[kMmaKeys * kLd];
+  IWB_DYNAMIC_SHARED(__half, shared_halfs);
+  constexpr int kTileHalfs = kMmaKeys * kLd;  // one K or V tile
 
   // This lane's two rows, and the Q fragments of the warp's 16 rows (scaled, rounded to f16).
   const int row0 = warp * 16;
@@ -125,20 +150,37 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(Attention
   for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
   const int32_t* table = p.block_tables + (is_seq_valid ? seq : 0) * p.max_blocks_per_sequence;
-  const uint32_t* k_words = reinterpret_cast<const uint32_t*>(k_s);
-  const uint16_t* v_bits = reinterpret_cast<const uint16_t*>(v_s);
+  // An f16 cache: tile i + 1 is copied (cp.async) into the other buffer while tile i is
+  // multiplied. A quantized one is expanded to f16 by the threads, one tile at a time.
+  if constexpr (kIsF16) {
+    if (key_begin < key_end)
+      start_f16_tile<kD>(p, table, g, key_begin, key_end, shared_halfs, shared_halfs + kTileHalfs);
+  }
 
-  for (int64_t key0 = key_begin; key0 < key_end; key0 += kMmaKeys) {
-    __syncthreads();  // the previous tile's keys and values are no longer read
-    load_kv_tile<kIsF16, kMmaKeys>(p, table, g, key0, key_end, k_s, kLd, v_s, kLd);
-    __syncthreads();
+  int buffer = 0;
+  for (int64_t key0 = key_begin; key0 < key_end; key0 += kMmaKeys, buffer ^= 1) {
+    __half* k_s = shared_halfs + (kIsF16 ? buffer * 2 * kTileHalfs : 0);
+    __half* v_s = k_s + kTileHalfs;
+    if constexpr (kIsF16) {
+      if (key0 + kMmaKeys < key_end) {
+        __half* next_k = shared_halfs + (buffer ^ 1) * 2 * kTileHalfs;
+        start_f16_tile<kD>(p, table, g, key0 + kMmaKeys, key_end, next_k, next_k + kTileHalfs);
+        cp_async_wait<1>();  // this tile's group has landed (the next one may still be in flight)
+      } else {
+        cp_async_wait<0>();
+      }
+    } else {
+      load_kv_tile<false, kMmaKeys>(p, table, g, key0, key_end, k_s, kLd, v_s, kLd);
+    }
+    __syncthreads();  // every thread's part of this tile is in shared memory
+    const uint32_t* k_words = reinterpret_cast<const uint32_t*>(k_s);
+    const uint16_t* v_bits = reinterpret_cast<const uint16_t*>(v_s);
     // Warp-uniform: the products below need all 32 lanes. A warp whose rows end before this
     // tile (causal prefill) or that has no rows skips it.
-    if (warp_last_pos < key0) continue;
-
-    // S = Q K^T: 16 rows x 64 keys as 8 column tiles of 8 keys. K row-major [key][dim] is the
-    // B operand's column-major form: a register pair is two consecutive dims of one key.
-    float s[8][4];
+    if (warp_last_pos >= key0) {
+      // S = Q K^T: 16 rows x 64 keys as 8 column tiles of 8 keys. K row-major [key][dim] is the
+      // B operand's column-major form: a register pair is two consecutive dims of one key.
+      float s[8][4];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -215,6 +257,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(Attention
         mma_m16n8k16(o[n], pa, b);
       }
     }
+    }
+    __syncthreads();  // nobody still reads this buffer when the next iteration refills it
   }
 
   const float out_factor = output_factor(p);
@@ -251,7 +295,14 @@ cudaError_t launch_mma(const AttentionParams& params, const AttentionLaunchPlan&
   const dim3 grid(static_cast<unsigned>(plan.max_tiles), static_cast<unsigned>(params.num_kv_heads),
                   static_cast<unsigned>(plan.num_splits));
   auto* kernel = attention_mma_kernel<kD, kIsF16>;
-  IWB_LAUNCH(kernel, grid, kMmaWarps * 32, 0, stream, params);
+  constexpr int kShared = mma_shared_bytes(kD, kIsF16);
+  if (kShared > 48 * 1024) {
+    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
+  IWB_LAUNCH(kernel, grid, kMmaWarps * 32, static_cast<size_t>(kShared), stream, params);
   return cudaGetLastError();
 }
 

@@ -137,15 +137,22 @@ int main(int argc, char** argv) {
   }
   int8_t* d_q = nullptr;  // int8 activations (zeros: timing does not depend on the values)
   float* d_scale = nullptr;
-  const auto q_bytes = static_cast<size_t>(max_in * kSplitMaxTokens);
+  const auto q_bytes = static_cast<size_t>(max_in * kSplitMmaMaxTokens);
+  int32_t* d_sums = nullptr;  // the activation blocks' sums (zeros)
+  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_sums), sizeof(int32_t) * (q_bytes / 32)), "cudaMalloc sums") ||
+      !check(cudaMemset(d_sums, 0, sizeof(int32_t) * (q_bytes / 32)), "cudaMemset sums")) {
+    return 1;
+  }
   if (!check(cudaMalloc(reinterpret_cast<void**>(&d_q), q_bytes), "cudaMalloc q") ||
       !check(cudaMemset(d_q, 0, q_bytes), "cudaMemset q") ||
       !check(cudaMalloc(reinterpret_cast<void**>(&d_scale), sizeof(float) * (q_bytes / 32)), "cudaMalloc scale") ||
       !check(cudaMemset(d_scale, 0, sizeof(float) * (q_bytes / 32)), "cudaMemset scale")) {
     return 1;
   }
-  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMalloc x") ||
-      !check(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * kCudaMatvecMaxTokens * max_out), "cudaMalloc y") ||
+  if (!check(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * kCudaMatvecMaxTokens * max_in),
+             "cudaMalloc x") ||
+      !check(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * kSplitMmaMaxTokens * max_out),
+             "cudaMalloc y") ||
       !check(cudaMemset(d_x, 0, sizeof(float) * kCudaMatvecMaxTokens * max_in), "cudaMemset x")) {
     return 1;
   }
@@ -164,8 +171,9 @@ int main(int argc, char** argv) {
         if (d_weight != nullptr) copies.push_back(d_weight);
       }
       // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
-      // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split").
-      for (int variant = 0; variant < 5; ++variant) {
+      // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split"),
+      // and its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
+      for (int variant = 0; variant < 7; ++variant) {
         if (!is_ok) break;
         if (variant >= 3) {
           if (!has_split_blocks(type)) break;
@@ -175,12 +183,14 @@ int main(int argc, char** argv) {
           split.out_features = shape.out_features;
           split.x_q8 = d_q;
           split.x_q8_scale = d_scale;
-          split.num_tokens = variant == 3 ? 1 : kSplitMaxTokens;
+          const bool is_mma = variant >= 5;
+          split.num_tokens = variant == 3 ? 1 : variant == 4 ? kSplitMaxTokens : variant == 5 ? 16 : kSplitMmaMaxTokens;
+          split.x_q8_sum = d_sums;
           split.y = d_y;
           const double ms = time_calls(
               [&](uint8_t* w) {
                 split.weight = w;
-                return matvec_split_cuda(split, nullptr);
+                return is_mma ? matmul_split_mma_cuda(split, nullptr) : matvec_split_cuda(split, nullptr);
               },
               copies, min_ms);
           if (ms <= 0) {
@@ -190,7 +200,7 @@ int main(int argc, char** argv) {
           const double gbs = static_cast<double>(weight_bytes) / (ms * 1e-3) / 1e9;
           char percent[16] = "-";
           if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
-          const std::string tokens = std::to_string(split.num_tokens) + " split";
+          const std::string tokens = std::to_string(split.num_tokens) + (is_mma ? " mma" : " split");
           const std::string_view name = ggml_type_name(type);
           std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
                       tokens.c_str(), ms * 1e3, gbs, percent);
@@ -233,6 +243,7 @@ int main(int argc, char** argv) {
     }
   }
   cudaFree(d_q);
+  cudaFree(d_sums);
   cudaFree(d_scale);
   cudaFree(d_x);
   cudaFree(d_y);

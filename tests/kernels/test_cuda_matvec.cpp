@@ -321,7 +321,7 @@ class TestCudaMatvec : public QObject {
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 29u);
     for (const int64_t in_features : {int64_t{96}, int64_t{4096}, int64_t{14336}}) {
       const int64_t out_features = in_features == 96 ? 7 : 4099, blocks = in_features / 32;
-      const int64_t tokens = kSplitMaxTokens;
+      const int64_t tokens = kSplitMmaMaxTokens;  // the matvec takes the first kSplitMaxTokens
       const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       std::vector<uint8_t> split(gguf.size());
       QVERIFY(repack_split_blocks(type, gguf.data(), out_features, in_features, split.data()));
@@ -340,13 +340,22 @@ class TestCudaMatvec : public QObject {
       QCOMPARE(cudaMalloc(&d_f16, num_values * 2), cudaSuccess);
       QCOMPARE(cudaMemcpy(d_weight, split.data(), split.size(), cudaMemcpyHostToDevice), cudaSuccess);
       QCOMPARE(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-      QCOMPARE(quantize_x_q8_cuda(d_x, tokens * in_features, d_q, d_scale, nullptr), cudaSuccess);
+      int32_t* d_sums = nullptr;
+      QCOMPARE(cudaMalloc(&d_sums, static_cast<size_t>(tokens * blocks) * sizeof(int32_t)), cudaSuccess);
+      QCOMPARE(quantize_x_q8_cuda(d_x, tokens * in_features, d_q, d_scale, nullptr, d_sums), cudaSuccess);
+      std::vector<int32_t> sums(static_cast<size_t>(tokens * blocks));
+      QCOMPARE(cudaMemcpy(sums.data(), d_sums, sums.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
       std::vector<int8_t> q(static_cast<size_t>(tokens * in_features));
       std::vector<float> scale(static_cast<size_t>(tokens * blocks));
       QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t b = 0; b < tokens * blocks; ++b) {
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) sum += q[static_cast<size_t>(b * 32 + j)];
+        QCOMPARE(sums[static_cast<size_t>(b)], sum);
+      }
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
-      for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
+      for (const int64_t n : {int64_t{1}, int64_t{3}, kSplitMaxTokens}) {
         SplitMatvecArgs a;
         a.type = type;
         a.weight = d_weight;
@@ -356,6 +365,7 @@ class TestCudaMatvec : public QObject {
         a.x_q8_scale = d_scale;
         a.num_tokens = n;
         a.y = d_y;
+        a.x_q8_sum = n == 3 ? nullptr : d_sums;  // Q4_0's offset from the given sums, or summed in the kernel
         QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
         a.num_tokens = 1;
         a.y = d_y1;
@@ -381,13 +391,47 @@ class TestCudaMatvec : public QObject {
           }
         }
       }
+      // The tensor-core kernel: 64 tokens, 9, 3 (every 13th row of the large shapes is checked:
+      // the double reference over 64 tokens would take minutes).
+      for (const int64_t n : {tokens, int64_t{9}, int64_t{3}}) {
+        SplitMatvecArgs a;
+        a.type = type;
+        a.weight = d_weight;
+        a.in_features = in_features;
+        a.out_features = out_features;
+        a.x_q8 = d_q;
+        a.x_q8_scale = d_scale;
+        a.x_q8_sum = d_sums;
+        a.num_tokens = n;
+        a.y = d_y;
+        QCOMPARE(matmul_split_mma_cuda(a, nullptr), cudaSuccess);
+        std::vector<float> y(static_cast<size_t>(n * out_features));
+        QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        const int64_t row_step = out_features > 100 ? 13 : 1;
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t o = 0; o < out_features; o += row_step) {
+            const test::Q8InputReference ref =
+                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
+                                         q.data() + t * in_features, scale.data() + t * blocks, blocks);
+            const float got = y[static_cast<size_t>(t * out_features + o)];
+            QVERIFY2(std::fabs(got - ref.value) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(ref.value),
+                     qPrintable(QStringLiteral("tensor cores, in=%1 n=%2: y[%3][%4] = %5, reference %6")
+                                    .arg(in_features)
+                                    .arg(n)
+                                    .arg(t)
+                                    .arg(o)
+                                    .arg(got, 0, 'g', 9)
+                                    .arg(ref.value, 0, 'g', 9)));
+          }
+        }
+      }
       QCOMPARE(dequantize_split_f16_cuda(type, d_weight, d_f16, out_features, in_features, nullptr), cudaSuccess);
       std::vector<uint16_t> f16(num_values);
       QCOMPARE(cudaMemcpy(f16.data(), d_f16, num_values * 2, cudaMemcpyDeviceToHost), cudaSuccess);
       for (const void* p :
            {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
             static_cast<const void*>(d_y1), static_cast<const void*>(d_scale), static_cast<const void*>(d_q),
-            static_cast<const void*>(d_f16)}) {
+            static_cast<const void*>(d_f16), static_cast<const void*>(d_sums)}) {
         cudaFree(const_cast<void*>(p));
       }
       std::vector<float> reference(num_values);

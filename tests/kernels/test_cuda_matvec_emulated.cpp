@@ -305,7 +305,7 @@ class TestCudaMatvecEmulated : public QObject {
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 41u);
     for (const int64_t in_features : {int64_t{64}, int64_t{1056}, int64_t{4096}}) {
-      const int64_t out_features = in_features == 64 ? 9 : 6, blocks = in_features / 32;
+      const int64_t out_features = in_features == 64 ? 9 : in_features == 1056 ? 37 : 6, blocks = in_features / 32;
       const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       AlignedBuffer<uint8_t> split(gguf.size(), 0xEE);
       QVERIFY(repack_split_blocks(type, gguf.data(), out_features, in_features, split.data()));
@@ -314,13 +314,21 @@ class TestCudaMatvecEmulated : public QObject {
       QVERIFY(back == gguf);
       QVERIFY(!repack_split_blocks(type, gguf.data(), out_features, 48, split.data()));
 
-      const int64_t tokens = kSplitMaxTokens;
-      AlignedBuffer<float> x(static_cast<size_t>(tokens * in_features));
-      const std::vector<float> x_values = test::random_floats(static_cast<size_t>(tokens * in_features), rng, 2.0f);
+      // Activations for the tensor-core kernel's 64 tokens; the matvec takes the first 8.
+      const int64_t tokens = kSplitMaxTokens, all_tokens = kSplitMmaMaxTokens;
+      AlignedBuffer<float> x(static_cast<size_t>(all_tokens * in_features));
+      const std::vector<float> x_values = test::random_floats(static_cast<size_t>(all_tokens * in_features), rng, 2.0f);
       std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
-      AlignedBuffer<int8_t> q(static_cast<size_t>(tokens * in_features), 99);
-      AlignedBuffer<float> d(static_cast<size_t>(tokens * blocks), NAN);
-      QCOMPARE(quantize_x_q8_cuda(x.data(), tokens * in_features, q.data(), d.data(), nullptr), cudaSuccess);
+      AlignedBuffer<int8_t> q(static_cast<size_t>(all_tokens * in_features), 99);
+      AlignedBuffer<float> d(static_cast<size_t>(all_tokens * blocks), NAN);
+      AlignedBuffer<int32_t> sums(static_cast<size_t>(all_tokens * blocks), -1);
+      QCOMPARE(quantize_x_q8_cuda(x.data(), all_tokens * in_features, q.data(), d.data(), nullptr, sums.data()),
+               cudaSuccess);
+      for (int64_t b = 0; b < all_tokens * blocks; ++b) {
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) sum += q.data()[b * 32 + j];
+        QCOMPARE(sums.data()[b], sum);
+      }
       const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
       for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
@@ -335,6 +343,7 @@ class TestCudaMatvecEmulated : public QObject {
         a.num_tokens = n;
         a.y = y.data();
         a.bias = n == 3 ? nullptr : bias.data();
+        a.x_q8_sum = n == 3 ? nullptr : sums.data();  // Q4_0's offset from the given sums, or summed in the kernel
         QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t o = 0; o < out_features; ++o) {
@@ -364,6 +373,43 @@ class TestCudaMatvecEmulated : public QObject {
           QVERIFY(std::memcmp(y1.data(), y.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
         }
       }
+      // The tensor-core kernel: 64 tokens (every column tile), 9 (a tile of 1), 3; rows past the
+      // last 16-row tile (37) and blocks that do not split evenly over the 4 warps (33).
+      for (const int64_t n : {all_tokens, int64_t{9}, int64_t{3}}) {
+        AlignedBuffer<float> y(static_cast<size_t>(n * out_features + 8), NAN);
+        SplitMatvecArgs a;
+        a.type = type;
+        a.weight = split.data();
+        a.in_features = in_features;
+        a.out_features = out_features;
+        a.x_q8 = q.data();
+        a.x_q8_scale = d.data();
+        a.x_q8_sum = sums.data();
+        a.num_tokens = n;
+        a.y = y.data();
+        a.bias = n == 9 ? nullptr : bias.data();
+        QCOMPARE(matmul_split_mma_cuda(a, nullptr), cudaSuccess);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t o = 0; o < out_features; ++o) {
+            const test::Q8InputReference ref =
+                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
+                                         q.data() + t * in_features, d.data() + t * blocks, blocks);
+            const double expected = (a.bias != nullptr ? bias[static_cast<size_t>(o)] : 0.0) + ref.value;
+            const float got = y.data()[t * out_features + o];
+            QVERIFY2(std::fabs(got - expected) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(expected),
+                     qPrintable(QStringLiteral("tensor cores, in=%1 n=%2: y[%3][%4] = %5, reference %6")
+                                    .arg(in_features)
+                                    .arg(n)
+                                    .arg(t)
+                                    .arg(o)
+                                    .arg(got, 0, 'g', 9)
+                                    .arg(expected, 0, 'g', 9)));
+          }
+        }
+        for (int64_t i = n * out_features; i < n * out_features + 8; ++i)
+          QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
+      }
+
       SplitMatvecArgs bad;
       bad.type = type;
       bad.weight = split.data();

@@ -37,9 +37,12 @@ struct MatvecCudaArgs {
 bool cuda_matvec_takes_q8_input(GgmlType type);
 
 // x [n] (n a multiple of 32) in blocks of 32: d = max|x| / 127, q = round(x / d) through 1 / d
-// as quantize_x_q8_block_ref does, bit for bit (0 and d = 0 for a block of zeros). One warp per
-// block, asynchronously on `stream`. q 16-byte and x 16-byte aligned, d 4-byte aligned.
-cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream);
+// as quantize_x_q8_block_ref does, bit for bit (0 and d = 0 for a block of zeros), and, when
+// sums is given, each block's sum of q (what Q4_0's -8 offset needs: the split-layout product
+// then skips 8 of its 16 integer instructions a block). One warp per block, asynchronously on
+// `stream`. q 16-byte and x 16-byte aligned, d and sums 4-byte aligned.
+cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream,
+                               int32_t* sums = nullptr);
 
 // The host form of one block of quantize_x_q8_cuda (the tests' reference): 32 values of x into
 // q[32] and *d.

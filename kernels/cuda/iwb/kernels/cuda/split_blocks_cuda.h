@@ -21,6 +21,9 @@ struct SplitMatvecArgs {
   int64_t out_features = 0;
   const int8_t* x_q8 = nullptr;       // device: [num_tokens x in_features] from quantize_x_q8_cuda, 16-byte aligned
   const float* x_q8_scale = nullptr;  // device: [num_tokens x in_features / 32]
+  // Optional (Q4_0): each activation block's sum of q (quantize_x_q8_cuda's sums), for the -8
+  // offset; without it the kernel sums the activations itself.
+  const int32_t* x_q8_sum = nullptr;  // device: [num_tokens x in_features / 32]
   int64_t num_tokens = 0;             // 1..kSplitMaxTokens
   float* y = nullptr;                 // device: [num_tokens x out_features]
   const float* bias = nullptr;        // device: [out_features], or null
@@ -35,6 +38,14 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& args);
 // arithmetic. One warp per output row, 16-byte loads of quants, dp4a; a token's result does
 // not depend on num_tokens.
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
+
+// Most tokens matmul_split_mma_cuda takes (steps of more go through cuBLAS).
+inline constexpr int64_t kSplitMmaMaxTokens = 64;
+
+// The same product for 1..kSplitMmaMaxTokens tokens on int8 tensor cores (mma m16n8k32): the
+// batched decode path past kSplitMaxTokens. Q4_0 needs x_q8_sum. A token's result may differ
+// from matvec_split_cuda's in the order of its sums (not batch-invariant).
+cudaError_t matmul_split_mma_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
 
 // rows x in_features of a split matrix to f16 row-major (cuBLAS's input), each value d * w
 // rounded once, as dequantize_rows_f16_cuda does for the GGUF layout.
