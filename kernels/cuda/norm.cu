@@ -28,6 +28,31 @@ __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ wei
   }
 }
 
+// rmsnorm_kernel with the residual add first: the same thread owns the same elements.
+__global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ addend, const float* __restrict__ weight,
+                                   float* output, int64_t num_rows, int64_t dim, float eps) {
+  for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
+    float* x = residual + row * dim;
+    const float* a = addend + row * dim;
+    float* y = output + row * dim;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = x[i] + a[i];
+      x[i] = v;
+      sum += v * v;
+    }
+    sum = block_sum(sum);
+    const float inv = rsqrtf(sum / static_cast<float>(dim) + eps);
+    if (weight != nullptr) {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv * weight[i];
+    } else {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv;
+    }
+  }
+}
+
+int norm_threads(int64_t dim) { return dim <= 128 ? 128 : dim <= 1024 ? 256 : 512; }
+
 }  // namespace
 
 cudaError_t rmsnorm_cuda_check(const RmsNormCudaArgs& a) {
@@ -44,9 +69,21 @@ cudaError_t rmsnorm_cuda(const RmsNormCudaArgs& a, cudaStream_t stream) {
   if (a.num_rows == 0) return cudaSuccess;
   // Per-head norms have rows of 64-256 values; token norms 1-8k. Enough threads for a few
   // elements each, in whole warps.
-  const int threads = a.dim <= 128 ? 128 : a.dim <= 1024 ? 256 : 512;
+  const int threads = norm_threads(a.dim);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
   IWB_LAUNCH(rmsnorm_kernel, blocks, threads, 0, stream, a.input, a.weight, a.output, a.num_rows, a.dim, a.eps);
+  return cudaGetLastError();
+}
+
+cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNormCudaArgs& a, cudaStream_t stream) {
+  if (const cudaError_t e = rmsnorm_cuda_check(a); e != cudaSuccess) return e;
+  if (residual == nullptr || a.input != residual || addend == nullptr || !is_aligned(addend, 4)) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.num_rows == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
+  IWB_LAUNCH(add_rmsnorm_kernel, blocks, norm_threads(a.dim), 0, stream, residual, addend, a.weight, a.output,
+             a.num_rows, a.dim, a.eps);
   return cudaGetLastError();
 }
 

@@ -65,6 +65,18 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(cudaDeviceSynchronize());
     const std::vector<float> got = in_place ? d_x.download() : d_y.download();
     COMPARE_FLOATS("rmsnorm", got, expected, 1e-5f, 1e-5f);
+
+    // The residual add fused in: the same bits as add_cuda then rmsnorm_cuda on the device.
+    const std::vector<float> addend = iwb::test::random_floats(x.size(), rng, 1.0f);
+    DeviceBuffer<float> d_sep(x), d_fused(x), d_add(addend), d_sep_out(x.size()), d_fused_out(x.size());
+    const float* weight = has_weight ? d_w.get() : nullptr;
+    CUDA_VERIFY(add_cuda(d_sep.get(), d_add.get(), static_cast<int64_t>(rows) * dim, nullptr));
+    CUDA_VERIFY(rmsnorm_cuda({d_sep.get(), weight, d_sep_out.get(), rows, dim, 1e-5f}, nullptr));
+    CUDA_VERIFY(add_rmsnorm_cuda(d_fused.get(), d_add.get(),
+                                 {d_fused.get(), weight, d_fused_out.get(), rows, dim, 1e-5f}, nullptr));
+    CUDA_VERIFY(cudaDeviceSynchronize());
+    QVERIFY(d_fused.download() == d_sep.download());
+    QVERIFY(d_fused_out.download() == d_sep_out.download());
   }
 
   void rope_matches_reference_data() {

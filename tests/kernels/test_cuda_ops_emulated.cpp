@@ -292,6 +292,20 @@ class TestCudaOpsEmulated : public QObject {
     QVERIFY(rmsnorm_ref({x.data(), w.data(), expected.data(), rows, dim, 1e-6f}));
     QString mismatch = compare(got, expected, 1e-5f, 1e-5f);
     QVERIFY2(mismatch.isEmpty(), qPrintable("rmsnorm: " + mismatch));
+    {  // the residual add fused in: the same bits as add_cuda then rmsnorm_cuda
+      const std::vector<float> addend = iwb::test::random_floats(x.size(), rng, 1.0f);
+      std::vector<float> separate = x, fused = x, separate_out(x.size()), fused_out(x.size());
+      QCOMPARE(add_cuda(separate.data(), addend.data(), rows * dim, nullptr), cudaSuccess);
+      QCOMPARE(rmsnorm_cuda({separate.data(), w.data(), separate_out.data(), rows, dim, 1e-6f}, nullptr), cudaSuccess);
+      QCOMPARE(add_rmsnorm_cuda(fused.data(), addend.data(),
+                                {fused.data(), w.data(), fused_out.data(), rows, dim, 1e-6f}, nullptr),
+               cudaSuccess);
+      QVERIFY(fused == separate);
+      QVERIFY(fused_out == separate_out);
+      QCOMPARE(add_rmsnorm_cuda(fused.data(), addend.data(), {x.data(), w.data(), fused_out.data(), rows, dim, 1e-6f},
+                                nullptr),
+               cudaErrorInvalidValue);  // the norm must read the sum
+    }
 
     const int64_t tokens = 3, heads = 4, kv_heads = 2, head_dim = 40, rotated = 24;
     std::vector<float> q = iwb::test::random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);

@@ -47,7 +47,24 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
   // The attention records' spans come from the host copy of the batch (eager steps only:
   // graphs are never captured while recording).
   if (is_recording() && s.batch != nullptr) plan::attention_spans(*s.batch, m_spans);
-  for (const PlanOp& op : m_plan.body) IWB_RETURN_IF_ERROR(run_op(op, s, s.num_tokens, 0));
+  const std::vector<PlanOp>& ops = m_plan.body;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    // A residual add and the token norm of its sum in one launch (not while profiling: the
+    // plan records each op apart).
+    if (!is_recording() && i + 1 < ops.size() && ops[i].kind == PlanOpKind::ResidualAdd &&
+        ops[i + 1].kind == PlanOpKind::RmsNorm && ops[i + 1].input == PlanBuffer::X && ops[i + 1].rows_per_token == 1) {
+      const PlanOp& norm = ops[i + 1];
+      const int64_t n = s.num_tokens;
+      IWB_RETURN_IF_ERROR(
+          launched(add_rmsnorm_cuda(m_x, m_proj,
+                                    {m_x, norm_weight(norm), buffer(norm.output), n, norm.width, m_config.rms_norm_eps},
+                                    m_stream.get()),
+                   norm.name, norm.layer));
+      ++i;
+      continue;
+    }
+    IWB_RETURN_IF_ERROR(run_op(ops[i], s, s.num_tokens, 0));
+  }
   return {};
 }
 

@@ -25,4 +25,10 @@ cudaError_t rmsnorm_cuda_check(const RmsNormCudaArgs& args);
 // One thread block per row, f32 sum of squares; returns the launch's error.
 cudaError_t rmsnorm_cuda(const RmsNormCudaArgs& args, cudaStream_t stream);
 
+// residual[r] += addend[r], then args.output = the RMS norm of the sum (args.input must be
+// residual): a residual add and the next token norm in one launch, bit for bit what add_cuda
+// then rmsnorm_cuda give (each thread adds and squares the elements it later scales). Decode
+// steps run a few hundred such small kernels a token; this removes one in four of them.
+cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNormCudaArgs& args, cudaStream_t stream);
+
 }  // namespace iwb
