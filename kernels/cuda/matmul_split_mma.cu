@@ -11,6 +11,14 @@
 // and the token's block scales (and Q4_0's -8 offset through the token's block sum), as the
 // CPU's fast path and the one-token kernel do.
 //
+// NOT USED BY THE ENGINE YET: correct on an H200 (test_cuda_matvec, every type and size), but
+// slower than the f16 copy and cuBLAS it was meant to replace (bench_cuda_matvec, 4096 x 14336
+// Q4_0: 95 us for 16 tokens, 263 us for 64, where the split matvec reads the weight in 12.5 us):
+// each warp's k loop waits on its weight loads one block at a time (no loads in flight ahead of
+// the products), and every 16-row block reads all tokens' activations from L2 again. Next:
+// activation tiles in shared memory shared by 64 rows, and the weight loads of the next blocks
+// issued before the products of this one.
+//
 // A thread block holds 16 output rows and all tokens (up to 8 column tiles of 8); its 4 warps
 // take a quarter of the blocks of the rows each (consecutive blocks, so the neighbours in a
 // 32-byte sector come from L1) and add their partial sums through shared memory at the end.

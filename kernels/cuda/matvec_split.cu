@@ -4,8 +4,10 @@
 // The product gives each output row to one warp. Lane l takes blocks l, l + 32, ...: 16-byte
 // loads of its quants (a warp reads 512 or 1024 contiguous bytes), one 2-byte load of the scale
 // (64 contiguous bytes), and per token the block's 32 int8 activations as two 16-byte loads
-// that the rows share through L1. The dot product is 8 dp4a (Q4_0: on the masked nibbles, the -8
-// offset from the activation block's sum that quantize_x_q8_cuda wrote): about one instruction per weight,
+// that the rows share through L1. The dot product is 8 dp4a (Q4_0: on the masked nibbles, and
+// the -8 offset through 8 more on the activations, or their sums when given: on an H200 the
+// extra load of a given sum made 8 tokens slower, 59 against 43 us for 4096 x 14336, and one
+// token no faster, so the engine lets the kernel sum): one to two instructions per weight,
 // where the GGUF-layout kernels (matvec_quant.cuh) spend two to five and stage through shared
 // memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
 // blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.

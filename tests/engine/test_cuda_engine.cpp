@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -175,9 +176,10 @@ class TestCudaEngine : public QObject {
     QFETCH(QString, path);
     auto cpu = load(path.toStdString(), "cpu");
     auto cpu_fast = load(path.toStdString(), "cpu", 256, false, 64, Precision::Fast);
+    auto cpu_fast_single = load(path.toStdString(), "cpu", 256, false, 1, Precision::Fast);  // a token a step
     auto gpu = load(path.toStdString(), "cuda:0");
     auto gpu_exact = load(path.toStdString(), "cuda:0", 256, false, 64, Precision::Exact);
-    QVERIFY(cpu && cpu_fast && gpu && gpu_exact);
+    QVERIFY(cpu && cpu_fast && cpu_fast_single && gpu && gpu_exact);
     QCOMPARE(gpu->model().device, std::string("cuda:0"));
     const int64_t vocab = cpu->config().vocab_size;
     // matvec; matvec in chunks; int8 tensor cores (split layout) or cuBLAS; cuBLAS.
@@ -191,7 +193,21 @@ class TestCudaEngine : public QObject {
       Result<std::vector<float>> got = gpu->logits_for(prompt);
       QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
       const double error = relative_error(*got, *want);
-      QVERIFY2(error < 1e-2, qPrintable(QString("prompt of %1 tokens: relative error %2").arg(length).arg(error)));
+      // int8 activations are discontinuous: an input one rounding away from a step lands in
+      // another 8-bit code. Two int8 paths that sum in different orders therefore differ by
+      // more than the rounding of their sums, and a random-weight model magnifies it (gemma3's
+      // test shape: the CPU's own fast path, fed one token a step instead of 7 at once, moves
+      // the logits by 1.6%). So the bound for them is twice the CPU's own spread under the two
+      // batchings, at least 1e-2; a broken kernel is off by far more.
+      double bound = 1e-2;
+      if (gpu_quantizes && length > 1) {
+        Result<std::vector<float>> single = cpu_fast_single->logits_for(prompt);
+        QVERIFY2(single.is_ok(), single.error_message().c_str());
+        bound = std::max(bound, 2 * relative_error(*single, *want));
+      }
+      QVERIFY2(
+          error < bound,
+          qPrintable(QString("prompt of %1 tokens: relative error %2 (bound %3)").arg(length).arg(error).arg(bound)));
       if (quantizes_activations(path)) {  // and the f32-activation kernels against the exact CPU
         Result<std::vector<float>> exact = cpu->logits_for(prompt), got_exact = gpu_exact->logits_for(prompt);
         QVERIFY2(exact.is_ok() && got_exact.is_ok(), (exact.error_message() + got_exact.error_message()).c_str());

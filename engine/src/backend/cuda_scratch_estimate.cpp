@@ -24,11 +24,10 @@ uint64_t estimate_cuda_scratch_bytes(const ModelHyperParams& h, int64_t max_batc
                              chunk * emb, chunk * vocab};
   uint64_t bytes = 0;
   for (const uint64_t w : widths) bytes += align_256(w * 4);
-  // int8 activations of up to 64 tokens (the split-layout products) with their scales and sums.
+  // int8 activations of up to kCudaMatvecTokens tokens (the split-layout products) and their scales.
   const uint64_t widest = std::max({emb, ffn, q, attn_out});
   const uint64_t widest32 = (widest + 31) / 32 * 32;
-  const auto q8_tokens = static_cast<uint64_t>(std::clamp<int64_t>(max_batch_tokens, kCudaMatvecTokens, 64));
-  bytes += align_256(widest32 * q8_tokens) + 2 * align_256(widest32 / 32 * 4 * q8_tokens);
+  bytes += align_256(widest32 * kCudaMatvecTokens) + widest32 / 32 * 4 * kCudaMatvecTokens;
   if (static_cast<int64_t>(t) > kCudaMatvecTokens) {
     const uint64_t largest = std::max({vocab * emb, emb * ffn, q * emb, attn_out * emb});
     bytes += t * widest * 2 + largest * 2 + kCudaCublasWorkspaceBytes;

@@ -131,22 +131,20 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_activations = std::move(*activations);
   for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
 
-  // int8 activations of up to kSplitMmaMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
-  // per token, 16-byte aligned, then one f32 scale and one int32 sum per 32 values.
+  // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
+  // per token, 16-byte aligned, then one f32 scale per 32 values.
   m_use_q8_input = o.cuda_int8_activations;
   if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {
     m_use_q8_input = false;
   }
   m_q8_capacity = (std::max(m_weights.widest_input, c.embedding_length) + 31) / 32 * 32;
   {
-    const int64_t tokens = std::min<int64_t>(kSplitMmaMaxTokens, std::max<int64_t>(t, kSplitMaxTokens));
-    const auto values = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity * tokens)));
-    const auto blocks = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity / 32 * tokens * 4)));
-    Result<DeviceBuffer> q8 = DeviceBuffer::allocate(values + 2 * blocks, "int8 activations", m_device);
+    const auto values = static_cast<uint64_t>(align_up(static_cast<size_t>(m_q8_capacity * kSplitMaxTokens)));
+    const auto scales = static_cast<uint64_t>(m_q8_capacity / 32 * kSplitMaxTokens * 4);
+    Result<DeviceBuffer> q8 = DeviceBuffer::allocate(values + scales, "int8 activations", m_device);
     if (!q8) return q8.status();
     m_x_q8 = std::move(*q8);
     m_x_q8_scale = reinterpret_cast<float*>(m_x_q8.as<char>() + values);
-    m_x_q8_sum = reinterpret_cast<int32_t*>(m_x_q8.as<char>() + values + blocks);
   }
 
   // The cuBLAS path (steps over kCudaMatvecMaxTokens tokens): f16 activations and one f16 weight.

@@ -154,15 +154,14 @@ class CudaForwardBackend final : public ForwardBackend {
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
   int64_t m_logits_chunk_rows = 0;    // rows m_final / m_logits hold
   DeviceBuffer m_x16;                 // f16 activations for cuBLAS [max_tokens x widest input]
-  // Up to kSplitMmaMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
-  // products of Q4_0 and Q8_0 (split layout: 1..64 tokens; GGUF layout: one token):
+  // Up to kSplitMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
+  // products of Q4_0 and Q8_0 (split layout: 1..8 tokens a launch; GGUF layout: one token):
   // values, then the 32-value blocks' scales at m_x_q8_scale. m_q8_source / m_q8_tokens: the
   // input they hold, within the current op (null: none). The CPU's fast path quantizes the same
   // way (BlockQ8A); IWB_CUDA_Q8_INPUT=0 keeps the GGUF-layout products on f32 activations. (The
   // ninth session's "0.018 against the CPU" was against the CPU's exact f32-activation mode.)
   DeviceBuffer m_x_q8;
   float* m_x_q8_scale = nullptr;
-  int32_t* m_x_q8_sum = nullptr;  // each block's sum of q (Q4_0's -8 offset)
   int64_t m_q8_capacity = 0;  // the widest input one token needs
   const float* m_q8_source = nullptr;
   int64_t m_q8_tokens = 0;

@@ -39,26 +39,6 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
   if (part == 0) m_q8_source = nullptr;  // a new op: its input is not quantized yet
-  if (w.is_split && n > kSplitMaxTokens && n <= kSplitMmaMaxTokens && !m_is_batch_invariant) {
-    // A batch of decodes (or a short chunk): the int8 tensor-core product reads each weight
-    // once for all tokens, where the f16 copy for cuBLAS would read and write it three times.
-    IWB_RETURN_IF_ERROR(quantize_input_q8(x, n, w.in_features, name, layer));
-    SplitMatvecArgs a;
-    a.type = w.type;
-    a.weight = w.data;
-    a.in_features = w.in_features;
-    a.out_features = w.out_features;
-    a.x_q8 = m_x_q8.as<int8_t>();
-    a.x_q8_scale = m_x_q8_scale;
-    a.x_q8_sum = m_x_q8_sum;
-    a.num_tokens = n;
-    a.y = y;
-    a.bias = bias;
-    if (const cudaError_t e = matmul_split_mma_cuda(a, stream); e != cudaSuccess) {
-      return launched(e, what("").c_str(), layer);
-    }
-    return op_end(op, part, n);
-  }
   if (w.is_split && (n <= kSplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
     // Q4_0 / Q8_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
     // not depend on the others in the launch, so batch-invariant mode needs no special case.
@@ -73,7 +53,6 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
       a.out_features = w.out_features;
       a.x_q8 = m_x_q8.as<int8_t>();
       a.x_q8_scale = m_x_q8_scale;
-      a.x_q8_sum = m_x_q8_sum;
       a.num_tokens = count;
       a.y = y + first * w.out_features;
       a.bias = bias;
@@ -128,12 +107,11 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
 Status CudaForwardBackend::quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name,
                                              int64_t layer) {
   if (x == m_q8_source && n == m_q8_tokens) return {};
-  if (in_features > m_q8_capacity || n > kSplitMmaMaxTokens) {
+  if (in_features > m_q8_capacity || n > kSplitMaxTokens) {
     return make_error(ErrorCode::InvalidArgument,
                       std::string("the ") + name + " matmul's input is wider than the int8 buffer");
   }
-  if (const cudaError_t e =
-          quantize_x_q8_cuda(x, n * in_features, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get(), m_x_q8_sum);
+  if (const cudaError_t e = quantize_x_q8_cuda(x, n * in_features, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get());
       e != cudaSuccess) {
     return launched(e, (std::string("the ") + name + " matmul's input quantization").c_str(), layer);
   }

@@ -42,9 +42,10 @@ cudaError_t matvec_split_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
 // Most tokens matmul_split_mma_cuda takes (steps of more go through cuBLAS).
 inline constexpr int64_t kSplitMmaMaxTokens = 64;
 
-// The same product for 1..kSplitMmaMaxTokens tokens on int8 tensor cores (mma m16n8k32): the
-// batched decode path past kSplitMaxTokens. Q4_0 needs x_q8_sum. A token's result may differ
-// from matvec_split_cuda's in the order of its sums (not batch-invariant).
+// The same product for 1..kSplitMmaMaxTokens tokens on int8 tensor cores (mma m16n8k32), meant
+// for batched decodes past kSplitMaxTokens; not used by the engine yet (slower than the f16
+// copy and cuBLAS as it stands: see matmul_split_mma.cu). Q4_0 needs x_q8_sum. A token's result
+// may differ from matvec_split_cuda's in the order of its sums (not batch-invariant).
 cudaError_t matmul_split_mma_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
 
 // rows x in_features of a split matrix to f16 row-major (cuBLAS's input), each value d * w
