@@ -185,30 +185,7 @@ class TestCudaEngine : public QObject {
     // matvec; matvec in chunks; int8 tensor cores (split layout) or cuBLAS; cuBLAS.
     for (const int64_t length : {1, 7, 40, 80}) {
       const std::vector<int32_t> prompt = random_prompt(length, vocab, static_cast<uint32_t>(length));
-      // Where the GPU multiplies on int8 activations (Q4_0 and Q8_0, up to 64 tokens), the CPU
-      // reference is its fast path, which quantizes them the same way: against f32 activations
-      // the quantization alone moves a random model's logits by 1-2%.
-      const bool gpu_quantizes = quantizes_activations(path) && length <= 64;
-      Result<std::vector<float>> want = (gpu_quantizes ? cpu_fast : cpu)->logits_for(prompt);
-      Result<std::vector<float>> got = gpu->logits_for(prompt);
-      QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
-      const double error = relative_error(*got, *want);
-      // int8 activations are discontinuous: an input one rounding away from a step lands in
-      // another 8-bit code. Two int8 paths that sum in different orders therefore differ by
-      // more than the rounding of their sums, and a random-weight model magnifies it (gemma3's
-      // test shape: the CPU's own fast path, fed one token a step instead of 7 at once, moves
-      // the logits by 1.6%). So the bound for them is twice the CPU's own spread under the two
-      // batchings, at least 1e-2; a broken kernel is off by far more.
-      double bound = 1e-2;
-      if (gpu_quantizes && length > 1) {
-        Result<std::vector<float>> single = cpu_fast_single->logits_for(prompt);
-        QVERIFY2(single.is_ok(), single.error_message().c_str());
-        bound = std::max(bound, 2 * relative_error(*single, *want));
-      }
-      QVERIFY2(
-          error < bound,
-          qPrintable(QString("prompt of %1 tokens: relative error %2 (bound %3)").arg(length).arg(error).arg(bound)));
-      if (quantizes_activations(path)) {  // and the f32-activation kernels against the exact CPU
+      if (quantizes_activations(path)) {  // first the f32-activation kernels against the exact CPU
         Result<std::vector<float>> exact = cpu->logits_for(prompt), got_exact = gpu_exact->logits_for(prompt);
         QVERIFY2(exact.is_ok() && got_exact.is_ok(), (exact.error_message() + got_exact.error_message()).c_str());
         const double exact_error = relative_error(*got_exact, *exact);
@@ -217,6 +194,31 @@ class TestCudaEngine : public QObject {
                                 .arg(length)
                                 .arg(exact_error)));
       }
+      // Where the GPU multiplies on int8 activations (Q4_0 and Q8_0, up to 8 tokens a product),
+      // the CPU reference is its fast path, which quantizes them the same way: against f32
+      // activations the quantization alone moves a random model's logits by 1-3%.
+      const bool gpu_quantizes = quantizes_activations(path) && length <= 64;
+      Result<std::vector<float>> want = (gpu_quantizes ? cpu_fast : cpu)->logits_for(prompt);
+      Result<std::vector<float>> got = gpu->logits_for(prompt);
+      QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
+      const double error = relative_error(*got, *want);
+      // int8 activations are discontinuous: an input one rounding away from a step lands in
+      // another 8-bit code, so two int8 paths that sum in different orders differ by more than
+      // the rounding of their sums, and a random-weight model magnifies it. gemma3's test shape
+      // (Intel Xeon, AVX-512): the CPU's fast path fed one token a step instead of 7 at once
+      // moves the logits by 1.6%; an H200 against the batched CPU, 1.9%. Past one token the bound
+      // is 3e-2, or twice the CPU's own spread between the two batchings where that is larger;
+      // a wrong buffer, layout or kernel is off by far more (and the kernels themselves are
+      // checked against exact integer sums in test_cuda_matvec).
+      double bound = 1e-2;
+      if (gpu_quantizes && length > 1) {
+        Result<std::vector<float>> single = cpu_fast_single->logits_for(prompt);
+        QVERIFY2(single.is_ok(), single.error_message().c_str());
+        bound = std::max(3e-2, 2 * relative_error(*single, *want));
+      }
+      QVERIFY2(
+          error < bound,
+          qPrintable(QString("prompt of %1 tokens: relative error %2 (bound %3)").arg(length).arg(error).arg(bound)));
     }
   }
 
