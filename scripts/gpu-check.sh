@@ -311,8 +311,12 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
       # (iwb run --profile), llama-3-8b only (IWB_GPU_PROFILE=0 skips it).
       if [[ $model == llama-3-8b && ${IWB_GPU_PROFILE:-1} == 1 ]]; then
         [[ -f $work/prompt.txt ]] || python3 -c 'print(" ".join(["the quick brown fox jumps over the lazy dog"] * 40))' >"$work/prompt.txt"
-        capture "$results/profile-$tag.txt" timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile \
-          -b 2048 -c 4096 -n 64 --temp 0 -f "$work/prompt.txt" || note "gpu-check: profile $tag failed"
+        # The timings and the kernel table are on standard error; the generated text is dropped.
+        note "\$ $iwb run -m $file --device cuda:0 --profile -b 2048 -c 4096 -n 64 --temp 0 -f $work/prompt.txt"
+        if [[ $dry_run == 0 ]]; then
+          timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile -b 2048 -c 4096 -n 64 --temp 0 \
+            -f "$work/prompt.txt" 2>"$results/profile-$tag.txt" >/dev/null || note "gpu-check: profile $tag failed"
+        fi
       fi
       capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }
