@@ -73,24 +73,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
   if (tile_first < 0) return;
   const int64_t g = blockIdx.y, split = blockIdx.z;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int32_t seq = p.token_sequences[tile_first];
-  const bool is_seq_valid = seq >= 0 && seq < p.num_sequences;
-  const int num_tile_tokens = is_seq_valid ? tile_token_count(p, tile_first, seq) : 0;
-  const int num_active_rows = num_tile_tokens * static_cast<int>(p.group);
-
-  // The keys any row of the tile sees: [lo, hi), clamped to the sequence and its table.
-  int64_t lo = INT64_MAX, hi = 0;
-  for (int i = 0; i < num_tile_tokens; ++i) {
-    const int64_t pos = p.positions[tile_first + i];
-    lo = min(lo, first_visible(pos, p.sliding_window));
-    hi = max(hi, pos + 1);
-  }
-  if (is_seq_valid) {
-    hi = min(hi, static_cast<int64_t>(p.sequence_lengths[seq]));
-    hi = min(hi, p.max_blocks_per_sequence * p.block_size);
-  }
-  const int64_t key_begin = max(lo, split * p.split_size);
-  const int64_t key_end = min(hi, (split + 1) * p.split_size);
+  const TileKeys tk = tile_keys(p, tile_first, split);
+  const int32_t seq = tk.seq;
+  const bool is_seq_valid = tk.is_seq_valid;
+  const int num_active_rows = tk.num_active_rows;
+  const int64_t key_begin = tk.key_begin, key_end = tk.key_end;
   // Nobody reads a split that misses every row's keys (the combine recomputes which splits a
   // row has); unsplit, the rows still get their (zero) output below.
   if (p.num_splits > 1 && key_begin >= key_end) return;

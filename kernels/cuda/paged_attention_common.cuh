@@ -63,6 +63,40 @@ __device__ inline int tile_token_count(const AttentionParams& p, int64_t first, 
   return n;
 }
 
+// What a thread block of the attention kernels covers: its tile's tokens (consecutive tokens of
+// one sequence) and the keys [key_begin, key_end) any of them sees within the block's key split,
+// clamped to the sequence and its block table. The three kernels (paged_attention.cu,
+// paged_attention_tc.cu, paged_attention_mma.cu) must agree on it: the combine kernel recomputes
+// which splits a row has.
+struct TileKeys {
+  int32_t seq = -1;
+  bool is_seq_valid = false;
+  int num_tokens = 0;       // tokens of the tile
+  int num_active_rows = 0;  // tokens x the query group
+  int64_t key_begin = 0, key_end = 0;
+};
+
+__device__ inline TileKeys tile_keys(const AttentionParams& p, int64_t tile_first, int64_t split) {
+  TileKeys t;
+  t.seq = p.token_sequences[tile_first];
+  t.is_seq_valid = t.seq >= 0 && t.seq < p.num_sequences;
+  t.num_tokens = t.is_seq_valid ? tile_token_count(p, tile_first, t.seq) : 0;
+  t.num_active_rows = t.num_tokens * static_cast<int>(p.group);
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int i = 0; i < t.num_tokens; ++i) {
+    const int64_t pos = p.positions[tile_first + i];
+    lo = min(lo, first_visible(pos, p.sliding_window));
+    hi = max(hi, pos + 1);
+  }
+  if (t.is_seq_valid) {
+    hi = min(hi, static_cast<int64_t>(p.sequence_lengths[t.seq]));
+    hi = min(hi, p.max_blocks_per_sequence * p.block_size);
+  }
+  t.key_begin = max(lo, split * p.split_size);
+  t.key_end = min(hi, (split + 1) * p.split_size);
+  return t;
+}
+
 // The cache slot of key position pos, or -1 past key_end or behind a block id outside the pool.
 __device__ inline int64_t slot_of(const AttentionParams& p, const int32_t* table, int64_t pos, int64_t key_end) {
   if (pos >= key_end) return -1;

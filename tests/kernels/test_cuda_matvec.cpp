@@ -355,7 +355,16 @@ class TestCudaMatvec : public QObject {
         QCOMPARE(sums[static_cast<size_t>(b)], sum);
       }
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
-      for (const int64_t n : {int64_t{1}, int64_t{3}, kSplitMaxTokens}) {
+      // The matvec with 1, 3 and 8 tokens (each token's result also computed alone: batch
+      // invariance), the tensor-core kernel with 64, 9 and 3. Past 8 tokens every 13th row of
+      // the large shapes is checked: the double reference over 64 tokens would take minutes.
+      struct Run {
+        bool is_mma;
+        int64_t n;
+      };
+      for (const Run run :
+           {Run{false, 1}, Run{false, 3}, Run{false, kSplitMaxTokens}, Run{true, tokens}, Run{true, 9}, Run{true, 3}}) {
+        const int64_t n = run.n;
         SplitMatvecArgs a;
         a.type = type;
         a.weight = d_weight;
@@ -365,49 +374,20 @@ class TestCudaMatvec : public QObject {
         a.x_q8_scale = d_scale;
         a.num_tokens = n;
         a.y = d_y;
-        a.x_q8_sum = n == 3 ? nullptr : d_sums;  // Q4_0's offset from the given sums, or summed in the kernel
-        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
-        a.num_tokens = 1;
-        a.y = d_y1;
-        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
-        std::vector<float> y(static_cast<size_t>(n * out_features)), y1(static_cast<size_t>(out_features));
-        QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-        QCOMPARE(cudaMemcpy(y1.data(), d_y1, y1.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-        QVERIFY2(std::memcmp(y.data(), y1.data(), y1.size() * sizeof(float)) == 0, "token 0 depends on its batch");
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t o = 0; o < out_features; ++o) {
-            const test::Q8InputReference ref =
-                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
-                                         q.data() + t * in_features, scale.data() + t * blocks, blocks);
-            const float got = y[static_cast<size_t>(t * out_features + o)];
-            QVERIFY2(std::fabs(got - ref.value) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(ref.value),
-                     qPrintable(QStringLiteral("in=%1 n=%2: y[%3][%4] = %5, reference %6")
-                                    .arg(in_features)
-                                    .arg(n)
-                                    .arg(t)
-                                    .arg(o)
-                                    .arg(got, 0, 'g', 9)
-                                    .arg(ref.value, 0, 'g', 9)));
-          }
-        }
-      }
-      // The tensor-core kernel: 64 tokens, 9, 3 (every 13th row of the large shapes is checked:
-      // the double reference over 64 tokens would take minutes).
-      for (const int64_t n : {tokens, int64_t{9}, int64_t{3}}) {
-        SplitMatvecArgs a;
-        a.type = type;
-        a.weight = d_weight;
-        a.in_features = in_features;
-        a.out_features = out_features;
-        a.x_q8 = d_q;
-        a.x_q8_scale = d_scale;
-        a.x_q8_sum = d_sums;
-        a.num_tokens = n;
-        a.y = d_y;
-        QCOMPARE(matmul_split_mma_cuda(a, nullptr), cudaSuccess);
+        // The matvec's Q4_0 offset from the given sums, or summed in the kernel (n = 3).
+        a.x_q8_sum = run.is_mma || n != 3 ? d_sums : nullptr;
+        QCOMPARE(run.is_mma ? matmul_split_mma_cuda(a, nullptr) : matvec_split_cuda(a, nullptr), cudaSuccess);
         std::vector<float> y(static_cast<size_t>(n * out_features));
         QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-        const int64_t row_step = out_features > 100 ? 13 : 1;
+        if (!run.is_mma) {
+          a.num_tokens = 1;
+          a.y = d_y1;
+          QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
+          std::vector<float> y1(static_cast<size_t>(out_features));
+          QCOMPARE(cudaMemcpy(y1.data(), d_y1, y1.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+          QVERIFY2(std::memcmp(y.data(), y1.data(), y1.size() * sizeof(float)) == 0, "token 0 depends on its batch");
+        }
+        const int64_t row_step = n > kSplitMaxTokens && out_features > 100 ? 13 : 1;
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t o = 0; o < out_features; o += row_step) {
             const test::Q8InputReference ref =
@@ -415,7 +395,8 @@ class TestCudaMatvec : public QObject {
                                          q.data() + t * in_features, scale.data() + t * blocks, blocks);
             const float got = y[static_cast<size_t>(t * out_features + o)];
             QVERIFY2(std::fabs(got - ref.value) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(ref.value),
-                     qPrintable(QStringLiteral("tensor cores, in=%1 n=%2: y[%3][%4] = %5, reference %6")
+                     qPrintable(QStringLiteral("%1 in=%2 n=%3: y[%4][%5] = %6, reference %7")
+                                    .arg(run.is_mma ? "tensor cores" : "matvec")
                                     .arg(in_features)
                                     .arg(n)
                                     .arg(t)

@@ -331,7 +331,16 @@ class TestCudaMatvecEmulated : public QObject {
       }
       const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
       const size_t row_bytes = *ggml_row_bytes(type, in_features);
-      for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
+      // The matvec with 1, 3 and 8 tokens; the tensor-core kernel with 64 (every column tile), 9
+      // (a tile of 1) and 3, on rows past the last 16-row tile (37) and blocks that do not split
+      // evenly over its 4 warps (33). Without a bias or the sums once each.
+      struct Run {
+        bool is_mma;
+        int64_t n;
+      };
+      for (const Run run :
+           {Run{false, 1}, Run{false, 3}, Run{false, tokens}, Run{true, all_tokens}, Run{true, 9}, Run{true, 3}}) {
+        const int64_t n = run.n;
         AlignedBuffer<float> y(static_cast<size_t>(n * out_features + 8), NAN);
         SplitMatvecArgs a;
         a.type = type;
@@ -342,9 +351,10 @@ class TestCudaMatvecEmulated : public QObject {
         a.x_q8_scale = d.data();
         a.num_tokens = n;
         a.y = y.data();
-        a.bias = n == 3 ? nullptr : bias.data();
-        a.x_q8_sum = n == 3 ? nullptr : sums.data();  // Q4_0's offset from the given sums, or summed in the kernel
-        QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
+        a.bias = n == (run.is_mma ? 9 : 3) ? nullptr : bias.data();
+        // The matvec's Q4_0 offset from the given sums, or summed in the kernel (n = 3).
+        a.x_q8_sum = run.is_mma || n != 3 ? sums.data() : nullptr;
+        QCOMPARE(run.is_mma ? matmul_split_mma_cuda(a, nullptr) : matvec_split_cuda(a, nullptr), cudaSuccess);
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t o = 0; o < out_features; ++o) {
             const test::Q8InputReference ref =
@@ -353,7 +363,8 @@ class TestCudaMatvecEmulated : public QObject {
             const double expected = (a.bias != nullptr ? bias[static_cast<size_t>(o)] : 0.0) + ref.value;
             const float got = y.data()[t * out_features + o];
             QVERIFY2(std::fabs(got - expected) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(expected),
-                     qPrintable(QStringLiteral("in=%1 n=%2: y[%3][%4] = %5, reference %6")
+                     qPrintable(QStringLiteral("%1 in=%2 n=%3: y[%4][%5] = %6, reference %7")
+                                    .arg(run.is_mma ? "tensor cores" : "matvec")
                                     .arg(in_features)
                                     .arg(n)
                                     .arg(t)
@@ -364,7 +375,7 @@ class TestCudaMatvecEmulated : public QObject {
         }
         for (int64_t i = n * out_features; i < n * out_features + 8; ++i)
           QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
-        if (n == tokens) {
+        if (!run.is_mma && n == tokens) {
           // Batch invariance: token 0 alone gave the same bits (same bias in both runs).
           AlignedBuffer<float> y1(static_cast<size_t>(out_features), NAN);
           a.num_tokens = 1;
@@ -372,42 +383,6 @@ class TestCudaMatvecEmulated : public QObject {
           QCOMPARE(matvec_split_cuda(a, nullptr), cudaSuccess);
           QVERIFY(std::memcmp(y1.data(), y.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0);
         }
-      }
-      // The tensor-core kernel: 64 tokens (every column tile), 9 (a tile of 1), 3; rows past the
-      // last 16-row tile (37) and blocks that do not split evenly over the 4 warps (33).
-      for (const int64_t n : {all_tokens, int64_t{9}, int64_t{3}}) {
-        AlignedBuffer<float> y(static_cast<size_t>(n * out_features + 8), NAN);
-        SplitMatvecArgs a;
-        a.type = type;
-        a.weight = split.data();
-        a.in_features = in_features;
-        a.out_features = out_features;
-        a.x_q8 = q.data();
-        a.x_q8_scale = d.data();
-        a.x_q8_sum = sums.data();
-        a.num_tokens = n;
-        a.y = y.data();
-        a.bias = n == 9 ? nullptr : bias.data();
-        QCOMPARE(matmul_split_mma_cuda(a, nullptr), cudaSuccess);
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t o = 0; o < out_features; ++o) {
-            const test::Q8InputReference ref =
-                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
-                                         q.data() + t * in_features, d.data() + t * blocks, blocks);
-            const double expected = (a.bias != nullptr ? bias[static_cast<size_t>(o)] : 0.0) + ref.value;
-            const float got = y.data()[t * out_features + o];
-            QVERIFY2(std::fabs(got - expected) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(expected),
-                     qPrintable(QStringLiteral("tensor cores, in=%1 n=%2: y[%3][%4] = %5, reference %6")
-                                    .arg(in_features)
-                                    .arg(n)
-                                    .arg(t)
-                                    .arg(o)
-                                    .arg(got, 0, 'g', 9)
-                                    .arg(expected, 0, 'g', 9)));
-          }
-        }
-        for (int64_t i = n * out_features; i < n * out_features + 8; ++i)
-          QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
       }
 
       SplitMatvecArgs bad;
