@@ -340,7 +340,8 @@ void MemoryModel::appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySam
   m_rows << Row{tr("Weights on %1").arg(device),
                 static_cast<qint64>(e.weight_bytes),
                 sample.deviceWeightsBytes,
-                tr("uploaded at load in their stored type; norms and biases as f32"),
+                tr("uploaded at load in their stored type (Q4_0 and Q8_0 regrouped, the same bytes, for int8 "
+                   "products); norms and biases as f32"),
                 false,
                 false};
   m_rows << Row{tr("KV pool on %1").arg(device),
