@@ -169,81 +169,81 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(Attention
       // B operand's column-major form: a register pair is two consecutive dims of one key.
       float s[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const uint32_t* key_row = k_words + (n * 8 + group) * (kLd / 2) + quad;
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const uint32_t b[2] = {key_row[8 * c], key_row[8 * c + 4]};
-        mma_m16n8k16(s[n], qa[c], b);
-      }
-    }
-
-    // Online softmax of this lane's two rows (c[0..1]: row group, c[2..3]: row group + 8).
-    float factor[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      MmaRow& row = rows[half];
-      float tile_max = -INFINITY;
-#pragma unroll
       for (int n = 0; n < 8; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const uint32_t* key_row = k_words + (n * 8 + group) * (kLd / 2) + quad;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t key = key0 + n * 8 + 2 * quad + e;
-          const bool is_visible = row.is_active && key < key_end && key <= row.pos && key >= row.first;
-          float x = s[n][2 * half + e];
-          if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-          x = is_visible ? x : -INFINITY;
-          s[n][2 * half + e] = x;
-          tile_max = fmaxf(tile_max, x);
+        for (int c = 0; c < kChunks; ++c) {
+          const uint32_t b[2] = {key_row[8 * c], key_row[8 * c + 4]};
+          mma_m16n8k16(s[n], qa[c], b);
         }
       }
-      const float new_max = fmaxf(row.max, quad_max(tile_max));
-      float partial = 0.0f;
-      factor[half] = 1.0f;
-      if (new_max != -INFINITY) {
+
+      // Online softmax of this lane's two rows (c[0..1]: row group, c[2..3]: row group + 8).
+      float factor[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        MmaRow& row = rows[half];
+        float tile_max = -INFINITY;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float x = s[n][2 * half + e];
-            // The sum counts the f16 weights the product uses.
-            const float w = x == -INFINITY ? 0.0f : __half2float(__float2half_rn(expf(x - new_max)));
-            s[n][2 * half + e] = w;
-            partial += w;
+            const int64_t key = key0 + n * 8 + 2 * quad + e;
+            const bool is_visible = row.is_active && key < key_end && key <= row.pos && key >= row.first;
+            float x = s[n][2 * half + e];
+            if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+            x = is_visible ? x : -INFINITY;
+            s[n][2 * half + e] = x;
+            tile_max = fmaxf(tile_max, x);
           }
         }
-        factor[half] = expf(row.max - new_max);
-      } else {
+        const float new_max = fmaxf(row.max, quad_max(tile_max));
+        float partial = 0.0f;
+        factor[half] = 1.0f;
+        if (new_max != -INFINITY) {
 #pragma unroll
-        for (int n = 0; n < 8; ++n) s[n][2 * half] = s[n][2 * half + 1] = 0.0f;
+          for (int n = 0; n < 8; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float x = s[n][2 * half + e];
+              // The sum counts the f16 weights the product uses.
+              const float w = x == -INFINITY ? 0.0f : __half2float(__float2half_rn(expf(x - new_max)));
+              s[n][2 * half + e] = w;
+              partial += w;
+            }
+          }
+          factor[half] = expf(row.max - new_max);
+        } else {
+#pragma unroll
+          for (int n = 0; n < 8; ++n) s[n][2 * half] = s[n][2 * half + 1] = 0.0f;
+        }
+        row.sum = row.sum * factor[half] + quad_sum(partial);
+        row.max = new_max;
       }
-      row.sum = row.sum * factor[half] + quad_sum(partial);
-      row.max = new_max;
-    }
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) {
-      o[n][0] *= factor[0];
-      o[n][1] *= factor[0];
-      o[n][2] *= factor[1];
-      o[n][3] *= factor[1];
-    }
-
-    // O += P V, 16 keys at a time: the score tiles 2j and 2j + 1 are exactly the A operand of keys
-    // 16j .. 16j + 15. V row-major [key][dim]: a B register pair is one dim of two keys.
-#pragma unroll
-    for (int j = 0; j < kMmaKeys / 16; ++j) {
-      const uint32_t pa[4] = {pack_half2(s[2 * j][0], s[2 * j][1]), pack_half2(s[2 * j][2], s[2 * j][3]),
-                              pack_half2(s[2 * j + 1][0], s[2 * j + 1][1]),
-                              pack_half2(s[2 * j + 1][2], s[2 * j + 1][3])};
-      const uint16_t* v_rows = v_bits + (16 * j + 2 * quad) * kLd + group;
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
-        const uint16_t* v = v_rows + 8 * n;
-        const uint32_t b[2] = {pair_of_bits(v[0], v[kLd]), pair_of_bits(v[8 * kLd], v[9 * kLd])};
-        mma_m16n8k16(o[n], pa, b);
+        o[n][0] *= factor[0];
+        o[n][1] *= factor[0];
+        o[n][2] *= factor[1];
+        o[n][3] *= factor[1];
       }
-    }
+
+      // O += P V, 16 keys at a time: the score tiles 2j and 2j + 1 are exactly the A operand of keys
+      // 16j .. 16j + 15. V row-major [key][dim]: a B register pair is one dim of two keys.
+#pragma unroll
+      for (int j = 0; j < kMmaKeys / 16; ++j) {
+        const uint32_t pa[4] = {pack_half2(s[2 * j][0], s[2 * j][1]), pack_half2(s[2 * j][2], s[2 * j][3]),
+                                pack_half2(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                pack_half2(s[2 * j + 1][2], s[2 * j + 1][3])};
+        const uint16_t* v_rows = v_bits + (16 * j + 2 * quad) * kLd + group;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n) {
+          const uint16_t* v = v_rows + 8 * n;
+          const uint32_t b[2] = {pair_of_bits(v[0], v[kLd]), pair_of_bits(v[8 * kLd], v[9 * kLd])};
+          mma_m16n8k16(o[n], pa, b);
+        }
+      }
     }
     __syncthreads();  // nobody still reads this buffer when the next iteration refills it
   }
