@@ -173,42 +173,15 @@ int main(int argc, char** argv) {
       // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
       // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split"),
       // and its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
-      for (int variant = 0; variant < 7; ++variant) {
-        if (!is_ok) break;
-        if (variant >= 3) {
-          if (!has_split_blocks(type)) break;
-          SplitMatvecArgs split;
-          split.type = type;
-          split.in_features = shape.in_features;
-          split.out_features = shape.out_features;
-          split.x_q8 = d_q;
-          split.x_q8_scale = d_scale;
-          const bool is_mma = variant >= 5;
-          split.num_tokens = variant == 3 ? 1 : variant == 4 ? kSplitMaxTokens : variant == 5 ? 16 : kSplitMmaMaxTokens;
-          split.x_q8_sum = d_sums;
-          split.y = d_y;
-          const double ms = time_calls(
-              [&](uint8_t* w) {
-                split.weight = w;
-                return is_mma ? matmul_split_mma_cuda(split, nullptr) : matvec_split_cuda(split, nullptr);
-              },
-              copies, min_ms);
-          if (ms <= 0) {
-            is_ok = false;
-            break;
-          }
-          const double gbs = static_cast<double>(weight_bytes) / (ms * 1e-3) / 1e9;
-          char percent[16] = "-";
-          if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
-          const std::string tokens = std::to_string(split.num_tokens) + (is_mma ? " mma" : " split");
-          const std::string_view name = ggml_type_name(type);
-          std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
-                      tokens.c_str(), ms * 1e3, gbs, percent);
-          continue;
-        }
-        const bool is_q8_input = variant == 2;
+      for (int variant = 0; variant < 7 && is_ok; ++variant) {
+        const bool is_q8_input = variant == 2, is_split = variant >= 3, is_mma = variant >= 5;
+        if (is_split && !has_split_blocks(type)) break;
         if (is_q8_input && !cuda_matvec_takes_q8_input(type)) continue;
-        const int64_t num_tokens = variant == 1 ? kCudaMatvecMaxTokens : 1;
+        const int64_t num_tokens = variant == 1   ? kCudaMatvecMaxTokens
+                                   : variant == 4 ? kSplitMaxTokens
+                                   : variant == 5 ? 16
+                                   : variant == 6 ? kSplitMmaMaxTokens
+                                                  : 1;
         MatvecCudaArgs args;
         args.type = type;
         args.in_features = shape.in_features;
@@ -220,10 +193,23 @@ int main(int argc, char** argv) {
           args.x_q8 = d_q;
           args.x_q8_scale = d_scale;
         }
+        SplitMatvecArgs split;
+        split.type = type;
+        split.in_features = shape.in_features;
+        split.out_features = shape.out_features;
+        split.x_q8 = d_q;
+        split.x_q8_scale = d_scale;
+        split.x_q8_sum = d_sums;
+        split.num_tokens = num_tokens;
+        split.y = d_y;
         const double ms = time_calls(
             [&](uint8_t* w) {
-              args.weight = w;
-              return matvec_cuda(args, nullptr);
+              if (!is_split) {
+                args.weight = w;
+                return matvec_cuda(args, nullptr);
+              }
+              split.weight = w;
+              return is_mma ? matmul_split_mma_cuda(split, nullptr) : matvec_split_cuda(split, nullptr);
             },
             copies, min_ms);
         if (ms <= 0) {
@@ -234,7 +220,10 @@ int main(int argc, char** argv) {
         char percent[16] = "-";
         if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
         const std::string_view name = ggml_type_name(type);
-        const std::string tokens = std::to_string(num_tokens) + (is_q8_input ? " q8" : "");
+        const std::string tokens = std::to_string(num_tokens) + (is_mma        ? " mma"
+                                                                 : is_split    ? " split"
+                                                                 : is_q8_input ? " q8"
+                                                                               : "");
         std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
                     tokens.c_str(), ms * 1e3, gbs, percent);
       }

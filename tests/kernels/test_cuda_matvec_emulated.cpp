@@ -330,7 +330,6 @@ class TestCudaMatvecEmulated : public QObject {
         QCOMPARE(sums.data()[b], sum);
       }
       const std::vector<float> bias = test::random_floats(static_cast<size_t>(out_features), rng);
-      const size_t row_bytes = *ggml_row_bytes(type, in_features);
       // The matvec with 1, 3 and 8 tokens; the tensor-core kernel with 64 (every column tile), 9
       // (a tile of 1) and 3, on rows past the last 16-row tile (37) and blocks that do not split
       // evenly over its 4 warps (33). Without a bias or the sums once each.
@@ -355,24 +354,10 @@ class TestCudaMatvecEmulated : public QObject {
         // The matvec's Q4_0 offset from the given sums, or summed in the kernel (n = 3).
         a.x_q8_sum = run.is_mma || n != 3 ? sums.data() : nullptr;
         QCOMPARE(run.is_mma ? matmul_split_mma_cuda(a, nullptr) : matvec_split_cuda(a, nullptr), cudaSuccess);
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t o = 0; o < out_features; ++o) {
-            const test::Q8InputReference ref =
-                test::q8_input_reference(type, gguf.data() + static_cast<size_t>(o) * row_bytes,
-                                         q.data() + t * in_features, d.data() + t * blocks, blocks);
-            const double expected = (a.bias != nullptr ? bias[static_cast<size_t>(o)] : 0.0) + ref.value;
-            const float got = y.data()[t * out_features + o];
-            QVERIFY2(std::fabs(got - expected) <= 1e-5 * ref.magnitude + 1e-6 * std::fabs(expected),
-                     qPrintable(QStringLiteral("%1 in=%2 n=%3: y[%4][%5] = %6, reference %7")
-                                    .arg(run.is_mma ? "tensor cores" : "matvec")
-                                    .arg(in_features)
-                                    .arg(n)
-                                    .arg(t)
-                                    .arg(o)
-                                    .arg(got, 0, 'g', 9)
-                                    .arg(expected, 0, 'g', 9)));
-          }
-        }
+        const QString mismatch =
+            test::q8_product_mismatch(type, gguf.data(), in_features, out_features, q.data(), d.data(), n, y.data(),
+                                      a.bias, 1, run.is_mma ? "tensor cores" : "matvec");
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
         for (int64_t i = n * out_features; i < n * out_features + 8; ++i)
           QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
         if (!run.is_mma && n == tokens) {
