@@ -14,8 +14,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
 
 namespace iwb::cli {
 namespace {
@@ -145,6 +147,41 @@ void print_profile(const RunningAggregate& profile) {
   }
 }
 
+// The weight products by (phase, name, type, shape): which matrices fall short of the memory
+// roof. Kept apart from RunningAggregate, whose per-kind rows are the roofline's points.
+class WeightProfile {
+ public:
+  void add(const ProfileBatch& batch) {
+    for (const KernelRecord& r : batch.kernels) {
+      if (r.kind != OpKind::Matmul && r.kind != OpKind::Logits && r.kind != OpKind::ExpertMatmul) continue;
+      Row& row = rows_[{r.phase, std::string(r.name), r.data_type, r.shape.cols, r.shape.rows}];
+      ++row.calls;
+      row.seconds += r.seconds;
+      row.bytes += r.bytes;
+      row.flops += r.flops;
+    }
+  }
+  void print() const {
+    std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7s %10s %9s %10s\n", "phase", "weight", "type", "in x out", "calls",
+                 "ms", "GB/s", "GFLOP/s");
+    for (const auto& [key, row] : rows_) {
+      const auto& [phase, name, type, in, out] = key;
+      const std::string shape = std::to_string(in) + "x" + std::to_string(out);
+      std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7lld %10.2f %9.2f %10.2f\n", phase_name(phase), name.c_str(),
+                   std::string(ggml_type_name(type)).c_str(), shape.c_str(), static_cast<long long>(row.calls),
+                   row.seconds * 1e3, row.seconds > 0 ? row.bytes / row.seconds / 1e9 : 0.0,
+                   row.seconds > 0 ? row.flops / row.seconds / 1e9 : 0.0);
+    }
+  }
+
+ private:
+  struct Row {
+    int64_t calls = 0;
+    double seconds = 0, bytes = 0, flops = 0;
+  };
+  std::map<std::tuple<Phase, std::string, GgmlType, int64_t, int64_t>, Row> rows_;
+};
+
 }  // namespace
 
 int run_run(int argc, char** argv) {
@@ -213,6 +250,7 @@ int run_run(int argc, char** argv) {
   bool is_first_id = true;
   engine.set_profiling(o.is_profiled);
   RunningAggregate profile;
+  WeightProfile weight_profile;
   while (engine.has_unfinished_requests()) {
     Result<StepResult> step = engine.step();
     if (!step) {
@@ -220,6 +258,7 @@ int run_run(int argc, char** argv) {
       return 1;
     }
     profile.add(step->profile);
+    if (o.is_profiled) weight_profile.add(step->profile);
     for (const TokenEvent& e : step->tokens) {
       if (o.ids_only) {
         std::printf(is_first_id ? "%d" : " %d", e.token);
@@ -238,7 +277,10 @@ int run_run(int argc, char** argv) {
       }
       print_timings(f);
       if (o.speculation.is_enabled()) print_speculation(stderr, f.speculation, 0.0);
-      if (o.is_profiled) print_profile(profile);
+      if (o.is_profiled) {
+        print_profile(profile);
+        weight_profile.print();
+      }
     }
   }
   return 0;

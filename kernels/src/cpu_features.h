@@ -47,6 +47,7 @@ bool is_matmul_exact_forced();
 struct DecodeStreaming {
   int streams = 2;
   int prefetch_bytes = 0;
+  int segment_bytes = 0;  // > 0: rows longer than this are dotted in segments (matmul_driver.cpp)
 };
 const DecodeStreaming& decode_streaming();
 

@@ -95,6 +95,63 @@ uint8_t* gemm_buffer(size_t bytes) {
   return reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(buffer.data.get()), kAlign));
 }
 
+// Decode: one row at a time, from several sequential streams in turn (the chunk's first,
+// second, ... part), each row optionally prefetched a little ahead: a core keeps more misses
+// in flight for a few streams than for one (decode_streaming() in cpu_features.h has the
+// figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
+//
+// Long rows are dotted in segments of at most kDecodeSegmentBytes, the streams taking turns
+// per segment: a row's prefetches then go out a segment at a time between the products instead
+// of all at once (a 5 KiB row is 80 lines, five times the core's line fill buffers, so a burst
+// stalls the core until most have arrived), and every segment is prefetched the same distance
+// ahead whatever the row length.
+void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
+  const int64_t in = a.in_features;
+  // Float rows (F16: 3 KiB a row of 1536) stream well enough for the hardware prefetchers;
+  // software prefetches gain them nothing (Xeon, default model F16 tg32 with 2 threads, four
+  // alternations: 6.7-7.1 tokens/s with two plain streams, 6.5-6.9 with four prefetched).
+  const DecodeStreaming streaming = p.k->quantize != nullptr ? decode_streaming() : DecodeStreaming{};
+  const int64_t streams = std::min<int64_t>(streaming.streams, (row_end - row_begin) / kMinStreamRows);
+  const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
+  const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
+  // Segments: whole weight blocks (and so whole activation blocks), as equal as they come.
+  const GgmlTypeTraits& traits = ggml_type_traits(a.weight_type);
+  const int64_t num_blocks = in / traits.block_size;
+  const int64_t num_segments =
+      streaming.segment_bytes > 0
+          ? std::max<int64_t>(
+                1, (static_cast<int64_t>(p.weight_stride) + streaming.segment_bytes - 1) / streaming.segment_bytes)
+          : 1;
+  const int64_t segment_blocks = (num_blocks + num_segments - 1) / num_segments;
+  const int64_t segment_elements = segment_blocks * traits.block_size;
+  const size_t segment_weight_bytes = static_cast<size_t>(segment_blocks) * traits.bytes_per_block;
+  const size_t segment_act_bytes = p.k->format == ActivationFormat::None
+                                       ? static_cast<size_t>(segment_elements) * sizeof(float)
+                                       : activation_row_bytes(p.k->format, segment_elements);
+  constexpr int64_t kMaxStreams = 8;
+  for (int64_t i = 0; i < per_stream; ++i) {
+    float sums[kMaxStreams] = {};
+    for (int64_t e0 = 0, j = 0; e0 < in; e0 += segment_elements, ++j) {
+      const int64_t n = std::min(segment_elements, in - e0);
+      const size_t bytes = std::min(segment_weight_bytes, p.weight_stride - j * segment_weight_bytes);
+      for (int64_t s = 0; s < streams; ++s) {
+        const int64_t r = row_begin + s * per_stream + i;
+        if (r >= row_end) break;
+        const uint8_t* w = p.weight + r * p.weight_stride + j * segment_weight_bytes;
+        if (ahead > 0) {
+          // (a prefetch past the last row is harmless: prefetches never fault)
+          for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + ahead + off);
+        }
+        sums[s] += p.k->vec_dot(w, p.act + j * segment_act_bytes, n);
+      }
+    }
+    for (int64_t s = 0; s < streams; ++s) {
+      const int64_t r = row_begin + s * per_stream + i;
+      if (r < row_end) a.output[r] = sums[s] + (a.bias ? a.bias[r] : 0.0f);
+    }
+  }
+}
+
 void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
   const int64_t in = a.in_features, out_features = a.out_features;
   if (p.use_gemm) {
@@ -127,30 +184,8 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     }
     return;
   }
-  // Decode: one row at a time, from several sequential streams in turn (the chunk's first,
-  // second, ... part), each row optionally prefetched a little ahead: a core keeps more misses
-  // in flight for a few streams than for one (decode_streaming() in cpu_features.h has the
-  // figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
   if (a.num_tokens == 1 && row_end - row_begin >= 2 * kMinStreamRows) {
-    // Float rows (F16: 3 KiB a row of 1536) stream well enough for the hardware prefetchers;
-    // software prefetches gain them nothing (Xeon, default model F16 tg32 with 2 threads, four
-    // alternations: 6.7-7.1 tokens/s with two plain streams, 6.5-6.9 with four prefetched).
-    const DecodeStreaming streaming = p.k->quantize != nullptr ? decode_streaming() : DecodeStreaming{};
-    const int64_t streams = std::min<int64_t>(streaming.streams, (row_end - row_begin) / kMinStreamRows);
-    const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
-    const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
-    for (int64_t i = 0; i < per_stream; ++i) {
-      for (int64_t s = 0; s < streams; ++s) {
-        const int64_t r = row_begin + s * per_stream + i;
-        if (r >= row_end) break;
-        const uint8_t* w = p.weight + r * p.weight_stride;
-        if (ahead > 0) {
-          // (a prefetch past the last row is harmless: prefetches never fault)
-          for (size_t off = 0; off < p.weight_stride; off += 64) __builtin_prefetch(w + ahead + off);
-        }
-        a.output[r] = p.k->vec_dot(w, p.act, in) + (a.bias ? a.bias[r] : 0.0f);
-      }
-    }
+    decode_rows(a, p, row_begin, row_end);
     return;
   }
   // A few rows, or a few tokens without tiles: one row at a time. (The 4-row tile with one

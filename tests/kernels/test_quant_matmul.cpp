@@ -95,17 +95,24 @@ class TestQuantMatmul : public QObject {
   void matchesReference_data() {
     QTest::addColumn<GgmlType>("type");
     QTest::addColumn<int>("numTokens");
+    QTest::addColumn<int>("inFeatures");
     for (GgmlType t : kIntegerTypes) {
+      const bool is_k = ggml_type_traits(t).block_size == 256;
       for (int tokens : {1, 3, 8, 13, 17}) {
-        QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
+        QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str())
+            << t << tokens << (is_k ? 3 * 256 : 37 * 32);
       }
+      // Rows of several KiB: decode dots them in segments (Intel), the last one short.
+      QTest::newRow((std::string(ggml_type_name(t)) + " x1 long rows").c_str())
+          << t << 1 << (is_k ? 37 * 256 : 283 * 32);
     }
   }
   void matchesReference() {
     QFETCH(GgmlType, type);
     QFETCH(int, numTokens);
-    std::mt19937 rng(static_cast<uint32_t>(100 + static_cast<int>(type) * 7 + numTokens));
-    const int64_t in = ggml_type_traits(type).block_size == 256 ? 3 * 256 : 37 * 32, out = 769;
+    QFETCH(int, inFeatures);
+    std::mt19937 rng(static_cast<uint32_t>(100 + static_cast<int>(type) * 7 + numTokens + inFeatures));
+    const int64_t in = inFeatures, out = 769;
     const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
     // Activations with an offset and uneven spread, as a normalised hidden state has.
     std::vector<float> x = random_floats(static_cast<size_t>(numTokens * in), rng, 1.0f, 0.1f);
