@@ -107,11 +107,11 @@ uint8_t* gemm_buffer(size_t bytes) {
 // ahead whatever the row length.
 void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
   const int64_t in = a.in_features;
-  // Float rows (F16: 3 KiB a row of 1536) stream well enough for the hardware prefetchers;
-  // software prefetches gain them nothing (Xeon, default model F16 tg32 with 2 threads, four
-  // alternations: 6.7-7.1 tokens/s with two plain streams, 6.5-6.9 with four prefetched).
-  const DecodeStreaming streaming = p.k->quantize != nullptr ? decode_streaming() : DecodeStreaming{};
-  const int64_t streams = std::min<int64_t>(streaming.streams, (row_end - row_begin) / kMinStreamRows);
+  // Float rows too (F16: 3 KiB a row of 1536): whole rows prefetched at once gained them
+  // nothing, in segments they gain 14% (Xeon, default model F16 tg32 with 2 threads: 7.3-7.4
+  // tokens/s in two plain streams, 8.4-8.5 with four prefetched in segments of 768 bytes).
+  const DecodeStreaming& streaming = decode_streaming();
+  const int64_t streams = std::clamp<int64_t>((row_end - row_begin) / kMinStreamRows, 1, streaming.streams);
   const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
   const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
   // Segments: whole weight blocks (and so whole activation blocks), as equal as they come.
@@ -184,14 +184,16 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
     }
     return;
   }
-  if (a.num_tokens == 1 && row_end - row_begin >= 2 * kMinStreamRows) {
+  // One token: rows in streams (the 4-row tile with one token is 16-26% faster on rows in L2
+  // but 2.5x slower streaming from DRAM: four interleaved row streams defeat the prefetchers).
+  // Every chunk of rows, however short, goes this way, so a row's segmented sum never depends
+  // on the chunk it fell in (matmul_group gives matmul's bits).
+  if (a.num_tokens == 1) {
     decode_rows(a, p, row_begin, row_end);
     return;
   }
-  // A few rows, or a few tokens without tiles: one row at a time. (The 4-row tile with one
-  // token is 16-26% faster on rows in L2 but 2.5x slower streaming from DRAM: four
-  // interleaved row streams defeat the prefetchers.)
-  if (a.num_tokens == 1 || p.k->tile == nullptr) {
+  // A few tokens without tiles: one row at a time.
+  if (p.k->tile == nullptr) {
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* w = p.weight + r * p.weight_stride;
       const float bias = a.bias ? a.bias[r] : 0.0f;
