@@ -73,6 +73,7 @@ struct Plan {
   bool use_gemm;
   bool use_lanes;
   bool is_prepared;  // the GEMM reads activation groups made by k->gemm_prepare
+  bool use_decode;   // one token on the kernel's own activation layout (k->decode_dot)
   const uint8_t* weight;
   size_t weight_stride;
   const uint8_t* act;
@@ -114,20 +115,24 @@ void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t 
   const int64_t streams = std::clamp<int64_t>((row_end - row_begin) / kMinStreamRows, 1, streaming.streams);
   const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
   const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
-  // Segments: whole weight blocks (and so whole activation blocks), as equal as they come.
+  // Segments: whole weight blocks (and so whole activation blocks, or groups of them on a
+  // decode kernel's own layout), as equal as they come.
   const GgmlTypeTraits& traits = ggml_type_traits(a.weight_type);
   const int64_t num_blocks = in / traits.block_size;
+  const int64_t row_bytes = static_cast<int64_t>(p.weight_stride);
   const int64_t num_segments =
       streaming.segment_bytes > 0
-          ? std::max<int64_t>(
-                1, (static_cast<int64_t>(p.weight_stride) + streaming.segment_bytes - 1) / streaming.segment_bytes)
+          ? std::max<int64_t>(1, (row_bytes + streaming.segment_bytes - 1) / streaming.segment_bytes)
           : 1;
-  const int64_t segment_blocks = (num_blocks + num_segments - 1) / num_segments;
+  const int64_t group = p.use_decode ? p.k->decode_group_blocks : 1;
+  const int64_t segment_blocks = ((num_blocks + num_segments - 1) / num_segments + group - 1) / group * group;
   const int64_t segment_elements = segment_blocks * traits.block_size;
   const size_t segment_weight_bytes = static_cast<size_t>(segment_blocks) * traits.bytes_per_block;
-  const size_t segment_act_bytes = p.k->format == ActivationFormat::None
+  const size_t segment_act_bytes = p.use_decode ? p.k->decode_activation_bytes(segment_elements)
+                                   : p.k->format == ActivationFormat::None
                                        ? static_cast<size_t>(segment_elements) * sizeof(float)
                                        : activation_row_bytes(p.k->format, segment_elements);
+  const VecDotFn dot = p.use_decode ? p.k->decode_dot : p.k->vec_dot;
   constexpr int64_t kMaxStreams = 8;
   for (int64_t i = 0; i < per_stream; ++i) {
     float sums[kMaxStreams] = {};
@@ -142,7 +147,7 @@ void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t 
           // (a prefetch past the last row is harmless: prefetches never fault)
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + ahead + off);
         }
-        sums[s] += p.k->vec_dot(w, p.act + j * segment_act_bytes, n);
+        sums[s] += dot(w, p.act + j * segment_act_bytes, n);
       }
     }
     for (int64_t s = 0; s < streams; ++s) {
@@ -239,6 +244,8 @@ size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num
     return k->gemm_prepared_group_bytes(in_features) * static_cast<size_t>(groups) + kAlign;
   }
   if (k->quantize == nullptr) return 0;
+  if (num_tokens == 1 && k->decode_quantize != nullptr)
+    return round_up(k->decode_activation_bytes(in_features), kAlign) + kAlign;
   return activation_stride(*k, in_features) * static_cast<size_t>(num_tokens) + kAlign;
 }
 
@@ -266,6 +273,8 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
     p->act = reinterpret_cast<const uint8_t*>(a.input);
     p->act_stride = static_cast<size_t>(a.in_features) * sizeof(float);
   }
+  p->use_decode = is_quantized && a.num_tokens == 1 && k->decode_quantize != nullptr;
+  if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
   p->is_prepared = p->use_gemm && k->gemm_prepare != nullptr;
@@ -332,7 +341,8 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
     // One quantized input for all: the same input, shape and activation format.
     const MatmulArgs& a = group[i];
     if (a.input != first.input || a.in_features != first.in_features || a.num_tokens != first.num_tokens ||
-        plans[i].k->format != plans[0].k->format) {
+        plans[i].k->format != plans[0].k->format || plans[i].use_decode != plans[0].use_decode ||
+        (plans[i].use_decode && plans[i].k->decode_quantize != plans[0].k->decode_quantize)) {
       return false;
     }
   }
@@ -363,7 +373,8 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
       const int tokens = static_cast<int>(std::min<int64_t>(kPreparedGroupTokens, first.num_tokens - t0));
       k0.gemm_prepare(first.input + t0 * first.in_features, first.in_features, tokens, scratch + u * act_stride);
     } else {
-      k0.quantize(first.input + u * first.in_features, scratch + u * act_stride, first.in_features);
+      const QuantizeActivationFn quantize = plans[0].use_decode ? k0.decode_quantize : k0.quantize;
+      quantize(first.input + u * first.in_features, scratch + u * act_stride, first.in_features);
     }
   };
   int64_t work = 0;

@@ -93,6 +93,13 @@ struct DotKernels {
   int lanes_min_tokens = kLaneMaxTokens + 1;  // lanes replace the tiles from this many tokens to kLaneMaxTokens
   PrepareGroupFn gemm_prepare = nullptr;      // non-null: gemm reads prepared activation groups
   PreparedGroupBytesFn gemm_prepared_group_bytes = nullptr;
+  // One token (decode) on an activation layout of the kernel's own, where it has one: made by
+  // decode_quantize once per call, decode_activation_bytes(n) bytes for n values; segments of
+  // a row (matmul_driver.cpp) start at multiples of decode_group_blocks weight blocks.
+  QuantizeActivationFn decode_quantize = nullptr;  // null: vec_dot on `format`
+  VecDotFn decode_dot = nullptr;
+  size_t (*decode_activation_bytes)(int64_t num_elements) = nullptr;
+  int decode_group_blocks = 1;
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
@@ -113,6 +120,7 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out);
 QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
 QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
 bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes
+bool select_decode_kernels_avx512(GgmlType type, DotKernels* out);  // sets the decode_* fields (Q4_0, VBMI)
 size_t lanes_packed_bytes(int64_t num_elements, int num_tokens);
 // AMX tiles (where has_amx_int8() / has_amx_bf16(); null otherwise): the same contract as the
 // AVX-512 GEMMs, on panels of kQuantGemmAmxRows (kFloatGemmAmxRows) rows.

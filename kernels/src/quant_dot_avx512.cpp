@@ -322,6 +322,7 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     k.lanes_min_tokens = 5;
     k.gemm_min_tokens = kLaneMaxTokens + 1;
   }
+  select_decode_kernels_avx512(type, &k);
   // AMX tiles, where the CPU and the OS allow them (has_amx_int8), replace the VNNI GEMM.
   if (const QuantGemmFn amx = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type)
                                                                   : select_quant_gemm_amx(type)) {

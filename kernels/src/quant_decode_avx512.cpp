@@ -1,0 +1,163 @@
+// Decode's Q4_0 dot product on an activation layout of its own (AVX-512 VBMI): one token's
+// activations are quantized once per call anyway, so they can be laid out the way the weights
+// unpack, and the kernel needs no per-block shuffles on the activation side.
+//
+// Q4_0's 18-byte blocks leave its nibbles at no fixed place in a vector; the general kernel
+// (vec_dot_nibbles_vbmi) gathers them, and the activations' 40-byte blocks, with several
+// port-5 permutes and one float conversion and multiply-add per two blocks, which held it to
+// ~14 GB/s of weights per Xeon core, below the memory's share of a core. Here four blocks take
+// one byte permute for the nibbles and one for the scales; their integer sums, the -8 offset
+// folded in as an integer (the activation side carries -8 x its lane sums), need one
+// conversion and multiply-add per four blocks.
+#include "quant_dot.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "quant_avx512_common.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+
+namespace iwb::detail {
+namespace {
+
+using namespace avx512;
+
+// Four blocks (128 values) of one token. Lane l of a 16-lane vector belongs to block l / 4, as
+// vpdpbusd's sums over the weights' bytes 4l..4l+3 do.
+struct NibbleGroupQ8 {
+  int8_t lo[64];       // block k's values 0..15 at 16k..16k+15 (they meet the low nibbles)
+  int8_t hi[64];       // block k's values 16..31 at 16k.. (the high nibbles)
+  int32_t offset[16];  // -8 x (lo + hi bytes of lane l): Q4_0's offset, exact in integers
+  float d[16];         // block l / 4's scale, in each of its four lanes
+};
+static_assert(sizeof(NibbleGroupQ8) == 256);
+
+constexpr int kGroupBlocks = 4;
+constexpr int kGroupBytes = kGroupBlocks * static_cast<int>(sizeof(BlockQ4_0));  // 72
+
+size_t nibble_groups_bytes(int64_t num_elements) {
+  const int64_t blocks = num_elements / kQK4_0;
+  return static_cast<size_t>((blocks + kGroupBlocks - 1) / kGroupBlocks) * sizeof(NibbleGroupQ8);
+}
+
+// Round to nearest as the Q8_1 quantizers do (d = max |x| / 127); a short last group's missing
+// blocks are zeros, which add nothing.
+IWB_AVX512 void quantize_nibble_groups(const float* src, void* dst, int64_t num_elements) {
+  auto* groups = static_cast<NibbleGroupQ8*>(dst);
+  const int64_t blocks = num_elements / kQK4_0;
+  const int64_t num_groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
+  const __m512i lane_firsts = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t g = 0; g < num_groups; ++g) {
+    NibbleGroupQ8& out = groups[g];
+    for (int k = 0; k < kGroupBlocks; ++k) {
+      const int64_t b = g * kGroupBlocks + k;
+      if (b >= blocks) {
+        std::fill_n(out.lo + 16 * k, 16, int8_t{0});
+        std::fill_n(out.hi + 16 * k, 16, int8_t{0});
+        std::fill_n(out.offset + 4 * k, 4, 0);
+        std::fill_n(out.d + 4 * k, 4, 0.0f);
+        continue;
+      }
+      const __m512 x0 = _mm512_loadu_ps(src + b * kQK4_0), x1 = _mm512_loadu_ps(src + b * kQK4_0 + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x0, sign_off), _mm512_and_ps(x1, sign_off)));
+      const float d = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.lo + 16 * k), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.hi + 16 * k), _mm512_cvtsepi32_epi8(q1));
+      // Lane j of the block sums values 4j..4j+3 and 16+4j..16+4j+3.
+      __m512i s = _mm512_add_epi32(q0, q1);
+      s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+      s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+      const __m128i lanes = _mm512_castsi512_si128(_mm512_permutexvar_epi32(lane_firsts, s));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.offset + 4 * k), _mm_mullo_epi32(lanes, _mm_set1_epi32(-8)));
+      _mm_storeu_ps(out.d + 4 * k, _mm_set1_ps(d));
+    }
+  }
+}
+
+// The byte permutes of a four-block group, whose 72 bytes are read as `low` (bytes 0..63) and
+// `high` (bytes 36..71, indices 64..99 of the two-source permute).
+struct GroupIndex {
+  alignas(64) std::array<uint8_t, 64> nibbles{};  // block k's 16 quant bytes at 16k..
+  alignas(64) std::array<uint8_t, 64> scales{};   // block k's fp16 d in words 4k..4k+3 (low 32 bytes)
+};
+constexpr GroupIndex make_group_index() {
+  GroupIndex index;
+  for (int k = 0; k < kGroupBlocks; ++k) {
+    for (int i = 0; i < 16; ++i) {
+      const int byte = k * static_cast<int>(sizeof(BlockQ4_0)) + 2 + i;
+      index.nibbles[16 * k + i] = static_cast<uint8_t>(byte < 64 ? byte : 64 + byte - 36);
+    }
+    for (int j = 0; j < 4; ++j) {
+      index.scales[2 * (4 * k + j)] = static_cast<uint8_t>(k * sizeof(BlockQ4_0));
+      index.scales[2 * (4 * k + j) + 1] = static_cast<uint8_t>(k * sizeof(BlockQ4_0) + 1);
+    }
+  }
+  return index;
+}
+alignas(64) constexpr GroupIndex kGroupIndex = make_group_index();
+
+IWB_AVX512_VBMI inline __m512 group_product(const uint8_t* bytes, int blocks, const NibbleGroupQ8& a, __m512 acc) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  // A short group reads only its own bytes (masked loads never fault past them).
+  const int length = blocks * static_cast<int>(sizeof(BlockQ4_0));
+  const __mmask64 low_mask = length >= 64 ? ~__mmask64{0} : (__mmask64{1} << length) - 1;
+  const __mmask64 high_mask = length > 36 ? (__mmask64{1} << (length - 36)) - 1 : 0;
+  const __m512i low = _mm512_maskz_loadu_epi8(low_mask, bytes);
+  const __m512i high = _mm512_maskz_loadu_epi8(high_mask, bytes + 36);
+  const __m512i qs = _mm512_permutex2var_epi8(low, _mm512_load_si512(kGroupIndex.nibbles.data()), high);
+  const __m512i lo = _mm512_and_si512(qs, nibble);
+  const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), nibble);
+  __m512i sums = _mm512_loadu_si512(a.offset);
+  sums = _mm512_dpbusd_epi32(sums, lo, _mm512_loadu_si512(a.lo));
+  sums = _mm512_dpbusd_epi32(sums, hi, _mm512_loadu_si512(a.hi));
+  const __m512 dw = _mm512_cvtph_ps(
+      _mm512_castsi512_si256(_mm512_permutexvar_epi8(_mm512_load_si512(kGroupIndex.scales.data()), low)));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, _mm512_loadu_ps(a.d)), acc);
+}
+
+IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void* activation, int64_t n) {
+  const auto* w = static_cast<const uint8_t*>(weight);
+  const auto* a = static_cast<const NibbleGroupQ8*>(activation);
+  const int64_t blocks = n / kQK4_0;
+  const int64_t full = blocks / kGroupBlocks;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + 2 <= full; g += 2) {
+    acc0 = group_product(w + g * kGroupBytes, kGroupBlocks, a[g], acc0);
+    acc1 = group_product(w + (g + 1) * kGroupBytes, kGroupBlocks, a[g + 1], acc1);
+  }
+  if (g < full) {
+    acc0 = group_product(w + g * kGroupBytes, kGroupBlocks, a[g], acc0);
+    ++g;
+  }
+  if (const int rest = static_cast<int>(blocks - full * kGroupBlocks); rest > 0) {
+    acc1 = group_product(w + g * kGroupBytes, rest, a[g], acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+}  // namespace
+
+bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
+  if (type != GgmlType::Q4_0 || !has_avx512_vbmi()) return false;
+  k->decode_quantize = quantize_nibble_groups;
+  k->decode_dot = vec_dot_q4_0_nibble_groups;
+  k->decode_activation_bytes = nibble_groups_bytes;
+  k->decode_group_blocks = kGroupBlocks;
+  return true;
+}
+
+}  // namespace iwb::detail
+
+#else
+
+namespace iwb::detail {
+bool select_decode_kernels_avx512(GgmlType, DotKernels*) { return false; }
+}  // namespace iwb::detail
+
+#endif
