@@ -1,6 +1,7 @@
 // RMS normalisation, fast (SIMD sum of squares) and reference (double) versions.
 #include "iwb/kernels/rmsnorm.h"
 
+#include "parallel.h"
 #include "simd.h"
 
 #include <cmath>
@@ -16,7 +17,11 @@ bool valid(const RmsNormArgs& a) {
 
 bool rmsnorm(const RmsNormArgs& a) {
   if (!valid(a)) return false;
-  for (int64_t r = 0; r < a.num_rows; ++r) {
+  // A prompt's rows on all threads (a decode token's one row is below the threshold): each row
+  // is computed the same whoever takes it.
+  const int num_threads =
+      a.num_rows > 1 && a.num_rows * a.dim >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
+  detail::parallel_for_static(num_threads, a.num_rows, [&](int64_t r) {
     const float* x = a.input + r * a.dim;
     float* y = a.output + r * a.dim;
     const float mean_square = simd::dot_f32(x, x, a.dim) / static_cast<float>(a.dim);
@@ -26,7 +31,7 @@ bool rmsnorm(const RmsNormArgs& a) {
     } else {
       for (int64_t i = 0; i < a.dim; ++i) y[i] = x[i] * inv;
     }
-  }
+  });
   return true;
 }
 

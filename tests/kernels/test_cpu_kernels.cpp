@@ -130,15 +130,20 @@ class TestCpuKernels : public QObject {
 
   void rmsnormMatchesReference() {
     std::mt19937 rng(3);
-    const int64_t rows = 3, dim = 769;
-    const std::vector<float> x = random_floats(static_cast<size_t>(rows * dim), rng, 2.0f, 0.3f);
-    const std::vector<float> w = random_floats(static_cast<size_t>(dim), rng, 0.2f, 1.0f);
-    for (const float* weight : {w.data(), static_cast<const float*>(nullptr)}) {
-      std::vector<float> ref(x.size()), fast = x;
-      QVERIFY(rmsnorm_ref({x.data(), weight, ref.data(), rows, dim, 1e-5f}));
-      QVERIFY(rmsnorm({fast.data(), weight, fast.data(), rows, dim, 1e-5f}));  // in place
-      QVERIFY(max_relative_error(fast, ref) < 1e-5);
+    const int64_t dim = 769;
+    // 3 rows run on one thread; 67 (a prompt's worth of work) are split between two.
+    for (const int64_t rows : {int64_t{3}, int64_t{67}}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(rows * dim), rng, 2.0f, 0.3f);
+      const std::vector<float> w = random_floats(static_cast<size_t>(dim), rng, 0.2f, 1.0f);
+      for (const float* weight : {w.data(), static_cast<const float*>(nullptr)}) {
+        std::vector<float> ref(x.size()), fast = x;
+        QVERIFY(rmsnorm_ref({x.data(), weight, ref.data(), rows, dim, 1e-5f}));
+        QVERIFY(rmsnorm({fast.data(), weight, fast.data(), rows, dim, 1e-5f, 2}));  // in place
+        QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString("%1 rows").arg(rows)));
+      }
     }
+    const int64_t rows = 3;
+    const std::vector<float> x = random_floats(static_cast<size_t>(rows * dim), rng, 2.0f, 0.3f);
     // Without a weight every row comes out with unit RMS.
     std::vector<float> y(x.size());
     QVERIFY(rmsnorm({x.data(), nullptr, y.data(), rows, dim, 0.0f}));
@@ -161,11 +166,35 @@ class TestCpuKernels : public QObject {
     QFETCH(int, numRotated);
     QFETCH(bool, hasFactors);
     std::mt19937 rng(5);
-    const int64_t tokens = 5, heads = 3, head_dim = 64;
-    const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
-    const std::vector<int32_t> positions = {0, 1, 17, 913, 4095};
+    const int64_t head_dim = 64;
     std::vector<float> factors(static_cast<size_t>(numRotated / 2));
     for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
+    // A prompt's worth of tokens, split between two threads (101: uneven shares).
+    {
+      const int64_t tokens = 101, heads = 12;
+      const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
+      std::vector<int32_t> positions(static_cast<size_t>(tokens));
+      for (int32_t& p : positions) p = static_cast<int32_t>(rng() % 8192);
+      std::vector<float> ref = x, fast = x;
+      RopeArgs args{ref.data(),
+                    tokens,
+                    heads,
+                    head_dim,
+                    numRotated,
+                    positions.data(),
+                    RopeLayout(layout),
+                    500000.0f,
+                    0.25f,
+                    hasFactors ? factors.data() : nullptr};
+      QVERIFY(rope_ref(args));
+      args.data = fast.data();
+      args.num_threads = 2;
+      QVERIFY(rope(args));
+      QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString::number(max_relative_error(fast, ref))));
+    }
+    const int64_t tokens = 5, heads = 3;
+    const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
+    const std::vector<int32_t> positions = {0, 1, 17, 913, 4095};
     std::vector<float> ref = x, fast = x;
     RopeArgs args{ref.data(), tokens, heads, head_dim, numRotated, positions.data(), RopeLayout(layout),
                   500000.0f, 0.25f, hasFactors ? factors.data() : nullptr};

@@ -164,7 +164,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
     }
     case PlanOpKind::RmsNorm:
       if (!rmsnorm({buffer(op.input, logits), norm_weight(op).data(), buffer(op.output, logits), n * op.rows_per_token,
-                    op.width, c.rms_norm_eps})) {
+                    op.width, c.rms_norm_eps, m_num_threads})) {
         return kernel_failed(std::string("the ") + op.name, il);
       }
       record(op, 0, n);
@@ -181,6 +181,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       args.beta_fast = c.rope_beta_fast;
       args.beta_slow = c.rope_beta_slow;
       args.original_context = c.rope_yarn_original_context;
+      args.num_threads = m_num_threads;
       if (!rope(args)) return kernel_failed("RoPE on queries", il);
       record(op, 0, n);
       args.data = m_k.data();

@@ -15,6 +15,7 @@ struct RmsNormArgs {
   int64_t num_rows = 0;
   int64_t dim = 0;
   float eps = 1e-6f;
+  int num_threads = 0;  // 0: the engine's default (iwb::default_num_threads()); rows split among them
 };
 
 bool rmsnorm(const RmsNormArgs& args);

@@ -31,6 +31,7 @@ struct RopeArgs {
   float beta_fast = 32.0f;              // YaRN correction range, in rotations over the original context
   float beta_slow = 1.0f;
   int64_t original_context = 0;  // rope.scaling.original_context_length (> 0 with YaRN)
+  int num_threads = 0;           // 0: the engine's default (iwb::default_num_threads()); tokens split among them
 };
 
 // ggml_rope_yarn_corr_dims: the first and last pair index the YaRN ramp runs between.
