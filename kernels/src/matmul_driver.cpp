@@ -341,8 +341,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
     // One quantized input for all: the same input, shape and activation format.
     const MatmulArgs& a = group[i];
     if (a.input != first.input || a.in_features != first.in_features || a.num_tokens != first.num_tokens ||
-        plans[i].k->format != plans[0].k->format || plans[i].use_decode != plans[0].use_decode ||
-        (plans[i].use_decode && plans[i].k->decode_quantize != plans[0].k->decode_quantize)) {
+        plans[i].k->format != plans[0].k->format) {
       return false;
     }
   }
@@ -352,14 +351,40 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   for (size_t i = 1; i < group.size(); ++i) {
     if (plans[i].is_prepared != is_prepared || (is_prepared && plans[i].k->gemm_prepare != k0.gemm_prepare)) return false;
   }
-  // What all threads make of the input first: each token's quantized blocks, or each group of
-  // tokens prepared for the GEMM.
-  const int64_t num_units = is_prepared ? (first.num_tokens + kPreparedGroupTokens - 1) / kPreparedGroupTokens
-                            : is_quantized ? first.num_tokens
-                                           : 0;
+  // One token (decode): the caller quantizes it once in each layout the products read (a
+  // decode kernel's own, or the format's: Q4_K_M's Q4_K queries beside a Q6_K value matrix),
+  // a microsecond or a few each, before the region.
+  const bool is_decode_token = is_quantized && !is_prepared && first.num_tokens == 1;
+  // Otherwise what all threads make of the input first: each token's quantized blocks, or each
+  // group of tokens prepared for the GEMM.
+  const int64_t num_units = is_decode_token ? 0
+                            : is_prepared   ? (first.num_tokens + kPreparedGroupTokens - 1) / kPreparedGroupTokens
+                            : is_quantized  ? first.num_tokens
+                                            : 0;
   const size_t act_stride = plans[0].act_stride;
   uint8_t* scratch = nullptr;
-  if (num_units > 0) {
+  if (is_decode_token) {
+    std::array<QuantizeActivationFn, kMaxGroup> layouts{};
+    std::array<size_t, kMaxGroup> offsets{}, layout_of{};
+    size_t num_layouts = 0, need = kAlign;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const QuantizeActivationFn quantize = plans[i].use_decode ? plans[i].k->decode_quantize : plans[i].k->quantize;
+      size_t j = 0;
+      while (j < num_layouts && layouts[j] != quantize) ++j;
+      if (j == num_layouts) {
+        layouts[j] = quantize;
+        offsets[j] = need - kAlign;
+        need += plans[i].act_stride;  // a multiple of kAlign
+        ++num_layouts;
+      }
+      layout_of[i] = j;
+    }
+    scratch = first.scratch != nullptr && first.scratch_bytes >= need
+                  ? reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(first.scratch), kAlign))
+                  : thread_scratch(need);
+    for (size_t j = 0; j < num_layouts; ++j) layouts[j](first.input, scratch + offsets[j], first.in_features);
+    for (size_t i = 0; i < group.size(); ++i) plans[i].act = scratch + offsets[layout_of[i]];
+  } else if (num_units > 0) {
     const size_t need = act_stride * static_cast<size_t>(num_units) + kAlign;
     // The caller's scratch when it is big enough, otherwise the calling thread's own.
     scratch = first.scratch != nullptr && first.scratch_bytes >= need
@@ -373,8 +398,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
       const int tokens = static_cast<int>(std::min<int64_t>(kPreparedGroupTokens, first.num_tokens - t0));
       k0.gemm_prepare(first.input + t0 * first.in_features, first.in_features, tokens, scratch + u * act_stride);
     } else {
-      const QuantizeActivationFn quantize = plans[0].use_decode ? k0.decode_quantize : k0.quantize;
-      quantize(first.input + u * first.in_features, scratch + u * act_stride, first.in_features);
+      k0.quantize(first.input + u * first.in_features, scratch + u * act_stride, first.in_features);
     }
   };
   int64_t work = 0;

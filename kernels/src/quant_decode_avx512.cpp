@@ -1,6 +1,6 @@
-// Decode's Q4_0 dot product on an activation layout of its own (AVX-512 VBMI): one token's
-// activations are quantized once per call anyway, so they can be laid out the way the weights
-// unpack, and the kernel needs no per-block shuffles on the activation side.
+// Decode's Q4_0 and Q4_K dot products on activation layouts of their own (AVX-512; Q4_0 with
+// VBMI): one token's activations are quantized once per call anyway, so they can be laid out
+// the way the weights unpack, and the kernels need no per-block shuffles on the activation side.
 //
 // Q4_0's 18-byte blocks leave its nibbles at no fixed place in a vector; the general kernel
 // (vec_dot_nibbles_vbmi) gathers them, and the activations' 40-byte blocks, with several
@@ -9,6 +9,12 @@
 // one byte permute for the nibbles and one for the scales; their integer sums, the -8 offset
 // folded in as an integer (the activation side carries -8 x its lane sums), need one
 // conversion and multiply-add per four blocks.
+//
+// Q4_K: a 64-byte load holds four sub-blocks' nibbles (two chunks); one shift and two ANDs
+// give all of them, each meets its activations in one vpdpbusd (unsigned nibbles times signed
+// bytes, sums of four), and since those lane sums fit 16 bits (4 x 15 x 127) two vectors pack
+// into one and a vpdpwssd applies the sub-block scales. The general kernel (vec_dot_k4) took a
+// vpmaddubsw and a vpdpwssd per 64 values and a shift per 32 bytes.
 #include "quant_dot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -141,15 +147,114 @@ IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void*
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+// ---- Q4_K ----
+
+// One super-block (256 values) of one token. The sub-blocks (32 values) are stored in the order
+// the weights unpack: per half h (64 weight bytes: chunks 2h, 2h+1), [4h, 4h+2] meet the low
+// nibbles and [4h+1, 4h+3] the high ones.
+struct SuperBlockQ8 {
+  int8_t qs[256];
+  int16_t sums[8];  // each sub-block's sum of values, sub-block order (the mins meet them)
+  float d;
+  uint8_t padding[44];
+};
+static_assert(sizeof(SuperBlockQ8) == 320);
+
+constexpr int kSubBlockSlot[8] = {0, 64, 32, 96, 128, 192, 160, 224};  // byte offset of sub-block s
+
+size_t super_blocks_bytes(int64_t num_elements) {
+  return static_cast<size_t>(num_elements / kQK_K) * sizeof(SuperBlockQ8);
+}
+
+IWB_AVX512 void quantize_super_blocks(const float* src, void* dst, int64_t num_elements) {
+  auto* blocks = static_cast<SuperBlockQ8*>(dst);
+  const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < num_elements / kQK_K; ++b) {
+    const float* x = src + b * kQK_K;
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < kQK_K; i += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(x + i), sign_off));
+    const float d = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    SuperBlockQ8& out = blocks[b];
+    for (int sb = 0; sb < 8; ++sb) {
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * sb), id));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * sb + 16), id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + kSubBlockSlot[sb]), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + kSubBlockSlot[sb] + 16), _mm512_cvtsepi32_epi8(q1));
+      out.sums[sb] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    }
+    out.d = d;
+    std::fill_n(out.padding, sizeof out.padding, uint8_t{0});
+  }
+}
+
+// vpermw indices that give packed word w of half h the scale of its sub-block: words 8L..8L+3
+// of 128-bit lane L came from the low nibbles' vector, 8L+4..8L+7 from the high ones'; lanes 0
+// and 1 hold sub-blocks 4h and 4h+1, lanes 2 and 3 4h+2 and 4h+3.
+struct ScaleIndex {
+  alignas(64) std::array<int16_t, 32> half[2]{};
+};
+constexpr ScaleIndex make_scale_index() {
+  ScaleIndex index;
+  for (int h = 0; h < 2; ++h) {
+    for (int w = 0; w < 32; ++w) index.half[h][w] = static_cast<int16_t>(4 * h + (w / 8 >= 2 ? 2 : 0) + (w % 8) / 4);
+  }
+  return index;
+}
+alignas(64) constexpr ScaleIndex kScaleIndex = make_scale_index();
+
+IWB_AVX512 float vec_dot_q4_k_super_blocks(const void* weight, const void* activation, int64_t n) {
+  const auto* w = static_cast<const BlockQ4_K*>(weight);
+  const auto* a = static_cast<const SuperBlockQ8*>(activation);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i index0 = _mm512_load_si512(kScaleIndex.half[0].data());
+  const __m512i index1 = _mm512_load_si512(kScaleIndex.half[1].data());
+  __m512 acc = _mm512_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    uint64_t sc, m;
+    unpack_k4_scales(w[b].scales, &sc, &m);
+    const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    __m512i sums = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i x = _mm512_loadu_si512(w[b].qs + 64 * h);
+      const __m512i lo = _mm512_and_si512(x, nibble);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
+      const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(a[b].qs + 128 * h));
+      const __m512i p_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(a[b].qs + 128 * h + 64));
+      sums = _mm512_dpwssd_epi32(sums, _mm512_packs_epi32(p_lo, p_hi),
+                                 _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
+    // Mins: m_j times sub-block j's sum.
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m)));
+    const __m128i min_prod = _mm_madd_epi16(mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)));
+    acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_prod), _mm_set1_ps(half(w[b].dmin) * a[b].d), acc_min);
+  }
+  __m128 m4 = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m4);
+}
+
 }  // namespace
 
 bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
-  if (type != GgmlType::Q4_0 || !has_avx512_vbmi()) return false;
-  k->decode_quantize = quantize_nibble_groups;
-  k->decode_dot = vec_dot_q4_0_nibble_groups;
-  k->decode_activation_bytes = nibble_groups_bytes;
-  k->decode_group_blocks = kGroupBlocks;
-  return true;
+  if (type == GgmlType::Q4_0 && has_avx512_vbmi()) {
+    k->decode_quantize = quantize_nibble_groups;
+    k->decode_dot = vec_dot_q4_0_nibble_groups;
+    k->decode_activation_bytes = nibble_groups_bytes;
+    k->decode_group_blocks = kGroupBlocks;
+    return true;
+  }
+  if (type == GgmlType::Q4_K) {
+    k->decode_quantize = quantize_super_blocks;
+    k->decode_dot = vec_dot_q4_k_super_blocks;
+    k->decode_activation_bytes = super_blocks_bytes;
+    k->decode_group_blocks = 1;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace iwb::detail
