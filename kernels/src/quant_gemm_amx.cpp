@@ -134,9 +134,13 @@ IWB_AMX void gemm_amx(const uint8_t* weight, size_t weight_stride, int num_rows,
                           buffer + g * sub_bytes);
   }
   amx::tile_buffer_written();
+  int configured = -1;  // loaded once per call and when the token count changes (ldtilecfg is not cheap)
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokensPerTile) {
     const int tokens = static_cast<int>(std::min<int64_t>(kTokensPerTile, num_tokens - t0));
-    configure(tokens);
+    if (tokens != configured) {
+      configure(tokens);
+      configured = tokens;
+    }
     const uint8_t* first_row = activation + t0 * activation_stride;
     for (int g = 0; g < num_sub_panels; ++g) {
       const int rows = std::min(kRowsPerTile, num_rows - g * kRowsPerTile);

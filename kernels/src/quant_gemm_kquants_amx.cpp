@@ -16,6 +16,7 @@
 #include "amx_tiles.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace iwb::detail {
 namespace {
@@ -46,6 +47,23 @@ void configure(int tokens0, int tokens1) {
 
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
+
+// This thread's panel accumulator: num_tokens rows of kQuantGemmAmxRows floats, 64-byte
+// aligned, grown to the largest call once.
+float* panel_accumulator(int64_t num_tokens) {
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffer;
+  const size_t need = static_cast<size_t>(num_tokens) * kQuantGemmAmxRows;
+  if (buffer.size < need) {
+    buffer.data.reset(new float[need + 16]);
+    buffer.size = need;
+  }
+  const auto p = reinterpret_cast<uintptr_t>(buffer.data.get());
+  return reinterpret_cast<float*>((p + 63) / 64 * 64);
+}
 
 // Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].
 template <typename Block>
@@ -116,15 +134,15 @@ IWB_AVX512 inline __m128i sub_block_sums(const BlockQ8_K& x) {
 // lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
 template <typename Block>
 IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const int32_t* sums,
-                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, __mmask16 rows_mask,
-                                float* out, int64_t out_stride) {
+                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, float* out,
+                                int64_t out_stride) {
   const auto* dp = reinterpret_cast<const float*>(sub + kWeightBytes);
   const __m512 dw = _mm512_load_ps(dp);
   for (int t = 0; t < tokens; ++t) {
     const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b];
     const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
     float* o = out + t * out_stride;
-    __m512 acc = _mm512_maskz_loadu_ps(rows_mask, o);
+    __m512 acc = _mm512_load_ps(o);
     if constexpr (kIsQ6<Block>) {
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc);
     } else {
@@ -135,7 +153,7 @@ IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const 
       const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw, _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
       acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
     }
-    _mm512_mask_storeu_ps(o, rows_mask, acc);
+    _mm512_store_ps(o, acc);
   }
 }
 
@@ -154,21 +172,32 @@ IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int nu
     for (int64_t b = 0; b < nb; ++b) pack_sub_super_block(rows, b, buffer + (b * kSubPanels + g) * kSubBytes);
   }
   amx::tile_buffer_written();
+  // The panel's outputs accumulate over the super-blocks in a contiguous buffer of this thread
+  // (tokens x 64 floats, in L2), not in `out`: out's rows are a whole matrix row apart (35 KiB
+  // for 8960 outputs), and a read and write of each per super-block, each on its own page, took
+  // more time than the tiles' products. `out` is written once at the end.
+  float* acc = panel_accumulator(num_tokens);
   __mmask16 masks[kSubPanels];
   for (int g = 0; g < num_sub; ++g) {
     const int rows = std::min(kRowsPerTile, num_rows - g * kRowsPerTile);
     masks[g] = static_cast<__mmask16>((1u << rows) - 1);
     const __m512 bv = bias ? _mm512_maskz_loadu_ps(masks[g], bias + g * kRowsPerTile) : _mm512_setzero_ps();
-    for (int64_t t = 0; t < num_tokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride + g * kRowsPerTile, masks[g], bv);
+    for (int64_t t = 0; t < num_tokens; ++t) _mm512_store_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile, bv);
   }
   alignas(64) int32_t c[4][16 * 16];
   alignas(64) int32_t sums[32 * 4];
   const auto stride = static_cast<long>(activation_stride);
+  // The tile configuration is loaded once per call and again only when the token group's size
+  // changes (a prompt's tail); per super-block and group, ldtilecfg took 2.8% of a pp512.
+  int configured = -1;
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
       const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
       const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
-      configure(tokens0, tokens1);
+      if (tokens != configured) {
+        configure(tokens0, tokens1);
+        configured = tokens;
+      }
       const uint8_t* first_row = activation + t0 * activation_stride;
       // A rows of step k: qs[64k .. 64k+63] of super-block b.
       const uint8_t* a0 = first_row + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
@@ -201,15 +230,21 @@ IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int nu
         }
         IWB_TILE_STORE(4, c[0]);
         IWB_TILE_STORE(5, c[1]);
-        float* o = out + t0 * out_stride + g * kRowsPerTile;
-        scale_tiles<Block>(c[0], c[1], sub, sums, first_row, activation_stride, b, tokens0, masks[g], o, out_stride);
+        float* o = acc + t0 * kQuantGemmAmxRows + g * kRowsPerTile;
+        scale_tiles<Block>(c[0], c[1], sub, sums, first_row, activation_stride, b, tokens0, o, kQuantGemmAmxRows);
         if (tokens1 > 0) {
           IWB_TILE_STORE(6, c[2]);
           IWB_TILE_STORE(7, c[3]);
           scale_tiles<Block>(c[2], c[3], sub, sums + 16 * 4, first_row + 16 * activation_stride, activation_stride, b,
-                             tokens1, masks[g], o + 16 * out_stride, out_stride);
+                             tokens1, o + 16 * kQuantGemmAmxRows, kQuantGemmAmxRows);
         }
       }
+    }
+  }
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int g = 0; g < num_sub; ++g) {
+      _mm512_mask_storeu_ps(out + t * out_stride + g * kRowsPerTile, masks[g],
+                            _mm512_load_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile));
     }
   }
 }
