@@ -1,6 +1,6 @@
 // `iwb run -m MODEL (-p PROMPT | -f FILE) [options]`: generates text with the CPU engine,
 // printing each piece as it is produced, then a timings line on stderr (and with --profile, where
-// the time went, kernel kind by kernel kind).
+// the time went, kernel kind by kernel kind, then weight matrix by weight matrix).
 #include "commands.h"
 #include "device_cli.h"
 #include "options/option_groups.h"
@@ -83,7 +83,7 @@ OptionTable make_table(Options* o) {
          .help = "print the generated token ids, space separated, on one line",
          .destination = &o->ids_only});
   t.add({.names = {"--profile"},
-         .help = "time every kernel; print time, FLOP/s and bytes/s per kernel kind",
+         .help = "time every kernel; print time, FLOP/s and bytes/s per kernel kind, then per weight matrix",
          .destination = &o->is_profiled});
   return t;
 }

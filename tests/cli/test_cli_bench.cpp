@@ -196,6 +196,16 @@ class TestCliBench : public QObject {
     // 7 matmuls in each of 4 layers, times 7 decode steps.
     static const QRegularExpression decode_matmul("decode   matmul\\s+(\\d+)");
     QCOMPARE(decode_matmul.match(r.err).captured(1).toInt(), 7 * 4 * 7);
+    // Then the weight products one by one: ffn_down once per layer and step, and all of them
+    // adding up to the kind's count.
+    static const QRegularExpression ffn_down("decode   ffn_down\\s+\\S+\\s+(\\d+)x(\\d+)\\s+(\\d+)");
+    const QRegularExpressionMatch down = ffn_down.match(r.err);
+    QVERIFY2(down.hasMatch(), qPrintable(r.err));
+    QCOMPARE(down.captured(3).toInt(), 4 * 7);
+    static const QRegularExpression weight_row("decode   (attn_\\w+|ffn_\\w+)\\s+\\S+\\s+\\d+x\\d+\\s+(\\d+)");
+    int calls = 0;
+    for (auto it = weight_row.globalMatch(r.err); it.hasNext();) calls += it.next().captured(2).toInt();
+    QCOMPARE(calls, 7 * 4 * 7);
   }
 
   void usageErrors() {
