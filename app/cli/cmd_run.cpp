@@ -154,7 +154,7 @@ class WeightProfile {
   void add(const ProfileBatch& batch) {
     for (const KernelRecord& r : batch.kernels) {
       if (r.kind != OpKind::Matmul && r.kind != OpKind::Logits && r.kind != OpKind::ExpertMatmul) continue;
-      Row& row = rows_[{r.phase, std::string(r.name), r.data_type, r.shape.cols, r.shape.rows}];
+      Row& row = m_rows[{r.phase, std::string(r.name), r.data_type, r.shape.cols, r.shape.rows}];
       ++row.calls;
       row.seconds += r.seconds;
       row.bytes += r.bytes;
@@ -164,7 +164,7 @@ class WeightProfile {
   void print() const {
     std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7s %10s %9s %10s\n", "phase", "weight", "type", "in x out", "calls",
                  "ms", "GB/s", "GFLOP/s");
-    for (const auto& [key, row] : rows_) {
+    for (const auto& [key, row] : m_rows) {
       const auto& [phase, name, type, in, out] = key;
       const std::string shape = std::to_string(in) + "x" + std::to_string(out);
       std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7lld %10.2f %9.2f %10.2f\n", phase_name(phase), name.c_str(),
@@ -179,7 +179,7 @@ class WeightProfile {
     int64_t calls = 0;
     double seconds = 0, bytes = 0, flops = 0;
   };
-  std::map<std::tuple<Phase, std::string, GgmlType, int64_t, int64_t>, Row> rows_;
+  std::map<std::tuple<Phase, std::string, GgmlType, int64_t, int64_t>, Row> m_rows;
 };
 
 }  // namespace

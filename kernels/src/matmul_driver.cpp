@@ -101,11 +101,10 @@ uint8_t* gemm_buffer(size_t bytes) {
 // in flight for a few streams than for one (decode_streaming() in cpu_features.h has the
 // figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
 //
-// Long rows are dotted in segments of at most kDecodeSegmentBytes, the streams taking turns
-// per segment: a row's prefetches then go out a segment at a time between the products instead
-// of all at once (a 5 KiB row is 80 lines, five times the core's line fill buffers, so a burst
-// stalls the core until most have arrived), and every segment is prefetched the same distance
-// ahead whatever the row length.
+// Rows longer than DecodeStreaming::segment_bytes (where set: Intel) are dotted in segments of
+// about that size, the streams taking turns per segment: a row's prefetches then go out a segment at a time between the
+// products instead of all at once (a 5 KiB row is 80 lines, five times the core's line fill buffers, so a burst stalls
+// the core until most have arrived), and every segment is prefetched the same distance ahead whatever the row length.
 void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
   const int64_t in = a.in_features;
   // Float rows too (F16: 3 KiB a row of 1536): whole rows prefetched at once gained them

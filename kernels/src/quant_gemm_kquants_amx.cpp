@@ -9,7 +9,8 @@
 //
 // Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): super-block, then groups of
 // 32 tokens (two A tiles), then sub-panels: a super-block's packed rows (8.6 KiB per sub-panel)
-// stay in L1 while every token passes; the outputs accumulate in place (bias first).
+// stay in L1 while every token passes; the outputs accumulate in a per-thread buffer (bias
+// first) and go to `out` once.
 #include "quant_dot.h"
 
 #if defined(__x86_64__)
