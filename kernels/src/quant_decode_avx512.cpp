@@ -1,4 +1,4 @@
-// Decode's Q4_0 and Q4_K dot products on activation layouts of their own (AVX-512; Q4_0 with
+// Decode's Q4_0, Q4_K and Q5_K dot products on activation layouts of their own (AVX-512; Q4_0 with
 // VBMI): one token's activations are quantized once per call anyway, so they can be laid out
 // the way the weights unpack, and the kernels need no per-block shuffles on the activation side.
 //
@@ -14,7 +14,8 @@
 // give all of them, each meets its activations in one vpdpbusd (unsigned nibbles times signed
 // bytes, sums of four), and since those lane sums fit 16 bits (4 x 15 x 127) two vectors pack
 // into one and a vpdpwssd applies the sub-block scales. The general kernel (vec_dot_k4) took a
-// vpmaddubsw and a vpdpwssd per 64 values and a shift per 32 bytes.
+// vpmaddubsw and a vpdpwssd per 64 values and a shift per 32 bytes. Q5_K adds its fifth bits
+// with a byte test and a masked add per vector.
 #include "quant_dot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,6 +25,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 namespace iwb::detail {
 namespace {
@@ -203,12 +205,25 @@ constexpr ScaleIndex make_scale_index() {
 }
 alignas(64) constexpr ScaleIndex kScaleIndex = make_scale_index();
 
-IWB_AVX512 float vec_dot_q4_k_super_blocks(const void* weight, const void* activation, int64_t n) {
-  const auto* w = static_cast<const BlockQ4_K*>(weight);
+// Q5_K's fifth bits: qh byte l, bit 2c (2c + 1), is that of value l of sub-block 2c (2c + 1).
+// Per half h, the bit of each byte of the low (high) nibbles' vector: sub-blocks 4h and 4h + 2
+// (4h + 1 and 4h + 3) in its two 32-byte halves.
+IWB_AVX512 inline __m512i fifth_bit_selector(int first_sub_block) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << first_sub_block))),
+                            _mm256_set1_epi8(static_cast<char>(1 << (first_sub_block + 2))), 1);
+}
+
+template <typename Block>
+IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activation, int64_t n) {
+  constexpr bool kHasHigh = std::is_same_v<Block, BlockQ5_K>;
+  const auto* w = static_cast<const Block*>(weight);
   const auto* a = static_cast<const SuperBlockQ8*>(activation);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i index0 = _mm512_load_si512(kScaleIndex.half[0].data());
   const __m512i index1 = _mm512_load_si512(kScaleIndex.half[1].data());
+  const __m512i sixteen = _mm512_set1_epi8(0x10);
+  const __m512i low_bits[2] = {fifth_bit_selector(0), fifth_bit_selector(4)};
+  const __m512i high_bits[2] = {fifth_bit_selector(1), fifth_bit_selector(5)};
   __m512 acc = _mm512_setzero_ps();
   __m128 acc_min = _mm_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -216,11 +231,17 @@ IWB_AVX512 float vec_dot_q4_k_super_blocks(const void* weight, const void* activ
     unpack_k4_scales(w[b].scales, &sc, &m);
     const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
     __m512i sums = _mm512_setzero_si512();
+    __m512i qh;
+    if constexpr (kHasHigh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i x = _mm512_loadu_si512(w[b].qs + 64 * h);
-      const __m512i lo = _mm512_and_si512(x, nibble);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
+      __m512i lo = _mm512_and_si512(x, nibble);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
+      if constexpr (kHasHigh) {  // values up to 31: lane sums still fit 16 bits (4 x 31 x 127)
+        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, low_bits[h]), lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, high_bits[h]), hi, sixteen);
+      }
       const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(a[b].qs + 128 * h));
       const __m512i p_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(a[b].qs + 128 * h + 64));
       sums = _mm512_dpwssd_epi32(sums, _mm512_packs_epi32(p_lo, p_hi),
@@ -247,9 +268,9 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
     k->decode_group_blocks = kGroupBlocks;
     return true;
   }
-  if (type == GgmlType::Q4_K) {
-    k->decode_quantize = quantize_super_blocks;
-    k->decode_dot = vec_dot_q4_k_super_blocks;
+  if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+    k->decode_quantize = quantize_super_blocks;  // one layout for both: mixed groups share it
+    k->decode_dot = type == GgmlType::Q4_K ? vec_dot_k_super_blocks<BlockQ4_K> : vec_dot_k_super_blocks<BlockQ5_K>;
     k->decode_activation_bytes = super_blocks_bytes;
     k->decode_group_blocks = 1;
     return true;
