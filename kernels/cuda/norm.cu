@@ -9,6 +9,18 @@ namespace {
 
 using namespace cuda_detail;
 
+// y = x / rms * weight (or without a weight) for the elements this thread owns, after the
+// block's sum of squares: both kernels end here, so the fused one gives the plain one's bits.
+__device__ void write_normalized(const float* x, const float* __restrict__ weight, float* y, int64_t dim, float sum,
+                                 float eps) {
+  const float inv = rsqrtf(sum / static_cast<float>(dim) + eps);
+  if (weight != nullptr) {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv * weight[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv;
+  }
+}
+
 __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ weight, float* output, int64_t num_rows,
                                int64_t dim, float eps) {
   // In place is safe: every element is read and written by the same thread, and all reads of
@@ -18,13 +30,7 @@ __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ wei
     float* y = output + row * dim;
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += x[i] * x[i];
-    sum = block_sum(sum);
-    const float inv = rsqrtf(sum / static_cast<float>(dim) + eps);
-    if (weight != nullptr) {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv * weight[i];
-    } else {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv;
-    }
+    write_normalized(x, weight, y, dim, block_sum(sum), eps);
   }
 }
 
@@ -41,13 +47,7 @@ __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ ad
       x[i] = v;
       sum += v * v;
     }
-    sum = block_sum(sum);
-    const float inv = rsqrtf(sum / static_cast<float>(dim) + eps);
-    if (weight != nullptr) {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv * weight[i];
-    } else {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv;
-    }
+    write_normalized(x, weight, y, dim, block_sum(sum), eps);
   }
 }
 

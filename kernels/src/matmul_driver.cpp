@@ -8,12 +8,12 @@
 #include "matmul_paths.h"
 #include "parallel.h"
 #include "quant_dot.h"
+#include "thread_buffer.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <memory>
 
 namespace iwb::detail {
 namespace {
@@ -47,21 +47,9 @@ const DotKernels* kernels_for(GgmlType type) {
   return &kTable[id];
 }
 
-// Scratch owned by the calling thread when the caller passes none: grows to the largest
-// request once, then every call reuses it.
-uint8_t* thread_scratch(size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  if (buffer.size < bytes) {
-    buffer.data.reset(new uint8_t[bytes + kAlign]);
-    buffer.size = bytes;
-  }
-  const auto p = reinterpret_cast<uintptr_t>(buffer.data.get());
-  return reinterpret_cast<uint8_t*>(round_up(p, kAlign));
-}
+// Scratch owned by the calling thread when the caller passes none (quantized activations).
+struct ScratchTag;
+uint8_t* thread_scratch(size_t bytes) { return thread_buffer<ScratchTag>(bytes); }
 
 // Without tile or GEMM kernels (AVX2, portable) the row dot products unpack every weight block
 // once per token; past this many tokens the dequantizing path, which unpacks once per call,
@@ -81,20 +69,9 @@ struct Plan {
   int64_t token_block;
 };
 
-// The repacking buffer of the GEMM kernel (or the token lanes' packed activations), one per
-// thread, grown once.
-uint8_t* gemm_buffer(size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  if (buffer.size < bytes) {
-    buffer.data.reset(new uint8_t[bytes + kAlign]);
-    buffer.size = bytes;
-  }
-  return reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(buffer.data.get()), kAlign));
-}
+// The repacking buffer of the GEMM kernel (or the token lanes' packed activations).
+struct GemmBufferTag;
+uint8_t* gemm_buffer(size_t bytes) { return thread_buffer<GemmBufferTag>(bytes); }
 
 // Decode: one row at a time, from several sequential streams in turn (the chunk's first,
 // second, ... part), each row optionally prefetched a little ahead: a core keeps more misses

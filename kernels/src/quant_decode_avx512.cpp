@@ -57,7 +57,6 @@ IWB_AVX512 void quantize_nibble_groups(const float* src, void* dst, int64_t num_
   const int64_t blocks = num_elements / kQK4_0;
   const int64_t num_groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
   const __m512i lane_firsts = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   for (int64_t g = 0; g < num_groups; ++g) {
     NibbleGroupQ8& out = groups[g];
     for (int k = 0; k < kGroupBlocks; ++k) {
@@ -70,7 +69,7 @@ IWB_AVX512 void quantize_nibble_groups(const float* src, void* dst, int64_t num_
         continue;
       }
       const __m512 x0 = _mm512_loadu_ps(src + b * kQK4_0), x1 = _mm512_loadu_ps(src + b * kQK4_0 + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x0, sign_off), _mm512_and_ps(x1, sign_off)));
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
       const float d = amax / 127.0f;
       const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
       const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
@@ -170,11 +169,10 @@ size_t super_blocks_bytes(int64_t num_elements) {
 
 IWB_AVX512 void quantize_super_blocks(const float* src, void* dst, int64_t num_elements) {
   auto* blocks = static_cast<SuperBlockQ8*>(dst);
-  const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   for (int64_t b = 0; b < num_elements / kQK_K; ++b) {
     const float* x = src + b * kQK_K;
     __m512 amax = _mm512_setzero_ps();
-    for (int i = 0; i < kQK_K; i += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(x + i), sign_off));
+    for (int i = 0; i < kQK_K; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
     const float d = _mm512_reduce_max_ps(amax) / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     SuperBlockQ8& out = blocks[b];

@@ -15,9 +15,9 @@
 
 #if defined(__x86_64__)
 #include "amx_tiles.h"
+#include "thread_buffer.h"
 
 #include <algorithm>
-#include <memory>
 
 namespace iwb::detail {
 namespace {
@@ -49,21 +49,11 @@ void configure(int tokens0, int tokens1) {
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
 
-// This thread's panel accumulator: num_tokens rows of kQuantGemmAmxRows floats, 64-byte
-// aligned, grown to the largest call once.
+// This thread's panel accumulator: num_tokens rows of kQuantGemmAmxRows floats.
+struct AccumulatorTag;
 float* panel_accumulator(int64_t num_tokens) {
-  struct Buffer {
-    std::unique_ptr<float[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  const size_t need = static_cast<size_t>(num_tokens) * kQuantGemmAmxRows;
-  if (buffer.size < need) {
-    buffer.data.reset(new float[need + 16]);
-    buffer.size = need;
-  }
-  const auto p = reinterpret_cast<uintptr_t>(buffer.data.get());
-  return reinterpret_cast<float*>((p + 63) / 64 * 64);
+  return reinterpret_cast<float*>(
+      thread_buffer<AccumulatorTag>(static_cast<size_t>(num_tokens) * kQuantGemmAmxRows * sizeof(float)));
 }
 
 // Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].

@@ -78,39 +78,35 @@ bool rope(const RopeArgs& a) {
   if (!valid(a)) return false;
   const int64_t num_pairs = a.num_rotated / 2;
   const YarnMix mix = yarn_mix(a);
-  // A prompt's tokens on all threads (their angles, in double, are most of the work); each
-  // token is rotated the same whoever takes it.
+  // Angles in double: at position 4000 a float angle is already off by ~1e-4 radians, and the
+  // table is computed once per position, so the precision costs nothing measurable.
+  thread_local std::vector<double> inv_freq;
+  inv_freq.resize(static_cast<size_t>(num_pairs));
+  for (int64_t i = 0; i < num_pairs; ++i) inv_freq[i] = pair_frequency(a, mix, i);
+  const double* freq = inv_freq.data();
+  // A prompt's tokens on all threads (their angles are most of the work); each token is
+  // rotated the same whoever takes it.
   const int64_t work = a.num_tokens * a.num_heads * a.num_rotated;
   const int num_threads =
       a.num_tokens > 1 && work >= detail::kMinParallelWork ? detail::resolve_threads(a.num_threads) : 1;
-  detail::parallel_region(num_threads, [&](int thread, int threads) {
-    // Angles in double: at position 4000 a float angle is already off by ~1e-4 radians, and the
-    // table is computed once per position, so the precision costs nothing measurable.
-    thread_local std::vector<double> inv_freq;
+  detail::parallel_for_static(num_threads, a.num_tokens, [&](int64_t t) {
     thread_local std::vector<float> cos_table, sin_table;
-    inv_freq.resize(static_cast<size_t>(num_pairs));
     cos_table.resize(static_cast<size_t>(num_pairs));
     sin_table.resize(static_cast<size_t>(num_pairs));
-    for (int64_t i = 0; i < num_pairs; ++i) inv_freq[i] = pair_frequency(a, mix, i);
-    const int64_t per = a.num_tokens / threads, extra = a.num_tokens % threads;
-    const int64_t begin = thread * per + std::min<int64_t>(thread, extra);
-    const int64_t end = begin + per + (thread < extra ? 1 : 0);
-    for (int64_t t = begin; t < end; ++t) {
-      const double p = a.positions[t];
+    const double p = a.positions[t];
+    for (int64_t i = 0; i < num_pairs; ++i) {
+      const double theta = p * freq[i];
+      cos_table[i] = static_cast<float>(std::cos(theta) * mix.mscale);
+      sin_table[i] = static_cast<float>(std::sin(theta) * mix.mscale);
+    }
+    for (int64_t h = 0; h < a.num_heads; ++h) {
+      float* x = a.data + (t * a.num_heads + h) * a.head_dim;
       for (int64_t i = 0; i < num_pairs; ++i) {
-        const double theta = p * inv_freq[i];
-        cos_table[i] = static_cast<float>(std::cos(theta) * mix.mscale);
-        sin_table[i] = static_cast<float>(std::sin(theta) * mix.mscale);
-      }
-      for (int64_t h = 0; h < a.num_heads; ++h) {
-        float* x = a.data + (t * a.num_heads + h) * a.head_dim;
-        for (int64_t i = 0; i < num_pairs; ++i) {
-          int64_t i0, i1;
-          pair_indices(a.layout, i, a.num_rotated, &i0, &i1);
-          const float x0 = x[i0], x1 = x[i1];
-          x[i0] = x0 * cos_table[i] - x1 * sin_table[i];
-          x[i1] = x0 * sin_table[i] + x1 * cos_table[i];
-        }
+        int64_t i0, i1;
+        pair_indices(a.layout, i, a.num_rotated, &i0, &i1);
+        const float x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * cos_table[i] - x1 * sin_table[i];
+        x[i1] = x0 * sin_table[i] + x1 * cos_table[i];
       }
     }
   });
