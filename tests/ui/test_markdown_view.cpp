@@ -53,6 +53,7 @@ class TestMarkdownView : public QObject {
   void copyButtonPutsCodeOnClipboard();
   void rawTextModeShowsTheMarkdown();
   void reasoningIsShownApartFromTheAnswer();
+  void streamBudgetSetsTheRepaintInterval();
 };
 
 void TestMarkdownView::rendersBlocksAndInlines() {
@@ -110,7 +111,7 @@ void TestMarkdownView::streamedReplyRendersLikeWholeReply() {
   for (qsizetype at = 0; at < kReply.size(); at += 7) {
     streamedModel.appendText(1, kReply.mid(at, 7));
     if ((at / 7) % 6 == 5) {
-      QTest::qWait(MessageView::kStreamRepaintMs + 10);
+      QTest::qWait(streamedView.streamRepaintIntervalMs() + 10);
       const QTextDocument* doc = delegate->documentFor(streamedModel.index(1));
       QVERIFY(doc != nullptr);
       seenPartials.insert(doc->toHtml());
@@ -119,7 +120,7 @@ void TestMarkdownView::streamedReplyRendersLikeWholeReply() {
   QVERIFY2(seenPartials.size() > 5, "the reply was rendered while it streamed");
   GenerationStats stats;
   streamedModel.finish(1, kReply, stats, true);
-  QTest::qWait(MessageView::kStreamRepaintMs + 10);
+  QTest::qWait(streamedView.streamRepaintIntervalMs() + 10);
 
   // Whole: the same reply shown at once in another view of the same size.
   MessageListModel wholeModel;
@@ -208,7 +209,7 @@ void TestMarkdownView::reasoningIsShownApartFromTheAnswer() {
   QCOMPARE(turns.size(), 2);
   QCOMPARE(turns[1].content, QStringLiteral("Use **`sum(numbers)`**."));
 
-  QTest::qWait(MessageView::kStreamRepaintMs + 10);
+  QTest::qWait(view.streamRepaintIntervalMs() + 10);
   const QTextDocument* doc = view.messageDelegate()->documentFor(index);
   QVERIFY(doc != nullptr);
   const QString shown = doc->toPlainText();
@@ -230,6 +231,33 @@ void TestMarkdownView::reasoningIsShownApartFromTheAnswer() {
   model.setMessages({message(3, QStringLiteral("assistant"), QStringLiteral("Just an answer."))});
   QTest::qWait(20);
   QVERIFY(!view.messageDelegate()->documentFor(model.index(0))->toPlainText().contains(QLatin1String("Reasoning")));
+}
+
+void TestMarkdownView::streamBudgetSetsTheRepaintInterval() {
+  // The view measures what laying out and painting a streaming reply costs, and shows it at
+  // most as often as its budget allows: every 50 ms with time to spare, every 250 ms (the
+  // longest) when the budget is tiny.
+  MessageListModel model;
+  MessageView view;
+  QVERIFY(showView(view, model));
+  model.append(message(1, QStringLiteral("user"), QStringLiteral("Count to twenty.")));
+  model.append(message(2, QStringLiteral("assistant"), QString()), /*isStreaming=*/true);
+  const QModelIndex reply = model.index(1);
+  view.setStreamBudget(1.0);
+  QCOMPARE(view.streamCostMs(), 0.0);
+  model.appendText(1, QStringLiteral("One,"));
+  QTRY_VERIFY(view.streamCostMs() > 0);
+  QCOMPARE(view.streamRepaintIntervalMs(), MessageView::kStreamRepaintMs);
+  const int heightOfOneLine = view.visualRect(reply).height();
+
+  view.setStreamBudget(1e-4);
+  QCOMPARE(view.streamRepaintIntervalMs(), MessageView::kMaxStreamRepaintMs);
+  QSignalSpy shown(&view, &MessageView::streamingChangesShown);
+  for (int n = 2; n <= 20; ++n) model.appendText(1, QStringLiteral("\n\n%1,").arg(n));
+  QTest::qWait(MessageView::kMaxStreamRepaintMs / 2);
+  QCOMPARE(shown.count(), 0);
+  QTRY_COMPARE_WITH_TIMEOUT(shown.count(), 1, 2 * MessageView::kMaxStreamRepaintMs);
+  QVERIFY(view.visualRect(reply).height() > heightOfOneLine);
 }
 
 QTEST_MAIN(TestMarkdownView)

@@ -96,9 +96,20 @@ class MessageView : public QListView {
   void reset() override;
   void setShowsRawText(bool isRaw);
   void setShowsTokenProbabilities(bool isShown);
-  // Changes to a streaming reply are shown at most this often (a token every 20-60 ms would
-  // otherwise lay the growing text out again for each).
+  // Changes to a streaming reply are shown at most every kStreamRepaintMs (a token every
+  // 20-60 ms would otherwise lay the growing text out again for each), and less often, up to
+  // kMaxStreamRepaintMs, when laying it out and painting it cost more than the stream budget's
+  // share of the time: the interval is the measured cost of the last updates over the budget.
   static constexpr int kStreamRepaintMs = 50;
+  static constexpr int kMaxStreamRepaintMs = 250;
+  static constexpr double kDefaultStreamBudget = 0.05;
+  // The share of time (0..1] showing a streaming reply may take. ChatPanel makes it small when
+  // the engine's threads use every core: there each millisecond of painting takes a core from
+  // one of them, and the other waits for it at the next join.
+  void setStreamBudget(double fraction);
+  double streamBudget() const { return m_streamBudget; }
+  int streamRepaintIntervalMs() const;
+  double streamCostMs() const { return m_streamCostMs; }  // smoothed; 0 before the first update
 
  protected:
   void dataChanged(const QModelIndex& topLeft, const QModelIndex& bottomRight,
@@ -109,18 +120,26 @@ class MessageView : public QListView {
   void mouseMoveEvent(QMouseEvent* event) override;
   bool viewportEvent(QEvent* event) override;
   void mouseReleaseEvent(QMouseEvent* event) override;
+  void paintEvent(QPaintEvent* event) override;
 
  signals:
   // Copy of a code block was clicked; its text is on the clipboard.
   void codeCopied(const QString& code);
+  // The changes of a streaming reply were laid out and handed to painting (at most once per
+  // streamRepaintIntervalMs()).
+  void streamingChangesShown();
 
  private:
   void applyChange(int firstRow, int lastRow, const QList<int>& roles);
   void flushStreamingChanges();
+  void addStreamCost(double ms);
 
   MessageDelegate* m_delegate;
   QTimer* m_streamTimer;
   int m_pendingFirstRow = -1, m_pendingLastRow = -1;  // streaming rows changed since the last paint
+  double m_streamBudget = kDefaultStreamBudget;
+  double m_streamCostMs = 0;
+  double m_flushLayoutMs = -1;  // the last flush's layout, until the paint that shows it adds its own time
   bool m_isFollowingEnd = true;
   bool m_isAdjustingScroll = false;
 };
