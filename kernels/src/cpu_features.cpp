@@ -157,6 +157,16 @@ bool is_matmul_exact_forced() {
   return kForced;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID's family (base plus extended), as AMD numbers its generations: 19h Zen 3/4, 1Ah Zen 5.
+static unsigned amd_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+#endif
+
 const DecodeStreaming& decode_streaming() {
   static const DecodeStreaming kStreaming = [] {
     DecodeStreaming d;
@@ -172,12 +182,20 @@ const DecodeStreaming& decode_streaming() {
     // on its line fill buffers (default model tg64 with 2 threads, read-only probe 32.4 GB/s:
     // Q4_K_M 23.6 -> 27.3-28.0 tokens/s, Q4_0 21.4 -> 25.3-26.2, Q8_0 13.3 -> 16.1-16.5;
     // segments of 512 and 1024 bytes within 2% of 768, 2048 5% slower).
-    if (__builtin_cpu_is("intel")) d = {4, 2048, 768};
+    if (__builtin_cpu_is("intel")) d = {4, 2048, 768, 0};
+    // AMD Zen 4 (family 19h; a 2 vCPU EPYC guest): rows of 1.5 KiB and more stream best one
+    // at a time, shorter ones in two streams. Default model tg32 with 2 threads, five
+    // alternations each, medians: every row in one stream against two gave F16 (rows of 3 KiB)
+    // +16%, Q8_0 (1.6 KiB) +10%, Q4_0 (864 bytes) -7%; this rule against two streams for all,
+    // F16 +17%, Q4_0 +5%, Q8_0 and Q4_K_M +2%. Zen 5 (1Ah) keeps two for all.
+    if (__builtin_cpu_is("amd") && amd_family() == 0x19) d.single_stream_row_bytes = 1536;
 #endif
     if (const char* v = std::getenv("IWB_DECODE_STREAMS"); v != nullptr && std::atoi(v) > 0) d.streams = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_PREFETCH"); v != nullptr && std::atoi(v) >= 0) d.prefetch_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_SEGMENT"); v != nullptr && std::atoi(v) >= 0)
       d.segment_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_SINGLE_STREAM_BYTES"); v != nullptr && std::atoi(v) >= 0)
+      d.single_stream_row_bytes = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

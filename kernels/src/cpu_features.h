@@ -48,6 +48,7 @@ struct DecodeStreaming {
   int streams = 2;
   int prefetch_bytes = 0;
   int segment_bytes = 0;  // > 0: rows longer than this are dotted in segments (matmul_driver.cpp)
+  int single_stream_row_bytes = 0;  // > 0: rows of at least this many bytes stream one at a time
 };
 const DecodeStreaming& decode_streaming();
 

@@ -78,6 +78,9 @@ uint8_t* gemm_buffer(size_t bytes) { return thread_buffer<GemmBufferTag>(bytes);
 // in flight for a few streams than for one (decode_streaming() in cpu_features.h has the
 // figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
 //
+// Rows of at least DecodeStreaming::single_stream_row_bytes (where set: AMD Zen 4) stream one
+// at a time.
+//
 // Rows longer than DecodeStreaming::segment_bytes (where set: Intel) are dotted in segments of
 // about that size, the streams taking turns per segment: a row's prefetches then go out a segment at a time between the
 // products instead of all at once (a 5 KiB row is 80 lines, five times the core's line fill buffers, so a burst stalls
@@ -88,7 +91,10 @@ void decode_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t 
   // nothing, in segments they gain 14% (Xeon, default model F16 tg32 with 2 threads: 7.3-7.4
   // tokens/s in two plain streams, 8.4-8.5 with four prefetched in segments of 768 bytes).
   const DecodeStreaming& streaming = decode_streaming();
-  const int64_t streams = std::clamp<int64_t>((row_end - row_begin) / kMinStreamRows, 1, streaming.streams);
+  const bool is_single_stream = streaming.single_stream_row_bytes > 0 &&
+                                p.weight_stride >= static_cast<size_t>(streaming.single_stream_row_bytes);
+  const int64_t streams =
+      is_single_stream ? 1 : std::clamp<int64_t>((row_end - row_begin) / kMinStreamRows, 1, streaming.streams);
   const int64_t per_stream = (row_end - row_begin + streams - 1) / streams;
   const size_t ahead = static_cast<size_t>(streaming.prefetch_bytes);
   // Segments: whole weight blocks (and so whole activation blocks, or groups of them on a
