@@ -97,7 +97,7 @@ void MessageView::setStreamBudget(double fraction) {
 }
 
 int MessageView::streamRepaintIntervalMs() const {
-  // A 64-token reply of the default model shown from Markdown: about 1.5 ms a update (Zen 4);
+  // A 64-token reply of the default model shown from Markdown: about 1.5 ms an update (Zen 4);
   // at a budget of 1%, every 150 ms.
   const double ms = m_streamCostMs / m_streamBudget;
   return int(qBound(double(kStreamRepaintMs), std::ceil(ms), double(kMaxStreamRepaintMs)));
