@@ -188,7 +188,15 @@ const DecodeStreaming& decode_streaming() {
     // alternations each, medians: every row in one stream against two gave F16 (rows of 3 KiB)
     // +16%, Q8_0 (1.6 KiB) +10%, Q4_0 (864 bytes) -7%; this rule against two streams for all,
     // F16 +17%, Q4_0 +5%, Q8_0 and Q4_K_M +2%. Zen 5 (1Ah) keeps two for all.
-    if (__builtin_cpu_is("amd") && amd_family() == 0x19) d.single_stream_row_bytes = 1536;
+    // And F16/BF16/F32 rows whose f32 activations take 16 KiB or more (8,960 inputs: 35 KiB,
+    // past half the 32 KiB L1d) go four at a time through the tile kernel, so the activations
+    // are read once per four rows: F16 8960x1536 from memory (bench_matmul_tokens --copies 12,
+    // 2 threads) 16.5-17.8 -> 24.6-28.3 GB/s; rows of 1536 inputs (6 KiB of activations) stay
+    // faster one at a time (26-28 against 18-19 GB/s in tiles).
+    if (__builtin_cpu_is("amd") && amd_family() == 0x19) {
+      d.single_stream_row_bytes = 1536;
+      d.tile_activation_bytes = 16384;
+    }
 #endif
     if (const char* v = std::getenv("IWB_DECODE_STREAMS"); v != nullptr && std::atoi(v) > 0) d.streams = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_PREFETCH"); v != nullptr && std::atoi(v) >= 0) d.prefetch_bytes = std::atoi(v);
@@ -196,6 +204,8 @@ const DecodeStreaming& decode_streaming() {
       d.segment_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_SINGLE_STREAM_BYTES"); v != nullptr && std::atoi(v) >= 0)
       d.single_stream_row_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_TILE_ACTIVATION_BYTES"); v != nullptr && std::atoi(v) >= 0)
+      d.tile_activation_bytes = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

@@ -43,12 +43,17 @@ bool is_matmul_exact_forced();
 // How one-token matmuls (decode) stream their weight rows: each thread's chunk of rows is read
 // as `streams` sequential streams in turn, and `prefetch_bytes` > 0 fetches each row that far
 // ahead of the row being read in software. Chosen per CPU vendor from measurements (see
-// matmul_driver.cpp); IWB_DECODE_STREAMS and IWB_DECODE_PREFETCH override them for experiments.
+// matmul_driver.cpp); IWB_DECODE_STREAMS, IWB_DECODE_PREFETCH, IWB_DECODE_SEGMENT,
+// IWB_DECODE_SINGLE_STREAM_BYTES and IWB_DECODE_TILE_ACTIVATION_BYTES override them for experiments.
 struct DecodeStreaming {
   int streams = 2;
   int prefetch_bytes = 0;
   int segment_bytes = 0;  // > 0: rows longer than this are dotted in segments (matmul_driver.cpp)
   int single_stream_row_bytes = 0;  // > 0: rows of at least this many bytes stream one at a time
+  // > 0: one-token products of F16/BF16/F32 weights whose f32 activations take at least this
+  // many bytes run the 4-row tiles instead, without software prefetch: the activations then
+  // pass through L1 once per four rows instead of once per row.
+  int tile_activation_bytes = 0;
 };
 const DecodeStreaming& decode_streaming();
 

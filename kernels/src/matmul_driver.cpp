@@ -62,6 +62,7 @@ struct Plan {
   bool use_lanes;
   bool is_prepared;  // the GEMM reads activation groups made by k->gemm_prepare
   bool use_decode;   // one token on the kernel's own activation layout (k->decode_dot)
+  bool is_one_token_tiled;  // one token in 4-row tiles (DecodeStreaming::tile_activation_bytes)
   const uint8_t* weight;
   size_t weight_stride;
   const uint8_t* act;
@@ -79,7 +80,8 @@ uint8_t* gemm_buffer(size_t bytes) { return thread_buffer<GemmBufferTag>(bytes);
 // figures per CPU; Zen 5, two streams: Q6_K 1536 x 151936 6.5 -> 5.0 ms, Q8_0 8.8 -> 6.9).
 //
 // Rows of at least DecodeStreaming::single_stream_row_bytes (where set: AMD Zen 4) stream one
-// at a time.
+// at a time. (Float rows whose activations take DecodeStreaming::tile_activation_bytes or more
+// do not come here: run_rows takes them four at a time in tiles.)
 //
 // Rows longer than DecodeStreaming::segment_bytes (where set: Intel) are dotted in segments of
 // about that size, the streams taking turns per segment: a row's prefetches then go out a segment at a time between the
@@ -175,7 +177,7 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
   // but 2.5x slower streaming from DRAM: four interleaved row streams defeat the prefetchers).
   // Every chunk of rows, however short, goes this way, so a row's segmented sum never depends
   // on the chunk it fell in (matmul_group gives matmul's bits).
-  if (a.num_tokens == 1) {
+  if (a.num_tokens == 1 && !p.is_one_token_tiled) {
     decode_rows(a, p, row_begin, row_end);
     return;
   }
@@ -198,7 +200,7 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
       const uint8_t* w = p.weight + r0 * p.weight_stride;
       // The tile reads four rows side by side, which the hardware prefetchers do not follow
       // (Q4_0, 4 tokens: 7.4 GB/s from DRAM without this, 11.8 with): fetch a later tile's rows.
-      if (r0 + (kPrefetchTiles + 1) * kTileRows <= row_end) {
+      if (r0 + (kPrefetchTiles + 1) * kTileRows <= row_end && !p.is_one_token_tiled) {
         const uint8_t* ahead = w + kPrefetchTiles * kTileRows * p.weight_stride;
         for (size_t off = 0; off < kTileRows * p.weight_stride; off += 64) __builtin_prefetch(ahead + off);
       }
@@ -255,7 +257,12 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
     p->act = reinterpret_cast<const uint8_t*>(a.input);
     p->act_stride = static_cast<size_t>(a.in_features) * sizeof(float);
   }
-  p->use_decode = is_quantized && a.num_tokens == 1 && k->decode_quantize != nullptr;
+  // Float weights only: the quantized tiles (on Q8_1 activations) measured slower than the
+  // decode kernels there (Zen 4, 8960x1536 from memory: Q6_K 14 against 22-31 GB/s).
+  const int tile_activation_bytes = decode_streaming().tile_activation_bytes;
+  p->is_one_token_tiled = !is_quantized && a.num_tokens == 1 && k->tile != nullptr && tile_activation_bytes > 0 &&
+                          p->act_stride >= static_cast<size_t>(tile_activation_bytes);
+  p->use_decode = is_quantized && a.num_tokens == 1 && k->decode_quantize != nullptr && !p->is_one_token_tiled;
   if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;

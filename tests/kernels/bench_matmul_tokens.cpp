@@ -3,8 +3,11 @@
 // load on a shared machine drops out). A plain program, not a test: it prints figures.
 //
 //   bench_matmul_tokens [--types Q4_K,Q6_K] [--shapes 1536x8960,...] [--tokens 1,2,4,8,16]
-//                       [--seconds 0.3] [--threads 1]
-// With --threads above 1 the times are wall-clock (the machine should then be quiet).
+//                       [--seconds 0.3] [--threads 1] [--copies 1]
+// With --threads above 1 the times are wall-clock (the machine should then be quiet). With
+// --copies N the calls take N copies of the weights in turn: a working set past the last-level
+// cache is read from memory, as a model's layers are in decode (one copy of 1536x8960 stays in
+// a 32 MiB L3 and measures the cache).
 // A shape is in_features x out_features (rows), in_features a multiple of 32 (of 256 for the
 // K types; gpt-oss's 2880 fits only the 32-blocks types, which the others skip). Per shape and
 // token count it prints the median and best time of one call, GOP/s (2 ops per multiply-add)
@@ -100,14 +103,18 @@ struct Timing {
   double median = 0, best = 0;  // seconds per call
 };
 
-Timing time_calls(const MatmulArgs& args, double min_seconds) {
-  if (!matmul(args)) {  // also the warm-up: buffers grown, weights touched
-    std::fprintf(stderr, "matmul refused the arguments\n");
-    std::exit(1);
+Timing time_calls(MatmulArgs args, const std::vector<std::vector<uint8_t>>& copies, double min_seconds) {
+  for (const std::vector<uint8_t>& w : copies) {  // also the warm-up: buffers grown, weights touched
+    args.weight = w.data();
+    if (!matmul(args)) {
+      std::fprintf(stderr, "matmul refused the arguments\n");
+      std::exit(1);
+    }
   }
   std::vector<double> calls;
   double total = 0;
   while (total < min_seconds || calls.size() < 5) {
+    args.weight = copies[calls.size() % copies.size()].data();
     const double t0 = thread_seconds();
     matmul(args);
     const double dt = thread_seconds() - t0;
@@ -126,6 +133,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> token_names = {"1", "2", "4", "8", "16"};
   double min_seconds = 0.3;
   int num_threads = 1;
+  int num_copies = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--types") type_names = split(value);
@@ -133,8 +141,11 @@ int main(int argc, char** argv) {
     else if (flag == "--tokens") token_names = split(value);
     else if (flag == "--seconds") min_seconds = std::atof(value.c_str());
     else if (flag == "--threads") num_threads = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--copies")
+      num_copies = std::max(1, std::atoi(value.c_str()));
     else {
-      std::fprintf(stderr, "unknown option %s (--types, --shapes, --tokens, --seconds, --threads)\n", flag.c_str());
+      std::fprintf(stderr, "unknown option %s (--types, --shapes, --tokens, --seconds, --threads, --copies)\n",
+                   flag.c_str());
       return 2;
     }
   }
@@ -168,8 +179,8 @@ int main(int argc, char** argv) {
     shapes.push_back(s);
   }
 
-  std::printf("%-5s %-12s %6s %10s %10s %8s %10s\n", "type", "shape", "tokens", "median_ms", "best_ms", "GOP/s",
-              "x1_per_tok");
+  std::printf("%-5s %-12s %6s %10s %10s %8s %8s %10s\n", "type", "shape", "tokens", "median_ms", "best_ms", "GOP/s",
+              "GB/s", "x1_per_tok");
   for (size_t i = 0; i < types.size(); ++i) {
     for (size_t j = 0; j < shapes.size(); ++j) {
       const Shape& s = shapes[j];
@@ -178,18 +189,20 @@ int main(int argc, char** argv) {
                     shape_names[j].c_str(), s.in);
         continue;
       }
-      const std::vector<uint8_t> w = random_weights(types[i], s);
+      const std::vector<std::vector<uint8_t>> copies(static_cast<size_t>(num_copies), random_weights(types[i], s));
       std::mt19937 rng(5);
       const std::vector<float> x = test::random_floats(static_cast<size_t>(max_tokens * s.in), rng, 1.0f, 0.1f);
       std::vector<float> y(static_cast<size_t>(max_tokens * s.out));
       double one_token = 0;
       for (int64_t t : tokens) {
-        MatmulArgs args{types[i], w.data(), s.in, s.out, x.data(), t, nullptr, y.data(), num_threads};
-        const Timing timing = time_calls(args, min_seconds);
+        MatmulArgs args{types[i], copies[0].data(), s.in, s.out, x.data(), t, nullptr, y.data(), num_threads};
+        const Timing timing = time_calls(args, copies, min_seconds);
         if (t == 1) one_token = timing.median;
         const double ops = 2.0 * static_cast<double>(s.in) * static_cast<double>(s.out) * static_cast<double>(t);
-        std::printf("%-5s %-12s %6" PRId64 " %10.3f %10.3f %8.1f", type_names[i].c_str(), shape_names[j].c_str(), t,
-                    1e3 * timing.median, 1e3 * timing.best, ops / timing.median * 1e-9);
+        // GB/s: the weights' bytes per median call (their read rate; the activations stay in cache).
+        std::printf("%-5s %-12s %6" PRId64 " %10.3f %10.3f %8.1f %8.1f", type_names[i].c_str(), shape_names[j].c_str(),
+                    t, 1e3 * timing.median, 1e3 * timing.best, ops / timing.median * 1e-9,
+                    static_cast<double>(copies[0].size()) / timing.median * 1e-9);
         if (one_token > 0) std::printf(" %10.3f", timing.median / static_cast<double>(t) / one_token);
         std::printf("\n");
         std::fflush(stdout);
