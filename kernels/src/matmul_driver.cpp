@@ -176,7 +176,9 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
   // One token: rows in streams (the 4-row tile with one token is 16-26% faster on rows in L2
   // but 2.5x slower streaming from DRAM: four interleaved row streams defeat the prefetchers).
   // Every chunk of rows, however short, goes this way, so a row's segmented sum never depends
-  // on the chunk it fell in (matmul_group gives matmul's bits).
+  // on the chunk it fell in (matmul_group gives matmul's bits). Float rows tiled by
+  // DecodeStreaming::tile_activation_bytes take the tiles in every chunk alike (chunks are whole
+  // tiles, so a row's place in its tile never changes).
   if (a.num_tokens == 1 && !p.is_one_token_tiled) {
     decode_rows(a, p, row_begin, row_end);
     return;

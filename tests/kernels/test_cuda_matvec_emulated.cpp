@@ -152,9 +152,7 @@ class TestCudaMatvecEmulated : public QObject {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 17u + 3u);
-    // 2048 inputs: the shortest rows of 16-byte multiples in every type (Q6_K's 210-byte blocks
-    // need 8), so the 16-byte loads the wide blocks require; 4096 took 5 minutes under ASan.
-    const int64_t in_features = 2048, out_features = kMatvecQuantWideMinRows + 5;
+    const int64_t in_features = 4096, out_features = kMatvecQuantWideMinRows + 5;
     const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
     std::vector<float> w(static_cast<size_t>(out_features * in_features));
     QVERIFY(dequantize_row_ref(type, bytes.data(), w.data(), out_features * in_features));
