@@ -197,6 +197,14 @@ const DecodeStreaming& decode_streaming() {
       d.single_stream_row_bytes = 1536;
       d.tile_activation_bytes = 16384;
     }
+    // AMD Zen 5 (1Ah): Q4_0's decode layout (256 bytes per 128 inputs) reads its activations
+    // at twice the weights' bytes; for ffn_down's 8,960 inputs (18 KiB of them) it held a core
+    // to 15 GB/s of weights against 30 for the general VBMI dot on Q8_0 blocks (9.5 KiB), while
+    // on 1,536 inputs (3 KiB) it is the faster one (bench_matmul_tokens --copies 8, 1 thread:
+    // 8960x1536 14.8-14.9 -> 29.7-30.6 GB/s, 1536x8960 25.8-26.7 with the general dot against
+    // 29.4-29.5). So rows whose layout would take 8 KiB or more keep the general dot. (The
+    // K-quants' layouts stay on every row: Q4_K and Q5_K on 8960x1536 lose 10-25% without.)
+    if (__builtin_cpu_is("amd") && amd_family() == 0x1A) d.q4_0_layout_max_bytes = 8192;
 #endif
     if (const char* v = std::getenv("IWB_DECODE_STREAMS"); v != nullptr && std::atoi(v) > 0) d.streams = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_PREFETCH"); v != nullptr && std::atoi(v) >= 0) d.prefetch_bytes = std::atoi(v);
@@ -206,6 +214,8 @@ const DecodeStreaming& decode_streaming() {
       d.single_stream_row_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_TILE_ACTIVATION_BYTES"); v != nullptr && std::atoi(v) >= 0)
       d.tile_activation_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_Q4_0_LAYOUT_MAX_BYTES"); v != nullptr && std::atoi(v) >= 0)
+      d.q4_0_layout_max_bytes = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

@@ -54,6 +54,9 @@ struct DecodeStreaming {
   // many bytes run the 4-row tiles instead, without software prefetch: the activations then
   // pass through L1 once per four rows instead of once per row.
   int tile_activation_bytes = 0;
+  // > 0: Q4_0's decode layout (DotKernels::decode_dot, VBMI) only while one row's inputs take
+  // fewer bytes than this in it; longer rows take the general one-token dot on Q8_0 blocks.
+  int q4_0_layout_max_bytes = 0;
 };
 const DecodeStreaming& decode_streaming();
 

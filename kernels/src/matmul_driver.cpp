@@ -222,6 +222,13 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
 
 bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
 
+// One token on the kernel's own decode layout: where the kernel has one and the CPU's rule
+// (DotKernels::decode_layout_max_bytes) does not keep rows this long on the general dot.
+static bool takes_decode_layout(const DotKernels& k, int64_t in_features) {
+  if (k.decode_quantize == nullptr) return false;
+  return k.decode_layout_max_bytes == 0 || k.decode_activation_bytes(in_features) < k.decode_layout_max_bytes;
+}
+
 size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens) {
   const DotKernels* k = kernels_for(type);
   if (k == nullptr || in_features <= 0 || num_tokens <= 0) return 0;
@@ -230,7 +237,7 @@ size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num
     return k->gemm_prepared_group_bytes(in_features) * static_cast<size_t>(groups) + kAlign;
   }
   if (k->quantize == nullptr) return 0;
-  if (num_tokens == 1 && k->decode_quantize != nullptr)
+  if (num_tokens == 1 && takes_decode_layout(*k, in_features))
     return round_up(k->decode_activation_bytes(in_features), kAlign) + kAlign;
   return activation_stride(*k, in_features) * static_cast<size_t>(num_tokens) + kAlign;
 }
@@ -264,7 +271,7 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   const int tile_activation_bytes = decode_streaming().tile_activation_bytes;
   p->is_one_token_tiled = !is_quantized && a.num_tokens == 1 && k->tile != nullptr && tile_activation_bytes > 0 &&
                           p->act_stride >= static_cast<size_t>(tile_activation_bytes);
-  p->use_decode = is_quantized && a.num_tokens == 1 && k->decode_quantize != nullptr && !p->is_one_token_tiled;
+  p->use_decode = is_quantized && a.num_tokens == 1 && takes_decode_layout(*k, a.in_features) && !p->is_one_token_tiled;
   if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;

@@ -264,6 +264,7 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
     k->decode_dot = vec_dot_q4_0_nibble_groups;
     k->decode_activation_bytes = nibble_groups_bytes;
     k->decode_group_blocks = kGroupBlocks;
+    k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
     return true;
   }
   if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {

@@ -100,6 +100,7 @@ struct DotKernels {
   VecDotFn decode_dot = nullptr;
   size_t (*decode_activation_bytes)(int64_t num_elements) = nullptr;
   int decode_group_blocks = 1;
+  size_t decode_layout_max_bytes = 0;  // > 0: the layout only where a row's inputs take fewer bytes in it
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
