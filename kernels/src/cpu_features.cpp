@@ -203,7 +203,7 @@ const DecodeStreaming& decode_streaming() {
     // on 1,536 inputs (3 KiB) it is the faster one (bench_matmul_tokens --copies 8, 1 thread:
     // 8960x1536 14.8-14.9 -> 29.7-30.6 GB/s, 1536x8960 25.8-26.7 with the general dot against
     // 29.4-29.5). So rows whose layout would take 8 KiB or more keep the general dot. (The
-    // K-quants' layouts stay on every row: Q4_K and Q5_K on 8960x1536 lose 10-25% without.)
+    // K-quants' layouts stay on every row: Q4_K and Q5_K on 8960x1536 lose 7-26% without.)
     if (__builtin_cpu_is("amd") && amd_family() == 0x1A) d.q4_0_layout_max_bytes = 8192;
 #endif
     if (const char* v = std::getenv("IWB_DECODE_STREAMS"); v != nullptr && std::atoi(v) > 0) d.streams = std::atoi(v);
