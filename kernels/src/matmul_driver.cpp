@@ -218,16 +218,16 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
   }
 }
 
-}  // namespace
-
-bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
-
 // One token on the kernel's own decode layout: where the kernel has one and the CPU's rule
 // (DotKernels::decode_layout_max_bytes) does not keep rows this long on the general dot.
-static bool takes_decode_layout(const DotKernels& k, int64_t in_features) {
+bool takes_decode_layout(const DotKernels& k, int64_t in_features) {
   if (k.decode_quantize == nullptr) return false;
   return k.decode_layout_max_bytes == 0 || k.decode_activation_bytes(in_features) < k.decode_layout_max_bytes;
 }
+
+}  // namespace
+
+bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
 
 size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens) {
   const DotKernels* k = kernels_for(type);
