@@ -104,6 +104,18 @@ void print_json(const quant::EvalResult& r, const Options& o, int64_t run_id) {
     j.field("top1_agreement", r.top1_agreement)
         .field("delta_p_mean", r.delta_p_mean)
         .field("delta_p_rms", r.delta_p_rms);
+    j.field("ln_ppl_ratio", r.ln_ppl_ratio).field("ln_ppl_ratio_error", r.ln_ppl_ratio_error);
+    j.field("ppl_ratio", r.ppl_ratio).field("ppl_ratio_error", r.ppl_ratio_error);
+  }
+  // Per chunk: the mean negative log-likelihood of its scored tokens (and the base's), so two
+  // runs, or a run and llama-perplexity's per-chunk output, can be compared chunk by chunk.
+  j.key("chunk_mean_nll").begin_array();
+  for (const double v : r.chunk_mean_nll) j.value(v);
+  j.end_array();
+  if (r.has_base) {
+    j.key("base_chunk_mean_nll").begin_array();
+    for (const double v : r.base_chunk_mean_nll) j.value(v);
+    j.end_array();
   }
   j.field("file_type", r.file_type).field("file_bytes", r.file_bytes).field("memory_bytes", r.memory_bytes);
   j.field("kv_bytes_per_token", r.kv_bytes_per_token);
@@ -130,6 +142,8 @@ void print_text(const quant::EvalResult& r, const Options& o) {
                 r.was_base_cached ? ", cached distributions" : "");
     std::printf("    KL divergence: mean %.6f, median %.6f, p99 %.6f, max %.6f\n", r.kl_mean, r.kl_median, r.kl_p99,
                 r.kl_max);
+    std::printf("    PPL(Q)/PPL(base): %.5f +/- %.5f (ln ratio %.6f +/- %.6f, token by token)\n", r.ppl_ratio,
+                r.ppl_ratio_error, r.ln_ppl_ratio, r.ln_ppl_ratio_error);
     std::printf("    top-1 agreement: %.2f%%\n", 100.0 * r.top1_agreement);
     std::printf("    right token's probability change: mean %+.5f, RMS %.5f\n", r.delta_p_mean, r.delta_p_rms);
   }

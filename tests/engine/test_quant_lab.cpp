@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -410,6 +411,14 @@ class TestQuantLab : public QObject {
     // Far better than guessing among 512 tokens, and not impossibly good.
     QVERIFY2(a->perplexity > 5 && a->perplexity < 400, qPrintable(QString::number(a->perplexity)));
     QVERIFY(a->perplexity_error > 0 && a->perplexity_error < a->perplexity);
+    // Per chunk: equal chunks, so their means average to the whole text's, and they differ.
+    QCOMPARE(a->chunk_mean_nll.size(), size_t{6});
+    double sum = 0;
+    for (const double v : a->chunk_mean_nll) sum += v;
+    QVERIFY2(std::abs(sum / 6 - a->mean_nll) < 1e-9, qPrintable(QString::number(sum / 6 - a->mean_nll)));
+    QVERIFY(*std::min_element(a->chunk_mean_nll.begin(), a->chunk_mean_nll.end()) <
+            *std::max_element(a->chunk_mean_nll.begin(), a->chunk_mean_nll.end()));
+    QVERIFY(a->base_chunk_mean_nll.empty());
   }
 
   void klOfAModelAgainstItselfIsZero() {
@@ -426,6 +435,11 @@ class TestQuantLab : public QObject {
     QCOMPARE(self->top1_agreement, 1.0);
     QVERIFY(std::abs(self->delta_p_mean) < 1e-6 && self->delta_p_rms < 1e-6);
     QVERIFY(std::abs(self->base_perplexity - self->perplexity) < 1e-4 * self->perplexity);
+    QVERIFY2(std::abs(self->ln_ppl_ratio) < 1e-6 && self->ln_ppl_ratio_error < 1e-6,
+             qPrintable(QString::number(self->ln_ppl_ratio_error)));
+    QCOMPARE(self->base_chunk_mean_nll.size(), self->chunk_mean_nll.size());
+    for (size_t c = 0; c < self->chunk_mean_nll.size(); ++c)
+      QVERIFY(std::abs(self->base_chunk_mean_nll[c] - self->chunk_mean_nll[c]) < 1e-5);
 
     // A 4-bit copy diverges measurably, and less than a 2-bit-scale one would.
     const QString q4 = m_tmp.filePath("aid-Q4_0.gguf");
@@ -438,6 +452,14 @@ class TestQuantLab : public QObject {
     QVERIFY2(r->kl_mean > 1e-3 && r->kl_mean < 0.5, qPrintable(QString::number(r->kl_mean)));
     QVERIFY(r->kl_median <= r->kl_p99 && r->kl_p99 <= r->kl_max);
     QVERIFY(r->top1_agreement > 0.6 && r->top1_agreement < 1.0);
+    // llama-perplexity's PPL(Q)/PPL(base): the quotient of the two perplexities, with a standard
+    // error from the per-token differences, smaller than the perplexity's own relative error
+    // (the same tokens are hard for both).
+    QVERIFY2(std::abs(r->ppl_ratio - r->perplexity / r->base_perplexity) < 1e-9 * r->ppl_ratio,
+             qPrintable(QString::number(r->ppl_ratio)));
+    QVERIFY(r->ppl_ratio_error > 0);
+    QVERIFY2(r->ppl_ratio_error / r->ppl_ratio < r->perplexity_error / r->perplexity,
+             qPrintable(QString("%1 %2").arg(r->ppl_ratio_error).arg(r->perplexity_error / r->perplexity)));
   }
 
   void eightBitKvCacheAgainstF16() {

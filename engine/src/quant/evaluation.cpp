@@ -211,7 +211,9 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   result.kv_block_size = memory.kv_block_size;
   if (Result<std::string> id = file_identity(o.model_path)) result.model_identity = *id;
 
-  double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0;
+  double nll_sum = 0, nll_sq = 0, base_nll = 0, dp_sum = 0, dp_sq = 0, ln_ratio_sq = 0;
+  result.chunk_mean_nll.assign(static_cast<size_t>(result.num_chunks), 0.0);
+  if (base) result.base_chunk_mean_nll.assign(static_cast<size_t>(result.num_chunks), 0.0);
   const auto model_start = std::chrono::steady_clock::now();
   int64_t agree = 0;
   BaseRow row;
@@ -222,6 +224,8 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
         const double lp = static_cast<double>(z[static_cast<size_t>(next)]) - ls.lse;
         nll_sum -= lp;
         nll_sq += lp * lp;
+        const auto chunk = static_cast<size_t>(result.num_scored / rows_per_chunk);
+        result.chunk_mean_nll[chunk] -= lp / static_cast<double>(rows_per_chunk);
         ++result.num_scored;
         if (!base) return {};
         IWB_RETURN_IF_ERROR(base->next(&row));
@@ -236,6 +240,9 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
         dp_sum += dp;
         dp_sq += dp * dp;
         base_nll -= row.log_prob_next;
+        result.base_chunk_mean_nll[chunk] -= row.log_prob_next / static_cast<double>(rows_per_chunk);
+        const double ln_ratio = static_cast<double>(row.log_prob_next) - lp;  // nll(model) - nll(base)
+        ln_ratio_sq += ln_ratio * ln_ratio;
         return {};
       }));
 
@@ -282,6 +289,13 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
     result.delta_p_mean = dp_sum / n;
     result.delta_p_rms = std::sqrt(dp_sq / n);
     result.base_perplexity = std::exp(base_nll / n);
+    result.ln_ppl_ratio = result.mean_nll - base_nll / n;
+    if (result.num_scored > 1) {
+      const double variance = std::max(0.0, ln_ratio_sq / n - result.ln_ppl_ratio * result.ln_ppl_ratio);
+      result.ln_ppl_ratio_error = std::sqrt(variance / (n - 1));
+    }
+    result.ppl_ratio = std::exp(result.ln_ppl_ratio);
+    result.ppl_ratio_error = result.ppl_ratio * result.ln_ppl_ratio_error;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

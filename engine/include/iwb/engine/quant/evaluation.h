@@ -60,6 +60,7 @@ struct EvalResult {
   double perplexity = 0;
   double perplexity_error = 0;  // ppl * standard error of the mean negative log-likelihood
   double mean_nll = 0;
+  std::vector<double> chunk_mean_nll;  // per chunk (window), in order: what llama-perplexity's [i] lines accumulate
   double seconds = 0;
   // The model file and its speed: prompt tokens/s from the chunks' prefill, generation tokens/s
   // from a tgN run on the same engine.
@@ -77,6 +78,13 @@ struct EvalResult {
   bool was_base_cached = false;  // the base's distributions came from the cache
   std::string base_identity;
   double base_perplexity = 0;  // from the cached exact log p of the right tokens
+  std::vector<double> base_chunk_mean_nll;
+  // llama-perplexity --kl-divergence's "Mean ln(PPL(Q)/PPL(base))" and "Mean PPL(Q)/PPL(base)":
+  // the mean of the per-token differences of the negative log-likelihoods, with the standard
+  // error of that mean. Paired token by token, so it resolves far smaller costs than the two
+  // perplexities' own errors would.
+  double ln_ppl_ratio = 0, ln_ppl_ratio_error = 0;
+  double ppl_ratio = 0, ppl_ratio_error = 0;
   double kl_mean = 0, kl_median = 0, kl_p99 = 0, kl_max = 0;
   double top1_agreement = 0;                 // fraction of positions where both models' argmax agree
   double delta_p_mean = 0, delta_p_rms = 0;  // p_model(right) - p_base(right)
