@@ -194,6 +194,13 @@ class TestQuantLabQueue : public QObject {
     QCOMPARE(runs->at(1).weights_bytes, base.weights_bytes);        // the base's weights, another cache
     QVERIFY(*runs->at(3).weights_bytes < *base.weights_bytes / 2);  // Q4_0 weights
     QVERIFY(*runs->at(1).fit_sequences > *base.fit_sequences);      // a smaller cache fits more
+    for (size_t i = 1; i < runs->size(); ++i) {
+      // PPL(Q)/PPL(base): the quotient of the two perplexities, with a per-token error.
+      const quant::QuantRun& r = runs->at(i);
+      QVERIFY2(r.ppl_ratio && std::abs(*r.ppl_ratio - *r.perplexity / *base.perplexity) < 1e-3 * *r.ppl_ratio,
+               qPrintable(QString::number(r.ppl_ratio.value_or(0))));
+      QVERIFY(r.ppl_ratio_error.value_or(0) > 0);
+    }
     QVERIFY(*runs->at(4).fit_sequences > *runs->at(3).fit_sequences);
     QVERIFY(runs->at(1).kl_mean.value_or(0) > 0);                                // the cache's rounding costs something
     QVERIFY(runs->at(1).kl_mean.value_or(1) < runs->at(4).kl_mean.value_or(0));  // 8-bit cache < Q4_0 + 4-bit cache

@@ -77,7 +77,7 @@ class TestResultsStore : public QObject {
     auto store = ResultsStore::open(path);
     QVERIFY2(store.is_ok(), store.error_message().c_str());
     QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
-    QCOMPARE(ResultsStore::schema_version(), 8);
+    QCOMPARE(ResultsStore::schema_version(), 9);
     auto probe = (*store)->latest_probe("cpu");
     QVERIFY(probe.is_ok() && probe->has_value());
     QCOMPARE((*probe)->device_name, std::string("Old CPU"));
@@ -269,7 +269,7 @@ class TestResultsStore : public QObject {
     {
       auto store = ResultsStore::open(path);
       QVERIFY2(store.is_ok(), store.error_message().c_str());
-      QCOMPARE(*(*store)->file_schema_version(), 8);
+      QCOMPARE(*(*store)->file_schema_version(), ResultsStore::schema_version());
       auto runs = (*store)->list_quant_runs("");
       QVERIFY(runs.is_ok());
       QCOMPARE(runs->size(), size_t(1));
@@ -297,6 +297,42 @@ class TestResultsStore : public QObject {
     QCOMPARE(r.fit_context, int64_t(8192));
     QCOMPARE(*r.fit_memory_bytes, 8.0 * 1024 * 1024 * 1024);
     QCOMPARE(*r.fit_sequences, 56.0);
+  }
+
+  void migratesVersion8AddsThePerplexityRatio() {
+    // A version-8 store: quant runs without PPL(Q)/PPL(base). Opening it adds the columns, the
+    // old row reads as not measured, and a new row keeps both figures.
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("v8.sqlite").toStdString();
+    quant::QuantRun old;
+    old.kind = "eval";
+    old.date = "2026-11-28T10:00:00Z";
+    old.status = quant::RunStatus::Done;
+    old.weight_type = "Q4_K_M";
+    old.kv_cache_type = "q4_0";
+    old.kl_mean = 0.146;
+    {
+      auto store = ResultsStore::open(path);
+      QVERIFY(store.is_ok());
+      QVERIFY((*store)->add_quant_run(old).is_ok());
+    }
+    exec(path,
+         "ALTER TABLE quant_runs DROP COLUMN ppl_ratio; ALTER TABLE quant_runs DROP COLUMN ppl_ratio_error;"
+         "PRAGMA user_version = 8;");
+    auto store = ResultsStore::open(path);
+    QVERIFY2(store.is_ok(), store.error_message().c_str());
+    QCOMPARE(*(*store)->file_schema_version(), 9);
+    quant::QuantRun fresh = old;
+    fresh.ppl_ratio = 1.1343;
+    fresh.ppl_ratio_error = 0.0071;
+    QVERIFY((*store)->add_quant_run(fresh).is_ok());
+    auto runs = (*store)->list_quant_runs("");
+    QVERIFY(runs.is_ok());
+    QCOMPARE(runs->size(), size_t(2));
+    QCOMPARE(*(*runs)[0].kl_mean, 0.146);
+    QVERIFY(!(*runs)[0].ppl_ratio && !(*runs)[0].ppl_ratio_error);
+    QCOMPARE(*(*runs)[1].ppl_ratio, 1.1343);
+    QCOMPARE(*(*runs)[1].ppl_ratio_error, 0.0071);
   }
 
   void kvCapacityFormula() {

@@ -108,6 +108,8 @@ class TestQuantLabPanel : public QObject {
     deep.fit_context = 8192;
     deep.fit_memory_bytes = 8.0 * 1024 * 1024 * 1024;
     deep.fit_sequences = 30;
+    deep.ppl_ratio = 1.00364;
+    deep.ppl_ratio_error = 0.00118;
     QuantRunsModel one;
     one.setRuns({deep});
     QCOMPARE(one.data(one.index(0, QuantRunsModel::DepthRateColumn)).toString(), QString("4.25 @ 4087"));
@@ -115,6 +117,10 @@ class TestQuantLabPanel : public QObject {
     QCOMPARE(one.data(one.index(0, QuantRunsModel::FitColumn)).toString(), QString("30 × 8192 in 8 GiB"));
     QCOMPARE(one.data(one.index(0, QuantRunsModel::FitColumn), QuantRunsModel::SortRole).toDouble(), 30.0);
     QVERIFY(one.toCsv().contains(",4087,4.25,"));
+    QCOMPARE(one.data(one.index(0, QuantRunsModel::PplRatioColumn)).toString(), QString("1.0036 ± 0.0012"));
+    QCOMPARE(one.data(one.index(0, QuantRunsModel::PplRatioColumn), QuantRunsModel::SortRole).toDouble(), 1.00364);
+    QVERIFY(one.toCsv().contains(",1.00364,0.00118,"));
+    QCOMPARE(model.data(model.index(4, QuantRunsModel::PplRatioColumn)).toString(), QString("–"));  // not measured
   }
 
   void chartsPutKvAndWeightTypesOnOneMemoryAxis() {

@@ -71,6 +71,9 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
       case PerplexityColumn:
         if (!r.perplexity) return QStringLiteral("–");
         return QStringLiteral("%1 ± %2").arg(*r.perplexity, 0, 'f', 3).arg(r.perplexity_error.value_or(0), 0, 'f', 3);
+      case PplRatioColumn:
+        if (!r.ppl_ratio) return QStringLiteral("–");
+        return QStringLiteral("%1 ± %2").arg(*r.ppl_ratio, 0, 'f', 4).arg(r.ppl_ratio_error.value_or(0), 0, 'f', 4);
       case KlMeanColumn: return optionalText(r.kl_mean, 5);
       case KlP99Column: return optionalText(r.kl_p99, 4);
       case Top1Column: return optionalText(r.top1_agreement, 1, 100.0, " %");
@@ -95,6 +98,7 @@ QVariant QuantRunsModel::data(const QModelIndex& index, int role) const {
       case SizeColumn: return sortKey(r.file_bytes);
       case BitsColumn: return sortKey(r.bits_per_weight);
       case PerplexityColumn: return sortKey(r.perplexity);
+      case PplRatioColumn: return sortKey(r.ppl_ratio);
       case KlMeanColumn: return sortKey(r.kl_mean);
       case KlP99Column: return sortKey(r.kl_p99);
       case Top1Column: return sortKey(r.top1_agreement);
@@ -151,6 +155,7 @@ QVariant QuantRunsModel::headerData(int section, Qt::Orientation orientation, in
     case SizeColumn: return tr("Size (MiB)");
     case BitsColumn: return tr("Bits/weight");
     case PerplexityColumn: return tr("Perplexity");
+    case PplRatioColumn: return tr("PPL(Q)/PPL(base)");
     case KlMeanColumn: return tr("KL mean");
     case KlP99Column: return tr("KL p99");
     case Top1Column: return tr("Top-1 agree");
@@ -219,7 +224,8 @@ QString QuantRunsModel::toCsv() const {
       "id,date,status,kind,type,imatrix,kv_cache,reference,model,base,text,context,chunks,scored_tokens,file_bytes,"
       "memory_bytes,bits_per_weight,perplexity,perplexity_error,kl_mean,kl_median,kl_p99,kl_max,top1_agreement,"
       "delta_p_mean,delta_p_rms,prompt_tokens_per_s,gen_tokens_per_s,gen_depth,depth_gen_tokens_per_s,weights_bytes,"
-      "kv_bytes_per_token,kv_block_size,fit_context,fit_memory_bytes,fit_sequences,threads,device,error");
+      "kv_bytes_per_token,kv_block_size,fit_context,fit_memory_bytes,fit_sequences,ppl_ratio,ppl_ratio_error,threads,"
+      "device,error");
   for (const QuantRun& r : m_runs) {
     QStringList f;
     f << QString::number(r.id) << QString::fromStdString(r.date)
@@ -234,8 +240,9 @@ QString QuantRunsModel::toCsv() const {
       << number(r.delta_p_mean) << number(r.delta_p_rms) << number(r.prompt_tokens_per_s) << number(r.gen_tokens_per_s)
       << QString::number(r.gen_depth) << number(r.depth_gen_tokens_per_s) << number(r.weights_bytes)
       << number(r.kv_bytes_per_token) << QString::number(r.kv_block_size) << QString::number(r.fit_context)
-      << number(r.fit_memory_bytes) << number(r.fit_sequences) << QString::number(r.num_threads)
-      << quoted(QString::fromStdString(r.device_name)) << quoted(QString::fromStdString(r.error));
+      << number(r.fit_memory_bytes) << number(r.fit_sequences) << number(r.ppl_ratio) << number(r.ppl_ratio_error)
+      << QString::number(r.num_threads) << quoted(QString::fromStdString(r.device_name))
+      << quoted(QString::fromStdString(r.error));
     lines << f.join(QLatin1Char(','));
   }
   return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');

@@ -26,6 +26,7 @@ class QuantRunsModel : public QAbstractTableModel {
     SizeColumn,
     BitsColumn,
     PerplexityColumn,
+    PplRatioColumn,
     KlMeanColumn,
     KlP99Column,
     Top1Column,

@@ -155,6 +155,8 @@ void record_eval_result(const EvalResult& r, QuantRun* run) {
     run->top1_agreement = r.top1_agreement;
     run->delta_p_mean = r.delta_p_mean;
     run->delta_p_rms = r.delta_p_rms;
+    run->ppl_ratio = r.ppl_ratio;
+    run->ppl_ratio_error = r.ppl_ratio_error;
   }
   run->prompt_tokens_per_s = r.prompt_tokens_per_s;
   if (r.gen_tokens_per_s > 0) run->gen_tokens_per_s = r.gen_tokens_per_s;

@@ -1,5 +1,5 @@
-// ResultsStore's quantization-lab tables (schema v4, columns added in v8): quant_runs, one row per quantize / eval /
-// lab run with every metric, and quant_tensor_errors, each quantized tensor's relative error.
+// ResultsStore's quantization-lab tables (schema v4, columns added in v8 and v9): quant_runs, one row per quantize /
+// eval / lab run with every metric, and quant_tensor_errors, each quantized tensor's relative error.
 #include "iwb/engine/store/results_store.h"
 
 #include "store/process_identity.h"
@@ -22,7 +22,9 @@ constexpr std::array kRunColumns = {
     "gen_tokens_per_s", "seconds", "note",
     // schema v8
     "gen_depth", "depth_gen_tokens_per_s", "weights_bytes", "kv_bytes_per_token", "kv_block_size", "fit_context",
-    "fit_memory_bytes", "fit_sequences"};
+    "fit_memory_bytes", "fit_sequences",
+    // schema v9
+    "ppl_ratio", "ppl_ratio_error"};
 
 void bind_optional(SqliteStatement& s, int i, const std::optional<double>& v) {
   if (v)
@@ -71,6 +73,8 @@ int bind_run(SqliteStatement& s, const quant::QuantRun& r, int i) {
   s.bind(i++, r.fit_context);
   bind_optional(s, i++, r.fit_memory_bytes);
   bind_optional(s, i++, r.fit_sequences);
+  bind_optional(s, i++, r.ppl_ratio);
+  bind_optional(s, i++, r.ppl_ratio_error);
   return i;
 }
 
@@ -120,6 +124,8 @@ quant::QuantRun run_from_row(const SqliteStatement& s) {
   r.fit_context = s.integer(c++);
   r.fit_memory_bytes = optional_at(c++);
   r.fit_sequences = optional_at(c++);
+  r.ppl_ratio = optional_at(c++);
+  r.ppl_ratio_error = optional_at(c++);
   return r;
 }
 

@@ -15,7 +15,7 @@ namespace {
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
 // 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
 // 7: the writer of a running quant run. 8: long-context speed and KV capacity of quant runs.
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 // Whether `table` has `column` already: a migration that adds a column skips it then (a file
 // whose version number was set back by hand, as tests do, keeps its newer columns).
@@ -193,6 +193,17 @@ Status ResultsStore::migrate() {
       if (!*has) sql += std::string("ALTER TABLE quant_runs ADD COLUMN ") + name + " " + type + ";";
     }
     IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 8; COMMIT;").c_str()));
+  }
+  if (current < 9) {
+    // Per quant run against its base: PPL(Q)/PPL(base) and its per-token standard error. Older
+    // rows read as not measured (NULL).
+    std::string sql = "BEGIN;";
+    for (const char* name : {"ppl_ratio", "ppl_ratio_error"}) {
+      Result<bool> has = has_column(m_db, "quant_runs", name);
+      if (!has) return has.status();
+      if (!*has) sql += std::string("ALTER TABLE quant_runs ADD COLUMN ") + name + " REAL;";
+    }
+    IWB_RETURN_IF_ERROR(sqlite_exec(m_db, (sql + "PRAGMA user_version = 9; COMMIT;").c_str()));
   }
   return {};
 }

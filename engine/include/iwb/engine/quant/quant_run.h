@@ -63,6 +63,11 @@ struct QuantRun {
   int64_t kv_block_size = 0;
   int64_t fit_context = 0;
   std::optional<double> fit_memory_bytes, fit_sequences;
+
+  // Against the base (schema v9): llama-perplexity's PPL(Q)/PPL(base) and its standard error
+  // from the per-token differences (EvalResult::ppl_ratio); far tighter than the two
+  // perplexities' own errors, so it tells whether a cheap setting's cost is real.
+  std::optional<double> ppl_ratio, ppl_ratio_error;
 };
 
 // The KV pool of `num_sequences` sequences of `context` positions each, in whole blocks of
