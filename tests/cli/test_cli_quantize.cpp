@@ -8,11 +8,14 @@
 #include "iwb/engine/store/results_store.h"
 
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <cmath>
 
 using iwb::test::run_iwb;
 
@@ -92,6 +95,22 @@ class TestCliQuantize : public QObject {
     QVERIFY(o["kl_mean"].toDouble() > 0 && o["kl_mean"].toDouble() < 0.5);
     QVERIFY(o["top1_agreement"].toDouble() > 0.6);
     QVERIFY(o["gen_tokens_per_s"].toDouble() > 0);
+    // llama-perplexity's PPL(Q)/PPL(base), and per chunk the mean NLL of the model and the base,
+    // which average to the whole run's.
+    const double ratio = o["ppl_ratio"].toDouble();
+    QVERIFY2(std::abs(ratio - o["perplexity"].toDouble() / o["base_perplexity"].toDouble()) < 1e-6 * ratio,
+             qPrintable(QString::number(ratio)));
+    QVERIFY(o["ppl_ratio_error"].toDouble() > 0);
+    const QJsonArray chunks = o["chunk_mean_nll"].toArray(), baseChunks = o["base_chunk_mean_nll"].toArray();
+    QCOMPARE(chunks.size(), 4);
+    QCOMPARE(baseChunks.size(), 4);
+    double sum = 0, baseSum = 0;
+    for (int c = 0; c < 4; ++c) {
+      sum += chunks[c].toDouble();
+      baseSum += baseChunks[c].toDouble();
+    }
+    QVERIFY(std::abs(sum / 4 - o["mean_nll"].toDouble()) < 1e-6);
+    QVERIFY(std::abs(std::exp(sum / 4 - baseSum / 4) - ratio) < 1e-5 * ratio);
 
     // Text output, and a failing run (a missing model) marked failed in the store.
     r = run_iwb({"eval", "-m", m_tmp.filePath("missing.gguf"), "-c", "128", "--db", m_db});
