@@ -15,6 +15,7 @@ namespace {
 // 1: probes. 2: bench_runs. 3: int8 ceilings in probes. 4: quant_runs, quant_tensor_errors.
 // 5: read-only bandwidth in probes, context depth in bench_runs. 6: serve_runs, serve_points.
 // 7: the writer of a running quant run. 8: long-context speed and KV capacity of quant runs.
+// 9: PPL(Q)/PPL(base) of quant runs against their base.
 constexpr int kSchemaVersion = 9;
 
 // Whether `table` has `column` already: a migration that adds a column skips it then (a file
