@@ -26,6 +26,25 @@ void exec(const std::string& path, const char* sql) {
   QVERIFY2(rc == SQLITE_OK, message.c_str());
 }
 
+// A finished quant run with the fields the migration tests look at.
+quant::QuantRun doneRun(const char* kind, const char* date, const char* weights, const char* kv) {
+  quant::QuantRun r;
+  r.kind = kind;
+  r.date = date;
+  r.status = quant::RunStatus::Done;
+  r.weight_type = weights;
+  r.kv_cache_type = kv;
+  return r;
+}
+
+// Writes `run` into a new store at `path` with today's schema; the caller then sets the file
+// back to an older version: what an older program left on disk.
+void writeRun(const std::string& path, const quant::QuantRun& run) {
+  auto store = ResultsStore::open(path);
+  QVERIFY(store.is_ok());
+  QVERIFY((*store)->add_quant_run(run).is_ok());
+}
+
 BenchResult sample(const std::string& identity, const std::string& test, std::optional<double> mbu) {
   BenchResult r;
   r.date = "2025-01-02T03:04:05Z";
@@ -236,20 +255,11 @@ class TestResultsStore : public QObject {
   void migratesVersion7() {
     const std::string path = m_tmp.filePath("v7.sqlite").toStdString();
     // A version-7 file: one quant run written before version 8, its newer columns dropped.
-    quant::QuantRun old;
-    old.kind = "lab";
-    old.date = "2026-11-20T10:00:00Z";
-    old.status = quant::RunStatus::Done;
-    old.weight_type = "Q4_0";
-    old.kv_cache_type = "q8_0";
+    quant::QuantRun old = doneRun("lab", "2026-11-20T10:00:00Z", "Q4_0", "q8_0");
     old.context = 512;
     old.kl_mean = 0.0125;
     old.gen_tokens_per_s = 42.5;
-    {
-      auto store = ResultsStore::open(path);
-      QVERIFY(store.is_ok());
-      QVERIFY((*store)->add_quant_run(old).is_ok());
-    }
+    writeRun(path, old);
     exec(path,
          "ALTER TABLE quant_runs DROP COLUMN gen_depth; ALTER TABLE quant_runs DROP COLUMN depth_gen_tokens_per_s;"
          "ALTER TABLE quant_runs DROP COLUMN weights_bytes; ALTER TABLE quant_runs DROP COLUMN kv_bytes_per_token;"
@@ -302,20 +312,10 @@ class TestResultsStore : public QObject {
   void migratesVersion8AddsThePerplexityRatio() {
     // A version-8 store: quant runs without PPL(Q)/PPL(base). Opening it adds the columns, the
     // old row reads as not measured, and a new row keeps both figures.
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("v8.sqlite").toStdString();
-    quant::QuantRun old;
-    old.kind = "eval";
-    old.date = "2026-11-28T10:00:00Z";
-    old.status = quant::RunStatus::Done;
-    old.weight_type = "Q4_K_M";
-    old.kv_cache_type = "q4_0";
+    const std::string path = m_tmp.filePath("v8.sqlite").toStdString();
+    quant::QuantRun old = doneRun("eval", "2026-11-28T10:00:00Z", "Q4_K_M", "q4_0");
     old.kl_mean = 0.146;
-    {
-      auto store = ResultsStore::open(path);
-      QVERIFY(store.is_ok());
-      QVERIFY((*store)->add_quant_run(old).is_ok());
-    }
+    writeRun(path, old);
     exec(path,
          "ALTER TABLE quant_runs DROP COLUMN ppl_ratio; ALTER TABLE quant_runs DROP COLUMN ppl_ratio_error;"
          "PRAGMA user_version = 8;");
