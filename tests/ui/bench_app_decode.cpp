@@ -22,6 +22,7 @@
 
 #include <QApplication>
 #include <QDoubleSpinBox>
+#include <QEventLoop>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -48,11 +49,17 @@ double thread_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double median(std::vector<double> v) {
+// The q-quantile (0..1) of v, between neighbours as numpy's default does.
+double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const double at = q * static_cast<double>(v.size() - 1);
+  const size_t below = static_cast<size_t>(at);
+  const size_t above = std::min(below + 1, v.size() - 1);
+  return v[below] + (at - static_cast<double>(below)) * (v[above] - v[below]);
 }
+
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 }  // namespace
 
@@ -118,15 +125,22 @@ int main(int argc, char** argv) {
   std::vector<double> app_rates, bench_rates;
   // One greedy reply through the panel: its tok/s, tokens and the GUI thread's CPU ms. (The
   // question's greedy answer is long, so the reply reaches the token limit.)
-  const auto reply = [&panel] {
+  // The GUI thread waits in an event loop, as the application's does (QTest::qWait would poll
+  // every 10 ms instead of waking for each token).
+  int num_updates = 0;
+  QObject::connect(panel.messageView(), &MessageView::streamingChangesShown, [&num_updates] { ++num_updates; });
+  const auto reply = [&panel, &num_updates] {
     panel.newConversation();
     QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    QEventLoop loop;
+    QObject::connect(&panel, &ChatPanel::replyFinished, &loop, &QEventLoop::quit);
     panel.input()->setPlainText(
         QStringLiteral("Write a Python program that prints a multiplication table from 1 to 12, "
                        "with comments explaining each line."));
+    num_updates = 0;
     const double gui_before = thread_seconds();
     panel.send();
-    while (finished.isEmpty()) QTest::qWait(20);
+    if (finished.isEmpty()) loop.exec();
     const auto stats = finished.first().at(1).value<GenerationStats>();
     return std::tuple(stats.tokensPerSecond(), stats.numGeneratedTokens, 1e3 * (thread_seconds() - gui_before));
   };
@@ -148,18 +162,32 @@ int main(int argc, char** argv) {
   }
   std::printf("round  application tok/s (tokens, GUI thread CPU ms)  iwb bench tok/s\n");
   for (int r = 0; r < rounds; ++r) {
-    const auto [rate, num_tokens, gui_ms] = reply();
+    // The order alternates, so neither side always runs on a core just warmed (or heated) by
+    // the other.
+    double rate = 0, gui_ms = 0;
+    int num_tokens = 0;
+    if (r % 2 == 0) std::tie(rate, num_tokens, gui_ms) = reply();
     auto result = run_bench(**engine, bench, std::nullopt);
+    if (r % 2 == 1) std::tie(rate, num_tokens, gui_ms) = reply();
     if (!result || result->empty()) {
       std::fprintf(stderr, "bench: %s\n", result ? "no result" : result.error_message().c_str());
       return 1;
     }
     app_rates.push_back(rate);
     bench_rates.push_back(result->front().tokens_per_s_mean);
-    std::printf("%5d  %8.2f (%d, %.0f ms)  %21.2f\n", r + 1, rate, num_tokens, gui_ms, bench_rates.back());
+    std::printf("%5d  %8.2f (%d, %.0f ms, %d updates of %.2f ms)  %12.2f\n", r + 1, rate, num_tokens, gui_ms,
+                num_updates, panel.messageView()->streamCostMs(), bench_rates.back());
   }
   const double a = median(app_rates), b = median(bench_rates);
   std::printf("median application %.2f tok/s, iwb bench %.2f tok/s: application / bench %.3f\n", a, b,
               b > 0 ? a / b : 0);
+  // Each round's two figures ran within seconds of each other, so their ratio is paired against
+  // the memory bandwidth's drift, which moves single figures by 20-30% over minutes.
+  std::vector<double> ratios;
+  for (size_t r = 0; r < app_rates.size(); ++r) {
+    if (bench_rates[r] > 0) ratios.push_back(app_rates[r] / bench_rates[r]);
+  }
+  std::printf("per-round application / bench: median %.3f, quartiles %.3f-%.3f, %zu rounds\n", median(ratios),
+              quantile(ratios, 0.25), quantile(ratios, 0.75), ratios.size());
   return 0;
 }
