@@ -6,6 +6,7 @@
 
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/softmax.h"
+#include "paged_attention_decode.h"
 #include "paged_attention_quant.h"
 #include "paged_attention_tiles.h"
 #include "parallel.h"
@@ -100,7 +101,8 @@ int64_t kv_row_units(GgmlType type, int64_t n) {
 
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
-  if (detail::paged_attention_tiled(a)) return true;  // AVX-512: key tiles, online softmax, any cache type
+  if (detail::paged_attention_decode(a)) return true;  // AVX-512, one query per sequence run: decode
+  if (detail::paged_attention_tiled(a)) return true;   // AVX-512: key tiles, online softmax, any cache type
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;

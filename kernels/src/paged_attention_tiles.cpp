@@ -8,6 +8,7 @@
 #include "paged_attention_tiles.h"
 
 #include "cpu_features.h"
+#include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
 #include "parallel.h"
 
@@ -42,29 +43,28 @@ struct Scratch {
   std::vector<float> k_rows;      // [16 x head_dim] keys before the transpose
 };
 
-// The cache slots of keys first .. first + n - 1 of a sequence, through its block table.
-void slots_of(const PagedAttentionArgs& a, const int32_t* table, int64_t first, int64_t n, int64_t* slots) {
-  for (int64_t j = 0; j < n;) {
-    const int64_t p = first + j, offset = p % a.block_size;
-    const int64_t run = std::min(a.block_size - offset, n - j);
-    const int64_t base = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + offset;
-    for (int64_t r = 0; r < run; ++r) slots[j + r] = base + r;
-    j += run;
-  }
-}
-
 // Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:],
 // both f32 (from f16 or expanded from a quantized cache's blocks, so every cache type meets the
-// same f32 scores, online softmax and value sums); keys nk..key_tile-1 read as zero.
+// same f32 scores, online softmax and value sums); keys nk..key_tile-1 read as zero. The rows
+// of keys attention_prefetch_keys() further on, up to key_end, are prefetched meanwhile.
 IWB_AVX512 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
-                          int64_t key_tile, Scratch& s) {
+                          int64_t key_end, int64_t key_tile, Scratch& s) {
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
   const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
   const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
+  const int64_t ahead = attention_prefetch_keys();
   for (int64_t j0 = 0; j0 < key_tile; j0 += 16) {
     const int64_t n16 = std::clamp<int64_t>(nk - j0, 0, 16);
     int64_t slots[16];
+    if (ahead > 0) {
+      const int64_t first = k0 + j0 + ahead, n = std::clamp<int64_t>(key_end - first, 0, 16);
+      slots_of(a, table, first, n, slots);
+      for (int64_t j = 0; j < n; ++j) {
+        prefetch_row(a.k_cache + slots[j] * k_row + g * k_head, 2 * k_head);
+        prefetch_row(a.v_cache + slots[j] * v_row + g * v_head, 2 * v_head);
+      }
+    }
     slots_of(a, table, k0 + j0, n16, slots);
     for (int64_t j = 0; j < n16; ++j) {
       const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
@@ -156,15 +156,6 @@ IWB_AVX512 void accumulate_values(float* const* o, const float* const* p, const 
   }
 }
 
-// softcap * tanh(x / softcap), tanh(y) = 1 - 2 / (1 + exp(2y)).
-IWB_AVX512 inline __m512 soft_cap(__m512 x, float cap) {
-  const __m512 y2 = _mm512_mul_ps(x, _mm512_set1_ps(2.0f / cap));
-  const __m512 e = exp_avx512(y2);
-  const __m512 t =
-      _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
-  return _mm512_mul_ps(t, _mm512_set1_ps(cap));
-}
-
 IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, Scratch& s) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
@@ -190,7 +181,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
 
   for (int64_t k0 = k_begin; k0 <= last_pos; k0 += key_tile) {
     const int64_t nk = std::min(key_tile, last_pos - k0 + 1);
-    load_tile(a, table, w.kv_head, k0, nk, key_tile, s);
+    load_tile(a, table, w.kv_head, k0, nk, last_pos + 1, key_tile, s);
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const float* q[4];
       float* p[4];
@@ -225,7 +216,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
         masks[c] = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_lo)), _MM_CMPINT_NLT) &
                    _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_hi)), _MM_CMPINT_LE);
         __m512 x = _mm512_loadu_ps(pr + 16 * c);
-        if (a.softcap > 0.0f) x = soft_cap(x, a.softcap);
+        if (a.softcap > 0.0f) x = soft_cap_avx512(x, a.softcap);
         x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), masks[c], x);
         _mm512_storeu_ps(pr + 16 * c, x);
         vmax = _mm512_max_ps(vmax, x);

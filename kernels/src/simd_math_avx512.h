@@ -1,6 +1,6 @@
 // Helpers of the AVX-512 kernels (private to kernels/src): a vector exp (range reduction by ln 2
 // and a degree-7 polynomial, relative error near 1e-7 as std::exp in f32; inputs below -104
-// give nearly 0, above 89 inf) and a 16 x 16 transpose of f32 values.
+// give nearly 0, above 89 inf), soft-capping, and a 16 x 16 transpose of f32 values.
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -23,6 +23,15 @@ __attribute__((target("avx512f,fma"))) inline __m512 exp_avx512(__m512 x) {
   __m512 p = _mm512_set1_ps(kC[7]);
   for (int i = 6; i >= 0; --i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[i]));
   return _mm512_scalef_ps(p, n);  // p * 2^n, to 0 or inf past the f32 range
+}
+
+// softcap * tanh(x / softcap), tanh(y) = 1 - 2 / (1 + exp(2y)).
+__attribute__((target("avx512f,fma"))) inline __m512 soft_cap_avx512(__m512 x, float cap) {
+  const __m512 y2 = _mm512_mul_ps(x, _mm512_set1_ps(2.0f / cap));
+  const __m512 e = exp_avx512(y2);
+  const __m512 t =
+      _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  return _mm512_mul_ps(t, _mm512_set1_ps(cap));
 }
 
 // In place: row i of the 16 x 16 block becomes column i.

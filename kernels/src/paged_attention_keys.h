@@ -1,0 +1,55 @@
+// Reading a sequence's keys and values out of the paged cache (private to kernels/src), for the
+// AVX-512 attention kernels (paged_attention_tiles.cpp, paged_attention_decode.cpp): the slots
+// of a run of keys through the block table, and software prefetch of one KV head's rows.
+#pragma once
+
+#include "iwb/kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace iwb::detail {
+
+// The cache slots of keys first .. first + n - 1 of a sequence, through its block table.
+inline void slots_of(const PagedAttentionArgs& a, const int32_t* table, int64_t first, int64_t n, int64_t* slots) {
+  for (int64_t j = 0; j < n;) {
+    const int64_t p = first + j, offset = p % a.block_size;
+    const int64_t run = std::min(a.block_size - offset, n - j);
+    const int64_t base = static_cast<int64_t>(table[p / a.block_size]) * a.block_size + offset;
+    for (int64_t r = 0; r < run; ++r) slots[j + r] = base + r;
+    j += run;
+  }
+}
+
+// How many keys ahead of the ones being read their head's K and V rows are prefetched. One
+// KV head's row is a few hundred bytes of a slot that holds every head's, and a cache block
+// ends every block_size keys, so the hardware's stream prefetchers (which stop at 4 KiB pages)
+// fetch little of it ahead. IWB_ATTENTION_PREFETCH sets it (0: none).
+inline int64_t attention_prefetch_keys() {
+  static const int64_t kKeys = [] {
+    const char* v = std::getenv("IWB_ATTENTION_PREFETCH");
+    return v != nullptr && std::atoi(v) >= 0 ? static_cast<int64_t>(std::atoi(v)) : int64_t{64};
+  }();
+  return kKeys;
+}
+
+// Prefetches the `bytes` bytes at p (a head's row: its lines, and the last one when the row
+// starts inside a line). Always inlined: GCC judges a function made of prefetches free of
+// effects and drops calls to it that it has not inlined yet (the decode kernel's were gone).
+__attribute__((always_inline)) inline void prefetch_row(const void* p, int64_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  const auto* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  _mm_prefetch(c + bytes - 1, _MM_HINT_T0);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+}  // namespace iwb::detail
