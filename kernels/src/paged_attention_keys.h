@@ -38,14 +38,15 @@ inline int64_t attention_prefetch_keys() {
   return kKeys;
 }
 
-// Prefetches the `bytes` bytes at p (a head's row: its lines, and the last one when the row
-// starts inside a line). Always inlined: GCC judges a function made of prefetches free of
-// effects and drops calls to it that it has not inlined yet (the decode kernel's were gone).
+// Prefetches the lines the `bytes` bytes at p touch (a head's row). Always inlined: GCC judges
+// a function made of prefetches free of effects and drops calls to it that it has not inlined
+// yet (the decode kernel's were gone).
 __attribute__((always_inline)) inline void prefetch_row(const void* p, int64_t bytes) {
 #if defined(__x86_64__) || defined(__i386__)
-  const auto* c = static_cast<const char*>(p);
-  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
-  _mm_prefetch(c + bytes - 1, _MM_HINT_T0);
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + static_cast<uintptr_t>(bytes); line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  }
 #else
   (void)p;
   (void)bytes;
