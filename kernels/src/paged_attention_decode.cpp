@@ -326,7 +326,7 @@ bool is_disabled() {
 }  // namespace
 
 bool paged_attention_decode(const PagedAttentionArgs& a) {
-  if (cpu_path() != CpuPath::Avx512 || is_disabled()) return false;
+  if (cpu_path() != CpuPath::Avx512 || is_disabled() || a.is_batch_invariant) return false;
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
   if (dk % 16 != 0 || dv % 16 != 0 || dk > kMaxHeadDim || dv > kMaxHeadDim) return false;
   for (int64_t t = 0; t + 1 < a.num_tokens; ++t) {

@@ -14,7 +14,8 @@ namespace iwb::detail {
 
 // False (writing nothing) when the batch holds a run of consecutive positions of one sequence
 // (a prompt: the tiled kernel shares its key tiles among the run), when head sizes are not
-// multiples of 16 or exceed 512, when the CPU lacks AVX-512, or when IWB_ATTENTION_DECODE=0.
+// multiples of 16 or exceed 512, when the CPU lacks AVX-512, when the arguments ask for batch
+// invariance, or when IWB_ATTENTION_DECODE=0.
 // Arguments must already be valid.
 bool paged_attention_decode(const PagedAttentionArgs& args);
 

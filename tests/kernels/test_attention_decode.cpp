@@ -4,7 +4,7 @@
 // per KV head), head sizes 64 to 256 (80: a column tail), depths from one key to past several
 // key splits, sliding windows, soft-capping and sinks, batches of several sequences, and 1-3
 // threads (which change how the keys are split). A batch holding a run of positions (a
-// prompt) is declined and left to the tiled kernel.
+// prompt), or asking for batch invariance, is declined and left to the tiled kernel.
 #include "cpu_features.h"
 #include "paged_attention_decode.h"
 
@@ -187,6 +187,13 @@ class TestAttentionDecode : public QObject {
     s.args.output = out.data();
     QVERIFY(!detail::paged_attention_decode(s.args));
     QVERIFY(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));  // nothing written
+    // So is a decode batch that must not depend on its company (batch-invariant mode).
+    PagedAttentionArgs alone = s.args;
+    alone.num_tokens = 1;
+    QVERIFY(detail::paged_attention_decode(alone));
+    alone.is_batch_invariant = true;
+    QVERIFY(!detail::paged_attention_decode(alone));
+    std::fill(out.begin(), out.end(), NAN);
     QVERIFY(paged_attention(s.args));
     s.args.output = ref.data();
     QVERIFY(paged_attention_ref(s.args));

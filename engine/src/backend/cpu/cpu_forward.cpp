@@ -367,6 +367,7 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.v_scale = kv.v_scale(il);
   const std::vector<float>& sinks = m_weights.layers[static_cast<size_t>(il)].attn_sinks;
   attn.sinks = sinks.empty() ? nullptr : sinks.data();
+  attn.is_batch_invariant = m_is_batch_invariant;
   if (!paged_attention(attn)) return kernel_failed("paged attention", il);
   record(op, 0, n);
   return {};

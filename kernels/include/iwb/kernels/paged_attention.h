@@ -55,6 +55,10 @@ struct PagedAttentionArgs {
   float k_scale = 1.0f;                   // F8_E4M3 keys: stored values are key / k_scale (other types: unused)
   float v_scale = 1.0f;                   // F8_E4M3 values: stored values are value / v_scale
   const float* sinks = nullptr;           // [num_heads] sink logits (not scaled, not soft-capped), or null
+  // A token's output bit for bit the same whatever else the batch holds (the engine's
+  // batch-invariant mode): the AVX-512 decode kernel, whose key splits follow the batch and
+  // whose sums run in another order than the tiled kernel's, is not used.
+  bool is_batch_invariant = false;
 };
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
