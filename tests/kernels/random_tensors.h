@@ -116,10 +116,12 @@ inline std::vector<uint8_t> random_tensor_bytes(GgmlType type, int64_t rows, int
 }
 
 // Largest |got - expected| relative to the largest |expected| (a norm-relative error that
-// stays meaningful for values near zero).
+// stays meaningful for values near zero). A NaN where the other side has none is an infinite
+// error (std::max would pass over it: tests fill outputs with NaN to catch unwritten ones).
 inline double max_relative_error(const float* got, const float* expected, size_t n) {
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(got[i]) != std::isnan(expected[i])) return INFINITY;
     max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - expected[i]));
     max_ref = std::max(max_ref, std::fabs(static_cast<double>(expected[i])));
   }
