@@ -1,8 +1,11 @@
 // The desktop application's decode speed next to `iwb bench`'s, in one process, rounds
 // interleaved: the chat panel (shown on the offscreen platform, streaming every token into its
 // message view) asks the engine worker thread for a greedy reply of N tokens, as a person's
-// Send does; then the same model, loaded as `iwb bench` loads it, runs tgN on this thread.
-// A plain program, not a test: it prints figures (docs/benchmarks.md).
+// Send does; and the same model, loaded as `iwb bench` loads it, runs tgN on this thread
+// (after the reply in odd rounds, before it in even ones). It prints each round, the medians,
+// and the median and quartiles of the rounds' own ratios, the figure to quote (each round's
+// pair runs seconds apart; the memory bandwidth drifts over minutes). A plain program, not a
+// test: it prints figures (docs/benchmarks.md).
 //
 //   QT_QPA_PLATFORM=offscreen bench_app_decode MODEL.gguf [-n TOKENS] [-r ROUNDS] [-t THREADS] [-p 1]
 // IWB_BENCH_HIDDEN=1: the panel is not shown (nothing painted); IWB_BENCH_RAW_TEXT=1: replies as
