@@ -235,9 +235,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s,
   float* o = s.o.data();
   for (int r = 0; r < R; ++r) {
     const int64_t h = g * group + w.row0 + r;
-    const float* src = a.q + (w.token * a.num_heads + h) * dk;
-    for (int64_t d = 0; d < dk; ++d) q[r * dk + d] = src[d] * a.scale;
-    if (rot_k > 0) hadamard_rotate(q + r * dk, dk, rot_k);  // keys stored rotated: (Hq).(Hk) = q.k
+    prepare_query(a, w.token, h, rot_k, q + r * dk);
     // A sink (gpt-oss) joins the first range's softmax as one more key without a value.
     const bool has_sink = a.sinks != nullptr && w.split == 0;
     s.m[r] = has_sink ? a.sinks[h] : -INFINITY;
@@ -297,11 +295,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s,
   for (int r = 0; r < R; ++r) {
     const int64_t h = g * group + w.row0 + r;
     if (num_splits == 1) {
-      float* out = a.output + (w.token * a.num_heads + h) * dv;
-      const __m512 inv = _mm512_set1_ps(1.0f / s.l[r]);
-      for (int64_t d = 0; d < dv; d += 16)
-        _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(o + r * dv + d), inv));
-      if (rot_v > 0) hadamard_rotate(out, dv, rot_v);  // values stored rotated: back with H
+      write_output(a, w.token, h, o + r * dv, s.l[r], rot_v);
     } else {
       const int64_t i = partials.offset[w.token] + h * num_splits + w.split;
       partials.m[i] = s.m[r];
@@ -416,9 +410,7 @@ bool paged_attention_decode(const PagedAttentionArgs& a) {
           const float* o = &partials.o[(first + sp) * dv];
           for (int64_t d = 0; d < dv; ++d) out[d] += w * o[d];
         }
-        const float inv = 1.0f / l;
-        for (int64_t d = 0; d < dv; ++d) out[d] *= inv;
-        if (rot_v > 0) hadamard_rotate(out, dv, rot_v);
+        write_output(a, t, h, out, l, rot_v);
       }
     }
   }

@@ -1,9 +1,10 @@
-// Reading a sequence's keys and values out of the paged cache (private to kernels/src), for the
-// AVX-512 attention kernels (paged_attention_tiles.cpp, paged_attention_decode.cpp): the slots
-// of a run of keys through the block table, and software prefetch of one KV head's rows.
+// What the AVX-512 attention kernels (paged_attention_tiles.cpp, paged_attention_decode.cpp)
+// share (private to kernels/src): the slots of a run of keys through the block table, software
+// prefetch of one KV head's rows, and a query row in and an output row out.
 #pragma once
 
 #include "iwb/kernels/paged_attention.h"
+#include "paged_attention_quant.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -51,6 +52,23 @@ __attribute__((always_inline)) inline void prefetch_row(const void* p, int64_t b
   (void)p;
   (void)bytes;
 #endif
+}
+
+// Query head h of token t times the attention scale into dst, rotated when the keys are stored
+// rotated (rot_k > 0: then (Hq).(Hk) = q.k).
+inline void prepare_query(const PagedAttentionArgs& a, int64_t t, int64_t h, int64_t rot_k, float* dst) {
+  const float* q = a.q + (t * a.num_heads + h) * a.head_dim;
+  for (int64_t d = 0; d < a.head_dim; ++d) dst[d] = q[d] * a.scale;
+  if (rot_k > 0) hadamard_rotate(dst, a.head_dim, rot_k);
+}
+
+// The output of token t, head h: o / l, rotated back when the values are stored rotated
+// (rot_v > 0). o may be that output row itself.
+inline void write_output(const PagedAttentionArgs& a, int64_t t, int64_t h, const float* o, float l, int64_t rot_v) {
+  float* out = a.output + (t * a.num_heads + h) * a.head_dim_v;
+  const float inv = 1.0f / l;
+  for (int64_t d = 0; d < a.head_dim_v; ++d) out[d] = o[d] * inv;
+  if (rot_v > 0) hadamard_rotate(out, a.head_dim_v, rot_v);
 }
 
 }  // namespace iwb::detail

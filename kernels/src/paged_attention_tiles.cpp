@@ -170,9 +170,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
   // Row r = token i * group + head hh: q scaled once, m = -inf, l = 0, o = 0.
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
-    const float* q = a.q + (t * a.num_heads + h) * dk;
-    for (int64_t d = 0; d < dk; ++d) s.q[r * dk + d] = q[d] * a.scale;
-    if (rot_k > 0) hadamard_rotate(&s.q[r * dk], dk, rot_k);  // keys stored rotated: (Hq).(Hk) = q.k
+    prepare_query(a, t, h, rot_k, &s.q[r * dk]);
     // A sink (gpt-oss) starts the online softmax as one extra key with no value: m = sink, l = 1.
     s.m[r] = a.sinks ? a.sinks[h] : -INFINITY;
     s.l[r] = a.sinks ? 1.0f : 0.0f;
@@ -246,11 +244,7 @@ IWB_AVX512 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
-    float* out = a.output + (t * a.num_heads + h) * dv;
-    const __m512 inv = _mm512_set1_ps(1.0f / s.l[r]);
-    for (int64_t d = 0; d < dv; d += 16)
-      _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(&s.o[r * dv + d]), inv));
-    if (rot_v > 0) hadamard_rotate(out, dv, rot_v);  // values stored rotated: back with H
+    write_output(a, t, h, &s.o[r * dv], s.l[r], rot_v);
   }
 }
 
