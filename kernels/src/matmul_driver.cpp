@@ -51,9 +51,10 @@ const DotKernels* kernels_for(GgmlType type) {
 struct ScratchTag;
 uint8_t* thread_scratch(size_t bytes) { return thread_buffer<ScratchTag>(bytes); }
 
-// Without tile or GEMM kernels (AVX2, portable) the row dot products unpack every weight block
-// once per token; past this many tokens the dequantizing path, which unpacks once per call,
-// is faster (AVX2 on Zen 5, 64 tokens: 34-42 against 52 GMAC/s per core).
+// Without tile or GEMM kernels (the portable loops) the row dot products unpack every weight
+// block once per token; past this many tokens the dequantizing path, which unpacks once per
+// call, is faster (AVX2 row dots on Zen 5, 64 tokens: 34-42 against 52 GMAC/s per core). The
+// AVX2 GEMM takes over from the next token count (quant_dot_avx2_kernels.inc).
 constexpr int64_t kMaxRowDotTokens = 4;
 
 struct Plan {

@@ -136,6 +136,11 @@ size_t float_gemm_amx_buffer_bytes(int64_t num_elements);
 void float_gemm_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
 size_t float_gemm_amx_group_bytes(int64_t num_elements);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
+// AVX2 (and AVX-VNNI) GEMMs of every quantized type with dot kernels, on panels of
+// kQuantGemmAvx2Rows rows (quant_gemm_avx2.cpp).
+inline constexpr int kQuantGemmAvx2Rows = 8;
+QuantGemmFn select_quant_gemm_avx2(GgmlType type);
+size_t quant_gemm_avx2_buffer_bytes(GgmlType type, int64_t num_elements);
 size_t quant_gemm_kquant_buffer_bytes(int64_t num_elements);
 size_t float_gemm_buffer_bytes(int64_t num_elements);
 QuantizeActivationFn select_activation_quantizer(ActivationFormat format, CpuPath path);

@@ -2,8 +2,9 @@
 // shapes and random data: 769 rows of 3 super-blocks (K-quants) or 37 blocks (32-element
 // types), 1 (decode), 3 (tiles of 4 tokens with a short edge), 8 and 13 (K-quants: the
 // token-lane kernels, one and two vectors of 8 tokens, the second part padding; 32-element
-// types: the GEMM) and 17 tokens (the AVX-512 GEMM's 16-row tiles; AVX2 and portable
-// loops hand more than 4 tokens to the dequantizing path),
+// types: the GEMM) and 17 tokens (the AVX-512 GEMM's 16-row tiles; the AVX2 GEMM's 8-row
+// panels, 769 rows leaving one row in the last, and groups of 4 tokens then single ones; the
+// portable loops hand more than 4 tokens to the dequantizing path),
 // 1 and 2 threads, with and without bias and caller scratch. Run once per CPU path (see
 // CMakeLists.txt).
 //
