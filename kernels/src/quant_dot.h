@@ -104,7 +104,7 @@ struct DotKernels {
 };
 
 // The kernels for `type` on `path`; false when there are none (Q2_K, Q3_K, and F16/BF16/F32
-// below AVX-512: those keep the dequantizing matmul).
+// on the portable path: those keep the dequantizing matmul).
 bool select_dot_kernels(GgmlType type, CpuPath path, DotKernels* out);
 
 // Per-path entry points (quant_dot_portable.cpp, quant_dot_avx2.cpp, quant_dot_avx_vnni.cpp, quant_dot_avx512.cpp,
@@ -118,6 +118,7 @@ bool select_quant_dot_avx_vnni(GgmlType type, DotKernels* out);
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out);
 TileDotFn select_quant_tile_avx512(GgmlType type);
 bool select_float_dot_avx512(GgmlType type, DotKernels* out);
+bool select_float_dot_avx2(GgmlType type, DotKernels* out);   // vec_dot only (float_dot_avx2.cpp)
 QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
 QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
 bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes

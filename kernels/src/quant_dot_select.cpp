@@ -37,7 +37,7 @@ bool select_dot_kernels(GgmlType type, CpuPath path, DotKernels* out) {
       if (path == CpuPath::AvxVnni && select_quant_dot_avx_vnni(type, out)) return true;
       [[fallthrough]];
     case CpuPath::Avx2:
-      if (select_quant_dot_avx2(type, out)) return true;
+      if (select_quant_dot_avx2(type, out) || select_float_dot_avx2(type, out)) return true;
       [[fallthrough]];
     case CpuPath::Portable: return select_quant_dot_portable(type, out);
   }
