@@ -3,6 +3,7 @@
 #pragma once
 
 #include "quant_dot.h"
+#include "quant_unpack_common.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (their undefined upper halves) as uninitialized
 // when they inline (GCC bug 105593); the code is fine.
@@ -112,18 +113,6 @@ IWB_AVX512 inline __m512i unpack_two(const Block* b) {
     }
     return u;
   }
-}
-
-// The 6-bit scales (bytes 0..7 of *sc) and mins (*m) of a Q4_K/Q5_K block, as
-// unpack_scale_min_k4 lays them out, four at a time.
-inline void unpack_k4_scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
-  uint32_t s[3];
-  std::memcpy(s, packed, sizeof s);
-  const uint32_t sc_lo = s[0] & 0x3f3f3f3fu, m_lo = s[1] & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (s[2] & 0x0f0f0f0fu) | (((s[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((s[2] >> 4) & 0x0f0f0f0fu) | (((s[1] >> 6) & 0x03030303u) << 4);
-  *sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
-  *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
 // 16-bit lane indices [lo x 16, hi x 16] for vpermw.

@@ -12,6 +12,7 @@
 // Q8_0's signed weights take the sign trick instead (|w| times a with w's sign), one step at a
 // time.
 #include "quant_dot.h"
+#include "quant_unpack_common.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -75,15 +76,6 @@ IWB_AVX2_GEMM inline void transpose_dwords(__m256i r[8]) {
 IWB_AVX2_GEMM inline __m256i nibbles(const uint8_t* qs) {
   const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
-}
-
-// 0x10 in byte j where bit j of `bits` is set (the fifth bit of Q5_0/Q5_1 element j).
-IWB_AVX2_GEMM inline __m256i high_bits(uint32_t bits) {
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
 // ---- 32-element types: x = d * (u - offset) (+ m), u unsigned; Q8_0 signed ----
@@ -155,7 +147,7 @@ IWB_AVX2_GEMM inline __m256i unpack_block(const Block& b) {
   } else if constexpr (std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>) {
     uint32_t qh;
     std::memcpy(&qh, b.qh, sizeof qh);
-    return _mm256_or_si256(nibbles(b.qs), high_bits(qh));
+    return _mm256_or_si256(nibbles(b.qs), expand_high_bits(qh));
   } else {
     return nibbles(b.qs);
   }
@@ -245,16 +237,6 @@ constexpr int kquant_max_code() {
   return std::is_same_v<Block, BlockQ6_K> ? 63 : std::is_same_v<Block, BlockQ5_K> ? 31 : 15;
 }
 
-// The 6-bit scales and mins of a Q4_K/Q5_K super-block (unpack_scale_min_k4's layout).
-inline void unpack_k4_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
-  uint32_t s[3];
-  std::memcpy(s, packed, sizeof s);
-  const uint32_t words[4] = {s[0] & 0x3f3f3f3fu, (s[2] & 0x0f0f0f0fu) | (((s[0] >> 6) & 0x03030303u) << 4),
-                             s[1] & 0x3f3f3f3fu, ((s[2] >> 4) & 0x0f0f0f0fu) | (((s[1] >> 6) & 0x03030303u) << 4)};
-  std::memcpy(sc, words, 8);
-  std::memcpy(m, words + 2, 8);
-}
-
 // Elements 32j .. 32j+31 of a super-block as unsigned codes.
 template <typename Block>
 IWB_AVX2_GEMM inline __m256i unpack_sub_block(const Block& b, int j) {
@@ -317,10 +299,10 @@ IWB_AVX2_GEMM void pack_kquant(const uint8_t* weight, size_t stride, int num_row
       int32_t* mins = scales + 8 * kRows;
       auto* d = reinterpret_cast<float*>(mins + 4 * kRows);
       for (int i = 0; i < kRows; ++i) {
-        uint8_t sc[8], m[8];
-        unpack_k4_scales(rows[i][b].scales, sc, m);
-        for (int j = 0; j < 8; ++j) scales[j * kRows + i] = pair16(sc[j], sc[j]);
-        for (int p = 0; p < 4; ++p) mins[p * kRows + i] = pair16(m[2 * p], m[2 * p + 1]);
+        uint64_t sc, m;
+        unpack_k4_scales(rows[i][b].scales, &sc, &m);
+        for (int j = 0; j < 8; ++j) scales[j * kRows + i] = pair16(k4_byte(sc, j), k4_byte(sc, j));
+        for (int p = 0; p < 4; ++p) mins[p * kRows + i] = pair16(k4_byte(m, 2 * p), k4_byte(m, 2 * p + 1));
         d[i] = half(rows[i][b].d);
         d[kRows + i] = half(rows[i][b].dmin);
       }
