@@ -118,7 +118,9 @@ bool select_quant_dot_avx_vnni(GgmlType type, DotKernels* out);
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out);
 TileDotFn select_quant_tile_avx512(GgmlType type);
 bool select_float_dot_avx512(GgmlType type, DotKernels* out);
-bool select_float_dot_avx2(GgmlType type, DotKernels* out);   // vec_dot only (float_dot_avx2.cpp)
+bool select_float_dot_avx2(GgmlType type, DotKernels* out);  // float_dot_avx2.cpp
+inline constexpr int kFloatGemmAvx2Rows = 16;
+size_t float_gemm_avx2_buffer_bytes(int64_t num_elements);
 QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
 QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
 bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes

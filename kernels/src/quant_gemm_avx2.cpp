@@ -48,30 +48,6 @@ IWB_AVX2_GEMM inline __m256i add_in_order(__m256i a, __m256i b) {
   return sum;
 }
 
-// 8 x 8 transpose of 32-bit values: r[i] = the 8 dwords of row i becomes r[k] = dword k (bytes
-// 4k .. 4k+3) of rows 0..7.
-IWB_AVX2_GEMM inline void transpose_dwords(__m256i r[8]) {
-  __m256i t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
-    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  // u[e] holds dwords e (low 128 bits) and e + 4 (high) of rows 0-3, u[4 + e] those of rows 4-7.
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    r[e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x20);
-    r[e + 4] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x31);
-  }
-}
-
 // Low nibbles of 16 bytes (elements 0..15), then their high nibbles (16..31).
 IWB_AVX2_GEMM inline __m256i nibbles(const uint8_t* qs) {
   const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -397,6 +373,8 @@ IWB_AVX2_GEMM void run_group(Kernel kernel, const uint8_t* packed, int64_t nb, c
     acc[t] = _mm256_load_ps(lanes);
   }
   kernel(packed, nb, a, acc);
+  // Unrolled, so acc can stay in registers through the kernel.
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     float* y = out + (t0 + t) * out_stride;
     if (num_rows == kRows) {

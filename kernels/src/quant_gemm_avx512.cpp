@@ -105,7 +105,9 @@ IWB_AVX512 void gemm_legacy(const uint8_t* weight, size_t weight_stride, int num
 
 // The largest of the AVX-512, AMX and AVX2 kernels' buffers (the type's DotKernels use one of them).
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t n) {
-  if (!ggml_type_traits(type).is_quantized) return std::max(float_gemm_buffer_bytes(n), float_gemm_amx_buffer_bytes(n));
+  if (!ggml_type_traits(type).is_quantized) {
+    return std::max({float_gemm_buffer_bytes(n), float_gemm_amx_buffer_bytes(n), float_gemm_avx2_buffer_bytes(n)});
+  }
   const size_t avx2 = quant_gemm_avx2_buffer_bytes(type, n);
   if (ggml_type_traits(type).block_size == kQK_K) {
     return std::max({quant_gemm_kquant_buffer_bytes(n), quant_gemm_kquant_amx_buffer_bytes(n), avx2});

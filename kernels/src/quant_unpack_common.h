@@ -1,6 +1,7 @@
 // Unpacking helpers shared by the CPU kernel families (private to kernels/src): the Q4_K/Q5_K
-// scale bytes (scalar, any target) and the Q5 fifth-bit expansion of the 256-bit kernels (AVX2:
-// callable from functions whose target includes AVX2, the AVX2, AVX-VNNI and AVX-512 files).
+// scale bytes (scalar, any target), the Q5 fifth-bit expansion of the 256-bit kernels and the
+// 8 x 8 transpose of the AVX2 GEMMs' panels (AVX2: callable from functions whose target includes
+// AVX2, the AVX2, AVX-VNNI and AVX-512 files).
 #pragma once
 
 #include <immintrin.h>
@@ -34,6 +35,31 @@ __attribute__((target("avx2"))) inline __m256i expand_high_bits(uint32_t bits) {
   const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
+
+// 8 x 8 transpose of 32-bit values: r[i] = the 8 dwords of row i becomes r[k] = dword k (bytes
+// 4k .. 4k+3, or float k) of rows 0..7: the AVX2 GEMMs' panel layout.
+__attribute__((target("avx2"))) inline void transpose_dwords(__m256i r[8]) {
+  __m256i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  // u[e] holds dwords e (low 128 bits) and e + 4 (high) of rows 0-3, u[4 + e] those of rows 4-7.
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    r[e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x20);
+    r[e + 4] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x31);
+  }
+}
+
 #endif
 
 }  // namespace iwb::detail
