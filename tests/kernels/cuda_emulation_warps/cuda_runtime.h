@@ -1,7 +1,7 @@
 // Host-only stand-in for the CUDA runtime and device intrinsics that the forward-pass kernels
 // use (kernels/cuda/{norm,rope,kv_cache,paged_attention,paged_attention_tc,sampling}.cu), so their
 // real device and launch code runs on the CPU in tests: every thread of a block is a fiber
-// (ucontext) on the calling thread, the blocks of a 3-D grid run one after another. Barriers are
+// (its own stack) on the calling thread, the blocks of a 3-D grid run one after another. Barriers are
 // exact: __syncthreads waits for every live thread of the block, __syncwarp, the shuffles and
 // the WMMA operations (mma.h here) for every live lane of the warp, so warps that take different
 // warp-uniform paths are emulated faithfully; threads stuck at different barriers throw.
@@ -11,6 +11,10 @@
 #define IWB_CUDA_EMULATION 1
 
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <math.h>
 
@@ -89,14 +93,55 @@ namespace iwb_emulation {
 
 enum class Wait { None, Warp, Block, Done };
 
+// A switch between two stacks. glibc's swapcontext saves and restores the signal mask with a
+// system call on every switch: that was 95% of test_cuda_matvec_emulated's time (perf, AMD Zen 3
+// guest: 17 s for one type's wide blocks, 9 of them in the kernel). On x86-64 the switch is six
+// pushes, a stack pointer exchange and six pops; elsewhere it stays ucontext.
+#if defined(__x86_64__)
+struct Context {
+  void* sp = nullptr;
+};
+// Saves the callee-saved registers on the current stack, stores its pointer in *save_sp, and
+// continues on next_sp where the same registers were saved (or made up by make_context).
+__attribute__((naked, noinline)) inline void switch_stacks(void** /*save_sp*/, void* /*next_sp*/) {
+  asm("pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
+      "movq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n\t"
+      "popq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret");
+}
+// A context that starts entry() on the given stack; entry must never return.
+inline void make_context(Context& context, char* stack, size_t size, void (*entry)()) {
+  auto top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t{15};
+  auto* slot = reinterpret_cast<void**>(top);
+  *--slot = nullptr;                              // entry's return address: it never returns
+  *--slot = reinterpret_cast<void*>(entry);       // where switch_stacks' ret goes
+  for (int i = 0; i < 6; ++i) *--slot = nullptr;  // rbp, rbx, r12-r15
+  context.sp = slot;
+}
+inline void raw_switch(Context& from, Context& to) { switch_stacks(&from.sp, to.sp); }
+#else
+struct Context {
+  ucontext_t uc{};
+};
+inline void make_context(Context& context, char* stack, size_t size, void (*entry)()) {
+  getcontext(&context.uc);
+  context.uc.uc_stack.ss_sp = stack;
+  context.uc.uc_stack.ss_size = size;
+  context.uc.uc_link = nullptr;
+  makecontext(&context.uc, entry, 0);
+}
+inline void raw_switch(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
 struct Fiber {
-  ucontext_t context{};
+  Context context;
   std::unique_ptr<char[]> stack;
   Wait wait = Wait::None;
 };
 
 struct State {
-  ucontext_t scheduler{};
+  Context scheduler;
+  const void* scheduler_stack_bottom = nullptr;  // for ASan's stack bookkeeping
+  size_t scheduler_stack_size = 0;
   std::vector<Fiber> fibers;
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
@@ -105,21 +150,42 @@ struct State {
   size_t dynamic_bytes = 0;
 };
 inline State g_state;
-// 32 KiB per emulated thread: under ASan every switch into a fiber clears the shadow of its
-// whole stack (the swapcontext interceptor), so the stack's size is paid on every barrier; 128
-// KiB took test_cuda_matvec_emulated's wide blocks 288 s, 32 KiB 176 s (AMD Zen 4 guest).
-inline constexpr size_t kStackBytes = size_t{32} << 10;
+inline constexpr size_t kStackBytes = size_t{64} << 10;
 
-inline void fiber_main() {
-  (*g_state.body)();
-  g_state.fibers[g_state.current].wait = Wait::Done;  // returning resumes the scheduler (uc_link)
+// ASan follows a stack switch only when told (else its reports and no-return handling would
+// assume the wrong stack bounds).
+inline void switch_context(Context& from, Context& to, const void* to_bottom, size_t to_size) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, to_bottom, to_size);
+  raw_switch(from, to);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+  (void)to_bottom;
+  (void)to_size;
+  raw_switch(from, to);
+#endif
+}
+
+// Every emulated thread: runs the kernel for one block, parks as Done, and runs it again when the
+// scheduler resumes it for the next block of the same launch.
+[[noreturn]] inline void fiber_entry() {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, &g_state.scheduler_stack_bottom, &g_state.scheduler_stack_size);
+#endif
+  for (;;) {
+    (*g_state.body)();
+    Fiber& fiber = g_state.fibers[g_state.current];
+    fiber.wait = Wait::Done;
+    switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
+  }
 }
 
 // Parks the calling thread at a barrier until the scheduler releases it.
 inline void wait_at(Wait wait) {
   Fiber& fiber = g_state.fibers[g_state.current];
   fiber.wait = wait;
-  swapcontext(&fiber.context, &g_state.scheduler);
+  switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
 }
 
 inline unsigned char* dynamic_shared() {
@@ -127,25 +193,31 @@ inline unsigned char* dynamic_shared() {
   return reinterpret_cast<unsigned char*>((base + 127) & ~uintptr_t{127});
 }
 
+// Fresh fibers for a launch: each starts at fiber_entry on its own stack (kept between launches).
+inline void start_fibers(unsigned n) {
+  g_state.fibers.resize(n);
+  for (Fiber& fiber : g_state.fibers) {
+    if (!fiber.stack) fiber.stack = std::make_unique<char[]>(kStackBytes);
+#if defined(__SANITIZE_ADDRESS__)
+    // The frames a fiber of the last launch was parked in never returned: clear their poison.
+    __asan_unpoison_memory_region(fiber.stack.get(), kStackBytes);
+#endif
+    make_context(fiber.context, fiber.stack.get(), kStackBytes, fiber_entry);
+    fiber.wait = Wait::None;
+  }
+}
+
 inline void run_block() {
   const unsigned n = blockDim.x;
   std::fill(g_state.dynamic_shared.begin(), g_state.dynamic_shared.end(), static_cast<unsigned char>(0xFF));
-  for (unsigned t = 0; t < n; ++t) {
-    Fiber& fiber = g_state.fibers[t];
-    if (!fiber.stack) fiber.stack = std::make_unique<char[]>(kStackBytes);
-    getcontext(&fiber.context);
-    fiber.context.uc_stack.ss_sp = fiber.stack.get();
-    fiber.context.uc_stack.ss_size = kStackBytes;
-    fiber.context.uc_link = &g_state.scheduler;
-    fiber.wait = Wait::None;
-    makecontext(&fiber.context, fiber_main, 0);
-  }
+  for (unsigned t = 0; t < n; ++t) g_state.fibers[t].wait = Wait::None;  // Done since the last block
   for (;;) {
     for (unsigned t = 0; t < n; ++t) {  // every runnable thread runs to its next barrier or its end
-      if (g_state.fibers[t].wait != Wait::None) continue;
+      Fiber& fiber = g_state.fibers[t];
+      if (fiber.wait != Wait::None) continue;
       g_state.current = t;
       threadIdx = dim3(t);
-      swapcontext(&g_state.scheduler, &g_state.fibers[t].context);
+      switch_context(g_state.scheduler, fiber.context, fiber.stack.get(), kStackBytes);
     }
     unsigned num_done = 0, num_block = 0;
     for (unsigned t = 0; t < n; ++t) {
@@ -190,7 +262,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel, Args... a
   blockDim = block;
   const std::function<void()> body = [&] { kernel(args...); };
   g_state.body = &body;
-  g_state.fibers.resize(block.x);
+  start_fibers(block.x);
   g_state.exchange.assign(block.x, 0);
   g_state.dynamic_shared.assign(shared_bytes + 128, 0xFF);
   for (unsigned z = 0; z < grid.z; ++z) {
