@@ -12,6 +12,7 @@
 #endif
 #include <immintrin.h>
 
+#include "simd_math_avx2.h"
 #include "simd_math_avx512.h"
 
 #define IWB_AVX2 __attribute__((target("avx2,fma")))
@@ -49,18 +50,6 @@ IWB_AVX512 void gated_avx512(const float* gate, const float* up, float* out, int
   }
 }
 
-IWB_AVX2 inline __m256 exp_256(__m256 x) {
-  // Clamped so 2^n stays a normal number; exp(-87) ~ 1.6e-38 is zero for every use here.
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kC[7]);
-  for (int i = 6; i >= 0; --i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[i]));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
 template <bool kIsGelu>
 IWB_AVX2 inline __m256 gated_256(__m256 g, __m256 u) {
   __m256 k = g;
@@ -68,7 +57,7 @@ IWB_AVX2 inline __m256 gated_256(__m256 g, __m256 u) {
     k = _mm256_mul_ps(_mm256_mul_ps(g, _mm256_set1_ps(kSqrt2OverPiTimes2)),
                       _mm256_fmadd_ps(_mm256_mul_ps(g, g), _mm256_set1_ps(kGeluCoef), _mm256_set1_ps(1.0f)));
   }
-  const __m256 denom = _mm256_add_ps(_mm256_set1_ps(1.0f), exp_256(_mm256_sub_ps(_mm256_setzero_ps(), k)));
+  const __m256 denom = _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), k)));
   return _mm256_mul_ps(_mm256_div_ps(g, denom), u);
 }
 

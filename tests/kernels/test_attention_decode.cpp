@@ -1,4 +1,5 @@
-// The AVX-512 decode attention (paged_attention_decode.cpp) against paged_attention_ref: one
+// The decode attention (paged_attention_decode.cpp: AVX-512, or AVX2 on CPUs without it or
+// under IWB_CPU_AVX2=1) against paged_attention_ref: one
 // query token per sequence over caches written by write_kv_paged (F16, and quantized sides
 // rotated as the engine stores them), query-head groups of 1 to 16 (one or two groups of rows
 // per KV head), head sizes 64 to 256 (80: a column tail), depths from one key to past several
@@ -116,8 +117,10 @@ class TestAttentionDecode : public QObject {
 
  private slots:
   void initTestCase() {
-    if (detail::cpu_path() != detail::CpuPath::Avx512)
-      QSKIP("the decode kernel needs AVX-512 (this CPU runs the others)");
+    if (detail::cpu_path() == detail::CpuPath::Portable)
+      QSKIP("the decode kernels need AVX2 or AVX-512 (this CPU runs the per-pair loop)");
+    qInfo("decode kernels: %s", detail::cpu_path() == detail::CpuPath::Avx512 ? "AVX-512" : "AVX2");
+    if (qEnvironmentVariable("IWB_CPU_AVX2") == "1") QVERIFY(detail::cpu_path() != detail::CpuPath::Avx512);
   }
 
   void matchesReference_data() {
