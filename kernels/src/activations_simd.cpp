@@ -21,13 +21,8 @@
 namespace iwb::detail {
 namespace {
 
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so n * kLn2Hi is exact
-constexpr float kLn2Lo = 1.428606765330187e-06f;
 constexpr float kSqrt2OverPiTimes2 = 1.5957691216057308f;  // 2 * sqrt(2 / pi)
 constexpr float kGeluCoef = 0.044715f;
-// Taylor coefficients of exp(r) for |r| <= ln(2) / 2.
-constexpr float kC[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
 
 template <bool kIsGelu>
 IWB_AVX512 inline __m512 gated_512(__m512 g, __m512 u) {
