@@ -100,7 +100,8 @@ class TestServeMetrics(unittest.TestCase):
             s.recv(64)  # the response has begun
             s.close()
         # Until the five have all ended (aborted, or finished first on a fast machine): on a busy
-        # one the first abort comes while others still hold KV blocks.
+        # one the first abort comes while others still hold KV blocks, or still wait for their
+        # turn holding none (those would finish during the next test and move its counters).
         deadline = time.time() + 20
         while time.time() < deadline:
             now = scrape()
@@ -108,7 +109,8 @@ class TestServeMetrics(unittest.TestCase):
                 value(before, "iwb:request_success", finished_reason="abort")
             disconnected = sum("disconnected" in line for line in SERVER.lines)
             kv_usage = value(now, "iwb:kv_cache_usage_perc")
-            if aborted >= 1 and disconnected >= 1 and kv_usage == 0:
+            idle = value(now, "iwb:num_requests_running") == 0 and value(now, "iwb:num_requests_waiting") == 0
+            if aborted >= 1 and disconnected >= 1 and kv_usage == 0 and idle:
                 break
             time.sleep(0.1)
         # Clients faster than the 120 generated tokens the context leaves are possible, but not all five.
