@@ -1,7 +1,8 @@
-// Paged attention and the paged K/V write (see paged_attention.h). On AVX-512 the tiled kernel
-// (paged_attention_tiles.cpp) runs; otherwise the fast path gives each (query token, head) pair
-// to an OpenMP thread and walks the sequence's blocks run by run (no division per key); the
-// reference maps every position through the block table in double.
+// Paged attention and the paged K/V write (see paged_attention.h). On AVX-512 and AVX2 the decode
+// kernel (one query per sequence) or the tiled kernel (prompts) runs; otherwise (no AVX2, or
+// head sizes they decline) the fast path gives each (query token, head) pair to an OpenMP
+// thread and walks the sequence's blocks run by run (no division per key); the reference maps
+// every position through the block table in double.
 #include "iwb/kernels/paged_attention.h"
 
 #include "iwb/kernels/dequantize.h"
@@ -101,8 +102,8 @@ int64_t kv_row_units(GgmlType type, int64_t n) {
 
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
-  if (detail::paged_attention_decode(a)) return true;  // AVX-512, one query per sequence run: decode
-  if (detail::paged_attention_tiled(a)) return true;   // AVX-512: key tiles, online softmax, any cache type
+  if (detail::paged_attention_decode(a)) return true;  // one query per sequence run: decode
+  if (detail::paged_attention_tiled(a)) return true;   // key tiles, online softmax, any cache type
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;

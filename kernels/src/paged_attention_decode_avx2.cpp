@@ -106,18 +106,6 @@ IWB_AVX2 inline __m256 first_lanes(int64_t count) {
       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-IWB_AVX2 inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-IWB_AVX2 inline float hsum8(__m256 v) {
-  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
-}
-
 // o[r][col0 .. col0 + 8C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile.
 template <int R, int C, bool kF16>
 IWB_AVX2 void add_values(float* o, int64_t dv, int64_t col0, const float* p, const float* corr,

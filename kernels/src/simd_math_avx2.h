@@ -1,7 +1,7 @@
 // Helpers of the AVX2 kernels (private to kernels/src): a vector exp (range reduction by ln 2 and
 // a degree-7 polynomial, relative error near 1e-7 as std::exp in f32; inputs are clamped to
 // [-87, 88] so 2^n stays a normal number: exp(-87) ~ 1.6e-38 stands for every smaller value) and
-// soft-capping.
+// soft-capping, and horizontal max and sum.
 #pragma once
 
 #include <immintrin.h>
@@ -31,6 +31,19 @@ __attribute__((target("avx2,fma"))) inline __m256 soft_cap_avx2(__m256 x, float 
   const __m256 t =
       _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
   return _mm256_mul_ps(t, _mm256_set1_ps(cap));
+}
+
+// The largest and the sum of a vector's 8 elements.
+__attribute__((target("avx2"))) inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+__attribute__((target("avx2"))) inline float hsum8(__m256 v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
 }
 
 }  // namespace iwb::detail

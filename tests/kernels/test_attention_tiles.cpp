@@ -1,7 +1,9 @@
-// The tiled paged attention (AVX-512: key tiles of 64 or 32, online softmax) against
-// paged_attention_ref on shapes that cross many tiles: head sizes 128 and 256 (and 80, which
-// the tiles decline and the per-pair loop serves), grouped and multi-query heads, a 203-token
-// prefill beside decodes of another sequence, sliding windows that start mid-tile, soft-capping.
+// The tiled paged attention (AVX-512 or AVX2: key tiles of 64 or 32, online softmax) against
+// paged_attention_ref on shapes that cross many tiles: head sizes 128 and 256, and 80, 72, 56
+// and 40 (which AVX-512's tiles decline and AVX2's take; the per-pair loop without AVX2),
+// grouped and multi-query heads, a 203-token prefill beside decodes of another sequence, sliding
+// windows that start mid-tile, soft-capping. test_attention_tiles_avx2 runs it with
+// IWB_CPU_AVX2=1, test_attention_tiles_portable with IWB_CPU_PORTABLE=1.
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/paged_attention.h"
 #include "random_tensors.h"
@@ -30,11 +32,16 @@ class TestAttentionTiles : public QObject {
     QTest::newRow("12/2 heads of 128, window 70") << 12 << 2 << 128 << 70 << 0.0f << false;
     QTest::newRow("4/1 heads of 256, softcap 50") << 4 << 1 << 256 << 0 << 50.0f << false;
     QTest::newRow("32/8 heads of 64, window 33") << 32 << 8 << 64 << 33 << 0.0f << false;
-    QTest::newRow("6/3 heads of 80 (per-pair loop)") << 6 << 3 << 80 << 0 << 0.0f << false;
+    // 80: the AVX-512 tiles decline it (AVX2's take it); 72, 56 and 40 leave 24, 8 and 40
+    // columns of values after the AVX2 kernel's 48-column passes.
+    QTest::newRow("6/3 heads of 80") << 6 << 3 << 80 << 0 << 0.0f << false;
+    QTest::newRow("6/2 heads of 72, window 65") << 6 << 2 << 72 << 65 << 0.0f << false;
+    QTest::newRow("4/4 heads of 56, softcap 30") << 4 << 4 << 56 << 0 << 30.0f << false;
+    QTest::newRow("10/5 heads of 40") << 10 << 5 << 40 << 0 << 0.0f << false;
     // gpt-oss: a sink logit per head, with and without its sliding window.
     QTest::newRow("8/2 heads of 64, sinks") << 8 << 2 << 64 << 0 << 0.0f << true;
     QTest::newRow("8/2 heads of 64, window 33, sinks") << 8 << 2 << 64 << 33 << 0.0f << true;
-    QTest::newRow("6/3 heads of 80, window 7, sinks (per-pair loop)") << 6 << 3 << 80 << 7 << 0.0f << true;
+    QTest::newRow("6/3 heads of 80, window 7, sinks") << 6 << 3 << 80 << 7 << 0.0f << true;
   }
   void tiledMatchesReference() {
     QFETCH(int, heads);

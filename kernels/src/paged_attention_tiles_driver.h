@@ -1,0 +1,184 @@
+// The tiled attention's work plan and per-item loop (private to kernels/src), shared by its
+// AVX-512 and AVX2 kernels: paged_attention_tiles.cpp and paged_attention_tiles_avx2.cpp each
+// instantiate run_paged_attention_tiled<Kernels> with a struct of target-specific functions,
+//
+//   static bool supports(int64_t dk, int64_t dv);    head sizes the kernels handle
+//   static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g,
+//       int64_t k0, int64_t nk, int64_t key_end, int64_t key_tile, TileScratch& s);
+//     keys k0 .. k0 + nk - 1 of KV head g as f32: K transposed into s.kt [d][j], V into
+//     s.v [j][:]; keys nk .. key_tile - 1 read as zero; keys up to key_end prefetched meanwhile;
+//   static void score_rows(const float* const* q, float* const* p, int64_t dk,
+//       const float* kt, int64_t key_tile);
+//     p[i][j] = q[i] . k[j] for four query rows and every key of the tile;
+//   static void softmax_row(float* p, int64_t key_tile, int64_t j_lo, int64_t j_hi,
+//       float softcap, float& m, float& l, float& corr);
+//     one row's scores soft-capped, keys outside j_lo..j_hi masked, through the online softmax
+//     (p becomes exp(score - m_new), 0 where masked; corr = exp(m_old - m_new));
+//   static void add_values(float* const* o, const float* const* p, const float* corr,
+//       const float* v, int64_t dv, int64_t nk);
+//     o[i] = o[i] * corr[i] + sum_j p[i][j] * v[j] for two rows, every column,
+//
+// called once per key tile (so they carry their own target attributes and are not inlined here).
+//
+// A work item is (run of up to 8 query tokens of one sequence at consecutive positions, KV head
+// g): its R = tokens x group query rows share every key and value tile, converted from the
+// cache once, keys transposed so the scores are FMAs of broadcast query elements against a
+// vector of keys. Per tile the running max m, sum l and output O of each row are rescaled
+// (flash attention's online softmax); masked keys (causal, sliding window, past the tile) score
+// -inf; a sink starts each row's running max and sum.
+#pragma once
+
+#include "paged_attention_keys.h"
+#include "paged_attention_quant.h"
+#include "parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+namespace iwb::detail {
+
+// Keys per tile: the transposed keys stay within L1.
+inline int64_t attention_key_tile(int64_t head_dim) { return head_dim <= 128 ? 64 : 32; }
+
+// Per-thread buffers, grown once and reused.
+struct TileScratch {
+  std::vector<float> kt;          // [head_dim x key_tile] keys, transposed
+  std::vector<float> v;           // [key_tile x head_dim_v]
+  std::vector<float> q;           // [rows x head_dim], scaled
+  std::vector<float> p;           // [rows x key_tile] scores, then probabilities
+  std::vector<float> o;           // [rows x head_dim_v]
+  std::vector<float> m, l, corr;  // [rows]
+  std::vector<float> k_rows;      // [16 x head_dim] keys before the transpose
+};
+
+namespace tile_plan {
+
+inline constexpr int64_t kMaxRunTokens = 8;
+
+struct WorkItem {
+  int64_t first_token;
+  int64_t num_tokens;
+  int64_t kv_head;
+};
+
+template <typename Kernels>
+void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, TileScratch& s) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t dk = a.head_dim, dv = a.head_dim_v;
+  const int64_t rows = w.num_tokens * group;
+  const int32_t* table = a.block_tables + a.token_sequences[w.first_token] * a.max_blocks_per_sequence;
+  const int64_t first_pos = a.positions[w.first_token];
+  const int64_t last_pos = first_pos + w.num_tokens - 1;
+  const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
+  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
+  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
+
+  // Row r = token i * group + head hh: q scaled once, m = -inf, l = 0, o = 0.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
+    prepare_query(a, t, h, rot_k, &s.q[r * dk]);
+    // A sink (gpt-oss) starts the online softmax as one extra key with no value: m = sink, l = 1.
+    s.m[r] = a.sinks ? a.sinks[h] : -INFINITY;
+    s.l[r] = a.sinks ? 1.0f : 0.0f;
+  }
+  std::fill_n(s.o.begin(), rows * dv, 0.0f);
+
+  for (int64_t k0 = k_begin; k0 <= last_pos; k0 += key_tile) {
+    const int64_t nk = std::min(key_tile, last_pos - k0 + 1);
+    Kernels::load_tile(a, table, w.kv_head, k0, nk, last_pos + 1, key_tile, s);
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+      const float* q[4];
+      float* p[4];
+      for (int i = 0; i < 4; ++i) {
+        const int64_t r = std::min(r0 + i, rows - 1);  // a short last group repeats its last row
+        q[i] = &s.q[r * dk];
+        p[i] = &s.p[(r0 + i < rows ? r0 + i : rows) * key_tile];  // row `rows` is a spare
+      }
+      Kernels::score_rows(q, p, dk, s.kt.data(), key_tile);
+    }
+    // Mask, soft-cap and the online softmax, row by row.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pos = first_pos + r / group;
+      const int64_t lo = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
+      // Key k0 + j is visible when lo <= k0 + j <= pos and j < nk.
+      const int64_t j_lo = std::max<int64_t>(0, lo - k0), j_hi = std::min(nk - 1, pos - k0);
+      float* pr = &s.p[r * key_tile];
+      if (j_lo > j_hi) {  // nothing visible in this tile
+        std::fill_n(pr, key_tile, 0.0f);
+        s.corr[r] = 1.0f;
+        continue;
+      }
+      Kernels::softmax_row(pr, key_tile, j_lo, j_hi, a.softcap, s.m[r], s.l[r], s.corr[r]);
+    }
+    // o = o * corr + p . v, two rows at a time.
+    for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+      const int64_t r1 = std::min(r0 + 1, rows);  // row `rows` of o/p is a spare
+      float* o[2] = {&s.o[r0 * dv], &s.o[r1 * dv]};
+      const float* p[2] = {&s.p[r0 * key_tile], &s.p[r1 * key_tile]};
+      const float corr[2] = {s.corr[r0], r1 < rows ? s.corr[r1] : 1.0f};
+      Kernels::add_values(o, p, corr, s.v.data(), dv, nk);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
+    write_output(a, t, h, &s.o[r * dv], s.l[r], rot_v);
+  }
+}
+
+}  // namespace tile_plan
+
+// The whole tiled attention with one family's kernels; false (writing nothing) when the head
+// sizes are outside Kernels::supports (the CPU check is the caller's).
+template <typename Kernels>
+bool run_paged_attention_tiled(const PagedAttentionArgs& a) {
+  using namespace tile_plan;
+  if (!Kernels::supports(a.head_dim, a.head_dim_v)) return false;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t key_tile = attention_key_tile(a.head_dim);
+  // Runs of consecutive positions of one sequence, then one item per (run, KV head).
+  thread_local std::vector<WorkItem> items;
+  items.clear();
+  for (int64_t t = 0; t < a.num_tokens;) {
+    int64_t n = 1;
+    while (t + n < a.num_tokens && n < kMaxRunTokens && a.token_sequences[t + n] == a.token_sequences[t] &&
+           a.positions[t + n] == a.positions[t] + n) {
+      ++n;
+    }
+    for (int64_t g = 0; g < a.num_kv_heads; ++g) items.push_back({t, n, g});
+    t += n;
+  }
+  double work = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
+  work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
+  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  const int64_t max_rows = kMaxRunTokens * group + 1;  // +1: the spare row of short groups
+  const auto num_items = static_cast<int64_t>(items.size());
+  // The calling thread's list: inside the region `items` would name each thread's own.
+  const WorkItem* const item_list = items.data();
+
+  std::atomic<int64_t> next_item{0};
+  parallel_region(num_threads, [&](int, int) {
+    thread_local TileScratch s;
+    auto grow = [](std::vector<float>& v, int64_t n) {
+      if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    };
+    grow(s.kt, a.head_dim * key_tile);
+    grow(s.v, key_tile * a.head_dim_v);
+    grow(s.q, max_rows * a.head_dim);
+    grow(s.p, (max_rows + 4) * key_tile);
+    grow(s.o, (max_rows + 1) * a.head_dim_v);
+    grow(s.m, max_rows);
+    grow(s.l, max_rows);
+    grow(s.corr, max_rows);
+    grow(s.k_rows, 16 * a.head_dim);
+    for (int64_t i = next_item.fetch_add(1, std::memory_order_relaxed); i < num_items;
+         i = next_item.fetch_add(1, std::memory_order_relaxed)) {
+      run_item<Kernels>(a, item_list[i], key_tile, s);
+    }
+  });
+  return true;
+}
+
+}  // namespace iwb::detail
