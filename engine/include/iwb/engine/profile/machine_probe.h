@@ -25,7 +25,8 @@ struct ProbeResult {
   double peak_flops = 0;          // best of the compute measurements
   std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
   // Integer dot products (u8 x s8 multiply-adds counted as two ops), the ceiling of quantized
-  // kernels that use VNNI; 0 when the CPU has no VNNI or the device was not measured for it.
+  // kernels: AVX-512 VNNI, AVX-VNNI or AVX2's maddubs + madd; 0 when the CPU has none of them
+  // or the device was not measured for it.
   double peak_int8_ops = 0;
   std::string peak_int8_kind;
   double buffer_bytes = 0;        // size of each bandwidth buffer
