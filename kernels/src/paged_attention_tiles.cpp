@@ -163,6 +163,10 @@ IWB_AVX512 void softmax_row(float* pr, int64_t key_tile, int64_t j_lo, int64_t j
 // The kernels run_paged_attention_tiled calls (paged_attention_tiles_driver.h).
 struct Avx512TileKernels {
   static bool supports(int64_t dk, int64_t dv) { return dk % 16 == 0 && dv % 64 == 0; }
+  // The transposed keys stay within L1.
+  static int64_t key_tile(int64_t dk) { return dk <= 128 ? 64 : 32; }
+  static constexpr int kValueRows = 2;
+  static constexpr int64_t kRunTokens = 8;
   IWB_AVX512 static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
                                    int64_t key_end, int64_t key_tile, TileScratch& s) {
     iwb::detail::load_tile(a, table, g, k0, nk, key_end, key_tile, s);

@@ -143,29 +143,33 @@ IWB_AVX2 void softmax_row(float* pr, int64_t key_tile, int64_t j_lo, int64_t j_h
   m = m_new;
 }
 
-// o[i] = o[i] * corr[i] + sum_j p[i][j] * v[j] for two rows, columns dv_offset .. + 8 kV.
+// o[i] = o[i] * corr[i] + sum_j p[i][j] * v[j] for four rows, columns dv_offset .. + 8 kV: per
+// key kV loads of values and 4 broadcasts feed 4 kV FMAs (with two rows, twice the value bytes
+// per FMA came from L2 once the tile outgrew L1).
 template <int kV>
 IWB_AVX2 void accumulate_values(float* const* o, const float* const* p, const float* corr, const float* v, int64_t dv,
                                 int64_t dv_offset, int64_t nk) {
-  __m256 acc[2][kV];
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
+  __m256 acc[4][kV];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
     const __m256 c = _mm256_set1_ps(corr[i]);
-#pragma GCC unroll 6
+#pragma GCC unroll 3
     for (int x = 0; x < kV; ++x) acc[i][x] = _mm256_mul_ps(_mm256_loadu_ps(o[i] + dv_offset + 8 * x), c);
   }
   for (int64_t j = 0; j < nk; ++j) {
-    const __m256 p0 = _mm256_broadcast_ss(p[0] + j), p1 = _mm256_broadcast_ss(p[1] + j);
-#pragma GCC unroll 6
-    for (int x = 0; x < kV; ++x) {
-      const __m256 vv = _mm256_loadu_ps(v + j * dv + dv_offset + 8 * x);
-      acc[0][x] = _mm256_fmadd_ps(p0, vv, acc[0][x]);
-      acc[1][x] = _mm256_fmadd_ps(p1, vv, acc[1][x]);
+    __m256 vv[kV];
+#pragma GCC unroll 3
+    for (int x = 0; x < kV; ++x) vv[x] = _mm256_loadu_ps(v + j * dv + dv_offset + 8 * x);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m256 pb = _mm256_broadcast_ss(p[i] + j);
+#pragma GCC unroll 3
+      for (int x = 0; x < kV; ++x) acc[i][x] = _mm256_fmadd_ps(pb, vv[x], acc[i][x]);
     }
   }
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
-#pragma GCC unroll 6
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 3
     for (int x = 0; x < kV; ++x) _mm256_storeu_ps(o[i] + dv_offset + 8 * x, acc[i][x]);
   }
 }
@@ -173,6 +177,13 @@ IWB_AVX2 void accumulate_values(float* const* o, const float* const* p, const fl
 // The kernels run_paged_attention_tiled calls (paged_attention_tiles_driver.h).
 struct Avx2TileKernels {
   static bool supports(int64_t dk, int64_t dv) { return dk % 8 == 0 && dv % 8 == 0; }
+  // Tiles of 32 keys (half the transposed keys and values, which fill L1 twice over at 64 and
+  // head size 128) measured no faster on Zen 3.
+  static int64_t key_tile(int64_t dk) { return dk <= 128 ? 64 : 32; }
+  static constexpr int kValueRows = 4;
+  // Each key tile is loaded (converted, transposed) once per item, which took a fifth of the
+  // time with runs of 8 tokens (48 query rows of the default model); runs of 16 halve that.
+  static constexpr int64_t kRunTokens = 16;
   IWB_AVX2 static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
                                  int64_t key_end, int64_t key_tile, TileScratch& s) {
     iwb::detail::load_tile(a, table, g, k0, nk, key_end, key_tile, s);
@@ -185,19 +196,13 @@ struct Avx2TileKernels {
                                    float& l, float& corr) {
     iwb::detail::softmax_row(p, key_tile, j_lo, j_hi, softcap, m, l, corr);
   }
-  // 48 columns at a time, then the rest (a multiple of 8) in one pass.
+  // 24 columns at a time, then the rest (8 or 16).
   IWB_AVX2 static void add_values(float* const* o, const float* const* p, const float* corr, const float* v, int64_t dv,
                                   int64_t nk) {
     int64_t off = 0;
-    for (; off + 48 <= dv; off += 48) accumulate_values<6>(o, p, corr, v, dv, off, nk);
-    switch ((dv - off) / 8) {
-      case 5: accumulate_values<5>(o, p, corr, v, dv, off, nk); break;
-      case 4: accumulate_values<4>(o, p, corr, v, dv, off, nk); break;
-      case 3: accumulate_values<3>(o, p, corr, v, dv, off, nk); break;
-      case 2: accumulate_values<2>(o, p, corr, v, dv, off, nk); break;
-      case 1: accumulate_values<1>(o, p, corr, v, dv, off, nk); break;
-      default: break;
-    }
+    for (; off + 24 <= dv; off += 24) accumulate_values<3>(o, p, corr, v, dv, off, nk);
+    if (dv - off == 16) accumulate_values<2>(o, p, corr, v, dv, off, nk);
+    if (dv - off == 8) accumulate_values<1>(o, p, corr, v, dv, off, nk);
   }
 };
 

@@ -3,6 +3,9 @@
 // instantiate run_paged_attention_tiled<Kernels> with a struct of target-specific functions,
 //
 //   static bool supports(int64_t dk, int64_t dv);    head sizes the kernels handle
+//   static int64_t key_tile(int64_t dk);                keys per tile (a multiple of 16, <= 64)
+//   static constexpr int kValueRows;                    rows add_values takes at once (<= 4)
+//   static constexpr int64_t kRunTokens;                query tokens an item takes at most
 //   static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g,
 //       int64_t k0, int64_t nk, int64_t key_end, int64_t key_tile, TileScratch& s);
 //     keys k0 .. k0 + nk - 1 of KV head g as f32: K transposed into s.kt [d][j], V into
@@ -16,11 +19,11 @@
 //     (p becomes exp(score - m_new), 0 where masked; corr = exp(m_old - m_new));
 //   static void add_values(float* const* o, const float* const* p, const float* corr,
 //       const float* v, int64_t dv, int64_t nk);
-//     o[i] = o[i] * corr[i] + sum_j p[i][j] * v[j] for two rows, every column,
+//     o[i] = o[i] * corr[i] + sum_j p[i][j] * v[j] for kValueRows rows, every column,
 //
 // called once per key tile (so they carry their own target attributes and are not inlined here).
 //
-// A work item is (run of up to 8 query tokens of one sequence at consecutive positions, KV head
+// A work item is (run of up to kRunTokens query tokens of one sequence at consecutive positions, KV head
 // g): its R = tokens x group query rows share every key and value tile, converted from the
 // cache once, keys transposed so the scores are FMAs of broadcast query elements against a
 // vector of keys. Per tile the running max m, sum l and output O of each row are rescaled
@@ -39,9 +42,6 @@
 
 namespace iwb::detail {
 
-// Keys per tile: the transposed keys stay within L1.
-inline int64_t attention_key_tile(int64_t head_dim) { return head_dim <= 128 ? 64 : 32; }
-
 // Per-thread buffers, grown once and reused.
 struct TileScratch {
   std::vector<float> kt;          // [head_dim x key_tile] keys, transposed
@@ -54,8 +54,6 @@ struct TileScratch {
 };
 
 namespace tile_plan {
-
-inline constexpr int64_t kMaxRunTokens = 8;
 
 struct WorkItem {
   int64_t first_token;
@@ -112,12 +110,19 @@ void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, 
       }
       Kernels::softmax_row(pr, key_tile, j_lo, j_hi, a.softcap, s.m[r], s.l[r], s.corr[r]);
     }
-    // o = o * corr + p . v, two rows at a time.
-    for (int64_t r0 = 0; r0 < rows; r0 += 2) {
-      const int64_t r1 = std::min(r0 + 1, rows);  // row `rows` of o/p is a spare
-      float* o[2] = {&s.o[r0 * dv], &s.o[r1 * dv]};
-      const float* p[2] = {&s.p[r0 * key_tile], &s.p[r1 * key_tile]};
-      const float corr[2] = {s.corr[r0], r1 < rows ? s.corr[r1] : 1.0f};
+    // o = o * corr + p . v, kValueRows rows at a time.
+    constexpr int kValueRows = Kernels::kValueRows;
+    static_assert(kValueRows >= 1 && kValueRows <= 4);
+    for (int64_t r0 = 0; r0 < rows; r0 += kValueRows) {
+      float* o[kValueRows];
+      const float* p[kValueRows];
+      float corr[kValueRows];
+      for (int i = 0; i < kValueRows; ++i) {
+        const int64_t r = std::min(r0 + i, rows);  // row `rows` of o/p is a spare
+        o[i] = &s.o[r * dv];
+        p[i] = &s.p[r * key_tile];
+        corr[i] = r < rows ? s.corr[r] : 1.0f;
+      }
       Kernels::add_values(o, p, corr, s.v.data(), dv, nk);
     }
   }
@@ -136,13 +141,13 @@ bool run_paged_attention_tiled(const PagedAttentionArgs& a) {
   using namespace tile_plan;
   if (!Kernels::supports(a.head_dim, a.head_dim_v)) return false;
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const int64_t key_tile = attention_key_tile(a.head_dim);
+  const int64_t key_tile = Kernels::key_tile(a.head_dim);
   // Runs of consecutive positions of one sequence, then one item per (run, KV head).
   thread_local std::vector<WorkItem> items;
   items.clear();
   for (int64_t t = 0; t < a.num_tokens;) {
     int64_t n = 1;
-    while (t + n < a.num_tokens && n < kMaxRunTokens && a.token_sequences[t + n] == a.token_sequences[t] &&
+    while (t + n < a.num_tokens && n < Kernels::kRunTokens && a.token_sequences[t + n] == a.token_sequences[t] &&
            a.positions[t + n] == a.positions[t] + n) {
       ++n;
     }
@@ -153,7 +158,7 @@ bool run_paged_attention_tiled(const PagedAttentionArgs& a) {
   for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
   work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
   const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
-  const int64_t max_rows = kMaxRunTokens * group + 1;  // +1: the spare row of short groups
+  const int64_t max_rows = Kernels::kRunTokens * group + 1;  // +1: the spare row of short groups
   const auto num_items = static_cast<int64_t>(items.size());
   // The calling thread's list: inside the region `items` would name each thread's own.
   const WorkItem* const item_list = items.data();
