@@ -165,6 +165,7 @@ struct Avx512TileKernels {
   static bool supports(int64_t dk, int64_t dv) { return dk % 16 == 0 && dv % 64 == 0; }
   // The transposed keys stay within L1.
   static int64_t key_tile(int64_t dk) { return dk <= 128 ? 64 : 32; }
+  static constexpr int kScoreRows = 4;
   static constexpr int kValueRows = 2;
   static constexpr int64_t kRunTokens = 8;
   IWB_AVX512 static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,

@@ -4,6 +4,7 @@
 //
 //   static bool supports(int64_t dk, int64_t dv);    head sizes the kernels handle
 //   static int64_t key_tile(int64_t dk);                keys per tile (a multiple of 16, <= 64)
+//   static constexpr int kScoreRows;                    rows score_rows takes at once (<= 8)
 //   static constexpr int kValueRows;                    rows add_values takes at once (<= 4)
 //   static constexpr int64_t kRunTokens;                query tokens an item takes at most
 //   static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g,
@@ -12,7 +13,7 @@
 //     s.v [j][:]; keys nk .. key_tile - 1 read as zero; keys up to key_end prefetched meanwhile;
 //   static void score_rows(const float* const* q, float* const* p, int64_t dk,
 //       const float* kt, int64_t key_tile);
-//     p[i][j] = q[i] . k[j] for four query rows and every key of the tile;
+//     p[i][j] = q[i] . k[j] for kScoreRows query rows and every key of the tile;
 //   static void softmax_row(float* p, int64_t key_tile, int64_t j_lo, int64_t j_hi,
 //       float softcap, float& m, float& l, float& corr);
 //     one row's scores soft-capped, keys outside j_lo..j_hi masked, through the online softmax
@@ -86,10 +87,12 @@ void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, 
   for (int64_t k0 = k_begin; k0 <= last_pos; k0 += key_tile) {
     const int64_t nk = std::min(key_tile, last_pos - k0 + 1);
     Kernels::load_tile(a, table, w.kv_head, k0, nk, last_pos + 1, key_tile, s);
-    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-      const float* q[4];
-      float* p[4];
-      for (int i = 0; i < 4; ++i) {
+    constexpr int kScoreRows = Kernels::kScoreRows;
+    static_assert(kScoreRows >= 1 && kScoreRows <= 8);
+    for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
+      const float* q[kScoreRows];
+      float* p[kScoreRows];
+      for (int i = 0; i < kScoreRows; ++i) {
         const int64_t r = std::min(r0 + i, rows - 1);  // a short last group repeats its last row
         q[i] = &s.q[r * dk];
         p[i] = &s.p[(r0 + i < rows ? r0 + i : rows) * key_tile];  // row `rows` is a spare
@@ -172,7 +175,7 @@ bool run_paged_attention_tiled(const PagedAttentionArgs& a) {
     grow(s.kt, a.head_dim * key_tile);
     grow(s.v, key_tile * a.head_dim_v);
     grow(s.q, max_rows * a.head_dim);
-    grow(s.p, (max_rows + 4) * key_tile);
+    grow(s.p, (max_rows + 1) * key_tile);
     grow(s.o, (max_rows + 1) * a.head_dim_v);
     grow(s.m, max_rows);
     grow(s.l, max_rows);
