@@ -119,24 +119,28 @@ IWB_AVX2 inline __m256 visible_lanes(int64_t first, int64_t j_lo, int64_t j_hi) 
   return _mm256_castsi256_ps(_mm256_and_si256(from_lo, to_hi));
 }
 
-// One row's scores: soft-capped, keys outside j_lo..j_hi masked, through the online softmax.
-IWB_AVX2 void softmax_row(float* pr, int64_t key_tile, int64_t j_lo, int64_t j_hi, float softcap, float& m, float& l,
-                          float& corr) {
+// One row's scores: soft-capped, keys outside j_lo..j_hi masked (kMasked; a tile wholly visible,
+// as every tile but the last ones of a deep context is, skips the masks), through the online
+// softmax.
+template <bool kMasked>
+IWB_AVX2 void softmax_row_masked(float* pr, int64_t key_tile, int64_t j_lo, int64_t j_hi, float softcap, float& m,
+                                 float& l, float& corr) {
   const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
   __m256 vmax = minus_inf;
   for (int64_t c = 0; c < key_tile; c += 8) {
     __m256 x = _mm256_loadu_ps(pr + c);
     if (softcap > 0.0f) x = soft_cap_avx2(x, softcap);
-    x = _mm256_blendv_ps(minus_inf, x, visible_lanes(c, j_lo, j_hi));
-    _mm256_storeu_ps(pr + c, x);
+    if constexpr (kMasked) x = _mm256_blendv_ps(minus_inf, x, visible_lanes(c, j_lo, j_hi));
+    if (kMasked || softcap > 0.0f) _mm256_storeu_ps(pr + c, x);
     vmax = _mm256_max_ps(vmax, x);
   }
   const float m_new = std::max(m, hmax8(vmax));
   const __m256 mv = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
   for (int64_t c = 0; c < key_tile; c += 8) {
+    __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(pr + c), mv));
     // exp_avx2 clamps -inf - m_new to exp(-87), so masked keys are zeroed after it.
-    const __m256 e = _mm256_and_ps(exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(pr + c), mv)), visible_lanes(c, j_lo, j_hi));
+    if constexpr (kMasked) e = _mm256_and_ps(e, visible_lanes(c, j_lo, j_hi));
     _mm256_storeu_ps(pr + c, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -197,7 +201,11 @@ struct Avx2TileKernels {
   }
   IWB_AVX2 static void softmax_row(float* p, int64_t key_tile, int64_t j_lo, int64_t j_hi, float softcap, float& m,
                                    float& l, float& corr) {
-    iwb::detail::softmax_row(p, key_tile, j_lo, j_hi, softcap, m, l, corr);
+    if (j_lo == 0 && j_hi == key_tile - 1) {
+      softmax_row_masked<false>(p, key_tile, j_lo, j_hi, softcap, m, l, corr);
+    } else {
+      softmax_row_masked<true>(p, key_tile, j_lo, j_hi, softcap, m, l, corr);
+    }
   }
   // 24 columns at a time, then the rest (8 or 16).
   IWB_AVX2 static void add_values(float* const* o, const float* const* p, const float* corr, const float* v, int64_t dv,
