@@ -25,63 +25,22 @@
 namespace iwb::detail {
 namespace {
 
-// Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:], both
-// f32 (from f16 or expanded from a quantized cache's blocks); keys nk..key_tile-1 read as zero.
-// The rows of keys attention_prefetch_keys() further on, up to key_end, are prefetched meanwhile.
-IWB_AVX2 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
-                        int64_t key_end, int64_t key_tile, TileScratch& s) {
-  const int64_t dk = a.head_dim, dv = a.head_dim_v;
-  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
-                v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
-  const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
-  const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
-  const int64_t ahead = attention_prefetch_keys();
-  for (int64_t j0 = 0; j0 < key_tile; j0 += 8) {
-    const int64_t n8 = std::clamp<int64_t>(nk - j0, 0, 8);
-    int64_t slots[8];
-    if (ahead > 0) {
-      const int64_t first = k0 + j0 + ahead, n = std::clamp<int64_t>(key_end - first, 0, 8);
-      slots_of(a, table, first, n, slots);
-      for (int64_t j = 0; j < n; ++j) {
-        prefetch_row(a.k_cache + slots[j] * k_row + g * k_head, 2 * k_head);
-        prefetch_row(a.v_cache + slots[j] * v_row + g * v_head, 2 * v_head);
-      }
-    }
-    slots_of(a, table, k0 + j0, n8, slots);
-    for (int64_t j = 0; j < n8; ++j) {
-      const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
-      if (is_f16_k) {
-        for (int64_t d = 0; d < dk; d += 8) {
-          _mm256_storeu_ps(&s.k_rows[j * dk + d],
-                           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d))));
-        }
-      } else {
-        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
-      }
-      const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
-      float* vt = &s.v[(j0 + j) * dv];
-      if (is_f16_v) {
-        for (int64_t d = 0; d < dv; d += 8) {
-          _mm256_storeu_ps(vt + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d))));
-        }
-      } else {
-        expand_kv_row(a.v_type, v, vt, dv, a.v_scale);
-      }
-    }
-    for (int64_t j = n8; j < 8; ++j) {
-      std::fill_n(&s.k_rows[j * dk], dk, 0.0f);
-      std::fill_n(&s.v[(j0 + j) * dv], dv, 0.0f);
-    }
-    for (int64_t d0 = 0; d0 < dk; d0 += 8) {
-      __m256i block[8];
+// n f16 values (a multiple of 8) as f32.
+IWB_AVX2 void convert_f16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t d = 0; d < n; d += 8) {
+    _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+  }
+}
+
+// 8 key rows of dk f32 (rows[j * dk + d]) transposed into kt[d * key_tile + j].
+IWB_AVX2 void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
+  for (int64_t d0 = 0; d0 < dk; d0 += 8) {
+    __m256i block[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) block[i] = _mm256_castps_si256(_mm256_loadu_ps(&s.k_rows[i * dk + d0]));
-      transpose_dwords(block);
+    for (int i = 0; i < 8; ++i) block[i] = _mm256_castps_si256(_mm256_loadu_ps(&rows[i * dk + d0]));
+    transpose_dwords(block);
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        _mm256_storeu_ps(&s.kt[(d0 + i) * key_tile + j0], _mm256_castsi256_ps(block[i]));
-      }
-    }
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(&kt[(d0 + i) * key_tile], _mm256_castsi256_ps(block[i]));
   }
 }
 
@@ -191,9 +150,12 @@ struct Avx2TileKernels {
   // Each key tile is loaded (converted, transposed) once per item, which took a fifth of the
   // time with runs of 8 tokens (48 query rows of the default model); runs of 16 halve that.
   static constexpr int64_t kRunTokens = 16;
-  IWB_AVX2 static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
-                                 int64_t key_end, int64_t key_tile, TileScratch& s) {
-    iwb::detail::load_tile(a, table, g, k0, nk, key_end, key_tile, s);
+  static constexpr int64_t kKeyUnit = 8;
+  IWB_AVX2 static void convert_f16(const uint16_t* src, float* dst, int64_t n) {
+    iwb::detail::convert_f16(src, dst, n);
+  }
+  IWB_AVX2 static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
+    iwb::detail::transpose_keys(rows, dk, kt, key_tile);
   }
   IWB_AVX2 static void score_rows(const float* const* q, float* const* p, int64_t dk, const float* kt,
                                   int64_t key_tile) {

@@ -7,10 +7,11 @@
 //   static constexpr int kScoreRows;                    rows score_rows takes at once (<= 8)
 //   static constexpr int kValueRows;                    rows add_values takes at once (<= 4)
 //   static constexpr int64_t kRunTokens;                query tokens an item takes at most
-//   static void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g,
-//       int64_t k0, int64_t nk, int64_t key_end, int64_t key_tile, TileScratch& s);
-//     keys k0 .. k0 + nk - 1 of KV head g as f32: K transposed into s.kt [d][j], V into
-//     s.v [j][:]; keys nk .. key_tile - 1 read as zero; keys up to key_end prefetched meanwhile;
+//   static constexpr int64_t kKeyUnit;                 keys per transposed block (8 or 16)
+//   static void convert_f16(const uint16_t* src, float* dst, int64_t n);
+//     n f16 values (a multiple of kKeyUnit) as f32;
+//   static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile);
+//     kKeyUnit key rows of dk f32 into kt[d * key_tile + j];
 //   static void score_rows(const float* const* q, float* const* p, int64_t dk,
 //       const float* kt, int64_t key_tile);
 //     p[i][j] = q[i] . k[j] for kScoreRows query rows and every key of the tile;
@@ -62,6 +63,55 @@ struct WorkItem {
   int64_t kv_head;
 };
 
+// Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:],
+// both f32 (from f16 or expanded from a quantized cache's blocks, so every cache type meets the
+// same f32 scores, online softmax and value sums); keys nk..key_tile-1 read as zero. The rows
+// of keys attention_prefetch_keys() further on, up to key_end, are prefetched meanwhile.
+template <typename Kernels>
+void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk, int64_t key_end,
+               int64_t key_tile, TileScratch& s) {
+  constexpr int64_t kUnit = Kernels::kKeyUnit;
+  const int64_t dk = a.head_dim, dv = a.head_dim_v;
+  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
+                v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
+  const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
+  const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
+  const int64_t ahead = attention_prefetch_keys();
+  for (int64_t j0 = 0; j0 < key_tile; j0 += kUnit) {
+    const int64_t n_unit = std::clamp<int64_t>(nk - j0, 0, kUnit);
+    int64_t slots[kUnit];
+    if (ahead > 0) {
+      const int64_t first = k0 + j0 + ahead, n = std::clamp<int64_t>(key_end - first, 0, kUnit);
+      slots_of(a, table, first, n, slots);
+      for (int64_t j = 0; j < n; ++j) {
+        prefetch_row(a.k_cache + slots[j] * k_row + g * k_head, 2 * k_head);
+        prefetch_row(a.v_cache + slots[j] * v_row + g * v_head, 2 * v_head);
+      }
+    }
+    slots_of(a, table, k0 + j0, n_unit, slots);
+    for (int64_t j = 0; j < n_unit; ++j) {
+      const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
+      if (is_f16_k) {
+        Kernels::convert_f16(k, &s.k_rows[j * dk], dk);
+      } else {
+        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
+      }
+      const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
+      float* vt = &s.v[(j0 + j) * dv];
+      if (is_f16_v) {
+        Kernels::convert_f16(v, vt, dv);
+      } else {
+        expand_kv_row(a.v_type, v, vt, dv, a.v_scale);
+      }
+    }
+    for (int64_t j = n_unit; j < kUnit; ++j) {
+      std::fill_n(&s.k_rows[j * dk], dk, 0.0f);
+      std::fill_n(&s.v[(j0 + j) * dv], dv, 0.0f);
+    }
+    Kernels::transpose_keys(s.k_rows.data(), dk, s.kt.data() + j0, key_tile);
+  }
+}
+
 template <typename Kernels>
 void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, TileScratch& s) {
   const int64_t group = a.num_heads / a.num_kv_heads;
@@ -86,7 +136,7 @@ void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, 
 
   for (int64_t k0 = k_begin; k0 <= last_pos; k0 += key_tile) {
     const int64_t nk = std::min(key_tile, last_pos - k0 + 1);
-    Kernels::load_tile(a, table, w.kv_head, k0, nk, last_pos + 1, key_tile, s);
+    load_tile<Kernels>(a, table, w.kv_head, k0, nk, last_pos + 1, key_tile, s);
     constexpr int kScoreRows = Kernels::kScoreRows;
     static_assert(kScoreRows >= 1 && kScoreRows <= 8);
     for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
