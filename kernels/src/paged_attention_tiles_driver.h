@@ -7,7 +7,7 @@
 //   static constexpr int kScoreRows;                    rows score_rows takes at once (<= 8)
 //   static constexpr int kValueRows;                    rows add_values takes at once (<= 4)
 //   static constexpr int64_t kRunTokens;                query tokens an item takes at most
-//   static constexpr int64_t kKeyUnit;                 keys per transposed block (8 or 16)
+//   static constexpr int64_t kKeyUnit;                  keys per transposed block (<= 16)
 //   static void convert_f16(const uint16_t* src, float* dst, int64_t n);
 //     n f16 values (a multiple of kKeyUnit) as f32;
 //   static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile);
@@ -25,10 +25,10 @@
 //
 // called once per key tile (so they carry their own target attributes and are not inlined here).
 //
-// A work item is (run of up to kRunTokens query tokens of one sequence at consecutive positions, KV head
-// g): its R = tokens x group query rows share every key and value tile, converted from the
-// cache once, keys transposed so the scores are FMAs of broadcast query elements against a
-// vector of keys. Per tile the running max m, sum l and output O of each row are rescaled
+// A work item is (run of up to kRunTokens query tokens of one sequence at consecutive
+// positions, KV head g): its R = tokens x group query rows share every key and value tile,
+// converted from the cache once, keys transposed so the scores are FMAs of broadcast query
+// elements against a vector of keys. Per tile the running max m, sum l and output O of each row are rescaled
 // (flash attention's online softmax); masked keys (causal, sliding window, past the tile) score
 // -inf; a sink starts each row's running max and sum.
 #pragma once
@@ -71,6 +71,7 @@ template <typename Kernels>
 void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk, int64_t key_end,
                int64_t key_tile, TileScratch& s) {
   constexpr int64_t kUnit = Kernels::kKeyUnit;
+  static_assert(kUnit >= 1 && kUnit <= 16);  // TileScratch::k_rows holds 16 rows
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
   const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
                 v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
