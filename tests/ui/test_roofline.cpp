@@ -95,6 +95,7 @@ class TestRoofline : public QObject {
  private slots:
   void roofsFromProbe();
   void int8RoofFromProbe();
+  void quantizedProductsUseTheInt8Roof();
   void readOnlyAndCopyRoofs();
   void pointsHaveExactCoordinates();
   void runningAggregateSumsSteps();
@@ -454,6 +455,53 @@ void TestRoofline::int8RoofFromProbe() {
   model.setProbe(p);
   QVERIFY(model.measuredInt8Roof().has_value());
   QCOMPARE(model.measuredRoof()->peakFlops, 200e9);  // the f32 roof stays the reference
+}
+
+// Matmuls of quantized weights run on int8 dot products: their fraction is of the int8 roof
+// where the probe measured one; float weights and attention (f32 arithmetic, whatever the
+// cache type) stay against the f32 roof, as does everything without an int8 figure.
+void TestRoofline::quantizedProductsUseTheInt8Roof() {
+  const double flops = 4e9, bytes = 1e8;  // intensity 40: compute-bound under both roofs
+  KernelRecord quantized = record(OpKind::Matmul, "ffn_up", flops, bytes, 0.05);
+  quantized.phase = Phase::Prefill;
+  KernelRecord attention = record(OpKind::Attention, "attention", flops, bytes, 0.05);
+  attention.phase = Phase::Prefill;
+  attention.data_type = iwb::GgmlType::Q8_0;  // a quantized cache: still f32 arithmetic
+  KernelRecord logits = record(OpKind::Logits, "logits", flops, bytes, 0.05);
+  logits.phase = Phase::Prefill;
+  logits.data_type = iwb::GgmlType::F16;
+  iwb::ProfileSnapshot snapshot;
+  iwb::ProfileBatch batch;
+  batch.phase = Phase::Prefill;
+  batch.kernels = {quantized, attention, logits};
+  snapshot.last_prefill = batch;
+  snapshot.last_steps = iwb::aggregate_records(batch.kernels);
+
+  iwb::ProbeResult p = syntheticProbe();
+  p.peak_int8_ops = 800e9;
+  RooflineModel model;
+  model.setProbe(p);
+  model.setSnapshot(snapshot);
+  const RooflinePoint* matmul = model.findPoint(OpKind::Matmul, Phase::Prefill, false);
+  const RooflinePoint* attn = model.findPoint(OpKind::Attention, Phase::Prefill, false);
+  const RooflinePoint* head = model.findPoint(OpKind::Logits, Phase::Prefill, false);
+  QVERIFY(matmul && attn && head);
+  QVERIFY(matmul->isQuantized);
+  QVERIFY(!attn->isQuantized);
+  QVERIFY(!head->isQuantized);
+  QCOMPARE(matmul->roofFlopsPerS, 800e9);
+  QCOMPARE(attn->roofFlopsPerS, 200e9);
+  QCOMPARE(head->roofFlopsPerS, 200e9);
+  QCOMPARE(matmul->fractionOfRoof(), 80e9 / 800e9);
+
+  // A prediction of the same records sits on the roofs alike.
+  model.setPrediction(batch.kernels, QStringLiteral("mixed"));
+  QCOMPARE(model.findPoint(OpKind::Matmul, Phase::Prefill, true)->flopsPerS, 800e9);
+  QCOMPARE(model.findPoint(OpKind::Attention, Phase::Prefill, true)->flopsPerS, 200e9);
+
+  // Without an int8 figure every point is against the f32 roof.
+  model.setProbe(syntheticProbe());
+  QCOMPARE(model.findPoint(OpKind::Matmul, Phase::Prefill, false)->roofFlopsPerS, 200e9);
 }
 
 void TestRoofline::readOnlyAndCopyRoofs() {

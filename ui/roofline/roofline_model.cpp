@@ -32,6 +32,21 @@ QStringList distinctShapes(const std::vector<iwb::KernelRecord>& records, iwb::O
   return shapes;
 }
 
+// Whether every `kind` call among `records` multiplied quantized weights (see
+// RooflinePoint::isQuantized); false for ops without weights (attention's keys may be a
+// quantized cache type, but its arithmetic is f32).
+bool isQuantizedProduct(const std::vector<iwb::KernelRecord>& records, iwb::OpKind kind) {
+  if (kind != iwb::OpKind::Matmul && kind != iwb::OpKind::Logits && kind != iwb::OpKind::ExpertMatmul) return false;
+  bool any = false;
+  for (const iwb::KernelRecord& r : records) {
+    if (r.kind != kind) continue;
+    const auto traits = iwb::ggml_type_traits(static_cast<uint32_t>(r.data_type));
+    if (!traits || !traits->is_quantized) return false;
+    any = true;
+  }
+  return any;
+}
+
 QString csvField(const QString& text) {
   if (!text.contains(QLatin1Char(',')) && !text.contains(QLatin1Char('"')) && !text.contains(QLatin1Char('\n'))) {
     return text;
@@ -213,7 +228,10 @@ void RooflineModel::rebuildPoints() {
       p.flopsPerS = a.flops_per_s();
       // Shapes come from the newest step of the phase: the running aggregate keeps totals only.
       const auto& batch = a.phase == iwb::Phase::Prefill ? m_snapshot->last_prefill : m_snapshot->last_decode;
-      if (batch) p.shapes = distinctShapes(batch->kernels, a.kind);
+      if (batch) {
+        p.shapes = distinctShapes(batch->kernels, a.kind);
+        p.isQuantized = isQuantizedProduct(batch->kernels, a.kind);
+      }
       m_points << p;
     }
   }
@@ -231,6 +249,7 @@ void RooflineModel::rebuildPoints() {
       if (r.phase == a.phase) ofPhase.push_back(r);
     }
     p.shapes = distinctShapes(ofPhase, a.kind);
+    p.isQuantized = isQuantizedProduct(ofPhase, a.kind);
     m_points << p;
   }
   updateRoofFractions();
@@ -239,7 +258,8 @@ void RooflineModel::rebuildPoints() {
 
 void RooflineModel::updateRoofFractions() {
   for (RooflinePoint& p : m_points) {
-    p.roofFlopsPerS = m_measuredRoof ? m_measuredRoof->attainableFlops(p.intensity) : 0;
+    const std::optional<Roof>& roof = p.isQuantized && m_measuredInt8Roof ? m_measuredInt8Roof : m_measuredRoof;
+    p.roofFlopsPerS = roof && m_measuredRoof ? roof->attainableFlops(p.intensity) : 0;
     if (p.isPredicted) {
       // The roofline's prediction: an op runs at the roof above it, so its time is the larger
       // of its compute time at the peak and its traffic time at the bandwidth.

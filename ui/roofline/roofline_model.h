@@ -59,6 +59,9 @@ struct RooflinePoint {
   double intensity = 0;           // FLOP/byte
   double flopsPerS = 0;           // achieved (measured) or attainable (predicted)
   double roofFlopsPerS = 0;       // the measured roof above this intensity; 0 without a probe
+  // Every call multiplied quantized weights (matmul, logits, experts), which the CPU kernels do
+  // on int8 dot products: the roof above it is the int8 one where the probe measured it.
+  bool isQuantized = false;
   QStringList shapes;             // distinct shapes of its calls, e.g. "1536x8960 Q4_K, 1 tok"
 
   QString opName() const;
