@@ -32,8 +32,8 @@ class TestAttentionTiles : public QObject {
     QTest::newRow("12/2 heads of 128, window 70") << 12 << 2 << 128 << 70 << 0.0f << false;
     QTest::newRow("4/1 heads of 256, softcap 50") << 4 << 1 << 256 << 0 << 50.0f << false;
     QTest::newRow("32/8 heads of 64, window 33") << 32 << 8 << 64 << 33 << 0.0f << false;
-    // 80: the AVX-512 tiles decline it (AVX2's take it); 72, 56 and 40 leave 24, 8 and 40
-    // columns of values after the AVX2 kernel's 48-column passes.
+    // 80: the AVX-512 tiles decline it (AVX2's take it); 72, 56 and 40 leave no, 8 and 16
+    // columns of values after the AVX2 kernel's 24-column passes, and are no multiples of 16.
     QTest::newRow("6/3 heads of 80") << 6 << 3 << 80 << 0 << 0.0f << false;
     QTest::newRow("6/2 heads of 72, window 65") << 6 << 2 << 72 << 65 << 0.0f << false;
     QTest::newRow("4/4 heads of 56, softcap 30") << 4 << 4 << 56 << 0 << 30.0f << false;
