@@ -18,13 +18,6 @@
 namespace iwb::detail {
 namespace {
 
-// n f16 values (a multiple of 16) as f32.
-IWB_AVX512 void convert_f16(const uint16_t* src, float* dst, int64_t n) {
-  for (int64_t d = 0; d < n; d += 16) {
-    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
-  }
-}
-
 // 16 key rows of dk f32 (rows[j * dk + d]) transposed into kt[d * key_tile + j].
 IWB_AVX512 void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
   for (int64_t d0 = 0; d0 < dk; d0 += 16) {
@@ -130,9 +123,6 @@ struct Avx512TileKernels {
   static constexpr int kValueRows = 2;
   static constexpr int64_t kRunTokens = 8;
   static constexpr int64_t kKeyUnit = 16;
-  IWB_AVX512 static void convert_f16(const uint16_t* src, float* dst, int64_t n) {
-    iwb::detail::convert_f16(src, dst, n);
-  }
   IWB_AVX512 static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
     iwb::detail::transpose_keys(rows, dk, kt, key_tile);
   }

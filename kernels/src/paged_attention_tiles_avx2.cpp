@@ -27,13 +27,6 @@
 namespace iwb::detail {
 namespace {
 
-// n f16 values (a multiple of 8) as f32.
-IWB_AVX2 void convert_f16(const uint16_t* src, float* dst, int64_t n) {
-  for (int64_t d = 0; d < n; d += 8) {
-    _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
-  }
-}
-
 // 8 key rows of dk f32 (rows[j * dk + d]) transposed into kt[d * key_tile + j].
 IWB_AVX2 void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
   for (int64_t d0 = 0; d0 < dk; d0 += 8) {
@@ -153,9 +146,6 @@ struct Avx2TileKernels {
   // time with runs of 8 tokens (48 query rows of the default model); runs of 16 halve that.
   static constexpr int64_t kRunTokens = 16;
   static constexpr int64_t kKeyUnit = 8;
-  IWB_AVX2 static void convert_f16(const uint16_t* src, float* dst, int64_t n) {
-    iwb::detail::convert_f16(src, dst, n);
-  }
   IWB_AVX2 static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
     iwb::detail::transpose_keys(rows, dk, kt, key_tile);
   }

@@ -8,8 +8,6 @@
 //   static constexpr int kValueRows;                    rows add_values takes at once (<= 4)
 //   static constexpr int64_t kRunTokens;                query tokens an item takes at most
 //   static constexpr int64_t kKeyUnit;                  keys per transposed block (<= 16)
-//   static void convert_f16(const uint16_t* src, float* dst, int64_t n);
-//     n f16 values (a multiple of kKeyUnit) as f32;
 //   static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile);
 //     kKeyUnit key rows of dk f32 into kt[d * key_tile + j];
 //   static void score_rows(const float* const* q, float* const* p, int64_t dk,
@@ -33,6 +31,8 @@
 // -inf; a sink starts each row's running max and sum.
 #pragma once
 
+#include "dequantize_avx2.h"
+#include "dequantize_rows.h"
 #include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
 #include "parallel.h"
@@ -62,6 +62,16 @@ struct WorkItem {
   int64_t num_tokens;
   int64_t kv_head;
 };
+
+// n f16 values of the cache as f32: the AVX2 row dequantizer (the one F16 weights use on every
+// x86 path) where the tiles run, the portable loop elsewhere.
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  dequantize_f16_avx2(src, dst, n);
+#else
+  dequantize_f16(src, dst, n);
+#endif
+}
 
 // Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:],
 // both f32 (from f16 or expanded from a quantized cache's blocks, so every cache type meets the
@@ -93,14 +103,14 @@ void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int
     for (int64_t j = 0; j < n_unit; ++j) {
       const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
       if (is_f16_k) {
-        Kernels::convert_f16(k, &s.k_rows[j * dk], dk);
+        f16_row_to_f32(k, &s.k_rows[j * dk], dk);
       } else {
         expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
       }
       const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
       float* vt = &s.v[(j0 + j) * dv];
       if (is_f16_v) {
-        Kernels::convert_f16(v, vt, dv);
+        f16_row_to_f32(v, vt, dv);
       } else {
         expand_kv_row(a.v_type, v, vt, dv, a.v_scale);
       }
