@@ -153,8 +153,18 @@ IWB_FLOAT_AVX2 void gemm_float(const uint8_t* weight, size_t weight_stride, int 
   for (; t0 + kGroup <= num_tokens; t0 += kGroup) {
     float_group<kGroup>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride);
   }
-  for (; t0 < num_tokens; ++t0)
-    float_group<1>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride);
+  // The last 1-5 tokens in one group of their own: one at a time, each ran two FMA chains
+  // against the four cycles of FMA latency, a quarter of the rate (a 5-token call, the
+  // smallest GEMM, took five such passes over the panel). Every token's sums are added in the
+  // same order in any group, so its result does not depend on the group it fell in.
+  switch (num_tokens - t0) {
+    case 5: float_group<5>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride); break;
+    case 4: float_group<4>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride); break;
+    case 3: float_group<3>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride); break;
+    case 2: float_group<2>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride); break;
+    case 1: float_group<1>(packed, n, activation, activation_stride, t0, bias, num_rows, out, out_stride); break;
+    default: break;
+  }
 }
 
 }  // namespace

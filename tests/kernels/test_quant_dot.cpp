@@ -3,7 +3,7 @@
 // (rounding ties included), each path's row dot product against a double-precision dot of the
 // dequantized weight and activation rows (the exact value of the integer arithmetic, so only
 // f32 accumulation may differ), and the AVX-512 prefill tiles, token-lane kernels and GEMM
-// against the row dot products for every shape they take.
+// (and the AVX2 GEMM of float weights) against the row dot products for every shape they take.
 #include "quant_dot.h"
 #include "random_tensors.h"
 
@@ -371,6 +371,74 @@ class TestQuantDot : public QObject {
         }
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t c = num_rows; c < out_stride; ++c) QVERIFY(std::isnan(out[t * out_stride + c]));  // untouched
+        }
+      }
+    }
+  }
+
+  // The AVX2 GEMM of float weights (16-row panels; tokens in groups of 6, the last 1-5 in one
+  // group of their own) against its row dot on every token count from 5 (where matmul hands
+  // it over) to 13, panels of 1, 7 and 16 rows, 771 inputs (a short tail after 96 vectors of
+  // 8). A token's outputs keep their bits whatever group it fell in: each is the same
+  // sequence of FMAs.
+  void floatGemmAvx2MatchesVecDot_data() {
+    QTest::addColumn<GgmlType>("type");
+    for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32})
+      QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
+  }
+  void floatGemmAvx2MatchesVecDot() {
+    QFETCH(GgmlType, type);
+    if (cpu_path() == CpuPath::Portable) QSKIP("the float GEMM is an AVX2 kernel and this run has no AVX2");
+    DotKernels k;
+    QVERIFY(select_float_dot_avx2(type, &k));
+    QVERIFY(k.gemm != nullptr);
+    QCOMPARE(k.gemm_rows, kFloatGemmAvx2Rows);
+    std::mt19937 rng(77 + static_cast<int>(type));
+    const int64_t n = 771, rows = kFloatGemmAvx2Rows, max_tokens = 13;
+    const size_t stride = *ggml_row_bytes(type, n);
+    const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(max_tokens * n), rng, 1.0f, 0.1f);
+    const size_t x_stride = n * sizeof(float);
+    const std::vector<float> bias = random_floats(rows, rng, 0.1f);
+    std::vector<uint8_t> storage(float_gemm_avx2_buffer_bytes(n) + 64);
+    uint8_t* buffer = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    std::vector<float> wf(static_cast<size_t>(n));
+    for (int num_rows : {1, 7, static_cast<int>(rows)}) {
+      const int64_t out_stride = num_rows + 3;
+      std::vector<float> first;  // every token's outputs from the call of all 13
+      for (int64_t tokens = max_tokens; tokens >= k.gemm_min_tokens; --tokens) {
+        std::vector<float> out(static_cast<size_t>(tokens * out_stride), NAN);
+        k.gemm(w.data(), stride, num_rows, reinterpret_cast<const uint8_t*>(x.data()), x_stride, tokens, n, bias.data(),
+               out.data(), out_stride, buffer);
+        if (first.empty()) first = out;
+        for (int r = 0; r < num_rows; ++r) {
+          QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+          for (int64_t t = 0; t < tokens; ++t) {
+            const float* xt = x.data() + t * n;
+            const double expected = k.vec_dot(w.data() + r * stride, xt, n) + bias[r];
+            double magnitude = std::fabs(bias[r]);
+            for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(static_cast<double>(wf[i]) * xt[i]);
+            const float got = out[t * out_stride + r];
+            QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude,
+                     qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
+                                    .arg(tokens)
+                                    .arg(num_rows)
+                                    .arg(r)
+                                    .arg(t)
+                                    .arg(got)
+                                    .arg(expected)));
+            QVERIFY2(std::memcmp(&got, &first[t * out_stride + r], sizeof got) == 0,
+                     qPrintable(QString("%1 tokens, row %2 token %3: %4, in the call of %5 tokens %6")
+                                    .arg(tokens)
+                                    .arg(r)
+                                    .arg(t)
+                                    .arg(got)
+                                    .arg(max_tokens)
+                                    .arg(first[t * out_stride + r])));
+          }
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t c = num_rows; c < out_stride; ++c) QVERIFY(std::isnan(out[t * out_stride + c]));  // untouched
+          }
         }
       }
     }
