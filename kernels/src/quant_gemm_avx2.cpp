@@ -357,8 +357,9 @@ IWB_AVX2_GEMM void kquant_tokens(const uint8_t* packed, int64_t nb, const BlockQ
 
 // ---- the GEMM entry points (QuantGemmFn) ----
 
-// Tokens in groups of kGroupTokens, then one at a time; acc starts at the bias, and only the
-// panel's num_rows lanes are stored.
+// Tokens in groups of kGroupTokens, the last 1-3 in one group of their own (one at a time,
+// each reloaded the whole panel for a quarter of the work); acc starts at the bias, and only
+// the panel's num_rows lanes are stored.
 template <typename Act, int T, typename Kernel>
 IWB_AVX2_GEMM void run_group(Kernel kernel, const uint8_t* packed, int64_t nb, const uint8_t* activation,
                              size_t activation_stride, int64_t t0, const float* bias, int num_rows, float* out,
@@ -397,9 +398,20 @@ IWB_AVX2_GEMM void gemm_legacy(const uint8_t* weight, size_t weight_stride, int 
     run_group<BlockQ8A, kGroupTokens>(legacy_tokens<Block, kGroupTokens>, buffer, nb, activation, activation_stride, t0,
                                       bias, num_rows, out, out_stride);
   }
-  for (; t0 < num_tokens; ++t0) {
-    run_group<BlockQ8A, 1>(legacy_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows, out,
-                           out_stride);
+  switch (num_tokens - t0) {
+    case 3:
+      run_group<BlockQ8A, 3>(legacy_tokens<Block, 3>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                             out, out_stride);
+      break;
+    case 2:
+      run_group<BlockQ8A, 2>(legacy_tokens<Block, 2>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                             out, out_stride);
+      break;
+    case 1:
+      run_group<BlockQ8A, 1>(legacy_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                             out, out_stride);
+      break;
+    default: break;
   }
 }
 
@@ -414,9 +426,20 @@ IWB_AVX2_GEMM void gemm_kquant(const uint8_t* weight, size_t weight_stride, int 
     run_group<BlockQ8_K, kGroupTokens>(kquant_tokens<Block, kGroupTokens>, buffer, nb, activation, activation_stride,
                                        t0, bias, num_rows, out, out_stride);
   }
-  for (; t0 < num_tokens; ++t0) {
-    run_group<BlockQ8_K, 1>(kquant_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows, out,
-                            out_stride);
+  switch (num_tokens - t0) {
+    case 3:
+      run_group<BlockQ8_K, 3>(kquant_tokens<Block, 3>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                              out, out_stride);
+      break;
+    case 2:
+      run_group<BlockQ8_K, 2>(kquant_tokens<Block, 2>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                              out, out_stride);
+      break;
+    case 1:
+      run_group<BlockQ8_K, 1>(kquant_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
+                              out, out_stride);
+      break;
+    default: break;
   }
 }
 

@@ -332,23 +332,33 @@ class TestQuantDot : public QObject {
     }
   }
 
+  // The prefill GEMMs (AVX-512: 16-row panels; AVX2 and AVX-VNNI: 8-row panels; tokens in
+  // groups of 4, the last 1-3 in one group of their own) against the row dots, on seven token
+  // counts from where matmul hands over to them (AVX2: 5-11; AVX-512 K-quants, after the token
+  // lanes: 17-23), panels of one row, a short one and a whole one.
   void gemmMatchesVecDot_data() {
+    QTest::addColumn<CpuPath>("path");
     QTest::addColumn<GgmlType>("type");
-    for (GgmlType t : kIntegerTypes) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
+    for (CpuPath p : available_paths()) {
+      if (p == CpuPath::Portable) continue;
+      for (GgmlType t : kIntegerTypes)
+        QTest::newRow((std::string(path_name(p)) + " " + std::string(ggml_type_name(t))).c_str()) << p << t;
+    }
   }
   void gemmMatchesVecDot() {
+    QFETCH(CpuPath, path);
     QFETCH(GgmlType, type);
-    if (cpu_path() != CpuPath::Avx512) QSKIP("the prefill GEMM is an AVX-512 kernel and this run has no AVX-512");
+    if (path == CpuPath::Portable) QSKIP("the portable loops have no GEMM, and this run has no SIMD path");
     DotKernels k;
-    QVERIFY(select_quant_dot_avx512(type, &k));
+    QVERIFY(select_on(path, type, &k));
     QVERIFY(k.gemm != nullptr);
     std::mt19937 rng(51 + static_cast<int>(type));
-    const int64_t n = columns(type), rows = kGemmRows, tokens = 9;  // 9: two groups of 4 and one
+    const int64_t n = columns(type), rows = k.gemm_rows, max_tokens = k.gemm_min_tokens + 6;
     const size_t stride = *ggml_row_bytes(type, n);
     const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
     const size_t act_stride = activation_row_bytes(k.format, n) + 8;
-    std::vector<uint8_t> act(act_stride * tokens);
-    for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<uint8_t> act(act_stride * max_tokens);
+    for (int64_t t = 0; t < max_tokens; ++t) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f * static_cast<float>(t));
       k.quantize(x.data(), act.data() + t * act_stride, n);
     }
@@ -356,18 +366,28 @@ class TestQuantDot : public QObject {
     std::vector<uint8_t> storage(quant_gemm_buffer_bytes(type, n) + 64);
     uint8_t* buffer = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
     std::vector<float> wf(static_cast<size_t>(n));
-    for (int num_rows : {1, 5, 16}) {
-      const int64_t out_stride = num_rows + 3;  // rows of the output need not be packed
-      std::vector<float> out(static_cast<size_t>(tokens * out_stride), NAN);
-      k.gemm(w.data(), stride, num_rows, act.data(), act_stride, tokens, n, bias.data(), out.data(), out_stride, buffer);
-      for (int r = 0; r < num_rows; ++r) {
-        QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
-        for (int64_t t = 0; t < tokens; ++t) {
-          const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n) + bias[r];
-          const double bound = 1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
-          const float got = out[t * out_stride + r];
-          QVERIFY2(std::fabs(got - expected) <= bound,
-                   qPrintable(QString("%1 rows, row %2 token %3: %4 vs %5").arg(num_rows).arg(r).arg(t).arg(got).arg(expected)));
+    for (int num_rows : {1, static_cast<int>(rows) - 3, static_cast<int>(rows)}) {
+      for (int64_t tokens = k.gemm_min_tokens; tokens <= max_tokens; ++tokens) {
+        const int64_t out_stride = num_rows + 3;  // rows of the output need not be packed
+        std::vector<float> out(static_cast<size_t>(tokens * out_stride), NAN);
+        k.gemm(w.data(), stride, num_rows, act.data(), act_stride, tokens, n, bias.data(), out.data(), out_stride,
+               buffer);
+        for (int r = 0; r < num_rows; ++r) {
+          QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+          for (int64_t t = 0; t < tokens; ++t) {
+            const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n) + bias[r];
+            const double bound =
+                1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
+            const float got = out[t * out_stride + r];
+            QVERIFY2(std::fabs(got - expected) <= bound,
+                     qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
+                                    .arg(tokens)
+                                    .arg(num_rows)
+                                    .arg(r)
+                                    .arg(t)
+                                    .arg(got)
+                                    .arg(expected)));
+          }
         }
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t c = num_rows; c < out_stride; ++c) QVERIFY(std::isnan(out[t * out_stride + c]));  // untouched
