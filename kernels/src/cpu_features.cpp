@@ -165,6 +165,17 @@ static unsigned amd_family() {
   const unsigned base = (eax >> 8) & 0xF;
   return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
 }
+
+// Family 19h holds two cores: Zen 4 is models 10h-1Fh (Genoa), 60h-7Fh (Raphael, Phoenix) and
+// A0h-AFh (Bergamo, Siena); the rest are Zen 3 (00h-0Fh Milan, 20h-5Fh client parts).
+static bool is_amd_zen3() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (amd_family() != 0x19 || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned model = ((eax >> 12) & 0xF0) | ((eax >> 4) & 0xF);
+  const bool is_zen4 =
+      (model >= 0x10 && model <= 0x1F) || (model >= 0x60 && model <= 0x7F) || (model >= 0xA0 && model <= 0xAF);
+  return !is_zen4;
+}
 #endif
 
 const DecodeStreaming& decode_streaming() {
@@ -193,8 +204,13 @@ const DecodeStreaming& decode_streaming() {
     // are read once per four rows: F16 8960x1536 from memory (bench_matmul_tokens --copies 12,
     // 2 threads) 16.5-17.8 -> 24.6-28.3 GB/s; rows of 1536 inputs (6 KiB of activations) stay
     // faster one at a time (26-28 against 18-19 GB/s in tiles).
+    // Zen 3 (a 2 vCPU EPYC Milan guest) differs for rows between 1.5 and 2 KiB: Q8_0's rows of
+    // 1,536 inputs (1,632 bytes) read faster in two streams (default model Q8_0 tg32, 2 threads,
+    // eight alternations: 1.00-1.18, median 1.12x; llama.cpp beside it 11.1-12.5 tokens/s; the
+    // rule built in against 1,536, three more: 13.5-14.4 -> 15.2-16.2),
+    // while F16's 3 KiB rows keep one (two streams: 0.88-0.97x).
     if (__builtin_cpu_is("amd") && amd_family() == 0x19) {
-      d.single_stream_row_bytes = 1536;
+      d.single_stream_row_bytes = is_amd_zen3() ? 2048 : 1536;
       d.tile_activation_bytes = 16384;
     }
     // AMD Zen 5 (1Ah): Q4_0's decode layout (256 bytes per 128 inputs) reads its activations
