@@ -4,6 +4,18 @@
 // work needs, and decode collapsed from ~40 to ~16 tokens/s) or passive waiting (every region a
 // futex sleep and wake-up: 10-25% slower decode on an idle machine, some 200 regions per
 // token). A bounded spin that yields the core keeps the first without the second's collapse.
+//
+// A bounded spin does not help when another process keeps a core busy: the OS then shares that
+// core between it and one of our threads, and a region's caller, done with its part, waits for
+// a worker the OS has set aside, for up to a time slice (milliseconds, against a decode
+// region's ~100 us). Two threads then ran slower than one (Zen 3, default model tg64 beside
+// `yes > /dev/null`: 11.7-12.3 tokens/s on two threads, 15.5 on one). So the pool watches its
+// joins: where the caller waits longer for its workers than it worked itself, and over 200 us,
+// in 4 of the last 32 regions of one kind (one region body: a decode step's matmuls, its norms,
+// ...), that kind's next regions run on one thread fewer for a while (250 ms, doubling while it
+// recurs, up to 4 s), then on all again. Per kind, because a prompt's matmuls, tens of
+// milliseconds each, still gain from two threads on a busy machine (66.8 against 61.2 tokens/s
+// on one, pp256 beside `yes`) while its short norms between them stall like decode's regions.
 #include "parallel.h"
 
 #include <linux/futex.h>
@@ -11,11 +23,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,9 +67,67 @@ int spin_from_environment() {
   return 200;
 }
 
+bool adaptive_from_environment() {
+  const char* v = std::getenv("IWB_THREAD_ADAPT");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
 std::atomic<int> g_spin_us{spin_from_environment()};
-std::atomic<int64_t> g_regions{0}, g_serial_regions{0}, g_worker_sleeps{0};
+std::atomic<bool> g_adaptive{adaptive_from_environment()};
+std::atomic<int64_t> g_regions{0}, g_serial_regions{0}, g_worker_sleeps{0}, g_contended_regions{0},
+    g_contention_events{0};
 std::atomic<int> g_num_workers{0};
+
+// The join watch (see the top of the file). Used only by the thread holding the pool.
+class ContentionWatch {
+ public:
+  static constexpr auto kLateJoin = std::chrono::microseconds(200);
+  static constexpr int kWindow = 32, kLateInWindow = 4;
+  static constexpr auto kFirstBackoff = std::chrono::milliseconds(250), kMaxBackoff = std::chrono::milliseconds(4000);
+  // Regions at full strength without a finding after which the backoff starts over.
+  static constexpr int kCleanRegions = 1024;
+
+  // The threads a region asking for `requested` gets now.
+  int threads_for(int requested, Clock::time_point now) {
+    if (m_cap == 0) return requested;
+    if (now >= m_cap_until) {
+      m_cap = 0;
+      return requested;
+    }
+    return std::min(requested, m_cap);
+  }
+
+  // One region run on `threads` threads: the caller worked `work`, then waited `join`.
+  void record(int threads, Clock::duration work, Clock::duration join, Clock::time_point now) {
+    const bool late = join > kLateJoin && join > work;
+    m_late = (m_late << 1 | (late ? 1u : 0u)) & ((1ull << kWindow) - 1);
+    if (std::popcount(m_late) >= kLateInWindow) {
+      m_cap = threads - 1;
+      m_cap_until = now + m_backoff;
+      m_backoff = std::min<Clock::duration>(2 * m_backoff, kMaxBackoff);
+      m_late = 0;
+      m_clean = 0;
+      g_contention_events.fetch_add(1, std::memory_order_relaxed);
+    } else if (++m_clean >= kCleanRegions) {
+      m_backoff = kFirstBackoff;
+      m_clean = 0;
+    }
+  }
+
+  void reset() {
+    m_late = 0;
+    m_cap = 0;
+    m_clean = 0;
+    m_backoff = kFirstBackoff;
+  }
+
+ private:
+  uint64_t m_late = 0;  // bit i: the i-th region back was late
+  int m_cap = 0;        // threads at most until m_cap_until (0: no cap)
+  Clock::time_point m_cap_until{};
+  Clock::duration m_backoff = kFirstBackoff;
+  int m_clean = 0;
+};
 
 // A word one side waits on and the other changes, with the flag that tells the changer whether
 // the waiter went to sleep (so a spinning waiter costs the changer no system call). Both sides
@@ -99,13 +173,26 @@ class Pool {
   void run(int num_threads, detail::RegionFn fn, void* context) {
     if (num_threads <= 1 || t_in_region || !m_busy.try_lock()) {
       if (num_threads > 1) g_serial_regions.fetch_add(1, std::memory_order_relaxed);
-      const bool outer = t_in_region;
-      t_in_region = true;
-      fn(context, 0, 1);
-      t_in_region = outer;
+      run_alone(fn, context);
       return;
     }
     std::lock_guard lock(m_busy, std::adopt_lock);
+    const bool adaptive = g_adaptive.load(std::memory_order_relaxed);
+    if (adaptive != m_was_adaptive) {
+      for (Kind& k : m_kinds) k.watch.reset();
+      m_was_adaptive = adaptive;
+    }
+    const auto start = Clock::now();
+    ContentionWatch* watch = adaptive ? &watch_of(fn) : nullptr;
+    if (watch != nullptr) {
+      const int allowed = watch->threads_for(num_threads, start);
+      if (allowed < num_threads) g_contended_regions.fetch_add(1, std::memory_order_relaxed);
+      num_threads = allowed;
+      if (num_threads <= 1) {
+        run_alone(fn, context);
+        return;
+      }
+    }
     g_regions.fetch_add(1, std::memory_order_relaxed);
     grow(num_threads - 1);
     m_fn = fn;
@@ -120,8 +207,13 @@ class Pool {
     t_in_region = true;
     fn(context, 0, num_threads);
     t_in_region = false;
+    const auto worked = Clock::now();
     const auto helpers = static_cast<uint32_t>(num_threads - 1);
     m_done.wait([helpers](uint32_t done) { return done == helpers; });
+    if (watch != nullptr) {
+      const auto joined = Clock::now();
+      watch->record(num_threads, worked - start, joined - worked, joined);
+    }
   }
 
  private:
@@ -156,7 +248,40 @@ class Pool {
     }
   }
 
+  static void run_alone(detail::RegionFn fn, void* context) {
+    const bool outer = t_in_region;
+    t_in_region = true;
+    fn(context, 0, 1);
+    t_in_region = outer;
+  }
+
+  // The watch of one kind of region (its body's function), the least recently used replaced.
+  ContentionWatch& watch_of(detail::RegionFn fn) {
+    ++m_clock;
+    Kind* oldest = &m_kinds[0];
+    for (Kind& k : m_kinds) {
+      if (k.fn == fn) {
+        k.last_use = m_clock;
+        return k.watch;
+      }
+      if (k.last_use < oldest->last_use) oldest = &k;
+    }
+    oldest->fn = fn;
+    oldest->last_use = m_clock;
+    oldest->watch.reset();
+    return oldest->watch;
+  }
+
+  struct Kind {
+    detail::RegionFn fn = nullptr;
+    uint64_t last_use = 0;
+    ContentionWatch watch;
+  };
+
   std::mutex m_busy;  // one region at a time; held by the caller for the whole region
+  std::array<Kind, 32> m_kinds;  // guarded by m_busy
+  uint64_t m_clock = 0;
+  bool m_was_adaptive = true;
   std::vector<std::unique_ptr<Worker>> m_workers;
   detail::RegionFn m_fn = nullptr;
   void* m_context = nullptr;
@@ -190,8 +315,14 @@ void set_thread_pool_spin_us(int microseconds) {
   g_spin_us.store(std::max(0, microseconds), std::memory_order_relaxed);
 }
 
+bool thread_pool_adaptive() { return g_adaptive.load(std::memory_order_relaxed); }
+
+void set_thread_pool_adaptive(bool adaptive) { g_adaptive.store(adaptive, std::memory_order_relaxed); }
+
 ThreadPoolStats thread_pool_stats() {
   ThreadPoolStats s;
+  s.contended_regions = g_contended_regions.load(std::memory_order_relaxed);
+  s.contention_events = g_contention_events.load(std::memory_order_relaxed);
   s.regions = g_regions.load(std::memory_order_relaxed);
   s.serial_regions = g_serial_regions.load(std::memory_order_relaxed);
   s.worker_sleeps = g_worker_sleeps.load(std::memory_order_relaxed);

@@ -1,7 +1,8 @@
 // The kernels' thread pool (kernels/src/thread_pool.cpp): every thread index of a region runs
 // once, every item of a loop once, regions nested or opened by two threads at once run
 // correctly (on the caller alone), workers that went to sleep wake for the next region, and
-// thousands of back-to-back regions (a decode step's pattern) neither hang nor lose work.
+// thousands of back-to-back regions (a decode step's pattern) neither hang nor lose work, and
+// workers held back region after region cost that kind of region a thread for a while.
 // White-box: includes kernels/src/parallel.h.
 #include "parallel.h"
 
@@ -16,11 +17,38 @@
 
 using namespace iwb;
 
+namespace {
+
+// A region whose worker (thread 1) sleeps `worker_us` while the caller returns at once: the
+// pattern of a worker the OS set aside on a busy core. Returns the threads the region ran on.
+// (One lambda type, so every call is the same kind of region to the pool.)
+int held_back_region(int worker_us) {
+  std::atomic<int> threads{0};
+  detail::parallel_region(2, [&](int thread, int n) {
+    threads.store(n);
+    if (thread == 1) std::this_thread::sleep_for(std::chrono::microseconds(worker_us));
+  });
+  return threads.load();
+}
+
+int other_region() {
+  std::atomic<int> threads{0};
+  detail::parallel_region(2, [&](int, int n) { threads.store(n); });
+  return threads.load();
+}
+
+}  // namespace
+
 class TestThreadPool : public QObject {
   Q_OBJECT
 
  private slots:
-  void cleanup() { set_thread_pool_spin_us(200); }
+  // The other cases count threads, which a busy test machine must not change.
+  void initTestCase() { set_thread_pool_adaptive(false); }
+  void cleanup() {
+    set_thread_pool_spin_us(200);
+    set_thread_pool_adaptive(false);
+  }
 
   void defaultThreadsPositive() { QVERIFY(default_num_threads() >= 1); }
 
@@ -112,6 +140,27 @@ class TestThreadPool : public QObject {
     }
     QCOMPARE(total, int64_t{2016} * 20000);
     QVERIFY(thread_pool_stats().regions > 0);
+  }
+
+  // Workers held back region after region (the caller waits for them longer than it worked,
+  // and over 200 us) cost that kind of region a thread for a while: 4 such regions in a window
+  // of 32, then the same region body runs on the caller alone, another body still on two, and
+  // after the first cap (250 ms) the body gets its two threads back. Off, nothing changes.
+  void heldBackWorkersCostAThread() {
+    set_thread_pool_adaptive(false);
+    for (int r = 0; r < 8; ++r) QCOMPARE(held_back_region(1000), 2);
+    QCOMPARE(thread_pool_stats().contended_regions, int64_t{0});
+
+    set_thread_pool_adaptive(true);  // switching starts every watch afresh
+    const ThreadPoolStats before = thread_pool_stats();
+    for (int r = 0; r < 4; ++r) QCOMPARE(held_back_region(1000), 2);
+    QCOMPARE(thread_pool_stats().contention_events, before.contention_events + 1);
+    const auto capped_at = std::chrono::steady_clock::now();
+    QCOMPARE(held_back_region(0), 1);
+    QCOMPARE(other_region(), 2);
+    QVERIFY(thread_pool_stats().contended_regions > before.contended_regions);
+    std::this_thread::sleep_until(capped_at + std::chrono::milliseconds(300));
+    QCOMPARE(held_back_region(0), 2);
   }
 
   void spinWaitYields() {

@@ -192,5 +192,11 @@ int main(int argc, char** argv) {
   }
   std::printf("per-round application / bench: median %.3f, quartiles %.3f-%.3f, %zu rounds\n", median(ratios),
               quantile(ratios, 0.25), quantile(ratios, 0.75), ratios.size());
+  // Whether the pool found its workers held back (the GUI thread taking a core) and ran
+  // regions on fewer threads: on an idle machine it should not.
+  const iwb::ThreadPoolStats pool = iwb::thread_pool_stats();
+  std::printf("thread pool: %lld regions on %d workers, %lld times a thread cut for contention (%lld regions)\n",
+              static_cast<long long>(pool.regions), pool.num_workers, static_cast<long long>(pool.contention_events),
+              static_cast<long long>(pool.contended_regions));
   return 0;
 }

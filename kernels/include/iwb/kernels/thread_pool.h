@@ -20,12 +20,21 @@ int default_num_threads();
 int thread_pool_spin_us();
 void set_thread_pool_spin_us(int microseconds);
 
+// Whether regions run on fewer threads while the pool finds its workers held back by other
+// work on the machine (its caller waiting for them longer than it worked itself, region after
+// region; thread_pool.cpp has the rule). Default on; IWB_THREAD_ADAPT=0 turns it off. Results
+// never change with it: kernels split their work by the threads they asked for.
+bool thread_pool_adaptive();
+void set_thread_pool_adaptive(bool adaptive);
+
 // Counters of the pool since the process started, for tests and the profiler's overhead view.
 struct ThreadPoolStats {
-  int64_t regions = 0;         // parallel regions run with more than one thread
-  int64_t serial_regions = 0;  // regions run by the caller alone (nested, or the pool busy)
-  int64_t worker_sleeps = 0;   // times a worker gave up spinning and slept
-  int num_workers = 0;         // worker threads started so far
+  int64_t regions = 0;            // parallel regions run with more than one thread
+  int64_t serial_regions = 0;     // regions run by the caller alone (nested, or the pool busy)
+  int64_t worker_sleeps = 0;      // times a worker gave up spinning and slept
+  int64_t contended_regions = 0;  // regions run on fewer threads than asked, the machine being busy
+  int64_t contention_events = 0;  // times the pool found its workers held back and cut a thread
+  int num_workers = 0;            // worker threads started so far
 };
 ThreadPoolStats thread_pool_stats();
 
