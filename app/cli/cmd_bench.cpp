@@ -13,6 +13,7 @@
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/store/results_store.h"
+#include "iwb/kernels/thread_pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -267,10 +268,19 @@ int run_bench(int argc, char** argv) {
                  (*engine)->num_threads(), o.bench.num_repetitions);
     std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
   }
+  const ThreadPoolStats pool_before = thread_pool_stats();
   auto results = iwb::run_bench(**engine, o.bench, probe);
   if (!results) {
     std::fprintf(stderr, "iwb bench: %s\n", results.error_message().c_str());
     return 1;
+  }
+  // Figures from a machine where something else held a core are not the machine's: say so.
+  if (const ThreadPoolStats pool = thread_pool_stats(); pool.contention_events > pool_before.contention_events) {
+    std::fprintf(stderr,
+                 "iwb bench: the machine was busy: %lld times the engine's workers were held back by other work, "
+                 "and %lld parallel regions ran on fewer threads (IWB_THREAD_ADAPT=0 keeps all)\n",
+                 static_cast<long long>(pool.contention_events - pool_before.contention_events),
+                 static_cast<long long>(pool.contended_regions - pool_before.contended_regions));
   }
   if (!o.is_store_skipped) {
     for (BenchResult& r : *results) {
