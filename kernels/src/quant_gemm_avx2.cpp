@@ -387,32 +387,35 @@ IWB_AVX2_GEMM void run_group(Kernel kernel, const uint8_t* packed, int64_t nb, c
   }
 }
 
+// Every token of the call: groups of kGroupTokens, then the rest (1-3) as one group.
+// kernel_of(std::integral_constant<int, T>) gives the kernel for T tokens.
+template <typename Act, typename KernelOf>
+IWB_AVX2_GEMM void run_tokens(KernelOf kernel_of, const uint8_t* packed, int64_t nb, const uint8_t* activation,
+                              size_t activation_stride, int64_t num_tokens, const float* bias, int num_rows, float* out,
+                              int64_t out_stride) {
+  auto group = [&](auto tokens, int64_t t0) {
+    run_group<Act, decltype(tokens)::value>(kernel_of(tokens), packed, nb, activation, activation_stride, t0, bias,
+                                            num_rows, out, out_stride);
+  };
+  int64_t t0 = 0;
+  for (; t0 + kGroupTokens <= num_tokens; t0 += kGroupTokens) group(std::integral_constant<int, kGroupTokens>{}, t0);
+  static_assert(kGroupTokens == 4);
+  switch (num_tokens - t0) {
+    case 3: group(std::integral_constant<int, 3>{}, t0); break;
+    case 2: group(std::integral_constant<int, 2>{}, t0); break;
+    case 1: group(std::integral_constant<int, 1>{}, t0); break;
+    default: break;
+  }
+}
+
 template <typename Block>
 IWB_AVX2_GEMM void gemm_legacy(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
                                size_t activation_stride, int64_t num_tokens, int64_t n, const float* bias, float* out,
                                int64_t out_stride, uint8_t* buffer) {
   const int64_t nb = n / kQK8_0;
   pack_legacy<Block>(weight, weight_stride, num_rows, nb, buffer);
-  int64_t t0 = 0;
-  for (; t0 + kGroupTokens <= num_tokens; t0 += kGroupTokens) {
-    run_group<BlockQ8A, kGroupTokens>(legacy_tokens<Block, kGroupTokens>, buffer, nb, activation, activation_stride, t0,
-                                      bias, num_rows, out, out_stride);
-  }
-  switch (num_tokens - t0) {
-    case 3:
-      run_group<BlockQ8A, 3>(legacy_tokens<Block, 3>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                             out, out_stride);
-      break;
-    case 2:
-      run_group<BlockQ8A, 2>(legacy_tokens<Block, 2>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                             out, out_stride);
-      break;
-    case 1:
-      run_group<BlockQ8A, 1>(legacy_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                             out, out_stride);
-      break;
-    default: break;
-  }
+  run_tokens<BlockQ8A>([](auto tokens) { return legacy_tokens<Block, decltype(tokens)::value>; }, buffer, nb,
+                       activation, activation_stride, num_tokens, bias, num_rows, out, out_stride);
 }
 
 template <typename Block>
@@ -421,26 +424,8 @@ IWB_AVX2_GEMM void gemm_kquant(const uint8_t* weight, size_t weight_stride, int 
                                int64_t out_stride, uint8_t* buffer) {
   const int64_t nb = n / kQK_K;
   pack_kquant<Block>(weight, weight_stride, num_rows, nb, buffer);
-  int64_t t0 = 0;
-  for (; t0 + kGroupTokens <= num_tokens; t0 += kGroupTokens) {
-    run_group<BlockQ8_K, kGroupTokens>(kquant_tokens<Block, kGroupTokens>, buffer, nb, activation, activation_stride,
-                                       t0, bias, num_rows, out, out_stride);
-  }
-  switch (num_tokens - t0) {
-    case 3:
-      run_group<BlockQ8_K, 3>(kquant_tokens<Block, 3>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                              out, out_stride);
-      break;
-    case 2:
-      run_group<BlockQ8_K, 2>(kquant_tokens<Block, 2>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                              out, out_stride);
-      break;
-    case 1:
-      run_group<BlockQ8_K, 1>(kquant_tokens<Block, 1>, buffer, nb, activation, activation_stride, t0, bias, num_rows,
-                              out, out_stride);
-      break;
-    default: break;
-  }
+  run_tokens<BlockQ8_K>([](auto tokens) { return kquant_tokens<Block, decltype(tokens)::value>; }, buffer, nb,
+                        activation, activation_stride, num_tokens, bias, num_rows, out, out_stride);
 }
 
 }  // namespace

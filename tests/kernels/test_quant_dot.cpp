@@ -124,6 +124,17 @@ void check_vec_dot(const DotKernels& k, GgmlType type, int64_t n, std::mt19937& 
   }
 }
 
+// The message of a GEMM output off its row dot.
+QString mismatch(int64_t tokens, int num_rows, int row, int64_t token, float got, double expected) {
+  return QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
+      .arg(tokens)
+      .arg(num_rows)
+      .arg(row)
+      .arg(token)
+      .arg(got)
+      .arg(expected);
+}
+
 }  // namespace
 
 class TestQuantDot : public QObject {
@@ -379,14 +390,7 @@ class TestQuantDot : public QObject {
             const double bound =
                 1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
             const float got = out[t * out_stride + r];
-            QVERIFY2(std::fabs(got - expected) <= bound,
-                     qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
-                                    .arg(tokens)
-                                    .arg(num_rows)
-                                    .arg(r)
-                                    .arg(t)
-                                    .arg(got)
-                                    .arg(expected)));
+            QVERIFY2(std::fabs(got - expected) <= bound, qPrintable(mismatch(tokens, num_rows, r, t, got, expected)));
           }
         }
         for (int64_t t = 0; t < tokens; ++t) {
@@ -440,13 +444,7 @@ class TestQuantDot : public QObject {
             for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(static_cast<double>(wf[i]) * xt[i]);
             const float got = out[t * out_stride + r];
             QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude,
-                     qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
-                                    .arg(tokens)
-                                    .arg(num_rows)
-                                    .arg(r)
-                                    .arg(t)
-                                    .arg(got)
-                                    .arg(expected)));
+                     qPrintable(mismatch(tokens, num_rows, r, t, got, expected)));
             QVERIFY2(std::memcmp(&got, &first[t * out_stride + r], sizeof got) == 0,
                      qPrintable(QString("%1 tokens, row %2 token %3: %4, in the call of %5 tokens %6")
                                     .arg(tokens)
