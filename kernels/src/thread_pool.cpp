@@ -74,7 +74,7 @@ bool adaptive_from_environment() {
 
 std::atomic<int> g_spin_us{spin_from_environment()};
 std::atomic<bool> g_adaptive{adaptive_from_environment()};
-std::atomic<int64_t> g_regions{0}, g_serial_regions{0}, g_worker_sleeps{0}, g_contended_regions{0},
+std::atomic<int64_t> g_regions{0}, g_pooled_regions{0}, g_serial_regions{0}, g_worker_sleeps{0}, g_contended_regions{0},
     g_contention_events{0};
 std::atomic<int> g_num_workers{0};
 
@@ -177,6 +177,7 @@ class Pool {
       return;
     }
     std::lock_guard lock(m_busy, std::adopt_lock);
+    g_pooled_regions.fetch_add(1, std::memory_order_relaxed);
     const bool adaptive = g_adaptive.load(std::memory_order_relaxed);
     if (adaptive != m_was_adaptive) {
       for (Kind& k : m_kinds) k.watch.reset();
@@ -322,6 +323,7 @@ void set_thread_pool_adaptive(bool adaptive) { g_adaptive.store(adaptive, std::m
 ThreadPoolStats thread_pool_stats() {
   ThreadPoolStats s;
   s.contended_regions = g_contended_regions.load(std::memory_order_relaxed);
+  s.pooled_regions = g_pooled_regions.load(std::memory_order_relaxed);
   s.contention_events = g_contention_events.load(std::memory_order_relaxed);
   s.regions = g_regions.load(std::memory_order_relaxed);
   s.serial_regions = g_serial_regions.load(std::memory_order_relaxed);

@@ -156,7 +156,11 @@ class TestThreadPool : public QObject {
     for (int r = 0; r < 4; ++r) QCOMPARE(held_back_region(1000), 2);
     QCOMPARE(thread_pool_stats().contention_events, before.contention_events + 1);
     const auto capped_at = std::chrono::steady_clock::now();
+    const ThreadPoolStats at_cap = thread_pool_stats();
     QCOMPARE(held_back_region(0), 1);
+    // The pool took the region (the Metrics tab's share counts it) but ran no helper for it.
+    QCOMPARE(thread_pool_stats().pooled_regions, at_cap.pooled_regions + 1);
+    QCOMPARE(thread_pool_stats().regions, at_cap.regions);
     QCOMPARE(other_region(), 2);
     QVERIFY(thread_pool_stats().contended_regions > before.contended_regions);
     std::this_thread::sleep_until(capped_at + std::chrono::milliseconds(300));

@@ -102,20 +102,30 @@ class TestServeMetrics(unittest.TestCase):
         # Until the five have all ended (aborted, or finished first on a fast machine): on a busy
         # one the first abort comes while others still hold KV blocks, or still wait for their
         # turn holding none (those would finish during the next test and move its counters).
+        # Each was submitted to the engine before its response began, so each ends counted under
+        # one finished_reason; the running/waiting gauges alone are not enough, as they come from
+        # the engine's last step, which may predate the last submission (seen: the next test's
+        # time-to-first-token count grew by 5 for its 4 requests).
         deadline = time.time() + 20
         while time.time() < deadline:
             now = scrape()
-            aborted = value(now, "iwb:request_success", finished_reason="abort") - \
-                value(before, "iwb:request_success", finished_reason="abort")
+
+            def ended(reason):
+                return value(now, "iwb:request_success", finished_reason=reason) - \
+                    value(before, "iwb:request_success", finished_reason=reason)
+
+            aborted = ended("abort")
+            num_ended = sum(ended(r) for r in ("stop", "length", "abort", "error"))
             disconnected = sum("disconnected" in line for line in SERVER.lines)
             kv_usage = value(now, "iwb:kv_cache_usage_perc")
             idle = value(now, "iwb:num_requests_running") == 0 and value(now, "iwb:num_requests_waiting") == 0
-            if aborted >= 1 and disconnected >= 1 and kv_usage == 0 and idle:
+            if num_ended >= 5 and aborted >= 1 and disconnected >= 1 and kv_usage == 0 and idle:
                 break
             time.sleep(0.1)
         # Clients faster than the 120 generated tokens the context leaves are possible, but not all five.
         self.assertGreaterEqual(disconnected, 1, SERVER.log())
         self.assertGreaterEqual(aborted, 1)
+        self.assertEqual(num_ended, 5)
         self.assertEqual(kv_usage, 0)
 
 

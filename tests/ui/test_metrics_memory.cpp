@@ -6,6 +6,8 @@
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
 #include "worker/measurement_values.h"
+#include "worker/worker_measurements.h"
+#include "worker/worker_requests.h"
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -75,6 +77,7 @@ class TestMetricsMemory : public QObject {
  private slots:
   void requestRowHasHandComputedMetrics();
   void utilisationNeedsCeilings();
+  void busyCpuShare();
   void seriesFollowTokenTimes();
   void oldRequestsLeaveTheTable();
   void memoryEstimateRows();
@@ -114,6 +117,40 @@ void TestMetricsMemory::requestRowHasHandComputedMetrics() {
   QCOMPARE(text(MetricsModel::GenerationRateColumn), QStringLiteral("5.0"));
   QCOMPARE(text(MetricsModel::MbuColumn), QStringLiteral("20.0%"));
   QCOMPARE(text(MetricsModel::MfuColumn), QStringLiteral("2.5%"));
+}
+
+// The share of a request's parallel regions the pool ran on fewer threads, with the counts in
+// the tooltip; a request the worker measured only when it finished (a served one) shows "—";
+// the worker's measure() takes the pool counters' growth since the request went in.
+void TestMetricsMemory::busyCpuShare() {
+  MetricsModel model;
+  RequestMeasurement busy = measurement(1, 0.0), quiet = measurement(2, 2.0), unknown = measurement(3, 4.0);
+  busy.numParallelRegions = 200;
+  busy.numContendedRegions = 50;
+  quiet.numParallelRegions = 120;
+  quiet.numContendedRegions = 0;
+  model.addRequest(busy);
+  model.addRequest(quiet);
+  model.addRequest(unknown);
+  auto text = [&](int row, int role = Qt::DisplayRole) {
+    return model.data(model.index(row, MetricsModel::ContentionColumn), role).toString();
+  };
+  QCOMPARE(text(0), QStringLiteral("25.0%"));
+  QVERIFY(text(0, Qt::ToolTipRole).startsWith(QStringLiteral("50 of 200 parallel regions")));
+  QCOMPARE(text(1), QStringLiteral("0%"));
+  QCOMPARE(text(2), QStringLiteral("—"));
+  QCOMPARE(model.headerData(MetricsModel::ContentionColumn, Qt::Horizontal).toString(), QStringLiteral("Busy CPU"));
+
+  WorkerMeasurements measurements;
+  iwb::RequestFinished finished;
+  finished.num_generated_tokens = 0;
+  WorkerRequests::Entry served;  // no counters at its start
+  QCOMPARE(measurements.measure(finished, served, nullptr).numContendedRegions, qint64(-1));
+  WorkerRequests::Entry chat;
+  chat.poolAtAdd = iwb::thread_pool_stats();
+  const RequestMeasurement m = measurements.measure(finished, chat, nullptr);
+  QCOMPARE(m.numContendedRegions, qint64(0));  // nothing ran in between
+  QCOMPARE(m.numParallelRegions, qint64(0));
 }
 
 void TestMetricsMemory::utilisationNeedsCeilings() {

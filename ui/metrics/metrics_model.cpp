@@ -34,6 +34,14 @@ void trim(QVector<QPointF>& series) {
   if (series.size() > kMaxSeriesPoints) series.remove(0, series.size() - kMaxSeriesPoints);
 }
 
+// The share of a request's parallel regions run on fewer threads: "0%" on a quiet machine, "—"
+// when not measured.
+QString contendedShare(const RequestMeasurement& m) {
+  if (m.numContendedRegions < 0 || m.numParallelRegions <= 0) return QStringLiteral("—");
+  const double share = static_cast<double>(m.numContendedRegions) / static_cast<double>(m.numParallelRegions);
+  return QStringLiteral("%1%").arg(share * 100.0, 0, 'f', m.numContendedRegions == 0 ? 0 : 1);
+}
+
 }  // namespace
 
 QString formatFraction(const std::optional<double>& fraction) {
@@ -70,6 +78,7 @@ QVariant MetricsModel::data(const QModelIndex& index, int role) const {
       case GenerationRateColumn: return rate(x.generation_tokens_per_s);
       case MbuColumn: return formatFraction(x.decode_mbu);
       case MfuColumn: return formatFraction(x.prefill_mfu);
+      case ContentionColumn: return contendedShare(m);
     }
   } else if (role == Qt::TextAlignmentRole) {
     if (index.column() >= PromptTokensColumn) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
@@ -79,6 +88,14 @@ QVariant MetricsModel::data(const QModelIndex& index, int role) const {
           .arg(formatFraction(x.prefill_mfu), formatFraction(x.prefill_mbu), formatFraction(x.decode_mbu),
                formatFraction(x.decode_mfu), formatBytesPerSecond(m_ceilings.bandwidth_bytes_per_s),
                formatFlopsPerSecond(m_ceilings.peak_flops));
+    }
+    if (index.column() == ContentionColumn) {
+      if (m.numContendedRegions < 0) return tr("Not measured: the request was not started by this window's worker");
+      return tr("%1 of %2 parallel regions ran on fewer threads than asked: other work on the machine held the "
+                "engine's workers back, and the thread pool gave up a thread for a while rather than wait for them "
+                "(IWB_THREAD_ADAPT=0 turns this off)")
+          .arg(m.numContendedRegions)
+          .arg(m.numParallelRegions);
     }
     if (index.column() >= ItlP50Column && index.column() <= ItlP99Column) {
       return tr("%1 gaps between tokens: mean %2, min %3, max %4")
@@ -100,6 +117,7 @@ QVariant MetricsModel::headerData(int section, Qt::Orientation orientation, int 
                                 "probed bandwidth");
       case MfuColumn: return tr("Model FLOP utilisation of the prefill: FLOPs per token x tokens/s over the probed "
                                 "peak");
+      case ContentionColumn: return tr("Share of the request's parallel regions run on fewer threads (busy CPU)");
     }
     return {};
   }
@@ -118,6 +136,7 @@ QVariant MetricsModel::headerData(int section, Qt::Orientation orientation, int 
     case GenerationRateColumn: return tr("Gen tok/s");
     case MbuColumn: return tr("MBU");
     case MfuColumn: return tr("MFU");
+    case ContentionColumn: return tr("Busy CPU");
   }
   return {};
 }

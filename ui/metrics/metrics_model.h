@@ -1,6 +1,7 @@
 // The data behind the Metrics tab: one row per finished request (time to first token,
 // inter-token latency p50/p90/p99, prompt and generation tokens/s, MBU and MFU against the
-// probed ceilings), computed with the engine's metric functions, and the over-time series the
+// probed ceilings, and how much of its parallel work ran on fewer threads because the machine was
+// busy), computed with the engine's metric functions, and the over-time series the
 // charts draw (tokens/s and inter-token latency per token, TTFT per request) on one session
 // clock. GUI thread only.
 #pragma once
@@ -22,7 +23,7 @@ class MetricsModel : public QAbstractTableModel {
  public:
   enum Column { RequestColumn, ModelColumn, FinishColumn, PromptTokensColumn, GeneratedColumn, TtftColumn,
                 ItlP50Column, ItlP90Column, ItlP99Column, PromptRateColumn, GenerationRateColumn,
-                MbuColumn, MfuColumn, NumColumns };
+                MbuColumn, MfuColumn, ContentionColumn, NumColumns };
 
   struct Row {
     RequestMeasurement measurement;

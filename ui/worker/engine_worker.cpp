@@ -224,7 +224,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
     emit generationFailed(requestId, QString::fromStdString(id.error_message()));
     return false;
   }
-  m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}});
+  m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}, iwb::thread_pool_stats()});
   if (numTurnsLeftOut > 0) emit promptShortened(requestId, numTurnsLeftOut);
   emit generationStarted(requestId, numPromptTokens);
   return true;

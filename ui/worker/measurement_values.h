@@ -31,6 +31,12 @@ struct RequestMeasurement {
   // The cost model's work for this prompt and reply length (MBU/MFU divide by it); empty when
   // the model's shape could not be read.
   std::optional<iwb::GenerationCost> cost;
+  // The engine's thread pool while the request ran (shared with any request beside it): parallel
+  // regions opened, and those it ran on fewer threads because other work on the machine held its
+  // workers back (iwb/kernels/thread_pool.h). Unknown (-1) where the worker did not see the
+  // request start (a served request, measured when it finished).
+  qint64 numParallelRegions = -1;
+  qint64 numContendedRegions = -1;
 };
 
 // The process's memory as /proc/self/status reports it, with the context the KV cache holds.

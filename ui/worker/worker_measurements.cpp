@@ -109,6 +109,11 @@ RequestMeasurement WorkerMeasurements::measure(const iwb::RequestFinished& finis
   m.addedAtSeconds = entry.clock.addedAt;
   m.numGeneratedTokens = finished.num_generated_tokens;
   m.timing = iwb::request_timing(finished);
+  if (entry.poolAtAdd) {
+    const iwb::ThreadPoolStats now = iwb::thread_pool_stats();
+    m.numContendedRegions = now.contended_regions - entry.poolAtAdd->contended_regions;
+    m.numParallelRegions = now.pooled_regions - entry.poolAtAdd->pooled_regions;
+  }
   if (m_shape && engine && finished.num_generated_tokens > 0 && m.timing.num_prompt_tokens > 0) {
     auto cost = iwb::predict_generation(*m_shape, m.timing.num_prompt_tokens, finished.num_generated_tokens,
                                         engine->max_batch_tokens());

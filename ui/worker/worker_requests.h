@@ -3,6 +3,8 @@
 // on the worker's session time. One table, so a request's facts are added and dropped together.
 #pragma once
 
+#include "iwb/kernels/thread_pool.h"
+
 #include <QHash>
 #include <QList>
 
@@ -22,6 +24,9 @@ class WorkerRequests {
     quint64 seed = 0;         // the seed the sampler got
     int numDraftTokens = -1;  // K it asked for (-1: the engine's)
     Clock clock;
+    // The thread pool's counters when the request went in (has_value only for requests this
+    // worker added): the measurement takes their growth.
+    std::optional<iwb::ThreadPoolStats> poolAtAdd;
   };
 
   void add(quint64 engineId, const Entry& entry) { m_entries.insert(engineId, entry); }

@@ -32,7 +32,9 @@ struct ThreadPoolStats {
   int64_t regions = 0;            // parallel regions run with more than one thread
   int64_t serial_regions = 0;     // regions run by the caller alone (nested, or the pool busy)
   int64_t worker_sleeps = 0;      // times a worker gave up spinning and slept
-  int64_t contended_regions = 0;  // regions run on fewer threads than asked, the machine being busy
+  int64_t pooled_regions = 0;     // regions the pool took (more than one thread asked, not nested,
+                                  // pool free), however many threads they then ran on
+  int64_t contended_regions = 0;  // pooled regions run on fewer threads than asked, the machine being busy
   int64_t contention_events = 0;  // times the pool found its workers held back and cut a thread
   int num_workers = 0;            // worker threads started so far
 };
