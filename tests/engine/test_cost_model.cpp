@@ -249,6 +249,10 @@ class TestCostModel : public QObject {
     QVERIFY(qAbs(g->decode.flops - (d1.flops + d2.flops)) <= 1e-9 * g->decode.flops);
     QVERIFY(qAbs(g->decode.bytes - (d1.bytes + d2.bytes)) <= 1e-9 * g->decode.bytes);
     QVERIFY(d2.flops > d1.flops);  // one more key per head
+    // Float weights multiply in floating point; quantized ones as int8 dot products on a CPU.
+    QVERIFY(!g->int8_dot_products);
+    auto quantized = model_shape_preset("tinyllama-1.1b", GgmlType::Q4_0);
+    QVERIFY(predict_generation(*quantized, 4, 3)->int8_dot_products);
   }
 
   // Where the kernels count the same traffic, their helpers and these formulas agree.

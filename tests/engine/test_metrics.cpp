@@ -106,6 +106,17 @@ class TestMetrics : public QObject {
     QVERIFY(near(none.generation_tokens_per_s, 3 / 0.45));
     const RequestMetrics unprobed = compute_request_metrics(t, &cost, Ceilings{});
     QVERIFY(!unprobed.decode_mbu && !unprobed.prefill_mfu);
+
+    // Quantized weights: MFU against the int8 dot-product peak where the probe measured one,
+    // else still against the float peak; MBU does not change.
+    cost.int8_dot_products = true;
+    const RequestMetrics int8 = compute_request_metrics(t, &cost, Ceilings{50e9, 200e9, 800e9});
+    QVERIFY(near(*int8.prefill_mfu, 0.125));                  // 4e8 * 250 / 8e11
+    QVERIFY(near(*int8.decode_mfu, 2e9 * (3 / 0.45) / 800e9));
+    QVERIFY(near(*int8.decode_mbu, *m.decode_mbu));
+    QVERIFY(near(*compute_request_metrics(t, &cost, c).prefill_mfu, 0.5));
+    QCOMPARE(ceilings_from_probe(ProbeResult{.read_bytes_per_s = 1e9, .peak_flops = 2e9, .peak_int8_ops = 8e9})
+                 .compute_roof(true), 8e9);
   }
 
   void stepUtilization() {
@@ -119,6 +130,18 @@ class TestMetrics : public QObject {
     QVERIFY(near(u.bytes_per_s, 24000 / 0.01));
     QVERIFY(near(*u.mbu, 2.4e6 / 1e6));
     QVERIFY(near(*u.mfu, 2e5 / 1e6));
+
+    // A step whose products are mostly quantized: MFU against the int8 peak; F16 ones: the float peak.
+    ProfileBatch q;
+    q.step_seconds = 0.01;
+    q.kernels.push_back(op_costs::matmul(OpKind::Matmul, "ffn_up", 0, GgmlType::Q4_0, 64, 128, 1, false));
+    q.kernels.push_back(op_costs::add("x", 0, 1, 1000));
+    QVERIFY(int8_dot_products_dominate(q.kernels));
+    const double flops = q.kernels[0].flops + q.kernels[1].flops;
+    QVERIFY(near(*step_utilization(q, {1e6, 1e6, 4e6}).mfu, flops / 0.01 / 4e6));
+    q.kernels[0] = op_costs::matmul(OpKind::Matmul, "ffn_up", 0, GgmlType::F16, 64, 128, 1, false);
+    QVERIFY(!int8_dot_products_dominate(q.kernels));
+    QVERIFY(near(*step_utilization(q, {1e6, 1e6, 4e6}).mfu, flops / 0.01 / 1e6));
   }
 
   void aggregation() {

@@ -139,6 +139,7 @@ void TestMetricsMemory::busyCpuShare() {
   QVERIFY(text(0, Qt::ToolTipRole).startsWith(QStringLiteral("50 of 200 parallel regions")));
   QCOMPARE(text(1), QStringLiteral("0%"));
   QCOMPARE(text(2), QStringLiteral("—"));
+  QCOMPARE(formatContendedShare(busy), text(0));  // the Metrics summary line says it the same way
   QCOMPARE(model.headerData(MetricsModel::ContentionColumn, Qt::Horizontal).toString(), QStringLiteral("Busy CPU"));
 
   WorkerMeasurements measurements;

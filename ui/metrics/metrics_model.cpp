@@ -34,15 +34,13 @@ void trim(QVector<QPointF>& series) {
   if (series.size() > kMaxSeriesPoints) series.remove(0, series.size() - kMaxSeriesPoints);
 }
 
-// The share of a request's parallel regions run on fewer threads: "0%" on a quiet machine, "—"
-// when not measured.
-QString contendedShare(const RequestMeasurement& m) {
+}  // namespace
+
+QString formatContendedShare(const RequestMeasurement& m) {
   if (m.numContendedRegions < 0 || m.numParallelRegions <= 0) return QStringLiteral("—");
   const double share = static_cast<double>(m.numContendedRegions) / static_cast<double>(m.numParallelRegions);
   return QStringLiteral("%1%").arg(share * 100.0, 0, 'f', m.numContendedRegions == 0 ? 0 : 1);
 }
-
-}  // namespace
 
 QString formatFraction(const std::optional<double>& fraction) {
   return fraction ? QStringLiteral("%1%").arg(*fraction * 100.0, 0, 'f', 1) : QStringLiteral("—");
@@ -78,7 +76,7 @@ QVariant MetricsModel::data(const QModelIndex& index, int role) const {
       case GenerationRateColumn: return rate(x.generation_tokens_per_s);
       case MbuColumn: return formatFraction(x.decode_mbu);
       case MfuColumn: return formatFraction(x.prefill_mfu);
-      case ContentionColumn: return contendedShare(m);
+      case ContentionColumn: return formatContendedShare(m);
     }
   } else if (role == Qt::TextAlignmentRole) {
     if (index.column() >= PromptTokensColumn) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
@@ -87,7 +85,7 @@ QVariant MetricsModel::data(const QModelIndex& index, int role) const {
       return tr("Prefill: MFU %1, MBU %2\nDecode: MBU %3, MFU %4\nAgainst %5 and %6 (the probed ceilings)")
           .arg(formatFraction(x.prefill_mfu), formatFraction(x.prefill_mbu), formatFraction(x.decode_mbu),
                formatFraction(x.decode_mfu), formatBytesPerSecond(m_ceilings.bandwidth_bytes_per_s),
-               formatFlopsPerSecond(m_ceilings.peak_flops));
+               formatFlopsPerSecond(m_ceilings.compute_roof(m.cost && m.cost->int8_dot_products)));
     }
     if (index.column() == ContentionColumn) {
       if (m.numContendedRegions < 0) return tr("Not measured: the request was not started by this window's worker");

@@ -84,5 +84,8 @@ class MetricsModel : public QAbstractTableModel {
 
 // "42.0%" or "—" when unknown.
 QString formatFraction(const std::optional<double>& fraction);
+// The share of a request's parallel regions the thread pool ran on fewer threads: "0%" on a
+// quiet machine, "25.0%", or "—" when not measured.
+QString formatContendedShare(const RequestMeasurement& m);
 
 }  // namespace iwb::ui

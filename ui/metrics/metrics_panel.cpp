@@ -164,12 +164,16 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
     const iwb::Ceilings c = m_ceilings->ceilings();
     const auto& probe = m_ceilings->probe();
     const QString bandwidthKind = probe && probe->has_read_bandwidth() ? tr("read-only") : tr("copy");
-    m_ceilingsNote->setText(c.bandwidth_bytes_per_s > 0
-                                ? tr("MBU and MFU against the measured %1 (%2) and %3.")
-                                      .arg(formatBytesPerSecond(c.bandwidth_bytes_per_s), bandwidthKind,
-                                           formatFlopsPerSecond(c.peak_flops))
-                                : tr("MBU and MFU need this machine's ceilings: measure them in the Roofline tab "
-                                     "or run `iwb probe`."));
+    QString note = tr("MBU and MFU need this machine's ceilings: measure them in the Roofline tab or run `iwb probe`.");
+    if (c.bandwidth_bytes_per_s > 0) {
+      note = tr("MBU and MFU against the measured %1 (%2) and %3")
+                 .arg(formatBytesPerSecond(c.bandwidth_bytes_per_s), bandwidthKind, formatFlopsPerSecond(c.peak_flops));
+      // Quantized weights run as int8 dot products on a CPU: their own, higher roof.
+      note += c.peak_int8_ops > 0
+                  ? tr("; quantized weights against %1 GOP/s of int8 dot products.").arg(c.peak_int8_ops / 1e9, 0, 'f', 0)
+                  : tr(".");
+    }
+    m_ceilingsNote->setText(note);
   };
   connect(m_ceilings, &MachineCeilings::probeChanged, this, applyCeilings);
   applyCeilings();
@@ -242,6 +246,10 @@ void MetricsPanel::updateSummary() {
               .arg(m.prompt_tokens_per_s, 0, 'f', 1)
               .arg(m.generation_tokens_per_s, 0, 'f', 1)
               .arg(formatFraction(m.decode_mbu), formatFraction(m.prefill_mfu));
+  // Said only when it happened: on a quiet machine the figures above need no excuse.
+  if (row->measurement.numContendedRegions > 0) {
+    text += tr(" · busy CPU %1").arg(formatContendedShare(row->measurement));
+  }
   m_summary->setText(text);
 }
 

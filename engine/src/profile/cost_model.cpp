@@ -2,6 +2,7 @@
 // walk the backends make; the profiler test compares the two record by record.
 #include "iwb/engine/profile/cost_model.h"
 
+#include "iwb/engine/profile/metrics.h"
 #include "iwb/engine/profile/op_costs.h"
 
 #include <algorithm>
@@ -82,6 +83,7 @@ Result<GenerationCost> predict_generation(const ModelShape& m, int64_t num_promp
       predict_step(m, {Phase::Prefill, num_prompt_tokens, 0, max_batch_tokens, true});
   if (!prefill) return prefill.status();
   g.prefill = total_cost(*prefill);
+  g.int8_dot_products = int8_dot_products_dominate(*prefill);
   g.num_decode_steps = std::max<int64_t>(0, num_generated_tokens - 1);
   if (g.num_decode_steps == 0) return g;
 

@@ -81,6 +81,9 @@ struct GenerationCost {
   StepCost prefill;
   StepCost decode;               // all decode steps together
   int64_t num_decode_steps = 0;
+  // Most of the prefill's matrix FLOPs have quantized weights, which the CPU kernels multiply
+  // as int8 dot products (MFU then divides by the int8 peak where one was measured).
+  bool int8_dot_products = false;
 };
 Result<GenerationCost> predict_generation(const ModelShape& model, int64_t num_prompt_tokens,
                                           int64_t num_generated_tokens, int64_t max_batch_tokens = 0);

@@ -36,8 +36,18 @@ std::vector<double> inter_token_latencies(std::span<const double> token_seconds)
 struct Ceilings {
   double bandwidth_bytes_per_s = 0;
   double peak_flops = 0;
+  // The integer dot-product rate (the probe's peak_int8_ops): the roof of a CPU's kernels for
+  // quantized weights. 0 where not measured (GPUs, older probes): MFU then uses peak_flops.
+  double peak_int8_ops = 0;
+  // The compute roof of work whose matrix products run as int8 dot products or not.
+  double compute_roof(bool int8_dot_products) const {
+    return int8_dot_products && peak_int8_ops > 0 ? peak_int8_ops : peak_flops;
+  }
 };
 Ceilings ceilings_from_probe(const ProbeResult& probe);
+// True when most of the records' matrix-product FLOPs have quantized weights (which a CPU
+// multiplies as int8 dot products, whose roof is Ceilings::peak_int8_ops).
+bool int8_dot_products_dominate(std::span<const KernelRecord> records);
 
 // bytes moved per token x tokens/s / bandwidth; nullopt when the bandwidth is unknown (<= 0).
 std::optional<double> model_bandwidth_utilization(double bytes_per_token, double tokens_per_s,
