@@ -111,12 +111,13 @@ class TestMetrics : public QObject {
     // else still against the float peak; MBU does not change.
     cost.int8_dot_products = true;
     const RequestMetrics int8 = compute_request_metrics(t, &cost, Ceilings{50e9, 200e9, 800e9});
-    QVERIFY(near(*int8.prefill_mfu, 0.125));                  // 4e8 * 250 / 8e11
+    QVERIFY(near(*int8.prefill_mfu, 0.125));  // 4e8 * 250 / 8e11
     QVERIFY(near(*int8.decode_mfu, 2e9 * (3 / 0.45) / 800e9));
     QVERIFY(near(*int8.decode_mbu, *m.decode_mbu));
     QVERIFY(near(*compute_request_metrics(t, &cost, c).prefill_mfu, 0.5));
     QCOMPARE(ceilings_from_probe(ProbeResult{.read_bytes_per_s = 1e9, .peak_flops = 2e9, .peak_int8_ops = 8e9})
-                 .compute_roof(true), 8e9);
+                 .compute_roof(true),
+             8e9);
   }
 
   void stepUtilization() {

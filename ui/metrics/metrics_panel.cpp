@@ -169,9 +169,10 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
       note = tr("MBU and MFU against the measured %1 (%2) and %3")
                  .arg(formatBytesPerSecond(c.bandwidth_bytes_per_s), bandwidthKind, formatFlopsPerSecond(c.peak_flops));
       // Quantized weights run as int8 dot products on a CPU: their own, higher roof.
-      note += c.peak_int8_ops > 0
-                  ? tr("; quantized weights against %1 GOP/s of int8 dot products.").arg(c.peak_int8_ops / 1e9, 0, 'f', 0)
-                  : tr(".");
+      note +=
+          c.peak_int8_ops > 0
+              ? tr("; quantized weights against %1 GOP/s of int8 dot products.").arg(c.peak_int8_ops / 1e9, 0, 'f', 0)
+              : tr(".");
     }
     m_ceilingsNote->setText(note);
   };
