@@ -24,14 +24,19 @@
 namespace iwb::ui {
 namespace {
 
-QTableView* makeTable(QAbstractItemModel* model, const QString& objectName) {
+// stretchColumn takes the width left over (the last column when -1).
+QTableView* makeTable(QAbstractItemModel* model, const QString& objectName, int stretchColumn = -1) {
   auto* table = new QTableView;
   table->setObjectName(objectName);
   table->setModel(model);
   table->verticalHeader()->hide();
   table->setAlternatingRowColors(true);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table->horizontalHeader()->setStretchLastSection(true);
+  if (stretchColumn >= 0) {
+    table->horizontalHeader()->setSectionResizeMode(stretchColumn, QHeaderView::Stretch);
+  } else {
+    table->horizontalHeader()->setStretchLastSection(true);
+  }
   return table;
 }
 
@@ -91,7 +96,8 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
       m_rateChart(makeChart(QStringLiteral("tokenRateChart"), tr("Tokens/s"))),
       m_latencyChart(makeChart(QStringLiteral("latencyChart"), tr("Latency (ms)"))),
       m_utilisationChart(makeChart(QStringLiteral("utilisationChart"), tr("Utilisation (%)"))),
-      m_table(makeTable(m_model, QStringLiteral("metricsTable"))),
+      // The model's name takes the spare width: a number column stretched across it reads as empty.
+      m_table(makeTable(m_model, QStringLiteral("metricsTable"), MetricsModel::ModelColumn)),
       m_tables(new QTabWidget),
       m_benchModel(new BenchResultsModel(this)) {
   setObjectName(QStringLiteral("metricsPanel"));
