@@ -37,6 +37,11 @@ fi
 
 # A private settings folder: no recent files or window geometry from the user's own runs.
 export XDG_CONFIG_HOME="$work/config"
+# A private data folder too: the chat restores the last conversation from it, so with --prompt
+# each run's prompt would carry the previous runs' turns. The machine's stored probe (the
+# roofline's ceilings) stays the user's results store.
+export IWB_RESULTS_DB="${IWB_RESULTS_DB:-${XDG_DATA_HOME:-$HOME/.local/share}/inference-workbench/results.sqlite}"
+export XDG_DATA_HOME="$work/data"
 export XDG_RUNTIME_DIR="$work/runtime"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 mkdir -p "$(dirname "$out")"
