@@ -128,20 +128,8 @@ BenchResult describe(const Engine& engine, const std::string& identity, const st
   return r;
 }
 
-// True when most weight bytes are a quantized type: the CPU kernels then quantize activations to
-// 8 bits and multiply with integer dot products, whose ceiling is the probe's int8 rate, not its
-// f32 FMA rate (against which a quantized prefill would show an MFU above 100%).
-bool uses_int8_dot_products(const ModelSummary& m) {
-  std::string dominant;
-  uint64_t most = 0;
-  for (const auto& [type, totals] : m.totals_by_type) {
-    if (totals.num_bytes > most) most = totals.num_bytes, dominant = type;
-  }
-  return !dominant.empty() && dominant != "F32" && dominant != "F16" && dominant != "BF16";
-}
-
 void finish_result(BenchResult* r, const std::vector<double>& rates, const StepCost& per_token,
-                   const std::optional<ProbeResult>& probe, bool is_int8) {
+                   const std::optional<ProbeResult>& probe, bool int8_dot_products) {
   r->num_repetitions = static_cast<int>(rates.size());
   r->tokens_per_s = rates;
   mean_and_sd(rates, &r->tokens_per_s_mean, &r->tokens_per_s_sd);
@@ -150,8 +138,10 @@ void finish_result(BenchResult* r, const std::vector<double>& rates, const StepC
   if (probe) {
     const Ceilings c = ceilings_from_probe(*probe);
     r->mbu = model_bandwidth_utilization(per_token.bytes, r->tokens_per_s_mean, c.bandwidth_bytes_per_s);
-    const bool use_int8 = is_int8 && probe->peak_int8_ops > 0;
-    r->mfu = model_flops_utilization(per_token.flops, r->tokens_per_s_mean, use_int8 ? probe->peak_int8_ops : c.peak_flops);
+    // Quantized weights multiply as int8 dot products on a CPU: against the f32 FMA rate a
+    // quantized prefill would show an MFU above 100%.
+    const bool use_int8 = int8_dot_products && c.peak_int8_ops > 0;
+    r->mfu = model_flops_utilization(per_token.flops, r->tokens_per_s_mean, c.compute_roof(int8_dot_products));
     r->mfu_peak_kind = use_int8 ? probe->peak_int8_kind : probe->peak_flops_kind;
   }
 }
@@ -259,7 +249,6 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   }
 
   std::vector<BenchResult> results;
-  const bool is_int8 = uses_int8_dot_products(engine.model());
   const int64_t block_size = std::max<int64_t>(1, engine.memory_report().kv_block_size);
   for (const int64_t depth : o.depths) {
     // One set of depth tokens per depth, prefilled once (untimed): its full KV blocks stay in
@@ -303,7 +292,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
       StepCost per_token = total_cost(*predicted);
       per_token.flops /= static_cast<double>(o.num_prompt_tokens);
       per_token.bytes /= static_cast<double>(o.num_prompt_tokens);
-      finish_result(&r, rates, per_token, probe, is_int8);
+      finish_result(&r, rates, per_token, probe, int8_dot_products_dominate(*predicted));
       results.push_back(std::move(r));
     }
     if (o.num_generated_tokens > 0) {
@@ -328,7 +317,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
       StepCost per_token = predicted->decode;
       per_token.flops /= static_cast<double>(predicted->num_decode_steps);
       per_token.bytes /= static_cast<double>(predicted->num_decode_steps);
-      finish_result(&r, rates, per_token, probe, is_int8);
+      finish_result(&r, rates, per_token, probe, predicted->int8_dot_products);
       results.push_back(std::move(r));
     }
   }
