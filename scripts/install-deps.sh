@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache mold pkg-config git
   qt6-base-dev qt6-base-dev-tools libqt6svg6 qt6-svg-dev libqt6sql6-sqlite
   libqcustomplot-dev libqcustomplot2.1-qt6
   libpcre2-dev libicu-dev libsqlite3-dev libxxhash-dev
