@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 
 // Kernel launches and dynamic shared memory go through these macros so the device code also
@@ -48,6 +49,19 @@ __device__ inline float block_sum(float v) {
   const int num_warps = static_cast<int>(blockDim.x / 32);
   float total = lane < num_warps ? partial[lane] : 0.0f;
   return warp_sum(total);
+}
+
+// Maximum over the whole thread block, as block_sum.
+__device__ inline float block_max(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_max(v);
+  __syncthreads();  // a previous call's readers are done with `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int num_warps = static_cast<int>(blockDim.x / 32);
+  float all = lane < num_warps ? partial[lane] : -INFINITY;
+  return warp_max(all);
 }
 
 // Inclusive scan (sum, or max with kIsMax) over the whole thread block (blockDim.x a multiple of

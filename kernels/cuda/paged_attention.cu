@@ -237,12 +237,21 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
 
 // ---- 3. Combining the splits ------------------------------------------------------------------
 
-// One warp per (token, head) row; it reads exactly the splits the attention kernel wrote for
-// the row: those overlapping its visible keys, clamped as the attention kernel clamps them.
+// One thread block per (token, head) row; it reads exactly the splits the attention kernel wrote
+// for the row: those overlapping its visible keys, clamped as the attention kernel clamps them.
+// A decode step of one sequence has few rows and many splits (32 keys each: 128 for 4,096 keys),
+// so the splits are spread over the block's warps and each lane holds four value columns per
+// 128: every split is one broadcast load of its maximum and sum and one 16-byte load per lane,
+// independent of the others. (Until 2026-12-03 one warp per row walked its splits in turn, ~6
+// loads a split for a 128-wide head; one sequence's decode attention on the H200 then grew with
+// the keys, ~45 us at 1,024 and ~142 us at 4,096, as that walk would. Not yet run on a GPU.)
+constexpr int kCombineMaxColsPerLane = 8;  // head_dim_v <= 256: two 16-byte pieces per lane
+
 __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  if (row >= p.num_tokens * p.num_heads) return;
+  __shared__ float warp_acc[kWarps][32 * kCombineMaxColsPerLane];
+  __shared__ float warp_total[kWarps];
+  const int64_t row = blockIdx.x;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t t = row / p.num_heads;
   const int32_t seq = p.token_sequences[t];
   int64_t first = 0, end = 0;
@@ -253,24 +262,53 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
   }
   float* out = p.output + row * p.head_dim_v;
   if (first >= end) {
-    for (int c = lane; c < p.head_dim_v; c += 32) out[c] = 0.0f;
+    for (int c = threadIdx.x; c < p.head_dim_v; c += blockDim.x) out[c] = 0.0f;
     return;
   }
   const int64_t split_first = first / p.split_size, split_last = (end - 1) / p.split_size;
-  float max_all = -INFINITY;
-  for (int64_t s = split_first; s <= split_last; ++s) max_all = fmaxf(max_all, p.part_max[row * p.num_splits + s]);
+  const float* row_max = p.part_max + row * p.num_splits;
+  const float* row_sum = p.part_sum + row * p.num_splits;
+  const float* row_acc = p.part_acc + row * p.num_splits * p.head_dim_v;
+
+  float m = -INFINITY;
+  for (int64_t s = split_first + threadIdx.x; s <= split_last; s += blockDim.x) m = fmaxf(m, row_max[s]);
+  const float max_all = block_max(m);
+
+  // Lane columns: 4 lane + 128 i + {0..3}, i < kCombineMaxColsPerLane / 4 (head_dim_v is a
+  // multiple of 8, so a piece is wholly inside or outside; partials are 32-byte aligned rows).
   float total = 0.0f;
-  for (int64_t s = split_first; s <= split_last; ++s) {
-    const float m = p.part_max[row * p.num_splits + s];
-    if (m != -INFINITY) total += expf(m - max_all) * p.part_sum[row * p.num_splits + s];
-  }
-  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-  for (int c = lane; c < p.head_dim_v; c += 32) {
-    float value = 0.0f;
-    for (int64_t s = split_first; s <= split_last; ++s) {
-      const float m = p.part_max[row * p.num_splits + s];
-      if (m != -INFINITY) value += expf(m - max_all) * p.part_acc[(row * p.num_splits + s) * p.head_dim_v + c];
+  float4 acc[kCombineMaxColsPerLane / 4];
+#pragma unroll
+  for (int i = 0; i < kCombineMaxColsPerLane / 4; ++i) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const int num_warps = static_cast<int>(blockDim.x / 32);
+#pragma unroll 4
+  for (int64_t s = split_first + warp; s <= split_last; s += num_warps) {
+    const float ms = row_max[s];
+    // A split without a visible key of this row (-inf) adds nothing; its partials are zeros.
+    const float e = ms == -INFINITY ? 0.0f : expf(ms - max_all);
+    total = fmaf(e, row_sum[s], total);
+    const float4* src = reinterpret_cast<const float4*>(row_acc + s * p.head_dim_v);
+#pragma unroll
+    for (int i = 0; i < kCombineMaxColsPerLane / 4; ++i) {
+      if (4 * (lane + 32 * i) < p.head_dim_v) {
+        const float4 v = src[lane + 32 * i];
+        acc[i] = make_float4(fmaf(e, v.x, acc[i].x), fmaf(e, v.y, acc[i].y), fmaf(e, v.z, acc[i].z),
+                             fmaf(e, v.w, acc[i].w));
+      }
     }
+  }
+#pragma unroll
+  for (int i = 0; i < kCombineMaxColsPerLane / 4; ++i) {
+    reinterpret_cast<float4*>(warp_acc[warp])[lane + 32 * i] = acc[i];
+  }
+  if (lane == 0) warp_total[warp] = total;  // every lane summed the same (broadcast) values
+  __syncthreads();
+  float all = 0.0f;
+  for (int w = 0; w < num_warps; ++w) all += warp_total[w];
+  const float inv = all > 0.0f ? 1.0f / all : 0.0f;
+  for (int c = threadIdx.x; c < p.head_dim_v; c += blockDim.x) {
+    float value = 0.0f;
+    for (int w = 0; w < num_warps; ++w) value += warp_acc[w][c];
     out[c] = value * inv;
   }
 }
@@ -400,6 +438,7 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
   }
   if (!is_aligned(a.k_scale, 4) || !is_aligned(a.v_scale, 4)) return cudaErrorInvalidValue;
   if (a.num_tokens > INT32_MAX / 2) return cudaErrorInvalidValue;  // the tile planner counts in int
+  if (a.num_tokens * a.num_heads > kMaxGridX) return cudaErrorInvalidValue;  // the combine's grid: a block per row
   if (!is_aligned(a.k_cache, 16) || !is_aligned(a.v_cache, 16) || !is_aligned(a.q, 8) || !is_aligned(a.output, 4)) {
     return cudaErrorInvalidValue;
   }
@@ -513,7 +552,7 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
   if (e != cudaSuccess) return e;
   const int64_t rows = a.num_tokens * a.num_heads;
   if (plan.num_splits > 1) {
-    IWB_LAUNCH(combine_kernel, static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream, params);
+    IWB_LAUNCH(combine_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, params);
     if (const cudaError_t e2 = cudaGetLastError(); e2 != cudaSuccess) return e2;
   }
   // Values stored rotated: the weighted sum is rotated back.

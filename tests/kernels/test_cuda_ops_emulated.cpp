@@ -84,6 +84,11 @@ class TestCudaOpsEmulated : public QObject {
     QTest::newRow("decode d128 g8 bs16") << 16 << 2 << 128 << 16 << 0 << 0.0f << false << false;
     QTest::newRow("decode d64 g16 bs16 q8") << 16 << 1 << 64 << 16 << 0 << 0.0f << false << true;
     QTest::newRow("decode d32 g32 bs16") << 32 << 1 << 32 << 16 << 0 << 0.0f << false << false;
+    // Long decode: a row's 32-key splits spread over the combine's warps several times each
+    // (a 1,000-key row has 32 of them), with and without a window, and wide values.
+    QTest::newRow("long decode d128 g4 bs16") << 8 << 2 << 128 << 16 << 0 << 0.0f << false << false;
+    QTest::newRow("long decode d64 g2 bs32 window") << 4 << 2 << 64 << 32 << 300 << 0.0f << false << false;
+    QTest::newRow("long decode d256 g1 bs16 q8") << 2 << 2 << 256 << 16 << 0 << 0.0f << false << true;
     // Longer prompts: several query tiles per sequence, windows cutting through tiles.
     QTest::newRow("long prefill d64 g1 bs32 window") << 2 << 2 << 64 << 32 << 50 << 0.0f << true << false;
     // The register-resident kernel (paged_attention_mma.cu) on llama-3's heads (128, group 4)
@@ -103,11 +108,14 @@ class TestCudaOpsEmulated : public QObject {
     QFETCH(bool, is_q8);
     std::vector<SequenceSpec> specs = is_prefill ? std::vector<SequenceSpec>{{40, 40}, {17, 7}, {100, 1}, {1, 1}}
                                                  : std::vector<SequenceSpec>{{1, 1}, {15, 1}, {16, 1}, {17, 1}, {70, 1}};
-    if (is_prefill && QByteArray(QTest::currentDataTag()).startsWith("long")) {
-      specs = {{3, 3}, {128, 128}, {90, 89}, {2, 1}};
+    int64_t max_context = 256;
+    if (QByteArray(QTest::currentDataTag()).startsWith("long")) {
+      specs = is_prefill ? std::vector<SequenceSpec>{{3, 3}, {128, 128}, {90, 89}, {2, 1}}
+                         : std::vector<SequenceSpec>{{1000, 1}, {333, 1}, {40, 1}};
+      if (!is_prefill) max_context = 1024;
     }
     std::mt19937 rng(static_cast<uint32_t>(heads * 100 + head_dim + block_size + window));
-    const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, 256, rng,
+    const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, max_context, rng,
                                           is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
     std::vector<float> expected(b.q.size());
     QVERIFY(paged_attention_ref(iwb::test::cpu_args(b, window, softcap, expected.data())));
