@@ -140,9 +140,8 @@ void finish_result(BenchResult* r, const std::vector<double>& rates, const StepC
     r->mbu = model_bandwidth_utilization(per_token.bytes, r->tokens_per_s_mean, c.bandwidth_bytes_per_s);
     // Quantized weights multiply as int8 dot products on a CPU: against the f32 FMA rate a
     // quantized prefill would show an MFU above 100%.
-    const bool use_int8 = int8_dot_products && c.peak_int8_ops > 0;
     r->mfu = model_flops_utilization(per_token.flops, r->tokens_per_s_mean, c.compute_roof(int8_dot_products));
-    r->mfu_peak_kind = use_int8 ? probe->peak_int8_kind : probe->peak_flops_kind;
+    r->mfu_peak_kind = c.uses_int8_roof(int8_dot_products) ? probe->peak_int8_kind : probe->peak_flops_kind;
   }
 }
 

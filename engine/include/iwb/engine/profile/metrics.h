@@ -39,9 +39,12 @@ struct Ceilings {
   // The integer dot-product rate (the probe's peak_int8_ops): the roof of a CPU's kernels for
   // quantized weights. 0 where not measured (GPUs, older probes): MFU then uses peak_flops.
   double peak_int8_ops = 0;
-  // The compute roof of work whose matrix products run as int8 dot products or not.
+  // Whether work whose matrix products run as int8 dot products (or not) is measured against
+  // the int8 roof: only where one was probed.
+  bool uses_int8_roof(bool int8_dot_products) const { return int8_dot_products && peak_int8_ops > 0; }
+  // The compute roof of that work.
   double compute_roof(bool int8_dot_products) const {
-    return int8_dot_products && peak_int8_ops > 0 ? peak_int8_ops : peak_flops;
+    return uses_int8_roof(int8_dot_products) ? peak_int8_ops : peak_flops;
   }
 };
 Ceilings ceilings_from_probe(const ProbeResult& probe);
