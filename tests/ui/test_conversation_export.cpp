@@ -1,6 +1,7 @@
 // Exporting a conversation (JSON and Markdown) and importing the JSON back (issue 19): through
 // the chat panel's export and import over a SQLite store, export -> import -> export gives the
-// same file, and the imported conversation equals the original field by field.
+// same file, and the imported conversation equals the original field by field. Also the
+// conversation list's titles (elided in the pane's width).
 #include "chat/chat_panel.h"
 #include "chat/conversation_list.h"
 #include "chat/message_list_model.h"
@@ -11,6 +12,8 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QListWidget>
+#include <QScrollBar>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -46,6 +49,7 @@ class TestConversationExport : public QObject {
   void exportImportRoundTripsExactly();
   void markdownExportReads();
   void importRefusesOtherFiles();
+  void listElidesLongTitles();
 
  private:
   qint64 makeConversation(ConversationStore& store);
@@ -175,6 +179,27 @@ void TestConversationExport::importRefusesOtherFiles() {
   auto newer = conversationFromJson(R"({"format": "inference-workbench.conversation", "version": 9})");
   QVERIFY(!newer);
   QVERIFY(QString::fromStdString(newer.error_message()).contains(QStringLiteral("version 9")));
+}
+
+// A title that grows past the pane's width (the automatic title from the first prompt replaces
+// "New Chat") is elided; the list never scrolls sideways (it did: the item kept its new text
+// width and a horizontal scroll bar appeared under the titles).
+void TestConversationExport::listElidesLongTitles() {
+  ConversationList list;
+  Conversation c;
+  c.id = 7;
+  c.title = QStringLiteral("New Chat");
+  list.setConversations({c});
+  list.resize(220, 300);
+  list.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&list));
+  const QString longTitle = QStringLiteral("Write a C function that reverses a string in place, with a short explanation.");
+  list.setTitle(7, longTitle);
+  QCoreApplication::processEvents();
+  QCOMPARE(list.titleAt(0), longTitle);  // the whole title stays the item's text (and tooltip)
+  QListWidget* widget = list.listWidget();
+  QVERIFY(!widget->horizontalScrollBar()->isVisible());
+  QCOMPARE(widget->horizontalScrollBar()->maximum(), 0);
 }
 
 QTEST_MAIN(TestConversationExport)

@@ -24,7 +24,11 @@ ConversationList::ConversationList(QWidget* parent)
   m_list->setObjectName(QStringLiteral("conversationList"));
   m_list->setContextMenuPolicy(Qt::CustomContextMenu);
   m_list->setEditTriggers(QAbstractItemView::EditKeyPressed);  // F2; double-click just opens
+  // Titles longer than the pane are elided: without this a title that grows after the item
+  // was laid out (the automatic title replacing "New Chat") kept its full width and the list
+  // scrolled sideways instead.
   m_list->setTextElideMode(Qt::ElideRight);
+  m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   m_list->setUniformItemSizes(true);
 
   auto* layout = new QVBoxLayout(this);
