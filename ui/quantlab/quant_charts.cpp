@@ -136,9 +136,14 @@ void setTitle(QCustomPlot* plot, const QString& title) {
 
 QuantCharts::QuantCharts(QWidget* parent)
     : QWidget(parent),
-      m_memoryKl(makePlot(QString(), tr("mean KL divergence from the base (f16 KV cache)"))),
+      // Short enough for the axis at the chart's smallest height (the whole sentence was cut
+      // off at both ends there); the rest is in the tooltip.
+      m_memoryKl(makePlot(QString(), tr("mean KL from the base"))),
       m_speedPerplexity(makePlot(tr("generation tokens/s"), tr("perplexity"))) {
   m_memoryKl->setObjectName(QStringLiteral("memoryKlPlot"));
+  m_memoryKl->setToolTip(tr("Each run's mean KL divergence of its next-token distributions from the base model's "
+                            "(the source file's weights with an f16 KV cache), against the memory its weights and "
+                            "KV cache take."));
   m_speedPerplexity->setObjectName(QStringLiteral("speedPerplexityPlot"));
   m_memoryKl->yAxis->setScaleType(QCPAxis::stLogarithmic);
   m_memoryKl->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
