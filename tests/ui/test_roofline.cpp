@@ -11,6 +11,7 @@
 #include "roofline/roofline_model.h"
 #include "roofline/roofline_panel.h"
 #include "roofline/roofline_plot.h"
+#include "widgets/chart_labels.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -105,6 +106,7 @@ class TestRoofline : public QObject {
   void panelPredictsAPreset();
   void plotHitTestAndTooltip();
   void plotExportsPngAndSvg();
+  void plotLabelsDoNotCollide();
   void measureNowStoresTheProbe();
   void measureCanBeCancelled();
 };
@@ -380,6 +382,53 @@ void TestRoofline::plotExportsPngAndSvg() {
   QVERIFY(text.contains("<svg"));
   QVERIFY(text.contains("viewBox=\"0 0 1200 800\""));
   QVERIFY(text.size() > 2000);  // axes, roofs and points, not an empty canvas
+}
+
+// Ops whose points sit close together (the residual add and RoPE of both phases, a few pixels
+// apart) get their names where no name covers another or another point: each label moves to a
+// free side of its point (it was always to the right, so the two adds' names were drawn on
+// top of each other), and again after a resize.
+void TestRoofline::plotLabelsDoNotCollide() {
+  iwb::ProfileDecimator decimator(10.0);
+  decimator.add(batch(0, Phase::Prefill,
+                      {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 3e6, 8e6, 1.0e-3),
+                       record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}),
+                0.0);
+  decimator.add(batch(1, Phase::Decode,
+                      {record(OpKind::Add, "add", 1e6, 1.2e7, 1.25e-3), record(OpKind::Rope, "rope", 3e6, 8.4e6, 1.1e-3),
+                       record(OpKind::Logits, "output", 2.1e9, 1e9, 0.05), record(OpKind::Matmul, "attn_q", 2.2e9, 1e9, 0.05)}),
+                0.01);
+  const auto snapshot = decimator.flush(0.02);
+  QVERIFY(snapshot.has_value());
+  RooflineModel model;
+  model.setProbe(syntheticProbe());
+  model.setSnapshot(*snapshot);
+  RooflinePlot plot(&model);
+  for (const QSize size : {QSize(900, 600), QSize(520, 340)}) {
+    plot.resize(size);
+    plot.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&plot));
+    QCoreApplication::processEvents();
+    std::vector<const QCPItemText*> labels;
+    for (int i = 0; i < plot.itemCount(); ++i) {
+      const auto* text = qobject_cast<const QCPItemText*>(plot.item(i));
+      if (text != nullptr && !text->text().startsWith(QLatin1String("ridge"))) labels.push_back(text);
+    }
+    QCOMPARE(static_cast<int>(labels.size()), model.rowCount());  // a name for every point
+    std::vector<QRectF> markers;
+    for (int row = 0; row < model.rowCount(); ++row) markers.push_back(iwb::ui::markerRect(plot.pixelOf(row), 9.0));
+    for (size_t i = 0; i < labels.size(); ++i) {
+      const QRectF rect = iwb::ui::labelTextRect(labels[i]);
+      for (size_t j = i + 1; j < labels.size(); ++j) {
+        QVERIFY2(!rect.intersects(iwb::ui::labelTextRect(labels[j])),
+                 qPrintable(QStringLiteral("%1 over %2 at %3x%4")
+                                .arg(labels[i]->text(), labels[j]->text())
+                                .arg(size.width())
+                                .arg(size.height())));
+      }
+      for (const QRectF& marker : markers) QVERIFY2(!rect.intersects(marker), qPrintable(labels[i]->text()));
+    }
+  }
 }
 
 void TestRoofline::measureNowStoresTheProbe() {

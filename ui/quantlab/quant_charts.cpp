@@ -4,9 +4,9 @@
 
 #include "quantlab/pareto.h"
 #include "quantlab/quant_runs_model.h"
+#include "widgets/chart_labels.h"
 
 #include <qcustomplot.h>
-#include <QFontMetricsF>
 #include <QHBoxLayout>
 
 #include <algorithm>
@@ -25,32 +25,15 @@ bool isKvQuantized(const iwb::quant::QuantRun& r) {
   return !r.kv_cache_type.empty() && r.kv_cache_type != "f16" && r.kv_cache_type != "f16/f16";
 }
 
-// Puts each label at the first corner of its point (right above, right below, left above,
-// left below) where it overlaps no label placed before it: runs of one weight type with several
-// caches land close together. Needs the plot's layout, so it replots first.
+// Each label at the first corner of its point (right above, right below, left above, left
+// below) where it overlaps no label placed before it: runs of one weight type with several
+// caches land close together.
 void placeLabels(QCustomPlot* plot, const std::vector<QCPItemText*>& texts) {
-  plot->replot();
-  const Qt::Alignment corners[] = {Qt::AlignLeft | Qt::AlignBottom, Qt::AlignLeft | Qt::AlignTop,
-                                   Qt::AlignRight | Qt::AlignBottom, Qt::AlignRight | Qt::AlignTop};
-  std::vector<QRectF> placed;
-  for (QCPItemText* text : texts) {
-    const QPointF at = text->position->pixelPosition();
-    const QSizeF size = QFontMetricsF(text->font()).size(0, text->text() + QStringLiteral(" "));
-    QRectF chosen;
-    for (const Qt::Alignment corner : corners) {
-      const QPointF topLeft(corner & Qt::AlignLeft ? at.x() : at.x() - size.width(),
-                            corner & Qt::AlignBottom ? at.y() - size.height() : at.y());
-      const QRectF box(topLeft, size);
-      const bool isFree =
-          std::none_of(placed.begin(), placed.end(), [&](const QRectF& r) { return r.intersects(box); });
-      if (chosen.isNull() || isFree) {
-        chosen = box;
-        text->setPositionAlignment(corner);
-      }
-      if (isFree) break;
-    }
-    placed.push_back(chosen);
-  }
+  const LabelSpot corners[] = {{Qt::AlignLeft | Qt::AlignBottom, {}},
+                               {Qt::AlignLeft | Qt::AlignTop, {}},
+                               {Qt::AlignRight | Qt::AlignBottom, {}},
+                               {Qt::AlignRight | Qt::AlignTop, {}}};
+  placeChartLabels(plot, texts, corners);
 }
 
 // Draws `points` (and the front through them) into `plot`; returns the front's labels.

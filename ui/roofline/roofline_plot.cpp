@@ -3,6 +3,7 @@
 #include "roofline/roofline_plot.h"
 
 #include "roofline/roofline_model.h"
+#include "widgets/chart_labels.h"
 
 #include <QHelpEvent>
 #include <QSvgGenerator>
@@ -16,6 +17,7 @@ namespace iwb::ui {
 namespace {
 
 constexpr double kHitRadiusPx = 9.0;
+constexpr double kMarkerObstaclePx = 12.0;  // the largest marker (a predicted point's ring)
 
 QColor phaseColor(iwb::Phase phase) {
   // Colour-blind safe pair (orange / blue).
@@ -94,6 +96,8 @@ void RooflinePlot::rebuild() {
   clearGraphs();
   clearItems();
   m_plottedRows.clear();
+  m_pointLabels.clear();
+  m_ridgeLabel = nullptr;
 
   // Axis ranges that hold every point and the ridge of every roof shown, with some air.
   QList<Roof> roofs;
@@ -153,14 +157,43 @@ void RooflinePlot::rebuild() {
     ridge->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, ink, ink, 9));
     ridge->addData(roof->ridgePoint(), roof->peakFlops);
     ridge->removeFromLegend();
-    addLabel(this, roof->ridgePoint(), roof->peakFlops, tr("ridge %1 FLOP/byte").arg(roof->ridgePoint(), 0, 'g', 3),
-             Qt::AlignLeft | Qt::AlignTop, ink, QMargins(8, 6, 0, 0));
+    m_ridgeLabel = addLabel(this, roof->ridgePoint(), roof->peakFlops,
+                            tr("ridge %1 FLOP/byte").arg(roof->ridgePoint(), 0, 'g', 3), Qt::AlignLeft | Qt::AlignTop,
+                            ink, QMargins(8, 6, 0, 0));
   }
   addPointGraphs();
 
   xAxis->setRange(xMin, xMax);
   yAxis->setRange(yMin, yMax);
+  placePointLabels();
   replot(QCustomPlot::rpQueuedReplot);
+}
+
+void RooflinePlot::placePointLabels() {
+  if (m_pointLabels.empty()) return;
+  // To the right of the point first (how the chart has always read), then left, above, below
+  // and the diagonals: ops of one kind in both phases, or a cheap op beside a busy matmul, sit
+  // close enough for their names to run into each other or over the other point.
+  static const LabelSpot spots[] = {
+      {Qt::AlignLeft | Qt::AlignVCenter, QMargins(8, 0, 0, 0)},  {Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, 8, 0)},
+      {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, 6)}, {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, 6, 0, 0)},
+      {Qt::AlignLeft | Qt::AlignBottom, QMargins(6, 0, 0, 4)},   {Qt::AlignLeft | Qt::AlignTop, QMargins(6, 4, 0, 0)},
+      {Qt::AlignRight | Qt::AlignBottom, QMargins(0, 0, 6, 4)},  {Qt::AlignRight | Qt::AlignTop, QMargins(0, 4, 6, 0)},
+  };
+  replot();  // pixels of the current layout for the markers and the legend
+  std::vector<QRectF> obstacles;
+  for (int row : m_plottedRows) obstacles.push_back(markerRect(pixelOf(row), kMarkerObstaclePx));
+  if (m_ridgeLabel != nullptr) {
+    obstacles.push_back(labelTextRect(m_ridgeLabel));
+    obstacles.push_back(markerRect(m_ridgeLabel->position->pixelPosition(), kMarkerObstaclePx));
+  }
+  if (legend->visible()) obstacles.push_back(legend->outerRect());
+  placeChartLabels(this, m_pointLabels, spots, std::move(obstacles));
+}
+
+void RooflinePlot::resizeEvent(QResizeEvent* event) {
+  QCustomPlot::resizeEvent(event);
+  if (!m_isStale) placePointLabels();  // the points moved in pixels; the labels' room with them
 }
 
 void RooflinePlot::addRoof(const QString& name, double bandwidth, double peak, const QPen& pen, double xMin,
@@ -200,8 +233,8 @@ void RooflinePlot::addPointGraphs() {
       // A prediction beside its measured twin needs no second label (the tooltip names it).
       if (s.isPredicted && m_model->findPoint(p.kind, p.phase, false)) continue;
       const QColor color = phaseColor(p.phase);
-      addLabel(this, p.intensity, p.flopsPerS, p.opName(), Qt::AlignLeft | Qt::AlignVCenter,
-               s.isPredicted ? color.lighter(130) : color.darker(115), QMargins(8, 0, 0, 0));
+      m_pointLabels.push_back(addLabel(this, p.intensity, p.flopsPerS, p.opName(), Qt::AlignLeft | Qt::AlignVCenter,
+                                       s.isPredicted ? color.lighter(130) : color.darker(115), QMargins(8, 0, 0, 0)));
     }
     if (keys.isEmpty()) continue;  // no legend entry for a series with nothing in it
     QCPGraph* graph = addGraph();

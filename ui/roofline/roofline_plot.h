@@ -6,6 +6,8 @@
 
 #include <qcustomplot.h>
 
+#include <vector>
+
 namespace iwb::ui {
 
 class RooflineModel;
@@ -41,15 +43,20 @@ class RooflinePlot : public QCustomPlot {
  protected:
   bool event(QEvent* event) override;
   void showEvent(QShowEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void addRoof(const QString& name, double bandwidth, double peak, const QPen& pen, double xMin, double xMax);
   void addPointGraphs();
+  // Moves each point's label to a side where it covers no other label, point or the legend.
+  void placePointLabels();
 
   RooflineModel* m_model;
   bool m_showsDatasheetRoofs = false;
   bool m_isStale = false;    // the model changed while the chart was hidden
   QList<int> m_plottedRows;  // model rows drawn, for hit tests
+  std::vector<QCPItemText*> m_pointLabels;  // owned by the plot (items), cleared with them
+  QCPItemText* m_ridgeLabel = nullptr;
 };
 
 }  // namespace iwb::ui
