@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
                                          QStringLiteral("Start with kernel profiling on (the Roofline tab's points)."));
   const QCommandLineOption tabOption(
       QStringLiteral("tab"),
-      QStringLiteral("Tab to show first: chat, model, roofline, metrics, memory, speculative, ..."),
+      QStringLiteral("Tab to show first: chat, model, roofline, metrics, memory, kv-cache, speculative, ..."),
       QStringLiteral("name"));
   const QCommandLineOption promptOption(QStringLiteral("prompt"),
                                         QStringLiteral("Send this chat message as soon as the model has loaded "
@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
     window.setSessionDevice(device);
   }
   if (parser.isSet(tabOption) && !window.showTab(parser.value(tabOption))) {
-    std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (chat, model, roofline, metrics, memory)\n",
-                 qPrintable(parser.value(tabOption)));
+    std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (the tabs: %s)\n", qPrintable(parser.value(tabOption)),
+                 qPrintable(window.tabNames().join(QStringLiteral(", "))));
     return 2;
   }
   if (parser.isSet(profileOption)) window.engine()->setProfiling(true);

@@ -204,6 +204,15 @@ void TestProfilingEndToEnd::mainWindowShowsTheTabs() {
   QVERIFY(window.showTab(QStringLiteral("roofline")));
   QCOMPARE(window.tabs()->currentWidget(), window.rooflinePanel());
   QVERIFY(!window.showTab(QStringLiteral("nowhere")));
+  QVERIFY(!window.showTab(QString()));
+  // Names with a space: as the tab reads, or as one word on a command line.
+  QVERIFY(window.tabNames().contains(QStringLiteral("kv-cache")));
+  QVERIFY(window.tabNames().contains(QStringLiteral("roofline")));
+  for (const char* name : {"kv-cache", "KV Cache", "kv_cache", "kvcache"}) {
+    window.showTab(QStringLiteral("chat"));
+    QVERIFY2(window.showTab(QLatin1String(name)), name);
+    QCOMPARE(window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&')), QStringLiteral("KV Cache"));
+  }
 
   // View → Profile Kernels switches the engine.
   QAction* action = window.rooflinePanel()->profilingAction();

@@ -42,6 +42,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStandardPaths>
@@ -216,9 +217,27 @@ void MainWindow::openConversationStore(const QString& path) {
 
 QWidget* MainWindow::modelPage() const { return m_pages; }
 
+namespace {
+// A tab's name as the command line compares it: lower case, no mnemonic '&', and spaces,
+// hyphens and underscores dropped, so "KV Cache", "kv-cache" and "kv_cache" name one tab.
+QString comparableTabName(QString name) {
+  name.remove(QLatin1Char('&'));
+  name.remove(QRegularExpression(QStringLiteral("[\\s_-]")));
+  return name.toLower();
+}
+}  // namespace
+
+QStringList MainWindow::tabNames() const {
+  QStringList names;
+  for (int i = 0; i < m_tabs->count(); ++i)
+    names << m_tabs->tabText(i).remove(QLatin1Char('&')).toLower().replace(QLatin1Char(' '), QLatin1Char('-'));
+  return names;
+}
+
 bool MainWindow::showTab(const QString& name) {
+  const QString wanted = comparableTabName(name);
   for (int i = 0; i < m_tabs->count(); ++i) {
-    if (m_tabs->tabText(i).remove(QLatin1Char('&')).compare(name, Qt::CaseInsensitive) == 0) {
+    if (!wanted.isEmpty() && comparableTabName(m_tabs->tabText(i)) == wanted) {
       m_tabs->setCurrentIndex(i);
       return true;
     }

@@ -86,9 +86,11 @@ class MainWindow : public QMainWindow {
   // pass small options.
   bool startFirstRunProbe(const iwb::ProbeOptions& options = {});
   QWidget* firstRunProbeIndicator() const { return m_probeIndicator; }
-  // Shows the tab named (case-insensitive, without '&') "chat", "model", "roofline", "metrics",
-  // "memory" or "kv cache"; false when there is no such tab.
+  // Shows the tab named (case-insensitive, without '&'; spaces, '-' and '_' alike) "chat",
+  // "model", "roofline", "kv-cache", ...; false when there is no such tab.
   bool showTab(const QString& name);
+  // The tabs' names as the command line writes them: "chat", "model", ..., "kv-cache".
+  QStringList tabNames() const;
   // Models opened from now on run on `device` ("auto", "cpu", "cuda:N") whatever the saved
   // engine settings say, which stay as they are (the application's --device).
   void setSessionDevice(const QString& device) { m_sessionDevice = device; }

@@ -47,7 +47,7 @@ void WindowCapture::captureAll() {
   QStringList problems;
   for (const QString& tab : m_options.tabs) {
     if (!m_window->showTab(tab)) {
-      problems << tr("no tab named \"%1\"").arg(tab);
+      problems << tr("no tab named \"%1\" (the tabs: %2)").arg(tab, m_window->tabNames().join(QStringLiteral(", ")));
       continue;
     }
     // Lay out and paint the newly shown tab (offscreen, nothing else makes it happen).
