@@ -69,8 +69,9 @@ int main(int argc, char** argv) {
       QStringLiteral("With --lab-kv: the KV cache types on every weight type too."));
   const QCommandLineOption captureOption(
       QStringLiteral("capture"),
-      QStringLiteral("Once the model has loaded (with --prompt: once the reply has ended), save a PNG of each tab of "
-                     "--capture-tabs into this folder and quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
+      QStringLiteral("Once the model has loaded (with --prompt: once the reply has ended; with --spec-run or --lab-run: "
+                     "once those runs have ended too), save a PNG of each tab of --capture-tabs into this folder and "
+                     "quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
       QStringLiteral("folder"));
   const QCommandLineOption captureTabsOption(
       QStringLiteral("capture-tabs"),
@@ -183,6 +184,9 @@ int main(int argc, char** argv) {
     options.tabs = parser.value(captureTabsOption).split(QLatin1Char(','), Qt::SkipEmptyParts);
     options.afterReply = parser.isSet(promptOption);
     auto* capture = new iwb::ui::WindowCapture(&window, options, &window);
+    // The demonstration runs started with the model are on their tabs when the PNGs are taken.
+    if (parser.isSet(specRunOption)) capture->waitAlsoFor(window.specPanel(), &iwb::ui::SpecPanel::comparisonFinished);
+    if (parser.isSet(labRunOption)) capture->waitAlsoFor(window.quantLabPanel(), &iwb::ui::QuantLabPanel::queueFinished);
     QObject::connect(capture, &iwb::ui::WindowCapture::finished, &app, [&window](bool isOk, const QString& message) {
       std::fprintf(isOk ? stdout : stderr, "inference-workbench: capture: %s (model on %s)\n", qPrintable(message),
                    qPrintable(window.engine()->model().deviceId.isEmpty() ? QStringLiteral("-")

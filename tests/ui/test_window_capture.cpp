@@ -15,6 +15,7 @@
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QTest>
 
 using namespace iwb::ui;
@@ -89,6 +90,29 @@ class TestWindowCapture : public QObject {
     QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
     QCOMPARE(replies.count(), 1);  // not before the reply ended
     QVERIFY(QFile::exists(m_dir.filePath(QStringLiteral("shots-b/chat.png"))));
+  }
+
+  // A run started with the model (--spec-run, --lab-run) holds the capture until it ends.
+  void waitsForTheRunsItIsGiven() {
+    MainWindow window(nullptr, m_dir.filePath(QStringLiteral("e/conversations.sqlite")),
+                      m_dir.filePath(QStringLiteral("e/results.sqlite")));
+    window.setSessionDevice(QStringLiteral("cpu"));
+    WindowCapture capture(&window, {m_dir.filePath(QStringLiteral("shots-e")), {QStringLiteral("model")}, false, 10});
+    QSignalSpy finished(&capture, &WindowCapture::finished);
+    QSignalSpy loaded(window.engine(), &EngineController::modelLoaded);
+    QTimer runs;  // stands in for a comparison: ends a while after the model has loaded
+    runs.setSingleShot(true);
+    capture.waitAlsoFor(&runs, &QTimer::timeout);
+    capture.start();
+    QObject::connect(window.engine(), &EngineController::modelLoaded, &runs, [&runs] { runs.start(300); },
+                     Qt::SingleShotConnection);
+    window.openModel(m_modelPath);
+    QVERIFY(QTest::qWaitFor([&] { return loaded.count() == 1; }, kTimeoutMs));
+    QTest::qWait(150);
+    QCOMPARE(finished.count(), 0);  // loaded, but the run has not ended
+    QVERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, kTimeoutMs));
+    QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+    QVERIFY(!runs.isActive());
   }
 
   void anUnknownTabIsAFailure() {

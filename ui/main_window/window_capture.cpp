@@ -17,9 +17,14 @@ WindowCapture::WindowCapture(MainWindow* window, Options options, QObject* paren
 void WindowCapture::start() {
   EngineController* engine = m_window->engine();
   connect(engine, &EngineController::modelLoaded, this, [this] {
-    if (!m_options.afterReply) captureSoon();
+    if (m_options.afterReply) return;
+    m_isReady = true;
+    captureWhenReady();
   });
-  connect(engine, &EngineController::generationFinished, this, [this] { captureSoon(); });
+  connect(engine, &EngineController::generationFinished, this, [this] {
+    m_isReady = true;  // a reply ended, so the model is loaded too
+    captureWhenReady();
+  });
   connect(engine, &EngineController::modelLoadFailed, this, [this](const QString& path, const QString& message) {
     finish(false, tr("%1 did not load: %2").arg(path, message));
   });
@@ -28,6 +33,10 @@ void WindowCapture::start() {
   connect(m_window, &MainWindow::modelOpenFailed, this, [this](const QString& path, const QString& message) {
     finish(false, tr("%1 did not open: %2").arg(path, message));
   });
+}
+
+void WindowCapture::captureWhenReady() {
+  if (m_isReady && m_pendingRuns == 0) captureSoon();
 }
 
 void WindowCapture::captureSoon() {

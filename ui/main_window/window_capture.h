@@ -27,12 +27,26 @@ class WindowCapture : public QObject {
   // Starts waiting for the model (and reply); `finished` follows once, with the files saved
   // or why none could be.
   void start();
+  // Captures only once `sender` has also emitted `signal` (once): a demonstration run that
+  // starts with the model (--spec-run's comparison, --lab-run's queue) is then on its tab.
+  template <typename Sender, typename Signal>
+  void waitAlsoFor(Sender* sender, Signal signal) {
+    ++m_pendingRuns;
+    connect(
+        sender, signal, this,
+        [this] {
+          --m_pendingRuns;
+          captureWhenReady();
+        },
+        Qt::SingleShotConnection);
+  }
   const QStringList& savedFiles() const { return m_saved; }
 
  signals:
   void finished(bool isOk, const QString& message);
 
  private:
+  void captureWhenReady();
   void captureSoon();
   void captureAll();
   void finish(bool isOk, const QString& message);
@@ -42,6 +56,8 @@ class WindowCapture : public QObject {
   QStringList m_saved;
   bool m_isDone = false;
   bool m_isScheduled = false;
+  bool m_isReady = false;  // the model loaded (and the reply ended, when asked)
+  int m_pendingRuns = 0;   // waitAlsoFor signals not yet seen
 };
 
 }  // namespace iwb::ui
