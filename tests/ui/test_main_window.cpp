@@ -85,6 +85,7 @@ class TestMainWindow : public QObject {
   void initTestCase();
   void init();
   void resourcesAreCompiledIn();
+  void fitsASmallLaptopScreen();
   void startsOnWelcomePage();
   void opensVocabOnlyGguf();
   void opensModelWithTensors();
@@ -473,6 +474,26 @@ void TestMainWindow::aboutTextNamesVersionAndLicence() {
   QVERIFY(about.contains(QStringLiteral("GPL-3.0-or-later")));
   QVERIFY(about.contains(QString::fromLatin1(qVersion())));
   QVERIFY(!applicationVersion().isEmpty());
+}
+
+// Every tab together sets the window's smallest size; it must fit a 1366 x 768 laptop screen
+// with a panel and a title bar (it was 1184 x 786: the KV Cache tab's figures column and the
+// Serving tab's three sweep charts in a row). Pages shrink to scroll areas or smaller charts.
+void TestMainWindow::fitsASmallLaptopScreen() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  MainWindow window(nullptr, dir.filePath(QStringLiteral("conversations.sqlite")),
+                    dir.filePath(QStringLiteral("results.sqlite")));
+  const QSize least = window.minimumSizeHint().expandedTo(window.minimumSize());
+  QVERIFY2(least.width() <= 1280 && least.height() <= 690,
+           qPrintable(QStringLiteral("%1 x %2").arg(least.width()).arg(least.height())));
+  for (int i = 0; i < window.tabs()->count(); ++i) {
+    const QSize page = window.tabs()->widget(i)->minimumSizeHint();
+    QVERIFY2(page.height() <= 620, qPrintable(QStringLiteral("%1: %2 x %3")
+                                                  .arg(window.tabs()->tabText(i))
+                                                  .arg(page.width())
+                                                  .arg(page.height())));
+  }
 }
 
 QTEST_MAIN(TestMainWindow)

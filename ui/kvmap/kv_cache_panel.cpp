@@ -13,6 +13,8 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QVBoxLayout>
 
@@ -82,7 +84,7 @@ KvCachePanel::KvCachePanel(EngineController* engine, QWidget* parent)
     m_statValues << value;
   }
   m_history->setObjectName(QStringLiteral("kvHistoryChart"));
-  m_history->setMinimumHeight(170);
+  m_history->setMinimumHeight(120);
   m_history->xAxis->setLabel(tr("seconds"));
   m_history->yAxis->setLabel(tr("blocks"));
   QFont small = m_history->font();
@@ -109,11 +111,19 @@ KvCachePanel::KvCachePanel(EngineController* engine, QWidget* parent)
   side->addWidget(statsBox);
   side->addWidget(historyTitle);
   side->addWidget(m_history, 1);
-  auto* sideWidget = new QWidget;
-  sideWidget->setLayout(side);
+  auto* sideContents = new QWidget;
+  sideContents->setLayout(side);
   side->setContentsMargins(0, 0, 0, 0);
+  // In a scroll area: on a short window the figures scroll instead of setting the window's
+  // height (the column is taller than the map needs).
+  auto* sideWidget = new QScrollArea;
+  sideWidget->setWidget(sideContents);
+  sideWidget->setWidgetResizable(true);
+  sideWidget->setFrameShape(QFrame::NoFrame);
+  sideWidget->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  sideWidget->setMinimumHeight(160);
   // Fixed: a longer number must not resize the map (and jump every cell).
-  sideWidget->setFixedWidth(360);
+  sideWidget->setFixedWidth(360 + sideWidget->verticalScrollBar()->sizeHint().width());
 
   auto* top = new QWidget;
   auto* topLayout = new QHBoxLayout(top);

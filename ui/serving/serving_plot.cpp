@@ -8,7 +8,9 @@ namespace iwb::ui {
 QCustomPlot* makeServingPlot(const QString& objectName, const QString& title, const QString& x, const QString& y) {
   auto* plot = new QCustomPlot;
   plot->setObjectName(objectName);
-  plot->setMinimumSize(260, 190);
+  // Small enough for three sweep charts side by side and two rows of live ones in a window
+  // that fits a 1366 x 768 screen; the charts grow with the window.
+  plot->setMinimumSize(200, 150);
   plot->plotLayout()->insertRow(0);
   plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont(plot->font().family(), 10, QFont::Bold)));
   plot->xAxis->setLabel(x);

@@ -11,7 +11,7 @@ namespace {
 QCustomPlot* makePlot(const QString& name, const QString& title, const QString& x, const QString& y) {
   auto* plot = new QCustomPlot;
   plot->setObjectName(name);
-  plot->setMinimumSize(260, 190);
+  plot->setMinimumSize(220, 150);  // two rows of charts in a window that fits a 1366 x 768 screen
   plot->plotLayout()->insertRow(0);
   plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont(plot->font().family(), 10, QFont::Bold)));
   plot->xAxis->setLabel(x);
