@@ -37,32 +37,24 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-// Sum over the whole thread block (blockDim.x a multiple of 32, at most 1024), returned to every
-// thread. Contains __syncthreads: call from all threads, not under divergent control flow.
-__device__ inline float block_sum(float v) {
+// Sum (or, with kIsMax, maximum) over the whole thread block (blockDim.x a multiple of 32, at
+// most 1024), returned to every thread. Contains __syncthreads: call from all threads, not
+// under divergent control flow.
+template <bool kIsMax>
+__device__ inline float block_reduce(float v) {
   __shared__ float partial[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
+  v = kIsMax ? warp_max(v) : warp_sum(v);
   __syncthreads();  // a previous call's readers are done with `partial`
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   const int num_warps = static_cast<int>(blockDim.x / 32);
-  float total = lane < num_warps ? partial[lane] : 0.0f;
-  return warp_sum(total);
+  const float all = lane < num_warps ? partial[lane] : (kIsMax ? -INFINITY : 0.0f);
+  return kIsMax ? warp_max(all) : warp_sum(all);
 }
 
-// Maximum over the whole thread block, as block_sum.
-__device__ inline float block_max(float v) {
-  __shared__ float partial[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_max(v);
-  __syncthreads();  // a previous call's readers are done with `partial`
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int num_warps = static_cast<int>(blockDim.x / 32);
-  float all = lane < num_warps ? partial[lane] : -INFINITY;
-  return warp_max(all);
-}
+__device__ inline float block_sum(float v) { return block_reduce<false>(v); }
+__device__ inline float block_max(float v) { return block_reduce<true>(v); }
 
 // Inclusive scan (sum, or max with kIsMax) over the whole thread block (blockDim.x a multiple of
 // 32, at most 1024); warp_totals is 32 ints of shared memory. Call from all threads.
