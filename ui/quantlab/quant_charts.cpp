@@ -27,8 +27,9 @@ bool isKvQuantized(const iwb::quant::QuantRun& r) {
 
 // Each label at the first corner of its point (right above, right below, left above, left
 // below) where it overlaps no label placed before it: runs of one weight type with several
-// caches land close together.
+// caches land close together. Needs the plot's layout, so it replots first.
 void placeLabels(QCustomPlot* plot, const std::vector<QCPItemText*>& texts) {
+  plot->replot();
   const LabelSpot corners[] = {{Qt::AlignLeft | Qt::AlignBottom, {}},
                                {Qt::AlignLeft | Qt::AlignTop, {}},
                                {Qt::AlignRight | Qt::AlignBottom, {}},

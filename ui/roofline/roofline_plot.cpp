@@ -180,7 +180,7 @@ void RooflinePlot::placePointLabels() {
       {Qt::AlignLeft | Qt::AlignBottom, QMargins(6, 0, 0, 4)},   {Qt::AlignLeft | Qt::AlignTop, QMargins(6, 4, 0, 0)},
       {Qt::AlignRight | Qt::AlignBottom, QMargins(0, 0, 6, 4)},  {Qt::AlignRight | Qt::AlignTop, QMargins(0, 4, 6, 0)},
   };
-  replot();  // pixels of the current layout for the markers and the legend
+  updateLayout();  // pixels of the axes and the legend for these ranges, without painting
   std::vector<QRectF> obstacles;
   for (int row : m_plottedRows) obstacles.push_back(markerRect(pixelOf(row), kMarkerObstaclePx));
   if (m_ridgeLabel != nullptr) {

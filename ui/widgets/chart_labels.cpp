@@ -31,7 +31,6 @@ QRectF markerRect(const QPointF& center, double diameter) {
 void placeChartLabels(QCustomPlot* plot, const std::vector<QCPItemText*>& labels, std::span<const LabelSpot> spots,
                       std::vector<QRectF> obstacles) {
   if (spots.empty()) return;
-  plot->replot();  // the layout: axis rect and ranges in pixels
   const QRectF area = plot->axisRect()->rect();
   for (QCPItemText* label : labels) {
     const LabelSpot* chosen = nullptr;

@@ -27,8 +27,9 @@ QRectF labelTextRect(const QCPItemText* label, const LabelSpot& spot);
 // The same for the spot the label has now.
 QRectF labelTextRect(const QCPItemText* label);
 
-// Places `labels` in order. Pixel positions come from the plot's current layout and ranges:
-// it replots first, so call it after the axes' ranges are set (and again after a resize).
+// Places `labels` in order. Pixel positions come from the plot's current layout: lay it out
+// first (replot(), or updateLayout() in a subclass) after the axes' ranges are set, and place
+// again after a resize.
 void placeChartLabels(QCustomPlot* plot, const std::vector<QCPItemText*>& labels, std::span<const LabelSpot> spots,
                       std::vector<QRectF> obstacles = {});
 
