@@ -69,9 +69,10 @@ int main(int argc, char** argv) {
       QStringLiteral("With --lab-kv: the KV cache types on every weight type too."));
   const QCommandLineOption captureOption(
       QStringLiteral("capture"),
-      QStringLiteral("Once the model has loaded (with --prompt: once the reply has ended; with --spec-run or --lab-run: "
-                     "once those runs have ended too), save a PNG of each tab of --capture-tabs into this folder and "
-                     "quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
+      QStringLiteral(
+          "Once the model has loaded (with --prompt: once the reply has ended; with --spec-run or --lab-run: "
+          "once those runs have ended too), save a PNG of each tab of --capture-tabs into this folder and "
+          "quit; works without a display (QT_QPA_PLATFORM=offscreen)."),
       QStringLiteral("folder"));
   const QCommandLineOption captureTabsOption(
       QStringLiteral("capture-tabs"),
@@ -113,8 +114,8 @@ int main(int argc, char** argv) {
     window.setSessionDevice(device);
   }
   if (parser.isSet(tabOption) && !window.showTab(parser.value(tabOption))) {
-    std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (the tabs: %s)\n", qPrintable(parser.value(tabOption)),
-                 qPrintable(window.tabNames().join(QStringLiteral(", "))));
+    std::fprintf(stderr, "inference-workbench: no tab named \"%s\" (the tabs: %s)\n",
+                 qPrintable(parser.value(tabOption)), qPrintable(window.tabNames().join(QStringLiteral(", "))));
     return 2;
   }
   if (parser.isSet(profileOption)) window.engine()->setProfiling(true);
@@ -186,7 +187,8 @@ int main(int argc, char** argv) {
     auto* capture = new iwb::ui::WindowCapture(&window, options, &window);
     // The demonstration runs started with the model are on their tabs when the PNGs are taken.
     if (parser.isSet(specRunOption)) capture->waitAlsoFor(window.specPanel(), &iwb::ui::SpecPanel::comparisonFinished);
-    if (parser.isSet(labRunOption)) capture->waitAlsoFor(window.quantLabPanel(), &iwb::ui::QuantLabPanel::queueFinished);
+    if (parser.isSet(labRunOption))
+      capture->waitAlsoFor(window.quantLabPanel(), &iwb::ui::QuantLabPanel::queueFinished);
     QObject::connect(capture, &iwb::ui::WindowCapture::finished, &app, [&window](bool isOk, const QString& message) {
       std::fprintf(isOk ? stdout : stderr, "inference-workbench: capture: %s (model on %s)\n", qPrintable(message),
                    qPrintable(window.engine()->model().deviceId.isEmpty() ? QStringLiteral("-")

@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
     for (int i = 0; i < kCombineMaxColsPerLane / 4; ++i) {
       if (4 * (lane + 32 * i) < p.head_dim_v) {
         const float4 v = src[lane + 32 * i];
-        acc[i] = make_float4(fmaf(e, v.x, acc[i].x), fmaf(e, v.y, acc[i].y), fmaf(e, v.z, acc[i].z),
-                             fmaf(e, v.w, acc[i].w));
+        acc[i] =
+            make_float4(fmaf(e, v.x, acc[i].x), fmaf(e, v.y, acc[i].y), fmaf(e, v.z, acc[i].z), fmaf(e, v.w, acc[i].w));
       }
     }
   }

@@ -193,7 +193,8 @@ void TestConversationExport::listElidesLongTitles() {
   list.resize(220, 300);
   list.show();
   QVERIFY(QTest::qWaitForWindowExposed(&list));
-  const QString longTitle = QStringLiteral("Write a C function that reverses a string in place, with a short explanation.");
+  const QString longTitle =
+      QStringLiteral("Write a C function that reverses a string in place, with a short explanation.");
   list.setTitle(7, longTitle);
   QCoreApplication::processEvents();
   QCOMPARE(list.titleAt(0), longTitle);  // the whole title stays the item's text (and tooltip)

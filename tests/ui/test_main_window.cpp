@@ -489,10 +489,9 @@ void TestMainWindow::fitsASmallLaptopScreen() {
            qPrintable(QStringLiteral("%1 x %2").arg(least.width()).arg(least.height())));
   for (int i = 0; i < window.tabs()->count(); ++i) {
     const QSize page = window.tabs()->widget(i)->minimumSizeHint();
-    QVERIFY2(page.height() <= 620, qPrintable(QStringLiteral("%1: %2 x %3")
-                                                  .arg(window.tabs()->tabText(i))
-                                                  .arg(page.width())
-                                                  .arg(page.height())));
+    QVERIFY2(
+        page.height() <= 620,
+        qPrintable(QStringLiteral("%1: %2 x %3").arg(window.tabs()->tabText(i)).arg(page.width()).arg(page.height())));
   }
 }
 

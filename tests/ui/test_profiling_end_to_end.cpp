@@ -211,7 +211,8 @@ void TestProfilingEndToEnd::mainWindowShowsTheTabs() {
   for (const char* name : {"kv-cache", "KV Cache", "kv_cache", "kvcache"}) {
     window.showTab(QStringLiteral("chat"));
     QVERIFY2(window.showTab(QLatin1String(name)), name);
-    QCOMPARE(window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&')), QStringLiteral("KV Cache"));
+    QCOMPARE(window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&')),
+             QStringLiteral("KV Cache"));
   }
 
   // View → Profile Kernels switches the engine.

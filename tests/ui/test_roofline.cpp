@@ -3,7 +3,6 @@
 // synthetic kernel records with known FLOPs, bytes and seconds (exact coordinates), last steps
 // against the running aggregate, % of the roof, CSV export, predicted points from a cost-model
 // preset, hit tests and tooltips on the plot, PNG/SVG export, and "measure now" into a store.
-#include "worker/engine_controller.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/store/results_store.h"
@@ -12,6 +11,7 @@
 #include "roofline/roofline_panel.h"
 #include "roofline/roofline_plot.h"
 #include "widgets/chart_labels.h"
+#include "worker/engine_controller.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -394,10 +394,11 @@ void TestRoofline::plotLabelsDoNotCollide() {
                       {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 3e6, 8e6, 1.0e-3),
                        record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}),
                 0.0);
-  decimator.add(batch(1, Phase::Decode,
-                      {record(OpKind::Add, "add", 1e6, 1.2e7, 1.25e-3), record(OpKind::Rope, "rope", 3e6, 8.4e6, 1.1e-3),
-                       record(OpKind::Logits, "output", 2.1e9, 1e9, 0.05), record(OpKind::Matmul, "attn_q", 2.2e9, 1e9, 0.05)}),
-                0.01);
+  decimator.add(
+      batch(1, Phase::Decode,
+            {record(OpKind::Add, "add", 1e6, 1.2e7, 1.25e-3), record(OpKind::Rope, "rope", 3e6, 8.4e6, 1.1e-3),
+             record(OpKind::Logits, "output", 2.1e9, 1e9, 0.05), record(OpKind::Matmul, "attn_q", 2.2e9, 1e9, 0.05)}),
+      0.01);
   const auto snapshot = decimator.flush(0.02);
   QVERIFY(snapshot.has_value());
   RooflineModel model;

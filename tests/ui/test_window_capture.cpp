@@ -15,8 +15,8 @@
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTemporaryDir>
-#include <QTimer>
 #include <QTest>
+#include <QTimer>
 
 using namespace iwb::ui;
 
@@ -104,8 +104,8 @@ class TestWindowCapture : public QObject {
     runs.setSingleShot(true);
     capture.waitAlsoFor(&runs, &QTimer::timeout);
     capture.start();
-    QObject::connect(window.engine(), &EngineController::modelLoaded, &runs, [&runs] { runs.start(300); },
-                     Qt::SingleShotConnection);
+    QObject::connect(
+        window.engine(), &EngineController::modelLoaded, &runs, [&runs] { runs.start(300); }, Qt::SingleShotConnection);
     window.openModel(m_modelPath);
     QVERIFY(QTest::qWaitFor([&] { return loaded.count() == 1; }, kTimeoutMs));
     QTest::qWait(150);

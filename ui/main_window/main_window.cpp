@@ -30,9 +30,9 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
-#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -48,9 +48,9 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
-#include <QToolButton>
 #include <QTabWidget>
 #include <QThread>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include <utility>

@@ -125,9 +125,10 @@ QuantCharts::QuantCharts(QWidget* parent)
       m_memoryKl(makePlot(QString(), tr("mean KL from the base"))),
       m_speedPerplexity(makePlot(tr("generation tokens/s"), tr("perplexity"))) {
   m_memoryKl->setObjectName(QStringLiteral("memoryKlPlot"));
-  m_memoryKl->setToolTip(tr("Each run's mean KL divergence of its next-token distributions from the base model's "
-                            "(the source file's weights with an f16 KV cache), against the memory its weights and "
-                            "KV cache take."));
+  m_memoryKl->setToolTip(
+      tr("Each run's mean KL divergence of its next-token distributions from the base model's "
+         "(the source file's weights with an f16 KV cache), against the memory its weights and "
+         "KV cache take."));
   m_speedPerplexity->setObjectName(QStringLiteral("speedPerplexityPlot"));
   m_memoryKl->yAxis->setScaleType(QCPAxis::stLogarithmic);
   m_memoryKl->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));

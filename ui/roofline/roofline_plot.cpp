@@ -157,9 +157,9 @@ void RooflinePlot::rebuild() {
     ridge->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, ink, ink, 9));
     ridge->addData(roof->ridgePoint(), roof->peakFlops);
     ridge->removeFromLegend();
-    m_ridgeLabel = addLabel(this, roof->ridgePoint(), roof->peakFlops,
-                            tr("ridge %1 FLOP/byte").arg(roof->ridgePoint(), 0, 'g', 3), Qt::AlignLeft | Qt::AlignTop,
-                            ink, QMargins(8, 6, 0, 0));
+    m_ridgeLabel =
+        addLabel(this, roof->ridgePoint(), roof->peakFlops, tr("ridge %1 FLOP/byte").arg(roof->ridgePoint(), 0, 'g', 3),
+                 Qt::AlignLeft | Qt::AlignTop, ink, QMargins(8, 6, 0, 0));
   }
   addPointGraphs();
 
@@ -175,10 +175,14 @@ void RooflinePlot::placePointLabels() {
   // and the diagonals: ops of one kind in both phases, or a cheap op beside a busy matmul, sit
   // close enough for their names to run into each other or over the other point.
   static const LabelSpot spots[] = {
-      {Qt::AlignLeft | Qt::AlignVCenter, QMargins(8, 0, 0, 0)},  {Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, 8, 0)},
-      {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, 6)}, {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, 6, 0, 0)},
-      {Qt::AlignLeft | Qt::AlignBottom, QMargins(6, 0, 0, 4)},   {Qt::AlignLeft | Qt::AlignTop, QMargins(6, 4, 0, 0)},
-      {Qt::AlignRight | Qt::AlignBottom, QMargins(0, 0, 6, 4)},  {Qt::AlignRight | Qt::AlignTop, QMargins(0, 4, 6, 0)},
+      {Qt::AlignLeft | Qt::AlignVCenter, QMargins(8, 0, 0, 0)},
+      {Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, 8, 0)},
+      {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, 6)},
+      {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, 6, 0, 0)},
+      {Qt::AlignLeft | Qt::AlignBottom, QMargins(6, 0, 0, 4)},
+      {Qt::AlignLeft | Qt::AlignTop, QMargins(6, 4, 0, 0)},
+      {Qt::AlignRight | Qt::AlignBottom, QMargins(0, 0, 6, 4)},
+      {Qt::AlignRight | Qt::AlignTop, QMargins(0, 4, 6, 0)},
   };
   updateLayout();  // pixels of the axes and the legend for these ranges, without painting
   std::vector<QRectF> obstacles;
