@@ -107,6 +107,7 @@ class TestRoofline : public QObject {
   void plotHitTestAndTooltip();
   void plotExportsPngAndSvg();
   void plotLabelsDoNotCollide();
+  void exportedLabelsDoNotCollide();
   void measureNowStoresTheProbe();
   void measureCanBeCancelled();
 };
@@ -325,7 +326,7 @@ void TestRoofline::plotHitTestAndTooltip() {
   model.setProbe(syntheticProbe());
   model.setSnapshot(syntheticSnapshot());
   RooflinePlot plot(&model);
-  plot.resize(900, 600);
+  plot.resize(1800, 1100);
   plot.replot();  // lays the axes out now, not at the next event loop turn
   const int decodeRow = static_cast<int>(model.findPoint(OpKind::Matmul, Phase::Decode, false) - &model.points().front());
   const QPointF pixel = plot.pixelOf(decodeRow);
@@ -384,11 +385,11 @@ void TestRoofline::plotExportsPngAndSvg() {
   QVERIFY(text.size() > 2000);  // axes, roofs and points, not an empty canvas
 }
 
-// Ops whose points sit close together (the residual add and RoPE of both phases, a few pixels
-// apart) get their names where no name covers another or another point: each label moves to a
-// free side of its point (it was always to the right, so the two adds' names were drawn on
-// top of each other), and again after a resize.
-void TestRoofline::plotLabelsDoNotCollide() {
+namespace {
+
+// The roofline of plotLabelsDoNotCollide's ops: the residual add and RoPE of both phases sit a
+// few pixels apart, the logits under the decode matmul.
+iwb::ProfileSnapshot crowdedSnapshot() {
   iwb::ProfileDecimator decimator(10.0);
   decimator.add(batch(0, Phase::Prefill,
                       {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 3e6, 8e6, 1.0e-3),
@@ -399,36 +400,114 @@ void TestRoofline::plotLabelsDoNotCollide() {
             {record(OpKind::Add, "add", 1e6, 1.2e7, 1.25e-3), record(OpKind::Rope, "rope", 3e6, 8.4e6, 1.1e-3),
              record(OpKind::Logits, "output", 2.1e9, 1e9, 0.05), record(OpKind::Matmul, "attn_q", 2.2e9, 1e9, 0.05)}),
       0.01);
-  const auto snapshot = decimator.flush(0.02);
-  QVERIFY(snapshot.has_value());
+  return *decimator.flush(0.02);
+}
+
+std::vector<const QCPItemText*> pointLabels(const RooflinePlot& plot) {
+  std::vector<const QCPItemText*> labels;
+  for (int i = 0; i < plot.itemCount(); ++i) {
+    const auto* text = qobject_cast<const QCPItemText*>(plot.item(i));
+    if (text != nullptr && !text->text().startsWith(QLatin1String("ridge"))) labels.push_back(text);
+  }
+  return labels;
+}
+
+// Where the plot's point names, as laid out now, cover one another or a point; empty when none.
+QString labelCollision(const RooflinePlot& plot, const RooflineModel& model) {
+  const std::vector<const QCPItemText*> labels = pointLabels(plot);
+  if (static_cast<int>(labels.size()) != model.rowCount()) return QStringLiteral("a point without its name");
+  const QSize size = plot.viewport().size();
+  std::vector<QRectF> markers;
+  for (int row = 0; row < model.rowCount(); ++row) markers.push_back(iwb::ui::markerRect(plot.pixelOf(row), 9.0));
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const QRectF rect = iwb::ui::labelTextRect(labels[i]);
+    for (size_t j = i + 1; j < labels.size(); ++j) {
+      if (rect.intersects(iwb::ui::labelTextRect(labels[j]))) {
+        return QStringLiteral("%1 over %2 at %3x%4")
+            .arg(labels[i]->text(), labels[j]->text())
+            .arg(size.width())
+            .arg(size.height());
+      }
+    }
+    for (const QRectF& marker : markers) {
+      if (rect.intersects(marker)) {
+        return QStringLiteral("%1 over a point at %2x%3").arg(labels[i]->text()).arg(size.width()).arg(size.height());
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+// Ops whose points sit close together get their names where no name covers another or another
+// point: each label moves to a free side of its point (it was always to the right, so the two
+// adds' names were drawn on top of each other), and again after a resize.
+void TestRoofline::plotLabelsDoNotCollide() {
   RooflineModel model;
   model.setProbe(syntheticProbe());
-  model.setSnapshot(*snapshot);
+  model.setSnapshot(crowdedSnapshot());
   RooflinePlot plot(&model);
   for (const QSize size : {QSize(900, 600), QSize(520, 340)}) {
     plot.resize(size);
     plot.show();
     QVERIFY(QTest::qWaitForWindowExposed(&plot));
     QCoreApplication::processEvents();
-    std::vector<const QCPItemText*> labels;
-    for (int i = 0; i < plot.itemCount(); ++i) {
-      const auto* text = qobject_cast<const QCPItemText*>(plot.item(i));
-      if (text != nullptr && !text->text().startsWith(QLatin1String("ridge"))) labels.push_back(text);
-    }
-    QCOMPARE(static_cast<int>(labels.size()), model.rowCount());  // a name for every point
-    std::vector<QRectF> markers;
-    for (int row = 0; row < model.rowCount(); ++row) markers.push_back(iwb::ui::markerRect(plot.pixelOf(row), 9.0));
-    for (size_t i = 0; i < labels.size(); ++i) {
-      const QRectF rect = iwb::ui::labelTextRect(labels[i]);
-      for (size_t j = i + 1; j < labels.size(); ++j) {
-        QVERIFY2(!rect.intersects(iwb::ui::labelTextRect(labels[j])),
-                 qPrintable(QStringLiteral("%1 over %2 at %3x%4")
-                                .arg(labels[i]->text(), labels[j]->text())
-                                .arg(size.width())
-                                .arg(size.height())));
-      }
-      for (const QRectF& marker : markers) QVERIFY2(!rect.intersects(marker), qPrintable(labels[i]->text()));
-    }
+    const QString collision = labelCollision(plot, model);
+    QVERIFY2(collision.isEmpty(), qPrintable(collision));
+  }
+}
+
+// An export at another size than the widget's draws the names placed for the export's size
+// (the sides free in a large window are not all free in a smaller picture), and the widget
+// keeps its own placement afterwards.
+void TestRoofline::exportedLabelsDoNotCollide() {
+  // The norms of both phases at one intensity, the decode one 1.1x faster: in a window of
+  // 1800 x 1100 (a large screen) their names fit one above the other on the right; in the
+  // panel's 1200 x 800 export they do not.
+  iwb::ProfileDecimator decimator(10.0);
+  decimator.add(batch(0, Phase::Prefill,
+                      {record(OpKind::RmsNorm, "norm", 1e6, 4e6, 1e-3), record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}),
+                0.0);
+  decimator.add(batch(1, Phase::Decode, {record(OpKind::RmsNorm, "norm", 1e6, 4e6, 1e-3 / 1.1)}), 0.01);
+  RooflineModel model;
+  model.setProbe(syntheticProbe());
+  model.setSnapshot(*decimator.flush(0.02));
+  RooflinePlot plot(&model);
+  plot.resize(1800, 1100);
+  plot.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&plot));
+  QCoreApplication::processEvents();
+  const auto alignments = [&] {
+    QList<int> sides;
+    for (const QCPItemText* label : pointLabels(plot)) sides << static_cast<int>(label->positionAlignment());
+    return sides;
+  };
+  const QList<int> onScreen = alignments();
+
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  for (const QSize exported : {QSize(1200, 800), QSize(2400, 1600)}) {
+    // QCustomPlot lays the chart out at the export's size as it draws it: check the names there.
+    // The last layout at that size is the one painted.
+    QString drawn;
+    const auto connection = connect(&plot, &QCustomPlot::afterLayout, &plot, [&] {
+      if (plot.viewport().size() != exported) return;
+      const QString collision = labelCollision(plot, model);
+      drawn = collision.isEmpty() ? QStringLiteral("ok") : collision;
+    });
+    const QString png = dir.filePath(QStringLiteral("roofline-%1.png").arg(exported.width()));
+    QVERIFY(plot.exportPng(png, exported.width(), exported.height()));
+    QCOMPARE(drawn, QStringLiteral("ok"));
+    drawn.clear();
+    QVERIFY(plot.exportSvg(dir.filePath(QStringLiteral("roofline-%1.svg").arg(exported.width())), exported.width(),
+                           exported.height()));
+    QCOMPARE(drawn, QStringLiteral("ok"));
+    disconnect(connection);
+    QCOMPARE(QImage(png).size(), exported);
+    QCOMPARE(plot.viewport().size(), QSize(1800, 1100));
+    QCOMPARE(alignments(), onScreen);
+    QVERIFY2(labelCollision(plot, model).isEmpty(), qPrintable(labelCollision(plot, model)));
   }
 }
 

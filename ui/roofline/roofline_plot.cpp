@@ -308,9 +308,23 @@ bool RooflinePlot::event(QEvent* event) {
   return QCustomPlot::event(event);
 }
 
+bool RooflinePlot::drawnWithLabelsAt(QSize size, const std::function<bool()>& draw) {
+  const QRect widgetViewport = viewport();
+  if (size.width() <= 0) size.setWidth(widgetViewport.width());
+  if (size.height() <= 0) size.setHeight(widgetViewport.height());
+  // QCustomPlot lays the chart out again at the export's size when it draws (the same
+  // viewport as here), so the places chosen now are the ones drawn.
+  setViewport(QRect(QPoint(0, 0), size));
+  placePointLabels();
+  const bool isWritten = draw();
+  setViewport(widgetViewport);
+  placePointLabels();
+  return isWritten;
+}
+
 bool RooflinePlot::exportPng(const QString& path, int width, int height) {
   if (m_isStale) rebuild();
-  return savePng(path, width, height);
+  return drawnWithLabelsAt(QSize(width, height), [&] { return savePng(path, width, height); });
 }
 
 bool RooflinePlot::exportSvg(const QString& path, int width, int height) {
@@ -322,10 +336,12 @@ bool RooflinePlot::exportSvg(const QString& path, int width, int height) {
   generator.setResolution(logicalDpiX());  // text the same size as on screen and in the PNG
   generator.setTitle(tr("Roofline"));
   generator.setDescription(tr("Inference Workbench roofline chart"));
-  QCPPainter painter;
-  if (!painter.begin(&generator)) return false;
-  toPainter(&painter, width, height);
-  return painter.end();
+  return drawnWithLabelsAt(QSize(width, height), [&] {
+    QCPPainter painter;
+    if (!painter.begin(&generator)) return false;
+    toPainter(&painter, width, height);
+    return painter.end();
+  });
 }
 
 }  // namespace iwb::ui

@@ -6,6 +6,7 @@
 
 #include <qcustomplot.h>
 
+#include <functional>
 #include <vector>
 
 namespace iwb::ui {
@@ -50,6 +51,10 @@ class RooflinePlot : public QCustomPlot {
   void addPointGraphs();
   // Moves each point's label to a side where it covers no other label, point or the legend.
   void placePointLabels();
+  // Runs `draw` (an export) with the chart laid out at `size` and the labels placed for it, then
+  // places them for the widget again: a side free at the widget's size may not be free at
+  // another (a smaller export puts the points closer together). 0 keeps the widget's length.
+  bool drawnWithLabelsAt(QSize size, const std::function<bool()>& draw);
 
   RooflineModel* m_model;
   bool m_showsDatasheetRoofs = false;
