@@ -8,9 +8,11 @@
 #include "json_writer.h"
 #include "options/option_groups.h"
 
+#include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
+#include "iwb/engine/profile/metrics.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/store/results_store.h"
 #include "iwb/kernels/thread_pool.h"
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace iwb::cli {
 namespace {
@@ -120,6 +123,29 @@ void print_table(const std::vector<BenchResult>& results) {
                 format_bytes(r.model_size_bytes).c_str(), format_count(r.num_params).c_str(), r.num_threads,
                 r.test.c_str(), rate, use.c_str());
   }
+}
+
+// A line for each generation test that read its bytes faster than the probe's roof, from more
+// than the caches hold (bandwidth_above_roof): the stored probe, not the run, is off.
+std::vector<std::string> low_probe_notes(const std::vector<BenchResult>& results, const ProbeResult& probe) {
+  std::vector<std::string> notes;
+  if (probe.device_id != "cpu") return notes;  // a GPU's copy probe is not measured on a shared host
+  const uint64_t cache_bytes = describe_cpu_device().cache_bytes;
+  const double roof = ceilings_from_probe(probe).bandwidth_bytes_per_s;
+  for (const BenchResult& r : results) {
+    if (r.num_generated_tokens == 0) continue;
+    const std::optional<double> seen =
+        bandwidth_above_roof(r.predicted_bytes_per_token, r.tokens_per_s_mean, roof, cache_bytes);
+    if (!seen) continue;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s read %.1f GB/s (%s a token), above the probe's %.1f GB/s: the probe of %s ran at a slower "
+                  "moment than this run (a shared host's neighbours, a busy core); `iwb probe` measures again",
+                  r.test.c_str(), *seen / 1e9, format_bytes(static_cast<uint64_t>(r.predicted_bytes_per_token)).c_str(),
+                  roof / 1e9, probe.date.c_str());
+    notes.emplace_back(line);
+  }
+  return notes;
 }
 
 void add_json(JsonWriter& j, const BenchResult& r) {
@@ -308,6 +334,9 @@ int run_bench(int argc, char** argv) {
     } else {
       j.value(std::nan(""));
     }
+    if (probe) {
+      for (const std::string& note : low_probe_notes(*results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
+    }
     j.field("stored", !o.is_store_skipped);
     if (!o.is_store_skipped) j.field("db", o.db);
     j.end_object();
@@ -325,6 +354,7 @@ int run_bench(int argc, char** argv) {
                   probe->peak_int8_kind.c_str());
     }
     std::printf("\n");
+    for (const std::string& note : low_probe_notes(*results, *probe)) std::printf("note: %s\n", note.c_str());
   } else {
     std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
   }

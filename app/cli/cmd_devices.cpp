@@ -29,6 +29,7 @@ void print_device_text(const ComputeDeviceInfo& d) {
     for (const std::string& f : d.simd_features) features += (features.empty() ? "" : " ") + f;
     std::printf("         SIMD: %s\n", features.empty() ? "none detected" : features.c_str());
     std::printf("         AMX: %s\n", d.amx_status.c_str());
+    if (d.cache_bytes > 0) std::printf("         largest cache: %.0f MiB\n", d.cache_bytes / (1024.0 * 1024.0));
     return;
   }
   std::printf("         compute capability %d.%d, %d SMs, %d MHz, %.0f MiB L2\n", d.compute_capability_major,
@@ -55,6 +56,7 @@ void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
     for (const std::string& f : d.simd_features) json.value(f);
     json.end_array();
     json.field("amx", d.amx_status);
+    json.field("cache_bytes", d.cache_bytes);
   } else {
     json.field("compute_capability",
                std::to_string(d.compute_capability_major) + "." + std::to_string(d.compute_capability_minor))

@@ -6,6 +6,7 @@
 // kernel, and bad usage is refused.
 #include "iwb_process.h"
 
+#include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/store/results_store.h"
 
 #include <QFile>
@@ -176,6 +177,47 @@ class TestCliBench : public QObject {
     QVERIFY2(r.out.contains("| llama F32"), qPrintable(r.out));
     QVERIFY(r.out.contains("pp8") && r.out.contains("tg4"));
     QVERIFY2(r.out.contains("run `iwb probe`"), qPrintable(r.out));
+  }
+
+  // A probe stored at a slow moment (here a made-up 0.1 GB/s) gives generation an MBU above
+  // 100%: the run says the probe is off when its bytes could not have come from the caches, and
+  // keeps quiet for a model that fits in them (aidreams: 1 MB a token).
+  void lowProbeIsPointedOut() {
+    const QString db = m_tmp.filePath("low-probe.sqlite");
+    {
+      auto store = iwb::ResultsStore::open(db.toStdString());
+      QVERIFY2(store, store.error_message().c_str());
+      iwb::ProbeResult slow;
+      slow.device_id = "cpu";
+      slow.device_name = "the machine at a slow moment";
+      slow.date = "2026-01-02T03:04:05Z";
+      slow.read_bytes_per_s = slow.copy_bytes_per_s = slow.triad_bytes_per_s = 0.1e9;
+      slow.peak_flops = 1e9;
+      QVERIFY((*store)->add_probe(slow));
+    }
+    auto cached = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db}, 120000);
+    QVERIFY2(cached.exit_code == 0, qPrintable(cached.err));
+    QVERIFY2(cached.out.contains("MBU") && !cached.out.contains("note:"), qPrintable(cached.out));
+
+    // ~300 MB a token: the F16 output head of a 0.5B model with one layer.
+    const iwb::ComputeDeviceInfo cpu = iwb::describe_cpu_device();
+    if (cpu.cache_bytes > (120ull << 20)) QSKIP("this CPU's cache could hold half of the 300 MB model");
+    const QString big = m_tmp.filePath("streams.gguf");
+    auto synth = run_iwb({"synth", "--preset", "qwen2.5-0.5b", "--type", "F16", "--layers", "1", "--distinct-rows", "16",
+                          "-t", "2", "-o", big},
+                         120000);
+    QVERIFY2(synth.exit_code == 0, qPrintable(synth.err));
+    auto streamed = run_iwb({"bench", "-m", big, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db}, 120000);
+    // --json says it on stderr and keeps stdout JSON.
+    auto json =
+        run_iwb({"bench", "-m", big, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db, "--json", "--no-store"}, 120000);
+    QFile::remove(big);
+    QVERIFY2(streamed.exit_code == 0, qPrintable(streamed.err));
+    QVERIFY2(streamed.out.contains("note: tg4 read") && streamed.out.contains("above the probe's 0.1 GB/s") &&
+                 streamed.out.contains("2026-01-02T03:04:05Z") && streamed.out.contains("`iwb probe` measures again"),
+             qPrintable(streamed.out));
+    QVERIFY2(json.exit_code == 0 && json.err.contains("iwb bench: tg4 read"), qPrintable(json.err));
+    QVERIFY(QJsonDocument::fromJson(json.out.toUtf8()).isObject());
   }
 
   void profileOverheadPrintsFigures() {

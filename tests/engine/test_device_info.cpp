@@ -61,6 +61,24 @@ class TestDeviceInfo : public QObject {
     }
   }
 
+  // The largest cache is the largest level sysfs lists for core 0 (its core complex's L3 on
+  // AMD, where sysconf gives the whole socket's), in bytes.
+  void cpu_cache_is_the_largest_sysfs_level() {
+    qint64 largest = 0;
+    for (int index = 0; index < 8; ++index) {
+      QFile file(QStringLiteral("/sys/devices/system/cpu/cpu0/cache/index%1/size").arg(index));
+      if (!file.open(QIODevice::ReadOnly)) break;
+      QString size = QString::fromLatin1(file.readAll()).trimmed();  // "32768K"
+      qint64 unit = 1;
+      if (size.endsWith(QLatin1Char('K'))) unit = 1024;
+      if (size.endsWith(QLatin1Char('M'))) unit = 1024 * 1024;
+      if (unit > 1) size.chop(1);
+      largest = std::max(largest, size.toLongLong() * unit);
+    }
+    if (largest == 0) QSKIP("no cache sizes in /sys/devices/system/cpu/cpu0/cache");
+    QCOMPARE(static_cast<qint64>(describe_cpu_device().cache_bytes), largest);
+  }
+
   void cuda_devices_or_a_reason() {
     const auto devices = list_cuda_devices();
     if (!devices.is_ok()) {

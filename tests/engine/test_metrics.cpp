@@ -76,6 +76,22 @@ class TestMetrics : public QObject {
     QCOMPARE(p.ridge_point(), 500e9 / 55e9);
   }
 
+  // A run that read faster than the stored roof, from more bytes than the caches hold, says the
+  // probe was low; one that fits in the caches, or beats the roof by less than 5%, says nothing.
+  void bandwidthAboveRoof() {
+    constexpr uint64_t kCache = 32ull << 20;
+    // 1 GB a token at 24 tokens/s over a 20 GB/s roof: 24 GB/s, 1.2x.
+    QVERIFY(near(*bandwidth_above_roof(1e9, 24, 20e9, kCache), 24e9));
+    QVERIFY(!bandwidth_above_roof(1e9, 20.9, 20e9, kCache));         // within 5%: noise
+    QVERIFY(bandwidth_above_roof(1e9, 21.1, 20e9, kCache));
+    QVERIFY(!bandwidth_above_roof(1e9, 18, 20e9, kCache));           // under the roof
+    QVERIFY(!bandwidth_above_roof(60e6, 1000, 20e9, kCache));        // 60 MB: two caches' worth
+    QVERIFY(bandwidth_above_roof(70e6, 1000, 20e9, kCache));         // 70 MB: streams
+    QVERIFY(!bandwidth_above_roof(300e6, 100, 20e9, 0));             // cache unknown: 512 MiB
+    QVERIFY(bandwidth_above_roof(600e6, 100, 20e9, 0));
+    QVERIFY(!bandwidth_above_roof(1e9, 24, 0, kCache));              // no roof
+  }
+
   void requestMetrics() {
     RequestFinished f;
     f.num_prompt_tokens = 120;

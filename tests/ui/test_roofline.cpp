@@ -108,6 +108,7 @@ class TestRoofline : public QObject {
   void plotExportsPngAndSvg();
   void plotLabelsDoNotCollide();
   void exportedLabelsDoNotCollide();
+  void panelSaysWhenTheProbeLooksLow();
   void measureNowStoresTheProbe();
   void measureCanBeCancelled();
 };
@@ -509,6 +510,61 @@ void TestRoofline::exportedLabelsDoNotCollide() {
     QCOMPARE(alignments(), onScreen);
     QVERIFY2(labelCollision(plot, model).isEmpty(), qPrintable(labelCollision(plot, model)));
   }
+}
+
+// Decode reading its weights faster than the stored read-only roof, with more bytes a step than
+// any cache holds, means the probe ran at a slower moment: the status line says so and asks for
+// a new measurement. Under the roof, or with weights that fit in the caches, it says nothing.
+void TestRoofline::panelSaysWhenTheProbeLooksLow() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+  {
+    auto store = iwb::ResultsStore::open(path.toStdString());
+    QVERIFY(store);
+    iwb::ProbeResult probe = syntheticProbe();
+    probe.read_bytes_per_s = 20e9;
+    QVERIFY((*store)->add_probe(probe));
+  }
+  EngineController engine;
+  MachineCeilings ceilings(path);
+  ceilings.reload();
+  QVERIFY(ceilings.probe());
+  RooflinePanel panel(&engine, &ceilings);
+  auto* status = panel.findChild<QLabel*>(QStringLiteral("rooflineStatus"));
+  QVERIFY(status);
+  // One decode step whose matmuls read `bytes` in `seconds`, after a prefill step.
+  const auto decodeStep = [](double bytes, double seconds) {
+    iwb::ProfileDecimator decimator(10.0);
+    decimator.add(batch(0, Phase::Prefill, {record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}), 0.0);
+    decimator.add(batch(1, Phase::Decode,
+                        {record(OpKind::Matmul, "ffn_down", bytes, bytes * 0.6, seconds * 0.6),
+                         record(OpKind::Logits, "output", bytes, bytes * 0.4, seconds * 0.4),
+                         record(OpKind::RmsNorm, "attn_norm", 1e4, 1e9, 1e-6)}),  // not weights: left out
+                  0.01);
+    return *decimator.flush(0.02);
+  };
+  emit engine.profileSnapshotReady(decodeStep(1e9, 0.025));  // 40 GB/s over a 20 GB/s roof
+  QVERIFY2(status->text().contains(QLatin1String("Decode read its weights at 40 GB/s, above the 20 GB/s roof")) &&
+               status->text().contains(QLatin1String("Measure again")),
+           qPrintable(status->text()));
+  emit engine.profileSnapshotReady(decodeStep(1e9, 0.1));  // 10 GB/s: under the roof
+  QVERIFY2(!status->text().contains(QLatin1String("Decode read")), qPrintable(status->text()));
+  emit engine.profileSnapshotReady(decodeStep(1e6, 1e-5));  // 100 GB/s from 1 MB: the caches
+  QVERIFY2(!status->text().contains(QLatin1String("Decode read")), qPrintable(status->text()));
+  // A new probe at 50 GB/s takes the note away from the fast step too.
+  emit engine.profileSnapshotReady(decodeStep(1e9, 0.025));
+  QVERIFY(status->text().contains(QLatin1String("Decode read")));
+  {
+    auto store = iwb::ResultsStore::open(path.toStdString());
+    QVERIFY(store);
+    iwb::ProbeResult probe = syntheticProbe();
+    probe.date = "2025-01-03T03:04:05Z";
+    probe.read_bytes_per_s = 50e9;
+    QVERIFY((*store)->add_probe(probe));
+  }
+  ceilings.reload();
+  QVERIFY2(!status->text().contains(QLatin1String("Decode read")), qPrintable(status->text()));
 }
 
 void TestRoofline::measureNowStoresTheProbe() {

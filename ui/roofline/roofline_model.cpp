@@ -2,6 +2,8 @@
 // predictions, and the table and CSV views of them.
 #include "roofline/roofline_model.h"
 
+#include "iwb/engine/profile/metrics.h"
+
 #include <QLocale>
 
 #include <algorithm>
@@ -291,6 +293,18 @@ QString RooflineModel::toCsv() const {
     csv += fields.join(QLatin1Char(',')) + QLatin1Char('\n');
   }
   return csv;
+}
+
+std::optional<double> RooflineModel::decodeWeightsAboveRoof(uint64_t cacheBytes) const {
+  if (!m_measuredRoof || !m_snapshot || !m_snapshot->last_decode) return std::nullopt;
+  double bytes = 0, seconds = 0;
+  for (const iwb::KernelRecord& r : m_snapshot->last_decode->kernels) {
+    if (r.kind != iwb::OpKind::Matmul && r.kind != iwb::OpKind::Logits && r.kind != iwb::OpKind::ExpertMatmul) continue;
+    bytes += r.bytes;
+    seconds += r.seconds;
+  }
+  if (!(seconds > 0)) return std::nullopt;
+  return iwb::bandwidth_above_roof(bytes, 1.0 / seconds, m_measuredRoof->bandwidthBytesPerS, cacheBytes);
 }
 
 QString formatFlopsPerSecond(double flopsPerS) { return withSiPrefix(flopsPerS, QStringLiteral("FLOP/s")); }

@@ -100,6 +100,12 @@ class RooflineModel : public QAbstractTableModel {
   bool hasMeasured() const { return m_snapshot.has_value(); }
   qint64 numProfiledSteps() const { return m_snapshot ? m_snapshot->running_num_steps : 0; }
 
+  // How fast the newest decode step read its weights (the bytes of its matmuls, classifier and
+  // experts over their kernels' time) when that beats the measured roof by more than the
+  // caches can explain (iwb::bandwidth_above_roof with the device's `cacheBytes`): the probe
+  // was taken at a slower moment than this run. nullopt otherwise, or without a probe.
+  std::optional<double> decodeWeightsAboveRoof(uint64_t cacheBytes) const;
+
   // Predicted kernel records (cost model, seconds = 0), of one or both phases, under `label`.
   void setPrediction(const std::vector<iwb::KernelRecord>& records, const QString& label);
   void clearPrediction();

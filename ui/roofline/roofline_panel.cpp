@@ -3,6 +3,7 @@
 #include "roofline/roofline_panel.h"
 
 #include "worker/engine_controller.h"
+#include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/runtime/engine.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"
@@ -47,6 +48,7 @@ RooflinePanel::RooflinePanel(EngineController* engine, MachineCeilings* ceilings
       m_table(new QTableView),
       m_profilingAction(new QAction(tr("&Profile Kernels"), this)) {
   setObjectName(QStringLiteral("rooflinePanel"));
+  m_cpuCacheBytes = iwb::describe_cpu_device().cache_bytes;
   m_profilingAction->setCheckable(true);
   m_profilingAction->setChecked(m_engine->isProfiling());
   m_profilingAction->setStatusTip(tr("Record every kernel the engine runs, for the roofline (costs a little speed)"));
@@ -94,6 +96,7 @@ RooflinePanel::RooflinePanel(EngineController* engine, MachineCeilings* ceilings
   connect(m_ceilings, &MachineCeilings::probeChanged, this, [this] {
     m_model->setProbe(m_ceilings->probe());
     updateRoofLabel();
+    updateStatusLabel();
   });
   connect(m_ceilings, &MachineCeilings::measuringChanged, this, &RooflinePanel::updateRoofLabel);
   connect(m_ceilings, &MachineCeilings::measureFailed, this, &RooflinePanel::updateRoofLabel);
@@ -168,6 +171,7 @@ QWidget* RooflinePanel::createToolbar() {
   m_statusLabel = new QLabel;
   m_statusLabel->setObjectName(QStringLiteral("rooflineStatus"));
   m_statusLabel->setTextFormat(Qt::PlainText);
+  m_statusLabel->setWordWrap(true);  // a note on the probe makes it long
 
   row->addWidget(m_profileBox);
   row->addWidget(m_sourceBox);
@@ -375,8 +379,24 @@ void RooflinePanel::updateRoofLabel() {
 
 void RooflinePanel::updateStatusLabel() {
   if (m_model->hasMeasured()) {
-    m_statusLabel->setText(tr("%n profiled step(s) since the last reset.", nullptr,
-                              static_cast<int>(m_model->numProfiledSteps())));
+    QString text = tr("%n profiled step(s) since the last reset.", nullptr, static_cast<int>(m_model->numProfiledSteps()));
+    // A probe taken while the machine was slower (a shared host's neighbours, a busy core) puts
+    // the roof under what decode then reached: points above it, MBU over 100%. Only the CPU's
+    // probe is taken where that happens.
+    const std::optional<double> above = m_ceilings->deviceId() == QLatin1String("cpu")
+                                            ? m_model->decodeWeightsAboveRoof(m_cpuCacheBytes)
+                                            : std::nullopt;
+    if (above) {
+      text += QLatin1Char(' ') +
+              tr("Decode read its weights at %1, above the %2 roof: the probe ran at a slower moment than this run "
+                 "(a shared host, a busy core). Measure again.")
+                  .arg(formatBytesPerSecond(*above), formatBytesPerSecond(m_model->measuredRoof()->bandwidthBytesPerS));
+    }
+    m_statusLabel->setText(text);
+    m_statusLabel->setToolTip(above ? tr("More bytes a step than this CPU's caches hold (%1 MiB), so they came from "
+                                         "memory, faster than the probe measured it.")
+                                          .arg(m_cpuCacheBytes >> 20)
+                                    : QString());
   } else if (m_engine->isProfiling()) {
     m_statusLabel->setText(tr("Profiling is on: the points appear while the model generates (Chat tab)."));
   } else {

@@ -61,6 +61,18 @@ std::optional<double> model_bandwidth_utilization(double bytes_per_token, double
   return bytes_per_token * tokens_per_s / bandwidth_bytes_per_s;
 }
 
+std::optional<double> bandwidth_above_roof(double bytes_per_step, double steps_per_s, double roof_bytes_per_s,
+                                           uint64_t cache_bytes) {
+  constexpr double kMargin = 1.05;  // timing noise of one run, not a low probe
+  constexpr double kUnknownCacheBytes = 512.0 * 1024 * 1024;
+  if (!(roof_bytes_per_s > 0)) return std::nullopt;
+  const double cached = cache_bytes > 0 ? 2.0 * static_cast<double>(cache_bytes) : kUnknownCacheBytes;
+  if (!(bytes_per_step > cached)) return std::nullopt;
+  const double bandwidth = bytes_per_step * steps_per_s;
+  if (!(bandwidth > kMargin * roof_bytes_per_s)) return std::nullopt;
+  return bandwidth;
+}
+
 std::optional<double> model_flops_utilization(double flops_per_token, double tokens_per_s, double peak_flops) {
   if (!(peak_flops > 0)) return std::nullopt;
   return flops_per_token * tokens_per_s / peak_flops;

@@ -88,6 +88,40 @@ std::vector<std::string> detect_simd_features() {
   return features;
 }
 
+// A sysfs cache size ("32768K", "1M", "512") in bytes; 0 when unreadable.
+uint64_t parse_cache_size(const std::string& text) {
+  size_t end = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &end);
+  } catch (...) {
+    return 0;
+  }
+  const char unit = end < text.size() ? text[end] : '\0';
+  if (unit == 'K') return value << 10;
+  if (unit == 'M') return value << 20;
+  if (unit == 'G') return value << 30;
+  return value;
+}
+
+// The largest cache of core 0: sysfs's per-level sizes (what the core complex shares, where
+// sysconf's L3 figure on AMD is the whole socket's), else sysconf's L3 or L2.
+uint64_t largest_cache_bytes() {
+  uint64_t largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string size;
+    if (!(in >> size)) break;
+    const uint64_t bytes = parse_cache_size(size);
+    if (bytes > largest) largest = bytes;
+  }
+  if (largest > 0) return largest;
+  for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    if (const long bytes = sysconf(name); bytes > 0) return static_cast<uint64_t>(bytes);
+  }
+  return 0;
+}
+
 }  // namespace
 
 ComputeDeviceInfo describe_cpu_device() {
@@ -110,6 +144,7 @@ ComputeDeviceInfo describe_cpu_device() {
   }
   info.simd_features = detect_simd_features();
   info.amx_status = cpu_amx_status();
+  info.cache_bytes = largest_cache_bytes();
   return info;
 }
 

@@ -23,6 +23,9 @@ struct ComputeDeviceInfo {
   int num_logical_cores = 0;
   std::vector<std::string> simd_features;  // detected at run time: "avx2", "fma", ...
   std::string amx_status;  // "used (int8, bf16)" or "not used (<reason>)": the prefill matmuls' AMX tiles
+  // The largest cache core 0 reaches (its L3 as sysfs reports it: the share of one core complex,
+  // not the socket's total); 0 when unknown. Data much larger than this streams from memory.
+  uint64_t cache_bytes = 0;
 
   // CUDA only (zero for the CPU).
   int compute_capability_major = 0;

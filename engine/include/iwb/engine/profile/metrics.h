@@ -55,6 +55,13 @@ bool int8_dot_products_dominate(std::span<const KernelRecord> records);
 // bytes moved per token x tokens/s / bandwidth; nullopt when the bandwidth is unknown (<= 0).
 std::optional<double> model_bandwidth_utilization(double bytes_per_token, double tokens_per_s,
                                                   double bandwidth_bytes_per_s);
+// The bandwidth a run read at (bytes per step x steps/s) when it beat the memory roof it was
+// measured against by more than 5% with more bytes a step than the caches hold (twice
+// `cache_bytes`; 512 MiB when that is unknown), so they streamed from memory every step: the
+// probe then ran at a slower moment than the run (a shared host's neighbours, a busy core) and
+// MBU reads above 100%. nullopt otherwise, or when the roof is unknown (<= 0).
+std::optional<double> bandwidth_above_roof(double bytes_per_step, double steps_per_s, double roof_bytes_per_s,
+                                           uint64_t cache_bytes);
 // FLOPs per token x tokens/s / peak; nullopt when the peak is unknown (<= 0).
 std::optional<double> model_flops_utilization(double flops_per_token, double tokens_per_s, double peak_flops);
 
