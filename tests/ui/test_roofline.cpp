@@ -109,6 +109,7 @@ class TestRoofline : public QObject {
   void plotLabelsDoNotCollide();
   void exportedLabelsDoNotCollide();
   void panelSaysWhenTheProbeLooksLow();
+  void legendMovesOffThePoints();
   void measureNowStoresTheProbe();
   void measureCanBeCancelled();
 };
@@ -436,6 +437,11 @@ QString labelCollision(const RooflinePlot& plot, const RooflineModel& model) {
       }
     }
   }
+  for (const QRectF& marker : markers) {
+    if (plot.legend->visible() && QRectF(plot.legend->outerRect()).intersects(marker)) {
+      return QStringLiteral("the legend over a point at %1x%2").arg(size.width()).arg(size.height());
+    }
+  }
   return {};
 }
 
@@ -515,6 +521,40 @@ void TestRoofline::exportedLabelsDoNotCollide() {
 // Decode reading its weights faster than the stored read-only roof, with more bytes a step than
 // any cache holds, means the probe ran at a slower moment: the status line says so and asks for
 // a new measurement. Under the roof, or with weights that fit in the caches, it says nothing.
+// The legend sits in the bottom right corner unless a point is there (a slow compute-bound op:
+// prefill attention far below the ceiling); then in the first corner that is free, here the
+// top left, above the bandwidth slope.
+void TestRoofline::legendMovesOffThePoints() {
+  RooflineModel model;
+  model.setProbe(syntheticProbe());
+  model.setSnapshot(crowdedSnapshot());
+  RooflinePlot plot(&model);
+  plot.resize(900, 600);
+  plot.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&plot));
+  QCoreApplication::processEvents();
+  QCOMPARE(plot.axisRect()->insetLayout()->insetAlignment(0), Qt::AlignBottom | Qt::AlignRight);
+
+  iwb::ProfileDecimator decimator(10.0);
+  std::optional<iwb::ProfileSnapshot> slow =
+      decimator.add(batch(0, Phase::Prefill,
+                          {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3),
+                           record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
+                           record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5),
+                           record(OpKind::Attention, "attention", 8e10, 1e9, 700.0),
+                           record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
+                    0.0);
+  if (!slow) slow = decimator.flush(0.01);
+  QVERIFY(slow);
+  model.setSnapshot(*slow);
+  plot.setShowsDatasheetRoofs(true);  // two more rows: a legend tall enough to reach the lowest points
+  plot.rebuild();
+  QCoreApplication::processEvents();
+  QCOMPARE(plot.axisRect()->insetLayout()->insetAlignment(0), Qt::AlignTop | Qt::AlignLeft);
+  const QString collision = labelCollision(plot, model);
+  QVERIFY2(collision.isEmpty(), qPrintable(collision));
+}
+
 void TestRoofline::panelSaysWhenTheProbeLooksLow() {
   QTemporaryDir dir;
   QVERIFY(dir.isValid());

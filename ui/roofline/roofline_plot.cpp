@@ -170,7 +170,6 @@ void RooflinePlot::rebuild() {
 }
 
 void RooflinePlot::placePointLabels() {
-  if (m_pointLabels.empty()) return;
   // To the right of the point first (how the chart has always read), then left, above, below
   // and the diagonals: ops of one kind in both phases, or a cheap op beside a busy matmul, sit
   // close enough for their names to run into each other or over the other point.
@@ -191,8 +190,41 @@ void RooflinePlot::placePointLabels() {
     obstacles.push_back(labelTextRect(m_ridgeLabel));
     obstacles.push_back(markerRect(m_ridgeLabel->position->pixelPosition(), kMarkerObstaclePx));
   }
+  placeLegend(obstacles);
+  if (m_pointLabels.empty()) return;
   if (legend->visible()) obstacles.push_back(legend->outerRect());
   placeChartLabels(this, m_pointLabels, spots, std::move(obstacles));
+}
+
+void RooflinePlot::placeLegend(const std::vector<QRectF>& keepClear) {
+  if (!legend->visible()) return;
+  // Bottom right first (where it has always been; points rarely sit there, slow and
+  // compute-bound), then top left (above the bandwidth slope, where only ops served from the
+  // caches go). The legend does not move the axes, so the pixels of `keepClear` hold for every
+  // corner.
+  static const Qt::Alignment corners[] = {Qt::AlignBottom | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft,
+                                          Qt::AlignBottom | Qt::AlignLeft, Qt::AlignTop | Qt::AlignRight};
+  QCPLayoutInset* inset = axisRect()->insetLayout();
+  Qt::Alignment best = corners[0];
+  int fewest = std::numeric_limits<int>::max();
+  for (const Qt::Alignment corner : corners) {
+    if (inset->insetAlignment(0) != corner) {
+      inset->setInsetAlignment(0, corner);
+      updateLayout();
+    }
+    const QRectF box = legend->outerRect();
+    const int covered = static_cast<int>(
+        std::count_if(keepClear.begin(), keepClear.end(), [&](const QRectF& rect) { return box.intersects(rect); }));
+    if (covered < fewest) {
+      fewest = covered;
+      best = corner;
+    }
+    if (covered == 0) break;
+  }
+  if (inset->insetAlignment(0) != best) {
+    inset->setInsetAlignment(0, best);
+    updateLayout();
+  }
 }
 
 void RooflinePlot::resizeEvent(QResizeEvent* event) {

@@ -49,8 +49,13 @@ class RooflinePlot : public QCustomPlot {
  private:
   void addRoof(const QString& name, double bandwidth, double peak, const QPen& pen, double xMin, double xMax);
   void addPointGraphs();
-  // Moves each point's label to a side where it covers no other label, point or the legend.
+  // Moves the legend to the corner where it covers the fewest points, then each point's label
+  // to a side where it covers no other label, point or the legend.
   void placePointLabels();
+  // The legend's corner: the first of bottom right, top left, bottom left and top right that
+  // covers none of `keepClear` (the points' and the ridge's pixel boxes), else the one that
+  // covers the fewest.
+  void placeLegend(const std::vector<QRectF>& keepClear);
   // Runs `draw` (an export) with the chart laid out at `size` and the labels placed for it, then
   // places them for the widget again: a side free at the widget's size may not be free at
   // another (a smaller export puts the points closer together). 0 keeps the widget's length.
