@@ -3,6 +3,7 @@
 // context depths (-d), with MFU and MBU against the latest probe of this machine; results go to
 // the results store.
 // `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
+#include "bench_llama_output.h"
 #include "commands.h"
 #include "device_cli.h"
 #include "json_writer.h"
@@ -36,6 +37,7 @@ struct Options {
   KvCacheOptions kv_cache;
   int64_t batch_tokens = 512;
   bool is_json = false;
+  std::string output_format = "md";  // llama-bench's -o
   bool is_store_skipped = false;
   bool is_list = false;
   std::string db = ResultsStore::default_path();
@@ -78,6 +80,12 @@ int parse(int argc, char** argv, Options* o) {
   add_kv_cache_options(t, &o->kv_cache);
   add_device_options(t, &o->device);
   t.begin_group("output");
+  t.add({.names = {"-o", "--output"},
+         .value_name = "FORMAT",
+         .help = "llama-bench's output formats and field names: md (the table), json (an\n"
+                 "array), jsonl, csv; mbu and mfu follow llama-bench's fields",
+         .destination = &o->output_format,
+         .choices = llama_bench_formats()});
   add_json_option(t, &o->is_json);
   t.add({.names = {"--list"},
          .help = "print the results recorded so far (of MODEL with -m)",
@@ -87,6 +95,10 @@ int parse(int argc, char** argv, Options* o) {
   if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(t, e);
   o->bench.depths.assign(o->depths.begin(), o->depths.end());
   if (!o->is_list && o->model.empty()) return report_usage_error(t, "no model given (-m MODEL.gguf)");
+  if (o->output_format != "md" && (o->is_json || o->is_list)) {
+    return report_usage_error(t, "-o " + o->output_format + " cannot go with " + (o->is_json ? "--json" : "--list") +
+                                     " (--json is iwb's own JSON, with the probe)");
+  }
   if (!o->is_list && o->bench.num_prompt_tokens == 0 && o->bench.num_generated_tokens == 0) {
     return report_usage_error(t, "nothing to run: -p and -n are both 0");
   }
@@ -319,6 +331,15 @@ int run_bench(int argc, char** argv) {
     }
   }
 
+  if (o.output_format != "md") {
+    // Only the data on stdout, as llama-bench writes it; what iwb adds goes to stderr.
+    const LlamaBenchSettings settings{.batch_tokens = o.batch_tokens, .type_k = o.kv_cache.k, .type_v = o.kv_cache.v};
+    std::fputs(format_llama_bench(*results, settings, o.output_format).c_str(), stdout);
+    if (probe) {
+      for (const std::string& note : low_probe_notes(*results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
+    }
+    return 0;
+  }
   if (o.is_json) {
     JsonWriter j;
     j.begin_object().key("results").begin_array();

@@ -13,9 +13,12 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <cmath>
 
 using iwb::test::run_iwb;
 using iwb::test::shared_models_dir;
@@ -262,6 +265,93 @@ class TestCliBench : public QObject {
     auto missing = run_iwb({"bench", "-m", m_tmp.filePath("absent.gguf"), "--no-store"});
     QCOMPARE(missing.exit_code, 1);
     QVERIFY2(missing.err.contains("absent.gguf"), qPrintable(missing.err));
+    auto xml = run_iwb({"bench", "-m", "x.gguf", "-o", "xml"});
+    QCOMPARE(xml.exit_code, 2);
+    QVERIFY2(xml.err.contains("md") && xml.err.contains("jsonl") && xml.err.contains("csv"), qPrintable(xml.err));
+    auto both = run_iwb({"bench", "-m", "x.gguf", "-o", "json", "--json"});
+    QCOMPARE(both.exit_code, 2);
+    QVERIFY2(both.err.contains("-o json cannot go with --json"), qPrintable(both.err));
+  }
+
+  // -o json / jsonl / csv: llama-bench's fields, names and arithmetic (a sample's time covers
+  // n_prompt + n_gen tokens; avg_ts is the mean of the samples' rates), only data on stdout.
+  void llamaBenchFormats() {
+    auto json = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "-ctk", "fp8_e4m3", "-o",
+                         "json", "--db", m_tmp.filePath("formats.sqlite")},
+                        120000);
+    QVERIFY2(json.exit_code == 0, qPrintable(json.err));
+    QJsonParseError error;
+    const QJsonArray tests = QJsonDocument::fromJson(json.out.toUtf8(), &error).array();
+    QVERIFY2(error.error == QJsonParseError::NoError && tests.size() == 2, qPrintable(json.out));
+    for (int i = 0; i < 2; ++i) {
+      const QJsonObject t = tests[i].toObject();
+      const bool is_pp = i == 0;
+      QCOMPARE(t["n_prompt"].toInt(), is_pp ? 8 : 0);  // llama-bench's tg4 has no prompt
+      QCOMPARE(t["n_gen"].toInt(), is_pp ? 0 : 4);
+      QCOMPARE(t["n_depth"].toInt(), 0);
+      QCOMPARE(t["n_threads"].toInt(), 2);
+      QCOMPARE(t["n_batch"].toInt(), 512);
+      QCOMPARE(t["type_k"].toString(), QString("fp8_e4m3"));
+      QCOMPARE(t["type_v"].toString(), QString("f16"));
+      QCOMPARE(t["backends"].toString(), QString("CPU"));
+      QCOMPARE(t["n_gpu_layers"].toInt(), 0);
+      QVERIFY(t["build_commit"].toString().startsWith("iwb-"));
+      QVERIFY(t["model_filename"].toString().endsWith("aidreams.gguf"));
+      QVERIFY(t["model_size"].toDouble() > 0 && t["model_n_params"].toDouble() > 0);
+      QVERIFY(!t["test_time"].toString().isEmpty());
+      QVERIFY(t["mbu"].isNull() && t["mfu"].isNull());  // a store without a probe of this machine
+      const QJsonArray ts = t["samples_ts"].toArray(), ns = t["samples_ns"].toArray();
+      QCOMPARE(ts.size(), 2);
+      QCOMPARE(ns.size(), 2);
+      double sum = 0;
+      for (int s = 0; s < 2; ++s) {
+        sum += ts[s].toDouble();
+        const double expected_ns = (is_pp ? 8 : 4) * 1e9 / ts[s].toDouble();
+        QVERIFY2(std::abs(ns[s].toDouble() - expected_ns) <= 1.0 + 1e-6 * expected_ns, qPrintable(json.out));
+      }
+      QVERIFY(std::abs(t["avg_ts"].toDouble() - sum / 2) <= 1e-6 * sum);
+      QVERIFY(std::abs(t["avg_ns"].toDouble() - (ns[0].toDouble() + ns[1].toDouble()) / 2) <= 1.0);
+      QVERIFY(t["stddev_ts"].toDouble() >= 0);
+    }
+
+    auto jsonl = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "-o", "jsonl", "--no-store"}, 120000);
+    QVERIFY2(jsonl.exit_code == 0, qPrintable(jsonl.err));
+    const QStringList lines = jsonl.out.trimmed().split('\n');
+    QCOMPARE(lines.size(), 2);
+    for (const QString& line : lines) QVERIFY2(QJsonDocument::fromJson(line.toUtf8()).isObject(), qPrintable(line));
+
+    auto csv = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "-o", "csv", "--no-store"}, 120000);
+    QVERIFY2(csv.exit_code == 0, qPrintable(csv.err));
+    const QStringList rows = csv.out.trimmed().split('\n');
+    QCOMPARE(rows.size(), 3);
+    const QStringList header = rows[0].split(',');
+    QCOMPARE(header.mid(0, 5), (QStringList{"build_commit", "build_number", "cpu_info", "gpu_info", "backends"}));
+    QCOMPARE(header.indexOf("avg_ts") + 1, header.indexOf("stddev_ts"));
+    // Every value quoted, as llama-bench writes them: "a","b",...
+    static const QRegularExpression quoted(QStringLiteral("^\"[^\"]*\"(,\"[^\"]*\")*$"));
+    for (int r = 1; r < 3; ++r) {
+      QVERIFY2(quoted.match(rows[r]).hasMatch(), qPrintable(rows[r]));
+      QCOMPARE(rows[r].count(QStringLiteral("\",\"")) + 1, header.size());
+    }
+    QVERIFY(rows[2].contains(QStringLiteral("\"4\",\"0\",\"")));  // tg4: n_gen 4, n_depth 0
+
+    // Where a llama-bench is at hand (LLAMA_BENCH), every field we share has its JSON type.
+    const QString llama_bench = qEnvironmentVariable("LLAMA_BENCH");
+    if (llama_bench.isEmpty() || !QFile::exists(llama_bench)) {
+      qInfo("LLAMA_BENCH not set: the field types are not compared with a real llama-bench");
+      return;
+    }
+    QProcess theirs;
+    theirs.start(llama_bench, {"-m", m_model, "-p", "8", "-n", "4", "-r", "1", "-o", "json"});
+    QVERIFY(theirs.waitForFinished(120000));
+    const QJsonArray their_tests = QJsonDocument::fromJson(theirs.readAllStandardOutput()).array();
+    QVERIFY(!their_tests.isEmpty());
+    const QJsonObject their = their_tests[0].toObject(), ours = tests[0].toObject();
+    for (const QString& key : ours.keys()) {
+      if (key == "mbu" || key == "mfu") continue;
+      QVERIFY2(their.contains(key), qPrintable(key));
+      QVERIFY2(their[key].type() == ours[key].type(), qPrintable(key));
+    }
   }
 };
 
