@@ -5,10 +5,14 @@
 #include "memory/memory_model.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
+#include "metrics/metrics_panel.h"
+#include "roofline/machine_ceilings.h"
+#include "worker/engine_controller.h"
 #include "worker/measurement_values.h"
 #include "worker/worker_measurements.h"
 #include "worker/worker_requests.h"
 
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -78,6 +82,7 @@ class TestMetricsMemory : public QObject {
   void requestRowHasHandComputedMetrics();
   void utilisationNeedsCeilings();
   void busyCpuShare();
+  void lowProbeIsPointedOut();
   void seriesFollowTokenTimes();
   void oldRequestsLeaveTheTable();
   void memoryEstimateRows();
@@ -152,6 +157,41 @@ void TestMetricsMemory::busyCpuShare() {
   const RequestMeasurement m = measurements.measure(finished, chat, nullptr);
   QCOMPARE(m.numContendedRegions, qint64(0));  // nothing ran in between
   QCOMPARE(m.numParallelRegions, qint64(0));
+}
+
+// A reply whose decode read 2 GB a token (no cache holds that) at 10 GB/s against a stored
+// 5 GB/s roof: MBU 200%, so the note under the summary says the probe ran at a slower moment.
+// A new probe above the reply's rate takes that back.
+void TestMetricsMemory::lowProbeIsPointedOut() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+  const auto storeProbe = [&](double readBytesPerS, const char* date) {
+    auto store = iwb::ResultsStore::open(path.toStdString());
+    if (!store) return false;
+    iwb::ProbeResult probe;
+    probe.device_id = "cpu";
+    probe.date = date;
+    probe.read_bytes_per_s = probe.copy_bytes_per_s = readBytesPerS;
+    probe.peak_flops = 200e9;
+    return (*store)->add_probe(probe).is_ok();
+  };
+  QVERIFY(storeProbe(5e9, "2026-01-01T00:00:00Z"));
+  EngineController engine;
+  MachineCeilings ceilings(path);
+  ceilings.reload();
+  MetricsPanel panel(&engine, &ceilings);
+  auto* note = panel.findChild<QLabel*>(QStringLiteral("metricsCeilingsNote"));
+  QVERIFY(note);
+  QVERIFY2(!note->text().contains(QLatin1String("slower moment")), qPrintable(note->text()));
+  emit engine.requestMeasured(measurement(7, 10.0));  // 2e9 B x 5 tokens/s
+  QVERIFY2(note->text().contains(QLatin1String("Request #7 read its weights at 10 GB/s")) &&
+               note->text().contains(QLatin1String("Measure again")),
+           qPrintable(note->text()));
+  QVERIFY(storeProbe(20e9, "2026-01-02T00:00:00Z"));
+  ceilings.reload();
+  QVERIFY2(!note->text().contains(QLatin1String("slower moment")), qPrintable(note->text()));
+  QVERIFY(note->text().contains(QLatin1String("20 GB/s")));
 }
 
 void TestMetricsMemory::utilisationNeedsCeilings() {

@@ -1,6 +1,9 @@
 // MetricsPanel: the latest request's figures, the over-time charts and the request table.
 #include "metrics/metrics_panel.h"
 
+#include "iwb/engine/backend/device_info.h"
+#include "iwb/engine/profile/metrics.h"
+
 #include "worker/engine_controller.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
@@ -106,8 +109,10 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
   QFont big = m_summary->font();
   big.setPointSizeF(big.pointSizeF() * 1.2);
   m_summary->setFont(big);
+  m_ceilingsNote->setObjectName(QStringLiteral("metricsCeilingsNote"));
   m_ceilingsNote->setTextFormat(Qt::PlainText);
   m_ceilingsNote->setWordWrap(true);
+  m_cpuCacheBytes = iwb::describe_cpu_device().cache_bytes;
 
   QCPGraph* rate = m_rateChart->addGraph();
   rate->setName(tr("generation tokens/s (last %1 tokens)").arg(MetricsModel::kRateWindow));
@@ -180,7 +185,9 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
               ? tr("; quantized weights against %1 GOP/s of int8 dot products.").arg(c.peak_int8_ops / 1e9, 0, 'f', 0)
               : tr(".");
     }
+    m_ceilingsText = note;
     m_ceilingsNote->setText(note);
+    updateSummary();  // a new roof may explain or end a reply's MBU above 100%
   };
   connect(m_ceilings, &MachineCeilings::probeChanged, this, applyCeilings);
   applyCeilings();
@@ -239,6 +246,7 @@ void MetricsPanel::updateSummary() {
   const MetricsModel::Row* row = m_model->latest();
   if (!row) {
     m_summary->setText(tr("No requests yet: chat with a model and each reply's latency and throughput appear here."));
+    m_ceilingsNote->setText(m_ceilingsText);
     return;
   }
   const iwb::RequestMetrics& m = row->metrics;
@@ -258,6 +266,18 @@ void MetricsPanel::updateSummary() {
     text += tr(" · busy CPU %1").arg(formatContendedShare(row->measurement));
   }
   m_summary->setText(text);
+  // An MBU over 100% from weights too large for the caches: the CPU's probe caught a slow moment.
+  const std::optional<double> above =
+      m_ceilings->deviceId() == QLatin1String("cpu")
+          ? iwb::bandwidth_above_roof(m.decode_bytes_per_token, m.generation_tokens_per_s,
+                                      m_model->ceilings().bandwidth_bytes_per_s, m_cpuCacheBytes)
+          : std::nullopt;
+  m_ceilingsNote->setText(above ? m_ceilingsText + QLatin1Char(' ') +
+                                      tr("Request #%1 read its weights at %2, above that: the probe ran at a slower "
+                                         "moment (a shared host, a busy core). Measure again in the Roofline tab.")
+                                          .arg(row->measurement.requestId)
+                                          .arg(formatBytesPerSecond(*above))
+                                : m_ceilingsText);
 }
 
 }  // namespace iwb::ui

@@ -110,6 +110,7 @@ RequestMetrics compute_request_metrics(const RequestTiming& t, const GenerationC
   }
   if (cost->num_decode_steps > 0 && m.generation_tokens_per_s > 0) {
     const double n = static_cast<double>(cost->num_decode_steps);
+    m.decode_bytes_per_token = cost->decode.bytes / n;
     m.decode_mbu = model_bandwidth_utilization(cost->decode.bytes / n, m.generation_tokens_per_s,
                                                ceilings.bandwidth_bytes_per_s);
     m.decode_mfu = model_flops_utilization(cost->decode.flops / n, m.generation_tokens_per_s, peak);
