@@ -53,7 +53,7 @@ for ((k = 1; k <= rounds; ++k)); do
     echo "round $k $name: probe + iwb (load $(load))" | tee -a "$out/loads.txt"
     "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
     "$iwb" bench -m "$model" -p "$pp" -n "$tg" -d "$depths" -t "$threads" -r "$reps" --no-store \
-      --db "$out/probes.sqlite" --json \
+      --db "$out/probes.sqlite" -o json \
       > "$out/$name.iwb.$k.json"
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
     env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
@@ -81,18 +81,13 @@ for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
     except ValueError:
         print(f'skipped {path}: not complete JSON (an interrupted run?)', file=sys.stderr)
         continue
-    if prog == 'iwb':
-        for r in data['results']:
-            n = r['num_prompt_tokens'] if r['num_generated_tokens'] == 0 else r['num_generated_tokens']
-            test = test_name('pp' if r['num_generated_tokens'] == 0 else 'tg', n, r.get('n_depth', 0))
-            runs[name][(test, prog)] += r['tokens_per_s']
-            if r.get('mbu') is not None:
-                mbu[name][test].append(r['mbu'])
-    else:
-        for r in data:
-            kind, n = ('pp', r['n_prompt']) if r['n_gen'] == 0 else ('tg', r['n_gen'])
-            test = test_name(kind, n, r.get('n_depth', 0))
-            runs[name][(test, prog)] += r['samples_ts']
+    # Both write llama-bench's -o json; iwb adds its MBU against the probe taken just before.
+    for r in data:
+        kind, n = ('pp', r['n_prompt']) if r['n_gen'] == 0 else ('tg', r['n_gen'])
+        test = test_name(kind, n, r.get('n_depth', 0))
+        runs[name][(test, prog)] += r['samples_ts']
+        if prog == 'iwb' and r.get('mbu') is not None:
+            mbu[name][test].append(r['mbu'])
 print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU, read-only roof (median of runs) |')
 print('|---|---|---|---|---|---|')
 for name in sorted(runs):
