@@ -32,6 +32,9 @@ struct Options {
   std::string model;
   BenchOptions bench;
   std::vector<int32_t> depths = {0};
+  // llama-bench's lists: each ppN, then each tgN, every one at each depth.
+  std::vector<int32_t> prompt_sizes = {512};
+  std::vector<int32_t> generation_sizes = {128};
   int threads = 0;
   DeviceOptions device;
   KvCacheOptions kv_cache;
@@ -46,20 +49,20 @@ struct Options {
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
   OptionTable t("bench",
-                "-m MODEL.gguf [-p N] [-n N] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
+                "-m MODEL.gguf [-p N,...] [-n N,...] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
                 "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
                 "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
   t.begin_group("model and tests (llama-bench's spellings)");
   add_model_option(t, &o->model, "GGUF model", false);
   t.add({.names = {"-p", "--n-prompt"},
-         .value_name = "N",
-         .help = "prompt processing test ppN: prefill N random tokens; 0: skip",
-         .destination = &o->bench.num_prompt_tokens,
+         .value_name = "N,...",
+         .help = "prompt processing tests ppN: prefill N random tokens; 0: skip",
+         .destination = &o->prompt_sizes,
          .min = 0});
   t.add({.names = {"-n", "--n-gen"},
-         .value_name = "N",
-         .help = "text generation test tgN: N tokens one by one; 0: skip",
-         .destination = &o->bench.num_generated_tokens,
+         .value_name = "N,...",
+         .help = "text generation tests tgN: N tokens one by one; 0: skip",
+         .destination = &o->generation_sizes,
          .min = 0});
   t.add({.names = {"-d", "--n-depth"},
          .value_name = "N,...",
@@ -94,6 +97,12 @@ int parse(int argc, char** argv, Options* o) {
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   if (const std::string e = o->kv_cache.error(); !e.empty()) return report_usage_error(t, e);
   o->bench.depths.assign(o->depths.begin(), o->depths.end());
+  // The largest of each list sizes the context; the tests run one size at a time.
+  const auto largest = [](const std::vector<int32_t>& sizes) {
+    return sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  };
+  o->bench.num_prompt_tokens = largest(o->prompt_sizes);
+  o->bench.num_generated_tokens = largest(o->generation_sizes);
   if (!o->is_list && o->model.empty()) return report_usage_error(t, "no model given (-m MODEL.gguf)");
   if (o->output_format != "md" && (o->is_json || o->is_list)) {
     return report_usage_error(t, "-o " + o->output_format + " cannot go with " + (o->is_json ? "--json" : "--list") +
@@ -255,6 +264,36 @@ std::string context_shortfall(const std::string& path, const BenchOptions& bench
          " was trained for " + std::to_string(trained) + " (its context_length)";
 }
 
+// Every test in llama-bench's order: each depth, then each ppN, then each tgN. One warm-up
+// before the first; a depth's tokens stay in the prefix cache from one test to the next.
+Result<std::vector<BenchResult>> run_tests(Engine& engine, const Options& o, const std::optional<ProbeResult>& probe) {
+  std::vector<BenchResult> all;
+  bool is_first = true;
+  const auto run = [&](int64_t depth, int64_t prompt, int64_t generated) -> Status {
+    BenchOptions one = o.bench;
+    one.depths = {depth};
+    one.num_prompt_tokens = prompt;
+    one.num_generated_tokens = generated;
+    one.is_warmup = is_first;
+    is_first = false;
+    auto results = iwb::run_bench(engine, one, probe);
+    if (!results) return results.status();
+    all.insert(all.end(), results->begin(), results->end());
+    return {};
+  };
+  for (const int64_t depth : o.bench.depths) {
+    for (const int32_t prompt : o.prompt_sizes) {
+      if (prompt == 0) continue;
+      if (Status s = run(depth, prompt, 0); !s) return s;
+    }
+    for (const int32_t generated : o.generation_sizes) {
+      if (generated == 0) continue;
+      if (Status s = run(depth, 0, generated); !s) return s;
+    }
+  }
+  return all;
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
@@ -307,7 +346,7 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
   }
   const ThreadPoolStats pool_before = thread_pool_stats();
-  auto results = iwb::run_bench(**engine, o.bench, probe);
+  auto results = run_tests(**engine, o, probe);
   if (!results) {
     std::fprintf(stderr, "iwb bench: %s\n", results.error_message().c_str());
     return 1;

@@ -273,6 +273,25 @@ class TestCliBench : public QObject {
     QVERIFY2(both.err.contains("-o json cannot go with --json"), qPrintable(both.err));
   }
 
+  // -p and -n take lists as llama-bench's do, and the tests come in its order: each depth, then
+  // each ppN, then each tgN.
+  void sizeLists() {
+    auto r = run_iwb({"bench", "-m", m_model, "-p", "8,16", "-n", "2,0,4", "-d", "0,32", "-r", "1", "-t", "1", "-o", "json",
+                      "--no-store"},
+                     120000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonArray tests = QJsonDocument::fromJson(r.out.toUtf8()).array();
+    QStringList order;
+    for (const QJsonValue& t : tests) {
+      const QJsonObject o = t.toObject();
+      order << QString("%1/%2/%3").arg(o["n_depth"].toInt()).arg(o["n_prompt"].toInt()).arg(o["n_gen"].toInt());
+      QVERIFY(o["avg_ts"].toDouble() > 0);
+    }
+    QCOMPARE(order, (QStringList{"0/8/0", "0/16/0", "0/0/2", "0/0/4", "32/8/0", "32/16/0", "32/0/2", "32/0/4"}));
+    auto table = run_iwb({"bench", "-m", m_model, "-p", "0,8", "-n", "0", "-r", "1", "--no-store"}, 120000);
+    QVERIFY2(table.exit_code == 0 && table.out.contains("pp8") && !table.out.contains("tg"), qPrintable(table.out));
+  }
+
   // -o json / jsonl / csv: llama-bench's fields, names and arithmetic (a sample's time covers
   // n_prompt + n_gen tokens; avg_ts is the mean of the samples' rates), only data on stdout.
   void llamaBenchFormats() {
