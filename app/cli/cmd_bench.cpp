@@ -35,7 +35,7 @@ struct Options {
   // llama-bench's lists: each ppN, then each tgN, every one at each depth.
   std::vector<int32_t> prompt_sizes = {512};
   std::vector<int32_t> generation_sizes = {128};
-  int threads = 0;
+  std::vector<int32_t> thread_counts = {0};  // llama-bench's -t list; 0: all cores
   DeviceOptions device;
   KvCacheOptions kv_cache;
   int64_t batch_tokens = 512;
@@ -49,7 +49,7 @@ struct Options {
 // -1 to go on, otherwise the exit status.
 int parse(int argc, char** argv, Options* o) {
   OptionTable t("bench",
-                "-m MODEL.gguf [-p N,...] [-n N,...] [-d N,...] [-r REPS] [-t THREADS] [-b N] [options]\n"
+                "-m MODEL.gguf [-p N,...] [-n N,...] [-d N,...] [-r REPS] [-t N,...] [-b N] [options]\n"
                 "       iwb bench --list [-m MODEL.gguf] [--json] [--db PATH]",
                 "llama-bench style prompt processing (ppN) and text generation (tgN) throughput.");
   t.begin_group("model and tests (llama-bench's spellings)");
@@ -79,7 +79,14 @@ int parse(int argc, char** argv, Options* o) {
   add_batch_size_option(t, &o->batch_tokens,
                         "tokens per forward step, so prompt chunks (llama-bench's micro-batch;\n"
                         "the engine's own default is 128)");
-  add_threads_option(t, &o->threads);
+  t.add({.names = {"-t", "--threads"},
+         .value_name = "N,...",
+         .help = "CPU threads; a list runs every test with each (the model is loaded again\n"
+                 "for each count)",
+         .destination = &o->thread_counts,
+         .min = 1,
+         .max = 1024,
+         .default_text = "all cores"});
   add_kv_cache_options(t, &o->kv_cache);
   add_device_options(t, &o->device);
   t.begin_group("output");
@@ -316,7 +323,6 @@ int run_bench(int argc, char** argv) {
     return 1;
   }
   EngineOptions engine_options;
-  engine_options.num_threads = o.threads;
   engine_options.device = o.device.device;
   engine_options.kv_cache_type = o.kv_cache.types();
   // Whole prompts of up to a batch in one step: each step streams every weight once.
@@ -324,32 +330,38 @@ int run_bench(int argc, char** argv) {
   // Room for the deepest depth plus the largest test; the depth's blocks stay in the prefix
   // cache between repetitions (the default pool holds several such contexts).
   engine_options.context_length = bench_context_length(o.bench);
-  auto engine = Engine::load(o.model, engine_options);
-  if (!engine) {
-    std::fprintf(stderr, "iwb bench: %s\n", engine.error_message().c_str());
-    return 1;
-  }
-  // The latest probe of the device the model runs on ("cpu", "cuda:0"), if the store has one.
   std::optional<ProbeResult> probe;
-  if (store) {
-    auto latest = store->latest_probe((*engine)->model().device);
-    if (!latest) {
-      std::fprintf(stderr, "iwb bench: %s\n", latest.error_message().c_str());
+  std::vector<BenchResult> results;
+  const ThreadPoolStats pool_before = thread_pool_stats();
+  for (const int32_t threads : o.thread_counts) {
+    // The engine sizes its thread pool when it loads: one load per thread count.
+    engine_options.num_threads = threads;
+    auto engine = Engine::load(o.model, engine_options);
+    if (!engine) {
+      std::fprintf(stderr, "iwb bench: %s\n", engine.error_message().c_str());
       return 1;
     }
-    probe = *latest;
-  }
-  if (!o.is_json) {
-    std::fprintf(stderr, "iwb bench: %s (%s, %s), %d threads, %d repetitions\n", (*engine)->model().name.c_str(),
-                 (*engine)->model().architecture.c_str(), (*engine)->model().file_type.c_str(),
-                 (*engine)->num_threads(), o.bench.num_repetitions);
-    std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
-  }
-  const ThreadPoolStats pool_before = thread_pool_stats();
-  auto results = run_tests(**engine, o, probe);
-  if (!results) {
-    std::fprintf(stderr, "iwb bench: %s\n", results.error_message().c_str());
-    return 1;
+    // The latest probe of the device the model runs on ("cpu", "cuda:0"), if the store has one.
+    if (store && results.empty()) {
+      auto latest = store->latest_probe((*engine)->model().device);
+      if (!latest) {
+        std::fprintf(stderr, "iwb bench: %s\n", latest.error_message().c_str());
+        return 1;
+      }
+      probe = *latest;
+    }
+    if (!o.is_json) {
+      std::fprintf(stderr, "iwb bench: %s (%s, %s), %d threads, %d repetitions\n", (*engine)->model().name.c_str(),
+                   (*engine)->model().architecture.c_str(), (*engine)->model().file_type.c_str(),
+                   (*engine)->num_threads(), o.bench.num_repetitions);
+      std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
+    }
+    auto part = run_tests(**engine, o, probe);
+    if (!part) {
+      std::fprintf(stderr, "iwb bench: %s\n", part.error_message().c_str());
+      return 1;
+    }
+    results.insert(results.end(), part->begin(), part->end());
   }
   // Figures from a machine where something else held a core are not the machine's: say so.
   if (const ThreadPoolStats pool = thread_pool_stats(); pool.contention_events > pool_before.contention_events) {
@@ -360,7 +372,7 @@ int run_bench(int argc, char** argv) {
                  static_cast<long long>(pool.contended_regions - pool_before.contended_regions));
   }
   if (!o.is_store_skipped) {
-    for (BenchResult& r : *results) {
+    for (BenchResult& r : results) {
       auto id = store->add_bench_result(r);
       if (!id) {
         std::fprintf(stderr, "iwb bench: %s\n", id.error_message().c_str());
@@ -373,16 +385,16 @@ int run_bench(int argc, char** argv) {
   if (o.output_format != "md") {
     // Only the data on stdout, as llama-bench writes it; what iwb adds goes to stderr.
     const LlamaBenchSettings settings{.batch_tokens = o.batch_tokens, .type_k = o.kv_cache.k, .type_v = o.kv_cache.v};
-    std::fputs(format_llama_bench(*results, settings, o.output_format).c_str(), stdout);
+    std::fputs(format_llama_bench(results, settings, o.output_format).c_str(), stdout);
     if (probe) {
-      for (const std::string& note : low_probe_notes(*results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
+      for (const std::string& note : low_probe_notes(results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
     }
     return 0;
   }
   if (o.is_json) {
     JsonWriter j;
     j.begin_object().key("results").begin_array();
-    for (const BenchResult& r : *results) add_json(j, r);
+    for (const BenchResult& r : results) add_json(j, r);
     j.end_array();
     j.key("probe");
     if (probe) {
@@ -395,7 +407,7 @@ int run_bench(int argc, char** argv) {
       j.value(std::nan(""));
     }
     if (probe) {
-      for (const std::string& note : low_probe_notes(*results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
+      for (const std::string& note : low_probe_notes(results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
     }
     j.field("stored", !o.is_store_skipped);
     if (!o.is_store_skipped) j.field("db", o.db);
@@ -403,7 +415,7 @@ int run_bench(int argc, char** argv) {
     std::printf("%s\n", j.str().c_str());
     return 0;
   }
-  print_table(*results);
+  print_table(results);
   if (probe) {
     std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s %s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
                 probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9,
@@ -414,7 +426,7 @@ int run_bench(int argc, char** argv) {
                   probe->peak_int8_kind.c_str());
     }
     std::printf("\n");
-    for (const std::string& note : low_probe_notes(*results, *probe)) std::printf("note: %s\n", note.c_str());
+    for (const std::string& note : low_probe_notes(results, *probe)) std::printf("note: %s\n", note.c_str());
   } else {
     std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
   }

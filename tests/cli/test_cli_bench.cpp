@@ -273,8 +273,8 @@ class TestCliBench : public QObject {
     QVERIFY2(both.err.contains("-o json cannot go with --json"), qPrintable(both.err));
   }
 
-  // -p and -n take lists as llama-bench's do, and the tests come in its order: each depth, then
-  // each ppN, then each tgN.
+  // -p, -n and -t take lists as llama-bench's do, and the tests come in its order: each thread
+  // count, each depth, then each ppN, then each tgN.
   void sizeLists() {
     auto r = run_iwb({"bench", "-m", m_model, "-p", "8,16", "-n", "2,0,4", "-d", "0,32", "-r", "1", "-t", "1", "-o", "json",
                       "--no-store"},
@@ -290,6 +290,16 @@ class TestCliBench : public QObject {
     QCOMPARE(order, (QStringList{"0/8/0", "0/16/0", "0/0/2", "0/0/4", "32/8/0", "32/16/0", "32/0/2", "32/0/4"}));
     auto table = run_iwb({"bench", "-m", m_model, "-p", "0,8", "-n", "0", "-r", "1", "--no-store"}, 120000);
     QVERIFY2(table.exit_code == 0 && table.out.contains("pp8") && !table.out.contains("tg"), qPrintable(table.out));
+    // -t 1,2: every test with each thread count, the model loaded again for each.
+    auto threads = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "2", "-t", "1,2", "-r", "1", "-o", "jsonl", "--no-store"},
+                           120000);
+    QVERIFY2(threads.exit_code == 0, qPrintable(threads.err));
+    QStringList counts;
+    for (const QString& line : threads.out.trimmed().split('\n')) {
+      counts << QString::number(QJsonDocument::fromJson(line.toUtf8()).object()["n_threads"].toInt());
+    }
+    QCOMPARE(counts, (QStringList{"1", "1", "2", "2"}));
+    QCOMPARE(run_iwb({"bench", "-m", m_model, "-t", "0", "--no-store"}).exit_code, 2);
   }
 
   // -o json / jsonl / csv: llama-bench's fields, names and arithmetic (a sample's time covers
