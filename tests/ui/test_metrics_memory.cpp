@@ -13,6 +13,7 @@
 #include "worker/worker_requests.h"
 
 #include <QLabel>
+#include <qcustomplot.h>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -83,6 +84,7 @@ class TestMetricsMemory : public QObject {
   void utilisationNeedsCeilings();
   void busyCpuShare();
   void lowProbeIsPointedOut();
+  void chartsKeepPointsFromUnderTheLegend();
   void seriesFollowTokenTimes();
   void oldRequestsLeaveTheTable();
   void memoryEstimateRows();
@@ -192,6 +194,43 @@ void TestMetricsMemory::lowProbeIsPointedOut() {
   ceilings.reload();
   QVERIFY2(!note->text().contains(QLatin1String("slower moment")), qPrintable(note->text()));
   QVERIFY(note->text().contains(QLatin1String("20 GB/s")));
+}
+
+// Each chart's legend sits in its top left corner; every point is drawn below it, also for a
+// chart that got its data while the tab was hidden (the TTFT dot and a steady rate's line were
+// drawn behind the legend).
+void TestMetricsMemory::chartsKeepPointsFromUnderTheLegend() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  EngineController engine;
+  MachineCeilings ceilings(dir.filePath(QStringLiteral("results.sqlite")));
+  MetricsPanel panel(&engine, &ceilings);
+  panel.resize(1100, 700);
+  // Data first, with the panel hidden, as when the chat tab is in front.
+  emit engine.tokenTimesReady(7, {10.5, 10.6});
+  emit engine.requestMeasured(measurement(7, 10.0));
+  panel.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&panel));
+  for (const char* name : {"tokenRateChart", "latencyChart"}) {
+    auto* chart = panel.findChild<QCustomPlot*>(QLatin1String(name));
+    QVERIFY(chart);
+    chart->replot();
+    const QRect legend = chart->legend->outerRect();
+    int numPoints = 0;
+    for (int g = 0; g < chart->graphCount(); ++g) {
+      for (auto it = chart->graph(g)->data()->constBegin(); it != chart->graph(g)->data()->constEnd(); ++it) {
+        if (std::isnan(it->value)) continue;
+        const double y = chart->yAxis->coordToPixel(it->value);
+        QVERIFY2(y > legend.bottom(), qPrintable(QStringLiteral("%1: %2 at %3 px, the legend down to %4")
+                                                     .arg(QLatin1String(name))
+                                                     .arg(it->value)
+                                                     .arg(y)
+                                                     .arg(legend.bottom())));
+        ++numPoints;
+      }
+    }
+    QVERIFY(numPoints > 0);
+  }
 }
 
 void TestMetricsMemory::utilisationNeedsCeilings() {
