@@ -5,6 +5,7 @@
 #include "kvmap/batch_panel.h"
 #include "kvmap/kv_map_model.h"
 #include "kvmap/kv_map_widget.h"
+#include "widgets/legend_room.h"
 #include "worker/engine_controller.h"
 
 #include <qcustomplot.h>
@@ -211,7 +212,9 @@ void KvCachePanel::updateHistory() {
     top = std::max(top, m_model->historyUsed()[i] + m_model->historyCached()[i]);
   }
   const double poolBlocks = std::max<double>(1.0, double(m_model->numBlocks()));
-  m_history->yAxis->setRange(0, std::min(poolBlocks, std::max(16.0, top * 1.25)));
+  // Under the legend in the top left corner, up to the pool's size.
+  setValueRangeBelowLegend(m_history,
+                           {.bottom = 0, .top = top, .minimumHeadroom = 1.25, .minimumUpper = 16.0, .maximumUpper = poolBlocks});
   m_history->replot(QCustomPlot::rpQueuedReplot);
 }
 

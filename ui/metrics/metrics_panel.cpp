@@ -9,6 +9,7 @@
 #include "metrics/metrics_model.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"
+#include "widgets/legend_room.h"
 
 #include <qcustomplot.h>
 
@@ -43,9 +44,6 @@ QTableView* makeTable(QAbstractItemModel* model, const QString& objectName, int 
   return table;
 }
 
-// The highest value a chart shows, kept on the chart for its layout-time headroom.
-constexpr const char* kDataTopProperty = "iwbDataTop";
-
 QCustomPlot* makeChart(const QString& objectName, const QString& yLabel) {
   auto* chart = new QCustomPlot;
   chart->setObjectName(objectName);
@@ -57,18 +55,6 @@ QCustomPlot* makeChart(const QString& objectName, const QString& yLabel) {
   font.setPointSize(8);
   chart->legend->setFont(font);
   chart->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
-  // The legend sits in the top left corner: the highest point goes under it, not behind it (a
-  // steady rate drew its whole line behind the legend, and the time to first token its dot).
-  // Sized when the chart is laid out for drawing, so a chart updated while its tab was hidden
-  // gets the room at its size on screen.
-  QObject::connect(chart, &QCustomPlot::afterLayout, chart, [chart] {
-    const double top = chart->property(kDataTopProperty).toDouble();
-    const QCPAxisRect* rect = chart->axisRect();
-    if (!(top > 0) || rect->height() <= 0 || !chart->legend->visible()) return;
-    const double share = (chart->legend->outerRect().bottom() + 6.0 - rect->top()) / static_cast<double>(rect->height());
-    const double upper = top * std::max(1.15, share > 0 && share < 0.6 ? 1.0 / (1.0 - share) : 1.15);
-    if (std::abs(upper - chart->yAxis->range().upper) > 1e-9 * upper) chart->yAxis->setRange(0, upper);
-  });
   return chart;
 }
 
@@ -100,8 +86,9 @@ void fitAxes(QCustomPlot* chart, const QList<const QVector<QPointF>*>& series) {
   }
   const double xPad = std::max(0.5, (xMax - xMin) * 0.03);
   chart->xAxis->setRange(xMin - xPad, xMax + xPad);
-  chart->setProperty(kDataTopProperty, yMax);
-  chart->yAxis->setRange(0, yMax > 0 ? yMax * 1.15 : 1.0);
+  // The legend sits in the top left corner: the highest point goes under it (the time to first
+  // token's dot and a steady rate's line were drawn behind it).
+  setValueRangeBelowLegend(chart, {.bottom = 0, .top = yMax, .minimumUpper = 1.0});
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // lines for draft and verify milliseconds per step.
 #include "spec/spec_charts.h"
 
+#include "widgets/legend_room.h"
+
 #include <QGridLayout>
 #include <qcustomplot.h>
 
@@ -102,7 +104,7 @@ void SpecCharts::showStats(const iwb::spec::SpeculationStats& s, const QList<Spe
     most = std::max({most, d, v});
   }
   m_times->xAxis->setRange(0, std::max<double>(10, static_cast<double>(steps.size())));
-  m_times->yAxis->setRange(0, most * 1.15);
+  setValueRangeBelowLegend(m_times, {.bottom = 0, .top = most, .minimumUpper = 1.0});  // the legend is top left
   m_times->replot();
 
   m_predicted->clearPlottables();
