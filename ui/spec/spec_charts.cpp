@@ -56,6 +56,8 @@ SpecCharts::SpecCharts(QWidget* parent)
   grid->addWidget(m_predicted, 1, 1);
   for (QCustomPlot* p : {m_acceptance, m_histogram, m_predicted}) integerTicks(p);
   m_times->legend->setVisible(true);
+  // One row: the chart is short, and a two-row legend took most of its height from the lines.
+  m_times->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
   m_times->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   showStats({}, {}, {});
 }
