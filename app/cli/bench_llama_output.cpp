@@ -89,12 +89,31 @@ std::string number(double v) { return std::to_string(v); }  // llama-bench's "%f
 std::string optional_number(const std::optional<double>& v) { return v ? number(*v) : std::string(); }
 
 std::vector<std::string> csv_values(const Row& row) {
-  return {row.build_commit, std::to_string(row.build_number), row.cpu_info, row.gpu_info, row.backends,
-          row.model_filename, row.model_type, std::to_string(row.model_size), std::to_string(row.model_n_params),
-          std::to_string(row.n_batch), std::to_string(row.n_ubatch), std::to_string(row.n_threads), row.type_k,
-          row.type_v, std::to_string(row.n_gpu_layers), std::to_string(row.n_prompt), std::to_string(row.n_gen),
-          std::to_string(row.n_depth), row.test_time, std::to_string(row.avg_ns), std::to_string(row.stddev_ns),
-          number(row.avg_ts), number(row.stddev_ts), optional_number(row.mbu), optional_number(row.mfu)};
+  return {row.build_commit,
+          std::to_string(row.build_number),
+          row.cpu_info,
+          row.gpu_info,
+          row.backends,
+          row.model_filename,
+          row.model_type,
+          std::to_string(row.model_size),
+          std::to_string(row.model_n_params),
+          std::to_string(row.n_batch),
+          std::to_string(row.n_ubatch),
+          std::to_string(row.n_threads),
+          row.type_k,
+          row.type_v,
+          std::to_string(row.n_gpu_layers),
+          std::to_string(row.n_prompt),
+          std::to_string(row.n_gen),
+          std::to_string(row.n_depth),
+          row.test_time,
+          std::to_string(row.avg_ns),
+          std::to_string(row.stddev_ns),
+          number(row.avg_ts),
+          number(row.stddev_ts),
+          optional_number(row.mbu),
+          optional_number(row.mfu)};
 }
 
 void write_json(JsonWriter& j, const Row& row) {
@@ -143,10 +162,10 @@ std::string csv_line(const std::vector<std::string>& values, bool is_quoted) {
 
 const std::vector<std::string>& llama_bench_csv_fields() {
   static const std::vector<std::string> fields = {
-      "build_commit", "build_number", "cpu_info",   "gpu_info", "backends",  "model_filename", "model_type",
+      "build_commit", "build_number",   "cpu_info", "gpu_info", "backends",  "model_filename", "model_type",
       "model_size",   "model_n_params", "n_batch",  "n_ubatch", "n_threads", "type_k",         "type_v",
-      "n_gpu_layers", "n_prompt",     "n_gen",      "n_depth",  "test_time", "avg_ns",         "stddev_ns",
-      "avg_ts",       "stddev_ts",    "mbu",        "mfu"};
+      "n_gpu_layers", "n_prompt",       "n_gen",    "n_depth",  "test_time", "avg_ns",         "stddev_ns",
+      "avg_ts",       "stddev_ts",      "mbu",      "mfu"};
   return fields;
 }
 

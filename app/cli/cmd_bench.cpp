@@ -153,13 +153,14 @@ void print_table(const std::vector<BenchResult>& results) {
   }
 }
 
-// A line for each generation test that read its bytes faster than the probe's roof, from more
-// than the caches hold (bandwidth_above_roof): the stored probe, not the run, is off.
-std::vector<std::string> low_probe_notes(const std::vector<BenchResult>& results, const ProbeResult& probe) {
-  std::vector<std::string> notes;
-  if (probe.device_id != "cpu") return notes;  // a GPU's copy probe is not measured on a shared host
+// Prints a line (after `prefix`) for each generation test that read its bytes faster than the
+// probe's roof, from more than the caches hold (bandwidth_above_roof): the stored probe, not the
+// run, is off.
+void print_low_probe_notes(const std::vector<BenchResult>& results, const std::optional<ProbeResult>& probe,
+                           FILE* out, const char* prefix) {
+  if (!probe || probe->device_id != "cpu") return;  // a GPU's copy probe is not measured on a shared host
   const uint64_t cache_bytes = describe_cpu_device().cache_bytes;
-  const double roof = ceilings_from_probe(probe).bandwidth_bytes_per_s;
+  const double roof = ceilings_from_probe(*probe).bandwidth_bytes_per_s;
   for (const BenchResult& r : results) {
     if (r.num_generated_tokens == 0) continue;
     const std::optional<double> seen =
@@ -170,10 +171,9 @@ std::vector<std::string> low_probe_notes(const std::vector<BenchResult>& results
                   "%s read %.1f GB/s (%s a token), above the probe's %.1f GB/s: the probe of %s ran at a slower "
                   "moment than this run (a shared host's neighbours, a busy core); `iwb probe` measures again",
                   r.test.c_str(), *seen / 1e9, format_bytes(static_cast<uint64_t>(r.predicted_bytes_per_token)).c_str(),
-                  roof / 1e9, probe.date.c_str());
-    notes.emplace_back(line);
+                  roof / 1e9, probe->date.c_str());
+    std::fprintf(out, "%s%s\n", prefix, line);
   }
-  return notes;
 }
 
 void add_json(JsonWriter& j, const BenchResult& r) {
@@ -386,9 +386,7 @@ int run_bench(int argc, char** argv) {
     // Only the data on stdout, as llama-bench writes it; what iwb adds goes to stderr.
     const LlamaBenchSettings settings{.batch_tokens = o.batch_tokens, .type_k = o.kv_cache.k, .type_v = o.kv_cache.v};
     std::fputs(format_llama_bench(results, settings, o.output_format).c_str(), stdout);
-    if (probe) {
-      for (const std::string& note : low_probe_notes(results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
-    }
+    print_low_probe_notes(results, probe, stderr, "iwb bench: ");
     return 0;
   }
   if (o.is_json) {
@@ -406,9 +404,7 @@ int run_bench(int argc, char** argv) {
     } else {
       j.value(std::nan(""));
     }
-    if (probe) {
-      for (const std::string& note : low_probe_notes(results, *probe)) std::fprintf(stderr, "iwb bench: %s\n", note.c_str());
-    }
+    print_low_probe_notes(results, probe, stderr, "iwb bench: ");
     j.field("stored", !o.is_store_skipped);
     if (!o.is_store_skipped) j.field("db", o.db);
     j.end_object();
@@ -426,7 +422,7 @@ int run_bench(int argc, char** argv) {
                   probe->peak_int8_kind.c_str());
     }
     std::printf("\n");
-    for (const std::string& note : low_probe_notes(results, *probe)) std::printf("note: %s\n", note.c_str());
+    print_low_probe_notes(results, probe, stdout, "note: ");
   } else {
     std::printf("\nno probe of this machine in %s: run `iwb probe` to get MBU and MFU\n", o.db.c_str());
   }

@@ -206,14 +206,14 @@ class TestCliBench : public QObject {
     const iwb::ComputeDeviceInfo cpu = iwb::describe_cpu_device();
     if (cpu.cache_bytes > (120ull << 20)) QSKIP("this CPU's cache could hold half of the 300 MB model");
     const QString big = m_tmp.filePath("streams.gguf");
-    auto synth = run_iwb({"synth", "--preset", "qwen2.5-0.5b", "--type", "F16", "--layers", "1", "--distinct-rows", "16",
-                          "-t", "2", "-o", big},
+    auto synth = run_iwb({"synth", "--preset", "qwen2.5-0.5b", "--type", "F16", "--layers", "1", "--distinct-rows",
+                          "16", "-t", "2", "-o", big},
                          120000);
     QVERIFY2(synth.exit_code == 0, qPrintable(synth.err));
     auto streamed = run_iwb({"bench", "-m", big, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db}, 120000);
     // --json says it on stderr and keeps stdout JSON.
-    auto json =
-        run_iwb({"bench", "-m", big, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db, "--json", "--no-store"}, 120000);
+    auto json = run_iwb(
+        {"bench", "-m", big, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--db", db, "--json", "--no-store"}, 120000);
     QFile::remove(big);
     QVERIFY2(streamed.exit_code == 0, qPrintable(streamed.err));
     QVERIFY2(streamed.out.contains("note: tg4 read") && streamed.out.contains("above the probe's 0.1 GB/s") &&
@@ -276,8 +276,8 @@ class TestCliBench : public QObject {
   // -p, -n and -t take lists as llama-bench's do, and the tests come in its order: each thread
   // count, each depth, then each ppN, then each tgN.
   void sizeLists() {
-    auto r = run_iwb({"bench", "-m", m_model, "-p", "8,16", "-n", "2,0,4", "-d", "0,32", "-r", "1", "-t", "1", "-o", "json",
-                      "--no-store"},
+    auto r = run_iwb({"bench", "-m", m_model, "-p", "8,16", "-n", "2,0,4", "-d", "0,32", "-r", "1", "-t", "1", "-o",
+                      "json", "--no-store"},
                      120000);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     const QJsonArray tests = QJsonDocument::fromJson(r.out.toUtf8()).array();
@@ -291,8 +291,8 @@ class TestCliBench : public QObject {
     auto table = run_iwb({"bench", "-m", m_model, "-p", "0,8", "-n", "0", "-r", "1", "--no-store"}, 120000);
     QVERIFY2(table.exit_code == 0 && table.out.contains("pp8") && !table.out.contains("tg"), qPrintable(table.out));
     // -t 1,2: every test with each thread count, the model loaded again for each.
-    auto threads = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "2", "-t", "1,2", "-r", "1", "-o", "jsonl", "--no-store"},
-                           120000);
+    auto threads = run_iwb(
+        {"bench", "-m", m_model, "-p", "8", "-n", "2", "-t", "1,2", "-r", "1", "-o", "jsonl", "--no-store"}, 120000);
     QVERIFY2(threads.exit_code == 0, qPrintable(threads.err));
     QStringList counts;
     for (const QString& line : threads.out.trimmed().split('\n')) {
@@ -343,7 +343,8 @@ class TestCliBench : public QObject {
       QVERIFY(t["stddev_ts"].toDouble() >= 0);
     }
 
-    auto jsonl = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "-o", "jsonl", "--no-store"}, 120000);
+    auto jsonl =
+        run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "-o", "jsonl", "--no-store"}, 120000);
     QVERIFY2(jsonl.exit_code == 0, qPrintable(jsonl.err));
     const QStringList lines = jsonl.out.trimmed().split('\n');
     QCOMPARE(lines.size(), 2);

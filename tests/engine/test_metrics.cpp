@@ -82,14 +82,14 @@ class TestMetrics : public QObject {
     constexpr uint64_t kCache = 32ull << 20;
     // 1 GB a token at 24 tokens/s over a 20 GB/s roof: 24 GB/s, 1.2x.
     QVERIFY(near(*bandwidth_above_roof(1e9, 24, 20e9, kCache), 24e9));
-    QVERIFY(!bandwidth_above_roof(1e9, 20.9, 20e9, kCache));         // within 5%: noise
+    QVERIFY(!bandwidth_above_roof(1e9, 20.9, 20e9, kCache));  // within 5%: noise
     QVERIFY(bandwidth_above_roof(1e9, 21.1, 20e9, kCache));
-    QVERIFY(!bandwidth_above_roof(1e9, 18, 20e9, kCache));           // under the roof
-    QVERIFY(!bandwidth_above_roof(60e6, 1000, 20e9, kCache));        // 60 MB: two caches' worth
-    QVERIFY(bandwidth_above_roof(70e6, 1000, 20e9, kCache));         // 70 MB: streams
-    QVERIFY(!bandwidth_above_roof(300e6, 100, 20e9, 0));             // cache unknown: 512 MiB
+    QVERIFY(!bandwidth_above_roof(1e9, 18, 20e9, kCache));     // under the roof
+    QVERIFY(!bandwidth_above_roof(60e6, 1000, 20e9, kCache));  // 60 MB: two caches' worth
+    QVERIFY(bandwidth_above_roof(70e6, 1000, 20e9, kCache));   // 70 MB: streams
+    QVERIFY(!bandwidth_above_roof(300e6, 100, 20e9, 0));       // cache unknown: 512 MiB
     QVERIFY(bandwidth_above_roof(600e6, 100, 20e9, 0));
-    QVERIFY(!bandwidth_above_roof(1e9, 24, 0, kCache));              // no roof
+    QVERIFY(!bandwidth_above_roof(1e9, 24, 0, kCache));  // no roof
   }
 
   void requestMetrics() {

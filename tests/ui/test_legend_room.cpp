@@ -3,8 +3,8 @@
 // at the bottom asks for no room.
 #include "widgets/legend_room.h"
 
-#include <QTest>
 #include <qcustomplot.h>
+#include <QTest>
 
 using namespace iwb::ui;
 

@@ -12,8 +12,8 @@
 #include "worker/worker_measurements.h"
 #include "worker/worker_requests.h"
 
-#include <QLabel>
 #include <qcustomplot.h>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>

@@ -473,9 +473,10 @@ void TestRoofline::exportedLabelsDoNotCollide() {
   // 1800 x 1100 (a large screen) their names fit one above the other on the right; in the
   // panel's 1200 x 800 export they do not.
   iwb::ProfileDecimator decimator(10.0);
-  decimator.add(batch(0, Phase::Prefill,
-                      {record(OpKind::RmsNorm, "norm", 1e6, 4e6, 1e-3), record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}),
-                0.0);
+  decimator.add(
+      batch(0, Phase::Prefill,
+            {record(OpKind::RmsNorm, "norm", 1e6, 4e6, 1e-3), record(OpKind::Matmul, "attn_q", 8e9, 1e9, 0.1)}),
+      0.0);
   decimator.add(batch(1, Phase::Decode, {record(OpKind::RmsNorm, "norm", 1e6, 4e6, 1e-3 / 1.1)}), 0.01);
   RooflineModel model;
   model.setProbe(syntheticProbe());
@@ -536,14 +537,12 @@ void TestRoofline::legendMovesOffThePoints() {
   QCOMPARE(plot.axisRect()->insetLayout()->insetAlignment(0), Qt::AlignBottom | Qt::AlignRight);
 
   iwb::ProfileDecimator decimator(10.0);
-  std::optional<iwb::ProfileSnapshot> slow =
-      decimator.add(batch(0, Phase::Prefill,
-                          {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3),
-                           record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
-                           record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5),
-                           record(OpKind::Attention, "attention", 8e10, 1e9, 700.0),
-                           record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
-                    0.0);
+  std::optional<iwb::ProfileSnapshot> slow = decimator.add(
+      batch(0, Phase::Prefill,
+            {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
+             record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5), record(OpKind::Attention, "attention", 8e10, 1e9, 700.0),
+             record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
+      0.0);
   if (!slow) slow = decimator.flush(0.01);
   QVERIFY(slow);
   model.setSnapshot(*slow);

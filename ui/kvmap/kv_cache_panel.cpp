@@ -213,8 +213,8 @@ void KvCachePanel::updateHistory() {
   }
   const double poolBlocks = std::max<double>(1.0, double(m_model->numBlocks()));
   // Under the legend in the top left corner, up to the pool's size.
-  setValueRangeBelowLegend(m_history,
-                           {.bottom = 0, .top = top, .minimumHeadroom = 1.25, .minimumUpper = 16.0, .maximumUpper = poolBlocks});
+  setValueRangeBelowLegend(
+      m_history, {.bottom = 0, .top = top, .minimumHeadroom = 1.25, .minimumUpper = 16.0, .maximumUpper = poolBlocks});
   m_history->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -4,12 +4,12 @@
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/profile/metrics.h"
 
-#include "worker/engine_controller.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"
 #include "widgets/legend_room.h"
+#include "worker/engine_controller.h"
 
 #include <qcustomplot.h>
 

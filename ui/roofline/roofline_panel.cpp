@@ -2,12 +2,12 @@
 // ceilings, export, and the analytic (cost model) mode.
 #include "roofline/roofline_panel.h"
 
-#include "worker/engine_controller.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/runtime/engine.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"
 #include "roofline/roofline_plot.h"
+#include "worker/engine_controller.h"
 
 #include <QAction>
 #include <QCheckBox>
@@ -379,7 +379,8 @@ void RooflinePanel::updateRoofLabel() {
 
 void RooflinePanel::updateStatusLabel() {
   if (m_model->hasMeasured()) {
-    QString text = tr("%n profiled step(s) since the last reset.", nullptr, static_cast<int>(m_model->numProfiledSteps()));
+    QString text =
+        tr("%n profiled step(s) since the last reset.", nullptr, static_cast<int>(m_model->numProfiledSteps()));
     // A probe taken while the machine was slower (a shared host's neighbours, a busy core) puts
     // the roof under what decode then reached: points above it, MBU over 100%. Only the CPU's
     // probe is taken where that happens.

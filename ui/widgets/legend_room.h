@@ -11,10 +11,10 @@ class QCustomPlot;
 namespace iwb::ui {
 
 struct ValueRange {
-  double bottom = 0;               // the axis' lower end
-  double top = 0;                  // the highest value drawn; <= bottom: nothing to keep clear
-  double minimumHeadroom = 1.15;   // the upper end is at least top x this
-  double minimumUpper = 0;         // ... and at least this (an empty chart's scale)
+  double bottom = 0;              // the axis' lower end
+  double top = 0;                 // the highest value drawn; <= bottom: nothing to keep clear
+  double minimumHeadroom = 1.15;  // the upper end is at least top x this
+  double minimumUpper = 0;        // ... and at least this (an empty chart's scale)
   double maximumUpper = std::numeric_limits<double>::infinity();  // ... and at most this
 };
 

@@ -82,7 +82,7 @@ struct RequestMetrics {
                                          // comes from the prefill, not a decode step
   std::optional<double> prefill_mfu, prefill_mbu;
   std::optional<double> decode_mbu, decode_mfu;
-  double decode_bytes_per_token = 0;     // what decode_mbu counts a step reading; 0 without a cost
+  double decode_bytes_per_token = 0;  // what decode_mbu counts a step reading; 0 without a cost
 };
 // `cost` (predict_generation for the same prompt and generated counts) gives the work per
 // token; without it the utilisations stay empty, as they do for unknown ceilings.
