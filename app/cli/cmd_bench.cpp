@@ -156,8 +156,8 @@ void print_table(const std::vector<BenchResult>& results) {
 // Prints a line (after `prefix`) for each generation test that read its bytes faster than the
 // probe's roof, from more than the caches hold (bandwidth_above_roof): the stored probe, not the
 // run, is off.
-void print_low_probe_notes(const std::vector<BenchResult>& results, const std::optional<ProbeResult>& probe,
-                           FILE* out, const char* prefix) {
+void print_low_probe_notes(const std::vector<BenchResult>& results, const std::optional<ProbeResult>& probe, FILE* out,
+                           const char* prefix) {
   if (!probe || probe->device_id != "cpu") return;  // a GPU's copy probe is not measured on a shared host
   const uint64_t cache_bytes = describe_cpu_device().cache_bytes;
   const double roof = ceilings_from_probe(*probe).bandwidth_bytes_per_s;

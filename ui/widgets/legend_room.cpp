@@ -1,3 +1,4 @@
+// setValueRangeBelowLegend: the value axis chosen at each layout so a top-corner legend covers no data.
 #include "widgets/legend_room.h"
 
 #include <qcustomplot.h>
