@@ -1,6 +1,6 @@
 // llama-bench's json, jsonl and csv for `iwb bench -o`: its field names, types and sample
 // arithmetic (a sample's time covers n_prompt + n_gen tokens; t/s figures are the mean and
-// sample standard deviation of the samples' rates).
+// sample standard deviation of the samples' rates). One typed field list serves every format.
 #include "bench_llama_output.h"
 
 #include "json_writer.h"
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
+#include <variant>
 
 #ifndef IWB_VERSION
 #define IWB_VERSION "unknown"
@@ -17,22 +18,22 @@
 namespace iwb::cli {
 namespace {
 
-// One result's values, typed as llama-bench types them.
-struct Row {
-  std::string build_commit = "iwb-" IWB_VERSION;
-  int64_t build_number = 0;
-  std::string cpu_info, gpu_info, backends, model_filename, model_type;
-  uint64_t model_size = 0, model_n_params = 0;
-  int64_t n_batch = 0, n_ubatch = 0, n_threads = 0;
-  std::string type_k, type_v;
-  int64_t n_gpu_layers = 0;
-  int64_t n_prompt = 0, n_gen = 0, n_depth = 0;
-  std::string test_time;
-  uint64_t avg_ns = 0, stddev_ns = 0;
-  double avg_ts = 0, stddev_ts = 0;
+// A value typed as llama-bench types it (string, integer, float); an empty optional is JSON's
+// null and an empty CSV cell.
+using Value = std::variant<std::string, int64_t, uint64_t, double, std::optional<double>>;
+
+struct Field {
+  const char* name;
+  Value value;
+};
+
+// One result: llama-bench's fields in its order, its samples (JSON only, after those fields, as
+// llama-bench writes them), then iwb's own fields.
+struct Test {
+  std::vector<Field> fields;
   std::vector<uint64_t> samples_ns;
   std::vector<double> samples_ts;
-  std::optional<double> mbu, mfu;
+  std::vector<Field> iwb_fields;
 };
 
 template <typename T>
@@ -50,92 +51,83 @@ double sample_sd(const std::vector<double>& v) {
   return std::sqrt(squares / static_cast<double>(v.size() - 1));
 }
 
-Row make_row(const BenchResult& r, const LlamaBenchSettings& settings) {
-  Row row;
+Test describe(const BenchResult& r, const LlamaBenchSettings& settings) {
+  Test t;
   const bool is_gpu = r.device_id.rfind("cuda", 0) == 0;
-  row.cpu_info = is_gpu ? std::string() : r.device_name;
-  row.gpu_info = is_gpu ? r.device_name : std::string();
-  row.backends = is_gpu ? "CUDA" : "CPU";
-  row.model_filename = r.model_path;
-  row.model_type = r.architecture + " " + r.file_type;
-  row.model_size = r.model_size_bytes;
-  row.model_n_params = r.num_params;
-  row.n_batch = row.n_ubatch = settings.batch_tokens;
-  row.n_threads = r.num_threads;
-  row.type_k = settings.type_k;
-  row.type_v = settings.type_v;
-  row.n_gpu_layers = is_gpu ? 99 : 0;  // llama-bench's "all layers"; a model runs on one device here
   // A generation test's short prompt before it is not timed: llama-bench's tgN has n_prompt 0.
-  row.n_gen = r.num_generated_tokens;
-  row.n_prompt = r.num_generated_tokens > 0 ? 0 : r.num_prompt_tokens;
-  row.n_depth = r.num_depth_tokens;
-  row.test_time = r.date;
-  const double tokens = static_cast<double>(row.n_prompt + row.n_gen);
+  const int64_t n_gen = r.num_generated_tokens;
+  const int64_t n_prompt = n_gen > 0 ? 0 : r.num_prompt_tokens;
+  const double tokens = static_cast<double>(n_prompt + n_gen);
   for (const double rate : r.tokens_per_s) {
-    row.samples_ts.push_back(rate);
-    row.samples_ns.push_back(rate > 0 ? static_cast<uint64_t>(std::llround(tokens * 1e9 / rate)) : 0);
+    t.samples_ts.push_back(rate);
+    t.samples_ns.push_back(rate > 0 ? static_cast<uint64_t>(std::llround(tokens * 1e9 / rate)) : 0);
   }
-  std::vector<double> ns(row.samples_ns.begin(), row.samples_ns.end());
-  row.avg_ns = static_cast<uint64_t>(std::llround(mean(ns)));
-  row.stddev_ns = static_cast<uint64_t>(std::llround(sample_sd(ns)));
-  row.avg_ts = mean(row.samples_ts);
-  row.stddev_ts = sample_sd(row.samples_ts);
-  row.mbu = r.mbu;
-  row.mfu = r.mfu;
-  return row;
+  const std::vector<double> ns(t.samples_ns.begin(), t.samples_ns.end());
+  t.fields = {
+      {"build_commit", std::string("iwb-" IWB_VERSION)},
+      {"build_number", int64_t{0}},
+      {"cpu_info", is_gpu ? std::string() : r.device_name},
+      {"gpu_info", is_gpu ? r.device_name : std::string()},
+      {"backends", std::string(is_gpu ? "CUDA" : "CPU")},
+      {"model_filename", r.model_path},
+      {"model_type", r.architecture + " " + r.file_type},
+      {"model_size", uint64_t{r.model_size_bytes}},
+      {"model_n_params", uint64_t{r.num_params}},
+      {"n_batch", settings.batch_tokens},
+      {"n_ubatch", settings.batch_tokens},  // one micro-batch size here
+      {"n_threads", int64_t{r.num_threads}},
+      {"type_k", settings.type_k},
+      {"type_v", settings.type_v},
+      {"n_gpu_layers", int64_t{is_gpu ? 99 : 0}},  // llama-bench's "all layers"; a model runs on one device
+      {"n_prompt", n_prompt},
+      {"n_gen", n_gen},
+      {"n_depth", r.num_depth_tokens},
+      {"test_time", r.date},
+      {"avg_ns", static_cast<uint64_t>(std::llround(mean(ns)))},
+      {"stddev_ns", static_cast<uint64_t>(std::llround(sample_sd(ns)))},
+      {"avg_ts", mean(t.samples_ts)},
+      {"stddev_ts", sample_sd(t.samples_ts)},
+  };
+  t.iwb_fields = {{"mbu", r.mbu}, {"mfu", r.mfu}};  // empty without a probe of the device
+  return t;
 }
 
-std::string number(double v) { return std::to_string(v); }  // llama-bench's "%f"
-std::string optional_number(const std::optional<double>& v) { return v ? number(*v) : std::string(); }
-
-std::vector<std::string> csv_values(const Row& row) {
-  return {row.build_commit,
-          std::to_string(row.build_number),
-          row.cpu_info,
-          row.gpu_info,
-          row.backends,
-          row.model_filename,
-          row.model_type,
-          std::to_string(row.model_size),
-          std::to_string(row.model_n_params),
-          std::to_string(row.n_batch),
-          std::to_string(row.n_ubatch),
-          std::to_string(row.n_threads),
-          row.type_k,
-          row.type_v,
-          std::to_string(row.n_gpu_layers),
-          std::to_string(row.n_prompt),
-          std::to_string(row.n_gen),
-          std::to_string(row.n_depth),
-          row.test_time,
-          std::to_string(row.avg_ns),
-          std::to_string(row.stddev_ns),
-          number(row.avg_ts),
-          number(row.stddev_ts),
-          optional_number(row.mbu),
-          optional_number(row.mfu)};
+std::string csv_text(const Value& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          return v;
+        else if constexpr (std::is_same_v<T, std::optional<double>>)
+          return v ? std::to_string(*v) : std::string();
+        else
+          return std::to_string(v);  // llama-bench's "%f" for floats
+      },
+      value);
 }
 
-void write_json(JsonWriter& j, const Row& row) {
+void write_json_value(JsonWriter& j, const Value& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::optional<double>>)
+          j.value(v ? *v : std::nan(""));  // null
+        else
+          j.value(v);
+      },
+      value);
+}
+
+void write_json(JsonWriter& j, const Test& t) {
   j.begin_object();
-  j.field("build_commit", row.build_commit).field("build_number", row.build_number);
-  j.field("cpu_info", row.cpu_info).field("gpu_info", row.gpu_info).field("backends", row.backends);
-  j.field("model_filename", row.model_filename).field("model_type", row.model_type);
-  j.field("model_size", row.model_size).field("model_n_params", row.model_n_params);
-  j.field("n_batch", row.n_batch).field("n_ubatch", row.n_ubatch).field("n_threads", row.n_threads);
-  j.field("type_k", row.type_k).field("type_v", row.type_v).field("n_gpu_layers", row.n_gpu_layers);
-  j.field("n_prompt", row.n_prompt).field("n_gen", row.n_gen).field("n_depth", row.n_depth);
-  j.field("test_time", row.test_time);
-  j.field("avg_ns", row.avg_ns).field("stddev_ns", row.stddev_ns);
-  j.field("avg_ts", row.avg_ts).field("stddev_ts", row.stddev_ts);
+  for (const Field& f : t.fields) write_json_value(j.key(f.name), f.value);
   j.key("samples_ns").begin_array();
-  for (const uint64_t ns : row.samples_ns) j.value(ns);
+  for (const uint64_t ns : t.samples_ns) j.value(ns);
   j.end_array();
   j.key("samples_ts").begin_array();
-  for (const double ts : row.samples_ts) j.value(ts);
+  for (const double ts : t.samples_ts) j.value(ts);
   j.end_array();
-  // iwb's own, after llama-bench's: null without a probe of the device.
-  j.field("mbu", row.mbu ? *row.mbu : std::nan("")).field("mfu", row.mfu ? *row.mfu : std::nan(""));
+  for (const Field& f : t.iwb_fields) write_json_value(j.key(f.name), f.value);
   j.end_object();
 }
 
@@ -158,33 +150,33 @@ std::string csv_line(const std::vector<std::string>& values, bool is_quoted) {
   return line + "\n";
 }
 
-}  // namespace
-
-const std::vector<std::string>& llama_bench_csv_fields() {
-  static const std::vector<std::string> fields = {
-      "build_commit", "build_number",   "cpu_info", "gpu_info", "backends",  "model_filename", "model_type",
-      "model_size",   "model_n_params", "n_batch",  "n_ubatch", "n_threads", "type_k",         "type_v",
-      "n_gpu_layers", "n_prompt",       "n_gen",    "n_depth",  "test_time", "avg_ns",         "stddev_ns",
-      "avg_ts",       "stddev_ts",      "mbu",      "mfu"};
-  return fields;
+// A CSV row's cells, or with `is_header` its fields' names: llama-bench's, then iwb's.
+std::vector<std::string> csv_cells(const Test& t, bool is_header) {
+  std::vector<std::string> cells;
+  for (const std::vector<Field>* fields : {&t.fields, &t.iwb_fields}) {
+    for (const Field& f : *fields) cells.push_back(is_header ? std::string(f.name) : csv_text(f.value));
+  }
+  return cells;
 }
+
+}  // namespace
 
 std::string format_llama_bench(const std::vector<BenchResult>& results, const LlamaBenchSettings& settings,
                                const std::string& format) {
   std::string out;
   if (format == "csv") {
-    out += csv_line(llama_bench_csv_fields(), false);
-    for (const BenchResult& r : results) out += csv_line(csv_values(make_row(r, settings)), true);
+    out += csv_line(csv_cells(describe(BenchResult{}, settings), true), false);
+    for (const BenchResult& r : results) out += csv_line(csv_cells(describe(r, settings), false), true);
   } else if (format == "jsonl") {
     for (const BenchResult& r : results) {
       JsonWriter j;
-      write_json(j, make_row(r, settings));
+      write_json(j, describe(r, settings));
       out += j.str() + "\n";
     }
   } else {
     JsonWriter j;
     j.begin_array();
-    for (const BenchResult& r : results) write_json(j, make_row(r, settings));
+    for (const BenchResult& r : results) write_json(j, describe(r, settings));
     j.end_array();
     out += j.str() + "\n";
   }

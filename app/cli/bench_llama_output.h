@@ -24,9 +24,6 @@ inline const std::vector<std::string>& llama_bench_formats() {
   return formats;
 }
 
-// The fields of one result, in order, as llama-bench's CSV header names them.
-const std::vector<std::string>& llama_bench_csv_fields();
-
 // The whole output of `format` ("json", "jsonl" or "csv") for `results`.
 std::string format_llama_bench(const std::vector<BenchResult>& results, const LlamaBenchSettings& settings,
                                const std::string& format);

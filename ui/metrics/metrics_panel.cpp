@@ -1,9 +1,6 @@
 // MetricsPanel: the latest request's figures, the over-time charts and the request table.
 #include "metrics/metrics_panel.h"
 
-#include "iwb/engine/backend/device_info.h"
-#include "iwb/engine/profile/metrics.h"
-
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
 #include "roofline/machine_ceilings.h"
@@ -115,7 +112,6 @@ MetricsPanel::MetricsPanel(EngineController* engine, MachineCeilings* ceilings, 
   m_ceilingsNote->setObjectName(QStringLiteral("metricsCeilingsNote"));
   m_ceilingsNote->setTextFormat(Qt::PlainText);
   m_ceilingsNote->setWordWrap(true);
-  m_cpuCacheBytes = iwb::describe_cpu_device().cache_bytes;
 
   QCPGraph* rate = m_rateChart->addGraph();
   rate->setName(tr("generation tokens/s (last %1 tokens)").arg(MetricsModel::kRateWindow));
@@ -271,10 +267,7 @@ void MetricsPanel::updateSummary() {
   m_summary->setText(text);
   // An MBU over 100% from weights too large for the caches: the CPU's probe caught a slow moment.
   const std::optional<double> above =
-      m_ceilings->deviceId() == QLatin1String("cpu")
-          ? iwb::bandwidth_above_roof(m.decode_bytes_per_token, m.generation_tokens_per_s,
-                                      m_model->ceilings().bandwidth_bytes_per_s, m_cpuCacheBytes)
-          : std::nullopt;
+      m_ceilings->bandwidthAboveRoof(m.decode_bytes_per_token, m.generation_tokens_per_s);
   m_ceilingsNote->setText(above ? m_ceilingsText + QLatin1Char(' ') +
                                       tr("Request #%1 read its weights at %2, above that: the probe ran at a slower "
                                          "moment (a shared host, a busy core). Measure again in the Roofline tab.")

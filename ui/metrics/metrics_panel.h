@@ -45,8 +45,7 @@ class MetricsPanel : public QWidget {
   MetricsModel* m_model;
   QLabel* m_summary;
   QLabel* m_ceilingsNote;
-  QString m_ceilingsText;        // the note without a word on the latest request
-  uint64_t m_cpuCacheBytes = 0;  // beyond twice this, decode's bytes came from memory
+  QString m_ceilingsText;  // the note without a word on the latest request
   QCustomPlot* m_rateChart;
   QCustomPlot* m_latencyChart;
   QCustomPlot* m_utilisationChart;

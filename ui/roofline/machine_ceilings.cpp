@@ -1,6 +1,8 @@
 // MachineCeilings: reading probes from the results store and measuring one off the GUI thread.
 #include "roofline/machine_ceilings.h"
 
+#include "iwb/engine/backend/device_info.h"
+
 #include "store/results_store_access.h"
 
 namespace iwb::ui {
@@ -47,6 +49,12 @@ void MachineCeilings::setDeviceId(const QString& deviceId) {
 
 iwb::Ceilings MachineCeilings::ceilings() const {
   return m_probe ? iwb::ceilings_from_probe(*m_probe) : iwb::Ceilings{};
+}
+
+std::optional<double> MachineCeilings::bandwidthAboveRoof(double bytesPerStep, double stepsPerS) const {
+  if (m_deviceId != QLatin1String("cpu")) return std::nullopt;
+  static const uint64_t cacheBytes = iwb::describe_cpu_device().cache_bytes;  // read once a process
+  return iwb::bandwidth_above_roof(bytesPerStep, stepsPerS, ceilings().bandwidth_bytes_per_s, cacheBytes);
 }
 
 void MachineCeilings::reload() {

@@ -38,6 +38,11 @@ class MachineCeilings : public QObject {
   const std::optional<iwb::ProbeResult>& probe() const { return m_probe; }
   // Zero ceilings when the machine was never probed.
   iwb::Ceilings ceilings() const;
+  // The bandwidth a run read at (bytes per step x steps/s) when it beat this probe's memory roof
+  // from beyond the CPU's caches (iwb::bandwidth_above_roof): the probe was taken at a slower
+  // moment of a shared host. Only for the CPU, whose probe is taken where that happens; nullopt
+  // otherwise. The Roofline and Metrics tabs say so.
+  std::optional<double> bandwidthAboveRoof(double bytesPerStep, double stepsPerS) const;
   bool isMeasuring() const { return m_isMeasuring; }
   // Why the last reload or measurement failed; empty when it did not.
   const QString& errorMessage() const { return m_errorMessage; }

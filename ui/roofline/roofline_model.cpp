@@ -2,8 +2,6 @@
 // predictions, and the table and CSV views of them.
 #include "roofline/roofline_model.h"
 
-#include "iwb/engine/profile/metrics.h"
-
 #include <QLocale>
 
 #include <algorithm>
@@ -295,16 +293,16 @@ QString RooflineModel::toCsv() const {
   return csv;
 }
 
-std::optional<double> RooflineModel::decodeWeightsAboveRoof(uint64_t cacheBytes) const {
-  if (!m_measuredRoof || !m_snapshot || !m_snapshot->last_decode) return std::nullopt;
-  double bytes = 0, seconds = 0;
+std::optional<DecodeWeightReads> RooflineModel::newestDecodeWeightReads() const {
+  if (!m_snapshot || !m_snapshot->last_decode) return std::nullopt;
+  DecodeWeightReads reads;
   for (const iwb::KernelRecord& r : m_snapshot->last_decode->kernels) {
     if (r.kind != iwb::OpKind::Matmul && r.kind != iwb::OpKind::Logits && r.kind != iwb::OpKind::ExpertMatmul) continue;
-    bytes += r.bytes;
-    seconds += r.seconds;
+    reads.bytes += r.bytes;
+    reads.seconds += r.seconds;
   }
-  if (!(seconds > 0)) return std::nullopt;
-  return iwb::bandwidth_above_roof(bytes, 1.0 / seconds, m_measuredRoof->bandwidthBytesPerS, cacheBytes);
+  if (!(reads.seconds > 0)) return std::nullopt;
+  return reads;
 }
 
 QString formatFlopsPerSecond(double flopsPerS) { return withSiPrefix(flopsPerS, QStringLiteral("FLOP/s")); }

@@ -43,6 +43,11 @@ std::optional<Roof> copyRoofFromProbe(const iwb::ProbeResult& probe);
 // kernels that multiply 8-bit values; nullopt when the probe did not measure one.
 std::optional<Roof> int8RoofFromProbe(const iwb::ProbeResult& probe);
 
+struct DecodeWeightReads {
+  double bytes = 0;
+  double seconds = 0;
+};
+
 enum class RooflineSource {
   LastSteps,  // the newest prefill step and the newest decode step
   Running,    // every profiled step since the last reset
@@ -100,11 +105,9 @@ class RooflineModel : public QAbstractTableModel {
   bool hasMeasured() const { return m_snapshot.has_value(); }
   qint64 numProfiledSteps() const { return m_snapshot ? m_snapshot->running_num_steps : 0; }
 
-  // How fast the newest decode step read its weights (the bytes of its matmuls, classifier and
-  // experts over their kernels' time) when that beats the measured roof by more than the
-  // caches can explain (iwb::bandwidth_above_roof with the device's `cacheBytes`): the probe
-  // was taken at a slower moment than this run. nullopt otherwise, or without a probe.
-  std::optional<double> decodeWeightsAboveRoof(uint64_t cacheBytes) const;
+  // What the newest decode step read of its weights: the bytes of its matmuls, classifier and
+  // experts and their kernels' time; nullopt before a decode step was profiled.
+  std::optional<DecodeWeightReads> newestDecodeWeightReads() const;
 
   // Predicted kernel records (cost model, seconds = 0), of one or both phases, under `label`.
   void setPrediction(const std::vector<iwb::KernelRecord>& records, const QString& label);

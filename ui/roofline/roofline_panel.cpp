@@ -2,7 +2,6 @@
 // ceilings, export, and the analytic (cost model) mode.
 #include "roofline/roofline_panel.h"
 
-#include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/runtime/engine.h"
 #include "roofline/machine_ceilings.h"
 #include "roofline/roofline_model.h"
@@ -48,7 +47,6 @@ RooflinePanel::RooflinePanel(EngineController* engine, MachineCeilings* ceilings
       m_table(new QTableView),
       m_profilingAction(new QAction(tr("&Profile Kernels"), this)) {
   setObjectName(QStringLiteral("rooflinePanel"));
-  m_cpuCacheBytes = iwb::describe_cpu_device().cache_bytes;
   m_profilingAction->setCheckable(true);
   m_profilingAction->setChecked(m_engine->isProfiling());
   m_profilingAction->setStatusTip(tr("Record every kernel the engine runs, for the roofline (costs a little speed)"));
@@ -382,11 +380,11 @@ void RooflinePanel::updateStatusLabel() {
     QString text =
         tr("%n profiled step(s) since the last reset.", nullptr, static_cast<int>(m_model->numProfiledSteps()));
     // A probe taken while the machine was slower (a shared host's neighbours, a busy core) puts
-    // the roof under what decode then reached: points above it, MBU over 100%. Only the CPU's
-    // probe is taken where that happens.
-    const std::optional<double> above = m_ceilings->deviceId() == QLatin1String("cpu")
-                                            ? m_model->decodeWeightsAboveRoof(m_cpuCacheBytes)
-                                            : std::nullopt;
+    // the roof under what decode then reached: points above it, MBU over 100%.
+    std::optional<double> above;
+    if (const std::optional<DecodeWeightReads> reads = m_model->newestDecodeWeightReads()) {
+      above = m_ceilings->bandwidthAboveRoof(reads->bytes, 1.0 / reads->seconds);
+    }
     if (above) {
       text += QLatin1Char(' ') +
               tr("Decode read its weights at %1, above the %2 roof: the probe ran at a slower moment than this run "
@@ -394,9 +392,8 @@ void RooflinePanel::updateStatusLabel() {
                   .arg(formatBytesPerSecond(*above), formatBytesPerSecond(m_model->measuredRoof()->bandwidthBytesPerS));
     }
     m_statusLabel->setText(text);
-    m_statusLabel->setToolTip(above ? tr("More bytes a step than this CPU's caches hold (%1 MiB), so they came from "
-                                         "memory, faster than the probe measured it.")
-                                          .arg(m_cpuCacheBytes >> 20)
+    m_statusLabel->setToolTip(above ? tr("More bytes a step than this CPU's caches hold, so they came from memory, "
+                                         "faster than the probe measured it.")
                                     : QString());
   } else if (m_engine->isProfiling()) {
     m_statusLabel->setText(tr("Profiling is on: the points appear while the model generates (Chat tab)."));

@@ -76,9 +76,6 @@ class RooflinePanel : public QWidget {
   QLabel* m_roofLabel;
   QPushButton* m_measureButton;
   QLabel* m_statusLabel;
-  // This CPU's largest cache: decode weights beyond twice this stream from memory, so their
-  // reading faster than the roof means the probe was low (RooflineModel::decodeWeightsAboveRoof).
-  uint64_t m_cpuCacheBytes = 0;
 
   QComboBox* m_analyticModelBox;
   QComboBox* m_weightTypeBox;

@@ -9,14 +9,21 @@
 namespace iwb::ui {
 namespace {
 
-constexpr const char* kRangeProperty = "iwbValueRangeBelowLegend";
 constexpr double kGapPx = 6.0;  // between the legend's frame and the highest point's centre
 
-ValueRange storedRange(const QCustomPlot* chart) {
-  const QVariantList v = chart->property(kRangeProperty).toList();
-  if (v.size() != 5) return {};
-  return {v[0].toDouble(), v[1].toDouble(), v[2].toDouble(), v[3].toDouble(), v[4].toDouble()};
-}
+// Holds a chart's range as a child of the chart (so it lives and dies with it) and refits the
+// value axis after each of the chart's layouts.
+class LegendRoom : public QObject {
+ public:
+  explicit LegendRoom(QCustomPlot* chart) : QObject(chart) {
+    setObjectName(QStringLiteral("legendRoom"));
+    connect(chart, &QCustomPlot::afterLayout, this, [this, chart] { fitToLayout(chart); });
+  }
+  ValueRange range;
+
+ private:
+  void fitToLayout(QCustomPlot* chart) const;
+};
 
 // The upper end that puts `range.top` under a legend whose bottom edge is `share` of the axis
 // rect's height below its top: on a linear axis a value v sits (upper - v) / (upper - bottom)
@@ -31,8 +38,7 @@ double upperEnd(const ValueRange& range, double share) {
   return upper > range.bottom ? upper : range.bottom + 1.0;
 }
 
-void fitToLayout(QCustomPlot* chart) {
-  const ValueRange range = storedRange(chart);
+void LegendRoom::fitToLayout(QCustomPlot* chart) const {
   const QCPAxisRect* rect = chart->axisRect();
   double share = 0;
   if (chart->legend->visible() && rect->height() > 0 && (chart->legend->layout() == rect->insetLayout()) &&
@@ -49,10 +55,10 @@ void fitToLayout(QCustomPlot* chart) {
 }  // namespace
 
 void setValueRangeBelowLegend(QCustomPlot* chart, const ValueRange& range) {
-  const bool isConnected = chart->property(kRangeProperty).isValid();
-  chart->setProperty(kRangeProperty, QVariantList{range.bottom, range.top, range.minimumHeadroom, range.minimumUpper,
-                                                  range.maximumUpper});
-  if (!isConnected) QObject::connect(chart, &QCustomPlot::afterLayout, chart, [chart] { fitToLayout(chart); });
+  auto* room =
+      dynamic_cast<LegendRoom*>(chart->findChild<QObject*>(QStringLiteral("legendRoom"), Qt::FindDirectChildrenOnly));
+  if (room == nullptr) room = new LegendRoom(chart);
+  room->range = range;
   chart->yAxis->setRange(range.bottom, upperEnd(range, 0));
 }
 
