@@ -232,6 +232,8 @@ const DecodeStreaming& decode_streaming() {
       d.tile_activation_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_Q4_0_LAYOUT_MAX_BYTES"); v != nullptr && std::atoi(v) >= 0)
       d.q4_0_layout_max_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_K_LAYOUT_MAX_BYTES"); v != nullptr && std::atoi(v) >= 0)
+      d.k_layout_max_bytes = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

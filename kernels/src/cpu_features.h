@@ -57,6 +57,9 @@ struct DecodeStreaming {
   // > 0: Q4_0's decode layout (DotKernels::decode_dot, VBMI) only while one row's inputs take
   // fewer bytes than this in it; longer rows take the general one-token dot on Q8_0 blocks.
   int q4_0_layout_max_bytes = 0;
+  // The same for the AVX2 Q4_K/Q5_K decode layout (quant_dot_avx2_kernels.inc): 0 everywhere
+  // (no limit); IWB_DECODE_K_LAYOUT_MAX_BYTES=1 turns it off, to compare.
+  int k_layout_max_bytes = 0;
 };
 const DecodeStreaming& decode_streaming();
 

@@ -222,6 +222,76 @@ class TestQuantDot : public QObject {
       if (QTest::currentTestFailed()) return;
     }
   }
+  // One token on a kernel's own decode layout (Q4_0 pairs or groups, the K-quants' super-block
+  // layouts), on block counts of every remainder (1..37 blocks, odd lengths): against the f32
+  // dot within the worst case of rounding each activation to 8 bits (half a step of its block's
+  // scale), and for the K-quants, whose layouts hold the Q8_K quantizer's own values, against
+  // vec_dot on Q8_K within f32 summation order.
+  void decodeLayoutMatchesVecDot_data() {
+    QTest::addColumn<CpuPath>("path");
+    QTest::addColumn<GgmlType>("type");
+    int num_rows = 0;
+    for (CpuPath p : available_paths()) {
+      for (GgmlType t : kIntegerTypes) {
+        DotKernels k;
+        if (!select_on(p, t, &k) || k.decode_quantize == nullptr) continue;
+        QTest::newRow((std::string(path_name(p)) + " " + std::string(ggml_type_name(t))).c_str()) << p << t;
+        ++num_rows;
+      }
+    }
+    if (num_rows == 0) QTest::newRow("none") << CpuPath::Portable << GgmlType::F32;
+  }
+  void decodeLayoutMatchesVecDot() {
+    QFETCH(CpuPath, path);
+    QFETCH(GgmlType, type);
+    DotKernels k;
+    if (!select_on(path, type, &k) || k.decode_quantize == nullptr) QSKIP("no path of this CPU has a decode layout");
+    const int64_t block = ggml_type_traits(type).block_size;
+    const bool is_k = block == kQK_K;
+    std::mt19937 rng(57 + static_cast<int>(type));
+    for (const int64_t blocks : {1, 2, 3, 5, 6, 7, 35, 37}) {
+      const int64_t n = blocks * block, rows = 5;
+      const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+      const size_t stride = *ggml_row_bytes(type, n);
+      std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.2f);
+      for (size_t i = 0; i < x.size(); i += 61) x[i] *= 6.0f;  // blocks of uneven range
+      std::vector<uint8_t> layout(k.decode_activation_bytes(n)), act(activation_row_bytes(k.format, n));
+      k.decode_quantize(x.data(), layout.data(), n);
+      k.quantize(x.data(), act.data(), n);
+      std::vector<float> wf(static_cast<size_t>(n));
+      for (int64_t r = 0; r < rows; ++r) {
+        QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
+        double exact = 0, rounding = 0;
+        for (int64_t b0 = 0; b0 < n; b0 += kQK8_0) {  // 32-value blocks: the finest activation scale
+          double amax = 0;
+          for (int64_t i = b0; i < b0 + kQK8_0; ++i) amax = std::max(amax, std::fabs(double(x[i])));
+          for (int64_t i = b0; i < b0 + kQK8_0; ++i) {
+            exact += double(wf[i]) * x[i];
+            rounding += std::fabs(double(wf[i])) * (is_k ? 0.0 : amax / 254.0);
+          }
+        }
+        if (is_k) {  // Q8_K's scale covers 256 values
+          rounding = 0;
+          for (int64_t b0 = 0; b0 < n; b0 += kQK_K) {
+            double amax = 0;
+            for (int64_t i = b0; i < b0 + kQK_K; ++i) amax = std::max(amax, std::fabs(double(x[i])));
+            for (int64_t i = b0; i < b0 + kQK_K; ++i) rounding += std::fabs(double(wf[i])) * amax / 254.0;
+          }
+        }
+        const double got = k.decode_dot(w.data() + r * stride, layout.data(), n);
+        const QString where = QString("%1 blocks, row %2: ").arg(blocks).arg(r);
+        QVERIFY2(std::fabs(got - exact) <= rounding * 1.01 + 1e-6,
+                 qPrintable(where + QString("%1 vs f32 %2 (bound %3)").arg(got).arg(exact).arg(rounding)));
+        if (is_k) {
+          const double general = k.vec_dot(w.data() + r * stride, act.data(), n);
+          double abs_sum = 0;
+          for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(double(wf[i]) * x[i]);
+          QVERIFY2(std::fabs(got - general) <= 1e-5 * abs_sum,
+                   qPrintable(where + QString("%1 vs vec_dot %2").arg(got).arg(general)));
+        }
+      }
+    }
+  }
   // MXFP4's exponents 0 and 1 are f32 subnormals (2^-128, 2^-127), which the SIMD kernels build
   // in their own code: blocks of exponents 0..3 against activations of about 2^100 (so that
   // d_w * d_a is a normal float) on every path.
