@@ -70,8 +70,9 @@ Test describe(const BenchResult& r, const LlamaBenchSettings& settings) {
       {"gpu_info", is_gpu ? r.device_name : std::string()},
       {"backends", std::string(is_gpu ? "CUDA" : "CPU")},
       {"model_filename", r.model_path},
-      {"model_type", r.architecture + " " + r.file_type},
-      {"model_size", uint64_t{r.model_size_bytes}},
+      // A result read back from the store has neither: iwb's own "qwen2 Q4_K_M" and the file size.
+      {"model_type", r.llama_model_type.empty() ? r.architecture + " " + r.file_type : r.llama_model_type},
+      {"model_size", uint64_t{r.tensor_bytes > 0 ? r.tensor_bytes : r.model_size_bytes}},
       {"model_n_params", uint64_t{r.num_params}},
       {"n_batch", settings.batch_tokens},
       {"n_ubatch", settings.batch_tokens},  // one micro-batch size here

@@ -382,6 +382,11 @@ class TestCliBench : public QObject {
       QVERIFY2(their.contains(key), qPrintable(key));
       QVERIFY2(their[key].type() == ours[key].type(), qPrintable(key));
     }
+    // And the model is named, sized and counted alike (llama_model_desc, tensor bytes, elements).
+    for (const char* key : {"model_type", "model_size", "model_n_params", "n_prompt", "n_gen", "n_depth"})
+      QVERIFY2(their[key] == ours[key], qPrintable(QString("%1: llama-bench %2, iwb %3")
+                                                       .arg(key, their[key].toVariant().toString(),
+                                                            ours[key].toVariant().toString())));
   }
 };
 

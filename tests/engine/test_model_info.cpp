@@ -3,6 +3,7 @@
 #include "iwb/engine/backend/cuda_scratch_estimate.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
+#include "iwb/engine/model/llama_model_desc.h"
 #include "iwb/engine/model/model_info.h"
 
 #include <QtTest>
@@ -61,6 +62,48 @@ class TestModelInfo : public QObject {
   void dominantTypeWithoutFileType() {
     auto m = summarize_model(*llama3_8b_header(false));
     QCOMPARE(m->file_type, std::string("Q4_K"));  // most bytes are Q4_K
+  }
+
+  // llama.cpp's llama_model_desc, which llama-bench writes as model_type.
+  void llamaModelDescription() {
+    auto m = summarize_model(*llama3_8b_header(true));
+    QVERIFY(m.is_ok());
+    QCOMPARE(m->file_type_id, int64_t(15));
+    QCOMPARE(llama_model_description(*m), std::string("llama 8B Q4_K - Medium"));
+    m->hparams.vocab_size = 32000;  // Llama 2's vocabulary: the 7B class at 32 layers
+    QCOMPARE(llama_size_label(*m), std::string("7B"));
+    m->hparams.block_count = 33;  // no class in llama.cpp
+    QCOMPARE(llama_size_label(*m), std::string("?B"));
+
+    // Without general.file_type llama.cpp guesses from the type most tensors have: one Q4_K and
+    // one F16 tensor here, and a second F16 one tips it.
+    auto guessed = summarize_model(*llama3_8b_header(false));
+    QCOMPARE(guessed->file_type_id, int64_t(-1));
+    guessed->totals_by_type["F16"].num_tensors = 2;
+    QCOMPARE(llama_file_type_description(*guessed), std::string("(guessed) F16"));
+    guessed->totals_by_type["F16"].num_tensors = 0;
+    QCOMPARE(llama_file_type_description(*guessed), std::string("(guessed) Q4_K - Medium"));
+    guessed->file_type_id = 99;
+    QCOMPARE(llama_file_type_description(*guessed), std::string("unknown, may not work"));
+
+    ModelSummary qwen;  // the default model's shape
+    qwen.architecture = "qwen2";
+    qwen.hparams.block_count = 28;
+    qwen.hparams.embedding_length = 1536;
+    qwen.file_type_id = 15;
+    QCOMPARE(llama_model_description(qwen), std::string("qwen2 1.5B Q4_K - Medium"));
+    qwen.hparams.embedding_length = 3584;
+    QCOMPARE(llama_size_label(qwen), std::string("7B"));
+    ModelSummary gemma;
+    gemma.architecture = "gemma3";
+    gemma.hparams.block_count = 18;
+    gemma.file_type_id = 0;
+    QCOMPARE(llama_model_description(gemma), std::string("gemma3 270M all F32"));
+    ModelSummary moe;
+    moe.architecture = "qwen3moe";
+    moe.hparams.block_count = 48;
+    moe.file_type_id = 7;
+    QCOMPARE(llama_model_description(moe), std::string("qwen3moe 30B.A3B Q8_0"));
   }
 
   void kvCacheIsGqaAware() {

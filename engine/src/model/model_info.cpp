@@ -126,7 +126,10 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     totals.num_bytes += t.num_bytes;
   }
 
-  if (auto ftype = f.get_int("general.file_type")) m.file_type = file_type_name(*ftype);
+  if (auto ftype = f.get_int("general.file_type")) {
+    m.file_type_id = *ftype;
+    m.file_type = file_type_name(*ftype);
+  }
   if (m.file_type.empty()) m.file_type = dominant_type(m);
 
   ModelHyperParams& h = m.hparams;

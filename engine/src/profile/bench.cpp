@@ -4,6 +4,7 @@
 #include "iwb/engine/profile/bench.h"
 
 #include "iwb/engine/backend/device_info.h"
+#include "iwb/engine/model/llama_model_desc.h"
 #include "iwb/engine/profile/cost_model.h"
 #include "iwb/engine/runtime/engine.h"
 
@@ -123,6 +124,8 @@ BenchResult describe(const Engine& engine, const std::string& identity, const st
   r.file_type = m.file_type;
   r.model_size_bytes = m.file_size;
   r.num_params = m.num_params;
+  r.llama_model_type = llama_model_description(m);
+  r.tensor_bytes = m.tensor_bytes;
   r.num_threads = engine.num_threads();
   if (probe) r.probe_date = probe->date;
   return r;

@@ -39,6 +39,7 @@ struct ModelSummary {
   uint64_t num_params = 0;        // elements over all tensors
   uint64_t tensor_bytes = 0;
   std::string file_type;          // "Q4_K_M", from general.file_type or the dominant type
+  int64_t file_type_id = -1;      // general.file_type (llama.cpp's llama_ftype); -1 when absent
   std::string tokenizer_model;    // tokenizer.ggml.model ("llama", "gpt2", ...) or empty
   std::string tokenizer_pre;      // tokenizer.ggml.pre
   int64_t tokenizer_vocab_size = 0;

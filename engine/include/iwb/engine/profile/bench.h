@@ -32,6 +32,10 @@ struct BenchResult {
   std::string file_type;                 // "Q4_K_M"
   uint64_t model_size_bytes = 0;
   uint64_t num_params = 0;
+  // As llama-bench reports the model (not kept in the results store): llama_model_desc's
+  // "qwen2 1.5B Q4_K - Medium" and the bytes of all tensors, where model_size_bytes is the file's.
+  std::string llama_model_type;
+  uint64_t tensor_bytes = 0;
   int num_threads = 0;
   std::string test;                      // "pp512", "tg128", "tg128 @ d8192"
   int64_t num_depth_tokens = 0;          // tokens already in the KV cache when the test ran
