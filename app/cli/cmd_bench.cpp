@@ -140,7 +140,11 @@ void print_table(const std::vector<BenchResult>& results) {
               std::string(8, '-').c_str(), std::string(6, '-').c_str(), std::string(14, '-').c_str(),
               std::string(16, '-').c_str(), std::string(11, '-').c_str());
   for (const BenchResult& r : results) {
-    const std::string model = r.architecture + " " + r.file_type;
+    // Named and sized as llama-bench's table does, where the run has llama.cpp's description
+    // (results read back from the store keep iwb's "qwen2 Q4_K_M" and the file size).
+    const bool is_llama_named = !r.llama_model_type.empty();
+    const std::string model = is_llama_named ? r.llama_model_type : r.architecture + " " + r.file_type;
+    const uint64_t size = is_llama_named && r.tensor_bytes > 0 ? r.tensor_bytes : r.model_size_bytes;
     char rate[48];
     std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
     // MFU for prompt processing (compute-bound), MBU for generation (bandwidth-bound).
@@ -148,7 +152,7 @@ void print_table(const std::vector<BenchResult>& results) {
     const std::string use = (is_pp ? "MFU " + percent(r.mfu) : "MBU " + percent(r.mbu));
     // "±" is two bytes in UTF-8: pad one more so the column lines up on a terminal.
     std::printf("| %-28s | %10s | %9s | %7d | %15s | %18s | %-11s |\n", model.c_str(),
-                format_bytes(r.model_size_bytes).c_str(), format_count(r.num_params).c_str(), r.num_threads,
+                format_bytes(size).c_str(), format_count(r.num_params).c_str(), r.num_threads,
                 r.test.c_str(), rate, use.c_str());
   }
 }
