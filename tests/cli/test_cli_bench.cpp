@@ -177,7 +177,7 @@ class TestCliBench : public QObject {
     const QString db = m_tmp.filePath("text.sqlite");
     auto r = run_iwb({"bench", "-m", m_model, "-p", "8", "-n", "4", "-r", "1", "--db", db}, 120000);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-    QVERIFY2(r.out.contains("| llama F32"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("| llama ?B all F32"), qPrintable(r.out));  // llama-bench's name for aidreams
     QVERIFY(r.out.contains("pp8") && r.out.contains("tg4"));
     QVERIFY2(r.out.contains("run `iwb probe`"), qPrintable(r.out));
   }
