@@ -151,9 +151,8 @@ void print_table(const std::vector<BenchResult>& results) {
     const bool is_pp = r.num_generated_tokens == 0;
     const std::string use = (is_pp ? "MFU " + percent(r.mfu) : "MBU " + percent(r.mbu));
     // "±" is two bytes in UTF-8: pad one more so the column lines up on a terminal.
-    std::printf("| %-28s | %10s | %9s | %7d | %15s | %18s | %-11s |\n", model.c_str(),
-                format_bytes(size).c_str(), format_count(r.num_params).c_str(), r.num_threads,
-                r.test.c_str(), rate, use.c_str());
+    std::printf("| %-28s | %10s | %9s | %7d | %15s | %18s | %-11s |\n", model.c_str(), format_bytes(size).c_str(),
+                format_count(r.num_params).c_str(), r.num_threads, r.test.c_str(), rate, use.c_str());
   }
 }
 

@@ -20,8 +20,10 @@ std::string llama_size_class(const ModelSummary& m) {
     }
     const int64_t vocab = h.vocab_size > 0 ? h.vocab_size : m.tokenizer_vocab_size;
     switch (layers) {
-      case 16: case 22: return "1B";
-      case 26: case 28: return "3B";
+      case 16:
+      case 22: return "1B";
+      case 26:
+      case 28: return "3B";
       case 30: return "256M";
       case 32: return vocab == 49152 ? "3B" : vocab < 40000 ? "7B" : "8B";
       case 36: return "8B";
@@ -81,46 +83,6 @@ std::string llama_size_class(const ModelSummary& m) {
   return {};
 }
 
-// llama_ftype_name's text for a llama_ftype value; empty for values it calls unknown.
-std::string ftype_description(int64_t ftype) {
-  switch (ftype) {
-    case 0: return "all F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K - Medium";
-    case 11: return "Q3_K - Small";
-    case 12: return "Q3_K - Medium";
-    case 13: return "Q3_K - Large";
-    case 14: return "Q4_K - Small";
-    case 15: return "Q4_K - Medium";
-    case 16: return "Q5_K - Small";
-    case 17: return "Q5_K - Medium";
-    case 18: return "Q6_K";
-    case 19: return "IQ2_XXS - 2.0625 bpw";
-    case 20: return "IQ2_XS - 2.3125 bpw";
-    case 21: return "Q2_K - Small";
-    case 22: return "IQ3_XS - 3.3 bpw";
-    case 23: return "IQ3_XXS - 3.0625 bpw";
-    case 24: return "IQ1_S - 1.5625 bpw";
-    case 25: return "IQ4_NL - 4.5 bpw";
-    case 26: return "IQ3_S - 3.4375 bpw";
-    case 27: return "IQ3_S mix - 3.66 bpw";
-    case 28: return "IQ2_S - 2.5 bpw";
-    case 29: return "IQ2_M - 2.7 bpw";
-    case 30: return "IQ4_XS - 4.25 bpw";
-    case 31: return "IQ1_M - 1.75 bpw";
-    case 32: return "BF16";
-    case 36: return "TQ1_0 - 1.69 bpw ternary";
-    case 37: return "TQ2_0 - 2.06 bpw ternary";
-    case 38: return "MXFP4 MoE";
-    default: return {};
-  }
-}
-
 // The llama_ftype llama.cpp's loader guesses from the type most tensors have (all F32 where it
 // has no guess). Ties go to the type whose name sorts first, where llama.cpp takes the type that
 // reached the count first in tensor order.
@@ -134,9 +96,8 @@ int64_t guessed_ftype(const ModelSummary& m) {
     }
   }
   static const std::pair<std::string_view, int64_t> kGuesses[] = {
-      {"F32", 0},   {"F16", 1},   {"BF16", 32}, {"Q4_0", 2},  {"Q4_1", 3},  {"Q5_0", 8},  {"Q5_1", 9},
-      {"Q8_0", 7},  {"Q2_K", 10}, {"Q3_K", 12}, {"Q4_K", 15}, {"Q5_K", 17}, {"Q6_K", 18}, {"TQ1_0", 36},
-      {"TQ2_0", 37}};
+      {"F32", 0},   {"F16", 1},   {"BF16", 32}, {"Q4_0", 2},  {"Q4_1", 3},  {"Q5_0", 8},   {"Q5_1", 9},  {"Q8_0", 7},
+      {"Q2_K", 10}, {"Q3_K", 12}, {"Q4_K", 15}, {"Q5_K", 17}, {"Q6_K", 18}, {"TQ1_0", 36}, {"TQ2_0", 37}};
   for (const auto& [type, ftype] : kGuesses) {
     if (most == type) return ftype;
   }
@@ -151,8 +112,8 @@ std::string llama_size_label(const ModelSummary& model) {
 }
 
 std::string llama_file_type_description(const ModelSummary& model) {
-  if (model.file_type_id < 0) return "(guessed) " + ftype_description(guessed_ftype(model));
-  const std::string name = ftype_description(model.file_type_id);
+  if (model.file_type_id < 0) return "(guessed) " + file_type_description(guessed_ftype(model));
+  const std::string name = file_type_description(model.file_type_id);
   return name.empty() ? "unknown, may not work" : name;
 }
 

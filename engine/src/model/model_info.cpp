@@ -42,43 +42,68 @@ std::string dominant_type(const ModelSummary& m) {
 
 }  // namespace
 
-std::string file_type_name(int64_t ftype) {
-  switch (ftype) {
-    case 0: return "F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K_S";
-    case 12: return "Q3_K_M";
-    case 13: return "Q3_K_L";
-    case 14: return "Q4_K_S";
-    case 15: return "Q4_K_M";
-    case 16: return "Q5_K_S";
-    case 17: return "Q5_K_M";
-    case 18: return "Q6_K";
-    case 19: return "IQ2_XXS";
-    case 20: return "IQ2_XS";
-    case 21: return "Q2_K_S";
-    case 22: return "IQ3_XS";
-    case 23: return "IQ3_XXS";
-    case 24: return "IQ1_S";
-    case 25: return "IQ4_NL";
-    case 26: return "IQ3_S";
-    case 27: return "IQ3_M";
-    case 28: return "IQ2_S";
-    case 29: return "IQ2_M";
-    case 30: return "IQ4_XS";
-    case 31: return "IQ1_M";
-    case 32: return "BF16";
-    case 36: return "TQ1_0";
-    case 37: return "TQ2_0";
-    case 38: return "MXFP4_MOE";
-    default: return {};
+namespace {
+
+// llama.cpp's llama_ftype values: our short name ("Q4_K_M", as llama-quantize takes it) and
+// llama_ftype_name's description ("Q4_K - Medium", as llama-bench prints it).
+struct FileType {
+  int64_t id;
+  const char* name;
+  const char* description;
+};
+constexpr FileType kFileTypes[] = {
+    {0, "F32", "all F32"},
+    {1, "F16", "F16"},
+    {2, "Q4_0", "Q4_0"},
+    {3, "Q4_1", "Q4_1"},
+    {7, "Q8_0", "Q8_0"},
+    {8, "Q5_0", "Q5_0"},
+    {9, "Q5_1", "Q5_1"},
+    {10, "Q2_K", "Q2_K - Medium"},
+    {11, "Q3_K_S", "Q3_K - Small"},
+    {12, "Q3_K_M", "Q3_K - Medium"},
+    {13, "Q3_K_L", "Q3_K - Large"},
+    {14, "Q4_K_S", "Q4_K - Small"},
+    {15, "Q4_K_M", "Q4_K - Medium"},
+    {16, "Q5_K_S", "Q5_K - Small"},
+    {17, "Q5_K_M", "Q5_K - Medium"},
+    {18, "Q6_K", "Q6_K"},
+    {19, "IQ2_XXS", "IQ2_XXS - 2.0625 bpw"},
+    {20, "IQ2_XS", "IQ2_XS - 2.3125 bpw"},
+    {21, "Q2_K_S", "Q2_K - Small"},
+    {22, "IQ3_XS", "IQ3_XS - 3.3 bpw"},
+    {23, "IQ3_XXS", "IQ3_XXS - 3.0625 bpw"},
+    {24, "IQ1_S", "IQ1_S - 1.5625 bpw"},
+    {25, "IQ4_NL", "IQ4_NL - 4.5 bpw"},
+    {26, "IQ3_S", "IQ3_S - 3.4375 bpw"},
+    {27, "IQ3_M", "IQ3_S mix - 3.66 bpw"},
+    {28, "IQ2_S", "IQ2_S - 2.5 bpw"},
+    {29, "IQ2_M", "IQ2_M - 2.7 bpw"},
+    {30, "IQ4_XS", "IQ4_XS - 4.25 bpw"},
+    {31, "IQ1_M", "IQ1_M - 1.75 bpw"},
+    {32, "BF16", "BF16"},
+    {36, "TQ1_0", "TQ1_0 - 1.69 bpw ternary"},
+    {37, "TQ2_0", "TQ2_0 - 2.06 bpw ternary"},
+    {38, "MXFP4_MOE", "MXFP4 MoE"},
+};
+
+const FileType* find_file_type(int64_t id) {
+  for (const FileType& t : kFileTypes) {
+    if (t.id == id) return &t;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string file_type_name(int64_t ftype) {
+  const FileType* t = find_file_type(ftype);
+  return t != nullptr ? t->name : std::string();
+}
+
+std::string file_type_description(int64_t ftype) {
+  const FileType* t = find_file_type(ftype);
+  return t != nullptr ? t->description : std::string();
 }
 
 std::string format_count(uint64_t n) {

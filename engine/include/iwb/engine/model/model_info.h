@@ -70,6 +70,8 @@ MemoryEstimate estimate_memory(const ModelSummary& model, int64_t context);
 
 // "Q4_K_M" etc. for a llama.cpp general.file_type value; empty when unknown.
 std::string file_type_name(int64_t llama_ftype);
+// "Q4_K - Medium" etc., llama.cpp's llama_ftype_name text; empty when unknown.
+std::string file_type_description(int64_t llama_ftype);
 // "1.10 B", "260 K"; "1.2 GiB".
 std::string format_count(uint64_t n);
 std::string format_bytes(uint64_t n);
