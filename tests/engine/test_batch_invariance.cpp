@@ -90,6 +90,44 @@ class TestBatchInvariance : public QObject {
     }
   }
 
+  void theLastRowAloneMatchesEveryRow_data() {
+    QTest::addColumn<QString>("arch");
+    QTest::addColumn<int>("preset");
+    QTest::newRow("llama F32") << "llama" << int(test::WeightPreset::F32);
+    QTest::newRow("qwen2 Q4_K/Q6_K/Q5_0") << "qwen2" << int(test::WeightPreset::MixedK);
+    QTest::newRow("gemma3 Q8_0 (post-norms)") << "gemma3" << int(test::WeightPreset::Q8_0);
+    QTest::newRow("qwen3moe F32 (experts)") << "qwen3moe" << int(test::WeightPreset::F32);
+  }
+
+  // The last layer's FFN runs on the rows that sample only (forward_plan.h): a prompt's last
+  // row alone (logits_for) and the same row among all 41 (logits_for_positions) must give the
+  // same bits, so the gather takes the right row and the FFN and its residual add see it whole.
+  void theLastRowAloneMatchesEveryRow() {
+    QFETCH(QString, arch);
+    QFETCH(int, preset);
+    test::TinyModelSpec spec;
+    spec.arch = arch.toStdString();
+    spec.has_qkv_bias = arch == "qwen2";
+    spec.preset = static_cast<test::WeightPreset>(preset);
+    const std::string path =
+        m_tmp.filePath(QString("last-row-%1-%2.gguf").arg(arch).arg(preset)).toStdString();
+    const Status written = test::write_tiny_model(spec, path);
+    QVERIFY2(written.is_ok(), written.message().c_str());
+    std::unique_ptr<Engine> engine = load(path, 64, true);
+    QVERIFY(engine);
+    const std::vector<int32_t> tokens = random_tokens(spec.vocab, 41, 11);
+    const std::vector<float> every = all_logits(*engine, tokens);
+    QCOMPARE(every.size(), tokens.size() * static_cast<size_t>(spec.vocab));
+    for (const size_t n : {size_t{41}, size_t{17}, size_t{1}}) {
+      Result<std::vector<float>> alone = engine->logits_for({tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(n)});
+      QVERIFY2(alone.is_ok(), alone.error_message().c_str());
+      QCOMPARE(alone->size(), static_cast<size_t>(spec.vocab));
+      const float* row = every.data() + (n - 1) * static_cast<size_t>(spec.vocab);
+      QVERIFY2(std::memcmp(alone->data(), row, alone->size() * sizeof(float)) == 0,
+               qPrintable(QString("position %1's logits differ alone and among every row").arg(n - 1)));
+    }
+  }
+
   // Greedy requests decoded together, with prompt chunks of others in the same steps, give each
   // the tokens it gets alone.
   void batchedGreedyEqualsAlone() {

@@ -12,6 +12,7 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace iwb;
@@ -124,8 +125,9 @@ class TestCostModel : public QObject {
   // Batches: 300 tokens in batches of 128 run as 128 + 128 + 44, each reading the weights.
   void prefillInBatches() {
     const auto r = predict("tinyllama-1.1b", GgmlType::F16, {Phase::Prefill, 300, 0, 128, true});
-    // 3 batches * (1 + 22*16) + 2.
-    QCOMPARE(r.size(), size_t(3 * (1 + 22 * 16) + 2));
+    // 3 batches * (1 + 22*16 - 6): the last layer's FFN (6 records) runs once, over the row
+    // that samples, with the output norm and the classifier (+ 2).
+    QCOMPARE(r.size(), size_t(3 * (1 + 22 * 16 - 6) + 6 + 2));
     auto shape = model_shape_preset("tinyllama-1.1b", GgmlType::F16);
     QCOMPARE(int64_t(r.size()), num_step_records(shape->config, 300, 128, true));
     std::vector<const KernelRecord*> attn0;
@@ -141,6 +143,14 @@ class TestCostModel : public QObject {
     QCOMPARE(attn0[2]->shape.num_kv, int64_t(300));
     QCOMPARE(attn0[2]->flops, 102345408.0);
     QCOMPARE(attn0[2]->bytes, 1028096.0);
+    // The last layer's FFN: once, over the row that samples (llama.cpp's inp_out_ids); every
+    // other layer's runs in each batch.
+    const KernelRecord* last_down = find(r, "ffn_down", 21);
+    QVERIFY(last_down != nullptr);
+    QCOMPARE(last_down->shape.num_tokens, int64_t(1));
+    QCOMPARE(last_down->flops, 2.0 * 5632 * 2048);
+    QCOMPARE(std::count_if(r.begin(), r.end(), [](const KernelRecord& k) { return std::strcmp(k.name, "ffn_down") == 0 && k.layer == 20; }),
+             std::ptrdiff_t(3));
   }
 
   // qwen2.5-1.5b in Q4_0 (18-byte blocks of 32): the q/k/v projections carry biases.

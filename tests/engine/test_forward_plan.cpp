@@ -25,6 +25,11 @@ int count_named(const std::vector<PlanOp>& ops, const std::string& name) {
   return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const PlanOp& op) { return name == op.name; }));
 }
 
+// Ops of that name in the whole pass: the body and the logits section.
+int count_in_pass(const ForwardPlan& plan, const std::string& name) {
+  return count_named(plan.body, name) + count_named(plan.logits, name);
+}
+
 }  // namespace
 
 class TestForwardPlan : public QObject {
@@ -47,12 +52,16 @@ class TestForwardPlan : public QObject {
     QVERIFY2(checked.is_ok(), checked.message().c_str());
     const int layers = static_cast<int>(c.num_layers);
     QCOMPARE(count_named(plan.body, "q_norm"), c.has_qk_norm ? layers : 0);
-    QCOMPARE(count_named(plan.body, "post_ffw_norm"), c.has_post_norms ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "post_ffw_norm"), c.has_post_norms ? layers : 0);
     QCOMPARE(count_named(plan.body, "attention"), layers);
     // A mixture of experts replaces the dense FFN in every layer.
-    QCOMPARE(count_named(plan.body, "ffn_gate_exps"), c.has_experts() ? layers : 0);
-    QCOMPARE(count_named(plan.body, "ffn_moe_gating"), c.has_experts() ? layers : 0);
-    QCOMPARE(count_named(plan.body, "ffn_gate"), c.has_experts() ? 0 : layers);
+    QCOMPARE(count_in_pass(plan, "ffn_gate_exps"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "ffn_moe_gating"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "ffn_gate"), c.has_experts() ? 0 : layers);
+    // Every layer's FFN in the body but the last one's, which runs on the rows that sample.
+    QCOMPARE(count_named(plan.body, "ffn_norm"), layers - 1);
+    QCOMPARE(count_named(plan.logits, "ffn_norm"), 1);
+    QCOMPARE(count_named(plan.logits, "ffn_residual"), 1);
     QCOMPARE(count_named(plan.logits, "logit_softcap"), c.final_logit_softcap > 0.0f ? 1 : 0);
     // Sliding layers are the ones the config marks.
     int num_sliding = 0;
@@ -94,16 +103,16 @@ class TestForwardPlan : public QObject {
         if (name == "ffn_gate" || name == "ffn_up") QCOMPARE(p.out_features, int64_t{8192});
       }
     }
-    QCOMPARE(count_named(plan.body, "ffn_gate"), 32);
+    QCOMPARE(count_in_pass(plan, "ffn_gate"), 32);
   }
 
   void aMixtureOfExpertsLayerRoutesThenRunsExperts() {
     const ModelConfig c = config_of("test-qwen3moe");
     QVERIFY(c.has_experts() && c.num_experts == 8 && c.num_experts_used == 2 && c.is_expert_weight_normalized);
     const ForwardPlan plan = build_forward_plan(c);
-    // Layer 1's FFN, from its norm to its residual add.
+    // Layer 0's FFN, from its norm to its residual add.
     auto first = std::find_if(plan.body.begin(), plan.body.end(),
-                              [](const PlanOp& op) { return op.layer == 1 && std::string(op.name) == "ffn_norm"; });
+                              [](const PlanOp& op) { return op.layer == 0 && std::string(op.name) == "ffn_norm"; });
     QVERIFY(first != plan.body.end());
     const std::vector<PlanOpKind> expected = {
         PlanOpKind::RmsNorm,         PlanOpKind::Matmuls,       PlanOpKind::ExpertRouting, PlanOpKind::ExpertMatmuls,
@@ -134,10 +143,13 @@ class TestForwardPlan : public QObject {
   }
 
   void expertsRunWithoutTheirRoutingAreRefused() {
-    ForwardPlan plan = build_forward_plan(config_of("test-qwen3moe"));
-    plan.body.erase(std::find_if(plan.body.begin(), plan.body.end(), [](const PlanOp& op) {
+    // (Layer 1 of 48: layer 0's routing wrote the expert rows before, so only the layer differs.)
+    ForwardPlan plan = build_forward_plan(config_of("qwen3-30b-a3b"));
+    const auto routing = std::find_if(plan.body.begin(), plan.body.end(), [](const PlanOp& op) {
       return op.layer == 1 && op.kind == PlanOpKind::ExpertRouting;
-    }));
+    });
+    QVERIFY(routing != plan.body.end());
+    plan.body.erase(routing);
     const Status s = check_forward_plan(plan);
     QVERIFY(!s.is_ok());
     QVERIFY2(s.message().find("ffn_gate_exps of layer 1 runs experts its layer did not route to") != std::string::npos,
@@ -178,6 +190,63 @@ class TestForwardPlan : public QObject {
     QVERIFY2(s.message().find("attn_q of layer 1") != std::string::npos, s.message().c_str());
   }
 
+  // llama.cpp's inp_out_ids: after the last layer's attention only the rows that sample go on,
+  // through that layer's FFN, the output norm and the classifier.
+  void theLastLayersFfnRunsOnTheRowsThatSample() {
+    const ModelConfig c = config_of("test-qwen2");
+    const ForwardPlan plan = build_forward_plan(c);
+    const int32_t last = static_cast<int32_t>(c.num_layers - 1);
+    QCOMPARE(plan.body.back().kind, PlanOpKind::ResidualAdd);
+    QCOMPARE(std::string(plan.body.back().name), std::string("attn_residual"));
+    QCOMPARE(plan.body.back().layer, last);
+    const std::vector<std::pair<PlanOpKind, std::string>> expected = {
+        {PlanOpKind::GatherRows, "gather_rows"}, {PlanOpKind::RmsNorm, "ffn_norm"},
+        {PlanOpKind::Matmuls, "ffn_gate"},       {PlanOpKind::GatedActivation, "activation"},
+        {PlanOpKind::Matmuls, "ffn_down"},       {PlanOpKind::ResidualAdd, "ffn_residual"},
+        {PlanOpKind::RmsNorm, "output_norm"},    {PlanOpKind::Matmuls, "output"}};
+    QCOMPARE(plan.logits.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      QCOMPARE(int(plan.logits[i].kind), int(expected[i].first));
+      QCOMPARE(std::string(plan.logits[i].name), expected[i].second);
+    }
+    // The gathered residual rows live in Final: X keeps the step's rows whole.
+    QCOMPARE(plan.logits[0].input, PlanBuffer::X);
+    QCOMPARE(plan.logits[0].output, PlanBuffer::Final);
+    QCOMPARE(plan.logits[1].input, PlanBuffer::Final);
+    QCOMPARE(plan.logits[1].layer, last);
+    QCOMPARE(plan.logits[5].output, PlanBuffer::Final);
+    QCOMPARE(plan.logits[5].input, PlanBuffer::Proj);
+    QCOMPARE(plan.logits[6].input, PlanBuffer::Final);
+    // A step without rows that sample (a prompt chunk before the last) runs the body alone:
+    // its records leave out the last FFN too.
+    QCOMPARE(num_plan_records(plan, true) - num_plan_records(plan, false), int64_t(6 + 2));
+  }
+
+  void theLogitsSectionMustGatherItsRows() {
+    // The last FFN's norm reading X (every token's rows) instead of the gathered ones.
+    ForwardPlan ungathered = build_forward_plan(config_of("test-llama"));
+    ungathered.logits[1].input = PlanBuffer::X;
+    const Status s = check_forward_plan(ungathered);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("ffn_norm of layer 1 reads the step's token rows") != std::string::npos,
+             s.message().c_str());
+
+    // No gather at all: the FFN's own buffers still hold the body's rows.
+    ForwardPlan no_gather = build_forward_plan(config_of("test-llama"));
+    no_gather.logits.erase(no_gather.logits.begin());
+    QVERIFY(!check_forward_plan(no_gather).is_ok());
+
+    // Attention needs every token's query: it cannot run on the rows that sample.
+    ForwardPlan late_attention = build_forward_plan(config_of("test-llama"));
+    const auto attention = std::find_if(late_attention.body.begin(), late_attention.body.end(),
+                                        [](const PlanOp& op) { return op.kind == PlanOpKind::Attention; });
+    late_attention.logits.insert(late_attention.logits.begin() + 1, *attention);
+    const Status a = check_forward_plan(late_attention);
+    QVERIFY(!a.is_ok());
+    QVERIFY2(a.message().find("needs the step's tokens but is in the logits section") != std::string::npos,
+             a.message().c_str());
+  }
+
   void aPlanWithoutEmbeddingOrClassifierIsRefused() {
     ForwardPlan no_embedding = build_forward_plan(config_of("test-llama"));
     no_embedding.body.erase(no_embedding.body.begin());
@@ -185,7 +254,10 @@ class TestForwardPlan : public QObject {
 
     ForwardPlan no_classifier = build_forward_plan(config_of("test-llama"));
     no_classifier.logits.erase(std::remove_if(no_classifier.logits.begin(), no_classifier.logits.end(),
-                                              [](const PlanOp& op) { return op.kind == PlanOpKind::Matmuls; }),
+                                              [](const PlanOp& op) {
+                                                return op.kind == PlanOpKind::Matmuls &&
+                                                       op.products[0].output == PlanBuffer::Logits;
+                                              }),
                                no_classifier.logits.end());
     const Status s = check_forward_plan(no_classifier);
     QVERIFY(!s.is_ok());

@@ -23,8 +23,9 @@ void ExpertLoadModel::setSnapshot(const iwb::ExpertLoadSnapshot& snapshot) {
 
 double ExpertLoadModel::relativeLoad(int layer, int expert) const {
   const iwb::ExpertLoadSnapshot& s = m_snapshot;
-  if (!s.is_moe() || s.num_tokens <= 0) return 0.0;
-  const double mean = static_cast<double>(s.num_tokens * s.num_experts_used) / static_cast<double>(s.num_experts);
+  const int64_t routed = s.routed(layer);
+  if (!s.is_moe() || s.num_tokens <= 0 || routed <= 0) return 0.0;
+  const double mean = static_cast<double>(routed) / static_cast<double>(s.num_experts);
   return static_cast<double>(s.count(layer, expert)) / mean;
 }
 
@@ -86,7 +87,7 @@ QVariant ExpertLoadModel::data(const QModelIndex& index, int role) const {
     }
     case BusiestShareColumn: {
       // The share of the layer's routed token slots (tokens x k) that went to its busiest expert.
-      const double routed = static_cast<double>(m_snapshot.num_tokens * m_snapshot.num_experts_used);
+      const double routed = static_cast<double>(m_snapshot.routed(layer));
       const double share = routed > 0 ? static_cast<double>(m_snapshot.count(layer, busiestExpert(layer))) / routed : 0;
       if (isRaw) return share;
       return hasTokens ? QVariant(QLocale().toString(100.0 * share, 'f', 1) + QStringLiteral(" %"))

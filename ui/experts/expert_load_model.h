@@ -22,8 +22,8 @@ class ExpertLoadModel : public QAbstractTableModel {
   const iwb::ExpertLoadSnapshot& snapshot() const { return m_snapshot; }
   bool isMoe() const { return m_snapshot.is_moe(); }
 
-  // Tokens routed to `expert` in `layer` over the layer's mean per expert (tokens x k / experts);
-  // 0 when the window is empty.
+  // Tokens routed to `expert` in `layer` over the layer's mean per expert (its routed token
+  // slots / experts); 0 when the window is empty.
   double relativeLoad(int layer, int expert) const;
   int busiestExpert(int layer) const;
   int idleExperts(int layer) const;

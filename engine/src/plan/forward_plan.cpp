@@ -20,13 +20,12 @@ class PlanBuilder {
     out.push_back(op);
   }
 
-  void layer(int32_t il, std::vector<PlanOp>& out) const {
+  // A layer's attention block, from its norm to the residual add of its output.
+  void attention_block(int32_t il, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
     const bool is_sliding = static_cast<size_t>(il) < c.is_sliding_layer.size() && c.is_sliding_layer[il];
-
-    // Attention block.
     out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
     out.push_back(matmuls(il, PlanBuffer::Xn,
                           {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.q_width(), t.has_bq),
@@ -53,10 +52,16 @@ class PlanBuilder {
       out.push_back(
           norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
-    out.push_back(simple(PlanOpKind::ResidualAdd, "attn_residual", il));
+    out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
+  }
 
-    // Feed-forward block.
-    out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+  // The feed-forward block over the residual rows in `residual`: X for the body's layers, Final
+  // (the gathered rows that sample) for the last layer's, which runs in the logits section.
+  void ffn_block(int32_t il, PlanBuffer residual, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const LayerWeightTypes t = layer_types(il);
+    const int64_t d = c.embedding_length;
+    out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
     if (c.has_experts()) {
       moe_ffn(il, t, out);
     } else {
@@ -71,7 +76,7 @@ class PlanBuilder {
     if (c.has_post_norms) {
       out.push_back(norm("post_ffw_norm", il, PlanNorm::PostFfwNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
-    out.push_back(simple(PlanOpKind::ResidualAdd, "ffn_residual", il));
+    out.push_back(residual_add("ffn_residual", il, residual));
   }
 
   // Routed experts (llama.cpp's build_moe_ffn): the router's logits, top-k gating that also
@@ -107,14 +112,19 @@ class PlanBuilder {
     out.push_back(combine);
   }
 
+  // The rows that sample, gathered after the last layer's attention: its feed-forward block
+  // (a twenty-eighth of a 28-layer model's FFN work) then runs on them alone, as llama.cpp's
+  // graphs do with inp_out_ids; no other row's output after that block is read by anything
+  // (the cache holds keys and values from before it). Then the output norm and the classifier.
   void logits(std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
     const int64_t d = c.embedding_length;
     PlanOp gather = simple(PlanOpKind::GatherRows, "gather_rows", -1);
     gather.input = PlanBuffer::X;
-    gather.output = PlanBuffer::Xn;
+    gather.output = PlanBuffer::Final;
     out.push_back(gather);
-    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Xn, PlanBuffer::Final, 1, d));
+    if (c.num_layers > 0) ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
+    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Final, PlanBuffer::Final, 1, d));
     const GgmlType output_type = m_types != nullptr ? m_types->output : GgmlType::F32;
     PlanOp classifier = matmuls(
         -1, PlanBuffer::Final,
@@ -154,6 +164,14 @@ class PlanBuilder {
     return op;
   }
 
+  // output += Proj, over the rows of `output` (the residual stream, or the gathered rows).
+  static PlanOp residual_add(const char* name, int32_t layer, PlanBuffer output) {
+    PlanOp op = simple(PlanOpKind::ResidualAdd, name, layer);
+    op.input = PlanBuffer::Proj;
+    op.output = output;
+    return op;
+  }
+
   static PlanOp norm(const char* name, int32_t layer, PlanNorm weight, PlanBuffer in, PlanBuffer out,
                      int64_t rows_per_token, int64_t width) {
     PlanOp op = simple(PlanOpKind::RmsNorm, name, layer);
@@ -190,7 +208,10 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
   if (types != nullptr) plan.token_embd_type = types->token_embd;
   PlanBuilder b(config, types);
   b.embedding(plan.body);
-  for (int64_t il = 0; il < config.num_layers; ++il) b.layer(static_cast<int32_t>(il), plan.body);
+  for (int64_t il = 0; il < config.num_layers; ++il) {
+    b.attention_block(static_cast<int32_t>(il), plan.body);
+    if (il + 1 < config.num_layers) b.ffn_block(static_cast<int32_t>(il), PlanBuffer::X, plan.body);
+  }
   b.logits(plan.logits);
   return plan;
 }

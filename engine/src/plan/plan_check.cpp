@@ -39,7 +39,9 @@ class FlowCheck {
 
   Status op(const PlanOp& op) {
     switch (op.kind) {
-      case PlanOpKind::Embedding: return write(op, PlanBuffer::X);
+      case PlanOpKind::Embedding:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        return write(op, PlanBuffer::X);
       case PlanOpKind::RmsNorm:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         if (op.width * op.rows_per_token != width_of(m_c, op.input) ||
@@ -75,14 +77,17 @@ class FlowCheck {
         }
         return {};
       case PlanOpKind::Rope:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
         return read(op, PlanBuffer::K);
       case PlanOpKind::KvWrite:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::K));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::V));
         m_kv_layer = op.layer;
         return {};
       case PlanOpKind::Attention:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
         if (m_kv_layer != op.layer) return fail(op, "reads the cache before its layer wrote its keys and values");
         return write(op, PlanBuffer::Attn);
@@ -98,11 +103,19 @@ class FlowCheck {
         }
         return write(op, op.output);
       case PlanOpKind::ResidualAdd:
-        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
-        return read(op, PlanBuffer::Proj);
+        if (width_of(m_c, op.input) != m_c.embedding_length || width_of(m_c, op.output) != m_c.embedding_length) {
+          return fail(op, "adds a buffer that is not the residual stream's width");
+        }
+        IWB_RETURN_IF_ERROR(read(op, op.output));
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        return write(op, op.output);
       case PlanOpKind::GatherRows:
-        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::X));
-        return write(op, PlanBuffer::Xn);
+        if (!m_is_sampling_rows) return fail(op, "gathers the rows that sample outside the logits section");
+        if (width_of(m_c, op.input) != width_of(m_c, op.output)) return fail(op, "gathers rows into a buffer of another width");
+        if (m_written[static_cast<size_t>(op.input)] != Rows::Tokens) {
+          return fail(op, "gathers from a buffer the body did not write");
+        }
+        return write(op, op.output);
       case PlanOpKind::Softcap: return read(op, PlanBuffer::Logits);
       case PlanOpKind::ExpertRouting:
         if (!m_c.has_experts()) return fail(op, "routes to experts in a model without any");
@@ -118,18 +131,32 @@ class FlowCheck {
     return fail(op, "is of an unknown kind");
   }
 
+  // From here on the ops run over the rows that sample: what the body wrote holds other rows.
+  void enter_sampling_rows() { m_is_sampling_rows = true; }
+
  private:
+  enum class Rows : uint8_t { None, Tokens, Sampling };  // what a buffer's rows hold
+
   static Status fail(const PlanOp& op, const std::string& why) {
     return make_error(ErrorCode::InvalidArgument, std::string("forward plan: ") + op.name +
                                                       (op.layer >= 0 ? " of layer " + std::to_string(op.layer) : "") +
                                                       " " + why);
   }
   Status read(const PlanOp& op, PlanBuffer b) {
-    if (!m_written[static_cast<size_t>(b)]) return fail(op, "reads a buffer nothing wrote before it");
+    const Rows rows = m_written[static_cast<size_t>(b)];
+    if (rows == Rows::None) return fail(op, "reads a buffer nothing wrote before it");
+    if (m_is_sampling_rows && rows != Rows::Sampling) {
+      return fail(op, "reads the step's token rows where the rows that sample are (gather them first)");
+    }
     return {};
   }
   Status write(const PlanOp&, PlanBuffer b) {
-    m_written[static_cast<size_t>(b)] = true;
+    m_written[static_cast<size_t>(b)] = m_is_sampling_rows ? Rows::Sampling : Rows::Tokens;
+    return {};
+  }
+  // Ops that need every token of the step (the cache's rows, the embedding of each token).
+  Status token_rows_only(const PlanOp& op) const {
+    if (m_is_sampling_rows) return fail(op, "needs the step's tokens but is in the logits section");
     return {};
   }
 
@@ -139,7 +166,8 @@ class FlowCheck {
   }
 
   const ModelConfig& m_c;
-  std::array<bool, kNumBuffers> m_written{};
+  std::array<Rows, kNumBuffers> m_written{};
+  bool m_is_sampling_rows = false;
   int32_t m_kv_layer = -2;
   int32_t m_routing_layer = -2;  // the layer whose routing the backend holds
 };
@@ -153,6 +181,7 @@ Status check_forward_plan(const ForwardPlan& plan) {
   }
   for (const PlanOp& op : plan.body) IWB_RETURN_IF_ERROR(flow.op(op));
   // The logits ops run after the body, over the rows that sample.
+  flow.enter_sampling_rows();
   for (const PlanOp& op : plan.logits) IWB_RETURN_IF_ERROR(flow.op(op));
   bool has_classifier = false;
   for (const PlanOp& op : plan.logits) {

@@ -98,8 +98,9 @@ Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
     const int64_t start = plan->starts[static_cast<size_t>(c)];
     std::vector<int32_t> chunk(tokens.begin() + start, tokens.begin() + start + o.context);
     if (add_bos) chunk[0] = e.tokenizer().bos();
-    Result<std::vector<float>> logits = e.logits_for(chunk);
-    if (!logits) return logits.status();
+    // Every row samples, as in llama-imatrix: the last layer's feed-forward block runs on the
+    // rows that sample only (forward_plan.h), and its matrices need every token's inputs too.
+    IWB_RETURN_IF_ERROR(e.logits_for_positions(chunk, 0, [](int64_t, std::span<const float>) { return Status{}; }));
     m.num_chunks = static_cast<int32_t>(c + 1);
   }
   collector.finish_expert_calls(o.context);

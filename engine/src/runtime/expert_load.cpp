@@ -6,13 +6,18 @@
 
 namespace iwb {
 
+int64_t ExpertLoadSnapshot::routed(int64_t layer) const {
+  if (num_experts <= 0 || layer < 0 || layer >= num_layers) return 0;
+  int64_t total = 0;
+  for (int64_t e = 0; e < num_experts; ++e) total += count(layer, e);
+  return total;
+}
+
 double ExpertLoadSnapshot::imbalance(int64_t layer) const {
   if (num_experts <= 0 || num_tokens <= 0 || layer < 0 || layer >= num_layers) return 0;
-  int64_t max_count = 0, total = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    max_count = std::max(max_count, count(layer, e));
-    total += count(layer, e);
-  }
+  int64_t max_count = 0;
+  for (int64_t e = 0; e < num_experts; ++e) max_count = std::max(max_count, count(layer, e));
+  const int64_t total = routed(layer);
   if (total == 0) return 0;
   return static_cast<double>(max_count) * static_cast<double>(num_experts) / static_cast<double>(total);
 }

@@ -212,15 +212,18 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       record(op, 0, n);
       return {};
     case PlanOpKind::ResidualAdd:
-      add_in_place(m_x.data(), m_proj.data(), n * c.embedding_length);
+      add_in_place(buffer(op.output, logits), buffer(op.input, logits), n * c.embedding_length);
       record(op, 0, n);
       return {};
     case PlanOpKind::GatherRows: {
-      // Only the rows that sample go through the classifier, gathered first (the copy is not a kernel).
+      // Only the rows that sample go on (the last FFN, the classifier), gathered first (the copy
+      // is not a kernel).
       const int64_t d = c.embedding_length;
+      const float* from = buffer(op.input, logits);
+      float* to = buffer(op.output, logits);
       for (int64_t r = 0; r < n; ++r) {
-        const float* hidden = m_x.data() + static_cast<int64_t>(batch.logits_rows[static_cast<size_t>(r)]) * d;
-        std::copy(hidden, hidden + d, m_xn.data() + r * d);
+        const float* hidden = from + static_cast<int64_t>(batch.logits_rows[static_cast<size_t>(r)]) * d;
+        std::copy(hidden, hidden + d, to + r * d);
       }
       return {};
     }

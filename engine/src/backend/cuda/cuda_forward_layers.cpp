@@ -52,7 +52,8 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
     // A residual add and the token norm of its sum in one launch (not while profiling: the
     // plan records each op apart).
     if (!is_recording() && i + 1 < ops.size() && ops[i].kind == PlanOpKind::ResidualAdd &&
-        ops[i + 1].kind == PlanOpKind::RmsNorm && ops[i + 1].input == PlanBuffer::X && ops[i + 1].rows_per_token == 1) {
+        ops[i].output == PlanBuffer::X && ops[i].input == PlanBuffer::Proj && ops[i + 1].kind == PlanOpKind::RmsNorm &&
+        ops[i + 1].input == PlanBuffer::X && ops[i + 1].rows_per_token == 1) {
       const PlanOp& norm = ops[i + 1];
       const int64_t n = s.num_tokens;
       IWB_RETURN_IF_ERROR(
@@ -147,12 +148,14 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     }
     case PlanOpKind::ResidualAdd:
       IWB_RETURN_IF_ERROR(op_begin());
-      IWB_RETURN_IF_ERROR(launched(add_cuda(m_x, m_proj, n * c.embedding_length, stream), op.name, il));
+      IWB_RETURN_IF_ERROR(
+          launched(add_cuda(buffer(op.output), buffer(op.input), n * c.embedding_length, stream), op.name, il));
       return op_end(op, 0, n);
     case PlanOpKind::GatherRows:
-      // Only the rows that sample go through the classifier, gathered first (not a recorded
-      // kernel, as on the CPU).
-      return launched(gather_rows_cuda(m_x, c.embedding_length, m_meta.logits_rows + first_row, n, m_xn, stream),
+      // Only the rows that sample go on (the last FFN, the classifier), gathered first (not a
+      // recorded kernel, as on the CPU). X stays whole: each chunk of rows gathers its own.
+      return launched(gather_rows_cuda(buffer(op.input), c.embedding_length, m_meta.logits_rows + first_row, n,
+                                       buffer(op.output), stream),
                       "gathering the rows that sample", -1);
     case PlanOpKind::Softcap:
       IWB_RETURN_IF_ERROR(op_begin());

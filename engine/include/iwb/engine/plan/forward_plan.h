@@ -39,11 +39,12 @@ struct PlanWeightTypes {
 };
 
 // The step's activations, each [rows x width]: the residual stream and the buffers between ops.
-// Final and Logits hold only the rows that sample. The Expert* buffers hold num_experts_used
+// In the body the rows are the step's tokens; in the logits section they are the rows that
+// sample (Final holds their residual rows, gathered from X). The Expert* buffers hold num_experts_used
 // rows per token, grouped by expert (all rows routed to expert 0, then expert 1, ...).
 enum class PlanBuffer : uint8_t {
   X,             // residual stream [n_embd]
-  Xn,            // normalised block input [n_embd]; the gathered rows that sample, before the output norm
+  Xn,            // normalised block input [n_embd]
   Q,             // [q_width]
   K,             // [k_width]
   V,             // [v_width]
@@ -51,7 +52,7 @@ enum class PlanBuffer : uint8_t {
   Proj,          // a block's output before the residual add [n_embd]
   Gate,          // [n_ff]; the activation's output too
   Up,            // [n_ff]
-  Final,         // normalised rows that sample [n_embd]
+  Final,         // the residual rows that sample, normalised in place at the end [n_embd]
   Logits,        // [vocab]
   RouterLogits,  // the router's score of each expert [num_experts]
   ExpertIn,      // a token's normalised FFN input, once per expert it was routed to [n_embd]
@@ -88,8 +89,8 @@ enum class PlanOpKind : uint8_t {
   KvWrite,          // K and V into the paged cache at the step's slots
   Attention,        // Attn = every sequence's queries over its own cached keys and values
   GatedActivation,  // output = act(input) * multiplier, rows_per_token rows of `width` per token
-  ResidualAdd,      // X += Proj
-  GatherRows,       // Xn = the rows of X that sample (a copy, not a kernel: no record)
+  ResidualAdd,      // output += input (X += Proj; Final += Proj in the logits section)
+  GatherRows,       // output = the rows of input that sample (Final from X: a copy, not a kernel, no record)
   Softcap,          // Logits = c * tanh(Logits / c)
   // Mixture of experts. The routing (which experts, their weights, the grouping) lives in the
   // backend from ExpertRouting to ExpertCombine of the same layer.
@@ -136,9 +137,11 @@ struct PlanOp {
 struct ForwardPlan {
   ModelConfig config;
   GgmlType token_embd_type = GgmlType::F32;
-  // Run once per forward pass over all of its tokens: the embedding, then every layer.
+  // Run once per forward pass over all of its tokens: the embedding, then every layer but the
+  // last one's feed-forward block.
   std::vector<PlanOp> body;
-  // Run over the rows that sample only: gather them, the output norm, the classifier, softcap.
+  // Run over the rows that sample only (not at all in a step without them): gather them, the
+  // last layer's feed-forward block, the output norm, the classifier, softcap.
   std::vector<PlanOp> logits;
 };
 
@@ -148,7 +151,9 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
 
 // Checks the plan's wiring: every buffer is written before it is read, widths agree between
 // ops (a norm's rows, a matmul's in/out features and the buffers they read and write), and each
-// layer writes its keys and values before its attention reads the cache. An error names the op.
+// layer writes its keys and values before its attention reads the cache. The logits section
+// reads the token rows only through GatherRows (any other op there must read what the section
+// wrote over the rows that sample), and runs no attention or KV write. An error names the op.
 Status check_forward_plan(const ForwardPlan& plan);
 
 // Kernel records one op makes: one per product of Matmuls and ExpertMatmuls, two for Rope

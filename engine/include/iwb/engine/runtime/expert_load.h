@@ -17,7 +17,10 @@ struct ExpertLoadSnapshot {
   int64_t num_experts_used = 0;  // k: in every layer each token counts once in k experts
   int32_t window_steps = 0;      // steps the window holds at most (EngineOptions::expert_load_steps)
   int32_t num_steps = 0;         // steps in the window now (at most window_steps)
-  int64_t num_tokens = 0;        // tokens those steps ran through the model (each layer's counts sum to k x this)
+  // Tokens those steps ran through the model. Each layer's counts sum to k x this, except the
+  // last layer's: its feed-forward block runs only on the rows that sample (forward_plan.h), so
+  // a prompt routes one token there. Per-layer shares divide by routed(layer).
+  int64_t num_tokens = 0;
   uint64_t last_step = 0;        // Engine step count at the newest step in the window (0: none yet)
   // Tokens routed to each expert over the window, [num_layers x num_experts] row-major.
   std::vector<int64_t> counts;
@@ -26,6 +29,8 @@ struct ExpertLoadSnapshot {
   int64_t count(int64_t layer, int64_t expert) const {
     return counts[static_cast<size_t>(layer * num_experts + expert)];
   }
+  // Token slots layer `layer` routed over the window (k x the tokens that reached its experts).
+  int64_t routed(int64_t layer) const;
   // Layer `layer`'s most loaded expert over its mean load (1: perfectly even; num_experts /
   // num_experts_used: every token of the window went to the same k experts). 0 with no tokens.
   double imbalance(int64_t layer) const;
