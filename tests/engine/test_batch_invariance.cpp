@@ -109,8 +109,7 @@ class TestBatchInvariance : public QObject {
     spec.arch = arch.toStdString();
     spec.has_qkv_bias = arch == "qwen2";
     spec.preset = static_cast<test::WeightPreset>(preset);
-    const std::string path =
-        m_tmp.filePath(QString("last-row-%1-%2.gguf").arg(arch).arg(preset)).toStdString();
+    const std::string path = m_tmp.filePath(QString("last-row-%1-%2.gguf").arg(arch).arg(preset)).toStdString();
     const Status written = test::write_tiny_model(spec, path);
     QVERIFY2(written.is_ok(), written.message().c_str());
     std::unique_ptr<Engine> engine = load(path, 64, true);
@@ -119,7 +118,8 @@ class TestBatchInvariance : public QObject {
     const std::vector<float> every = all_logits(*engine, tokens);
     QCOMPARE(every.size(), tokens.size() * static_cast<size_t>(spec.vocab));
     for (const size_t n : {size_t{41}, size_t{17}, size_t{1}}) {
-      Result<std::vector<float>> alone = engine->logits_for({tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(n)});
+      Result<std::vector<float>> alone =
+          engine->logits_for({tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(n)});
       QVERIFY2(alone.is_ok(), alone.error_message().c_str());
       QCOMPARE(alone->size(), static_cast<size_t>(spec.vocab));
       const float* row = every.data() + (n - 1) * static_cast<size_t>(spec.vocab);

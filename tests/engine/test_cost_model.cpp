@@ -149,7 +149,8 @@ class TestCostModel : public QObject {
     QVERIFY(last_down != nullptr);
     QCOMPARE(last_down->shape.num_tokens, int64_t(1));
     QCOMPARE(last_down->flops, 2.0 * 5632 * 2048);
-    QCOMPARE(std::count_if(r.begin(), r.end(), [](const KernelRecord& k) { return std::strcmp(k.name, "ffn_down") == 0 && k.layer == 20; }),
+    QCOMPARE(std::count_if(r.begin(), r.end(),
+                           [](const KernelRecord& k) { return std::strcmp(k.name, "ffn_down") == 0 && k.layer == 20; }),
              std::ptrdiff_t(3));
   }
 

@@ -39,9 +39,7 @@ class FlowCheck {
 
   Status op(const PlanOp& op) {
     switch (op.kind) {
-      case PlanOpKind::Embedding:
-        IWB_RETURN_IF_ERROR(token_rows_only(op));
-        return write(op, PlanBuffer::X);
+      case PlanOpKind::Embedding: IWB_RETURN_IF_ERROR(token_rows_only(op)); return write(op, PlanBuffer::X);
       case PlanOpKind::RmsNorm:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         if (op.width * op.rows_per_token != width_of(m_c, op.input) ||
@@ -111,7 +109,8 @@ class FlowCheck {
         return write(op, op.output);
       case PlanOpKind::GatherRows:
         if (!m_is_sampling_rows) return fail(op, "gathers the rows that sample outside the logits section");
-        if (width_of(m_c, op.input) != width_of(m_c, op.output)) return fail(op, "gathers rows into a buffer of another width");
+        if (width_of(m_c, op.input) != width_of(m_c, op.output))
+          return fail(op, "gathers rows into a buffer of another width");
         if (m_written[static_cast<size_t>(op.input)] != Rows::Tokens) {
           return fail(op, "gathers from a buffer the body did not write");
         }
