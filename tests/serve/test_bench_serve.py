@@ -49,20 +49,23 @@ class TestBenchServe(unittest.TestCase):
     def test_counts_match_the_servers_counters(self):
         names = ("iwb:request_success", "iwb:generation_tokens", "iwb:prompt_tokens")
         before = {n: counter(n) for n in names}
-        # No warm-up here, so the server's counters hold exactly the measured requests.
-        result, _ = bench_serve("--num-prompts", "12", "--max-concurrency", "3", "--scrape-interval", "0.05",
+        # No warm-up here, so the server's counters hold exactly the measured requests. The run
+        # must outlast several scrapes for one of them to see a request running: 12 requests of
+        # 40 tokens took about 50 ms on a fast Xeon core, one scrape in 0.05 s, and none saw one.
+        num = 36
+        result, _ = bench_serve("--num-prompts", str(num), "--max-concurrency", "3", "--scrape-interval", "0.01",
                                 "--dataset", "chat", "--label", "counts", "--num-warmups", "0")
         after = {n: counter(n) for n in names}
         self.assertEqual(result["config"]["model"], "aidreams")  # the first of /v1/models
         self.assertEqual(result["server_kind"], "iwb serve")
         (point,) = result["points"]
         self.assertEqual(point["num_failed"], 0, point["errors_by_kind"])
-        self.assertEqual(point["num_completed"], 12)
+        self.assertEqual(point["num_completed"], num)
         requests = point["requests"]
         # ignore_eos: every request generated exactly --output-len tokens.
-        self.assertEqual([r["output_tokens"] for r in requests], [40] * 12)
-        self.assertEqual(len(requests), 12)
-        self.assertEqual(after["iwb:request_success"] - before["iwb:request_success"], 12)
+        self.assertEqual([r["output_tokens"] for r in requests], [40] * num)
+        self.assertEqual(len(requests), num)
+        self.assertEqual(after["iwb:request_success"] - before["iwb:request_success"], num)
         generated = sum(r["output_tokens"] for r in requests)
         self.assertEqual(point["total_output_tokens"], generated)
         self.assertEqual(after["iwb:generation_tokens"] - before["iwb:generation_tokens"], generated)
@@ -74,7 +77,7 @@ class TestBenchServe(unittest.TestCase):
         self.assertEqual(point["total_input_tokens"], computed + cached)
         # bench-serve's own scrape of the same counters agrees, and it saw the load while it ran.
         delta = point["server_delta"]
-        self.assertEqual(delta["num_requests_finished"], 12)
+        self.assertEqual(delta["num_requests_finished"], num)
         self.assertEqual(delta["generation_tokens"], generated)
         self.assertGreater(len(point["server_series"]), 2)
         self.assertTrue(any((s["num_requests_running"] or 0) > 0 for s in point["server_series"]),
