@@ -1,6 +1,7 @@
-// `iwb imatrix -m MODEL [-f TEXT] -o FILE.imatrix [--chunks N] [-c CTX] [-t N]`: per-channel
-// mean squared activations of every weight matmul's input over calibration text, written in
-// llama.cpp's legacy imatrix format (llama-quantize --imatrix reads it too).
+// `iwb imatrix -m MODEL [-f TEXT] -o FILE.imatrix [--chunks N] [-c CTX] [-t N] [--no-ppl]`:
+// per-channel mean squared activations of every weight matmul's input over calibration text,
+// written in llama.cpp's legacy imatrix format (llama-quantize --imatrix reads it too), and the
+// text's perplexity from the same run, printed as llama-imatrix prints it.
 #include "commands.h"
 #include "options/option_groups.h"
 
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace iwb::cli {
 
@@ -38,7 +40,12 @@ int run_imatrix(int argc, char** argv) {
   t.add({.names = {"--process-output"},
          .help = "also collect output.weight's input (llama-imatrix leaves it out)",
          .destination = &o.include_output});
+  bool no_perplexity = false;
+  t.add({.names = {"--no-ppl"},
+         .help = "do not compute the text's perplexity (llama-imatrix's option)",
+         .destination = &no_perplexity});
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
+  o.compute_perplexity = !no_perplexity;
   if (text_file.empty()) {
     o.text = quant::builtin_eval_text();
   } else {
@@ -52,12 +59,18 @@ int run_imatrix(int argc, char** argv) {
     o.text = text.str();
     o.text_name = std::filesystem::path(text_file).filename().string();
   }
-  o.progress = [](int64_t chunk, int64_t num_chunks) {
+  // The perplexity so far after each chunk: shown with the progress, and printed at the end as
+  // llama-imatrix's "[1]x,[2]y," line.
+  std::vector<double> running;
+  o.progress = [&running](int64_t chunk, int64_t num_chunks) {
     std::fprintf(stderr, "\rchunk %lld/%lld", static_cast<long long>(chunk), static_cast<long long>(num_chunks));
+    if (!running.empty()) std::fprintf(stderr, ", perplexity %.4f", running.back());
     if (chunk == num_chunks) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   };
-  Result<quant::Imatrix> m = quant::collect_imatrix(o);
+  o.chunk_perplexity = [&running](int64_t, double perplexity) { running.push_back(perplexity); };
+  quant::ImatrixPerplexity perplexity;
+  Result<quant::Imatrix> m = quant::collect_imatrix(o, &perplexity);
   if (!m) {
     std::fprintf(stderr, "\niwb imatrix: %s\n", m.error_message().c_str());
     return 1;
@@ -80,6 +93,12 @@ int run_imatrix(int argc, char** argv) {
   if (num_expert_tensors > 0) {
     std::printf("  %lld expert tensors: each expert's channels over the rows routed to it\n",
                 static_cast<long long>(num_expert_tensors));
+  }
+  if (perplexity.num_scored > 0) {
+    // llama-imatrix's lines, so scripts that read them read ours.
+    for (size_t c = 0; c < running.size(); ++c) std::printf("[%zu]%.4f,", c + 1, running[c]);
+    std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%lld tokens scored: each chunk's second half)\n",
+                perplexity.perplexity, perplexity.perplexity_error, static_cast<long long>(perplexity.num_scored));
   }
   return 0;
 }

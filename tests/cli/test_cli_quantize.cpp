@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcessEnvironment>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -71,6 +72,32 @@ class TestCliQuantize : public QObject {
     auto r = run_iwb({"imatrix", "-m", m_base, "-o", matrix, "-c", "128", "--chunks", "4"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("28 matrices, 4 chunks of 128 tokens (512 token rows)"), qPrintable(r.out));
+    // The text's perplexity from the same run, in llama-imatrix's lines: the same figure `iwb
+    // eval` (llama-perplexity's method) gives for these chunks.
+    const QRegularExpression final(QStringLiteral("Final estimate: PPL = ([0-9.]+) \\+/- ([0-9.]+)"));
+    const QRegularExpressionMatch ppl = final.match(r.out);
+    QVERIFY2(ppl.hasMatch(), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("\\[1\\][0-9.]+,\\[2\\][0-9.]+,\\[3\\][0-9.]+,\\[4\\]") +
+                                               QRegularExpression::escape(ppl.captured(1)) + ",")),
+             qPrintable(r.out));  // the running value after the last chunk is the estimate
+    auto eval = run_iwb({"eval", "-m", m_base, "-c", "128", "--chunks", "4", "-n", "0", "--json", "--db",
+                         m_tmp.filePath("imatrix-eval.sqlite")});
+    QVERIFY2(eval.exit_code == 0, qPrintable(eval.err));
+    const QJsonObject scored = QJsonDocument::fromJson(eval.out.toUtf8()).object();
+    const double expected = scored["perplexity"].toDouble();
+    QVERIFY(expected > 1);
+    QVERIFY2(std::abs(ppl.captured(1).toDouble() - expected) < 1e-3 * expected,
+             qPrintable(QStringLiteral("imatrix %1, eval %2").arg(ppl.captured(1)).arg(expected)));
+    QVERIFY2(std::abs(ppl.captured(2).toDouble() - scored["perplexity_error"].toDouble()) < 1e-3 * expected,
+             qPrintable(ppl.captured(2)));
+    // --no-ppl (llama-imatrix's option): the same matrix, no perplexity.
+    const QString again = m_tmp.filePath("aid-no-ppl.imatrix");
+    r = run_iwb({"imatrix", "-m", m_base, "-o", again, "-c", "128", "--chunks", "4", "--no-ppl"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(!r.out.contains("PPL") && !r.err.contains("perplexity"), qPrintable(r.out + r.err));
+    QFile first(matrix), second(again);
+    QVERIFY(first.open(QIODevice::ReadOnly) && second.open(QIODevice::ReadOnly));
+    QCOMPARE(second.readAll(), first.readAll());
     const QString out = m_tmp.filePath("aid-q4_1-im.gguf");
     r = run_iwb({"quantize", "-m", m_base, "-o", out, "--type", "Q4_1", "--imatrix", matrix, "--no-store"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));

@@ -145,6 +145,10 @@ Result<ChunkPlan> plan_chunks(int64_t n, int64_t context, int64_t stride, int64_
   return plan;
 }
 
+double log_probability(std::span<const float> logits, int32_t token) {
+  return static_cast<double>(logits[static_cast<size_t>(token)]) - log_softmax(logits).lse;
+}
+
 Result<EvalResult> evaluate(const EvalOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.text.empty()) return make_error(ErrorCode::InvalidArgument, "the evaluation text is empty");

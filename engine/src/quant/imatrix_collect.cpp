@@ -1,5 +1,6 @@
 // collect_imatrix: an ActivationObserver summing squared matmul inputs per channel while the
-// calibration chunks run (each from an empty cache, BOS first when the model adds one).
+// calibration chunks run (each from an empty cache, BOS first when the model adds one), and the
+// perplexity of each chunk's second half from the same logits (llama-imatrix's [i] values).
 #include "iwb/engine/quant/imatrix_collect.h"
 
 #include "iwb/engine/quant/evaluation.h"
@@ -7,6 +8,7 @@
 #include "iwb/engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 
@@ -72,7 +74,7 @@ class Collector final : public ActivationObserver {
 
 }  // namespace
 
-Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
+Result<Imatrix> collect_imatrix(const ImatrixOptions& o, ImatrixPerplexity* perplexity) {
   if (o.text.empty()) return make_error(ErrorCode::InvalidArgument, "the calibration text is empty");
   Result<std::unique_ptr<Engine>> engine = Engine::load(o.model_path, *eval_engine_options(o.context, o.num_threads));
   if (!engine) return engine.status();
@@ -92,6 +94,8 @@ Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
   e.set_activation_observer(&collector);
   const bool add_bos = e.tokenizer().vocab().add_bos && e.tokenizer().bos() >= 0;
   const auto num_chunks = static_cast<int64_t>(plan->starts.size());
+  double nll_sum = 0, nll_squares = 0;
+  int64_t num_scored = 0;
   for (int64_t c = 0; c < num_chunks; ++c) {
     if (o.cancel != nullptr && o.cancel->load()) return make_error(ErrorCode::InvalidArgument, "imatrix collection cancelled");
     if (o.progress) o.progress(c, num_chunks);
@@ -100,11 +104,38 @@ Result<Imatrix> collect_imatrix(const ImatrixOptions& o) {
     if (add_bos) chunk[0] = e.tokenizer().bos();
     // Every row samples, as in llama-imatrix: the last layer's feed-forward block runs on the
     // rows that sample only (forward_plan.h), and its matrices need every token's inputs too.
-    IWB_RETURN_IF_ERROR(e.logits_for_positions(chunk, 0, [](int64_t, std::span<const float>) { return Status{}; }));
+    // The logits of positions first_scored .. context - 2 score the token after each, as
+    // `iwb eval` and llama-imatrix score a chunk (the first half only gives them context).
+    IWB_RETURN_IF_ERROR(e.logits_for_positions(chunk, 0, [&](int64_t position, std::span<const float> logits) {
+      if (o.compute_perplexity && position >= plan->first_scored && position + 1 < o.context) {
+        const double nll = -log_probability(logits, tokens[static_cast<size_t>(start + position + 1)]);
+        nll_sum += nll;
+        nll_squares += nll * nll;
+        ++num_scored;
+      }
+      return Status{};
+    }));
     m.num_chunks = static_cast<int32_t>(c + 1);
+    if (o.compute_perplexity && o.chunk_perplexity && num_scored > 0) {
+      o.chunk_perplexity(c, std::exp(nll_sum / static_cast<double>(num_scored)));
+    }
   }
   collector.finish_expert_calls(o.context);
   if (o.progress) o.progress(num_chunks, num_chunks);
+  if (perplexity != nullptr) {
+    *perplexity = {};
+    if (num_scored > 0) {
+      // llama-perplexity's estimate and error (as EvalResult's).
+      const auto n = static_cast<double>(num_scored);
+      const double mean = nll_sum / n;
+      perplexity->num_scored = num_scored;
+      perplexity->perplexity = std::exp(mean);
+      if (num_scored > 1) {
+        perplexity->perplexity_error =
+            perplexity->perplexity * std::sqrt(std::max(0.0, nll_squares / n - mean * mean) / (n - 1));
+      }
+    }
+  }
   return m;
 }
 

@@ -152,6 +152,7 @@ Status LabQueue::prepare_imatrix() {
   io.text_name = m_texts.calibration_name;
   io.context = m_settings.context;
   io.num_threads = m_settings.num_threads;
+  io.compute_perplexity = false;  // the lab scores the base with `evaluate` on its own text
   io.cancel = m_cancel;
   io.progress = [&](int64_t chunk, int64_t n) {
     m_progress.report(

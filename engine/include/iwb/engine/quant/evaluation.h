@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,9 @@ struct ChunkPlan {
 Result<ChunkPlan> plan_chunks(int64_t num_tokens, int64_t context, int64_t stride, int64_t max_chunks);
 
 Result<EvalResult> evaluate(const EvalOptions& options);
+
+// log p(token) under the softmax of `logits` (in double precision, as evaluate scores).
+double log_probability(std::span<const float> logits, int32_t token);
 
 // The engine settings evaluation loads a model with (prefix caching off, one context); kv_type
 // one cache type for keys and values ("f16", "q8_0", ...) or keys/values ("q8_0/q4_0"); anything
