@@ -223,11 +223,11 @@ IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activati
   const __m512i low_bits[2] = {fifth_bit_selector(0), fifth_bit_selector(4)};
   const __m512i high_bits[2] = {fifth_bit_selector(1), fifth_bit_selector(5)};
   __m512 acc = _mm512_setzero_ps();
-  __m128 acc_min = _mm_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    uint64_t sc, m;
-    unpack_k4_scales(w[b].scales, &sc, &m);
-    const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    // Words 0..7 the sub-block scales, 8..15 the mins (unpack_k4_scales_vector has the figures).
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_k4_scales_vector(w[b].scales));
+    const __m512i scales = _mm512_castsi256_si512(scales_mins);
     __m512i sums = _mm512_setzero_si512();
     __m512i qh;
     if constexpr (kHasHigh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
@@ -245,13 +245,20 @@ IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activati
       sums = _mm512_dpwssd_epi32(sums, _mm512_packs_epi32(p_lo, p_hi),
                                  _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales));
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
-    // Mins: m_j times sub-block j's sum.
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m)));
-    const __m128i min_prod = _mm_madd_epi16(mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)));
-    acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_prod), _mm_set1_ps(half(w[b].dmin) * a[b].d), acc_min);
+    // d and dmin (adjacent halves) converted together, times the activations' scale.
+    const __m128 d_dmin = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(
+                                         reinterpret_cast<const uint8_t*>(&w[b].d))))),
+                                     _mm_broadcast_ss(&a[b].d));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_broadcastss_ps(d_dmin), acc);
+    // Mins: m_j times sub-block j's sum (words 8..15 meet the sums in the upper half).
+    const __m256i block_sums =
+        _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)), 1);
+    const __m256i min_prod = _mm256_madd_epi16(scales_mins, block_sums);
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))),
+                              acc_min);
   }
-  __m128 m4 = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min), _mm256_extractf128_ps(acc_min, 1));
+  m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
   return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m4);
 }

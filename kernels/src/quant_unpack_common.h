@@ -1,5 +1,5 @@
 // Unpacking helpers shared by the CPU kernel families (private to kernels/src): the Q4_K/Q5_K
-// scale bytes (scalar, any target), the Q5 fifth-bit expansion of the 256-bit kernels and the
+// scale bytes (scalar, any target; or in a vector, SSSE3), the Q5 fifth-bit expansion of the 256-bit kernels and the
 // 8 x 8 transpose of the AVX2 GEMMs' panels (AVX2: callable from functions whose target includes
 // AVX2, the AVX2, AVX-VNNI and AVX-512 files).
 #pragma once
@@ -22,6 +22,28 @@ inline void unpack_k4_scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
   *sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
   *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// The same in a vector register: bytes 0..7 the scales, 8..15 the mins. Reads 16 bytes from
+// `packed` (the 12 scale bytes and 4 of what follows them in the block). In the AVX-512 decode
+// kernel (Xeon model 207, one core) this replaced the scalar unpack and the moves of its two
+// words into vectors: rows in L1 16-20% faster, rows in L3 3-4%, rows from memory unchanged
+// (the memory is the limit there).
+__attribute__((target("ssse3"))) inline __m128i unpack_k4_scales_vector(const uint8_t* packed) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  // p: s0..3 (scales 0..3), s8..11 (their low nibbles: scales 4..7), s4..7 (mins 0..3), s8..11
+  // (high nibbles: mins 4..7); q: the bytes whose top two bits complete scales and mins 4..7.
+  const __m128i p = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i q = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i low =
+      _mm_and_si128(p, _mm_setr_epi8(0x3f, 0x3f, 0x3f, 0x3f, 0x0f, 0x0f, 0x0f, 0x0f, 0x3f, 0x3f, 0x3f, 0x3f, 0, 0, 0, 0));
+  const __m128i top =
+      _mm_and_si128(_mm_srli_epi16(p, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0x0f, 0x0f, 0x0f));
+  // (byte >> 6) << 4: the 16-bit shift moves each byte's bits 6..7 to 4..5.
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(q, 2), _mm_set1_epi8(0x30));
+  return _mm_or_si128(_mm_or_si128(low, top), high);
+}
+#endif
 
 // Byte j of an unpacked scale or min word.
 inline int k4_byte(uint64_t word, int j) { return static_cast<int>((word >> (8 * j)) & 0xFF); }

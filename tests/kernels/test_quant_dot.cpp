@@ -5,6 +5,7 @@
 // f32 accumulation may differ), and the AVX-512 prefill tiles, token-lane kernels and GEMM
 // (and the AVX2 GEMM of float weights) against the row dot products for every shape they take.
 #include "quant_dot.h"
+#include "quant_unpack_common.h"
 #include "random_tensors.h"
 
 #include "iwb/kernels/dequantize.h"
@@ -291,6 +292,28 @@ class TestQuantDot : public QObject {
         }
       }
     }
+  }
+  // Q4_K/Q5_K scales and mins unpacked in a vector (the AVX-512 decode kernel's) against the
+  // scalar unpack, on random scale bytes (every bit pattern of the 6-bit fields) and the extremes.
+  void k4ScaleUnpackVectorMatchesScalar() {
+#if defined(__x86_64__) || defined(__i386__)
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int trial = 0; trial < 20000; ++trial) {
+      uint8_t packed[16];
+      for (uint8_t& b : packed) b = static_cast<uint8_t>(trial == 0 ? 0 : trial == 1 ? 255 : byte(rng));
+      uint64_t sc = 0, m = 0;
+      unpack_k4_scales(packed, &sc, &m);
+      uint8_t got[16];
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(got), unpack_k4_scales_vector(packed));
+      for (int j = 0; j < 8; ++j) {
+        QCOMPARE(int(got[j]), k4_byte(sc, j));
+        QCOMPARE(int(got[8 + j]), k4_byte(m, j));
+      }
+    }
+#else
+    QSKIP("x86 only");
+#endif
   }
   // MXFP4's exponents 0 and 1 are f32 subnormals (2^-128, 2^-127), which the SIMD kernels build
   // in their own code: blocks of exponents 0..3 against activations of about 2^100 (so that
