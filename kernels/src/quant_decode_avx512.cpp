@@ -246,16 +246,16 @@ IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activati
                                  _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales));
     }
     // d and dmin (adjacent halves) converted together, times the activations' scale.
-    const __m128 d_dmin = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(
-                                         reinterpret_cast<const uint8_t*>(&w[b].d))))),
-                                     _mm_broadcast_ss(&a[b].d));
+    const __m128 d_dmin = _mm_mul_ps(
+        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&w[b].d))))),
+        _mm_broadcast_ss(&a[b].d));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_broadcastss_ps(d_dmin), acc);
     // Mins: m_j times sub-block j's sum (words 8..15 meet the sums in the upper half).
-    const __m256i block_sums =
-        _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)), 1);
+    const __m256i block_sums = _mm256_inserti128_si256(_mm256_setzero_si256(),
+                                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)), 1);
     const __m256i min_prod = _mm256_madd_epi16(scales_mins, block_sums);
-    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))),
-                              acc_min);
+    acc_min =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))), acc_min);
   }
   __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min), _mm256_extractf128_ps(acc_min, 1));
   m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
