@@ -86,6 +86,7 @@ class TestRooflineLayout : public QObject {
   void plotLabelsDoNotCollide();
   void exportedLabelsDoNotCollide();
   void legendMovesOffThePoints();
+  void legendStaysNarrow();
 };
 
 // Ops whose points sit close together get their names where no name covers another or another
@@ -181,7 +182,7 @@ void TestRooflineLayout::legendMovesOffThePoints() {
   std::optional<iwb::ProfileSnapshot> slow = decimator.add(
       batch(0, Phase::Prefill,
             {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
-             record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5), record(OpKind::Attention, "attention", 8e10, 1e9, 700.0),
+             record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5), record(OpKind::Attention, "attention", 3e11, 1e9, 2600.0),
              record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
       0.0);
   if (!slow) slow = decimator.flush(0.01);
@@ -193,6 +194,35 @@ void TestRooflineLayout::legendMovesOffThePoints() {
   QCOMPARE(plot.axisRect()->insetLayout()->insetAlignment(0), Qt::AlignTop | Qt::AlignLeft);
   const QString collision = labelCollision(plot, model);
   QVERIFY2(collision.isEmpty(), qPrintable(collision));
+}
+
+// A probe with every roof (read-only, copy, int8) and the datasheet roofs: the legend takes at
+// most a third of the chart's width (a roof's name and figures on two lines, without the probe's
+// date, which the panel's header gives: on one line with the date the box took 40% of it).
+void TestRooflineLayout::legendStaysNarrow() {
+  RooflineModel model;
+  iwb::ProbeResult probe = syntheticProbe();
+  probe.read_bytes_per_s = 45e9;
+  probe.peak_int8_ops = 800e9;
+  model.setProbe(probe);
+  model.setSnapshot(crowdedSnapshot());
+  RooflinePlot plot(&model);
+  plot.resize(900, 600);
+  plot.setShowsDatasheetRoofs(true);
+  plot.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&plot));
+  plot.rebuild();
+  QCoreApplication::processEvents();
+  QVERIFY(plot.legend->visible());
+  QCOMPARE(plot.legend->itemCount(), 7);  // 3 probe roofs, 2 datasheets, prefill and decode
+  for (int i = 0; i < plot.legend->itemCount(); ++i) {
+    auto* item = qobject_cast<QCPPlottableLegendItem*>(plot.legend->item(i));
+    QVERIFY(item != nullptr);
+    QVERIFY2(!item->plottable()->name().contains(QLatin1String("2025-01-02")), qPrintable(item->plottable()->name()));
+  }
+  const double legendWidth = plot.legend->outerRect().width(), chartWidth = plot.axisRect()->width();
+  QVERIFY2(legendWidth <= chartWidth / 3,
+           qPrintable(QStringLiteral("legend %1 px wide in a chart of %2 px").arg(legendWidth).arg(chartWidth)));
 }
 
 QTEST_MAIN(TestRooflineLayout)

@@ -75,10 +75,10 @@ QList<Roof> datasheetRoofs() {
 
 Roof roofFromProbe(const iwb::ProbeResult& probe) {
   Roof roof;
-  roof.label = QStringLiteral("%1 %2, measured %3")
-                   .arg(QString::fromStdString(probe.device_id),
-                        probe.has_read_bandwidth() ? QStringLiteral("read-only") : QStringLiteral("copy"),
-                        QString::fromStdString(probe.date).left(10));
+  // No date: the panel's header line gives it, and in the legend it made the box a third of
+  // the chart's width.
+  roof.label = QStringLiteral("%1 %2").arg(QString::fromStdString(probe.device_id),
+                                           probe.has_read_bandwidth() ? QStringLiteral("read-only") : QStringLiteral("copy"));
   roof.bandwidthBytesPerS = probe.bandwidth_bytes_per_s();
   roof.peakFlops = probe.peak_flops;
   roof.isMeasured = true;
