@@ -180,10 +180,11 @@ void TestRooflineLayout::legendMovesOffThePoints() {
 
   iwb::ProfileDecimator decimator(10.0);
   std::optional<iwb::ProfileSnapshot> slow = decimator.add(
-      batch(0, Phase::Prefill,
-            {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
-             record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5), record(OpKind::Attention, "attention", 3e11, 1e9, 2600.0),
-             record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
+      batch(
+          0, Phase::Prefill,
+          {record(OpKind::Add, "add", 1e6, 1.2e7, 1.12e-3), record(OpKind::Rope, "rope", 1e5, 1e7, 1e-3),
+           record(OpKind::Matmul, "attn_q", 8e10, 1e9, 0.5), record(OpKind::Attention, "attention", 3e11, 1e9, 2600.0),
+           record(OpKind::Activation, "ffn", 5e10, 1e9, 2.0)}),
       0.0);
   if (!slow) slow = decimator.flush(0.01);
   QVERIFY(slow);

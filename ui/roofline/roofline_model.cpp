@@ -77,8 +77,9 @@ Roof roofFromProbe(const iwb::ProbeResult& probe) {
   Roof roof;
   // No date: the panel's header line gives it, and in the legend it made the box a third of
   // the chart's width.
-  roof.label = QStringLiteral("%1 %2").arg(QString::fromStdString(probe.device_id),
-                                           probe.has_read_bandwidth() ? QStringLiteral("read-only") : QStringLiteral("copy"));
+  roof.label =
+      QStringLiteral("%1 %2").arg(QString::fromStdString(probe.device_id),
+                                  probe.has_read_bandwidth() ? QStringLiteral("read-only") : QStringLiteral("copy"));
   roof.bandwidthBytesPerS = probe.bandwidth_bytes_per_s();
   roof.peakFlops = probe.peak_flops;
   roof.isMeasured = true;

@@ -147,9 +147,10 @@ void RooflinePlot::rebuild() {
   if (const auto& roof = m_model->measuredRoof()) {
     // The roof's figures go in the legend (text on the chart would collide with the points), on
     // a line of their own under its name: on one line they made the box a third of the chart.
-    addRoof(tr("%1\n%2, %3")
-                .arg(roof->label, formatBytesPerSecond(roof->bandwidthBytesPerS), formatFlopsPerSecond(roof->peakFlops)),
-            roof->bandwidthBytesPerS, roof->peakFlops, QPen(QColor(40, 40, 40), 2.2), xMin, xMax);
+    addRoof(
+        tr("%1\n%2, %3")
+            .arg(roof->label, formatBytesPerSecond(roof->bandwidthBytesPerS), formatFlopsPerSecond(roof->peakFlops)),
+        roof->bandwidthBytesPerS, roof->peakFlops, QPen(QColor(40, 40, 40), 2.2), xMin, xMax);
     const QColor ink(40, 40, 40);
     // The ridge point: where an op stops being limited by memory and starts being limited by
     // arithmetic.
