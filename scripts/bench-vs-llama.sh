@@ -3,7 +3,8 @@
 # GGUF files with the same thread count. Rounds interleave the two programs so both see the same
 # machine; every repetition is kept (JSON) and the summary gives each program's best and median
 # repetition per test (keyed by context depth too: "tg128 @ d8192"), the ratio of the bests,
-# iwb's MBU against a probe run just before it (its read-only bandwidth, the decode roof), and
+# iwb's MBU against a probe run just before its generation tests (its read-only bandwidth, the
+# decode roof; iwb's prompt tests run before that probe, in a run of their own), and
 # the load averages seen. The machines are shared: other processes and memory-bandwidth
 # swings move single figures by tens of percent.
 #
@@ -48,13 +49,21 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 for ((k = 1; k <= rounds; ++k)); do
   for model in "$@"; do
     name=$(basename "$model" .gguf)
-    # A probe just before each iwb run: the bandwidth of a shared machine drifts by tens of
-    # percent within minutes, and iwb's MBU is against the latest probe in its store.
-    echo "round $k $name: probe + iwb (load $(load))" | tee -a "$out/loads.txt"
-    "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
-    "$iwb" bench -m "$model" -p "$pp" -n "$tg" -d "$depths" -t "$threads" -r "$reps" --no-store \
-      --db "$out/probes.sqlite" -o json \
-      > "$out/$name.iwb.$k.json"
+    # The prompt tests first, then a probe right before the generation tests: the bandwidth of
+    # a shared machine drifts by tens of percent within minutes (on the Xeon of the
+    # twenty-ninth session, within seconds), and iwb's MBU is against the latest probe in its
+    # store, so the probe goes as close to the decode it is the roof of as it can.
+    if ((pp > 0)); then
+      echo "round $k $name: iwb prompts (load $(load))" | tee -a "$out/loads.txt"
+      "$iwb" bench -m "$model" -p "$pp" -n 0 -d "$depths" -t "$threads" -r "$reps" --no-store \
+        --db "$out/probes.sqlite" -o json > "$out/$name.iwb.$k.pp.json"
+    fi
+    if ((tg > 0)); then
+      echo "round $k $name: probe + iwb generation (load $(load))" | tee -a "$out/loads.txt"
+      "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
+      "$iwb" bench -m "$model" -p 0 -n "$tg" -d "$depths" -t "$threads" -r "$reps" --no-store \
+        --db "$out/probes.sqlite" -o json > "$out/$name.iwb.$k.json"
+    fi
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
     env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
       "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -d "$depths" -r "$reps" -o json \
@@ -75,7 +84,7 @@ def test_order(name):  # pp before tg, then by size and depth
     m = re.match(r'(pp|tg)(\d+)(?: @ d(\d+))?$', name)
     return (m.group(1), int(m.group(2)), int(m.group(3) or 0)) if m else (name, 0, 0)
 for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
-    name, prog = re.match(r'.*/(.+)\.(iwb|llama)\.\d+\.json', path).groups()
+    name, prog = re.match(r'.*/(.+)\.(iwb|llama)\.\d+(?:\.pp)?\.json', path).groups()
     try:
         data = json.load(open(path))
     except ValueError:
