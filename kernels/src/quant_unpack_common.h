@@ -1,7 +1,7 @@
 // Unpacking helpers shared by the CPU kernel families (private to kernels/src): the Q4_K/Q5_K
-// scale bytes (scalar, any target; or in a vector, SSSE3), the Q5 fifth-bit expansion of the 256-bit kernels and the
-// 8 x 8 transpose of the AVX2 GEMMs' panels (AVX2: callable from functions whose target includes
-// AVX2, the AVX2, AVX-VNNI and AVX-512 files).
+// scale bytes (scalar, any target; or in a vector, SSSE3), the Q5 fifth-bit expansion of the
+// 256-bit kernels and the 8 x 8 transpose of the AVX2 GEMMs' panels (AVX2: callable from
+// functions whose target includes AVX2, the AVX2, AVX-VNNI and AVX-512 files).
 #pragma once
 
 #include <immintrin.h>
@@ -26,9 +26,10 @@ inline void unpack_k4_scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
 #if defined(__x86_64__) || defined(__i386__)
 // The same in a vector register: bytes 0..7 the scales, 8..15 the mins. Reads 16 bytes from
 // `packed` (the 12 scale bytes and 4 of what follows them in the block). In the AVX-512 decode
-// kernel (Xeon model 207, one core) this replaced the scalar unpack and the moves of its two
-// words into vectors: rows in L1 16-20% faster, rows in L3 3-4%, rows from memory unchanged
-// (the memory is the limit there).
+// kernel (Xeon model 207) this replaced the scalar unpack and the moves of its two words into
+// vectors: rows in L1 16-20% faster, in L3 3-4%, streamed from memory through the decode
+// driver's loop 3-4% with one thread and about 3% with two (docs/benchmarks.md, twenty-ninth
+// session: measured in one process, alternating, as separate runs could not resolve it).
 __attribute__((target("ssse3"))) inline __m128i unpack_k4_scales_vector(const uint8_t* packed) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
   // p: s0..3 (scales 0..3), s8..11 (their low nibbles: scales 4..7), s4..7 (mins 0..3), s8..11
