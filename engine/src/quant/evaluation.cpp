@@ -149,6 +149,16 @@ double log_probability(std::span<const float> logits, int32_t token) {
   return static_cast<double>(logits[static_cast<size_t>(token)]) - log_softmax(logits).lse;
 }
 
+PerplexityEstimate estimate_perplexity(double nll_sum, double nll_squares, int64_t num_scored) {
+  if (num_scored <= 0) return {};
+  const auto n = static_cast<double>(num_scored);
+  const double mean = nll_sum / n;
+  PerplexityEstimate e;
+  e.perplexity = std::exp(mean);
+  if (num_scored > 1) e.error = e.perplexity * std::sqrt(std::max(0.0, nll_squares / n - mean * mean) / (n - 1));
+  return e;
+}
+
 Result<EvalResult> evaluate(const EvalOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.text.empty()) return make_error(ErrorCode::InvalidArgument, "the evaluation text is empty");
@@ -274,12 +284,9 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
 
   const auto n = static_cast<double>(result.num_scored);
   result.mean_nll = nll_sum / n;
-  result.perplexity = std::exp(result.mean_nll);
-  if (result.num_scored > 1) {
-    // llama-perplexity's uncertainty: ppl times the standard error of the mean NLL.
-    const double variance = std::max(0.0, nll_sq / n - result.mean_nll * result.mean_nll);
-    result.perplexity_error = result.perplexity * std::sqrt(variance / (n - 1));
-  }
+  const PerplexityEstimate estimate = estimate_perplexity(nll_sum, nll_sq, result.num_scored);
+  result.perplexity = estimate.perplexity;
+  result.perplexity_error = estimate.error;
   if (base) {
     double kl_sum = 0;
     for (const float v : result.kl_values) {

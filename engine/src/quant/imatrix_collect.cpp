@@ -123,18 +123,8 @@ Result<Imatrix> collect_imatrix(const ImatrixOptions& o, ImatrixPerplexity* perp
   collector.finish_expert_calls(o.context);
   if (o.progress) o.progress(num_chunks, num_chunks);
   if (perplexity != nullptr) {
-    *perplexity = {};
-    if (num_scored > 0) {
-      // llama-perplexity's estimate and error (as EvalResult's).
-      const auto n = static_cast<double>(num_scored);
-      const double mean = nll_sum / n;
-      perplexity->num_scored = num_scored;
-      perplexity->perplexity = std::exp(mean);
-      if (num_scored > 1) {
-        perplexity->perplexity_error =
-            perplexity->perplexity * std::sqrt(std::max(0.0, nll_squares / n - mean * mean) / (n - 1));
-      }
-    }
+    const PerplexityEstimate estimate = estimate_perplexity(nll_sum, nll_squares, num_scored);
+    *perplexity = {num_scored, estimate.perplexity, estimate.error};
   }
   return m;
 }

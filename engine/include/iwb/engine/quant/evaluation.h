@@ -105,6 +105,14 @@ Result<EvalResult> evaluate(const EvalOptions& options);
 // log p(token) under the softmax of `logits` (in double precision, as evaluate scores).
 double log_probability(std::span<const float> logits, int32_t token);
 
+// llama-perplexity's estimate from `num_scored` tokens' summed negative log-likelihoods and their
+// summed squares: exp of the mean, and that times the standard error of the mean (0 for one token).
+struct PerplexityEstimate {
+  double perplexity = 0;
+  double error = 0;
+};
+PerplexityEstimate estimate_perplexity(double nll_sum, double nll_squares, int64_t num_scored);
+
 // The engine settings evaluation loads a model with (prefix caching off, one context); kv_type
 // one cache type for keys and values ("f16", "q8_0", ...) or keys/values ("q8_0/q4_0"); anything
 // else is refused; device as EngineOptions::device.
