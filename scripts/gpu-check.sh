@@ -307,6 +307,12 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
         capture "$results/ab-gguf-$tag.json" env IWB_CUDA_SPLIT=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 512 -n 128 -r 2 --json --db "$db" || note "gpu-check: bench (GGUF layout) $tag failed"
       fi
+      # Decode with each op's products launched one by one (IWB_CUDA_GROUP=0) beside the default
+      # one launch for q, k and v and one for gate and up (IWB_GPU_AB=0 skips it).
+      if [[ ${IWB_GPU_AB:-1} == 1 ]]; then
+        capture "$results/ab-nogroup-$tag.json" env IWB_CUDA_GROUP=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
+          --device cuda:0 -p 0 -n 128 -r 3 --json --no-store || note "gpu-check: bench (products one by one) $tag failed"
+      fi
       # Where the time goes: one ~1,800-token prefill and 64 decode steps with every kernel timed
       # (iwb run --profile), llama-3-8b only (IWB_GPU_PROFILE=0 skips it).
       if [[ $model == llama-3-8b && ${IWB_GPU_PROFILE:-1} == 1 ]]; then
@@ -317,6 +323,15 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
           timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile -b 2048 -c 4096 -n 64 --temp 0 \
             -f "$work/prompt.txt" 2>"$results/profile-$tag.txt" >/dev/null || note "gpu-check: profile $tag failed"
         fi
+      fi
+      # Decode 4,096 tokens deep with an f16 and a q8_0 KV cache (llama-3-8b only;
+      # IWB_GPU_KV=0 skips it): the decode attention's key splits and their merge at a real
+      # depth, and a quantized cache through the whole engine at a real shape.
+      if [[ $model == llama-3-8b && ${IWB_GPU_KV:-1} == 1 ]]; then
+        for kv in f16 q8_0; do
+          capture "$results/kv-$kv-$tag.json" timeout "$bench_timeout" "$iwb" bench -m "$file" --device cuda:0 -p 0 -n 64 \
+            -d 0,4096 -r 2 --kv-type "$kv" --json --no-store || note "gpu-check: bench with a $kv cache, $tag failed"
+        done
       fi
       capture "$results/batch-$tag.json" timeout "$bench_timeout" "$iwb" batch-bench -m "$file" --device cuda:0 --parallel "$parallel" \
         -p 128 -n 128 --batch-tokens 2048 --json || { note "gpu-check: batch-bench $tag failed"; test_status=1; }

@@ -235,6 +235,42 @@ def main(results):
             ratio = f"{split / gguf:.2f}×" if split and gguf else "—"
             say(f"  {model:<14} {wtype:<5} {num(split):>12} {num(gguf):>11} {ratio:>7}")
 
+    # Decode with an op's products in one launch (the default) against one launch each.
+    nogroup_paths = sorted(glob.glob(os.path.join(results, "ab-nogroup-*.json")))
+    if nogroup_paths:
+        say("")
+        say("Decode (tg128): q, k, v and gate, up in one launch each op (default) against a launch per product "
+            "(IWB_CUDA_GROUP=0)")
+        say(f"  {'model':<14} {'type':<5} {'grouped tok/s':>14} {'one by one':>11} {'ratio':>7}")
+        out["grouped_products"] = {}
+        for path in nogroup_paths:
+            tag = tag_of(path, "ab-nogroup-")
+            model, wtype = split_tag(tag)
+            rows = (load(path) or {}).get("results", [])
+            tg = next((r for r in rows if r.get("test", "").startswith("tg")), None)
+            alone = tg and tg.get("tokens_per_s_mean")
+            grouped = out["bench"].get(tag, {}).get("decode_tokens_per_s")
+            out["grouped_products"][tag] = {"grouped": grouped, "one_by_one": alone}
+            ratio = f"{grouped / alone:.2f}×" if grouped and alone else "—"
+            say(f"  {model:<14} {wtype:<5} {num(grouped):>14} {num(alone):>11} {ratio:>7}")
+
+    # Decode at depth 0 and 4,096 by KV cache type (kv-TYPE-TAG.json).
+    kv_paths = sorted(glob.glob(os.path.join(results, "kv-*.json")))
+    if kv_paths:
+        say("")
+        say("Decode (tg64) at depth 0 and 4,096 by KV cache type, tokens/s")
+        say(f"  {'model':<14} {'type':<5} {'cache':<6} {'d0':>9} {'d4096':>9} {'d4096/d0':>9}")
+        out["kv_depth"] = {}
+        for path in kv_paths:
+            kv, _, tag = os.path.basename(path)[len("kv-"):-len(".json")].partition("-")
+            model, wtype = split_tag(tag)
+            by_depth = {r.get("n_depth"): r.get("tokens_per_s_mean")
+                        for r in (load(path) or {}).get("results", []) if r.get("test", "").startswith("tg")}
+            out["kv_depth"][f"{tag} {kv}"] = {str(k): v for k, v in by_depth.items()}
+            d0, deep = by_depth.get(0), by_depth.get(4096)
+            ratio = f"{deep / d0:.2f}" if d0 and deep else "—"
+            say(f"  {model:<14} {wtype:<5} {kv:<6} {num(d0):>9} {num(deep):>9} {ratio:>9}")
+
     skipped_path = os.path.join(results, "skipped.tsv")
     if os.path.exists(skipped_path):
         with open(skipped_path) as f:

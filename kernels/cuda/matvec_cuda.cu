@@ -107,7 +107,7 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
   }
   switch (args.type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-      return cuda_matvec::launch_matvec_float(args, plan, stream);
+      return cuda_matvec::launch_matvec_float(&args, &plan, 1, stream);
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
       return cuda_matvec::launch_matvec_q4_q5(args, plan, stream);
     case GgmlType::Q8_0:
@@ -117,6 +117,33 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+bool is_float_type(GgmlType type) { return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16; }
+
+cudaError_t matvec_group_cuda_check(const MatvecCudaArgs* parts, int count) {
+  if (parts == nullptr || count < 1 || count > kMatvecMaxParts) return cudaErrorInvalidValue;
+  const MatvecCudaArgs& first = parts[0];
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const MatvecCudaArgs& p = parts[i];
+    if (const cudaError_t e = matvec_cuda_check(p); e != cudaSuccess) return e;
+    if (!is_float_type(p.type) || p.type != first.type || p.in_features != first.in_features || p.x != first.x ||
+        p.num_tokens != first.num_tokens || p.x_q8 != nullptr) {
+      return cudaErrorInvalidValue;
+    }
+    const MatvecPlan plan = plan_matvec_cuda(p);
+    if (!plan.is_vector_path) return cudaErrorInvalidValue;
+    blocks += plan.num_blocks;
+  }
+  return blocks <= 2147483647 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t matvec_group_cuda(const MatvecCudaArgs* parts, int count, cudaStream_t stream) {
+  if (const cudaError_t error = matvec_group_cuda_check(parts, count); error != cudaSuccess) return error;
+  MatvecPlan plans[kMatvecMaxParts];
+  for (int i = 0; i < count; ++i) plans[i] = plan_matvec_cuda(parts[i]);
+  return cuda_matvec::launch_matvec_float(parts, plans, count, stream);
 }
 
 }  // namespace iwb

@@ -10,7 +10,7 @@ namespace {
 // One kernel variant, launched through a function pointer (IWB_LAUNCH's arguments may not
 // contain the commas of a template argument list).
 template <typename Kernel>
-cudaError_t launch_float_kernel(Kernel kernel, const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+cudaError_t launch_scalar_kernel(Kernel kernel, const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.num_blocks));
   const dim3 block(kMatvecThreads);
   IWB_LAUNCH(kernel, grid, block, 0, stream, static_cast<const uint8_t*>(args.weight), plan.row_bytes,
@@ -18,24 +18,47 @@ cudaError_t launch_float_kernel(Kernel kernel, const MatvecCudaArgs& args, const
   return cudaGetLastError();
 }
 
-template <typename Elem>
-cudaError_t launch_float(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
-  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens);
-  if (plan.is_vector_path) {
-    return plan.is_many_tokens ? launch_float_kernel(matvec_float_kernel<Elem, kMany>, args, plan, stream)
-                               : launch_float_kernel(matvec_float_kernel<Elem, 1>, args, plan, stream);
+// The vectorised kernel over `count` matrices sharing x, its width and the token count.
+template <typename Kernel>
+cudaError_t launch_vector_kernel(Kernel kernel, const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
+                                 cudaStream_t stream) {
+  FloatParts parts{};
+  parts.count = count;
+  unsigned blocks = 0;
+  for (int p = 0; p < count; ++p) {
+    parts.weight[p] = static_cast<const uint8_t*>(args[p].weight);
+    parts.out_features[p] = args[p].out_features;
+    parts.y[p] = args[p].y;
+    parts.bias[p] = args[p].bias;
+    parts.first_block[p] = blocks;
+    blocks += static_cast<unsigned>(plans[p].num_blocks);
   }
-  return plan.is_many_tokens ? launch_float_kernel(matvec_float_scalar_kernel<Elem, kMany>, args, plan, stream)
-                             : launch_float_kernel(matvec_float_scalar_kernel<Elem, 1>, args, plan, stream);
+  parts.first_block[count] = blocks;
+  IWB_LAUNCH(kernel, dim3(blocks), dim3(kMatvecThreads), 0, stream, parts, plans[0].row_bytes, args[0].in_features,
+             args[0].x, static_cast<int>(args[0].num_tokens));
+  return cudaGetLastError();
+}
+
+template <typename Elem>
+cudaError_t launch_float(const MatvecCudaArgs* args, const MatvecPlan* plans, int count, cudaStream_t stream) {
+  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens);
+  const MatvecPlan& plan = plans[0];
+  if (plan.is_vector_path) {
+    return plan.is_many_tokens ? launch_vector_kernel(matvec_float_kernel<Elem, kMany>, args, plans, count, stream)
+                               : launch_vector_kernel(matvec_float_kernel<Elem, 1>, args, plans, count, stream);
+  }
+  if (count != 1) return cudaErrorInvalidValue;  // matvec_group_cuda_check admits vectorised plans only
+  return plan.is_many_tokens ? launch_scalar_kernel(matvec_float_scalar_kernel<Elem, kMany>, *args, plan, stream)
+                             : launch_scalar_kernel(matvec_float_scalar_kernel<Elem, 1>, *args, plan, stream);
 }
 
 }  // namespace
 
-cudaError_t launch_matvec_float(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
-  switch (args.type) {
-    case GgmlType::F16: return launch_float<ElemF16>(args, plan, stream);
-    case GgmlType::BF16: return launch_float<ElemBF16>(args, plan, stream);
-    case GgmlType::F32: return launch_float<ElemF32>(args, plan, stream);
+cudaError_t launch_matvec_float(const MatvecCudaArgs* args, const MatvecPlan* plans, int count, cudaStream_t stream) {
+  switch (args[0].type) {
+    case GgmlType::F16: return launch_float<ElemF16>(args, plans, count, stream);
+    case GgmlType::BF16: return launch_float<ElemBF16>(args, plans, count, stream);
+    case GgmlType::F32: return launch_float<ElemF32>(args, plans, count, stream);
     default: return cudaErrorInvalidValue;
   }
 }

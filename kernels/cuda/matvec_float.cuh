@@ -51,18 +51,35 @@ struct ElemF32 {
   __device__ static float at(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
 };
 
+// The matrices of one launch of the vectorised kernel (matvec_group_cuda; one for matvec_cuda):
+// part p owns the thread blocks [first_block[p], first_block[p + 1]), so its rows are computed
+// exactly as in a launch of its own.
+struct FloatParts {
+  const uint8_t* weight[kMatvecMaxParts];
+  int64_t out_features[kMatvecMaxParts];
+  float* y[kMatvecMaxParts];
+  const float* bias[kMatvecMaxParts];
+  unsigned first_block[kMatvecMaxParts + 1];
+  int count;
+};
+
 // Rows are read 16 bytes per lane per load (a warp covers 512 contiguous bytes); kUnroll words
 // per row are loaded before any is used so each thread keeps several loads in flight.
 template <typename Elem, int kMaxTokens>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_float_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
-                        int64_t out_features, const float* __restrict__ x, int num_tokens,
-                        float* __restrict__ y, const float* __restrict__ bias) {
+    matvec_float_kernel(FloatParts parts, int64_t row_bytes, int64_t in_features, const float* __restrict__ x,
+                        int num_tokens) {
+  int part = 0;
+  while (part + 1 < parts.count && blockIdx.x >= parts.first_block[part + 1]) ++part;
+  const uint8_t* __restrict__ weight = parts.weight[part];
+  const int64_t out_features = parts.out_features[part];
+  float* __restrict__ y = parts.y[part];
+  const float* __restrict__ bias = parts.bias[part];
   constexpr int kRows = kMatvecRowsPerBlock;
   constexpr int kUnroll = 4;
   constexpr int kN = Elem::kPerWord;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x - parts.first_block[part]) * kRows;
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
   const int64_t words_per_row = row_bytes / 16;
 

@@ -8,7 +8,8 @@
 
 namespace iwb::cuda_matvec {
 
-cudaError_t launch_matvec_float(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // F32, F16, BF16
+// F32, F16, BF16: `count` matrices (matvec_group_cuda; 1 for matvec_cuda) in one launch.
+cudaError_t launch_matvec_float(const MatvecCudaArgs* args, const MatvecPlan* plans, int count, cudaStream_t stream);
 cudaError_t launch_matvec_q4_q5(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // Q4_0, Q4_1, Q5_0, Q5_1
 cudaError_t launch_matvec_q8_0(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
 cudaError_t launch_matvec_kquants(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);  // Q4_K, Q5_K, Q6_K

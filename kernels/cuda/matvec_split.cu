@@ -68,15 +68,32 @@ struct SplitQ8_0 {
   }
 };
 
+// The matrices of one launch (matvec_split_group_cuda; one for matvec_split_cuda): part p owns
+// the thread blocks [first_block[p], first_block[p + 1]), so its rows are computed exactly as in
+// a launch of its own.
+struct SplitParts {
+  const uint8_t* weight[kSplitMaxParts];
+  int64_t out_features[kSplitMaxParts];
+  float* y[kSplitMaxParts];
+  const float* bias[kSplitMaxParts];
+  unsigned first_block[kSplitMaxParts + 1];
+  int count;
+};
+
 // kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time); kHasSums:
 // the activation blocks' sums are given (xs).
 template <typename Unit, int kMaxTokens, bool kHasSums>
 __global__ void __launch_bounds__(kSplitThreads)
-    matvec_split_kernel(const uint8_t* __restrict__ weight, int64_t in_features, int64_t out_features,
-                        const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
-                        int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+    matvec_split_kernel(SplitParts parts, int64_t in_features, const int8_t* __restrict__ xq,
+                        const float* __restrict__ xd, const int32_t* __restrict__ xs, int num_tokens) {
+  int part = 0;
+  while (part + 1 < parts.count && blockIdx.x >= parts.first_block[part + 1]) ++part;
+  const uint8_t* __restrict__ weight = parts.weight[part];
+  const int64_t out_features = parts.out_features[part];
+  float* __restrict__ y = parts.y[part];
+  const float* __restrict__ bias = parts.bias[part];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x - parts.first_block[part]) * kRowsPerBlock + warp;
   if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
   const int64_t blocks = in_features / 32;
   const uint8_t* __restrict__ quants = weight + row * blocks * Unit::kQuantBytes;
@@ -145,15 +162,31 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __ha
 }
 
 template <typename Unit, bool kHasSums>
-cudaError_t launch_split(const SplitMatvecArgs& a, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>((a.out_features + kRowsPerBlock - 1) / kRowsPerBlock);
-  const auto* w = static_cast<const uint8_t*>(a.weight);
+cudaError_t launch_split(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
+  SplitParts parts{};
+  parts.count = count;
+  unsigned blocks = 0;
+  for (int p = 0; p < count; ++p) {
+    parts.weight[p] = static_cast<const uint8_t*>(args[p].weight);
+    parts.out_features[p] = args[p].out_features;
+    parts.y[p] = args[p].y;
+    parts.bias[p] = args[p].bias;
+    parts.first_block[p] = blocks;
+    blocks += static_cast<unsigned>((args[p].out_features + kRowsPerBlock - 1) / kRowsPerBlock);
+  }
+  parts.first_block[count] = blocks;
+  const SplitMatvecArgs& a = args[0];
   const int n = static_cast<int>(a.num_tokens);
   auto* kernel = n == 1 ? matvec_split_kernel<Unit, 1, kHasSums>
                         : matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens), kHasSums>;
-  IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, a.x_q8_sum,
-             n, a.y, a.bias);
+  IWB_LAUNCH(kernel, blocks, kSplitThreads, 0, stream, parts, a.in_features, a.x_q8, a.x_q8_scale, a.x_q8_sum, n);
   return cudaGetLastError();
+}
+
+cudaError_t launch_split_parts(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
+  if (args[0].type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(args, count, stream);
+  return args[0].x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(args, count, stream)
+                                     : launch_split<SplitQ4_0, false>(args, count, stream);
 }
 
 }  // namespace
@@ -170,8 +203,24 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& a) {
 
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = matvec_split_check(a); e != cudaSuccess) return e;
-  if (a.type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(a, stream);
-  return a.x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(a, stream) : launch_split<SplitQ4_0, false>(a, stream);
+  return launch_split_parts(&a, 1, stream);
+}
+
+cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cudaStream_t stream) {
+  if (parts == nullptr || count < 1 || count > kSplitMaxParts) return cudaErrorInvalidValue;
+  const SplitMatvecArgs& first = parts[0];
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const SplitMatvecArgs& p = parts[i];
+    if (const cudaError_t e = matvec_split_check(p); e != cudaSuccess) return e;
+    if (p.type != first.type || p.in_features != first.in_features || p.x_q8 != first.x_q8 ||
+        p.x_q8_scale != first.x_q8_scale || p.x_q8_sum != first.x_q8_sum || p.num_tokens != first.num_tokens) {
+      return cudaErrorInvalidValue;
+    }
+    blocks += (p.out_features + kRowsPerBlock - 1) / kRowsPerBlock;
+  }
+  if (blocks > kMaxGridX) return cudaErrorInvalidValue;
+  return launch_split_parts(parts, count, stream);
 }
 
 cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,

@@ -256,6 +256,50 @@ class TestCudaEngine : public QObject {
     }
   }
 
+  // Quantized KV caches through the whole engine: the GPU's writer stores the CPU writer's bytes
+  // (test_cuda_kv_cache), so with 8 tokens a step each later chunk's attention reads the same
+  // quantized cache on both devices; the logits may differ only by summation order and the
+  // GPU's f16 expansion of a tile (d·q rounded to f16). The synthetic llama (head size 64).
+  void quantized_kv_caches_match_the_cpu_data() {
+    QTest::addColumn<QString>("types");
+    for (const char* t : {"q8_0", "q4_0", "q5_1", "q8_0/q4_0", "fp8_e4m3"}) QTest::newRow(t) << QString(t);
+  }
+  void quantized_kv_caches_match_the_cpu() {
+    QFETCH(QString, types);
+    const auto model = std::find_if(m_models.begin(), m_models.end(),
+                                    [](const std::string& m) { return m.ends_with("test-llama-Q4_K_M.gguf"); });
+    QVERIFY(model != m_models.end());
+    Result<KvCacheTypes> kv = parse_kv_cache_types(types.toStdString());
+    QVERIFY2(kv.is_ok(), kv.error_message().c_str());
+    auto load_with_cache = [&](const std::string& device) -> std::unique_ptr<Engine> {
+      EngineOptions o;
+      o.device = device;
+      o.context_length = 256;
+      o.num_threads = 2;
+      o.max_batch_tokens = 8;  // later chunks read the earlier ones from the cache
+      o.is_batch_invariant = device == "cpu";
+      o.cuda_int8_activations = false;
+      o.kv_cache_type = *kv;
+      Result<std::unique_ptr<Engine>> e = Engine::load(*model, o);
+      if (!e) qWarning("loading on %s: %s", device.c_str(), e.error_message().c_str());
+      return e ? std::move(*e) : nullptr;
+    };
+    auto cpu = load_with_cache("cpu");
+    auto gpu = load_with_cache("cuda:0");
+    QVERIFY(cpu && gpu);
+    QCOMPARE(gpu->memory_report().kv_cache_type, kv_cache_types_name(*kv));
+    for (const int64_t length : {7, 40}) {
+      const std::vector<int32_t> prompt = random_prompt(length, cpu->config().vocab_size, 400 + length);
+      Result<std::vector<float>> want = cpu->logits_for(prompt), got = gpu->logits_for(prompt);
+      QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
+      const double error = relative_error(*got, *want);
+      QVERIFY2(error < 2e-2, qPrintable(QString("cache %1, prompt of %2 tokens: relative error %3")
+                                            .arg(types)
+                                            .arg(length)
+                                            .arg(error)));
+    }
+  }
+
   void graph_replay_gives_the_eager_tokens() {
     QVERIFY(!m_models.empty());
     const std::string path = m_models.front();

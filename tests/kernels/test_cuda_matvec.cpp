@@ -392,6 +392,57 @@ class TestCudaMatvec : public QObject {
                                       nullptr, row_step, run.is_mma ? "tensor cores" : "matvec");
         QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
       }
+      // One launch for three matrices (matvec_split_group_cuda, as the engine runs q, k and v):
+      // the first rows repacked as a matrix of their own, the whole matrix, and those rows again
+      // with a bias; each part's output bit for bit what its own launch gives.
+      {
+        const int64_t head_rows = out_features == 7 ? 3 : 1030;
+        std::vector<uint8_t> head(gguf.size() / static_cast<size_t>(out_features) * static_cast<size_t>(head_rows));
+        QVERIFY(repack_split_blocks(type, gguf.data(), head_rows, in_features, head.data()));
+        const std::vector<float> bias = test::random_floats(static_cast<size_t>(head_rows), rng);
+        const size_t floats = static_cast<size_t>(kSplitMaxTokens * (out_features + 2 * head_rows));
+        uint8_t* d_head = nullptr;
+        float *d_bias = nullptr, *d_alone = nullptr, *d_grouped = nullptr;
+        QCOMPARE(cudaMalloc(&d_head, head.size()), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_bias, bias.size() * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_alone, floats * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_grouped, floats * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMemcpy(d_head, head.data(), head.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        QCOMPARE(cudaMemcpy(d_bias, bias.data(), bias.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        for (const int64_t n : {int64_t{1}, kSplitMaxTokens}) {
+          SplitMatvecArgs parts[3];
+          const void* weights[3] = {d_head, d_weight, d_head};
+          const int64_t rows[3] = {head_rows, out_features, head_rows};
+          int64_t offset = 0;
+          for (int p = 0; p < 3; ++p) {
+            parts[p].type = type;
+            parts[p].weight = weights[p];
+            parts[p].in_features = in_features;
+            parts[p].out_features = rows[p];
+            parts[p].x_q8 = d_q;
+            parts[p].x_q8_scale = d_scale;
+            parts[p].num_tokens = n;
+            parts[p].bias = p == 2 ? d_bias : nullptr;
+            parts[p].y = d_alone + offset;
+            QCOMPARE(matvec_split_cuda(parts[p], nullptr), cudaSuccess);
+            parts[p].y = d_grouped + offset;
+            offset += n * rows[p];
+          }
+          QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaSuccess);
+          std::vector<float> alone(static_cast<size_t>(offset)), grouped(static_cast<size_t>(offset));
+          QCOMPARE(cudaMemcpy(alone.data(), d_alone, alone.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+          QCOMPARE(cudaMemcpy(grouped.data(), d_grouped, grouped.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                   cudaSuccess);
+          QVERIFY2(std::memcmp(alone.data(), grouped.data(), alone.size() * sizeof(float)) == 0,
+                   qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
+          parts[1].num_tokens = n == 1 ? 2 : 1;  // parts must agree
+          QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaErrorInvalidValue);
+        }
+        for (void* p : {static_cast<void*>(d_head), static_cast<void*>(d_bias), static_cast<void*>(d_alone),
+                        static_cast<void*>(d_grouped)}) {
+          cudaFree(p);
+        }
+      }
       QCOMPARE(dequantize_split_f16_cuda(type, d_weight, d_f16, out_features, in_features, nullptr), cudaSuccess);
       std::vector<uint16_t> f16(num_values);
       QCOMPARE(cudaMemcpy(f16.data(), d_f16, num_values * 2, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -407,6 +458,69 @@ class TestCudaMatvec : public QObject {
         QVERIFY2(f16[i] == f32_to_fp16(reference[i]), qPrintable(QStringLiteral("f16 value %1").arg(i)));
       }
     }
+  }
+
+  // One launch for three F16 / BF16 / F32 matrices on the same x (matvec_group_cuda, as the engine
+  // runs q, k and v), llama-3-8b's q, k and v shapes: each part's output bit for bit what its own
+  // matvec_cuda gives, with a bias on one part.
+  void group_matches_single_launches_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("F16") << static_cast<int>(GgmlType::F16);
+    QTest::newRow("BF16") << static_cast<int>(GgmlType::BF16);
+    QTest::newRow("F32") << static_cast<int>(GgmlType::F32);
+  }
+  void group_matches_single_launches() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) + 91u);
+    const int64_t in_features = 4096, rows[3] = {4096, 1024, 1023};
+    const std::vector<float> x = test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
+    const std::vector<float> bias = test::random_floats(static_cast<size_t>(rows[2]), rng);
+    std::vector<void*> allocations;
+    auto upload = [&](const void* data, size_t bytes) -> void* {
+      void* d = nullptr;
+      if (cudaMalloc(&d, bytes) != cudaSuccess) return nullptr;
+      allocations.push_back(d);
+      if (data != nullptr && cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
+      return d;
+    };
+    auto* d_x = static_cast<float*>(upload(x.data(), x.size() * sizeof(float)));
+    auto* d_bias = static_cast<float*>(upload(bias.data(), bias.size() * sizeof(float)));
+    const void* d_weights[3] = {};
+    for (int p = 0; p < 3; ++p) {
+      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, rows[p], in_features, rng, 0.05f);
+      d_weights[p] = upload(bytes.data(), bytes.size());
+      QVERIFY(d_weights[p] != nullptr);
+    }
+    const size_t floats = static_cast<size_t>(kCudaMatvecMaxTokens * (rows[0] + rows[1] + rows[2]));
+    auto* d_alone = static_cast<float*>(upload(nullptr, floats * sizeof(float)));
+    auto* d_grouped = static_cast<float*>(upload(nullptr, floats * sizeof(float)));
+    QVERIFY(d_x && d_bias && d_alone && d_grouped);
+    for (const int64_t n : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
+      MatvecCudaArgs parts[3];
+      int64_t offset = 0;
+      for (int p = 0; p < 3; ++p) {
+        parts[p].type = type;
+        parts[p].weight = d_weights[p];
+        parts[p].in_features = in_features;
+        parts[p].out_features = rows[p];
+        parts[p].x = d_x;
+        parts[p].num_tokens = n;
+        parts[p].bias = p == 2 ? d_bias : nullptr;
+        parts[p].y = d_alone + offset;
+        QCOMPARE(matvec_cuda(parts[p], nullptr), cudaSuccess);
+        parts[p].y = d_grouped + offset;
+        offset += n * rows[p];
+      }
+      QCOMPARE(matvec_group_cuda(parts, 3, nullptr), cudaSuccess);
+      std::vector<float> alone(static_cast<size_t>(offset)), grouped(static_cast<size_t>(offset));
+      QCOMPARE(cudaMemcpy(alone.data(), d_alone, alone.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      QCOMPARE(cudaMemcpy(grouped.data(), d_grouped, grouped.size() * sizeof(float), cudaMemcpyDeviceToHost),
+               cudaSuccess);
+      QVERIFY2(std::memcmp(alone.data(), grouped.data(), alone.size() * sizeof(float)) == 0,
+               qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
+    }
+    for (void* d : allocations) cudaFree(d);
   }
 
   void rejects_bad_arguments_on_the_device() {

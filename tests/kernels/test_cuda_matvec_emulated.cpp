@@ -370,6 +370,45 @@ class TestCudaMatvecEmulated : public QObject {
         }
       }
 
+      // One launch for three matrices (matvec_split_group_cuda, as the engine runs q, k and v):
+      // the first rows repacked as a matrix of their own, the whole matrix, and those rows again
+      // with a bias; each part's output bit for bit what its own launch gives.
+      {
+        const int64_t head_rows = (out_features + 1) / 2;
+        AlignedBuffer<uint8_t> head(gguf.size() / static_cast<size_t>(out_features) * static_cast<size_t>(head_rows));
+        QVERIFY(repack_split_blocks(type, gguf.data(), head_rows, in_features, head.data()));
+        const size_t floats = static_cast<size_t>(tokens * (out_features + 2 * head_rows));
+        AlignedBuffer<float> alone(floats, NAN), grouped(floats, NAN);
+        for (const int64_t n : {int64_t{1}, int64_t{3}, tokens}) {
+          SplitMatvecArgs parts[3];
+          const void* weights[3] = {head.data(), split.data(), head.data()};
+          const int64_t rows[3] = {head_rows, out_features, head_rows};
+          int64_t offset = 0;
+          for (int p = 0; p < 3; ++p) {
+            parts[p].type = type;
+            parts[p].weight = weights[p];
+            parts[p].in_features = in_features;
+            parts[p].out_features = rows[p];
+            parts[p].x_q8 = q.data();
+            parts[p].x_q8_scale = d.data();
+            parts[p].x_q8_sum = n == 3 ? nullptr : sums.data();
+            parts[p].num_tokens = n;
+            parts[p].bias = p == 2 ? bias.data() : nullptr;
+            parts[p].y = alone.data() + offset;
+            QCOMPARE(matvec_split_cuda(parts[p], nullptr), cudaSuccess);
+            parts[p].y = grouped.data() + offset;
+            offset += n * rows[p];
+          }
+          QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaSuccess);
+          QVERIFY2(std::memcmp(alone.data(), grouped.data(), sizeof(float) * static_cast<size_t>(offset)) == 0,
+                   qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
+          QCOMPARE(matvec_split_group_cuda(parts, 2, nullptr), cudaSuccess);  // two parts: q and k alone
+          parts[1].num_tokens = n == 1 ? 2 : 1;  // the parts must agree
+          QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaErrorInvalidValue);
+          QCOMPARE(matvec_split_group_cuda(parts, 0, nullptr), cudaErrorInvalidValue);
+        }
+      }
+
       SplitMatvecArgs bad;
       bad.type = type;
       bad.weight = split.data();
@@ -397,6 +436,70 @@ class TestCudaMatvecEmulated : public QObject {
                 QStringLiteral("value %1: %2, reference %3").arg(i).arg(fp16_to_f32(f16.data()[i])).arg(reference[i])));
       }
       QCOMPARE(f16.data()[num_values], uint16_t{0xFFFF});
+    }
+  }
+
+  // One launch for up to three F32 / F16 / BF16 matrices on the same x (matvec_group_cuda, as the
+  // engine runs q, k and v): each part's output bit for bit what its own matvec_cuda gives, with
+  // parts of different heights (odd, one block's two rows split across a part's end) and a bias.
+  void group_matches_single_launches_data() {
+    QTest::addColumn<int>("type_id");
+    QTest::newRow("F16") << static_cast<int>(GgmlType::F16);
+    QTest::newRow("BF16") << static_cast<int>(GgmlType::BF16);
+    QTest::newRow("F32") << static_cast<int>(GgmlType::F32);
+  }
+  void group_matches_single_launches() {
+    QFETCH(int, type_id);
+    const auto type = static_cast<GgmlType>(type_id);
+    std::mt19937 rng(static_cast<uint32_t>(type_id) + 77u);
+    const int64_t in_features = 1056;
+    const int64_t rows[3] = {7, 20, 3};
+    const std::vector<float> x_values =
+        test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
+    AlignedBuffer<float> x(x_values.size());
+    std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
+    std::vector<AlignedBuffer<uint8_t>> weights;
+    for (const int64_t r : rows) {
+      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, r, in_features, rng, 0.05f);
+      weights.emplace_back(bytes.size());
+      std::memcpy(weights.back().data(), bytes.data(), bytes.size());
+    }
+    const std::vector<float> bias = test::random_floats(static_cast<size_t>(rows[1]), rng);
+    const size_t floats = static_cast<size_t>(kCudaMatvecMaxTokens * (rows[0] + rows[1] + rows[2]));
+    AlignedBuffer<float> alone(floats, NAN), grouped(floats, NAN);
+    for (const int64_t n : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
+      MatvecCudaArgs parts[3];
+      int64_t offset = 0;
+      for (int p = 0; p < 3; ++p) {
+        parts[p].type = type;
+        parts[p].weight = weights[static_cast<size_t>(p)].data();
+        parts[p].in_features = in_features;
+        parts[p].out_features = rows[p];
+        parts[p].x = x.data();
+        parts[p].num_tokens = n;
+        parts[p].bias = p == 1 ? bias.data() : nullptr;
+        parts[p].y = alone.data() + offset;
+        QCOMPARE(matvec_cuda(parts[p], nullptr), cudaSuccess);
+        parts[p].y = grouped.data() + offset;
+        offset += n * rows[p];
+      }
+      QCOMPARE(matvec_group_cuda(parts, 3, nullptr), cudaSuccess);
+      QVERIFY2(std::memcmp(alone.data(), grouped.data(), sizeof(float) * static_cast<size_t>(offset)) == 0,
+               qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
+      // Refused, launching nothing: parts that disagree, a part off the vectorised kernel, a
+      // quantized type, no parts or too many.
+      MatvecCudaArgs bad[3] = {parts[0], parts[1], parts[2]};
+      bad[2].num_tokens = n == 1 ? 2 : 1;
+      QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+      bad[2] = parts[2];
+      bad[2].weight = weights[2].data() + (type == GgmlType::F32 ? 4 : 2);  // not 16-byte aligned
+      QCOMPARE(matvec_group_cuda(bad, 3, nullptr), cudaErrorInvalidValue);
+      bad[2] = parts[2];
+      bad[2].type = GgmlType::Q8_0;
+      QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+      QCOMPARE(matvec_group_cuda_check(parts, 0), cudaErrorInvalidValue);
+      QCOMPARE(matvec_group_cuda_check(parts, kMatvecMaxParts + 1), cudaErrorInvalidValue);
+      QCOMPARE(matvec_group_cuda_check(parts, 2), cudaSuccess);
     }
   }
 

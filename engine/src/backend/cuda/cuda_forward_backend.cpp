@@ -63,6 +63,10 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
                                                   [&](double f) { report(0.8 * f, "uploading the weights to " + id); });
   if (!uploaded) return uploaded.status();
   b->m_weights = std::move(*uploaded);
+  // An op's products in one launch (can_group_products), unless the environment says
+  // IWB_CUDA_GROUP=0: the two side by side in benchmarks.
+  const char* group_env = std::getenv("IWB_CUDA_GROUP");
+  b->m_group_products = group_env == nullptr || std::string_view(group_env) != "0";
   // The plan's records carry the types as uploaded (a converted matrix moves F16 bytes).
   const PlanWeightTypes types = plan::weight_types_of(b->m_weights);
   b->m_plan = build_forward_plan(config, &types);

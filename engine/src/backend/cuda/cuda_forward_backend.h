@@ -119,6 +119,15 @@ class CudaForwardBackend final : public ForwardBackend {
   // cuda_matmul.cpp: y[n x out] = x[n x in] W^T (+ bias).
   Status matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y);
   Status gemm(const DeviceMatrix& w, const float* x, int64_t n, float* y);
+  // The weight and bias of an op's product `part`.
+  const DeviceMatrix& product_matrix(const PlanOp& op, int part, const float** bias) const;
+  // Whether all of an op's products (two or three: q, k, v; gate, up) go out in one launch per
+  // chunk of tokens: every one in the split layout of one type (matvec_split_group_cuda), or
+  // every one F16 / BF16 / F32 of one type on the matvec path (matvec_group_cuda); and no
+  // per-product record or observer (profiled steps keep one record per weight, so they launch
+  // each product alone, bit for bit the same results).
+  bool can_group_products(const PlanOp& op, int64_t n) const;
+  Status matmul_group(const PlanOp& op, const float* x, int64_t n);
 
   // cuda_profiling.cpp: an event pair around each recorded operation.
   bool is_recording() const { return m_recorder.is_active(); }
@@ -135,6 +144,7 @@ class CudaForwardBackend final : public ForwardBackend {
   KvPoolGeometry m_kv;
   CudaStepCapacity m_capacity;
   bool m_is_batch_invariant = false;
+  bool m_group_products = true;  // can_group_products; IWB_CUDA_GROUP=0 turns it off
   int m_num_threads = 1;
   ActivationObserver* m_observer = nullptr;
   std::string m_broken;  // set when the context is unusable: why

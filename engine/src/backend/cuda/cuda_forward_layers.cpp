@@ -104,6 +104,7 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       return op_end(op, 0, n);
     case PlanOpKind::Matmuls: {
       const float* input = buffer(op.input);
+      if (can_group_products(op, n)) return matmul_group(op, input, n);
       for (int i = 0; i < op.num_products; ++i) {
         IWB_RETURN_IF_ERROR(matmul(op, i, input, n, buffer(op.products[static_cast<size_t>(i)].output)));
       }

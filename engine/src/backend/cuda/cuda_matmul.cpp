@@ -11,19 +11,18 @@
 #include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "plan/plan_weights.h"
 
+#include <algorithm>
+#include <array>
+#include <string>
+
 namespace iwb::cuda {
 
 Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y) {
   const PlanProduct& p = op.products[static_cast<size_t>(part)];
   const int64_t layer = op.layer;
   const char* name = p.name;
-  const DeviceMatrix& w = p.matrix == PlanMatrix::Output
-                              ? m_weights.output
-                              : plan::layer_matrix(m_weights.layers[static_cast<size_t>(layer)], p.matrix);
-  const float* const no_bias = nullptr;
-  const float* bias = p.matrix == PlanMatrix::Output
-                          ? nullptr
-                          : plan::layer_bias(m_weights.layers[static_cast<size_t>(layer)], p.matrix, no_bias);
+  const float* bias = nullptr;
+  const DeviceMatrix& w = product_matrix(op, part, &bias);
   cudaStream_t stream = m_stream.get();
   if (m_observer != nullptr) {
     // imatrix collection wants the input on the host: a copy and a wait per matmul (slow, and
@@ -102,6 +101,102 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     }
   }
   return op_end(op, part, n);
+}
+
+const DeviceMatrix& CudaForwardBackend::product_matrix(const PlanOp& op, int part, const float** bias) const {
+  const PlanProduct& p = op.products[static_cast<size_t>(part)];
+  if (p.matrix == PlanMatrix::Output) {
+    *bias = nullptr;
+    return m_weights.output;
+  }
+  const auto& layer = m_weights.layers[static_cast<size_t>(op.layer)];
+  const float* const no_bias = nullptr;
+  *bias = plan::layer_bias(layer, p.matrix, no_bias);
+  return plan::layer_matrix(layer, p.matrix);
+}
+
+bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {
+  if (!m_group_products || op.num_products < 2 || op.num_products > std::min(kSplitMaxParts, kMatvecMaxParts) || is_recording() ||
+      m_observer != nullptr) {
+    return false;
+  }
+  const float* bias = nullptr;
+  const DeviceMatrix& first = product_matrix(op, 0, &bias);
+  const bool is_float = first.type == GgmlType::F16 || first.type == GgmlType::BF16 || first.type == GgmlType::F32;
+  if (!first.is_split && !is_float) return false;
+  // matmul()'s choice of path: the split or matvec kernels, in chunks where cuBLAS is not taken.
+  const int64_t most = first.is_split ? kSplitMaxTokens : kCudaMatvecMaxTokens;
+  if (!(n <= most || m_is_batch_invariant || m_x16.data() == nullptr)) return false;
+  for (int part = 1; part < op.num_products; ++part) {
+    const DeviceMatrix& w = product_matrix(op, part, &bias);
+    if (w.is_split != first.is_split || w.type != first.type || w.in_features != first.in_features) return false;
+  }
+  return true;
+}
+
+Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_t n) {
+  const int count = op.num_products;
+  std::array<const DeviceMatrix*, kSplitMaxParts> weights{};
+  std::array<const float*, kSplitMaxParts> biases{};
+  std::array<float*, kSplitMaxParts> outputs{};
+  for (int part = 0; part < count; ++part) {
+    const auto i = static_cast<size_t>(part);
+    weights[i] = &product_matrix(op, part, &biases[i]);
+    outputs[i] = buffer(op.products[i].output);
+  }
+  const int64_t in_features = weights[0]->in_features;
+  const bool is_split = weights[0]->is_split;
+  // Batch-invariant mode runs the matvec kernels a token at a time, as matmul() does.
+  const int64_t step = is_split ? kSplitMaxTokens : (m_is_batch_invariant ? 1 : kCudaMatvecMaxTokens);
+  auto failed = [&](cudaError_t e) {
+    return launched(e, (std::string("the ") + op.products[0].name + " matmul group").c_str(), op.layer);
+  };
+  m_q8_source = nullptr;  // a new op: its input is not quantized yet
+  for (int64_t first = 0; first < n; first += step) {
+    const int64_t tokens = std::min(step, n - first);
+    const float* xt = x + first * in_features;
+    if (is_split) {
+      IWB_RETURN_IF_ERROR(quantize_input_q8(xt, tokens, in_features, op.products[0].name, op.layer));
+      std::array<SplitMatvecArgs, kSplitMaxParts> parts{};
+      for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+        SplitMatvecArgs& a = parts[i];
+        a.type = weights[i]->type;
+        a.weight = weights[i]->data;
+        a.in_features = in_features;
+        a.out_features = weights[i]->out_features;
+        a.bias = biases[i];
+        a.x_q8 = m_x_q8.as<int8_t>();
+        a.x_q8_scale = m_x_q8_scale;
+        a.num_tokens = tokens;
+        a.y = outputs[i] + first * a.out_features;
+      }
+      if (const cudaError_t e = matvec_split_group_cuda(parts.data(), count, m_stream.get()); e != cudaSuccess) {
+        return failed(e);
+      }
+    } else {
+      std::array<MatvecCudaArgs, kMatvecMaxParts> parts{};
+      for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+        MatvecCudaArgs& a = parts[i];
+        a.type = weights[i]->type;
+        a.weight = weights[i]->data;
+        a.in_features = in_features;
+        a.out_features = weights[i]->out_features;
+        a.bias = biases[i];
+        a.x = xt;
+        a.num_tokens = tokens;
+        a.y = outputs[i] + first * a.out_features;
+      }
+      // A part off the vectorised kernel (a row not a multiple of 16 bytes): each alone.
+      if (matvec_group_cuda_check(parts.data(), count) != cudaSuccess) {
+        for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+          if (const cudaError_t e = matvec_cuda(parts[i], m_stream.get()); e != cudaSuccess) return failed(e);
+        }
+      } else if (const cudaError_t e = matvec_group_cuda(parts.data(), count, m_stream.get()); e != cudaSuccess) {
+        return failed(e);
+      }
+    }
+  }
+  return {};
 }
 
 Status CudaForwardBackend::quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name,

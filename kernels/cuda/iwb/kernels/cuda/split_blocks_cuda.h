@@ -39,6 +39,15 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& args);
 // not depend on num_tokens.
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& args, cudaStream_t stream);
 
+// Most matrices one matvec_split_group_cuda launch takes (an op's q, k and v).
+inline constexpr int kSplitMaxParts = 3;
+
+// matvec_split_cuda of up to kSplitMaxParts matrices on the same activations (an op's q, k and
+// v, or gate and up) in one launch: each part's y bit for bit what its own launch gives, without
+// a launch, a tail of idle warps and a wait on the last row per matrix. The parts share type,
+// in_features, x_q8, x_q8_scale, x_q8_sum and num_tokens (cudaErrorInvalidValue otherwise).
+cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cudaStream_t stream);
+
 // Most tokens matmul_split_mma_cuda takes (steps of more go through cuBLAS).
 inline constexpr int64_t kSplitMmaMaxTokens = 64;
 
