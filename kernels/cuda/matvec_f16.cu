@@ -10,7 +10,7 @@ namespace {
 // One kernel variant, launched through a function pointer (IWB_LAUNCH's arguments may not
 // contain the commas of a template argument list).
 template <typename Kernel>
-cudaError_t launch_scalar_kernel(Kernel kernel, const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+cudaError_t launch_float_kernel(Kernel kernel, const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.num_blocks));
   const dim3 block(kMatvecThreads);
   IWB_LAUNCH(kernel, grid, block, 0, stream, static_cast<const uint8_t*>(args.weight), plan.row_bytes,
@@ -20,8 +20,8 @@ cudaError_t launch_scalar_kernel(Kernel kernel, const MatvecCudaArgs& args, cons
 
 // The vectorised kernel over `count` matrices sharing x, its width and the token count.
 template <typename Kernel>
-cudaError_t launch_vector_kernel(Kernel kernel, const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
-                                 cudaStream_t stream) {
+cudaError_t launch_group_kernel(Kernel kernel, const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
+                                cudaStream_t stream) {
   FloatParts parts{};
   parts.count = count;
   unsigned blocks = 0;
@@ -33,7 +33,6 @@ cudaError_t launch_vector_kernel(Kernel kernel, const MatvecCudaArgs* args, cons
     parts.first_block[p] = blocks;
     blocks += static_cast<unsigned>(plans[p].num_blocks);
   }
-  parts.first_block[count] = blocks;
   IWB_LAUNCH(kernel, dim3(blocks), dim3(kMatvecThreads), 0, stream, parts, plans[0].row_bytes, args[0].in_features,
              args[0].x, static_cast<int>(args[0].num_tokens));
   return cudaGetLastError();
@@ -43,13 +42,17 @@ template <typename Elem>
 cudaError_t launch_float(const MatvecCudaArgs* args, const MatvecPlan* plans, int count, cudaStream_t stream) {
   constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens);
   const MatvecPlan& plan = plans[0];
-  if (plan.is_vector_path) {
-    return plan.is_many_tokens ? launch_vector_kernel(matvec_float_kernel<Elem, kMany>, args, plans, count, stream)
-                               : launch_vector_kernel(matvec_float_kernel<Elem, 1>, args, plans, count, stream);
+  if (count > 1) {  // matvec_group_cuda_check admits vectorised plans only
+    if (!plan.is_vector_path) return cudaErrorInvalidValue;
+    return plan.is_many_tokens ? launch_group_kernel(matvec_float_group_kernel<Elem, kMany>, args, plans, count, stream)
+                               : launch_group_kernel(matvec_float_group_kernel<Elem, 1>, args, plans, count, stream);
   }
-  if (count != 1) return cudaErrorInvalidValue;  // matvec_group_cuda_check admits vectorised plans only
-  return plan.is_many_tokens ? launch_scalar_kernel(matvec_float_scalar_kernel<Elem, kMany>, *args, plan, stream)
-                             : launch_scalar_kernel(matvec_float_scalar_kernel<Elem, 1>, *args, plan, stream);
+  if (plan.is_vector_path) {
+    return plan.is_many_tokens ? launch_float_kernel(matvec_float_kernel<Elem, kMany>, *args, plan, stream)
+                               : launch_float_kernel(matvec_float_kernel<Elem, 1>, *args, plan, stream);
+  }
+  return plan.is_many_tokens ? launch_float_kernel(matvec_float_scalar_kernel<Elem, kMany>, *args, plan, stream)
+                             : launch_float_kernel(matvec_float_scalar_kernel<Elem, 1>, *args, plan, stream);
 }
 
 }  // namespace

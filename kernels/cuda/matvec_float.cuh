@@ -51,35 +51,18 @@ struct ElemF32 {
   __device__ static float at(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
 };
 
-// The matrices of one launch of the vectorised kernel (matvec_group_cuda; one for matvec_cuda):
-// part p owns the thread blocks [first_block[p], first_block[p + 1]), so its rows are computed
-// exactly as in a launch of its own.
-struct FloatParts {
-  const uint8_t* weight[kMatvecMaxParts];
-  int64_t out_features[kMatvecMaxParts];
-  float* y[kMatvecMaxParts];
-  const float* bias[kMatvecMaxParts];
-  unsigned first_block[kMatvecMaxParts + 1];
-  int count;
-};
-
 // Rows are read 16 bytes per lane per load (a warp covers 512 contiguous bytes); kUnroll words
-// per row are loaded before any is used so each thread keeps several loads in flight.
+// per row are loaded before any is used so each thread keeps several loads in flight. The block's
+// rows from row0.
 template <typename Elem, int kMaxTokens>
-__global__ void __launch_bounds__(kMatvecThreads)
-    matvec_float_kernel(FloatParts parts, int64_t row_bytes, int64_t in_features, const float* __restrict__ x,
-                        int num_tokens) {
-  int part = 0;
-  while (part + 1 < parts.count && blockIdx.x >= parts.first_block[part + 1]) ++part;
-  const uint8_t* __restrict__ weight = parts.weight[part];
-  const int64_t out_features = parts.out_features[part];
-  float* __restrict__ y = parts.y[part];
-  const float* __restrict__ bias = parts.bias[part];
+__device__ __forceinline__ void float_rows_product(const uint8_t* __restrict__ weight, int64_t row_bytes,
+                                                   int64_t in_features, int64_t out_features, int64_t row0,
+                                                   const float* __restrict__ x, int num_tokens, float* __restrict__ y,
+                                                   const float* __restrict__ bias) {
   constexpr int kRows = kMatvecRowsPerBlock;
   constexpr int kUnroll = 4;
   constexpr int kN = Elem::kPerWord;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x - parts.first_block[part]) * kRows;
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
   const int64_t words_per_row = row_bytes / 16;
 
@@ -132,6 +115,47 @@ __global__ void __launch_bounds__(kMatvecThreads)
     }
   }
   reduce_and_store<kMaxTokens>(acc, row0, num_rows, num_tokens, out_features, bias, y);
+}
+
+template <typename Elem, int kMaxTokens>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_float_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
+                        int64_t out_features, const float* __restrict__ x, int num_tokens,
+                        float* __restrict__ y, const float* __restrict__ bias) {
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMatvecRowsPerBlock;
+  float_rows_product<Elem, kMaxTokens>(weight, row_bytes, in_features, out_features, row0, x, num_tokens, y, bias);
+}
+
+// The matrices of one matvec_group_cuda launch: part p owns the thread blocks from
+// first_block[p], so its rows are computed exactly as in a launch of its own.
+struct FloatParts {
+  const uint8_t* weight[kMatvecMaxParts];
+  int64_t out_features[kMatvecMaxParts];
+  float* y[kMatvecMaxParts];
+  const float* bias[kMatvecMaxParts];
+  unsigned first_block[kMatvecMaxParts];
+  int count;
+};
+
+// The part is picked with constant indices only: a kernel parameter indexed at run time is
+// copied to local memory by every thread, which made the one-matrix kernel up to twice as slow
+// on an H200 when both launches went through this struct (2026-12-04).
+template <typename Elem, int kMaxTokens>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_float_group_kernel(FloatParts parts, int64_t row_bytes, int64_t in_features, const float* __restrict__ x,
+                              int num_tokens) {
+  static_assert(kMatvecMaxParts == 3, "the selects below name three parts");
+  const unsigned block = blockIdx.x;
+  const bool is_third = parts.count > 2 && block >= parts.first_block[2];
+  const bool is_second = !is_third && parts.count > 1 && block >= parts.first_block[1];
+  const uint8_t* weight = is_third ? parts.weight[2] : is_second ? parts.weight[1] : parts.weight[0];
+  const int64_t out_features =
+      is_third ? parts.out_features[2] : is_second ? parts.out_features[1] : parts.out_features[0];
+  float* y = is_third ? parts.y[2] : is_second ? parts.y[1] : parts.y[0];
+  const float* bias = is_third ? parts.bias[2] : is_second ? parts.bias[1] : parts.bias[0];
+  const unsigned first = is_third ? parts.first_block[2] : is_second ? parts.first_block[1] : 0u;
+  const int64_t row0 = static_cast<int64_t>(block - first) * kMatvecRowsPerBlock;
+  float_rows_product<Elem, kMaxTokens>(weight, row_bytes, in_features, out_features, row0, x, num_tokens, y, bias);
 }
 
 // Any row length and 2-byte (4 for F32) alignment: one value per thread per step.

@@ -68,33 +68,16 @@ struct SplitQ8_0 {
   }
 };
 
-// The matrices of one launch (matvec_split_group_cuda; one for matvec_split_cuda): part p owns
-// the thread blocks [first_block[p], first_block[p + 1]), so its rows are computed exactly as in
-// a launch of its own.
-struct SplitParts {
-  const uint8_t* weight[kSplitMaxParts];
-  int64_t out_features[kSplitMaxParts];
-  float* y[kSplitMaxParts];
-  const float* bias[kSplitMaxParts];
-  unsigned first_block[kSplitMaxParts + 1];
-  int count;
-};
-
+// One output row per warp (row < out_features): the product for up to kMaxTokens tokens.
 // kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time); kHasSums:
 // the activation blocks' sums are given (xs).
 template <typename Unit, int kMaxTokens, bool kHasSums>
-__global__ void __launch_bounds__(kSplitThreads)
-    matvec_split_kernel(SplitParts parts, int64_t in_features, const int8_t* __restrict__ xq,
-                        const float* __restrict__ xd, const int32_t* __restrict__ xs, int num_tokens) {
-  int part = 0;
-  while (part + 1 < parts.count && blockIdx.x >= parts.first_block[part + 1]) ++part;
-  const uint8_t* __restrict__ weight = parts.weight[part];
-  const int64_t out_features = parts.out_features[part];
-  float* __restrict__ y = parts.y[part];
-  const float* __restrict__ bias = parts.bias[part];
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t row = static_cast<int64_t>(blockIdx.x - parts.first_block[part]) * kRowsPerBlock + warp;
-  if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
+__device__ __forceinline__ void split_row_product(const uint8_t* __restrict__ weight, int64_t in_features,
+                                                  int64_t out_features, int64_t row, const int8_t* __restrict__ xq,
+                                                  const float* __restrict__ xd, const int32_t* __restrict__ xs,
+                                                  int num_tokens, float* __restrict__ y,
+                                                  const float* __restrict__ bias) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t blocks = in_features / 32;
   const uint8_t* __restrict__ quants = weight + row * blocks * Unit::kQuantBytes;
   const auto* __restrict__ scales =
@@ -132,6 +115,51 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
 }
 
+template <typename Unit, int kMaxTokens, bool kHasSums>
+__global__ void __launch_bounds__(kSplitThreads)
+    matvec_split_kernel(const uint8_t* __restrict__ weight, int64_t in_features, int64_t out_features,
+                        const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
+                        int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
+  split_row_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y,
+                                                bias);
+}
+
+// The matrices of one matvec_split_group_cuda launch: part p owns the thread blocks from
+// first_block[p], so its rows are computed exactly as in a launch of its own.
+struct SplitParts {
+  const uint8_t* weight[kSplitMaxParts];
+  int64_t out_features[kSplitMaxParts];
+  float* y[kSplitMaxParts];
+  const float* bias[kSplitMaxParts];
+  unsigned first_block[kSplitMaxParts];
+  int count;
+};
+
+// The part is picked with constant indices only: a kernel parameter indexed at run time is
+// copied to local memory by every thread, which made the one-matrix kernel up to twice as slow
+// on an H200 when both launches went through this struct (2026-12-04).
+template <typename Unit, int kMaxTokens, bool kHasSums>
+__global__ void __launch_bounds__(kSplitThreads)
+    matvec_split_group_kernel(SplitParts parts, int64_t in_features, const int8_t* __restrict__ xq,
+                              const float* __restrict__ xd, const int32_t* __restrict__ xs, int num_tokens) {
+  static_assert(kSplitMaxParts == 3, "the selects below name three parts");
+  const unsigned block = blockIdx.x;
+  const bool is_third = parts.count > 2 && block >= parts.first_block[2];
+  const bool is_second = !is_third && parts.count > 1 && block >= parts.first_block[1];
+  const uint8_t* weight = is_third ? parts.weight[2] : is_second ? parts.weight[1] : parts.weight[0];
+  const int64_t out_features =
+      is_third ? parts.out_features[2] : is_second ? parts.out_features[1] : parts.out_features[0];
+  float* y = is_third ? parts.y[2] : is_second ? parts.y[1] : parts.y[0];
+  const float* bias = is_third ? parts.bias[2] : is_second ? parts.bias[1] : parts.bias[0];
+  const unsigned first = is_third ? parts.first_block[2] : is_second ? parts.first_block[1] : 0u;
+  const int64_t row = static_cast<int64_t>(block - first) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
+  split_row_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y,
+                                                bias);
+}
+
 // One thread per 32-value block: its quants and scale to 32 f16 values (4 stores of 16 bytes).
 template <typename Unit>
 __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __half* __restrict__ out, int64_t rows,
@@ -162,7 +190,19 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __ha
 }
 
 template <typename Unit, bool kHasSums>
-cudaError_t launch_split(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
+cudaError_t launch_split(const SplitMatvecArgs& a, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>((a.out_features + kRowsPerBlock - 1) / kRowsPerBlock);
+  const auto* w = static_cast<const uint8_t*>(a.weight);
+  const int n = static_cast<int>(a.num_tokens);
+  auto* kernel = n == 1 ? matvec_split_kernel<Unit, 1, kHasSums>
+                        : matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens), kHasSums>;
+  IWB_LAUNCH(kernel, grid, kSplitThreads, 0, stream, w, a.in_features, a.out_features, a.x_q8, a.x_q8_scale, a.x_q8_sum,
+             n, a.y, a.bias);
+  return cudaGetLastError();
+}
+
+template <typename Unit, bool kHasSums>
+cudaError_t launch_split_group(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
   SplitParts parts{};
   parts.count = count;
   unsigned blocks = 0;
@@ -174,19 +214,12 @@ cudaError_t launch_split(const SplitMatvecArgs* args, int count, cudaStream_t st
     parts.first_block[p] = blocks;
     blocks += static_cast<unsigned>((args[p].out_features + kRowsPerBlock - 1) / kRowsPerBlock);
   }
-  parts.first_block[count] = blocks;
   const SplitMatvecArgs& a = args[0];
   const int n = static_cast<int>(a.num_tokens);
-  auto* kernel = n == 1 ? matvec_split_kernel<Unit, 1, kHasSums>
-                        : matvec_split_kernel<Unit, static_cast<int>(kSplitMaxTokens), kHasSums>;
+  auto* kernel = n == 1 ? matvec_split_group_kernel<Unit, 1, kHasSums>
+                        : matvec_split_group_kernel<Unit, static_cast<int>(kSplitMaxTokens), kHasSums>;
   IWB_LAUNCH(kernel, blocks, kSplitThreads, 0, stream, parts, a.in_features, a.x_q8, a.x_q8_scale, a.x_q8_sum, n);
   return cudaGetLastError();
-}
-
-cudaError_t launch_split_parts(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
-  if (args[0].type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(args, count, stream);
-  return args[0].x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(args, count, stream)
-                                     : launch_split<SplitQ4_0, false>(args, count, stream);
 }
 
 }  // namespace
@@ -203,7 +236,8 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& a) {
 
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = matvec_split_check(a); e != cudaSuccess) return e;
-  return launch_split_parts(&a, 1, stream);
+  if (a.type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(a, stream);
+  return a.x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(a, stream) : launch_split<SplitQ4_0, false>(a, stream);
 }
 
 cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cudaStream_t stream) {
@@ -220,7 +254,9 @@ cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cud
     blocks += (p.out_features + kRowsPerBlock - 1) / kRowsPerBlock;
   }
   if (blocks > kMaxGridX) return cudaErrorInvalidValue;
-  return launch_split_parts(parts, count, stream);
+  if (first.type == GgmlType::Q8_0) return launch_split_group<SplitQ8_0, false>(parts, count, stream);
+  return first.x_q8_sum != nullptr ? launch_split_group<SplitQ4_0, true>(parts, count, stream)
+                                   : launch_split_group<SplitQ4_0, false>(parts, count, stream);
 }
 
 cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,
