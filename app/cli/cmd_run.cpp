@@ -11,6 +11,7 @@
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -148,7 +149,10 @@ void print_profile(const RunningAggregate& profile) {
 }
 
 // The weight products by (phase, name, type, shape): which matrices fall short of the memory
-// roof. Kept apart from RunningAggregate, whose per-kind rows are the roofline's points.
+// roof, and the slowest single call ("max ms"), where a one-time cost hides in a total (on an
+// H200 the first prefill's attn_q GEMMs took 48-68 ms in all against attn_output's 3.4 ms, the
+// pattern of cuBLAS loading its kernels on first use). Kept apart from RunningAggregate, whose
+// per-kind rows are the roofline's points.
 class WeightProfile {
  public:
   void add(const ProfileBatch& batch) {
@@ -157,20 +161,21 @@ class WeightProfile {
       Row& row = m_rows[{r.phase, std::string(r.name), r.data_type, r.shape.cols, r.shape.rows}];
       ++row.calls;
       row.seconds += r.seconds;
+      row.max_seconds = std::max(row.max_seconds, r.seconds);
       row.bytes += r.bytes;
       row.flops += r.flops;
     }
   }
   void print() const {
-    std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7s %10s %9s %10s\n", "phase", "weight", "type", "in x out", "calls",
-                 "ms", "GB/s", "GFLOP/s");
+    std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7s %10s %9s %10s %9s\n", "phase", "weight", "type", "in x out",
+                 "calls", "ms", "GB/s", "GFLOP/s", "max ms");
     for (const auto& [key, row] : m_rows) {
       const auto& [phase, name, type, in, out] = key;
       const std::string shape = std::to_string(in) + "x" + std::to_string(out);
-      std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7lld %10.2f %9.2f %10.2f\n", phase_name(phase), name.c_str(),
+      std::fprintf(stderr, "  %-8s %-14s %-6s %13s %7lld %10.2f %9.2f %10.2f %9.3f\n", phase_name(phase), name.c_str(),
                    std::string(ggml_type_name(type)).c_str(), shape.c_str(), static_cast<long long>(row.calls),
                    row.seconds * 1e3, row.seconds > 0 ? row.bytes / row.seconds / 1e9 : 0.0,
-                   row.seconds > 0 ? row.flops / row.seconds / 1e9 : 0.0);
+                   row.seconds > 0 ? row.flops / row.seconds / 1e9 : 0.0, row.max_seconds * 1e3);
     }
   }
 
@@ -178,6 +183,7 @@ class WeightProfile {
   struct Row {
     int64_t calls = 0;
     double seconds = 0, bytes = 0, flops = 0;
+    double max_seconds = 0;  // the slowest call
   };
   std::map<std::tuple<Phase, std::string, GgmlType, int64_t, int64_t>, Row> m_rows;
 };

@@ -251,6 +251,16 @@ class TestCliBench : public QObject {
     int calls = 0;
     for (auto it = weight_row.globalMatch(r.err); it.hasNext();) calls += it.next().captured(2).toInt();
     QCOMPARE(calls, 7 * 4 * 7);
+    // The last column, the slowest single call, lies between the mean call and the total.
+    static const QRegularExpression with_max(
+        "decode   (?:attn_\\w+|ffn_\\w+)\\s+\\S+\\s+\\d+x\\d+\\s+(\\d+)\\s+([\\d.]+)\\s+\\S+\\s+\\S+\\s+([\\d.]+)\\n");
+    int rows = 0;
+    for (auto it = with_max.globalMatch(r.err); it.hasNext(); ++rows) {
+      const QRegularExpressionMatch m = it.next();
+      const double total = m.captured(2).toDouble(), slowest = m.captured(3).toDouble();
+      QVERIFY2(slowest <= total + 1e-3 && slowest + 1e-3 >= total / m.captured(1).toInt(), qPrintable(m.captured(0)));
+    }
+    QCOMPARE(rows, 7);  // q, k, v, output, gate, up, down
   }
 
   void usageErrors() {
