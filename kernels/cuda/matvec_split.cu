@@ -149,8 +149,9 @@ __global__ void __launch_bounds__(kSplitThreads)
   const bool is_third = parts.count > 2 && block >= parts.first_block[2];
   const bool is_second = !is_third && parts.count > 1 && block >= parts.first_block[1];
   const uint8_t* weight = is_third ? parts.weight[2] : is_second ? parts.weight[1] : parts.weight[0];
-  const int64_t out_features =
-      is_third ? parts.out_features[2] : is_second ? parts.out_features[1] : parts.out_features[0];
+  const int64_t out_features = is_third    ? parts.out_features[2]
+                               : is_second ? parts.out_features[1]
+                                           : parts.out_features[0];
   float* y = is_third ? parts.y[2] : is_second ? parts.y[1] : parts.y[0];
   const float* bias = is_third ? parts.bias[2] : is_second ? parts.bias[1] : parts.bias[0];
   const unsigned first = is_third ? parts.first_block[2] : is_second ? parts.first_block[1] : 0u;

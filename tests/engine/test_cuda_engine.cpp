@@ -293,10 +293,9 @@ class TestCudaEngine : public QObject {
       Result<std::vector<float>> want = cpu->logits_for(prompt), got = gpu->logits_for(prompt);
       QVERIFY2(want.is_ok() && got.is_ok(), (want.error_message() + got.error_message()).c_str());
       const double error = relative_error(*got, *want);
-      QVERIFY2(error < 2e-2, qPrintable(QString("cache %1, prompt of %2 tokens: relative error %3")
-                                            .arg(types)
-                                            .arg(length)
-                                            .arg(error)));
+      QVERIFY2(
+          error < 2e-2,
+          qPrintable(QString("cache %1, prompt of %2 tokens: relative error %3").arg(types).arg(length).arg(error)));
     }
   }
 

@@ -430,7 +430,8 @@ class TestCudaMatvec : public QObject {
           }
           QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaSuccess);
           std::vector<float> alone(static_cast<size_t>(offset)), grouped(static_cast<size_t>(offset));
-          QCOMPARE(cudaMemcpy(alone.data(), d_alone, alone.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+          QCOMPARE(cudaMemcpy(alone.data(), d_alone, alone.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                   cudaSuccess);
           QCOMPARE(cudaMemcpy(grouped.data(), d_grouped, grouped.size() * sizeof(float), cudaMemcpyDeviceToHost),
                    cudaSuccess);
           QVERIFY2(std::memcmp(alone.data(), grouped.data(), alone.size() * sizeof(float)) == 0,
@@ -474,7 +475,8 @@ class TestCudaMatvec : public QObject {
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) + 91u);
     const int64_t in_features = 4096, rows[3] = {4096, 1024, 1023};
-    const std::vector<float> x = test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
+    const std::vector<float> x =
+        test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
     const std::vector<float> bias = test::random_floats(static_cast<size_t>(rows[2]), rng);
     std::vector<void*> allocations;
     auto upload = [&](const void* data, size_t bytes) -> void* {

@@ -403,7 +403,7 @@ class TestCudaMatvecEmulated : public QObject {
           QVERIFY2(std::memcmp(alone.data(), grouped.data(), sizeof(float) * static_cast<size_t>(offset)) == 0,
                    qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
           QCOMPARE(matvec_split_group_cuda(parts, 2, nullptr), cudaSuccess);  // two parts: q and k alone
-          parts[1].num_tokens = n == 1 ? 2 : 1;  // the parts must agree
+          parts[1].num_tokens = n == 1 ? 2 : 1;                               // the parts must agree
           QCOMPARE(matvec_split_group_cuda(parts, 3, nullptr), cudaErrorInvalidValue);
           QCOMPARE(matvec_split_group_cuda(parts, 0, nullptr), cudaErrorInvalidValue);
         }

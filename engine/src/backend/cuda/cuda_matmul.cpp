@@ -116,8 +116,8 @@ const DeviceMatrix& CudaForwardBackend::product_matrix(const PlanOp& op, int par
 }
 
 bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {
-  if (!m_group_products || op.num_products < 2 || op.num_products > std::min(kSplitMaxParts, kMatvecMaxParts) || is_recording() ||
-      m_observer != nullptr) {
+  if (!m_group_products || op.num_products < 2 || op.num_products > std::min(kSplitMaxParts, kMatvecMaxParts) ||
+      is_recording() || m_observer != nullptr) {
     return false;
   }
   const float* bias = nullptr;
