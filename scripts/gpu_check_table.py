@@ -217,42 +217,32 @@ def main(results):
                 target_notes.append(f"  {'met ' if ratio >= BATCH64_TARGET else 'MISSED'} {tag} batch 64 at "
                                     f"{ratio:.1f}× batch 1 (target >= {BATCH64_TARGET:.0f}×)")
 
-    # Q4_0 decode on the GGUF layout (IWB_CUDA_SPLIT=0) beside the default split layout.
-    ab_paths = sorted(glob.glob(os.path.join(results, "ab-gguf-*.json")))
-    if ab_paths:
+    # Decode beside the default engine with one switch off (ab-PREFIX-TAG.json): the GGUF layout
+    # for Q4_0 (IWB_CUDA_SPLIT=0), each product launched alone (IWB_CUDA_GROUP=0).
+    def ab_section(prefix, title, key, default_name, other_name):
+        paths = sorted(glob.glob(os.path.join(results, f"ab-{prefix}-*.json")))
+        if not paths:
+            return
         say("")
-        say("Q4_0 decode (tg128): the split layout (default) against GGUF's layout (IWB_CUDA_SPLIT=0)")
-        say(f"  {'model':<14} {'type':<5} {'split tok/s':>12} {'GGUF tok/s':>11} {'ratio':>7}")
-        out["q4_0_layouts"] = {}
-        for path in ab_paths:
-            tag = tag_of(path, "ab-gguf-")
+        say(title)
+        heads = [name.replace("_", " ") + " tok/s" for name in (default_name, other_name)]
+        say(f"  {'model':<14} {'type':<5} {heads[0]:>16} {heads[1]:>16} {'ratio':>7}")
+        out[key] = {}
+        for path in paths:
+            tag = tag_of(path, f"ab-{prefix}-")
             model, wtype = split_tag(tag)
             rows = (load(path) or {}).get("results", [])
             tg = next((r for r in rows if r.get("test", "").startswith("tg")), None)
-            gguf = tg and tg.get("tokens_per_s_mean")
-            split = out["bench"].get(tag, {}).get("decode_tokens_per_s")
-            out["q4_0_layouts"][tag] = {"split": split, "gguf": gguf}
-            ratio = f"{split / gguf:.2f}×" if split and gguf else "—"
-            say(f"  {model:<14} {wtype:<5} {num(split):>12} {num(gguf):>11} {ratio:>7}")
+            other = tg and tg.get("tokens_per_s_mean")
+            default = out["bench"].get(tag, {}).get("decode_tokens_per_s")
+            out[key][tag] = {default_name: default, other_name: other}
+            ratio = f"{default / other:.2f}×" if default and other else "—"
+            say(f"  {model:<14} {wtype:<5} {num(default):>16} {num(other):>16} {ratio:>7}")
 
-    # Decode with an op's products in one launch (the default) against one launch each.
-    nogroup_paths = sorted(glob.glob(os.path.join(results, "ab-nogroup-*.json")))
-    if nogroup_paths:
-        say("")
-        say("Decode (tg128): q, k, v and gate, up in one launch each op (default) against a launch per product "
-            "(IWB_CUDA_GROUP=0)")
-        say(f"  {'model':<14} {'type':<5} {'grouped tok/s':>14} {'one by one':>11} {'ratio':>7}")
-        out["grouped_products"] = {}
-        for path in nogroup_paths:
-            tag = tag_of(path, "ab-nogroup-")
-            model, wtype = split_tag(tag)
-            rows = (load(path) or {}).get("results", [])
-            tg = next((r for r in rows if r.get("test", "").startswith("tg")), None)
-            alone = tg and tg.get("tokens_per_s_mean")
-            grouped = out["bench"].get(tag, {}).get("decode_tokens_per_s")
-            out["grouped_products"][tag] = {"grouped": grouped, "one_by_one": alone}
-            ratio = f"{grouped / alone:.2f}×" if grouped and alone else "—"
-            say(f"  {model:<14} {wtype:<5} {num(grouped):>14} {num(alone):>11} {ratio:>7}")
+    ab_section("gguf", "Q4_0 decode (tg128): the split layout (default) against GGUF's layout (IWB_CUDA_SPLIT=0)",
+               "q4_0_layouts", "split", "gguf")
+    ab_section("nogroup", "Decode (tg128): q, k, v and gate, up in one launch each op (default) against a launch "
+               "per product (IWB_CUDA_GROUP=0)", "grouped_products", "grouped", "one_by_one")
 
     # Decode at depth 0 and 4,096 by KV cache type (kv-TYPE-TAG.json).
     kv_paths = sorted(glob.glob(os.path.join(results, "kv-*.json")))

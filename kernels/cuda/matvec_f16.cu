@@ -18,20 +18,17 @@ cudaError_t launch_float_kernel(Kernel kernel, const MatvecCudaArgs& args, const
   return cudaGetLastError();
 }
 
+static_assert(kMatvecMaxParts <= cuda_detail::kMaxMatvecParts);
+
 // The vectorised kernel over `count` matrices sharing x, its width and the token count.
 template <typename Kernel>
 cudaError_t launch_group_kernel(Kernel kernel, const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
                                 cudaStream_t stream) {
-  FloatParts parts{};
-  parts.count = count;
+  cuda_detail::MatvecParts parts{};
   unsigned blocks = 0;
   for (int p = 0; p < count; ++p) {
-    parts.weight[p] = static_cast<const uint8_t*>(args[p].weight);
-    parts.out_features[p] = args[p].out_features;
-    parts.y[p] = args[p].y;
-    parts.bias[p] = args[p].bias;
-    parts.first_block[p] = blocks;
-    blocks += static_cast<unsigned>(plans[p].num_blocks);
+    blocks = parts.add(args[p].weight, args[p].out_features, args[p].y, args[p].bias,
+                       static_cast<unsigned>(plans[p].num_blocks), blocks);
   }
   IWB_LAUNCH(kernel, dim3(blocks), dim3(kMatvecThreads), 0, stream, parts, plans[0].row_bytes, args[0].in_features,
              args[0].x, static_cast<int>(args[0].num_tokens));

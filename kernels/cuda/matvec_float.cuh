@@ -3,6 +3,7 @@
 // are plain arrays, so no shared-memory staging), widened to f32 in registers.
 #pragma once
 
+#include "matvec_parts.cuh"
 #include "matvec_quant.cuh"
 
 #include <cuda_fp16.h>
@@ -126,37 +127,16 @@ __global__ void __launch_bounds__(kMatvecThreads)
   float_rows_product<Elem, kMaxTokens>(weight, row_bytes, in_features, out_features, row0, x, num_tokens, y, bias);
 }
 
-// The matrices of one matvec_group_cuda launch: part p owns the thread blocks from
-// first_block[p], so its rows are computed exactly as in a launch of its own.
-struct FloatParts {
-  const uint8_t* weight[kMatvecMaxParts];
-  int64_t out_features[kMatvecMaxParts];
-  float* y[kMatvecMaxParts];
-  const float* bias[kMatvecMaxParts];
-  unsigned first_block[kMatvecMaxParts];
-  int count;
-};
-
-// The part is picked with constant indices only: a kernel parameter indexed at run time is
-// copied to local memory by every thread, which made the one-matrix kernel up to twice as slow
-// on an H200 when both launches went through this struct (2026-12-04).
+// The grouped launch: each thread block finds its part (matvec_parts.cuh), then computes its
+// rows as the one-matrix kernel does.
 template <typename Elem, int kMaxTokens>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_float_group_kernel(FloatParts parts, int64_t row_bytes, int64_t in_features, const float* __restrict__ x,
-                              int num_tokens) {
-  static_assert(kMatvecMaxParts == 3, "the selects below name three parts");
-  const unsigned block = blockIdx.x;
-  const bool is_third = parts.count > 2 && block >= parts.first_block[2];
-  const bool is_second = !is_third && parts.count > 1 && block >= parts.first_block[1];
-  const uint8_t* weight = is_third ? parts.weight[2] : is_second ? parts.weight[1] : parts.weight[0];
-  const int64_t out_features = is_third    ? parts.out_features[2]
-                               : is_second ? parts.out_features[1]
-                                           : parts.out_features[0];
-  float* y = is_third ? parts.y[2] : is_second ? parts.y[1] : parts.y[0];
-  const float* bias = is_third ? parts.bias[2] : is_second ? parts.bias[1] : parts.bias[0];
-  const unsigned first = is_third ? parts.first_block[2] : is_second ? parts.first_block[1] : 0u;
-  const int64_t row0 = static_cast<int64_t>(block - first) * kMatvecRowsPerBlock;
-  float_rows_product<Elem, kMaxTokens>(weight, row_bytes, in_features, out_features, row0, x, num_tokens, y, bias);
+    matvec_float_group_kernel(cuda_detail::MatvecParts parts, int64_t row_bytes, int64_t in_features,
+                              const float* __restrict__ x, int num_tokens) {
+  const cuda_detail::MatvecPart part = cuda_detail::select_matvec_part(parts, blockIdx.x);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x - part.first_block) * kMatvecRowsPerBlock;
+  float_rows_product<Elem, kMaxTokens>(part.weight, row_bytes, in_features, part.out_features, row0, x, num_tokens,
+                                       part.y, part.bias);
 }
 
 // Any row length and 2-byte (4 for F32) alignment: one value per thread per step.

@@ -12,6 +12,7 @@
 // memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
 // blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.
 #include "cuda_common.cuh"
+#include "matvec_parts.cuh"
 #include "iwb/kernels/cuda/split_blocks_cuda.h"
 
 #include <cuda_fp16.h>
@@ -126,39 +127,18 @@ __global__ void __launch_bounds__(kSplitThreads)
                                                 bias);
 }
 
-// The matrices of one matvec_split_group_cuda launch: part p owns the thread blocks from
-// first_block[p], so its rows are computed exactly as in a launch of its own.
-struct SplitParts {
-  const uint8_t* weight[kSplitMaxParts];
-  int64_t out_features[kSplitMaxParts];
-  float* y[kSplitMaxParts];
-  const float* bias[kSplitMaxParts];
-  unsigned first_block[kSplitMaxParts];
-  int count;
-};
-
-// The part is picked with constant indices only: a kernel parameter indexed at run time is
-// copied to local memory by every thread, which made the one-matrix kernel up to twice as slow
-// on an H200 when both launches went through this struct (2026-12-04).
+// The grouped launch: each thread block finds its part (matvec_parts.cuh), then computes its
+// rows as the one-matrix kernel does.
 template <typename Unit, int kMaxTokens, bool kHasSums>
 __global__ void __launch_bounds__(kSplitThreads)
-    matvec_split_group_kernel(SplitParts parts, int64_t in_features, const int8_t* __restrict__ xq,
+    matvec_split_group_kernel(MatvecParts parts, int64_t in_features, const int8_t* __restrict__ xq,
                               const float* __restrict__ xd, const int32_t* __restrict__ xs, int num_tokens) {
-  static_assert(kSplitMaxParts == 3, "the selects below name three parts");
-  const unsigned block = blockIdx.x;
-  const bool is_third = parts.count > 2 && block >= parts.first_block[2];
-  const bool is_second = !is_third && parts.count > 1 && block >= parts.first_block[1];
-  const uint8_t* weight = is_third ? parts.weight[2] : is_second ? parts.weight[1] : parts.weight[0];
-  const int64_t out_features = is_third    ? parts.out_features[2]
-                               : is_second ? parts.out_features[1]
-                                           : parts.out_features[0];
-  float* y = is_third ? parts.y[2] : is_second ? parts.y[1] : parts.y[0];
-  const float* bias = is_third ? parts.bias[2] : is_second ? parts.bias[1] : parts.bias[0];
-  const unsigned first = is_third ? parts.first_block[2] : is_second ? parts.first_block[1] : 0u;
-  const int64_t row = static_cast<int64_t>(block - first) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
-  split_row_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y,
-                                                bias);
+  const MatvecPart part = select_matvec_part(parts, blockIdx.x);
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x - part.first_block) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (row >= part.out_features) return;  // the whole warp: nothing below synchronises the block
+  split_row_product<Unit, kMaxTokens, kHasSums>(part.weight, in_features, part.out_features, row, xq, xd, xs,
+                                                num_tokens, part.y, part.bias);
 }
 
 // One thread per 32-value block: its quants and scale to 32 f16 values (4 stores of 16 bytes).
@@ -204,16 +184,11 @@ cudaError_t launch_split(const SplitMatvecArgs& a, cudaStream_t stream) {
 
 template <typename Unit, bool kHasSums>
 cudaError_t launch_split_group(const SplitMatvecArgs* args, int count, cudaStream_t stream) {
-  SplitParts parts{};
-  parts.count = count;
+  MatvecParts parts{};
   unsigned blocks = 0;
   for (int p = 0; p < count; ++p) {
-    parts.weight[p] = static_cast<const uint8_t*>(args[p].weight);
-    parts.out_features[p] = args[p].out_features;
-    parts.y[p] = args[p].y;
-    parts.bias[p] = args[p].bias;
-    parts.first_block[p] = blocks;
-    blocks += static_cast<unsigned>((args[p].out_features + kRowsPerBlock - 1) / kRowsPerBlock);
+    const auto rows = static_cast<unsigned>((args[p].out_features + kRowsPerBlock - 1) / kRowsPerBlock);
+    blocks = parts.add(args[p].weight, args[p].out_features, args[p].y, args[p].bias, rows, blocks);
   }
   const SplitMatvecArgs& a = args[0];
   const int n = static_cast<int>(a.num_tokens);
@@ -240,6 +215,8 @@ cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
   if (a.type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(a, stream);
   return a.x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(a, stream) : launch_split<SplitQ4_0, false>(a, stream);
 }
+
+static_assert(kSplitMaxParts <= kMaxMatvecParts);
 
 cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cudaStream_t stream) {
   if (parts == nullptr || count < 1 || count > kSplitMaxParts) return cudaErrorInvalidValue;
