@@ -12,8 +12,8 @@
 // memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
 // blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.
 #include "cuda_common.cuh"
-#include "matvec_parts.cuh"
 #include "iwb/kernels/cuda/split_blocks_cuda.h"
+#include "matvec_parts.cuh"
 
 #include <cuda_fp16.h>
 
