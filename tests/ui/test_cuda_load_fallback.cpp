@@ -58,9 +58,9 @@ class TestCudaLoadFallback : public QObject {
   void initTestCase() {
     const auto devices = iwb::list_cuda_devices();
     if (!devices.is_ok() || devices->empty()) {
-      QSKIP(qPrintable(QStringLiteral("no CUDA device: %1")
-                           .arg(devices.is_ok() ? QStringLiteral("none listed")
-                                                : QString::fromStdString(devices.error_message()))));
+      QSKIP(qPrintable(
+          QStringLiteral("no CUDA device: %1")
+              .arg(devices.is_ok() ? QStringLiteral("none listed") : QString::fromStdString(devices.error_message()))));
     }
     QVERIFY(m_dir.isValid());
     QString why;

@@ -367,7 +367,8 @@ void TestEngineSettings::loadedModelSaysWhereItRuns() {
 
 void TestEngineSettings::failedCudaLoadOffersTheCpu() {
   if (m_modelPath.isEmpty()) QSKIP(qPrintable(m_skipReason));
-  if (hasCudaDevice()) QSKIP("this machine has a CUDA device: test_ui_cuda_load_fallback makes a cuda:0 load fail here");
+  if (hasCudaDevice())
+    QSKIP("this machine has a CUDA device: test_ui_cuda_load_fallback makes a cuda:0 load fail here");
   EngineController engine;
   QSignalSpy deviceFailed(&engine, &EngineController::deviceLoadFailed);
   QSignalSpy failed(&engine, &EngineController::modelLoadFailed);
@@ -395,7 +396,8 @@ void TestEngineSettings::failedCudaLoadOffersTheCpu() {
 
 void TestEngineSettings::windowOffersTheCpuAfterAFailedCudaLoad() {
   if (m_modelPath.isEmpty()) QSKIP(qPrintable(m_skipReason));
-  if (hasCudaDevice()) QSKIP("this machine has a CUDA device: test_ui_cuda_load_fallback makes a cuda:0 load fail here");
+  if (hasCudaDevice())
+    QSKIP("this machine has a CUDA device: test_ui_cuda_load_fallback makes a cuda:0 load fail here");
   EngineLoadOptions o;
   o.device = QStringLiteral("cuda:0");
   saveEngineSettings(o);
