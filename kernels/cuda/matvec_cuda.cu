@@ -12,6 +12,8 @@ namespace {
 
 bool is_aligned_to(const void* p, uintptr_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
 
+bool is_float_type(GgmlType type) { return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16; }
+
 // True when the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte.
 bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
   const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
@@ -118,8 +120,6 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
       return cudaErrorInvalidValue;
   }
 }
-
-bool is_float_type(GgmlType type) { return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16; }
 
 cudaError_t matvec_group_cuda_check(const MatvecCudaArgs* parts, int count) {
   if (parts == nullptr || count < 1 || count > kMatvecMaxParts) return cudaErrorInvalidValue;
