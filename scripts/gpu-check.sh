@@ -2,7 +2,8 @@
 # The CUDA backend's checks on a machine with an NVIDIA GPU, ending in ONE table: kernel
 # correctness (the CUDA tests, per test function), decode tokens/s and MBU at batch 1, prefill
 # tokens/s and MFU at 2048 tokens, and throughput over batch sizes 1-64 with the ratio to
-# batch 1, for synthetic llama-3.2-1b and llama-3-8b in F16 and Q4_0.
+# batch 1, for synthetic llama-3.2-1b and llama-3-8b in F16, Q4_0 and Q4_K_M (the default chat
+# model's type).
 #
 #   scripts/gpu-check.sh [--bundle ARCHIVE | --build] [--models LIST] [--types LIST]
 #                        [--skip-tests] [--skip-bench] [--work DIR] [--dry-run]
@@ -12,7 +13,7 @@
 #   --build           build here from source instead (needs everything scripts/build.sh needs;
 #                     the CUDA tests are skipped when Qt6 Test is missing)
 #   --models LIST     synthetic presets (default llama-3.2-1b,llama-3-8b)
-#   --types LIST      weight types (default F16,Q4_0)
+#   --types LIST      weight types (default F16,Q4_0,Q4_K_M)
 #   --skip-tests      no CUDA tests; --skip-bench: no probe, models or benchmarks
 #   --work DIR        scratch: unpacked bundle, synthetic models, results (default /tmp/iwb-gpu-check)
 #   --llama-bench EXE llama.cpp's CUDA llama-bench, run on the same files side by side (default
@@ -28,7 +29,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle="$root/build-gpu/iwb-gpu-bundle.tar.xz"
 mode=bundle
 models=llama-3.2-1b,llama-3-8b
-types=F16,Q4_0
+types=F16,Q4_0,Q4_K_M
 run_tests=1
 run_bench=1
 dry_run=0
@@ -276,7 +277,7 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
 
   # Synthetic models: bytes per parameter of each type (Q4_0: 18 bytes per 32 weights).
   declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000)
-  declare -A bytes_per_param=([F16]=2 [BF16]=2 [Q8_0]=1.0625 [Q4_0]=0.5625 [F32]=4)
+  declare -A bytes_per_param=([F16]=2 [BF16]=2 [Q8_0]=1.0625 [Q4_0]=0.5625 [Q4_K_M]=0.61 [F32]=4)
   mkdir -p "$work/models"
   IFS=, read -r -a model_list <<<"$models"
   IFS=, read -r -a type_list <<<"$types"
@@ -309,7 +310,7 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
       fi
       # Decode with each op's products launched one by one (IWB_CUDA_GROUP=0) beside the default
       # one launch for q, k and v and one for gate and up (IWB_GPU_AB=0 skips it).
-      if [[ ${IWB_GPU_AB:-1} == 1 ]]; then
+      if [[ ${IWB_GPU_AB:-1} == 1 && $type =~ ^(F16|BF16|F32|Q4_0|Q8_0)$ ]]; then  # the types it groups
         capture "$results/ab-nogroup-$tag.json" env IWB_CUDA_GROUP=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 0 -n 128 -r 3 --json --no-store || note "gpu-check: bench (products one by one) $tag failed"
       fi
@@ -327,7 +328,7 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
       # Decode 4,096 tokens deep with an f16 and a q8_0 KV cache (llama-3-8b only;
       # IWB_GPU_KV=0 skips it): the decode attention's key splits and their merge at a real
       # depth, and a quantized cache through the whole engine at a real shape.
-      if [[ $model == llama-3-8b && ${IWB_GPU_KV:-1} == 1 ]]; then
+      if [[ $model == llama-3-8b && $type =~ ^(F16|Q4_0)$ && ${IWB_GPU_KV:-1} == 1 ]]; then
         for kv in f16 q8_0; do
           capture "$results/kv-$kv-$tag.json" timeout "$bench_timeout" "$iwb" bench -m "$file" --device cuda:0 -p 0 -n 64 \
             -d 0,4096 -r 2 --kv-type "$kv" --json --no-store || note "gpu-check: bench with a $kv cache, $tag failed"

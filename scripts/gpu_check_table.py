@@ -137,7 +137,7 @@ def main(results):
     say("Decode at batch 1 (tg128) and prefill of 2048 tokens (pp2048): iwb bench --device cuda:0")
     bench_paths = sorted(glob.glob(os.path.join(results, "bench-*.json")))
     if bench_paths:
-        say(f"  {'model':<14} {'type':<5} {'decode tok/s':>13} {'MBU':>7} {'prefill tok/s':>14} {'MFU':>7}  MFU against")
+        say(f"  {'model':<14} {'type':<6} {'decode tok/s':>13} {'MBU':>7} {'prefill tok/s':>14} {'MFU':>7}  MFU against")
     else:
         say("  not run")
     target_notes = []
@@ -149,7 +149,7 @@ def main(results):
         tg = next((r for r in rows if r.get("test", "").startswith("tg")), None)
         pp = next((r for r in rows if r.get("test", "").startswith("pp")), None)
         if not rows:
-            say(f"  {model:<14} {wtype:<5} no results (see gpu-check.log)")
+            say(f"  {model:<14} {wtype:<6} no results (see gpu-check.log)")
             continue
         entry = {
             "decode_tokens_per_s": tg and tg.get("tokens_per_s_mean"), "decode_mbu": tg and tg.get("mbu"),
@@ -157,7 +157,7 @@ def main(results):
             "mfu_peak_kind": (pp or {}).get("mfu_peak_kind", ""), "device_id": (tg or pp or {}).get("device_id"),
         }
         out["bench"][tag] = entry
-        say(f"  {model:<14} {wtype:<5} {num(entry['decode_tokens_per_s']):>13} {pct(entry['decode_mbu']):>7} "
+        say(f"  {model:<14} {wtype:<6} {num(entry['decode_tokens_per_s']):>13} {pct(entry['decode_mbu']):>7} "
             f"{num(entry['prefill_tokens_per_s']):>14} {pct(entry['prefill_mfu']):>7}  {entry['mfu_peak_kind']}")
         if entry["device_id"] and not str(entry["device_id"]).startswith("cuda"):
             target_notes.append(f"  NOTE {tag}: ran on {entry['device_id']}, not the GPU")
@@ -175,7 +175,7 @@ def main(results):
     if llama_paths:
         say("")
         say("Side by side with llama.cpp's CUDA build (llama-bench -ngl 99 -p 2048 -n 128 -b 2048), same files")
-        say(f"  {'model':<14} {'type':<5} {'llama tg128':>12} {'ours':>9} {'ratio':>7} {'llama pp2048':>13} {'ours':>10} {'ratio':>7}")
+        say(f"  {'model':<14} {'type':<6} {'llama tg128':>12} {'ours':>9} {'ratio':>7} {'llama pp2048':>13} {'ours':>10} {'ratio':>7}")
         out["llama"] = {}
         for path in llama_paths:
             tag = tag_of(path, "llama-")
@@ -186,7 +186,7 @@ def main(results):
             ours = out["bench"].get(tag, {})
             ratio = lambda a, b: f"{a / b:.2f}×" if a and b else "—"
             out["llama"][tag] = {"decode_tokens_per_s": tg, "prefill_tokens_per_s": pp}
-            say(f"  {model:<14} {wtype:<5} {num(tg):>12} {num(ours.get('decode_tokens_per_s')):>9} "
+            say(f"  {model:<14} {wtype:<6} {num(tg):>12} {num(ours.get('decode_tokens_per_s')):>9} "
                 f"{ratio(ours.get('decode_tokens_per_s'), tg):>7} {num(pp):>13} {num(ours.get('prefill_tokens_per_s')):>10} "
                 f"{ratio(ours.get('prefill_tokens_per_s'), pp):>7}")
 
@@ -205,12 +205,12 @@ def main(results):
     if not batch_rows:
         say("  not run")
     else:
-        say(f"  {'model':<14} {'type':<5} " + " ".join(f"{s:>9}" for s in sizes))
+        say(f"  {'model':<14} {'type':<6} " + " ".join(f"{s:>9}" for s in sizes))
         for tag, runs in batch_rows:
             model, wtype = split_tag(tag)
             base = runs.get(1)
-            say(f"  {model:<14} {wtype:<5} " + " ".join(f"{num(runs.get(s), 0):>9}" for s in sizes))
-            say(f"  {'':<14} {'':<5} " + " ".join(
+            say(f"  {model:<14} {wtype:<6} " + " ".join(f"{num(runs.get(s), 0):>9}" for s in sizes))
+            say(f"  {'':<14} {'':<6} " + " ".join(
                 f"{(f'{runs[s] / base:.1f}×' if base and runs.get(s) else '—'):>9}" for s in sizes))
             if base and runs.get(64):
                 ratio = runs[64] / base
@@ -226,7 +226,7 @@ def main(results):
         say("")
         say(title)
         heads = [name.replace("_", " ") + " tok/s" for name in (default_name, other_name)]
-        say(f"  {'model':<14} {'type':<5} {heads[0]:>16} {heads[1]:>16} {'ratio':>7}")
+        say(f"  {'model':<14} {'type':<6} {heads[0]:>16} {heads[1]:>16} {'ratio':>7}")
         out[key] = {}
         for path in paths:
             tag = tag_of(path, f"ab-{prefix}-")
@@ -237,7 +237,7 @@ def main(results):
             default = out["bench"].get(tag, {}).get("decode_tokens_per_s")
             out[key][tag] = {default_name: default, other_name: other}
             ratio = f"{default / other:.2f}×" if default and other else "—"
-            say(f"  {model:<14} {wtype:<5} {num(default):>16} {num(other):>16} {ratio:>7}")
+            say(f"  {model:<14} {wtype:<6} {num(default):>16} {num(other):>16} {ratio:>7}")
 
     ab_section("gguf", "Q4_0 decode (tg128): the split layout (default) against GGUF's layout (IWB_CUDA_SPLIT=0)",
                "q4_0_layouts", "split", "gguf")
@@ -249,7 +249,7 @@ def main(results):
     if kv_paths:
         say("")
         say("Decode (tg64) at depth 0 and 4,096 by KV cache type, tokens/s")
-        say(f"  {'model':<14} {'type':<5} {'cache':<6} {'d0':>9} {'d4096':>9} {'d4096/d0':>9}")
+        say(f"  {'model':<14} {'type':<6} {'cache':<6} {'d0':>9} {'d4096':>9} {'d4096/d0':>9}")
         out["kv_depth"] = {}
         for path in kv_paths:
             kv, _, tag = os.path.basename(path)[len("kv-"):-len(".json")].partition("-")
@@ -259,7 +259,7 @@ def main(results):
             out["kv_depth"][f"{tag} {kv}"] = {str(k): v for k, v in by_depth.items()}
             d0, deep = by_depth.get(0), by_depth.get(4096)
             ratio = f"{deep / d0:.2f}" if d0 and deep else "—"
-            say(f"  {model:<14} {wtype:<5} {kv:<6} {num(d0):>9} {num(deep):>9} {ratio:>9}")
+            say(f"  {model:<14} {wtype:<6} {kv:<6} {num(d0):>9} {num(deep):>9} {ratio:>9}")
 
     skipped_path = os.path.join(results, "skipped.tsv")
     if os.path.exists(skipped_path):
