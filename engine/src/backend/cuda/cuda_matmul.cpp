@@ -186,14 +186,15 @@ Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_
         a.num_tokens = tokens;
         a.y = outputs[i] + first * a.out_features;
       }
-      // A part off the vectorised kernel (a row not a multiple of 16 bytes): each alone.
-      if (matvec_group_cuda_check(parts.data(), count) != cudaSuccess) {
-        for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
-          if (const cudaError_t e = matvec_cuda(parts[i], m_stream.get()); e != cudaSuccess) return failed(e);
-        }
-      } else if (const cudaError_t e = matvec_group_cuda(parts.data(), count, m_stream.get()); e != cudaSuccess) {
-        return failed(e);
+      // matvec_group_cuda checks the parts itself and launches nothing when it refuses them (a
+      // part off the vectorised kernel: a row not a multiple of 16 bytes); then each goes alone.
+      cudaError_t e = matvec_group_cuda(parts.data(), count, m_stream.get());
+      if (e == cudaErrorInvalidValue) {
+        e = cudaSuccess;
+        for (size_t i = 0; e == cudaSuccess && i < static_cast<size_t>(count); ++i)
+          e = matvec_cuda(parts[i], m_stream.get());
       }
+      if (e != cudaSuccess) return failed(e);
     }
   }
   return {};
