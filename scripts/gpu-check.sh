@@ -244,7 +244,7 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
     for bench in bench_cuda_matvec bench_cuda_attention; do
       [[ -x $bin_dir/$bench ]] || continue
       args=(--peak-gbs "$peak_gbs")
-      [[ $bench == bench_cuda_matvec ]] && args+=(--types "${IWB_GPU_MICRO_TYPES:-Q4_0,Q8_0,F16}")
+      [[ $bench == bench_cuda_matvec ]] && args+=(--types "${IWB_GPU_MICRO_TYPES:-Q4_0,Q8_0,Q4_K,Q6_K,F16}")
       [[ $bench == bench_cuda_attention ]] && args+=(--peak-tflops "$peak_tflops")
       { echo "\$ $bench ${args[*]}"; timeout "$bench_timeout" "$bin_dir/$bench" "${args[@]}" 2>&1; echo; } |
         tee -a "$log" >>"$results/micro.txt"
@@ -323,6 +323,13 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
         if [[ $dry_run == 0 ]]; then
           timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile -b 2048 -c 4096 -n 64 --temp 0 \
             -f "$work/prompt.txt" 2>"$results/profile-$tag.txt" >/dev/null || note "gpu-check: profile $tag failed"
+          # The first prefill's attn_q GEMMs were 15x their warm time on the H200 (session 30):
+          # the same profile with CUDA's lazy module loading off tells whether that is the cause.
+          if [[ $type == F16 ]]; then
+            CUDA_MODULE_LOADING=EAGER timeout "$bench_timeout" "$iwb" run -m "$file" --device cuda:0 --profile -b 2048 \
+              -c 4096 -n 64 --temp 0 -f "$work/prompt.txt" 2>"$results/profile-eager-$tag.txt" >/dev/null \
+              || note "gpu-check: profile (eager module loading) $tag failed"
+          fi
         fi
       fi
       # Decode 4,096 tokens deep with an f16 and a q8_0 KV cache (llama-3-8b only;

@@ -33,7 +33,9 @@ bool cuda_matvec_supports(GgmlType type) {
   }
 }
 
-bool cuda_matvec_takes_q8_input(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q8_0; }
+bool cuda_matvec_takes_q8_input(GgmlType type) {
+  return type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+}
 
 cudaError_t quantize_x_q8_cuda(const float* x, int64_t n, int8_t* q, float* d, cudaStream_t stream, int32_t* sums) {
   if (x == nullptr || q == nullptr || d == nullptr || n <= 0 || n % 32 != 0 || n > (int64_t{1} << 30)) {
@@ -92,6 +94,15 @@ MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
   plan.is_vector_path = plan.load_bytes == 16;
   plan.is_many_tokens = args.num_tokens > 1;
   plan.uses_q8_input = args.x_q8 != nullptr;
+  // Q4_K's int8 kernel reads its blocks with 16-byte loads straight from the rows, one row per
+  // thread block; on narrower loads the product decodes to f32 as without x_q8.
+  if (plan.uses_q8_input && args.type == GgmlType::Q4_K) {
+    if (plan.load_bytes == 16) {
+      plan.rows_per_block = 1;
+    } else {
+      plan.uses_q8_input = false;
+    }
+  }
   const bool is_float = args.type == GgmlType::F32 || args.type == GgmlType::F16 || args.type == GgmlType::BF16;
   if (!is_float && plan.is_many_tokens && plan.load_bytes == 16 && args.out_features >= kMatvecQuantWideMinRows)
     plan.rows_per_block = kMatvecQuantWideRowsManyTokens;
@@ -104,8 +115,13 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
   const MatvecPlan plan = plan_matvec_cuda(args);
   if (plan.load_bytes == 0) return cudaErrorInvalidValue;  // unreachable: checks ensure 2-byte alignment
   if (plan.uses_q8_input) {
-    return args.type == GgmlType::Q4_0 ? cuda_matvec::launch_matvec_q4_0_q8_input(args, plan, stream)
-                                       : cuda_matvec::launch_matvec_q8_0_q8_input(args, plan, stream);
+    switch (args.type) {
+      case GgmlType::Q4_0: return cuda_matvec::launch_matvec_q4_0_q8_input(args, plan, stream);
+      case GgmlType::Q8_0: return cuda_matvec::launch_matvec_q8_0_q8_input(args, plan, stream);
+      case GgmlType::Q4_K: return cuda_matvec::launch_matvec_q4_k_q8_input(args, plan, stream);
+      case GgmlType::Q6_K: return cuda_matvec::launch_matvec_q6_k_q8_input(args, plan, stream);
+      default: return cudaErrorInvalidValue;
+    }
   }
   switch (args.type) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:

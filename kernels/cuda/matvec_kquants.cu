@@ -1,6 +1,8 @@
 // Matrix-vector kernels for the K-quant super-block formats (Q4_K, Q5_K, Q6_K): eight threads
-// per 256-value block, each decoding one 32-value sub-block (see matvec_quant.cuh).
+// per 256-value block, each decoding one 32-value sub-block (see matvec_quant.cuh); one token
+// of Q4_K against int8 activations in matvec_q4_k_q8.cuh.
 #include "matvec_launch.h"
+#include "matvec_q4_k_q8.cuh"
 #include "matvec_quant_launch.cuh"
 
 namespace iwb::cuda_matvec {
@@ -12,6 +14,19 @@ cudaError_t launch_matvec_kquants(const MatvecCudaArgs& args, const MatvecPlan& 
     case GgmlType::Q6_K: return launch_matvec_quant<UnitQ6_K>(args, plan, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launch_matvec_q6_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+  if (args.type != GgmlType::Q6_K) return cudaErrorInvalidValue;
+  return launch_matvec_q8_input<UnitQ6_K, DotQ6_K>(args, plan, stream);
+}
+
+cudaError_t launch_matvec_q4_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
+  if (args.type != GgmlType::Q4_K || plan.load_bytes != 16 || plan.rows_per_block != 1) return cudaErrorInvalidValue;
+  IWB_LAUNCH(matvec_q4_k_q8_kernel, dim3(static_cast<unsigned>(plan.num_blocks)), dim3(kMatvecThreads), 0, stream,
+             static_cast<const uint8_t*>(args.weight), plan.row_bytes, args.out_features, args.x_q8, args.x_q8_scale,
+             args.y, args.bias);
+  return cudaGetLastError();
 }
 
 }  // namespace iwb::cuda_matvec

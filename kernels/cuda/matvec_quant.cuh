@@ -356,8 +356,11 @@ __global__ void __launch_bounds__(kMatvecThreads)
 // Piece p (8 weights) of a Q4_0 block in shared memory against its 8 quantized x values (xq: the
 // x block's 32 values as 8 ints): d_w * d_x * sum (q - 8) * x_q, the sum in int32 through dp4a.
 // The nibbles of 4 bytes are values 4p..4p+3 (low) and 16+4p.. (high), so x ints p and 4 + p.
+// Each Dot takes the weight block's activations: xq its values as ints (8 per 32-value x
+// block), xd their scales (one per 32 values).
 struct DotQ4_0 {
-  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, float xd) {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+    const float xd = __ldg(xd_block);
     const float d = fp16_bits_to_float(smem_u16(block));
     const uint32_t q = smem_u32_a2(block + 2 + 4 * p);
     const int lo = static_cast<int>(q & 0x0F0F0F0Fu), hi = static_cast<int>((q >> 4) & 0x0F0F0F0Fu);
@@ -370,7 +373,8 @@ struct DotQ4_0 {
 
 // Piece p of a Q8_0 block: values 8p..8p+7, x ints 2p and 2p + 1.
 struct DotQ8_0 {
-  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, float xd) {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+    const float xd = __ldg(xd_block);
     const float d = fp16_bits_to_float(smem_u16(block));
     const int q0 = static_cast<int>(smem_u32_a2(block + 2 + 8 * p));
     const int q1 = static_cast<int>(smem_u32_a2(block + 2 + 8 * p + 4));
@@ -379,14 +383,43 @@ struct DotQ8_0 {
   }
 };
 
+// Piece p of a Q6_K block (UnitQ6_K's layout): values 128h + 32k + l .. +7, all in x block
+// u = 4h + k at ints l / 4 and l / 4 + 1, with one 16-value scale. The 6-bit q is stored + 32:
+// d sc d_x (sum q x_q - 32 sum x_q). Its blocks are 210 bytes, so the staged fields are only
+// 2-byte aligned (smem_u32_a2), as in UnitQ6_K.
+struct DotQ6_K {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+    const int u = p >> 2, l = 8 * (p & 3);
+    const int h = u >> 2, k = u & 3;
+    const float d = fp16_bits_to_float(smem_u16(block + offsetof(BlockQ6_K, d)));
+    const int8_t* scales = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
+    const float scale = d * static_cast<float>(scales[8 * h + 2 * k + l / 16]);
+    const uint8_t* ql = block + 64 * h + 32 * (k & 1) + l;
+    const uint8_t* qh = block + offsetof(BlockQ6_K, qh) + 32 * h + l;
+    const int low_shift = k < 2 ? 0 : 4;
+    int sum = 0, sum_x = 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t q = ((smem_u32_a2(ql + 4 * i) >> low_shift) & 0x0F0F0F0Fu) |
+                         (((smem_u32_a2(qh + 4 * i) >> (2 * k)) & 0x03030303u) << 4);
+      const int x = __ldg(xq + 8 * u + l / 4 + i);
+      sum = __dp4a(static_cast<int>(q), x, sum);
+      sum_x = __dp4a(0x01010101, x, sum_x);
+    }
+    return scale * __ldg(xd_block + u) * static_cast<float>(sum - 32 * sum_x);
+  }
+};
+
 // matvec_quant_kernel's staging and reduction (two rows per block, one token) with Dot's integer
-// products in place of the f32 decode. Unit gives the block layout (32-value blocks only).
+// products in place of the f32 decode. Unit gives the block layout: 32-value blocks, or 256-value
+// K-quant blocks whose Dot finds its piece's x block among the block's 8.
 template <typename Unit, typename Dot, int kLoadBytes>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_q8_input_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t out_features,
                            const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y,
                            const float* __restrict__ bias) {
-  static_assert(Unit::kBlockValues == 32, "one x block per weight block");
+  static_assert(Unit::kBlockValues % 32 == 0, "whole x blocks per weight block");
+  constexpr int kXBlocks = Unit::kBlockValues / 32;
   constexpr int kRows = kMatvecRowsPerBlock;
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
@@ -400,12 +433,12 @@ __global__ void __launch_bounds__(kMatvecThreads)
 
   for_each_staged_piece<Unit, kLoadBytes>(
       weight + row0 * row_bytes, row_bytes, num_rows, tile, [&](int64_t first_block, int block, int p) {
-        const int64_t x_block = first_block + block;
+        const int64_t x_block = (first_block + block) * kXBlocks;
         const int* xqb = xq_ints + x_block * 8;
-        const float dx = __ldg(xd + x_block);
+        const float* xdb = xd + x_block;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-          if (r < num_rows) acc[r][0] += Dot::dot(tile + r * kTileBytes<Unit> + block * Unit::kBlockBytes, p, xqb, dx);
+          if (r < num_rows) acc[r][0] += Dot::dot(tile + r * kTileBytes<Unit> + block * Unit::kBlockBytes, p, xqb, xdb);
         }
       });
 

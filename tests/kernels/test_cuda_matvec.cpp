@@ -233,19 +233,23 @@ class TestCudaMatvec : public QObject {
     }
   }
 
-  // One token of Q4_0 / Q8_0 against int8 activations on the GPU: the quantized input bit for bit
+  // One token of Q4_0 / Q8_0 / Q4_K / Q6_K against int8 activations on the GPU: the quantized input bit for bit
   // as quantize_x_q8_block_ref, the products against the same integer sums in double.
   void q8_input_matches_reference_data() {
     QTest::addColumn<int>("type_id");
     QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
     QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+    QTest::newRow("Q4_K") << static_cast<int>(GgmlType::Q4_K);
+    QTest::newRow("Q6_K") << static_cast<int>(GgmlType::Q6_K);
   }
 
   void q8_input_matches_reference() {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 7u + 1u);
-    for (const int64_t in_features : {int64_t{96}, int64_t{4160}, int64_t{4096}}) {
+    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row.
+    const bool is_k = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
       const int64_t out_features = in_features == 4096 ? 4099 : 5;
       const int64_t num_blocks = in_features / 32;
       const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);

@@ -205,7 +205,7 @@ class TestCudaMatvecEmulated : public QObject {
     }
   }
 
-  // One token of Q4_0 / Q8_0 against int8 activations: quantize_x_q8_cuda bit for bit as
+  // One token of Q4_0 / Q8_0 / Q4_K / Q6_K against int8 activations: quantize_x_q8_cuda bit for bit as
   // quantize_x_q8_block_ref, then the integer products against the same sum in double over the
   // blocks' integers; each load width (96: 2-byte, 4160: 4-byte and several tiles, 4096:
   // 16-byte), odd row counts, a bias; arguments it must refuse.
@@ -213,6 +213,8 @@ class TestCudaMatvecEmulated : public QObject {
     QTest::addColumn<int>("type_id");
     QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
     QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+    QTest::newRow("Q4_K") << static_cast<int>(GgmlType::Q4_K);
+    QTest::newRow("Q6_K") << static_cast<int>(GgmlType::Q6_K);
   }
 
   void q8_input_matches_reference() {
@@ -220,7 +222,9 @@ class TestCudaMatvecEmulated : public QObject {
     const auto type = static_cast<GgmlType>(type_id);
     QVERIFY(cuda_matvec_takes_q8_input(type));
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 13u + 5u);
-    for (const int64_t in_features : {int64_t{96}, int64_t{4160}, int64_t{4096}}) {
+    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row.
+    const bool is_k = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
       const int64_t out_features = in_features == 4096 ? 37 : 5;
       const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       AlignedBuffer<uint8_t> weight(bytes.size());
@@ -285,8 +289,34 @@ class TestCudaMatvecEmulated : public QObject {
       bad = args;
       bad.x_q8 = q.data() + 4;
       QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+      if (type == GgmlType::Q4_K) {
+        // Q4_K rows that cannot take 16-byte loads decode to f32 as without x_q8 (same result
+        // up to the activations' rounding, which the f32 path does not have).
+        AlignedBuffer<uint8_t> shifted(bytes.size() + 4);
+        std::memcpy(shifted.data() + 4, bytes.data(), bytes.size());
+        MatvecCudaArgs narrow = args;
+        narrow.weight = shifted.data() + 4;
+        narrow.bias = nullptr;
+        QVERIFY(!plan_matvec_cuda(narrow).uses_q8_input);
+        QCOMPARE(matvec_cuda(narrow, nullptr), cudaSuccess);
+        std::vector<float> row(static_cast<size_t>(in_features));
+        for (int64_t o = 0; o < out_features; ++o) {
+          dequantize_row_ref(type, bytes.data() + static_cast<size_t>(o) * row_bytes, row.data(), in_features);
+          double expected = 0, magnitude = 0;
+          for (int64_t i = 0; i < in_features; ++i) {
+            expected += static_cast<double>(row[static_cast<size_t>(i)]) * x.data()[i];
+            magnitude += std::fabs(static_cast<double>(row[static_cast<size_t>(i)]) * x.data()[i]);
+          }
+          QVERIFY2(std::fabs(y.data()[o] - expected) <= 1e-5 * magnitude,
+                   qPrintable(QStringLiteral("Q4_K in=%1 on 4-byte loads: y[%2] = %3, reference %4")
+                                  .arg(in_features)
+                                  .arg(o)
+                                  .arg(y.data()[o], 0, 'g', 9)
+                                  .arg(expected, 0, 'g', 9)));
+        }
+      }
     }
-    QVERIFY(!cuda_matvec_takes_q8_input(GgmlType::Q4_K));
+    QVERIFY(!cuda_matvec_takes_q8_input(GgmlType::Q5_K));
     QCOMPARE(quantize_x_q8_cuda(nullptr, 32, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
   }
 

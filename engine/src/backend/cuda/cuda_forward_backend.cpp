@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 namespace iwb::cuda {
 namespace {
@@ -78,6 +79,8 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   report(0.9, "allocating the KV cache on " + id);
   IWB_RETURN_IF_ERROR(b->allocate_kv_pool(options, context_length));
   b->m_is_batch_invariant = options.is_batch_invariant;
+  report(0.95, "warming up cuBLAS on " + id);
+  IWB_RETURN_IF_ERROR(b->warm_up_gemms());
   b->m_num_threads = options.num_threads > 0 ? options.num_threads : iwb::default_num_threads();
 
   cudaDeviceProp prop{};
@@ -234,6 +237,34 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_logits_host = std::move(*logits);
   (void)id;
   return {};
+}
+
+// One GEMM of every layer weight shape at the step budget's token count, at load. On the H200
+// the first cuBLAS GEMM of a process took 66 ms (116 ms with CUDA_MODULE_LOADING=EAGER) and the
+// first of each new shape ~4 ms, against 0.1 ms warm (session 31): cuBLAS loads and picks its
+// kernels on first use, and that landed in the user's first prompt. The inputs are zeros and
+// the outputs scratch that every step overwrites. IWB_CUDA_WARMUP=0 skips it (to see the cost).
+Status CudaForwardBackend::warm_up_gemms() {
+  if (m_x16.data() == nullptr || m_weights.layers.empty()) return {};
+  if (const char* env = std::getenv("IWB_CUDA_WARMUP"); env != nullptr && std::string_view(env) == "0") return {};
+  const int64_t n = m_capacity.max_tokens;
+  const int64_t width = m_config.feed_forward_length;  // m_up (input) and m_gate (output) hold n x width
+  IWB_RETURN_IF_ERROR(fail(cudaMemsetAsync(m_up, 0, static_cast<size_t>(n * width) * sizeof(float), m_stream.get()),
+                           "clearing the warm-up input"));
+  const DeviceLayer& layer = m_weights.layers.front();
+  std::vector<const DeviceMatrix*> seen;
+  for (const DeviceMatrix* w : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_gate, &layer.ffn_up,
+                                &layer.ffn_down}) {
+    if (w->data == nullptr || w->in_features > width || w->out_features > width) continue;
+    const bool is_repeat = std::any_of(seen.begin(), seen.end(), [&](const DeviceMatrix* s) {
+      return s->type == w->type && s->is_split == w->is_split && s->in_features == w->in_features &&
+             s->out_features == w->out_features;
+    });
+    if (is_repeat) continue;
+    seen.push_back(w);
+    IWB_RETURN_IF_ERROR(gemm(*w, m_up, n, m_gate));
+  }
+  return fail(cudaStreamSynchronize(m_stream.get()), "warming up cuBLAS");
 }
 
 Status CudaForwardBackend::allocate_kv_pool(const EngineOptions& o, int64_t context_length) {

@@ -87,6 +87,7 @@ class CudaForwardBackend final : public ForwardBackend {
   // cuda_forward_backend.cpp: the allocations after the weights.
   Status allocate_scratch(const EngineOptions& options, int64_t context_length);
   Status allocate_kv_pool(const EngineOptions& options, int64_t context_length);
+  Status warm_up_gemms();
   void destroy_graphs();
 
   // cuda_forward_step.cpp: one step, eager or through a graph; its logits rows (or with

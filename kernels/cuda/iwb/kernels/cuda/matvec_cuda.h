@@ -24,7 +24,7 @@ struct MatvecCudaArgs {
   int64_t num_tokens = 0;        // 1..kCudaMatvecMaxTokens
   float* y = nullptr;            // device: [num_tokens x out_features], row-major; must not alias x
   const float* bias = nullptr;   // device: [out_features], or null
-  // Optional, one token of Q4_0 or Q8_0 weights only (cuda_matvec_takes_q8_input): x already
+  // Optional, one token of Q4_0, Q8_0, Q4_K or Q6_K weights only (cuda_matvec_takes_q8_input): x already
   // quantized by quantize_x_q8_cuda. The product then runs on integer dot products (dp4a, four
   // int8 products per instruction) instead of decoding every weight to f32: on an H100 the f32
   // decode made the Q4_0 kernel bound by instruction issue at ~30% of the DRAM bandwidth.

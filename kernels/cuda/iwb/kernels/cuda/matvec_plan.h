@@ -30,10 +30,10 @@ struct MatvecPlan {
   // shapes take the scalar kernel.
   bool is_vector_path = false;
   int64_t row_bytes = 0;     // bytes of one weight row
-  int rows_per_block = kMatvecRowsPerBlock;  // output rows per thread block (quantized: 2, 4 or 8)
+  int rows_per_block = kMatvecRowsPerBlock;  // output rows per thread block (quantized: 1, 2 or 4)
   int64_t num_blocks = 0;                    // grid size: ceil(out_features / rows_per_block)
   bool is_many_tokens = false;  // the num_tokens > 1 instantiation (8 accumulators per row)
-  bool uses_q8_input = false;   // one token of Q4_0 / Q8_0 against args.x_q8 (integer dot products)
+  bool uses_q8_input = false;   // one token of Q4_0 / Q8_0 / Q4_K / Q6_K against args.x_q8 (integer products)
 };
 
 // The plan for valid args (matvec_cuda_check(args) == cudaSuccess); unspecified otherwise.

@@ -1,0 +1,106 @@
+// One token of Q4_K weights against int8 activations (MatvecCudaArgs::x_q8), read straight from
+// the GGUF layout with 16-byte loads: the default chat model's type. Its f32-decode kernel
+// (matvec_quant.cuh's UnitK45) reached 612-830 GB/s on an H200 (session 31, llama-3-8b
+// Q4_K_M: 17.6% of the bandwidth), bound by the decode's instructions like Q4_0's was before
+// its int8 path.
+//
+// Why no shared-memory staging here: a Q4_K super-block is 144 bytes, a multiple of 16, so its
+// 16-byte header (d, dmin, 12 bytes of scales) and its 128 quant bytes sit 16-byte aligned in
+// every row (the rows are whole blocks). A thread takes one 16-byte piece of the quants; the 8
+// pieces of a block are consecutive lanes, so a warp reads 4 blocks' quants as contiguous
+// 128-byte runs (the header rides in the first piece's 32-byte sector).
+//
+// The arithmetic: sub-block j (32 values) has w = d sc_j q - dmin m_j, and the activations'
+// 32-value blocks line up with the sub-blocks, x = dx_j xq. So the sub-block's share is
+// dx_j (d sc_j sum(q xq) - dmin m_j sum(xq)), both sums in int32 through dp4a.
+#pragma once
+
+#include "iwb/kernels/cuda/matvec_plan.h"
+#include "iwb/kernels/quant_blocks.h"
+#include "matvec_quant.cuh"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace iwb::cuda_matvec {
+
+// Quant bytes of a Q4_K block per thread, and the pieces a block splits into.
+inline constexpr int kQ4KPieceBytes = 16;
+inline constexpr int kQ4KPiecesPerBlock = static_cast<int>(sizeof(BlockQ4_K) - 16) / kQ4KPieceBytes;
+static_assert(sizeof(BlockQ4_K) % 16 == 0, "16-byte loads need 16-byte aligned blocks");
+
+// Byte k (0..3) of `word`.
+__device__ __forceinline__ uint32_t byte_at(uint32_t word, int k) { return (word >> (8 * k)) & 0xFFu; }
+
+// The 6-bit scales and mins of sub-blocks 2c and 2c + 1 (c = 0..3) from the header's scale words
+// s0 = bytes 0-3, s1 = 4-7, s2 = 8-11, as unpack_scale_min_k4 computes them. Shifts and selects
+// only: indexing a local byte array at run time would put it in local memory (the stack frame
+// kernel_stack_frames guards against).
+__device__ __forceinline__ void q4_k_scales(uint32_t s0, uint32_t s1, uint32_t s2, int c, float sc[2], float mn[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int k = (2 * c + i) & 3;  // j for j < 4, j - 4 otherwise
+    uint32_t scale, min;
+    if (c < 2) {
+      scale = byte_at(s0, k) & 63u;
+      min = byte_at(s1, k) & 63u;
+    } else {
+      scale = (byte_at(s2, k) & 0x0Fu) | ((byte_at(s0, k) >> 6) << 4);
+      min = (byte_at(s2, k) >> 4) | ((byte_at(s1, k) >> 6) << 4);
+    }
+    sc[i] = static_cast<float>(scale);
+    mn[i] = static_cast<float>(min);
+  }
+}
+
+// sum_i q[i] * x[i] over 16 int8 pairs (q: 16 values 0..15 as bytes), and sum_i x[i].
+__device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
+  *dot = __dp4a(static_cast<int>(q.x), x.x,
+                __dp4a(static_cast<int>(q.y), x.y, __dp4a(static_cast<int>(q.z), x.z, __dp4a(static_cast<int>(q.w), x.w, 0))));
+  constexpr int kOnes = 0x01010101;
+  *sum_x = __dp4a(kOnes, x.x, __dp4a(kOnes, x.y, __dp4a(kOnes, x.z, __dp4a(kOnes, x.w, 0))));
+}
+
+// One thread block (kMatvecThreads threads) per output row: thread i takes pieces i, i + 128, ...
+// of the row (piece = 16 quant bytes = 16 values of sub-block 2c and the 16 at the same places
+// of sub-block 2c + 1), then a warp-shuffle and shared-memory sum. One row per block keeps even
+// the 1,024-row k and v products at 8 blocks an SM, enough loads in flight to cover DRAM latency.
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t out_features,
+                          const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y,
+                          const float* __restrict__ bias) {
+  const int64_t row = blockIdx.x;
+  const uint8_t* w = weight + row * row_bytes;
+  const int num_pieces = static_cast<int>(row_bytes / static_cast<int64_t>(sizeof(BlockQ4_K))) * kQ4KPiecesPerBlock;
+  float acc = 0.0f;
+  for (int piece = static_cast<int>(threadIdx.x); piece < num_pieces; piece += kMatvecThreads) {
+    const int block = piece / kQ4KPiecesPerBlock, p = piece % kQ4KPiecesPerBlock;
+    const int c = p >> 1, half = p & 1;  // 64-value chunk c: quant bytes 32c + 16 half .. + 15
+    const uint8_t* b = w + static_cast<int64_t>(block) * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const uint4 header = __ldcs(reinterpret_cast<const uint4*>(b));
+    const uint4 q = __ldcs(reinterpret_cast<const uint4*>(b + 16) + p);
+    // The activations of sub-blocks 2c (low nibbles) and 2c + 1 (high), at the piece's 16 places.
+    const int64_t x_block = static_cast<int64_t>(block) * 8 + 2 * c;
+    const int4 x_low = __ldg(reinterpret_cast<const int4*>(xq + x_block * 32 + 16 * half));
+    const int4 x_high = __ldg(reinterpret_cast<const int4*>(xq + (x_block + 1) * 32 + 16 * half));
+    const float dx_low = __ldg(xd + x_block), dx_high = __ldg(xd + x_block + 1);
+
+    float sc[2], mn[2];
+    q4_k_scales(header.y, header.z, header.w, c, sc, mn);
+    const float d = fp16_bits_to_float(header.x & 0xFFFFu), dmin = fp16_bits_to_float(header.x >> 16);
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+    const uint4 q_low = make_uint4(q.x & kLow, q.y & kLow, q.z & kLow, q.w & kLow);
+    const uint4 q_high = make_uint4((q.x >> 4) & kLow, (q.y >> 4) & kLow, (q.z >> 4) & kLow, (q.w >> 4) & kLow);
+    int dot_low, sum_low, dot_high, sum_high;
+    dot16(q_low, x_low, &dot_low, &sum_low);
+    dot16(q_high, x_high, &dot_high, &sum_high);
+    acc += dx_low * (d * sc[0] * static_cast<float>(dot_low) - dmin * mn[0] * static_cast<float>(sum_low));
+    acc += dx_high * (d * sc[1] * static_cast<float>(dot_high) - dmin * mn[1] * static_cast<float>(sum_high));
+  }
+  const float row_acc[1][1] = {{acc}};
+  reduce_and_store<1, 1>(row_acc, row, 1, 1, out_features, bias, y);
+}
+
+}  // namespace iwb::cuda_matvec
