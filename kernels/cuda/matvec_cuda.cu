@@ -33,6 +33,11 @@ bool cuda_matvec_supports(GgmlType type) {
   }
 }
 
+int64_t cuda_matvec_q8_input_max_tokens(GgmlType type) {
+  if (type == GgmlType::Q4_K) return kCudaMatvecMaxTokens;
+  return cuda_matvec_takes_q8_input(type) ? 1 : 0;
+}
+
 bool cuda_matvec_takes_q8_input(GgmlType type) {
   return type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
 }
@@ -65,7 +70,7 @@ cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
   }
   // int8 activations: one token of a type that takes them, both arrays given and aligned.
   if (args.x_q8 != nullptr || args.x_q8_scale != nullptr) {
-    if (args.x_q8 == nullptr || args.x_q8_scale == nullptr || args.num_tokens != 1 ||
+    if (args.x_q8 == nullptr || args.x_q8_scale == nullptr || args.num_tokens > cuda_matvec_q8_input_max_tokens(args.type) ||
         !cuda_matvec_takes_q8_input(args.type) || !is_aligned_to(args.x_q8, 16) || !is_aligned_to(args.x_q8_scale, 4)) {
       return cudaErrorInvalidValue;
     }
@@ -104,7 +109,11 @@ MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
     }
   }
   const bool is_float = args.type == GgmlType::F32 || args.type == GgmlType::F16 || args.type == GgmlType::BF16;
-  if (!is_float && plan.is_many_tokens && plan.load_bytes == 16 && args.out_features >= kMatvecQuantWideMinRows)
+  // (Not for int8 activations: Q4_K's int8 kernel takes one row a block at any token count. On
+  // the H200 this rule once overrode it, and every 2-8-token Q4_K product of 2,048 rows or more
+  // was refused: test_cuda_matvec_args checks the plan at real shapes.)
+  if (!is_float && !plan.uses_q8_input && plan.is_many_tokens && plan.load_bytes == 16 &&
+      args.out_features >= kMatvecQuantWideMinRows)
     plan.rows_per_block = kMatvecQuantWideRowsManyTokens;
   plan.num_blocks = (args.out_features + plan.rows_per_block - 1) / plan.rows_per_block;
   return plan;

@@ -67,40 +67,54 @@ __device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
 // of the row (piece = 16 quant bytes = 16 values of sub-block 2c and the 16 at the same places
 // of sub-block 2c + 1), then a warp-shuffle and shared-memory sum. One row per block keeps even
 // the 1,024-row k and v products at 8 blocks an SM, enough loads in flight to cover DRAM latency.
+// kMaxTokens: 1, or up to 8 tokens (num_tokens at run time) sharing each weight load; token t's
+// activations start at xq + t in_features and xd + t in_features / 32. A token's sums run in the
+// same order whatever the other tokens, so its result does not depend on the batch.
+template <int kMaxTokens>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t out_features,
-                          const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y,
-                          const float* __restrict__ bias) {
+    matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
+                          int64_t out_features, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                          int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
   const int64_t row = blockIdx.x;
   const uint8_t* w = weight + row * row_bytes;
   const int num_pieces = static_cast<int>(row_bytes / static_cast<int64_t>(sizeof(BlockQ4_K))) * kQ4KPiecesPerBlock;
-  float acc = 0.0f;
+  float acc[1][kMaxTokens];
+#pragma unroll
+  for (int t = 0; t < kMaxTokens; ++t) acc[0][t] = 0.0f;
   for (int piece = static_cast<int>(threadIdx.x); piece < num_pieces; piece += kMatvecThreads) {
     const int block = piece / kQ4KPiecesPerBlock, p = piece % kQ4KPiecesPerBlock;
     const int c = p >> 1, half = p & 1;  // 64-value chunk c: quant bytes 32c + 16 half .. + 15
     const uint8_t* b = w + static_cast<int64_t>(block) * static_cast<int64_t>(sizeof(BlockQ4_K));
     const uint4 header = __ldcs(reinterpret_cast<const uint4*>(b));
     const uint4 q = __ldcs(reinterpret_cast<const uint4*>(b + 16) + p);
-    // The activations of sub-blocks 2c (low nibbles) and 2c + 1 (high), at the piece's 16 places.
-    const int64_t x_block = static_cast<int64_t>(block) * 8 + 2 * c;
-    const int4 x_low = __ldg(reinterpret_cast<const int4*>(xq + x_block * 32 + 16 * half));
-    const int4 x_high = __ldg(reinterpret_cast<const int4*>(xq + (x_block + 1) * 32 + 16 * half));
-    const float dx_low = __ldg(xd + x_block), dx_high = __ldg(xd + x_block + 1);
 
     float sc[2], mn[2];
     q4_k_scales(header.y, header.z, header.w, c, sc, mn);
     const float d = fp16_bits_to_float(header.x & 0xFFFFu), dmin = fp16_bits_to_float(header.x >> 16);
+    const float scale_low = d * sc[0], min_low = dmin * mn[0], scale_high = d * sc[1], min_high = dmin * mn[1];
     constexpr uint32_t kLow = 0x0F0F0F0Fu;
     const uint4 q_low = make_uint4(q.x & kLow, q.y & kLow, q.z & kLow, q.w & kLow);
     const uint4 q_high = make_uint4((q.x >> 4) & kLow, (q.y >> 4) & kLow, (q.z >> 4) & kLow, (q.w >> 4) & kLow);
-    int dot_low, sum_low, dot_high, sum_high;
-    dot16(q_low, x_low, &dot_low, &sum_low);
-    dot16(q_high, x_high, &dot_high, &sum_high);
-    acc += dx_low * (d * sc[0] * static_cast<float>(dot_low) - dmin * mn[0] * static_cast<float>(sum_low));
-    acc += dx_high * (d * sc[1] * static_cast<float>(dot_high) - dmin * mn[1] * static_cast<float>(sum_high));
+    // The activations of sub-blocks 2c (low nibbles) and 2c + 1 (high), at the piece's 16 places.
+    const int64_t x_block = static_cast<int64_t>(block) * 8 + 2 * c;
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) {
+      if (t < num_tokens) {
+        const int8_t* xt = xq + t * in_features;
+        const float* dt = xd + t * (in_features / 32);
+        const int4 x_low = __ldg(reinterpret_cast<const int4*>(xt + x_block * 32 + 16 * half));
+        const int4 x_high = __ldg(reinterpret_cast<const int4*>(xt + (x_block + 1) * 32 + 16 * half));
+        int dot_low, sum_low, dot_high, sum_high;
+        dot16(q_low, x_low, &dot_low, &sum_low);
+        dot16(q_high, x_high, &dot_high, &sum_high);
+        acc[0][t] += __ldg(dt + x_block) *
+                     (scale_low * static_cast<float>(dot_low) - min_low * static_cast<float>(sum_low));
+        acc[0][t] += __ldg(dt + x_block + 1) *
+                     (scale_high * static_cast<float>(dot_high) - min_high * static_cast<float>(sum_high));
+      }
+    }
   }
-  const float row_acc[1][1] = {{acc}};
-  reduce_and_store<1, 1>(row_acc, row, 1, 1, out_features, bias, y);
+  reduce_and_store<kMaxTokens, 1>(acc, row, 1, num_tokens, out_features, bias, y);
 }
 
 }  // namespace iwb::cuda_matvec

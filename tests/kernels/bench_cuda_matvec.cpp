@@ -173,11 +173,14 @@ int main(int argc, char** argv) {
       // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
       // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split"),
       // and its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
-      for (int variant = 0; variant < 7 && is_ok; ++variant) {
-        const bool is_q8_input = variant == 2, is_split = variant >= 3, is_mma = variant >= 5;
-        if (is_split && !has_split_blocks(type)) break;
-        if (is_q8_input && !cuda_matvec_takes_q8_input(type)) continue;
-        const int64_t num_tokens = variant == 1   ? kCudaMatvecMaxTokens
+      // Last, (Q4_K) 8 tokens against int8 activations sharing each weight load ("8 q8").
+      for (int variant = 0; variant < 8 && is_ok; ++variant) {
+        const bool is_q8_input = variant == 2 || variant == 7, is_split = variant >= 3 && variant <= 6,
+                   is_mma = variant == 5 || variant == 6;
+        if (is_split && !has_split_blocks(type)) continue;
+        if (variant == 2 && !cuda_matvec_takes_q8_input(type)) continue;
+        if (variant == 7 && cuda_matvec_q8_input_max_tokens(type) < kCudaMatvecMaxTokens) continue;
+        const int64_t num_tokens = variant == 1 || variant == 7 ? kCudaMatvecMaxTokens
                                    : variant == 4 ? kSplitMaxTokens
                                    : variant == 5 ? 16
                                    : variant == 6 ? kSplitMmaMaxTokens

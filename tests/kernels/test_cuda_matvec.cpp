@@ -247,65 +247,59 @@ class TestCudaMatvec : public QObject {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 7u + 1u);
-    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row.
+    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row. Q4_K
+    // also takes 5 tokens a launch (each weight load shared by the tokens).
     const bool is_k = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
-    for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
-      const int64_t out_features = in_features == 4096 ? 4099 : 5;
-      const int64_t num_blocks = in_features / 32;
-      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
-      const std::vector<float> x = test::random_floats(static_cast<size_t>(in_features), rng, 2.0f);
-      uint8_t* d_weight = nullptr;
-      float *d_x = nullptr, *d_y = nullptr, *d_scale = nullptr;
-      int8_t* d_q = nullptr;
-      QCOMPARE(cudaMalloc(&d_weight, bytes.size()), cudaSuccess);
-      QCOMPARE(cudaMalloc(&d_x, x.size() * sizeof(float)), cudaSuccess);
-      QCOMPARE(cudaMalloc(&d_y, static_cast<size_t>(out_features) * sizeof(float)), cudaSuccess);
-      QCOMPARE(cudaMalloc(&d_scale, static_cast<size_t>(num_blocks) * sizeof(float)), cudaSuccess);
-      QCOMPARE(cudaMalloc(&d_q, static_cast<size_t>(in_features)), cudaSuccess);
-      QCOMPARE(cudaMemcpy(d_weight, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      QCOMPARE(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-      QCOMPARE(quantize_x_q8_cuda(d_x, in_features, d_q, d_scale, nullptr), cudaSuccess);
-      MatvecCudaArgs args;
-      args.type = type;
-      args.weight = d_weight;
-      args.in_features = in_features;
-      args.out_features = out_features;
-      args.x = d_x;
-      args.num_tokens = 1;
-      args.y = d_y;
-      args.x_q8 = d_q;
-      args.x_q8_scale = d_scale;
-      QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
-      QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<int8_t> q(static_cast<size_t>(in_features));
-      std::vector<float> scale(static_cast<size_t>(num_blocks)), y(static_cast<size_t>(out_features));
-      QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      for (const void* p :
-           {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
-            static_cast<const void*>(d_scale), static_cast<const void*>(d_q)}) {
-        cudaFree(const_cast<void*>(p));
-      }
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        int8_t ref_q[32];
-        float ref_d = 0;
-        quantize_x_q8_block_ref(x.data() + 32 * b, ref_q, &ref_d);
-        QCOMPARE(scale[static_cast<size_t>(b)], ref_d);
-        QVERIFY2(std::memcmp(q.data() + 32 * b, ref_q, 32) == 0, qPrintable(QStringLiteral("block %1").arg(b)));
-      }
-      const size_t row_bytes = *ggml_row_bytes(type, in_features);
-      for (int64_t o = 0; o < out_features; ++o) {
-        const test::Q8InputReference ref = test::q8_input_reference(
-            type, bytes.data() + static_cast<size_t>(o) * row_bytes, q.data(), scale.data(), num_blocks);
-        const double expected = ref.value, magnitude = ref.magnitude;
-        const float got = y[static_cast<size_t>(o)];
-        QVERIFY2(std::fabs(got - expected) <= 1e-5 * magnitude + 1e-6 * std::fabs(expected),
-                 qPrintable(QStringLiteral("in=%1: y[%2] = %3, reference %4")
-                                .arg(in_features)
-                                .arg(o)
-                                .arg(got, 0, 'g', 9)
-                                .arg(expected, 0, 'g', 9)));
+    for (const int64_t tokens : {int64_t{1}, type == GgmlType::Q4_K ? int64_t{5} : int64_t{0}}) {
+      if (tokens == 0) continue;
+      for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
+        const int64_t out_features = in_features == 4096 ? 4099 : 5;
+        const int64_t num_blocks = in_features / 32;
+        const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
+        const std::vector<float> x = test::random_floats(static_cast<size_t>(tokens * in_features), rng, 2.0f);
+        uint8_t* d_weight = nullptr;
+        float *d_x = nullptr, *d_y = nullptr, *d_scale = nullptr;
+        int8_t* d_q = nullptr;
+        QCOMPARE(cudaMalloc(&d_weight, bytes.size()), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_x, x.size() * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_y, static_cast<size_t>(tokens * out_features) * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_scale, static_cast<size_t>(tokens * num_blocks) * sizeof(float)), cudaSuccess);
+        QCOMPARE(cudaMalloc(&d_q, static_cast<size_t>(tokens * in_features)), cudaSuccess);
+        QCOMPARE(cudaMemcpy(d_weight, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        QCOMPARE(cudaMemcpy(d_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        QCOMPARE(quantize_x_q8_cuda(d_x, tokens * in_features, d_q, d_scale, nullptr), cudaSuccess);
+        MatvecCudaArgs args;
+        args.type = type;
+        args.weight = d_weight;
+        args.in_features = in_features;
+        args.out_features = out_features;
+        args.x = d_x;
+        args.num_tokens = tokens;
+        args.y = d_y;
+        args.x_q8 = d_q;
+        args.x_q8_scale = d_scale;
+        QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
+        QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<int8_t> q(static_cast<size_t>(tokens * in_features));
+        std::vector<float> scale(static_cast<size_t>(tokens * num_blocks)), y(static_cast<size_t>(tokens * out_features));
+        QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        for (const void* p :
+             {static_cast<const void*>(d_weight), static_cast<const void*>(d_x), static_cast<const void*>(d_y),
+              static_cast<const void*>(d_scale), static_cast<const void*>(d_q)}) {
+          cudaFree(const_cast<void*>(p));
+        }
+        for (int64_t b = 0; b < tokens * num_blocks; ++b) {
+          int8_t ref_q[32];
+          float ref_d = 0;
+          quantize_x_q8_block_ref(x.data() + 32 * b, ref_q, &ref_d);
+          QCOMPARE(scale[static_cast<size_t>(b)], ref_d);
+          QVERIFY2(std::memcmp(q.data() + 32 * b, ref_q, 32) == 0, qPrintable(QStringLiteral("block %1").arg(b)));
+        }
+        const QString mismatch = test::q8_product_mismatch(type, bytes.data(), in_features, out_features, q.data(),
+                                                           scale.data(), tokens, y.data(), nullptr, 1, type_name(type));
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
       }
     }
   }

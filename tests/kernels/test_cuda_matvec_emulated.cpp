@@ -279,10 +279,10 @@ class TestCudaMatvecEmulated : public QObject {
       for (int64_t i = out_features; i < out_features + 8; ++i)
         QVERIFY2(std::isnan(y.data()[i]), "written past the outputs");
 
-      // Refused: several tokens, a type without the path, one array missing, a misaligned q.
+      // Refused: several tokens (but Q4_K), one array missing, a misaligned q.
       MatvecCudaArgs bad = args;
       bad.num_tokens = 2;
-      QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
+      if (type != GgmlType::Q4_K) QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
       bad = args;
       bad.x_q8_scale = nullptr;
       QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
@@ -290,6 +290,32 @@ class TestCudaMatvecEmulated : public QObject {
       bad.x_q8 = q.data() + 4;
       QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
       if (type == GgmlType::Q4_K) {
+        // Several tokens (3 and 8) sharing each weight load, each against its own reference.
+        for (const int64_t n : {int64_t{3}, int64_t{8}}) {
+          AlignedBuffer<float> xs(static_cast<size_t>(n * in_features));
+          const std::vector<float> values = test::random_floats(static_cast<size_t>(n * in_features), rng, 2.0f);
+          std::memcpy(xs.data(), values.data(), sizeof(float) * values.size());
+          AlignedBuffer<int8_t> qs(static_cast<size_t>(n * in_features));
+          AlignedBuffer<float> ds(static_cast<size_t>(n * num_blocks));
+          QCOMPARE(quantize_x_q8_cuda(xs.data(), n * in_features, qs.data(), ds.data(), nullptr), cudaSuccess);
+          AlignedBuffer<float> ys(static_cast<size_t>(n * out_features + 8), NAN);
+          MatvecCudaArgs many = args;
+          many.x = xs.data();
+          many.num_tokens = n;
+          many.y = ys.data();
+          many.x_q8 = qs.data();
+          many.x_q8_scale = ds.data();
+          QVERIFY(plan_matvec_cuda(many).uses_q8_input);
+          QCOMPARE(matvec_cuda(many, nullptr), cudaSuccess);
+          const QString mismatch = test::q8_product_mismatch(type, bytes.data(), in_features, out_features, qs.data(),
+                                                             ds.data(), n, ys.data(), bias.data(), 1, "Q4_K");
+          QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
+          for (int64_t i = n * out_features; i < n * out_features + 8; ++i)
+            QVERIFY2(std::isnan(ys.data()[i]), "written past the outputs");
+        }
+        bad = args;
+        bad.num_tokens = kCudaMatvecMaxTokens + 1;
+        QCOMPARE(matvec_cuda(bad, nullptr), cudaErrorInvalidValue);
         // Q4_K rows that cannot take 16-byte loads decode to f32 as without x_q8 (same result
         // up to the activations' rounding, which the f32 path does not have).
         AlignedBuffer<uint8_t> shifted(bytes.size() + 4);

@@ -17,6 +17,9 @@
 
 namespace iwb::cuda {
 
+// The int8 buffer holds kSplitMaxTokens tokens: every int8 product of the matvec path fits.
+static_assert(kCudaMatvecMaxTokens <= kSplitMaxTokens, "a matvec step's tokens fit the int8 activations");
+
 Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y) {
   const PlanProduct& p = op.products[static_cast<size_t>(part)];
   const int64_t layer = op.layer;
@@ -68,17 +71,20 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     a.in_features = w.in_features;
     a.out_features = w.out_features;
     a.bias = bias;
-    // One token of Q4_0 / Q8_0 in GGUF layout: int8 activations and integer dot products, the
-    // input quantized once for all of this op's products (q, k and v; gate and up).
-    const bool is_q8_input = m_use_q8_input && cuda_matvec_takes_q8_input(w.type) && (n == 1 || m_is_batch_invariant) &&
+    // Q4_0 / Q8_0 in GGUF layout, Q4_K and Q6_K: int8 activations and integer dot products, the
+    // input quantized once for all of this op's products (q, k and v; gate and up). One token a
+    // launch, Q4_K up to 8 sharing each weight load; batch-invariant mode launches a token alone.
+    const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
+    const bool is_q8_input = m_use_q8_input && q8_tokens >= 1 && (n <= q8_tokens || m_is_batch_invariant) &&
                              w.in_features <= m_q8_capacity;
     if (is_q8_input) {
-      for (int64_t t = 0; t < n; ++t) {
-        const float* xt = x + t * w.in_features;
-        IWB_RETURN_IF_ERROR(quantize_input_q8(xt, 1, w.in_features, name, layer));
-        a.num_tokens = 1;
+      for (int64_t first = 0; first < n; first += q8_tokens) {
+        const int64_t count = std::min(q8_tokens, n - first);
+        const float* xt = x + first * w.in_features;
+        IWB_RETURN_IF_ERROR(quantize_input_q8(xt, count, w.in_features, name, layer));
+        a.num_tokens = count;
         a.x = xt;
-        a.y = y + t * w.out_features;
+        a.y = y + first * w.out_features;
         a.x_q8 = m_x_q8.as<int8_t>();
         a.x_q8_scale = m_x_q8_scale;
         if (const cudaError_t e = matvec_cuda(a, stream); e != cudaSuccess) return launched(e, what("").c_str(), layer);

@@ -24,17 +24,21 @@ struct MatvecCudaArgs {
   int64_t num_tokens = 0;        // 1..kCudaMatvecMaxTokens
   float* y = nullptr;            // device: [num_tokens x out_features], row-major; must not alias x
   const float* bias = nullptr;   // device: [out_features], or null
-  // Optional, one token of Q4_0, Q8_0, Q4_K or Q6_K weights only (cuda_matvec_takes_q8_input): x already
-  // quantized by quantize_x_q8_cuda. The product then runs on integer dot products (dp4a, four
-  // int8 products per instruction) instead of decoding every weight to f32: on an H100 the f32
-  // decode made the Q4_0 kernel bound by instruction issue at ~30% of the DRAM bandwidth.
+  // Optional, for Q4_0, Q8_0, Q4_K or Q6_K weights (cuda_matvec_takes_q8_input; one token, Q4_K
+  // up to 8: cuda_matvec_q8_input_max_tokens): x already quantized by quantize_x_q8_cuda. The
+  // product then runs on integer dot products (dp4a, four int8 products per instruction) instead
+  // of decoding every weight to f32: on an H100 the f32 decode made the Q4_0 kernel bound by
+  // instruction issue at ~30% of the DRAM bandwidth.
   // y[o] = sum over 32-value blocks b of d_w[o][b] * x_d[b] * sum_j q_w[o][b][j] * x_q[b][j].
-  const int8_t* x_q8 = nullptr;       // device: [in_features], 16-byte aligned
-  const float* x_q8_scale = nullptr;  // device: [in_features / 32]
+  const int8_t* x_q8 = nullptr;       // device: [num_tokens x in_features], 16-byte aligned
+  const float* x_q8_scale = nullptr;  // device: [num_tokens x in_features / 32]
 };
 
 // Weight types whose one-token product can take quantize_x_q8_cuda's activations.
 bool cuda_matvec_takes_q8_input(GgmlType type);
+// Most tokens one int8-activation product of `type` takes: kCudaMatvecMaxTokens for Q4_K (the
+// tokens share each weight load), 1 for the other types that take int8 activations, else 0.
+int64_t cuda_matvec_q8_input_max_tokens(GgmlType type);
 
 // x [n] (n a multiple of 32) in blocks of 32: d = max|x| / 127, q = round(x / d) through 1 / d
 // as quantize_x_q8_block_ref does, bit for bit (0 and d = 0 for a block of zeros), and, when
