@@ -293,7 +293,12 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
         printf '%s\tskipped: %d GiB needed, %d GiB free\n' "$tag" $((need >> 30)) $((avail >> 30)) >>"$results/skipped.tsv"
         continue
       fi
-      [[ -f $file ]] || run timeout "$bench_timeout" "$iwb" synth --preset "$model" --type "$type" -o "$file" ||
+      # 256 random rows a tensor, repeated by a hash (iwb synth --distinct-rows): the same shapes,
+      # types and bytes to read, so the same speed; llama-3-8b Q4_K_M with every row random took
+      # 75 of run 1's 355 s on the H200 (2026-12-04), its K-quant rounding search being slow.
+      # IWB_GPU_DISTINCT_ROWS=0 draws every row.
+      [[ -f $file ]] || run timeout "$bench_timeout" "$iwb" synth --preset "$model" --type "$type" \
+        --distinct-rows "${IWB_GPU_DISTINCT_ROWS:-256}" -o "$file" ||
         { note "gpu-check: synth $tag failed"; test_status=1; continue; }
       capture "$results/bench-$tag.json" timeout "$bench_timeout" "$iwb" bench -m "$file" --device cuda:0 -p 2048 -n 128 -b 2048 -r 3 \
         --json --db "$db" || { note "gpu-check: bench $tag failed"; test_status=1; }
