@@ -3,7 +3,7 @@
 # correctness (the CUDA tests, per test function), decode tokens/s and MBU at batch 1, prefill
 # tokens/s and MFU at 2048 tokens, and throughput over batch sizes 1-64 with the ratio to
 # batch 1, for synthetic llama-3.2-1b and llama-3-8b in F16, Q4_0 and Q4_K_M (the default chat
-# model's type).
+# model's type), and the default chat model's own shape (qwen2.5-1.5b) in Q4_K_M.
 #
 #   scripts/gpu-check.sh [--bundle ARCHIVE | --build] [--models LIST] [--types LIST]
 #                        [--skip-tests] [--skip-bench] [--work DIR] [--dry-run]
@@ -12,7 +12,7 @@
 #                     for the lent GPU machine, which has no Qt and no -dev packages
 #   --build           build here from source instead (needs everything scripts/build.sh needs;
 #                     the CUDA tests are skipped when Qt6 Test is missing)
-#   --models LIST     synthetic presets (default llama-3.2-1b,llama-3-8b)
+#   --models LIST     synthetic presets (default llama-3.2-1b,llama-3-8b, and qwen2.5-1.5b in Q4_K_M)
 #   --types LIST      weight types (default F16,Q4_0,Q4_K_M)
 #   --skip-tests      no CUDA tests; --skip-bench: no probe, models or benchmarks
 #   --work DIR        scratch: unpacked bundle, synthetic models, results (default /tmp/iwb-gpu-check)
@@ -29,6 +29,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle="$root/build-gpu/iwb-gpu-bundle.tar.xz"
 mode=bundle
 models=llama-3.2-1b,llama-3-8b
+models_given=0
 types=F16,Q4_0,Q4_K_M
 run_tests=1
 run_bench=1
@@ -44,7 +45,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --bundle) bundle=$(realpath -m "$2"); mode=bundle; shift ;;
     --build) mode=build ;;
-    --models) models=$2; shift ;;
+    --models) models=$2; models_given=1; shift ;;
     --types) types=$2; shift ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
@@ -276,13 +277,21 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
   fi
 
   # Synthetic models: bytes per parameter of each type (Q4_0: 18 bytes per 32 weights).
-  declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000)
+  declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000 [qwen2.5-1.5b]=1540000000)
   declare -A bytes_per_param=([F16]=2 [BF16]=2 [Q8_0]=1.0625 [Q4_0]=0.5625 [Q4_K_M]=0.61 [F32]=4)
   mkdir -p "$work/models"
   IFS=, read -r -a model_list <<<"$models"
   IFS=, read -r -a type_list <<<"$types"
+  pairs=()
   for model in "${model_list[@]}"; do
-    for type in "${type_list[@]}"; do
+    for type in "${type_list[@]}"; do pairs+=("$model $type"); done
+  done
+  # The default chat model's shape and type (Qwen2.5 1.5B, Q4_K_M: rows of 1536 and 8960
+  # values, q/k/v biases, the output head tied to the token table) synthesized, since the 1 GB
+  # file cannot be carried; with the default model list only (IWB_GPU_DEFAULT_SHAPE=0 skips it).
+  [[ $models_given == 0 && ${IWB_GPU_DEFAULT_SHAPE:-1} == 1 ]] && pairs+=("qwen2.5-1.5b Q4_K_M")
+  for pair in "${pairs[@]}"; do
+      read -r model type <<<"$pair"
       file="$work/models/$model-$type.gguf"
       tag="$model-$type"
       step "$tag: synthesize, bench, batch-bench"
@@ -351,7 +360,6 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
       # 8B F16 is 16 GB: one model on disk at a time (IWB_GPU_KEEP_MODELS=1 keeps them for a
       # later command on the same machine, e.g. llama-bench carried separately).
       [[ $dry_run == 0 && ${IWB_GPU_KEEP_MODELS:-0} != 1 ]] && rm -f "$file"
-    done
   done
 fi
 

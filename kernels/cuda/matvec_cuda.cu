@@ -99,17 +99,17 @@ MatvecPlan plan_matvec_cuda(const MatvecCudaArgs& args) {
   plan.is_vector_path = plan.load_bytes == 16;
   plan.is_many_tokens = args.num_tokens > 1;
   plan.uses_q8_input = args.x_q8 != nullptr;
-  // Q4_K's int8 kernel reads its blocks with 16-byte loads straight from the rows, one row per
-  // thread block; on narrower loads the product decodes to f32 as without x_q8.
+  // Q4_K's int8 kernel reads its blocks with 16-byte loads straight from the rows, a thread block
+  // or a warp a row; on narrower loads the product decodes to f32 as without x_q8.
   if (plan.uses_q8_input && args.type == GgmlType::Q4_K) {
     if (plan.load_bytes == 16) {
-      plan.rows_per_block = 1;
+      plan.rows_per_block = args.in_features <= kQ4KWarpRowMaxInputs ? kMatvecQ4KWarpRows : 1;
     } else {
       plan.uses_q8_input = false;
     }
   }
   const bool is_float = args.type == GgmlType::F32 || args.type == GgmlType::F16 || args.type == GgmlType::BF16;
-  // (Not for int8 activations: Q4_K's int8 kernel takes one row a block at any token count. On
+  // (Not for int8 activations: Q4_K's int8 kernel keeps its rows a block at any token count. On
   // the H200 this rule once overrode it, and every 2-8-token Q4_K product of 2,048 rows or more
   // was refused: test_cuda_matvec_args checks the plan at real shapes.)
   if (!is_float && !plan.uses_q8_input && plan.is_many_tokens && plan.load_bytes == 16 &&

@@ -22,9 +22,16 @@ cudaError_t launch_matvec_q6_k_q8_input(const MatvecCudaArgs& args, const Matvec
 }
 
 cudaError_t launch_matvec_q4_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
-  if (args.type != GgmlType::Q4_K || plan.load_bytes != 16 || plan.rows_per_block != 1) return cudaErrorInvalidValue;
-  const auto kernel = plan.is_many_tokens ? matvec_q4_k_q8_kernel<static_cast<int>(kCudaMatvecMaxTokens)>
-                                          : matvec_q4_k_q8_kernel<1>;
+  if (args.type != GgmlType::Q4_K || plan.load_bytes != 16) return cudaErrorInvalidValue;
+  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens), kWarp = kMatvecQ4KWarpRows;
+  auto kernel = matvec_q4_k_q8_kernel<1, 1>;
+  if (plan.rows_per_block == 1) {
+    kernel = plan.is_many_tokens ? matvec_q4_k_q8_kernel<kMany, 1> : matvec_q4_k_q8_kernel<1, 1>;
+  } else if (plan.rows_per_block == kWarp) {
+    kernel = plan.is_many_tokens ? matvec_q4_k_q8_kernel<kMany, kWarp> : matvec_q4_k_q8_kernel<1, kWarp>;
+  } else {
+    return cudaErrorInvalidValue;
+  }
   IWB_LAUNCH(kernel, dim3(static_cast<unsigned>(plan.num_blocks)), dim3(kMatvecThreads), 0, stream,
              static_cast<const uint8_t*>(args.weight), plan.row_bytes, args.in_features, args.out_features, args.x_q8,
              args.x_q8_scale, static_cast<int>(args.num_tokens), args.y, args.bias);

@@ -29,6 +29,7 @@ namespace iwb::cuda_matvec {
 // Quant bytes of a Q4_K block per thread, and the pieces a block splits into.
 inline constexpr int kQ4KPieceBytes = 16;
 inline constexpr int kQ4KPiecesPerBlock = static_cast<int>(sizeof(BlockQ4_K) - 16) / kQ4KPieceBytes;
+static_assert(kMatvecQ4KWarpRows == kMatvecThreads / 32, "a warp a row");
 static_assert(sizeof(BlockQ4_K) % 16 == 0, "16-byte loads need 16-byte aligned blocks");
 
 // Byte k (0..3) of `word`.
@@ -63,25 +64,34 @@ __device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
   *sum_x = __dp4a(kOnes, x.x, __dp4a(kOnes, x.y, __dp4a(kOnes, x.z, __dp4a(kOnes, x.w, 0))));
 }
 
-// One thread block (kMatvecThreads threads) per output row: thread i takes pieces i, i + 128, ...
-// of the row (piece = 16 quant bytes = 16 values of sub-block 2c and the 16 at the same places
-// of sub-block 2c + 1), then a warp-shuffle and shared-memory sum. One row per block keeps even
-// the 1,024-row k and v products at 8 blocks an SM, enough loads in flight to cover DRAM latency.
+// kRows output rows per thread block (kMatvecThreads threads), kMatvecThreads / kRows threads a
+// row: thread i of a row takes pieces i, i + that, ... (piece = 16 quant bytes = 16 values of
+// sub-block 2c and the 16 at the same places of sub-block 2c + 1). kRows = 1 (a row's 128
+// threads: rows of 4096 values are exactly 128 pieces, and even the 1,024-row k and v products
+// keep 8 blocks an SM loading), summed through shared memory; kRows = 4 (a warp a row) for rows
+// of at most kQ4KWarpRowMaxInputs values, whose 48-64 pieces (the default model's 1536, llama-3.2-1b's
+// 2048) would leave half of 128 threads idle, summed by warp shuffles.
 // kMaxTokens: 1, or up to 8 tokens (num_tokens at run time) sharing each weight load; token t's
 // activations start at xq + t in_features and xd + t in_features / 32. A token's sums run in the
 // same order whatever the other tokens, so its result does not depend on the batch.
-template <int kMaxTokens>
+template <int kMaxTokens, int kRows>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
                           int64_t out_features, const int8_t* __restrict__ xq, const float* __restrict__ xd,
                           int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
-  const int64_t row = blockIdx.x;
-  const uint8_t* w = weight + row * row_bytes;
-  const int num_pieces = static_cast<int>(row_bytes / static_cast<int64_t>(sizeof(BlockQ4_K))) * kQ4KPiecesPerBlock;
+  static_assert(kRows == 1 || kRows == kMatvecThreads / 32, "a row's threads: the whole block, or one warp");
+  constexpr int kThreadsPerRow = kMatvecThreads / kRows;
+  const int row_in_block = static_cast<int>(threadIdx.x) / kThreadsPerRow;
+  const int first_piece = static_cast<int>(threadIdx.x) % kThreadsPerRow;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + row_in_block;
+  const bool has_row = row < out_features;  // the last block's spare warps (kRows = 4)
+  const uint8_t* w = weight + (has_row ? row : 0) * row_bytes;
+  const int num_pieces =
+      has_row ? static_cast<int>(row_bytes / static_cast<int64_t>(sizeof(BlockQ4_K))) * kQ4KPiecesPerBlock : 0;
   float acc[1][kMaxTokens];
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t) acc[0][t] = 0.0f;
-  for (int piece = static_cast<int>(threadIdx.x); piece < num_pieces; piece += kMatvecThreads) {
+  for (int piece = first_piece; piece < num_pieces; piece += kThreadsPerRow) {
     const int block = piece / kQ4KPiecesPerBlock, p = piece % kQ4KPiecesPerBlock;
     const int c = p >> 1, half = p & 1;  // 64-value chunk c: quant bytes 32c + 16 half .. + 15
     const uint8_t* b = w + static_cast<int64_t>(block) * static_cast<int64_t>(sizeof(BlockQ4_K));
@@ -114,7 +124,17 @@ __global__ void __launch_bounds__(kMatvecThreads)
       }
     }
   }
-  reduce_and_store<kMaxTokens, 1>(acc, row, 1, num_tokens, out_features, bias, y);
+  if constexpr (kRows == 1) {
+    reduce_and_store<kMaxTokens, 1>(acc, row, 1, num_tokens, out_features, bias, y);
+  } else {
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) {
+      const float total = warp_sum(acc[0][t]);  // every lane of the warp takes part
+      if (has_row && first_piece == 0 && t < num_tokens) {
+        y[t * out_features + row] = bias != nullptr ? total + bias[row] : total;
+      }
+    }
+  }
 }
 
 }  // namespace iwb::cuda_matvec

@@ -247,12 +247,15 @@ class TestCudaMatvec : public QObject {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 7u + 1u);
-    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row. Q4_K
-    // also takes 5 tokens a launch (each weight load shared by the tokens).
+    // K-quants' 256-value blocks: one block; 6 (the default model's 1536: a warp a row for Q4_K,
+    // each lane more than one piece); 17 (a thread block a row, each thread more than one piece); a
+    // real row. The 32-value types: 2-byte loads (96), 4-byte loads over several tiles (4160),
+    // 16-byte. Q4_K also takes 5 tokens a launch (each weight load shared by the tokens).
     const bool is_k = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    const std::vector<int64_t> k_inputs = {256, 1536, 4352, 4096}, legacy_inputs = {96, 4160, 4096};
     for (const int64_t tokens : {int64_t{1}, type == GgmlType::Q4_K ? int64_t{5} : int64_t{0}}) {
       if (tokens == 0) continue;
-      for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
+      for (const int64_t in_features : (is_k ? k_inputs : legacy_inputs)) {
         const int64_t out_features = in_features == 4096 ? 4099 : 5;
         const int64_t num_blocks = in_features / 32;
         const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);

@@ -145,23 +145,27 @@ class TestCudaMatvecArgs : public QObject {
     args.out_features = 128256;  // the llama-3 vocabulary
     QCOMPARE(plan_matvec_cuda(args).num_blocks, int64_t{64128});
 
-    // Q4_K on int8 activations: one row a thread block at every token count and row count (the
-    // wide blocks of several tokens must not apply: the kernel refuses them), 16-byte loads only.
+    // Q4_K on int8 activations: a thread block a row (4096 inputs) or a warp a row (1536, 2048),
+    // at every token count and row count (the wide blocks of several tokens must not apply: the
+    // kernel refuses them), 16-byte loads only.
     for (const int64_t tokens : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
       for (const int64_t rows : {int64_t{5}, kMatvecQuantWideMinRows, int64_t{14336}, int64_t{128256}}) {
-        MatvecCudaArgs k = valid_args(GgmlType::Q4_K, 4096);
-        k.num_tokens = tokens;
-        k.out_features = rows;
-        k.x_q8 = address<const int8_t>(0x50000000);
-        k.x_q8_scale = address<const float>(0x60000000);
-        QCOMPARE(matvec_cuda_check(k), cudaSuccess);
-        const MatvecPlan kp = plan_matvec_cuda(k);
-        QVERIFY(kp.uses_q8_input);
-        QCOMPARE(kp.rows_per_block, 1);
-        QCOMPARE(kp.num_blocks, rows);
-        QCOMPARE(kp.is_many_tokens, tokens > 1);
-        k.weight = address(0x10000004);  // 4-byte loads: the f32 decode, as without x_q8
-        QVERIFY(!plan_matvec_cuda(k).uses_q8_input);
+        for (const int64_t inputs : {int64_t{1536}, kQ4KWarpRowMaxInputs, int64_t{4096}}) {
+          MatvecCudaArgs k = valid_args(GgmlType::Q4_K, inputs);
+          k.num_tokens = tokens;
+          k.out_features = rows;
+          k.x_q8 = address<const int8_t>(0x50000000);
+          k.x_q8_scale = address<const float>(0x60000000);
+          QCOMPARE(matvec_cuda_check(k), cudaSuccess);
+          const MatvecPlan kp = plan_matvec_cuda(k);
+          QVERIFY(kp.uses_q8_input);
+          const int row_group = inputs <= 2048 ? 4 : 1;
+          QCOMPARE(kp.rows_per_block, row_group);
+          QCOMPARE(kp.num_blocks, (rows + row_group - 1) / row_group);
+          QCOMPARE(kp.is_many_tokens, tokens > 1);
+          k.weight = address(0x10000004);  // 4-byte loads: the f32 decode, as without x_q8
+          QVERIFY(!plan_matvec_cuda(k).uses_q8_input);
+        }
       }
     }
   }

@@ -222,9 +222,12 @@ class TestCudaMatvecEmulated : public QObject {
     const auto type = static_cast<GgmlType>(type_id);
     QVERIFY(cuda_matvec_takes_q8_input(type));
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 13u + 5u);
-    // K-quants' 256-value blocks: one block, an odd count of them (9), and a real row.
+    // K-quants' 256-value blocks: one block; 6 (the default model's 1536: a warp a row for Q4_K,
+    // each lane more than one piece); 17 (a thread block a row, each thread more than one piece); a
+    // real row. The 32-value types: 2-byte loads (96), 4-byte loads over several tiles (4160), 16-byte.
     const bool is_k = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
-    for (const int64_t in_features : {is_k ? int64_t{256} : int64_t{96}, is_k ? int64_t{2304} : int64_t{4160}, int64_t{4096}}) {
+    const std::vector<int64_t> k_inputs = {256, 1536, 4352, 4096}, legacy_inputs = {96, 4160, 4096};
+    for (const int64_t in_features : (is_k ? k_inputs : legacy_inputs)) {
       const int64_t out_features = in_features == 4096 ? 37 : 5;
       const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       AlignedBuffer<uint8_t> weight(bytes.size());

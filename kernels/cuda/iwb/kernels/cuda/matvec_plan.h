@@ -21,6 +21,11 @@ inline constexpr int kMatvecRowsPerBlock = 2;
 inline constexpr int kMatvecQuantWideRowsManyTokens = 4;
 // Below this many output rows the wide blocks would be too few to keep every SM reading.
 inline constexpr int64_t kMatvecQuantWideMinRows = 2048;
+// Q4_K on int8 activations (matvec_q4_k_q8.cuh): a thread block a row, or a warp a row (4 rows a
+// block) for rows of at most kQ4KWarpRowMaxInputs values, so rows of 1536 or 2048 values (48-64
+// 16-byte pieces) do not leave half of a block's 128 threads idle.
+inline constexpr int kMatvecQ4KWarpRows = 4;
+inline constexpr int64_t kQ4KWarpRowMaxInputs = 2048;
 
 struct MatvecPlan {
   // Width of each weight load (16, 4 or 2 bytes): 16 when the weight's base address and row
