@@ -70,8 +70,9 @@ cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
   }
   // int8 activations: one token of a type that takes them, both arrays given and aligned.
   if (args.x_q8 != nullptr || args.x_q8_scale != nullptr) {
-    if (args.x_q8 == nullptr || args.x_q8_scale == nullptr || args.num_tokens > cuda_matvec_q8_input_max_tokens(args.type) ||
-        !cuda_matvec_takes_q8_input(args.type) || !is_aligned_to(args.x_q8, 16) || !is_aligned_to(args.x_q8_scale, 4)) {
+    if (args.x_q8 == nullptr || args.x_q8_scale == nullptr ||
+        args.num_tokens > cuda_matvec_q8_input_max_tokens(args.type) || !cuda_matvec_takes_q8_input(args.type) ||
+        !is_aligned_to(args.x_q8, 16) || !is_aligned_to(args.x_q8_scale, 4)) {
       return cudaErrorInvalidValue;
     }
   }

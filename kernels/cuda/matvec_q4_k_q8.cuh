@@ -58,8 +58,9 @@ __device__ __forceinline__ void q4_k_scales(uint32_t s0, uint32_t s1, uint32_t s
 
 // sum_i q[i] * x[i] over 16 int8 pairs (q: 16 values 0..15 as bytes), and sum_i x[i].
 __device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
-  *dot = __dp4a(static_cast<int>(q.x), x.x,
-                __dp4a(static_cast<int>(q.y), x.y, __dp4a(static_cast<int>(q.z), x.z, __dp4a(static_cast<int>(q.w), x.w, 0))));
+  *dot = __dp4a(
+      static_cast<int>(q.x), x.x,
+      __dp4a(static_cast<int>(q.y), x.y, __dp4a(static_cast<int>(q.z), x.z, __dp4a(static_cast<int>(q.w), x.w, 0))));
   constexpr int kOnes = 0x01010101;
   *sum_x = __dp4a(kOnes, x.x, __dp4a(kOnes, x.y, __dp4a(kOnes, x.z, __dp4a(kOnes, x.w, 0))));
 }
@@ -117,8 +118,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
         int dot_low, sum_low, dot_high, sum_high;
         dot16(q_low, x_low, &dot_low, &sum_low);
         dot16(q_high, x_high, &dot_high, &sum_high);
-        acc[0][t] += __ldg(dt + x_block) *
-                     (scale_low * static_cast<float>(dot_low) - min_low * static_cast<float>(sum_low));
+        acc[0][t] +=
+            __ldg(dt + x_block) * (scale_low * static_cast<float>(dot_low) - min_low * static_cast<float>(sum_low));
         acc[0][t] += __ldg(dt + x_block + 1) *
                      (scale_high * static_cast<float>(dot_high) - min_high * static_cast<float>(sum_high));
       }

@@ -359,7 +359,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
 // Each Dot takes the weight block's activations: xq its values as ints (8 per 32-value x
 // block), xd their scales (one per 32 values).
 struct DotQ4_0 {
-  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq,
+                              const float* __restrict__ xd_block) {
     const float xd = __ldg(xd_block);
     const float d = fp16_bits_to_float(smem_u16(block));
     const uint32_t q = smem_u32_a2(block + 2 + 4 * p);
@@ -373,7 +374,8 @@ struct DotQ4_0 {
 
 // Piece p of a Q8_0 block: values 8p..8p+7, x ints 2p and 2p + 1.
 struct DotQ8_0 {
-  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq,
+                              const float* __restrict__ xd_block) {
     const float xd = __ldg(xd_block);
     const float d = fp16_bits_to_float(smem_u16(block));
     const int q0 = static_cast<int>(smem_u32_a2(block + 2 + 8 * p));
@@ -388,7 +390,8 @@ struct DotQ8_0 {
 // d sc d_x (sum q x_q - 32 sum x_q). Its blocks are 210 bytes, so the staged fields are only
 // 2-byte aligned (smem_u32_a2), as in UnitQ6_K.
 struct DotQ6_K {
-  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq, const float* __restrict__ xd_block) {
+  __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq,
+                              const float* __restrict__ xd_block) {
     const int u = p >> 2, l = 8 * (p & 3);
     const int h = u >> 2, k = u & 3;
     const float d = fp16_bits_to_float(smem_u16(block + offsetof(BlockQ6_K, d)));

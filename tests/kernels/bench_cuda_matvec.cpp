@@ -181,10 +181,10 @@ int main(int argc, char** argv) {
         if (variant == 2 && !cuda_matvec_takes_q8_input(type)) continue;
         if (variant == 7 && cuda_matvec_q8_input_max_tokens(type) < kCudaMatvecMaxTokens) continue;
         const int64_t num_tokens = variant == 1 || variant == 7 ? kCudaMatvecMaxTokens
-                                   : variant == 4 ? kSplitMaxTokens
-                                   : variant == 5 ? 16
-                                   : variant == 6 ? kSplitMmaMaxTokens
-                                                  : 1;
+                                   : variant == 4               ? kSplitMaxTokens
+                                   : variant == 5               ? 16
+                                   : variant == 6               ? kSplitMmaMaxTokens
+                                                                : 1;
         MatvecCudaArgs args;
         args.type = type;
         args.in_features = shape.in_features;

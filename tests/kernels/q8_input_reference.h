@@ -48,8 +48,8 @@ inline Q8InputReference q4_k_q8_input_reference(const uint8_t* row, const int8_t
       sum_abs += std::abs(x);
     }
     r.value += d[b] * (scale * static_cast<double>(dot) - min * static_cast<double>(sum));
-    r.magnitude += std::fabs(d[b]) * (std::fabs(scale) * static_cast<double>(dot_abs) +
-                                      std::fabs(min) * static_cast<double>(sum_abs));
+    r.magnitude += std::fabs(d[b]) *
+                   (std::fabs(scale) * static_cast<double>(dot_abs) + std::fabs(min) * static_cast<double>(sum_abs));
   }
   return r;
 }

@@ -284,7 +284,8 @@ class TestCudaMatvec : public QObject {
         QCOMPARE(matvec_cuda(args, nullptr), cudaSuccess);
         QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<int8_t> q(static_cast<size_t>(tokens * in_features));
-        std::vector<float> scale(static_cast<size_t>(tokens * num_blocks)), y(static_cast<size_t>(tokens * out_features));
+        std::vector<float> scale(static_cast<size_t>(tokens * num_blocks)),
+            y(static_cast<size_t>(tokens * out_features));
         QCOMPARE(cudaMemcpy(q.data(), d_q, q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
         QCOMPARE(cudaMemcpy(scale.data(), d_scale, scale.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
         QCOMPARE(cudaMemcpy(y.data(), d_y, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);

@@ -253,8 +253,8 @@ Status CudaForwardBackend::warm_up_gemms() {
                            "clearing the warm-up input"));
   const DeviceLayer& layer = m_weights.layers.front();
   std::vector<const DeviceMatrix*> seen;
-  for (const DeviceMatrix* w : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_gate, &layer.ffn_up,
-                                &layer.ffn_down}) {
+  for (const DeviceMatrix* w :
+       {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_gate, &layer.ffn_up, &layer.ffn_down}) {
     if (w->data == nullptr || w->in_features > width || w->out_features > width) continue;
     const bool is_repeat = std::any_of(seen.begin(), seen.end(), [&](const DeviceMatrix* s) {
       return s->type == w->type && s->is_split == w->is_split && s->in_features == w->in_features &&

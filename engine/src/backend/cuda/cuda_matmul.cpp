@@ -75,8 +75,8 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     // input quantized once for all of this op's products (q, k and v; gate and up). One token a
     // launch, Q4_K up to 8 sharing each weight load; batch-invariant mode launches a token alone.
     const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
-    const bool is_q8_input = m_use_q8_input && q8_tokens >= 1 && (n <= q8_tokens || m_is_batch_invariant) &&
-                             w.in_features <= m_q8_capacity;
+    const bool is_q8_input =
+        m_use_q8_input && q8_tokens >= 1 && (n <= q8_tokens || m_is_batch_invariant) && w.in_features <= m_q8_capacity;
     if (is_q8_input) {
       for (int64_t first = 0; first < n; first += q8_tokens) {
         const int64_t count = std::min(q8_tokens, n - first);
