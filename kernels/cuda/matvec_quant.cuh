@@ -157,25 +157,34 @@ struct UnitK45 {
 // Q6_K piece p: 32-value unit u = p / 4 (half h = u / 4, quarter k = u % 4 of it), values
 // l = 8(p % 4) .. +7 of the unit. Value l takes the low (k < 2) or high nibble of
 // ql[64h + 32(k & 1) + l] and bit pair k of qh[32h + l]; its scale is scales[8h + 2k + l / 16].
-// Blocks are 210 bytes, so fields are only 2-byte aligned in the tile.
+// Blocks are 210 bytes, so fields are only 2-byte aligned in the tile. Returns d times the
+// piece's scale and its 8 quants (stored + 32) as the bytes of q[0] and q[1].
+__device__ __forceinline__ float q6_k_piece(const uint8_t* block, int p, uint32_t (&q)[2]) {
+  const int u = p >> 2, l = 8 * (p & 3);
+  const int h = u >> 2, k = u & 3;
+  const float d = fp16_bits_to_float(smem_u16(block + offsetof(BlockQ6_K, d)));
+  const int8_t* scales = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
+  const uint8_t* ql = block + 64 * h + 32 * (k & 1) + l;
+  const uint8_t* qh = block + offsetof(BlockQ6_K, qh) + 32 * h + l;
+  const int low_shift = k < 2 ? 0 : 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    q[i] = ((smem_u32_a2(ql + 4 * i) >> low_shift) & 0x0F0F0F0Fu) |
+           (((smem_u32_a2(qh + 4 * i) >> (2 * k)) & 0x03030303u) << 4);
+  }
+  return d * static_cast<float>(scales[8 * h + 2 * k + l / 16]);
+}
+
 struct UnitQ6_K {
   static constexpr int kBlockBytes = sizeof(BlockQ6_K), kBlockValues = kQK_K, kPiecesPerBlock = 32;
   static constexpr bool kSplitHalves = false;
   __device__ static void decode(const uint8_t* block, int p, float w[8]) {
-    const int u = p >> 2, l = 8 * (p & 3);
-    const int h = u >> 2, k = u & 3;
-    const float d = fp16_bits_to_float(smem_u16(block + offsetof(BlockQ6_K, d)));
-    const int8_t* scales = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
-    const float scale = d * static_cast<float>(scales[8 * h + 2 * k + l / 16]);
-    const uint8_t* ql = block + 64 * h + 32 * (k & 1) + l;
-    const uint8_t* qh = block + offsetof(BlockQ6_K, qh) + 32 * h + l;
-    const int low_shift = k < 2 ? 0 : 4;
+    uint32_t q[2];
+    const float scale = q6_k_piece(block, p, q);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const uint32_t q = ((smem_u32_a2(ql + 4 * i) >> low_shift) & 0x0F0F0F0Fu) |
-                         (((smem_u32_a2(qh + 4 * i) >> (2 * k)) & 0x03030303u) << 4);
 #pragma unroll
-      for (int b = 0; b < 4; ++b) w[4 * i + b] = scale * (byte_plus_2p23(q, b) - (k2p23 + 32.0f));
+      for (int b = 0; b < 4; ++b) w[4 * i + b] = scale * (byte_plus_2p23(q[i], b) - (k2p23 + 32.0f));
     }
   }
 };
@@ -385,28 +394,20 @@ struct DotQ8_0 {
   }
 };
 
-// Piece p of a Q6_K block (UnitQ6_K's layout): values 128h + 32k + l .. +7, all in x block
-// u = 4h + k at ints l / 4 and l / 4 + 1, with one 16-value scale. The 6-bit q is stored + 32:
-// d sc d_x (sum q x_q - 32 sum x_q). Its blocks are 210 bytes, so the staged fields are only
-// 2-byte aligned (smem_u32_a2), as in UnitQ6_K.
+// Piece p of a Q6_K block (q6_k_piece): values 128h + 32k + l .. +7, all in x block u = 4h + k
+// at ints l / 4 and l / 4 + 1, with one 16-value scale. The 6-bit q is stored + 32:
+// d sc d_x (sum q x_q - 32 sum x_q).
 struct DotQ6_K {
   __device__ static float dot(const uint8_t* block, int p, const int* __restrict__ xq,
                               const float* __restrict__ xd_block) {
     const int u = p >> 2, l = 8 * (p & 3);
-    const int h = u >> 2, k = u & 3;
-    const float d = fp16_bits_to_float(smem_u16(block + offsetof(BlockQ6_K, d)));
-    const int8_t* scales = reinterpret_cast<const int8_t*>(block + offsetof(BlockQ6_K, scales));
-    const float scale = d * static_cast<float>(scales[8 * h + 2 * k + l / 16]);
-    const uint8_t* ql = block + 64 * h + 32 * (k & 1) + l;
-    const uint8_t* qh = block + offsetof(BlockQ6_K, qh) + 32 * h + l;
-    const int low_shift = k < 2 ? 0 : 4;
+    uint32_t q[2];
+    const float scale = q6_k_piece(block, p, q);
     int sum = 0, sum_x = 0;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const uint32_t q = ((smem_u32_a2(ql + 4 * i) >> low_shift) & 0x0F0F0F0Fu) |
-                         (((smem_u32_a2(qh + 4 * i) >> (2 * k)) & 0x03030303u) << 4);
       const int x = __ldg(xq + 8 * u + l / 4 + i);
-      sum = __dp4a(static_cast<int>(q), x, sum);
+      sum = __dp4a(static_cast<int>(q[i]), x, sum);
       sum_x = __dp4a(0x01010101, x, sum_x);
     }
     return scale * __ldg(xd_block + u) * static_cast<float>(sum - 32 * sum_x);
