@@ -68,7 +68,8 @@ cudaError_t matvec_cuda_check(const MatvecCudaArgs& args) {
       !is_aligned_to(args.y, 4) || (args.bias != nullptr && !is_aligned_to(args.bias, 4))) {
     return cudaErrorInvalidValue;
   }
-  // int8 activations: one token of a type that takes them, both arrays given and aligned.
+  // int8 activations: a type that takes them, as many tokens as it takes (one; Q4_K up to 8),
+  // both arrays given and aligned.
   if (args.x_q8 != nullptr || args.x_q8_scale != nullptr) {
     if (args.x_q8 == nullptr || args.x_q8_scale == nullptr ||
         args.num_tokens > cuda_matvec_q8_input_max_tokens(args.type) || !cuda_matvec_takes_q8_input(args.type) ||

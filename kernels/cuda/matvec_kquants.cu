@@ -1,6 +1,6 @@
 // Matrix-vector kernels for the K-quant super-block formats (Q4_K, Q5_K, Q6_K): eight threads
-// per 256-value block, each decoding one 32-value sub-block (see matvec_quant.cuh); one token
-// of Q4_K against int8 activations in matvec_q4_k_q8.cuh.
+// per 256-value block, each decoding one 32-value sub-block (see matvec_quant.cuh); on int8
+// activations, Q4_K (1-8 tokens, matvec_q4_k_q8.cuh) and Q6_K (one token, the staged kernel).
 #include "matvec_launch.h"
 #include "matvec_q4_k_q8.cuh"
 #include "matvec_quant_launch.cuh"
