@@ -324,7 +324,7 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
       fi
       # Decode with each op's products launched one by one (IWB_CUDA_GROUP=0) beside the default
       # one launch for q, k and v and one for gate and up (IWB_GPU_AB=0 skips it).
-      if [[ ${IWB_GPU_AB:-1} == 1 && $type =~ ^(F16|BF16|F32|Q4_0|Q8_0)$ ]]; then  # the types it groups
+      if [[ ${IWB_GPU_AB:-1} == 1 && $type =~ ^(F16|BF16|F32|Q4_0|Q8_0|Q4_K_M)$ ]]; then  # the types it groups
         capture "$results/ab-nogroup-$tag.json" env IWB_CUDA_GROUP=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 0 -n 128 -r 3 --json --no-store || note "gpu-check: bench (products one by one) $tag failed"
       fi

@@ -151,16 +151,24 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream) {
 cudaError_t matvec_group_cuda_check(const MatvecCudaArgs* parts, int count) {
   if (parts == nullptr || count < 1 || count > kMatvecMaxParts) return cudaErrorInvalidValue;
   const MatvecCudaArgs& first = parts[0];
+  const MatvecPlan first_plan = plan_matvec_cuda(first);
   int64_t blocks = 0;
   for (int i = 0; i < count; ++i) {
     const MatvecCudaArgs& p = parts[i];
     if (const cudaError_t e = matvec_cuda_check(p); e != cudaSuccess) return e;
-    if (!is_float_type(p.type) || p.type != first.type || p.in_features != first.in_features || p.x != first.x ||
-        p.num_tokens != first.num_tokens || p.x_q8 != nullptr) {
+    if (p.type != first.type || p.in_features != first.in_features || p.x != first.x ||
+        p.num_tokens != first.num_tokens || p.x_q8 != first.x_q8 || p.x_q8_scale != first.x_q8_scale) {
       return cudaErrorInvalidValue;
     }
     const MatvecPlan plan = plan_matvec_cuda(p);
-    if (!plan.is_vector_path) return cudaErrorInvalidValue;
+    if (p.x_q8 != nullptr) {
+      // Q4_K on int8 activations, every part on the int8 kernel with the same rows a block.
+      if (p.type != GgmlType::Q4_K || !plan.uses_q8_input || plan.rows_per_block != first_plan.rows_per_block) {
+        return cudaErrorInvalidValue;
+      }
+    } else if (!is_float_type(p.type) || !plan.is_vector_path) {
+      return cudaErrorInvalidValue;
+    }
     blocks += plan.num_blocks;
   }
   return blocks <= 2147483647 ? cudaSuccess : cudaErrorInvalidValue;
@@ -170,6 +178,7 @@ cudaError_t matvec_group_cuda(const MatvecCudaArgs* parts, int count, cudaStream
   if (const cudaError_t error = matvec_group_cuda_check(parts, count); error != cudaSuccess) return error;
   MatvecPlan plans[kMatvecMaxParts];
   for (int i = 0; i < count; ++i) plans[i] = plan_matvec_cuda(parts[i]);
+  if (parts[0].x_q8 != nullptr) return cuda_matvec::launch_matvec_q4_k_q8_group(parts, plans, count, stream);
   return cuda_matvec::launch_matvec_float(parts, plans, count, stream);
 }
 

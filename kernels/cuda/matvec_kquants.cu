@@ -38,4 +38,28 @@ cudaError_t launch_matvec_q4_k_q8_input(const MatvecCudaArgs& args, const Matvec
   return cudaGetLastError();
 }
 
+cudaError_t launch_matvec_q4_k_q8_group(const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
+                                        cudaStream_t stream) {
+  const MatvecPlan& plan = plans[0];
+  if (count < 1 || count > cuda_detail::kMaxMatvecParts || plan.load_bytes != 16) return cudaErrorInvalidValue;
+  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens), kWarp = kMatvecQ4KWarpRows;
+  auto kernel = matvec_q4_k_q8_group_kernel<1, 1>;
+  if (plan.rows_per_block == 1) {
+    kernel = plan.is_many_tokens ? matvec_q4_k_q8_group_kernel<kMany, 1> : matvec_q4_k_q8_group_kernel<1, 1>;
+  } else if (plan.rows_per_block == kWarp) {
+    kernel = plan.is_many_tokens ? matvec_q4_k_q8_group_kernel<kMany, kWarp> : matvec_q4_k_q8_group_kernel<1, kWarp>;
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  cuda_detail::MatvecParts parts{};
+  unsigned blocks = 0;
+  for (int p = 0; p < count; ++p) {
+    blocks = parts.add(args[p].weight, args[p].out_features, args[p].y, args[p].bias,
+                       static_cast<unsigned>(plans[p].num_blocks), blocks);
+  }
+  IWB_LAUNCH(kernel, dim3(blocks), dim3(kMatvecThreads), 0, stream, parts, plan.row_bytes, args[0].in_features,
+             args[0].x_q8, args[0].x_q8_scale, static_cast<int>(args[0].num_tokens));
+  return cudaGetLastError();
+}
+
 }  // namespace iwb::cuda_matvec

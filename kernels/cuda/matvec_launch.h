@@ -19,6 +19,9 @@ cudaError_t launch_matvec_q4_0_q8_input(const MatvecCudaArgs& args, const Matvec
 cudaError_t launch_matvec_q8_0_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
 cudaError_t launch_matvec_q4_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
 cudaError_t launch_matvec_q6_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream);
+// Q4_K on int8 activations, `count` matrices on the same input in one launch (matvec_group_cuda).
+cudaError_t launch_matvec_q4_k_q8_group(const MatvecCudaArgs* args, const MatvecPlan* plans, int count,
+                                        cudaStream_t stream);
 cudaError_t launch_quantize_x_q8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sums, cudaStream_t stream);
 
 }  // namespace iwb::cuda_matvec

@@ -17,6 +17,7 @@
 
 #include "iwb/kernels/cuda/matvec_plan.h"
 #include "iwb/kernels/quant_blocks.h"
+#include "matvec_parts.cuh"
 #include "matvec_quant.cuh"
 
 #include <cuda_fp16.h>
@@ -75,16 +76,17 @@ __device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
 // kMaxTokens: 1, or up to 8 tokens (num_tokens at run time) sharing each weight load; token t's
 // activations start at xq + t in_features and xd + t in_features / 32. A token's sums run in the
 // same order whatever the other tokens, so its result does not depend on the batch.
+// q4_k_q8_rows computes the rows of thread block `block_index` of this matrix's own grid.
 template <int kMaxTokens, int kRows>
-__global__ void __launch_bounds__(kMatvecThreads)
-    matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
-                          int64_t out_features, const int8_t* __restrict__ xq, const float* __restrict__ xd,
-                          int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+__device__ __forceinline__ void q4_k_q8_rows(const uint8_t* __restrict__ weight, int64_t row_bytes,
+                                             int64_t in_features, int64_t out_features, int64_t block_index,
+                                             const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                                             int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
   static_assert(kRows == 1 || kRows == kMatvecThreads / 32, "a row's threads: the whole block, or one warp");
   constexpr int kThreadsPerRow = kMatvecThreads / kRows;
   const int row_in_block = static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const int first_piece = static_cast<int>(threadIdx.x) % kThreadsPerRow;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + row_in_block;
+  const int64_t row = block_index * kRows + row_in_block;
   const bool has_row = row < out_features;  // the last block's spare warps (kRows = 4)
   const uint8_t* w = weight + (has_row ? row : 0) * row_bytes;
   const int num_pieces =
@@ -136,6 +138,27 @@ __global__ void __launch_bounds__(kMatvecThreads)
       }
     }
   }
+}
+
+template <int kMaxTokens, int kRows>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
+                          int64_t out_features, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                          int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+  q4_k_q8_rows<kMaxTokens, kRows>(weight, row_bytes, in_features, out_features, blockIdx.x, xq, xd, num_tokens, y,
+                                  bias);
+}
+
+// Up to three matrices on the same input in one launch (an op's q, k and v, or gate and up):
+// part p owns the thread blocks from parts.first_block[p] and computes its rows exactly as its
+// own launch would (select_matvec_part: constant indices, no stack frame).
+template <int kMaxTokens, int kRows>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_q4_k_q8_group_kernel(cuda_detail::MatvecParts parts, int64_t row_bytes, int64_t in_features,
+                                const int8_t* __restrict__ xq, const float* __restrict__ xd, int num_tokens) {
+  const cuda_detail::MatvecPart part = cuda_detail::select_matvec_part(parts, blockIdx.x);
+  q4_k_q8_rows<kMaxTokens, kRows>(part.weight, row_bytes, in_features, part.out_features,
+                                  blockIdx.x - part.first_block, xq, xd, num_tokens, part.y, part.bias);
 }
 
 }  // namespace iwb::cuda_matvec

@@ -463,18 +463,20 @@ class TestCudaMatvec : public QObject {
     }
   }
 
-  // One launch for three F16 / BF16 / F32 matrices on the same x (matvec_group_cuda, as the engine
-  // runs q, k and v), llama-3-8b's q, k and v shapes: each part's output bit for bit what its own
-  // matvec_cuda gives, with a bias on one part.
+  // One launch for three F16 / BF16 / F32 matrices, or Q4_K on int8 activations, on the same x
+  // (matvec_group_cuda, as the engine runs q, k and v), llama-3-8b's q, k and v shapes: each
+  // part's output bit for bit what its own matvec_cuda gives, with a bias on one part.
   void group_matches_single_launches_data() {
     QTest::addColumn<int>("type_id");
     QTest::newRow("F16") << static_cast<int>(GgmlType::F16);
     QTest::newRow("BF16") << static_cast<int>(GgmlType::BF16);
     QTest::newRow("F32") << static_cast<int>(GgmlType::F32);
+    QTest::newRow("Q4_K") << static_cast<int>(GgmlType::Q4_K);  // on int8 activations
   }
   void group_matches_single_launches() {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
+    const bool is_q8 = type == GgmlType::Q4_K;
     std::mt19937 rng(static_cast<uint32_t>(type_id) + 91u);
     const int64_t in_features = 4096, rows[3] = {4096, 1024, 1023};
     const std::vector<float> x =
@@ -490,6 +492,10 @@ class TestCudaMatvec : public QObject {
     };
     auto* d_x = static_cast<float*>(upload(x.data(), x.size() * sizeof(float)));
     auto* d_bias = static_cast<float*>(upload(bias.data(), bias.size() * sizeof(float)));
+    auto* d_xq = static_cast<int8_t*>(upload(nullptr, x.size()));
+    auto* d_xd = static_cast<float*>(upload(nullptr, x.size() / 32 * sizeof(float)));
+    QVERIFY(d_x && d_xq && d_xd);
+    QCOMPARE(quantize_x_q8_cuda(d_x, static_cast<int64_t>(x.size()), d_xq, d_xd, nullptr), cudaSuccess);
     const void* d_weights[3] = {};
     for (int p = 0; p < 3; ++p) {
       const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, rows[p], in_features, rng, 0.05f);
@@ -511,6 +517,10 @@ class TestCudaMatvec : public QObject {
         parts[p].x = d_x;
         parts[p].num_tokens = n;
         parts[p].bias = p == 2 ? d_bias : nullptr;
+        if (is_q8) {
+          parts[p].x_q8 = d_xq;
+          parts[p].x_q8_scale = d_xd;
+        }
         parts[p].y = d_alone + offset;
         QCOMPARE(matvec_cuda(parts[p], nullptr), cudaSuccess);
         parts[p].y = d_grouped + offset;

@@ -8,6 +8,7 @@
 #include <QTest>
 
 #include <cstdint>
+#include <vector>
 
 using namespace iwb;
 
@@ -166,6 +167,38 @@ class TestCudaMatvecArgs : public QObject {
           k.weight = address(0x10000004);  // 4-byte loads: the f32 decode, as without x_q8
           QVERIFY(!plan_matvec_cuda(k).uses_q8_input);
         }
+      }
+    }
+  }
+
+  // Q4_K groups on int8 activations at the shapes the engine groups (llama-3-8b's and the default
+  // model's q, k, v and gate, up; 1, 3 and 8 tokens): accepted, as their parts are one by one
+  // (the single launches' plan once refused real shapes that the small test shapes passed).
+  void plans_q4_k_groups_at_real_shapes() {
+    struct Op {
+      int64_t in_features;
+      std::vector<int64_t> rows;
+    };
+    const Op ops[] = {{4096, {4096, 1024, 1024}}, {4096, {14336, 14336}}, {1536, {1536, 256, 256}}, {1536, {8960, 8960}}};
+    for (const Op& op : ops) {
+      for (const int64_t tokens : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
+        MatvecCudaArgs parts[kMatvecMaxParts];
+        uintptr_t weight = 0x10000000, y = 0x80000000;
+        for (size_t p = 0; p < op.rows.size(); ++p) {
+          parts[p] = valid_args(GgmlType::Q4_K, op.in_features);
+          parts[p].out_features = op.rows[p];
+          parts[p].num_tokens = tokens;
+          parts[p].weight = address(weight);
+          parts[p].y = address<float>(y);
+          parts[p].bias = nullptr;
+          parts[p].x_q8 = address<const int8_t>(0x50000000);
+          parts[p].x_q8_scale = address<const float>(0x60000000);
+          weight += 0x10000000;
+          y += 0x01000000;
+          QCOMPARE(matvec_cuda_check(parts[p]), cudaSuccess);
+          QVERIFY(plan_matvec_cuda(parts[p]).uses_q8_input);
+        }
+        QCOMPARE(matvec_group_cuda_check(parts, static_cast<int>(op.rows.size())), cudaSuccess);
       }
     }
   }

@@ -498,67 +498,91 @@ class TestCudaMatvecEmulated : public QObject {
     }
   }
 
-  // One launch for up to three F32 / F16 / BF16 matrices on the same x (matvec_group_cuda, as the
-  // engine runs q, k and v): each part's output bit for bit what its own matvec_cuda gives, with
-  // parts of different heights (odd, one block's two rows split across a part's end) and a bias.
+  // One launch for up to three F32 / F16 / BF16 matrices, or Q4_K matrices on int8 activations, on
+  // the same x (matvec_group_cuda, as the engine runs q, k and v): each part's output bit for bit
+  // what its own matvec_cuda gives, with parts of different heights (odd, one block's rows split
+  // across a part's end) and a bias. Q4_K at 1536 inputs (a warp a row) and 4352 (a block a row).
   void group_matches_single_launches_data() {
     QTest::addColumn<int>("type_id");
     QTest::newRow("F16") << static_cast<int>(GgmlType::F16);
     QTest::newRow("BF16") << static_cast<int>(GgmlType::BF16);
     QTest::newRow("F32") << static_cast<int>(GgmlType::F32);
+    QTest::newRow("Q4_K") << static_cast<int>(GgmlType::Q4_K);
   }
   void group_matches_single_launches() {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
+    const bool is_q8 = type == GgmlType::Q4_K;
     std::mt19937 rng(static_cast<uint32_t>(type_id) + 77u);
-    const int64_t in_features = 1056;
-    const int64_t rows[3] = {7, 20, 3};
-    const std::vector<float> x_values =
-        test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
-    AlignedBuffer<float> x(x_values.size());
-    std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
-    std::vector<AlignedBuffer<uint8_t>> weights;
-    for (const int64_t r : rows) {
-      const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, r, in_features, rng, 0.05f);
-      weights.emplace_back(bytes.size());
-      std::memcpy(weights.back().data(), bytes.data(), bytes.size());
-    }
-    const std::vector<float> bias = test::random_floats(static_cast<size_t>(rows[1]), rng);
-    const size_t floats = static_cast<size_t>(kCudaMatvecMaxTokens * (rows[0] + rows[1] + rows[2]));
-    AlignedBuffer<float> alone(floats, NAN), grouped(floats, NAN);
-    for (const int64_t n : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
-      MatvecCudaArgs parts[3];
-      int64_t offset = 0;
-      for (int p = 0; p < 3; ++p) {
-        parts[p].type = type;
-        parts[p].weight = weights[static_cast<size_t>(p)].data();
-        parts[p].in_features = in_features;
-        parts[p].out_features = rows[p];
-        parts[p].x = x.data();
-        parts[p].num_tokens = n;
-        parts[p].bias = p == 1 ? bias.data() : nullptr;
-        parts[p].y = alone.data() + offset;
-        QCOMPARE(matvec_cuda(parts[p], nullptr), cudaSuccess);
-        parts[p].y = grouped.data() + offset;
-        offset += n * rows[p];
+    for (const int64_t in_features : is_q8 ? std::vector<int64_t>{1536, 4352} : std::vector<int64_t>{1056}) {
+      const int64_t rows[3] = {7, 20, 3};
+      const std::vector<float> x_values =
+          test::random_floats(static_cast<size_t>(kCudaMatvecMaxTokens * in_features), rng, 1.0f);
+      AlignedBuffer<float> x(x_values.size());
+      std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
+      AlignedBuffer<int8_t> xq(x_values.size());
+      AlignedBuffer<float> xd(x_values.size() / 32);
+      if (is_q8) QCOMPARE(quantize_x_q8_cuda(x.data(), kCudaMatvecMaxTokens * in_features, xq.data(), xd.data(), nullptr), cudaSuccess);
+      std::vector<AlignedBuffer<uint8_t>> weights;
+      for (const int64_t r : rows) {
+        const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, r, in_features, rng, 0.05f);
+        weights.emplace_back(bytes.size());
+        std::memcpy(weights.back().data(), bytes.data(), bytes.size());
       }
-      QCOMPARE(matvec_group_cuda(parts, 3, nullptr), cudaSuccess);
-      QVERIFY2(std::memcmp(alone.data(), grouped.data(), sizeof(float) * static_cast<size_t>(offset)) == 0,
-               qPrintable(QStringLiteral("%1 tokens: the grouped launch differs from the parts' own").arg(n)));
-      // Refused, launching nothing: parts that disagree, a part off the vectorised kernel, a
-      // quantized type, no parts or too many.
-      MatvecCudaArgs bad[3] = {parts[0], parts[1], parts[2]};
-      bad[2].num_tokens = n == 1 ? 2 : 1;
-      QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
-      bad[2] = parts[2];
-      bad[2].weight = weights[2].data() + (type == GgmlType::F32 ? 4 : 2);  // not 16-byte aligned
-      QCOMPARE(matvec_group_cuda(bad, 3, nullptr), cudaErrorInvalidValue);
-      bad[2] = parts[2];
-      bad[2].type = GgmlType::Q8_0;
-      QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
-      QCOMPARE(matvec_group_cuda_check(parts, 0), cudaErrorInvalidValue);
-      QCOMPARE(matvec_group_cuda_check(parts, kMatvecMaxParts + 1), cudaErrorInvalidValue);
-      QCOMPARE(matvec_group_cuda_check(parts, 2), cudaSuccess);
+      const std::vector<float> bias = test::random_floats(static_cast<size_t>(rows[1]), rng);
+      const size_t floats = static_cast<size_t>(kCudaMatvecMaxTokens * (rows[0] + rows[1] + rows[2]));
+      AlignedBuffer<float> alone(floats, NAN), grouped(floats, NAN);
+      for (const int64_t n : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
+        MatvecCudaArgs parts[3];
+        int64_t offset = 0;
+        for (int p = 0; p < 3; ++p) {
+          parts[p].type = type;
+          parts[p].weight = weights[static_cast<size_t>(p)].data();
+          parts[p].in_features = in_features;
+          parts[p].out_features = rows[p];
+          parts[p].x = x.data();
+          parts[p].num_tokens = n;
+          parts[p].bias = p == 1 ? bias.data() : nullptr;
+          if (is_q8) {
+            parts[p].x_q8 = xq.data();
+            parts[p].x_q8_scale = xd.data();
+            QVERIFY(plan_matvec_cuda(parts[p]).uses_q8_input);
+          }
+          parts[p].y = alone.data() + offset;
+          QCOMPARE(matvec_cuda(parts[p], nullptr), cudaSuccess);
+          parts[p].y = grouped.data() + offset;
+          offset += n * rows[p];
+        }
+        QCOMPARE(matvec_group_cuda(parts, 3, nullptr), cudaSuccess);
+        QVERIFY2(std::memcmp(alone.data(), grouped.data(), sizeof(float) * static_cast<size_t>(offset)) == 0,
+                 qPrintable(QStringLiteral("%1 in=%2, %3 tokens: the grouped launch differs from the parts' own")
+                                .arg(type_name(type))
+                                .arg(in_features)
+                                .arg(n)));
+        // Refused, launching nothing: parts that disagree, a part off the vectorised (or int8)
+        // kernel, another type, no parts or too many.
+        MatvecCudaArgs bad[3] = {parts[0], parts[1], parts[2]};
+        bad[2].num_tokens = n == 1 ? 2 : 1;
+        QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+        bad[2] = parts[2];
+        bad[2].weight = weights[2].data() + (type == GgmlType::F32 || is_q8 ? 4 : 2);  // not 16-byte aligned
+        QCOMPARE(matvec_group_cuda(bad, 3, nullptr), cudaErrorInvalidValue);
+        bad[2] = parts[2];
+        bad[2].type = GgmlType::Q8_0;
+        QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+        if (is_q8) {  // another input, or none: not one op's products
+          bad[2] = parts[2];
+          bad[2].x_q8_scale = nullptr;
+          bad[2].x_q8 = nullptr;
+          QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+          bad[2] = parts[2];
+          bad[2].x_q8 = xq.data() + 16;
+          QCOMPARE(matvec_group_cuda_check(bad, 3), cudaErrorInvalidValue);
+        }
+        QCOMPARE(matvec_group_cuda_check(parts, 0), cudaErrorInvalidValue);
+        QCOMPARE(matvec_group_cuda_check(parts, kMatvecMaxParts + 1), cudaErrorInvalidValue);
+        QCOMPARE(matvec_group_cuda_check(parts, 2), cudaSuccess);
+      }
     }
   }
 

@@ -124,7 +124,8 @@ class CudaForwardBackend final : public ForwardBackend {
   const DeviceMatrix& product_matrix(const PlanOp& op, int part, const float** bias) const;
   // Whether all of an op's products (two or three: q, k, v; gate, up) go out in one launch per
   // chunk of tokens: every one in the split layout of one type (matvec_split_group_cuda), or
-  // every one F16 / BF16 / F32 of one type on the matvec path (matvec_group_cuda); and no
+  // every one F16 / BF16 / F32 of one type, or Q4_K on int8 activations, on the matvec path
+  // (matvec_group_cuda; Q4_K_M's Q6_K v of some layers keeps q, k and v apart there); and no
   // per-product record or observer (profiled steps keep one record per weight, so they launch
   // each product alone, bit for bit the same results).
   bool can_group_products(const PlanOp& op, int64_t n) const;

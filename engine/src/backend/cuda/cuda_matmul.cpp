@@ -129,7 +129,8 @@ bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {
   const float* bias = nullptr;
   const DeviceMatrix& first = product_matrix(op, 0, &bias);
   const bool is_float = first.type == GgmlType::F16 || first.type == GgmlType::BF16 || first.type == GgmlType::F32;
-  if (!first.is_split && !is_float) return false;
+  const bool is_q4_k = first.type == GgmlType::Q4_K && m_use_q8_input;  // Q4_K's int8 kernel
+  if (!first.is_split && !is_float && !is_q4_k) return false;
   // matmul()'s choice of path: the split or matvec kernels, in chunks where cuBLAS is not taken.
   const int64_t most = first.is_split ? kSplitMaxTokens : kCudaMatvecMaxTokens;
   if (!(n <= most || m_is_batch_invariant || m_x16.data() == nullptr)) return false;
@@ -180,6 +181,8 @@ Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_
         return failed(e);
       }
     } else {
+      const bool is_q8 = weights[0]->type == GgmlType::Q4_K;  // can_group_products: int8 activations on
+      if (is_q8) IWB_RETURN_IF_ERROR(quantize_input_q8(xt, tokens, in_features, op.products[0].name, op.layer));
       std::array<MatvecCudaArgs, kMatvecMaxParts> parts{};
       for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
         MatvecCudaArgs& a = parts[i];
@@ -191,9 +194,14 @@ Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_
         a.x = xt;
         a.num_tokens = tokens;
         a.y = outputs[i] + first * a.out_features;
+        if (is_q8) {
+          a.x_q8 = m_x_q8.as<int8_t>();
+          a.x_q8_scale = m_x_q8_scale;
+        }
       }
       // matvec_group_cuda checks the parts itself and launches nothing when it refuses them (a
-      // part off the vectorised kernel: a row not a multiple of 16 bytes); then each goes alone.
+      // part off the vectorised or int8 kernel: a row not a multiple of 16 bytes); then each goes
+      // alone.
       cudaError_t e = matvec_group_cuda(parts.data(), count, m_stream.get());
       if (e == cudaErrorInvalidValue) {
         e = cudaSuccess;

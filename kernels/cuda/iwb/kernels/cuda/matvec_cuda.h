@@ -78,11 +78,12 @@ cudaError_t matvec_cuda(const MatvecCudaArgs& args, cudaStream_t stream);
 // Most matrices one matvec_group_cuda launch takes (an op's q, k and v).
 inline constexpr int kMatvecMaxParts = 3;
 
-// matvec_cuda of up to kMatvecMaxParts F32 / F16 / BF16 matrices on the same x (an op's q, k and
-// v, or gate and up) in one launch: each part's y bit for bit what its own matvec_cuda gives,
-// without a launch and a tail of idle blocks per matrix (one launch of 4096 x 1024 F16 is a
-// single short wave on an H200). The parts share type, in_features, x and num_tokens, and each
-// takes the vectorised kernel (16-byte aligned rows); cudaErrorInvalidValue otherwise, launching
+// matvec_cuda of up to kMatvecMaxParts F32 / F16 / BF16 matrices, or Q4_K matrices on int8
+// activations, on the same x (an op's q, k and v, or gate and up) in one launch: each part's y
+// bit for bit what its own matvec_cuda gives, without a launch and a tail of idle blocks per
+// matrix (one launch of 4096 x 1024 F16 is a single short wave on an H200). The parts share type,
+// in_features, x (and x_q8, x_q8_scale) and num_tokens, and each takes the vectorised kernel
+// (16-byte aligned rows) or Q4_K's int8 kernel; cudaErrorInvalidValue otherwise, launching
 // nothing.
 cudaError_t matvec_group_cuda_check(const MatvecCudaArgs* parts, int count);
 cudaError_t matvec_group_cuda(const MatvecCudaArgs* parts, int count, cudaStream_t stream);
