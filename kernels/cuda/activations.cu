@@ -3,6 +3,7 @@
 #include "iwb/kernels/cuda/activations_cuda.h"
 
 #include "cuda_common.cuh"
+#include "quantize_q8.cuh"
 
 namespace iwb {
 namespace {
@@ -23,13 +24,22 @@ struct GeluTanhOp {
 
 // Grid x covers a row, grid y strides over rows (output may alias gate or up: each element is
 // read and written by one thread).
+// With q (gated_activation_cuda's q8 outputs; rows of a multiple of 32 values, blocks of whole
+// warps), each warp's 32 consecutive outputs are also quantized as quantize_x_q8_cuda would.
 template <typename Op>
 __global__ void gated_kernel(const float* gate, const float* up, float* out, int64_t num_rows, int64_t row_length,
-                             int64_t gate_stride, int64_t up_stride, int64_t out_stride) {
+                             int64_t gate_stride, int64_t up_stride, int64_t out_stride, int8_t* __restrict__ q,
+                             float* __restrict__ d) {
   for (int64_t r = blockIdx.y; r < num_rows; r += gridDim.y) {
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < row_length;
          c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      out[r * out_stride + c] = Op::apply(gate[r * gate_stride + c]) * up[r * up_stride + c];
+      const float v = Op::apply(gate[r * gate_stride + c]) * up[r * up_stride + c];
+      out[r * out_stride + c] = v;
+      if (q != nullptr) {  // uniform: whole warps are in the loop (row_length % 32 == 0)
+        float scale;
+        q[r * row_length + c] = quantize_lane_q8(v, &scale);
+        if (threadIdx.x % 32 == 0) d[(r * row_length + c) / 32] = scale;
+      }
     }
   }
 }
@@ -45,6 +55,12 @@ cudaError_t gated_activation_cuda_check(const GatedActivationCudaArgs& a) {
   }
   if (!is_aligned(a.gate, 4) || !is_aligned(a.up, 4) || !is_aligned(a.output, 4)) return cudaErrorInvalidValue;
   if (a.kind != GatedActivation::SiLU && a.kind != GatedActivation::GeluTanh) return cudaErrorInvalidValue;
+  if (a.q8 != nullptr || a.q8_scale != nullptr) {
+    if (a.q8 == nullptr || a.q8_scale == nullptr || a.row_length % 32 != 0 || !is_aligned(a.q8, 16) ||
+        !is_aligned(a.q8_scale, 4)) {
+      return cudaErrorInvalidValue;
+    }
+  }
   return cudaSuccess;
 }
 
@@ -58,10 +74,10 @@ cudaError_t gated_activation_cuda(const GatedActivationCudaArgs& a, cudaStream_t
   const dim3 grid(grid_for(a.row_length, kThreads, 4096), static_cast<unsigned>(std::min(a.num_rows, kMaxGridYZ)));
   if (a.kind == GatedActivation::SiLU) {
     IWB_LAUNCH(gated_kernel<SiluOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length, gs, us,
-               os);
+               os, a.q8, a.q8_scale);
   } else {
     IWB_LAUNCH(gated_kernel<GeluTanhOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length, gs,
-               us, os);
+               us, os, a.q8, a.q8_scale);
   }
   return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 // Matrix-vector kernel for Q8_0 weights: the shared kernel of matvec_quant.cuh with its decoder.
 #include "matvec_launch.h"
 #include "matvec_quant_launch.cuh"
+#include "quantize_q8.cuh"
 
 #include <algorithm>
 
@@ -23,13 +24,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * (kMatvecThreads / 32) + threadIdx.x / 32; b < num_blocks;
        b += static_cast<int64_t>(gridDim.x) * (kMatvecThreads / 32)) {
-    const float v = x[b * 32 + lane];
-    float amax = fabsf(v);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    const float scale = amax / 127.0f;
-    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-    const auto quant = static_cast<int8_t>(roundf(__fmul_rn(v, inverse)));
+    float scale;
+    const int8_t quant = cuda_detail::quantize_lane_q8(x[b * 32 + lane], &scale);
     q[b * 32 + lane] = quant;
     if (lane == 0) d[b] = scale;
     if (sums != nullptr) {  // warp-uniform

@@ -3,6 +3,7 @@
 #include "iwb/kernels/cuda/norm_cuda.h"
 
 #include "cuda_common.cuh"
+#include "quantize_q8.cuh"
 
 namespace iwb {
 namespace {
@@ -11,13 +12,19 @@ using namespace cuda_detail;
 
 // y = x / rms * weight (or without a weight) for the elements this thread owns, after the
 // block's sum of squares: both kernels end here, so the fused one gives the plain one's bits.
+// With q (add_rmsnorm_q8_cuda), each warp's 32 consecutive outputs (blockDim and dim are
+// multiples of 32) are also quantized to int8 as quantize_x_q8_cuda would quantize y.
 __device__ void write_normalized(const float* x, const float* __restrict__ weight, float* y, int64_t dim, float sum,
-                                 float eps) {
+                                 float eps, int8_t* __restrict__ q = nullptr, float* __restrict__ d = nullptr) {
   const float inv = rsqrtf(sum / static_cast<float>(dim) + eps);
-  if (weight != nullptr) {
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv * weight[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * inv;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = weight != nullptr ? x[i] * inv * weight[i] : x[i] * inv;
+    y[i] = v;
+    if (q != nullptr) {  // uniform: every lane of the warp is in the loop (dim % 32 == 0)
+      float scale;
+      q[i] = quantize_lane_q8(v, &scale);
+      if (threadIdx.x % 32 == 0) d[i / 32] = scale;
+    }
   }
 }
 
@@ -34,9 +41,11 @@ __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ wei
   }
 }
 
-// rmsnorm_kernel with the residual add first: the same thread owns the same elements.
+// rmsnorm_kernel with the residual add first: the same thread owns the same elements. q and d
+// (or null): the output also as int8 activations, row r's at q + r dim and d + r dim / 32.
 __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ addend, const float* __restrict__ weight,
-                                   float* output, int64_t num_rows, int64_t dim, float eps) {
+                                   float* output, int64_t num_rows, int64_t dim, float eps, int8_t* __restrict__ q,
+                                   float* __restrict__ d) {
   for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
     float* x = residual + row * dim;
     const float* a = addend + row * dim;
@@ -47,7 +56,8 @@ __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ ad
       x[i] = v;
       sum += v * v;
     }
-    write_normalized(x, weight, y, dim, block_sum(sum), eps);
+    write_normalized(x, weight, y, dim, block_sum(sum), eps, q != nullptr ? q + row * dim : nullptr,
+                     q != nullptr ? d + row * (dim / 32) : nullptr);
   }
 }
 
@@ -83,7 +93,23 @@ cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNorm
   if (a.num_rows == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
   IWB_LAUNCH(add_rmsnorm_kernel, blocks, norm_threads(a.dim), 0, stream, residual, addend, a.weight, a.output,
-             a.num_rows, a.dim, a.eps);
+             a.num_rows, a.dim, a.eps, static_cast<int8_t*>(nullptr), static_cast<float*>(nullptr));
+  return cudaGetLastError();
+}
+
+cudaError_t add_rmsnorm_q8_cuda(float* residual, const float* addend, const RmsNormCudaArgs& a, int8_t* q, float* d,
+                                cudaStream_t stream) {
+  if (const cudaError_t e = rmsnorm_cuda_check(a); e != cudaSuccess) return e;
+  if (residual == nullptr || a.input != residual || addend == nullptr || !is_aligned(addend, 4)) {
+    return cudaErrorInvalidValue;
+  }
+  if (q == nullptr || d == nullptr || a.dim % 32 != 0 || !is_aligned(q, 16) || !is_aligned(d, 4)) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.num_rows == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
+  IWB_LAUNCH(add_rmsnorm_kernel, blocks, norm_threads(a.dim), 0, stream, residual, addend, a.weight, a.output,
+             a.num_rows, a.dim, a.eps, q, d);
   return cudaGetLastError();
 }
 

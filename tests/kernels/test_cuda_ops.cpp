@@ -8,6 +8,7 @@
 #include "iwb/kernels/cuda/activations_cuda.h"
 #include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/embedding_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/norm_cuda.h"
 #include "iwb/kernels/cuda/rope_cuda.h"
 #include "iwb/kernels/dequantize.h"
@@ -77,6 +78,50 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(cudaDeviceSynchronize());
     QVERIFY(d_fused.download() == d_sep.download());
     QVERIFY(d_fused_out.download() == d_sep_out.download());
+  }
+
+  // The norm's and the activation's int8 outputs (what the engine's next products read instead
+  // of quantizing): the same f32 bits as without them, and quantize_x_q8_cuda's bytes of those.
+  void int8_outputs_match_quantize() {
+    std::mt19937 rng(23);
+    for (const int64_t width : {int64_t{320}, int64_t{4096}}) {
+      const int64_t rows = 3, n = rows * width;
+      const std::vector<float> x = iwb::test::random_floats(static_cast<size_t>(n), rng, 2.0f);
+      const std::vector<float> addend = iwb::test::random_floats(x.size(), rng, 1.0f);
+      const std::vector<float> w = iwb::test::random_floats(static_cast<size_t>(width), rng, 0.5f, 1.0f);
+      DeviceBuffer<float> d_plain(x), d_fused(x), d_add(addend), d_w(w), d_plain_out(x.size()), d_fused_out(x.size());
+      DeviceBuffer<int8_t> d_q(x.size()), d_q_ref(x.size());
+      DeviceBuffer<float> d_d(x.size() / 32), d_d_ref(x.size() / 32);
+      CUDA_VERIFY(add_rmsnorm_cuda(d_plain.get(), d_add.get(), {d_plain.get(), d_w.get(), d_plain_out.get(), rows, width, 1e-5f},
+                                   nullptr));
+      CUDA_VERIFY(quantize_x_q8_cuda(d_plain_out.get(), n, d_q_ref.get(), d_d_ref.get(), nullptr));
+      CUDA_VERIFY(add_rmsnorm_q8_cuda(d_fused.get(), d_add.get(),
+                                      {d_fused.get(), d_w.get(), d_fused_out.get(), rows, width, 1e-5f}, d_q.get(),
+                                      d_d.get(), nullptr));
+      CUDA_VERIFY(cudaDeviceSynchronize());
+      QVERIFY(d_fused_out.download() == d_plain_out.download());
+      QVERIFY(d_q.download() == d_q_ref.download());
+      QVERIFY(d_d.download() == d_d_ref.download());
+
+      const std::vector<float> up = iwb::test::random_floats(x.size(), rng, 3.0f);
+      DeviceBuffer<float> d_gate(x), d_up(up), d_act(x.size()), d_act_q8(x.size());
+      GatedActivationCudaArgs a;
+      a.gate = d_gate.get();
+      a.up = d_up.get();
+      a.output = d_act.get();
+      a.num_rows = rows;
+      a.row_length = width;
+      CUDA_VERIFY(gated_activation_cuda(a, nullptr));
+      CUDA_VERIFY(quantize_x_q8_cuda(d_act.get(), n, d_q_ref.get(), d_d_ref.get(), nullptr));
+      a.output = d_act_q8.get();
+      a.q8 = d_q.get();
+      a.q8_scale = d_d.get();
+      CUDA_VERIFY(gated_activation_cuda(a, nullptr));
+      CUDA_VERIFY(cudaDeviceSynchronize());
+      QVERIFY(d_act_q8.download() == d_act.download());
+      QVERIFY(d_q.download() == d_q_ref.download());
+      QVERIFY(d_d.download() == d_d_ref.download());
+    }
   }
 
   void rope_matches_reference_data() {

@@ -13,6 +13,7 @@
 #include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/embedding_cuda.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
+#include "iwb/kernels/cuda/matvec_cuda.h"  // quantize_x_q8_block_ref
 #include "iwb/kernels/cuda/norm_cuda.h"
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
 #include "iwb/kernels/cuda/rope_cuda.h"
@@ -26,6 +27,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -290,6 +292,17 @@ class TestCudaOpsEmulated : public QObject {
     }
   }
 
+  // int8 activations written beside an f32 output: bit for bit quantize_x_q8_block_ref of it.
+  static QString q8_mismatch(const std::vector<float>& f32, const std::vector<int8_t>& q, const std::vector<float>& d) {
+    for (size_t b = 0; b < f32.size() / 32; ++b) {
+      int8_t ref_q[32];
+      float ref_d = 0;
+      quantize_x_q8_block_ref(f32.data() + 32 * b, ref_q, &ref_d);
+      if (d[b] != ref_d || std::memcmp(q.data() + 32 * b, ref_q, 32) != 0) return QStringLiteral("block %1").arg(b);
+    }
+    return {};
+  }
+
   void norm_and_rope_match_reference() {
     std::mt19937 rng(8);
     const int64_t rows = 5, dim = 333;
@@ -313,6 +326,36 @@ class TestCudaOpsEmulated : public QObject {
       QCOMPARE(add_rmsnorm_cuda(fused.data(), addend.data(), {x.data(), w.data(), fused_out.data(), rows, dim, 1e-6f},
                                 nullptr),
                cudaErrorInvalidValue);  // the norm must read the sum
+    }
+    {  // and its output as int8 activations too (add_rmsnorm_q8_cuda): the same f32 bits, then
+       // quantize_x_q8's bytes of them; 320 values (256 threads: a second, partial pass of
+       // whole warps) and 2048 (512 threads)
+      for (const int64_t width : {int64_t{320}, int64_t{2048}}) {
+        const std::vector<float> base = iwb::test::random_floats(static_cast<size_t>(3 * width), rng, 2.0f);
+        const std::vector<float> addend = iwb::test::random_floats(base.size(), rng, 1.0f);
+        const std::vector<float> weight = iwb::test::random_floats(static_cast<size_t>(width), rng, 0.5f, 1.0f);
+        std::vector<float> plain = base, fused = base, plain_out(base.size()), fused_out(base.size(), NAN);
+        std::vector<int8_t> q(base.size(), 99);
+        std::vector<float> d(base.size() / 32, NAN);
+        QCOMPARE(add_rmsnorm_cuda(plain.data(), addend.data(), {plain.data(), weight.data(), plain_out.data(), 3, width, 1e-6f},
+                                  nullptr),
+                 cudaSuccess);
+        const RmsNormCudaArgs args{fused.data(), weight.data(), fused_out.data(), 3, width, 1e-6f};
+        QCOMPARE(add_rmsnorm_q8_cuda(fused.data(), addend.data(), args, q.data(), d.data(), nullptr), cudaSuccess);
+        QVERIFY(fused == plain);
+        QVERIFY(fused_out == plain_out);
+        const QString bad_q8 = q8_mismatch(fused_out, q, d);
+        QVERIFY2(bad_q8.isEmpty(), qPrintable(QStringLiteral("add_rmsnorm_q8 width %1: %2").arg(width).arg(bad_q8)));
+      }
+      std::vector<float> r(333, 1.0f), a(333, 1.0f), out(333);
+      std::vector<int8_t> q(352);
+      std::vector<float> d(11);
+      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 333, 1e-6f}, q.data(), d.data(),
+                                   nullptr),
+               cudaErrorInvalidValue);  // not whole 32-value blocks
+      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 320, 1e-6f}, nullptr, d.data(),
+                                   nullptr),
+               cudaErrorInvalidValue);
     }
 
     const int64_t tokens = 3, heads = 4, kv_heads = 2, head_dim = 40, rotated = 24;
@@ -401,6 +444,32 @@ class TestCudaOpsEmulated : public QObject {
       QCOMPARE(gated_activation_cuda(a, nullptr), cudaSuccess);
       const QString mismatch = compare(got, expected, 1e-5f, 1e-4f);
       QVERIFY2(mismatch.isEmpty(), qPrintable("activation: " + mismatch));
+      // With q8 outputs (rows of a multiple of 32): the same f32 bits, then quantize_x_q8's bytes.
+      if (length % 32 != 0) {
+        a.q8 = reinterpret_cast<int8_t*>(got.data());
+        a.q8_scale = got.data();
+        QCOMPARE(gated_activation_cuda(a, nullptr), cudaErrorInvalidValue);
+      }
+      const int64_t width = 288;
+      std::vector<float> g2 = iwb::test::random_floats(static_cast<size_t>(rows * width), rng, 3.0f);
+      const std::vector<float> u2 = iwb::test::random_floats(g2.size(), rng, 3.0f);
+      std::vector<float> plain(g2.size()), fused(g2.size(), NAN), d(g2.size() / 32, NAN);
+      std::vector<int8_t> q(g2.size(), 99);
+      GatedActivationCudaArgs b;
+      b.gate = g2.data();
+      b.up = u2.data();
+      b.output = plain.data();
+      b.num_rows = rows;
+      b.row_length = width;
+      b.kind = kind;
+      QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
+      b.output = fused.data();
+      b.q8 = q.data();
+      b.q8_scale = d.data();
+      QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
+      QVERIFY(fused == plain);
+      const QString bad_q8 = q8_mismatch(fused, q, d);
+      QVERIFY2(bad_q8.isEmpty(), qPrintable("activation q8: " + bad_q8));
     }
 
     std::vector<float> x = iwb::test::random_floats(static_cast<size_t>(rows * length), rng, 5.0f);

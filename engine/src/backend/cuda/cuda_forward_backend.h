@@ -129,6 +129,13 @@ class CudaForwardBackend final : public ForwardBackend {
   // per-product record or observer (profiled steps keep one record per weight, so they launch
   // each product alone, bit for bit the same results).
   bool can_group_products(const PlanOp& op, int64_t n) const;
+  // Whether some product of `op` will read int8 activations of all n tokens of its input at once
+  // (matmul()'s and matmul_group()'s choice of path): then the kernel before it writes them
+  // beside its f32 output (add_rmsnorm_q8_cuda, the activation's q8 outputs) and the products
+  // skip their quantize launch, three launches a layer of a quantized model's decode.
+  bool products_take_q8(const PlanOp& op, int64_t n) const;
+  // Records that m_x_q8 now holds x's n tokens as int8 activations, for the next Matmuls op.
+  void prepared_q8(const float* x, int64_t n);
   Status matmul_group(const PlanOp& op, const float* x, int64_t n);
 
   // cuda_profiling.cpp: an event pair around each recorded operation.
@@ -178,6 +185,10 @@ class CudaForwardBackend final : public ForwardBackend {
   const float* m_q8_source = nullptr;
   int64_t m_q8_tokens = 0;
   bool m_use_q8_input = true;
+  // m_x_q8 holds m_q8_source's int8 copy, written by the op just before the next Matmuls op (which
+  // then keeps it instead of starting afresh); m_activation_q8: the next activation writes one.
+  bool m_q8_prepared = false;
+  bool m_activation_q8 = false;
   // Quantizes n tokens of x (unless this op already did) into m_x_q8.
   Status quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name, int64_t layer);
   DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]

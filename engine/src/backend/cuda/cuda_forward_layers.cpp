@@ -13,6 +13,7 @@
 #include "plan/plan_weights.h"
 
 #include <string>
+#include <utility>
 
 namespace iwb::cuda {
 
@@ -48,6 +49,7 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
   // graphs are never captured while recording).
   if (is_recording() && s.batch != nullptr) plan::attention_spans(*s.batch, m_spans);
   const std::vector<PlanOp>& ops = m_plan.body;
+  m_q8_prepared = m_activation_q8 = false;  // nothing carries over from an earlier (failed) step
   for (size_t i = 0; i < ops.size(); ++i) {
     // A residual add and the token norm of its sum in one launch (not while profiling: the
     // plan records each op apart).
@@ -56,26 +58,49 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
         ops[i + 1].input == PlanBuffer::X && ops[i + 1].rows_per_token == 1) {
       const PlanOp& norm = ops[i + 1];
       const int64_t n = s.num_tokens;
-      IWB_RETURN_IF_ERROR(
-          launched(add_rmsnorm_cuda(m_x, m_proj,
-                                    {m_x, norm_weight(norm), buffer(norm.output), n, norm.width, m_config.rms_norm_eps},
-                                    m_stream.get()),
-                   norm.name, norm.layer));
+      const RmsNormCudaArgs args{m_x, norm_weight(norm), buffer(norm.output), n, norm.width, m_config.rms_norm_eps};
+      // The norm's output as int8 activations too, when the next products read them.
+      const PlanOp* next = i + 2 < ops.size() ? &ops[i + 2] : nullptr;
+      const bool is_q8 = next != nullptr && next->kind == PlanOpKind::Matmuls && next->input == norm.output &&
+                         norm.width % 32 == 0 && products_take_q8(*next, n);
+      if (is_q8) {
+        IWB_RETURN_IF_ERROR(launched(
+            add_rmsnorm_q8_cuda(m_x, m_proj, args, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get()), norm.name,
+            norm.layer));
+        prepared_q8(args.output, n);
+      } else {
+        IWB_RETURN_IF_ERROR(launched(add_rmsnorm_cuda(m_x, m_proj, args, m_stream.get()), norm.name, norm.layer));
+      }
       ++i;
       continue;
     }
+    // The FFN activation's output as int8 activations too, when the down product reads them.
+    const PlanOp* next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
+    m_activation_q8 = !is_recording() && ops[i].kind == PlanOpKind::GatedActivation && next != nullptr &&
+                      next->kind == PlanOpKind::Matmuls && buffer(next->input) == m_gate &&
+                      m_config.feed_forward_length % 32 == 0 && products_take_q8(*next, s.num_tokens);
     IWB_RETURN_IF_ERROR(run_op(ops[i], s, s.num_tokens, 0));
   }
   return {};
 }
 
+void CudaForwardBackend::prepared_q8(const float* x, int64_t n) {
+  m_q8_source = x;
+  m_q8_tokens = n;
+  m_q8_prepared = true;
+}
+
 Status CudaForwardBackend::compute_logits(const StepShape& s, int64_t first_row, int64_t num_rows) {
   if (num_rows <= 0) return {};
+  m_q8_prepared = m_activation_q8 = false;  // the body's int8 copy is not the logits section's input
   for (const PlanOp& op : m_plan.logits) IWB_RETURN_IF_ERROR(run_op(op, s, num_rows, first_row));
   return {};
 }
 
 Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t n, int64_t first_row) {
+  // An int8 copy prepared for the next Matmuls op is stale once any other op runs (the
+  // activation below prepares its own after this).
+  if (op.kind != PlanOpKind::Matmuls) m_q8_prepared = false;
   const ModelConfig& c = m_config;
   const int64_t il = op.layer;
   cudaStream_t stream = m_stream.get();
@@ -104,6 +129,9 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       return op_end(op, 0, n);
     case PlanOpKind::Matmuls: {
       const float* input = buffer(op.input);
+      // A new op: its input is not quantized yet, unless the op before wrote it (prepared_q8).
+      if (!m_q8_prepared) m_q8_source = nullptr;
+      m_q8_prepared = false;
       if (can_group_products(op, n)) return matmul_group(op, input, n);
       for (int i = 0; i < op.num_products; ++i) {
         IWB_RETURN_IF_ERROR(matmul(op, i, input, n, buffer(op.products[static_cast<size_t>(i)].output)));
@@ -144,7 +172,13 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       act.num_rows = n;
       act.row_length = c.feed_forward_length;
       act.kind = c.ffn_activation;
+      const bool is_q8 = std::exchange(m_activation_q8, false);
+      if (is_q8) {
+        act.q8 = m_x_q8.as<int8_t>();
+        act.q8_scale = m_x_q8_scale;
+      }
       IWB_RETURN_IF_ERROR(launched(gated_activation_cuda(act, stream), "the FFN activation", il));
+      if (is_q8) prepared_q8(act.output, n);
       return op_end(op, 0, n);
     }
     case PlanOpKind::ResidualAdd:

@@ -40,7 +40,6 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   IWB_RETURN_IF_ERROR(op_begin());
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
-  if (part == 0) m_q8_source = nullptr;  // a new op: its input is not quantized yet
   if (w.is_split && (n <= kSplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
     // Q4_0 / Q8_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
     // not depend on the others in the launch, so batch-invariant mode needs no special case.
@@ -141,6 +140,25 @@ bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {
   return true;
 }
 
+bool CudaForwardBackend::products_take_q8(const PlanOp& op, int64_t n) const {
+  if (m_observer != nullptr || n < 1) return false;
+  for (int part = 0; part < op.num_products; ++part) {
+    const float* bias = nullptr;
+    const DeviceMatrix& w = product_matrix(op, part, &bias);
+    if (w.in_features > m_q8_capacity) continue;
+    if (w.is_split) {
+      // matmul(): the split path quantizes chunks of kSplitMaxTokens tokens.
+      if (n <= kSplitMaxTokens) return true;
+      continue;
+    }
+    // matmul(): the matvec path below cuBLAS, int8 for up to q8_tokens tokens a launch.
+    if (!m_use_q8_input || !(n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) continue;
+    const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
+    if (q8_tokens >= n) return true;
+  }
+  return false;
+}
+
 Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_t n) {
   const int count = op.num_products;
   std::array<const DeviceMatrix*, kSplitMaxParts> weights{};
@@ -158,7 +176,6 @@ Status CudaForwardBackend::matmul_group(const PlanOp& op, const float* x, int64_
   auto failed = [&](cudaError_t e) {
     return launched(e, (std::string("the ") + op.products[0].name + " matmul group").c_str(), op.layer);
   };
-  m_q8_source = nullptr;  // a new op: its input is not quantized yet
   for (int64_t first = 0; first < n; first += step) {
     const int64_t tokens = std::min(step, n - first);
     const float* xt = x + first * in_features;

@@ -21,10 +21,17 @@ struct GatedActivationCudaArgs {
   int64_t up_stride = 0;
   int64_t output_stride = 0;
   GatedActivation kind = GatedActivation::SiLU;
+  // Optional: the output also as int8 activations, bit for bit what quantize_x_q8_cuda of the
+  // rows gives (row r's at q8 + r * row_length, q8_scale + r * row_length / 32), so the next
+  // product on int8 activations skips its quantize launch. row_length a multiple of 32, q8
+  // 16-byte and q8_scale 4-byte aligned.
+  int8_t* q8 = nullptr;
+  float* q8_scale = nullptr;
 };
 
-// cudaErrorInvalidValue for null pointers, negative sizes, strides shorter than a row or
-// misaligned (4-byte) pointers; num_rows or row_length 0 is fine (nothing to do).
+// cudaErrorInvalidValue for null pointers, negative sizes, strides shorter than a row,
+// misaligned (4-byte) pointers or q8 outputs it cannot write; num_rows or row_length 0 is fine
+// (nothing to do).
 cudaError_t gated_activation_cuda_check(const GatedActivationCudaArgs& args);
 cudaError_t gated_activation_cuda(const GatedActivationCudaArgs& args, cudaStream_t stream);
 

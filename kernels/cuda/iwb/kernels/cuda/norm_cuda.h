@@ -31,4 +31,11 @@ cudaError_t rmsnorm_cuda(const RmsNormCudaArgs& args, cudaStream_t stream);
 // steps run a few hundred such small kernels a token; this removes one in four of them.
 cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNormCudaArgs& args, cudaStream_t stream);
 
+// add_rmsnorm_cuda that also writes its output as int8 activations, bit for bit what
+// quantize_x_q8_cuda(output, num_rows * dim, q, d) then gives: the next products on int8
+// activations (Q4_0, Q8_0, Q4_K, Q6_K) skip their own quantize launch. dim a multiple of 32, q
+// 16-byte and d 4-byte aligned.
+cudaError_t add_rmsnorm_q8_cuda(float* residual, const float* addend, const RmsNormCudaArgs& args, int8_t* q, float* d,
+                                cudaStream_t stream);
+
 }  // namespace iwb
