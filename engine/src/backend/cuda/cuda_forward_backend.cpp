@@ -68,6 +68,10 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   // IWB_CUDA_GROUP=0: the two side by side in benchmarks.
   const char* group_env = std::getenv("IWB_CUDA_GROUP");
   b->m_group_products = group_env == nullptr || std::string_view(group_env) != "0";
+  // The norm and the activation writing the next products' int8 input (products_take_q8),
+  // unless IWB_CUDA_FUSED_Q8=0: the separate quantize launches, side by side in benchmarks.
+  const char* fused_q8_env = std::getenv("IWB_CUDA_FUSED_Q8");
+  b->m_fuse_q8 = fused_q8_env == nullptr || std::string_view(fused_q8_env) != "0";
   // The plan's records carry the types as uploaded (a converted matrix moves F16 bytes).
   const PlanWeightTypes types = plan::weight_types_of(b->m_weights);
   b->m_plan = build_forward_plan(config, &types);

@@ -189,6 +189,7 @@ class CudaForwardBackend final : public ForwardBackend {
   // then keeps it instead of starting afresh); m_activation_q8: the next activation writes one.
   bool m_q8_prepared = false;
   bool m_activation_q8 = false;
+  bool m_fuse_q8 = true;  // products_take_q8 may say yes; IWB_CUDA_FUSED_Q8=0 turns it off
   // Quantizes n tokens of x (unless this op already did) into m_x_q8.
   Status quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name, int64_t layer);
   DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]

@@ -141,7 +141,7 @@ bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {
 }
 
 bool CudaForwardBackend::products_take_q8(const PlanOp& op, int64_t n) const {
-  if (m_observer != nullptr || n < 1) return false;
+  if (!m_fuse_q8 || m_observer != nullptr || n < 1) return false;
   for (int part = 0; part < op.num_products; ++part) {
     const float* bias = nullptr;
     const DeviceMatrix& w = product_matrix(op, part, &bias);
