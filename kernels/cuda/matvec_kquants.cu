@@ -5,6 +5,8 @@
 #include "matvec_q4_k_q8.cuh"
 #include "matvec_quant_launch.cuh"
 
+#include <type_traits>
+
 namespace iwb::cuda_matvec {
 
 cudaError_t launch_matvec_kquants(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
@@ -21,17 +23,32 @@ cudaError_t launch_matvec_q6_k_q8_input(const MatvecCudaArgs& args, const Matvec
   return launch_matvec_q8_input<UnitQ6_K, DotQ6_K>(args, plan, stream);
 }
 
+namespace {
+
+// The <kMaxTokens, kRows> instantiation the plan names (one or several tokens; a block or a warp
+// a row), or null: pick(tokens, rows) returns the kernel for two std::integral_constant.
+template <typename Pick>
+auto q4_k_variant(const MatvecPlan& plan, Pick pick) {
+  using One = std::integral_constant<int, 1>;
+  using Many = std::integral_constant<int, static_cast<int>(kCudaMatvecMaxTokens)>;
+  using Warp = std::integral_constant<int, kMatvecQ4KWarpRows>;
+  decltype(pick(One{}, One{})) kernel = nullptr;
+  if (plan.rows_per_block == 1) {
+    kernel = plan.is_many_tokens ? pick(Many{}, One{}) : pick(One{}, One{});
+  } else if (plan.rows_per_block == kMatvecQ4KWarpRows) {
+    kernel = plan.is_many_tokens ? pick(Many{}, Warp{}) : pick(One{}, Warp{});
+  }
+  return kernel;
+}
+
+}  // namespace
+
 cudaError_t launch_matvec_q4_k_q8_input(const MatvecCudaArgs& args, const MatvecPlan& plan, cudaStream_t stream) {
   if (args.type != GgmlType::Q4_K || plan.load_bytes != 16) return cudaErrorInvalidValue;
-  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens), kWarp = kMatvecQ4KWarpRows;
-  auto kernel = matvec_q4_k_q8_kernel<1, 1>;
-  if (plan.rows_per_block == 1) {
-    kernel = plan.is_many_tokens ? matvec_q4_k_q8_kernel<kMany, 1> : matvec_q4_k_q8_kernel<1, 1>;
-  } else if (plan.rows_per_block == kWarp) {
-    kernel = plan.is_many_tokens ? matvec_q4_k_q8_kernel<kMany, kWarp> : matvec_q4_k_q8_kernel<1, kWarp>;
-  } else {
-    return cudaErrorInvalidValue;
-  }
+  const auto kernel = q4_k_variant(plan, [](auto tokens, auto rows) {
+    return matvec_q4_k_q8_kernel<decltype(tokens)::value, decltype(rows)::value>;
+  });
+  if (kernel == nullptr) return cudaErrorInvalidValue;
   IWB_LAUNCH(kernel, dim3(static_cast<unsigned>(plan.num_blocks)), dim3(kMatvecThreads), 0, stream,
              static_cast<const uint8_t*>(args.weight), plan.row_bytes, args.in_features, args.out_features, args.x_q8,
              args.x_q8_scale, static_cast<int>(args.num_tokens), args.y, args.bias);
@@ -42,15 +59,10 @@ cudaError_t launch_matvec_q4_k_q8_group(const MatvecCudaArgs* args, const Matvec
                                         cudaStream_t stream) {
   const MatvecPlan& plan = plans[0];
   if (count < 1 || count > cuda_detail::kMaxMatvecParts || plan.load_bytes != 16) return cudaErrorInvalidValue;
-  constexpr int kMany = static_cast<int>(kCudaMatvecMaxTokens), kWarp = kMatvecQ4KWarpRows;
-  auto kernel = matvec_q4_k_q8_group_kernel<1, 1>;
-  if (plan.rows_per_block == 1) {
-    kernel = plan.is_many_tokens ? matvec_q4_k_q8_group_kernel<kMany, 1> : matvec_q4_k_q8_group_kernel<1, 1>;
-  } else if (plan.rows_per_block == kWarp) {
-    kernel = plan.is_many_tokens ? matvec_q4_k_q8_group_kernel<kMany, kWarp> : matvec_q4_k_q8_group_kernel<1, kWarp>;
-  } else {
-    return cudaErrorInvalidValue;
-  }
+  const auto kernel = q4_k_variant(plan, [](auto tokens, auto rows) {
+    return matvec_q4_k_q8_group_kernel<decltype(tokens)::value, decltype(rows)::value>;
+  });
+  if (kernel == nullptr) return cudaErrorInvalidValue;
   cuda_detail::MatvecParts parts{};
   unsigned blocks = 0;
   for (int p = 0; p < count; ++p) {
