@@ -1,5 +1,6 @@
-// One token of Q4_K weights against int8 activations (MatvecCudaArgs::x_q8), read straight from
-// the GGUF layout with 16-byte loads: the default chat model's type. Its f32-decode kernel
+// Q4_K weights against int8 activations (MatvecCudaArgs::x_q8; 1-8 tokens, one matrix or an op's
+// products in one launch), read straight from the GGUF layout with 16-byte loads: the default
+// chat model's type. Its f32-decode kernel
 // (matvec_quant.cuh's UnitK45) reached 612-830 GB/s on an H200 (session 31, llama-3-8b
 // Q4_K_M: 17.6% of the bandwidth), bound by the decode's instructions like Q4_0's was before
 // its int8 path.
