@@ -73,11 +73,11 @@ cudaError_t gated_activation_cuda(const GatedActivationCudaArgs& a, cudaStream_t
   constexpr int kThreads = 256;
   const dim3 grid(grid_for(a.row_length, kThreads, 4096), static_cast<unsigned>(std::min(a.num_rows, kMaxGridYZ)));
   if (a.kind == GatedActivation::SiLU) {
-    IWB_LAUNCH(gated_kernel<SiluOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length, gs, us,
-               os, a.q8, a.q8_scale);
-  } else {
-    IWB_LAUNCH(gated_kernel<GeluTanhOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length, gs,
+    IWB_LAUNCH(gated_kernel<SiluOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length, gs,
                us, os, a.q8, a.q8_scale);
+  } else {
+    IWB_LAUNCH(gated_kernel<GeluTanhOp>, grid, kThreads, 0, stream, a.gate, a.up, a.output, a.num_rows, a.row_length,
+               gs, us, os, a.q8, a.q8_scale);
   }
   return cudaGetLastError();
 }

@@ -79,10 +79,10 @@ __device__ __forceinline__ void dot16(uint4 q, int4 x, int* dot, int* sum_x) {
 // same order whatever the other tokens, so its result does not depend on the batch.
 // q4_k_q8_rows computes the rows of thread block `block_index` of this matrix's own grid.
 template <int kMaxTokens, int kRows>
-__device__ __forceinline__ void q4_k_q8_rows(const uint8_t* __restrict__ weight, int64_t row_bytes,
-                                             int64_t in_features, int64_t out_features, int64_t block_index,
-                                             const int8_t* __restrict__ xq, const float* __restrict__ xd,
-                                             int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+__device__ __forceinline__ void q4_k_q8_rows(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
+                                             int64_t out_features, int64_t block_index, const int8_t* __restrict__ xq,
+                                             const float* __restrict__ xd, int num_tokens, float* __restrict__ y,
+                                             const float* __restrict__ bias) {
   static_assert(kRows == 1 || kRows == kMatvecThreads / 32, "a row's threads: the whole block, or one warp");
   constexpr int kThreadsPerRow = kMatvecThreads / kRows;
   const int row_in_block = static_cast<int>(threadIdx.x) / kThreadsPerRow;
@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
     matvec_q4_k_q8_group_kernel(cuda_detail::MatvecParts parts, int64_t row_bytes, int64_t in_features,
                                 const int8_t* __restrict__ xq, const float* __restrict__ xd, int num_tokens) {
   const cuda_detail::MatvecPart part = cuda_detail::select_matvec_part(parts, blockIdx.x);
-  q4_k_q8_rows<kMaxTokens, kRows>(part.weight, row_bytes, in_features, part.out_features,
-                                  blockIdx.x - part.first_block, xq, xd, num_tokens, part.y, part.bias);
+  q4_k_q8_rows<kMaxTokens, kRows>(part.weight, row_bytes, in_features, part.out_features, blockIdx.x - part.first_block,
+                                  xq, xd, num_tokens, part.y, part.bias);
 }
 
 }  // namespace iwb::cuda_matvec

@@ -179,7 +179,8 @@ class TestCudaMatvecArgs : public QObject {
       int64_t in_features;
       std::vector<int64_t> rows;
     };
-    const Op ops[] = {{4096, {4096, 1024, 1024}}, {4096, {14336, 14336}}, {1536, {1536, 256, 256}}, {1536, {8960, 8960}}};
+    const Op ops[] = {
+        {4096, {4096, 1024, 1024}}, {4096, {14336, 14336}}, {1536, {1536, 256, 256}}, {1536, {8960, 8960}}};
     for (const Op& op : ops) {
       for (const int64_t tokens : {int64_t{1}, int64_t{3}, kCudaMatvecMaxTokens}) {
         MatvecCudaArgs parts[kMatvecMaxParts];

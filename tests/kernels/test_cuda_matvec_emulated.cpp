@@ -522,7 +522,9 @@ class TestCudaMatvecEmulated : public QObject {
       std::memcpy(x.data(), x_values.data(), sizeof(float) * x_values.size());
       AlignedBuffer<int8_t> xq(x_values.size());
       AlignedBuffer<float> xd(x_values.size() / 32);
-      if (is_q8) QCOMPARE(quantize_x_q8_cuda(x.data(), kCudaMatvecMaxTokens * in_features, xq.data(), xd.data(), nullptr), cudaSuccess);
+      if (is_q8)
+        QCOMPARE(quantize_x_q8_cuda(x.data(), kCudaMatvecMaxTokens * in_features, xq.data(), xd.data(), nullptr),
+                 cudaSuccess);
       std::vector<AlignedBuffer<uint8_t>> weights;
       for (const int64_t r : rows) {
         const std::vector<uint8_t> bytes = test::random_tensor_bytes(type, r, in_features, rng, 0.05f);

@@ -92,8 +92,8 @@ class TestCudaOps : public QObject {
       DeviceBuffer<float> d_plain(x), d_fused(x), d_add(addend), d_w(w), d_plain_out(x.size()), d_fused_out(x.size());
       DeviceBuffer<int8_t> d_q(x.size()), d_q_ref(x.size());
       DeviceBuffer<float> d_d(x.size() / 32), d_d_ref(x.size() / 32);
-      CUDA_VERIFY(add_rmsnorm_cuda(d_plain.get(), d_add.get(), {d_plain.get(), d_w.get(), d_plain_out.get(), rows, width, 1e-5f},
-                                   nullptr));
+      CUDA_VERIFY(add_rmsnorm_cuda(d_plain.get(), d_add.get(),
+                                   {d_plain.get(), d_w.get(), d_plain_out.get(), rows, width, 1e-5f}, nullptr));
       CUDA_VERIFY(quantize_x_q8_cuda(d_plain_out.get(), n, d_q_ref.get(), d_d_ref.get(), nullptr));
       CUDA_VERIFY(add_rmsnorm_q8_cuda(d_fused.get(), d_add.get(),
                                       {d_fused.get(), d_w.get(), d_fused_out.get(), rows, width, 1e-5f}, d_q.get(),

@@ -337,8 +337,8 @@ class TestCudaOpsEmulated : public QObject {
         std::vector<float> plain = base, fused = base, plain_out(base.size()), fused_out(base.size(), NAN);
         std::vector<int8_t> q(base.size(), 99);
         std::vector<float> d(base.size() / 32, NAN);
-        QCOMPARE(add_rmsnorm_cuda(plain.data(), addend.data(), {plain.data(), weight.data(), plain_out.data(), 3, width, 1e-6f},
-                                  nullptr),
+        QCOMPARE(add_rmsnorm_cuda(plain.data(), addend.data(),
+                                  {plain.data(), weight.data(), plain_out.data(), 3, width, 1e-6f}, nullptr),
                  cudaSuccess);
         const RmsNormCudaArgs args{fused.data(), weight.data(), fused_out.data(), 3, width, 1e-6f};
         QCOMPARE(add_rmsnorm_q8_cuda(fused.data(), addend.data(), args, q.data(), d.data(), nullptr), cudaSuccess);
@@ -350,11 +350,11 @@ class TestCudaOpsEmulated : public QObject {
       std::vector<float> r(333, 1.0f), a(333, 1.0f), out(333);
       std::vector<int8_t> q(352);
       std::vector<float> d(11);
-      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 333, 1e-6f}, q.data(), d.data(),
-                                   nullptr),
+      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 333, 1e-6f}, q.data(),
+                                   d.data(), nullptr),
                cudaErrorInvalidValue);  // not whole 32-value blocks
-      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 320, 1e-6f}, nullptr, d.data(),
-                                   nullptr),
+      QCOMPARE(add_rmsnorm_q8_cuda(r.data(), a.data(), {r.data(), nullptr, out.data(), 1, 320, 1e-6f}, nullptr,
+                                   d.data(), nullptr),
                cudaErrorInvalidValue);
     }
 

@@ -134,6 +134,10 @@ class CudaForwardBackend final : public ForwardBackend {
   // beside its f32 output (add_rmsnorm_q8_cuda, the activation's q8 outputs) and the products
   // skip their quantize launch, three launches a layer of a quantized model's decode.
   bool products_take_q8(const PlanOp& op, int64_t n) const;
+  // How many tokens each int8-activation launch of w takes for an n-token input (matmul()'s choice
+  // of path: the split layout, or the matvec path's int8 kernels), or 0 when w multiplies f32
+  // (or f16 through cuBLAS) activations.
+  int64_t int8_launch_tokens(const DeviceMatrix& w, int64_t n) const;
   // Records that m_x_q8 now holds x's n tokens as int8 activations, for the next Matmuls op.
   void prepared_q8(const float* x, int64_t n);
   Status matmul_group(const PlanOp& op, const float* x, int64_t n);

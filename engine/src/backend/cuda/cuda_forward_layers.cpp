@@ -64,9 +64,9 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
       const bool is_q8 = next != nullptr && next->kind == PlanOpKind::Matmuls && next->input == norm.output &&
                          norm.width % 32 == 0 && products_take_q8(*next, n);
       if (is_q8) {
-        IWB_RETURN_IF_ERROR(launched(
-            add_rmsnorm_q8_cuda(m_x, m_proj, args, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get()), norm.name,
-            norm.layer));
+        IWB_RETURN_IF_ERROR(
+            launched(add_rmsnorm_q8_cuda(m_x, m_proj, args, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get()),
+                     norm.name, norm.layer));
         prepared_q8(args.output, n);
       } else {
         IWB_RETURN_IF_ERROR(launched(add_rmsnorm_cuda(m_x, m_proj, args, m_stream.get()), norm.name, norm.layer));

@@ -20,6 +20,16 @@ namespace iwb::cuda {
 // The int8 buffer holds kSplitMaxTokens tokens: every int8 product of the matvec path fits.
 static_assert(kCudaMatvecMaxTokens <= kSplitMaxTokens, "a matvec step's tokens fit the int8 activations");
 
+int64_t CudaForwardBackend::int8_launch_tokens(const DeviceMatrix& w, int64_t n) const {
+  const bool is_below_cublas = n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr;
+  // The split layout: int8 activations, up to kSplitMaxTokens tokens a launch.
+  if (w.is_split) return n <= kSplitMaxTokens || is_below_cublas ? kSplitMaxTokens : 0;
+  // The matvec path below cuBLAS: one token a launch, Q4_K up to 8; batch-invariant mode one.
+  if (!is_below_cublas || !m_use_q8_input || w.in_features > m_q8_capacity) return 0;
+  const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
+  return q8_tokens >= 1 && (n <= q8_tokens || m_is_batch_invariant) ? q8_tokens : 0;
+}
+
 Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, int64_t n, float* y) {
   const PlanProduct& p = op.products[static_cast<size_t>(part)];
   const int64_t layer = op.layer;
@@ -40,7 +50,8 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   IWB_RETURN_IF_ERROR(op_begin());
   // Messages are built only on failure: this runs for every matmul of an eager step.
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
-  if (w.is_split && (n <= kSplitMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) {
+  const int64_t q8_tokens = int8_launch_tokens(w, n);
+  if (w.is_split && q8_tokens > 0) {
     // Q4_0 / Q8_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
     // not depend on the others in the launch, so batch-invariant mode needs no special case.
     for (int64_t first = 0; first < n; first += kSplitMaxTokens) {
@@ -73,10 +84,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     // Q4_0 / Q8_0 in GGUF layout, Q4_K and Q6_K: int8 activations and integer dot products, the
     // input quantized once for all of this op's products (q, k and v; gate and up). One token a
     // launch, Q4_K up to 8 sharing each weight load; batch-invariant mode launches a token alone.
-    const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
-    const bool is_q8_input =
-        m_use_q8_input && q8_tokens >= 1 && (n <= q8_tokens || m_is_batch_invariant) && w.in_features <= m_q8_capacity;
-    if (is_q8_input) {
+    if (q8_tokens > 0) {
       for (int64_t first = 0; first < n; first += q8_tokens) {
         const int64_t count = std::min(q8_tokens, n - first);
         const float* xt = x + first * w.in_features;
@@ -144,17 +152,8 @@ bool CudaForwardBackend::products_take_q8(const PlanOp& op, int64_t n) const {
   if (!m_fuse_q8 || m_observer != nullptr || n < 1) return false;
   for (int part = 0; part < op.num_products; ++part) {
     const float* bias = nullptr;
-    const DeviceMatrix& w = product_matrix(op, part, &bias);
-    if (w.in_features > m_q8_capacity) continue;
-    if (w.is_split) {
-      // matmul(): the split path quantizes chunks of kSplitMaxTokens tokens.
-      if (n <= kSplitMaxTokens) return true;
-      continue;
-    }
-    // matmul(): the matvec path below cuBLAS, int8 for up to q8_tokens tokens a launch.
-    if (!m_use_q8_input || !(n <= kCudaMatvecMaxTokens || m_is_batch_invariant || m_x16.data() == nullptr)) continue;
-    const int64_t q8_tokens = m_is_batch_invariant ? 1 : cuda_matvec_q8_input_max_tokens(w.type);
-    if (q8_tokens >= n) return true;
+    // A product that quantizes all n tokens in its first launch reads exactly what was prepared.
+    if (int8_launch_tokens(product_matrix(op, part, &bias), n) >= n) return true;
   }
   return false;
 }
