@@ -90,6 +90,7 @@ Test describe(const BenchResult& r, const LlamaBenchSettings& settings) {
       {"stddev_ts", sample_sd(t.samples_ts)},
   };
   t.iwb_fields = {{"mbu", r.mbu}, {"mfu", r.mfu}};  // empty without a probe of the device
+  if (settings.has_paired_probe) t.iwb_fields.push_back({"mbu_paired", r.mbu_paired});
   return t;
 }
 

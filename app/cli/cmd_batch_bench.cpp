@@ -88,6 +88,7 @@ int parse(int argc, char** argv, Options* o) {
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(t, device.error_message());
   o->engine.device = *device;
+  o->engine.load_mode = o->device.load_mode;
   o->engine.kv_cache_type = o->kv_cache.types();
   return -1;
 }

@@ -1,5 +1,5 @@
-// `iwb bench -m MODEL [-p 512] [-n 128] [-d 0,8192] [-t THREADS] [-b 512] [-r REPS] [--json] [--no-store]
-// [--db PATH]`: llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, at
+// `iwb bench -m MODEL [-p 512] [-n 128] [-d 0,8192] [-t THREADS] [-b 512] [-r REPS] [--paired-probe] [--json]
+// [--no-store] [--db PATH]`: llama-bench style prompt-processing (ppN) and text-generation (tgN) throughput, at
 // context depths (-d), with MFU and MBU against the latest probe of this machine; results go to
 // the results store.
 // `iwb bench --list [-m MODEL] [--db PATH]` prints the stored results.
@@ -13,6 +13,7 @@
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_info.h"
 #include "iwb/engine/profile/bench.h"
+#include "iwb/engine/profile/machine_probe.h"
 #include "iwb/engine/profile/metrics.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/store/results_store.h"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,7 @@ struct Options {
   std::string output_format = "md";  // llama-bench's -o
   bool is_store_skipped = false;
   bool is_list = false;
+  bool is_paired_probe = false;
   std::string db = ResultsStore::default_path();
 };
 
@@ -89,6 +92,11 @@ int parse(int argc, char** argv, Options* o) {
          .default_text = "all cores"});
   add_kv_cache_options(t, &o->kv_cache);
   add_device_options(t, &o->device);
+  t.add({.names = {"--paired-probe"},
+         .help = "before each tgN repetition, probe the CPU's read-only memory bandwidth\n"
+                 "(~0.2 s, 1.5 GiB) and give MBU against it: the median of the pairs.\n"
+                 "On a shared host the bandwidth drifts by a third within minutes",
+         .destination = &o->is_paired_probe});
   t.begin_group("output");
   t.add({.names = {"-o", "--output"},
          .value_name = "FORMAT",
@@ -149,7 +157,10 @@ void print_table(const std::vector<BenchResult>& results) {
     std::snprintf(rate, sizeof rate, "%.2f ± %.2f", r.tokens_per_s_mean, r.tokens_per_s_sd);
     // MFU for prompt processing (compute-bound), MBU for generation (bandwidth-bound).
     const bool is_pp = r.num_generated_tokens == 0;
-    const std::string use = (is_pp ? "MFU " + percent(r.mfu) : "MBU " + percent(r.mbu));
+    // A paired MBU (--paired-probe) rather than the stored probe's, marked "p".
+    const std::string use = is_pp          ? "MFU " + percent(r.mfu)
+                            : r.mbu_paired ? "MBU " + percent(r.mbu_paired) + " p"
+                                           : "MBU " + percent(r.mbu);
     // "±" is two bytes in UTF-8: pad one more so the column lines up on a terminal.
     std::printf("| %-28s | %10s | %9s | %7d | %15s | %18s | %-11s |\n", model.c_str(), format_bytes(size).c_str(),
                 format_count(r.num_params).c_str(), r.num_threads, r.test.c_str(), rate, use.c_str());
@@ -209,7 +220,29 @@ void add_json(JsonWriter& j, const BenchResult& r) {
   j.field("mfu_peak_kind", r.mfu_peak_kind);
   j.field("predicted_flops_per_token", r.predicted_flops_per_token);
   j.field("predicted_bytes_per_token", r.predicted_bytes_per_token);
-  j.field("probe_date", r.probe_date).end_object();
+  j.field("probe_date", r.probe_date);
+  if (!r.paired_read_bytes_per_s.empty()) {
+    j.key("mbu_paired").value(r.mbu_paired.value_or(std::nan("")));
+    j.key("paired_read_bytes_per_s").begin_array();
+    for (const double v : r.paired_read_bytes_per_s) j.value(v);
+    j.end_array();
+  }
+  j.end_object();
+}
+
+// For each tgN run with --paired-probe: the pairs' median MBU, their range and the probes'.
+void print_paired_lines(const std::vector<BenchResult>& results, FILE* out) {
+  for (const BenchResult& r : results) {
+    const std::vector<double> mbus = r.paired_mbus();
+    if (mbus.empty()) continue;
+    const auto [low, high] = std::minmax_element(mbus.begin(), mbus.end());
+    const auto [slow, fast] = std::minmax_element(r.paired_read_bytes_per_s.begin(), r.paired_read_bytes_per_s.end());
+    std::fprintf(out,
+                 "%s: MBU against a read-only probe right before each repetition (p): median %s of %zu pairs, "
+                 "range %s-%s; probes %.1f-%.1f GB/s\n",
+                 r.test.c_str(), percent(r.mbu_paired).c_str(), mbus.size(), percent(*low).c_str(),
+                 percent(*high).c_str(), *slow / 1e9, *fast / 1e9);
+  }
 }
 
 int list_results(const Options& o) {
@@ -327,6 +360,7 @@ int run_bench(int argc, char** argv) {
   }
   EngineOptions engine_options;
   engine_options.device = o.device.device;
+  engine_options.load_mode = o.device.load_mode;
   engine_options.kv_cache_type = o.kv_cache.types();
   // Whole prompts of up to a batch in one step: each step streams every weight once.
   engine_options.max_batch_tokens = o.batch_tokens;
@@ -359,7 +393,25 @@ int run_bench(int argc, char** argv) {
                    (*engine)->num_threads(), o.bench.num_repetitions);
       std::fprintf(stderr, "iwb bench: %s\n", device_line(**engine).c_str());
     }
-    auto part = run_tests(**engine, o, probe);
+    // --paired-probe: one set of probe buffers for this engine's thread count, measured by
+    // run_bench right before each generation repetition.
+    std::unique_ptr<ReadBandwidthProbe> paired;
+    Options run = o;
+    if (o.is_paired_probe) {
+      if ((*engine)->model().device != "cpu") {
+        std::fprintf(stderr, "iwb bench: --paired-probe measures the CPU's memory; the model runs on %s\n",
+                     (*engine)->model().device.c_str());
+        return 1;
+      }
+      auto made = ReadBandwidthProbe::create((*engine)->num_threads());
+      if (!made) {
+        std::fprintf(stderr, "iwb bench: %s\n", made.error_message().c_str());
+        return 1;
+      }
+      paired = std::move(*made);
+      run.bench.paired_read_probe = [&paired] { return paired->measure(); };
+    }
+    auto part = run_tests(**engine, run, probe);
     if (!part) {
       std::fprintf(stderr, "iwb bench: %s\n", part.error_message().c_str());
       return 1;
@@ -387,9 +439,13 @@ int run_bench(int argc, char** argv) {
 
   if (o.output_format != "md") {
     // Only the data on stdout, as llama-bench writes it; what iwb adds goes to stderr.
-    const LlamaBenchSettings settings{.batch_tokens = o.batch_tokens, .type_k = o.kv_cache.k, .type_v = o.kv_cache.v};
+    const LlamaBenchSettings settings{.batch_tokens = o.batch_tokens,
+                                      .type_k = o.kv_cache.k,
+                                      .type_v = o.kv_cache.v,
+                                      .has_paired_probe = o.is_paired_probe};
     std::fputs(format_llama_bench(results, settings, o.output_format).c_str(), stdout);
     print_low_probe_notes(results, probe, stderr, "iwb bench: ");
+    print_paired_lines(results, stderr);
     return 0;
   }
   if (o.is_json) {
@@ -415,6 +471,10 @@ int run_bench(int argc, char** argv) {
     return 0;
   }
   print_table(results);
+  if (o.is_paired_probe) {
+    std::printf("\n");
+    print_paired_lines(results, stdout);
+  }
   if (probe) {
     std::printf("\nMFU and MBU against the probe of %s (%s): %.1f GB/s %s, %.1f GFLOP/s (%s)", probe->device_id.c_str(),
                 probe->date.c_str(), probe->bandwidth_bytes_per_s() / 1e9,

@@ -85,6 +85,7 @@ int parse(int argc, char** argv, Options* o) {
   Result<std::string> device = resolve_device(o->device, o->eval.model_path);
   if (!device) return report_usage_error(t, device.error_message());
   o->eval.device = *device;
+  o->eval.load_mode = o->device.load_mode;
   return -1;
 }
 

@@ -101,6 +101,7 @@ int run_logits(int argc, char** argv) {
   eo.context_length = o.context;
   eo.num_threads = o.threads;
   eo.device = *device;
+  eo.load_mode = o.device.load_mode;
   eo.enable_prefix_caching = false;  // every position must be computed, not served from the cache
   eo.max_running_sequences = 1;
   auto engine = Engine::load(o.model, eo);

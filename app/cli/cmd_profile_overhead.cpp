@@ -110,6 +110,7 @@ int run_profile_overhead(int argc, char** argv) {
   EngineOptions options;
   options.num_threads = threads;
   options.device = *device_name;
+  options.load_mode = device.load_mode;
   options.context_length = num_prompt + num_tokens + 1;
   auto loaded = Engine::load(model, options);
   if (!loaded) {

@@ -206,6 +206,7 @@ int run_run(int argc, char** argv) {
   engine_options.is_batch_invariant = o.is_batch_invariant;
   engine_options.max_batch_tokens = o.batch_tokens;
   engine_options.device = o.device.device;
+  engine_options.load_mode = o.device.load_mode;
   engine_options.kv_cache_type = o.kv_cache.types();
   if (Status s = spec::validate(o.speculation); !s) {
     std::fprintf(stderr, "iwb run: %s\n", s.message().c_str());

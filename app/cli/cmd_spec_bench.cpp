@@ -186,6 +186,7 @@ int run_spec_bench(int argc, char** argv) {
   EngineOptions options;
   options.num_threads = o.threads;
   options.device = o.device.device;
+  options.load_mode = o.device.load_mode;
   options.context_length = 4096;
   options.is_batch_invariant = o.is_batch_invariant;
   Result<std::unique_ptr<Engine>> loaded = Engine::load(o.model, options);

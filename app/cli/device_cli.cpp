@@ -9,6 +9,7 @@ std::string device_line(const Engine& engine) {
   const ModelSummary& m = engine.model();
   std::string line = "device: " + m.device_description;
   if (!m.device_fallback_reason.empty()) line += " [auto chose the CPU: " + m.device_fallback_reason + "]";
+  if (!m.weights_memory.empty()) line += "; weights " + m.weights_memory;
   return line;
 }
 

@@ -182,6 +182,58 @@ class TestCliBench : public QObject {
     QVERIFY2(r.out.contains("run `iwb probe`"), qPrintable(r.out));
   }
 
+  // --paired-probe: a read-only probe before each generation repetition, one figure each in the
+  // JSON, the median of the pairs' MBU, and a line in the table's output; prompts are unpaired.
+  // The figures themselves are the machine's: only their presence and agreement are checked.
+  void pairedProbe() {
+    const QString db = m_tmp.filePath("paired.sqlite");
+    QJsonObject o = bench_json(db, {"--paired-probe", "--no-store"});
+    const QJsonArray results = o["results"].toArray();
+    QCOMPARE(results.size(), 2);
+    const QJsonObject pp = results[0].toObject(), tg = results[1].toObject();
+    QVERIFY(!pp.contains("paired_read_bytes_per_s"));
+    const QJsonArray probes = tg["paired_read_bytes_per_s"].toArray();
+    QCOMPARE(probes.size(), 2);  // -r 2
+    QVERIFY(probes[0].toDouble() > 0 && probes[1].toDouble() > 0);
+    // The median of two pairs is their mean: recompute it from the repetitions' rates.
+    const QJsonArray rates = tg["tokens_per_s"].toArray();
+    const double bytes = tg["predicted_bytes_per_token"].toDouble();
+    const double expected =
+        0.5 * (rates[0].toDouble() * bytes / probes[0].toDouble() + rates[1].toDouble() * bytes / probes[1].toDouble());
+    QVERIFY2(std::abs(tg["mbu_paired"].toDouble() - expected) <= 1e-9 * expected,
+             qPrintable(QString("%1 against %2").arg(tg["mbu_paired"].toDouble()).arg(expected)));
+    auto text = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "3", "-t", "2", "--paired-probe", "--no-store",
+                         "--db", db},
+                        120000);
+    QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+    QVERIFY2(text.out.contains("tg4: MBU against a read-only probe right before each repetition (p): median") &&
+                 text.out.contains("of 3 pairs"),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains("% p |"), qPrintable(text.out));  // the table's column says which MBU
+    // llama-bench's JSON gets the field after iwb's others.
+    auto llama = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "2", "-t", "2", "--paired-probe",
+                          "--no-store", "--db", db, "-o", "json"},
+                         120000);
+    QVERIFY2(llama.exit_code == 0, qPrintable(llama.err));
+    const QJsonArray rows = QJsonDocument::fromJson(llama.out.toUtf8()).array();
+    QVERIFY2(rows.size() == 1 && rows[0].toObject()["mbu_paired"].toDouble() > 0, qPrintable(llama.out));
+  }
+
+  // -lm (llama.cpp's --load-mode): the weights read into memory or mapped, and the run says
+  // which; an unknown mode (llama.cpp's mlock here) is a usage error.
+  void loadModes() {
+    for (const QString& mode : {QStringLiteral("none"), QStringLiteral("mmap")}) {
+      auto r = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--no-store", "-lm", mode},
+                       120000);
+      QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+      const QString expected = mode == "none" ? "weights read into memory (load mode none)" : "weights mapped from the file (load mode mmap)";
+      QVERIFY2(r.err.contains(expected), qPrintable(r.err));
+    }
+    auto bad = run_iwb({"bench", "-m", m_model, "-lm", "mlock"});
+    QCOMPARE(bad.exit_code, 2);
+    QVERIFY2(bad.err.contains("-lm expects one of auto, mmap, none"), qPrintable(bad.err));
+  }
+
   // A probe stored at a slow moment (here a made-up 0.1 GB/s) gives generation an MBU above
   // 100%: the run says the probe is off when its bytes could not have come from the caches, and
   // keeps quiet for a model that fits in them (aidreams: 1 MB a token).

@@ -15,6 +15,17 @@ class TestCpuProbe : public QObject {
   Q_OBJECT
 
  private slots:
+  // The paired probe (`iwb bench --paired-probe`) measures again and again on its own buffers,
+  // with the threads asked for, and refuses buffers under 1 MiB.
+  void readBandwidthProbeRepeats() {
+    auto probe = ReadBandwidthProbe::create(2, (4ull << 20) + 4 * 37);
+    QVERIFY2(probe.is_ok(), probe.error_message().c_str());
+    QCOMPARE((*probe)->num_threads(), 2);
+    QCOMPARE((*probe)->buffer_bytes(), (4ull << 20) + 4 * 37);
+    for (int i = 0; i < 3; ++i) QVERIFY((*probe)->measure(2) > 0);
+    QVERIFY(!ReadBandwidthProbe::create(1, 1000).is_ok());
+  }
+
   void readOnlyBandwidthIsMeasured() {
     ProbeOptions options;
     options.num_threads = 2;

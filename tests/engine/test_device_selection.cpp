@@ -7,6 +7,7 @@
 #include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_selection.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/load_mode.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -61,6 +62,35 @@ class TestDeviceSelection : public QObject {
   std::string m_model;
 
  private slots:
+  // EngineOptions::load_mode's rule, against made-up memory and kernel settings: auto reads on
+  // the CPU with huge pages offered and room to spare, and maps on a GPU, without huge pages and
+  // for a file over half the memory; none is refused past the memory; unknown modes are named.
+  void loadModeRule() {
+    const uint64_t gib = uint64_t{1} << 30;
+    const std::string madvise = "always [madvise] never\n", always = "[always] madvise never\n",
+                      never = "always madvise [never]\n";
+    const auto mode = [](const Result<LoadModeChoice>& c) { return c.is_ok() ? c->mode : gguf::LoadMode::Map; };
+    QVERIFY(mode(choose_load_mode("auto", false, 1 * gib, 20 * gib, madvise)) == gguf::LoadMode::Read);
+    QVERIFY(mode(choose_load_mode("auto", false, 1 * gib, 20 * gib, always)) == gguf::LoadMode::Read);
+    auto gpu = choose_load_mode("auto", true, 1 * gib, 20 * gib, madvise);
+    QVERIFY(gpu.is_ok() && gpu->mode == gguf::LoadMode::Map && gpu->reason.find("GPU") != std::string::npos);
+    auto no_thp = choose_load_mode("auto", false, 1 * gib, 20 * gib, never);
+    QVERIFY(no_thp.is_ok() && no_thp->mode == gguf::LoadMode::Map);
+    QVERIFY(mode(choose_load_mode("auto", false, 1 * gib, 20 * gib, "")) == gguf::LoadMode::Map);  // no sysfs file
+    auto big = choose_load_mode("auto", false, 11 * gib, 20 * gib, madvise);
+    QVERIFY(big.is_ok() && big->mode == gguf::LoadMode::Map && big->reason.find("half") != std::string::npos);
+    QVERIFY(mode(choose_load_mode("auto", false, 10 * gib, 20 * gib, madvise)) == gguf::LoadMode::Read);
+    // Explicit modes win over the rule; none only where the file fits at all.
+    QVERIFY(mode(choose_load_mode("mmap", false, 1 * gib, 20 * gib, madvise)) == gguf::LoadMode::Map);
+    QVERIFY(mode(choose_load_mode("none", false, 15 * gib, 20 * gib, never)) == gguf::LoadMode::Read);
+    auto too_big = choose_load_mode("none", false, 30 * gib, 20 * gib, madvise);
+    QVERIFY(!too_big.is_ok());
+    QVERIFY2(too_big.error_message().find("load mode mmap maps the file instead") != std::string::npos,
+             too_big.error_message().c_str());
+    auto unknown = choose_load_mode("dio", false, 1 * gib, 20 * gib, madvise);
+    QVERIFY(!unknown.is_ok() && unknown.error_message().find("auto, mmap or none") != std::string::npos);
+  }
+
   void initTestCase() {
     QVERIFY(m_tmp.isValid());
     m_model = m_tmp.filePath("tiny.gguf").toStdString();

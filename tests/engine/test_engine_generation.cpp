@@ -118,6 +118,32 @@ class TestEngineGeneration : public QObject {
     QVERIFY(a.finished.prompt_seconds > 0 && a.finished.generation_seconds > 0);
   }
 
+  // The weights read into memory (llama.cpp's load mode none) and mapped from the file give the
+  // same logits bit for bit, and the model says where its weights are.
+  void readAndMappedWeightsAgree() {
+    EngineOptions read_options{0, 2};
+    read_options.load_mode = "none";
+    EngineOptions mapped_options{0, 2};
+    mapped_options.load_mode = "mmap";
+    auto read = Engine::load(m_aidreams, read_options);
+    auto mapped = Engine::load(m_aidreams, mapped_options);
+    QVERIFY2(read.is_ok(), read.error_message().c_str());
+    QVERIFY2(mapped.is_ok(), mapped.error_message().c_str());
+    QVERIFY2((*read)->model().weights_memory.starts_with("read into memory"), (*read)->model().weights_memory.c_str());
+    QVERIFY2((*mapped)->model().weights_memory.starts_with("mapped from the file"),
+             (*mapped)->model().weights_memory.c_str());
+    const auto prompt = encode("Once upon a time");
+    Result<std::vector<float>> a = (*read)->logits_for(prompt);
+    Result<std::vector<float>> b = (*mapped)->logits_for(prompt);
+    QVERIFY(a.is_ok() && b.is_ok());
+    QVERIFY(*a == *b);
+    EngineOptions unknown{0, 2};
+    unknown.load_mode = "mlock";
+    auto refused = Engine::load(m_aidreams, unknown);
+    QVERIFY(!refused.is_ok());
+    QVERIFY2(refused.error_message().find("unknown load mode 'mlock'") != std::string::npos, refused.error_message().c_str());
+  }
+
   void seededSamplingRepeats() {
     const auto prompt = encode("I dream");
     GenerationRequest r = make_request(prompt, 40, 1.0f, 42);

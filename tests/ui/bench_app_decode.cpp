@@ -62,8 +62,6 @@ double quantile(std::vector<double> v, double q) {
   return v[below] + (at - static_cast<double>(below)) * (v[above] - v[below]);
 }
 
-double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
-
 }  // namespace
 
 int main(int argc, char** argv) {

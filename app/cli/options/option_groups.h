@@ -56,6 +56,7 @@ struct DeviceOptions {
   // llama.cpp's -ngl: kAutoGpuLayers (unset), kAllGpuLayers ("all"), or a count. The engine runs
   // a whole model on one device, so a count is 0 (the CPU) or at least the model's layers.
   int32_t gpu_layers = -1;
+  std::string load_mode = "auto";  // llama.cpp's -lm: auto, mmap, none (EngineOptions::load_mode)
 };
 inline constexpr int32_t kAutoGpuLayers = -1;
 inline constexpr int32_t kAllGpuLayers = -2;

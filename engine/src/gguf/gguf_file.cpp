@@ -200,8 +200,12 @@ std::string TensorInfo::shape_string() const {
 
 GgufFile::~GgufFile() = default;
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  auto mapping = MappedFile::open(path);
+LoadMode GgufFile::load_mode() const { return m_mapping ? m_mapping->mode() : LoadMode::Map; }
+
+uint64_t GgufFile::huge_page_bytes() const { return m_mapping ? m_mapping->huge_page_bytes() : 0; }
+
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, LoadMode mode) {
+  auto mapping = MappedFile::open(path, mode);
   if (!mapping) return mapping.status();
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->m_path = path;

@@ -156,6 +156,19 @@ std::vector<int32_t> concatenated(const std::vector<int32_t>& a, const std::vect
 
 }  // namespace
 
+std::vector<double> BenchResult::paired_mbus() const {
+  std::vector<double> mbus;
+  if (paired_read_bytes_per_s.size() != tokens_per_s.size()) return mbus;
+  for (size_t i = 0; i < tokens_per_s.size(); ++i) {
+    if (paired_read_bytes_per_s[i] <= 0) continue;
+    if (std::optional<double> m =
+            model_bandwidth_utilization(predicted_bytes_per_token, tokens_per_s[i], paired_read_bytes_per_s[i])) {
+      mbus.push_back(*m);
+    }
+  }
+  return mbus;
+}
+
 int64_t bench_context_length(const BenchOptions& o) {
   int64_t deepest = 0;
   for (const int64_t d : o.depths) deepest = std::max(deepest, d);
@@ -166,6 +179,13 @@ std::string bench_test_name(const char* kind, int64_t num_tokens, int64_t depth)
   std::string name = kind + std::to_string(num_tokens);
   if (depth > 0) name += " @ d" + std::to_string(depth);
   return name;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
 }
 
 void mean_and_sd(const std::vector<double>& values, double* mean, double* sd) {
@@ -307,8 +327,9 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
       for (int rep = 0; rep < o.num_repetitions; ++rep) {
         if (progress) progress(r.test, rep, o.num_repetitions);
         // Only the decode steps are timed: the prefill of the depth (from the prefix cache) and of
-        // the short prompt is not.
+        // the short prompt is not; nor is the paired probe, which runs last before the timed steps.
         const std::vector<int32_t> prompt = concatenated(depth_tokens, random_tokens(rng, vocab, o.tg_prompt_tokens));
+        if (o.paired_read_probe) r.paired_read_bytes_per_s.push_back(o.paired_read_probe());
         Result<double> s = time_decode(engine, prompt, o.num_generated_tokens);
         if (!s) return s.status();
         rates.push_back(static_cast<double>(o.num_generated_tokens) / *s);
@@ -320,6 +341,7 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
       per_token.flops /= static_cast<double>(predicted->num_decode_steps);
       per_token.bytes /= static_cast<double>(predicted->num_decode_steps);
       finish_result(&r, rates, per_token, probe, predicted->int8_dot_products);
+      if (const std::vector<double> mbus = r.paired_mbus(); !mbus.empty()) r.mbu_paired = median(mbus);
       results.push_back(std::move(r));
     }
   }

@@ -93,6 +93,7 @@ Result<DepthSpeed> measure_depth_speed(const EvalOptions& o, int64_t trained_con
       eval_engine_options(bench_context_length(bench), o.num_threads, o.kv_cache_type, o.device);
   if (!options) return options.status();
   options->enable_prefix_caching = true;
+  options->load_mode = o.load_mode;
   Result<std::unique_ptr<Engine>> engine = Engine::load(o.model_path, *options);
   if (!engine) return engine.status();
   Result<std::vector<BenchResult>> speed = run_bench(**engine, bench, std::nullopt);
@@ -167,6 +168,7 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
   // The model first: its tokenizer decides the tokens (the base must tokenize alike).
   Result<EngineOptions> model_options = eval_engine_options(o.context, o.num_threads, o.kv_cache_type, o.device);
   if (!model_options) return model_options.status();
+  model_options->load_mode = o.load_mode;
   Result<std::unique_ptr<Engine>> model = Engine::load(o.model_path, *model_options);
   if (!model) return model.status();
   const std::vector<int32_t> tokens = (*model)->tokenizer().encode(o.text);
@@ -193,8 +195,11 @@ Result<EvalResult> evaluate(const EvalOptions& o) {
     } else {
       // Run the base once (the model under test waits, loaded: both fit where one does, as
       // weights are mapped from disk) and store its distributions.
-      Result<std::unique_ptr<Engine>> base_engine =
-          Engine::load(o.base_path, *eval_engine_options(o.context, o.num_threads, "f16", o.device));
+      // (Read into memory instead where load_mode asks and the memory allows: the rule weighs
+      // each file against the memory available when it loads.)
+      EngineOptions base_options = *eval_engine_options(o.context, o.num_threads, "f16", o.device);
+      base_options.load_mode = o.load_mode;
+      Result<std::unique_ptr<Engine>> base_engine = Engine::load(o.base_path, base_options);
       if (!base_engine) return base_engine.status();
       if ((*base_engine)->config().vocab_size != vocab) {
         return make_error(ErrorCode::InvalidArgument, "the base model's vocabulary (" +

@@ -7,10 +7,12 @@
 #include "backend/cuda_forward_factory.h"
 #include "iwb/engine/backend/device_info.h"
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/runtime/load_mode.h"
 #include "iwb/kernels/thread_pool.h"
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace iwb {
 
@@ -22,11 +24,27 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   auto report = [&](double fraction, const std::string& stage) {
     if (progress) progress(fraction, stage);
   };
-  report(0.0, "opening " + path);
-  Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path);
+  // Mapped or read into memory (EngineOptions::load_mode); the rule weighs the file's size
+  // against the memory available (a missing file is open()'s to report).
+  std::error_code size_error;
+  const uint64_t file_bytes = std::filesystem::file_size(path, size_error);
+  Result<LoadModeChoice> load_mode =
+      choose_load_mode(options.load_mode, choice.kind == ComputeDeviceKind::Cuda, size_error ? 0 : file_bytes,
+                       describe_cpu_device().free_memory_bytes, transparent_huge_page_setting());
+  if (!load_mode) return load_mode.status();
+  const bool is_read = load_mode->mode == gguf::LoadMode::Read;
+  report(0.0, (is_read ? "reading " : "opening ") + path);
+  Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path, load_mode->mode);
   if (!file) return file.status();
   Result<ModelSummary> summary = summarize_model(**file);
   if (!summary) return summary.status();
+  summary->weights_memory = load_mode->reason;
+  if (is_read) {
+    // (The copy's last huge page runs past the file's end: count no more than the file.)
+    const uint64_t huge = std::min((*file)->huge_page_bytes(), (*file)->file_size());
+    summary->weights_memory += ", " + std::to_string(huge >> 20) + " of " +
+                               std::to_string((*file)->file_size() >> 20) + " MiB in 2 MiB pages";
+  }
   if (summary->is_vocab_only) {
     return make_error(ErrorCode::Unsupported, "'" + path + "' holds only a tokenizer (no weights) and cannot generate");
   }

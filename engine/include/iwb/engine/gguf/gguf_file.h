@@ -27,14 +27,19 @@ struct TensorInfo {
 
 class MappedFile;
 
+// How a file's bytes come into memory: mapped (pages shared with the page cache, nothing read
+// until touched), or read into memory the process owns, advised for 2 MiB transparent huge
+// pages (EngineOptions::load_mode says when and why).
+enum class LoadMode { Map, Read };
+
 class GgufFile {
  public:
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 
-  // Maps the file read-only and validates header, metadata and tensor infos.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Maps (or reads) the file read-only and validates header, metadata and tensor infos.
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, LoadMode mode = LoadMode::Map);
   // Parses an in-memory copy (tests, files written to a buffer).
   static Result<std::unique_ptr<GgufFile>> from_bytes(std::vector<uint8_t> bytes);
 
@@ -43,6 +48,9 @@ class GgufFile {
   uint64_t alignment() const { return m_alignment; }
   uint64_t data_offset() const { return m_data_offset; }  // absolute offset of tensor data
   uint64_t file_size() const { return m_bytes.size(); }
+  // Map for a file parsed from memory. Read: the copy's bytes in transparent huge pages now.
+  LoadMode load_mode() const;
+  uint64_t huge_page_bytes() const;
 
   const std::vector<KeyValue>& metadata() const { return m_metadata; }
   const Value* find(std::string_view key) const;

@@ -55,6 +55,9 @@ struct ModelSummary {
   std::string device;
   std::string device_description;
   std::string device_fallback_reason;
+  // Where the weights live and why (EngineOptions::load_mode): "read into memory, 1,010 of
+  // 1,011 MiB in 2 MiB pages", "mapped from the file (the GPU has its own copy)".
+  std::string weights_memory;
 };
 
 struct MemoryEstimate {

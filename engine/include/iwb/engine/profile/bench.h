@@ -52,6 +52,12 @@ struct BenchResult {
   double predicted_flops_per_token = 0;  // the cost model's work per token for this test
   double predicted_bytes_per_token = 0;
   std::string probe_date;                // the probe MBU/MFU were computed against; empty if none
+  // tgN with BenchOptions::paired_read_probe: the read-only bandwidth (bytes/s) probed right
+  // before each repetition, and the median of the repetitions' MBU, each against its own probe
+  // (paired_mbus). Not kept in the results store.
+  std::vector<double> paired_read_bytes_per_s;
+  std::optional<double> mbu_paired;
+  std::vector<double> paired_mbus() const;  // each repetition's, in order; empty when unpaired
 };
 
 struct BenchOptions {
@@ -64,6 +70,11 @@ struct BenchOptions {
   int num_repetitions = 5;
   uint64_t seed = 1234;                  // the random prompts' token ids
   bool is_warmup = true;                 // one short untimed prefill and decode first
+  // When set, called right before each tgN repetition for the read-only memory bandwidth of
+  // that moment (bytes/s; ReadBandwidthProbe::measure, `iwb bench --paired-probe`): on a shared
+  // host the bandwidth drifts within minutes, and a repetition divided by its own probe gives
+  // an MBU that a stored probe of another minute cannot. 0 or less: that repetition unpaired.
+  std::function<double()> paired_read_probe;
 };
 
 // Called before each timed repetition: test name, repetition (0-based), repetitions.
@@ -90,5 +101,7 @@ Result<std::string> model_identity(const std::string& path);
 
 // Mean and sample standard deviation.
 void mean_and_sd(const std::vector<double>& values, double* mean, double* sd);
+// The middle value (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> values);
 
 }  // namespace iwb

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,34 @@ Result<std::vector<ProbeResult>> probe_cuda_devices();
 // The sum the read-only bandwidth times, with the widest SIMD this CPU has: exposed so tests can
 // check that it reads every float (a sum that skipped some would inflate the bandwidth).
 float read_probe_sum(const float* values, size_t count);
+
+// probe_cpu's read-only sweep alone, on buffers kept between measurements: `iwb bench
+// --paired-probe` measures it right before each repetition, so each repetition's MBU divides by
+// the bandwidth of its own minute. On a shared host the memory bandwidth drifts by a third
+// within minutes (a 2-vCPU Xeon guest read 15.7 and then 30.3 GB/s a minute apart), so a probe
+// stored earlier can put one run's MBU anywhere from 70% to over 100%.
+class ReadBandwidthProbe {
+ public:
+  // `buffer_bytes` in all, first touched by the threads that later read them; refused below
+  // 1 MiB, an error when it cannot be allocated.
+  static Result<std::unique_ptr<ReadBandwidthProbe>> create(int num_threads, uint64_t buffer_bytes = 1536ull << 20);
+  // Bytes per second: the best of `sweeps` timed sweeps, each thread summing its share with
+  // read_probe_sum's loop. Threads are started for each call and gone when it returns, so
+  // nothing of the probe spins beside the run that follows it.
+  double measure(int sweeps = 3);
+  int num_threads() const { return m_num_threads; }
+  uint64_t buffer_bytes() const { return m_count * sizeof(float); }
+
+ private:
+  ReadBandwidthProbe(int num_threads, std::unique_ptr<float[]> values, size_t count);
+  // Every thread sums its share at once; the seconds from the first start to the last finish.
+  double sweep_seconds(float* sink);
+
+  int m_num_threads;
+  std::unique_ptr<float[]> m_values;
+  size_t m_count;
+  float m_sink = 0;
+};
 
 std::string current_utc_iso8601();
 

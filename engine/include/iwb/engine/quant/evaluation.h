@@ -50,6 +50,7 @@ struct EvalOptions {
   // trained context. 0: skip.
   int64_t gen_depth = 0;
   std::string device = "auto";  // EngineOptions::device for the model and the base
+  std::string load_mode = "auto";  // EngineOptions::load_mode for both
   std::function<void(const EvalProgress&)> progress;
   const std::atomic<bool>* cancel = nullptr;
 };

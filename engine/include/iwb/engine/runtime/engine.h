@@ -75,6 +75,15 @@ struct EngineOptions {
   // to the order of its sums. The environment's IWB_CUDA_SPLIT=0 keeps the GGUF layout (int8
   // only for one token) and IWB_CUDA_Q8_INPUT=0 that int8 path too, for comparisons.
   bool cuda_int8_activations = true;
+  // How the weights come into memory, llama.cpp's --load-mode: "mmap" maps the file (an instant
+  // load, pages shared with the page cache, a model larger than memory still runs); "none"
+  // reads it into memory of the process's own, advised for 2 MiB transparent huge pages;
+  // "auto" reads on the CPU where the kernel offers transparent huge pages and the file takes
+  // at most half the available memory, and maps otherwise (and on a GPU, which gets its own
+  // copy). Decode reads every weight each token; in 2 MiB pages it misses the TLB far less:
+  // Xeon model 207, the default model in Q4_0, MBU 75-77% mapped against 83-84% read
+  // (docs/benchmarks.md). choose_load_mode (runtime/load_mode.h) has the rule.
+  std::string load_mode = "auto";
   // Speculative decoding from the start (Engine::set_speculation can change it later).
   spec::SpeculativeConfig speculation{};
   // Mixture-of-experts models: Engine::expert_load() sums the routing of this many last steps.
