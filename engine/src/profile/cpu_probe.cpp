@@ -5,6 +5,7 @@
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
+#include "profile/probe_buffer.h"
 
 #include <omp.h>
 
@@ -293,9 +294,9 @@ struct Stream {
 
 Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
   const size_t n = static_cast<size_t>(buffer_bytes / sizeof(float));
-  std::unique_ptr<float[]> a(new (std::nothrow) float[n]);
-  std::unique_ptr<float[]> b(new (std::nothrow) float[n]);
-  std::unique_ptr<float[]> c(new (std::nothrow) float[n]);
+  detail::ProbeFloats a = detail::allocate_probe_floats(n);
+  detail::ProbeFloats b = detail::allocate_probe_floats(n);
+  detail::ProbeFloats c = detail::allocate_probe_floats(n);
   if (!a || !b || !c) return {};
   float* pa = a.get();
   float* pb = b.get();

@@ -73,16 +73,19 @@ class ReadBandwidthProbe {
   // read_probe_sum's loop. Threads are started for each call and gone when it returns, so
   // nothing of the probe spins beside the run that follows it.
   double measure(int sweeps = 3);
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe&) = delete;
+  ReadBandwidthProbe& operator=(const ReadBandwidthProbe&) = delete;
   int num_threads() const { return m_num_threads; }
   uint64_t buffer_bytes() const { return m_count * sizeof(float); }
 
  private:
-  ReadBandwidthProbe(int num_threads, std::unique_ptr<float[]> values, size_t count);
+  ReadBandwidthProbe(int num_threads, float* values, size_t count);
   // Every thread sums its share at once; the seconds from the first start to the last finish.
   double sweep_seconds(float* sink);
 
   int m_num_threads;
-  std::unique_ptr<float[]> m_values;
+  float* m_values;  // count floats in memory advised for huge pages (profile/probe_buffer.h)
   size_t m_count;
   float m_sink = 0;
 };
