@@ -104,8 +104,10 @@ void TestEngineSettings::settingsRoundTrip() {
   o.kvBlockSize = 8;
   o.maxBatchTokens = 64;
   o.isBatchInvariant = true;
+  o.loadMode = QStringLiteral("mmap");
   saveEngineSettings(o);
   const EngineLoadOptions read = loadEngineSettings();
+  QCOMPARE(read.loadMode, QStringLiteral("mmap"));
   QCOMPARE(read.contextLength, 2048);
   QCOMPARE(read.numThreads, 3);
   QCOMPARE(read.kvCacheMiB, 96);
@@ -116,7 +118,9 @@ void TestEngineSettings::settingsRoundTrip() {
 
 void TestEngineSettings::absentSettingsAreEngineDefaults() {
   QSettings().setValue(QStringLiteral("engine/kvBlockSize"), -5);  // a hand-edited file
+  QSettings().setValue(QStringLiteral("engine/loadMode"), QStringLiteral("mlock"));  // llama.cpp's, not ours
   const EngineLoadOptions read = loadEngineSettings();
+  QCOMPARE(read.loadMode, QStringLiteral("auto"));
   QCOMPARE(read.contextLength, 0);
   QCOMPARE(read.kvCacheMiB, 0);
   QCOMPARE(read.kvBlockSize, 0);
@@ -128,8 +132,16 @@ void TestEngineSettings::dialogEditsOptions() {
   o.kvCacheMiB = 2;
   o.kvBlockSize = 32;
   o.isBatchInvariant = true;
+  o.loadMode = QStringLiteral("none");
   // 1 KiB per position: 2 MiB hold 2,048 positions, two contexts of 1,024.
   EngineSettingsDialog dialog(o, 1024);
+  QCOMPARE(dialog.options().loadMode, QStringLiteral("none"));
+  // The box reaches the engine's options by llama.cpp's names.
+  QCOMPARE(toEngineOptions(dialog.options(), false).load_mode, std::string("none"));
+  auto* loadMode = dialog.findChild<QComboBox*>(QStringLiteral("loadModeBox"));
+  QVERIFY(loadMode);
+  loadMode->setCurrentIndex(loadMode->findData(QStringLiteral("mmap")));
+  QCOMPARE(dialog.options().loadMode, QStringLiteral("mmap"));
   QCOMPARE(dialog.options().contextLength, 1024);
   QCOMPARE(dialog.options().kvCacheMiB, 2);
   QCOMPARE(dialog.options().kvBlockSize, 32);
@@ -138,6 +150,7 @@ void TestEngineSettings::dialogEditsOptions() {
   QVERIFY(dialog.kvCapacityText().contains(QLocale().toString(2.0, 'f', 1)));
 
   dialog.setOptions(EngineLoadOptions{});
+  QCOMPARE(dialog.options().loadMode, QStringLiteral("auto"));
   QCOMPARE(dialog.options().kvCacheMiB, 0);
   QVERIFY(!dialog.options().isBatchInvariant);
   QVERIFY(dialog.kvCapacityText().contains(QStringLiteral("engine sizes")));

@@ -365,6 +365,20 @@ void TestMetricsMemory::memoryMeasuredBesideEstimate() {
   QCOMPARE(model.findRow(QStringLiteral("Total"))->measuredBytes, qint64(670'000));
   QCOMPARE(model.findRow(QStringLiteral("Process resident (VmRSS)"))->measuredBytes, qint64(120'670'000));
 
+  // Weights read into memory (load mode none, the CPU's default where they fit) are anonymous
+  // memory: the weights row counts them, the anonymous row leaves them out, the total is as before.
+  MemorySample read = s;
+  read.residentAnonBytes = 101'070'000;  // the 1,000,000-byte file read, and the same 70,000
+  read.residentFileBytes = 20'000'000;   // no file pages mapped
+  read.weightsReadBytes = 1'000'000;
+  model.setSample(read);
+  QCOMPARE(model.findRow(QStringLiteral("Weights"))->measuredBytes, qint64(1'000'000));
+  QCOMPARE(*model.findRow(QStringLiteral("Weights"))->difference(), qint64(0));
+  QVERIFY(model.findRow(QStringLiteral("Weights"))->source.contains(QStringLiteral("read into memory")));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache, scratch and heap"))->measuredBytes, qint64(70'000));
+  QCOMPARE(model.findRow(QStringLiteral("Total"))->measuredBytes, qint64(1'070'000));
+  model.setSample(s);
+
   // The cache grows: the in-use row follows the next sample.
   s.kvPositions = 100;
   model.setSample(s);

@@ -233,7 +233,13 @@ void MemoryModel::rebuild() {
   const QString noReport = tr("not measurable yet: the engine reports no allocations of its own");
   if (e) {
     Row weights{tr("Weights"), static_cast<qint64>(e->weight_bytes), -1, notLoaded, false, false};
-    if (isLoaded) {
+    if (isLoaded && sample.weightsReadBytes > 0) {
+      // Read into the process's own memory at load (Engine Settings' load mode): all resident,
+      // counted in RssAnon, so the anonymous rows below leave it out.
+      weights.measuredBytes = sample.weightsReadBytes + sample.fileGrowthBytes();
+      weights.source = tr("the file read into memory at load, in 2 MiB pages where the kernel gave them (anonymous "
+                          "memory, all resident), plus file pages mapped since");
+    } else if (isLoaded) {
       weights.measuredBytes = sample.fileGrowthBytes();
       weights.source =
           tr("memory-mapped file pages resident now (RssFile growth since before the load); pages "
@@ -253,9 +259,9 @@ void MemoryModel::rebuild() {
       appendDeviceRows(*e, sample);
       m_rows << Row{tr("Host heap"),
                     -1,
-                    sample.anonGrowthBytes(),
+                    sample.anonGrowthBesideWeightsBytes(),
                     tr("anonymous resident memory grown since before the load (RssAnon): the engine's host side, "
-                       "pinned staging buffers included"),
+                       "pinned staging buffers included (weights read into memory left out)"),
                     false,
                     false};
       m_rows << Row{tr("Pinned host buffers"),
@@ -315,10 +321,10 @@ void MemoryModel::rebuild() {
              false,
              false};
     if (isLoaded) {
-      anon.measuredBytes = sample.anonGrowthBytes();
+      anon.measuredBytes = sample.anonGrowthBesideWeightsBytes();
       anon.source =
-          tr("anonymous resident memory grown since before the load (RssAnon); the engine's heap, "
-             "pages of the KV cache not yet written are not counted");
+          tr("anonymous resident memory grown since before the load (RssAnon, weights read into memory "
+             "left out); the engine's heap, pages of the KV cache not yet written are not counted");
     }
     m_rows << anon;
     Row total{tr("Total"), static_cast<qint64>(e->total()), -1, notLoaded, true, false};

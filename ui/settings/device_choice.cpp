@@ -75,6 +75,7 @@ iwb::EngineOptions toEngineOptions(const EngineLoadOptions& o, bool isCudaPresen
   if (o.maxBatchTokens > 0) e.max_batch_tokens = o.maxBatchTokens;
   e.is_batch_invariant = o.isBatchInvariant;
   e.device = o.device.isEmpty() ? std::string("auto") : o.device.toStdString();
+  e.load_mode = o.loadMode.isEmpty() ? std::string("auto") : o.loadMode.toStdString();
   const bool canLandOnCuda = isCudaDeviceId(o.device) || (e.device == "auto" && isCudaPresent);
   if (canLandOnCuda && o.kvCacheFraction > 0 && o.kvCacheFraction <= 1) e.kv_cache_fraction = o.kvCacheFraction;
   return e;

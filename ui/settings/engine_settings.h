@@ -58,6 +58,7 @@ class EngineSettingsDialog : public QDialog {
   QComboBox* m_device;
   QLabel* m_deviceUnavailable;
   QDoubleSpinBox* m_kvFraction;
+  QComboBox* m_loadMode;
   DeviceList m_choices;
 };
 

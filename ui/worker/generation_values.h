@@ -118,6 +118,9 @@ struct EngineLoadOptions {
   // On a CUDA device, the share (0..1] of the free device memory the KV pool may take
   // (EngineOptions::kv_cache_fraction); 0: the engine's default. kvCacheMiB wins when set.
   double kvCacheFraction = 0;
+  // How the weights come into memory (EngineOptions::load_mode, llama.cpp's --load-mode):
+  // "auto" (read into memory on the CPU where it fits: faster decode), "mmap" or "none".
+  QString loadMode = QStringLiteral("auto");
 };
 
 // The loaded model as the GUI sees it.

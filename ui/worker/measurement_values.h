@@ -68,6 +68,7 @@ struct MemorySample {
   qint64 deviceScratchBytes = 0;    // activations, f16 staging for cuBLAS, attention workspace, metadata
   qint64 deviceWorkspaceBytes = 0;  // cuBLAS workspace
   qint64 hostPinnedBytes = 0;       // page-locked host staging buffers
+  qint64 weightsReadBytes = 0;      // weights read into anonymous memory (MemoryReport::weights_read_bytes)
   qint64 deviceFreeBytes = 0;       // free device memory when sampled (all processes)
   qint64 deviceTotalBytes = 0;
   int deviceNumGraphs = 0;  // captured decode-step CUDA graphs
@@ -78,6 +79,8 @@ struct MemorySample {
   }
 
   qint64 anonGrowthBytes() const { return residentAnonBytes - baselineAnonBytes; }
+  // RssAnon growth less the weights read into memory: the engine's heap, KV cache and scratch.
+  qint64 anonGrowthBesideWeightsBytes() const { return anonGrowthBytes() - weightsReadBytes; }
   qint64 fileGrowthBytes() const { return residentFileBytes - baselineFileBytes; }
 };
 

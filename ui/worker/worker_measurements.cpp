@@ -146,6 +146,7 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     sample.deviceScratchBytes = static_cast<qint64>(report.device_scratch_bytes);
     sample.deviceWorkspaceBytes = static_cast<qint64>(report.device_workspace_bytes);
     sample.hostPinnedBytes = static_cast<qint64>(report.host_pinned_bytes);
+    sample.weightsReadBytes = static_cast<qint64>(report.weights_read_bytes);
     sample.deviceFreeBytes = static_cast<qint64>(report.device_free_bytes);
     sample.deviceTotalBytes = static_cast<qint64>(report.device_total_bytes);
     sample.deviceNumGraphs = report.device_num_graphs;

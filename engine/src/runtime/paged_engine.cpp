@@ -247,6 +247,7 @@ MemoryReport PagedEngine::memory_report() const {
   MemoryReport m;
   m.weights_bytes = m_weights.num_bytes;
   m.file_bytes = m_file->file_size();
+  if (m_file->load_mode() == gguf::LoadMode::Read) m.weights_read_bytes = m_file->file_size();
   m.kv_pool_bytes = m_kv.num_bytes();
   m.kv_bytes_per_position = m_kv.bytes_per_position();
   m.kv_cache_type = kv_cache_types_name(m_kv.type);

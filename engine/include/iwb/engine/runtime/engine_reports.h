@@ -40,6 +40,9 @@ struct EngineKvSnapshot {
 struct MemoryReport {
   uint64_t weights_bytes = 0;       // model tensors as stored, mapped from the GGUF file
   uint64_t file_bytes = 0;          // the whole mapped file (header and metadata included)
+  // The file read into memory of the process's own instead of mapped (EngineOptions::load_mode):
+  // resident as anonymous memory (RssAnon), not as file pages. 0 when mapped.
+  uint64_t weights_read_bytes = 0;
   uint64_t kv_pool_bytes = 0;       // the paged KV pool, allocated whole at load
   uint64_t kv_bytes_per_position = 0;
   std::string kv_cache_type = "f16";  // as EngineKvSnapshot::cache_type
