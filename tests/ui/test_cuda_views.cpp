@@ -112,6 +112,7 @@ class TestCudaViews : public QObject {
   void memoryRowsShowDeviceAllocations();
   void memoryRowsOnTheCpuHaveNoDeviceSection();
   void memoryChartStacksDeviceAllocations();
+  void memoryChartCountsWeightsReadIntoMemory();
   void estimateOnAGpuCountsItsScratch();
   void profiledDeviceComesFromTheRecords();
   void ceilingsFollowTheDevice();
@@ -208,6 +209,30 @@ void TestCudaViews::memoryChartStacksDeviceAllocations() {
   QCOMPARE(value(1), 1'048'576.0 / double(kGiB));
   QCOMPARE(value(2), (300'000.0 + double(32 << 20)) / double(kGiB));
   QCOMPARE(value(3), -1.0);  // no host-heap bar on a GPU
+}
+
+// On the CPU, weights read into memory at load (the default load mode) are anonymous memory:
+// the measured bar shows them as weights, and only the rest as KV cache, scratch and heap.
+void TestCudaViews::memoryChartCountsWeightsReadIntoMemory() {
+  EngineController engine;
+  MemoryPanel panel(&engine);
+  panel.setModelSummary(summary());
+  panel.setContext(256);
+  MemorySample s = cudaSample();
+  s.deviceId = QStringLiteral("cpu");
+  s.isValid = true;
+  s.baselineAnonBytes = 50'000'000;
+  s.residentAnonBytes = 51'500'000;  // 1,000,000 of weights and 500,000 of the engine's own
+  s.baselineFileBytes = s.residentFileBytes = 7'000'000;
+  s.weightsReadBytes = 1'000'000;
+  panel.model()->setSample(s);
+  auto value = [&](int layer) {
+    auto* bars = qobject_cast<QCPBars*>(panel.chart()->plottable(layer));
+    const auto it = bars->data()->findBegin(2, false);
+    return it != bars->data()->constEnd() && it->key == 2 ? it->value : -1.0;
+  };
+  QCOMPARE(value(0), 1'000'000.0 / double(kGiB));
+  QCOMPARE(value(3), 500'000.0 / double(kGiB));
 }
 
 void TestCudaViews::profiledDeviceComesFromTheRecords() {

@@ -215,8 +215,9 @@ void MemoryPanel::updateChart() {
     top = std::max(top, double(s.deviceEngineBytes()) / kGiB);
   } else if (m_model->isLoaded()) {
     const MemorySample& s = *m_model->sample();
-    const double file = std::max<qint64>(0, s.fileGrowthBytes()) / kGiB;
-    const double anon = std::max<qint64>(0, s.anonGrowthBytes()) / kGiB;
+    // Weights: mapped file pages, or the copy read into anonymous memory at load.
+    const double file = std::max<qint64>(0, s.fileGrowthBytes() + s.weightsReadBytes) / kGiB;
+    const double anon = std::max<qint64>(0, s.anonGrowthBesideWeightsBytes()) / kGiB;
     layer(0)->addData(2, file);
     layer(3)->addData(2, anon);
     top = std::max(top, file + anon);
