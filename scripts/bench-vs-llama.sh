@@ -3,8 +3,8 @@
 # GGUF files with the same thread count. Rounds interleave the two programs so both see the same
 # machine; every repetition is kept (JSON) and the summary gives each program's best and median
 # repetition per test (keyed by context depth too: "tg128 @ d8192"), the ratio of the bests,
-# iwb's MBU against a probe run just before its generation tests (its read-only bandwidth, the
-# decode roof; iwb's prompt tests run before that probe, in a run of their own), and
+# iwb's MBU against a read-only probe run right before each of its generation repetitions
+# (`iwb bench --paired-probe`: the decode roof of that moment; the median of the pairs), and
 # the load averages seen. The machines are shared: other processes and memory-bandwidth
 # swings move single figures by tens of percent.
 #
@@ -12,7 +12,9 @@
 #       [-p PP] [-n TG] [-d DEPTHS] [-o DIR] MODEL.gguf...
 #
 # -d takes llama-bench's comma list of context depths (e.g. 0,8192), passed to both programs:
-# each test runs after that many tokens are already in the KV cache.
+# each test runs after that many tokens are already in the KV cache. IWB_BENCH_ARGS and
+# LLAMA_BENCH_ARGS add options to one side only, e.g. LLAMA_BENCH_ARGS="-lm none" (llama.cpp
+# reading its weights into memory, as iwb does by default on the CPU) or IWB_BENCH_ARGS="-lm mmap".
 #
 # Each program runs with its own best OpenMP wait policy: ours with OMP_WAIT_POLICY as set
 # (scripts/run.sh uses passive), llama.cpp with OpenMP's default (spinning) unless
@@ -49,24 +51,22 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 for ((k = 1; k <= rounds; ++k)); do
   for model in "$@"; do
     name=$(basename "$model" .gguf)
-    # The prompt tests first, then a probe right before the generation tests: the bandwidth of
-    # a shared machine drifts by tens of percent within minutes (on the Xeon of the
-    # twenty-ninth session, within seconds), and iwb's MBU is against the latest probe in its
-    # store, so the probe goes as close to the decode it is the roof of as it can.
+    # The prompt tests first, then the generation tests with a read-only probe right before
+    # each repetition: the bandwidth of a shared machine drifts by tens of percent within
+    # minutes (on the Xeon of the twenty-ninth session, within seconds).
     if ((pp > 0)); then
       echo "round $k $name: iwb prompts (load $(load))" | tee -a "$out/loads.txt"
       "$iwb" bench -m "$model" -p "$pp" -n 0 -d "$depths" -t "$threads" -r "$reps" --no-store \
-        --db "$out/probes.sqlite" -o json > "$out/$name.iwb.$k.pp.json"
+        --db "$out/probes.sqlite" ${IWB_BENCH_ARGS:-} -o json > "$out/$name.iwb.$k.pp.json"
     fi
     if ((tg > 0)); then
-      echo "round $k $name: probe + iwb generation (load $(load))" | tee -a "$out/loads.txt"
-      "$iwb" probe -t "$threads" --db "$out/probes.sqlite" --json > "$out/$name.probe.$k.txt"
+      echo "round $k $name: iwb generation, paired probes (load $(load))" | tee -a "$out/loads.txt"
       "$iwb" bench -m "$model" -p 0 -n "$tg" -d "$depths" -t "$threads" -r "$reps" --no-store \
-        --db "$out/probes.sqlite" -o json > "$out/$name.iwb.$k.json"
+        --db "$out/probes.sqlite" --paired-probe ${IWB_BENCH_ARGS:-} -o json > "$out/$name.iwb.$k.json"
     fi
     echo "round $k $name: llama-bench (load $(load))" | tee -a "$out/loads.txt"
     env -u OMP_WAIT_POLICY ${LLAMA_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$LLAMA_OMP_WAIT_POLICY} \
-      "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -d "$depths" -r "$reps" -o json \
+      "$llama_bench" -m "$model" -t "$threads" -p "$pp" -n "$tg" -d "$depths" -r "$reps" ${LLAMA_BENCH_ARGS:-} -o json \
       > "$out/$name.llama.$k.json"
   done
 done
@@ -75,7 +75,7 @@ echo "round $rounds done (load $(load))" >> "$out/loads.txt"
 python3 - "$out" <<'PY'
 import collections, glob, json, re, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
-mbu = collections.defaultdict(lambda: collections.defaultdict(list))  # iwb's, per run, against its probe
+mbu = collections.defaultdict(lambda: collections.defaultdict(list))  # iwb's, per run: the median of its pairs
 
 def test_name(kind, n, depth):  # llama-bench's: "pp512", "tg128 @ d8192"
     return f'{kind}{n}' + (f' @ d{depth}' if depth else '')
@@ -90,14 +90,15 @@ for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
     except ValueError:
         print(f'skipped {path}: not complete JSON (an interrupted run?)', file=sys.stderr)
         continue
-    # Both write llama-bench's -o json; iwb adds its MBU against the probe taken just before.
+    # Both write llama-bench's -o json; iwb adds mbu_paired, the median of its repetitions'
+    # MBU, each against the probe taken right before it.
     for r in data:
         kind, n = ('pp', r['n_prompt']) if r['n_gen'] == 0 else ('tg', r['n_gen'])
         test = test_name(kind, n, r.get('n_depth', 0))
         runs[name][(test, prog)] += r['samples_ts']
-        if prog == 'iwb' and r.get('mbu') is not None:
-            mbu[name][test].append(r['mbu'])
-print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU, read-only roof (median of runs) |')
+        if prog == 'iwb' and r.get('mbu_paired') is not None:
+            mbu[name][test].append(r['mbu_paired'])
+print('| model | test | iwb best (median) | llama.cpp best (median) | ratio | iwb MBU, paired read-only probes (median of runs) |')
 print('|---|---|---|---|---|---|')
 for name in sorted(runs):
     for test in sorted({t for t, _ in runs[name]}, key=test_order):
