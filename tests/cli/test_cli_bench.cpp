@@ -202,8 +202,8 @@ class TestCliBench : public QObject {
         0.5 * (rates[0].toDouble() * bytes / probes[0].toDouble() + rates[1].toDouble() * bytes / probes[1].toDouble());
     QVERIFY2(std::abs(tg["mbu_paired"].toDouble() - expected) <= 1e-9 * expected,
              qPrintable(QString("%1 against %2").arg(tg["mbu_paired"].toDouble()).arg(expected)));
-    auto text = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "3", "-t", "2", "--paired-probe", "--no-store",
-                         "--db", db},
+    auto text = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "3", "-t", "2", "--paired-probe",
+                         "--no-store", "--db", db},
                         120000);
     QVERIFY2(text.exit_code == 0, qPrintable(text.err));
     QVERIFY2(text.out.contains("tg4: MBU against a read-only probe right before each repetition (p): median") &&
@@ -226,7 +226,8 @@ class TestCliBench : public QObject {
       auto r = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--no-store", "-lm", mode},
                        120000);
       QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-      const QString expected = mode == "none" ? "weights read into memory (load mode none)" : "weights mapped from the file (load mode mmap)";
+      const QString expected = mode == "none" ? "weights read into memory (load mode none)"
+                                              : "weights mapped from the file (load mode mmap)";
       QVERIFY2(r.err.contains(expected), qPrintable(r.err));
     }
     auto bad = run_iwb({"bench", "-m", m_model, "-lm", "mlock"});

@@ -141,7 +141,8 @@ class TestEngineGeneration : public QObject {
     unknown.load_mode = "mlock";
     auto refused = Engine::load(m_aidreams, unknown);
     QVERIFY(!refused.is_ok());
-    QVERIFY2(refused.error_message().find("unknown load mode 'mlock'") != std::string::npos, refused.error_message().c_str());
+    QVERIFY2(refused.error_message().find("unknown load mode 'mlock'") != std::string::npos,
+             refused.error_message().c_str());
   }
 
   void seededSamplingRepeats() {

@@ -237,8 +237,9 @@ void MemoryModel::rebuild() {
       // Read into the process's own memory at load (Engine Settings' load mode): all resident,
       // counted in RssAnon, so the anonymous rows below leave it out.
       weights.measuredBytes = sample.weightsReadBytes + sample.fileGrowthBytes();
-      weights.source = tr("the file read into memory at load, in 2 MiB pages where the kernel gave them (anonymous "
-                          "memory, all resident), plus file pages mapped since");
+      weights.source =
+          tr("the file read into memory at load, in 2 MiB pages where the kernel gave them (anonymous "
+             "memory, all resident), plus file pages mapped since");
     } else if (isLoaded) {
       weights.measuredBytes = sample.fileGrowthBytes();
       weights.source =

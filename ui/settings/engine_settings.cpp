@@ -57,7 +57,8 @@ EngineLoadOptions loadEngineSettings() {
   const double fraction = settings.value(QLatin1String(kKvFractionKey), 0.0).toDouble();
   o.kvCacheFraction = fraction > 0 && fraction <= 1 ? fraction : 0;
   const QString loadMode = settings.value(QLatin1String(kLoadModeKey), QStringLiteral("auto")).toString();
-  o.loadMode = loadMode == QLatin1String("mmap") || loadMode == QLatin1String("none") ? loadMode : QStringLiteral("auto");
+  o.loadMode =
+      loadMode == QLatin1String("mmap") || loadMode == QLatin1String("none") ? loadMode : QStringLiteral("auto");
   return o;
 }
 

@@ -1,13 +1,13 @@
 // POSIX implementation of MappedFile.
 #include "gguf/mapped_file.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace iwb::gguf {
 namespace {
@@ -21,7 +21,8 @@ std::string read_all(int fd, uint8_t* dst, size_t size, const std::string& path)
     const ssize_t n = pread(fd, dst + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return "cannot read '" + path + "': " + std::strerror(errno);
-    if (n == 0) return "'" + path + "' ended after " + std::to_string(done) + " of its " + std::to_string(size) + " bytes";
+    if (n == 0)
+      return "'" + path + "' ended after " + std::to_string(done) + " of its " + std::to_string(size) + " bytes";
     done += static_cast<size_t>(n);
   }
   return {};
@@ -78,7 +79,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
     // Give back the unaligned head and the tail past the rounded size.
     if (aligned > base) munmap(region, aligned - base);
     const size_t kept = (file->m_size + kHugePage - 1) / kHugePage * kHugePage;
-    if (base + reserved > aligned + kept) munmap(reinterpret_cast<void*>(aligned + kept), base + reserved - aligned - kept);
+    if (base + reserved > aligned + kept)
+      munmap(reinterpret_cast<void*>(aligned + kept), base + reserved - aligned - kept);
     file->m_data = reinterpret_cast<void*>(aligned);
     file->m_reserved = kept;
     // Advice only: where the kernel has no transparent huge pages the copy is in 4 KiB pages.

@@ -56,8 +56,8 @@ Result<std::unique_ptr<ReadBandwidthProbe>> ReadBandwidthProbe::create(int num_t
   const size_t count = static_cast<size_t>(buffer_bytes / sizeof(float));
   detail::ProbeFloats values = detail::allocate_probe_floats(count);
   if (!values) {
-    return make_error(ErrorCode::OutOfMemory,
-                      "not enough memory for a read-only probe buffer of " + std::to_string(buffer_bytes >> 20) + " MiB");
+    return make_error(ErrorCode::OutOfMemory, "not enough memory for a read-only probe buffer of " +
+                                                  std::to_string(buffer_bytes >> 20) + " MiB");
   }
   float* v = values.get();
   // First touch by the thread that reads the share later (its NUMA node's memory).

@@ -34,8 +34,9 @@ Result<LoadModeChoice> choose_load_mode(const std::string& requested, bool is_gp
     return c;
   }
   if (requested != "auto") {
-    return make_error(ErrorCode::InvalidArgument,
-                      "unknown load mode '" + requested + "': auto, mmap or none (llama.cpp's mlock and dio are not supported)");
+    return make_error(
+        ErrorCode::InvalidArgument,
+        "unknown load mode '" + requested + "': auto, mmap or none (llama.cpp's mlock and dio are not supported)");
   }
   if (is_gpu) {
     c.reason = "mapped from the file (the GPU gets its own copy)";

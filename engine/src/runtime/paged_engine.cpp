@@ -42,8 +42,8 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   if (is_read) {
     // (The copy's last huge page runs past the file's end: count no more than the file.)
     const uint64_t huge = std::min((*file)->huge_page_bytes(), (*file)->file_size());
-    summary->weights_memory += ", " + std::to_string(huge >> 20) + " of " +
-                               std::to_string((*file)->file_size() >> 20) + " MiB in 2 MiB pages";
+    summary->weights_memory +=
+        ", " + std::to_string(huge >> 20) + " of " + std::to_string((*file)->file_size() >> 20) + " MiB in 2 MiB pages";
   }
   if (summary->is_vocab_only) {
     return make_error(ErrorCode::Unsupported, "'" + path + "' holds only a tokenizer (no weights) and cannot generate");
