@@ -103,6 +103,15 @@ iwb::ProfileSnapshot snapshotOn(iwb::DeviceRef device) {
   return snapshot;
 }
 
+
+// The memory chart's measured bar (key 2) in chart layer `layer` (bottom-up: weights, KV cache,
+// scratch, measured heap, available), in GiB; -1 where that layer has no measured bar.
+double measuredBar(const MemoryPanel& panel, int layer) {
+  auto* bars = qobject_cast<QCPBars*>(panel.chart()->plottable(layer));
+  const auto it = bars->data()->findBegin(2, false);
+  return it != bars->data()->constEnd() && it->key == 2 ? it->value : -1.0;
+}
+
 }  // namespace
 
 class TestCudaViews : public QObject {
@@ -200,11 +209,7 @@ void TestCudaViews::memoryChartStacksDeviceAllocations() {
   panel.setContext(256);
   panel.model()->setSample(cudaSample());
   // Layers bottom-up: weights, KV cache, scratch (+ cuBLAS workspace), measured heap, available.
-  auto value = [&](int layer) {
-    auto* bars = qobject_cast<QCPBars*>(panel.chart()->plottable(layer));
-    const auto it = bars->data()->findBegin(2, false);
-    return it != bars->data()->constEnd() && it->key == 2 ? it->value : -1.0;
-  };
+  auto value = [&](int layer) { return measuredBar(panel, layer); };
   QCOMPARE(value(0), 1'010'000.0 / double(kGiB));
   QCOMPARE(value(1), 1'048'576.0 / double(kGiB));
   QCOMPARE(value(2), (300'000.0 + double(32 << 20)) / double(kGiB));
@@ -226,11 +231,7 @@ void TestCudaViews::memoryChartCountsWeightsReadIntoMemory() {
   s.baselineFileBytes = s.residentFileBytes = 7'000'000;
   s.weightsReadBytes = 1'000'000;
   panel.model()->setSample(s);
-  auto value = [&](int layer) {
-    auto* bars = qobject_cast<QCPBars*>(panel.chart()->plottable(layer));
-    const auto it = bars->data()->findBegin(2, false);
-    return it != bars->data()->constEnd() && it->key == 2 ? it->value : -1.0;
-  };
+  auto value = [&](int layer) { return measuredBar(panel, layer); };
   QCOMPARE(value(0), 1'000'000.0 / double(kGiB));
   QCOMPARE(value(3), 500'000.0 / double(kGiB));
 }
