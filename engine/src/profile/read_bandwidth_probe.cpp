@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <new>
 #include <thread>
 #include <vector>
 
