@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <initializer_list>
 #include <ctime>
 // GCC 12 reports its own AVX-512 reductions (their undefined upper halves) as uninitialized
 // once the unrolled loops inline them (GCC bug 105593); the code is fine.
@@ -267,25 +266,6 @@ SumLoop best_sum_loop() {
   return sum_portable;
 }
 
-// Bytes per second of every thread summing its share of each array in turn, all threads at once
-// (each the contiguous share that schedule(static) gave it when it first touched the pages).
-double measure_read(std::initializer_list<const float*> arrays, size_t n, int num_threads, SumLoop sum, float* sink) {
-  float total = 0;
-  const auto t0 = Clock::now();
-#pragma omp parallel num_threads(num_threads) reduction(+ : total)
-  {
-    const auto thread = static_cast<size_t>(omp_get_thread_num());
-    const auto count = static_cast<size_t>(omp_get_num_threads());
-    const size_t chunk = (n + count - 1) / count;
-    const size_t begin = std::min(n, thread * chunk);
-    const size_t end = std::min(n, begin + chunk);
-    for (const float* p : arrays) total += sum(p + begin, end - begin);
-  }
-  const double seconds = seconds_since(t0);
-  *sink += total;
-  return static_cast<double>(arrays.size() * n * sizeof(float)) / seconds;
-}
-
 struct Stream {
   double copy = 0;
   double triad = 0;
@@ -293,6 +273,16 @@ struct Stream {
 };
 
 Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
+  Stream best;
+  // Read-only first, with the paired probe's own sweep (ReadBandwidthProbe) over three arrays'
+  // worth in one buffer (3 x 512 MiB by default: several times a large last-level cache, e.g.
+  // the 480 MiB a Xeon 6 guest reports, so the sweep cannot be served from it); its buffer is
+  // given back before the copy's arrays are taken.
+  {
+    auto read = ReadBandwidthProbe::create(num_threads, 3 * buffer_bytes);
+    if (!read) return {};
+    best.read = (*read)->measure(repetitions);
+  }
   const size_t n = static_cast<size_t>(buffer_bytes / sizeof(float));
   detail::ProbeFloats a = detail::allocate_probe_floats(n);
   detail::ProbeFloats b = detail::allocate_probe_floats(n);
@@ -307,17 +297,6 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     pb[i] = 2.0f;
     pc[i] = 0.5f;
   }
-  Stream best;
-  // Read-only first, over all three arrays in one sweep (3 x 512 MiB by default: several times a
-  // large last-level cache, e.g. the 480 MiB a Xeon 6 guest reports, so the sweep cannot be
-  // served from it). One untimed sweep first evicts the lines the initialisation left dirty:
-  // the timed sweeps then write nothing back, as a decode step writes nothing to its weights.
-  const SumLoop sum = best_sum_loop();
-  float sink = 0;
-  measure_read({pa, pb, pc}, n, num_threads, sum, &sink);
-  for (int rep = 0; rep < repetitions; ++rep) {
-    best.read = std::max(best.read, measure_read({pa, pb, pc}, n, num_threads, sum, &sink));
-  }
   const float scalar = 3.0f;
   for (int rep = 0; rep < repetitions; ++rep) {
     auto t0 = Clock::now();
@@ -329,7 +308,6 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
     best.triad = std::max(best.triad, 3.0 * static_cast<double>(buffer_bytes) / seconds_since(t0));
   }
-  if (sink == 12345.678f) best.read = 0;  // sink compared so the compiler cannot drop the sums
   return best;
 }
 

@@ -1,5 +1,5 @@
-// The read-only bandwidth sweep of the CPU probe, repeatable on buffers kept between calls, for
-// pairing each benchmark repetition with a probe of the same minute (machine_probe.h).
+// The read-only bandwidth sweep, repeatable on buffers kept between calls: the CPU probe's read
+// figure, and each benchmark repetition's probe of the same minute (machine_probe.h).
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "profile/probe_buffer.h"

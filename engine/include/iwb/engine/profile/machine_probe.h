@@ -59,8 +59,8 @@ Result<std::vector<ProbeResult>> probe_cuda_devices();
 // check that it reads every float (a sum that skipped some would inflate the bandwidth).
 float read_probe_sum(const float* values, size_t count);
 
-// probe_cpu's read-only sweep alone, on buffers kept between measurements: `iwb bench
-// --paired-probe` measures it right before each repetition, so each repetition's MBU divides by
+// The read-only sweep, on buffers kept between measurements: probe_cpu's read figure, and
+// `iwb bench --paired-probe`, which measures it right before each repetition, so each repetition's MBU divides by
 // the bandwidth of its own minute. On a shared host the memory bandwidth drifts by a third
 // within minutes (a 2-vCPU Xeon guest read 15.7 and then 30.3 GB/s a minute apart), so a probe
 // stored earlier can put one run's MBU anywhere from 70% to over 100%.
