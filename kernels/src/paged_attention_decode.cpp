@@ -1,5 +1,5 @@
 // Decode attention (see paged_attention_decode.h). Per item, for each tile of 64 keys: the
-// scores of its R query rows (two keys at a time, each key's row read once and multiplied
+// scores of its R query rows (four or two keys at a time, each key's row read once and multiplied
 // into R accumulators, the 16 keys' vectors then summed into one vector of 16 scores), the
 // online softmax per row, and the values added into R x C output vectors held in registers
 // (C columns of 16 at a time, R x C <= 24). A quantized cache side is expanded to f32 per tile
@@ -56,6 +56,39 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
   for (int64_t j0 = 0; j0 < nk; j0 += 16) {
     const int64_t n = std::min<int64_t>(16, nk - j0);
     int64_t j = 0;
+    // Four keys at a time where their 4R accumulators, four key vectors and a query vector fit
+    // the 32 registers (R <= 6): each query vector is loaded once per four keys, and the loop's
+    // and prefetches' overhead is shared by four (Xeon model 207, bench_paged_attention with the
+    // cache in L2, one thread: 10.1-10.4 -> 12.8 GB/s of cache; from memory, two threads, +3-4%).
+    if constexpr (4 * R + 5 <= 32) {
+      for (; j + 4 <= n; j += 4) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) ahead.fetch(j0 + j + i);
+        __m512 acc[4][R];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+        }
+        const void* kr[4] = {keys[j0 + j], keys[j0 + j + 1], keys[j0 + j + 2], keys[j0 + j + 3]};
+        for (int64_t d = 0; d < dk; d += 16) {
+          __m512 x[4];
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) x[i] = load16<kF16>(kr[i], d);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m512 qv = _mm512_loadu_ps(q + r * dk + d);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) acc[i][r] = _mm512_fmadd_ps(qv, x[i], acc[i][r]);
+          }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) part[r * 16 + j + i] = acc[i][r];
+        }
+      }
+    }
     for (; j + 2 <= n; j += 2) {  // two keys: 2R independent chains of multiply-adds
       ahead.fetch(j0 + j);
       ahead.fetch(j0 + j + 1);

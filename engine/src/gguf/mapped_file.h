@@ -3,6 +3,7 @@
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/runtime/huge_page_region.h"
 #include "iwb/engine/status.h"
 
 #include <cstdint>
@@ -27,9 +28,9 @@ class MappedFile {
 
  private:
   MappedFile() = default;
-  void* m_data = nullptr;
+  void* m_data = nullptr;  // Map: the mapping; Read: m_copy's first byte
   size_t m_size = 0;
-  size_t m_reserved = 0;  // the whole region (Read: rounded up to 2 MiB pages)
+  HugePageRegion m_copy;  // Read: the file's bytes, in memory rounded up to 2 MiB pages
   LoadMode m_mode = LoadMode::Map;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -71,16 +72,28 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   s->m_shape = shape;
   s->m_block_size = block_size;
   s->m_num_blocks = num_blocks;
-  try {
-    s->m_k.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->k_units())));
-    s->m_v.assign(static_cast<size_t>(shape.num_layers), std::vector<uint16_t>(static_cast<size_t>(s->num_slots() * s->v_units())));
-    s->m_k_scales.assign(static_cast<size_t>(shape.num_layers), 1.0f);
-    s->m_v_scales.assign(static_cast<size_t>(shape.num_layers), 1.0f);
-    s->m_is_calibrated.assign(static_cast<size_t>(shape.num_layers), false);
-  } catch (const std::bad_alloc&) {
+  // Each layer's keys and values in memory on 2 MiB pages (huge_page_region.h), touched
+  // now, so the pool's memory is had up front, as a zeroed vector's was.
+  const auto too_little = [&] {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
                                                   " blocks (" + mib(bytes_per_block(shape, block_size, types) *
                                                                     static_cast<uint64_t>(num_blocks)) + ")");
+  };
+  const auto layers = static_cast<size_t>(shape.num_layers);
+  for (auto [pool, units] : {std::pair{&s->m_k, s->k_units()}, std::pair{&s->m_v, s->v_units()}}) {
+    pool->resize(layers);
+    for (HugePageRegion& layer : *pool) {
+      layer = HugePageRegion::allocate(static_cast<size_t>(s->num_slots() * units) * sizeof(uint16_t));
+      if (layer.empty()) return too_little();
+      std::memset(layer.data(), 0, layer.size());
+    }
+  }
+  try {
+    s->m_k_scales.assign(layers, 1.0f);
+    s->m_v_scales.assign(layers, 1.0f);
+    s->m_is_calibrated.assign(layers, false);
+  } catch (const std::bad_alloc&) {
+    return too_little();
   }
   return s;
 }
@@ -93,10 +106,12 @@ int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()
 int64_t PagedKvStorage::v_units() const { return kv_row_units(m_types.v, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers ? m_k[static_cast<size_t>(layer)].data() : nullptr;
+  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_k[static_cast<size_t>(layer)].data())
+                                                  : nullptr;
 }
 const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers ? m_v[static_cast<size_t>(layer)].data() : nullptr;
+  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_v[static_cast<size_t>(layer)].data())
+                                                  : nullptr;
 }
 uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).k_data(layer)); }
 uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }
@@ -188,10 +203,10 @@ Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
   if (src == dst) return {};
   const size_t k_block = static_cast<size_t>(m_block_size * k_units()), v_block = static_cast<size_t>(m_block_size * v_units());
   for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
-    auto& k = m_k[static_cast<size_t>(layer)];
-    auto& v = m_v[static_cast<size_t>(layer)];
-    std::copy_n(k.begin() + static_cast<ptrdiff_t>(src * k_block), k_block, k.begin() + static_cast<ptrdiff_t>(dst * k_block));
-    std::copy_n(v.begin() + static_cast<ptrdiff_t>(src * v_block), v_block, v.begin() + static_cast<ptrdiff_t>(dst * v_block));
+    uint16_t* k = k_data(layer);
+    uint16_t* v = v_data(layer);
+    std::copy_n(k + src * k_block, k_block, k + dst * k_block);
+    std::copy_n(v + src * v_block, v_block, v + dst * v_block);
   }
   return {};
 }

@@ -1,10 +1,11 @@
 // The K/V data of the paged cache: per layer, one f16 pool for keys and one for values of
-// num_blocks x block_size slots, sized from the memory the user allows. The block manager
+// num_blocks x block_size slots (in 2 MiB pages), sized from the memory the user allows. The block manager
 // decides which slots a token uses; this class only stores, copies and hands out pointers.
 #pragma once
 
 #include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/paged/paged_types.h"
+#include "iwb/engine/runtime/huge_page_region.h"
 #include "iwb/engine/status.h"
 #include "iwb/kernels/ggml_type.h"
 
@@ -83,7 +84,7 @@ class PagedKvStorage {
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
   KvCacheTypes m_types;
-  std::vector<std::vector<uint16_t>> m_k, m_v;  // [layer][num_slots x row]
+  std::vector<HugePageRegion> m_k, m_v;         // [layer]: num_slots x row units (uint16_t)
   std::vector<float> m_k_scales, m_v_scales;    // [layer]: FP8 scales (1 for other types)
   std::vector<bool> m_is_calibrated;            // [layer]: scales set (only read with calculate_scales)
 };

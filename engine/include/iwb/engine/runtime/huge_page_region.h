@@ -1,0 +1,44 @@
+// Anonymous memory this process owns, on 2 MiB boundaries and advised for transparent huge
+// pages (MADV_HUGEPAGE): the CPU engine's weights read into memory (gguf::MappedFile's Read
+// mode) and the paged KV cache. Streaming reads through 2 MiB pages miss the TLB a 512th as
+// often as through 4 KiB ones; on a Xeon model 207 guest the decode read its weights 5-10%
+// faster, and the decode attention its keys and values 4-7% faster at a depth of 8,192.
+// Where the kernel offers no huge pages (THP "never") the memory is the same in 4 KiB pages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace iwb {
+
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+class HugePageRegion {
+ public:
+  HugePageRegion() = default;
+  ~HugePageRegion();
+  HugePageRegion(HugePageRegion&& other) noexcept;
+  HugePageRegion& operator=(HugePageRegion&& other) noexcept;
+  HugePageRegion(const HugePageRegion&) = delete;
+  HugePageRegion& operator=(const HugePageRegion&) = delete;
+
+  // `bytes` rounded up to whole 2 MiB pages, zero, untouched (the kernel backs each page on its
+  // first touch). Empty when the address space cannot be had (or bytes is 0). `no_reserve`
+  // asks the kernel not to count it against the overcommit limit up front (MAP_NORESERVE).
+  static HugePageRegion allocate(size_t bytes, bool no_reserve = false);
+
+  void* data() const { return m_data; }
+  size_t size() const { return m_size; }  // the rounded size
+  bool empty() const { return m_data == nullptr; }
+  // No writes from here on (a stray write faults, as into a read-only mapping).
+  void make_read_only();
+  // How many of its bytes sit in transparent huge pages now: the kernel's AnonHugePages in
+  // /proc/self/smaps (it may give fewer than asked when memory is fragmented).
+  uint64_t huge_page_bytes() const;
+
+ private:
+  void* m_data = nullptr;
+  size_t m_size = 0;
+};
+
+}  // namespace iwb
