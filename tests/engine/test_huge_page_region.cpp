@@ -1,0 +1,106 @@
+// Memory in 2 MiB pages (HugePageRegion): whole pages on a 2 MiB boundary, zero, writable until
+// made read-only, moved without a copy; and the paged KV cache's pools in it: every layer's keys
+// and values on their own 2 MiB boundary, zero, kept apart, and copied block by block.
+#include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/runtime/huge_page_region.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+using namespace iwb;
+
+namespace {
+
+bool is_huge_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0; }
+
+bool all_zero(const uint8_t* p, size_t n) {
+  return std::all_of(p, p + n, [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace
+
+class TestHugePageRegion : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void wholePagesOnABoundaryAndZero() {
+    for (const size_t bytes : {size_t{1}, kHugePageBytes - 1, kHugePageBytes, kHugePageBytes + 1, size_t{5} << 20}) {
+      HugePageRegion r = HugePageRegion::allocate(bytes);
+      QVERIFY(!r.empty());
+      QCOMPARE(r.size(), (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+      QVERIFY(is_huge_aligned(r.data()));
+      auto* p = static_cast<uint8_t*>(r.data());
+      QVERIFY(all_zero(p, r.size()));
+      p[0] = 1;  // writable to the last byte
+      p[r.size() - 1] = 2;
+      QCOMPARE(int(p[r.size() - 1]), 2);
+      // The kernel's count of its huge pages never exceeds it (it may be 0: THP off or memory
+      // fragmented).
+      QVERIFY(r.huge_page_bytes() <= r.size());
+    }
+    QVERIFY(HugePageRegion::allocate(0).empty());
+  }
+
+  void movesWithoutACopy() {
+    HugePageRegion a = HugePageRegion::allocate(3 << 20, /*no_reserve=*/true);
+    QVERIFY(!a.empty());
+    static_cast<uint8_t*>(a.data())[7] = 42;
+    void* const where = a.data();
+    HugePageRegion b = std::move(a);
+    QVERIFY(a.empty());
+    QCOMPARE(a.size(), size_t{0});
+    QCOMPARE(b.data(), where);
+    QCOMPARE(int(static_cast<uint8_t*>(b.data())[7]), 42);
+    HugePageRegion c = HugePageRegion::allocate(1);
+    c = std::move(b);  // c's own region is given back, b's taken over
+    QCOMPARE(c.data(), where);
+    QVERIFY(b.empty());
+    c.make_read_only();
+    QCOMPARE(int(static_cast<const uint8_t*>(c.data())[7]), 42);  // still readable
+  }
+
+  void kvPoolsLayerByLayer() {
+    const KvCacheShape shape{.num_layers = 3, .num_kv_heads = 2, .head_dim_k = 64, .head_dim_v = 32};
+    constexpr int32_t kBlock = 16;
+    constexpr int64_t kBlocks = 40;
+    auto made = PagedKvStorage::create(shape, kBlock, kBlocks, KvCacheTypes{});
+    QVERIFY2(made.is_ok(), made.error_message().c_str());
+    PagedKvStorage& kv = **made;
+    const int64_t k_units = kBlock * kBlocks * kv.k_row(), v_units = kBlock * kBlocks * kv.v_row();
+    for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+      QVERIFY(is_huge_aligned(kv.k_data(layer)));
+      QVERIFY(is_huge_aligned(kv.v_data(layer)));
+      QVERIFY(all_zero(reinterpret_cast<const uint8_t*>(kv.k_data(layer)), size_t(k_units) * 2));
+      QVERIFY(all_zero(reinterpret_cast<const uint8_t*>(kv.v_data(layer)), size_t(v_units) * 2));
+    }
+    QVERIFY(kv.k_data(shape.num_layers) == nullptr);
+    // Block 3's slots written in every layer, then copied to block 9: each layer's copy holds
+    // that layer's values, and no other block changed.
+    const int64_t n = kBlock;
+    std::vector<int64_t> slot_mapping(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) slot_mapping[static_cast<size_t>(i)] = 3 * kBlock + i;
+    for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+      std::vector<float> k(static_cast<size_t>(n * kv.k_row())), v(static_cast<size_t>(n * kv.v_row()));
+      for (size_t i = 0; i < k.size(); ++i) k[i] = float(layer + 1) + float(i % 7) * 0.25f;
+      for (size_t i = 0; i < v.size(); ++i) v[i] = -float(layer + 1) - float(i % 5) * 0.5f;
+      QVERIFY(kv.write(layer, slot_mapping, k.data(), v.data()).is_ok());
+    }
+    QVERIFY(kv.copy_block(3, 9).is_ok());
+    const int64_t k_block = kBlock * kv.k_row(), v_block = kBlock * kv.v_row();
+    for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
+      const uint16_t* k = kv.k_data(layer);
+      const uint16_t* v = kv.v_data(layer);
+      QVERIFY(std::equal(k + 3 * k_block, k + 4 * k_block, k + 9 * k_block));
+      QVERIFY(std::equal(v + 3 * v_block, v + 4 * v_block, v + 9 * v_block));
+      QVERIFY(!all_zero(reinterpret_cast<const uint8_t*>(k + 9 * k_block), size_t(k_block) * 2));
+      QVERIFY(all_zero(reinterpret_cast<const uint8_t*>(k + 10 * k_block), size_t(k_block) * 2));
+      if (layer > 0) QVERIFY(!std::equal(k + 9 * k_block, k + 10 * k_block, kv.k_data(layer - 1) + 9 * k_block));
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestHugePageRegion)
+#include "test_huge_page_region.moc"
