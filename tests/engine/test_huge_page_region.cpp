@@ -1,6 +1,6 @@
 // Memory in 2 MiB pages (HugePageRegion): whole pages on a 2 MiB boundary, zero, writable until
 // made read-only, moved without a copy; and the paged KV cache's pools in it: every layer's keys
-// and values on their own 2 MiB boundary, zero, kept apart, and copied block by block.
+// and values in one region from a 2 MiB boundary, zero, kept apart, and copied block by block.
 #include "iwb/engine/paged/paged_kv_storage.h"
 #include "iwb/engine/runtime/huge_page_region.h"
 
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 using namespace iwb;
@@ -70,12 +71,19 @@ class TestHugePageRegion : public QObject {
     QVERIFY2(made.is_ok(), made.error_message().c_str());
     PagedKvStorage& kv = **made;
     const int64_t k_units = kBlock * kBlocks * kv.k_row(), v_units = kBlock * kBlocks * kv.v_row();
+    // One region: the first layer's keys on a 2 MiB boundary, every layer's keys and values
+    // after it, none overlapping another.
+    QVERIFY(is_huge_aligned(kv.k_data(0)));
+    std::vector<std::pair<const uint16_t*, int64_t>> spans;
     for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
-      QVERIFY(is_huge_aligned(kv.k_data(layer)));
-      QVERIFY(is_huge_aligned(kv.v_data(layer)));
+      spans.emplace_back(kv.k_data(layer), k_units);
+      spans.emplace_back(kv.v_data(layer), v_units);
       QVERIFY(all_zero(reinterpret_cast<const uint8_t*>(kv.k_data(layer)), size_t(k_units) * 2));
       QVERIFY(all_zero(reinterpret_cast<const uint8_t*>(kv.v_data(layer)), size_t(v_units) * 2));
     }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 0; i + 1 < spans.size(); ++i) QVERIFY(spans[i].first + spans[i].second <= spans[i + 1].first);
+    QVERIFY(spans.front().first == kv.k_data(0));
     QVERIFY(kv.k_data(shape.num_layers) == nullptr);
     // Block 3's slots written in every layer, then copied to block 9: each layer's copy holds
     // that layer's values, and no other block changed.

@@ -72,7 +72,8 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   s->m_shape = shape;
   s->m_block_size = block_size;
   s->m_num_blocks = num_blocks;
-  // Each layer's keys and values in memory on 2 MiB pages (huge_page_region.h), touched
+  // Every layer's keys, then every layer's values, in one region of 2 MiB pages
+  // (huge_page_region.h: whole pages, so one region wastes at most one page's rounding), touched
   // now, so the pool's memory is had up front, as a zeroed vector's was.
   const auto too_little = [&] {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
@@ -80,14 +81,12 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
                                                                     static_cast<uint64_t>(num_blocks)) + ")");
   };
   const auto layers = static_cast<size_t>(shape.num_layers);
-  for (auto [pool, units] : {std::pair{&s->m_k, s->k_units()}, std::pair{&s->m_v, s->v_units()}}) {
-    pool->resize(layers);
-    for (HugePageRegion& layer : *pool) {
-      layer = HugePageRegion::allocate(static_cast<size_t>(s->num_slots() * units) * sizeof(uint16_t));
-      if (layer.empty()) return too_little();
-      std::memset(layer.data(), 0, layer.size());
-    }
-  }
+  s->m_layer_k_units = s->num_slots() * s->k_units();
+  s->m_layer_v_units = s->num_slots() * s->v_units();
+  s->m_pool = HugePageRegion::allocate(
+      static_cast<size_t>(shape.num_layers * (s->m_layer_k_units + s->m_layer_v_units)) * sizeof(uint16_t));
+  if (s->m_pool.empty()) return too_little();
+  std::memset(s->m_pool.data(), 0, s->m_pool.size());
   try {
     s->m_k_scales.assign(layers, 1.0f);
     s->m_v_scales.assign(layers, 1.0f);
@@ -106,12 +105,13 @@ int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()
 int64_t PagedKvStorage::v_units() const { return kv_row_units(m_types.v, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_k[static_cast<size_t>(layer)].data())
+  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_pool.data()) + layer * m_layer_k_units
                                                   : nullptr;
 }
 const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_v[static_cast<size_t>(layer)].data())
-                                                  : nullptr;
+  return layer >= 0 && layer < m_shape.num_layers
+             ? static_cast<uint16_t*>(m_pool.data()) + m_shape.num_layers * m_layer_k_units + layer * m_layer_v_units
+             : nullptr;
 }
 uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).k_data(layer)); }
 uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }
