@@ -4,6 +4,7 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -164,6 +165,42 @@ class TestSampler : public QObject {
     for (const TokenProb& t : tail) {
       if (t.id == 2) QVERIFY(std::abs(t.prob - softmax({2.0f, 1.0f, -1.0f}, 1.0)[2]) < 1e-5);
     }
+  }
+
+  // The one-pass top-k (a heap of k) keeps what a sort of every finite logit keeps, in the same
+  // order, ties broken by the smaller id, on a vocabulary's worth of logits with repeated values
+  // and masked (-inf) tokens.
+  void topKMatchesAFullSort() {
+    std::vector<float> logits = random_logits(151936, 17);
+    for (size_t i = 0; i < logits.size(); i += 7) logits[i] = std::round(logits[i] * 4) / 4;  // ties
+    for (size_t i = 3; i < logits.size(); i += 13) logits[i] = -INFINITY;
+    std::vector<int32_t> order;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (std::isfinite(logits[i])) order.push_back(static_cast<int32_t>(i));
+    }
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+    });
+    for (const int32_t k : {1, 5, 40, 1000}) {
+      SamplingParams p = plain(1.0f);
+      p.top_k = k;
+      const auto c = Sampler(p).candidates(logits, {});
+      QCOMPARE(c.size(), size_t(k));
+      for (int32_t i = 0; i < k; ++i) QCOMPARE(c[size_t(i)].id, order[size_t(i)]);
+    }
+    // Greedy is the first of them.
+    QCOMPARE(Sampler(plain(0.0f)).sample(logits, {}), order.front());
+    // token_logprobs: the same top ids, and log-probabilities as the double sum gives them.
+    const TokenLogprobs lp = token_logprobs(logits, order[3], 6);
+    QCOMPARE(lp.top.size(), size_t(6));
+    double sum = 0;
+    const double top = logits[size_t(order.front())];
+    for (const float l : logits) sum += std::exp(double(l) - top);
+    for (size_t i = 0; i < 6; ++i) {
+      QCOMPARE(lp.top[i].token, order[i]);
+      QVERIFY(std::abs(lp.top[i].logprob - (logits[size_t(order[i])] - top - std::log(sum))) < 1e-5);
+    }
+    QVERIFY(std::abs(lp.logprob - (logits[size_t(order[3])] - top - std::log(sum))) < 1e-5);
   }
 
   void nonFiniteLogitsAreIgnored() {

@@ -1,6 +1,7 @@
 // The fast CPU kernels against their reference twins on odd sizes and random data: fast
 // dequantization, matmul of every dequantizable type, RMS norm, RoPE (both layouts), softmax,
-// gated activations, embedding lookup and attention (GQA, sliding window, soft-capping).
+// gated activations, embedding lookup, attention (GQA, sliding window, soft-capping) and the
+// row reductions of sampling (argmax, sum of exponentials, the scan of top-k).
 #include "random_tensors.h"
 
 #include "iwb/kernels/activations.h"
@@ -9,6 +10,7 @@
 #include "iwb/kernels/dequantize_fast.h"
 #include "iwb/kernels/embedding.h"
 #include "iwb/kernels/matmul.h"
+#include "iwb/kernels/reduce.h"
 #include "iwb/kernels/rmsnorm.h"
 #include "iwb/kernels/rope.h"
 #include "iwb/kernels/softmax.h"
@@ -281,6 +283,63 @@ class TestCpuKernels : public QObject {
     double sum = 0;
     for (int i = 0; i < 257; ++i) sum += fast[i];
     QVERIFY(std::fabs(sum - 1.0) < 1e-5);
+  }
+
+  // argmax_f32: the first of the largest values, on odd lengths (the vector loop's tails), with
+  // the maximum repeated (the first one wins), at either end, among NaNs and -infs; and all
+  // -inf (index 0), all NaN (0), nothing (-1).
+  void argmaxMatchesReference() {
+    std::mt19937 rng(71);
+    for (const int64_t n : {1, 2, 7, 8, 9, 31, 32, 33, 255, 257, 1000, 151936}) {
+      std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 3.0f);
+      QCOMPARE(argmax_f32(x.data(), n), argmax_f32_ref(x.data(), n));
+      const int64_t at = argmax_f32_ref(x.data(), n);
+      x[static_cast<size_t>(n - 1)] = x[static_cast<size_t>(at)];  // a tie later on: the first stays
+      QCOMPARE(argmax_f32(x.data(), n), at);
+      x[static_cast<size_t>(n - 1)] = x[static_cast<size_t>(at)] + 1.0f;  // the last is the largest
+      QCOMPARE(argmax_f32(x.data(), n), n - 1);
+      x[0] = x[static_cast<size_t>(n - 1)] + 1.0f;  // the first
+      QCOMPARE(argmax_f32(x.data(), n), 0);
+      for (size_t i = 0; i < x.size(); i += 3) x[i] = NAN;  // NaNs passed over, -infs lose
+      for (size_t i = 1; i < x.size(); i += 5) x[i] = -INFINITY;
+      QCOMPARE(argmax_f32(x.data(), n), argmax_f32_ref(x.data(), n));
+    }
+    std::vector<float> low(37, -INFINITY), nan(37, NAN);
+    QCOMPARE(argmax_f32(low.data(), 37), 0);
+    QCOMPARE(argmax_f32(nan.data(), 37), 0);
+    QCOMPARE(argmax_f32_ref(nan.data(), 37), 0);
+    QCOMPARE(argmax_f32(low.data(), 0), -1);
+  }
+
+  // sum_exp_f32 against the double std::exp sum, relative 1e-6, on odd lengths and a
+  // vocabulary's, with -inf terms (masked tokens) adding nothing.
+  void sumExpMatchesReference() {
+    std::mt19937 rng(72);
+    for (const int64_t n : {1, 7, 8, 15, 16, 17, 255, 256, 257, 1001, 151936}) {
+      std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 4.0f);
+      for (size_t i = 2; i < x.size(); i += 11) x[i] = -INFINITY;
+      const float shift = x[static_cast<size_t>(argmax_f32_ref(x.data(), n))];
+      const double ref = sum_exp_f32_ref(x.data(), n, shift), got = sum_exp_f32(x.data(), n, shift);
+      QVERIFY2(std::fabs(got - ref) <= 1e-6 * ref, qPrintable(QString("n %1: %2 vs %3").arg(n).arg(got).arg(ref)));
+    }
+    std::vector<float> low(9, -INFINITY);
+    QVERIFY(sum_exp_f32(low.data(), 9, 0.0f) < 1e-30);
+    QCOMPARE(sum_exp_f32(low.data(), 0, 0.0f), 0.0);
+  }
+
+  // find_at_least_f32: from every start, on odd lengths, with NaNs (never at the bar) and a bar
+  // met exactly (>=).
+  void findAtLeastMatchesReference() {
+    std::mt19937 rng(73);
+    for (const int64_t n : {1, 15, 16, 17, 40, 333}) {
+      std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f);
+      for (size_t i = 4; i < x.size(); i += 9) x[i] = NAN;
+      for (const float bar : {-INFINITY, 0.5f, 1.5f, 2.5f, x[static_cast<size_t>(n / 2)], INFINITY}) {
+        for (int64_t from = 0; from <= n; ++from) {
+          QCOMPARE(find_at_least_f32(x.data(), from, n, bar), find_at_least_f32_ref(x.data(), from, n, bar));
+        }
+      }
+    }
   }
 
   void gatedActivationsMatchReference() {
