@@ -211,6 +211,37 @@ class TestCpuKernels : public QObject {
     }
   }
 
+  // rope keeps a position's table for the next call with the same settings: calls that change
+  // the base, the scale or the frequency factors' values (in place, same address) at the same
+  // position still match the reference.
+  void ropeTablesFollowTheSettings() {
+    std::mt19937 rng(74);
+    const int64_t heads = 3, dim = 64;
+    const int32_t position = 777;
+    std::vector<float> factors(dim / 2, 1.0f);
+    RopeArgs a;
+    a.num_tokens = 1;
+    a.num_heads = heads;
+    a.head_dim = dim;
+    a.num_rotated = dim;
+    a.positions = &position;
+    a.layout = RopeLayout::NeoX;
+    a.num_threads = 1;
+    for (int call = 0; call < 6; ++call) {
+      a.freq_base = call % 2 == 0 ? 10000.0f : 1000000.0f;
+      a.freq_scale = call == 4 ? 0.25f : 1.0f;
+      a.freq_factors = call >= 2 ? factors.data() : nullptr;
+      if (call == 3) std::fill(factors.begin(), factors.end(), 2.0f);  // same address, new values
+      std::vector<float> x = random_floats(static_cast<size_t>(heads * dim), rng), ref = x;
+      a.data = x.data();
+      QVERIFY(rope(a));
+      RopeArgs r = a;
+      r.data = ref.data();
+      QVERIFY(rope_ref(r));
+      QVERIFY2(max_relative_error(x, ref) < 1e-5, qPrintable(QString("call %1").arg(call)));
+    }
+  }
+
   void ropeRotatesTheRightPairs() {
     // A unit vector in dimension 0 at position 1 with base 1 (every angle 1 radian) lands in
     // dimension 1 (normal: adjacent pair) or dimension n/2 (NeoX: halves).
