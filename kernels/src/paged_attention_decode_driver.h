@@ -221,7 +221,6 @@ bool run_paged_attention_decode(const PagedAttentionArgs& a) {
   }
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t row_groups = (group + kDecodeMaxRows - 1) / kDecodeMaxRows;
-  const int64_t heads_per_item = row_groups == 1 && a.num_heads <= kDecodeMaxItemRows ? a.num_kv_heads : 1;
 
   double work = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
@@ -229,9 +228,28 @@ bool run_paged_attention_decode(const PagedAttentionArgs& a) {
   const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
 
   // Split key ranges only when tokens x KV heads x row groups leave threads without items.
-  const int64_t base_items = a.num_tokens * (a.num_kv_heads / heads_per_item) * row_groups;
   const int64_t wanted = num_threads > 1 ? kItemsPerThread * num_threads : 1;
-  const int64_t desired_splits = base_items >= wanted ? 1 : (wanted + base_items - 1) / base_items;
+  auto splits_for = [&](int64_t heads_per_item) {
+    const int64_t base_items = a.num_tokens * (a.num_kv_heads / heads_per_item) * row_groups;
+    return base_items >= wanted ? int64_t{1} : (wanted + base_items - 1) / base_items;
+  };
+  auto keys_of = [&](int64_t t) {
+    const int64_t pos = a.positions[t];
+    return pos + 1 - (a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0);
+  };
+  // All KV heads in one item where their rows fit, unless that leaves a thread without an item
+  // (a short context, whose keys are not split: then one head per item, as two items of one
+  // head each kept both threads of a 2-head model busy).
+  int64_t heads_per_item = row_groups == 1 && a.num_heads <= kDecodeMaxItemRows ? a.num_kv_heads : 1;
+  if (heads_per_item > 1) {
+    int64_t grouped_items = 0;
+    for (int64_t t = 0; t < a.num_tokens; ++t) {
+      grouped_items +=
+          std::clamp<int64_t>((keys_of(t) + kMinSplitKeys - 1) / kMinSplitKeys, 1, splits_for(heads_per_item));
+    }
+    if (grouped_items < num_threads) heads_per_item = 1;
+  }
+  const int64_t desired_splits = splits_for(heads_per_item);
 
   thread_local Partials partials;
   thread_local std::vector<Item> items;
@@ -241,8 +259,8 @@ bool run_paged_attention_decode(const PagedAttentionArgs& a) {
   int64_t num_partials = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t pos = a.positions[t];
-    const int64_t begin = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
-    const int64_t keys = pos - begin + 1;
+    const int64_t keys = keys_of(t);
+    const int64_t begin = pos + 1 - keys;
     int64_t splits = std::clamp<int64_t>((keys + kMinSplitKeys - 1) / kMinSplitKeys, 1, desired_splits);
     const int64_t size = ((keys + splits - 1) / splits + kDecodeKeyTile - 1) / kDecodeKeyTile * kDecodeKeyTile;
     splits = (keys + size - 1) / size;
