@@ -67,7 +67,8 @@ inline constexpr int64_t kItemsPerThread = 4;
 // reading every other 256 bytes of each row (default model: 2 KV heads of 128 f16) while the
 // other core read the rest, which the hardware prefetchers follow poorly (Xeon model 207,
 // bench_paged_attention at depth 8192, 2 threads: 12-13 GB/s of cache, against 15 with one
-// KV head of the same bytes).
+// KV head of the same bytes). The change itself gained little there (11.8-13.0 -> 12.8-13.0
+// GB/s); the attention was short of compute first (paged_attention_decode.cpp's four keys).
 struct Item {
   int64_t token;
   int64_t kv_head;   // the first KV head this item takes

@@ -15,6 +15,9 @@
 namespace iwb {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+#define IWB_REDUCE_AVX2 __attribute__((target("avx2,fma")))
+
 // Index of the first x[i] == value from `from` on, or -1.
 int64_t first_equal_scalar(const float* x, int64_t from, int64_t n, float value) {
   for (int64_t i = from; i < n; ++i) {
@@ -22,9 +25,6 @@ int64_t first_equal_scalar(const float* x, int64_t from, int64_t n, float value)
   }
   return -1;
 }
-
-#if defined(__x86_64__) || defined(__i386__)
-#define IWB_REDUCE_AVX2 __attribute__((target("avx2,fma")))
 
 // Two passes, both at the memory's pace: the largest value (four vectors of running maxima;
 // vmaxps keeps the running one where x is NaN), then the first index holding it.
@@ -94,22 +94,6 @@ bool use_avx2() {
   const detail::CpuPath path = detail::cpu_path();
   return path != detail::CpuPath::Portable;
 }
-#else
-IWB_REDUCE_AVX2 int64_t find_at_least_avx2(const float* x, int64_t from, int64_t n, float bar) {
-  const __m256 b = _mm256_set1_ps(bar);
-  int64_t i = from;
-  for (; i + 16 <= n; i += 16) {
-    const int lo = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_GE_OQ));
-    const int hi = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), b, _CMP_GE_OQ));
-    if ((lo | hi) != 0) return i + __builtin_ctz(static_cast<unsigned>(lo | (hi << 8)));
-  }
-  for (; i < n; ++i) {
-    if (x[i] >= bar) return i;
-  }
-  return n;
-}
-
-bool use_avx2() { return false; }
 #endif
 
 }  // namespace
