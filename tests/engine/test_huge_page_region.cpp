@@ -85,6 +85,7 @@ class TestHugePageRegion : public QObject {
     for (size_t i = 0; i + 1 < spans.size(); ++i) QVERIFY(spans[i].first + spans[i].second <= spans[i + 1].first);
     QVERIFY(spans.front().first == kv.k_data(0));
     QVERIFY(kv.k_data(shape.num_layers) == nullptr);
+    QVERIFY(kv.huge_page_bytes() <= uint64_t(shape.num_layers * (k_units + v_units) * 2) + kHugePageBytes);
     // Block 3's slots written in every layer, then copied to block 9: each layer's copy holds
     // that layer's values, and no other block changed.
     const int64_t n = kBlock;

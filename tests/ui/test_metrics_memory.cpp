@@ -412,6 +412,13 @@ void TestMetricsMemory::memoryMeasuredBesideEstimate() {
   QVERIFY2(kv->source.contains(QStringLiteral("q8_0 cache, %1 per block of 16 positions (%2 per position)")
                                    .arg(QLocale().formattedDataSize(16 * 136), QLocale().formattedDataSize(136))),
            qPrintable(kv->source));
+  QVERIFY2(!kv->source.contains(QStringLiteral("2 MiB pages")), qPrintable(kv->source));
+  // A host pool in 2 MiB pages says how much of it the kernel gave them.
+  s.kvHugePageBytes = 4 << 20;
+  model.setSample(s);
+  kv = model.findRow(QStringLiteral("KV cache"));
+  QVERIFY2(kv->source.endsWith(QStringLiteral("; 4.0 MiB of it in 2 MiB pages")), qPrintable(kv->source));
+  s.kvHugePageBytes = 0;
   s.hasEngineReport = false;
 
   // Unloaded: a sample without a context is not a loaded model.

@@ -287,6 +287,9 @@ void MemoryModel::rebuild() {
       kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 (estimate: %3)")
                       .arg(QLocale().toString(sample.kvPositionsTotal),
                            kvBlockText(sample.kvCacheType, sample.kvBytesPerPosition, sample.kvBlockSize), poolRule);
+      // A host pool's pages as the kernel gave them (2 MiB ones read faster at depth).
+      if (sample.kvHugePageBytes > 0)
+        kv.source += tr("; %1 of it in 2 MiB pages").arg(bytesText(sample.kvHugePageBytes));
     }
     m_rows << kv;
     if (hasReport) {

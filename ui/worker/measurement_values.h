@@ -53,6 +53,7 @@ struct MemorySample {
   // false without a loaded model.
   bool hasEngineReport = false;
   qint64 kvPoolBytes = 0;  // the paged KV pool, allocated whole at load
+  qint64 kvHugePageBytes = 0;  // of a host pool, in 2 MiB pages (MemoryReport::kv_huge_page_bytes)
   qint64 kvBytesPerPosition = 0;
   QString kvCacheType;           // "f16", "q8_0", or keys/values "q8_0/q4_0"
   qint64 kvBlockSize = 0;        // positions per block of the pool

@@ -133,6 +133,7 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     const iwb::MemoryReport report = engine->memory_report();
     sample.hasEngineReport = true;
     sample.kvPoolBytes = static_cast<qint64>(report.kv_pool_bytes);
+    sample.kvHugePageBytes = static_cast<qint64>(report.kv_huge_page_bytes);
     sample.kvBytesPerPosition = static_cast<qint64>(report.kv_bytes_per_position);
     sample.kvCacheType = QString::fromStdString(report.kv_cache_type);
     sample.kvBlockSize = report.kv_block_size;

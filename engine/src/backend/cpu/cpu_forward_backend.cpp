@@ -15,6 +15,7 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(const Model
   std::unique_ptr<CpuForwardBackend> backend(new CpuForwardBackend());
   backend->m_geometry = geometry;
   backend->m_kv = std::move(*storage);
+  backend->m_kv_huge_page_bytes = backend->m_kv->huge_page_bytes();
   backend->m_forward = std::make_unique<CpuForward>(config, weights, num_threads, max_batch);
   IWB_RETURN_IF_ERROR(check_forward_plan(backend->m_forward->plan()));
   return backend;
@@ -36,6 +37,7 @@ void CpuForwardBackend::fill_memory_report(MemoryReport* report) const {
   report->device_id = "cpu";
   report->device_name = describe_cpu_device().name;
   report->scratch_bytes += m_forward->scratch_bytes();
+  report->kv_huge_page_bytes = m_kv_huge_page_bytes;
 }
 
 }  // namespace iwb

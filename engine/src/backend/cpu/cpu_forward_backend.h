@@ -40,6 +40,7 @@ class CpuForwardBackend final : public ForwardBackend {
 
   KvPoolGeometry m_geometry;
   std::unique_ptr<PagedKvStorage> m_kv;
+  uint64_t m_kv_huge_page_bytes = 0;  // counted once after creation (the pool is touched then)
   std::unique_ptr<CpuForward> m_forward;
 };
 

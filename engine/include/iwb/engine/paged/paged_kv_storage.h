@@ -47,6 +47,9 @@ class PagedKvStorage {
   int64_t k_units() const;
   int64_t v_units() const;
   uint64_t num_bytes() const;
+  // How many bytes of the pools sit in 2 MiB pages now (HugePageRegion::huge_page_bytes: reads
+  // /proc/self/smaps, a millisecond or so; the pools are touched at creation, so once is enough).
+  uint64_t huge_page_bytes() const { return m_pool.huge_page_bytes(); }
 
   // A layer's pools, [num_blocks x block_size x num_kv_heads x head_dim]: what paged_attention reads.
   // Null for a layer that does not exist.

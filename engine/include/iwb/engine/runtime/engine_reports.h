@@ -44,6 +44,7 @@ struct MemoryReport {
   // resident as anonymous memory (RssAnon), not as file pages. 0 when mapped.
   uint64_t weights_read_bytes = 0;
   uint64_t kv_pool_bytes = 0;       // the paged KV pool, allocated whole at load
+  uint64_t kv_huge_page_bytes = 0;  // of a host pool, in 2 MiB pages (counted at load); 0 on a device
   uint64_t kv_bytes_per_position = 0;
   std::string kv_cache_type = "f16";  // as EngineKvSnapshot::cache_type
   int64_t kv_num_blocks = 0;
