@@ -284,12 +284,15 @@ void MemoryModel::rebuild() {
       // The estimate follows the engine's own sizing rule, so a difference here is the
       // memory the engine found available at load differing from now (it caps the pool).
       kv.measuredBytes = sample.kvPoolBytes;
-      kv.source = tr("the engine's paged KV pool, allocated at load: %1 positions in blocks, %2 (estimate: %3)")
-                      .arg(QLocale().toString(sample.kvPositionsTotal),
-                           kvBlockText(sample.kvCacheType, sample.kvBytesPerPosition, sample.kvBlockSize), poolRule);
-      // A host pool's pages as the kernel gave them (2 MiB ones read faster at depth).
-      if (sample.kvHugePageBytes > 0)
-        kv.source += tr("; %1 of it in 2 MiB pages").arg(bytesText(sample.kvHugePageBytes));
+      // A host pool's pages as the kernel gave them (2 MiB ones read faster at depth), named
+      // first: the rest of the line is long and the table elides its end.
+      const QString pages = sample.kvHugePageBytes > 0
+                                ? tr(" (%1 of it in 2 MiB pages)").arg(bytesText(sample.kvHugePageBytes))
+                                : QString();
+      kv.source =
+          tr("the engine's paged KV pool, allocated at load%4: %1 positions in blocks, %2 (estimate: %3)")
+              .arg(QLocale().toString(sample.kvPositionsTotal),
+                   kvBlockText(sample.kvCacheType, sample.kvBytesPerPosition, sample.kvBlockSize), poolRule, pages);
     }
     m_rows << kv;
     if (hasReport) {
