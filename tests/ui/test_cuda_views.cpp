@@ -103,7 +103,6 @@ iwb::ProfileSnapshot snapshotOn(iwb::DeviceRef device) {
   return snapshot;
 }
 
-
 // The memory chart's measured bar (key 2) in chart layer `layer` (bottom-up: weights, KV cache,
 // scratch, measured heap, available), in GiB; -1 where that layer has no measured bar.
 double measuredBar(const MemoryPanel& panel, int layer) {

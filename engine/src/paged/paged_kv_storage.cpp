@@ -81,10 +81,8 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
                                                                     static_cast<uint64_t>(num_blocks)) + ")");
   };
   const auto layers = static_cast<size_t>(shape.num_layers);
-  s->m_layer_k_units = s->num_slots() * s->k_units();
-  s->m_layer_v_units = s->num_slots() * s->v_units();
   s->m_pool = HugePageRegion::allocate(
-      static_cast<size_t>(shape.num_layers * (s->m_layer_k_units + s->m_layer_v_units)) * sizeof(uint16_t));
+      static_cast<size_t>(shape.num_layers * s->num_slots() * (s->k_units() + s->v_units())) * sizeof(uint16_t));
   if (s->m_pool.empty()) return too_little();
   std::memset(s->m_pool.data(), 0, s->m_pool.size());
   try {
@@ -105,13 +103,13 @@ int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()
 int64_t PagedKvStorage::v_units() const { return kv_row_units(m_types.v, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers ? static_cast<uint16_t*>(m_pool.data()) + layer * m_layer_k_units
-                                                  : nullptr;
+  if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
+  return static_cast<const uint16_t*>(m_pool.data()) + layer * num_slots() * k_units();
 }
 const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
-  return layer >= 0 && layer < m_shape.num_layers
-             ? static_cast<uint16_t*>(m_pool.data()) + m_shape.num_layers * m_layer_k_units + layer * m_layer_v_units
-             : nullptr;
+  if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
+  return static_cast<const uint16_t*>(m_pool.data()) + m_shape.num_layers * num_slots() * k_units() +
+         layer * num_slots() * v_units();
 }
 uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).k_data(layer)); }
 uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }

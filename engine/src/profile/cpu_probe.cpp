@@ -5,7 +5,6 @@
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
-#include "profile/probe_buffer.h"
 
 #include <omp.h>
 
@@ -284,13 +283,14 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
     best.read = (*read)->measure(repetitions);
   }
   const size_t n = static_cast<size_t>(buffer_bytes / sizeof(float));
-  detail::ProbeFloats a = detail::allocate_probe_floats(n);
-  detail::ProbeFloats b = detail::allocate_probe_floats(n);
-  detail::ProbeFloats c = detail::allocate_probe_floats(n);
-  if (!a || !b || !c) return {};
-  float* pa = a.get();
-  float* pb = b.get();
-  float* pc = c.get();
+  // In 2 MiB pages, as the read sweep's (ReadBandwidthProbe) and the weights'.
+  const HugePageRegion a = HugePageRegion::allocate(n * sizeof(float));
+  const HugePageRegion b = HugePageRegion::allocate(n * sizeof(float));
+  const HugePageRegion c = HugePageRegion::allocate(n * sizeof(float));
+  if (a.empty() || b.empty() || c.empty()) return {};
+  auto* pa = static_cast<float*>(a.data());
+  auto* pb = static_cast<float*>(b.data());
+  auto* pc = static_cast<float*>(c.data());
 #pragma omp parallel for num_threads(num_threads) schedule(static)
   for (size_t i = 0; i < n; ++i) {
     pa[i] = 1.0f;

@@ -2,12 +2,11 @@
 // figure, and each benchmark repetition's probe of the same minute (machine_probe.h).
 #include "iwb/engine/profile/machine_probe.h"
 
-#include "profile/probe_buffer.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace iwb {
@@ -44,27 +43,25 @@ double on_threads(int threads, F&& body) {
 
 }  // namespace
 
-ReadBandwidthProbe::ReadBandwidthProbe(int num_threads, float* values, size_t count)
-    : m_num_threads(num_threads), m_values(values), m_count(count) {}
-
-ReadBandwidthProbe::~ReadBandwidthProbe() { detail::UnmapFloats{m_count * sizeof(float)}(m_values); }
+ReadBandwidthProbe::ReadBandwidthProbe(int num_threads, HugePageRegion buffer, size_t count)
+    : m_num_threads(num_threads), m_buffer(std::move(buffer)), m_count(count) {}
 
 Result<std::unique_ptr<ReadBandwidthProbe>> ReadBandwidthProbe::create(int num_threads, uint64_t buffer_bytes) {
   if (buffer_bytes < (1u << 20)) return make_error(ErrorCode::InvalidArgument, "probe buffers must be at least 1 MiB");
   if (num_threads < 1) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const size_t count = static_cast<size_t>(buffer_bytes / sizeof(float));
-  detail::ProbeFloats values = detail::allocate_probe_floats(count);
-  if (!values) {
+  HugePageRegion values = HugePageRegion::allocate(count * sizeof(float));
+  if (values.empty()) {
     return make_error(ErrorCode::OutOfMemory, "not enough memory for a read-only probe buffer of " +
                                                   std::to_string(buffer_bytes >> 20) + " MiB");
   }
-  float* v = values.get();
+  auto* v = static_cast<float*>(values.data());
   // First touch by the thread that reads the share later (its NUMA node's memory).
   on_threads(num_threads, [&](int t) {
     const auto [begin, end] = share(count, t, num_threads);
     std::fill(v + begin, v + end, 1.0f);
   });
-  std::unique_ptr<ReadBandwidthProbe> probe(new ReadBandwidthProbe(num_threads, values.release(), count));
+  std::unique_ptr<ReadBandwidthProbe> probe(new ReadBandwidthProbe(num_threads, std::move(values), count));
   // One untimed sweep writes back the lines the fill left dirty: timed sweeps then write nothing.
   float sink = 0;
   probe->sweep_seconds(&sink);
@@ -73,7 +70,7 @@ Result<std::unique_ptr<ReadBandwidthProbe>> ReadBandwidthProbe::create(int num_t
 
 double ReadBandwidthProbe::sweep_seconds(float* sink) {
   std::vector<float> totals(static_cast<size_t>(m_num_threads), 0.0f);
-  const float* v = m_values;
+  const auto* v = static_cast<const float*>(m_buffer.data());
   const double seconds = on_threads(m_num_threads, [&](int t) {
     const auto [begin, end] = share(m_count, t, m_num_threads);
     totals[static_cast<size_t>(t)] = read_probe_sum(v + begin, end - begin);

@@ -7,6 +7,7 @@
 #include "iwb/engine/quant/logits_cache.h"
 #include "iwb/engine/quant/quant_run.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
+#include "iwb/kernels/reduce.h"
 
 #include <algorithm>
 #include <chrono>
@@ -22,11 +23,11 @@ struct LogSoftmax {
 };
 
 LogSoftmax log_softmax(std::span<const float> z) {
-  const auto best = std::max_element(z.begin(), z.end());
-  const double max = *best;
-  double sum = 0;
+  const auto best = static_cast<int32_t>(argmax_f32(z.data(), static_cast<int64_t>(z.size())));
+  const double max = z[static_cast<size_t>(best)];
+  double sum = 0;  // every term in double (perplexity), not sum_exp_f32's f32 terms
   for (const float v : z) sum += std::exp(static_cast<double>(v) - max);
-  return {max + std::log(sum), static_cast<int32_t>(best - z.begin())};
+  return {max + std::log(sum), best};
 }
 
 Status cancelled(const EvalOptions& o) {

@@ -3,6 +3,8 @@
 // u16 codes[vocab] } with log p = low + code * step.
 #include "iwb/engine/quant/logits_cache.h"
 
+#include "iwb/kernels/reduce.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -111,7 +113,7 @@ Status LogitsCacheWriter::add(std::span<const float> logits, int32_t next_token)
   if (static_cast<int64_t>(logits.size()) != m_vocab || next_token < 0 || next_token >= m_vocab) {
     return make_error(ErrorCode::InvalidArgument, "a logits row does not match the cache's vocabulary");
   }
-  const auto argmax = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const auto argmax = static_cast<int32_t>(argmax_f32(logits.data(), m_vocab));
   const float max_logit = logits[static_cast<size_t>(argmax)];
   double sum = 0;
   for (const float z : logits) sum += std::exp(static_cast<double>(z - max_logit));

@@ -87,11 +87,10 @@ class PagedKvStorage {
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
   KvCacheTypes m_types;
-  // [layer][num_slots x k row units] keys, then [layer][num_slots x v row units] values (uint16_t units).
+  // [layer][num_slots x k_units()] keys, then [layer][num_slots x v_units()] values (uint16_t units).
   HugePageRegion m_pool;
-  int64_t m_layer_k_units = 0, m_layer_v_units = 0;
-  std::vector<float> m_k_scales, m_v_scales;    // [layer]: FP8 scales (1 for other types)
-  std::vector<bool> m_is_calibrated;            // [layer]: scales set (only read with calculate_scales)
+  std::vector<float> m_k_scales, m_v_scales;  // [layer]: FP8 scales (1 for other types)
+  std::vector<bool> m_is_calibrated;          // [layer]: scales set (only read with calculate_scales)
 };
 
 }  // namespace iwb

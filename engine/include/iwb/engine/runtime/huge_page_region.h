@@ -1,6 +1,7 @@
 // Anonymous memory this process owns, on 2 MiB boundaries and advised for transparent huge
 // pages (MADV_HUGEPAGE): the CPU engine's weights read into memory (gguf::MappedFile's Read
-// mode) and the paged KV cache. Streaming reads through 2 MiB pages miss the TLB a 512th as
+// mode), the paged KV cache, and the bandwidth probes' buffers (the decode's roof read through
+// the decode's page size). Streaming reads through 2 MiB pages miss the TLB a 512th as
 // often as through 4 KiB ones; on a Xeon model 207 guest the decode read its weights 5-10%
 // faster, and the decode attention its keys and values 4-7% faster at a depth of 8,192.
 // Where the kernel offers no huge pages (THP "never") the memory is the same in 4 KiB pages.
