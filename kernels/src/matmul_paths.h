@@ -21,6 +21,13 @@ bool matmul_with_dot_kernels(const MatmulArgs& args);
 bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group);
 bool has_dot_kernels(GgmlType type);
 
+// Decode steps (one row of each of a chunk's streams) run by a thread other than the one whose
+// chunk they were, since the process started: the end of a one-token product shared out.
+int64_t decode_steps_stolen();
+// Tests: thread `thread` of every one-token product sleeps `microseconds` after each batch of its
+// own steps, so that the others take some (thread -1: none).
+void set_slow_decode_owner_for_testing(int thread, int microseconds);
+
 // Scratch the dot-kernel path needs for num_tokens activation rows (0 when it quantizes none).
 size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens);
 
