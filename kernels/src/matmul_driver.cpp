@@ -60,12 +60,19 @@ uint8_t* thread_scratch(size_t bytes) { return thread_buffer<ScratchTag>(bytes);
 // AVX2 GEMM takes over from the next token count (quant_dot_avx2_kernels.inc).
 constexpr int64_t kMaxRowDotTokens = 4;
 
+// Quantized products of up to this many tokens (a few sequences decoding together, a draft's
+// tokens verified) run as decode does, each weight row streamed once and dotted against every
+// token while it is in L1, instead of in 4 x 4 tiles, whose four interleaved rows defeat the
+// prefetchers (see decode_rows). A token's result is then the same as when it runs alone.
+constexpr int64_t kMaxDecodeTokens = 2;
+
 struct Plan {
   const DotKernels* k;
   bool use_gemm;
   bool use_lanes;
   bool is_prepared;  // the GEMM reads activation groups made by k->gemm_prepare
-  bool use_decode;   // one token on the kernel's own activation layout (k->decode_dot)
+  bool use_decode;   // decode rows on the kernel's own activation layout (k->decode_dot)
+  bool is_rows_decode;      // rows in decode steps (decode_rows): one token, or a few quantized
   bool is_one_token_tiled;  // one token in 4-row tiles (DecodeStreaming::tile_activation_bytes)
   const uint8_t* weight;
   size_t weight_stride;
@@ -101,6 +108,8 @@ struct DecodeSteps {
   int64_t segment_elements = 0;
   size_t segment_weight_bytes = 0, segment_act_bytes = 0;
   size_t ahead = 0;  // prefetch distance past each segment
+  int64_t num_tokens = 1;
+  size_t act_stride = 0;  // between the tokens' activations
   VecDotFn dot = nullptr;
 };
 
@@ -136,15 +145,18 @@ DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begi
                             ? static_cast<size_t>(d.segment_elements) * sizeof(float)
                             : activation_row_bytes(p.k->format, d.segment_elements);
   d.dot = p.use_decode ? p.k->decode_dot : p.k->vec_dot;
+  d.num_tokens = a.num_tokens;
+  d.act_stride = p.act_stride;
   return d;
 }
 
-// Steps [step_begin, step_end) of a decode chunk.
+// Steps [step_begin, step_end) of a decode chunk: each row segment dotted against every token
+// while it is in L1.
 void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, int64_t step_begin, int64_t step_end) {
   const int64_t in = a.in_features;
   constexpr int64_t kMaxStreams = 8;
   for (int64_t i = step_begin; i < step_end; ++i) {
-    float sums[kMaxStreams] = {};
+    float sums[kMaxStreams][kMaxDecodeTokens] = {};
     for (int64_t e0 = 0, j = 0; e0 < in; e0 += d.segment_elements, ++j) {
       const int64_t n = std::min(d.segment_elements, in - e0);
       const size_t bytes = std::min(d.segment_weight_bytes, p.weight_stride - j * d.segment_weight_bytes);
@@ -156,12 +168,15 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
           // (a prefetch past the last row is harmless: prefetches never fault)
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + d.ahead + off);
         }
-        sums[s] += d.dot(w, p.act + j * d.segment_act_bytes, n);
+        const uint8_t* act = p.act + j * d.segment_act_bytes;
+        for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += d.dot(w, act + t * d.act_stride, n);
       }
     }
     for (int64_t s = 0; s < d.streams; ++s) {
       const int64_t r = d.row_begin + s * d.per_stream + i;
-      if (r < d.row_end) a.output[r] = sums[s] + (a.bias ? a.bias[r] : 0.0f);
+      if (r >= d.row_end) continue;
+      const float bias = a.bias ? a.bias[r] : 0.0f;
+      for (int64_t t = 0; t < d.num_tokens; ++t) a.output[t * a.out_features + r] = sums[s][t] + bias;
     }
   }
 }
@@ -209,7 +224,7 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
   // on the chunk it fell in (matmul_group gives matmul's bits). Float rows tiled by
   // DecodeStreaming::tile_activation_bytes take the tiles in every chunk alike (chunks are whole
   // tiles, so a row's place in its tile never changes).
-  if (a.num_tokens == 1 && !p.is_one_token_tiled) {
+  if (p.is_rows_decode) {
     decode_rows(a, p, row_begin, row_end);
     return;
   }
@@ -267,8 +282,11 @@ size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num
     return k->gemm_prepared_group_bytes(in_features) * static_cast<size_t>(groups) + kAlign;
   }
   if (k->quantize == nullptr) return 0;
-  if (num_tokens == 1 && takes_decode_layout(*k, in_features))
-    return round_up(k->decode_activation_bytes(in_features), kAlign) + kAlign;
+  if (num_tokens <= kMaxDecodeTokens && takes_decode_layout(*k, in_features)) {
+    const size_t stride =
+        std::max(round_up(k->decode_activation_bytes(in_features), kAlign), activation_stride(*k, in_features));
+    return stride * static_cast<size_t>(num_tokens) + kAlign;
+  }
   return activation_stride(*k, in_features) * static_cast<size_t>(num_tokens) + kAlign;
 }
 
@@ -301,10 +319,12 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   const int tile_activation_bytes = decode_streaming().tile_activation_bytes;
   p->is_one_token_tiled = !is_quantized && a.num_tokens == 1 && k->tile != nullptr && tile_activation_bytes > 0 &&
                           p->act_stride >= static_cast<size_t>(tile_activation_bytes);
-  p->use_decode = is_quantized && a.num_tokens == 1 && takes_decode_layout(*k, a.in_features) && !p->is_one_token_tiled;
-  if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
   p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
+  p->is_rows_decode = !p->use_gemm && !p->use_lanes && !p->is_one_token_tiled &&
+                      (a.num_tokens == 1 || (is_quantized && a.num_tokens <= kMaxDecodeTokens));
+  p->use_decode = is_quantized && p->is_rows_decode && takes_decode_layout(*k, a.in_features);
+  if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->is_prepared = p->use_gemm && k->gemm_prepare != nullptr;
   if (p->is_prepared) {
     p->act = nullptr;  // the prepared groups in the shared scratch, set by the caller
@@ -313,11 +333,6 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   p->token_block = std::max<int64_t>(
       kTileTokens, static_cast<int64_t>(kTokenBlockBytes / p->act_stride) / kTileTokens * kTileTokens);
   return true;
-}
-
-// Whether run_rows takes these rows one token at a time in decode steps (decode_rows).
-bool takes_decode_rows(const MatmulArgs& a, const Plan& p) {
-  return !p.use_gemm && !p.use_lanes && a.num_tokens == 1 && !p.is_one_token_tiled;
 }
 
 int64_t tile_rows_of(const Plan& p) { return p.use_gemm ? p.k->gemm_rows : p.use_lanes ? kLaneRows : kTileRows; }
@@ -344,7 +359,7 @@ constexpr int kMaxStealThreads = 16;
 // a thread: Q4_K_M 87.0 / 86.2 -> 87.5 / 87.5 -> 88.7 / 88.8%, Q4_0 84.5 / 84.3 -> 86.2 / 85.6 ->
 // 86.7 / 87.2%).
 int chunks_per_thread(const Plan& p, const MatmulArgs& a, int num_threads) {
-  if (takes_decode_rows(a, p) && num_threads <= kMaxStealThreads) return 1;
+  if (p.is_rows_decode && num_threads <= kMaxStealThreads) return 1;
   if (!p.use_gemm) return kChunksPerThread;
   return static_cast<int>(std::clamp<int64_t>(a.num_tokens / 8, kChunksPerThread, 64));
 }
@@ -556,7 +571,18 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   // One token (decode): the caller quantizes it once in each layout the products read (a
   // decode kernel's own, or the format's: Q4_K_M's Q4_K queries beside a Q6_K value matrix),
   // a microsecond or a few each, before the region.
-  const bool is_decode_token = is_quantized && !is_prepared && first.num_tokens == 1;
+  // A few tokens take decode steps only when every product does (they then share the tokens'
+  // layouts below); otherwise all take the tiles.
+  bool all_rows_decode = true;
+  for (size_t i = 0; i < group.size(); ++i) all_rows_decode = all_rows_decode && plans[i].is_rows_decode;
+  if (first.num_tokens > 1 && !all_rows_decode) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!plans[i].is_rows_decode) continue;
+      plans[i].is_rows_decode = plans[i].use_decode = false;
+      plans[i].act_stride = activation_stride(*plans[i].k, group[i].in_features);
+    }
+  }
+  const bool is_decode_token = is_quantized && !is_prepared && (first.num_tokens == 1 || all_rows_decode);
   // Otherwise what all threads make of the input first: each token's quantized blocks, or each
   // group of tokens prepared for the GEMM.
   const int64_t num_units = is_decode_token ? 0
@@ -567,7 +593,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   uint8_t* scratch = nullptr;
   if (is_decode_token) {
     std::array<QuantizeActivationFn, kMaxGroup> layouts{};
-    std::array<size_t, kMaxGroup> offsets{}, layout_of{};
+    std::array<size_t, kMaxGroup> offsets{}, strides{}, layout_of{};
     size_t num_layouts = 0, need = kAlign;
     for (size_t i = 0; i < group.size(); ++i) {
       const QuantizeActivationFn quantize = plans[i].use_decode ? plans[i].k->decode_quantize : plans[i].k->quantize;
@@ -576,7 +602,8 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
       if (j == num_layouts) {
         layouts[j] = quantize;
         offsets[j] = need - kAlign;
-        need += plans[i].act_stride;  // a multiple of kAlign
+        strides[j] = plans[i].act_stride;
+        need += plans[i].act_stride * static_cast<size_t>(first.num_tokens);  // a multiple of kAlign
         ++num_layouts;
       }
       layout_of[i] = j;
@@ -584,7 +611,11 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
     scratch = first.scratch != nullptr && first.scratch_bytes >= need
                   ? reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(first.scratch), kAlign))
                   : thread_scratch(need);
-    for (size_t j = 0; j < num_layouts; ++j) layouts[j](first.input, scratch + offsets[j], first.in_features);
+    for (size_t j = 0; j < num_layouts; ++j) {
+      for (int64_t t = 0; t < first.num_tokens; ++t) {
+        layouts[j](first.input + t * first.in_features, scratch + offsets[j] + t * strides[j], first.in_features);
+      }
+    }
     for (size_t i = 0; i < group.size(); ++i) plans[i].act = scratch + offsets[layout_of[i]];
   } else if (num_units > 0) {
     const size_t need = act_stride * static_cast<size_t>(num_units) + kAlign;
@@ -620,8 +651,8 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   // prompt's few hundred tokens take tens of microseconds) before it reads any row.
   std::atomic<int64_t> next_unit{0}, units_done{0}, next_chunk{0};
   // Decode chunks are shared out step by step at the end (DecodeSteal).
-  const bool can_steal =
-      first.num_tokens == 1 && num_threads <= kMaxStealThreads && chunks.size() < DecodeSteal::kMaxChunks;
+  const bool can_steal = first.num_tokens <= kMaxDecodeTokens && num_threads <= kMaxStealThreads &&
+                         chunks.size() < DecodeSteal::kMaxChunks;
   std::optional<DecodeSteal> steal_storage;
   if (can_steal) steal_storage.emplace(chunks, plans.data(), group.data());
   DecodeSteal* steal = can_steal ? &*steal_storage : nullptr;
@@ -644,7 +675,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
       chunks.locate(c, &i, &tile_begin, &tile_end);
       const int64_t rows = tile_rows_of(plans[i]), out = group[i].out_features;
       const int64_t row_begin = std::min(out, tile_begin * rows), row_end = std::min(out, tile_end * rows);
-      if (steal != nullptr && takes_decode_rows(group[i], plans[i])) {
+      if (steal != nullptr && plans[i].is_rows_decode) {
         steal->run_own(thread, c, decode_steps_of(group[i], plans[i], row_begin, row_end));
       } else {
         run_rows(group[i], plans[i], row_begin, row_end);

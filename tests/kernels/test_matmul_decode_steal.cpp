@@ -1,4 +1,4 @@
-// One-token products whose ends are shared out (matmul_driver.cpp's DecodeSteal): a thread with
+// One-token (and few-token) products whose ends are shared out (matmul_driver.cpp's DecodeSteal): a thread with
 // no chunk left asks the others for the back half of theirs. Here one thread is slowed after
 // every batch of its own steps, so the other takes some for certain, and the results must be
 // the single thread's bit for bit (a row's sum never depends on who ran it), on every decode
@@ -49,14 +49,21 @@ class TestMatmulDecodeSteal : public QObject {
   void stolenStepsGiveTheSameBits_data() {
     QTest::addColumn<QString>("types");
     QTest::addColumn<int>("in");
+    QTest::addColumn<int>("numTokens");
     for (const char* types : {"Q4_0", "Q4_K Q4_K Q6_K", "Q8_0", "Q5_K", "Q6_K", "Q4_1 Q4_1", "F16", "BF16 BF16"}) {
-      for (int in : {256, 2304})
-        QTest::newRow(qPrintable(QString("%1 in %2").arg(types).arg(in))) << QString(types) << in;
+      for (int in : {256, 2304}) {
+        QTest::newRow(qPrintable(QString("%1 in %2").arg(types).arg(in))) << QString(types) << in << 1;
+      }
+    }
+    // Two tokens of quantized weights take the same decode steps.
+    for (const char* types : {"Q4_0", "Q4_K Q4_K Q6_K", "Q8_0"}) {
+      QTest::newRow(qPrintable(QString("%1 in 2304 x2").arg(types))) << QString(types) << 2304 << 2;
     }
   }
   void stolenStepsGiveTheSameBits() {
     QFETCH(QString, types);
     QFETCH(int, in);
+    QFETCH(int, numTokens);
     std::mt19937 rng(static_cast<uint32_t>(qHash(types)) + static_cast<uint32_t>(in));
     std::vector<GgmlType> list;
     for (const QString& name : types.split(' ')) list.push_back(*ggml_type_from_name(name.toStdString()));
@@ -69,13 +76,13 @@ class TestMatmulDecodeSteal : public QObject {
           {out, random_tensor_bytes(t, out, in, rng, 0.05f), random_floats(static_cast<size_t>(out), rng, 0.1f)});
       out = out * 2 + 7;
     }
-    const std::vector<float> x = random_floats(static_cast<size_t>(in), rng, 1.0f, 0.1f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(in * numTokens), rng, 1.0f, 0.1f);
     auto run = [&](int threads, std::vector<std::vector<float>>* outputs) {
       std::vector<MatmulArgs> args;
       outputs->clear();
       for (size_t i = 0; i < products.size(); ++i) {
-        outputs->emplace_back(static_cast<size_t>(products[i].out), NAN);
-        args.push_back({list[i], products[i].weight.data(), in, products[i].out, x.data(), 1,
+        outputs->emplace_back(static_cast<size_t>(products[i].out * numTokens), NAN);
+        args.push_back({list[i], products[i].weight.data(), in, products[i].out, x.data(), numTokens,
                         i % 2 == 0 ? products[i].bias.data() : nullptr, outputs->back().data(), threads});
       }
       return matmul_group(args);
@@ -114,6 +121,36 @@ class TestMatmulDecodeSteal : public QObject {
         shared_some = !is_quantized || slow_thread != 0 || detail::decode_steps_stolen() > stolen_before;
       }
       QVERIFY2(shared_some, "no steps were shared in 20 runs");
+    }
+  }
+
+  // Two tokens of quantized weights run as decode does, each row dotted against both: each
+  // token's outputs are the ones it gets alone, bit for bit.
+  void twoTokensGiveEachTokenItsOwnBits() {
+    std::mt19937 rng(11);
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_1}) {
+      const int64_t in = 2304, out = 1001;
+      const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
+      const std::vector<float> x = random_floats(static_cast<size_t>(2 * in), rng, 1.0f, 0.1f);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(out), rng, 0.1f);
+      std::vector<float> both(static_cast<size_t>(2 * out), NAN), alone(static_cast<size_t>(out), NAN);
+      for (int threads : {1, 2}) {
+        QVERIFY(matmul({type, w.data(), in, out, x.data(), 2, bias.data(), both.data(), threads}));
+        for (int t = 0; t < 2; ++t) {
+          QVERIFY(matmul({type, w.data(), in, out, x.data() + t * in, 1, bias.data(), alone.data(), 1}));
+          for (int64_t r = 0; r < out; ++r) {
+            if (both[static_cast<size_t>(t * out + r)] != alone[static_cast<size_t>(r)]) {
+              QFAIL(qPrintable(QString("%1, token %2, row %3, %4 threads: %5 against %6 alone")
+                                   .arg(QString::fromStdString(std::string(ggml_type_name(type))))
+                                   .arg(t)
+                                   .arg(r)
+                                   .arg(threads)
+                                   .arg(both[static_cast<size_t>(t * out + r)], 0, 'g', 9)
+                                   .arg(alone[static_cast<size_t>(r)], 0, 'g', 9)));
+            }
+          }
+        }
+      }
     }
   }
 

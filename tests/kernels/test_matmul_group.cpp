@@ -1,7 +1,7 @@
 // matmul_group (products of one input: q/k/v, gate/up) against matmul on each product: equal
 // bit for bit, on odd shapes and random data, with Q4_K_M's mix of Q4_K and Q6_K, matrices of
-// one type, mixed activation formats (one product at a time) and float types; 1, 3, 8, 17 and
-// 70 tokens (rows, tiles, token lanes, GEMM), 1 and 2 threads, with and without bias. Run once
+// one type, mixed activation formats (one product at a time) and float types; 1, 2, 3, 8, 17
+// and 70 tokens (rows, tiles, token lanes, GEMM), 1 and 2 threads, with and without bias. Run once
 // per CPU path.
 #include "random_tensors.h"
 
@@ -48,7 +48,8 @@ class TestMatmulGroup : public QObject {
     QTest::addColumn<QString>("types");
     QTest::addColumn<int>("numTokens");
     for (const char* types : {"Q4_K Q4_K Q6_K", "Q4_0 Q4_0", "Q8_0 Q4_1 Q5_0", "Q5_K Q6_K", "Q8_0 Q4_K", "F16 F16 F16", "BF16 F32"}) {
-      for (int tokens : {1, 3, 8, 17, 70}) QTest::newRow(qPrintable(QString("%1 x%2").arg(types).arg(tokens))) << QString(types) << tokens;
+      for (int tokens : {1, 2, 3, 8, 17, 70})
+        QTest::newRow(qPrintable(QString("%1 x%2").arg(types).arg(tokens))) << QString(types) << tokens;
     }
   }
   void matchesSeparateProducts() {

@@ -114,7 +114,7 @@ class TestQuantMatmul : public QObject {
     QTest::addColumn<int>("inFeatures");
     for (GgmlType t : kIntegerTypes) {
       const bool is_k = ggml_type_traits(t).block_size == 256;
-      for (int tokens : {1, 3, 8, 13, 17}) {
+      for (int tokens : {1, 2, 3, 8, 13, 17}) {
         QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str())
             << t << tokens << (is_k ? 3 * 256 : 37 * 32);
       }
