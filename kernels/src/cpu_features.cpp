@@ -194,6 +194,12 @@ const DecodeStreaming& decode_streaming() {
     // Q4_K_M 23.6 -> 27.3-28.0 tokens/s, Q4_0 21.4 -> 25.3-26.2, Q8_0 13.3 -> 16.1-16.5;
     // segments of 512 and 1024 bytes within 2% of 768, 2048 5% slower).
     if (__builtin_cpu_is("intel")) d = {4, 2048, 768, 0};
+    // Intel Xeon (model 207, 2 threads): three and four tokens of K-quants through the token
+    // lanes rather than the 4 x 4 tiles, from memory (default model Q4_K_M, `iwb bench -p N -n
+    // 0`: pp3 44.6 -> 57.2 tokens/s, pp4 55.9 -> 56.7; two tokens take the decode steps,
+    // 39.8, against 38.7 in lanes). Zen 5 measured the lanes slower at two tokens on rows in L3
+    // (0.49 against 0.33 ms), so other CPUs keep the tiles below five until measured.
+    if (__builtin_cpu_is("intel")) d.k_lanes_min_tokens = 3;
     // AMD Zen 4 (family 19h; a 2 vCPU EPYC guest): rows of 1.5 KiB and more stream best one
     // at a time, shorter ones in two streams. Default model tg32 with 2 threads, five
     // alternations each, medians: every row in one stream against two gave F16 (rows of 3 KiB)
@@ -234,6 +240,8 @@ const DecodeStreaming& decode_streaming() {
       d.q4_0_layout_max_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_K_LAYOUT_MAX_BYTES"); v != nullptr && std::atoi(v) >= 0)
       d.k_layout_max_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_K_LANES_MIN_TOKENS"); v != nullptr && std::atoi(v) >= 0)
+      d.k_lanes_min_tokens = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

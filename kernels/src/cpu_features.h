@@ -60,6 +60,8 @@ struct DecodeStreaming {
   // The same for the AVX2 Q4_K/Q5_K decode layout (quant_dot_avx2_kernels.inc): 0 everywhere
   // (no limit); IWB_DECODE_K_LAYOUT_MAX_BYTES=1 turns it off, to compare.
   int k_layout_max_bytes = 0;
+  // > 0: the K-quants' token-lane kernels (AVX-512) from this many tokens instead of 5.
+  int k_lanes_min_tokens = 0;
 };
 const DecodeStreaming& decode_streaming();
 
