@@ -1,10 +1,11 @@
 // The dot-kernel matmul driver: activations quantized to 8-bit blocks once per call (by all
 // threads, one token each; F16/BF16/F32 weights read the f32 activations as they are), then
 // threads claim chunks of the weight rows (of several matrices, for products of one input)
-// from a shared counter. Decode dots one row at a time (two row streams per chunk); a few
-// tokens run tiles of 4 rows x 4 tokens over token blocks small enough to stay in L2, or
-// (K-quants, 5..16 tokens) token-lane kernels on activations each thread packs for them; many
-// tokens repack 16- or 32-row panels for the GEMM kernels.
+// from a shared counter. Decode (one token, or two of quantized weights) dots one row at a time
+// from a few row streams, one chunk a thread, the chunks' ends shared out between the threads
+// (DecodeSteal); a few tokens run tiles of 4 rows x 4 tokens over token blocks small enough to
+// stay in L2, or (K-quants, 5..16 tokens, from 3 on Intel) token-lane kernels on activations
+// each thread packs for them; many tokens repack 16- or 32-row panels for the GEMM kernels.
 #include "matmul_paths.h"
 #include "parallel.h"
 #include "quant_dot.h"
@@ -348,7 +349,7 @@ int64_t tile_rows_of(const Plan& p) { return p.use_gemm ? p.k->gemm_rows : p.use
 // what.
 constexpr int kChunksPerThread = 4;
 constexpr size_t kMaxGroup = 8;
-// Threads up to which one-token products share their ends step by step (DecodeSteal).
+// Threads up to which decode products share their ends step by step (DecodeSteal).
 constexpr int kMaxStealThreads = 16;
 
 // A prompt's GEMM spends milliseconds on every panel, so its chunks can be much finer at no
@@ -357,7 +358,7 @@ constexpr int kMaxStealThreads = 16;
 // machine's other guests) left the other waiting for it (Zen 3, 2 threads, pp512 three runs
 // each, alternating: F16 55-62 -> 62-63 tokens/s, Q4_K_M 88-104 -> 101-108).
 //
-// One token: one chunk a thread, its end shared out by DecodeSteal, which balances the threads
+// Decode rows: one chunk a thread, its end shared out by DecodeSteal, which balances the threads
 // to a batch of steps. Every chunk restarts its streams, so fewer is faster (Xeon model 207, 2
 // threads, paired MBU, 2-3 alternated rounds of `iwb bench -p 0 -n 64 -r 6`, 4 -> 2 -> 1 chunks
 // a thread: Q4_K_M 87.0 / 86.2 -> 87.5 / 87.5 -> 88.7 / 88.8%, Q4_0 84.5 / 84.3 -> 86.2 / 85.6 ->
@@ -405,7 +406,7 @@ constexpr size_t kStealBatchBytes = 16 * 1024;
 std::atomic<int64_t> g_decode_steps_stolen{0};
 std::atomic<int> g_slow_owner_thread{-1}, g_slow_owner_us{0};
 
-// The end of a one-token product shared out step by step. With chunks alone (four a thread,
+// The end of a decode product (decode_rows) shared out step by step. With chunks alone (four a thread,
 // claimed in turn) the first thread to run out waited at the join for the rest of the other's
 // last chunk: half a chunk on average, a sixteenth of every product with two threads (perf,
 // Q4_0 tg64: the caller waiting 1.8% and the worker 2.4% of all cycles). Finer chunks cost more

@@ -22,9 +22,9 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group);
 bool has_dot_kernels(GgmlType type);
 
 // Decode steps (one row of each of a chunk's streams) run by a thread other than the one whose
-// chunk they were, since the process started: the end of a one-token product shared out.
+// chunk they were, since the process started: the end of a decode product shared out.
 int64_t decode_steps_stolen();
-// Tests: thread `thread` of every one-token product sleeps `microseconds` after each batch of its
+// Tests: thread `thread` of every decode product sleeps `microseconds` after each batch of its
 // own steps, so that the others take some (thread -1: none).
 void set_slow_decode_owner_for_testing(int thread, int microseconds);
 
