@@ -1,9 +1,10 @@
-// One-token (and few-token) products whose ends are shared out (matmul_driver.cpp's DecodeSteal): a thread with
-// no chunk left asks the others for the back half of theirs. Here one thread is slowed after
-// every batch of its own steps, so the other takes some for certain, and the results must be
-// the single thread's bit for bit (a row's sum never depends on who ran it), on every decode
-// kind of weight (quantized with and without the decode layout, K-quants, floats), odd row
-// counts and groups of products (white-box: includes kernels/src). Run once per CPU path.
+// Decode products (one token, or two of quantized weights) whose ends are shared out
+// (matmul_driver.cpp's DecodeSteal): a thread with no chunk left asks the others for the back
+// half of theirs. Here one thread is slowed after every batch of its own steps, so the other
+// takes some, and the results must be the single thread's bit for bit (a row's sum never
+// depends on who ran it), on every decode kind of weight (quantized with and without the decode
+// layout, K-quants, floats), odd row counts and groups of products (white-box: includes
+// kernels/src). Run once per CPU path.
 #include "matmul_paths.h"
 #include "random_tensors.h"
 
@@ -43,8 +44,11 @@ class TestMatmulDecodeSteal : public QObject {
  private slots:
   // A slowed worker looks to the pool like one the machine holds back, and it would run the
   // next regions on one thread (thread_pool.h).
-  void initTestCase() { set_thread_pool_adaptive(false); }
-  void cleanupTestCase() { set_thread_pool_adaptive(true); }
+  void initTestCase() {
+    m_was_adaptive = thread_pool_adaptive();
+    set_thread_pool_adaptive(false);
+  }
+  void cleanupTestCase() { set_thread_pool_adaptive(m_was_adaptive); }
 
   void stolenStepsGiveTheSameBits_data() {
     QTest::addColumn<QString>("types");
@@ -167,6 +171,9 @@ class TestMatmulDecodeSteal : public QObject {
       QVERIFY(shared == alone);
     }
   }
+
+ private:
+  bool m_was_adaptive = true;
 };
 
 QTEST_GUILESS_MAIN(TestMatmulDecodeSteal)
