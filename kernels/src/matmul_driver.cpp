@@ -116,6 +116,7 @@ struct DecodeSteps {
   int64_t num_tokens = 1;
   size_t act_stride = 0;  // between the tokens' activations
   VecDotFn dot = nullptr;
+  VecDot2Fn dot2 = nullptr;  // two tokens at once, where the kernel has it
 };
 
 DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
@@ -150,6 +151,7 @@ DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begi
                             ? static_cast<size_t>(d.segment_elements) * sizeof(float)
                             : activation_row_bytes(p.k->format, d.segment_elements);
   d.dot = p.use_decode ? p.k->decode_dot : p.k->vec_dot;
+  d.dot2 = p.use_decode ? p.k->decode_dot2 : nullptr;
   d.num_tokens = a.num_tokens;
   d.act_stride = p.act_stride;
   return d;
@@ -174,7 +176,14 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + d.ahead + off);
         }
         const uint8_t* act = p.act + j * d.segment_act_bytes;
-        for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += d.dot(w, act + t * d.act_stride, n);
+        if (d.dot2 != nullptr && d.num_tokens == 2) {
+          float two[2];
+          d.dot2(w, act, act + d.act_stride, n, two);
+          sums[s][0] += two[0];
+          sums[s][1] += two[1];
+        } else {
+          for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += d.dot(w, act + t * d.act_stride, n);
+        }
       }
     }
     for (int64_t s = 0; s < d.streams; ++s) {

@@ -211,24 +211,34 @@ IWB_AVX512 inline __m512i fifth_bit_selector(int first_sub_block) {
                             _mm256_set1_epi8(static_cast<char>(1 << (first_sub_block + 2))), 1);
 }
 
-template <typename Block>
-IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activation, int64_t n) {
+// T tokens' dots of one row (out[t]): each row super-block's nibbles and scales unpacked once
+// for all of them (two sequences decoding together, matmul_driver.cpp's decode steps). Each
+// token's sums go through the same operations in the same order whatever T, so out[t] equals
+// the one-token kernel's result bit for bit.
+template <typename Block, int T>
+IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* const* acts, int64_t n, float* out) {
   constexpr bool kHasHigh = std::is_same_v<Block, BlockQ5_K>;
   const auto* w = static_cast<const Block*>(weight);
-  const auto* a = static_cast<const SuperBlockQ8*>(activation);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i index0 = _mm512_load_si512(kScaleIndex.half[0].data());
   const __m512i index1 = _mm512_load_si512(kScaleIndex.half[1].data());
   const __m512i sixteen = _mm512_set1_epi8(0x10);
   const __m512i low_bits[2] = {fifth_bit_selector(0), fifth_bit_selector(4)};
   const __m512i high_bits[2] = {fifth_bit_selector(1), fifth_bit_selector(5)};
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  __m512 acc[T];
+  __m256 acc_min[T];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_min[t] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     // Words 0..7 the sub-block scales, 8..15 the mins (unpack_k4_scales_vector has the figures).
     const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_k4_scales_vector(w[b].scales));
     const __m512i scales = _mm512_castsi256_si512(scales_mins);
-    __m512i sums = _mm512_setzero_si512();
+    __m512i sums[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) sums[t] = _mm512_setzero_si512();
     __m512i qh;
     if constexpr (kHasHigh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
 #pragma GCC unroll 2
@@ -240,27 +250,52 @@ IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activati
         lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, low_bits[h]), lo, sixteen);
         hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, high_bits[h]), hi, sixteen);
       }
-      const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(a[b].qs + 128 * h));
-      const __m512i p_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(a[b].qs + 128 * h + 64));
-      sums = _mm512_dpwssd_epi32(sums, _mm512_packs_epi32(p_lo, p_hi),
-                                 _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales));
+      const __m512i scale_words = _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales);
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(acts[t][b].qs + 128 * h));
+        const __m512i p_hi =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(acts[t][b].qs + 128 * h + 64));
+        sums[t] = _mm512_dpwssd_epi32(sums[t], _mm512_packs_epi32(p_lo, p_hi), scale_words);
+      }
     }
     // d and dmin (adjacent halves) converted together, times the activations' scale.
-    const __m128 d_dmin = _mm_mul_ps(
-        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&w[b].d))))),
-        _mm_broadcast_ss(&a[b].d));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_broadcastss_ps(d_dmin), acc);
-    // Mins: m_j times sub-block j's sum (words 8..15 meet the sums in the upper half).
-    const __m256i block_sums = _mm256_inserti128_si256(_mm256_setzero_si256(),
-                                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].sums)), 1);
-    const __m256i min_prod = _mm256_madd_epi16(scales_mins, block_sums);
-    acc_min =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))), acc_min);
+    const __m128 w_d_dmin =
+        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&w[b].d)))));
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m128 d_dmin = _mm_mul_ps(w_d_dmin, _mm_broadcast_ss(&acts[t][b].d));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_broadcastss_ps(d_dmin), acc[t]);
+      // Mins: m_j times sub-block j's sum (words 8..15 meet the sums in the upper half).
+      const __m256i block_sums = _mm256_inserti128_si256(
+          _mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(acts[t][b].sums)), 1);
+      const __m256i min_prod = _mm256_madd_epi16(scales_mins, block_sums);
+      acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))),
+                                   acc_min[t]);
+    }
   }
-  __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min), _mm256_extractf128_ps(acc_min, 1));
-  m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
-  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m4);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min[t]), _mm256_extractf128_ps(acc_min[t], 1));
+    m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+    out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m4);
+  }
+}
+
+template <typename Block>
+IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activation, int64_t n) {
+  const SuperBlockQ8* acts[1] = {static_cast<const SuperBlockQ8*>(activation)};
+  float out;
+  k_super_blocks_tokens<Block, 1>(weight, acts, n, &out);
+  return out;
+}
+
+template <typename Block>
+IWB_AVX512 void vec_dot2_k_super_blocks(const void* weight, const void* act0, const void* act1, int64_t n,
+                                        float* out) {
+  const SuperBlockQ8* acts[2] = {static_cast<const SuperBlockQ8*>(act0), static_cast<const SuperBlockQ8*>(act1)};
+  k_super_blocks_tokens<Block, 2>(weight, acts, n, out);
 }
 
 }  // namespace
@@ -277,6 +312,7 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
   if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
     k->decode_quantize = quantize_super_blocks;  // one layout for both: mixed groups share it
     k->decode_dot = type == GgmlType::Q4_K ? vec_dot_k_super_blocks<BlockQ4_K> : vec_dot_k_super_blocks<BlockQ5_K>;
+    k->decode_dot2 = type == GgmlType::Q4_K ? vec_dot2_k_super_blocks<BlockQ4_K> : vec_dot2_k_super_blocks<BlockQ5_K>;
     k->decode_activation_bytes = super_blocks_bytes;
     k->decode_group_blocks = 1;
     return true;

@@ -40,6 +40,9 @@ using QuantizeActivationFn = void (*)(const float* src, void* dst, int64_t num_e
 
 // dot(weight row, activation row) over num_elements, both in their block formats.
 using VecDotFn = float (*)(const void* weight_row, const void* activation_row, int64_t num_elements);
+// Two tokens' dots of one row at once (out[0], out[1]), each equal to the one-token dot's.
+using VecDot2Fn = void (*)(const void* weight_row, const void* activation0, const void* activation1,
+                           int64_t num_elements, float* out);
 
 // Register-blocked product of up to kTileRows weight rows with up to kTileTokens activation
 // rows: out[r * kTileTokens + t] = dot(weight row r, activation row t). Each weight block is
@@ -98,6 +101,7 @@ struct DotKernels {
   // a row (matmul_driver.cpp) start at multiples of decode_group_blocks weight blocks.
   QuantizeActivationFn decode_quantize = nullptr;  // null: vec_dot on `format`
   VecDotFn decode_dot = nullptr;
+  VecDot2Fn decode_dot2 = nullptr;  // non-null: two tokens' decode_dot with each row unpacked once
   size_t (*decode_activation_bytes)(int64_t num_elements) = nullptr;
   int decode_group_blocks = 1;
   size_t decode_layout_max_bytes = 0;  // > 0: the layout only where a row's inputs take fewer bytes in it

@@ -224,7 +224,8 @@ class TestQuantDot : public QObject {
     }
   }
   // One token on a kernel's own decode layout (Q4_0 pairs or groups, the K-quants' super-block
-  // layouts), on block counts of every remainder (1..37 blocks, odd lengths): against the f32
+  // layouts; and two at once where a kernel has decode_dot2, each equal to the one-token dot),
+  // on block counts of every remainder (1..37 blocks, odd lengths): against the f32
   // dot within the worst case of rounding each activation to 8 bits (half a step of its block's
   // scale), and for the K-quants, whose layouts hold the Q8_K quantizer's own values, against
   // vec_dot on Q8_K within f32 summation order.
@@ -259,6 +260,12 @@ class TestQuantDot : public QObject {
       std::vector<uint8_t> layout(k.decode_activation_bytes(n)), act(activation_row_bytes(k.format, n));
       k.decode_quantize(x.data(), layout.data(), n);
       k.quantize(x.data(), act.data(), n);
+      // A second token, for the kernels that dot two at once (decode_dot2), from a generator of
+      // its own so the first token's data stay as they were.
+      std::mt19937 rng2(static_cast<uint32_t>(91 + blocks));
+      const std::vector<float> x2 = random_floats(static_cast<size_t>(n), rng2, 1.0f, -0.1f);
+      std::vector<uint8_t> layout2(k.decode_activation_bytes(n));
+      k.decode_quantize(x2.data(), layout2.data(), n);
       std::vector<float> wf(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r) {
         QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
@@ -281,6 +288,17 @@ class TestQuantDot : public QObject {
         }
         const double got = k.decode_dot(w.data() + r * stride, layout.data(), n);
         const QString where = QString("%1 blocks, row %2: ").arg(blocks).arg(r);
+        if (k.decode_dot2 != nullptr) {  // each token's result the one-token kernel's, bit for bit
+          float two[2];
+          k.decode_dot2(w.data() + r * stride, layout.data(), layout2.data(), n, two);
+          const float second = k.decode_dot(w.data() + r * stride, layout2.data(), n);
+          QVERIFY2(two[0] == static_cast<float>(got) && two[1] == second,
+                   qPrintable(where + QString("decode_dot2 %1, %2 vs decode_dot %3, %4")
+                                          .arg(two[0], 0, 'g', 9)
+                                          .arg(two[1], 0, 'g', 9)
+                                          .arg(got, 0, 'g', 9)
+                                          .arg(second, 0, 'g', 9)));
+        }
         QVERIFY2(std::fabs(got - exact) <= rounding * 1.01 + 1e-6,
                  qPrintable(where + QString("%1 vs f32 %2 (bound %3)").arg(got).arg(exact).arg(rounding)));
         if (is_k) {
