@@ -253,7 +253,8 @@ IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* co
       const __m512i scale_words = _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales);
 #pragma GCC unroll 2
       for (int t = 0; t < T; ++t) {
-        const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(acts[t][b].qs + 128 * h));
+        const __m512i p_lo =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(acts[t][b].qs + 128 * h));
         const __m512i p_hi =
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(acts[t][b].qs + 128 * h + 64));
         sums[t] = _mm512_dpwssd_epi32(sums[t], _mm512_packs_epi32(p_lo, p_hi), scale_words);
@@ -292,8 +293,7 @@ IWB_AVX512 float vec_dot_k_super_blocks(const void* weight, const void* activati
 }
 
 template <typename Block>
-IWB_AVX512 void vec_dot2_k_super_blocks(const void* weight, const void* act0, const void* act1, int64_t n,
-                                        float* out) {
+IWB_AVX512 void vec_dot2_k_super_blocks(const void* weight, const void* act0, const void* act1, int64_t n, float* out) {
   const SuperBlockQ8* acts[2] = {static_cast<const SuperBlockQ8*>(act0), static_cast<const SuperBlockQ8*>(act1)};
   k_super_blocks_tokens<Block, 2>(weight, acts, n, out);
 }
