@@ -5,8 +5,8 @@
 
 #include "iwb/kernels/cpu_amx.h"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -138,8 +138,8 @@ bool has_avx_vnni() {
 
 bool has_avx512_vbmi() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool kHas = cpu_path() == CpuPath::Avx512 && __builtin_cpu_supports("avx512vbmi") &&
-                           !env_is_set("IWB_CPU_NO_VBMI");
+  static const bool kHas =
+      cpu_path() == CpuPath::Avx512 && __builtin_cpu_supports("avx512vbmi") && !env_is_set("IWB_CPU_NO_VBMI");
   return kHas;
 #else
   return false;
@@ -229,7 +229,8 @@ const DecodeStreaming& decode_streaming() {
     if (__builtin_cpu_is("amd") && amd_family() == 0x1A) d.q4_0_layout_max_bytes = 8192;
 #endif
     if (const char* v = std::getenv("IWB_DECODE_STREAMS"); v != nullptr && std::atoi(v) > 0) d.streams = std::atoi(v);
-    if (const char* v = std::getenv("IWB_DECODE_PREFETCH"); v != nullptr && std::atoi(v) >= 0) d.prefetch_bytes = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_PREFETCH"); v != nullptr && std::atoi(v) >= 0)
+      d.prefetch_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_SEGMENT"); v != nullptr && std::atoi(v) >= 0)
       d.segment_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_SINGLE_STREAM_BYTES"); v != nullptr && std::atoi(v) >= 0)
@@ -254,7 +255,8 @@ namespace iwb {
 bool cpu_has_avx2_fma() { return detail::has_avx2_fma_f16c(); }
 
 std::string cpu_amx_status() {
-  if (!detail::has_amx_int8() && !detail::has_amx_bf16()) return std::string("not used (") + detail::amx_unused_reason() + ")";
+  if (!detail::has_amx_int8() && !detail::has_amx_bf16())
+    return std::string("not used (") + detail::amx_unused_reason() + ")";
   std::string kinds;
   if (detail::has_amx_int8()) kinds = "int8";
   if (detail::has_amx_bf16()) kinds += kinds.empty() ? "bf16" : ", bf16";

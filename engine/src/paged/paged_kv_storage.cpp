@@ -23,14 +23,15 @@ std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) +
 Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
   for (const GgmlType type : {types.k, types.v}) {
     if (!is_kv_cache_type(type)) {
-      return make_error(ErrorCode::Unsupported, "the KV cache stores " + std::string(kv_cache_type_choices()) + ", not " +
-                                                    std::string(ggml_type_name(type)));
+      return make_error(ErrorCode::Unsupported, "the KV cache stores " + std::string(kv_cache_type_choices()) +
+                                                    ", not " + std::string(ggml_type_name(type)));
     }
   }
   if (kv_row_units(types.k, shape.head_dim_k) == 0 || kv_row_units(types.v, shape.head_dim_v) == 0) {
     return make_error(ErrorCode::InvalidArgument, "a " + kv_cache_types_name(types) +
                                                       " KV cache needs head sizes that are multiples of 32; "
-                                                      "this model's are " + std::to_string(shape.head_dim_k) + " and " +
+                                                      "this model's are " +
+                                                      std::to_string(shape.head_dim_k) + " and " +
                                                       std::to_string(shape.head_dim_v));
   }
   return {};
@@ -46,11 +47,12 @@ uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t bloc
          static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(units_k + units_v);
 }
 
-Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
-                                                      KvCacheTypes types) {
+Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size,
+                                                      uint64_t budget_bytes, KvCacheTypes types) {
   if (shape_ok(shape)) IWB_RETURN_IF_ERROR(check_type(shape, types));
   const uint64_t per_block = bytes_per_block(shape, block_size, types);
-  if (per_block == 0) return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
+  if (per_block == 0)
+    return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs a model shape and a block size");
   const uint64_t n = budget_bytes / per_block;
   if (n == 0) {
     return make_error(ErrorCode::InvalidArgument, "a KV budget of " + std::to_string(budget_bytes) +
@@ -63,8 +65,9 @@ Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape,
 Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShape& shape, int32_t block_size,
                                                                int64_t num_blocks, KvCacheTypes types) {
   if (!shape_ok(shape) || block_size <= 0 || num_blocks <= 0) {
-    return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs layers, KV heads, head sizes, a block size "
-                                                  "and at least one block");
+    return make_error(ErrorCode::InvalidArgument,
+                      "a paged KV cache needs layers, KV heads, head sizes, a block size "
+                      "and at least one block");
   }
   IWB_RETURN_IF_ERROR(check_type(shape, types));
   std::unique_ptr<PagedKvStorage> s(new PagedKvStorage());
@@ -76,9 +79,9 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   // (huge_page_region.h: whole pages, so one region wastes at most one page's rounding), touched
   // now, so the pool's memory is had up front, as a zeroed vector's was.
   const auto too_little = [&] {
-    return make_error(ErrorCode::OutOfMemory, "not enough memory for a paged KV cache of " + std::to_string(num_blocks) +
-                                                  " blocks (" + mib(bytes_per_block(shape, block_size, types) *
-                                                                    static_cast<uint64_t>(num_blocks)) + ")");
+    return make_error(ErrorCode::OutOfMemory,
+                      "not enough memory for a paged KV cache of " + std::to_string(num_blocks) + " blocks (" +
+                          mib(bytes_per_block(shape, block_size, types) * static_cast<uint64_t>(num_blocks)) + ")");
   };
   const auto layers = static_cast<size_t>(shape.num_layers);
   s->m_pool = HugePageRegion::allocate(
@@ -115,7 +118,8 @@ uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(s
 uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }
 
 int64_t PagedKvStorage::slot_index(int64_t layer, BlockId block, int64_t offset) const {
-  if (layer < 0 || layer >= m_shape.num_layers || block < 0 || block >= m_num_blocks || offset < 0 || offset >= m_block_size) {
+  if (layer < 0 || layer >= m_shape.num_layers || block < 0 || block >= m_num_blocks || offset < 0 ||
+      offset >= m_block_size) {
     return -1;
   }
   return static_cast<int64_t>(block) * m_block_size + offset;
@@ -199,7 +203,8 @@ Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
                                                       " is outside the " + std::to_string(m_num_blocks) + " blocks");
   }
   if (src == dst) return {};
-  const size_t k_block = static_cast<size_t>(m_block_size * k_units()), v_block = static_cast<size_t>(m_block_size * v_units());
+  const size_t k_block = static_cast<size_t>(m_block_size * k_units()),
+               v_block = static_cast<size_t>(m_block_size * v_units());
   for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
     uint16_t* k = k_data(layer);
     uint16_t* v = v_data(layer);

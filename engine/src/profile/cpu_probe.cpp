@@ -210,7 +210,8 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
   for (int k = 0; k < 8; ++k) total += _mm512_reduce_add_ps(acc[k]);
   // Each stream's last partial step and the floats past the four quarters.
   for (int s = 0; s < kReadStreams; ++s) {
-    for (size_t i = static_cast<size_t>(s) * quarter + steps * 32; i < static_cast<size_t>(s + 1) * quarter; ++i) total += p[i];
+    for (size_t i = static_cast<size_t>(s) * quarter + steps * 32; i < static_cast<size_t>(s + 1) * quarter; ++i)
+      total += p[i];
   }
   for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
   return total;
@@ -236,7 +237,8 @@ __attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
     for (float x : lanes) total += x;
   }
   for (int s = 0; s < kReadStreams; ++s) {
-    for (size_t i = static_cast<size_t>(s) * quarter + steps * 16; i < static_cast<size_t>(s + 1) * quarter; ++i) total += p[i];
+    for (size_t i = static_cast<size_t>(s) * quarter + steps * 16; i < static_cast<size_t>(s + 1) * quarter; ++i)
+      total += p[i];
   }
   for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
   return total;

@@ -42,16 +42,20 @@ std::string hash_text(std::string_view bytes) {
 
 std::string logits_cache_key(const std::string& base_identity, const std::string& text_hash, int64_t context,
                              int64_t stride, int64_t num_chunks) {
-  return base_identity + "|text=" + text_hash + "|ctx=" + std::to_string(context) + "|stride=" +
-         std::to_string(stride) + "|chunks=" + std::to_string(num_chunks) + "|v1";
+  return base_identity + "|text=" + text_hash + "|ctx=" + std::to_string(context) +
+         "|stride=" + std::to_string(stride) + "|chunks=" + std::to_string(num_chunks) + "|v1";
 }
 
 std::string logits_cache_path(const std::string& key) {
   std::filesystem::path dir;
-  if (const char* env = std::getenv("IWB_LOGITS_CACHE"); env && *env) dir = env;
-  else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) dir = std::filesystem::path(xdg) / "inference-workbench/logits";
-  else if (const char* home = std::getenv("HOME"); home && *home) dir = std::filesystem::path(home) / ".cache/inference-workbench/logits";
-  else dir = std::filesystem::temp_directory_path() / "inference-workbench-logits";
+  if (const char* env = std::getenv("IWB_LOGITS_CACHE"); env && *env)
+    dir = env;
+  else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    dir = std::filesystem::path(xdg) / "inference-workbench/logits";
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    dir = std::filesystem::path(home) / ".cache/inference-workbench/logits";
+  else
+    dir = std::filesystem::temp_directory_path() / "inference-workbench-logits";
   return (dir / (hash_text(key) + ".logp")).string();
 }
 
@@ -175,7 +179,8 @@ Result<LogitsCacheReader> LogitsCacheReader::open(const std::string& path, const
   }
   std::string stored(key_length, '\0');
   if (!r.m_in.read(stored.data(), key_length) || stored != key) {
-    return make_error(ErrorCode::CorruptFile, "the logits cache '" + path + "' belongs to another model, text or setting");
+    return make_error(ErrorCode::CorruptFile,
+                      "the logits cache '" + path + "' belongs to another model, text or setting");
   }
   if (!get(r.m_in, &r.m_vocab) || !get(r.m_in, &r.m_num_rows) || r.m_vocab <= 0 || r.m_vocab > (1 << 24) ||
       r.m_num_rows < 0) {
@@ -192,7 +197,8 @@ Status LogitsCacheReader::next(BaseRow* row) {
       !m_in.read(reinterpret_cast<char*>(m_codes.data()), static_cast<std::streamsize>(m_codes.size() * 2))) {
     return make_error(ErrorCode::CorruptFile, "the logits cache is truncated at row " + std::to_string(m_next));
   }
-  if (row->argmax < 0 || row->argmax >= m_vocab) return make_error(ErrorCode::CorruptFile, "a cached argmax is out of range");
+  if (row->argmax < 0 || row->argmax >= m_vocab)
+    return make_error(ErrorCode::CorruptFile, "a cached argmax is out of range");
   row->log_probs.resize(static_cast<size_t>(m_vocab));
   // Decoding rounds every log-probability by up to step/2; renormalising removes the first-
   // order effect of that on KL divergence (what is left is of the order of step^2).

@@ -2,9 +2,9 @@
 // KernelRecorder's clock.
 #pragma once
 
-#include "model/model_weights.h"
 #include "backend/cpu/cpu_forward.h"
 #include "backend/forward_backend.h"
+#include "model/model_weights.h"
 
 #include <memory>
 

@@ -33,8 +33,8 @@ class PagedKvStorage {
   static Result<int64_t> num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size, uint64_t budget_bytes,
                                                KvCacheTypes types = {});
   // An error names the problem when a type is not a KV cache type, or a block type does not fit the heads.
-  static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size, int64_t num_blocks,
-                                                        KvCacheTypes types = {});
+  static Result<std::unique_ptr<PagedKvStorage>> create(const KvCacheShape& shape, int32_t block_size,
+                                                        int64_t num_blocks, KvCacheTypes types = {});
 
   const KvCacheShape& shape() const { return m_shape; }
   int32_t block_size() const { return m_block_size; }

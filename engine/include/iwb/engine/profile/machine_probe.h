@@ -14,26 +14,28 @@
 namespace iwb {
 
 struct ProbeResult {
-  std::string device_id;          // "cpu", "cuda:0"
+  std::string device_id;  // "cpu", "cuda:0"
   std::string device_name;
-  std::string date;               // ISO 8601 UTC, when measured
-  int num_threads = 0;            // CPU threads used
-  double copy_bytes_per_s = 0;    // STREAM copy: c = a (2 arrays counted)
-  double triad_bytes_per_s = 0;   // STREAM triad: a = b + s*c (3 arrays counted)
+  std::string date;              // ISO 8601 UTC, when measured
+  int num_threads = 0;           // CPU threads used
+  double copy_bytes_per_s = 0;   // STREAM copy: c = a (2 arrays counted)
+  double triad_bytes_per_s = 0;  // STREAM triad: a = b + s*c (3 arrays counted)
   // Read-only: the three arrays summed in one sweep, nothing written (each counted once). A
   // decode step only reads its weights and KV cache, so this, not a copy, is its memory roof.
   // 0: not measured (probes stored before it existed, and GPUs).
   double read_bytes_per_s = 0;
-  double peak_flops = 0;          // best of the compute measurements
-  std::string peak_flops_kind;    // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
+  double peak_flops = 0;        // best of the compute measurements
+  std::string peak_flops_kind;  // "f32 FMA avx512", "bf16 GEMM cuBLAS", ...
   // Integer dot products (u8 x s8 multiply-adds counted as two ops), the ceiling of quantized
   // kernels: AVX-512 VNNI, AVX-VNNI or AVX2's maddubs + madd; 0 when the CPU has none of them
   // or the device was not measured for it.
   double peak_int8_ops = 0;
   std::string peak_int8_kind;
-  double buffer_bytes = 0;        // size of each bandwidth buffer
+  double buffer_bytes = 0;  // size of each bandwidth buffer
   // The better of copy and triad: the roof of code that writes as much as it reads.
-  double stream_bytes_per_s() const { return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s; }
+  double stream_bytes_per_s() const {
+    return copy_bytes_per_s > triad_bytes_per_s ? copy_bytes_per_s : triad_bytes_per_s;
+  }
   bool has_read_bandwidth() const { return read_bytes_per_s > 0; }
   // The memory roof MBU and the roofline divide by: the read-only bandwidth when it was
   // measured, else (an older probe) the better of copy and triad.
@@ -42,10 +44,10 @@ struct ProbeResult {
 };
 
 struct ProbeOptions {
-  int num_threads = 0;                    // 0: all cores
-  uint64_t buffer_bytes = 512ull << 20;   // per array; far larger than any CPU cache
-  int repetitions = 5;                    // best of
-  double compute_seconds = 0.3;           // per compute measurement (best of 5)
+  int num_threads = 0;                   // 0: all cores
+  uint64_t buffer_bytes = 512ull << 20;  // per array; far larger than any CPU cache
+  int repetitions = 5;                   // best of
+  double compute_seconds = 0.3;          // per compute measurement (best of 5)
 };
 
 // STREAM-style copy and triad and a read-only sum over all threads, and f32 FMA throughput with
