@@ -15,6 +15,7 @@ namespace iwb::test {
 IwbServe::~IwbServe() { stop(); }
 
 bool IwbServe::start(const QString& gguf, const QStringList& extraArgs, QString* why, int timeoutMs) {
+  m_port = 0;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert(QStringLiteral("CUDA_VISIBLE_DEVICES"), QString());  // the tiny model runs on the CPU
   m_process.setProcessEnvironment(env);
@@ -26,15 +27,21 @@ bool IwbServe::start(const QString& gguf, const QStringList& extraArgs, QString*
                   QStringList{QStringLiteral("serve"), QStringLiteral("-m"), gguf, QStringLiteral("--port"),
                               QStringLiteral("0"), QStringLiteral("-t"), QStringLiteral("2")} +
                       extraArgs);
+  // The port is open before the model has loaded (requests get 503 "the model is loading", as
+  // llama-server's do), so the server counts as started only at its "ready" line: a test that
+  // asks at once would otherwise race the load.
   static const QRegularExpression kListening(QStringLiteral("listening on http://[^:]+:(\\d+)"));
+  bool isReady = false;
   const bool isUp = QTest::qWaitFor(
       [&] {
-        const QRegularExpressionMatch m = kListening.match(QString::fromUtf8(m_stderr));
+        const QString log = QString::fromUtf8(m_stderr);
+        const QRegularExpressionMatch m = kListening.match(log);
         if (m.hasMatch()) m_port = m.captured(1).toInt();
-        return m_port > 0 || m_process.state() == QProcess::NotRunning;
+        isReady = m_port > 0 && log.contains(QLatin1String("iwb serve: ready"));
+        return isReady || m_process.state() == QProcess::NotRunning;
       },
       timeoutMs);
-  if (!isUp || m_port == 0) {
+  if (!isUp || !isReady) {
     *why = QStringLiteral("iwb serve did not start (%1):\n%2").arg(QStringLiteral(IWB_CLI_PATH), log());
     stop();
     return false;

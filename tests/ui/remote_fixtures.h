@@ -21,8 +21,8 @@ class IwbServe {
  public:
   IwbServe() = default;
   ~IwbServe();
-  // Starts `iwb serve -m gguf --port 0` (plus `extraArgs`) and waits for its port. False with
-  // `*why` set (its stderr) when it does not start within `timeoutMs`.
+  // Starts `iwb serve -m gguf --port 0` (plus `extraArgs`) and waits until it has its port and
+  // has loaded the model. False with `*why` set (its stderr) when it is not ready within `timeoutMs`.
   bool start(const QString& gguf, const QStringList& extraArgs, QString* why, int timeoutMs = 60000);
   void stop();
   int port() const { return m_port; }

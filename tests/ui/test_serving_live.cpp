@@ -26,7 +26,8 @@ using namespace iwb::ui;
 
 namespace {
 
-// `iwb serve` on port 0; the port is read from its "listening on" line.
+// `iwb serve` on port 0; the port is read from its "listening on" line, and it is used once the
+// "ready" line says the model has loaded.
 class ServeProcess {
  public:
   ~ServeProcess() {
@@ -52,7 +53,8 @@ class ServeProcess {
       if (!m_process.waitForReadyRead(200) && m_process.state() == QProcess::NotRunning) break;
       m_log += QString::fromUtf8(m_process.readAllStandardError());
       const auto match = listening.match(m_log);
-      if (match.hasMatch()) {
+      // The port opens before the model loads; ready means loaded (requests before get 503).
+      if (match.hasMatch() && m_log.contains(QLatin1String("iwb serve: ready"))) {
         m_baseUrl = QStringLiteral("http://127.0.0.1:") + match.captured(2);
         return true;
       }
