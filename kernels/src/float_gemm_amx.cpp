@@ -8,14 +8,16 @@
 // amxPrefillMatchesReference, 200 rows, 32/769/2048 columns, 17..100 tokens): max error
 // 3.8e-6..6.3e-6 of max |output| for F16, 2.0e-6..5.7e-6 for BF16.
 //
-// A panel of kFloatGemmAmxRows = 32 rows is packed once per call as B tiles (16 pairs x 16
-// rows per 32 elements; hi and lo), then per group of 16 tokens the A tiles (hi and lo, split
-// once per matmul by the driver through float_gemm_amx_prepare) are multiplied with both 16-row
-// halves, each in its own C tile that accumulates over all of K.
+// A call takes up to kFloatGemmAmxRows = 128 rows, in panels of 32 packed as B tiles (16 pairs
+// x 16 rows per 32 elements; hi and lo), a block of K steps at a time; per pair of 16-token
+// groups the A tiles (hi and lo, split once per matmul by the driver through
+// float_gemm_amx_prepare) are multiplied with both 16-row halves into four C tiles. Why this
+// order is at gemm_float_amx.
 #include "quant_dot.h"
 
 #if defined(__x86_64__)
 #include "amx_tiles.h"
+#include "thread_buffer.h"
 
 #include <algorithm>
 #include <memory>
@@ -26,7 +28,7 @@ namespace {
 using namespace avx512;
 
 constexpr int kRowsPerTile = 16;
-constexpr int kSubPanels = kFloatGemmAmxRows / kRowsPerTile;
+constexpr int kSubPanels = kFloatGemmAmxPanelRows / kRowsPerTile;
 static_assert(kSubPanels == 2);
 constexpr int64_t kTileBytes = 1024;
 constexpr uint32_t kConfigKey = 0x300;
@@ -77,19 +79,36 @@ struct WeightBf16 {
 template <typename W>
 constexpr int64_t kStepBytes = kSubPanels * (W::kHasLow ? 2 : 1) * kTileBytes;
 
+// Steps of K per block: the block of all tokens' A tiles (128 bytes a token and step) stays in
+// L2 (kBlockActivationBytes) while the call's panels pass over it; at 512 tokens that is 8
+// steps, and one panel's packed block (32 KiB for F16) then stays in L1 while every token group
+// passes over it. Fewer tokens take longer blocks (up to kMaxStepsPerBlock): each block
+// restarts the streams that pack 32 rows, and each costs the C tiles a trip through the
+// accumulator.
+constexpr int64_t kBlockActivationBytes = 512 * 1024;
+constexpr int64_t kMinStepsPerBlock = 8;
+constexpr int64_t kMaxStepsPerBlock = 64;
+int64_t steps_per_block(int64_t num_groups) {
+  return std::clamp<int64_t>(kBlockActivationBytes / (num_groups * 2 * kTileBytes), kMinStepsPerBlock,
+                             kMaxStepsPerBlock);
+}
+
+// Steps [k0, k0 + steps) of a panel of num_rows <= 32 rows (the rest repeat the last row; their
+// outputs are never written).
 template <typename W>
-IWB_AMX void pack_panel(const uint8_t* weight, size_t stride, int num_rows, int64_t n, uint8_t* out) {
-  const int64_t nk = (n + 31) / 32;
+IWB_AMX void pack_panel_block(const uint8_t* weight, size_t stride, int num_rows, int64_t n, int64_t k0, int64_t steps,
+                              uint8_t* out) {
   for (int h = 0; h < kSubPanels; ++h) {
     const uint16_t* rows[16];
     for (int i = 0; i < 16; ++i) {
       rows[i] = reinterpret_cast<const uint16_t*>(weight + std::min(h * kRowsPerTile + i, num_rows - 1) * stride);
     }
-    for (int64_t k = 0; k < nk; ++k) {
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t k = k0 + s;
       const int count = static_cast<int>(std::min<int64_t>(32, n - 32 * k));
       __m512i hi[16], lo[16];
       for (int i = 0; i < 16; ++i) W::load(rows[i] + 32 * k, count, &hi[i], &lo[i]);
-      uint8_t* step = out + k * kStepBytes<W> + h * (W::kHasLow ? 2 : 1) * kTileBytes;
+      uint8_t* step = out + s * kStepBytes<W> + h * (W::kHasLow ? 2 : 1) * kTileBytes;
       amx::store_b_tile(hi, step);
       if constexpr (W::kHasLow) amx::store_b_tile(lo, step + kTileBytes);
     }
@@ -114,63 +133,152 @@ IWB_AMX void split_tokens(const float* input, int64_t n, int tokens, uint8_t* ou
   }
 }
 
+// This thread's accumulator: the call's tokens (rounded up to whole groups) x its rows
+// (rounded up to whole panels), f32.
+struct AccumulatorTag;
+
+// One block of steps for one or two token groups (kPair) and a panel's two halves: four C
+// tiles (4, 5: group 0's halves; 6, 7: group 1's), so four independent accumulation chains keep
+// the tile unit busy (two chains wait on the product latency), and every A and B tile loaded
+// serves two products. F16 per step: A hi x B hi, A hi x B lo, A lo x B hi.
+template <typename W, bool kPair>
+IWB_AMX inline void block_products(const uint8_t* a0, const uint8_t* a1, const uint8_t* packed, int64_t steps) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint8_t* b = packed + s * kStepBytes<W>;
+    const uint8_t* x0 = a0 + s * 2 * kTileBytes;
+    const uint8_t* x1 = a1 + s * 2 * kTileBytes;
+    constexpr int64_t kHalf = (W::kHasLow ? 2 : 1) * kTileBytes;  // B of rows 16..31
+    _tile_loadd(0, x0, 64);
+    if constexpr (kPair) _tile_loadd(1, x1, 64);
+    _tile_loadd(2, b, 64);
+    _tile_loadd(3, b + kHalf, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 0, 3);
+    if constexpr (kPair) {
+      _tile_dpbf16ps(6, 1, 2);
+      _tile_dpbf16ps(7, 1, 3);
+    }
+    if constexpr (W::kHasLow) {
+      _tile_loadd(2, b + kTileBytes, 64);
+      _tile_loadd(3, b + kHalf + kTileBytes, 64);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 0, 3);
+      if constexpr (kPair) {
+        _tile_dpbf16ps(6, 1, 2);
+        _tile_dpbf16ps(7, 1, 3);
+      }
+      _tile_loadd(2, b, 64);  // from L1: loaded two products ago
+      _tile_loadd(3, b + kHalf, 64);
+    }
+    _tile_loadd(0, x0 + kTileBytes, 64);
+    if constexpr (kPair) _tile_loadd(1, x1 + kTileBytes, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 0, 3);
+    if constexpr (kPair) {
+      _tile_dpbf16ps(6, 1, 2);
+      _tile_dpbf16ps(7, 1, 3);
+    }
+  }
+}
+
+// Up to kFloatGemmAmxRows rows in panels of 32. Loop order: blocks of K steps, then panels,
+// then pairs of token groups. Each block's A tiles of all tokens are read from L2 by every
+// panel of the call instead of from L3 by every panel (512 tokens of 8960 elements are 18 MiB
+// of A tiles), and the panel's block of B stays in L1; the C tiles go through the accumulator
+// between blocks (2 KiB each way per 16 x 32 outputs and block, against 48 tile products).
 template <typename W>
 IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
                             size_t activation_stride, int64_t num_tokens, int64_t n, const float* bias, float* out,
                             int64_t out_stride, uint8_t* buffer) {
   const int64_t nk = (n + 31) / 32;
+  const int num_panels = (num_rows + kFloatGemmAmxPanelRows - 1) / kFloatGemmAmxPanelRows;
+  const int64_t num_groups = (num_tokens + 15) / 16;
+  const int64_t acc_stride = static_cast<int64_t>(num_panels) * kFloatGemmAmxPanelRows;  // floats per token
+  float* acc = reinterpret_cast<float*>(
+      thread_buffer<AccumulatorTag>(static_cast<size_t>(num_groups * 16 * acc_stride) * sizeof(float)));
   uint8_t* packed = buffer;
-  pack_panel<W>(weight, weight_stride, num_rows, n, packed);
-  amx::tile_buffer_written();
   configure();
-  const __mmask16 mask0 = static_cast<__mmask16>(num_rows >= 16 ? 0xFFFF : (1u << num_rows) - 1);
-  const __mmask16 mask1 = static_cast<__mmask16>(num_rows <= 16 ? 0 : num_rows >= 32 ? 0xFFFF : (1u << (num_rows - 16)) - 1);
-  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(mask0, bias) : _mm512_setzero_ps();
-  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(mask1, bias + 16) : _mm512_setzero_ps();
-  alignas(64) float c[2][16 * 16];
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += 16) {
-    const int tokens = static_cast<int>(std::min<int64_t>(16, num_tokens - t0));
-    // The group's A tiles, split once per call by the driver (float_gemm_amx_prepare).
-    const uint8_t* a = activation + (t0 / 16) * activation_stride;
-    _tile_zero(6);
-    _tile_zero(7);
-    for (int64_t k = 0; k < nk; ++k) {
-      const uint8_t* step = packed + k * kStepBytes<W>;
-      _tile_loadd(0, a + k * 2 * kTileBytes, 64);
-      _tile_loadd(1, a + k * 2 * kTileBytes + kTileBytes, 64);
-      if constexpr (W::kHasLow) {
-        _tile_loadd(2, step, 64);
-        _tile_loadd(3, step + kTileBytes, 64);
-        _tile_loadd(4, step + 2 * kTileBytes, 64);
-        _tile_loadd(5, step + 3 * kTileBytes, 64);
-        _tile_dpbf16ps(6, 0, 2);
-        _tile_dpbf16ps(7, 0, 4);
-        _tile_dpbf16ps(6, 1, 2);
-        _tile_dpbf16ps(7, 1, 4);
-        _tile_dpbf16ps(6, 0, 3);
-        _tile_dpbf16ps(7, 0, 5);
-      } else {
-        _tile_loadd(2, step, 64);
-        _tile_loadd(4, step + kTileBytes, 64);
-        _tile_dpbf16ps(6, 0, 2);
-        _tile_dpbf16ps(7, 0, 4);
-        _tile_dpbf16ps(6, 1, 2);
-        _tile_dpbf16ps(7, 1, 4);
+  const int64_t block_steps = steps_per_block(num_groups);
+  for (int64_t k0 = 0; k0 < nk; k0 += block_steps) {
+    const int64_t steps = std::min(block_steps, nk - k0);
+    for (int p = 0; p < num_panels; ++p) {
+      const int panel_rows = std::min(kFloatGemmAmxPanelRows, num_rows - p * kFloatGemmAmxPanelRows);
+      pack_panel_block<W>(weight + p * kFloatGemmAmxPanelRows * weight_stride, weight_stride, panel_rows, n, k0,
+                          steps, packed);
+      amx::tile_buffer_written();
+      // The next block's weights (the next panel's, or the first panel's at the next K block)
+      // into L2 while the tiles work: packing 32 rows a few hundred bytes each is a pattern the
+      // hardware prefetchers miss, and it waited on memory for most of its time (perf, pp512).
+      const int next_panel = p + 1 < num_panels ? p + 1 : 0;
+      const int64_t next_k0 = p + 1 < num_panels ? k0 : k0 + block_steps;
+      const int next_rows =
+          next_k0 < nk ? std::min(kFloatGemmAmxPanelRows, num_rows - next_panel * kFloatGemmAmxPanelRows) : 0;
+      const int64_t next_steps = std::min(block_steps, nk - next_k0);
+      const int64_t num_pairs = (num_groups + 1) / 2;
+      const int rows_per_pair = static_cast<int>((next_rows + num_pairs - 1) / num_pairs);
+      int prefetched = 0;
+      for (int64_t g = 0; g < num_groups; g += 2) {
+        const bool is_pair = g + 1 < num_groups;
+        for (const int end = std::min(next_rows, prefetched + rows_per_pair); prefetched < end; ++prefetched) {
+          const uint8_t* row = weight + (next_panel * kFloatGemmAmxPanelRows + prefetched) * weight_stride +
+                               next_k0 * 32 * sizeof(uint16_t);
+          for (int64_t line = 0; line < next_steps; ++line) _mm_prefetch(row + 64 * line, _MM_HINT_T1);
+        }
+        float* c0 = acc + g * 16 * acc_stride + p * kFloatGemmAmxPanelRows;
+        float* c1 = c0 + 16 * acc_stride;
+        const int64_t c_stride = acc_stride * static_cast<int64_t>(sizeof(float));
+        if (k0 == 0) {
+          _tile_zero(4);
+          _tile_zero(5);
+          _tile_zero(6);
+          _tile_zero(7);
+        } else {
+          _tile_loadd(4, c0, c_stride);
+          _tile_loadd(5, c0 + 16, c_stride);
+          if (is_pair) {
+            _tile_loadd(6, c1, c_stride);
+            _tile_loadd(7, c1 + 16, c_stride);
+          }
+        }
+        const uint8_t* a0 = activation + g * activation_stride + k0 * 2 * kTileBytes;
+        if (is_pair) {
+          block_products<W, true>(a0, a0 + activation_stride, packed, steps);
+        } else {
+          block_products<W, false>(a0, nullptr, packed, steps);
+        }
+        _tile_stored(4, c0, c_stride);
+        _tile_stored(5, c0 + 16, c_stride);
+        if (is_pair) {
+          _tile_stored(6, c1, c_stride);
+          _tile_stored(7, c1 + 16, c_stride);
+        }
       }
     }
-    IWB_TILE_STORE(6, c[0]);
-    IWB_TILE_STORE(7, c[1]);
-    for (int t = 0; t < tokens; ++t) {
-      float* o = out + (t0 + t) * out_stride;
-      _mm512_mask_storeu_ps(o, mask0, _mm512_add_ps(_mm512_load_ps(c[0] + 16 * t), bias0));
-      if (mask1 != 0) _mm512_mask_storeu_ps(o + 16, mask1, _mm512_add_ps(_mm512_load_ps(c[1] + 16 * t), bias1));
+  }
+  // The outputs with the bias, row tails masked, token by token: each token's outputs are
+  // written in one run.
+  __m512 biases[kFloatGemmAmxRows / 16];
+  __mmask16 masks[kFloatGemmAmxRows / 16];
+  const int num_vectors = (num_rows + 15) / 16;
+  for (int v = 0; v < num_vectors; ++v) {
+    const int rows = std::min(16, num_rows - 16 * v);
+    masks[v] = static_cast<__mmask16>(rows == 16 ? 0xFFFF : (1u << rows) - 1);
+    biases[v] = bias ? _mm512_maskz_loadu_ps(masks[v], bias + 16 * v) : _mm512_setzero_ps();
+  }
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* a = acc + t * acc_stride;
+    float* o = out + t * out_stride;
+    for (int v = 0; v < num_vectors; ++v) {
+      _mm512_mask_storeu_ps(o + 16 * v, masks[v], _mm512_add_ps(_mm512_load_ps(a + 16 * v), biases[v]));
     }
   }
 }
 
 }  // namespace
 
-size_t float_gemm_amx_buffer_bytes(int64_t n) { return static_cast<size_t>((n + 31) / 32) * kStepBytes<WeightF16>; }
+size_t float_gemm_amx_buffer_bytes(int64_t n) {
+  return static_cast<size_t>(std::min((n + 31) / 32, kMaxStepsPerBlock) * kStepBytes<WeightF16>);
+}
 
 size_t float_gemm_amx_group_bytes(int64_t n) { return static_cast<size_t>((n + 31) / 32) * 2 * kTileBytes; }
 

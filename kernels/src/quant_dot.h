@@ -131,9 +131,12 @@ bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_to
 bool select_decode_kernels_avx512(GgmlType type, DotKernels* out);  // sets the decode_* fields (Q4_0, VBMI)
 size_t lanes_packed_bytes(int64_t num_elements, int num_tokens);
 // AMX tiles (where has_amx_int8() / has_amx_bf16(); null otherwise): the same contract as the
-// AVX-512 GEMMs, on panels of kQuantGemmAmxRows (kFloatGemmAmxRows) rows.
+// AVX-512 GEMMs, on panels of kQuantGemmAmxRows (kFloatGemmAmxRows) rows. The float GEMM
+// takes its rows in panels of kFloatGemmAmxPanelRows and reuses each block of activation tiles
+// across all of them (float_gemm_amx.cpp).
 inline constexpr int kQuantGemmAmxRows = 64;
-inline constexpr int kFloatGemmAmxRows = 32;
+inline constexpr int kFloatGemmAmxRows = 128;
+inline constexpr int kFloatGemmAmxPanelRows = 32;
 QuantGemmFn select_quant_gemm_amx(GgmlType type);         // 32-element types
 QuantGemmFn select_quant_gemm_kquant_amx(GgmlType type);  // Q4_K, Q5_K, Q6_K
 QuantGemmFn select_float_gemm_amx(GgmlType type);         // F16, BF16
