@@ -185,6 +185,14 @@ IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int nu
     for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
       const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
       const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
+      // In the last super-block, this group's output lines are fetched for writing while the
+      // tiles work, so the copy from the accumulator at the end does not stall on thousands of
+      // store misses (a matrix row apart each) in a burst.
+      if (b == nb - 1) {
+        for (int t = 0; t < tokens; ++t) {
+          for (int r = 0; r < num_rows; r += 16) __builtin_prefetch(out + (t0 + t) * out_stride + r, 1, 3);
+        }
+      }
       if (tokens != configured) {
         configure(tokens0, tokens1);
         configured = tokens;
