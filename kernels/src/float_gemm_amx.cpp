@@ -203,8 +203,8 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
     const int64_t steps = std::min(block_steps, nk - k0);
     for (int p = 0; p < num_panels; ++p) {
       const int panel_rows = std::min(kFloatGemmAmxPanelRows, num_rows - p * kFloatGemmAmxPanelRows);
-      pack_panel_block<W>(weight + p * kFloatGemmAmxPanelRows * weight_stride, weight_stride, panel_rows, n, k0,
-                          steps, packed);
+      pack_panel_block<W>(weight + p * kFloatGemmAmxPanelRows * weight_stride, weight_stride, panel_rows, n, k0, steps,
+                          packed);
       amx::tile_buffer_written();
       // The next block's weights (the next panel's, or the first panel's at the next K block)
       // into L2 while the tiles work: packing 32 rows a few hundred bytes each is a pattern the
