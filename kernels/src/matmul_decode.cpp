@@ -51,7 +51,7 @@ DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begi
                             ? static_cast<size_t>(d.segment_elements) * sizeof(float)
                             : activation_row_bytes(p.k->format, d.segment_elements);
   d.dot = p.use_decode ? p.k->decode_dot : p.k->vec_dot;
-  d.dot2 = p.use_decode ? p.k->decode_dot2 : nullptr;
+  d.dot2 = p.use_decode ? p.k->decode_dot2 : p.k->vec_dot2;
   d.num_tokens = a.num_tokens;
   d.act_stride = p.act_stride;
   return d;

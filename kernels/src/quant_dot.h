@@ -87,6 +87,7 @@ struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
   VecDotFn vec_dot = nullptr;
+  VecDot2Fn vec_dot2 = nullptr;  // non-null: two tokens' vec_dot with each row unpacked once
   TileDotFn tile = nullptr;  // null: the driver calls vec_dot per (row, token)
   QuantGemmFn gemm = nullptr;  // many tokens (AVX-512)
   int gemm_rows = kGemmRows;   // rows per gemm call

@@ -123,6 +123,26 @@ void check_vec_dot(const DotKernels& k, GgmlType type, int64_t n, std::mt19937& 
     QVERIFY2(std::fabs(got - expected) <= bound,
              qPrintable(QString("row %1: %2 vs %3 (bound %4)").arg(r).arg(got).arg(expected).arg(bound)));
   }
+  // Two tokens at once (vec_dot2, where a kernel has it): each token's result the one-token
+  // kernel's, bit for bit. The second token's data come from a generator of their own, so the
+  // first token's (and the callers' later draws) stay as they were.
+  if (k.vec_dot2 == nullptr) return;
+  std::mt19937 rng2(static_cast<uint32_t>(57 + n));
+  const std::vector<float> x2 = random_floats(static_cast<size_t>(n), rng2, 1.0f, -0.1f);
+  std::vector<uint8_t> act2(activation_row_bytes(k.format, n));
+  k.quantize(x2.data(), act2.data(), n);
+  for (int64_t r = 0; r < rows; ++r) {
+    float two[2];
+    k.vec_dot2(w.data() + r * stride, act.data(), act2.data(), n, two);
+    const float first = k.vec_dot(w.data() + r * stride, act.data(), n);
+    const float second = k.vec_dot(w.data() + r * stride, act2.data(), n);
+    QVERIFY2(two[0] == first && two[1] == second, qPrintable(QString("row %1: vec_dot2 %2, %3 vs vec_dot %4, %5")
+                                                                 .arg(r)
+                                                                 .arg(two[0], 0, 'g', 9)
+                                                                 .arg(two[1], 0, 'g', 9)
+                                                                 .arg(first, 0, 'g', 9)
+                                                                 .arg(second, 0, 'g', 9)));
+  }
 }
 
 // The message of a GEMM output off its row dot.
