@@ -108,7 +108,13 @@ constexpr GroupIndex make_group_index() {
 }
 alignas(64) constexpr GroupIndex kGroupIndex = make_group_index();
 
-IWB_AVX512_VBMI inline __m512 group_product(const uint8_t* bytes, int blocks, const NibbleGroupQ8& a, __m512 acc) {
+// A group's weights unpacked: nibbles (low, high) and the four blocks' scales.
+struct UnpackedGroup {
+  __m512i lo, hi;
+  __m512 dw;
+};
+
+IWB_AVX512_VBMI inline UnpackedGroup unpack_group(const uint8_t* bytes, int blocks) {
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   // A short group reads only its own bytes (masked loads never fault past them).
   const int length = blocks * static_cast<int>(sizeof(BlockQ4_0));
@@ -117,14 +123,23 @@ IWB_AVX512_VBMI inline __m512 group_product(const uint8_t* bytes, int blocks, co
   const __m512i low = _mm512_maskz_loadu_epi8(low_mask, bytes);
   const __m512i high = _mm512_maskz_loadu_epi8(high_mask, bytes + 36);
   const __m512i qs = _mm512_permutex2var_epi8(low, _mm512_load_si512(kGroupIndex.nibbles.data()), high);
-  const __m512i lo = _mm512_and_si512(qs, nibble);
-  const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), nibble);
-  __m512i sums = _mm512_loadu_si512(a.offset);
-  sums = _mm512_dpbusd_epi32(sums, lo, _mm512_loadu_si512(a.lo));
-  sums = _mm512_dpbusd_epi32(sums, hi, _mm512_loadu_si512(a.hi));
-  const __m512 dw = _mm512_cvtph_ps(
+  UnpackedGroup u;
+  u.lo = _mm512_and_si512(qs, nibble);
+  u.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), nibble);
+  u.dw = _mm512_cvtph_ps(
       _mm512_castsi512_si256(_mm512_permutexvar_epi8(_mm512_load_si512(kGroupIndex.scales.data()), low)));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, _mm512_loadu_ps(a.d)), acc);
+  return u;
+}
+
+IWB_AVX512_VBMI inline __m512 group_dot(const UnpackedGroup& u, const NibbleGroupQ8& a, __m512 acc) {
+  __m512i sums = _mm512_loadu_si512(a.offset);
+  sums = _mm512_dpbusd_epi32(sums, u.lo, _mm512_loadu_si512(a.lo));
+  sums = _mm512_dpbusd_epi32(sums, u.hi, _mm512_loadu_si512(a.hi));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(u.dw, _mm512_loadu_ps(a.d)), acc);
+}
+
+IWB_AVX512_VBMI inline __m512 group_product(const uint8_t* bytes, int blocks, const NibbleGroupQ8& a, __m512 acc) {
+  return group_dot(unpack_group(bytes, blocks), a, acc);
 }
 
 IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void* activation, int64_t n) {
@@ -146,6 +161,40 @@ IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void*
     acc1 = group_product(w + g * kGroupBytes, rest, a[g], acc1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// Two tokens (two sequences decoding together): each group unpacked once, each token's sums in
+// vec_dot_q4_0_nibble_groups's order, so each result is the one-token kernel's bit for bit.
+IWB_AVX512_VBMI void vec_dot2_q4_0_nibble_groups(const void* weight, const void* act0, const void* act1, int64_t n,
+                                                 float* out) {
+  const auto* w = static_cast<const uint8_t*>(weight);
+  const auto* a = static_cast<const NibbleGroupQ8*>(act0);
+  const auto* b = static_cast<const NibbleGroupQ8*>(act1);
+  const int64_t blocks = n / kQK4_0;
+  const int64_t full = blocks / kGroupBlocks;
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + 2 <= full; g += 2) {
+    const UnpackedGroup u0 = unpack_group(w + g * kGroupBytes, kGroupBlocks);
+    const UnpackedGroup u1 = unpack_group(w + (g + 1) * kGroupBytes, kGroupBlocks);
+    a0 = group_dot(u0, a[g], a0);
+    b0 = group_dot(u0, b[g], b0);
+    a1 = group_dot(u1, a[g + 1], a1);
+    b1 = group_dot(u1, b[g + 1], b1);
+  }
+  if (g < full) {
+    const UnpackedGroup u = unpack_group(w + g * kGroupBytes, kGroupBlocks);
+    a0 = group_dot(u, a[g], a0);
+    b0 = group_dot(u, b[g], b0);
+    ++g;
+  }
+  if (const int rest = static_cast<int>(blocks - full * kGroupBlocks); rest > 0) {
+    const UnpackedGroup u = unpack_group(w + g * kGroupBytes, rest);
+    a1 = group_dot(u, a[g], a1);
+    b1 = group_dot(u, b[g], b1);
+  }
+  out[0] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  out[1] = _mm512_reduce_add_ps(_mm512_add_ps(b0, b1));
 }
 
 // ---- Q4_K ----
@@ -304,6 +353,7 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
   if (type == GgmlType::Q4_0 && has_avx512_vbmi()) {
     k->decode_quantize = quantize_nibble_groups;
     k->decode_dot = vec_dot_q4_0_nibble_groups;
+    k->decode_dot2 = vec_dot2_q4_0_nibble_groups;
     k->decode_activation_bytes = nibble_groups_bytes;
     k->decode_group_blocks = kGroupBlocks;
     k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
