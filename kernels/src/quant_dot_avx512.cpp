@@ -33,7 +33,7 @@ struct QuadFactors {
 };
 
 template <typename Block>
-IWB_AVX512 inline __m512 quad_factors(const Block* w, const BlockQ8A* a) {
+IWB_AVX512 inline __m512 quad_weight_side(const Block* w) {
   using Q = QuadFactors<Block>;
   static_assert(Q::kHighBase >= 0 && Q::kHighBase % 2 == 0);
   const __m512i halves_index =
@@ -41,20 +41,33 @@ IWB_AVX512 inline __m512 quad_factors(const Block* w, const BlockQ8A* a) {
                                                Q::m(0), Q::m(1), Q::m(2), Q::m(3), 0, 0, 0, 0));
   const auto* bytes = reinterpret_cast<const uint8_t*>(w);
   const __m512i halves = _mm512_permutex2var_epi16(_mm512_loadu_si512(bytes), halves_index, _mm512_loadu_si512(bytes + Q::kHighBase));
-  const __m512 weight_side = _mm512_cvtph_ps(_mm512_castsi512_si256(halves));
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(halves));
+}
+
+IWB_AVX512 inline __m512 quad_activation_side(const BlockQ8A* a) {
   // BlockQ8A is 10 floats: d at 10k, s at 10k + 1.
-  const __m512 activation_side = _mm512_permutex2var_ps(
-      _mm512_loadu_ps(&a[0].d), _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0), _mm512_loadu_ps(&a[0].d + 16));
-  return _mm512_mul_ps(weight_side, activation_side);
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(&a[0].d),
+                                _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0),
+                                _mm512_loadu_ps(&a[0].d + 16));
+}
+
+template <typename Block>
+IWB_AVX512 inline __m512 quad_factors(const Block* w, const BlockQ8A* a) {
+  return _mm512_mul_ps(quad_weight_side(w), quad_activation_side(a));
 }
 
 // The integer sums of blocks 0 and 1 (as floats, 16 lanes each) times their scales.
-template <typename Block>
-IWB_AVX512 inline __m512 legacy_pair(const Block* w, const BlockQ8A* a, __m512 scale, __m512 acc) {
+// The pair's integer sums from weights already unpacked (two tokens share the unpacking).
+IWB_AVX512 inline __m512 legacy_pair_unpacked(__m512i weights, const BlockQ8A* a, __m512 scale, __m512 acc) {
   const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].qs))),
                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[1].qs)), 1);
-  const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_two(w), aq);
+  const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights, aq);
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
+}
+
+template <typename Block>
+IWB_AVX512 inline __m512 legacy_pair(const Block* w, const BlockQ8A* a, __m512 scale, __m512 acc) {
+  return legacy_pair_unpacked(unpack_two(w), a, scale, acc);
 }
 
 // The end of both four-block kernels: the summed factors applied, and the one to three blocks
@@ -102,6 +115,34 @@ IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int6
     acc1 = legacy_pair(w + b + 2, a + b + 2, _mm512_permutexvar_ps(second_pair, f), acc1);
   }
   return finish_legacy(w, a, b, nb, _mm512_add_ps(acc0, acc1), factor_sum);
+}
+
+// Two tokens (two sequences decoding together): each four-block group's weights unpacked and
+// their scales converted once, each token's sums in vec_dot_legacy's order, so each result is
+// the one-token kernel's bit for bit.
+template <typename Block>
+IWB_AVX512 void vec_dot2_legacy(const void* weight, const void* activation0, const void* activation1, int64_t n,
+                                float* out) {
+  const auto* w = static_cast<const Block*>(weight);
+  const BlockQ8A* a[2] = {static_cast<const BlockQ8A*>(activation0), static_cast<const BlockQ8A*>(activation1)};
+  const int64_t nb = n / kQK8_0;
+  const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+  const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
+  __m512 acc0[2], acc1[2], factor_sum[2];
+  for (int t = 0; t < 2; ++t) acc0[t] = acc1[t] = factor_sum[t] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const __m512 weight_side = quad_weight_side(w + b);
+    const __m512i u0 = unpack_two(w + b), u1 = unpack_two(w + b + 2);
+#pragma GCC unroll 2
+    for (int t = 0; t < 2; ++t) {
+      const __m512 f = _mm512_mul_ps(weight_side, quad_activation_side(a[t] + b));
+      factor_sum[t] = _mm512_add_ps(factor_sum[t], f);
+      acc0[t] = legacy_pair_unpacked(u0, a[t] + b, _mm512_permutexvar_ps(first_pair, f), acc0[t]);
+      acc1[t] = legacy_pair_unpacked(u1, a[t] + b + 2, _mm512_permutexvar_ps(second_pair, f), acc1[t]);
+    }
+  }
+  for (int t = 0; t < 2; ++t) out[t] = finish_legacy(w, a[t], b, nb, _mm512_add_ps(acc0[t], acc1[t]), factor_sum[t]);
 }
 
 // Q4_0 / Q4_1 with AVX512-VBMI: the two 64-byte loads of a four-block group (the second
@@ -354,9 +395,18 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   switch (type) {
     case GgmlType::Q4_0: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_0> : vec_dot_legacy<BlockQ4_0>; break;
     case GgmlType::Q4_1: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_1> : vec_dot_legacy<BlockQ4_1>; break;
-    case GgmlType::Q5_0: k.vec_dot = vec_dot_legacy<BlockQ5_0>; break;
-    case GgmlType::Q5_1: k.vec_dot = vec_dot_legacy<BlockQ5_1>; break;
-    case GgmlType::Q8_0: k.vec_dot = vec_dot_legacy<BlockQ8_0>; break;
+    case GgmlType::Q5_0:
+      k.vec_dot = vec_dot_legacy<BlockQ5_0>;
+      k.vec_dot2 = vec_dot2_legacy<BlockQ5_0>;
+      break;
+    case GgmlType::Q5_1:
+      k.vec_dot = vec_dot_legacy<BlockQ5_1>;
+      k.vec_dot2 = vec_dot2_legacy<BlockQ5_1>;
+      break;
+    case GgmlType::Q8_0:
+      k.vec_dot = vec_dot_legacy<BlockQ8_0>;
+      k.vec_dot2 = vec_dot2_legacy<BlockQ8_0>;
+      break;
     case GgmlType::MXFP4: k.vec_dot = vec_dot_mxfp4; break;
     case GgmlType::Q4_K: k.vec_dot = vec_dot_k4<BlockQ4_K>; break;
     case GgmlType::Q5_K: k.vec_dot = vec_dot_k4<BlockQ5_K>; break;
