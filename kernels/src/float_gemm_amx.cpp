@@ -244,7 +244,7 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
         if (is_pair) {
           block_products<W, true>(a0, a0 + activation_stride, packed, steps);
         } else {
-          block_products<W, false>(a0, nullptr, packed, steps);
+          block_products<W, false>(a0, a0, packed, steps);  // the second group unused
         }
         _tile_stored(4, c0, c_stride);
         _tile_stored(5, c0 + 16, c_stride);
