@@ -138,63 +138,54 @@ IWB_AVX512_VBMI inline __m512 group_dot(const UnpackedGroup& u, const NibbleGrou
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(u.dw, _mm512_loadu_ps(a.d)), acc);
 }
 
-IWB_AVX512_VBMI inline __m512 group_product(const uint8_t* bytes, int blocks, const NibbleGroupQ8& a, __m512 acc) {
-  return group_dot(unpack_group(bytes, blocks), a, acc);
-}
-
-IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void* activation, int64_t n) {
+// Groups in pairs into two accumulators. T tokens at once (two sequences decoding together):
+// each group is unpacked once and every token's sums take the same steps in the same order, so
+// each token's result is the one-token kernel's bit for bit.
+template <int T>
+IWB_AVX512_VBMI void nibble_groups_tokens(const void* weight, const NibbleGroupQ8* const* activations, int64_t n,
+                                          float* out) {
   const auto* w = static_cast<const uint8_t*>(weight);
-  const auto* a = static_cast<const NibbleGroupQ8*>(activation);
   const int64_t blocks = n / kQK4_0;
   const int64_t full = blocks / kGroupBlocks;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t g = 0;
-  for (; g + 2 <= full; g += 2) {
-    acc0 = group_product(w + g * kGroupBytes, kGroupBlocks, a[g], acc0);
-    acc1 = group_product(w + (g + 1) * kGroupBytes, kGroupBlocks, a[g + 1], acc1);
-  }
-  if (g < full) {
-    acc0 = group_product(w + g * kGroupBytes, kGroupBlocks, a[g], acc0);
-    ++g;
-  }
-  if (const int rest = static_cast<int>(blocks - full * kGroupBlocks); rest > 0) {
-    acc1 = group_product(w + g * kGroupBytes, rest, a[g], acc1);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-// Two tokens (two sequences decoding together): each group unpacked once, each token's sums in
-// vec_dot_q4_0_nibble_groups's order, so each result is the one-token kernel's bit for bit.
-IWB_AVX512_VBMI void vec_dot2_q4_0_nibble_groups(const void* weight, const void* act0, const void* act1, int64_t n,
-                                                 float* out) {
-  const auto* w = static_cast<const uint8_t*>(weight);
-  const auto* a = static_cast<const NibbleGroupQ8*>(act0);
-  const auto* b = static_cast<const NibbleGroupQ8*>(act1);
-  const int64_t blocks = n / kQK4_0;
-  const int64_t full = blocks / kGroupBlocks;
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  __m512 acc0[T], acc1[T];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   int64_t g = 0;
   for (; g + 2 <= full; g += 2) {
     const UnpackedGroup u0 = unpack_group(w + g * kGroupBytes, kGroupBlocks);
     const UnpackedGroup u1 = unpack_group(w + (g + 1) * kGroupBytes, kGroupBlocks);
-    a0 = group_dot(u0, a[g], a0);
-    b0 = group_dot(u0, b[g], b0);
-    a1 = group_dot(u1, a[g + 1], a1);
-    b1 = group_dot(u1, b[g + 1], b1);
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      acc0[t] = group_dot(u0, activations[t][g], acc0[t]);
+      acc1[t] = group_dot(u1, activations[t][g + 1], acc1[t]);
+    }
   }
   if (g < full) {
     const UnpackedGroup u = unpack_group(w + g * kGroupBytes, kGroupBlocks);
-    a0 = group_dot(u, a[g], a0);
-    b0 = group_dot(u, b[g], b0);
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc0[t] = group_dot(u, activations[t][g], acc0[t]);
     ++g;
   }
   if (const int rest = static_cast<int>(blocks - full * kGroupBlocks); rest > 0) {
     const UnpackedGroup u = unpack_group(w + g * kGroupBytes, rest);
-    a1 = group_dot(u, a[g], a1);
-    b1 = group_dot(u, b[g], b1);
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc1[t] = group_dot(u, activations[t][g], acc1[t]);
   }
-  out[0] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-  out[1] = _mm512_reduce_add_ps(_mm512_add_ps(b0, b1));
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
+}
+
+IWB_AVX512_VBMI float vec_dot_q4_0_nibble_groups(const void* weight, const void* activation, int64_t n) {
+  const NibbleGroupQ8* a[1] = {static_cast<const NibbleGroupQ8*>(activation)};
+  float out;
+  nibble_groups_tokens<1>(weight, a, n, &out);
+  return out;
+}
+
+IWB_AVX512_VBMI void vec_dot2_q4_0_nibble_groups(const void* weight, const void* act0, const void* act1, int64_t n,
+                                                 float* out) {
+  const NibbleGroupQ8* a[2] = {static_cast<const NibbleGroupQ8*>(act0), static_cast<const NibbleGroupQ8*>(act1)};
+  nibble_groups_tokens<2>(weight, a, n, out);
 }
 
 // ---- Q4_K ----

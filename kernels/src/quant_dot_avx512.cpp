@@ -98,51 +98,50 @@ IWB_AVX512 inline float finish_legacy(const Block* w, const BlockQ8A* a, int64_t
 }
 
 // Four blocks per iteration into two accumulators; the offsets and mins are summed as factors
-// and applied once at the end.
-template <typename Block>
-IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int64_t n) {
+// and applied once at the end. T tokens at once (two sequences decoding together): each group's
+// weights are unpacked and their scales converted once, and every token's sums take the same
+// steps in the same order, so each token's result is the one-token kernel's bit for bit.
+template <typename Block, int T>
+IWB_AVX512 void dot_legacy_tokens(const void* weight, const BlockQ8A* const* activations, int64_t n, float* out) {
   const auto* w = static_cast<const Block*>(weight);
-  const auto* a = static_cast<const BlockQ8A*>(activation);
   const int64_t nb = n / kQK8_0;
   const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), factor_sum = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const __m512 f = quad_factors(w + b, a + b);
-    factor_sum = _mm512_add_ps(factor_sum, f);
-    acc0 = legacy_pair(w + b, a + b, _mm512_permutexvar_ps(first_pair, f), acc0);
-    acc1 = legacy_pair(w + b + 2, a + b + 2, _mm512_permutexvar_ps(second_pair, f), acc1);
-  }
-  return finish_legacy(w, a, b, nb, _mm512_add_ps(acc0, acc1), factor_sum);
-}
-
-// Two tokens (two sequences decoding together): each four-block group's weights unpacked and
-// their scales converted once, each token's sums in vec_dot_legacy's order, so each result is
-// the one-token kernel's bit for bit.
-template <typename Block>
-IWB_AVX512 void vec_dot2_legacy(const void* weight, const void* activation0, const void* activation1, int64_t n,
-                                float* out) {
-  const auto* w = static_cast<const Block*>(weight);
-  const BlockQ8A* a[2] = {static_cast<const BlockQ8A*>(activation0), static_cast<const BlockQ8A*>(activation1)};
-  const int64_t nb = n / kQK8_0;
-  const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-  const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
-  __m512 acc0[2], acc1[2], factor_sum[2];
-  for (int t = 0; t < 2; ++t) acc0[t] = acc1[t] = factor_sum[t] = _mm512_setzero_ps();
+  __m512 acc0[T], acc1[T], factor_sum[T];
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = factor_sum[t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const __m512 weight_side = quad_weight_side(w + b);
     const __m512i u0 = unpack_two(w + b), u1 = unpack_two(w + b + 2);
 #pragma GCC unroll 2
-    for (int t = 0; t < 2; ++t) {
-      const __m512 f = _mm512_mul_ps(weight_side, quad_activation_side(a[t] + b));
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8A* a = activations[t] + b;
+      const __m512 f = _mm512_mul_ps(weight_side, quad_activation_side(a));
       factor_sum[t] = _mm512_add_ps(factor_sum[t], f);
-      acc0[t] = legacy_pair_unpacked(u0, a[t] + b, _mm512_permutexvar_ps(first_pair, f), acc0[t]);
-      acc1[t] = legacy_pair_unpacked(u1, a[t] + b + 2, _mm512_permutexvar_ps(second_pair, f), acc1[t]);
+      acc0[t] = legacy_pair_unpacked(u0, a, _mm512_permutexvar_ps(first_pair, f), acc0[t]);
+      acc1[t] = legacy_pair_unpacked(u1, a + 2, _mm512_permutexvar_ps(second_pair, f), acc1[t]);
     }
   }
-  for (int t = 0; t < 2; ++t) out[t] = finish_legacy(w, a[t], b, nb, _mm512_add_ps(acc0[t], acc1[t]), factor_sum[t]);
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    out[t] = finish_legacy(w, activations[t], b, nb, _mm512_add_ps(acc0[t], acc1[t]), factor_sum[t]);
+  }
+}
+
+template <typename Block>
+IWB_AVX512 float vec_dot_legacy(const void* weight, const void* activation, int64_t n) {
+  const BlockQ8A* a[1] = {static_cast<const BlockQ8A*>(activation)};
+  float out;
+  dot_legacy_tokens<Block, 1>(weight, a, n, &out);
+  return out;
+}
+
+template <typename Block>
+IWB_AVX512 void vec_dot2_legacy(const void* weight, const void* activation0, const void* activation1, int64_t n,
+                                float* out) {
+  const BlockQ8A* a[2] = {static_cast<const BlockQ8A*>(activation0), static_cast<const BlockQ8A*>(activation1)};
+  dot_legacy_tokens<Block, 2>(weight, a, n, out);
 }
 
 // Q4_0 / Q4_1 with AVX512-VBMI: the two 64-byte loads of a four-block group (the second
@@ -301,8 +300,8 @@ IWB_AVX512 float vec_dot_k4(const void* weight, const void* activation, int64_t 
 // Q6_K: per 128-element half, the 64 bytes of ql give runs 0|1 (low nibbles) and 2|3 (high
 // nibbles); qh, shifted per run, adds bits 4-5. Quants stay unsigned (0..63); the -32 comes
 // back as 32 * sum(scale * bsum). T tokens at once (two sequences decoding together): each
-// super-block is unpacked once and every token's sums take vec_dot_q6_k's steps in the same
-// order, so each token's result is the one-token kernel's bit for bit (test_quant_dot).
+// super-block is unpacked once and every token's sums take the same steps in the same order,
+// so each token's result is the one-token kernel's bit for bit (test_quant_dot).
 template <int T>
 IWB_AVX512 void dot_q6_k_tokens(const void* weight, const BlockQ8_K* const* activations, int64_t n, float* out) {
   const auto* w = static_cast<const BlockQ6_K*>(weight);
@@ -350,36 +349,11 @@ IWB_AVX512 void dot_q6_k_tokens(const void* weight, const BlockQ8_K* const* acti
   for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// One token: the same steps written out for one, as before the template (which measured up to
-// 5% slower in one alternated comparison: bench_matmul_tokens Q6_K 1536 x 151936, Xeon model 167).
 IWB_AVX512 float vec_dot_q6_k(const void* weight, const void* activation, int64_t n) {
-  const auto* w = static_cast<const BlockQ6_K*>(weight);
-  const auto* a = static_cast<const BlockQ8_K*>(activation);
-  const __m512i nibble = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
-  const __m512i shift_01 = halves_epi16(4, 2), shift_23 = halves_epi16(0, 2);
-  const __m512i index[4] = {quarter_indices(0), quarter_indices(4), quarter_indices(8), quarter_indices(12)};
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
-    const __m512i scales = _mm512_castsi256_si512(sc16);
-    const __m256i bias = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)));
-    __m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5)));
-    sumi = _mm512_inserti64x4(sumi, _mm256_setzero_si256(), 1);
-    #pragma GCC unroll 16
-    for (int h = 0; h < 2; ++h) {
-      const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
-      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h)));
-      const __m512i run01 = _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_01), top));
-      const __m512i run23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
-                                            _mm512_and_si512(_mm512_srlv_epi16(qh, shift_23), top));
-      const __m512i p01 = _mm512_maddubs_epi16(run01, _mm512_loadu_si512(a[b].qs + 128 * h));
-      const __m512i p23 = _mm512_maddubs_epi16(run23, _mm512_loadu_si512(a[b].qs + 128 * h + 64));
-      sumi = _mm512_dpwssd_epi32(sumi, p01, _mm512_permutexvar_epi16(index[2 * h], scales));
-      sumi = _mm512_dpwssd_epi32(sumi, p23, _mm512_permutexvar_epi16(index[2 * h + 1], scales));
-    }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
+  const BlockQ8_K* a[1] = {static_cast<const BlockQ8_K*>(activation)};
+  float out;
+  dot_q6_k_tokens<1>(weight, a, n, &out);
+  return out;
 }
 
 IWB_AVX512 void vec_dot2_q6_k(const void* weight, const void* activation0, const void* activation1, int64_t n,
