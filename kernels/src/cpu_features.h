@@ -48,7 +48,7 @@ bool is_matmul_exact_forced();
 struct DecodeStreaming {
   int streams = 2;
   int prefetch_bytes = 0;
-  int segment_bytes = 0;  // > 0: rows longer than this are dotted in segments (matmul_driver.cpp)
+  int segment_bytes = 0;            // > 0: rows longer than this are dotted in segments (matmul_driver.cpp)
   int single_stream_row_bytes = 0;  // > 0: rows of at least this many bytes stream one at a time
   // > 0: one-token products of F16/BF16/F32 weights whose f32 activations take at least this
   // many bytes run the 4-row tiles instead, without software prefetch: the activations then

@@ -77,7 +77,7 @@ struct WeightBf16 {
 
 // Packed weights: per 32-element step k, per half h, B hi then (F16) B lo.
 template <typename W>
-constexpr int64_t kStepBytes = kSubPanels * (W::kHasLow ? 2 : 1) * kTileBytes;
+constexpr int64_t kStepBytes = kSubPanels*(W::kHasLow ? 2 : 1) * kTileBytes;
 
 // Steps of K per block: the block of all tokens' A tiles (128 bytes a token and step) stays in
 // L2 (kBlockActivationBytes) while the call's panels pass over it; at 512 tokens that is 8

@@ -13,8 +13,8 @@ namespace iwb::detail {
 // rows across threads in contiguous ranges. False (writing nothing) when this CPU has no dot
 // kernels for the type, when is_exact asks f32 activations and batch invariance (the
 // dequantizing path), or when many tokens meet a CPU path without tile kernels (the dequantizing path
-// unpacks each weight once per call); the caller then takes another path. Scratch smaller than needed is ignored for the
-// thread's own.
+// unpacks each weight once per call); the caller then takes another path. Scratch smaller than needed is ignored for
+// the thread's own.
 bool matmul_with_dot_kernels(const MatmulArgs& args);
 // The same for products of one input (matmul_group): false when one of them cannot take the
 // dot-kernel path or their activation formats differ (nothing is written then either).

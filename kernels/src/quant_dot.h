@@ -24,9 +24,9 @@ enum class ActivationFormat { None, Q8_1, Q8_K };
 // Q4_0, -16 for Q5_0, -128 for the unsigned view of Q8_0) and its "+ m" (Q4_1/Q5_1) into one
 // multiply-add per block: sum((w + c) * d * q) = sum(w * d * q) + c * s.
 struct BlockQ8A {
-  float d;             // amax / 127
-  float s;             // d * sum(qs)
-  int8_t qs[kQK8_0];   // round(x / d), -127..127
+  float d;            // amax / 127
+  float s;            // d * sum(qs)
+  int8_t qs[kQK8_0];  // round(x / d), -127..127
 };
 static_assert(sizeof(BlockQ8A) == 40);
 
@@ -87,11 +87,11 @@ struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
   VecDotFn vec_dot = nullptr;
-  VecDot2Fn vec_dot2 = nullptr;  // non-null: two tokens' vec_dot with each row unpacked once
-  TileDotFn tile = nullptr;  // null: the driver calls vec_dot per (row, token)
-  QuantGemmFn gemm = nullptr;  // many tokens (AVX-512)
-  int gemm_rows = kGemmRows;   // rows per gemm call
-  int gemm_min_tokens = 8;     // fewer tokens run the tiles (the repacking is not yet paid back)
+  VecDot2Fn vec_dot2 = nullptr;        // non-null: two tokens' vec_dot with each row unpacked once
+  TileDotFn tile = nullptr;            // null: the driver calls vec_dot per (row, token)
+  QuantGemmFn gemm = nullptr;          // many tokens (AVX-512)
+  int gemm_rows = kGemmRows;           // rows per gemm call
+  int gemm_min_tokens = 8;             // fewer tokens run the tiles (the repacking is not yet paid back)
   PackTokensFn pack_tokens = nullptr;  // null: no token-lane kernel
   LanesDotFn lanes = nullptr;
   int lanes_min_tokens = kLaneMaxTokens + 1;  // lanes replace the tiles from this many tokens to kLaneMaxTokens
@@ -126,9 +126,9 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out);
 bool select_float_dot_avx2(GgmlType type, DotKernels* out);  // float_dot_avx2.cpp
 inline constexpr int kFloatGemmAvx2Rows = 16;
 size_t float_gemm_avx2_buffer_bytes(int64_t num_elements);
-QuantGemmFn select_quant_gemm_avx512(GgmlType type);          // 32-element types
-QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);   // Q4_K, Q5_K, Q6_K
-bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);  // sets pack_tokens and lanes
+QuantGemmFn select_quant_gemm_avx512(GgmlType type);                // 32-element types
+QuantGemmFn select_quant_gemm_kquant_avx512(GgmlType type);         // Q4_K, Q5_K, Q6_K
+bool select_quant_lanes_avx512(GgmlType type, DotKernels* out);     // sets pack_tokens and lanes
 bool select_decode_kernels_avx512(GgmlType type, DotKernels* out);  // sets the decode_* fields (Q4_0, VBMI)
 size_t lanes_packed_bytes(int64_t num_elements, int num_tokens);
 // AMX tiles (where has_amx_int8() / has_amx_bf16(); null otherwise): the same contract as the

@@ -27,7 +27,9 @@ struct QuadFactors {
   // Second source of the fp16 gather: bytes 64..127, or the last 64 bytes of the four blocks
   // when they are shorter (never a read past them).
   static constexpr int kHighBase = 4 * kStride - 64 < 64 ? 4 * kStride - 64 : 64;
-  static constexpr short word(int byte) { return static_cast<short>(byte < 64 ? byte / 2 : 32 + (byte - kHighBase) / 2); }
+  static constexpr short word(int byte) {
+    return static_cast<short>(byte < 64 ? byte / 2 : 32 + (byte - kHighBase) / 2);
+  }
   static constexpr short d(int k) { return word(k * kStride); }
   static constexpr short m(int k) { return Legacy<Block>::kHasMin ? word(k * kStride + 2) : 0; }
 };
@@ -40,7 +42,8 @@ IWB_AVX512 inline __m512 quad_weight_side(const Block* w) {
       _mm512_castsi256_si512(_mm256_setr_epi16(Q::d(0), Q::d(1), Q::d(2), Q::d(3), Q::d(0), Q::d(1), Q::d(2), Q::d(3),
                                                Q::m(0), Q::m(1), Q::m(2), Q::m(3), 0, 0, 0, 0));
   const auto* bytes = reinterpret_cast<const uint8_t*>(w);
-  const __m512i halves = _mm512_permutex2var_epi16(_mm512_loadu_si512(bytes), halves_index, _mm512_loadu_si512(bytes + Q::kHighBase));
+  const __m512i halves =
+      _mm512_permutex2var_epi16(_mm512_loadu_si512(bytes), halves_index, _mm512_loadu_si512(bytes + Q::kHighBase));
   return _mm512_cvtph_ps(_mm512_castsi512_si256(halves));
 }
 
@@ -59,8 +62,9 @@ IWB_AVX512 inline __m512 quad_factors(const Block* w, const BlockQ8A* a) {
 // The integer sums of blocks 0 and 1 (as floats, 16 lanes each) times their scales.
 // The pair's integer sums from weights already unpacked (two tokens share the unpacking).
 IWB_AVX512 inline __m512 legacy_pair_unpacked(__m512i weights, const BlockQ8A* a, __m512 scale, __m512 acc) {
-  const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].qs))),
-                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[1].qs)), 1);
+  const __m512i aq =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].qs))),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[1].qs)), 1);
   const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), weights, aq);
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc);
 }
@@ -167,8 +171,9 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
   const auto* w = static_cast<const Block*>(weight);
   const auto* a = static_cast<const BlockQ8A*>(activation);
   const int64_t nb = n / kQK8_0;
-  const __m512i halves_index = _mm512_castsi256_si512(_mm256_setr_epi16(
-      V::d(0), V::d(1), V::d(2), V::d(3), V::d(0), V::d(1), V::d(2), V::d(3), V::m(0), V::m(1), V::m(2), V::m(3), 0, 0, 0, 0));
+  const __m512i halves_index =
+      _mm512_castsi256_si512(_mm256_setr_epi16(V::d(0), V::d(1), V::d(2), V::d(3), V::d(0), V::d(1), V::d(2), V::d(3),
+                                               V::m(0), V::m(1), V::m(2), V::m(3), 0, 0, 0, 0));
   // Byte k of [q0 q0 q1 q1]: block k / 32's byte k % 16 (low nibbles, then high after the shift).
   alignas(64) static constexpr auto kByteIndex = [] {
     std::array<uint8_t, 64> index{};
@@ -176,8 +181,8 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
     return index;
   }();
   const __m512i byte_index = _mm512_load_si512(kByteIndex.data());
-  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
-                                           0x0004000400040004LL, 0x0004000400040004LL);
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0x0004000400040004LL,
+                                           0x0004000400040004LL);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
@@ -188,17 +193,21 @@ IWB_AVX512_VBMI float vec_dot_nibbles_vbmi(const void* weight, const void* activ
     const auto* bytes = reinterpret_cast<const uint8_t*>(w + b);
     const __m512i low = _mm512_loadu_si512(bytes);
     const __m512i high = _mm512_maskz_loadu_epi8(two_blocks, bytes + 2 * V::kStride);
-    const __m512 weight_side = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(low, halves_index, high)));
+    const __m512 weight_side =
+        _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(low, halves_index, high)));
     const __m512 activation_side = _mm512_permutex2var_ps(
-        _mm512_loadu_ps(&a[b].d), _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0), _mm512_loadu_ps(&a[b].d + 16));
+        _mm512_loadu_ps(&a[b].d), _mm512_setr_epi32(0, 10, 20, 30, 1, 11, 21, 31, 1, 11, 21, 31, 0, 0, 0, 0),
+        _mm512_loadu_ps(&a[b].d + 16));
     const __m512 f = _mm512_mul_ps(weight_side, activation_side);
     factor_sum = _mm512_add_ps(factor_sum, f);
     const __m512i u0 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(byte_index, low), shifts), nibble);
     const __m512i u1 = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(byte_index, high), shifts), nibble);
-    const __m512i aq0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
-    const __m512i aq1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
+    const __m512i aq0 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)), 1);
+    const __m512i aq1 =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 2].qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 3].qs)), 1);
     acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u0, aq0)),
                            _mm512_permutexvar_ps(first_pair, f), acc0);
     acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, aq1)),
@@ -256,7 +265,7 @@ IWB_AVX512 float vec_dot_k4(const void* weight, const void* activation, int64_t 
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i shift = halves_epi16(0, 4);
   __m512i scale_index[4], high_bit[4];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < 4; ++c) {
     scale_index[c] = halves_epi16(2 * c, 2 * c + 1);
     high_bit[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
@@ -274,7 +283,8 @@ IWB_AVX512 float vec_dot_k4(const void* weight, const void* activation, int64_t 
     const __m256i min_prod = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)));
     acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(half(w[b].dmin) * a[b].d), acc_min);
     __m512i high;
-    if constexpr (kHasHigh) high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
+    if constexpr (kHasHigh)
+      high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
     // Two accumulators: four dependent vpdpwssd in a row would make latency the limit.
     __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 4
@@ -287,7 +297,8 @@ IWB_AVX512 float vec_dot_k4(const void* weight, const void* activation, int64_t 
       const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a[b].qs + 64 * c));
       sumi[c % 2] = _mm512_dpwssd_epi32(sumi[c % 2], p, _mm512_permutexvar_epi16(scale_index[c], scales));
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(half(w[b].d) * a[b].d), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), _mm512_set1_ps(half(w[b].d) * a[b].d),
+                          acc);
   }
   const __m256 acc8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
   const __m256 diff = _mm256_sub_ps(acc8, acc_min);
@@ -367,8 +378,12 @@ IWB_AVX512 void vec_dot2_q6_k(const void* weight, const void* activation0, const
 bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   DotKernels k;
   switch (type) {
-    case GgmlType::Q4_0: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_0> : vec_dot_legacy<BlockQ4_0>; break;
-    case GgmlType::Q4_1: k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_1> : vec_dot_legacy<BlockQ4_1>; break;
+    case GgmlType::Q4_0:
+      k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_0> : vec_dot_legacy<BlockQ4_0>;
+      break;
+    case GgmlType::Q4_1:
+      k.vec_dot = has_avx512_vbmi() ? vec_dot_nibbles_vbmi<BlockQ4_1> : vec_dot_legacy<BlockQ4_1>;
+      break;
     case GgmlType::Q5_0:
       k.vec_dot = vec_dot_legacy<BlockQ5_0>;
       k.vec_dot2 = vec_dot2_legacy<BlockQ5_0>;
@@ -409,8 +424,8 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   }
   select_decode_kernels_avx512(type, &k);
   // AMX tiles, where the CPU and the OS allow them (has_amx_int8), replace the VNNI GEMM.
-  if (const QuantGemmFn amx = k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type)
-                                                                  : select_quant_gemm_amx(type)) {
+  if (const QuantGemmFn amx =
+          k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type) : select_quant_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kQuantGemmAmxRows;
   }

@@ -26,7 +26,7 @@ using namespace avx512;
 
 constexpr int kRowsPerTile = 16;
 constexpr int kSubPanels = kQuantGemmAmxRows / kRowsPerTile;
-constexpr int64_t kTileBytes = 1024;                 // one B tile: 16 rows x 64 bytes
+constexpr int64_t kTileBytes = 1024;                  // one B tile: 16 rows x 64 bytes
 constexpr int64_t kWeightBytes = 4 * 2 * kTileBytes;  // 4 steps of 64 elements, hi and lo
 // Per sub-panel and super-block: the weight tiles, d[16], dmin[16], 4 x 16 min pairs.
 constexpr int64_t kSubBytes = kWeightBytes + 64 + 64 + 256;
@@ -81,7 +81,8 @@ IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_
       const __m512i q = unpack_chunk(rows[i][b], c);
       __m512i s_low, s_high;
       chunk_scales(rows[i][b], c, &s_low, &s_high);
-      __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q)), w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
+      __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q)),
+              w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
       if constexpr (kIsQ6<Block>) {
         w0 = _mm512_sub_epi16(w0, _mm512_set1_epi16(32));
         w1 = _mm512_sub_epi16(w1, _mm512_set1_epi16(32));
@@ -131,7 +132,8 @@ IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const 
   const __m512 dw = _mm512_load_ps(dp);
   for (int t = 0; t < tokens; ++t) {
     const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b];
-    const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
+    const __m512i total =
+        _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
     float* o = out + t * out_stride;
     __m512 acc = _mm512_load_ps(o);
     if constexpr (kIsQ6<Block>) {
@@ -140,8 +142,10 @@ IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const 
       const auto* min_pairs = reinterpret_cast<const int32_t*>(dp + 32);
       __m512i mins = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + 16 * j), _mm512_set1_epi32(sums[4 * t + j]));
-      const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw, _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
+      for (int j = 0; j < 4; ++j)
+        mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + 16 * j), _mm512_set1_epi32(sums[4 * t + j]));
+      const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw,
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
       acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
     }
     _mm512_store_ps(o, acc);

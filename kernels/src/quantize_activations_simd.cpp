@@ -69,7 +69,8 @@ IWB_AVX512 void quantize_q8k_avx512(const float* x, void* dst, int64_t n) {
     // The reference keeps the sign of the first element of largest magnitude.
     float max = amax;
     for (int k = 0; k < 16; ++k) {
-      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      const __mmask16 hit =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
       if (hit != 0) {
         max = x[16 * k + __builtin_ctz(hit)];
         break;

@@ -32,7 +32,8 @@ std::vector<Product> make_products(const std::vector<GgmlType>& types, int64_t i
   std::vector<Product> products;
   int64_t out = 37;
   for (GgmlType t : types) {
-    products.push_back({t, out, random_tensor_bytes(t, out, in, rng, 0.05f), random_floats(static_cast<size_t>(out), rng, 0.1f)});
+    products.push_back(
+        {t, out, random_tensor_bytes(t, out, in, rng, 0.05f), random_floats(static_cast<size_t>(out), rng, 0.1f)});
     out = out * 3 + 2;  // 37, 113, 341, ...
   }
   return products;
@@ -47,7 +48,8 @@ class TestMatmulGroup : public QObject {
   void matchesSeparateProducts_data() {
     QTest::addColumn<QString>("types");
     QTest::addColumn<int>("numTokens");
-    for (const char* types : {"Q4_K Q4_K Q6_K", "Q4_0 Q4_0", "Q8_0 Q4_1 Q5_0", "Q5_K Q6_K", "Q8_0 Q4_K", "F16 F16 F16", "BF16 F32"}) {
+    for (const char* types :
+         {"Q4_K Q4_K Q6_K", "Q4_0 Q4_0", "Q8_0 Q4_1 Q5_0", "Q5_K Q6_K", "Q8_0 Q4_K", "F16 F16 F16", "BF16 F32"}) {
       for (int tokens : {1, 2, 3, 8, 17, 70})
         QTest::newRow(qPrintable(QString("%1 x%2").arg(types).arg(tokens))) << QString(types) << tokens;
     }
@@ -68,8 +70,15 @@ class TestMatmulGroup : public QObject {
         for (const Product& p : products) {
           separate.emplace_back(static_cast<size_t>(numTokens * p.out), NAN);
           grouped.emplace_back(static_cast<size_t>(numTokens * p.out), NAN);
-          MatmulArgs a{p.type, p.weight.data(), in, p.out, x.data(), numTokens, has_bias ? p.bias.data() : nullptr,
-                       separate.back().data(), threads};
+          MatmulArgs a{p.type,
+                       p.weight.data(),
+                       in,
+                       p.out,
+                       x.data(),
+                       numTokens,
+                       has_bias ? p.bias.data() : nullptr,
+                       separate.back().data(),
+                       threads};
           QVERIFY(matmul(a));
           a.output = grouped.back().data();
           args.push_back(a);
@@ -79,8 +88,13 @@ class TestMatmulGroup : public QObject {
           for (size_t e = 0; e < separate[i].size(); ++e) {
             if (grouped[i][e] != separate[i][e]) {
               QFAIL(qPrintable(QString("product %1 (%2), element %3, threads %4, bias %5: %6 against %7")
-                                   .arg(i).arg(ggml_type_name(products[i].type).data()).arg(e).arg(threads)
-                                   .arg(has_bias).arg(grouped[i][e]).arg(separate[i][e])));
+                                   .arg(i)
+                                   .arg(ggml_type_name(products[i].type).data())
+                                   .arg(e)
+                                   .arg(threads)
+                                   .arg(has_bias)
+                                   .arg(grouped[i][e])
+                                   .arg(separate[i][e])));
             }
           }
         }
@@ -96,7 +110,8 @@ class TestMatmulGroup : public QObject {
     const std::vector<float> x = random_floats(static_cast<size_t>(2 * in), rng);
     std::vector<float> out0(static_cast<size_t>(products[0].out), NAN), out1(static_cast<size_t>(products[1].out), NAN);
     MatmulArgs a{GgmlType::Q4_K, products[0].weight.data(), in, products[0].out, x.data(), 1, nullptr, out0.data(), 1};
-    MatmulArgs b{GgmlType::Q4_K, products[1].weight.data(), in, products[1].out, x.data() + in, 1, nullptr, out1.data(), 1};
+    MatmulArgs b{
+        GgmlType::Q4_K, products[1].weight.data(), in, products[1].out, x.data() + in, 1, nullptr, out1.data(), 1};
     QVERIFY(!matmul_group(std::vector<MatmulArgs>{a, b}));  // another input
     b.input = x.data();
     b.num_tokens = 2;
