@@ -3,6 +3,7 @@
 // on the curve and a stored run, without the GUI thread ever stalling; Stop in the middle of a
 // run ends it early, stored as interrupted.
 #include "aidreams_fixture.h"
+#include "remote_fixtures.h"
 #include "serving/serving_bound_box.h"
 #include "serving/serving_live_charts.h"
 #include "serving/serving_panel.h"
@@ -14,9 +15,7 @@
 #include <qcustomplot.h>
 #include <QElapsedTimer>
 #include <QFileInfo>
-#include <QProcess>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QtTest>
@@ -25,50 +24,6 @@ using namespace iwb;
 using namespace iwb::ui;
 
 namespace {
-
-// `iwb serve` on port 0; the port is read from its "listening on" line, and it is used once the
-// "ready" line says the model has loaded.
-class ServeProcess {
- public:
-  ~ServeProcess() {
-    if (m_process.state() != QProcess::NotRunning) {
-      m_process.terminate();
-      if (!m_process.waitForFinished(10000)) m_process.kill();
-      m_process.waitForFinished(5000);
-    }
-  }
-  bool start(const QString& model, QString* why) {
-    m_process.setProgram(QStringLiteral(IWB_CLI_PATH));
-    m_process.setArguments({QStringLiteral("serve"), QStringLiteral("-m"), model, QStringLiteral("--port"),
-                            QStringLiteral("0"), QStringLiteral("-t"), QStringLiteral("2")});
-    m_process.start();
-    if (!m_process.waitForStarted(10000)) {
-      *why = m_process.errorString();
-      return false;
-    }
-    static const QRegularExpression listening(QStringLiteral("listening on (http://[^:]+:(\\d+))"));
-    QElapsedTimer waited;
-    waited.start();
-    while (waited.elapsed() < 60000) {
-      if (!m_process.waitForReadyRead(200) && m_process.state() == QProcess::NotRunning) break;
-      m_log += QString::fromUtf8(m_process.readAllStandardError());
-      const auto match = listening.match(m_log);
-      // The port opens before the model loads; ready means loaded (requests before get 503).
-      if (match.hasMatch() && m_log.contains(QLatin1String("iwb serve: ready"))) {
-        m_baseUrl = QStringLiteral("http://127.0.0.1:") + match.captured(2);
-        return true;
-      }
-    }
-    *why = QStringLiteral("iwb serve did not start:\n") + m_log;
-    return false;
-  }
-  QString baseUrl() const { return m_baseUrl; }
-
- private:
-  QProcess m_process;
-  QString m_log;
-  QString m_baseUrl;
-};
 
 // The longest the GUI thread went without running a 10 ms timer, while `done` is false.
 qint64 longestStall(const std::function<bool()>& done, int timeoutMs) {
@@ -108,7 +63,7 @@ class TestServingLive : public QObject {
     QString why;
     m_model = test::convertAidreamsModel(m_dir.path(), &why);
     if (m_model.isEmpty()) QSKIP(qPrintable(why));
-    QVERIFY2(m_server.start(m_model, &why), qPrintable(why));
+    QVERIFY2(m_server.start(m_model, {}, &why), qPrintable(why));
   }
 
   void sweepFromStartEndsWithTwoPointsAndAStoredRun() {
@@ -242,7 +197,7 @@ class TestServingLive : public QObject {
  private:
   QTemporaryDir m_dir;
   QString m_model;
-  ServeProcess m_server;
+  iwb::test::IwbServe m_server;
 };
 
 QTEST_MAIN(TestServingLive)
