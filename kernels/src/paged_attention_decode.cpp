@@ -63,7 +63,7 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
     if constexpr (4 * R + 5 <= 32) {
       for (; j + 4 <= n; j += 4) {
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) ahead.fetch(j0 + j + i);
+        for (int i = 0; i < 4; ++i) ahead.fetch_k(j0 + j + i);
         __m512 acc[4][R];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
@@ -90,8 +90,8 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
       }
     }
     for (; j + 2 <= n; j += 2) {  // two keys: 2R independent chains of multiply-adds
-      ahead.fetch(j0 + j);
-      ahead.fetch(j0 + j + 1);
+      ahead.fetch_k(j0 + j);
+      ahead.fetch_k(j0 + j + 1);
       __m512 a0[R], a1[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
@@ -113,7 +113,7 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
       }
     }
     for (; j < n; ++j) {
-      ahead.fetch(j0 + j);
+      ahead.fetch_k(j0 + j);
       __m512 a[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_ps();
@@ -161,10 +161,12 @@ IWB_AVX512 void softmax_tile(float* s, int64_t nk, float softcap, float& m, floa
   m = m_new;
 }
 
-// o[r][col0 .. col0 + 16C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile.
+// o[r][col0 .. col0 + 16C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile;
+// bytes [fetch_offset, fetch_offset + fetch_bytes) of each key's V row ahead prefetched.
 template <int R, int C, bool kF16>
 IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, const float* corr,
-                           const void* const* values, int64_t nk) {
+                           const void* const* values, int64_t nk, const DecodeAhead& ahead, int64_t fetch_offset,
+                           int64_t fetch_bytes) {
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -173,6 +175,7 @@ IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, c
     for (int x = 0; x < C; ++x) acc[r][x] = _mm512_mul_ps(_mm512_loadu_ps(o + r * dv + col0 + 16 * x), c);
   }
   for (int64_t j = 0; j < nk; ++j) {
+    ahead.fetch_v(j, fetch_offset, fetch_bytes);
     __m512 v[C];
 #pragma GCC unroll 8
     for (int x = 0; x < C; ++x) v[x] = load16<kF16>(values[j], col0 + 16 * x);
@@ -190,13 +193,21 @@ IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, c
   }
 }
 
+// Each column pass prefetches the part of the next rows it will read (f16), or, for rows
+// expanded from a quantized side, the first pass the whole source row.
 template <int R, bool kF16>
 IWB_AVX512 void add_values_all(float* o, int64_t dv, const float* p, const float* corr, const void* const* values,
-                               int64_t nk) {
+                               int64_t nk, const DecodeAhead& ahead) {
   constexpr int C = R <= 3 ? 8 : R <= 6 ? 4 : 2;  // R x C accumulators, at most 24 registers
+  auto fetch_offset = [&](int64_t col) { return kF16 ? 2 * col : 0; };
+  auto fetch_bytes = [&](int64_t col, int64_t cols) { return kF16 ? 2 * cols : col == 0 ? ahead.v_bytes : 0; };
   int64_t col = 0;
-  for (; col + 16 * C <= dv; col += 16 * C) add_values<R, C, kF16>(o, dv, col, p, corr, values, nk);
-  for (; col < dv; col += 16) add_values<R, 1, kF16>(o, dv, col, p, corr, values, nk);
+  for (; col + 16 * C <= dv; col += 16 * C) {
+    add_values<R, C, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16 * C));
+  }
+  for (; col < dv; col += 16) {
+    add_values<R, 1, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16));
+  }
 }
 
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
@@ -218,11 +229,11 @@ struct Avx512DecodeKernels {
   }
   template <int R>
   IWB_AVX512 static void add_values_all(float* o, int64_t dv, const float* p, const float* corr,
-                                        const void* const* values, bool is_f16, int64_t nk) {
+                                        const void* const* values, bool is_f16, int64_t nk, const DecodeAhead& ahead) {
     if (is_f16) {
-      iwb::detail::add_values_all<R, true>(o, dv, p, corr, values, nk);
+      iwb::detail::add_values_all<R, true>(o, dv, p, corr, values, nk, ahead);
     } else {
-      iwb::detail::add_values_all<R, false>(o, dv, p, corr, values, nk);
+      iwb::detail::add_values_all<R, false>(o, dv, p, corr, values, nk, ahead);
     }
   }
 };

@@ -55,8 +55,8 @@ IWB_AVX2 void score_rows(const float* q, int64_t dk, const void* const* keys, in
     int64_t j = 0;
     for (; j + 2 <= n; j += 2) {  // two keys: 2R independent chains of multiply-adds
       if (ahead != nullptr) {
-        ahead->fetch(j0 + j);
-        ahead->fetch(j0 + j + 1);
+        ahead->fetch_k(j0 + j);
+        ahead->fetch_k(j0 + j + 1);
       }
       __m256 a0[R], a1[R];
 #pragma GCC unroll 4
@@ -79,7 +79,7 @@ IWB_AVX2 void score_rows(const float* q, int64_t dk, const void* const* keys, in
       }
     }
     for (; j < n; ++j) {
-      if (ahead != nullptr) ahead->fetch(j0 + j);
+      if (ahead != nullptr) ahead->fetch_k(j0 + j);
       __m256 a[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
@@ -106,10 +106,12 @@ IWB_AVX2 inline __m256 first_lanes(int64_t count) {
       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-// o[r][col0 .. col0 + 8C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile.
+// o[r][col0 .. col0 + 8C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile;
+// bytes [fetch_offset, fetch_offset + fetch_bytes) of each key's V row ahead prefetched.
 template <int R, int C, bool kF16>
 IWB_AVX2 void add_values(float* o, int64_t dv, int64_t col0, const float* p, const float* corr,
-                         const void* const* values, int64_t nk) {
+                         const void* const* values, int64_t nk, const DecodeAhead& ahead, int64_t fetch_offset,
+                         int64_t fetch_bytes) {
   __m256 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -118,6 +120,7 @@ IWB_AVX2 void add_values(float* o, int64_t dv, int64_t col0, const float* p, con
     for (int x = 0; x < C; ++x) acc[r][x] = _mm256_mul_ps(_mm256_loadu_ps(o + r * dv + col0 + 8 * x), c);
   }
   for (int64_t j = 0; j < nk; ++j) {
+    ahead.fetch_v(j, fetch_offset, fetch_bytes);
     __m256 v[C];
 #pragma GCC unroll 8
     for (int x = 0; x < C; ++x) v[x] = load8<kF16>(values[j], col0 + 8 * x);
@@ -135,13 +138,21 @@ IWB_AVX2 void add_values(float* o, int64_t dv, int64_t col0, const float* p, con
   }
 }
 
+// Each column pass prefetches the part of the next rows it will read (f16), or, for rows
+// expanded from a quantized side, the first pass the whole source row.
 template <int R, bool kF16>
 IWB_AVX2 void add_values_columns(float* o, int64_t dv, const float* p, const float* corr, const void* const* values,
-                                 int64_t nk) {
+                                 int64_t nk, const DecodeAhead& ahead) {
   constexpr int C = R <= 2 ? 4 : R <= 3 ? 3 : R <= 6 ? 2 : 1;  // R x C accumulators, at most 12 registers
+  auto fetch_offset = [&](int64_t col) { return kF16 ? 2 * col : 0; };
+  auto fetch_bytes = [&](int64_t col, int64_t cols) { return kF16 ? 2 * cols : col == 0 ? ahead.v_bytes : 0; };
   int64_t col = 0;
-  for (; col + 8 * C <= dv; col += 8 * C) add_values<R, C, kF16>(o, dv, col, p, corr, values, nk);
-  for (; col < dv; col += 8) add_values<R, 1, kF16>(o, dv, col, p, corr, values, nk);
+  for (; col + 8 * C <= dv; col += 8 * C) {
+    add_values<R, C, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 8 * C));
+  }
+  for (; col < dv; col += 8) {
+    add_values<R, 1, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 8));
+  }
 }
 
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
@@ -199,11 +210,11 @@ struct Avx2DecodeKernels {
 
   template <int R>
   IWB_AVX2 static void add_values_all(float* o, int64_t dv, const float* p, const float* corr,
-                                      const void* const* values, bool is_f16, int64_t nk) {
+                                      const void* const* values, bool is_f16, int64_t nk, const DecodeAhead& ahead) {
     if (is_f16) {
-      add_values_columns<R, true>(o, dv, p, corr, values, nk);
+      add_values_columns<R, true>(o, dv, p, corr, values, nk, ahead);
     } else {
-      add_values_columns<R, false>(o, dv, p, corr, values, nk);
+      add_values_columns<R, false>(o, dv, p, corr, values, nk, ahead);
     }
   }
 };

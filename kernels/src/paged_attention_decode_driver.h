@@ -9,12 +9,15 @@
 //   static void softmax_tile(float* s, int64_t nk, float softcap, float& m, float& l, float& corr);
 //     one row's scores through the online softmax (replaced by exp(score - m_new));
 //   template <int R> static void add_values_all(float* o, int64_t dv, const float* p,
-//       const float* corr, const void* const* values, bool is_f16, int64_t nk);
+//       const float* corr, const void* const* values, bool is_f16, int64_t nk,
+//       const DecodeAhead& ahead);
 //     o[r] = o[r] * corr[r] + sum_j p[r][j] * value[j],
 //
 // and kColumnUnit, the head sizes' required multiple. Keys and values are f16 rows of the
 // cache (is_f16) or f32 rows expanded from a quantized cache side. The functions are called
 // once per tile of 64 keys, so they carry their own target attributes and are not inlined here.
+// score_tile calls ahead.fetch_k(j) and add_values_all ahead.fetch_v(j, ...) as they reach key
+// j (DecodeAhead).
 #pragma once
 
 #include "cpu_features.h"
@@ -38,18 +41,39 @@ inline constexpr int64_t kDecodeMaxHeadDim = 512;
 // Floats of per-key partial dot products a score_tile may use (kDecodeMaxRows x 16 vectors of 16).
 inline constexpr int64_t kDecodePartFloats = kDecodeMaxRows * 16 * 16;
 
-// The rows of the next tile's keys, prefetched a key or two at a time while this tile's are
-// multiplied (all at once, they would fill the core's miss queue and be dropped).
+// The K and V rows of one KV head that the keys `distance` further on will read, prefetched
+// (into L2) while this head's scores (K) and values (V) are computed, a key at a time: each
+// phase then requests lines at the rate it consumes them, so the core's miss queue stays busy
+// but not full. Prefetching all heads' next rows during the first head's scores, as before,
+// issued a tile's lines in a burst: the prefetches stalled on full fill buffers, and the
+// stalled prefetches held up the multiply-adds behind them. (Xeon model 167,
+// bench_paged_attention at depth 8192 in 2 MiB pages, 2 threads: 14.1-14.9 -> 17-18 GB/s of
+// cache; into L2 rather than L1 a further 3-5%; docs/benchmarks.md.)
 struct DecodeAhead {
-  const uint16_t* k[kDecodeKeyTile];
-  const uint16_t* v[kDecodeKeyTile];
-  int64_t n = 0;
-  int64_t k_bytes = 0, v_bytes = 0;
-  __attribute__((always_inline)) void fetch(int64_t j) const {
-    if (j < n) {
-      prefetch_row(k[j], k_bytes);
-      prefetch_row(v[j], v_bytes);
-    }
+  const int64_t* k_slots = nullptr;  // [nk]: the slot whose K row key j prefetches
+  const int64_t* v_slots = nullptr;  // [nv]
+  int64_t nk = 0, nv = 0;            // 0 near the range's end, or no prefetch
+  const uint16_t* k_head = nullptr;  // the head's K row in slot 0 (a slot is k_row units)
+  const uint16_t* v_head = nullptr;
+  int64_t k_row = 0, v_row = 0;
+  int64_t k_bytes = 0, v_bytes = 0;  // one head's row
+  // Key j's K row.
+  __attribute__((always_inline)) void fetch_k(int64_t j) const {
+    if (j < nk) prefetch_row<true>(k_head + k_slots[j] * k_row, k_bytes);
+  }
+  // Bytes [offset, offset + bytes) of key j's V row.
+  __attribute__((always_inline)) void fetch_v(int64_t j, int64_t offset, int64_t bytes) const {
+    if (j < nv && bytes > 0)
+      prefetch_row<true>(reinterpret_cast<const char*>(v_head + v_slots[j] * v_row) + offset, bytes);
+  }
+  // The same for the keys from `first` on (key j of the result is key first + j here).
+  DecodeAhead from(int64_t first) const {
+    DecodeAhead d = *this;
+    d.k_slots += first;
+    d.v_slots += first;
+    d.nk = std::max<int64_t>(0, nk - first);
+    d.nv = std::max<int64_t>(0, nv - first);
+    return d;
   }
 };
 
@@ -81,10 +105,10 @@ struct Item {
 
 struct Scratch {
   std::vector<float> q;               // [kDecodeMaxItemRows x head_dim], scaled (and rotated for a quantized K)
-  std::vector<float> s;               // [kDecodeMaxRows x kDecodeKeyTile] one head's scores, then probabilities
+  std::vector<float> s;               // [kDecodeMaxItemRows x kDecodeKeyTile] scores, then probabilities
   std::vector<float> o;               // [kDecodeMaxItemRows x head_dim_v]
   std::vector<float> k_rows, v_rows;  // [kDecodeKeyTile x dim] a quantized side, expanded
-  float m[kDecodeMaxItemRows], l[kDecodeMaxItemRows], corr[kDecodeMaxRows];
+  float m[kDecodeMaxItemRows], l[kDecodeMaxItemRows], corr[kDecodeMaxItemRows];
   alignas(64) float part[kDecodePartFloats];  // score_tile's per-key partial dot products
 };
 
@@ -122,50 +146,82 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   }
   std::fill_n(s.o.data(), w.kv_heads * R * dv, 0.0f);
 
-  const int64_t distance = attention_prefetch_keys();
-  int64_t slots[kDecodeKeyTile];
+  // Rows read as they are (f16) are prefetched a few keys ahead of their use, within the tile
+  // and into the next; rows expanded from a quantized side at the start of each tile, a tile
+  // ahead. (Default measured on Xeon model 167, bench_paged_attention: docs/benchmarks.md.)
+  const int64_t distance = attention_prefetch_keys(16);
+  const int64_t k_distance = is_f16_k ? distance : kDecodeKeyTile;
+  const int64_t v_distance = is_f16_v ? distance : kDecodeKeyTile;
+  // With f16 sides, the heads take turns every kChunk keys, so the core reads each key's row
+  // (all the item's heads side by side) in one pass, front to back, as the hardware's stream
+  // prefetchers expect, rather than every other few hundred bytes a head's whole tile at a
+  // time (Xeon model 167, bench_paged_attention as above: 17.3-17.6 -> 18.5-19.7 GB/s; chunks
+  // of 4 or 8 keys were slower, score_tile sums 16 keys at a time). Expanded quantized rows go
+  // a head's whole tile at a time (one head's rows of scratch).
+  constexpr int64_t kChunk = 16;
+  const int64_t chunk = is_f16_k && is_f16_v ? kChunk : kDecodeKeyTile;
+  int64_t slots[kDecodeKeyTile], k_ahead[kDecodeKeyTile], v_ahead[kDecodeKeyTile];
   const void* keys[kDecodeKeyTile];
   const void* values[kDecodeKeyTile];
-  // The next keys' rows over all the item's heads, fetched during its first head's scores.
-  DecodeAhead ahead, none;
-  ahead.k_bytes = 2 * k_head * w.kv_heads;
-  ahead.v_bytes = 2 * v_head * w.kv_heads;
+  static constexpr float kOnes[kDecodeMaxRows] = {1, 1, 1, 1, 1, 1, 1, 1};
+  DecodeAhead ahead;
+  ahead.k_slots = k_ahead;
+  ahead.v_slots = v_ahead;
+  ahead.k_row = k_row;
+  ahead.v_row = v_row;
+  ahead.k_bytes = 2 * k_head;
+  ahead.v_bytes = 2 * v_head;
+  auto head_ahead = [&](int64_t hi, int64_t first) {
+    ahead.k_head = a.k_cache + (w.kv_head + hi) * k_head;
+    ahead.v_head = a.v_cache + (w.kv_head + hi) * v_head;
+    return ahead.from(first);
+  };
   for (int64_t k0 = w.key_begin; k0 < w.key_end; k0 += kDecodeKeyTile) {
     const int64_t nk = std::min(kDecodeKeyTile, w.key_end - k0);
-    if (distance > 0) {  // this range's keys `distance` further on, a tile's worth
-      const int64_t first = k0 + distance;
-      ahead.n = std::clamp<int64_t>(w.key_end - first, 0, kDecodeKeyTile);
-      slots_of(a, table, first, ahead.n, slots);
-      for (int64_t j = 0; j < ahead.n; ++j) {
-        ahead.k[j] = a.k_cache + slots[j] * k_row + w.kv_head * k_head;
-        ahead.v[j] = a.v_cache + slots[j] * v_row + w.kv_head * v_head;
+    // The slots each key of this tile prefetches for (keys `distance` further on, in range).
+    ahead.nk = distance > 0 ? std::clamp<int64_t>(w.key_end - (k0 + k_distance), 0, nk) : 0;
+    ahead.nv = distance > 0 ? std::clamp<int64_t>(w.key_end - (k0 + v_distance), 0, nk) : 0;
+    slots_of(a, table, k0 + k_distance, ahead.nk, k_ahead);
+    slots_of(a, table, k0 + v_distance, ahead.nv, v_ahead);
+    slots_of(a, table, k0, nk, slots);
+    for (int64_t c0 = 0; c0 < nk; c0 += chunk) {
+      const int64_t n = std::min(chunk, nk - c0);
+      for (int64_t hi = 0; hi < w.kv_heads; ++hi) {
+        const int64_t g = w.kv_head + hi;
+        for (int64_t j = c0; j < c0 + n; ++j) {
+          const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
+          if (is_f16_k) {
+            keys[j] = k;
+          } else {
+            expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
+            keys[j] = &s.k_rows[j * dk];
+          }
+        }
+        Kernels::template score_tile<R>(s.q.data() + hi * R * dk, dk, keys + c0, is_f16_k, n,
+                                        sc + hi * R * kDecodeKeyTile + c0, s.part, head_ahead(hi, c0));
       }
     }
-    slots_of(a, table, k0, nk, slots);
-    for (int64_t hi = 0; hi < w.kv_heads; ++hi) {
-      const int64_t g = w.kv_head + hi;
-      for (int64_t j = 0; j < nk; ++j) {
-        const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
-        const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
-        if (is_f16_k) {
-          keys[j] = k;
-        } else {
-          expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
-          keys[j] = &s.k_rows[j * dk];
+    for (int64_t i = 0; i < w.kv_heads * R; ++i) {
+      Kernels::softmax_tile(sc + i * kDecodeKeyTile, nk, a.softcap, s.m[i], s.l[i], s.corr[i]);
+    }
+    for (int64_t c0 = 0; c0 < nk; c0 += chunk) {
+      const int64_t n = std::min(chunk, nk - c0);
+      for (int64_t hi = 0; hi < w.kv_heads; ++hi) {
+        const int64_t g = w.kv_head + hi;
+        for (int64_t j = c0; j < c0 + n; ++j) {
+          const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
+          if (is_f16_v) {
+            values[j] = v;
+          } else {
+            expand_kv_row(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
+            values[j] = &s.v_rows[j * dv];
+          }
         }
-        if (is_f16_v) {
-          values[j] = v;
-        } else {
-          expand_kv_row(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
-          values[j] = &s.v_rows[j * dv];
-        }
+        // The rescaling by the tile's new maxima once, with the first chunk (x 1 is exact).
+        Kernels::template add_values_all<R>(s.o.data() + hi * R * dv, dv, sc + hi * R * kDecodeKeyTile + c0,
+                                            c0 == 0 ? s.corr + hi * R : kOnes, values + c0, is_f16_v, n,
+                                            head_ahead(hi, c0));
       }
-      Kernels::template score_tile<R>(s.q.data() + hi * R * dk, dk, keys, is_f16_k, nk, sc, s.part,
-                                      hi == 0 ? ahead : none);
-      for (int r = 0; r < R; ++r) {
-        Kernels::softmax_tile(sc + r * kDecodeKeyTile, nk, a.softcap, s.m[hi * R + r], s.l[hi * R + r], s.corr[r]);
-      }
-      Kernels::template add_values_all<R>(s.o.data() + hi * R * dv, dv, sc, s.corr, values, is_f16_v, nk);
     }
   }
 
@@ -295,7 +351,7 @@ bool run_paged_attention_decode(const PagedAttentionArgs& a) {
       if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
     };
     grow(s.q, kDecodeMaxItemRows * dk);
-    grow(s.s, kDecodeMaxRows * kDecodeKeyTile);
+    grow(s.s, kDecodeMaxItemRows * kDecodeKeyTile);
     grow(s.o, kDecodeMaxItemRows * dv);
     if (a.k_type != GgmlType::F16) grow(s.k_rows, kDecodeKeyTile * dk);
     if (a.v_type != GgmlType::F16) grow(s.v_rows, kDecodeKeyTile * dv);

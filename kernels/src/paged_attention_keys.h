@@ -30,23 +30,25 @@ inline void slots_of(const PagedAttentionArgs& a, const int32_t* table, int64_t 
 // How many keys ahead of the ones being read their head's K and V rows are prefetched. One
 // KV head's row is a few hundred bytes of a slot that holds every head's, and a cache block
 // ends every block_size keys, so the hardware's stream prefetchers (which stop at 4 KiB pages)
-// fetch little of it ahead. IWB_ATTENTION_PREFETCH sets it (0: none).
-inline int64_t attention_prefetch_keys() {
+// fetch little of it ahead. IWB_ATTENTION_PREFETCH sets it (0: none); otherwise each kernel's
+// own default (`fallback`).
+inline int64_t attention_prefetch_keys(int64_t fallback) {
   static const int64_t kKeys = [] {
     const char* v = std::getenv("IWB_ATTENTION_PREFETCH");
-    return v != nullptr && std::atoi(v) >= 0 ? static_cast<int64_t>(std::atoi(v)) : int64_t{64};
+    return v != nullptr && std::atoi(v) >= 0 ? static_cast<int64_t>(std::atoi(v)) : int64_t{-1};
   }();
-  return kKeys;
+  return kKeys >= 0 ? kKeys : fallback;
 }
 
-// Prefetches the lines the `bytes` bytes at p touch (a head's row). Always inlined: GCC judges
-// a function made of prefetches free of effects and drops calls to it that it has not inlined
-// yet (the decode kernel's were gone).
+// Prefetches the lines the `bytes` bytes at p touch (a head's row), into L1 (kL2: into L2).
+// Always inlined: GCC judges a function made of prefetches free of effects and drops calls to
+// it that it has not inlined yet (the decode kernel's were gone).
+template <bool kL2 = false>
 __attribute__((always_inline)) inline void prefetch_row(const void* p, int64_t bytes) {
 #if defined(__x86_64__) || defined(__i386__)
   const auto begin = reinterpret_cast<uintptr_t>(p);
   for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + static_cast<uintptr_t>(bytes); line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(line), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
   }
 #else
   (void)p;

@@ -87,7 +87,7 @@ void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int
                 v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
   const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
-  const int64_t ahead = attention_prefetch_keys();
+  const int64_t ahead = attention_prefetch_keys(64);
   for (int64_t j0 = 0; j0 < key_tile; j0 += kUnit) {
     const int64_t n_unit = std::clamp<int64_t>(nk - j0, 0, kUnit);
     int64_t slots[kUnit];
