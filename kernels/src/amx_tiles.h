@@ -55,4 +55,23 @@ IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {
   }
 }
 
+// 32 f32 values (x0: the first 16, x1: the next) as bf16 hi and lo (x - hi, rounded), in order:
+// hi + lo keeps 16 significant bits (an f16 value exactly).
+IWB_AMX inline void split_pair(__m512 x0, __m512 x1, __m512i* hi, __m512i* lo) {
+  const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+  const __m512i hv = reinterpret_cast<const __m512i&>(h);
+  const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hv)), 16));
+  const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hv, 1)), 16));
+  const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+  *hi = hv;
+  *lo = reinterpret_cast<const __m512i&>(l);
+}
+
+// The same for 32 f32 values at x, count < 32 reading zeros past it.
+IWB_AMX inline void split_32(const float* x, int count, __m512i* hi, __m512i* lo) {
+  const __mmask16 m0 = static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(count >= 32 ? 0xFFFF : count <= 16 ? 0 : (1u << (count - 16)) - 1);
+  split_pair(_mm512_maskz_loadu_ps(m0, x), _mm512_maskz_loadu_ps(m1, x + 16), hi, lo);
+}
+
 }  // namespace iwb::detail::amx

@@ -41,20 +41,6 @@ void configure() {
   amx::ensure_tile_config(kConfigKey, c);
 }
 
-// x as bf16 hi and lo (x - hi, rounded): 32 f32 values, count < 32 reading zeros past it.
-IWB_AMX inline void split_32(const float* x, int count, __m512i* hi, __m512i* lo) {
-  const __mmask16 m0 = static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(count >= 32 ? 0xFFFF : count <= 16 ? 0 : (1u << (count - 16)) - 1);
-  const __m512 x0 = _mm512_maskz_loadu_ps(m0, x), x1 = _mm512_maskz_loadu_ps(m1, x + 16);
-  const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
-  const __m512i hv = reinterpret_cast<const __m512i&>(h);
-  const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hv)), 16));
-  const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hv, 1)), 16));
-  const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
-  *hi = hv;
-  *lo = reinterpret_cast<const __m512i&>(l);
-}
-
 struct WeightF16 {
   static constexpr bool kHasLow = true;
   IWB_AMX static void load(const uint16_t* w, int count, __m512i* hi, __m512i* lo) {
@@ -63,7 +49,7 @@ struct WeightF16 {
     alignas(64) float f[32];
     _mm512_store_ps(f, _mm512_cvtph_ps(_mm512_castsi512_si256(h)));
     _mm512_store_ps(f + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)));
-    split_32(f, 32, hi, lo);
+    amx::split_32(f, 32, hi, lo);
   }
 };
 struct WeightBf16 {
@@ -123,7 +109,7 @@ IWB_AMX void split_tokens(const float* input, int64_t n, int tokens, uint8_t* ou
     for (int64_t k = 0; k < nk; ++k) {
       __m512i hi, lo;
       if (t < tokens) {
-        split_32(x + 32 * k, static_cast<int>(std::min<int64_t>(32, n - 32 * k)), &hi, &lo);
+        amx::split_32(x + 32 * k, static_cast<int>(std::min<int64_t>(32, n - 32 * k)), &hi, &lo);
       } else {
         hi = lo = _mm512_setzero_si512();
       }

@@ -1,5 +1,6 @@
 // Paged attention and the paged K/V write (see paged_attention.h). On AVX-512 and AVX2 the decode
-// kernel (one query per sequence) or the tiled kernel (prompts) runs; otherwise (no AVX2, or
+// kernel (one query per sequence) or the tiled kernel (prompts; its products on AMX tiles where
+// the CPU has AMX-BF16: paged_attention_amx.cpp) runs; otherwise (no AVX2, or
 // head sizes they decline) the fast path gives each (query token, head) pair to an OpenMP
 // thread and walks the sequence's blocks run by run (no division per key); the reference maps
 // every position through the block table in double.
@@ -7,6 +8,7 @@
 
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/softmax.h"
+#include "paged_attention_amx.h"
 #include "paged_attention_decode.h"
 #include "paged_attention_quant.h"
 #include "paged_attention_tiles.h"
@@ -103,6 +105,7 @@ int64_t kv_row_units(GgmlType type, int64_t n) {
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
   if (detail::paged_attention_decode(a)) return true;  // one query per sequence run: decode
+  if (detail::paged_attention_amx(a)) return true;     // the same tiles' products on AMX
   if (detail::paged_attention_tiled(a)) return true;   // key tiles, online softmax, any cache type
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);
   const int64_t group = a.num_heads / a.num_kv_heads;

@@ -4,6 +4,8 @@
 // in f32 over the unrounded keys and values (odd head counts and sizes, random data with a few
 // large key channels as real models have); FP8 with vLLM's calculated scales keeps that error on
 // data far too small or too large for unscaled E4M3; shapes and values it cannot hold are refused.
+#include "cpu_features.h"
+
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/paged_attention.h"
 #include "iwb/kernels/quant_blocks.h"
@@ -167,6 +169,13 @@ std::vector<float> attend_f32(const Data& d, int64_t window) {
   return out;
 }
 
+// The fast kernels' agreement with the reference: the f32 kernels' ~1.4e-6 of the largest
+// output, or, where prompts take AMX tiles (bf16 hi + lo splits of the queries and
+// probabilities, 2^-17: paged_attention_amx.cpp), up to ~1.03e-5 measured.
+double fast_tolerance() {
+  return detail::has_amx_bf16() && qEnvironmentVariable("IWB_ATTENTION_AMX") != "0" ? 3e-5 : 1e-5;
+}
+
 double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -274,9 +283,8 @@ class TestPagedAttentionQuant : public QObject {
           const std::vector<float> fast = attend(c, k_type, v_type, d, false, std::abs(window), 1.0f, 1.0f, sinks);
           QVERIFY(!ref.empty() && !fast.empty());
           const double e = max_relative(fast, ref);
-          QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("%1/%2: %3")
-                                             .arg(type_name(k_type), type_name(v_type))
-                                             .arg(e)));
+          QVERIFY2(e < fast_tolerance(),
+                   qPrintable(QStringLiteral("%1/%2: %3").arg(type_name(k_type), type_name(v_type)).arg(e)));
         }
       }
     }
@@ -343,7 +351,7 @@ class TestPagedAttentionQuant : public QObject {
           attend(scaled, GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, false, 0, k_scale, v_scale);
       const std::vector<float> ref_scaled =
           attend(scaled, GgmlType::F8_E4M3, GgmlType::F8_E4M3, d, true, 0, k_scale, v_scale);
-      QVERIFY(max_relative(out_scaled, ref_scaled) < 1e-5);
+      QVERIFY(max_relative(out_scaled, ref_scaled) < fast_tolerance());
       const double e_plain = rms_relative(out_plain, f32), e_scaled = rms_relative(out_scaled, f32);
       qInfo("fp8 x%g: relative RMS error unscaled %.4f, calibrated (k_scale %.4g, v_scale %.4g) %.4f", magnitude,
             e_plain, k_scale, v_scale, e_scaled);

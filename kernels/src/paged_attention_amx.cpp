@@ -1,0 +1,480 @@
+// Prompt attention on AMX tiles (see paged_attention_amx.h).
+//
+// Why: a prompt's attention grows with its depth, and the tiled kernel's f32 multiply-adds made
+// it the larger part of a deep prefill (Xeon model 167, iwb bench pp512 @ d8192 on the default
+// model: ~45% of the samples in the tiled kernel's score, value and softmax loops).
+//
+// Precision as the F16 AMX GEMM (float_gemm_amx.cpp): bf16 keeps 8 significant bits, so every
+// operand is split, x = hi + lo (16 bits together: an f16 key or value exactly, an f32 query or
+// probability to 2^-17), and each product takes three tile products, hi.hi + hi.lo + lo.hi
+// (lo.lo, ~2^-16 of a term, dropped): the outputs agree with the f32 tiled kernel to about the
+// same 1e-5 (test_attention_amx).
+//
+// Per work item (a run of tokens x the group's query heads = up to 128 rows, in tiles of 16; one
+// KV head) and per tile of 64 keys:
+//   keys    -> 4 B tiles of 16 keys per 32 head dims (hi, lo): a 16 x 16 dword transpose each;
+//   values  -> B tiles of 32 keys (as pairs) x 16 columns (hi, lo): two rows interleaved;
+//   scores  S = Q.K^T into 4 C tiles (16 rows x 64 keys), stored;
+//   softmax per row in AVX-512 (mask, soft-cap, online max and sum), P split into A tiles;
+//   values  O = O * corr + P.V: O's rows rescaled where the max moved, loaded into C tiles,
+//           multiplied into and stored back, four 16-column tiles at a time.
+// Tiles: 0, 1 A (Q or P, hi and lo); 2, 3 B (K or V, hi and lo); 4..7 C.
+#include "paged_attention_amx.h"
+
+#include "cpu_features.h"
+#include "dequantize_avx2.h"
+#include "paged_attention_keys.h"
+#include "paged_attention_quant.h"
+#include "parallel.h"
+
+#if defined(__x86_64__)
+#include "amx_tiles.h"
+#include "simd_math_avx512.h"
+#include "thread_buffer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace iwb::detail {
+namespace {
+
+constexpr int64_t kKeyTile = 64;      // keys per tile: 4 B tiles of 16 (scores), 2 steps of 32 (values)
+constexpr int64_t kTileBytes = 1024;  // 16 rows x 64 bytes
+constexpr int64_t kMaxItemRows = 128;
+constexpr int64_t kMaxRunTokens = 32;
+constexpr uint32_t kConfigKey = 0x400;
+
+void configure() {
+  amx::TileConfig c;
+  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  amx::ensure_tile_config(kConfigKey, c);
+}
+
+bool is_disabled() {
+  static const bool kDisabled = [] {
+    const char* v = std::getenv("IWB_ATTENTION_AMX");
+    return v != nullptr && std::atoi(v) == 0;
+  }();
+  return kDisabled;
+}
+
+struct WorkItem {
+  int64_t first_token;
+  int64_t num_tokens;
+  int64_t kv_head;
+};
+
+// One thread's buffers for one call, carved from a thread_buffer (64-byte aligned pieces).
+struct Buffers {
+  uint16_t* qh;          // [rows_pad x dk] bf16: the scaled queries' hi halves (A tiles, k-step ks at 32 ks)
+  uint16_t* ql;          // and lo
+  uint8_t* keys;         // [4 key groups][dk / 32 steps][hi, lo] B tiles
+  uint8_t* values;       // [2 key steps][dv / 16 column tiles][hi, lo] B tiles
+  float* scores;         // [row tiles][4 key groups] 16 x 16 f32 blocks
+  uint8_t* probs;        // [row tiles][2 key steps][hi, lo] A tiles
+  float* o;              // [rows_pad x dv]
+  float* staging;        // 16 key rows (or 2 value rows) as f32
+  float *m, *l, *corr;   // [rows_pad]
+  int32_t *j_lo, *j_hi;  // [rows_pad] each row's visible keys in the current tile
+};
+
+struct AmxAttentionTag {};
+
+Buffers carve(int64_t rows_pad, int64_t dk, int64_t dv) {
+  const int64_t steps = dk / 32, columns = dv / 16;
+  int64_t sizes[] = {rows_pad * dk * 2,
+                     rows_pad * dk * 2,
+                     4 * steps * 2 * kTileBytes,
+                     2 * columns * 2 * kTileBytes,
+                     rows_pad / 16 * 4 * kTileBytes,
+                     rows_pad / 16 * 2 * 2 * kTileBytes,
+                     rows_pad * dv * 4,
+                     std::max<int64_t>(16 * dk, 2 * dv) * 4,
+                     rows_pad * 4,
+                     rows_pad * 4,
+                     rows_pad * 4,
+                     rows_pad * 4,
+                     rows_pad * 4};
+  int64_t total = 0;
+  for (int64_t& s : sizes) {
+    s = (s + 63) / 64 * 64;
+    total += s;
+  }
+  uint8_t* p = thread_buffer<AmxAttentionTag>(static_cast<size_t>(total));
+  Buffers b;
+  void* pieces[13];
+  for (int i = 0; i < 13; ++i) {
+    pieces[i] = p;
+    p += sizes[i];
+  }
+  b.qh = static_cast<uint16_t*>(pieces[0]);
+  b.ql = static_cast<uint16_t*>(pieces[1]);
+  b.keys = static_cast<uint8_t*>(pieces[2]);
+  b.values = static_cast<uint8_t*>(pieces[3]);
+  b.scores = static_cast<float*>(pieces[4]);
+  b.probs = static_cast<uint8_t*>(pieces[5]);
+  b.o = static_cast<float*>(pieces[6]);
+  b.staging = static_cast<float*>(pieces[7]);
+  b.m = static_cast<float*>(pieces[8]);
+  b.l = static_cast<float*>(pieces[9]);
+  b.corr = static_cast<float*>(pieces[10]);
+  b.j_lo = static_cast<int32_t*>(pieces[11]);
+  b.j_hi = static_cast<int32_t*>(pieces[12]);
+  return b;
+}
+
+// The cache row of a slot (one KV head's keys or values) as f32.
+void row_to_f32(GgmlType type, const uint16_t* src, float* dst, int64_t n, float fp8_scale) {
+  if (type == GgmlType::F16) {
+    dequantize_f16_avx2(src, dst, n);
+  } else {
+    expand_kv_row(type, src, dst, n, fp8_scale);
+  }
+}
+
+// The tile's keys (nk of kKeyTile; the rest zero) as B tiles: per group of 16 keys and 32-dim
+// step, B[pair kk][key n] = the key's dims 2kk and 2kk + 1 (hi tile, then lo). Keys `ahead`
+// further on are prefetched meanwhile (K and V rows).
+IWB_AMX void prepare_keys(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int64_t k0, int64_t nk,
+                          int64_t key_end, const int64_t* slots, const Buffers& b) {
+  const int64_t dk = a.head_dim, steps = dk / 32;
+  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), k_head = kv_row_units(a.k_type, dk);
+  const int64_t v_row = kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v),
+                v_head = kv_row_units(a.v_type, a.head_dim_v);
+  for (int64_t n = 0; n < 4; ++n) {
+    uint8_t* out = b.keys + n * steps * 2 * kTileBytes;
+    const int64_t j0 = 16 * n, count = std::clamp<int64_t>(nk - j0, 0, 16);
+    if (count == 0) {  // past the keys: zeros (finite scores, masked later)
+      std::memset(out, 0, static_cast<size_t>(steps * 2 * kTileBytes));
+      continue;
+    }
+    const int64_t first = k0 + j0 + kKeyTile, ahead = std::clamp<int64_t>(key_end - first, 0, 16);
+    int64_t ahead_slots[16];
+    slots_of(a, table, first, ahead, ahead_slots);
+    for (int64_t j = 0; j < ahead; ++j) {
+      prefetch_row(a.k_cache + ahead_slots[j] * k_row + g * k_head, 2 * k_head);
+      prefetch_row(a.v_cache + ahead_slots[j] * v_row + g * v_head, 2 * v_head);
+    }
+    for (int64_t j = 0; j < 16; ++j) {
+      float* dst = b.staging + j * dk;
+      if (j < count) {
+        row_to_f32(a.k_type, a.k_cache + slots[j0 + j] * k_row + g * k_head, dst, dk, a.k_scale);
+      } else {
+        std::fill_n(dst, dk, 0.0f);
+      }
+    }
+    for (int64_t ks = 0; ks < steps; ++ks) {
+      __m512i hi[16], lo[16];
+      for (int j = 0; j < 16; ++j) amx::split_32(b.staging + j * dk + 32 * ks, 32, &hi[j], &lo[j]);
+      amx::store_b_tile(hi, out + (2 * ks) * kTileBytes);
+      amx::store_b_tile(lo, out + (2 * ks + 1) * kTileBytes);
+    }
+  }
+}
+
+// The tile's values (nk of kKeyTile; the rest zero) as B tiles: per step of 32 keys and tile of
+// 16 columns, B[pair kk][2c + e] = value (key 2kk + e, column c) (hi tile, then lo).
+IWB_AMX void prepare_values(const PagedAttentionArgs& a, int64_t g, int64_t nk, const int64_t* slots,
+                            const Buffers& b) {
+  const int64_t dv = a.head_dim_v, columns = dv / 16;
+  const int64_t v_row = kv_row_units(a.v_type, a.num_kv_heads * dv), v_head = kv_row_units(a.v_type, dv);
+  // [a0 .. a15, b0 .. b15] -> [a0, b0, a1, b1, ...]
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const int64_t key_steps = nk > 32 ? 2 : 1;
+  for (int64_t step = 0; step < key_steps; ++step) {
+    uint8_t* out = b.values + step * columns * 2 * kTileBytes;
+    for (int64_t kk = 0; kk < 16; ++kk) {
+      float* rows[2] = {b.staging, b.staging + dv};
+      for (int e = 0; e < 2; ++e) {
+        const int64_t j = 32 * step + 2 * kk + e;
+        if (j < nk) {
+          row_to_f32(a.v_type, a.v_cache + slots[j] * v_row + g * v_head, rows[e], dv, a.v_scale);
+        } else {
+          std::fill_n(rows[e], dv, 0.0f);  // zero, not stale: its probability 0 times it must stay 0
+        }
+      }
+      for (int64_t c = 0; c < columns; ++c) {
+        __m512i hi, lo;
+        amx::split_pair(_mm512_loadu_ps(rows[0] + 16 * c), _mm512_loadu_ps(rows[1] + 16 * c), &hi, &lo);
+        uint8_t* tile = out + 2 * c * kTileBytes + kk * 64;
+        _mm512_store_si512(tile, _mm512_permutexvar_epi16(interleave, hi));
+        _mm512_store_si512(tile + kTileBytes, _mm512_permutexvar_epi16(interleave, lo));
+      }
+    }
+  }
+}
+
+// Scores of one row tile against the tile's 64 keys: 4 C tiles of 16 x 16, stored in order.
+IWB_AMX void score_row_tile(const uint16_t* qh, const uint16_t* ql, int64_t dk, const uint8_t* keys, float* out) {
+  const int64_t steps = dk / 32, stride = dk * 2;
+  const int64_t group_bytes = steps * 2 * kTileBytes;
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t ks = 0; ks < steps; ++ks) {
+    _tile_loadd(0, qh + 32 * ks, stride);
+    _tile_loadd(1, ql + 32 * ks, stride);
+    const uint8_t* k = keys + 2 * ks * kTileBytes;
+    _tile_loadd(2, k, 64);
+    _tile_loadd(3, k + kTileBytes, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(4, 1, 2);
+    _tile_dpbf16ps(4, 0, 3);
+    k += group_bytes;
+    _tile_loadd(2, k, 64);
+    _tile_loadd(3, k + kTileBytes, 64);
+    _tile_dpbf16ps(5, 0, 2);
+    _tile_dpbf16ps(5, 1, 2);
+    _tile_dpbf16ps(5, 0, 3);
+    k += group_bytes;
+    _tile_loadd(2, k, 64);
+    _tile_loadd(3, k + kTileBytes, 64);
+    _tile_dpbf16ps(6, 0, 2);
+    _tile_dpbf16ps(6, 1, 2);
+    _tile_dpbf16ps(6, 0, 3);
+    k += group_bytes;
+    _tile_loadd(2, k, 64);
+    _tile_loadd(3, k + kTileBytes, 64);
+    _tile_dpbf16ps(7, 0, 2);
+    _tile_dpbf16ps(7, 1, 2);
+    _tile_dpbf16ps(7, 0, 3);
+  }
+  _tile_stored(4, out, 64);
+  _tile_stored(5, out + 256, 64);
+  _tile_stored(6, out + 512, 64);
+  _tile_stored(7, out + 768, 64);
+}
+
+// o (16 rows, row stride o_stride bytes, `count` tiles of 16 columns from here) += P . V over
+// key_steps steps of 32 keys; probs: the row tile's A tiles, values: the first column tile's
+// B tiles (column tiles 2 KiB apart, key steps step_bytes apart).
+IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const uint8_t* probs, const uint8_t* values,
+                                 int64_t step_bytes, int64_t key_steps) {
+  _tile_loadd(4, o, o_stride);
+  if (count > 1) _tile_loadd(5, o + 16, o_stride);
+  if (count > 2) _tile_loadd(6, o + 32, o_stride);
+  if (count > 3) _tile_loadd(7, o + 48, o_stride);
+  for (int64_t step = 0; step < key_steps; ++step) {
+    const uint8_t* p = probs + step * 2 * kTileBytes;
+    _tile_loadd(0, p, 64);
+    _tile_loadd(1, p + kTileBytes, 64);
+    const uint8_t* v = values + step * step_bytes;
+    _tile_loadd(2, v, 64);
+    _tile_loadd(3, v + kTileBytes, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(4, 1, 2);
+    _tile_dpbf16ps(4, 0, 3);
+    if (count > 1) {
+      _tile_loadd(2, v + 2 * kTileBytes, 64);
+      _tile_loadd(3, v + 3 * kTileBytes, 64);
+      _tile_dpbf16ps(5, 0, 2);
+      _tile_dpbf16ps(5, 1, 2);
+      _tile_dpbf16ps(5, 0, 3);
+    }
+    if (count > 2) {
+      _tile_loadd(2, v + 4 * kTileBytes, 64);
+      _tile_loadd(3, v + 5 * kTileBytes, 64);
+      _tile_dpbf16ps(6, 0, 2);
+      _tile_dpbf16ps(6, 1, 2);
+      _tile_dpbf16ps(6, 0, 3);
+    }
+    if (count > 3) {
+      _tile_loadd(2, v + 6 * kTileBytes, 64);
+      _tile_loadd(3, v + 7 * kTileBytes, 64);
+      _tile_dpbf16ps(7, 0, 2);
+      _tile_dpbf16ps(7, 1, 2);
+      _tile_dpbf16ps(7, 0, 3);
+    }
+  }
+  _tile_stored(4, o, o_stride);
+  if (count > 1) _tile_stored(5, o + 16, o_stride);
+  if (count > 2) _tile_stored(6, o + 32, o_stride);
+  if (count > 3) _tile_stored(7, o + 48, o_stride);
+}
+
+// One row's 64 scores (in the row tile's four blocks, row i of each) soft-capped, keys outside
+// j_lo..j_hi masked, through the online softmax; the probabilities go to the row tile's A tiles
+// (row i, hi and lo).
+IWB_AMX void softmax_row(const float* scores, int64_t i, int64_t j_lo, int64_t j_hi, float softcap, float& m, float& l,
+                         float& corr, uint8_t* probs) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 x[4];
+  __mmask16 masks[4];
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * c));
+    masks[c] = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_lo)), _MM_CMPINT_NLT) &
+               _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_hi)), _MM_CMPINT_LE);
+    x[c] = _mm512_loadu_ps(scores + c * 256 + i * 16);
+    if (softcap > 0.0f) x[c] = soft_cap_avx512(x[c], softcap);
+    x[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), masks[c], x[c]);
+    vmax = _mm512_max_ps(vmax, x[c]);
+  }
+  const float m_new = std::max(m, _mm512_reduce_max_ps(vmax));
+  const __m512 mv = _mm512_set1_ps(m_new);
+  __m512 vsum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    x[c] = _mm512_maskz_mov_ps(masks[c], exp_avx512(_mm512_sub_ps(x[c], mv)));
+    vsum = _mm512_add_ps(vsum, x[c]);
+  }
+  corr = std::exp(m - m_new);  // 0 on the first visible tile (m = -inf) without a sink
+  l = l * corr + _mm512_reduce_add_ps(vsum);
+  m = m_new;
+#pragma GCC unroll 2
+  for (int step = 0; step < 2; ++step) {
+    __m512i hi, lo;
+    amx::split_pair(x[2 * step], x[2 * step + 1], &hi, &lo);
+    uint8_t* tile = probs + step * 2 * kTileBytes + i * 64;
+    _mm512_store_si512(tile, hi);
+    _mm512_store_si512(tile + kTileBytes, lo);
+  }
+}
+
+IWB_AMX void clear_probs_row(uint8_t* probs, int64_t i) {
+  for (int t = 0; t < 4; ++t) _mm512_store_si512(probs + t * kTileBytes + i * 64, _mm512_setzero_si512());
+}
+
+IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t dk = a.head_dim, dv = a.head_dim_v, steps = dk / 32, columns = dv / 16;
+  const int64_t rows = w.num_tokens * group, row_tiles = (rows + 15) / 16, rows_pad = 16 * row_tiles;
+  const Buffers b = carve(rows_pad, dk, dv);
+  const int32_t* table = a.block_tables + a.token_sequences[w.first_token] * a.max_blocks_per_sequence;
+  const int64_t first_pos = a.positions[w.first_token];
+  const int64_t last_pos = first_pos + w.num_tokens - 1;
+  const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
+  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
+  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
+
+  // Row r = token r / group, head r % group of the KV head: the scaled query split into A tiles'
+  // rows; padding rows zero (their scores are never read, their probabilities stay zero).
+  for (int64_t r = 0; r < rows_pad; ++r) {
+    uint16_t* hi_row = b.qh + r * dk;
+    uint16_t* lo_row = b.ql + r * dk;
+    if (r >= rows) {
+      std::fill_n(hi_row, dk, uint16_t{0});
+      std::fill_n(lo_row, dk, uint16_t{0});
+      continue;
+    }
+    const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
+    prepare_query(a, t, h, rot_k, b.staging);
+    for (int64_t ks = 0; ks < steps; ++ks) {
+      __m512i hi, lo;
+      amx::split_32(b.staging + 32 * ks, 32, &hi, &lo);
+      _mm512_storeu_si512(hi_row + 32 * ks, hi);
+      _mm512_storeu_si512(lo_row + 32 * ks, lo);
+    }
+    // A sink (gpt-oss) starts the online softmax as one extra key with no value: m = sink, l = 1.
+    b.m[r] = a.sinks ? a.sinks[h] : -INFINITY;
+    b.l[r] = a.sinks ? 1.0f : 0.0f;
+  }
+  std::fill_n(b.o, rows_pad * dv, 0.0f);
+  std::memset(b.probs, 0, static_cast<size_t>(row_tiles * 4 * kTileBytes));
+  amx::tile_buffer_written();
+
+  int64_t slots[kKeyTile];
+  for (int64_t k0 = k_begin; k0 <= last_pos; k0 += kKeyTile) {
+    const int64_t nk = std::min(kKeyTile, last_pos - k0 + 1);
+    slots_of(a, table, k0, nk, slots);
+    prepare_keys(a, table, w.kv_head, k0, nk, last_pos + 1, slots, b);
+    prepare_values(a, w.kv_head, nk, slots, b);
+    amx::tile_buffer_written();
+    const int64_t key_steps = nk > 32 ? 2 : 1;
+    for (int64_t rt = 0; rt < row_tiles; ++rt) {
+      // Each row's visible keys: k0 + j for lo <= k0 + j <= pos, j < nk. A row tile with none
+      // is skipped (its probabilities are zero and its outputs unchanged).
+      bool any_visible = false;
+      const int64_t r_end = std::min(rows, 16 * rt + 16);
+      for (int64_t r = 16 * rt; r < r_end; ++r) {
+        const int64_t pos = first_pos + r / group;
+        const int64_t lo = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
+        b.j_lo[r] = static_cast<int32_t>(std::max<int64_t>(0, lo - k0));
+        b.j_hi[r] = static_cast<int32_t>(std::min(nk - 1, pos - k0));
+        any_visible |= b.j_lo[r] <= b.j_hi[r];
+      }
+      if (!any_visible) continue;
+      float* scores = b.scores + rt * 4 * 256;
+      uint8_t* probs = b.probs + rt * 4 * kTileBytes;
+      score_row_tile(b.qh + 16 * rt * dk, b.ql + 16 * rt * dk, dk, b.keys, scores);
+      for (int64_t r = 16 * rt; r < r_end; ++r) {
+        if (b.j_lo[r] > b.j_hi[r]) {
+          clear_probs_row(probs, r - 16 * rt);
+          b.corr[r] = 1.0f;
+          continue;
+        }
+        softmax_row(scores, r - 16 * rt, b.j_lo[r], b.j_hi[r], a.softcap, b.m[r], b.l[r], b.corr[r], probs);
+      }
+      // O = O * corr + P . V: only rows whose max moved are rescaled (corr 1 is exact).
+      for (int64_t r = 16 * rt; r < r_end; ++r) {
+        if (b.corr[r] == 1.0f) continue;
+        const __m512 c = _mm512_set1_ps(b.corr[r]);
+        float* o = b.o + r * dv;
+        for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), c));
+      }
+      amx::tile_buffer_written();
+      for (int64_t c0 = 0; c0 < columns; c0 += 4) {
+        add_values_row_tile(b.o + 16 * rt * dv + 16 * c0, dv * 4, static_cast<int>(std::min<int64_t>(4, columns - c0)),
+                            probs, b.values + 2 * c0 * kTileBytes, columns * 2 * kTileBytes, key_steps);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
+    write_output(a, t, h, b.o + r * dv, b.l[r], rot_v);
+  }
+}
+
+}  // namespace
+
+bool paged_attention_amx(const PagedAttentionArgs& a) {
+  if (cpu_path() != CpuPath::Avx512 || !has_amx_bf16() || is_disabled()) return false;
+  const int64_t dk = a.head_dim, dv = a.head_dim_v;
+  if (dk % 32 != 0 || dv % 16 != 0 || dk > 512 || dv > 512) return false;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t run_tokens = std::clamp<int64_t>(kMaxItemRows / group, 1, kMaxRunTokens);
+  // Runs of consecutive positions of one sequence, then one item per (run, KV head).
+  thread_local std::vector<WorkItem> items;
+  items.clear();
+  for (int64_t t = 0; t < a.num_tokens;) {
+    int64_t n = 1;
+    while (t + n < a.num_tokens && n < run_tokens && a.token_sequences[t + n] == a.token_sequences[t] &&
+           a.positions[t + n] == a.positions[t] + n) {
+      ++n;
+    }
+    for (int64_t g = 0; g < a.num_kv_heads; ++g) items.push_back({t, n, g});
+    t += n;
+  }
+  double work = 0;
+  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
+  work *= static_cast<double>(a.num_heads * (dk + dv));
+  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  const auto num_items = static_cast<int64_t>(items.size());
+  const WorkItem* const item_list = items.data();  // inside the region `items` names each thread's own
+  std::atomic<int64_t> next_item{0};
+  parallel_region(num_threads, [&](int, int) {
+    configure();
+    for (int64_t i = next_item.fetch_add(1, std::memory_order_relaxed); i < num_items;
+         i = next_item.fetch_add(1, std::memory_order_relaxed)) {
+      run_item(a, item_list[i]);
+    }
+  });
+  return true;
+}
+
+}  // namespace iwb::detail
+
+#else
+
+namespace iwb::detail {
+bool paged_attention_amx(const PagedAttentionArgs&) { return false; }
+}  // namespace iwb::detail
+
+#endif
