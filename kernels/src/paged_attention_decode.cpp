@@ -22,10 +22,17 @@ namespace {
 constexpr int64_t kKeyTile = kDecodeKeyTile;
 constexpr int kMaxRows = kDecodeMaxRows;
 
-template <bool kF16>
+// Values d .. d + 15 of a row (d a multiple of 16).
+template <DecodeRows kRows>
 IWB_AVX512 inline __m512 load16(const void* row, int64_t d) {
-  if constexpr (kF16) {
+  if constexpr (kRows == DecodeRows::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + d)));
+  } else if constexpr (kRows == DecodeRows::Q8_0) {
+    // Block d / 32: its f16 scale times the 16 int8 from d % 32 (dequantize_q8_0's d * q).
+    const auto* block = static_cast<const uint8_t*>(row) + d / 32 * 34;
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(block)));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + d % 32));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(row) + d);
   }
@@ -50,7 +57,7 @@ IWB_AVX512 inline __m512 sum16(const __m512* v) {
 }
 
 // s[r * kKeyTile + j] = q[r] . key[j] for j < nk (entries up to the next multiple of 16: 0).
-template <int R, bool kF16>
+template <int R, DecodeRows kRows>
 IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, int64_t nk, float* s, __m512* part,
                            const DecodeAhead& ahead) {
   for (int64_t j0 = 0; j0 < nk; j0 += 16) {
@@ -74,7 +81,7 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
         for (int64_t d = 0; d < dk; d += 16) {
           __m512 x[4];
 #pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) x[i] = load16<kF16>(kr[i], d);
+          for (int i = 0; i < 4; ++i) x[i] = load16<kRows>(kr[i], d);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const __m512 qv = _mm512_loadu_ps(q + r * dk + d);
@@ -98,7 +105,7 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
       const void* k0 = keys[j0 + j];
       const void* k1 = keys[j0 + j + 1];
       for (int64_t d = 0; d < dk; d += 16) {
-        const __m512 x0 = load16<kF16>(k0, d), x1 = load16<kF16>(k1, d);
+        const __m512 x0 = load16<kRows>(k0, d), x1 = load16<kRows>(k1, d);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m512 qv = _mm512_loadu_ps(q + r * dk + d);
@@ -118,7 +125,7 @@ IWB_AVX512 void score_tile(const float* q, int64_t dk, const void* const* keys, 
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_ps();
       for (int64_t d = 0; d < dk; d += 16) {
-        const __m512 x = load16<kF16>(keys[j0 + j], d);
+        const __m512 x = load16<kRows>(keys[j0 + j], d);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + r * dk + d), x, a[r]);
       }
@@ -163,7 +170,7 @@ IWB_AVX512 void softmax_tile(float* s, int64_t nk, float softcap, float& m, floa
 
 // o[r][col0 .. col0 + 16C) = o * corr[r] + sum_j p[r][j] * value[j], in registers over the tile;
 // bytes [fetch_offset, fetch_offset + fetch_bytes) of each key's V row ahead prefetched.
-template <int R, int C, bool kF16>
+template <int R, int C, DecodeRows kRows>
 IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, const float* corr,
                            const void* const* values, int64_t nk, const DecodeAhead& ahead, int64_t fetch_offset,
                            int64_t fetch_bytes) {
@@ -178,7 +185,7 @@ IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, c
     ahead.fetch_v(j, fetch_offset, fetch_bytes);
     __m512 v[C];
 #pragma GCC unroll 8
-    for (int x = 0; x < C; ++x) v[x] = load16<kF16>(values[j], col0 + 16 * x);
+    for (int x = 0; x < C; ++x) v[x] = load16<kRows>(values[j], col0 + 16 * x);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 pj = _mm512_set1_ps(p[r * kKeyTile + j]);
@@ -193,35 +200,43 @@ IWB_AVX512 void add_values(float* o, int64_t dv, int64_t col0, const float* p, c
   }
 }
 
-// Each column pass prefetches the part of the next rows it will read (f16), or, for rows
+// Each column pass prefetches the part of the next rows it will read (f16, Q8_0), or, for rows
 // expanded from a quantized side, the first pass the whole source row.
-template <int R, bool kF16>
+template <int R, DecodeRows kRows>
 IWB_AVX512 void add_values_all(float* o, int64_t dv, const float* p, const float* corr, const void* const* values,
                                int64_t nk, const DecodeAhead& ahead) {
   constexpr int C = R <= 3 ? 8 : R <= 6 ? 4 : 2;  // R x C accumulators, at most 24 registers
-  auto fetch_offset = [&](int64_t col) { return kF16 ? 2 * col : 0; };
-  auto fetch_bytes = [&](int64_t col, int64_t cols) { return kF16 ? 2 * cols : col == 0 ? ahead.v_bytes : 0; };
+  auto fetch_offset = [&](int64_t col) -> int64_t {
+    return kRows == DecodeRows::F16 ? 2 * col : kRows == DecodeRows::Q8_0 ? col / 32 * 34 : 0;
+  };
+  auto fetch_bytes = [&](int64_t col, int64_t cols) -> int64_t {
+    return kRows == DecodeRows::F16    ? 2 * cols
+           : kRows == DecodeRows::Q8_0 ? (col + cols + 31) / 32 * 34 - col / 32 * 34
+           : col == 0                  ? ahead.v_bytes
+                                       : 0;
+  };
   int64_t col = 0;
   for (; col + 16 * C <= dv; col += 16 * C) {
-    add_values<R, C, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16 * C));
+    add_values<R, C, kRows>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16 * C));
   }
   for (; col < dv; col += 16) {
-    add_values<R, 1, kF16>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16));
+    add_values<R, 1, kRows>(o, dv, col, p, corr, values, nk, ahead, fetch_offset(col), fetch_bytes(col, 16));
   }
 }
 
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
 struct Avx512DecodeKernels {
   static constexpr int64_t kColumnUnit = 16;
+  static constexpr bool kReadsQ8_0 = true;
   template <int R>
-  IWB_AVX512 static void score_tile(const float* q, int64_t dk, const void* const* keys, bool is_f16, int64_t nk,
+  IWB_AVX512 static void score_tile(const float* q, int64_t dk, const void* const* keys, DecodeRows rows, int64_t nk,
                                     float* s, float* part, const DecodeAhead& ahead) {
     auto* vectors = reinterpret_cast<__m512*>(part);
     static_assert(kMaxRows * 16 * 16 <= kDecodePartFloats);
-    if (is_f16) {
-      iwb::detail::score_tile<R, true>(q, dk, keys, nk, s, vectors, ahead);
-    } else {
-      iwb::detail::score_tile<R, false>(q, dk, keys, nk, s, vectors, ahead);
+    switch (rows) {
+      case DecodeRows::F16: iwb::detail::score_tile<R, DecodeRows::F16>(q, dk, keys, nk, s, vectors, ahead); break;
+      case DecodeRows::Q8_0: iwb::detail::score_tile<R, DecodeRows::Q8_0>(q, dk, keys, nk, s, vectors, ahead); break;
+      case DecodeRows::F32: iwb::detail::score_tile<R, DecodeRows::F32>(q, dk, keys, nk, s, vectors, ahead); break;
     }
   }
   IWB_AVX512 static void softmax_tile(float* s, int64_t nk, float softcap, float& m, float& l, float& corr) {
@@ -229,11 +244,12 @@ struct Avx512DecodeKernels {
   }
   template <int R>
   IWB_AVX512 static void add_values_all(float* o, int64_t dv, const float* p, const float* corr,
-                                        const void* const* values, bool is_f16, int64_t nk, const DecodeAhead& ahead) {
-    if (is_f16) {
-      iwb::detail::add_values_all<R, true>(o, dv, p, corr, values, nk, ahead);
-    } else {
-      iwb::detail::add_values_all<R, false>(o, dv, p, corr, values, nk, ahead);
+                                        const void* const* values, DecodeRows rows, int64_t nk,
+                                        const DecodeAhead& ahead) {
+    switch (rows) {
+      case DecodeRows::F16: iwb::detail::add_values_all<R, DecodeRows::F16>(o, dv, p, corr, values, nk, ahead); break;
+      case DecodeRows::Q8_0: iwb::detail::add_values_all<R, DecodeRows::Q8_0>(o, dv, p, corr, values, nk, ahead); break;
+      case DecodeRows::F32: iwb::detail::add_values_all<R, DecodeRows::F32>(o, dv, p, corr, values, nk, ahead); break;
     }
   }
 };

@@ -158,11 +158,13 @@ IWB_AVX2 void add_values_columns(float* o, int64_t dv, const float* p, const flo
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
 struct Avx2DecodeKernels {
   static constexpr int64_t kColumnUnit = 8;
+  static constexpr bool kReadsQ8_0 = false;  // Q8_0 sides come expanded (DecodeRows::F32)
 
   template <int R>
-  IWB_AVX2 static void score_tile(const float* q, int64_t dk, const void* const* keys, bool is_f16, int64_t nk,
+  IWB_AVX2 static void score_tile(const float* q, int64_t dk, const void* const* keys, DecodeRows rows, int64_t nk,
                                   float* s, float* part, const DecodeAhead& ahead) {
     static_assert(kScoreRows * 8 * 8 <= kDecodePartFloats);
+    const bool is_f16 = rows == DecodeRows::F16;
     auto* vectors = reinterpret_cast<__m256*>(part);
     constexpr int kFirst = R < kScoreRows ? R : kScoreRows;
     if (is_f16) {
@@ -210,8 +212,9 @@ struct Avx2DecodeKernels {
 
   template <int R>
   IWB_AVX2 static void add_values_all(float* o, int64_t dv, const float* p, const float* corr,
-                                      const void* const* values, bool is_f16, int64_t nk, const DecodeAhead& ahead) {
-    if (is_f16) {
+                                      const void* const* values, DecodeRows rows, int64_t nk,
+                                      const DecodeAhead& ahead) {
+    if (rows == DecodeRows::F16) {
       add_values_columns<R, true>(o, dv, p, corr, values, nk, ahead);
     } else {
       add_values_columns<R, false>(o, dv, p, corr, values, nk, ahead);

@@ -4,17 +4,18 @@
 // functions per key tile,
 //
 //   template <int R> static void score_tile(const float* q, int64_t dk, const void* const* keys,
-//       bool is_f16, int64_t nk, float* s, float* part, const DecodeAhead& ahead);
+//       DecodeRows rows, int64_t nk, float* s, float* part, const DecodeAhead& ahead);
 //     s[r * kDecodeKeyTile + j] = q[r] . key[j] for j < nk (R query rows of dk, scaled);
 //   static void softmax_tile(float* s, int64_t nk, float softcap, float& m, float& l, float& corr);
 //     one row's scores through the online softmax (replaced by exp(score - m_new));
 //   template <int R> static void add_values_all(float* o, int64_t dv, const float* p,
-//       const float* corr, const void* const* values, bool is_f16, int64_t nk,
+//       const float* corr, const void* const* values, DecodeRows rows, int64_t nk,
 //       const DecodeAhead& ahead);
 //     o[r] = o[r] * corr[r] + sum_j p[r][j] * value[j],
 //
 // and kColumnUnit, the head sizes' required multiple. Keys and values are f16 rows of the
-// cache (is_f16) or f32 rows expanded from a quantized cache side. The functions are called
+// cache (DecodeRows::F16), Q8_0 rows of the cache (Q8_0, where Kernels::kReadsQ8_0) or f32
+// rows expanded from another quantized cache side (F32). The functions are called
 // once per tile of 64 keys, so they carry their own target attributes and are not inlined here.
 // score_tile calls ahead.fetch_k(j) and add_values_all ahead.fetch_v(j, ...) as they reach key
 // j (DecodeAhead).
@@ -34,6 +35,10 @@
 namespace iwb::detail {
 
 inline constexpr int64_t kDecodeKeyTile = 64;
+// How the kernels read a cache side's rows: f16 values, Q8_0 blocks (34 bytes per 32 values:
+// an f16 scale, then 32 int8; each value scale * q, as dequantize_q8_0) or f32 rows the driver
+// expanded from another type.
+enum class DecodeRows { F16, Q8_0, F32 };
 inline constexpr int kDecodeMaxRows = 8;
 // Query rows of one work item over all the KV heads it takes (Scratch::q, o, m and l).
 inline constexpr int kDecodeMaxItemRows = 32;
@@ -127,7 +132,14 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   const int32_t* table = a.block_tables + a.token_sequences[w.token] * a.max_blocks_per_sequence;
   const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
   const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
-  const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
+  // Rows the kernels read from the cache as they are; the others are expanded to f32 per tile.
+  auto rows_of = [](GgmlType t) {
+    return t == GgmlType::F16                           ? DecodeRows::F16
+           : t == GgmlType::Q8_0 && Kernels::kReadsQ8_0 ? DecodeRows::Q8_0
+                                                        : DecodeRows::F32;
+  };
+  const DecodeRows k_rows = rows_of(a.k_type), v_rows = rows_of(a.v_type);
+  const bool is_direct_k = k_rows != DecodeRows::F32, is_direct_v = v_rows != DecodeRows::F32;
   const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
                 v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
@@ -146,20 +158,20 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   }
   std::fill_n(s.o.data(), w.kv_heads * R * dv, 0.0f);
 
-  // Rows read as they are (f16) are prefetched a few keys ahead of their use, within the tile
+  // Rows read as they are (f16, Q8_0) are prefetched a few keys ahead of their use, within the tile
   // and into the next; rows expanded from a quantized side at the start of each tile, a tile
   // ahead. (Default measured on Xeon model 167, bench_paged_attention: docs/benchmarks.md.)
   const int64_t distance = attention_prefetch_keys(16);
-  const int64_t k_distance = is_f16_k ? distance : kDecodeKeyTile;
-  const int64_t v_distance = is_f16_v ? distance : kDecodeKeyTile;
-  // With f16 sides, the heads take turns every kChunk keys, so the core reads each key's row
+  const int64_t k_distance = is_direct_k ? distance : kDecodeKeyTile;
+  const int64_t v_distance = is_direct_v ? distance : kDecodeKeyTile;
+  // With sides read as they are, the heads take turns every kChunk keys, so the core reads each key's row
   // (all the item's heads side by side) in one pass, front to back, as the hardware's stream
   // prefetchers expect, rather than every other few hundred bytes a head's whole tile at a
   // time (Xeon model 167, bench_paged_attention as above: 17.3-17.6 -> 18.5-19.7 GB/s; chunks
   // of 4 or 8 keys were slower, score_tile sums 16 keys at a time). Expanded quantized rows go
   // a head's whole tile at a time (one head's rows of scratch).
   constexpr int64_t kChunk = 16;
-  const int64_t chunk = is_f16_k && is_f16_v ? kChunk : kDecodeKeyTile;
+  const int64_t chunk = is_direct_k && is_direct_v ? kChunk : kDecodeKeyTile;
   int64_t slots[kDecodeKeyTile], k_ahead[kDecodeKeyTile], v_ahead[kDecodeKeyTile];
   const void* keys[kDecodeKeyTile];
   const void* values[kDecodeKeyTile];
@@ -190,14 +202,14 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
         const int64_t g = w.kv_head + hi;
         for (int64_t j = c0; j < c0 + n; ++j) {
           const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
-          if (is_f16_k) {
+          if (is_direct_k) {
             keys[j] = k;
           } else {
             expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
             keys[j] = &s.k_rows[j * dk];
           }
         }
-        Kernels::template score_tile<R>(s.q.data() + hi * R * dk, dk, keys + c0, is_f16_k, n,
+        Kernels::template score_tile<R>(s.q.data() + hi * R * dk, dk, keys + c0, k_rows, n,
                                         sc + hi * R * kDecodeKeyTile + c0, s.part, head_ahead(hi, c0));
       }
     }
@@ -210,7 +222,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
         const int64_t g = w.kv_head + hi;
         for (int64_t j = c0; j < c0 + n; ++j) {
           const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
-          if (is_f16_v) {
+          if (is_direct_v) {
             values[j] = v;
           } else {
             expand_kv_row(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
@@ -219,7 +231,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
         }
         // The rescaling by the tile's new maxima once, with the first chunk (x 1 is exact).
         Kernels::template add_values_all<R>(s.o.data() + hi * R * dv, dv, sc + hi * R * kDecodeKeyTile + c0,
-                                            c0 == 0 ? s.corr + hi * R : kOnes, values + c0, is_f16_v, n,
+                                            c0 == 0 ? s.corr + hi * R : kOnes, values + c0, v_rows, n,
                                             head_ahead(hi, c0));
       }
     }
