@@ -33,6 +33,15 @@ IWB_AVX512 inline __m512 load16(const void* row, int64_t d) {
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(block)));
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + d % 32));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
+  } else if constexpr (kRows == DecodeRows::Q4_0) {
+    // Block d / 32: its scale times (nibble - 8), low nibbles for d % 32 = 0, high for 16.
+    const auto* block = static_cast<const uint8_t*>(row) + d / 32 * 18;
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(block)));
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    if (d % 32 != 0) q = _mm_srli_epi16(q, 4);
+    const __m512i v =
+        _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(q, _mm_set1_epi8(0x0F))), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(row) + d);
   }
@@ -207,11 +216,15 @@ IWB_AVX512 void add_values_all(float* o, int64_t dv, const float* p, const float
                                int64_t nk, const DecodeAhead& ahead) {
   constexpr int C = R <= 3 ? 8 : R <= 6 ? 4 : 2;  // R x C accumulators, at most 24 registers
   auto fetch_offset = [&](int64_t col) -> int64_t {
-    return kRows == DecodeRows::F16 ? 2 * col : kRows == DecodeRows::Q8_0 ? col / 32 * 34 : 0;
+    return kRows == DecodeRows::F16    ? 2 * col
+           : kRows == DecodeRows::Q8_0 ? col / 32 * 34
+           : kRows == DecodeRows::Q4_0 ? col / 32 * 18
+                                       : 0;
   };
   auto fetch_bytes = [&](int64_t col, int64_t cols) -> int64_t {
     return kRows == DecodeRows::F16    ? 2 * cols
            : kRows == DecodeRows::Q8_0 ? (col + cols + 31) / 32 * 34 - col / 32 * 34
+           : kRows == DecodeRows::Q4_0 ? (col + cols + 31) / 32 * 18 - col / 32 * 18
            : col == 0                  ? ahead.v_bytes
                                        : 0;
   };
@@ -227,7 +240,7 @@ IWB_AVX512 void add_values_all(float* o, int64_t dv, const float* p, const float
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
 struct Avx512DecodeKernels {
   static constexpr int64_t kColumnUnit = 16;
-  static constexpr bool kReadsQ8_0 = true;
+  static constexpr bool kReadsBlocks = true;
   template <int R>
   IWB_AVX512 static void score_tile(const float* q, int64_t dk, const void* const* keys, DecodeRows rows, int64_t nk,
                                     float* s, float* part, const DecodeAhead& ahead) {
@@ -236,6 +249,7 @@ struct Avx512DecodeKernels {
     switch (rows) {
       case DecodeRows::F16: iwb::detail::score_tile<R, DecodeRows::F16>(q, dk, keys, nk, s, vectors, ahead); break;
       case DecodeRows::Q8_0: iwb::detail::score_tile<R, DecodeRows::Q8_0>(q, dk, keys, nk, s, vectors, ahead); break;
+      case DecodeRows::Q4_0: iwb::detail::score_tile<R, DecodeRows::Q4_0>(q, dk, keys, nk, s, vectors, ahead); break;
       case DecodeRows::F32: iwb::detail::score_tile<R, DecodeRows::F32>(q, dk, keys, nk, s, vectors, ahead); break;
     }
   }
@@ -249,6 +263,7 @@ struct Avx512DecodeKernels {
     switch (rows) {
       case DecodeRows::F16: iwb::detail::add_values_all<R, DecodeRows::F16>(o, dv, p, corr, values, nk, ahead); break;
       case DecodeRows::Q8_0: iwb::detail::add_values_all<R, DecodeRows::Q8_0>(o, dv, p, corr, values, nk, ahead); break;
+      case DecodeRows::Q4_0: iwb::detail::add_values_all<R, DecodeRows::Q4_0>(o, dv, p, corr, values, nk, ahead); break;
       case DecodeRows::F32: iwb::detail::add_values_all<R, DecodeRows::F32>(o, dv, p, corr, values, nk, ahead); break;
     }
   }

@@ -158,7 +158,7 @@ IWB_AVX2 void add_values_columns(float* o, int64_t dv, const float* p, const flo
 // The tile kernels run_paged_attention_decode calls (paged_attention_decode_driver.h).
 struct Avx2DecodeKernels {
   static constexpr int64_t kColumnUnit = 8;
-  static constexpr bool kReadsQ8_0 = false;  // Q8_0 sides come expanded (DecodeRows::F32)
+  static constexpr bool kReadsBlocks = false;  // Q8_0 and Q4_0 sides come expanded (DecodeRows::F32)
 
   template <int R>
   IWB_AVX2 static void score_tile(const float* q, int64_t dk, const void* const* keys, DecodeRows rows, int64_t nk,

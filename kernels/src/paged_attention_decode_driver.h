@@ -14,7 +14,7 @@
 //     o[r] = o[r] * corr[r] + sum_j p[r][j] * value[j],
 //
 // and kColumnUnit, the head sizes' required multiple. Keys and values are f16 rows of the
-// cache (DecodeRows::F16), Q8_0 rows of the cache (Q8_0, where Kernels::kReadsQ8_0) or f32
+// cache (DecodeRows::F16), Q8_0 or Q4_0 rows of the cache (where Kernels::kReadsBlocks) or f32
 // rows expanded from another quantized cache side (F32). The functions are called
 // once per tile of 64 keys, so they carry their own target attributes and are not inlined here.
 // score_tile calls ahead.fetch_k(j) and add_values_all ahead.fetch_v(j, ...) as they reach key
@@ -36,9 +36,10 @@ namespace iwb::detail {
 
 inline constexpr int64_t kDecodeKeyTile = 64;
 // How the kernels read a cache side's rows: f16 values, Q8_0 blocks (34 bytes per 32 values:
-// an f16 scale, then 32 int8; each value scale * q, as dequantize_q8_0) or f32 rows the driver
-// expanded from another type.
-enum class DecodeRows { F16, Q8_0, F32 };
+// an f16 scale, then 32 int8; each value scale * q, as dequantize_q8_0), Q4_0 blocks (18 bytes:
+// the scale, then 16 bytes whose low nibbles are values 0..15 and high nibbles 16..31; each
+// scale * (q - 8)) or f32 rows the driver expanded from another type.
+enum class DecodeRows { F16, Q8_0, Q4_0, F32 };
 inline constexpr int kDecodeMaxRows = 8;
 // Query rows of one work item over all the KV heads it takes (Scratch::q, o, m and l).
 inline constexpr int kDecodeMaxItemRows = 32;
@@ -134,9 +135,10 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
   // Rows the kernels read from the cache as they are; the others are expanded to f32 per tile.
   auto rows_of = [](GgmlType t) {
-    return t == GgmlType::F16                           ? DecodeRows::F16
-           : t == GgmlType::Q8_0 && Kernels::kReadsQ8_0 ? DecodeRows::Q8_0
-                                                        : DecodeRows::F32;
+    if (t == GgmlType::F16) return DecodeRows::F16;
+    if (t == GgmlType::Q8_0 && Kernels::kReadsBlocks) return DecodeRows::Q8_0;
+    if (t == GgmlType::Q4_0 && Kernels::kReadsBlocks) return DecodeRows::Q4_0;
+    return DecodeRows::F32;
   };
   const DecodeRows k_rows = rows_of(a.k_type), v_rows = rows_of(a.v_type);
   const bool is_direct_k = k_rows != DecodeRows::F32, is_direct_v = v_rows != DecodeRows::F32;

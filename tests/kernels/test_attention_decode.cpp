@@ -1,11 +1,11 @@
 // The decode attention (paged_attention_decode.cpp: AVX-512, or AVX2 on CPUs without it or
 // under IWB_CPU_AVX2=1) against paged_attention_ref: one
 // query token per sequence over caches written by write_kv_paged (F16, and quantized sides
-// rotated as the engine stores them; Q8_0 read in place by the AVX-512 kernels), query-head groups of 1 to 16 (one or
-// two groups of rows per KV head), head sizes 64 to 256 (80: a column tail), depths from one key to past several key
-// splits, sliding windows, soft-capping and sinks, batches of several sequences, and 1-3 threads (which change how the
-// keys are split). A batch holding a run of positions (a prompt), or asking for batch invariance, is declined and left
-// to the tiled kernel.
+// rotated as the engine stores them; Q8_0 and Q4_0 read in place by the AVX-512 kernels), query-head groups of 1 to 16
+// (one or two groups of rows per KV head), head sizes 64 to 256 (80: a column tail), depths from one key to past
+// several key splits, sliding windows, soft-capping and sinks, batches of several sequences, and 1-3 threads (which
+// change how the keys are split). A batch holding a run of positions (a prompt), or asking for batch invariance, is
+// declined and left to the tiled kernel.
 #include "cpu_features.h"
 #include "paged_attention_decode.h"
 
@@ -146,9 +146,13 @@ class TestAttentionDecode : public QObject {
     row("batch of 5 sequences", {.lengths = {1, 47, 300, 1029, 64}});
     row("Q8_0 keys and values, 2100 keys", {.lengths = {2100}, .k_type = GgmlType::Q8_0, .v_type = GgmlType::Q8_0});
     row("Q8_0 keys, Q4_0 values", {.lengths = {900}, .k_type = GgmlType::Q8_0, .v_type = GgmlType::Q4_0});
-    // Q8_0 rows read in place (AVX-512): a column tail of 16 that starts mid-block.
+    // Q8_0 and Q4_0 rows read in place (AVX-512): a column tail of 16 that starts mid-block.
     row("Q8_0 keys and values, 8/2 heads of 96, 333 keys",
         {.heads = 8, .kv_heads = 2, .dim = 96, .lengths = {333}, .k_type = GgmlType::Q8_0, .v_type = GgmlType::Q8_0});
+    row("Q4_0 keys and values, 8/2 heads of 96, 333 keys",
+        {.heads = 8, .kv_heads = 2, .dim = 96, .lengths = {333}, .k_type = GgmlType::Q4_0, .v_type = GgmlType::Q4_0});
+    row("Q4_0 keys, Q8_0 values, 1500 keys (split)",
+        {.lengths = {1500}, .k_type = GgmlType::Q4_0, .v_type = GgmlType::Q8_0});
     row("Q5_1 keys, F16 values, heads of 64",
         {.heads = 8, .kv_heads = 2, .dim = 64, .lengths = {333}, .k_type = GgmlType::Q5_1});
     row("F8_E4M3 keys and values", {.lengths = {640}, .k_type = GgmlType::F8_E4M3, .v_type = GgmlType::F8_E4M3});
