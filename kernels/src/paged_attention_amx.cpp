@@ -10,12 +10,13 @@
 // (lo.lo, ~2^-16 of a term, dropped): the outputs agree with the f32 tiled kernel to about the
 // same 1e-5 (test_attention_amx).
 //
-// Per work item (a run of tokens x the group's query heads = up to 128 rows, in tiles of 16; one
-// KV head) and per tile of 64 keys:
+// Per work item (a run of tokens x the group's query heads = up to 256 rows, in tiles of 16; one
+// KV head) and per tile of 64 keys, each step over all the item's row tiles before the next:
 //   keys    -> 4 B tiles of 16 keys per 32 head dims (hi, lo): a 16 x 16 dword transpose each;
 //   values  -> B tiles of 32 keys (as pairs) x 16 columns (hi, lo): two rows interleaved;
 //   scores  S = Q.K^T into 4 C tiles (16 rows x 64 keys), stored;
-//   softmax per row in AVX-512 (mask, soft-cap, online max and sum), P split into A tiles;
+//   softmax per row in AVX-512 (mask, soft-cap, online max and sum; a row tile's 16 rescale
+//           factors in one vector exp), P split into A tiles;
 //   values  O = O * corr + P.V: O's rows rescaled where the max moved, loaded into C tiles,
 //           multiplied into and stored back, four 16-column tiles at a time.
 // Tiles: 0, 1 A (Q or P, hi and lo); 2, 3 B (K or V, hi and lo); 4..7 C.
@@ -44,8 +45,11 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;      // keys per tile: 4 B tiles of 16 (scores), 2 steps of 32 (values)
 constexpr int64_t kTileBytes = 1024;  // 16 rows x 64 bytes
-constexpr int64_t kMaxItemRows = 128;
-constexpr int64_t kMaxRunTokens = 32;
+// Rows an item takes: each item converts and transposes every key and value tile of its range
+// once, so more rows share that work (bench_paged_attention --tokens 512 at depth 8192: 128 rows
+// 117-122 ms a pass, 256 98-101, 512 95-97 with fewer items to share out).
+constexpr int64_t kMaxItemRows = 256;
+constexpr int64_t kMaxRunTokens = 64;
 constexpr uint32_t kConfigKey = 0x400;
 
 void configure() {
@@ -78,8 +82,9 @@ struct Buffers {
   uint8_t* probs;        // [row tiles][2 key steps][hi, lo] A tiles
   float* o;              // [rows_pad x dv]
   float* staging;        // 16 key rows (or 2 value rows) as f32
-  float *m, *l, *corr;   // [rows_pad]
+  float *m, *l;          // [rows_pad]
   int32_t *j_lo, *j_hi;  // [rows_pad] each row's visible keys in the current tile
+  int32_t* visible;      // [row tiles] 1: some row of the tile sees some key of it
 };
 
 struct AmxAttentionTag {};
@@ -98,7 +103,7 @@ Buffers carve(int64_t rows_pad, int64_t dk, int64_t dv) {
                      rows_pad * 4,
                      rows_pad * 4,
                      rows_pad * 4,
-                     rows_pad * 4};
+                     rows_pad / 16 * 4};
   int64_t total = 0;
   for (int64_t& s : sizes) {
     s = (s + 63) / 64 * 64;
@@ -121,9 +126,9 @@ Buffers carve(int64_t rows_pad, int64_t dk, int64_t dv) {
   b.staging = static_cast<float*>(pieces[7]);
   b.m = static_cast<float*>(pieces[8]);
   b.l = static_cast<float*>(pieces[9]);
-  b.corr = static_cast<float*>(pieces[10]);
-  b.j_lo = static_cast<int32_t*>(pieces[11]);
-  b.j_hi = static_cast<int32_t*>(pieces[12]);
+  b.j_lo = static_cast<int32_t*>(pieces[10]);
+  b.j_hi = static_cast<int32_t*>(pieces[11]);
+  b.visible = static_cast<int32_t*>(pieces[12]);
   return b;
 }
 
@@ -298,48 +303,73 @@ IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const ui
   if (count > 3) _tile_stored(7, o + 48, o_stride);
 }
 
-// One row's 64 scores (in the row tile's four blocks, row i of each) soft-capped, keys outside
-// j_lo..j_hi masked, through the online softmax; the probabilities go to the row tile's A tiles
-// (row i, hi and lo).
-IWB_AMX void softmax_row(const float* scores, int64_t i, int64_t j_lo, int64_t j_hi, float softcap, float& m, float& l,
-                         float& corr, uint8_t* probs) {
+// The online softmax of a row tile's rows (rows 0 .. count - 1; their 64 scores in the tile's
+// four blocks, row i of each) over keys j_lo[i] .. j_hi[i] (none when j_lo > j_hi: the row's
+// probabilities zero, its state unchanged): soft-capped, masked, the running max m and sum l
+// moved on, the probabilities split into the row tile's A tiles (row i, hi and lo) and the
+// row's output o (row stride dv) rescaled by exp(m_old - m_new) where the max moved. First
+// every row's new max (the masked scores stored back), then the 16 rescale factors in one
+// vector exp, then the rows.
+IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, const int32_t* j_hi, float softcap,
+                          float* m, float* l, float* o, int64_t dv, uint8_t* probs) {
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512 x[4];
-  __mmask16 masks[4];
-  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  alignas(64) float m_new[16], corr[16];
+  __mmask16 visible = 0;
+  for (int64_t i = 0; i < 16; ++i) {
+    m_new[i] = i < count ? m[i] : 0.0f;
+    if (i >= count || j_lo[i] > j_hi[i]) continue;
+    visible = static_cast<__mmask16>(visible | (1u << i));
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
 #pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * c));
-    masks[c] = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_lo)), _MM_CMPINT_NLT) &
-               _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(static_cast<int>(j_hi)), _MM_CMPINT_LE);
-    x[c] = _mm512_loadu_ps(scores + c * 256 + i * 16);
-    if (softcap > 0.0f) x[c] = soft_cap_avx512(x[c], softcap);
-    x[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), masks[c], x[c]);
-    vmax = _mm512_max_ps(vmax, x[c]);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * c));
+      const __mmask16 mask = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_lo[i]), _MM_CMPINT_NLT) &
+                             _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_hi[i]), _MM_CMPINT_LE);
+      float* x_at = scores + c * 256 + i * 16;
+      __m512 x = _mm512_loadu_ps(x_at);
+      if (softcap > 0.0f) x = soft_cap_avx512(x, softcap);
+      x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), mask, x);
+      _mm512_storeu_ps(x_at, x);
+      vmax = _mm512_max_ps(vmax, x);
+    }
+    m_new[i] = std::max(m[i], _mm512_reduce_max_ps(vmax));
   }
-  const float m_new = std::max(m, _mm512_reduce_max_ps(vmax));
-  const __m512 mv = _mm512_set1_ps(m_new);
-  __m512 vsum = _mm512_setzero_ps();
+  // exp(m_old - m_new): 0 on a row's first visible tile (m_old = -inf) without a sink; rows
+  // not visible here keep 1 (their -inf - -inf would be NaN).
+  const __m512 m_old = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), m);
+  const __m512 m_now = _mm512_load_ps(m_new);
+  _mm512_store_ps(corr, _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), visible, exp_avx512(_mm512_sub_ps(m_old, m_now))));
+  for (int64_t i = 0; i < count; ++i) {
+    if (((visible >> i) & 1) == 0) {
+      for (int t = 0; t < 4; ++t) _mm512_store_si512(probs + t * kTileBytes + i * 64, _mm512_setzero_si512());
+      continue;
+    }
+    const __m512 mv = _mm512_set1_ps(m_new[i]);
+    __m512 e[4];
+    __m512 vsum = _mm512_setzero_ps();
 #pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    x[c] = _mm512_maskz_mov_ps(masks[c], exp_avx512(_mm512_sub_ps(x[c], mv)));
-    vsum = _mm512_add_ps(vsum, x[c]);
-  }
-  corr = std::exp(m - m_new);  // 0 on the first visible tile (m = -inf) without a sink
-  l = l * corr + _mm512_reduce_add_ps(vsum);
-  m = m_new;
+    for (int c = 0; c < 4; ++c) {
+      // Masked keys hold -inf: exactly 0 (exp_avx512 clamps its input, so not by itself).
+      const __m512 x = _mm512_loadu_ps(scores + c * 256 + i * 16);
+      const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+      e[c] = _mm512_maskz_mov_ps(kept, exp_avx512(_mm512_sub_ps(x, mv)));
+      vsum = _mm512_add_ps(vsum, e[c]);
+    }
+    l[i] = l[i] * corr[i] + _mm512_reduce_add_ps(vsum);
+    m[i] = m_new[i];
 #pragma GCC unroll 2
-  for (int step = 0; step < 2; ++step) {
-    __m512i hi, lo;
-    amx::split_pair(x[2 * step], x[2 * step + 1], &hi, &lo);
-    uint8_t* tile = probs + step * 2 * kTileBytes + i * 64;
-    _mm512_store_si512(tile, hi);
-    _mm512_store_si512(tile + kTileBytes, lo);
+    for (int step = 0; step < 2; ++step) {
+      __m512i hi, lo;
+      amx::split_pair(e[2 * step], e[2 * step + 1], &hi, &lo);
+      uint8_t* tile = probs + step * 2 * kTileBytes + i * 64;
+      _mm512_store_si512(tile, hi);
+      _mm512_store_si512(tile + kTileBytes, lo);
+    }
+    if (corr[i] == 1.0f) continue;  // O = O * corr (+ P.V next): only rows whose max moved
+    const __m512 cv = _mm512_set1_ps(corr[i]);
+    float* oi = o + i * dv;
+    for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(oi + d, _mm512_mul_ps(_mm512_loadu_ps(oi + d), cv));
   }
-}
-
-IWB_AMX void clear_probs_row(uint8_t* probs, int64_t i) {
-  for (int t = 0; t < 4; ++t) _mm512_store_si512(probs + t * kTileBytes + i * 64, _mm512_setzero_si512());
 }
 
 IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
@@ -388,41 +418,36 @@ IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
     prepare_values(a, w.kv_head, nk, slots, b);
     amx::tile_buffer_written();
     const int64_t key_steps = nk > 32 ? 2 : 1;
+    // Three passes over the row tiles (scores, softmax, values) rather than one row tile after
+    // another, so the out-of-order core can run one tile's vector work beside another's tile
+    // products.
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       // Each row's visible keys: k0 + j for lo <= k0 + j <= pos, j < nk. A row tile with none
       // is skipped (its probabilities are zero and its outputs unchanged).
       bool any_visible = false;
-      const int64_t r_end = std::min(rows, 16 * rt + 16);
-      for (int64_t r = 16 * rt; r < r_end; ++r) {
+      for (int64_t r = 16 * rt; r < std::min(rows, 16 * rt + 16); ++r) {
         const int64_t pos = first_pos + r / group;
         const int64_t lo = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
         b.j_lo[r] = static_cast<int32_t>(std::max<int64_t>(0, lo - k0));
         b.j_hi[r] = static_cast<int32_t>(std::min(nk - 1, pos - k0));
         any_visible |= b.j_lo[r] <= b.j_hi[r];
       }
-      if (!any_visible) continue;
-      float* scores = b.scores + rt * 4 * 256;
-      uint8_t* probs = b.probs + rt * 4 * kTileBytes;
-      score_row_tile(b.qh + 16 * rt * dk, b.ql + 16 * rt * dk, dk, b.keys, scores);
-      for (int64_t r = 16 * rt; r < r_end; ++r) {
-        if (b.j_lo[r] > b.j_hi[r]) {
-          clear_probs_row(probs, r - 16 * rt);
-          b.corr[r] = 1.0f;
-          continue;
-        }
-        softmax_row(scores, r - 16 * rt, b.j_lo[r], b.j_hi[r], a.softcap, b.m[r], b.l[r], b.corr[r], probs);
-      }
-      // O = O * corr + P . V: only rows whose max moved are rescaled (corr 1 is exact).
-      for (int64_t r = 16 * rt; r < r_end; ++r) {
-        if (b.corr[r] == 1.0f) continue;
-        const __m512 c = _mm512_set1_ps(b.corr[r]);
-        float* o = b.o + r * dv;
-        for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), c));
-      }
-      amx::tile_buffer_written();
+      b.visible[rt] = any_visible ? 1 : 0;
+      if (any_visible) score_row_tile(b.qh + 16 * rt * dk, b.ql + 16 * rt * dk, dk, b.keys, b.scores + rt * 4 * 256);
+    }
+    for (int64_t rt = 0; rt < row_tiles; ++rt) {
+      if (b.visible[rt] == 0) continue;
+      const int64_t r0 = 16 * rt;
+      softmax_rows(b.scores + rt * 4 * 256, std::min<int64_t>(16, rows - r0), b.j_lo + r0, b.j_hi + r0, a.softcap,
+                   b.m + r0, b.l + r0, b.o + r0 * dv, dv, b.probs + rt * 4 * kTileBytes);
+    }
+    amx::tile_buffer_written();
+    for (int64_t rt = 0; rt < row_tiles; ++rt) {
+      if (b.visible[rt] == 0) continue;
       for (int64_t c0 = 0; c0 < columns; c0 += 4) {
         add_values_row_tile(b.o + 16 * rt * dv + 16 * c0, dv * 4, static_cast<int>(std::min<int64_t>(4, columns - c0)),
-                            probs, b.values + 2 * c0 * kTileBytes, columns * 2 * kTileBytes, key_steps);
+                            b.probs + rt * 4 * kTileBytes, b.values + 2 * c0 * kTileBytes, columns * 2 * kTileBytes,
+                            key_steps);
       }
     }
   }
