@@ -102,9 +102,54 @@ int64_t kv_row_units(GgmlType type, int64_t n) {
   return n % t.block_size == 0 ? n / t.block_size * static_cast<int64_t>(t.bytes_per_block / 2) : 0;
 }
 
+namespace {
+
+// Token t belongs to a run of consecutive positions of one sequence (a prompt or its chunk).
+bool is_in_run(const PagedAttentionArgs& a, int64_t t) {
+  auto continues = [&](int64_t u) {
+    return a.token_sequences[u + 1] == a.token_sequences[u] && a.positions[u + 1] == a.positions[u] + 1;
+  };
+  return (t > 0 && continues(t - 1)) || (t + 1 < a.num_tokens && continues(t));
+}
+
+// Tokens first .. first + count - 1 of a batch as a batch of their own.
+PagedAttentionArgs tokens_of(const PagedAttentionArgs& a, int64_t first, int64_t count) {
+  PagedAttentionArgs s = a;
+  s.q = a.q + first * a.num_heads * a.head_dim;
+  s.token_sequences = a.token_sequences + first;
+  s.positions = a.positions + first;
+  s.output = a.output + first * a.num_heads * a.head_dim_v;
+  s.num_tokens = count;
+  return s;
+}
+
+// A batch of prompt runs beside lone tokens (a prefill chunk scheduled with other sequences'
+// decodes): each stretch of lone tokens to the decode kernel, each stretch of runs to the
+// prompt kernels. As one batch, every lone token went to the prompt kernels as an item of its
+// own, which converts its whole key range into tiles for one token's query heads. False
+// (nothing written) for a batch of one kind, or in batch-invariant mode (where a token's
+// kernel must not depend on the rest of the batch).
+bool attend_mixed_batch(const PagedAttentionArgs& a) {
+  if (a.is_batch_invariant || a.num_tokens < 2) return false;
+  bool has_lone = false, has_run = false;
+  for (int64_t t = 0; t < a.num_tokens; ++t) (is_in_run(a, t) ? has_run : has_lone) = true;
+  if (!has_lone || !has_run) return false;
+  for (int64_t t = 0; t < a.num_tokens;) {
+    const bool run = is_in_run(a, t);
+    int64_t end = t + 1;
+    while (end < a.num_tokens && is_in_run(a, end) == run) ++end;
+    if (!paged_attention(tokens_of(a, t, end - t))) return false;  // valid as a part of a valid batch
+    t = end;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool paged_attention(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
   if (detail::paged_attention_decode(a)) return true;  // one query per sequence run: decode
+  if (attend_mixed_batch(a)) return true;              // decodes beside prompt runs: each its kernel
   if (detail::paged_attention_amx(a)) return true;     // the same tiles' products on AMX
   if (detail::paged_attention_tiled(a)) return true;   // key tiles, online softmax, any cache type
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);

@@ -6,8 +6,10 @@
 //
 //   bench_paged_attention [--keys 8192] [--layers 28] [--heads 12] [--kv-heads 2] [--dim 128]
 //                         [--block 16] [--threads 2] [--reps 5] [--type f16|q8_0|q4_0|...]
-//                         [--tokens 1] [--huge 0|1] [--shuffled 0|1]
-// Defaults: the default model (Qwen2.5-Coder-1.5B) at a depth of 8,192.
+//                         [--tokens 1] [--lone 0] [--huge 0|1] [--shuffled 0|1]
+// Defaults: the default model (Qwen2.5-Coder-1.5B) at a depth of 8,192. --tokens N > 1 makes a
+// prompt chunk of N tokens ending at the last position; --lone M adds M lone tokens after it at
+// earlier, spaced-out positions (as decodes of other sequences scheduled beside a prefill chunk).
 #include "iwb/kernels/paged_attention.h"
 #include "random_tensors.h"
 
@@ -43,7 +45,7 @@ GgmlType parse_type(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t keys = 8192, layers = 28, heads = 12, kv_heads = 2, dim = 128, block = 16, tokens = 1;
+  int64_t keys = 8192, layers = 28, heads = 12, kv_heads = 2, dim = 128, block = 16, tokens = 1, lone = 0;
   int threads = 2, reps = 5, huge = 0, shuffled = 0;
   GgmlType type = GgmlType::F16;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
       type = parse_type(v);
     else if (o == "--tokens")
       tokens = std::atoll(v);
+    else if (o == "--lone")
+      lone = std::atoll(v);
     else if (o == "--huge")
       huge = std::atoi(v);
     else if (o == "--shuffled")
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (keys < tokens || tokens < 1 || layers < 1 || heads % kv_heads != 0 || dim % 64 != 0) {
+  if (keys < tokens + 2 * lone + 1 || tokens < 1 || lone < 0 || layers < 1 || heads % kv_heads != 0 || dim % 64 != 0) {
     std::fprintf(stderr, "bad sizes\n");
     return 2;
   }
@@ -127,11 +131,13 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const std::vector<float> q = test::random_floats(static_cast<size_t>(tokens * heads * dim), rng);
+  const std::vector<float> q = test::random_floats(static_cast<size_t>((tokens + lone) * heads * dim), rng);
   std::vector<float> out(q.size());
   const int32_t length = static_cast<int32_t>(keys);
-  std::vector<int32_t> token_sequences(static_cast<size_t>(tokens), 0), positions(static_cast<size_t>(tokens));
+  std::vector<int32_t> token_sequences(static_cast<size_t>(tokens + lone), 0),
+      positions(static_cast<size_t>(tokens + lone));
   for (int64_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(keys - tokens + t);
+  for (int64_t i = 0; i < lone; ++i) positions[tokens + i] = static_cast<int32_t>(keys - tokens - 2 - 2 * i);
   PagedAttentionArgs a;
   a.q = q.data();
   a.num_blocks = num_blocks;
@@ -142,7 +148,7 @@ int main(int argc, char** argv) {
   a.num_sequences = 1;
   a.token_sequences = token_sequences.data();
   a.positions = positions.data();
-  a.num_tokens = tokens;
+  a.num_tokens = tokens + lone;
   a.num_heads = heads;
   a.num_kv_heads = kv_heads;
   a.head_dim = a.head_dim_v = dim;
@@ -154,10 +160,10 @@ int main(int argc, char** argv) {
   const double bytes_per_layer = 2.0 * static_cast<double>(keys * row_units) * 2.0;  // K and V, all heads
   std::printf(
       "%lld keys, %lld layers, %lld heads / %lld KV heads of %lld, blocks of %lld, %s cache, %d threads, "
-      "%lld query tokens: %.1f MB of cache per pass\n",
+      "%lld query tokens + %lld lone: %.1f MB of cache per pass\n",
       static_cast<long long>(keys), static_cast<long long>(layers), static_cast<long long>(heads),
       static_cast<long long>(kv_heads), static_cast<long long>(dim), static_cast<long long>(block),
-      std::string(ggml_type_name(type)).c_str(), threads, static_cast<long long>(tokens),
+      std::string(ggml_type_name(type)).c_str(), threads, static_cast<long long>(tokens), static_cast<long long>(lone),
       1e-6 * bytes_per_layer * layers);
   double best = 1e30;
   for (int r = 0; r < reps + 1; ++r) {  // the first pass warms up (page faults, thread start)

@@ -65,6 +65,8 @@ class TestAttentionTiles : public QObject {
     for (uint16_t& h : k_pool) h = f32_to_fp16(random_floats(1, rng, 1.0f)[0]);
     for (uint16_t& h : v_pool) h = f32_to_fp16(random_floats(1, rng, 1.0f)[0]);
     // The batch: all of sequence 0 (a prefill), then positions 0, 63, 64 and 89 of sequence 1.
+    // paged_attention splits it: the prefill and the run 63-64 to the prompt kernels, the lone
+    // positions 0 and 89 to the decode kernel.
     std::vector<int32_t> token_seq(static_cast<size_t>(lengths[0]), 0), positions(static_cast<size_t>(lengths[0]));
     std::iota(positions.begin(), positions.end(), 0);
     for (int32_t p : {0, 63, 64, 89}) {
