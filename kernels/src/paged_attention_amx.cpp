@@ -26,6 +26,7 @@
 #include "dequantize_avx2.h"
 #include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
+#include "paged_attention_runs.h"
 #include "parallel.h"
 
 #if defined(__x86_64__)
@@ -66,11 +67,7 @@ bool is_disabled() {
   return kDisabled;
 }
 
-struct WorkItem {
-  int64_t first_token;
-  int64_t num_tokens;
-  int64_t kv_head;
-};
+using WorkItem = PromptItem;
 
 // One thread's buffers for one call, carved from a thread_buffer (64-byte aligned pieces).
 struct Buffers {
@@ -377,12 +374,7 @@ IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
   const int64_t dk = a.head_dim, dv = a.head_dim_v, steps = dk / 32, columns = dv / 16;
   const int64_t rows = w.num_tokens * group, row_tiles = (rows + 15) / 16, rows_pad = 16 * row_tiles;
   const Buffers b = carve(rows_pad, dk, dv);
-  const int32_t* table = a.block_tables + a.token_sequences[w.first_token] * a.max_blocks_per_sequence;
-  const int64_t first_pos = a.positions[w.first_token];
-  const int64_t last_pos = first_pos + w.num_tokens - 1;
-  const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
-  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
-  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
+  const auto [table, first_pos, last_pos, k_begin, rot_k, rot_v] = prompt_run(a, w);
 
   // Row r = token r / group, head r % group of the KV head: the scaled query split into A tiles'
   // rows; padding rows zero (their scores are never read, their probabilities stay zero).
@@ -465,22 +457,9 @@ bool paged_attention_amx(const PagedAttentionArgs& a) {
   if (dk % 32 != 0 || dv % 16 != 0 || dk > 512 || dv > 512) return false;
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t run_tokens = std::clamp<int64_t>(kMaxItemRows / group, 1, kMaxRunTokens);
-  // Runs of consecutive positions of one sequence, then one item per (run, KV head).
   thread_local std::vector<WorkItem> items;
-  items.clear();
-  for (int64_t t = 0; t < a.num_tokens;) {
-    int64_t n = 1;
-    while (t + n < a.num_tokens && n < run_tokens && a.token_sequences[t + n] == a.token_sequences[t] &&
-           a.positions[t + n] == a.positions[t] + n) {
-      ++n;
-    }
-    for (int64_t g = 0; g < a.num_kv_heads; ++g) items.push_back({t, n, g});
-    t += n;
-  }
-  double work = 0;
-  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
-  work *= static_cast<double>(a.num_heads * (dk + dv));
-  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  prompt_items(a, run_tokens, items);
+  const int num_threads = prompt_threads(a);
   const auto num_items = static_cast<int64_t>(items.size());
   const WorkItem* const item_list = items.data();  // inside the region `items` names each thread's own
   std::atomic<int64_t> next_item{0};

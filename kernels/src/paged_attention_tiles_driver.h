@@ -35,6 +35,7 @@
 #include "dequantize_rows.h"
 #include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
+#include "paged_attention_runs.h"
 #include "parallel.h"
 
 #include <algorithm>
@@ -57,11 +58,7 @@ struct TileScratch {
 
 namespace tile_plan {
 
-struct WorkItem {
-  int64_t first_token;
-  int64_t num_tokens;
-  int64_t kv_head;
-};
+using WorkItem = PromptItem;
 
 // n f16 values of the cache as f32: the AVX2 row dequantizer (the one F16 weights use on every
 // x86 path) where the tiles run, the portable loop elsewhere.
@@ -128,12 +125,7 @@ void run_item(const PagedAttentionArgs& a, const WorkItem& w, int64_t key_tile, 
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
   const int64_t rows = w.num_tokens * group;
-  const int32_t* table = a.block_tables + a.token_sequences[w.first_token] * a.max_blocks_per_sequence;
-  const int64_t first_pos = a.positions[w.first_token];
-  const int64_t last_pos = first_pos + w.num_tokens - 1;
-  const int64_t k_begin = a.sliding_window > 0 ? std::max<int64_t>(0, first_pos - a.sliding_window + 1) : 0;
-  const int64_t rot_k = a.is_rotated ? kv_rotation_size(a.k_type, dk, true) : 0;
-  const int64_t rot_v = a.is_rotated ? kv_rotation_size(a.v_type, dv, false) : 0;
+  const auto [table, first_pos, last_pos, k_begin, rot_k, rot_v] = prompt_run(a, w);
 
   // Row r = token i * group + head hh: q scaled once, m = -inf, l = 0, o = 0.
   for (int64_t r = 0; r < rows; ++r) {
@@ -206,22 +198,9 @@ bool run_paged_attention_tiled(const PagedAttentionArgs& a) {
   if (!Kernels::supports(a.head_dim, a.head_dim_v)) return false;
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t key_tile = Kernels::key_tile(a.head_dim);
-  // Runs of consecutive positions of one sequence, then one item per (run, KV head).
   thread_local std::vector<WorkItem> items;
-  items.clear();
-  for (int64_t t = 0; t < a.num_tokens;) {
-    int64_t n = 1;
-    while (t + n < a.num_tokens && n < Kernels::kRunTokens && a.token_sequences[t + n] == a.token_sequences[t] &&
-           a.positions[t + n] == a.positions[t] + n) {
-      ++n;
-    }
-    for (int64_t g = 0; g < a.num_kv_heads; ++g) items.push_back({t, n, g});
-    t += n;
-  }
-  double work = 0;
-  for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
-  work *= static_cast<double>(a.num_heads * (a.head_dim + a.head_dim_v));
-  const int num_threads = work >= kMinParallelWork ? resolve_threads(a.num_threads) : 1;
+  prompt_items(a, Kernels::kRunTokens, items);
+  const int num_threads = prompt_threads(a);
   const int64_t max_rows = Kernels::kRunTokens * group + 1;  // +1: the spare row of short groups
   const auto num_items = static_cast<int64_t>(items.size());
   // The calling thread's list: inside the region `items` would name each thread's own.
