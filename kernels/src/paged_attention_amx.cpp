@@ -23,7 +23,6 @@
 #include "paged_attention_amx.h"
 
 #include "cpu_features.h"
-#include "dequantize_avx2.h"
 #include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
 #include "paged_attention_runs.h"
@@ -129,19 +128,6 @@ Buffers carve(int64_t rows_pad, int64_t dk, int64_t dv) {
   return b;
 }
 
-// The cache row of a slot (one KV head's keys or values) as f32: the AVX2 dequantizers where
-// they exist (the same products as expand_kv_row's: d * q, d * (q - 8) rounded once), which
-// took a Q8_0 cache's prompt attention from 133 to 103 ms a pass (Q4_0: 129 to 101) in
-// bench_paged_attention --tokens 512 at depth 8192 (F16: 95).
-void row_to_f32(GgmlType type, const uint16_t* src, float* dst, int64_t n, float fp8_scale) {
-  switch (type) {
-    case GgmlType::F16: dequantize_f16_avx2(src, dst, n); return;
-    case GgmlType::Q8_0: dequantize_q8_0_avx2(reinterpret_cast<const BlockQ8_0*>(src), dst, n / 32); return;
-    case GgmlType::Q4_0: dequantize_q4_0_avx2(reinterpret_cast<const BlockQ4_0*>(src), dst, n / 32); return;
-    default: expand_kv_row(type, src, dst, n, fp8_scale); return;
-  }
-}
-
 // The tile's keys (nk of kKeyTile; the rest zero) as B tiles: per group of 16 keys and 32-dim
 // step, B[pair kk][key n] = the key's dims 2kk and 2kk + 1 (hi tile, then lo). Keys `ahead`
 // further on are prefetched meanwhile (K and V rows).
@@ -168,7 +154,7 @@ IWB_AMX void prepare_keys(const PagedAttentionArgs& a, const int32_t* table, int
     for (int64_t j = 0; j < 16; ++j) {
       float* dst = b.staging + j * dk;
       if (j < count) {
-        row_to_f32(a.k_type, a.k_cache + slots[j0 + j] * k_row + g * k_head, dst, dk, a.k_scale);
+        cache_row_to_f32(a.k_type, a.k_cache + slots[j0 + j] * k_row + g * k_head, dst, dk, a.k_scale);
       } else {
         std::fill_n(dst, dk, 0.0f);
       }
@@ -199,7 +185,7 @@ IWB_AMX void prepare_values(const PagedAttentionArgs& a, int64_t g, int64_t nk, 
       for (int e = 0; e < 2; ++e) {
         const int64_t j = 32 * step + 2 * kk + e;
         if (j < nk) {
-          row_to_f32(a.v_type, a.v_cache + slots[j] * v_row + g * v_head, rows[e], dv, a.v_scale);
+          cache_row_to_f32(a.v_type, a.v_cache + slots[j] * v_row + g * v_head, rows[e], dv, a.v_scale);
         } else {
           std::fill_n(rows[e], dv, 0.0f);  // zero, not stale: its probability 0 times it must stay 0
         }

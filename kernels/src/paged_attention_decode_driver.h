@@ -207,7 +207,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
           if (is_direct_k) {
             keys[j] = k;
           } else {
-            expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
+            cache_row_to_f32(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
             keys[j] = &s.k_rows[j * dk];
           }
         }
@@ -227,7 +227,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
           if (is_direct_v) {
             values[j] = v;
           } else {
-            expand_kv_row(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
+            cache_row_to_f32(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
             values[j] = &s.v_rows[j * dv];
           }
         }

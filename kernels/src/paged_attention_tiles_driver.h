@@ -31,8 +31,6 @@
 // -inf; a sink starts each row's running max and sum.
 #pragma once
 
-#include "dequantize_avx2.h"
-#include "dequantize_rows.h"
 #include "paged_attention_keys.h"
 #include "paged_attention_quant.h"
 #include "paged_attention_runs.h"
@@ -60,16 +58,6 @@ namespace tile_plan {
 
 using WorkItem = PromptItem;
 
-// n f16 values of the cache as f32: the AVX2 row dequantizer (the one F16 weights use on every
-// x86 path) where the tiles run, the portable loop elsewhere.
-inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
-#if defined(__x86_64__) || defined(__i386__)
-  dequantize_f16_avx2(src, dst, n);
-#else
-  dequantize_f16(src, dst, n);
-#endif
-}
-
 // Keys k0 .. k0 + nk - 1 of KV head g: K transposed into s.kt [d][j], V into s.v [j][:],
 // both f32 (from f16 or expanded from a quantized cache's blocks, so every cache type meets the
 // same f32 scores, online softmax and value sums); keys nk..key_tile-1 read as zero. The rows
@@ -83,7 +71,6 @@ void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int
   const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
                 v_row = kv_row_units(a.v_type, a.num_kv_heads * dv);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
-  const bool is_f16_k = a.k_type == GgmlType::F16, is_f16_v = a.v_type == GgmlType::F16;
   const int64_t ahead = attention_prefetch_keys(64);
   for (int64_t j0 = 0; j0 < key_tile; j0 += kUnit) {
     const int64_t n_unit = std::clamp<int64_t>(nk - j0, 0, kUnit);
@@ -99,18 +86,10 @@ void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int
     slots_of(a, table, k0 + j0, n_unit, slots);
     for (int64_t j = 0; j < n_unit; ++j) {
       const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
-      if (is_f16_k) {
-        f16_row_to_f32(k, &s.k_rows[j * dk], dk);
-      } else {
-        expand_kv_row(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
-      }
+      cache_row_to_f32(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
       const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
       float* vt = &s.v[(j0 + j) * dv];
-      if (is_f16_v) {
-        f16_row_to_f32(v, vt, dv);
-      } else {
-        expand_kv_row(a.v_type, v, vt, dv, a.v_scale);
-      }
+      cache_row_to_f32(a.v_type, v, vt, dv, a.v_scale);
     }
     for (int64_t j = n_unit; j < kUnit; ++j) {
       std::fill_n(&s.k_rows[j * dk], dk, 0.0f);
