@@ -1,6 +1,7 @@
 // Paged attention and the paged K/V write (see paged_attention.h). On AVX-512 and AVX2 the decode
 // kernel (one query per sequence) or the tiled kernel (prompts; its products on AMX tiles where
-// the CPU has AMX-BF16: paged_attention_amx.cpp) runs; otherwise (no AVX2, or
+// the CPU has AMX-BF16: paged_attention_amx.cpp) runs, a batch of both split between them;
+// otherwise (no AVX2, or
 // head sizes they decline) the fast path gives each (query token, head) pair to an OpenMP
 // thread and walks the sequence's blocks run by run (no division per key); the reference maps
 // every position through the block table in double.

@@ -160,7 +160,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   }
   std::fill_n(s.o.data(), w.kv_heads * R * dv, 0.0f);
 
-  // Rows read as they are (f16, Q8_0) are prefetched a few keys ahead of their use, within the tile
+  // Rows read as they are (f16, Q8_0, Q4_0) are prefetched a few keys ahead of their use, within the tile
   // and into the next; rows expanded from a quantized side at the start of each tile, a tile
   // ahead. (Default measured on Xeon model 167, bench_paged_attention: docs/benchmarks.md.)
   const int64_t distance = attention_prefetch_keys(16);
