@@ -8,16 +8,17 @@
 
 #include <cstdint>
 
-#define IWB_AMX                                                                                                  \
-  __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16," \
-                        "avx2,fma,f16c,bmi,bmi2")))
+#define IWB_AMX                                                                                     \
+  __attribute__((                                                                                   \
+      target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16," \
+             "avx2,fma,f16c,bmi,bmi2")))
 
 // tilestored of a whole 16 x 64-byte tile (or its configured rows) to `ptr` (64-byte rows),
 // with the stored bytes as the asm's output. GCC's _tile_stored clobbers all memory instead,
 // which forces every live vector (a kernel's accumulators) through the stack at each store.
-#define IWB_TILE_STORE(tile, ptr)                                                                  \
-  __asm__ volatile("tilestored %%tmm" #tile ", (%1,%2,1)"                                            \
-                   : "=m"(*reinterpret_cast<uint8_t(*)[1024]>(ptr))                                 \
+#define IWB_TILE_STORE(tile, ptr)                                   \
+  __asm__ volatile("tilestored %%tmm" #tile ", (%1,%2,1)"           \
+                   : "=m"(*reinterpret_cast<uint8_t(*)[1024]>(ptr)) \
                    : "r"(static_cast<void*>(ptr)), "r"(64L))
 
 namespace iwb::detail::amx {
@@ -39,6 +40,13 @@ static_assert(sizeof(TileConfig) == 64);
 // Loads `config` into this thread's tile registers. `key` names it (a kernel's own number plus
 // whatever varies, e.g. the rows of a token tail); it is no longer used to skip the load.
 void ensure_tile_config(uint32_t key, const TileConfig& config);
+
+// All eight tiles whole (16 rows x 64 bytes), as the bf16 kernels use them.
+inline void configure_full_tiles(uint32_t key) {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  ensure_tile_config(key, c);
+}
 
 // 16 rows of 16 dwords (u[i]: row i) as 16 B-tile rows (out + 64 k: dword k of every row).
 IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {

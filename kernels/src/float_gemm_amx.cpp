@@ -35,11 +35,7 @@ constexpr uint32_t kConfigKey = 0x300;
 
 // Tiles: 0, 1 A hi and lo (16 tokens x 32 bf16); 2, 3 B hi and lo of rows 0..15; 4, 5 of rows
 // 16..31; 6, 7 C (16 tokens x 16 f32) of the two halves.
-void configure() {
-  amx::TileConfig c;
-  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  amx::ensure_tile_config(kConfigKey, c);
-}
+void configure() { amx::configure_full_tiles(kConfigKey); }
 
 struct WeightF16 {
   static constexpr bool kHasLow = true;

@@ -80,11 +80,14 @@ void softmax_row_with_sink(float* x, int64_t n, float sink) {
 
 bool is_kv_cache_type(GgmlType type) {
   switch (type) {
-    case GgmlType::F16: case GgmlType::Q8_0: case GgmlType::Q5_1: case GgmlType::Q5_0: case GgmlType::Q4_1:
-    case GgmlType::Q4_0: case GgmlType::F8_E4M3:
-      return true;
-    default:
-      return false;
+    case GgmlType::F16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q4_0:
+    case GgmlType::F8_E4M3: return true;
+    default: return false;
   }
 }
 
@@ -99,7 +102,7 @@ int64_t kv_row_units(GgmlType type, int64_t n) {
   if (n <= 0 || !is_kv_cache_type(type)) return 0;
   if (type == GgmlType::F16) return n;
   if (type == GgmlType::F8_E4M3) return n % 2 == 0 ? n / 2 : 0;  // two bytes per uint16 unit
-  const GgmlTypeTraits& t = ggml_type_traits(type);  // 32-value blocks of an even number of bytes
+  const GgmlTypeTraits& t = ggml_type_traits(type);              // 32-value blocks of an even number of bytes
   return n % t.block_size == 0 ? n / t.block_size * static_cast<int64_t>(t.bytes_per_block / 2) : 0;
 }
 
@@ -301,9 +304,9 @@ OpCost write_kv_paged_cost(const WriteKvPagedArgs& a) {
   int64_t num_written = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) num_written += a.slot_mapping[t] >= 0 ? 1 : 0;
   // Reads f32, writes f16 (or a block type), reads the slot index; the conversion is not counted as flops.
-  cost.bytes = static_cast<double>(num_written) *
-               ((4.0 + kv_bytes_per_value(a.k_type)) * static_cast<double>(a.k_row) +
-                (4.0 + kv_bytes_per_value(a.v_type)) * static_cast<double>(a.v_row) + 8.0);
+  cost.bytes =
+      static_cast<double>(num_written) * ((4.0 + kv_bytes_per_value(a.k_type)) * static_cast<double>(a.k_row) +
+                                          (4.0 + kv_bytes_per_value(a.v_type)) * static_cast<double>(a.v_row) + 8.0);
   return cost;
 }
 

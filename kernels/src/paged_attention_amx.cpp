@@ -52,11 +52,7 @@ constexpr int64_t kMaxItemRows = 256;
 constexpr int64_t kMaxRunTokens = 64;
 constexpr uint32_t kConfigKey = 0x400;
 
-void configure() {
-  amx::TileConfig c;
-  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  amx::ensure_tile_config(kConfigKey, c);
-}
+void configure() { amx::configure_full_tiles(kConfigKey); }
 
 bool is_disabled() {
   static const bool kDisabled = [] {
@@ -201,6 +197,18 @@ IWB_AMX void prepare_values(const PagedAttentionArgs& a, int64_t g, int64_t nk, 
   }
 }
 
+// C tile `c` += A . B for split operands: B hi and lo (tiles 2, 3) loaded from b (lo 1 KiB
+// after hi), then A hi . B hi + A lo . B hi + A hi . B lo with A hi and lo in tiles 0, 1. A
+// macro because the tile numbers must be literals in the instructions.
+#define IWB_SPLIT_PRODUCT(c, b)           \
+  do {                                    \
+    _tile_loadd(2, (b), 64);              \
+    _tile_loadd(3, (b) + kTileBytes, 64); \
+    _tile_dpbf16ps(c, 0, 2);              \
+    _tile_dpbf16ps(c, 1, 2);              \
+    _tile_dpbf16ps(c, 0, 3);              \
+  } while (0)
+
 // Scores of one row tile against the tile's 64 keys: 4 C tiles of 16 x 16, stored in order.
 IWB_AMX void score_row_tile(const uint16_t* qh, const uint16_t* ql, int64_t dk, const uint8_t* keys, float* out) {
   const int64_t steps = dk / 32, stride = dk * 2;
@@ -213,29 +221,10 @@ IWB_AMX void score_row_tile(const uint16_t* qh, const uint16_t* ql, int64_t dk, 
     _tile_loadd(0, qh + 32 * ks, stride);
     _tile_loadd(1, ql + 32 * ks, stride);
     const uint8_t* k = keys + 2 * ks * kTileBytes;
-    _tile_loadd(2, k, 64);
-    _tile_loadd(3, k + kTileBytes, 64);
-    _tile_dpbf16ps(4, 0, 2);
-    _tile_dpbf16ps(4, 1, 2);
-    _tile_dpbf16ps(4, 0, 3);
-    k += group_bytes;
-    _tile_loadd(2, k, 64);
-    _tile_loadd(3, k + kTileBytes, 64);
-    _tile_dpbf16ps(5, 0, 2);
-    _tile_dpbf16ps(5, 1, 2);
-    _tile_dpbf16ps(5, 0, 3);
-    k += group_bytes;
-    _tile_loadd(2, k, 64);
-    _tile_loadd(3, k + kTileBytes, 64);
-    _tile_dpbf16ps(6, 0, 2);
-    _tile_dpbf16ps(6, 1, 2);
-    _tile_dpbf16ps(6, 0, 3);
-    k += group_bytes;
-    _tile_loadd(2, k, 64);
-    _tile_loadd(3, k + kTileBytes, 64);
-    _tile_dpbf16ps(7, 0, 2);
-    _tile_dpbf16ps(7, 1, 2);
-    _tile_dpbf16ps(7, 0, 3);
+    IWB_SPLIT_PRODUCT(4, k);
+    IWB_SPLIT_PRODUCT(5, k + group_bytes);
+    IWB_SPLIT_PRODUCT(6, k + 2 * group_bytes);
+    IWB_SPLIT_PRODUCT(7, k + 3 * group_bytes);
   }
   _tile_stored(4, out, 64);
   _tile_stored(5, out + 256, 64);
@@ -257,32 +246,10 @@ IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const ui
     _tile_loadd(0, p, 64);
     _tile_loadd(1, p + kTileBytes, 64);
     const uint8_t* v = values + step * step_bytes;
-    _tile_loadd(2, v, 64);
-    _tile_loadd(3, v + kTileBytes, 64);
-    _tile_dpbf16ps(4, 0, 2);
-    _tile_dpbf16ps(4, 1, 2);
-    _tile_dpbf16ps(4, 0, 3);
-    if (count > 1) {
-      _tile_loadd(2, v + 2 * kTileBytes, 64);
-      _tile_loadd(3, v + 3 * kTileBytes, 64);
-      _tile_dpbf16ps(5, 0, 2);
-      _tile_dpbf16ps(5, 1, 2);
-      _tile_dpbf16ps(5, 0, 3);
-    }
-    if (count > 2) {
-      _tile_loadd(2, v + 4 * kTileBytes, 64);
-      _tile_loadd(3, v + 5 * kTileBytes, 64);
-      _tile_dpbf16ps(6, 0, 2);
-      _tile_dpbf16ps(6, 1, 2);
-      _tile_dpbf16ps(6, 0, 3);
-    }
-    if (count > 3) {
-      _tile_loadd(2, v + 6 * kTileBytes, 64);
-      _tile_loadd(3, v + 7 * kTileBytes, 64);
-      _tile_dpbf16ps(7, 0, 2);
-      _tile_dpbf16ps(7, 1, 2);
-      _tile_dpbf16ps(7, 0, 3);
-    }
+    IWB_SPLIT_PRODUCT(4, v);
+    if (count > 1) IWB_SPLIT_PRODUCT(5, v + 2 * kTileBytes);
+    if (count > 2) IWB_SPLIT_PRODUCT(6, v + 4 * kTileBytes);
+    if (count > 3) IWB_SPLIT_PRODUCT(7, v + 6 * kTileBytes);
   }
   _tile_stored(4, o, o_stride);
   if (count > 1) _tile_stored(5, o + 16, o_stride);

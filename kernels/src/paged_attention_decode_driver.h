@@ -190,6 +190,20 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
     ahead.v_head = a.v_cache + (w.kv_head + hi) * v_head;
     return ahead.from(first);
   };
+  // Rows c0 .. c0 + n - 1 of the tile (KV head g of one side) for the kernels: the cache's own
+  // rows where they read them in place, else expanded into scratch.
+  auto gather = [&](const uint16_t* cache, int64_t row, int64_t head, GgmlType type, bool is_direct, float* scratch,
+                    int64_t dim, float fp8_scale, int64_t g, int64_t c0, int64_t n, const void** out) {
+    for (int64_t j = c0; j < c0 + n; ++j) {
+      const uint16_t* p = cache + slots[j] * row + g * head;
+      if (is_direct) {
+        out[j] = p;
+      } else {
+        cache_row_to_f32(type, p, scratch + j * dim, dim, fp8_scale);
+        out[j] = scratch + j * dim;
+      }
+    }
+  };
   for (int64_t k0 = w.key_begin; k0 < w.key_end; k0 += kDecodeKeyTile) {
     const int64_t nk = std::min(kDecodeKeyTile, w.key_end - k0);
     // The slots each key of this tile prefetches for (keys `distance` further on, in range).
@@ -201,16 +215,8 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
     for (int64_t c0 = 0; c0 < nk; c0 += chunk) {
       const int64_t n = std::min(chunk, nk - c0);
       for (int64_t hi = 0; hi < w.kv_heads; ++hi) {
-        const int64_t g = w.kv_head + hi;
-        for (int64_t j = c0; j < c0 + n; ++j) {
-          const uint16_t* k = a.k_cache + slots[j] * k_row + g * k_head;
-          if (is_direct_k) {
-            keys[j] = k;
-          } else {
-            cache_row_to_f32(a.k_type, k, &s.k_rows[j * dk], dk, a.k_scale);
-            keys[j] = &s.k_rows[j * dk];
-          }
-        }
+        gather(a.k_cache, k_row, k_head, a.k_type, is_direct_k, s.k_rows.data(), dk, a.k_scale, w.kv_head + hi, c0, n,
+               keys);
         Kernels::template score_tile<R>(s.q.data() + hi * R * dk, dk, keys + c0, k_rows, n,
                                         sc + hi * R * kDecodeKeyTile + c0, s.part, head_ahead(hi, c0));
       }
@@ -221,16 +227,8 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
     for (int64_t c0 = 0; c0 < nk; c0 += chunk) {
       const int64_t n = std::min(chunk, nk - c0);
       for (int64_t hi = 0; hi < w.kv_heads; ++hi) {
-        const int64_t g = w.kv_head + hi;
-        for (int64_t j = c0; j < c0 + n; ++j) {
-          const uint16_t* v = a.v_cache + slots[j] * v_row + g * v_head;
-          if (is_direct_v) {
-            values[j] = v;
-          } else {
-            cache_row_to_f32(a.v_type, v, &s.v_rows[j * dv], dv, a.v_scale);
-            values[j] = &s.v_rows[j * dv];
-          }
-        }
+        gather(a.v_cache, v_row, v_head, a.v_type, is_direct_v, s.v_rows.data(), dv, a.v_scale, w.kv_head + hi, c0, n,
+               values);
         // The rescaling by the tile's new maxima once, with the first chunk (x 1 is exact).
         Kernels::template add_values_all<R>(s.o.data() + hi * R * dv, dv, sc + hi * R * kDecodeKeyTile + c0,
                                             c0 == 0 ? s.corr + hi * R : kOnes, values + c0, v_rows, n,

@@ -36,7 +36,7 @@ void set_shape(int64_t dim, int64_t dim_v) {
 }
 const int64_t kShapes[2][2] = {{96, 160}, {160, 128}};
 const std::vector<int32_t> kLengths = {37, 45};
-const std::vector<int32_t> kTables = {4, 0, 7, 2, 8, 5};  // [2 x 3]
+const std::vector<int32_t> kTables = {4, 0, 7, 2, 8, 5};                    // [2 x 3]
 const std::vector<float> kSinks = {-3.0f, 0.5f, 2.0f, 6.0f, -0.25f, 1.0f};  // [kHeads]
 
 const GgmlType kTypes[] = {GgmlType::F16,  GgmlType::Q8_0, GgmlType::Q5_1,   GgmlType::Q5_0,
@@ -68,7 +68,8 @@ Data make_data(uint32_t seed) {
   // A few key channels an order of magnitude larger (and offset), as a bias gives real keys:
   // they set their blocks' scales, so the small values beside them lose most to rounding.
   for (int64_t t = 0; t < n; ++t) {
-    for (const int64_t c : {int64_t{5}, int64_t{70}, kDim + 33}) d.k[static_cast<size_t>(t * kRowK + c)] = 12.0f + 3.0f * d.k[static_cast<size_t>(t * kRowK + c)];
+    for (const int64_t c : {int64_t{5}, int64_t{70}, kDim + 33})
+      d.k[static_cast<size_t>(t * kRowK + c)] = 12.0f + 3.0f * d.k[static_cast<size_t>(t * kRowK + c)];
   }
   d.v = random_floats(static_cast<size_t>(n * kRowV), rng);
   // Queries: the last 5 positions of sequence 0 and 9 of sequence 1 (odd counts, a prefill chunk).
@@ -245,49 +246,52 @@ class TestPagedAttentionQuant : public QObject {
  private slots:
   void writesReferenceBlocks() {
     for (const auto& shape : kShapes) {
-    set_shape(shape[0], shape[1]);
-    const Data d = make_data(23);
-    for (const GgmlType type : kTypes) {
-      const Cache c = write_cache(type, type, d);
-      const Cache ref = write_cache(type, type, d, true);
-      QVERIFY(!c.k.empty() && !ref.k.empty());
-      QVERIFY(c.k == ref.k && c.v == ref.v);
-      if (type == GgmlType::F16 || type == GgmlType::F8_E4M3) continue;
-      // Every written slot holds ggml's reference blocks of its row, rotated head by head.
-      const int64_t units_k = kv_row_units(type, kRowK), units_v = kv_row_units(type, kRowV);
-      std::vector<uint16_t> expected(static_cast<size_t>(std::max(units_k, units_v)));
-      for (size_t t = 0; t < d.slot_ids.size(); t += 7) {
-        const std::vector<float> k = rotated(d.k.data() + static_cast<int64_t>(t) * kRowK, kRowK, key_rotation(kDim));
-        QVERIFY(quantize_row_ref(type, k.data(), expected.data(), kRowK, nullptr));
-        QCOMPARE(std::memcmp(c.k.data() + d.slot_ids[t] * units_k, expected.data(), static_cast<size_t>(units_k) * 2), 0);
-        const std::vector<float> v =
-            rotated(d.v.data() + static_cast<int64_t>(t) * kRowV, kRowV, kDimV % 64 == 0 ? 64 : 32);
-        QVERIFY(quantize_row_ref(type, v.data(), expected.data(), kRowV, nullptr));
-        QCOMPARE(std::memcmp(c.v.data() + d.slot_ids[t] * units_v, expected.data(), static_cast<size_t>(units_v) * 2), 0);
+      set_shape(shape[0], shape[1]);
+      const Data d = make_data(23);
+      for (const GgmlType type : kTypes) {
+        const Cache c = write_cache(type, type, d);
+        const Cache ref = write_cache(type, type, d, true);
+        QVERIFY(!c.k.empty() && !ref.k.empty());
+        QVERIFY(c.k == ref.k && c.v == ref.v);
+        if (type == GgmlType::F16 || type == GgmlType::F8_E4M3) continue;
+        // Every written slot holds ggml's reference blocks of its row, rotated head by head.
+        const int64_t units_k = kv_row_units(type, kRowK), units_v = kv_row_units(type, kRowV);
+        std::vector<uint16_t> expected(static_cast<size_t>(std::max(units_k, units_v)));
+        for (size_t t = 0; t < d.slot_ids.size(); t += 7) {
+          const std::vector<float> k = rotated(d.k.data() + static_cast<int64_t>(t) * kRowK, kRowK, key_rotation(kDim));
+          QVERIFY(quantize_row_ref(type, k.data(), expected.data(), kRowK, nullptr));
+          QCOMPARE(std::memcmp(c.k.data() + d.slot_ids[t] * units_k, expected.data(), static_cast<size_t>(units_k) * 2),
+                   0);
+          const std::vector<float> v =
+              rotated(d.v.data() + static_cast<int64_t>(t) * kRowV, kRowV, kDimV % 64 == 0 ? 64 : 32);
+          QVERIFY(quantize_row_ref(type, v.data(), expected.data(), kRowV, nullptr));
+          QCOMPARE(std::memcmp(c.v.data() + d.slot_ids[t] * units_v, expected.data(), static_cast<size_t>(units_v) * 2),
+                   0);
+        }
       }
-    }  }
+    }
   }
 
   void fastMatchesReference() {
     for (const auto& shape : kShapes) {
-    set_shape(shape[0], shape[1]);
-    const Data d = make_data(29);
-    for (const GgmlType k_type : kTypes) {
-      for (const GgmlType v_type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
-        const Cache c = write_cache(k_type, v_type, d);
-        QVERIFY(!c.k.empty());
-        for (const int64_t window : {int64_t{0}, int64_t{11}, int64_t{-11}}) {
-          // Window -11: window 11 with gpt-oss's per-head sink logits.
-          const float* sinks = window < 0 ? kSinks.data() : nullptr;
-          const std::vector<float> ref = attend(c, k_type, v_type, d, true, std::abs(window), 1.0f, 1.0f, sinks);
-          const std::vector<float> fast = attend(c, k_type, v_type, d, false, std::abs(window), 1.0f, 1.0f, sinks);
-          QVERIFY(!ref.empty() && !fast.empty());
-          const double e = max_relative(fast, ref);
-          QVERIFY2(e < fast_tolerance(),
-                   qPrintable(QStringLiteral("%1/%2: %3").arg(type_name(k_type), type_name(v_type)).arg(e)));
+      set_shape(shape[0], shape[1]);
+      const Data d = make_data(29);
+      for (const GgmlType k_type : kTypes) {
+        for (const GgmlType v_type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+          const Cache c = write_cache(k_type, v_type, d);
+          QVERIFY(!c.k.empty());
+          for (const int64_t window : {int64_t{0}, int64_t{11}, int64_t{-11}}) {
+            // Window -11: window 11 with gpt-oss's per-head sink logits.
+            const float* sinks = window < 0 ? kSinks.data() : nullptr;
+            const std::vector<float> ref = attend(c, k_type, v_type, d, true, std::abs(window), 1.0f, 1.0f, sinks);
+            const std::vector<float> fast = attend(c, k_type, v_type, d, false, std::abs(window), 1.0f, 1.0f, sinks);
+            QVERIFY(!ref.empty() && !fast.empty());
+            const double e = max_relative(fast, ref);
+            QVERIFY2(e < fast_tolerance(),
+                     qPrintable(QStringLiteral("%1/%2: %3").arg(type_name(k_type), type_name(v_type)).arg(e)));
+          }
         }
       }
-    }
     }
   }
 
@@ -317,9 +321,9 @@ class TestPagedAttentionQuant : public QObject {
         const std::vector<float> out = attend(c, k, v, d, false, window);
         QVERIFY(!out.empty());
         const double e = rms_relative(out, attend_f32(d, window));
-        qInfo("%s/%s seed %u dims %lld/%lld window %lld: relative RMS error %.5f (budget %.5f)",
-              type_name(k), type_name(v), seed, static_cast<long long>(kDim),
-              static_cast<long long>(kDimV), static_cast<long long>(window), e, budget);
+        qInfo("%s/%s seed %u dims %lld/%lld window %lld: relative RMS error %.5f (budget %.5f)", type_name(k),
+              type_name(v), seed, static_cast<long long>(kDim), static_cast<long long>(kDimV),
+              static_cast<long long>(window), e, budget);
         QVERIFY2(e > 0 && e < budget, qPrintable(QString::number(e)));
       }
     }
@@ -370,11 +374,11 @@ class TestPagedAttentionQuant : public QObject {
     QCOMPARE(int(f32_to_e4m3(1.0f)), 0x38);
     QCOMPARE(int(f32_to_e4m3(-2.0f)), 0xC0);
     QCOMPARE(int(f32_to_e4m3(448.0f)), 0x7E);
-    QCOMPARE(int(f32_to_e4m3(1e6f)), 0x7E);      // saturates, no infinity
+    QCOMPARE(int(f32_to_e4m3(1e6f)), 0x7E);  // saturates, no infinity
     QCOMPARE(int(f32_to_e4m3(-1e6f)), 0xFE);
     QCOMPARE(int(f32_to_e4m3(0.001953125f)), 0x01);  // 2^-9, the smallest subnormal
-    QCOMPARE(int(f32_to_e4m3(1.0625f)), 0x38);   // halfway between 1 and 1.125: to even
-    QCOMPARE(int(f32_to_e4m3(1.1875f)), 0x3A);   // halfway between 1.125 and 1.25: to even
+    QCOMPARE(int(f32_to_e4m3(1.0625f)), 0x38);       // halfway between 1 and 1.125: to even
+    QCOMPARE(int(f32_to_e4m3(1.1875f)), 0x3A);       // halfway between 1.125 and 1.25: to even
     QCOMPARE(int(f32_to_e4m3(0.0f)), 0x00);
     // Every code but NaN reads back to a value that encodes to the same code.
     for (int b = 0; b < 256; ++b) {

@@ -215,7 +215,7 @@ class TestQuantDot : public QObject {
       }
       QCOMPARE(int(fast[0].qs[5]), 0);  // 0.5 rounds to even
       QCOMPARE(int(fast[0].qs[7]), 2);  // 2.5 too
-      QVERIFY(fast[1].d < 0.0f);         // +3 came before -3: iscale = -127 / 3
+      QVERIFY(fast[1].d < 0.0f);        // +3 came before -3: iscale = -127 / 3
     }
   }
 
@@ -415,7 +415,12 @@ class TestQuantDot : public QObject {
             const double bound = 1e-5 * abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n));
             QVERIFY2(std::fabs(out[r * kTileTokens + t] - expected) <= bound,
                      qPrintable(QString("%1x%2 tile, row %3 token %4: %5 vs %6")
-                                    .arg(num_rows).arg(num_tokens).arg(r).arg(t).arg(out[r * kTileTokens + t]).arg(expected)));
+                                    .arg(num_rows)
+                                    .arg(num_tokens)
+                                    .arg(r)
+                                    .arg(t)
+                                    .arg(out[r * kTileTokens + t])
+                                    .arg(expected)));
           }
         }
       }
@@ -427,7 +432,8 @@ class TestQuantDot : public QObject {
   // counts below, at and above their tiles' rows.
   void lanesMatchVecDot_data() {
     QTest::addColumn<GgmlType>("type");
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+      QTest::newRow(std::string(ggml_type_name(t)).c_str()) << t;
   }
   void lanesMatchVecDot() {
     QFETCH(GgmlType, type);
@@ -460,11 +466,17 @@ class TestQuantDot : public QObject {
           QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
           for (int t = 0; t < num_tokens; ++t) {
             const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n) + bias[r];
-            const double bound = 1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
+            const double bound =
+                1e-5 * (abs_dot(wf, dequantized_activation(k.format, act.data() + t * act_stride, n)) + 1);
             const float got = out[t * out_stride + r];
             QVERIFY2(std::fabs(got - expected) <= bound,
                      qPrintable(QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
-                                    .arg(num_tokens).arg(num_rows).arg(r).arg(t).arg(got).arg(expected)));
+                                    .arg(num_tokens)
+                                    .arg(num_rows)
+                                    .arg(r)
+                                    .arg(t)
+                                    .arg(got)
+                                    .arg(expected)));
           }
         }
         for (int t = 0; t < num_tokens; ++t) {

@@ -151,9 +151,14 @@ class TestQuantMatmul : public QObject {
           args.scratch_bytes = has_scratch ? scratch.size() : 0;
           QVERIFY(matmul(args));
           const SigmaError e = sigma_error(fast, ref, sigma);
-          const QString what = QString("threads %1, bias %2, scratch %3: max %4 sigma, mean square %5 sigma^2, "
-                                       "max error %6 of max |output|")
-                                   .arg(threads).arg(has_bias).arg(has_scratch).arg(e.max).arg(e.mean_square)
+          const QString what = QString(
+                                   "threads %1, bias %2, scratch %3: max %4 sigma, mean square %5 sigma^2, "
+                                   "max error %6 of max |output|")
+                                   .arg(threads)
+                                   .arg(has_bias)
+                                   .arg(has_scratch)
+                                   .arg(e.max)
+                                   .arg(e.mean_square)
                                    .arg(max_relative_error(fast, ref));
           QVERIFY2(e.max < kMaxSigmas, qPrintable(what));
           if (threads == 2 && has_scratch && has_bias) qInfo("%s", qPrintable(what));
@@ -251,10 +256,12 @@ class TestQuantMatmul : public QObject {
     QTest::addColumn<int>("inFeatures");
     for (GgmlType t : kIntegerTypes) {
       const bool is_k = ggml_type_traits(t).block_size == 256;
-      const std::vector<int> ins = is_k ? std::vector<int>{256, 3 * 256, 7 * 256} : std::vector<int>{32, 5 * 32, 37 * 32};
+      const std::vector<int> ins =
+          is_k ? std::vector<int>{256, 3 * 256, 7 * 256} : std::vector<int>{32, 5 * 32, 37 * 32};
       for (int in : ins) {
         for (int tokens : {17, 33, 100}) {
-          QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
+          QTest::newRow(
+              (std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
               << t << tokens << in;
         }
       }
@@ -262,7 +269,8 @@ class TestQuantMatmul : public QObject {
     for (GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
       for (int in : {32, 769, 2048}) {
         for (int tokens : {17, 33, 100}) {
-          QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
+          QTest::newRow(
+              (std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
               << t << tokens << in;
         }
       }
@@ -297,7 +305,8 @@ class TestQuantMatmul : public QObject {
     std::vector<float> ref(static_cast<size_t>(numTokens * out));
     MatmulArgs args{type, w.data(), in, out, x.data(), numTokens, bias.data(), ref.data(), 1};
     QVERIFY(matmul_ref(args));
-    const std::vector<double> sigma = is_float ? std::vector<double>() : rounding_sigmas(type, w, x, in, out, numTokens);
+    const std::vector<double> sigma =
+        is_float ? std::vector<double>() : rounding_sigmas(type, w, x, in, out, numTokens);
     for (int threads : {1, 2}) {
       std::vector<float> fast(ref.size(), NAN);
       args.output = fast.data();
@@ -309,7 +318,8 @@ class TestQuantMatmul : public QObject {
         if (threads == 2) qInfo("max error %g of max |output|", e);
       } else {
         const SigmaError e = sigma_error(fast, ref, sigma);
-        const QString what = QString("threads %1: max %2 sigma, mean square %3 sigma^2").arg(threads).arg(e.max).arg(e.mean_square);
+        const QString what =
+            QString("threads %1: max %2 sigma, mean square %3 sigma^2").arg(threads).arg(e.max).arg(e.mean_square);
         QVERIFY2(e.max < kMaxSigmas, qPrintable(what));
         if (threads == 2) qInfo("%s", qPrintable(what));
       }
