@@ -7,15 +7,14 @@
 // 16- or 32-element sub-block: the vector units, not the tiles, bound an int8 AMX GEMM. The
 // Q4_K/Q5_K mins meet the activations' sub-block sums through vpdpwssd, as in the VNNI GEMM.
 //
-// Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): super-block, then groups of
-// 32 tokens (two A tiles), then sub-panels: a super-block's packed rows (8.6 KiB per sub-panel)
-// stay in L1 while every token passes; the outputs accumulate in a per-thread buffer (bias
-// first) and go to `out` once.
+// Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): groups of 32 tokens (two A
+// tiles), then super-blocks, then sub-panels. A group's sums stay in L1 over all super-blocks
+// and go to `out` from the last one's scaling; the packed panel (34 KiB a super-block) is read
+// from L2 once per group.
 #include "quant_dot.h"
 
 #if defined(__x86_64__)
 #include "amx_tiles.h"
-#include "thread_buffer.h"
 
 #include <algorithm>
 
@@ -48,13 +47,6 @@ void configure(int tokens0, int tokens1) {
 
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
-
-// This thread's panel accumulator: num_tokens rows of kQuantGemmAmxRows floats.
-struct AccumulatorTag;
-float* panel_accumulator(int64_t num_tokens) {
-  return reinterpret_cast<float*>(
-      thread_buffer<AccumulatorTag>(static_cast<size_t>(num_tokens) * kQuantGemmAmxRows * sizeof(float)));
-}
 
 // Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].
 template <typename Block>
@@ -124,20 +116,28 @@ IWB_AVX512 inline __m128i sub_block_sums(const BlockQ8_K& x) {
 
 // out rows (lane i: weight row i) += token t's share of super-block b, from the C tiles (hi,
 // lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
+// Where a group's sums go: read from acc (kQuantGemmAmxRows apart), written to dest
+// (dest_stride apart, the lanes of mask) — acc itself, or `out` after the last super-block.
+struct GroupSums {
+  const float* acc;
+  float* dest;
+  int64_t dest_stride;
+  __mmask16 mask;
+};
+
 template <typename Block>
 IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const int32_t* sums,
-                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, float* out,
-                                int64_t out_stride) {
+                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens,
+                                const GroupSums& to) {
   const auto* dp = reinterpret_cast<const float*>(sub + kWeightBytes);
   const __m512 dw = _mm512_load_ps(dp);
   for (int t = 0; t < tokens; ++t) {
     const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b];
     const __m512i total =
         _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
-    float* o = out + t * out_stride;
-    __m512 acc = _mm512_load_ps(o);
+    __m512 sum = _mm512_load_ps(to.acc + t * kQuantGemmAmxRows);
     if constexpr (kIsQ6<Block>) {
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc);
+      sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), sum);
     } else {
       const auto* min_pairs = reinterpret_cast<const int32_t*>(dp + 32);
       __m512i mins = _mm512_setzero_si512();
@@ -146,9 +146,104 @@ IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const 
         mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + 16 * j), _mm512_set1_epi32(sums[4 * t + j]));
       const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw,
                                        _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
-      acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
+      sum = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), sum);
     }
-    _mm512_store_ps(o, acc);
+    _mm512_mask_storeu_ps(to.dest + t * to.dest_stride, to.mask, sum);
+  }
+}
+
+// The sub-block sums of a group's tokens for super-block b (Q4_K/Q5_K: their mins).
+template <typename Block>
+IWB_AVX512 inline void group_sums(const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, int32_t* sums) {
+  if constexpr (!kIsQ6<Block>) {
+    for (int t = 0; t < tokens; ++t) {
+      _mm_store_si128(reinterpret_cast<__m128i*>(sums + 4 * t),
+                      sub_block_sums(reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b]));
+    }
+  }
+}
+
+// Super-block b of one 16-row sub-panel (packed at `sub`) times a group of up to 32 tokens (two
+// A tiles: tokens0 + tokens1), added to the group's sums. The tile configuration is loaded.
+template <typename Block>
+IWB_AMX inline void group_products(const uint8_t* sub, const uint8_t* first_row, size_t act_stride, int64_t b,
+                                   int tokens0, int tokens1, const int32_t* sums, const GroupSums& to) {
+  alignas(64) int32_t c[4][16 * 16];
+  const auto stride = static_cast<long>(act_stride);
+  // A rows of step k: qs[64k .. 64k+63] of super-block b.
+  const uint8_t* a0 = first_row + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
+  const uint8_t* a1 = a0 + 16 * act_stride;
+  _tile_zero(4);
+  _tile_zero(5);
+  if (tokens1 > 0) {
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _tile_loadd(0, a0 + 64 * k, stride);
+    _tile_loadd(2, sub + (2 * k) * kTileBytes, 64);
+    _tile_loadd(3, sub + (2 * k + 1) * kTileBytes, 64);
+    _tile_dpbssd(4, 0, 2);
+    _tile_dpbssd(5, 0, 3);
+    if (tokens1 > 0) {
+      _tile_loadd(1, a1 + 64 * k, stride);
+      _tile_dpbssd(6, 1, 2);
+      _tile_dpbssd(7, 1, 3);
+    }
+  }
+  IWB_TILE_STORE(4, c[0]);
+  IWB_TILE_STORE(5, c[1]);
+  scale_tiles<Block>(c[0], c[1], sub, sums, first_row, act_stride, b, tokens0, to);
+  if (tokens1 > 0) {
+    IWB_TILE_STORE(6, c[2]);
+    IWB_TILE_STORE(7, c[3]);
+    const GroupSums second{to.acc + 16 * kQuantGemmAmxRows, to.dest + 16 * to.dest_stride, to.dest_stride, to.mask};
+    scale_tiles<Block>(c[2], c[3], sub, sums + 16 * 4, first_row + 16 * act_stride, act_stride, b, tokens1, second);
+  }
+}
+
+// The packed panel times every token, 32 at a time. A group's sums stay in 8 KiB of this
+// thread's stack (L1) over all super-blocks and go to `out` from the last one's scaling, while
+// the next group's output lines (a matrix row apart per token) are fetched, a share during each
+// of this group's units. Before: super-blocks outermost, every token's sums in an L2 buffer read
+// and written once per super-block, and a copy to `out` at the end that stalled on thousands of
+// store misses in a burst (a quarter of the kernel's time at 1536 x 8960 and 512 tokens).
+template <typename Block>
+IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16* masks, const __m512* bias_rows,
+                            const uint8_t* activation, size_t act_stride, int64_t num_tokens, int64_t nb, float* out,
+                            int64_t out_stride) {
+  alignas(64) float acc[32 * kQuantGemmAmxRows];
+  alignas(64) int32_t sums[32 * 4];
+  const int64_t units = nb * num_sub;
+  int configured = -1;
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
+    const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
+    const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
+    if (tokens != configured) {  // ldtilecfg per unit took 2.8% of a pp512
+      configure(tokens0, tokens1);
+      configured = tokens;
+    }
+    for (int t = 0; t < tokens; ++t) {
+      for (int g = 0; g < num_sub; ++g) _mm512_store_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile, bias_rows[g]);
+    }
+    const int64_t next = t0 + 32;
+    const int64_t fetch_lines = next < num_tokens ? std::min<int64_t>(32, num_tokens - next) * num_sub : 0;
+    const int64_t fetch_per_unit = (fetch_lines + units - 1) / units;
+    int64_t fetched = 0;
+    const uint8_t* first_row = activation + t0 * act_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      group_sums<Block>(first_row, act_stride, b, tokens, sums);
+      for (int g = 0; g < num_sub; ++g) {
+        for (const int64_t end = std::min(fetch_lines, fetched + fetch_per_unit); fetched < end; ++fetched) {
+          __builtin_prefetch(out + (next + fetched / num_sub) * out_stride + (fetched % num_sub) * kRowsPerTile, 1, 3);
+        }
+        float* o = acc + g * kRowsPerTile;
+        const GroupSums to = b == nb - 1 ? GroupSums{o, out + t0 * out_stride + g * kRowsPerTile, out_stride, masks[g]}
+                                         : GroupSums{o, o, kQuantGemmAmxRows, 0xFFFF};
+        group_products<Block>(buffer + (b * kSubPanels + g) * kSubBytes, first_row, act_stride, b, tokens0, tokens1,
+                              sums, to);
+      }
+    }
   }
 }
 
@@ -167,89 +262,15 @@ IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int nu
     for (int64_t b = 0; b < nb; ++b) pack_sub_super_block(rows, b, buffer + (b * kSubPanels + g) * kSubBytes);
   }
   amx::tile_buffer_written();
-  // The panel's outputs accumulate over the super-blocks in a contiguous buffer of this thread
-  // (tokens x 64 floats, in L2), not in `out`: out's rows are a whole matrix row apart (35 KiB
-  // for 8960 outputs), and a read and write of each per super-block, each on its own page, took
-  // more time than the tiles' products. `out` is written once at the end.
-  float* acc = panel_accumulator(num_tokens);
   __mmask16 masks[kSubPanels];
+  __m512 bias_rows[kSubPanels];
   for (int g = 0; g < num_sub; ++g) {
     const int rows = std::min(kRowsPerTile, num_rows - g * kRowsPerTile);
     masks[g] = static_cast<__mmask16>((1u << rows) - 1);
-    const __m512 bv = bias ? _mm512_maskz_loadu_ps(masks[g], bias + g * kRowsPerTile) : _mm512_setzero_ps();
-    for (int64_t t = 0; t < num_tokens; ++t) _mm512_store_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile, bv);
+    bias_rows[g] = bias ? _mm512_maskz_loadu_ps(masks[g], bias + g * kRowsPerTile) : _mm512_setzero_ps();
   }
-  alignas(64) int32_t c[4][16 * 16];
-  alignas(64) int32_t sums[32 * 4];
-  const auto stride = static_cast<long>(activation_stride);
-  // The tile configuration is loaded once per call and again only when the token group's size
-  // changes (a prompt's tail); per super-block and group, ldtilecfg took 2.8% of a pp512.
-  int configured = -1;
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
-      const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
-      const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
-      // In the last super-block, this group's output lines are fetched for writing while the
-      // tiles work, so the copy from the accumulator at the end does not stall on thousands of
-      // store misses (a matrix row apart each) in a burst.
-      if (b == nb - 1) {
-        for (int t = 0; t < tokens; ++t) {
-          for (int r = 0; r < num_rows; r += 16) __builtin_prefetch(out + (t0 + t) * out_stride + r, 1, 3);
-        }
-      }
-      if (tokens != configured) {
-        configure(tokens0, tokens1);
-        configured = tokens;
-      }
-      const uint8_t* first_row = activation + t0 * activation_stride;
-      // A rows of step k: qs[64k .. 64k+63] of super-block b.
-      const uint8_t* a0 = first_row + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
-      const uint8_t* a1 = a0 + 16 * activation_stride;
-      if constexpr (!kIsQ6<Block>) {
-        for (int t = 0; t < tokens; ++t) {
-          _mm_store_si128(reinterpret_cast<__m128i*>(sums + 4 * t),
-                          sub_block_sums(reinterpret_cast<const BlockQ8_K*>(first_row + t * activation_stride)[b]));
-        }
-      }
-      for (int g = 0; g < num_sub; ++g) {
-        const uint8_t* sub = buffer + (b * kSubPanels + g) * kSubBytes;
-        _tile_zero(4);
-        _tile_zero(5);
-        if (tokens1 > 0) {
-          _tile_zero(6);
-          _tile_zero(7);
-        }
-        for (int k = 0; k < 4; ++k) {
-          _tile_loadd(0, a0 + 64 * k, stride);
-          _tile_loadd(2, sub + (2 * k) * kTileBytes, 64);
-          _tile_loadd(3, sub + (2 * k + 1) * kTileBytes, 64);
-          _tile_dpbssd(4, 0, 2);
-          _tile_dpbssd(5, 0, 3);
-          if (tokens1 > 0) {
-            _tile_loadd(1, a1 + 64 * k, stride);
-            _tile_dpbssd(6, 1, 2);
-            _tile_dpbssd(7, 1, 3);
-          }
-        }
-        IWB_TILE_STORE(4, c[0]);
-        IWB_TILE_STORE(5, c[1]);
-        float* o = acc + t0 * kQuantGemmAmxRows + g * kRowsPerTile;
-        scale_tiles<Block>(c[0], c[1], sub, sums, first_row, activation_stride, b, tokens0, o, kQuantGemmAmxRows);
-        if (tokens1 > 0) {
-          IWB_TILE_STORE(6, c[2]);
-          IWB_TILE_STORE(7, c[3]);
-          scale_tiles<Block>(c[2], c[3], sub, sums + 16 * 4, first_row + 16 * activation_stride, activation_stride, b,
-                             tokens1, o + 16 * kQuantGemmAmxRows, kQuantGemmAmxRows);
-        }
-      }
-    }
-  }
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int g = 0; g < num_sub; ++g) {
-      _mm512_mask_storeu_ps(out + t * out_stride + g * kRowsPerTile, masks[g],
-                            _mm512_load_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile));
-    }
-  }
+  multiply_panel<Block>(buffer, num_sub, masks, bias_rows, activation, activation_stride, num_tokens, nb, out,
+                        out_stride);
 }
 
 }  // namespace

@@ -22,9 +22,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 using namespace iwb;
 
@@ -97,6 +100,25 @@ std::vector<uint8_t> random_weights(GgmlType type, const Shape& s) {
     for (size_t off : test::fp16_field_offsets(type)) test::write_u16(&w[b * block_bytes + off], scale);
   }
   return w;
+}
+
+// Activations and outputs in 2 MiB pages, as the engine's (its buffers come in huge pages from
+// the kernel): the GEMMs' outputs are a matrix row apart per token, and in 4 KiB pages every
+// token's line is a TLB miss that the engine never sees.
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+std::unique_ptr<float[], FreeDeleter> huge_floats(size_t count) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (count * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
+  if (p == nullptr) {
+    std::fprintf(stderr, "out of memory\n");
+    std::exit(1);
+  }
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+  std::memset(p, 0, bytes);
+  return std::unique_ptr<float[], FreeDeleter>(p);
 }
 
 struct Timing {
@@ -191,11 +213,13 @@ int main(int argc, char** argv) {
       }
       const std::vector<std::vector<uint8_t>> copies(static_cast<size_t>(num_copies), random_weights(types[i], s));
       std::mt19937 rng(5);
-      const std::vector<float> x = test::random_floats(static_cast<size_t>(max_tokens * s.in), rng, 1.0f, 0.1f);
-      std::vector<float> y(static_cast<size_t>(max_tokens * s.out));
+      const std::vector<float> x_values = test::random_floats(static_cast<size_t>(max_tokens * s.in), rng, 1.0f, 0.1f);
+      const auto x = huge_floats(x_values.size());
+      std::copy(x_values.begin(), x_values.end(), x.get());
+      const auto y = huge_floats(static_cast<size_t>(max_tokens * s.out));
       double one_token = 0;
       for (int64_t t : tokens) {
-        MatmulArgs args{types[i], copies[0].data(), s.in, s.out, x.data(), t, nullptr, y.data(), num_threads};
+        MatmulArgs args{types[i], copies[0].data(), s.in, s.out, x.get(), t, nullptr, y.get(), num_threads};
         const Timing timing = time_calls(args, copies, min_seconds);
         if (t == 1) one_token = timing.median;
         const double ops = 2.0 * static_cast<double>(s.in) * static_cast<double>(s.out) * static_cast<double>(t);
