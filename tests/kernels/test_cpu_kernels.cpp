@@ -240,6 +240,24 @@ class TestCpuKernels : public QObject {
       QVERIFY(rope_ref(r));
       QVERIFY2(max_relative_error(x, ref) < 1e-5, qPrintable(QString("call %1").arg(call)));
     }
+    // The rows are kept per position in 512 slots, for two settings a thread: positions that
+    // share a slot (5, 517, 1029) and three bases in turn (each call evicts a kept table) must
+    // still get their own angles.
+    const std::vector<int32_t> positions = {5, 517, 1029, 5};
+    a.num_tokens = static_cast<int64_t>(positions.size());
+    a.positions = positions.data();
+    a.freq_factors = nullptr;
+    a.freq_scale = 1.0f;
+    for (int call = 0; call < 9; ++call) {
+      a.freq_base = std::array{10000.0f, 500000.0f, 1000000.0f}[static_cast<size_t>(call % 3)];
+      std::vector<float> x = random_floats(static_cast<size_t>(a.num_tokens * heads * dim), rng), ref = x;
+      a.data = x.data();
+      QVERIFY(rope(a));
+      RopeArgs r = a;
+      r.data = ref.data();
+      QVERIFY(rope_ref(r));
+      QVERIFY2(max_relative_error(x, ref) < 1e-5, qPrintable(QString("shared slots, call %1").arg(call)));
+    }
   }
 
   void ropeRotatesTheRightPairs() {
