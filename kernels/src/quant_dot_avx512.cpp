@@ -428,6 +428,14 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
           k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type) : select_quant_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kQuantGemmAmxRows;
+    // Where the tiles take over (Xeon model 167, bench_matmul_tokens with 2 threads, weights
+    // streamed: --copies 20 or 100, ms a call). K-quants: the token lanes stay faster up to 31
+    // tokens, in two passes of up to 16 (Q4_K 1536x8960 from memory: 20 tokens 1.29 against
+    // the tiles' 1.70, 24: 1.29 / 1.72, 28: 1.69 / 1.92; Q6_K 24: 1.73 / 2.03); at 32 they are
+    // even (Q4_K 1.70 / 1.89, Q6_K 2.24 / 2.12), at 64 the tiles twice as fast. The 32-element
+    // types: the tiles from 5 tokens, where the 4 x 4 tiles took over before (5 tokens: Q4_0
+    // 1.15 against 1.41 ms, Q8_0 1.35 / 1.56 at 8960x1536; 4 tokens even or slower).
+    k.gemm_min_tokens = k.lanes != nullptr ? 2 * kLaneMaxTokens : 5;
   }
   *out = k;
   return true;

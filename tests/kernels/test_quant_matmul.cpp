@@ -114,7 +114,7 @@ class TestQuantMatmul : public QObject {
     QTest::addColumn<int>("inFeatures");
     for (GgmlType t : kIntegerTypes) {
       const bool is_k = ggml_type_traits(t).block_size == 256;
-      for (int tokens : {1, 2, 3, 8, 13, 17}) {
+      for (int tokens : {1, 2, 3, 5, 8, 13, 17, 29}) {
         QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str())
             << t << tokens << (is_k ? 3 * 256 : 37 * 32);
       }
@@ -247,8 +247,8 @@ class TestQuantMatmul : public QObject {
 
   // The AMX prefill GEMMs (int8 tiles for the quantized types, bf16 tiles for F16/BF16), where
   // the CPU and the kernel allow them: token counts around and past the 16-token tiles (17, 33,
-  // 100: short last groups), 200 rows (three 64-row panels and a short one, a short 16-row
-  // tile), in_features of one, several and many blocks (F16/BF16: 769, a short 32-element step).
+  // 49, 100: short last groups; the K-quants take the tiles from 32 tokens), 200 rows (three 64-row panels and a short
+  // one, a short 16-row tile), in_features of one, several and many blocks (F16/BF16: 769, a short 32-element step).
   // Quantized types: the 6-sigma bound above; F16/BF16: the float test's 1e-5.
   void amxPrefillMatchesReference_data() {
     QTest::addColumn<GgmlType>("type");
@@ -259,7 +259,7 @@ class TestQuantMatmul : public QObject {
       const std::vector<int> ins =
           is_k ? std::vector<int>{256, 3 * 256, 7 * 256} : std::vector<int>{32, 5 * 32, 37 * 32};
       for (int in : ins) {
-        for (int tokens : {17, 33, 100}) {
+        for (int tokens : {17, 33, 49, 100}) {
           QTest::newRow(
               (std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
               << t << tokens << in;
@@ -268,7 +268,7 @@ class TestQuantMatmul : public QObject {
     }
     for (GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
       for (int in : {32, 769, 2048}) {
-        for (int tokens : {17, 33, 100}) {
+        for (int tokens : {17, 33, 49, 100}) {
           QTest::newRow(
               (std::string(ggml_type_name(t)) + " x" + std::to_string(tokens) + " in " + std::to_string(in)).c_str())
               << t << tokens << in;
