@@ -173,7 +173,7 @@ class TestQuantMatmul : public QObject {
     QTest::addColumn<GgmlType>("type");
     QTest::addColumn<int>("numTokens");
     for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
-      for (int tokens : {1, 3, 17, 70}) {
+      for (int tokens : {1, 3, 9, 17, 23, 70}) {
         QTest::newRow((std::string(ggml_type_name(t)) + " x" + std::to_string(tokens)).c_str()) << t << tokens;
       }
     }
@@ -189,9 +189,10 @@ class TestQuantMatmul : public QObject {
     std::vector<float> ref(static_cast<size_t>(numTokens * out));
     MatmulArgs args{type, w.data(), in, out, x.data(), numTokens, bias.data(), ref.data(), 1};
     QVERIFY(matmul_ref(args));
-    // Float weights read f32 activations, except AMX's bf16 GEMM (32 tokens and more), which
-    // splits them into bf16 tiles once per call, in the scratch.
-    if (numTokens < 32 || type == GgmlType::F32 || cpu_amx_status().find("bf16") == std::string::npos) {
+    // Float weights read f32 activations, except AMX's bf16 GEMM (F16 from 20 tokens, BF16
+    // from 8), which splits them into bf16 tiles once per call, in the scratch.
+    const int amx_from = type == GgmlType::BF16 ? 8 : 20;
+    if (numTokens < amx_from || type == GgmlType::F32 || cpu_amx_status().find("bf16") == std::string::npos) {
       QCOMPARE(matmul_scratch_bytes(type, in, numTokens), size_t(0));
     } else {
       QVERIFY(matmul_scratch_bytes(type, in, numTokens) >= size_t(numTokens) * in * 4);
