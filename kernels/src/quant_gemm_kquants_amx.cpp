@@ -163,16 +163,29 @@ IWB_AVX512 inline void group_sums(const uint8_t* first_row, size_t act_stride, i
   }
 }
 
+// The group's activation bytes of super-block b as A tiles, 64-byte rows at a 64-byte stride
+// (step k's 32 rows at 2 KiB k): in place, every row of a tile straddles two cache lines
+// (qs starts 4 bytes into a 292-byte block).
+IWB_AVX512 inline void group_a_tiles(const uint8_t* first_row, size_t act_stride, int64_t b, int tokens,
+                                     uint8_t* a_tiles) {
+  for (int t = 0; t < tokens; ++t) {
+    const uint8_t* qs = first_row + t * act_stride + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) _mm512_store_si512(a_tiles + 2048 * k + 64 * t, _mm512_loadu_si512(qs + 64 * k));
+  }
+}
+
 // Super-block b of one 16-row sub-panel (packed at `sub`) times a group of up to 32 tokens (two
 // A tiles: tokens0 + tokens1), added to the group's sums. The tile configuration is loaded.
 template <typename Block>
-IWB_AMX inline void group_products(const uint8_t* sub, const uint8_t* first_row, size_t act_stride, int64_t b,
-                                   int tokens0, int tokens1, const int32_t* sums, const GroupSums& to) {
+IWB_AMX inline void group_products(const uint8_t* sub, const uint8_t* a_tiles, const uint8_t* first_row,
+                                   size_t act_stride, int64_t b, int tokens0, int tokens1, const int32_t* sums,
+                                   const GroupSums& to) {
   alignas(64) int32_t c[4][16 * 16];
-  const auto stride = static_cast<long>(act_stride);
-  // A rows of step k: qs[64k .. 64k+63] of super-block b.
-  const uint8_t* a0 = first_row + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
-  const uint8_t* a1 = a0 + 16 * act_stride;
+  // A tiles of step k: the group's qs[64k .. 64k+63] of super-block b (group_a_tiles).
+  constexpr long stride = 64;
+  const uint8_t* a0 = a_tiles;
+  const uint8_t* a1 = a_tiles + 16 * 64;
   _tile_zero(4);
   _tile_zero(5);
   if (tokens1 > 0) {
@@ -180,13 +193,13 @@ IWB_AMX inline void group_products(const uint8_t* sub, const uint8_t* first_row,
     _tile_zero(7);
   }
   for (int k = 0; k < 4; ++k) {
-    _tile_loadd(0, a0 + 64 * k, stride);
+    _tile_loadd(0, a0 + 2048 * k, stride);
     _tile_loadd(2, sub + (2 * k) * kTileBytes, 64);
     _tile_loadd(3, sub + (2 * k + 1) * kTileBytes, 64);
     _tile_dpbssd(4, 0, 2);
     _tile_dpbssd(5, 0, 3);
     if (tokens1 > 0) {
-      _tile_loadd(1, a1 + 64 * k, stride);
+      _tile_loadd(1, a1 + 2048 * k, stride);
       _tile_dpbssd(6, 1, 2);
       _tile_dpbssd(7, 1, 3);
     }
@@ -214,6 +227,7 @@ IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16*
                             int64_t out_stride) {
   alignas(64) float acc[32 * kQuantGemmAmxRows];
   alignas(64) int32_t sums[32 * 4];
+  alignas(64) uint8_t a_tiles[4 * 32 * 64];
   const int64_t units = nb * num_sub;
   int configured = -1;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
@@ -233,6 +247,7 @@ IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16*
     const uint8_t* first_row = activation + t0 * act_stride;
     for (int64_t b = 0; b < nb; ++b) {
       group_sums<Block>(first_row, act_stride, b, tokens, sums);
+      group_a_tiles(first_row, act_stride, b, tokens, a_tiles);
       for (int g = 0; g < num_sub; ++g) {
         for (const int64_t end = std::min(fetch_lines, fetched + fetch_per_unit); fetched < end; ++fetched) {
           __builtin_prefetch(out + (next + fetched / num_sub) * out_stride + (fetched % num_sub) * kRowsPerTile, 1, 3);
@@ -240,8 +255,8 @@ IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16*
         float* o = acc + g * kRowsPerTile;
         const GroupSums to = b == nb - 1 ? GroupSums{o, out + t0 * out_stride + g * kRowsPerTile, out_stride, masks[g]}
                                          : GroupSums{o, o, kQuantGemmAmxRows, 0xFFFF};
-        group_products<Block>(buffer + (b * kSubPanels + g) * kSubBytes, first_row, act_stride, b, tokens0, tokens1,
-                              sums, to);
+        group_products<Block>(buffer + (b * kSubPanels + g) * kSubBytes, a_tiles, first_row, act_stride, b, tokens0,
+                              tokens1, sums, to);
       }
     }
   }
