@@ -433,8 +433,8 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     // tokens, in two passes of up to 16 (Q4_K 1536x8960 from memory: 20 tokens 1.29 against
     // the tiles' 1.70, 24: 1.29 / 1.72, 28: 1.69 / 1.92; Q6_K 24: 1.73 / 2.03); at 32 they are
     // even (Q4_K 1.70 / 1.89, Q6_K 2.24 / 2.12), at 64 the tiles twice as fast. The 32-element
-    // types: the tiles from 5 tokens, where the 4 x 4 tiles took over before (5 tokens: Q4_0
-    // 1.15 against 1.41 ms, Q8_0 1.35 / 1.56 at 8960x1536; 4 tokens even or slower).
+    // types: the AMX tiles from 5 tokens (the 4 x 4 tiles ran up to 7 before; 5 tokens: Q4_0
+    // 1.15 against 1.41 ms, Q8_0 1.35 / 1.56 at 8960x1536; at 4 tokens even or slower).
     k.gemm_min_tokens = k.lanes != nullptr ? 2 * kLaneMaxTokens : 5;
   }
   *out = k;

@@ -114,8 +114,6 @@ IWB_AVX512 inline __m128i sub_block_sums(const BlockQ8_K& x) {
   return _mm256_cvtepi32_epi16(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
 }
 
-// out rows (lane i: weight row i) += token t's share of super-block b, from the C tiles (hi,
-// lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
 // Where a group's sums go: read from acc (kQuantGemmAmxRows apart), written to dest
 // (dest_stride apart, the lanes of mask) — acc itself, or `out` after the last super-block.
 struct GroupSums {
@@ -124,6 +122,9 @@ struct GroupSums {
   int64_t dest_stride;
   __mmask16 mask;
 };
+
+// The group's sums (lane i: weight row i) += token t's share of super-block b, from the C tiles
+// (hi, lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
 
 template <typename Block>
 IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const int32_t* sums,
