@@ -19,13 +19,21 @@ using namespace avx512;
 // 16 weights as f32 (count < 16: the rest read as zero, nothing past the row is touched).
 struct LoadF16 {
   using Element = uint16_t;
-  IWB_AVX512 static __m512 full(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  IWB_AVX512 static __m512 part(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+  IWB_AVX512 static __m512 full(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  IWB_AVX512 static __m512 part(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
 };
 struct LoadBf16 {
   using Element = uint16_t;
-  IWB_AVX512 static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-  IWB_AVX512 static __m512 full(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  IWB_AVX512 static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  IWB_AVX512 static __m512 full(const uint16_t* p) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   IWB_AVX512 static __m512 part(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 struct LoadF32 {
@@ -43,7 +51,8 @@ IWB_AVX512 float vec_dot_float(const void* weight, const void* activation, int64
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) acc[k] = _mm512_fmadd_ps(Load::full(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+    for (int k = 0; k < 4; ++k)
+      acc[k] = _mm512_fmadd_ps(Load::full(w + i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
   }
   for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(Load::full(w + i), _mm512_loadu_ps(x + i), acc[0]);
   if (i < n) {
@@ -57,7 +66,8 @@ IWB_AVX512 float vec_dot_float(const void* weight, const void* activation, int64
 IWB_AVX512 inline __m512 reduce_16(const __m512 v[16]) {
   __m512 s[8];
 #pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) s[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+  for (int k = 0; k < 8; ++k)
+    s[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
   __m512 u[4];
 #pragma GCC unroll 4
   for (int m = 0; m < 4; ++m) {
@@ -81,7 +91,8 @@ IWB_AVX512 void tile_float(const uint8_t* weight, size_t weight_stride, int num_
   for (int r = 0; r < 4; ++r) w[r] = reinterpret_cast<const E*>(weight + std::min(r, num_rows - 1) * weight_stride);
   const float* x[4];
 #pragma GCC unroll 4
-  for (int t = 0; t < 4; ++t) x[t] = reinterpret_cast<const float*>(activation + std::min(t, T - 1) * activation_stride);
+  for (int t = 0; t < 4; ++t)
+    x[t] = reinterpret_cast<const float*>(activation + std::min(t, T - 1) * activation_stride);
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int k = 0; k < 16; ++k) acc[k] = _mm512_setzero_ps();
@@ -136,7 +147,8 @@ IWB_AVX512 void pack_float_rows(const typename Load::Element* const* rows, int64
     for (int h = 0; h < 2; ++h) {
       __m512 block[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) block[i] = len == 16 ? Load::full(rows[16 * h + i] + k0) : Load::part(rows[16 * h + i] + k0, m);
+      for (int i = 0; i < 16; ++i)
+        block[i] = len == 16 ? Load::full(rows[16 * h + i] + k0) : Load::part(rows[16 * h + i] + k0, m);
       transpose_16x16(block);
       for (int64_t j = 0; j < len; ++j) _mm512_store_ps(buffer + (k0 + j) * kFloatGemmRows + 16 * h, block[j]);
     }
@@ -153,7 +165,8 @@ IWB_AVX512 void gemm_float_tokens(const float* packed, int64_t n, const float* c
     hi[t] = bias_hi;
   }
   for (int64_t k = 0; k < n; ++k) {
-    const __m512 w0 = _mm512_load_ps(packed + k * kFloatGemmRows), w1 = _mm512_load_ps(packed + k * kFloatGemmRows + 16);
+    const __m512 w0 = _mm512_load_ps(packed + k * kFloatGemmRows),
+                 w1 = _mm512_load_ps(packed + k * kFloatGemmRows + 16);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m512 xb = _mm512_set1_ps(x[t][k]);
@@ -174,11 +187,14 @@ IWB_AVX512 void gemm_float(const uint8_t* weight, size_t weight_stride, int num_
                            int64_t out_stride, uint8_t* buffer) {
   using E = typename Load::Element;
   const E* rows[kFloatGemmRows];
-  for (int i = 0; i < kFloatGemmRows; ++i) rows[i] = reinterpret_cast<const E*>(weight + std::min(i, num_rows - 1) * weight_stride);
+  for (int i = 0; i < kFloatGemmRows; ++i)
+    rows[i] = reinterpret_cast<const E*>(weight + std::min(i, num_rows - 1) * weight_stride);
   auto* packed = reinterpret_cast<float*>(buffer);
   pack_float_rows<Load>(rows, n, packed);
   const __mmask16 mask_lo = static_cast<__mmask16>(num_rows >= 16 ? 0xFFFF : (1u << num_rows) - 1);
-  const __mmask16 mask_hi = static_cast<__mmask16>(num_rows <= 16 ? 0 : num_rows >= 32 ? 0xFFFF : (1u << (num_rows - 16)) - 1);
+  const __mmask16 mask_hi = static_cast<__mmask16>(num_rows <= 16   ? 0
+                                                   : num_rows >= 32 ? 0xFFFF
+                                                                    : (1u << (num_rows - 16)) - 1);
   const __m512 bias_lo = bias ? _mm512_maskz_loadu_ps(mask_lo, bias) : _mm512_setzero_ps();
   const __m512 bias_hi = bias ? _mm512_maskz_loadu_ps(mask_hi, bias + 16) : _mm512_setzero_ps();
   int64_t t0 = 0;
@@ -204,7 +220,9 @@ IWB_AVX512 void gemm_float(const uint8_t* weight, size_t weight_stride, int num_
 
 }  // namespace
 
-size_t float_gemm_buffer_bytes(int64_t n) { return static_cast<size_t>((n + 15) / 16 * 16) * kFloatGemmRows * sizeof(float); }
+size_t float_gemm_buffer_bytes(int64_t n) {
+  return static_cast<size_t>((n + 15) / 16 * 16) * kFloatGemmRows * sizeof(float);
+}
 
 bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
   DotKernels k;

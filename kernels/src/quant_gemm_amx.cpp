@@ -78,8 +78,10 @@ IWB_AMX inline void scale_tile(const int32_t* c, const float* d, const float* m,
 #pragma GCC unroll 16
   for (int t = 0; t < kTokensPerTile; ++t) {
     const BlockQ8A& x = reinterpret_cast<const BlockQ8A*>(token_row(t))[b];
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t)), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[t]);
-    if constexpr (Legacy<Block>::kHasMin) acc[t] = _mm512_fmadd_ps(_mm512_load_ps(m + b * 16), _mm512_set1_ps(x.s), acc[t]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t)), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)),
+                             acc[t]);
+    if constexpr (Legacy<Block>::kHasMin)
+      acc[t] = _mm512_fmadd_ps(_mm512_load_ps(m + b * 16), _mm512_set1_ps(x.s), acc[t]);
   }
 }
 

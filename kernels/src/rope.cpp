@@ -230,11 +230,11 @@ bool rope_ref(const RopeArgs& a) {
 OpCost rope_cost(const RopeArgs& a) {
   OpCost cost;
   if (!valid(a)) return cost;
-  const double rotated = static_cast<double>(a.num_tokens) * static_cast<double>(a.num_heads) *
-                         static_cast<double>(a.num_rotated);
+  const double rotated =
+      static_cast<double>(a.num_tokens) * static_cast<double>(a.num_heads) * static_cast<double>(a.num_rotated);
   cost.flops = 3.0 * rotated;  // per element: two multiplies and an add
-  cost.bytes = 8.0 * static_cast<double>(a.num_tokens) * static_cast<double>(a.num_heads) *
-               static_cast<double>(a.head_dim);
+  cost.bytes =
+      8.0 * static_cast<double>(a.num_tokens) * static_cast<double>(a.num_heads) * static_cast<double>(a.head_dim);
   return cost;
 }
 

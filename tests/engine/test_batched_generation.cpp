@@ -120,8 +120,8 @@ class TestBatchedGeneration : public QObject {
     const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
     if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
       m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
-      auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin",
-                                                        m_aidreams, {});
+      auto converted =
+          convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", m_aidreams, {});
       QVERIFY2(converted.is_ok(), converted.error_message().c_str());
     }
     test::TinyModelSpec llama;
@@ -133,7 +133,8 @@ class TestBatchedGeneration : public QObject {
     gemma.arch = "gemma3";
     gemma.n_layer = 3;
     gemma.sliding_window = 8;  // shorter than most prompts: the window crosses block boundaries
-    for (const auto& [name, spec] : {std::pair{QString("llama"), llama}, {QString("qwen2"), qwen}, {QString("gemma3"), gemma}}) {
+    for (const auto& [name, spec] :
+         {std::pair{QString("llama"), llama}, {QString("qwen2"), qwen}, {QString("gemma3"), gemma}}) {
       const std::string path = m_tmp.filePath(name + ".gguf").toStdString();
       const Status s = test::write_tiny_model(spec, path);
       QVERIFY2(s.is_ok(), s.message().c_str());
@@ -269,7 +270,9 @@ class TestBatchedGeneration : public QObject {
     serve(options, &cached, &cached_ids);
     serve(uncached, &plain, &plain_ids);
     QVERIFY2(cached.peak_used_blocks < plain.peak_used_blocks,
-             qPrintable(QString("%1 blocks with the prefix cache, %2 without").arg(cached.peak_used_blocks).arg(plain.peak_used_blocks)));
+             qPrintable(QString("%1 blocks with the prefix cache, %2 without")
+                            .arg(cached.peak_used_blocks)
+                            .arg(plain.peak_used_blocks)));
     for (size_t i = 0; i < requests.size(); ++i) {
       QCOMPARE(cached.outcomes[cached_ids[i]].tokens, expected[i]);
       QCOMPARE(plain.outcomes[plain_ids[i]].tokens, expected[i]);
@@ -289,8 +292,9 @@ class TestBatchedGeneration : public QObject {
     const RequestId a = *e.add_request(greedy(random_prompt(320, 10, 1), 8));
     Result<RequestId> huge = e.add_request(greedy(random_prompt(320, 100, 2), 8));
     QVERIFY(!huge.is_ok());
-    QCOMPARE(huge.error_message(), std::string("prompt is 100 tokens and needs 7 KV blocks of 16 tokens, but the whole KV "
-                                               "cache holds 4 (32 KiB); give the KV cache more memory"));
+    QCOMPARE(huge.error_message(),
+             std::string("prompt is 100 tokens and needs 7 KV blocks of 16 tokens, but the whole KV "
+                         "cache holds 4 (32 KiB); give the KV cache more memory"));
     const RequestId b = *e.add_request(greedy(random_prompt(320, 12, 3), 8));
     RunLog log;
     run_until_idle(e, &log);

@@ -12,6 +12,7 @@
 // K types; gpt-oss's 2880 fits only the 32-blocks types, which the others skip). Per shape and
 // token count it prints the median and best time of one call, GOP/s (2 ops per multiply-add)
 // and the cost per token against one token's call (when 1 is among the token counts).
+#include "huge_page_buffer.h"
 #include "random_tensors.h"
 
 #include "iwb/kernels/matmul.h"
@@ -26,8 +27,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <sys/mman.h>
 
 using namespace iwb;
 
@@ -102,25 +101,6 @@ std::vector<uint8_t> random_weights(GgmlType type, const Shape& s) {
   return w;
 }
 
-// Activations and outputs in 2 MiB pages, as the engine's (its buffers come in huge pages from
-// the kernel): the GEMMs' outputs are a matrix row apart per token, and in 4 KiB pages every
-// token's line is a TLB miss that the engine never sees.
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-std::unique_ptr<float[], FreeDeleter> huge_floats(size_t count) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (count * sizeof(float) + kHuge - 1) / kHuge * kHuge;
-  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
-  if (p == nullptr) {
-    std::fprintf(stderr, "out of memory\n");
-    std::exit(1);
-  }
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only
-  std::memset(p, 0, bytes);
-  return std::unique_ptr<float[], FreeDeleter>(p);
-}
-
 struct Timing {
   double median = 0, best = 0;  // seconds per call
 };
@@ -158,11 +138,16 @@ int main(int argc, char** argv) {
   int num_copies = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--types") type_names = split(value);
-    else if (flag == "--shapes") shape_names = split(value);
-    else if (flag == "--tokens") token_names = split(value);
-    else if (flag == "--seconds") min_seconds = std::atof(value.c_str());
-    else if (flag == "--threads") num_threads = std::max(1, std::atoi(value.c_str()));
+    if (flag == "--types")
+      type_names = split(value);
+    else if (flag == "--shapes")
+      shape_names = split(value);
+    else if (flag == "--tokens")
+      token_names = split(value);
+    else if (flag == "--seconds")
+      min_seconds = std::atof(value.c_str());
+    else if (flag == "--threads")
+      num_threads = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--copies")
       num_copies = std::max(1, std::atoi(value.c_str()));
     else {
@@ -214,9 +199,10 @@ int main(int argc, char** argv) {
       const std::vector<std::vector<uint8_t>> copies(static_cast<size_t>(num_copies), random_weights(types[i], s));
       std::mt19937 rng(5);
       const std::vector<float> x_values = test::random_floats(static_cast<size_t>(max_tokens * s.in), rng, 1.0f, 0.1f);
-      const auto x = huge_floats(x_values.size());
+      // Activations and outputs in 2 MiB pages, as the engine's (huge_page_buffer.h).
+      const auto x = test::huge_page_buffer<float>(x_values.size());
       std::copy(x_values.begin(), x_values.end(), x.get());
-      const auto y = huge_floats(static_cast<size_t>(max_tokens * s.out));
+      const auto y = test::huge_page_buffer<float>(static_cast<size_t>(max_tokens * s.out));
       double one_token = 0;
       for (int64_t t : tokens) {
         MatmulArgs args{types[i], copies[0].data(), s.in, s.out, x.get(), t, nullptr, y.get(), num_threads};

@@ -10,6 +10,7 @@
 // Defaults: the default model (Qwen2.5-Coder-1.5B) at a depth of 8,192. --tokens N > 1 makes a
 // prompt chunk of N tokens ending at the last position; --lone M adds M lone tokens after it at
 // earlier, spaced-out positions (as decodes of other sequences scheduled beside a prefill chunk).
+#include "huge_page_buffer.h"
 #include "iwb/kernels/paged_attention.h"
 #include "random_tensors.h"
 
@@ -24,8 +25,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <sys/mman.h>
 
 using namespace iwb;
 
@@ -92,20 +91,8 @@ int main(int argc, char** argv) {
   // Cache contents do not change the time; random bits would hold NaNs, so small f16 values
   // (or, for the block types, whatever bytes the writes below produce).
   // --huge 1: the caches in 2 MiB pages (madvise), as the engine's KV pool asks for.
-  struct Free {
-    void operator()(uint16_t* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<uint16_t[], Free>> k_caches, v_caches;
-  const size_t cache_bytes = (cache_units * sizeof(uint16_t) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-  auto allocate = [&] {
-    auto* p = static_cast<uint16_t*>(std::aligned_alloc(2u << 20, cache_bytes));
-    if (p == nullptr) std::abort();
-#ifdef MADV_HUGEPAGE
-    if (huge) madvise(p, cache_bytes, MADV_HUGEPAGE);
-#endif
-    std::memset(p, 0, cache_bytes);
-    return std::unique_ptr<uint16_t[], Free>(p);
-  };
+  std::vector<test::HugePageBuffer<uint16_t>> k_caches, v_caches;
+  auto allocate = [&] { return test::huge_page_buffer<uint16_t>(cache_units, huge != 0); };
   std::mt19937 rng(7);
   std::vector<int32_t> table(static_cast<size_t>(num_blocks));
   std::iota(table.begin(), table.end(), 0);

@@ -198,8 +198,16 @@ class TestCpuKernels : public QObject {
     const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
     const std::vector<int32_t> positions = {0, 1, 17, 913, 4095};
     std::vector<float> ref = x, fast = x;
-    RopeArgs args{ref.data(), tokens, heads, head_dim, numRotated, positions.data(), RopeLayout(layout),
-                  500000.0f, 0.25f, hasFactors ? factors.data() : nullptr};
+    RopeArgs args{ref.data(),
+                  tokens,
+                  heads,
+                  head_dim,
+                  numRotated,
+                  positions.data(),
+                  RopeLayout(layout),
+                  500000.0f,
+                  0.25f,
+                  hasFactors ? factors.data() : nullptr};
     QVERIFY(rope_ref(args));
     args.data = fast.data();
     QVERIFY(rope(args));
@@ -207,7 +215,8 @@ class TestCpuKernels : public QObject {
     // Position 0 is the identity, and dimensions past num_rotated are never touched.
     for (int64_t i = 0; i < heads * head_dim; ++i) QCOMPARE(fast[i], x[i]);
     for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t i = numRotated; i < head_dim; ++i) QCOMPARE(fast[t * heads * head_dim + i], x[t * heads * head_dim + i]);
+      for (int64_t i = numRotated; i < head_dim; ++i)
+        QCOMPARE(fast[t * heads * head_dim + i], x[t * heads * head_dim + i]);
     }
   }
 
