@@ -45,11 +45,14 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;      // keys per tile: 4 B tiles of 16 (scores), 2 steps of 32 (values)
 constexpr int64_t kTileBytes = 1024;  // 16 rows x 64 bytes
-// Rows an item takes: each item converts and transposes every key and value tile of its range
-// once, so more rows share that work (bench_paged_attention --tokens 512 at depth 8192: 128 rows
-// 117-122 ms a pass, 256 98-101, 512 95-97 with fewer items to share out).
-constexpr int64_t kMaxItemRows = 256;
-constexpr int64_t kMaxRunTokens = 64;
+// Rows an item takes at most: each item converts and transposes every key and value tile of
+// its range once, so more rows share that work (bench_paged_attention --tokens 512 at depth
+// 8192, 2 threads, Xeon model 167: 256 rows a pass 176-180 ms, 384 164-166, 510 160-161, 768
+// 152-155; 1,020 rows, 3 runs of 170 tokens and one of 2, 158-166). The buffers of 768 rows
+// (queries, outputs, scores, probabilities: 1.2 MiB for heads of 128) stay in a core's L2.
+constexpr int64_t kMaxItemRows = 768;
+constexpr int64_t kMinItemRows = 64;
+constexpr int64_t kMaxRunTokens = 256;
 constexpr uint32_t kConfigKey = 0x400;
 
 void configure() { amx::configure_full_tiles(kConfigKey); }
@@ -76,7 +79,7 @@ struct Buffers {
   float* staging;        // 16 key rows (or 2 value rows) as f32
   float *m, *l;          // [rows_pad]
   int32_t *j_lo, *j_hi;  // [rows_pad] each row's visible keys in the current tile
-  int32_t* visible;      // [row tiles] 1: some row of the tile sees some key of it
+  int32_t* visible;      // [row tiles] 2: every row sees every key of the tile, 1: some row some key
 };
 
 struct AmxAttentionTag {};
@@ -264,6 +267,10 @@ IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const ui
 // row's output o (row stride dv) rescaled by exp(m_old - m_new) where the max moved. First
 // every row's new max (the masked scores stored back), then the 16 rescale factors in one
 // vector exp, then the rows.
+//
+// kAllVisible: every row of the tile sees all 64 keys (most tiles of a deep prompt), so no row
+// is masked and no key holds -inf: the masks, their stores and the -inf test are skipped.
+template <bool kAllVisible>
 IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, const int32_t* j_hi, float softcap,
                           float* m, float* l, float* o, int64_t dv, uint8_t* probs) {
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -271,19 +278,26 @@ IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, con
   __mmask16 visible = 0;
   for (int64_t i = 0; i < 16; ++i) {
     m_new[i] = i < count ? m[i] : 0.0f;
-    if (i >= count || j_lo[i] > j_hi[i]) continue;
+    if (i >= count || (!kAllVisible && j_lo[i] > j_hi[i])) continue;
     visible = static_cast<__mmask16>(visible | (1u << i));
     __m512 vmax = _mm512_set1_ps(-INFINITY);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * c));
-      const __mmask16 mask = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_lo[i]), _MM_CMPINT_NLT) &
-                             _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_hi[i]), _MM_CMPINT_LE);
       float* x_at = scores + c * 256 + i * 16;
       __m512 x = _mm512_loadu_ps(x_at);
-      if (softcap > 0.0f) x = soft_cap_avx512(x, softcap);
-      x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), mask, x);
-      _mm512_storeu_ps(x_at, x);
+      if constexpr (kAllVisible) {
+        if (softcap > 0.0f) {
+          x = soft_cap_avx512(x, softcap);
+          _mm512_storeu_ps(x_at, x);
+        }
+      } else {
+        const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * c));
+        const __mmask16 mask = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_lo[i]), _MM_CMPINT_NLT) &
+                               _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(j_hi[i]), _MM_CMPINT_LE);
+        if (softcap > 0.0f) x = soft_cap_avx512(x, softcap);
+        x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), mask, x);
+        _mm512_storeu_ps(x_at, x);
+      }
       vmax = _mm512_max_ps(vmax, x);
     }
     m_new[i] = std::max(m[i], _mm512_reduce_max_ps(vmax));
@@ -305,8 +319,12 @@ IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, con
     for (int c = 0; c < 4; ++c) {
       // Masked keys hold -inf: exactly 0 (exp_avx512 clamps its input, so not by itself).
       const __m512 x = _mm512_loadu_ps(scores + c * 256 + i * 16);
-      const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-      e[c] = _mm512_maskz_mov_ps(kept, exp_avx512(_mm512_sub_ps(x, mv)));
+      if constexpr (kAllVisible) {
+        e[c] = exp_avx512(_mm512_sub_ps(x, mv));
+      } else {
+        const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+        e[c] = _mm512_maskz_mov_ps(kept, exp_avx512(_mm512_sub_ps(x, mv)));
+      }
       vsum = _mm512_add_ps(vsum, e[c]);
     }
     l[i] = l[i] * corr[i] + _mm512_reduce_add_ps(vsum);
@@ -373,22 +391,24 @@ IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       // Each row's visible keys: k0 + j for lo <= k0 + j <= pos, j < nk. A row tile with none
       // is skipped (its probabilities are zero and its outputs unchanged).
-      bool any_visible = false;
+      bool any_visible = false, all_visible = true;
       for (int64_t r = 16 * rt; r < std::min(rows, 16 * rt + 16); ++r) {
         const int64_t pos = first_pos + r / group;
         const int64_t lo = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
         b.j_lo[r] = static_cast<int32_t>(std::max<int64_t>(0, lo - k0));
         b.j_hi[r] = static_cast<int32_t>(std::min(nk - 1, pos - k0));
         any_visible |= b.j_lo[r] <= b.j_hi[r];
+        all_visible &= b.j_lo[r] == 0 && b.j_hi[r] == kKeyTile - 1;
       }
-      b.visible[rt] = any_visible ? 1 : 0;
+      b.visible[rt] = all_visible ? 2 : any_visible ? 1 : 0;
       if (any_visible) score_row_tile(b.qh + 16 * rt * dk, b.ql + 16 * rt * dk, dk, b.keys, b.scores + rt * 4 * 256);
     }
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       if (b.visible[rt] == 0) continue;
       const int64_t r0 = 16 * rt;
-      softmax_rows(b.scores + rt * 4 * 256, std::min<int64_t>(16, rows - r0), b.j_lo + r0, b.j_hi + r0, a.softcap,
-                   b.m + r0, b.l + r0, b.o + r0 * dv, dv, b.probs + rt * 4 * kTileBytes);
+      const auto softmax = b.visible[rt] == 2 ? softmax_rows<true> : softmax_rows<false>;
+      softmax(b.scores + rt * 4 * 256, std::min<int64_t>(16, rows - r0), b.j_lo + r0, b.j_hi + r0, a.softcap, b.m + r0,
+              b.l + r0, b.o + r0 * dv, dv, b.probs + rt * 4 * kTileBytes);
     }
     amx::tile_buffer_written();
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
@@ -406,17 +426,28 @@ IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
   }
 }
 
+// Tokens a run takes: up to kMaxItemRows rows, fewer where that leaves under two items a
+// thread (down to kMinItemRows rows), and the runs of even length (512 tokens at most 170:
+// 4 x 128, not 3 x 170 + 2).
+int64_t run_tokens(const PagedAttentionArgs& a, int num_threads) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t longest = std::clamp<int64_t>(kMaxItemRows / group, 1, kMaxRunTokens);
+  const int64_t shortest = std::min(longest, std::max<int64_t>(1, (kMinItemRows + group - 1) / group));
+  const int64_t runs_wanted = (2 * num_threads + a.num_kv_heads - 1) / a.num_kv_heads;
+  const int64_t run = std::clamp<int64_t>((a.num_tokens + runs_wanted - 1) / runs_wanted, shortest, longest);
+  const int64_t runs = (a.num_tokens + run - 1) / run;
+  return std::max<int64_t>(1, (a.num_tokens + runs - 1) / runs);
+}
+
 }  // namespace
 
 bool paged_attention_amx(const PagedAttentionArgs& a) {
   if (cpu_path() != CpuPath::Avx512 || !has_amx_bf16() || is_disabled()) return false;
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
   if (dk % 32 != 0 || dv % 16 != 0 || dk > 512 || dv > 512) return false;
-  const int64_t group = a.num_heads / a.num_kv_heads;
-  const int64_t run_tokens = std::clamp<int64_t>(kMaxItemRows / group, 1, kMaxRunTokens);
-  thread_local std::vector<WorkItem> items;
-  prompt_items(a, run_tokens, items);
   const int num_threads = prompt_threads(a);
+  thread_local std::vector<WorkItem> items;
+  prompt_items(a, run_tokens(a, num_threads), items);
   const auto num_items = static_cast<int64_t>(items.size());
   const WorkItem* const item_list = items.data();  // inside the region `items` names each thread's own
   std::atomic<int64_t> next_item{0};

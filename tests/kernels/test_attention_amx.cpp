@@ -2,8 +2,8 @@
 // against paged_attention_ref: a 203-token prefill beside decodes of another sequence over a
 // shuffled pool full of noise, head sizes 32 to 256 (values 16 to 256, column tails of one to
 // three 16-column tiles), query-head groups of 1 to 130 (one to nine row tiles, partly
-// filled; runs of 1 to 32 tokens), sliding windows starting mid-tile, soft-capping, sinks, a
-// quantized and an FP8 cache, 1 to 3 threads. Head sizes the tiles cannot take are declined.
+// filled; runs of 1 to 128 tokens, their length set by the thread count), sliding windows starting mid-tile,
+// soft-capping, sinks, a quantized and an FP8 cache, 1 to 3 threads. Head sizes the tiles cannot take are declined.
 // Skips, saying why, on CPUs (or kernels) without AMX-BF16.
 #include "cpu_features.h"
 #include "paged_attention_amx.h"
@@ -53,16 +53,17 @@ class TestAttentionAmx : public QObject {
   void matchesReference_data() {
     QTest::addColumn<Case>("c");
     auto row = [](const char* name, Case c) { QTest::newRow(name) << c; };
-    row("12/2 heads of 128 (runs of 21 tokens)", {});
+    row("12/2 heads of 128 (runs of 70-104 tokens)", {});
     row("12/2 heads of 128, window 70", {.window = 70});
-    row("4/1 heads of 256, softcap 50 (runs of 32)", {.heads = 4, .kv_heads = 1, .dk = 256, .dv = 256, .softcap = 50});
+    row("4/1 heads of 256, softcap 50 (runs of 35-104)",
+        {.heads = 4, .kv_heads = 1, .dk = 256, .dv = 256, .softcap = 50});
     row("32/8 heads of 64, window 33", {.heads = 32, .kv_heads = 8, .dk = 64, .dv = 64, .window = 33});
-    row("16/1 heads of 128 (runs of 8, 8 row tiles)", {.heads = 16, .kv_heads = 1});
+    row("16/1 heads of 128 (runs of 35-42, 35-42 row tiles)", {.heads = 16, .kv_heads = 1});
     row("3/3 heads of 96, values of 80 (a 1-tile column tail)", {.heads = 3, .kv_heads = 3, .dk = 96, .dv = 80});
     row("8/2 heads of 64, values of 48, window 7, sinks",
         {.heads = 8, .kv_heads = 2, .dk = 64, .dv = 48, .window = 7, .has_sinks = true});
-    row("40/1 heads of 32, values of 16 (runs of 3)", {.heads = 40, .kv_heads = 1, .dk = 32, .dv = 16});
-    row("130/1 heads of 32, values of 112 (one token a run, 9 row tiles)",
+    row("40/1 heads of 32, values of 16 (runs of 19)", {.heads = 40, .kv_heads = 1, .dk = 32, .dv = 16});
+    row("130/1 heads of 32, values of 112 (runs of 5, 41 row tiles)",
         {.heads = 130, .kv_heads = 1, .dk = 32, .dv = 112});
     row("8/2 heads of 64, sinks", {.heads = 8, .kv_heads = 2, .dk = 64, .dv = 64, .has_sinks = true});
     row("Q8_0 keys, Q4_0 values (rotated)", {.k_type = GgmlType::Q8_0, .v_type = GgmlType::Q4_0});
