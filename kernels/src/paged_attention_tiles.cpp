@@ -121,7 +121,13 @@ struct Avx512TileKernels {
   static int64_t key_tile(int64_t dk) { return dk <= 128 ? 64 : 32; }
   static constexpr int kScoreRows = 4;
   static constexpr int kValueRows = 2;
-  static constexpr int64_t kRunTokens = 8;
+  // Tokens an item takes: its rows share each converted key and value tile (Xeon model 167,
+  // IWB_ATTENTION_AMX=0 bench_paged_attention --tokens 512, 2 threads, one layer: 8 tokens
+  // 173-176 ms at depth 8192, 32 tokens 152-156, 64 145-149; 32/8 heads at 4096: 251-256 ->
+  // 204-210 at 32; near depth 0, where a longer run's early rows compute more masked scores,
+  // 21.4 -> 22.4-23.1 ms). 32 keeps an item's buffers (192 rows for 6-head groups: ~300 KiB)
+  // well inside the 1 MiB L2 of AMD Zen 4/5, which take this kernel (not measured there).
+  static constexpr int64_t kRunTokens = 32;
   static constexpr int64_t kKeyUnit = 16;
   IWB_AVX512 static void transpose_keys(const float* rows, int64_t dk, float* kt, int64_t key_tile) {
     iwb::detail::transpose_keys(rows, dk, kt, key_tile);

@@ -48,6 +48,8 @@ class TestAttentionAmx : public QObject {
  private slots:
   void initTestCase() {
     if (!detail::has_amx_bf16()) QSKIP(qPrintable(QString("no AMX-BF16: %1").arg(detail::amx_unused_reason())));
+    if (qEnvironmentVariableIsSet("IWB_ATTENTION_AMX") && qEnvironmentVariableIntValue("IWB_ATTENTION_AMX") == 0)
+      QSKIP("IWB_ATTENTION_AMX=0 turns this kernel off");
   }
 
   void matchesReference_data() {
