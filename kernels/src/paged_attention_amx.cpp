@@ -235,29 +235,49 @@ IWB_AMX void score_row_tile(const uint16_t* qh, const uint16_t* ql, int64_t dk, 
   _tile_stored(7, out + 768, 64);
 }
 
-// o (16 rows, row stride o_stride bytes, `count` tiles of 16 columns from here) += P . V over
-// key_steps steps of 32 keys; probs: the row tile's A tiles, values: the first column tile's
-// B tiles (column tiles 2 KiB apart, key steps step_bytes apart).
-IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const uint8_t* probs, const uint8_t* values,
-                                 int64_t step_bytes, int64_t key_steps) {
-  _tile_loadd(4, o, o_stride);
-  if (count > 1) _tile_loadd(5, o + 16, o_stride);
-  if (count > 2) _tile_loadd(6, o + 32, o_stride);
-  if (count > 3) _tile_loadd(7, o + 48, o_stride);
-  for (int64_t step = 0; step < key_steps; ++step) {
-    const uint8_t* p = probs + step * 2 * kTileBytes;
-    _tile_loadd(0, p, 64);
-    _tile_loadd(1, p + kTileBytes, 64);
-    const uint8_t* v = values + step * step_bytes;
-    IWB_SPLIT_PRODUCT(4, v);
-    if (count > 1) IWB_SPLIT_PRODUCT(5, v + 2 * kTileBytes);
-    if (count > 2) IWB_SPLIT_PRODUCT(6, v + 4 * kTileBytes);
-    if (count > 3) IWB_SPLIT_PRODUCT(7, v + 6 * kTileBytes);
+// One row tile's O = O + P . V (its rows already rescaled), in pieces so that they can be
+// issued between the rows of the next row tile's softmax: the tile unit then multiplies while
+// the vector units run the softmax, where one after the other left each idle much of the time
+// (bench_paged_attention --tokens 512 at depth 8192: 151-153 -> 139-142 ms a pass). Piece k:
+// column group k / key_steps (four 16-column tiles, C tiles 4..7), key step k % key_steps (32
+// keys); a group's first step loads its outputs into the C tiles, its last stores them (the
+// tiles hold them in between: the softmax uses none). Pieces of one column tile each (16 for
+// heads of 128, one per row) measured the same.
+struct ValueJob {
+  float* o;  // the row tile's first output row (row stride o_stride bytes)
+  int64_t o_stride;
+  const uint8_t* probs;   // the row tile's A tiles: [key step][hi, lo]
+  const uint8_t* values;  // the B tiles: [key step][column tile][hi, lo]
+  int64_t columns;        // 16-column tiles of the outputs
+  int64_t key_steps;      // 1 or 2
+  int pieces() const { return static_cast<int>((columns + 3) / 4 * key_steps); }
+};
+
+IWB_AMX void value_piece(const ValueJob& j, int piece) {
+  amx::tile_buffer_written();  // the probabilities and rescaled outputs stored before the loads
+  const int64_t c0 = 4 * (piece / j.key_steps), step = piece % j.key_steps;
+  const int count = static_cast<int>(std::min<int64_t>(4, j.columns - c0));
+  float* o = j.o + 16 * c0;
+  if (step == 0) {
+    _tile_loadd(4, o, j.o_stride);
+    if (count > 1) _tile_loadd(5, o + 16, j.o_stride);
+    if (count > 2) _tile_loadd(6, o + 32, j.o_stride);
+    if (count > 3) _tile_loadd(7, o + 48, j.o_stride);
   }
-  _tile_stored(4, o, o_stride);
-  if (count > 1) _tile_stored(5, o + 16, o_stride);
-  if (count > 2) _tile_stored(6, o + 32, o_stride);
-  if (count > 3) _tile_stored(7, o + 48, o_stride);
+  const uint8_t* p = j.probs + step * 2 * kTileBytes;
+  _tile_loadd(0, p, 64);
+  _tile_loadd(1, p + kTileBytes, 64);
+  const uint8_t* v = j.values + (step * j.columns + c0) * 2 * kTileBytes;
+  IWB_SPLIT_PRODUCT(4, v);
+  if (count > 1) IWB_SPLIT_PRODUCT(5, v + 2 * kTileBytes);
+  if (count > 2) IWB_SPLIT_PRODUCT(6, v + 4 * kTileBytes);
+  if (count > 3) IWB_SPLIT_PRODUCT(7, v + 6 * kTileBytes);
+  if (step == j.key_steps - 1) {
+    _tile_stored(4, o, j.o_stride);
+    if (count > 1) _tile_stored(5, o + 16, j.o_stride);
+    if (count > 2) _tile_stored(6, o + 32, j.o_stride);
+    if (count > 3) _tile_stored(7, o + 48, j.o_stride);
+  }
 }
 
 // The online softmax of a row tile's rows (rows 0 .. count - 1; their 64 scores in the tile's
@@ -272,7 +292,7 @@ IWB_AMX void add_values_row_tile(float* o, int64_t o_stride, int count, const ui
 // is masked and no key holds -inf: the masks, their stores and the -inf test are skipped.
 template <bool kAllVisible>
 IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, const int32_t* j_hi, float softcap,
-                          float* m, float* l, float* o, int64_t dv, uint8_t* probs) {
+                          float* m, float* l, float* o, int64_t dv, uint8_t* probs, const ValueJob* pending) {
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   alignas(64) float m_new[16], corr[16];
   __mmask16 visible = 0;
@@ -307,7 +327,11 @@ IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, con
   const __m512 m_old = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), m);
   const __m512 m_now = _mm512_load_ps(m_new);
   _mm512_store_ps(corr, _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), visible, exp_avx512(_mm512_sub_ps(m_old, m_now))));
+  // The previous row tile's value products, spread over this tile's rows.
+  const int pieces = pending != nullptr ? pending->pieces() : 0;
+  int issued = 0;
   for (int64_t i = 0; i < count; ++i) {
+    for (; issued < pieces && issued * 16 <= i * pieces; ++issued) value_piece(*pending, issued);
     if (((visible >> i) & 1) == 0) {
       for (int t = 0; t < 4; ++t) _mm512_store_si512(probs + t * kTileBytes + i * 64, _mm512_setzero_si512());
       continue;
@@ -342,6 +366,7 @@ IWB_AMX void softmax_rows(float* scores, int64_t count, const int32_t* j_lo, con
     float* oi = o + i * dv;
     for (int64_t d = 0; d < dv; d += 16) _mm512_storeu_ps(oi + d, _mm512_mul_ps(_mm512_loadu_ps(oi + d), cv));
   }
+  for (; issued < pieces; ++issued) value_piece(*pending, issued);
 }
 
 IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
@@ -403,22 +428,23 @@ IWB_AMX void run_item(const PagedAttentionArgs& a, const WorkItem& w) {
       b.visible[rt] = all_visible ? 2 : any_visible ? 1 : 0;
       if (any_visible) score_row_tile(b.qh + 16 * rt * dk, b.ql + 16 * rt * dk, dk, b.keys, b.scores + rt * 4 * 256);
     }
+    // Each row tile's softmax, with the previous visible row tile's value products issued
+    // between its rows (ValueJob), and the last one's after.
+    ValueJob pending{};
+    bool has_pending = false;
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       if (b.visible[rt] == 0) continue;
       const int64_t r0 = 16 * rt;
       const auto softmax = b.visible[rt] == 2 ? softmax_rows<true> : softmax_rows<false>;
       softmax(b.scores + rt * 4 * 256, std::min<int64_t>(16, rows - r0), b.j_lo + r0, b.j_hi + r0, a.softcap, b.m + r0,
-              b.l + r0, b.o + r0 * dv, dv, b.probs + rt * 4 * kTileBytes);
+              b.l + r0, b.o + r0 * dv, dv, b.probs + rt * 4 * kTileBytes, has_pending ? &pending : nullptr);
+      pending = ValueJob{b.o + r0 * dv, dv * 4, b.probs + rt * 4 * kTileBytes, b.values, columns, key_steps};
+      has_pending = true;
+    }
+    if (has_pending) {
+      for (int k = 0; k < pending.pieces(); ++k) value_piece(pending, k);
     }
     amx::tile_buffer_written();
-    for (int64_t rt = 0; rt < row_tiles; ++rt) {
-      if (b.visible[rt] == 0) continue;
-      for (int64_t c0 = 0; c0 < columns; c0 += 4) {
-        add_values_row_tile(b.o + 16 * rt * dv + 16 * c0, dv * 4, static_cast<int>(std::min<int64_t>(4, columns - c0)),
-                            b.probs + rt * 4 * kTileBytes, b.values + 2 * c0 * kTileBytes, columns * 2 * kTileBytes,
-                            key_steps);
-      }
-    }
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = w.first_token + r / group, h = w.kv_head * group + r % group;
