@@ -38,13 +38,18 @@ IWB_AVX512 inline uint64_t load_u64(const void* p) {
 }
 
 // The 8 bytes at p in every qword of a vector.
-IWB_AVX512 inline __m512i broadcast_group(const void* p) { return _mm512_set1_epi64(static_cast<long long>(load_u64(p))); }
+IWB_AVX512 inline __m512i broadcast_group(const void* p) {
+  return _mm512_set1_epi64(static_cast<long long>(load_u64(p)));
+}
 
 // x[t] qword i becomes x[i] qword t.
 IWB_AVX512 inline void transpose_8x8_epi64(__m512i x[8]) {
-  const __m512i pair_lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), pair_hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-  const __m512i quad_lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), quad_hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-  const __m512i oct_lo = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11), oct_hi = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
+  const __m512i pair_lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),
+                pair_hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  const __m512i quad_lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                quad_hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  const __m512i oct_lo = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11),
+                oct_hi = _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15);
   __m512i p[8], q[8];
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {  // p[2i]: qwords 0..3 of tokens 2i, 2i+1 interleaved; p[2i+1]: qwords 4..7
@@ -82,7 +87,8 @@ IWB_AVX512 void pack_tokens_q8k(const uint8_t* activation, size_t activation_str
       for (int c = 0; c < 4; ++c) {  // 64 bytes (8 groups) of every token
         __m512i x[P];
 #pragma GCC unroll 8
-        for (int t = 0; t < P; ++t) x[t] = t < group_tokens ? _mm512_loadu_si512(a[t][b].qs + 64 * c) : _mm512_setzero_si512();
+        for (int t = 0; t < P; ++t)
+          x[t] = t < group_tokens ? _mm512_loadu_si512(a[t][b].qs + 64 * c) : _mm512_setzero_si512();
         transpose_8x8_epi64(x);
 #pragma GCC unroll 8
         for (int i = 0; i < P; ++i) _mm512_store_si512(out + 64 * (P * c + i), x[i]);
@@ -136,8 +142,10 @@ IWB_AVX512 inline void unpack_weights(const Block* const* w, int64_t b, RowBlock
       // are otherwise idle.)
       uint64_t sc, m;
       unpack_k4_scales(w[r][b].scales, &sc, &m);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(rb[r].scale), _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-      _mm_store_si128(reinterpret_cast<__m128i*>(rb[r].sum_factor), _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m))));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(rb[r].scale),
+                         _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+      _mm_store_si128(reinterpret_cast<__m128i*>(rb[r].sum_factor),
+                      _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m))));
       rb[r].d = half(w[r][b].d);
       rb[r].dmin = half(w[r][b].dmin);
     }
@@ -164,7 +172,9 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
   // 127); Q6_K, whose 6-bit quants allow only 4 such products, adds the two groups' vpmaddubsw
   // pairs (each below 2^14) in int16.
   constexpr int kGroupsPerScale = (kIsQ6 ? 16 : 32) / kGroupBytes;
-  constexpr int kMaxGroupsPerSum = (std::is_same_v<Block, BlockQ4_K> ? 16 : 8) / L;
+  // (A lane takes 4 of a group's products whatever the lanes per token: groups = products / 4.
+  // This was products / L, which let Q5_K sum 16 products, up to 62,992, and wrap.)
+  constexpr int kMaxGroupsPerSum = (std::is_same_v<Block, BlockQ4_K> ? 16 : 8) / 4;
   constexpr int kGroupsPerSum = kIsQ6 ? 2 : std::min(kGroupsPerScale, kMaxGroupsPerSum);
   constexpr int kSumVectors = (kIsQ6 ? 8 : 4) / L;
   __m512 f[R][V];
@@ -262,13 +272,16 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
     const __m512 rows01 = _mm512_mask_blend_ps(0xAAAA, pair_sum[0], pair_sum[1]);
     const __m512 rows23 = _mm512_mask_blend_ps(0xAAAA, pair_sum[2], pair_sum[3]);
     const __m512 by_token[2] = {
-        _mm512_permutex2var_ps(rows01, _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23), rows23),
-        _mm512_permutex2var_ps(rows01, _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31), rows23)};
+        _mm512_permutex2var_ps(rows01, _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23),
+                               rows23),
+        _mm512_permutex2var_ps(rows01, _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31),
+                               rows23)};
     alignas(64) float values[2][16];
     _mm512_store_ps(values[0], by_token[0]);
     _mm512_store_ps(values[1], by_token[1]);
     for (int t = 0; t < kLaneTokens && v * kLaneTokens + t < num_tokens; ++t) {
-      _mm_mask_storeu_ps(out + (v * kLaneTokens + t) * out_stride, rows, _mm_add_ps(_mm_load_ps(values[t / 4] + 4 * (t % 4)), add));
+      _mm_mask_storeu_ps(out + (v * kLaneTokens + t) * out_stride, rows,
+                         _mm_add_ps(_mm_load_ps(values[t / 4] + 4 * (t % 4)), add));
     }
   }
 }

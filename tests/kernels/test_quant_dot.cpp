@@ -486,6 +486,64 @@ class TestQuantDot : public QObject {
     }
   }
 
+  // The token lanes' integer sums at their extremes: every quant at its largest (Q4_K 15, Q5_K
+  // 31, Q6_K 63) against activations all +127 or all -127. A lane's sum of a scale's groups goes
+  // through vpdpwssd as an int16, so it must stay within [-2^15, 2^15): Q5_K's lanes once summed
+  // 16 products of 31 x 127 (62,992) and wrapped.
+  void lanesSumsStayInRange_data() { lanesMatchVecDot_data(); }
+  void lanesSumsStayInRange() {
+    QFETCH(GgmlType, type);
+    if (cpu_path() != CpuPath::Avx512) QSKIP("the token-lane kernels are AVX-512 kernels and this run has no AVX-512");
+    DotKernels k;
+    QVERIFY(select_quant_dot_avx512(type, &k));
+    std::mt19937 rng(67 + static_cast<int>(type));
+    const int64_t n = 2 * kQK_K, rows = kLaneRows;
+    const size_t stride = *ggml_row_bytes(type, n);
+    std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
+    for (int64_t r = 0; r < rows; ++r) {  // the quants' bytes all ones: every quant its largest
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        uint8_t* block = w.data() + r * stride + b * (stride / (n / kQK_K));
+        if (type == GgmlType::Q4_K) {
+          std::memset(reinterpret_cast<BlockQ4_K*>(block)->qs, 0xFF, sizeof(BlockQ4_K::qs));
+        } else if (type == GgmlType::Q5_K) {
+          std::memset(reinterpret_cast<BlockQ5_K*>(block)->qs, 0xFF, sizeof(BlockQ5_K::qs));
+          std::memset(reinterpret_cast<BlockQ5_K*>(block)->qh, 0xFF, sizeof(BlockQ5_K::qh));
+        } else {
+          std::memset(reinterpret_cast<BlockQ6_K*>(block)->ql, 0xFF, sizeof(BlockQ6_K::ql));
+          std::memset(reinterpret_cast<BlockQ6_K*>(block)->qh, 0xFF, sizeof(BlockQ6_K::qh));
+        }
+      }
+    }
+    const size_t act_stride = activation_row_bytes(k.format, n);
+    std::vector<uint8_t> act(act_stride * kLaneMaxTokens);
+    for (int t = 0; t < kLaneMaxTokens; ++t) {
+      // One value throughout, so every quant is its block's largest: +127, or -127 (the 8-bit
+      // activations keep to -127..127; quantize_activations.cpp).
+      const std::vector<float> x(static_cast<size_t>(n), t % 2 == 0 ? 0.5f : -0.5f);
+      k.quantize(x.data(), act.data() + t * act_stride, n);
+    }
+    std::vector<uint8_t> storage(lanes_packed_bytes(n, kLaneMaxTokens) + 64);
+    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    for (int num_tokens : {3, 4, 8, 16}) {
+      k.pack_tokens(act.data(), act_stride, num_tokens, n, packed);
+      std::vector<float> out(static_cast<size_t>(num_tokens * rows), NAN);
+      k.lanes(w.data(), stride, static_cast<int>(rows), packed, num_tokens, n, nullptr, out.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int t = 0; t < num_tokens; ++t) {
+          const double expected = k.vec_dot(w.data() + r * stride, act.data() + t * act_stride, n);
+          const float got = out[t * rows + r];
+          QVERIFY2(std::fabs(got - expected) <= 1e-5 * std::fabs(expected) + 1e-6,
+                   qPrintable(QString("%1 tokens, row %2 token %3: %4 vs %5")
+                                  .arg(num_tokens)
+                                  .arg(r)
+                                  .arg(t)
+                                  .arg(got)
+                                  .arg(expected)));
+        }
+      }
+    }
+  }
+
   // The prefill GEMMs (AVX-512: 16-row panels; AVX2 and AVX-VNNI: 8-row panels; tokens in
   // groups of 4, the last 1-3 in one group of their own) against the row dots, on seven token
   // counts from where matmul hands over to them (AVX2: 5-11; AVX-512 K-quants, after the token
