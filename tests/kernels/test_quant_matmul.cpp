@@ -22,6 +22,7 @@
 #include "iwb/kernels/cpu_amx.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/matmul.h"
+#include "iwb/kernels/quant_blocks.h"
 
 #include <QTest>
 
@@ -31,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -162,6 +164,80 @@ class TestQuantMatmul : public QObject {
                                    .arg(max_relative_error(fast, ref));
           QVERIFY2(e.max < kMaxSigmas, qPrintable(what));
           if (threads == 2 && has_scratch && has_bias) qInfo("%s", qPrintable(what));
+        }
+      }
+    }
+  }
+
+  // Every kernel matmul picks (decode rows, tiles, token lanes, GEMMs, AMX tiles: 1 to 40
+  // tokens) at the integers' extremes: each block's bytes but its scales one pattern (0x00,
+  // 0xFF, 0x80, 0x7F, 0x88, 0x77: quants at either end of their range, K-quant sub-block
+  // scales at theirs, Q8_0's -128 and 127), against activations whose blocks are one value, so
+  // every 8-bit activation is +-127 and rounds exactly. An intermediate sum that wraps (the
+  // token lanes' Q5_K sums did: 16 products of 31 x 127) misses by several percent; the
+  // tolerance is 0.1% of the sum of |products| (8-bit activation scales are stored as fp16 for
+  // the 32-element types).
+  void extremesMatchReference_data() {
+    QTest::addColumn<GgmlType>("type");
+    QTest::addColumn<int>("fill");
+    for (GgmlType t : kIntegerTypes) {
+      for (int fill : {0x00, 0xFF, 0x80, 0x7F, 0x88, 0x77}) {
+        QTest::newRow((std::string(ggml_type_name(t)) + " bytes " + std::to_string(fill)).c_str()) << t << fill;
+      }
+    }
+  }
+  void extremesMatchReference() {
+    QFETCH(GgmlType, type);
+    QFETCH(int, fill);
+    const GgmlTypeTraits& traits = ggml_type_traits(type);
+    const int64_t in = 512, out = 80, max_tokens = 40;
+    const size_t stride = *ggml_row_bytes(type, in);
+    std::vector<uint8_t> w(static_cast<size_t>(out) * stride, static_cast<uint8_t>(fill));
+    // The scales: fp16 d (and m or dmin) near 0.01, MXFP4's exponent 2^0; the rest keep `fill`.
+    std::vector<size_t> half_fields = {0};
+    if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1 || type == GgmlType::Q4_K || type == GgmlType::Q5_K)
+      half_fields.push_back(2);
+    if (type == GgmlType::Q6_K) half_fields = {offsetof(BlockQ6_K, d)};
+    for (size_t b = 0; b < w.size(); b += traits.bytes_per_block) {
+      if (type == GgmlType::MXFP4) {
+        w[b] = 127;
+        continue;
+      }
+      for (size_t f : half_fields) {
+        const uint16_t h = 0x2120;  // 0.0102
+        std::memcpy(&w[b + f], &h, sizeof h);
+      }
+    }
+    std::vector<float> x(static_cast<size_t>(max_tokens * in));
+    for (int64_t t = 0; t < max_tokens; ++t) {
+      for (int64_t i = 0; i < in; ++i) {  // each token one sign, or (every third) a sign per block of 32
+        const bool negative = t % 3 == 2 ? (i / 32) % 2 == 1 : t % 2 == 1;
+        x[t * in + i] = negative ? -0.75f : 0.75f;
+      }
+    }
+    std::vector<float> row(static_cast<size_t>(in));
+    std::vector<double> abs_sum(static_cast<size_t>(out), 0.0);  // sum of |w| (|x| is 0.75 throughout)
+    for (int64_t o = 0; o < out; ++o) {
+      QVERIFY(dequantize_row_ref(type, w.data() + o * stride, row.data(), in));
+      for (float v : row) abs_sum[o] += std::fabs(v) * 0.75;
+    }
+    for (int tokens : {1, 2, 3, 4, 5, 8, 9, 16, 17, 20, 31, 32, 33, 40}) {
+      std::vector<float> ref(static_cast<size_t>(tokens * out)), fast(ref.size(), NAN);
+      MatmulArgs args{type, w.data(), in, out, x.data(), tokens, nullptr, ref.data(), 2};
+      QVERIFY(matmul_ref(args));
+      args.output = fast.data();
+      QVERIFY(matmul(args));
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t o = 0; o < out; ++o) {
+          const double got = fast[t * out + o], expected = ref[t * out + o];
+          QVERIFY2(std::fabs(got - expected) <= 1e-3 * abs_sum[o] + 1e-6,
+                   qPrintable(QString("%1 tokens, token %2 row %3: %4 against %5 (sum of |products| %6)")
+                                  .arg(tokens)
+                                  .arg(t)
+                                  .arg(o)
+                                  .arg(got)
+                                  .arg(expected)
+                                  .arg(abs_sum[o])));
         }
       }
     }
