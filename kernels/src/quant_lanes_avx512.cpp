@@ -4,7 +4,8 @@
 // a time (one broadcast load) meet all 8 tokens in one vpdpbusd (4 rows x 8 tokens, or 2 rows x
 // 16). Every lane keeps its token's sum from the first super-block to the last, so no block ends
 // in a horizontal reduction (the 4x4 tiles reduce 16 vectors per super-block and unpack each
-// row once per 4 tokens).
+// row once per 4 tokens). Up to 4 tokens take 4 lanes each (16 bytes of a token a lane group,
+// 16 weight bytes a broadcast), so no vpdpbusd spends half its lanes on padding.
 #include "quant_dot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,19 +18,25 @@ namespace {
 
 using namespace avx512;
 
-// Packed activations, per group of kLaneTokens tokens and super-block (kSuperBytes):
-//   32 quant vectors: vector g, lanes 2t and 2t+1 = elements 8g .. 8g+7 of token t
-//   1 scale vector:   lanes 2t and 2t+1 = d of token t
-//   4 sum vectors:    vector k, lane 2t+h = the int16 sums 2(2k+h) and 2(2k+h)+1 of token t
-//                     (Q6_K: the 16 bsums; Q4_K/Q5_K: the 8 sums of 32, in vectors 0 and 1)
+// Packed activations, L lanes per token (2: groups of 8 tokens; 4: one group of up to 4), per
+// group and super-block (Layout<L>::kSuperBytes):
+//   256 / 4L quant vectors: vector g, lanes Lt .. Lt+L-1 = elements 4Lg .. 4Lg+4L-1 of token t
+//   1 scale vector:   lanes Lt .. Lt+L-1 = d of token t
+//   8 / L sum vectors: vector k, lane Lt+h = the int16 sums 2(Lk+h) and 2(Lk+h)+1 of token t
+//                     (Q6_K: the 16 bsums; Q4_K/Q5_K: the 8 sums of 32, in the first half)
 // The lanes of padding tokens (past num_tokens) are zeros.
-constexpr int L = 2;                          // lanes per token
-constexpr int kGroupBytes = 4 * L;            // weights broadcast per vpdpbusd
-constexpr int kGroups = kQK_K / kGroupBytes;  // quant vectors per super-block
-constexpr int64_t kScaleOffset = kGroups * 64;
-constexpr int64_t kSumOffset = kScaleOffset + 64;
-constexpr int64_t kSuperBytes = kSumOffset + 4 * 64;
-static_assert(kLaneTokens * L == 16);
+template <int L>
+struct Layout {
+  static constexpr int kTokens = 16 / L;               // tokens per group
+  static constexpr int kGroupBytes = 4 * L;            // weights broadcast per vpdpbusd
+  static constexpr int kGroups = kQK_K / kGroupBytes;  // quant vectors per super-block
+  static constexpr int64_t kScaleOffset = kGroups * 64;
+  static constexpr int64_t kSumOffset = kScaleOffset + 64;
+  static constexpr int64_t kSuperBytes = kSumOffset + 8 / L * 64;
+};
+static_assert(Layout<2>::kTokens == kLaneTokens);
+// Up to this many tokens take 4 lanes each.
+constexpr int kWideLaneTokens = Layout<4>::kTokens;
 
 IWB_AVX512 inline uint64_t load_u64(const void* p) {
   uint64_t v;
@@ -37,9 +44,24 @@ IWB_AVX512 inline uint64_t load_u64(const void* p) {
   return v;
 }
 
-// The 8 bytes at p in every qword of a vector.
+// The 4L bytes at p in every 4L bytes of a vector.
+template <int L>
 IWB_AVX512 inline __m512i broadcast_group(const void* p) {
-  return _mm512_set1_epi64(static_cast<long long>(load_u64(p)));
+  if constexpr (L == 4) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  } else {
+    return _mm512_set1_epi64(static_cast<long long>(load_u64(p)));
+  }
+}
+
+// x[t] 128-bit lane i becomes x[i] lane t.
+IWB_AVX512 inline void transpose_4x4_epi128(__m512i x[4]) {
+  const __m512i a0 = _mm512_shuffle_i64x2(x[0], x[1], 0x44), a1 = _mm512_shuffle_i64x2(x[0], x[1], 0xEE);
+  const __m512i b0 = _mm512_shuffle_i64x2(x[2], x[3], 0x44), b1 = _mm512_shuffle_i64x2(x[2], x[3], 0xEE);
+  x[0] = _mm512_shuffle_i64x2(a0, b0, 0x88);
+  x[1] = _mm512_shuffle_i64x2(a0, b0, 0xDD);
+  x[2] = _mm512_shuffle_i64x2(a1, b1, 0x88);
+  x[3] = _mm512_shuffle_i64x2(a1, b1, 0xDD);
 }
 
 // x[t] qword i becomes x[i] qword t.
@@ -71,10 +93,11 @@ IWB_AVX512 inline void transpose_8x8_epi64(__m512i x[8]) {
   }
 }
 
-template <bool kSumsOf32>
-IWB_AVX512 void pack_tokens_q8k(const uint8_t* activation, size_t activation_stride, int num_tokens, int64_t n,
-                                uint8_t* packed) {
-  constexpr int P = kLaneTokens;
+template <bool kSumsOf32, int L>
+IWB_AVX512 void pack_tokens_layout(const uint8_t* activation, size_t activation_stride, int num_tokens, int64_t n,
+                                   uint8_t* packed) {
+  using Lay = Layout<L>;
+  constexpr int P = Lay::kTokens;
   const int64_t nb = n / kQK_K;
   for (int t0 = 0; t0 < num_tokens; t0 += P) {
     const int group_tokens = std::min(P, num_tokens - t0);
@@ -83,18 +106,22 @@ IWB_AVX512 void pack_tokens_q8k(const uint8_t* activation, size_t activation_str
       a[t] = reinterpret_cast<const BlockQ8_K*>(activation + (t0 + std::min(t, group_tokens - 1)) * activation_stride);
     }
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = packed + (t0 / P * nb + b) * kSuperBytes;
-      for (int c = 0; c < 4; ++c) {  // 64 bytes (8 groups) of every token
+      uint8_t* out = packed + (t0 / P * nb + b) * Lay::kSuperBytes;
+      for (int c = 0; c < 4; ++c) {  // 64 bytes (64 / 4L groups) of every token
         __m512i x[P];
 #pragma GCC unroll 8
         for (int t = 0; t < P; ++t)
           x[t] = t < group_tokens ? _mm512_loadu_si512(a[t][b].qs + 64 * c) : _mm512_setzero_si512();
-        transpose_8x8_epi64(x);
+        if constexpr (L == 4) {
+          transpose_4x4_epi128(x);
+        } else {
+          transpose_8x8_epi64(x);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < P; ++i) _mm512_store_si512(out + 64 * (P * c + i), x[i]);
       }
-      auto* d = reinterpret_cast<float*>(out + kScaleOffset);
-      uint8_t* sums = out + kSumOffset;
+      auto* d = reinterpret_cast<float*>(out + Lay::kScaleOffset);
+      uint8_t* sums = out + Lay::kSumOffset;
       for (int t = 0; t < P; ++t) {
         const bool is_real = t < group_tokens;
         for (int h = 0; h < L; ++h) d[L * t + h] = is_real ? a[t][b].d : 0.0f;
@@ -162,10 +189,13 @@ inline void prefetch_block(const Block* block) {
 
 // R rows times V groups of 8 tokens over nb super-blocks; writes the outputs of rows
 // r < num_rows and tokens t < num_tokens. `ahead`: R rows to prefetch, or null.
-template <typename Block, int R, int V>
+template <typename Block, int R, int V, int L>
 IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int num_rows, int64_t nb,
                            const uint8_t* packed, int num_tokens, const float* bias, float* out, int64_t out_stride) {
   static_assert(R <= 4, "the output stores take up to 4 rows per token");
+  static_assert(L == 2 || (L == 4 && V == 1));
+  using Lay = Layout<L>;
+  constexpr int kGroupBytes = Lay::kGroupBytes;
   constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
   // The sums of a scale's groups, then one vpdpwssd applies the scale to each lane's sum, which
   // must stay below 2^15: Q4_K/Q5_K sum vpdpbusd (at most 16 products of 15, or 8 of 31, times
@@ -175,7 +205,7 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
   // (A lane takes 4 of a group's products whatever the lanes per token: groups = products / 4.
   // This was products / L, which let Q5_K sum 16 products, up to 62,992, and wrap.)
   constexpr int kMaxGroupsPerSum = (std::is_same_v<Block, BlockQ4_K> ? 16 : 8) / 4;
-  constexpr int kGroupsPerSum = kIsQ6 ? 2 : std::min(kGroupsPerScale, kMaxGroupsPerSum);
+  constexpr int kGroupsPerSum = kIsQ6 ? kGroupsPerScale : std::min(kGroupsPerScale, kMaxGroupsPerSum);
   constexpr int kSumVectors = (kIsQ6 ? 8 : 4) / L;
   __m512 f[R][V];
 #pragma GCC unroll 4
@@ -197,7 +227,7 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
     asm volatile("" : : "r"(rb) : "memory");
     const uint8_t* pb[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) pb[v] = packed + (v * nb + b) * kSuperBytes;
+    for (int v = 0; v < V; ++v) pb[v] = packed + (v * nb + b) * Lay::kSuperBytes;
     __m512i total[R][V];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -205,7 +235,7 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
       for (int v = 0; v < V; ++v) total[r][v] = _mm512_setzero_si512();
     }
 #pragma GCC unroll 64
-    for (int g0 = 0; g0 < kGroups; g0 += kGroupsPerSum) {
+    for (int g0 = 0; g0 < Lay::kGroups; g0 += kGroupsPerSum) {
       __m512i acc[R][V];
 #pragma GCC unroll 4
       for (int g = g0; g < g0 + kGroupsPerSum; ++g) {
@@ -214,7 +244,7 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
         for (int v = 0; v < V; ++v) a[v] = _mm512_load_si512(pb[v] + 64 * g);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-          const __m512i wb = broadcast_group(rb[r].q + kGroupBytes * g);
+          const __m512i wb = broadcast_group<L>(rb[r].q + kGroupBytes * g);
 #pragma GCC unroll 4
           for (int v = 0; v < V; ++v) {
             if constexpr (kIsQ6) {
@@ -235,14 +265,14 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
     }
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      const __m512 token_d = _mm512_load_ps(reinterpret_cast<const float*>(pb[v] + kScaleOffset));
+      const __m512 token_d = _mm512_load_ps(reinterpret_cast<const float*>(pb[v] + Lay::kScaleOffset));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m512i sums = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int k = 0; k < kSumVectors; ++k) {
-          sums = _mm512_dpwssd_epi32(sums, _mm512_load_si512(pb[v] + kSumOffset + 64 * k),
-                                     broadcast_group(rb[r].sum_factor + 2 * L * k));
+          sums = _mm512_dpwssd_epi32(sums, _mm512_load_si512(pb[v] + Lay::kSumOffset + 64 * k),
+                                     broadcast_group<L>(rb[r].sum_factor + 2 * L * k));
         }
         __m512i t = total[r][v];
         if constexpr (kIsQ6) {
@@ -259,6 +289,26 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << std::min(R, num_rows)) - 1);
   const __m128 add = bias ? _mm_maskz_loadu_ps(rows, bias) : _mm_setzero_ps();
+  if constexpr (L == 4) {
+    // Lanes 4t .. 4t+3 of row r's sums become token t's output (in all four), then lane 4t + r
+    // takes row r's: 128-bit lane t holds rows 0..3 of token t.
+    __m512 z[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512 x = f[std::min(r, R - 1)][0];
+      const __m512 y = _mm512_add_ps(x, _mm512_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
+      z[r] = _mm512_add_ps(y, _mm512_permute_ps(y, _MM_SHUFFLE(2, 3, 0, 1)));
+    }
+    __m512 by_token = _mm512_mask_blend_ps(0x2222, z[0], z[1]);
+    by_token = _mm512_mask_blend_ps(0x4444, by_token, z[2]);
+    by_token = _mm512_mask_blend_ps(0x8888, by_token, z[3]);
+    alignas(64) float values[16];
+    _mm512_store_ps(values, by_token);
+    for (int t = 0; t < Lay::kTokens && t < num_tokens; ++t) {
+      _mm_mask_storeu_ps(out + t * out_stride, rows, _mm_add_ps(_mm_load_ps(values + 4 * t), add));
+    }
+    return;
+  }
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v) {
     // Lanes 2t and 2t+1 of row r's sums both become token t's output; then the rows of each
@@ -289,7 +339,7 @@ IWB_AVX512 void lanes_rows(const Block* const* w, const Block* const* ahead, int
 // Tiles of R rows this many tiles ahead are prefetched.
 constexpr int kPrefetchTiles = 2;
 
-template <typename Block, int R, int V>
+template <typename Block, int R, int V, int L>
 IWB_AVX512 void lanes_tile(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* packed,
                            int num_tokens, int64_t n, const float* bias, float* out, int64_t out_stride) {
   auto row = [&](int r) { return reinterpret_cast<const Block*>(weight + std::min(r, num_rows - 1) * weight_stride); };
@@ -302,25 +352,40 @@ IWB_AVX512 void lanes_tile(const uint8_t* weight, size_t weight_stride, int num_
       w[r] = row(r0 + r);
       ahead[r] = row(r0 + kPrefetchTiles * R + r);
     }
-    lanes_rows<Block, R, V>(w, is_ahead ? ahead : nullptr, num_rows - r0, n / kQK_K, packed, num_tokens,
-                            bias ? bias + r0 : nullptr, out + r0, out_stride);
+    lanes_rows<Block, R, V, L>(w, is_ahead ? ahead : nullptr, num_rows - r0, n / kQK_K, packed, num_tokens,
+                               bias ? bias + r0 : nullptr, out + r0, out_stride);
   }
 }
 
 template <typename Block>
 void lanes_kquant(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* packed, int num_tokens,
                   int64_t n, const float* bias, float* out, int64_t out_stride) {
-  if (num_tokens <= kLaneTokens) {
-    lanes_tile<Block, 4, 1>(weight, weight_stride, num_rows, packed, num_tokens, n, bias, out, out_stride);
+  if (num_tokens <= kWideLaneTokens) {
+    lanes_tile<Block, 4, 1, 4>(weight, weight_stride, num_rows, packed, num_tokens, n, bias, out, out_stride);
+  } else if (num_tokens <= kLaneTokens) {
+    lanes_tile<Block, 4, 1, 2>(weight, weight_stride, num_rows, packed, num_tokens, n, bias, out, out_stride);
   } else {
-    lanes_tile<Block, 2, 2>(weight, weight_stride, num_rows, packed, num_tokens, n, bias, out, out_stride);
+    lanes_tile<Block, 2, 2, 2>(weight, weight_stride, num_rows, packed, num_tokens, n, bias, out, out_stride);
+  }
+}
+
+// The layout lanes_kquant reads for this many tokens.
+template <bool kSumsOf32>
+void pack_tokens_q8k(const uint8_t* activation, size_t activation_stride, int num_tokens, int64_t n, uint8_t* packed) {
+  if (num_tokens <= kWideLaneTokens) {
+    pack_tokens_layout<kSumsOf32, 4>(activation, activation_stride, num_tokens, n, packed);
+  } else {
+    pack_tokens_layout<kSumsOf32, 2>(activation, activation_stride, num_tokens, n, packed);
   }
 }
 
 }  // namespace
 
 size_t lanes_packed_bytes(int64_t num_elements, int num_tokens) {
-  return static_cast<size_t>((num_tokens + kLaneTokens - 1) / kLaneTokens * (num_elements / kQK_K) * kSuperBytes);
+  // Layout<4>'s one group is smaller than a group of Layout<2>.
+  static_assert(Layout<4>::kSuperBytes <= Layout<2>::kSuperBytes);
+  return static_cast<size_t>((num_tokens + kLaneTokens - 1) / kLaneTokens * (num_elements / kQK_K) *
+                             Layout<2>::kSuperBytes);
 }
 
 bool select_quant_lanes_avx512(GgmlType type, DotKernels* out) {
