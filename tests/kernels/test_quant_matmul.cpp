@@ -170,7 +170,8 @@ class TestQuantMatmul : public QObject {
   }
 
   // Every kernel matmul picks (decode rows, tiles, token lanes, GEMMs, AMX tiles: 1 to 40
-  // tokens) at the integers' extremes: each block's bytes but its scales one pattern (0x00,
+  // tokens; rows of 512, and long rows, dotted in segments, for 1-3 tokens) at the integers'
+  // extremes: each block's bytes but its scales one pattern (0x00,
   // 0xFF, 0x80, 0x7F, 0x88, 0x77: quants at either end of their range, K-quant sub-block
   // scales at theirs, Q8_0's -128 and 127), against activations whose blocks are one value, so
   // every 8-bit activation is +-127 and rounds exactly. An intermediate sum that wraps (the
@@ -189,8 +190,16 @@ class TestQuantMatmul : public QObject {
   void extremesMatchReference() {
     QFETCH(GgmlType, type);
     QFETCH(int, fill);
+    // Rows of 512, and long rows (decode dots them in segments on Intel) for a few tokens.
+    const int64_t long_row = ggml_type_traits(type).block_size == kQK_K ? 37 * kQK_K : 283 * 32;
+    check_extremes(type, fill, 512, {1, 2, 3, 4, 5, 8, 9, 16, 17, 20, 31, 32, 33, 40});
+    check_extremes(type, fill, long_row, {1, 2, 3});
+  }
+
+ private:
+  static void check_extremes(GgmlType type, int fill, int64_t in, std::initializer_list<int> token_counts) {
     const GgmlTypeTraits& traits = ggml_type_traits(type);
-    const int64_t in = 512, out = 80, max_tokens = 40;
+    const int64_t out = 80, max_tokens = std::max(token_counts);
     const size_t stride = *ggml_row_bytes(type, in);
     std::vector<uint8_t> w(static_cast<size_t>(out) * stride, static_cast<uint8_t>(fill));
     // The scales: fp16 d (and m or dmin) near 0.01, MXFP4's exponent 2^0; the rest keep `fill`.
@@ -221,7 +230,7 @@ class TestQuantMatmul : public QObject {
       QVERIFY(dequantize_row_ref(type, w.data() + o * stride, row.data(), in));
       for (float v : row) abs_sum[o] += std::fabs(v) * 0.75;
     }
-    for (int tokens : {1, 2, 3, 4, 5, 8, 9, 16, 17, 20, 31, 32, 33, 40}) {
+    for (int tokens : token_counts) {
       std::vector<float> ref(static_cast<size_t>(tokens * out)), fast(ref.size(), NAN);
       MatmulArgs args{type, w.data(), in, out, x.data(), tokens, nullptr, ref.data(), 2};
       QVERIFY(matmul_ref(args));
@@ -231,7 +240,8 @@ class TestQuantMatmul : public QObject {
         for (int64_t o = 0; o < out; ++o) {
           const double got = fast[t * out + o], expected = ref[t * out + o];
           QVERIFY2(std::fabs(got - expected) <= 1e-3 * abs_sum[o] + 1e-6,
-                   qPrintable(QString("%1 tokens, token %2 row %3: %4 against %5 (sum of |products| %6)")
+                   qPrintable(QString("rows of %1, %2 tokens, token %3 row %4: %5 against %6 (sum of |products| %7)")
+                                  .arg(in)
                                   .arg(tokens)
                                   .arg(t)
                                   .arg(o)
@@ -243,6 +253,7 @@ class TestQuantMatmul : public QObject {
     }
   }
 
+ private slots:
   // F16/BF16/F32 keep f32 activations (AVX-512 rows, tiles and, from 64 tokens, the 32-row
   // GEMM; elsewhere the dequantizing path): 1e-5.
   void floatTypesMatchReference_data() {
