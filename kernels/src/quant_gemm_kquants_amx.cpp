@@ -81,11 +81,14 @@ IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_
       }
       w0 = _mm512_mullo_epi16(w0, s_low);
       w1 = _mm512_mullo_epi16(w1, s_high);
+      // To bytes by vpacksswb (the values fit, nothing saturates), which interleaves its two
+      // sources by 128-bit lane, then one qword permute back to element order: 2 uops a
+      // vector where two vpmovwb and an insert took 5.
       const __m512i mask = _mm512_set1_epi16(127);
-      hi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(w0, 7))),
-                                 _mm512_cvtepi16_epi8(_mm512_srai_epi16(w1, 7)), 1);
-      lo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_and_si512(w0, mask))),
-                                 _mm512_cvtepi16_epi8(_mm512_and_si512(w1, mask)), 1);
+      const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+      hi[i] = _mm512_permutexvar_epi64(order, _mm512_packs_epi16(_mm512_srai_epi16(w0, 7), _mm512_srai_epi16(w1, 7)));
+      lo[i] =
+          _mm512_permutexvar_epi64(order, _mm512_packs_epi16(_mm512_and_si512(w0, mask), _mm512_and_si512(w1, mask)));
     }
     amx::store_b_tile(hi, out + (2 * c) * kTileBytes);
     amx::store_b_tile(lo, out + (2 * c + 1) * kTileBytes);
