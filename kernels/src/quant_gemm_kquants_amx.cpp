@@ -49,15 +49,14 @@ template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
 
 // Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].
+// Q4_K/Q5_K: from the row's 8 unpacked 6-bit scales (`sc`, byte j: sub-block j).
 template <typename Block>
-IWB_AVX512 inline void chunk_scales(const Block& blk, int c, __m512i* s_low, __m512i* s_high) {
+IWB_AVX512 inline void chunk_scales(const Block& blk, uint64_t sc, int c, __m512i* s_low, __m512i* s_high) {
   if constexpr (kIsQ6<Block>) {  // 16-element groups 4c .. 4c+3
-    const int8_t* sc = blk.scales + 4 * c;
-    *s_low = _mm512_inserti64x4(_mm512_set1_epi16(sc[0]), _mm256_set1_epi16(sc[1]), 1);
-    *s_high = _mm512_inserti64x4(_mm512_set1_epi16(sc[2]), _mm256_set1_epi16(sc[3]), 1);
+    const int8_t* g = blk.scales + 4 * c;
+    *s_low = _mm512_inserti64x4(_mm512_set1_epi16(g[0]), _mm256_set1_epi16(g[1]), 1);
+    *s_high = _mm512_inserti64x4(_mm512_set1_epi16(g[2]), _mm256_set1_epi16(g[3]), 1);
   } else {  // 32-element sub-blocks 2c and 2c+1
-    uint64_t sc, m;
-    unpack_k4_scales(blk.scales, &sc, &m);
     *s_low = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF));
     *s_high = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF));
   }
@@ -66,13 +65,18 @@ IWB_AVX512 inline void chunk_scales(const Block& blk, int c, __m512i* s_low, __m
 // Super-block b of 16 rows into out (kSubBytes, 64-byte aligned).
 template <typename Block>
 IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_t* out) {
+  // Each row's 6-bit scales and mins unpacked once (they were unpacked again for every chunk).
+  uint64_t sc[16] = {}, m[16] = {};
+  if constexpr (!kIsQ6<Block>) {
+    for (int i = 0; i < 16; ++i) unpack_k4_scales(rows[i][b].scales, &sc[i], &m[i]);
+  }
   for (int c = 0; c < 4; ++c) {
     __m512i hi[16], lo[16];
 #pragma GCC unroll 2
     for (int i = 0; i < 16; ++i) {
       const __m512i q = unpack_chunk(rows[i][b], c);
       __m512i s_low, s_high;
-      chunk_scales(rows[i][b], c, &s_low, &s_high);
+      chunk_scales(rows[i][b], sc[i], c, &s_low, &s_high);
       __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q)),
               w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
       if constexpr (kIsQ6<Block>) {
@@ -100,10 +104,9 @@ IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_
     d[i] = half(rows[i][b].d);
     if constexpr (!kIsQ6<Block>) {
       dmin[i] = half(rows[i][b].dmin);
-      uint64_t sc, m;
-      unpack_k4_scales(rows[i][b].scales, &sc, &m);
       for (int j = 0; j < 4; ++j) {
-        min_pairs[j * 16 + i] = static_cast<int32_t>(((m >> (16 * j)) & 0xFF) | (((m >> (16 * j + 8)) & 0xFF) << 16));
+        min_pairs[j * 16 + i] =
+            static_cast<int32_t>(((m[i] >> (16 * j)) & 0xFF) | (((m[i] >> (16 * j + 8)) & 0xFF) << 16));
       }
     } else {
       dmin[i] = 0.0f;
