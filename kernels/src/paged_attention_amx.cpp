@@ -10,15 +10,16 @@
 // (lo.lo, ~2^-16 of a term, dropped): the outputs agree with the f32 tiled kernel to about the
 // same 1e-5 (test_attention_amx).
 //
-// Per work item (a run of tokens x the group's query heads = up to 256 rows, in tiles of 16; one
-// KV head) and per tile of 64 keys, each step over all the item's row tiles before the next:
+// Per work item (a run of tokens x the group's query heads = up to 768 rows, in tiles of 16; one
+// KV head) and per tile of 64 keys:
 //   keys    -> 4 B tiles of 16 keys per 32 head dims (hi, lo): a 16 x 16 dword transpose each;
 //   values  -> B tiles of 32 keys (as pairs) x 16 columns (hi, lo): two rows interleaved;
-//   scores  S = Q.K^T into 4 C tiles (16 rows x 64 keys), stored;
+//   scores  S = Q.K^T into 4 C tiles (16 rows x 64 keys), stored, for every row tile;
 //   softmax per row in AVX-512 (mask, soft-cap, online max and sum; a row tile's 16 rescale
-//           factors in one vector exp), P split into A tiles;
-//   values  O = O * corr + P.V: O's rows rescaled where the max moved, loaded into C tiles,
-//           multiplied into and stored back, four 16-column tiles at a time.
+//           factors in one vector exp), P split into A tiles, O's rows rescaled where the max
+//           moved; and between its rows, the previous row tile's
+//   values  O = O + P.V: loaded into C tiles, multiplied into and stored back, four 16-column
+//           tiles at a time (ValueJob).
 // Tiles: 0, 1 A (Q or P, hi and lo); 2, 3 B (K or V, hi and lo); 4..7 C.
 #include "paged_attention_amx.h"
 

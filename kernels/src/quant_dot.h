@@ -62,7 +62,8 @@ using QuantGemmFn = void (*)(const uint8_t* weight, size_t weight_stride, int nu
 
 // Token-lane products of a few tokens (decoding several sequences; AVX-512 K-quants): pack
 // rearranges up to kLaneMaxTokens activation rows (groups of kLaneTokens, one token per pair of
-// 32-bit lanes) into `packed` (lanes_packed_bytes(n, num_tokens), 64-byte aligned), once per
+// 32-bit lanes; up to 4 tokens, four lanes each) into `packed` (lanes_packed_bytes(n,
+// num_tokens), 64-byte aligned, the layout chosen by num_tokens alike in both calls), once per
 // call; lanes then multiplies num_rows weight rows (a chunk of rows, in tiles of kLaneRows it
 // prefetches ahead of itself) with them:
 // out[t * out_stride + r] = dot(row r, token t) + bias[r] (bias may be null).
