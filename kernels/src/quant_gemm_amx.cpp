@@ -13,7 +13,6 @@
 #include "amx_tiles.h"
 
 #include <algorithm>
-#include <cstddef>
 
 namespace iwb::detail {
 namespace {
@@ -42,37 +41,11 @@ void configure(int tokens) {
 // Q5_1) nb x 16 mins m.
 size_t sub_panel_bytes(int64_t nb) { return static_cast<size_t>(nb) * (kBlockBytes + 2 * 16 * sizeof(float)); }
 
-// The 16 rows' block scales d (and m, the 2 bytes after d) of one block as f32: the fp16 types
-// in two gathers of each row's first 4 bytes (one per 8 rows; a scalar load, insert and
-// conversion per row took 40% of the packing, and the packing a third of a Q4_0 product of 32
-// tokens), MXFP4's E8M0 exponents one by one.
-template <typename Block>
-IWB_AMX inline void block_scales(const Block* const* rows, const __m512i offsets[2], int64_t b, float* d, float* m) {
-  if constexpr (std::is_same_v<Block, BlockMxfp4>) {
-    for (int i = 0; i < 16; ++i) d[i] = block_scale(rows[i][b]);
-  } else {
-    static_assert(offsetof(Block, d) == 0);
-    const auto* base = reinterpret_cast<const char*>(rows[0] + b);
-    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_i64gather_epi32(offsets[0], base, 1)),
-                                             _mm512_i64gather_epi32(offsets[1], base, 1), 1);
-    _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
-    if constexpr (Legacy<Block>::kHasMin) {
-      static_assert(offsetof(Block, m) == 2);
-      _mm512_store_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))));
-    }
-  }
-}
-
 template <typename Block>
 IWB_AMX void pack_sub_panel(const uint8_t* weight, size_t stride, int num_rows, int64_t nb, uint8_t* out) {
   const Block* rows[16];
   for (int i = 0; i < 16; ++i) rows[i] = reinterpret_cast<const Block*>(weight + std::min(i, num_rows - 1) * stride);
-  // Each row's bytes from row 0, for the scale gathers.
-  alignas(64) int64_t row_offsets[16];
-  for (int i = 0; i < 16; ++i) {
-    row_offsets[i] = reinterpret_cast<const char*>(rows[i]) - reinterpret_cast<const char*>(rows[0]);
-  }
-  const __m512i offsets[2] = {_mm512_load_si512(row_offsets), _mm512_load_si512(row_offsets + 8)};
+  const RowOffsets offsets = row_offsets(rows);
   auto* d = reinterpret_cast<float*>(out + nb * kBlockBytes);
   float* m = d + nb * 16;
   for (int64_t b = 0; b < nb; ++b) {
