@@ -33,7 +33,8 @@ IWB_AVX512 void pack_rows(const uint8_t* weight, size_t stride, int num_rows, in
   for (int64_t b = 0; b < nb; ++b) {
     __m512i z[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack_one(rows[i][b])), unpack_one(rows[i + 8][b]), 1);
+    for (int i = 0; i < 8; ++i)
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack_one(rows[i][b])), unpack_one(rows[i + 8][b]), 1);
     transpose_dword_halves(z);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) _mm512_store_si512(w + (b * 8 + k) * 64, z[k]);
@@ -63,11 +64,16 @@ IWB_AVX512 void gemm_tokens(const Packed& p, int64_t nb, const BlockQ8A* const* 
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int k = 0; k < 8; k += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x.qs) + 4 * k))));
-        s1 = _mm512_dpbusd_epi32(s1, w[k + 1], _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x.qs) + 4 * k + 4))));
+        s0 = _mm512_dpbusd_epi32(
+            s0, w[k], _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x.qs) + 4 * k))));
+        s1 = _mm512_dpbusd_epi32(
+            s1, w[k + 1],
+            _mm512_set1_epi32(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(x.qs) + 4 * k + 4))));
       }
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(d, _mm512_set1_ps(x.d)), acc[t]);
-      if constexpr (L::kOffset != 0) acc[t] = _mm512_fmadd_ps(d, _mm512_set1_ps(-static_cast<float>(L::kOffset) * x.s), acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(d, _mm512_set1_ps(x.d)), acc[t]);
+      if constexpr (L::kOffset != 0)
+        acc[t] = _mm512_fmadd_ps(d, _mm512_set1_ps(-static_cast<float>(L::kOffset) * x.s), acc[t]);
       if constexpr (L::kHasMin) acc[t] = _mm512_fmadd_ps(_mm512_load_ps(p.m + b * 16), _mm512_set1_ps(x.s), acc[t]);
     }
   }
@@ -99,8 +105,10 @@ IWB_AVX512 void gemm_legacy(const uint8_t* weight, size_t weight_stride, int num
   const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
   const __m512 b = bias ? _mm512_maskz_loadu_ps(rows_mask, bias) : _mm512_setzero_ps();
   int64_t t0 = 0;
-  for (; t0 + 4 <= num_tokens; t0 += 4) gemm_group<Block, 4>(p, nb, activation, activation_stride, t0, b, rows_mask, out, out_stride);
-  for (; t0 < num_tokens; ++t0) gemm_group<Block, 1>(p, nb, activation, activation_stride, t0, b, rows_mask, out, out_stride);
+  for (; t0 + 4 <= num_tokens; t0 += 4)
+    gemm_group<Block, 4>(p, nb, activation, activation_stride, t0, b, rows_mask, out, out_stride);
+  for (; t0 < num_tokens; ++t0)
+    gemm_group<Block, 1>(p, nb, activation, activation_stride, t0, b, rows_mask, out, out_stride);
 }
 
 }  // namespace

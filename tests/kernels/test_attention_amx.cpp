@@ -1,9 +1,10 @@
 // The AMX prompt attention (paged_attention_amx.cpp: bf16 tile products of split operands)
 // against paged_attention_ref: a 203-token prefill beside decodes of another sequence over a
 // shuffled pool full of noise, head sizes 32 to 256 (values 16 to 256, column tails of one to
-// three 16-column tiles), query-head groups of 1 to 130 (one to nine row tiles, partly
-// filled; runs of 1 to 128 tokens, their length set by the thread count), sliding windows starting mid-tile,
-// soft-capping, sinks, a quantized and an FP8 cache, 1 to 3 threads. Head sizes the tiles cannot take are declined.
+// three 16-column tiles), query-head groups of 1 to 130 (7 to 48 row tiles, the last partly
+// filled; runs of 5 to 208 tokens, their length set by the thread count), sliding windows
+// starting mid-tile, soft-capping, sinks, a quantized and an FP8 cache, 1 to 3 threads. Head
+// sizes the tiles cannot take are declined.
 // Skips, saying why, on CPUs (or kernels) without AMX-BF16.
 #include "cpu_features.h"
 #include "paged_attention_amx.h"
