@@ -171,13 +171,12 @@ class TestCpuKernels : public QObject {
     const int64_t head_dim = 64;
     std::vector<float> factors(static_cast<size_t>(numRotated / 2));
     for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
-    // A prompt's worth of tokens, split between two threads (101: uneven shares).
-    {
-      const int64_t tokens = 101, heads = 12;
-      const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
-      std::vector<int32_t> positions(static_cast<size_t>(tokens));
-      for (int32_t& p : positions) p = static_cast<int32_t>(rng() % 8192);
-      std::vector<float> ref = x, fast = x;
+    // rope_ref into ref and rope into fast, both from x; false when either refuses.
+    const auto rope_both = [&](const std::vector<float>& x, int64_t tokens, int64_t heads,
+                               const std::vector<int32_t>& positions, int num_threads, std::vector<float>& ref,
+                               std::vector<float>& fast) {
+      ref = x;
+      fast = x;
       RopeArgs args{ref.data(),
                     tokens,
                     heads,
@@ -188,29 +187,26 @@ class TestCpuKernels : public QObject {
                     500000.0f,
                     0.25f,
                     hasFactors ? factors.data() : nullptr};
-      QVERIFY(rope_ref(args));
+      if (!rope_ref(args)) return false;
       args.data = fast.data();
-      args.num_threads = 2;
-      QVERIFY(rope(args));
+      args.num_threads = num_threads;
+      return rope(args);
+    };
+    // A prompt's worth of tokens, split between two threads (101: uneven shares).
+    {
+      const int64_t tokens = 101, heads = 12;
+      const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
+      std::vector<int32_t> positions(static_cast<size_t>(tokens));
+      for (int32_t& p : positions) p = static_cast<int32_t>(rng() % 8192);
+      std::vector<float> ref, fast;
+      QVERIFY(rope_both(x, tokens, heads, positions, 2, ref, fast));
       QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString::number(max_relative_error(fast, ref))));
     }
     const int64_t tokens = 5, heads = 3;
     const std::vector<float> x = random_floats(static_cast<size_t>(tokens * heads * head_dim), rng);
     const std::vector<int32_t> positions = {0, 1, 17, 913, 4095};
-    std::vector<float> ref = x, fast = x;
-    RopeArgs args{ref.data(),
-                  tokens,
-                  heads,
-                  head_dim,
-                  numRotated,
-                  positions.data(),
-                  RopeLayout(layout),
-                  500000.0f,
-                  0.25f,
-                  hasFactors ? factors.data() : nullptr};
-    QVERIFY(rope_ref(args));
-    args.data = fast.data();
-    QVERIFY(rope(args));
+    std::vector<float> ref, fast;
+    QVERIFY(rope_both(x, tokens, heads, positions, 0, ref, fast));
     QVERIFY2(max_relative_error(fast, ref) < 1e-5, qPrintable(QString::number(max_relative_error(fast, ref))));
     // Position 0 is the identity, and dimensions past num_rotated are never touched.
     for (int64_t i = 0; i < heads * head_dim; ++i) QCOMPARE(fast[i], x[i]);
