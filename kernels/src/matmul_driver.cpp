@@ -73,10 +73,12 @@ void run_rows(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row
       // follow: fetch the next panel's rows meanwhile (Zen 5, one thread, 1536 x 151936 from
       // DRAM: Q4_0 8 tokens 17-20 ms against 27, Q4_K 32 tokens 37 against 42; rows already in
       // L3 pay up to 5% for the extra instructions).
-      // Not past 1 MiB (F16's 128-row calls over 8960 columns are 2.2 MiB, more than L2): that
-      // kernel prefetches its own next block instead. (Unmeasured either way: its prompt-sized
-      // chunks are one call each, so this rarely applies.)
-      if (r0 + 2 * p.k->gemm_rows <= row_end && p.k->gemm_rows * p.weight_stride <= (size_t{1} << 20)) {
+      // Not past 1 MiB (F16's 128-row calls over 8960 columns are 2.2 MiB, more than L2), and
+      // not for kernels that fetch their rows themselves (gemm_fetches_rows: the AMX GEMMs,
+      // which finish a panel quicker than this loop's prefetches, issued all at once before the
+      // call, could complete: the core stalled in it for 12% of a pp32 on Xeon model 167).
+      if (!p.k->gemm_fetches_rows && r0 + 2 * p.k->gemm_rows <= row_end &&
+          p.k->gemm_rows * p.weight_stride <= (size_t{1} << 20)) {
         const uint8_t* ahead = p.weight + (r0 + p.k->gemm_rows) * p.weight_stride;
         for (size_t off = 0; off < p.k->gemm_rows * p.weight_stride; off += 64) __builtin_prefetch(ahead + off);
       }

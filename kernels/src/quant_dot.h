@@ -93,6 +93,9 @@ struct DotKernels {
   QuantGemmFn gemm = nullptr;          // many tokens (AVX-512)
   int gemm_rows = kGemmRows;           // rows per gemm call
   int gemm_min_tokens = 8;             // fewer tokens run the tiles (the repacking is not yet paid back)
+  // True: the GEMM fetches the rows it will read ahead itself, spread over its work, and the
+  // driver does not fetch the next panel before each call (matmul_driver.cpp).
+  bool gemm_fetches_rows = false;
   PackTokensFn pack_tokens = nullptr;  // null: no token-lane kernel
   LanesDotFn lanes = nullptr;
   int lanes_min_tokens = kLaneMaxTokens + 1;  // lanes replace the tiles from this many tokens to kLaneMaxTokens

@@ -428,6 +428,11 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
           k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type) : select_quant_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kQuantGemmAmxRows;
+    // They fetch their rows as they pack them: the driver's prefetch of each next panel, all
+    // at once before the call, stalled the core (Xeon model 167, default model files, `iwb
+    // bench` alternated: Q4_0 pp32 235 -> 262, pp64 418 -> 459; Q8_0 pp64 350 -> 398; Q4_K_M
+    // pp32/pp64 +2-3%; pp512 +0-4%).
+    k.gemm_fetches_rows = true;
     // Where the tiles take over (Xeon model 167, bench_matmul_tokens with 2 threads, weights
     // streamed: --copies 20 or 100, ms a call). K-quants: the token lanes stay faster up to 31
     // tokens, in two passes of up to 16 (Q4_K 1536x8960 from memory: 20 tokens 1.29 against

@@ -48,7 +48,16 @@ IWB_AMX void pack_sub_panel(const uint8_t* weight, size_t stride, int num_rows, 
   const RowOffsets offsets = row_offsets(rows);
   auto* d = reinterpret_cast<float*>(out + nb * kBlockBytes);
   float* m = d + nb * 16;
+  // The 16 rows side by side are streams the hardware prefetchers miss: each row's bytes
+  // kFetchAhead on are fetched as the packing reaches a new cache line there (the driver's
+  // prefetch of the whole next panel before each call stalled the core instead:
+  // DotKernels::gemm_fetches_rows).
+  constexpr size_t kFetchAhead = 256;
   for (int64_t b = 0; b < nb; ++b) {
+    const size_t ahead = static_cast<size_t>(b) * sizeof(Block) + kFetchAhead;
+    if (b == 0 || ahead / 64 != (ahead - sizeof(Block)) / 64) {
+      for (int i = 0; i < 16; ++i) __builtin_prefetch(reinterpret_cast<const uint8_t*>(rows[i]) + ahead);
+    }
     __m512i z[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
