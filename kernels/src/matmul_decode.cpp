@@ -52,6 +52,7 @@ DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begi
                             : activation_row_bytes(p.k->format, d.segment_elements);
   d.dot = p.use_decode ? p.k->decode_dot : p.k->vec_dot;
   d.dot2 = p.use_decode ? p.k->decode_dot2 : p.k->vec_dot2;
+  d.dot_tokens = p.use_decode ? p.k->decode_dot_tokens : p.k->vec_dot_tokens;
   d.num_tokens = a.num_tokens;
   d.act_stride = p.act_stride;
   return d;
@@ -74,7 +75,13 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + d.ahead + off);
         }
         const uint8_t* act = p.act + j * d.segment_act_bytes;
-        if (d.dot2 != nullptr && d.num_tokens == 2) {
+        if (d.dot_tokens != nullptr && d.num_tokens > 1) {
+          const void* acts[kMaxDecodeTokens];
+          float dots[kMaxDecodeTokens];
+          for (int64_t t = 0; t < d.num_tokens; ++t) acts[t] = act + t * d.act_stride;
+          d.dot_tokens(w, acts, static_cast<int>(d.num_tokens), n, dots);
+          for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += dots[t];
+        } else if (d.dot2 != nullptr && d.num_tokens == 2) {
           float two[2];
           d.dot2(w, act, act + d.act_stride, n, two);
           sums[s][0] += two[0];

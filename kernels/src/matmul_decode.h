@@ -37,7 +37,8 @@ struct DecodeSteps {
   int64_t num_tokens = 1;
   size_t act_stride = 0;  // between the tokens' activations
   VecDotFn dot = nullptr;
-  VecDot2Fn dot2 = nullptr;  // two tokens at once, where the kernel has it
+  VecDot2Fn dot2 = nullptr;             // two tokens at once, where the kernel has it
+  VecDotTokensFn dot_tokens = nullptr;  // several tokens at once, where the kernel has it
 };
 
 DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end);

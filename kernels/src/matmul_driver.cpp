@@ -152,9 +152,23 @@ bool takes_decode_layout(const DotKernels& k, int64_t in_features) {
   return k.decode_layout_max_bytes == 0 || k.decode_activation_bytes(in_features) < k.decode_layout_max_bytes;
 }
 
+// Tokens up to which a quantized product runs in decode steps (matmul_plan.h): two, or
+// DotKernels::decode_max_tokens where the layout it takes has a several-token kernel.
+int64_t decode_token_limit(const DotKernels& k, int64_t in_features) {
+  const bool has_tokens_kernel =
+      takes_decode_layout(k, in_features) ? k.decode_dot_tokens != nullptr : k.vec_dot_tokens != nullptr;
+  return has_tokens_kernel ? std::min(k.decode_max_tokens, kMaxDecodeTokens) : 2;
+}
+
 }  // namespace
 
 bool has_dot_kernels(GgmlType type) { return kernels_for(type) != nullptr; }
+
+int64_t decode_steps_max_tokens(GgmlType type, int64_t in_features) {
+  const DotKernels* k = kernels_for(type);
+  if (k == nullptr) return 0;
+  return k->quantize != nullptr ? decode_token_limit(*k, in_features) : 1;
+}
 
 size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num_tokens) {
   const DotKernels* k = kernels_for(type);
@@ -164,7 +178,7 @@ size_t dot_kernels_scratch_bytes(GgmlType type, int64_t in_features, int64_t num
     return k->gemm_prepared_group_bytes(in_features) * static_cast<size_t>(groups) + kAlign;
   }
   if (k->quantize == nullptr) return 0;
-  if (num_tokens <= kMaxDecodeTokens && takes_decode_layout(*k, in_features)) {
+  if (num_tokens <= decode_token_limit(*k, in_features) && takes_decode_layout(*k, in_features)) {
     const size_t stride =
         std::max(round_up(k->decode_activation_bytes(in_features), kAlign), activation_stride(*k, in_features));
     return stride * static_cast<size_t>(num_tokens) + kAlign;
@@ -201,10 +215,12 @@ bool make_plan(const MatmulArgs& a, Plan* p) {
   const int tile_activation_bytes = decode_streaming().tile_activation_bytes;
   p->is_one_token_tiled = !is_quantized && a.num_tokens == 1 && k->tile != nullptr && tile_activation_bytes > 0 &&
                           p->act_stride >= static_cast<size_t>(tile_activation_bytes);
-  p->use_gemm = k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
-  p->use_lanes = !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
-  p->is_rows_decode = !p->use_gemm && !p->use_lanes && !p->is_one_token_tiled &&
-                      (a.num_tokens == 1 || (is_quantized && a.num_tokens <= kMaxDecodeTokens));
+  // Quantized products of up to decode_token_limit tokens take decode steps, ahead of the GEMM
+  // and the token lanes (whose thresholds then apply above that limit).
+  const bool is_decode_few = is_quantized && a.num_tokens <= decode_token_limit(*k, a.in_features);
+  p->use_gemm = !is_decode_few && k->gemm != nullptr && a.num_tokens >= k->gemm_min_tokens;
+  p->use_lanes = !is_decode_few && !p->use_gemm && k->lanes != nullptr && a.num_tokens >= k->lanes_min_tokens;
+  p->is_rows_decode = !p->use_gemm && !p->use_lanes && !p->is_one_token_tiled && (a.num_tokens == 1 || is_decode_few);
   p->use_decode = is_quantized && p->is_rows_decode && takes_decode_layout(*k, a.in_features);
   if (p->use_decode) p->act_stride = round_up(k->decode_activation_bytes(a.in_features), kAlign);
   p->is_prepared = p->use_gemm && k->gemm_prepare != nullptr;
@@ -243,21 +259,14 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
     if (plans[i].is_prepared != is_prepared || (is_prepared && plans[i].k->gemm_prepare != k0.gemm_prepare))
       return false;
   }
-  // One token (decode): the caller quantizes it once in each layout the products read (a
-  // decode kernel's own, or the format's: Q4_K_M's Q4_K queries beside a Q6_K value matrix),
-  // a microsecond or a few each, before the region.
-  // A few tokens take decode steps only when every product does (they then share the tokens'
-  // layouts below); otherwise all take the tiles.
-  bool all_rows_decode = true;
-  for (size_t i = 0; i < group.size(); ++i) all_rows_decode = all_rows_decode && plans[i].is_rows_decode;
-  if (first.num_tokens > 1 && !all_rows_decode) {
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (!plans[i].is_rows_decode) continue;
-      plans[i].is_rows_decode = plans[i].use_decode = false;
-      plans[i].act_stride = activation_stride(*plans[i].k, group[i].in_features);
-    }
-  }
-  const bool is_decode_token = is_quantized && !is_prepared && (first.num_tokens == 1 || all_rows_decode);
+  // One token (decode), or a few where some product takes decode steps: the caller quantizes
+  // them once in each layout the products read (a decode kernel's own, or the format's: Q4_K_M's
+  // Q4_K queries beside a Q6_K value matrix, or a few tokens' Q8_0 decode steps beside Q4_1's
+  // tiles), a microsecond or a few each, before the region. Each product so takes the path it
+  // takes alone, and gives the bits it gives alone.
+  bool any_rows_decode = false;
+  for (size_t i = 0; i < group.size(); ++i) any_rows_decode = any_rows_decode || plans[i].is_rows_decode;
+  const bool is_decode_token = is_quantized && !is_prepared && (first.num_tokens == 1 || any_rows_decode);
   // Otherwise what all threads make of the input first: each token's quantized blocks, or each
   // group of tokens prepared for the GEMM.
   const int64_t num_units = is_decode_token ? 0
@@ -326,7 +335,7 @@ bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group) {
   // prompt's few hundred tokens take tens of microseconds) before it reads any row.
   std::atomic<int64_t> next_unit{0}, units_done{0}, next_chunk{0};
   // Decode chunks are shared out step by step at the end (DecodeSteal).
-  const bool can_steal = first.num_tokens <= kMaxDecodeTokens && num_threads <= kMaxStealThreads &&
+  const bool can_steal = first.num_tokens <= int64_t{kMaxDecodeTokens} && num_threads <= kMaxStealThreads &&
                          chunks.size() < DecodeSteal::kMaxChunks;
   std::optional<DecodeSteal> steal_storage;
   if (can_steal) steal_storage.emplace(chunks, plans.data(), group.data());

@@ -20,6 +20,9 @@ bool matmul_with_dot_kernels(const MatmulArgs& args);
 // dot-kernel path or their activation formats differ (nothing is written then either).
 bool matmul_group_with_dot_kernels(std::span<const MatmulArgs> group);
 bool has_dot_kernels(GgmlType type);
+// Tokens up to which a product of this type and row length runs in decode steps on this CPU
+// (each token's result then the one it gets alone); 0 without dot kernels.
+int64_t decode_steps_max_tokens(GgmlType type, int64_t in_features);
 
 // Decode steps (one row of each of a chunk's streams) run by a thread other than the one whose
 // chunk they were, since the process started: the end of a decode product shared out.

@@ -188,6 +188,22 @@ IWB_AVX512_VBMI void vec_dot2_q4_0_nibble_groups(const void* weight, const void*
   nibble_groups_tokens<2>(weight, a, n, out);
 }
 
+IWB_AVX512_VBMI void vec_dot_tokens_q4_0_nibble_groups(const void* weight, const void* const* activations,
+                                                       int num_tokens, int64_t n, float* out) {
+  const auto* const* a = reinterpret_cast<const NibbleGroupQ8* const*>(activations);
+  switch (num_tokens) {
+    case 1: nibble_groups_tokens<1>(weight, a, n, out); break;
+    case 2: nibble_groups_tokens<2>(weight, a, n, out); break;
+    case 3: nibble_groups_tokens<3>(weight, a, n, out); break;
+    case 4: nibble_groups_tokens<4>(weight, a, n, out); break;
+    case 5: nibble_groups_tokens<5>(weight, a, n, out); break;
+    case 6: nibble_groups_tokens<6>(weight, a, n, out); break;
+    case 7: nibble_groups_tokens<7>(weight, a, n, out); break;
+    default: nibble_groups_tokens<8>(weight, a, n, out); break;
+  }
+  static_assert(kMaxDecodeTokens == 8);
+}
+
 // ---- Q4_K ----
 
 // One super-block (256 values) of one token. The sub-blocks (32 values) are stored in the order
@@ -345,6 +361,7 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
     k->decode_quantize = quantize_nibble_groups;
     k->decode_dot = vec_dot_q4_0_nibble_groups;
     k->decode_dot2 = vec_dot2_q4_0_nibble_groups;
+    k->decode_dot_tokens = vec_dot_tokens_q4_0_nibble_groups;
     k->decode_activation_bytes = nibble_groups_bytes;
     k->decode_group_blocks = kGroupBlocks;
     k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);

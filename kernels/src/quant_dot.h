@@ -43,6 +43,12 @@ using VecDotFn = float (*)(const void* weight_row, const void* activation_row, i
 // Two tokens' dots of one row at once (out[0], out[1]), each equal to the one-token dot's.
 using VecDot2Fn = void (*)(const void* weight_row, const void* activation0, const void* activation1,
                            int64_t num_elements, float* out);
+// A few tokens' dots of one row at once (several sequences decoding together, a draft
+// verified): out[t] = dot(row, activations[t]) for t < num_tokens (1..kMaxDecodeTokens), the
+// row unpacked once and each token's result equal to the one-token dot's, bit for bit.
+inline constexpr int kMaxDecodeTokens = 8;
+using VecDotTokensFn = void (*)(const void* weight_row, const void* const* activations, int num_tokens,
+                                int64_t num_elements, float* out);
 
 // Register-blocked product of up to kTileRows weight rows with up to kTileTokens activation
 // rows: out[r * kTileTokens + t] = dot(weight row r, activation row t). Each weight block is
@@ -88,11 +94,12 @@ struct DotKernels {
   ActivationFormat format = ActivationFormat::None;  // None: the kernels read f32 activations
   QuantizeActivationFn quantize = nullptr;           // null with format None
   VecDotFn vec_dot = nullptr;
-  VecDot2Fn vec_dot2 = nullptr;        // non-null: two tokens' vec_dot with each row unpacked once
-  TileDotFn tile = nullptr;            // null: the driver calls vec_dot per (row, token)
-  QuantGemmFn gemm = nullptr;          // many tokens (AVX-512)
-  int gemm_rows = kGemmRows;           // rows per gemm call
-  int gemm_min_tokens = 8;             // fewer tokens run the tiles (the repacking is not yet paid back)
+  VecDot2Fn vec_dot2 = nullptr;             // non-null: two tokens' vec_dot with each row unpacked once
+  VecDotTokensFn vec_dot_tokens = nullptr;  // non-null: up to kMaxDecodeTokens tokens' vec_dot at once
+  TileDotFn tile = nullptr;                 // null: the driver calls vec_dot per (row, token)
+  QuantGemmFn gemm = nullptr;               // many tokens (AVX-512)
+  int gemm_rows = kGemmRows;                // rows per gemm call
+  int gemm_min_tokens = 8;                  // fewer tokens run the tiles (the repacking is not yet paid back)
   // True: the GEMM fetches the rows it will read ahead itself, spread over its work, and the
   // driver does not fetch the next panel before each call (matmul_driver.cpp).
   bool gemm_fetches_rows = false;
@@ -106,7 +113,11 @@ struct DotKernels {
   // a row (matmul_driver.cpp) start at multiples of decode_group_blocks weight blocks.
   QuantizeActivationFn decode_quantize = nullptr;  // null: vec_dot on `format`
   VecDotFn decode_dot = nullptr;
-  VecDot2Fn decode_dot2 = nullptr;  // non-null: two tokens' decode_dot with each row unpacked once
+  VecDot2Fn decode_dot2 = nullptr;             // non-null: two tokens' decode_dot with each row unpacked once
+  VecDotTokensFn decode_dot_tokens = nullptr;  // non-null: up to kMaxDecodeTokens tokens' decode_dot at once
+  // Products of up to this many tokens (at most kMaxDecodeTokens; more than 2 only with the
+  // *_dot_tokens kernels of the layout taken) run as decode steps (matmul_plan.h).
+  int decode_max_tokens = 2;
   size_t (*decode_activation_bytes)(int64_t num_elements) = nullptr;
   int decode_group_blocks = 1;
   size_t decode_layout_max_bytes = 0;  // > 0: the layout only where a row's inputs take fewer bytes in it

@@ -148,6 +148,23 @@ IWB_AVX512 void vec_dot2_legacy(const void* weight, const void* activation0, con
   dot_legacy_tokens<Block, 2>(weight, a, n, out);
 }
 
+template <typename Block>
+IWB_AVX512 void vec_dot_tokens_legacy(const void* weight, const void* const* activations, int num_tokens, int64_t n,
+                                      float* out) {
+  const auto* const* a = reinterpret_cast<const BlockQ8A* const*>(activations);
+  switch (num_tokens) {
+    case 1: dot_legacy_tokens<Block, 1>(weight, a, n, out); break;
+    case 2: dot_legacy_tokens<Block, 2>(weight, a, n, out); break;
+    case 3: dot_legacy_tokens<Block, 3>(weight, a, n, out); break;
+    case 4: dot_legacy_tokens<Block, 4>(weight, a, n, out); break;
+    case 5: dot_legacy_tokens<Block, 5>(weight, a, n, out); break;
+    case 6: dot_legacy_tokens<Block, 6>(weight, a, n, out); break;
+    case 7: dot_legacy_tokens<Block, 7>(weight, a, n, out); break;
+    default: dot_legacy_tokens<Block, 8>(weight, a, n, out); break;
+  }
+  static_assert(kMaxDecodeTokens == 8);
+}
+
 // Q4_0 / Q4_1 with AVX512-VBMI: the two 64-byte loads of a four-block group (the second
 // masked to the group's end) serve everything. One vpermb per pair of blocks lays both blocks'
 // nibble bytes out as [q0 q0 q1 q1] for the shift, in place of two 16-byte loads, an insert
@@ -387,14 +404,17 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     case GgmlType::Q5_0:
       k.vec_dot = vec_dot_legacy<BlockQ5_0>;
       k.vec_dot2 = vec_dot2_legacy<BlockQ5_0>;
+      k.vec_dot_tokens = vec_dot_tokens_legacy<BlockQ5_0>;
       break;
     case GgmlType::Q5_1:
       k.vec_dot = vec_dot_legacy<BlockQ5_1>;
       k.vec_dot2 = vec_dot2_legacy<BlockQ5_1>;
+      k.vec_dot_tokens = vec_dot_tokens_legacy<BlockQ5_1>;
       break;
     case GgmlType::Q8_0:
       k.vec_dot = vec_dot_legacy<BlockQ8_0>;
       k.vec_dot2 = vec_dot2_legacy<BlockQ8_0>;
+      k.vec_dot_tokens = vec_dot_tokens_legacy<BlockQ8_0>;
       break;
     case GgmlType::MXFP4: k.vec_dot = vec_dot_mxfp4; break;
     case GgmlType::Q4_K: k.vec_dot = vec_dot_k4<BlockQ4_K>; break;
@@ -438,9 +458,26 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     // tokens, in two passes of up to 16 (Q4_K 1536x8960 from memory: 20 tokens 1.29 against
     // the tiles' 1.70, 24: 1.29 / 1.72, 28: 1.69 / 1.92; Q6_K 24: 1.73 / 2.03); at 32 they are
     // even (Q4_K 1.70 / 1.89, Q6_K 2.24 / 2.12), at 64 the tiles twice as fast. The 32-element
-    // types: the AMX tiles from 5 tokens (the 4 x 4 tiles ran up to 7 before; 5 tokens: Q4_0
-    // 1.15 against 1.41 ms, Q8_0 1.35 / 1.56 at 8960x1536; at 4 tokens even or slower).
-    k.gemm_min_tokens = k.lanes != nullptr ? 2 * kLaneMaxTokens : 5;
+    // types: the AMX tiles from 4 tokens, past the decode steps (below; the 4 x 4 tiles ran up
+    // to 7 once, up to 4 until the AMX GEMM fetched its own rows: 4 tokens Q4_0 0.78-0.88
+    // against 0.93-0.96 ms at 1536x8960, 0.62-0.64 / 0.82-0.86 at 8960x1536; Q8_0 0.97-1.03 /
+    // 1.01-1.03, 0.77-0.79 / 1.00-1.12).
+    k.gemm_min_tokens = k.lanes != nullptr ? 2 * kLaneMaxTokens : 4;
+  }
+  // Several tokens' dots at once (*_dot_tokens) replace the 4 x 4 tiles, and on AMX hosts the
+  // first GEMM sizes, up to where their per-token work catches up (Xeon model 167,
+  // bench_matmul_tokens --threads 2 --copies 20, ms at 1536x8960 / 8960x1536, decode steps
+  // against what ran before): Q4_0 (its decode layout) 3 tokens 0.41 / 0.40 against the tiles'
+  // 0.88 / 0.75, 4: 0.53 / 0.48 against 0.97 / 0.83, 5: 0.57 / 0.51 against AMX 0.84 / 0.63,
+  // 6: 0.80 / 0.70 against AMX 0.85 / 0.63; without AMX (IWB_CPU_NO_AMX=1, the VNNI GEMM from
+  // 8) 7 tokens 0.85 / 0.80 against the tiles' 1.42 / 1.29. Q8_0 and Q5_0 (the legacy kernel,
+  // more work per token) 3 tokens: 0.67-0.73 / 0.67-0.75 against the tiles' 0.93-0.97 /
+  // 0.98-1.02, Q5_0 0.64-0.70 / 0.60-0.65 against 1.00-1.04 / 0.85-0.90; 4 tokens even with
+  // the tiles and slower than AMX.
+  if (k.decode_dot_tokens != nullptr) {
+    k.decode_max_tokens = has_amx_int8() ? 5 : 7;
+  } else if (k.vec_dot_tokens != nullptr) {
+    k.decode_max_tokens = 3;
   }
   *out = k;
   return true;

@@ -1,4 +1,4 @@
-// Decode products (one token, or two of quantized weights) whose ends are shared out
+// Decode products (one token, or a few of quantized weights) whose ends are shared out
 // (matmul_driver.cpp's DecodeSteal): a thread with no chunk left asks the others for the back
 // half of theirs. Here one thread is slowed after every batch of its own steps, so the other
 // takes some, and the results must be the single thread's bit for bit (a row's sum never
@@ -13,6 +13,7 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -59,10 +60,13 @@ class TestMatmulDecodeSteal : public QObject {
         QTest::newRow(qPrintable(QString("%1 in %2").arg(types).arg(in))) << QString(types) << in << 1;
       }
     }
-    // Two tokens of quantized weights take the same decode steps.
+    // Two tokens of quantized weights take the same decode steps, and where the CPU's kernels
+    // dot several at once, more (AVX-512: Q4_0 up to 5 or 7, Q8_0 up to 3).
     for (const char* types : {"Q4_0", "Q4_K Q4_K Q6_K", "Q8_0"}) {
       QTest::newRow(qPrintable(QString("%1 in 2304 x2").arg(types))) << QString(types) << 2304 << 2;
     }
+    QTest::newRow("Q4_0 in 2304 x5") << QString("Q4_0") << 2304 << 5;
+    QTest::newRow("Q8_0 in 2304 x3") << QString("Q8_0") << 2304 << 3;
   }
   void stolenStepsGiveTheSameBits() {
     QFETCH(QString, types);
@@ -71,6 +75,8 @@ class TestMatmulDecodeSteal : public QObject {
     std::mt19937 rng(static_cast<uint32_t>(qHash(types)) + static_cast<uint32_t>(in));
     std::vector<GgmlType> list;
     for (const QString& name : types.split(' ')) list.push_back(*ggml_type_from_name(name.toStdString()));
+    if (numTokens > detail::decode_steps_max_tokens(list[0], in))
+      QSKIP("this CPU's kernels take these tokens in tiles");
     // Enough rows that every chunk has batches to share (chunks of a product are an eighth of
     // it with two threads, batches 16 KiB), odd so streams and chunks have tails.
     std::vector<Product> products;
@@ -130,27 +136,33 @@ class TestMatmulDecodeSteal : public QObject {
 
   // Two tokens of quantized weights run as decode does, each row dotted against both: each
   // token's outputs are the ones it gets alone, bit for bit.
-  void twoTokensGiveEachTokenItsOwnBits() {
+  void fewTokensGiveEachTokenItsOwnBits() {
     std::mt19937 rng(11);
     for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_1}) {
       const int64_t in = 2304, out = 1001;
+      // Two tokens everywhere; more where this CPU's kernels dot several at once (AVX-512).
+      const int64_t max_tokens = std::max<int64_t>(2, detail::decode_steps_max_tokens(type, in));
       const std::vector<uint8_t> w = random_tensor_bytes(type, out, in, rng, 0.05f);
-      const std::vector<float> x = random_floats(static_cast<size_t>(2 * in), rng, 1.0f, 0.1f);
+      const std::vector<float> x = random_floats(static_cast<size_t>(max_tokens * in), rng, 1.0f, 0.1f);
       const std::vector<float> bias = random_floats(static_cast<size_t>(out), rng, 0.1f);
-      std::vector<float> both(static_cast<size_t>(2 * out), NAN), alone(static_cast<size_t>(out), NAN);
-      for (int threads : {1, 2}) {
-        QVERIFY(matmul({type, w.data(), in, out, x.data(), 2, bias.data(), both.data(), threads}));
-        for (int t = 0; t < 2; ++t) {
-          QVERIFY(matmul({type, w.data(), in, out, x.data() + t * in, 1, bias.data(), alone.data(), 1}));
-          for (int64_t r = 0; r < out; ++r) {
-            if (both[static_cast<size_t>(t * out + r)] != alone[static_cast<size_t>(r)]) {
-              QFAIL(qPrintable(QString("%1, token %2, row %3, %4 threads: %5 against %6 alone")
-                                   .arg(QString::fromStdString(std::string(ggml_type_name(type))))
-                                   .arg(t)
-                                   .arg(r)
-                                   .arg(threads)
-                                   .arg(both[static_cast<size_t>(t * out + r)], 0, 'g', 9)
-                                   .arg(alone[static_cast<size_t>(r)], 0, 'g', 9)));
+      std::vector<float> alone(static_cast<size_t>(out), NAN);
+      for (int64_t tokens = 2; tokens <= max_tokens; ++tokens) {
+        std::vector<float> together(static_cast<size_t>(tokens * out), NAN);
+        for (int threads : {1, 2}) {
+          QVERIFY(matmul({type, w.data(), in, out, x.data(), tokens, bias.data(), together.data(), threads}));
+          for (int64_t t = 0; t < tokens; ++t) {
+            QVERIFY(matmul({type, w.data(), in, out, x.data() + t * in, 1, bias.data(), alone.data(), 1}));
+            for (int64_t r = 0; r < out; ++r) {
+              if (together[static_cast<size_t>(t * out + r)] != alone[static_cast<size_t>(r)]) {
+                QFAIL(qPrintable(QString("%1, %2 tokens, token %3, row %4, %5 threads: %6 against %7 alone")
+                                     .arg(QString::fromStdString(std::string(ggml_type_name(type))))
+                                     .arg(tokens)
+                                     .arg(t)
+                                     .arg(r)
+                                     .arg(threads)
+                                     .arg(together[static_cast<size_t>(t * out + r)], 0, 'g', 9)
+                                     .arg(alone[static_cast<size_t>(r)], 0, 'g', 9)));
+              }
             }
           }
         }

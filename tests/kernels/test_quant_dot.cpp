@@ -101,6 +101,37 @@ double abs_dot(const std::vector<float>& w, const std::vector<double>& a) {
   return s;
 }
 
+// A several-token kernel (vec_dot_tokens, decode_dot_tokens) on 1..kMaxDecodeTokens tokens at
+// once: each token's result the one-token kernel's, bit for bit, on every row. The tokens'
+// activations (of uneven ranges and means) come from generators of their own, so the callers'
+// later draws stay as they were.
+void check_dot_tokens(VecDotTokensFn tokens, VecDotFn one, QuantizeActivationFn quantize, size_t activation_bytes,
+                      const uint8_t* w, size_t stride, int64_t rows, int64_t n, const QString& where) {
+  std::vector<std::vector<uint8_t>> acts(kMaxDecodeTokens, std::vector<uint8_t>(activation_bytes));
+  const void* pointers[kMaxDecodeTokens];
+  for (int t = 0; t < kMaxDecodeTokens; ++t) {
+    std::mt19937 rng(static_cast<uint32_t>(131 + 7 * t + n));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f + 0.5f * t, 0.1f * (t % 3) - 0.1f);
+    quantize(x.data(), acts[t].data(), n);
+    pointers[t] = acts[t].data();
+  }
+  for (int count = 1; count <= kMaxDecodeTokens; ++count) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float out[kMaxDecodeTokens];
+      tokens(w + r * stride, pointers, count, n, out);
+      for (int t = 0; t < count; ++t) {
+        const float alone = one(w + r * stride, pointers[t], n);
+        QVERIFY2(out[t] == alone, qPrintable(where + QString("%1 tokens, row %2, token %3: %4 vs one token's %5")
+                                                         .arg(count)
+                                                         .arg(r)
+                                                         .arg(t)
+                                                         .arg(out[t], 0, 'g', 9)
+                                                         .arg(alone, 0, 'g', 9)));
+      }
+    }
+  }
+}
+
 // One row per weight row of a 7-row tensor whose last row ends its allocation (reads past a
 // row show up under ASan), against the dequantized row dotted with the dequantized activations.
 void check_vec_dot(const DotKernels& k, GgmlType type, int64_t n, std::mt19937& rng) {
@@ -122,6 +153,11 @@ void check_vec_dot(const DotKernels& k, GgmlType type, int64_t n, std::mt19937& 
     const double bound = 1e-5 * abs_dot(wf, a);
     QVERIFY2(std::fabs(got - expected) <= bound,
              qPrintable(QString("row %1: %2 vs %3 (bound %4)").arg(r).arg(got).arg(expected).arg(bound)));
+  }
+  if (k.vec_dot_tokens != nullptr) {
+    check_dot_tokens(k.vec_dot_tokens, k.vec_dot, k.quantize, act.size(), w.data(), stride, rows, n,
+                     QString("vec_dot_tokens, %1 values: ").arg(n));
+    if (QTest::currentTestFailed()) return;
   }
   // Two tokens at once (vec_dot2, where a kernel has it): each token's result the one-token
   // kernel's, bit for bit. The second token's data come from a generator of their own, so the
@@ -328,6 +364,11 @@ class TestQuantDot : public QObject {
           QVERIFY2(std::fabs(got - general) <= 1e-5 * abs_sum,
                    qPrintable(where + QString("%1 vs vec_dot %2").arg(got).arg(general)));
         }
+      }
+      if (k.decode_dot_tokens != nullptr) {
+        check_dot_tokens(k.decode_dot_tokens, k.decode_dot, k.decode_quantize, layout.size(), w.data(), stride, rows, n,
+                         QString("decode_dot_tokens, %1 blocks: ").arg(blocks));
+        if (QTest::currentTestFailed()) return;
       }
     }
   }
