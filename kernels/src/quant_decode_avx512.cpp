@@ -148,13 +148,13 @@ IWB_AVX512_VBMI void nibble_groups_tokens(const void* weight, const NibbleGroupQ
   const int64_t blocks = n / kQK4_0;
   const int64_t full = blocks / kGroupBlocks;
   __m512 acc0[T], acc1[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   int64_t g = 0;
   for (; g + 2 <= full; g += 2) {
     const UnpackedGroup u0 = unpack_group(w + g * kGroupBytes, kGroupBlocks);
     const UnpackedGroup u1 = unpack_group(w + (g + 1) * kGroupBytes, kGroupBlocks);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       acc0[t] = group_dot(u0, activations[t][g], acc0[t]);
       acc1[t] = group_dot(u1, activations[t][g + 1], acc1[t]);
@@ -162,16 +162,16 @@ IWB_AVX512_VBMI void nibble_groups_tokens(const void* weight, const NibbleGroupQ
   }
   if (g < full) {
     const UnpackedGroup u = unpack_group(w + g * kGroupBytes, kGroupBlocks);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc0[t] = group_dot(u, activations[t][g], acc0[t]);
     ++g;
   }
   if (const int rest = static_cast<int>(blocks - full * kGroupBlocks); rest > 0) {
     const UnpackedGroup u = unpack_group(w + g * kGroupBytes, rest);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc1[t] = group_dot(u, activations[t][g], acc1[t]);
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
 }
 

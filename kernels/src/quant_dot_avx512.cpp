@@ -112,13 +112,13 @@ IWB_AVX512 void dot_legacy_tokens(const void* weight, const BlockQ8A* const* act
   const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const __m512i second_pair = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2)), _mm256_set1_epi32(3), 1);
   __m512 acc0[T], acc1[T], factor_sum[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = factor_sum[t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const __m512 weight_side = quad_weight_side(w + b);
     const __m512i u0 = unpack_two(w + b), u1 = unpack_two(w + b + 2);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const BlockQ8A* a = activations[t] + b;
       const __m512 f = _mm512_mul_ps(weight_side, quad_activation_side(a));
@@ -127,7 +127,7 @@ IWB_AVX512 void dot_legacy_tokens(const void* weight, const BlockQ8A* const* act
       acc1[t] = legacy_pair_unpacked(u1, a + 2, _mm512_permutexvar_ps(second_pair, f), acc1[t]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     out[t] = finish_legacy(w, activations[t], b, nb, _mm512_add_ps(acc0[t], acc1[t]), factor_sum[t]);
   }
@@ -467,17 +467,19 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   // Several tokens' dots at once (*_dot_tokens) replace the 4 x 4 tiles, and on AMX hosts the
   // first GEMM sizes, up to where their per-token work catches up (Xeon model 167,
   // bench_matmul_tokens --threads 2 --copies 20, ms at 1536x8960 / 8960x1536, decode steps
-  // against what ran before): Q4_0 (its decode layout) 3 tokens 0.41 / 0.40 against the tiles'
-  // 0.88 / 0.75, 4: 0.53 / 0.48 against 0.97 / 0.83, 5: 0.57 / 0.51 against AMX 0.84 / 0.63,
-  // 6: 0.80 / 0.70 against AMX 0.85 / 0.63; without AMX (IWB_CPU_NO_AMX=1, the VNNI GEMM from
-  // 8) 7 tokens 0.85 / 0.80 against the tiles' 1.42 / 1.29. Q8_0 and Q5_0 (the legacy kernel,
-  // more work per token) 3 tokens: 0.67-0.73 / 0.67-0.75 against the tiles' 0.93-0.97 /
-  // 0.98-1.02, Q5_0 0.64-0.70 / 0.60-0.65 against 1.00-1.04 / 0.85-0.90; 4 tokens even with
-  // the tiles and slower than AMX.
+  // against what ran before). Q4_0 (its decode layout): 3 tokens 0.34 / 0.34 against the
+  // tiles' 0.88 / 0.75, 5: 0.43-0.48 / 0.44-0.47 against AMX 0.84 / 0.63, 8: 0.68-0.71 /
+  // 0.67-0.69 against AMX 0.76-0.84 / 0.58-0.63 (the gate and up products are the first
+  // shape, the down product the second); without AMX (IWB_CPU_NO_AMX=1) 7 tokens 0.61 / 0.60
+  // against the tiles' 1.42 / 1.29 and 8 against the VNNI GEMM's 0.85 / 0.85. Q8_0, Q5_0 and
+  // Q5_1 (the legacy kernel, more work per token): 4 tokens Q8_0 0.77 / 0.85 against AMX 0.99
+  // / 0.78, Q5_0 0.73 / 0.70 against 0.95 / 0.67, 5 tokens even with AMX; without AMX 7
+  // tokens Q8_0 1.28 / 1.39 against the tiles' 1.45 / 1.53, Q5_0 1.18 / 1.21 against 1.61 /
+  // 1.50.
   if (k.decode_dot_tokens != nullptr) {
-    k.decode_max_tokens = has_amx_int8() ? 5 : 7;
+    k.decode_max_tokens = kMaxDecodeTokens;
   } else if (k.vec_dot_tokens != nullptr) {
-    k.decode_max_tokens = 3;
+    k.decode_max_tokens = has_amx_int8() ? 4 : 7;
   }
   *out = k;
   return true;
