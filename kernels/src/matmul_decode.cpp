@@ -75,17 +75,17 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + d.ahead + off);
         }
         const uint8_t* act = p.act + j * d.segment_act_bytes;
-        if (d.dot_tokens != nullptr && d.num_tokens > 1) {
+        if (d.dot2 != nullptr && d.num_tokens == 2) {
+          float two[2];
+          d.dot2(w, act, act + d.act_stride, n, two);
+          sums[s][0] += two[0];
+          sums[s][1] += two[1];
+        } else if (d.dot_tokens != nullptr && d.num_tokens > 1) {
           const void* acts[kMaxDecodeTokens];
           float dots[kMaxDecodeTokens];
           for (int64_t t = 0; t < d.num_tokens; ++t) acts[t] = act + t * d.act_stride;
           d.dot_tokens(w, acts, static_cast<int>(d.num_tokens), n, dots);
           for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += dots[t];
-        } else if (d.dot2 != nullptr && d.num_tokens == 2) {
-          float two[2];
-          d.dot2(w, act, act + d.act_stride, n, two);
-          sums[s][0] += two[0];
-          sums[s][1] += two[1];
         } else {
           for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += d.dot(w, act + t * d.act_stride, n);
         }

@@ -142,8 +142,9 @@ IWB_AVX512_VBMI inline __m512 group_dot(const UnpackedGroup& u, const NibbleGrou
 // each group is unpacked once and every token's sums take the same steps in the same order, so
 // each token's result is the one-token kernel's bit for bit.
 template <int T>
-IWB_AVX512_VBMI void nibble_groups_tokens(const void* weight, const NibbleGroupQ8* const* activations, int64_t n,
-                                          float* out) {
+IWB_AVX512_VBMI inline __attribute__((always_inline)) void nibble_groups_tokens(const void* weight,
+                                                                                const NibbleGroupQ8* const* activations,
+                                                                                int64_t n, float* out) {
   const auto* w = static_cast<const uint8_t*>(weight);
   const int64_t blocks = n / kQK4_0;
   const int64_t full = blocks / kGroupBlocks;

@@ -106,7 +106,9 @@ IWB_AVX512 inline float finish_legacy(const Block* w, const BlockQ8A* a, int64_t
 // weights are unpacked and their scales converted once, and every token's sums take the same
 // steps in the same order, so each token's result is the one-token kernel's bit for bit.
 template <typename Block, int T>
-IWB_AVX512 void dot_legacy_tokens(const void* weight, const BlockQ8A* const* activations, int64_t n, float* out) {
+IWB_AVX512 inline __attribute__((always_inline)) void dot_legacy_tokens(const void* weight,
+                                                                        const BlockQ8A* const* activations, int64_t n,
+                                                                        float* out) {
   const auto* w = static_cast<const Block*>(weight);
   const int64_t nb = n / kQK8_0;
   const __m512i first_pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
