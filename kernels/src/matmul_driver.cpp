@@ -152,12 +152,13 @@ bool takes_decode_layout(const DotKernels& k, int64_t in_features) {
   return k.decode_layout_max_bytes == 0 || k.decode_activation_bytes(in_features) < k.decode_layout_max_bytes;
 }
 
-// Tokens up to which a quantized product runs in decode steps (matmul_plan.h): two, or
-// DotKernels::decode_max_tokens where the layout it takes has a several-token kernel.
+// Tokens up to which a quantized product runs in decode steps (matmul_plan.h): two, or more
+// where the layout it takes has a several-token kernel (DotKernels::decode_max_tokens,
+// vec_max_tokens).
 int64_t decode_token_limit(const DotKernels& k, int64_t in_features) {
-  const bool has_tokens_kernel =
-      takes_decode_layout(k, in_features) ? k.decode_dot_tokens != nullptr : k.vec_dot_tokens != nullptr;
-  return has_tokens_kernel ? std::min(k.decode_max_tokens, kMaxDecodeTokens) : 2;
+  const int limit = takes_decode_layout(k, in_features) ? (k.decode_dot_tokens != nullptr ? k.decode_max_tokens : 2)
+                                                        : (k.vec_dot_tokens != nullptr ? k.vec_max_tokens : 2);
+  return std::min(limit, kMaxDecodeTokens);
 }
 
 }  // namespace

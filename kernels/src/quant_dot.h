@@ -116,8 +116,10 @@ struct DotKernels {
   VecDot2Fn decode_dot2 = nullptr;             // non-null: two tokens' decode_dot with each row unpacked once
   VecDotTokensFn decode_dot_tokens = nullptr;  // non-null: up to kMaxDecodeTokens tokens' decode_dot at once
   // Products of up to this many tokens (at most kMaxDecodeTokens; more than 2 only with the
-  // *_dot_tokens kernels of the layout taken) run as decode steps (matmul_plan.h).
+  // several-token kernel of the layout taken: decode_dot_tokens on the decode layout,
+  // vec_dot_tokens on the format's) run as decode steps (matmul_plan.h).
   int decode_max_tokens = 2;
+  int vec_max_tokens = 2;
   size_t (*decode_activation_bytes)(int64_t num_elements) = nullptr;
   int decode_group_blocks = 1;
   size_t decode_layout_max_bytes = 0;  // > 0: the layout only where a row's inputs take fewer bytes in it

@@ -469,20 +469,18 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   // Several tokens' dots at once (*_dot_tokens) replace the 4 x 4 tiles, and on AMX hosts the
   // first GEMM sizes, up to where their per-token work catches up (Xeon model 167,
   // bench_matmul_tokens --threads 2 --copies 20, ms at 1536x8960 / 8960x1536, decode steps
-  // against what ran before). Q4_0 (its decode layout): 3 tokens 0.34 / 0.34 against the
-  // tiles' 0.88 / 0.75, 5: 0.43-0.48 / 0.44-0.47 against AMX 0.84 / 0.63, 8: 0.68-0.71 /
-  // 0.67-0.69 against AMX 0.76-0.84 / 0.58-0.63 (the gate and up products are the first
-  // shape, the down product the second); without AMX (IWB_CPU_NO_AMX=1) 7 tokens 0.61 / 0.60
-  // against the tiles' 1.42 / 1.29 and 8 against the VNNI GEMM's 0.85 / 0.85. Q8_0, Q5_0 and
-  // Q5_1 (the legacy kernel, more work per token): 4 tokens Q8_0 0.77 / 0.85 against AMX 0.99
-  // / 0.78, Q5_0 0.73 / 0.70 against 0.95 / 0.67, 5 tokens even with AMX; without AMX 7
-  // tokens Q8_0 1.28 / 1.39 against the tiles' 1.45 / 1.53, Q5_0 1.18 / 1.21 against 1.61 /
-  // 1.50.
-  if (k.decode_dot_tokens != nullptr) {
-    k.decode_max_tokens = kMaxDecodeTokens;
-  } else if (k.vec_dot_tokens != nullptr) {
-    k.decode_max_tokens = has_amx_int8() ? 4 : 7;
-  }
+  // against what ran before). The decode layouts of Q4_0 and Q8_0: Q4_0 3 tokens 0.34 / 0.34
+  // against the tiles' 0.88 / 0.75, 5: 0.43-0.48 / 0.44-0.47 against AMX 0.84 / 0.63, 8:
+  // 0.68-0.71 / 0.67-0.69 against AMX 0.76-0.84 / 0.58-0.63 (the gate and up products are the
+  // first shape, the down product the second); Q8_0 8 tokens 0.82-0.90 / 0.90-0.95 against AMX
+  // 1.0-1.09 / 0.79-0.80; without AMX (IWB_CPU_NO_AMX=1) Q4_0 7 tokens 0.61 / 0.60 against the
+  // tiles' 1.42 / 1.29, 8 against the VNNI GEMM's 0.85 / 0.85. The legacy kernel on the format's
+  // layout (Q5_0, Q5_1, and Q8_0 on rows that keep it), with more work per token: 4 tokens
+  // Q8_0 0.77 / 0.85 against AMX 0.99 / 0.78, Q5_0 0.73 / 0.70 against 0.95 / 0.67, 5 tokens
+  // even with AMX; without AMX 7 tokens Q8_0 1.28 / 1.39 against the tiles' 1.45 / 1.53, Q5_0
+  // 1.18 / 1.21 against 1.61 / 1.50.
+  if (k.decode_dot_tokens != nullptr) k.decode_max_tokens = kMaxDecodeTokens;
+  if (k.vec_dot_tokens != nullptr) k.vec_max_tokens = has_amx_int8() ? 4 : 7;
   *out = k;
   return true;
 }
