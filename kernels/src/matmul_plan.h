@@ -12,17 +12,16 @@
 
 namespace iwb::detail {
 
-// Quantized products of up to DotKernels::decode_max_tokens tokens (2, or up to
-// kMaxDecodeTokens where the kernels dot several tokens at once: sequences decoding together, a
-// draft verified) run as decode does, each weight row streamed once and dotted against every
-// token while it is in L1, instead of in 4 x 4 tiles, whose four interleaved rows defeat the
-// prefetchers (see decode_rows). A token's result is then the same as when it runs alone.
-// Xeon model 207, 2 threads, `iwb bench -p N -n 0` tokens/s, tiles -> decode steps: Q4_0 pp2
-// 27.6 -> 39.2, pp3 35.3 -> 44.0, pp4 41.3 -> 47.3; Q4_K_M pp2 36.2 -> 39.4, pp3 45.2 -> 40.9,
-// pp4 54.7 -> 42.5; Q8_0 pp2 21.3 -> 23.7, pp3 28.9 -> 27.6, pp4 34.4 -> 28.8. Past two
-// tokens the one- and two-token kernels' work per token (each unpacks the row again) outweighs
-// the streaming; the several-token kernels unpack it once (decode_token_limit in
-// matmul_driver.cpp).
+// Quantized products of a few tokens (decode_token_limit in matmul_driver.cpp: 2, or up to
+// kMaxDecodeTokens where the layout taken has a kernel that dots several tokens at once:
+// sequences decoding together, a draft verified) run as decode does, each weight row streamed
+// once and dotted against every token while it is in L1, instead of in 4 x 4 tiles, whose four
+// interleaved rows defeat the prefetchers (see decode_rows). A token's result is then the same
+// as when it runs alone. Xeon model 207, 2 threads, `iwb bench -p N -n 0` tokens/s, tiles ->
+// decode steps: Q4_0 pp2 27.6 -> 39.2, pp3 35.3 -> 44.0, pp4 41.3 -> 47.3; Q4_K_M pp2 36.2 ->
+// 39.4, pp3 45.2 -> 40.9, pp4 54.7 -> 42.5; Q8_0 pp2 21.3 -> 23.7, pp3 28.9 -> 27.6, pp4 34.4 ->
+// 28.8. Past two tokens the one- and two-token kernels' work per token (each unpacks the row
+// again) outweighs the streaming; the several-token kernels unpack it once.
 
 struct Plan {
   const DotKernels* k;

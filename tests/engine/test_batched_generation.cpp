@@ -110,7 +110,7 @@ class TestBatchedGeneration : public QObject {
 
   // KV bytes of one block of `block_size` positions for the model at `path`.
   uint64_t block_bytes(const std::string& path, int32_t block_size) {
-    auto engine = Engine::load(path, {0, 2});
+    auto engine = Engine::load(path, {.context_length = 0, .num_threads = 2, .kv_cache_type = {}});
     return engine ? (*engine)->memory_report().kv_bytes_per_position * static_cast<uint64_t>(block_size) : 0;
   }
 
@@ -157,7 +157,7 @@ class TestBatchedGeneration : public QObject {
     QFETCH(QString, model);
     const std::string path = model_path(model);
     if (path.empty()) QSKIP("shared aidreams model absent");
-    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32, .kv_cache_type = {}};
     options.is_batch_invariant = true;
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
@@ -196,7 +196,7 @@ class TestBatchedGeneration : public QObject {
     QFETCH(QString, model);
     const std::string path = model_path(model);
     if (path.empty()) QSKIP("shared aidreams model absent");
-    EngineOptions roomy{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32};
+    EngineOptions roomy{.context_length = 0, .num_threads = 2, .max_batch_tokens = 32, .kv_cache_type = {}};
     roomy.kv_block_size = 8;
     roomy.is_batch_invariant = true;
     EngineOptions tiny = roomy;
@@ -233,7 +233,7 @@ class TestBatchedGeneration : public QObject {
   // caching, and generate what they would alone.
   void sharedPrefixHitsThePrefixCache() {
     const std::string path = m_models["llama"];
-    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64, .kv_cache_type = {}};
     EngineOptions uncached = options;
     uncached.enable_prefix_caching = false;
     const std::vector<int32_t> prefix = random_prompt(320, 48, 7);
@@ -284,7 +284,7 @@ class TestBatchedGeneration : public QObject {
   // reason; the requests that fit run to completion.
   void promptThatCanNeverFitIsRefused() {
     const std::string path = m_models["llama"];
-    EngineOptions options{.context_length = 128, .num_threads = 2};
+    EngineOptions options{.context_length = 128, .num_threads = 2, .kv_cache_type = {}};
     options.kv_cache_bytes = 4 * block_bytes(path, 16);
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
@@ -314,7 +314,7 @@ class TestBatchedGeneration : public QObject {
   // aborted; the others finish with their one-at-a-time tokens and every block comes back.
   void abortMidBatch() {
     const std::string path = m_models["qwen2"];
-    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64};
+    EngineOptions options{.context_length = 0, .num_threads = 2, .max_batch_tokens = 64, .kv_cache_type = {}};
     options.max_running_sequences = 3;
     auto engine = Engine::load(path, options);
     QVERIFY(engine.is_ok());
@@ -365,7 +365,8 @@ class TestBatchedGeneration : public QObject {
   // sequences' lengths.
   void snapshotAndMemoryReport() {
     const std::string path = m_models["llama"];
-    auto engine = Engine::load(path, {.context_length = 0, .num_threads = 2, .max_batch_tokens = 64});
+    auto engine =
+        Engine::load(path, {.context_length = 0, .num_threads = 2, .max_batch_tokens = 64, .kv_cache_type = {}});
     QVERIFY(engine.is_ok());
     Engine& e = **engine;
     const MemoryReport before = e.memory_report();
