@@ -419,17 +419,24 @@ IWB_AVX512 void vec_dot2_k_super_blocks(const void* weight, const void* act0, co
   k_super_blocks_tokens<Block, 2>(weight, acts, n, out);
 }
 
+// Q4_0's or Q8_0's kernels on the four-block group layout (kOffset: the weights' unsigned
+// excess, which the activations' lane sums take off).
+template <typename Block, int kOffset>
+void set_group_kernels(DotKernels* k) {
+  k->decode_quantize = quantize_groups<kOffset>;
+  k->decode_dot = vec_dot_groups<Block>;
+  k->decode_dot2 = vec_dot2_groups<Block>;
+  k->decode_dot_tokens = vec_dot_tokens_groups<Block>;
+  k->decode_activation_bytes = nibble_groups_bytes;
+  k->decode_group_blocks = kGroupBlocks;
+  k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
+}
+
 }  // namespace
 
 bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
   if (type == GgmlType::Q4_0 && has_avx512_vbmi()) {
-    k->decode_quantize = quantize_groups<8>;
-    k->decode_dot = vec_dot_groups<BlockQ4_0>;
-    k->decode_dot2 = vec_dot2_groups<BlockQ4_0>;
-    k->decode_dot_tokens = vec_dot_tokens_groups<BlockQ4_0>;
-    k->decode_activation_bytes = nibble_groups_bytes;
-    k->decode_group_blocks = kGroupBlocks;
-    k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
+    set_group_kernels<BlockQ4_0, 8>(k);
     return true;
   }
   // Q8_0 on Q4_0's activation layout: against the general kernel (Xeon model 167,
@@ -442,13 +449,7 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
   // its weights' stream; Q8_0's stream is twice Q4_0's, so it may not lose, but that is
   // unmeasured).
   if (type == GgmlType::Q8_0 && has_avx512_vbmi()) {
-    k->decode_quantize = quantize_groups<128>;
-    k->decode_dot = vec_dot_groups<BlockQ8_0>;
-    k->decode_dot2 = vec_dot2_groups<BlockQ8_0>;
-    k->decode_dot_tokens = vec_dot_tokens_groups<BlockQ8_0>;
-    k->decode_activation_bytes = nibble_groups_bytes;
-    k->decode_group_blocks = kGroupBlocks;
-    k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
+    set_group_kernels<BlockQ8_0, 128>(k);
     return true;
   }
   if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
