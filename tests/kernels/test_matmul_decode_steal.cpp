@@ -61,7 +61,7 @@ class TestMatmulDecodeSteal : public QObject {
       }
     }
     // Two tokens of quantized weights take the same decode steps, and where the CPU's kernels
-    // dot several at once, more (AVX-512: Q4_0 up to 5 or 7, Q8_0 up to 3).
+    // dot several at once, more (Q4_0 and Q8_0 up to 7 or 8 on AVX-512 and AVX2).
     for (const char* types : {"Q4_0", "Q4_K Q4_K Q6_K", "Q8_0"}) {
       QTest::newRow(qPrintable(QString("%1 in 2304 x2").arg(types))) << QString(types) << 2304 << 2;
     }
