@@ -7,6 +7,8 @@
 
 #include "iwb/kernels/ggml_type.h"
 
+#include <QMetaType>
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -72,3 +74,6 @@ inline double abs_dot(const std::vector<float>& w, const std::vector<double>& a)
 }
 
 }  // namespace iwb::test
+
+Q_DECLARE_METATYPE(iwb::GgmlType)
+Q_DECLARE_METATYPE(iwb::detail::CpuPath)

@@ -26,9 +26,6 @@ using namespace iwb;
 using namespace iwb::detail;
 using namespace iwb::test;
 
-Q_DECLARE_METATYPE(iwb::GgmlType)
-Q_DECLARE_METATYPE(iwb::detail::CpuPath)
-
 namespace {
 
 // Activations with the cases rounding must get right: ties at .5 (x / d exact), a block

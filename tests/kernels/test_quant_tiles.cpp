@@ -21,9 +21,6 @@ using namespace iwb;
 using namespace iwb::detail;
 using namespace iwb::test;
 
-Q_DECLARE_METATYPE(iwb::GgmlType)
-Q_DECLARE_METATYPE(iwb::detail::CpuPath)
-
 namespace {
 
 // The message of a GEMM output off its row dot.
