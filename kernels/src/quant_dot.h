@@ -163,6 +163,9 @@ size_t quant_gemm_kquant_amx_buffer_bytes(int64_t num_elements);
 size_t float_gemm_amx_buffer_bytes(int64_t num_elements);
 void float_gemm_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
 size_t float_gemm_amx_group_bytes(int64_t num_elements);
+// The K-quant AMX GEMM's activations: Q8_K blocks of 16 tokens as B tiles (prepared groups).
+void quant_gemm_kquant_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
+size_t quant_gemm_kquant_amx_group_bytes(int64_t num_elements);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);
 // AVX2 (and AVX-VNNI) GEMMs of every quantized type with dot kernels, on panels of
 // kQuantGemmAvx2Rows rows (quant_gemm_avx2.cpp).

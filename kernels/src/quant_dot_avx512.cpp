@@ -450,21 +450,27 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
           k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type) : select_quant_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kQuantGemmAmxRows;
+    if (k.format == ActivationFormat::Q8_K) {  // activations quantized and laid out as tiles once per matmul
+      k.gemm_prepare = quant_gemm_kquant_amx_prepare;
+      k.gemm_prepared_group_bytes = quant_gemm_kquant_amx_group_bytes;
+    }
     // They fetch their rows as they pack them: the driver's prefetch of each next panel, all
     // at once before the call, stalled the core (Xeon model 167, default model files, `iwb
     // bench` alternated: Q4_0 pp32 235 -> 262, pp64 418 -> 459; Q8_0 pp64 350 -> 398; Q4_K_M
     // pp32/pp64 +2-3%; pp512 +0-4%).
     k.gemm_fetches_rows = true;
     // Where the tiles take over (Xeon model 167, bench_matmul_tokens with 2 threads, weights
-    // streamed: --copies 20 or 100, ms a call). K-quants: the token lanes stay faster up to 31
-    // tokens, in two passes of up to 16 (Q4_K 1536x8960 from memory: 20 tokens 1.29 against
-    // the tiles' 1.70, 24: 1.29 / 1.72, 28: 1.69 / 1.92; Q6_K 24: 1.73 / 2.03); at 32 they are
-    // even (Q4_K 1.70 / 1.89, Q6_K 2.24 / 2.12), at 64 the tiles twice as fast. The 32-element
+    // streamed: --copies 20 or 100, ms a call). K-quants: from 17 tokens, where the token lanes
+    // need a second pass (Q4_K 20 tokens 0.83 / 0.84 ms at 1536x8960 / 8960x1536 against the
+    // lanes' 0.87-0.92 / 1.05-1.08; Q6_K 0.95 / 0.91 against 1.27-1.32 / 1.28-1.30). Up to 16
+    // the lanes' one pass and the tiles are even over a layer (Q4_K 16 tokens: the lanes 0.62 /
+    // 0.80, the tiles 0.70-0.76 / 0.66-0.68). Before the tiles took the weights as the A operand
+    // (quant_gemm_kquants_amx.cpp), the lanes stayed faster up to 31 tokens. The 32-element
     // types: the AMX tiles from 4 tokens, past the decode steps (below; the 4 x 4 tiles ran up
     // to 7 once, up to 4 until the AMX GEMM fetched its own rows: 4 tokens Q4_0 0.78-0.88
     // against 0.93-0.96 ms at 1536x8960, 0.62-0.64 / 0.82-0.86 at 8960x1536; Q8_0 0.97-1.03 /
     // 1.01-1.03, 0.77-0.79 / 1.00-1.12).
-    k.gemm_min_tokens = k.lanes != nullptr ? 2 * kLaneMaxTokens : 4;
+    k.gemm_min_tokens = k.lanes != nullptr ? kLaneMaxTokens + 1 : 4;
   }
   // Several tokens' dots at once (*_dot_tokens) replace the 4 x 4 tiles, and on AMX hosts the
   // first GEMM sizes, up to where their per-token work catches up (Xeon model 167,

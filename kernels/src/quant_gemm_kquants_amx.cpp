@@ -1,16 +1,23 @@
 // AMX int8 prefill GEMM for the K-quants (Q4_K, Q5_K, Q6_K) with Q8_K activations. The integer
 // sub-block scales are folded into the weights when the panel is repacked: w = sc * q (Q4_K,
 // Q5_K: 0..1953) or sc * (q - 32) (Q6_K: -4064..4096) does not fit a byte, so it is split as
-// w = 128 * hi + lo (lo 0..127, hi -32..32) into two B tiles, and per super-block two int32
-// tiles (hi and lo, tdpbssd over 4 steps of 64 elements) give sum(w * a) = 128 * C_hi + C_lo
+// w = 128 * hi + lo (lo 0..127, hi -32..32) into two tiles, and per super-block two int32 tiles
+// (hi and lo, tdpbssd over 4 steps of 64 elements) give sum(w * a) = 128 * C_hi + C_lo
 // exactly. Only one f32 scale per super-block and token remains (d_w * d_a), instead of one per
 // 16- or 32-element sub-block: the vector units, not the tiles, bound an int8 AMX GEMM. The
 // Q4_K/Q5_K mins meet the activations' sub-block sums through vpdpwssd, as in the VNNI GEMM.
 //
-// Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): groups of 32 tokens (two A
-// tiles), then super-blocks, then sub-panels. A group's sums stay in L1 over all super-blocks
-// and go to `out` from the last one's scaling; the packed panel (34 KiB a super-block) is read
-// from L2 once per group.
+// The weights are the A operand (16 rows of 64 bytes: a row's elements as they are) and the
+// activations the B operand, whose "VNNI" layout (4 bytes of each of 16 tokens per tile row)
+// needs a transpose: the activations' is made once per matmul by all threads
+// (quant_gemm_kquant_amx_prepare, 16 tokens a group), where the weights' was made for every
+// panel (with weights as B, the transposes took a third of the packing and the packing two
+// thirds of a 32-token product). The C tiles hold a row's sums for 16 tokens; they are scaled
+// as rows and transposed once, when a group of tokens is done.
+//
+// Loop order per panel (kQuantGemmAmxRows rows, 16-row sub-panels): pairs of token groups (two
+// B tiles), then super-blocks, then sub-panels. A pair's sums stay in L1 over all super-blocks;
+// the packed panel (34 KiB a super-block) is read from L2 once per pair.
 #include "quant_dot.h"
 
 #if defined(__x86_64__)
@@ -24,45 +31,41 @@ namespace {
 using namespace avx512;
 
 constexpr int kRowsPerTile = 16;
+constexpr int kGroupTokens = kPreparedGroupTokens;  // the tokens of one B tile
+static_assert(kGroupTokens == 16);
 constexpr int kSubPanels = kQuantGemmAmxRows / kRowsPerTile;
-constexpr int64_t kTileBytes = 1024;                  // one B tile: 16 rows x 64 bytes
+constexpr int64_t kTileBytes = 1024;                  // one tile: 16 rows x 64 bytes
 constexpr int64_t kWeightBytes = 4 * 2 * kTileBytes;  // 4 steps of 64 elements, hi and lo
-// Per sub-panel and super-block: the weight tiles, d[16], dmin[16], 4 x 16 min pairs.
+// Per sub-panel and super-block: the weight tiles, d[16], dmin[16], 16 rows x 4 min pairs.
 constexpr int64_t kSubBytes = kWeightBytes + 64 + 64 + 256;
+// Per group of 16 tokens and super-block (the prepared activations): 4 B tiles (one per step),
+// d[16], and 4 x 16 pairs of sub-block sums (pair j: sub-blocks 2j, 2j + 1 of every token).
+constexpr int64_t kActTilesBytes = 4 * kTileBytes;
+constexpr int64_t kActBlockBytes = kActTilesBytes + 64 + 256;
+static_assert(kActBlockBytes % 64 == 0);
 constexpr uint32_t kConfigKey = 0x200;
-
-// Tiles: 0, 1 A (tokens 0..15 and 16..31 of a group, 64 bytes); 2, 3 B hi and lo; 4, 5 C hi
-// and lo of A 0; 6, 7 of A 1.
-void configure(int tokens0, int tokens1) {
-  amx::TileConfig c;
-  const int tokens[2] = {tokens0, tokens1};
-  for (int a = 0; a < 2; ++a) {
-    if (tokens[a] == 0) continue;
-    c.rows[a] = static_cast<uint8_t>(tokens[a]), c.colsb[a] = 64;
-    for (int t : {4 + 2 * a, 5 + 2 * a}) c.rows[t] = static_cast<uint8_t>(tokens[a]), c.colsb[t] = 64;
-  }
-  for (int t : {2, 3}) c.rows[t] = 16, c.colsb[t] = 64;
-  amx::ensure_tile_config(kConfigKey + static_cast<uint32_t>(tokens0 * 32 + tokens1), c);
-}
 
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
 
-// Per row the scales of chunk c's 64 elements as 16-bit lanes: [elements 0..31 | 32..63].
+// The scales of chunk c's 64 elements as 16-bit lanes, per 128-bit lane (elements 16L .. 16L+15).
 // Q4_K/Q5_K: from the row's 8 unpacked 6-bit scales (`sc`, byte j: sub-block j).
 template <typename Block>
-IWB_AVX512 inline void chunk_scales(const Block& blk, uint64_t sc, int c, __m512i* s_low, __m512i* s_high) {
-  if constexpr (kIsQ6<Block>) {  // 16-element groups 4c .. 4c+3
-    const int8_t* g = blk.scales + 4 * c;
-    *s_low = _mm512_inserti64x4(_mm512_set1_epi16(g[0]), _mm256_set1_epi16(g[1]), 1);
-    *s_high = _mm512_inserti64x4(_mm512_set1_epi16(g[2]), _mm256_set1_epi16(g[3]), 1);
-  } else {  // 32-element sub-blocks 2c and 2c+1
-    *s_low = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF));
-    *s_high = _mm512_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF));
+IWB_AVX512 inline __m512i chunk_scales(const Block& blk, uint64_t sc, int c) {
+  if constexpr (kIsQ6<Block>) {  // 16-element groups 4c .. 4c+3, one per 128-bit lane
+    const __m128i g = _mm_cvtepi8_epi16(
+        _mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(blk.scales + 4 * c)))));
+    const __m512i lane_of = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                                             0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
+    return _mm512_permutexvar_epi16(lane_of, _mm512_zextsi128_si512(g));
+  } else {  // 32-element sub-blocks 2c (lanes 0, 1) and 2c+1 (lanes 2, 3)
+    return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF)),
+                              _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF)), 1);
   }
 }
 
-// Super-block b of 16 rows into out (kSubBytes, 64-byte aligned).
+// Super-block b of 16 rows into out (kSubBytes, 64-byte aligned): per step c the rows' hi and
+// lo bytes as two A tiles, row i at 64 i, each row's elements in order.
 template <typename Block>
 IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_t* out) {
   // Each row's 6-bit scales and mins unpacked once (they were unpacked again for every chunk).
@@ -70,46 +73,42 @@ IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_
   if constexpr (!kIsQ6<Block>) {
     for (int i = 0; i < 16; ++i) unpack_k4_scales(rows[i][b].scales, &sc[i], &m[i]);
   }
+  const __m512i zero = _mm512_setzero_si512(), low7 = _mm512_set1_epi16(127);
   for (int c = 0; c < 4; ++c) {
-    __m512i hi[16], lo[16];
+    uint8_t* hi_tile = out + (2 * c) * kTileBytes;
+    uint8_t* lo_tile = hi_tile + kTileBytes;
 #pragma GCC unroll 2
     for (int i = 0; i < 16; ++i) {
       const __m512i q = unpack_chunk(rows[i][b], c);
-      __m512i s_low, s_high;
-      chunk_scales(rows[i][b], sc[i], c, &s_low, &s_high);
-      __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q)),
-              w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(q, 1));
+      const __m512i s = chunk_scales(rows[i][b], sc[i], c);
+      // Words of each 128-bit lane's bytes 0..7 and 8..15: vpacksswb below puts them back in
+      // the same order (it packs its two sources lane by lane), so no permute is needed.
+      __m512i w0 = _mm512_unpacklo_epi8(q, zero), w1 = _mm512_unpackhi_epi8(q, zero);
       if constexpr (kIsQ6<Block>) {
         w0 = _mm512_sub_epi16(w0, _mm512_set1_epi16(32));
         w1 = _mm512_sub_epi16(w1, _mm512_set1_epi16(32));
       }
-      w0 = _mm512_mullo_epi16(w0, s_low);
-      w1 = _mm512_mullo_epi16(w1, s_high);
-      // To bytes by vpacksswb (the values fit, nothing saturates), which interleaves its two
-      // sources by 128-bit lane, then one qword permute back to element order: 2 uops a
-      // vector where two vpmovwb and an insert took 5.
-      const __m512i mask = _mm512_set1_epi16(127);
-      const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-      hi[i] = _mm512_permutexvar_epi64(order, _mm512_packs_epi16(_mm512_srai_epi16(w0, 7), _mm512_srai_epi16(w1, 7)));
-      lo[i] =
-          _mm512_permutexvar_epi64(order, _mm512_packs_epi16(_mm512_and_si512(w0, mask), _mm512_and_si512(w1, mask)));
+      w0 = _mm512_mullo_epi16(w0, s);
+      w1 = _mm512_mullo_epi16(w1, s);
+      // The values fit a signed byte: nothing saturates.
+      _mm512_store_si512(hi_tile + 64 * i, _mm512_packs_epi16(_mm512_srai_epi16(w0, 7), _mm512_srai_epi16(w1, 7)));
+      _mm512_store_si512(lo_tile + 64 * i, _mm512_packs_epi16(_mm512_and_si512(w0, low7), _mm512_and_si512(w1, low7)));
     }
-    amx::store_b_tile(hi, out + (2 * c) * kTileBytes);
-    amx::store_b_tile(lo, out + (2 * c + 1) * kTileBytes);
   }
   auto* d = reinterpret_cast<float*>(out + kWeightBytes);
   float* dmin = d + 16;
-  auto* min_pairs = reinterpret_cast<int32_t*>(dmin + 16);
+  auto* min_pairs = reinterpret_cast<int32_t*>(dmin + 16);  // [row][pair]
   for (int i = 0; i < 16; ++i) {
     d[i] = half(rows[i][b].d);
     if constexpr (!kIsQ6<Block>) {
       dmin[i] = half(rows[i][b].dmin);
       for (int j = 0; j < 4; ++j) {
-        min_pairs[j * 16 + i] =
+        min_pairs[4 * i + j] =
             static_cast<int32_t>(((m[i] >> (16 * j)) & 0xFF) | (((m[i] >> (16 * j + 8)) & 0xFF) << 16));
       }
     } else {
       dmin[i] = 0.0f;
+      for (int j = 0; j < 4; ++j) min_pairs[4 * i + j] = 0;
     }
   }
 }
@@ -120,195 +119,195 @@ IWB_AVX512 inline __m128i sub_block_sums(const BlockQ8_K& x) {
   return _mm256_cvtepi32_epi16(_mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
 }
 
-// Where a group's sums go: read from acc (kQuantGemmAmxRows apart), written to dest
-// (dest_stride apart, the lanes of mask) — acc itself, or `out` after the last super-block.
-struct GroupSums {
-  const float* acc;
-  float* dest;
-  int64_t dest_stride;
-  __mmask16 mask;
-};
-
-// The group's sums (lane i: weight row i) += token t's share of super-block b, from the C tiles
-// (hi, lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
-
+// One sub-panel's sums for one group of tokens (acc: 16 rows of 16 tokens) += super-block b's
+// share, from the C tiles (hi, lo) as stored: 128 * hi + lo, times d_w * d_a, less the mins.
+// `act` is the group's prepared super-block.
 template <typename Block>
-IWB_AMX inline void scale_tiles(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const int32_t* sums,
-                                const uint8_t* first_row, size_t act_stride, int64_t b, int tokens,
-                                const GroupSums& to) {
-  const auto* dp = reinterpret_cast<const float*>(sub + kWeightBytes);
-  const __m512 dw = _mm512_load_ps(dp);
-  for (int t = 0; t < tokens; ++t) {
-    const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b];
+IWB_AVX512 inline void scale_rows(const int32_t* c_hi, const int32_t* c_lo, const uint8_t* sub, const uint8_t* act,
+                                  float* acc) {
+  const auto* dw = reinterpret_cast<const float*>(sub + kWeightBytes);
+  const auto* min_pairs = reinterpret_cast<const int32_t*>(dw + 32);
+  const auto* act_d = reinterpret_cast<const float*>(act + kActTilesBytes);
+  const __m512 da = _mm512_load_ps(act_d);
+  __m512i sums[4];
+  if constexpr (!kIsQ6<Block>) {
+    for (int j = 0; j < 4; ++j) sums[j] = _mm512_load_si512(act_d + 16 + 16 * j);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 16; ++i) {
     const __m512i total =
-        _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * t), 7), _mm512_load_si512(c_lo + 16 * t));
-    __m512 sum = _mm512_load_ps(to.acc + t * kQuantGemmAmxRows);
+        _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * i), 7), _mm512_load_si512(c_lo + 16 * i));
+    __m512 sum = _mm512_load_ps(acc + 16 * i);
     if constexpr (kIsQ6<Block>) {
-      sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), sum);
+      sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(da, _mm512_set1_ps(dw[i])), sum);
     } else {
-      const auto* min_pairs = reinterpret_cast<const int32_t*>(dp + 32);
       __m512i mins = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-        mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pairs + 16 * j), _mm512_set1_epi32(sums[4 * t + j]));
-      const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), dw,
-                                       _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_load_ps(dp + 16)));
-      sum = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), sum);
+      for (int j = 0; j < 4; ++j) mins = _mm512_dpwssd_epi32(mins, sums[j], _mm512_set1_epi32(min_pairs[4 * i + j]));
+      const __m512 f = _mm512_fmsub_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(dw[i]),
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_set1_ps(dw[16 + i])));
+      sum = _mm512_fmadd_ps(f, da, sum);
     }
-    _mm512_mask_storeu_ps(to.dest + t * to.dest_stride, to.mask, sum);
+    _mm512_store_ps(acc + 16 * i, sum);
   }
 }
 
-// The sub-block sums of a group's tokens for super-block b (Q4_K/Q5_K: their mins).
+// acc (16 rows x 16 tokens) to out: the first `tokens` tokens, the rows of `mask`.
+IWB_AVX512 inline void store_transposed(const float* acc, int tokens, __mmask16 mask, float* out, int64_t out_stride) {
+  alignas(64) float by_token[16 * 16];
+  __m512i rows[16];
+  for (int i = 0; i < 16; ++i) rows[i] = _mm512_load_si512(acc + 16 * i);
+  amx::store_b_tile(rows, reinterpret_cast<uint8_t*>(by_token));  // a 16 x 16 dword transpose
+  for (int t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride, mask, _mm512_load_ps(by_token + 16 * t));
+}
+
+// The packed panel times every token, two prepared groups (32 tokens) at a time: C tiles 4, 5
+// (hi, lo) for the first group, 6, 7 for the second, from A tiles 0, 1 (a sub-panel's hi and lo
+// bytes) and B tiles 2, 3 (the groups' activations). A pair's sums stay in 8 KiB of this
+// thread's stack (L1) over all super-blocks, while the next pair's output lines (a matrix row
+// apart per token) are fetched, a share during each unit. Before: every token's sums in an L2
+// buffer read and written per super-block, then copied to `out` with thousands of store misses
+// in a burst (a quarter of the kernel's time at 1536 x 8960 and 512 tokens).
 template <typename Block>
-IWB_AVX512 inline void group_sums(const uint8_t* first_row, size_t act_stride, int64_t b, int tokens, int32_t* sums) {
-  if constexpr (!kIsQ6<Block>) {
-    for (int t = 0; t < tokens; ++t) {
-      _mm_store_si128(reinterpret_cast<__m128i*>(sums + 4 * t),
-                      sub_block_sums(reinterpret_cast<const BlockQ8_K*>(first_row + t * act_stride)[b]));
-    }
-  }
-}
-
-// The group's activation bytes of super-block b as A tiles, 64-byte rows at a 64-byte stride
-// (step k's 32 rows at 2 KiB k): in place, every row of a tile straddles two cache lines
-// (qs starts 4 bytes into a 292-byte block).
-IWB_AVX512 inline void group_a_tiles(const uint8_t* first_row, size_t act_stride, int64_t b, int tokens,
-                                     uint8_t* a_tiles) {
-  for (int t = 0; t < tokens; ++t) {
-    const uint8_t* qs = first_row + t * act_stride + b * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, qs);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) _mm512_store_si512(a_tiles + 2048 * k + 64 * t, _mm512_loadu_si512(qs + 64 * k));
-  }
-}
-
-// Super-block b of one 16-row sub-panel (packed at `sub`) times a group of up to 32 tokens (two
-// A tiles: tokens0 + tokens1), added to the group's sums. The tile configuration is loaded.
-template <typename Block>
-IWB_AMX inline void group_products(const uint8_t* sub, const uint8_t* a_tiles, const uint8_t* first_row,
-                                   size_t act_stride, int64_t b, int tokens0, int tokens1, const int32_t* sums,
-                                   const GroupSums& to) {
-  alignas(64) int32_t c[4][16 * 16];
-  // A tiles of step k: the group's qs[64k .. 64k+63] of super-block b (group_a_tiles).
-  constexpr long stride = 64;
-  const uint8_t* a0 = a_tiles;
-  const uint8_t* a1 = a_tiles + 16 * 64;
-  _tile_zero(4);
-  _tile_zero(5);
-  if (tokens1 > 0) {
-    _tile_zero(6);
-    _tile_zero(7);
-  }
-  for (int k = 0; k < 4; ++k) {
-    _tile_loadd(0, a0 + 2048 * k, stride);
-    _tile_loadd(2, sub + (2 * k) * kTileBytes, 64);
-    _tile_loadd(3, sub + (2 * k + 1) * kTileBytes, 64);
-    _tile_dpbssd(4, 0, 2);
-    _tile_dpbssd(5, 0, 3);
-    if (tokens1 > 0) {
-      _tile_loadd(1, a1 + 2048 * k, stride);
-      _tile_dpbssd(6, 1, 2);
-      _tile_dpbssd(7, 1, 3);
-    }
-  }
-  IWB_TILE_STORE(4, c[0]);
-  IWB_TILE_STORE(5, c[1]);
-  scale_tiles<Block>(c[0], c[1], sub, sums, first_row, act_stride, b, tokens0, to);
-  if (tokens1 > 0) {
-    IWB_TILE_STORE(6, c[2]);
-    IWB_TILE_STORE(7, c[3]);
-    const GroupSums second{to.acc + 16 * kQuantGemmAmxRows, to.dest + 16 * to.dest_stride, to.dest_stride, to.mask};
-    scale_tiles<Block>(c[2], c[3], sub, sums + 16 * 4, first_row + 16 * act_stride, act_stride, b, tokens1, second);
-  }
-}
-
-// The packed panel times every token, 32 at a time. A group's sums stay in 8 KiB of this
-// thread's stack (L1) over all super-blocks and go to `out` from the last one's scaling, while
-// the next group's output lines (a matrix row apart per token) are fetched, a share during each
-// of this group's units. Before: super-blocks outermost, every token's sums in an L2 buffer read
-// and written once per super-block, and a copy to `out` at the end that stalled on thousands of
-// store misses in a burst (a quarter of the kernel's time at 1536 x 8960 and 512 tokens).
-template <typename Block>
-IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16* masks, const __m512* bias_rows,
-                            const uint8_t* activation, size_t act_stride, int64_t num_tokens, int64_t nb, float* out,
+IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16* masks, const float* bias_rows,
+                            const uint8_t* groups, size_t group_stride, int64_t num_tokens, int64_t nb, float* out,
                             int64_t out_stride) {
-  alignas(64) float acc[32 * kQuantGemmAmxRows];
-  alignas(64) int32_t sums[32 * 4];
-  alignas(64) uint8_t a_tiles[4 * 32 * 64];
+  alignas(64) float acc[kSubPanels][2][16 * 16];  // [sub-panel][group][row][token]
+  alignas(64) int32_t c[4][16 * 16];
   const int64_t units = nb * num_sub;
-  int configured = -1;
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += 32) {
-    const int tokens = static_cast<int>(std::min<int64_t>(32, num_tokens - t0));
-    const int tokens0 = std::min(16, tokens), tokens1 = tokens - tokens0;
-    if (tokens != configured) {  // ldtilecfg per unit took 2.8% of a pp512
-      configure(tokens0, tokens1);
-      configured = tokens;
+  amx::configure_full_tiles(kConfigKey);
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += 2 * kGroupTokens) {
+    const int tokens = static_cast<int>(std::min<int64_t>(2 * kGroupTokens, num_tokens - t0));
+    const bool two = tokens > kGroupTokens;
+    for (int g = 0; g < num_sub; ++g) {
+      for (int h = 0; h < (two ? 2 : 1); ++h) {
+        for (int i = 0; i < 16; ++i) _mm512_store_ps(acc[g][h] + 16 * i, _mm512_set1_ps(bias_rows[16 * g + i]));
+      }
     }
-    for (int t = 0; t < tokens; ++t) {
-      for (int g = 0; g < num_sub; ++g) _mm512_store_ps(acc + t * kQuantGemmAmxRows + g * kRowsPerTile, bias_rows[g]);
-    }
-    const int64_t next = t0 + 32;
+    const int64_t next = t0 + 2 * kGroupTokens;
     const int64_t fetch_lines = next < num_tokens ? std::min<int64_t>(32, num_tokens - next) * num_sub : 0;
     const int64_t fetch_per_unit = (fetch_lines + units - 1) / units;
     int64_t fetched = 0;
-    const uint8_t* first_row = activation + t0 * act_stride;
+    const uint8_t* group0 = groups + (t0 / kGroupTokens) * group_stride;
+    const uint8_t* group1 = group0 + group_stride;
     for (int64_t b = 0; b < nb; ++b) {
-      group_sums<Block>(first_row, act_stride, b, tokens, sums);
-      group_a_tiles(first_row, act_stride, b, tokens, a_tiles);
+      const uint8_t* act0 = group0 + b * kActBlockBytes;
+      const uint8_t* act1 = group1 + b * kActBlockBytes;
       for (int g = 0; g < num_sub; ++g) {
         for (const int64_t end = std::min(fetch_lines, fetched + fetch_per_unit); fetched < end; ++fetched) {
           __builtin_prefetch(out + (next + fetched / num_sub) * out_stride + (fetched % num_sub) * kRowsPerTile, 1, 3);
         }
-        float* o = acc + g * kRowsPerTile;
-        const GroupSums to = b == nb - 1 ? GroupSums{o, out + t0 * out_stride + g * kRowsPerTile, out_stride, masks[g]}
-                                         : GroupSums{o, o, kQuantGemmAmxRows, 0xFFFF};
-        group_products<Block>(buffer + (b * kSubPanels + g) * kSubBytes, a_tiles, first_row, act_stride, b, tokens0,
-                              tokens1, sums, to);
+        const uint8_t* sub = buffer + (b * kSubPanels + g) * kSubBytes;
+        _tile_zero(4);
+        _tile_zero(5);
+        if (two) {
+          _tile_zero(6);
+          _tile_zero(7);
+        }
+        for (int k = 0; k < 4; ++k) {
+          _tile_loadd(0, sub + (2 * k) * kTileBytes, 64);
+          _tile_loadd(1, sub + (2 * k + 1) * kTileBytes, 64);
+          _tile_loadd(2, act0 + k * kTileBytes, 64);
+          _tile_dpbssd(4, 0, 2);
+          _tile_dpbssd(5, 1, 2);
+          if (two) {
+            _tile_loadd(3, act1 + k * kTileBytes, 64);
+            _tile_dpbssd(6, 0, 3);
+            _tile_dpbssd(7, 1, 3);
+          }
+        }
+        IWB_TILE_STORE(4, c[0]);
+        IWB_TILE_STORE(5, c[1]);
+        scale_rows<Block>(c[0], c[1], sub, act0, acc[g][0]);
+        if (two) {
+          IWB_TILE_STORE(6, c[2]);
+          IWB_TILE_STORE(7, c[3]);
+          scale_rows<Block>(c[2], c[3], sub, act1, acc[g][1]);
+        }
+      }
+    }
+    for (int g = 0; g < num_sub; ++g) {
+      for (int h = 0; h < (two ? 2 : 1); ++h) {
+        store_transposed(acc[g][h], std::min(kGroupTokens, tokens - h * kGroupTokens), masks[g],
+                         out + (t0 + h * kGroupTokens) * out_stride + g * kRowsPerTile, out_stride);
       }
     }
   }
 }
 
 template <typename Block>
-IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* activation,
-                             size_t activation_stride, int64_t num_tokens, int64_t n, const float* bias, float* out,
+IWB_AMX void gemm_kquant_amx(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* groups,
+                             size_t group_stride, int64_t num_tokens, int64_t n, const float* bias, float* out,
                              int64_t out_stride, uint8_t* buffer) {
   const int64_t nb = n / kQK_K;
   const int num_sub = (num_rows + kRowsPerTile - 1) / kRowsPerTile;
-  // Packed as [super-block][sub-panel].
+  // Packed as [super-block][sub-panel], each sub-panel's super-blocks in turn. While one is
+  // packed, the next (the next sub-panel's first after a sub-panel's last, the first 16 rows
+  // of the next panel after this panel's last: they follow in memory, and a prefetch past the
+  // matrix does not fault) goes into L1: sixteen rows side by side are streams the hardware
+  // prefetchers miss, and the first touches waited on L2 or memory. On rows of 1536 inputs
+  // (6 super-blocks) the sub-panels' first super-blocks, unfetched, cost a sixth more (Q4_K 1536 x 8960
+  // from memory, 20-32 tokens: 0.99-1.07 ms against 0.83-0.85 with them fetched).
   for (int g = 0; g < num_sub; ++g) {
-    const Block* rows[16];
-    for (int i = 0; i < 16; ++i) {
-      rows[i] = reinterpret_cast<const Block*>(weight + std::min(g * kRowsPerTile + i, num_rows - 1) * weight_stride);
-    }
     for (int64_t b = 0; b < nb; ++b) {
-      // The next super-block of the 16 rows into L1 meanwhile: sixteen rows side by side are
-      // streams the hardware prefetchers miss, and the first touches waited on L2 or memory.
-      if (b + 1 < nb) {
-        for (int i = 0; i < 16; ++i) {
-          const auto* next = reinterpret_cast<const uint8_t*>(rows[i] + b + 1);
-          for (size_t off = 0; off < sizeof(Block); off += 64) __builtin_prefetch(next + off);
-          __builtin_prefetch(next + sizeof(Block) - 1);
-        }
+      const int next_first_row = (g + (b + 1 == nb ? 1 : 0)) * kRowsPerTile;
+      const int64_t next_b = b + 1 == nb ? 0 : b + 1;
+      for (int i = 0; i < 16; ++i) {
+        const auto* next = weight + (next_first_row + i) * weight_stride + next_b * sizeof(Block);
+        for (size_t off = 0; off < sizeof(Block); off += 64) __builtin_prefetch(next + off);
+        __builtin_prefetch(next + sizeof(Block) - 1);
+      }
+      const Block* rows[16];
+      for (int i = 0; i < 16; ++i) {
+        rows[i] = reinterpret_cast<const Block*>(weight + std::min(g * kRowsPerTile + i, num_rows - 1) * weight_stride);
       }
       pack_sub_super_block(rows, b, buffer + (b * kSubPanels + g) * kSubBytes);
     }
   }
   amx::tile_buffer_written();
   __mmask16 masks[kSubPanels];
-  __m512 bias_rows[kSubPanels];
+  alignas(64) float bias_rows[kQuantGemmAmxRows] = {};
   for (int g = 0; g < num_sub; ++g) {
     const int rows = std::min(kRowsPerTile, num_rows - g * kRowsPerTile);
     masks[g] = static_cast<__mmask16>((1u << rows) - 1);
-    bias_rows[g] = bias ? _mm512_maskz_loadu_ps(masks[g], bias + g * kRowsPerTile) : _mm512_setzero_ps();
   }
-  multiply_panel<Block>(buffer, num_sub, masks, bias_rows, activation, activation_stride, num_tokens, nb, out,
-                        out_stride);
+  if (bias != nullptr) std::copy(bias, bias + num_rows, bias_rows);
+  multiply_panel<Block>(buffer, num_sub, masks, bias_rows, groups, group_stride, num_tokens, nb, out, out_stride);
 }
 
 }  // namespace
 
 size_t quant_gemm_kquant_amx_buffer_bytes(int64_t n) { return static_cast<size_t>(n / kQK_K * kSubPanels * kSubBytes); }
+
+size_t quant_gemm_kquant_amx_group_bytes(int64_t n) { return static_cast<size_t>(n / kQK_K * kActBlockBytes); }
+
+// Up to 16 tokens of f32 activations as Q8_K blocks (the quantizer's own values), each
+// super-block's bytes as 4 B tiles (tile row r: bytes 4r .. 4r+3 of every token), with the
+// tokens' scales and sub-block sum pairs beside them; absent tokens are zero.
+IWB_AVX512 void quant_gemm_kquant_amx_prepare(const float* input, int64_t n, int num_tokens, uint8_t* out) {
+  const QuantizeActivationFn quantize = select_activation_quantizer(ActivationFormat::Q8_K, CpuPath::Avx512);
+  BlockQ8_K blocks[kGroupTokens];
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    for (int t = 0; t < num_tokens; ++t) quantize(input + t * n + b * kQK_K, &blocks[t], kQK_K);
+    uint8_t* o = out + b * kActBlockBytes;
+    for (int k = 0; k < 4; ++k) {
+      __m512i qs[kGroupTokens];
+      for (int t = 0; t < kGroupTokens; ++t) {
+        qs[t] = t < num_tokens ? _mm512_loadu_si512(blocks[t].qs + 64 * k) : _mm512_setzero_si512();
+      }
+      amx::store_b_tile(qs, o + k * kTileBytes);
+    }
+    auto* d = reinterpret_cast<float*>(o + kActTilesBytes);
+    auto* sums = reinterpret_cast<int32_t*>(d + 16);  // [pair][token]
+    for (int t = 0; t < kGroupTokens; ++t) {
+      alignas(16) int32_t pairs[4] = {};
+      if (t < num_tokens) _mm_store_si128(reinterpret_cast<__m128i*>(pairs), sub_block_sums(blocks[t]));
+      d[t] = t < num_tokens ? blocks[t].d : 0.0f;
+      for (int j = 0; j < 4; ++j) sums[16 * j + t] = pairs[j];
+    }
+  }
+  amx::tile_buffer_written();
+}
 
 QuantGemmFn select_quant_gemm_kquant_amx(GgmlType type) {
   if (!has_amx_int8()) return nullptr;
@@ -326,6 +325,8 @@ QuantGemmFn select_quant_gemm_kquant_amx(GgmlType type) {
 
 namespace iwb::detail {
 size_t quant_gemm_kquant_amx_buffer_bytes(int64_t) { return 0; }
+size_t quant_gemm_kquant_amx_group_bytes(int64_t) { return 0; }
+void quant_gemm_kquant_amx_prepare(const float*, int64_t, int, uint8_t*) {}
 QuantGemmFn select_quant_gemm_kquant_amx(GgmlType) { return nullptr; }
 }  // namespace iwb::detail
 

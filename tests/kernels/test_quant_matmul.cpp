@@ -339,7 +339,7 @@ class TestQuantMatmul : public QObject {
 
   // The AMX prefill GEMMs (int8 tiles for the quantized types, bf16 tiles for F16/BF16), where
   // the CPU and the kernel allow them: token counts around and past the 16-token tiles (17, 33,
-  // 49, 100: short last groups; the K-quants take the tiles from 32 tokens), 200 rows (three 64-row panels and a short
+  // 49, 100: short last groups; the K-quants take the tiles from 17 tokens), 200 rows (three 64-row panels and a short
   // one, a short 16-row tile), in_features of one, several and many blocks (F16/BF16: 769, a short 32-element step).
   // Quantized types: the 6-sigma bound above; F16/BF16: the float test's 1e-5.
   void amxPrefillMatchesReference_data() {

@@ -23,6 +23,9 @@ using namespace iwb::test;
 
 namespace {
 
+// The first 64-byte boundary in a buffer of 63 bytes more than needed (the kernels' alignment).
+uint8_t* align64(uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; }
+
 // The message of a GEMM output off its row dot.
 QString mismatch(int64_t tokens, int num_rows, int row, int64_t token, float got, double expected) {
   return QString("%1 tokens, %2 rows, row %3 token %4: %5 vs %6")
@@ -114,7 +117,7 @@ class TestQuantTiles : public QObject {
     }
     const std::vector<float> bias = random_floats(rows, rng, 0.1f);
     std::vector<uint8_t> storage(lanes_packed_bytes(n, kLaneMaxTokens) + 64);
-    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    uint8_t* packed = align64(storage.data());
     std::vector<float> wf(static_cast<size_t>(n));
     for (int num_tokens = 1; num_tokens <= kLaneMaxTokens; ++num_tokens) {
       std::memset(packed, 0xA5, storage.size() - 64);  // stale bytes must not leak into padding lanes
@@ -184,7 +187,7 @@ class TestQuantTiles : public QObject {
       k.quantize(x.data(), act.data() + t * act_stride, n);
     }
     std::vector<uint8_t> storage(lanes_packed_bytes(n, kLaneMaxTokens) + 64);
-    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    uint8_t* packed = align64(storage.data());
     for (int num_tokens : {3, 4, 8, 16}) {
       k.pack_tokens(act.data(), act_stride, num_tokens, n, packed);
       std::vector<float> out(static_cast<size_t>(num_tokens * rows), NAN);
@@ -231,19 +234,38 @@ class TestQuantTiles : public QObject {
     const std::vector<uint8_t> w = random_tensor_bytes(type, rows, n, rng, 0.05f);
     const size_t act_stride = activation_row_bytes(k.format, n) + 8;
     std::vector<uint8_t> act(act_stride * max_tokens);
+    std::vector<float> x(static_cast<size_t>(n * max_tokens));
     for (int64_t t = 0; t < max_tokens; ++t) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f * static_cast<float>(t));
-      k.quantize(x.data(), act.data() + t * act_stride, n);
+      const std::vector<float> xt = random_floats(static_cast<size_t>(n), rng, 1.0f, 0.1f * static_cast<float>(t));
+      std::copy(xt.begin(), xt.end(), x.begin() + t * n);
+      k.quantize(xt.data(), act.data() + t * act_stride, n);
+    }
+    // A GEMM with activations of its own layout (the K-quants' AMX tiles) reads them from
+    // groups made by its gemm_prepare, as matmul makes them.
+    std::vector<uint8_t> prepared_storage;
+    const uint8_t* gemm_act = act.data();
+    size_t gemm_act_stride = act_stride;
+    if (k.gemm_prepare != nullptr) {
+      gemm_act_stride = k.gemm_prepared_group_bytes(n);
+      const int64_t groups = (max_tokens + kPreparedGroupTokens - 1) / kPreparedGroupTokens;
+      prepared_storage.resize(gemm_act_stride * groups + 64);
+      uint8_t* prepared = align64(prepared_storage.data());
+      for (int64_t g = 0; g < groups; ++g) {
+        const int tokens =
+            static_cast<int>(std::min<int64_t>(kPreparedGroupTokens, max_tokens - g * kPreparedGroupTokens));
+        k.gemm_prepare(x.data() + g * kPreparedGroupTokens * n, n, tokens, prepared + g * gemm_act_stride);
+      }
+      gemm_act = prepared;
     }
     const std::vector<float> bias = random_floats(rows, rng, 0.1f);
     std::vector<uint8_t> storage(quant_gemm_buffer_bytes(type, n) + 64);
-    uint8_t* buffer = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    uint8_t* buffer = align64(storage.data());
     std::vector<float> wf(static_cast<size_t>(n));
     for (int num_rows : {1, static_cast<int>(rows) - 3, static_cast<int>(rows)}) {
       for (int64_t tokens = k.gemm_min_tokens; tokens <= max_tokens; ++tokens) {
         const int64_t out_stride = num_rows + 3;  // rows of the output need not be packed
         std::vector<float> out(static_cast<size_t>(tokens * out_stride), NAN);
-        k.gemm(w.data(), stride, num_rows, act.data(), act_stride, tokens, n, bias.data(), out.data(), out_stride,
+        k.gemm(w.data(), stride, num_rows, gemm_act, gemm_act_stride, tokens, n, bias.data(), out.data(), out_stride,
                buffer);
         for (int r = 0; r < num_rows; ++r) {
           QVERIFY(dequantize_row_ref(type, w.data() + r * stride, wf.data(), n));
@@ -287,7 +309,7 @@ class TestQuantTiles : public QObject {
     const size_t x_stride = n * sizeof(float);
     const std::vector<float> bias = random_floats(rows, rng, 0.1f);
     std::vector<uint8_t> storage(float_gemm_avx2_buffer_bytes(n) + 64);
-    uint8_t* buffer = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    uint8_t* buffer = align64(storage.data());
     std::vector<float> wf(static_cast<size_t>(n));
     for (int num_rows : {1, 7, static_cast<int>(rows)}) {
       const int64_t out_stride = num_rows + 3;
