@@ -163,7 +163,10 @@ size_t quant_gemm_kquant_amx_buffer_bytes(int64_t num_elements);
 size_t float_gemm_amx_buffer_bytes(int64_t num_elements);
 void float_gemm_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
 size_t float_gemm_amx_group_bytes(int64_t num_elements);
-// The K-quant AMX GEMM's activations: Q8_K blocks of 16 tokens as B tiles (prepared groups).
+// The AMX GEMMs' activations: Q8_1-style (32-element types) or Q8_K blocks of 16 tokens as B
+// tiles (prepared groups).
+void quant_gemm_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
+size_t quant_gemm_amx_group_bytes(int64_t num_elements);
 void quant_gemm_kquant_amx_prepare(const float* input, int64_t num_elements, int num_tokens, uint8_t* out);
 size_t quant_gemm_kquant_amx_group_bytes(int64_t num_elements);
 size_t quant_gemm_buffer_bytes(GgmlType type, int64_t num_elements);

@@ -450,10 +450,10 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
           k.format == ActivationFormat::Q8_K ? select_quant_gemm_kquant_amx(type) : select_quant_gemm_amx(type)) {
     k.gemm = amx;
     k.gemm_rows = kQuantGemmAmxRows;
-    if (k.format == ActivationFormat::Q8_K) {  // activations quantized and laid out as tiles once per matmul
-      k.gemm_prepare = quant_gemm_kquant_amx_prepare;
-      k.gemm_prepared_group_bytes = quant_gemm_kquant_amx_group_bytes;
-    }
+    // Their activations quantized and laid out as B tiles once per matmul.
+    const bool is_k = k.format == ActivationFormat::Q8_K;
+    k.gemm_prepare = is_k ? quant_gemm_kquant_amx_prepare : quant_gemm_amx_prepare;
+    k.gemm_prepared_group_bytes = is_k ? quant_gemm_kquant_amx_group_bytes : quant_gemm_amx_group_bytes;
     // They fetch their rows as they pack them: the driver's prefetch of each next panel, all
     // at once before the call, stalled the core (Xeon model 167, default model files, `iwb
     // bench` alternated: Q4_0 pp32 235 -> 262, pp64 418 -> 459; Q8_0 pp64 350 -> 398; Q4_K_M
