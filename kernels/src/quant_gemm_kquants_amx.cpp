@@ -48,20 +48,25 @@ constexpr uint32_t kConfigKey = 0x200;
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
 
-// The scales of chunk c's 64 elements as 16-bit lanes, per 128-bit lane (elements 16L .. 16L+15).
-// Q4_K/Q5_K: from the row's 8 unpacked 6-bit scales (`sc`, byte j: sub-block j).
+// A row's sub-block scales as 16-bit words, for row_chunk_scales: Q4_K/Q5_K the 8 unpacked 6-bit
+// scales (`sc`, byte j: sub-block j), Q6_K its 16 signed scales.
 template <typename Block>
-IWB_AVX512 inline __m512i chunk_scales(const Block& blk, uint64_t sc, int c) {
-  if constexpr (kIsQ6<Block>) {  // 16-element groups 4c .. 4c+3, one per 128-bit lane
-    const __m128i g = _mm_cvtepi8_epi16(
-        _mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(blk.scales + 4 * c)))));
-    const __m512i lane_of = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
-                                             0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
-    return _mm512_permutexvar_epi16(lane_of, _mm512_zextsi128_si512(g));
-  } else {  // 32-element sub-blocks 2c (lanes 0, 1) and 2c+1 (lanes 2, 3)
-    return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF)),
-                              _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF)), 1);
+IWB_AVX512 inline __m512i row_scale_words(const Block& blk, uint64_t sc) {
+  if constexpr (kIsQ6<Block>) {
+    return _mm512_cvtepi8_epi16(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))));
+  } else {
+    return _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(sc))));
   }
+}
+
+// The scales of chunk c's 64 elements as 16-bit lanes, per 128-bit lane (elements 16L .. 16L+15),
+// picked from the row's scale words by one vpermw (a broadcast of each scale from a general
+// register and an insert took 5 uops, all on the port the packing's other shuffles need).
+template <typename Block>
+IWB_AVX512 inline __m512i chunk_scales(__m512i words, int c) {
+  // Q6_K: 16-element groups 4c .. 4c+3, one per 128-bit lane; Q4_K/Q5_K: 32-element sub-blocks
+  // 2c (lanes 0, 1) and 2c+1 (lanes 2, 3).
+  return _mm512_permutexvar_epi16(kIsQ6<Block> ? quarter_indices(4 * c) : halves_epi16(2 * c, 2 * c + 1), words);
 }
 
 // Super-block b of 16 rows into out (kSubBytes, 64-byte aligned): per step c the rows' hi and
@@ -80,7 +85,7 @@ IWB_AVX512 void pack_sub_super_block(const Block* const* rows, int64_t b, uint8_
 #pragma GCC unroll 2
     for (int i = 0; i < 16; ++i) {
       const __m512i q = unpack_chunk(rows[i][b], c);
-      const __m512i s = chunk_scales(rows[i][b], sc[i], c);
+      const __m512i s = chunk_scales<Block>(row_scale_words(rows[i][b], sc[i]), c);
       // Words of each 128-bit lane's bytes 0..7 and 8..15: vpacksswb below puts them back in
       // the same order (it packs its two sources lane by lane), so no permute is needed.
       __m512i w0 = _mm512_unpacklo_epi8(q, zero), w1 = _mm512_unpackhi_epi8(q, zero);
