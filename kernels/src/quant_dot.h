@@ -81,8 +81,9 @@ using PackTokensFn = void (*)(const uint8_t* activation, size_t activation_strid
 using LanesDotFn = void (*)(const uint8_t* weight, size_t weight_stride, int num_rows, const uint8_t* packed,
                             int num_tokens, int64_t num_elements, const float* bias, float* out, int64_t out_stride);
 
-// Activations a GEMM wants in a layout of its own (AMX's bf16 hi + lo tiles), made once per
-// matmul call by all threads instead of once per panel of rows: prepare writes up to
+// Activations a GEMM wants in a layout of its own (the AMX GEMMs' B tiles: bf16 hi + lo for
+// float weights, quantized int8 blocks for the others), made once per matmul call by all
+// threads instead of once per panel of rows: prepare writes up to
 // kPreparedGroupTokens f32 rows (num_tokens of them, the rest of the group zero) into one
 // group of prepared_group_bytes(in_features) bytes; the GEMM then receives the groups one after
 // another, its activation_stride being the bytes of a group.
