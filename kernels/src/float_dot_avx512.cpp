@@ -255,6 +255,11 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
     // The activations are split into bf16 hi + lo tiles once per call, by all threads.
     k.gemm_prepare = float_gemm_amx_prepare;
     k.gemm_prepared_group_bytes = float_gemm_amx_group_bytes;
+    // It fetches its rows as it packs them (float_gemm_amx.cpp); the driver's prefetch of each
+    // next 128-row panel before the call (384 KiB at 1536 columns) stalled the core as it did
+    // the int8 GEMMs' (default model F16, alternated: pp32 106-112 -> 122-128 tokens/s, pp128
+    // 237-243 -> 242-262, pp512 even).
+    k.gemm_fetches_rows = true;
     // From where the tiles beat the FMA tiles (Xeon model 167, bench_matmul_tokens with 2
     // threads, --copies 8, ms a call): F16 (three products per pair of splits) at 20 tokens
     // 4.27 / 3.80 / 0.45 against 3.91 / 4.28 / 0.52 (1536x8960, 8960x1536, 1536x1536), even
