@@ -463,8 +463,8 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
     // streamed: --copies 20 or 100, ms a call). K-quants: from 17 tokens, where the token lanes
     // need a second pass (Q4_K 20 tokens 0.83 / 0.84 ms at 1536x8960 / 8960x1536 against the
     // lanes' 0.87-0.92 / 1.05-1.08; Q6_K 0.95 / 0.91 against 1.27-1.32 / 1.28-1.30). Up to 16
-    // the lanes' one pass and the tiles are even over a layer (Q4_K 16 tokens: the lanes 0.62 /
-    // 0.80, the tiles 0.70-0.76 / 0.66-0.68). Before the tiles took the weights as the A operand
+    // the lanes' one pass and the tiles are even over a layer (Q4_K 16 tokens: the lanes 0.62-0.63
+    // / 0.81, the tiles 0.71-0.76 / 0.66-0.68). Before the tiles took the weights as the A operand
     // (quant_gemm_kquants_amx.cpp), the lanes stayed faster up to 31 tokens. The 32-element
     // types: the AMX tiles from 4 tokens, past the decode steps (below; the 4 x 4 tiles ran up
     // to 7 once, up to 4 until the AMX GEMM fetched its own rows: 4 tokens Q4_0 0.78-0.88
