@@ -41,11 +41,9 @@ struct WeightF16 {
   static constexpr bool kHasLow = true;
   IWB_AMX static void load(const uint16_t* w, int count, __m512i* hi, __m512i* lo) {
     const __mmask32 m = static_cast<__mmask32>(count >= 32 ? 0xFFFFFFFFu : (1u << count) - 1);
-    const __m512i h = _mm512_maskz_loadu_epi16(m, w);
-    alignas(64) float f[32];
-    _mm512_store_ps(f, _mm512_cvtph_ps(_mm512_castsi512_si256(h)));
-    _mm512_store_ps(f + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)));
-    amx::split_32(f, 32, hi, lo);
+    const __m512i h = _mm512_maskz_loadu_epi16(m, w);  // past count: zeros, split to zeros
+    amx::split_pair(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), hi,
+                    lo);
   }
 };
 struct WeightBf16 {

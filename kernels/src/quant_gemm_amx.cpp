@@ -83,7 +83,7 @@ IWB_AMX void pack_sub_panel(const uint8_t* weight, size_t stride, int num_rows, 
       for (int i = 0; i < 16; ++i) {
         __m256i u = unpack_one(rows[i][b]);
         if constexpr (kIsSigned<Block>) u = _mm256_sub_epi8(u, _mm512_castsi512_si256(offset));
-        _mm512_store_si512(tile + 64 * i, _mm512_castsi256_si512(u));
+        _mm512_store_si512(tile + 64 * i, _mm512_zextsi256_si512(u));
       }
     }
     block_scales(rows, offsets, b, d + b * 16, m + b * 16);

@@ -48,7 +48,7 @@ constexpr uint32_t kConfigKey = 0x200;
 template <typename Block>
 constexpr bool kIsQ6 = std::is_same_v<Block, BlockQ6_K>;
 
-// A row's sub-block scales as 16-bit words, for row_chunk_scales: Q4_K/Q5_K the 8 unpacked 6-bit
+// A row's sub-block scales as 16-bit words, for chunk_scales: Q4_K/Q5_K the 8 unpacked 6-bit
 // scales (`sc`, byte j: sub-block j), Q6_K its 16 signed scales.
 template <typename Block>
 IWB_AVX512 inline __m512i row_scale_words(const Block& blk, uint64_t sc) {
