@@ -261,11 +261,12 @@ bool select_float_dot_avx512(GgmlType type, DotKernels* out) {
     // 237-243 -> 242-262, pp512 even).
     k.gemm_fetches_rows = true;
     // From where the tiles beat the FMA tiles (Xeon model 167, bench_matmul_tokens with 2
-    // threads, --copies 8, ms a call): F16 (three products per pair of splits) at 20 tokens
-    // 4.27 / 3.80 / 0.45 against 3.91 / 4.28 / 0.52 (1536x8960, 8960x1536, 1536x1536), even
-    // at 16; BF16 (two) at 8 tokens 2.21 / 2.30 / 0.23 against 2.43 / 2.28 / 0.27, at 12 1.3x.
-    // (32 for both before.)
-    k.gemm_min_tokens = type == GgmlType::BF16 ? 8 : 20;
+    // threads, --copies 8, ms a call, 1536x8960 / 8960x1536). Since the weights are the tiles'
+    // A operand (float_gemm_amx.cpp): F16 (three products per pair of splits) at 8 tokens
+    // 1.50-1.57 / 1.46-1.50 against 1.72-2.04 / 1.76-1.84, even at 6, slower at 4 (1.57-1.63 /
+    // 1.46-1.54 against 1.34-1.43 / 1.30-1.39); BF16 (two) at 4 tokens 1.22-1.24 / 1.25-1.29
+    // against 1.27-1.40 / 1.34-1.43. (Before: F16 from 20, BF16 from 8; 32 for both before that.)
+    k.gemm_min_tokens = type == GgmlType::BF16 ? 4 : 8;
   }
   *out = k;  // format None: the activations stay f32
   return true;
