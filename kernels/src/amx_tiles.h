@@ -63,6 +63,17 @@ IWB_AVX512 inline void store_b_tile(const __m512i u[16], uint8_t* out) {
   }
 }
 
+// 16 rows of 16 f32 values (rows[i]: weight row i, lane t: token t; the C tiles' layout when
+// the weights are the A operand) to an output by token: out + t * out_stride gets token t's
+// values of the rows in `mask`, plus `add`, for the first `tokens` tokens.
+IWB_AVX512 inline void store_by_token(const __m512i rows[16], int tokens, __mmask16 mask, __m512 add, float* out,
+                                      int64_t out_stride) {
+  alignas(64) float by_token[16 * 16];
+  store_b_tile(rows, reinterpret_cast<uint8_t*>(by_token));  // a 16 x 16 dword transpose
+  for (int t = 0; t < tokens; ++t)
+    _mm512_mask_storeu_ps(out + t * out_stride, mask, _mm512_add_ps(_mm512_load_ps(by_token + 16 * t), add));
+}
+
 // 32 f32 values (x0: the first 16, x1: the next) as bf16 hi and lo (x - hi, rounded), in order:
 // hi + lo keeps 16 significant bits (an f16 value exactly).
 IWB_AMX inline void split_pair(__m512 x0, __m512 x1, __m512i* hi, __m512i* lo) {

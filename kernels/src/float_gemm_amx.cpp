@@ -247,13 +247,8 @@ IWB_AMX void gemm_float_amx(const uint8_t* weight, size_t weight_stride, int num
     for (int64_t g = 0; g < num_groups; ++g) {
       __m512i by_row[16];
       for (int i = 0; i < 16; ++i) by_row[i] = _mm512_load_si512(acc + (16 * v + i) * acc_stride + 16 * g);
-      alignas(64) float by_token[16 * 16];
-      amx::store_b_tile(by_row, reinterpret_cast<uint8_t*>(by_token));  // a 16 x 16 dword transpose
-      const int tokens = static_cast<int>(std::min<int64_t>(16, num_tokens - 16 * g));
-      for (int t = 0; t < tokens; ++t) {
-        _mm512_mask_storeu_ps(out + (16 * g + t) * out_stride + 16 * v, mask,
-                              _mm512_add_ps(_mm512_load_ps(by_token + 16 * t), biases));
-      }
+      amx::store_by_token(by_row, static_cast<int>(std::min<int64_t>(16, num_tokens - 16 * g)), mask, biases,
+                          out + 16 * g * out_stride + 16 * v, out_stride);
     }
   }
 }

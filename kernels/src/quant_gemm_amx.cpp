@@ -181,13 +181,9 @@ IWB_AMX void sub_panel_group(const uint8_t* packed, int64_t nb, const uint8_t* g
     IWB_BLOCK_PRODUCT(4, 0, 2, b);
     IWB_SCALE_BLOCK(4, b);
   }
-  // Rows x tokens to tokens x rows: a 16 x 16 dword transpose.
-  alignas(64) float by_token[16 * 16];
   __m512i rows[16];
   for (int i = 0; i < 16; ++i) rows[i] = _mm512_castps_si512(acc[i]);
-  amx::store_b_tile(rows, reinterpret_cast<uint8_t*>(by_token));
-  for (int t = 0; t < tokens; ++t)
-    _mm512_mask_storeu_ps(out + t * out_stride, rows_mask, _mm512_load_ps(by_token + 16 * t));
+  amx::store_by_token(rows, tokens, rows_mask, _mm512_setzero_ps(), out, out_stride);
 }
 
 #undef IWB_BLOCK_PRODUCT

@@ -157,15 +157,6 @@ IWB_AVX512 inline void scale_rows(const int32_t* c_hi, const int32_t* c_lo, cons
   }
 }
 
-// acc (16 rows x 16 tokens) to out: the first `tokens` tokens, the rows of `mask`.
-IWB_AVX512 inline void store_transposed(const float* acc, int tokens, __mmask16 mask, float* out, int64_t out_stride) {
-  alignas(64) float by_token[16 * 16];
-  __m512i rows[16];
-  for (int i = 0; i < 16; ++i) rows[i] = _mm512_load_si512(acc + 16 * i);
-  amx::store_b_tile(rows, reinterpret_cast<uint8_t*>(by_token));  // a 16 x 16 dword transpose
-  for (int t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride, mask, _mm512_load_ps(by_token + 16 * t));
-}
-
 // The packed panel times every token, two prepared groups (32 tokens) at a time: C tiles 4, 5
 // (hi, lo) for the first group, 6, 7 for the second, from A tiles 0, 1 (a sub-panel's hi and lo
 // bytes) and B tiles 2, 3 (the groups' activations). A pair's sums stay in 8 KiB of this
@@ -233,8 +224,10 @@ IWB_AMX void multiply_panel(const uint8_t* buffer, int num_sub, const __mmask16*
     }
     for (int g = 0; g < num_sub; ++g) {
       for (int h = 0; h < (two ? 2 : 1); ++h) {
-        store_transposed(acc[g][h], std::min(kGroupTokens, tokens - h * kGroupTokens), masks[g],
-                         out + (t0 + h * kGroupTokens) * out_stride + g * kRowsPerTile, out_stride);
+        __m512i rows[16];
+        for (int i = 0; i < 16; ++i) rows[i] = _mm512_load_si512(acc[g][h] + 16 * i);
+        amx::store_by_token(rows, std::min(kGroupTokens, tokens - h * kGroupTokens), masks[g], _mm512_setzero_ps(),
+                            out + (t0 + h * kGroupTokens) * out_stride + g * kRowsPerTile, out_stride);
       }
     }
   }
