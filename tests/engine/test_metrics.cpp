@@ -131,9 +131,11 @@ class TestMetrics : public QObject {
     QVERIFY(near(*int8.decode_mfu, 2e9 * (3 / 0.45) / 800e9));
     QVERIFY(near(*int8.decode_mbu, *m.decode_mbu));
     QVERIFY(near(*compute_request_metrics(t, &cost, c).prefill_mfu, 0.5));
-    QCOMPARE(ceilings_from_probe(ProbeResult{.read_bytes_per_s = 1e9, .peak_flops = 2e9, .peak_int8_ops = 8e9})
-                 .compute_roof(true),
-             8e9);
+    ProbeResult int8_probe;
+    int8_probe.read_bytes_per_s = 1e9;
+    int8_probe.peak_flops = 2e9;
+    int8_probe.peak_int8_ops = 8e9;
+    QCOMPARE(ceilings_from_probe(int8_probe).compute_roof(true), 8e9);
   }
 
   void stepUtilization() {

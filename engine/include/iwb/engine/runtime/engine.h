@@ -61,7 +61,7 @@ struct EngineOptions {
   // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32), or F8_E4M3 (vLLM's; with
   // calculate_scales its per-layer scales come from the first batch). The CUDA backend takes
   // the same types (head sizes multiples of 16 with a quantized side).
-  KvCacheTypes kv_cache_type;
+  KvCacheTypes kv_cache_type{};
   // Batch-invariant matmuls: each token's logits are bit for bit the same whether it is decoded
   // alone, batched with other sequences, in a prompt chunk or verifying speculative guesses,
   // so greedy output never depends on them. The fast kernels pick other code for one token, a
