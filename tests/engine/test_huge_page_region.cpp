@@ -1,13 +1,19 @@
 // Memory in 2 MiB pages (HugePageRegion): whole pages on a 2 MiB boundary, zero, writable until
-// made read-only, moved without a copy; and the paged KV cache's pools in it: every layer's keys
-// and values in one region from a 2 MiB boundary, zero, kept apart, and copied block by block.
+// made read-only, moved without a copy, filled by several threads a slice each (a model read
+// into it byte for byte); and the paged KV cache's pools in it: every layer's keys and values in
+// one region from a 2 MiB boundary, zero, kept apart, and copied block by block.
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/paged/paged_kv_storage.h"
 #include "iwb/engine/runtime/huge_page_region.h"
 
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -61,6 +67,65 @@ class TestHugePageRegion : public QObject {
     QVERIFY(b.empty());
     c.make_read_only();
     QCOMPARE(int(static_cast<const uint8_t*>(c.data())[7]), 42);  // still readable
+  }
+
+  void slicesCoverTheRegionOnce() {
+    const HugePageRegion r = HugePageRegion::allocate((size_t{9} << 20) + 5);  // 5 huge pages
+    QVERIFY(!r.empty());
+    for (const size_t bytes : {size_t{1}, kHugePageBytes, (size_t{9} << 20) + 5, r.size(), r.size() + 100}) {
+      for (const int threads : {0, 1, 2, 3, 5, 8}) {
+        std::mutex m;
+        std::vector<std::pair<size_t, size_t>> slices;
+        r.for_each_slice(bytes, threads, [&](size_t offset, size_t n) {
+          const std::lock_guard lock(m);
+          slices.emplace_back(offset, n);
+        });
+        std::sort(slices.begin(), slices.end());
+        const size_t want = std::min(bytes, r.size());
+        QVERIFY(!slices.empty());
+        QVERIFY(slices.size() <= size_t(std::max(1, threads)));
+        size_t next = 0;
+        for (const auto& [offset, n] : slices) {
+          QCOMPARE(offset, next);  // consecutive, none twice, none empty
+          QVERIFY(offset % kHugePageBytes == 0);
+          QVERIFY(n > 0);
+          next = offset + n;
+        }
+        QCOMPARE(next, want);
+      }
+    }
+    // load_threads: one below 128 MiB, never more than 8.
+    QCOMPARE(load_threads(size_t{100} << 20), 1);
+    QVERIFY(load_threads(size_t{64} << 30) >= 1 && load_threads(size_t{64} << 30) <= 8);
+    HugePageRegion t = HugePageRegion::allocate(size_t{7} << 20);
+    t.touch_in_parallel();
+    QVERIFY(all_zero(static_cast<const uint8_t*>(t.data()), t.size()));
+  }
+
+  // A file past 128 MiB is read by more than one thread where the machine has two: each slice
+  // lands at its own offset, byte for byte what a mapping of the file shows.
+  void readIntoMemoryByteForByte() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("big.gguf").toStdString();
+    const int64_t elements = (int64_t{130} << 20) + 12347;  // I8: one byte each, not page-sized
+    gguf::GgufWriter w;
+    w.set_string("general.architecture", "test");
+    QVERIFY(w.add_tensor("pattern", {elements}, GgmlType::I8, [](std::span<uint8_t> dst) {
+               for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+               return Status{};
+             }).is_ok());
+    QVERIFY(w.write_file(path).is_ok());
+    auto read = gguf::GgufFile::open(path, gguf::LoadMode::Read);
+    QVERIFY2(read.is_ok(), read.error_message().c_str());
+    auto mapped = gguf::GgufFile::open(path, gguf::LoadMode::Map);
+    QVERIFY2(mapped.is_ok(), mapped.error_message().c_str());
+    QCOMPARE((*read)->load_mode(), gguf::LoadMode::Read);
+    const std::span<const uint8_t> a = (*read)->tensor_data((*read)->tensors().at(0));
+    const std::span<const uint8_t> b = (*mapped)->tensor_data((*mapped)->tensors().at(0));
+    QCOMPARE(a.size(), size_t(elements));
+    QVERIFY(a.data() != b.data());
+    QVERIFY(std::memcmp(a.data(), b.data(), a.size()) == 0);
   }
 
   void kvPoolsLayerByLayer() {

@@ -110,9 +110,9 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   m_remoteEndpoints->restoreApiKeys();
   m_chatPanel->setRemoteEndpoints(m_remoteEndpoints);
   if (!m_store) {
-    m_chatPanel->messageBar()->showMessage(MessageBar::Kind::Error, tr("Conversations are not saved"),
-                                           tr("%1\nChats in this session are kept only until the program ends.")
-                                               .arg(m_storeError));
+    m_chatPanel->messageBar()->showMessage(
+        MessageBar::Kind::Error, tr("Conversations are not saved"),
+        tr("%1\nChats in this session are kept only until the program ends.").arg(m_storeError));
   }
   m_tabs->setObjectName(QStringLiteral("mainTabs"));
   m_tabs->setDocumentMode(true);
@@ -164,7 +164,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
     statusBar()->showMessage(tr("Loading the model: %1% (%2)").arg(int(fraction * 100)).arg(stage));
   });
   connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
-    statusBar()->showMessage(tr("%1 is ready to chat").arg(QFileInfo(model.path).fileName()), kStatusTimeoutMs);
+    statusBar()->showMessage(tr("%1 is ready to chat (loaded in %2 s)")
+                                 .arg(QFileInfo(model.path).fileName())
+                                 .arg(model.loadSeconds, 0, 'f', model.loadSeconds < 10 ? 1 : 0),
+                             kStatusTimeoutMs);
     // From the model page the next step is chatting; a user watching another tab stays there.
     if (m_tabs->currentWidget() == m_pages) m_tabs->setCurrentWidget(m_chatPanel);
   });
@@ -247,9 +250,8 @@ bool MainWindow::showTab(const QString& name) {
 
 void MainWindow::createMenus() {
   QMenu* fileMenu = menuBar()->addMenu(tr("&File"));
-  QAction* openAction = fileMenu->addAction(
-      style()->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open Model…"), this,
-      &MainWindow::showOpenDialog);
+  QAction* openAction = fileMenu->addAction(style()->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open Model…"),
+                                            this, &MainWindow::showOpenDialog);
   openAction->setShortcut(QKeySequence::Open);
   openAction->setStatusTip(tr("Open a GGUF model file"));
 
@@ -261,7 +263,8 @@ void MainWindow::createMenus() {
   fileMenu->addMenu(foldersMenu);
   QAction* connectAction = fileMenu->addAction(tr("&Connect to Server…"), this, &MainWindow::showConnectDialog);
   connectAction->setObjectName(QStringLiteral("connectToServerAction"));
-  connectAction->setStatusTip(tr("Chat with and measure an OpenAI-compatible server (vLLM, SGLang, llama-server, iwb serve)"));
+  connectAction->setStatusTip(
+      tr("Chat with and measure an OpenAI-compatible server (vLLM, SGLang, llama-server, iwb serve)"));
   fileMenu->addSeparator();
   QAction* settingsAction = fileMenu->addAction(tr("Engine &Settings…"), this, &MainWindow::showEngineSettings);
   settingsAction->setMenuRole(QAction::PreferencesRole);
@@ -305,11 +308,9 @@ void MainWindow::createMenus() {
   }
 
   QMenu* helpMenu = menuBar()->addMenu(tr("&Help"));
-  QAction* aboutAction = helpMenu->addAction(tr("&About Inference Workbench"), this,
-                                             &MainWindow::showAbout);
+  QAction* aboutAction = helpMenu->addAction(tr("&About Inference Workbench"), this, &MainWindow::showAbout);
   aboutAction->setMenuRole(QAction::AboutRole);
-  helpMenu->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)
-      ->setMenuRole(QAction::AboutQtRole);
+  helpMenu->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)->setMenuRole(QAction::AboutQtRole);
 }
 
 void MainWindow::createStatusBar() {
@@ -371,9 +372,9 @@ void MainWindow::connectDeviceStatus() {
   // The device label follows the engine's model; a failed load on a GPU is offered again on the CPU.
   connect(m_engine, &EngineController::modelLoaded, this, [this](const LoadedModel& model) {
     m_deviceLabel->setText(deviceShortName(model.deviceId));
-    QString tip = model.deviceName.isEmpty() ? tr("The model runs on %1").arg(deviceShortName(model.deviceId))
-                                             : tr("The model runs on %1 (%2)").arg(deviceShortName(model.deviceId),
-                                                                                   model.deviceName);
+    QString tip = model.deviceName.isEmpty()
+                      ? tr("The model runs on %1").arg(deviceShortName(model.deviceId))
+                      : tr("The model runs on %1 (%2)").arg(deviceShortName(model.deviceId), model.deviceName);
     // "Automatic" chose the CPU: say why, so a missing GPU is not a mystery.
     if (!model.deviceFallbackReason.isEmpty()) tip += tr("\nAutomatic device: %1").arg(model.deviceFallbackReason);
     m_deviceLabel->setToolTip(tip);
@@ -386,8 +387,7 @@ void MainWindow::connectDeviceStatus() {
           [this](const QString& path, const QString& deviceId, const QString& message) {
             m_cpuRetryPath = path;
             m_messageBar->showMessage(MessageBar::Kind::Error,
-                                      tr("Could not load %1 on %2").arg(QFileInfo(path).fileName(), deviceId),
-                                      message);
+                                      tr("Could not load %1 on %2").arg(QFileInfo(path).fileName(), deviceId), message);
             m_messageBar->setAction(tr("Load on the CPU"));
           });
   connect(m_messageBar, &MessageBar::actionTriggered, this, [this] {
@@ -449,9 +449,7 @@ bool MainWindow::openDefaultModel() {
   return false;
 }
 
-void MainWindow::showAbout() {
-  QMessageBox::about(this, tr("About Inference Workbench"), aboutText());
-}
+void MainWindow::showAbout() { QMessageBox::about(this, tr("About Inference Workbench"), aboutText()); }
 
 void MainWindow::finishLoad() {
   m_numPendingLoads = qMax(0, m_numPendingLoads - 1);
@@ -511,8 +509,7 @@ void MainWindow::handleModelLoadFailed(const QString& path, const QString& messa
   finishLoad();
   const QString fileName = QFileInfo(path).fileName();
   // What was shown before stays shown: a failed open replaces nothing.
-  m_messageBar->showMessage(MessageBar::Kind::Error, tr("Could not open %1").arg(fileName),
-                            message);
+  m_messageBar->showMessage(MessageBar::Kind::Error, tr("Could not open %1").arg(fileName), message);
   statusBar()->showMessage(tr("Could not open %1").arg(fileName), kStatusTimeoutMs);
   if (!QFileInfo::exists(path)) m_recentFiles->remove(path);
   emit modelOpenFailed(path, message);
@@ -521,9 +518,8 @@ void MainWindow::handleModelLoadFailed(const QString& path, const QString& messa
 void MainWindow::updateStatusLabels(const iwb::ModelSummary& s) {
   const QLocale locale;
   m_architectureLabel->setText(QString::fromStdString(s.architecture));
-  m_parametersLabel->setText(s.is_vocab_only
-                                 ? tr("vocabulary only")
-                                 : tr("%1 params").arg(QString::fromStdString(format_count(s.num_params))));
+  m_parametersLabel->setText(s.is_vocab_only ? tr("vocabulary only")
+                                             : tr("%1 params").arg(QString::fromStdString(format_count(s.num_params))));
   m_parametersLabel->setToolTip(tr("%1 parameters").arg(locale.toString(qulonglong{s.num_params})));
   m_fileTypeLabel->setText(QString::fromStdString(s.file_type));
   m_fileSizeLabel->setText(QString::fromStdString(format_bytes(s.file_size)));
@@ -562,10 +558,9 @@ void MainWindow::dropEvent(QDropEvent* event) {
     if (event->mimeData() && event->mimeData()->hasUrls() && !event->mimeData()->urls().isEmpty()) {
       name = QFileInfo(event->mimeData()->urls().constFirst().toLocalFile()).fileName();
     }
-    statusBar()->showMessage(
-        name.isEmpty() ? tr("Only GGUF model files (.gguf) can be opened.")
-                       : tr("%1 is not a GGUF model; only .gguf files can be opened.").arg(name),
-        kStatusTimeoutMs);
+    statusBar()->showMessage(name.isEmpty() ? tr("Only GGUF model files (.gguf) can be opened.")
+                                            : tr("%1 is not a GGUF model; only .gguf files can be opened.").arg(name),
+                             kStatusTimeoutMs);
     event->ignore();
     return;
   }

@@ -101,8 +101,10 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
   model.detectedTemplate = QString::fromUtf8(family.data(), static_cast<qsizetype>(family.size()));
   const iwb::MemoryReport report = m_engine->memory_report();
   model.deviceId = QString::fromStdString(report.device_id);
-  model.deviceName = report.device_name.empty() ? deviceNameOf(model.deviceId) : QString::fromStdString(report.device_name);
+  model.deviceName =
+      report.device_name.empty() ? deviceNameOf(model.deviceId) : QString::fromStdString(report.device_name);
   model.deviceFallbackReason = QString::fromStdString(m_engine->model().device_fallback_reason);
+  model.loadSeconds = m_engine->model().load_seconds;
   emit modelLoaded(model);
   m_measurements.finishLoad(*m_engine);
   emitMemorySample();
@@ -181,8 +183,9 @@ TokenProbability EngineWorker::tokenProbabilityOf(const iwb::TokenEvent& token) 
   p.alternatives.reserve(qsizetype(token.top_logprobs.size()));
   for (const iwb::TokenLogprob& top : token.top_logprobs) {
     const iwb::tokenizer::TokenId id = top.token;
-    p.alternatives.push_back({QString::fromStdString(m_engine->tokenizer().decode(std::span<const iwb::tokenizer::TokenId>(&id, 1))),
-                              std::exp(double(top.logprob))});
+    p.alternatives.push_back(
+        {QString::fromStdString(m_engine->tokenizer().decode(std::span<const iwb::tokenizer::TokenId>(&id, 1))),
+         std::exp(double(top.logprob))});
   }
   return p;
 }
@@ -195,17 +198,17 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   int numTurnsLeftOut = 0;
   auto prompt = buildFittingPrompt(*m_engine, input, &numTurnsLeftOut);
   if (!prompt) {
-    emit generationFailed(requestId, tr("Could not build the prompt: %1").arg(QString::fromStdString(prompt.error_message())));
+    emit generationFailed(requestId,
+                          tr("Could not build the prompt: %1").arg(QString::fromStdString(prompt.error_message())));
     return false;
   }
   const int numPromptTokens = static_cast<int>(prompt->tokens.size());
   // The engine would refuse too, but in its own words; this one tells the user what to do.
   if (numPromptTokens >= m_engine->context_length()) {
-    emit generationFailed(requestId,
-                          tr("The conversation is %1 tokens long but the model's context holds %2 tokens. "
-                             "Start a new conversation, or edit an earlier message to shorten it.")
-                              .arg(numPromptTokens)
-                              .arg(m_engine->context_length()));
+    emit generationFailed(requestId, tr("The conversation is %1 tokens long but the model's context holds %2 tokens. "
+                                        "Start a new conversation, or edit an earlier message to shorten it.")
+                                         .arg(numPromptTokens)
+                                         .arg(m_engine->context_length()));
     return false;
   }
 
@@ -272,8 +275,10 @@ void EngineWorker::runStep() {
       emit generationFinished(it.value().callerId, stats);
     }
     // The aborted requests are cleared out of the engine by the next step.
-    if (m_engine->has_unfinished_requests()) scheduleStep();
-    else flushMeasurements();
+    if (m_engine->has_unfinished_requests())
+      scheduleStep();
+    else
+      flushMeasurements();
     return;
   }
   collectStepMeasurements(*result);
@@ -290,8 +295,10 @@ void EngineWorker::runStep() {
     emit tokensReady(entry->callerId, text);
   }
   reportFinished(result->finished);
-  if (m_engine->has_unfinished_requests()) scheduleStep();
-  else flushMeasurements();
+  if (m_engine->has_unfinished_requests())
+    scheduleStep();
+  else
+    flushMeasurements();
 }
 
 void EngineWorker::reportFinished(const std::vector<iwb::RequestFinished>& finished) {

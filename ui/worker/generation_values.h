@@ -20,8 +20,8 @@ struct SamplingSettings {
   double topP = 0.95;
   double minP = 0.05;
   double repeatPenalty = 1.1;
-  qint64 seed = -1;        // < 0: a new random seed for every reply
-  int maxTokens = 512;     // <= 0: until the model ends its turn or the context is full
+  qint64 seed = -1;     // < 0: a new random seed for every reply
+  int maxTokens = 512;  // <= 0: until the model ends its turn or the context is full
 
   QJsonObject toJson() const;
   // Missing or out-of-range fields keep their defaults, so an old or hand-edited row still loads.
@@ -33,16 +33,16 @@ struct SamplingSettings {
 };
 
 struct ChatTurn {
-  QString role;     // "system", "user" or "assistant"
+  QString role;  // "system", "user" or "assistant"
   QString content;
 };
 
 // Everything the worker needs to answer a conversation; a copy, never a pointer into the GUI.
 struct GenerationInput {
-  QList<ChatTurn> messages;   // optional system turn first, ends with a user turn
+  QList<ChatTurn> messages;  // optional system turn first, ends with a user turn
   SamplingSettings sampling;
-  QString templateOverride;   // empty or "auto": the model's own template; else a family name
-  int numDraftTokens = -1;    // speculative decoding: -1 the engine's setting, 0 off (a baseline), K
+  QString templateOverride;  // empty or "auto": the model's own template; else a family name
+  int numDraftTokens = -1;   // speculative decoding: -1 the engine's setting, 0 off (a baseline), K
   // >= 0: the oldest turns after the system turn are left out of the prompt until the prompt
   // and this many reply tokens fit the context (the user chose to shorten the conversation).
   int fitReserveTokens = -1;
@@ -58,18 +58,18 @@ struct TokenAlternative {
   double probability = 0;
 };
 struct TokenProbability {
-  double probability = 0;               // of the token chosen
+  double probability = 0;                // of the token chosen
   QList<TokenAlternative> alternatives;  // most likely first
 };
 
 // Several prompts answered together (the KV Cache tab's batch): each prompt becomes a request
 // of its own, all queued before the engine's next step so they are served in one batch.
 struct BatchInput {
-  QStringList prompts;        // one user message each
-  QString systemText;         // when set, a system turn before every prompt: a common prefix
+  QStringList prompts;  // one user message each
+  QString systemText;   // when set, a system turn before every prompt: a common prefix
   SamplingSettings sampling;
-  QString templateOverride;   // as in GenerationInput
-  int numDraftTokens = -1;    // as in GenerationInput
+  QString templateOverride;  // as in GenerationInput
+  int numDraftTokens = -1;   // as in GenerationInput
 
   // The conversation of prompt `i`: the system turn (when set) and the user's prompt.
   GenerationInput inputFor(qsizetype i) const;
@@ -77,8 +77,8 @@ struct BatchInput {
 
 // How one reply went. Stored with the message as JSON and shown under it.
 struct GenerationStats {
-  QString finishReason;       // iwb::finish_reason_name(): "end of generation", "aborted", ...
-  QString errorMessage;       // when finishReason is "error"
+  QString finishReason;  // iwb::finish_reason_name(): "end of generation", "aborted", ...
+  QString errorMessage;  // when finishReason is "error"
   int numPromptTokens = 0;
   int numGeneratedTokens = 0;
   double timeToFirstTokenSeconds = 0;
@@ -103,8 +103,8 @@ struct GenerationStats {
 };
 
 struct EngineLoadOptions {
-  qint64 contextLength = 0;   // 0: the engine's default (the trained context, at most 4096)
-  int numThreads = 0;         // 0: all cores
+  qint64 contextLength = 0;  // 0: the engine's default (the trained context, at most 4096)
+  int numThreads = 0;        // 0: all cores
   // The paged KV cache: memory it may take (0: the engine's default budget) and positions per
   // block (0: the engine's default, 16).
   qint64 kvCacheMiB = 0;
@@ -131,10 +131,11 @@ struct LoadedModel {
   qint64 contextLength = 0;
   int numThreads = 0;
   bool hasChatTemplate = false;
-  QString detectedTemplate;   // family name the model's template was recognised as ("plain" if none)
-  QString deviceId;           // where the forward pass runs: "cpu", "cuda:0", ... (MemoryReport::device_id)
-  QString deviceName;         // the CPU's model name or the GPU's product name
+  QString detectedTemplate;      // family name the model's template was recognised as ("plain" if none)
+  QString deviceId;              // where the forward pass runs: "cpu", "cuda:0", ... (MemoryReport::device_id)
+  QString deviceName;            // the CPU's model name or the GPU's product name
   QString deviceFallbackReason;  // why "auto" runs it on the CPU (no CUDA device, ...); else empty
+  double loadSeconds = 0;        // from opening the file to ready (ModelSummary::load_seconds)
 };
 
 // The families the user can pick, by their engine names, in display order.

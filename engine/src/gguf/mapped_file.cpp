@@ -7,22 +7,48 @@
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <system_error>
 
 namespace iwb::gguf {
 namespace {
 
-// Reads the whole file into `dst`; an error message, or "" when every byte came.
-std::string read_all(int fd, uint8_t* dst, size_t size, const std::string& path) {
+// Reads [offset, offset + size) of the file into `dst + offset`; an error message, or "" when
+// every byte came.
+std::string read_range(int fd, uint8_t* dst, size_t offset, size_t size, const std::string& path, size_t file_size) {
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = pread(fd, dst + done, size - done, static_cast<off_t>(done));
+    const ssize_t n = pread(fd, dst + offset + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return "cannot read '" + path + "': " + std::strerror(errno);
-    if (n == 0)
-      return "'" + path + "' ended after " + std::to_string(done) + " of its " + std::to_string(size) + " bytes";
+    // (error_code's message, unlike strerror, is safe on several threads at once.)
+    if (n < 0) return "cannot read '" + path + "': " + std::error_code(errno, std::generic_category()).message();
+    if (n == 0) {
+      return "'" + path + "' ended after " + std::to_string(offset + done) + " of its " + std::to_string(file_size) +
+             " bytes";
+    }
     done += static_cast<size_t>(n);
   }
   return {};
+}
+
+// Reads the whole file into the region, a slice per thread (HugePageRegion::for_each_slice):
+// the kernel clears each fresh page on the thread whose read first touches it, and that
+// clearing, not the copy, was most of a read on one thread (1065 MiB: 1.9 s of system time on a
+// Xeon model 167 KVM guest). Several reads in flight also keep a disk's queue busier.
+std::string read_all(int fd, const HugePageRegion& region, size_t size, const std::string& path) {
+  std::mutex mutex;
+  std::string first_error;  // the error of the slice nearest the start, as one read would see it
+  size_t first_error_offset = size;
+  auto* dst = static_cast<uint8_t*>(region.data());
+  region.for_each_slice(size, load_threads(size), [&](size_t offset, size_t bytes) {
+    std::string e = read_range(fd, dst, offset, bytes, path, size);
+    const std::lock_guard lock(mutex);
+    if (!e.empty() && offset < first_error_offset) {
+      first_error = std::move(e);
+      first_error_offset = offset;
+    }
+  });
+  return first_error;
 }
 
 }  // namespace
@@ -68,7 +94,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
                         "not enough memory to read '" + path + "' (" + std::to_string(file->m_size >> 20) + " MiB)");
     }
     file->m_data = file->m_copy.data();
-    if (std::string e = read_all(fd, static_cast<uint8_t*>(file->m_data), file->m_size, path); !e.empty()) {
+    if (std::string e = read_all(fd, file->m_copy, file->m_size, path); !e.empty()) {
       ::close(fd);
       return make_error(ErrorCode::IoError, e);
     }

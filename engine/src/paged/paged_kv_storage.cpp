@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -77,7 +76,7 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   s->m_num_blocks = num_blocks;
   // Every layer's keys, then every layer's values, in one region of 2 MiB pages
   // (huge_page_region.h: whole pages, so one region wastes at most one page's rounding), touched
-  // now, so the pool's memory is had up front, as a zeroed vector's was.
+  // now (by several threads), so the pool's memory is had up front, as a zeroed vector's was.
   const auto too_little = [&] {
     return make_error(ErrorCode::OutOfMemory,
                       "not enough memory for a paged KV cache of " + std::to_string(num_blocks) + " blocks (" +
@@ -87,7 +86,7 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   s->m_pool = HugePageRegion::allocate(
       static_cast<size_t>(shape.num_layers * s->num_slots() * (s->k_units() + s->v_units())) * sizeof(uint16_t));
   if (s->m_pool.empty()) return too_little();
-  std::memset(s->m_pool.data(), 0, s->m_pool.size());
+  s->m_pool.touch_in_parallel();
   try {
     s->m_k_scales.assign(layers, 1.0f);
     s->m_v_scales.assign(layers, 1.0f);

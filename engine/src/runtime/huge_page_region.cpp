@@ -2,8 +2,11 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace iwb {
 
@@ -43,6 +46,35 @@ HugePageRegion HugePageRegion::allocate(size_t bytes, bool no_reserve) {
   region.m_size = kept;
   madvise(region.m_data, kept, MADV_HUGEPAGE);  // advice only
   return region;
+}
+
+int load_threads(size_t bytes) {
+  const size_t by_size = std::max<size_t>(1, bytes / (size_t{64} << 20));
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min({by_size, cores, size_t{8}}));
+}
+
+void HugePageRegion::for_each_slice(size_t bytes, int threads, const std::function<void(size_t, size_t)>& fn) const {
+  bytes = std::min(bytes, m_size);
+  if (bytes == 0) return;
+  const size_t pages = (bytes + kHugePageBytes - 1) / kHugePageBytes;
+  const size_t n = std::min(pages, static_cast<size_t>(std::max(1, threads)));
+  const size_t per_slice = (pages + n - 1) / n * kHugePageBytes;
+  auto run = [&](size_t i) {
+    const size_t begin = i * per_slice;
+    if (begin < bytes) fn(begin, std::min(per_slice, bytes - begin));
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < n; ++i) helpers.emplace_back(run, i);
+  run(0);
+  for (std::thread& t : helpers) t.join();
+}
+
+void HugePageRegion::touch_in_parallel() {
+  auto* bytes = static_cast<volatile uint8_t*>(m_data);
+  for_each_slice(m_size, load_threads(m_size), [bytes](size_t offset, size_t size) {
+    for (size_t i = offset; i < offset + size; i += 4096) bytes[i] = 0;
+  });
 }
 
 void HugePageRegion::make_read_only() {

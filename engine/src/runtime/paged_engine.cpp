@@ -12,6 +12,7 @@
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 namespace iwb {
@@ -21,6 +22,7 @@ PagedEngine::PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokeni
 
 Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const EngineOptions& options,
                                                   const DeviceChoice& choice, const LoadProgress& progress) {
+  const auto started = std::chrono::steady_clock::now();
   auto report = [&](double fraction, const std::string& stage) {
     if (progress) progress(fraction, stage);
   };
@@ -101,6 +103,7 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
     report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");
     IWB_RETURN_IF_ERROR(engine->set_speculation(options.speculation));
   }
+  engine->m_summary.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report(1.0, "ready");
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -12,14 +12,14 @@
 namespace iwb {
 
 struct ModelHyperParams {
-  int64_t context_length = 0;     // trained context (n_ctx_train)
-  int64_t embedding_length = 0;   // model dim
+  int64_t context_length = 0;    // trained context (n_ctx_train)
+  int64_t embedding_length = 0;  // model dim
   int64_t feed_forward_length = 0;
-  int64_t block_count = 0;        // layers
+  int64_t block_count = 0;  // layers
   int64_t head_count = 0;
-  int64_t head_count_kv = 0;      // == head_count without GQA
-  int64_t key_length = 0;         // per-head K dim
-  int64_t value_length = 0;       // per-head V dim
+  int64_t head_count_kv = 0;  // == head_count without GQA
+  int64_t key_length = 0;     // per-head K dim
+  int64_t value_length = 0;   // per-head V dim
   int64_t vocab_size = 0;
   double rope_freq_base = 0;
   double rms_norm_eps = 0;
@@ -32,22 +32,26 @@ struct ModelHyperParams {
 
 struct ModelSummary {
   std::string path;
-  std::string architecture;       // general.architecture ("llama", "qwen2", ...)
-  std::string name;               // general.name, or the file name
+  std::string architecture;  // general.architecture ("llama", "qwen2", ...)
+  std::string name;          // general.name, or the file name
   uint32_t gguf_version = 0;
   uint64_t file_size = 0;
-  uint64_t num_params = 0;        // elements over all tensors
+  uint64_t num_params = 0;  // elements over all tensors
   uint64_t tensor_bytes = 0;
-  std::string file_type;          // "Q4_K_M", from general.file_type or the dominant type
-  int64_t file_type_id = -1;      // general.file_type (llama.cpp's llama_ftype); -1 when absent
-  std::string tokenizer_model;    // tokenizer.ggml.model ("llama", "gpt2", ...) or empty
-  std::string tokenizer_pre;      // tokenizer.ggml.pre
+  std::string file_type;        // "Q4_K_M", from general.file_type or the dominant type
+  int64_t file_type_id = -1;    // general.file_type (llama.cpp's llama_ftype); -1 when absent
+  std::string tokenizer_model;  // tokenizer.ggml.model ("llama", "gpt2", ...) or empty
+  std::string tokenizer_pre;    // tokenizer.ggml.pre
   int64_t tokenizer_vocab_size = 0;
   bool has_chat_template = false;
-  bool is_vocab_only = false;     // no tensors: a tokenizer file
+  bool is_vocab_only = false;  // no tensors: a tokenizer file
   ModelHyperParams hparams;
   // Per tensor type: count of tensors, elements and bytes.
-  struct TypeTotals { int64_t num_tensors = 0; uint64_t num_elements = 0; uint64_t num_bytes = 0; };
+  struct TypeTotals {
+    int64_t num_tensors = 0;
+    uint64_t num_elements = 0;
+    uint64_t num_bytes = 0;
+  };
   std::map<std::string, TypeTotals> totals_by_type;
   // Filled by Engine::load (empty from summarize_model): where the forward pass runs ("cpu",
   // "cuda:0"), a line describing it ("cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (8 threads)"), and
@@ -58,13 +62,16 @@ struct ModelSummary {
   // Where the weights live and why (EngineOptions::load_mode): "read into memory, 1,010 of
   // 1,011 MiB in 2 MiB pages", "mapped from the file (the GPU has its own copy)".
   std::string weights_memory;
+  // Filled by Engine::load: seconds from opening the file to ready (reading or mapping the
+  // weights, the KV pool, the backend; on a GPU the upload).
+  double load_seconds = 0;
 };
 
 struct MemoryEstimate {
   int64_t context = 0;
   uint64_t weight_bytes = 0;
-  uint64_t kv_cache_bytes = 0;    // f16 K and V for every layer, GQA-aware
-  uint64_t scratch_bytes = 0;     // activations and logits for one token step (estimate)
+  uint64_t kv_cache_bytes = 0;  // f16 K and V for every layer, GQA-aware
+  uint64_t scratch_bytes = 0;   // activations and logits for one token step (estimate)
   uint64_t total() const { return weight_bytes + kv_cache_bytes + scratch_bytes; }
 };
 
