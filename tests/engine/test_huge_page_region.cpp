@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -103,7 +104,8 @@ class TestHugePageRegion : public QObject {
   }
 
   // A file past 128 MiB is read by more than one thread where the machine has two: each slice
-  // lands at its own offset, byte for byte what a mapping of the file shows.
+  // lands at its own offset, byte for byte what a mapping of the file shows, and the progress
+  // comes on the caller's thread.
   void readIntoMemoryByteForByte() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
@@ -116,8 +118,20 @@ class TestHugePageRegion : public QObject {
                return Status{};
              }).is_ok());
     QVERIFY(w.write_file(path).is_ok());
-    auto read = gguf::GgufFile::open(path, gguf::LoadMode::Read);
+    // Progress on this thread only, never backwards, ending with the whole file.
+    std::vector<double> fractions;
+    bool elsewhere = false;
+    const std::thread::id self = std::this_thread::get_id();
+    auto read = gguf::GgufFile::open(path, gguf::LoadMode::Read, [&](double f) {
+      elsewhere = elsewhere || std::this_thread::get_id() != self;
+      fractions.push_back(f);
+    });
     QVERIFY2(read.is_ok(), read.error_message().c_str());
+    QVERIFY(!elsewhere);
+    QVERIFY(fractions.size() >= 2);
+    QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
+    QVERIFY(fractions.front() > 0 && fractions.front() < 1);
+    QCOMPARE(fractions.back(), 1.0);
     auto mapped = gguf::GgufFile::open(path, gguf::LoadMode::Map);
     QVERIFY2(mapped.is_ok(), mapped.error_message().c_str());
     QCOMPARE((*read)->load_mode(), gguf::LoadMode::Read);

@@ -151,7 +151,11 @@ void TestChatPanel::controllerLoadsAndStreams() {
   QVERIFY(!engine.isLoading());
   QVERIFY(progress.count() >= 2);
   QCOMPARE(progress.last().at(0).toDouble(), 1.0);
+  for (qsizetype i = 1; i < progress.count(); ++i) {  // the stages' shares never go backwards
+    QVERIFY(progress.at(i).at(0).toDouble() >= progress.at(i - 1).at(0).toDouble());
+  }
   const auto model = loaded.first().at(0).value<LoadedModel>();
+  QVERIFY(model.loadSeconds > 0);  // the status bar's "loaded in"
   QCOMPARE(model.path, m_modelPath);
   QCOMPARE(model.name, QStringLiteral("aidreams260K"));
   QCOMPARE(model.architecture, QStringLiteral("llama"));

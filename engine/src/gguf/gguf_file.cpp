@@ -11,18 +11,25 @@
 namespace iwb::gguf {
 namespace {
 
-constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
-constexpr int kMaxArrayNesting = 8;      // deeper nesting is not used by any real file
-constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;  // key length, value type, smallest value
+constexpr uint32_t kMaxDims = 4;                             // GGML_MAX_DIMS
+constexpr int kMaxArrayNesting = 8;                          // deeper nesting is not used by any real file
+constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;            // key length, value type, smallest value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims, one dim, type, offset
 
 // Smallest encoding of one value of a type, to bound array counts before reserving memory.
 uint64_t min_value_bytes(ValueType type) {
   switch (type) {
-    case ValueType::Uint8: case ValueType::Int8: case ValueType::Bool: return 1;
-    case ValueType::Uint16: case ValueType::Int16: return 2;
-    case ValueType::Uint32: case ValueType::Int32: case ValueType::Float32: return 4;
-    case ValueType::Uint64: case ValueType::Int64: case ValueType::Float64: return 8;
+    case ValueType::Uint8:
+    case ValueType::Int8:
+    case ValueType::Bool: return 1;
+    case ValueType::Uint16:
+    case ValueType::Int16: return 2;
+    case ValueType::Uint32:
+    case ValueType::Int32:
+    case ValueType::Float32: return 4;
+    case ValueType::Uint64:
+    case ValueType::Int64:
+    case ValueType::Float64: return 8;
     case ValueType::String: return 8;
     case ValueType::Array: return 12;
   }
@@ -46,10 +53,8 @@ Status read_array(ByteReader& r, Value* out, int depth) {
   // Each element takes at least min_value_bytes: a count that cannot fit is corrupt, and
   // checking it first keeps a hostile count from triggering a huge allocation.
   if (count > r.remaining() / min_value_bytes(element_type)) {
-    return r.error(count_at, "array of " + std::to_string(count) + " " +
-                                 std::string(value_type_name(element_type)) +
-                                 " elements cannot fit in the " + std::to_string(r.remaining()) +
-                                 " bytes left");
+    return r.error(count_at, "array of " + std::to_string(count) + " " + std::string(value_type_name(element_type)) +
+                                 " elements cannot fit in the " + std::to_string(r.remaining()) + " bytes left");
   }
   Array array{element_type, {}};
   array.items.reserve(static_cast<size_t>(count));
@@ -110,16 +115,17 @@ Status read_header(ByteReader& r, uint32_t* version, uint64_t* num_tensors, uint
   }
   IWB_RETURN_IF_ERROR(r.read(version, "version"));
   if (*version == 1) {
-    return make_error(ErrorCode::Unsupported, "GGUF version 1 is not supported (only versions 2 and 3); "
-                                              "re-convert the model with a current converter");
+    return make_error(ErrorCode::Unsupported,
+                      "GGUF version 1 is not supported (only versions 2 and 3); "
+                      "re-convert the model with a current converter");
   }
   if (*version != 2 && *version != 3) {
     // A byte-swapped 2 or 3 means a big-endian file.
     if (*version == 0x02000000u || *version == 0x03000000u) {
       return make_error(ErrorCode::Unsupported, "big-endian GGUF files are not supported");
     }
-    return make_error(ErrorCode::Unsupported, "unsupported GGUF version " + std::to_string(*version) +
-                                                  " at byte 4 (supported: 2 and 3)");
+    return make_error(ErrorCode::Unsupported,
+                      "unsupported GGUF version " + std::to_string(*version) + " at byte 4 (supported: 2 and 3)");
   }
   IWB_RETURN_IF_ERROR(r.read(num_tensors, "tensor count"));
   IWB_RETURN_IF_ERROR(r.read(num_kv, "metadata count"));
@@ -139,8 +145,8 @@ Status read_tensor_info(ByteReader& r, TensorInfo* t) {
   const uint64_t dims_at = r.offset();
   IWB_RETURN_IF_ERROR(r.read(&num_dims, "tensor dimension count"));
   if (num_dims == 0 || num_dims > kMaxDims) {
-    return r.error(dims_at, "tensor '" + t->name + "' has " + std::to_string(num_dims) +
-                                " dimensions (1 to " + std::to_string(kMaxDims) + " allowed)");
+    return r.error(dims_at, "tensor '" + t->name + "' has " + std::to_string(num_dims) + " dimensions (1 to " +
+                                std::to_string(kMaxDims) + " allowed)");
   }
   t->shape.resize(num_dims);
   int64_t num_elements = 1;
@@ -166,9 +172,8 @@ Status read_tensor_info(ByteReader& r, TensorInfo* t) {
   }
   t->type = static_cast<GgmlType>(type_id);
   if (t->shape[0] % traits->block_size != 0) {
-    return r.error(type_at, "tensor '" + t->name + "' of type " + std::string(traits->name) +
-                                " has rows of " + std::to_string(t->shape[0]) +
-                                " elements, not a multiple of the block size " +
+    return r.error(type_at, "tensor '" + t->name + "' of type " + std::string(traits->name) + " has rows of " +
+                                std::to_string(t->shape[0]) + " elements, not a multiple of the block size " +
                                 std::to_string(traits->block_size));
   }
   // bytes = elements / block * block bytes; elements fit int64, so blocks * bytes may not: check.
@@ -204,8 +209,9 @@ LoadMode GgufFile::load_mode() const { return m_mapping ? m_mapping->mode() : Lo
 
 uint64_t GgufFile::huge_page_bytes() const { return m_mapping ? m_mapping->huge_page_bytes() : 0; }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, LoadMode mode) {
-  auto mapping = MappedFile::open(path, mode);
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, LoadMode mode,
+                                                 const std::function<void(double)>& read_progress) {
+  auto mapping = MappedFile::open(path, mode, read_progress);
   if (!mapping) return mapping.status();
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->m_path = path;

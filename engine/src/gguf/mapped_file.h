@@ -19,7 +19,9 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  static Result<std::unique_ptr<MappedFile>> open(const std::string& path, LoadMode mode = LoadMode::Map);
+  // `read_progress`: GgufFile::open's.
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path, LoadMode mode = LoadMode::Map,
+                                                  const std::function<void(double)>& read_progress = {});
   std::span<const uint8_t> bytes() const { return {static_cast<const uint8_t*>(m_data), m_size}; }
   LoadMode mode() const { return m_mode; }
   // Read: how many of the bytes sit in transparent huge pages now (the kernel's count in

@@ -23,8 +23,11 @@ PagedEngine::PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokeni
 Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const EngineOptions& options,
                                                   const DeviceChoice& choice, const LoadProgress& progress) {
   const auto started = std::chrono::steady_clock::now();
+  // A read into memory is most of a load on the CPU (the default model: 0.35 of 0.45 s), so it
+  // takes the first 70% of the progress and the stages after it share the rest.
+  double read_share = 0;
   auto report = [&](double fraction, const std::string& stage) {
-    if (progress) progress(fraction, stage);
+    if (progress) progress(read_share + (1 - read_share) * fraction, stage);
   };
   // Mapped or read into memory (EngineOptions::load_mode); the rule weighs the file's size
   // against the memory available (a missing file is open()'s to report).
@@ -35,9 +38,14 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
                        describe_cpu_device().free_memory_bytes, transparent_huge_page_setting());
   if (!load_mode) return load_mode.status();
   const bool is_read = load_mode->mode == gguf::LoadMode::Read;
-  report(0.0, (is_read ? "reading " : "opening ") + path);
-  Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path, load_mode->mode);
+  const std::string read_stage = (is_read ? "reading " : "opening ") + path;
+  report(0.0, read_stage);
+  constexpr double kReadShare = 0.7;
+  Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path, load_mode->mode, [&](double f) {
+    if (progress) progress(kReadShare * f, read_stage);
+  });
   if (!file) return file.status();
+  if (is_read) read_share = kReadShare;
   Result<ModelSummary> summary = summarize_model(**file);
   if (!summary) return summary.status();
   summary->weights_memory = load_mode->reason;

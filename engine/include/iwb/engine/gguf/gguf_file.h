@@ -7,6 +7,7 @@
 #include "iwb/kernels/ggml_type.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,7 +20,7 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // ggml order: shape[0] is the row length (innermost)
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;         // relative to the start of the data section
+  uint64_t offset = 0;  // relative to the start of the data section
   uint64_t num_bytes = 0;
   int64_t num_elements() const;
   std::string shape_string() const;  // "2048 x 32000"
@@ -39,7 +40,10 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   // Maps (or reads) the file read-only and validates header, metadata and tensor infos.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, LoadMode mode = LoadMode::Map);
+  // `read_progress` (Read mode) gets the fraction of the file read so far, on the calling
+  // thread, a few times a second.
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, LoadMode mode = LoadMode::Map,
+                                                const std::function<void(double)>& read_progress = {});
   // Parses an in-memory copy (tests, files written to a buffer).
   static Result<std::unique_ptr<GgufFile>> from_bytes(std::vector<uint8_t> bytes);
 
@@ -70,8 +74,8 @@ class GgufFile {
   static Result<std::unique_ptr<GgufFile>> parse(std::unique_ptr<GgufFile> file);
 
   std::string m_path;
-  std::unique_ptr<MappedFile> m_mapping;   // owns m_bytes when opened from disk
-  std::vector<uint8_t> m_owned;            // owns m_bytes when parsed from memory
+  std::unique_ptr<MappedFile> m_mapping;  // owns m_bytes when opened from disk
+  std::vector<uint8_t> m_owned;           // owns m_bytes when parsed from memory
   std::span<const uint8_t> m_bytes;
   uint32_t m_version = 0;
   uint64_t m_alignment = kDefaultAlignment;
