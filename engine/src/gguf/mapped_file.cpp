@@ -18,7 +18,7 @@ namespace iwb::gguf {
 namespace {
 
 // Reads [offset, offset + size) of the file into `dst + offset`, at most kReadChunk bytes a call,
-// adding each call's bytes to `done`; an error message, or "" when every byte came.
+// adding each call's bytes to `done_in_all`; an error message, or "" when every byte came.
 constexpr size_t kReadChunk = size_t{32} << 20;
 
 std::string read_range(int fd, uint8_t* dst, size_t offset, size_t size, const std::string& path, size_t file_size,

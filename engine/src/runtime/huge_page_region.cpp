@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -65,7 +66,17 @@ void HugePageRegion::for_each_slice(size_t bytes, int threads, const std::functi
     if (begin < bytes) fn(begin, std::min(per_slice, bytes - begin));
   };
   std::vector<std::thread> helpers;
-  for (size_t i = 1; i < n; ++i) helpers.emplace_back(run, i);
+  size_t started = 1;
+  for (; started < n; ++started) {
+    try {
+      helpers.emplace_back(run, started);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: this thread takes the rest
+    }
+  }
+  // The slices no thread was had for before the first, which may wait on the others
+  // (mapped_file.cpp's progress).
+  for (size_t i = started; i < n; ++i) run(i);
   run(0);
   for (std::thread& t : helpers) t.join();
 }

@@ -41,8 +41,9 @@ class HugePageRegion {
   // has the host back it, so one thread spent 0.7 s a GiB here (Xeon model 167 KVM guest).
   void touch_in_parallel();
   // fn(offset, bytes) over consecutive slices that cover [0, min(bytes, size())), one slice per
-  // thread on up to `threads` threads (the calling thread among them); slices start on 2 MiB
-  // boundaries, so no huge page is shared by two threads. Returns when every call has.
+  // thread on up to `threads` threads (the calling thread among them, and taking the slices of
+  // threads that could not be started); slices start on 2 MiB boundaries, so no huge page is
+  // shared by two threads. Returns when every call has.
   void for_each_slice(size_t bytes, int threads, const std::function<void(size_t offset, size_t bytes)>& fn) const;
   // No writes from here on (a stray write faults, as into a read-only mapping).
   void make_read_only();
