@@ -30,9 +30,9 @@ class TestCliBench : public QObject {
   QString m_model;
 
   QJsonObject bench_json(const QString& db, const QStringList& extra = {}) {
-    auto r = run_iwb(QStringList{"bench", "-m", m_model, "-p", "16", "-n", "8", "-r", "2", "-t", "2", "--json", "--db", db} +
-                         extra,
-                     120000);
+    auto r = run_iwb(
+        QStringList{"bench", "-m", m_model, "-p", "16", "-n", "8", "-r", "2", "-t", "2", "--json", "--db", db} + extra,
+        120000);
     if (r.exit_code != 0) qWarning("%s", qPrintable(r.err));
     QJsonParseError error;
     const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
@@ -58,7 +58,8 @@ class TestCliBench : public QObject {
   }
 
   void init() {
-    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors") QSKIP("shared aidreams model absent");
+    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors")
+      QSKIP("shared aidreams model absent");
   }
 
   void jsonFieldsAndStore() {
@@ -89,7 +90,8 @@ class TestCliBench : public QObject {
       QCOMPARE(r["num_threads"].toInt(), 2);
       QCOMPARE(r["num_repetitions"].toInt(), 2);
       QCOMPARE(r["model_size_bytes"].toInteger(), QFileInfo(m_model).size());
-      QVERIFY(r["model_identity"].toString().startsWith(QString("size=%1;fnv1a64-first-MiB=").arg(QFileInfo(m_model).size())));
+      QVERIFY(r["model_identity"].toString().startsWith(
+          QString("size=%1;fnv1a64-first-MiB=").arg(QFileInfo(m_model).size())));
       QCOMPARE(r["tokens_per_s"].toArray().size(), 2);
       QVERIFY(r["tokens_per_s_mean"].toDouble() > 0);
       QVERIFY(r["tokens_per_s_sd"].toDouble() >= 0);
@@ -142,9 +144,8 @@ class TestCliBench : public QObject {
     QCOMPARE((*rows)[3].num_depth_tokens, int64_t(40));
     QCOMPARE((*rows)[3].test, std::string("tg8 @ d40"));
 
-    auto text = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "--n-depth", "32", "-r", "1", "--no-store",
-                         "--db", db},
-                        120000);
+    auto text = run_iwb(
+        {"bench", "-m", m_model, "-p", "0", "-n", "4", "--n-depth", "32", "-r", "1", "--no-store", "--db", db}, 120000);
     QVERIFY2(text.exit_code == 0, qPrintable(text.err));
     QVERIFY2(text.out.contains("tg4 @ d32"), qPrintable(text.out));
   }
@@ -222,19 +223,20 @@ class TestCliBench : public QObject {
   }
 
   // -lm (llama.cpp's --load-mode): the weights read into memory or mapped, and the run says
-  // which; an unknown mode (llama.cpp's mlock here) is a usage error.
+  // which; an unknown mode (llama.cpp's dio here) is a usage error.
   void loadModes() {
-    for (const QString& mode : {QStringLiteral("none"), QStringLiteral("mmap")}) {
+    for (const QString& mode : {QStringLiteral("none"), QStringLiteral("mmap"), QStringLiteral("mlock")}) {
       auto r = run_iwb({"bench", "-m", m_model, "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--no-store", "-lm", mode},
                        120000);
       QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-      const QString expected = mode == "none" ? "weights read into memory (load mode none)"
-                                              : "weights mapped from the file (load mode mmap)";
+      const QString expected = mode == "none"   ? "weights read into memory (load mode none)"
+                               : mode == "mmap" ? "weights mapped from the file (load mode mmap)"
+                                                : "weights mapped from the file (load mode mlock), ";
       QVERIFY2(r.err.contains(expected), qPrintable(r.err));
     }
-    auto bad = run_iwb({"bench", "-m", m_model, "-lm", "mlock"});
+    auto bad = run_iwb({"bench", "-m", m_model, "-lm", "dio"});
     QCOMPARE(bad.exit_code, 2);
-    QVERIFY2(bad.err.contains("-lm expects one of auto, mmap, none"), qPrintable(bad.err));
+    QVERIFY2(bad.err.contains("-lm expects one of auto, mmap, mlock, none"), qPrintable(bad.err));
   }
 
   // A probe stored at a slow moment (here a made-up 0.1 GB/s) gives generation an MBU above
@@ -281,13 +283,15 @@ class TestCliBench : public QObject {
   void profileOverheadPrintsFigures() {
     auto r = run_iwb({"profile-overhead", "-m", m_model, "-n", "8", "-r", "2", "-p", "8", "-t", "1"}, 120000);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-    QVERIFY2(r.out.contains("decode ") && r.out.contains("prefill ") && r.out.contains("median step"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("decode ") && r.out.contains("prefill ") && r.out.contains("median step"),
+             qPrintable(r.out));
     QVERIFY2(r.out.contains("67.0 per decode step, 0 dropped"), qPrintable(r.out));
   }
 
   // `iwb run --profile`: a table of kernel kinds per phase after the timings.
   void runProfileTable() {
-    auto r = run_iwb({"run", "-m", m_model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1", "--profile"});
+    auto r =
+        run_iwb({"run", "-m", m_model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1", "--profile"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("profile: 8 steps"), qPrintable(r.err));
     for (const char* row : {"prefill  matmul", "decode   matmul", "decode   attention", "decode   logits"}) {
@@ -449,9 +453,9 @@ class TestCliBench : public QObject {
     }
     // And the model is named, sized and counted alike (llama_model_desc, tensor bytes, elements).
     for (const char* key : {"model_type", "model_size", "model_n_params", "n_prompt", "n_gen", "n_depth"})
-      QVERIFY2(their[key] == ours[key], qPrintable(QString("%1: llama-bench %2, iwb %3")
-                                                       .arg(key, their[key].toVariant().toString(),
-                                                            ours[key].toVariant().toString())));
+      QVERIFY2(their[key] == ours[key],
+               qPrintable(QString("%1: llama-bench %2, iwb %3")
+                              .arg(key, their[key].toVariant().toString(), ours[key].toVariant().toString())));
   }
 };
 

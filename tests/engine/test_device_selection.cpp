@@ -87,8 +87,13 @@ class TestDeviceSelection : public QObject {
     QVERIFY(!too_big.is_ok());
     QVERIFY2(too_big.error_message().find("load mode mmap maps the file instead") != std::string::npos,
              too_big.error_message().c_str());
+    // mlock maps (on the CPU too) and asks for the lock; the other modes never lock.
+    auto lock = choose_load_mode("mlock", false, 1 * gib, 20 * gib, madvise);
+    QVERIFY(lock.is_ok() && lock->mode == gguf::LoadMode::Map && lock->lock_in_memory);
+    QVERIFY(!choose_load_mode("mmap", false, 1 * gib, 20 * gib, madvise)->lock_in_memory);
+    QVERIFY(!choose_load_mode("auto", false, 1 * gib, 20 * gib, madvise)->lock_in_memory);
     auto unknown = choose_load_mode("dio", false, 1 * gib, 20 * gib, madvise);
-    QVERIFY(!unknown.is_ok() && unknown.error_message().find("auto, mmap or none") != std::string::npos);
+    QVERIFY(!unknown.is_ok() && unknown.error_message().find("auto, mmap, mlock or none") != std::string::npos);
   }
 
   void initTestCase() {

@@ -84,8 +84,8 @@ class TestEngineGeneration : public QObject {
     const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) return;
     m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
-    auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin",
-                                                      m_aidreams, {});
+    auto converted =
+        convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", m_aidreams, {});
     QVERIFY2(converted.is_ok(), converted.error_message().c_str());
     std::vector<std::string> stages;
     auto engine = Engine::load(m_aidreams, {0, 2}, [&](double, const std::string& stage) { stages.push_back(stage); });
@@ -137,11 +137,22 @@ class TestEngineGeneration : public QObject {
     Result<std::vector<float>> b = (*mapped)->logits_for(prompt);
     QVERIFY(a.is_ok() && b.is_ok());
     QVERIFY(*a == *b);
+    // mlock: mapped and locked (or, where the kernel refuses, said so), the same logits.
+    EngineOptions lock_options{0, 2};
+    lock_options.load_mode = "mlock";
+    auto locked = Engine::load(m_aidreams, lock_options);
+    QVERIFY2(locked.is_ok(), locked.error_message().c_str());
+    const std::string& memory = (*locked)->model().weights_memory;
+    QVERIFY2(memory.find("mapped from the file (load mode mlock), locked in memory") != std::string::npos ||
+                 memory.find("not locked: cannot lock its") != std::string::npos,
+             memory.c_str());
+    Result<std::vector<float>> c = (*locked)->logits_for(prompt);
+    QVERIFY(c.is_ok() && *c == *a);
     EngineOptions unknown{0, 2};
-    unknown.load_mode = "mlock";
+    unknown.load_mode = "dio";
     auto refused = Engine::load(m_aidreams, unknown);
     QVERIFY(!refused.is_ok());
-    QVERIFY2(refused.error_message().find("unknown load mode 'mlock'") != std::string::npos,
+    QVERIFY2(refused.error_message().find("unknown load mode 'dio': auto, mmap, mlock or none") != std::string::npos,
              refused.error_message().c_str());
   }
 

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -140,6 +142,36 @@ class TestHugePageRegion : public QObject {
     QCOMPARE(a.size(), size_t(elements));
     QVERIFY(a.data() != b.data());
     QVERIFY(std::memcmp(a.data(), b.data(), a.size()) == 0);
+  }
+
+  // GgufFile::lock_in_memory (load mode mlock): the kernel's count of locked memory grows by
+  // the file, or the refusal names the limit to raise.
+  void lockedInMemory() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("small.gguf").toStdString();
+    gguf::GgufWriter w;
+    w.set_string("general.architecture", "test");
+    std::vector<uint8_t> bytes(size_t{3} << 20, 7);
+    QVERIFY(w.add_tensor("t", {int64_t(bytes.size())}, GgmlType::I8, bytes).is_ok());
+    QVERIFY(w.write_file(path).is_ok());
+    auto file = gguf::GgufFile::open(path, gguf::LoadMode::Map);
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    const auto locked_kib = [] {
+      std::ifstream status("/proc/self/status");
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.rfind("VmLck:", 0) == 0) return std::stol(line.substr(6));
+      }
+      return -1L;
+    };
+    const long before = locked_kib();
+    const Status s = (*file)->lock_in_memory();
+    if (s.is_ok()) {
+      QVERIFY2(locked_kib() - before >= long((*file)->file_size() >> 10), qPrintable(QString::number(locked_kib())));
+    } else {
+      QVERIFY2(s.message().find("RLIMIT_MEMLOCK") != std::string::npos, s.message().c_str());
+    }
   }
 
   void kvPoolsLayerByLayer() {

@@ -2,7 +2,6 @@
 // when the model loads (the KV pool's memory and block size reach the engine); the device
 // choice, a failed load on a CUDA device and the CPU reload offered after it.
 #include "aidreams_fixture.h"
-#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
 #include "memory/memory_model.h"
 #include "memory/memory_panel.h"
@@ -10,12 +9,13 @@
 #include "settings/device_choice.h"
 #include "settings/engine_settings.h"
 #include "widgets/message_bar.h"
+#include "worker/engine_controller.h"
 
 #include <QComboBox>
-#include <cmath>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QStatusBar>
+#include <cmath>
 
 #include <QSettings>
 #include <QSignalSpy>
@@ -117,8 +117,8 @@ void TestEngineSettings::settingsRoundTrip() {
 }
 
 void TestEngineSettings::absentSettingsAreEngineDefaults() {
-  QSettings().setValue(QStringLiteral("engine/kvBlockSize"), -5);  // a hand-edited file
-  QSettings().setValue(QStringLiteral("engine/loadMode"), QStringLiteral("mlock"));  // llama.cpp's, not ours
+  QSettings().setValue(QStringLiteral("engine/kvBlockSize"), -5);                  // a hand-edited file
+  QSettings().setValue(QStringLiteral("engine/loadMode"), QStringLiteral("dio"));  // llama.cpp's, not ours
   const EngineLoadOptions read = loadEngineSettings();
   QCOMPARE(read.loadMode, QStringLiteral("auto"));
   QCOMPARE(read.contextLength, 0);
@@ -142,6 +142,8 @@ void TestEngineSettings::dialogEditsOptions() {
   QVERIFY(loadMode);
   loadMode->setCurrentIndex(loadMode->findData(QStringLiteral("mmap")));
   QCOMPARE(dialog.options().loadMode, QStringLiteral("mmap"));
+  loadMode->setCurrentIndex(loadMode->findData(QStringLiteral("mlock")));
+  QCOMPARE(dialog.options().loadMode, QStringLiteral("mlock"));
   QCOMPARE(dialog.options().contextLength, 1024);
   QCOMPARE(dialog.options().kvCacheMiB, 2);
   QCOMPARE(dialog.options().kvBlockSize, 32);

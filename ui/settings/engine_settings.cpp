@@ -1,7 +1,6 @@
 // Engine load-time settings: QSettings persistence and the dialog that edits them.
 #include "settings/engine_settings.h"
 
-#include <QPushButton>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -9,6 +8,7 @@
 #include <QFormLayout>
 #include <QLabel>
 #include <QLocale>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSpinBox>
@@ -58,7 +58,9 @@ EngineLoadOptions loadEngineSettings() {
   o.kvCacheFraction = fraction > 0 && fraction <= 1 ? fraction : 0;
   const QString loadMode = settings.value(QLatin1String(kLoadModeKey), QStringLiteral("auto")).toString();
   o.loadMode =
-      loadMode == QLatin1String("mmap") || loadMode == QLatin1String("none") ? loadMode : QStringLiteral("auto");
+      loadMode == QLatin1String("mmap") || loadMode == QLatin1String("mlock") || loadMode == QLatin1String("none")
+          ? loadMode
+          : QStringLiteral("auto");
   return o;
 }
 
@@ -95,8 +97,9 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
   m_capacity->setWordWrap(true);
   m_device = new QComboBox(this);
   m_device->setObjectName(QStringLiteral("engineDeviceBox"));
-  m_device->setToolTip(tr("Where the model runs. Automatic takes the first working CUDA device and falls back to "
-                          "the CPU."));
+  m_device->setToolTip(
+      tr("Where the model runs. Automatic takes the first working CUDA device and falls back to "
+         "the CPU."));
   m_deviceUnavailable = new QLabel(this);
   m_deviceUnavailable->setObjectName(QStringLiteral("engineDeviceUnavailable"));
   m_deviceUnavailable->setWordWrap(true);
@@ -107,19 +110,22 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
   m_kvFraction->setDecimals(0);
   m_kvFraction->setSuffix(tr(" %"));
   m_kvFraction->setSpecialValueText(tr("engine default"));
-  m_kvFraction->setToolTip(tr("On a GPU: the share of the device memory still free after the weights and scratch "
-                              "that the KV cache pool takes. KV cache memory, when set, wins."));
+  m_kvFraction->setToolTip(
+      tr("On a GPU: the share of the device memory still free after the weights and scratch "
+         "that the KV cache pool takes. KV cache memory, when set, wins."));
 
   m_loadMode = new QComboBox(this);
   m_loadMode->setObjectName(QStringLiteral("loadModeBox"));
   m_loadMode->addItem(tr("Automatic (read into memory on the CPU when it fits)"), QStringLiteral("auto"));
   m_loadMode->addItem(tr("Map the file (mmap)"), QStringLiteral("mmap"));
+  m_loadMode->addItem(tr("Map and lock in memory (mlock)"), QStringLiteral("mlock"));
   m_loadMode->addItem(tr("Read into memory"), QStringLiteral("none"));
   m_loadMode->setToolTip(
       tr("Read into memory: the weights are copied into 2 MiB pages at load, a little slower to load, and decoding "
          "on the CPU reads them faster (fewer TLB misses). Mapped: an instant load, pages shared with the system's "
-         "file cache, and a model larger than memory still runs. Automatic reads on the CPU when the file takes at "
-         "most half the available memory, as llama.cpp's --load-mode names them (none, mmap)."));
+         "file cache, and a model larger than memory still runs. Locked: mapped and kept in memory, never paged out "
+         "(the system's locked-memory limit must allow it). Automatic reads on the CPU when the file takes at "
+         "most half the available memory, as llama.cpp's --load-mode names them (none, mmap, mlock)."));
 
   auto* form = new QFormLayout;
   form->addRow(tr("Device:"), m_device);
@@ -136,7 +142,8 @@ EngineSettingsDialog::EngineSettingsDialog(const EngineLoadOptions& options, qui
 
   auto* note = new QLabel(tr("Changes apply when a model is next loaded."), this);
   note->setWordWrap(true);
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults, this);
+  auto* buttons =
+      new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults, this);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
   connect(buttons->button(QDialogButtonBox::RestoreDefaults), &QAbstractButton::clicked, this,
@@ -220,7 +227,8 @@ void EngineSettingsDialog::updateDeviceControls() {
   m_deviceUnavailable->setVisible(!m_choices.cudaUnavailableReason.isEmpty());
   // The share applies only where a GPU may be used, and only when no fixed size is set.
   const QString id = m_device->currentData().toString();
-  const bool mayUseGpu = isCudaDeviceId(id) || (id == QLatin1String("auto") && m_choices.cudaUnavailableReason.isEmpty());
+  const bool mayUseGpu =
+      isCudaDeviceId(id) || (id == QLatin1String("auto") && m_choices.cudaUnavailableReason.isEmpty());
   m_kvFraction->setEnabled(mayUseGpu && m_kvMiB->value() == 0);
 }
 
@@ -239,8 +247,9 @@ void EngineSettingsDialog::updateCapacity() {
   const qint64 positions = static_cast<qint64>((static_cast<quint64>(m_kvMiB->value()) << 20) / m_kvBytesPerPosition);
   QString text = tr("Holds about %1 positions for the loaded model").arg(locale.toString(positions));
   if (m_context->value() > 0) {
-    text += tr(" (%1 full contexts of %2)").arg(locale.toString(double(positions) / m_context->value(), 'f', 1),
-                                                locale.toString(m_context->value()));
+    text +=
+        tr(" (%1 full contexts of %2)")
+            .arg(locale.toString(double(positions) / m_context->value(), 'f', 1), locale.toString(m_context->value()));
   }
   m_capacity->setText(text + QLatin1Char('.'));
 }

@@ -134,10 +134,11 @@ void add_device_options(OptionTable& table, DeviceOptions* device) {
                return {};
              }),
              .default_text = "auto"});
-  static const std::vector<std::string> kLoadModes = {"auto", "mmap", "none"};
+  static const std::vector<std::string> kLoadModes = {"auto", "mmap", "mlock", "none"};
   table.add({.names = {"-lm", "--load-mode"},
              .value_name = "MODE",
              .help = "how the weights come into memory, as llama.cpp's: mmap maps the file;\n"
+                     "mlock maps it and locks it in memory (never paged out);\n"
                      "none reads it into memory (2 MiB pages: faster CPU decode, a slower\n"
                      "load); auto reads on the CPU when the file takes at most half the\n"
                      "available memory and the kernel offers huge pages, else maps",

@@ -5,6 +5,11 @@
 #include "gguf/byte_reader.h"
 #include "gguf/mapped_file.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <unordered_set>
 
@@ -208,6 +213,21 @@ GgufFile::~GgufFile() = default;
 LoadMode GgufFile::load_mode() const { return m_mapping ? m_mapping->mode() : LoadMode::Map; }
 
 uint64_t GgufFile::huge_page_bytes() const { return m_mapping ? m_mapping->huge_page_bytes() : 0; }
+
+Status GgufFile::lock_in_memory() const {
+  if (m_bytes.empty()) return {};
+  if (mlock(m_bytes.data(), m_bytes.size()) == 0) return {};
+  const int err = errno;
+  std::string limit = "unknown";
+  if (rlimit r{}; getrlimit(RLIMIT_MEMLOCK, &r) == 0) {
+    limit = r.rlim_cur == RLIM_INFINITY ? "unlimited"
+            : r.rlim_cur >= (1u << 20)  ? std::to_string(r.rlim_cur >> 20) + " MiB"
+                                        : std::to_string(r.rlim_cur >> 10) + " KiB";
+  }
+  return make_error(ErrorCode::OutOfMemory, "cannot lock its " + std::to_string(m_bytes.size() >> 20) +
+                                                " MiB in memory: " + std::strerror(err) + " (RLIMIT_MEMLOCK is " +
+                                                limit + "; raise it with ulimit -l)");
+}
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, LoadMode mode,
                                                  const std::function<void(double)>& read_progress) {

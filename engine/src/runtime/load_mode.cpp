@@ -23,6 +23,11 @@ Result<LoadModeChoice> choose_load_mode(const std::string& requested, bool is_gp
     c.reason = "mapped from the file (load mode mmap)";
     return c;
   }
+  if (requested == "mlock") {
+    c.lock_in_memory = true;
+    c.reason = "mapped from the file (load mode mlock)";
+    return c;
+  }
   if (requested == "none") {
     if (available_bytes > 0 && file_bytes > available_bytes) {
       return make_error(ErrorCode::OutOfMemory, "reading the model into memory needs " + mib(file_bytes) + ", and " +
@@ -36,7 +41,7 @@ Result<LoadModeChoice> choose_load_mode(const std::string& requested, bool is_gp
   if (requested != "auto") {
     return make_error(
         ErrorCode::InvalidArgument,
-        "unknown load mode '" + requested + "': auto, mmap or none (llama.cpp's mlock and dio are not supported)");
+        "unknown load mode '" + requested + "': auto, mmap, mlock or none (llama.cpp's dio is not supported)");
   }
   if (is_gpu) {
     c.reason = "mapped from the file (the GPU gets its own copy)";

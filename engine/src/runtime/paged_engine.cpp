@@ -49,6 +49,11 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   Result<ModelSummary> summary = summarize_model(**file);
   if (!summary) return summary.status();
   summary->weights_memory = load_mode->reason;
+  if (load_mode->lock_in_memory) {
+    // As llama.cpp's mlock: a refusal leaves the mapping as it is and says why.
+    const Status locked = (*file)->lock_in_memory();
+    summary->weights_memory += locked.is_ok() ? ", locked in memory" : ", not locked: " + locked.message();
+  }
   if (is_read) {
     // (The copy's last huge page runs past the file's end: count no more than the file.)
     const uint64_t huge = std::min((*file)->huge_page_bytes(), (*file)->file_size());

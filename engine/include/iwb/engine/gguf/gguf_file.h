@@ -55,6 +55,9 @@ class GgufFile {
   // Map for a file parsed from memory. Read: the copy's bytes in transparent huge pages now.
   LoadMode load_mode() const;
   uint64_t huge_page_bytes() const;
+  // Locks the file's bytes in memory (mlock: no page of them is swapped or dropped from here
+  // on); the error names the limit (RLIMIT_MEMLOCK, `ulimit -l`) where the kernel refused.
+  Status lock_in_memory() const;
 
   const std::vector<KeyValue>& metadata() const { return m_metadata; }
   const Value* find(std::string_view key) const;

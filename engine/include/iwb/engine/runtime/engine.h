@@ -76,7 +76,8 @@ struct EngineOptions {
   // only for one token) and IWB_CUDA_Q8_INPUT=0 that int8 path too, for comparisons.
   bool cuda_int8_activations = true;
   // How the weights come into memory, llama.cpp's --load-mode: "mmap" maps the file (an instant
-  // load, pages shared with the page cache, a model larger than memory still runs); "none"
+  // load, pages shared with the page cache, a model larger than memory still runs); "mlock"
+  // maps it and locks it in memory (never paged out; a refusal is reported, not fatal); "none"
   // reads it into memory of the process's own, advised for 2 MiB transparent huge pages;
   // "auto" reads on the CPU where the kernel offers transparent huge pages and the file takes
   // at most half the available memory, and maps otherwise (and on a GPU, which gets its own

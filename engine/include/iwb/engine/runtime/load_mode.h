@@ -1,5 +1,6 @@
-// EngineOptions::load_mode ("auto", "mmap", "none": llama.cpp's --load-mode names) resolved
-// for one load: map the GGUF file or read it into memory of the process's own.
+// EngineOptions::load_mode ("auto", "mmap", "mlock", "none": llama.cpp's --load-mode names)
+// resolved for one load: map the GGUF file (and lock it in memory) or read it into memory of
+// the process's own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -12,6 +13,9 @@ namespace iwb {
 
 struct LoadModeChoice {
   gguf::LoadMode mode = gguf::LoadMode::Map;
+  // "mlock": the mapping is locked in memory (GgufFile::lock_in_memory), so the kernel never
+  // pages the weights out under memory pressure; a refusal is reported, not fatal, as llama.cpp.
+  bool lock_in_memory = false;
   std::string reason;  // "read into memory: 2 MiB pages read faster than a mapping" ...
 };
 
