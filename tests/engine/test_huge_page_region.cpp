@@ -167,6 +167,10 @@ class TestHugePageRegion : public QObject {
     };
     const long before = locked_kib();
     const Status s = (*file)->lock_in_memory();
+#if defined(__SANITIZE_ADDRESS__)
+    QVERIFY2(s.is_ok() || s.message().find("RLIMIT_MEMLOCK") != std::string::npos, s.message().c_str());
+    QSKIP("AddressSanitizer makes mlock a no-op (its interceptor locks nothing), so VmLck cannot grow");
+#endif
     if (s.is_ok()) {
       QVERIFY2(locked_kib() - before >= long((*file)->file_size() >> 10), qPrintable(QString::number(locked_kib())));
     } else {
