@@ -36,17 +36,17 @@ class TestMetrics : public QObject {
     QVERIFY(near(percentile(v, 25), 1.75));  // h = 0.75: 1 + 0.75*(2-1)
     QCOMPARE(percentile(std::vector<double>{7}, 90), 7.0);
     QCOMPARE(percentile(std::vector<double>{}, 50), 0.0);
-    QCOMPARE(percentile(v, 150), 4.0);       // clamped
+    QCOMPARE(percentile(v, 150), 4.0);  // clamped
   }
 
   void latencySummary() {
     const std::vector<double> v = {0.3, 0.1, 1.0, 0.2, 0.4};  // sorted: .1 .2 .3 .4 1.0
     const LatencySummary s = summarize_latencies(v);
     QCOMPARE(s.count, int64_t(5));
-    QVERIFY(near(s.mean, 0.4));    // 2.0 / 5
-    QVERIFY(near(s.p50, 0.3));     // h = 2
-    QVERIFY(near(s.p90, 0.76));    // h = 3.6: 0.4 + 0.6*(1.0-0.4)
-    QVERIFY(near(s.p99, 0.976));   // h = 3.96: 0.4 + 0.96*0.6
+    QVERIFY(near(s.mean, 0.4));   // 2.0 / 5
+    QVERIFY(near(s.p50, 0.3));    // h = 2
+    QVERIFY(near(s.p90, 0.76));   // h = 3.6: 0.4 + 0.6*(1.0-0.4)
+    QVERIFY(near(s.p99, 0.976));  // h = 3.96: 0.4 + 0.96*0.6
     QCOMPARE(s.min, 0.1);
     QCOMPARE(s.max, 1.0);
     const std::vector<double> gaps = inter_token_latencies(std::vector<double>{0.5, 0.6, 0.75, 0.95});
@@ -102,20 +102,20 @@ class TestMetrics : public QObject {
     const RequestTiming t = request_timing(f);
     QCOMPARE(t.num_prompt_tokens, 100);
     GenerationCost cost;
-    cost.prefill = {4e10, 2e9, 0};       // 4e8 FLOP and 2e7 bytes per prompt token
-    cost.decode = {6e9, 3e9, 0};         // three decode steps: 2e9 FLOP and 1e9 bytes each
+    cost.prefill = {4e10, 2e9, 0};  // 4e8 FLOP and 2e7 bytes per prompt token
+    cost.decode = {6e9, 3e9, 0};    // three decode steps: 2e9 FLOP and 1e9 bytes each
     cost.num_decode_steps = 3;
     const Ceilings c{50e9, 200e9};
     const RequestMetrics m = compute_request_metrics(t, &cost, c);
     QVERIFY(near(m.ttft_seconds, 0.5));
-    QVERIFY(near(m.prompt_tokens_per_s, 250));             // 100 / 0.4
-    QVERIFY(near(m.generation_tokens_per_s, 3 / 0.45));    // 3 gaps over 0.95 - 0.5
+    QVERIFY(near(m.prompt_tokens_per_s, 250));           // 100 / 0.4
+    QVERIFY(near(m.generation_tokens_per_s, 3 / 0.45));  // 3 gaps over 0.95 - 0.5
     QCOMPARE(m.inter_token.count, int64_t(3));
     QVERIFY(near(m.inter_token.p50, 0.15));
-    QVERIFY(near(m.inter_token.p90, 0.19));                // h = 1.8: 0.15 + 0.8*0.05
-    QVERIFY(near(*m.prefill_mfu, 0.5));                    // 4e8 * 250 / 2e11
-    QVERIFY(near(*m.prefill_mbu, 0.1));                    // 2e7 * 250 / 5e10
-    QVERIFY(near(*m.decode_mbu, 1e9 * (3 / 0.45) / 50e9)); // 0.1333...
+    QVERIFY(near(m.inter_token.p90, 0.19));                 // h = 1.8: 0.15 + 0.8*0.05
+    QVERIFY(near(*m.prefill_mfu, 0.5));                     // 4e8 * 250 / 2e11
+    QVERIFY(near(*m.prefill_mbu, 0.1));                     // 2e7 * 250 / 5e10
+    QVERIFY(near(*m.decode_mbu, 1e9 * (3 / 0.45) / 50e9));  // 0.1333...
     QVERIFY(near(*m.decode_mfu, 2e9 * (3 / 0.45) / 200e9));
     const RequestMetrics none = compute_request_metrics(t, nullptr, c);
     QVERIFY(!none.decode_mbu && !none.prefill_mfu);
@@ -141,7 +141,7 @@ class TestMetrics : public QObject {
   void stepUtilization() {
     ProfileBatch b;
     b.step_seconds = 0.01;
-    b.kernels.push_back(timed(op_costs::add("x", 0, 1, 1000), Phase::Decode, 0.002));     // 1000 flops, 12000 bytes
+    b.kernels.push_back(timed(op_costs::add("x", 0, 1, 1000), Phase::Decode, 0.002));  // 1000 flops, 12000 bytes
     b.kernels.push_back(timed(op_costs::add("y", 0, 1, 1000), Phase::Decode, 0.003));
     const StepUtilization u = step_utilization(b, {1e6, 1e6});
     QVERIFY(near(u.kernel_seconds, 0.005));
@@ -165,9 +165,12 @@ class TestMetrics : public QObject {
 
   void aggregation() {
     std::vector<KernelRecord> r;
-    r.push_back(timed(op_costs::matmul(OpKind::Matmul, "attn_q", 0, GgmlType::F16, 64, 64, 1, false), Phase::Decode, 1e-3));
-    r.push_back(timed(op_costs::matmul(OpKind::Matmul, "ffn_up", 0, GgmlType::F16, 64, 128, 1, false), Phase::Decode, 3e-3));
-    r.push_back(timed(op_costs::matmul(OpKind::Matmul, "attn_q", 1, GgmlType::F16, 64, 64, 4, false), Phase::Prefill, 2e-3));
+    r.push_back(
+        timed(op_costs::matmul(OpKind::Matmul, "attn_q", 0, GgmlType::F16, 64, 64, 1, false), Phase::Decode, 1e-3));
+    r.push_back(
+        timed(op_costs::matmul(OpKind::Matmul, "ffn_up", 0, GgmlType::F16, 64, 128, 1, false), Phase::Decode, 3e-3));
+    r.push_back(
+        timed(op_costs::matmul(OpKind::Matmul, "attn_q", 1, GgmlType::F16, 64, 64, 4, false), Phase::Prefill, 2e-3));
     r.push_back(timed(op_costs::add("attn_residual", 0, 1, 64), Phase::Decode, 1e-4));
     const auto by_kind = aggregate_records(r);
     QCOMPARE(by_kind.size(), size_t(3));
@@ -228,9 +231,9 @@ class TestMetrics : public QObject {
     QCOMPARE(s2->last_step_index, uint64_t(4));
     QVERIFY(s2->last_prefill && s2->last_decode);  // the prefill stays until a newer one
     QCOMPARE(s2->running_num_steps, int64_t(4));
-    QCOMPARE(s2->last_steps.size(), size_t(2));     // one add per phase
-    QCOMPARE(s2->running[1].count, int64_t(3));     // decode adds
-    QVERIFY(!d.flush(10.12).has_value());           // nothing new
+    QCOMPARE(s2->last_steps.size(), size_t(2));  // one add per phase
+    QCOMPARE(s2->running[1].count, int64_t(3));  // decode adds
+    QVERIFY(!d.flush(10.12).has_value());        // nothing new
     decode.step_index = 5;
     QVERIFY(!d.add(decode, 10.13).has_value());
     auto s3 = d.flush(10.14);

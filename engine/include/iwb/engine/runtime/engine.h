@@ -96,7 +96,7 @@ using RequestId = uint64_t;
 struct GenerationRequest {
   std::vector<int32_t> prompt_tokens;
   SamplingParams sampling;
-  int32_t max_new_tokens = 512;          // <= 0: no limit (until end of generation or a full context)
+  int32_t max_new_tokens = 512;           // <= 0: no limit (until end of generation or a full context)
   std::vector<std::string> stop_strings;  // generation ends when the text contains one
   bool stop_at_end_of_generation = true;  // EOS / EOT / end-of-turn tokens
   // Write control tokens' text ("<|channel|>") into the streamed text instead of nothing: a
@@ -121,7 +121,7 @@ struct TokenEvent {
   RequestId request = 0;
   int32_t token = -1;
   std::string text;
-  double seconds = 0;  // when the token was sampled, in seconds since add_request() took the request
+  double seconds = 0;     // when the token was sampled, in seconds since add_request() took the request
   bool is_draft = false;  // speculation: a drafted token the target accepted
   // When GenerationRequest::num_top_logprobs >= 0: the token's log-probability and the most
   // likely tokens at its position (see token_logprobs).
@@ -132,15 +132,15 @@ struct TokenEvent {
 struct RequestFinished {
   RequestId request = 0;
   FinishReason reason = FinishReason::EndOfGeneration;
-  std::string error;                    // for FinishReason::Error
+  std::string error;  // for FinishReason::Error
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
-  double prompt_seconds = 0;            // from the request's first step to its first token
-  double generation_seconds = 0;        // from first to last generated token
-  double queued_seconds = 0;            // from add_request() to the request's first step
+  double prompt_seconds = 0;      // from the request's first step to its first token
+  double generation_seconds = 0;  // from first to last generated token
+  double queued_seconds = 0;      // from add_request() to the request's first step
   // Prompt prefix whose keys and values the prefix cache already held (whole blocks).
   int32_t num_reused_prompt_tokens = 0;
-  int32_t num_preemptions = 0;          // times its blocks were taken back and it was recomputed
+  int32_t num_preemptions = 0;  // times its blocks were taken back and it was recomputed
   // When each generated token was sampled, seconds since add_request() (TokenEvent::seconds):
   // token_seconds[0] = queued_seconds + prompt_seconds is the time to first token.
   std::vector<double> token_seconds;
@@ -150,13 +150,13 @@ struct RequestFinished {
 };
 
 struct StepStats {
-  int32_t num_prompt_tokens = 0;        // prompt tokens processed in this step (prefill chunks, recomputation)
-  int32_t num_decode_tokens = 0;        // tokens generated (sampled) in this step
-  int32_t num_sequences = 0;            // sequences in the step's forward pass
-  int32_t num_preemptions = 0;          // sequences preempted while planning this step
-  int64_t num_waiting = 0;              // after the step: sequences waiting for admission
-  int64_t num_running = 0;              // after the step: sequences holding KV blocks
-  BlockManagerStats kv;                 // the KV pool after the step (counters only; kv_snapshot() has the blocks)
+  int32_t num_prompt_tokens = 0;  // prompt tokens processed in this step (prefill chunks, recomputation)
+  int32_t num_decode_tokens = 0;  // tokens generated (sampled) in this step
+  int32_t num_sequences = 0;      // sequences in the step's forward pass
+  int32_t num_preemptions = 0;    // sequences preempted while planning this step
+  int64_t num_waiting = 0;        // after the step: sequences waiting for admission
+  int64_t num_running = 0;        // after the step: sequences holding KV blocks
+  BlockManagerStats kv;           // the KV pool after the step (counters only; kv_snapshot() has the blocks)
   double seconds = 0;
   spec::SpeculationStats speculation{};  // the step's drafts and their verification (empty without)
   std::string speculation_error{};       // the drafter failed this step (the step decoded without drafts)
@@ -166,7 +166,7 @@ struct StepResult {
   std::vector<TokenEvent> tokens;
   std::vector<RequestFinished> finished;
   StepStats stats;
-  ProfileBatch profile;                 // the step's kernel records while profiling is on
+  ProfileBatch profile;  // the step's kernel records while profiling is on
 };
 
 // Load progress: fraction 0..1 and what is happening.
