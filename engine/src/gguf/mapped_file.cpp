@@ -18,11 +18,12 @@ namespace iwb::gguf {
 namespace {
 
 // Reads [offset, offset + size) of the file into `dst + offset`, at most kReadChunk bytes a call,
-// adding each call's bytes to `done_in_all`; an error message, or "" when every byte came.
+// adding each call's bytes to `done_in_all` and then calling `after_each` (when set); an error
+// message, or "" when every byte came.
 constexpr size_t kReadChunk = size_t{32} << 20;
 
 std::string read_range(int fd, uint8_t* dst, size_t offset, size_t size, const std::string& path, size_t file_size,
-                       std::atomic<size_t>& done_in_all) {
+                       std::atomic<size_t>& done_in_all, const std::function<void()>& after_each) {
   size_t done = 0;
   while (done < size) {
     const ssize_t n =
@@ -36,6 +37,7 @@ std::string read_range(int fd, uint8_t* dst, size_t offset, size_t size, const s
     }
     done += static_cast<size_t>(n);
     done_in_all += static_cast<size_t>(n);
+    if (after_each) after_each();
   }
   return {};
 }
@@ -53,19 +55,12 @@ std::string read_all(int fd, const HugePageRegion& region, size_t size, const st
   size_t first_error_offset = size;
   std::atomic<size_t> read{0}, settled{0};  // bytes read; bytes read or given up on
   auto* dst = static_cast<uint8_t*>(region.data());
-  auto report = [&] {
+  const std::function<void()> report = [&] {
     if (progress) progress(static_cast<double>(read.load()) / static_cast<double>(size));
   };
   region.for_each_slice(size, load_threads(size), [&](size_t offset, size_t bytes) {
-    std::string e;
-    if (offset == 0 && progress) {
-      for (size_t at = 0; at < bytes && e.empty(); at += kReadChunk) {
-        e = read_range(fd, dst, at, std::min(kReadChunk, bytes - at), path, size, read);
-        report();
-      }
-    } else {
-      e = read_range(fd, dst, offset, bytes, path, size, read);
-    }
+    const bool reports = offset == 0 && progress;
+    std::string e = read_range(fd, dst, offset, bytes, path, size, read, reports ? report : nullptr);
     settled += bytes;
     if (!e.empty()) {
       const std::lock_guard lock(mutex);
@@ -74,7 +69,7 @@ std::string read_all(int fd, const HugePageRegion& region, size_t size, const st
         first_error_offset = offset;
       }
     }
-    if (offset == 0 && progress) {
+    if (reports) {
       while (settled.load() < size) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         report();
