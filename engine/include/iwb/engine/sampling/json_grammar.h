@@ -1,0 +1,124 @@
+// Structured output: replies held to JSON, or to a JSON Schema, byte by byte. What OpenAI's
+// `response_format` ({"type": "json_object"} and {"type": "json_schema"}), vLLM's guided JSON
+// and llama.cpp's `--json-schema` offer: every reply that ends is valid JSON that fits.
+//
+// JsonGrammar is the schema compiled once (immutable, shared by requests); JsonMatcher is one
+// reply's position in it, fed the bytes of each token as it is chosen. token_constraint.h turns
+// a matcher into the tokens a sampler may pick.
+#pragma once
+
+#include "iwb/engine/status.h"
+
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iwb {
+
+// The schema, compiled. The JSON Schema subset it takes (anything else is refused by name, so
+// a reply is never held to less than the schema says):
+//   type (a name or a list of names), properties, required, additionalProperties (true, false
+//   or a schema), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf
+//   (as anyOf, as llama.cpp does), allOf of one schema, $ref to "#" or a JSON pointer within the
+//   document ("#/$defs/Name", "#/definitions/Name", recursion allowed), and the annotations
+//   (title, description, default, examples, format, $schema, $id, $comment, deprecated,
+//   readOnly, writeOnly). An object whose schema lists properties gets no others unless
+//   additionalProperties says so (JSON Schema allows them; a reply is better without), in any
+//   order; at most 64 properties an object.
+class JsonGrammar {
+ public:
+  // JSON mode (response_format {"type": "json_object"}): any JSON object.
+  static std::shared_ptr<const JsonGrammar> any_object();
+  // A JSON Schema document. Errors say which keyword is not supported, and where ("at
+  // /properties/age: 'minimum' is not supported").
+  static Result<std::shared_ptr<const JsonGrammar>> from_schema(std::string_view schema_json);
+
+  // What the reply is held to, for messages: "a JSON object" or "the JSON schema".
+  const std::string& description() const { return m_description; }
+
+  // The compiled nodes (json_matcher.cpp walks them).
+  enum TypeBit : uint8_t {
+    kObject = 1,
+    kArray = 2,
+    kString = 4,
+    kInteger = 8,
+    kNumber = 16,  // any number, integers included
+    kBoolean = 32,
+    kNull = 64,
+    kAnyType = 127,
+  };
+  struct Property {
+    std::string key_json;  // the key as a reply writes it, quotes included: "\"name\""
+    int32_t node = 0;
+    bool is_required = false;
+  };
+  struct Node {
+    uint8_t types = kAnyType;
+    std::vector<std::string> literals;  // enum/const: the value is one of these compact JSON texts
+    std::vector<int32_t> any_of;        // the value fits one of these nodes
+    std::vector<Property> properties;
+    int32_t additional = -1;  // the node other keys' values fit; -1: no other keys
+    int32_t items = 0;        // arrays' elements
+    int64_t min_items = 0, max_items = -1;
+    int64_t min_length = 0, max_length = -1;  // strings, in characters
+    uint64_t required_mask = 0;               // bit i: properties[i] is required
+  };
+  static constexpr int32_t kAnyNode = 0;  // node 0 is always "any JSON value"
+  const Node& node(int32_t index) const { return m_nodes[static_cast<size_t>(index)]; }
+  int32_t root() const { return m_root; }
+
+  // Built by the compiler in json_grammar.cpp.
+  JsonGrammar(std::vector<Node> nodes, int32_t root, std::string description)
+      : m_nodes(std::move(nodes)), m_root(root), m_description(std::move(description)) {}
+
+ private:
+  std::vector<Node> m_nodes;
+  int32_t m_root = 0;
+  std::string m_description;
+};
+
+// One reply's place in a grammar. Copyable (a copy is a what-if). Alternatives of anyOf, and
+// keys that could be a listed property or another, are followed side by side until the bytes
+// tell them apart.
+class JsonMatcher {
+ public:
+  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
+
+  // Takes the bytes if they continue a valid reply; otherwise returns false and stays as it was.
+  bool feed(std::string_view bytes);
+  // Whether feed(bytes) would take them (the matcher unchanged either way).
+  bool can_feed(std::string_view bytes) const;
+  // Whether the reply may end here (a whole value has been written).
+  bool is_complete() const;
+  // The bytes that may come next (none once the value is closed: the reply must end).
+  std::bitset<256> next_bytes() const;
+
+  // A frame of the matcher's stack (public for json_matcher.cpp's helpers).
+  struct Frame {
+    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal } kind = Kind::Value;
+    uint8_t phase = 0;
+    bool is_key = false;       // a String or Literal frame that is an object's key
+    int8_t utf8_left = 0;      // String: continuation bytes still to come; unicode escape digits
+    uint8_t next_low = 0x80, next_high = 0xBF;  // String: the range of the next continuation byte
+    int32_t node = 0;          // the grammar node (Object: its object node; key frames: the object's)
+    int32_t current = -1;      // Object: the property whose value comes next (-1: another key);
+                               // String: 1 once a \u escape began with D (no surrogates)
+    int64_t count = 0;         // items, characters, digits, or a literal's bytes so far
+    uint64_t seen = 0;         // Object: properties written so far
+    std::vector<int32_t> candidates;  // Literal: the texts still matching
+    std::string text;          // String key: its bytes so far (an other key may not be a listed one)
+  };
+  struct Path {
+    std::vector<Frame> stack;
+    int32_t whitespace_run = 0;
+  };
+
+ private:
+  std::shared_ptr<const JsonGrammar> m_grammar;
+  std::vector<Path> m_paths;  // every way the bytes so far can be read; empty never (feed refuses)
+};
+
+}  // namespace iwb

@@ -1,0 +1,332 @@
+// JsonGrammar: a JSON Schema document compiled into nodes (json_grammar.h lists the subset).
+// Each schema object becomes one node, compiled once even when several $refs name it, so
+// recursive schemas compile to a finite graph.
+#include "iwb/engine/sampling/json_grammar.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+
+namespace iwb {
+namespace {
+
+using json = nlohmann::json;
+using Node = JsonGrammar::Node;
+
+// Keywords that say nothing about which values fit. `format` is one in JSON Schema 2020-12
+// unless a validator opts in; replies are not checked against it.
+const std::set<std::string> kAnnotations = {
+    "title",  "description", "default",  "examples", "format",    "$schema",     "$id",
+    "$comment", "deprecated", "readOnly", "writeOnly", "$defs",    "definitions", "$anchor",
+};
+
+// Keywords that constrain a value and are compiled here.
+const std::set<std::string> kSupported = {
+    "type",      "properties", "required",  "additionalProperties", "items", "minItems", "maxItems",
+    "minLength", "maxLength",  "enum",      "const",                "anyOf", "oneOf",    "allOf",
+    "$ref",
+};
+
+Status unsupported(const std::string& where, const std::string& message) {
+  return make_error(ErrorCode::InvalidArgument, "at " + (where.empty() ? std::string("/") : where) + ": " + message);
+}
+
+// RFC 6901: "~1" is "/", "~0" is "~".
+std::string unescape_pointer_token(const std::string& token) {
+  std::string out;
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+      out += token[i + 1] == '0' ? '~' : '/';
+      ++i;
+    } else {
+      out += token[i];
+    }
+  }
+  return out;
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const json& document) : m_document(document) {
+    Node any;  // node 0: any JSON value (objects of any keys, arrays of anything)
+    any.additional = JsonGrammar::kAnyNode;
+    any.items = JsonGrammar::kAnyNode;
+    m_nodes.push_back(any);
+  }
+
+  Result<int32_t> compile(const json& schema, const std::string& where) {
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return JsonGrammar::kAnyNode;
+      return unsupported(where, "the schema 'false' admits no value");
+    }
+    if (!schema.is_object()) return unsupported(where, "a schema is an object or true/false, not " + schema.dump());
+    if (const auto it = m_compiled.find(&schema); it != m_compiled.end()) return it->second;
+    for (const auto& [key, value] : schema.items()) {
+      if (kAnnotations.count(key) == 0 && kSupported.count(key) == 0) {
+        return unsupported(where, "'" + key + "' is not supported");
+      }
+    }
+    // Keywords beside $ref, anyOf/oneOf and allOf would each have to hold as well.
+    const auto constraining_besides = [&](const char* keyword) {
+      for (const auto& [key, value] : schema.items()) {
+        if (key != keyword && kSupported.count(key) != 0) return key;
+      }
+      return std::string();
+    };
+    if (schema.contains("$ref")) {
+      if (const std::string other = constraining_besides("$ref"); !other.empty()) {
+        return unsupported(where, "'" + other + "' beside '$ref' is not supported");
+      }
+      return compile_ref(schema["$ref"], where);
+    }
+    if (schema.contains("allOf")) {
+      const json& all = schema["allOf"];
+      if (!all.is_array() || all.size() != 1) return unsupported(where, "'allOf' is supported with one schema only");
+      if (const std::string other = constraining_besides("allOf"); !other.empty()) {
+        return unsupported(where, "'" + other + "' beside 'allOf' is not supported");
+      }
+      return compile(all[0], where + "/allOf/0");
+    }
+
+    const auto index = static_cast<int32_t>(m_nodes.size());
+    m_nodes.emplace_back();
+    m_compiled[&schema] = index;  // before the children: a $ref back here finds it
+    Node n;
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+      if (!schema.contains(keyword)) continue;
+      if (const std::string other = constraining_besides(keyword); !other.empty()) {
+        return unsupported(where, "'" + other + "' beside '" + keyword + "' is not supported");
+      }
+      const json& list = schema[keyword];
+      if (!list.is_array() || list.empty()) return unsupported(where, std::string("'") + keyword + "' takes a non-empty list");
+      for (size_t i = 0; i < list.size(); ++i) {
+        Result<int32_t> alt = compile(list[i], where + "/" + keyword + "/" + std::to_string(i));
+        if (!alt) return alt.status();
+        n.any_of.push_back(*alt);
+      }
+      m_nodes[static_cast<size_t>(index)] = std::move(n);
+      return index;
+    }
+    IWB_RETURN_IF_ERROR(read_type(schema, where, &n));
+    IWB_RETURN_IF_ERROR(read_literals(schema, where, &n));
+    IWB_RETURN_IF_ERROR(read_object(schema, where, &n));
+    IWB_RETURN_IF_ERROR(read_array(schema, where, &n));
+    IWB_RETURN_IF_ERROR(read_bounds(schema, "minLength", "maxLength", where, &n.min_length, &n.max_length));
+    m_nodes[static_cast<size_t>(index)] = std::move(n);
+    return index;
+  }
+
+  std::vector<Node> take_nodes() { return std::move(m_nodes); }
+
+ private:
+  Result<int32_t> compile_ref(const json& ref, const std::string& where) {
+    if (!ref.is_string()) return unsupported(where, "'$ref' is a string");
+    const std::string r = ref.get<std::string>();
+    if (r.empty() || r[0] != '#') return unsupported(where, "'$ref' " + r + " is outside this document (only \"#...\" is supported)");
+    const json* target = &m_document;
+    size_t start = 1;
+    if (r.size() > 1) {
+      if (r[1] != '/') return unsupported(where, "'$ref' " + r + " is not a JSON pointer (\"#/$defs/Name\")");
+      start = 2;
+      while (start <= r.size()) {
+        const size_t end = std::min(r.find('/', start), r.size());
+        const std::string token = unescape_pointer_token(r.substr(start, end - start));
+        if (target->is_object() && target->contains(token)) {
+          target = &(*target)[token];
+        } else if (target->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&
+                   std::stoull(token) < target->size()) {
+          target = &(*target)[std::stoull(token)];
+        } else {
+          return unsupported(where, "'$ref' " + r + " names nothing in the document");
+        }
+        start = end + 1;
+      }
+    }
+    // A schema compiled already (or being compiled: recursion through its properties or items)
+    // is that node; a $ref reached again before any schema is a loop that admits nothing.
+    if (const auto it = m_compiled.find(target); it != m_compiled.end()) return it->second;
+    if (m_resolving.count(r) != 0) return unsupported(where, "'$ref' " + r + " refers to itself without a value between");
+    m_resolving.insert(r);
+    Result<int32_t> out = compile(*target, r.substr(1));
+    m_resolving.erase(r);
+    return out;
+  }
+
+  static Status read_type(const json& schema, const std::string& where, Node* n) {
+    const auto bit = [](const std::string& name) -> uint8_t {
+      if (name == "object") return JsonGrammar::kObject;
+      if (name == "array") return JsonGrammar::kArray;
+      if (name == "string") return JsonGrammar::kString;
+      if (name == "integer") return JsonGrammar::kInteger;
+      if (name == "number") return JsonGrammar::kNumber;
+      if (name == "boolean") return JsonGrammar::kBoolean;
+      if (name == "null") return JsonGrammar::kNull;
+      return 0;
+    };
+    if (!schema.contains("type")) {
+      // No type: the keywords present say what kind of value is meant (a reply of another
+      // kind would fit the schema too, but is not what its author had in mind).
+      const auto has = [&](std::initializer_list<const char*> keys) {
+        for (const char* k : keys) {
+          if (schema.contains(k)) return true;
+        }
+        return false;
+      };
+      if (has({"properties", "required", "additionalProperties"})) n->types = JsonGrammar::kObject;
+      else if (has({"items", "minItems", "maxItems"})) n->types = JsonGrammar::kArray;
+      else if (has({"minLength", "maxLength"})) n->types = JsonGrammar::kString;
+      return {};
+    }
+    const json& t = schema["type"];
+    std::vector<std::string> names;
+    if (t.is_string()) {
+      names.push_back(t.get<std::string>());
+    } else if (t.is_array() && !t.empty()) {
+      for (const json& x : t) {
+        if (!x.is_string()) return unsupported(where, "'type' lists names, not " + x.dump());
+        names.push_back(x.get<std::string>());
+      }
+    } else {
+      return unsupported(where, "'type' is a name or a list of names");
+    }
+    n->types = 0;
+    for (const std::string& name : names) {
+      const uint8_t b = bit(name);
+      if (b == 0) return unsupported(where, "unknown type '" + name + "'");
+      n->types |= b;
+    }
+    return {};
+  }
+
+  static bool fits_type(const json& v, uint8_t types) {
+    if (v.is_object()) return (types & JsonGrammar::kObject) != 0;
+    if (v.is_array()) return (types & JsonGrammar::kArray) != 0;
+    if (v.is_string()) return (types & JsonGrammar::kString) != 0;
+    if (v.is_boolean()) return (types & JsonGrammar::kBoolean) != 0;
+    if (v.is_null()) return (types & JsonGrammar::kNull) != 0;
+    if (v.is_number_integer() || v.is_number_unsigned()) return (types & (JsonGrammar::kInteger | JsonGrammar::kNumber)) != 0;
+    return (types & JsonGrammar::kNumber) != 0;
+  }
+
+  static Status read_literals(const json& schema, const std::string& where, Node* n) {
+    std::vector<json> values;
+    if (schema.contains("const")) values.push_back(schema["const"]);
+    if (schema.contains("enum")) {
+      const json& e = schema["enum"];
+      if (!e.is_array() || e.empty()) return unsupported(where, "'enum' takes a non-empty list");
+      if (!values.empty()) return unsupported(where, "'const' beside 'enum' is not supported");
+      values.assign(e.begin(), e.end());
+    }
+    if (values.empty()) return {};
+    for (const json& v : values) {
+      if (fits_type(v, n->types)) n->literals.push_back(v.dump());
+    }
+    if (n->literals.empty()) return unsupported(where, "no value of 'enum'/'const' has the schema's 'type'");
+    return {};
+  }
+
+  static Status read_bounds(const json& schema, const char* min_key, const char* max_key, const std::string& where,
+                            int64_t* min, int64_t* max) {
+    for (const char* key : {min_key, max_key}) {
+      if (!schema.contains(key)) continue;
+      const json& v = schema[key];
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+        return unsupported(where, std::string("'") + key + "' is a whole number >= 0");
+      }
+      (key == min_key ? *min : *max) = v.get<int64_t>();
+    }
+    if (*max >= 0 && *max < *min) {
+      return unsupported(where, std::string("'") + max_key + "' is below '" + min_key + "': no value fits");
+    }
+    return {};
+  }
+
+  Status read_object(const json& schema, const std::string& where, Node* n) {
+    const bool has_properties = schema.contains("properties");
+    if (has_properties) {
+      const json& props = schema["properties"];
+      if (!props.is_object()) return unsupported(where, "'properties' is an object");
+      if (props.size() > 64) return unsupported(where, "more than 64 properties in one object is not supported");
+      for (const auto& [name, sub] : props.items()) {
+        Result<int32_t> node = compile(sub, where + "/properties/" + name);
+        if (!node) return node.status();
+        n->properties.push_back({json(name).dump(), *node, false});
+      }
+    }
+    if (schema.contains("required")) {
+      const json& req = schema["required"];
+      if (!req.is_array()) return unsupported(where, "'required' is a list of names");
+      for (const json& name : req) {
+        if (!name.is_string()) return unsupported(where, "'required' is a list of names");
+        const std::string key = json(name.get<std::string>()).dump();
+        bool found = false;
+        for (size_t i = 0; i < n->properties.size(); ++i) {
+          if (n->properties[i].key_json == key) {
+            n->properties[i].is_required = true;
+            n->required_mask |= uint64_t{1} << i;
+            found = true;
+          }
+        }
+        if (!found) {
+          return unsupported(where, "'required' names '" + name.get<std::string>() + "', which 'properties' does not list");
+        }
+      }
+    }
+    // Listed properties and nothing said: no other keys (see json_grammar.h).
+    n->additional = has_properties ? -1 : JsonGrammar::kAnyNode;
+    if (schema.contains("additionalProperties")) {
+      const json& extra = schema["additionalProperties"];
+      if (extra.is_boolean()) {
+        n->additional = extra.get<bool>() ? JsonGrammar::kAnyNode : -1;
+      } else {
+        Result<int32_t> node = compile(extra, where + "/additionalProperties");
+        if (!node) return node.status();
+        n->additional = *node;
+      }
+    }
+    return {};
+  }
+
+  Status read_array(const json& schema, const std::string& where, Node* n) {
+    if (schema.contains("items")) {
+      const json& items = schema["items"];
+      if (items.is_array()) return unsupported(where, "'items' as a list (tuples) is not supported");
+      Result<int32_t> node = compile(items, where + "/items");
+      if (!node) return node.status();
+      n->items = *node;
+    }
+    return read_bounds(schema, "minItems", "maxItems", where, &n->min_items, &n->max_items);
+  }
+
+  const json& m_document;
+  std::vector<Node> m_nodes;
+  std::map<const json*, int32_t> m_compiled;
+  std::set<std::string> m_resolving;  // $refs being followed now: one reached again is a loop
+};
+
+}  // namespace
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
+  Node any;
+  any.additional = kAnyNode;
+  any.items = kAnyNode;
+  Node object = any;
+  object.types = kObject;
+  return std::make_shared<const JsonGrammar>(std::vector<Node>{any, object}, 1, "a JSON object");
+}
+
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(std::string_view schema_json) {
+  json document;
+  try {
+    document = json::parse(schema_json);
+  } catch (const json::parse_error& e) {
+    return make_error(ErrorCode::InvalidArgument, std::string("the JSON schema is not valid JSON: ") + e.what());
+  }
+  Compiler compiler(document);
+  Result<int32_t> root = compiler.compile(document, "");
+  if (!root) return make_error(ErrorCode::InvalidArgument, "JSON schema " + root.error_message());
+  return std::make_shared<const JsonGrammar>(compiler.take_nodes(), *root, "the JSON schema");
+}
+
+}  // namespace iwb

@@ -1,0 +1,458 @@
+// JsonMatcher: a pushdown reader of JSON, one byte at a time, held to a JsonGrammar.
+//
+// A path is a stack of frames (the object, array, string, number or literal being written,
+// innermost last). A byte either moves the top frame on, ends it and goes on to its parent (a
+// number ends at the first byte that is not part of it), or is refused. Where the grammar
+// leaves a choice the bytes have not settled (anyOf; a key that may be a listed property or
+// another), each choice is a path of its own; a path that refuses a byte is dropped.
+#include "iwb/engine/sampling/json_grammar.h"
+
+#include <array>
+
+namespace iwb {
+namespace {
+
+using Frame = JsonMatcher::Frame;
+using Kind = Frame::Kind;
+using Path = JsonMatcher::Path;
+using Node = JsonGrammar::Node;
+
+// Limits that keep a model from writing forever where JSON allows it (llama.cpp's JSON grammar
+// has the same kind: whitespace runs, integer digits), and keep the paths few.
+constexpr int32_t kMaxWhitespaceRun = 32;  // a newline and indentation 31 deep
+constexpr int64_t kMaxIntegerDigits = 16;
+constexpr int64_t kMaxFractionDigits = 16;
+// Two exponent digits keep every number a finite double (16 digits and e99 is about 1e115):
+// "8E463" is JSON, but a double overflow to many parsers.
+constexpr int64_t kMaxExponentDigits = 2;
+constexpr size_t kMaxDepth = 64;
+constexpr size_t kMaxPaths = 32;  // more than any real schema's ambiguity; extras are dropped
+
+enum ObjectPhase : uint8_t { kObjectOpened, kObjectAfterKey, kObjectAfterValue, kObjectAfterComma };
+enum ArrayPhase : uint8_t { kArrayOpened, kArrayAfterValue };
+enum StringPhase : uint8_t { kStringBody, kStringEscape, kStringUnicode };
+enum NumberPhase : uint8_t { kMinus, kZero, kIntegerDigits, kDot, kFraction, kExponentMark, kExponentSign, kExponent };
+
+const std::array<std::string, 3> kWordLiterals = {"true", "false", "null"};
+
+bool is_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
+
+bool is_number_end(uint8_t phase) {
+  return phase == kZero || phase == kIntegerDigits || phase == kFraction || phase == kExponent;
+}
+
+// The texts a literal frame chooses among: an object's keys, a node's enum values, or the words.
+const std::string& literal_text(const JsonGrammar& g, const Frame& f, int32_t i) {
+  if (f.node < 0) return kWordLiterals[static_cast<size_t>(i)];
+  const Node& n = g.node(f.node);
+  return f.is_key ? n.properties[static_cast<size_t>(i)].key_json : n.literals[static_cast<size_t>(i)];
+}
+
+bool has_whole_literal(const JsonGrammar& g, const Frame& f) {
+  for (const int32_t i : f.candidates) {
+    if (static_cast<int64_t>(literal_text(g, f, i).size()) == f.count) return true;
+  }
+  return false;
+}
+
+bool has_required(const Node& n, uint64_t seen) { return (seen & n.required_mask) == n.required_mask; }
+
+bool has_more_keys(const Node& n, uint64_t seen) {
+  if (n.additional >= 0) return true;
+  for (size_t i = 0; i < n.properties.size(); ++i) {
+    if ((seen >> i & 1) == 0) return true;
+  }
+  return false;
+}
+
+Frame make_frame(Kind kind, int32_t node, uint8_t phase = 0) {
+  Frame f;
+  f.kind = kind;
+  f.node = node;
+  f.phase = phase;
+  return f;
+}
+
+// Feeds one byte to paths, appending every path it leads to.
+class Stepper {
+ public:
+  Stepper(const JsonGrammar& g, std::vector<Path>* out) : m_g(g), m_out(out) {}
+
+  void advance(Path p, uint8_t b) {
+    while (!p.stack.empty()) {  // an empty stack: the value is closed and nothing may follow
+      Frame& f = p.stack.back();
+      switch (f.kind) {
+        case Kind::Value: {
+          if (is_whitespace(b)) return take_whitespace(std::move(p));
+          const int32_t node = f.node;
+          p.stack.pop_back();
+          return start_value(std::move(p), node, b);
+        }
+        case Kind::Object:
+          return object_byte(std::move(p), b);
+        case Kind::Array:
+          if (f.phase == kArrayOpened && !is_whitespace(b) && b != ']') {
+            // The byte starts the first element.
+            const Node& n = m_g.node(f.node);
+            if (n.max_items == 0) return;
+            f.count = 1;
+            f.phase = kArrayAfterValue;
+            if (!push(p, make_frame(Kind::Value, n.items))) return;
+            continue;
+          }
+          return array_byte(std::move(p), b);
+        case Kind::String:
+          return string_byte(std::move(p), b);
+        case Kind::Number:
+          if (number_byte(p, b)) return;
+          p.stack.pop_back();  // the number ended before b: its parent takes b
+          continue;
+        case Kind::Literal:
+          if (literal_byte(p, b)) return;
+          if (!has_whole_literal(m_g, p.stack.back())) return;
+          end_literal(p);  // the literal ended before b: its parent takes b
+          continue;
+      }
+    }
+  }
+
+ private:
+  void keep(Path p) {
+    p.whitespace_run = 0;
+    if (m_out->size() < kMaxPaths) m_out->push_back(std::move(p));
+  }
+
+  void take_whitespace(Path p) {
+    if (++p.whitespace_run > kMaxWhitespaceRun) return;
+    if (m_out->size() < kMaxPaths) m_out->push_back(std::move(p));
+  }
+
+  static bool push(Path& p, Frame f) {
+    if (p.stack.size() >= kMaxDepth) return false;
+    p.stack.push_back(std::move(f));
+    return true;
+  }
+
+  // b is the first byte of a value that fits `node`.
+  void start_value(Path p, int32_t node, uint8_t b) {
+    const Node& n = m_g.node(node);
+    if (!n.any_of.empty()) {
+      for (const int32_t alternative : n.any_of) start_value(p, alternative, b);
+      return;
+    }
+    Frame f;
+    if (!n.literals.empty()) {
+      f = make_frame(Kind::Literal, node);
+      for (size_t i = 0; i < n.literals.size(); ++i) {
+        if (static_cast<uint8_t>(n.literals[i][0]) == b) f.candidates.push_back(static_cast<int32_t>(i));
+      }
+      if (f.candidates.empty()) return;
+      f.count = 1;
+    } else if (b == '{' && (n.types & JsonGrammar::kObject)) {
+      f = make_frame(Kind::Object, node, kObjectOpened);
+    } else if (b == '[' && (n.types & JsonGrammar::kArray)) {
+      f = make_frame(Kind::Array, node, kArrayOpened);
+    } else if (b == '"' && (n.types & JsonGrammar::kString)) {
+      f = make_frame(Kind::String, node, kStringBody);
+    } else if ((b == '-' || is_digit(b)) && (n.types & (JsonGrammar::kInteger | JsonGrammar::kNumber))) {
+      f = make_frame(Kind::Number, node, b == '-' ? kMinus : (b == '0' ? kZero : kIntegerDigits));
+      f.count = is_digit(b) ? 1 : 0;
+    } else if ((b == 't' || b == 'f') && (n.types & JsonGrammar::kBoolean)) {
+      f = make_frame(Kind::Literal, -1);
+      f.candidates = {b == 't' ? 0 : 1};
+      f.count = 1;
+    } else if (b == 'n' && (n.types & JsonGrammar::kNull)) {
+      f = make_frame(Kind::Literal, -1);
+      f.candidates = {2};
+      f.count = 1;
+    } else {
+      return;
+    }
+    if (push(p, std::move(f))) keep(std::move(p));
+  }
+
+  void object_byte(Path p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const Node& n = m_g.node(f.node);
+    if (is_whitespace(b)) return take_whitespace(std::move(p));
+    switch (f.phase) {
+      case kObjectOpened:
+      case kObjectAfterComma:
+        if (b == '"') return start_key(std::move(p));
+        if (b == '}' && f.phase == kObjectOpened && has_required(n, f.seen)) return close(std::move(p));
+        return;
+      case kObjectAfterKey: {
+        if (b != ':') return;
+        const int32_t value_node = f.current >= 0 ? n.properties[static_cast<size_t>(f.current)].node : n.additional;
+        if (f.current >= 0) f.seen |= uint64_t{1} << f.current;
+        f.phase = kObjectAfterValue;
+        if (push(p, make_frame(Kind::Value, value_node))) keep(std::move(p));
+        return;
+      }
+      case kObjectAfterValue:
+        if (b == ',' && has_more_keys(n, f.seen)) {
+          f.phase = kObjectAfterComma;
+          return keep(std::move(p));
+        }
+        if (b == '}' && has_required(n, f.seen)) return close(std::move(p));
+        return;
+    }
+  }
+
+  // An opening quote where a key goes: a listed property not yet written, or (where the schema
+  // allows other keys) any other string; both are followed until the bytes choose.
+  void start_key(Path p) {
+    Frame& object = p.stack.back();
+    object.phase = kObjectAfterKey;
+    object.current = -1;
+    const Node& n = m_g.node(object.node);
+    Frame listed = make_frame(Kind::Literal, object.node);
+    listed.is_key = true;
+    listed.count = 1;  // the quote
+    for (size_t i = 0; i < n.properties.size(); ++i) {
+      if ((object.seen >> i & 1) == 0) listed.candidates.push_back(static_cast<int32_t>(i));
+    }
+    Frame other = make_frame(Kind::String, object.node, kStringBody);
+    other.is_key = true;
+    const bool has_other = n.additional >= 0;
+    if (has_other) {
+      if (!listed.candidates.empty()) {
+        Path q = p;
+        if (push(q, std::move(listed))) keep(std::move(q));
+      }
+      if (push(p, std::move(other))) keep(std::move(p));
+    } else if (!listed.candidates.empty() && push(p, std::move(listed))) {
+      keep(std::move(p));
+    }
+  }
+
+  void array_byte(Path p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const Node& n = m_g.node(f.node);
+    if (is_whitespace(b)) return take_whitespace(std::move(p));
+    if (f.phase == kArrayOpened) {  // only ']' reaches here
+      if (n.min_items == 0) close(std::move(p));
+      return;
+    }
+    if (b == ',' && (n.max_items < 0 || f.count < n.max_items)) {
+      ++f.count;
+      if (push(p, make_frame(Kind::Value, n.items))) keep(std::move(p));
+      return;
+    }
+    if (b == ']' && f.count >= n.min_items) close(std::move(p));
+  }
+
+  // The object or array on top is closed by b.
+  void close(Path p) {
+    p.stack.pop_back();
+    keep(std::move(p));
+  }
+
+  void string_byte(Path p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const Node* n = f.is_key ? nullptr : &m_g.node(f.node);  // keys have no length limits
+    const bool is_full = n != nullptr && n->max_length >= 0 && f.count >= n->max_length;
+    switch (f.phase) {
+      case kStringBody:
+        if (f.utf8_left > 0) {
+          if (b < f.next_low || b > f.next_high) return;
+          --f.utf8_left;
+          f.next_low = 0x80;
+          f.next_high = 0xBF;
+          break;
+        }
+        if (b == '"') {
+          if (n != nullptr && f.count < n->min_length) return;
+          if (f.is_key) {
+            // A listed key goes through its literal path; written here too it would be a
+            // second way to the same key, held to the other keys' schema.
+            for (const JsonGrammar::Property& prop : m_g.node(f.node).properties) {
+              if (prop.key_json.compare(1, prop.key_json.size() - 2, f.text) == 0) return;
+            }
+            p.stack.pop_back();
+            p.stack.back().current = -1;
+          } else {
+            p.stack.pop_back();
+          }
+          return keep(std::move(p));
+        }
+        if (b < 0x20 || is_full) return;
+        if (b == '\\') {
+          f.phase = kStringEscape;
+          break;
+        }
+        if (b >= 0x80) {
+          // A multi-byte character's lead byte; the second byte's range rules out overlong
+          // forms, UTF-16 surrogates and code points past U+10FFFF (RFC 3629), which strict
+          // JSON parsers refuse.
+          if (b >= 0xC2 && b <= 0xDF) f.utf8_left = 1;
+          else if (b >= 0xE0 && b <= 0xEF) f.utf8_left = 2;
+          else if (b >= 0xF0 && b <= 0xF4) f.utf8_left = 3;
+          else return;
+          if (b == 0xE0) f.next_low = 0xA0;
+          if (b == 0xED) f.next_high = 0x9F;
+          if (b == 0xF0) f.next_low = 0x90;
+          if (b == 0xF4) f.next_high = 0x8F;
+        }
+        ++f.count;
+        break;
+      case kStringEscape:
+        if (b == 'u') {
+          f.phase = kStringUnicode;
+          f.utf8_left = 4;  // hex digits to come
+        } else if (b == '"' || b == '\\' || b == '/' || b == 'b' || b == 'f' || b == 'n' || b == 'r' || b == 't') {
+          f.phase = kStringBody;
+        } else {
+          return;
+        }
+        ++f.count;
+        break;
+      case kStringUnicode:
+        // \uD800-\uDFFF are refused: half a surrogate pair is an error to many parsers, and a
+        // reply can write the character's UTF-8 bytes instead.
+        if (!is_hex(b)) return;
+        if (f.utf8_left == 4) f.current = (b == 'd' || b == 'D') ? 1 : 0;
+        if (f.utf8_left == 3 && f.current == 1 && !(b >= '0' && b <= '7')) return;
+        if (--f.utf8_left == 0) f.phase = kStringBody;
+        break;
+    }
+    if (f.is_key) f.text += static_cast<char>(b);
+    keep(std::move(p));
+  }
+
+  // True when the number took b (or refused it for good); false when it ended before b.
+  bool number_byte(Path& p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const bool integers_only = (m_g.node(f.node).types & JsonGrammar::kNumber) == 0;
+    const bool digit = is_digit(b);
+    const auto go = [&](uint8_t phase, int64_t count) {
+      f.phase = phase;
+      f.count = count;
+      keep(std::move(p));
+      return true;
+    };
+    const auto refuse = [] { return true; };
+    switch (f.phase) {
+      case kMinus:
+        if (b == '0') return go(kZero, 1);
+        return digit ? go(kIntegerDigits, 1) : refuse();
+      case kZero:
+        if (digit) return refuse();  // no leading zeros
+        break;
+      case kIntegerDigits:
+        if (digit) return f.count < kMaxIntegerDigits ? go(kIntegerDigits, f.count + 1) : refuse();
+        break;
+      case kDot:
+        return digit ? go(kFraction, 1) : refuse();
+      case kFraction:
+        if (digit) return f.count < kMaxFractionDigits ? go(kFraction, f.count + 1) : refuse();
+        break;
+      case kExponentMark:
+        if (b == '+' || b == '-') return go(kExponentSign, 0);
+        return digit ? go(kExponent, 1) : refuse();
+      case kExponentSign:
+        return digit ? go(kExponent, 1) : refuse();
+      case kExponent:
+        if (digit) return f.count < kMaxExponentDigits ? go(kExponent, f.count + 1) : refuse();
+        return false;
+    }
+    if (!integers_only && b == '.' && f.phase != kFraction) return go(kDot, 0);
+    if (!integers_only && (b == 'e' || b == 'E')) return go(kExponentMark, 0);
+    return false;
+  }
+
+  // True when the literal took b (or refused it for good); false when none of its texts goes
+  // on with b (the caller then ends it there if one is whole).
+  bool literal_byte(Path& p, uint8_t b) {
+    Frame& f = p.stack.back();
+    std::vector<int32_t> next;
+    for (const int32_t i : f.candidates) {
+      const std::string& text = literal_text(m_g, f, i);
+      if (static_cast<int64_t>(text.size()) > f.count && static_cast<uint8_t>(text[static_cast<size_t>(f.count)]) == b) {
+        next.push_back(i);
+      }
+    }
+    if (next.empty()) return false;
+    f.candidates = std::move(next);
+    ++f.count;
+    keep(std::move(p));
+    return true;
+  }
+
+  // Pops a literal that is whole; a key's tells its object which property comes next.
+  void end_literal(Path& p) {
+    const Frame& f = p.stack.back();
+    int32_t whole = -1;
+    for (const int32_t i : f.candidates) {
+      if (static_cast<int64_t>(literal_text(m_g, f, i).size()) == f.count) whole = i;
+    }
+    const bool is_key = f.is_key;
+    p.stack.pop_back();
+    if (is_key) p.stack.back().current = whole;
+  }
+
+  const JsonGrammar& m_g;
+  std::vector<Path>* m_out;
+};
+
+bool path_is_complete(const JsonGrammar& g, const Path& p) {
+  if (p.stack.empty()) return true;
+  if (p.stack.size() != 1) return false;
+  const Frame& f = p.stack.back();
+  if (f.kind == Kind::Number) return is_number_end(f.phase);
+  if (f.kind == Kind::Literal) return has_whole_literal(g, f);
+  return false;
+}
+
+}  // namespace
+
+JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar) : m_grammar(std::move(grammar)) {
+  Path start;
+  start.stack.push_back(make_frame(Kind::Value, m_grammar->root()));
+  m_paths.push_back(std::move(start));
+}
+
+bool JsonMatcher::feed(std::string_view bytes) {
+  std::vector<Path> paths = m_paths;
+  std::vector<Path> next;
+  for (const char c : bytes) {
+    next.clear();
+    Stepper stepper(*m_grammar, &next);
+    for (Path& p : paths) stepper.advance(std::move(p), static_cast<uint8_t>(c));
+    if (next.empty()) return false;
+    paths.swap(next);
+  }
+  m_paths = std::move(paths);
+  return true;
+}
+
+bool JsonMatcher::can_feed(std::string_view bytes) const {
+  JsonMatcher copy = *this;
+  return copy.feed(bytes);
+}
+
+bool JsonMatcher::is_complete() const {
+  for (const Path& p : m_paths) {
+    if (path_is_complete(*m_grammar, p)) return true;
+  }
+  return false;
+}
+
+std::bitset<256> JsonMatcher::next_bytes() const {
+  std::bitset<256> out;
+  std::vector<Path> next;
+  for (int b = 0; b < 256; ++b) {
+    next.clear();
+    Stepper stepper(*m_grammar, &next);
+    for (const Path& p : m_paths) {
+      stepper.advance(p, static_cast<uint8_t>(b));
+      if (!next.empty()) break;
+    }
+    if (!next.empty()) out.set(static_cast<size_t>(b));
+  }
+  return out;
+}
+
+}  // namespace iwb

@@ -1,0 +1,357 @@
+// Structured output's byte automaton (json_grammar.h): documents that fit are taken byte by
+// byte, each kind of mistake is refused at the byte that makes it, schemas outside the subset
+// are refused by name, and random walks through whatever the matcher allows always end in
+// JSON that nlohmann parses and a small independent validator (below) accepts.
+#include "iwb/engine/sampling/json_grammar.h"
+#include "iwb/engine/sampling/token_constraint.h"
+
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+using namespace iwb;
+using json = nlohmann::json;
+
+class TestJsonGrammar : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void jsonModeTakesAnyObject();
+  void completenessAndTheEnd();
+  void whitespaceAndDigitsAreBounded();
+  void objectsFollowTheSchema();
+  void refsRecurseAndAlternativesSplit();
+  void unionsAndOtherKeys();
+  void unsupportedSchemasAreRefusedByName();
+  void randomWalksEndInValidJson();
+};
+
+namespace {
+
+const char* kPersonSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": 5},
+    "age": {"type": "integer"},
+    "height": {"type": "number"},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+    "role": {"enum": ["admin", "user", 3]},
+    "nick": {"type": ["string", "null"]}
+  },
+  "required": ["name", "age"]
+})";
+
+const char* kTreeSchema = R"({
+  "$defs": {
+    "node": {
+      "type": "object",
+      "properties": {
+        "value": {"type": "integer"},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}
+      },
+      "required": ["value"]
+    }
+  },
+  "$ref": "#/$defs/node"
+})";
+
+const char* kUnionSchema = R"({
+  "type": "object",
+  "properties": {
+    "shape": {"anyOf": [
+      {"type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"]},
+      {"type": "object", "properties": {"w": {"type": "number"}, "h": {"type": "number"}}, "required": ["w", "h"]},
+      {"const": "none"}
+    ]},
+    "extra": {"type": "object", "additionalProperties": {"type": "boolean"}}
+  },
+  "required": ["shape", "extra"]
+})";
+
+std::shared_ptr<const JsonGrammar> compile(const char* schema) {
+  Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema);
+  if (!g) qFatal("schema refused: %s", g.error_message().c_str());
+  return *g;
+}
+
+// Feeds `text` one byte at a time; returns how many bytes were taken before one was refused.
+size_t bytes_taken(const std::shared_ptr<const JsonGrammar>& g, std::string_view text, bool* complete = nullptr) {
+  JsonMatcher m(g);
+  size_t i = 0;
+  for (; i < text.size(); ++i) {
+    if (!m.feed(text.substr(i, 1))) break;
+  }
+  if (complete != nullptr) *complete = m.is_complete();
+  return i;
+}
+
+void expect_fits(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
+  bool complete = false;
+  const size_t taken = bytes_taken(g, text, &complete);
+  QVERIFY2(taken == text.size(), qPrintable(QString("refused at byte %1 of %2").arg(taken).arg(QString::fromUtf8(text.data(), static_cast<int>(text.size())))));
+  QVERIFY2(complete, qPrintable(QString::fromUtf8(text.data(), static_cast<int>(text.size()))));
+  // In one piece too, as a multi-byte token is fed.
+  JsonMatcher whole(g);
+  QVERIFY(whole.feed(text));
+  QVERIFY(whole.is_complete());
+}
+
+// The text is refused exactly at `bad` (the byte after the longest acceptable prefix).
+void expect_refused_at(const std::shared_ptr<const JsonGrammar>& g, std::string_view text, char bad) {
+  const size_t taken = bytes_taken(g, text);
+  QVERIFY2(taken < text.size(), qPrintable(QString::fromUtf8(text.data(), static_cast<int>(text.size()))));
+  QCOMPARE(text[taken], bad);
+  JsonMatcher m(g);
+  QVERIFY(!m.feed(text));  // refused whole, and left as it was
+  QVERIFY(m.feed(text.substr(0, taken)));
+}
+
+// An independent check of the same subset on parsed JSON.
+bool validates(const json& schema, const json& root, const json& v) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (schema.contains("$ref")) {
+    const std::string ref = schema["$ref"].get<std::string>().substr(1);
+    return validates(ref.empty() ? root : root.at(json::json_pointer(ref)), root, v);
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (!schema.contains(key)) continue;
+    for (const json& alt : schema[key]) {
+      if (validates(alt, root, v)) return true;
+    }
+    return false;
+  }
+  if (schema.contains("const") && v != schema["const"]) return false;
+  if (schema.contains("enum") && std::find(schema["enum"].begin(), schema["enum"].end(), v) == schema["enum"].end()) {
+    return false;
+  }
+  if (schema.contains("type")) {
+    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    bool any = false;
+    for (const json& t : types) {
+      const std::string n = t.get<std::string>();
+      any = any || (n == "object" && v.is_object()) || (n == "array" && v.is_array()) || (n == "string" && v.is_string()) ||
+            (n == "integer" && (v.is_number_integer() || v.is_number_unsigned())) || (n == "number" && v.is_number()) ||
+            (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null());
+    }
+    if (!any) return false;
+  }
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const json& r : schema.value("required", json::array())) {
+      if (!v.contains(r.get<std::string>())) return false;
+    }
+    for (const auto& [k, x] : v.items()) {
+      if (props.contains(k)) {
+        if (!validates(props[k], root, x)) return false;
+      } else if (schema.contains("additionalProperties")) {
+        if (!validates(schema["additionalProperties"], root, x)) return false;
+      } else if (schema.contains("properties")) {
+        return false;  // the grammar's rule: listed properties and nothing said, no others
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (schema.contains("minItems") && v.size() < schema["minItems"].get<size_t>()) return false;
+    if (schema.contains("maxItems") && v.size() > schema["maxItems"].get<size_t>()) return false;
+    for (const json& x : v) {
+      if (schema.contains("items") && !validates(schema["items"], root, x)) return false;
+    }
+  }
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    size_t chars = 0;
+    for (const char c : s) chars += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+    if (schema.contains("minLength") && chars < schema["minLength"].get<size_t>()) return false;
+    if (schema.contains("maxLength") && chars > schema["maxLength"].get<size_t>()) return false;
+  }
+  return true;
+}
+
+// One reply written by picking among the bytes the matcher allows at random, leaning towards
+// closing bytes after a while so that it ends.
+std::string random_walk(const std::shared_ptr<const JsonGrammar>& g, std::mt19937& rng, bool* ended) {
+  JsonMatcher m(g);
+  std::string out;
+  *ended = false;
+  for (int step = 0; step < 4000; ++step) {
+    const std::bitset<256> next = m.next_bytes();
+    if (m.is_complete() && (next.none() || rng() % 4 == 0)) {
+      *ended = true;
+      return out;
+    }
+    if (next.none()) return out;  // stuck: a matcher must never get here
+    std::vector<int> choices;
+    if (step > 24) {
+      for (const int b : {'"', '}', ']', '1', 'n', 't', 'f'}) {
+        if (next.test(static_cast<size_t>(b))) choices.push_back(b);
+      }
+    }
+    if (choices.empty() || rng() % 3 == 0) {
+      choices.clear();
+      for (int b = 0; b < 256; ++b) {
+        if (next.test(static_cast<size_t>(b))) choices.push_back(b);
+      }
+    }
+    const char c = static_cast<char>(choices[rng() % choices.size()]);
+    if (!m.feed(std::string_view(&c, 1))) return out;  // next_bytes promised it
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+void TestJsonGrammar::jsonModeTakesAnyObject() {
+  const auto g = JsonGrammar::any_object();
+  expect_fits(g, R"({})");
+  expect_fits(g, R"({"a": [1, -2.5e-3, 0, true, false, null, "x\u00e9\n", {}], "b": {"c": []}})");
+  expect_fits(g, "{\n  \"k\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"\n}");
+  expect_refused_at(g, R"([1])", '[');
+  expect_refused_at(g, R"({"a" 1})", '1');
+  expect_refused_at(g, R"({"a":1,})", '}');
+  expect_refused_at(g, R"({"a":01})", '1');
+  expect_refused_at(g, R"({"a":1.})", '}');
+  expect_refused_at(g, R"({"a":tru})", '}');
+  expect_refused_at(g, "{\"a\":\"\x01\"}", '\x01');
+  expect_refused_at(g, R"({"a":"\q"})", 'q');
+  expect_refused_at(g, R"({"a":"\ud83d"})", '8');       // half a surrogate pair
+  expect_refused_at(g, "{\"a\":\"\xe0\x80\x80\"}", '\x80');  // overlong UTF-8
+  expect_refused_at(g, "{\"a\":\"\xc3\"}", '"');        // a character cut short
+  expect_refused_at(g, R"({} )", ' ');                  // nothing after the value
+}
+
+void TestJsonGrammar::completenessAndTheEnd() {
+  const auto g = JsonGrammar::any_object();
+  JsonMatcher m(g);
+  QVERIFY(!m.is_complete());
+  QVERIFY(m.feed(R"({"a": 1)"));
+  QVERIFY(!m.is_complete());
+  const std::bitset<256> next = m.next_bytes();
+  QVERIFY(next.test('}') && next.test(',') && next.test('0') && next.test(' ') && next.test('.'));
+  QVERIFY(!next.test(']') && !next.test('"'));
+  QVERIFY(m.feed("}"));
+  QVERIFY(m.is_complete());
+  QVERIFY(m.next_bytes().none());
+  // A number at the top is whole as it stands, and may still go on.
+  const auto number = compile(R"({"type": "number"})");
+  JsonMatcher n(number);
+  QVERIFY(n.feed("-12"));
+  QVERIFY(n.is_complete());
+  QVERIFY(n.next_bytes().test('3') && n.next_bytes().test('.') && n.next_bytes().test('e'));
+  QVERIFY(!n.feed("-"));
+}
+
+void TestJsonGrammar::whitespaceAndDigitsAreBounded() {
+  const auto g = JsonGrammar::any_object();
+  QVERIFY(JsonMatcher(g).can_feed("{" + std::string(32, ' ')));
+  QVERIFY(!JsonMatcher(g).can_feed("{" + std::string(33, ' ')));
+  QVERIFY(JsonMatcher(g).can_feed("{\n" + std::string(31, ' ') + "\"a\":" + std::string(32, '\n')));
+  QVERIFY(JsonMatcher(g).can_feed("{\"a\":" + std::string(16, '9')));
+  QVERIFY(!JsonMatcher(g).can_feed("{\"a\":" + std::string(17, '9')));
+  QVERIFY(JsonMatcher(g).can_feed(R"({"a":1.5e-99)"));
+  QVERIFY(!JsonMatcher(g).can_feed(R"({"a":1.5e-100)"));  // every number a finite double
+}
+
+void TestJsonGrammar::objectsFollowTheSchema() {
+  const auto g = compile(kPersonSchema);
+  expect_fits(g, R"({"name":"Bob","age":42})");
+  expect_fits(g, R"({ "age": -7, "tags": ["x", "y"], "name": "Al", "role": 3, "nick": null, "height": 1.5e2 })");
+  expect_fits(g, R"({"role":"admin","name":"Ann","age":0,"nick":"A"})");
+  expect_refused_at(g, R"({"name":"Bob"})", '}');                // age is required
+  expect_refused_at(g, R"({"name":"Robert","age":1})", 't');     // maxLength 5
+  expect_refused_at(g, R"({"name":"","age":1})", '"');           // minLength 1
+  expect_refused_at(g, R"({"name":"B","age":4.5})", '.');        // an integer
+  expect_refused_at(g, R"({"name":"B","age":1,"x":1})", 'x');    // no other keys
+  expect_refused_at(g, R"({"name":"B","name":"C","age":1})", 'a');  // no key twice ("n" could be "nick")
+  expect_refused_at(g, R"({"name":"B","age":1,"tags":[]})", ']');  // minItems 1
+  expect_refused_at(g, R"({"name":"B","age":1,"tags":["a","b","c"]})", ',');  // maxItems 2
+  expect_refused_at(g, R"({"name":"B","age":1,"tags":[1]})", '1');
+  expect_refused_at(g, R"({"name":"B","age":1,"role":"root"})", 'r');
+  expect_refused_at(g, R"({"name":"B","age":1,"nick":true})", 't');
+  expect_refused_at(g, R"({"age":1,"name":"B",})", '}');         // no keys left after the comma
+}
+
+void TestJsonGrammar::refsRecurseAndAlternativesSplit() {
+  const auto tree = compile(kTreeSchema);
+  expect_fits(tree, R"({"value":1,"children":[{"value":2},{"value":3,"children":[{"value":4,"children":[]}]}]})");
+  expect_refused_at(tree, R"({"value":1,"children":[{"value":2},{"value":3},{"value":4}]})", ',');
+  expect_refused_at(tree, R"({"value":1,"children":[{"children":[]}]})", '}');  // value required in a child
+}
+
+void TestJsonGrammar::unionsAndOtherKeys() {
+  const auto g = compile(kUnionSchema);
+  expect_fits(g, R"({"shape":{"r":2},"extra":{}})");
+  expect_fits(g, R"({"shape":{"h":1,"w":2},"extra":{"a":true,"name b":false}})");
+  expect_fits(g, R"({"extra":{"x":true},"shape":"none"})");
+  expect_refused_at(g, R"({"shape":{"r":2,"w":1},"extra":{}})", ',');  // a circle has no more keys
+  expect_refused_at(g, R"({"shape":{"w":1},"extra":{}})", '}');
+  expect_refused_at(g, R"({"shape":"nothing","extra":{}})", 't');
+  expect_refused_at(g, R"({"shape":"none","extra":{"a":1}})", '1');
+}
+
+void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
+  struct Case {
+    const char* schema;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})",
+       "at /properties/age: 'minimum' is not supported"},
+      {R"({"type":"string","pattern":"^a"})", "'pattern' is not supported"},
+      {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'required' names 'b'"},
+      {R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})", "refers to itself"},
+      {R"({"$ref":"#/$defs/missing"})", "names nothing"},
+      {R"({"$ref":"other.json#/a"})", "outside this document"},
+      {R"({"type":"strnig"})", "unknown type 'strnig'"},
+      {R"({"enum":[1,2],"type":"string"})", "no value of 'enum'"},
+      {R"({"type":"array","items":[{"type":"string"}]})", "tuples"},
+      {R"({"type":"string","minLength":5,"maxLength":2})", "no value fits"},
+      {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "'allOf' is supported with one schema only"},
+      {R"(false)", "admits no value"},
+      {R"({"type": "object",)", "not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(c.schema);
+    QVERIFY2(!g, c.schema);
+    QVERIFY2(g.error_message().find(c.message) != std::string::npos, g.error_message().c_str());
+  }
+  // Annotations and an empty schema are fine; {} takes any value.
+  const auto any = compile(R"({"title":"t","description":"d","$schema":"x","format":"date","examples":[1]})");
+  expect_fits(any, "[1, \"a\", null]");
+  expect_fits(any, "\"text\"");
+}
+
+void TestJsonGrammar::randomWalksEndInValidJson() {
+  std::mt19937 rng(1234);
+  for (const char* schema_text : {"{}", kPersonSchema, kTreeSchema, kUnionSchema}) {
+    const json schema = json::parse(schema_text);
+    const auto g = compile(schema_text);
+    int num_ended = 0;
+    for (int walk = 0; walk < 150; ++walk) {
+      bool ended = false;
+      const std::string text = random_walk(g, rng, &ended);
+      if (!ended) continue;  // ran past the step budget inside a long string; fine
+      ++num_ended;
+      json value;
+      try {
+        value = json::parse(text);
+      } catch (const json::exception& e) {
+        QFAIL(qPrintable(QString("not JSON (%1): %2").arg(e.what(), QString::fromStdString(text))));
+      }
+      QVERIFY2(validates(schema, schema, value), text.c_str());
+    }
+    QVERIFY2(num_ended > 100, schema_text);
+  }
+  // JSON mode's walks end in objects.
+  const auto object = JsonGrammar::any_object();
+  for (int walk = 0; walk < 100; ++walk) {
+    bool ended = false;
+    const std::string text = random_walk(object, rng, &ended);
+    if (ended) QVERIFY2(json::parse(text).is_object(), text.c_str());
+  }
+}
+
+QTEST_GUILESS_MAIN(TestJsonGrammar)
+#include "test_json_grammar.moc"
