@@ -15,7 +15,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${IWB_FUZZ_BUILD_DIR:-"$root/build-fuzz"}
 which=${1:-all}
 seconds=${2:-60}
-targets=(gguf tokenizer chat_template llama2c imatrix openai_request prometheus)
+targets=(gguf tokenizer chat_template llama2c imatrix openai_request prometheus json_schema)
 if [[ "$which" != all ]]; then
   [[ " ${targets[*]} " == *" $which "* ]] || { echo "fuzz: unknown target '$which' (${targets[*]})" >&2; exit 2; }
   targets=("$which")

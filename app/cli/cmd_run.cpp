@@ -12,6 +12,7 @@
 #include "iwb/engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -37,6 +38,7 @@ struct Options {
   DeviceOptions device;
   KvCacheOptions kv_cache;
   SamplingOptions sampling;
+  std::string json_schema, json_schema_file;
   spec::SpeculativeConfig speculation;
 };
 
@@ -59,6 +61,17 @@ OptionTable make_table(Options* o) {
          .destination = &o->is_batch_invariant});
   t.begin_group("sampling (llama.cpp's defaults)");
   add_sampling_options(t, &o->sampling);
+  t.begin_group("structured output");
+  t.add({.names = {"-j", "--json-schema"},
+         .value_name = "SCHEMA",
+         .help = "hold the output to a JSON Schema, e.g. '{}' for any JSON value or\n"
+                 "'{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}}}';\n"
+                 "generation ends when the value is whole",
+         .destination = &o->json_schema});
+  t.add({.names = {"-jf", "--json-schema-file"},
+         .value_name = "FILE",
+         .help = "the same, with the schema read from FILE",
+         .destination = &o->json_schema_file});
   t.begin_group("chat");
   t.add({.names = {"--chat"}, .help = "wrap the prompt in the model's chat template", .destination = &o->is_chat});
   t.add(
@@ -97,6 +110,9 @@ int parse(int argc, char** argv, Options* o) {
   if (o->prompt.text.has_value() == !o->prompt.file.empty()) {
     return report_usage_error(table, "give exactly one of -p PROMPT or -f FILE");
   }
+  if (!o->json_schema.empty() && !o->json_schema_file.empty()) {
+    return report_usage_error(table, "give one of -j SCHEMA or -jf FILE");
+  }
   if (!o->is_chat && (!o->system.empty() || !o->template_name.empty())) {
     return report_usage_error(table, "--system and --template need --chat");
   }
@@ -108,11 +124,17 @@ int parse(int argc, char** argv, Options* o) {
 
 // The settings as options, so a sampled run can be repeated exactly (the seed included).
 void print_sampling(const SamplingParams& p, int32_t n_predict) {
+  std::string bias;
+  for (const auto& [id, amount] : p.logit_bias) {
+    char one[64];
+    std::snprintf(one, sizeof one, " -l %d%c%g", id, amount < 0 ? '-' : '+', static_cast<double>(std::fabs(amount)));
+    bias += one;
+  }
   std::fprintf(stderr,
                "iwb run: sampling --temp %g --top-k %d --top-p %g --min-p %g --repeat-penalty %g --repeat-last-n %d "
-               "--seed %llu -n %d\n",
+               "--seed %llu -n %d%s\n",
                p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.penalty_last_n,
-               static_cast<unsigned long long>(p.seed), n_predict);
+               static_cast<unsigned long long>(p.seed), n_predict, bias.c_str());
 }
 
 bool read_file(const std::string& path, std::string* out) {
@@ -199,6 +221,22 @@ int run_run(int argc, char** argv) {
     return 1;
   }
 
+  // The schema is compiled before the model loads: a mistake in it costs no load.
+  std::shared_ptr<const JsonGrammar> json_grammar;
+  if (!o.json_schema.empty() || !o.json_schema_file.empty()) {
+    std::string schema = o.json_schema;
+    if (!o.json_schema_file.empty() && !read_file(o.json_schema_file, &schema)) {
+      std::fprintf(stderr, "iwb run: cannot read '%s'\n", o.json_schema_file.c_str());
+      return 1;
+    }
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema);
+    if (!g) {
+      std::fprintf(stderr, "iwb run: %s\n", g.error_message().c_str());
+      return 2;
+    }
+    json_grammar = *g;
+  }
+
   EngineOptions engine_options;
   engine_options.context_length = o.context;
   engine_options.num_threads = o.threads;
@@ -227,6 +265,7 @@ int run_run(int argc, char** argv) {
   GenerationRequest request;
   request.sampling = o.sampling.to_params(std::random_device{}());
   request.max_new_tokens = o.sampling.n_predict;
+  request.json_grammar = json_grammar;
   print_sampling(request.sampling, o.sampling.n_predict);
   if (o.is_chat) {
     std::vector<ChatMessage> messages;

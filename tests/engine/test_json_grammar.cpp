@@ -245,9 +245,15 @@ void TestJsonGrammar::completenessAndTheEnd() {
 
 void TestJsonGrammar::whitespaceAndDigitsAreBounded() {
   const auto g = JsonGrammar::any_object();
-  QVERIFY(JsonMatcher(g).can_feed("{" + std::string(32, ' ')));
-  QVERIFY(!JsonMatcher(g).can_feed("{" + std::string(33, ' ')));
-  QVERIFY(JsonMatcher(g).can_feed("{\n" + std::string(31, ' ') + "\"a\":" + std::string(32, '\n')));
+  // llama.cpp's rule: one space, or a newline and at most 20 spaces or tabs; none at the start.
+  QVERIFY(JsonMatcher(g).can_feed("{ "));
+  QVERIFY(!JsonMatcher(g).can_feed("{  "));
+  QVERIFY(!JsonMatcher(g).can_feed(" {"));
+  QVERIFY(!JsonMatcher(g).can_feed("{\r\n"));
+  QVERIFY(JsonMatcher(g).can_feed("{\n" + std::string(20, ' ') + "\"a\":\n\t\t"));
+  QVERIFY(!JsonMatcher(g).can_feed("{\n" + std::string(21, ' ')));
+  QVERIFY(!JsonMatcher(g).can_feed("{\n\n"));
+  QVERIFY(!JsonMatcher(g).can_feed("{ \n"));
   QVERIFY(JsonMatcher(g).can_feed("{\"a\":" + std::string(16, '9')));
   QVERIFY(!JsonMatcher(g).can_feed("{\"a\":" + std::string(17, '9')));
   QVERIFY(JsonMatcher(g).can_feed(R"({"a":1.5e-99)"));
@@ -312,6 +318,12 @@ void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
       {R"(false)", "admits no value"},
       {R"({"type": "object",)", "not valid JSON"},
   };
+  std::string deep = "{}";
+  for (int i = 0; i < 70; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  Result<std::shared_ptr<const JsonGrammar>> too_deep = JsonGrammar::from_schema(deep);
+  QVERIFY(!too_deep);
+  QVERIFY2(too_deep.error_message().find("nests deeper than 64 levels") != std::string::npos,
+           too_deep.error_message().c_str());
   for (const Case& c : cases) {
     Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(c.schema);
     QVERIFY2(!g, c.schema);

@@ -176,6 +176,18 @@ TEXTS = ["Hello world", " leading space and  double", "123 4567 89.01", "ünïc�
          "<|im_start|>user\nhi<|im_end|>", "can't won't I'M", "\n\n\t tabs\r\n", "a" * 200]
 
 
+# Structured output: a schema, a 0 byte, then a reply (one that fits, and one cut short).
+SCHEMAS = [
+    ({}, '[1, "a", {"b": null}]'),
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}, "n": {"type": "integer"}},
+      "required": ["name"]}, '{"name": "Ann", "n": -12}'),
+    ({"$defs": {"t": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}},
+      "$ref": "#/$defs/t"}, '{"c": [{"c": []}, {}]}'),
+    ({"anyOf": [{"enum": ["red", 1, None]}, {"type": "number"}]}, "1.5e-3"),
+    ({"type": "object", "additionalProperties": {"type": "boolean"}}, '{\n  "x": true, "y\\u00e9": false}'),
+]
+
+
 def write(target, name, data):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -194,6 +206,9 @@ def main():
         write("llama2c", f"seed-tokenizer-{i}", data)
     for i, body in enumerate(REQUESTS):
         write("openai_request", f"seed-{i}.json", json.dumps(body).encode())
+    for i, (schema, reply) in enumerate(SCHEMAS):
+        write("json_schema", f"seed-{i}", json.dumps(schema).encode() + b"\0" + reply.encode())
+        write("json_schema", f"seed-{i}-cut", json.dumps(schema).encode() + b"\0" + reply[: len(reply) // 2].encode())
     for i, template in enumerate(TEMPLATES):
         messages = b"\x00Be brief.\xff\x01Hello there\xff\x02Hi!\xff\x01And now?\xff"
         write("chat_template", f"seed-{i}", bytes([1]) + template.encode() + b"\xff" + messages)

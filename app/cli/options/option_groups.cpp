@@ -7,6 +7,8 @@
 #include "iwb/kernels/ggml_type.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <system_error>
 
 namespace iwb::cli {
@@ -183,8 +185,34 @@ SamplingParams SamplingOptions::to_params(uint64_t random_seed) const {
   p.repeat_penalty = repeat_penalty;
   p.penalty_last_n = repeat_last_n;
   p.seed = seed == kRandomSeed ? random_seed : static_cast<uint64_t>(seed);
+  p.logit_bias = logit_bias;
   return p;
 }
+
+namespace {
+
+// llama.cpp's -l spelling: TOKEN_ID, then + or -, then the bias ("15043+1", "2-inf").
+std::string parse_logit_bias(std::string_view value, std::vector<std::pair<int32_t, float>>* out) {
+  const std::string bad = "--logit-bias takes TOKEN_ID(+/-)BIAS, such as 15043+1 or 15043-inf, not '" + std::string(value) + "'";
+  const size_t sign = value.find_first_of("+-");
+  if (sign == 0 || sign == std::string_view::npos) return bad;
+  const std::string id(value.substr(0, sign));
+  const std::string bias(value.substr(sign + 1));
+  if (id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos || bias.empty()) return bad;
+  float amount = 0;
+  if (bias == "inf") {
+    amount = INFINITY;
+  } else {
+    char* end = nullptr;
+    amount = std::strtof(bias.c_str(), &end);
+    if (end != bias.c_str() + bias.size() || !std::isfinite(amount) || bias.find_first_of("+-") != std::string::npos) return bad;
+  }
+  if (value[sign] == '+' && !std::isfinite(amount)) return "--logit-bias: +inf would force one token forever; give a number";
+  out->emplace_back(std::stoi(id), value[sign] == '-' ? -amount : amount);
+  return {};
+}
+
+}  // namespace
 
 void add_sampling_options(OptionTable& table, SamplingOptions* s) {
   table.add({.names = {"-n", "--n-predict", "--predict"},
@@ -231,6 +259,14 @@ void add_sampling_options(OptionTable& table, SamplingOptions* s) {
              .help = "random seed (the same seed, the same output); -1: a new one each run",
              .destination = &s->seed,
              .min = -1});
+  table.add({.names = {"-l", "--logit-bias"},
+             .value_name = "TOKEN_ID(+/-)BIAS",
+             .help = "add BIAS to a token's logit, e.g. 15043+1 or 15043-1; 15043-inf bans\n"
+                     "the token; repeat for more tokens",
+             .destination = CustomSetter([s](std::string_view, std::string_view value) {
+               return parse_logit_bias(value, &s->logit_bias);
+             }),
+             .default_text = "none"});
 }
 
 void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config) {

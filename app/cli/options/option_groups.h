@@ -77,6 +77,7 @@ struct SamplingOptions {
   int32_t repeat_last_n = 64;   // 0: off
   int64_t seed = -1;            // -1: a random seed for each run
   int32_t n_predict = -1;       // -1: until the end of generation or a full context
+  std::vector<std::pair<int32_t, float>> logit_bias;  // -l TOKEN_ID(+/-)BIAS, repeatable
 
   // The engine's parameters; `random_seed` is used when seed is -1.
   SamplingParams to_params(uint64_t random_seed) const;

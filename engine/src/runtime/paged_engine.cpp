@@ -12,6 +12,7 @@
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 
@@ -225,6 +226,18 @@ Result<RequestId> PagedEngine::add_request(GenerationRequest request) {
       return make_error(ErrorCode::InvalidArgument, "prompt token " + std::to_string(i) + " has id " +
                                                         std::to_string(t) + ", outside the vocabulary (" +
                                                         std::to_string(m_config.vocab_size) + " tokens)");
+    }
+  }
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id < 0 || id >= m_config.vocab_size) {
+      return make_error(ErrorCode::InvalidArgument, "logit bias names token " + std::to_string(id) +
+                                                        ", outside the vocabulary (" +
+                                                        std::to_string(m_config.vocab_size) + " tokens)");
+    }
+    // -inf bans the token (llama.cpp's "-l 15043-inf"); +inf or NaN would leave nothing to draw from.
+    if (std::isnan(bias) || bias == INFINITY) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "logit bias of token " + std::to_string(id) + " is not a number or -inf");
     }
   }
   return m_inbox.add(std::move(request));

@@ -103,6 +103,7 @@ class PagedEngine final : public Engine {
   KvPoolGeometry m_kv;                        // the pool's shape, as the block manager counts it
   std::unique_ptr<Scheduler> m_scheduler;
   std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
+  std::shared_ptr<const TokenBytes> m_token_bytes;  // built for the first structured-output request
   std::vector<int32_t> m_greedy_tokens;  // [rows] of the last pass, when greedy_on_device
 
   // Touched only by step() and logits_for() (one thread).

@@ -102,7 +102,9 @@ void PagedEngine::take_new_and_aborted(StepResult* result) {
   RequestInbox::Taken taken = m_inbox.take();
   result->finished = std::move(taken.aborted_early);
   for (RequestInbox::Queued& q : taken.queued) {
-    auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer);
+    if (q.params.json_grammar && !m_token_bytes) m_token_bytes = std::make_shared<const TokenBytes>(m_tokenizer);
+    auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer,
+                                                q.params.json_grammar ? m_token_bytes : nullptr);
     Result<SequenceId> sequence = m_scheduler->add_sequence(q.id, state->params().prompt_tokens);
     m_requests.emplace(q.id, std::move(state));
     if (!sequence) {
@@ -132,6 +134,8 @@ bool PagedEngine::greedy_on_device(const ForwardBatch& batch, const FlatBatch& f
       return false;
     }
     if (it->second->params().num_top_logprobs >= 0) return false;  // log-probabilities need the logits
+    // A bias changes the logits, a grammar rules tokens out: both before the argmax.
+    if (!p.logit_bias.empty() || it->second->params().json_grammar) return false;
   }
   return true;
 }
@@ -169,6 +173,7 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   const auto vocab = static_cast<size_t>(m_config.vocab_size);
   std::vector<SequenceOutput> outputs;
   std::vector<std::pair<RequestId, FinishReason>> finishing;
+  std::vector<RequestId> failed;
   int32_t num_tokens = 0;
   for (size_t i = 0; i < flat.logits_rows.size(); ++i) {
     const ScheduledSequence& e = batch.sequences[static_cast<size_t>(flat.logits_sequences[i])];
@@ -190,6 +195,13 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
     // A greedy row without penalties: the device's argmax is what r.sample would choose.
     const int32_t token = greedy_tokens != nullptr ? greedy_tokens[i]
                                                    : r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
+    if (token < 0) {
+      // A structured reply with no token that may come next (a vocabulary that cannot write
+      // what the grammar asks for): the request ends with the reason, the others go on.
+      (void)m_scheduler->abort(e.sequence);
+      failed.push_back(e.request);
+      continue;
+    }
     // The new token would run at position sequence_length: none left means a full context.
     RequestState::Accepted accepted = r.accept(token, e.sequence_length >= m_max_sequence_length, m_tokenizer);
     if (greedy_tokens == nullptr) r.add_logprobs(std::span<const float>(m_logits.data() + i * vocab, vocab), &accepted.event);
@@ -202,6 +214,11 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   // cached for later prompts).
   const Status status = m_scheduler->on_step_done(outputs);
   for (const auto& [id, reason] : finishing) finish(id, reason, {}, result);
+  for (const RequestId id : failed) {
+    finish(id, FinishReason::Error, "no token of the vocabulary continues the reply as " +
+                                        m_requests.at(id)->params().json_grammar->description() + " asks",
+           result);
+  }
   return status;
 }
 

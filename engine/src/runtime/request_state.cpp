@@ -12,16 +12,34 @@ double seconds_between(RequestState::Clock::time_point a, RequestState::Clock::t
 }  // namespace
 
 RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_point submitted,
-                           const tokenizer::Tokenizer& tok)
+                           const tokenizer::Tokenizer& tok, std::shared_ptr<const TokenBytes> token_bytes)
     : m_id(id),
       m_params(std::move(params)),
       m_sampler(m_params.sampling),
       // A reply continues the prompt: keep the leading space SPM tokens carry.
       m_detokenizer(tok, m_params.render_special_tokens, /*strip_leading_space=*/false),
       m_stops(m_params.stop_strings),
+      m_token_bytes(std::move(token_bytes)),
       m_history(m_params.prompt_tokens),
       m_submitted(submitted),
-      m_spec_rng(m_params.sampling.seed ^ 0x5DEECE66Dull) {}
+      m_spec_rng(m_params.sampling.seed ^ 0x5DEECE66Dull) {
+  if (m_params.json_grammar && m_token_bytes) m_matcher.emplace(m_params.json_grammar);
+}
+
+int32_t RequestState::sample(std::span<const float> logits) {
+  if (!m_matcher) return m_sampler.sample(logits, m_history);
+  // Structured output, as llama.cpp samples a grammar: the plain draw first, kept when it fits
+  // (most do, and one token is cheap to check); otherwise a draw over the tokens that fit.
+  // For plain temperature sampling the two together draw from the distribution restricted to
+  // the tokens that fit.
+  const int32_t first = m_sampler.sample(logits, m_history);
+  if (is_token_allowed(*m_matcher, *m_token_bytes, first)) return first;
+  std::vector<float> masked(logits.begin(), logits.end());
+  if (mask_disallowed_tokens(*m_matcher, *m_token_bytes, masked) == 0) return -1;
+  // Biases of -inf can rule out every token that fits; the draw then lands on one that does not.
+  const int32_t token = m_sampler.sample(masked, m_history);
+  return is_token_allowed(*m_matcher, *m_token_bytes, token) ? token : -1;
+}
 
 void RequestState::start(Clock::time_point now, int64_t num_reused_prompt_tokens) {
   m_is_started = true;
@@ -51,6 +69,17 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
   if (text.is_stopped) {
     out.finish = FinishReason::StopString;
     return out;
+  }
+  if (m_matcher) {
+    // sample() chose a token that fits; the reply ends here when its value is closed (no
+    // byte may follow), without a step spent on the end-of-generation token.
+    (void)m_matcher->feed(m_token_bytes->bytes(token));
+    if (m_matcher->is_complete() && m_matcher->next_bytes().none()) {
+      bool is_stopped = false;
+      out.event.text += release_held_text(&is_stopped);
+      out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
+      return out;
+    }
   }
   const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;
   if (is_max || is_context_full) {

@@ -1,5 +1,6 @@
 // One generation request inside the CPU engine: its sampler, detokenizer and stop-string
-// matcher, the history its repeat penalty sees, and its timings. It decides, token by token,
+// matcher, its structured output's place in its grammar, the history its repeat penalty sees,
+// and its timings. It decides, token by token,
 // whether the request ends (end of generation, stop string, token limit, full context).
 #pragma once
 
@@ -7,6 +8,7 @@
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/runtime/stop_strings.h"
 #include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/sampling/token_constraint.h"
 #include "iwb/engine/tokenizer/streaming_detokenizer.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
@@ -23,7 +25,9 @@ class RequestState {
  public:
   using Clock = std::chrono::steady_clock;
 
-  RequestState(RequestId id, GenerationRequest params, Clock::time_point submitted, const tokenizer::Tokenizer& tok);
+  // `token_bytes`: the vocabulary's bytes, needed (not null) when params.json_grammar is set.
+  RequestState(RequestId id, GenerationRequest params, Clock::time_point submitted, const tokenizer::Tokenizer& tok,
+               std::shared_ptr<const TokenBytes> token_bytes = nullptr);
 
   RequestId id() const { return m_id; }
   SequenceId sequence() const { return m_sequence; }
@@ -37,8 +41,9 @@ class RequestState {
   void start(Clock::time_point now, int64_t num_reused_prompt_tokens);
   void count_preemption() { ++m_num_preemptions; }
 
-  // Samples the next token from the logits of the request's last token.
-  int32_t sample(std::span<const float> logits) { return m_sampler.sample(logits, m_history); }
+  // Samples the next token from the logits of the request's last token; -1 when a structured
+  // reply has no token that may come next.
+  int32_t sample(std::span<const float> logits);
 
   // Speculative decoding (paged_engine_spec.cpp): the target's distribution after the history
   // so far, the acceptance rule's uniform draws (a stream of their own, seeded from the
@@ -73,6 +78,8 @@ class RequestState {
   Sampler m_sampler;
   tokenizer::StreamingDetokenizer m_detokenizer;
   StopStringMatcher m_stops;
+  std::shared_ptr<const TokenBytes> m_token_bytes;
+  std::optional<JsonMatcher> m_matcher;  // structured output: where the reply is in its grammar
   std::vector<int32_t> m_history;  // prompt, then generated tokens
   SequenceId m_sequence = 0;
   bool m_is_started = false;

@@ -26,7 +26,8 @@ Status SpeculationControl::set(std::unique_ptr<spec::Drafter> drafter, const spe
 int32_t SpeculationControl::draft_length(RequestState& r, const Sequence& seq) const {
   const GenerationRequest& p = r.params();
   int32_t k = p.num_draft_tokens < 0 ? m_config.num_draft_tokens : std::min(p.num_draft_tokens, spec::kMaxDraftTokens);
-  if (k <= 0) return 0;
+  // Guesses would have to be checked against the grammar as well as the target; not done.
+  if (k <= 0 || p.json_grammar) return 0;
   if (m_config.is_adaptive) {
     if (r.adaptive_draft_tokens() == 0) r.set_adaptive_draft_tokens(k);
     k = std::clamp(r.adaptive_draft_tokens(), 1, k);

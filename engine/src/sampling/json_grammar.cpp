@@ -56,6 +56,13 @@ class Compiler {
   }
 
   Result<int32_t> compile(const json& schema, const std::string& where) {
+    // Each level is a call here; a schema from a file could nest deep enough to overflow the stack.
+    struct Depth {
+      int& depth;
+      explicit Depth(int& d) : depth(++d) {}
+      ~Depth() { --depth; }
+    } depth(m_depth);
+    if (m_depth > kMaxDepth) return unsupported(where, "the schema nests deeper than " + std::to_string(kMaxDepth) + " levels");
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return JsonGrammar::kAnyNode;
       return unsupported(where, "the schema 'false' admits no value");
@@ -299,7 +306,9 @@ class Compiler {
     return read_bounds(schema, "minItems", "maxItems", where, &n->min_items, &n->max_items);
   }
 
+  static constexpr int kMaxDepth = 64;  // as the server's request bodies
   const json& m_document;
+  int m_depth = 0;
   std::vector<Node> m_nodes;
   std::map<const json*, int32_t> m_compiled;
   std::set<std::string> m_resolving;  // $refs being followed now: one reached again is a loop

@@ -19,7 +19,10 @@ using Node = JsonGrammar::Node;
 
 // Limits that keep a model from writing forever where JSON allows it (llama.cpp's JSON grammar
 // has the same kind: whitespace runs, integer digits), and keep the paths few.
-constexpr int32_t kMaxWhitespaceRun = 32;  // a newline and indentation 31 deep
+// Whitespace between tokens, as llama.cpp's JSON grammar allows it: one space, or a newline and
+// up to 20 spaces or tabs of indentation; none before the value. A model cannot pad forever.
+constexpr int32_t kMaxIndent = 20;
+constexpr int32_t kAfterOneSpace = -1;  // Path::whitespace_run: a space was written, no more
 constexpr int64_t kMaxIntegerDigits = 16;
 constexpr int64_t kMaxFractionDigits = 16;
 // Two exponent digits keep every number a finite double (16 digits and e99 is about 1e115):
@@ -85,7 +88,10 @@ class Stepper {
       Frame& f = p.stack.back();
       switch (f.kind) {
         case Kind::Value: {
-          if (is_whitespace(b)) return take_whitespace(std::move(p));
+          if (is_whitespace(b)) {
+            if (p.stack.size() == 1) return;  // before the value itself
+            return take_whitespace(std::move(p), b);
+          }
           const int32_t node = f.node;
           p.stack.pop_back();
           return start_value(std::move(p), node, b);
@@ -124,8 +130,18 @@ class Stepper {
     if (m_out->size() < kMaxPaths) m_out->push_back(std::move(p));
   }
 
-  void take_whitespace(Path p) {
-    if (++p.whitespace_run > kMaxWhitespaceRun) return;
+  // b is whitespace where JSON allows it.
+  void take_whitespace(Path p, uint8_t b) {
+    int32_t& run = p.whitespace_run;  // 0: none yet; n > 0: a newline and n - 1 indents
+    if (run == 0 && b == ' ') {
+      run = kAfterOneSpace;
+    } else if (run == 0 && b == '\n') {
+      run = 1;
+    } else if (run > 0 && run <= kMaxIndent && (b == ' ' || b == '\t')) {
+      ++run;
+    } else {
+      return;
+    }
     if (m_out->size() < kMaxPaths) m_out->push_back(std::move(p));
   }
 
@@ -176,7 +192,7 @@ class Stepper {
   void object_byte(Path p, uint8_t b) {
     Frame& f = p.stack.back();
     const Node& n = m_g.node(f.node);
-    if (is_whitespace(b)) return take_whitespace(std::move(p));
+    if (is_whitespace(b)) return take_whitespace(std::move(p), b);
     switch (f.phase) {
       case kObjectOpened:
       case kObjectAfterComma:
@@ -231,7 +247,7 @@ class Stepper {
   void array_byte(Path p, uint8_t b) {
     Frame& f = p.stack.back();
     const Node& n = m_g.node(f.node);
-    if (is_whitespace(b)) return take_whitespace(std::move(p));
+    if (is_whitespace(b)) return take_whitespace(std::move(p), b);
     if (f.phase == kArrayOpened) {  // only ']' reaches here
       if (n.min_items == 0) close(std::move(p));
       return;

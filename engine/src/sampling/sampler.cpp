@@ -95,10 +95,14 @@ int32_t argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplingParams& params) : m_params(params), m_rng(params.seed) {}
 
 std::vector<TokenProb> Sampler::candidates(std::span<const float> raw_logits, std::span<const int32_t> history) const {
-  // The logits are copied only when penalties change some of them.
+  // The logits are copied only when a bias or the penalties change some of them; the bias
+  // first, as llama.cpp's sampler chain has it.
   std::vector<float> penalized;
-  if (has_penalties(m_params, history)) {
+  if (!m_params.logit_bias.empty() || has_penalties(m_params, history)) {
     penalized.assign(raw_logits.begin(), raw_logits.end());
+    for (const auto& [id, bias] : m_params.logit_bias) {
+      if (id >= 0 && static_cast<size_t>(id) < penalized.size()) penalized[static_cast<size_t>(id)] += bias;
+    }
     apply_penalties(m_params, history, penalized);
   }
   const std::span<const float> logits = penalized.empty() ? raw_logits : std::span<const float>(penalized);

@@ -105,6 +105,14 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     }
   }
   stops.insert(stops.end(), params.stop.begin(), params.stop.end());
+  const auto vocab_size = static_cast<int32_t>(model->tokenizer.num_tokens());
+  for (const auto& [id, bias] : params.sampling.logit_bias) {
+    if (id >= vocab_size) {
+      return send_error(res, invalid_request("'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary (" +
+                                                 std::to_string(vocab_size) + " tokens)",
+                                             "logit_bias"));
+    }
+  }
 
   // max_tokens is clamped to the room the context leaves after the prompt; without it the
   // completion may fill that room (or the server's -n). A prompt that leaves no room is refused.
@@ -138,6 +146,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.stop_strings = stops;
       r.stop_at_end_of_generation = !params.ignore_eos;
       r.num_top_logprobs = params.num_top_logprobs;
+      r.json_grammar = params.json_grammar;
       r.render_special_tokens = renders_special_tokens;
       requests.push_back(std::move(r));
     }

@@ -141,6 +141,60 @@ class FieldReader {
   const json& m_body;
 };
 
+// logit_bias: {"token id": bias, ...}, biases from -100 to 100 (OpenAI's range). Whether the ids
+// are in the vocabulary is the route's to check (it knows the model).
+void read_logit_bias(FieldReader& r, const RequestLimits& limits, SamplingParams* sampling) {
+  const json* bias = r.find("logit_bias");
+  if (bias == nullptr || bias->is_null() || r.error) return;
+  const std::string bad = "'logit_bias' must be an object of at most " + std::to_string(limits.max_logit_bias) +
+                          " token ids (as strings) to numbers from -100 to 100, such as {\"15043\": -100}";
+  if (!bias->is_object() || bias->size() > limits.max_logit_bias) return r.fail("logit_bias", bad);
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : bias->items()) {
+    const bool is_id = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!is_id || !value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+      return r.fail("logit_bias", bad + " (not: \"" + key.substr(0, 32) + "\": " + value.dump().substr(0, 32) + ")");
+    }
+    out.emplace_back(std::stoi(key), value.get<float>());
+  }
+  sampling->logit_bias = std::move(out);
+}
+
+// response_format (OpenAI): {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {"name": ..., "schema": {...}, "strict": ...}}; llama-server's top-level
+// "json_schema" field and its {"type": "json_object", "schema": {...}} say the same.
+void read_response_format(FieldReader& r, CompletionParams* p) {
+  const auto compile = [&](const json& schema, const char* param) {
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema.dump());
+    if (!g) return r.fail(param, "'" + std::string(param) + "': " + g.error_message());
+    p->json_grammar = *g;
+  };
+  if (const json* schema = r.find("json_schema"); schema != nullptr && !schema->is_null() && !r.error) {
+    compile(*schema, "json_schema");
+  }
+  const json* format = r.find("response_format");
+  if (format == nullptr || format->is_null() || r.error) return;
+  const std::string bad =
+      "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
+      "\"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+  if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+    return r.fail("response_format", bad);
+  }
+  const std::string type = (*format)["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    if (format->contains("schema")) return compile((*format)["schema"], "response_format");
+    p->json_grammar = JsonGrammar::any_object();
+    return;
+  }
+  if (type != "json_schema") return r.fail("response_format", bad);
+  const auto spec = format->find("json_schema");
+  if (spec == format->end() || !spec->is_object() || !spec->contains("schema")) {
+    return r.fail("response_format", "'response_format' of type json_schema needs \"json_schema\": {\"schema\": {...}}");
+  }
+  compile((*spec)["schema"], "response_format");
+}
+
 // The fields both endpoints share (logprobs differs and is read by each).
 void read_common(FieldReader& r, const SamplingParams& defaults, const RequestLimits& limits, CompletionParams* p) {
   p->sampling = defaults;
@@ -202,6 +256,8 @@ void read_common(FieldReader& r, const SamplingParams& defaults, const RequestLi
       if (!s.empty()) p->stop.push_back(s);
     }
   }
+  read_logit_bias(r, limits, &p->sampling);
+  read_response_format(r, p);
 }
 
 // A message's content: a string, null, or a list of {"type": "text", "text": ...} parts.
@@ -292,7 +348,7 @@ std::optional<ApiError> read_prompts(const json& body, std::vector<PromptInput>*
 
 // Options we do not offer are refused rather than silently ignored.
 std::optional<ApiError> refuse_unsupported(const FieldReader& r) {
-  for (const char* name : {"tools", "functions", "tool_choice", "function_call", "response_format", "logit_bias", "suffix"}) {
+  for (const char* name : {"tools", "functions", "tool_choice", "function_call", "suffix"}) {
     if (const json* v = r.find(name); v != nullptr && !(v->is_array() && v->empty()) && !(v->is_object() && v->empty())) {
       return invalid_request(std::string("'") + name + "' is not supported by this server", name, "unsupported_parameter");
     }

@@ -3,11 +3,13 @@
 #pragma once
 
 #include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/sampler.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +35,7 @@ struct RequestLimits {
   int32_t max_top_logprobs = 20;
   int32_t max_stop_strings = 16;
   size_t max_stop_bytes = 256;    // per stop string
+  size_t max_logit_bias = 1024;   // entries of logit_bias
 };
 
 // What chat and text completions share.
@@ -47,6 +50,9 @@ struct CompletionParams {
   int32_t num_top_logprobs = -1;         // -1: no logprobs; 0: the chosen token's; N: also the top N
   bool ignore_eos = false;               // vLLM's and llama-server's extension: generate through EOS
                                          // up to max_tokens (what load generators send)
+  // response_format {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema":
+  // ...}} (also llama-server's "json_schema" field): the reply is held to it. Null: free text.
+  std::shared_ptr<const JsonGrammar> json_grammar;
 };
 
 struct ChatCompletionRequest {

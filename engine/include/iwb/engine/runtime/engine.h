@@ -11,6 +11,7 @@
 #include "iwb/engine/runtime/activation_observer.h"
 #include "iwb/engine/runtime/engine_reports.h"
 #include "iwb/engine/runtime/expert_load.h"
+#include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/sampler.h"
 #include "iwb/engine/spec/spec_config.h"
 #include "iwb/engine/spec/spec_stats.h"
@@ -108,6 +109,9 @@ struct GenerationRequest {
   // Log-probabilities in each TokenEvent (token_logprobs): -1 none, 0 the chosen token's,
   // N > 0 also the N most likely tokens. Turns off the device-side greedy argmax for the request.
   int32_t num_top_logprobs = -1;
+  // Structured output (response_format / --json-schema): the reply is held to this grammar, token
+  // by token, and ends as soon as its value is whole. Such a request never speculates.
+  std::shared_ptr<const JsonGrammar> json_grammar;
 };
 
 enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Aborted, Error };

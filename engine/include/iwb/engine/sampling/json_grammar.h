@@ -113,7 +113,7 @@ class JsonMatcher {
   };
   struct Path {
     std::vector<Frame> stack;
-    int32_t whitespace_run = 0;
+    int32_t whitespace_run = 0;  // the whitespace just written (json_matcher.cpp's rule)
   };
 
  private:

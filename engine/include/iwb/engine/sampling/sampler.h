@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace iwb {
@@ -19,6 +20,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;  // subtracts p once for each token seen
   int32_t penalty_last_n = 64;    // how many recent tokens the penalties look at (-1: all)
   uint64_t seed = 0xC0FFEE;
+  // Added to the named tokens' logits before anything else (OpenAI's and llama.cpp's logit
+  // bias: -100 all but bans a token, +100 all but forces it). Ids are checked by the engine.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool is_greedy() const { return temperature <= 0.0f; }
 };

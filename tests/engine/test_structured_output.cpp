@@ -1,0 +1,238 @@
+// Structured output and logit bias through the engine, on the real aidreams model (a 512-token
+// SentencePiece vocabulary with byte tokens): replies held to a JSON Schema parse and fit it,
+// greedy and sampled, and end when the value closes; JSON mode gives objects; a bias moves or
+// bans tokens; a grammar no allowed token can continue ends that request with the reason.
+#include "iwb/engine/convert/llama2c.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/sampling/json_grammar.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+using namespace iwb;
+using json = nlohmann::json;
+
+class TestStructuredOutput : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void init();
+  void enumReplyIsOneOfTheValues();
+  void sampledObjectsFitTheSchema();
+  void jsonModeGivesAnObject();
+  void speculationStandsAsideForAGrammar();
+  void logitBiasMovesAndBansTokens();
+  void noTokenThatFitsEndsTheRequest();
+
+ private:
+  QTemporaryDir m_tmp;
+  std::string m_aidreams;
+  std::unique_ptr<Engine> m_engine;
+};
+
+namespace {
+
+struct Reply {
+  std::vector<int32_t> tokens;
+  std::string text;
+  RequestFinished finished;
+};
+
+Reply generate(Engine& engine, GenerationRequest r) {
+  Reply out;
+  Result<RequestId> id = engine.add_request(std::move(r));
+  if (!id) qFatal("add_request: %s", id.error_message().c_str());
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) qFatal("step: %s", s.error_message().c_str());
+    for (const TokenEvent& e : s->tokens) {
+      if (e.request != *id) continue;
+      out.tokens.push_back(e.token);
+      out.text += e.text;
+    }
+    for (const RequestFinished& f : s->finished) {
+      if (f.request == *id) out.finished = f;
+    }
+  }
+  return out;
+}
+
+GenerationRequest request(const Engine& engine, const std::string& prompt, float temperature, uint64_t seed,
+                          std::shared_ptr<const JsonGrammar> grammar) {
+  GenerationRequest r;
+  r.prompt_tokens = engine.tokenizer().encode(prompt);
+  r.max_new_tokens = 100;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.json_grammar = std::move(grammar);
+  return r;
+}
+
+// A story model likes newlines and indentation, which JSON allows between tokens (a newline and
+// up to 20 spaces at each place): banned here by bias, so that replies fit the 128-token context.
+void ban_whitespace_tokens(const Engine& engine, GenerationRequest* r) {
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  for (size_t id = 0; id < tok.num_tokens(); ++id) {
+    const std::string piece = tok.token_to_piece(static_cast<int32_t>(id));
+    if (!piece.empty() && piece.find_first_not_of(" \t\n\r") == std::string::npos) {
+      r->sampling.logit_bias.emplace_back(static_cast<int32_t>(id), -INFINITY);
+    }
+  }
+}
+
+std::shared_ptr<const JsonGrammar> compile(const char* schema) {
+  Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema);
+  if (!g) qFatal("schema: %s", g.error_message().c_str());
+  return *g;
+}
+
+const char* kSchema = R"({
+  "type": "object",
+  "properties": {
+    "color": {"enum": ["red", "green", "blue"]},
+    "ok": {"type": "boolean"},
+    "n": {"type": "integer"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}
+  },
+  "required": ["color", "ok", "n"]
+})";
+
+}  // namespace
+
+void TestStructuredOutput::initTestCase() {
+  const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+  if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) return;
+  m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
+  auto converted =
+      convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", m_aidreams, {});
+  QVERIFY2(converted.is_ok(), converted.error_message().c_str());
+  auto engine = Engine::load(m_aidreams, {0, 2});
+  QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+  m_engine = std::move(*engine);
+}
+
+void TestStructuredOutput::init() {
+  if (m_aidreams.empty()) QSKIP("shared aidreams model absent");
+}
+
+void TestStructuredOutput::enumReplyIsOneOfTheValues() {
+  const auto g = compile(R"({"enum": ["red", "green", "blue"]})");
+  const Reply r = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, g));
+  QVERIFY2(r.text == "\"red\"" || r.text == "\"green\"" || r.text == "\"blue\"", r.text.c_str());
+  // Ended by the closing quote itself, not by a further end-of-generation token.
+  QCOMPARE(r.finished.reason, FinishReason::EndOfGeneration);
+  QVERIFY(!m_engine->tokenizer().is_end_of_generation(r.tokens.back()));
+  // Without the grammar the model writes a story, not a color.
+  const Reply free = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, nullptr));
+  QVERIFY(free.text.find('"') != 0);
+}
+
+void TestStructuredOutput::sampledObjectsFitTheSchema() {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerationRequest q = request(*m_engine, "The little dog", 1.0f, seed, compile(kSchema));
+    ban_whitespace_tokens(*m_engine, &q);
+    const Reply r = generate(*m_engine, q);
+    QVERIFY2(r.finished.reason == FinishReason::EndOfGeneration, r.text.c_str());
+    json v;
+    try {
+      v = json::parse(r.text);
+    } catch (const json::exception& e) {
+      QFAIL(qPrintable(QString("seed %1: not JSON (%2): %3").arg(seed).arg(e.what(), QString::fromStdString(r.text))));
+    }
+    QVERIFY2(v.is_object(), r.text.c_str());
+    const std::string color = v.at("color").get<std::string>();
+    QVERIFY(color == "red" || color == "green" || color == "blue");
+    QVERIFY(v.at("ok").is_boolean());
+    QVERIFY(v.at("n").is_number_integer());
+    for (const auto& [key, value] : v.items()) {
+      QVERIFY2(key == "color" || key == "ok" || key == "n" || key == "tags", r.text.c_str());
+      if (key == "tags") QVERIFY(value.is_array() && value.size() <= 3);
+    }
+  }
+}
+
+void TestStructuredOutput::jsonModeGivesAnObject() {
+  GenerationRequest r = request(*m_engine, "Lily said", 0.8f, 7, JsonGrammar::any_object());
+  r.max_new_tokens = 0;  // up to the context: a story model may write a long string
+  const Reply reply = generate(*m_engine, r);
+  if (reply.finished.reason == FinishReason::EndOfGeneration) {
+    QVERIFY2(json::parse(reply.text).is_object(), reply.text.c_str());
+  } else {
+    // Cut by the context: what there is must still be the start of an object.
+    QCOMPARE(reply.finished.reason, FinishReason::ContextFull);
+    JsonMatcher m(JsonGrammar::any_object());
+    QVERIFY2(m.feed(reply.text), reply.text.c_str());
+  }
+  QCOMPARE(reply.text.front(), '{');
+}
+
+void TestStructuredOutput::speculationStandsAsideForAGrammar() {
+  auto engine = Engine::load(m_aidreams, {0, 2});
+  QVERIFY(engine.is_ok());
+  spec::SpeculativeConfig lookup;
+  lookup.kind = spec::DrafterKind::PromptLookup;
+  lookup.num_draft_tokens = 4;
+  QVERIFY((*engine)->set_speculation(lookup).is_ok());
+  // A prompt full of the schema's own text, so lookup would find guesses if it were asked.
+  GenerationRequest q = request(**engine, R"({"color":"red","ok":true,"n":1} {"color":)", 0.0f, 1, compile(kSchema));
+  ban_whitespace_tokens(**engine, &q);
+  const Reply r = generate(**engine, q);
+  QVERIFY2(r.finished.reason == FinishReason::EndOfGeneration, r.text.c_str());
+  QVERIFY2(json::parse(r.text).is_object(), r.text.c_str());
+}
+
+void TestStructuredOutput::logitBiasMovesAndBansTokens() {
+  const Reply plain = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, nullptr));
+  QVERIFY(!plain.tokens.empty());
+  const int32_t first = plain.tokens.front();
+  GenerationRequest banned = request(*m_engine, "Once upon a time", 0.0f, 1, nullptr);
+  banned.max_new_tokens = 1;
+  banned.sampling.logit_bias = {{first, -INFINITY}};
+  const Reply other = generate(*m_engine, banned);
+  QCOMPARE(other.tokens.size(), size_t(1));
+  QVERIFY(other.tokens.front() != first);
+  const int32_t forced = m_engine->tokenizer().find_token("dog").value_or(300);
+  GenerationRequest pushed = request(*m_engine, "Once upon a time", 0.0f, 1, nullptr);
+  pushed.max_new_tokens = 1;
+  pushed.sampling.logit_bias = {{forced, 100.0f}};
+  QCOMPARE(generate(*m_engine, pushed).tokens.front(), forced);
+  // Ids outside the vocabulary and +inf are refused when the request is added.
+  GenerationRequest bad = request(*m_engine, "x", 0.0f, 1, nullptr);
+  bad.sampling.logit_bias = {{512, 1.0f}};
+  Result<RequestId> refused = m_engine->add_request(bad);
+  QVERIFY(!refused);
+  QVERIFY2(refused.error_message().find("token 512, outside the vocabulary (512 tokens)") != std::string::npos,
+           refused.error_message().c_str());
+  bad.sampling.logit_bias = {{5, INFINITY}};
+  QVERIFY(!m_engine->add_request(bad));
+}
+
+void TestStructuredOutput::noTokenThatFitsEndsTheRequest() {
+  // Every token that could open the string is banned: nothing may come first.
+  GenerationRequest r = request(*m_engine, "Once upon a time", 0.0f, 1, compile(R"({"enum": ["red"]})"));
+  const tokenizer::Tokenizer& tok = m_engine->tokenizer();
+  for (size_t id = 0; id < tok.num_tokens(); ++id) {
+    const std::string piece = tok.token_to_piece(static_cast<int32_t>(id));
+    if (!piece.empty() && piece[0] == '"') r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), -INFINITY);
+  }
+  QVERIFY(!r.sampling.logit_bias.empty());
+  const Reply reply = generate(*m_engine, r);
+  QCOMPARE(reply.finished.reason, FinishReason::Error);
+  QVERIFY2(reply.finished.error.find("no token of the vocabulary continues the reply as the JSON schema asks") !=
+               std::string::npos,
+           reply.finished.error.c_str());
+  QVERIFY(reply.tokens.empty());
+  // The engine goes on serving.
+  const Reply next = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, compile(R"({"enum": ["red"]})")));
+  QCOMPARE(next.text, std::string("\"red\""));
+}
+
+QTEST_GUILESS_MAIN(TestStructuredOutput)
+#include "test_structured_output.moc"

@@ -1,0 +1,32 @@
+// Fuzz target: structured output. The input is a JSON Schema, a 0 byte, then reply bytes. The
+// schema compiler must refuse or compile any text; the matcher, fed the reply byte by byte, must
+// agree with itself (a byte is in next_bytes() exactly when can_feed takes it), and a reply it
+// takes whole and calls complete must be JSON that nlohmann parses. A disagreement aborts.
+#include "iwb/engine/sampling/json_grammar.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t split = input.find('\0');
+  const std::string_view schema = input.substr(0, split);
+  const std::string_view reply = split == std::string_view::npos ? std::string_view() : input.substr(split + 1);
+  auto grammar = iwb::JsonGrammar::from_schema(schema);
+  if (!grammar) return 0;
+  iwb::JsonMatcher m(*grammar);
+  size_t taken = 0;
+  for (; taken < reply.size() && taken < 4096; ++taken) {
+    const std::bitset<256> next = m.next_bytes();
+    const auto b = static_cast<uint8_t>(reply[taken]);
+    if (next.test(b) != m.can_feed(reply.substr(taken, 1))) std::abort();
+    if (!m.feed(reply.substr(taken, 1))) break;
+  }
+  if (taken == reply.size() && !reply.empty() && m.is_complete()) {
+    if (!nlohmann::json::accept(reply)) std::abort();
+  }
+  return 0;
+}
