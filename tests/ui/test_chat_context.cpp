@@ -1,7 +1,8 @@
 // Tests of the chat panel's context use with a real model (the aidreams 260K llama2.c model,
 // converted to GGUF for the test): the context meter counts what is sent, a message that
 // would overflow the 128-token context asks first (leave out the oldest turns, or start a new
-// chat), and the token probabilities shown are the engine's own top-k.
+// chat), the token probabilities shown are the engine's own top-k, and the reply format holds
+// replies to JSON or a schema (the settings panel says whether the schema compiles).
 #include "aidreams_fixture.h"
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
@@ -15,6 +16,8 @@
 #include "store/conversation_store.h"
 #include "worker/engine_controller.h"
 
+#include <QComboBox>
+#include <QLabel>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -42,6 +45,7 @@ class TestChatContext : public QObject {
   void overflowLeavesOutOldestTurns();
   void overflowStartsNewChat();
   void tokenProbabilitiesAreTheEnginesTopK();
+  void replyFormatHoldsRepliesToTheSchema();
 
  private:
   QTemporaryDir m_dir;
@@ -268,6 +272,47 @@ void TestChatContext::tokenProbabilitiesAreTheEnginesTopK() {
   QCOMPARE(view->messageDelegate()->tokenAt(item, index, bubble.topLeft() + QPoint(12, 14)), 0);
   QCOMPARE(view->messageDelegate()->documentFor(index), nullptr);   // shown as written, coloured
   panel.settingsPanel()->setValues(QString(), SamplingSettings{});  // the next tests' defaults
+}
+
+void TestChatContext::replyFormatHoldsRepliesToTheSchema() {
+  EngineController engine;
+  ChatPanel panel(&engine, nullptr);
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  ChatSettingsPanel* settings = panel.settingsPanel();
+  panel.resize(1000, 700);
+  panel.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&panel));
+  // The schema editor shows only for "JSON schema", and says at once what is wrong.
+  QVERIFY(!settings->jsonSchemaEdit()->isVisible());
+  settings->replyFormatBox()->setCurrentIndex(settings->replyFormatBox()->findData(QStringLiteral("json_schema")));
+  QVERIFY(settings->jsonSchemaEdit()->isVisible());
+  QVERIFY(settings->schemaStatusLabel()->text().contains(QStringLiteral("none is written")));
+  settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"type": "integer", "minimum": 1})"));
+  QVERIFY2(settings->schemaStatusLabel()->text().contains(QStringLiteral("'minimum' is not supported")),
+           qPrintable(settings->schemaStatusLabel()->text()));
+  // Sending with that schema fails with the same reason, and nothing is generated.
+  QSignalSpy failed(&panel, &ChatPanel::replyFailed);
+  panel.input()->setPlainText(QStringLiteral("Pick a color"));
+  panel.send();
+  QVERIFY(failed.wait(kTimeoutMs));
+  QVERIFY(failed.first().first().toString().contains(QStringLiteral("'minimum' is not supported")));
+
+  settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"enum": ["red", "green", "blue"]})"));
+  QCOMPARE(settings->schemaStatusLabel()->text(), QStringLiteral("Replies will fit this schema."));
+  const SamplingSettings chosen = settings->sampling();
+  QCOMPARE(chosen.replyFormat, QStringLiteral("json_schema"));
+  QCOMPARE(SamplingSettings::fromJson(chosen.toJson()), chosen);  // kept with the conversation
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.input()->setPlainText(QStringLiteral("Pick a color"));
+  panel.send();
+  QVERIFY(finished.wait(kTimeoutMs));
+  const QString reply = panel.messageModel()->item(panel.messageModel()->rowCount() - 1).message.content;
+  QVERIFY2(reply == QStringLiteral("\"red\"") || reply == QStringLiteral("\"green\"") || reply == QStringLiteral("\"blue\""),
+           qPrintable(reply));
+  // Back to text for the other tests.
+  settings->replyFormatBox()->setCurrentIndex(0);
+  QVERIFY(!settings->jsonSchemaEdit()->isVisible());
+  QCOMPARE(settings->sampling().replyFormat, QStringLiteral("text"));
 }
 
 QTEST_MAIN(TestChatContext)

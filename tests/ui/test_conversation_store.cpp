@@ -262,6 +262,8 @@ void TestConversationStore::samplingJsonRoundTripsAndToleratesJunk() {
   s.repeatPenalty = 1.0;
   s.seed = -1;
   s.maxTokens = 0;
+  s.replyFormat = QStringLiteral("json_schema");
+  s.jsonSchema = QStringLiteral(R"({"type": "object"})");
   QCOMPARE(SamplingSettings::fromJson(s.toJson()), s);
   const QJsonObject junk{{QStringLiteral("temperature"), QStringLiteral("hot")},
                          {QStringLiteral("top_p"), 7.0},
@@ -270,6 +272,9 @@ void TestConversationStore::samplingJsonRoundTripsAndToleratesJunk() {
   QCOMPARE(parsed.temperature, SamplingSettings{}.temperature);
   QCOMPARE(parsed.topP, SamplingSettings{}.topP);
   QCOMPARE(parsed.topK, 12);
+  QCOMPARE(parsed.replyFormat, QStringLiteral("text"));  // rows from before the reply format
+  QCOMPARE(SamplingSettings::fromJson({{QStringLiteral("response_format"), QStringLiteral("yaml")}}).replyFormat,
+           QStringLiteral("text"));
   const iwb::SamplingParams params = s.toSamplingParams(77);
   QCOMPARE(params.seed, uint64_t{77});  // -1 asks for the random seed given
   s.seed = 5;

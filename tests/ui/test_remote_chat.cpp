@@ -253,6 +253,22 @@ void TestRemoteChat::samplingSettingsPassThrough() {
   QVERIFY(finished.wait(kTimeoutMs));
   QCOMPARE(chat.last().content, a);
   QVERIFY(!firstText.isEmpty());
+  // The reply format goes as OpenAI's response_format, and the server (iwb serve here) holds
+  // the reply to it.
+  settings->replyFormatBox()->setCurrentIndex(settings->replyFormatBox()->findData(QStringLiteral("json_schema")));
+  settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"enum": ["yes", "no"]})"));
+  QVERIFY(chat.say(QStringLiteral("Is the sea blue?")));
+  QVERIFY2(chat.last().content == QStringLiteral("\"yes\"") || chat.last().content == QStringLiteral("\"no\""),
+           qPrintable(chat.last().content));
+  // A schema that is not JSON is refused before anything is sent.
+  settings->jsonSchemaEdit()->setPlainText(QStringLiteral("{type: object"));
+  QSignalSpy failed(chat.panel.get(), &ChatPanel::replyFailed);
+  chat.panel->input()->setPlainText(QStringLiteral("Again?"));
+  chat.panel->send();
+  QVERIFY(failed.wait(kTimeoutMs));
+  QVERIFY2(failed.first().first().toString().contains(QStringLiteral("not a JSON object")),
+           qPrintable(failed.first().first().toString()));
+  settings->replyFormatBox()->setCurrentIndex(0);  // new chats take the last settings: text again
 }
 
 void TestRemoteChat::deadEndpointIsAMessage() {

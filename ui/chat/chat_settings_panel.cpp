@@ -3,6 +3,7 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFontDatabase>
 #include <QFormLayout>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -47,7 +48,23 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
       m_seed(makeIntBox(-1, std::numeric_limits<int>::max(), tr("random"),
                         tr("The same seed with the same settings gives the same reply; -1 draws a new one each time."))),
       m_maxTokens(makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
+      m_replyFormat(new QComboBox),
+      m_jsonSchema(new QPlainTextEdit),
+      m_schemaStatus(new QLabel),
       m_template(new QComboBox) {
+  m_replyFormat->addItem(tr("Text"), QStringLiteral("text"));
+  m_replyFormat->addItem(tr("JSON object"), QStringLiteral("json_object"));
+  m_replyFormat->addItem(tr("JSON schema"), QStringLiteral("json_schema"));
+  m_replyFormat->setToolTip(tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
+                               "(OpenAI's response_format); the reply ends when the value is closed."));
+  m_jsonSchema->setObjectName(QStringLiteral("jsonSchemaEdit"));
+  m_jsonSchema->setPlaceholderText(
+      QStringLiteral(R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
+  m_jsonSchema->setTabChangesFocus(true);
+  m_jsonSchema->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  m_jsonSchema->setFixedHeight(m_jsonSchema->fontMetrics().lineSpacing() * 6 + 12);
+  m_schemaStatus->setWordWrap(true);
+  m_schemaStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_systemPrompt->setObjectName(QStringLiteral("systemPromptEdit"));
   m_systemPrompt->setPlaceholderText(tr("Optional instructions sent before the conversation"));
   m_systemPrompt->setTabChangesFocus(true);
@@ -64,6 +81,10 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
   form->addRow(tr("Repeat penalty"), m_repeatPenalty);
   form->addRow(tr("Seed"), m_seed);
   form->addRow(tr("Max tokens"), m_maxTokens);
+
+  auto* formatForm = new QFormLayout;
+  formatForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  formatForm->addRow(tr("Reply format"), m_replyFormat);
 
   auto* resetButton = new QPushButton(tr("Reset to Defaults"));
   connect(resetButton, &QPushButton::clicked, this, &ChatSettingsPanel::resetSampling);
@@ -87,6 +108,11 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
   layout->addLayout(form);
   layout->addWidget(resetButton, 0, Qt::AlignRight);
   layout->addSpacing(8);
+  layout->addWidget(heading(tr("Structured output")));
+  layout->addLayout(formatForm);
+  layout->addWidget(m_jsonSchema);
+  layout->addWidget(m_schemaStatus);
+  layout->addSpacing(8);
   layout->addWidget(heading(tr("Model")));
   layout->addLayout(templateForm);
   layout->addStretch(1);
@@ -106,6 +132,30 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
     if (!m_isSettingValues) m_seedBeyondBox = 0;  // the user chose another seed
   });
   connect(m_template, &QComboBox::activated, this, [this] { emit templateOverrideEdited(templateOverride()); });
+  connect(m_replyFormat, &QComboBox::currentIndexChanged, this, [this, edited] {
+    showReplyFormat();
+    edited();
+  });
+  connect(m_jsonSchema, &QPlainTextEdit::textChanged, this, [this, edited] {
+    showReplyFormat();
+    edited();
+  });
+}
+
+void ChatSettingsPanel::showReplyFormat() {
+  const bool isSchema = m_replyFormat->currentData().toString() == QLatin1String("json_schema");
+  m_jsonSchema->setVisible(isSchema);
+  m_schemaStatus->setVisible(isSchema);
+  if (!isSchema) return;
+  // The same compiler the engine uses, so what is shown here is what a reply will meet.
+  const auto grammar = sampling().replyGrammar();
+  if (grammar) {
+    m_schemaStatus->setText(tr("Replies will fit this schema."));
+    m_schemaStatus->setStyleSheet(QString());
+  } else {
+    m_schemaStatus->setText(QString::fromStdString(grammar.error_message()));
+    m_schemaStatus->setStyleSheet(QStringLiteral("color: #c62828;"));
+  }
 }
 
 void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSettings& s) {
@@ -119,6 +169,10 @@ void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSet
   m_seed->setValue(int(qBound(qint64{-1}, s.seed, qint64{std::numeric_limits<int>::max()})));
   m_seedBeyondBox = s.seed > std::numeric_limits<int>::max() ? s.seed : 0;
   m_maxTokens->setValue(qMax(0, s.maxTokens));
+  if (m_jsonSchema->toPlainText() != s.jsonSchema) m_jsonSchema->setPlainText(s.jsonSchema);
+  const int format = m_replyFormat->findData(s.replyFormat);
+  m_replyFormat->setCurrentIndex(format >= 0 ? format : 0);
+  showReplyFormat();
   m_isSettingValues = false;
 }
 
@@ -134,11 +188,17 @@ SamplingSettings ChatSettingsPanel::sampling() const {
   s.seed = m_seedBeyondBox != 0 && m_seed->value() == std::numeric_limits<int>::max() ? m_seedBeyondBox
                                                                                        : m_seed->value();
   s.maxTokens = m_maxTokens->value();
+  s.replyFormat = m_replyFormat->currentData().toString();
+  s.jsonSchema = m_jsonSchema->toPlainText();
   return s;
 }
 
 void ChatSettingsPanel::resetSampling() {
-  setValues(systemPrompt(), SamplingSettings{});
+  // The reply format and schema are not sampling: they stay.
+  SamplingSettings defaults;
+  defaults.replyFormat = m_replyFormat->currentData().toString();
+  defaults.jsonSchema = m_jsonSchema->toPlainText();
+  setValues(systemPrompt(), defaults);
   emit settingsEdited();
 }
 

@@ -1,5 +1,5 @@
-// The chat's side panel: the conversation's system prompt and sampling settings, and the
-// model's chat-template override. It only edits values; the chat panel decides where they are
+// The chat's side panel: the conversation's system prompt, sampling settings and reply format
+// (text, a JSON object, or JSON that fits a schema), and the model's chat-template override. It only edits values; the chat panel decides where they are
 // saved (the conversation row, or the model's QSettings group for the template).
 #pragma once
 
@@ -9,6 +9,7 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QLabel;
 class QPlainTextEdit;
 class QSpinBox;
 
@@ -35,6 +36,10 @@ class ChatSettingsPanel : public QWidget {
   QSpinBox* maxTokensBox() const { return m_maxTokens; }
   QSpinBox* seedBox() const { return m_seed; }
   QComboBox* templateBox() const { return m_template; }
+  QComboBox* replyFormatBox() const { return m_replyFormat; }
+  QPlainTextEdit* jsonSchemaEdit() const { return m_jsonSchema; }
+  // Under the schema: whether it compiles, or what is wrong with it.
+  QLabel* schemaStatusLabel() const { return m_schemaStatus; }
 
  signals:
   // The user changed the system prompt or a sampling value.
@@ -43,6 +48,7 @@ class ChatSettingsPanel : public QWidget {
 
  private:
   void resetSampling();
+  void showReplyFormat();  // the schema editor only for "JSON schema", and its status
 
   QPlainTextEdit* m_systemPrompt;
   QDoubleSpinBox* m_temperature;
@@ -56,6 +62,9 @@ class ChatSettingsPanel : public QWidget {
   // rewrite it; 0 when none. Editing the seed forgets it.
   qint64 m_seedBeyondBox = 0;
   QSpinBox* m_maxTokens;
+  QComboBox* m_replyFormat;
+  QPlainTextEdit* m_jsonSchema;
+  QLabel* m_schemaStatus;
   QComboBox* m_template;
   bool m_isSettingValues = false;
 };

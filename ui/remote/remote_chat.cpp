@@ -7,6 +7,9 @@
 #include "remote/remote_endpoints.h"
 
 #include <QCoreApplication>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QJsonParseError>
 #include <QThread>
 
 namespace iwb::ui {
@@ -20,6 +23,24 @@ constexpr quint64 kFirstRemoteId = quint64(1) << 62;
 constexpr int64_t kUnboundedMaxTokens = 4096;
 
 QString tr(const char* text) { return QCoreApplication::translate("RemoteChat", text); }
+
+// OpenAI's response_format for the reply format chosen; the server checks the schema itself
+// (it may take keywords the local engine does not), so only its JSON is checked here.
+QString responseFormatFrom(const SamplingSettings& sampling, QString* problem) {
+  if (sampling.replyFormat == QLatin1String("json_object")) return QStringLiteral(R"({"type":"json_object"})");
+  if (sampling.replyFormat != QLatin1String("json_schema")) return {};
+  QJsonParseError error{};
+  const QJsonDocument schema = QJsonDocument::fromJson(sampling.jsonSchema.toUtf8(), &error);
+  if (error.error != QJsonParseError::NoError || !schema.isObject()) {
+    *problem = tr("The reply format's JSON schema is not a JSON object: %1").arg(error.errorString());
+    return {};
+  }
+  const QJsonObject format{{QStringLiteral("type"), QStringLiteral("json_schema")},
+                           {QStringLiteral("json_schema"),
+                            QJsonObject{{QStringLiteral("name"), QStringLiteral("reply")},
+                                        {QStringLiteral("schema"), schema.object()}}}};
+  return QString::fromUtf8(QJsonDocument(format).toJson(QJsonDocument::Compact));
+}
 
 iwb::remote::RemoteRequest requestFrom(const RemoteChatInput& input) {
   iwb::remote::RemoteRequest r;
@@ -83,6 +104,13 @@ GenerationStats statsFrom(const iwb::remote::StreamedCompletion& out, const Remo
 }  // namespace
 
 void RemoteChatWorker::run(quint64 requestId, const RemoteChatInput& input, std::shared_ptr<std::atomic<bool>> cancel) {
+  QString problem;
+  iwb::remote::RemoteRequest request = requestFrom(input);
+  request.response_format = responseFormatFrom(input.sampling, &problem).toStdString();
+  if (!problem.isEmpty()) {
+    emit generationFailed(requestId, problem);
+    return;
+  }
   iwb::remote::Endpoint endpoint;
   endpoint.base_url = input.baseUrl.toStdString();
   endpoint.api_key = input.apiKey.toStdString();
@@ -91,7 +119,7 @@ void RemoteChatWorker::run(quint64 requestId, const RemoteChatInput& input, std:
   const iwb::remote::OpenAiClient client(endpoint);
   bool isTextSeen = false;
   const iwb::remote::StreamedCompletion out = client.stream(
-      requestFrom(input),
+      request,
       [&](std::string_view delta, double) {
         isTextSeen = true;
         emit tokensReady(requestId, QString::fromUtf8(delta.data(), qsizetype(delta.size())));

@@ -212,8 +212,15 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
     return false;
   }
 
+  auto grammar = input.sampling.replyGrammar();
+  if (!grammar) {
+    emit generationFailed(requestId, tr("The reply format cannot be used: %1").arg(QString::fromStdString(grammar.error_message())));
+    return false;
+  }
+
   iwb::GenerationRequest request;
   request.prompt_tokens = std::move(prompt->tokens);
+  request.json_grammar = *grammar;
   const quint64 seed = input.sampling.seed >= 0 ? static_cast<quint64>(input.sampling.seed) : m_seedSource();
   request.sampling = input.sampling.toSamplingParams(seed);
   request.max_new_tokens = input.sampling.maxTokens;

@@ -36,6 +36,8 @@ QJsonObject SamplingSettings::toJson() const {
       // JSON numbers are doubles: a seed beyond 2^53 would lose digits, so it goes as text.
       {QStringLiteral("seed"), QString::number(seed)},
       {QStringLiteral("max_tokens"), maxTokens},
+      {QStringLiteral("response_format"), replyFormat},
+      {QStringLiteral("json_schema"), jsonSchema},
   };
 }
 
@@ -50,7 +52,19 @@ SamplingSettings SamplingSettings::fromJson(const QJsonObject& json) {
   const qint64 seed = json.value(QLatin1String("seed")).toString().toLongLong(&isNumber);
   if (isNumber) s.seed = seed;
   s.maxTokens = static_cast<int>(boundedDouble(json, "max_tokens", -1, 1e7, s.maxTokens));
+  const QString format = json.value(QLatin1String("response_format")).toString();
+  if (format == QLatin1String("json_object") || format == QLatin1String("json_schema")) s.replyFormat = format;
+  s.jsonSchema = json.value(QLatin1String("json_schema")).toString();
   return s;
+}
+
+iwb::Result<std::shared_ptr<const iwb::JsonGrammar>> SamplingSettings::replyGrammar() const {
+  if (replyFormat == QLatin1String("json_object")) return iwb::JsonGrammar::any_object();
+  if (replyFormat != QLatin1String("json_schema")) return std::shared_ptr<const iwb::JsonGrammar>();
+  if (jsonSchema.trimmed().isEmpty()) {
+    return iwb::make_error(iwb::ErrorCode::InvalidArgument, "the reply format is a JSON schema, but none is written");
+  }
+  return iwb::JsonGrammar::from_schema(jsonSchema.toStdString());
 }
 
 iwb::SamplingParams SamplingSettings::toSamplingParams(quint64 randomSeed) const {

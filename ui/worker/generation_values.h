@@ -3,6 +3,7 @@
 // the loaded model. Copyable, registered as meta-types, and (where stored) JSON-convertible.
 #pragma once
 
+#include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/sampler.h"
 
 #include <QJsonObject>
@@ -22,12 +23,18 @@ struct SamplingSettings {
   double repeatPenalty = 1.1;
   qint64 seed = -1;     // < 0: a new random seed for every reply
   int maxTokens = 512;  // <= 0: until the model ends its turn or the context is full
+  // Structured output, named as OpenAI's response_format types: "text" (free), "json_object"
+  // (any JSON object) or "json_schema" (replies fit `jsonSchema`).
+  QString replyFormat = QStringLiteral("text");
+  QString jsonSchema;  // a JSON Schema document; kept while another format is chosen
 
   QJsonObject toJson() const;
   // Missing or out-of-range fields keep their defaults, so an old or hand-edited row still loads.
   static SamplingSettings fromJson(const QJsonObject& json);
   // `randomSeed` is used when `seed` asks for a random one.
   iwb::SamplingParams toSamplingParams(quint64 randomSeed) const;
+  // The grammar replies are held to: null for text; an error names what is wrong with the schema.
+  iwb::Result<std::shared_ptr<const iwb::JsonGrammar>> replyGrammar() const;
 
   friend bool operator==(const SamplingSettings&, const SamplingSettings&) = default;
 };

@@ -154,6 +154,10 @@ json request_json(const RemoteRequest& request) {
   if (request.top_p) body["top_p"] = *request.top_p;
   if (request.seed) body["seed"] = *request.seed;
   if (request.ignore_eos) body["ignore_eos"] = true;
+  if (!request.response_format.empty()) {
+    json format = json::parse(request.response_format, nullptr, /*allow_exceptions=*/false);
+    if (format.is_object()) body["response_format"] = std::move(format);
+  }
   return body;
 }
 

@@ -41,6 +41,9 @@ struct RemoteRequest {
   std::optional<double> top_p;
   std::optional<int64_t> seed;
   bool ignore_eos = false;  // vLLM/llama.cpp/iwb extension: generate exactly max_tokens (load tests)
+  // OpenAI's response_format as JSON text ({"type": "json_object"}, ...); empty: none sent.
+  // The caller checks it is a JSON object.
+  std::string response_format;
 };
 
 enum class RemoteErrorKind {
