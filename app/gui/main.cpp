@@ -2,6 +2,7 @@
 // line (an optional model to open, kernel profiling, the tab to show), and the main window.
 #include "chat/chat_input.h"
 #include "chat/chat_panel.h"
+#include "chat/chat_settings_panel.h"
 #include "main_window/app_info.h"
 #include "main_window/main_window.h"
 #include "main_window/window_capture.h"
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
                                         QStringLiteral("Send this chat message as soon as the model has loaded "
                                                        "(demonstrations, screenshots)."),
                                         QStringLiteral("text"));
+  const QCommandLineOption jsonSchemaOption(
+      QStringList{QStringLiteral("j"), QStringLiteral("json-schema")},
+      QStringLiteral("Hold chat replies to this JSON Schema (the chat's Reply format; llama.cpp's -j)."),
+      QStringLiteral("schema"));
   const QCommandLineOption specRunOption(
       QStringLiteral("spec-run"),
       QStringLiteral("Turn speculative decoding on with this drafter (lookup, self, or draft with --draft-model) and "
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
   parser.addOption(profileOption);
   parser.addOption(tabOption);
   parser.addOption(promptOption);
+  parser.addOption(jsonSchemaOption);
   parser.addOption(specRunOption);
   parser.addOption(draftModelOption);
   parser.process(app);  // handles --help and --version, and rejects unknown options
@@ -132,6 +138,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "inference-workbench: %s\n", qPrintable(window.serverPanel()->statusText()));
       return 1;
     }
+  }
+  if (parser.isSet(jsonSchemaOption)) {
+    iwb::ui::ChatSettingsPanel* settings = window.chatPanel()->settingsPanel();
+    iwb::ui::SamplingSettings sampling = settings->sampling();
+    sampling.replyFormat = QStringLiteral("json_schema");
+    sampling.jsonSchema = parser.value(jsonSchemaOption);
+    if (const auto grammar = sampling.replyGrammar(); !grammar) {
+      std::fprintf(stderr, "inference-workbench: --json-schema: %s\n", grammar.error_message().c_str());
+      return 2;
+    }
+    settings->setValues(settings->systemPrompt(), sampling);
   }
   if (parser.isSet(promptOption)) {
     // Once, on the first model that loads: the chat panel has seen modelLoaded by then (it

@@ -24,8 +24,10 @@ class TestJsonGrammar : public QObject {
   void objectsFollowTheSchema();
   void refsRecurseAndAlternativesSplit();
   void unionsAndOtherKeys();
+  void boundedNumbers();
   void unsupportedSchemasAreRefusedByName();
   void randomWalksEndInValidJson();
+  void tokenMaskAgreesWithFeedingEachToken();
 };
 
 namespace {
@@ -55,6 +57,17 @@ const char* kTreeSchema = R"({
     }
   },
   "$ref": "#/$defs/node"
+})";
+
+const char* kBoundsSchema = R"({
+  "type": "object",
+  "properties": {
+    "rating": {"type": "integer", "minimum": 1, "maximum": 5},
+    "share": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    "delta": {"type": "number", "minimum": -2.5, "exclusiveMaximum": 100},
+    "year": {"type": "integer", "minimum": 1900, "maximum": 2100}
+  },
+  "required": ["rating", "share", "delta", "year"]
 })";
 
 const char* kUnionSchema = R"({
@@ -90,7 +103,9 @@ size_t bytes_taken(const std::shared_ptr<const JsonGrammar>& g, std::string_view
 void expect_fits(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
   bool complete = false;
   const size_t taken = bytes_taken(g, text, &complete);
-  QVERIFY2(taken == text.size(), qPrintable(QString("refused at byte %1 of %2").arg(taken).arg(QString::fromUtf8(text.data(), static_cast<int>(text.size())))));
+  QVERIFY2(taken == text.size(), qPrintable(QString("refused at byte %1 of %2")
+                                                .arg(taken)
+                                                .arg(QString::fromUtf8(text.data(), static_cast<int>(text.size())))));
   QVERIFY2(complete, qPrintable(QString::fromUtf8(text.data(), static_cast<int>(text.size()))));
   // In one piece too, as a multi-byte token is fed.
   JsonMatcher whole(g);
@@ -131,9 +146,9 @@ bool validates(const json& schema, const json& root, const json& v) {
     bool any = false;
     for (const json& t : types) {
       const std::string n = t.get<std::string>();
-      any = any || (n == "object" && v.is_object()) || (n == "array" && v.is_array()) || (n == "string" && v.is_string()) ||
-            (n == "integer" && (v.is_number_integer() || v.is_number_unsigned())) || (n == "number" && v.is_number()) ||
-            (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null());
+      any = any || (n == "object" && v.is_object()) || (n == "array" && v.is_array()) ||
+            (n == "string" && v.is_string()) || (n == "integer" && (v.is_number_integer() || v.is_number_unsigned())) ||
+            (n == "number" && v.is_number()) || (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null());
     }
     if (!any) return false;
   }
@@ -159,6 +174,13 @@ bool validates(const json& schema, const json& root, const json& v) {
       if (schema.contains("items") && !validates(schema["items"], root, x)) return false;
     }
   }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (schema.contains("minimum") && x < schema["minimum"].get<double>()) return false;
+    if (schema.contains("maximum") && x > schema["maximum"].get<double>()) return false;
+    if (schema.contains("exclusiveMinimum") && x <= schema["exclusiveMinimum"].get<double>()) return false;
+    if (schema.contains("exclusiveMaximum") && x >= schema["exclusiveMaximum"].get<double>()) return false;
+  }
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
     size_t chars = 0;
@@ -171,17 +193,22 @@ bool validates(const json& schema, const json& root, const json& v) {
 
 // One reply written by picking among the bytes the matcher allows at random, leaning towards
 // closing bytes after a while so that it ends.
-std::string random_walk(const std::shared_ptr<const JsonGrammar>& g, std::mt19937& rng, bool* ended) {
+std::string random_walk(const std::shared_ptr<const JsonGrammar>& g, std::mt19937& rng, bool* ended, bool* stuck) {
   JsonMatcher m(g);
   std::string out;
   *ended = false;
+  *stuck = false;
   for (int step = 0; step < 4000; ++step) {
     const std::bitset<256> next = m.next_bytes();
     if (m.is_complete() && (next.none() || rng() % 4 == 0)) {
       *ended = true;
       return out;
     }
-    if (next.none()) return out;  // stuck: a matcher must never get here
+    if (next.none()) {  // stuck: neither whole nor able to go on; a matcher must never get here
+      qWarning("stuck after: %s", out.c_str());
+      *stuck = true;
+      return out;
+    }
     std::vector<int> choices;
     if (step > 24) {
       for (const int b : {'"', '}', ']', '1', 'n', 't', 'f'}) {
@@ -216,10 +243,10 @@ void TestJsonGrammar::jsonModeTakesAnyObject() {
   expect_refused_at(g, R"({"a":tru})", '}');
   expect_refused_at(g, "{\"a\":\"\x01\"}", '\x01');
   expect_refused_at(g, R"({"a":"\q"})", 'q');
-  expect_refused_at(g, R"({"a":"\ud83d"})", '8');       // half a surrogate pair
+  expect_refused_at(g, R"({"a":"\ud83d"})", '8');            // half a surrogate pair
   expect_refused_at(g, "{\"a\":\"\xe0\x80\x80\"}", '\x80');  // overlong UTF-8
-  expect_refused_at(g, "{\"a\":\"\xc3\"}", '"');        // a character cut short
-  expect_refused_at(g, R"({} )", ' ');                  // nothing after the value
+  expect_refused_at(g, "{\"a\":\"\xc3\"}", '"');             // a character cut short
+  expect_refused_at(g, R"({} )", ' ');                       // nothing after the value
 }
 
 void TestJsonGrammar::completenessAndTheEnd() {
@@ -265,18 +292,18 @@ void TestJsonGrammar::objectsFollowTheSchema() {
   expect_fits(g, R"({"name":"Bob","age":42})");
   expect_fits(g, R"({ "age": -7, "tags": ["x", "y"], "name": "Al", "role": 3, "nick": null, "height": 1.5e2 })");
   expect_fits(g, R"({"role":"admin","name":"Ann","age":0,"nick":"A"})");
-  expect_refused_at(g, R"({"name":"Bob"})", '}');                // age is required
-  expect_refused_at(g, R"({"name":"Robert","age":1})", 't');     // maxLength 5
-  expect_refused_at(g, R"({"name":"","age":1})", '"');           // minLength 1
-  expect_refused_at(g, R"({"name":"B","age":4.5})", '.');        // an integer
-  expect_refused_at(g, R"({"name":"B","age":1,"x":1})", 'x');    // no other keys
-  expect_refused_at(g, R"({"name":"B","name":"C","age":1})", 'a');  // no key twice ("n" could be "nick")
-  expect_refused_at(g, R"({"name":"B","age":1,"tags":[]})", ']');  // minItems 1
+  expect_refused_at(g, R"({"name":"Bob"})", '}');                             // age is required
+  expect_refused_at(g, R"({"name":"Robert","age":1})", 't');                  // maxLength 5
+  expect_refused_at(g, R"({"name":"","age":1})", '"');                        // minLength 1
+  expect_refused_at(g, R"({"name":"B","age":4.5})", '.');                     // an integer
+  expect_refused_at(g, R"({"name":"B","age":1,"x":1})", 'x');                 // no other keys
+  expect_refused_at(g, R"({"name":"B","name":"C","age":1})", 'a');            // no key twice ("n" could be "nick")
+  expect_refused_at(g, R"({"name":"B","age":1,"tags":[]})", ']');             // minItems 1
   expect_refused_at(g, R"({"name":"B","age":1,"tags":["a","b","c"]})", ',');  // maxItems 2
   expect_refused_at(g, R"({"name":"B","age":1,"tags":[1]})", '1');
   expect_refused_at(g, R"({"name":"B","age":1,"role":"root"})", 'r');
   expect_refused_at(g, R"({"name":"B","age":1,"nick":true})", 't');
-  expect_refused_at(g, R"({"age":1,"name":"B",})", '}');         // no keys left after the comma
+  expect_refused_at(g, R"({"age":1,"name":"B",})", '}');  // no keys left after the comma
 }
 
 void TestJsonGrammar::refsRecurseAndAlternativesSplit() {
@@ -297,14 +324,45 @@ void TestJsonGrammar::unionsAndOtherKeys() {
   expect_refused_at(g, R"({"shape":"none","extra":{"a":1}})", '1');
 }
 
+void TestJsonGrammar::boundedNumbers() {
+  const auto g = compile(kBoundsSchema);
+  expect_fits(g, R"({"rating":1,"share":0.5,"delta":-2.5,"year":1900})");
+  expect_fits(g, R"({"rating":5,"share":1,"delta":99.99,"year":2100})");
+  expect_fits(g, R"({"rating":3,"share":0.0001,"delta":0,"year":2026})");
+  expect_refused_at(g, R"({"rating":0)", '0');
+  expect_refused_at(g, R"({"rating":6)", '6');
+  expect_refused_at(g, R"({"rating":10)", '0');  // 1 could go on, 10 cannot
+  expect_refused_at(g, R"({"rating":-1)", '-');
+  expect_refused_at(g, R"({"share":0,)", ',');  // exclusiveMinimum 0: 0 itself never
+  expect_refused_at(g, R"({"share":1.5)", '5');
+  expect_refused_at(g, R"({"share":2)", '2');
+  expect_refused_at(g, R"({"delta":-2.6)", '6');
+  expect_refused_at(g, R"({"delta":-3)", '3');
+  expect_refused_at(g, R"({"delta":100)", '0');  // exclusiveMaximum 100
+  expect_refused_at(g, R"({"delta":1e1)", 'e');  // bounded numbers have no exponent
+  expect_refused_at(g, R"({"year":18)", '8');
+  expect_refused_at(g, R"({"year":2101)", '1');
+  expect_refused_at(g, R"({"year":190,)", ',');  // 190 is a prefix of 1900, not a year
+  // The last fraction digit allowed leaves no room: 0.000... (16 zeros) is refused at the 16th.
+  expect_refused_at(g, R"({"rating":1,"share":0.0000000000000000)", '0');
+  QVERIFY(JsonMatcher(g).can_feed(R"({"rating":1,"share":0.0000000000000001)"));
+  // A number at the top: whole only within its bounds.
+  const auto top = compile(R"({"type": "integer", "minimum": 10})");
+  JsonMatcher m(top);
+  QVERIFY(m.feed("1"));
+  QVERIFY(!m.is_complete());
+  QVERIFY(m.feed("2"));
+  QVERIFY(m.is_complete());
+}
+
 void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
   struct Case {
     const char* schema;
     const char* message;
   };
   const Case cases[] = {
-      {R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})",
-       "at /properties/age: 'minimum' is not supported"},
+      {R"({"type":"object","properties":{"age":{"type":"integer","format":"int32","pattern":"x"}}})",
+       "at /properties/age: 'pattern' is not supported"},
       {R"({"type":"string","pattern":"^a"})", "'pattern' is not supported"},
       {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'required' names 'b'"},
       {R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})", "refers to itself"},
@@ -316,6 +374,9 @@ void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
       {R"({"type":"string","minLength":5,"maxLength":2})", "no value fits"},
       {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "'allOf' is supported with one schema only"},
       {R"(false)", "admits no value"},
+      {R"({"type":"number","minimum":5,"exclusiveMaximum":5})", "leave no value"},
+      {R"({"type":"number","minimum":0,"exclusiveMinimum":true})", "draft 4"},
+      {R"({"type":"number","multipleOf":2})", "'multipleOf' is not supported"},
       {R"({"type": "object",)", "not valid JSON"},
   };
   std::string deep = "{}";
@@ -337,13 +398,14 @@ void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
 
 void TestJsonGrammar::randomWalksEndInValidJson() {
   std::mt19937 rng(1234);
-  for (const char* schema_text : {"{}", kPersonSchema, kTreeSchema, kUnionSchema}) {
+  for (const char* schema_text : {"{}", kPersonSchema, kTreeSchema, kUnionSchema, kBoundsSchema}) {
     const json schema = json::parse(schema_text);
     const auto g = compile(schema_text);
     int num_ended = 0;
     for (int walk = 0; walk < 150; ++walk) {
-      bool ended = false;
-      const std::string text = random_walk(g, rng, &ended);
+      bool ended = false, stuck = false;
+      const std::string text = random_walk(g, rng, &ended, &stuck);
+      QVERIFY2(!stuck, text.c_str());
       if (!ended) continue;  // ran past the step budget inside a long string; fine
       ++num_ended;
       json value;
@@ -359,10 +421,79 @@ void TestJsonGrammar::randomWalksEndInValidJson() {
   // JSON mode's walks end in objects.
   const auto object = JsonGrammar::any_object();
   for (int walk = 0; walk < 100; ++walk) {
-    bool ended = false;
-    const std::string text = random_walk(object, rng, &ended);
+    bool ended = false, stuck = false;
+    const std::string text = random_walk(object, rng, &ended, &stuck);
+    QVERIFY2(!stuck, text.c_str());
     if (ended) QVERIFY2(json::parse(text).is_object(), text.c_str());
   }
+}
+
+// The mask's shortcuts (first bytes; plain text inside strings taken on its length) against
+// feeding every token to a copy of the matcher, over a vocabulary of random pieces (plain
+// words, quotes, escapes, cut and whole UTF-8, control bytes) at the places random walks reach.
+void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
+  std::mt19937 rng(99);
+  const std::vector<std::string> atoms = {"a",        "ab",
+                                          " ",        "\"",
+                                          "\\",       "\\n",
+                                          "\\u00",    "{",
+                                          "}",        "[",
+                                          "]",        ",",
+                                          ":",        "1",
+                                          "-",        ".",
+                                          "e",        "\n",
+                                          "\t",       "\x01",
+                                          "\xc3\xa9", "\xc3",
+                                          "\xa9",     "\xe2\x82\xac",
+                                          "\xe0\x80", "\xf0\x9f\x98\x80",
+                                          "true",     "null",
+                                          "\"name\"", "x"};
+  std::vector<std::string> pieces;
+  for (int i = 0; i < 3000; ++i) {
+    std::string piece;
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < n; ++k) piece += atoms[rng() % atoms.size()];
+    pieces.push_back(piece);
+  }
+  pieces.push_back("");  // a control token
+  std::vector<bool> ends(pieces.size(), false);
+  ends.push_back(true);  // an end-of-generation token
+  pieces.push_back("");
+  const TokenBytes tokens(pieces, ends);
+  const char* short_strings = R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3},
+      "b": {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "string", "minLength": 2}]}}})";
+  int num_states = 0, num_in_strings = 0;
+  for (const char* schema_text : {"{}", kPersonSchema, kUnionSchema, short_strings}) {
+    const auto g = compile(schema_text);
+    for (int walk = 0; walk < 12; ++walk) {
+      bool ended = false, stuck = false;
+      const std::string text = random_walk(g, rng, &ended, &stuck);
+      // Every prefix of the walk is a place a reply can be.
+      for (size_t cut = 0; cut <= text.size(); cut += 1 + rng() % 5) {
+        JsonMatcher m(g);
+        QVERIFY(m.feed(text.substr(0, cut)));
+        std::vector<float> logits(tokens.size(), 0.0f);
+        const size_t num_allowed = mask_disallowed_tokens(m, tokens, logits);
+        size_t expected = 0;
+        for (size_t id = 0; id < tokens.size(); ++id) {
+          const bool allowed = is_token_allowed(m, tokens, static_cast<int32_t>(id));
+          expected += allowed;
+          if (allowed != std::isfinite(logits[id])) {
+            QFAIL(qPrintable(QString("token '%1' after '%2': mask %3, feeding %4")
+                                 .arg(QString::fromStdString(tokens.bytes(static_cast<int32_t>(id))),
+                                      QString::fromStdString(text.substr(0, cut)))
+                                 .arg(std::isfinite(logits[id]))
+                                 .arg(allowed)));
+          }
+        }
+        QCOMPARE(num_allowed, expected);
+        ++num_states;
+        num_in_strings += m.string_room() >= 0;
+      }
+    }
+  }
+  QVERIFY(num_states > 200);
+  QVERIFY(num_in_strings > 20);  // the string shortcut was exercised
 }
 
 QTEST_GUILESS_MAIN(TestJsonGrammar)

@@ -230,7 +230,8 @@ void TestStructuredOutput::noTokenThatFitsEndsTheRequest() {
            reply.finished.error.c_str());
   QVERIFY(reply.tokens.empty());
   // The engine goes on serving.
-  const Reply next = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, compile(R"({"enum": ["red"]})")));
+  const Reply next =
+      generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, compile(R"({"enum": ["red"]})")));
   QCOMPARE(next.text, std::string("\"red\""));
 }
 

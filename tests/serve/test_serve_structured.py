@@ -1,7 +1,7 @@
 """Structured output and logit bias over the API, driven by the official openai client against a
 real `iwb serve` (aidreams model): response_format json_schema and json_object, the client's own
 `parse` with a pydantic model (its strict schema: $defs, $ref, enums, additionalProperties
-false), llama-server's `json_schema` field, streaming, n > 1; logit_bias moving and banning
+false, bounds), llama-server's `json_schema` field, streaming, n > 1; logit_bias moving and banning
 tokens; and OpenAI-shaped 400s for schemas and biases the server cannot honour."""
 
 import json
@@ -44,7 +44,7 @@ class Pet(pydantic.BaseModel):
 
 class Answer(pydantic.BaseModel):
     pet: Pet
-    count: int
+    count: int = pydantic.Field(ge=1, le=9)  # minimum and maximum in the schema
 
 
 def check_fits(test, value):
@@ -87,13 +87,14 @@ class TestStructuredOutput(unittest.TestCase):
 
     def test_the_clients_parse_with_a_pydantic_model(self):
         # openai's parse sends the model's strict schema ($defs, $ref, enum, additionalProperties
-        # false, titles) and reads the reply back into the model.
+        # false, titles, minimum/maximum) and reads the reply back into the model.
         r = CLIENT.chat.completions.parse(model="aidreams", messages=[{"role": "user", "content": PROMPT}],
                                           response_format=Answer, max_tokens=100, temperature=0,
                                           logit_bias=NO_WHITESPACE)
         parsed = r.choices[0].message.parsed
         self.assertIsInstance(parsed, Answer)
         self.assertIn(parsed.pet.kind, ("cat", "dog"))
+        self.assertTrue(1 <= parsed.count <= 9, parsed)
 
     def test_json_object_mode_and_llama_server_field(self):
         r = chat(temperature=0.7, seed=9, max_tokens=110, response_format={"type": "json_object"})
@@ -126,8 +127,8 @@ class TestStructuredOutput(unittest.TestCase):
     def test_what_cannot_be_honoured_is_a_400(self):
         cases = [
             ({"response_format": {"type": "json_schema",
-                                  "json_schema": {"name": "a", "schema": {"type": "integer", "minimum": 0}}}},
-             "response_format", "'minimum' is not supported"),
+                                  "json_schema": {"name": "a", "schema": {"type": "integer", "multipleOf": 5}}}},
+             "response_format", "'multipleOf' is not supported"),
             ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
             ({"response_format": {"type": "json_schema", "json_schema": {"name": "a"}}}, "response_format",
              "needs"),

@@ -287,15 +287,15 @@ void TestChatContext::replyFormatHoldsRepliesToTheSchema() {
   settings->replyFormatBox()->setCurrentIndex(settings->replyFormatBox()->findData(QStringLiteral("json_schema")));
   QVERIFY(settings->jsonSchemaEdit()->isVisible());
   QVERIFY(settings->schemaStatusLabel()->text().contains(QStringLiteral("none is written")));
-  settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"type": "integer", "minimum": 1})"));
-  QVERIFY2(settings->schemaStatusLabel()->text().contains(QStringLiteral("'minimum' is not supported")),
+  settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"type": "integer", "multipleOf": 5})"));
+  QVERIFY2(settings->schemaStatusLabel()->text().contains(QStringLiteral("'multipleOf' is not supported")),
            qPrintable(settings->schemaStatusLabel()->text()));
   // Sending with that schema fails with the same reason, and nothing is generated.
   QSignalSpy failed(&panel, &ChatPanel::replyFailed);
   panel.input()->setPlainText(QStringLiteral("Pick a color"));
   panel.send();
   QVERIFY(failed.wait(kTimeoutMs));
-  QVERIFY(failed.first().first().toString().contains(QStringLiteral("'minimum' is not supported")));
+  QVERIFY(failed.first().first().toString().contains(QStringLiteral("'multipleOf' is not supported")));
 
   settings->jsonSchemaEdit()->setPlainText(QStringLiteral(R"({"enum": ["red", "green", "blue"]})"));
   QCOMPARE(settings->schemaStatusLabel()->text(), QStringLiteral("Replies will fit this schema."));
@@ -307,8 +307,9 @@ void TestChatContext::replyFormatHoldsRepliesToTheSchema() {
   panel.send();
   QVERIFY(finished.wait(kTimeoutMs));
   const QString reply = panel.messageModel()->item(panel.messageModel()->rowCount() - 1).message.content;
-  QVERIFY2(reply == QStringLiteral("\"red\"") || reply == QStringLiteral("\"green\"") || reply == QStringLiteral("\"blue\""),
-           qPrintable(reply));
+  QVERIFY2(
+      reply == QStringLiteral("\"red\"") || reply == QStringLiteral("\"green\"") || reply == QStringLiteral("\"blue\""),
+      qPrintable(reply));
   // Back to text for the other tests.
   settings->replyFormatBox()->setCurrentIndex(0);
   QVERIFY(!settings->jsonSchemaEdit()->isVisible());

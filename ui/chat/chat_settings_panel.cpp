@@ -42,12 +42,17 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
       m_systemPrompt(new QPlainTextEdit),
       m_temperature(makeDoubleBox(0.0, 2.0, 0.05, 2, tr("0 always picks the most likely token (greedy)."))),
       m_topK(makeIntBox(0, 1000, tr("off"), tr("Sample only among the k most likely tokens."))),
-      m_topP(makeDoubleBox(0.0, 1.0, 0.01, 2, tr("Sample among the most likely tokens whose probabilities add up to p; 1 is off."))),
-      m_minP(makeDoubleBox(0.0, 1.0, 0.01, 2, tr("Drop tokens less likely than this fraction of the most likely one; 0 is off."))),
-      m_repeatPenalty(makeDoubleBox(0.5, 2.0, 0.01, 2, tr("Above 1 makes tokens of the last 64 less likely to repeat; 1 is off."))),
-      m_seed(makeIntBox(-1, std::numeric_limits<int>::max(), tr("random"),
-                        tr("The same seed with the same settings gives the same reply; -1 draws a new one each time."))),
-      m_maxTokens(makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
+      m_topP(makeDoubleBox(0.0, 1.0, 0.01, 2,
+                           tr("Sample among the most likely tokens whose probabilities add up to p; 1 is off."))),
+      m_minP(makeDoubleBox(0.0, 1.0, 0.01, 2,
+                           tr("Drop tokens less likely than this fraction of the most likely one; 0 is off."))),
+      m_repeatPenalty(
+          makeDoubleBox(0.5, 2.0, 0.01, 2, tr("Above 1 makes tokens of the last 64 less likely to repeat; 1 is off."))),
+      m_seed(
+          makeIntBox(-1, std::numeric_limits<int>::max(), tr("random"),
+                     tr("The same seed with the same settings gives the same reply; -1 draws a new one each time."))),
+      m_maxTokens(
+          makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
       m_replyFormat(new QComboBox),
       m_jsonSchema(new QPlainTextEdit),
       m_schemaStatus(new QLabel),
@@ -55,22 +60,25 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
   m_replyFormat->addItem(tr("Text"), QStringLiteral("text"));
   m_replyFormat->addItem(tr("JSON object"), QStringLiteral("json_object"));
   m_replyFormat->addItem(tr("JSON schema"), QStringLiteral("json_schema"));
-  m_replyFormat->setToolTip(tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
-                               "(OpenAI's response_format); the reply ends when the value is closed."));
+  m_replyFormat->setToolTip(
+      tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
+         "(OpenAI's response_format); the reply ends when the value is closed."));
   m_jsonSchema->setObjectName(QStringLiteral("jsonSchemaEdit"));
   m_jsonSchema->setPlaceholderText(
       QStringLiteral(R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
   m_jsonSchema->setTabChangesFocus(true);
+  m_jsonSchema->setLineWrapMode(QPlainTextEdit::NoWrap);  // a schema reads as code
   m_jsonSchema->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  m_jsonSchema->setFixedHeight(m_jsonSchema->fontMetrics().lineSpacing() * 6 + 12);
+  m_jsonSchema->setFixedHeight(m_jsonSchema->fontMetrics().lineSpacing() * 9 + 12);
   m_schemaStatus->setWordWrap(true);
   m_schemaStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_systemPrompt->setObjectName(QStringLiteral("systemPromptEdit"));
   m_systemPrompt->setPlaceholderText(tr("Optional instructions sent before the conversation"));
   m_systemPrompt->setTabChangesFocus(true);
   m_systemPrompt->setFixedHeight(m_systemPrompt->fontMetrics().lineSpacing() * 5 + 12);
-  m_template->setToolTip(tr("How the conversation is written for this model. Auto follows the model's own "
-                            "template; the choice is remembered per model."));
+  m_template->setToolTip(
+      tr("How the conversation is written for this model. Auto follows the model's own "
+         "template; the choice is remembered per model."));
 
   auto* form = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
@@ -185,8 +193,8 @@ SamplingSettings ChatSettingsPanel::sampling() const {
   s.topP = m_topP->value();
   s.minP = m_minP->value();
   s.repeatPenalty = m_repeatPenalty->value();
-  s.seed = m_seedBeyondBox != 0 && m_seed->value() == std::numeric_limits<int>::max() ? m_seedBeyondBox
-                                                                                       : m_seed->value();
+  s.seed =
+      m_seedBeyondBox != 0 && m_seed->value() == std::numeric_limits<int>::max() ? m_seedBeyondBox : m_seed->value();
   s.maxTokens = m_maxTokens->value();
   s.replyFormat = m_replyFormat->currentData().toString();
   s.jsonSchema = m_jsonSchema->toPlainText();

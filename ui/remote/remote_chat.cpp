@@ -35,10 +35,10 @@ QString responseFormatFrom(const SamplingSettings& sampling, QString* problem) {
     *problem = tr("The reply format's JSON schema is not a JSON object: %1").arg(error.errorString());
     return {};
   }
-  const QJsonObject format{{QStringLiteral("type"), QStringLiteral("json_schema")},
-                           {QStringLiteral("json_schema"),
-                            QJsonObject{{QStringLiteral("name"), QStringLiteral("reply")},
-                                        {QStringLiteral("schema"), schema.object()}}}};
+  const QJsonObject format{
+      {QStringLiteral("type"), QStringLiteral("json_schema")},
+      {QStringLiteral("json_schema"),
+       QJsonObject{{QStringLiteral("name"), QStringLiteral("reply")}, {QStringLiteral("schema"), schema.object()}}}};
   return QString::fromUtf8(QJsonDocument(format).toJson(QJsonDocument::Compact));
 }
 

@@ -214,7 +214,8 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
 
   auto grammar = input.sampling.replyGrammar();
   if (!grammar) {
-    emit generationFailed(requestId, tr("The reply format cannot be used: %1").arg(QString::fromStdString(grammar.error_message())));
+    emit generationFailed(
+        requestId, tr("The reply format cannot be used: %1").arg(QString::fromStdString(grammar.error_message())));
     return false;
   }
 

@@ -78,7 +78,9 @@ iwb::SamplingParams SamplingSettings::toSamplingParams(quint64 randomSeed) const
   return p;
 }
 
-bool GenerationStats::isError() const { return finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::Error)); }
+bool GenerationStats::isError() const {
+  return finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::Error));
+}
 
 bool GenerationStats::isAborted() const {
   return finishReason == QLatin1String(iwb::finish_reason_name(FinishReason::Aborted));
@@ -100,8 +102,9 @@ QString GenerationStats::summaryLine() const {
   if (tokensPerSecond() > 0) {
     parts << QCoreApplication::translate("GenerationStats", "%1 tok/s").arg(locale.toString(tokensPerSecond(), 'f', 1));
   }
-  parts << (numGeneratedTokens == 1 ? QCoreApplication::translate("GenerationStats", "1 token")
-                                    : QCoreApplication::translate("GenerationStats", "%1 tokens").arg(numGeneratedTokens));
+  parts << (numGeneratedTokens == 1
+                ? QCoreApplication::translate("GenerationStats", "1 token")
+                : QCoreApplication::translate("GenerationStats", "%1 tokens").arg(numGeneratedTokens));
   parts << (isAborted() ? QCoreApplication::translate("GenerationStats", "stopped") : finishReason);
   return parts.join(QStringLiteral(" · "));
 }

@@ -193,7 +193,8 @@ namespace {
 
 // llama.cpp's -l spelling: TOKEN_ID, then + or -, then the bias ("15043+1", "2-inf").
 std::string parse_logit_bias(std::string_view value, std::vector<std::pair<int32_t, float>>* out) {
-  const std::string bad = "--logit-bias takes TOKEN_ID(+/-)BIAS, such as 15043+1 or 15043-inf, not '" + std::string(value) + "'";
+  const std::string bad =
+      "--logit-bias takes TOKEN_ID(+/-)BIAS, such as 15043+1 or 15043-inf, not '" + std::string(value) + "'";
   const size_t sign = value.find_first_of("+-");
   if (sign == 0 || sign == std::string_view::npos) return bad;
   const std::string id(value.substr(0, sign));
@@ -205,9 +206,11 @@ std::string parse_logit_bias(std::string_view value, std::vector<std::pair<int32
   } else {
     char* end = nullptr;
     amount = std::strtof(bias.c_str(), &end);
-    if (end != bias.c_str() + bias.size() || !std::isfinite(amount) || bias.find_first_of("+-") != std::string::npos) return bad;
+    if (end != bias.c_str() + bias.size() || !std::isfinite(amount) || bias.find_first_of("+-") != std::string::npos)
+      return bad;
   }
-  if (value[sign] == '+' && !std::isfinite(amount)) return "--logit-bias: +inf would force one token forever; give a number";
+  if (value[sign] == '+' && !std::isfinite(amount))
+    return "--logit-bias: +inf would force one token forever; give a number";
   out->emplace_back(std::stoi(id), value[sign] == '-' ? -amount : amount);
   return {};
 }
@@ -263,9 +266,8 @@ void add_sampling_options(OptionTable& table, SamplingOptions* s) {
              .value_name = "TOKEN_ID(+/-)BIAS",
              .help = "add BIAS to a token's logit, e.g. 15043+1 or 15043-1; 15043-inf bans\n"
                      "the token; repeat for more tokens",
-             .destination = CustomSetter([s](std::string_view, std::string_view value) {
-               return parse_logit_bias(value, &s->logit_bias);
-             }),
+             .destination = CustomSetter(
+                 [s](std::string_view, std::string_view value) { return parse_logit_bias(value, &s->logit_bias); }),
              .default_text = "none"});
 }
 

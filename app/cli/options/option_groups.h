@@ -73,10 +73,10 @@ struct SamplingOptions {
   int32_t top_k = 40;
   float top_p = 0.95f;
   float min_p = 0.05f;
-  float repeat_penalty = 1.0f;  // 1: off
-  int32_t repeat_last_n = 64;   // 0: off
-  int64_t seed = -1;            // -1: a random seed for each run
-  int32_t n_predict = -1;       // -1: until the end of generation or a full context
+  float repeat_penalty = 1.0f;                        // 1: off
+  int32_t repeat_last_n = 64;                         // 0: off
+  int64_t seed = -1;                                  // -1: a random seed for each run
+  int32_t n_predict = -1;                             // -1: until the end of generation or a full context
   std::vector<std::pair<int32_t, float>> logit_bias;  // -l TOKEN_ID(+/-)BIAS, repeatable
 
   // The engine's parameters; `random_seed` is used when seed is -1.

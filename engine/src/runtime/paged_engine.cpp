@@ -12,8 +12,8 @@
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 namespace iwb {

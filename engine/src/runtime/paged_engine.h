@@ -6,14 +6,14 @@
 // turns) that start alike.
 #pragma once
 
-#include "iwb/engine/gguf/gguf_file.h"
+#include "backend/forward_backend.h"
 #include "iwb/engine/backend/device_selection.h"
+#include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/paged/scheduler.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/spec/drafter.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "model/model_weights.h"
-#include "backend/forward_backend.h"
 #include "runtime/request_inbox.h"
 #include "runtime/request_state.h"
 #include "runtime/speculation_control.h"
@@ -102,9 +102,9 @@ class PagedEngine final : public Engine {
   std::unique_ptr<ForwardBackend> m_backend;  // the forward pass and the KV data
   KvPoolGeometry m_kv;                        // the pool's shape, as the block manager counts it
   std::unique_ptr<Scheduler> m_scheduler;
-  std::vector<float> m_logits;  // [rows x vocab] of the last forward pass
+  std::vector<float> m_logits;                      // [rows x vocab] of the last forward pass
   std::shared_ptr<const TokenBytes> m_token_bytes;  // built for the first structured-output request
-  std::vector<int32_t> m_greedy_tokens;  // [rows] of the last pass, when greedy_on_device
+  std::vector<int32_t> m_greedy_tokens;             // [rows] of the last pass, when greedy_on_device
 
   // Touched only by step() and logits_for() (one thread).
   RequestStates m_requests;

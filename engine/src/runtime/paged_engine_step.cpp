@@ -31,7 +31,8 @@ Result<StepResult> PagedEngine::step() {
   StepResult result;
   take_new_and_aborted(&result);
   result.profile.step_index = m_num_steps;
-  if (m_speculation.is_on()) m_speculation.propose(*m_scheduler, m_requests, &result);  // guesses for the sequences about to decode
+  if (m_speculation.is_on())
+    m_speculation.propose(*m_scheduler, m_requests, &result);  // guesses for the sequences about to decode
 
   const ScheduledStep plan = m_scheduler->schedule();
   result.stats.num_preemptions = static_cast<int32_t>(plan.preempted.size());
@@ -155,8 +156,8 @@ Status PagedEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat
   // The records are reserved before any kernel runs and handed over afterwards, even when the
   // pass failed part-way (they show how far it got). One record per kernel call of the batch.
   const Phase phase = batch.num_prefill_tokens > 0 ? Phase::Prefill : Phase::Decode;
-  m_backend->begin_profile(phase,
-                           static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
+  m_backend->begin_profile(
+      phase, static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
   const Status status = run();
   ProfiledKernels records = m_backend->take_profile();
   profile->phase = phase;
@@ -181,7 +182,8 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
       const size_t num_before = result->tokens.size();
       SequenceOutput output;
       std::optional<FinishReason> finish;
-      const std::span<const float> rows(m_logits.data() + i * vocab, (static_cast<size_t>(e.num_draft_tokens) + 1) * vocab);
+      const std::span<const float> rows(m_logits.data() + i * vocab,
+                                        (static_cast<size_t>(e.num_draft_tokens) + 1) * vocab);
       m_speculation.verify(e, rows, *m_requests.at(e.request), m_tokenizer, result->stats.speculation.verify_seconds,
                            result, &output, &finish);
       num_tokens += static_cast<int32_t>(result->tokens.size() - num_before);
@@ -193,8 +195,9 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
     ++num_tokens;
     RequestState& r = *m_requests.at(e.request);
     // A greedy row without penalties: the device's argmax is what r.sample would choose.
-    const int32_t token = greedy_tokens != nullptr ? greedy_tokens[i]
-                                                   : r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
+    const int32_t token = greedy_tokens != nullptr
+                              ? greedy_tokens[i]
+                              : r.sample(std::span<const float>(m_logits.data() + i * vocab, vocab));
     if (token < 0) {
       // A structured reply with no token that may come next (a vocabulary that cannot write
       // what the grammar asks for): the request ends with the reason, the others go on.
@@ -204,7 +207,8 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
     }
     // The new token would run at position sequence_length: none left means a full context.
     RequestState::Accepted accepted = r.accept(token, e.sequence_length >= m_max_sequence_length, m_tokenizer);
-    if (greedy_tokens == nullptr) r.add_logprobs(std::span<const float>(m_logits.data() + i * vocab, vocab), &accepted.event);
+    if (greedy_tokens == nullptr)
+      r.add_logprobs(std::span<const float>(m_logits.data() + i * vocab, vocab), &accepted.event);
     result->tokens.push_back(std::move(accepted.event));
     outputs.push_back({e.sequence, token, accepted.finish.has_value()});
     if (accepted.finish) finishing.emplace_back(e.request, *accepted.finish);
@@ -215,8 +219,9 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   const Status status = m_scheduler->on_step_done(outputs);
   for (const auto& [id, reason] : finishing) finish(id, reason, {}, result);
   for (const RequestId id : failed) {
-    finish(id, FinishReason::Error, "no token of the vocabulary continues the reply as " +
-                                        m_requests.at(id)->params().json_grammar->description() + " asks",
+    finish(id, FinishReason::Error,
+           "no token of the vocabulary continues the reply as " +
+               m_requests.at(id)->params().json_grammar->description() + " asks",
            result);
   }
   return status;

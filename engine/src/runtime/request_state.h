@@ -48,7 +48,9 @@ class RequestState {
   // Speculative decoding (paged_engine_spec.cpp): the target's distribution after the history
   // so far, the acceptance rule's uniform draws (a stream of their own, seeded from the
   // request's seed), the request's statistics and its current draft length (adaptive K).
-  std::vector<TokenProb> candidates(std::span<const float> logits) const { return m_sampler.candidates(logits, m_history); }
+  std::vector<TokenProb> candidates(std::span<const float> logits) const {
+    return m_sampler.candidates(logits, m_history);
+  }
   double uniform() { return static_cast<double>(m_spec_rng() >> 11) * 0x1.0p-53; }
   spec::SpeculationStats& speculation() { return m_speculation; }
   int32_t adaptive_draft_tokens() const { return m_adaptive_draft_tokens; }
@@ -80,7 +82,7 @@ class RequestState {
   StopStringMatcher m_stops;
   std::shared_ptr<const TokenBytes> m_token_bytes;
   std::optional<JsonMatcher> m_matcher;  // structured output: where the reply is in its grammar
-  std::vector<int32_t> m_history;  // prompt, then generated tokens
+  std::vector<int32_t> m_history;        // prompt, then generated tokens
   SequenceId m_sequence = 0;
   bool m_is_started = false;
   int32_t m_num_generated = 0;

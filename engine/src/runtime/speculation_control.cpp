@@ -101,9 +101,9 @@ void SpeculationControl::verify(const ScheduledSequence& e, std::span<const floa
       is_accepted = token == guesses[j];
     } else {
       const std::vector<TokenProb> target = r.candidates(logits);
-      const spec::SparseDistribution drafted =
-          draft != nullptr && j < draft->probabilities.size() ? spec::SparseDistribution(draft->probabilities[j])
-                                                              : spec::SparseDistribution();
+      const spec::SparseDistribution drafted = draft != nullptr && j < draft->probabilities.size()
+                                                   ? spec::SparseDistribution(draft->probabilities[j])
+                                                   : spec::SparseDistribution();
       is_accepted = spec::accept_draft_token(target, drafted, guesses[j], r.uniform());
       token = is_accepted ? guesses[j] : spec::sample_residual(target, drafted, guesses[j], r.uniform());
     }

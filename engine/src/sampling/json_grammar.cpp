@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -17,15 +18,31 @@ using Node = JsonGrammar::Node;
 // Keywords that say nothing about which values fit. `format` is one in JSON Schema 2020-12
 // unless a validator opts in; replies are not checked against it.
 const std::set<std::string> kAnnotations = {
-    "title",  "description", "default",  "examples", "format",    "$schema",     "$id",
-    "$comment", "deprecated", "readOnly", "writeOnly", "$defs",    "definitions", "$anchor",
+    "title",    "description", "default",  "examples",  "format", "$schema",     "$id",
+    "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",  "definitions", "$anchor",
 };
 
 // Keywords that constrain a value and are compiled here.
 const std::set<std::string> kSupported = {
-    "type",      "properties", "required",  "additionalProperties", "items", "minItems", "maxItems",
-    "minLength", "maxLength",  "enum",      "const",                "anyOf", "oneOf",    "allOf",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
     "$ref",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
 };
 
 Status unsupported(const std::string& where, const std::string& message) {
@@ -62,7 +79,8 @@ class Compiler {
       explicit Depth(int& d) : depth(++d) {}
       ~Depth() { --depth; }
     } depth(m_depth);
-    if (m_depth > kMaxDepth) return unsupported(where, "the schema nests deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (m_depth > kMaxDepth)
+      return unsupported(where, "the schema nests deeper than " + std::to_string(kMaxDepth) + " levels");
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return JsonGrammar::kAnyNode;
       return unsupported(where, "the schema 'false' admits no value");
@@ -106,7 +124,8 @@ class Compiler {
         return unsupported(where, "'" + other + "' beside '" + keyword + "' is not supported");
       }
       const json& list = schema[keyword];
-      if (!list.is_array() || list.empty()) return unsupported(where, std::string("'") + keyword + "' takes a non-empty list");
+      if (!list.is_array() || list.empty())
+        return unsupported(where, std::string("'") + keyword + "' takes a non-empty list");
       for (size_t i = 0; i < list.size(); ++i) {
         Result<int32_t> alt = compile(list[i], where + "/" + keyword + "/" + std::to_string(i));
         if (!alt) return alt.status();
@@ -120,6 +139,7 @@ class Compiler {
     IWB_RETURN_IF_ERROR(read_object(schema, where, &n));
     IWB_RETURN_IF_ERROR(read_array(schema, where, &n));
     IWB_RETURN_IF_ERROR(read_bounds(schema, "minLength", "maxLength", where, &n.min_length, &n.max_length));
+    IWB_RETURN_IF_ERROR(read_number_bounds(schema, where, &n));
     m_nodes[static_cast<size_t>(index)] = std::move(n);
     return index;
   }
@@ -130,7 +150,8 @@ class Compiler {
   Result<int32_t> compile_ref(const json& ref, const std::string& where) {
     if (!ref.is_string()) return unsupported(where, "'$ref' is a string");
     const std::string r = ref.get<std::string>();
-    if (r.empty() || r[0] != '#') return unsupported(where, "'$ref' " + r + " is outside this document (only \"#...\" is supported)");
+    if (r.empty() || r[0] != '#')
+      return unsupported(where, "'$ref' " + r + " is outside this document (only \"#...\" is supported)");
     const json* target = &m_document;
     size_t start = 1;
     if (r.size() > 1) {
@@ -141,8 +162,8 @@ class Compiler {
         const std::string token = unescape_pointer_token(r.substr(start, end - start));
         if (target->is_object() && target->contains(token)) {
           target = &(*target)[token];
-        } else if (target->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&
-                   std::stoull(token) < target->size()) {
+        } else if (target->is_array() && !token.empty() && token.size() <= 9 &&
+                   token.find_first_not_of("0123456789") == std::string::npos && std::stoull(token) < target->size()) {
           target = &(*target)[std::stoull(token)];
         } else {
           return unsupported(where, "'$ref' " + r + " names nothing in the document");
@@ -153,7 +174,8 @@ class Compiler {
     // A schema compiled already (or being compiled: recursion through its properties or items)
     // is that node; a $ref reached again before any schema is a loop that admits nothing.
     if (const auto it = m_compiled.find(target); it != m_compiled.end()) return it->second;
-    if (m_resolving.count(r) != 0) return unsupported(where, "'$ref' " + r + " refers to itself without a value between");
+    if (m_resolving.count(r) != 0)
+      return unsupported(where, "'$ref' " + r + " refers to itself without a value between");
     m_resolving.insert(r);
     Result<int32_t> out = compile(*target, r.substr(1));
     m_resolving.erase(r);
@@ -180,9 +202,14 @@ class Compiler {
         }
         return false;
       };
-      if (has({"properties", "required", "additionalProperties"})) n->types = JsonGrammar::kObject;
-      else if (has({"items", "minItems", "maxItems"})) n->types = JsonGrammar::kArray;
-      else if (has({"minLength", "maxLength"})) n->types = JsonGrammar::kString;
+      if (has({"properties", "required", "additionalProperties"}))
+        n->types = JsonGrammar::kObject;
+      else if (has({"items", "minItems", "maxItems"}))
+        n->types = JsonGrammar::kArray;
+      else if (has({"minLength", "maxLength"}))
+        n->types = JsonGrammar::kString;
+      else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
+        n->types = JsonGrammar::kNumber;
       return {};
     }
     const json& t = schema["type"];
@@ -212,7 +239,8 @@ class Compiler {
     if (v.is_string()) return (types & JsonGrammar::kString) != 0;
     if (v.is_boolean()) return (types & JsonGrammar::kBoolean) != 0;
     if (v.is_null()) return (types & JsonGrammar::kNull) != 0;
-    if (v.is_number_integer() || v.is_number_unsigned()) return (types & (JsonGrammar::kInteger | JsonGrammar::kNumber)) != 0;
+    if (v.is_number_integer() || v.is_number_unsigned())
+      return (types & (JsonGrammar::kInteger | JsonGrammar::kNumber)) != 0;
     return (types & JsonGrammar::kNumber) != 0;
   }
 
@@ -241,10 +269,46 @@ class Compiler {
       if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
         return unsupported(where, std::string("'") + key + "' is a whole number >= 0");
       }
-      (key == min_key ? *min : *max) = v.get<int64_t>();
+      // Past int64 is as good as no limit (and get<int64_t> would wrap it negative).
+      const int64_t x =
+          v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX} ? INT64_MAX : v.get<int64_t>();
+      (key == min_key ? *min : *max) = x;
     }
     if (*max >= 0 && *max < *min) {
       return unsupported(where, std::string("'") + max_key + "' is below '" + min_key + "': no value fits");
+    }
+    return {};
+  }
+
+  // minimum/maximum and the 2019+ exclusiveMinimum/exclusiveMaximum (numbers; draft 4's
+  // boolean form is refused by name). The tighter of minimum and exclusiveMinimum wins.
+  static Status read_number_bounds(const json& schema, const std::string& where, Node* n) {
+    const auto read = [&](const char* key, bool* has, double* value, bool* exclusive, bool is_exclusive,
+                          bool is_lower) -> Status {
+      if (!schema.contains(key)) return {};
+      const json& v = schema[key];
+      if (v.is_boolean())
+        return unsupported(
+            where, std::string("'") + key + "' as true/false (draft 4) is not supported; give the bound as a number");
+      if (!v.is_number()) return unsupported(where, std::string("'") + key + "' is a number");
+      const double x = v.get<double>();
+      const bool tighter = !*has || (is_lower ? (x > *value || (x == *value && is_exclusive))
+                                              : (x < *value || (x == *value && is_exclusive)));
+      if (tighter) {
+        *has = true;
+        *value = x;
+        *exclusive = is_exclusive;
+      }
+      return {};
+    };
+    IWB_RETURN_IF_ERROR(read("minimum", &n->has_minimum, &n->minimum, &n->is_minimum_exclusive, false, true));
+    IWB_RETURN_IF_ERROR(read("exclusiveMinimum", &n->has_minimum, &n->minimum, &n->is_minimum_exclusive, true, true));
+    IWB_RETURN_IF_ERROR(read("maximum", &n->has_maximum, &n->maximum, &n->is_maximum_exclusive, false, false));
+    IWB_RETURN_IF_ERROR(read("exclusiveMaximum", &n->has_maximum, &n->maximum, &n->is_maximum_exclusive, true, false));
+    if (n->has_minimum && n->has_maximum &&
+        (n->maximum < n->minimum ||
+         (n->maximum == n->minimum && (n->is_minimum_exclusive || n->is_maximum_exclusive)))) {
+      return unsupported(where, "the number bounds leave no value");
     }
     return {};
   }
@@ -276,7 +340,8 @@ class Compiler {
           }
         }
         if (!found) {
-          return unsupported(where, "'required' names '" + name.get<std::string>() + "', which 'properties' does not list");
+          return unsupported(where,
+                             "'required' names '" + name.get<std::string>() + "', which 'properties' does not list");
         }
       }
     }
@@ -329,7 +394,7 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(std::string_
   json document;
   try {
     document = json::parse(schema_json);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers past a double
     return make_error(ErrorCode::InvalidArgument, std::string("the JSON schema is not valid JSON: ") + e.what());
   }
   Compiler compiler(document);

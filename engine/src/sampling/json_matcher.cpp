@@ -7,7 +7,11 @@
 // another), each choice is a path of its own; a path that refuses a byte is dropped.
 #include "iwb/engine/sampling/json_grammar.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 
 namespace iwb {
 namespace {
@@ -44,6 +48,60 @@ bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= '
 
 bool is_number_end(uint8_t phase) {
   return phase == kZero || phase == kIntegerDigits || phase == kFraction || phase == kExponent;
+}
+
+// Bounded numbers (minimum, maximum, exclusive*): written without exponents, a number's text so
+// far is kept, and each byte must leave some value within the bounds that the number can still
+// become; where it ends, the value it has (as strtod reads it, as clients do) must be within.
+bool is_within(const Node& n, long double x) {
+  if (n.has_minimum && (x < n.minimum || (n.is_minimum_exclusive && x == n.minimum))) return false;
+  if (n.has_maximum && (x > n.maximum || (n.is_maximum_exclusive && x == n.maximum))) return false;
+  return true;
+}
+
+bool number_is_within(const Node& n, const std::string& text) {
+  if (!n.has_bounds()) return true;
+  return is_within(n, static_cast<long double>(std::strtod(text.c_str(), nullptr)));
+}
+
+// Whether the values [lo, hi] (lo <= hi) reach into the bounds.
+bool reaches(const Node& n, long double lo, long double hi) {
+  if (n.has_minimum && (hi < n.minimum || (n.is_minimum_exclusive && hi == n.minimum))) return false;
+  if (n.has_maximum && (lo > n.maximum || (n.is_maximum_exclusive && lo == n.maximum))) return false;
+  return true;
+}
+
+// Whether a number that begins with `text` (in `phase`) can still become a value within the
+// bounds. Integers are exact; other numbers take the values between the text and the next
+// number at its last digit as one closed range (16 fraction digits are finer than a double, so
+// a value at the open end is what strtod gives for the digits that approach it).
+bool number_may_fit(const Node& n, const std::string& text, uint8_t phase, bool integers_only) {
+  if (!n.has_bounds()) return true;
+  const bool negative = text[0] == '-';
+  const std::string body = text.substr(negative ? 1 : 0);
+  const auto reaches_signed = [&](long double lo, long double hi) {
+    return negative ? reaches(n, -hi, -lo) : reaches(n, lo, hi);
+  };
+  if (body.empty()) {  // only the sign: any magnitude
+    return reaches_signed(0, integers_only ? 1e16L - 1 : 1e16L);
+  }
+  if (phase == kDot || phase == kFraction) {
+    const size_t dot = body.find('.');
+    const auto digits = static_cast<int>(body.size() - dot - 1);
+    const long double value = std::strtold(body.c_str(), nullptr);
+    // No digit may follow the last one allowed: then the value is all there is.
+    const long double step = digits >= kMaxFractionDigits ? 0 : std::pow(10.0L, -digits);
+    return reaches_signed(value, value + step);
+  }
+  if (phase == kZero) return reaches_signed(0, integers_only ? 0 : 1);
+  // Integer digits, more may follow: v * 10^j plus any j further digits.
+  const long double v = std::strtold(body.c_str(), nullptr);
+  long double scale = 1;
+  for (int64_t k = static_cast<int64_t>(body.size()); k <= kMaxIntegerDigits; ++k, scale *= 10) {
+    const long double lo = v * scale;
+    if (reaches_signed(lo, integers_only ? lo + scale - 1 : (v + 1) * scale)) return true;
+  }
+  return false;
 }
 
 // The texts a literal frame chooses among: an object's keys, a node's enum values, or the words.
@@ -96,8 +154,7 @@ class Stepper {
           p.stack.pop_back();
           return start_value(std::move(p), node, b);
         }
-        case Kind::Object:
-          return object_byte(std::move(p), b);
+        case Kind::Object: return object_byte(std::move(p), b);
         case Kind::Array:
           if (f.phase == kArrayOpened && !is_whitespace(b) && b != ']') {
             // The byte starts the first element.
@@ -109,11 +166,12 @@ class Stepper {
             continue;
           }
           return array_byte(std::move(p), b);
-        case Kind::String:
-          return string_byte(std::move(p), b);
+        case Kind::String: return string_byte(std::move(p), b);
         case Kind::Number:
           if (number_byte(p, b)) return;
-          p.stack.pop_back();  // the number ended before b: its parent takes b
+          // The number ended before b (its parent takes b), if its value is within its bounds.
+          if (!number_is_within(m_g.node(p.stack.back().node), p.stack.back().text)) return;
+          p.stack.pop_back();
           continue;
         case Kind::Literal:
           if (literal_byte(p, b)) return;
@@ -175,6 +233,10 @@ class Stepper {
     } else if ((b == '-' || is_digit(b)) && (n.types & (JsonGrammar::kInteger | JsonGrammar::kNumber))) {
       f = make_frame(Kind::Number, node, b == '-' ? kMinus : (b == '0' ? kZero : kIntegerDigits));
       f.count = is_digit(b) ? 1 : 0;
+      if (n.has_bounds()) {
+        f.text = std::string(1, static_cast<char>(b));
+        if (!number_may_fit(n, f.text, f.phase, (n.types & JsonGrammar::kNumber) == 0)) return;
+      }
     } else if ((b == 't' || b == 'f') && (n.types & JsonGrammar::kBoolean)) {
       f = make_frame(Kind::Literal, -1);
       f.candidates = {b == 't' ? 0 : 1};
@@ -303,10 +365,14 @@ class Stepper {
           // A multi-byte character's lead byte; the second byte's range rules out overlong
           // forms, UTF-16 surrogates and code points past U+10FFFF (RFC 3629), which strict
           // JSON parsers refuse.
-          if (b >= 0xC2 && b <= 0xDF) f.utf8_left = 1;
-          else if (b >= 0xE0 && b <= 0xEF) f.utf8_left = 2;
-          else if (b >= 0xF0 && b <= 0xF4) f.utf8_left = 3;
-          else return;
+          if (b >= 0xC2 && b <= 0xDF)
+            f.utf8_left = 1;
+          else if (b >= 0xE0 && b <= 0xEF)
+            f.utf8_left = 2;
+          else if (b >= 0xF0 && b <= 0xF4)
+            f.utf8_left = 3;
+          else
+            return;
           if (b == 0xE0) f.next_low = 0xA0;
           if (b == 0xED) f.next_high = 0x9F;
           if (b == 0xF0) f.next_low = 0x90;
@@ -341,9 +407,15 @@ class Stepper {
   // True when the number took b (or refused it for good); false when it ended before b.
   bool number_byte(Path& p, uint8_t b) {
     Frame& f = p.stack.back();
-    const bool integers_only = (m_g.node(f.node).types & JsonGrammar::kNumber) == 0;
+    const Node& n = m_g.node(f.node);
+    const bool integers_only = (n.types & JsonGrammar::kNumber) == 0;
     const bool digit = is_digit(b);
     const auto go = [&](uint8_t phase, int64_t count) {
+      if (n.has_bounds()) {
+        if (phase == kExponentMark) return true;  // no exponents: refused
+        f.text += static_cast<char>(b);
+        if (!number_may_fit(n, f.text, phase, integers_only)) return true;
+      }
       f.phase = phase;
       f.count = count;
       keep(std::move(p));
@@ -360,16 +432,14 @@ class Stepper {
       case kIntegerDigits:
         if (digit) return f.count < kMaxIntegerDigits ? go(kIntegerDigits, f.count + 1) : refuse();
         break;
-      case kDot:
-        return digit ? go(kFraction, 1) : refuse();
+      case kDot: return digit ? go(kFraction, 1) : refuse();
       case kFraction:
         if (digit) return f.count < kMaxFractionDigits ? go(kFraction, f.count + 1) : refuse();
         break;
       case kExponentMark:
         if (b == '+' || b == '-') return go(kExponentSign, 0);
         return digit ? go(kExponent, 1) : refuse();
-      case kExponentSign:
-        return digit ? go(kExponent, 1) : refuse();
+      case kExponentSign: return digit ? go(kExponent, 1) : refuse();
       case kExponent:
         if (digit) return f.count < kMaxExponentDigits ? go(kExponent, f.count + 1) : refuse();
         return false;
@@ -386,7 +456,8 @@ class Stepper {
     std::vector<int32_t> next;
     for (const int32_t i : f.candidates) {
       const std::string& text = literal_text(m_g, f, i);
-      if (static_cast<int64_t>(text.size()) > f.count && static_cast<uint8_t>(text[static_cast<size_t>(f.count)]) == b) {
+      if (static_cast<int64_t>(text.size()) > f.count &&
+          static_cast<uint8_t>(text[static_cast<size_t>(f.count)]) == b) {
         next.push_back(i);
       }
     }
@@ -417,7 +488,7 @@ bool path_is_complete(const JsonGrammar& g, const Path& p) {
   if (p.stack.empty()) return true;
   if (p.stack.size() != 1) return false;
   const Frame& f = p.stack.back();
-  if (f.kind == Kind::Number) return is_number_end(f.phase);
+  if (f.kind == Kind::Number) return is_number_end(f.phase) && number_is_within(g.node(f.node), f.text);
   if (f.kind == Kind::Literal) return has_whole_literal(g, f);
   return false;
 }
@@ -454,6 +525,18 @@ bool JsonMatcher::is_complete() const {
     if (path_is_complete(*m_grammar, p)) return true;
   }
   return false;
+}
+
+int64_t JsonMatcher::string_room() const {
+  int64_t room = -1;
+  for (const Path& p : m_paths) {
+    if (p.stack.empty()) return -1;
+    const Frame& f = p.stack.back();
+    if (f.kind != Kind::String || f.is_key || f.phase != kStringBody || f.utf8_left != 0) return -1;
+    const Node& n = m_grammar->node(f.node);
+    room = std::max(room, n.max_length < 0 ? INT64_MAX : n.max_length - f.count);
+  }
+  return room;
 }
 
 std::bitset<256> JsonMatcher::next_bytes() const {

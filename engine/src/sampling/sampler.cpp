@@ -23,8 +23,8 @@ bool has_penalties(const SamplingParams& p, std::span<const int32_t> history) {
 
 void apply_penalties(const SamplingParams& p, std::span<const int32_t> history, std::vector<float>& logits) {
   if (!has_penalties(p, history)) return;
-  const size_t n = p.penalty_last_n < 0 ? history.size()
-                                        : std::min(history.size(), static_cast<size_t>(p.penalty_last_n));
+  const size_t n =
+      p.penalty_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.penalty_last_n));
   std::unordered_map<int32_t, int> counts;
   for (size_t i = history.size() - n; i < history.size(); ++i) counts[history[i]]++;
   for (const auto& [id, count] : counts) {

@@ -4,8 +4,48 @@
 #include "iwb/engine/tokenizer/tokenizer.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace iwb {
+
+namespace {
+
+// The characters of `bytes` when a JSON string takes them all as they are, else -1. The UTF-8
+// rules are json_matcher.cpp's (RFC 3629: no overlong forms, surrogates or code points past
+// U+10FFFF), so a token counted here is one the matcher would take.
+int32_t plain_chars(const std::string& bytes) {
+  int32_t chars = 0;
+  for (size_t i = 0; i < bytes.size();) {
+    const auto b = static_cast<uint8_t>(bytes[i]);
+    int follow = 0;
+    uint8_t low = 0x80, high = 0xBF;
+    if (b < 0x80) {
+      if (b < 0x20 || b == '"' || b == '\\') return -1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      follow = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      follow = 2;
+      if (b == 0xE0) low = 0xA0;
+      if (b == 0xED) high = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      follow = 3;
+      if (b == 0xF0) low = 0x90;
+      if (b == 0xF4) high = 0x8F;
+    } else {
+      return -1;
+    }
+    if (i + 1 + static_cast<size_t>(follow) > bytes.size()) return -1;  // a character cut off
+    for (int k = 1; k <= follow; ++k) {
+      const auto c = static_cast<uint8_t>(bytes[i + static_cast<size_t>(k)]);
+      if (c < (k == 1 ? low : 0x80) || c > (k == 1 ? high : 0xBF)) return -1;
+    }
+    i += 1 + static_cast<size_t>(follow);
+    ++chars;
+  }
+  return chars;
+}
+
+}  // namespace
 
 TokenBytes::TokenBytes(const tokenizer::Tokenizer& tok) {
   const size_t n = tok.num_tokens();
@@ -16,6 +56,18 @@ TokenBytes::TokenBytes(const tokenizer::Tokenizer& tok) {
     m_bytes.push_back(tok.token_to_piece(id, /*render_special=*/false));
     m_ends[i] = tok.is_end_of_generation(id);
   }
+  classify();
+}
+
+TokenBytes::TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends)
+    : m_bytes(std::move(bytes)), m_ends(std::move(ends)) {
+  m_ends.resize(m_bytes.size());
+  classify();
+}
+
+void TokenBytes::classify() {
+  m_plain_chars.resize(m_bytes.size());
+  for (size_t i = 0; i < m_bytes.size(); ++i) m_plain_chars[i] = plain_chars(m_bytes[i]);
 }
 
 bool is_token_allowed(const JsonMatcher& matcher, const TokenBytes& tokens, int32_t token) {
@@ -28,6 +80,7 @@ bool is_token_allowed(const JsonMatcher& matcher, const TokenBytes& tokens, int3
 size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& tokens, std::span<float> logits) {
   const std::bitset<256> first = matcher.next_bytes();
   const bool is_complete = matcher.is_complete();
+  const int64_t room = matcher.string_room();  // -1: not inside a string's text
   size_t num_allowed = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     bool allowed = false;
@@ -37,7 +90,12 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
       if (tokens.ends_generation(id)) {
         allowed = is_complete;
       } else if (!bytes.empty() && first.test(static_cast<uint8_t>(bytes[0]))) {
-        allowed = bytes.size() == 1 || matcher.can_feed(bytes);
+        const int32_t chars = tokens.plain_string_chars(id);
+        if (room >= 0 && chars >= 0) {
+          allowed = chars <= room;  // plain text inside a string: only its length matters
+        } else {
+          allowed = bytes.size() == 1 || matcher.can_feed(bytes);
+        }
       }
     }
     if (allowed) {

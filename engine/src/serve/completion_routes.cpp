@@ -19,8 +19,9 @@ using json = nlohmann::json;
 constexpr size_t kMaxPromptBytesPerPosition = 64;
 
 ApiError context_error(size_t num_prompt_tokens, int64_t context_length) {
-  return invalid_request("the prompt is " + std::to_string(num_prompt_tokens) + " tokens, and this model's context holds " +
-                             std::to_string(context_length) + " (prompt and completion together): shorten the prompt",
+  return invalid_request("the prompt is " + std::to_string(num_prompt_tokens) +
+                             " tokens, and this model's context holds " + std::to_string(context_length) +
+                             " (prompt and completion together): shorten the prompt",
                          "messages", "context_length_exceeded");
 }
 
@@ -65,7 +66,8 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   std::vector<std::string> stops;
   bool renders_special_tokens = false;  // a harmony chat: its channels are control tokens
   if (kind == CompletionKind::Chat) {
-    std::variant<ChatCompletionRequest, ApiError> read = read_chat_request(std::get<json>(body), options.default_sampling, limits);
+    std::variant<ChatCompletionRequest, ApiError> read =
+        read_chat_request(std::get<json>(body), options.default_sampling, limits);
     if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
     ChatCompletionRequest& chat = std::get<ChatCompletionRequest>(read);
     size_t num_bytes = 0;
@@ -108,8 +110,8 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   const auto vocab_size = static_cast<int32_t>(model->tokenizer.num_tokens());
   for (const auto& [id, bias] : params.sampling.logit_bias) {
     if (id >= vocab_size) {
-      return send_error(res, invalid_request("'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary (" +
-                                                 std::to_string(vocab_size) + " tokens)",
+      return send_error(res, invalid_request("'logit_bias' names token " + std::to_string(id) +
+                                                 ", outside the vocabulary (" + std::to_string(vocab_size) + " tokens)",
                                              "logit_bias"));
     }
   }
@@ -128,9 +130,9 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     const int64_t room = context - static_cast<int64_t>(tokens.size());
     // A request without max_tokens takes the server's -n (llama-server's n_predict) when set.
     const std::optional<int64_t> asked =
-        params.max_tokens ? params.max_tokens
-                          : (options.default_max_tokens >= 0 ? std::optional<int64_t>(options.default_max_tokens)
-                                                              : std::nullopt);
+        params.max_tokens
+            ? params.max_tokens
+            : (options.default_max_tokens >= 0 ? std::optional<int64_t>(options.default_max_tokens) : std::nullopt);
     const int64_t max_new = asked ? std::min(*asked, room) : room;
     prompt_sizes.push_back(static_cast<int32_t>(tokens.size()));
     for (int32_t i = 0; i < params.n; ++i) {
@@ -139,9 +141,12 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.sampling = params.sampling;
       // Choices of one request differ by seed: the given one plus the choice's index.
       // Without one, the server's --seed (llama-server's -s) when given, else a fresh seed.
-      if (params.has_seed) r.sampling.seed = params.sampling.seed + static_cast<uint64_t>(i);
-      else if (options.has_default_seed) r.sampling.seed = options.default_sampling.seed + static_cast<uint64_t>(i);
-      else r.sampling.seed = random_seed();
+      if (params.has_seed)
+        r.sampling.seed = params.sampling.seed + static_cast<uint64_t>(i);
+      else if (options.has_default_seed)
+        r.sampling.seed = options.default_sampling.seed + static_cast<uint64_t>(i);
+      else
+        r.sampling.seed = random_seed();
       r.max_new_tokens = static_cast<int32_t>(max_new);
       r.stop_strings = stops;
       r.stop_at_end_of_generation = !params.ignore_eos;
@@ -213,7 +218,8 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
         entry.num_prompt_tokens = session.num_prompt_tokens();
         entry.num_generated_tokens = session.num_generated_tokens();
         entry.seconds = seconds_since(active->start);
-        entry.outcome = active->is_done ? (session.first_error().empty() ? "done" : session.first_error()) : "disconnected";
+        entry.outcome =
+            active->is_done ? (session.first_error().empty() ? "done" : session.first_error()) : "disconnected";
         log(entry);
         active->in_flight.reset();
       });

@@ -190,7 +190,8 @@ void read_response_format(FieldReader& r, CompletionParams* p) {
   if (type != "json_schema") return r.fail("response_format", bad);
   const auto spec = format->find("json_schema");
   if (spec == format->end() || !spec->is_object() || !spec->contains("schema")) {
-    return r.fail("response_format", "'response_format' of type json_schema needs \"json_schema\": {\"schema\": {...}}");
+    return r.fail("response_format",
+                  "'response_format' of type json_schema needs \"json_schema\": {\"schema\": {...}}");
   }
   compile((*spec)["schema"], "response_format");
 }
@@ -270,7 +271,8 @@ std::optional<std::string> message_text(const json& content, std::string* proble
   }
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string()) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
       *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)";
       return std::nullopt;
     }
@@ -289,12 +291,14 @@ std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return invalid_request(param + " must be an object with 'role' and 'content'", param);
     const auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return invalid_request(param + ".role must be a string", param + ".role");
+    if (role == m.end() || !role->is_string())
+      return invalid_request(param + ".role must be a string", param + ".role");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
     if (r != "system" && r != "user" && r != "assistant") {
-      return invalid_request(param + ".role '" + role->get<std::string>() + "' is not supported (system, user or assistant)",
-                             param + ".role");
+      return invalid_request(
+          param + ".role '" + role->get<std::string>() + "' is not supported (system, user or assistant)",
+          param + ".role");
     }
     const auto content = m.find("content");
     if (content == m.end()) return invalid_request(param + " has no 'content'", param + ".content");
@@ -349,8 +353,10 @@ std::optional<ApiError> read_prompts(const json& body, std::vector<PromptInput>*
 // Options we do not offer are refused rather than silently ignored.
 std::optional<ApiError> refuse_unsupported(const FieldReader& r) {
   for (const char* name : {"tools", "functions", "tool_choice", "function_call", "suffix"}) {
-    if (const json* v = r.find(name); v != nullptr && !(v->is_array() && v->empty()) && !(v->is_object() && v->empty())) {
-      return invalid_request(std::string("'") + name + "' is not supported by this server", name, "unsupported_parameter");
+    if (const json* v = r.find(name);
+        v != nullptr && !(v->is_array() && v->empty()) && !(v->is_object() && v->empty())) {
+      return invalid_request(std::string("'") + name + "' is not supported by this server", name,
+                             "unsupported_parameter");
     }
   }
   if (const json* echo = r.find("echo"); echo != nullptr && *echo != json(false)) {
@@ -428,7 +434,8 @@ std::variant<TextCompletionRequest, ApiError> read_completion_request(const nloh
   if (std::optional<ApiError> e = refuse_unsupported(r)) return *e;
   read_common(r, defaults, limits, &request.params);
   int64_t top = 0;
-  if (r.integer("logprobs", 0, limits.max_top_logprobs, &top)) request.params.num_top_logprobs = static_cast<int32_t>(top);
+  if (r.integer("logprobs", 0, limits.max_top_logprobs, &top))
+    request.params.num_top_logprobs = static_cast<int32_t>(top);
   if (r.error) return *r.error;
   if (request.prompts.size() * static_cast<size_t>(request.params.n) > static_cast<size_t>(limits.max_choices)) {
     return invalid_request("n times the number of prompts is " +

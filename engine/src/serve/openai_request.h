@@ -31,25 +31,25 @@ ApiError invalid_request(std::string message, std::string param = {}, std::strin
 
 // Limits a request must keep (ServeOptions carries them).
 struct RequestLimits {
-  int32_t max_choices = 16;       // n times the number of prompts
+  int32_t max_choices = 16;  // n times the number of prompts
   int32_t max_top_logprobs = 20;
   int32_t max_stop_strings = 16;
-  size_t max_stop_bytes = 256;    // per stop string
-  size_t max_logit_bias = 1024;   // entries of logit_bias
+  size_t max_stop_bytes = 256;   // per stop string
+  size_t max_logit_bias = 1024;  // entries of logit_bias
 };
 
 // What chat and text completions share.
 struct CompletionParams {
-  SamplingParams sampling;               // the server's defaults with the request's fields over them
-  bool has_seed = false;                 // false: each choice gets a fresh random seed
-  std::optional<int64_t> max_tokens;     // max_tokens / max_completion_tokens; none: up to the context
+  SamplingParams sampling;            // the server's defaults with the request's fields over them
+  bool has_seed = false;              // false: each choice gets a fresh random seed
+  std::optional<int64_t> max_tokens;  // max_tokens / max_completion_tokens; none: up to the context
   std::vector<std::string> stop;
   int32_t n = 1;
   bool is_stream = false;
-  bool include_usage = false;            // stream_options.include_usage
-  int32_t num_top_logprobs = -1;         // -1: no logprobs; 0: the chosen token's; N: also the top N
-  bool ignore_eos = false;               // vLLM's and llama-server's extension: generate through EOS
-                                         // up to max_tokens (what load generators send)
+  bool include_usage = false;     // stream_options.include_usage
+  int32_t num_top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; N: also the top N
+  bool ignore_eos = false;        // vLLM's and llama-server's extension: generate through EOS
+                                  // up to max_tokens (what load generators send)
   // response_format {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema":
   // ...}} (also llama-server's "json_schema" field): the reply is held to it. Null: free text.
   std::shared_ptr<const JsonGrammar> json_grammar;

@@ -21,7 +21,9 @@ namespace iwb {
 // The schema, compiled. The JSON Schema subset it takes (anything else is refused by name, so
 // a reply is never held to less than the schema says):
 //   type (a name or a list of names), properties, required, additionalProperties (true, false
-//   or a schema), items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf
+//   or a schema), items, minItems, maxItems, minLength, maxLength, minimum, maximum,
+//   exclusiveMinimum, exclusiveMaximum (bounded numbers are written without exponents), enum,
+//   const, anyOf, oneOf
 //   (as anyOf, as llama.cpp does), allOf of one schema, $ref to "#" or a JSON pointer within the
 //   document ("#/$defs/Name", "#/definitions/Name", recursion allowed), and the annotations
 //   (title, description, default, examples, format, $schema, $id, $comment, deprecated,
@@ -65,6 +67,11 @@ class JsonGrammar {
     int64_t min_items = 0, max_items = -1;
     int64_t min_length = 0, max_length = -1;  // strings, in characters
     uint64_t required_mask = 0;               // bit i: properties[i] is required
+    // Numbers: the bounds a value keeps (JSON Schema's minimum, maximum, exclusive*).
+    bool has_minimum = false, has_maximum = false;
+    bool is_minimum_exclusive = false, is_maximum_exclusive = false;
+    double minimum = 0, maximum = 0;
+    bool has_bounds() const { return has_minimum || has_maximum; }
   };
   static constexpr int32_t kAnyNode = 0;  // node 0 is always "any JSON value"
   const Node& node(int32_t index) const { return m_nodes[static_cast<size_t>(index)]; }
@@ -95,21 +102,25 @@ class JsonMatcher {
   bool is_complete() const;
   // The bytes that may come next (none once the value is closed: the reply must end).
   std::bitset<256> next_bytes() const;
+  // When every reading is inside a string's text (not a key, not mid-character or mid-escape):
+  // how many more plain characters the string may take (INT64_MAX: any number); else -1.
+  int64_t string_room() const;
 
   // A frame of the matcher's stack (public for json_matcher.cpp's helpers).
   struct Frame {
     enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal } kind = Kind::Value;
     uint8_t phase = 0;
-    bool is_key = false;       // a String or Literal frame that is an object's key
-    int8_t utf8_left = 0;      // String: continuation bytes still to come; unicode escape digits
+    bool is_key = false;                        // a String or Literal frame that is an object's key
+    int8_t utf8_left = 0;                       // String: continuation bytes still to come; unicode escape digits
     uint8_t next_low = 0x80, next_high = 0xBF;  // String: the range of the next continuation byte
-    int32_t node = 0;          // the grammar node (Object: its object node; key frames: the object's)
-    int32_t current = -1;      // Object: the property whose value comes next (-1: another key);
-                               // String: 1 once a \u escape began with D (no surrogates)
-    int64_t count = 0;         // items, characters, digits, or a literal's bytes so far
-    uint64_t seen = 0;         // Object: properties written so far
-    std::vector<int32_t> candidates;  // Literal: the texts still matching
-    std::string text;          // String key: its bytes so far (an other key may not be a listed one)
+    int32_t node = 0;                           // the grammar node (Object: its object node; key frames: the object's)
+    int32_t current = -1;                       // Object: the property whose value comes next (-1: another key);
+                                                // String: 1 once a \u escape began with D (no surrogates)
+    int64_t count = 0;                          // items, characters, digits, or a literal's bytes so far
+    uint64_t seen = 0;                          // Object: properties written so far
+    std::vector<int32_t> candidates;            // Literal: the texts still matching
+    std::string text;                           // String key: its bytes so far (an other key may not be a listed
+                                                // one); Number with bounds: its text so far
   };
   struct Path {
     std::vector<Frame> stack;

@@ -11,14 +11,14 @@
 namespace iwb {
 
 struct SamplingParams {
-  float temperature = 0.8f;       // <= 0: greedy (argmax)
-  int32_t top_k = 40;             // <= 0: off
-  float top_p = 0.95f;            // >= 1: off
-  float min_p = 0.05f;            // <= 0: off; relative to the most likely token
-  float repeat_penalty = 1.1f;    // 1: off; divides positive logits, multiplies negative ones
-  float frequency_penalty = 0.0f; // subtracts count * f for each token seen
-  float presence_penalty = 0.0f;  // subtracts p once for each token seen
-  int32_t penalty_last_n = 64;    // how many recent tokens the penalties look at (-1: all)
+  float temperature = 0.8f;        // <= 0: greedy (argmax)
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // >= 1: off
+  float min_p = 0.05f;             // <= 0: off; relative to the most likely token
+  float repeat_penalty = 1.1f;     // 1: off; divides positive logits, multiplies negative ones
+  float frequency_penalty = 0.0f;  // subtracts count * f for each token seen
+  float presence_penalty = 0.0f;   // subtracts p once for each token seen
+  int32_t penalty_last_n = 64;     // how many recent tokens the penalties look at (-1: all)
   uint64_t seed = 0xC0FFEE;
   // Added to the named tokens' logits before anything else (OpenAI's and llama.cpp's logit
   // bias: -100 all but bans a token, +100 all but forces it). Ids are checked by the engine.

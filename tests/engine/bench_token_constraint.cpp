@@ -1,0 +1,81 @@
+// What structured output costs per token, with a real vocabulary: building the vocabulary's
+// byte table, checking one sampled token, and the full mask (every token checked) at the kinds
+// of place a reply reaches. A plain program, not a test: it prints figures.
+//   bench_token_constraint MODEL.gguf [REPEATS]
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/sampling/token_constraint.h"
+#include "iwb/engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace iwb;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+const char* kSchema = R"({"type": "object", "properties": {
+  "people": {"type": "array", "items": {"type": "object", "properties": {
+    "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "city": {"type": "string"}}, "required": ["name", "age", "city"]}}},
+  "required": ["people"]})";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_token_constraint MODEL.gguf [REPEATS]\n");
+    return 2;
+  }
+  const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
+  auto file = gguf::GgufFile::open(argv[1]);
+  if (!file) {
+    std::fprintf(stderr, "%s\n", file.error_message().c_str());
+    return 1;
+  }
+  auto tok = tokenizer::Tokenizer::from_gguf(**file);
+  if (!tok) {
+    std::fprintf(stderr, "%s\n", tok.error_message().c_str());
+    return 1;
+  }
+  auto t0 = Clock::now();
+  const TokenBytes bytes(*tok);
+  std::printf("vocabulary: %zu tokens, byte table built in %.1f ms\n", bytes.size(), ms_since(t0));
+  auto grammar = JsonGrammar::from_schema(kSchema);
+  if (!grammar) {
+    std::fprintf(stderr, "%s\n", grammar.error_message().c_str());
+    return 1;
+  }
+  const tokenizer::TokenId probe = tok->encode("\"name", {.add_bos = false}).front();
+  std::printf("%-44s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
+  for (const char* prefix :
+       {"", "{\"people\": [", "{\"people\": [{\"name\": \"Al", "{\"people\": [{\"name\": \"Al\", \"age\": 3",
+        "{\"people\": [{\"name\": \"Al\", \"age\": 30, \"city\": \"Paris\"}"}) {
+    JsonMatcher m(*grammar);
+    if (!m.feed(prefix)) {
+      std::fprintf(stderr, "the schema refuses '%s'\n", prefix);
+      return 1;
+    }
+    std::vector<float> logits(bytes.size());
+    size_t allowed = 0;
+    t0 = Clock::now();
+    for (int i = 0; i < repeats; ++i) {
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      allowed = mask_disallowed_tokens(m, bytes, logits);
+    }
+    const double mask_ms = ms_since(t0) / repeats;
+    t0 = Clock::now();
+    bool any = false;
+    for (int i = 0; i < repeats * 100; ++i) any ^= is_token_allowed(m, bytes, probe);
+    const double one_us = ms_since(t0) * 1000.0 / (repeats * 100);
+    std::printf("%-44s %9zu %10.2f %12.2f%s\n", (std::string("'") + prefix + "'").substr(0, 44).c_str(), allowed,
+                mask_ms, one_us, any ? "" : "");
+  }
+  return 0;
+}
