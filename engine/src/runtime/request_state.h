@@ -1,7 +1,7 @@
 // One generation request inside the CPU engine: its sampler, detokenizer and stop-string
 // matcher, its structured output's place in its grammar, the history its repeat penalty sees,
-// and its timings. It decides, token by token,
-// whether the request ends (end of generation, stop string, token limit, full context).
+// and its timings. It decides, token by token, whether the request ends (end of generation,
+// stop string, a structured reply's closed value, token limit, full context).
 #pragma once
 
 #include "iwb/engine/paged/paged_types.h"
