@@ -27,7 +27,7 @@ class TestStructuredOutput : public QObject {
   void enumReplyIsOneOfTheValues();
   void sampledObjectsFitTheSchema();
   void jsonModeGivesAnObject();
-  void speculationStandsAsideForAGrammar();
+  void greedySpeculationKeepsToTheGrammar();
   void logitBiasMovesAndBansTokens();
   void noTokenThatFitsEndsTheRequest();
 
@@ -173,19 +173,73 @@ void TestStructuredOutput::jsonModeGivesAnObject() {
   QCOMPARE(reply.text.front(), '{');
 }
 
-void TestStructuredOutput::speculationStandsAsideForAGrammar() {
+// Greedy: the target's own (grammar-held) choice verifies each guess, so speculation gives the
+// same reply as plain decoding; sampled structured replies do not speculate.
+void TestStructuredOutput::greedySpeculationKeepsToTheGrammar() {
   auto engine = Engine::load(m_aidreams, {0, 2});
   QVERIFY(engine.is_ok());
   spec::SpeculativeConfig lookup;
   lookup.kind = spec::DrafterKind::PromptLookup;
   lookup.num_draft_tokens = 4;
   QVERIFY((*engine)->set_speculation(lookup).is_ok());
-  // A prompt full of the schema's own text, so lookup would find guesses if it were asked.
-  GenerationRequest q = request(**engine, R"({"color":"red","ok":true,"n":1} {"color":)", 0.0f, 1, compile(kSchema));
-  ban_whitespace_tokens(**engine, &q);
-  const Reply r = generate(**engine, q);
-  QVERIFY2(r.finished.reason == FinishReason::EndOfGeneration, r.text.c_str());
-  QVERIFY2(json::parse(r.text).is_object(), r.text.c_str());
+  // A prompt full of the schema's own text, so that lookup finds guesses.
+  const std::string prompt = R"({"color":"red","ok":true,"n":1} {"color":"red","ok":true,"n":1} {"color":)";
+  const auto run = [&](float temperature, int32_t num_draft_tokens, int64_t* num_drafted) {
+    GenerationRequest q = request(**engine, prompt, temperature, 3, compile(kSchema));
+    ban_whitespace_tokens(**engine, &q);
+    q.num_draft_tokens = num_draft_tokens;
+    Result<RequestId> id = (*engine)->add_request(std::move(q));
+    if (!id) qFatal("%s", id.error_message().c_str());
+    Reply out;
+    *num_drafted = 0;
+    while ((*engine)->has_unfinished_requests()) {
+      Result<StepResult> s = (*engine)->step();
+      if (!s) qFatal("%s", s.error_message().c_str());
+      *num_drafted += s->stats.speculation.num_drafted;
+      for (const TokenEvent& e : s->tokens) out.text += e.text;
+      for (const RequestFinished& f : s->finished) out.finished = f;
+    }
+    return out;
+  };
+  int64_t drafted = 0, plain_drafted = 0, sampled_drafted = 0;
+  const Reply speculated = run(0.0f, -1, &drafted);
+  const Reply plain = run(0.0f, 0, &plain_drafted);
+  QVERIFY2(speculated.finished.reason == FinishReason::EndOfGeneration, speculated.text.c_str());
+  QVERIFY2(json::parse(speculated.text).is_object(), speculated.text.c_str());
+  QVERIFY(drafted > 0);
+  QCOMPARE(plain_drafted, int64_t(0));
+  QCOMPARE(speculated.text, plain.text);
+  const Reply sampled = run(1.0f, -1, &sampled_drafted);
+  QCOMPARE(sampled_drafted, int64_t(0));
+  QVERIFY2(json::parse(sampled.text).is_object(), sampled.text.c_str());
+
+  // No token fits while a draft is verified: "red" with every token holding an r banned. The
+  // quote comes first (from the prompt's step), then the step that verifies lookup's guesses
+  // (the prompt's quotes) finds nothing for the r.
+  GenerationRequest q = request(**engine, R"(say "a" "b" "c" ")", 0.0f, 1, compile(R"({"enum": ["red"]})"));
+  const tokenizer::Tokenizer& tok = (*engine)->tokenizer();
+  for (size_t id = 0; id < tok.num_tokens(); ++id) {
+    if (tok.token_to_piece(static_cast<int32_t>(id)).find('r') != std::string::npos) {
+      q.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), -INFINITY);
+    }
+  }
+  Result<RequestId> id = (*engine)->add_request(std::move(q));
+  QVERIFY(id.is_ok());
+  RequestFinished finished;
+  int64_t verified = 0;
+  std::string text;
+  while ((*engine)->has_unfinished_requests()) {
+    Result<StepResult> s = (*engine)->step();
+    QVERIFY(s.is_ok());
+    verified += s->stats.speculation.num_drafted;
+    for (const TokenEvent& e : s->tokens) text += e.text;
+    for (const RequestFinished& f : s->finished) finished = f;
+  }
+  QCOMPARE(text, std::string("\""));
+  QCOMPARE(finished.reason, FinishReason::Error);
+  QVERIFY2(finished.error.find("no token of the vocabulary continues the reply") != std::string::npos,
+           finished.error.c_str());
+  QVERIFY(verified > 0);  // it ended in a verification step
 }
 
 void TestStructuredOutput::logitBiasMovesAndBansTokens() {

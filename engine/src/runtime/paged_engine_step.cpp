@@ -174,7 +174,6 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   const auto vocab = static_cast<size_t>(m_config.vocab_size);
   std::vector<SequenceOutput> outputs;
   std::vector<std::pair<RequestId, FinishReason>> finishing;
-  std::vector<RequestId> failed;
   int32_t num_tokens = 0;
   for (size_t i = 0; i < flat.logits_rows.size(); ++i) {
     const ScheduledSequence& e = batch.sequences[static_cast<size_t>(flat.logits_sequences[i])];
@@ -201,8 +200,8 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
     if (token < 0) {
       // A structured reply with no token that may come next (a vocabulary that cannot write
       // what the grammar asks for): the request ends with the reason, the others go on.
-      (void)m_scheduler->abort(e.sequence);
-      failed.push_back(e.request);
+      outputs.push_back({e.sequence, -1, true});
+      finishing.emplace_back(e.request, FinishReason::Error);
       continue;
     }
     // The new token would run at position sequence_length: none left means a full context.
@@ -217,11 +216,9 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   // Finished sequences leave the scheduler here, their blocks freed (full prompt blocks stay
   // cached for later prompts).
   const Status status = m_scheduler->on_step_done(outputs);
-  for (const auto& [id, reason] : finishing) finish(id, reason, {}, result);
-  for (const RequestId id : failed) {
-    finish(id, FinishReason::Error,
-           "no token of the vocabulary continues the reply as " +
-               m_requests.at(id)->params().json_grammar->description() + " asks",
+  // An error here is only ever a structured reply that no token could continue.
+  for (const auto& [id, reason] : finishing) {
+    finish(id, reason, reason == FinishReason::Error ? m_requests.at(id)->no_token_fits_message() : std::string(),
            result);
   }
   return status;

@@ -41,6 +41,11 @@ int32_t RequestState::sample(std::span<const float> logits) {
   return is_token_allowed(*m_matcher, *m_token_bytes, token) ? token : -1;
 }
 
+std::string RequestState::no_token_fits_message() const {
+  const std::string what = m_params.json_grammar ? m_params.json_grammar->description() : std::string("the request");
+  return "no token of the vocabulary continues the reply as " + what + " asks";
+}
+
 void RequestState::start(Clock::time_point now, int64_t num_reused_prompt_tokens) {
   m_is_started = true;
   m_started = now;

@@ -42,8 +42,9 @@ class RequestState {
   void count_preemption() { ++m_num_preemptions; }
 
   // Samples the next token from the logits of the request's last token; -1 when a structured
-  // reply has no token that may come next.
+  // reply has no token that may come next (the request then ends with no_token_fits_message()).
   int32_t sample(std::span<const float> logits);
+  std::string no_token_fits_message() const;
 
   // Speculative decoding (paged_engine_spec.cpp): the target's distribution after the history
   // so far, the acceptance rule's uniform draws (a stream of their own, seeded from the

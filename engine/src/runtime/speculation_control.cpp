@@ -26,8 +26,10 @@ Status SpeculationControl::set(std::unique_ptr<spec::Drafter> drafter, const spe
 int32_t SpeculationControl::draft_length(RequestState& r, const Sequence& seq) const {
   const GenerationRequest& p = r.params();
   int32_t k = p.num_draft_tokens < 0 ? m_config.num_draft_tokens : std::min(p.num_draft_tokens, spec::kMaxDraftTokens);
-  // Guesses would have to be checked against the grammar as well as the target; not done.
-  if (k <= 0 || p.json_grammar) return 0;
+  // A structured reply speculates when greedy: verification takes the target's own choice,
+  // which sample() holds to the grammar, so a guess the grammar rules out is simply rejected.
+  // Sampled verification compares distributions the grammar would have to reshape: not done.
+  if (k <= 0 || (p.json_grammar && !p.sampling.is_greedy())) return 0;
   if (m_config.is_adaptive) {
     if (r.adaptive_draft_tokens() == 0) r.set_adaptive_draft_tokens(k);
     k = std::clamp(r.adaptive_draft_tokens(), 1, k);
@@ -106,6 +108,10 @@ void SpeculationControl::verify(const ScheduledSequence& e, std::span<const floa
                                                    : spec::SparseDistribution();
       is_accepted = spec::accept_draft_token(target, drafted, guesses[j], r.uniform());
       token = is_accepted ? guesses[j] : spec::sample_residual(target, drafted, guesses[j], r.uniform());
+    }
+    if (token < 0) {  // a structured reply that no token of the vocabulary can continue
+      *finish = FinishReason::Error;
+      break;
     }
     // The token runs at position num_context_tokens + 1 + j.
     const bool is_context_full = e.num_context_tokens + 1 + static_cast<int64_t>(j) >= m_max_sequence_length;

@@ -110,7 +110,7 @@ struct GenerationRequest {
   // N > 0 also the N most likely tokens. Turns off the device-side greedy argmax for the request.
   int32_t num_top_logprobs = -1;
   // Structured output (response_format / --json-schema): the reply is held to this grammar, token
-  // by token, and ends as soon as its value is whole. Such a request never speculates.
+  // by token, and ends as soon as its value is whole. Such a request speculates only when greedy.
   std::shared_ptr<const JsonGrammar> json_grammar;
 };
 
