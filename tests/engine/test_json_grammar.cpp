@@ -25,6 +25,7 @@ class TestJsonGrammar : public QObject {
   void refsRecurseAndAlternativesSplit();
   void unionsAndOtherKeys();
   void boundedNumbers();
+  void choicesAreTakenAsWritten();
   void unsupportedSchemasAreRefusedByName();
   void randomWalksEndInValidJson();
   void tokenMaskAgreesWithFeedingEachToken();
@@ -353,6 +354,28 @@ void TestJsonGrammar::boundedNumbers() {
   QVERIFY(!m.is_complete());
   QVERIFY(m.feed("2"));
   QVERIFY(m.is_complete());
+}
+
+void TestJsonGrammar::choicesAreTakenAsWritten() {
+  auto g = JsonGrammar::from_choices({"positive", "negative", " maybe", "yes", "yes please"});
+  QVERIFY(g);
+  expect_fits(*g, "positive");
+  expect_fits(*g, " maybe");  // a choice may begin with a space
+  expect_refused_at(*g, "neutral", 'u');
+  expect_refused_at(*g, "positive!", '!');
+  JsonMatcher m(*g);
+  QVERIFY(m.feed("pos"));
+  QVERIFY(!m.is_complete());
+  QVERIFY(m.feed("itive"));
+  QVERIFY(m.is_complete());
+  QVERIFY(m.next_bytes().none());  // the reply ends here
+  JsonMatcher yes(*g);
+  QVERIFY(yes.feed("yes"));
+  QVERIFY(yes.is_complete());
+  QVERIFY(yes.next_bytes().test(' '));  // "yes please" may still follow
+  QCOMPARE((*g)->description(), std::string("the choices"));
+  QVERIFY(!JsonGrammar::from_choices({}));
+  QVERIFY(!JsonGrammar::from_choices({"a", ""}));
 }
 
 void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {

@@ -1,7 +1,8 @@
 """Structured output and logit bias over the API, driven by the official openai client against a
 real `iwb serve` (aidreams model): response_format json_schema and json_object, the client's own
 `parse` with a pydantic model (its strict schema: $defs, $ref, enums, additionalProperties
-false, bounds), llama-server's `json_schema` field, streaming, n > 1; logit_bias moving and banning
+false, bounds), llama-server's `json_schema` field, vLLM's guided_choice / guided_json /
+structured_outputs, streaming, n > 1; logit_bias moving and banning
 tokens; and OpenAI-shaped 400s for schemas and biases the server cannot honour."""
 
 import json
@@ -110,6 +111,20 @@ class TestStructuredOutput(unittest.TestCase):
         # {"type": "text"} is free text, as before.
         self.assertFalse(chat(response_format={"type": "text"}, max_tokens=20).choices[0].message.content.startswith("{"))
 
+    def test_vllm_guided_fields(self):
+        # guided_choice: the reply is one of the texts as written (not JSON).
+        choices = ["positive", "negative", "neutral"]
+        for seed in (1, 2, 3):
+            r = chat(temperature=1.0, seed=seed, extra_body={"guided_choice": choices})
+            self.assertIn(r.choices[0].message.content, choices)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+        r = chat(extra_body={"structured_outputs": {"choice": ["cat", "dog"]}})
+        self.assertIn(r.choices[0].message.content, ("cat", "dog"))
+        # guided_json as an object or as its text, and vLLM 0.10's structured_outputs.json.
+        for extra in ({"guided_json": SCHEMA}, {"guided_json": json.dumps(SCHEMA)}, {"structured_outputs": {"json": SCHEMA}}):
+            r = chat(extra_body=extra)
+            check_fits(self, json.loads(r.choices[0].message.content))
+
     def test_logit_bias_moves_and_bans_tokens(self):
         def first_token(**extra):
             r = CLIENT.completions.create(model="aidreams", prompt=PROMPT, max_tokens=1, temperature=0, logprobs=0,
@@ -139,6 +154,12 @@ class TestStructuredOutput(unittest.TestCase):
             ({"logit_bias": {"five": 1}}, "logit_bias", "token ids"),
             ({"logit_bias": {"512": 1}}, "logit_bias", "outside the vocabulary (512 tokens)"),
             ({"json_schema": {"type": "string", "pattern": "^a"}}, "json_schema", "'pattern' is not supported"),
+            ({"guided_regex": "[a-z]+"}, "guided_regex", "not supported"),
+            ({"grammar": "root ::= \"a\""}, "grammar", "not supported"),
+            ({"guided_choice": []}, "guided_choice", "non-empty list"),
+            ({"guided_choice": ["a", 3]}, "guided_choice", "non-empty list"),
+            ({"guided_json": SCHEMA, "response_format": {"type": "json_object"}}, "response_format", "give one of"),
+            ({"structured_outputs": {"regex": "a+"}}, "structured_outputs", "\"json\""),
         ]
         for extra, param, words in cases:
             with self.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:

@@ -390,6 +390,19 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   return std::make_shared<const JsonGrammar>(std::vector<Node>{any, object}, 1, "a JSON object");
 }
 
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::vector<std::string>& choices) {
+  if (choices.empty()) return make_error(ErrorCode::InvalidArgument, "the list of choices is empty");
+  Node any;
+  any.additional = kAnyNode;
+  any.items = kAnyNode;
+  Node root;
+  for (const std::string& c : choices) {
+    if (c.empty()) return make_error(ErrorCode::InvalidArgument, "a choice is empty: a reply must say something");
+    root.literals.push_back(c);
+  }
+  return std::make_shared<const JsonGrammar>(std::vector<Node>{any, root}, 1, "the choices");
+}
+
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(std::string_view schema_json) {
   json document;
   try {

@@ -118,6 +118,13 @@ bool has_whole_literal(const JsonGrammar& g, const Frame& f) {
   return false;
 }
 
+bool starts_a_literal(const Node& n, uint8_t b) {
+  for (const std::string& text : n.literals) {
+    if (static_cast<uint8_t>(text[0]) == b) return true;
+  }
+  return false;
+}
+
 bool has_required(const Node& n, uint64_t seen) { return (seen & n.required_mask) == n.required_mask; }
 
 bool has_more_keys(const Node& n, uint64_t seen) {
@@ -146,7 +153,9 @@ class Stepper {
       Frame& f = p.stack.back();
       switch (f.kind) {
         case Kind::Value: {
-          if (is_whitespace(b)) {
+          // Whitespace, unless it starts one of the node's literals (a choice of from_choices
+          // may begin with a space; a JSON literal never does).
+          if (is_whitespace(b) && !starts_a_literal(m_g.node(f.node), b)) {
             if (p.stack.size() == 1) return;  // before the value itself
             return take_whitespace(std::move(p), b);
           }

@@ -164,16 +164,60 @@ void read_logit_bias(FieldReader& r, const RequestLimits& limits, SamplingParams
 // "json_schema": {"name": ..., "schema": {...}, "strict": ...}}; llama-server's top-level
 // "json_schema" field and its {"type": "json_object", "schema": {...}} say the same.
 void read_response_format(FieldReader& r, CompletionParams* p) {
+  // Grammars in other formats would be silently ignored as unknown fields: refused by name.
+  for (const char* name : {"grammar", "guided_grammar", "guided_regex", "guided_whitespace_pattern"}) {
+    if (r.find(name) != nullptr) {
+      return r.fail(name, std::string("'") + name +
+                              "' is not supported by this server (JSON Schema is: response_format, json_schema, "
+                              "guided_json, guided_choice)");
+    }
+  }
+  // One way of saying it at a time.
+  std::vector<std::string> given;
+  for (const char* name : {"json_schema", "guided_json", "guided_choice", "structured_outputs"}) {
+    if (r.find(name) != nullptr) given.emplace_back(name);
+  }
+  if (const json* f = r.find("response_format");
+      f != nullptr && !(f->is_object() && f->value("type", json()) == "text")) {
+    given.emplace_back("response_format");
+  }
+  if (given.size() > 1) {
+    return r.fail(given[1].c_str(),
+                  "give one of 'response_format', 'json_schema', 'guided_json', 'guided_choice' and "
+                  "'structured_outputs', not '" +
+                      given[0] + "' and '" + given[1] + "'");
+  }
   const auto compile = [&](const json& schema, const char* param) {
-    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema.dump());
+    // vLLM takes a schema as an object or as its JSON text.
+    const std::string text = schema.is_string() ? schema.get<std::string>() : schema.dump();
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(text);
     if (!g) return r.fail(param, "'" + std::string(param) + "': " + g.error_message());
     p->json_grammar = *g;
   };
-  if (const json* schema = r.find("json_schema"); schema != nullptr && !schema->is_null() && !r.error) {
-    compile(*schema, "json_schema");
+  const auto choose = [&](const json& choices, const char* param) {
+    const std::string bad = "'" + std::string(param) + "' must be a non-empty list of non-empty strings";
+    if (!choices.is_array()) return r.fail(param, bad);
+    std::vector<std::string> list;
+    for (const json& c : choices) {
+      if (!c.is_string()) return r.fail(param, bad);
+      list.push_back(c.get<std::string>());
+    }
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_choices(list);
+    if (!g) return r.fail(param, bad);
+    p->json_grammar = *g;
+  };
+  if (r.error) return;
+  if (const json* schema = r.find("json_schema")) return compile(*schema, "json_schema");  // llama-server
+  if (const json* schema = r.find("guided_json")) return compile(*schema, "guided_json");  // vLLM
+  if (const json* choices = r.find("guided_choice")) return choose(*choices, "guided_choice");
+  if (const json* outputs = r.find("structured_outputs")) {  // vLLM 0.10+
+    if (outputs->is_object() && outputs->contains("json")) return compile((*outputs)["json"], "structured_outputs");
+    if (outputs->is_object() && outputs->contains("choice")) return choose((*outputs)["choice"], "structured_outputs");
+    return r.fail("structured_outputs",
+                  "'structured_outputs' is supported with \"json\" (a schema) or \"choice\" (a list)");
   }
   const json* format = r.find("response_format");
-  if (format == nullptr || format->is_null() || r.error) return;
+  if (format == nullptr) return;
   const std::string bad =
       "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
       "\"json_schema\": {\"name\": ..., \"schema\": {...}}}";

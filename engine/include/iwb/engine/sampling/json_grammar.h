@@ -37,8 +37,10 @@ class JsonGrammar {
   // A JSON Schema document. Errors say which keyword is not supported, and where ("at
   // /properties/age: 'minimum' is not supported").
   static Result<std::shared_ptr<const JsonGrammar>> from_schema(std::string_view schema_json);
+  // The reply is exactly one of these texts, as written (vLLM's guided_choice): not JSON.
+  static Result<std::shared_ptr<const JsonGrammar>> from_choices(const std::vector<std::string>& choices);
 
-  // What the reply is held to, for messages: "a JSON object" or "the JSON schema".
+  // What the reply is held to, for messages: "a JSON object", "the JSON schema", "the choices".
   const std::string& description() const { return m_description; }
 
   // The compiled nodes (json_matcher.cpp walks them).
@@ -60,6 +62,7 @@ class JsonGrammar {
   struct Node {
     uint8_t types = kAnyType;
     std::vector<std::string> literals;  // enum/const: the value is one of these compact JSON texts
+                                        // (from_choices: the raw texts)
     std::vector<int32_t> any_of;        // the value fits one of these nodes
     std::vector<Property> properties;
     int32_t additional = -1;  // the node other keys' values fit; -1: no other keys
