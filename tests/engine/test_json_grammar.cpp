@@ -400,6 +400,8 @@ void TestJsonGrammar::unsupportedSchemasAreRefusedByName() {
       {R"({"type":"number","minimum":5,"exclusiveMaximum":5})", "leave no value"},
       {R"({"type":"number","minimum":0,"exclusiveMinimum":true})", "draft 4"},
       {R"({"type":"number","multipleOf":2})", "'multipleOf' is not supported"},
+      {R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"string"}]}},"$ref":"#/$defs/a"})",
+       "reaches itself through its alternatives"},
       {R"({"type": "object",)", "not valid JSON"},
   };
   std::string deep = "{}";

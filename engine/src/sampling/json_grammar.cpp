@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -379,6 +380,25 @@ class Compiler {
   std::set<std::string> m_resolving;  // $refs being followed now: one reached again is a loop
 };
 
+// Whether a node reaches itself through anyOf alternatives alone (depth-first, three colours).
+bool has_alternative_cycle(const std::vector<Node>& nodes) {
+  std::vector<uint8_t> state(nodes.size(), 0);  // 0 unseen, 1 on the path, 2 done
+  const std::function<bool(size_t)> visit = [&](size_t i) {
+    if (state[i] == 1) return true;
+    if (state[i] == 2) return false;
+    state[i] = 1;
+    for (const int32_t alt : nodes[i].any_of) {
+      if (visit(static_cast<size_t>(alt))) return true;
+    }
+    state[i] = 2;
+    return false;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (visit(i)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
@@ -413,7 +433,14 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(std::string_
   Compiler compiler(document);
   Result<int32_t> root = compiler.compile(document, "");
   if (!root) return make_error(ErrorCode::InvalidArgument, "JSON schema " + root.error_message());
-  return std::make_shared<const JsonGrammar>(compiler.take_nodes(), *root, "the JSON schema");
+  std::vector<Node> nodes = compiler.take_nodes();
+  if (has_alternative_cycle(nodes)) {
+    // {"anyOf": [{"$ref": "#/$defs/a"}, ...]} inside $defs/a: choosing an alternative would
+    // never reach a value (the matcher would recurse forever).
+    return make_error(ErrorCode::InvalidArgument,
+                      "JSON schema: an 'anyOf'/'oneOf' reaches itself through its alternatives before any value");
+  }
+  return std::make_shared<const JsonGrammar>(std::move(nodes), *root, "the JSON schema");
 }
 
 }  // namespace iwb
