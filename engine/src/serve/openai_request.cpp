@@ -160,9 +160,10 @@ void read_logit_bias(FieldReader& r, const RequestLimits& limits, SamplingParams
   sampling->logit_bias = std::move(out);
 }
 
-// response_format (OpenAI): {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
-// "json_schema": {"name": ..., "schema": {...}, "strict": ...}}; llama-server's top-level
-// "json_schema" field and its {"type": "json_object", "schema": {...}} say the same.
+// Structured output, in each server's words: response_format (OpenAI): {"type": "text"},
+// {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name": ..., "schema":
+// {...}, "strict": ...}}; llama-server's top-level "json_schema" field and its {"type":
+// "json_object", "schema": {...}}; vLLM's guided_json, guided_choice and structured_outputs.
 void read_response_format(FieldReader& r, CompletionParams* p) {
   // Grammars in other formats would be silently ignored as unknown fields: refused by name.
   for (const char* name : {"grammar", "guided_grammar", "guided_regex", "guided_whitespace_pattern"}) {
