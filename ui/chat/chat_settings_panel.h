@@ -1,6 +1,7 @@
 // The chat's side panel: the conversation's system prompt, sampling settings and reply format
-// (text, a JSON object, or JSON that fits a schema), and the model's chat-template override. It only edits values; the
-// chat panel decides where they are saved (the conversation row, or the model's QSettings group for the template).
+// (text, a JSON object, or JSON that fits a schema), and the model's chat-template override.
+// It only edits values; the chat panel decides where they are saved (the conversation row, or
+// the model's QSettings group for the template).
 #pragma once
 
 #include "worker/generation_values.h"
