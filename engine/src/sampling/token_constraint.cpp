@@ -81,6 +81,19 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
   const std::bitset<256> first = matcher.next_bytes();
   const bool is_complete = matcher.is_complete();
   const int64_t room = matcher.string_room();  // -1: not inside a string's text
+  // Outside strings few bytes may come first, and most tokens that pass the first byte fail at
+  // the second (" the" after a space that allows no more whitespace): the bytes that may follow
+  // each first byte, computed once, rule them out without feeding the whole token.
+  std::vector<std::bitset<256>> second;
+  if (room < 0 && first.count() <= 32) {
+    second.resize(256);
+    for (size_t b = 0; b < 256; ++b) {
+      if (!first.test(b)) continue;
+      JsonMatcher after = matcher;
+      const char c = static_cast<char>(b);
+      if (after.feed(std::string_view(&c, 1))) second[b] = after.next_bytes();
+    }
+  }
   size_t num_allowed = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     bool allowed = false;
@@ -93,8 +106,12 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
         const int32_t chars = tokens.plain_string_chars(id);
         if (room >= 0 && chars >= 0) {
           allowed = chars <= room;  // plain text inside a string: only its length matters
+        } else if (bytes.size() == 1) {
+          allowed = true;
+        } else if (!second.empty() && !second[static_cast<uint8_t>(bytes[0])].test(static_cast<uint8_t>(bytes[1]))) {
+          allowed = false;
         } else {
-          allowed = bytes.size() == 1 || matcher.can_feed(bytes);
+          allowed = (bytes.size() == 2 && !second.empty()) || matcher.can_feed(bytes);
         }
       }
     }
