@@ -153,6 +153,27 @@ class Server:
             self.proc.wait()
 
 
+def openai_client(server):
+    """The official openai client on `server`, without retries (a test sees every failure)."""
+    import openai
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def serve_and_test(model, server_args, rest, on_start):
+    """Runs the calling file's unittest cases against one `iwb serve` of `model`: on_start(server)
+    first (the file keeps the server and its client), then the tests; exits with their result, or
+    1 when the server did not stop cleanly."""
+    import unittest
+    with Server(model, *server_args) as server:
+        on_start(server)
+        result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2).result
+        code = server.stop()
+        if code != 0:
+            print(f"FAIL: iwb serve exited with {code}:\n{server.log()}")
+            sys.exit(1)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
 def run_iwb(*args, timeout=120):
     r = subprocess.run([ARGS.iwb] + list(args), capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:

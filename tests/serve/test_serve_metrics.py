@@ -4,7 +4,6 @@ return to idle, and a client that disconnects mid-stream is counted as an abort.
 
 import json
 import socket
-import sys
 import time
 import unittest
 
@@ -156,18 +155,16 @@ class TestSpeculativeServing(unittest.TestCase):
 
 
 def main():
-    global SERVER, CLIENT, MODEL
-    model = MODEL = fx.aidreams_gguf()
-    # -t 1 and a long context: a stream lasts long enough for its client to leave in the middle.
-    with fx.Server(model, "-c", "2048", "-t", "1") as server:
+    global MODEL
+    MODEL = fx.aidreams_gguf()
+
+    def start(server):
+        global SERVER, CLIENT
         SERVER = server
-        CLIENT = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
-        result = unittest.main(argv=[sys.argv[0]] + REST, exit=False, verbosity=2).result
-        code = server.stop()
-        if code != 0:
-            print(f"FAIL: iwb serve exited with {code}:\n{server.log()}")
-            sys.exit(1)
-    sys.exit(0 if result.wasSuccessful() else 1)
+        CLIENT = fx.openai_client(server)
+
+    # -t 1 and a long context: a stream lasts long enough for its client to leave in the middle.
+    fx.serve_and_test(MODEL, ["-c", "2048", "-t", "1"], REST, start)
 
 
 if __name__ == "__main__":

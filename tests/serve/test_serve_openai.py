@@ -6,7 +6,6 @@ queue, a wrong API key); /tokenize and /detokenize."""
 
 import json
 import math
-import sys
 import unittest
 
 import serve_fixture as fx
@@ -293,17 +292,15 @@ class TestServeLimitsAndKeys(unittest.TestCase):
 
 
 def main():
-    global MODEL, SERVER, CLIENT
+    global MODEL
     MODEL = fx.aidreams_gguf()
-    with fx.Server(MODEL) as server:
+
+    def start(server):
+        global SERVER, CLIENT
         SERVER = server
-        CLIENT = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
-        result = unittest.main(argv=[sys.argv[0]] + REST, exit=False, verbosity=2).result
-        code = server.stop()
-        if code != 0:
-            print(f"FAIL: iwb serve exited with {code}:\n{server.log()}")
-            sys.exit(1)
-    sys.exit(0 if result.wasSuccessful() else 1)
+        CLIENT = fx.openai_client(server)
+
+    fx.serve_and_test(MODEL, [], REST, start)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ structured_outputs, streaming, n > 1; logit_bias moving and banning
 tokens; and OpenAI-shaped 400s for schemas and biases the server cannot honour."""
 
 import json
-import sys
 import unittest
 from typing import Literal
 
@@ -189,18 +188,16 @@ def whitespace_token_ids():
 
 
 def main():
-    global MODEL, SERVER, CLIENT
+    global MODEL
     MODEL = fx.aidreams_gguf()
-    with fx.Server(MODEL) as server:
+
+    def start(server):
+        global SERVER, CLIENT
         SERVER = server
-        CLIENT = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        CLIENT = fx.openai_client(server)
         NO_WHITESPACE.update({str(i): -100 for i in whitespace_token_ids()})
-        result = unittest.main(argv=[sys.argv[0]] + REST, exit=False, verbosity=2).result
-        code = server.stop()
-        if code != 0:
-            print(f"FAIL: iwb serve exited with {code}:\n{server.log()}")
-            sys.exit(1)
-    sys.exit(0 if result.wasSuccessful() else 1)
+
+    fx.serve_and_test(MODEL, [], REST, start)
 
 
 if __name__ == "__main__":
