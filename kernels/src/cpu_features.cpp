@@ -4,6 +4,7 @@
 #include "iwb/kernels/dequantize_fast.h"
 
 #include "iwb/kernels/cpu_amx.h"
+#include "iwb/kernels/cpu_features.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -253,6 +254,7 @@ const DecodeStreaming& decode_streaming() {
 
 namespace iwb {
 bool cpu_has_avx2_fma() { return detail::has_avx2_fma_f16c(); }
+bool cpu_reports_avx_vnni() { return detail::cpu_reports_avx_vnni(); }
 
 std::string cpu_amx_status() {
   if (!detail::has_amx_int8() && !detail::has_amx_bf16())

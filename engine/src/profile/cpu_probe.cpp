@@ -5,6 +5,7 @@
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
+#include "iwb/kernels/cpu_features.h"
 
 #include <omp.h>
 
@@ -17,22 +18,12 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <cpuid.h>
 #include <immintrin.h>
 #include <memory>
 #include <new>
 
 namespace iwb {
 namespace {
-
-// CPUID leaf 7 sub-leaf 1, EAX bit 4, read directly as the kernels' dispatch does: GCC 12's
-// __builtin_cpu_supports("avxvnni") reads false on a Zen 5 that has it, and clang 14 does not
-// know the name at all (the fuzzing build, scripts/fuzz.sh, failed on it).
-bool cpu_reports_avx_vnni() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return (eax & (1u << 4)) != 0;
-}
 
 using Clock = std::chrono::steady_clock;
 

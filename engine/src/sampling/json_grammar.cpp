@@ -16,6 +16,14 @@ namespace {
 using json = nlohmann::json;
 using Node = JsonGrammar::Node;
 
+// Node 0 of every grammar: any JSON value (objects of any keys, arrays of anything).
+Node any_value_node() {
+  Node any;
+  any.additional = JsonGrammar::kAnyNode;
+  any.items = JsonGrammar::kAnyNode;
+  return any;
+}
+
 // Keywords that say nothing about which values fit. `format` is one in JSON Schema 2020-12
 // unless a validator opts in; replies are not checked against it.
 const std::set<std::string> kAnnotations = {
@@ -66,12 +74,7 @@ std::string unescape_pointer_token(const std::string& token) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& document) : m_document(document) {
-    Node any;  // node 0: any JSON value (objects of any keys, arrays of anything)
-    any.additional = JsonGrammar::kAnyNode;
-    any.items = JsonGrammar::kAnyNode;
-    m_nodes.push_back(any);
-  }
+  explicit Compiler(const json& document) : m_document(document) { m_nodes.push_back(any_value_node()); }
 
   Result<int32_t> compile(const json& schema, const std::string& where) {
     // Each level is a call here; a schema from a file could nest deep enough to overflow the stack.
@@ -402,9 +405,7 @@ bool has_alternative_cycle(const std::vector<Node>& nodes) {
 }  // namespace
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
-  Node any;
-  any.additional = kAnyNode;
-  any.items = kAnyNode;
+  const Node any = any_value_node();
   Node object = any;
   object.types = kObject;
   return std::make_shared<const JsonGrammar>(std::vector<Node>{any, object}, 1, "a JSON object");
@@ -412,9 +413,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::vector<std::string>& choices) {
   if (choices.empty()) return make_error(ErrorCode::InvalidArgument, "the list of choices is empty");
-  Node any;
-  any.additional = kAnyNode;
-  any.items = kAnyNode;
+  const Node any = any_value_node();
   Node root;
   for (const std::string& c : choices) {
     if (c.empty()) return make_error(ErrorCode::InvalidArgument, "a choice is empty: a reply must say something");

@@ -7,6 +7,8 @@
 // another), each choice is a path of its own; a path that refuses a byte is dropped.
 #include "iwb/engine/sampling/json_grammar.h"
 
+#include "sampling/utf8_lead.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -370,22 +372,12 @@ class Stepper {
           f.phase = kStringEscape;
           break;
         }
-        if (b >= 0x80) {
-          // A multi-byte character's lead byte; the second byte's range rules out overlong
-          // forms, UTF-16 surrogates and code points past U+10FFFF (RFC 3629), which strict
-          // JSON parsers refuse.
-          if (b >= 0xC2 && b <= 0xDF)
-            f.utf8_left = 1;
-          else if (b >= 0xE0 && b <= 0xEF)
-            f.utf8_left = 2;
-          else if (b >= 0xF0 && b <= 0xF4)
-            f.utf8_left = 3;
-          else
-            return;
-          if (b == 0xE0) f.next_low = 0xA0;
-          if (b == 0xED) f.next_high = 0x9F;
-          if (b == 0xF0) f.next_low = 0x90;
-          if (b == 0xF4) f.next_high = 0x8F;
+        if (b >= 0x80) {  // a multi-byte character's lead byte (utf8_lead.h)
+          const detail::Utf8Lead lead = detail::utf8_lead(b);
+          if (lead.follow < 0) return;
+          f.utf8_left = lead.follow;
+          f.next_low = lead.low;
+          f.next_high = lead.high;
         }
         ++f.count;
         break;

@@ -2,6 +2,7 @@
 #include "iwb/engine/sampling/token_constraint.h"
 
 #include "iwb/engine/tokenizer/tokenizer.h"
+#include "sampling/utf8_lead.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,8 +12,7 @@ namespace iwb {
 namespace {
 
 // The characters of `bytes` when a JSON string takes them all as they are, else -1. The UTF-8
-// rules are json_matcher.cpp's (RFC 3629: no overlong forms, surrogates or code points past
-// U+10FFFF), so a token counted here is one the matcher would take.
+// rule is the matcher's own (utf8_lead.h), so a token counted here is one the matcher would take.
 int32_t plain_chars(const std::string& bytes) {
   int32_t chars = 0;
   for (size_t i = 0; i < bytes.size();) {
@@ -21,18 +21,12 @@ int32_t plain_chars(const std::string& bytes) {
     uint8_t low = 0x80, high = 0xBF;
     if (b < 0x80) {
       if (b < 0x20 || b == '"' || b == '\\') return -1;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      follow = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      follow = 2;
-      if (b == 0xE0) low = 0xA0;
-      if (b == 0xED) high = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      follow = 3;
-      if (b == 0xF0) low = 0x90;
-      if (b == 0xF4) high = 0x8F;
     } else {
-      return -1;
+      const detail::Utf8Lead lead = detail::utf8_lead(b);
+      if (lead.follow < 0) return -1;
+      follow = lead.follow;
+      low = lead.low;
+      high = lead.high;
     }
     if (i + 1 + static_cast<size_t>(follow) > bytes.size()) return -1;  // a character cut off
     for (int k = 1; k <= follow; ++k) {
