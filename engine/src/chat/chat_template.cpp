@@ -2,6 +2,8 @@
 // rendering that reproduces those templates' output for system/user/assistant conversations.
 #include "iwb/engine/chat/chat_template.h"
 
+#include "iwb/engine/chat/tool_calls.h"
+
 #include <array>
 #include <string_view>
 
@@ -42,9 +44,43 @@ std::vector<ChatMessage> fold_system_into_first_user(const std::vector<ChatMessa
   return out;
 }
 
+// ChatML, with Qwen2.5's tool format (its template, reproduced): the tools listed in the
+// system turn, an assistant's calls as <tool_call> blocks, tool results as <tool_response>
+// blocks in one user turn per run of results.
 std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   std::string s;
-  for (const ChatMessage& m : messages) s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  size_t first = 0;
+  if (!o.tools.empty()) {
+    const bool has_system = !messages.empty() && messages[0].role == "system";
+    s += "<|im_start|>system\n" + (has_system ? messages[0].content : o.default_system) +
+         "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const std::string& tool : o.tools) s += "\n" + tool;
+    s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+         "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
+         "<args-json-object>}}\n</tool_call><|im_end|>\n";
+    first = has_system ? 1 : 0;
+  } else if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system")) {
+    s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") s += "<|im_start|>user";
+      s += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") s += "<|im_end|>\n";
+    } else if (m.role == "assistant" && !m.tool_calls.empty()) {
+      s += "<|im_start|>assistant";
+      if (!m.content.empty()) s += "\n" + m.content;
+      for (const ChatToolCall& call : m.tool_calls) {
+        s += "\n<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + template_tojson(call.arguments) +
+             "}\n</tool_call>";
+      }
+      s += "<|im_end|>\n";
+    } else {
+      s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    }
+  }
   if (o.add_generation_prompt) s += "<|im_start|>assistant\n";
   return s;
 }
@@ -187,6 +223,23 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
+}
+
+bool chat_template_has_tools(ChatTemplateFamily family) { return family == ChatTemplateFamily::ChatMl; }
+
+std::string chat_template_default_system(std::string_view t) {
+  // Qwen2.5: {{- '<|im_start|>system\nYou are Qwen, ...<|im_end|>\n' }} in the branch for a
+  // conversation without a system message: a literal that runs from the marker to <|im_end|>
+  // with no quote between (the other system turn writes messages[0]['content'] there).
+  constexpr std::string_view kOpen = "<|im_start|>system\\n";
+  for (size_t at = t.find(kOpen); at != std::string_view::npos; at = t.find(kOpen, at + 1)) {
+    const size_t begin = at + kOpen.size();
+    const size_t end = t.find("<|im_end|>", begin);
+    if (end == std::string_view::npos) break;
+    const std::string_view text = t.substr(begin, end - begin);
+    if (!text.empty() && text.find_first_of("'\"{}\\") == std::string_view::npos) return std::string(text);
+  }
+  return {};
 }
 
 std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {

@@ -240,6 +240,12 @@ Result<RequestId> PagedEngine::add_request(GenerationRequest request) {
                         "logit bias of token " + std::to_string(id) + " is not a number or -inf");
     }
   }
+  if (!request.json_grammar && (!request.grammar_trigger.empty() || request.is_grammar_trigger_forced)) {
+    return make_error(ErrorCode::InvalidArgument, "a grammar trigger needs a grammar (json_grammar)");
+  }
+  if (request.is_grammar_trigger_forced && request.grammar_trigger.empty()) {
+    return make_error(ErrorCode::InvalidArgument, "a forced grammar trigger needs the trigger's text");
+  }
   return m_inbox.add(std::move(request));
 }
 

@@ -2,6 +2,8 @@
 // and the timings of one request.
 #include "runtime/request_state.h"
 
+#include <cmath>
+
 namespace iwb {
 namespace {
 
@@ -23,11 +25,50 @@ RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_p
       m_history(m_params.prompt_tokens),
       m_submitted(submitted),
       m_spec_rng(m_params.sampling.seed ^ 0x5DEECE66Dull) {
-  if (m_params.json_grammar && m_token_bytes) m_matcher.emplace(m_params.json_grammar);
+  if (m_params.json_grammar && m_token_bytes) {
+    // With a trigger the grammar waits for it, unless the reply must open with it.
+    if (m_params.grammar_trigger.empty()) {
+      m_matcher.emplace(m_params.json_grammar);
+    } else if (m_params.is_grammar_trigger_forced) {
+      m_matcher.emplace(m_params.json_grammar, m_params.grammar_trigger);
+    }
+  }
 }
 
 int32_t RequestState::sample(std::span<const float> logits) {
-  if (!m_matcher) return m_sampler.sample(logits, m_history);
+  if (m_matcher) return sample_held(logits);
+  if (!m_params.grammar_trigger.empty() && m_token_bytes) return sample_free(logits);
+  return m_sampler.sample(logits, m_history);
+}
+
+RequestState::Trigger RequestState::find_trigger(int32_t token) const {
+  const std::string text = m_trigger_tail + m_token_bytes->bytes(token);
+  const size_t at = text.find(m_params.grammar_trigger);
+  if (at == std::string::npos) return {};
+  return {true, text.substr(at + m_params.grammar_trigger.size())};
+}
+
+bool RequestState::would_arm(int32_t token) const {
+  const Trigger t = find_trigger(token);
+  return !t.is_completed || JsonMatcher(m_params.json_grammar).can_feed(t.rest);
+}
+
+// Free text between tool calls. A token that completes the trigger must also leave bytes the
+// call's grammar takes ("<tool_call>" then "\n", not "<tool_call>{"): such a token is drawn again
+// without it, a few times (then the reply goes on with it, as free text).
+int32_t RequestState::sample_free(std::span<const float> logits) {
+  int32_t token = m_sampler.sample(logits, m_history);
+  if (would_arm(token)) return token;
+  std::vector<float> banned(logits.begin(), logits.end());
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    banned[static_cast<size_t>(token)] = -INFINITY;
+    token = m_sampler.sample(banned, m_history);
+    if (would_arm(token)) break;
+  }
+  return token;
+}
+
+int32_t RequestState::sample_held(std::span<const float> logits) {
   // Structured output, as llama.cpp samples a grammar: the plain draw first, kept when it fits
   // (most do, and one token is cheap to check); otherwise a draw over the tokens that fit.
   // For plain temperature sampling the two together draw from the distribution restricted to
@@ -75,11 +116,27 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
     out.finish = FinishReason::StopString;
     return out;
   }
-  if (m_matcher) {
-    // sample() chose a token that fits; the reply ends here when its value is closed (no
-    // byte may follow), without a step spent on the end-of-generation token.
+  if (!m_matcher && !m_params.grammar_trigger.empty() && m_token_bytes) {
+    // Free text: does this token write the trigger? Then the grammar holds what follows it.
+    Trigger t = find_trigger(token);
+    if (t.is_completed) {
+      m_trigger_tail.clear();
+      m_matcher.emplace(m_params.json_grammar);
+      if (!m_matcher->feed(t.rest)) m_matcher.reset();  // sample_free gave up: free text it stays
+    } else {
+      m_trigger_tail += m_token_bytes->bytes(token);
+      const size_t keep = m_params.grammar_trigger.size() - 1;
+      if (m_trigger_tail.size() > keep) m_trigger_tail.erase(0, m_trigger_tail.size() - keep);
+    }
+  } else if (m_matcher) {
+    // sample() chose a token that fits.
     (void)m_matcher->feed(m_token_bytes->bytes(token));
-    if (m_matcher->is_complete() && m_matcher->next_bytes().none()) {
+  }
+  if (m_matcher && m_matcher->is_complete() && m_matcher->next_bytes().none()) {
+    // The value (a tool call: with its closing marker) is whole. The reply ends here, without
+    // a step spent on the end-of-generation token, unless more free text and calls may follow.
+    m_matcher.reset();
+    if (m_params.grammar_trigger.empty() || m_params.ends_after_grammar) {
       bool is_stopped = false;
       out.event.text += release_held_text(&is_stopped);
       out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;

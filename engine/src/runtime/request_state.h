@@ -82,7 +82,20 @@ class RequestState {
   tokenizer::StreamingDetokenizer m_detokenizer;
   StopStringMatcher m_stops;
   std::shared_ptr<const TokenBytes> m_token_bytes;
+  // Tool calls (GenerationRequest::grammar_trigger): whether the token's bytes complete the
+  // trigger, and the bytes after it; would_arm() asks whether the grammar takes those bytes.
+  struct Trigger {
+    bool is_completed = false;
+    std::string rest;
+  };
+  Trigger find_trigger(int32_t token) const;
+  bool would_arm(int32_t token) const;
+  int32_t sample_free(std::span<const float> logits);
+  int32_t sample_held(std::span<const float> logits);
+
   std::optional<JsonMatcher> m_matcher;  // structured output: where the reply is in its grammar
+                                         // (with a trigger: only while a call is being written)
+  std::string m_trigger_tail;            // with a trigger: the free text's last bytes, shorter than it
   std::vector<int32_t> m_history;        // prompt, then generated tokens
   SequenceId m_sequence = 0;
   bool m_is_started = false;

@@ -411,6 +411,14 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   return std::make_shared<const JsonGrammar>(std::vector<Node>{any, object}, 1, "a JSON object");
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::framed(const JsonGrammar& grammar, std::string prefix,
+                                                      std::string suffix, std::string description) {
+  auto out = std::make_shared<JsonGrammar>(grammar.m_nodes, grammar.m_root, std::move(description));
+  out->m_prefix = std::move(prefix);
+  out->m_suffix = std::move(suffix);
+  return out;
+}
+
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::vector<std::string>& choices) {
   if (choices.empty()) return make_error(ErrorCode::InvalidArgument, "the list of choices is empty");
   const Node any = any_value_node();

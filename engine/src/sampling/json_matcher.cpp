@@ -158,7 +158,7 @@ class Stepper {
           // Whitespace, unless it starts one of the node's literals (a choice of from_choices
           // may begin with a space; a JSON literal never does).
           if (is_whitespace(b) && !starts_a_literal(m_g.node(f.node), b)) {
-            if (p.stack.size() == 1) return;  // before the value itself
+            if (is_root_value(p)) return;  // before the value itself
             return take_whitespace(std::move(p), b);
           }
           const int32_t node = f.node;
@@ -189,11 +189,20 @@ class Stepper {
           if (!has_whole_literal(m_g, p.stack.back())) return;
           end_literal(p);  // the literal ended before b: its parent takes b
           continue;
+        case Kind::Raw:
+          if (static_cast<uint8_t>(f.text[static_cast<size_t>(f.count)]) != b) return;
+          if (++f.count == static_cast<int64_t>(f.text.size())) p.stack.pop_back();
+          return keep(std::move(p));
       }
     }
   }
 
  private:
+  // The value the grammar's root describes: nothing below it but a framed grammar's suffix.
+  static bool is_root_value(const Path& p) {
+    return p.stack.size() == 1 || (p.stack.size() == 2 && p.stack.front().kind == Kind::Raw);
+  }
+
   void keep(Path p) {
     p.whitespace_run = 0;
     if (m_out->size() < kMaxPaths) m_out->push_back(std::move(p));
@@ -496,9 +505,18 @@ bool path_is_complete(const JsonGrammar& g, const Path& p) {
 
 }  // namespace
 
-JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar) : m_grammar(std::move(grammar)) {
+JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string_view lead)
+    : m_grammar(std::move(grammar)) {
   Path start;
+  const auto push_raw = [&](std::string text) {
+    if (text.empty()) return;
+    Frame raw = make_frame(Kind::Raw, -1);
+    raw.text = std::move(text);
+    start.stack.push_back(std::move(raw));
+  };
+  push_raw(m_grammar->suffix());  // written last: the bottom of the stack
   start.stack.push_back(make_frame(Kind::Value, m_grammar->root()));
+  push_raw(std::string(lead) + m_grammar->prefix());
   m_paths.push_back(std::move(start));
 }
 

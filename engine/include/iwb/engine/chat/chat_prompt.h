@@ -17,6 +17,9 @@ namespace iwb {
 struct ChatPromptOptions {
   std::optional<ChatTemplateFamily> family;  // overrides the detected family
   bool add_generation_prompt = true;
+  // Tool definitions, each as the template shows it (ToolDefinition::rendered): only families
+  // with a tool format take them (chat_template_has_tools), as they do tool turns.
+  std::vector<std::string> tools;
 };
 
 struct ChatPrompt {

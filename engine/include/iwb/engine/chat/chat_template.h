@@ -24,9 +24,18 @@ enum class ChatTemplateFamily {
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
+// A call an assistant turn made (OpenAI's tool_calls[i]: its id, function name and arguments).
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI's "arguments" string carries it
+};
+
 struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool" (a tool's result)
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant: the calls the turn made
+  std::string tool_call_id;              // tool: the call this is the result of
 };
 
 std::string_view chat_template_family_name(ChatTemplateFamily family);
@@ -39,7 +48,21 @@ struct ChatRenderOptions {
   std::string bos_text;               // the BOS token's text, for families that write it
   std::string eos_text = "</s>";      // written after assistant turns by Llama 2 / Mistral / Zephyr
   bool add_generation_prompt = true;  // end with the opening of an assistant turn
+  // Tool definitions, each as the template's `tojson` writes it (tool_calls.h): rendered in the
+  // system turn with the family's tool instructions (ChatML: Qwen2.5's and Hermes' <tools>).
+  std::vector<std::string> tools;
+  // The system text the template writes when the conversation has none
+  // (chat_template_default_system; ChatML only).
+  std::string default_system;
 };
+
+// Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
+// can be rendered): ChatML, with Qwen2.5's <tools>/<tool_call>/<tool_response> markers.
+bool chat_template_has_tools(ChatTemplateFamily family);
+
+// The system text a ChatML template writes when a conversation has none, read from its
+// Jinja text (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."); empty when it has none.
+std::string chat_template_default_system(std::string_view jinja_template);
 
 std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
                         const ChatRenderOptions& options);

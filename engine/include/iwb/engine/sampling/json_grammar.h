@@ -40,8 +40,16 @@ class JsonGrammar {
   // The reply is exactly one of these texts, as written (vLLM's guided_choice): not JSON.
   static Result<std::shared_ptr<const JsonGrammar>> from_choices(const std::vector<std::string>& choices);
 
+  // The same grammar with raw bytes (not JSON) written before and after the value: a tool call's
+  // markers, "<tool_call>\n" ... "\n</tool_call>". No whitespace is allowed between the markers
+  // and the value.
+  static std::shared_ptr<const JsonGrammar> framed(const JsonGrammar& grammar, std::string prefix, std::string suffix,
+                                                   std::string description);
+
   // What the reply is held to, for messages: "a JSON object", "the JSON schema", "the choices".
   const std::string& description() const { return m_description; }
+  const std::string& prefix() const { return m_prefix; }
+  const std::string& suffix() const { return m_suffix; }
 
   // The compiled nodes (json_matcher.cpp walks them).
   enum TypeBit : uint8_t {
@@ -88,6 +96,7 @@ class JsonGrammar {
   std::vector<Node> m_nodes;
   int32_t m_root = 0;
   std::string m_description;
+  std::string m_prefix, m_suffix;
 };
 
 // One reply's place in a grammar. Copyable (a copy is a what-if). Alternatives of anyOf, and
@@ -95,7 +104,9 @@ class JsonGrammar {
 // tell them apart.
 class JsonMatcher {
  public:
-  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
+  // `lead`: raw bytes the reply must write before the grammar's own prefix (a tool call's
+  // trigger when the reply must open with a call).
+  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string_view lead = {});
 
   // Takes the bytes if they continue a valid reply; otherwise returns false and stays as it was.
   bool feed(std::string_view bytes);
@@ -111,7 +122,9 @@ class JsonMatcher {
 
   // A frame of the matcher's stack (public for json_matcher.cpp's helpers).
   struct Frame {
-    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal } kind = Kind::Value;
+    // Raw: bytes written as they are (a framed grammar's prefix and suffix): `text`, `count` of
+    // them written.
+    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal, Raw } kind = Kind::Value;
     uint8_t phase = 0;
     bool is_key = false;                        // a String or Literal frame that is an object's key
     int8_t utf8_left = 0;                       // String: continuation bytes still to come; unicode escape digits
@@ -123,7 +136,7 @@ class JsonMatcher {
     uint64_t seen = 0;                          // Object: properties written so far
     std::vector<int32_t> candidates;            // Literal: the texts still matching
     std::string text;                           // String key: its bytes so far (an other key may not be a listed
-                                                // one); Number with bounds: its text so far
+                                                // one); Number with bounds: its text so far; Raw: its bytes
   };
   struct Path {
     std::vector<Frame> stack;

@@ -1,0 +1,277 @@
+// Tool calling's pieces without a model: ChatML rendered exactly as Qwen2.5's Jinja template
+// renders tools, calls and results (the expected texts were rendered by jinja2 with Hugging
+// Face's `tojson`), definitions written as that `tojson` writes them, the grammar of one call
+// (names, arguments held to each tool's schema, strict and loosened tools, $refs), and replies
+// split into text and calls, also while streaming.
+#include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/chat/tool_calls.h"
+#include "iwb/engine/sampling/json_grammar.h"
+
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+using namespace iwb;
+
+class TestToolCalls : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void tojsonWritesAsPythonDoes();
+  void defaultSystemIsReadFromTheTemplate();
+  void chatmlRendersToolsAsQwenDoes();
+  void chatmlRendersSystemAndToolsAsQwenDoes();
+  void chatmlRendersCallsWithoutToolsAsQwenDoes();
+  void grammarHoldsACallToTheTools();
+  void grammarNamedToolAndStrictness();
+  void grammarFollowsRefsInParameters();
+  void splitFindsCallsAndText();
+  void splitWhileStreamingOnlyGrows();
+};
+
+namespace {
+
+const char* kWeatherTool =
+    R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city, °C",)"
+    R"( "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},)"
+    R"( "required": ["city"]}}})";
+const char* kNowTool =
+    R"({"type": "function", "function": {"name": "now", "description": "The time", "parameters": {"type": "object", "properties": {}}}})";
+
+// The tool as a request carries it (compact, as a client sends it), then as the template shows it.
+ToolDefinition tool(const char* whole_json) {
+  const nlohmann::ordered_json t = nlohmann::ordered_json::parse(whole_json);
+  ToolDefinition d;
+  d.name = t["function"]["name"].get<std::string>();
+  if (t["function"].contains("parameters")) d.parameters_json = t["function"]["parameters"].dump();
+  d.is_strict = t["function"].value("strict", false);
+  d.rendered = template_tojson(t.dump());
+  return d;
+}
+
+const std::string kQwenSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+const std::string kToolsIntro =
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+const std::string kToolsOutro =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}}\n</tool_call><|im_end|>\n";
+
+bool feeds(const std::shared_ptr<const JsonGrammar>& g, const std::string& lead, const std::string& text,
+           bool* is_complete = nullptr) {
+  JsonMatcher m(g, lead);
+  const bool ok = m.feed(text);
+  if (is_complete != nullptr) *is_complete = ok && m.is_complete() && m.next_bytes().none();
+  return ok;
+}
+
+}  // namespace
+
+void TestToolCalls::tojsonWritesAsPythonDoes() {
+  QCOMPARE(template_tojson(R"({"b":1,"a":[true,null,"x"],"c":{}})"), std::string(R"({"b": 1, "a": [true, null, "x"], "c": {}})"));
+  const std::string escapes = "{\"s\":\"°C \\\"q\\\" \\\\ \\n\\u0001\"}";  // quote, backslash, newline, ^A
+  QCOMPARE(template_tojson(escapes), std::string("{\"s\": \"°C \\\"q\\\" \\\\ \\n\\u0001\"}"));
+  QCOMPARE(template_tojson("[]"), std::string("[]"));
+  QCOMPARE(template_tojson("1.5"), std::string("1.5"));
+  // Not JSON: written as a string, as tojson writes a Python str.
+  QCOMPARE(template_tojson("city=Paris"), std::string("\"city=Paris\""));
+}
+
+void TestToolCalls::defaultSystemIsReadFromTheTemplate() {
+  const char* qwen =
+      "{%- if messages[0]['role'] == 'system' %}\n"
+      "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+      "    {%- else %}\n"
+      "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+      "assistant.<|im_end|>\\n' }}\n";
+  QCOMPARE(chat_template_default_system(qwen), kQwenSystem);
+  QCOMPARE(chat_template_default_system("{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"),
+           std::string());
+  QCOMPARE(chat_template_default_system("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"), std::string());
+}
+
+void TestToolCalls::chatmlRendersToolsAsQwenDoes() {
+  std::vector<ChatMessage> messages = {
+      {"user", "Weather in Paris and the time?", {}, {}},
+      {"assistant", "", {{"call_1", "get_weather", R"({"city":"Paris","unit":"c"})"}, {"call_2", "now", "{}"}}, {}},
+      {"tool", R"({"temp": 21})", {}, "call_1"},
+      {"tool", "12:00", {}, "call_2"},
+      {"assistant", "21 °C at noon.", {}, {}},
+      {"user", "Thanks", {}, {}},
+  };
+  ChatRenderOptions o;
+  o.tools = {tool(kWeatherTool).rendered, tool(kNowTool).rendered};
+  o.default_system = kQwenSystem;
+  const std::string expected =
+      "<|im_start|>system\n" + kQwenSystem + kToolsIntro +
+      "\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city, °C\", "
+      "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"enum\": "
+      "[\"c\", \"f\"]}}, \"required\": [\"city\"]}}}\n{\"type\": \"function\", \"function\": {\"name\": \"now\", "
+      "\"description\": \"The time\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}" +
+      kToolsOutro +
+      "<|im_start|>user\nWeather in Paris and the time?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+      "\"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+      "\"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": "
+      "21}\n</tool_response>\n<tool_response>\n12:00\n</tool_response><|im_end|>\n<|im_start|>assistant\n21 °C at "
+      "noon.<|im_end|>\n<|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, messages, o), expected);
+}
+
+void TestToolCalls::chatmlRendersSystemAndToolsAsQwenDoes() {
+  ChatRenderOptions o;
+  o.tools = {tool(kNowTool).rendered};
+  o.default_system = kQwenSystem;  // not used: the conversation has its own
+  const std::string expected =
+      "<|im_start|>system\nBe brief." + kToolsIntro +
+      "\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
+      "{\"type\": \"object\", \"properties\": {}}}}" +
+      kToolsOutro + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, {{"system", "Be brief.", {}, {}}, {"user", "Hi", {}, {}}}, o), expected);
+}
+
+void TestToolCalls::chatmlRendersCallsWithoutToolsAsQwenDoes() {
+  ChatRenderOptions o;
+  o.default_system = kQwenSystem;
+  const std::vector<ChatMessage> messages = {
+      {"user", "Hi", {}, {}}, {"assistant", "Let me look.", {{"", "now", "{}"}}, {}}, {"tool", "noon", {}, {}}};
+  const std::string expected = "<|im_start|>system\n" + kQwenSystem +
+                               "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nLet me "
+                               "look.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+                               "<|im_start|>user\n<tool_response>\nnoon\n</tool_response><|im_end|>\n"
+                               "<|im_start|>assistant\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, messages, o), expected);
+  // Without a default (a ChatML template that has none), no system turn is made up.
+  QVERIFY(render_chat(ChatTemplateFamily::ChatMl, messages, {}).rfind("<|im_start|>user\nHi", 0) == 0);
+}
+
+void TestToolCalls::grammarHoldsACallToTheTools() {
+  Result<ToolGrammar> g = tool_call_grammar({tool(kWeatherTool), tool(kNowTool)});
+  QVERIFY2(g.is_ok(), g.error_message().c_str());
+  QVERIFY(g->loosened.empty());
+  const std::string lead(kToolCallOpen);
+  bool complete = false;
+  QVERIFY(feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                &complete));
+  QVERIFY(complete);
+  QVERIFY(feeds(g->grammar, lead, "<tool_call>\n{\"arguments\": {}, \"name\": \"now\"}\n</tool_call>", &complete));
+  QVERIFY(complete);
+  // Not whole until the closing marker.
+  QVERIFY(feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_", &complete));
+  QVERIFY(!complete);
+  // Refused: another tool, a missing required argument, an argument not in the schema, an
+  // enum value not listed, white space before the value, no newline before the marker.
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"get_time"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": \"k"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n {"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}</"));
+  QVERIFY(!feeds(g->grammar, lead, "<tool_cal!"));
+  // Without the lead (after the trigger, in free text): the call starts at the newline.
+  QVERIFY(feeds(g->grammar, "", "\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>", &complete));
+  QVERIFY(complete);
+  QVERIFY(!feeds(g->grammar, "", "{"));
+  QCOMPARE(JsonMatcher(g->grammar, lead).next_bytes().count(), size_t{1});  // '<' only
+}
+
+void TestToolCalls::grammarNamedToolAndStrictness() {
+  Result<ToolGrammar> only_now = tool_call_grammar({tool(kWeatherTool), tool(kNowTool)}, "now");
+  QVERIFY2(only_now.is_ok(), only_now.error_message().c_str());
+  QVERIFY(feeds(only_now->grammar, "", "\n{\"name\": \"now\""));
+  QVERIFY(!feeds(only_now->grammar, "", "\n{\"name\": \"get_weather\""));
+  Result<ToolGrammar> missing = tool_call_grammar({tool(kNowTool)}, "get_weather");
+  QVERIFY(!missing.is_ok());
+  QVERIFY(missing.error_message().find("no tool is named 'get_weather'") != std::string::npos);
+
+  ToolDefinition patterned = tool(kNowTool);
+  patterned.name = "lookup";
+  patterned.parameters_json = R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}}})";
+  Result<ToolGrammar> loose = tool_call_grammar({patterned});
+  QVERIFY2(loose.is_ok(), loose.error_message().c_str());
+  QCOMPARE(loose->loosened.size(), size_t{1});
+  QVERIFY(loose->loosened[0].find("lookup") != std::string::npos);
+  QVERIFY(loose->loosened[0].find("'pattern' is not supported") != std::string::npos);
+  QVERIFY(feeds(loose->grammar, "", "\n{\"name\": \"lookup\", \"arguments\": {\"anything\": [1, 2]}}\n</tool_call>"));
+  QVERIFY(!feeds(loose->grammar, "", "\n{\"name\": \"lookup\", \"arguments\": ["));  // still an object
+  patterned.is_strict = true;
+  Result<ToolGrammar> strict = tool_call_grammar({patterned});
+  QVERIFY(!strict.is_ok());
+  QVERIFY(strict.error_message().find("strict tool 'lookup'") != std::string::npos);
+}
+
+void TestToolCalls::grammarFollowsRefsInParameters() {
+  ToolDefinition t;
+  t.name = "add_people";
+  t.parameters_json = R"({"type": "object", "$defs": {"P": {"type": "object", "properties": {"age": {"type": "integer",
+      "minimum": 0}, "next": {"$ref": "#/$defs/P"}}, "required": ["age"]}},
+      "properties": {"people": {"type": "array", "items": {"$ref": "#/$defs/P"}},
+      "note": {"const": {"$ref": "#/not/a/schema"}}}, "required": ["people"]})";
+  Result<ToolGrammar> g = tool_call_grammar({tool(kNowTool), t});
+  QVERIFY2(g.is_ok(), g.error_message().c_str());
+  bool complete = false;
+  QVERIFY(feeds(g->grammar, "",
+                "\n{\"name\": \"add_people\", \"arguments\": {\"people\": [{\"age\": 3, \"next\": {\"age\": 4}}], "
+                "\"note\": {\"$ref\":\"#/not/a/schema\"}}}\n</tool_call>",  // a const: compact
+                &complete));
+  QVERIFY(complete);
+  QVERIFY(!feeds(g->grammar, "", "\n{\"name\": \"add_people\", \"arguments\": {\"people\": [{\"age\": -1"));
+  QVERIFY(!feeds(g->grammar, "", "\n{\"name\": \"add_people\", \"arguments\": {\"people\": [{\"next\": {\"age\": 1}, \"x"));
+}
+
+void TestToolCalls::splitFindsCallsAndText() {
+  ToolReply r = split_tool_calls("The capital is Paris.");
+  QCOMPARE(r.content, std::string("The capital is Paris."));
+  QVERIFY(r.calls.empty());
+
+  r = split_tool_calls(
+      "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"c\", \"city\": \"Paris\"}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>");
+  QCOMPARE(r.content, std::string("Checking."));
+  QCOMPARE(r.calls.size(), size_t{2});
+  QCOMPARE(r.calls[0].name, std::string("get_weather"));
+  QCOMPARE(r.calls[0].arguments, std::string(R"({"unit":"c","city":"Paris"})"));  // order kept, compact
+  QCOMPARE(r.calls[1].arguments, std::string("{}"));
+
+  // Only calls: no text at all.
+  r = split_tool_calls("<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n");
+  QCOMPARE(r.content, std::string());
+  QCOMPARE(r.calls.size(), size_t{1});
+
+  // A block that is not a call stays as written; so does one cut off.
+  r = split_tool_calls("a <tool_call>not json</tool_call> b");
+  QCOMPARE(r.content, std::string("a <tool_call>not json</tool_call> b"));
+  QVERIFY(r.calls.empty());
+  r = split_tool_calls("<tool_call>{\"arguments\": {}}</tool_call>");
+  QVERIFY(r.calls.empty());
+  r = split_tool_calls("x <tool_call>\n{\"name\": \"now\", \"argu");
+  QCOMPARE(r.content, std::string("x <tool_call>\n{\"name\": \"now\", \"argu"));
+  // Arguments some models write as a string of JSON are taken as that text.
+  r = split_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>");
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments, std::string("{\"a\": 1}"));
+}
+
+void TestToolCalls::splitWhileStreamingOnlyGrows() {
+  const std::string reply =
+      "Let me check <b>that</b>.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\nDone <tool";
+  const ToolReply final_reply = split_tool_calls(reply);
+  QCOMPARE(final_reply.calls.size(), size_t{2});
+  QCOMPARE(final_reply.content, std::string("Let me check <b>that</b>.\n\n\nDone <tool"));
+  std::string last_content;
+  size_t last_calls = 0;
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), /*is_streaming=*/true);
+    QVERIFY2(part.content.rfind(last_content, 0) == 0, ("text shrank at byte " + std::to_string(n)).c_str());
+    QVERIFY(final_reply.content.rfind(part.content, 0) == 0);
+    QVERIFY(part.calls.size() >= last_calls);
+    QVERIFY(part.content.find("<tool_call") == std::string::npos);  // a marker never leaks as text
+    last_content = part.content;
+    last_calls = part.calls.size();
+  }
+  QCOMPARE(last_calls, size_t{2});
+}
+
+QTEST_GUILESS_MAIN(TestToolCalls)
+#include "test_tool_calls.moc"
