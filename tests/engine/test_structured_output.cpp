@@ -30,6 +30,8 @@ class TestStructuredOutput : public QObject {
   void greedySpeculationKeepsToTheGrammar();
   void logitBiasMovesAndBansTokens();
   void noTokenThatFitsEndsTheRequest();
+  void triggerHoldsOnlyWhatFollowsIt();
+  void forcedTriggerOpensTheReply();
 
  private:
   QTemporaryDir m_tmp;
@@ -283,6 +285,96 @@ void TestStructuredOutput::noTokenThatFitsEndsTheRequest() {
   const Reply next =
       generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, compile(R"({"enum": ["red"]})")));
   QCOMPARE(next.text, std::string("\"red\""));
+}
+
+namespace {
+
+std::shared_ptr<const JsonGrammar> framed_choices(const std::vector<std::string>& choices, std::string prefix,
+                                                  std::string suffix) {
+  Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_choices(choices);
+  if (!g) qFatal("choices: %s", g.error_message().c_str());
+  return JsonGrammar::framed(**g, std::move(prefix), std::move(suffix), "the words");
+}
+
+// Each place `text` writes `trigger`, what follows is one of `choices` (or the text ends).
+bool follows_trigger(const std::string& text, const std::string& trigger, const std::vector<std::string>& choices,
+                     int* count) {
+  *count = 0;
+  for (size_t at = text.find(trigger); at != std::string::npos; at = text.find(trigger, at + 1)) {
+    ++*count;
+    const std::string rest = text.substr(at + trigger.size());
+    bool ok = rest.empty();
+    for (const std::string& c : choices) ok = ok || rest.rfind(c, 0) == 0 || c.rfind(rest, 0) == 0;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Tool calls' lazy grammar: free text, except right after each trigger, where the grammar holds
+// what follows; then free again. Here the trigger is " of" and what follows one of two words.
+void TestStructuredOutput::triggerHoldsOnlyWhatFollowsIt() {
+  const std::vector<std::string> words = {" noise", " light"};
+  const std::string trigger = " of";
+  int count = 0;
+  // Without the trigger the story says other things after " the".
+  const Reply free = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, nullptr));
+  QVERIFY2(!follows_trigger(free.text, trigger, words, &count), free.text.c_str());
+  int total = 0;
+  for (const float temperature : {0.0f, 0.9f}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      GenerationRequest q = request(*m_engine, "Once upon a time", temperature, seed, framed_choices(words, "", ""));
+      q.grammar_trigger = trigger;
+      q.max_new_tokens = 80;
+      const Reply r = generate(*m_engine, q);
+      QVERIFY2(follows_trigger(r.text, trigger, words, &count), r.text.c_str());
+      // The greedy reply writes the trigger where the free one does (the grammar had something
+      // to hold); sampled ones may not within 80 tokens.
+      if (temperature == 0.0f) QVERIFY2(count >= 1, r.text.c_str());
+      total += count;
+      // The grammar ends nothing: the reply runs on to its limit or the model's own end.
+      const bool model_ended = r.finished.reason == FinishReason::EndOfGeneration &&
+                               m_engine->tokenizer().is_end_of_generation(r.tokens.back());
+      QVERIFY2(r.finished.reason == FinishReason::MaxTokens || model_ended, r.text.c_str());
+    }
+  }
+  QVERIFY(total >= 3);
+  // One call at most (parallel_tool_calls false): the reply ends where the first one does.
+  GenerationRequest once = request(*m_engine, "Once upon a time", 0.0f, 1, framed_choices(words, "", ""));
+  once.grammar_trigger = trigger;
+  once.ends_after_grammar = true;
+  const Reply r = generate(*m_engine, once);
+  QCOMPARE(r.finished.reason, FinishReason::EndOfGeneration);
+  QVERIFY2(r.text.size() > 6 && (r.text.ends_with(" of noise") || r.text.ends_with(" of light")), r.text.c_str());
+  QVERIFY(follows_trigger(r.text, trigger, words, &count));
+  QCOMPARE(count, 1);
+  // A trigger needs a grammar.
+  GenerationRequest bad = request(*m_engine, "Once upon a time", 0.0f, 1, nullptr);
+  bad.grammar_trigger = trigger;
+  QVERIFY(!m_engine->add_request(bad).is_ok());
+}
+
+// tool_choice "required": the reply opens with the trigger and the held value, marker to marker.
+void TestStructuredOutput::forcedTriggerOpensTheReply() {
+  for (const bool ends : {true, false}) {
+    GenerationRequest q =
+        request(*m_engine, "Once upon a time", 0.0f, 1, framed_choices({"yes", "no"}, "\n", "\n</tool_call>"));
+    q.grammar_trigger = "<tool_call>";
+    q.is_grammar_trigger_forced = true;
+    q.ends_after_grammar = ends;
+    q.max_new_tokens = 40;
+    const Reply r = generate(*m_engine, q);
+    const bool opens = r.text.rfind("<tool_call>\nyes\n</tool_call>", 0) == 0 ||
+                       r.text.rfind("<tool_call>\nno\n</tool_call>", 0) == 0;
+    QVERIFY2(opens, r.text.c_str());
+    if (ends) {
+      QCOMPARE(r.finished.reason, FinishReason::EndOfGeneration);
+      QVERIFY2(r.text.ends_with("</tool_call>"), r.text.c_str());
+    } else {
+      QVERIFY2(!r.text.ends_with("</tool_call>"), r.text.c_str());  // free text followed
+    }
+  }
 }
 
 QTEST_GUILESS_MAIN(TestStructuredOutput)
