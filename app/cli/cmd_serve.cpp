@@ -24,7 +24,7 @@ namespace iwb::cli {
 namespace {
 
 struct Options {
-  std::string model, alias;
+  std::string model, alias, chat_template;
   serve::ServeOptions serve;
   EngineOptions engine;
   int64_t kv_mib = 0;
@@ -47,6 +47,12 @@ OptionTable make_table(Options* o) {
          .help = "the model name clients see",
          .destination = &o->alias,
          .default_text = "the file name"});
+  t.add({.names = {"--chat-template"},
+         .value_name = "NAME|JINJA",
+         .help = "chat template: chatml, llama2, llama3, mistral, gemma, phi3, zephyr, harmony,\n"
+                 "plain, or a Jinja template text (its family is recognised)",
+         .destination = &o->chat_template,
+         .default_text = "the model's"});
   t.begin_group("server");
   t.add({.names = {"--host"}, .value_name = "ADDR", .help = "address to listen on", .destination = &o->serve.host});
   t.add({.names = {"--port"},
@@ -200,7 +206,7 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "iwb serve: %s (%s, %s), context %lld, %d threads; %s\n", e.model().name.c_str(),
                  e.model().architecture.c_str(), e.model().file_type.c_str(),
                  static_cast<long long>(e.context_length()), e.num_threads(), device_line(e).c_str());
-    loop.start(std::move(*engine), o.alias);
+    loop.start(std::move(*engine), o.alias, o.chat_template);
     std::fprintf(stderr, "iwb serve: ready, serving '%s'\n", loop.model()->id.c_str());
   }
   http.join();

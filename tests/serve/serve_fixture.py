@@ -174,6 +174,25 @@ def serve_and_test(model, server_args, rest, on_start):
     sys.exit(0 if result.wasSuccessful() else 1)
 
 
+def whitespace_token_ids(server):
+    """The ids of tokens that are only whitespace: single ones through /detokenize (byte tokens
+    such as <0x0A>), and the pieces of whitespace runs through /tokenize (SentencePiece's "▁",
+    which /detokenize drops at the start of a text). A story model pads JSON with them wherever a
+    grammar allows; tests ban them by logit_bias so that replies fit its 128-token context."""
+    ids = set()
+    for i in range(512):
+        status, body, _ = server.post("/detokenize", {"tokens": [i]})
+        piece = json.loads(body)["content"] if status == 200 else ""
+        if piece and not piece.strip(" \t\n\r"):
+            ids.add(i)
+    for text in ("a b", "a  b", "a   b", "a    b", "a\nb", "a\n\nb", "a\tb", "a \n b", "a\n  b", "a\n    b"):
+        status, body, _ = server.post("/tokenize", {"content": text, "add_special": False, "with_pieces": True})
+        for t in json.loads(body)["tokens"]:
+            if t["piece"] and not t["piece"].strip(" \t\n\r"):
+                ids.add(t["id"])
+    return sorted(ids)
+
+
 def run_iwb(*args, timeout=120):
     r = subprocess.run([ARGS.iwb] + list(args), capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:

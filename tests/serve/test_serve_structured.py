@@ -169,24 +169,6 @@ class TestStructuredOutput(unittest.TestCase):
         self.assertEqual(SERVER.get("/health")[0], 200)
 
 
-def whitespace_token_ids():
-    """The ids of tokens that are only whitespace: single ones through /detokenize (byte tokens
-    such as <0x0A>), and the pieces of whitespace runs through /tokenize (SentencePiece's "▁",
-    which /detokenize drops at the start of a text)."""
-    ids = set()
-    for i in range(512):
-        status, body, _ = SERVER.post("/detokenize", {"tokens": [i]})
-        piece = json.loads(body)["content"] if status == 200 else ""
-        if piece and not piece.strip(" \t\n\r"):
-            ids.add(i)
-    for text in ("a b", "a  b", "a   b", "a    b", "a\nb", "a\n\nb", "a\tb", "a \n b", "a\n  b", "a\n    b"):
-        status, body, _ = SERVER.post("/tokenize", {"content": text, "add_special": False, "with_pieces": True})
-        for t in json.loads(body)["tokens"]:
-            if t["piece"] and not t["piece"].strip(" \t\n\r"):
-                ids.add(t["id"])
-    return sorted(ids)
-
-
 def main():
     global MODEL
     MODEL = fx.aidreams_gguf()
@@ -195,7 +177,7 @@ def main():
         global SERVER, CLIENT
         SERVER = server
         CLIENT = fx.openai_client(server)
-        NO_WHITESPACE.update({str(i): -100 for i in whitespace_token_ids()})
+        NO_WHITESPACE.update({str(i): -100 for i in fx.whitespace_token_ids(server)})
 
     fx.serve_and_test(MODEL, [], REST, start)
 

@@ -68,18 +68,32 @@ int32_t RequestState::sample_free(std::span<const float> logits) {
   return token;
 }
 
+bool RequestState::is_held_token_allowed(int32_t token) const {
+  if (m_may_end_before_next_call && m_token_bytes->ends_generation(token)) return true;
+  return is_token_allowed(*m_matcher, *m_token_bytes, token);
+}
+
 int32_t RequestState::sample_held(std::span<const float> logits) {
   // Structured output, as llama.cpp samples a grammar: the plain draw first, kept when it fits
   // (most do, and one token is cheap to check); otherwise a draw over the tokens that fit.
   // For plain temperature sampling the two together draw from the distribution restricted to
   // the tokens that fit.
   const int32_t first = m_sampler.sample(logits, m_history);
-  if (is_token_allowed(*m_matcher, *m_token_bytes, first)) return first;
+  if (is_held_token_allowed(first)) return first;
   std::vector<float> masked(logits.begin(), logits.end());
-  if (mask_disallowed_tokens(*m_matcher, *m_token_bytes, masked) == 0) return -1;
+  size_t num_allowed = mask_disallowed_tokens(*m_matcher, *m_token_bytes, masked);
+  if (m_may_end_before_next_call) {
+    for (size_t id = 0; id < masked.size() && id < m_token_bytes->size(); ++id) {
+      if (m_token_bytes->ends_generation(static_cast<int32_t>(id))) {
+        masked[id] = logits[id];
+        ++num_allowed;
+      }
+    }
+  }
+  if (num_allowed == 0) return -1;
   // Biases of -inf can rule out every token that fits; the draw then lands on one that does not.
   const int32_t token = m_sampler.sample(masked, m_history);
-  return is_token_allowed(*m_matcher, *m_token_bytes, token) ? token : -1;
+  return is_held_token_allowed(token) ? token : -1;
 }
 
 std::string RequestState::no_token_fits_message() const {
@@ -130,11 +144,14 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
     }
   } else if (m_matcher) {
     // sample() chose a token that fits.
-    (void)m_matcher->feed(m_token_bytes->bytes(token));
+    const std::string& bytes = m_token_bytes->bytes(token);
+    (void)m_matcher->feed(bytes);
+    if (!bytes.empty()) m_may_end_before_next_call = false;
   }
   if (m_matcher && m_matcher->is_complete() && m_matcher->next_bytes().none()) {
     // The value (a tool call: with its closing marker) is whole. The reply ends here, without
-    // a step spent on the end-of-generation token, unless more free text and calls may follow.
+    // a step spent on the end-of-generation token, unless more calls may follow: then only
+    // another one ("\n" and the trigger, as Qwen2.5's template separates calls) or the end.
     m_matcher.reset();
     if (m_params.grammar_trigger.empty() || m_params.ends_after_grammar) {
       bool is_stopped = false;
@@ -142,6 +159,8 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
       out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
       return out;
     }
+    m_matcher.emplace(m_params.json_grammar, "\n" + m_params.grammar_trigger);
+    m_may_end_before_next_call = true;
   }
   const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;
   if (is_max || is_context_full) {

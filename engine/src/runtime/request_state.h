@@ -92,10 +92,12 @@ class RequestState {
   bool would_arm(int32_t token) const;
   int32_t sample_free(std::span<const float> logits);
   int32_t sample_held(std::span<const float> logits);
+  bool is_held_token_allowed(int32_t token) const;
 
   std::optional<JsonMatcher> m_matcher;  // structured output: where the reply is in its grammar
                                          // (with a trigger: only while a call is being written)
   std::string m_trigger_tail;            // with a trigger: the free text's last bytes, shorter than it
+  bool m_may_end_before_next_call = false;  // after a call: the reply may end instead of another
   std::vector<int32_t> m_history;        // prompt, then generated tokens
   SequenceId m_sequence = 0;
   bool m_is_started = false;

@@ -50,7 +50,47 @@ struct ActiveCompletion {
   RequestLogEntry log;
 };
 
+// A chat request's prompt as the model sees it: the served template family (--chat-template),
+// and the tools unless tool_choice is "none" (the model is then not to call them).
+std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const ChatCompletionRequest& chat) {
+  ChatPromptOptions options;
+  options.family = model.chat_template_family;
+  if (chat.tool_choice != ToolChoice::None) {
+    for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.rendered);
+  }
+  size_t num_bytes = 0;
+  for (const std::string& t : options.tools) num_bytes += t.size();
+  for (const ChatMessage& m : chat.messages) {
+    num_bytes += m.content.size() + m.role.size();
+    for (const ChatToolCall& c : m.tool_calls) num_bytes += c.name.size() + c.arguments.size();
+  }
+  const size_t max_bytes = static_cast<size_t>(model.context_length) * kMaxPromptBytesPerPosition;
+  if (num_bytes > max_bytes) {
+    return invalid_request("the messages are " + std::to_string(num_bytes) +
+                               " bytes, far more than this model's context of " + std::to_string(model.context_length) +
+                               " tokens holds",
+                           "messages", "context_length_exceeded");
+  }
+  Result<ChatPrompt> prompt = build_chat_prompt(model.tokenizer, model.chat_template, chat.messages, options);
+  if (!prompt) return invalid_request(prompt.error_message(), options.tools.empty() ? "messages" : "tools");
+  return std::move(*prompt);
+}
+
 }  // namespace
+
+// llama-server's POST /apply-template: a chat request's prompt text, without generating.
+void HttpServer::Impl::handle_apply_template(const httplib::Request& req, httplib::Response& res) {
+  const std::shared_ptr<const ServedModel> model = core.model();
+  if (model == nullptr) return send_error(res, loading_error());
+  std::variant<json, ApiError> body = parse_body(req.body);
+  if (const ApiError* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  std::variant<ChatCompletionRequest, ApiError> read =
+      read_chat_request(std::get<json>(body), options.default_sampling, limits, req.body);
+  if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
+  std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, std::get<ChatCompletionRequest>(read));
+  if (const ApiError* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
+  send_json(res, {{"prompt", std::get<ChatPrompt>(prompt).text}});
+}
 
 void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, CompletionKind kind) {
   const auto start = std::chrono::steady_clock::now();
@@ -67,23 +107,16 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   bool renders_special_tokens = false;  // a harmony chat: its channels are control tokens
   if (kind == CompletionKind::Chat) {
     std::variant<ChatCompletionRequest, ApiError> read =
-        read_chat_request(std::get<json>(body), options.default_sampling, limits);
+        read_chat_request(std::get<json>(body), options.default_sampling, limits, req.body);
     if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
     ChatCompletionRequest& chat = std::get<ChatCompletionRequest>(read);
-    size_t num_bytes = 0;
-    for (const ChatMessage& m : chat.messages) num_bytes += m.content.size() + m.role.size();
-    if (num_bytes > max_prompt_bytes) {
-      return send_error(res, invalid_request("the messages are " + std::to_string(num_bytes) +
-                                                 " bytes, far more than this model's context of " +
-                                                 std::to_string(context) + " tokens holds",
-                                             "messages", "context_length_exceeded"));
-    }
-    Result<ChatPrompt> prompt = build_chat_prompt(model->tokenizer, model->chat_template, chat.messages);
-    if (!prompt) return send_error(res, invalid_request(prompt.error_message(), "messages"));
+    std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, chat);
+    if (const ApiError* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
     params = std::move(chat.params);
-    prompts.push_back(std::move(prompt->tokens));
-    stops = std::move(prompt->stop_strings);
-    renders_special_tokens = prompt->renders_special_tokens;
+    ChatPrompt& chat_prompt = std::get<ChatPrompt>(prompt);
+    prompts.push_back(std::move(chat_prompt.tokens));
+    stops = std::move(chat_prompt.stop_strings);
+    renders_special_tokens = chat_prompt.renders_special_tokens;
   } else {
     std::variant<TextCompletionRequest, ApiError> read =
         read_completion_request(std::get<json>(body), options.default_sampling, limits);
@@ -152,6 +185,9 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.stop_at_end_of_generation = !params.ignore_eos;
       r.num_top_logprobs = params.num_top_logprobs;
       r.json_grammar = params.json_grammar;
+      r.grammar_trigger = params.grammar_trigger;
+      r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
+      r.ends_after_grammar = params.ends_after_grammar;
       r.render_special_tokens = renders_special_tokens;
       requests.push_back(std::move(r));
     }

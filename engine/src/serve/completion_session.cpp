@@ -3,6 +3,7 @@
 #include "completion_session.h"
 
 #include "iwb/engine/chat/reply_parts.h"
+#include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/serve/serve_metrics.h"
 
 #include <algorithm>
@@ -73,6 +74,7 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
       m_is_stream(params.is_stream),
       m_include_usage(params.include_usage),
       m_num_top_logprobs(params.num_top_logprobs),
+      m_parses_tool_calls(params.parses_tool_calls),
       m_prompt_sizes(std::move(prompt_sizes)),
       m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
 
@@ -126,18 +128,38 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", text_offsets}};
 }
 
+CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& text, bool is_streaming) const {
+  ReplyParts parts = split_reply(text, is_streaming);
+  ChatParts out{std::move(parts.reasoning), std::move(parts.content), {}};
+  if (m_parses_tool_calls) {
+    ToolReply reply = split_tool_calls(out.content, is_streaming);
+    out.content = std::move(reply.content);
+    out.calls = std::move(reply.calls);
+  }
+  return out;
+}
+
+const char* CompletionSession::finish_reason(const Choice& c) const {
+  if (!c.finished) return "abort";
+  const FinishReason reason = c.finished->reason;
+  const bool ended_itself = reason == FinishReason::EndOfGeneration || reason == FinishReason::StopString;
+  if (m_parses_tool_calls && ended_itself && !chat_parts(c.text, false).calls.empty()) return "tool_calls";
+  return openai_finish_reason(reason);
+}
+
 json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   json delta = json::object();
   // Most replies open with text: no marker can follow, so the content is the text as it is
-  // (split_reply would copy all of it on every token).
+  // (split_reply would copy all of it on every token). A tool call may follow any text.
   const size_t first = c->text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
+  if (!m_parses_tool_calls && first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
     if (c->text.size() > c->num_content_sent) delta["content"] = c->text.substr(c->num_content_sent);
     c->num_content_sent = c->text.size();
     return delta;
   }
-  const ReplyParts parts = split_reply(c->text, is_streaming);
-  // Both parts only grow while streaming (split_reply holds back unfinished markers).
+  const ChatParts parts = chat_parts(c->text, is_streaming);
+  // The parts only grow while streaming (split_reply and split_tool_calls hold back unfinished
+  // markers and calls).
   if (parts.reasoning.size() > c->num_reasoning_sent) {
     delta["reasoning_content"] = parts.reasoning.substr(c->num_reasoning_sent);
     c->num_reasoning_sent = parts.reasoning.size();
@@ -145,6 +167,15 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   if (parts.content.size() > c->num_content_sent) {
     delta["content"] = parts.content.substr(c->num_content_sent);
     c->num_content_sent = parts.content.size();
+  }
+  // Each call once it is whole, in one delta (OpenAI's clients join argument pieces; a whole
+  // call is one piece).
+  for (size_t i = c->call_ids.size(); i < parts.calls.size(); ++i) {
+    c->call_ids.push_back(random_id("call_"));
+    delta["tool_calls"].push_back({{"index", i},
+                                   {"id", c->call_ids.back()},
+                                   {"type", "function"},
+                                   {"function", {{"name", parts.calls[i].name}, {"arguments", parts.calls[i].arguments}}}});
   }
   return delta;
 }
@@ -165,7 +196,7 @@ json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_
 json CompletionSession::finish_chunk(size_t index) const {
   const RequestFinished& f = *m_choices[index].finished;
   json chunk = chunk_base();
-  const char* reason = openai_finish_reason(f.reason);
+  const char* reason = m_kind == CompletionKind::Chat ? finish_reason(m_choices[index]) : openai_finish_reason(f.reason);
   if (m_kind == CompletionKind::Chat) {
     chunk["choices"] = json::array({{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}});
   } else {
@@ -254,13 +285,26 @@ std::string CompletionSession::body_text() const {
   std::vector<const RequestFinished*> finished;
   for (size_t i = 0; i < m_choices.size(); ++i) {
     const Choice& c = m_choices[i];
-    const char* reason = c.finished ? openai_finish_reason(c.finished->reason) : "abort";
+    const char* reason = m_kind == CompletionKind::Chat ? finish_reason(c)
+                         : c.finished                      ? openai_finish_reason(c.finished->reason)
+                                                           : "abort";
     if (c.finished) finished.push_back(&*c.finished);
     json lp = m_num_top_logprobs >= 0 ? logprobs_json(c.logprob_tokens, c.text_offsets) : json(nullptr);
     if (m_kind == CompletionKind::Chat) {
-      const ReplyParts parts = split_reply(c.text);
+      const ChatParts parts = chat_parts(c.text, /*is_streaming=*/false);
       json message = {{"role", "assistant"}, {"content", parts.content}};
       if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
+      if (!parts.calls.empty()) {
+        // OpenAI's shape: content null when the reply is only calls.
+        if (parts.content.empty()) message["content"] = nullptr;
+        json calls = json::array();
+        for (const ParsedToolCall& call : parts.calls) {
+          calls.push_back({{"id", random_id("call_")},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        message["tool_calls"] = std::move(calls);
+      }
       choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", reason}});
     } else {
       choices.push_back({{"text", c.text}, {"index", i}, {"logprobs", lp}, {"finish_reason", reason}});

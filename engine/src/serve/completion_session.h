@@ -2,7 +2,8 @@
 // events into choices and renders them in OpenAI's shapes (server-sent event chunks or one
 // JSON body), with usage, logprobs and llama-server's `timings`. A chat reply's reasoning
 // (harmony's analysis channel, <think>…</think>) goes in `reasoning_content`, as llama-server
-// and vLLM send it, apart from the answer's `content`. No HTTP here: the server
+// and vLLM send it, apart from the answer's `content`; with tools, the reply's <tool_call>
+// blocks become `tool_calls` (whole calls, one delta each, when streaming). No HTTP here: the server
 // writes what this returns.
 #pragma once
 
@@ -55,6 +56,7 @@ class CompletionSession {
     // Chat: how much of split_reply(text)'s reasoning and content the stream has sent.
     size_t num_reasoning_sent = 0;
     size_t num_content_sent = 0;
+    std::vector<std::string> call_ids;  // tool calls sent so far, by index
     std::optional<RequestFinished> finished;
   };
 
@@ -63,6 +65,14 @@ class CompletionSession {
   // Chat: what split_reply adds to the choice's reasoning and content since the last call, as
   // a delta ({"reasoning_content", "content"}, keys only for what grew).
   nlohmann::json next_chat_delta(Choice* choice, bool is_streaming) const;
+  // Chat: the reply's reasoning, content and (with tools) calls, as split for the client.
+  struct ChatParts {
+    std::string reasoning, content;
+    std::vector<ParsedToolCall> calls;
+  };
+  ChatParts chat_parts(const std::string& text, bool is_streaming) const;
+  // "tool_calls" where the reply made calls and ended by itself, else the engine's reason.
+  const char* finish_reason(const Choice& choice) const;
   nlohmann::json finish_chunk(size_t index) const;
   nlohmann::json logprobs_json(const std::vector<TokenEvent>& tokens, const std::vector<size_t>& offsets) const;
   nlohmann::json usage_json() const;
@@ -76,6 +86,7 @@ class CompletionSession {
   bool m_is_stream = false;
   bool m_include_usage = false;
   int32_t m_num_top_logprobs = -1;
+  bool m_parses_tool_calls = false;
   std::vector<int32_t> m_prompt_sizes;
   std::vector<Choice> m_choices;
   size_t m_num_finished = 0;

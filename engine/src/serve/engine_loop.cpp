@@ -31,23 +31,26 @@ std::vector<ServeEvent> ResponseChannel::take(std::chrono::milliseconds timeout)
   return out;
 }
 
-ServedModel describe_served_model(const Engine& engine, std::string model_id) {
+ServedModel describe_served_model(const Engine& engine, std::string model_id, std::string chat_template) {
   if (model_id.empty()) model_id = std::filesystem::path(engine.model().path).stem().string();
   if (model_id.empty()) model_id = engine.model().name;
+  const std::optional<ChatTemplateFamily> named = chat_template_family_from_name(chat_template);
   return ServedModel{.id = std::move(model_id),
                      .summary = engine.model(),
                      .tokenizer = engine.tokenizer(),
-                     .chat_template = engine.chat_template(),
+                     .chat_template = chat_template.empty() || named ? engine.chat_template() : std::move(chat_template),
                      .context_length = engine.context_length(),
-                     .is_speculating = engine.speculation().is_enabled()};
+                     .is_speculating = engine.speculation().is_enabled(),
+                     .chat_template_family = named};
 }
 
 EngineLoop::EngineLoop(ServeMetrics* metrics) : m_metrics(metrics) {}
 
 EngineLoop::~EngineLoop() { stop(); }
 
-void EngineLoop::start(std::unique_ptr<Engine> engine, std::string model_id) {
-  auto model = std::make_shared<const ServedModel>(describe_served_model(*engine, std::move(model_id)));
+void EngineLoop::start(std::unique_ptr<Engine> engine, std::string model_id, std::string chat_template) {
+  auto model = std::make_shared<const ServedModel>(
+      describe_served_model(*engine, std::move(model_id), std::move(chat_template)));
   std::lock_guard lock(m_mutex);
   if (m_engine != nullptr || m_is_stopping) return;
   m_engine = std::move(engine);

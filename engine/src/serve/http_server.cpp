@@ -158,6 +158,7 @@ void HttpServer::Impl::install_routes() {
   server.Get("/metrics", [this](const Request& q, Response& s) { handle_metrics(q, s); });
   server.Post("/tokenize", [this](const Request& q, Response& s) { handle_tokenize(q, s); });
   server.Post("/detokenize", [this](const Request& q, Response& s) { handle_detokenize(q, s); });
+  server.Post("/apply-template", [this](const Request& q, Response& s) { handle_apply_template(q, s); });
   for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
     server.Post(path, [this](const Request& q, Response& s) { handle_completion(q, s, CompletionKind::Chat); });
   }

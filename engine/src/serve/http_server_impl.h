@@ -31,6 +31,7 @@ class HttpServer::Impl {
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(const httplib::Request& req, httplib::Response& res);
+  void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   // Chat and text completions (completion_routes.cpp).
   void handle_completion(const httplib::Request& req, httplib::Response& res, CompletionKind kind);
 

@@ -3,6 +3,8 @@
 // A missing or null field keeps the server's default.
 #include "openai_request.h"
 
+#include "openai_tools.h"
+
 #include <cmath>
 #include <limits>
 
@@ -340,17 +342,31 @@ std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>
       return invalid_request(param + ".role must be a string", param + ".role");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r != "system" && r != "user" && r != "assistant") {
-      return invalid_request(
-          param + ".role '" + role->get<std::string>() + "' is not supported (system, user or assistant)",
-          param + ".role");
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      return invalid_request(param + ".role '" + role->get<std::string>() +
+                                 "' is not supported (system, developer, user, assistant or tool)",
+                             param + ".role");
+    }
+    ChatMessage message;
+    message.role = std::move(r);
+    // An assistant turn that called tools may have no content (null or absent).
+    const auto calls = m.find("tool_calls");
+    const bool has_calls = message.role == "assistant" && calls != m.end() && !calls->is_null();
+    if (has_calls) {
+      if (std::optional<ApiError> e = read_message_tool_calls(*calls, param, &message.tool_calls)) return e;
     }
     const auto content = m.find("content");
-    if (content == m.end()) return invalid_request(param + " has no 'content'", param + ".content");
-    std::string problem;
-    std::optional<std::string> text = message_text(*content, &problem);
-    if (!text) return invalid_request(param + ".content " + problem, param + ".content");
-    out->push_back({std::move(r), std::move(*text)});
+    if (content == m.end() && !has_calls) return invalid_request(param + " has no 'content'", param + ".content");
+    if (content != m.end()) {
+      std::string problem;
+      std::optional<std::string> text = message_text(*content, &problem);
+      if (!text) return invalid_request(param + ".content " + problem, param + ".content");
+      message.content = std::move(*text);
+    }
+    if (const auto id = m.find("tool_call_id"); message.role == "tool" && id != m.end() && id->is_string()) {
+      message.tool_call_id = id->get<std::string>();
+    }
+    out->push_back(std::move(message));
   }
   return std::nullopt;
 }
@@ -396,12 +412,20 @@ std::optional<ApiError> read_prompts(const json& body, std::vector<PromptInput>*
 }
 
 // Options we do not offer are refused rather than silently ignored.
-std::optional<ApiError> refuse_unsupported(const FieldReader& r) {
+// Chat takes tools (openai_tools.cpp); the legacy `functions` are refused with the way to say
+// it now, and text completions take neither.
+std::optional<ApiError> refuse_unsupported(const FieldReader& r, bool is_chat) {
   for (const char* name : {"tools", "functions", "tool_choice", "function_call", "suffix"}) {
+    const std::string_view n = name;
+    if (is_chat && (n == "tools" || n == "tool_choice")) continue;
     if (const json* v = r.find(name);
         v != nullptr && !(v->is_array() && v->empty()) && !(v->is_object() && v->empty())) {
-      return invalid_request(std::string("'") + name + "' is not supported by this server", name,
-                             "unsupported_parameter");
+      const bool is_legacy = n == "functions" || n == "function_call";
+      return invalid_request(std::string("'") + name + "' is not supported by this server" +
+                                 (is_legacy && is_chat ? " (give 'tools' and 'tool_choice')"
+                                  : n == "tools" || n == "tool_choice" ? " on /v1/completions (use /v1/chat/completions)"
+                                                                      : ""),
+                             name, "unsupported_parameter");
     }
   }
   if (const json* echo = r.find("echo"); echo != nullptr && *echo != json(false)) {
@@ -454,12 +478,15 @@ std::variant<nlohmann::json, ApiError> parse_body(std::string_view body, int max
 
 std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,
                                                                 const SamplingParams& defaults,
-                                                                const RequestLimits& limits) {
+                                                                const RequestLimits& limits,
+                                                                std::string_view raw_body) {
   ChatCompletionRequest request;
   FieldReader r(body);
   if (std::optional<ApiError> e = read_messages(body, &request.messages)) return *e;
-  if (std::optional<ApiError> e = refuse_unsupported(r)) return *e;
+  if (std::optional<ApiError> e = refuse_unsupported(r, /*is_chat=*/true)) return *e;
   read_common(r, defaults, limits, &request.params);
+  if (r.error) return *r.error;
+  if (std::optional<ApiError> e = read_tools(body, raw_body, limits, &request)) return *e;
   bool wants_logprobs = false;
   r.boolean("logprobs", &wants_logprobs);
   int64_t top = 0;
@@ -476,7 +503,7 @@ std::variant<TextCompletionRequest, ApiError> read_completion_request(const nloh
   TextCompletionRequest request;
   FieldReader r(body);
   if (std::optional<ApiError> e = read_prompts(body, &request.prompts)) return *e;
-  if (std::optional<ApiError> e = refuse_unsupported(r)) return *e;
+  if (std::optional<ApiError> e = refuse_unsupported(r, /*is_chat=*/false)) return *e;
   read_common(r, defaults, limits, &request.params);
   int64_t top = 0;
   if (r.integer("logprobs", 0, limits.max_top_logprobs, &top))

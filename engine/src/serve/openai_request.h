@@ -3,6 +3,7 @@
 #pragma once
 
 #include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/sampler.h"
 
@@ -36,6 +37,7 @@ struct RequestLimits {
   int32_t max_stop_strings = 16;
   size_t max_stop_bytes = 256;   // per stop string
   size_t max_logit_bias = 1024;  // entries of logit_bias
+  size_t max_tools = 128;        // OpenAI's limit
 };
 
 // What chat and text completions share.
@@ -53,11 +55,26 @@ struct CompletionParams {
   // response_format {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema":
   // ...}} (also llama-server's "json_schema" field): the reply is held to it. Null: free text.
   std::shared_ptr<const JsonGrammar> json_grammar;
+  // Tool calls (tools with tool_choice other than "none"): json_grammar holds each call the
+  // reply writes after the trigger (GenerationRequest::grammar_trigger and its companions), and
+  // the reply is split into content and tool_calls.
+  std::string grammar_trigger;
+  bool is_grammar_trigger_forced = false;
+  bool ends_after_grammar = false;
+  bool parses_tool_calls = false;
 };
+
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
+enum class ToolChoice { None, Auto, Required, Function };
 
 struct ChatCompletionRequest {
   CompletionParams params;
   std::vector<ChatMessage> messages;
+  std::vector<ToolDefinition> tools;  // rendered into the prompt unless tool_choice is "none"
+  ToolChoice tool_choice = ToolChoice::None;
+  // Non-strict tools whose parameters use what the grammar does not support: their arguments
+  // are held to any JSON object ("name: at /...: 'pattern' is not supported").
+  std::vector<std::string> loosened_tools;
 };
 
 // A prompt given as text or as token ids.
@@ -72,9 +89,12 @@ struct TextCompletionRequest {
 // (invalid JSON or UTF-8, another type) is an ApiError.
 std::variant<nlohmann::json, ApiError> parse_body(std::string_view body, int max_depth = 64);
 
+// `raw_body`: the body's text, read again for the tools' key order (the template shows tools
+// as the client wrote them; nlohmann::json sorts keys). Empty: sorted.
 std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,
                                                                 const SamplingParams& defaults,
-                                                                const RequestLimits& limits);
+                                                                const RequestLimits& limits,
+                                                                std::string_view raw_body = {});
 std::variant<TextCompletionRequest, ApiError> read_completion_request(const nlohmann::json& body,
                                                                       const SamplingParams& defaults,
                                                                       const RequestLimits& limits);

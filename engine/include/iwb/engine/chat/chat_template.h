@@ -34,8 +34,8 @@ struct ChatToolCall {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool" (a tool's result)
   std::string content;
-  std::vector<ChatToolCall> tool_calls;  // assistant: the calls the turn made
-  std::string tool_call_id;              // tool: the call this is the result of
+  std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls the turn made
+  std::string tool_call_id = {};              // tool: the call this is the result of
 };
 
 std::string_view chat_template_family_name(ChatTemplateFamily family);

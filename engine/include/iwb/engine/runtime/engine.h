@@ -112,10 +112,11 @@ struct GenerationRequest {
   // Structured output (response_format / --json-schema): the reply is held to this grammar, token
   // by token, and ends as soon as its value is whole. Such a request speculates only when greedy.
   std::shared_ptr<const JsonGrammar> json_grammar;
-  // Tool calls (llama.cpp's lazy grammar): with a trigger, the reply is free text, and
-  // json_grammar holds only what follows each place the reply writes the trigger ("<tool_call>")
-  // up to the end of the grammar's suffix; the text is then free again, or the reply ends there
-  // when `ends_after_grammar` (one call at most: parallel_tool_calls false).
+  // Tool calls (llama.cpp's lazy grammar): with a trigger, the reply is free text until it writes
+  // the trigger ("<tool_call>"); json_grammar then holds what follows, up to the end of the
+  // grammar's suffix. After that the reply may only end or write another ("\n", the trigger and
+  // a held value), as llama.cpp's tool grammars allow; it ends there when `ends_after_grammar`
+  // (one call at most: parallel_tool_calls false).
   std::string grammar_trigger;
   bool is_grammar_trigger_forced = false;  // the reply opens with the trigger (tool_choice "required")
   bool ends_after_grammar = false;

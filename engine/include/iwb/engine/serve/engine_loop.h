@@ -25,7 +25,9 @@ class EngineLoop final : public ServeCore {
 
   // Serves `engine` under `model_id` (empty: the file name without .gguf), stepping it on a
   // thread of the loop's own. Once.
-  void start(std::unique_ptr<Engine> engine, std::string model_id);
+  // `chat_template`: llama-server's --chat-template, a family name ("chatml") or a Jinja text
+  // whose family is recognised; empty: the model's own.
+  void start(std::unique_ptr<Engine> engine, std::string model_id, std::string chat_template = {});
 
   std::shared_ptr<const ServedModel> model() const override;
   Result<Submission> submit(std::vector<GenerationRequest> requests, std::shared_ptr<ResponseChannel> channel) override;
@@ -50,6 +52,6 @@ class EngineLoop final : public ServeCore {
 };
 
 // What a loaded engine serves: the ServedModel describing it under `model_id`.
-ServedModel describe_served_model(const Engine& engine, std::string model_id);
+ServedModel describe_served_model(const Engine& engine, std::string model_id, std::string chat_template = {});
 
 }  // namespace iwb::serve

@@ -12,8 +12,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include "iwb/engine/chat/chat_template.h"
+
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,9 +29,11 @@ struct ServedModel {
   std::string id;                 // the name clients give as "model" and see in responses
   ModelSummary summary;
   tokenizer::Tokenizer tokenizer;
-  std::string chat_template;      // tokenizer.chat_template, empty when the model has none
+  std::string chat_template;      // tokenizer.chat_template (or --chat-template's text), empty when none
   int64_t context_length = 0;     // positions per sequence (prompt + generated)
   bool is_speculating = false;    // speculative decoding on (timings then carry draft_n)
+  // --chat-template NAME: the family to render chats in, instead of the one the template shows.
+  std::optional<ChatTemplateFamily> chat_template_family;
 };
 
 // One event of one of a submission's requests; `index` is the request's place in the submission.

@@ -1,0 +1,23 @@
+// The tool-calling fields of a chat request: `tools`, `tool_choice`, `parallel_tool_calls`, and
+// in messages an assistant's `tool_calls` and a tool's result (role "tool").
+#pragma once
+
+#include "openai_request.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace iwb::serve {
+
+// Reads tools, tool_choice and parallel_tool_calls into `request`; with tools to call, sets the
+// grammar of a call (refused together with another structured format) and the trigger.
+std::optional<ApiError> read_tools(const nlohmann::json& body, std::string_view raw_body, const RequestLimits& limits,
+                                   ChatCompletionRequest* request);
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}]; `param` names the message in errors.
+std::optional<ApiError> read_message_tool_calls(const nlohmann::json& calls, const std::string& param,
+                                                std::vector<ChatToolCall>* out);
+
+}  // namespace iwb::serve

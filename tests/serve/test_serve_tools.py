@@ -1,0 +1,216 @@
+"""Tool calling over the API, driven by the official openai client against a real `iwb serve`
+(aidreams with --chat-template chatml, so the Qwen2.5 / Hermes tool format): tool_choice
+"required" and a named function give calls whose arguments fit the tool's schema, in the
+response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
+the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
+conversation with calls and tool results renders as the template writes it (/apply-template);
+tool_choice "none" hides the tools; and OpenAI-shaped 400s for what cannot be honoured."""
+
+import json
+import unittest
+
+import serve_fixture as fx
+
+ARGS, REST = fx.parse_args(needs_pyenv=True)
+
+import openai  # noqa: E402  (from the virtual environment)
+import pydantic  # noqa: E402  (installed with openai)
+
+SERVER = None
+CLIENT = None
+NO_WHITESPACE = {}  # serve_fixture.whitespace_token_ids: the story model would pad the JSON
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME = {"type": "function", "function": {"name": "get_time", "description": "The time now",
+                                         "parameters": {"type": "object", "properties": {}}}}
+MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+class Order(pydantic.BaseModel):
+    item: str = pydantic.Field(max_length=10)
+    count: int = pydantic.Field(ge=1, le=5)
+
+
+def chat(**kwargs):
+    args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0, logit_bias=NO_WHITESPACE,
+                tools=[WEATHER, TIME])
+    args.update(kwargs)
+    return CLIENT.chat.completions.create(**args)
+
+
+def check_weather_call(test, call):
+    test.assertEqual(call.type, "function")
+    test.assertTrue(call.id.startswith("call_"), call.id)
+    test.assertEqual(call.function.name, "get_weather")
+    args = json.loads(call.function.arguments)
+    test.assertEqual(set(args), {"city", "unit"}, call.function.arguments)
+    test.assertIsInstance(args["city"], str)
+    test.assertLessEqual(len(args["city"]), 12)
+    test.assertIn(args["unit"], ("celsius", "fahrenheit"))
+
+
+class TestTools(unittest.TestCase):
+    def test_required_and_named_choices_give_calls_that_fit(self):
+        for temperature, seed in ((0, 1), (1.0, 2), (1.0, 3)):
+            r = chat(temperature=temperature, seed=seed, tool_choice="required")
+            choice = r.choices[0]
+            self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+            self.assertGreaterEqual(len(choice.message.tool_calls), 1)
+            for call in choice.message.tool_calls:
+                self.assertIn(call.function.name, ("get_weather", "get_time"))
+                if call.function.name == "get_weather":
+                    check_weather_call(self, call)
+                else:
+                    self.assertEqual(json.loads(call.function.arguments), {})
+        r = chat(tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
+        choice = r.choices[0]
+        self.assertEqual(choice.finish_reason, "tool_calls")
+        self.assertIsNone(choice.message.content)
+        self.assertEqual(len(choice.message.tool_calls), 1)  # one call at most
+        check_weather_call(self, choice.message.tool_calls[0])
+
+    def test_streamed_calls_equal_the_whole_response(self):
+        whole = chat(tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
+        calls, reasons, content = {}, [], ""
+        for chunk in chat(tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                          parallel_tool_calls=False, stream=True):
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            content += delta.content or ""
+            for piece in delta.tool_calls or []:
+                entry = calls.setdefault(piece.index, {"id": None, "name": "", "arguments": ""})
+                entry["id"] = piece.id or entry["id"]
+                entry["name"] += piece.function.name or ""
+                entry["arguments"] += piece.function.arguments or ""
+            reasons.append(chunk.choices[0].finish_reason)
+        self.assertEqual(reasons[-1], "tool_calls")
+        self.assertEqual(content, "")
+        self.assertEqual(len(calls), 1)
+        expected = whole.choices[0].message.tool_calls[0].function
+        self.assertEqual((calls[0]["name"], calls[0]["arguments"]), (expected.name, expected.arguments))
+        self.assertTrue(calls[0]["id"].startswith("call_"))
+        # The client's own accumulation (what agents use) reads the same call.
+        with CLIENT.chat.completions.stream(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
+                                            logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME],
+                                            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                            parallel_tool_calls=False) as stream:
+            final = stream.get_final_completion()
+        self.assertEqual(final.choices[0].message.tool_calls[0].function.arguments, expected.arguments)
+
+    def test_the_clients_pydantic_tool_and_parse(self):
+        # pydantic_function_tool sends a strict schema (additionalProperties false, bounds,
+        # maxLength); parse reads the call's arguments back into the model.
+        r = CLIENT.chat.completions.parse(model="aidreams", messages=[{"role": "user", "content": "Order two cakes"}],
+                                          tools=[openai.pydantic_function_tool(Order)], tool_choice="required",
+                                          max_tokens=100, temperature=0, logit_bias=NO_WHITESPACE)
+        call = r.choices[0].message.tool_calls[0]
+        self.assertEqual(call.function.name, "Order")
+        self.assertIsInstance(call.function.parsed_arguments, Order)
+        self.assertTrue(1 <= call.function.parsed_arguments.count <= 5)
+        self.assertLessEqual(len(call.function.parsed_arguments.item), 10)
+
+    def test_auto_lets_the_model_answer_in_text(self):
+        # A story model does not call tools by itself: its reply stays text.
+        r = chat(tool_choice="auto", max_tokens=30)
+        choice = r.choices[0]
+        self.assertIsNone(choice.message.tool_calls)
+        self.assertTrue(choice.message.content)
+        self.assertIn(choice.finish_reason, ("stop", "length"))
+
+    def test_conversation_with_calls_and_results_renders_as_the_template_does(self):
+        conversation = MESSAGES + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"celsius\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"},
+        ]
+        status, body, _ = SERVER.post("/apply-template", {"messages": conversation, "tools": [WEATHER]})
+        self.assertEqual(status, 200, body)
+        prompt = json.loads(body)["prompt"]
+        self.assertTrue(prompt.startswith("<|im_start|>system\n\n\n# Tools\n"), prompt)
+        # The tool as the client wrote it (key order kept), then the call and the result.
+        self.assertIn('\n{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a '
+                      'city", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": '
+                      '12}, "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}}\n</tools>',
+                      prompt)
+        self.assertIn('<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", '
+                      '"unit": "celsius"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n21 degrees\n'
+                      '</tool_response><|im_end|>\n<|im_start|>assistant\n', prompt)
+        # The same conversation generates (the model answers after the result).
+        r = chat(messages=conversation, max_tokens=20)
+        self.assertTrue(r.choices[0].message.content)
+        # tool_choice "none": the model is not shown the tools.
+        status, body, _ = SERVER.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER], "tool_choice": "none"})
+        self.assertNotIn("# Tools", json.loads(body)["prompt"])
+
+    def test_what_cannot_be_honoured_is_a_400(self):
+        strict = {"type": "function", "function": {"name": "f", "strict": True, "parameters": {
+            "type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}}}}}
+        cases = [
+            ({"tools": [{"type": "retrieval"}]}, "tools[0]", "only functions"),
+            ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name", "letters"),
+            ({"tools": [TIME, TIME]}, "tools[1].function.name", "given twice"),
+            ({"tools": [strict]}, "tools", "strict tool 'f'"),
+            ({"tool_choice": "required"}, "tool_choice", "needs 'tools'"),
+            ({"tools": [TIME], "tool_choice": "sometimes"}, "tool_choice", "\"required\""),
+            ({"tools": [TIME], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice",
+             "no tool is named 'get_weather'"),
+            ({"tools": [TIME], "response_format": {"type": "json_object"}}, "tools", "not both"),
+            ({"tools": [TIME], "parallel_tool_calls": "yes"}, "parallel_tool_calls", "true or false"),
+            ({"functions": [{"name": "f"}]}, "functions", "give 'tools'"),
+            ({"messages": [{"role": "function", "name": "f", "content": "x"}]}, "messages[0].role", "tool"),
+            ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]},
+             "messages[0].tool_calls", "tool_calls must be"),
+        ]
+        for extra, param, words in cases:
+            with self.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:
+                CLIENT.chat.completions.create(model="aidreams", messages=[{"role": "user", "content": "hi"}],
+                                               max_tokens=5, extra_body=extra)
+            self.assertEqual(e.exception.body["param"], param, json.dumps(extra))
+            self.assertIn(words, e.exception.body["message"])
+        # Tools belong to chat: the text completions endpoint refuses them.
+        with self.assertRaises(openai.BadRequestError) as e:
+            CLIENT.completions.create(model="aidreams", prompt="hi", max_tokens=5, extra_body={"tools": [TIME]})
+        self.assertIn("/v1/chat/completions", e.exception.body["message"])
+        self.assertEqual(SERVER.get("/health")[0], 200)
+
+    def test_a_template_without_a_tool_format_refuses_tools(self):
+        # The same model served with its own (plain) template: tools cannot be rendered.
+        with fx.Server(MODEL) as plain:
+            client = fx.openai_client(plain)
+            with self.assertRaises(openai.BadRequestError) as e:
+                client.chat.completions.create(model="aidreams", messages=MESSAGES, max_tokens=5, tools=[TIME])
+            self.assertEqual(e.exception.body["param"], "tools")
+            self.assertIn("this model's is plain", e.exception.body["message"])
+            self.assertEqual(plain.stop(), 0)
+
+
+def main():
+    global MODEL
+    MODEL = fx.aidreams_gguf()
+
+    def start(server):
+        global SERVER, CLIENT
+        SERVER = server
+        CLIENT = fx.openai_client(server)
+        NO_WHITESPACE.update({str(i): -100 for i in fx.whitespace_token_ids(server)})
+
+    # The tools header is ~500 of aidreams' tokens: the context is stretched past its 128 (the
+    # replies are still held to the grammar; their words do not matter here).
+    fx.serve_and_test(MODEL, ["--chat-template", "chatml", "-c", "2048"], REST, start)
+
+
+if __name__ == "__main__":
+    main()
