@@ -1,7 +1,8 @@
 // What structured output costs per token, with a real vocabulary: building the vocabulary's
 // byte table, checking one sampled token, and the full mask (every token checked) at the kinds
-// of place a reply reaches. A plain program, not a test: it prints figures.
+// of place a reply reaches (a JSON Schema's reply, and a tool call's). A plain program, not a test: it prints figures.
 //   bench_token_constraint MODEL.gguf [REPEATS]
+#include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/sampling/token_constraint.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
@@ -25,6 +26,9 @@ const char* kSchema = R"({"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
     "city": {"type": "string"}}, "required": ["name", "age", "city"]}}},
   "required": ["people"]})";
+
+const char* kWeatherParameters = R"({"type": "object", "properties": {"city": {"type": "string"},
+  "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"]})";
 
 }  // namespace
 
@@ -52,14 +56,38 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", grammar.error_message().c_str());
     return 1;
   }
+  // Tool calls: two tools' call grammar, from the trigger on (tool_choice "required").
+  ToolDefinition weather{"get_weather", kWeatherParameters, false, ""};
+  ToolDefinition time{"get_time", R"({"type": "object", "properties": {}})", false, ""};
+  auto tools = tool_call_grammar({weather, time});
+  if (!tools) {
+    std::fprintf(stderr, "%s\n", tools.error_message().c_str());
+    return 1;
+  }
+  const std::string lead(kToolCallOpen);
+  struct Place {
+    std::shared_ptr<const JsonGrammar> grammar;
+    std::string lead;
+    const char* reply;
+  };
+  const std::vector<Place> places = {
+      {*grammar, "", ""},
+      {*grammar, "", "{\"people\": ["},
+      {*grammar, "", "{\"people\": [{\"name\": \"Al"},
+      {*grammar, "", "{\"people\": [{\"name\": \"Al\", \"age\": 3"},
+      {*grammar, "", "{\"people\": [{\"name\": \"Al\", \"age\": 30, \"city\": \"Paris\"}"},
+      {tools->grammar, lead, ""},
+      {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_"},
+      {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"},
+      {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool"},
+  };
   const tokenizer::TokenId probe = tok->encode("\"name", {.add_bos = false}).front();
-  std::printf("%-44s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
-  for (const char* prefix :
-       {"", "{\"people\": [", "{\"people\": [{\"name\": \"Al", "{\"people\": [{\"name\": \"Al\", \"age\": 3",
-        "{\"people\": [{\"name\": \"Al\", \"age\": 30, \"city\": \"Paris\"}"}) {
-    JsonMatcher m(*grammar);
+  std::printf("%-60s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
+  for (const Place& place : places) {
+    const char* prefix = place.reply;
+    JsonMatcher m(place.grammar, place.lead);
     if (!m.feed(prefix)) {
-      std::fprintf(stderr, "the schema refuses '%s'\n", prefix);
+      std::fprintf(stderr, "the grammar refuses '%s'\n", prefix);
       return 1;
     }
     std::vector<float> logits(bytes.size());
@@ -74,8 +102,9 @@ int main(int argc, char** argv) {
     bool any = false;
     for (int i = 0; i < repeats * 100; ++i) any ^= is_token_allowed(m, bytes, probe);
     const double one_us = ms_since(t0) * 1000.0 / (repeats * 100);
-    std::printf("%-44s %9zu %10.2f %12.2f%s\n", (std::string("'") + prefix + "'").substr(0, 44).c_str(), allowed,
-                mask_ms, one_us, any ? "" : "");
+    std::string shown = (place.lead.empty() ? "'" : "tool call '") + std::string(prefix) + "'";
+    for (size_t at = shown.find('\n'); at != std::string::npos; at = shown.find('\n')) shown.replace(at, 1, "\\n");
+    std::printf("%-60s %9zu %10.2f %12.2f%s\n", shown.substr(0, 60).c_str(), allowed, mask_ms, one_us, any ? "" : "");
   }
   return 0;
 }
