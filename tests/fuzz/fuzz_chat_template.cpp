@@ -2,11 +2,14 @@
 // GGUF's tokenizer.chat_template comes from whoever made the file); the renderer writes every
 // family for arbitrary messages; the stop strings of each family are asked for. A model's reply
 // is arbitrary text too: split_reply reads each message's content as one, whole and streaming,
-// and the streaming parts must never be longer than the whole reply's.
+// and the streaming parts must never be longer than the whole reply's; split_tool_calls the same
+// way, the stream's text and calls a beginning of the whole reply's. Assistant turns carry tool
+// calls now and then, and the tools and default system text come from the template text.
 #include "fuzz_input.h"
 
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/reply_parts.h"
+#include "iwb/engine/chat/tool_calls.h"
 
 #include <cstdint>
 #include <vector>
@@ -30,11 +33,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (streaming.content.size() > whole.content.size() || streaming.reasoning.size() > whole.reasoning.size()) {
       __builtin_trap();
     }
+    // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
+    const iwb::ToolReply calls = iwb::split_tool_calls(m.content);
+    const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true);
+    if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
+        streamed.calls.size() > calls.calls.size()) {
+      __builtin_trap();
+    }
+    for (size_t i = 0; i < streamed.calls.size(); ++i) {
+      if (streamed.calls[i].name != calls.calls[i].name || streamed.calls[i].arguments != calls.calls[i].arguments) {
+        __builtin_trap();
+      }
+    }
+    if (m.role == "assistant" && (role & 4)) m.tool_calls.push_back({"id", in.string(64), in.string(512)});
     messages.push_back(std::move(m));
   }
   iwb::ChatRenderOptions options;
   options.add_generation_prompt = flags & 1;
   options.bos_text = (flags & 2) ? "<s>" : "";
+  options.default_system = iwb::chat_template_default_system(jinja);
+  if (flags & 4) options.tools = {iwb::template_tojson(jinja.substr(0, 512))};
   for (int f = 0; f <= static_cast<int>(iwb::ChatTemplateFamily::Plain); ++f) {
     const auto family = static_cast<iwb::ChatTemplateFamily>(f);
     (void)iwb::render_chat(family, messages, options);

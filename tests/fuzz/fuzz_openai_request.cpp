@@ -1,5 +1,6 @@
 // Fuzz target: the server's request handling below HTTP: the JSON body parser with its depth
-// limit, and the chat and text completion request readers (every field's type and range check).
+// limit, and the chat and text completion request readers (every field's type and range check,
+// tools and their schemas compiled into a call grammar).
 #include "serve/openai_request.h"
 
 #include <cstdint>
@@ -11,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto* json = std::get_if<nlohmann::json>(&parsed)) {
     const iwb::SamplingParams defaults;
     const iwb::serve::RequestLimits limits;
-    (void)iwb::serve::read_chat_request(*json, defaults, limits);
+    (void)iwb::serve::read_chat_request(*json, defaults, limits, body);  // tools read again in order
     (void)iwb::serve::read_completion_request(*json, defaults, limits);
     (void)iwb::serve::dump_json(*json);
   }

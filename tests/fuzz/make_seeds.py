@@ -162,6 +162,14 @@ REQUESTS = [
     {"model": "m", "prompt": [[1, 2, 3], "text"], "max_tokens": 4, "ignore_eos": True, "min_p": 0.05,
      "repeat_penalty": 1.1, "top_k": 40},
     {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "parts"}]}]},
+    {"model": "m", "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21"}],
+     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "strict": False,
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+     "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False},
 ]
 
 TEMPLATES = [

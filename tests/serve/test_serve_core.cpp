@@ -88,7 +88,7 @@ class TestServeCore : public QObject {
     QVERIFY(file);
     auto tok = tokenizer::Tokenizer::from_gguf(**file);
     QVERIFY(tok);
-    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false});
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}});
     const std::vector<std::string> pieces = {"<|channel|>", "analysis",    "<|message|>", "Think",     " <",
                                              "b> hard.",    "<|end|>",     "<|start|>",   "assistant", "<|channel|>",
                                              "final",       "<|message|>", "Forty",       "-two <"};
@@ -120,6 +120,123 @@ class TestServeCore : public QObject {
       QCOMPARE(reasoning, std::string("Think <b> hard."));
       QCOMPARE(content, std::string("Forty-two <"));  // the held-back "<" arrives at the end
     }
+  }
+
+  // A reply with text and two calls, cut into pieces anywhere: streamed as content deltas with
+  // no marker in them and one tool_calls entry per whole call (ids kept), finish_reason
+  // tool_calls; the whole body the same, with content null when there is only calls; a reply
+  // cut by max_tokens is "length", its unclosed call left as text.
+  void chatSessionSendsToolCalls() {
+    auto file = gguf::GgufFile::open(m_model);
+    QVERIFY(file);
+    auto tok = tokenizer::Tokenizer::from_gguf(**file);
+    QVERIFY(tok);
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}});
+    const std::string reply =
+        "Checking <b>.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+    for (const size_t cut : {size_t{1}, size_t{3}, size_t{7}}) {
+      for (const bool is_stream : {true, false}) {
+        CompletionParams params;
+        params.is_stream = is_stream;
+        params.parses_tool_calls = true;
+        CompletionSession session(CompletionKind::Chat, model, params, {5});
+        std::string sent;
+        for (size_t at = 0; at < reply.size(); at += cut) {
+          sent += session.add({{0, TokenEvent{1, 7, reply.substr(at, cut)}}});
+        }
+        RequestFinished done;
+        done.reason = FinishReason::EndOfGeneration;
+        sent += session.add({{0, done}});
+        if (!is_stream) {
+          const json body = json::parse(session.finish_text());
+          const json& choice = body["choices"][0];
+          QCOMPARE(choice["finish_reason"].get<std::string>(), std::string("tool_calls"));
+          QCOMPARE(choice["message"]["content"].get<std::string>(), std::string("Checking <b>."));
+          QCOMPARE(choice["message"]["tool_calls"].size(), size_t{2});
+          QCOMPARE(choice["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>(),
+                   std::string(R"({"city":"Oslo"})"));
+          QCOMPARE(choice["message"]["tool_calls"][1]["function"]["name"].get<std::string>(), std::string("now"));
+          continue;
+        }
+        std::string content, finish;
+        std::vector<json> calls;
+        for (size_t at = sent.find("data: "); at != std::string::npos; at = sent.find("data: ", at + 1)) {
+          const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
+          const json& delta = chunk["choices"][0]["delta"];
+          if (delta.contains("content")) content += delta["content"].get<std::string>();
+          if (delta.contains("tool_calls")) {
+            for (const json& c : delta["tool_calls"]) calls.push_back(c);
+          }
+          if (chunk["choices"][0]["finish_reason"].is_string()) finish = chunk["choices"][0]["finish_reason"];
+        }
+        QCOMPARE(content, std::string("Checking <b>."));
+        QCOMPARE(calls.size(), size_t{2});
+        QCOMPARE(calls[0]["index"].get<int>(), 0);
+        QCOMPARE(calls[1]["index"].get<int>(), 1);
+        QVERIFY(calls[0]["id"].get<std::string>().rfind("call_", 0) == 0);
+        QVERIFY(calls[0]["id"] != calls[1]["id"]);
+        QCOMPARE(calls[1]["function"]["arguments"].get<std::string>(), std::string("{}"));
+        QCOMPARE(finish, std::string("tool_calls"));
+      }
+    }
+    // Only calls: content null. Cut inside a call by max_tokens: "length", the call as text.
+    CompletionParams params;
+    params.parses_tool_calls = true;
+    CompletionSession only(CompletionKind::Chat, model, params, {5});
+    only.add({{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}}});
+    RequestFinished done;
+    only.add({{0, done}});
+    QVERIFY(json::parse(only.finish_text())["choices"][0]["message"]["content"].is_null());
+    CompletionSession cut(CompletionKind::Chat, model, params, {5});
+    cut.add({{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"no"}}});
+    done.reason = FinishReason::MaxTokens;
+    cut.add({{0, done}});
+    const json body = json::parse(cut.finish_text());
+    QCOMPARE(body["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
+    QCOMPARE(body["choices"][0]["message"]["content"].get<std::string>(), std::string("<tool_call>\n{\"name\": \"no"));
+    // Without tools the same text is content, as written.
+    CompletionSession plain(CompletionKind::Chat, model, CompletionParams{}, {5});
+    plain.add({{0, TokenEvent{1, 7, reply}}});
+    done.reason = FinishReason::EndOfGeneration;
+    plain.add({{0, done}});
+    QCOMPARE(json::parse(plain.finish_text())["choices"][0]["message"]["content"].get<std::string>(), reply);
+  }
+
+  // tools, tool_choice and the messages of a tool conversation read into the request: the
+  // call grammar and trigger set, the tools rendered in the client's key order.
+  void readsAToolRequest() {
+    const std::string text = R"({"messages": [{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "21"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+         "properties": {"city": {"type": "string"}}, "required": ["city"]}, "description": "Weather"}}],
+        "tool_choice": "required", "parallel_tool_calls": false})";
+    auto read = read_chat_request(json::parse(text), SamplingParams{}, {}, text);
+    QVERIFY(std::holds_alternative<ChatCompletionRequest>(read));
+    const ChatCompletionRequest& r = std::get<ChatCompletionRequest>(read);
+    QCOMPARE(r.messages.size(), size_t{3});
+    QCOMPARE(r.messages[1].tool_calls.size(), size_t{1});
+    QCOMPARE(r.messages[1].tool_calls[0].arguments, std::string("{}"));
+    QCOMPARE(r.messages[1].tool_calls[0].name, std::string("get_weather"));
+    QCOMPARE(r.messages[2].role, std::string("tool"));
+    QCOMPARE(r.messages[2].tool_call_id, std::string("c1"));
+    QCOMPARE(r.tools.size(), size_t{1});
+    QVERIFY(r.tools[0].rendered.find(R"("parameters": {"type": "object")") <
+            r.tools[0].rendered.find(R"("description": "Weather")"));  // the client's order, not sorted
+    QCOMPARE(r.tool_choice, ToolChoice::Required);
+    QVERIFY(r.params.json_grammar != nullptr);
+    QCOMPARE(r.params.grammar_trigger, std::string("<tool_call>"));
+    QVERIFY(r.params.is_grammar_trigger_forced);
+    QVERIFY(r.params.ends_after_grammar);
+    QVERIFY(r.params.parses_tool_calls);
+    // tool_choice none: the tools are read, nothing is held or parsed.
+    auto none = read_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"), SamplingParams{}, {});
+    QVERIFY(std::holds_alternative<ChatCompletionRequest>(none));
+    QVERIFY(!std::get<ChatCompletionRequest>(none).params.json_grammar);
+    QVERIFY(!std::get<ChatCompletionRequest>(none).params.parses_tool_calls);
   }
 
   void readsAValidChatRequest() {
@@ -159,7 +276,8 @@ class TestServeCore : public QObject {
     QTest::newRow("no messages") << QByteArray("{\"model\": \"m\"}") << "messages";
     QTest::newRow("empty messages") << QByteArray("{\"messages\": []}") << "messages";
     QTest::newRow("unknown role") << QByteArray(R"({"messages": [{"role": "wizard", "content": "hi"}]})") << "messages[0].role";
-    QTest::newRow("tool role") << QByteArray(R"({"messages": [{"role": "tool", "content": "hi"}]})") << "messages[0].role";
+    QTest::newRow("function role") << QByteArray(R"({"messages": [{"role": "function", "content": "hi"}]})")
+                                   << "messages[0].role";
     QTest::newRow("content number") << QByteArray(R"({"messages": [{"role": "user", "content": 5}]})") << "messages[0].content";
     QTest::newRow("image part")
         << QByteArray(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})")
@@ -179,7 +297,8 @@ class TestServeCore : public QObject {
     QTest::newRow("stream string") << "{" + ok + R"(, "stream": "yes"})" << "stream";
     QTest::newRow("top_logprobs alone") << "{" + ok + R"(, "top_logprobs": 2})" << "top_logprobs";
     QTest::newRow("top_logprobs 100") << "{" + ok + R"(, "logprobs": true, "top_logprobs": 100})" << "top_logprobs";
-    QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})" << "tools";
+    QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})" << "tools[0]";
+    QTest::newRow("functions") << "{" + ok + R"(, "functions": [{"name": "f"}]})" << "functions";
     QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})" << "stream_options";
   }
 
