@@ -21,6 +21,7 @@ class TestToolCalls : public QObject {
   void defaultSystemIsReadFromTheTemplate();
   void chatmlRendersToolsAsQwenDoes();
   void chatmlRendersSystemAndToolsAsQwenDoes();
+  void chatmlRendersToolsAsQwen3Does();
   void chatmlRendersCallsWithoutToolsAsQwenDoes();
   void grammarHoldsACallToTheTools();
   void grammarNamedToolAndStrictness();
@@ -51,7 +52,7 @@ ToolDefinition tool(const char* whole_json) {
 
 const std::string kQwenSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 const std::string kToolsIntro =
-    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
     "function signatures within <tools></tools> XML tags:\n<tools>";
 const std::string kToolsOutro =
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
@@ -103,8 +104,9 @@ void TestToolCalls::chatmlRendersToolsAsQwenDoes() {
   ChatRenderOptions o;
   o.tools = {tool(kWeatherTool).rendered, tool(kNowTool).rendered};
   o.default_system = kQwenSystem;
+  o.doubles_tool_example_braces = true;  // Qwen2.5-Coder's template (the default model's)
   const std::string expected =
-      "<|im_start|>system\n" + kQwenSystem + kToolsIntro +
+      "<|im_start|>system\n" + kQwenSystem + "\n\n" + kToolsIntro +
       "\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city, °C\", "
       "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"enum\": "
       "[\"c\", \"f\"]}}, \"required\": [\"city\"]}}}\n{\"type\": \"function\", \"function\": {\"name\": \"now\", "
@@ -122,12 +124,32 @@ void TestToolCalls::chatmlRendersSystemAndToolsAsQwenDoes() {
   ChatRenderOptions o;
   o.tools = {tool(kNowTool).rendered};
   o.default_system = kQwenSystem;  // not used: the conversation has its own
+  o.doubles_tool_example_braces = true;
   const std::string expected =
-      "<|im_start|>system\nBe brief." + kToolsIntro +
+      "<|im_start|>system\nBe brief.\n\n" + kToolsIntro +
       "\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
       "{\"type\": \"object\", \"properties\": {}}}}" +
       kToolsOutro + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
   QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, {{"system", "Be brief.", {}, {}}, {"user", "Hi", {}, {}}}, o), expected);
+}
+
+// Qwen3's template (and Qwen2.5-Instruct's current one): no default system text, so the tools
+// open the system turn; the call example with single braces. (Expected text rendered by jinja2
+// from llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja.)
+void TestToolCalls::chatmlRendersToolsAsQwen3Does() {
+  ChatRenderOptions o;
+  o.tools = {tool(kNowTool).rendered};
+  const std::string expected =
+      "<|im_start|>system\n" + kToolsIntro +
+      "\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
+      "{\"type\": \"object\", \"properties\": {}}}}\n</tools>\n\nFor each function call, return a json object with "
+      "function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, {{"user", "Hi", {}, {}}}, o), expected);
+  QVERIFY(chat_template_doubles_tool_example(
+      "{{- \"...<tool_call>\\n{{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}}\\n</tool_call>\" }}"));
+  QVERIFY(!chat_template_doubles_tool_example(
+      "{{- \"...<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call>\" }}"));
 }
 
 void TestToolCalls::chatmlRendersCallsWithoutToolsAsQwenDoes() {

@@ -29,6 +29,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.tools = options.tools;
   // Qwen2.5's template writes its own system turn when the conversation has none.
   render.default_system = chat_template_default_system(chat_template);
+  render.doubles_tool_example_braces = chat_template_doubles_tool_example(chat_template);
   if (tokenizer.is_valid(vocab.special.bos)) render.bos_text = vocab.tokens[static_cast<size_t>(vocab.special.bos)];
   if (tokenizer.is_valid(vocab.special.eos)) render.eos_text = vocab.tokens[static_cast<size_t>(vocab.special.eos)];
   prompt.text = render_chat(prompt.family, messages, render);

@@ -51,14 +51,19 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
   std::string s;
   size_t first = 0;
   if (!o.tools.empty()) {
+    // Qwen2.5 writes its default system text when there is no system message; Qwen3 writes none.
     const bool has_system = !messages.empty() && messages[0].role == "system";
-    s += "<|im_start|>system\n" + (has_system ? messages[0].content : o.default_system) +
-         "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    const std::string& system = has_system ? messages[0].content : o.default_system;
+    s += "<|im_start|>system\n";
+    if (has_system || !system.empty()) s += system + "\n\n";
+    s += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
     for (const std::string& tool : o.tools) s += "\n" + tool;
+    const std::string example = "\"name\": <function-name>, \"arguments\": <args-json-object>";
     s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-         "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
-         "<args-json-object>}}\n</tool_call><|im_end|>\n";
+         "<tool_call></tool_call> XML tags:\n<tool_call>\n" +
+         (o.doubles_tool_example_braces ? "{{" + example + "}}" : "{" + example + "}") +
+         "\n</tool_call><|im_end|>\n";
     first = has_system ? 1 : 0;
   } else if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system")) {
     s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
@@ -240,6 +245,10 @@ std::string chat_template_default_system(std::string_view t) {
     if (!text.empty() && text.find_first_of("'\"{}\\") == std::string_view::npos) return std::string(text);
   }
   return {};
+}
+
+bool chat_template_doubles_tool_example(std::string_view t) {
+  return t.find("{{\\\"name\\\": <function-name>") != std::string_view::npos;
 }
 
 std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {

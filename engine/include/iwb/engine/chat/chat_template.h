@@ -54,6 +54,9 @@ struct ChatRenderOptions {
   // The system text the template writes when the conversation has none
   // (chat_template_default_system; ChatML only).
   std::string default_system;
+  // Qwen2.5-Coder's template writes the call example as {{"name": ...}}, Qwen2.5's and Qwen3's
+  // as {"name": ...} (chat_template_doubles_tool_example).
+  bool doubles_tool_example_braces = false;
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
@@ -63,6 +66,10 @@ bool chat_template_has_tools(ChatTemplateFamily family);
 // The system text a ChatML template writes when a conversation has none, read from its
 // Jinja text (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."); empty when it has none.
 std::string chat_template_default_system(std::string_view jinja_template);
+
+// Whether the template writes its tool-call example with doubled braces ({{"name": ...}}, a
+// quirk of some Qwen2.5 releases' templates, reproduced as written).
+bool chat_template_doubles_tool_example(std::string_view jinja_template);
 
 std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
                         const ChatRenderOptions& options);

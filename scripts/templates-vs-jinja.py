@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Chat prompts of `iwb serve` against Jinja templates rendered by jinja2 as Hugging Face renders
+them (tojson with the keys in order and non-ASCII as it is, trim_blocks, lstrip_blocks):
+    scripts/templates-vs-jinja.py IWB MODEL.gguf TEMPLATE.jinja...
+serves MODEL with each template as --chat-template (its family recognised, its default system
+text and tool example read from it) and compares POST /apply-template with jinja2's rendering
+for conversations with tools, tool calls and results. Needs jinja2 (pip install jinja2).
+Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when any differs."""
+import datetime
+import difflib
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+IWB, MODEL, TEMPLATES = sys.argv[1], sys.argv[2], sys.argv[3:]
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+def raise_exception(m):
+    raise Exception(m)
+
+
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+env.filters["tojson"] = tojson
+env.globals["raise_exception"] = raise_exception
+env.globals["strftime_now"] = lambda f: datetime.datetime(2026, 12, 5).strftime(f)
+WEATHER = {"type":"function","function":{"name":"get_weather","description":"Weather in a city, °C","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city"]}}}
+NOW = {"type":"function","function":{"name":"now","description":"The time","parameters":{"type":"object","properties":{}}}}
+def args_obj(msgs):  # templates get arguments as objects (vLLM and llama.cpp pass them so)
+    out = []
+    for m in msgs:
+        m = json.loads(json.dumps(m))
+        for c in m.get("tool_calls", []) or []:
+            c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+        if m.get("content") is None:
+            m["content"] = ""
+        out.append(m)
+    return out
+CASES = [
+ {"messages":[{"role":"user","content":"What is the weather in Paris?"}],"tools":[WEATHER,NOW]},
+ {"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"tools":[NOW]},
+ {"messages":[{"role":"user","content":"Weather in Paris and the time?"},
+   {"role":"assistant","content":None,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\",\"unit\":\"c\"}"}},{"id":"call_2","type":"function","function":{"name":"now","arguments":"{}"}}]},
+   {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 21}"},{"role":"tool","tool_call_id":"call_2","content":"12:00"},
+   {"role":"assistant","content":"21 °C at noon."},{"role":"user","content":"Thanks"}],"tools":[WEATHER,NOW]},
+ {"messages":[{"role":"user","content":"Hi"}]},
+ {"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"},{"role":"assistant","content":"Let me look.","tool_calls":[{"id":"c","type":"function","function":{"name":"now","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"noon"}]},
+]
+def post(port, path, body):
+    r = urllib.request.Request(f"http://localhost:{port}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        return json.loads(urllib.request.urlopen(r).read())
+    except urllib.error.HTTPError as e:
+        return {"prompt": "HTTP %d %s" % (e.code, e.read()[:200])}
+ok = True
+for name in TEMPLATES:
+    text = open(name).read()
+    tmpl = env.from_string(text)
+    p = subprocess.Popen([IWB, "serve", "-m", MODEL, "--port", "8383", "-t", "1", "--chat-template", text],
+                         stderr=subprocess.DEVNULL)
+    time.sleep(2)
+    try:
+        for i, c in enumerate(CASES):
+            ref = tmpl.render(messages=args_obj(c["messages"]), tools=c.get("tools"), add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
+            ours = post(8383, "/apply-template", c)["prompt"]
+            print(name, i, "identical" if ref == ours else "DIFFERENT")
+            if ref != ours:
+                ok = False
+                for l in list(difflib.unified_diff(ref.splitlines(), ours.splitlines(), "jinja2", "iwb", lineterm="", n=1))[:14]: print("   ", l[:160])
+    finally:
+        p.terminate()
+        p.wait()
+sys.exit(0 if ok else 1)
