@@ -32,6 +32,7 @@ class TestStructuredOutput : public QObject {
   void noTokenThatFitsEndsTheRequest();
   void triggerHoldsOnlyWhatFollowsIt();
   void forcedTriggerOpensTheReply();
+  void triggerAtTheStartIsTheValuesOwn();
 
  private:
   QTemporaryDir m_tmp;
@@ -396,6 +397,36 @@ void TestStructuredOutput::forcedTriggerOpensTheReply() {
       }
     }
   }
+}
+
+// Llama 3's calls: the trigger ("{" there) is the value's own first byte and counts only at the
+// reply's start. Here the story model's greedy reply opens with ",": with "," as the trigger the
+// reply is one of the held values; a trigger found later ("like") changes nothing.
+void TestStructuredOutput::triggerAtTheStartIsTheValuesOwn() {
+  const Reply free = generate(*m_engine, request(*m_engine, "Once upon a time", 0.0f, 1, nullptr));
+  QVERIFY2(free.text.rfind(",", 0) == 0 && free.text.find(" like") != std::string::npos, free.text.c_str());
+  GenerationRequest q = request(*m_engine, "Once upon a time", 0.0f, 1, framed_choices({", yes", ", no"}, "", ""));
+  q.grammar_trigger = ",";
+  q.is_trigger_in_grammar = true;
+  q.is_trigger_at_start = true;
+  q.ends_after_grammar = true;
+  const Reply held = generate(*m_engine, q);
+  QVERIFY2(held.text == ", yes" || held.text == ", no", held.text.c_str());
+  QCOMPARE(held.finished.reason, FinishReason::EndOfGeneration);
+  GenerationRequest later = request(*m_engine, "Once upon a time", 0.0f, 1, framed_choices({" like it"}, "", ""));
+  later.grammar_trigger = " like";
+  later.is_trigger_in_grammar = true;
+  later.is_trigger_at_start = true;
+  QCOMPARE(generate(*m_engine, later).text, free.text);
+  // Forced: the reply is the value from its first byte.
+  GenerationRequest forced = request(*m_engine, "Once upon a time", 0.0f, 1, framed_choices({"{yes}", "{no}"}, "", ""));
+  forced.grammar_trigger = "{";
+  forced.is_trigger_in_grammar = true;
+  forced.is_trigger_at_start = true;
+  forced.is_grammar_trigger_forced = true;
+  forced.ends_after_grammar = true;
+  const Reply opened = generate(*m_engine, forced);
+  QVERIFY2(opened.text == "{yes}" || opened.text == "{no}", opened.text.c_str());
 }
 
 QTEST_GUILESS_MAIN(TestStructuredOutput)

@@ -23,6 +23,8 @@ class TestToolCalls : public QObject {
   void chatmlRendersSystemAndToolsAsQwenDoes();
   void chatmlRendersToolsAsQwen3Does();
   void chatmlRendersCallsWithoutToolsAsQwenDoes();
+  void llama31RendersToolsAsItsTemplateDoes();
+  void llama3CallsAreTheWholeReply();
   void grammarHoldsACallToTheTools();
   void grammarNamedToolAndStrictness();
   void grammarFollowsRefsInParameters();
@@ -46,7 +48,7 @@ ToolDefinition tool(const char* whole_json) {
   d.name = t["function"]["name"].get<std::string>();
   if (t["function"].contains("parameters")) d.parameters_json = t["function"]["parameters"].dump();
   d.is_strict = t["function"].value("strict", false);
-  d.rendered = template_tojson(t.dump());
+  d.json = t.dump();
   return d;
 }
 
@@ -75,6 +77,10 @@ void TestToolCalls::tojsonWritesAsPythonDoes() {
   QCOMPARE(template_tojson(escapes), std::string("{\"s\": \"°C \\\"q\\\" \\\\ \\n\\u0001\"}"));
   QCOMPARE(template_tojson("[]"), std::string("[]"));
   QCOMPARE(template_tojson("1.5"), std::string("1.5"));
+  // tojson(indent=4): an item a line, "," at line ends, empty containers kept short.
+  QCOMPARE(template_tojson(R"({"a":[1,{}],"b":{"c":[]}})", 4),
+           std::string("{\n    \"a\": [\n        1,\n        {}\n    ],\n    \"b\": {\n        \"c\": []\n    }\n}"));
+  QCOMPARE(template_tojson_string("21 \"C\""), std::string("\"21 \\\"C\\\"\""));
   // Not JSON: written as a string, as tojson writes a Python str.
   QCOMPARE(template_tojson("city=Paris"), std::string("\"city=Paris\""));
 }
@@ -102,7 +108,7 @@ void TestToolCalls::chatmlRendersToolsAsQwenDoes() {
       {"user", "Thanks", {}, {}},
   };
   ChatRenderOptions o;
-  o.tools = {tool(kWeatherTool).rendered, tool(kNowTool).rendered};
+  o.tools = {tool(kWeatherTool).json, tool(kNowTool).json};
   o.default_system = kQwenSystem;
   o.doubles_tool_example_braces = true;  // Qwen2.5-Coder's template (the default model's)
   const std::string expected =
@@ -122,7 +128,7 @@ void TestToolCalls::chatmlRendersToolsAsQwenDoes() {
 
 void TestToolCalls::chatmlRendersSystemAndToolsAsQwenDoes() {
   ChatRenderOptions o;
-  o.tools = {tool(kNowTool).rendered};
+  o.tools = {tool(kNowTool).json};
   o.default_system = kQwenSystem;  // not used: the conversation has its own
   o.doubles_tool_example_braces = true;
   const std::string expected =
@@ -138,7 +144,7 @@ void TestToolCalls::chatmlRendersSystemAndToolsAsQwenDoes() {
 // from llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja.)
 void TestToolCalls::chatmlRendersToolsAsQwen3Does() {
   ChatRenderOptions o;
-  o.tools = {tool(kNowTool).rendered};
+  o.tools = {tool(kNowTool).json};
   const std::string expected =
       "<|im_start|>system\n" + kToolsIntro +
       "\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
@@ -165,6 +171,77 @@ void TestToolCalls::chatmlRendersCallsWithoutToolsAsQwenDoes() {
   QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, messages, o), expected);
   // Without a default (a ChatML template that has none), no system turn is made up.
   QVERIFY(render_chat(ChatTemplateFamily::ChatMl, messages, {}).rfind("<|im_start|>user\nHi", 0) == 0);
+}
+
+// Llama 3.1's template (jinja2 rendering of llama.cpp's models/templates copy): the system
+// block with its date, the tools in the first user message as tojson(indent=4), contents
+// trimmed, the call as {"name", "parameters"}, a tool's result as a JSON string in an ipython
+// turn. Without tools the system block is still written.
+void TestToolCalls::llama31RendersToolsAsItsTemplateDoes() {
+  ChatRenderOptions o;
+  o.bos_text = "<|begin_of_text|>";
+  o.llama3_date = "26 Jul 2024";
+  o.tools = {tool(kWeatherTool).json, tool(kNowTool).json};
+  const std::vector<ChatMessage> messages = {{"system", " Be brief. ", {}, {}},
+                                             {"user", "Weather in Oslo? ", {}, {}},
+                                             {"assistant", "", {{"", "get_weather", R"({"city":"Oslo"})"}}, {}},
+                                             {"tool", "21 degrees", {}, {}}};
+  const std::string expected =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: "
+      "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven "
+      "the following functions, please respond with a JSON for a function call with its proper arguments that best "
+      "answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of "
+      "argument name and its value}.Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n    "
+      "    \"name\": \"get_weather\",\n        \"description\": \"Weather in a city, °C\",\n        \"parameters\": "
+      "{\n            \"type\": \"object\",\n            \"properties\": {\n                \"city\": {\n           "
+      "         \"type\": \"string\"\n                },\n                \"unit\": {\n                    \"enum\": "
+      "[\n                        \"c\",\n                        \"f\"\n                    ]\n                }\n   "
+      "         },\n            \"required\": [\n                \"city\"\n            ]\n        }\n    }\n}\n\n{\n  "
+      "  \"type\": \"function\",\n    \"function\": {\n        \"name\": \"now\",\n        \"description\": \"The "
+      "time\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {}\n      "
+      "  }\n    }\n}\n\nWeather in Oslo?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": "
+      "\"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"21 "
+      "degrees\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::Llama3, messages, o), expected);
+  o.tools.clear();
+  QCOMPARE(render_chat(ChatTemplateFamily::Llama3, {{"user", "Hi", {}, {}}}, o),
+           std::string("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+                       "2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                       "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+  // Which templates are 3.1+ and their dates.
+  QCOMPARE(chat_template_llama3_date("<|start_header_id|>{{ m.role }}"), std::string());
+  QCOMPARE(chat_template_llama3_date(
+               "{%- set date_string = \"26 Jul 2024\" %}{{- \"Cutting Knowledge Date: December 2023\\n\" }}"),
+           std::string("26 Jul 2024"));
+  const std::string today = chat_template_llama3_date(
+      "{%- set date_string = strftime_now(\"%d %b %Y\") %}{{- \"Cutting Knowledge Date: December 2023\\n\" }}");
+  QCOMPARE(today.size(), size_t{11});  // "05 Dec 2026"
+  QVERIFY(chat_template_has_tools(ChatTemplateFamily::Llama3, o));
+  QVERIFY(!chat_template_has_tools(ChatTemplateFamily::Llama3, ChatRenderOptions{}));  // Llama 3.0
+}
+
+void TestToolCalls::llama3CallsAreTheWholeReply() {
+  const ToolCallFormat llama = ToolCallFormat::Llama3;
+  ToolReply r = split_tool_calls(" {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, llama);
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments, std::string(R"({"city":"Oslo"})"));
+  QCOMPARE(r.content, std::string());
+  // Streaming: a reply that opens with "{" waits for its end; text goes out as it comes.
+  QCOMPARE(split_tool_calls("{\"name\": \"get_wea", true, llama).content, std::string());
+  QCOMPARE(split_tool_calls("Hello {", true, llama).content, std::string("Hello {"));
+  // JSON that is not a call is the answer.
+  QCOMPARE(split_tool_calls("{\"a\": 1}", false, llama).content, std::string("{\"a\": 1}"));
+  QVERIFY(split_tool_calls("{\"a\": 1}", false, llama).calls.empty());
+  // The grammar: the call object itself, "parameters" held to the tool's schema.
+  Result<ToolGrammar> g = tool_call_grammar({tool(kWeatherTool), tool(kNowTool)}, {}, llama);
+  QVERIFY2(g.is_ok(), g.error_message().c_str());
+  bool complete = false;
+  QVERIFY(feeds(g->grammar, "", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", &complete));
+  QVERIFY(complete);
+  QVERIFY(!feeds(g->grammar, "", "{\"name\": \"get_weather\", \"arguments\""));
+  const ToolCallSyntax syntax = tool_call_syntax(llama);
+  QCOMPARE(syntax.trigger, std::string("{"));
+  QVERIFY(syntax.is_trigger_in_grammar && syntax.is_trigger_at_start && !syntax.allows_several);
 }
 
 void TestToolCalls::grammarHoldsACallToTheTools() {

@@ -139,7 +139,7 @@ class TestServeCore : public QObject {
       for (const bool is_stream : {true, false}) {
         CompletionParams params;
         params.is_stream = is_stream;
-        params.parses_tool_calls = true;
+        params.tool_format = ToolCallFormat::Hermes;
         CompletionSession session(CompletionKind::Chat, model, params, {5});
         std::string sent;
         for (size_t at = 0; at < reply.size(); at += cut) {
@@ -182,7 +182,7 @@ class TestServeCore : public QObject {
     }
     // Only calls: content null. Cut inside a call by max_tokens: "length", the call as text.
     CompletionParams params;
-    params.parses_tool_calls = true;
+    params.tool_format = ToolCallFormat::Hermes;
     CompletionSession only(CompletionKind::Chat, model, params, {5});
     only.add({{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}}});
     RequestFinished done;
@@ -223,20 +223,32 @@ class TestServeCore : public QObject {
     QCOMPARE(r.messages[2].role, std::string("tool"));
     QCOMPARE(r.messages[2].tool_call_id, std::string("c1"));
     QCOMPARE(r.tools.size(), size_t{1});
-    QVERIFY(r.tools[0].rendered.find(R"("parameters": {"type": "object")") <
-            r.tools[0].rendered.find(R"("description": "Weather")"));  // the client's order, not sorted
+    QVERIFY(r.tools[0].json.find(R"("parameters":{"type":"object")") <
+            r.tools[0].json.find(R"("description":"Weather")"));  // the client's order, not sorted
     QCOMPARE(r.tool_choice, ToolChoice::Required);
-    QVERIFY(r.params.json_grammar != nullptr);
-    QCOMPARE(r.params.grammar_trigger, std::string("<tool_call>"));
-    QVERIFY(r.params.is_grammar_trigger_forced);
-    QVERIFY(r.params.ends_after_grammar);
-    QVERIFY(r.params.parses_tool_calls);
+    QVERIFY(!r.is_parallel_tool_calls);
+    QVERIFY(r.params.json_grammar == nullptr);  // made for the model's format, by the route
+    // Qwen's format: the trigger before the call; Llama 3's: the call's own "{" at the start.
+    ChatCompletionRequest qwen = r;
+    QVERIFY(!hold_tool_calls(&qwen, ToolCallFormat::Hermes));
+    QVERIFY(qwen.params.json_grammar != nullptr);
+    QCOMPARE(qwen.params.grammar_trigger, std::string("<tool_call>"));
+    QVERIFY(qwen.params.is_grammar_trigger_forced && qwen.params.ends_after_grammar);
+    QVERIFY(!qwen.params.is_trigger_in_grammar && !qwen.params.is_trigger_at_start);
+    QCOMPARE(*qwen.params.tool_format, ToolCallFormat::Hermes);
+    ChatCompletionRequest llama = r;
+    QVERIFY(!hold_tool_calls(&llama, ToolCallFormat::Llama3));
+    QCOMPARE(llama.params.grammar_trigger, std::string("{"));
+    QVERIFY(llama.params.is_trigger_in_grammar && llama.params.is_trigger_at_start);
+    QCOMPARE(*llama.params.tool_format, ToolCallFormat::Llama3);
     // tool_choice none: the tools are read, nothing is held or parsed.
     auto none = read_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
         "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"), SamplingParams{}, {});
     QVERIFY(std::holds_alternative<ChatCompletionRequest>(none));
     QVERIFY(!std::get<ChatCompletionRequest>(none).params.json_grammar);
-    QVERIFY(!std::get<ChatCompletionRequest>(none).params.parses_tool_calls);
+    ChatCompletionRequest none_read = std::get<ChatCompletionRequest>(none);
+    QVERIFY(!hold_tool_calls(&none_read, ToolCallFormat::Hermes));
+    QVERIFY(!none_read.params.json_grammar && !none_read.params.tool_format);
   }
 
   void readsAValidChatRequest() {

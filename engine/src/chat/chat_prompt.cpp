@@ -16,12 +16,6 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   ChatPrompt prompt;
   prompt.family = options.family ? *options.family : detect_chat_template(chat_template);
-  if ((has_tool_turns || !options.tools.empty()) && !chat_template_has_tools(prompt.family)) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "tools, tool calls and tool results need a chat template with a tool format; this model's is " +
-                          std::string(chat_template_family_name(prompt.family)) +
-                          " (supported: chatml, as Qwen2.5 and Hermes write tool calls)");
-  }
 
   const tokenizer::Vocab& vocab = tokenizer.vocab();
   ChatRenderOptions render;
@@ -30,6 +24,30 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   // Qwen2.5's template writes its own system turn when the conversation has none.
   render.default_system = chat_template_default_system(chat_template);
   render.doubles_tool_example_braces = chat_template_doubles_tool_example(chat_template);
+  render.llama3_date = chat_template_llama3_date(chat_template);
+
+  const bool has_tool_format = chat_template_has_tools(prompt.family, render);
+  if ((has_tool_turns || !options.tools.empty()) && !has_tool_format) {
+    const std::string family(chat_template_family_name(prompt.family));
+    return make_error(ErrorCode::InvalidArgument,
+                      "tools, tool calls and tool results need a chat template with a tool format; this model's is " +
+                          (prompt.family == ChatTemplateFamily::Llama3 ? "Llama 3.0's (no tools)" : family) +
+                          " (supported: chatml as Qwen2.5 and Qwen3 write it, and Llama 3.1-3.3's)");
+  }
+  if (has_tool_format) prompt.tool_format = prompt.family == ChatTemplateFamily::Llama3 ? ToolCallFormat::Llama3 : ToolCallFormat::Hermes;
+  if (prompt.tool_format == ToolCallFormat::Llama3) {
+    // What Llama 3's template refuses (raise_exception), refused here in words.
+    const size_t after_system = messages[0].role == "system" ? 1 : 0;
+    if (!options.tools.empty() && messages.size() <= after_system) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "Llama 3's template puts the tools in the first message after the system message: there is none");
+    }
+    for (const ChatMessage& m : messages) {
+      if (m.tool_calls.size() > 1) {
+        return make_error(ErrorCode::InvalidArgument, "Llama 3's template takes one tool call per assistant message");
+      }
+    }
+  }
   if (tokenizer.is_valid(vocab.special.bos)) render.bos_text = vocab.tokens[static_cast<size_t>(vocab.special.bos)];
   if (tokenizer.is_valid(vocab.special.eos)) render.eos_text = vocab.tokens[static_cast<size_t>(vocab.special.eos)];
   prompt.text = render_chat(prompt.family, messages, render);

@@ -5,6 +5,7 @@
 #include "iwb/engine/chat/tool_calls.h"
 
 #include <array>
+#include <ctime>
 #include <string_view>
 
 namespace iwb {
@@ -58,7 +59,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
     if (has_system || !system.empty()) s += system + "\n\n";
     s += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-    for (const std::string& tool : o.tools) s += "\n" + tool;
+    for (const std::string& tool : o.tools) s += "\n" + template_tojson(tool);
     const std::string example = "\"name\": <function-name>, \"arguments\": <args-json-object>";
     s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
          "<tool_call></tool_call> XML tags:\n<tool_call>\n" +
@@ -90,10 +91,59 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
   return s;
 }
 
+// Jinja's `trim`: Python's str.strip() of white space.
+std::string trimmed(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return std::string(s.substr(begin, s.find_last_not_of(kSpace) - begin + 1));
+}
+
 std::string render_llama3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   std::string s = o.bos_text;
   for (const ChatMessage& m : messages) {
     s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+  }
+  if (o.add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return s;
+}
+
+// Llama 3.1, 3.2 and 3.3's template (reproduced, without the built-in tools): a system block
+// with the knowledge cutoff and the date always, the tools in the first message after it with
+// their instructions (tools_in_user_message, the default), contents trimmed, one call per
+// assistant turn as {"name": ..., "parameters": ...}, tool results as ipython turns (a string
+// result written as a JSON string: the template's `is iterable` holds for strings).
+std::string render_llama31(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s = o.bos_text;
+  size_t next = 0;
+  std::string system;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = trimmed(messages[0].content);
+    next = 1;
+  }
+  s += "<|start_header_id|>system<|end_header_id|>\n\n";
+  if (!o.tools.empty()) s += "Environment: ipython\n";
+  s += "Cutting Knowledge Date: December 2023\nToday Date: " + o.llama3_date + "\n\n" + system + "<|eot_id|>";
+  if (!o.tools.empty() && next < messages.size()) {  // build_chat_prompt refuses tools with no message here
+    s += "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON "
+         "for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the "
+         "format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use "
+         "variables.\n\n";
+    for (const std::string& tool : o.tools) s += template_tojson(tool, 4) + "\n\n";
+    s += trimmed(messages[next].content) + "<|eot_id|>";
+    ++next;
+  }
+  for (size_t i = next; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      s += "<|start_header_id|>ipython<|end_header_id|>\n\n" + template_tojson_string(m.content) + "<|eot_id|>";
+    } else if (!m.tool_calls.empty()) {  // one call (build_chat_prompt refuses more)
+      const ChatToolCall& call = m.tool_calls.front();
+      s += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + call.name +
+           "\", \"parameters\": " + template_tojson(call.arguments) + "}<|eot_id|>";
+    } else {
+      s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trimmed(m.content) + "<|eot_id|>";
+    }
   }
   if (o.add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return s;
@@ -218,7 +268,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
                         const ChatRenderOptions& options) {
   switch (family) {
     case ChatTemplateFamily::ChatMl: return render_chatml(messages, options);
-    case ChatTemplateFamily::Llama3: return render_llama3(messages, options);
+    case ChatTemplateFamily::Llama3:
+      return options.llama3_date.empty() ? render_llama3(messages, options) : render_llama31(messages, options);
     case ChatTemplateFamily::Llama2: return render_llama2(messages, options, true);
     case ChatTemplateFamily::Mistral: return render_llama2(messages, options, false);
     case ChatTemplateFamily::Gemma: return render_gemma(messages, options);
@@ -230,7 +281,28 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
   return render_plain(messages, options);
 }
 
-bool chat_template_has_tools(ChatTemplateFamily family) { return family == ChatTemplateFamily::ChatMl; }
+bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
+  return family == ChatTemplateFamily::ChatMl || (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty());
+}
+
+std::string chat_template_llama3_date(std::string_view t) {
+  if (t.find("Cutting Knowledge Date") == std::string_view::npos) return {};
+  if (t.find("strftime_now") != std::string_view::npos) {
+    // As llama.cpp's and Hugging Face's strftime_now("%d %b %Y"): today, in the C locale.
+    const std::time_t now = std::time(nullptr);
+    std::tm day{};
+    localtime_r(&now, &day);
+    char text[32];
+    std::strftime(text, sizeof text, "%d %b %Y", &day);
+    return text;
+  }
+  constexpr std::string_view kSet = "date_string = \"";
+  if (const size_t at = t.find(kSet); at != std::string_view::npos) {
+    const size_t end = t.find('"', at + kSet.size());
+    if (end != std::string_view::npos) return std::string(t.substr(at + kSet.size(), end - at - kSet.size()));
+  }
+  return "26 Jul 2024";
+}
 
 std::string chat_template_default_system(std::string_view t) {
   // Qwen2.5: {{- '<|im_start|>system\nYou are Qwen, ...<|im_end|>\n' }} in the branch for a

@@ -12,24 +12,40 @@ using json = nlohmann::json;
 
 constexpr std::string_view kWhitespace = " \t\r\n";
 
-void write_python_json(const ordered_json& v, std::string* out) {
-  if (v.is_object()) {
+// json.dumps: with no indent ", " between items; with one, "," and a new line indented one
+// more level per depth (an empty object or list stays "{}" / "[]").
+void write_python_json(const ordered_json& v, int indent, int depth, std::string* out) {
+  const auto separate = [&](bool first) {
+    if (indent <= 0) {
+      if (!first) *out += ", ";
+      return;
+    }
+    if (!first) *out += ',';
+    *out += '\n' + std::string(static_cast<size_t>(indent * (depth + 1)), ' ');
+  };
+  const auto close = [&](char c) {
+    if (indent > 0) *out += '\n' + std::string(static_cast<size_t>(indent * depth), ' ');
+    *out += c;
+  };
+  if (v.is_object() && !v.empty()) {
     *out += '{';
     bool first = true;
     for (const auto& [key, value] : v.items()) {
-      if (!first) *out += ", ";
+      separate(first);
       first = false;
       *out += ordered_json(key).dump(-1, ' ', false, ordered_json::error_handler_t::replace) + ": ";
-      write_python_json(value, out);
+      write_python_json(value, indent, depth + 1, out);
     }
-    *out += '}';
-  } else if (v.is_array()) {
+    close('}');
+  } else if (v.is_array() && !v.empty()) {
     *out += '[';
     for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0) *out += ", ";
-      write_python_json(v[i], out);
+      separate(i == 0);
+      write_python_json(v[i], indent, depth + 1, out);
     }
-    *out += ']';
+    close(']');
+  } else if (v.is_object() || v.is_array()) {
+    *out += v.is_object() ? "{}" : "[]";
   } else {
     // Strings escape as json.dumps(ensure_ascii=False) does: quote, backslash, control bytes.
     *out += v.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
@@ -62,15 +78,17 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(kWhitespace) - begin + 1);
 }
 
-// One <tool_call> block's text as a call, when it is one.
-std::optional<ParsedToolCall> parse_call(std::string_view body) {
+// One call's JSON text as a call, when it is one. `arguments_key`: "arguments" (Hermes) or
+// "parameters" (Llama 3; "arguments" is taken there too).
+std::optional<ParsedToolCall> parse_call(std::string_view body, const char* arguments_key = "arguments") {
   const ordered_json call = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return std::nullopt;
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string() || name->get<std::string>().empty()) return std::nullopt;
   ParsedToolCall out;
   out.name = name->get<std::string>();
-  const auto arguments = call.find("arguments");
+  auto arguments = call.find(arguments_key);
+  if (arguments == call.end()) arguments = call.find("arguments");
   if (arguments == call.end() || arguments->is_null()) {
     out.arguments = "{}";
   } else if (arguments->is_string()) {
@@ -91,17 +109,26 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
 
 }  // namespace
 
-std::string template_tojson(std::string_view json_text) {
+std::string template_tojson(std::string_view json_text, int indent) {
   const ordered_json value = ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) {
-    return ordered_json(std::string(json_text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-  }
+  if (value.is_discarded()) return template_tojson_string(json_text);
   std::string out;
-  write_python_json(value, &out);
+  write_python_json(value, indent, 0, &out);
   return out;
 }
 
-Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only) {
+std::string template_tojson_string(std::string_view text) {
+  return ordered_json(std::string(text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
+  if (format == ToolCallFormat::Llama3) return {"{", true, true, false};
+  return {std::string(kToolCallOpen), false, false, true};
+}
+
+Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only,
+                                      ToolCallFormat format) {
+  const char* arguments_key = format == ToolCallFormat::Llama3 ? "parameters" : "arguments";
   ToolGrammar out;
   json document = {{"$defs", json::object()}, {"anyOf", json::array()}};
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -127,8 +154,8 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     document["$defs"][def] = std::move(params);
     document["anyOf"].push_back(
         {{"type", "object"},
-         {"properties", {{"name", {{"const", tool.name}}}, {"arguments", {{"$ref", "#/$defs/" + def}}}}},
-         {"required", {"name", "arguments"}}});
+         {"properties", {{"name", {{"const", tool.name}}}, {arguments_key, {{"$ref", "#/$defs/" + def}}}}},
+         {"required", {"name", arguments_key}}});
   }
   if (document["anyOf"].empty()) {
     return make_error(ErrorCode::InvalidArgument,
@@ -136,12 +163,26 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
   }
   Result<std::shared_ptr<const JsonGrammar>> grammar = JsonGrammar::from_schema(document.dump());
   if (!grammar) return make_error(ErrorCode::InvalidArgument, "the tools: " + grammar.error_message());
-  out.grammar = JsonGrammar::framed(**grammar, "\n", "\n" + std::string(kToolCallClose), "a call of the tools");
+  out.grammar = format == ToolCallFormat::Llama3
+                    ? JsonGrammar::framed(**grammar, "", "", "a call of the tools")
+                    : JsonGrammar::framed(**grammar, "\n", "\n" + std::string(kToolCallClose), "a call of the tools");
   return out;
 }
 
-ToolReply split_tool_calls(std::string_view reply, bool is_streaming) {
+ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format) {
   ToolReply out;
+  if (format == ToolCallFormat::Llama3) {
+    const std::string_view text = trim(reply);
+    if (text.empty() || text.front() == '{') {
+      if (is_streaming) return out;  // a call, or JSON text: told apart when the reply ends
+      if (std::optional<ParsedToolCall> call = parse_call(text, "parameters")) {
+        out.calls.push_back(std::move(*call));
+        return out;
+      }
+    }
+    out.content = std::string(reply);
+    return out;
+  }
   size_t pos = 0;
   while (pos <= reply.size()) {
     const size_t open = reply.find(kToolCallOpen, pos);

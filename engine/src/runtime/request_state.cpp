@@ -30,7 +30,7 @@ RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_p
     if (m_params.grammar_trigger.empty()) {
       m_matcher.emplace(m_params.json_grammar);
     } else if (m_params.is_grammar_trigger_forced) {
-      m_matcher.emplace(m_params.json_grammar, m_params.grammar_trigger);
+      m_matcher.emplace(m_params.json_grammar, m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger);
     }
   }
 }
@@ -42,10 +42,13 @@ int32_t RequestState::sample(std::span<const float> logits) {
 }
 
 RequestState::Trigger RequestState::find_trigger(int32_t token) const {
+  if (m_is_trigger_passed) return {};
   const std::string text = m_trigger_tail + m_token_bytes->bytes(token);
   const size_t at = text.find(m_params.grammar_trigger);
   if (at == std::string::npos) return {};
-  return {true, text.substr(at + m_params.grammar_trigger.size())};
+  if (m_params.is_trigger_at_start && text.find_first_not_of(" \t\r\n") < at) return {};
+  // What the grammar is fed: from the trigger (when it is the grammar's start) or after it.
+  return {true, text.substr(m_params.is_trigger_in_grammar ? at : at + m_params.grammar_trigger.size())};
 }
 
 bool RequestState::would_arm(int32_t token) const {
@@ -139,6 +142,15 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
       if (!m_matcher->feed(t.rest)) m_matcher.reset();  // sample_free gave up: free text it stays
     } else {
       m_trigger_tail += m_token_bytes->bytes(token);
+      if (m_params.is_trigger_at_start) {
+        // Only white space so far may still be followed by the trigger; anything else ends
+        // the chance (the tail is all the reply so far, or its last bytes after white space).
+        const size_t text = m_trigger_tail.find_first_not_of(" \t\r\n");
+        if (text != std::string::npos && m_params.grammar_trigger.compare(0, m_trigger_tail.size() - text,
+                                                                         m_trigger_tail, text) != 0) {
+          m_is_trigger_passed = true;
+        }
+      }
       const size_t keep = m_params.grammar_trigger.size() - 1;
       if (m_trigger_tail.size() > keep) m_trigger_tail.erase(0, m_trigger_tail.size() - keep);
     }
@@ -159,7 +171,7 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
       out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
       return out;
     }
-    m_matcher.emplace(m_params.json_grammar, "\n" + m_params.grammar_trigger);
+    m_matcher.emplace(m_params.json_grammar, m_params.is_trigger_in_grammar ? "\n" : "\n" + m_params.grammar_trigger);
     m_may_end_before_next_call = true;
   }
   const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;

@@ -56,7 +56,7 @@ std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const C
   ChatPromptOptions options;
   options.family = model.chat_template_family;
   if (chat.tool_choice != ToolChoice::None) {
-    for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.rendered);
+    for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.json);
   }
   size_t num_bytes = 0;
   for (const std::string& t : options.tools) num_bytes += t.size();
@@ -112,6 +112,9 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     ChatCompletionRequest& chat = std::get<ChatCompletionRequest>(read);
     std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, chat);
     if (const ApiError* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
+    if (const std::optional<ToolCallFormat> format = std::get<ChatPrompt>(prompt).tool_format) {
+      if (std::optional<ApiError> e = hold_tool_calls(&chat, *format)) return send_error(res, *e);
+    }
     params = std::move(chat.params);
     ChatPrompt& chat_prompt = std::get<ChatPrompt>(prompt);
     prompts.push_back(std::move(chat_prompt.tokens));
@@ -188,6 +191,8 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.grammar_trigger = params.grammar_trigger;
       r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
       r.ends_after_grammar = params.ends_after_grammar;
+      r.is_trigger_in_grammar = params.is_trigger_in_grammar;
+      r.is_trigger_at_start = params.is_trigger_at_start;
       r.render_special_tokens = renders_special_tokens;
       requests.push_back(std::move(r));
     }

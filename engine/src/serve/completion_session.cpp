@@ -74,7 +74,7 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
       m_is_stream(params.is_stream),
       m_include_usage(params.include_usage),
       m_num_top_logprobs(params.num_top_logprobs),
-      m_parses_tool_calls(params.parses_tool_calls),
+      m_tool_format(params.tool_format),
       m_prompt_sizes(std::move(prompt_sizes)),
       m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
 
@@ -131,8 +131,8 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
 CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& text, bool is_streaming) const {
   ReplyParts parts = split_reply(text, is_streaming);
   ChatParts out{std::move(parts.reasoning), std::move(parts.content), {}};
-  if (m_parses_tool_calls) {
-    ToolReply reply = split_tool_calls(out.content, is_streaming);
+  if (m_tool_format) {
+    ToolReply reply = split_tool_calls(out.content, is_streaming, *m_tool_format);
     out.content = std::move(reply.content);
     out.calls = std::move(reply.calls);
   }
@@ -143,7 +143,7 @@ const char* CompletionSession::finish_reason(const Choice& c) const {
   if (!c.finished) return "abort";
   const FinishReason reason = c.finished->reason;
   const bool ended_itself = reason == FinishReason::EndOfGeneration || reason == FinishReason::StopString;
-  if (m_parses_tool_calls && ended_itself && !chat_parts(c.text, false).calls.empty()) return "tool_calls";
+  if (m_tool_format && ended_itself && !chat_parts(c.text, false).calls.empty()) return "tool_calls";
   return openai_finish_reason(reason);
 }
 
@@ -152,7 +152,7 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   // Most replies open with text: no marker can follow, so the content is the text as it is
   // (split_reply would copy all of it on every token). A tool call may follow any text.
   const size_t first = c->text.find_first_not_of(" \t\r\n");
-  if (!m_parses_tool_calls && first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
+  if (!m_tool_format && first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
     if (c->text.size() > c->num_content_sent) delta["content"] = c->text.substr(c->num_content_sent);
     c->num_content_sent = c->text.size();
     return delta;

@@ -86,7 +86,7 @@ class CompletionSession {
   bool m_is_stream = false;
   bool m_include_usage = false;
   int32_t m_num_top_logprobs = -1;
-  bool m_parses_tool_calls = false;
+  std::optional<ToolCallFormat> m_tool_format;  // set: the reply's calls are parsed
   std::vector<int32_t> m_prompt_sizes;
   std::vector<Choice> m_choices;
   size_t m_num_finished = 0;

@@ -61,7 +61,9 @@ struct CompletionParams {
   std::string grammar_trigger;
   bool is_grammar_trigger_forced = false;
   bool ends_after_grammar = false;
-  bool parses_tool_calls = false;
+  bool is_trigger_in_grammar = false;
+  bool is_trigger_at_start = false;
+  std::optional<ToolCallFormat> tool_format;  // set: the reply's calls are parsed in this format
 };
 
 // tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
@@ -72,6 +74,8 @@ struct ChatCompletionRequest {
   std::vector<ChatMessage> messages;
   std::vector<ToolDefinition> tools;  // rendered into the prompt unless tool_choice is "none"
   ToolChoice tool_choice = ToolChoice::None;
+  std::string tool_choice_name;  // ToolChoice::Function: the tool
+  bool is_parallel_tool_calls = true;
   // Non-strict tools whose parameters use what the grammar does not support: their arguments
   // are held to any JSON object ("name: at /...: 'pattern' is not supported").
   std::vector<std::string> loosened_tools;
@@ -98,6 +102,10 @@ std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::
 std::variant<TextCompletionRequest, ApiError> read_completion_request(const nlohmann::json& body,
                                                                       const SamplingParams& defaults,
                                                                       const RequestLimits& limits);
+
+// With tools to call: the grammar of a call in the model's format, its trigger, and the reply
+// parsed into tool_calls (read_chat_request has checked the tools).
+std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCallFormat format);
 
 // Dumps JSON for the wire: invalid UTF-8 in strings (a token cut inside a character) becomes
 // U+FFFD instead of an exception.

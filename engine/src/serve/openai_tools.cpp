@@ -61,7 +61,7 @@ std::optional<ApiError> read_tool_list(const json& tools, const nlohmann::ordere
       tool.is_strict = s->get<bool>();
     }
     // As the template shows it: the client's own key order where the body could be read again.
-    tool.rendered = template_tojson(ordered != nullptr ? (*ordered)[i].dump() : t.dump());
+    tool.json = ordered != nullptr ? (*ordered)[i].dump() : t.dump();
     out->push_back(std::move(tool));
   }
   return std::nullopt;
@@ -147,26 +147,41 @@ std::optional<ApiError> read_tools(const json& body, std::string_view raw_body, 
     if (!p->is_boolean()) return invalid_request("'parallel_tool_calls' must be true or false", "parallel_tool_calls");
     is_parallel = p->get<bool>();
   }
+  request->is_parallel_tool_calls = is_parallel;
+  request->tool_choice_name = only.value_or("");
   if (request->tool_choice == ToolChoice::None) return std::nullopt;
-
-  CompletionParams& params = request->params;
-  if (params.json_grammar) {
+  if (request->params.json_grammar) {
     return invalid_request(
         "give 'tools' or a structured reply format ('response_format', 'json_schema', 'guided_json', ...), not both "
         "(or 'tool_choice': \"none\")",
         "tools");
   }
+  // The tools' schemas and the named tool checked now (the grammar itself is made for the
+  // model's format by hold_tool_calls).
   Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only);
   if (!grammar) {
     return invalid_request("'" + std::string(only ? "tool_choice" : "tools") + "': " + grammar.error_message(),
                            only ? "tool_choice" : "tools");
   }
   request->loosened_tools = std::move(grammar->loosened);
+  return std::nullopt;
+}
+
+std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCallFormat format) {
+  if (request->tool_choice == ToolChoice::None || request->tools.empty()) return std::nullopt;
+  const std::optional<std::string> only =
+      request->tool_choice == ToolChoice::Function ? std::optional<std::string>(request->tool_choice_name) : std::nullopt;
+  Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only, format);
+  if (!grammar) return invalid_request("'tools': " + grammar.error_message(), "tools");
+  const ToolCallSyntax syntax = tool_call_syntax(format);
+  CompletionParams& params = request->params;
   params.json_grammar = std::move(grammar->grammar);
-  params.grammar_trigger = std::string(kToolCallOpen);
+  params.grammar_trigger = syntax.trigger;
+  params.is_trigger_in_grammar = syntax.is_trigger_in_grammar;
+  params.is_trigger_at_start = syntax.is_trigger_at_start;
   params.is_grammar_trigger_forced = request->tool_choice != ToolChoice::Auto;
-  params.ends_after_grammar = !is_parallel;
-  params.parses_tool_calls = true;
+  params.ends_after_grammar = !request->is_parallel_tool_calls || !syntax.allows_several;
+  params.tool_format = format;
   return std::nullopt;
 }
 

@@ -10,8 +10,8 @@
 
 namespace iwb::serve {
 
-// Reads tools, tool_choice and parallel_tool_calls into `request`; with tools to call, sets the
-// grammar of a call (refused together with another structured format) and the trigger.
+// Reads tools, tool_choice and parallel_tool_calls into `request`, checking the tools' schemas
+// and the named tool (tools to call are refused together with another structured format).
 std::optional<ApiError> read_tools(const nlohmann::json& body, std::string_view raw_body, const RequestLimits& limits,
                                    ChatCompletionRequest* request);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/status.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
@@ -17,8 +18,8 @@ namespace iwb {
 struct ChatPromptOptions {
   std::optional<ChatTemplateFamily> family;  // overrides the detected family
   bool add_generation_prompt = true;
-  // Tool definitions, each as the template shows it (ToolDefinition::rendered): only families
-  // with a tool format take them (chat_template_has_tools), as they do tool turns.
+  // Tool definitions, each a tool's JSON text (ToolDefinition::json): only families with a tool
+  // format take them (chat_template_has_tools), as they do tool turns.
   std::vector<std::string> tools;
 };
 
@@ -30,6 +31,8 @@ struct ChatPrompt {
   // The reply must be generated with GenerationRequest::render_special_tokens for split_reply
   // (reply_parts.h) to find its parts: harmony's channels are control tokens.
   bool renders_special_tokens = false;
+  // How this model writes tool calls, when its template has a tool format.
+  std::optional<ToolCallFormat> tool_format;
 };
 
 Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,

@@ -48,9 +48,15 @@ struct ChatRenderOptions {
   std::string bos_text;               // the BOS token's text, for families that write it
   std::string eos_text = "</s>";      // written after assistant turns by Llama 2 / Mistral / Zephyr
   bool add_generation_prompt = true;  // end with the opening of an assistant turn
-  // Tool definitions, each as the template's `tojson` writes it (tool_calls.h): rendered in the
-  // system turn with the family's tool instructions (ChatML: Qwen2.5's and Hermes' <tools>).
+  // Tool definitions, each the JSON text of {"type": "function", "function": {...}} with the
+  // client's key order: written as the family's template writes them (tojson, tool_calls.h) with
+  // its tool instructions (ChatML: Qwen's <tools> in the system turn; Llama 3.1+: the first
+  // user message).
   std::vector<std::string> tools;
+  // Llama 3.1+ templates: the "Today Date:" of the system block they always write (3.1's and
+  // 3.3's a fixed "26 Jul 2024", 3.2's today's); empty: Llama 3.0's format, without tools
+  // (chat_template_llama3_date).
+  std::string llama3_date;
   // The system text the template writes when the conversation has none
   // (chat_template_default_system; ChatML only).
   std::string default_system;
@@ -60,8 +66,14 @@ struct ChatRenderOptions {
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
-// can be rendered): ChatML, with Qwen2.5's <tools>/<tool_call>/<tool_response> markers.
-bool chat_template_has_tools(ChatTemplateFamily family);
+// can be rendered): ChatML (Qwen2.5's and Qwen3's <tools>/<tool_call>/<tool_response>), and
+// Llama 3 in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results).
+bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
+
+// Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without
+// "Cutting Knowledge Date"; today's ("05 Dec 2026") for one that asks strftime_now; else the
+// date it writes.
+std::string chat_template_llama3_date(std::string_view jinja_template);
 
 // The system text a ChatML template writes when a conversation has none, read from its
 // Jinja text (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."); empty when it has none.

@@ -22,22 +22,43 @@ namespace iwb {
 inline constexpr std::string_view kToolCallOpen = "<tool_call>";
 inline constexpr std::string_view kToolCallClose = "</tool_call>";
 
+// How a model family writes its calls.
+enum class ToolCallFormat {
+  Hermes,  // Qwen2.5 / Qwen3 (and Hermes): <tool_call> blocks holding {"name", "arguments"}, several
+  Llama3,  // Llama 3.1-3.3: the whole reply is {"name": ..., "parameters": {...}}, one call
+};
+
+// What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
+// companions): the text that starts a call, whether it is the call's own first byte, whether
+// it counts only at the reply's start, and whether a reply may make several calls.
+struct ToolCallSyntax {
+  std::string trigger;
+  bool is_trigger_in_grammar = false;
+  bool is_trigger_at_start = false;
+  bool allows_several = true;
+};
+ToolCallSyntax tool_call_syntax(ToolCallFormat format);
+
 // A function the model may call (OpenAI's tools[i].function).
 struct ToolDefinition {
   std::string name;
   std::string parameters_json;  // the JSON Schema of its arguments; empty: any object
   bool is_strict = false;       // OpenAI's "strict": the schema must be held to exactly
-  std::string rendered;         // the whole tool ({"type": "function", ...}) as the template shows it
+  std::string json;             // the whole tool ({"type": "function", ...}) as JSON text, the
+                                // client's key order kept (the template writes it so)
 };
 
 // JSON text as Jinja's `tojson` in Hugging Face's chat templates writes it (Python's json.dumps:
 // ", " and ": " between items, non-ASCII as it is, keys in their order). Text that is not JSON
 // is written as a JSON string, as `tojson` writes a Python string.
-std::string template_tojson(std::string_view json_text);
+// `indent` > 0: tojson(indent=N), one item a line (Python's "," and ": " then).
+std::string template_tojson(std::string_view json_text, int indent = 0);
+// A text as tojson writes a string (quoted, escaped).
+std::string template_tojson_string(std::string_view text);
 
 // The grammar one call is held to: {"name": one of the tools (or `only`), "arguments": that
-// tool's parameters}, framed by the lines around it: "\n" before (after the trigger
-// kToolCallOpen) and "\n</tool_call>" after. A tool's schema that uses what the grammar does not
+// tool's parameters} (Llama 3: "parameters"), framed as the format writes it: Hermes with the
+// lines around it, "\n" before (after the trigger kToolCallOpen) and "\n</tool_call>" after. A tool's schema that uses what the grammar does not
 // support is an error when the tool is strict; otherwise its arguments are held to any JSON
 // object (OpenAI holds non-strict tools to their schema only loosely too), and `loosened` names
 // it.
@@ -45,7 +66,8 @@ struct ToolGrammar {
   std::shared_ptr<const JsonGrammar> grammar;
   std::vector<std::string> loosened;  // "get_weather: at /properties/x: 'pattern' is not supported"
 };
-Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only = {});
+Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only = {},
+                                      ToolCallFormat format = ToolCallFormat::Hermes);
 
 // A call found in a reply. `arguments` is compact JSON text, as OpenAI sends it.
 struct ParsedToolCall {
@@ -53,15 +75,17 @@ struct ParsedToolCall {
   std::string arguments;
 };
 
-// A reply split into its text and its calls. A block that is not a call (no "name", not JSON)
-// stays in the text as written. While streaming (`is_streaming`), an unclosed block and a
-// trailing start of the opening marker ("<tool_") are held back, as is trailing white space, so
+// A reply split into its text and its calls. Hermes: a block that is not a call (no "name",
+// not JSON) stays in the text as written. While streaming (`is_streaming`), an unclosed block and
+// a trailing start of the opening marker ("<tool_") are held back, as is trailing white space, so
 // the text only grows; a finished reply keeps an unclosed block as text, and drops the white
-// space around calls.
+// space around calls. Llama 3: a reply that is one JSON object with "name" and "parameters" (or
+// "arguments") is a call; while streaming, a reply that opens with "{" is held back whole.
 struct ToolReply {
   std::string content;
   std::vector<ParsedToolCall> calls;
 };
-ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false);
+ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
+                           ToolCallFormat format = ToolCallFormat::Hermes);
 
 }  // namespace iwb

@@ -120,6 +120,11 @@ struct GenerationRequest {
   std::string grammar_trigger;
   bool is_grammar_trigger_forced = false;  // the reply opens with the trigger (tool_choice "required")
   bool ends_after_grammar = false;
+  // The trigger is the grammar's own first bytes (Llama 3's calls open with "{"): the grammar
+  // holds the text from the trigger on, not after it.
+  bool is_trigger_in_grammar = false;
+  // The trigger counts only at the reply's start (white space before it aside).
+  bool is_trigger_at_start = false;
 };
 
 enum class FinishReason { EndOfGeneration, StopString, MaxTokens, ContextFull, Aborted, Error };
