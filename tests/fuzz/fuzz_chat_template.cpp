@@ -34,15 +34,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
     // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
-    const iwb::ToolReply calls = iwb::split_tool_calls(m.content);
-    const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true);
-    if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
-        streamed.calls.size() > calls.calls.size()) {
-      __builtin_trap();
-    }
-    for (size_t i = 0; i < streamed.calls.size(); ++i) {
-      if (streamed.calls[i].name != calls.calls[i].name || streamed.calls[i].arguments != calls.calls[i].arguments) {
+    for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3}) {
+      const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format);
+      const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format);
+      if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
+          streamed.calls.size() > calls.calls.size()) {
         __builtin_trap();
+      }
+      for (size_t i = 0; i < streamed.calls.size(); ++i) {
+        if (streamed.calls[i].name != calls.calls[i].name || streamed.calls[i].arguments != calls.calls[i].arguments) {
+          __builtin_trap();
+        }
       }
     }
     if (m.role == "assistant" && (role & 4)) m.tool_calls.push_back({"id", in.string(64), in.string(512)});
@@ -52,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.add_generation_prompt = flags & 1;
   options.bos_text = (flags & 2) ? "<s>" : "";
   options.default_system = iwb::chat_template_default_system(jinja);
-  if (flags & 4) options.tools = {iwb::template_tojson(jinja.substr(0, 512))};
+  if (flags & 4) options.tools = {jinja.substr(0, 512)};  // any text: JSON or not, tojson writes it
+  options.llama3_date = (flags & 8) ? iwb::chat_template_llama3_date(jinja) + "x" : "";  // Llama 3.1+ form
   for (int f = 0; f <= static_cast<int>(iwb::ChatTemplateFamily::Plain); ++f) {
     const auto family = static_cast<iwb::ChatTemplateFamily>(f);
     (void)iwb::render_chat(family, messages, options);

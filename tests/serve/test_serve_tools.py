@@ -1,5 +1,6 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
-(aidreams with --chat-template chatml, so the Qwen2.5 / Hermes tool format): tool_choice
+(aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and once with a Llama
+3.1-style template, Llama 3's format): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -186,6 +187,47 @@ class TestTools(unittest.TestCase):
             CLIENT.completions.create(model="aidreams", prompt="hi", max_tokens=5, extra_body={"tools": [TIME]})
         self.assertIn("/v1/chat/completions", e.exception.body["message"])
         self.assertEqual(SERVER.get("/health")[0], 200)
+
+    def test_llama_3_format(self):
+        # The same model served with a Llama 3.1-style template (its markers are what the family
+        # and the tool format are recognised by): tools in the first user message, calls as the
+        # whole reply {"name", "parameters"}, one call.
+        llama31 = ('{{- bos_token }}{%- set date_string = "26 Jul 2024" %}'
+                   '{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}'
+                   '{{- "Cutting Knowledge Date: December 2023\\n" }}')
+        with fx.Server(MODEL, "--chat-template", llama31, "-c", "2048") as llama:
+            client = fx.openai_client(llama)
+            status, body, _ = llama.post("/apply-template", {"messages": MESSAGES, "tools": [TIME]})
+            prompt = json.loads(body)["prompt"]
+            self.assertIn("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: "
+                          "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>", prompt)
+            self.assertIn('{\n    "type": "function",\n    "function": {\n        "name": "get_time",', prompt)
+            self.assertTrue(prompt.endswith("What is the weather in Paris?<|eot_id|><|start_header_id|>assistant"
+                                            "<|end_header_id|>\n\n"), prompt)
+            for stream in (False, True):
+                args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
+                            logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required")
+                if not stream:
+                    choice = client.chat.completions.create(**args).choices[0]
+                    self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                    self.assertIsNone(choice.message.content)
+                    calls = choice.message.tool_calls
+                else:
+                    with client.chat.completions.stream(**args) as s:
+                        final = s.get_final_completion()
+                    self.assertEqual(final.choices[0].finish_reason, "tool_calls")
+                    calls = final.choices[0].message.tool_calls
+                self.assertEqual(len(calls), 1)  # Llama 3 makes one call per turn
+                if calls[0].function.name == "get_weather":
+                    check_weather_call(self, calls[0])
+                else:
+                    self.assertEqual(json.loads(calls[0].function.arguments), {})
+            # auto: the story model's reply does not open with "{": text.
+            r = client.chat.completions.create(model="aidreams", messages=MESSAGES, max_tokens=20, temperature=0,
+                                               tools=[WEATHER])
+            self.assertIsNone(r.choices[0].message.tool_calls)
+            self.assertTrue(r.choices[0].message.content)
+            self.assertEqual(llama.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):
         # The same model served with its own (plain) template: tools cannot be rendered.
