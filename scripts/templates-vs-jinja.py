@@ -17,9 +17,15 @@ import urllib.request
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from template_cases import CASES  # noqa: E402  (scripts/, next to this file)
+
 IWB, MODEL, TEMPLATES = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 def raise_exception(m):
     raise Exception(m)
 
@@ -28,8 +34,8 @@ env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extens
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = lambda f: datetime.datetime.now().strftime(f)
-WEATHER = {"type":"function","function":{"name":"get_weather","description":"Weather in a city, °C","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city"]}}}
-NOW = {"type":"function","function":{"name":"now","description":"The time","parameters":{"type":"object","properties":{}}}}
+
+
 def args_obj(msgs):  # templates get arguments as objects (vLLM and llama.cpp pass them so)
     out = []
     for m in msgs:
@@ -40,22 +46,17 @@ def args_obj(msgs):  # templates get arguments as objects (vLLM and llama.cpp pa
             m["content"] = ""
         out.append(m)
     return out
-CASES = [
- {"messages":[{"role":"user","content":"What is the weather in Paris?"}],"tools":[WEATHER,NOW]},
- {"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"tools":[NOW]},
- {"messages":[{"role":"user","content":"Weather in Paris and the time?"},
-   {"role":"assistant","content":None,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\",\"unit\":\"c\"}"}},{"id":"call_2","type":"function","function":{"name":"now","arguments":"{}"}}]},
-   {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 21}"},{"role":"tool","tool_call_id":"call_2","content":"12:00"},
-   {"role":"assistant","content":"21 °C at noon."},{"role":"user","content":"Thanks"}],"tools":[WEATHER,NOW]},
- {"messages":[{"role":"user","content":"Hi"}]},
- {"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"},{"role":"assistant","content":"Let me look.","tool_calls":[{"id":"c","type":"function","function":{"name":"now","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"noon"}]},
-]
+
+
 def post(port, path, body):
-    r = urllib.request.Request(f"http://localhost:{port}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    r = urllib.request.Request(f"http://localhost:{port}{path}", data=json.dumps(body).encode(),
+                               headers={"Content-Type": "application/json"})
     try:
         return json.loads(urllib.request.urlopen(r).read())
     except urllib.error.HTTPError as e:
         return {"prompt": "HTTP %d %s" % (e.code, e.read()[:200])}
+
+
 ok = True
 for name in TEMPLATES:
     text = open(name).read()
@@ -66,8 +67,10 @@ for name in TEMPLATES:
     try:
         for i, c in enumerate(CASES):
             try:
+                # date_string as llama.cpp passes it (Llama 3.1+ templates write it).
                 ref = tmpl.render(messages=args_obj(c["messages"]), tools=c.get("tools"), add_generation_prompt=True,
-                                  bos_token="<s>", eos_token="</s>")
+                                  bos_token="<s>", eos_token="</s>",
+                                  date_string=datetime.datetime.now().strftime("%d %b %Y"))
             except Exception as e:  # the template refuses it (raise_exception): so must we
                 ref = "HTTP 400 (the template: %s)" % e
             ours = post(8383, "/apply-template", c)["prompt"]

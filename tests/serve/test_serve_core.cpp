@@ -243,7 +243,8 @@ class TestServeCore : public QObject {
     QCOMPARE(*llama.params.tool_format, ToolCallFormat::Llama3);
     // tool_choice none: the tools are read, nothing is held or parsed.
     auto none = read_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
-        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"), SamplingParams{}, {});
+        "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"),
+                                  SamplingParams{}, {});
     QVERIFY(std::holds_alternative<ChatCompletionRequest>(none));
     QVERIFY(!std::get<ChatCompletionRequest>(none).params.json_grammar);
     ChatCompletionRequest none_read = std::get<ChatCompletionRequest>(none);
@@ -309,8 +310,10 @@ class TestServeCore : public QObject {
     QTest::newRow("stream string") << "{" + ok + R"(, "stream": "yes"})" << "stream";
     QTest::newRow("top_logprobs alone") << "{" + ok + R"(, "top_logprobs": 2})" << "top_logprobs";
     QTest::newRow("top_logprobs 100") << "{" + ok + R"(, "logprobs": true, "top_logprobs": 100})" << "top_logprobs";
-    QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})" << "tools[0]";
-    QTest::newRow("functions") << "{" + ok + R"(, "functions": [{"name": "f"}]})" << "functions";
+    QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})"
+                           << "tools[0]";
+    QTest::newRow("functions") << "{" + ok + R"(, "functions": [{"name": "f"}]})"
+                               << "functions";
     QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})" << "stream_options";
   }
 

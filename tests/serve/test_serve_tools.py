@@ -8,6 +8,7 @@ conversation with calls and tool results renders as the template writes it (/app
 tool_choice "none" hides the tools; and OpenAI-shaped 400s for what cannot be honoured."""
 
 import json
+import time
 import unittest
 
 import serve_fixture as fx
@@ -199,8 +200,9 @@ class TestTools(unittest.TestCase):
             client = fx.openai_client(llama)
             status, body, _ = llama.post("/apply-template", {"messages": MESSAGES, "tools": [TIME]})
             prompt = json.loads(body)["prompt"]
+            # Today's date, as llama-server gives Llama 3.1+ templates.
             self.assertIn("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: "
-                          "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>", prompt)
+                          "December 2023\nToday Date: " + time.strftime("%d %b %Y") + "\n\n<|eot_id|>", prompt)
             self.assertIn('{\n    "type": "function",\n    "function": {\n        "name": "get_time",', prompt)
             self.assertTrue(prompt.endswith("What is the weather in Paris?<|eot_id|><|start_header_id|>assistant"
                                             "<|end_header_id|>\n\n"), prompt)

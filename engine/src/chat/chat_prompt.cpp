@@ -34,13 +34,15 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                           (prompt.family == ChatTemplateFamily::Llama3 ? "Llama 3.0's (no tools)" : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, and Llama 3.1-3.3's)");
   }
-  if (has_tool_format) prompt.tool_format = prompt.family == ChatTemplateFamily::Llama3 ? ToolCallFormat::Llama3 : ToolCallFormat::Hermes;
+  if (has_tool_format)
+    prompt.tool_format = prompt.family == ChatTemplateFamily::Llama3 ? ToolCallFormat::Llama3 : ToolCallFormat::Hermes;
   if (prompt.tool_format == ToolCallFormat::Llama3) {
     // What Llama 3's template refuses (raise_exception), refused here in words.
     const size_t after_system = messages[0].role == "system" ? 1 : 0;
     if (!options.tools.empty() && messages.size() <= after_system) {
-      return make_error(ErrorCode::InvalidArgument,
-                        "Llama 3's template puts the tools in the first message after the system message: there is none");
+      return make_error(
+          ErrorCode::InvalidArgument,
+          "Llama 3's template puts the tools in the first message after the system message: there is none");
     }
     for (const ChatMessage& m : messages) {
       if (m.tool_calls.size() > 1) {

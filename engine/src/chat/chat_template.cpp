@@ -63,8 +63,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
     const std::string example = "\"name\": <function-name>, \"arguments\": <args-json-object>";
     s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
          "<tool_call></tool_call> XML tags:\n<tool_call>\n" +
-         (o.doubles_tool_example_braces ? "{{" + example + "}}" : "{" + example + "}") +
-         "\n</tool_call><|im_end|>\n";
+         (o.doubles_tool_example_braces ? "{{" + example + "}}" : "{" + example + "}") + "\n</tool_call><|im_end|>\n";
     first = has_system ? 1 : 0;
   } else if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system")) {
     s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
@@ -287,21 +286,14 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
 
 std::string chat_template_llama3_date(std::string_view t) {
   if (t.find("Cutting Knowledge Date") == std::string_view::npos) return {};
-  if (t.find("strftime_now") != std::string_view::npos) {
-    // As llama.cpp's and Hugging Face's strftime_now("%d %b %Y"): today, in the C locale.
-    const std::time_t now = std::time(nullptr);
-    std::tm day{};
-    localtime_r(&now, &day);
-    char text[32];
-    std::strftime(text, sizeof text, "%d %b %Y", &day);
-    return text;
-  }
-  constexpr std::string_view kSet = "date_string = \"";
-  if (const size_t at = t.find(kSet); at != std::string_view::npos) {
-    const size_t end = t.find('"', at + kSet.size());
-    if (end != std::string_view::npos) return std::string(t.substr(at + kSet.size(), end - at - kSet.size()));
-  }
-  return "26 Jul 2024";
+  // Today, "%d %b %Y" in the C locale, for 3.1's and 3.3's templates too (whose own default is
+  // "26 Jul 2024"): llama.cpp passes date_string so, and Meta's reference code writes the day.
+  const std::time_t now = std::time(nullptr);
+  std::tm day{};
+  localtime_r(&now, &day);
+  char text[32];
+  std::strftime(text, sizeof text, "%d %b %Y", &day);
+  return text;
 }
 
 std::string chat_template_default_system(std::string_view t) {

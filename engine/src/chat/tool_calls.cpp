@@ -134,7 +134,8 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
   for (size_t i = 0; i < tools.size(); ++i) {
     const ToolDefinition& tool = tools[i];
     if (only && tool.name != *only) continue;
-    const std::string params_text = tool.parameters_json.empty() ? std::string(R"({"type": "object"})") : tool.parameters_json;
+    const std::string params_text =
+        tool.parameters_json.empty() ? std::string(R"({"type": "object"})") : tool.parameters_json;
     json params = json::parse(params_text, nullptr, /*allow_exceptions=*/false);
     if (params.is_discarded()) {
       return make_error(ErrorCode::InvalidArgument, "the parameters of tool '" + tool.name + "' are not JSON");

@@ -146,8 +146,8 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
         // Only white space so far may still be followed by the trigger; anything else ends
         // the chance (the tail is all the reply so far, or its last bytes after white space).
         const size_t text = m_trigger_tail.find_first_not_of(" \t\r\n");
-        if (text != std::string::npos && m_params.grammar_trigger.compare(0, m_trigger_tail.size() - text,
-                                                                         m_trigger_tail, text) != 0) {
+        if (text != std::string::npos &&
+            m_params.grammar_trigger.compare(0, m_trigger_tail.size() - text, m_trigger_tail, text) != 0) {
           m_is_trigger_passed = true;
         }
       }

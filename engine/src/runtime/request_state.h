@@ -94,9 +94,9 @@ class RequestState {
   int32_t sample_held(std::span<const float> logits);
   bool is_held_token_allowed(int32_t token) const;
 
-  std::optional<JsonMatcher> m_matcher;  // structured output: where the reply is in its grammar
-                                         // (with a trigger: only while a call is being written)
-  std::string m_trigger_tail;            // with a trigger: the free text's last bytes, shorter than it
+  std::optional<JsonMatcher> m_matcher;     // structured output: where the reply is in its grammar
+                                            // (with a trigger: only while a call is being written)
+  std::string m_trigger_tail;               // with a trigger: the free text's last bytes, shorter than it
   bool m_may_end_before_next_call = false;  // after a call: the reply may end instead of another
   bool m_is_trigger_passed = false;         // a trigger only at the start: the reply began otherwise
   std::vector<int32_t> m_history;        // prompt, then generated tokens

@@ -412,7 +412,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
 }
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::framed(const JsonGrammar& grammar, std::string prefix,
-                                                      std::string suffix, std::string description) {
+                                                       std::string suffix, std::string description) {
   auto out = std::make_shared<JsonGrammar>(grammar.m_nodes, grammar.m_root, std::move(description));
   out->m_prefix = std::move(prefix);
   out->m_suffix = std::move(suffix);

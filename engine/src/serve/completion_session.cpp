@@ -69,7 +69,8 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
     : m_kind(kind),
       m_model(std::move(model)),
       m_id(random_id(kind == CompletionKind::Chat ? "chatcmpl-" : "cmpl-")),
-      m_created(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      m_created(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                    .count()),
       m_n(params.n),
       m_is_stream(params.is_stream),
       m_include_usage(params.include_usage),
@@ -172,10 +173,11 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   // call is one piece).
   for (size_t i = c->call_ids.size(); i < parts.calls.size(); ++i) {
     c->call_ids.push_back(random_id("call_"));
-    delta["tool_calls"].push_back({{"index", i},
-                                   {"id", c->call_ids.back()},
-                                   {"type", "function"},
-                                   {"function", {{"name", parts.calls[i].name}, {"arguments", parts.calls[i].arguments}}}});
+    delta["tool_calls"].push_back(
+        {{"index", i},
+         {"id", c->call_ids.back()},
+         {"type", "function"},
+         {"function", {{"name", parts.calls[i].name}, {"arguments", parts.calls[i].arguments}}}});
   }
   return delta;
 }
@@ -196,7 +198,8 @@ json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_
 json CompletionSession::finish_chunk(size_t index) const {
   const RequestFinished& f = *m_choices[index].finished;
   json chunk = chunk_base();
-  const char* reason = m_kind == CompletionKind::Chat ? finish_reason(m_choices[index]) : openai_finish_reason(f.reason);
+  const char* reason =
+      m_kind == CompletionKind::Chat ? finish_reason(m_choices[index]) : openai_finish_reason(f.reason);
   if (m_kind == CompletionKind::Chat) {
     chunk["choices"] = json::array({{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}});
   } else {
@@ -286,8 +289,8 @@ std::string CompletionSession::body_text() const {
   for (size_t i = 0; i < m_choices.size(); ++i) {
     const Choice& c = m_choices[i];
     const char* reason = m_kind == CompletionKind::Chat ? finish_reason(c)
-                         : c.finished                      ? openai_finish_reason(c.finished->reason)
-                                                           : "abort";
+                         : c.finished                   ? openai_finish_reason(c.finished->reason)
+                                                        : "abort";
     if (c.finished) finished.push_back(&*c.finished);
     json lp = m_num_top_logprobs >= 0 ? logprobs_json(c.logprob_tokens, c.text_offsets) : json(nullptr);
     if (m_kind == CompletionKind::Chat) {

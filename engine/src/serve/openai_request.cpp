@@ -421,11 +421,12 @@ std::optional<ApiError> refuse_unsupported(const FieldReader& r, bool is_chat) {
     if (const json* v = r.find(name);
         v != nullptr && !(v->is_array() && v->empty()) && !(v->is_object() && v->empty())) {
       const bool is_legacy = n == "functions" || n == "function_call";
-      return invalid_request(std::string("'") + name + "' is not supported by this server" +
-                                 (is_legacy && is_chat ? " (give 'tools' and 'tool_choice')"
-                                  : n == "tools" || n == "tool_choice" ? " on /v1/completions (use /v1/chat/completions)"
-                                                                      : ""),
-                             name, "unsupported_parameter");
+      return invalid_request(
+          std::string("'") + name + "' is not supported by this server" +
+              (is_legacy && is_chat                 ? " (give 'tools' and 'tool_choice')"
+               : n == "tools" || n == "tool_choice" ? " on /v1/completions (use /v1/chat/completions)"
+                                                    : ""),
+          name, "unsupported_parameter");
     }
   }
   if (const json* echo = r.find("echo"); echo != nullptr && *echo != json(false)) {

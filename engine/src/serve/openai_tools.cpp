@@ -32,8 +32,8 @@ std::optional<ApiError> read_tool_list(const json& tools, const nlohmann::ordere
     const std::string param = "tools[" + std::to_string(i) + "]";
     if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
         !t["function"].is_object()) {
-      return invalid_request(param + " must be {\"type\": \"function\", \"function\": {...}} (only functions are supported)",
-                             param);
+      return invalid_request(
+          param + " must be {\"type\": \"function\", \"function\": {...}} (only functions are supported)", param);
     }
     const json& f = t["function"];
     const auto name = f.find("name");
@@ -52,12 +52,14 @@ std::optional<ApiError> read_tool_list(const json& tools, const nlohmann::ordere
     tool.name = name->get<std::string>();
     if (const auto p = f.find("parameters"); p != f.end() && !p->is_null()) {
       if (!p->is_object()) {
-        return invalid_request(param + ".function.parameters must be a JSON Schema object", param + ".function.parameters");
+        return invalid_request(param + ".function.parameters must be a JSON Schema object",
+                               param + ".function.parameters");
       }
       tool.parameters_json = p->dump();
     }
     if (const auto s = f.find("strict"); s != f.end() && !s->is_null()) {
-      if (!s->is_boolean()) return invalid_request(param + ".function.strict must be true or false", param + ".function.strict");
+      if (!s->is_boolean())
+        return invalid_request(param + ".function.strict must be true or false", param + ".function.strict");
       tool.is_strict = s->get<bool>();
     }
     // As the template shows it: the client's own key order where the body could be read again.
@@ -71,8 +73,9 @@ std::optional<ApiError> read_tool_list(const json& tools, const nlohmann::ordere
 
 std::optional<ApiError> read_message_tool_calls(const json& calls, const std::string& param,
                                                 std::vector<ChatToolCall>* out) {
-  const std::string bad = param + ".tool_calls must be a list of {\"id\", \"type\": \"function\", \"function\": "
-                                  "{\"name\", \"arguments\"}}";
+  const std::string bad = param +
+                          ".tool_calls must be a list of {\"id\", \"type\": \"function\", \"function\": "
+                          "{\"name\", \"arguments\"}}";
   if (!calls.is_array()) return invalid_request(bad, param + ".tool_calls");
   for (const json& c : calls) {
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) {
@@ -119,7 +122,8 @@ std::optional<ApiError> read_tools(const json& body, std::string_view raw_body, 
   std::optional<std::string> only;
   if (const auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
     const std::string bad =
-        "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+        "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
+        "...}}";
     if (choice->is_string()) {
       const std::string c = choice->get<std::string>();
       if (c == "none") {
@@ -169,8 +173,9 @@ std::optional<ApiError> read_tools(const json& body, std::string_view raw_body, 
 
 std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCallFormat format) {
   if (request->tool_choice == ToolChoice::None || request->tools.empty()) return std::nullopt;
-  const std::optional<std::string> only =
-      request->tool_choice == ToolChoice::Function ? std::optional<std::string>(request->tool_choice_name) : std::nullopt;
+  const std::optional<std::string> only = request->tool_choice == ToolChoice::Function
+                                              ? std::optional<std::string>(request->tool_choice_name)
+                                              : std::nullopt;
   Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only, format);
   if (!grammar) return invalid_request("'tools': " + grammar.error_message(), "tools");
   const ToolCallSyntax syntax = tool_call_syntax(format);

@@ -53,9 +53,8 @@ struct ChatRenderOptions {
   // its tool instructions (ChatML: Qwen's <tools> in the system turn; Llama 3.1+: the first
   // user message).
   std::vector<std::string> tools;
-  // Llama 3.1+ templates: the "Today Date:" of the system block they always write (3.1's and
-  // 3.3's a fixed "26 Jul 2024", 3.2's today's); empty: Llama 3.0's format, without tools
-  // (chat_template_llama3_date).
+  // Llama 3.1+ templates: the "Today Date:" of the system block they always write; empty:
+  // Llama 3.0's format, without tools (chat_template_llama3_date).
   std::string llama3_date;
   // The system text the template writes when the conversation has none
   // (chat_template_default_system; ChatML only).
@@ -71,8 +70,8 @@ struct ChatRenderOptions {
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without
-// "Cutting Knowledge Date"; today's ("05 Dec 2026") for one that asks strftime_now; else the
-// date it writes.
+// "Cutting Knowledge Date", else today's ("05 Dec 2026"), as llama-server gives every one of
+// them (Hugging Face's rendering keeps 3.1's and 3.3's own "26 Jul 2024").
 std::string chat_template_llama3_date(std::string_view jinja_template);
 
 // The system text a ChatML template writes when a conversation has none, read from its

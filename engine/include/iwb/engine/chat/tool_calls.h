@@ -57,11 +57,11 @@ std::string template_tojson(std::string_view json_text, int indent = 0);
 std::string template_tojson_string(std::string_view text);
 
 // The grammar one call is held to: {"name": one of the tools (or `only`), "arguments": that
-// tool's parameters} (Llama 3: "parameters"), framed as the format writes it: Hermes with the
-// lines around it, "\n" before (after the trigger kToolCallOpen) and "\n</tool_call>" after. A tool's schema that uses what the grammar does not
-// support is an error when the tool is strict; otherwise its arguments are held to any JSON
-// object (OpenAI holds non-strict tools to their schema only loosely too), and `loosened` names
-// it.
+// tool's parameters} (Llama 3: "parameters"), framed as the format writes it (Hermes: "\n"
+// before, after the trigger kToolCallOpen, and "\n</tool_call>" after). A tool's schema that
+// uses what the grammar does not support is an error when the tool is strict; otherwise its
+// arguments are held to any JSON object (OpenAI holds non-strict tools to their schema only
+// loosely too), and `loosened` names it.
 struct ToolGrammar {
   std::shared_ptr<const JsonGrammar> grammar;
   std::vector<std::string> loosened;  // "get_weather: at /properties/x: 'pattern' is not supported"

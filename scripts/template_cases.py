@@ -1,0 +1,37 @@
+"""Conversations that exercise chat templates' tool formats, shared by
+scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and without a system
+message, calls and tool results over two turns, a call after text (with and without a system
+message), and no tools. Tool-call arguments are JSON text, as OpenAI clients send them."""
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city, °C",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+                   "required": ["city"]}}}
+NOW = {"type": "function", "function": {"name": "now", "description": "The time",
+                                        "parameters": {"type": "object", "properties": {}}}}
+
+
+def _call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+CASES = [
+    {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [WEATHER, NOW]},
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "tools": [NOW]},
+    {"messages": [{"role": "user", "content": "Weather in Paris and the time?"},
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [_call("call_1", "get_weather", '{"city":"Paris","unit":"c"}'),
+                                  _call("call_2", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
+                  {"role": "tool", "tool_call_id": "call_2", "content": "12:00"},
+                  {"role": "assistant", "content": "21 °C at noon."},
+                  {"role": "user", "content": "Thanks"}],
+     "tools": [WEATHER, NOW]},
+    {"messages": [{"role": "user", "content": "Hi"}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("c", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "c", "content": "noon"}]},
+    {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("c", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "c", "content": "noon"}]},
+]
