@@ -33,6 +33,7 @@ class TestStructuredOutput : public QObject {
   void triggerHoldsOnlyWhatFollowsIt();
   void forcedTriggerOpensTheReply();
   void triggerAtTheStartIsTheValuesOwn();
+  void greedySpeculationKeepsToTheTrigger();
 
  private:
   QTemporaryDir m_tmp;
@@ -427,6 +428,46 @@ void TestStructuredOutput::triggerAtTheStartIsTheValuesOwn() {
   forced.ends_after_grammar = true;
   const Reply opened = generate(*m_engine, forced);
   QVERIFY2(opened.text == "{yes}" || opened.text == "{no}", opened.text.c_str());
+}
+
+// Greedy speculation with a lazy grammar (tool calls): the same reply as plain decoding, and
+// guesses were drafted and verified through the free text, the trigger and the held values.
+void TestStructuredOutput::greedySpeculationKeepsToTheTrigger() {
+  auto engine = Engine::load(m_aidreams, {0, 2});
+  QVERIFY(engine.is_ok());
+  spec::SpeculativeConfig lookup;
+  lookup.kind = spec::DrafterKind::PromptLookup;
+  lookup.num_draft_tokens = 4;
+  QVERIFY((*engine)->set_speculation(lookup).is_ok());
+  // The free reply's start in the prompt: lookup finds guesses in it.
+  const std::string story = generate(**engine, request(**engine, "Once upon a time", 0.0f, 1, nullptr)).text;
+  const std::string prompt = "Once upon a time" + story.substr(0, 150) + "\nOnce upon a time";
+  const auto run = [&](int32_t num_draft_tokens, int64_t* num_drafted) {
+    GenerationRequest q = request(**engine, prompt, 0.0f, 1, framed_choices({" noise", " light"}, "", ""));
+    q.grammar_trigger = " of";
+    q.max_new_tokens = 40;
+    q.num_draft_tokens = num_draft_tokens;
+    Result<RequestId> id = (*engine)->add_request(std::move(q));
+    if (!id) qFatal("%s", id.error_message().c_str());
+    std::string text;
+    *num_drafted = 0;
+    while ((*engine)->has_unfinished_requests()) {
+      Result<StepResult> st = (*engine)->step();
+      if (!st) qFatal("%s", st.error_message().c_str());
+      *num_drafted += st->stats.speculation.num_drafted;
+      for (const TokenEvent& e : st->tokens) text += e.text;
+    }
+    return text;
+  };
+  int64_t drafted = 0, plain_drafted = 0;
+  const std::string speculated = run(-1, &drafted);
+  const std::string plain = run(0, &plain_drafted);
+  QVERIFY(drafted > 0);
+  QCOMPARE(plain_drafted, int64_t(0));
+  QCOMPARE(speculated, plain);
+  int count = 0;
+  QVERIFY2(held_after_trigger(plain, " of", {" noise", " light"}, &count), plain.c_str());
+  QVERIFY2(count >= 1, plain.c_str());
 }
 
 QTEST_GUILESS_MAIN(TestStructuredOutput)

@@ -232,9 +232,15 @@ void TestToolCalls::llama3CallsAreTheWholeReply() {
   QCOMPARE(r.calls.size(), size_t{1});
   QCOMPARE(r.calls[0].arguments, std::string(R"({"city":"Oslo"})"));
   QCOMPARE(r.content, std::string());
-  // Streaming: a reply that opens with "{" waits for its end; text goes out as it comes.
+  // Streaming: a reply that opens with {"name" (or may yet) waits for its end; text, and JSON
+  // that is not a call, go out as they come.
   QCOMPARE(split_tool_calls("{\"name\": \"get_wea", true, llama).content, std::string());
+  QCOMPARE(split_tool_calls(" {\"na", true, llama).content, std::string());
+  QCOMPARE(split_tool_calls("{\"answer\": 4", true, llama).content, std::string("{\"answer\": 4"));
   QCOMPARE(split_tool_calls("Hello {", true, llama).content, std::string("Hello {"));
+  QCOMPARE(split_tool_calls("{ \"name\": \"get_wea", true, llama).content, std::string());  // a forced call's space
+  QCOMPARE(split_tool_calls("{ \"name\": \"now\", \"parameters\": {}}", false, llama).calls.size(), size_t{1});
+  QCOMPARE(split_tool_calls("{\"name\": \"Ann\"}", false, llama).content, std::string("{\"name\": \"Ann\"}"));
   // JSON that is not a call is the answer.
   QCOMPARE(split_tool_calls("{\"a\": 1}", false, llama).content, std::string("{\"a\": 1}"));
   QVERIFY(split_tool_calls("{\"a\": 1}", false, llama).calls.empty());
@@ -246,7 +252,7 @@ void TestToolCalls::llama3CallsAreTheWholeReply() {
   QVERIFY(complete);
   QVERIFY(!feeds(g->grammar, "", "{\"name\": \"get_weather\", \"arguments\""));
   const ToolCallSyntax syntax = tool_call_syntax(llama);
-  QCOMPARE(syntax.trigger, std::string("{"));
+  QCOMPARE(syntax.trigger, std::string("{\"name\""));
   QVERIFY(syntax.is_trigger_in_grammar && syntax.is_trigger_at_start && !syntax.allows_several);
 }
 

@@ -238,7 +238,7 @@ class TestServeCore : public QObject {
     QCOMPARE(*qwen.params.tool_format, ToolCallFormat::Hermes);
     ChatCompletionRequest llama = r;
     QVERIFY(!hold_tool_calls(&llama, ToolCallFormat::Llama3));
-    QCOMPARE(llama.params.grammar_trigger, std::string("{"));
+    QCOMPARE(llama.params.grammar_trigger, std::string("{\"name\""));
     QVERIFY(llama.params.is_trigger_in_grammar && llama.params.is_trigger_at_start);
     QCOMPARE(*llama.params.tool_format, ToolCallFormat::Llama3);
     // tool_choice none: the tools are read, nothing is held or parsed.

@@ -80,7 +80,8 @@ std::string_view trim(std::string_view s) {
 
 // One call's JSON text as a call, when it is one. `arguments_key`: "arguments" (Hermes) or
 // "parameters" (Llama 3; "arguments" is taken there too).
-std::optional<ParsedToolCall> parse_call(std::string_view body, const char* arguments_key = "arguments") {
+std::optional<ParsedToolCall> parse_call(std::string_view body, const char* arguments_key = "arguments",
+                                         bool needs_arguments = false) {
   const ordered_json call = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return std::nullopt;
   const auto name = call.find("name");
@@ -89,6 +90,8 @@ std::optional<ParsedToolCall> parse_call(std::string_view body, const char* argu
   out.name = name->get<std::string>();
   auto arguments = call.find(arguments_key);
   if (arguments == call.end()) arguments = call.find("arguments");
+  // A Llama 3 reply is a call only with its arguments: {"name": "Ann"} alone is an answer.
+  if (needs_arguments && arguments == call.end()) return std::nullopt;
   if (arguments == call.end() || arguments->is_null()) {
     out.arguments = "{}";
   } else if (arguments->is_string()) {
@@ -97,6 +100,18 @@ std::optional<ParsedToolCall> parse_call(std::string_view body, const char* argu
     out.arguments = arguments->dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   }
   return out;
+}
+
+// Whether a Llama 3 reply (trimmed) is, or may yet become, a call: "{", white space, then
+// "name" as the first key (a forced call may put a space after the brace).
+bool may_be_llama_call(std::string_view text) {
+  if (text.empty()) return true;
+  if (text.front() != '{') return false;
+  const size_t key = text.find_first_not_of(kWhitespace, 1);
+  if (key == std::string_view::npos) return true;
+  constexpr std::string_view kName = "\"name\"";
+  const std::string_view rest = text.substr(key);
+  return rest.size() < kName.size() ? kName.starts_with(rest) : rest.starts_with(kName);
 }
 
 // How many bytes at the end of `text` begin `marker` (a marker cut by the stream).
@@ -122,7 +137,8 @@ std::string template_tojson_string(std::string_view text) {
 }
 
 ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
-  if (format == ToolCallFormat::Llama3) return {"{", true, true, false};
+  // Llama 3: {"name" at the reply's start, so that an answer that is other JSON stays free.
+  if (format == ToolCallFormat::Llama3) return {std::string(kLlamaCallStart), true, true, false};
   return {std::string(kToolCallOpen), false, false, true};
 }
 
@@ -174,9 +190,9 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
   ToolReply out;
   if (format == ToolCallFormat::Llama3) {
     const std::string_view text = trim(reply);
-    if (text.empty() || text.front() == '{') {
-      if (is_streaming) return out;  // a call, or JSON text: told apart when the reply ends
-      if (std::optional<ParsedToolCall> call = parse_call(text, "parameters")) {
+    if (may_be_llama_call(text)) {
+      if (is_streaming) return out;  // told apart when the reply ends
+      if (std::optional<ParsedToolCall> call = parse_call(text, "parameters", /*needs_arguments=*/true)) {
         out.calls.push_back(std::move(*call));
         return out;
       }

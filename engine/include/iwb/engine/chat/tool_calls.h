@@ -21,6 +21,7 @@ namespace iwb {
 
 inline constexpr std::string_view kToolCallOpen = "<tool_call>";
 inline constexpr std::string_view kToolCallClose = "</tool_call>";
+inline constexpr std::string_view kLlamaCallStart = "{\"name\"";  // how Llama 3's calls begin
 
 // How a model family writes its calls.
 enum class ToolCallFormat {
@@ -80,7 +81,8 @@ struct ParsedToolCall {
 // a trailing start of the opening marker ("<tool_") are held back, as is trailing white space, so
 // the text only grows; a finished reply keeps an unclosed block as text, and drops the white
 // space around calls. Llama 3: a reply that is one JSON object with "name" and "parameters" (or
-// "arguments") is a call; while streaming, a reply that opens with "{" is held back whole.
+// "arguments") is a call; while streaming, a reply that opens with {"name" (white space allowed
+// after the brace), or may yet, is held back whole.
 struct ToolReply {
   std::string content;
   std::vector<ParsedToolCall> calls;
