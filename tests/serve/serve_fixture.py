@@ -53,6 +53,17 @@ def aidreams_gguf():
     return out
 
 
+def default_model():
+    """The default chat model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) where scripts/fetch-model.sh
+    put it; without it the calling test skips, saying so."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(cache, "inference-workbench", "models", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    if not os.path.exists(path):
+        print(f"SKIP: the default model is absent ({path}; scripts/fetch-model.sh fetches it)", file=sys.stderr)
+        sys.exit(0)
+    return path
+
+
 class Server:
     """`iwb serve` in a child process; stderr lines are kept in `lines`."""
 
