@@ -176,6 +176,10 @@ class TestTools(unittest.TestCase):
             ({"messages": [{"role": "function", "name": "f", "content": "x"}]}, "messages[0].role", "tool"),
             ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]},
              "messages[0].tool_calls", "tool_calls must be"),
+            # Arguments are JSON inside a string: their nesting is bounded apart from the body's.
+            ({"messages": [{"role": "assistant", "tool_calls": [
+                {"function": {"name": "f", "arguments": "[" * 100000}}]}]},
+             "messages[0].tool_calls", "nests deeper than 64"),
         ]
         for extra, param, words in cases:
             with self.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:

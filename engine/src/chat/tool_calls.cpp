@@ -1,5 +1,5 @@
 // Tool calls: definitions as Hugging Face's `tojson` writes them, the grammar of one call, and a
-// reply split into text and calls (Qwen2.5 / Hermes <tool_call> blocks).
+// reply split into text and calls (Qwen's <tool_call> blocks, Llama 3's whole-reply call).
 #include "iwb/engine/chat/tool_calls.h"
 
 #include <nlohmann/json.hpp>

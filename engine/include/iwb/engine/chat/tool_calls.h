@@ -51,7 +51,8 @@ struct ToolDefinition {
 
 // JSON text as Jinja's `tojson` in Hugging Face's chat templates writes it (Python's json.dumps:
 // ", " and ": " between items, non-ASCII as it is, keys in their order). Text that is not JSON
-// is written as a JSON string, as `tojson` writes a Python string.
+// is written as a JSON string, as `tojson` writes a Python string. The writer recurses: callers
+// bound the nesting (the server's body limit; tool-call arguments checked when read).
 // `indent` > 0: tojson(indent=N), one item a line (Python's "," and ": " then).
 std::string template_tojson(std::string_view json_text, int indent = 0);
 // A text as tojson writes a string (quoted, escaped).
