@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace iwb {
 namespace {
 
@@ -78,10 +80,15 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(kWhitespace) - begin + 1);
 }
 
+// Deeper calls are text: the writers recurse (a held call is far shallower; one written while no
+// grammar held it could be anything).
+constexpr int kMaxCallDepth = 128;
+
 // One call's JSON text as a call, when it is one. `arguments_key`: "arguments" (Hermes) or
 // "parameters" (Llama 3; "arguments" is taken there too).
 std::optional<ParsedToolCall> parse_call(std::string_view body, const char* arguments_key = "arguments",
                                          bool needs_arguments = false) {
+  if (json_nesting_depth(body) > kMaxCallDepth) return std::nullopt;
   const ordered_json call = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
   if (!call.is_object()) return std::nullopt;
   const auto name = call.find("name");
@@ -130,6 +137,27 @@ std::string template_tojson(std::string_view json_text, int indent) {
   std::string out;
   write_python_json(value, indent, 0, &out);
   return out;
+}
+
+int json_nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    if ((c == ']' || c == '}') && depth > 0) --depth;
+  }
+  return deepest;
 }
 
 std::string template_tojson_string(std::string_view text) {

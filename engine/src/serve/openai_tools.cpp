@@ -3,7 +3,6 @@
 // parameters), tool_choice, parallel_tool_calls.
 #include "openai_tools.h"
 
-#include <algorithm>
 #include <set>
 
 namespace iwb::serve {
@@ -70,29 +69,8 @@ std::optional<ApiError> read_tool_list(const json& tools, const nlohmann::ordere
   return std::nullopt;
 }
 
-// How deep brackets nest in a JSON text (outside strings). Arguments are JSON inside a string,
-// so the body's depth limit does not reach them, and the template writer recurses.
-int nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    if ((c == ']' || c == '}') && depth > 0) --depth;
-  }
-  return deepest;
-}
-
+// Arguments are JSON inside a string, so the body's depth limit does not reach them, and the
+// template writer recurses.
 constexpr int kMaxArgumentsDepth = 64;
 
 }  // namespace
@@ -123,7 +101,7 @@ std::optional<ApiError> read_message_tool_calls(const json& calls, const std::st
     } else {
       return invalid_request(param + ".tool_calls: 'arguments' must be a JSON text (a string)", param + ".tool_calls");
     }
-    if (nesting_depth(call.arguments) > kMaxArgumentsDepth) {
+    if (json_nesting_depth(call.arguments) > kMaxArgumentsDepth) {
       return invalid_request(param + ".tool_calls: 'arguments' nests deeper than " +
                                  std::to_string(kMaxArgumentsDepth) + " levels",
                              param + ".tool_calls");

@@ -58,6 +58,9 @@ std::string template_tojson(std::string_view json_text, int indent = 0);
 // A text as tojson writes a string (quoted, escaped).
 std::string template_tojson_string(std::string_view text);
 
+// How deep brackets nest in a JSON text (outside strings), without parsing it.
+int json_nesting_depth(std::string_view text);
+
 // The grammar one call is held to: {"name": one of the tools (or `only`), "arguments": that
 // tool's parameters} (Llama 3: "parameters"), framed as the format writes it (Hermes: "\n"
 // before, after the trigger kToolCallOpen, and "\n</tool_call>" after). A tool's schema that
