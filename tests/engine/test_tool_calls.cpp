@@ -361,8 +361,8 @@ void TestToolCalls::splitFindsCallsAndText() {
   r = split_tool_calls("x <tool_call>\n{\"name\": \"now\", \"argu");
   QCOMPARE(r.content, std::string("x <tool_call>\n{\"name\": \"now\", \"argu"));
   // A block nesting past what a held call can is text (the writers recurse).
-  const std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(200, '[') +
-                           std::string(200, ']') + "}</tool_call>";
+  const std::string deep =
+      "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(200, '[') + std::string(200, ']') + "}</tool_call>";
   QVERIFY(split_tool_calls(deep).calls.empty());
   QCOMPARE(json_nesting_depth(R"({"a": [1, {"b": "[[[{"}]})"), 3);
   // Arguments some models write as a string of JSON are taken as that text.
