@@ -49,13 +49,16 @@ struct Reply {
   RequestFinished finished;
 };
 
-Reply generate(Engine& engine, GenerationRequest r) {
+// `num_drafted` (when given): the speculative guesses the engine verified meanwhile.
+Reply generate(Engine& engine, GenerationRequest r, int64_t* num_drafted = nullptr) {
   Reply out;
   Result<RequestId> id = engine.add_request(std::move(r));
   if (!id) qFatal("add_request: %s", id.error_message().c_str());
+  if (num_drafted != nullptr) *num_drafted = 0;
   while (engine.has_unfinished_requests()) {
     Result<StepResult> s = engine.step();
     if (!s) qFatal("step: %s", s.error_message().c_str());
+    if (num_drafted != nullptr) *num_drafted += s->stats.speculation.num_drafted;
     for (const TokenEvent& e : s->tokens) {
       if (e.request != *id) continue;
       out.tokens.push_back(e.token);
@@ -188,18 +191,7 @@ void TestStructuredOutput::greedySpeculationKeepsToTheGrammar() {
     GenerationRequest q = request(**engine, prompt, temperature, 3, compile(kSchema));
     ban_whitespace_tokens(**engine, &q);
     q.num_draft_tokens = num_draft_tokens;
-    Result<RequestId> id = (*engine)->add_request(std::move(q));
-    if (!id) qFatal("%s", id.error_message().c_str());
-    Reply out;
-    *num_drafted = 0;
-    while ((*engine)->has_unfinished_requests()) {
-      Result<StepResult> s = (*engine)->step();
-      if (!s) qFatal("%s", s.error_message().c_str());
-      *num_drafted += s->stats.speculation.num_drafted;
-      for (const TokenEvent& e : s->tokens) out.text += e.text;
-      for (const RequestFinished& f : s->finished) out.finished = f;
-    }
-    return out;
+    return generate(**engine, std::move(q), num_drafted);
   };
   int64_t drafted = 0, plain_drafted = 0, sampled_drafted = 0;
   const Reply speculated = run(0.0f, -1, &drafted);
@@ -447,17 +439,7 @@ void TestStructuredOutput::greedySpeculationKeepsToTheTrigger() {
     q.grammar_trigger = " of";
     q.max_new_tokens = 40;
     q.num_draft_tokens = num_draft_tokens;
-    Result<RequestId> id = (*engine)->add_request(std::move(q));
-    if (!id) qFatal("%s", id.error_message().c_str());
-    std::string text;
-    *num_drafted = 0;
-    while ((*engine)->has_unfinished_requests()) {
-      Result<StepResult> st = (*engine)->step();
-      if (!st) qFatal("%s", st.error_message().c_str());
-      *num_drafted += st->stats.speculation.num_drafted;
-      for (const TokenEvent& e : st->tokens) text += e.text;
-    }
-    return text;
+    return generate(**engine, std::move(q), num_drafted).text;
   };
   int64_t drafted = 0, plain_drafted = 0;
   const std::string speculated = run(-1, &drafted);

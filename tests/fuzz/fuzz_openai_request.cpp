@@ -12,7 +12,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto* json = std::get_if<nlohmann::json>(&parsed)) {
     const iwb::SamplingParams defaults;
     const iwb::serve::RequestLimits limits;
-    (void)iwb::serve::read_chat_request(*json, defaults, limits, body);  // tools read again in order
+    auto chat = iwb::serve::read_chat_request(*json, defaults, limits, body);  // tools read again in order
+    if (auto* request = std::get_if<iwb::serve::ChatCompletionRequest>(&chat)) {
+      for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3}) {
+        iwb::serve::ChatCompletionRequest copy = *request;
+        (void)iwb::serve::hold_tool_calls(&copy, format);  // the tools' schemas compiled into a call grammar
+      }
+    }
     (void)iwb::serve::read_completion_request(*json, defaults, limits);
     (void)iwb::serve::dump_json(*json);
   }

@@ -204,6 +204,22 @@ def whitespace_token_ids(server):
     return sorted(ids)
 
 
+def serve_module(module_name, model, server_args, rest):
+    """The main() of a test file (pass __name__): its unittest cases against one `iwb serve` of
+    `model`, with the file's MODEL, SERVER and CLIENT set first, and its NO_WHITESPACE (where it
+    has one) filled with bans of the whitespace-only tokens."""
+    module = sys.modules[module_name]
+
+    def start(server):
+        module.MODEL = model
+        module.SERVER = server
+        module.CLIENT = openai_client(server)
+        if hasattr(module, "NO_WHITESPACE"):
+            module.NO_WHITESPACE.update({str(i): -100 for i in whitespace_token_ids(server)})
+
+    serve_and_test(model, server_args, rest, start)
+
+
 def run_iwb(*args, timeout=120):
     r = subprocess.run([ARGS.iwb] + list(args), capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:

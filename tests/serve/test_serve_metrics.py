@@ -154,18 +154,6 @@ class TestSpeculativeServing(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
 
-def main():
-    global MODEL
-    MODEL = fx.aidreams_gguf()
-
-    def start(server):
-        global SERVER, CLIENT
-        SERVER = server
-        CLIENT = fx.openai_client(server)
-
-    # -t 1 and a long context: a stream lasts long enough for its client to leave in the middle.
-    fx.serve_and_test(MODEL, ["-c", "2048", "-t", "1"], REST, start)
-
-
 if __name__ == "__main__":
-    main()
+    # -t 1 and a long context: a stream lasts long enough for its client to leave in the middle.
+    fx.serve_module(__name__, fx.aidreams_gguf(), ["-c", "2048", "-t", "1"], REST)

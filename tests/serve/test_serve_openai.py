@@ -291,17 +291,5 @@ class TestServeLimitsAndKeys(unittest.TestCase):
             self.assertTrue(any("warning" in l and "--api-key" in l for l in server.lines), server.log())
 
 
-def main():
-    global MODEL
-    MODEL = fx.aidreams_gguf()
-
-    def start(server):
-        global SERVER, CLIENT
-        SERVER = server
-        CLIENT = fx.openai_client(server)
-
-    fx.serve_and_test(MODEL, [], REST, start)
-
-
 if __name__ == "__main__":
-    main()
+    fx.serve_module(__name__, fx.aidreams_gguf(), [], REST)

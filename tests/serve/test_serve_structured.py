@@ -169,18 +169,5 @@ class TestStructuredOutput(unittest.TestCase):
         self.assertEqual(SERVER.get("/health")[0], 200)
 
 
-def main():
-    global MODEL
-    MODEL = fx.aidreams_gguf()
-
-    def start(server):
-        global SERVER, CLIENT
-        SERVER = server
-        CLIENT = fx.openai_client(server)
-        NO_WHITESPACE.update({str(i): -100 for i in fx.whitespace_token_ids(server)})
-
-    fx.serve_and_test(MODEL, [], REST, start)
-
-
 if __name__ == "__main__":
-    main()
+    fx.serve_module(__name__, fx.aidreams_gguf(), [], REST)

@@ -18,6 +18,7 @@ ARGS, REST = fx.parse_args(needs_pyenv=True)
 import openai  # noqa: E402  (from the virtual environment)
 import pydantic  # noqa: E402  (installed with openai)
 
+MODEL = None
 SERVER = None
 CLIENT = None
 NO_WHITESPACE = {}  # serve_fixture.whitespace_token_ids: the story model would pad the JSON
@@ -246,20 +247,7 @@ class TestTools(unittest.TestCase):
             self.assertEqual(plain.stop(), 0)
 
 
-def main():
-    global MODEL
-    MODEL = fx.aidreams_gguf()
-
-    def start(server):
-        global SERVER, CLIENT
-        SERVER = server
-        CLIENT = fx.openai_client(server)
-        NO_WHITESPACE.update({str(i): -100 for i in fx.whitespace_token_ids(server)})
-
+if __name__ == "__main__":
     # The tools header is ~500 of aidreams' tokens: the context is stretched past its 128 (the
     # replies are still held to the grammar; their words do not matter here).
-    fx.serve_and_test(MODEL, ["--chat-template", "chatml", "-c", "2048"], REST, start)
-
-
-if __name__ == "__main__":
-    main()
+    fx.serve_module(__name__, fx.aidreams_gguf(), ["--chat-template", "chatml", "-c", "2048"], REST)

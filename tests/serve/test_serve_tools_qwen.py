@@ -70,16 +70,5 @@ class TestToolsWithQwen(unittest.TestCase):
         self.assertIn("21", answer.choices[0].message.content)
 
 
-def main():
-    model = fx.default_model()
-
-    def start(server):
-        global SERVER, CLIENT
-        SERVER = server
-        CLIENT = fx.openai_client(server)
-
-    fx.serve_and_test(model, [], REST, start)
-
-
 if __name__ == "__main__":
-    main()
+    fx.serve_module(__name__, fx.default_model(), [], REST)

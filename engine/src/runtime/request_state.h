@@ -99,7 +99,7 @@ class RequestState {
   std::string m_trigger_tail;               // with a trigger: the free text's last bytes, shorter than it
   bool m_may_end_before_next_call = false;  // after a call: the reply may end instead of another
   bool m_is_trigger_passed = false;         // a trigger only at the start: the reply began otherwise
-  std::vector<int32_t> m_history;        // prompt, then generated tokens
+  std::vector<int32_t> m_history;           // prompt, then generated tokens
   SequenceId m_sequence = 0;
   bool m_is_started = false;
   int32_t m_num_generated = 0;

@@ -94,8 +94,10 @@ std::string CompletionSession::stream_start() const {
   std::string out;
   for (size_t i = 0; i < m_choices.size(); ++i) {
     json chunk = chunk_base();
-    chunk["choices"] = json::array(
-        {{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    chunk["choices"] = json::array({{{"index", i},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
     out += sse(chunk);
   }
   return out;
@@ -112,7 +114,8 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
         const std::string p = tok.token_to_piece(c.token, true);
         top.push_back({{"token", p}, {"logprob", c.logprob}, {"bytes", bytes_json(p)}});
       }
-      content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_json(piece)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_json(piece)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -140,11 +143,11 @@ CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& te
   return out;
 }
 
-const char* CompletionSession::finish_reason(const Choice& c) const {
+const char* CompletionSession::finish_reason(const Choice& c, bool has_calls) const {
   if (!c.finished) return "abort";
   const FinishReason reason = c.finished->reason;
   const bool ended_itself = reason == FinishReason::EndOfGeneration || reason == FinishReason::StopString;
-  if (m_tool_format && ended_itself && !chat_parts(c.text, false).calls.empty()) return "tool_calls";
+  if (has_calls && ended_itself) return "tool_calls";
   return openai_finish_reason(reason);
 }
 
@@ -190,7 +193,8 @@ json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_
     chunk["choices"] =
         json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", lp}, {"finish_reason", nullptr}}});
   } else {
-    chunk["choices"] = json::array({{{"text", token.text}, {"index", index}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+    chunk["choices"] =
+        json::array({{{"text", token.text}, {"index", index}, {"logprobs", lp}, {"finish_reason", nullptr}}});
   }
   return chunk;
 }
@@ -198,12 +202,16 @@ json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_
 json CompletionSession::finish_chunk(size_t index) const {
   const RequestFinished& f = *m_choices[index].finished;
   json chunk = chunk_base();
-  const char* reason =
-      m_kind == CompletionKind::Chat ? finish_reason(m_choices[index]) : openai_finish_reason(f.reason);
+  // Streaming: the reply's last delta has sent every call (call_ids counts them).
+  const char* reason = m_kind == CompletionKind::Chat
+                           ? finish_reason(m_choices[index], !m_choices[index].call_ids.empty())
+                           : openai_finish_reason(f.reason);
   if (m_kind == CompletionKind::Chat) {
-    chunk["choices"] = json::array({{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+    chunk["choices"] =
+        json::array({{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", reason}}});
   } else {
-    chunk["choices"] = json::array({{{"text", ""}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+    chunk["choices"] =
+        json::array({{{"text", ""}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", reason}}});
   }
   chunk["timings"] = timings_json({&f}, m_model->is_speculating);
   return chunk;
@@ -263,7 +271,8 @@ json CompletionSession::usage_json() const {
     prompt_tokens += m_prompt_sizes[p];
     int64_t best_cached = 0;
     for (size_t i = p * static_cast<size_t>(m_n); i < (p + 1) * static_cast<size_t>(m_n) && i < m_choices.size(); ++i) {
-      if (m_choices[i].finished) best_cached = std::max<int64_t>(best_cached, m_choices[i].finished->num_reused_prompt_tokens);
+      if (m_choices[i].finished)
+        best_cached = std::max<int64_t>(best_cached, m_choices[i].finished->num_reused_prompt_tokens);
     }
     cached += best_cached;
   }
@@ -288,13 +297,11 @@ std::string CompletionSession::body_text() const {
   std::vector<const RequestFinished*> finished;
   for (size_t i = 0; i < m_choices.size(); ++i) {
     const Choice& c = m_choices[i];
-    const char* reason = m_kind == CompletionKind::Chat ? finish_reason(c)
-                         : c.finished                   ? openai_finish_reason(c.finished->reason)
-                                                        : "abort";
     if (c.finished) finished.push_back(&*c.finished);
     json lp = m_num_top_logprobs >= 0 ? logprobs_json(c.logprob_tokens, c.text_offsets) : json(nullptr);
     if (m_kind == CompletionKind::Chat) {
       const ChatParts parts = chat_parts(c.text, /*is_streaming=*/false);
+      const char* reason = finish_reason(c, !parts.calls.empty());
       json message = {{"role", "assistant"}, {"content", parts.content}};
       if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
       if (!parts.calls.empty()) {
@@ -310,6 +317,7 @@ std::string CompletionSession::body_text() const {
       }
       choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", reason}});
     } else {
+      const char* reason = c.finished ? openai_finish_reason(c.finished->reason) : "abort";
       choices.push_back({{"text", c.text}, {"index", i}, {"logprobs", lp}, {"finish_reason", reason}});
     }
   }

@@ -51,8 +51,8 @@ class CompletionSession {
   struct Choice {
     std::string text;
     int32_t num_tokens = 0;
-    std::vector<TokenEvent> logprob_tokens;   // when logprobs were asked for
-    std::vector<size_t> text_offsets;         // where each of them starts in `text`
+    std::vector<TokenEvent> logprob_tokens;  // when logprobs were asked for
+    std::vector<size_t> text_offsets;        // where each of them starts in `text`
     // Chat: how much of split_reply(text)'s reasoning and content the stream has sent.
     size_t num_reasoning_sent = 0;
     size_t num_content_sent = 0;
@@ -71,8 +71,8 @@ class CompletionSession {
     std::vector<ParsedToolCall> calls;
   };
   ChatParts chat_parts(const std::string& text, bool is_streaming) const;
-  // "tool_calls" where the reply made calls and ended by itself, else the engine's reason.
-  const char* finish_reason(const Choice& choice) const;
+  // Chat: "tool_calls" where the reply made calls and ended by itself, else the engine's reason.
+  const char* finish_reason(const Choice& choice, bool has_calls) const;
   nlohmann::json finish_chunk(size_t index) const;
   nlohmann::json logprobs_json(const std::vector<TokenEvent>& tokens, const std::vector<size_t>& offsets) const;
   nlohmann::json usage_json() const;

@@ -64,7 +64,8 @@ std::shared_ptr<const ServedModel> EngineLoop::model() const {
   return m_model;
 }
 
-Result<Submission> EngineLoop::submit(std::vector<GenerationRequest> requests, std::shared_ptr<ResponseChannel> channel) {
+Result<Submission> EngineLoop::submit(std::vector<GenerationRequest> requests,
+                                      std::shared_ptr<ResponseChannel> channel) {
   Result<Submission> submission = make_error(ErrorCode::Unsupported, "the model is still loading");
   {
     std::lock_guard lock(m_mutex);

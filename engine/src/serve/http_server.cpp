@@ -71,7 +71,8 @@ HttpServer::Impl::Impl(ServeCore& core_in, ServeMetrics& metrics_in, ServeOption
     : core(core_in), metrics(metrics_in), options(std::move(options_in)), m_seed_source(std::random_device{}()) {
   limits.max_choices = std::max(options.max_choices, 1);
   limits.max_top_logprobs = std::max(options.max_top_logprobs, 0);
-  created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void HttpServer::Impl::send_json(httplib::Response& res, const json& body, int status) {
@@ -185,13 +186,15 @@ void HttpServer::Impl::handle_models(const httplib::Request&, httplib::Response&
                      {"architecture", s.architecture},
                      {"file_type", s.file_type},
                      {"has_chat_template", !model->chat_template.empty()}};
-  const json entry = {{"id", model->id}, {"object", "model"}, {"created", created}, {"owned_by", "iwb"}, {"meta", meta}};
+  const json entry = {
+      {"id", model->id}, {"object", "model"}, {"created", created}, {"owned_by", "iwb"}, {"meta", meta}};
   send_json(res, {{"object", "list"}, {"data", json::array({entry})}});
 }
 
 void HttpServer::Impl::handle_metrics(const httplib::Request&, httplib::Response& res) {
   const std::shared_ptr<const ServedModel> model = core.model();
-  res.set_content(metrics.prometheus_text(model != nullptr ? model->id : ""), "text/plain; version=0.0.4; charset=utf-8");
+  res.set_content(metrics.prometheus_text(model != nullptr ? model->id : ""),
+                  "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -213,7 +216,8 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
                                      {"with_pieces", &with_pieces}}) {
     const auto it = b.find(name);
     if (it == b.end() || it->is_null()) continue;
-    if (!it->is_boolean()) return send_error(res, invalid_request(std::string("'") + name + "' must be true or false", name));
+    if (!it->is_boolean())
+      return send_error(res, invalid_request(std::string("'") + name + "' must be true or false", name));
     *target = it->get<bool>();
   }
   const std::vector<int32_t> ids = model->tokenizer.encode(content->get<std::string>(), encode);
@@ -235,7 +239,8 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
   if (const ApiError* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
   const json& b = std::get<json>(body);
   const auto tokens = b.find("tokens");
-  const std::string bad = "'tokens' must be a list of token ids from 0 to " + std::to_string(model->tokenizer.num_tokens() - 1);
+  const std::string bad =
+      "'tokens' must be a list of token ids from 0 to " + std::to_string(model->tokenizer.num_tokens() - 1);
   if (tokens == b.end() || !tokens->is_array()) return send_error(res, invalid_request(bad, "tokens"));
   std::vector<int32_t> ids;
   for (const json& t : *tokens) {
@@ -278,7 +283,9 @@ HttpServer::HttpServer(ServeCore& core, ServeMetrics& metrics, ServeOptions opti
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::set_request_log(std::function<void(const RequestLogEntry&)> log) { m_impl->request_log = std::move(log); }
+void HttpServer::set_request_log(std::function<void(const RequestLogEntry&)> log) {
+  m_impl->request_log = std::move(log);
+}
 
 const ServeOptions& HttpServer::options() const { return m_impl->options; }
 

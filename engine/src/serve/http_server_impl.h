@@ -52,7 +52,7 @@ class HttpServer::Impl {
   bool is_bound = false;
   std::atomic<bool> is_listening{false};
   std::atomic<bool> is_stop_requested{false};
-  int64_t created = 0;                    // unix seconds, for /v1/models
+  int64_t created = 0;  // unix seconds, for /v1/models
 
  private:
   std::mutex m_seed_mutex;

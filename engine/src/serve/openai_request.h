@@ -76,9 +76,6 @@ struct ChatCompletionRequest {
   ToolChoice tool_choice = ToolChoice::None;
   std::string tool_choice_name;  // ToolChoice::Function: the tool
   bool is_parallel_tool_calls = true;
-  // Non-strict tools whose parameters use what the grammar does not support: their arguments
-  // are held to any JSON object ("name: at /...: 'pattern' is not supported").
-  std::vector<std::string> loosened_tools;
 };
 
 // A prompt given as text or as token ids.
@@ -103,8 +100,8 @@ std::variant<TextCompletionRequest, ApiError> read_completion_request(const nloh
                                                                       const SamplingParams& defaults,
                                                                       const RequestLimits& limits);
 
-// With tools to call: the grammar of a call in the model's format, its trigger, and the reply
-// parsed into tool_calls (read_chat_request has checked the tools).
+// With tools to call: the grammar of a call in the model's format (a strict tool's schema the
+// grammar cannot hold is the error), its trigger, and the reply parsed into tool_calls.
 std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCallFormat format);
 
 // Dumps JSON for the wire: invalid UTF-8 in strings (a token cut inside a character) becomes

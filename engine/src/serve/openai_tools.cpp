@@ -3,6 +3,7 @@
 // parameters), tool_choice, parallel_tool_calls.
 #include "openai_tools.h"
 
+#include <algorithm>
 #include <set>
 
 namespace iwb::serve {
@@ -102,9 +103,9 @@ std::optional<ApiError> read_message_tool_calls(const json& calls, const std::st
       return invalid_request(param + ".tool_calls: 'arguments' must be a JSON text (a string)", param + ".tool_calls");
     }
     if (json_nesting_depth(call.arguments) > kMaxArgumentsDepth) {
-      return invalid_request(param + ".tool_calls: 'arguments' nests deeper than " +
-                                 std::to_string(kMaxArgumentsDepth) + " levels",
-                             param + ".tool_calls");
+      return invalid_request(
+          param + ".tool_calls: 'arguments' nests deeper than " + std::to_string(kMaxArgumentsDepth) + " levels",
+          param + ".tool_calls");
     }
     out->push_back(std::move(call));
   }
@@ -169,14 +170,11 @@ std::optional<ApiError> read_tools(const json& body, std::string_view raw_body, 
         "(or 'tool_choice': \"none\")",
         "tools");
   }
-  // The tools' schemas and the named tool checked now (the grammar itself is made for the
-  // model's format by hold_tool_calls).
-  Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only);
-  if (!grammar) {
-    return invalid_request("'" + std::string(only ? "tool_choice" : "tools") + "': " + grammar.error_message(),
-                           only ? "tool_choice" : "tools");
+  // The tools' schemas are compiled by hold_tool_calls, once the model's format is known.
+  if (only && std::none_of(request->tools.begin(), request->tools.end(),
+                           [&](const ToolDefinition& t) { return t.name == *only; })) {
+    return invalid_request("'tool_choice': no tool is named '" + *only + "'", "tool_choice");
   }
-  request->loosened_tools = std::move(grammar->loosened);
   return std::nullopt;
 }
 

@@ -10,8 +10,9 @@
 
 namespace iwb::serve {
 
-// Reads tools, tool_choice and parallel_tool_calls into `request`, checking the tools' schemas
-// and the named tool (tools to call are refused together with another structured format).
+// Reads tools, tool_choice and parallel_tool_calls into `request`, checking the named tool (tools
+// to call are refused together with another structured format; the schemas are compiled by
+// hold_tool_calls).
 std::optional<ApiError> read_tools(const nlohmann::json& body, std::string_view raw_body, const RequestLimits& limits,
                                    ChatCompletionRequest* request);
 

@@ -25,9 +25,9 @@ struct ChatPromptOptions {
 
 struct ChatPrompt {
   ChatTemplateFamily family = ChatTemplateFamily::Plain;
-  std::string text;                        // the rendered conversation
+  std::string text;  // the rendered conversation
   std::vector<int32_t> tokens;
-  std::vector<std::string> stop_strings;   // the family's end-of-turn markers
+  std::vector<std::string> stop_strings;  // the family's end-of-turn markers
   // The reply must be generated with GenerationRequest::render_special_tokens for split_reply
   // (reply_parts.h) to find its parts: harmony's channels are control tokens.
   bool renders_special_tokens = false;

@@ -26,12 +26,12 @@ namespace iwb::serve {
 // The model being served, as the HTTP threads see it: immutable, shared, and usable from any
 // thread (the tokenizer's tables are shared read-only).
 struct ServedModel {
-  std::string id;                 // the name clients give as "model" and see in responses
+  std::string id;  // the name clients give as "model" and see in responses
   ModelSummary summary;
   tokenizer::Tokenizer tokenizer;
-  std::string chat_template;      // tokenizer.chat_template (or --chat-template's text), empty when none
-  int64_t context_length = 0;     // positions per sequence (prompt + generated)
-  bool is_speculating = false;    // speculative decoding on (timings then carry draft_n)
+  std::string chat_template;    // tokenizer.chat_template (or --chat-template's text), empty when none
+  int64_t context_length = 0;   // positions per sequence (prompt + generated)
+  bool is_speculating = false;  // speculative decoding on (timings then carry draft_n)
   // --chat-template NAME: the family to render chats in, instead of the one the template shows.
   std::optional<ChatTemplateFamily> chat_template_family;
 };
