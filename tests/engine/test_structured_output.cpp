@@ -49,6 +49,17 @@ struct Reply {
   RequestFinished finished;
 };
 
+// The model with prompt-lookup speculation (4 guesses a step), for the speculation tests.
+Result<std::unique_ptr<Engine>> load_with_lookup(const std::string& path) {
+  auto engine = Engine::load(path, {0, 2});
+  if (!engine) return engine;
+  spec::SpeculativeConfig lookup;
+  lookup.kind = spec::DrafterKind::PromptLookup;
+  lookup.num_draft_tokens = 4;
+  if (Status s = (*engine)->set_speculation(lookup); !s.is_ok()) return s;
+  return engine;
+}
+
 // `num_drafted` (when given): the speculative guesses the engine verified meanwhile.
 Reply generate(Engine& engine, GenerationRequest r, int64_t* num_drafted = nullptr) {
   Reply out;
@@ -179,12 +190,8 @@ void TestStructuredOutput::jsonModeGivesAnObject() {
 // Greedy: the target's own (grammar-held) choice verifies each guess, so speculation gives the
 // same reply as plain decoding; sampled structured replies do not speculate.
 void TestStructuredOutput::greedySpeculationKeepsToTheGrammar() {
-  auto engine = Engine::load(m_aidreams, {0, 2});
+  auto engine = load_with_lookup(m_aidreams);
   QVERIFY(engine.is_ok());
-  spec::SpeculativeConfig lookup;
-  lookup.kind = spec::DrafterKind::PromptLookup;
-  lookup.num_draft_tokens = 4;
-  QVERIFY((*engine)->set_speculation(lookup).is_ok());
   // A prompt full of the schema's own text, so that lookup finds guesses.
   const std::string prompt = R"({"color":"red","ok":true,"n":1} {"color":"red","ok":true,"n":1} {"color":)";
   const auto run = [&](float temperature, int32_t num_draft_tokens, int64_t* num_drafted) {
@@ -425,12 +432,8 @@ void TestStructuredOutput::triggerAtTheStartIsTheValuesOwn() {
 // Greedy speculation with a lazy grammar (tool calls): the same reply as plain decoding, and
 // guesses were drafted and verified through the free text, the trigger and the held values.
 void TestStructuredOutput::greedySpeculationKeepsToTheTrigger() {
-  auto engine = Engine::load(m_aidreams, {0, 2});
+  auto engine = load_with_lookup(m_aidreams);
   QVERIFY(engine.is_ok());
-  spec::SpeculativeConfig lookup;
-  lookup.kind = spec::DrafterKind::PromptLookup;
-  lookup.num_draft_tokens = 4;
-  QVERIFY((*engine)->set_speculation(lookup).is_ok());
   // The free reply's start in the prompt: lookup finds guesses in it.
   const std::string story = generate(**engine, request(**engine, "Once upon a time", 0.0f, 1, nullptr)).text;
   const std::string prompt = "Once upon a time" + story.substr(0, 150) + "\nOnce upon a time";

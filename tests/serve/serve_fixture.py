@@ -220,6 +220,18 @@ def serve_module(module_name, model, server_args, rest):
     serve_and_test(model, server_args, rest, start)
 
 
+def assert_bad_requests(test, client, cases):
+    """Each (extra body fields, param, words) of `cases` is refused by a chat completion with an
+    OpenAI-shaped 400 naming `param`, its message holding `words`."""
+    import openai
+    for extra, param, words in cases:
+        with test.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5,
+                                           extra_body=extra)
+        test.assertEqual(e.exception.body["param"], param, json.dumps(extra))
+        test.assertIn(words, e.exception.body["message"])
+
+
 def run_iwb(*args, timeout=120):
     r = subprocess.run([ARGS.iwb] + list(args), capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:

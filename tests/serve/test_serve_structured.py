@@ -160,12 +160,7 @@ class TestStructuredOutput(unittest.TestCase):
             ({"guided_json": SCHEMA, "response_format": {"type": "json_object"}}, "response_format", "give one of"),
             ({"structured_outputs": {"regex": "a+"}}, "structured_outputs", "\"json\""),
         ]
-        for extra, param, words in cases:
-            with self.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:
-                CLIENT.chat.completions.create(model="aidreams", messages=[{"role": "user", "content": "hi"}],
-                                               max_tokens=5, extra_body=extra)
-            self.assertEqual(e.exception.body["param"], param, json.dumps(extra))
-            self.assertIn(words, e.exception.body["message"])
+        fx.assert_bad_requests(self, CLIENT, cases)
         self.assertEqual(SERVER.get("/health")[0], 200)
 
 

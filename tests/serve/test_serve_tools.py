@@ -182,12 +182,7 @@ class TestTools(unittest.TestCase):
                 {"function": {"name": "f", "arguments": "[" * 100000}}]}]},
              "messages[0].tool_calls", "nests deeper than 64"),
         ]
-        for extra, param, words in cases:
-            with self.assertRaises(openai.BadRequestError, msg=json.dumps(extra)) as e:
-                CLIENT.chat.completions.create(model="aidreams", messages=[{"role": "user", "content": "hi"}],
-                                               max_tokens=5, extra_body=extra)
-            self.assertEqual(e.exception.body["param"], param, json.dumps(extra))
-            self.assertIn(words, e.exception.body["message"])
+        fx.assert_bad_requests(self, CLIENT, cases)
         # Tools belong to chat: the text completions endpoint refuses them.
         with self.assertRaises(openai.BadRequestError) as e:
             CLIENT.completions.create(model="aidreams", prompt="hi", max_tokens=5, extra_body={"tools": [TIME]})
