@@ -239,6 +239,12 @@ void TestToolCalls::llama3CallsAreTheWholeReply() {
   QCOMPARE(split_tool_calls("{\"answer\": 4", true, llama).content, std::string("{\"answer\": 4"));
   QCOMPARE(split_tool_calls("Hello {", true, llama).content, std::string("Hello {"));
   QCOMPARE(split_tool_calls("{ \"name\": \"get_wea", true, llama).content, std::string());  // a forced call's space
+  // Once its parameters begin, the call streams like a Hermes one.
+  r = split_tool_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Os", true, llama);
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].name, std::string("get_weather"));
+  QCOMPARE(r.calls[0].arguments, std::string("{\"city\":\"Os"));
+  QCOMPARE(r.content, std::string());
   QCOMPARE(split_tool_calls("{ \"name\": \"now\", \"parameters\": {}}", false, llama).calls.size(), size_t{1});
   QCOMPARE(split_tool_calls("{\"name\": \"Ann\"}", false, llama).content, std::string("{\"name\": \"Ann\"}"));
   // JSON that is not a call is the answer.
@@ -360,10 +366,30 @@ void TestToolCalls::splitFindsCallsAndText() {
   QVERIFY(r.calls.empty());
   r = split_tool_calls("x <tool_call>\n{\"name\": \"now\", \"argu");
   QCOMPARE(r.content, std::string("x <tool_call>\n{\"name\": \"now\", \"argu"));
-  // A block nesting past what a held call can is text (the writers recurse).
+  // Cut inside its arguments (max_tokens), it is a call with the arguments written so far.
+  r = split_tool_calls("x <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"New Yo");
+  QCOMPARE(r.content, std::string("x"));
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments, std::string("{\"city\":\"New Yo"));
+  // The arguments' bytes as the model wrote them, only the white space between tokens dropped.
+  r = split_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 1.50, \"s\": \"a \\\" } b\", \"e\": \"\\u00e9\"}}</tool_call>");
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments, std::string("{\"n\":1.50,\"s\":\"a \\\" } b\",\"e\":\"\\u00e9\"}"));
+  // Other key orders are calls when the whole block parses.
+  r = split_tool_calls("<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>");
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments, std::string("{\"a\":1}"));
+  // A list nesting past what a held call can is text (parse_call's writer recurses); an object
+  // of arguments is read without recursing, however deep.
   const std::string deep =
       "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(200, '[') + std::string(200, ']') + "}</tool_call>";
   QVERIFY(split_tool_calls(deep).calls.empty());
+  std::string deep_object;
+  for (int i = 0; i < 100000; ++i) deep_object += "{\"a\": ";
+  deep_object += "1" + std::string(100000, '}');
+  r = split_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": " + deep_object + "}</tool_call>");
+  QCOMPARE(r.calls.size(), size_t{1});
+  QCOMPARE(r.calls[0].arguments.size(), deep_object.size() - 100000);  // each ": " lost its space
   QCOMPARE(json_nesting_depth(R"({"a": [1, {"b": "[[[{"}]})"), 3);
   // Arguments some models write as a string of JSON are taken as that text.
   r = split_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>");
@@ -379,17 +405,32 @@ void TestToolCalls::splitWhileStreamingOnlyGrows() {
   QCOMPARE(final_reply.calls.size(), size_t{2});
   QCOMPARE(final_reply.content, std::string("Let me check <b>that</b>.\n\n\nDone <tool"));
   std::string last_content;
-  size_t last_calls = 0;
+  std::vector<ParsedToolCall> last_calls;
+  std::vector<std::string> oslo_arguments_seen;  // each length the Oslo call's arguments had
   for (size_t n = 0; n <= reply.size(); ++n) {
     const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), /*is_streaming=*/true);
     QVERIFY2(part.content.rfind(last_content, 0) == 0, ("text shrank at byte " + std::to_string(n)).c_str());
     QVERIFY(final_reply.content.rfind(part.content, 0) == 0);
-    QVERIFY(part.calls.size() >= last_calls);
+    QVERIFY(part.calls.size() >= last_calls.size());
+    QVERIFY(part.calls.size() <= final_reply.calls.size());
     QVERIFY(part.content.find("<tool_call") == std::string::npos);  // a marker never leaks as text
+    // Each call's name is whole from the first; its arguments only grow, to the final ones.
+    for (size_t i = 0; i < part.calls.size(); ++i) {
+      QCOMPARE(part.calls[i].name, final_reply.calls[i].name);
+      QVERIFY(final_reply.calls[i].arguments.rfind(part.calls[i].arguments, 0) == 0);
+      if (i < last_calls.size()) QVERIFY(part.calls[i].arguments.rfind(last_calls[i].arguments, 0) == 0);
+    }
+    if (part.calls.size() == 2 &&
+        (oslo_arguments_seen.empty() || oslo_arguments_seen.back() != part.calls[1].arguments)) {
+      oslo_arguments_seen.push_back(part.calls[1].arguments);
+    }
     last_content = part.content;
-    last_calls = part.calls.size();
+    last_calls = part.calls;
   }
-  QCOMPARE(last_calls, size_t{2});
+  QCOMPARE(last_calls.size(), size_t{2});
+  QCOMPARE(oslo_arguments_seen.front(), std::string("{"));  // announced as its arguments begin
+  QCOMPARE(oslo_arguments_seen.back(), std::string("{\"city\":\"Oslo\"}"));
+  QVERIFY(oslo_arguments_seen.size() > 8);
 }
 
 QTEST_GUILESS_MAIN(TestToolCalls)

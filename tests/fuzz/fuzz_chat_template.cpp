@@ -42,7 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         __builtin_trap();
       }
       for (size_t i = 0; i < streamed.calls.size(); ++i) {
-        if (streamed.calls[i].name != calls.calls[i].name || streamed.calls[i].arguments != calls.calls[i].arguments) {
+        // A streamed call's arguments may still be growing: a beginning of the whole reply's.
+        if (streamed.calls[i].name != calls.calls[i].name ||
+            calls.calls[i].arguments.compare(0, streamed.calls[i].arguments.size(), streamed.calls[i].arguments) != 0) {
           __builtin_trap();
         }
       }

@@ -123,9 +123,11 @@ class TestServeCore : public QObject {
   }
 
   // A reply with text and two calls, cut into pieces anywhere: streamed as content deltas with
-  // no marker in them and one tool_calls entry per whole call (ids kept), finish_reason
-  // tool_calls; the whole body the same, with content null when there is only calls; a reply
-  // cut by max_tokens is "length", its unclosed call left as text.
+  // no marker in them and tool_calls entries as OpenAI sends them (the first of a call with its
+  // id, type and name, then argument pieces by index), joined equal to the whole body's calls,
+  // finish_reason tool_calls; the whole body has content null when there is only calls; a reply
+  // cut by max_tokens is "length", a call cut inside its arguments a call with the arguments
+  // written so far, one cut before them text.
   void chatSessionSendsToolCalls() {
     auto file = gguf::GgufFile::open(m_model);
     QVERIFY(file);
@@ -160,23 +162,36 @@ class TestServeCore : public QObject {
           continue;
         }
         std::string content, finish;
-        std::vector<json> calls;
+        std::vector<json> calls;  // joined as the openai client joins them
+        size_t num_argument_pieces = 0;
         for (size_t at = sent.find("data: "); at != std::string::npos; at = sent.find("data: ", at + 1)) {
           const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
           const json& delta = chunk["choices"][0]["delta"];
           if (delta.contains("content")) content += delta["content"].get<std::string>();
-          if (delta.contains("tool_calls")) {
-            for (const json& c : delta["tool_calls"]) calls.push_back(c);
+          for (const json& c : delta.value("tool_calls", json::array())) {
+            const size_t index = c["index"].get<size_t>();
+            if (index == calls.size()) {
+              QVERIFY(c.contains("id") && c.contains("type") && c["function"].contains("name"));
+              calls.push_back(c);
+            } else {
+              QVERIFY(index < calls.size());
+              QVERIFY(!c.contains("id") && !c["function"].contains("name"));  // only the next piece
+              calls[index]["function"]["arguments"] =
+                  calls[index]["function"]["arguments"].get<std::string>() + c["function"]["arguments"].get<std::string>();
+            }
+            ++num_argument_pieces;
           }
           if (chunk["choices"][0]["finish_reason"].is_string()) finish = chunk["choices"][0]["finish_reason"];
         }
         QCOMPARE(content, std::string("Checking <b>."));
         QCOMPARE(calls.size(), size_t{2});
-        QCOMPARE(calls[0]["index"].get<int>(), 0);
-        QCOMPARE(calls[1]["index"].get<int>(), 1);
         QVERIFY(calls[0]["id"].get<std::string>().rfind("call_", 0) == 0);
         QVERIFY(calls[0]["id"] != calls[1]["id"]);
+        QCOMPARE(calls[0]["function"]["name"].get<std::string>(), std::string("get_weather"));
+        QCOMPARE(calls[0]["function"]["arguments"].get<std::string>(), std::string(R"({"city":"Oslo"})"));
         QCOMPARE(calls[1]["function"]["arguments"].get<std::string>(), std::string("{}"));
+        // Cut small, the arguments arrive in several pieces; whole, each call in one.
+        QVERIFY(cut == 1 ? num_argument_pieces > 4 : num_argument_pieces >= 2);
         QCOMPARE(finish, std::string("tool_calls"));
       }
     }
@@ -195,6 +210,14 @@ class TestServeCore : public QObject {
     const json body = json::parse(cut.finish_text());
     QCOMPARE(body["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
     QCOMPARE(body["choices"][0]["message"]["content"].get<std::string>(), std::string("<tool_call>\n{\"name\": \"no"));
+    CompletionSession cut_arguments(CompletionKind::Chat, model, params, {5});
+    cut_arguments.add({{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Os"}}});
+    cut_arguments.add({{0, done}});
+    const json cut_body = json::parse(cut_arguments.finish_text());
+    QCOMPARE(cut_body["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
+    QVERIFY(cut_body["choices"][0]["message"]["content"].is_null());
+    QCOMPARE(cut_body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>(),
+             std::string("{\"city\":\"Os"));
     // Without tools the same text is content, as written.
     CompletionSession plain(CompletionKind::Chat, model, CompletionParams{}, {5});
     plain.add({{0, TokenEvent{1, 7, reply}}});

@@ -85,7 +85,7 @@ class TestTools(unittest.TestCase):
 
     def test_streamed_calls_equal_the_whole_response(self):
         whole = chat(tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
-        calls, reasons, content = {}, [], ""
+        calls, reasons, content, pieces = {}, [], "", 0
         for chunk in chat(tool_choice={"type": "function", "function": {"name": "get_weather"}},
                           parallel_tool_calls=False, stream=True):
             if not chunk.choices:
@@ -93,10 +93,16 @@ class TestTools(unittest.TestCase):
             delta = chunk.choices[0].delta
             content += delta.content or ""
             for piece in delta.tool_calls or []:
-                entry = calls.setdefault(piece.index, {"id": None, "name": "", "arguments": ""})
-                entry["id"] = piece.id or entry["id"]
-                entry["name"] += piece.function.name or ""
+                # As OpenAI streams a call: id, type and name in its first piece, then only
+                # pieces of the arguments under its index.
+                if piece.index not in calls:
+                    self.assertTrue(piece.id and piece.type == "function" and piece.function.name, piece)
+                else:
+                    self.assertIsNone(piece.id)
+                    self.assertIsNone(piece.function.name)
+                entry = calls.setdefault(piece.index, {"id": piece.id, "name": piece.function.name, "arguments": ""})
                 entry["arguments"] += piece.function.arguments or ""
+                pieces += 1
             reasons.append(chunk.choices[0].finish_reason)
         self.assertEqual(reasons[-1], "tool_calls")
         self.assertEqual(content, "")
@@ -104,13 +110,19 @@ class TestTools(unittest.TestCase):
         expected = whole.choices[0].message.tool_calls[0].function
         self.assertEqual((calls[0]["name"], calls[0]["arguments"]), (expected.name, expected.arguments))
         self.assertTrue(calls[0]["id"].startswith("call_"))
-        # The client's own accumulation (what agents use) reads the same call.
+        self.assertGreater(pieces, 3)  # the arguments arrive as they are written
+        # The client's own accumulation (what agents use) reads the same call, and its events
+        # give the arguments piece by piece.
         with CLIENT.chat.completions.stream(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
                                             logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME],
                                             tool_choice={"type": "function", "function": {"name": "get_weather"}},
                                             parallel_tool_calls=False) as stream:
+            events = [e for e in stream if e.type.startswith("tool_calls.function.arguments")]
             final = stream.get_final_completion()
         self.assertEqual(final.choices[0].message.tool_calls[0].function.arguments, expected.arguments)
+        self.assertGreater(sum(e.type == "tool_calls.function.arguments.delta" for e in events), 3)
+        self.assertEqual(events[-1].type, "tool_calls.function.arguments.done")
+        self.assertEqual(events[-1].arguments, expected.arguments)
 
     def test_the_clients_pydantic_tool_and_parse(self):
         # pydantic_function_tool sends a strict schema (additionalProperties false, bounds,

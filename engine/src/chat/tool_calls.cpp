@@ -80,8 +80,8 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(kWhitespace) - begin + 1);
 }
 
-// Deeper calls are text: the writers recurse (a held call is far shallower; one written while no
-// grammar held it could be anything).
+// Calls read by parse_call (the other key orders, arguments not an object) nesting deeper are
+// text: its writer recurses. Held calls are read by read_held_call, which does not.
 constexpr int kMaxCallDepth = 128;
 
 // One call's JSON text as a call, when it is one. `arguments_key`: "arguments" (Hermes) or
@@ -107,6 +107,86 @@ std::optional<ParsedToolCall> parse_call(std::string_view body, const char* argu
     out.arguments = arguments->dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   }
   return out;
+}
+
+// Where a JSON string that opens at `at` (a quote) ends: the index after its closing quote, or
+// npos when the text ends first.
+size_t json_string_end(std::string_view text, size_t at) {
+  for (size_t i = at + 1; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// A call as a grammar writes it, read as far as it is written: {"name": "<name>", "arguments":
+// {...  (white space anywhere between; Llama 3's key is "parameters"). The arguments are the
+// object's text with the white space outside strings dropped, up to the object's end or the
+// text's: each byte is final once read, so a streamed call's arguments only grow, and the whole
+// reply gives the same bytes. Iterative, so any nesting is safe. nullopt until the arguments
+// object has begun, or when the text is not such a call. `end`: where the arguments object
+// ends in `body` (npos while it does not), so a caller finds the block's end after it, not in a
+// string of the arguments.
+struct HeldCall {
+  ParsedToolCall call;
+  size_t end = std::string_view::npos;
+};
+std::optional<HeldCall> read_held_call(std::string_view body, std::string_view arguments_key) {
+  size_t i = 0;
+  const auto skip = [&] {
+    while (i < body.size() && kWhitespace.find(body[i]) != std::string_view::npos) ++i;
+  };
+  const auto take = [&](std::string_view token) {
+    skip();
+    if (body.substr(i, token.size()) != token) return false;
+    i += token.size();
+    return true;
+  };
+  if (!take("{") || !take("\"name\"") || !take(":")) return std::nullopt;
+  skip();
+  if (i >= body.size() || body[i] != '"') return std::nullopt;
+  const size_t name_end = json_string_end(body, i);
+  if (name_end == std::string_view::npos) return std::nullopt;
+  const json name = json::parse(body.substr(i, name_end - i), nullptr, /*allow_exceptions=*/false);
+  if (!name.is_string() || name.get<std::string>().empty()) return std::nullopt;
+  i = name_end;
+  if (!take(",")) return std::nullopt;
+  const std::string key = "\"" + std::string(arguments_key) + "\"";
+  if (!take(key) && !take("\"arguments\"")) return std::nullopt;
+  if (!take(":")) return std::nullopt;
+  skip();
+  if (i >= body.size() || body[i] != '{') return std::nullopt;
+  HeldCall held;
+  ParsedToolCall& call = held.call;
+  call.name = name.get<std::string>();
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      call.arguments += c;
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (kWhitespace.find(c) != std::string_view::npos) continue;
+    call.arguments += c;
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if ((c == '}' || c == ']') && --depth == 0) {
+      held.end = i + 1;
+      break;
+    }
+  }
+  return held;
 }
 
 // Whether a Llama 3 reply (trimmed) is, or may yet become, a call: "{", white space, then
@@ -218,6 +298,10 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
   ToolReply out;
   if (format == ToolCallFormat::Llama3) {
     const std::string_view text = trim(reply);
+    if (std::optional<HeldCall> held = read_held_call(text, "parameters")) {
+      out.calls.push_back(std::move(held->call));
+      return out;
+    }
     if (may_be_llama_call(text)) {
       if (is_streaming) return out;  // told apart when the reply ends
       if (std::optional<ParsedToolCall> call = parse_call(text, "parameters", /*needs_arguments=*/true)) {
@@ -239,6 +323,16 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
     }
     out.content += reply.substr(pos, open - pos);
     const size_t body = open + kToolCallOpen.size();
+    if (std::optional<HeldCall> held = read_held_call(reply.substr(body), "arguments")) {
+      // While streaming, the last call's arguments perhaps still growing. The block ends after
+      // them ("}\n</tool_call>"); a reply that ends first (or cut off) ends with the call.
+      out.calls.push_back(std::move(held->call));
+      const size_t close =
+          held->end == std::string_view::npos ? held->end : reply.find(kToolCallClose, body + held->end);
+      if (close == std::string_view::npos) break;
+      pos = close + kToolCallClose.size();
+      continue;
+    }
     const size_t close = reply.find(kToolCallClose, body);
     if (close == std::string_view::npos) {
       if (!is_streaming) out.content += reply.substr(open);  // cut off: the text as written

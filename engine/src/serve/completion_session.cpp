@@ -172,15 +172,23 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
     delta["content"] = parts.content.substr(c->num_content_sent);
     c->num_content_sent = parts.content.size();
   }
-  // Each call once it is whole, in one delta (OpenAI's clients join argument pieces; a whole
-  // call is one piece).
-  for (size_t i = c->call_ids.size(); i < parts.calls.size(); ++i) {
-    c->call_ids.push_back(random_id("call_"));
-    delta["tool_calls"].push_back(
-        {{"index", i},
-         {"id", c->call_ids.back()},
-         {"type", "function"},
-         {"function", {{"name", parts.calls[i].name}, {"arguments", parts.calls[i].arguments}}}});
+  // Calls as OpenAI streams them: the first delta of a call has its index, id, type and name
+  // (and the arguments read so far), later ones only the index and the next piece of the
+  // arguments; clients join the pieces.
+  for (size_t i = 0; i < parts.calls.size(); ++i) {
+    const ParsedToolCall& call = parts.calls[i];
+    if (i == c->call_ids.size()) {
+      c->call_ids.push_back(random_id("call_"));
+      c->num_arguments_sent.push_back(call.arguments.size());
+      delta["tool_calls"].push_back({{"index", i},
+                                     {"id", c->call_ids.back()},
+                                     {"type", "function"},
+                                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    } else if (call.arguments.size() > c->num_arguments_sent[i]) {
+      delta["tool_calls"].push_back(
+          {{"index", i}, {"function", {{"arguments", call.arguments.substr(c->num_arguments_sent[i])}}}});
+      c->num_arguments_sent[i] = call.arguments.size();
+    }
   }
   return delta;
 }

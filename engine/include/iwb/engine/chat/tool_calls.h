@@ -74,19 +74,26 @@ struct ToolGrammar {
 Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only = {},
                                       ToolCallFormat format = ToolCallFormat::Hermes);
 
-// A call found in a reply. `arguments` is compact JSON text, as OpenAI sends it.
+// A call found in a reply. `arguments` is compact JSON text, as OpenAI sends it: the object the
+// model wrote with the white space outside strings dropped (its bytes otherwise as written).
 struct ParsedToolCall {
   std::string name;
   std::string arguments;
 };
 
-// A reply split into its text and its calls. Hermes: a block that is not a call (no "name",
-// not JSON) stays in the text as written. While streaming (`is_streaming`), an unclosed block and
-// a trailing start of the opening marker ("<tool_") are held back, as is trailing white space, so
-// the text only grows; a finished reply keeps an unclosed block as text, and drops the white
-// space around calls. Llama 3: a reply that is one JSON object with "name" and "parameters" (or
-// "arguments") is a call; while streaming, a reply that opens with {"name" (white space allowed
-// after the brace), or may yet, is held back whole.
+// A reply split into its text and its calls. Hermes: a block is a call once it reads
+// {"name": "...", "arguments": {  (as a grammar holds it; what follows the arguments object in
+// the block is not read), or when the whole block parses as a call with another key order or
+// string arguments; a block that is neither stays in the text as written. A call cut off
+// (the reply ended inside it, e.g. at max_tokens) is a call whose arguments end where the reply
+// did, as OpenAI returns one. While streaming (`is_streaming`), the last call may still be
+// growing: its name is whole and its arguments only ever grow, to what the finished reply gives
+// (OpenAI's argument deltas); a block not yet read as a call and a trailing start of the opening
+// marker ("<tool_") are held back, as is trailing white space, so the text only grows; a
+// finished reply keeps a block that is no call as text, and drops the white space around calls.
+// Llama 3: a reply that is one JSON object with "name" and "parameters" (or "arguments") is a
+// call, read the same way; while streaming, a reply that opens with {"name" (white space allowed
+// after the brace), or may yet, is held back until its arguments begin.
 struct ToolReply {
   std::string content;
   std::vector<ParsedToolCall> calls;
