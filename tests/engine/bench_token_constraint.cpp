@@ -1,6 +1,7 @@
 // What structured output costs per token, with a real vocabulary: building the vocabulary's
 // byte table, checking one sampled token, and the full mask (every token checked) at the kinds
-// of place a reply reaches (a JSON Schema's reply, and a tool call's). A plain program, not a test: it prints figures.
+// of place a reply reaches (a JSON Schema's reply, a string held to a pattern, a guided_regex
+// reply, and a tool call's). A plain program, not a test: it prints figures.
 //   bench_token_constraint MODEL.gguf [REPEATS]
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/gguf/gguf_file.h"
@@ -26,6 +27,12 @@ const char* kSchema = R"({"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
     "city": {"type": "string"}}, "required": ["name", "age", "city"]}}},
   "required": ["people"]})";
+
+// A string with a pattern (every token's characters go through the pattern's NFA) and one
+// without (the mask's plain-character shortcut), side by side.
+const char* kPatternSchema = R"({"type": "object", "properties": {
+  "email": {"type": "string", "pattern": "^[a-z0-9._]+@[a-z0-9]+\\.(com|org|net)$"},
+  "note": {"type": "string"}}, "required": ["email", "note"]})";
 
 const char* kWeatherParameters = R"({"type": "object", "properties": {"city": {"type": "string"},
   "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"]})";
@@ -65,6 +72,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string lead(kToolCallOpen);
+  auto patterned = JsonGrammar::from_schema(kPatternSchema);
+  auto regex = JsonGrammar::from_regex("(yes|no), because [a-z ,]{1,80}\\.");
+  if (!patterned || !regex) {
+    std::fprintf(stderr, "%s%s\n", patterned.error_message().c_str(), regex.error_message().c_str());
+    return 1;
+  }
   struct Place {
     std::shared_ptr<const JsonGrammar> grammar;
     std::string lead;
@@ -76,6 +89,11 @@ int main(int argc, char** argv) {
       {*grammar, "", "{\"people\": [{\"name\": \"Al"},
       {*grammar, "", "{\"people\": [{\"name\": \"Al\", \"age\": 3"},
       {*grammar, "", "{\"people\": [{\"name\": \"Al\", \"age\": 30, \"city\": \"Paris\"}"},
+      {*patterned, "", "{\"email\": \"ann"},
+      {*patterned, "", "{\"email\": \"ann@example"},
+      {*patterned, "", "{\"email\": \"ann@example.org\", \"note\": \"Fi"},
+      {*regex, "", ""},
+      {*regex, "", "yes, because the"},
       {tools->grammar, lead, ""},
       {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_"},
       {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"},

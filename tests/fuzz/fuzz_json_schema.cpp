@@ -1,7 +1,9 @@
 // Fuzz target: structured output. The input is a JSON Schema, a 0 byte, then reply bytes. The
 // schema compiler must refuse or compile any text; the matcher, fed the reply byte by byte, must
 // agree with itself (a byte is in next_bytes() exactly when can_feed takes it), and a reply it
-// takes whole and calls complete must be JSON that nlohmann parses. A disagreement aborts.
+// takes whole and calls complete must be JSON that nlohmann parses. The same text is also tried
+// as a regex (vLLM's guided_regex): the matcher must agree with itself the same way, and never
+// stand where the reply is not complete and no byte may follow. A disagreement aborts.
 #include "iwb/engine/sampling/json_grammar.h"
 
 #include <nlohmann/json.hpp>
@@ -15,6 +17,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t split = input.find('\0');
   const std::string_view schema = input.substr(0, split);
   const std::string_view reply = split == std::string_view::npos ? std::string_view() : input.substr(split + 1);
+  if (auto regex = iwb::JsonGrammar::from_regex(schema)) {
+    iwb::JsonMatcher m(*regex);
+    for (size_t i = 0; i < reply.size() && i < 4096; ++i) {
+      const std::bitset<256> next = m.next_bytes();
+      if (next.none() && !m.is_complete()) std::abort();  // a dead end
+      const auto b = static_cast<uint8_t>(reply[i]);
+      if (next.test(b) != m.can_feed(reply.substr(i, 1))) std::abort();
+      if (!m.feed(reply.substr(i, 1))) break;
+    }
+  }
   auto grammar = iwb::JsonGrammar::from_schema(schema);
   if (!grammar) return 0;
   iwb::JsonMatcher m(*grammar);

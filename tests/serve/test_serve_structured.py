@@ -124,6 +124,28 @@ class TestStructuredOutput(unittest.TestCase):
             r = chat(extra_body=extra)
             check_fits(self, json.loads(r.choices[0].message.content))
 
+    def test_regexes_guided_and_in_schemas(self):
+        # vLLM's guided_regex: the reply's raw text matches the whole pattern (re.fullmatch), for
+        # greedy and sampled replies, and through structured_outputs.regex.
+        pattern = r"(yes|no), because [a-z ]{3,20}\."
+        for temperature, seed in ((0, 0), (1.0, 1), (1.0, 2)):
+            r = chat(temperature=temperature, seed=seed, max_tokens=60, logit_bias={}, extra_body={"guided_regex": pattern})
+            self.assertRegex(r.choices[0].message.content, "^" + pattern + "$")
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+        r = chat(max_tokens=30, extra_body={"structured_outputs": {"regex": r"[0-9]{4}-[0-9]{2}"}})
+        self.assertRegex(r.choices[0].message.content, r"^[0-9]{4}-[0-9]{2}$")
+        # A schema's pattern (anchored and not): the string fits it, as a JSON Schema validator says.
+        schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+                                                   "note": {"type": "string", "pattern": "ok", "maxLength": 12}},
+                  "required": ["code", "note"], "additionalProperties": False}
+        for seed in (1, 2):
+            r = chat(temperature=1.0, seed=seed, max_tokens=80,
+                     response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}})
+            value = json.loads(r.choices[0].message.content)
+            self.assertRegex(value["code"], "^[A-Z]{2}-[0-9]{3}$")
+            self.assertIn("ok", value["note"])
+            self.assertLessEqual(len(value["note"]), 12)
+
     def test_logit_bias_moves_and_bans_tokens(self):
         def first_token(**extra):
             r = CLIENT.completions.create(model="aidreams", prompt=PROMPT, max_tokens=1, temperature=0, logprobs=0,
@@ -152,13 +174,16 @@ class TestStructuredOutput(unittest.TestCase):
             ({"logit_bias": {"5": 101}}, "logit_bias", "-100 to 100"),
             ({"logit_bias": {"five": 1}}, "logit_bias", "token ids"),
             ({"logit_bias": {"512": 1}}, "logit_bias", "outside the vocabulary (512 tokens)"),
-            ({"json_schema": {"type": "string", "pattern": "^a"}}, "json_schema", "'pattern' is not supported"),
-            ({"guided_regex": "[a-z]+"}, "guided_regex", "not supported"),
+            ({"json_schema": {"type": "integer", "multipleOf": 5}}, "json_schema", "'multipleOf' is not supported"),
+            ({"json_schema": {"type": "string", "pattern": "(?<=a)b"}}, "json_schema", "lookaround"),
+            ({"guided_regex": "([a-z]+"}, "guided_regex", "a '(' without ')'"),
+            ({"guided_regex": 5}, "guided_regex", "a string (a regex)"),
+            ({"guided_regex": "a", "guided_choice": ["a"]}, "guided_regex", "give one of"),
             ({"grammar": "root ::= \"a\""}, "grammar", "not supported"),
             ({"guided_choice": []}, "guided_choice", "non-empty list"),
             ({"guided_choice": ["a", 3]}, "guided_choice", "non-empty list"),
             ({"guided_json": SCHEMA, "response_format": {"type": "json_object"}}, "response_format", "give one of"),
-            ({"structured_outputs": {"regex": "a+"}}, "structured_outputs", "\"json\""),
+            ({"structured_outputs": {"grammar": "root ::= \"a\""}}, "structured_outputs", "\"regex\""),
         ]
         fx.assert_bad_requests(self, CLIENT, cases)
         self.assertEqual(SERVER.get("/health")[0], 200)

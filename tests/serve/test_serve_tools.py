@@ -173,7 +173,7 @@ class TestTools(unittest.TestCase):
 
     def test_what_cannot_be_honoured_is_a_400(self):
         strict = {"type": "function", "function": {"name": "f", "strict": True, "parameters": {
-            "type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}}}}}
+            "type": "object", "properties": {"id": {"type": "integer", "multipleOf": 5}}}}}
         cases = [
             ({"tools": [{"type": "retrieval"}]}, "tools[0]", "only functions"),
             ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name", "letters"),

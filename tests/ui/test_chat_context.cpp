@@ -18,9 +18,11 @@
 
 #include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -310,9 +312,27 @@ void TestChatContext::replyFormatHoldsRepliesToTheSchema() {
   QVERIFY2(
       reply == QStringLiteral("\"red\"") || reply == QStringLiteral("\"green\"") || reply == QStringLiteral("\"blue\""),
       qPrintable(reply));
+  // Regex: its own line editor, checked as typed, and the reply's whole text matches it.
+  settings->replyFormatBox()->setCurrentIndex(settings->replyFormatBox()->findData(QStringLiteral("regex")));
+  QVERIFY(settings->regexEdit()->isVisible());
+  QVERIFY(!settings->jsonSchemaEdit()->isVisible());
+  settings->regexEdit()->setText(QStringLiteral("(red|blue"));
+  QVERIFY2(settings->schemaStatusLabel()->text().contains(QStringLiteral("without ')'")),
+           qPrintable(settings->schemaStatusLabel()->text()));
+  settings->regexEdit()->setText(QStringLiteral("(red|blue) [a-z]{2,8}\\."));
+  QCOMPARE(settings->schemaStatusLabel()->text(), QStringLiteral("Replies will match this regex."));
+  QCOMPARE(SamplingSettings::fromJson(settings->sampling().toJson()), settings->sampling());
+  QSignalSpy regexFinished(&panel, &ChatPanel::replyFinished);
+  panel.input()->setPlainText(QStringLiteral("Pick a color"));
+  panel.send();
+  QVERIFY(regexFinished.wait(kTimeoutMs));
+  const QString matched = panel.messageModel()->item(panel.messageModel()->rowCount() - 1).message.content;
+  QVERIFY2(QRegularExpression(QStringLiteral("^(red|blue) [a-z]{2,8}\\.$")).match(matched).hasMatch(),
+           qPrintable(matched));
   // Back to text for the other tests.
   settings->replyFormatBox()->setCurrentIndex(0);
   QVERIFY(!settings->jsonSchemaEdit()->isVisible());
+  QVERIFY(!settings->regexEdit()->isVisible());
   QCOMPARE(settings->sampling().replyFormat, QStringLiteral("text"));
 }
 

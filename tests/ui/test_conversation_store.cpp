@@ -265,6 +265,9 @@ void TestConversationStore::samplingJsonRoundTripsAndToleratesJunk() {
   s.replyFormat = QStringLiteral("json_schema");
   s.jsonSchema = QStringLiteral(R"({"type": "object"})");
   QCOMPARE(SamplingSettings::fromJson(s.toJson()), s);
+  s.replyFormat = QStringLiteral("regex");
+  s.regex = QStringLiteral("[0-9]+");
+  QCOMPARE(SamplingSettings::fromJson(s.toJson()), s);  // the regex and its format kept too
   const QJsonObject junk{{QStringLiteral("temperature"), QStringLiteral("hot")},
                          {QStringLiteral("top_p"), 7.0},
                          {QStringLiteral("top_k"), 12}};

@@ -20,6 +20,7 @@
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -268,6 +269,12 @@ void TestRemoteChat::samplingSettingsPassThrough() {
   QVERIFY(failed.wait(kTimeoutMs));
   QVERIFY2(failed.first().first().toString().contains(QStringLiteral("not a JSON object")),
            qPrintable(failed.first().first().toString()));
+  // A regex goes as vLLM's guided_regex, which iwb serve holds the reply to.
+  settings->replyFormatBox()->setCurrentIndex(settings->replyFormatBox()->findData(QStringLiteral("regex")));
+  settings->regexEdit()->setText(QStringLiteral("(yes|no)!"));
+  QVERIFY(chat.say(QStringLiteral("Is the sea blue?")));
+  QVERIFY2(chat.last().content == QStringLiteral("yes!") || chat.last().content == QStringLiteral("no!"),
+           qPrintable(chat.last().content));
   settings->replyFormatBox()->setCurrentIndex(0);  // new chats take the last settings: text again
 }
 

@@ -6,6 +6,7 @@
 #include <QFontDatabase>
 #include <QFormLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -55,14 +56,20 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
           makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
       m_replyFormat(new QComboBox),
       m_jsonSchema(new QPlainTextEdit),
+      m_regex(new QLineEdit),
       m_schemaStatus(new QLabel),
       m_template(new QComboBox) {
   m_replyFormat->addItem(tr("Text"), QStringLiteral("text"));
   m_replyFormat->addItem(tr("JSON object"), QStringLiteral("json_object"));
   m_replyFormat->addItem(tr("JSON schema"), QStringLiteral("json_schema"));
+  m_replyFormat->addItem(tr("Regex"), QStringLiteral("regex"));
   m_replyFormat->setToolTip(
       tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
-         "(OpenAI's response_format); the reply ends when the value is closed."));
+         "(OpenAI's response_format); the reply ends when the value is closed. Regex holds the "
+         "reply's whole text to a regular expression (vLLM's guided_regex)."));
+  m_regex->setObjectName(QStringLiteral("regexEdit"));
+  m_regex->setPlaceholderText(tr("(yes|no), because .{1,80}\\."));
+  m_regex->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_jsonSchema->setObjectName(QStringLiteral("jsonSchemaEdit"));
   m_jsonSchema->setPlaceholderText(
       QStringLiteral(R"({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})"));
@@ -119,6 +126,7 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
   layout->addWidget(heading(tr("Structured output")));
   layout->addLayout(formatForm);
   layout->addWidget(m_jsonSchema);
+  layout->addWidget(m_regex);
   layout->addWidget(m_schemaStatus);
   layout->addSpacing(8);
   layout->addWidget(heading(tr("Model")));
@@ -148,17 +156,24 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
     showReplyFormat();
     edited();
   });
+  connect(m_regex, &QLineEdit::textChanged, this, [this, edited] {
+    showReplyFormat();
+    edited();
+  });
 }
 
 void ChatSettingsPanel::showReplyFormat() {
-  const bool isSchema = m_replyFormat->currentData().toString() == QLatin1String("json_schema");
+  const QString format = m_replyFormat->currentData().toString();
+  const bool isSchema = format == QLatin1String("json_schema");
+  const bool isRegex = format == QLatin1String("regex");
   m_jsonSchema->setVisible(isSchema);
-  m_schemaStatus->setVisible(isSchema);
-  if (!isSchema) return;
+  m_regex->setVisible(isRegex);
+  m_schemaStatus->setVisible(isSchema || isRegex);
+  if (!isSchema && !isRegex) return;
   // The same compiler the engine uses, so what is shown here is what a reply will meet.
   const auto grammar = sampling().replyGrammar();
   if (grammar) {
-    m_schemaStatus->setText(tr("Replies will fit this schema."));
+    m_schemaStatus->setText(isSchema ? tr("Replies will fit this schema.") : tr("Replies will match this regex."));
     m_schemaStatus->setStyleSheet(QString());
   } else {
     m_schemaStatus->setText(QString::fromStdString(grammar.error_message()));
@@ -178,6 +193,7 @@ void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSet
   m_seedBeyondBox = s.seed > std::numeric_limits<int>::max() ? s.seed : 0;
   m_maxTokens->setValue(qMax(0, s.maxTokens));
   if (m_jsonSchema->toPlainText() != s.jsonSchema) m_jsonSchema->setPlainText(s.jsonSchema);
+  if (m_regex->text() != s.regex) m_regex->setText(s.regex);
   const int format = m_replyFormat->findData(s.replyFormat);
   m_replyFormat->setCurrentIndex(format >= 0 ? format : 0);
   showReplyFormat();
@@ -198,6 +214,7 @@ SamplingSettings ChatSettingsPanel::sampling() const {
   s.maxTokens = m_maxTokens->value();
   s.replyFormat = m_replyFormat->currentData().toString();
   s.jsonSchema = m_jsonSchema->toPlainText();
+  s.regex = m_regex->text();
   return s;
 }
 
@@ -206,6 +223,7 @@ void ChatSettingsPanel::resetSampling() {
   SamplingSettings defaults;
   defaults.replyFormat = m_replyFormat->currentData().toString();
   defaults.jsonSchema = m_jsonSchema->toPlainText();
+  defaults.regex = m_regex->text();
   setValues(systemPrompt(), defaults);
   emit settingsEdited();
 }

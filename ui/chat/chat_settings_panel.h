@@ -11,6 +11,7 @@
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLineEdit;
 class QPlainTextEdit;
 class QSpinBox;
 
@@ -39,6 +40,7 @@ class ChatSettingsPanel : public QWidget {
   QComboBox* templateBox() const { return m_template; }
   QComboBox* replyFormatBox() const { return m_replyFormat; }
   QPlainTextEdit* jsonSchemaEdit() const { return m_jsonSchema; }
+  QLineEdit* regexEdit() const { return m_regex; }
   // Under the schema: whether it compiles, or what is wrong with it.
   QLabel* schemaStatusLabel() const { return m_schemaStatus; }
 
@@ -65,6 +67,7 @@ class ChatSettingsPanel : public QWidget {
   QSpinBox* m_maxTokens;
   QComboBox* m_replyFormat;
   QPlainTextEdit* m_jsonSchema;
+  QLineEdit* m_regex;
   QLabel* m_schemaStatus;
   QComboBox* m_template;
   bool m_isSettingValues = false;

@@ -107,6 +107,9 @@ void RemoteChatWorker::run(quint64 requestId, const RemoteChatInput& input, std:
   QString problem;
   iwb::remote::RemoteRequest request = requestFrom(input);
   request.response_format = responseFormatFrom(input.sampling, &problem).toStdString();
+  // A regex goes as vLLM's guided_regex; a server that does not know it says so (OpenAI) or
+  // ignores it (llama-server).
+  if (input.sampling.replyFormat == QLatin1String("regex")) request.guided_regex = input.sampling.regex.toStdString();
   if (!problem.isEmpty()) {
     emit generationFailed(requestId, problem);
     return;

@@ -38,6 +38,7 @@ QJsonObject SamplingSettings::toJson() const {
       {QStringLiteral("max_tokens"), maxTokens},
       {QStringLiteral("response_format"), replyFormat},
       {QStringLiteral("json_schema"), jsonSchema},
+      {QStringLiteral("regex"), regex},
   };
 }
 
@@ -53,13 +54,22 @@ SamplingSettings SamplingSettings::fromJson(const QJsonObject& json) {
   if (isNumber) s.seed = seed;
   s.maxTokens = static_cast<int>(boundedDouble(json, "max_tokens", -1, 1e7, s.maxTokens));
   const QString format = json.value(QLatin1String("response_format")).toString();
-  if (format == QLatin1String("json_object") || format == QLatin1String("json_schema")) s.replyFormat = format;
+  if (format == QLatin1String("json_object") || format == QLatin1String("json_schema") ||
+      format == QLatin1String("regex"))
+    s.replyFormat = format;
   s.jsonSchema = json.value(QLatin1String("json_schema")).toString();
+  s.regex = json.value(QLatin1String("regex")).toString();
   return s;
 }
 
 iwb::Result<std::shared_ptr<const iwb::JsonGrammar>> SamplingSettings::replyGrammar() const {
   if (replyFormat == QLatin1String("json_object")) return iwb::JsonGrammar::any_object();
+  if (replyFormat == QLatin1String("regex")) {
+    if (regex.isEmpty()) {
+      return iwb::make_error(iwb::ErrorCode::InvalidArgument, "the reply format is a regex, but none is written");
+    }
+    return iwb::JsonGrammar::from_regex(regex.toStdString());
+  }
   if (replyFormat != QLatin1String("json_schema")) return std::shared_ptr<const iwb::JsonGrammar>();
   if (jsonSchema.trimmed().isEmpty()) {
     return iwb::make_error(iwb::ErrorCode::InvalidArgument, "the reply format is a JSON schema, but none is written");

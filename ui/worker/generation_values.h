@@ -24,9 +24,11 @@ struct SamplingSettings {
   qint64 seed = -1;     // < 0: a new random seed for every reply
   int maxTokens = 512;  // <= 0: until the model ends its turn or the context is full
   // Structured output, named as OpenAI's response_format types: "text" (free), "json_object"
-  // (any JSON object) or "json_schema" (replies fit `jsonSchema`).
+  // (any JSON object) or "json_schema" (replies fit `jsonSchema`); or "regex" (vLLM's
+  // guided_regex: a reply's whole text matches `regex`).
   QString replyFormat = QStringLiteral("text");
   QString jsonSchema;  // a JSON Schema document; kept while another format is chosen
+  QString regex;       // a regex (ECMA-262 syntax); kept the same way
 
   QJsonObject toJson() const;
   // Missing or out-of-range fields keep their defaults, so an old or hand-edited row still loads.

@@ -158,6 +158,9 @@ json request_json(const RemoteRequest& request) {
     json format = json::parse(request.response_format, nullptr, /*allow_exceptions=*/false);
     if (format.is_object()) body["response_format"] = std::move(format);
   }
+  if (!request.guided_regex.empty()) {
+    body["guided_regex"] = request.guided_regex;
+  }
   return body;
 }
 

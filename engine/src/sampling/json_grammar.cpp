@@ -42,6 +42,7 @@ const std::set<std::string> kSupported = {
     "maxItems",
     "minLength",
     "maxLength",
+    "pattern",
     "enum",
     "const",
     "anyOf",
@@ -144,6 +145,7 @@ class Compiler {
     IWB_RETURN_IF_ERROR(read_array(schema, where, &n));
     IWB_RETURN_IF_ERROR(read_bounds(schema, "minLength", "maxLength", where, &n.min_length, &n.max_length));
     IWB_RETURN_IF_ERROR(read_number_bounds(schema, where, &n));
+    IWB_RETURN_IF_ERROR(read_pattern(schema, where, &n));
     m_nodes[static_cast<size_t>(index)] = std::move(n);
     return index;
   }
@@ -186,6 +188,18 @@ class Compiler {
     return out;
   }
 
+  // A string's `pattern` (ECMA-262, matched anywhere in the string unless anchored, as JSON
+  // Schema says): the string is followed through the pattern's NFA character by character.
+  static Status read_pattern(const json& schema, const std::string& where, Node* n) {
+    const auto it = schema.find("pattern");
+    if (it == schema.end()) return {};
+    if (!it->is_string()) return unsupported(where, "'pattern' is a string");
+    Result<std::shared_ptr<const Regex>> regex = Regex::compile(it->get<std::string>(), Regex::Mode::Search);
+    if (!regex) return unsupported(where, regex.error_message());
+    n->pattern = std::move(*regex);
+    return {};
+  }
+
   static Status read_type(const json& schema, const std::string& where, Node* n) {
     const auto bit = [](const std::string& name) -> uint8_t {
       if (name == "object") return JsonGrammar::kObject;
@@ -210,7 +224,7 @@ class Compiler {
         n->types = JsonGrammar::kObject;
       else if (has({"items", "minItems", "maxItems"}))
         n->types = JsonGrammar::kArray;
-      else if (has({"minLength", "maxLength"}))
+      else if (has({"minLength", "maxLength", "pattern"}))
         n->types = JsonGrammar::kString;
       else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
         n->types = JsonGrammar::kNumber;
@@ -428,6 +442,17 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::
     root.literals.push_back(c);
   }
   return std::make_shared<const JsonGrammar>(std::vector<Node>{any, root}, 1, "the choices");
+}
+
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_regex(std::string_view pattern) {
+  Result<std::shared_ptr<const Regex>> regex = Regex::compile(pattern, Regex::Mode::FullMatch);
+  if (!regex) return make_error(ErrorCode::InvalidArgument, "the regex " + regex.error_message());
+  const Node any = any_value_node();
+  Node root;
+  root.types = 0;
+  root.is_text = true;
+  root.pattern = std::move(*regex);
+  return std::make_shared<const JsonGrammar>(std::vector<Node>{any, root}, 1, "the regex");
 }
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(std::string_view schema_json) {

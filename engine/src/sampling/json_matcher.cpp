@@ -106,6 +106,45 @@ bool number_may_fit(const Node& n, const std::string& text, uint8_t phase, bool 
   return false;
 }
 
+// A character of a string held to a pattern (or of a regex reply), as far as its bytes go:
+// `code` is its bits so far, `left` continuation bytes still to come (the next in [next_low,
+// next_high]). Whole, it moves the frame's states on; not yet whole, some character it can
+// still become must be one the pattern takes next, so no byte leads where nothing may follow.
+// `max_after`: how many characters may follow this one (a string's maxLength; -1: any), so a
+// string never gets where its pattern cannot match within its length.
+bool regex_takes(const Regex& re, Frame& f, uint32_t code, int left, uint8_t next_low, uint8_t next_high,
+                 int64_t max_after) {
+  if (left == 0) {
+    Regex::States next = re.step(f.regex, code);
+    if (next.empty()) return false;
+    if (max_after >= 0 && re.distance_to_match(next) > max_after) return false;
+    f.regex = std::move(next);
+    return true;
+  }
+  const int shift = 6 * (left - 1);
+  const char32_t lo = ((code << 6) | (next_low & 0x3Fu)) << shift;
+  const char32_t hi = ((((code << 6) | (next_high & 0x3Fu)) << shift) | ((1u << shift) - 1));
+  return re.may_step_within(f.regex, lo, hi, max_after);
+}
+
+// The bits a UTF-8 lead byte gives its character.
+uint32_t lead_bits(uint8_t b, int follow) { return b & (follow == 1 ? 0x1Fu : follow == 2 ? 0x0Fu : 0x07u); }
+
+// The character a JSON escape (after the backslash) stands for; 0 for \u and others.
+char32_t escaped_char(uint8_t b) {
+  switch (b) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return 0;
+  }
+}
+
 // The texts a literal frame chooses among: an object's keys, a node's enum values, or the words.
 const std::string& literal_text(const JsonGrammar& g, const Frame& f, int32_t i) {
   if (f.node < 0) return kWordLiterals[static_cast<size_t>(i)];
@@ -155,6 +194,12 @@ class Stepper {
       Frame& f = p.stack.back();
       switch (f.kind) {
         case Kind::Value: {
+          if (m_g.node(f.node).is_text) {  // a regex reply: raw text from its first byte
+            Frame text = make_frame(Kind::Text, f.node);
+            text.regex = m_g.node(f.node).pattern->start();
+            p.stack.back() = std::move(text);
+            continue;
+          }
           // Whitespace, unless it starts one of the node's literals (a choice of from_choices
           // may begin with a space; a JSON literal never does).
           if (is_whitespace(b) && !starts_a_literal(m_g.node(f.node), b)) {
@@ -189,6 +234,7 @@ class Stepper {
           if (!has_whole_literal(m_g, p.stack.back())) return;
           end_literal(p);  // the literal ended before b: its parent takes b
           continue;
+        case Kind::Text: return text_byte(std::move(p), b);
         case Kind::Raw:
           if (static_cast<uint8_t>(f.text[static_cast<size_t>(f.count)]) != b) return;
           if (++f.count == static_cast<int64_t>(f.text.size())) p.stack.pop_back();
@@ -250,6 +296,11 @@ class Stepper {
       f = make_frame(Kind::Array, node, kArrayOpened);
     } else if (b == '"' && (n.types & JsonGrammar::kString)) {
       f = make_frame(Kind::String, node, kStringBody);
+      if (n.pattern) {
+        f.regex = n.pattern->start();
+        // Not opened where the pattern cannot match within the length allowed.
+        if (n.max_length >= 0 && n.pattern->distance_to_match(f.regex) > n.max_length) return;
+      }
     } else if ((b == '-' || is_digit(b)) && (n.types & (JsonGrammar::kInteger | JsonGrammar::kNumber))) {
       f = make_frame(Kind::Number, node, b == '-' ? kMinus : (b == '0' ? kZero : kIntegerDigits));
       f.count = is_digit(b) ? 1 : 0;
@@ -352,6 +403,13 @@ class Stepper {
     Frame& f = p.stack.back();
     const Node* n = f.is_key ? nullptr : &m_g.node(f.node);  // keys have no length limits
     const bool is_full = n != nullptr && n->max_length >= 0 && f.count >= n->max_length;
+    const Regex* re = n != nullptr ? n->pattern.get() : nullptr;
+    // With a pattern and maxLength: how many characters may follow the one this byte is part
+    // of (count has taken it once its first byte came).
+    const auto room_after = [&](bool is_counted) -> int64_t {
+      if (n == nullptr || n->max_length < 0) return -1;
+      return n->max_length - f.count - (is_counted ? 0 : 1);
+    };
     switch (f.phase) {
       case kStringBody:
         if (f.utf8_left > 0) {
@@ -359,10 +417,15 @@ class Stepper {
           --f.utf8_left;
           f.next_low = 0x80;
           f.next_high = 0xBF;
+          if (re != nullptr) {
+            f.code = (f.code << 6) | (b & 0x3Fu);
+            if (!regex_takes(*re, f, f.code, f.utf8_left, 0x80, 0xBF, room_after(true))) return;
+          }
           break;
         }
         if (b == '"') {
           if (n != nullptr && f.count < n->min_length) return;
+          if (re != nullptr && !re->is_accepting(f.regex)) return;
           if (f.is_key) {
             // A listed key goes through its literal path; written here too it would be a
             // second way to the same key, held to the other keys' schema.
@@ -378,6 +441,7 @@ class Stepper {
         }
         if (b < 0x20 || is_full) return;
         if (b == '\\') {
+          if (re != nullptr && !may_escape(*re, f, room_after(false))) return;
           f.phase = kStringEscape;
           break;
         }
@@ -387,10 +451,21 @@ class Stepper {
           f.utf8_left = lead.follow;
           f.next_low = lead.low;
           f.next_high = lead.high;
+          if (re != nullptr) {
+            f.code = lead_bits(b, lead.follow);
+            if (!regex_takes(*re, f, f.code, lead.follow, lead.low, lead.high, room_after(false))) return;
+          }
+        } else if (re != nullptr && !regex_takes(*re, f, b, 0, 0, 0, room_after(false))) {
+          return;
         }
         ++f.count;
         break;
       case kStringEscape:
+        if (re != nullptr) {
+          // A pattern's string writes its characters as UTF-8, so \u escapes are not taken.
+          const char32_t c = escaped_char(b);
+          if (c == 0 || !regex_takes(*re, f, c, 0, 0, 0, room_after(false))) return;
+        }
         if (b == 'u') {
           f.phase = kStringUnicode;
           f.utf8_left = 4;  // hex digits to come
@@ -411,6 +486,40 @@ class Stepper {
         break;
     }
     if (f.is_key) f.text += static_cast<char>(b);
+    keep(std::move(p));
+  }
+
+  // Whether a backslash may come: some character an escape writes is one the pattern takes.
+  static bool may_escape(const Regex& re, const Frame& f, int64_t max_after) {
+    for (const uint8_t e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) {
+      const char32_t c = escaped_char(e);
+      if (re.may_step_within(f.regex, c, c, max_after)) return true;
+    }
+    return false;
+  }
+
+  // A regex reply's byte (Text): whole UTF-8 characters the pattern takes, one after another.
+  void text_byte(Path p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const Regex& re = *m_g.node(f.node).pattern;
+    if (f.utf8_left > 0) {
+      if (b < f.next_low || b > f.next_high) return;
+      --f.utf8_left;
+      f.next_low = 0x80;
+      f.next_high = 0xBF;
+      f.code = (f.code << 6) | (b & 0x3Fu);
+      if (!regex_takes(re, f, f.code, f.utf8_left, 0x80, 0xBF, -1)) return;
+    } else if (b < 0x80) {
+      if (!regex_takes(re, f, b, 0, 0, 0, -1)) return;
+    } else {
+      const detail::Utf8Lead lead = detail::utf8_lead(b);
+      if (lead.follow < 0) return;
+      f.utf8_left = lead.follow;
+      f.next_low = lead.low;
+      f.next_high = lead.high;
+      f.code = lead_bits(b, lead.follow);
+      if (!regex_takes(re, f, f.code, lead.follow, lead.low, lead.high, -1)) return;
+    }
     keep(std::move(p));
   }
 
@@ -500,6 +609,11 @@ bool path_is_complete(const JsonGrammar& g, const Path& p) {
   const Frame& f = p.stack.back();
   if (f.kind == Kind::Number) return is_number_end(f.phase) && number_is_within(g.node(f.node), f.text);
   if (f.kind == Kind::Literal) return has_whole_literal(g, f);
+  if (f.kind == Kind::Text) return f.utf8_left == 0 && g.node(f.node).pattern->is_accepting(f.regex);
+  if (f.kind == Kind::Value && g.node(f.node).is_text) {  // nothing written: the empty text
+    const Regex& re = *g.node(f.node).pattern;
+    return re.is_accepting(re.start());
+  }
   return false;
 }
 
@@ -553,6 +667,7 @@ int64_t JsonMatcher::string_room() const {
     const Frame& f = p.stack.back();
     if (f.kind != Kind::String || f.is_key || f.phase != kStringBody || f.utf8_left != 0) return -1;
     const Node& n = m_grammar->node(f.node);
+    if (n.pattern) return -1;  // each character must fit the pattern: no shortcut
     room = std::max(room, n.max_length < 0 ? INT64_MAX : n.max_length - f.count);
   }
   return room;

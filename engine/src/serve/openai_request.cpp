@@ -165,19 +165,20 @@ void read_logit_bias(FieldReader& r, const RequestLimits& limits, SamplingParams
 // Structured output, in each server's words: response_format (OpenAI): {"type": "text"},
 // {"type": "json_object"} or {"type": "json_schema", "json_schema": {"name": ..., "schema":
 // {...}, "strict": ...}}; llama-server's top-level "json_schema" field and its {"type":
-// "json_object", "schema": {...}}; vLLM's guided_json, guided_choice and structured_outputs.
+// "json_object", "schema": {...}}; vLLM's guided_json, guided_choice, guided_regex and
+// structured_outputs.
 void read_response_format(FieldReader& r, CompletionParams* p) {
   // Grammars in other formats would be silently ignored as unknown fields: refused by name.
-  for (const char* name : {"grammar", "guided_grammar", "guided_regex", "guided_whitespace_pattern"}) {
+  for (const char* name : {"grammar", "guided_grammar", "guided_whitespace_pattern"}) {
     if (r.find(name) != nullptr) {
       return r.fail(name, std::string("'") + name +
                               "' is not supported by this server (JSON Schema is: response_format, json_schema, "
-                              "guided_json, guided_choice)");
+                              "guided_json, guided_choice; regexes: guided_regex)");
     }
   }
   // One way of saying it at a time.
   std::vector<std::string> given;
-  for (const char* name : {"json_schema", "guided_json", "guided_choice", "structured_outputs"}) {
+  for (const char* name : {"json_schema", "guided_json", "guided_choice", "guided_regex", "structured_outputs"}) {
     if (r.find(name) != nullptr) given.emplace_back(name);
   }
   if (const json* f = r.find("response_format");
@@ -186,8 +187,8 @@ void read_response_format(FieldReader& r, CompletionParams* p) {
   }
   if (given.size() > 1) {
     return r.fail(given[1].c_str(),
-                  "give one of 'response_format', 'json_schema', 'guided_json', 'guided_choice' and "
-                  "'structured_outputs', not '" +
+                  "give one of 'response_format', 'json_schema', 'guided_json', 'guided_choice', "
+                  "'guided_regex' and 'structured_outputs', not '" +
                       given[0] + "' and '" + given[1] + "'");
   }
   const auto compile = [&](const json& schema, const char* param) {
@@ -209,15 +210,24 @@ void read_response_format(FieldReader& r, CompletionParams* p) {
     if (!g) return r.fail(param, bad);
     p->json_grammar = *g;
   };
+  const auto match = [&](const json& pattern, const char* param) {
+    if (!pattern.is_string()) return r.fail(param, "'" + std::string(param) + "' must be a string (a regex)");
+    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_regex(pattern.get<std::string>());
+    if (!g) return r.fail(param, "'" + std::string(param) + "': " + g.error_message());
+    p->json_grammar = *g;
+  };
   if (r.error) return;
   if (const json* schema = r.find("json_schema")) return compile(*schema, "json_schema");  // llama-server
   if (const json* schema = r.find("guided_json")) return compile(*schema, "guided_json");  // vLLM
   if (const json* choices = r.find("guided_choice")) return choose(*choices, "guided_choice");
+  if (const json* pattern = r.find("guided_regex")) return match(*pattern, "guided_regex");
   if (const json* outputs = r.find("structured_outputs")) {  // vLLM 0.10+
     if (outputs->is_object() && outputs->contains("json")) return compile((*outputs)["json"], "structured_outputs");
     if (outputs->is_object() && outputs->contains("choice")) return choose((*outputs)["choice"], "structured_outputs");
+    if (outputs->is_object() && outputs->contains("regex")) return match((*outputs)["regex"], "structured_outputs");
     return r.fail("structured_outputs",
-                  "'structured_outputs' is supported with \"json\" (a schema) or \"choice\" (a list)");
+                  "'structured_outputs' is supported with \"json\" (a schema), \"choice\" (a "
+                  "list) or \"regex\" (a regex)");
   }
   const json* format = r.find("response_format");
   if (format == nullptr) return;

@@ -44,6 +44,9 @@ struct RemoteRequest {
   // OpenAI's response_format as JSON text ({"type": "json_object"}, ...); empty: none sent.
   // The caller checks it is a JSON object.
   std::string response_format;
+  // A regex the whole reply must match, sent as vLLM's guided_regex (iwb serve takes it too;
+  // llama-server and OpenAI do not); empty: none sent.
+  std::string guided_regex;
 };
 
 enum class RemoteErrorKind {

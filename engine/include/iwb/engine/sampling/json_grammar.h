@@ -7,6 +7,7 @@
 // a matcher into the tokens a sampler may pick.
 #pragma once
 
+#include "iwb/engine/sampling/regex.h"
 #include "iwb/engine/status.h"
 
 #include <bitset>
@@ -21,7 +22,8 @@ namespace iwb {
 // The schema, compiled. The JSON Schema subset it takes (anything else is refused by name, so
 // a reply is never held to less than the schema says):
 //   type (a name or a list of names), properties, required, additionalProperties (true, false
-//   or a schema), items, minItems, maxItems, minLength, maxLength, minimum, maximum,
+//   or a schema), items, minItems, maxItems, minLength, maxLength, pattern (regex.h's syntax;
+//   a string with one writes no \u escapes: its characters as UTF-8), minimum, maximum,
 //   exclusiveMinimum, exclusiveMaximum (bounded numbers are written without exponents), enum,
 //   const, anyOf, oneOf
 //   (as anyOf, as llama.cpp does), allOf of one schema, $ref to "#" or a JSON pointer within the
@@ -39,6 +41,8 @@ class JsonGrammar {
   static Result<std::shared_ptr<const JsonGrammar>> from_schema(std::string_view schema_json);
   // The reply is exactly one of these texts, as written (vLLM's guided_choice): not JSON.
   static Result<std::shared_ptr<const JsonGrammar>> from_choices(const std::vector<std::string>& choices);
+  // The reply is text the regex matches whole (vLLM's guided_regex, as re.fullmatch): not JSON.
+  static Result<std::shared_ptr<const JsonGrammar>> from_regex(std::string_view pattern);
 
   // The same grammar with raw bytes (not JSON) written before and after the value: a tool call's
   // markers, "<tool_call>\n" ... "\n</tool_call>". No whitespace is allowed between the markers
@@ -83,6 +87,10 @@ class JsonGrammar {
     bool is_minimum_exclusive = false, is_maximum_exclusive = false;
     double minimum = 0, maximum = 0;
     bool has_bounds() const { return has_minimum || has_maximum; }
+    // Strings: the pattern their text must match. With is_text (from_regex), the value is the
+    // reply's raw text held to it, not JSON.
+    std::shared_ptr<const Regex> pattern;
+    bool is_text = false;
   };
   static constexpr int32_t kAnyNode = 0;  // node 0 is always "any JSON value"
   const Node& node(int32_t index) const { return m_nodes[static_cast<size_t>(index)]; }
@@ -123,8 +131,8 @@ class JsonMatcher {
   // A frame of the matcher's stack (public for json_matcher.cpp's helpers).
   struct Frame {
     // Raw: bytes written as they are (a framed grammar's prefix and suffix): `text`, `count` of
-    // them written.
-    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal, Raw } kind = Kind::Value;
+    // them written. Text: a from_regex reply's UTF-8 text, held to its node's pattern.
+    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal, Raw, Text } kind = Kind::Value;
     uint8_t phase = 0;
     bool is_key = false;                        // a String or Literal frame that is an object's key
     int8_t utf8_left = 0;                       // String: continuation bytes still to come; unicode escape digits
@@ -137,6 +145,8 @@ class JsonMatcher {
     std::vector<int32_t> candidates;            // Literal: the texts still matching
     std::string text;                           // String key: its bytes so far (an other key may not be a listed
                                                 // one); Number with bounds: its text so far; Raw: its bytes
+    Regex::States regex;                        // String with a pattern, Text: where its characters are in it
+    uint32_t code = 0;                          // String with a pattern, Text: the character being written
   };
   struct Path {
     std::vector<Frame> stack;
