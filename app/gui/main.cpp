@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
       QStringList{QStringLiteral("j"), QStringLiteral("json-schema")},
       QStringLiteral("Hold chat replies to this JSON Schema (the chat's Reply format; llama.cpp's -j)."),
       QStringLiteral("schema"));
+  const QCommandLineOption regexOption(
+      QStringLiteral("regex"),
+      QStringLiteral("Hold chat replies to this regex, the whole reply matching it (the chat's Reply format; vLLM's "
+                     "guided_regex)."),
+      QStringLiteral("regex"));
   const QCommandLineOption specRunOption(
       QStringLiteral("spec-run"),
       QStringLiteral("Turn speculative decoding on with this drafter (lookup, self, or draft with --draft-model) and "
@@ -99,6 +104,7 @@ int main(int argc, char** argv) {
   parser.addOption(tabOption);
   parser.addOption(promptOption);
   parser.addOption(jsonSchemaOption);
+  parser.addOption(regexOption);
   parser.addOption(specRunOption);
   parser.addOption(draftModelOption);
   parser.process(app);  // handles --help and --version, and rejects unknown options
@@ -146,6 +152,17 @@ int main(int argc, char** argv) {
     sampling.jsonSchema = parser.value(jsonSchemaOption);
     if (const auto grammar = sampling.replyGrammar(); !grammar) {
       std::fprintf(stderr, "inference-workbench: --json-schema: %s\n", grammar.error_message().c_str());
+      return 2;
+    }
+    settings->setValues(settings->systemPrompt(), sampling);
+  }
+  if (parser.isSet(regexOption)) {
+    iwb::ui::ChatSettingsPanel* settings = window.chatPanel()->settingsPanel();
+    iwb::ui::SamplingSettings sampling = settings->sampling();
+    sampling.replyFormat = QStringLiteral("regex");
+    sampling.regex = parser.value(regexOption);
+    if (const auto grammar = sampling.replyGrammar(); !grammar) {
+      std::fprintf(stderr, "inference-workbench: --regex: %s\n", grammar.error_message().c_str());
       return 2;
     }
     settings->setValues(settings->systemPrompt(), sampling);

@@ -10,12 +10,19 @@
 #include <QJsonDocument>
 #include <QtTest/QtTest>
 
+#include <iterator>
+#include <optional>
 #include <random>
 #include <regex>
 
 using namespace iwb;
 
 namespace {
+
+// Pieces random tokens are made of: letters, digits, the patterns' punctuation, JSON's quote
+// and backslash, and whole and cut multi-byte characters.
+const char* const kTokenPieces[] = {"a",  "b",  "c", "d", "1", "@",    ".",    " ",    "x", "com",
+                                    "\"", "\\", "é", "ü", "€", "\xe2", "\x82", "\xc3", "\n"};
 
 bool nfa_matches(const Regex& re, std::string_view text) {
   Regex::States s = re.start();
@@ -114,16 +121,30 @@ class TestRegex : public QObject {
 
   void refusesWhatItCannotHoldByName() {
     const std::pair<const char*, const char*> cases[] = {
-        {"(a)\\1", "back-references"},    {"(?=a)", "lookaround"},
-        {"(?!a)", "lookaround"},          {"\\bword", "word boundary"},
-        {"\\p{L}", "Unicode properties"}, {"(ab", "without ')'"},
-        {"ab)", "unmatched ')'"},         {"[ab", "without ']'"},
-        {"[z-a]", "out of order"},        {"*a", "nothing before it"},
-        {"a**", "after a quantifier"},    {"a{3,2}", "m < n"},
-        {"a^b", "inside the pattern"},    {"(a$)", "inside the pattern"},
-        {"a{1001}", "above 1000"},        {"(a{1000}){1000}", "too large"},
-        {"\\x4", "two hex digits"},       {"a\\", "at the end"},
-        {"[]", "matches no text"},        {"a[^\\s\\S]", "matches no text"},
+        {"(a)\\1", "back-references"},
+        {"(?=a)", "lookaround"},
+        {"(?!a)", "lookaround"},
+        {"\\bword", "word boundary"},
+        {"\\p{L}", "Unicode properties"},
+        {"(ab", "without ')'"},
+        {"ab)", "unmatched ')'"},
+        {"[ab", "without ']'"},
+        {"[z-a]", "out of order"},
+        {"*a", "nothing before it"},
+        {"a**", "after a quantifier"},
+        {"a{3,2}", "m < n"},
+        {"a^b", "inside the pattern"},
+        {"(a$)", "inside the pattern"},
+        {"a{1001}", "above 1000"},
+        {"(a{1000}){1000}", "too large"},
+        {"\\x4", "two hex digits"},
+        {"a\\", "at the end"},
+        {"[]", "matches no text"},
+        {"a[^\\s\\S]", "matches no text"},
+        // What a reply cannot write: a lone surrogate, and in a JSON string a control character
+        // that has no short escape.
+        {"^\\uD800$", "matches no text"},
+        {"^\\x01$", "matches no text"},
     };
     for (const auto& [pattern, message] : cases) {
       Result<std::shared_ptr<const Regex>> r = Regex::compile(pattern, Regex::Mode::Search);
@@ -197,6 +218,7 @@ class TestRegex : public QObject {
     const char* const patterns[] = {"^[a-c]{2}\\d?$", "^(é|ü|€)+x$", "^[^\\x00-\\x7f]{1,2}$",
                                     "^[ab]{1,4}@[cd]{1,3}\\.(com|org)$", "^\\s?\\S\\S$"};
     std::mt19937 rng(11);
+    int num_fast_checks = 0;
     for (const char* p : patterns) {
       const std::string schema_text = "{\"type\": \"string\", \"pattern\": " + nlohmann_string(p) + "}";
       const auto g = schema(schema_text.c_str());
@@ -215,6 +237,17 @@ class TestRegex : public QObject {
             for (int b = 0; b < 256; ++b) {
               if (next[static_cast<size_t>(b)]) options.push_back(b);
             }
+            // The token mask's fast path (the pattern alone) agrees with feeding the matcher.
+            for (int t = 0; t < 4; ++t) {
+              std::string token;
+              const int length = 1 + static_cast<int>(rng() % 4);
+              for (int k = 0; k < length; ++k) token += kTokenPieces[rng() % std::size(kTokenPieces)];
+              if (const std::optional<bool> fast = m.pattern_takes(token)) {
+                QVERIFY2(*fast == m.can_feed(token),
+                         (std::string(p) + " after '" + bytes + "': '" + token + "'").c_str());
+                ++num_fast_checks;
+              }
+            }
             const char b = static_cast<char>(options[rng() % options.size()]);
             QVERIFY(m.feed(std::string_view(&b, 1)));
             bytes += b;
@@ -227,12 +260,15 @@ class TestRegex : public QObject {
             QVERIFY2(doc.isArray() && doc.array().at(0).isString(), bytes.c_str());
             bytes = doc.array().at(0).toString().toStdString();
           }
-          const auto re = Regex::compile(p, Regex::Mode::Search);
-          QVERIFY2(utf8_matches(**re, bytes), (std::string(p) + " walked to '" + bytes + "'").c_str());
+          const auto re = Regex::compile(p, is_text ? Regex::Mode::FullMatch : Regex::Mode::Search);
+          QVERIFY2(
+              utf8_matches(**re, bytes),
+              (std::string(p) + " walked to '" + QByteArray::fromStdString(bytes).toHex().toStdString() + "'").c_str());
         }
         QVERIFY2(num_whole >= 5, p);  // some walks end; the rest stop at the step limit
       }
     }
+    QVERIFY(num_fast_checks > 1000);
   }
 
   // vLLM's guided_regex: the reply's raw text matches the whole pattern, and ends where
@@ -250,6 +286,7 @@ class TestRegex : public QObject {
     QVERIFY(feeds_whole(*JsonGrammar::from_regex("a*"), ""));  // the empty reply matches
     QVERIFY(!JsonMatcher(*JsonGrammar::from_regex("a+")).is_complete());
     QVERIFY(!JsonGrammar::from_regex("(?=x)").is_ok());
+    QVERIFY(feeds_whole(*JsonGrammar::from_regex("\\x01"), "\x01"));  // raw text may hold it
     // A branch that can never match is not entered: after "a" only "b" may come.
     JsonMatcher dead_branch(*JsonGrammar::from_regex("a[]|ab"));
     QVERIFY(dead_branch.feed("a"));

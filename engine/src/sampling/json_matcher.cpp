@@ -130,6 +130,39 @@ bool regex_takes(const Regex& re, Frame& f, uint32_t code, int left, uint8_t nex
 // The bits a UTF-8 lead byte gives its character.
 uint32_t lead_bits(uint8_t b, int follow) { return b & (follow == 1 ? 0x1Fu : follow == 2 ? 0x0Fu : 0x07u); }
 
+// One byte of a pattern's text (a guided_regex reply, or a pattern's string outside its quotes
+// and escapes): UTF-8 as strings take it (utf8_lead.h), each character through the pattern;
+// `max_length` bounds the characters `count` counts (-1: no bound). False: the byte may not
+// come (the frame is then part-changed: callers hold a copy).
+bool pattern_char_byte(const Regex& re, Frame& f, uint8_t b, int64_t max_length) {
+  // How many characters may follow the one this byte is part of.
+  const auto room_after = [&](bool is_counted) -> int64_t {
+    return max_length < 0 ? -1 : max_length - f.count - (is_counted ? 0 : 1);
+  };
+  if (f.utf8_left > 0) {
+    if (b < f.next_low || b > f.next_high) return false;
+    --f.utf8_left;
+    f.next_low = 0x80;
+    f.next_high = 0xBF;
+    f.code = (f.code << 6) | (b & 0x3Fu);
+    return regex_takes(re, f, f.code, f.utf8_left, 0x80, 0xBF, room_after(true));
+  }
+  if (max_length >= 0 && f.count >= max_length) return false;
+  if (b >= 0x80) {
+    const detail::Utf8Lead lead = detail::utf8_lead(b);
+    if (lead.follow < 0) return false;
+    f.utf8_left = lead.follow;
+    f.next_low = lead.low;
+    f.next_high = lead.high;
+    f.code = lead_bits(b, lead.follow);
+    if (!regex_takes(re, f, f.code, lead.follow, lead.low, lead.high, room_after(false))) return false;
+  } else if (!regex_takes(re, f, b, 0, 0, 0, room_after(false))) {
+    return false;
+  }
+  ++f.count;
+  return true;
+}
+
 // The character a JSON escape (after the backslash) stands for; 0 for \u and others.
 char32_t escaped_char(uint8_t b) {
   switch (b) {
@@ -412,15 +445,16 @@ class Stepper {
     };
     switch (f.phase) {
       case kStringBody:
+        // A pattern's characters (not the closing quote, an escape or a control byte).
+        if (re != nullptr && (f.utf8_left > 0 || (b != '"' && b != '\\' && b >= 0x20))) {
+          if (!pattern_char_byte(*re, f, b, n->max_length)) return;
+          break;
+        }
         if (f.utf8_left > 0) {
           if (b < f.next_low || b > f.next_high) return;
           --f.utf8_left;
           f.next_low = 0x80;
           f.next_high = 0xBF;
-          if (re != nullptr) {
-            f.code = (f.code << 6) | (b & 0x3Fu);
-            if (!regex_takes(*re, f, f.code, f.utf8_left, 0x80, 0xBF, room_after(true))) return;
-          }
           break;
         }
         if (b == '"') {
@@ -451,12 +485,6 @@ class Stepper {
           f.utf8_left = lead.follow;
           f.next_low = lead.low;
           f.next_high = lead.high;
-          if (re != nullptr) {
-            f.code = lead_bits(b, lead.follow);
-            if (!regex_takes(*re, f, f.code, lead.follow, lead.low, lead.high, room_after(false))) return;
-          }
-        } else if (re != nullptr && !regex_takes(*re, f, b, 0, 0, 0, room_after(false))) {
-          return;
         }
         ++f.count;
         break;
@@ -501,25 +529,7 @@ class Stepper {
   // A regex reply's byte (Text): whole UTF-8 characters the pattern takes, one after another.
   void text_byte(Path p, uint8_t b) {
     Frame& f = p.stack.back();
-    const Regex& re = *m_g.node(f.node).pattern;
-    if (f.utf8_left > 0) {
-      if (b < f.next_low || b > f.next_high) return;
-      --f.utf8_left;
-      f.next_low = 0x80;
-      f.next_high = 0xBF;
-      f.code = (f.code << 6) | (b & 0x3Fu);
-      if (!regex_takes(re, f, f.code, f.utf8_left, 0x80, 0xBF, -1)) return;
-    } else if (b < 0x80) {
-      if (!regex_takes(re, f, b, 0, 0, 0, -1)) return;
-    } else {
-      const detail::Utf8Lead lead = detail::utf8_lead(b);
-      if (lead.follow < 0) return;
-      f.utf8_left = lead.follow;
-      f.next_low = lead.low;
-      f.next_high = lead.high;
-      f.code = lead_bits(b, lead.follow);
-      if (!regex_takes(re, f, f.code, lead.follow, lead.low, lead.high, -1)) return;
-    }
+    if (!pattern_char_byte(*m_g.node(f.node).pattern, f, b, -1)) return;
     keep(std::move(p));
   }
 
@@ -658,6 +668,27 @@ bool JsonMatcher::is_complete() const {
     if (path_is_complete(*m_grammar, p)) return true;
   }
   return false;
+}
+
+std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
+  if (m_paths.size() != 1 || m_paths[0].stack.empty()) return std::nullopt;
+  const Frame& top = m_paths[0].stack.back();
+  int64_t max_length = -1;
+  if (top.kind == Kind::String) {
+    if (top.is_key || top.phase != kStringBody || !m_grammar->node(top.node).pattern) return std::nullopt;
+    for (const char c : bytes) {
+      if (c == '"' || c == '\\' || static_cast<uint8_t>(c) < 0x20) return std::nullopt;  // JSON's own bytes
+    }
+    max_length = m_grammar->node(top.node).max_length;
+  } else if (top.kind != Kind::Text) {
+    return std::nullopt;
+  }
+  Frame f = top;
+  const Regex& re = *m_grammar->node(top.node).pattern;
+  for (const char c : bytes) {
+    if (!pattern_char_byte(re, f, static_cast<uint8_t>(c), max_length)) return false;
+  }
+  return true;
 }
 
 int64_t JsonMatcher::string_room() const {

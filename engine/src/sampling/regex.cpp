@@ -70,11 +70,27 @@ struct Ast {
   int min = 0, max = 0;  // Repeat: max < 0 is unbounded
 };
 
-Ast char_ast(Ranges r) {
-  Ast a;
-  a.kind = Ast::Kind::Char;
-  a.ranges = std::move(r);
-  return a;
+// The characters a reply can write: UTF-8 has no surrogates (U+D800-U+DFFF) and nothing past
+// U+10FFFF, and a JSON string's control characters are only the escapes \b \t \n \f \r (a
+// pattern's string takes no \u escapes). A pattern's character outside them could never be
+// matched, and would be a place no byte could leave.
+Ranges writable(const Ranges& r, bool is_json_string) {
+  Ranges unicode;
+  for (auto [lo, hi] : r) {
+    hi = std::min(hi, kMaxCodePoint);
+    if (lo > hi) continue;
+    if (lo < 0xD800) unicode.emplace_back(lo, std::min<char32_t>(hi, 0xD7FF));
+    if (hi > 0xDFFF) unicode.emplace_back(std::max<char32_t>(lo, 0xE000), hi);
+  }
+  if (!is_json_string) return unicode;
+  const Ranges json = {{'\b', '\n'}, {'\f', '\r'}, {0x20, kMaxCodePoint}};
+  Ranges out;
+  for (const auto& [lo, hi] : unicode) {
+    for (const auto& [jlo, jhi] : json) {
+      if (lo <= jhi && hi >= jlo) out.emplace_back(std::max(lo, jlo), std::min(hi, jhi));
+    }
+  }
+  return out;
 }
 
 Ast repeat_ast(Ast kid, int min, int max) {
@@ -88,7 +104,7 @@ Ast repeat_ast(Ast kid, int min, int max) {
 
 class Parser {
  public:
-  explicit Parser(std::u32string text) : m_text(std::move(text)) {}
+  Parser(std::u32string text, bool is_json_string) : m_text(std::move(text)), m_is_json_string(is_json_string) {}
 
   // The whole pattern: top-level alternatives, each with its own anchors.
   Result<Ast> parse(Regex::Mode mode) {
@@ -114,6 +130,13 @@ class Parser {
   }
 
  private:
+  Ast char_ast(const Ranges& r) const {
+    Ast a;
+    a.kind = Ast::Kind::Char;
+    a.ranges = writable(r, m_is_json_string);
+    return a;
+  }
+
   bool at_end() const { return m_pos >= m_text.size(); }
   char32_t peek(size_t ahead = 0) const { return m_pos + ahead < m_text.size() ? m_text[m_pos + ahead] : 0; }
   bool take(char32_t c) {
@@ -340,21 +363,33 @@ class Parser {
 
   std::u32string m_text;
   size_t m_pos = 0;
+  bool m_is_json_string = false;
 };
 
-// UTF-8 to code points; invalid bytes are taken as themselves (Latin-1), as no pattern has them.
+// UTF-8 to code points; a byte that does not begin a well-formed character is taken as itself
+// (Latin-1), as a pattern from a JSON text never has one.
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
-    int follow = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
-    if (follow < 0 || i + static_cast<size_t>(follow) >= s.size() + (follow == 0 ? 1 : 0)) {
+    const int follow = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+    bool is_whole = follow >= 0 && i + static_cast<size_t>(follow) < s.size();
+    char32_t c = follow <= 0 ? b : b & (0x3F >> follow);
+    for (int k = 1; is_whole && k <= follow; ++k) {
+      const auto next = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
+      is_whole = (next & 0xC0) == 0x80;
+      c = (c << 6) | (next & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not characters either.
+    static constexpr char32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
+    if (follow > 0 && is_whole && (c < kLeast[follow] || c > kMaxCodePoint || (c >= 0xD800 && c <= 0xDFFF))) {
+      is_whole = false;
+    }
+    if (!is_whole) {
       out += static_cast<char32_t>(b);
       ++i;
       continue;
     }
-    char32_t c = follow == 0 ? b : b & (0x3F >> follow);
-    for (int k = 1; k <= follow; ++k) c = (c << 6) | (static_cast<uint8_t>(s[i + static_cast<size_t>(k)]) & 0x3F);
     out += c;
     i += static_cast<size_t>(follow) + 1;
   }
@@ -487,7 +522,8 @@ bool overlaps(const Ranges& r, char32_t lo, char32_t hi) {
 }  // namespace
 
 Result<std::shared_ptr<const Regex>> Regex::compile(std::string_view pattern, Mode mode) {
-  Parser parser(decode_utf8(pattern));
+  // JSON Schema's patterns match a JSON string's text; guided_regex the reply's raw text.
+  Parser parser(decode_utf8(pattern), mode == Mode::Search);
   Result<Ast> ast = parser.parse(mode);
   if (!ast)
     return make_error(ErrorCode::InvalidArgument, "pattern '" + std::string(pattern) + "': " + ast.error_message());

@@ -102,6 +102,8 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
           allowed = chars <= room;  // plain text inside a string: only its length matters
         } else if (bytes.size() == 1) {
           allowed = true;
+        } else if (const std::optional<bool> fits = matcher.pattern_takes(bytes)) {
+          allowed = *fits;  // a pattern's text: the NFA alone, no copy of the matcher
         } else if (!second.empty() && !second[static_cast<uint8_t>(bytes[0])].test(static_cast<uint8_t>(bytes[1]))) {
           allowed = false;
         } else {

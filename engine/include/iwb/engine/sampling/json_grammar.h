@@ -13,6 +13,7 @@
 #include <bitset>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -124,6 +125,11 @@ class JsonMatcher {
   bool is_complete() const;
   // The bytes that may come next (none once the value is closed: the reply must end).
   std::bitset<256> next_bytes() const;
+  // When the one reading is inside a pattern's text (a guided_regex reply; a string with a
+  // pattern, and `bytes` hold no quote, backslash or control byte): whether the bytes may come,
+  // checked on the pattern alone without copying the matcher (the token mask's fast path);
+  // nullopt elsewhere.
+  std::optional<bool> pattern_takes(std::string_view bytes) const;
   // When every reading is inside a string's text (not a key, not mid-character or mid-escape):
   // how many more plain characters the string may take (INT64_MAX: any number); else -1.
   int64_t string_room() const;

@@ -26,7 +26,8 @@ namespace iwb {
 class Regex {
  public:
   enum class Mode {
-    Search,     // JSON Schema: the pattern matches anywhere in the text unless ^ / $ anchor it
+    Search,     // JSON Schema: the pattern matches anywhere in the text unless ^ / $ anchor it;
+                // the text is a JSON string's (no control characters but \b \t \n \f \r)
     FullMatch,  // vLLM's guided_regex (Python's re.fullmatch): the whole text
   };
   static Result<std::shared_ptr<const Regex>> compile(std::string_view pattern, Mode mode);
