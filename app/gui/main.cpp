@@ -145,28 +145,22 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (parser.isSet(jsonSchemaOption)) {
+  // -j / --regex: the chat's reply format, checked as the side panel checks it.
+  const auto startWithReplyFormat = [&](const QCommandLineOption& option, const QString& format) {
     iwb::ui::ChatSettingsPanel* settings = window.chatPanel()->settingsPanel();
     iwb::ui::SamplingSettings sampling = settings->sampling();
-    sampling.replyFormat = QStringLiteral("json_schema");
-    sampling.jsonSchema = parser.value(jsonSchemaOption);
+    sampling.replyFormat = format;
+    (format == QLatin1String("regex") ? sampling.regex : sampling.jsonSchema) = parser.value(option);
     if (const auto grammar = sampling.replyGrammar(); !grammar) {
-      std::fprintf(stderr, "inference-workbench: --json-schema: %s\n", grammar.error_message().c_str());
-      return 2;
+      std::fprintf(stderr, "inference-workbench: --%s: %s\n", qPrintable(option.names().last()),
+                   grammar.error_message().c_str());
+      return false;
     }
     settings->setValues(settings->systemPrompt(), sampling);
-  }
-  if (parser.isSet(regexOption)) {
-    iwb::ui::ChatSettingsPanel* settings = window.chatPanel()->settingsPanel();
-    iwb::ui::SamplingSettings sampling = settings->sampling();
-    sampling.replyFormat = QStringLiteral("regex");
-    sampling.regex = parser.value(regexOption);
-    if (const auto grammar = sampling.replyGrammar(); !grammar) {
-      std::fprintf(stderr, "inference-workbench: --regex: %s\n", grammar.error_message().c_str());
-      return 2;
-    }
-    settings->setValues(settings->systemPrompt(), sampling);
-  }
+    return true;
+  };
+  if (parser.isSet(jsonSchemaOption) && !startWithReplyFormat(jsonSchemaOption, QStringLiteral("json_schema"))) return 2;
+  if (parser.isSet(regexOption) && !startWithReplyFormat(regexOption, QStringLiteral("regex"))) return 2;
   if (parser.isSet(promptOption)) {
     // Once, on the first model that loads: the chat panel has seen modelLoaded by then (it
     // connected first), so sending goes through its usual path and is saved like any message.

@@ -109,6 +109,31 @@ std::optional<ParsedToolCall> parse_call(std::string_view body, const char* argu
   return out;
 }
 
+// Whether a JSON text's bytes are inside a string, taken one at a time (quotes and backslash
+// escapes followed), for the readers below that scan JSON without parsing it.
+class JsonStringTracker {
+ public:
+  // Takes the next byte; true when it belongs to a string, its quotes included.
+  bool take(char c) {
+    if (!m_in_string) {
+      m_in_string = c == '"';
+      return m_in_string;
+    }
+    if (m_escaped) {
+      m_escaped = false;
+    } else if (c == '\\') {
+      m_escaped = true;
+    } else if (c == '"') {
+      m_in_string = false;
+    }
+    return true;
+  }
+
+ private:
+  bool m_in_string = false;
+  bool m_escaped = false;
+};
+
 // Where a JSON string that opens at `at` (a quote) ends: the index after its closing quote, or
 // npos when the text ends first.
 size_t json_string_end(std::string_view text, size_t at) {
@@ -163,23 +188,15 @@ std::optional<HeldCall> read_held_call(std::string_view body, std::string_view a
   ParsedToolCall& call = held.call;
   call.name = name.get<std::string>();
   size_t depth = 0;
-  bool in_string = false, escaped = false;
+  JsonStringTracker strings;
   for (; i < body.size(); ++i) {
     const char c = body[i];
-    if (in_string) {
+    if (strings.take(c)) {
       call.arguments += c;
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
       continue;
     }
     if (kWhitespace.find(c) != std::string_view::npos) continue;
     call.arguments += c;
-    if (c == '"') in_string = true;
     if (c == '{' || c == '[') ++depth;
     if ((c == '}' || c == ']') && --depth == 0) {
       held.end = i + 1;
@@ -221,19 +238,9 @@ std::string template_tojson(std::string_view json_text, int indent) {
 
 int json_nesting_depth(std::string_view text) {
   int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+  JsonStringTracker strings;
   for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
+    if (strings.take(c)) continue;
     if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
     if ((c == ']' || c == '}') && depth > 0) --depth;
   }
