@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
     settings->setValues(settings->systemPrompt(), sampling);
     return true;
   };
-  if (parser.isSet(jsonSchemaOption) && !startWithReplyFormat(jsonSchemaOption, QStringLiteral("json_schema"))) return 2;
+  if (parser.isSet(jsonSchemaOption) && !startWithReplyFormat(jsonSchemaOption, QStringLiteral("json_schema")))
+    return 2;
   if (parser.isSet(regexOption) && !startWithReplyFormat(regexOption, QStringLiteral("regex"))) return 2;
   if (parser.isSet(promptOption)) {
     // Once, on the first model that loads: the chat panel has seen modelLoaded by then (it

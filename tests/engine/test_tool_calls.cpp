@@ -372,7 +372,9 @@ void TestToolCalls::splitFindsCallsAndText() {
   QCOMPARE(r.calls.size(), size_t{1});
   QCOMPARE(r.calls[0].arguments, std::string("{\"city\":\"New Yo"));
   // The arguments' bytes as the model wrote them, only the white space between tokens dropped.
-  r = split_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 1.50, \"s\": \"a \\\" } b\", \"e\": \"\\u00e9\"}}</tool_call>");
+  r = split_tool_calls(
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 1.50, \"s\": \"a \\\" } b\", \"e\": "
+      "\"\\u00e9\"}}</tool_call>");
   QCOMPARE(r.calls.size(), size_t{1});
   QCOMPARE(r.calls[0].arguments, std::string("{\"n\":1.50,\"s\":\"a \\\" } b\",\"e\":\"\\u00e9\"}"));
   // Other key orders are calls when the whole block parses.

@@ -36,7 +36,8 @@ struct Collected {
   std::vector<std::vector<TokenEvent>> tokens;
   std::vector<RequestFinished> finished;
 };
-Collected collect(ResponseChannel& channel, size_t num_requests, std::chrono::seconds limit = std::chrono::seconds(60)) {
+Collected collect(ResponseChannel& channel, size_t num_requests,
+                  std::chrono::seconds limit = std::chrono::seconds(60)) {
   Collected c;
   c.tokens.resize(num_requests);
   c.finished.resize(num_requests);
@@ -176,8 +177,8 @@ class TestServeCore : public QObject {
             } else {
               QVERIFY(index < calls.size());
               QVERIFY(!c.contains("id") && !c["function"].contains("name"));  // only the next piece
-              calls[index]["function"]["arguments"] =
-                  calls[index]["function"]["arguments"].get<std::string>() + c["function"]["arguments"].get<std::string>();
+              calls[index]["function"]["arguments"] = calls[index]["function"]["arguments"].get<std::string>() +
+                                                      c["function"]["arguments"].get<std::string>();
             }
             ++num_argument_pieces;
           }
@@ -211,7 +212,8 @@ class TestServeCore : public QObject {
     QCOMPARE(body["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
     QCOMPARE(body["choices"][0]["message"]["content"].get<std::string>(), std::string("<tool_call>\n{\"name\": \"no"));
     CompletionSession cut_arguments(CompletionKind::Chat, model, params, {5});
-    cut_arguments.add({{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Os"}}});
+    cut_arguments.add(
+        {{0, TokenEvent{1, 7, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Os"}}});
     cut_arguments.add({{0, done}});
     const json cut_body = json::parse(cut_arguments.finish_text());
     QCOMPARE(cut_body["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
@@ -307,37 +309,54 @@ class TestServeCore : public QObject {
     QTest::addColumn<QString>("param");
     QTest::newRow("not json") << QByteArray("{\"messages\": [") << "";
     QTest::newRow("not an object") << QByteArray("[1, 2]") << "";
-    QTest::newRow("invalid utf-8") << QByteArray("{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}") << "";
+    QTest::newRow("invalid utf-8") << QByteArray("{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}")
+                                   << "";
     QTest::newRow("deep nesting") << QByteArray(std::string(1000, '[').c_str()) << "";
     QTest::newRow("no messages") << QByteArray("{\"model\": \"m\"}") << "messages";
     QTest::newRow("empty messages") << QByteArray("{\"messages\": []}") << "messages";
-    QTest::newRow("unknown role") << QByteArray(R"({"messages": [{"role": "wizard", "content": "hi"}]})") << "messages[0].role";
+    QTest::newRow("unknown role") << QByteArray(R"({"messages": [{"role": "wizard", "content": "hi"}]})")
+                                  << "messages[0].role";
     QTest::newRow("function role") << QByteArray(R"({"messages": [{"role": "function", "content": "hi"}]})")
                                    << "messages[0].role";
-    QTest::newRow("content number") << QByteArray(R"({"messages": [{"role": "user", "content": 5}]})") << "messages[0].content";
+    QTest::newRow("content number") << QByteArray(R"({"messages": [{"role": "user", "content": 5}]})")
+                                    << "messages[0].content";
     QTest::newRow("image part")
         << QByteArray(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})")
         << "messages[0].content";
     const QByteArray ok = R"("messages": [{"role": "user", "content": "hi"}])";
-    QTest::newRow("temperature string") << "{" + ok + R"(, "temperature": "hot"})" << "temperature";
-    QTest::newRow("temperature 5") << "{" + ok + R"(, "temperature": 5})" << "temperature";
-    QTest::newRow("n 1000") << "{" + ok + R"(, "n": 1000})" << "n";
-    QTest::newRow("n 0") << "{" + ok + R"(, "n": 0})" << "n";
-    QTest::newRow("n float") << "{" + ok + R"(, "n": 1.5})" << "n";
-    QTest::newRow("max_tokens 0") << "{" + ok + R"(, "max_tokens": 0})" << "max_tokens";
-    QTest::newRow("max_tokens float") << "{" + ok + R"(, "max_tokens": 1e9})" << "max_tokens";
-    QTest::newRow("max_tokens -5") << "{" + ok + R"(, "max_tokens": -5})" << "max_tokens";
-    QTest::newRow("stop number") << "{" + ok + R"(, "stop": 3})" << "stop";
-    QTest::newRow("stop too many") << "{" + ok + R"(, "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})"
-                                   << "stop";
-    QTest::newRow("stream string") << "{" + ok + R"(, "stream": "yes"})" << "stream";
-    QTest::newRow("top_logprobs alone") << "{" + ok + R"(, "top_logprobs": 2})" << "top_logprobs";
-    QTest::newRow("top_logprobs 100") << "{" + ok + R"(, "logprobs": true, "top_logprobs": 100})" << "top_logprobs";
+    QTest::newRow("temperature string") << "{" + ok + R"(, "temperature": "hot"})"
+                                        << "temperature";
+    QTest::newRow("temperature 5") << "{" + ok + R"(, "temperature": 5})"
+                                   << "temperature";
+    QTest::newRow("n 1000") << "{" + ok + R"(, "n": 1000})"
+                            << "n";
+    QTest::newRow("n 0") << "{" + ok + R"(, "n": 0})"
+                         << "n";
+    QTest::newRow("n float") << "{" + ok + R"(, "n": 1.5})"
+                             << "n";
+    QTest::newRow("max_tokens 0") << "{" + ok + R"(, "max_tokens": 0})"
+                                  << "max_tokens";
+    QTest::newRow("max_tokens float") << "{" + ok + R"(, "max_tokens": 1e9})"
+                                      << "max_tokens";
+    QTest::newRow("max_tokens -5") << "{" + ok + R"(, "max_tokens": -5})"
+                                   << "max_tokens";
+    QTest::newRow("stop number") << "{" + ok + R"(, "stop": 3})"
+                                 << "stop";
+    QTest::newRow("stop too many")
+        << "{" + ok + R"(, "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})"
+        << "stop";
+    QTest::newRow("stream string") << "{" + ok + R"(, "stream": "yes"})"
+                                   << "stream";
+    QTest::newRow("top_logprobs alone") << "{" + ok + R"(, "top_logprobs": 2})"
+                                        << "top_logprobs";
+    QTest::newRow("top_logprobs 100") << "{" + ok + R"(, "logprobs": true, "top_logprobs": 100})"
+                                      << "top_logprobs";
     QTest::newRow("tools") << "{" + ok + R"(, "tools": [{"type": "function"}]})"
                            << "tools[0]";
     QTest::newRow("functions") << "{" + ok + R"(, "functions": [{"name": "f"}]})"
                                << "functions";
-    QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})" << "stream_options";
+    QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})"
+                                         << "stream_options";
   }
 
   void refusesBadBodiesWithTheReason() {
@@ -363,7 +382,8 @@ class TestServeCore : public QObject {
     QCOMPARE(std::get<TextCompletionRequest>(one).params.num_top_logprobs, 2);
     auto ids = read(R"({"prompt": [1, 2, 3]})");
     QVERIFY(std::holds_alternative<TextCompletionRequest>(ids));
-    QCOMPARE(std::get<std::vector<int32_t>>(std::get<TextCompletionRequest>(ids).prompts[0]), (std::vector<int32_t>{1, 2, 3}));
+    QCOMPARE(std::get<std::vector<int32_t>>(std::get<TextCompletionRequest>(ids).prompts[0]),
+             (std::vector<int32_t>{1, 2, 3}));
     auto many = read(R"({"prompt": ["a", [5, 6]]})");
     QCOMPARE(std::get<TextCompletionRequest>(many).prompts.size(), size_t{2});
     QVERIFY(std::holds_alternative<ApiError>(read(R"({"prompt": [1, "a"]})")));
@@ -424,7 +444,8 @@ class TestServeCore : public QObject {
     QVERIFY(text.contains("iwb:generation_tokens_total{model_name=\"my \\\"model\\\"\"} 6\n"));
     QVERIFY(text.contains("iwb:kv_cache_usage_perc{model_name=\"my \\\"model\\\"\"} 0.25\n"));
     QVERIFY(text.contains("iwb:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"length\"} 1\n"));
-    QVERIFY(text.contains("iwb:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my \\\"model\\\"\",position=\"1\"} 2\n"));
+    QVERIFY(text.contains(
+        "iwb:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my \\\"model\\\"\",position=\"1\"} 2\n"));
     // Histograms: cumulative buckets, +Inf equals the count; two inter-token gaps.
     QVERIFY(text.contains("iwb:inter_token_latency_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.025\"} 1\n"));
     QVERIFY(text.contains("iwb:inter_token_latency_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"+Inf\"} 2\n"));

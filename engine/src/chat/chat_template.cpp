@@ -3,9 +3,9 @@
 #include "iwb/engine/chat/chat_template.h"
 
 #include "iwb/engine/chat/tool_calls.h"
+#include "iwb/engine/clock_text.h"
 
 #include <array>
-#include <ctime>
 #include <string_view>
 
 namespace iwb {
@@ -288,12 +288,7 @@ std::string chat_template_llama3_date(std::string_view t) {
   if (t.find("Cutting Knowledge Date") == std::string_view::npos) return {};
   // Today, "%d %b %Y" in the C locale, for 3.1's and 3.3's templates too (whose own default is
   // "26 Jul 2024"): llama.cpp passes date_string so, and Meta's reference code writes the day.
-  const std::time_t now = std::time(nullptr);
-  std::tm day{};
-  localtime_r(&now, &day);
-  char text[32];
-  std::strftime(text, sizeof text, "%d %b %Y", &day);
-  return text;
+  return now_as_text("%d %b %Y", ClockZone::Local);
 }
 
 std::string chat_template_default_system(std::string_view t) {

@@ -5,13 +5,13 @@
 #include "iwb/engine/profile/machine_probe.h"
 
 #include "iwb/engine/backend/device_info.h"
+#include "iwb/engine/clock_text.h"
 #include "iwb/kernels/cpu_features.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 // GCC 12 reports its own AVX-512 reductions (their undefined upper halves) as uninitialized
 // once the unrolled loops inline them (GCC bug 105593); the code is fine.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -318,14 +318,7 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
 
 float read_probe_sum(const float* values, size_t count) { return best_sum_loop()(values, count); }
 
-std::string current_utc_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string current_utc_iso8601() { return now_as_text("%Y-%m-%dT%H:%M:%SZ", ClockZone::Utc); }
 
 Result<ProbeResult> probe_cpu(const ProbeOptions& options) {
   if (options.buffer_bytes < (1u << 20) || options.repetitions < 1) {

@@ -552,7 +552,7 @@ Result<std::shared_ptr<const Regex>> Regex::compile(std::string_view pattern, Mo
 struct Regex::Marks {
   std::vector<uint32_t> mark;
   uint32_t step = 0;
-  std::vector<int32_t> todo;
+  std::vector<int32_t> pending;
 
   static Marks& for_step(size_t num_states) {
     thread_local Marks marks;
@@ -573,21 +573,21 @@ struct Regex::Marks {
 
 void Regex::add_closure(int32_t state, Marks* marks, States* out) const {
   // Iterative: a long chain of empty moves must not deepen the stack.
-  std::vector<int32_t>& todo = marks->todo;
-  todo.clear();
-  todo.push_back(state);
-  while (!todo.empty()) {
-    const int32_t s = todo.back();
-    todo.pop_back();
+  std::vector<int32_t>& pending = marks->pending;
+  pending.clear();
+  pending.push_back(state);
+  while (!pending.empty()) {
+    const int32_t s = pending.back();
+    pending.pop_back();
     if (s < 0 || !marks->visit(s)) continue;
     const State& st = m_states[static_cast<size_t>(s)];
     switch (st.kind) {
       case State::Kind::Char:
       case State::Kind::Match: out->push_back(static_cast<uint16_t>(s)); break;
-      case State::Kind::Empty: todo.push_back(st.out); break;
+      case State::Kind::Empty: pending.push_back(st.out); break;
       case State::Kind::Split:
-        todo.push_back(st.out2);
-        todo.push_back(st.out);
+        pending.push_back(st.out2);
+        pending.push_back(st.out);
         break;
     }
   }

@@ -56,8 +56,8 @@ class CompletionSession {
     // Chat: how much of split_reply(text)'s reasoning and content the stream has sent.
     size_t num_reasoning_sent = 0;
     size_t num_content_sent = 0;
-    std::vector<std::string> call_ids;         // tool calls announced so far, by index
-    std::vector<size_t> num_arguments_sent;    // how much of each one's arguments the stream has sent
+    std::vector<std::string> call_ids;       // tool calls announced so far, by index
+    std::vector<size_t> num_arguments_sent;  // how much of each one's arguments the stream has sent
     std::optional<RequestFinished> finished;
   };
 
