@@ -46,7 +46,8 @@ OptionTable make_table(Options* o) {
   OptionTable t("run", "-m MODEL.gguf (-p PROMPT | -f FILE) [options]",
                 "Generates text, printing each piece as it comes, then a timings line on stderr.");
   t.begin_group("model and prompt");
-  add_model_option(t, &o->model, "GGUF model (llama, qwen2, gemma3, qwen3 or qwen3moe architecture)");
+  add_model_option(t, &o->model,
+                   "GGUF model (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or gpt-oss architecture)");
   add_prompt_options(t, &o->prompt, "the prompt (a user message with --chat)");
   t.begin_group("context");
   add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);

@@ -166,6 +166,11 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
   m.rope_scale = factor > 0 ? 1.0 / factor : 1.0;
   m.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+  if (m.arch == "gemma2") {  // llama.cpp's defaults where the file gives no caps or window
+    m.attn_softcap = f.get_float(a + "attn_logit_softcapping").value_or(50.0);
+    m.final_softcap = f.get_float(a + "final_logit_softcapping").value_or(30.0);
+    m.sliding_window = f.get_int(a + "attention.sliding_window").value_or(4096);
+  }
   m.n_expert = f.get_int(a + "expert_count").value_or(0);
   m.n_expert_used = f.get_int(a + "expert_used_count").value_or(0);
   m.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(0);
@@ -251,10 +256,10 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
 }
 
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
-  const bool is_gemma = m.arch == "gemma3";
+  const bool is_gemma = m.arch == "gemma3" || m.arch == "gemma2";
   const bool is_neox = m.arch != "llama";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
-  const bool has_qk_norm = is_gemma || m.arch == "qwen3" || m.arch == "qwen3moe";
+  const bool has_qk_norm = m.arch == "gemma3" || m.arch == "qwen3" || m.arch == "qwen3moe";
   const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
   const int64_t group = m.n_head / m.n_kv_head;
 
@@ -268,10 +273,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   for (int64_t il = 0; il < m.n_layer; ++il) {
     const RefLayer& l = m.layers[il];
     // gemma3: five sliding-window layers (RoPE base 10000, no scaling), then a global one.
-    // gpt-oss: the even layers slide, with the same RoPE as the others.
-    const bool is_gpt_oss = m.arch == "gpt-oss";
-    const bool is_sliding = m.sliding_window > 0 && ((is_gemma && il % 6 != 5) || (is_gpt_oss && il % 2 == 0));
-    const bool is_local_rope = is_sliding && is_gemma;
+    // gpt-oss, gemma2: the even layers slide, with the same RoPE as the others.
+    const bool is_alternating = m.arch == "gpt-oss" || m.arch == "gemma2";
+    const bool is_gemma3 = m.arch == "gemma3";
+    const bool is_sliding = m.sliding_window > 0 && ((is_gemma3 && il % 6 != 5) || (is_alternating && il % 2 == 0));
+    const bool is_local_rope = is_sliding && is_gemma3;
     const double base = is_local_rope ? 10000.0 : m.rope_base, scale = is_local_rope ? 1.0 : m.rope_scale;
     const Yarn yarn = yarn_of(m);
     std::vector<std::vector<float>> q(n), k(n), v(n);
@@ -303,7 +309,8 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
         for (int64_t j = first; j <= t; ++j) {
           double dot = 0;
           for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[t][hh * hd + i]) * k[j][g * hd + i];
-          s.push_back(dot / std::sqrt(static_cast<double>(hd)));
+          const double score = dot / std::sqrt(static_cast<double>(hd));
+          s.push_back(m.attn_softcap > 0 ? m.attn_softcap * std::tanh(score / m.attn_softcap) : score);
         }
         // gpt-oss's sink: one more logit in the denominator, with no value.
         const double sink = l.sinks.empty() ? -INFINITY : l.sinks[hh];
@@ -340,7 +347,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   }
   std::vector<float> h = x[n - 1];
   rms_norm(h.data(), d, m.output_norm, m.eps);
-  return linear(m.output, {}, h, m.vocab);
+  std::vector<float> logits = linear(m.output, {}, h, m.vocab);
+  if (m.final_softcap > 0) {
+    for (float& z : logits) z = static_cast<float>(m.final_softcap * std::tanh(z / m.final_softcap));
+  }
+  return logits;
 }
 
 }  // namespace iwb::test

@@ -364,7 +364,19 @@ class TestEngineGeneration : public QObject {
     QCOMPARE(a.error_message(),
              std::string(
                  "architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
-                 "qwen3moe, gpt-oss)"));
+                 "qwen3moe, gpt-oss, gemma2)"));
+
+    // A soft-cap of zero or below would divide by zero in cap * tanh(x / cap).
+    spec.arch = "gemma2";
+    spec.attn_softcap = -1.0f;
+    const std::string cap_path = m_tmp.filePath("gemma2-cap.gguf").toStdString();
+    QVERIFY(test::write_tiny_model(spec, cap_path).is_ok());
+    auto capped = Engine::load(cap_path, {});
+    QVERIFY(!capped.is_ok());
+    QCOMPARE(capped.status().code(), ErrorCode::CorruptFile);
+    QCOMPARE(capped.error_message(), std::string("'gemma2.attn_logit_softcapping' and 'gemma2.final_logit_softcapping' "
+                                                 "must be positive"));
+    spec.attn_softcap = 0.0f;
 
     spec.arch = "llama";
     spec.skip_tensor = "blk.1.ffn_up.weight";

@@ -4,7 +4,7 @@
 // and values to f16 as the engine's cache does, and stays within 5e-3 without that) for
 // prefill at several lengths, and greedy decoding through step() (the KV-cache path) choosing the reference's
 // tokens. On the real aidreams model (converted here, reference built straight from the
-// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), gemma3 (norms, sliding
+// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), gemma2 (soft-caps), gemma3 (norms, sliding
 // window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
 // heads), phi3 (fused attn_qkv and gate/up, LongRoPE long and short factors and attention
 // factor, odd sizes) models in F32, Q8_0 and a K-quant mix, with tied
@@ -239,7 +239,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -276,6 +276,24 @@ class TestForwardReference : public QObject {
       phi3_spec(preset, &spec);
     } else if (arch == "qwen3moe") {
       spec = moe_spec(preset, spec.seed);
+    } else if (arch == "gemma2") {
+      spec.n_layer = 4;  // layers 0 and 2 slide
+      spec.n_head = 4;
+      spec.n_kv_head = 2;
+      spec.head_dim = 128;  // != 256 / 4, as gemma 2 2B's 256 != 2304 / 8
+      spec.sliding_window = 5;
+      spec.is_output_tied = true;
+      // F32: caps the random scores and logits reach, so dropping either soft-cap fails the
+      // test. The K-quant mix's caps are looser: a cap far under the largest logit shrinks it
+      // more than the 8-bit activations' noise on small logits, which the relative error
+      // measures against it. The Q8_0 file has no cap keys: llama.cpp's defaults (50 and 30).
+      if (preset == WeightPreset::F32) {
+        spec.attn_softcap = 1.5f;
+        spec.final_softcap = 1.0f;
+      } else if (preset == WeightPreset::MixedK) {
+        spec.attn_softcap = 3.0f;
+        spec.final_softcap = 3.0f;
+      }
     } else {
       spec.n_layer = 7;  // layers 0-4 and 6 slide, layer 5 is global
       spec.n_head = 4;

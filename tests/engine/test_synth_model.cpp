@@ -197,6 +197,48 @@ class TestSynthModel : public QObject {
     check_engine_runs(w.path);
   }
 
+  void gemma2_keys_tensors_and_config() {
+    const Written w = synthesize("test-gemma2", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("gemma2"));
+    QCOMPARE(f.get_int("gemma2.attention.sliding_window").value_or(0), int64_t{8});
+    QCOMPARE(f.get_int("gemma2.attention.key_length").value_or(0), int64_t{128});
+    QCOMPARE(f.get_float("gemma2.attn_logit_softcapping").value_or(0.0), 2.0);
+    QCOMPARE(f.get_float("gemma2.final_logit_softcapping").value_or(0.0), 1.5);
+    for (const char* name : {"blk.3.post_attention_norm.weight", "blk.3.post_ffw_norm.weight"}) {
+      QVERIFY2(f.find_tensor(name), name);
+    }
+    QVERIFY(!f.find_tensor("blk.0.attn_q_norm.weight"));  // gemma 3's per-head norms, not gemma 2's
+    QVERIFY(!f.find_tensor("output.weight"));             // tied
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    const ModelConfig c = shape_config(*find_synth_preset("test-gemma2"));
+    QCOMPARE(loaded->attention_softcap, 2.0f);
+    QCOMPARE(loaded->final_logit_softcap, 1.5f);
+    QCOMPARE(loaded->attention_softcap, c.attention_softcap);
+    QCOMPARE(loaded->final_logit_softcap, c.final_logit_softcap);
+    QCOMPARE(loaded->is_sliding_layer, (std::vector<bool>{true, false, true, false}));  // the even layers
+    QCOMPARE(loaded->is_sliding_layer, c.is_sliding_layer);
+    QCOMPARE(loaded->rope_freq_base_swa, loaded->rope_freq_base);  // one RoPE for both kinds of layer
+    QCOMPARE(loaded->rope_freq_base_swa, c.rope_freq_base_swa);
+    QCOMPARE(loaded->embedding_scale, std::sqrt(256.0f));
+    QCOMPARE(loaded->attention_scale, 1.0f / std::sqrt(128.0f));
+    check_engine_runs(w.path);
+
+    // Gemma 2 2B: 2.61 B parameters (Google's model card: 2.6 B), 27B's queries scaled by
+    // 1/sqrt(width / heads) rather than 1/sqrt(head size), as gemma_pytorch does.
+    const SynthShape& two_b = *find_synth_preset("gemma-2-2b");
+    QVERIFY2(two_b.num_parameters() > 2'600'000'000 && two_b.num_parameters() < 2'620'000'000,
+             qPrintable(QString::number(two_b.num_parameters())));
+    SynthShape big = two_b;
+    big.embedding_length = 4608;
+    big.num_layers = 46;
+    big.num_heads = 32;
+    big.head_dim = 128;
+    QCOMPARE(shape_config(big).attention_scale, 1.0f / std::sqrt(144.0f));
+  }
+
   void phi3_keys_and_tensors() {
     // The real preset's metadata as llama.cpp's converter writes it for Phi-3.5-mini.
     const SynthShape& mini = *find_synth_preset("phi-3.5-mini");

@@ -1,6 +1,6 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma3, qwen3, phi3, qwen3moe and gpt-oss architectures
-// with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small SentencePiece
-// vocabulary so the engine's tokenizer loads.
+// Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe and gpt-oss
+// architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
+// SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
 #include "../kernels/random_tensors.h"
@@ -23,7 +23,8 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch = "llama";  // llama, qwen2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up) or qwen3moe
+  std::string arch =
+      "llama";  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;
@@ -32,7 +33,10 @@ struct TinyModelSpec {
   int64_t n_ff = 512;
   int64_t vocab = 320;
   int64_t context = 512;
-  int64_t sliding_window = 0;     // gemma3
+  int64_t sliding_window = 0;  // gemma3, gemma2, gpt-oss
+  // gemma2: <arch>.attn_logit_softcapping / final_logit_softcapping unless 0 (absent: 50 and 30).
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
   float rope_base = 10000.0f;
   float rope_scale_factor = 0.0f; // > 0: linear RoPE scaling
   bool is_output_tied = false;
@@ -112,6 +116,8 @@ class TinyModelWriter {
     }
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
     if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (s.attn_softcap != 0) m_writer.set_f32(a + ".attn_logit_softcapping", s.attn_softcap);
+    if (s.final_softcap != 0) m_writer.set_f32(a + ".final_logit_softcapping", s.final_softcap);
     if (s.rope_original_context > 0) {
       const double original = static_cast<double>(s.rope_original_context);
       const double attn_factor =
@@ -177,7 +183,7 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
       }
-      if (a == "gemma3") {
+      if (a == "gemma3" || a == "gemma2") {
         IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }

@@ -75,8 +75,25 @@ const std::vector<ArchitectureTraits>& architectures() {
     gpt_oss.has_expert_biases = true;
     gpt_oss.has_attention_sinks = true;
     gpt_oss.is_sliding_rope_global = true;
+    gpt_oss.is_sliding_window_required = true;
     gpt_oss.ffn_norm_name = "post_attention_norm";
     t.push_back(gpt_oss);
+    // Gemma 2 (llama.cpp's gemma2 graph): gemma3's embedding scale, post-norms and GELU, without
+    // per-head q/k norms; every other layer sliding (the even ones, window 4096 unless the file
+    // says, the same RoPE as the global ones); attention scores and final logits soft-capped.
+    ArchitectureTraits gemma2;
+    gemma2.id = ModelArchitecture::Gemma2;
+    gemma2.name = "gemma2";
+    gemma2.rope_layout = RopeLayout::NeoX;
+    gemma2.ffn_activation = GatedActivation::GeluTanh;
+    gemma2.has_post_norms = true;
+    gemma2.has_scaled_embedding = true;
+    gemma2.sliding_period = 2;
+    gemma2.default_sliding_window = 4096;
+    gemma2.is_sliding_rope_global = true;
+    gemma2.has_head_dim_key = true;
+    gemma2.has_logit_softcaps = true;
+    t.push_back(gemma2);
     return t;
   }();
   return kTable;

@@ -72,6 +72,14 @@ std::string llama_size_class(const ModelSummary& m) {
       default: return {};
     }
   }
+  if (arch == "gemma2") {
+    switch (layers) {
+      case 26: return "2B";
+      case 42: return "9B";
+      case 46: return "27B";
+      default: return {};
+    }
+  }
   if (arch == "phi3") {
     switch (layers) {
       case 24: return "1B";

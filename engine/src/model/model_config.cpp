@@ -94,17 +94,17 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
 }
 
 // What the architecture's row leaves to the file: the window of its sliding layers and their
-// RoPE base, and gemma3's final soft-cap.
+// RoPE base, and the soft-caps (gemma2's, gemma3's final one).
 Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& traits, ModelConfig* c) {
   int64_t window = 0;
-  if (traits.is_sliding_rope_global) {
-    IWB_RETURN_IF_ERROR(keys.positive_int("attention.sliding_window", &window));  // required, as llama.cpp's gpt-oss
+  if (traits.is_sliding_window_required) {
+    IWB_RETURN_IF_ERROR(keys.positive_int("attention.sliding_window", &window));  // as llama.cpp's gpt-oss
   } else if (traits.sliding_period > 0) {
-    IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", 0, &window));
+    IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", traits.default_sliding_window, &window));
   }
   apply_architecture(traits, window, c);
   if (window > 0 && traits.is_sliding_rope_global) {
-    // gpt-oss: the sliding layers rotate as the global ones unless the file gives them a base.
+    // gpt-oss, gemma2: the sliding layers rotate as the global ones unless the file gives them a base.
     IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", c->rope_freq_base, &c->rope_freq_base_swa));
   } else if (window > 0) {
     // The local layers keep RoPE base 10000 and no scaling, whatever the global layers use.
@@ -113,6 +113,14 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
   } else if (traits.id == ModelArchitecture::Gemma3) {
     // Without sliding layers llama.cpp's gemma3 graph applies the final soft-cap if given.
     IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 0.0f, &c->final_logit_softcap));
+  }
+  if (traits.has_logit_softcaps) {
+    IWB_RETURN_IF_ERROR(keys.optional_float("attn_logit_softcapping", 50.0f, &c->attention_softcap));
+    IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 30.0f, &c->final_logit_softcap));
+    if (c->attention_softcap <= 0.0f || c->final_logit_softcap <= 0.0f) {
+      return make_error(ErrorCode::CorruptFile, "'" + keys.key("attn_logit_softcapping") + "' and '" +
+                                                    keys.key("final_logit_softcapping") + "' must be positive");
+    }
   }
   return {};
 }
@@ -169,10 +177,12 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->ffn_norm_name = a.ffn_norm_name;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
   c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
-  if (a.id == ModelArchitecture::Gemma3) {
+  if (a.id == ModelArchitecture::Gemma3 || a.id == ModelArchitecture::Gemma2) {
     // gemma_pytorch scales queries by 1/sqrt(query_pre_attn_scalar): head_dim for every size
-    // but 27B, whose scalar is n_embd / n_head (llama.cpp picks 27B by its 62 layers).
-    const int64_t scale_dim = c->num_layers == 62 ? c->embedding_length / c->num_heads : c->head_dim_k;
+    // but 27B, whose scalar is n_embd / n_head (llama.cpp picks 27B by its layers: 62 in
+    // gemma 3, 46 in gemma 2).
+    const int64_t layers_of_27b = a.id == ModelArchitecture::Gemma3 ? 62 : 46;
+    const int64_t scale_dim = c->num_layers == layers_of_27b ? c->embedding_length / c->num_heads : c->head_dim_k;
     c->attention_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
   }
   c->is_sliding_layer.assign(static_cast<size_t>(c->num_layers), false);
@@ -233,8 +243,8 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   IWB_RETURN_IF_ERROR(read_rope_scaling(keys, file, &c));
   c.rope_freq_base_swa = c.rope_freq_base;
   c.rope_freq_scale_swa = c.rope_freq_scale;
-  // Attention soft-capping (<arch>.attn_logit_softcapping) is gemma 2's; none of the
-  // architectures here use it, so it stays off even when a file carries the key.
+  // Attention soft-capping (<arch>.attn_logit_softcapping) is read for gemma2 alone, as
+  // llama.cpp reads it: other rows leave it off even when a file carries the key.
   IWB_RETURN_IF_ERROR(read_architecture_keys(keys, *traits, &c));
   if (c.rope_attn_factor != 1.0f) {
     if (c.rope_num_rotated != c.head_dim_k) {

@@ -112,6 +112,10 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".attention.value_length", u32(s.head_dim));
   }
   if (arch.sliding_period > 0) w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+  if (arch.has_logit_softcaps) {
+    if (s.attention_softcap > 0.0f) w->set_f32(a + ".attn_logit_softcapping", s.attention_softcap);
+    if (s.final_logit_softcap > 0.0f) w->set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);
+  }
   if (arch.id == ModelArchitecture::Phi3) {
     // What llama.cpp's Phi3MiniModel converter writes (conversion/phi.py).
     w->set_u32(a + ".rope.dimension_count", u32(s.head_dim));

@@ -84,6 +84,15 @@ std::vector<SynthShape> make_presets() {
                     1e-6f, true));
   p.back().sliding_window = 512;
   const SynthShape gemma3 = p.back();
+  // google/gemma-2-2b-it: 8 heads of 256 (4 KV heads) over a width of 2304, every other layer
+  // sliding (window 4096), attention scores soft-capped at 50 and logits at 30, tied, 256000
+  // tokens (what llama.cpp's Gemma2Model converter writes).
+  p.push_back(
+      shape("gemma-2-2b", "gemma2", "Gemma 2 2B", {2304, 26, 8, 4, 256, 9216, 256000, 8192}, 10000.0f, 1e-6f, true));
+  p.back().sliding_window = 4096;
+  p.back().attention_softcap = 50.0f;
+  p.back().final_logit_softcap = 30.0f;
+  const SynthShape gemma2 = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
   p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
                     1e-6f, true));
@@ -129,6 +138,12 @@ std::vector<SynthShape> make_presets() {
   p.push_back(test_shape(qwen2, "test-qwen2", "small qwen2 shape for tests", {192, 3, 3, 1, 64, 512, 320, 512}));
   p.push_back(test_shape(gemma3, "test-gemma3", "small gemma3 shape for tests", {256, 7, 2, 1, 128, 512, 320, 512}));
   p.back().sliding_window = 16;
+  // Caps low enough that random weights reach them (scores and logits of a few units), so the
+  // soft-caps change what a test compares; a window shorter than a test's prompt.
+  p.push_back(test_shape(gemma2, "test-gemma2", "small gemma2 shape for tests", {256, 4, 2, 1, 128, 512, 320, 512}));
+  p.back().sliding_window = 8;
+  p.back().attention_softcap = 2.0f;
+  p.back().final_logit_softcap = 1.5f;
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
   // Width 192 (not a K-quant multiple), GQA, and LongRoPE with an original context of 256 in a
   // context of 1024, so a test can pick either factor set.
@@ -200,6 +215,10 @@ ModelConfig shape_config(const SynthShape& s) {
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
     if (c.sliding_window > 0 && !a->is_sliding_rope_global) c.rope_freq_base_swa = 10000.0f;  // llama.cpp's default
+    if (a->has_logit_softcaps) {  // the keys set_metadata writes, or llama.cpp's defaults
+      c.attention_softcap = s.attention_softcap > 0.0f ? s.attention_softcap : 50.0f;
+      c.final_logit_softcap = s.final_logit_softcap > 0.0f ? s.final_logit_softcap : 30.0f;
+    }
   }
   if (s.yarn_factor > 0.0f) {  // as model_config.cpp reads the keys set_metadata writes
     c.rope_freq_scale = c.rope_freq_scale_swa = 1.0f / s.yarn_factor;

@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2 };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -29,6 +29,10 @@ struct ArchitectureTraits {
   // Sliding-window layers: of every `sliding_period` layers all but the last slide (gemma3: 6);
   // 0: none. The window itself is a GGUF key (<arch>.attention.sliding_window).
   int32_t sliding_period = 0;
+  // The window when the file gives none (gemma2: 4096, llama.cpp's default); 0: no window then.
+  int64_t default_sliding_window = 0;
+  // The file must give the window (gpt-oss: llama.cpp refuses a file without it).
+  bool is_sliding_window_required = false;
   bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
   // ffn_up holds gate and up stacked ([n_embd, 2 * n_ff]: gate rows first) and there is no
   // ffn_gate (phi3); the loader binds the two halves as the gate and up matrices.
@@ -48,6 +52,10 @@ struct ArchitectureTraits {
   bool has_attention_sinks = false;
   // The sliding layers use the global RoPE base and scaling (gpt-oss), not base 10000 unscaled.
   bool is_sliding_rope_global = false;
+  // Soft-capping of the attention scores and of the final logits, cap * tanh(x / cap), with
+  // llama.cpp's defaults (50 and 30) where the file gives no <arch>.attn_logit_softcapping or
+  // <arch>.final_logit_softcapping (gemma2).
+  bool has_logit_softcaps = false;
   // The pre-FFN norm's tensor: ffn_norm, or post_attention_norm (gpt-oss names it so).
   const char* ffn_norm_name = "ffn_norm";
 };
@@ -57,7 +65,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

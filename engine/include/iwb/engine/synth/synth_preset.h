@@ -48,7 +48,11 @@ struct SynthShape {
   float rms_norm_eps = 1e-5f;
   bool is_embedding_tied = false;  // no output.weight: the classifier is token_embd
   bool has_qkv_bias = false;       // qwen2
-  int64_t sliding_window = 0;      // gemma3: window of its local layers (5 of every 6)
+  int64_t sliding_window = 0;      // gemma3: window of its local layers (5 of every 6); gemma2: every other
+  // gemma2's soft-caps, written as <arch>.attn_logit_softcapping / final_logit_softcapping
+  // (architectures with has_logit_softcaps; 0 leaves the key out, and llama.cpp's default holds).
+  float attention_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
   // Mixture of experts (architectures with has_experts): experts per layer, experts per token,
   // each expert's hidden width. feed_forward_length is then only written as metadata.
   int64_t num_experts = 0;
