@@ -47,7 +47,7 @@ OptionTable make_table(Options* o) {
                 "Generates text, printing each piece as it comes, then a timings line on stderr.");
   t.begin_group("model and prompt");
   add_model_option(t, &o->model,
-                   "GGUF model (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or gpt-oss architecture)");
+                   "GGUF model (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gpt-oss or smollm3 architecture)");
   add_prompt_options(t, &o->prompt, "the prompt (a user message with --chat)");
   t.begin_group("context");
   add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);

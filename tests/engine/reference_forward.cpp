@@ -257,7 +257,7 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
 
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
   const bool is_gemma = m.arch == "gemma3" || m.arch == "gemma2";
-  const bool is_neox = m.arch != "llama";
+  const bool is_neox = m.arch != "llama" && m.arch != "smollm3";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
   const bool has_qk_norm = m.arch == "gemma3" || m.arch == "qwen3" || m.arch == "qwen3moe";
   const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
@@ -280,6 +280,8 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
     const bool is_local_rope = is_sliding && is_gemma3;
     const double base = is_local_rope ? 10000.0 : m.rope_base, scale = is_local_rope ? 1.0 : m.rope_scale;
     const Yarn yarn = yarn_of(m);
+    // smollm3: layers 3, 7, 11, ... leave q and k unrotated.
+    const bool is_rope_layer = m.arch != "smollm3" || (il + 1) % 4 != 0;
     std::vector<std::vector<float>> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> h = x[t];
@@ -289,11 +291,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
         if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
-        rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
+        if (is_rope_layer) rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       for (int64_t g = 0; g < m.n_kv_head; ++g) {
         if (has_qk_norm) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
-        rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
+        if (is_rope_layer) rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       if (is_kv_f16) {
         for (float& e : k[t]) e = fp16_to_f32(f32_to_fp16(e));

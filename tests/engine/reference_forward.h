@@ -2,7 +2,7 @@
 // weight dequantized to f32 up front, naive loops, double accumulation, the whole sequence
 // recomputed for each call (no KV cache). It reads the GGUF metadata itself and encodes the
 // architecture rules (gemma3's sliding layers, local RoPE base, norms; gemma2's alternating
-// sliding layers and soft-caps of attention scores and logits; phi3's fused tensors and
+// sliding layers and soft-caps of attention scores and logits; smollm3's layers without RoPE; phi3's fused tensors and
 // LongRoPE; qwen3moe's routed experts, token by token; gpt-oss's sinks, YaRN, alternating
 // sliding layers, expert biases, softmax-over-top-k gating and clamped SwiGLU) on its own.
 #pragma once

@@ -4,7 +4,7 @@
 // and values to f16 as the engine's cache does, and stays within 5e-3 without that) for
 // prefill at several lengths, and greedy decoding through step() (the KV-cache path) choosing the reference's
 // tokens. On the real aidreams model (converted here, reference built straight from the
-// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), gemma2 (soft-caps), gemma3 (norms, sliding
+// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), smollm3 (NoPE layers), gemma2 (soft-caps), gemma3 (norms, sliding
 // window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
 // heads), phi3 (fused attn_qkv and gate/up, LongRoPE long and short factors and attention
 // factor, odd sizes) models in F32, Q8_0 and a K-quant mix, with tied
@@ -239,7 +239,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "smollm3"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -276,6 +276,13 @@ class TestForwardReference : public QObject {
       phi3_spec(preset, &spec);
     } else if (arch == "qwen3moe") {
       spec = moe_spec(preset, spec.seed);
+    } else if (arch == "smollm3") {
+      spec.n_layer = 4;  // layer 3 without RoPE
+      spec.n_head = 8;
+      spec.n_kv_head = 2;
+      spec.head_dim = 32;
+      spec.rope_base = 10000.0f;  // not the real 5e6: over 12 positions that turns q and k too little to show a NoPE layer rotated
+      spec.is_output_tied = preset == WeightPreset::Q8_0;
     } else if (arch == "gemma2") {
       spec.n_layer = 4;  // layers 0 and 2 slide
       spec.n_head = 4;

@@ -4,6 +4,7 @@
 // logits and a greedy generation.
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/synth/synth_model.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
@@ -237,6 +238,28 @@ class TestSynthModel : public QObject {
     big.num_heads = 32;
     big.head_dim = 128;
     QCOMPARE(shape_config(big).attention_scale, 1.0f / std::sqrt(144.0f));
+  }
+
+  void smollm3_layers_without_rope() {
+    const Written w = synthesize("test-smollm3", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("smollm3"));
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    QCOMPARE(loaded->rope_layout, RopeLayout::Normal);  // llama's pairs, as llama.cpp's LLAMA_ROPE_TYPE_NORM
+    // Layers 3 and 7 of 8 attend without RoPE: the plan has no rope op there, and one elsewhere.
+    const ForwardPlan plan = build_forward_plan(*loaded);
+    std::vector<int32_t> roped;
+    for (const PlanOp& op : plan.body) {
+      if (op.kind == PlanOpKind::Rope) roped.push_back(op.layer);
+    }
+    QCOMPARE(roped, (std::vector<int32_t>{0, 1, 2, 4, 5, 6}));
+    check_engine_runs(w.path);
+    // SmolLM3-3B: 3.08 B parameters (the model card: 3B; tied embeddings).
+    const SynthShape& three_b = *find_synth_preset("smollm3-3b");
+    QVERIFY2(three_b.num_parameters() > 3'000'000'000 && three_b.num_parameters() < 3'100'000'000,
+             qPrintable(QString::number(three_b.num_parameters())));
   }
 
   void phi3_keys_and_tensors() {

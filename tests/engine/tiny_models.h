@@ -1,5 +1,5 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe and gpt-oss
-// architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
+// Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss and
+// smollm3 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
 // SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
@@ -23,8 +23,8 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  std::string arch =
-      "llama";  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss
+  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss, smollm3
+  std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 8;

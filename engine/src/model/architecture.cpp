@@ -94,6 +94,13 @@ const std::vector<ArchitectureTraits>& architectures() {
     gemma2.has_head_dim_key = true;
     gemma2.has_logit_softcaps = true;
     t.push_back(gemma2);
+    // SmolLM3 (llama.cpp's smollm3 graph): llama, except that every fourth layer (3, 7, 11, ...)
+    // leaves q and k unrotated (NoPE).
+    ArchitectureTraits smollm3;
+    smollm3.id = ModelArchitecture::SmolLM3;
+    smollm3.name = "smollm3";
+    smollm3.no_rope_layer_step = 4;
+    t.push_back(smollm3);
     return t;
   }();
   return kTable;

@@ -80,6 +80,7 @@ std::string llama_size_class(const ModelSummary& m) {
       default: return {};
     }
   }
+  if (arch == "smollm3") return layers == 36 ? "3B" : std::string();
   if (arch == "phi3") {
     switch (layers) {
       case 24: return "1B";

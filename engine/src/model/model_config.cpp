@@ -175,6 +175,7 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->has_expert_biases = a.has_expert_biases;
   c->has_attention_sinks = a.has_attention_sinks;
   c->ffn_norm_name = a.ffn_norm_name;
+  c->no_rope_layer_step = a.no_rope_layer_step;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
   c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
   if (a.id == ModelArchitecture::Gemma3 || a.id == ModelArchitecture::Gemma2) {

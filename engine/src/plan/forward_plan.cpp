@@ -1,6 +1,6 @@
 // build_forward_plan: the order of the forward pass for every architecture we run. What
 // differs between them (biases, per-head q/k norms, post-norms, the activation, sliding
-// windows, logit soft-capping, routed experts in place of the dense FFN) is data in
+// windows, layers without RoPE, logit soft-capping, routed experts in place of the dense FFN) is data in
 // ModelConfig that switches ops on or off here; gpt-oss's attention sinks, YaRN and expert
 // gating are arguments of the ops the backend reads from the config and weights.
 #include "iwb/engine/plan/forward_plan.h"
@@ -36,9 +36,11 @@ class PlanBuilder {
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, c.head_dim_k));
       out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, c.num_kv_heads, c.head_dim_k));
     }
-    PlanOp rope = simple(PlanOpKind::Rope, "rope", il);
-    rope.is_sliding = is_sliding;
-    out.push_back(rope);
+    if (c.is_rope_layer(il)) {  // smollm3's NoPE layers attend with q and k as projected
+      PlanOp rope = simple(PlanOpKind::Rope, "rope", il);
+      rope.is_sliding = is_sliding;
+      out.push_back(rope);
+    }
     out.push_back(simple(PlanOpKind::KvWrite, "kv_write", il));
     PlanOp attention = simple(PlanOpKind::Attention, "attention", il);
     attention.input = PlanBuffer::Q;

@@ -93,6 +93,11 @@ std::vector<SynthShape> make_presets() {
   p.back().attention_softcap = 50.0f;
   p.back().final_logit_softcap = 30.0f;
   const SynthShape gemma2 = p.back();
+  // HuggingFaceTB/SmolLM3-3B: 16 heads of 128 (4 KV heads), no RoPE in every fourth layer, base
+  // 5e6, 64K context, tied, Llama 3's 128256 tokens.
+  p.push_back(shape("smollm3-3b", "smollm3", "SmolLM3 3B", {2048, 36, 16, 4, 128, 11008, 128256, 65536}, 5000000.0f,
+                    1e-6f, true));
+  const SynthShape smollm3 = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
   p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
                     1e-6f, true));
@@ -144,6 +149,9 @@ std::vector<SynthShape> make_presets() {
   p.back().sliding_window = 8;
   p.back().attention_softcap = 2.0f;
   p.back().final_logit_softcap = 1.5f;
+  // Layers 3 and 7 without RoPE; untied (varied greedy tokens).
+  p.push_back(test_shape(smollm3, "test-smollm3", "small smollm3 shape for tests", {256, 8, 4, 2, 64, 512, 320, 512}));
+  p.back().is_embedding_tied = false;
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
   // Width 192 (not a K-quant multiple), GQA, and LongRoPE with an original context of 256 in a
   // context of 1024, so a test can pick either factor set.

@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3 };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -33,6 +33,9 @@ struct ArchitectureTraits {
   int64_t default_sliding_window = 0;
   // The file must give the window (gpt-oss: llama.cpp refuses a file without it).
   bool is_sliding_window_required = false;
+  // Every `no_rope_layer_step`-th layer (il + 1 a multiple of it) has no RoPE at all (smollm3:
+  // 4, llama.cpp's n_no_rope_layer_step; NoPE); 0: every layer rotates.
+  int32_t no_rope_layer_step = 0;
   bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
   // ffn_up holds gate and up stacked ([n_embd, 2 * n_ff]: gate rows first) and there is no
   // ffn_gate (phi3); the loader binds the two halves as the gate and up matrices.
@@ -65,7 +68,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

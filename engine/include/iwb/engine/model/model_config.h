@@ -52,6 +52,9 @@ struct ModelConfig {
   float rope_beta_slow = 1.0f;
   int64_t rope_yarn_original_context = 0;
 
+  // Layers with no RoPE: those with (il + 1) % no_rope_layer_step == 0 (smollm3: 4); 0: none.
+  int32_t no_rope_layer_step = 0;
+
   int64_t sliding_window = 0;          // 0: every layer attends to the whole context
   std::vector<bool> is_sliding_layer;  // [num_layers]
 
@@ -82,6 +85,7 @@ struct ModelConfig {
   int64_t v_width() const { return num_kv_heads * head_dim_v; }
   int64_t attention_output_width() const { return num_heads * head_dim_v; }
   bool has_experts() const { return num_experts > 0; }
+  bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
 };
 
 // Reads and checks the configuration; errors name the missing or inconsistent key.
