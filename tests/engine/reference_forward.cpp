@@ -166,6 +166,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
   m.rope_scale = factor > 0 ? 1.0 / factor : 1.0;
   m.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+  if (const gguf::Value* v = f.find(a + "attention.sliding_window_pattern"); v != nullptr && v->as_array()) {
+    for (const gguf::Value& b : v->as_array()->items) m.sliding_pattern.push_back(b.as_bool().value_or(false));
+  }
   if (m.arch == "gemma2") {  // llama.cpp's defaults where the file gives no caps or window
     m.attn_softcap = f.get_float(a + "attn_logit_softcapping").value_or(50.0);
     m.final_softcap = f.get_float(a + "final_logit_softcapping").value_or(30.0);
@@ -244,8 +247,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     const bool has_ffn = m.n_expert > 0
                              ? !l.gate_inp.empty() && !l.gate_exps.empty() && !l.up_exps.empty() && !l.down_exps.empty()
                              : !l.gate.empty() && !l.up.empty() && !l.down.empty();
-    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || !has_ffn || l.attn_norm.empty() ||
-        l.ffn_norm.empty()) {
+    const bool has_norms = m.arch == "olmo2" ? !l.q_norm.empty() && !l.post_attention_norm.empty()
+                                             : !l.attn_norm.empty() && !l.ffn_norm.empty();
+    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || !has_ffn || !has_norms) {
       *error = "reference: layer " + std::to_string(il) + " is incomplete";
       return m;
     }
@@ -260,6 +264,10 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   const bool is_neox = m.arch != "llama" && m.arch != "smollm3";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
   const bool has_qk_norm = m.arch == "gemma3" || m.arch == "qwen3" || m.arch == "qwen3moe";
+  // olmo2: no norms before attention or the FFN, q and k normed over each token's whole width,
+  // and gemma's norms of both blocks' outputs.
+  const bool is_olmo2 = m.arch == "olmo2";
+  const bool has_post_norms = is_gemma || is_olmo2;
   const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
   const int64_t group = m.n_head / m.n_kv_head;
 
@@ -276,19 +284,28 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
     // gpt-oss, gemma2: the even layers slide, with the same RoPE as the others.
     const bool is_alternating = m.arch == "gpt-oss" || m.arch == "gemma2";
     const bool is_gemma3 = m.arch == "gemma3";
-    const bool is_sliding = m.sliding_window > 0 && ((is_gemma3 && il % 6 != 5) || (is_alternating && il % 2 == 0));
+    // olmo2 (OLMo 3): the file's pattern, rotating with the global base and no scaling.
+    const bool is_sliding =
+        m.sliding_window > 0 &&
+        (!m.sliding_pattern.empty() ? static_cast<bool>(m.sliding_pattern[static_cast<size_t>(il)])
+                                    : (is_gemma3 && il % 6 != 5) || (is_alternating && il % 2 == 0));
     const bool is_local_rope = is_sliding && is_gemma3;
-    const double base = is_local_rope ? 10000.0 : m.rope_base, scale = is_local_rope ? 1.0 : m.rope_scale;
+    const double base = is_local_rope ? 10000.0 : m.rope_base;
+    const double scale = is_local_rope || (is_sliding && is_olmo2) ? 1.0 : m.rope_scale;
     const Yarn yarn = yarn_of(m);
     // smollm3: layers 3, 7, 11, ... leave q and k unrotated.
     const bool is_rope_layer = m.arch != "smollm3" || (il + 1) % 4 != 0;
     std::vector<std::vector<float>> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> h = x[t];
-      rms_norm(h.data(), d, l.attn_norm, m.eps);
+      if (!is_olmo2) rms_norm(h.data(), d, l.attn_norm, m.eps);
       q[t] = linear(l.wq, l.bq, h, m.n_head * hd);
       k[t] = linear(l.wk, l.bk, h, m.n_kv_head * hd);
       v[t] = linear(l.wv, l.bv, h, m.n_kv_head * hd);
+      if (is_olmo2) {
+        rms_norm(q[t].data(), m.n_head * hd, l.q_norm, m.eps);
+        rms_norm(k[t].data(), m.n_kv_head * hd, l.k_norm, m.eps);
+      }
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
         if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
         if (is_rope_layer) rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
@@ -326,10 +343,10 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
         }
       }
       std::vector<float> o = linear(l.wo, l.bo, attn, d);
-      if (is_gemma) rms_norm(o.data(), d, l.post_attention_norm, m.eps);
+      if (has_post_norms) rms_norm(o.data(), d, l.post_attention_norm, m.eps);
       for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
       std::vector<float> h = x[t];
-      rms_norm(h.data(), d, l.ffn_norm, m.eps);
+      if (!is_olmo2) rms_norm(h.data(), d, l.ffn_norm, m.eps);
       if (m.n_expert > 0) {
         const std::vector<float> moe = moe_ffn(m, l, h);
         for (int64_t i = 0; i < d; ++i) x[t][i] += moe[i];
@@ -343,7 +360,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
         g[i] = static_cast<float>(act * u[i]);
       }
       std::vector<float> down = linear(l.down, {}, g, d);
-      if (is_gemma) rms_norm(down.data(), d, l.post_ffw_norm, m.eps);
+      if (has_post_norms) rms_norm(down.data(), d, l.post_ffw_norm, m.eps);
       for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
     }
   }

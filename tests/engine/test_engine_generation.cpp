@@ -364,7 +364,7 @@ class TestEngineGeneration : public QObject {
     QCOMPARE(a.error_message(),
              std::string(
                  "architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
-                 "qwen3moe, gpt-oss, gemma2, smollm3)"));
+                 "qwen3moe, gpt-oss, gemma2, smollm3, olmo2)"));
 
     // A soft-cap of zero or below would divide by zero in cap * tanh(x / cap).
     spec.arch = "gemma2";
@@ -377,6 +377,20 @@ class TestEngineGeneration : public QObject {
     QCOMPARE(capped.error_message(), std::string("'gemma2.attn_logit_softcapping' and 'gemma2.final_logit_softcapping' "
                                                  "must be positive"));
     spec.attn_softcap = 0.0f;
+
+    // OLMo 3's per-layer pattern must name every layer.
+    spec.arch = "olmo2";
+    spec.sliding_window = 4;
+    spec.sliding_pattern = {true, false, true};
+    const std::string pattern_path = m_tmp.filePath("olmo2-pattern.gguf").toStdString();
+    QVERIFY(test::write_tiny_model(spec, pattern_path).is_ok());
+    auto patterned = Engine::load(pattern_path, {});
+    QVERIFY(!patterned.is_ok());
+    QCOMPARE(patterned.status().code(), ErrorCode::CorruptFile);
+    QCOMPARE(patterned.error_message(),
+             std::string("'olmo2.attention.sliding_window_pattern' has 3 entries for 2 layers"));
+    spec.sliding_window = 0;
+    spec.sliding_pattern.clear();
 
     spec.arch = "llama";
     spec.skip_tensor = "blk.1.ffn_up.weight";

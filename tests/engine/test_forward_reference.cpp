@@ -4,7 +4,8 @@
 // and values to f16 as the engine's cache does, and stays within 5e-3 without that) for
 // prefill at several lengths, and greedy decoding through step() (the KV-cache path) choosing the reference's
 // tokens. On the real aidreams model (converted here, reference built straight from the
-// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), smollm3 (NoPE layers), gemma2 (soft-caps), gemma3 (norms, sliding
+// llama2.c checkpoint) and on generated llama (GQA), qwen2 (biases), smollm3 (NoPE layers), olmo2 (no pre-norms,
+// whole-width q/k norms, OLMo 3's sliding pattern), gemma2 (soft-caps), gemma3 (norms, sliding
 // window, MQA, head size != width / heads), qwen3 (per-head q/k norms, head size != width /
 // heads), phi3 (fused attn_qkv and gate/up, LongRoPE long and short factors and attention
 // factor, odd sizes) models in F32, Q8_0 and a K-quant mix, with tied
@@ -239,7 +240,7 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "smollm3"}) {
+    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "smollm3", "olmo2"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -283,6 +284,22 @@ class TestForwardReference : public QObject {
       spec.head_dim = 32;
       spec.rope_base = 10000.0f;  // not the real 5e6: over 12 positions that turns q and k too little to show a NoPE layer rotated
       spec.is_output_tied = preset == WeightPreset::Q8_0;
+    } else if (arch == "olmo2") {
+      spec.n_head = 4;
+      spec.n_kv_head = 2;  // OLMo 2 has none, but k's own norm width is then covered
+      spec.head_dim = 64;
+      spec.rope_base = 500000.0f;
+      if (preset != WeightPreset::Q8_0) {
+        // OLMo 3: layers 0-2 and 4 slide (window 5), 3 and 5 are global, and the sliding ones
+        // rotate without the linear scaling the global ones have.
+        spec.n_layer = 6;
+        spec.sliding_window = 5;
+        spec.sliding_pattern = {true, true, true, false, true, false};
+        spec.rope_scale_factor = 4.0f;
+      }
+      // The mix's first seed puts two tokens within the 8-bit activations' noise at greedy step
+      // 3 (with f32 activations, IWB_MATMUL_EXACT=1, the engine takes the reference's token).
+      if (preset == WeightPreset::MixedK) ++spec.seed;
     } else if (arch == "gemma2") {
       spec.n_layer = 4;  // layers 0 and 2 slide
       spec.n_head = 4;

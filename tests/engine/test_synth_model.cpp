@@ -262,6 +262,49 @@ class TestSynthModel : public QObject {
              qPrintable(QString::number(three_b.num_parameters())));
   }
 
+  void olmo2_norms_and_olmo3_window() {
+    const Written w = synthesize("test-olmo2", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("olmo2"));
+    QVERIFY(!f.find_tensor("blk.0.attn_norm.weight"));  // no pre-norms
+    QVERIFY(!f.find_tensor("blk.0.ffn_norm.weight"));
+    QCOMPARE(f.find_tensor("blk.0.attn_q_norm.weight")->shape, (std::vector<int64_t>{256}));  // 4 heads of 64
+    QCOMPARE(f.find_tensor("blk.0.attn_k_norm.weight")->shape, (std::vector<int64_t>{128}));  // 2 KV heads
+    QVERIFY(f.find_tensor("blk.3.post_ffw_norm.weight"));
+    QVERIFY(!f.find("olmo2.attention.sliding_window"));  // OLMo 2: no window
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    QVERIFY(!loaded->has_pre_norms);
+    QCOMPARE(loaded->q_norm_width(), int64_t{256});
+    QCOMPARE(loaded->sliding_window, int64_t{0});
+    uint64_t elements = 0;
+    for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
+    QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
+    check_engine_runs(w.path);
+
+    // OLMo 3: the window and one bool per layer, as llama.cpp's converter writes them; the
+    // sliding layers rotate with the global base and without scaling.
+    const Written w3 = synthesize("test-olmo3", "Q8_0");
+    QVERIFY(w3.file);
+    const gguf::Value* pattern = w3.file->find("olmo2.attention.sliding_window_pattern");
+    QVERIFY(pattern && pattern->as_array());
+    QCOMPARE(pattern->as_array()->items.size(), size_t{8});
+    auto loaded3 = model_config_from_gguf(*w3.file);
+    QVERIFY2(loaded3.is_ok(), loaded3.error_message().c_str());
+    QCOMPARE(loaded3->sliding_window, int64_t{6});
+    QCOMPARE(loaded3->is_sliding_layer, (std::vector<bool>{true, true, true, false, true, true, true, false}));
+    QCOMPARE(loaded3->is_sliding_layer, shape_config(*find_synth_preset("test-olmo3")).is_sliding_layer);
+    QVERIFY(loaded3->is_sliding_rope_unscaled);
+    QCOMPARE(loaded3->rope_freq_base_swa, loaded3->rope_freq_base);
+    check_engine_runs(w3.path);
+
+    // OLMo 2 1B: 1.48 B parameters (allenai's model card: 1.5 B), untied.
+    const SynthShape& one_b = *find_synth_preset("olmo-2-1b");
+    QVERIFY2(one_b.num_parameters() > 1'450'000'000 && one_b.num_parameters() < 1'500'000'000,
+             qPrintable(QString::number(one_b.num_parameters())));
+  }
+
   void phi3_keys_and_tensors() {
     // The real preset's metadata as llama.cpp's converter writes it for Phi-3.5-mini.
     const SynthShape& mini = *find_synth_preset("phi-3.5-mini");

@@ -1,5 +1,5 @@
-// Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss and
-// smollm3 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
+// Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss,
+// smollm3 and olmo2 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
 // SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
@@ -23,7 +23,7 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss, smollm3
+  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss, smollm3, olmo2
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 2;
@@ -35,6 +35,7 @@ struct TinyModelSpec {
   int64_t context = 512;
   int64_t sliding_window = 0;  // gemma3, gemma2, gpt-oss
   // gemma2: <arch>.attn_logit_softcapping / final_logit_softcapping unless 0 (absent: 50 and 30).
+  std::vector<bool> sliding_pattern;  // <arch>.attention.sliding_window_pattern when not empty (OLMo 3)
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   float rope_base = 10000.0f;
@@ -116,6 +117,11 @@ class TinyModelWriter {
     }
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
     if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (!s.sliding_pattern.empty()) {
+      gguf::Array pattern{gguf::ValueType::Bool, {}};
+      for (bool b : s.sliding_pattern) pattern.items.push_back(gguf::Value::boolean(b));
+      m_writer.set(a + ".attention.sliding_window_pattern", gguf::Value::array(std::move(pattern)));
+    }
     if (s.attn_softcap != 0) m_writer.set_f32(a + ".attn_logit_softcapping", s.attn_softcap);
     if (s.final_softcap != 0) m_writer.set_f32(a + ".final_logit_softcapping", s.final_softcap);
     if (s.rope_original_context > 0) {
@@ -159,9 +165,10 @@ class TinyModelWriter {
       IWB_RETURN_IF_ERROR(floats("rope_factors_short.weight", short_factors));
     }
     const bool is_fused = a == "phi3";
+    const bool is_olmo2 = a == "olmo2";  // no pre-norms; q and k normed over each token's whole width
     for (int64_t il = 0; il < s.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
-      IWB_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
+      if (!is_olmo2) IWB_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
       if (is_fused) {
         IWB_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.n_embd, q + 2 * kv, light_type(), 0.05f));
       } else {
@@ -183,12 +190,18 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
       }
-      if (a == "gemma3" || a == "gemma2") {
+      if (is_olmo2) {
+        IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", q));
+        IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", kv));
+      }
+      if (a == "gemma3" || a == "gemma2" || is_olmo2) {
         IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
       // gpt-oss's pre-FFN norm is stored under the post-attention name.
-      IWB_RETURN_IF_ERROR(norm(p + (is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+      if (!is_olmo2) {
+        IWB_RETURN_IF_ERROR(norm(p + (is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+      }
       if (is_gpt_oss) {
         const GgmlType et = s.has_mxfp4_experts ? GgmlType::MXFP4 : light_type();
         IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));

@@ -101,6 +101,22 @@ const std::vector<ArchitectureTraits>& architectures() {
     smollm3.name = "smollm3";
     smollm3.no_rope_layer_step = 4;
     t.push_back(smollm3);
+    // OLMo 2 and OLMo 3 (llama.cpp's olmo2 graph): no norms before attention or the FFN, norms of
+    // their outputs instead, RMS norms of each token's whole q and k, NeoX RoPE. OLMo 3 files add
+    // a window: three of every four layers slide (or the file's attention.sliding_window_pattern),
+    // rotating with the global base and no scaling.
+    ArchitectureTraits olmo2;
+    olmo2.id = ModelArchitecture::Olmo2;
+    olmo2.name = "olmo2";
+    olmo2.rope_layout = RopeLayout::NeoX;
+    olmo2.has_qk_norm = true;
+    olmo2.is_qk_norm_full_width = true;
+    olmo2.has_pre_norms = false;
+    olmo2.has_post_norms = true;
+    olmo2.sliding_period = 4;
+    olmo2.is_sliding_rope_global = true;
+    olmo2.is_sliding_rope_unscaled = true;
+    t.push_back(olmo2);
     return t;
   }();
   return kTable;

@@ -13,6 +13,7 @@ class KeyReader {
   KeyReader(const gguf::GgufFile& file, std::string arch) : m_file(file), m_arch(std::move(arch)) {}
 
   std::string key(std::string_view suffix) const { return m_arch + "." + std::string(suffix); }
+  const gguf::GgufFile& file() const { return m_file; }
 
   // A required positive integer; per-layer arrays are refused (no supported model has them).
   Status positive_int(std::string_view suffix, int64_t* out) const {
@@ -93,6 +94,33 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   return {};
 }
 
+// <arch>.attention.sliding_window_pattern, as llama.cpp's load_swa_pattern reads it: one bool
+// per layer (true: the layer slides; OLMo 3's converter writes this), or a period n (all but
+// every n-th layer slide). Without the key the architecture row's period stands.
+Status read_sliding_pattern(const KeyReader& keys, ModelConfig* c) {
+  const std::string k = keys.key("attention.sliding_window_pattern");
+  const gguf::Value* v = keys.file().find(k);
+  if (v == nullptr) return {};
+  if (const gguf::Array* a = v->as_array()) {
+    if (static_cast<int64_t>(a->items.size()) != c->num_layers) {
+      return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) +
+                                                    " entries for " + std::to_string(c->num_layers) + " layers");
+    }
+    for (size_t il = 0; il < a->items.size(); ++il) {
+      const std::optional<bool> b = a->items[il].as_bool();
+      if (!b) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold one bool per layer");
+      c->is_sliding_layer[il] = *b;
+    }
+    return {};
+  }
+  const std::optional<int64_t> period = v->as_int();
+  if (!period || *period < 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must be a period or bools");
+  for (int64_t il = 0; il < c->num_layers; ++il) {
+    c->is_sliding_layer[static_cast<size_t>(il)] = *period == 0 || il % *period < *period - 1;  // set_swa_pattern
+  }
+  return {};
+}
+
 // What the architecture's row leaves to the file: the window of its sliding layers and their
 // RoPE base, and the soft-caps (gemma2's, gemma3's final one).
 Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& traits, ModelConfig* c) {
@@ -103,8 +131,10 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
     IWB_RETURN_IF_ERROR(keys.optional_int("attention.sliding_window", traits.default_sliding_window, &window));
   }
   apply_architecture(traits, window, c);
+  if (window > 0) IWB_RETURN_IF_ERROR(read_sliding_pattern(keys, c));
   if (window > 0 && traits.is_sliding_rope_global) {
-    // gpt-oss, gemma2: the sliding layers rotate as the global ones unless the file gives them a base.
+    // gpt-oss, gemma2, olmo2: the sliding layers rotate with the global base unless the file
+    // gives them one (olmo2's without the global layers' scaling: apply_architecture).
     IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base_swa", c->rope_freq_base, &c->rope_freq_base_swa));
   } else if (window > 0) {
     // The local layers keep RoPE base 10000 and no scaling, whatever the global layers use.
@@ -169,6 +199,8 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->requires_qkv_bias = a.requires_qkv_bias;
   c->has_fused_gate_up = a.has_fused_gate_up;
   c->has_qk_norm = a.has_qk_norm;
+  c->is_qk_norm_full_width = a.is_qk_norm_full_width;
+  c->has_pre_norms = a.has_pre_norms;
   c->has_post_norms = a.has_post_norms;
   c->is_expert_weight_normalized = a.is_expert_weight_normalized;
   c->is_expert_softmax_over_top_k = a.is_expert_softmax_over_top_k;
@@ -188,6 +220,10 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   }
   c->is_sliding_layer.assign(static_cast<size_t>(c->num_layers), false);
   c->sliding_window = a.sliding_period > 0 ? sliding_window : 0;
+  if (c->sliding_window > 0 && a.is_sliding_rope_unscaled) {  // olmo2 (OLMo 3): factor 1, no YaRN
+    c->is_sliding_rope_unscaled = true;
+    c->rope_freq_scale_swa = 1.0f;
+  }
   if (c->sliding_window > 0) {
     for (int64_t il = 0; il < c->num_layers; ++il) {
       c->is_sliding_layer[static_cast<size_t>(il)] = il % a.sliding_period < a.sliding_period - 1;

@@ -141,7 +141,7 @@ class Binder {
 
 Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
+  if (c.has_pre_norms) IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
   // llama.cpp's converters write q, k and v fused for some models (phi3) and apart for most.
   const bool is_qkv_fused = b.has(layer_name(il, "attn_qkv.weight"));
   if (is_qkv_fused) {
@@ -171,8 +171,8 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
   if (c.has_qk_norm) {
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.head_dim_k, &l->q_norm));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), c.head_dim_k, &l->k_norm));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.q_norm_width(), &l->q_norm));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), c.k_norm_width(), &l->k_norm));
   }
   if (c.has_post_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_attention_norm.weight"), d, &l->post_attention_norm));
@@ -181,7 +181,9 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   if (c.has_attention_sinks) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_sinks.weight"), c.num_heads, &l->attn_sinks));
   }
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
+  if (c.has_pre_norms) {
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
+  }
   if (c.has_experts()) {
     const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));

@@ -1,5 +1,5 @@
 // build_forward_plan: the order of the forward pass for every architecture we run. What
-// differs between them (biases, per-head q/k norms, post-norms, the activation, sliding
+// differs between them (biases, q/k norms per head or per token, pre-norms or none, post-norms, the activation, sliding
 // windows, layers without RoPE, logit soft-capping, routed experts in place of the dense FFN) is data in
 // ModelConfig that switches ops on or off here; gpt-oss's attention sinks, YaRN and expert
 // gating are arguments of the ops the backend reads from the config and weights.
@@ -26,12 +26,18 @@ class PlanBuilder {
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
     const bool is_sliding = static_cast<size_t>(il) < c.is_sliding_layer.size() && c.is_sliding_layer[il];
-    out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
-    out.push_back(matmuls(il, PlanBuffer::Xn,
+    // olmo2 has no pre-norm: q, k and v are products of the residual stream itself.
+    const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : PlanBuffer::X;
+    if (c.has_pre_norms) out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    out.push_back(matmuls(il, in,
                           {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.q_width(), t.has_bq),
                            product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.k_width(), t.has_bk),
                            product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.v_width(), t.has_bv)}));
-    if (c.has_qk_norm) {
+    if (c.has_qk_norm && c.is_qk_norm_full_width) {
+      // olmo2: each token's whole q and k are one row each.
+      out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, 1, c.q_width()));
+      out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, 1, c.k_width()));
+    } else if (c.has_qk_norm) {
       // Per-head norms: every head of every token is one row of head_dim_k values.
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, c.head_dim_k));
       out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, c.num_kv_heads, c.head_dim_k));
@@ -63,12 +69,13 @@ class PlanBuilder {
     const ModelConfig& c = m_c;
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
-    out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
+    const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : residual;  // olmo2: the residual rows themselves
+    if (c.has_pre_norms) out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
     if (c.has_experts()) {
       moe_ffn(il, t, out);
     } else {
       const int64_t ff = c.feed_forward_length;
-      out.push_back(matmuls(il, PlanBuffer::Xn,
+      out.push_back(matmuls(il, in,
                             {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
                              product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
       out.push_back(activation(il, PlanBuffer::Gate, PlanBuffer::Up, 1, ff));

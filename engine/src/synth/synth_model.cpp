@@ -59,7 +59,10 @@ Status check_shape(const SynthShape& s) {
     // These files carry no key_length: loaders derive the head size from the width.
     return bad("head size x heads must equal the width for " + s.architecture);
   }
-  if (arch->sliding_period > 0 && s.sliding_window <= 0) return bad(s.architecture + " needs a sliding window");
+  // olmo2 slides only with a window (OLMo 3), and OLMo 2 has none.
+  if (arch->sliding_period > 0 && arch->id != ModelArchitecture::Olmo2 && s.sliding_window <= 0) {
+    return bad(s.architecture + " needs a sliding window");
+  }
   if (s.longrope.is_enabled() &&
       (s.longrope.original_context_length <= 0 || s.longrope.long_factors.size() != s.longrope.short_factors.size() ||
        static_cast<int64_t>(s.longrope.long_factors.size()) != s.head_dim / 2)) {
@@ -111,7 +114,16 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".attention.key_length", u32(s.head_dim));
     w->set_u32(a + ".attention.value_length", u32(s.head_dim));
   }
-  if (arch.sliding_period > 0) w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+  if (arch.sliding_period > 0 && s.sliding_window > 0) {
+    w->set_u32(a + ".attention.sliding_window", u32(s.sliding_window));
+  }
+  if (arch.id == ModelArchitecture::Olmo2 && s.sliding_window > 0) {
+    // OLMo 3, as llama.cpp's Olmo2Model converter writes it: one bool per layer, all but every
+    // fourth layer sliding.
+    gguf::Array pattern{gguf::ValueType::Bool, {}};
+    for (int64_t il = 0; il < s.num_layers; ++il) pattern.items.push_back(gguf::Value::boolean((il + 1) % 4 != 0));
+    w->set(a + ".attention.sliding_window_pattern", gguf::Value::array(std::move(pattern)));
+  }
   if (arch.has_logit_softcaps) {
     if (s.attention_softcap > 0.0f) w->set_f32(a + ".attn_logit_softcapping", s.attention_softcap);
     if (s.final_logit_softcap > 0.0f) w->set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);

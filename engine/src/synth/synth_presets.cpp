@@ -98,6 +98,11 @@ std::vector<SynthShape> make_presets() {
   p.push_back(shape("smollm3-3b", "smollm3", "SmolLM3 3B", {2048, 36, 16, 4, 128, 11008, 128256, 65536}, 5000000.0f,
                     1e-6f, true));
   const SynthShape smollm3 = p.back();
+  // allenai/OLMo-2-0425-1B: 16 heads of 128 over 2048 (no GQA), no pre-norms, q/k normed over
+  // each token's whole width, untied, 100352 rows (OLMo 2's tokenizer, padded).
+  p.push_back(shape("olmo-2-1b", "olmo2", "OLMo 2 1B", {2048, 16, 16, 16, 128, 8192, 100352, 4096}, 500000.0f,
+                    1e-6f, false));
+  const SynthShape olmo2 = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
   p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
                     1e-6f, true));
@@ -152,6 +157,12 @@ std::vector<SynthShape> make_presets() {
   // Layers 3 and 7 without RoPE; untied (varied greedy tokens).
   p.push_back(test_shape(smollm3, "test-smollm3", "small smollm3 shape for tests", {256, 8, 4, 2, 64, 512, 320, 512}));
   p.back().is_embedding_tied = false;
+  // OLMo 2's shape in small (GQA, which OLMo 2 does not use, to cover k's own norm width), and
+  // OLMo 3's window: layers 0-2 and 4-6 of 8 slide (window 6), 3 and 7 are global.
+  p.push_back(test_shape(olmo2, "test-olmo2", "small olmo2 shape for tests", {256, 4, 4, 2, 64, 512, 320, 512}));
+  p.push_back(test_shape(olmo2, "test-olmo3", "small olmo2 shape with OLMo 3's window, for tests",
+                         {256, 8, 4, 2, 64, 512, 320, 512}));
+  p.back().sliding_window = 6;
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
   // Width 192 (not a K-quant multiple), GQA, and LongRoPE with an original context of 256 in a
   // context of 1024, so a test can pick either factor set.
@@ -181,8 +192,7 @@ std::vector<SynthShape> make_presets() {
 
 int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
-  int64_t per_layer = d * q_width() + 2 * d * kv_width() + q_width() * d  // attention
-                      + 2 * d;                                            // two norms
+  int64_t per_layer = d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
   if (num_experts > 0) {
     per_layer += d * num_experts + 3 * d * expert_feed_forward_length * num_experts;  // router, experts
   } else {
@@ -194,8 +204,11 @@ int64_t SynthShape::num_parameters() const {
     if (a->has_expert_biases) {  // q/k/v/o, router and expert biases
       per_layer += q_width() + 2 * kv_width() + d + num_experts * (1 + 2 * expert_feed_forward_length + d);
     }
-    if (a->has_qk_norm) per_layer += 2 * head_dim;  // q/k norms
-    if (a->has_post_norms) per_layer += 2 * d;      // post-norms
+    if (a->has_qk_norm) per_layer += a->is_qk_norm_full_width ? q_width() + kv_width() : 2 * head_dim;  // q/k norms
+    if (a->has_pre_norms) per_layer += 2 * d;   // attn_norm, ffn_norm
+    if (a->has_post_norms) per_layer += 2 * d;  // post-norms
+  } else {
+    per_layer += 2 * d;
   }
   int64_t total = num_layers * per_layer + vocab_size * d + d;            // + embedding, final norm
   if (!is_embedding_tied) total += vocab_size * d;
@@ -229,7 +242,8 @@ ModelConfig shape_config(const SynthShape& s) {
     }
   }
   if (s.yarn_factor > 0.0f) {  // as model_config.cpp reads the keys set_metadata writes
-    c.rope_freq_scale = c.rope_freq_scale_swa = 1.0f / s.yarn_factor;
+    c.rope_freq_scale = 1.0f / s.yarn_factor;
+    c.rope_freq_scale_swa = c.is_sliding_rope_unscaled ? 1.0f : c.rope_freq_scale;
     c.rope_ext_factor = 1.0f;
     c.rope_yarn_original_context = s.yarn_original_context;
     const float mscale = 0.1f * std::log(s.yarn_factor) + 1.0f;

@@ -92,6 +92,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   const ArchitectureTraits* arch = find_architecture(s.architecture);
   const bool has_qk_norm = arch != nullptr && arch->has_qk_norm;
   const bool has_post_norms = arch != nullptr && arch->has_post_norms;
+  const bool has_pre_norms = arch == nullptr || arch->has_pre_norms;                 // olmo2 has none
+  const bool is_qk_norm_full_width = arch != nullptr && arch->is_qk_norm_full_width;  // olmo2
   p.add("token_embd.weight", {d, s.vocab_size}, TensorRole::TokenEmbedding);
   const bool is_fused = arch != nullptr && arch->has_fused_gate_up;  // phi3: attn_qkv and gate/up in ffn_up
   if (s.rope_scaling.is_enabled()) {
@@ -102,7 +104,7 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add("rope_factors_short.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   }
   for (int64_t il = 0; il < s.num_layers; ++il) {
-    p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
+    if (has_pre_norms) p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
     if (is_fused) {
       // The fused matrix takes the base type, as attn_q does (llama.cpp's mixes give it more bits).
       p.add(blk(il, "attn_qkv.weight"), {d, s.q_width() + 2 * s.kv_width()}, TensorRole::AttnQ, il);
@@ -118,8 +120,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_v.bias"), {s.kv_width()}, TensorRole::Bias, il);
     }
     if (has_qk_norm) {
-      p.add(blk(il, "attn_q_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
-      p.add(blk(il, "attn_k_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
+      p.add(blk(il, "attn_q_norm.weight"), {is_qk_norm_full_width ? s.q_width() : s.head_dim}, TensorRole::Norm, il);
+      p.add(blk(il, "attn_k_norm.weight"), {is_qk_norm_full_width ? s.kv_width() : s.head_dim}, TensorRole::Norm, il);
     }
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
     if (is_gpt_oss) {
@@ -127,8 +129,10 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_sinks.weight"), {s.num_heads}, TensorRole::Bias, il);
     }
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
-    p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"), {d},
-          TensorRole::Norm, il);
+    if (has_pre_norms) {
+      p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"),
+            {d}, TensorRole::Norm, il);
+    }
     if (s.num_experts > 0) {
       // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
       const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;

@@ -176,8 +176,10 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
                     c.rope_layout, is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                     is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
                     m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
-      args.ext_factor = c.rope_ext_factor;  // YaRN (gpt-oss), every layer
-      args.attn_factor = c.rope_yarn_attn_factor;
+      // YaRN (gpt-oss: every layer; olmo2's OLMo 3: the global layers only).
+      const bool is_unscaled = is_sliding && c.is_sliding_rope_unscaled;
+      args.ext_factor = is_unscaled ? 0.0f : c.rope_ext_factor;
+      args.attn_factor = is_unscaled ? 1.0f : c.rope_yarn_attn_factor;
       args.beta_fast = c.rope_beta_fast;
       args.beta_slow = c.rope_beta_slow;
       args.original_context = c.rope_yarn_original_context;

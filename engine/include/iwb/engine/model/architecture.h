@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3, Olmo2 };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -24,6 +24,12 @@ struct ArchitectureTraits {
   GatedActivation ffn_activation = GatedActivation::SiLU;
   bool requires_qkv_bias = false;     // q/k/v biases are required tensors (qwen2)
   bool has_qk_norm = false;           // per-head RMS norms of q and k before RoPE
+  // The q and k norms run over each token's whole q and k (weights of q_width and k_width), not
+  // per head (olmo2).
+  bool is_qk_norm_full_width = false;
+  // Norms before attention and before the FFN (attn_norm, ffn_norm); olmo2 has none: its blocks
+  // read the residual stream as it is and norm their outputs (post-norms).
+  bool has_pre_norms = true;
   bool has_post_norms = false;        // norms of the attention and FFN outputs
   bool has_scaled_embedding = false;  // embeddings times sqrt(n_embd)
   // Sliding-window layers: of every `sliding_period` layers all but the last slide (gemma3: 6);
@@ -55,6 +61,8 @@ struct ArchitectureTraits {
   bool has_attention_sinks = false;
   // The sliding layers use the global RoPE base and scaling (gpt-oss), not base 10000 unscaled.
   bool is_sliding_rope_global = false;
+  // The sliding layers rotate without the file's RoPE scaling (factor 1, no YaRN; olmo2's OLMo 3).
+  bool is_sliding_rope_unscaled = false;
   // Soft-capping of the attention scores and of the final logits, cap * tanh(x / cap), with
   // llama.cpp's defaults (50 and 30) where the file gives no <arch>.attn_logit_softcapping or
   // <arch>.final_logit_softcapping (gemma2).
@@ -68,7 +76,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

@@ -35,6 +35,8 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;        // 1 / rope.scaling.factor for linear scaling
   float rope_freq_base_swa = 10000.0f; // sliding-window layers (gemma3: their own base)
   float rope_freq_scale_swa = 1.0f;
+  // The sliding layers rotate without YaRN (olmo2's OLMo 3: ext_factor 0, magnitude factor 1).
+  bool is_sliding_rope_unscaled = false;
   // LongRoPE (phi3): rope.scaling.original_context_length; a context longer than this uses the
   // long frequency factors, else the short ones (model_weights.h). 0: the file has no such key.
   int64_t rope_original_context = 0;
@@ -63,7 +65,9 @@ struct ModelConfig {
   float final_logit_softcap = 0.0f;    // 0: off
   float embedding_scale = 1.0f;        // gemma: sqrt(n_embd)
   GatedActivation ffn_activation = GatedActivation::SiLU;
-  bool has_qk_norm = false;            // per-head RMS norm of q and k (gemma3)
+  bool has_qk_norm = false;            // RMS norm of q and k before RoPE: per head (gemma3, qwen3)
+  bool is_qk_norm_full_width = false;  // ... or over each token's whole q and k (olmo2)
+  bool has_pre_norms = true;           // attn_norm and ffn_norm before the blocks (all but olmo2)
   bool has_post_norms = false;         // norms after attention and FFN outputs (gemma3)
   bool requires_qkv_bias = false;      // qwen2
   bool has_fused_gate_up = false;      // phi3: ffn_up is [n_embd, 2 * n_ff], gate rows first
@@ -81,6 +85,8 @@ struct ModelConfig {
   std::string ffn_norm_name = "ffn_norm";     // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
 
   int64_t q_width() const { return num_heads * head_dim_k; }
+  int64_t q_norm_width() const { return is_qk_norm_full_width ? q_width() : head_dim_k; }
+  int64_t k_norm_width() const { return is_qk_norm_full_width ? k_width() : head_dim_k; }
   int64_t k_width() const { return num_kv_heads * head_dim_k; }
   int64_t v_width() const { return num_kv_heads * head_dim_v; }
   int64_t attention_output_width() const { return num_heads * head_dim_v; }
