@@ -35,3 +35,14 @@ CASES = [
                   {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("c", "now", "{}")]},
                   {"role": "tool", "tool_call_id": "c", "content": "noon"}]},
 ]
+
+# Conversations without tools, for templates of families that have no tool format here
+# (scripts/templates-vs-jinja.py --plain): a system message and one turn, several turns without
+# a system message, and several with one.
+PLAIN_CASES = [
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]},
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                  {"role": "user", "content": "Who are you?"}]},
+    {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Who are you?"}]},
+]

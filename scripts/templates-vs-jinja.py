@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Chat prompts of `iwb serve` against Jinja templates rendered by jinja2 as Hugging Face renders
 them (tojson with the keys in order and non-ASCII as it is, trim_blocks, lstrip_blocks):
-    scripts/templates-vs-jinja.py IWB MODEL.gguf TEMPLATE.jinja...
+    scripts/templates-vs-jinja.py [--plain] [--bos TEXT --eos TEXT] IWB MODEL.gguf TEMPLATE.jinja...
 serves MODEL with each template as --chat-template (its family recognised, its default system
 text and tool example read from it) and compares POST /apply-template with jinja2's rendering
 for conversations with tools, tool calls and results. Needs jinja2 (pip install jinja2).
-Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when any differs."""
+--plain: the conversations without tools (template_cases.PLAIN_CASES), for families with no tool
+format here. --bos/--eos: the served model's BOS and EOS texts, which jinja2 is given as
+bos_token and eos_token (default <s> and </s>). Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when
+any differs."""
 import datetime
 import difflib
 import json
@@ -17,9 +20,19 @@ import urllib.request
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from template_cases import CASES  # noqa: E402  (scripts/, next to this file)
+from template_cases import CASES, PLAIN_CASES  # noqa: E402  (scripts/, next to this file)
 
-IWB, MODEL, TEMPLATES = sys.argv[1], sys.argv[2], sys.argv[3:]
+ARGS = sys.argv[1:]
+BOS, EOS = "<s>", "</s>"
+while ARGS and ARGS[0].startswith("--"):
+    if ARGS[0] == "--plain":
+        CASES, ARGS = PLAIN_CASES, ARGS[1:]
+    elif ARGS[0] in ("--bos", "--eos") and len(ARGS) > 1:
+        BOS, EOS = (ARGS[1], EOS) if ARGS[0] == "--bos" else (BOS, ARGS[1])
+        ARGS = ARGS[2:]
+    else:
+        sys.exit("unknown option " + ARGS[0])
+IWB, MODEL, TEMPLATES = ARGS[0], ARGS[1], ARGS[2:]
 
 
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -69,7 +82,7 @@ for name in TEMPLATES:
             try:
                 # date_string as llama.cpp passes it (Llama 3.1+ templates write it).
                 ref = tmpl.render(messages=args_obj(c["messages"]), tools=c.get("tools"), add_generation_prompt=True,
-                                  bos_token="<s>", eos_token="</s>",
+                                  bos_token=BOS, eos_token=EOS,
                                   date_string=datetime.datetime.now().strftime("%d %b %Y"))
             except Exception as e:  # the template refuses it (raise_exception): so must we
                 ref = "HTTP 400 (the template: %s)" % e

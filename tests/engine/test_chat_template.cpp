@@ -42,6 +42,18 @@ class TestChatTemplate : public QObject {
            "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
         << "phi3";
     QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
+    // OLMo-2-1124-Instruct's tokenizer_config.json template (Tülu 3's).
+    QTest::newRow("olmo2")
+        << "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + "
+           "message['content'] + '\\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + "
+           "'\\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\\n'  + "
+           "message['content'] + eos_token + '\\n' }}{% else %}{{ '<|assistant|>\\n'  + message['content'] + eos_token "
+           "}}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+           "{% endfor %}"
+        << "tulu";
+    // SmolLM3's: ChatML turns behind its own system block.
+    QTest::newRow("smollm3") << "{{- \"<|im_start|>system\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}"
+                             << "smollm3";
     // gpt-oss's chat_template.jinja (harmony): also writes <|end|>, so it must not read as phi3.
     QTest::newRow("harmony")
         << "{{- \"<|start|>system<|message|>\" }}{{- build_system_message() }}{{- \"<|end|>\" }}"
@@ -61,7 +73,8 @@ class TestChatTemplate : public QObject {
   void namesRoundTrip() {
     for (auto f : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama2, ChatTemplateFamily::Llama3,
                    ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
-                   ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
+                   ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain,
+                   ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3}) {
       QCOMPARE(chat_template_family_from_name(chat_template_family_name(f)).value(), f);
     }
     QVERIFY(!chat_template_family_from_name("jinja").has_value());
@@ -95,6 +108,16 @@ class TestChatTemplate : public QObject {
     QTest::newRow("zephyr") << "zephyr"
                             << "<|system|>\nYou are terse.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi there</s>\n"
                                "<|user|>\nWho are you?</s>\n<|assistant|>\n";
+    // Expected texts of these two: jinja2 rendering the real templates (OLMo 2's, and
+    // llama.cpp's models/templates/HuggingFaceTB-SmolLM3-3B.jinja) for the same conversation.
+    QTest::newRow("tulu") << "tulu"
+                          << "<s><|system|>\nYou are terse.\n<|user|>\nHello\n<|assistant|>\nHi there</s>\n"
+                             "<|user|>\nWho are you?\n<|assistant|>\n";
+    QTest::newRow("smollm3") << "smollm3"
+                             << "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: "
+                                "/think\n\n## Custom Instructions\n\nYou are terse.\n\n<|im_end|>\n<|im_start|>user\n"
+                                "Hello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are "
+                                "you?<|im_end|>\n<|im_start|>assistant\n";
     QTest::newRow("harmony") << "harmony"
                              << "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
                                 "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, "
@@ -118,6 +141,30 @@ class TestChatTemplate : public QObject {
     QCOMPARE(QString::fromStdString(out), expected);
     // Every family's stop strings are non-empty and none occurs in the rendered user content.
     QVERIFY(!chat_stop_strings(*f).empty());
+  }
+
+  // SmolLM3 without thinking: /no_think in the system message (taken out of the instructions,
+  // trailing white space too), an empty <think> block opening every assistant turn and the
+  // reply, newlines before an assistant's text dropped, a tool result as a user turn. The
+  // expected text is jinja2's rendering of llama.cpp's copy of the template.
+  void smollm3WithoutThinking() {
+    const std::vector<ChatMessage> conversation = {{"system", "Answer in French. /no_think  "},
+                                                   {"user", "Hello"},
+                                                   {"assistant", "\n\nBonjour"},
+                                                   {"tool", "42"},
+                                                   {"user", "Who?"}};
+    ChatRenderOptions o;
+    QCOMPARE(QString::fromStdString(render_chat(ChatTemplateFamily::SmolLM3, conversation, o)),
+             QString("<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: "
+                     "/no_think\n\n## Custom Instructions\n\nAnswer in French.\n\n<|im_end|>\n<|im_start|>user\n"
+                     "Hello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\nBonjour<|im_end|>\n"
+                     "<|im_start|>user\n42<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n"
+                     "<think>\n\n</think>\n"));
+    // Without a system message: the template's own instructions for thinking.
+    const std::string bare = render_chat(ChatTemplateFamily::SmolLM3, {{"user", "Hi"}}, o);
+    QVERIFY(bare.find("Reasoning Mode: /think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named "
+                      "SmolLM, trained by Hugging Face. Your role") != std::string::npos);
+    QVERIFY(bare.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
   }
 
   void replyPartsOfHarmony() {

@@ -161,7 +161,8 @@ QStringList chatTemplateFamilyNames() {
   QStringList names;
   for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
                             ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
-                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
+                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3,
+                            ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -177,6 +178,8 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("gemma"), QStringLiteral("Gemma")},
       {QStringLiteral("phi3"), QStringLiteral("Phi-3")},
       {QStringLiteral("zephyr"), QStringLiteral("Zephyr")},
+      {QStringLiteral("tulu"), QStringLiteral("Tülu (OLMo 2)")},
+      {QStringLiteral("smollm3"), QStringLiteral("SmolLM3")},
       {QStringLiteral("plain"), QStringLiteral("Plain")},
       {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
   };

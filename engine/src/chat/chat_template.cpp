@@ -21,7 +21,8 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Llama3, "llama3"},   FamilyName{ChatTemplateFamily::Mistral, "mistral"},
     FamilyName{ChatTemplateFamily::Gemma, "gemma"},     FamilyName{ChatTemplateFamily::Phi3, "phi3"},
     FamilyName{ChatTemplateFamily::Zephyr, "zephyr"},   FamilyName{ChatTemplateFamily::Plain, "plain"},
-    FamilyName{ChatTemplateFamily::Harmony, "harmony"},
+    FamilyName{ChatTemplateFamily::Harmony, "harmony"}, FamilyName{ChatTemplateFamily::Tulu, "tulu"},
+    FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -198,6 +199,81 @@ std::string render_zephyr(const std::vector<ChatMessage>& messages, const ChatRe
   return s;
 }
 
+// Tülu 3's template (OLMo 2's instruct models): system and user turns end with a newline, an
+// assistant turn with the EOS (and a newline unless it is the last message); the generation
+// prompt follows only a last message, as the template writes it inside its loop.
+std::string render_tulu(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  std::string s = o.bos_text;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool is_last = i + 1 == messages.size();
+    if (m.role == "system" || m.role == "user") {
+      s += "<|" + m.role + "|>\n" + m.content + "\n";
+    } else if (m.role == "assistant") {
+      s += "<|assistant|>\n" + m.content + o.eos_text + (is_last ? "" : "\n");
+    }
+    if (is_last && o.add_generation_prompt) s += "<|assistant|>\n";
+  }
+  return s;
+}
+
+// SmolLM3's template as llama.cpp ships it (models/templates/HuggingFaceTB-SmolLM3-3B.jinja):
+// thinking on unless the system message says /no_think; the system message's text, without
+// its /think and /no_think, as the custom instructions, else the template's own; tool results
+// as user turns; other system messages left out.
+std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  bool is_thinking = true;
+  std::string custom;
+  if (!messages.empty() && messages[0].role == "system") {
+    custom = messages[0].content;
+    if (contains(custom, "/no_think")) {
+      is_thinking = false;
+    } else if (contains(custom, "/think")) {
+      is_thinking = true;
+    }
+    for (const std::string_view flag : {std::string_view("/no_think"), std::string_view("/think")}) {
+      for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at)) custom.erase(at, flag.size());
+    }
+    while (!custom.empty() && std::string_view(" \t\n\r\f\v").find(custom.back()) != std::string_view::npos) {
+      custom.pop_back();  // Python's rstrip()
+    }
+  }
+  std::string s = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: ";
+  s += is_thinking ? "/think" : "/no_think";
+  s += "\n\n## Custom Instructions\n\n";
+  if (!custom.empty()) {
+    s += custom + "\n\n";
+  } else if (is_thinking) {
+    s += "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
+         "thoroughly exploring questions through a systematic thinking process before providing the final precise "
+         "and accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, "
+         "exploration, reassessment, reflection, backtracking, and iteration to develop well-considered thinking "
+         "process. Please structure your response into two main sections: Thought and Solution using the specified "
+         "format: <think> Thought section </think> Solution section. In the Thought section, detail your reasoning "
+         "process in steps. Each step should include detailed considerations such as analysing questions, "
+         "summarizing relevant findings, brainstorming new ideas, verifying the accuracy of the current steps, "
+         "refining any errors, and revisiting previous steps. In the Solution section, based on various attempts, "
+         "explorations, and reflections from the Thought section, systematically present the final solution that "
+         "you deem correct. The Solution section should be logical, accurate, and concise and detail necessary "
+         "steps needed to reach the conclusion.\n\n";
+  } else {
+    s += "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
+  }
+  s += "<|im_end|>\n";
+  const std::string empty_think = is_thinking ? "" : "<think>\n\n</think>\n";
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user" || m.role == "tool") {
+      s += "<|im_start|>user\n" + m.content + "<|im_end|>\n";
+    } else if (m.role == "assistant") {
+      const size_t text = m.content.find_first_not_of('\n');
+      s += "<|im_start|>assistant\n" + empty_think + (text == std::string::npos ? "" : m.content.substr(text)) +
+           "<|im_end|>\n";
+    }
+  }
+  if (o.add_generation_prompt) s += "<|im_start|>assistant\n" + empty_think;
+  return s;
+}
+
 // gpt-oss's chat template (harmony), without tools: its fixed system block (model identity,
 // knowledge cutoff, reasoning effort medium, the valid channels; the template's "Current date"
 // line is left out, so a prompt does not change with the day), the system prompt as the
@@ -252,10 +328,14 @@ std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_vie
 ChatTemplateFamily detect_chat_template(std::string_view t) {
   // Before phi3: harmony's template also writes <|end|>.
   if (contains(t, "<|start|>") && contains(t, "<|message|>")) return ChatTemplateFamily::Harmony;
+  // Before ChatML: SmolLM3's template writes ChatML turns behind its own system block.
+  if (contains(t, "<|im_start|>") && contains(t, "Reasoning Mode: ")) return ChatTemplateFamily::SmolLM3;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
   if (contains(t, "<start_of_turn>")) return ChatTemplateFamily::Gemma;
   if (contains(t, "<|end|>") && contains(t, "<|assistant|>")) return ChatTemplateFamily::Phi3;
+  // Tülu ends a user turn with a newline where Zephyr writes the EOS.
+  if (contains(t, "'<|user|>\\n' + message['content'] + '\\n'")) return ChatTemplateFamily::Tulu;
   if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return ChatTemplateFamily::Zephyr;
   if (contains(t, "[INST]")) {
     return contains(t, "<<SYS>>") ? ChatTemplateFamily::Llama2 : ChatTemplateFamily::Mistral;
@@ -274,6 +354,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Gemma: return render_gemma(messages, options);
     case ChatTemplateFamily::Phi3: return render_phi3(messages, options);
     case ChatTemplateFamily::Zephyr: return render_zephyr(messages, options);
+    case ChatTemplateFamily::Tulu: return render_tulu(messages, options);
+    case ChatTemplateFamily::SmolLM3: return render_smollm3(messages, options);
     case ChatTemplateFamily::Harmony: return render_harmony(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
@@ -317,6 +399,8 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Gemma: return {"<end_of_turn>", "<start_of_turn>"};
     case ChatTemplateFamily::Phi3: return {"<|end|>", "<|user|>"};
     case ChatTemplateFamily::Zephyr: return {"<|user|>", "</s>"};
+    case ChatTemplateFamily::Tulu: return {"<|user|>", "<|system|>"};
+    case ChatTemplateFamily::SmolLM3: return {"<|im_end|>", "<|im_start|>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};

@@ -17,6 +17,13 @@ enum class ChatTemplateFamily {
   Gemma,    // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
   Phi3,     // <|user|>\n...<|end|>\n<|assistant|>\n
   Zephyr,   // <|user|>\n...</s>\n<|assistant|>\n
+  // Tülu 3 (OLMo 2's instruct models): <|user|>\n...\n<|assistant|>\n...EOS, the EOS after assistant
+  // turns only.
+  Tulu,
+  // SmolLM3: ChatML behind a system block the template always writes ("## Metadata", the
+  // reasoning mode /think or /no_think, "## Custom Instructions"); /no_think replies open with an
+  // empty <think> block.
+  SmolLM3,
   // gpt-oss's harmony: <|start|>role<|message|>...<|end|>; a system block the template writes
   // itself, the system prompt as the developer's instructions, past assistant turns in the
   // final channel (<|channel|>final<|message|>), generation from <|start|>assistant.
