@@ -32,8 +32,8 @@ struct RefModel {
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
   double rope_mscale = 1;  // LongRoPE's attention factor: multiplies RoPE's cos and sin (llama.cpp's attn_factor)
   int64_t sliding_window = 0;
-  std::vector<bool> sliding_pattern;  // <arch>.attention.sliding_window_pattern (olmo2); empty: the rule
-  double attn_softcap = 0, final_softcap = 0;             // gemma2: cap * tanh(x / cap); 0: none
+  std::vector<bool> sliding_pattern;           // <arch>.attention.sliding_window_pattern (olmo2); empty: the rule
+  double attn_softcap = 0, final_softcap = 0;  // gemma2: cap * tanh(x / cap); 0: none
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe, gpt-oss
   bool is_yarn = false;                                   // rope.scaling.type yarn (gpt-oss)
   int64_t yarn_original_context = 0;

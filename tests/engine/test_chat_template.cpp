@@ -25,14 +25,22 @@ class TestChatTemplate : public QObject {
   void detection_data() {
     QTest::addColumn<QString>("jinja");
     QTest::addColumn<QString>("family");
-    QTest::newRow("qwen2") << "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    QTest::newRow("qwen2") << "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                              "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
                            << "chatml";
-    QTest::newRow("llama3") << "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}"
+    QTest::newRow("llama3") << "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+                               "message['content'] | trim + '<|eot_id|>' %}"
                             << "llama3";
-    QTest::newRow("llama2") << "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' }}" << "llama2";
-    QTest::newRow("mistral") << "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" << "mistral";
-    QTest::newRow("gemma") << "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}" << "gemma";
-    QTest::newRow("phi3") << "{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{{ '<|assistant|>\\n' }}" << "phi3";
+    QTest::newRow("llama2") << "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' }}"
+                            << "llama2";
+    QTest::newRow("mistral")
+        << "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+        << "mistral";
+    QTest::newRow("gemma") << "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"
+                           << "gemma";
+    QTest::newRow("phi3")
+        << "{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n' }}{{ '<|assistant|>\\n' }}"
+        << "phi3";
     // Phi-3.5-mini-instruct's tokenizer_config.json template.
     QTest::newRow("phi3.5")
         << "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
@@ -41,7 +49,8 @@ class TestChatTemplate : public QObject {
            "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
            "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"
         << "phi3";
-    QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}" << "zephyr";
+    QTest::newRow("zephyr") << "{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '<|assistant|>' }}"
+                            << "zephyr";
     // OLMo-2-1124-Instruct's tokenizer_config.json template (Tülu 3's).
     QTest::newRow("olmo2")
         << "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + "
@@ -52,15 +61,18 @@ class TestChatTemplate : public QObject {
            "{% endfor %}"
         << "tulu";
     // SmolLM3's: ChatML turns behind its own system block.
-    QTest::newRow("smollm3") << "{{- \"<|im_start|>system\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}"
-                             << "smollm3";
+    QTest::newRow("smollm3")
+        << "{{- \"<|im_start|>system\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}"
+        << "smollm3";
     // gpt-oss's chat_template.jinja (harmony): also writes <|end|>, so it must not read as phi3.
     QTest::newRow("harmony")
         << "{{- \"<|start|>system<|message|>\" }}{{- build_system_message() }}{{- \"<|end|>\" }}"
            "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}"
         << "harmony";
-    QTest::newRow("unknown") << "{{ messages[0]['content'] }}" << "plain";
-    QTest::newRow("empty") << "" << "plain";
+    QTest::newRow("unknown") << "{{ messages[0]['content'] }}"
+                             << "plain";
+    QTest::newRow("empty") << ""
+                           << "plain";
   }
 
   void detection() {
@@ -98,13 +110,15 @@ class TestChatTemplate : public QObject {
                                "<s>[INST] Who are you? [/INST]";
     QTest::newRow("mistral") << "mistral"
                              << "<s>[INST] You are terse.\n\nHello [/INST] Hi there </s><s>[INST] Who are you? [/INST]";
-    QTest::newRow("gemma") << "gemma"
-                           << "<s><start_of_turn>user\nYou are terse.\n\nHello<end_of_turn>\n"
-                              "<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
-                              "<start_of_turn>model\n";
-    QTest::newRow("phi3") << "phi3"
-                          << "<|system|>\nYou are terse.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
-                             "<|user|>\nWho are you?<|end|>\n<|assistant|>\n";
+    QTest::newRow("gemma")
+        << "gemma"
+        << "<s><start_of_turn>user\nYou are terse.\n\nHello<end_of_turn>\n"
+           "<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
+           "<start_of_turn>model\n";
+    QTest::newRow("phi3")
+        << "phi3"
+        << "<|system|>\nYou are terse.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+           "<|user|>\nWho are you?<|end|>\n<|assistant|>\n";
     QTest::newRow("zephyr") << "zephyr"
                             << "<|system|>\nYou are terse.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi there</s>\n"
                                "<|user|>\nWho are you?</s>\n<|assistant|>\n";
@@ -126,8 +140,9 @@ class TestChatTemplate : public QObject {
                                 "<|start|>user<|message|>Hello<|end|>"
                                 "<|start|>assistant<|channel|>final<|message|>Hi there<|end|>"
                                 "<|start|>user<|message|>Who are you?<|end|><|start|>assistant";
-    QTest::newRow("plain") << "plain"
-                           << "<s>System: You are terse.\nUser: Hello\nAssistant: Hi there\nUser: Who are you?\nAssistant:";
+    QTest::newRow("plain")
+        << "plain"
+        << "<s>System: You are terse.\nUser: Hello\nAssistant: Hi there\nUser: Who are you?\nAssistant:";
   }
 
   void rendering() {

@@ -39,12 +39,12 @@ std::vector<KernelRecord> predict(const char* preset, GgmlType type, StepScenari
   return *records;
 }
 
-#define EXPECT_COST(records, name, layer, flops_, bytes_)                                   \
-  do {                                                                                      \
-    const KernelRecord* r_ = find(records, name, layer);                                    \
-    QVERIFY2(r_ != nullptr, name);                                                          \
-    QCOMPARE(r_->flops, double(flops_));                                                    \
-    QCOMPARE(r_->bytes, double(bytes_));                                                    \
+#define EXPECT_COST(records, name, layer, flops_, bytes_) \
+  do {                                                    \
+    const KernelRecord* r_ = find(records, name, layer);  \
+    QVERIFY2(r_ != nullptr, name);                        \
+    QCOMPARE(r_->flops, double(flops_));                  \
+    QCOMPARE(r_->bytes, double(bytes_));                  \
   } while (0)
 
 }  // namespace
@@ -197,7 +197,8 @@ class TestCostModel : public QObject {
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
     QCOMPARE(model_shape_preset_names().size(), size_t(13));  // every real synth preset
-    for (const std::string& name : model_shape_preset_names()) QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
+    for (const std::string& name : model_shape_preset_names())
+      QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
     // gpt-oss-20b: experts MXFP4 whatever the type (as its files hold them), the rest Q8_0.
     auto oss = model_shape_preset("gpt-oss-20b", GgmlType::Q8_0);
     QVERIFY(oss.is_ok());

@@ -392,6 +392,23 @@ class TestEngineGeneration : public QObject {
     spec.sliding_window = 0;
     spec.sliding_pattern.clear();
 
+    // A layer count past llama.cpp's 512 is refused before any per-layer table is sized by it
+    // (found by fuzz_gguf: four billion layers with a window kept the loader busy for minutes).
+    gguf::GgufWriter huge;
+    huge.set_string("general.architecture", "olmo2");
+    huge.set_u32("olmo2.context_length", 256);
+    huge.set_u32("olmo2.embedding_length", 64);
+    huge.set_u32("olmo2.block_count", 4278190084u);
+    huge.set_u32("olmo2.attention.sliding_window", 4);
+    const std::vector<uint8_t> embd(64 * 8 * sizeof(float), 0);
+    QVERIFY(huge.add_tensor("token_embd.weight", {64, 8}, GgmlType::F32, embd).is_ok());
+    const std::string huge_path = m_tmp.filePath("huge-layers.gguf").toStdString();
+    QVERIFY(huge.write_file(huge_path).is_ok());
+    auto many = Engine::load(huge_path, {});
+    QVERIFY(!many.is_ok());
+    QCOMPARE(many.status().code(), ErrorCode::CorruptFile);
+    QCOMPARE(many.error_message(), std::string("'olmo2.block_count' is 4278190084; no model has more than 512 layers"));
+
     spec.arch = "llama";
     spec.skip_tensor = "blk.1.ffn_up.weight";
     const std::string missing_path = m_tmp.filePath("missing.gguf").toStdString();

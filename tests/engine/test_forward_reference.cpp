@@ -173,7 +173,8 @@ void check_model(Engine& engine, const RefModel& ref, const std::vector<int32_t>
     const double err16 = max_relative_error(*got, reference_logits(ref, prefix, true));
     const double err32 = max_relative_error(*got, reference_logits(ref, prefix));
     QVERIFY2(err16 < kTolerance, qPrintable(QString("%1 tokens: relative error %2").arg(len).arg(err16)));
-    QVERIFY2(err32 < kF16CacheTolerance, qPrintable(QString("%1 tokens: relative error %2 against all-f32").arg(len).arg(err32)));
+    QVERIFY2(err32 < kF16CacheTolerance,
+             qPrintable(QString("%1 tokens: relative error %2 against all-f32").arg(len).arg(err32)));
   }
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 4);
   QCOMPARE(engine_greedy(engine, prompt, num_greedy), reference_greedy(ref, prompt, num_greedy));
@@ -192,8 +193,8 @@ class TestForwardReference : public QObject {
     const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) QSKIP("shared aidreams model absent");
     const std::string gguf_path = m_tmp.filePath("aidreams.gguf").toStdString();
-    auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin",
-                                                      gguf_path, {});
+    auto converted =
+        convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", gguf_path, {});
     QVERIFY2(converted.is_ok(), converted.error_message().c_str());
 
     // The reference reads the llama2.c checkpoint itself, not the GGUF.
@@ -282,7 +283,9 @@ class TestForwardReference : public QObject {
       spec.n_head = 8;
       spec.n_kv_head = 2;
       spec.head_dim = 32;
-      spec.rope_base = 10000.0f;  // not the real 5e6: over 12 positions that turns q and k too little to show a NoPE layer rotated
+      // Not the real 5e6: over 12 positions that base turns q and k too little for a wrongly
+      // rotated NoPE layer to show.
+      spec.rope_base = 10000.0f;
       spec.is_output_tied = preset == WeightPreset::Q8_0;
     } else if (arch == "olmo2") {
       spec.n_head = 4;

@@ -133,14 +133,15 @@ class TestSynthModel : public QObject {
     const gguf::TensorInfo* q = f.find_tensor("blk.1.attn_q.weight");
     QVERIFY(q);
     QCOMPARE(q->shape, (std::vector<int64_t>{s.embedding_length, s.q_width()}));
-    QCOMPARE(f.find_tensor("blk.0.ffn_down.weight")->shape, (std::vector<int64_t>{s.feed_forward_length, s.embedding_length}));
+    QCOMPARE(f.find_tensor("blk.0.ffn_down.weight")->shape,
+             (std::vector<int64_t>{s.feed_forward_length, s.embedding_length}));
     for (const gguf::TensorInfo& t : f.tensors()) {
       if (t.shape.size() == 1) QCOMPARE(type_name(t.type), std::string("F32"));  // norms stay F32
     }
     // The untied classifier: Q6_K in every quantized file but Q8_0 and MXFP4 (Q8_0), the file's
     // type otherwise.
-    const bool is_float = plan.base_type == GgmlType::F32 || plan.base_type == GgmlType::F16 ||
-                          plan.base_type == GgmlType::BF16;
+    const bool is_float =
+        plan.base_type == GgmlType::F32 || plan.base_type == GgmlType::F16 || plan.base_type == GgmlType::BF16;
     const GgmlType classifier = is_float || plan.base_type == GgmlType::Q8_0 ? plan.base_type
                                 : plan.base_type == GgmlType::MXFP4          ? GgmlType::Q8_0
                                                                              : GgmlType::Q6_K;
@@ -430,8 +431,8 @@ class TestSynthModel : public QObject {
     const gguf::GgufFile& f = *w.file;
     QCOMPARE(type_name(tensor_type(f, "token_embd.weight")), std::string("Q8_0"));
     QCOMPARE(type_name(tensor_type(f, "blk.1.attn_q.weight")), std::string("Q5_0"));
-    QCOMPARE(type_name(tensor_type(f, "blk.2.attn_v.weight")), std::string("Q8_0"));   // wanted Q6_K
-    QCOMPARE(type_name(tensor_type(f, "blk.1.attn_v.weight")), std::string("Q5_0"));   // wanted Q4_K
+    QCOMPARE(type_name(tensor_type(f, "blk.2.attn_v.weight")), std::string("Q8_0"));  // wanted Q6_K
+    QCOMPARE(type_name(tensor_type(f, "blk.1.attn_v.weight")), std::string("Q5_0"));  // wanted Q4_K
     QCOMPARE(type_name(tensor_type(f, "blk.1.ffn_down.weight")), std::string("Q4_K"));
     QCOMPARE(type_name(tensor_type(f, "blk.2.ffn_down.weight")), std::string("Q6_K"));
     QCOMPARE(type_name(tensor_type(f, "blk.0.attn_q.bias")), std::string("F32"));
@@ -504,7 +505,8 @@ class TestSynthModel : public QObject {
     QCOMPARE(w.file->get_int("tokenizer.ggml.bos_token_id").value_or(-1), int64_t{1});
     auto source = gguf::GgufFile::open(vocab);
     QVERIFY(source);
-    QCOMPARE(w.file->get_array("tokenizer.ggml.scores")->items.size(), (*source)->get_array("tokenizer.ggml.scores")->items.size());
+    QCOMPARE(w.file->get_array("tokenizer.ggml.scores")->items.size(),
+             (*source)->get_array("tokenizer.ggml.scores")->items.size());
     auto engine = Engine::load(w.path, {128, 2});
     QVERIFY2(engine, engine.error_message().c_str());
     // The real SentencePiece vocabulary: "hello world" is a few word pieces, not 11 bytes.

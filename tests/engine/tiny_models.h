@@ -1,6 +1,6 @@
 // Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss,
-// smollm3 and olmo2 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of K-quants, plus a small
-// SentencePiece vocabulary so the engine's tokenizer loads.
+// smollm3 and olmo2 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of
+// K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
 #include "../kernels/random_tensors.h"
@@ -29,7 +29,7 @@ struct TinyModelSpec {
   int64_t n_layer = 2;
   int64_t n_head = 8;
   int64_t n_kv_head = 2;
-  int64_t head_dim = 32;          // written as key_length/value_length when != n_embd / n_head
+  int64_t head_dim = 32;  // written as key_length/value_length when != n_embd / n_head
   int64_t n_ff = 512;
   int64_t vocab = 320;
   int64_t context = 512;
@@ -39,10 +39,10 @@ struct TinyModelSpec {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   float rope_base = 10000.0f;
-  float rope_scale_factor = 0.0f; // > 0: linear RoPE scaling
+  float rope_scale_factor = 0.0f;  // > 0: linear RoPE scaling
   bool is_output_tied = false;
   bool has_qkv_bias = false;
-  bool has_rope_freqs = false;    // llama 3's per-pair RoPE frequency divisors (rope_freqs.weight)
+  bool has_rope_freqs = false;  // llama 3's per-pair RoPE frequency divisors (rope_freqs.weight)
   // phi3 LongRoPE: > 0 writes rope_factors_long/short.weight (far apart, so using the wrong set
   // shows), the original context, and the converter's attention factor for `context`.
   int64_t rope_original_context = 0;
@@ -116,7 +116,8 @@ class TinyModelWriter {
       m_writer.set_f32(a + ".rope.scaling.factor", s.rope_scale_factor);
     }
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
-    if (s.sliding_window > 0) m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (s.sliding_window > 0)
+      m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     if (!s.sliding_pattern.empty()) {
       gguf::Array pattern{gguf::ValueType::Bool, {}};
       for (bool b : s.sliding_pattern) pattern.items.push_back(gguf::Value::boolean(b));
@@ -239,7 +240,9 @@ class TinyModelWriter {
   // Q4_K_M keeps attn_v, ffn_down and the classifier in Q6_K and the rest in Q4_K; the
   // embedding here takes Q5_0 so a legacy 32-block type runs too.
   GgmlType light_type() const {
-    return m_spec.preset == WeightPreset::F32 ? GgmlType::F32 : m_spec.preset == WeightPreset::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q4_K;
+    return m_spec.preset == WeightPreset::F32    ? GgmlType::F32
+           : m_spec.preset == WeightPreset::Q8_0 ? GgmlType::Q8_0
+                                                 : GgmlType::Q4_K;
   }
   GgmlType heavy_type() const { return m_spec.preset == WeightPreset::MixedK ? GgmlType::Q6_K : light_type(); }
   GgmlType embedding_type() const { return m_spec.preset == WeightPreset::MixedK ? GgmlType::Q5_0 : light_type(); }

@@ -232,7 +232,8 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
       is_thinking = true;
     }
     for (const std::string_view flag : {std::string_view("/no_think"), std::string_view("/think")}) {
-      for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at)) custom.erase(at, flag.size());
+      for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at))
+        custom.erase(at, flag.size());
     }
     while (!custom.empty() && std::string_view(" \t\n\r\f\v").find(custom.back()) != std::string_view::npos) {
       custom.pop_back();  // Python's rstrip()

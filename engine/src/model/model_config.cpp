@@ -103,8 +103,8 @@ Status read_sliding_pattern(const KeyReader& keys, ModelConfig* c) {
   if (v == nullptr) return {};
   if (const gguf::Array* a = v->as_array()) {
     if (static_cast<int64_t>(a->items.size()) != c->num_layers) {
-      return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) +
-                                                    " entries for " + std::to_string(c->num_layers) + " layers");
+      return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) + " entries for " +
+                                                    std::to_string(c->num_layers) + " layers");
     }
     for (size_t il = 0; il < a->items.size(); ++il) {
       const std::optional<bool> b = a->items[il].as_bool();
@@ -248,6 +248,13 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   IWB_RETURN_IF_ERROR(keys.positive_int("context_length", &c.context_length_train));
   IWB_RETURN_IF_ERROR(keys.positive_int("embedding_length", &c.embedding_length));
   IWB_RETURN_IF_ERROR(keys.positive_int("block_count", &c.num_layers));
+  // llama.cpp's limit (LLAMA_MAX_LAYERS); per-layer tables are sized by this count before any
+  // tensor is looked at, so a corrupt count must not reach them.
+  constexpr int64_t kMaxLayers = 512;
+  if (c.num_layers > kMaxLayers) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("block_count") + "' is " + std::to_string(c.num_layers) +
+                                                  "; no model has more than " + std::to_string(kMaxLayers) + " layers");
+  }
   // A mixture-of-experts FFN has no dense width of its own (llama.cpp reads it optionally).
   if (traits->has_experts) {
     IWB_RETURN_IF_ERROR(keys.optional_int("feed_forward_length", 0, &c.feed_forward_length));
@@ -268,8 +275,8 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   IWB_RETURN_IF_ERROR(keys.optional_int("attention.value_length", c.embedding_length / c.num_heads, &c.head_dim_v));
   IWB_RETURN_IF_ERROR(keys.optional_int("rope.dimension_count", c.head_dim_k, &c.rope_num_rotated));
   if (c.rope_num_rotated % 2 != 0 || c.rope_num_rotated > c.head_dim_k) {
-    return make_error(ErrorCode::CorruptFile, "'" + keys.key("rope.dimension_count") +
-                                                  "' must be even and at most the head size");
+    return make_error(ErrorCode::CorruptFile,
+                      "'" + keys.key("rope.dimension_count") + "' must be even and at most the head size");
   }
   if (!file.find(keys.key("attention.layer_norm_rms_epsilon"))) {
     return make_error(ErrorCode::NotFound,

@@ -11,9 +11,7 @@
 namespace iwb {
 namespace {
 
-std::string layer_name(int64_t layer, const char* suffix) {
-  return "blk." + std::to_string(layer) + "." + suffix;
-}
+std::string layer_name(int64_t layer, const char* suffix) { return "blk." + std::to_string(layer) + "." + suffix; }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;

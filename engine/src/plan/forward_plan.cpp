@@ -1,8 +1,9 @@
 // build_forward_plan: the order of the forward pass for every architecture we run. What
-// differs between them (biases, q/k norms per head or per token, pre-norms or none, post-norms, the activation, sliding
-// windows, layers without RoPE, logit soft-capping, routed experts in place of the dense FFN) is data in
-// ModelConfig that switches ops on or off here; gpt-oss's attention sinks, YaRN and expert
-// gating are arguments of the ops the backend reads from the config and weights.
+// differs between them (biases, q/k norms per head or per token, pre-norms or none,
+// post-norms, the activation, sliding windows, layers without RoPE, logit soft-capping, routed
+// experts in place of the dense FFN) is data in ModelConfig that switches ops on or off here;
+// gpt-oss's attention sinks, YaRN and expert gating are arguments of the ops the backend reads
+// from the config and weights.
 #include "iwb/engine/plan/forward_plan.h"
 
 namespace iwb {
@@ -53,9 +54,9 @@ class PlanBuilder {
     attention.output = PlanBuffer::Attn;
     attention.is_sliding = is_sliding;
     out.push_back(attention);
-    out.push_back(matmuls(il, PlanBuffer::Attn,
-                          {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_output_width(), d,
-                                   t.has_bo)}));
+    out.push_back(matmuls(
+        il, PlanBuffer::Attn,
+        {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_output_width(), d, t.has_bo)}));
     if (c.has_post_norms) {
       out.push_back(
           norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
@@ -135,9 +136,9 @@ class PlanBuilder {
     if (c.num_layers > 0) ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
     out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Final, PlanBuffer::Final, 1, d));
     const GgmlType output_type = m_types != nullptr ? m_types->output : GgmlType::F32;
-    PlanOp classifier = matmuls(
-        -1, PlanBuffer::Final,
-        {product("output", PlanMatrix::Output, PlanBuffer::Logits, output_type, d, c.vocab_size, false)});
+    PlanOp classifier =
+        matmuls(-1, PlanBuffer::Final,
+                {product("output", PlanMatrix::Output, PlanBuffer::Logits, output_type, d, c.vocab_size, false)});
     classifier.matmul_kind = OpKind::Logits;
     out.push_back(classifier);
     if (c.final_logit_softcap > 0.0f) {

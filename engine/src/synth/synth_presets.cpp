@@ -63,8 +63,8 @@ std::vector<SynthShape> make_presets() {
                     1e-5f, true));
   p.back().rope_scaling = {32.0f, 1.0f, 4.0f, 8192};
   // meta-llama/Meta-Llama-3-8B.
-  p.push_back(shape("llama-3-8b", "llama", "Llama 3 8B", {4096, 32, 32, 8, 128, 14336, 128256, 8192}, 500000.0f,
-                    1e-5f, false));
+  p.push_back(
+      shape("llama-3-8b", "llama", "Llama 3 8B", {4096, 32, 32, 8, 128, 14336, 128256, 8192}, 500000.0f, 1e-5f, false));
   // TinyLlama/TinyLlama-1.1B-Chat-v1.0: the Llama 2 tokenizer's 32000 tokens.
   p.push_back(shape("tinyllama-1.1b", "llama", "TinyLlama 1.1B", {2048, 22, 32, 4, 64, 5632, 32000, 2048}, 10000.0f,
                     1e-5f, false));
@@ -100,12 +100,12 @@ std::vector<SynthShape> make_presets() {
   const SynthShape smollm3 = p.back();
   // allenai/OLMo-2-0425-1B: 16 heads of 128 over 2048 (no GQA), no pre-norms, q/k normed over
   // each token's whole width, untied, 100352 rows (OLMo 2's tokenizer, padded).
-  p.push_back(shape("olmo-2-1b", "olmo2", "OLMo 2 1B", {2048, 16, 16, 16, 128, 8192, 100352, 4096}, 500000.0f,
-                    1e-6f, false));
+  p.push_back(
+      shape("olmo-2-1b", "olmo2", "OLMo 2 1B", {2048, 16, 16, 16, 128, 8192, 100352, 4096}, 500000.0f, 1e-6f, false));
   const SynthShape olmo2 = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
-  p.push_back(shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f,
-                    1e-6f, true));
+  p.push_back(
+      shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f, 1e-6f, true));
   const SynthShape qwen3 = p.back();
   // microsoft/Phi-3.5-mini-instruct: q/k/v fused in attn_qkv and gate/up in ffn_up, 32 heads of
   // 96, untied, 128K context by LongRoPE over an original 4096 (config.json's factors).
@@ -210,7 +210,7 @@ int64_t SynthShape::num_parameters() const {
   } else {
     per_layer += 2 * d;
   }
-  int64_t total = num_layers * per_layer + vocab_size * d + d;            // + embedding, final norm
+  int64_t total = num_layers * per_layer + vocab_size * d + d;  // + embedding, final norm
   if (!is_embedding_tied) total += vocab_size * d;
   if (rope_scaling.is_enabled()) total += head_dim / 2;
   if (longrope.is_enabled()) total += head_dim;  // long and short factors
@@ -278,7 +278,8 @@ std::vector<float> llama3_rope_factors(const SynthShape& shape) {
   std::vector<float> factors;
   for (int64_t i = 0; i < shape.head_dim; i += 2) {
     // The converter computes the base frequencies in float32.
-    const float freq = 1.0f / std::pow(shape.rope_freq_base, static_cast<float>(i) / static_cast<float>(shape.head_dim));
+    const float freq =
+        1.0f / std::pow(shape.rope_freq_base, static_cast<float>(i) / static_cast<float>(shape.head_dim));
     const double wavelen = 2.0 * std::numbers::pi / static_cast<double>(freq);
     if (wavelen < high_freq_wavelen) {
       factors.push_back(1.0f);

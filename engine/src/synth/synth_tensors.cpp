@@ -92,7 +92,7 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   const ArchitectureTraits* arch = find_architecture(s.architecture);
   const bool has_qk_norm = arch != nullptr && arch->has_qk_norm;
   const bool has_post_norms = arch != nullptr && arch->has_post_norms;
-  const bool has_pre_norms = arch == nullptr || arch->has_pre_norms;                 // olmo2 has none
+  const bool has_pre_norms = arch == nullptr || arch->has_pre_norms;                  // olmo2 has none
   const bool is_qk_norm_full_width = arch != nullptr && arch->is_qk_norm_full_width;  // olmo2
   p.add("token_embd.weight", {d, s.vocab_size}, TensorRole::TokenEmbedding);
   const bool is_fused = arch != nullptr && arch->has_fused_gate_up;  // phi3: attn_qkv and gate/up in ffn_up
@@ -130,8 +130,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     }
     if (has_post_norms) p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
     if (has_pre_norms) {
-      p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"),
-            {d}, TensorRole::Norm, il);
+      p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"), {d},
+            TensorRole::Norm, il);
     }
     if (s.num_experts > 0) {
       // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.

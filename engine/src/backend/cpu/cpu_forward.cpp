@@ -22,8 +22,9 @@ namespace iwb {
 namespace {
 
 Status kernel_failed(const std::string& what, int64_t layer) {
-  return make_error(ErrorCode::InvalidArgument,
-                    what + " refused its arguments" + (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
+  return make_error(
+      ErrorCode::InvalidArgument,
+      what + " refused its arguments" + (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
 }
 
 void add_in_place(float* x, const float* y, int64_t n) {
@@ -74,8 +75,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
 }
 
 uint64_t CpuForward::scratch_bytes() const {
-  const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() + m_proj.size() +
-                        m_gate.size() + m_up.size() + m_final.size();
+  const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() +
+                        m_proj.size() + m_gate.size() + m_up.size() + m_final.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -83,7 +84,8 @@ Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) con
   const auto n = static_cast<int64_t>(b.tokens.size());
   if (n == 0) return make_error(ErrorCode::InvalidArgument, "nothing to run: no tokens");
   if (n > m_max_batch) {
-    return make_error(ErrorCode::InvalidArgument, "a step of " + std::to_string(n) + " tokens exceeds the forward pass's " +
+    return make_error(ErrorCode::InvalidArgument, "a step of " + std::to_string(n) +
+                                                      " tokens exceeds the forward pass's " +
                                                       std::to_string(m_max_batch) + "-token scratch");
   }
   if (b.positions.size() != b.tokens.size() || b.slot_mapping.size() != b.tokens.size() ||
@@ -147,8 +149,14 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
   switch (op.kind) {
     case PlanOpKind::Embedding: {
       const int32_t* tokens = batch.tokens.data();
-      EmbeddingArgs embd{m_weights.token_embd.type, m_weights.token_embd.data, c.vocab_size, c.embedding_length,
-                         tokens, n, c.embedding_scale, m_x.data()};
+      EmbeddingArgs embd{m_weights.token_embd.type,
+                         m_weights.token_embd.data,
+                         c.vocab_size,
+                         c.embedding_length,
+                         tokens,
+                         n,
+                         c.embedding_scale,
+                         m_x.data()};
       if (!embedding_lookup(embd)) {
         for (int64_t t = 0; t < n; ++t) {
           if (tokens[t] < 0 || tokens[t] >= c.vocab_size) {
@@ -172,8 +180,14 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
     case PlanOpKind::Matmuls: return run_matmuls(op, n, logits);
     case PlanOpKind::Rope: {
       const bool is_sliding = op.is_sliding;
-      RopeArgs args{m_q.data(), n, c.num_heads, c.head_dim_k, c.rope_num_rotated, batch.positions.data(),
-                    c.rope_layout, is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
+      RopeArgs args{m_q.data(),
+                    n,
+                    c.num_heads,
+                    c.head_dim_k,
+                    c.rope_num_rotated,
+                    batch.positions.data(),
+                    c.rope_layout,
+                    is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                     is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
                     m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
       // YaRN (gpt-oss: every layer; olmo2's OLMo 3: the global layers only).
@@ -245,9 +259,17 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
   auto args_of = [&](const PlanProduct& p) {
     const WeightMatrix& w = matrix(p, il);
     const std::vector<float>& bias =
-        p.matrix == PlanMatrix::Output ? kNoBias : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
-    MatmulArgs args{w.type, w.data, w.in_features, w.out_features, input, n,
-                    bias.empty() ? nullptr : bias.data(), buffer(p.output, logits), m_num_threads};
+        p.matrix == PlanMatrix::Output ? kNoBias
+                                       : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
+    MatmulArgs args{w.type,
+                    w.data,
+                    w.in_features,
+                    w.out_features,
+                    input,
+                    n,
+                    bias.empty() ? nullptr : bias.data(),
+                    buffer(p.output, logits),
+                    m_num_threads};
     args.scratch = m_matmul_scratch.data();
     args.scratch_bytes = m_matmul_scratch.size();
     args.is_exact = m_is_batch_invariant;
@@ -259,7 +281,8 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
   // profiling (each matmul keeps its own record and time) or observing inputs.
   if (op.num_products > 1 && !m_recorder.is_active() && m_observer == nullptr) {
     std::array<MatmulArgs, 3> group;
-    for (int i = 0; i < op.num_products; ++i) group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)]);
+    for (int i = 0; i < op.num_products; ++i)
+      group[static_cast<size_t>(i)] = args_of(op.products[static_cast<size_t>(i)]);
     if (!matmul_group({group.data(), static_cast<size_t>(op.num_products)})) {
       std::string names;
       for (const PlanProduct& p : op.matmuls()) names += (names.empty() ? "" : "/") + std::string(p.name);

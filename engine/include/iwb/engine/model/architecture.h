@@ -22,8 +22,8 @@ struct ArchitectureTraits {
   const char* name = "";  // general.architecture
   RopeLayout rope_layout = RopeLayout::Normal;
   GatedActivation ffn_activation = GatedActivation::SiLU;
-  bool requires_qkv_bias = false;     // q/k/v biases are required tensors (qwen2)
-  bool has_qk_norm = false;           // per-head RMS norms of q and k before RoPE
+  bool requires_qkv_bias = false;  // q/k/v biases are required tensors (qwen2)
+  bool has_qk_norm = false;        // per-head RMS norms of q and k before RoPE
   // The q and k norms run over each token's whole q and k (weights of q_width and k_width), not
   // per head (olmo2).
   bool is_qk_norm_full_width = false;
@@ -42,7 +42,7 @@ struct ArchitectureTraits {
   // Every `no_rope_layer_step`-th layer (il + 1 a multiple of it) has no RoPE at all (smollm3:
   // 4, llama.cpp's n_no_rope_layer_step; NoPE); 0: every layer rotates.
   int32_t no_rope_layer_step = 0;
-  bool has_head_dim_key = false;      // files carry attention.key_length (the head size is not width / heads)
+  bool has_head_dim_key = false;  // files carry attention.key_length (the head size is not width / heads)
   // ffn_up holds gate and up stacked ([n_embd, 2 * n_ff]: gate rows first) and there is no
   // ffn_gate (phi3); the loader binds the two halves as the gate and up matrices.
   bool has_fused_gate_up = false;

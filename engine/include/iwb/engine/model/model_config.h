@@ -17,23 +17,23 @@ namespace iwb {
 
 struct ModelConfig {
   ModelArchitecture architecture = ModelArchitecture::Llama;
-  std::string architecture_name;       // general.architecture as stored
-  int64_t context_length_train = 0;    // <arch>.context_length
-  int64_t embedding_length = 0;        // model width (n_embd)
+  std::string architecture_name;     // general.architecture as stored
+  int64_t context_length_train = 0;  // <arch>.context_length
+  int64_t embedding_length = 0;      // model width (n_embd)
   int64_t num_layers = 0;
   int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;            // < num_heads with grouped-query attention
-  int64_t head_dim_k = 0;              // per-head query/key width
-  int64_t head_dim_v = 0;              // per-head value width
+  int64_t num_kv_heads = 0;  // < num_heads with grouped-query attention
+  int64_t head_dim_k = 0;    // per-head query/key width
+  int64_t head_dim_v = 0;    // per-head value width
   int64_t feed_forward_length = 0;
-  int64_t vocab_size = 0;              // rows of token_embd.weight
+  int64_t vocab_size = 0;  // rows of token_embd.weight
   float rms_norm_eps = 1e-5f;
 
   RopeLayout rope_layout = RopeLayout::Normal;  // Normal: llama; NeoX: qwen2, gemma3, qwen3, phi3
-  int64_t rope_num_rotated = 0;        // <arch>.rope.dimension_count, default head_dim_k
-  float rope_freq_base = 10000.0f;     // global (full-attention) layers
-  float rope_freq_scale = 1.0f;        // 1 / rope.scaling.factor for linear scaling
-  float rope_freq_base_swa = 10000.0f; // sliding-window layers (gemma3: their own base)
+  int64_t rope_num_rotated = 0;                 // <arch>.rope.dimension_count, default head_dim_k
+  float rope_freq_base = 10000.0f;              // global (full-attention) layers
+  float rope_freq_scale = 1.0f;                 // 1 / rope.scaling.factor for linear scaling
+  float rope_freq_base_swa = 10000.0f;          // sliding-window layers (gemma3: their own base)
   float rope_freq_scale_swa = 1.0f;
   // The sliding layers rotate without YaRN (olmo2's OLMo 3: ext_factor 0, magnitude factor 1).
   bool is_sliding_rope_unscaled = false;
@@ -60,10 +60,10 @@ struct ModelConfig {
   int64_t sliding_window = 0;          // 0: every layer attends to the whole context
   std::vector<bool> is_sliding_layer;  // [num_layers]
 
-  float attention_scale = 1.0f;        // multiplies q.k
-  float attention_softcap = 0.0f;      // 0: off
-  float final_logit_softcap = 0.0f;    // 0: off
-  float embedding_scale = 1.0f;        // gemma: sqrt(n_embd)
+  float attention_scale = 1.0f;      // multiplies q.k
+  float attention_softcap = 0.0f;    // 0: off
+  float final_logit_softcap = 0.0f;  // 0: off
+  float embedding_scale = 1.0f;      // gemma: sqrt(n_embd)
   GatedActivation ffn_activation = GatedActivation::SiLU;
   bool has_qk_norm = false;            // RMS norm of q and k before RoPE: per head (gemma3, qwen3)
   bool is_qk_norm_full_width = false;  // ... or over each token's whole q and k (olmo2)

@@ -33,17 +33,17 @@ struct LongRopeScaling {
 };
 
 struct SynthShape {
-  std::string name;             // "llama-3.2-1b"
-  std::string architecture;     // general.architecture: a row of model/architecture.h
-  std::string description;      // what it is the shape of
+  std::string name;          // "llama-3.2-1b"
+  std::string architecture;  // general.architecture: a row of model/architecture.h
+  std::string description;   // what it is the shape of
   int64_t embedding_length = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;         // per-head width of q, k and v
+  int64_t head_dim = 0;  // per-head width of q, k and v
   int64_t feed_forward_length = 0;
-  int64_t vocab_size = 0;       // rows of token_embd (replaced by a --vocab tokenizer's size)
-  int64_t context_length = 0;   // trained context
+  int64_t vocab_size = 0;      // rows of token_embd (replaced by a --vocab tokenizer's size)
+  int64_t context_length = 0;  // trained context
   float rope_freq_base = 10000.0f;
   float rms_norm_eps = 1e-5f;
   bool is_embedding_tied = false;  // no output.weight: the classifier is token_embd
@@ -66,7 +66,7 @@ struct SynthShape {
   // gpt-oss: experts in MXFP4 whatever the file's type but F32 (llama.cpp's converter writes
   // the checkpoint's MXFP4 experts as they are); attention, biases, sinks as the file's type.
   bool has_mxfp4_experts = false;
-  bool is_test_shape = false;      // a small shape for tests, not shown in the preset list
+  bool is_test_shape = false;  // a small shape for tests, not shown in the preset list
 
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t kv_width() const { return num_kv_heads * head_dim; }
