@@ -2,7 +2,7 @@
 # CTest: logits and 32 greedy tokens agree with llama.cpp's (scripts/compare-logits-llama.sh) on
 # synthetic files of the dense architectures llama, qwen2, qwen3, gemma2 (soft-caps, window 8 in a
 # 16-token prompt), smollm3 (layers 3 and 7 without RoPE), olmo2 (OLMo 2, and OLMo 3 with its window on
-# six of eight layers) and phi3, F32 and Q8_0 (phi3 at a context of 512, above its
+# six of eight layers), granite (its four multipliers) and phi3, F32 and Q8_0 (phi3 at a context of 512, above its
 # original 256: LongRoPE's long factors, and at 256: the short ones). Needs a llama.cpp build folder in
 # LLAMA_CPP_BUILD; without one it skips (exit 77) saying so. Arguments: IWB_BINARY SOURCE_DIR.
 set -euo pipefail
@@ -16,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-gemma2:512 test-smollm3:512 test-olmo2:512 test-olmo3:512 \
-    test-phi3:512 test-phi3:256; do
+    test-granite:512 test-phi3:512 test-phi3:256; do
   preset=${run%:*}
   ctx=${run#*:}
   for type in F32 Q8_0; do

@@ -169,6 +169,16 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   if (const gguf::Value* v = f.find(a + "attention.sliding_window_pattern"); v != nullptr && v->as_array()) {
     for (const gguf::Value& b : v->as_array()->items) m.sliding_pattern.push_back(b.as_bool().value_or(false));
   }
+  if (m.arch == "granite") {  // 0 or absent: off, as llama.cpp reads them
+    const auto scale_or = [&](const char* key, double off) {
+      const double v = f.get_float(a + key).value_or(0.0);
+      return v != 0.0 ? v : off;
+    };
+    m.embd_scale = scale_or("embedding_scale", 1.0);
+    m.residual_scale = scale_or("residual_scale", 1.0);
+    m.attn_scale = scale_or("attention.scale", 0.0);
+    m.logit_scale = scale_or("logit_scale", 1.0);
+  }
   if (m.arch == "gemma2") {  // llama.cpp's defaults where the file gives no caps or window
     m.attn_softcap = f.get_float(a + "attn_logit_softcapping").value_or(50.0);
     m.final_softcap = f.get_float(a + "final_logit_softcapping").value_or(30.0);
@@ -261,7 +271,7 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
 
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
   const bool is_gemma = m.arch == "gemma3" || m.arch == "gemma2";
-  const bool is_neox = m.arch != "llama" && m.arch != "smollm3";
+  const bool is_neox = m.arch != "llama" && m.arch != "smollm3" && m.arch != "granite";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
   const bool has_qk_norm = m.arch == "gemma3" || m.arch == "qwen3" || m.arch == "qwen3moe";
   // olmo2: no norms before attention or the FFN, q and k normed over each token's whole width,
@@ -277,6 +287,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
     if (is_gemma) {
       for (float& v : x[t]) v *= std::sqrt(static_cast<float>(d));
     }
+    for (float& v : x[t]) v = static_cast<float>(v * m.embd_scale);
   }
   for (int64_t il = 0; il < m.n_layer; ++il) {
     const RefLayer& l = m.layers[il];
@@ -328,7 +339,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
         for (int64_t j = first; j <= t; ++j) {
           double dot = 0;
           for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[t][hh * hd + i]) * k[j][g * hd + i];
-          const double score = dot / std::sqrt(static_cast<double>(hd));
+          const double score = m.attn_scale != 0 ? dot * m.attn_scale : dot / std::sqrt(static_cast<double>(hd));
           s.push_back(m.attn_softcap > 0 ? m.attn_softcap * std::tanh(score / m.attn_softcap) : score);
         }
         // gpt-oss's sink: one more logit in the denominator, with no value.
@@ -344,7 +355,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       }
       std::vector<float> o = linear(l.wo, l.bo, attn, d);
       if (has_post_norms) rms_norm(o.data(), d, l.post_attention_norm, m.eps);
-      for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
+      for (int64_t i = 0; i < d; ++i) x[t][i] += static_cast<float>(m.residual_scale * o[i]);
       std::vector<float> h = x[t];
       if (!is_olmo2) rms_norm(h.data(), d, l.ffn_norm, m.eps);
       if (m.n_expert > 0) {
@@ -361,12 +372,13 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       }
       std::vector<float> down = linear(l.down, {}, g, d);
       if (has_post_norms) rms_norm(down.data(), d, l.post_ffw_norm, m.eps);
-      for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
+      for (int64_t i = 0; i < d; ++i) x[t][i] += static_cast<float>(m.residual_scale * down[i]);
     }
   }
   std::vector<float> h = x[n - 1];
   rms_norm(h.data(), d, m.output_norm, m.eps);
   std::vector<float> logits = linear(m.output, {}, h, m.vocab);
+  for (float& z : logits) z = static_cast<float>(z / m.logit_scale);
   if (m.final_softcap > 0) {
     for (float& z : logits) z = static_cast<float>(m.final_softcap * std::tanh(z / m.final_softcap));
   }

@@ -2,6 +2,7 @@
 // family renders for a conversation with a system prompt and two user turns.
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/reply_parts.h"
+#include "iwb/engine/clock_text.h"
 
 #include <QtTest>
 
@@ -86,7 +87,7 @@ class TestChatTemplate : public QObject {
     for (auto f : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama2, ChatTemplateFamily::Llama3,
                    ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
                    ChatTemplateFamily::Zephyr, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain,
-                   ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3}) {
+                   ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite}) {
       QCOMPARE(chat_template_family_from_name(chat_template_family_name(f)).value(), f);
     }
     QVERIFY(!chat_template_family_from_name("jinja").has_value());
@@ -180,6 +181,30 @@ class TestChatTemplate : public QObject {
     QVERIFY(bare.find("Reasoning Mode: /think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named "
                       "SmolLM, trained by Hugging Face. Your role") != std::string::npos);
     QVERIFY(bare.ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  }
+
+  // Granite 3.x (the expected text: jinja2 rendering llama.cpp's copy of granite-3.3-2B-Instruct's
+  // template): the conversation's system message as the system turn, else the template's own
+  // with today's date.
+  void granite() {
+    QCOMPARE(
+        detect_chat_template("{{- '<|start_of_role|>system<|end_of_role|>' + system_message + '<|end_of_text|>' }}"),
+        ChatTemplateFamily::Granite);
+    ChatRenderOptions o;
+    QCOMPARE(QString::fromStdString(render_chat(ChatTemplateFamily::Granite, kConversation, o)),
+             QString("<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+                     "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                     "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
+                     "<|start_of_role|>user<|end_of_role|>Who are you?<|end_of_text|>\n"
+                     "<|start_of_role|>assistant<|end_of_role|>"));
+    const std::string bare = render_chat(ChatTemplateFamily::Granite, {{"user", "Hi"}}, o);
+    QCOMPARE(QString::fromStdString(bare),
+             QString::fromStdString("<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. "
+                                    "Today's Date: " +
+                                    now_as_text("%B %d, %Y", ClockZone::Local) +
+                                    ". You are Granite, developed by IBM. You are a helpful AI assistant."
+                                    "<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+                                    "<|start_of_role|>assistant<|end_of_role|>"));
   }
 
   void replyPartsOfHarmony() {

@@ -241,7 +241,8 @@ class TestForwardReference : public QObject {
   void generatedModelsMatchReference_data() {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<WeightPreset>("preset");
-    for (const char* arch : {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "smollm3", "olmo2"}) {
+    for (const char* arch :
+         {"llama", "qwen2", "gemma2", "gemma3", "qwen3", "phi3", "qwen3moe", "smollm3", "olmo2", "granite"}) {
       for (WeightPreset p : {WeightPreset::F32, WeightPreset::Q8_0, WeightPreset::MixedK}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(arch, preset_name(p)))) << QString(arch) << p;
       }
@@ -287,6 +288,21 @@ class TestForwardReference : public QObject {
       // rotated NoPE layer to show.
       spec.rope_base = 10000.0f;
       spec.is_output_tied = preset == WeightPreset::Q8_0;
+    } else if (arch == "granite") {
+      spec.n_head = 4;
+      spec.n_kv_head = 2;
+      spec.head_dim = 64;
+      spec.is_output_tied = preset != WeightPreset::F32;
+      // Granite 3.3's multipliers but the attention one: its 1/64 leaves these random weights'
+      // scores so small that attention is near uniform with it or with the default 1/8, so 1
+      // here (eight times the default) makes a wrong scale show. The Q8_0 file leaves out all
+      // but logit_scale, written as 1.
+      if (preset != WeightPreset::Q8_0) {
+        spec.embedding_scale = 12.0f;
+        spec.residual_scale = 0.22f;
+        spec.attention_scale = 1.0f;
+        spec.logit_scale = 8.0f;
+      }
     } else if (arch == "olmo2") {
       spec.n_head = 4;
       spec.n_kv_head = 2;  // OLMo 2 has none, but k's own norm width is then covered

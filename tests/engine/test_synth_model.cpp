@@ -2,6 +2,7 @@
 // with GgufFile (keys, shapes, the type of each tensor under llama.cpp's mix rules, row
 // fallbacks), deterministic per seed, a copied tokenizer, and loaded by the engine with finite
 // logits and a greedy generation.
+#include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/plan/forward_plan.h"
@@ -304,6 +305,30 @@ class TestSynthModel : public QObject {
     const SynthShape& one_b = *find_synth_preset("olmo-2-1b");
     QVERIFY2(one_b.num_parameters() > 1'450'000'000 && one_b.num_parameters() < 1'500'000'000,
              qPrintable(QString::number(one_b.num_parameters())));
+  }
+
+  void granite_multipliers() {
+    const Written w = synthesize("test-granite", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_float("granite.logit_scale").value_or(0.0), 8.0);
+    QCOMPARE(f.get_float("granite.residual_scale").value_or(0.0), double(0.22f));
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    const ModelConfig c = shape_config(*find_synth_preset("test-granite"));
+    QCOMPARE(loaded->embedding_scale, 12.0f);
+    QCOMPARE(loaded->residual_scale, 0.22f);
+    QCOMPARE(loaded->attention_scale, 0.015625f);  // in place of 1/sqrt(64)
+    QCOMPARE(loaded->logit_scale, 8.0f);
+    QCOMPARE(loaded->residual_scale, c.residual_scale);
+    QCOMPARE(loaded->attention_scale, c.attention_scale);
+    QCOMPARE(loaded->rope_layout, RopeLayout::Normal);
+    check_engine_runs(w.path);
+    // The CUDA backend has no scaled residual add: "auto" runs granite on the CPU, saying why.
+    const Status cuda = check_cuda_plan_support(build_forward_plan(c));
+    QCOMPARE(cuda.code(), ErrorCode::Unsupported);
+    QCOMPARE(cuda.message(), std::string("the CUDA backend has no kernel for a scaled residual add (residual_scale) "
+                                         "(granite); the CPU runs this model"));
   }
 
   void phi3_keys_and_tensors() {

@@ -1,5 +1,5 @@
 // Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss,
-// smollm3 and olmo2 architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of
+// smollm3, olmo2 and granite architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of
 // K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
@@ -23,7 +23,8 @@ inline const char* preset_name(WeightPreset p) {
 }
 
 struct TinyModelSpec {
-  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss, smollm3, olmo2
+  // llama, qwen2, gemma2, gemma3, qwen3, phi3 (fused attn_qkv and gate/up), qwen3moe, gpt-oss, smollm3, olmo2,
+  // granite
   std::string arch = "llama";
   int64_t n_embd = 256;
   int64_t n_layer = 2;
@@ -35,6 +36,8 @@ struct TinyModelSpec {
   int64_t context = 512;
   int64_t sliding_window = 0;  // gemma3, gemma2, gpt-oss
   // gemma2: <arch>.attn_logit_softcapping / final_logit_softcapping unless 0 (absent: 50 and 30).
+  // granite's multipliers (written for arch "granite"; logit_scale 0 writes 1, as it is required).
+  float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;
   std::vector<bool> sliding_pattern;  // <arch>.attention.sliding_window_pattern when not empty (OLMo 3)
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
@@ -118,6 +121,12 @@ class TinyModelWriter {
     m_writer.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
     if (s.sliding_window > 0)
       m_writer.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (a == "granite") {
+      if (s.embedding_scale != 0) m_writer.set_f32(a + ".embedding_scale", s.embedding_scale);
+      if (s.residual_scale != 0) m_writer.set_f32(a + ".residual_scale", s.residual_scale);
+      if (s.attention_scale != 0) m_writer.set_f32(a + ".attention.scale", s.attention_scale);
+      m_writer.set_f32(a + ".logit_scale", s.logit_scale != 0 ? s.logit_scale : 1.0f);
+    }
     if (!s.sliding_pattern.empty()) {
       gguf::Array pattern{gguf::ValueType::Bool, {}};
       for (bool b : s.sliding_pattern) pattern.items.push_back(gguf::Value::boolean(b));

@@ -159,10 +159,10 @@ GenerationInput BatchInput::inputFor(qsizetype i) const {
 
 QStringList chatTemplateFamilyNames() {
   QStringList names;
-  for (const auto family :
-       {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2, ChatTemplateFamily::Mistral,
-        ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
-        ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
+  for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
+                            ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
+                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3,
+                            ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -180,6 +180,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("zephyr"), QStringLiteral("Zephyr")},
       {QStringLiteral("tulu"), QStringLiteral("Tülu (OLMo 2)")},
       {QStringLiteral("smollm3"), QStringLiteral("SmolLM3")},
+      {QStringLiteral("granite"), QStringLiteral("Granite")},
       {QStringLiteral("plain"), QStringLiteral("Plain")},
       {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
   };

@@ -23,6 +23,7 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.rope_ext_factor != 0.0f) return no_kernel("YaRN RoPE scaling");
   if (c.rope_yarn_attn_factor != 1.0f) return no_kernel("a RoPE magnitude factor");
   if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
+  if (c.residual_scale != 1.0f) return no_kernel("a scaled residual add (residual_scale)");
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
       case PlanOpKind::ExpertRouting:

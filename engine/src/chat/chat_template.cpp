@@ -22,7 +22,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Gemma, "gemma"},     FamilyName{ChatTemplateFamily::Phi3, "phi3"},
     FamilyName{ChatTemplateFamily::Zephyr, "zephyr"},   FamilyName{ChatTemplateFamily::Plain, "plain"},
     FamilyName{ChatTemplateFamily::Harmony, "harmony"}, FamilyName{ChatTemplateFamily::Tulu, "tulu"},
-    FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"},
+    FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -275,6 +275,24 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
   return s;
 }
 
+// Granite 3.x's template without tools, documents or thinking: the system turn is the
+// conversation's first message, else the template's own text with today's date (its
+// strftime_now('%B %d, %Y'), local time); the generation prompt follows only a last message.
+std::string render_granite(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  const std::string system =
+      has_system ? messages[0].content
+                 : "Knowledge Cutoff Date: April 2024. Today's Date: " + now_as_text("%B %d, %Y", ClockZone::Local) +
+                       ". You are Granite, developed by IBM. You are a helpful AI assistant.";
+  std::string s = "<|start_of_role|>system<|end_of_role|>" + system + "<|end_of_text|>\n";
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    s += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
+    if (i + 1 == messages.size() && o.add_generation_prompt) s += "<|start_of_role|>assistant<|end_of_role|>";
+  }
+  return s;
+}
+
 // gpt-oss's chat template (harmony), without tools: its fixed system block (model identity,
 // knowledge cutoff, reasoning effort medium, the valid channels; the template's "Current date"
 // line is left out, so a prompt does not change with the day), the system prompt as the
@@ -333,6 +351,7 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
   if (contains(t, "<|im_start|>") && contains(t, "Reasoning Mode: ")) return ChatTemplateFamily::SmolLM3;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
+  if (contains(t, "<|start_of_role|>")) return ChatTemplateFamily::Granite;
   if (contains(t, "<start_of_turn>")) return ChatTemplateFamily::Gemma;
   if (contains(t, "<|end|>") && contains(t, "<|assistant|>")) return ChatTemplateFamily::Phi3;
   // Tülu ends a user turn with a newline where Zephyr writes the EOS.
@@ -357,6 +376,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Zephyr: return render_zephyr(messages, options);
     case ChatTemplateFamily::Tulu: return render_tulu(messages, options);
     case ChatTemplateFamily::SmolLM3: return render_smollm3(messages, options);
+    case ChatTemplateFamily::Granite: return render_granite(messages, options);
     case ChatTemplateFamily::Harmony: return render_harmony(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
@@ -402,6 +422,7 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Zephyr: return {"<|user|>", "</s>"};
     case ChatTemplateFamily::Tulu: return {"<|user|>", "<|system|>"};
     case ChatTemplateFamily::SmolLM3: return {"<|im_end|>", "<|im_start|>"};
+    case ChatTemplateFamily::Granite: return {"<|end_of_text|>", "<|start_of_role|>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};

@@ -117,6 +117,12 @@ const std::vector<ArchitectureTraits>& architectures() {
     olmo2.is_sliding_rope_global = true;
     olmo2.is_sliding_rope_unscaled = true;
     t.push_back(olmo2);
+    // IBM Granite 3.x, dense (llama.cpp's granite graph): llama with four multipliers.
+    ArchitectureTraits granite;
+    granite.id = ModelArchitecture::Granite;
+    granite.name = "granite";
+    granite.has_granite_scales = true;
+    t.push_back(granite);
     return t;
   }();
   return kTable;

@@ -81,6 +81,11 @@ std::string llama_size_class(const ModelSummary& m) {
     }
   }
   if (arch == "smollm3") return layers == 36 ? "3B" : std::string();
+  if (arch == "granite") {
+    if (layers == 32) return "3B";
+    if (layers == 40) return embd == 2048 ? "2B" : embd == 2560 ? "3B" : embd == 4096 ? "8B" : std::string();
+    return layers == 64 ? "30B" : std::string();
+  }
   if (arch == "phi3") {
     switch (layers) {
       case 24: return "1B";

@@ -122,7 +122,7 @@ Status read_sliding_pattern(const KeyReader& keys, ModelConfig* c) {
 }
 
 // What the architecture's row leaves to the file: the window of its sliding layers and their
-// RoPE base, and the soft-caps (gemma2's, gemma3's final one).
+// RoPE base, the soft-caps (gemma2's, gemma3's final one), granite's multipliers.
 Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& traits, ModelConfig* c) {
   int64_t window = 0;
   if (traits.is_sliding_window_required) {
@@ -143,6 +143,28 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
   } else if (traits.id == ModelArchitecture::Gemma3) {
     // Without sliding layers llama.cpp's gemma3 graph applies the final soft-cap if given.
     IWB_RETURN_IF_ERROR(keys.optional_float("final_logit_softcapping", 0.0f, &c->final_logit_softcap));
+  }
+  if (traits.has_granite_scales) {
+    // As llama.cpp's granite loader: 0 (or absent) leaves a multiplier off; logit_scale is required.
+    if (keys.file().find(keys.key("logit_scale")) == nullptr) {
+      return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("logit_scale") + "' metadata key");
+    }
+    float embedding = 0.0f, residual = 0.0f, attention = 0.0f;
+    IWB_RETURN_IF_ERROR(keys.optional_float("logit_scale", 1.0f, &c->logit_scale));
+    IWB_RETURN_IF_ERROR(keys.optional_float("embedding_scale", 0.0f, &embedding));
+    IWB_RETURN_IF_ERROR(keys.optional_float("residual_scale", 0.0f, &residual));
+    IWB_RETURN_IF_ERROR(keys.optional_float("attention.scale", 0.0f, &attention));
+    if (c->logit_scale <= 0.0f) {
+      return make_error(ErrorCode::CorruptFile, "'" + keys.key("logit_scale") + "' must be positive");
+    }
+    if (embedding != 0.0f) c->embedding_scale = embedding;
+    if (residual != 0.0f) c->residual_scale = residual;
+    if (attention != 0.0f) c->attention_scale = attention;
+    const gguf::Value* finetuned = keys.file().find(keys.key("rope.scaling.finetuned"));
+    if (finetuned != nullptr && finetuned->as_bool() == std::optional<bool>(false)) {
+      return make_error(ErrorCode::Unsupported, "granite without RoPE ('" + keys.key("rope.scaling.finetuned") +
+                                                    "' false) is not supported");
+    }
   }
   if (traits.has_logit_softcaps) {
     IWB_RETURN_IF_ERROR(keys.optional_float("attn_logit_softcapping", 50.0f, &c->attention_softcap));

@@ -237,6 +237,11 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
   Binder b(file, &w);
   IWB_RETURN_IF_ERROR(b.matrix("token_embd.weight", c.embedding_length, c.vocab_size, &w.token_embd));
   IWB_RETURN_IF_ERROR(b.vector("output_norm.weight", c.embedding_length, &w.output_norm));
+  // granite divides its logits by logit_scale: the same as dividing the output norm's weights,
+  // which the classifier's input is multiplied by (one op less, and the CUDA backend needs none).
+  if (c.logit_scale != 1.0f) {
+    for (float& x : w.output_norm) x /= c.logit_scale;
+  }
   IWB_RETURN_IF_ERROR(b.matrix("output.weight", c.embedding_length, c.vocab_size, &w.output, true));
   if (w.output.data == nullptr) {
     w.output = w.token_embd;  // tied embeddings: the classifier is the embedding table

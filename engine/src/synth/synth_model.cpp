@@ -124,6 +124,12 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     for (int64_t il = 0; il < s.num_layers; ++il) pattern.items.push_back(gguf::Value::boolean((il + 1) % 4 != 0));
     w->set(a + ".attention.sliding_window_pattern", gguf::Value::array(std::move(pattern)));
   }
+  if (arch.has_granite_scales) {
+    if (s.granite_embedding_scale != 0.0f) w->set_f32(a + ".embedding_scale", s.granite_embedding_scale);
+    if (s.granite_residual_scale != 0.0f) w->set_f32(a + ".residual_scale", s.granite_residual_scale);
+    if (s.granite_attention_scale != 0.0f) w->set_f32(a + ".attention.scale", s.granite_attention_scale);
+    w->set_f32(a + ".logit_scale", s.granite_logit_scale != 0.0f ? s.granite_logit_scale : 1.0f);  // required
+  }
   if (arch.has_logit_softcaps) {
     if (s.attention_softcap > 0.0f) w->set_f32(a + ".attn_logit_softcapping", s.attention_softcap);
     if (s.final_logit_softcap > 0.0f) w->set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);

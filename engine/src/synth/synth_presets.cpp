@@ -103,6 +103,16 @@ std::vector<SynthShape> make_presets() {
   p.push_back(
       shape("olmo-2-1b", "olmo2", "OLMo 2 1B", {2048, 16, 16, 16, 128, 8192, 100352, 4096}, 500000.0f, 1e-6f, false));
   const SynthShape olmo2 = p.back();
+  // ibm-granite/granite-3.3-2b-instruct: llama with config.json's multipliers (embedding 12,
+  // residual 0.22, attention 1/64, logits divided by 8), 32 heads of 64 (8 KV heads), tied,
+  // 49159 tokens, base 1e7.
+  p.push_back(shape("granite-3.3-2b", "granite", "Granite 3.3 2B", {2048, 40, 32, 8, 64, 8192, 49159, 131072},
+                    10000000.0f, 1e-5f, true));
+  p.back().granite_embedding_scale = 12.0f;
+  p.back().granite_residual_scale = 0.22f;
+  p.back().granite_attention_scale = 0.015625f;
+  p.back().granite_logit_scale = 8.0f;
+  const SynthShape granite = p.back();
   // Qwen/Qwen3-0.6B: per-head q/k norms, no biases, 16 query heads of 128 over a width of 1024.
   p.push_back(
       shape("qwen3-0.6b", "qwen3", "Qwen3 0.6B", {1024, 28, 16, 8, 128, 3072, 151936, 40960}, 1000000.0f, 1e-6f, true));
@@ -163,6 +173,7 @@ std::vector<SynthShape> make_presets() {
   p.push_back(test_shape(olmo2, "test-olmo3", "small olmo2 shape with OLMo 3's window, for tests",
                          {256, 8, 4, 2, 64, 512, 320, 512}));
   p.back().sliding_window = 6;
+  p.push_back(test_shape(granite, "test-granite", "small granite shape for tests", {256, 3, 4, 2, 64, 512, 320, 512}));
   p.push_back(test_shape(qwen3, "test-qwen3", "small qwen3 shape for tests", {128, 2, 4, 2, 64, 256, 320, 512}));
   // Width 192 (not a K-quant multiple), GQA, and LongRoPE with an original context of 256 in a
   // context of 1024, so a test can pick either factor set.
@@ -236,6 +247,12 @@ ModelConfig shape_config(const SynthShape& s) {
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
     if (c.sliding_window > 0 && !a->is_sliding_rope_global) c.rope_freq_base_swa = 10000.0f;  // llama.cpp's default
+    if (a->has_granite_scales) {  // the keys set_metadata writes
+      if (s.granite_embedding_scale != 0.0f) c.embedding_scale = s.granite_embedding_scale;
+      if (s.granite_residual_scale != 0.0f) c.residual_scale = s.granite_residual_scale;
+      if (s.granite_attention_scale != 0.0f) c.attention_scale = s.granite_attention_scale;
+      if (s.granite_logit_scale != 0.0f) c.logit_scale = s.granite_logit_scale;
+    }
     if (a->has_logit_softcaps) {  // the keys set_metadata writes, or llama.cpp's defaults
       c.attention_softcap = s.attention_softcap > 0.0f ? s.attention_softcap : 50.0f;
       c.final_logit_softcap = s.final_logit_softcap > 0.0f ? s.final_logit_softcap : 30.0f;

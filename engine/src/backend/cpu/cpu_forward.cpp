@@ -27,8 +27,13 @@ Status kernel_failed(const std::string& what, int64_t layer) {
       what + " refused its arguments" + (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
 }
 
-void add_in_place(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+// x += scale * y (granite scales each block's output; every other model adds it as it is).
+void add_in_place(float* x, const float* y, int64_t n, float scale) {
+  if (scale == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] += scale * y[i];
+  }
 }
 
 const std::vector<float> kNoBias;
@@ -228,7 +233,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       record(op, 0, n);
       return {};
     case PlanOpKind::ResidualAdd:
-      add_in_place(buffer(op.output, logits), buffer(op.input, logits), n * c.embedding_length);
+      add_in_place(buffer(op.output, logits), buffer(op.input, logits), n * c.embedding_length, c.residual_scale);
       record(op, 0, n);
       return {};
     case PlanOpKind::GatherRows: {

@@ -24,6 +24,9 @@ enum class ChatTemplateFamily {
   // reasoning mode /think or /no_think, "## Custom Instructions"); /no_think replies open with an
   // empty <think> block.
   SmolLM3,
+  // IBM Granite 3.x: <|start_of_role|>role<|end_of_role|>...<|end_of_text|>, behind a system turn
+  // always written (without one: the template's own, with today's date).
+  Granite,
   // gpt-oss's harmony: <|start|>role<|message|>...<|end|>; a system block the template writes
   // itself, the system prompt as the developer's instructions, past assistant turns in the
   // final channel (<|channel|>final<|message|>), generation from <|start|>assistant.

@@ -15,7 +15,7 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3, Olmo2 };
+enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3, Olmo2, Granite };
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -67,6 +67,10 @@ struct ArchitectureTraits {
   // llama.cpp's defaults (50 and 30) where the file gives no <arch>.attn_logit_softcapping or
   // <arch>.final_logit_softcapping (gemma2).
   bool has_logit_softcaps = false;
+  // Granite's four multipliers, read from the file: <arch>.embedding_scale (embeddings),
+  // residual_scale (each block's output before its residual add), attention.scale (q.k, in place
+  // of 1/sqrt(head size)), logit_scale (the logits are divided by it; required).
+  bool has_granite_scales = false;
   // The pre-FFN norm's tensor: ffn_norm, or post_attention_norm (gpt-oss names it so).
   const char* ffn_norm_name = "ffn_norm";
 };
@@ -76,7 +80,7 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

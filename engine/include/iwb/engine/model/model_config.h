@@ -63,7 +63,9 @@ struct ModelConfig {
   float attention_scale = 1.0f;      // multiplies q.k
   float attention_softcap = 0.0f;    // 0: off
   float final_logit_softcap = 0.0f;  // 0: off
-  float embedding_scale = 1.0f;      // gemma: sqrt(n_embd)
+  float embedding_scale = 1.0f;      // gemma: sqrt(n_embd); granite: <arch>.embedding_scale
+  float residual_scale = 1.0f;       // granite: each block's output times this before its residual add
+  float logit_scale = 1.0f;          // granite: the logits divided by this (folded into output_norm)
   GatedActivation ffn_activation = GatedActivation::SiLU;
   bool has_qk_norm = false;            // RMS norm of q and k before RoPE: per head (gemma3, qwen3)
   bool is_qk_norm_full_width = false;  // ... or over each token's whole q and k (olmo2)

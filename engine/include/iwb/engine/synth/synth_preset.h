@@ -53,6 +53,12 @@ struct SynthShape {
   // (architectures with has_logit_softcaps; 0 leaves the key out, and llama.cpp's default holds).
   float attention_softcap = 0.0f;
   float final_logit_softcap = 0.0f;
+  // granite's multipliers (<arch>.embedding_scale, residual_scale, attention.scale,
+  // logit_scale; architectures with has_granite_scales; 0 leaves a key out).
+  float granite_embedding_scale = 0.0f;
+  float granite_residual_scale = 0.0f;
+  float granite_attention_scale = 0.0f;
+  float granite_logit_scale = 0.0f;
   // Mixture of experts (architectures with has_experts): experts per layer, experts per token,
   // each expert's hidden width. feed_forward_length is then only written as metadata.
   int64_t num_experts = 0;
