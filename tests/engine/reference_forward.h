@@ -3,9 +3,10 @@
 // recomputed for each call (no KV cache). It reads the GGUF metadata itself and encodes the
 // architecture rules (gemma3's sliding layers, local RoPE base, norms; gemma2's alternating
 // sliding layers and soft-caps of attention scores and logits; smollm3's layers without RoPE;
-// granite's multipliers; olmo2's missing pre-norms, whole-width q/k norms and OLMo 3's per-layer sliding pattern; phi3's fused tensors and
-// LongRoPE; qwen3moe's routed experts, token by token; gpt-oss's sinks, YaRN, alternating
-// sliding layers, expert biases, softmax-over-top-k gating and clamped SwiGLU) on its own.
+// granite's multipliers; olmo2's missing pre-norms, whole-width q/k norms and OLMo 3's
+// per-layer sliding pattern; phi3's fused tensors and LongRoPE; qwen3moe's routed experts,
+// token by token; gpt-oss's sinks, YaRN, alternating sliding layers, expert biases,
+// softmax-over-top-k gating and clamped SwiGLU) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -32,13 +33,13 @@ struct RefModel {
   double eps = 1e-5, rope_base = 10000, rope_scale = 1;
   double rope_mscale = 1;  // LongRoPE's attention factor: multiplies RoPE's cos and sin (llama.cpp's attn_factor)
   int64_t sliding_window = 0;
-  std::vector<bool> sliding_pattern;           // <arch>.attention.sliding_window_pattern (olmo2); empty: the rule
+  std::vector<bool> sliding_pattern;  // <arch>.attention.sliding_window_pattern (olmo2); empty: the rule
   double attn_softcap = 0, final_softcap = 0;
   // granite: embeddings times embd_scale, block outputs times residual_scale, q.k times
   // attn_scale (0: 1/sqrt(head size)), logits divided by logit_scale.
   double embd_scale = 1, residual_scale = 1, attn_scale = 0, logit_scale = 1;  // gemma2: cap * tanh(x / cap); 0: none
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe, gpt-oss
-  bool is_yarn = false;                                   // rope.scaling.type yarn (gpt-oss)
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;                       // qwen3moe, gpt-oss
+  bool is_yarn = false;                                                        // rope.scaling.type yarn (gpt-oss)
   int64_t yarn_original_context = 0;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;

@@ -1,6 +1,6 @@
 // Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss,
-// smollm3, olmo2 and granite architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix of
-// K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
+// smollm3, olmo2 and granite architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix
+// of K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
 #include "../kernels/random_tensors.h"

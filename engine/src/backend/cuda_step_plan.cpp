@@ -62,18 +62,21 @@ Status check_cuda_step(const FlatBatch& b, const CudaStepCapacity& c) {
                   " blocks per sequence; the context allows " + std::to_string(c.max_blocks_per_sequence));
   }
   for (const int32_t block : b.block_tables) {
-    if (block < -1 || block >= c.num_blocks) return refuse("names KV block " + std::to_string(block) + ", outside the pool");
+    if (block < -1 || block >= c.num_blocks)
+      return refuse("names KV block " + std::to_string(block) + ", outside the pool");
   }
   const int64_t num_slots = c.num_blocks * c.block_size;
   for (int64_t t = 0; t < n; ++t) {
     const int32_t token = b.tokens[static_cast<size_t>(t)];
     if (token < 0 || token >= c.vocab_size) {
-      return make_error(ErrorCode::InvalidArgument, "token id " + std::to_string(token) + " is outside the vocabulary (" +
-                                                        std::to_string(c.vocab_size) + " tokens)");
+      return make_error(ErrorCode::InvalidArgument, "token id " + std::to_string(token) +
+                                                        " is outside the vocabulary (" + std::to_string(c.vocab_size) +
+                                                        " tokens)");
     }
     const int32_t s = b.token_sequences[static_cast<size_t>(t)];
     if (s < 0 || s >= num_sequences) return refuse("maps a token to a sequence outside the batch");
-    if (t > 0 && s < b.token_sequences[static_cast<size_t>(t - 1)]) return refuse("interleaves the tokens of sequences");
+    if (t > 0 && s < b.token_sequences[static_cast<size_t>(t - 1)])
+      return refuse("interleaves the tokens of sequences");
     const int32_t position = b.positions[static_cast<size_t>(t)];
     if (position < 0 || position >= b.sequence_lengths[static_cast<size_t>(s)]) {
       return refuse("has a token at position " + std::to_string(position) + " past its sequence's length");
@@ -111,7 +114,8 @@ std::optional<DecodeGraphKey> decode_graph_key(const FlatBatch& b, int64_t max_r
     return std::nullopt;
   }
   for (int64_t t = 0; t < n; ++t) {
-    if (b.token_sequences[static_cast<size_t>(t)] != t || b.logits_rows[static_cast<size_t>(t)] != t) return std::nullopt;
+    if (b.token_sequences[static_cast<size_t>(t)] != t || b.logits_rows[static_cast<size_t>(t)] != t)
+      return std::nullopt;
   }
   return DecodeGraphKey{n, num_sequences};
 }

@@ -162,8 +162,8 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
     if (attention != 0.0f) c->attention_scale = attention;
     const gguf::Value* finetuned = keys.file().find(keys.key("rope.scaling.finetuned"));
     if (finetuned != nullptr && finetuned->as_bool() == std::optional<bool>(false)) {
-      return make_error(ErrorCode::Unsupported, "granite without RoPE ('" + keys.key("rope.scaling.finetuned") +
-                                                    "' false) is not supported");
+      return make_error(ErrorCode::Unsupported,
+                        "granite without RoPE ('" + keys.key("rope.scaling.finetuned") + "' false) is not supported");
     }
   }
   if (traits.has_logit_softcaps) {
