@@ -176,6 +176,18 @@ class TestChatTemplate : public QObject {
                      "Hello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\nBonjour<|im_end|>\n"
                      "<|im_start|>user\n42<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n"
                      "<think>\n\n</think>\n"));
+    // Hugging Face's original template adds today's date after the knowledge cutoff.
+    QCOMPARE(chat_template_smollm3_date("{{- \"Reasoning Mode: \" + reasoning_mode -}}"), std::string());
+    const std::string date = chat_template_smollm3_date(
+        "{%- set today = strftime_now(\"%d %B %Y\") -%}{{- \"Today Date: \" + today + \"\\n\" -}}"
+        "{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}");
+    QCOMPARE(date, now_as_text("%d %B %Y", ClockZone::Local));
+    ChatRenderOptions dated;
+    dated.smollm3_date = "06 December 2026";
+    QVERIFY(
+        render_chat(ChatTemplateFamily::SmolLM3, conversation, dated)
+            .starts_with("<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: 06 "
+                         "December 2026\nReasoning Mode: /no_think\n\n## Custom Instructions\n\nAnswer in French."));
     // Without a system message: the template's own instructions for thinking.
     const std::string bare = render_chat(ChatTemplateFamily::SmolLM3, {{"user", "Hi"}}, o);
     QVERIFY(bare.find("Reasoning Mode: /think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named "

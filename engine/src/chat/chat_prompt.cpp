@@ -25,6 +25,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.default_system = chat_template_default_system(chat_template);
   render.doubles_tool_example_braces = chat_template_doubles_tool_example(chat_template);
   render.llama3_date = chat_template_llama3_date(chat_template);
+  render.smollm3_date = chat_template_smollm3_date(chat_template);
 
   const bool has_tool_format = chat_template_has_tools(prompt.family, render);
   if ((has_tool_turns || !options.tools.empty()) && !has_tool_format) {

@@ -217,7 +217,8 @@ std::string render_tulu(const std::vector<ChatMessage>& messages, const ChatRend
   return s;
 }
 
-// SmolLM3's template as llama.cpp ships it (models/templates/HuggingFaceTB-SmolLM3-3B.jinja):
+// SmolLM3's template as llama.cpp ships it (models/templates/HuggingFaceTB-SmolLM3-3B.jinja), and
+// with its "Today Date" line as Hugging Face's original writes it (smollm3_date):
 // thinking on unless the system message says /no_think; the system message's text, without
 // its /think and /no_think, as the custom instructions, else the template's own; tool results
 // as user turns; other system messages left out.
@@ -239,7 +240,9 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
       custom.pop_back();  // Python's rstrip()
     }
   }
-  std::string s = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: ";
+  std::string s = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n";
+  if (!o.smollm3_date.empty()) s += "Today Date: " + o.smollm3_date + "\n";
+  s += "Reasoning Mode: ";
   s += is_thinking ? "/think" : "/no_think";
   s += "\n\n## Custom Instructions\n\n";
   if (!custom.empty()) {
@@ -385,6 +388,11 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
   return family == ChatTemplateFamily::ChatMl || (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty());
+}
+
+std::string chat_template_smollm3_date(std::string_view t) {
+  if (!contains(t, "Reasoning Mode: ") || !contains(t, "Today Date: ")) return {};
+  return now_as_text("%d %B %Y", ClockZone::Local);  // the template's strftime_now("%d %B %Y")
 }
 
 std::string chat_template_llama3_date(std::string_view t) {

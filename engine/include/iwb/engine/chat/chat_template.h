@@ -66,6 +66,10 @@ struct ChatRenderOptions {
   // Llama 3.1+ templates: the "Today Date:" of the system block they always write; empty:
   // Llama 3.0's format, without tools (chat_template_llama3_date).
   std::string llama3_date;
+  // SmolLM3's own template (Hugging Face's; llama.cpp ships a copy without the line) writes
+  // "Today Date: " and strftime_now("%d %B %Y") in its metadata block; empty: no such line
+  // (chat_template_smollm3_date).
+  std::string smollm3_date;
   // The system text the template writes when the conversation has none
   // (chat_template_default_system; ChatML only).
   std::string default_system;
@@ -83,6 +87,10 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
 // "Cutting Knowledge Date", else today's ("05 Dec 2026"), as llama-server gives every one of
 // them (Hugging Face's rendering keeps 3.1's and 3.3's own "26 Jul 2024").
 std::string chat_template_llama3_date(std::string_view jinja_template);
+
+// SmolLM3's date (ChatRenderOptions::smollm3_date): today's ("06 December 2026", local time) for
+// a SmolLM3 template with a "Today Date" line, else empty.
+std::string chat_template_smollm3_date(std::string_view jinja_template);
 
 // The system text a ChatML template writes when a conversation has none, read from its
 // Jinja text (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."); empty when it has none.
