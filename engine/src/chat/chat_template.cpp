@@ -91,9 +91,11 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
   return s;
 }
 
+// Python's white space, which Jinja's `trim` and str.strip()/rstrip() remove.
+constexpr std::string_view kSpace = " \t\n\r\v\f";
+
 // Jinja's `trim`: Python's str.strip() of white space.
 std::string trimmed(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
   const size_t begin = s.find_first_not_of(kSpace);
   if (begin == std::string_view::npos) return {};
   return std::string(s.substr(begin, s.find_last_not_of(kSpace) - begin + 1));
@@ -227,18 +229,12 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
   std::string custom;
   if (!messages.empty() && messages[0].role == "system") {
     custom = messages[0].content;
-    if (contains(custom, "/no_think")) {
-      is_thinking = false;
-    } else if (contains(custom, "/think")) {
-      is_thinking = true;
-    }
+    is_thinking = !contains(custom, "/no_think");  // /think only confirms the default
     for (const std::string_view flag : {std::string_view("/no_think"), std::string_view("/think")}) {
       for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at))
         custom.erase(at, flag.size());
     }
-    while (!custom.empty() && std::string_view(" \t\n\r\f\v").find(custom.back()) != std::string_view::npos) {
-      custom.pop_back();  // Python's rstrip()
-    }
+    custom.erase(custom.find_last_not_of(kSpace) + 1);  // Python's rstrip(); npos + 1 empties it
   }
   std::string s = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n";
   if (!o.smollm3_date.empty()) s += "Today Date: " + o.smollm3_date + "\n";
