@@ -29,6 +29,7 @@ class TestJsonGrammar : public QObject {
   void unsupportedSchemasAreRefusedByName();
   void randomWalksEndInValidJson();
   void tokenMaskAgreesWithFeedingEachToken();
+  void sequencesHoldMarkersAndValues();
 };
 
 namespace {
@@ -521,6 +522,61 @@ void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
   }
   QVERIFY(num_states > 200);
   QVERIFY(num_in_strings > 20);  // the string shortcut was exercised
+}
+
+// Mistral's calls: name, an optional [CALL_ID] and 9 letters or digits, [ARGS], the arguments.
+void TestJsonGrammar::sequencesHoldMarkersAndValues() {
+  const auto weather = compile("{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}");
+  const auto now = compile("{\"type\": \"object\", \"properties\": {}}");
+  Result<std::shared_ptr<const JsonGrammar>> id = JsonGrammar::from_regex("[a-zA-Z0-9]{9}");
+  QVERIFY(id.is_ok());
+  const auto g = JsonGrammar::sequences({{{"get_weather[ARGS]", nullptr}, {"", weather}},
+                                         {{"get_weather[CALL_ID]", nullptr}, {"", *id}, {"[ARGS]", nullptr}, {"", weather}},
+                                         {{"now[ARGS]", nullptr}, {"", now}}},
+                                        "a call");
+  QCOMPARE(g->description(), std::string("a call"));
+  expect_fits(g, "get_weather[ARGS]{\"city\":\"Paris\"}");
+  expect_fits(g, "get_weather[ARGS]{\"city\": \"Paris\"}");
+  expect_fits(g, "get_weather[CALL_ID]abc123XYZ[ARGS]{\"city\":\"Paris\"}");
+  expect_fits(g, "now[ARGS]{}");
+  expect_refused_at(g, "now[ARGS] {}", ' ');  // nothing between the pieces
+  expect_refused_at(g, "get_weather [ARGS]{}", ' ');
+  expect_refused_at(g, "get_weather[ARGS]{}", '}');  // "city" is required
+  expect_refused_at(g, "get_time[ARGS]{}", 't');
+  expect_refused_at(g, "get_weather[CALL_ID]abc12[ARGS]{}", '[');        // an id of 5
+  expect_refused_at(g, "get_weather[CALL_ID]abc123XYZ0[ARGS]{}", '0');  // ... or 10
+  expect_refused_at(g, "now[ARGS]{}{}", '{');                          // the reply ends there
+  JsonMatcher m(g);
+  QVERIFY(m.feed("get_weather"));
+  QVERIFY(!m.is_complete());
+
+  // A control token's text may only write a marker: "[ARGS]" after the name, not in a string.
+  QVERIFY(m.can_feed("[ARGS]", /*is_raw_only=*/true));
+  QVERIFY(!m.can_feed("[ARGS]{", /*is_raw_only=*/true));
+  QVERIFY(m.feed("[ARGS]{\"city\":\""));
+  QVERIFY(m.can_feed("[ARGS]"));
+  QVERIFY(!m.can_feed("[ARGS]", /*is_raw_only=*/true));
+  JsonMatcher with_id(g);
+  QVERIFY(with_id.feed("get_weather[CALL_ID]abc123XYZ"));
+  QVERIFY(with_id.can_feed("[ARGS]", /*is_raw_only=*/true));  // the id's text ends at the marker
+  QVERIFY(!with_id.can_feed("0", /*is_raw_only=*/true));
+
+  // The token mask: a control token only at a marker; its text elsewhere is refused.
+  const TokenBytes tokens({"get_weather", "[ARGS]", "{", "\"city\":\"", "[ARGS]", "Paris", "\"}", ""},
+                          {false, false, false, false, false, false, false, true},
+                          {false, true, false, false, false, false, false, false});
+  JsonMatcher held(g);
+  QVERIFY(held.feed("get_weather"));
+  std::vector<float> logits(tokens.size(), 0.0f);
+  QCOMPARE(mask_disallowed_tokens(held, tokens, logits), size_t{2});  // "[ARGS]" both ways
+  QVERIFY(std::isfinite(logits[1]) && std::isfinite(logits[4]));
+  QVERIFY(held.feed("[ARGS]{\"city\":\""));
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  mask_disallowed_tokens(held, tokens, logits);
+  QVERIFY(!std::isfinite(logits[1]));  // the control token: not inside the string
+  QVERIFY(std::isfinite(logits[4]) && std::isfinite(logits[5]));
+  QVERIFY(!is_token_allowed(held, tokens, 1));
+  QVERIFY(is_token_allowed(held, tokens, 5));
 }
 
 QTEST_GUILESS_MAIN(TestJsonGrammar)

@@ -103,9 +103,17 @@ void PagedEngine::take_new_and_aborted(StepResult* result) {
   RequestInbox::Taken taken = m_inbox.take();
   result->finished = std::move(taken.aborted_early);
   for (RequestInbox::Queued& q : taken.queued) {
-    if (q.params.json_grammar && !m_token_bytes) m_token_bytes = std::make_shared<const TokenBytes>(m_tokenizer);
+    // A reply that shows control tokens (a harmony chat; Mistral's [TOOL_CALLS]) is held with
+    // their text as bytes, so that a grammar's markers may be those tokens.
+    std::shared_ptr<const TokenBytes>& table =
+        q.params.render_special_tokens ? m_token_bytes_with_controls : m_token_bytes;
+    if (q.params.json_grammar && !table) {
+      table = std::make_shared<const TokenBytes>(m_tokenizer, q.params.render_special_tokens);
+    }
+    // Chosen before q.params is moved from (argument order is unspecified).
+    std::shared_ptr<const TokenBytes> token_bytes = q.params.json_grammar ? table : nullptr;
     auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer,
-                                                q.params.json_grammar ? m_token_bytes : nullptr);
+                                                std::move(token_bytes));
     Result<SequenceId> sequence = m_scheduler->add_sequence(q.id, state->params().prompt_tokens);
     m_requests.emplace(q.id, std::move(state));
     if (!sequence) {

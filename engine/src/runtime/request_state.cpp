@@ -157,7 +157,7 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
   } else if (m_matcher) {
     // sample() chose a token that fits.
     const std::string& bytes = m_token_bytes->bytes(token);
-    (void)m_matcher->feed(bytes);
+    (void)m_matcher->feed(bytes, m_token_bytes->is_control(token));
     if (!bytes.empty()) m_may_end_before_next_call = false;
   }
   if (m_matcher && m_matcher->is_complete() && m_matcher->next_bytes().none()) {

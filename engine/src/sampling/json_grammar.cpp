@@ -433,6 +433,52 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::framed(const JsonGrammar& gramma
   return out;
 }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::sequences(const std::vector<std::vector<Piece>>& alternatives,
+                                                          std::string description) {
+  std::vector<Node> nodes = {any_value_node(), Node{}};  // 1: the root, anyOf the alternatives
+  nodes[1].types = 0;
+  const auto add_raw = [&](const std::string& bytes, std::vector<int32_t>* sequence) {
+    if (bytes.empty()) return;
+    Node raw;
+    raw.types = 0;
+    raw.raw = bytes;
+    sequence->push_back(static_cast<int32_t>(nodes.size()));
+    nodes.push_back(std::move(raw));
+  };
+  for (const std::vector<Piece>& pieces : alternatives) {
+    std::vector<int32_t> sequence;
+    for (const Piece& piece : pieces) {
+      if (!piece.value) {
+        add_raw(piece.raw, &sequence);
+        continue;
+      }
+      // The value's nodes appended, their links moved along; its node 0 ("any value") is ours.
+      const std::vector<Node>& from = piece.value->m_nodes;
+      const auto base = static_cast<int32_t>(nodes.size()) - 1;
+      const auto moved = [&](int32_t i) { return i <= 0 ? i : i + base; };
+      for (size_t i = 1; i < from.size(); ++i) {
+        Node n = from[i];
+        for (int32_t& alt : n.any_of) alt = moved(alt);
+        for (Property& property : n.properties) property.node = moved(property.node);
+        for (int32_t& element : n.sequence) element = moved(element);
+        n.additional = moved(n.additional);
+        n.items = moved(n.items);
+        nodes.push_back(std::move(n));
+      }
+      add_raw(piece.value->m_prefix, &sequence);
+      sequence.push_back(moved(piece.value->m_root));
+      add_raw(piece.value->m_suffix, &sequence);
+    }
+    if (sequence.empty()) continue;
+    Node alternative;
+    alternative.types = 0;
+    alternative.sequence = std::move(sequence);
+    nodes[1].any_of.push_back(static_cast<int32_t>(nodes.size()));
+    nodes.push_back(std::move(alternative));
+  }
+  return std::make_shared<const JsonGrammar>(std::move(nodes), 1, std::move(description));
+}
+
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::vector<std::string>& choices) {
   if (choices.empty()) return make_error(ErrorCode::InvalidArgument, "the list of choices is empty");
   const Node any = any_value_node();

@@ -45,6 +45,9 @@ constexpr size_t kMaxPaths = 32;  // more than any real schema's ambiguity; extr
 enum ObjectPhase : uint8_t { kObjectOpened, kObjectAfterKey, kObjectAfterValue, kObjectAfterComma };
 enum ArrayPhase : uint8_t { kArrayOpened, kArrayAfterValue };
 enum StringPhase : uint8_t { kStringBody, kStringEscape, kStringUnicode };
+// A Value frame's phase when it is a sequence's piece (JsonGrammar::sequences): no white space
+// before it.
+constexpr uint8_t kSequencePiece = 1;
 enum NumberPhase : uint8_t { kMinus, kZero, kIntegerDigits, kDot, kFraction, kExponentMark, kExponentSign, kExponent };
 
 const std::array<std::string, 3> kWordLiterals = {"true", "false", "null"};
@@ -153,23 +156,30 @@ Frame make_frame(Kind kind, int32_t node, uint8_t phase = 0) {
 // Feeds one byte to paths, appending every path it leads to.
 class Stepper {
  public:
-  Stepper(const JsonGrammar& g, std::vector<Path>* out) : m_g(g), m_out(out) {}
+  // `is_raw_only`: only raw pieces may take the byte (JsonMatcher::feed's is_raw_only).
+  Stepper(const JsonGrammar& g, std::vector<Path>* out, bool is_raw_only = false)
+      : m_g(g), m_out(out), m_is_raw_only(is_raw_only) {}
 
   void advance(Path p, uint8_t b) {
     while (!p.stack.empty()) {  // an empty stack: the value is closed and nothing may follow
       Frame& f = p.stack.back();
+      if (m_is_raw_only && f.kind != Kind::Raw && f.kind != Kind::Value && f.kind != Kind::Text) return;
       switch (f.kind) {
         case Kind::Value: {
-          if (m_g.node(f.node).is_text) {  // a regex reply: raw text from its first byte
+          const Node& n = m_g.node(f.node);
+          if (n.is_text) {  // a regex's text: raw text from its first byte
+            if (m_is_raw_only) return;
             Frame text = make_frame(Kind::Text, f.node);
-            text.regex = m_g.node(f.node).pattern->start();
+            text.regex = n.pattern->start();
             p.stack.back() = std::move(text);
             continue;
           }
-          // Whitespace, unless it starts one of the node's literals (a choice of from_choices
-          // may begin with a space; a JSON literal never does).
-          if (is_whitespace(b) && !starts_a_literal(m_g.node(f.node), b)) {
-            if (is_root_value(p)) return;  // before the value itself
+          // Whitespace before a JSON value, unless it starts one of the node's literals (a
+          // choice of from_choices may begin with a space; a JSON literal never does). None
+          // before the reply's value, nor before a sequence's piece.
+          const bool is_markup = !n.raw.empty() || !n.sequence.empty();
+          if (!is_markup && is_whitespace(b) && !starts_a_literal(n, b)) {
+            if (is_root_value(p) || f.phase == kSequencePiece || m_is_raw_only) return;
             return take_whitespace(std::move(p), b);
           }
           const int32_t node = f.node;
@@ -200,7 +210,15 @@ class Stepper {
           if (!has_whole_literal(m_g, p.stack.back())) return;
           end_literal(p);  // the literal ended before b: its parent takes b
           continue;
-        case Kind::Text: return text_byte(std::move(p), b);
+        case Kind::Text:
+          // Inside a sequence, the text may end where its pattern matches: the next piece takes b.
+          if (p.stack.size() > 1 && f.utf8_left == 0 && m_g.node(f.node).pattern->is_accepting(f.regex)) {
+            Path ended = p;
+            ended.stack.pop_back();
+            advance(std::move(ended), b);
+          }
+          if (m_is_raw_only) return;
+          return text_byte(std::move(p), b);
         case Kind::Raw:
           if (static_cast<uint8_t>(f.text[static_cast<size_t>(f.count)]) != b) return;
           if (++f.count == static_cast<int64_t>(f.text.size())) p.stack.pop_back();
@@ -248,6 +266,27 @@ class Stepper {
       for (const int32_t alternative : n.any_of) start_value(p, alternative, b);
       return;
     }
+    if (!n.sequence.empty()) {  // its pieces, the first on top
+      for (auto piece = n.sequence.rbegin(); piece != n.sequence.rend(); ++piece) {
+        if (!push(p, make_frame(Kind::Value, *piece, kSequencePiece))) return;
+      }
+      return advance(std::move(p), b);
+    }
+    if (!n.raw.empty()) {
+      if (static_cast<uint8_t>(n.raw[0]) != b) return;
+      if (n.raw.size() > 1) {
+        Frame raw = make_frame(Kind::Raw, node);
+        raw.text = n.raw;
+        raw.count = 1;
+        if (!push(p, std::move(raw))) return;
+      }
+      return keep(std::move(p));
+    }
+    if (n.is_text) {  // a regex's text as a sequence's piece
+      if (!push(p, make_frame(Kind::Value, node, kSequencePiece))) return;
+      return advance(std::move(p), b);
+    }
+    if (m_is_raw_only) return;
     Frame f;
     if (!n.literals.empty()) {
       f = make_frame(Kind::Literal, node);
@@ -535,6 +574,7 @@ class Stepper {
 
   const JsonGrammar& m_g;
   std::vector<Path>* m_out;
+  bool m_is_raw_only = false;
 };
 
 bool path_is_complete(const JsonGrammar& g, const Path& p) {
@@ -568,12 +608,12 @@ JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string
   m_paths.push_back(std::move(start));
 }
 
-bool JsonMatcher::feed(std::string_view bytes) {
+bool JsonMatcher::feed(std::string_view bytes, bool is_raw_only) {
   std::vector<Path> paths = m_paths;
   std::vector<Path> next;
   for (const char c : bytes) {
     next.clear();
-    Stepper stepper(*m_grammar, &next);
+    Stepper stepper(*m_grammar, &next, is_raw_only);
     for (Path& p : paths) stepper.advance(std::move(p), static_cast<uint8_t>(c));
     if (next.empty()) return false;
     paths.swap(next);
@@ -582,9 +622,9 @@ bool JsonMatcher::feed(std::string_view bytes) {
   return true;
 }
 
-bool JsonMatcher::can_feed(std::string_view bytes) const {
+bool JsonMatcher::can_feed(std::string_view bytes, bool is_raw_only) const {
   JsonMatcher copy = *this;
-  return copy.feed(bytes);
+  return copy.feed(bytes, is_raw_only);
 }
 
 bool JsonMatcher::is_complete() const {
@@ -604,8 +644,8 @@ std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
       if (c == '"' || c == '\\' || static_cast<uint8_t>(c) < 0x20) return std::nullopt;  // JSON's own bytes
     }
     max_length = m_grammar->node(top.node).max_length;
-  } else if (top.kind != Kind::Text) {
-    return std::nullopt;
+  } else if (top.kind != Kind::Text || m_paths[0].stack.size() > 1) {
+    return std::nullopt;  // a text inside a sequence may end and its next piece go on
   }
   Frame f = top;
   const Regex& re = *m_grammar->node(top.node).pattern;

@@ -41,34 +41,40 @@ int32_t plain_chars(const std::string& bytes) {
 
 }  // namespace
 
-TokenBytes::TokenBytes(const tokenizer::Tokenizer& tok) {
+TokenBytes::TokenBytes(const tokenizer::Tokenizer& tok, bool render_special) {
   const size_t n = tok.num_tokens();
   m_bytes.reserve(n);
   m_ends.resize(n);
+  m_controls.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<tokenizer::TokenId>(i);
     m_bytes.push_back(tok.token_to_piece(id, /*render_special=*/false));
     m_ends[i] = tok.is_end_of_generation(id);
+    if (render_special && m_bytes.back().empty() && !m_ends[i]) {
+      m_bytes.back() = tok.token_to_piece(id, /*render_special=*/true);
+      m_controls[i] = !m_bytes.back().empty();
+    }
   }
   classify();
 }
 
-TokenBytes::TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends)
-    : m_bytes(std::move(bytes)), m_ends(std::move(ends)) {
+TokenBytes::TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends, std::vector<bool> controls)
+    : m_bytes(std::move(bytes)), m_ends(std::move(ends)), m_controls(std::move(controls)) {
   m_ends.resize(m_bytes.size());
+  m_controls.resize(m_bytes.size());
   classify();
 }
 
 void TokenBytes::classify() {
   m_plain_chars.resize(m_bytes.size());
-  for (size_t i = 0; i < m_bytes.size(); ++i) m_plain_chars[i] = plain_chars(m_bytes[i]);
+  for (size_t i = 0; i < m_bytes.size(); ++i) m_plain_chars[i] = m_controls[i] ? -1 : plain_chars(m_bytes[i]);
 }
 
 bool is_token_allowed(const JsonMatcher& matcher, const TokenBytes& tokens, int32_t token) {
   if (token < 0 || static_cast<size_t>(token) >= tokens.size()) return false;
   if (tokens.ends_generation(token)) return matcher.is_complete();
   const std::string& bytes = tokens.bytes(token);
-  return !bytes.empty() && matcher.can_feed(bytes);
+  return !bytes.empty() && matcher.can_feed(bytes, tokens.is_control(token));
 }
 
 size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& tokens, std::span<float> logits) {
@@ -96,6 +102,8 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
       const std::string& bytes = tokens.bytes(id);
       if (tokens.ends_generation(id)) {
         allowed = is_complete;
+      } else if (tokens.is_control(id)) {
+        allowed = first.test(static_cast<uint8_t>(bytes[0])) && matcher.can_feed(bytes, /*is_raw_only=*/true);
       } else if (!bytes.empty() && first.test(static_cast<uint8_t>(bytes[0]))) {
         const int32_t chars = tokens.plain_string_chars(id);
         if (room >= 0 && chars >= 0) {

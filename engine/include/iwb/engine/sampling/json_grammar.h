@@ -51,6 +51,19 @@ class JsonGrammar {
   static std::shared_ptr<const JsonGrammar> framed(const JsonGrammar& grammar, std::string prefix, std::string suffix,
                                                    std::string description);
 
+  // One piece of a sequence: raw bytes written as they are (a marker such as Mistral's "[ARGS]",
+  // possibly a control token's text), or a value of a grammar (a JSON Schema's value, a regex's
+  // text; its prefix and suffix included).
+  struct Piece {
+    std::string raw;
+    std::shared_ptr<const JsonGrammar> value;
+  };
+  // A reply that is one of `alternatives`, each its pieces one after another with no white
+  // space between: tool-call formats that are not one JSON value ("get_weather[ARGS]{...}").
+  // A regex's text ends where the next piece begins.
+  static std::shared_ptr<const JsonGrammar> sequences(const std::vector<std::vector<Piece>>& alternatives,
+                                                      std::string description);
+
   // What the reply is held to, for messages: "a JSON object", "the JSON schema", "the choices".
   const std::string& description() const { return m_description; }
   const std::string& prefix() const { return m_prefix; }
@@ -92,6 +105,10 @@ class JsonGrammar {
     // reply's raw text held to it, not JSON.
     std::shared_ptr<const Regex> pattern;
     bool is_text = false;
+    // Sequences (JsonGrammar::sequences): the value is these nodes' values one after another;
+    // a node with `raw` is exactly those bytes.
+    std::vector<int32_t> sequence;
+    std::string raw;
   };
   static constexpr int32_t kAnyNode = 0;  // node 0 is always "any JSON value"
   const Node& node(int32_t index) const { return m_nodes[static_cast<size_t>(index)]; }
@@ -118,9 +135,11 @@ class JsonMatcher {
   explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string_view lead = {});
 
   // Takes the bytes if they continue a valid reply; otherwise returns false and stays as it was.
-  bool feed(std::string_view bytes);
+  // `is_raw_only`: only a raw piece (a framed grammar's prefix or suffix, a sequence's marker)
+  // may take them: a control token's text is a marker, never part of a JSON value or a text.
+  bool feed(std::string_view bytes, bool is_raw_only = false);
   // Whether feed(bytes) would take them (the matcher unchanged either way).
-  bool can_feed(std::string_view bytes) const;
+  bool can_feed(std::string_view bytes, bool is_raw_only = false) const;
   // Whether the reply may end here (a whole value has been written).
   bool is_complete() const;
   // The bytes that may come next (none once the value is closed: the reply must end).

@@ -19,13 +19,19 @@ class Tokenizer;
 // tokenizer (Qwen2.5's 151,665 tokens in a few ms) and shared by the requests that need it.
 class TokenBytes {
  public:
-  explicit TokenBytes(const tokenizer::Tokenizer& tok);
-  // Any table (tests): each token's bytes, and which end a reply.
-  TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends);
+  // `render_special`: control tokens' bytes are their text ("[TOOL_CALLS]"), as a reply
+  // generated with GenerationRequest::render_special_tokens shows them; such a token may only
+  // write a grammar's raw pieces (its markers), never a JSON value's or a text's bytes.
+  explicit TokenBytes(const tokenizer::Tokenizer& tok, bool render_special = false);
+  // Any table (tests): each token's bytes, which end a reply, and which are control tokens.
+  TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends, std::vector<bool> controls = {});
 
-  // Empty for control tokens ("<|im_start|>"): they are never part of a JSON reply.
+  // Empty for control tokens ("<|im_start|>") unless rendered: they are never part of a JSON
+  // reply.
   const std::string& bytes(int32_t id) const { return m_bytes[static_cast<size_t>(id)]; }
   bool ends_generation(int32_t id) const { return m_ends[static_cast<size_t>(id)]; }
+  // A control token with its text as bytes (render_special): a marker only.
+  bool is_control(int32_t id) const { return m_controls[static_cast<size_t>(id)]; }
   // The characters of a token that a JSON string takes as they are (whole UTF-8 characters, no
   // quote, backslash or control byte); -1 for any other token.
   int32_t plain_string_chars(int32_t id) const { return m_plain_chars[static_cast<size_t>(id)]; }
@@ -36,6 +42,7 @@ class TokenBytes {
 
   std::vector<std::string> m_bytes;
   std::vector<bool> m_ends;
+  std::vector<bool> m_controls;
   std::vector<int32_t> m_plain_chars;
 };
 
