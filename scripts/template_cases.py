@@ -1,7 +1,8 @@
 """Conversations that exercise chat templates' tool formats, shared by
 scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and without a system
 message, calls and tool results over two turns, a call after text (with and without a system
-message), and no tools. Tool-call arguments are JSON text, as OpenAI clients send them."""
+message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
+templates refuse both). Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city, °C",
@@ -20,20 +21,26 @@ CASES = [
     {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "tools": [NOW]},
     {"messages": [{"role": "user", "content": "Weather in Paris and the time?"},
                   {"role": "assistant", "content": None,
-                   "tool_calls": [_call("call_1", "get_weather", '{"city":"Paris","unit":"c"}'),
-                                  _call("call_2", "now", "{}")]},
-                  {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
-                  {"role": "tool", "tool_call_id": "call_2", "content": "12:00"},
+                   "tool_calls": [_call("call00001", "get_weather", '{"city":"Paris","unit":"c"}'),
+                                  _call("call00002", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00001", "content": '{"temp": 21}'},
+                  {"role": "tool", "tool_call_id": "call00002", "content": "12:00"},
                   {"role": "assistant", "content": "21 °C at noon."},
                   {"role": "user", "content": "Thanks"}],
      "tools": [WEATHER, NOW]},
     {"messages": [{"role": "user", "content": "Hi"}]},
     {"messages": [{"role": "user", "content": "Hi"},
-                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("c", "now", "{}")]},
-                  {"role": "tool", "tool_call_id": "c", "content": "noon"}]},
+                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("call00003", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00003", "content": "noon"}]},
     {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
-                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("c", "now", "{}")]},
-                  {"role": "tool", "tool_call_id": "c", "content": "noon"}]},
+                  {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("call00003", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00003", "content": "noon"}]},
+    # What Mistral's templates refuse: an id that is not 9 characters, two user turns in a row.
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": None, "tool_calls": [_call("call_1", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "noon"}],
+     "tools": [NOW]},
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Hello?"}], "tools": [NOW]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

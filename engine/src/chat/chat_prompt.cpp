@@ -2,6 +2,18 @@
 #include "iwb/engine/chat/chat_prompt.h"
 
 namespace iwb {
+namespace {
+
+ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptions& render) {
+  if (family == ChatTemplateFamily::Llama3) return ToolCallFormat::Llama3;
+  if (family == ChatTemplateFamily::Mistral) {
+    return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
+                                                                   : ToolCallFormat::MistralNamed;
+  }
+  return ToolCallFormat::Hermes;
+}
+
+}  // namespace
 
 Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,
                                      const std::vector<ChatMessage>& messages, const ChatPromptOptions& options) {
@@ -27,29 +39,22 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.llama3_date = chat_template_llama3_date(chat_template);
   render.smollm3_date = chat_template_smollm3_date(chat_template);
 
+  render.mistral = chat_template_mistral_format(chat_template);
+
   const bool has_tool_format = chat_template_has_tools(prompt.family, render);
   if ((has_tool_turns || !options.tools.empty()) && !has_tool_format) {
     const std::string family(chat_template_family_name(prompt.family));
     return make_error(ErrorCode::InvalidArgument,
                       "tools, tool calls and tool results need a chat template with a tool format; this model's is " +
-                          (prompt.family == ChatTemplateFamily::Llama3 ? "Llama 3.0's (no tools)" : family) +
-                          " (supported: chatml as Qwen2.5 and Qwen3 write it, and Llama 3.1-3.3's)");
+                          (prompt.family == ChatTemplateFamily::Llama3    ? "Llama 3.0's (no tools)"
+                           : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
+                                                                          : family) +
+                          " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, and Mistral's as "
+                          "Nemo, Small 3.2 and Devstral write it)");
   }
-  if (has_tool_format)
-    prompt.tool_format = prompt.family == ChatTemplateFamily::Llama3 ? ToolCallFormat::Llama3 : ToolCallFormat::Hermes;
-  if (prompt.tool_format == ToolCallFormat::Llama3) {
-    // What Llama 3's template refuses (raise_exception), refused here in words.
-    const size_t after_system = messages[0].role == "system" ? 1 : 0;
-    if (!options.tools.empty() && messages.size() <= after_system) {
-      return make_error(
-          ErrorCode::InvalidArgument,
-          "Llama 3's template puts the tools in the first message after the system message: there is none");
-    }
-    for (const ChatMessage& m : messages) {
-      if (m.tool_calls.size() > 1) {
-        return make_error(ErrorCode::InvalidArgument, "Llama 3's template takes one tool call per assistant message");
-      }
-    }
+  if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
+  if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
+    return make_error(ErrorCode::InvalidArgument, *refusal);
   }
   if (tokenizer.is_valid(vocab.special.bos)) render.bos_text = vocab.tokens[static_cast<size_t>(vocab.special.bos)];
   if (tokenizer.is_valid(vocab.special.eos)) render.eos_text = vocab.tokens[static_cast<size_t>(vocab.special.eos)];
@@ -67,7 +72,10 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
-  prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony;
+  // Harmony's channels and Mistral's [TOOL_CALLS] are control tokens the reply must show.
+  prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony ||
+                                  prompt.tool_format == ToolCallFormat::MistralList ||
+                                  prompt.tool_format == ToolCallFormat::MistralNamed;
   return prompt;
 }
 

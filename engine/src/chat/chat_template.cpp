@@ -2,6 +2,7 @@
 // rendering that reproduces those templates' output for system/user/assistant conversations.
 #include "iwb/engine/chat/chat_template.h"
 
+#include "chat/mistral_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
 
@@ -369,7 +370,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Llama3:
       return options.llama3_date.empty() ? render_llama3(messages, options) : render_llama31(messages, options);
     case ChatTemplateFamily::Llama2: return render_llama2(messages, options, true);
-    case ChatTemplateFamily::Mistral: return render_llama2(messages, options, false);
+    case ChatTemplateFamily::Mistral:
+      return options.mistral ? detail::render_mistral(messages, options) : render_llama2(messages, options, false);
     case ChatTemplateFamily::Gemma: return render_gemma(messages, options);
     case ChatTemplateFamily::Phi3: return render_phi3(messages, options);
     case ChatTemplateFamily::Zephyr: return render_zephyr(messages, options);
@@ -383,7 +385,38 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 }
 
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
-  return family == ChatTemplateFamily::ChatMl || (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty());
+  return family == ChatTemplateFamily::ChatMl || (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
+         (family == ChatTemplateFamily::Mistral && options.mistral);
+}
+
+std::optional<MistralFormat> chat_template_mistral_format(std::string_view t) {
+  // Spaces around [INST] (Mistral 7B's releases: "[INST] " + content) are the first format's.
+  if (!contains(t, "[INST]") || contains(t, "'[INST] '") || contains(t, "\"[INST] \"")) return std::nullopt;
+  MistralFormat f;
+  f.has_system_prompt = contains(t, "[SYSTEM_PROMPT]");
+  if (!f.has_system_prompt && !contains(t, "[AVAILABLE_TOOLS]")) return std::nullopt;
+  if (contains(t, "[CALL_ID]")) {
+    f.calls = MistralFormat::Calls::NamedWithId;
+  } else if (contains(t, "[ARGS]")) {
+    f.calls = MistralFormat::Calls::Named;
+  }
+  // Small 3.2 and Nemo write the tools before the turn that equals user_messages[-1].
+  f.are_tools_after_system = f.has_system_prompt && !contains(t, "user_messages[-1]");
+  return f;
+}
+
+std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
+                                                 const ChatRenderOptions& options) {
+  if (family == ChatTemplateFamily::Mistral && options.mistral) return detail::mistral_refusal(messages, *options.mistral);
+  if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
+  const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
+  if (!options.tools.empty() && messages.size() <= after_system) {
+    return "Llama 3's template puts the tools in the first message after the system message: there is none";
+  }
+  for (const ChatMessage& m : messages) {
+    if (m.tool_calls.size() > 1) return "Llama 3's template takes one tool call per assistant message";
+  }
+  return std::nullopt;
 }
 
 std::string chat_template_smollm3_date(std::string_view t) {
@@ -399,6 +432,7 @@ std::string chat_template_llama3_date(std::string_view t) {
 }
 
 std::string chat_template_default_system(std::string_view t) {
+  if (std::string text = detail::jinja_default_system_message(t); !text.empty()) return text;
   // Qwen2.5: {{- '<|im_start|>system\nYou are Qwen, ...<|im_end|>\n' }} in the branch for a
   // conversation without a system message: a literal that runs from the marker to <|im_end|>
   // with no quote between (the other system turn writes messages[0]['content'] there).

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 
 namespace iwb {
 namespace {
@@ -147,6 +149,26 @@ size_t json_string_end(std::string_view text, size_t at) {
   return std::string_view::npos;
 }
 
+// The JSON object or list that opens at body[at], as far as it is written, with the white space
+// outside strings dropped: each byte is final once read, so a streamed value only grows.
+// Returns where it ends in `body` (npos while it does not). Iterative: any nesting is safe.
+size_t read_compact_value(std::string_view body, size_t at, std::string* out) {
+  size_t depth = 0;
+  JsonStringTracker strings;
+  for (size_t i = at; i < body.size(); ++i) {
+    const char c = body[i];
+    if (strings.take(c)) {
+      *out += c;
+      continue;
+    }
+    if (kWhitespace.find(c) != std::string_view::npos) continue;
+    *out += c;
+    if (c == '{' || c == '[') ++depth;
+    if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+  }
+  return std::string_view::npos;
+}
+
 // A call as a grammar writes it, read as far as it is written: {"name": "<name>", "arguments":
 // {...  (white space anywhere between; Llama 3's key is "parameters"). The arguments are the
 // object's text with the white space outside strings dropped, up to the object's end or the
@@ -185,25 +207,17 @@ std::optional<HeldCall> read_held_call(std::string_view body, std::string_view a
   skip();
   if (i >= body.size() || body[i] != '{') return std::nullopt;
   HeldCall held;
-  ParsedToolCall& call = held.call;
-  call.name = name.get<std::string>();
-  size_t depth = 0;
-  JsonStringTracker strings;
-  for (; i < body.size(); ++i) {
-    const char c = body[i];
-    if (strings.take(c)) {
-      call.arguments += c;
-      continue;
-    }
-    if (kWhitespace.find(c) != std::string_view::npos) continue;
-    call.arguments += c;
-    if (c == '{' || c == '[') ++depth;
-    if ((c == '}' || c == ']') && --depth == 0) {
-      held.end = i + 1;
-      break;
-    }
-  }
+  held.call.name = name.get<std::string>();
+  held.end = read_compact_value(body, i, &held.call.arguments);
   return held;
+}
+
+// Mistral's call ids: 9 letters and digits.
+constexpr const char* kCallIdPattern = "^[a-zA-Z0-9]{9}$";
+
+std::shared_ptr<const JsonGrammar> call_id_grammar() {
+  static const std::shared_ptr<const JsonGrammar> id = *JsonGrammar::from_regex("[a-zA-Z0-9]{9}");
+  return id;
 }
 
 // Whether a Llama 3 reply (trimmed) is, or may yet become, a call: "{", white space, then
@@ -224,6 +238,115 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
     if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
   }
   return 0;
+}
+
+// The text before Mistral's [TOOL_CALLS] (npos: none), and while streaming without a start of
+// the marker at its end.
+std::string mistral_text(std::string_view reply, size_t marker, bool is_streaming) {
+  std::string_view text = reply.substr(0, marker);
+  if (marker == std::string_view::npos && is_streaming) text.remove_suffix(partial_marker(text, kMistralCalls));
+  return std::string(text);
+}
+
+// White space around calls is not an answer; while streaming it waits until text follows it.
+void trim_trailing_space(ToolReply* out, bool is_streaming) {
+  if (!is_streaming && out->calls.empty()) return;
+  const size_t last = out->content.find_last_not_of(kWhitespace);
+  out->content.erase(last == std::string::npos ? 0 : last + 1);
+}
+
+// Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "..."}, ...]. Calls as the grammar
+// writes them are read as they grow; a finished list in another key order is parsed whole.
+ToolReply split_mistral_list(std::string_view reply, bool is_streaming) {
+  ToolReply out;
+  const size_t marker = reply.find(kMistralCalls);
+  out.content = mistral_text(reply, marker, is_streaming);
+  if (marker == std::string_view::npos) {
+    trim_trailing_space(&out, is_streaming);
+    return out;
+  }
+  const std::string_view body = reply.substr(marker + kMistralCalls.size());
+  if (!is_streaming && json_nesting_depth(body) <= kMaxCallDepth) {
+    const ordered_json list = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+    if (list.is_array() && !list.empty()) {
+      for (const ordered_json& item : list) {
+        std::optional<ParsedToolCall> call = parse_call(item.is_object() ? item.dump() : "");
+        if (!call) break;
+        if (item.contains("id") && item["id"].is_string()) call->id = item["id"].get<std::string>();
+        out.calls.push_back(std::move(*call));
+      }
+      if (out.calls.size() == list.size()) {
+        trim_trailing_space(&out, is_streaming);
+        return out;
+      }
+      out.calls.clear();
+    }
+  }
+  // As written so far: "[", then calls {"name": ..., "arguments": {...}[, "id": "..."]} between commas.
+  size_t i = body.find_first_not_of(kWhitespace);
+  if (i != std::string_view::npos && body[i] == '[') {
+    ++i;
+    while (std::optional<HeldCall> held = read_held_call(body.substr(i), "arguments")) {
+      out.calls.push_back(std::move(held->call));
+      if (held->end == std::string_view::npos) break;
+      i += held->end;
+      const size_t comma = body.find_first_not_of(kWhitespace, i);
+      if (comma == std::string_view::npos || body[comma] != ',') break;
+      const size_t key = body.find_first_not_of(kWhitespace, comma + 1);
+      if (key == std::string_view::npos || body.substr(key, 4) != "\"id\"") {
+        i = comma + 1;  // the next call (the id left out)
+        continue;
+      }
+      const size_t value = body.find('"', body.find(':', key + 4));
+      const size_t value_end = value == std::string_view::npos ? value : json_string_end(body, value);
+      if (value_end == std::string_view::npos) break;
+      const json id = json::parse(body.substr(value, value_end - value), nullptr, /*allow_exceptions=*/false);
+      if (id.is_string()) out.calls.back().id = id.get<std::string>();
+      const size_t close = body.find_first_not_of(kWhitespace, value_end);
+      if (close == std::string_view::npos || body[close] != '}') break;
+      const size_t next = body.find_first_not_of(kWhitespace, close + 1);
+      if (next == std::string_view::npos || body[next] != ',') break;
+      i = next + 1;
+    }
+  }
+  // Not a list of calls: a finished reply keeps it as text; a streamed one holds it back.
+  if (out.calls.empty() && !is_streaming) out.content += reply.substr(marker);
+  trim_trailing_space(&out, is_streaming);
+  return out;
+}
+
+// Small 3.2, Devstral: text, then [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} per call ([CALL_ID]
+// and the id where the model writes them).
+ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
+  constexpr std::string_view kArgs = "[ARGS]", kCallId = "[CALL_ID]";
+  ToolReply out;
+  size_t marker = reply.find(kMistralCalls);
+  out.content = mistral_text(reply, marker, is_streaming);
+  while (marker != std::string_view::npos) {
+    const size_t begin = marker + kMistralCalls.size();
+    const size_t next = reply.find(kMistralCalls, begin);
+    const std::string_view call = reply.substr(begin, next == std::string_view::npos ? next : next - begin);
+    marker = next;
+    const size_t args = call.find(kArgs);
+    const size_t object = args == std::string_view::npos ? args : call.find_first_not_of(kWhitespace, args + kArgs.size());
+    if (object == std::string_view::npos || call[object] != '{') {
+      // No arguments yet: a streamed call still being written, or (finished) text as written.
+      if (!is_streaming || next != std::string_view::npos) out.content += std::string(kMistralCalls) + std::string(call);
+      continue;
+    }
+    std::string_view head = call.substr(0, args);
+    ParsedToolCall parsed;
+    if (const size_t id = head.find(kCallId); id != std::string_view::npos) {
+      parsed.id = std::string(trim(head.substr(id + kCallId.size())));
+      head = head.substr(0, id);
+    }
+    parsed.name = std::string(trim(head));
+    const size_t end = read_compact_value(call, object, &parsed.arguments);
+    out.calls.push_back(std::move(parsed));
+    if (end != std::string_view::npos) out.content += trim(call.substr(end));  // text after a call
+  }
+  trim_trailing_space(&out, is_streaming);
+  return out;
 }
 
 }  // namespace
@@ -252,16 +375,37 @@ std::string template_tojson_string(std::string_view text) {
 }
 
 ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
-  // Llama 3: {"name" at the reply's start, so that an answer that is other JSON stays free.
-  if (format == ToolCallFormat::Llama3) return {std::string(kLlamaCallStart), true, true, false};
+  switch (format) {
+    // Llama 3: {"name" at the reply's start, so that an answer that is other JSON stays free.
+    case ToolCallFormat::Llama3: return {std::string(kLlamaCallStart), true, true, false};
+    // Nemo: one list holds every call.
+    case ToolCallFormat::MistralList: return {std::string(kMistralCalls), false, false, false, ""};
+    case ToolCallFormat::MistralNamed: return {std::string(kMistralCalls), false, false, true, ""};
+    case ToolCallFormat::Hermes: break;
+  }
   return {std::string(kToolCallOpen), false, false, true};
 }
 
+std::string new_tool_call_id(ToolCallFormat format) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  if (format == ToolCallFormat::MistralList || format == ToolCallFormat::MistralNamed) {
+    constexpr std::string_view kAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::string id(9, ' ');
+    for (char& c : id) c = kAlphabet[rng() % kAlphabet.size()];
+    return id;
+  }
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string("call_") + hex;
+}
+
 Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only,
-                                      ToolCallFormat format) {
+                                      ToolCallFormat format, bool allows_several) {
   const char* arguments_key = format == ToolCallFormat::Llama3 ? "parameters" : "arguments";
   ToolGrammar out;
   json document = {{"$defs", json::object()}, {"anyOf", json::array()}};
+  std::vector<std::vector<JsonGrammar::Piece>> named_calls;  // MistralNamed: name[ARGS]{...}
   for (size_t i = 0; i < tools.size(); ++i) {
     const ToolDefinition& tool = tools[i];
     if (only && tool.name != *only) continue;
@@ -281,27 +425,50 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       out.loosened.push_back(tool.name + ": " + alone.error_message());
       params = {{"type", "object"}};
     }
+    if (format == ToolCallFormat::MistralNamed) {
+      const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
+      named_calls.push_back({{tool.name + "[ARGS]", nullptr}, {"", arguments}});
+      named_calls.push_back(
+          {{tool.name + "[CALL_ID]", nullptr}, {"", call_id_grammar()}, {"[ARGS]", nullptr}, {"", arguments}});
+      continue;
+    }
     const std::string def = "t" + std::to_string(i);
     repoint_refs(params, "#/$defs/" + def);
     document["$defs"][def] = std::move(params);
+    json properties = {{"name", {{"const", tool.name}}}, {arguments_key, {{"$ref", "#/$defs/" + def}}}};
+    // Nemo's calls carry their id (its template writes them so); where a model leaves it out,
+    // the server makes one.
+    if (format == ToolCallFormat::MistralList) properties["id"] = {{"type", "string"}, {"pattern", kCallIdPattern}};
     document["anyOf"].push_back(
-        {{"type", "object"},
-         {"properties", {{"name", {{"const", tool.name}}}, {arguments_key, {{"$ref", "#/$defs/" + def}}}}},
-         {"required", {"name", arguments_key}}});
+        {{"type", "object"}, {"properties", std::move(properties)}, {"required", {"name", arguments_key}}});
   }
-  if (document["anyOf"].empty()) {
+  if (document["anyOf"].empty() && named_calls.empty()) {
     return make_error(ErrorCode::InvalidArgument,
                       only ? "no tool is named '" + *only + "'" : std::string("there are no tools to call"));
   }
+  if (format == ToolCallFormat::MistralNamed) {
+    out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
+    return out;
+  }
+  if (format == ToolCallFormat::MistralList) {
+    json call = std::move(document["anyOf"]);
+    document.erase("anyOf");
+    document["type"] = "array";
+    document["items"] = {{"anyOf", std::move(call)}};
+    document["minItems"] = 1;
+    if (!allows_several) document["maxItems"] = 1;
+  }
   Result<std::shared_ptr<const JsonGrammar>> grammar = JsonGrammar::from_schema(document.dump());
   if (!grammar) return make_error(ErrorCode::InvalidArgument, "the tools: " + grammar.error_message());
-  out.grammar = format == ToolCallFormat::Llama3
-                    ? JsonGrammar::framed(**grammar, "", "", "a call of the tools")
-                    : JsonGrammar::framed(**grammar, "\n", "\n" + std::string(kToolCallClose), "a call of the tools");
+  out.grammar = format == ToolCallFormat::Hermes
+                    ? JsonGrammar::framed(**grammar, "\n", "\n" + std::string(kToolCallClose), "a call of the tools")
+                    : JsonGrammar::framed(**grammar, "", "", "a call of the tools");
   return out;
 }
 
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format) {
+  if (format == ToolCallFormat::MistralList) return split_mistral_list(reply, is_streaming);
+  if (format == ToolCallFormat::MistralNamed) return split_mistral_named(reply, is_streaming);
   ToolReply out;
   if (format == ToolCallFormat::Llama3) {
     const std::string_view text = trim(reply);

@@ -163,7 +163,7 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
   if (m_matcher && m_matcher->is_complete() && m_matcher->next_bytes().none()) {
     // The value (a tool call: with its closing marker) is whole. The reply ends here, without
     // a step spent on the end-of-generation token, unless more calls may follow: then only
-    // another one ("\n" and the trigger, as Qwen2.5's template separates calls) or the end.
+    // another one (the separator and the trigger: Qwen2.5 writes "\n" between calls) or the end.
     m_matcher.reset();
     if (m_params.grammar_trigger.empty() || m_params.ends_after_grammar) {
       bool is_stopped = false;
@@ -171,7 +171,8 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
       out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
       return out;
     }
-    m_matcher.emplace(m_params.json_grammar, m_params.is_trigger_in_grammar ? "\n" : "\n" + m_params.grammar_trigger);
+    m_matcher.emplace(m_params.json_grammar, m_params.grammar_separator +
+                                                 (m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger));
     m_may_end_before_next_call = true;
   }
   const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;

@@ -189,6 +189,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.num_top_logprobs = params.num_top_logprobs;
       r.json_grammar = params.json_grammar;
       r.grammar_trigger = params.grammar_trigger;
+      r.grammar_separator = params.grammar_separator;
       r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
       r.ends_after_grammar = params.ends_after_grammar;
       r.is_trigger_in_grammar = params.is_trigger_in_grammar;

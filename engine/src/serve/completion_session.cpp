@@ -178,7 +178,7 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   for (size_t i = 0; i < parts.calls.size(); ++i) {
     const ParsedToolCall& call = parts.calls[i];
     if (i == c->call_ids.size()) {
-      c->call_ids.push_back(random_id("call_"));
+      c->call_ids.push_back(call.id.empty() ? new_tool_call_id(*m_tool_format) : call.id);
       c->num_arguments_sent.push_back(call.arguments.size());
       delta["tool_calls"].push_back({{"index", i},
                                      {"id", c->call_ids.back()},
@@ -317,7 +317,7 @@ std::string CompletionSession::body_text() const {
         if (parts.content.empty()) message["content"] = nullptr;
         json calls = json::array();
         for (const ParsedToolCall& call : parts.calls) {
-          calls.push_back({{"id", random_id("call_")},
+          calls.push_back({{"id", call.id.empty() ? new_tool_call_id(*m_tool_format) : call.id},
                            {"type", "function"},
                            {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
         }

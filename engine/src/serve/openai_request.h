@@ -59,6 +59,7 @@ struct CompletionParams {
   // reply writes after the trigger (GenerationRequest::grammar_trigger and its companions), and
   // the reply is split into content and tool_calls.
   std::string grammar_trigger;
+  std::string grammar_separator = "\n";
   bool is_grammar_trigger_forced = false;
   bool ends_after_grammar = false;
   bool is_trigger_in_grammar = false;

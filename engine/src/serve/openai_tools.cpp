@@ -183,12 +183,13 @@ std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCall
   const std::optional<std::string> only = request->tool_choice == ToolChoice::Function
                                               ? std::optional<std::string>(request->tool_choice_name)
                                               : std::nullopt;
-  Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only, format);
+  Result<ToolGrammar> grammar = tool_call_grammar(request->tools, only, format, request->is_parallel_tool_calls);
   if (!grammar) return invalid_request("'tools': " + grammar.error_message(), "tools");
   const ToolCallSyntax syntax = tool_call_syntax(format);
   CompletionParams& params = request->params;
   params.json_grammar = std::move(grammar->grammar);
   params.grammar_trigger = syntax.trigger;
+  params.grammar_separator = syntax.separator;
   params.is_trigger_in_grammar = syntax.is_trigger_in_grammar;
   params.is_trigger_at_start = syntax.is_trigger_at_start;
   params.is_grammar_trigger_forced = request->tool_choice != ToolChoice::Auto;

@@ -13,7 +13,9 @@ enum class ChatTemplateFamily {
   ChatMl,   // <|im_start|>role\n...<|im_end|>  (Qwen, SmolLM, many fine-tunes)
   Llama2,   // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
   Llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
-  Mistral,  // [INST] ... [/INST] without a system block (system text joins the first user turn)
+  // Mistral: [INST]...[/INST]; each release's template differs (MistralFormat). Without one of
+  // the known formats, the first release's: "[INST] ... [/INST]", system text in the first turn.
+  Mistral,
   Gemma,    // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
   Phi3,     // <|user|>\n...<|end|>\n<|assistant|>\n
   Zephyr,   // <|user|>\n...</s>\n<|assistant|>\n
@@ -54,6 +56,20 @@ std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_vie
 // Picks the family whose markers appear in the template text; Plain when none does.
 ChatTemplateFamily detect_chat_template(std::string_view jinja_template);
 
+// What a Mistral template writes, read from its text (chat_template_mistral_format).
+struct MistralFormat {
+  // [SYSTEM_PROMPT]...[/SYSTEM_PROMPT] opens the prompt, with the template's default text when
+  // the conversation has no system message (Small 3.x, Devstral: Mistral's "v7"); without it the
+  // system text joins the last user turn when that is the last message (Nemo: "v3-tekken").
+  bool has_system_prompt = false;
+  // How calls are written after [TOOL_CALLS]: a JSON list of {"name", "arguments", "id"} (Nemo),
+  // name[CALL_ID]id[ARGS]arguments (Small 3.2), name[ARGS]arguments (Devstral).
+  enum class Calls : uint8_t { JsonList, NamedWithId, Named } calls = Calls::JsonList;
+  // [AVAILABLE_TOOLS] right after the system prompt (Devstral, as Unsloth ships its template)
+  // instead of before the last user message.
+  bool are_tools_after_system = false;
+};
+
 struct ChatRenderOptions {
   std::string bos_text;               // the BOS token's text, for families that write it
   std::string eos_text = "</s>";      // written after assistant turns by Llama 2 / Mistral / Zephyr
@@ -76,6 +92,8 @@ struct ChatRenderOptions {
   // Qwen2.5-Coder's template writes the call example as {{"name": ...}}, Qwen2.5's and Qwen3's
   // as {"name": ...} (chat_template_doubles_tool_example).
   bool doubles_tool_example_braces = false;
+  // Mistral: the release's format; unset, the first release's (no tools).
+  std::optional<MistralFormat> mistral;
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
@@ -92,9 +110,21 @@ std::string chat_template_llama3_date(std::string_view jinja_template);
 // a SmolLM3 template with a "Today Date" line, else empty.
 std::string chat_template_smollm3_date(std::string_view jinja_template);
 
-// The system text a ChatML template writes when a conversation has none, read from its
-// Jinja text (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."); empty when it has none.
+// The system text a template writes when a conversation has none, read from its Jinja text:
+// ChatML's (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ..."), or the value of a
+// `default_system_message` set from literals and a strftime_now date (Mistral Small 3.2: "...
+// The current date is 2026-12-06. ..."); empty when it has none.
 std::string chat_template_default_system(std::string_view jinja_template);
+
+// A Mistral template's format (MistralFormat), when it is one written here: one with
+// [SYSTEM_PROMPT] or [AVAILABLE_TOOLS], and "[INST]" written without spaces around it.
+std::optional<MistralFormat> chat_template_mistral_format(std::string_view jinja_template);
+
+// What the model's template refuses to render (its raise_exception), in words; nullopt when it
+// renders the conversation. Families with tool formats check the tool turns' shape (Llama 3:
+// one call per turn; Mistral: alternating roles, call ids of 9 characters).
+std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
+                                                 const ChatRenderOptions& options);
 
 // Whether the template writes its tool-call example with doubled braces ({{"name": ...}}, a
 // quirk of some Qwen2.5 releases' templates, reproduced as written).

@@ -27,7 +27,15 @@ inline constexpr std::string_view kLlamaCallStart = "{\"name\"";  // how Llama 3
 enum class ToolCallFormat {
   Hermes,  // Qwen2.5 / Qwen3 (and Hermes): <tool_call> blocks holding {"name", "arguments"}, several
   Llama3,  // Llama 3.1-3.3: the whole reply is {"name": ..., "parameters": {...}}, one call
+  // Mistral Nemo: [TOOL_CALLS] then one JSON list of {"name", "arguments", "id"} (the id, 9
+  // letters and digits, optional).
+  MistralList,
+  // Mistral Small 3.2, Devstral: each call [TOOL_CALLS]name[ARGS]{...}, with [CALL_ID] and an
+  // id of 9 letters and digits before [ARGS] where the model writes one. [TOOL_CALLS], [ARGS]
+  // and [CALL_ID] are control tokens: the reply is generated with them shown.
+  MistralNamed,
 };
+inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 
 // What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
 // companions): the text that starts a call, whether it is the call's own first byte, whether
@@ -37,6 +45,7 @@ struct ToolCallSyntax {
   bool is_trigger_in_grammar = false;
   bool is_trigger_at_start = false;
   bool allows_several = true;
+  std::string separator = "\n";  // what comes between two calls (Qwen: a newline; Mistral: nothing)
 };
 ToolCallSyntax tool_call_syntax(ToolCallFormat format);
 
@@ -71,15 +80,21 @@ struct ToolGrammar {
   std::shared_ptr<const JsonGrammar> grammar;
   std::vector<std::string> loosened;  // "get_weather: at /properties/x: 'pattern' is not supported"
 };
+// `allows_several` false: Nemo's list holds one call (parallel_tool_calls false).
 Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, std::optional<std::string> only = {},
-                                      ToolCallFormat format = ToolCallFormat::Hermes);
+                                      ToolCallFormat format = ToolCallFormat::Hermes, bool allows_several = true);
 
 // A call found in a reply. `arguments` is compact JSON text, as OpenAI sends it: the object the
 // model wrote with the white space outside strings dropped (its bytes otherwise as written).
 struct ParsedToolCall {
   std::string name;
   std::string arguments;
+  std::string id;  // the call's id when the model wrote one (Mistral's 9 characters), else empty
 };
+
+// A new call id as the format's template takes it: "call_" and 32 hex digits, or for Mistral's
+// formats 9 letters and digits (their templates refuse other lengths).
+std::string new_tool_call_id(ToolCallFormat format);
 
 // A reply split into its text and its calls. Hermes: a block is a call once it reads
 // {"name": "...", "arguments": {  (as a grammar holds it; what follows the arguments object in
