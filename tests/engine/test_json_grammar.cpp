@@ -526,14 +526,16 @@ void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
 
 // Mistral's calls: name, an optional [CALL_ID] and 9 letters or digits, [ARGS], the arguments.
 void TestJsonGrammar::sequencesHoldMarkersAndValues() {
-  const auto weather = compile("{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}");
+  const auto weather =
+      compile("{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}");
   const auto now = compile("{\"type\": \"object\", \"properties\": {}}");
   Result<std::shared_ptr<const JsonGrammar>> id = JsonGrammar::from_regex("[a-zA-Z0-9]{9}");
   QVERIFY(id.is_ok());
-  const auto g = JsonGrammar::sequences({{{"get_weather[ARGS]", nullptr}, {"", weather}},
-                                         {{"get_weather[CALL_ID]", nullptr}, {"", *id}, {"[ARGS]", nullptr}, {"", weather}},
-                                         {{"now[ARGS]", nullptr}, {"", now}}},
-                                        "a call");
+  const auto g =
+      JsonGrammar::sequences({{{"get_weather[ARGS]", nullptr}, {"", weather}},
+                              {{"get_weather[CALL_ID]", nullptr}, {"", *id}, {"[ARGS]", nullptr}, {"", weather}},
+                              {{"now[ARGS]", nullptr}, {"", now}}},
+                             "a call");
   QCOMPARE(g->description(), std::string("a call"));
   expect_fits(g, "get_weather[ARGS]{\"city\":\"Paris\"}");
   expect_fits(g, "get_weather[ARGS]{\"city\": \"Paris\"}");
@@ -543,9 +545,9 @@ void TestJsonGrammar::sequencesHoldMarkersAndValues() {
   expect_refused_at(g, "get_weather [ARGS]{}", ' ');
   expect_refused_at(g, "get_weather[ARGS]{}", '}');  // "city" is required
   expect_refused_at(g, "get_time[ARGS]{}", 't');
-  expect_refused_at(g, "get_weather[CALL_ID]abc12[ARGS]{}", '[');        // an id of 5
+  expect_refused_at(g, "get_weather[CALL_ID]abc12[ARGS]{}", '[');       // an id of 5
   expect_refused_at(g, "get_weather[CALL_ID]abc123XYZ0[ARGS]{}", '0');  // ... or 10
-  expect_refused_at(g, "now[ARGS]{}{}", '{');                          // the reply ends there
+  expect_refused_at(g, "now[ARGS]{}{}", '{');                           // the reply ends there
   JsonMatcher m(g);
   QVERIFY(m.feed("get_weather"));
   QVERIFY(!m.is_complete());

@@ -34,6 +34,7 @@ class TestStructuredOutput : public QObject {
   void forcedTriggerOpensTheReply();
   void triggerAtTheStartIsTheValuesOwn();
   void greedySpeculationKeepsToTheTrigger();
+  void controlTokensWriteOnlyMarkers();
 
  private:
   QTemporaryDir m_tmp;
@@ -453,6 +454,44 @@ void TestStructuredOutput::greedySpeculationKeepsToTheTrigger() {
   int count = 0;
   QVERIFY2(held_after_trigger(plain, " of", {" noise", " light"}, &count), plain.c_str());
   QVERIFY2(count >= 1, plain.c_str());
+}
+
+// Mistral's calls open with a control token ([TOOL_CALLS]) and repeat without a separator. With
+// control tokens shown, such a token may write the trigger (a grammar's raw marker) but never a
+// held value's text, even where its text would fit: here BOS ("<s>") is the trigger, biased far
+// above every other token, and the held value a text that "<s>" could be part of.
+void TestStructuredOutput::controlTokensWriteOnlyMarkers() {
+  const int32_t bos = m_engine->tokenizer().bos();
+  Result<std::shared_ptr<const JsonGrammar>> text = JsonGrammar::from_regex("[a-z<>]{2,6}");
+  QVERIFY(text.is_ok());
+  GenerationRequest q = request(*m_engine, "Once upon a time", 0.0f, 1, *text);
+  q.render_special_tokens = true;
+  q.grammar_trigger = "<s>";
+  q.grammar_separator = "";
+  q.is_grammar_trigger_forced = true;
+  q.max_new_tokens = 16;
+  q.sampling.logit_bias.emplace_back(bos, 100.0f);
+  const Reply r = generate(*m_engine, q);
+  QCOMPARE(r.finished.reason, FinishReason::MaxTokens);
+  QCOMPARE(r.tokens.front(), bos);
+  // <s> then a text, again and again: each <s> the control token, each text written in letters.
+  std::vector<std::string> values;
+  for (const int32_t token : r.tokens) {
+    if (token == bos) {
+      values.emplace_back();
+    } else {
+      values.back() += m_engine->tokenizer().token_to_piece(token);
+    }
+  }
+  QVERIFY2(values.size() >= 3, r.text.c_str());
+  std::string joined;
+  for (size_t i = 0; i < values.size(); ++i) {
+    joined += "<s>" + values[i];
+    const bool is_last = i + 1 == values.size();
+    QVERIFY2(values[i].size() <= 6 && (is_last || values[i].size() >= 2), r.text.c_str());
+    QVERIFY2(values[i].find_first_not_of("abcdefghijklmnopqrstuvwxyz<>") == std::string::npos, r.text.c_str());
+  }
+  QCOMPARE(r.text, joined);
 }
 
 QTEST_GUILESS_MAIN(TestStructuredOutput)

@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
     // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
-    for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3}) {
+    for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3,
+                                             iwb::ToolCallFormat::MistralList, iwb::ToolCallFormat::MistralNamed}) {
       const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format);
       const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format);
       if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
@@ -58,9 +59,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.default_system = iwb::chat_template_default_system(jinja);
   if (flags & 4) options.tools = {jinja.substr(0, 512)};  // any text: JSON or not, tojson writes it
   options.llama3_date = (flags & 8) ? iwb::chat_template_llama3_date(jinja) + "x" : "";  // Llama 3.1+ form
+  // Mistral's formats: the template's, or one the flags pick.
+  options.mistral = iwb::chat_template_mistral_format(jinja);
+  if (!options.mistral && (flags & 16)) {
+    options.mistral = iwb::MistralFormat{(flags & 32) != 0, static_cast<iwb::MistralFormat::Calls>((flags >> 6) % 3),
+                                         (flags & 128) != 0};
+  }
   for (int f = 0; f <= static_cast<int>(iwb::ChatTemplateFamily::Plain); ++f) {
     const auto family = static_cast<iwb::ChatTemplateFamily>(f);
     (void)iwb::render_chat(family, messages, options);
+    (void)iwb::chat_template_refusal(family, messages, options);
     (void)iwb::chat_stop_strings(family);
   }
   (void)iwb::render_chat(detected, messages, options);

@@ -266,6 +266,14 @@ class TestServeCore : public QObject {
     QCOMPARE(llama.params.grammar_trigger, std::string("{\"name\""));
     QVERIFY(llama.params.is_trigger_in_grammar && llama.params.is_trigger_at_start);
     QCOMPARE(*llama.params.tool_format, ToolCallFormat::Llama3);
+    QCOMPARE(qwen.params.grammar_separator, std::string("\n"));
+    // Mistral's: the [TOOL_CALLS] control token before each call, nothing between two.
+    ChatCompletionRequest mistral = r;
+    QVERIFY(!hold_tool_calls(&mistral, ToolCallFormat::MistralNamed));
+    QCOMPARE(mistral.params.grammar_trigger, std::string("[TOOL_CALLS]"));
+    QCOMPARE(mistral.params.grammar_separator, std::string());
+    QVERIFY(mistral.params.is_grammar_trigger_forced && mistral.params.ends_after_grammar);
+    QCOMPARE(*mistral.params.tool_format, ToolCallFormat::MistralNamed);
     // tool_choice none: the tools are read, nothing is held or parsed.
     auto none = read_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
         "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})"),

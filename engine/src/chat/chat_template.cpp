@@ -385,7 +385,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 }
 
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
-  return family == ChatTemplateFamily::ChatMl || (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
+  return family == ChatTemplateFamily::ChatMl ||
+         (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
          (family == ChatTemplateFamily::Mistral && options.mistral);
 }
 
@@ -407,7 +408,8 @@ std::optional<MistralFormat> chat_template_mistral_format(std::string_view t) {
 
 std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
                                                  const ChatRenderOptions& options) {
-  if (family == ChatTemplateFamily::Mistral && options.mistral) return detail::mistral_refusal(messages, *options.mistral);
+  if (family == ChatTemplateFamily::Mistral && options.mistral)
+    return detail::mistral_refusal(messages, *options.mistral);
   if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
   const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
   if (!options.tools.empty() && messages.size() <= after_system) {

@@ -28,8 +28,8 @@ std::string nemo_tool(const std::string& tool_json) {
       if (key == "return") continue;
       if (!first) s += ", ";
       first = false;
-      s += "\"" + key + "\": " +
-           (value.is_string() ? "\"" + value.get<std::string>() + "\"" : template_tojson(value.dump()));
+      s += "\"" + key +
+           "\": " + (value.is_string() ? "\"" + value.get<std::string>() + "\"" : template_tojson(value.dump()));
     }
   }
   return s + "}}";
@@ -76,7 +76,8 @@ std::string tool_result(const ChatMessage& m, Calls calls) {
   switch (calls) {
     case Calls::JsonList:  // content|string: the text as it is, not quoted
       return "[TOOL_RESULTS]{\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}[/TOOL_RESULTS]";
-    case Calls::NamedWithId: return "[TOOL_RESULTS]" + m.tool_call_id + "[TOOL_CONTENT]" + m.content + "[/TOOL_RESULTS]";
+    case Calls::NamedWithId:
+      return "[TOOL_RESULTS]" + m.tool_call_id + "[TOOL_CONTENT]" + m.content + "[/TOOL_RESULTS]";
     case Calls::Named: return "[TOOL_RESULTS]" + m.content + "[/TOOL_RESULTS]";
   }
   return {};

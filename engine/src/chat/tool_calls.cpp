@@ -328,10 +328,12 @@ ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
     const std::string_view call = reply.substr(begin, next == std::string_view::npos ? next : next - begin);
     marker = next;
     const size_t args = call.find(kArgs);
-    const size_t object = args == std::string_view::npos ? args : call.find_first_not_of(kWhitespace, args + kArgs.size());
+    const size_t object =
+        args == std::string_view::npos ? args : call.find_first_not_of(kWhitespace, args + kArgs.size());
     if (object == std::string_view::npos || call[object] != '{') {
       // No arguments yet: a streamed call still being written, or (finished) text as written.
-      if (!is_streaming || next != std::string_view::npos) out.content += std::string(kMistralCalls) + std::string(call);
+      if (!is_streaming || next != std::string_view::npos)
+        out.content += std::string(kMistralCalls) + std::string(call);
       continue;
     }
     std::string_view head = call.substr(0, args);
@@ -343,7 +345,11 @@ ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
     parsed.name = std::string(trim(head));
     const size_t end = read_compact_value(call, object, &parsed.arguments);
     out.calls.push_back(std::move(parsed));
-    if (end != std::string_view::npos) out.content += trim(call.substr(end));  // text after a call
+    if (end != std::string_view::npos) {  // text after a call
+      std::string_view rest = call.substr(end);
+      if (is_streaming && next == std::string_view::npos) rest.remove_suffix(partial_marker(rest, kMistralCalls));
+      out.content += trim(rest);
+    }
   }
   trim_trailing_space(&out, is_streaming);
   return out;

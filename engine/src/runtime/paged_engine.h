@@ -102,10 +102,10 @@ class PagedEngine final : public Engine {
   std::unique_ptr<ForwardBackend> m_backend;  // the forward pass and the KV data
   KvPoolGeometry m_kv;                        // the pool's shape, as the block manager counts it
   std::unique_ptr<Scheduler> m_scheduler;
-  std::vector<float> m_logits;                      // [rows x vocab] of the last forward pass
-  std::shared_ptr<const TokenBytes> m_token_bytes;  // built for the first structured-output request
+  std::vector<float> m_logits;                                    // [rows x vocab] of the last forward pass
+  std::shared_ptr<const TokenBytes> m_token_bytes;                // built for the first structured-output request
   std::shared_ptr<const TokenBytes> m_token_bytes_with_controls;  // ... that renders control tokens
-  std::vector<int32_t> m_greedy_tokens;             // [rows] of the last pass, when greedy_on_device
+  std::vector<int32_t> m_greedy_tokens;                           // [rows] of the last pass, when greedy_on_device
 
   // Touched only by step() and logits_for() (one thread).
   RequestStates m_requests;

@@ -112,8 +112,8 @@ void PagedEngine::take_new_and_aborted(StepResult* result) {
     }
     // Chosen before q.params is moved from (argument order is unspecified).
     std::shared_ptr<const TokenBytes> token_bytes = q.params.json_grammar ? table : nullptr;
-    auto state = std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer,
-                                                std::move(token_bytes));
+    auto state =
+        std::make_unique<RequestState>(q.id, std::move(q.params), q.submitted, m_tokenizer, std::move(token_bytes));
     Result<SequenceId> sequence = m_scheduler->add_sequence(q.id, state->params().prompt_tokens);
     m_requests.emplace(q.id, std::move(state));
     if (!sequence) {

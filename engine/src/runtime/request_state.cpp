@@ -171,8 +171,8 @@ RequestState::Accepted RequestState::accept(int32_t token, bool is_context_full,
       out.finish = is_stopped ? FinishReason::StopString : FinishReason::EndOfGeneration;
       return out;
     }
-    m_matcher.emplace(m_params.json_grammar, m_params.grammar_separator +
-                                                 (m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger));
+    m_matcher.emplace(m_params.json_grammar,
+                      m_params.grammar_separator + (m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger));
     m_may_end_before_next_call = true;
   }
   const bool is_max = m_params.max_new_tokens > 0 && m_num_generated >= m_params.max_new_tokens;

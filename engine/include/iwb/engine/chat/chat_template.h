@@ -10,15 +10,15 @@
 namespace iwb {
 
 enum class ChatTemplateFamily {
-  ChatMl,   // <|im_start|>role\n...<|im_end|>  (Qwen, SmolLM, many fine-tunes)
-  Llama2,   // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
-  Llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+  ChatMl,  // <|im_start|>role\n...<|im_end|>  (Qwen, SmolLM, many fine-tunes)
+  Llama2,  // <s>[INST] <<SYS>>...<</SYS>> ... [/INST]
+  Llama3,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
   // Mistral: [INST]...[/INST]; each release's template differs (MistralFormat). Without one of
   // the known formats, the first release's: "[INST] ... [/INST]", system text in the first turn.
   Mistral,
-  Gemma,    // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
-  Phi3,     // <|user|>\n...<|end|>\n<|assistant|>\n
-  Zephyr,   // <|user|>\n...</s>\n<|assistant|>\n
+  Gemma,   // <start_of_turn>user\n...<end_of_turn>  (system text joins the first user turn)
+  Phi3,    // <|user|>\n...<|end|>\n<|assistant|>\n
+  Zephyr,  // <|user|>\n...</s>\n<|assistant|>\n
   // Tülu 3 (OLMo 2's instruct models): <|user|>\n...\n<|assistant|>\n...EOS, the EOS after assistant
   // turns only.
   Tulu,

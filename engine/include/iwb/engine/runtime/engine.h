@@ -118,7 +118,7 @@ struct GenerationRequest {
   // a held value), as llama.cpp's tool grammars allow; it ends there when `ends_after_grammar`
   // (one call at most: parallel_tool_calls false).
   std::string grammar_trigger;
-  std::string grammar_separator = "\n";  // between two held values (Qwen's calls; Mistral's: none)
+  std::string grammar_separator = "\n";    // between two held values (Qwen's calls; Mistral's: none)
   bool is_grammar_trigger_forced = false;  // the reply opens with the trigger (tool_choice "required")
   bool ends_after_grammar = false;
   // The trigger is the grammar's own first bytes (Llama 3's calls open with "{"): the grammar

@@ -1,0 +1,316 @@
+// Mistral's chat templates and tool calls without a model: Nemo's, Small 3.2's and Devstral's
+// formats read from their template text, conversations rendered as jinja2 renders those
+// templates (the expected texts below are jinja2's, scripts/templates-vs-jinja.py's renderer,
+// on llama.cpp's copies of the templates), what the templates refuse, the call grammars, and
+// replies split into text and calls, also while streaming.
+#include "iwb/engine/chat/chat_template.h"
+#include "iwb/engine/chat/tool_calls.h"
+#include "iwb/engine/clock_text.h"
+#include "iwb/engine/sampling/json_grammar.h"
+
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+using namespace iwb;
+
+class TestMistralTools : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void formatIsReadFromTheTemplate();
+  void defaultSystemMessageWithTodaysDate();
+  void nemoRendersAsItsTemplateDoes();
+  void small32AndDevstralRenderAsTheirTemplatesDo();
+  void refusalsAreTheTemplates();
+  void namedCallsAreHeldToTheTools();
+  void nemoListIsHeldToTheTools();
+  void splitNamedCalls();
+  void splitNemoList();
+  void callIds();
+};
+
+namespace {
+
+const std::string kNow =
+    "{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
+    "{\"type\": \"object\", \"properties\": {}}}}";
+const std::string kWeather =
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city, "
+    "\xc2\xb0"
+    "C\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": "
+    "{\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\"]}}}";
+
+// The markers each release's template has (the parts detection reads).
+const char* kNemoTemplate =
+    "{%- if tools is not none and (message == user_messages[-1]) %}{{- \"[AVAILABLE_TOOLS][\" }}"
+    "{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}{{- \"[TOOL_CALLS][\" }}";
+const char* kSmall32Template =
+    "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{%- if tools is not none and (message == "
+    "user_messages[-1]) %}{{- '[INST]' }}{{- '[TOOL_CALLS]' + tool_call.function.name }}{{- '[CALL_ID]' + "
+    "tool_call.id }}{{- '[ARGS]' + tool_call['function']['arguments']|tojson }}";
+const char* kDevstralTemplate =
+    "{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{%- set tools_description = "
+    "\"[AVAILABLE_TOOLS]\" + (tools | tojson) + \"[/AVAILABLE_TOOLS]\" %}{{- '[INST]' + message['content'] + "
+    "'[/INST]' }}{{- \"[TOOL_CALLS]\" + tool['function']['name'] + \"[ARGS]\" + arguments }}";
+const char* kMistral7bTemplate =
+    "{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}{{- \"[AVAILABLE_TOOLS] [\" }}";
+
+ChatToolCall call(std::string id, std::string name, std::string arguments) {
+  return {std::move(id), std::move(name), std::move(arguments)};
+}
+
+ChatRenderOptions options_for(const char* jinja, std::vector<std::string> tools = {}) {
+  ChatRenderOptions o;
+  o.bos_text = "<s>";
+  o.eos_text = "</s>";
+  o.mistral = chat_template_mistral_format(jinja);
+  o.tools = std::move(tools);
+  return o;
+}
+
+ToolDefinition definition(const std::string& whole_json) {
+  const nlohmann::ordered_json t = nlohmann::ordered_json::parse(whole_json);
+  return {t["function"]["name"].get<std::string>(), t["function"]["parameters"].dump(), false, t.dump()};
+}
+
+bool fits(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) {
+  JsonMatcher m(g);
+  return m.feed(text) && m.is_complete();
+}
+
+}  // namespace
+
+void TestMistralTools::formatIsReadFromTheTemplate() {
+  using Calls = MistralFormat::Calls;
+  QCOMPARE(detect_chat_template(kNemoTemplate), ChatTemplateFamily::Mistral);
+  QCOMPARE(detect_chat_template(kSmall32Template), ChatTemplateFamily::Mistral);
+  const std::optional<MistralFormat> nemo = chat_template_mistral_format(kNemoTemplate);
+  QVERIFY(nemo && !nemo->has_system_prompt && nemo->calls == Calls::JsonList && !nemo->are_tools_after_system);
+  const std::optional<MistralFormat> small = chat_template_mistral_format(kSmall32Template);
+  QVERIFY(small && small->has_system_prompt && small->calls == Calls::NamedWithId && !small->are_tools_after_system);
+  const std::optional<MistralFormat> devstral = chat_template_mistral_format(kDevstralTemplate);
+  QVERIFY(devstral && devstral->has_system_prompt && devstral->calls == Calls::Named &&
+          devstral->are_tools_after_system);
+  // Mistral 7B's "[INST] " with spaces, and [INST] with neither marker: the first format, no tools.
+  QVERIFY(!chat_template_mistral_format(kMistral7bTemplate));
+  QVERIFY(!chat_template_mistral_format("{{ '[INST]' + content + '[/INST]' }}"));
+  QVERIFY(!chat_template_has_tools(ChatTemplateFamily::Mistral, ChatRenderOptions{}));
+  QVERIFY(chat_template_has_tools(ChatTemplateFamily::Mistral, options_for(kNemoTemplate)));
+}
+
+void TestMistralTools::defaultSystemMessageWithTodaysDate() {
+  const char* jinja =
+      "{%- set today = strftime_now(\"%Y-%m-%d\") %}\n{%- set default_system_message = \"You are \\\"M\\\". Today is "
+      "\" + today + \".\nBe kind.\" + ' Tools:\\n' %}\n{{- bos_token }}";
+  const std::string expected =
+      "You are \"M\". Today is " + now_as_text("%Y-%m-%d", ClockZone::Local) + ".\nBe kind. Tools:\n";
+  QCOMPARE(chat_template_default_system(jinja), expected);
+  // An expression this reader cannot write gives no text rather than a wrong one.
+  QCOMPARE(chat_template_default_system("{%- set default_system_message = 'a' + other %}"), std::string());
+  QCOMPARE(chat_template_default_system("{%- set default_system_message = 'unclosed %}"), std::string());
+}
+
+void TestMistralTools::nemoRendersAsItsTemplateDoes() {
+  const ChatRenderOptions o = options_for(kNemoTemplate, {kWeather, kNow});
+  const std::vector<ChatMessage> turns = {
+      {"user", "Weather in Paris and the time?"},
+      {"assistant",
+       "",
+       {call("call00001", "get_weather", "{\"city\":\"Paris\",\"unit\":\"c\"}"), call("call00002", "now", "{}")}},
+      {"tool", "{\"temp\": 21}", {}, "call00001"},
+      {"tool", "12:00", {}, "call00002"},
+      {"assistant",
+       "21 \xc2\xb0"
+       "C at noon."},
+      {"user", "Thanks"}};
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, turns, o),
+           std::string("<s>[INST]Weather in Paris and the time?[/INST][TOOL_CALLS][{\"name\": \"get_weather\", "
+                       "\"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}, \"id\": \"call00001\"}, {\"name\": "
+                       "\"now\", \"arguments\": {}, \"id\": \"call00002\"}]</s>[TOOL_RESULTS]{\"content\": {\"temp\": "
+                       "21}, \"call_id\": \"call00001\"}[/TOOL_RESULTS][TOOL_RESULTS]{\"content\": 12:00, \"call_id\": "
+                       "\"call00002\"}[/TOOL_RESULTS]21 \xc2\xb0"
+                       "C at noon.</s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": "
+                       "\"get_weather\", \"description\": \"Weather in a city, \xc2\xb0"
+                       "C\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+                       "\"string\"}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\"]}}}, {\"type\": "
+                       "\"function\", \"function\": {\"name\": \"now\", \"description\": \"The time\", \"parameters\": "
+                       "{\"type\": \"object\", \"properties\": {}}}}][/AVAILABLE_TOOLS][INST]Thanks[/INST]"));
+  // The system text joins the last user turn when that turn is the conversation's last message.
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, {{"system", "Be brief."}, {"user", "Hi"}},
+                       options_for(kNemoTemplate, {kNow})),
+           std::string("<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"now\", "
+                       "\"description\": \"The time\", \"parameters\": {\"type\": \"object\", \"properties\": "
+                       "{}}}}][/AVAILABLE_TOOLS][INST]Be brief.\n\nHi[/INST]"));
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, {{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}},
+                       options_for(kNemoTemplate)),
+           std::string("<s>[INST]Hi[/INST]Yo</s>"));
+}
+
+void TestMistralTools::small32AndDevstralRenderAsTheirTemplatesDo() {
+  const std::vector<ChatMessage> turns = {{"system", "S"},
+                                          {"user", "Hi"},
+                                          {"assistant", "Let me look.", {call("call00003", "now", "{}")}},
+                                          {"tool", "noon", {}, "call00003"}};
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, turns, options_for(kSmall32Template)),
+           std::string("<s>[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]Hi[/INST][TOOL_CALLS]now[CALL_ID]call00003[ARGS]{}</s>"
+                       "[TOOL_RESULTS]call00003[TOOL_CONTENT]noon[/TOOL_RESULTS]"));
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, turns, options_for(kDevstralTemplate)),
+           std::string("<s>[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]Hi[/INST]Let me look.[TOOL_CALLS]now[ARGS]{}</s>"
+                       "[TOOL_RESULTS]noon[/TOOL_RESULTS]"));
+  const std::string tools =
+      "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"now\", "
+      "\"description\": \"The time\", \"parameters\": {\"type\": \"object\", \"properties\": "
+      "{}}}}][/AVAILABLE_TOOLS]";
+  const std::vector<ChatMessage> hi = {{"system", "Be brief."}, {"user", "Hi"}};
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, hi, options_for(kSmall32Template, {kNow})),
+           "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]" + tools + "[INST]Hi[/INST]");
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, hi, options_for(kDevstralTemplate, {kNow})),
+           "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]" + tools + "[INST]Hi[/INST]");
+  // Without a system message, the template's default text.
+  ChatRenderOptions o = options_for(kSmall32Template);
+  o.default_system = "You are Mistral Small 3.";
+  QCOMPARE(render_chat(ChatTemplateFamily::Mistral, {{"user", "Hi"}}, o),
+           std::string("<s>[SYSTEM_PROMPT]You are Mistral Small 3.[/SYSTEM_PROMPT][INST]Hi[/INST]"));
+}
+
+void TestMistralTools::refusalsAreTheTemplates() {
+  const ChatRenderOptions nemo = options_for(kNemoTemplate), small = options_for(kSmall32Template);
+  const ChatRenderOptions devstral = options_for(kDevstralTemplate);
+  const std::vector<ChatMessage> short_id = {{"user", "Hi"}, {"assistant", "", {call("call_1", "now", "{}")}}};
+  const std::vector<ChatMessage> twice = {{"user", "Hi"}, {"user", "Hello?"}};
+  // A later system message: Small 3.2 writes it as [SYSTEM_PROMPT] (counted in the alternation).
+  const std::vector<ChatMessage> late_system = {{"user", "Hi"}, {"system", "S"}, {"user", "Yo"}};
+  const auto refusal = [](const std::vector<ChatMessage>& m, const ChatRenderOptions& o) {
+    return chat_template_refusal(ChatTemplateFamily::Mistral, m, o).value_or("");
+  };
+  QVERIFY(refusal(short_id, nemo).find("ids of 9 letters and digits; this call's is 'call_1'") != std::string::npos);
+  QVERIFY(refusal(short_id, small).find("'call_1'") != std::string::npos);
+  QVERIFY(refusal(twice, nemo).find("must alternate user/assistant") != std::string::npos);
+  QVERIFY(refusal(twice, small).find("must alternate") != std::string::npos);
+  QVERIFY(refusal(late_system, nemo).find("one system message, the first") != std::string::npos);
+  QVERIFY(!chat_template_refusal(ChatTemplateFamily::Mistral, late_system, small));  // [SYSTEM_PROMPT] there
+  // Devstral's template (Unsloth's) checks nothing; a 9-character id of any letters passes.
+  QVERIFY(!chat_template_refusal(ChatTemplateFamily::Mistral, short_id, devstral));
+  QVERIFY(!chat_template_refusal(ChatTemplateFamily::Mistral, twice, devstral));
+  const std::vector<ChatMessage> unicode_id = {{"user", "Hi"},
+                                               {"assistant", "", {call("\xc3\xa9t\xc3\xa9-00001", "now", "{}")}}};
+  QVERIFY(!chat_template_refusal(ChatTemplateFamily::Mistral, unicode_id, small));  // 9 characters, 11 bytes
+}
+
+void TestMistralTools::namedCallsAreHeldToTheTools() {
+  Result<ToolGrammar> g = tool_call_grammar({definition(kWeather), definition(kNow)}, {}, ToolCallFormat::MistralNamed);
+  QVERIFY(g.is_ok());
+  QVERIFY(fits(g->grammar, "get_weather[ARGS]{\"city\": \"Paris\"}"));
+  QVERIFY(fits(g->grammar, "now[CALL_ID]a1b2c3d4e[ARGS]{}"));
+  QVERIFY(!fits(g->grammar, "get_weather[ARGS]{\"unit\": \"c\"}"));  // city is required
+  QVERIFY(!fits(g->grammar, "now[CALL_ID]a1b2[ARGS]{}"));
+  QVERIFY(!fits(g->grammar, "get_time[ARGS]{}"));
+  Result<ToolGrammar> only =
+      tool_call_grammar({definition(kWeather), definition(kNow)}, "now", ToolCallFormat::MistralNamed);
+  QVERIFY(only.is_ok());
+  QVERIFY(!fits(only->grammar, "get_weather[ARGS]{\"city\": \"Paris\"}"));
+  QVERIFY(fits(only->grammar, "now[ARGS]{}"));
+  const ToolCallSyntax syntax = tool_call_syntax(ToolCallFormat::MistralNamed);
+  QCOMPARE(syntax.trigger, std::string("[TOOL_CALLS]"));
+  QCOMPARE(syntax.separator, std::string());  // [TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{}
+  QVERIFY(syntax.allows_several && !syntax.is_trigger_at_start);
+}
+
+void TestMistralTools::nemoListIsHeldToTheTools() {
+  const std::vector<ToolDefinition> tools = {definition(kWeather), definition(kNow)};
+  Result<ToolGrammar> g = tool_call_grammar(tools, {}, ToolCallFormat::MistralList);
+  QVERIFY(g.is_ok());
+  QVERIFY(fits(g->grammar,
+               "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"a1b2c3d4e\"}, "
+               "{\"name\": \"now\", \"arguments\": {}}]"));
+  QVERIFY(!fits(g->grammar, "[]"));                                                           // one call at least
+  QVERIFY(!fits(g->grammar, "[{\"name\": \"now\", \"arguments\": {}, \"id\": \"short\"}]"));  // 9 characters
+  QVERIFY(!fits(g->grammar, "{\"name\": \"now\", \"arguments\": {}}"));                       // a list
+  Result<ToolGrammar> one = tool_call_grammar(tools, {}, ToolCallFormat::MistralList, /*allows_several=*/false);
+  QVERIFY(one.is_ok());
+  QVERIFY(fits(one->grammar, "[{\"name\": \"now\", \"arguments\": {}}]"));
+  QVERIFY(!fits(one->grammar, "[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
+  QVERIFY(!tool_call_syntax(ToolCallFormat::MistralList).allows_several);
+}
+
+void TestMistralTools::splitNamedCalls() {
+  const std::string reply =
+      "Let me look.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Oslo\", \"unit\": \"c\"}"
+      "[TOOL_CALLS]now[ARGS]{}";
+  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::MistralNamed);
+  QCOMPARE(whole.content, std::string("Let me look."));
+  QCOMPARE(whole.calls.size(), size_t{2});
+  QCOMPARE(whole.calls[0].name, std::string("get_weather"));
+  QCOMPARE(whole.calls[0].id, std::string("a1b2c3d4e"));
+  QCOMPARE(whole.calls[0].arguments, std::string("{\"city\":\"Oslo\",\"unit\":\"c\"}"));
+  QCOMPARE(whole.calls[1].name, std::string("now"));
+  QCOMPARE(whole.calls[1].id, std::string());
+  QCOMPARE(whole.calls[1].arguments, std::string("{}"));
+  // While streaming the text and each call's arguments only grow, to what the whole reply gives.
+  ToolReply last;
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), true, ToolCallFormat::MistralNamed);
+    QVERIFY(part.content.rfind(last.content, 0) == 0 && whole.content.rfind(part.content, 0) == 0);
+    QVERIFY(part.content.find('[') == std::string::npos);  // no marker leaks as text
+    QVERIFY(part.calls.size() >= last.calls.size() && part.calls.size() <= whole.calls.size());
+    for (size_t i = 0; i < part.calls.size(); ++i) {
+      QCOMPARE(part.calls[i].name, whole.calls[i].name);
+      QVERIFY(whole.calls[i].arguments.rfind(part.calls[i].arguments, 0) == 0);
+      if (i < last.calls.size()) QVERIFY(part.calls[i].arguments.rfind(last.calls[i].arguments, 0) == 0);
+    }
+    last = part;
+  }
+  // A marker without arguments is text in a finished reply.
+  QCOMPARE(split_tool_calls("Hi[TOOL_CALLS]now", false, ToolCallFormat::MistralNamed).content,
+           std::string("Hi[TOOL_CALLS]now"));
+  QVERIFY(split_tool_calls("No calls.", false, ToolCallFormat::MistralNamed).calls.empty());
+}
+
+void TestMistralTools::splitNemoList() {
+  const std::string reply =
+      "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}, \"id\": \"a1b2c3d4e\"}, "
+      "{\"name\": \"now\", \"arguments\": {}}]";
+  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::MistralList);
+  QCOMPARE(whole.content, std::string());
+  QCOMPARE(whole.calls.size(), size_t{2});
+  QCOMPARE(whole.calls[0].id, std::string("a1b2c3d4e"));
+  QCOMPARE(whole.calls[0].arguments, std::string("{\"city\":\"Oslo\"}"));
+  QCOMPARE(whole.calls[1].name, std::string("now"));
+  ToolReply last;
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), true, ToolCallFormat::MistralList);
+    QCOMPARE(part.content, std::string());
+    QVERIFY(part.calls.size() >= last.calls.size() && part.calls.size() <= whole.calls.size());
+    for (size_t i = 0; i < part.calls.size(); ++i) {
+      QCOMPARE(part.calls[i].name, whole.calls[i].name);
+      QVERIFY(whole.calls[i].arguments.rfind(part.calls[i].arguments, 0) == 0);
+    }
+    last = part;
+  }
+  QCOMPARE(last.calls.size(), size_t{2});
+  QCOMPARE(last.calls[0].id, std::string("a1b2c3d4e"));
+  // Another key order, read whole once finished; a list that is not calls stays text.
+  const ToolReply reordered = split_tool_calls(
+      "[TOOL_CALLS][{\"arguments\": {\"a\": 1}, \"id\": \"x\", \"name\": \"f\"}]", false, ToolCallFormat::MistralList);
+  QCOMPARE(reordered.calls.size(), size_t{1});
+  QCOMPARE(reordered.calls[0].arguments, std::string("{\"a\":1}"));
+  QCOMPARE(reordered.calls[0].id, std::string("x"));
+  QCOMPARE(split_tool_calls("[TOOL_CALLS][1, 2]", false, ToolCallFormat::MistralList).content,
+           std::string("[TOOL_CALLS][1, 2]"));
+}
+
+void TestMistralTools::callIds() {
+  for (const ToolCallFormat f : {ToolCallFormat::MistralList, ToolCallFormat::MistralNamed}) {
+    const std::string id = new_tool_call_id(f);
+    QCOMPARE(id.size(), size_t{9});
+    QVERIFY(std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }));
+    QVERIFY(new_tool_call_id(f) != id);
+  }
+  const std::string qwen = new_tool_call_id(ToolCallFormat::Hermes);
+  QVERIFY(qwen.rfind("call_", 0) == 0);
+  QCOMPARE(qwen.size(), size_t{37});
+}
+
+QTEST_GUILESS_MAIN(TestMistralTools)
+#include "test_mistral_tools.moc"
