@@ -16,6 +16,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <set>
 
 using namespace iwb;
 using namespace iwb::serve;
@@ -226,6 +227,24 @@ class TestServeCore : public QObject {
     done.reason = FinishReason::EndOfGeneration;
     plain.add({{0, done}});
     QCOMPARE(json::parse(plain.finish_text())["choices"][0]["message"]["content"].get<std::string>(), reply);
+    // Mistral's calls keep the ids the model wrote when its template takes them back (9 letters
+    // and digits) and no earlier call has them; others get new ones of that form.
+    CompletionParams mistral;
+    mistral.tool_format = ToolCallFormat::MistralNamed;
+    CompletionSession ids(CompletionKind::Chat, model, mistral, {5});
+    ids.add({{0, TokenEvent{1, 7,
+                            "[TOOL_CALLS]now[CALL_ID]a1b2c3d4e[ARGS]{}[TOOL_CALLS]now[CALL_ID]a1b2c3d4e[ARGS]{}"
+                            "[TOOL_CALLS]now[CALL_ID]call_1[ARGS]{}[TOOL_CALLS]now[ARGS]{}"}}});
+    ids.add({{0, done}});
+    const json calls = json::parse(ids.finish_text())["choices"][0]["message"]["tool_calls"];
+    QCOMPARE(calls.size(), size_t{4});
+    QCOMPARE(calls[0]["id"].get<std::string>(), std::string("a1b2c3d4e"));
+    std::set<std::string> seen;
+    for (const json& c : calls) {
+      const std::string id = c["id"].get<std::string>();
+      QCOMPARE(id.size(), size_t{9});
+      QVERIFY(seen.insert(id).second);
+    }
   }
 
   // tools, tool_choice and the messages of a tool conversation read into the request: the

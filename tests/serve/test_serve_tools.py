@@ -1,6 +1,6 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
-(aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and once with a Llama
-3.1-style template, Llama 3's format): tool_choice
+(aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
+3.1-style template, Llama 3's format, and Mistral Small 3.2's and Nemo's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -242,6 +242,54 @@ class TestTools(unittest.TestCase):
             self.assertIsNone(r.choices[0].message.tool_calls)
             self.assertTrue(r.choices[0].message.content)
             self.assertEqual(llama.stop(), 0)
+
+    def test_mistral_formats(self):
+        # Served with Mistral-style templates (the markers Small 3.2's and Nemo's are recognised
+        # by): [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} per call, and Nemo's one JSON list; call ids
+        # of 9 letters and digits, as their templates take them back.
+        small32 = ("{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{%- if tools is not none and "
+                   "(message == user_messages[-1]) %}{{- '[INST]' }}{{- '[TOOL_CALLS]' + name }}"
+                   "{{- '[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + arguments }}")
+        nemo = ('{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS][" }}'
+                '{{- "[INST]" + message["content"] + "[/INST]" }}{{- "[TOOL_CALLS][" }}')
+        for template, prompt_end in ((small32, "[INST]What is the weather in Paris?[/INST]"),
+                                     (nemo, "[/AVAILABLE_TOOLS][INST]What is the weather in Paris?[/INST]")):
+            with fx.Server(MODEL, "--chat-template", template, "-c", "2048") as mistral:
+                client = fx.openai_client(mistral)
+                status, body, _ = mistral.post("/apply-template", {"messages": MESSAGES, "tools": [TIME]})
+                prompt = json.loads(body)["prompt"]
+                self.assertIn('[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "get_time"', prompt)
+                self.assertTrue(prompt.endswith(prompt_end), prompt)
+                for stream in (False, True):
+                    args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
+                                logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required",
+                                parallel_tool_calls=False)
+                    if not stream:
+                        choice = client.chat.completions.create(**args).choices[0]
+                    else:
+                        with client.chat.completions.stream(**args) as s:
+                            choice = s.get_final_completion().choices[0]
+                    self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                    calls = choice.message.tool_calls
+                    self.assertEqual(len(calls), 1, calls)
+                    self.assertRegex(calls[0].id, "^[a-zA-Z0-9]{9}$")
+                    if calls[0].function.name == "get_weather":
+                        self.assertEqual(set(json.loads(calls[0].function.arguments)), {"city", "unit"})
+                    else:
+                        self.assertEqual(json.loads(calls[0].function.arguments), {})
+                    # The call and its result sent back render as the template takes them.
+                    back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [calls[0].model_dump()]},
+                                       {"role": "tool", "tool_call_id": calls[0].id, "content": "sunny"}]
+                    status, body, _ = mistral.post("/apply-template", {"messages": back, "tools": [TIME]})
+                    self.assertEqual(status, 200, body)
+                    self.assertIn(calls[0].id, json.loads(body)["prompt"])
+                # An id the template cannot take back: 400 in its words.
+                bad = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}]
+                with self.assertRaises(openai.BadRequestError) as e:
+                    client.chat.completions.create(model="aidreams", messages=bad, max_tokens=5, tools=[TIME])
+                self.assertIn("9 letters and digits", e.exception.body["message"])
+                self.assertEqual(mistral.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):
         # The same model served with its own (plain) template: tools cannot be rendered.

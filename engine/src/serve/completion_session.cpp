@@ -7,6 +7,7 @@
 #include "iwb/engine/serve/serve_metrics.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -22,6 +23,19 @@ std::string random_id(const char* prefix) {
   std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng()));
   return std::string(prefix) + hex;
+}
+
+// The id a call gets: the model's own where it wrote one (Mistral's templates show ids, so their
+// models write them) that its template takes back, 9 letters and digits, and no earlier call of
+// the reply has; else a new one.
+std::string call_id(const ParsedToolCall& call, const std::vector<std::string>& earlier, ToolCallFormat format) {
+  const bool is_taken_back = call.id.size() == 9 && std::all_of(call.id.begin(), call.id.end(), [](char c) {
+                               return std::isalnum(static_cast<unsigned char>(c));
+                             });
+  if (!is_taken_back || std::find(earlier.begin(), earlier.end(), call.id) != earlier.end()) {
+    return new_tool_call_id(format);
+  }
+  return call.id;
 }
 
 std::string sse(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
@@ -178,7 +192,7 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   for (size_t i = 0; i < parts.calls.size(); ++i) {
     const ParsedToolCall& call = parts.calls[i];
     if (i == c->call_ids.size()) {
-      c->call_ids.push_back(call.id.empty() ? new_tool_call_id(*m_tool_format) : call.id);
+      c->call_ids.push_back(call_id(call, c->call_ids, *m_tool_format));
       c->num_arguments_sent.push_back(call.arguments.size());
       delta["tool_calls"].push_back({{"index", i},
                                      {"id", c->call_ids.back()},
@@ -316,8 +330,10 @@ std::string CompletionSession::body_text() const {
         // OpenAI's shape: content null when the reply is only calls.
         if (parts.content.empty()) message["content"] = nullptr;
         json calls = json::array();
+        std::vector<std::string> ids;
         for (const ParsedToolCall& call : parts.calls) {
-          calls.push_back({{"id", call.id.empty() ? new_tool_call_id(*m_tool_format) : call.id},
+          ids.push_back(call_id(call, ids, *m_tool_format));
+          calls.push_back({{"id", ids.back()},
                            {"type", "function"},
                            {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
         }
