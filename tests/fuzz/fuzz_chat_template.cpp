@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
     for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3,
-                                             iwb::ToolCallFormat::MistralList, iwb::ToolCallFormat::MistralNamed}) {
+                                             iwb::ToolCallFormat::MistralList, iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList}) {
       const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format);
       const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format);
       if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||

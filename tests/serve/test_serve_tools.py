@@ -1,6 +1,6 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
-3.1-style template, Llama 3's format, and Mistral Small 3.2's and Nemo's): tool_choice
+3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's and Granite's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -290,6 +290,29 @@ class TestTools(unittest.TestCase):
                     client.chat.completions.create(model="aidreams", messages=bad, max_tokens=5, tools=[TIME])
                 self.assertIn("9 letters and digits", e.exception.body["message"])
                 self.assertEqual(mistral.stop(), 0)
+
+    def test_granite_format(self):
+        # Served with a Granite-style template: the tools in an available_tools turn, the calls
+        # one JSON list after <|tool_call|>.
+        granite = "{{- '<|start_of_role|>system<|end_of_role|>' + system_message + '<|end_of_text|>' }}"
+        with fx.Server(MODEL, "--chat-template", granite, "-c", "2048") as server:
+            client = fx.openai_client(server)
+            status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [TIME]})
+            self.assertIn('<|start_of_role|>available_tools<|end_of_role|>[\n    {\n        "type": "function"',
+                          json.loads(body)["prompt"])
+            for stream in (False, True):
+                args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
+                            logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], parallel_tool_calls=False,
+                            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+                if not stream:
+                    choice = client.chat.completions.create(**args).choices[0]
+                else:
+                    with client.chat.completions.stream(**args) as s:
+                        choice = s.get_final_completion().choices[0]
+                self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                self.assertEqual(len(choice.message.tool_calls), 1)
+                check_weather_call(self, choice.message.tool_calls[0])
+            self.assertEqual(server.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):
         # The same model served with its own (plain) template: tools cannot be rendered.

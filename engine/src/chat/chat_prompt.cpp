@@ -6,6 +6,7 @@ namespace {
 
 ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptions& render) {
   if (family == ChatTemplateFamily::Llama3) return ToolCallFormat::Llama3;
+  if (family == ChatTemplateFamily::Granite) return ToolCallFormat::GraniteList;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -49,8 +50,8 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                           (prompt.family == ChatTemplateFamily::Llama3    ? "Llama 3.0's (no tools)"
                            : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
                                                                           : family) +
-                          " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, and Mistral's as "
-                          "Nemo, Small 3.2 and Devstral write it)");
+                          " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
+                          "Small 3.2 and Devstral write it, and Granite 3.x's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
@@ -72,10 +73,12 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
-  // Harmony's channels and Mistral's [TOOL_CALLS] are control tokens the reply must show.
+  // Harmony's channels, Mistral's [TOOL_CALLS] and Granite's <|tool_call|> are control tokens
+  // the reply must show.
   prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony ||
                                   prompt.tool_format == ToolCallFormat::MistralList ||
-                                  prompt.tool_format == ToolCallFormat::MistralNamed;
+                                  prompt.tool_format == ToolCallFormat::MistralNamed ||
+                                  prompt.tool_format == ToolCallFormat::GraniteList;
   return prompt;
 }
 

@@ -278,13 +278,28 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
 // Granite 3.x's template without tools, documents or thinking: the system turn is the
 // conversation's first message, else the template's own text with today's date (its
 // strftime_now('%B %d, %Y'), local time); the generation prompt follows only a last message.
+// Granite 3.3's template: its own system text (with today's date, and with tools the
+// instructions for <|tool_call|>) when the conversation has none, the tools as one JSON list
+// (tojson(indent=4)) in an available_tools turn, then every message as role and content (an
+// assistant's calls are not written back: the template shows only its text).
 std::string render_granite(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   const bool has_system = !messages.empty() && messages[0].role == "system";
   const std::string system =
       has_system ? messages[0].content
                  : "Knowledge Cutoff Date: April 2024. Today's Date: " + now_as_text("%B %d, %Y", ClockZone::Local) +
-                       ". You are Granite, developed by IBM. You are a helpful AI assistant.";
+                       ". You are Granite, developed by IBM." +
+                       (o.tools.empty()
+                            ? " You are a helpful AI assistant."
+                            : " You are a helpful assistant with access to the following tools. When a tool is "
+                              "required to answer the user's query, respond only with <|tool_call|> followed by a "
+                              "JSON list of tools used. If a tool does not exist in the provided list of tools, "
+                              "notify the user that you do not have the ability to fulfill the request.");
   std::string s = "<|start_of_role|>system<|end_of_role|>" + system + "<|end_of_text|>\n";
+  if (!o.tools.empty()) {
+    std::string list = "[";
+    for (const std::string& tool : o.tools) list += (list.size() > 1 ? "," : "") + tool;
+    s += "<|start_of_role|>available_tools<|end_of_role|>" + template_tojson(list + "]", 4) + "<|end_of_text|>\n";
+  }
   for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     s += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
@@ -387,7 +402,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
   return family == ChatTemplateFamily::ChatMl ||
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
-         (family == ChatTemplateFamily::Mistral && options.mistral);
+         (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite;
 }
 
 std::optional<MistralFormat> chat_template_mistral_format(std::string_view t) {

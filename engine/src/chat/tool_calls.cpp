@@ -240,11 +240,11 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-// The text before Mistral's [TOOL_CALLS] (npos: none), and while streaming without a start of
+// The text before the calls' marker at `at` (npos: none), and while streaming without a start of
 // the marker at its end.
-std::string mistral_text(std::string_view reply, size_t marker, bool is_streaming) {
-  std::string_view text = reply.substr(0, marker);
-  if (marker == std::string_view::npos && is_streaming) text.remove_suffix(partial_marker(text, kMistralCalls));
+std::string text_before_calls(std::string_view reply, size_t at, bool is_streaming, std::string_view marker) {
+  std::string_view text = reply.substr(0, at);
+  if (at == std::string_view::npos && is_streaming) text.remove_suffix(partial_marker(text, marker));
   return std::string(text);
 }
 
@@ -255,60 +255,58 @@ void trim_trailing_space(ToolReply* out, bool is_streaming) {
   out->content.erase(last == std::string::npos ? 0 : last + 1);
 }
 
-// Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "..."}, ...]. Calls as the grammar
-// writes them are read as they grow; a finished list in another key order is parsed whole.
-ToolReply split_mistral_list(std::string_view reply, bool is_streaming) {
+// Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "..."}, ...]; Granite the same
+// after <|tool_call|>, without ids. Calls as the grammar writes them are read as they grow; a
+// finished list in another key order is parsed whole.
+ToolReply split_json_list(std::string_view reply, bool is_streaming, std::string_view calls_marker) {
   ToolReply out;
-  const size_t marker = reply.find(kMistralCalls);
-  out.content = mistral_text(reply, marker, is_streaming);
+  const size_t marker = reply.find(calls_marker);
+  out.content = text_before_calls(reply, marker, is_streaming, calls_marker);
   if (marker == std::string_view::npos) {
     trim_trailing_space(&out, is_streaming);
     return out;
   }
-  const std::string_view body = reply.substr(marker + kMistralCalls.size());
-  if (!is_streaming && json_nesting_depth(body) <= kMaxCallDepth) {
-    const ordered_json list = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
-    if (list.is_array() && !list.empty()) {
-      for (const ordered_json& item : list) {
-        std::optional<ParsedToolCall> call = parse_call(item.is_object() ? item.dump() : "");
-        if (!call) break;
-        if (item.contains("id") && item["id"].is_string()) call->id = item["id"].get<std::string>();
-        out.calls.push_back(std::move(*call));
-      }
-      if (out.calls.size() == list.size()) {
-        trim_trailing_space(&out, is_streaming);
-        return out;
-      }
-      out.calls.clear();
-    }
-  }
-  // As written so far: "[", then calls {"name": ..., "arguments": {...}[, "id": "..."]} between commas.
+  const std::string_view body = reply.substr(marker + calls_marker.size());
+  // The list as written so far: "[", then objects between commas. A whole object is a call when
+  // it has a name and arguments (any key order; "id" read where there is one); its arguments are
+  // the bytes as written when the name comes first (as the grammar writes it, and as they grew
+  // while streaming), else the parsed object's. The object still being written is a call once
+  // its name and the start of its arguments are there, in that order.
+  bool is_list_of_calls = true;
   size_t i = body.find_first_not_of(kWhitespace);
-  if (i != std::string_view::npos && body[i] == '[') {
+  if (i == std::string_view::npos || body[i] != '[') {
+    is_list_of_calls = i == std::string_view::npos && is_streaming;
+  } else {
     ++i;
-    while (std::optional<HeldCall> held = read_held_call(body.substr(i), "arguments")) {
-      out.calls.push_back(std::move(held->call));
-      if (held->end == std::string_view::npos) break;
-      i += held->end;
-      const size_t comma = body.find_first_not_of(kWhitespace, i);
-      if (comma == std::string_view::npos || body[comma] != ',') break;
-      const size_t key = body.find_first_not_of(kWhitespace, comma + 1);
-      if (key == std::string_view::npos || body.substr(key, 4) != "\"id\"") {
-        i = comma + 1;  // the next call (the id left out)
-        continue;
+    while (true) {
+      const size_t object = body.find_first_not_of(kWhitespace, i);
+      if (object == std::string_view::npos) break;
+      if (body[object] != '{') {
+        is_list_of_calls = body[object] == ']' && !out.calls.empty();
+        break;
       }
-      const size_t value = body.find('"', body.find(':', key + 4));
-      const size_t value_end = value == std::string_view::npos ? value : json_string_end(body, value);
-      if (value_end == std::string_view::npos) break;
-      const json id = json::parse(body.substr(value, value_end - value), nullptr, /*allow_exceptions=*/false);
-      if (id.is_string()) out.calls.back().id = id.get<std::string>();
-      const size_t close = body.find_first_not_of(kWhitespace, value_end);
-      if (close == std::string_view::npos || body[close] != '}') break;
-      const size_t next = body.find_first_not_of(kWhitespace, close + 1);
+      std::string whole;
+      const size_t end = read_compact_value(body, object, &whole);
+      std::optional<HeldCall> held = read_held_call(body.substr(object), "arguments");
+      if (end == std::string_view::npos) {  // still being written
+        if (held) out.calls.push_back(std::move(held->call));
+        break;
+      }
+      std::optional<ParsedToolCall> call = parse_call(whole);
+      if (!call) {
+        is_list_of_calls = false;
+        break;
+      }
+      if (held && held->end != std::string_view::npos) call->arguments = std::move(held->call.arguments);
+      const ordered_json item = ordered_json::parse(whole, nullptr, /*allow_exceptions=*/false);
+      if (item.contains("id") && item["id"].is_string()) call->id = item["id"].get<std::string>();
+      out.calls.push_back(std::move(*call));
+      const size_t next = body.find_first_not_of(kWhitespace, end);
       if (next == std::string_view::npos || body[next] != ',') break;
       i = next + 1;
     }
   }
+  if (!is_list_of_calls) out.calls.clear();
   // Not a list of calls: a finished reply keeps it as text; a streamed one holds it back.
   if (out.calls.empty() && !is_streaming) out.content += reply.substr(marker);
   trim_trailing_space(&out, is_streaming);
@@ -321,7 +319,7 @@ ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
   constexpr std::string_view kArgs = "[ARGS]", kCallId = "[CALL_ID]";
   ToolReply out;
   size_t marker = reply.find(kMistralCalls);
-  out.content = mistral_text(reply, marker, is_streaming);
+  out.content = text_before_calls(reply, marker, is_streaming, kMistralCalls);
   while (marker != std::string_view::npos) {
     const size_t begin = marker + kMistralCalls.size();
     const size_t next = reply.find(kMistralCalls, begin);
@@ -387,6 +385,7 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     // Nemo: one list holds every call.
     case ToolCallFormat::MistralList: return {std::string(kMistralCalls), false, false, false, ""};
     case ToolCallFormat::MistralNamed: return {std::string(kMistralCalls), false, false, true, ""};
+    case ToolCallFormat::GraniteList: return {std::string(kGraniteCalls), false, false, false, ""};
     case ToolCallFormat::Hermes: break;
   }
   return {std::string(kToolCallOpen), false, false, true};
@@ -456,7 +455,7 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
     return out;
   }
-  if (format == ToolCallFormat::MistralList) {
+  if (format == ToolCallFormat::MistralList || format == ToolCallFormat::GraniteList) {
     json call = std::move(document["anyOf"]);
     document.erase("anyOf");
     document["type"] = "array";
@@ -473,7 +472,8 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
 }
 
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format) {
-  if (format == ToolCallFormat::MistralList) return split_mistral_list(reply, is_streaming);
+  if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
+  if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
   if (format == ToolCallFormat::MistralNamed) return split_mistral_named(reply, is_streaming);
   ToolReply out;
   if (format == ToolCallFormat::Llama3) {

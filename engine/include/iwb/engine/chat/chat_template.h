@@ -97,8 +97,10 @@ struct ChatRenderOptions {
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
-// can be rendered): ChatML (Qwen2.5's and Qwen3's <tools>/<tool_call>/<tool_response>), and
-// Llama 3 in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results).
+// can be rendered): ChatML (Qwen2.5's and Qwen3's <tools>/<tool_call>/<tool_response>), Llama 3
+// in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results),
+// Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), and Granite 3.x's
+// (<|tool_call|> and a JSON list).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without

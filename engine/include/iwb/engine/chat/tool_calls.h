@@ -34,8 +34,11 @@ enum class ToolCallFormat {
   // id of 9 letters and digits before [ARGS] where the model writes one. [TOOL_CALLS], [ARGS]
   // and [CALL_ID] are control tokens: the reply is generated with them shown.
   MistralNamed,
+  // IBM Granite 3.x: <|tool_call|> (a control token) then one JSON list of {"name", "arguments"}.
+  GraniteList,
 };
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+inline constexpr std::string_view kGraniteCalls = "<|tool_call|>";
 
 // What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
 // companions): the text that starts a call, whether it is the call's own first byte, whether

@@ -1,8 +1,9 @@
-// Mistral's chat templates and tool calls without a model: Nemo's, Small 3.2's and Devstral's
-// formats read from their template text, conversations rendered as jinja2 renders those
-// templates (the expected texts below are jinja2's, scripts/templates-vs-jinja.py's renderer,
-// on llama.cpp's copies of the templates), what the templates refuse, the call grammars, and
-// replies split into text and calls, also while streaming.
+// Mistral's and Granite's chat templates and tool calls without a model: Nemo's, Small 3.2's and
+// Devstral's formats read from their template text, conversations rendered as jinja2 renders
+// those templates and Granite 3.3's (the expected texts below are jinja2's,
+// scripts/templates-vs-jinja.py's renderer, on llama.cpp's copies of the templates), what the
+// templates refuse, the call grammars, and replies split into text and calls, also while
+// streaming.
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -14,7 +15,7 @@
 
 using namespace iwb;
 
-class TestMistralTools : public QObject {
+class TestToolFormats : public QObject {
   Q_OBJECT
 
  private slots:
@@ -28,6 +29,8 @@ class TestMistralTools : public QObject {
   void splitNamedCalls();
   void splitNemoList();
   void callIds();
+  void graniteRendersToolsAsItsTemplateDoes();
+  void graniteListIsHeldAndSplit();
 };
 
 namespace {
@@ -81,7 +84,7 @@ bool fits(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) 
 
 }  // namespace
 
-void TestMistralTools::formatIsReadFromTheTemplate() {
+void TestToolFormats::formatIsReadFromTheTemplate() {
   using Calls = MistralFormat::Calls;
   QCOMPARE(detect_chat_template(kNemoTemplate), ChatTemplateFamily::Mistral);
   QCOMPARE(detect_chat_template(kSmall32Template), ChatTemplateFamily::Mistral);
@@ -99,7 +102,7 @@ void TestMistralTools::formatIsReadFromTheTemplate() {
   QVERIFY(chat_template_has_tools(ChatTemplateFamily::Mistral, options_for(kNemoTemplate)));
 }
 
-void TestMistralTools::defaultSystemMessageWithTodaysDate() {
+void TestToolFormats::defaultSystemMessageWithTodaysDate() {
   const char* jinja =
       "{%- set today = strftime_now(\"%Y-%m-%d\") %}\n{%- set default_system_message = \"You are \\\"M\\\". Today is "
       "\" + today + \".\nBe kind.\" + ' Tools:\\n' %}\n{{- bos_token }}";
@@ -111,7 +114,7 @@ void TestMistralTools::defaultSystemMessageWithTodaysDate() {
   QCOMPARE(chat_template_default_system("{%- set default_system_message = 'unclosed %}"), std::string());
 }
 
-void TestMistralTools::nemoRendersAsItsTemplateDoes() {
+void TestToolFormats::nemoRendersAsItsTemplateDoes() {
   const ChatRenderOptions o = options_for(kNemoTemplate, {kWeather, kNow});
   const std::vector<ChatMessage> turns = {
       {"user", "Weather in Paris and the time?"},
@@ -147,7 +150,7 @@ void TestMistralTools::nemoRendersAsItsTemplateDoes() {
            std::string("<s>[INST]Hi[/INST]Yo</s>"));
 }
 
-void TestMistralTools::small32AndDevstralRenderAsTheirTemplatesDo() {
+void TestToolFormats::small32AndDevstralRenderAsTheirTemplatesDo() {
   const std::vector<ChatMessage> turns = {{"system", "S"},
                                           {"user", "Hi"},
                                           {"assistant", "Let me look.", {call("call00003", "now", "{}")}},
@@ -174,7 +177,7 @@ void TestMistralTools::small32AndDevstralRenderAsTheirTemplatesDo() {
            std::string("<s>[SYSTEM_PROMPT]You are Mistral Small 3.[/SYSTEM_PROMPT][INST]Hi[/INST]"));
 }
 
-void TestMistralTools::refusalsAreTheTemplates() {
+void TestToolFormats::refusalsAreTheTemplates() {
   const ChatRenderOptions nemo = options_for(kNemoTemplate), small = options_for(kSmall32Template);
   const ChatRenderOptions devstral = options_for(kDevstralTemplate);
   const std::vector<ChatMessage> short_id = {{"user", "Hi"}, {"assistant", "", {call("call_1", "now", "{}")}}};
@@ -198,7 +201,7 @@ void TestMistralTools::refusalsAreTheTemplates() {
   QVERIFY(!chat_template_refusal(ChatTemplateFamily::Mistral, unicode_id, small));  // 9 characters, 11 bytes
 }
 
-void TestMistralTools::namedCallsAreHeldToTheTools() {
+void TestToolFormats::namedCallsAreHeldToTheTools() {
   Result<ToolGrammar> g = tool_call_grammar({definition(kWeather), definition(kNow)}, {}, ToolCallFormat::MistralNamed);
   QVERIFY(g.is_ok());
   QVERIFY(fits(g->grammar, "get_weather[ARGS]{\"city\": \"Paris\"}"));
@@ -217,7 +220,7 @@ void TestMistralTools::namedCallsAreHeldToTheTools() {
   QVERIFY(syntax.allows_several && !syntax.is_trigger_at_start);
 }
 
-void TestMistralTools::nemoListIsHeldToTheTools() {
+void TestToolFormats::nemoListIsHeldToTheTools() {
   const std::vector<ToolDefinition> tools = {definition(kWeather), definition(kNow)};
   Result<ToolGrammar> g = tool_call_grammar(tools, {}, ToolCallFormat::MistralList);
   QVERIFY(g.is_ok());
@@ -234,7 +237,7 @@ void TestMistralTools::nemoListIsHeldToTheTools() {
   QVERIFY(!tool_call_syntax(ToolCallFormat::MistralList).allows_several);
 }
 
-void TestMistralTools::splitNamedCalls() {
+void TestToolFormats::splitNamedCalls() {
   const std::string reply =
       "Let me look.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Oslo\", \"unit\": \"c\"}"
       "[TOOL_CALLS]now[ARGS]{}";
@@ -267,7 +270,7 @@ void TestMistralTools::splitNamedCalls() {
   QVERIFY(split_tool_calls("No calls.", false, ToolCallFormat::MistralNamed).calls.empty());
 }
 
-void TestMistralTools::splitNemoList() {
+void TestToolFormats::splitNemoList() {
   const std::string reply =
       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}, \"id\": \"a1b2c3d4e\"}, "
       "{\"name\": \"now\", \"arguments\": {}}]";
@@ -298,9 +301,17 @@ void TestMistralTools::splitNemoList() {
   QCOMPARE(reordered.calls[0].id, std::string("x"));
   QCOMPARE(split_tool_calls("[TOOL_CALLS][1, 2]", false, ToolCallFormat::MistralList).content,
            std::string("[TOOL_CALLS][1, 2]"));
+  // Cut by max_tokens inside the second call: the first, whole, in any key order, is a call.
+  const ToolReply cut = split_tool_calls(
+      "[TOOL_CALLS][{\"arguments\": {\"a\": 1.50}, \"name\": \"f\"}, {\"argu", false, ToolCallFormat::MistralList);
+  QCOMPARE(cut.calls.size(), size_t{1});
+  QCOMPARE(cut.calls[0].arguments, std::string("{\"a\":1.5}"));  // parsed: not the name-first form
+  const ToolReply as_written = split_tool_calls("[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1.50}}]", false,
+                                                ToolCallFormat::MistralList);
+  QCOMPARE(as_written.calls[0].arguments, std::string("{\"a\":1.50}"));  // as the grammar wrote it
 }
 
-void TestMistralTools::callIds() {
+void TestToolFormats::callIds() {
   for (const ToolCallFormat f : {ToolCallFormat::MistralList, ToolCallFormat::MistralNamed}) {
     const std::string id = new_tool_call_id(f);
     QCOMPARE(id.size(), size_t{9});
@@ -312,5 +323,56 @@ void TestMistralTools::callIds() {
   QCOMPARE(qwen.size(), size_t{37});
 }
 
-QTEST_GUILESS_MAIN(TestMistralTools)
-#include "test_mistral_tools.moc"
+void TestToolFormats::graniteRendersToolsAsItsTemplateDoes() {
+  ChatRenderOptions o;
+  o.tools = {kNow};
+  QVERIFY(chat_template_has_tools(ChatTemplateFamily::Granite, o));
+  QCOMPARE(render_chat(ChatTemplateFamily::Granite, {{"system", "Be brief."}, {"user", "Hi"}}, o),
+           std::string("<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n<|start_of_role|>"
+                       "available_tools<|end_of_role|>[\n    {\n        \"type\": \"function\",\n        "
+                       "\"function\": {\n            \"name\": \"now\",\n            \"description\": \"The "
+                       "time\",\n            \"parameters\": {\n                \"type\": \"object\",\n        "
+                       "        \"properties\": {}\n            }\n        }\n    }\n]<|end_of_text|>\n"
+                       "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"));
+  // Without a system message: the template's, with today's date; a call is not written back.
+  const std::string today = now_as_text("%B %d, %Y", ClockZone::Local);
+  QCOMPARE(render_chat(ChatTemplateFamily::Granite,
+                       {{"user", "Hi"}, {"assistant", "Let me look.", {call("c", "now", "{}")}}, {"tool", "noon", {}, "c"}},
+                       ChatRenderOptions{}),
+           "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: " + today +
+               ". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n<|start_of_role|>"
+               "user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Let me "
+               "look.<|end_of_text|>\n<|start_of_role|>tool<|end_of_role|>noon<|end_of_text|>\n<|start_of_role|>"
+               "assistant<|end_of_role|>");
+  // With tools and no system message, its instructions for <|tool_call|>.
+  QVERIFY(render_chat(ChatTemplateFamily::Granite, {{"user", "Hi"}}, o)
+              .find("developed by IBM. You are a helpful assistant with access to the following tools. When a tool is "
+                    "required to answer the user's query, respond only with <|tool_call|> followed by a JSON list of "
+                    "tools used.") != std::string::npos);
+}
+
+void TestToolFormats::graniteListIsHeldAndSplit() {
+  Result<ToolGrammar> g = tool_call_grammar({definition(kWeather), definition(kNow)}, {}, ToolCallFormat::GraniteList);
+  QVERIFY(g.is_ok());
+  QVERIFY(fits(g->grammar, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"now\", "
+                           "\"arguments\": {}}]"));
+  QVERIFY(!fits(g->grammar, "[{\"name\": \"now\", \"arguments\": {}, \"id\": \"a1b2c3d4e\"}]"));  // no ids
+  const ToolCallSyntax syntax = tool_call_syntax(ToolCallFormat::GraniteList);
+  QCOMPARE(syntax.trigger, std::string("<|tool_call|>"));
+  QVERIFY(!syntax.allows_several);
+  const std::string reply = "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]";
+  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::GraniteList);
+  QCOMPARE(whole.content, std::string());
+  QCOMPARE(whole.calls.size(), size_t{1});
+  QCOMPARE(whole.calls[0].arguments, std::string("{\"city\":\"Oslo\"}"));
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), true, ToolCallFormat::GraniteList);
+    QCOMPARE(part.content, std::string());  // the marker, whole or begun, never shows as text
+    QVERIFY(part.calls.size() <= 1);
+    if (!part.calls.empty()) QVERIFY(whole.calls[0].arguments.rfind(part.calls[0].arguments, 0) == 0);
+  }
+  QVERIFY(new_tool_call_id(ToolCallFormat::GraniteList).rfind("call_", 0) == 0);
+}
+
+QTEST_GUILESS_MAIN(TestToolFormats)
+#include "test_tool_formats.moc"
