@@ -2,7 +2,8 @@
 scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and without a system
 message, calls and tool results over two turns, a call after text (with and without a system
 message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
-templates refuse both). Tool-call arguments are JSON text, as OpenAI clients send them."""
+templates refuse both), and a tool with a richer schema (gpt-oss writes it as TypeScript).
+Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city, °C",
@@ -10,6 +11,24 @@ WEATHER = {"type": "function", "function": {
                    "required": ["city"]}}}
 NOW = {"type": "function", "function": {"name": "now", "description": "The time",
                                         "parameters": {"type": "object", "properties": {}}}}
+
+
+# A tool whose parameters use what gpt-oss's template writes as TypeScript in its own ways:
+# descriptions, defaults, enums, nested objects, arrays of several kinds, oneOf, type lists, nullable.
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the catalogue",
+    "parameters": {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "string", "description": "Words to look for"},
+        "limit": {"type": "integer", "default": 10},
+        "sort": {"type": "string", "enum": ["new", "old"], "default": "new"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ranges": {"type": "array", "items": {"type": "object", "properties": {"lo": {"type": "number"}}}},
+        "anything": {"type": "array"},
+        "filter": {"type": "object", "required": ["field"],
+                   "properties": {"field": {"type": "string"}, "exact": {"type": "boolean", "nullable": True}}},
+        "when": {"oneOf": [{"type": "string", "description": "a date"}, {"type": "integer", "default": 0}]},
+        "mode": {"type": ["string", "null"]},
+        "note": {"type": "string", "nullable": True, "default": None}}}}}
 
 
 def _call(call_id, name, arguments):
@@ -41,6 +60,7 @@ CASES = [
                   {"role": "tool", "tool_call_id": "call_1", "content": "noon"}],
      "tools": [NOW]},
     {"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Hello?"}], "tools": [NOW]},
+    {"messages": [{"role": "user", "content": "Find red shoes"}], "tools": [SEARCH]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

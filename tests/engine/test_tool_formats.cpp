@@ -1,9 +1,10 @@
-// Mistral's and Granite's chat templates and tool calls without a model: Nemo's, Small 3.2's and
+// Mistral's, Granite's and gpt-oss's chat templates and tool calls without a model: Nemo's, Small 3.2's and
 // Devstral's formats read from their template text, conversations rendered as jinja2 renders
-// those templates and Granite 3.3's (the expected texts below are jinja2's,
+// those templates, Granite 3.3's and gpt-oss's (the expected texts below are jinja2's,
 // scripts/templates-vs-jinja.py's renderer, on llama.cpp's copies of the templates), what the
 // templates refuse, the call grammars, and replies split into text and calls, also while
 // streaming.
+#include "chat/harmony_template.h"
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -31,6 +32,9 @@ class TestToolFormats : public QObject {
   void callIds();
   void graniteRendersToolsAsItsTemplateDoes();
   void graniteListIsHeldAndSplit();
+  void harmonyRendersToolsAsItsTemplateDoes();
+  void harmonyTypescriptTypes();
+  void harmonyCallsAreHeldAndSplit();
 };
 
 namespace {
@@ -302,8 +306,8 @@ void TestToolFormats::splitNemoList() {
   QCOMPARE(split_tool_calls("[TOOL_CALLS][1, 2]", false, ToolCallFormat::MistralList).content,
            std::string("[TOOL_CALLS][1, 2]"));
   // Cut by max_tokens inside the second call: the first, whole, in any key order, is a call.
-  const ToolReply cut = split_tool_calls(
-      "[TOOL_CALLS][{\"arguments\": {\"a\": 1.50}, \"name\": \"f\"}, {\"argu", false, ToolCallFormat::MistralList);
+  const ToolReply cut = split_tool_calls("[TOOL_CALLS][{\"arguments\": {\"a\": 1.50}, \"name\": \"f\"}, {\"argu", false,
+                                         ToolCallFormat::MistralList);
   QCOMPARE(cut.calls.size(), size_t{1});
   QCOMPARE(cut.calls[0].arguments, std::string("{\"a\":1.5}"));  // parsed: not the name-first form
   const ToolReply as_written = split_tool_calls("[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1.50}}]", false,
@@ -327,23 +331,25 @@ void TestToolFormats::graniteRendersToolsAsItsTemplateDoes() {
   ChatRenderOptions o;
   o.tools = {kNow};
   QVERIFY(chat_template_has_tools(ChatTemplateFamily::Granite, o));
-  QCOMPARE(render_chat(ChatTemplateFamily::Granite, {{"system", "Be brief."}, {"user", "Hi"}}, o),
-           std::string("<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n<|start_of_role|>"
-                       "available_tools<|end_of_role|>[\n    {\n        \"type\": \"function\",\n        "
-                       "\"function\": {\n            \"name\": \"now\",\n            \"description\": \"The "
-                       "time\",\n            \"parameters\": {\n                \"type\": \"object\",\n        "
-                       "        \"properties\": {}\n            }\n        }\n    }\n]<|end_of_text|>\n"
-                       "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"));
+  QCOMPARE(
+      render_chat(ChatTemplateFamily::Granite, {{"system", "Be brief."}, {"user", "Hi"}}, o),
+      std::string("<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n<|start_of_role|>"
+                  "available_tools<|end_of_role|>[\n    {\n        \"type\": \"function\",\n        "
+                  "\"function\": {\n            \"name\": \"now\",\n            \"description\": \"The "
+                  "time\",\n            \"parameters\": {\n                \"type\": \"object\",\n        "
+                  "        \"properties\": {}\n            }\n        }\n    }\n]<|end_of_text|>\n"
+                  "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"));
   // Without a system message: the template's, with today's date; a call is not written back.
   const std::string today = now_as_text("%B %d, %Y", ClockZone::Local);
-  QCOMPARE(render_chat(ChatTemplateFamily::Granite,
-                       {{"user", "Hi"}, {"assistant", "Let me look.", {call("c", "now", "{}")}}, {"tool", "noon", {}, "c"}},
-                       ChatRenderOptions{}),
-           "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: " + today +
-               ". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n<|start_of_role|>"
-               "user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Let me "
-               "look.<|end_of_text|>\n<|start_of_role|>tool<|end_of_role|>noon<|end_of_text|>\n<|start_of_role|>"
-               "assistant<|end_of_role|>");
+  QCOMPARE(
+      render_chat(ChatTemplateFamily::Granite,
+                  {{"user", "Hi"}, {"assistant", "Let me look.", {call("c", "now", "{}")}}, {"tool", "noon", {}, "c"}},
+                  ChatRenderOptions{}),
+      "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: " + today +
+          ". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n<|start_of_role|>"
+          "user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>Let me "
+          "look.<|end_of_text|>\n<|start_of_role|>tool<|end_of_role|>noon<|end_of_text|>\n<|start_of_role|>"
+          "assistant<|end_of_role|>");
   // With tools and no system message, its instructions for <|tool_call|>.
   QVERIFY(render_chat(ChatTemplateFamily::Granite, {{"user", "Hi"}}, o)
               .find("developed by IBM. You are a helpful assistant with access to the following tools. When a tool is "
@@ -354,8 +360,9 @@ void TestToolFormats::graniteRendersToolsAsItsTemplateDoes() {
 void TestToolFormats::graniteListIsHeldAndSplit() {
   Result<ToolGrammar> g = tool_call_grammar({definition(kWeather), definition(kNow)}, {}, ToolCallFormat::GraniteList);
   QVERIFY(g.is_ok());
-  QVERIFY(fits(g->grammar, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"now\", "
-                           "\"arguments\": {}}]"));
+  QVERIFY(fits(g->grammar,
+               "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"now\", "
+               "\"arguments\": {}}]"));
   QVERIFY(!fits(g->grammar, "[{\"name\": \"now\", \"arguments\": {}, \"id\": \"a1b2c3d4e\"}]"));  // no ids
   const ToolCallSyntax syntax = tool_call_syntax(ToolCallFormat::GraniteList);
   QCOMPARE(syntax.trigger, std::string("<|tool_call|>"));
@@ -372,6 +379,108 @@ void TestToolFormats::graniteListIsHeldAndSplit() {
     if (!part.calls.empty()) QVERIFY(whole.calls[0].arguments.rfind(part.calls[0].arguments, 0) == 0);
   }
   QVERIFY(new_tool_call_id(ToolCallFormat::GraniteList).rfind("call_", 0) == 0);
+}
+
+void TestToolFormats::harmonyRendersToolsAsItsTemplateDoes() {
+  ChatRenderOptions o;
+  o.tools = {kNow};
+  o.harmony_date = "2026-12-06";
+  const std::vector<ChatMessage> turns = {{"system", "S"},
+                                          {"user", "Hi"},
+                                          {"assistant", "Let me look.", {call("c", "now", "{}")}},
+                                          {"tool", "noon", {}, "c"}};
+  QCOMPARE(
+      render_chat(ChatTemplateFamily::Harmony, turns, o),
+      std::string("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                  "Knowledge cutoff: 2024-06\nCurrent date: 2026-12-06\n\nReasoning: medium\n\n# Valid channels: "
+                  "analysis, commentary, final. Channel must be included for every message.\nCalls to these "
+                  "tools must go to the commentary channel: 'functions'.<|end|><|start|>developer<|message|># "
+                  "Instructions\n\nS\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n// The time\ntype now = "
+                  "() => any;\n\n} // namespace functions<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant"
+                  "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant to=functions.now<|channel|>"
+                  "commentary json<|message|>{}<|call|><|start|>functions.now to=assistant<|channel|>commentary"
+                  "<|message|>\"noon\"<|end|><|start|>assistant"));
+  QVERIFY(chat_template_has_tools(ChatTemplateFamily::Harmony, o));
+  QCOMPARE(
+      chat_template_harmony_date("{{- \"<|start|>system\" }}{{- \"Current date: \" + strftime_now(\"%Y-%m-%d\") }}"),
+      now_as_text("%Y-%m-%d", ClockZone::Local));
+  QCOMPARE(chat_template_harmony_date("{{- '<|start|>system<|message|>' }}"), std::string());
+  // What the template refuses, or would drop.
+  const auto refusal = [](const std::vector<ChatMessage>& m) {
+    return chat_template_refusal(ChatTemplateFamily::Harmony, m, ChatRenderOptions{}).value_or("");
+  };
+  QVERIFY(refusal({{"user", "Hi"}, {"tool", "noon", {}, "c"}})
+              .find("needs an earlier assistant message with a tool call") != std::string::npos);
+  QVERIFY(refusal({{"user", "Hi"}, {"assistant", "", {call("a", "now", "{}"), call("b", "now", "{}")}}})
+              .find("one tool call per assistant message") != std::string::npos);
+  QVERIFY(refusal({{"user", "Hi"}, {"assistant", "<|channel|>final<|message|>x"}}).find("<|channel|>") !=
+          std::string::npos);
+  QVERIFY(!chat_template_refusal(ChatTemplateFamily::Harmony, turns, o));
+}
+
+// Expected texts: jinja2 rendering render_typescript_type (scripts/template_cases.py's SEARCH tool).
+void TestToolFormats::harmonyTypescriptTypes() {
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"string\", \"enum\": [\"new\", \"old\"]}"),
+           std::string("\"new\" | \"old\""));
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"array\", \"items\": {\"type\": \"integer\"}}"),
+           std::string("number[]"));
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"array\"}"), std::string("any[]"));
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": "
+                                           "{\"lo\": {\"type\": \"number\"}}}}"),
+           std::string("{\nlo?: \n                number}[]"));
+  QCOMPARE(detail::harmony_typescript_type(
+               "{\"type\": \"object\", \"required\": [\"field\"], \"properties\": {\"field\": "
+               "{\"type\": \"string\"}, \"exact\": {\"type\": \"boolean\", \"nullable\": true}}}"),
+           std::string("{\nfield: \n                string, exact?: \n                boolean}"));
+  QCOMPARE(
+      detail::harmony_typescript_type("{\"oneOf\": [{\"type\": \"string\", \"description\": \"a date\"}, {\"type\": "
+                                      "\"integer\", \"default\": 0}]}"),
+      std::string("string// a date | \nnumber                    // default: 0"));
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": [\"string\", \"null\"]}"), std::string("string | null"));
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"string\", \"nullable\": true}"), std::string("string | null"));
+  QCOMPARE(detail::harmony_typescript_type("{\"enum\": [\"c\", \"f\"]}"), std::string("any"));  // no type: any
+  QCOMPARE(detail::harmony_typescript_type("{\"type\": \"object\"}"), std::string("object"));
+}
+
+void TestToolFormats::harmonyCallsAreHeldAndSplit() {
+  Result<ToolGrammar> g = tool_call_grammar({definition(kWeather), definition(kNow)}, {}, ToolCallFormat::Harmony);
+  QVERIFY(g.is_ok());
+  // After the trigger " to=functions.": the name, the header's rest as gpt-oss writes it, the arguments.
+  QVERIFY(fits(g->grammar, "get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}"));
+  QVERIFY(fits(g->grammar, "get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}"));
+  QVERIFY(fits(g->grammar, "now<|message|>{}"));
+  QVERIFY(!fits(g->grammar, "get_weather<|message|>{}"));  // city is required
+  QVERIFY(!fits(g->grammar, "get_time<|message|>{}"));
+  const ToolCallSyntax syntax = tool_call_syntax(ToolCallFormat::Harmony);
+  QCOMPARE(syntax.trigger, std::string(" to=functions."));
+  QVERIFY(!syntax.allows_several);  // a call ends the turn (<|call|>)
+
+  const std::string reply =
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}";
+  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::Harmony);
+  QCOMPARE(whole.calls.size(), size_t{1});
+  QCOMPARE(whole.calls[0].name, std::string("get_weather"));
+  QCOMPARE(whole.calls[0].arguments, std::string("{\"city\":\"Oslo\"}"));
+  // The call's header and arguments are out of the text; its channels are read from the rest.
+  QCOMPARE(whole.content, std::string("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+                                      "<|channel|>commentary"));
+  ToolReply last;
+  for (size_t n = 0; n <= reply.size(); ++n) {
+    const ToolReply part = split_tool_calls(std::string_view(reply).substr(0, n), true, ToolCallFormat::Harmony);
+    QVERIFY(part.content.rfind(last.content, 0) == 0 && whole.content.rfind(part.content, 0) == 0);
+    QVERIFY(part.content.find(" to=") == std::string::npos);
+    if (!part.calls.empty()) QVERIFY(whole.calls[0].arguments.rfind(part.calls[0].arguments, 0) == 0);
+    last = part;
+  }
+  // The recipient before the channel, as the template writes past calls (and a forced call opens).
+  const ToolReply forced =
+      split_tool_calls(" to=functions.now<|channel|>commentary json<|message|>{}", false, ToolCallFormat::Harmony);
+  QCOMPARE(forced.calls.size(), size_t{1});
+  QCOMPARE(forced.content, std::string());
+  // A recipient that never reaches its arguments is text as written.
+  QCOMPARE(split_tool_calls("I send it to=functions.now later", false, ToolCallFormat::Harmony).content,
+           std::string("I send it to=functions.now later"));
 }
 
 QTEST_GUILESS_MAIN(TestToolFormats)

@@ -34,8 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
     // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
-    for (const iwb::ToolCallFormat format : {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3,
-                                             iwb::ToolCallFormat::MistralList, iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList}) {
+    for (const iwb::ToolCallFormat format :
+         {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3, iwb::ToolCallFormat::MistralList,
+          iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony}) {
       const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format);
       const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format);
       if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
@@ -59,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.default_system = iwb::chat_template_default_system(jinja);
   if (flags & 4) options.tools = {jinja.substr(0, 512)};  // any text: JSON or not, tojson writes it
   options.llama3_date = (flags & 8) ? iwb::chat_template_llama3_date(jinja) + "x" : "";  // Llama 3.1+ form
+  options.harmony_date = iwb::chat_template_harmony_date(jinja);
   // Mistral's formats: the template's, or one the flags pick.
   options.mistral = iwb::chat_template_mistral_format(jinja);
   if (!options.mistral && (flags & 16)) {

@@ -1,6 +1,6 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
-3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's and Granite's): tool_choice
+3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's and gpt-oss's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -312,6 +312,43 @@ class TestTools(unittest.TestCase):
                 self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
                 self.assertEqual(len(choice.message.tool_calls), 1)
                 check_weather_call(self, choice.message.tool_calls[0])
+            self.assertEqual(server.stop(), 0)
+
+    def test_harmony_format(self):
+        # Served with a harmony-style template (gpt-oss's markers): the tools as a TypeScript
+        # namespace in the developer message, a call as a commentary message to=functions.NAME.
+        harmony = "{{- '<|start|>system<|message|>' }}{{- 'Current date: ' + strftime_now('%Y-%m-%d') }}"
+        with fx.Server(MODEL, "--chat-template", harmony, "-c", "2048") as server:
+            client = fx.openai_client(server)
+            status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER, TIME]})
+            prompt = json.loads(body)["prompt"]
+            self.assertIn("Current date: " + time.strftime("%Y-%m-%d") + "\n", prompt)
+            self.assertIn("// Current weather in a city\ntype get_weather = (_: {\ncity: string,\nunit: any,\n}) => "
+                          "any;\n\n// The time now\ntype get_time = () => any;", prompt)
+            for stream in (False, True):
+                args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
+                            logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required")
+                if not stream:
+                    choice = client.chat.completions.create(**args).choices[0]
+                else:
+                    with client.chat.completions.stream(**args) as s:
+                        choice = s.get_final_completion().choices[0]
+                self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                self.assertFalse(choice.message.content)  # the call's header is not text
+                self.assertEqual(len(choice.message.tool_calls), 1)
+                call = choice.message.tool_calls[0]
+                if call.function.name == "get_weather":
+                    check_weather_call(self, call)
+                else:
+                    self.assertEqual(json.loads(call.function.arguments), {})
+                # The call and its result sent back: the template's own form of both.
+                back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                                   {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+                status, body, _ = server.post("/apply-template", {"messages": back, "tools": [TIME]})
+                self.assertIn("<|start|>assistant to=functions." + call.function.name +
+                              "<|channel|>commentary json<|message|>", json.loads(body)["prompt"])
+                self.assertIn("<|start|>functions." + call.function.name +
+                              ' to=assistant<|channel|>commentary<|message|>"sunny"<|end|>', json.loads(body)["prompt"])
             self.assertEqual(server.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):

@@ -7,6 +7,7 @@ namespace {
 ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptions& render) {
   if (family == ChatTemplateFamily::Llama3) return ToolCallFormat::Llama3;
   if (family == ChatTemplateFamily::Granite) return ToolCallFormat::GraniteList;
+  if (family == ChatTemplateFamily::Harmony) return ToolCallFormat::Harmony;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -39,6 +40,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.doubles_tool_example_braces = chat_template_doubles_tool_example(chat_template);
   render.llama3_date = chat_template_llama3_date(chat_template);
   render.smollm3_date = chat_template_smollm3_date(chat_template);
+  render.harmony_date = chat_template_harmony_date(chat_template);
 
   render.mistral = chat_template_mistral_format(chat_template);
 
@@ -51,7 +53,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                            : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
-                          "Small 3.2 and Devstral write it, and Granite 3.x's)");
+                          "Small 3.2 and Devstral write it, Granite 3.x's and gpt-oss's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
@@ -75,10 +77,9 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   prompt.stop_strings = chat_stop_strings(prompt.family);
   // Harmony's channels, Mistral's [TOOL_CALLS] and Granite's <|tool_call|> are control tokens
   // the reply must show.
-  prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony ||
-                                  prompt.tool_format == ToolCallFormat::MistralList ||
-                                  prompt.tool_format == ToolCallFormat::MistralNamed ||
-                                  prompt.tool_format == ToolCallFormat::GraniteList;
+  prompt.renders_special_tokens =
+      prompt.family == ChatTemplateFamily::Harmony || prompt.tool_format == ToolCallFormat::MistralList ||
+      prompt.tool_format == ToolCallFormat::MistralNamed || prompt.tool_format == ToolCallFormat::GraniteList;
   return prompt;
 }
 

@@ -2,6 +2,7 @@
 // rendering that reproduces those templates' output for system/user/assistant conversations.
 #include "iwb/engine/chat/chat_template.h"
 
+#include "chat/harmony_template.h"
 #include "chat/mistral_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -285,15 +286,15 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
 std::string render_granite(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   const bool has_system = !messages.empty() && messages[0].role == "system";
   const std::string system =
-      has_system ? messages[0].content
-                 : "Knowledge Cutoff Date: April 2024. Today's Date: " + now_as_text("%B %d, %Y", ClockZone::Local) +
-                       ". You are Granite, developed by IBM." +
-                       (o.tools.empty()
-                            ? " You are a helpful AI assistant."
-                            : " You are a helpful assistant with access to the following tools. When a tool is "
-                              "required to answer the user's query, respond only with <|tool_call|> followed by a "
-                              "JSON list of tools used. If a tool does not exist in the provided list of tools, "
-                              "notify the user that you do not have the ability to fulfill the request.");
+      has_system
+          ? messages[0].content
+          : "Knowledge Cutoff Date: April 2024. Today's Date: " + now_as_text("%B %d, %Y", ClockZone::Local) +
+                ". You are Granite, developed by IBM." +
+                (o.tools.empty() ? " You are a helpful AI assistant."
+                                 : " You are a helpful assistant with access to the following tools. When a tool is "
+                                   "required to answer the user's query, respond only with <|tool_call|> followed by a "
+                                   "JSON list of tools used. If a tool does not exist in the provided list of tools, "
+                                   "notify the user that you do not have the ability to fulfill the request.");
   std::string s = "<|start_of_role|>system<|end_of_role|>" + system + "<|end_of_text|>\n";
   if (!o.tools.empty()) {
     std::string list = "[";
@@ -305,31 +306,6 @@ std::string render_granite(const std::vector<ChatMessage>& messages, const ChatR
     s += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
     if (i + 1 == messages.size() && o.add_generation_prompt) s += "<|start_of_role|>assistant<|end_of_role|>";
   }
-  return s;
-}
-
-// gpt-oss's chat template (harmony), without tools: its fixed system block (model identity,
-// knowledge cutoff, reasoning effort medium, the valid channels; the template's "Current date"
-// line is left out, so a prompt does not change with the day), the system prompt as the
-// developer message's instructions, user turns, and assistant turns in the final channel.
-std::string render_harmony(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
-  std::string s =
-      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-      "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
-      "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>";
-  std::string instructions;
-  for (const ChatMessage& m : messages) {
-    if (m.role == "system") instructions += (instructions.empty() ? "" : "\n\n") + m.content;
-  }
-  if (!instructions.empty()) s += "<|start|>developer<|message|># Instructions\n\n" + instructions + "\n\n<|end|>";
-  for (const ChatMessage& m : messages) {
-    if (m.role == "user") {
-      s += "<|start|>user<|message|>" + m.content + "<|end|>";
-    } else if (m.role == "assistant") {
-      s += "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>";
-    }
-  }
-  if (o.add_generation_prompt) s += "<|start|>assistant";
   return s;
 }
 
@@ -393,7 +369,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Tulu: return render_tulu(messages, options);
     case ChatTemplateFamily::SmolLM3: return render_smollm3(messages, options);
     case ChatTemplateFamily::Granite: return render_granite(messages, options);
-    case ChatTemplateFamily::Harmony: return render_harmony(messages, options);
+    case ChatTemplateFamily::Harmony: return detail::render_harmony(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -402,7 +378,13 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options) {
   return family == ChatTemplateFamily::ChatMl ||
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
-         (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite;
+         (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
+         family == ChatTemplateFamily::Harmony;
+}
+
+std::string chat_template_harmony_date(std::string_view t) {
+  if (!contains(t, "<|start|>") || !contains(t, "Current date: ")) return {};
+  return now_as_text("%Y-%m-%d", ClockZone::Local);  // the template's strftime_now("%Y-%m-%d")
 }
 
 std::optional<MistralFormat> chat_template_mistral_format(std::string_view t) {
@@ -425,6 +407,7 @@ std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, cons
                                                  const ChatRenderOptions& options) {
   if (family == ChatTemplateFamily::Mistral && options.mistral)
     return detail::mistral_refusal(messages, *options.mistral);
+  if (family == ChatTemplateFamily::Harmony) return detail::harmony_refusal(messages);
   if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
   const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
   if (!options.tools.empty() && messages.size() <= after_system) {

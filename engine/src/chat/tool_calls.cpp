@@ -353,6 +353,46 @@ ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
   return out;
 }
 
+// gpt-oss: each " to=functions.NAME" header up to its <|message|>, then the arguments object; the
+// text is the reply without them (split_reply then reads its channels). While streaming, a
+// header not yet at its arguments, and a trailing start of " to=functions.", are held back.
+ToolReply split_harmony_calls(std::string_view reply, bool is_streaming) {
+  constexpr std::string_view kMessage = "<|message|>";
+  ToolReply out;
+  size_t pos = 0;
+  while (true) {
+    const size_t at = reply.find(kHarmonyCallRecipient, pos);
+    if (at == std::string_view::npos) {
+      std::string_view rest = reply.substr(pos);
+      if (is_streaming) rest.remove_suffix(partial_marker(rest, kHarmonyCallRecipient));
+      out.content += rest;
+      break;
+    }
+    out.content += reply.substr(pos, at - pos);
+    const size_t name_begin = at + kHarmonyCallRecipient.size();
+    const size_t name_end = reply.find_first_of(" <", name_begin);
+    const size_t message = name_end == std::string_view::npos ? name_end : reply.find(kMessage, name_end);
+    const size_t object =
+        message == std::string_view::npos ? message : reply.find_first_not_of(kWhitespace, message + kMessage.size());
+    if (object == std::string_view::npos || reply[object] != '{' || name_end == name_begin) {
+      // Not (yet) a call's header and arguments: held back while streaming, else text as written.
+      if (!is_streaming || (object != std::string_view::npos && reply[object] != '{')) {
+        out.content += reply.substr(at, name_begin - at);
+        pos = name_begin;
+        continue;
+      }
+      break;
+    }
+    ParsedToolCall call;
+    call.name = std::string(reply.substr(name_begin, name_end - name_begin));
+    const size_t end = read_compact_value(reply, object, &call.arguments);
+    out.calls.push_back(std::move(call));
+    if (end == std::string_view::npos) break;
+    pos = end;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string template_tojson(std::string_view json_text, int indent) {
@@ -386,6 +426,7 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::MistralList: return {std::string(kMistralCalls), false, false, false, ""};
     case ToolCallFormat::MistralNamed: return {std::string(kMistralCalls), false, false, true, ""};
     case ToolCallFormat::GraniteList: return {std::string(kGraniteCalls), false, false, false, ""};
+    case ToolCallFormat::Harmony: return {std::string(kHarmonyCallRecipient), false, false, false, ""};
     case ToolCallFormat::Hermes: break;
   }
   return {std::string(kToolCallOpen), false, false, true};
@@ -430,6 +471,16 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       out.loosened.push_back(tool.name + ": " + alone.error_message());
       params = {{"type", "object"}};
     }
+    if (format == ToolCallFormat::Harmony) {
+      // The name, the rest of the header (the ways gpt-oss writes it), the arguments.
+      const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
+      for (const char* header :
+           {" <|constrain|>json<|message|>", "<|channel|>commentary json<|message|>",
+            "<|channel|>commentary <|constrain|>json<|message|>", " json<|message|>", "<|message|>"}) {
+        named_calls.push_back({{tool.name + header, nullptr}, {"", arguments}});
+      }
+      continue;
+    }
     if (format == ToolCallFormat::MistralNamed) {
       const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
       named_calls.push_back({{tool.name + "[ARGS]", nullptr}, {"", arguments}});
@@ -451,7 +502,7 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     return make_error(ErrorCode::InvalidArgument,
                       only ? "no tool is named '" + *only + "'" : std::string("there are no tools to call"));
   }
-  if (format == ToolCallFormat::MistralNamed) {
+  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony) {
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
     return out;
   }
@@ -474,6 +525,7 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format) {
   if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
   if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
+  if (format == ToolCallFormat::Harmony) return split_harmony_calls(reply, is_streaming);
   if (format == ToolCallFormat::MistralNamed) return split_mistral_named(reply, is_streaming);
   ToolReply out;
   if (format == ToolCallFormat::Llama3) {

@@ -147,6 +147,13 @@ json CompletionSession::logprobs_json(const std::vector<TokenEvent>& tokens, con
 }
 
 CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& text, bool is_streaming) const {
+  if (m_tool_format == ToolCallFormat::Harmony) {
+    // gpt-oss's calls are messages of their own, headers included: taken out of the reply
+    // first, then its channels read from what is left.
+    ToolReply reply = split_tool_calls(text, is_streaming, ToolCallFormat::Harmony);
+    ReplyParts parts = split_reply(reply.content, is_streaming);
+    return {std::move(parts.reasoning), std::move(parts.content), std::move(reply.calls)};
+  }
   ReplyParts parts = split_reply(text, is_streaming);
   ChatParts out{std::move(parts.reasoning), std::move(parts.content), {}};
   if (m_tool_format) {

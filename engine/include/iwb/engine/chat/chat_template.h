@@ -30,8 +30,9 @@ enum class ChatTemplateFamily {
   // always written (without one: the template's own, with today's date).
   Granite,
   // gpt-oss's harmony: <|start|>role<|message|>...<|end|>; a system block the template writes
-  // itself, the system prompt as the developer's instructions, past assistant turns in the
-  // final channel (<|channel|>final<|message|>), generation from <|start|>assistant.
+  // itself, the system prompt as the developer's instructions (and the tools as a TypeScript
+  // namespace), past assistant turns in the final channel (<|channel|>final<|message|>), calls
+  // to=functions.NAME, generation from <|start|>assistant.
   Harmony,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
@@ -94,19 +95,26 @@ struct ChatRenderOptions {
   bool doubles_tool_example_braces = false;
   // Mistral: the release's format; unset, the first release's (no tools).
   std::optional<MistralFormat> mistral;
+  // gpt-oss's template writes "Current date: " and strftime_now("%Y-%m-%d") in its system block;
+  // empty: no such line (chat_template_harmony_date).
+  std::string harmony_date;
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
 // can be rendered): ChatML (Qwen2.5's and Qwen3's <tools>/<tool_call>/<tool_response>), Llama 3
 // in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results),
-// Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), and Granite 3.x's
-// (<|tool_call|> and a JSON list).
+// Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), Granite 3.x's
+// (<|tool_call|> and a JSON list) and gpt-oss's (harmony's commentary to=functions.NAME).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without
 // "Cutting Knowledge Date", else today's ("05 Dec 2026"), as llama-server gives every one of
 // them (Hugging Face's rendering keeps 3.1's and 3.3's own "26 Jul 2024").
 std::string chat_template_llama3_date(std::string_view jinja_template);
+
+// gpt-oss's date (ChatRenderOptions::harmony_date): today's ("2026-12-06", local time) for a
+// harmony template with a "Current date" line, else empty.
+std::string chat_template_harmony_date(std::string_view jinja_template);
 
 // SmolLM3's date (ChatRenderOptions::smollm3_date): today's ("06 December 2026", local time) for
 // a SmolLM3 template with a "Today Date" line, else empty.

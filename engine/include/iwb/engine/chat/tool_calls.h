@@ -36,7 +36,12 @@ enum class ToolCallFormat {
   MistralNamed,
   // IBM Granite 3.x: <|tool_call|> (a control token) then one JSON list of {"name", "arguments"}.
   GraniteList,
+  // gpt-oss (harmony): a commentary message to=functions.NAME whose text is the arguments,
+  // `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}` (or the recipient
+  // before the channel, as its template writes past calls), then <|call|>; one call a turn.
+  Harmony,
 };
+inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 inline constexpr std::string_view kGraniteCalls = "<|tool_call|>";
 
