@@ -50,7 +50,7 @@ OptionTable make_table(Options* o) {
   t.add({.names = {"--chat-template"},
          .value_name = "NAME|JINJA",
          .help = "chat template: chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu,\n"
-                 "smollm3, granite, harmony, plain, or a Jinja template text (its family is recognised)",
+                 "smollm3, granite, harmony, hermes, plain, or a Jinja template text (its family is recognised)",
          .destination = &o->chat_template,
          .default_text = "the model's"});
   t.begin_group("server");

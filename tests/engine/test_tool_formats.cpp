@@ -1,10 +1,11 @@
-// Mistral's, Granite's and gpt-oss's chat templates and tool calls without a model: Nemo's, Small 3.2's and
+// Mistral's, Granite's, gpt-oss's and Hermes's chat templates and tool calls without a model: Nemo's, Small 3.2's and
 // Devstral's formats read from their template text, conversations rendered as jinja2 renders
 // those templates, Granite 3.3's and gpt-oss's (the expected texts below are jinja2's,
 // scripts/templates-vs-jinja.py's renderer, on llama.cpp's copies of the templates), what the
 // templates refuse, the call grammars, and replies split into text and calls, also while
 // streaming.
 #include "chat/harmony_template.h"
+#include "chat/hermes_template.h"
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -35,6 +36,7 @@ class TestToolFormats : public QObject {
   void harmonyRendersToolsAsItsTemplateDoes();
   void harmonyTypescriptTypes();
   void harmonyCallsAreHeldAndSplit();
+  void hermesRendersToolsAsItsTemplateDoes();
 };
 
 namespace {
@@ -481,6 +483,53 @@ void TestToolFormats::harmonyCallsAreHeldAndSplit() {
   // A recipient that never reaches its arguments is text as written.
   QCOMPARE(split_tool_calls("I send it to=functions.now later", false, ToolCallFormat::Harmony).content,
            std::string("I send it to=functions.now later"));
+}
+
+// Hermes 2 Pro's and Hermes 3's tool-use template (jinja2's texts).
+void TestToolFormats::hermesRendersToolsAsItsTemplateDoes() {
+  const char* jinja =
+      "{{- '<|im_start|>system\n' }}{{- \"You are a function calling AI model. You are provided ...\" }}";
+  QCOMPARE(detect_chat_template(jinja), ChatTemplateFamily::Hermes);
+  QCOMPARE(chat_template_family_from_name("hermes"), std::optional<ChatTemplateFamily>(ChatTemplateFamily::Hermes));
+  ChatRenderOptions o;
+  o.bos_text = "<s>";
+  o.tools = {kNow};
+  o.add_generation_prompt = false;
+  QVERIFY(chat_template_has_tools(ChatTemplateFamily::Hermes, o));
+  const std::vector<ChatMessage> turns = {
+      {"user", "Time?"},
+      {"assistant", "", {call("a", "now", "{}"), call("b", "now", "{\"tz\":\"UTC\"}")}},
+      {"tool", "noon", {}, "a"},
+      {"tool", "12:00", {}, "b"},
+      {"assistant", "Noon."}};
+  const std::string prompt = render_chat(ChatTemplateFamily::Hermes, turns, o);
+  QVERIFY(prompt.rfind("<s><|im_start|>system\nYou are a function calling AI model. You are provided with function "
+                       "signatures within <tools></tools> XML tags.",
+                       0) == 0);
+  const std::string tail =
+      "<tools> {\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"now() - The time\n\n\", "
+      "\"parameters\": {}} </tools>Use the following pydantic model json schema for each tool call you will make: "
+      "{\"properties\": {\"name\": {\"title\": \"Name\", \"type\": \"string\"}, \"arguments\": {\"title\": "
+      "\"Arguments\", \"type\": \"object\"}}, \"required\": [\"name\", \"arguments\"], \"title\": \"FunctionCall\", "
+      "\"type\": \"object\"}}\nFor each function call return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags as follows:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-dict>}\n</tool_call><|im_end|>\n<|im_start|>user\nTime?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+      "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"tz\": "
+      "\"UTC\"}}\n</tool_call><|im_end|>\n<|im_start|>tool\n<tool_response>\nnoon\n</tool_response>\n<tool_response>\n"
+      "12:00\n</tool_response>\n<|im_end|><|im_start|>assistant\nNoon.<|im_end|>\n";
+  QCOMPARE(prompt.substr(prompt.find("<tools> ")), tail);
+  // json_to_python_type as jinja2 runs it (an array's items and a missing type read as "Union[]").
+  QCOMPARE(detail::hermes_python_type("{\"type\": \"string\"}"), std::string("str"));
+  QCOMPARE(detail::hermes_python_type("{\"type\": \"integer\"}"), std::string("int"));
+  QCOMPARE(detail::hermes_python_type("{\"type\": \"array\", \"items\": {\"type\": \"string\"}}"),
+           std::string("list[Union[]]"));
+  QCOMPARE(detail::hermes_python_type("{\"enum\": [\"c\", \"f\"]}"), std::string("Union[]"));
+  QCOMPARE(detail::hermes_python_type("{\"type\": \"object\"}"), std::string("dict"));
+  QCOMPARE(detail::hermes_python_type("{\"type\": \"object\", \"additionalProperties\": {\"type\": \"integer\"}}"),
+           std::string("dict[str, int]"));
+  QCOMPARE(detail::hermes_python_type("{\"type\": [\"string\", \"integer\"]}"), std::string("Union[str,int]"));
+  // The Qwen-style calls are read as Qwen's are.
+  QCOMPARE(tool_call_syntax(ToolCallFormat::Hermes).trigger, std::string("<tool_call>"));
 }
 
 QTEST_GUILESS_MAIN(TestToolFormats)

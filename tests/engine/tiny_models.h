@@ -64,6 +64,8 @@ struct TinyModelSpec {
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
   std::string skip_tensor;
   int64_t declared_n_ff = 0;  // 0: n_ff
+  // Other text metadata (tokenizer.chat_template, ...).
+  std::vector<std::pair<std::string, std::string>> strings;
 };
 
 // <unk> <s> </s>, the 256 byte tokens, then single letters with and without the SPM space mark.
@@ -103,6 +105,7 @@ class TinyModelWriter {
     const std::string a = s.arch;
     m_writer.set_string("general.architecture", a);
     m_writer.set_string("general.name", "tiny-" + a);
+    for (const auto& [key, value] : s.strings) m_writer.set_string(key, value);
     m_writer.set_u32(a + ".context_length", static_cast<uint32_t>(s.context));
     m_writer.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
     m_writer.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));

@@ -8,6 +8,7 @@
 #include "iwb/engine/gguf/gguf_file.h"
 #include "serve/completion_session.h"
 #include "serve/openai_request.h"
+#include "serve/openai_tools.h"
 
 #include "iwb/engine/serve/engine_loop.h"
 #include "iwb/engine/serve/serve_metrics.h"
@@ -90,7 +91,7 @@ class TestServeCore : public QObject {
     QVERIFY(file);
     auto tok = tokenizer::Tokenizer::from_gguf(**file);
     QVERIFY(tok);
-    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}});
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}, {}});
     const std::vector<std::string> pieces = {"<|channel|>", "analysis",    "<|message|>", "Think",     " <",
                                              "b> hard.",    "<|end|>",     "<|start|>",   "assistant", "<|channel|>",
                                              "final",       "<|message|>", "Forty",       "-two <"};
@@ -135,7 +136,7 @@ class TestServeCore : public QObject {
     QVERIFY(file);
     auto tok = tokenizer::Tokenizer::from_gguf(**file);
     QVERIFY(tok);
-    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}});
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}, {}});
     const std::string reply =
         "Checking <b>.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
         "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
@@ -479,6 +480,34 @@ class TestServeCore : public QObject {
     QVERIFY(text.contains("iwb:inter_token_latency_seconds_count{model_name=\"my \\\"model\\\"\"} 2\n"));
     QVERIFY(text.contains("iwb:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.06\"} 1\n"));
     QVERIFY(text.contains("iwb:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.04\"} 0\n"));
+  }
+
+  // A model with a tool-use template (Hermes 2 Pro / 3: tokenizer.chat_template.tool_use) renders
+  // conversations with tools, or tool turns, with it; others with its chat template. A
+  // --chat-template replaces both.
+  void toolUseTemplateForConversationsWithTools() {
+    test::TinyModelSpec spec;
+    spec.strings = {{"tokenizer.chat_template", "{{- '<|im_start|>' }}"},
+                    {"tokenizer.chat_template.tool_use", "{{- 'You are a function calling AI model.<|im_start|>' }}"}};
+    const std::string path = m_tmp.filePath("tool_use.gguf").toStdString();
+    QVERIFY(test::write_tiny_model(spec, path).is_ok());
+    auto engine = Engine::load(path, EngineOptions{});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const ServedModel model = describe_served_model(**engine, "m");
+    QCOMPARE(model.chat_template_tool_use, spec.strings[1].second);
+    ChatCompletionRequest chat;
+    chat.messages = {{"user", "Hi"}};
+    QCOMPARE(chat_template_for(model, chat), spec.strings[0].second);
+    chat.tools.push_back({"now", "", false, "{}"});
+    chat.tool_choice = ToolChoice::Auto;
+    QCOMPARE(chat_template_for(model, chat), spec.strings[1].second);
+    chat.tool_choice = ToolChoice::None;  // the tools are not shown
+    QCOMPARE(chat_template_for(model, chat), spec.strings[0].second);
+    chat.messages.push_back({"tool", "noon", {}, "c"});
+    QCOMPARE(chat_template_for(model, chat), spec.strings[1].second);
+    QCOMPARE(detect_chat_template(chat_template_for(model, chat)), ChatTemplateFamily::Hermes);
+    QVERIFY(describe_served_model(**engine, "m", "chatml").chat_template_tool_use.empty());
+    QVERIFY(describe_served_model(**engine, "m", "{{ '[INST]' }}").chat_template_tool_use.empty());
   }
 
   void engineLoopRoutesTokensAndAborts() {

@@ -183,6 +183,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("granite"), QStringLiteral("Granite")},
       {QStringLiteral("plain"), QStringLiteral("Plain")},
       {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
+      {QStringLiteral("hermes"), QStringLiteral("Hermes (tool use)")},
   };
   return kDisplay.value(familyName, familyName);
 }

@@ -3,6 +3,7 @@
 #include "iwb/engine/chat/chat_template.h"
 
 #include "chat/harmony_template.h"
+#include "chat/hermes_template.h"
 #include "chat/mistral_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -25,6 +26,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Zephyr, "zephyr"},   FamilyName{ChatTemplateFamily::Plain, "plain"},
     FamilyName{ChatTemplateFamily::Harmony, "harmony"}, FamilyName{ChatTemplateFamily::Tulu, "tulu"},
     FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
+    FamilyName{ChatTemplateFamily::Hermes, "hermes"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -338,7 +340,10 @@ std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_vie
 ChatTemplateFamily detect_chat_template(std::string_view t) {
   // Before phi3: harmony's template also writes <|end|>.
   if (contains(t, "<|start|>") && contains(t, "<|message|>")) return ChatTemplateFamily::Harmony;
-  // Before ChatML: SmolLM3's template writes ChatML turns behind its own system block.
+  // Before ChatML: Hermes's tool-use template and SmolLM3's write ChatML turns behind their own
+  // system blocks.
+  if (contains(t, "<|im_start|>") && contains(t, "You are a function calling AI model"))
+    return ChatTemplateFamily::Hermes;
   if (contains(t, "<|im_start|>") && contains(t, "Reasoning Mode: ")) return ChatTemplateFamily::SmolLM3;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
@@ -370,6 +375,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::SmolLM3: return render_smollm3(messages, options);
     case ChatTemplateFamily::Granite: return render_granite(messages, options);
     case ChatTemplateFamily::Harmony: return detail::render_harmony(messages, options);
+    case ChatTemplateFamily::Hermes: return detail::render_hermes(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -379,7 +385,7 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
   return family == ChatTemplateFamily::ChatMl ||
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
          (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
-         family == ChatTemplateFamily::Harmony;
+         family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes;
 }
 
 std::string chat_template_harmony_date(std::string_view t) {
@@ -459,7 +465,8 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Phi3: return {"<|end|>", "<|user|>"};
     case ChatTemplateFamily::Zephyr: return {"<|user|>", "</s>"};
     case ChatTemplateFamily::Tulu: return {"<|user|>", "<|system|>"};
-    case ChatTemplateFamily::SmolLM3: return {"<|im_end|>", "<|im_start|>"};
+    case ChatTemplateFamily::SmolLM3:
+    case ChatTemplateFamily::Hermes: return {"<|im_end|>", "<|im_start|>"};
     case ChatTemplateFamily::Granite: return {"<|end_of_text|>", "<|start_of_role|>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};

@@ -74,6 +74,7 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
   engine->m_summary = std::move(*summary);
   engine->m_config = std::move(*config);
   engine->m_chat_template = engine->m_file->get_string("tokenizer.chat_template").value_or("");
+  engine->m_chat_template_tool_use = engine->m_file->get_string("tokenizer.chat_template.tool_use").value_or("");
 
   report(0.1, "binding weights");
   Result<ModelWeights> weights = bind_model_weights(*engine->m_file, engine->m_config,

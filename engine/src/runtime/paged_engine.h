@@ -40,6 +40,7 @@ class PagedEngine final : public Engine {
   const tokenizer::Tokenizer& tokenizer() const override { return m_tokenizer; }
   int64_t context_length() const override { return m_context_length; }
   const std::string& chat_template() const override { return m_chat_template; }
+  const std::string& chat_template_tool_use() const override { return m_chat_template_tool_use; }
   int num_threads() const override { return m_backend->num_threads(); }
   int64_t max_batch_tokens() const override { return m_backend->max_batch(); }
 
@@ -96,6 +97,7 @@ class PagedEngine final : public Engine {
   ModelConfig m_config;
   ModelWeights m_weights;
   std::string m_chat_template;
+  std::string m_chat_template_tool_use;
   int64_t m_context_length = 0;       // per sequence
   int64_t m_max_sequence_length = 0;  // the context, or the whole pool when that is smaller
 

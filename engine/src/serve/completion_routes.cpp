@@ -5,6 +5,7 @@
 #include "http_server_impl.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
+#include "openai_tools.h"
 
 #include <algorithm>
 
@@ -71,7 +72,8 @@ std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const C
                                " tokens holds",
                            "messages", "context_length_exceeded");
   }
-  Result<ChatPrompt> prompt = build_chat_prompt(model.tokenizer, model.chat_template, chat.messages, options);
+  Result<ChatPrompt> prompt =
+      build_chat_prompt(model.tokenizer, chat_template_for(model, chat), chat.messages, options);
   if (!prompt) return invalid_request(prompt.error_message(), options.tools.empty() ? "messages" : "tools");
   return std::move(*prompt);
 }

@@ -35,14 +35,14 @@ ServedModel describe_served_model(const Engine& engine, std::string model_id, st
   if (model_id.empty()) model_id = std::filesystem::path(engine.model().path).stem().string();
   if (model_id.empty()) model_id = engine.model().name;
   const std::optional<ChatTemplateFamily> named = chat_template_family_from_name(chat_template);
-  return ServedModel{
-      .id = std::move(model_id),
-      .summary = engine.model(),
-      .tokenizer = engine.tokenizer(),
-      .chat_template = chat_template.empty() || named ? engine.chat_template() : std::move(chat_template),
-      .context_length = engine.context_length(),
-      .is_speculating = engine.speculation().is_enabled(),
-      .chat_template_family = named};
+  return ServedModel{.id = std::move(model_id),
+                     .summary = engine.model(),
+                     .tokenizer = engine.tokenizer(),
+                     .chat_template = chat_template.empty() || named ? engine.chat_template() : chat_template,
+                     .context_length = engine.context_length(),
+                     .is_speculating = engine.speculation().is_enabled(),
+                     .chat_template_family = named,
+                     .chat_template_tool_use = chat_template.empty() ? engine.chat_template_tool_use() : std::string()};
 }
 
 EngineLoop::EngineLoop(ServeMetrics* metrics) : m_metrics(metrics) {}

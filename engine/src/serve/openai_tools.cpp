@@ -198,4 +198,10 @@ std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCall
   return std::nullopt;
 }
 
+const std::string& chat_template_for(const ServedModel& model, const ChatCompletionRequest& chat) {
+  bool has_tools = chat.tool_choice != ToolChoice::None && !chat.tools.empty();
+  for (const ChatMessage& m : chat.messages) has_tools = has_tools || m.role == "tool" || !m.tool_calls.empty();
+  return has_tools && !model.chat_template_tool_use.empty() ? model.chat_template_tool_use : model.chat_template;
+}
+
 }  // namespace iwb::serve

@@ -2,6 +2,7 @@
 // in messages an assistant's `tool_calls` and a tool's result (role "tool").
 #pragma once
 
+#include "iwb/engine/serve/serve_core.h"
 #include "openai_request.h"
 
 #include <optional>
@@ -20,5 +21,10 @@ std::optional<ApiError> read_tools(const nlohmann::json& body, std::string_view 
 // "arguments"}}]; `param` names the message in errors.
 std::optional<ApiError> read_message_tool_calls(const nlohmann::json& calls, const std::string& param,
                                                 std::vector<ChatToolCall>* out);
+
+// The template a chat is rendered with: the model's tool-use template
+// (ServedModel::chat_template_tool_use) when it has one and the request shows tools or has tool
+// turns, else its chat template.
+const std::string& chat_template_for(const ServedModel& model, const ChatCompletionRequest& chat);
 
 }  // namespace iwb::serve

@@ -34,6 +34,9 @@ enum class ChatTemplateFamily {
   // namespace), past assistant turns in the final channel (<|channel|>final<|message|>), calls
   // to=functions.NAME, generation from <|start|>assistant.
   Harmony,
+  // Hermes 2 Pro's and Hermes 3's tool-use template (their tokenizer.chat_template.tool_use):
+  // ChatML behind a system turn that lists the tools with Python-style signatures.
+  Hermes,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 

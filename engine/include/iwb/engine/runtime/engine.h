@@ -203,6 +203,9 @@ class Engine {
   virtual int64_t context_length() const = 0;
   // The model's tokenizer.chat_template (a Jinja text), empty when it has none.
   virtual const std::string& chat_template() const = 0;
+  // Its tokenizer.chat_template.tool_use (Hermes 2 Pro / 3: the template for conversations with
+  // tools, as Hugging Face's tokenizer_config names it), empty when it has none.
+  virtual const std::string& chat_template_tool_use() const = 0;
   virtual int num_threads() const = 0;
   virtual int64_t max_batch_tokens() const = 0;  // tokens per step (EngineOptions)
 

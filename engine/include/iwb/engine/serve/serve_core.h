@@ -34,6 +34,9 @@ struct ServedModel {
   bool is_speculating = false;  // speculative decoding on (timings then carry draft_n)
   // --chat-template NAME: the family to render chats in, instead of the one the template shows.
   std::optional<ChatTemplateFamily> chat_template_family;
+  // tokenizer.chat_template.tool_use (not with --chat-template): rendered instead when the
+  // conversation has tools or tool turns, as llama.cpp and Hugging Face choose it.
+  std::string chat_template_tool_use;
 };
 
 // One event of one of a submission's requests; `index` is the request's place in the submission.
