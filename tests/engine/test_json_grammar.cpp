@@ -487,12 +487,26 @@ void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
   std::vector<bool> ends(pieces.size(), false);
   ends.push_back(true);  // an end-of-generation token
   pieces.push_back("");
-  const TokenBytes tokens(pieces, ends);
+  // Control tokens shown as text (render_special): markers of the sequence grammar below, and
+  // text that fits JSON and strings, which they may never write.
+  std::vector<bool> controls(pieces.size(), false);
+  for (const char* control : {"[ARGS]", "[CALL_ID]", "{", "\"a\"", "ab", "[TOOL_CALLS]"}) {
+    pieces.push_back(control);
+    ends.push_back(false);
+    controls.push_back(true);
+  }
+  const TokenBytes tokens(pieces, ends, controls);
   const char* short_strings = R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3},
       "b": {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "string", "minLength": 2}]}}})";
   int num_states = 0, num_in_strings = 0;
-  for (const char* schema_text : {"{}", kPersonSchema, kUnionSchema, short_strings}) {
-    const auto g = compile(schema_text);
+  Result<std::shared_ptr<const JsonGrammar>> id = JsonGrammar::from_regex("[a-z]{2,4}");
+  QVERIFY(id.is_ok());
+  const auto calls =
+      JsonGrammar::sequences({{{"f[ARGS]", nullptr}, {"", compile(kPersonSchema)}},
+                              {{"f[CALL_ID]", nullptr}, {"", *id}, {"[ARGS]", nullptr}, {"", compile("{}")}}},
+                             "a call");
+  for (const char* schema_text : {"{}", kPersonSchema, kUnionSchema, short_strings, "sequence"}) {
+    const auto g = std::string_view(schema_text) == "sequence" ? calls : compile(schema_text);
     for (int walk = 0; walk < 12; ++walk) {
       bool ended = false, stuck = false;
       const std::string text = random_walk(g, rng, &ended, &stuck);

@@ -4,6 +4,7 @@
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "sampling/utf8_lead.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -94,6 +95,11 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
       if (after.feed(std::string_view(&c, 1))) second[b] = after.next_bytes();
     }
   }
+  // Control tokens may only write raw markers. Whether a marker can take a first byte at all is
+  // asked once per byte, so that where none can (inside a string) a vocabulary's many control
+  // tokens (Mistral's 1,000) are ruled out without a feed each.
+  std::array<int8_t, 256> raw_takes_first;
+  raw_takes_first.fill(-1);
   size_t num_allowed = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     bool allowed = false;
@@ -103,7 +109,9 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
       if (tokens.ends_generation(id)) {
         allowed = is_complete;
       } else if (tokens.is_control(id)) {
-        allowed = first.test(static_cast<uint8_t>(bytes[0])) && matcher.can_feed(bytes, /*is_raw_only=*/true);
+        const auto b = static_cast<uint8_t>(bytes[0]);
+        if (raw_takes_first[b] < 0) raw_takes_first[b] = first.test(b) && matcher.can_feed(bytes.substr(0, 1), true);
+        allowed = raw_takes_first[b] == 1 && matcher.can_feed(bytes, /*is_raw_only=*/true);
       } else if (!bytes.empty() && first.test(static_cast<uint8_t>(bytes[0]))) {
         const int32_t chars = tokens.plain_string_chars(id);
         if (room >= 0 && chars >= 0) {
