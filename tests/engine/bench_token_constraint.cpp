@@ -1,7 +1,9 @@
 // What structured output costs per token, with a real vocabulary: building the vocabulary's
 // byte table, checking one sampled token, and the full mask (every token checked) at the kinds
 // of place a reply reaches (a JSON Schema's reply, a string held to a pattern, a guided_regex
-// reply, and a tool call's). A plain program, not a test: it prints figures.
+// reply, a tool call's, and a Mistral-style call — a sequence grammar — with the vocabulary's
+// control tokens shown and 1,000 more added, as Mistral's tekken vocabulary has). A plain
+// program, not a test: it prints figures.
 //   bench_token_constraint MODEL.gguf [REPEATS]
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/gguf/gguf_file.h"
@@ -72,6 +74,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string lead(kToolCallOpen);
+  // Mistral Small 3.2's calls: name[ARGS]{...} after [TOOL_CALLS], held by a sequence grammar,
+  // with a table whose control tokens are text that only markers may take: the model's own
+  // (render_special) and 1,000 "[control_N]" more.
+  auto named = tool_call_grammar({weather, time}, {}, ToolCallFormat::MistralNamed);
+  if (!named) {
+    std::fprintf(stderr, "%s\n", named.error_message().c_str());
+    return 1;
+  }
+  const TokenBytes shown(*tok, /*render_special=*/true);
+  std::vector<std::string> with_controls;
+  std::vector<bool> ends, controls;
+  for (size_t i = 0; i < shown.size(); ++i) {
+    with_controls.push_back(shown.bytes(static_cast<int32_t>(i)));
+    ends.push_back(shown.ends_generation(static_cast<int32_t>(i)));
+    controls.push_back(shown.is_control(static_cast<int32_t>(i)));
+  }
+  for (int i = 0; i < 1000; ++i) {
+    with_controls.push_back("[control_" + std::to_string(i) + "]");
+    ends.push_back(false);
+    controls.push_back(true);
+  }
+  const TokenBytes tekken_like(with_controls, ends, controls);
   auto patterned = JsonGrammar::from_schema(kPatternSchema);
   auto regex = JsonGrammar::from_regex("(yes|no), because [a-z ,]{1,80}\\.");
   if (!patterned || !regex) {
@@ -82,6 +106,7 @@ int main(int argc, char** argv) {
     std::shared_ptr<const JsonGrammar> grammar;
     std::string lead;
     const char* reply;
+    const TokenBytes* table = nullptr;  // the vocabulary's plain table when null
   };
   const std::vector<Place> places = {
       {*grammar, "", ""},
@@ -98,6 +123,9 @@ int main(int argc, char** argv) {
       {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_"},
       {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"},
       {tools->grammar, lead, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool"},
+      {named->grammar, "", "", &tekken_like},
+      {named->grammar, "", "get_weather", &tekken_like},
+      {named->grammar, "", "get_weather[ARGS]{\"city\": \"Par", &tekken_like},
   };
   const tokenizer::TokenId probe = tok->encode("\"name", {.add_bos = false}).front();
   std::printf("%-60s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
@@ -108,21 +136,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "the grammar refuses '%s'\n", prefix);
       return 1;
     }
-    std::vector<float> logits(bytes.size());
+    const TokenBytes& table = place.table != nullptr ? *place.table : bytes;
+    std::vector<float> logits(table.size());
     size_t allowed = 0;
     t0 = Clock::now();
     for (int i = 0; i < repeats; ++i) {
       std::fill(logits.begin(), logits.end(), 0.0f);
-      allowed = mask_disallowed_tokens(m, bytes, logits);
+      allowed = mask_disallowed_tokens(m, table, logits);
     }
     const double mask_ms = ms_since(t0) / repeats;
     t0 = Clock::now();
     bool any = false;
-    for (int i = 0; i < repeats * 100; ++i) any ^= is_token_allowed(m, bytes, probe);
+    for (int i = 0; i < repeats * 100; ++i) any ^= is_token_allowed(m, table, probe);
     const double one_us = ms_since(t0) * 1000.0 / (repeats * 100);
-    std::string shown = (place.lead.empty() ? "'" : "tool call '") + std::string(prefix) + "'";
-    for (size_t at = shown.find('\n'); at != std::string::npos; at = shown.find('\n')) shown.replace(at, 1, "\\n");
-    std::printf("%-60s %9zu %10.2f %12.2f%s\n", shown.substr(0, 60).c_str(), allowed, mask_ms, one_us, any ? "" : "");
+    std::string label = place.table != nullptr ? "mistral call '" : place.lead.empty() ? "'" : "tool call '";
+    label += std::string(prefix) + "'";
+    for (size_t at = label.find('\n'); at != std::string::npos; at = label.find('\n')) label.replace(at, 1, "\\n");
+    std::printf("%-60s %9zu %10.2f %12.2f%s\n", label.substr(0, 60).c_str(), allowed, mask_ms, one_us, any ? "" : "");
   }
   return 0;
 }
