@@ -331,6 +331,19 @@ class TestEngineGeneration : public QObject {
       QVERIFY2(prompt.is_ok(), prompt.error_message().c_str());
       QCOMPARE(prompt->renders_special_tokens, family == ChatTemplateFamily::Harmony);
     }
+    // Mistral's and Granite's calls open with a control token: shown when the model is shown tools.
+    const std::string tool = "{\"type\": \"function\", \"function\": {\"name\": \"now\"}}";
+    for (const char* jinja :
+         {"{{ '[SYSTEM_PROMPT]' }}{{ '[INST]' }}{{ '[TOOL_CALLS]' }}{{ '[ARGS]' }}", "{{ '<|start_of_role|>' }}"}) {
+      Result<ChatPrompt> plain = build_chat_prompt(tok, jinja, messages);
+      QVERIFY2(plain.is_ok(), plain.error_message().c_str());
+      QVERIFY(!plain->renders_special_tokens);
+      ChatPromptOptions with_tools;
+      with_tools.tools = {tool};
+      Result<ChatPrompt> tools = build_chat_prompt(tok, jinja, messages, with_tools);
+      QVERIFY2(tools.is_ok(), tools.error_message().c_str());
+      QVERIFY(tools->renders_special_tokens && tools->tool_format);
+    }
   }
 
   void chatPromptHasOneBos() {

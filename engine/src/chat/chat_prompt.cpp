@@ -75,11 +75,13 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
-  // Harmony's channels, Mistral's [TOOL_CALLS] and Granite's <|tool_call|> are control tokens
-  // the reply must show.
+  // Harmony's channels are control tokens the reply must show; so are Mistral's [TOOL_CALLS] and
+  // Granite's <|tool_call|> when the model is shown tools (a chat without them is left as it was).
+  const bool has_marker_calls = prompt.tool_format == ToolCallFormat::MistralList ||
+                                prompt.tool_format == ToolCallFormat::MistralNamed ||
+                                prompt.tool_format == ToolCallFormat::GraniteList;
   prompt.renders_special_tokens =
-      prompt.family == ChatTemplateFamily::Harmony || prompt.tool_format == ToolCallFormat::MistralList ||
-      prompt.tool_format == ToolCallFormat::MistralNamed || prompt.tool_format == ToolCallFormat::GraniteList;
+      prompt.family == ChatTemplateFamily::Harmony || (has_marker_calls && !options.tools.empty());
   return prompt;
 }
 
