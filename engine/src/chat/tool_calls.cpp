@@ -1,5 +1,6 @@
 // Tool calls: definitions as Hugging Face's `tojson` writes them, the grammar of one call, and a
-// reply split into text and calls (Qwen's <tool_call> blocks, Llama 3's whole-reply call).
+// reply split into text and calls (Qwen's <tool_call> blocks, Llama 3's whole-reply call,
+// Mistral's and Granite's calls after their marker, gpt-oss's commentary messages).
 #include "iwb/engine/chat/tool_calls.h"
 
 #include <nlohmann/json.hpp>

@@ -1,11 +1,11 @@
-// Tool calling (OpenAI's `tools`, `tool_choice`, `tool_calls`) in the Qwen2.5 / Hermes format:
-// the model writes each call as
+// Tool calling (OpenAI's `tools`, `tool_choice`, `tool_calls`) in each family's format
+// (ToolCallFormat): Qwen2.5's / Hermes's, where the model writes each call as
 //   <tool_call>
 //   {"name": "get_weather", "arguments": {"city": "Paris"}}
 //   </tool_call>
-// This file has the pieces the chat template, the engine and the server share: tool definitions
-// as the template shows them, the grammar that holds a call to the tools' schemas, and the
-// reply split into text and calls.
+// and Llama 3's, Mistral's, Granite's and gpt-oss's. This file has the pieces the chat template,
+// the engine and the server share: tool definitions as the template shows them, the grammar
+// that holds a call to the tools' schemas, and the reply split into text and calls.
 #pragma once
 
 #include "iwb/engine/sampling/json_grammar.h"
@@ -80,7 +80,10 @@ int json_nesting_depth(std::string_view text);
 
 // The grammar one call is held to: {"name": one of the tools (or `only`), "arguments": that
 // tool's parameters} (Llama 3: "parameters"), framed as the format writes it (Hermes: "\n"
-// before, after the trigger kToolCallOpen, and "\n</tool_call>" after). A tool's schema that
+// before, after the trigger kToolCallOpen, and "\n</tool_call>" after); Nemo and Granite: a
+// JSON list of such calls (Nemo's with an optional 9-character "id"); Mistral's named calls and
+// gpt-oss's: a sequence of the name, its markers (the header's rest for gpt-oss) and the
+// parameters (JsonGrammar::sequences). A tool's schema that
 // uses what the grammar does not support is an error when the tool is strict; otherwise its
 // arguments are held to any JSON object (OpenAI holds non-strict tools to their schema only
 // loosely too), and `loosened` names it.
@@ -116,7 +119,11 @@ std::string new_tool_call_id(ToolCallFormat format);
 // finished reply keeps a block that is no call as text, and drops the white space around calls.
 // Llama 3: a reply that is one JSON object with "name" and "parameters" (or "arguments") is a
 // call, read the same way; while streaming, a reply that opens with {"name" (white space allowed
-// after the brace), or may yet, is held back until its arguments begin.
+// after the brace), or may yet, is held back until its arguments begin. Nemo and Granite: the
+// list after the marker, each whole object a call in any key order, the one being written a call
+// once its name and arguments begin; Mistral's named calls: the text before the first
+// [TOOL_CALLS], then each name, id and arguments; gpt-oss: each " to=functions.NAME" header and
+// its arguments taken out of the text (whose channels split_reply then reads).
 struct ToolReply {
   std::string content;
   std::vector<ParsedToolCall> calls;
