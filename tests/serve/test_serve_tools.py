@@ -52,6 +52,14 @@ def chat(**kwargs):
     return CLIENT.chat.completions.create(**args)
 
 
+def final_choice(client, stream, args):
+    """The response's first choice, whole or (stream) as the client's stream helper assembles it."""
+    if not stream:
+        return client.chat.completions.create(**args).choices[0]
+    with client.chat.completions.stream(**args) as s:
+        return s.get_final_completion().choices[0]
+
+
 def check_weather_call(test, call):
     test.assertEqual(call.type, "function")
     test.assertTrue(call.id.startswith("call_"), call.id)
@@ -264,11 +272,7 @@ class TestTools(unittest.TestCase):
                     args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
                                 logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required",
                                 parallel_tool_calls=False)
-                    if not stream:
-                        choice = client.chat.completions.create(**args).choices[0]
-                    else:
-                        with client.chat.completions.stream(**args) as s:
-                            choice = s.get_final_completion().choices[0]
+                    choice = final_choice(client, stream, args)
                     self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
                     calls = choice.message.tool_calls
                     self.assertEqual(len(calls), 1, calls)
@@ -304,11 +308,7 @@ class TestTools(unittest.TestCase):
                 args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
                             logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], parallel_tool_calls=False,
                             tool_choice={"type": "function", "function": {"name": "get_weather"}})
-                if not stream:
-                    choice = client.chat.completions.create(**args).choices[0]
-                else:
-                    with client.chat.completions.stream(**args) as s:
-                        choice = s.get_final_completion().choices[0]
+                choice = final_choice(client, stream, args)
                 self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
                 self.assertEqual(len(choice.message.tool_calls), 1)
                 check_weather_call(self, choice.message.tool_calls[0])
@@ -328,11 +328,7 @@ class TestTools(unittest.TestCase):
             for stream in (False, True):
                 args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
                             logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required")
-                if not stream:
-                    choice = client.chat.completions.create(**args).choices[0]
-                else:
-                    with client.chat.completions.stream(**args) as s:
-                        choice = s.get_final_completion().choices[0]
+                choice = final_choice(client, stream, args)
                 self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
                 self.assertFalse(choice.message.content)  # the call's header is not text
                 self.assertEqual(len(choice.message.tool_calls), 1)
