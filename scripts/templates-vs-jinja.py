@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Chat prompts of `iwb serve` against Jinja templates rendered by jinja2 as Hugging Face renders
 them (tojson with the keys in order and non-ASCII as it is, trim_blocks, lstrip_blocks):
-    scripts/templates-vs-jinja.py [--plain] [--bos TEXT --eos TEXT] IWB MODEL.gguf TEMPLATE.jinja...
+    scripts/templates-vs-jinja.py [--plain] [--bos TEXT --eos TEXT] [--kwargs JSON] IWB MODEL.gguf TEMPLATE.jinja...
 serves MODEL with each template as --chat-template (its family recognised, its default system
 text and tool example read from it) and compares POST /apply-template with jinja2's rendering
 for conversations with tools, tool calls and results. Needs jinja2 (pip install jinja2).
 --plain: the conversations without tools (template_cases.PLAIN_CASES), for families with no tool
 format here. --bos/--eos: the served model's BOS and EOS texts, which jinja2 is given as
-bos_token and eos_token (default <s> and </s>). Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when
+bos_token and eos_token (default <s> and </s>). --kwargs: template variables (e.g.
+'{"enable_thinking": false}'), given to jinja2 and sent as chat_template_kwargs. Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when
 any differs."""
 import datetime
 import difflib
@@ -24,9 +25,12 @@ from template_cases import CASES, PLAIN_CASES  # noqa: E402  (scripts/, next to 
 
 ARGS = sys.argv[1:]
 BOS, EOS = "<s>", "</s>"
+KWARGS = {}
 while ARGS and ARGS[0].startswith("--"):
     if ARGS[0] == "--plain":
         CASES, ARGS = PLAIN_CASES, ARGS[1:]
+    elif ARGS[0] == "--kwargs" and len(ARGS) > 1:
+        KWARGS, ARGS = json.loads(ARGS[1]), ARGS[2:]
     elif ARGS[0] in ("--bos", "--eos") and len(ARGS) > 1:
         BOS, EOS = (ARGS[1], EOS) if ARGS[0] == "--bos" else (BOS, ARGS[1])
         ARGS = ARGS[2:]
@@ -83,10 +87,10 @@ for name in TEMPLATES:
                 # date_string as llama.cpp passes it (Llama 3.1+ templates write it).
                 ref = tmpl.render(messages=args_obj(c["messages"]), tools=c.get("tools"), add_generation_prompt=True,
                                   bos_token=BOS, eos_token=EOS,
-                                  date_string=datetime.datetime.now().strftime("%d %b %Y"))
+                                  date_string=datetime.datetime.now().strftime("%d %b %Y"), **KWARGS)
             except Exception as e:  # the template refuses it (raise_exception): so must we
                 ref = "HTTP 400 (the template: %s)" % e
-            ours = post(8383, "/apply-template", c)["prompt"]
+            ours = post(8383, "/apply-template", dict(c, chat_template_kwargs=KWARGS) if KWARGS else c)["prompt"]
             if ref.startswith("HTTP 400") and ours.startswith("HTTP 400"):
                 print(name, i, "both refuse:", ours[:150])
                 continue

@@ -23,6 +23,40 @@ class TestChatTemplate : public QObject {
   Q_OBJECT
 
  private slots:
+  // enable_thinking and reasoning_effort as the templates read them (jinja2 gives the same,
+  // scripts/templates-vs-jinja.py --kwargs, on Qwen3-0.6B's, SmolLM3's and gpt-oss's templates).
+  void thinkingControls() {
+    ChatRenderOptions o;
+    o.closes_think_when_off = chat_template_closes_think_when_off(
+        "<|im_start|>{%- if enable_thinking is defined and enable_thinking is false %}{{- "
+        "'<think>\\n\\n</think>\\n\\n' }}");
+    QVERIFY(o.closes_think_when_off);
+    QVERIFY(!chat_template_closes_think_when_off("{{ '<|im_start|>' }}"));
+    const std::vector<ChatMessage> hi = {{"user", "Hi"}};
+    QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, hi, o),
+             std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    o.enable_thinking = true;
+    QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, hi, o),
+             std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    o.enable_thinking = false;
+    QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, hi, o),
+             std::string("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    // SmolLM3: the kwarg sets the mode, a /think or /no_think in the system message overrides it.
+    ChatRenderOptions smol;
+    smol.enable_thinking = false;
+    QVERIFY(render_chat(ChatTemplateFamily::SmolLM3, hi, smol).find("Reasoning Mode: /no_think") != std::string::npos);
+    QVERIFY(render_chat(ChatTemplateFamily::SmolLM3, {{"system", "Go /think"}, {"user", "Hi"}}, smol)
+                .find("Reasoning Mode: /think") != std::string::npos);
+    smol.enable_thinking = true;
+    QVERIFY(render_chat(ChatTemplateFamily::SmolLM3, {{"system", "Quick /no_think"}, {"user", "Hi"}}, smol)
+                .find("Reasoning Mode: /no_think") != std::string::npos);
+    // gpt-oss: "Reasoning: medium" unless said.
+    ChatRenderOptions oss;
+    QVERIFY(render_chat(ChatTemplateFamily::Harmony, hi, oss).find("\nReasoning: medium\n") != std::string::npos);
+    oss.reasoning_effort = "high";
+    QVERIFY(render_chat(ChatTemplateFamily::Harmony, hi, oss).find("\nReasoning: high\n") != std::string::npos);
+  }
+
   void detection_data() {
     QTest::addColumn<QString>("jinja");
     QTest::addColumn<QString>("family");

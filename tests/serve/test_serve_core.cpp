@@ -305,6 +305,23 @@ class TestServeCore : public QObject {
     QVERIFY(!none_read.params.json_grammar && !none_read.params.tool_format);
   }
 
+  // Thinking controls: OpenAI's reasoning_effort, and chat_template_kwargs as vLLM and
+  // llama-server take them (the kwarg wins when both say).
+  void readsThinkingControls() {
+    const auto read = [](const char* text) {
+      auto r = read_chat_request(json::parse(text), SamplingParams{}, {});
+      if (!std::holds_alternative<ChatCompletionRequest>(r)) qFatal("refused: %s", text);
+      return std::get<ChatCompletionRequest>(r);
+    };
+    const ChatCompletionRequest none = read("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}");
+    QVERIFY(!none.enable_thinking && none.reasoning_effort.empty());
+    const ChatCompletionRequest both = read(
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"low\", "
+        "\"chat_template_kwargs\": {\"enable_thinking\": false, \"reasoning_effort\": \"high\"}}");
+    QCOMPARE(both.enable_thinking, std::optional<bool>(false));
+    QCOMPARE(both.reasoning_effort, std::string("high"));
+  }
+
   void readsAValidChatRequest() {
     const json body = json::parse(R"({"model": "x", "messages": [{"role": "developer", "content": "Be brief."},
         {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]},
@@ -385,6 +402,15 @@ class TestServeCore : public QObject {
                                << "functions";
     QTest::newRow("stream_options list") << "{" + ok + R"(, "stream_options": [true]})"
                                          << "stream_options";
+    QTest::newRow("reasoning_effort") << "{" + ok + ", \"reasoning_effort\": \"extreme\"}"
+                                      << "reasoning_effort";
+    QTest::newRow("kwargs list") << "{" + ok + ", \"chat_template_kwargs\": [1]}"
+                                 << "chat_template_kwargs";
+    QTest::newRow("enable_thinking string") << "{" + ok + ", \"chat_template_kwargs\": {\"enable_thinking\": \"no\"}}"
+                                            << "chat_template_kwargs";
+    // A variable no template here reads would be dropped without a word: refused by name.
+    QTest::newRow("unknown kwarg") << "{" + ok + ", \"chat_template_kwargs\": {\"thinking\": true}}"
+                                   << "chat_template_kwargs";
   }
 
   void refusesBadBodiesWithTheReason() {

@@ -41,6 +41,9 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.llama3_date = chat_template_llama3_date(chat_template);
   render.smollm3_date = chat_template_smollm3_date(chat_template);
   render.harmony_date = chat_template_harmony_date(chat_template);
+  render.enable_thinking = options.enable_thinking;
+  render.reasoning_effort = options.reasoning_effort;
+  render.closes_think_when_off = chat_template_closes_think_when_off(chat_template);
 
   render.mistral = chat_template_mistral_format(chat_template);
 

@@ -92,6 +92,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
     }
   }
   if (o.add_generation_prompt) s += "<|im_start|>assistant\n";
+  if (o.add_generation_prompt && o.closes_think_when_off && o.enable_thinking == false) s += "<think>\n\n</think>\n\n";
   return s;
 }
 
@@ -225,15 +226,20 @@ std::string render_tulu(const std::vector<ChatMessage>& messages, const ChatRend
 
 // SmolLM3's template as llama.cpp ships it (models/templates/HuggingFaceTB-SmolLM3-3B.jinja), and
 // with its "Today Date" line as Hugging Face's original writes it (smollm3_date):
-// thinking on unless the system message says /no_think; the system message's text, without
+// thinking as enable_thinking says (on by default), unless the system message says /no_think or
+// /think; the system message's text, without
 // its /think and /no_think, as the custom instructions, else the template's own; tool results
 // as user turns; other system messages left out.
 std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
-  bool is_thinking = true;
+  bool is_thinking = o.enable_thinking.value_or(true);  // the template's default: enable_thinking
   std::string custom;
   if (!messages.empty() && messages[0].role == "system") {
     custom = messages[0].content;
-    is_thinking = !contains(custom, "/no_think");  // /think only confirms the default
+    if (contains(custom, "/no_think")) {
+      is_thinking = false;
+    } else if (contains(custom, "/think")) {
+      is_thinking = true;
+    }
     for (const std::string_view flag : {std::string_view("/no_think"), std::string_view("/think")}) {
       for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at))
         custom.erase(at, flag.size());
@@ -386,6 +392,11 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
          (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
          family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes;
+}
+
+bool chat_template_closes_think_when_off(std::string_view t) {
+  return contains(t, "<|im_start|>") && contains(t, "enable_thinking is defined and enable_thinking is false") &&
+         contains(t, "<think>\\n\\n</think>\\n\\n");
 }
 
 std::string chat_template_harmony_date(std::string_view t) {

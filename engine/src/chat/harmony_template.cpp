@@ -175,8 +175,8 @@ std::string render_harmony(const std::vector<ChatMessage>& messages, const ChatR
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
       "Knowledge cutoff: 2024-06\n";
   if (!o.harmony_date.empty()) s += "Current date: " + o.harmony_date + "\n";
-  s += "\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
-       "message.";
+  s += "\nReasoning: " + (o.reasoning_effort.empty() ? std::string("medium") : o.reasoning_effort) +
+       "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.";
   if (!o.tools.empty()) s += "\nCalls to these tools must go to the commentary channel: 'functions'.";
   s += "<|end|>";
   // The first message, when it is the system's, is the developer's instructions.

@@ -56,6 +56,8 @@ struct ActiveCompletion {
 std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const ChatCompletionRequest& chat) {
   ChatPromptOptions options;
   options.family = model.chat_template_family;
+  options.enable_thinking = chat.enable_thinking;
+  options.reasoning_effort = chat.reasoning_effort;
   if (chat.tool_choice != ToolChoice::None) {
     for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.json);
   }

@@ -487,6 +487,42 @@ std::variant<nlohmann::json, ApiError> parse_body(std::string_view body, int max
   return value;
 }
 
+// reasoning_effort and chat_template_kwargs: what the templates here read of them, checked.
+std::optional<ApiError> read_thinking_controls(const json& body, ChatCompletionRequest* request) {
+  const auto read_effort = [&](const json& value, const std::string& param) -> std::optional<ApiError> {
+    if (value.is_null()) return std::nullopt;
+    const std::string effort = value.is_string() ? value.get<std::string>() : std::string();
+    if (effort != "low" && effort != "medium" && effort != "high") {
+      return invalid_request("'" + param + "' must be \"low\", \"medium\" or \"high\"", param);
+    }
+    request->reasoning_effort = effort;
+    return std::nullopt;
+  };
+  if (const auto effort = body.find("reasoning_effort"); effort != body.end()) {
+    if (std::optional<ApiError> e = read_effort(*effort, "reasoning_effort")) return e;
+  }
+  const auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs == body.end() || kwargs->is_null()) return std::nullopt;
+  if (!kwargs->is_object()) return invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  for (const auto& [key, value] : kwargs->items()) {
+    if (key == "enable_thinking") {
+      if (!value.is_boolean()) {
+        return invalid_request("'chat_template_kwargs.enable_thinking' must be true or false", "chat_template_kwargs");
+      }
+      request->enable_thinking = value.get<bool>();
+    } else if (key == "reasoning_effort") {
+      if (std::optional<ApiError> e = read_effort(value, "chat_template_kwargs")) return e;
+    } else {
+      // The templates are not run by a Jinja interpreter: a variable nothing here reads would
+      // be dropped without a word.
+      return invalid_request("'chat_template_kwargs." + key +
+                                 "' is not read by the chat templates here (enable_thinking and reasoning_effort are)",
+                             "chat_template_kwargs");
+    }
+  }
+  return std::nullopt;
+}
+
 std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,
                                                                 const SamplingParams& defaults,
                                                                 const RequestLimits& limits,
@@ -498,6 +534,7 @@ std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::
   read_common(r, defaults, limits, &request.params);
   if (r.error) return *r.error;
   if (std::optional<ApiError> e = read_tools(body, raw_body, limits, &request)) return *e;
+  if (std::optional<ApiError> e = read_thinking_controls(body, &request)) return *e;
   bool wants_logprobs = false;
   r.boolean("logprobs", &wants_logprobs);
   int64_t top = 0;

@@ -77,6 +77,11 @@ struct ChatCompletionRequest {
   ToolChoice tool_choice = ToolChoice::None;
   std::string tool_choice_name;  // ToolChoice::Function: the tool
   bool is_parallel_tool_calls = true;
+  // Thinking controls the model's template reads: `chat_template_kwargs` (vLLM's and
+  // llama-server's field) {"enable_thinking": false} (Qwen3, SmolLM3), and `reasoning_effort`
+  // (OpenAI's field, or the same kwarg: gpt-oss's "Reasoning: low|medium|high").
+  std::optional<bool> enable_thinking;
+  std::string reasoning_effort;
 };
 
 // A prompt given as text or as token ids.

@@ -21,6 +21,9 @@ struct ChatPromptOptions {
   // Tool definitions, each a tool's JSON text (ToolDefinition::json): only families with a tool
   // format take them (chat_template_has_tools), as they do tool turns.
   std::vector<std::string> tools;
+  // Thinking controls (ChatRenderOptions::enable_thinking, reasoning_effort).
+  std::optional<bool> enable_thinking;
+  std::string reasoning_effort;
 };
 
 struct ChatPrompt {

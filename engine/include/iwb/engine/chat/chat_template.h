@@ -101,6 +101,13 @@ struct ChatRenderOptions {
   // gpt-oss's template writes "Current date: " and strftime_now("%Y-%m-%d") in its system block;
   // empty: no such line (chat_template_harmony_date).
   std::string harmony_date;
+  // Thinking controls, as the templates read them from chat_template_kwargs: enable_thinking
+  // (SmolLM3: its reasoning mode's default; Qwen3: false opens the reply with an empty think
+  // block, where `closes_think_when_off`), reasoning_effort (gpt-oss: "Reasoning: ...", medium
+  // when empty).
+  std::optional<bool> enable_thinking;
+  std::string reasoning_effort;
+  bool closes_think_when_off = false;  // chat_template_closes_think_when_off
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
@@ -114,6 +121,10 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
 // "Cutting Knowledge Date", else today's ("05 Dec 2026"), as llama-server gives every one of
 // them (Hugging Face's rendering keeps 3.1's and 3.3's own "26 Jul 2024").
 std::string chat_template_llama3_date(std::string_view jinja_template);
+
+// Whether the template opens the reply with an empty <think> block when enable_thinking is false
+// (Qwen3's: `enable_thinking is defined and enable_thinking is false`).
+bool chat_template_closes_think_when_off(std::string_view jinja_template);
 
 // gpt-oss's date (ChatRenderOptions::harmony_date): today's ("2026-12-06", local time) for a
 // harmony template with a "Current date" line, else empty.
