@@ -5,6 +5,7 @@
 #include "device_cli.h"
 #include "options/option_groups.h"
 
+#include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/serve/engine_loop.h"
 #include "iwb/engine/serve/http_server.h"
@@ -208,6 +209,13 @@ int run_serve(int argc, char** argv) {
                  static_cast<long long>(e.context_length()), e.num_threads(), device_line(e).c_str());
     loop.start(std::move(*engine), o.alias, o.chat_template);
     std::fprintf(stderr, "iwb serve: ready, serving '%s'\n", loop.model()->id.c_str());
+    const serve::ServedModel& served = *loop.model();
+    std::fprintf(stderr, "iwb serve: chat template: %s\n",
+                 chat_template_summary(served.chat_template, served.chat_template_family).c_str());
+    if (!served.chat_template_tool_use.empty()) {
+      std::fprintf(stderr, "iwb serve: with tools, its tool_use template: %s\n",
+                   chat_template_summary(served.chat_template_tool_use).c_str());
+    }
   }
   http.join();
   is_exiting = true;

@@ -6,6 +6,7 @@
 // streaming.
 #include "chat/harmony_template.h"
 #include "chat/hermes_template.h"
+#include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -37,6 +38,7 @@ class TestToolFormats : public QObject {
   void harmonyTypescriptTypes();
   void harmonyCallsAreHeldAndSplit();
   void hermesRendersToolsAsItsTemplateDoes();
+  void templateSummaryNamesTheToolFormat();
 };
 
 namespace {
@@ -530,6 +532,19 @@ void TestToolFormats::hermesRendersToolsAsItsTemplateDoes() {
   QCOMPARE(detail::hermes_python_type("{\"type\": [\"string\", \"integer\"]}"), std::string("Union[str,int]"));
   // The Qwen-style calls are read as Qwen's are.
   QCOMPARE(tool_call_syntax(ToolCallFormat::Hermes).trigger, std::string("<tool_call>"));
+}
+
+// What `iwb serve` logs of a template: its family and how tools are written with it.
+void TestToolFormats::templateSummaryNamesTheToolFormat() {
+  QCOMPARE(chat_template_summary(kSmall32Template),
+           std::string("mistral; tools: [TOOL_CALLS]name[ARGS]{...} (Mistral Small 3.2, Devstral)"));
+  QCOMPARE(chat_template_summary(kNemoTemplate),
+           std::string("mistral; tools: [TOOL_CALLS] and a JSON list with ids (Mistral Nemo)"));
+  QCOMPARE(chat_template_summary(kMistral7bTemplate), std::string("mistral; no tool format"));
+  QCOMPARE(chat_template_summary("{{ '<start_of_turn>' }}"), std::string("gemma; no tool format"));
+  QCOMPARE(chat_template_summary("", ChatTemplateFamily::Granite),
+           std::string("granite; tools: <|tool_call|> and a JSON list (Granite 3.x)"));
+  QCOMPARE(chat_template_summary(""), std::string("plain (the model has no chat template); no tool format"));
 }
 
 QTEST_GUILESS_MAIN(TestToolFormats)

@@ -17,6 +17,17 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
 
 }  // namespace
 
+std::string chat_template_summary(std::string_view chat_template, std::optional<ChatTemplateFamily> family) {
+  const ChatTemplateFamily f = family ? *family : detect_chat_template(chat_template);
+  ChatRenderOptions render;
+  render.llama3_date = chat_template_llama3_date(chat_template);
+  render.mistral = chat_template_mistral_format(chat_template);
+  std::string s(chat_template_family_name(f));
+  if (chat_template.empty() && !family) s += " (the model has no chat template)";
+  if (!chat_template_has_tools(f, render)) return s + "; no tool format";
+  return s + "; tools: " + std::string(tool_call_format_description(tool_call_format(f, render)));
+}
+
 Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,
                                      const std::vector<ChatMessage>& messages, const ChatPromptOptions& options) {
   if (messages.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation has no messages");

@@ -433,6 +433,18 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
   return {std::string(kToolCallOpen), false, false, true};
 }
 
+std::string_view tool_call_format_description(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::Hermes: return "<tool_call> blocks of {\"name\", \"arguments\"} (Qwen2.5, Qwen3, Hermes)";
+    case ToolCallFormat::Llama3: return "the whole reply {\"name\", \"parameters\"} (Llama 3.1-3.3)";
+    case ToolCallFormat::MistralList: return "[TOOL_CALLS] and a JSON list with ids (Mistral Nemo)";
+    case ToolCallFormat::MistralNamed: return "[TOOL_CALLS]name[ARGS]{...} (Mistral Small 3.2, Devstral)";
+    case ToolCallFormat::GraniteList: return "<|tool_call|> and a JSON list (Granite 3.x)";
+    case ToolCallFormat::Harmony: return "commentary messages to=functions.NAME (gpt-oss)";
+  }
+  return {};
+}
+
 std::string new_tool_call_id(ToolCallFormat format) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   if (format == ToolCallFormat::MistralList || format == ToolCallFormat::MistralNamed) {

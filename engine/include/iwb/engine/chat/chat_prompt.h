@@ -38,6 +38,11 @@ struct ChatPrompt {
   std::optional<ToolCallFormat> tool_format;
 };
 
+// What a template is read as, for a server's log: its family and how tools are written with it
+// ("mistral; tools: [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} (Mistral Small 3.2)", "gemma; no tool
+// format"). `family`: one the user named instead.
+std::string chat_template_summary(std::string_view chat_template, std::optional<ChatTemplateFamily> family = {});
+
 Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std::string_view chat_template,
                                      const std::vector<ChatMessage>& messages, const ChatPromptOptions& options = {});
 

@@ -56,6 +56,8 @@ struct ToolCallSyntax {
   std::string separator = "\n";  // what comes between two calls (Qwen: a newline; Mistral: nothing)
 };
 ToolCallSyntax tool_call_syntax(ToolCallFormat format);
+// How the format's calls look, in words: "<tool_call> blocks (Qwen2.5, Qwen3, Hermes)".
+std::string_view tool_call_format_description(ToolCallFormat format);
 
 // A function the model may call (OpenAI's tools[i].function).
 struct ToolDefinition {
