@@ -25,7 +25,7 @@ namespace iwb::cli {
 namespace {
 
 struct Options {
-  std::string model, alias, chat_template;
+  std::string model, alias, chat_template, chat_template_kwargs;
   serve::ServeOptions serve;
   EngineOptions engine;
   int64_t kv_mib = 0;
@@ -54,6 +54,11 @@ OptionTable make_table(Options* o) {
                  "smollm3, granite, harmony, hermes, plain, or a Jinja template text (its family is recognised)",
          .destination = &o->chat_template,
          .default_text = "the model's"});
+  t.add({.names = {"--chat-template-kwargs"},
+         .value_name = "JSON",
+         .help = "template variables for requests that give none: {\"enable_thinking\": false} (Qwen3, SmolLM3),\n"
+                 "{\"reasoning_effort\": \"high\"} (gpt-oss); a request's chat_template_kwargs take precedence",
+         .destination = &o->chat_template_kwargs});
   t.begin_group("server");
   t.add({.names = {"--host"}, .value_name = "ADDR", .help = "address to listen on", .destination = &o->serve.host});
   t.add({.names = {"--port"},
@@ -145,6 +150,11 @@ int parse(int argc, char** argv, Options* o) {
   o->serve.default_sampling = o->sampling.to_params(0);
   o->serve.has_default_seed = o->sampling.seed != kRandomSeed;
   o->serve.default_max_tokens = o->sampling.n_predict;
+  if (!o->chat_template_kwargs.empty()) {
+    if (Status s = serve::set_default_chat_template_kwargs(o->chat_template_kwargs, &o->serve); !s) {
+      return report_usage_error(table, s.message());
+    }
+  }
   o->engine.kv_cache_bytes = static_cast<uint64_t>(o->kv_mib) << 20;
   return -1;
 }

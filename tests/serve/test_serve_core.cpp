@@ -11,6 +11,7 @@
 #include "serve/openai_tools.h"
 
 #include "iwb/engine/serve/engine_loop.h"
+#include "iwb/engine/serve/http_server.h"
 #include "iwb/engine/serve/serve_metrics.h"
 
 #include <QTemporaryDir>
@@ -320,6 +321,16 @@ class TestServeCore : public QObject {
         "\"chat_template_kwargs\": {\"enable_thinking\": false, \"reasoning_effort\": \"high\"}}");
     QCOMPARE(both.enable_thinking, std::optional<bool>(false));
     QCOMPARE(both.reasoning_effort, std::string("high"));
+    // The server's --chat-template-kwargs: the same variables, the same refusals.
+    ServeOptions defaults;
+    QVERIFY(set_default_chat_template_kwargs("{\"enable_thinking\": false, \"reasoning_effort\": \"low\"}", &defaults));
+    QCOMPARE(defaults.default_enable_thinking, std::optional<bool>(false));
+    QCOMPARE(defaults.default_reasoning_effort, std::string("low"));
+    const Status unknown = set_default_chat_template_kwargs("{\"thinking\": true}", &defaults);
+    QVERIFY(!unknown && unknown.message().find("'chat_template_kwargs.thinking' is not read") != std::string::npos);
+    QVERIFY(!set_default_chat_template_kwargs("{\"reasoning_effort\": \"max\"}", &defaults));
+    QVERIFY(!set_default_chat_template_kwargs("[true]", &defaults));
+    QVERIFY(!set_default_chat_template_kwargs("not json", &defaults));
   }
 
   void readsAValidChatRequest() {

@@ -53,11 +53,13 @@ struct ActiveCompletion {
 
 // A chat request's prompt as the model sees it: the served template family (--chat-template),
 // and the tools unless tool_choice is "none" (the model is then not to call them).
-std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const ChatCompletionRequest& chat) {
+// `defaults`: the server's --chat-template-kwargs, for a request that gives no thinking controls.
+std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const ChatCompletionRequest& chat,
+                                               const ServeOptions& defaults) {
   ChatPromptOptions options;
   options.family = model.chat_template_family;
-  options.enable_thinking = chat.enable_thinking;
-  options.reasoning_effort = chat.reasoning_effort;
+  options.enable_thinking = chat.enable_thinking ? chat.enable_thinking : defaults.default_enable_thinking;
+  options.reasoning_effort = chat.reasoning_effort.empty() ? defaults.default_reasoning_effort : chat.reasoning_effort;
   if (chat.tool_choice != ToolChoice::None) {
     for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.json);
   }
@@ -91,7 +93,7 @@ void HttpServer::Impl::handle_apply_template(const httplib::Request& req, httpli
   std::variant<ChatCompletionRequest, ApiError> read =
       read_chat_request(std::get<json>(body), options.default_sampling, limits, req.body);
   if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
-  std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, std::get<ChatCompletionRequest>(read));
+  std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, std::get<ChatCompletionRequest>(read), options);
   if (const ApiError* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
   send_json(res, {{"prompt", std::get<ChatPrompt>(prompt).text}});
 }
@@ -114,7 +116,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
         read_chat_request(std::get<json>(body), options.default_sampling, limits, req.body);
     if (const ApiError* e = std::get_if<ApiError>(&read)) return send_error(res, *e);
     ChatCompletionRequest& chat = std::get<ChatCompletionRequest>(read);
-    std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, chat);
+    std::variant<ChatPrompt, ApiError> prompt = chat_prompt(*model, chat, options);
     if (const ApiError* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
     if (const std::optional<ToolCallFormat> format = std::get<ChatPrompt>(prompt).tool_format) {
       if (std::optional<ApiError> e = hold_tool_calls(&chat, *format)) return send_error(res, *e);

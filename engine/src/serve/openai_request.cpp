@@ -3,6 +3,8 @@
 // A missing or null field keeps the server's default.
 #include "openai_request.h"
 
+#include "iwb/engine/serve/http_server.h"
+
 #include "openai_tools.h"
 
 #include <cmath>
@@ -521,6 +523,18 @@ std::optional<ApiError> read_thinking_controls(const json& body, ChatCompletionR
     }
   }
   return std::nullopt;
+}
+
+Status set_default_chat_template_kwargs(std::string_view json_text, ServeOptions* options) {
+  const json kwargs = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (kwargs.is_discarded()) return make_error(ErrorCode::InvalidArgument, "--chat-template-kwargs is not JSON");
+  ChatCompletionRequest read;
+  if (std::optional<ApiError> e = read_thinking_controls(json{{"chat_template_kwargs", kwargs}}, &read)) {
+    return make_error(ErrorCode::InvalidArgument, "--chat-template-kwargs: " + e->message);
+  }
+  options->default_enable_thinking = read.enable_thinking;
+  options->default_reasoning_effort = read.reasoning_effort;
+  return {};
 }
 
 std::variant<ChatCompletionRequest, ApiError> read_chat_request(const nlohmann::json& body,

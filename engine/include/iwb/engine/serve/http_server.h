@@ -27,13 +27,21 @@ struct ServeOptions {
   // Engine requests queued or generating at once; a request that would pass it gets 503 with
   // Retry-After (n choices count n).
   int64_t max_requests_in_flight = 256;
-  int num_http_threads = 0;                 // connections served at once; 0: max(64, in-flight cap / 2) + 8
-  int read_timeout_seconds = 10;            // a client that stops sending mid-request is dropped
-  int write_timeout_seconds = 10;           // a client that stops reading is dropped (its request aborted)
-  SamplingParams default_sampling;          // what a request's missing fields take
-  bool has_default_seed = false;            // default_sampling.seed is the server's --seed (else each request draws one)
-  int64_t default_max_tokens = -1;          // a request without max_tokens: this many at most (-1: the context)
+  int num_http_threads = 0;         // connections served at once; 0: max(64, in-flight cap / 2) + 8
+  int read_timeout_seconds = 10;    // a client that stops sending mid-request is dropped
+  int write_timeout_seconds = 10;   // a client that stops reading is dropped (its request aborted)
+  SamplingParams default_sampling;  // what a request's missing fields take
+  bool has_default_seed = false;    // default_sampling.seed is the server's --seed (else each request draws one)
+  int64_t default_max_tokens = -1;  // a request without max_tokens: this many at most (-1: the context)
+  // --chat-template-kwargs (llama-server's): the thinking controls of a request that gives none.
+  std::optional<bool> default_enable_thinking;
+  std::string default_reasoning_effort;
 };
+
+// Reads llama-server's --chat-template-kwargs JSON ({"enable_thinking": false},
+// {"reasoning_effort": "high"}) into the defaults; an error says what is wrong, as a request's
+// chat_template_kwargs would be refused.
+Status set_default_chat_template_kwargs(std::string_view json_text, ServeOptions* options);
 
 // One answered HTTP request, for a log (iwb serve's stderr, the application's request table).
 struct RequestLogEntry {
@@ -43,8 +51,8 @@ struct RequestLogEntry {
   int status = 0;
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
-  double seconds = 0;       // from the request's arrival to its last byte (or its end)
-  std::string outcome;      // finish reasons ("stop", "length"), "disconnected", or the error message
+  double seconds = 0;   // from the request's arrival to its last byte (or its end)
+  std::string outcome;  // finish reasons ("stop", "length"), "disconnected", or the error message
 };
 
 class HttpServer {
