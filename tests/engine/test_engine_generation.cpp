@@ -74,6 +74,15 @@ class TestEngineGeneration : public QObject {
 
   std::vector<int32_t> encode(const std::string& text) { return m_engine->tokenizer().encode(text); }
 
+  // The engine's answer to loading a tiny model written from `spec` (the write's own error when
+  // that fails).
+  Status load_status(const test::TinyModelSpec& spec, const char* file) {
+    const std::string path = m_tmp.filePath(file).toStdString();
+    if (Status written = test::write_tiny_model(spec, path); !written) return written;
+    auto engine = Engine::load(path, {});
+    return engine ? Status{} : engine.status();
+  }
+
   std::unique_ptr<Engine> load(int64_t context) {
     auto e = Engine::load(m_aidreams, {context, 2});
     return e ? std::move(*e) : nullptr;
@@ -369,12 +378,10 @@ class TestEngineGeneration : public QObject {
   void unloadableModelsGiveClearErrors() {
     test::TinyModelSpec spec;
     spec.arch = "gptj";
-    const std::string arch_path = m_tmp.filePath("gptj.gguf").toStdString();
-    QVERIFY(test::write_tiny_model(spec, arch_path).is_ok());
-    auto a = Engine::load(arch_path, {});
+    const Status a = load_status(spec, "gptj.gguf");
     QVERIFY(!a.is_ok());
-    QCOMPARE(a.status().code(), ErrorCode::Unsupported);
-    QCOMPARE(a.error_message(),
+    QCOMPARE(a.code(), ErrorCode::Unsupported);
+    QCOMPARE(a.message(),
              std::string(
                  "architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
                  "qwen3moe, gpt-oss, gemma2, smollm3, olmo2, granite)"));
@@ -382,26 +389,21 @@ class TestEngineGeneration : public QObject {
     // A soft-cap of zero or below would divide by zero in cap * tanh(x / cap).
     spec.arch = "gemma2";
     spec.attn_softcap = -1.0f;
-    const std::string cap_path = m_tmp.filePath("gemma2-cap.gguf").toStdString();
-    QVERIFY(test::write_tiny_model(spec, cap_path).is_ok());
-    auto capped = Engine::load(cap_path, {});
+    const Status capped = load_status(spec, "gemma2-cap.gguf");
     QVERIFY(!capped.is_ok());
-    QCOMPARE(capped.status().code(), ErrorCode::CorruptFile);
-    QCOMPARE(capped.error_message(), std::string("'gemma2.attn_logit_softcapping' and 'gemma2.final_logit_softcapping' "
-                                                 "must be positive"));
+    QCOMPARE(capped.code(), ErrorCode::CorruptFile);
+    QCOMPARE(capped.message(), std::string("'gemma2.attn_logit_softcapping' and 'gemma2.final_logit_softcapping' "
+                                           "must be positive"));
     spec.attn_softcap = 0.0f;
 
     // OLMo 3's per-layer pattern must name every layer.
     spec.arch = "olmo2";
     spec.sliding_window = 4;
     spec.sliding_pattern = {true, false, true};
-    const std::string pattern_path = m_tmp.filePath("olmo2-pattern.gguf").toStdString();
-    QVERIFY(test::write_tiny_model(spec, pattern_path).is_ok());
-    auto patterned = Engine::load(pattern_path, {});
+    const Status patterned = load_status(spec, "olmo2-pattern.gguf");
     QVERIFY(!patterned.is_ok());
-    QCOMPARE(patterned.status().code(), ErrorCode::CorruptFile);
-    QCOMPARE(patterned.error_message(),
-             std::string("'olmo2.attention.sliding_window_pattern' has 3 entries for 2 layers"));
+    QCOMPARE(patterned.code(), ErrorCode::CorruptFile);
+    QCOMPARE(patterned.message(), std::string("'olmo2.attention.sliding_window_pattern' has 3 entries for 2 layers"));
     spec.sliding_window = 0;
     spec.sliding_pattern.clear();
 
@@ -424,19 +426,15 @@ class TestEngineGeneration : public QObject {
 
     spec.arch = "llama";
     spec.skip_tensor = "blk.1.ffn_up.weight";
-    const std::string missing_path = m_tmp.filePath("missing.gguf").toStdString();
-    QVERIFY(test::write_tiny_model(spec, missing_path).is_ok());
-    auto b = Engine::load(missing_path, {});
+    const Status b = load_status(spec, "missing.gguf");
     QVERIFY(!b.is_ok());
-    QCOMPARE(b.error_message(), std::string("the model is missing tensor 'blk.1.ffn_up.weight'"));
+    QCOMPARE(b.message(), std::string("the model is missing tensor 'blk.1.ffn_up.weight'"));
 
     spec.skip_tensor.clear();
     spec.declared_n_ff = 768;
-    const std::string shape_path = m_tmp.filePath("shape.gguf").toStdString();
-    QVERIFY(test::write_tiny_model(spec, shape_path).is_ok());
-    auto c = Engine::load(shape_path, {});
+    const Status c = load_status(spec, "shape.gguf");
     QVERIFY(!c.is_ok());
-    QCOMPARE(c.error_message(), std::string("tensor 'blk.0.ffn_gate.weight' has shape 256 x 512, expected 256 x 768"));
+    QCOMPARE(c.message(), std::string("tensor 'blk.0.ffn_gate.weight' has shape 256 x 512, expected 256 x 768"));
   }
 };
 

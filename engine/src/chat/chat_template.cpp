@@ -5,6 +5,7 @@
 #include "chat/harmony_template.h"
 #include "chat/hermes_template.h"
 #include "chat/mistral_template.h"
+#include "chat/python_text.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
 
@@ -96,15 +97,8 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
   return s;
 }
 
-// Python's white space, which Jinja's `trim` and str.strip()/rstrip() remove.
-constexpr std::string_view kSpace = " \t\n\r\v\f";
-
-// Jinja's `trim`: Python's str.strip() of white space.
-std::string trimmed(std::string_view s) {
-  const size_t begin = s.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  return std::string(s.substr(begin, s.find_last_not_of(kSpace) - begin + 1));
-}
+using detail::kPythonSpace;
+using detail::python_strip;
 
 std::string render_llama3(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   std::string s = o.bos_text;
@@ -125,7 +119,7 @@ std::string render_llama31(const std::vector<ChatMessage>& messages, const ChatR
   size_t next = 0;
   std::string system;
   if (!messages.empty() && messages[0].role == "system") {
-    system = trimmed(messages[0].content);
+    system = python_strip(messages[0].content);
     next = 1;
   }
   s += "<|start_header_id|>system<|end_header_id|>\n\n";
@@ -137,7 +131,7 @@ std::string render_llama31(const std::vector<ChatMessage>& messages, const ChatR
          "format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use "
          "variables.\n\n";
     for (const std::string& tool : o.tools) s += template_tojson(tool, 4) + "\n\n";
-    s += trimmed(messages[next].content) + "<|eot_id|>";
+    s += python_strip(messages[next].content) + "<|eot_id|>";
     ++next;
   }
   for (size_t i = next; i < messages.size(); ++i) {
@@ -149,7 +143,7 @@ std::string render_llama31(const std::vector<ChatMessage>& messages, const ChatR
       s += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + call.name +
            "\", \"parameters\": " + template_tojson(call.arguments) + "}<|eot_id|>";
     } else {
-      s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trimmed(m.content) + "<|eot_id|>";
+      s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + python_strip(m.content) + "<|eot_id|>";
     }
   }
   if (o.add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -244,7 +238,7 @@ std::string render_smollm3(const std::vector<ChatMessage>& messages, const ChatR
       for (size_t at = custom.find(flag); at != std::string::npos; at = custom.find(flag, at))
         custom.erase(at, flag.size());
     }
-    custom.erase(custom.find_last_not_of(kSpace) + 1);  // Python's rstrip(); npos + 1 empties it
+    custom.erase(custom.find_last_not_of(kPythonSpace) + 1);  // Python's rstrip(); npos + 1 empties it
   }
   std::string s = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n";
   if (!o.smollm3_date.empty()) s += "Today Date: " + o.smollm3_date + "\n";

@@ -5,6 +5,8 @@
 // template writes them, its white space included.
 #include "chat/hermes_template.h"
 
+#include "chat/python_text.h"
+
 #include "iwb/engine/chat/tool_calls.h"
 
 #include <nlohmann/json.hpp>
@@ -48,13 +50,6 @@ std::string text_of(const ordered_json& object, const char* key) {
   return it->is_string() ? it->get<std::string>() : template_tojson(it->dump());
 }
 
-std::string trimmed(std::string s) {  // Jinja's trim: Python's str.strip()
-  constexpr const char* kSpace = " \t\n\r\v\f";
-  s.erase(0, s.find_first_not_of(kSpace) == std::string::npos ? s.size() : s.find_first_not_of(kSpace));
-  s.erase(s.find_last_not_of(kSpace) + 1);
-  return s;
-}
-
 std::string tool_entry(const std::string& tool_json) {
   const ordered_json whole = ordered_json::parse(tool_json, nullptr, /*allow_exceptions=*/false);
   const ordered_json tool = whole.is_object() && whole.contains("function") ? whole["function"] : whole;
@@ -77,7 +72,7 @@ std::string tool_entry(const std::string& tool_json) {
   for (const auto& [param, spec] : properties.items()) {
     if (i++ == 0) s += "    Args:\n";
     s += "        " + param + "(" + python_type(spec, 0) +
-         "): " + (spec.is_object() ? trimmed(text_of(spec, "description")) : "");
+         "): " + (spec.is_object() ? python_strip(text_of(spec, "description")) : "");
   }
   if (has_return && tool["return"].is_object() && tool["return"].contains("description")) {
     s += "\n    Returns:\n        " + text_of(tool["return"], "description");

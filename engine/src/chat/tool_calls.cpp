@@ -241,12 +241,16 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-// The text before the calls' marker at `at` (npos: none), and while streaming without a start of
-// the marker at its end.
-std::string text_before_calls(std::string_view reply, size_t at, bool is_streaming, std::string_view marker) {
-  std::string_view text = reply.substr(0, at);
-  if (at == std::string_view::npos && is_streaming) text.remove_suffix(partial_marker(text, marker));
-  return std::string(text);
+// Appends the reply's text from `pos` up to the next `marker` (the calls' opening) and returns
+// where the marker is; with none, the rest, and npos. While streaming, a trailing start of the
+// marker is held back.
+size_t append_text_before(std::string_view reply, size_t pos, std::string_view marker, bool is_streaming,
+                          std::string* text) {
+  const size_t at = reply.find(marker, pos);
+  std::string_view part = reply.substr(pos, at == std::string_view::npos ? at : at - pos);
+  if (at == std::string_view::npos && is_streaming) part.remove_suffix(partial_marker(part, marker));
+  *text += part;
+  return at;
 }
 
 // White space around calls is not an answer; while streaming it waits until text follows it.
@@ -261,8 +265,7 @@ void trim_trailing_space(ToolReply* out, bool is_streaming) {
 // finished list in another key order is parsed whole.
 ToolReply split_json_list(std::string_view reply, bool is_streaming, std::string_view calls_marker) {
   ToolReply out;
-  const size_t marker = reply.find(calls_marker);
-  out.content = text_before_calls(reply, marker, is_streaming, calls_marker);
+  const size_t marker = append_text_before(reply, 0, calls_marker, is_streaming, &out.content);
   if (marker == std::string_view::npos) {
     trim_trailing_space(&out, is_streaming);
     return out;
@@ -319,8 +322,7 @@ ToolReply split_json_list(std::string_view reply, bool is_streaming, std::string
 ToolReply split_mistral_named(std::string_view reply, bool is_streaming) {
   constexpr std::string_view kArgs = "[ARGS]", kCallId = "[CALL_ID]";
   ToolReply out;
-  size_t marker = reply.find(kMistralCalls);
-  out.content = text_before_calls(reply, marker, is_streaming, kMistralCalls);
+  size_t marker = append_text_before(reply, 0, kMistralCalls, is_streaming, &out.content);
   while (marker != std::string_view::npos) {
     const size_t begin = marker + kMistralCalls.size();
     const size_t next = reply.find(kMistralCalls, begin);
@@ -362,14 +364,8 @@ ToolReply split_harmony_calls(std::string_view reply, bool is_streaming) {
   ToolReply out;
   size_t pos = 0;
   while (true) {
-    const size_t at = reply.find(kHarmonyCallRecipient, pos);
-    if (at == std::string_view::npos) {
-      std::string_view rest = reply.substr(pos);
-      if (is_streaming) rest.remove_suffix(partial_marker(rest, kHarmonyCallRecipient));
-      out.content += rest;
-      break;
-    }
-    out.content += reply.substr(pos, at - pos);
+    const size_t at = append_text_before(reply, pos, kHarmonyCallRecipient, is_streaming, &out.content);
+    if (at == std::string_view::npos) break;
     const size_t name_begin = at + kHarmonyCallRecipient.size();
     const size_t name_end = reply.find_first_of(" <", name_begin);
     const size_t message = name_end == std::string_view::npos ? name_end : reply.find(kMessage, name_end);
@@ -559,14 +555,8 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
   }
   size_t pos = 0;
   while (pos <= reply.size()) {
-    const size_t open = reply.find(kToolCallOpen, pos);
-    if (open == std::string_view::npos) {
-      std::string_view rest = reply.substr(pos);
-      if (is_streaming) rest.remove_suffix(partial_marker(rest, kToolCallOpen));
-      out.content += rest;
-      break;
-    }
-    out.content += reply.substr(pos, open - pos);
+    const size_t open = append_text_before(reply, pos, kToolCallOpen, is_streaming, &out.content);
+    if (open == std::string_view::npos) break;
     const size_t body = open + kToolCallOpen.size();
     if (std::optional<HeldCall> held = read_held_call(reply.substr(body), "arguments")) {
       // While streaming, the last call's arguments perhaps still growing. The block ends after
