@@ -2,7 +2,8 @@
 scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and without a system
 message, calls and tool results over two turns, a call after text (with and without a system
 message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
-templates refuse both), and a tool with a richer schema (gpt-oss writes it as TypeScript).
+templates refuse both), a tool with a richer schema (gpt-oss writes it as TypeScript), and a past call of it with every
+kind of JSON value.
 Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
@@ -61,6 +62,19 @@ CASES = [
      "tools": [NOW]},
     {"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Hello?"}], "tools": [NOW]},
     {"messages": [{"role": "user", "content": "Find red shoes"}], "tools": [SEARCH]},
+    # A past call whose arguments hold every kind of JSON value (Qwen3-Coder writes each as text:
+    # Python's str() of numbers, True and None), after text with white space around it, from a
+    # strict tool.
+    {"messages": [{"role": "user", "content": "Find red shoes"},
+                  {"role": "assistant", "content": "  Searching.\n",
+                   "tool_calls": [_call("call00004", "search",
+                                        '{"query": "red \\"shoes\\"", "limit": 10, "ranges": [{"lo": 0.5}, '
+                                        '{"lo": 1e20}], "filter": {"field": "colour", "exact": true}, '
+                                        '"when": 20261206, "mode": null, "note": "It\'s\\nfine", "anything": '
+                                        '[2.0, 1e-7, false]}')]},
+                  {"role": "tool", "tool_call_id": "call00004", "content": "[]"},
+                  {"role": "assistant", "content": "None found."}],
+     "tools": [dict(SEARCH, function=dict(SEARCH["function"], strict=True))]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

@@ -80,12 +80,12 @@ OptionTable make_table(Options* o) {
   t.add({.names = {"--template"},
          .value_name = "NAME",
          .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
-                 "zephyr, tulu, smollm3, granite, harmony, hermes or plain",
+                 "zephyr, tulu, smollm3, granite, harmony, hermes, qwen3-coder or plain",
          .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
            if (!chat_template_family_from_name(value)) {
              return "unknown chat template '" + std::string(value) +
                     "' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu, smollm3, granite, harmony, hermes, "
-                    "plain)";
+                    "qwen3-coder, plain)";
            }
            o->template_name = std::string(value);
            return {};

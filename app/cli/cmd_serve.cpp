@@ -51,7 +51,8 @@ OptionTable make_table(Options* o) {
   t.add({.names = {"--chat-template"},
          .value_name = "NAME|JINJA",
          .help = "chat template: chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu,\n"
-                 "smollm3, granite, harmony, hermes, plain, or a Jinja template text (its family is recognised)",
+                 "smollm3, granite, harmony, hermes, qwen3-coder, plain, or a Jinja template text (its family\n"
+                 "is recognised)",
          .destination = &o->chat_template,
          .default_text = "the model's"});
   t.add({.names = {"--chat-template-kwargs"},

@@ -184,6 +184,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("plain"), QStringLiteral("Plain")},
       {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
       {QStringLiteral("hermes"), QStringLiteral("Hermes (tool use)")},
+      {QStringLiteral("qwen3-coder"), QStringLiteral("Qwen3-Coder")},
   };
   return kDisplay.value(familyName, familyName);
 }

@@ -8,6 +8,7 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
   if (family == ChatTemplateFamily::Llama3) return ToolCallFormat::Llama3;
   if (family == ChatTemplateFamily::Granite) return ToolCallFormat::GraniteList;
   if (family == ChatTemplateFamily::Harmony) return ToolCallFormat::Harmony;
+  if (family == ChatTemplateFamily::Qwen3Coder) return ToolCallFormat::QwenXml;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -67,7 +68,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                            : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
-                          "Small 3.2 and Devstral write it, Granite 3.x's and gpt-oss's)");
+                          "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's and Qwen3-Coder's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {

@@ -6,6 +6,7 @@
 #include "chat/hermes_template.h"
 #include "chat/mistral_template.h"
 #include "chat/python_text.h"
+#include "chat/qwen_xml_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
 
@@ -27,7 +28,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Zephyr, "zephyr"},   FamilyName{ChatTemplateFamily::Plain, "plain"},
     FamilyName{ChatTemplateFamily::Harmony, "harmony"}, FamilyName{ChatTemplateFamily::Tulu, "tulu"},
     FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
-    FamilyName{ChatTemplateFamily::Hermes, "hermes"},
+    FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -345,6 +346,9 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
   if (contains(t, "<|im_start|>") && contains(t, "You are a function calling AI model"))
     return ChatTemplateFamily::Hermes;
   if (contains(t, "<|im_start|>") && contains(t, "Reasoning Mode: ")) return ChatTemplateFamily::SmolLM3;
+  if (contains(t, "<|im_start|>") && contains(t, "<parameter=") &&
+      contains(t, "You have access to the following tools:"))
+    return ChatTemplateFamily::Qwen3Coder;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
   if (contains(t, "<|start_of_role|>")) return ChatTemplateFamily::Granite;
@@ -376,6 +380,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Granite: return render_granite(messages, options);
     case ChatTemplateFamily::Harmony: return detail::render_harmony(messages, options);
     case ChatTemplateFamily::Hermes: return detail::render_hermes(messages, options);
+    case ChatTemplateFamily::Qwen3Coder: return detail::render_qwen3_coder(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -385,7 +390,8 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
   return family == ChatTemplateFamily::ChatMl ||
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
          (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
-         family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes;
+         family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes ||
+         family == ChatTemplateFamily::Qwen3Coder;
 }
 
 bool chat_template_closes_think_when_off(std::string_view t) {
@@ -471,6 +477,7 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Zephyr: return {"<|user|>", "</s>"};
     case ChatTemplateFamily::Tulu: return {"<|user|>", "<|system|>"};
     case ChatTemplateFamily::SmolLM3:
+    case ChatTemplateFamily::Qwen3Coder:
     case ChatTemplateFamily::Hermes: return {"<|im_end|>", "<|im_start|>"};
     case ChatTemplateFamily::Granite: return {"<|end_of_text|>", "<|start_of_role|>"};
     case ChatTemplateFamily::Llama2:

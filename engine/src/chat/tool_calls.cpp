@@ -3,6 +3,8 @@
 // Mistral's and Granite's calls after their marker, gpt-oss's commentary messages).
 #include "iwb/engine/chat/tool_calls.h"
 
+#include "chat/tool_call_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -10,12 +12,40 @@
 #include <random>
 
 namespace iwb {
+namespace detail {
+
+size_t partial_marker(std::string_view text, std::string_view marker) {
+  for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
+    if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
+  }
+  return 0;
+}
+
+size_t append_text_before(std::string_view reply, size_t pos, std::string_view marker, bool is_streaming,
+                          std::string* text) {
+  const size_t at = reply.find(marker, pos);
+  std::string_view part = reply.substr(pos, at == std::string_view::npos ? at : at - pos);
+  if (at == std::string_view::npos && is_streaming) part.remove_suffix(partial_marker(part, marker));
+  *text += part;
+  return at;
+}
+
+void trim_trailing_space(ToolReply* out, bool is_streaming) {
+  if (!is_streaming && out->calls.empty()) return;
+  const size_t last = out->content.find_last_not_of(kWhitespace);
+  out->content.erase(last == std::string::npos ? 0 : last + 1);
+}
+
+}  // namespace detail
+
 namespace {
 
+using detail::append_text_before;
+using detail::kWhitespace;
+using detail::partial_marker;
+using detail::trim_trailing_space;
 using ordered_json = nlohmann::ordered_json;
 using json = nlohmann::json;
-
-constexpr std::string_view kWhitespace = " \t\r\n";
 
 // json.dumps: with no indent ", " between items; with one, "," and a new line indented one
 // more level per depth (an empty object or list stays "{}" / "[]").
@@ -213,6 +243,10 @@ std::optional<HeldCall> read_held_call(std::string_view body, std::string_view a
   return held;
 }
 
+// Qwen3-Coder's parameters: <parameter=KEY>\nVALUE\n</parameter>\n.
+const JsonGrammar::Tags kXmlTags = {std::string(kXmlParameterOpen), ">\n",
+                                    "\n" + std::string(kXmlParameterClose) + "\n"};
+
 // Mistral's call ids: 9 letters and digits.
 constexpr const char* kCallIdPattern = "^[a-zA-Z0-9]{9}$";
 
@@ -231,33 +265,6 @@ bool may_be_llama_call(std::string_view text) {
   constexpr std::string_view kName = "\"name\"";
   const std::string_view rest = text.substr(key);
   return rest.size() < kName.size() ? kName.starts_with(rest) : rest.starts_with(kName);
-}
-
-// How many bytes at the end of `text` begin `marker` (a marker cut by the stream).
-size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
-    if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
-  }
-  return 0;
-}
-
-// Appends the reply's text from `pos` up to the next `marker` (the calls' opening) and returns
-// where the marker is; with none, the rest, and npos. While streaming, a trailing start of the
-// marker is held back.
-size_t append_text_before(std::string_view reply, size_t pos, std::string_view marker, bool is_streaming,
-                          std::string* text) {
-  const size_t at = reply.find(marker, pos);
-  std::string_view part = reply.substr(pos, at == std::string_view::npos ? at : at - pos);
-  if (at == std::string_view::npos && is_streaming) part.remove_suffix(partial_marker(part, marker));
-  *text += part;
-  return at;
-}
-
-// White space around calls is not an answer; while streaming it waits until text follows it.
-void trim_trailing_space(ToolReply* out, bool is_streaming) {
-  if (!is_streaming && out->calls.empty()) return;
-  const size_t last = out->content.find_last_not_of(kWhitespace);
-  out->content.erase(last == std::string::npos ? 0 : last + 1);
 }
 
 // Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "..."}, ...]; Granite the same
@@ -424,7 +431,8 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::MistralNamed: return {std::string(kMistralCalls), false, false, true, ""};
     case ToolCallFormat::GraniteList: return {std::string(kGraniteCalls), false, false, false, ""};
     case ToolCallFormat::Harmony: return {std::string(kHarmonyCallRecipient), false, false, false, ""};
-    case ToolCallFormat::Hermes: break;
+    case ToolCallFormat::Hermes:
+    case ToolCallFormat::QwenXml: break;
   }
   return {std::string(kToolCallOpen), false, false, true};
 }
@@ -437,6 +445,7 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
     case ToolCallFormat::MistralNamed: return "[TOOL_CALLS]name[ARGS]{...} (Mistral Small 3.2, Devstral)";
     case ToolCallFormat::GraniteList: return "<|tool_call|> and a JSON list (Granite 3.x)";
     case ToolCallFormat::Harmony: return "commentary messages to=functions.NAME (gpt-oss)";
+    case ToolCallFormat::QwenXml: return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)";
   }
   return {};
 }
@@ -490,6 +499,23 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       }
       continue;
     }
+    if (format == ToolCallFormat::QwenXml) {
+      // The parameters as tags; a schema that is no object with properties: any names.
+      Result<std::shared_ptr<const JsonGrammar>> tagged =
+          JsonGrammar::tagged_parameters(alone ? **alone : *JsonGrammar::any_object(), kXmlTags, "");
+      if (!tagged) {
+        if (tool.is_strict) {
+          return make_error(ErrorCode::InvalidArgument,
+                            "the parameters of strict tool '" + tool.name + "': " + tagged.error_message());
+        }
+        out.loosened.push_back(tool.name + ": " + tagged.error_message());
+        tagged = JsonGrammar::tagged_parameters(*JsonGrammar::any_object(), kXmlTags, "");
+      }
+      named_calls.push_back({{"\n" + std::string(kXmlFunctionOpen) + tool.name + ">\n", nullptr},
+                             {"", *tagged},
+                             {std::string(kXmlFunctionClose) + "\n" + std::string(kToolCallClose), nullptr}});
+      continue;
+    }
     if (format == ToolCallFormat::MistralNamed) {
       const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
       named_calls.push_back({{tool.name + "[ARGS]", nullptr}, {"", arguments}});
@@ -511,7 +537,8 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     return make_error(ErrorCode::InvalidArgument,
                       only ? "no tool is named '" + *only + "'" : std::string("there are no tools to call"));
   }
-  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony) {
+  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony ||
+      format == ToolCallFormat::QwenXml) {
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
     return out;
   }
@@ -531,7 +558,9 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
   return out;
 }
 
-ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format) {
+ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format,
+                           const ToolArgumentTypes* types) {
+  if (format == ToolCallFormat::QwenXml) return detail::split_xml_calls(reply, is_streaming, types);
   if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
   if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
   if (format == ToolCallFormat::Harmony) return split_harmony_calls(reply, is_streaming);

@@ -463,6 +463,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::sequences(const std::vector<std:
         for (int32_t& element : n.sequence) element = moved(element);
         n.additional = moved(n.additional);
         n.items = moved(n.items);
+        n.other_key = moved(n.other_key);
         nodes.push_back(std::move(n));
       }
       add_raw(piece.value->m_prefix, &sequence);
@@ -477,6 +478,96 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::sequences(const std::vector<std:
     nodes.push_back(std::move(alternative));
   }
   return std::make_shared<const JsonGrammar>(std::move(nodes), 1, std::move(description));
+}
+
+namespace {
+
+// The types a value of `node` may have, its alternatives' together.
+uint8_t value_types(const std::vector<Node>& nodes, int32_t node, int depth = 0) {
+  const Node& n = nodes[static_cast<size_t>(node)];
+  if (n.any_of.empty() || depth > 8) return n.types;
+  uint8_t types = 0;
+  for (const int32_t alternative : n.any_of) types |= value_types(nodes, alternative, depth + 1);
+  return types;
+}
+
+// A tagged parameter's value: raw text where the schema allows a string (an enum's texts, a
+// pattern's text, else any text up to the end tag), else the JSON value and then the end tag.
+int32_t tagged_value(std::vector<Node>* nodes, int32_t node, const std::string& value_end) {
+  const auto add = [&](Node n) {
+    nodes->push_back(std::move(n));
+    return static_cast<int32_t>(nodes->size()) - 1;
+  };
+  Node end;
+  end.types = 0;
+  end.raw = value_end;
+  const Node n = (*nodes)[static_cast<size_t>(node)];
+  bool are_literals_strings = !n.literals.empty();
+  for (const std::string& literal : n.literals) are_literals_strings = are_literals_strings && literal[0] == '"';
+  if (are_literals_strings) {
+    Node texts;
+    texts.types = 0;
+    for (const std::string& literal : n.literals)
+      texts.literals.push_back(json::parse(literal).get<std::string>() + value_end);
+    return add(std::move(texts));
+  }
+  Node sequence;
+  sequence.types = 0;
+  if (n.literals.empty() && (value_types(*nodes, node) & JsonGrammar::kString) == 0) {
+    sequence.sequence = {node, add(std::move(end))};
+    return add(std::move(sequence));
+  }
+  if (n.literals.empty() && n.any_of.empty() && n.types == JsonGrammar::kString && n.pattern) {
+    Node text;
+    text.types = 0;
+    text.is_text = true;
+    text.pattern = n.pattern;
+    const int32_t text_node = add(std::move(text));
+    sequence.sequence = {text_node, add(std::move(end))};
+    return add(std::move(sequence));
+  }
+  Node until;
+  until.types = 0;
+  until.until = value_end;
+  return add(std::move(until));
+}
+
+}  // namespace
+
+uint8_t JsonGrammar::types_of(int32_t node) const { return value_types(m_nodes, node); }
+
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::tagged_parameters(const JsonGrammar& object, const Tags& tags,
+                                                                          std::string description) {
+  const Node& root = object.node(object.root());
+  if (root.types != kObject || !root.any_of.empty() || !root.literals.empty() || tags.open.empty() ||
+      tags.close.empty() || tags.value_end.empty()) {
+    return make_error(ErrorCode::InvalidArgument, "tagged parameters need an object schema");
+  }
+  std::vector<Node> nodes = object.m_nodes;
+  Node tagged;
+  tagged.types = 0;
+  tagged.tag_open = tags.open;
+  tagged.required_mask = root.required_mask;
+  for (const Property& property : root.properties) {
+    const std::string name = json::parse(property.key_json).get<std::string>();
+    tagged.properties.push_back(
+        {name + tags.close, tagged_value(&nodes, property.node, tags.value_end), property.is_required});
+  }
+  if (root.additional >= 0) {
+    Node any_text;
+    any_text.types = 0;
+    any_text.until = tags.value_end;
+    nodes.push_back(std::move(any_text));
+    tagged.additional = static_cast<int32_t>(nodes.size()) - 1;
+    Node name;
+    name.types = 0;
+    name.until = tags.close;
+    nodes.push_back(std::move(name));
+    tagged.other_key = static_cast<int32_t>(nodes.size()) - 1;
+  }
+  nodes.push_back(std::move(tagged));
+  const auto root_index = static_cast<int32_t>(nodes.size()) - 1;
+  return std::make_shared<const JsonGrammar>(std::move(nodes), root_index, std::move(description));
 }
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_choices(const std::vector<std::string>& choices) {

@@ -7,6 +7,7 @@
 // another), each choice is a path of its own; a path that refuses a byte is dropped.
 #include "iwb/engine/sampling/json_grammar.h"
 
+#include "sampling/number_bounds.h"
 #include "sampling/pattern_chars.h"
 #include "sampling/utf8_lead.h"
 
@@ -24,6 +25,10 @@ using Kind = Frame::Kind;
 using Path = JsonMatcher::Path;
 using Node = JsonGrammar::Node;
 using detail::escaped_char;
+using detail::is_number_end;
+using detail::number_is_within;
+using detail::number_may_fit;
+using namespace detail::number_phase;
 using detail::may_escape;
 using detail::pattern_char_byte;
 using detail::regex_takes;
@@ -34,85 +39,22 @@ using detail::regex_takes;
 // up to 20 spaces or tabs of indentation; none before the value. A model cannot pad forever.
 constexpr int32_t kMaxIndent = 20;
 constexpr int32_t kAfterOneSpace = -1;  // Path::whitespace_run: a space was written, no more
-constexpr int64_t kMaxIntegerDigits = 16;
-constexpr int64_t kMaxFractionDigits = 16;
-// Two exponent digits keep every number a finite double (16 digits and e99 is about 1e115):
-// "8E463" is JSON, but a double overflow to many parsers.
-constexpr int64_t kMaxExponentDigits = 2;
 constexpr size_t kMaxDepth = 64;
 constexpr size_t kMaxPaths = 32;  // more than any real schema's ambiguity; extras are dropped
 
 enum ObjectPhase : uint8_t { kObjectOpened, kObjectAfterKey, kObjectAfterValue, kObjectAfterComma };
 enum ArrayPhase : uint8_t { kArrayOpened, kArrayAfterValue };
 enum StringPhase : uint8_t { kStringBody, kStringEscape, kStringUnicode };
+enum TaggedPhase : uint8_t { kTaggedBetween, kTaggedOpening, kTaggedAfterName };
 // A Value frame's phase when it is a sequence's piece (JsonGrammar::sequences): no white space
 // before it.
 constexpr uint8_t kSequencePiece = 1;
-enum NumberPhase : uint8_t { kMinus, kZero, kIntegerDigits, kDot, kFraction, kExponentMark, kExponentSign, kExponent };
 
 const std::array<std::string, 3> kWordLiterals = {"true", "false", "null"};
 
 bool is_whitespace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
-
-bool is_number_end(uint8_t phase) {
-  return phase == kZero || phase == kIntegerDigits || phase == kFraction || phase == kExponent;
-}
-
-// Bounded numbers (minimum, maximum, exclusive*): written without exponents, a number's text so
-// far is kept, and each byte must leave some value within the bounds that the number can still
-// become; where it ends, the value it has (as strtod reads it, as clients do) must be within.
-bool is_within(const Node& n, long double x) {
-  if (n.has_minimum && (x < n.minimum || (n.is_minimum_exclusive && x == n.minimum))) return false;
-  if (n.has_maximum && (x > n.maximum || (n.is_maximum_exclusive && x == n.maximum))) return false;
-  return true;
-}
-
-bool number_is_within(const Node& n, const std::string& text) {
-  if (!n.has_bounds()) return true;
-  return is_within(n, static_cast<long double>(std::strtod(text.c_str(), nullptr)));
-}
-
-// Whether the values [lo, hi] (lo <= hi) reach into the bounds.
-bool reaches(const Node& n, long double lo, long double hi) {
-  if (n.has_minimum && (hi < n.minimum || (n.is_minimum_exclusive && hi == n.minimum))) return false;
-  if (n.has_maximum && (lo > n.maximum || (n.is_maximum_exclusive && lo == n.maximum))) return false;
-  return true;
-}
-
-// Whether a number that begins with `text` (in `phase`) can still become a value within the
-// bounds. Integers are exact; other numbers take the values between the text and the next
-// number at its last digit as one closed range (16 fraction digits are finer than a double, so
-// a value at the open end is what strtod gives for the digits that approach it).
-bool number_may_fit(const Node& n, const std::string& text, uint8_t phase, bool integers_only) {
-  if (!n.has_bounds()) return true;
-  const bool negative = text[0] == '-';
-  const std::string body = text.substr(negative ? 1 : 0);
-  const auto reaches_signed = [&](long double lo, long double hi) {
-    return negative ? reaches(n, -hi, -lo) : reaches(n, lo, hi);
-  };
-  if (body.empty()) {  // only the sign: any magnitude
-    return reaches_signed(0, integers_only ? 1e16L - 1 : 1e16L);
-  }
-  if (phase == kDot || phase == kFraction) {
-    const size_t dot = body.find('.');
-    const auto digits = static_cast<int>(body.size() - dot - 1);
-    const long double value = std::strtold(body.c_str(), nullptr);
-    // No digit may follow the last one allowed: then the value is all there is.
-    const long double step = digits >= kMaxFractionDigits ? 0 : std::pow(10.0L, -digits);
-    return reaches_signed(value, value + step);
-  }
-  if (phase == kZero) return reaches_signed(0, integers_only ? 0 : 1);
-  // Integer digits, more may follow: v * 10^j plus any j further digits.
-  const long double v = std::strtold(body.c_str(), nullptr);
-  long double scale = 1;
-  for (int64_t k = static_cast<int64_t>(body.size()); k <= kMaxIntegerDigits; ++k, scale *= 10) {
-    const long double lo = v * scale;
-    if (reaches_signed(lo, integers_only ? lo + scale - 1 : (v + 1) * scale)) return true;
-  }
-  return false;
-}
 
 // The texts a literal frame chooses among: an object's keys, a node's enum values, or the words.
 const std::string& literal_text(const JsonGrammar& g, const Frame& f, int32_t i) {
@@ -177,7 +119,9 @@ class Stepper {
           // Whitespace before a JSON value, unless it starts one of the node's literals (a
           // choice of from_choices may begin with a space; a JSON literal never does). None
           // before the reply's value, nor before a sequence's piece.
-          const bool is_markup = !n.raw.empty() || !n.sequence.empty();
+          // Markup (raw bytes, texts, sequences and their alternatives; every node built
+          // without JSON types) takes white space as any other byte.
+          const bool is_markup = n.types == 0;
           if (!is_markup && is_whitespace(b) && !starts_a_literal(n, b)) {
             if (is_root_value(p) || f.phase == kSequencePiece || m_is_raw_only) return;
             return take_whitespace(std::move(p), b);
@@ -200,7 +144,11 @@ class Stepper {
           return array_byte(std::move(p), b);
         case Kind::String: return string_byte(std::move(p), b);
         case Kind::Number:
-          if (number_byte(p, b)) return;
+          if (const detail::NumberStep step = detail::number_step(m_g.node(f.node), f, b);
+              step != detail::NumberStep::Ended) {
+            if (step == detail::NumberStep::Took) keep(std::move(p));
+            return;
+          }
           // The number ended before b (its parent takes b), if its value is within its bounds.
           if (!number_is_within(m_g.node(p.stack.back().node), p.stack.back().text)) return;
           p.stack.pop_back();
@@ -223,6 +171,19 @@ class Stepper {
           if (static_cast<uint8_t>(f.text[static_cast<size_t>(f.count)]) != b) return;
           if (++f.count == static_cast<int64_t>(f.text.size())) p.stack.pop_back();
           return keep(std::move(p));
+        case Kind::Until: return until_byte(std::move(p), b);
+        case Kind::Tagged:
+          if (f.phase != kTaggedAfterName) return tagged_byte(std::move(p), b);
+          {
+            // The name was written (its literal or text ended before b): b begins its value.
+            const Node& n = m_g.node(f.node);
+            const int32_t value_node =
+                f.current >= 0 ? n.properties[static_cast<size_t>(f.current)].node : n.additional;
+            if (f.current >= 0) f.seen |= uint64_t{1} << f.current;
+            f.phase = kTaggedBetween;
+            if (!push(p, make_frame(Kind::Value, value_node, kSequencePiece))) return;
+          }
+          continue;
       }
     }
   }
@@ -281,6 +242,10 @@ class Stepper {
         if (!push(p, std::move(raw))) return;
       }
       return keep(std::move(p));
+    }
+    if (!n.until.empty() || !n.tag_open.empty()) {
+      if (!push(p, make_frame(n.until.empty() ? Kind::Tagged : Kind::Until, node, 0))) return;
+      return advance(std::move(p), b);
     }
     if (n.is_text) {  // a regex's text as a sequence's piece
       if (!push(p, make_frame(Kind::Value, node, kSequencePiece))) return;
@@ -489,56 +454,78 @@ class Stepper {
     keep(std::move(p));
   }
 
+  // Tagged parameters, between them or in an opening tag.
+  void tagged_byte(Path p, uint8_t b) {
+    Frame& f = p.stack.back();
+    const Node& n = m_g.node(f.node);
+    if (f.phase == kTaggedBetween) {
+      // With the required ones written the parameters may end here: what follows takes b.
+      if (has_required(n, f.seen) && p.stack.size() > 1) {
+        Path ended = p;
+        ended.stack.pop_back();
+        advance(std::move(ended), b);
+      }
+      if (static_cast<uint8_t>(n.tag_open[0]) != b || !has_more_keys(n, f.seen)) return;
+      f.phase = kTaggedOpening;
+      f.count = 0;
+    } else if (static_cast<uint8_t>(n.tag_open[static_cast<size_t>(f.count)]) != b) {
+      return;
+    }
+    if (++f.count < static_cast<int64_t>(n.tag_open.size())) return keep(std::move(p));
+    // The opening tag is whole: a name not yet written follows (or, where the schema allows
+    // them, another), each a path until the bytes choose.
+    f.phase = kTaggedAfterName;
+    f.current = -1;
+    Frame listed = make_frame(Kind::Literal, f.node);
+    listed.is_key = true;
+    for (size_t i = 0; i < n.properties.size(); ++i) {
+      if ((f.seen >> i & 1) == 0) listed.candidates.push_back(static_cast<int32_t>(i));
+    }
+    if (n.other_key >= 0) {
+      Path other = p;
+      if (push(other, make_frame(Kind::Until, n.other_key))) keep(std::move(other));
+    }
+    if (!listed.candidates.empty() && push(p, std::move(listed))) keep(std::move(p));
+  }
+
+  // Raw text up to its end marker: whole UTF-8 characters, no NUL; `count` of the marker's bytes
+  // end it so far (the longest such), and the text is over when all of them do.
+  void until_byte(Path p, uint8_t b) {
+    if (m_is_raw_only || b == 0) return;
+    Frame& f = p.stack.back();
+    const std::string& end = m_g.node(f.node).until;
+    if (f.utf8_left > 0) {
+      if (b < f.next_low || b > f.next_high) return;
+      --f.utf8_left;
+      f.next_low = 0x80;
+      f.next_high = 0xBF;
+      f.count = 0;
+      return keep(std::move(p));
+    }
+    if (b >= 0x80) {
+      const detail::Utf8Lead lead = detail::utf8_lead(b);
+      if (lead.follow < 0) return;
+      f.utf8_left = lead.follow;
+      f.next_low = lead.low;
+      f.next_high = lead.high;
+      f.count = 0;
+      return keep(std::move(p));
+    }
+    // The marker's bytes that end the text with b: its longest prefix that is a suffix.
+    std::string tail = end.substr(0, static_cast<size_t>(f.count));
+    tail += static_cast<char>(b);
+    size_t k = std::min(tail.size(), end.size());
+    while (k > 0 && tail.compare(tail.size() - k, k, end, 0, k) != 0) --k;
+    f.count = static_cast<int64_t>(k);
+    if (k == end.size()) p.stack.pop_back();
+    keep(std::move(p));
+  }
+
   // A regex reply's byte (Text): whole UTF-8 characters the pattern takes, one after another.
   void text_byte(Path p, uint8_t b) {
     Frame& f = p.stack.back();
     if (!pattern_char_byte(*m_g.node(f.node).pattern, f, b, -1)) return;
     keep(std::move(p));
-  }
-
-  // True when the number took b (or refused it for good); false when it ended before b.
-  bool number_byte(Path& p, uint8_t b) {
-    Frame& f = p.stack.back();
-    const Node& n = m_g.node(f.node);
-    const bool integers_only = (n.types & JsonGrammar::kNumber) == 0;
-    const bool digit = is_digit(b);
-    const auto go = [&](uint8_t phase, int64_t count) {
-      if (n.has_bounds()) {
-        if (phase == kExponentMark) return true;  // no exponents: refused
-        f.text += static_cast<char>(b);
-        if (!number_may_fit(n, f.text, phase, integers_only)) return true;
-      }
-      f.phase = phase;
-      f.count = count;
-      keep(std::move(p));
-      return true;
-    };
-    const auto refuse = [] { return true; };
-    switch (f.phase) {
-      case kMinus:
-        if (b == '0') return go(kZero, 1);
-        return digit ? go(kIntegerDigits, 1) : refuse();
-      case kZero:
-        if (digit) return refuse();  // no leading zeros
-        break;
-      case kIntegerDigits:
-        if (digit) return f.count < kMaxIntegerDigits ? go(kIntegerDigits, f.count + 1) : refuse();
-        break;
-      case kDot: return digit ? go(kFraction, 1) : refuse();
-      case kFraction:
-        if (digit) return f.count < kMaxFractionDigits ? go(kFraction, f.count + 1) : refuse();
-        break;
-      case kExponentMark:
-        if (b == '+' || b == '-') return go(kExponentSign, 0);
-        return digit ? go(kExponent, 1) : refuse();
-      case kExponentSign: return digit ? go(kExponent, 1) : refuse();
-      case kExponent:
-        if (digit) return f.count < kMaxExponentDigits ? go(kExponent, f.count + 1) : refuse();
-        return false;
-    }
-    if (!integers_only && b == '.' && f.phase != kFraction) return go(kDot, 0);
-    if (!integers_only && (b == 'e' || b == 'E')) return go(kExponentMark, 0);
-    return false;
   }
 
   // True when the literal took b (or refused it for good); false when none of its texts goes
@@ -584,6 +571,7 @@ bool path_is_complete(const JsonGrammar& g, const Path& p) {
   if (f.kind == Kind::Number) return is_number_end(f.phase) && number_is_within(g.node(f.node), f.text);
   if (f.kind == Kind::Literal) return has_whole_literal(g, f);
   if (f.kind == Kind::Text) return f.utf8_left == 0 && g.node(f.node).pattern->is_accepting(f.regex);
+  if (f.kind == Kind::Tagged) return f.phase == kTaggedBetween && has_required(g.node(f.node), f.seen);
   if (f.kind == Kind::Value && g.node(f.node).is_text) {  // nothing written: the empty text
     const Regex& re = *g.node(f.node).pattern;
     return re.is_accepting(re.start());
@@ -653,6 +641,13 @@ std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
     if (!pattern_char_byte(re, f, static_cast<uint8_t>(c), max_length)) return false;
   }
   return true;
+}
+
+std::optional<char> JsonMatcher::raw_text_end() const {
+  if (m_paths.size() != 1 || m_paths[0].stack.empty()) return std::nullopt;
+  const Frame& f = m_paths[0].stack.back();
+  if (f.kind != Kind::Until || f.count != 0 || f.utf8_left != 0) return std::nullopt;
+  return m_grammar->node(f.node).until[0];
 }
 
 int64_t JsonMatcher::string_room() const {

@@ -12,16 +12,17 @@ namespace iwb {
 
 namespace {
 
-// The characters of `bytes` when a JSON string takes them all as they are, else -1. The UTF-8
-// rule is the matcher's own (utf8_lead.h), so a token counted here is one the matcher would take.
-int32_t plain_chars(const std::string& bytes) {
+// The characters of `bytes` when a JSON string takes them all as they are (`is_raw`: when raw
+// text does: any byte but NUL), else -1. The UTF-8 rule is the matcher's own (utf8_lead.h), so a
+// token counted here is one the matcher would take.
+int32_t plain_chars(const std::string& bytes, bool is_raw = false) {
   int32_t chars = 0;
   for (size_t i = 0; i < bytes.size();) {
     const auto b = static_cast<uint8_t>(bytes[i]);
     int follow = 0;
     uint8_t low = 0x80, high = 0xBF;
     if (b < 0x80) {
-      if (b < 0x20 || b == '"' || b == '\\') return -1;
+      if (is_raw ? b == 0 : (b < 0x20 || b == '"' || b == '\\')) return -1;
     } else {
       const detail::Utf8Lead lead = detail::utf8_lead(b);
       if (lead.follow < 0) return -1;
@@ -68,7 +69,11 @@ TokenBytes::TokenBytes(std::vector<std::string> bytes, std::vector<bool> ends, s
 
 void TokenBytes::classify() {
   m_plain_chars.resize(m_bytes.size());
-  for (size_t i = 0; i < m_bytes.size(); ++i) m_plain_chars[i] = m_controls[i] ? -1 : plain_chars(m_bytes[i]);
+  m_whole_text.resize(m_bytes.size());
+  for (size_t i = 0; i < m_bytes.size(); ++i) {
+    m_plain_chars[i] = m_controls[i] ? -1 : plain_chars(m_bytes[i]);
+    m_whole_text[i] = !m_controls[i] && !m_bytes[i].empty() && plain_chars(m_bytes[i], /*is_raw=*/true) >= 0;
+  }
 }
 
 bool is_token_allowed(const JsonMatcher& matcher, const TokenBytes& tokens, int32_t token) {
@@ -82,6 +87,8 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
   const std::bitset<256> first = matcher.next_bytes();
   const bool is_complete = matcher.is_complete();
   const int64_t room = matcher.string_room();  // -1: not inside a string's text
+  // Inside a tagged parameter's raw text: any whole text without its end marker's first byte.
+  const std::optional<char> raw_end = matcher.raw_text_end();
   // Outside strings few bytes may come first, and most tokens that pass the first byte fail at
   // the second (" the" after a space that allows no more whitespace): the bytes that may follow
   // each first byte, computed once, rule them out without feeding the whole token.
@@ -114,7 +121,9 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
         allowed = raw_takes_first[b] == 1 && matcher.can_feed(bytes, /*is_raw_only=*/true);
       } else if (!bytes.empty() && first.test(static_cast<uint8_t>(bytes[0]))) {
         const int32_t chars = tokens.plain_string_chars(id);
-        if (room >= 0 && chars >= 0) {
+        if (raw_end && tokens.is_whole_text(id) && bytes.find(*raw_end) == std::string::npos) {
+          allowed = true;
+        } else if (room >= 0 && chars >= 0) {
           allowed = chars <= room;  // plain text inside a string: only its length matters
         } else if (bytes.size() == 1) {
           allowed = true;

@@ -90,6 +90,7 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
       m_include_usage(params.include_usage),
       m_num_top_logprobs(params.num_top_logprobs),
       m_tool_format(params.tool_format),
+      m_tool_argument_types(params.tool_argument_types),
       m_prompt_sizes(std::move(prompt_sizes)),
       m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
 
@@ -157,7 +158,7 @@ CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& te
   ReplyParts parts = split_reply(text, is_streaming);
   ChatParts out{std::move(parts.reasoning), std::move(parts.content), {}};
   if (m_tool_format) {
-    ToolReply reply = split_tool_calls(out.content, is_streaming, *m_tool_format);
+    ToolReply reply = split_tool_calls(out.content, is_streaming, *m_tool_format, m_tool_argument_types.get());
     out.content = std::move(reply.content);
     out.calls = std::move(reply.calls);
   }

@@ -88,6 +88,7 @@ class CompletionSession {
   bool m_include_usage = false;
   int32_t m_num_top_logprobs = -1;
   std::optional<ToolCallFormat> m_tool_format;  // set: the reply's calls are parsed
+  std::shared_ptr<const ToolArgumentTypes> m_tool_argument_types;
   std::vector<int32_t> m_prompt_sizes;
   std::vector<Choice> m_choices;
   size_t m_num_finished = 0;

@@ -17,8 +17,8 @@ namespace iwb::serve {
 struct StreamLimits {
   size_t max_header_bytes = size_t{64} << 10;
   size_t max_request_bytes = (size_t{8} << 20) + (size_t{128} << 10);
-  std::chrono::milliseconds read_timeout{10000};     // each wait for bytes, and the whole header block
-  std::chrono::milliseconds write_timeout{10000};    // each wait for room to write
+  std::chrono::milliseconds read_timeout{10000};      // each wait for bytes, and the whole header block
+  std::chrono::milliseconds write_timeout{10000};     // each wait for room to write
   std::chrono::milliseconds request_timeout{120000};  // the whole request, headers and body
 };
 
@@ -48,9 +48,9 @@ class GuardedStream final : public httplib::Stream {
   char m_buffer[4096];
   size_t m_buffer_begin = 0;
   size_t m_buffer_end = 0;
-  size_t m_num_read = 0;            // bytes handed to httplib
+  size_t m_num_read = 0;  // bytes handed to httplib
   bool m_is_header_complete = false;
-  uint32_t m_last_bytes = 0;        // the last four bytes handed over, to find "\r\n\r\n"
+  uint32_t m_last_bytes = 0;  // the last four bytes handed over, to find "\r\n\r\n"
 };
 
 // HTTP server that serves each connection's one request through a GuardedStream.

@@ -65,6 +65,8 @@ struct CompletionParams {
   bool is_trigger_in_grammar = false;
   bool is_trigger_at_start = false;
   std::optional<ToolCallFormat> tool_format;  // set: the reply's calls are parsed in this format
+  // Formats whose arguments are text (QwenXml): how each parameter's text is read.
+  std::shared_ptr<const ToolArgumentTypes> tool_argument_types;
 };
 
 // tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.

@@ -14,8 +14,8 @@ namespace {
 // vLLM's buckets for the same histograms.
 const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
                                           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
-const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,
-                                         0.4,  0.5,   0.75, 1.0,   2.5, 5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
 const std::vector<double> kRequestBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,  15.0,
                                              20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
 
@@ -31,10 +31,14 @@ std::string number_text(double v) {
 std::string escape_label(const std::string& value) {
   std::string out;
   for (const char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -47,7 +51,8 @@ class Writer {
     m_text += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   }
   void sample(const std::string& name, double value, const std::string& extra_labels = {}) {
-    m_text += name + "{" + m_label + (extra_labels.empty() ? "" : "," + extra_labels) + "} " + number_text(value) + "\n";
+    m_text +=
+        name + "{" + m_label + (extra_labels.empty() ? "" : "," + extra_labels) + "} " + number_text(value) + "\n";
   }
   void gauge(const std::string& name, const char* help, double value) {
     family(name, "gauge", help);
@@ -87,7 +92,8 @@ uint64_t counter_delta(int64_t value, int64_t* last) {
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> upper_bounds) : m_bounds(std::move(upper_bounds)), m_counts(m_bounds.size() + 1) {}
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : m_bounds(std::move(upper_bounds)), m_counts(m_bounds.size() + 1) {}
 
 void Histogram::observe(double value) {
   const auto it = std::lower_bound(m_bounds.begin(), m_bounds.end(), value);  // first bound >= value
@@ -171,7 +177,8 @@ std::string ServeMetrics::prometheus_text(const std::string& model_name) const {
           v.kv_cache_usage);
   w.counter("iwb:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
             static_cast<double>(v.prefix_cache_queries));
-  w.counter("iwb:prefix_cache_hits", "Prompt tokens found in the prefix cache.", static_cast<double>(v.prefix_cache_hits));
+  w.counter("iwb:prefix_cache_hits", "Prompt tokens found in the prefix cache.",
+            static_cast<double>(v.prefix_cache_hits));
   w.counter("iwb:prompt_tokens", "Prompt tokens computed (prefix-cache hits excluded, recomputation included).",
             static_cast<double>(v.prompt_tokens));
   w.counter("iwb:generation_tokens", "Tokens generated.", static_cast<double>(v.generation_tokens));

@@ -24,7 +24,8 @@ Result<Submission> ServeRouter::submit(Engine& engine, std::vector<GenerationReq
 
 void ServeRouter::dispatch(const StepResult& step) {
   for (const TokenEvent& token : step.tokens) {
-    if (const auto it = m_routes.find(token.request); it != m_routes.end()) it->second.channel->push(it->second.index, token);
+    if (const auto it = m_routes.find(token.request); it != m_routes.end())
+      it->second.channel->push(it->second.index, token);
   }
   for (const RequestFinished& finished : step.finished) {
     const auto it = m_routes.find(finished.request);

@@ -37,6 +37,9 @@ enum class ChatTemplateFamily {
   // Hermes 2 Pro's and Hermes 3's tool-use template (their tokenizer.chat_template.tool_use):
   // ChatML behind a system turn that lists the tools with Python-style signatures.
   Hermes,
+  // Qwen3-Coder: ChatML whose system turn lists the tools as <function> tags and whose calls are
+  // tags (<function=NAME>, <parameter=KEY>), not JSON.
+  Qwen3Coder,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
@@ -114,7 +117,8 @@ struct ChatRenderOptions {
 // can be rendered): ChatML (Qwen2.5's and Qwen3's <tools>/<tool_call>/<tool_response>), Llama 3
 // in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results),
 // Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), Granite 3.x's
-// (<|tool_call|> and a JSON list) and gpt-oss's (harmony's commentary to=functions.NAME).
+// (<|tool_call|> and a JSON list), gpt-oss's (harmony's commentary to=functions.NAME), Hermes's
+// tool-use template's and Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without

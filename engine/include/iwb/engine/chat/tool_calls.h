@@ -3,14 +3,15 @@
 //   <tool_call>
 //   {"name": "get_weather", "arguments": {"city": "Paris"}}
 //   </tool_call>
-// and Llama 3's, Mistral's, Granite's and gpt-oss's. This file has the pieces the chat template,
-// the engine and the server share: tool definitions as the template shows them, the grammar
-// that holds a call to the tools' schemas, and the reply split into text and calls.
+// and Llama 3's, Mistral's, Granite's, gpt-oss's and Qwen3-Coder's. This file has the pieces the
+// chat template, the engine and the server share: tool definitions as the template shows them,
+// the grammar that holds a call to the tools' schemas, and the reply split into text and calls.
 #pragma once
 
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/status.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,10 +41,18 @@ enum class ToolCallFormat {
   // `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}` (or the recipient
   // before the channel, as its template writes past calls), then <|call|>; one call a turn.
   Harmony,
+  // Qwen3-Coder: <tool_call> blocks of tags, each argument's value as text (a string's raw, any
+  // other JSON):
+  //   <tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>
+  QwenXml,
 };
 inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 inline constexpr std::string_view kGraniteCalls = "<|tool_call|>";
+inline constexpr std::string_view kXmlFunctionOpen = "<function=";
+inline constexpr std::string_view kXmlParameterOpen = "<parameter=";
+inline constexpr std::string_view kXmlParameterClose = "</parameter>";
+inline constexpr std::string_view kXmlFunctionClose = "</function>";
 
 // What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
 // companions): the text that starts a call, whether it is the call's own first byte, whether
@@ -130,7 +139,25 @@ struct ToolReply {
   std::string content;
   std::vector<ParsedToolCall> calls;
 };
+
+// Formats that write each argument as text (QwenXml): how a parameter's text becomes JSON, from
+// its schema, as vLLM's and llama.cpp's parsers read them. String: the text is the string (a
+// parameter the schema does not list too); Json: the text is JSON (true/false/none written
+// Python's way are taken; text that is no JSON becomes a string); JsonOrString: JSON other than
+// a string when the text is that, else the string.
+enum class ArgumentText : uint8_t { String, Json, JsonOrString };
+struct ToolArgumentTypes {
+  std::map<std::string, std::map<std::string, ArgumentText>, std::less<>> by_tool;  // tool, parameter
+  ArgumentText of(std::string_view tool, std::string_view parameter) const;
+};
+ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
+
+// Qwen3-Coder's calls (QwenXml): each <tool_call> block's function and its parameters, read as
+// they grow (a string's text streamed as it comes, other values once whole); the arguments are
+// compact JSON built from them in the order written (`types`: how each value is read; without
+// them every value is a string). A parameter ends at </parameter> (or where the next begins, as
+// vLLM reads a model that leaves the tag out); a block that is no call stays in the text.
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
-                           ToolCallFormat format = ToolCallFormat::Hermes);
+                           ToolCallFormat format = ToolCallFormat::Hermes, const ToolArgumentTypes* types = nullptr);
 
 }  // namespace iwb

@@ -64,6 +64,20 @@ class JsonGrammar {
   static std::shared_ptr<const JsonGrammar> sequences(const std::vector<std::vector<Piece>>& alternatives,
                                                       std::string description);
 
+  // How an object is written as tagged parameters instead of JSON: each property as
+  // `open` NAME `close` VALUE `value_end` (Qwen3-Coder's "<parameter=", ">\n", "\n</parameter>\n").
+  struct Tags {
+    std::string open, close, value_end;
+  };
+  // An object grammar's root (a from_schema object with properties, or any_object) written as
+  // tagged parameters: in any order, each listed property at most once and the required ones
+  // all; other names where the schema allows other keys (their values raw text). A value whose
+  // schema allows strings is raw text up to the first `value_end` (which it cannot hold): an
+  // enum's texts, or a pattern's, as written; any other value is JSON. Errors when the root is
+  // not an object node.
+  static Result<std::shared_ptr<const JsonGrammar>> tagged_parameters(const JsonGrammar& object, const Tags& tags,
+                                                                      std::string description);
+
   // What the reply is held to, for messages: "a JSON object", "the JSON schema", "the choices".
   const std::string& description() const { return m_description; }
   const std::string& prefix() const { return m_prefix; }
@@ -109,10 +123,19 @@ class JsonGrammar {
     // a node with `raw` is exactly those bytes.
     std::vector<int32_t> sequence;
     std::string raw;
+    // Raw text (UTF-8, no NUL) up to and including the first `until` (a tagged parameter's value).
+    std::string until;
+    // Tagged parameters (JsonGrammar::tagged_parameters): `properties` (key_json: the name and
+    // tags.close) and `additional` (the node other names' values fit) written with these tags;
+    // `other_key`: the node an other name fits (raw text up to tags.close).
+    std::string tag_open;
+    int32_t other_key = -1;
   };
   static constexpr int32_t kAnyNode = 0;  // node 0 is always "any JSON value"
   const Node& node(int32_t index) const { return m_nodes[static_cast<size_t>(index)]; }
   int32_t root() const { return m_root; }
+  // The types a node's values may have (its anyOf alternatives' together).
+  uint8_t types_of(int32_t node) const;
 
   // Built by the compiler in json_grammar.cpp.
   JsonGrammar(std::vector<Node> nodes, int32_t root, std::string description)
@@ -149,6 +172,10 @@ class JsonMatcher {
   // checked on the pattern alone without copying the matcher (the token mask's fast path);
   // nullopt elsewhere.
   std::optional<bool> pattern_takes(std::string_view bytes) const;
+  // When the one reading is inside a tagged parameter's raw text, with no part of its end written
+  // (JsonGrammar::Node::until): that end's first byte. Bytes without it that are whole UTF-8
+  // characters (no NUL) are taken (the token mask's fast path); nullopt elsewhere.
+  std::optional<char> raw_text_end() const;
   // When every reading is inside a string's text (not a key, not mid-character or mid-escape):
   // how many more plain characters the string may take (INT64_MAX: any number); else -1.
   int64_t string_room() const;
@@ -157,21 +184,34 @@ class JsonMatcher {
   struct Frame {
     // Raw: bytes written as they are (a framed grammar's prefix and suffix): `text`, `count` of
     // them written. Text: a from_regex reply's UTF-8 text, held to its node's pattern.
-    enum class Kind : uint8_t { Value, Object, Array, String, Number, Literal, Raw, Text } kind = Kind::Value;
+    // Until: raw text up to its node's `until` (count: how many of its bytes end the text so far).
+    // Tagged: tagged parameters (phase: between them, in the opening tag, after the name).
+    enum class Kind : uint8_t {
+      Value,
+      Object,
+      Array,
+      String,
+      Number,
+      Literal,
+      Raw,
+      Text,
+      Until,
+      Tagged
+    } kind = Kind::Value;
     uint8_t phase = 0;
     bool is_key = false;                        // a String or Literal frame that is an object's key
     int8_t utf8_left = 0;                       // String: continuation bytes still to come; unicode escape digits
     uint8_t next_low = 0x80, next_high = 0xBF;  // String: the range of the next continuation byte
     int32_t node = 0;                           // the grammar node (Object: its object node; key frames: the object's)
-    int32_t current = -1;                       // Object: the property whose value comes next (-1: another key);
-                                                // String: 1 once a \u escape began with D (no surrogates)
-    int64_t count = 0;                          // items, characters, digits, or a literal's bytes so far
-    uint64_t seen = 0;                          // Object: properties written so far
-    std::vector<int32_t> candidates;            // Literal: the texts still matching
-    std::string text;                           // String key: its bytes so far (an other key may not be a listed
-                                                // one); Number with bounds: its text so far; Raw: its bytes
-    Regex::States regex;                        // String with a pattern, Text: where its characters are in it
-    uint32_t code = 0;                          // String with a pattern, Text: the character being written
+    int32_t current = -1;             // Object, Tagged: the property whose value comes next (-1: another key);
+                                      // String: 1 once a \u escape began with D (no surrogates)
+    int64_t count = 0;                // items, characters, digits, or a literal's bytes so far
+    uint64_t seen = 0;                // Object, Tagged: properties written so far
+    std::vector<int32_t> candidates;  // Literal: the texts still matching
+    std::string text;                 // String key: its bytes so far (an other key may not be a listed
+                                      // one); Number with bounds: its text so far; Raw: its bytes
+    Regex::States regex;              // String with a pattern, Text: where its characters are in it
+    uint32_t code = 0;                // String with a pattern, Text: the character being written
   };
   struct Path {
     std::vector<Frame> stack;

@@ -35,6 +35,9 @@ class TokenBytes {
   // The characters of a token that a JSON string takes as they are (whole UTF-8 characters, no
   // quote, backslash or control byte); -1 for any other token.
   int32_t plain_string_chars(int32_t id) const { return m_plain_chars[static_cast<size_t>(id)]; }
+  // Whether a token is whole UTF-8 characters with no NUL (raw text, as a tagged parameter's
+  // value holds it), and no control token.
+  bool is_whole_text(int32_t id) const { return m_whole_text[static_cast<size_t>(id)]; }
   size_t size() const { return m_bytes.size(); }
 
  private:
@@ -44,6 +47,7 @@ class TokenBytes {
   std::vector<bool> m_ends;
   std::vector<bool> m_controls;
   std::vector<int32_t> m_plain_chars;
+  std::vector<bool> m_whole_text;
 };
 
 // Whether `token` may come next.

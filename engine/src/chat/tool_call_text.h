@@ -1,0 +1,30 @@
+// Text helpers the tool-call readers share (tool_calls.cpp, xml_tool_calls.cpp): the text before
+// a calls' marker, a marker cut by the stream, white space around calls.
+#pragma once
+
+#include "iwb/engine/chat/tool_calls.h"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace iwb::detail {
+
+inline constexpr std::string_view kWhitespace = " \t\r\n";
+
+// How many bytes at the end of `text` begin `marker` (a marker cut by the stream).
+size_t partial_marker(std::string_view text, std::string_view marker);
+
+// Appends the reply's text from `pos` up to the next `marker` (the calls' opening) and returns
+// where the marker is; with none, the rest, and npos. While streaming, a trailing start of the
+// marker is held back.
+size_t append_text_before(std::string_view reply, size_t pos, std::string_view marker, bool is_streaming,
+                          std::string* text);
+
+// White space around calls is not an answer; while streaming it waits until text follows it.
+void trim_trailing_space(ToolReply* out, bool is_streaming);
+
+// Qwen3-Coder's calls (split_tool_calls with ToolCallFormat::QwenXml).
+ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types);
+
+}  // namespace iwb::detail

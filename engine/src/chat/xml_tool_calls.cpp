@@ -1,0 +1,217 @@
+// Qwen3-Coder's tool calls (ToolCallFormat::QwenXml): <tool_call> blocks of tags whose argument
+// values are text, turned into OpenAI's calls with JSON arguments.
+#include "chat/tool_call_text.h"
+#include "iwb/engine/chat/tool_calls.h"
+
+#include <nlohmann/json.hpp>
+
+namespace iwb {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+using detail::kWhitespace;
+
+ArgumentText argument_text(const JsonGrammar& g, int32_t node) {
+  const JsonGrammar::Node& n = g.node(node);
+  if (!n.literals.empty()) {
+    size_t strings = 0;
+    for (const std::string& literal : n.literals) strings += literal[0] == '"' ? 1 : 0;
+    if (strings == n.literals.size()) return ArgumentText::String;
+    return strings == 0 ? ArgumentText::Json : ArgumentText::JsonOrString;
+  }
+  const uint8_t types = g.types_of(node);
+  if ((types & JsonGrammar::kString) == 0) return ArgumentText::Json;
+  return types == JsonGrammar::kString ? ArgumentText::String : ArgumentText::JsonOrString;
+}
+
+// The text a whole parameter's value is written as, in the arguments' JSON.
+std::string argument_json(std::string_view text, ArgumentText kind) {
+  if (kind != ArgumentText::String) {
+    const std::string_view trimmed = [&] {
+      const size_t begin = text.find_first_not_of(kWhitespace);
+      if (begin == std::string_view::npos) return std::string_view();
+      return text.substr(begin, text.find_last_not_of(kWhitespace) - begin + 1);
+    }();
+    const ordered_json value = ordered_json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+    if (!value.is_discarded() && !(kind == ArgumentText::JsonOrString && value.is_string())) {
+      return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+    }
+    // Python's words, as a model that saw the template's own rendering of past calls may write.
+    if (kind == ArgumentText::Json && (trimmed == "True" || trimmed == "False" || trimmed == "None")) {
+      return trimmed == "True" ? "true" : trimmed == "False" ? "false" : "null";
+    }
+  }
+  return ordered_json(std::string(text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// How many bytes at the end of `text` are an unfinished UTF-8 character.
+size_t partial_utf8(std::string_view text) {
+  for (size_t k = 1; k <= 3 && k <= text.size(); ++k) {
+    const auto b = static_cast<uint8_t>(text[text.size() - k]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return length > k ? k : 0;
+  }
+  return 0;
+}
+
+bool starts_with_part_of(std::string_view text, std::string_view marker) {
+  return text.size() < marker.size() ? marker.starts_with(text) : text.starts_with(marker);
+}
+
+// One <tool_call> block's call, read from `at` (after the opening tag) as far as it is written.
+// Returns where the block ends (npos while it does not), or nullopt in `call` when the block is
+// no call (or may yet be one: `is_undecided`).
+struct XmlCall {
+  std::optional<ParsedToolCall> call;
+  bool is_undecided = false;
+  size_t end = std::string_view::npos;
+};
+
+XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, const ToolArgumentTypes* types) {
+  XmlCall out;
+  size_t i = reply.find_first_not_of(kWhitespace, at);
+  if (i == std::string_view::npos || !reply.substr(i).starts_with(kXmlFunctionOpen)) {
+    out.is_undecided = i == std::string_view::npos || starts_with_part_of(reply.substr(i), kXmlFunctionOpen);
+    return out;
+  }
+  i += kXmlFunctionOpen.size();
+  const size_t name_end = reply.find('>', i);
+  if (name_end == std::string_view::npos || name_end == i) {
+    out.is_undecided = name_end == std::string_view::npos;
+    return out;
+  }
+  ParsedToolCall call;
+  call.name = std::string(reply.substr(i, name_end - i));
+  call.arguments = "{";
+  i = name_end + 1;
+  bool is_first = true;
+  const auto add_key = [&](std::string_view key) {
+    call.arguments += (is_first ? "" : ",") + ordered_json(std::string(key)).dump() + ":";
+    is_first = false;
+  };
+  while (true) {
+    const size_t next = reply.find_first_not_of(kWhitespace, i);
+    const std::string_view rest = reply.substr(next == std::string_view::npos ? reply.size() : next);
+    if (rest.starts_with(kXmlFunctionClose)) {
+      call.arguments += "}";
+      const size_t after = next + kXmlFunctionClose.size();
+      const size_t close = reply.find_first_not_of(kWhitespace, after);
+      const std::string_view tail = reply.substr(close == std::string_view::npos ? reply.size() : close);
+      if (tail.starts_with(kToolCallClose)) {
+        out.end = close + kToolCallClose.size();
+      } else if (!is_streaming || !starts_with_part_of(tail, kToolCallClose)) {
+        out.end = after;  // (while streaming, a block's end still being written waits)
+      }
+      break;
+    }
+    if (!rest.starts_with(kXmlParameterOpen)) {
+      // Unfinished: the call so far. In a finished reply, not the format: the call ends here.
+      if (!is_streaming && !rest.empty() && !starts_with_part_of(rest, kXmlFunctionClose)) {
+        call.arguments += "}";
+        const size_t close = reply.find(kToolCallClose, next);
+        if (close != std::string_view::npos) out.end = close + kToolCallClose.size();
+      }
+      break;
+    }
+    const size_t key_at = next + kXmlParameterOpen.size();
+    const size_t key_end = reply.find('>', key_at);
+    if (key_end == std::string_view::npos) break;
+    const std::string_view key = reply.substr(key_at, key_end - key_at);
+    const ArgumentText kind = types != nullptr ? types->of(call.name, key) : ArgumentText::String;
+    size_t value_at = key_end + 1;
+    if (value_at < reply.size() && reply[value_at] == '\n') ++value_at;
+    // The value ends at </parameter>, or where the next parameter or the function's end begins.
+    size_t value_end = std::string_view::npos, resume = std::string_view::npos;
+    for (const std::string_view marker : {kXmlParameterClose, kXmlParameterOpen, kXmlFunctionClose}) {
+      const size_t found = reply.find(marker, value_at);
+      if (found < value_end) {
+        value_end = found;
+        resume = marker == kXmlParameterClose ? found + marker.size() : found;
+      }
+    }
+    if (value_end == std::string_view::npos) {
+      // Unfinished: a string's text so far (no closing quote: the reply may end here, cut off),
+      // without what may become its end; other values wait until whole.
+      if (kind != ArgumentText::String) break;
+      std::string_view text = reply.substr(value_at);
+      if (is_streaming) {
+        size_t held = 0;
+        for (const std::string_view marker :
+             {std::string_view("\n</parameter>"), kXmlParameterClose, kXmlParameterOpen, kXmlFunctionClose}) {
+          held = std::max(held, detail::partial_marker(text, marker));
+        }
+        text.remove_suffix(held);
+        text.remove_suffix(partial_utf8(text));
+      }
+      add_key(key);
+      const std::string quoted = argument_json(text, ArgumentText::String);
+      call.arguments += std::string_view(quoted).substr(0, quoted.size() - 1);
+      break;
+    }
+    std::string_view text = reply.substr(value_at, value_end - value_at);
+    if (text.ends_with('\n')) text.remove_suffix(1);
+    add_key(key);
+    call.arguments += argument_json(text, kind);
+    i = resume;
+  }
+  out.call = std::move(call);
+  return out;
+}
+
+}  // namespace
+
+ArgumentText ToolArgumentTypes::of(std::string_view tool, std::string_view parameter) const {
+  const auto t = by_tool.find(tool);
+  if (t == by_tool.end()) return ArgumentText::String;
+  const auto p = t->second.find(std::string(parameter));
+  return p == t->second.end() ? ArgumentText::String : p->second;
+}
+
+ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools) {
+  ToolArgumentTypes out;
+  for (const ToolDefinition& tool : tools) {
+    if (tool.parameters_json.empty()) continue;
+    Result<std::shared_ptr<const JsonGrammar>> grammar = JsonGrammar::from_schema(tool.parameters_json);
+    if (!grammar) continue;  // a schema not compiled here: every value a string
+    const JsonGrammar& g = **grammar;
+    std::map<std::string, ArgumentText>& parameters = out.by_tool[tool.name];
+    for (const JsonGrammar::Property& property : g.node(g.root()).properties) {
+      const std::string name = ordered_json::parse(property.key_json).get<std::string>();
+      parameters[name] = argument_text(g, property.node);
+    }
+  }
+  return out;
+}
+
+namespace detail {
+
+ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types) {
+  ToolReply out;
+  size_t pos = 0;
+  while (pos <= reply.size()) {
+    const size_t open = append_text_before(reply, pos, kToolCallOpen, is_streaming, &out.content);
+    if (open == std::string_view::npos) break;
+    const size_t body = open + kToolCallOpen.size();
+    XmlCall read = read_xml_call(reply, body, is_streaming, types);
+    if (read.call) {
+      out.calls.push_back(std::move(*read.call));
+      if (read.end == std::string_view::npos) break;  // still being written, or cut off
+      pos = read.end;
+      continue;
+    }
+    if (is_streaming && read.is_undecided) break;  // held back until it tells
+    const size_t close = reply.find(kToolCallClose, body);
+    if (close == std::string_view::npos) {
+      if (!is_streaming) out.content += reply.substr(open);  // cut off: the text as written
+      break;
+    }
+    out.content += reply.substr(open, close + kToolCallClose.size() - open);
+    pos = close + kToolCallClose.size();
+  }
+  trim_trailing_space(&out, is_streaming);
+  return out;
+}
+
+}  // namespace detail
+}  // namespace iwb
