@@ -2,7 +2,8 @@
 // byte table, checking one sampled token, and the full mask (every token checked) at the kinds
 // of place a reply reaches (a JSON Schema's reply, a string held to a pattern, a guided_regex
 // reply, a tool call's, and a Mistral-style call — a sequence grammar — with the vocabulary's
-// control tokens shown and 1,000 more added, as Mistral's tekken vocabulary has). A plain
+// control tokens shown and 1,000 more added, as Mistral's tekken vocabulary has; and a Qwen3-Coder
+// call, whose string values are raw text). A plain
 // program, not a test: it prints figures.
 //   bench_token_constraint MODEL.gguf [REPEATS]
 #include "iwb/engine/chat/tool_calls.h"
@@ -96,6 +97,17 @@ int main(int argc, char** argv) {
     controls.push_back(true);
   }
   const TokenBytes tekken_like(with_controls, ends, controls);
+  // Qwen3-Coder's calls: tagged parameters, a string's value raw text up to its end tag (the
+  // mask's raw-text shortcut), an integer JSON.
+  ToolDefinition forecast{"get_weather",
+                          R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                              "required": ["city"]})",
+                          false, ""};
+  auto xml = tool_call_grammar({forecast, time}, {}, ToolCallFormat::QwenXml);
+  if (!xml) {
+    std::fprintf(stderr, "%s\n", xml.error_message().c_str());
+    return 1;
+  }
   auto patterned = JsonGrammar::from_schema(kPatternSchema);
   auto regex = JsonGrammar::from_regex("(yes|no), because [a-z ,]{1,80}\\.");
   if (!patterned || !regex) {
@@ -107,6 +119,7 @@ int main(int argc, char** argv) {
     std::string lead;
     const char* reply;
     const TokenBytes* table = nullptr;  // the vocabulary's plain table when null
+    const char* kind = nullptr;         // the place's label
   };
   const std::vector<Place> places = {
       {*grammar, "", ""},
@@ -126,6 +139,10 @@ int main(int argc, char** argv) {
       {named->grammar, "", "", &tekken_like},
       {named->grammar, "", "get_weather", &tekken_like},
       {named->grammar, "", "get_weather[ARGS]{\"city\": \"Par", &tekken_like},
+      {xml->grammar, lead, "", nullptr, "xml call"},
+      {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar", nullptr, "xml call"},
+      {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n", nullptr, "xml call"},
+      {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=days>\n1", nullptr, "xml call"},
   };
   const tokenizer::TokenId probe = tok->encode("\"name", {.add_bos = false}).front();
   std::printf("%-60s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
@@ -149,7 +166,10 @@ int main(int argc, char** argv) {
     bool any = false;
     for (int i = 0; i < repeats * 100; ++i) any ^= is_token_allowed(m, table, probe);
     const double one_us = ms_since(t0) * 1000.0 / (repeats * 100);
-    std::string label = place.table != nullptr ? "mistral call '" : place.lead.empty() ? "'" : "tool call '";
+    std::string label = place.kind != nullptr    ? std::string(place.kind) + " '"
+                        : place.table != nullptr ? "mistral call '"
+                        : place.lead.empty()     ? "'"
+                                                 : "tool call '";
     label += std::string(prefix) + "'";
     for (size_t at = label.find('\n'); at != std::string::npos; at = label.find('\n')) label.replace(at, 1, "\\n");
     std::printf("%-60s %9zu %10.2f %12.2f%s\n", label.substr(0, 60).c_str(), allowed, mask_ms, one_us, any ? "" : "");

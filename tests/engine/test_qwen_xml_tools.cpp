@@ -125,6 +125,20 @@ void TestQwenXmlTools::taggedParametersFollowTheSchema() {
   QVERIFY(!m.raw_text_end());                       // part of the end written: each byte matters
   QVERIFY(!m.can_feed("x", /*is_raw_only=*/true));  // a control token writes no text
 
+  // A string's length limits hold for its text (the end tag not counted).
+  Result<std::shared_ptr<const JsonGrammar>> short_city = JsonGrammar::from_schema(
+      "{\"type\": \"object\", \"properties\": {\"c\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 5}}}");
+  const auto bounded = JsonGrammar::sequences(
+      {{{"<f>", nullptr}, {"", *JsonGrammar::tagged_parameters(**short_city, kTags, "")}, {"</f>", nullptr}}},
+      "a call");
+  expect_fits(bounded, "<f>" + param("c", "S\xc3\xa3o P") + "</f>");
+  expect_fits(bounded, "<f>" + param("c", "\n\n") + "</f>");
+  expect_refused_at(bounded, "<f><parameter=c>\nParis!", '!');
+  expect_refused_at(bounded, "<f><parameter=c>\nA\n</parameter>\n</f>", '\n');
+  JsonMatcher five(bounded);
+  QVERIFY(five.feed("<f><parameter=c>\nPar"));
+  QVERIFY(!five.raw_text_end());  // bounded: each token's length matters
+
   // A schema with no properties listed takes any names, their values raw text.
   Result<std::shared_ptr<const JsonGrammar>> any =
       JsonGrammar::tagged_parameters(*JsonGrammar::any_object(), kTags, "");
@@ -133,6 +147,7 @@ void TestQwenXmlTools::taggedParametersFollowTheSchema() {
       JsonGrammar::sequences({{{"<function=r>\n", nullptr}, {"", *any}, {"</function>", nullptr}}}, "a call");
   expect_fits(any_call, "<function=r>\n" + param("cmd", "ls -l") + param("n", "{\"a\": 1}") + close);
   expect_fits(any_call, "<function=r>\n" + close);
+  expect_refused_at(any_call, "<function=r>\n<parameter=>\n", '\n');  // a name is not empty
   // Not an object: refused (the caller holds such a tool to any names).
   Result<std::shared_ptr<const JsonGrammar>> list = JsonGrammar::from_schema("{\"type\": \"array\"}");
   QVERIFY(!JsonGrammar::tagged_parameters(**list, kTags, "").is_ok());

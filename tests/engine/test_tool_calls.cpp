@@ -22,6 +22,7 @@ class TestToolCalls : public QObject {
   void chatmlRendersToolsAsQwenDoes();
   void chatmlRendersSystemAndToolsAsQwenDoes();
   void chatmlRendersToolsAsQwen3Does();
+  void qwen3ReadsPastThinking();
   void chatmlRendersCallsWithoutToolsAsQwenDoes();
   void llama31RendersToolsAsItsTemplateDoes();
   void llama3CallsAreTheWholeReply();
@@ -162,6 +163,30 @@ void TestToolCalls::chatmlRendersToolsAsQwen3Does() {
   QVERIFY(
       !chat_template_doubles_tool_example("{{- \"...<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": "
                                           "<args-json-object>}\\n</tool_call>\" }}"));
+}
+
+// Qwen3's template takes past reasoning out of assistant turns (the text before </think>), and
+// writes a think block for turns after the last user query that are the last message or had
+// reasoning. (Expected text rendered by jinja2 from Qwen-Qwen3-0.6B.jinja.)
+void TestToolCalls::qwen3ReadsPastThinking() {
+  QVERIFY(chat_template_reads_past_thinking(
+      "<|im_start|>{%- set ns = namespace(last_query_index=messages|length - 1) %}{{ '</think>' }}"));
+  QVERIFY(!chat_template_reads_past_thinking("<|im_start|>{{ '</think>' }}"));
+  ChatRenderOptions o;
+  o.reads_past_thinking = true;
+  o.add_generation_prompt = false;
+  const std::vector<ChatMessage> turns = {{"user", "Hi"},
+                                          {"assistant", "<think>\nhmm\n</think>\n\nHello!"},
+                                          {"user", "Again"},
+                                          {"assistant", "<think>plan</think>\nLooking.", {{"c1", "now", "{}"}}},
+                                          {"tool", "noon", {}, "c1"},
+                                          {"assistant", "It is noon."}};
+  const std::string expected =
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n"
+      "<|im_start|>assistant\n<think>\nplan\n</think>\n\nLooking.\n<tool_call>\n{\"name\": \"now\", "
+      "\"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nnoon\n</tool_response>"
+      "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nIt is noon.<|im_end|>\n";
+  QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, turns, o), expected);
 }
 
 void TestToolCalls::chatmlRendersCallsWithoutToolsAsQwenDoes() {

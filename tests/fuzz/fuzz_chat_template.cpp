@@ -36,9 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Tool calls: what the stream has sent (text, calls) must begin what the whole reply gives.
     for (const iwb::ToolCallFormat format :
          {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3, iwb::ToolCallFormat::MistralList,
-          iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony}) {
-      const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format);
-      const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format);
+          iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony,
+          iwb::ToolCallFormat::QwenXml}) {
+      // Qwen3-Coder's values read as the schema says: tool "f", parameters of each kind.
+      static const iwb::ToolArgumentTypes kTypes = {{{"f",
+                                                      {{"a", iwb::ArgumentText::Json},
+                                                       {"b", iwb::ArgumentText::JsonOrString},
+                                                       {"c", iwb::ArgumentText::String}}}}};
+      const iwb::ToolReply calls = iwb::split_tool_calls(m.content, false, format, &kTypes);
+      const iwb::ToolReply streamed = iwb::split_tool_calls(m.content, /*is_streaming=*/true, format, &kTypes);
       if (calls.content.compare(0, streamed.content.size(), streamed.content) != 0 ||
           streamed.calls.size() > calls.calls.size()) {
         __builtin_trap();

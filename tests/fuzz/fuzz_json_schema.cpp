@@ -3,7 +3,8 @@
 // agree with itself (a byte is in next_bytes() exactly when can_feed takes it), and a reply it
 // takes whole and calls complete must be JSON that nlohmann parses. The same text is also tried
 // as a regex (vLLM's guided_regex): the matcher must agree with itself the same way, and never
-// stand where the reply is not complete and no byte may follow. A disagreement aborts.
+// stand where the reply is not complete and no byte may follow; and the schema as tagged
+// parameters (Qwen3-Coder's calls) the same way. A disagreement aborts.
 #include "iwb/engine/sampling/json_grammar.h"
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (taken == reply.size() && !reply.empty() && m.is_complete()) {
     if (!nlohmann::json::accept(reply)) std::abort();
+  }
+  // The same schema as Qwen3-Coder's tagged parameters, between two markers: the matcher agrees
+  // with itself there too.
+  auto tagged = iwb::JsonGrammar::tagged_parameters(**grammar, {"<p=", ">\n", "\n</p>\n"}, "");
+  if (!tagged) return 0;
+  iwb::JsonMatcher call(iwb::JsonGrammar::sequences({{{"<f>", nullptr}, {"", *tagged}, {"</f>", nullptr}}}, "a call"));
+  for (size_t i = 0; i < reply.size() && i < 4096; ++i) {
+    const auto b = static_cast<uint8_t>(reply[i]);
+    if (call.next_bytes().test(b) != call.can_feed(reply.substr(i, 1))) std::abort();
+    if (!call.feed(reply.substr(i, 1))) break;
   }
   return 0;
 }

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (auto* request = std::get_if<iwb::serve::ChatCompletionRequest>(&chat)) {
       for (const iwb::ToolCallFormat format :
            {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3, iwb::ToolCallFormat::MistralList,
-            iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony}) {
+            iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony,
+            iwb::ToolCallFormat::QwenXml}) {
         iwb::serve::ChatCompletionRequest copy = *request;
         (void)iwb::serve::hold_tool_calls(&copy, format);  // the tools' schemas compiled into a call grammar
       }

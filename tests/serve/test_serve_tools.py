@@ -1,6 +1,7 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
-3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's and gpt-oss's): tool_choice
+3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's, gpt-oss's and
+Qwen3-Coder's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -345,6 +346,42 @@ class TestTools(unittest.TestCase):
                               "<|channel|>commentary json<|message|>", json.loads(body)["prompt"])
                 self.assertIn("<|start|>functions." + call.function.name +
                               ' to=assistant<|channel|>commentary<|message|>"sunny"<|end|>', json.loads(body)["prompt"])
+            self.assertEqual(server.stop(), 0)
+
+    def test_qwen3_coder_format(self):
+        # Served with a Qwen3-Coder-style template: the tools as <function> tags, each call's
+        # arguments as <parameter=KEY> tags whose values are text (a string's raw, others JSON).
+        coder = ("{{- '<|im_start|>system\\n' }}{{- 'You have access to the following tools:' }}"
+                 "{{- '<parameter=example_parameter_1>' }}")
+        with fx.Server(MODEL, "--chat-template", coder, "-c", "2048") as server:
+            client = fx.openai_client(server)
+            status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER, TIME]})
+            self.assertIn("<function>\n<name>get_weather</name>\n<description>Current weather in a city</description>\n"
+                          "<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<maxLength>12</maxLength>",
+                          json.loads(body)["prompt"])
+            for stream in (False, True):
+                for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+                    args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
+                                tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
+                    choice = final_choice(client, stream, args)
+                    self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                    self.assertFalse(choice.message.content)
+                    self.assertEqual(len(choice.message.tool_calls), 1)
+                    call = choice.message.tool_calls[0]
+                    if call.function.name == "get_weather":
+                        check_weather_call(self, call)
+                    else:
+                        self.assertEqual(json.loads(call.function.arguments), {})
+            # The call and its result sent back render as the template takes them.
+            back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+            status, body, _ = server.post("/apply-template", {"messages": back, "tools": [WEATHER]})
+            self.assertIn("<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                          "</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
+                          "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n",
+                          json.loads(body)["prompt"])
             self.assertEqual(server.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):

@@ -56,6 +56,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.enable_thinking = options.enable_thinking;
   render.reasoning_effort = options.reasoning_effort;
   render.closes_think_when_off = chat_template_closes_think_when_off(chat_template);
+  render.reads_past_thinking = chat_template_reads_past_thinking(chat_template);
 
   render.mistral = chat_template_mistral_format(chat_template);
 

@@ -52,6 +52,44 @@ std::vector<ChatMessage> fold_system_into_first_user(const std::vector<ChatMessa
   return out;
 }
 
+// A past call as Qwen2.5's and Qwen3's templates write it.
+std::string qwen_call_block(const ChatToolCall& call) {
+  return "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + template_tojson(call.arguments) +
+         "}\n</tool_call>";
+}
+
+// Qwen3's assistant turn opening: the text after a </think> (its reasoning, the text before,
+// dropped or written as an empty-or-not think block for turns after the last user query that
+// are the last message or had reasoning).
+std::string qwen3_assistant_opening(const std::vector<ChatMessage>& messages, size_t i, std::string* content) {
+  size_t last_query = messages.size() - 1;
+  for (size_t k = messages.size(); k-- > 0;) {
+    const std::string& c = messages[k].content;
+    if (messages[k].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+      last_query = k;
+      break;
+    }
+  }
+  std::string reasoning;
+  if (const size_t end = content->find("</think>"); end != std::string::npos) {
+    std::string before = content->substr(0, end);
+    before.erase(before.find_last_not_of('\n') + 1);
+    const size_t open = before.rfind("<think>");
+    reasoning = open == std::string::npos ? before : before.substr(open + 7);
+    reasoning.erase(0, reasoning.find_first_not_of('\n'));
+    std::string after = content->substr(content->rfind("</think>") + 8);
+    after.erase(0, std::min(after.size(), after.find_first_not_of('\n')));
+    *content = std::move(after);
+  }
+  if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+    reasoning.erase(0, std::min(reasoning.size(), reasoning.find_first_not_of('\n')));
+    reasoning.erase(reasoning.find_last_not_of('\n') + 1);
+    content->erase(0, std::min(content->size(), content->find_first_not_of('\n')));
+    return "<|im_start|>assistant\n<think>\n" + reasoning + "\n</think>\n\n";
+  }
+  return "<|im_start|>assistant\n";
+}
+
 // ChatML, with Qwen2.5's tool format (its template, reproduced): the tools listed in the
 // system turn, an assistant's calls as <tool_call> blocks, tool results as <tool_response>
 // blocks in one user turn per run of results.
@@ -81,13 +119,18 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
       if (i == 0 || messages[i - 1].role != "tool") s += "<|im_start|>user";
       s += "\n<tool_response>\n" + m.content + "\n</tool_response>";
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") s += "<|im_end|>\n";
+    } else if (m.role == "assistant" && o.reads_past_thinking) {
+      std::string content = m.content;
+      s += qwen3_assistant_opening(messages, i, &content) + content;
+      for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+        const ChatToolCall& call = m.tool_calls[k];
+        s += (k > 0 || !content.empty() ? "\n" : "") + qwen_call_block(call);
+      }
+      s += "<|im_end|>\n";
     } else if (m.role == "assistant" && !m.tool_calls.empty()) {
       s += "<|im_start|>assistant";
       if (!m.content.empty()) s += "\n" + m.content;
-      for (const ChatToolCall& call : m.tool_calls) {
-        s += "\n<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + template_tojson(call.arguments) +
-             "}\n</tool_call>";
-      }
+      for (const ChatToolCall& call : m.tool_calls) s += "\n" + qwen_call_block(call);
       s += "<|im_end|>\n";
     } else {
       s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
@@ -397,6 +440,10 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
 bool chat_template_closes_think_when_off(std::string_view t) {
   return contains(t, "<|im_start|>") && contains(t, "enable_thinking is defined and enable_thinking is false") &&
          contains(t, "<think>\\n\\n</think>\\n\\n");
+}
+
+bool chat_template_reads_past_thinking(std::string_view t) {
+  return contains(t, "<|im_start|>") && contains(t, "last_query_index") && contains(t, "</think>");
 }
 
 std::string chat_template_harmony_date(std::string_view t) {

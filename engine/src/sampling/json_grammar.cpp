@@ -529,6 +529,10 @@ int32_t tagged_value(std::vector<Node>* nodes, int32_t node, const std::string& 
   Node until;
   until.types = 0;
   until.until = value_end;
+  if (n.any_of.empty()) {  // a string's length limits hold for its text
+    until.min_length = n.min_length;
+    until.max_length = n.max_length;
+  }
   return add(std::move(until));
 }
 
@@ -562,6 +566,7 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::tagged_parameters(const 
     Node name;
     name.types = 0;
     name.until = tags.close;
+    name.min_length = 1;
     nodes.push_back(std::move(name));
     tagged.other_key = static_cast<int32_t>(nodes.size()) - 1;
   }

@@ -493,22 +493,26 @@ class Stepper {
   void until_byte(Path p, uint8_t b) {
     if (m_is_raw_only || b == 0) return;
     Frame& f = p.stack.back();
-    const std::string& end = m_g.node(f.node).until;
+    const Node& n = m_g.node(f.node);
+    const std::string& end = n.until;
+    const auto chars_fit = [&](uint64_t chars, int64_t of_end) {  // the text's characters, not the end's
+      return n.max_length < 0 || static_cast<int64_t>(chars) - of_end <= n.max_length;
+    };
     if (f.utf8_left > 0) {
       if (b < f.next_low || b > f.next_high) return;
       --f.utf8_left;
       f.next_low = 0x80;
       f.next_high = 0xBF;
-      f.count = 0;
       return keep(std::move(p));
     }
     if (b >= 0x80) {
       const detail::Utf8Lead lead = detail::utf8_lead(b);
-      if (lead.follow < 0) return;
+      if (lead.follow < 0 || !chars_fit(f.seen + 1, 0)) return;
       f.utf8_left = lead.follow;
       f.next_low = lead.low;
       f.next_high = lead.high;
       f.count = 0;
+      ++f.seen;
       return keep(std::move(p));
     }
     // The marker's bytes that end the text with b: its longest prefix that is a suffix.
@@ -516,8 +520,13 @@ class Stepper {
     tail += static_cast<char>(b);
     size_t k = std::min(tail.size(), end.size());
     while (k > 0 && tail.compare(tail.size() - k, k, end, 0, k) != 0) --k;
+    if (!chars_fit(f.seen + 1, static_cast<int64_t>(k))) return;
+    ++f.seen;
     f.count = static_cast<int64_t>(k);
-    if (k == end.size()) p.stack.pop_back();
+    if (k == end.size()) {
+      if (static_cast<int64_t>(f.seen) - f.count < n.min_length) return;
+      p.stack.pop_back();
+    }
     keep(std::move(p));
   }
 
@@ -647,7 +656,9 @@ std::optional<char> JsonMatcher::raw_text_end() const {
   if (m_paths.size() != 1 || m_paths[0].stack.empty()) return std::nullopt;
   const Frame& f = m_paths[0].stack.back();
   if (f.kind != Kind::Until || f.count != 0 || f.utf8_left != 0) return std::nullopt;
-  return m_grammar->node(f.node).until[0];
+  const JsonGrammar::Node& n = m_grammar->node(f.node);
+  if (n.max_length >= 0) return std::nullopt;
+  return n.until[0];
 }
 
 int64_t JsonMatcher::string_room() const {

@@ -111,6 +111,10 @@ struct ChatRenderOptions {
   std::optional<bool> enable_thinking;
   std::string reasoning_effort;
   bool closes_think_when_off = false;  // chat_template_closes_think_when_off
+  // Qwen3's template (chat_template_reads_past_thinking): an assistant turn's <think> block is
+  // taken out of its text, and turns after the last user query that are the last message (or
+  // had reasoning) are written with their think block.
+  bool reads_past_thinking = false;
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
@@ -129,6 +133,10 @@ std::string chat_template_llama3_date(std::string_view jinja_template);
 // Whether the template opens the reply with an empty <think> block when enable_thinking is false
 // (Qwen3's: `enable_thinking is defined and enable_thinking is false`).
 bool chat_template_closes_think_when_off(std::string_view jinja_template);
+
+// Whether a ChatML template handles past assistant turns' reasoning as Qwen3's does (it finds
+// the last user query: `last_query_index`, and splits contents at </think>).
+bool chat_template_reads_past_thinking(std::string_view jinja_template);
 
 // gpt-oss's date (ChatRenderOptions::harmony_date): today's ("2026-12-06", local time) for a
 // harmony template with a "Current date" line, else empty.

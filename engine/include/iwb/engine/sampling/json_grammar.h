@@ -123,7 +123,8 @@ class JsonGrammar {
     // a node with `raw` is exactly those bytes.
     std::vector<int32_t> sequence;
     std::string raw;
-    // Raw text (UTF-8, no NUL) up to and including the first `until` (a tagged parameter's value).
+    // Raw text (UTF-8, no NUL) up to and including the first `until` (a tagged parameter's value),
+    // of min_length to max_length characters.
     std::string until;
     // Tagged parameters (JsonGrammar::tagged_parameters): `properties` (key_json: the name and
     // tags.close) and `additional` (the node other names' values fit) written with these tags;
@@ -172,8 +173,8 @@ class JsonMatcher {
   // checked on the pattern alone without copying the matcher (the token mask's fast path);
   // nullopt elsewhere.
   std::optional<bool> pattern_takes(std::string_view bytes) const;
-  // When the one reading is inside a tagged parameter's raw text, with no part of its end written
-  // (JsonGrammar::Node::until): that end's first byte. Bytes without it that are whole UTF-8
+  // When the one reading is inside a tagged parameter's raw text of any length, with no part of
+  // its end written (JsonGrammar::Node::until): that end's first byte. Bytes without it that are whole UTF-8
   // characters (no NUL) are taken (the token mask's fast path); nullopt elsewhere.
   std::optional<char> raw_text_end() const;
   // When every reading is inside a string's text (not a key, not mid-character or mid-escape):
@@ -206,7 +207,7 @@ class JsonMatcher {
     int32_t current = -1;             // Object, Tagged: the property whose value comes next (-1: another key);
                                       // String: 1 once a \u escape began with D (no surrogates)
     int64_t count = 0;                // items, characters, digits, or a literal's bytes so far
-    uint64_t seen = 0;                // Object, Tagged: properties written so far
+    uint64_t seen = 0;                // Object, Tagged: properties written so far; Until: characters
     std::vector<int32_t> candidates;  // Literal: the texts still matching
     std::string text;                 // String key: its bytes so far (an other key may not be a listed
                                       // one); Number with bounds: its text so far; Raw: its bytes
