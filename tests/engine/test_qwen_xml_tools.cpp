@@ -120,10 +120,13 @@ void TestQwenXmlTools::taggedParametersFollowTheSchema() {
   expect_refused_at(g, "<function=w>\n<parameter=city>\nA\n</parameter>\nB", 'B');
   JsonMatcher m(g);
   QVERIFY(m.feed("<function=w>\n<parameter=city>\nPar"));
-  QCOMPARE(m.raw_text_end(), std::optional<char>('\n'));
-  QVERIFY(m.feed("\n</param"));
-  QVERIFY(!m.raw_text_end());                       // part of the end written: each byte matters
+  QCOMPARE(m.raw_text()->end, std::string_view("\n</parameter>\n"));
+  QCOMPARE(m.raw_text()->matched, int64_t{0});
   QVERIFY(!m.can_feed("x", /*is_raw_only=*/true));  // a control token writes no text
+  QVERIFY(m.feed("\n</param"));
+  QCOMPARE(m.raw_text()->matched, int64_t{8});  // part of the end written
+  QVERIFY(m.feed("\xc3"));
+  QVERIFY(!m.raw_text());  // inside a character
 
   // A string's length limits hold for its text (the end tag not counted).
   Result<std::shared_ptr<const JsonGrammar>> short_city = JsonGrammar::from_schema(
@@ -137,7 +140,7 @@ void TestQwenXmlTools::taggedParametersFollowTheSchema() {
   expect_refused_at(bounded, "<f><parameter=c>\nA\n</parameter>\n</f>", '\n');
   JsonMatcher five(bounded);
   QVERIFY(five.feed("<f><parameter=c>\nPar"));
-  QVERIFY(!five.raw_text_end());  // bounded: each token's length matters
+  QVERIFY(!five.raw_text());  // bounded: each token's length matters
 
   // A schema with no properties listed takes any names, their values raw text.
   Result<std::shared_ptr<const JsonGrammar>> any =
@@ -185,7 +188,7 @@ void TestQwenXmlTools::tokenMaskAgreesWithFeedingEachToken() {
   for (size_t cut = 0; cut <= text.size(); ++cut) {
     JsonMatcher m(g);
     QVERIFY(m.feed(text.substr(0, cut)));
-    num_raw += m.raw_text_end().has_value();
+    num_raw += m.raw_text().has_value();
     std::vector<float> logits(tokens.size(), 0.0f);
     const size_t num_allowed = mask_disallowed_tokens(m, tokens, logits);
     size_t expected = 0;

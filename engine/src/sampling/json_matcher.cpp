@@ -652,13 +652,13 @@ std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
   return true;
 }
 
-std::optional<char> JsonMatcher::raw_text_end() const {
+std::optional<JsonMatcher::RawText> JsonMatcher::raw_text() const {
   if (m_paths.size() != 1 || m_paths[0].stack.empty()) return std::nullopt;
   const Frame& f = m_paths[0].stack.back();
-  if (f.kind != Kind::Until || f.count != 0 || f.utf8_left != 0) return std::nullopt;
+  if (f.kind != Kind::Until || f.utf8_left != 0) return std::nullopt;
   const JsonGrammar::Node& n = m_grammar->node(f.node);
   if (n.max_length >= 0) return std::nullopt;
-  return n.until[0];
+  return RawText{n.until, f.count};
 }
 
 int64_t JsonMatcher::string_room() const {

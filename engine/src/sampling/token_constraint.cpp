@@ -7,6 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace iwb {
 
@@ -39,6 +42,36 @@ int32_t plain_chars(const std::string& bytes, bool is_raw = false) {
     ++chars;
   }
   return chars;
+}
+
+// The automaton of a raw text's end: from state s (the end's first s bytes end the text so far),
+// byte b leads to the longest start of the end that the text then ends with. Empty for an end
+// too long for a byte of state.
+std::vector<std::array<uint8_t, 256>> end_automaton(std::string_view end) {
+  std::vector<std::array<uint8_t, 256>> steps;
+  if (end.empty() || end.size() >= 255) return steps;
+  steps.resize(end.size());
+  for (size_t s = 0; s < end.size(); ++s) {
+    std::string tail(end.substr(0, s));
+    tail += ' ';
+    for (int b = 0; b < 256; ++b) {
+      tail.back() = static_cast<char>(b);
+      size_t k = std::min(tail.size(), end.size());
+      while (k > 0 && tail.compare(tail.size() - k, k, end, 0, k) != 0) --k;
+      steps[s][static_cast<size_t>(b)] = static_cast<uint8_t>(k);
+    }
+  }
+  return steps;
+}
+
+// Whether `bytes`, from state `state`, complete the end (the text would be over inside them).
+bool completes(const std::vector<std::array<uint8_t, 256>>& steps, int64_t state, const std::string& bytes) {
+  auto s = static_cast<size_t>(state);
+  for (const char c : bytes) {
+    s = steps[s][static_cast<uint8_t>(c)];
+    if (s == steps.size()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -87,8 +120,10 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
   const std::bitset<256> first = matcher.next_bytes();
   const bool is_complete = matcher.is_complete();
   const int64_t room = matcher.string_room();  // -1: not inside a string's text
-  // Inside a tagged parameter's raw text: any whole text without its end marker's first byte.
-  const std::optional<char> raw_end = matcher.raw_text_end();
+  // Inside a tagged parameter's raw text: a whole text that does not complete the text's end is
+  // taken, read through the end's automaton (built once here) from where the text stands.
+  const std::optional<JsonMatcher::RawText> raw = matcher.raw_text();
+  const std::vector<std::array<uint8_t, 256>> raw_steps = raw ? end_automaton(raw->end) : decltype(raw_steps){};
   // Outside strings few bytes may come first, and most tokens that pass the first byte fail at
   // the second (" the" after a space that allows no more whitespace): the bytes that may follow
   // each first byte, computed once, rule them out without feeding the whole token.
@@ -121,7 +156,7 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
         allowed = raw_takes_first[b] == 1 && matcher.can_feed(bytes, /*is_raw_only=*/true);
       } else if (!bytes.empty() && first.test(static_cast<uint8_t>(bytes[0]))) {
         const int32_t chars = tokens.plain_string_chars(id);
-        if (raw_end && tokens.is_whole_text(id) && bytes.find(*raw_end) == std::string::npos) {
+        if (!raw_steps.empty() && tokens.is_whole_text(id) && !completes(raw_steps, raw->matched, bytes)) {
           allowed = true;
         } else if (room >= 0 && chars >= 0) {
           allowed = chars <= room;  // plain text inside a string: only its length matters

@@ -173,10 +173,15 @@ class JsonMatcher {
   // checked on the pattern alone without copying the matcher (the token mask's fast path);
   // nullopt elsewhere.
   std::optional<bool> pattern_takes(std::string_view bytes) const;
-  // When the one reading is inside a tagged parameter's raw text of any length, with no part of
-  // its end written (JsonGrammar::Node::until): that end's first byte. Bytes without it that are whole UTF-8
-  // characters (no NUL) are taken (the token mask's fast path); nullopt elsewhere.
-  std::optional<char> raw_text_end() const;
+  // When the one reading is inside a tagged parameter's raw text of any length, between whole
+  // characters (JsonGrammar::Node::until): the text's end and how many of its bytes end the text
+  // so far. Whole UTF-8 characters (no NUL) that do not complete the end are taken (the token
+  // mask's fast path); nullopt elsewhere.
+  struct RawText {
+    std::string_view end;
+    int64_t matched = 0;
+  };
+  std::optional<RawText> raw_text() const;
   // When every reading is inside a string's text (not a key, not mid-character or mid-escape):
   // how many more plain characters the string may take (INT64_MAX: any number); else -1.
   int64_t string_room() const;
