@@ -2,8 +2,8 @@
 scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and without a system
 message, calls and tool results over two turns, a call after text (with and without a system
 message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
-templates refuse both), a tool with a richer schema (gpt-oss writes it as TypeScript), and a past call of it with every
-kind of JSON value.
+templates refuse both), a tool with a richer schema (gpt-oss writes it as TypeScript), a past call of it with every
+kind of JSON value, and a call sent back with its reasoning_content.
 Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
@@ -75,6 +75,13 @@ CASES = [
                   {"role": "tool", "tool_call_id": "call00004", "content": "[]"},
                   {"role": "assistant", "content": "None found."}],
      "tools": [dict(SEARCH, function=dict(SEARCH["function"], strict=True))]},
+    # An agent's turn sent back with its reasoning (vLLM's and llama-server's reasoning_content),
+    # which Qwen3's template writes as the turn's think block.
+    {"messages": [{"role": "user", "content": "What time is it?"},
+                  {"role": "assistant", "content": None, "reasoning_content": "Use the clock.",
+                   "tool_calls": [_call("call00005", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00005", "content": "noon"}],
+     "tools": [NOW]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

@@ -2,6 +2,7 @@
 // byte, each kind of mistake is refused at the byte that makes it, schemas outside the subset
 // are refused by name, and random walks through whatever the matcher allows always end in
 // JSON that nlohmann parses and a small independent validator (below) accepts.
+#include "grammar_checks.h"
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/token_constraint.h"
 
@@ -12,6 +13,7 @@
 #include <random>
 
 using namespace iwb;
+using namespace iwb::test;
 using json = nlohmann::json;
 
 class TestJsonGrammar : public QObject {
@@ -89,40 +91,6 @@ std::shared_ptr<const JsonGrammar> compile(const char* schema) {
   Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_schema(schema);
   if (!g) qFatal("schema refused: %s", g.error_message().c_str());
   return *g;
-}
-
-// Feeds `text` one byte at a time; returns how many bytes were taken before one was refused.
-size_t bytes_taken(const std::shared_ptr<const JsonGrammar>& g, std::string_view text, bool* complete = nullptr) {
-  JsonMatcher m(g);
-  size_t i = 0;
-  for (; i < text.size(); ++i) {
-    if (!m.feed(text.substr(i, 1))) break;
-  }
-  if (complete != nullptr) *complete = m.is_complete();
-  return i;
-}
-
-void expect_fits(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
-  bool complete = false;
-  const size_t taken = bytes_taken(g, text, &complete);
-  QVERIFY2(taken == text.size(), qPrintable(QString("refused at byte %1 of %2")
-                                                .arg(taken)
-                                                .arg(QString::fromUtf8(text.data(), static_cast<int>(text.size())))));
-  QVERIFY2(complete, qPrintable(QString::fromUtf8(text.data(), static_cast<int>(text.size()))));
-  // In one piece too, as a multi-byte token is fed.
-  JsonMatcher whole(g);
-  QVERIFY(whole.feed(text));
-  QVERIFY(whole.is_complete());
-}
-
-// The text is refused exactly at `bad` (the byte after the longest acceptable prefix).
-void expect_refused_at(const std::shared_ptr<const JsonGrammar>& g, std::string_view text, char bad) {
-  const size_t taken = bytes_taken(g, text);
-  QVERIFY2(taken < text.size(), qPrintable(QString::fromUtf8(text.data(), static_cast<int>(text.size()))));
-  QCOMPARE(text[taken], bad);
-  JsonMatcher m(g);
-  QVERIFY(!m.feed(text));  // refused whole, and left as it was
-  QVERIFY(m.feed(text.substr(0, taken)));
 }
 
 // An independent check of the same subset on parsed JSON.
@@ -514,21 +482,8 @@ void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
       for (size_t cut = 0; cut <= text.size(); cut += 1 + rng() % 5) {
         JsonMatcher m(g);
         QVERIFY(m.feed(text.substr(0, cut)));
-        std::vector<float> logits(tokens.size(), 0.0f);
-        const size_t num_allowed = mask_disallowed_tokens(m, tokens, logits);
-        size_t expected = 0;
-        for (size_t id = 0; id < tokens.size(); ++id) {
-          const bool allowed = is_token_allowed(m, tokens, static_cast<int32_t>(id));
-          expected += allowed;
-          if (allowed != std::isfinite(logits[id])) {
-            QFAIL(qPrintable(QString("token '%1' after '%2': mask %3, feeding %4")
-                                 .arg(QString::fromStdString(tokens.bytes(static_cast<int32_t>(id))),
-                                      QString::fromStdString(text.substr(0, cut)))
-                                 .arg(std::isfinite(logits[id]))
-                                 .arg(allowed)));
-          }
-        }
-        QCOMPARE(num_allowed, expected);
+        expect_mask_agrees(m, tokens, text.substr(0, cut));
+        if (QTest::currentTestFailed()) return;
         ++num_states;
         num_in_strings += m.string_room() >= 0;
       }

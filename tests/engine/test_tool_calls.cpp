@@ -187,6 +187,20 @@ void TestToolCalls::qwen3ReadsPastThinking() {
       "\"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nnoon\n</tool_response>"
       "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nIt is noon.<|im_end|>\n";
   QCOMPARE(render_chat(ChatTemplateFamily::ChatMl, turns, o), expected);
+
+  // reasoning_content sent back is written instead of the content's think block (null: read
+  // from the content).
+  ChatMessage called{"assistant", "", {{"c2", "now", "{}"}}};
+  called.reasoning_content = "\nUse the clock.\n";
+  const std::vector<ChatMessage> agent = {
+      {"user", "Time?"}, called, {"tool", "noon", {}, "c2"}, {"assistant", "<think>x</think>Noon."}};
+  o.add_generation_prompt = true;
+  QCOMPARE(
+      render_chat(ChatTemplateFamily::ChatMl, agent, o),
+      std::string("<|im_start|>user\nTime?<|im_end|>\n<|im_start|>assistant\n<think>\nUse the clock.\n</think>\n\n"
+                  "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                  "<tool_response>\nnoon\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nx\n</think>\n\n"
+                  "Noon.<|im_end|>\n<|im_start|>assistant\n"));
 }
 
 void TestToolCalls::chatmlRendersCallsWithoutToolsAsQwenDoes() {

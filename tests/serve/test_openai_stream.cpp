@@ -10,6 +10,7 @@
 #include "iwb/engine/remote/openai_client.h"
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include <QtTest>
 
@@ -91,6 +92,7 @@ class FakeServer {
     m_server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       const std::string body = req.body;
       m_auth = req.get_header_value("Authorization");
+      m_body = body;
       if (body.find("\"fail500\"") != std::string::npos) {
         res.status = 500;
         res.set_content(R"({"error":{"message":"the engine ran out of memory","type":"server_error"}})",
@@ -139,6 +141,7 @@ class FakeServer {
   }
   std::string url(bool with_v1) const { return "http://127.0.0.1:" + std::to_string(m_port) + (with_v1 ? "/v1/" : ""); }
   std::string last_auth() const { return m_auth; }
+  std::string last_body() const { return m_body; }
   int max_in_flight() const { return m_max_in_flight; }
 
  private:
@@ -147,6 +150,7 @@ class FakeServer {
   std::thread m_thread;
   std::atomic<bool> m_is_stopping{false};
   std::string m_auth;
+  std::string m_body;
   std::atomic<int> m_in_flight{0}, m_max_in_flight{0};
 };
 
@@ -294,6 +298,16 @@ class TestOpenAiStream : public QObject {
       QCOMPARE(c.completion_tokens, int64_t{3});
       QVERIFY(c.ttft_seconds && *c.ttft_seconds <= c.e2e_seconds);
       QCOMPARE(server.last_auth(), std::string("Bearer sekrit"));
+      QVERIFY(server.last_body().find("chat_template_kwargs") == std::string::npos);
+      QVERIFY(server.last_body().find("reasoning_effort") == std::string::npos);
+      // Thinking controls go as vLLM and llama-server take them.
+      RemoteRequest thinking = chat_request("alpha");
+      thinking.enable_thinking = false;
+      thinking.reasoning_effort = "high";
+      QVERIFY(client.stream(thinking, [](std::string_view, double) { return true; }).is_ok());
+      const nlohmann::json sent = nlohmann::json::parse(server.last_body());
+      QCOMPARE(sent["chat_template_kwargs"]["enable_thinking"], nlohmann::json(false));
+      QCOMPARE(sent["reasoning_effort"], nlohmann::json("high"));
       auto metrics = client.fetch_metrics_text();
       QCOMPARE(metrics.status().code(), ErrorCode::NotFound);
     }

@@ -72,6 +72,19 @@ def check_weather_call(test, call):
     test.assertIn(args["unit"], ("celsius", "fahrenheit"))
 
 
+def one_call_of_the_tools(test, choice):
+    """The choice's one call, to get_weather (its arguments fit) or get_time; no text beside it."""
+    test.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+    test.assertFalse(choice.message.content)
+    test.assertEqual(len(choice.message.tool_calls), 1)
+    call = choice.message.tool_calls[0]
+    if call.function.name == "get_weather":
+        check_weather_call(test, call)
+    else:
+        test.assertEqual(json.loads(call.function.arguments), {})
+    return call
+
+
 class TestTools(unittest.TestCase):
     def test_required_and_named_choices_give_calls_that_fit(self):
         for temperature, seed in ((0, 1), (1.0, 2), (1.0, 3)):
@@ -329,15 +342,7 @@ class TestTools(unittest.TestCase):
             for stream in (False, True):
                 args = dict(model="aidreams", messages=MESSAGES, max_tokens=100, temperature=0,
                             logit_bias=NO_WHITESPACE, tools=[WEATHER, TIME], tool_choice="required")
-                choice = final_choice(client, stream, args)
-                self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
-                self.assertFalse(choice.message.content)  # the call's header is not text
-                self.assertEqual(len(choice.message.tool_calls), 1)
-                call = choice.message.tool_calls[0]
-                if call.function.name == "get_weather":
-                    check_weather_call(self, call)
-                else:
-                    self.assertEqual(json.loads(call.function.arguments), {})
+                call = one_call_of_the_tools(self, final_choice(client, stream, args))  # no header in the text
                 # The call and its result sent back: the template's own form of both.
                 back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
                                    {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
@@ -363,15 +368,7 @@ class TestTools(unittest.TestCase):
                 for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
                     args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
                                 tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
-                    choice = final_choice(client, stream, args)
-                    self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
-                    self.assertFalse(choice.message.content)
-                    self.assertEqual(len(choice.message.tool_calls), 1)
-                    call = choice.message.tool_calls[0]
-                    if call.function.name == "get_weather":
-                        check_weather_call(self, call)
-                    else:
-                        self.assertEqual(json.loads(call.function.arguments), {})
+                    one_call_of_the_tools(self, final_choice(client, stream, args))
             # The call and its result sent back render as the template takes them.
             back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_1", "type": "function",

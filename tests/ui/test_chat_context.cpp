@@ -48,6 +48,7 @@ class TestChatContext : public QObject {
   void overflowStartsNewChat();
   void tokenProbabilitiesAreTheEnginesTopK();
   void replyFormatHoldsRepliesToTheSchema();
+  void thinkingControlsReachThePrompt();
 
  private:
   QTemporaryDir m_dir;
@@ -334,6 +335,45 @@ void TestChatContext::replyFormatHoldsRepliesToTheSchema() {
   QVERIFY(!settings->jsonSchemaEdit()->isVisible());
   QVERIFY(!settings->regexEdit()->isVisible());
   QCOMPARE(settings->sampling().replyFormat, QStringLiteral("text"));
+}
+
+// The Thinking and Reasoning effort pickers reach the prompt the worker builds: with SmolLM3's
+// template, thinking on writes its long reasoning instructions and off only its short identity
+// line ("/no_think", an empty think block); with gpt-oss's, the effort is its "Reasoning:" line.
+// Both are kept with the conversation's settings.
+void TestChatContext::thinkingControlsReachThePrompt() {
+  EngineController engine;
+  ChatPanel panel(&engine, nullptr);
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  ChatSettingsPanel* settings = panel.settingsPanel();
+  settings->systemPromptEdit()->clear();
+  const auto useTemplate = [&](const QString& family) {
+    const int row = settings->templateBox()->findData(family);
+    settings->templateBox()->setCurrentIndex(row);
+    emit settings->templateBox()->activated(row);
+  };
+  const auto countWith = [&](QComboBox* box, const QString& value) {
+    QSignalSpy counted(&panel, &ChatPanel::contextCounted);
+    box->setCurrentIndex(box->findData(value));
+    return counted.wait(kTimeoutMs) ? panel.contextMeter()->numTokens() : -1;
+  };
+  useTemplate(QStringLiteral("smollm3"));
+  QVERIFY(typeAndCount(panel, QStringLiteral("Hi")));
+  const int on = countWith(settings->thinkingBox(), QStringLiteral("on"));
+  const int off = countWith(settings->thinkingBox(), QStringLiteral("off"));
+  QVERIFY2(off > 0 && on > off, qPrintable(QStringLiteral("on %1, off %2").arg(on).arg(off)));
+  QCOMPARE(SamplingSettings::fromJson(settings->sampling().toJson()).thinking, QStringLiteral("off"));
+
+  useTemplate(QStringLiteral("harmony"));
+  QVERIFY(typeAndCount(panel, QStringLiteral("Hello")));
+  const int low = countWith(settings->reasoningEffortBox(), QStringLiteral("low"));
+  const int medium = countWith(settings->reasoningEffortBox(), QStringLiteral("medium"));
+  QVERIFY2(low > 0 && medium > low, qPrintable(QStringLiteral("low %1, medium %2").arg(low).arg(medium)));
+  QCOMPARE(SamplingSettings::fromJson(settings->sampling().toJson()).reasoningEffort, QStringLiteral("medium"));
+  // Back to the defaults for the other tests.
+  settings->thinkingBox()->setCurrentIndex(0);
+  settings->reasoningEffortBox()->setCurrentIndex(0);
+  useTemplate(QStringLiteral("auto"));
 }
 
 QTEST_MAIN(TestChatContext)

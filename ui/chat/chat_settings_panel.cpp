@@ -58,7 +58,23 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
       m_jsonSchema(new QPlainTextEdit),
       m_regex(new QLineEdit),
       m_schemaStatus(new QLabel),
-      m_template(new QComboBox) {
+      m_template(new QComboBox),
+      m_thinking(new QComboBox),
+      m_reasoningEffort(new QComboBox) {
+  m_thinking->addItem(tr("Model default"), QString());
+  m_thinking->addItem(tr("On"), QStringLiteral("on"));
+  m_thinking->addItem(tr("Off"), QStringLiteral("off"));
+  m_thinking->setToolTip(
+      tr("Whether the model reasons before answering, for templates that read it (Qwen3, SmolLM3: "
+         "enable_thinking, as vLLM and llama-server pass it). Off opens the reply with an empty "
+         "think block where the template does."));
+  m_reasoningEffort->addItem(tr("Model default"), QString());
+  m_reasoningEffort->addItem(tr("Low"), QStringLiteral("low"));
+  m_reasoningEffort->addItem(tr("Medium"), QStringLiteral("medium"));
+  m_reasoningEffort->addItem(tr("High"), QStringLiteral("high"));
+  m_reasoningEffort->setToolTip(
+      tr("How long the model reasons, for templates that read it (gpt-oss's \"Reasoning:\" line; "
+         "OpenAI's reasoning_effort)."));
   m_replyFormat->addItem(tr("Text"), QStringLiteral("text"));
   m_replyFormat->addItem(tr("JSON object"), QStringLiteral("json_object"));
   m_replyFormat->addItem(tr("JSON schema"), QStringLiteral("json_schema"));
@@ -107,6 +123,8 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
   auto* templateForm = new QFormLayout;
   templateForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   templateForm->addRow(tr("Chat template"), m_template);
+  templateForm->addRow(tr("Thinking"), m_thinking);
+  templateForm->addRow(tr("Reasoning effort"), m_reasoningEffort);
 
   auto heading = [](const QString& text) {
     auto* label = new QLabel(text);
@@ -148,6 +166,7 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
     if (!m_isSettingValues) m_seedBeyondBox = 0;  // the user chose another seed
   });
   connect(m_template, &QComboBox::activated, this, [this] { emit templateOverrideEdited(templateOverride()); });
+  for (QComboBox* box : {m_thinking, m_reasoningEffort}) connect(box, &QComboBox::currentIndexChanged, this, edited);
   connect(m_replyFormat, &QComboBox::currentIndexChanged, this, [this, edited] {
     showReplyFormat();
     edited();
@@ -196,6 +215,8 @@ void ChatSettingsPanel::setValues(const QString& systemPrompt, const SamplingSet
   if (m_regex->text() != s.regex) m_regex->setText(s.regex);
   const int format = m_replyFormat->findData(s.replyFormat);
   m_replyFormat->setCurrentIndex(format >= 0 ? format : 0);
+  m_thinking->setCurrentIndex(qMax(0, m_thinking->findData(s.thinking)));
+  m_reasoningEffort->setCurrentIndex(qMax(0, m_reasoningEffort->findData(s.reasoningEffort)));
   showReplyFormat();
   m_isSettingValues = false;
 }
@@ -215,12 +236,16 @@ SamplingSettings ChatSettingsPanel::sampling() const {
   s.replyFormat = m_replyFormat->currentData().toString();
   s.jsonSchema = m_jsonSchema->toPlainText();
   s.regex = m_regex->text();
+  s.thinking = m_thinking->currentData().toString();
+  s.reasoningEffort = m_reasoningEffort->currentData().toString();
   return s;
 }
 
 void ChatSettingsPanel::resetSampling() {
-  // The reply format and schema are not sampling: they stay.
+  // The reply format, schema and thinking controls are not sampling: they stay.
   SamplingSettings defaults;
+  defaults.thinking = m_thinking->currentData().toString();
+  defaults.reasoningEffort = m_reasoningEffort->currentData().toString();
   defaults.replyFormat = m_replyFormat->currentData().toString();
   defaults.jsonSchema = m_jsonSchema->toPlainText();
   defaults.regex = m_regex->text();

@@ -38,6 +38,8 @@ class ChatSettingsPanel : public QWidget {
   QSpinBox* maxTokensBox() const { return m_maxTokens; }
   QSpinBox* seedBox() const { return m_seed; }
   QComboBox* templateBox() const { return m_template; }
+  QComboBox* thinkingBox() const { return m_thinking; }
+  QComboBox* reasoningEffortBox() const { return m_reasoningEffort; }
   QComboBox* replyFormatBox() const { return m_replyFormat; }
   QPlainTextEdit* jsonSchemaEdit() const { return m_jsonSchema; }
   QLineEdit* regexEdit() const { return m_regex; }
@@ -70,6 +72,8 @@ class ChatSettingsPanel : public QWidget {
   QLineEdit* m_regex;
   QLabel* m_schemaStatus;
   QComboBox* m_template;
+  QComboBox* m_thinking;
+  QComboBox* m_reasoningEffort;
   bool m_isSettingValues = false;
 };
 

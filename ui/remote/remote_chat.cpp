@@ -110,6 +110,8 @@ void RemoteChatWorker::run(quint64 requestId, const RemoteChatInput& input, std:
   // A regex goes as vLLM's guided_regex; a server that does not know it says so (OpenAI) or
   // ignores it (llama-server).
   if (input.sampling.replyFormat == QLatin1String("regex")) request.guided_regex = input.sampling.regex.toStdString();
+  if (!input.sampling.thinking.isEmpty()) request.enable_thinking = input.sampling.thinking == QLatin1String("on");
+  request.reasoning_effort = input.sampling.reasoningEffort.toStdString();
   if (!problem.isEmpty()) {
     emit generationFailed(requestId, problem);
     return;

@@ -138,6 +138,9 @@ iwb::Result<iwb::ChatPrompt> buildPrompt(const iwb::Engine& engine, const Genera
                              "Unknown chat template \"" + input.templateOverride.toStdString() + "\".");
     }
   }
+  if (!input.sampling.thinking.isEmpty())
+    promptOptions.enable_thinking = input.sampling.thinking == QLatin1String("on");
+  promptOptions.reasoning_effort = input.sampling.reasoningEffort.toStdString();
   return iwb::build_chat_prompt(engine.tokenizer(), engine.chat_template(), messages, promptOptions);
 }
 

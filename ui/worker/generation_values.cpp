@@ -39,6 +39,8 @@ QJsonObject SamplingSettings::toJson() const {
       {QStringLiteral("response_format"), replyFormat},
       {QStringLiteral("json_schema"), jsonSchema},
       {QStringLiteral("regex"), regex},
+      {QStringLiteral("thinking"), thinking},
+      {QStringLiteral("reasoning_effort"), reasoningEffort},
   };
 }
 
@@ -59,6 +61,11 @@ SamplingSettings SamplingSettings::fromJson(const QJsonObject& json) {
     s.replyFormat = format;
   s.jsonSchema = json.value(QLatin1String("json_schema")).toString();
   s.regex = json.value(QLatin1String("regex")).toString();
+  const QString thinking = json.value(QLatin1String("thinking")).toString();
+  if (thinking == QLatin1String("on") || thinking == QLatin1String("off")) s.thinking = thinking;
+  const QString effort = json.value(QLatin1String("reasoning_effort")).toString();
+  if (effort == QLatin1String("low") || effort == QLatin1String("medium") || effort == QLatin1String("high"))
+    s.reasoningEffort = effort;
   return s;
 }
 

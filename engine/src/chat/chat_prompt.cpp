@@ -25,6 +25,9 @@ std::string chat_template_summary(std::string_view chat_template, std::optional<
   render.mistral = chat_template_mistral_format(chat_template);
   std::string s(chat_template_family_name(f));
   if (chat_template.empty() && !family) s += " (the model has no chat template)";
+  if (const std::string unwritten = chat_template_unwritten_tool_format(chat_template); !family && !unwritten.empty()) {
+    return s + "; no tool format (" + unwritten + ")";
+  }
   if (!chat_template_has_tools(f, render)) return s + "; no tool format";
   return s + "; tools: " + std::string(tool_call_format_description(tool_call_format(f, render)));
 }
@@ -60,7 +63,15 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
 
   render.mistral = chat_template_mistral_format(chat_template);
 
-  const bool has_tool_format = chat_template_has_tools(prompt.family, render);
+  // A ChatML template whose calls are another format's is not given Qwen2.5's.
+  const std::string unwritten = options.family ? std::string() : chat_template_unwritten_tool_format(chat_template);
+  const bool has_tool_format = chat_template_has_tools(prompt.family, render) && unwritten.empty();
+  if ((has_tool_turns || !options.tools.empty()) && !unwritten.empty()) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "tools, tool calls and tool results cannot be rendered with this model's chat template: it "
+                      "writes " +
+                          unwritten);
+  }
   if ((has_tool_turns || !options.tools.empty()) && !has_tool_format) {
     const std::string family(chat_template_family_name(prompt.family));
     return make_error(ErrorCode::InvalidArgument,

@@ -58,10 +58,11 @@ std::string qwen_call_block(const ChatToolCall& call) {
          "}\n</tool_call>";
 }
 
-// Qwen3's assistant turn opening: the text after a </think> (its reasoning, the text before,
-// dropped or written as an empty-or-not think block for turns after the last user query that
-// are the last message or had reasoning).
+// Qwen3's assistant turn opening: the text after a </think> (its reasoning, the text before or
+// the message's reasoning_content, dropped or written as an empty-or-not think block for turns
+// after the last user query that are the last message or had reasoning).
 std::string qwen3_assistant_opening(const std::vector<ChatMessage>& messages, size_t i, std::string* content) {
+  const ChatMessage& m = messages[i];
   size_t last_query = messages.size() - 1;
   for (size_t k = messages.size(); k-- > 0;) {
     const std::string& c = messages[k].content;
@@ -71,7 +72,9 @@ std::string qwen3_assistant_opening(const std::vector<ChatMessage>& messages, si
     }
   }
   std::string reasoning;
-  if (const size_t end = content->find("</think>"); end != std::string::npos) {
+  if (m.reasoning_content) {
+    reasoning = *m.reasoning_content;
+  } else if (const size_t end = content->find("</think>"); end != std::string::npos) {
     std::string before = content->substr(0, end);
     before.erase(before.find_last_not_of('\n') + 1);
     const size_t open = before.rfind("<think>");
@@ -440,6 +443,12 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
 bool chat_template_closes_think_when_off(std::string_view t) {
   return contains(t, "<|im_start|>") && contains(t, "enable_thinking is defined and enable_thinking is false") &&
          contains(t, "<think>\\n\\n</think>\\n\\n");
+}
+
+std::string chat_template_unwritten_tool_format(std::string_view t) {
+  if (detect_chat_template(t) != ChatTemplateFamily::ChatMl || !contains(t, "<parameter=")) return {};
+  return "calls as <function=NAME> and <parameter=KEY> tags behind a prompt not written here (as Qwen3.5's and "
+         "Nemotron 3 Nano's templates do; Qwen3-Coder's is written: --chat-template qwen3-coder)";
 }
 
 bool chat_template_reads_past_thinking(std::string_view t) {

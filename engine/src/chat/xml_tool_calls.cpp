@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace iwb {
 namespace {
 
@@ -171,11 +173,11 @@ ArgumentText ToolArgumentTypes::of(std::string_view tool, std::string_view param
 ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools) {
   ToolArgumentTypes out;
   for (const ToolDefinition& tool : tools) {
+    std::map<std::string, ArgumentText>& parameters = out.by_tool[tool.name];  // every tool's name is known
     if (tool.parameters_json.empty()) continue;
     Result<std::shared_ptr<const JsonGrammar>> grammar = JsonGrammar::from_schema(tool.parameters_json);
     if (!grammar) continue;  // a schema not compiled here: every value a string
     const JsonGrammar& g = **grammar;
-    std::map<std::string, ArgumentText>& parameters = out.by_tool[tool.name];
     for (const JsonGrammar::Property& property : g.node(g.root()).properties) {
       const std::string name = ordered_json::parse(property.key_json).get<std::string>();
       parameters[name] = argument_text(g, property.node);
@@ -185,14 +187,54 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools) 
 }
 
 namespace detail {
+namespace {
+
+// Where the next call begins at or after `pos`: its <tool_call>, or (`is_bare`) its
+// <function=NAME> for a tool the request has — Qwen3-Coder now and then leaves the block's tag
+// out, as llama.cpp notes; npos with neither.
+size_t next_call(std::string_view reply, size_t pos, const ToolArgumentTypes* types, bool* is_bare) {
+  size_t open = reply.find(kToolCallOpen, pos);
+  *is_bare = false;
+  if (types == nullptr) return open;
+  for (size_t at = reply.find(kXmlFunctionOpen, pos); at < open; at = reply.find(kXmlFunctionOpen, at + 1)) {
+    const size_t name = at + kXmlFunctionOpen.size();
+    const size_t end = reply.find('>', name);
+    if (end != std::string_view::npos && types->by_tool.contains(reply.substr(name, end - name))) {
+      *is_bare = true;
+      return at;
+    }
+  }
+  return open;
+}
+
+// While streaming: how many bytes at the end of the text may begin a call (part of <tool_call>,
+// or of <function=NAME> for a tool the request has), held back until they tell.
+size_t held_start(std::string_view text, const ToolArgumentTypes* types) {
+  size_t held = partial_marker(text, kToolCallOpen);
+  if (types == nullptr) return held;
+  const size_t lt = text.rfind('<');
+  if (lt == std::string_view::npos) return held;
+  const std::string_view tail = text.substr(lt);
+  for (const auto& [name, parameters] : types->by_tool) {
+    const std::string start = std::string(kXmlFunctionOpen) + name + ">";
+    if (tail.size() < start.size() && std::string_view(start).starts_with(tail)) return std::max(held, tail.size());
+  }
+  return held;
+}
+
+}  // namespace
 
 ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types) {
   ToolReply out;
   size_t pos = 0;
   while (pos <= reply.size()) {
-    const size_t open = append_text_before(reply, pos, kToolCallOpen, is_streaming, &out.content);
+    bool is_bare = false;
+    const size_t open = next_call(reply, pos, types, &is_bare);
+    std::string_view text = reply.substr(pos, open == std::string_view::npos ? open : open - pos);
+    if (open == std::string_view::npos && is_streaming) text.remove_suffix(held_start(text, types));
+    out.content += text;
     if (open == std::string_view::npos) break;
-    const size_t body = open + kToolCallOpen.size();
+    const size_t body = is_bare ? open : open + kToolCallOpen.size();
     XmlCall read = read_xml_call(reply, body, is_streaming, types);
     if (read.call) {
       out.calls.push_back(std::move(*read.call));

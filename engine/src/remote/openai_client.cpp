@@ -161,6 +161,8 @@ json request_json(const RemoteRequest& request) {
   if (!request.guided_regex.empty()) {
     body["guided_regex"] = request.guided_regex;
   }
+  if (request.enable_thinking) body["chat_template_kwargs"] = {{"enable_thinking", *request.enable_thinking}};
+  if (!request.reasoning_effort.empty()) body["reasoning_effort"] = request.reasoning_effort;
   return body;
 }
 

@@ -375,6 +375,13 @@ std::optional<ApiError> read_messages(const json& body, std::vector<ChatMessage>
       if (!text) return invalid_request(param + ".content " + problem, param + ".content");
       message.content = std::move(*text);
     }
+    // vLLM's and llama-server's field for an assistant turn's reasoning sent back.
+    if (const auto r = m.find("reasoning_content"); message.role == "assistant" && r != m.end() && !r->is_null()) {
+      if (!r->is_string()) {
+        return invalid_request(param + ".reasoning_content must be a string", param + ".reasoning_content");
+      }
+      message.reasoning_content = r->get<std::string>();
+    }
     if (const auto id = m.find("tool_call_id"); message.role == "tool" && id != m.end() && id->is_string()) {
       message.tool_call_id = id->get<std::string>();
     }

@@ -55,6 +55,9 @@ struct ChatMessage {
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls the turn made
   std::string tool_call_id = {};              // tool: the call this is the result of
+  // assistant: its reasoning as sent back (vLLM's and llama-server's `reasoning_content`); Qwen3's
+  // template writes it instead of reading the content's think block.
+  std::optional<std::string> reasoning_content = {};
 };
 
 std::string_view chat_template_family_name(ChatTemplateFamily family);
@@ -133,6 +136,11 @@ std::string chat_template_llama3_date(std::string_view jinja_template);
 // Whether the template opens the reply with an empty <think> block when enable_thinking is false
 // (Qwen3's: `enable_thinking is defined and enable_thinking is false`).
 bool chat_template_closes_think_when_off(std::string_view jinja_template);
+
+// A ChatML template whose tool format is not written here, in words (Qwen3.5's and Nemotron 3
+// Nano's: calls as <function=NAME> and <parameter=KEY> tags behind their own prompts); empty for
+// any other. Its tools are refused rather than written as Qwen2.5's.
+std::string chat_template_unwritten_tool_format(std::string_view jinja_template);
 
 // Whether a ChatML template handles past assistant turns' reasoning as Qwen3's does (it finds
 // the last user query: `last_query_index`, and splits contents at </think>).

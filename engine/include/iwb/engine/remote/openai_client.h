@@ -47,6 +47,10 @@ struct RemoteRequest {
   // A regex the whole reply must match, sent as vLLM's guided_regex (iwb serve takes it too;
   // llama-server and OpenAI do not); empty: none sent.
   std::string guided_regex;
+  // Thinking controls as vLLM and llama-server take them: chat_template_kwargs.enable_thinking
+  // (unset: none sent) and OpenAI's reasoning_effort (empty: none sent).
+  std::optional<bool> enable_thinking;
+  std::string reasoning_effort;
 };
 
 enum class RemoteErrorKind {
