@@ -3,6 +3,7 @@
 // matcher, multi-byte characters included; random walks over the bytes the matcher allows never
 // reach a dead end and always end in a text the pattern matches; and the token mask.
 #include "iwb/engine/sampling/json_grammar.h"
+#include "iwb/engine/sampling/pattern_walk.h"
 #include "iwb/engine/sampling/regex.h"
 #include "iwb/engine/sampling/token_constraint.h"
 
@@ -237,12 +238,18 @@ class TestRegex : public QObject {
             for (int b = 0; b < 256; ++b) {
               if (next[static_cast<size_t>(b)]) options.push_back(b);
             }
-            // The token mask's fast path (the pattern alone) agrees with feeding the matcher.
-            for (int t = 0; t < 4; ++t) {
+            // The token mask's fast path (the pattern alone, its DFA shared by the tokens
+            // checked from one place, as the mask walks a vocabulary) agrees with feeding the
+            // matcher.
+            std::optional<PatternWalk> walk;
+            if (std::optional<JsonMatcher::PatternPlace> place = m.pattern_place()) walk.emplace(*place);
+            for (int t = 0; t < 8; ++t) {
               std::string token;
               const int length = 1 + static_cast<int>(rng() % 4);
               for (int k = 0; k < length; ++k) token += kTokenPieces[rng() % std::size(kTokenPieces)];
-              if (const std::optional<bool> fast = m.pattern_takes(token)) {
+              const std::optional<bool> fast = m.pattern_takes(token);
+              QCOMPARE(walk ? walk->takes(token) : std::nullopt, fast);
+              if (fast) {
                 QVERIFY2(*fast == m.can_feed(token),
                          (std::string(p) + " after '" + bytes + "': '" + token + "'").c_str());
                 ++num_fast_checks;

@@ -7,6 +7,7 @@
 // another), each choice is a path of its own; a path that refuses a byte is dropped.
 #include "iwb/engine/sampling/json_grammar.h"
 
+#include "iwb/engine/sampling/pattern_walk.h"
 #include "sampling/number_bounds.h"
 #include "sampling/pattern_chars.h"
 #include "sampling/utf8_lead.h"
@@ -631,25 +632,26 @@ bool JsonMatcher::is_complete() const {
   return false;
 }
 
-std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
+std::optional<JsonMatcher::PatternPlace> JsonMatcher::pattern_place() const {
   if (m_paths.size() != 1 || m_paths[0].stack.empty()) return std::nullopt;
   const Frame& top = m_paths[0].stack.back();
-  int64_t max_length = -1;
+  PatternPlace place;
   if (top.kind == Kind::String) {
     if (top.is_key || top.phase != kStringBody || !m_grammar->node(top.node).pattern) return std::nullopt;
-    for (const char c : bytes) {
-      if (c == '"' || c == '\\' || static_cast<uint8_t>(c) < 0x20) return std::nullopt;  // JSON's own bytes
-    }
-    max_length = m_grammar->node(top.node).max_length;
+    place.max_length = m_grammar->node(top.node).max_length;
+    place.is_in_string = true;
   } else if (top.kind != Kind::Text || m_paths[0].stack.size() > 1) {
     return std::nullopt;  // a text inside a sequence may end and its next piece go on
   }
-  Frame f = top;
-  const Regex& re = *m_grammar->node(top.node).pattern;
-  for (const char c : bytes) {
-    if (!pattern_char_byte(re, f, static_cast<uint8_t>(c), max_length)) return false;
-  }
-  return true;
+  place.regex = m_grammar->node(top.node).pattern.get();
+  place.frame = top;
+  return place;
+}
+
+std::optional<bool> JsonMatcher::pattern_takes(std::string_view bytes) const {
+  std::optional<PatternPlace> place = pattern_place();
+  if (!place) return std::nullopt;
+  return PatternWalk(*place).takes(bytes);
 }
 
 std::optional<JsonMatcher::RawText> JsonMatcher::raw_text() const {

@@ -1,6 +1,7 @@
 // Token-level structured output (token_constraint.h).
 #include "iwb/engine/sampling/token_constraint.h"
 
+#include "iwb/engine/sampling/pattern_walk.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 #include "sampling/utf8_lead.h"
 
@@ -123,6 +124,10 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
   // Inside a tagged parameter's raw text: a whole text that does not complete the text's end is
   // taken, read through the end's automaton (built once here) from where the text stands.
   const std::optional<JsonMatcher::RawText> raw = matcher.raw_text();
+  // Inside a pattern's text: every token walked from here through the pattern's DFA, built as
+  // the tokens need it.
+  std::optional<PatternWalk> walk;
+  if (std::optional<JsonMatcher::PatternPlace> place = matcher.pattern_place()) walk.emplace(std::move(*place));
   const std::vector<std::array<uint8_t, 256>> raw_steps = raw ? end_automaton(raw->end) : decltype(raw_steps){};
   // Outside strings few bytes may come first, and most tokens that pass the first byte fail at
   // the second (" the" after a space that allows no more whitespace): the bytes that may follow
@@ -162,8 +167,8 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
           allowed = chars <= room;  // plain text inside a string: only its length matters
         } else if (bytes.size() == 1) {
           allowed = true;
-        } else if (const std::optional<bool> fits = matcher.pattern_takes(bytes)) {
-          allowed = *fits;  // a pattern's text: the NFA alone, no copy of the matcher
+        } else if (const std::optional<bool> fits = walk ? walk->takes(bytes) : std::nullopt) {
+          allowed = *fits;  // a pattern's text: the pattern's DFA alone, no copy of the matcher
         } else if (!second.empty() && !second[static_cast<uint8_t>(bytes[0])].test(static_cast<uint8_t>(bytes[1]))) {
           allowed = false;
         } else {

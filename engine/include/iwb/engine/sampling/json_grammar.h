@@ -170,9 +170,11 @@ class JsonMatcher {
   std::bitset<256> next_bytes() const;
   // When the one reading is inside a pattern's text (a guided_regex reply; a string with a
   // pattern, and `bytes` hold no quote, backslash or control byte): whether the bytes may come,
-  // checked on the pattern alone without copying the matcher (the token mask's fast path);
-  // nullopt elsewhere.
+  // checked on the pattern alone without copying the matcher; nullopt elsewhere. The token mask
+  // walks every token from one place (pattern_place, PatternWalk in pattern_walk.h).
   std::optional<bool> pattern_takes(std::string_view bytes) const;
+  struct PatternPlace;
+  std::optional<PatternPlace> pattern_place() const;
   // When the one reading is inside a tagged parameter's raw text of any length, between whole
   // characters (JsonGrammar::Node::until): the text's end and how many of its bytes end the text
   // so far. Whole UTF-8 characters (no NUL) that do not complete the end are taken (the token
@@ -222,6 +224,15 @@ class JsonMatcher {
   struct Path {
     std::vector<Frame> stack;
     int32_t whitespace_run = 0;  // the whitespace just written (json_matcher.cpp's rule)
+  };
+  // Where a pattern's text stands (pattern_place): its regex, the text's frame (its NFA states,
+  // characters so far, a character not yet whole), the characters it may have (-1: any), and
+  // whether it is a JSON string's (whose quote, backslash and control bytes are JSON's own).
+  struct PatternPlace {
+    const Regex* regex = nullptr;
+    Frame frame;
+    int64_t max_length = -1;
+    bool is_in_string = false;
   };
 
  private:
