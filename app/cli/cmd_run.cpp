@@ -9,6 +9,7 @@
 #include "iwb/engine/chat/chat_prompt.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/serve/http_server.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -27,7 +28,8 @@ namespace {
 struct Options {
   std::string model;
   PromptOptions prompt;
-  std::string system, template_name;
+  std::string system, template_name, chat_template_kwargs;
+  serve::ServeOptions thinking;  // --chat-template-kwargs, read as iwb serve reads it
   bool is_chat = false;
   bool ids_only = false;
   bool is_profiled = false;
@@ -91,6 +93,11 @@ OptionTable make_table(Options* o) {
            return {};
          }),
          .default_text = "detected from the model"});
+  t.add({.names = {"--chat-template-kwargs"},
+         .value_name = "JSON",
+         .help = "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
+                 "(Qwen3, SmolLM3), {\"reasoning_effort\": \"high\"} (gpt-oss)",
+         .destination = &o->chat_template_kwargs});
   t.begin_group("speculation");
   add_speculation_options(t, &o->speculation);
   add_draft_max_option(t, &o->speculation.num_draft_tokens);
@@ -115,8 +122,13 @@ int parse(int argc, char** argv, Options* o) {
   if (!o->json_schema.empty() && !o->json_schema_file.empty()) {
     return report_usage_error(table, "give one of -j SCHEMA or -jf FILE");
   }
-  if (!o->is_chat && (!o->system.empty() || !o->template_name.empty())) {
-    return report_usage_error(table, "--system and --template need --chat");
+  if (!o->is_chat && (!o->system.empty() || !o->template_name.empty() || !o->chat_template_kwargs.empty())) {
+    return report_usage_error(table, "--system, --template and --chat-template-kwargs need --chat");
+  }
+  if (!o->chat_template_kwargs.empty()) {
+    if (Status s = serve::set_default_chat_template_kwargs(o->chat_template_kwargs, &o->thinking); !s) {
+      return report_usage_error(table, s.message());
+    }
   }
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(table, device.error_message());
@@ -275,6 +287,8 @@ int run_run(int argc, char** argv) {
     messages.push_back({"user", prompt});
     ChatPromptOptions chat;
     if (!o.template_name.empty()) chat.family = chat_template_family_from_name(o.template_name);
+    chat.enable_thinking = o.thinking.default_enable_thinking;
+    chat.reasoning_effort = o.thinking.default_reasoning_effort;
     Result<ChatPrompt> prompt = build_chat_prompt(engine.tokenizer(), engine.chat_template(), messages, chat);
     if (!prompt) {
       std::fprintf(stderr, "iwb run: %s\n", prompt.error_message().c_str());

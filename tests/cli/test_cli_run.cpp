@@ -131,15 +131,29 @@ class TestCliRun : public QObject {
     auto from_file = run_iwb({"run", "-m", m_model, "-f", path, "-n", "40", "--temp", "0", "-t", "2"});
     QVERIFY2(from_file.exit_code == 0, qPrintable(from_file.err));
     QCOMPARE(from_file.out, run_iwb(greedy({})).out);
-    auto chat = run_iwb({"run", "-m", m_model, "-p", "Hello", "--chat", "--template", "zephyr", "-n", "8", "--seed", "3"});
+    auto chat =
+        run_iwb({"run", "-m", m_model, "-p", "Hello", "--chat", "--template", "zephyr", "-n", "8", "--seed", "3"});
     QVERIFY2(chat.exit_code == 0, qPrintable(chat.err));
     QVERIFY(chat.err.contains("timings: prompt"));
+    // --chat-template-kwargs as llama.cpp takes it: SmolLM3's template with thinking off writes its
+    // short system block (206 of aidreams' tokens against 791 with its reasoning instructions).
+    const auto prompt_tokens = [&](const QStringList& extra) {
+      auto r = run_iwb(
+          QStringList{"run", "-m", m_model, "-p", "Hello", "--chat", "--template", "smollm3", "-n", "1", "-c", "1024"} +
+          extra);
+      const QRegularExpressionMatch m = QRegularExpression("timings: prompt (\\d+) tokens").match(r.err);
+      return r.exit_code == 0 && m.hasMatch() ? m.captured(1).toInt() : -1;
+    };
+    const int on = prompt_tokens({});
+    const int off = prompt_tokens({"--chat-template-kwargs", "{\"enable_thinking\": false}"});
+    QVERIFY2(off > 0 && on > off, qPrintable(QString("on %1, off %2").arg(on).arg(off)));
   }
 
   void promptLongerThanContext() {
     auto r = run_iwb({"run", "-m", m_model, "-p", "Once upon a time, in a land far away", "-c", "8"});
     QCOMPARE(r.exit_code, 1);
-    QVERIFY2(QRegularExpression("prompt is \\d+ tokens but the context holds 8").match(r.err).hasMatch(), qPrintable(r.err));
+    QVERIFY2(QRegularExpression("prompt is \\d+ tokens but the context holds 8").match(r.err).hasMatch(),
+             qPrintable(r.err));
   }
 
   void usageErrors_data() {
@@ -147,14 +161,21 @@ class TestCliRun : public QObject {
     QTest::addColumn<QString>("message");
     QTest::newRow("no model") << QStringList{"run", "-p", "hi"} << "no model given";
     QTest::newRow("no prompt") << QStringList{"run", "-m", "x.gguf"} << "give exactly one of -p PROMPT or -f FILE";
-    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"} << "-n expects an integer >= -1, got 'ten'";
-    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"} << "--temp expects a number >= 0, got '-1'";
+    QTest::newRow("bad number") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"}
+                                << "-n expects an integer >= -1, got 'ten'";
+    QTest::newRow("negative temp") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--temp", "-1"}
+                                   << "--temp expects a number >= 0, got '-1'";
     QTest::newRow("template without chat") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--template", "chatml"}
-                                           << "--system and --template need --chat";
-    QTest::newRow("unknown template") << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--chat", "--template", "jinja9"}
+                                           << "--system, --template and --chat-template-kwargs need --chat";
+    QTest::newRow("unknown template kwarg")
+        << QStringList{"run", "-m", "x.gguf", "-p", "hi", "--chat", "--chat-template-kwargs", "{\"think\": 1}"}
+        << "'chat_template_kwargs.think' is not read by the chat templates here";
+    QTest::newRow("unknown template") << QStringList{"run", "-m",     "x.gguf",     "-p",
+                                                     "hi",  "--chat", "--template", "jinja9"}
                                       << "unknown chat template 'jinja9'";
     QTest::newRow("missing value") << QStringList{"run", "-m"} << "-m needs a value";
-    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"} << "unknown option '--frobnicate' (see 'iwb run --help')";
+    QTest::newRow("unknown option") << QStringList{"run", "--frobnicate"}
+                                    << "unknown option '--frobnicate' (see 'iwb run --help')";
   }
   void usageErrors() {
     QFETCH(QStringList, args);
