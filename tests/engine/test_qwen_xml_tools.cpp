@@ -136,6 +136,17 @@ void TestQwenXmlTools::taggedParametersFollowTheSchema() {
   QVERIFY(five.feed("<f><parameter=c>\nPar"));
   QVERIFY(!five.raw_text());  // bounded: each token's length matters
 
+  // A marker after the parameters may be a control token's text; a parameter's tag never is.
+  const auto marked = JsonGrammar::sequences(
+      {{{"<f>", nullptr}, {"", *JsonGrammar::tagged_parameters(**short_city, kTags, "")}, {"[END]", nullptr}}},
+      "a call");
+  JsonMatcher ending(marked);
+  QVERIFY(ending.feed("<f>"));
+  QVERIFY(ending.can_feed("[END]", /*is_raw_only=*/true));
+  QVERIFY(!ending.can_feed("<parameter=", /*is_raw_only=*/true));
+  QVERIFY(ending.feed("<parameter=c>\nab\n</parameter>\n"));
+  QVERIFY(ending.can_feed("[END]", /*is_raw_only=*/true));
+
   // A schema with no properties listed takes any names, their values raw text.
   Result<std::shared_ptr<const JsonGrammar>> any =
       JsonGrammar::tagged_parameters(*JsonGrammar::any_object(), kTags, "");
@@ -243,11 +254,18 @@ void TestQwenXmlTools::splitCallsWithTypedArguments() {
                             param("unit", "[1]") + "</function>\n</tool_call>";
   QCOMPARE(split_tool_calls(loose, false, ToolCallFormat::QwenXml, &types).calls[0].arguments,
            std::string("{\"days\":true,\"when\":\"soon\",\"unit\":\"[1]\"}"));
-  // As vLLM reads a model that leaves </parameter> out: the value ends where the next begins.
-  const std::string untidy =
-      "<tool_call>\n<function=run>\n<parameter=a>\nx\n<parameter=b>\ny\n</function>\n</tool_call>";
-  QCOMPARE(split_tool_calls(untidy, false, ToolCallFormat::QwenXml).calls[0].arguments,
-           std::string("{\"a\":\"x\",\"b\":\"y\"}"));
+  // A value ends where the grammar ends it, at "\n</parameter>\n": any other tag is its text (a
+  // code argument may hold "<parameter=" or "</function>"); a finished reply may end after
+  // "\n</parameter>".
+  const std::string tags = "<tool_call>\n<function=run>\n" + param("cmd", "echo '<parameter=b>\n</function>'") +
+                           param("n", "a </parameter> b") + "</function>\n</tool_call>";
+  QCOMPARE(split_tool_calls(tags, false, ToolCallFormat::QwenXml).calls[0].arguments,
+           std::string("{\"cmd\":\"echo '<parameter=b>\\n</function>'\",\"n\":\"a </parameter> b\"}"));
+  QCOMPARE(
+      split_tool_calls("<tool_call>\n<function=run>\n<parameter=a>\nx\n</parameter>", false, ToolCallFormat::QwenXml)
+          .calls[0]
+          .arguments,
+      std::string("{\"a\":\"x\""));
   // A block that is no call stays in the text; a reply cut inside a call ends with the call.
   const std::string not_a_call = "A <tool_call>maybe</tool_call> B";
   out = split_tool_calls(not_a_call, false, ToolCallFormat::QwenXml);

@@ -13,6 +13,10 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 using detail::kWhitespace;
 
+// What ends a parameter's value: the template writes VALUE + "\n</parameter>\n".
+constexpr std::string_view kXmlValueEnd = "\n</parameter>\n";
+constexpr std::string_view kXmlValueEndCut = kXmlValueEnd.substr(0, kXmlValueEnd.size() - 1);
+
 ArgumentText argument_text(const JsonGrammar& g, int32_t node) {
   const JsonGrammar::Node& n = g.node(node);
   if (!n.literals.empty()) {
@@ -123,27 +127,22 @@ XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, cons
     const ArgumentText kind = types != nullptr ? types->of(call.name, key) : ArgumentText::String;
     size_t value_at = key_end + 1;
     if (value_at < reply.size() && reply[value_at] == '\n') ++value_at;
-    // The value ends at </parameter>, or where the next parameter or the function's end begins.
-    size_t value_end = std::string_view::npos, resume = std::string_view::npos;
-    for (const std::string_view marker : {kXmlParameterClose, kXmlParameterOpen, kXmlFunctionClose}) {
-      const size_t found = reply.find(marker, value_at);
-      if (found < value_end) {
-        value_end = found;
-        resume = marker == kXmlParameterClose ? found + marker.size() : found;
-      }
+    // The value ends at the first "\n</parameter>\n", as the grammar holds it (so a string's text
+    // may hold any other tag); a finished reply may end right after "\n</parameter>".
+    size_t value_end = reply.find(kXmlValueEnd, value_at);
+    if (value_end == std::string_view::npos && !is_streaming && reply.ends_with(kXmlValueEndCut) &&
+        reply.size() - kXmlValueEndCut.size() >= value_at) {
+      value_end = reply.size() - kXmlValueEndCut.size();
     }
+    // (The end's last newline is white space the next step skips.)
+    const size_t resume = value_end == std::string_view::npos ? value_end : value_end + kXmlValueEndCut.size();
     if (value_end == std::string_view::npos) {
       // Unfinished: a string's text so far (no closing quote: the reply may end here, cut off),
       // without what may become its end; other values wait until whole.
       if (kind != ArgumentText::String) break;
       std::string_view text = reply.substr(value_at);
       if (is_streaming) {
-        size_t held = 0;
-        for (const std::string_view marker :
-             {std::string_view("\n</parameter>"), kXmlParameterClose, kXmlParameterOpen, kXmlFunctionClose}) {
-          held = std::max(held, detail::partial_marker(text, marker));
-        }
-        text.remove_suffix(held);
+        text.remove_suffix(detail::partial_marker(text, kXmlValueEnd));
         text.remove_suffix(partial_utf8(text));
       }
       add_key(key);
@@ -151,8 +150,7 @@ XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, cons
       call.arguments += std::string_view(quoted).substr(0, quoted.size() - 1);
       break;
     }
-    std::string_view text = reply.substr(value_at, value_end - value_at);
-    if (text.ends_with('\n')) text.remove_suffix(1);
+    const std::string_view text = reply.substr(value_at, value_end - value_at);
     add_key(key);
     call.arguments += argument_json(text, kind);
     i = resume;

@@ -106,7 +106,11 @@ class Stepper {
   void advance(Path p, uint8_t b) {
     while (!p.stack.empty()) {  // an empty stack: the value is closed and nothing may follow
       Frame& f = p.stack.back();
-      if (m_is_raw_only && f.kind != Kind::Raw && f.kind != Kind::Value && f.kind != Kind::Text) return;
+      // (Texts and tagged parameters may end, and what follows them may be a marker.)
+      if (m_is_raw_only && f.kind != Kind::Raw && f.kind != Kind::Value && f.kind != Kind::Text &&
+          f.kind != Kind::Tagged) {
+        return;
+      }
       switch (f.kind) {
         case Kind::Value: {
           const Node& n = m_g.node(f.node);
@@ -174,6 +178,7 @@ class Stepper {
           return keep(std::move(p));
         case Kind::Until: return until_byte(std::move(p), b);
         case Kind::Tagged:
+          if (f.phase == kTaggedOpening && m_is_raw_only) return;
           if (f.phase != kTaggedAfterName) return tagged_byte(std::move(p), b);
           {
             // The name was written (its literal or text ended before b): b begins its value.
@@ -466,7 +471,7 @@ class Stepper {
         ended.stack.pop_back();
         advance(std::move(ended), b);
       }
-      if (static_cast<uint8_t>(n.tag_open[0]) != b || !has_more_keys(n, f.seen)) return;
+      if (m_is_raw_only || static_cast<uint8_t>(n.tag_open[0]) != b || !has_more_keys(n, f.seen)) return;
       f.phase = kTaggedOpening;
       f.count = 0;
     } else if (static_cast<uint8_t>(n.tag_open[static_cast<size_t>(f.count)]) != b) {

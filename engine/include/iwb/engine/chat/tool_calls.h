@@ -155,8 +155,8 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
 // Qwen3-Coder's calls (QwenXml): each <tool_call> block's function and its parameters, read as
 // they grow (a string's text streamed as it comes, other values once whole); the arguments are
 // compact JSON built from them in the order written (`types`: how each value is read; without
-// them every value is a string). A parameter ends at </parameter> (or where the next begins, as
-// vLLM reads a model that leaves the tag out); a block that is no call stays in the text.
+// them every value is a string). A value ends at the first "\n</parameter>\n", where the grammar
+// ends it (any other tag is text of its); a block that is no call stays in the text.
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
                            ToolCallFormat format = ToolCallFormat::Hermes, const ToolArgumentTypes* types = nullptr);
 
