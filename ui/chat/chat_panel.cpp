@@ -47,8 +47,10 @@ QString ChatPanel::defaultConversationTitle() { return tr("New chat"); }
 
 QString ChatPanel::templateSettingsKey(const QString& modelPath) {
   // Paths hold slashes, which QSettings reads as groups; a hash names the model instead.
-  const QByteArray hash = QCryptographicHash::hash(QFileInfo(modelPath).absoluteFilePath().toUtf8(),
-                                                   QCryptographicHash::Sha1).toHex().left(16);
+  const QByteArray hash =
+      QCryptographicHash::hash(QFileInfo(modelPath).absoluteFilePath().toUtf8(), QCryptographicHash::Sha1)
+          .toHex()
+          .left(16);
   return QStringLiteral("models/%1/chatTemplate").arg(QString::fromLatin1(hash));
 }
 
@@ -82,9 +84,10 @@ ChatPanel::ChatPanel(EngineController* engine, ConversationStore* store, QWidget
   connectEngine();
 
   const QSettings settings;
-  m_settings->setValues(settings.value(QLatin1String(kDefaultSystemPromptKey)).toString(),
-                        SamplingSettings::fromJson(QJsonDocument::fromJson(
-                            settings.value(QLatin1String(kDefaultSamplingKey)).toByteArray()).object()));
+  m_settings->setValues(
+      settings.value(QLatin1String(kDefaultSystemPromptKey)).toString(),
+      SamplingSettings::fromJson(
+          QJsonDocument::fromJson(settings.value(QLatin1String(kDefaultSamplingKey)).toByteArray()).object()));
   if (!m_store) {
     m_conversations->setEnabled(false);
     m_messageBar->showMessage(MessageBar::Kind::Information, tr("Conversations are not saved"),
@@ -236,7 +239,8 @@ void ChatPanel::buildLayout() {
   connect(m_stopButton, &QPushButton::clicked, this, &ChatPanel::stop);
   connect(m_regenerateButton, &QPushButton::clicked, this, &ChatPanel::regenerate);
   connect(m_cancelEditButton, &QToolButton::clicked, this, &ChatPanel::cancelEdit);
-  connect(m_view, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) { beginEdit(index.row()); });
+  connect(m_view, &QAbstractItemView::doubleClicked, this,
+          [this](const QModelIndex& index) { beginEdit(index.row()); });
   connect(m_view, &QWidget::customContextMenuRequested, this, &ChatPanel::showMessageContextMenu);
   auto* newShortcut = new QShortcut(QKeySequence::New, this);
   connect(newShortcut, &QShortcut::activated, this, &ChatPanel::newConversation);
@@ -277,8 +281,8 @@ void ChatPanel::connectEngine() {
           });
   connect(m_engine, &EngineController::promptShortened, this, [this](quint64 requestId, int numTurnsLeftOut) {
     if (requestId != m_streaming.requestId) return;
-    emit statusMessage(tr("The %n oldest message(s) were left out of the prompt to fit the context.", nullptr,
-                          numTurnsLeftOut));
+    emit statusMessage(
+        tr("The %n oldest message(s) were left out of the prompt to fit the context.", nullptr, numTurnsLeftOut));
   });
   connect(m_engine, &EngineController::modelUnloaded, this, [this] {
     contextChanged();
@@ -336,7 +340,8 @@ void ChatPanel::updateModelLabel() {
   const LoadedModel& m = m_engine->model();
   // On a GPU the CPU threads only feed it; the device says where the model runs.
   const QString where = isCudaDeviceId(m.deviceId) ? tr("on %1").arg(m.deviceId) : tr("%1 threads").arg(m.numThreads);
-  m_modelLabel->setText(tr("%1 · %2 · context %3 tokens · %4").arg(m.name, m.architecture).arg(m.contextLength).arg(where));
+  m_modelLabel->setText(
+      tr("%1 · %2 · context %3 tokens · %4").arg(m.name, m.architecture).arg(m.contextLength).arg(where));
   m_modelLabel->setToolTip(m.path);
 }
 
@@ -353,8 +358,14 @@ void ChatPanel::updateActions() {
   // The reply being written belongs to this conversation: switching or deleting waits.
   m_conversations->setEnabled(m_store != nullptr && !generating);
   m_runsOn->setEnabled(!generating);
-  m_input->setPlaceholderText(isReady ? tr("Message the model — Enter sends, Shift+Enter starts a new line")
-                                      : tr("Open a model to chat (File › Open Model…)"));
+  const QString placeholder = isReady ? tr("Message the model — Enter sends, Shift+Enter starts a new line")
+                                      : tr("Open a model to chat (File › Open Model…)");
+  if (m_input->placeholderText() != placeholder) {
+    m_input->setPlaceholderText(placeholder);
+    // Qt 6.4's QPlainTextEdit repaints only when the placeholder shows or hides, not when its
+    // text changes: the old hint stayed on screen after a model loaded.
+    m_input->viewport()->update();
+  }
 }
 
 void ChatPanel::showError(const QString& title, const QString& detail) {
