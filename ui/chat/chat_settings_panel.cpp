@@ -1,4 +1,5 @@
-// ChatSettingsPanel: a form of spin boxes with the engine's ranges, and the template picker.
+// ChatSettingsPanel: a form of spin boxes with the engine's ranges, and pickers of fixed choices
+// (reply format, chat template, thinking).
 #include "chat/chat_settings_panel.h"
 
 #include <QComboBox>
@@ -12,7 +13,9 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <initializer_list>
 #include <limits>
+#include <utility>
 
 namespace iwb::ui {
 namespace {
@@ -36,6 +39,14 @@ QSpinBox* makeIntBox(int lo, int hi, const QString& special, const QString& tool
   return box;
 }
 
+// A picker of fixed choices: each shown text with the value it stands for, and what it does.
+QComboBox* makeChoiceBox(std::initializer_list<std::pair<QString, QString>> choices, const QString& toolTip) {
+  auto* box = new QComboBox;
+  for (const auto& [text, value] : choices) box->addItem(text, value);
+  box->setToolTip(toolTip);
+  return box;
+}
+
 }  // namespace
 
 ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
@@ -54,35 +65,29 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
                      tr("The same seed with the same settings gives the same reply; -1 draws a new one each time."))),
       m_maxTokens(
           makeIntBox(0, 32768, tr("no limit"), tr("The reply stops after this many tokens; 0 lets the model finish."))),
-      m_replyFormat(new QComboBox),
+      m_replyFormat(
+          makeChoiceBox({{tr("Text"), QStringLiteral("text")},
+                         {tr("JSON object"), QStringLiteral("json_object")},
+                         {tr("JSON schema"), QStringLiteral("json_schema")},
+                         {tr("Regex"), QStringLiteral("regex")}},
+                        tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
+                           "(OpenAI's response_format); the reply ends when the value is closed. Regex holds the "
+                           "reply's whole text to a regular expression (vLLM's guided_regex)."))),
       m_jsonSchema(new QPlainTextEdit),
       m_regex(new QLineEdit),
       m_schemaStatus(new QLabel),
       m_template(new QComboBox),
-      m_thinking(new QComboBox),
-      m_reasoningEffort(new QComboBox) {
-  m_thinking->addItem(tr("Model default"), QString());
-  m_thinking->addItem(tr("On"), QStringLiteral("on"));
-  m_thinking->addItem(tr("Off"), QStringLiteral("off"));
-  m_thinking->setToolTip(
-      tr("Whether the model reasons before answering, for templates that read it (Qwen3, SmolLM3: "
-         "enable_thinking, as vLLM and llama-server pass it). Off opens the reply with an empty "
-         "think block where the template does."));
-  m_reasoningEffort->addItem(tr("Model default"), QString());
-  m_reasoningEffort->addItem(tr("Low"), QStringLiteral("low"));
-  m_reasoningEffort->addItem(tr("Medium"), QStringLiteral("medium"));
-  m_reasoningEffort->addItem(tr("High"), QStringLiteral("high"));
-  m_reasoningEffort->setToolTip(
-      tr("How long the model reasons, for templates that read it (gpt-oss's \"Reasoning:\" line; "
-         "OpenAI's reasoning_effort)."));
-  m_replyFormat->addItem(tr("Text"), QStringLiteral("text"));
-  m_replyFormat->addItem(tr("JSON object"), QStringLiteral("json_object"));
-  m_replyFormat->addItem(tr("JSON schema"), QStringLiteral("json_schema"));
-  m_replyFormat->addItem(tr("Regex"), QStringLiteral("regex"));
-  m_replyFormat->setToolTip(
-      tr("JSON object and JSON schema hold every reply to valid JSON, token by token "
-         "(OpenAI's response_format); the reply ends when the value is closed. Regex holds the "
-         "reply's whole text to a regular expression (vLLM's guided_regex)."));
+      m_thinking(makeChoiceBox(
+          {{tr("Model default"), QString()}, {tr("On"), QStringLiteral("on")}, {tr("Off"), QStringLiteral("off")}},
+          tr("Whether the model reasons before answering, for templates that read it (Qwen3, SmolLM3: "
+             "enable_thinking, as vLLM and llama-server pass it). Off opens the reply with an empty "
+             "think block where the template does."))),
+      m_reasoningEffort(makeChoiceBox({{tr("Model default"), QString()},
+                                       {tr("Low"), QStringLiteral("low")},
+                                       {tr("Medium"), QStringLiteral("medium")},
+                                       {tr("High"), QStringLiteral("high")}},
+                                      tr("How long the model reasons, for templates that read it (gpt-oss's "
+                                         "\"Reasoning:\" line; OpenAI's reasoning_effort)."))) {
   m_regex->setObjectName(QStringLiteral("regexEdit"));
   m_regex->setPlaceholderText(tr("(yes|no), because .{1,80}\\."));
   m_regex->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));

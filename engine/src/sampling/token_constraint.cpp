@@ -124,11 +124,11 @@ size_t mask_disallowed_tokens(const JsonMatcher& matcher, const TokenBytes& toke
   // Inside a tagged parameter's raw text: a whole text that does not complete the text's end is
   // taken, read through the end's automaton (built once here) from where the text stands.
   const std::optional<JsonMatcher::RawText> raw = matcher.raw_text();
+  const std::vector<std::array<uint8_t, 256>> raw_steps = raw ? end_automaton(raw->end) : decltype(raw_steps){};
   // Inside a pattern's text: every token walked from here through the pattern's DFA, built as
   // the tokens need it.
   std::optional<PatternWalk> walk;
   if (std::optional<JsonMatcher::PatternPlace> place = matcher.pattern_place()) walk.emplace(std::move(*place));
-  const std::vector<std::array<uint8_t, 256>> raw_steps = raw ? end_automaton(raw->end) : decltype(raw_steps){};
   // Outside strings few bytes may come first, and most tokens that pass the first byte fail at
   // the second (" the" after a space that allows no more whitespace): the bytes that may follow
   // each first byte, computed once, rule them out without feeding the whole token.
