@@ -58,29 +58,35 @@ std::string qwen_call_block(const ChatToolCall& call) {
          "}\n</tool_call>";
 }
 
-// Qwen3's assistant turn opening: the text after a </think> (its reasoning, the text before or
-// the message's reasoning_content, dropped or written as an empty-or-not think block for turns
-// after the last user query that are the last message or had reasoning).
-std::string qwen3_assistant_opening(const std::vector<ChatMessage>& messages, size_t i, std::string* content) {
-  const ChatMessage& m = messages[i];
-  size_t last_query = messages.size() - 1;
+// Where Qwen3's template finds the last user query: the last user message that is not a tool
+// response it wrapped itself (the last message when there is none).
+size_t qwen3_last_query(const std::vector<ChatMessage>& messages) {
   for (size_t k = messages.size(); k-- > 0;) {
     const std::string& c = messages[k].content;
     if (messages[k].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
-      last_query = k;
-      break;
+      return k;
     }
   }
+  return messages.empty() ? 0 : messages.size() - 1;
+}
+
+// Qwen3's assistant turn opening: the text after a </think> (its reasoning, the text before or
+// the message's reasoning_content, dropped or written as an empty-or-not think block for turns
+// after the last user query that are the last message or had reasoning).
+std::string qwen3_assistant_opening(const std::vector<ChatMessage>& messages, size_t i, size_t last_query,
+                                    std::string* content) {
+  constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  const ChatMessage& m = messages[i];
   std::string reasoning;
   if (m.reasoning_content) {
     reasoning = *m.reasoning_content;
-  } else if (const size_t end = content->find("</think>"); end != std::string::npos) {
+  } else if (const size_t end = content->find(kClose); end != std::string::npos) {
     std::string before = content->substr(0, end);
     before.erase(before.find_last_not_of('\n') + 1);
-    const size_t open = before.rfind("<think>");
-    reasoning = open == std::string::npos ? before : before.substr(open + 7);
+    const size_t open = before.rfind(kOpen);
+    reasoning = open == std::string::npos ? before : before.substr(open + kOpen.size());
     reasoning.erase(0, reasoning.find_first_not_of('\n'));
-    std::string after = content->substr(content->rfind("</think>") + 8);
+    std::string after = content->substr(content->rfind(kClose) + kClose.size());
     after.erase(0, std::min(after.size(), after.find_first_not_of('\n')));
     *content = std::move(after);
   }
@@ -116,6 +122,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
   } else if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system")) {
     s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
   }
+  const size_t last_query = o.reads_past_thinking ? qwen3_last_query(messages) : 0;
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "tool") {
@@ -124,7 +131,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, const ChatRe
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") s += "<|im_end|>\n";
     } else if (m.role == "assistant" && o.reads_past_thinking) {
       std::string content = m.content;
-      s += qwen3_assistant_opening(messages, i, &content) + content;
+      s += qwen3_assistant_opening(messages, i, last_query, &content) + content;
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
         const ChatToolCall& call = m.tool_calls[k];
         s += (k > 0 || !content.empty() ? "\n" : "") + qwen_call_block(call);
