@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,19 @@ inline void expect_refused_at(const std::shared_ptr<const JsonGrammar>& g, std::
   JsonMatcher m(g);
   QVERIFY(!m.feed(text));  // refused whole, and left as it was
   QVERIFY(m.feed(text.substr(0, taken)));
+}
+
+// A vocabulary of `count` random pieces, each 1 to `max_atoms` of `atoms` joined.
+inline std::vector<std::string> random_pieces(std::mt19937& rng, const std::vector<std::string>& atoms, int count,
+                                              int max_atoms) {
+  std::vector<std::string> pieces;
+  for (int i = 0; i < count; ++i) {
+    std::string piece;
+    const int n = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_atoms));
+    for (int k = 0; k < n; ++k) piece += atoms[rng() % atoms.size()];
+    pieces.push_back(piece);
+  }
+  return pieces;
 }
 
 // The mask of every token at the matcher's place is what feeding each token says; `where` (the

@@ -444,13 +444,7 @@ void TestJsonGrammar::tokenMaskAgreesWithFeedingEachToken() {
                                           "\xe0\x80", "\xf0\x9f\x98\x80",
                                           "true",     "null",
                                           "\"name\"", "x"};
-  std::vector<std::string> pieces;
-  for (int i = 0; i < 3000; ++i) {
-    std::string piece;
-    const int n = 1 + static_cast<int>(rng() % 4);
-    for (int k = 0; k < n; ++k) piece += atoms[rng() % atoms.size()];
-    pieces.push_back(piece);
-  }
+  std::vector<std::string> pieces = random_pieces(rng, atoms, 3000, 4);
   pieces.push_back("");  // a control token
   std::vector<bool> ends(pieces.size(), false);
   ends.push_back(true);  // an end-of-generation token

@@ -168,13 +168,7 @@ void TestQwenXmlTools::tokenMaskAgreesWithFeedingEachToken() {
       "=",        "3",        "-",    " ",    "\"",           "\\",          "c",    "f",
       "PAR",      "\xc3\xa9", "\xc3", "\xa9", "</parameter>", "<parameter=", "city", "days",
       "function", "\t",       "{",    "null", "\x01"};
-  std::vector<std::string> pieces;
-  for (int i = 0; i < 2500; ++i) {
-    std::string piece;
-    const int n = 1 + static_cast<int>(rng() % 3);
-    for (int k = 0; k < n; ++k) piece += atoms[rng() % atoms.size()];
-    pieces.push_back(piece);
-  }
+  std::vector<std::string> pieces = random_pieces(rng, atoms, 2500, 3);
   for (const char* whole : {"\n</parameter>\n", "<parameter=city>\n", "city>\n", "3\n</parameter>\n<parameter="}) {
     pieces.push_back(whole);
   }

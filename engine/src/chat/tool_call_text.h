@@ -12,6 +12,9 @@ namespace iwb::detail {
 
 inline constexpr std::string_view kWhitespace = " \t\r\n";
 
+// The text without JSON's white space around it.
+std::string_view trim(std::string_view s);
+
 // How many bytes at the end of `text` begin `marker` (a marker cut by the stream).
 size_t partial_marker(std::string_view text, std::string_view marker);
 

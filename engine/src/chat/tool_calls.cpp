@@ -36,6 +36,12 @@ void trim_trailing_space(ToolReply* out, bool is_streaming) {
   out->content.erase(last == std::string::npos ? 0 : last + 1);
 }
 
+std::string_view trim(std::string_view s) {
+  const size_t begin = s.find_first_not_of(kWhitespace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kWhitespace) - begin + 1);
+}
+
 }  // namespace detail
 
 namespace {
@@ -43,6 +49,7 @@ namespace {
 using detail::append_text_before;
 using detail::kWhitespace;
 using detail::partial_marker;
+using detail::trim;
 using detail::trim_trailing_space;
 using ordered_json = nlohmann::ordered_json;
 using json = nlohmann::json;
@@ -105,12 +112,6 @@ void repoint_refs(json& schema, const std::string& base) {
     }
     repoint_refs(value, base);
   }
-}
-
-std::string_view trim(std::string_view s) {
-  const size_t begin = s.find_first_not_of(kWhitespace);
-  if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(kWhitespace) - begin + 1);
 }
 
 // Calls read by parse_call (the other key orders, arguments not an object) nesting deeper are

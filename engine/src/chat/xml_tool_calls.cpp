@@ -2,6 +2,7 @@
 // values are text, turned into OpenAI's calls with JSON arguments.
 #include "chat/tool_call_text.h"
 #include "iwb/engine/chat/tool_calls.h"
+#include "tokenizer/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,11 +34,7 @@ ArgumentText argument_text(const JsonGrammar& g, int32_t node) {
 // The text a whole parameter's value is written as, in the arguments' JSON.
 std::string argument_json(std::string_view text, ArgumentText kind) {
   if (kind != ArgumentText::String) {
-    const std::string_view trimmed = [&] {
-      const size_t begin = text.find_first_not_of(kWhitespace);
-      if (begin == std::string_view::npos) return std::string_view();
-      return text.substr(begin, text.find_last_not_of(kWhitespace) - begin + 1);
-    }();
+    const std::string_view trimmed = detail::trim(text);
     const ordered_json value = ordered_json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
     if (!value.is_discarded() && !(kind == ArgumentText::JsonOrString && value.is_string())) {
       return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
@@ -48,17 +45,6 @@ std::string argument_json(std::string_view text, ArgumentText kind) {
     }
   }
   return ordered_json(std::string(text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
-// How many bytes at the end of `text` are an unfinished UTF-8 character.
-size_t partial_utf8(std::string_view text) {
-  for (size_t k = 1; k <= 3 && k <= text.size(); ++k) {
-    const auto b = static_cast<uint8_t>(text[text.size() - k]);
-    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    return length > k ? k : 0;
-  }
-  return 0;
 }
 
 bool starts_with_part_of(std::string_view text, std::string_view marker) {
@@ -143,7 +129,7 @@ XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, cons
       std::string_view text = reply.substr(value_at);
       if (is_streaming) {
         text.remove_suffix(detail::partial_marker(text, kXmlValueEnd));
-        text.remove_suffix(partial_utf8(text));
+        text = text.substr(0, tokenizer::utf8::complete_prefix_length(text));  // a character still coming
       }
       add_key(key);
       const std::string quoted = argument_json(text, ArgumentText::String);
@@ -164,14 +150,14 @@ XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, cons
 ArgumentText ToolArgumentTypes::of(std::string_view tool, std::string_view parameter) const {
   const auto t = by_tool.find(tool);
   if (t == by_tool.end()) return ArgumentText::String;
-  const auto p = t->second.find(std::string(parameter));
+  const auto p = t->second.find(parameter);
   return p == t->second.end() ? ArgumentText::String : p->second;
 }
 
 ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools) {
   ToolArgumentTypes out;
   for (const ToolDefinition& tool : tools) {
-    std::map<std::string, ArgumentText>& parameters = out.by_tool[tool.name];  // every tool's name is known
+    auto& parameters = out.by_tool[tool.name];  // every tool's name is known
     if (tool.parameters_json.empty()) continue;
     Result<std::shared_ptr<const JsonGrammar>> grammar = JsonGrammar::from_schema(tool.parameters_json);
     if (!grammar) continue;  // a schema not compiled here: every value a string

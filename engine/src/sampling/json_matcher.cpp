@@ -10,6 +10,7 @@
 #include "iwb/engine/sampling/pattern_walk.h"
 #include "sampling/number_bounds.h"
 #include "sampling/pattern_chars.h"
+#include "sampling/text_end.h"
 #include "sampling/utf8_lead.h"
 
 #include <algorithm>
@@ -521,11 +522,7 @@ class Stepper {
       ++f.seen;
       return keep(std::move(p));
     }
-    // The marker's bytes that end the text with b: its longest prefix that is a suffix.
-    std::string tail = end.substr(0, static_cast<size_t>(f.count));
-    tail += static_cast<char>(b);
-    size_t k = std::min(tail.size(), end.size());
-    while (k > 0 && tail.compare(tail.size() - k, k, end, 0, k) != 0) --k;
+    const size_t k = detail::end_matched_after(end, static_cast<size_t>(f.count), b);
     if (!chars_fit(f.seen + 1, static_cast<int64_t>(k))) return;
     ++f.seen;
     f.count = static_cast<int64_t>(k);

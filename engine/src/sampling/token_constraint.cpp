@@ -3,6 +3,7 @@
 
 #include "iwb/engine/sampling/pattern_walk.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
+#include "sampling/text_end.h"
 #include "sampling/utf8_lead.h"
 
 #include <array>
@@ -53,13 +54,9 @@ std::vector<std::array<uint8_t, 256>> end_automaton(std::string_view end) {
   if (end.empty() || end.size() >= 255) return steps;
   steps.resize(end.size());
   for (size_t s = 0; s < end.size(); ++s) {
-    std::string tail(end.substr(0, s));
-    tail += ' ';
     for (int b = 0; b < 256; ++b) {
-      tail.back() = static_cast<char>(b);
-      size_t k = std::min(tail.size(), end.size());
-      while (k > 0 && tail.compare(tail.size() - k, k, end, 0, k) != 0) --k;
-      steps[s][static_cast<size_t>(b)] = static_cast<uint8_t>(k);
+      steps[s][static_cast<size_t>(b)] =
+          static_cast<uint8_t>(detail::end_matched_after(end, s, static_cast<uint8_t>(b)));
     }
   }
   return steps;

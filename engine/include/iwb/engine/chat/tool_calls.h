@@ -147,7 +147,8 @@ struct ToolReply {
 // a string when the text is that, else the string.
 enum class ArgumentText : uint8_t { String, Json, JsonOrString };
 struct ToolArgumentTypes {
-  std::map<std::string, std::map<std::string, ArgumentText>, std::less<>> by_tool;  // tool, parameter
+  // tool, parameter (looked up by views: a streamed reply is read again on every token)
+  std::map<std::string, std::map<std::string, ArgumentText, std::less<>>, std::less<>> by_tool;
   ArgumentText of(std::string_view tool, std::string_view parameter) const;
 };
 ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
