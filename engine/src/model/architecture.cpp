@@ -123,6 +123,21 @@ const std::vector<ArchitectureTraits>& architectures() {
     granite.name = "granite";
     granite.has_granite_scales = true;
     t.push_back(granite);
+    // GLM-4.5 / 4.6 (llama.cpp's glm4moe graph): NeoX RoPE on part of each head (the file's
+    // rope.dimension_count: half), q/k/v biases where the file has them, per-head q/k norms
+    // where it has them, the pre-FFN norm stored as post_attention_norm, and DeepSeek-style
+    // experts after the leading dense layers (see has_deepseek_routing).
+    ArchitectureTraits glm4moe;
+    glm4moe.id = ModelArchitecture::Glm4Moe;
+    glm4moe.name = "glm4moe";
+    glm4moe.rope_layout = RopeLayout::NeoX;
+    glm4moe.has_qk_norm = true;
+    glm4moe.is_qk_norm_optional = true;
+    glm4moe.has_head_dim_key = true;
+    glm4moe.has_experts = true;
+    glm4moe.has_deepseek_routing = true;
+    glm4moe.ffn_norm_name = "post_attention_norm";
+    t.push_back(glm4moe);
     return t;
   }();
   return kTable;

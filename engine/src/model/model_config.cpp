@@ -177,6 +177,63 @@ Status read_architecture_keys(const KeyReader& keys, const ArchitectureTraits& t
   return {};
 }
 
+// A non-negative integer key, `fallback` when absent (counts that may be 0).
+Status count_key(const KeyReader& keys, std::string_view suffix, int64_t fallback, int64_t* out) {
+  const gguf::Value* v = keys.file().find(keys.key(suffix));
+  if (v == nullptr) {
+    *out = fallback;
+    return {};
+  }
+  const std::optional<int64_t> i = v->as_int();
+  if (!i || *i < 0) return make_error(ErrorCode::CorruptFile, "'" + keys.key(suffix) + "' must be a count");
+  *out = *i;
+  return {};
+}
+
+// glm4moe's routing keys, as llama.cpp's glm4moe loader reads them: the gating function
+// (absent: sigmoid), the weights' scale (0 or absent: none) and renormalisation (absent: off),
+// the shared experts (required), the leading dense layers, and the multi-token-prediction
+// layers, which come off the layer count.
+Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& file, ModelConfig* c) {
+  int64_t gating = 0;
+  IWB_RETURN_IF_ERROR(count_key(keys, "expert_gating_func", 0, &gating));
+  if (gating != 0 && gating != 1 && gating != 2) {  // llama.cpp's NONE, SOFTMAX, SIGMOID
+    return make_error(ErrorCode::Unsupported, "'" + keys.key("expert_gating_func") + "' = " + std::to_string(gating) +
+                                                  " is not supported (1: softmax and 2: sigmoid are)");
+  }
+  c->is_expert_gating_sigmoid = gating != 1;
+  c->has_expert_selection_bias = true;
+  float scale = 0.0f;
+  IWB_RETURN_IF_ERROR(keys.optional_float("expert_weights_scale", 0.0f, &scale));
+  c->expert_weights_scale = scale != 0.0f ? scale : 1.0f;
+  const gguf::Value* norm = file.find(keys.key("expert_weights_norm"));
+  c->is_expert_weight_normalized = norm != nullptr && norm->as_bool().value_or(false);
+  if (!file.find(keys.key("expert_shared_count"))) {
+    return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("expert_shared_count") + "' metadata key");
+  }
+  IWB_RETURN_IF_ERROR(count_key(keys, "expert_shared_count", 0, &c->num_shared_experts));
+  IWB_RETURN_IF_ERROR(count_key(keys, "leading_dense_block_count", 0, &c->num_leading_dense_layers));
+  IWB_RETURN_IF_ERROR(count_key(keys, "nextn_predict_layers", 0, &c->num_nextn_layers));
+  if (c->num_nextn_layers >= c->num_layers) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("nextn_predict_layers") + "' (" +
+                                                  std::to_string(c->num_nextn_layers) +
+                                                  ") leaves no trunk layers of '" + keys.key("block_count") + "' (" +
+                                                  std::to_string(c->num_layers) + ")");
+  }
+  c->num_layers -= c->num_nextn_layers;
+  c->is_sliding_layer.resize(static_cast<size_t>(c->num_layers));
+  if (c->num_leading_dense_layers > c->num_layers) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("leading_dense_block_count") + "' exceeds the layers");
+  }
+  if (c->num_leading_dense_layers > 0 && c->feed_forward_length <= 0) {
+    return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("feed_forward_length") +
+                                               "' metadata key for its leading dense layers");
+  }
+  // Optional per-head q/k norms: llama.cpp binds them where the file has them.
+  c->has_qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  return {};
+}
+
 // The routed experts of a mixture-of-experts row (llama.cpp's loader: expert_count and
 // expert_used_count are required, the expert width defaults to feed_forward_length / k), and a
 // clear refusal of expert keys on rows this engine runs dense (Mixtral is "llama" with experts).
@@ -189,7 +246,8 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
       return make_error(ErrorCode::Unsupported,
                         "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
                             keys.key("expert_count") + " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe and gpt-oss; its dense '" + traits.name +
+                            "), which this engine runs only for qwen3moe, gpt-oss and glm4moe; its dense '" +
+                            traits.name +
                             "' path would "
                             "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
     }
@@ -208,6 +266,7 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
     return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("expert_feed_forward_length") +
                                                "' metadata key (nor a feed_forward_length to derive it from)");
   }
+  if (traits.has_deepseek_routing) IWB_RETURN_IF_ERROR(read_deepseek_routing_keys(keys, file, c));
   return {};
 }
 

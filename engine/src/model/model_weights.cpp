@@ -168,7 +168,7 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), c.v_width(), &l->bv, is_bias_optional));
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
-  if (c.has_qk_norm) {
+  if (c.has_qk_norm) {  // glm4moe: the config says so when the file has them
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.q_norm_width(), &l->q_norm));
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), c.k_norm_width(), &l->k_norm));
   }
@@ -182,7 +182,7 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   if (c.has_pre_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
   }
-  if (c.has_experts()) {
+  if (c.is_expert_layer(il)) {
     const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
     IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
@@ -193,6 +193,15 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
       IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_exps.bias"), eff, &l->ffn_gate_exps_b, false, e));
       IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_up_exps.bias"), eff, &l->ffn_up_exps_b, false, e));
       IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_down_exps.bias"), d, &l->ffn_down_exps_b, false, e));
+    }
+    if (c.has_expert_selection_bias) {
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "exp_probs_b.bias"), e, &l->exp_probs_b));
+    }
+    if (c.num_shared_experts > 0) {
+      const int64_t sff = c.shared_expert_width();
+      IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_shexp.weight"), d, sff, &l->ffn_gate_shexp));
+      IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up_shexp.weight"), d, sff, &l->ffn_up_shexp));
+      IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down_shexp.weight"), sff, d, &l->ffn_down_shexp));
     }
     return {};
   }
@@ -210,15 +219,17 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
 
 }  // namespace
 
-// Expert tensors this engine's mixture-of-experts FFN does not run (shared experts, DeepSeek's
-// selection biases, llama.cpp's merged gate/up experts): ignoring them would compute another
-// model, so they are refused by name.
+// Expert tensors this engine's mixture-of-experts FFN does not run for this architecture (shared
+// experts and DeepSeek's selection biases outside glm4moe, llama.cpp's merged gate/up experts):
+// ignoring them would compute another model, so they are refused by name.
 Status refuse_unknown_expert_tensors(const gguf::GgufFile& file, const ModelConfig& c) {
   for (const gguf::TensorInfo& t : file.tensors()) {
     for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
-      if (c.has_expert_biases &&
-          (std::string_view(part) == "_exps.bias" || std::string_view(part) == "ffn_gate_inp.bias")) {
-        continue;  // gpt-oss's, bound below
+      const std::string_view p(part);
+      if (c.has_expert_biases && (p == "_exps.bias" || p == "ffn_gate_inp.bias")) continue;  // gpt-oss's, bound below
+      if (c.has_expert_selection_bias && p == "exp_probs_b") continue;                       // glm4moe's, bound below
+      if (p == "_shexp" && c.num_shared_experts > 0 && t.name.find("ffn_gate_inp_shexp") == std::string::npos) {
+        continue;  // glm4moe's shared experts (not Qwen2-MoE's gated ones)
       }
       if (t.name.find(part) != std::string::npos) {
         return make_error(ErrorCode::Unsupported, "tensor '" + t.name + "' belongs to a mixture-of-experts layout " +

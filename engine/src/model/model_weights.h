@@ -53,26 +53,31 @@ struct LayerWeights {
   WeightMatrix ffn_gate_inp;                  // n_embd -> num_experts (F32 in llama.cpp's files)
   ExpertMatrices ffn_gate_exps, ffn_up_exps;  // each expert n_embd -> expert_ff
   ExpertMatrices ffn_down_exps;               // each expert expert_ff -> n_embd
-  std::vector<float> post_ffw_norm;         // [n_embd] (gemma3)
+  std::vector<float> post_ffw_norm;           // [n_embd] (gemma3)
   // gpt-oss: the router's bias [num_experts], each expert's biases (expert e's at e * width:
   // [num_experts x expert_ff] for gate and up, [num_experts x n_embd] for down), and the
   // attention sinks [num_heads]. Empty for other models.
   std::vector<float> ffn_gate_inp_b;
   std::vector<float> ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
   std::vector<float> attn_sinks;
+  // glm4moe: the experts' selection bias [num_experts] (exp_probs_b.bias) and the shared
+  // experts, one SwiGLU FFN of shared_expert_width(). Empty for other models.
+  std::vector<float> exp_probs_b;
+  WeightMatrix ffn_gate_shexp, ffn_up_shexp;  // n_embd -> shared_expert_width()
+  WeightMatrix ffn_down_shexp;                // shared_expert_width() -> n_embd
 };
 
 struct ModelWeights {
-  WeightMatrix token_embd;                  // [vocab rows of n_embd]
-  std::vector<float> output_norm;           // [n_embd]
-  WeightMatrix output;                      // n_embd -> vocab; token_embd when tied
+  WeightMatrix token_embd;         // [vocab rows of n_embd]
+  std::vector<float> output_norm;  // [n_embd]
+  WeightMatrix output;             // n_embd -> vocab; token_embd when tied
   bool is_output_tied = false;
   // Divisors of RoPE's frequencies, [rope_num_rotated / 2], or empty: llama 3's rope_freqs, or
   // LongRoPE's (phi3) long or short factors as select_rope_factors chose for the context.
   std::vector<float> rope_freqs;
   std::vector<float> rope_factors_long, rope_factors_short;  // phi3 LongRoPE, or empty
   std::vector<LayerWeights> layers;
-  uint64_t num_bytes = 0;                   // bytes of all bound tensors as stored
+  uint64_t num_bytes = 0;  // bytes of all bound tensors as stored
 };
 
 // fraction 0..1 of the layers bound so far.

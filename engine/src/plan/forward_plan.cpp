@@ -72,7 +72,7 @@ class PlanBuilder {
     const int64_t d = c.embedding_length;
     const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : residual;  // olmo2: the residual rows themselves
     if (c.has_pre_norms) out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
-    if (c.has_experts()) {
+    if (c.is_expert_layer(il)) {
       moe_ffn(il, t, out);
     } else {
       const int64_t ff = c.feed_forward_length;
@@ -91,13 +91,26 @@ class PlanBuilder {
 
   // Routed experts (llama.cpp's build_moe_ffn): the router's logits, top-k gating that also
   // groups each token's rows by expert, the experts' gate/up products, the activation over
-  // every routed row, the down products, and the weighted sum into Proj.
+  // every routed row, the down products, and the weighted sum into Proj. With shared experts
+  // (glm4moe) their FFN writes Proj first and the weighted sum is added to it.
   void moe_ffn(int32_t il, const LayerWeightTypes& t, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
     const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
     out.push_back(matmuls(il, PlanBuffer::Xn,
                           {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
                                    c.num_experts, t.has_router_bias)}));
+    const bool has_shared = c.num_shared_experts > 0;
+    if (has_shared) {
+      const int64_t sff = c.shared_expert_width();
+      out.push_back(matmuls(
+          il, PlanBuffer::Xn,
+          {product("ffn_gate_shexp", PlanMatrix::FfnGateShexp, PlanBuffer::SharedGate, t.ffn_gate_shexp, d, sff, false),
+           product("ffn_up_shexp", PlanMatrix::FfnUpShexp, PlanBuffer::SharedUp, t.ffn_up_shexp, d, sff, false)}));
+      out.push_back(activation(il, PlanBuffer::SharedGate, PlanBuffer::SharedUp, 1, sff));
+      out.push_back(matmuls(
+          il, PlanBuffer::SharedGate,
+          {product("ffn_down_shexp", PlanMatrix::FfnDownShexp, PlanBuffer::Proj, t.ffn_down_shexp, sff, d, false)}));
+    }
     PlanOp routing = simple(PlanOpKind::ExpertRouting, "ffn_moe_gating", il);
     routing.input = PlanBuffer::RouterLogits;
     routing.output = PlanBuffer::ExpertIn;
@@ -119,6 +132,7 @@ class PlanBuilder {
     PlanOp combine = simple(PlanOpKind::ExpertCombine, "ffn_moe_combine", il);
     combine.input = PlanBuffer::ExpertOut;
     combine.output = PlanBuffer::Proj;
+    combine.is_accumulating = has_shared;
     out.push_back(combine);
   }
 

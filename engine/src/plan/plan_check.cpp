@@ -9,7 +9,7 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::ExpertOut) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::SharedUp) + 1;
 
 int64_t width_of(const ModelConfig& c, PlanBuffer b) {
   switch (b) {
@@ -29,6 +29,8 @@ int64_t width_of(const ModelConfig& c, PlanBuffer b) {
     case PlanBuffer::ExpertOut: return c.embedding_length;
     case PlanBuffer::ExpertGate:
     case PlanBuffer::ExpertUp: return c.expert_feed_forward_length;
+    case PlanBuffer::SharedGate:
+    case PlanBuffer::SharedUp: return c.shared_expert_width();
   }
   return 0;
 }
@@ -125,6 +127,7 @@ class FlowCheck {
       case PlanOpKind::ExpertCombine:
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::ExpertOut));
         if (m_routing_layer != op.layer) return fail(op, "sums expert outputs its layer did not route");
+        if (op.is_accumulating) IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Proj));
         return write(op, PlanBuffer::Proj);
     }
     return fail(op, "is of an unknown kind");

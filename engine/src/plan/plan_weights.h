@@ -12,6 +12,11 @@ namespace iwb::plan {
 // the router and the expert tensors are layer_router's and layer_experts').
 template <class Layer>
 auto& layer_matrix(Layer& l, PlanMatrix m) {
+  if constexpr (requires { l.ffn_gate_shexp; }) {  // weights that hold shared experts (the host's)
+    if (m == PlanMatrix::FfnGateShexp) return l.ffn_gate_shexp;
+    if (m == PlanMatrix::FfnUpShexp) return l.ffn_up_shexp;
+    if (m == PlanMatrix::FfnDownShexp) return l.ffn_down_shexp;
+  }
   switch (m) {
     case PlanMatrix::Wq: return l.wq;
     case PlanMatrix::Wk: return l.wk;
@@ -24,7 +29,10 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::FfnGateInp:
     case PlanMatrix::FfnGateExps:
     case PlanMatrix::FfnUpExps:
-    case PlanMatrix::FfnDownExps: break;
+    case PlanMatrix::FfnDownExps:
+    case PlanMatrix::FfnGateShexp:
+    case PlanMatrix::FfnUpShexp:
+    case PlanMatrix::FfnDownShexp: break;
   }
   return l.ffn_down;
 }
@@ -110,6 +118,9 @@ PlanWeightTypes weight_types_of(const Weights& w) {
       lt.ffn_down_exps = l.ffn_down_exps.type;
       lt.has_router_bias = is_present(l.ffn_gate_inp_b);
       lt.has_expert_biases = is_present(l.ffn_gate_exps_b);
+      lt.ffn_gate_shexp = l.ffn_gate_shexp.type;
+      lt.ffn_up_shexp = l.ffn_up_shexp.type;
+      lt.ffn_down_shexp = l.ffn_down_shexp.type;
     }
     t.layers.push_back(lt);
   }

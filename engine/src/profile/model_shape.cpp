@@ -23,14 +23,19 @@ uint64_t sum_weight_bytes(const ModelShape& m) {
   const int64_t d = c.embedding_length, ff = c.feed_forward_length;
   uint64_t total = matrix_bytes(m.token_embd_type, d, c.vocab_size);
   if (!m.is_output_tied) total += matrix_bytes(m.output_type, d, c.vocab_size);
-  for (const LayerWeightTypes& t : m.layers) {
+  for (size_t il = 0; il < m.layers.size(); ++il) {
+    const LayerWeightTypes& t = m.layers[il];
     total += matrix_bytes(t.wq, d, c.q_width()) + matrix_bytes(t.wk, d, c.k_width()) +
              matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d);
-    if (c.has_experts()) {
+    if (c.is_expert_layer(static_cast<int64_t>(il))) {
       // Every expert's weights: what memory holds, whichever experts a token reads.
-      const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
+      const int64_t eff = c.expert_feed_forward_length, e = c.num_experts, sff = c.shared_expert_width();
       total += matrix_bytes(t.ffn_gate_inp, d, e) + matrix_bytes(t.ffn_gate_exps, d, eff * e) +
                matrix_bytes(t.ffn_up_exps, d, eff * e) + matrix_bytes(t.ffn_down_exps, eff, d * e);
+      if (sff > 0) {
+        total += matrix_bytes(t.ffn_gate_shexp, d, sff) + matrix_bytes(t.ffn_up_shexp, d, sff) +
+                 matrix_bytes(t.ffn_down_shexp, sff, d);
+      }
     } else {
       total += matrix_bytes(t.ffn_gate, d, ff) + matrix_bytes(t.ffn_up, d, ff) + matrix_bytes(t.ffn_down, ff, d);
     }
@@ -64,8 +69,8 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
     return make_error(ErrorCode::NotFound, "no model shape preset '" + std::string(name) + "' (presets: " + list + ")");
   }
   if (!ggml_type_traits(static_cast<uint32_t>(type))) {
-    return make_error(ErrorCode::InvalidArgument, "weight type id " + std::to_string(static_cast<uint32_t>(type)) +
-                                                      " is not a GGUF tensor type");
+    return make_error(ErrorCode::InvalidArgument,
+                      "weight type id " + std::to_string(static_cast<uint32_t>(type)) + " is not a GGUF tensor type");
   }
   ModelShape m;
   m.name = preset->name;
@@ -76,7 +81,7 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   const int64_t block = ggml_type_traits(type).block_size;
   for (const int64_t width :
        {c.embedding_length, c.has_experts() ? c.expert_feed_forward_length : c.feed_forward_length,
-        c.attention_output_width()}) {
+        c.has_dense_layers() ? c.feed_forward_length : c.embedding_length, c.attention_output_width()}) {
     if (width % block != 0) {
       return make_error(ErrorCode::InvalidArgument,
                         preset->name + " has rows of " + std::to_string(width) + " values, not a multiple of " +
@@ -87,9 +92,10 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   m.output_type = type;
   m.is_output_tied = preset->is_embedding_tied;
   LayerWeightTypes layer{type, type, type, type, type, type, type};
-  layer.has_bq = layer.has_bk = layer.has_bv = c.requires_qkv_bias;
+  layer.has_bq = layer.has_bk = layer.has_bv = c.requires_qkv_bias || preset->has_qkv_bias;
   // The router stays F32 in llama.cpp's files (llama-quantize never quantizes ffn_gate_inp).
   layer.ffn_gate_exps = layer.ffn_up_exps = layer.ffn_down_exps = type;
+  layer.ffn_gate_shexp = layer.ffn_up_shexp = layer.ffn_down_shexp = type;
   if (c.has_expert_biases) {  // gpt-oss: biases everywhere, and its experts MXFP4 as iwb synth writes them
     layer.has_bq = layer.has_bk = layer.has_bv = layer.has_bo = true;
     layer.has_router_bias = layer.has_expert_biases = true;

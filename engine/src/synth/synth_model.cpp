@@ -79,6 +79,17 @@ Status check_shape(const SynthShape& s) {
   } else if (s.num_experts > 0) {
     return bad(s.architecture + " has no experts (a mixture of experts needs an architecture that routes them)");
   }
+  if (!arch->has_deepseek_routing &&
+      (s.num_shared_experts > 0 || s.num_leading_dense_layers > 0 || s.num_nextn_layers > 0)) {
+    return bad(s.architecture + " has no shared experts, leading dense layers or prediction layers");
+  }
+  if (s.num_shared_experts < 0 || s.num_leading_dense_layers < 0 || s.num_nextn_layers < 0 ||
+      s.num_leading_dense_layers > s.num_layers) {
+    return bad("shared experts, leading dense and prediction layers must be counts within the layers");
+  }
+  if (s.rope_dimension_count < 0 || s.rope_dimension_count % 2 != 0 || s.rope_dimension_count > s.head_dim) {
+    return bad("the rotated part of a head must be even and at most the head size");
+  }
   return {};
 }
 
@@ -98,7 +109,7 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
   }
   w->set_u32(a + ".context_length", u32(s.context_length));
   w->set_u32(a + ".embedding_length", u32(s.embedding_length));
-  w->set_u32(a + ".block_count", u32(s.num_layers));
+  w->set_u32(a + ".block_count", u32(s.num_layers + s.num_nextn_layers));
   w->set_u32(a + ".feed_forward_length", u32(s.feed_forward_length));
   w->set_u32(a + ".attention.head_count", u32(s.num_heads));
   w->set_u32(a + ".attention.head_count_kv", u32(s.num_kv_heads));
@@ -155,6 +166,15 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".expert_count", u32(s.num_experts));
     w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
     w->set_u32(a + ".expert_feed_forward_length", u32(s.expert_feed_forward_length));
+  }
+  if (arch.has_deepseek_routing) {  // what llama.cpp's Glm4MoeModel converter writes (conversion/glm.py)
+    w->set_u32(a + ".rope.dimension_count", u32(s.rope_dimension_count > 0 ? s.rope_dimension_count : s.head_dim));
+    w->set_u32(a + ".expert_shared_count", u32(s.num_shared_experts));
+    w->set_u32(a + ".leading_dense_block_count", u32(s.num_leading_dense_layers));
+    w->set_u32(a + ".expert_gating_func", 2);  // sigmoid
+    if (s.expert_weights_scale != 0.0f) w->set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
+    w->set_bool(a + ".expert_weights_norm", s.is_expert_weight_normalized);
+    if (s.num_nextn_layers > 0) w->set_u32(a + ".nextn_predict_layers", u32(s.num_nextn_layers));
   }
 }
 

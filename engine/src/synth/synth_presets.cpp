@@ -151,6 +151,22 @@ std::vector<SynthShape> make_presets() {
   p.back().yarn_original_context = 4096;
   p.back().has_mxfp4_experts = true;
   const SynthShape gpt_oss = p.back();
+  // zai-org/GLM-4.5-Air: 96 query heads of 128 (8 KV heads) over a width of 4096, half of each
+  // head rotated (NeoX), q/k/v biases, no q/k norms; layer 0 dense (10944), then 45 layers of 128
+  // experts of 1408 (8 per token, sigmoid routing with selection biases, weights renormalised,
+  // routed_scaling_factor 1) plus one shared expert; one multi-token-prediction layer after them;
+  // 151552 tokens, untied, base 1e6, 128K context.
+  p.push_back(shape("glm-4.5-air", "glm4moe", "GLM-4.5-Air", {4096, 46, 96, 8, 128, 10944, 151552, 131072}, 1000000.0f,
+                    1e-5f, false));
+  set_experts(128, 8, 1408, &p.back());
+  p.back().has_qkv_bias = true;
+  p.back().rope_dimension_count = 64;
+  p.back().num_shared_experts = 1;
+  p.back().num_leading_dense_layers = 1;
+  p.back().num_nextn_layers = 1;
+  p.back().expert_weights_scale = 1.0f;
+  p.back().is_expert_weight_normalized = true;
+  const SynthShape glm4moe = p.back();
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
@@ -196,6 +212,15 @@ std::vector<SynthShape> make_presets() {
   p.back().sliding_window = 8;
   p.back().yarn_factor = 4.0f;
   p.back().yarn_original_context = 256;
+  // GLM-4.5's (355B) settings in small: per-head q/k norms, routed weights scaled by 2.5; 4
+  // layers of which the first is dense, 6 experts of 64 (2 per token) and a shared one, one
+  // prediction layer; half of each 64-wide head rotated; width 192 under 4 heads of 64 (the
+  // head size is its own key).
+  p.push_back(test_shape(glm4moe, "test-glm4moe", "small glm4moe shape for tests", {192, 4, 4, 2, 64, 320, 320, 512}));
+  set_experts(6, 2, 64, &p.back());
+  p.back().rope_dimension_count = 32;
+  p.back().has_optional_qk_norm = true;
+  p.back().expert_weights_scale = 2.5f;
   return p;
 }
 
@@ -204,24 +229,30 @@ std::vector<SynthShape> make_presets() {
 int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
   int64_t per_layer = d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
-  if (num_experts > 0) {
-    per_layer += d * num_experts + 3 * d * expert_feed_forward_length * num_experts;  // router, experts
-  } else {
-    per_layer += 3 * d * feed_forward_length;  // gate, up, down
-  }
+  // Routed experts (and glm4moe's selection bias and shared experts), or a dense FFN.
+  const int64_t expert_ffn = d * num_experts + 3 * d * expert_feed_forward_length * num_experts +
+                             (num_shared_experts > 0 ? num_experts : 0) +
+                             3 * d * expert_feed_forward_length * num_shared_experts;
+  const int64_t dense_ffn = 3 * d * feed_forward_length;  // gate, up, down
   if (has_qkv_bias) per_layer += q_width() + 2 * kv_width();
   if (const ArchitectureTraits* a = find_architecture(architecture)) {
     if (a->has_attention_sinks) per_layer += num_heads;
     if (a->has_expert_biases) {  // q/k/v/o, router and expert biases
       per_layer += q_width() + 2 * kv_width() + d + num_experts * (1 + 2 * expert_feed_forward_length + d);
     }
-    if (a->has_qk_norm) per_layer += a->is_qk_norm_full_width ? q_width() + kv_width() : 2 * head_dim;  // q/k norms
+    if (a->has_qk_norm && (!a->is_qk_norm_optional || has_optional_qk_norm)) {
+      per_layer += a->is_qk_norm_full_width ? q_width() + kv_width() : 2 * head_dim;  // q/k norms
+    }
     if (a->has_pre_norms) per_layer += 2 * d;   // attn_norm, ffn_norm
     if (a->has_post_norms) per_layer += 2 * d;  // post-norms
   } else {
     per_layer += 2 * d;
   }
-  int64_t total = num_layers * per_layer + vocab_size * d + d;  // + embedding, final norm
+  const int64_t dense_layers = num_experts > 0 ? num_leading_dense_layers : num_layers;
+  int64_t total = num_layers * per_layer + dense_layers * dense_ffn + (num_layers - dense_layers) * expert_ffn;
+  // glm4moe's prediction layers: an expert layer, its projection of [embedding; hidden], 3 norms.
+  total += num_nextn_layers * (per_layer + expert_ffn + 2 * d * d + 3 * d);
+  total += vocab_size * d + d;  // embedding, final norm
   if (!is_embedding_tied) total += vocab_size * d;
   if (rope_scaling.is_enabled()) total += head_dim / 2;
   if (longrope.is_enabled()) total += head_dim;  // long and short factors
@@ -244,8 +275,18 @@ ModelConfig shape_config(const SynthShape& s) {
   c.num_experts_used = s.num_experts_used;
   c.expert_feed_forward_length = s.expert_feed_forward_length;
   c.rope_freq_base = c.rope_freq_base_swa = s.rope_freq_base;
+  if (s.rope_dimension_count > 0) c.rope_num_rotated = s.rope_dimension_count;
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
+    if (a->has_deepseek_routing) {  // as model_config.cpp reads the keys set_metadata writes
+      c.is_expert_gating_sigmoid = c.has_expert_selection_bias = true;
+      c.expert_weights_scale = s.expert_weights_scale != 0.0f ? s.expert_weights_scale : 1.0f;
+      c.is_expert_weight_normalized = s.is_expert_weight_normalized;
+      c.num_shared_experts = s.num_shared_experts;
+      c.num_leading_dense_layers = s.num_leading_dense_layers;
+      c.num_nextn_layers = s.num_nextn_layers;
+      c.has_qk_norm = s.has_optional_qk_norm;
+    }
     if (c.sliding_window > 0 && !a->is_sliding_rope_global) c.rope_freq_base_swa = 10000.0f;  // llama.cpp's default
     if (a->has_granite_scales) {  // the keys set_metadata writes
       if (s.granite_embedding_scale != 0.0f) c.embedding_scale = s.granite_embedding_scale;

@@ -90,7 +90,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   Planner p(s, types);
   const int64_t d = s.embedding_length;
   const ArchitectureTraits* arch = find_architecture(s.architecture);
-  const bool has_qk_norm = arch != nullptr && arch->has_qk_norm;
+  const bool has_qk_norm =
+      arch != nullptr && arch->has_qk_norm && (!arch->is_qk_norm_optional || s.has_optional_qk_norm);
   const bool has_post_norms = arch != nullptr && arch->has_post_norms;
   const bool has_pre_norms = arch == nullptr || arch->has_pre_norms;                  // olmo2 has none
   const bool is_qk_norm_full_width = arch != nullptr && arch->is_qk_norm_full_width;  // olmo2
@@ -103,7 +104,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add("rope_factors_long.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
     p.add("rope_factors_short.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   }
-  for (int64_t il = 0; il < s.num_layers; ++il) {
+  // The trunk's layers, then glm4moe's multi-token-prediction layers (an expert layer each).
+  for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
     if (has_pre_norms) p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
     if (is_fused) {
       // The fused matrix takes the base type, as attn_q does (llama.cpp's mixes give it more bits).
@@ -133,10 +135,11 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, arch != nullptr ? (std::string(arch->ffn_norm_name) + ".weight").c_str() : "ffn_norm.weight"), {d},
             TensorRole::Norm, il);
     }
-    if (s.num_experts > 0) {
+    if (s.num_experts > 0 && il >= s.num_leading_dense_layers) {
       // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
       const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
       p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
+      if (arch != nullptr && arch->has_deepseek_routing) p.add(blk(il, "exp_probs_b.bias"), {e}, TensorRole::Bias, il);
       p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
       p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
       p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
@@ -145,6 +148,12 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
         p.add(blk(il, "ffn_gate_exps.bias"), {eff, e}, TensorRole::Bias, il);
         p.add(blk(il, "ffn_down_exps.bias"), {d, e}, TensorRole::Bias, il);
         p.add(blk(il, "ffn_up_exps.bias"), {eff, e}, TensorRole::Bias, il);
+      }
+      if (s.num_shared_experts > 0) {  // glm4moe: one SwiGLU FFN of the shared experts' width
+        const int64_t sff = eff * s.num_shared_experts;
+        p.add(blk(il, "ffn_gate_shexp.weight"), {d, sff}, TensorRole::FfnGate, il);
+        p.add(blk(il, "ffn_down_shexp.weight"), {sff, d}, TensorRole::FfnDown, il);
+        p.add(blk(il, "ffn_up_shexp.weight"), {d, sff}, TensorRole::FfnUp, il);
       }
     } else {
       if (is_fused) {
@@ -156,6 +165,12 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
     }
     if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
+    if (il >= s.num_layers) {  // the prediction layer's own tensors (llama.cpp's nextn.*)
+      p.add(blk(il, "nextn.eh_proj.weight"), {2 * d, d}, TensorRole::FfnUp, il);
+      p.add(blk(il, "nextn.enorm.weight"), {d}, TensorRole::Norm, il);
+      p.add(blk(il, "nextn.hnorm.weight"), {d}, TensorRole::Norm, il);
+      p.add(blk(il, "nextn.shared_head_norm.weight"), {d}, TensorRole::Norm, il);
+    }
   }
   p.add("output_norm.weight", {d}, TensorRole::Norm);
   if (!s.is_embedding_tied) p.add("output.weight", {d, s.vocab_size}, TensorRole::Output);

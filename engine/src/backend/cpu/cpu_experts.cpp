@@ -1,7 +1,9 @@
 // CpuExperts: top-k gating as llama.cpp's build_moe_ffn computes it for softmax gating
 // (softmax over all experts, the k largest probabilities, optionally renormalised with the sum
-// clamped to f16's smallest normal) and for gpt-oss's softmax-weight gating (the k largest
-// logits, softmax over those k), the grouping of rows by expert, and the weighted sum.
+// clamped to f16's smallest normal), for sigmoid gating with a selection bias (glm4moe: the k
+// largest of sigmoid + bias, weighted by the sigmoid alone, renormalised, scaled) and for
+// gpt-oss's softmax-weight gating (the k largest logits, softmax over those k), the grouping of
+// rows by expert, and the weighted sum.
 #include "backend/cpu/cpu_experts.h"
 
 #include <algorithm>
@@ -18,6 +20,8 @@ CpuExperts::CpuExperts(const ModelConfig& c, int64_t max_batch) {
   m_width = c.embedding_length;
   m_is_normalized = c.is_expert_weight_normalized;
   m_is_softmax_over_top_k = c.is_expert_softmax_over_top_k;
+  m_is_sigmoid = c.is_expert_gating_sigmoid;
+  m_weights_scale = c.expert_weights_scale;
   const auto routed = static_cast<size_t>(max_batch * m_num_used);
   m_choice.resize(routed);
   m_weight.resize(routed);
@@ -26,6 +30,7 @@ CpuExperts::CpuExperts(const ModelConfig& c, int64_t max_batch) {
   m_next_row.resize(static_cast<size_t>(m_num_experts));
   m_active.reserve(static_cast<size_t>(m_num_experts));
   m_probs.resize(static_cast<size_t>(m_num_experts));
+  m_selection.resize(static_cast<size_t>(m_num_experts));
   m_order.resize(static_cast<size_t>(m_num_experts));
   m_router_logits.resize(static_cast<size_t>(max_batch * m_num_experts));
   m_in.resize(routed * static_cast<size_t>(m_width));
@@ -39,12 +44,12 @@ void CpuExperts::begin_pass() { std::fill(m_pass_counts.begin(), m_pass_counts.e
 
 uint64_t CpuExperts::scratch_bytes() const {
   const size_t floats = m_router_logits.size() + m_in.size() + m_out.size() + m_gate.size() + m_up.size() +
-                        m_weight.size() + m_probs.size();
+                        m_weight.size() + m_probs.size() + m_selection.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + (m_choice.size() + m_order.size()) * sizeof(int32_t) +
          (m_row.size() + m_offsets.size() + m_next_row.size()) * sizeof(int64_t);
 }
 
-Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, int64_t n) {
+Status CpuExperts::route(int64_t layer, const float* logits, const float* selection_bias, const float* xn, int64_t n) {
   const int64_t e_count = m_num_experts, k = m_num_used, d = m_width;
   std::fill(m_offsets.begin(), m_offsets.end(), 0);
   for (int64_t t = 0; t < n; ++t) {
@@ -59,15 +64,24 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, in
     }
     if (m_is_softmax_over_top_k) {
       std::copy(row, row + e_count, m_probs.begin());  // chosen by logit; softmax over the k below
+    } else if (m_is_sigmoid) {
+      for (int64_t e = 0; e < e_count; ++e) m_probs[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-row[e]));
     } else {
       float sum = 0;
       for (int64_t e = 0; e < e_count; ++e) sum += (m_probs[static_cast<size_t>(e)] = std::exp(row[e] - max_logit));
       for (int64_t e = 0; e < e_count; ++e) m_probs[static_cast<size_t>(e)] /= sum;
     }
-    // The k best; ties go to the lower expert id, so the choice never depends on the sort.
+    // The k best (by score plus the selection bias where the model has one: its weights stay
+    // the unbiased scores); ties go to the lower expert id, so the choice never depends on the sort.
+    const float* by = m_probs.data();
+    if (selection_bias != nullptr) {
+      for (int64_t e = 0; e < e_count; ++e)
+        m_selection[static_cast<size_t>(e)] = m_probs[static_cast<size_t>(e)] + selection_bias[e];
+      by = m_selection.data();
+    }
     for (int64_t e = 0; e < e_count; ++e) m_order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
     std::partial_sort(m_order.begin(), m_order.begin() + k, m_order.end(), [&](int32_t a, int32_t b) {
-      const float pa = m_probs[static_cast<size_t>(a)], pb = m_probs[static_cast<size_t>(b)];
+      const float pa = by[a], pb = by[b];
       return pa > pb || (pa == pb && a < b);
     });
     float chosen_sum = 0;
@@ -88,6 +102,9 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, in
     if (m_is_normalized) {
       const float divisor = std::max(chosen_sum, 6.103515625e-5f);
       for (int64_t j = 0; j < k; ++j) m_weight[static_cast<size_t>(t * k + j)] /= divisor;
+    }
+    if (m_weights_scale != 1.0f) {
+      for (int64_t j = 0; j < k; ++j) m_weight[static_cast<size_t>(t * k + j)] *= m_weights_scale;
     }
   }
   // Counts -> first rows; the step's load; the experts that run.
@@ -112,11 +129,11 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* xn, in
   return {};
 }
 
-void CpuExperts::combine(int64_t n, float* proj) const {
+void CpuExperts::combine(int64_t n, float* proj, bool is_accumulating) const {
   const int64_t k = m_num_used, d = m_width;
   for (int64_t t = 0; t < n; ++t) {
     float* y = proj + t * d;
-    std::fill(y, y + d, 0.0f);
+    if (!is_accumulating) std::fill(y, y + d, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
       const float w = m_weight[static_cast<size_t>(t * k + j)];
       const float* x = m_out.data() + m_row[static_cast<size_t>(t * k + j)] * d;

@@ -23,12 +23,14 @@ class CpuExperts {
   void begin_pass();
 
   // Layer `layer`'s routing of `num_tokens` tokens from their router logits [tokens x
-  // num_experts]: softmax, the top num_experts_used (lower expert id first on ties), their
-  // weights (divided by their sum when the model normalises them; gpt-oss: the top k logits,
-  // weights the softmax over those k), and each token's
-  // normalised row of `xn` [tokens x n_embd] copied into expert_in() once per routed expert,
-  // grouped by expert. Refuses non-finite logits (a routing that would be arbitrary).
-  Status route(int64_t layer, const float* router_logits, const float* xn, int64_t num_tokens);
+  // num_experts]: softmax (or sigmoid), the top num_experts_used (lower expert id first on
+  // ties; chosen by score plus `selection_bias` [num_experts] where not null), their weights
+  // (the unbiased scores, divided by their sum when the model normalises them, times its
+  // weights scale; gpt-oss: the top k logits, weights the softmax over those k), and each
+  // token's normalised row of `xn` [tokens x n_embd] copied into expert_in() once per routed
+  // expert, grouped by expert. Refuses non-finite logits (a routing that would be arbitrary).
+  Status route(int64_t layer, const float* router_logits, const float* selection_bias, const float* xn,
+               int64_t num_tokens);
 
   // Rows of the grouped buffers routed to expert `e` in the current layer: [first, first + count).
   int64_t first_row(int64_t e) const { return m_offsets[static_cast<size_t>(e)]; }
@@ -38,8 +40,9 @@ class CpuExperts {
   // Experts with at least one row in the current layer, ascending.
   std::span<const int32_t> active_experts() const { return m_active; }
 
-  // proj[t] = sum over token t's experts j of weight(t, j) * expert_out[row(t, j)], [tokens x n_embd].
-  void combine(int64_t num_tokens, float* proj) const;
+  // proj[t] = sum over token t's experts j of weight(t, j) * expert_out[row(t, j)], [tokens x
+  // n_embd]; with is_accumulating the sum is added to proj (the shared experts' output).
+  void combine(int64_t num_tokens, float* proj, bool is_accumulating) const;
 
   // The grouped buffers, [max_batch * num_experts_used rows] each.
   float* expert_in() { return m_in.data(); }
@@ -59,6 +62,8 @@ class CpuExperts {
   int64_t m_width = 0;
   bool m_is_normalized = false;
   bool m_is_softmax_over_top_k = false;  // gpt-oss's gating (see route)
+  bool m_is_sigmoid = false;             // glm4moe's gating
+  float m_weights_scale = 1.0f;
   // The current layer's routing.
   std::vector<int32_t> m_choice;    // [tokens x k]: expert of each of a token's choices
   std::vector<float> m_weight;      // [tokens x k]: its gating weight
@@ -67,6 +72,7 @@ class CpuExperts {
   std::vector<int64_t> m_next_row;  // [num_experts]: while grouping, each expert's next free row
   std::vector<int32_t> m_active;    // experts with rows
   std::vector<float> m_probs;       // [num_experts] one token's softmax
+  std::vector<float> m_selection;   // [num_experts] its scores plus the selection bias
   std::vector<int32_t> m_order;     // [num_experts] its experts, best first
   // The grouped buffers and the router's output.
   std::vector<float> m_router_logits;  // [max_batch x num_experts]

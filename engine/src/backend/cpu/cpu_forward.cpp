@@ -56,10 +56,13 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_v.resize(n * config.v_width());
   m_attn.resize(n * config.attention_output_width());
   m_proj.resize(n * config.embedding_length);
-  // A mixture of experts has no dense FFN (its rows live in CpuExperts' grouped buffers).
-  const auto dense_ff = static_cast<size_t>(config.has_experts() ? 0 : config.feed_forward_length);
+  // A mixture of experts has no dense FFN but in its leading dense layers (its rows live in
+  // CpuExperts' grouped buffers); its shared experts have buffers of their own.
+  const auto dense_ff = static_cast<size_t>(config.has_dense_layers() ? config.feed_forward_length : 0);
   m_gate.resize(n * dense_ff);
   m_up.resize(n * dense_ff);
+  m_shared_gate.resize(n * static_cast<size_t>(config.shared_expert_width()));
+  m_shared_up.resize(n * static_cast<size_t>(config.shared_expert_width()));
   m_final.resize(n * config.embedding_length);
   m_spans.reserve(n);
   size_t matmul_scratch = 0;
@@ -67,7 +70,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
     matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
   };
   for (const LayerWeights& l : weights.layers) {
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp}) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
+                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp}) {
       need(*w);
     }
     // An expert multiplies at most every token of the step (a token picks an expert once).
@@ -81,7 +85,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
 
 uint64_t CpuForward::scratch_bytes() const {
   const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() +
-                        m_proj.size() + m_gate.size() + m_up.size() + m_final.size();
+                        m_proj.size() + m_gate.size() + m_up.size() + m_shared_gate.size() + m_shared_up.size() +
+                        m_final.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -139,6 +144,8 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::ExpertGate: return m_experts.expert_gate();
     case PlanBuffer::ExpertUp: return m_experts.expert_up();
     case PlanBuffer::ExpertOut: return m_experts.expert_out();
+    case PlanBuffer::SharedGate: return m_shared_gate.data();
+    case PlanBuffer::SharedUp: return m_shared_up.data();
   }
   return nullptr;
 }
@@ -223,13 +230,16 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       }
       record(op, 0, n);
       return {};
-    case PlanOpKind::ExpertRouting:
-      IWB_RETURN_IF_ERROR(m_experts.route(il, buffer(op.input, logits), m_xn.data(), n));
+    case PlanOpKind::ExpertRouting: {
+      const std::vector<float>& bias = m_weights.layers[static_cast<size_t>(il)].exp_probs_b;
+      IWB_RETURN_IF_ERROR(
+          m_experts.route(il, buffer(op.input, logits), bias.empty() ? nullptr : bias.data(), m_xn.data(), n));
       record(op, 0, n);
       return {};
+    }
     case PlanOpKind::ExpertMatmuls: return run_expert_matmuls(op, n);
     case PlanOpKind::ExpertCombine:
-      m_experts.combine(n, buffer(op.output, logits));
+      m_experts.combine(n, buffer(op.output, logits), op.is_accumulating);
       record(op, 0, n);
       return {};
     case PlanOpKind::ResidualAdd:

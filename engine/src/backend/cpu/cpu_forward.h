@@ -85,14 +85,15 @@ class CpuForward {
   ActivationObserver* m_observer = nullptr;
 
   // Scratch, [max_batch x width] each.
-  std::vector<float> m_x;        // residual stream [n_embd]
-  std::vector<float> m_xn;       // normalised input of a block [n_embd]
+  std::vector<float> m_x;   // residual stream [n_embd]
+  std::vector<float> m_xn;  // normalised input of a block [n_embd]
   std::vector<float> m_q, m_k, m_v;
-  std::vector<float> m_attn;     // attention output [num_heads * head_dim_v]
-  std::vector<float> m_proj;     // block output before the residual add [n_embd]
-  std::vector<float> m_gate, m_up;  // [n_ff]
-  std::vector<float> m_final;    // normalised hidden states of the rows that sample [n_embd]
-  CpuExperts m_experts;          // routing and the grouped expert rows (mixture of experts)
+  std::vector<float> m_attn;                      // attention output [num_heads * head_dim_v]
+  std::vector<float> m_proj;                      // block output before the residual add [n_embd]
+  std::vector<float> m_gate, m_up;                // [n_ff]
+  std::vector<float> m_shared_gate, m_shared_up;  // [shared_expert_width] (glm4moe)
+  std::vector<float> m_final;                     // normalised hidden states of the rows that sample [n_embd]
+  CpuExperts m_experts;                           // routing and the grouped expert rows (mixture of experts)
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling
   // allocates nothing per step).
   std::vector<op_costs::AttentionSpan> m_spans;

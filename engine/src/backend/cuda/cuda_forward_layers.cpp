@@ -34,7 +34,9 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::ExpertIn:
     case PlanBuffer::ExpertGate:
     case PlanBuffer::ExpertUp:
-    case PlanBuffer::ExpertOut: break;  // no expert ops on the device (check_cuda_plan_support)
+    case PlanBuffer::ExpertOut:
+    case PlanBuffer::SharedGate:
+    case PlanBuffer::SharedUp: break;  // no expert ops on the device (check_cuda_plan_support)
   }
   return nullptr;
 }
@@ -194,8 +196,8 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
                       "gathering the rows that sample", -1);
     case PlanOpKind::Softcap:
       IWB_RETURN_IF_ERROR(op_begin());
-      IWB_RETURN_IF_ERROR(
-          launched(softcap_cuda(m_logits, n * c.vocab_size, c.final_logit_softcap, stream), "the logit soft-capping", -1));
+      IWB_RETURN_IF_ERROR(launched(softcap_cuda(m_logits, n * c.vocab_size, c.final_logit_softcap, stream),
+                                   "the logit soft-capping", -1));
       return op_end(op, 0, n);
     case PlanOpKind::ExpertRouting:
     case PlanOpKind::ExpertMatmuls:

@@ -15,7 +15,20 @@
 
 namespace iwb {
 
-enum class ModelArchitecture { Llama, Qwen2, Gemma3, Qwen3, Phi3, Qwen3Moe, GptOss, Gemma2, SmolLM3, Olmo2, Granite };
+enum class ModelArchitecture {
+  Llama,
+  Qwen2,
+  Gemma3,
+  Qwen3,
+  Phi3,
+  Qwen3Moe,
+  GptOss,
+  Gemma2,
+  SmolLM3,
+  Olmo2,
+  Granite,
+  Glm4Moe
+};
 
 struct ArchitectureTraits {
   ModelArchitecture id = ModelArchitecture::Llama;
@@ -57,6 +70,17 @@ struct ArchitectureTraits {
   // gpt-oss: the router has a bias (ffn_gate_inp.bias) and every expert matrix one per expert
   // (ffn_{gate,up,down}_exps.bias, [width x num_experts]).
   bool has_expert_biases = false;
+  // GLM-4.5 (llama.cpp's glm4moe; DeepSeek V3's routing): the router's scores through a sigmoid
+  // unless the file's <arch>.expert_gating_func says softmax; the top k chosen by score plus a
+  // per-expert selection bias (exp_probs_b.bias) but weighted by the unbiased scores, which
+  // <arch>.expert_weights_norm and <arch>.expert_weights_scale may renormalise and scale;
+  // <arch>.expert_shared_count shared experts (ffn_*_shexp, one SwiGLU FFN of that many
+  // experts' width) that every token goes through; the first <arch>.leading_dense_block_count
+  // layers with a dense FFN; and <arch>.nextn_predict_layers multi-token-prediction layers after
+  // the trunk, counted in block_count, which the forward pass does not run.
+  bool has_deepseek_routing = false;
+  // q and k norms (per head) are bound where the file has them (GLM-4.5 355B has, Air has not).
+  bool is_qk_norm_optional = false;
   // gpt-oss: a per-head sink logit (attn_sinks.weight) joins every attention softmax.
   bool has_attention_sinks = false;
   // The sliding layers use the global RoPE base and scaling (gpt-oss), not base 10000 unscaled.
@@ -80,7 +104,8 @@ const std::vector<ArchitectureTraits>& architectures();
 // The row of `name`; null when the engine does not run it.
 const ArchitectureTraits* find_architecture(std::string_view name);
 
-// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite".
+// "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite",
+// "glm4moe".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

@@ -84,7 +84,19 @@ struct ModelConfig {
   bool is_expert_softmax_over_top_k = false;  // gpt-oss: top k of the logits, softmax over those k
   bool has_expert_biases = false;             // gpt-oss: router and expert biases
   bool has_attention_sinks = false;           // gpt-oss: attn_sinks.weight, one logit per head
-  std::string ffn_norm_name = "ffn_norm";     // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
+  // DeepSeek-style routing (glm4moe; ArchitectureTraits::has_deepseek_routing): the scores'
+  // sigmoid (not softmax), the choice by score plus exp_probs_b.bias, the chosen weights (from
+  // the unbiased scores, renormalised when is_expert_weight_normalized) times
+  // expert_weights_scale, plus shared experts every token goes through.
+  bool is_expert_gating_sigmoid = false;
+  bool has_expert_selection_bias = false;
+  float expert_weights_scale = 1.0f;
+  int64_t num_shared_experts = 0;        // <arch>.expert_shared_count: ffn_*_shexp of shared_expert_width()
+  int64_t num_leading_dense_layers = 0;  // <arch>.leading_dense_block_count: layers [0, n) have a dense FFN
+  // <arch>.nextn_predict_layers: multi-token-prediction layers stored after the trunk (block_count
+  // counts them, num_layers does not); their tensors stay unread.
+  int64_t num_nextn_layers = 0;
+  std::string ffn_norm_name = "ffn_norm";  // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
 
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t q_norm_width() const { return is_qk_norm_full_width ? q_width() : head_dim_k; }
@@ -93,6 +105,10 @@ struct ModelConfig {
   int64_t v_width() const { return num_kv_heads * head_dim_v; }
   int64_t attention_output_width() const { return num_heads * head_dim_v; }
   bool has_experts() const { return num_experts > 0; }
+  // Layer il's FFN is routed experts (a mixture of experts' leading dense layers are not).
+  bool is_expert_layer(int64_t il) const { return has_experts() && il >= num_leading_dense_layers; }
+  bool has_dense_layers() const { return !has_experts() || num_leading_dense_layers > 0; }
+  int64_t shared_expert_width() const { return expert_feed_forward_length * num_shared_experts; }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
 };
 

@@ -28,13 +28,15 @@ struct LayerWeightTypes {
   GgmlType ffn_gate_inp = GgmlType::F32;
   GgmlType ffn_gate_exps = GgmlType::F32, ffn_up_exps = GgmlType::F32, ffn_down_exps = GgmlType::F32;
   bool has_router_bias = false, has_expert_biases = false;  // gpt-oss
+  // glm4moe's shared experts (F32 where the layer has none).
+  GgmlType ffn_gate_shexp = GgmlType::F32, ffn_up_shexp = GgmlType::F32, ffn_down_shexp = GgmlType::F32;
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
 // has no kernel for), so a record names the bytes that really move.
 struct PlanWeightTypes {
   GgmlType token_embd = GgmlType::F32;
-  GgmlType output = GgmlType::F32;      // the classifier (the embedding table's type when tied)
+  GgmlType output = GgmlType::F32;       // the classifier (the embedding table's type when tied)
   std::vector<LayerWeightTypes> layers;  // [num_layers]; empty: F32 and no biases everywhere
 };
 
@@ -59,6 +61,8 @@ enum class PlanBuffer : uint8_t {
   ExpertGate,    // [expert_ff]; the activation's output too
   ExpertUp,      // [expert_ff]
   ExpertOut,     // an expert's output for a token, before the weighted sum [n_embd]
+  SharedGate,    // the shared experts' gate [shared_expert_width]; the activation's output too
+  SharedUp,      // [shared_expert_width]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -78,7 +82,10 @@ enum class PlanMatrix : uint8_t {
   FfnGateInp,
   FfnGateExps,
   FfnUpExps,
-  FfnDownExps
+  FfnDownExps,
+  FfnGateShexp,  // glm4moe's shared experts: one dense SwiGLU FFN in each expert layer
+  FfnUpShexp,
+  FfnDownShexp
 };
 
 enum class PlanOpKind : uint8_t {
@@ -100,6 +107,7 @@ enum class PlanOpKind : uint8_t {
   ExpertMatmuls,  // products of ExpertIn (or ExpertGate): each expert's rows times that
                   // expert's matrix, every expert a token was routed to in one call
   ExpertCombine,  // Proj = per token, the sum of its ExpertOut rows times their weights
+                  // (is_accumulating: Proj += it, after the shared experts wrote Proj)
 };
 
 struct PlanProduct {
@@ -130,6 +138,8 @@ struct PlanOp {
   OpKind matmul_kind = OpKind::Matmul;  // Logits for the classifier, ExpertMatmul for ExpertMatmuls
   // Rope and Attention: the layer's sliding window applies (its own RoPE base and scale).
   bool is_sliding = false;
+  // ExpertCombine: adds to its output (the shared experts' part) instead of overwriting it.
+  bool is_accumulating = false;
 
   std::span<const PlanProduct> matmuls() const { return {products.data(), static_cast<size_t>(num_products)}; }
 };

@@ -1,6 +1,6 @@
 // Shapes of real models for `iwb synth`: every hyper-parameter llama.cpp and this engine read
 // from a GGUF (dimensions, heads, RoPE, norms, tied embeddings, gemma3's sliding window,
-// qwen3moe's and gpt-oss's experts, gpt-oss's YaRN), so a
+// qwen3moe's, gpt-oss's and glm4moe's experts, gpt-oss's YaRN), so a
 // synthetic file with random weights runs exactly the computation of the real model.
 #pragma once
 
@@ -64,6 +64,18 @@ struct SynthShape {
   int64_t num_experts = 0;
   int64_t num_experts_used = 0;
   int64_t expert_feed_forward_length = 0;
+  // glm4moe (DeepSeek-style routing): shared experts, the leading dense layers (their FFN of
+  // feed_forward_length), the multi-token-prediction layers written after the trunk (an expert
+  // layer plus its nextn tensors each, as llama.cpp's converter writes them; not run), the
+  // routed weights' scale and renormalisation, per-head q/k norms (GLM-4.5 355B), the rotated
+  // part of each head (rope.dimension_count; 0: all of it).
+  int64_t num_shared_experts = 0;
+  int64_t num_leading_dense_layers = 0;
+  int64_t num_nextn_layers = 0;
+  float expert_weights_scale = 0.0f;
+  bool is_expert_weight_normalized = false;
+  bool has_optional_qk_norm = false;
+  int64_t rope_dimension_count = 0;
   Llama3RopeScaling rope_scaling;
   LongRopeScaling longrope;
   // YaRN (gpt-oss: factor 32 over 4096), written as rope.scaling.type yarn. factor 0: none.
