@@ -50,9 +50,13 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   }
   if (h.block_count) {
     std::printf("\nhyper-parameters\n");
-    std::printf("  context %lld, embedding %lld, feed-forward %lld, layers %lld\n",
+    std::printf("  context %lld, embedding %lld, feed-forward %lld, layers %lld",
                 static_cast<long long>(h.context_length), static_cast<long long>(h.embedding_length),
-                static_cast<long long>(h.feed_forward_length), static_cast<long long>(h.block_count));
+                static_cast<long long>(h.feed_forward_length), static_cast<long long>(h.trunk_layers()));
+    if (h.nextn_predict_layers > 0) {
+      std::printf(" (+%lld multi-token prediction, not run)", static_cast<long long>(h.nextn_predict_layers));
+    }
+    std::printf("\n");
     std::printf("  heads %lld, KV heads %lld%s, head dim K %lld / V %lld, vocab %lld\n",
                 static_cast<long long>(h.head_count), static_cast<long long>(h.head_count_kv),
                 h.head_count_kv < h.head_count ? " (GQA)" : "", static_cast<long long>(h.key_length),
@@ -63,6 +67,10 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
       std::printf("  experts %lld per layer, %lld per token, expert feed-forward %lld\n",
                   static_cast<long long>(h.expert_count), static_cast<long long>(h.expert_used_count),
                   static_cast<long long>(h.expert_feed_forward_length));
+      if (h.expert_shared_count > 0 || h.leading_dense_block_count > 0) {
+        std::printf("  shared experts %lld, leading dense layers %lld\n", static_cast<long long>(h.expert_shared_count),
+                    static_cast<long long>(h.leading_dense_block_count));
+      }
     }
   }
   std::printf("\ntokenizer     %s", m.tokenizer_model.empty() ? "(none)" : m.tokenizer_model.c_str());
@@ -86,15 +94,16 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   if (!m.totals_by_type.empty()) {
     std::printf("\ntotals by type\n");
     for (const auto& [type, totals] : m.totals_by_type) {
-      std::printf("  %-7s %5lld tensors %14llu elements %12s\n", type.c_str(), static_cast<long long>(totals.num_tensors),
-                  static_cast<unsigned long long>(totals.num_elements), format_bytes(totals.num_bytes).c_str());
+      std::printf("  %-7s %5lld tensors %14llu elements %12s\n", type.c_str(),
+                  static_cast<long long>(totals.num_tensors), static_cast<unsigned long long>(totals.num_elements),
+                  format_bytes(totals.num_bytes).c_str());
     }
   }
   if (!m.is_vocab_only) {
     std::printf("\nmemory at context %lld\n", static_cast<long long>(mem.context));
     std::printf("  weights  %12s\n", format_bytes(mem.weight_bytes).c_str());
     std::printf("  KV cache %12s  (f16, %lld layers x %lld KV heads x %lld+%lld dims)\n",
-                format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.block_count),
+                format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
                 static_cast<long long>(h.head_count_kv), static_cast<long long>(h.key_length),
                 static_cast<long long>(h.value_length));
     std::printf("  scratch  %12s  (estimate)\n", format_bytes(mem.scratch_bytes).c_str());
@@ -117,6 +126,9 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.field("rope_freq_base", h.rope_freq_base).field("rms_norm_eps", h.rms_norm_eps);
   j.field("expert_count", h.expert_count).field("expert_used_count", h.expert_used_count);
   j.field("expert_feed_forward_length", h.expert_feed_forward_length);
+  j.field("expert_shared_count", h.expert_shared_count);
+  j.field("leading_dense_block_count", h.leading_dense_block_count);
+  j.field("nextn_predict_layers", h.nextn_predict_layers);
   j.end_object();
   j.key("tokenizer").begin_object();
   j.field("model", m.tokenizer_model).field("pre", m.tokenizer_pre).field("vocab_size", m.tokenizer_vocab_size);
@@ -171,8 +183,10 @@ int run_info(int argc, char** argv) {
     context = trained > 0 ? std::min<int64_t>(trained, 4096) : 4096;
   }
   const MemoryEstimate mem = estimate_memory(*summary, context);
-  if (o.json) print_json(**file, *summary, mem, !o.is_tensor_table_skipped);
-  else print_text(**file, *summary, mem, !o.is_tensor_table_skipped);
+  if (o.json)
+    print_json(**file, *summary, mem, !o.is_tensor_table_skipped);
+  else
+    print_text(**file, *summary, mem, !o.is_tensor_table_skipped);
   return 0;
 }
 

@@ -117,8 +117,52 @@ std::vector<float> gpt_oss_ffn(const RefModel& m, const RefLayer& l, const std::
   return std::vector<float>(y.begin(), y.end());
 }
 
+// One SwiGLU FFN: down(silu(gate . h) * (up . h)).
+std::vector<float> swiglu_ffn(const std::vector<float>& gate, const std::vector<float>& up,
+                              const std::vector<float>& down, const std::vector<float>& h, int64_t ff, int64_t d) {
+  std::vector<float> g = linear(gate, {}, h, ff);
+  const std::vector<float> u = linear(up, {}, h, ff);
+  for (int64_t i = 0; i < ff; ++i)
+    g[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+  return linear(down, {}, g, d);
+}
+
+// glm4moe (DeepSeek V3's routing, llama.cpp's build_moe_ffn with SIGMOID gating and
+// exp_probs_b): p = sigmoid of the router's scores; the n_expert_used largest p + bias chosen;
+// weights the chosen p divided by their sum, times the scale; plus the shared experts' FFN.
+std::vector<float> glm_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
+  const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert, k = m.n_expert_used;
+  const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
+  std::vector<double> p(static_cast<size_t>(ne)), chosen_by(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e) {
+    p[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(scores[e])));
+    chosen_by[e] = p[e] + (l.exp_probs_b.empty() ? 0.0 : l.exp_probs_b[e]);
+  }
+  std::vector<int64_t> order(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return chosen_by[a] > chosen_by[b]; });
+  double total = 0;
+  for (int64_t j = 0; j < k; ++j) total += p[order[j]];
+  std::vector<double> y(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t e = order[j];
+    auto slice = [&](const std::vector<float>& all, int64_t rows, int64_t cols) {
+      return std::vector<float>(all.begin() + e * rows * cols, all.begin() + (e + 1) * rows * cols);
+    };
+    const std::vector<float> down =
+        swiglu_ffn(slice(l.gate_exps, ff, d), slice(l.up_exps, ff, d), slice(l.down_exps, d, ff), h, ff, d);
+    for (int64_t i = 0; i < d; ++i) y[i] += p[e] / total * m.expert_weights_scale * down[i];
+  }
+  if (m.n_shared_expert > 0) {
+    const std::vector<float> shared = swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, h, ff * m.n_shared_expert, d);
+    for (int64_t i = 0; i < d; ++i) y[i] += shared[i];
+  }
+  return std::vector<float>(y.begin(), y.end());
+}
+
 std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
   if (m.arch == "gpt-oss") return gpt_oss_ffn(m, l, h);
+  if (m.arch == "glm4moe") return glm_ffn(m, l, h);
   const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert;
   const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
   const double top = *std::max_element(scores.begin(), scores.end());
@@ -188,6 +232,13 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   m.n_expert_used = f.get_int(a + "expert_used_count").value_or(0);
   m.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(0);
   m.is_yarn = f.get_string(a + "rope.scaling.type").value_or("") == "yarn";
+  if (m.arch == "glm4moe") {  // the prediction layers come after the trunk and are not run
+    m.n_layer -= f.get_int(a + "nextn_predict_layers").value_or(0);
+    m.n_shared_expert = f.get_int(a + "expert_shared_count").value_or(0);
+    m.n_dense_lead = f.get_int(a + "leading_dense_block_count").value_or(0);
+    const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
+    m.expert_weights_scale = scale != 0.0 ? scale : 1.0;
+  }
   m.yarn_original_context =
       f.get_int(a + "rope.scaling.original_context_length").value_or(f.get_int(a + "context_length").value_or(0));
 
@@ -222,6 +273,14 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     l.k_norm = load_tensor(f, p + "attn_k_norm.weight");
     l.post_attention_norm = load_tensor(f, p + "post_attention_norm.weight");
     l.ffn_norm = load_tensor(f, p + "ffn_norm.weight");
+    if (m.arch == "glm4moe") {  // the pre-FFN norm under the post-attention name, as gpt-oss's
+      l.ffn_norm = l.post_attention_norm;
+      l.post_attention_norm.clear();
+      l.exp_probs_b = load_tensor(f, p + "exp_probs_b.bias");
+      l.gate_shexp = load_tensor(f, p + "ffn_gate_shexp.weight");
+      l.up_shexp = load_tensor(f, p + "ffn_up_shexp.weight");
+      l.down_shexp = load_tensor(f, p + "ffn_down_shexp.weight");
+    }
     if (m.arch == "gpt-oss") {  // the pre-FFN norm under gemma's post-attention name
       l.ffn_norm = l.post_attention_norm;
       l.sinks = load_tensor(f, p + "attn_sinks.weight");
@@ -254,7 +313,8 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     l.gate_exps = load_tensor(f, p + "ffn_gate_exps.weight");
     l.up_exps = load_tensor(f, p + "ffn_up_exps.weight");
     l.down_exps = load_tensor(f, p + "ffn_down_exps.weight");
-    const bool has_ffn = m.n_expert > 0
+    const bool is_expert_layer = m.n_expert > 0 && il >= m.n_dense_lead;
+    const bool has_ffn = is_expert_layer
                              ? !l.gate_inp.empty() && !l.gate_exps.empty() && !l.up_exps.empty() && !l.down_exps.empty()
                              : !l.gate.empty() && !l.up.empty() && !l.down.empty();
     const bool has_norms = m.arch == "olmo2" ? !l.q_norm.empty() && !l.post_attention_norm.empty()
@@ -274,6 +334,8 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   const bool is_neox = m.arch != "llama" && m.arch != "smollm3" && m.arch != "granite";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
   const bool has_qk_norm = m.arch == "gemma3" || m.arch == "qwen3" || m.arch == "qwen3moe";
+  // glm4moe: per-head q/k norms where the file has them (GLM-4.5 355B has, Air has not).
+  const bool has_optional_qk_norm = m.arch == "glm4moe";
   // olmo2: no norms before attention or the FFN, q and k normed over each token's whole width,
   // and gemma's norms of both blocks' outputs.
   const bool is_olmo2 = m.arch == "olmo2";
@@ -318,11 +380,11 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
         rms_norm(k[t].data(), m.n_kv_head * hd, l.k_norm, m.eps);
       }
       for (int64_t hh = 0; hh < m.n_head; ++hh) {
-        if (has_qk_norm) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
+        if (has_qk_norm || (has_optional_qk_norm && !l.q_norm.empty())) rms_norm(&q[t][hh * hd], hd, l.q_norm, m.eps);
         if (is_rope_layer) rotate(&q[t][hh * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       for (int64_t g = 0; g < m.n_kv_head; ++g) {
-        if (has_qk_norm) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
+        if (has_qk_norm || (has_optional_qk_norm && !l.k_norm.empty())) rms_norm(&k[t][g * hd], hd, l.k_norm, m.eps);
         if (is_rope_layer) rotate(&k[t][g * hd], m.n_rot, t, base, scale, is_neox, m.rope_freqs, m.rope_mscale, yarn);
       }
       if (is_kv_f16) {
@@ -358,7 +420,7 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       for (int64_t i = 0; i < d; ++i) x[t][i] += static_cast<float>(m.residual_scale * o[i]);
       std::vector<float> h = x[t];
       if (!is_olmo2) rms_norm(h.data(), d, l.ffn_norm, m.eps);
-      if (m.n_expert > 0) {
+      if (m.n_expert > 0 && il >= m.n_dense_lead) {
         const std::vector<float> moe = moe_ffn(m, l, h);
         for (int64_t i = 0; i < d; ++i) x[t][i] += moe[i];
         continue;

@@ -6,7 +6,9 @@
 // granite's multipliers; olmo2's missing pre-norms, whole-width q/k norms and OLMo 3's
 // per-layer sliding pattern; phi3's fused tensors and LongRoPE; qwen3moe's routed experts,
 // token by token; gpt-oss's sinks, YaRN, alternating sliding layers, expert biases,
-// softmax-over-top-k gating and clamped SwiGLU) on its own.
+// softmax-over-top-k gating and clamped SwiGLU; glm4moe's sigmoid routing with selection
+// biases, renormalised and scaled weights, shared experts, leading dense layers, optional q/k
+// norms, partial RoPE and prediction layers left out) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -25,6 +27,8 @@ struct RefLayer {
   std::vector<float> gate_inp, gate_exps, up_exps, down_exps;
   // gpt-oss: router bias [n_expert], expert biases [n_expert][out], attention sinks [n_head].
   std::vector<float> gate_inp_b, gate_exps_b, up_exps_b, down_exps_b, sinks;
+  // glm4moe: the selection bias [n_expert] and the shared experts' FFN.
+  std::vector<float> exp_probs_b, gate_shexp, up_shexp, down_shexp;
 };
 
 struct RefModel {
@@ -41,6 +45,9 @@ struct RefModel {
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;                       // qwen3moe, gpt-oss
   bool is_yarn = false;                                                        // rope.scaling.type yarn (gpt-oss)
   int64_t yarn_original_context = 0;
+  // glm4moe: shared experts' count, leading dense layers, the routed weights' scale.
+  int64_t n_shared_expert = 0, n_dense_lead = 0;
+  double expert_weights_scale = 1;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };

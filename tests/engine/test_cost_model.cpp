@@ -196,7 +196,7 @@ class TestCostModel : public QObject {
     auto bad = model_shape_preset("qwen2.5-0.5b", GgmlType::Q4_K);
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
-    QCOMPARE(model_shape_preset_names().size(), size_t(14));  // every real synth preset
+    QCOMPARE(model_shape_preset_names().size(), size_t(15));  // every real synth preset
     for (const std::string& name : model_shape_preset_names())
       QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
     // gpt-oss-20b: experts MXFP4 whatever the type (as its files hold them), the rest Q8_0.
@@ -245,6 +245,20 @@ class TestCostModel : public QObject {
     QVERIFY(double(shape->weight_bytes) > all_experts);
     // Memory: experts 16.3 GB of a ~17 GB Q4_K file; a decode step reads ~1/16 of them.
     QVERIFY(total_cost(decode).bytes < 0.2 * double(shape->weight_bytes));
+  }
+
+  // glm-4.5-air in Q8_0 (34-byte blocks of 32): layer 0 is dense (4096 -> 10944 gate/up), the
+  // others route 8 of 128 experts of 1408 and run the shared expert (one more 1408-wide FFN)
+  // for every token; the prediction layer is not in the pass.
+  void glmSharedExpertAndDenseLayer() {
+    const std::vector<KernelRecord> decode = predict("glm-4.5-air", GgmlType::Q8_0, {Phase::Decode, 1, 100, 0, true});
+    const double gate_row = 4096 / 32 * 34.0;  // a Q8_0 row of 4096
+    EXPECT_COST(decode, "ffn_gate", 0, 2.0 * 4096 * 10944, 10944 * gate_row + 4 * (4096 + 10944));
+    QVERIFY(find(decode, "ffn_gate_exps", 0) == nullptr && find(decode, "ffn_gate_shexp", 0) == nullptr);
+    EXPECT_COST(decode, "ffn_gate_shexp", 1, 2.0 * 4096 * 1408, 1408 * gate_row + 4 * (4096 + 1408));
+    EXPECT_COST(decode, "ffn_gate_exps", 1, 2.0 * 8 * 4096 * 1408, 8 * 1408 * gate_row + 4 * 8 * (4096 + 1408));
+    QVERIFY(find(decode, "ffn_gate", 1) == nullptr);
+    QVERIFY(find(decode, "attn_q", 45) != nullptr && find(decode, "attn_q", 46) == nullptr);
   }
 
   // A request's cost: its prefill, then one decode step per generated token after the first.

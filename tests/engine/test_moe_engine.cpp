@@ -260,6 +260,50 @@ class TestMoeEngine : public QObject {
     QVERIFY2(refused.error_message().find("mixture of experts") != std::string::npos, refused.error_message().c_str());
   }
 
+  // glm4moe's keys as llama.cpp's loader reads them: the shared experts' count is required, a
+  // gating function other than softmax or sigmoid is refused, the prediction layers must leave
+  // a trunk, and a shared-expert tensor left out is named.
+  void glmKeysAndTensorsAreChecked() {
+    TinyModelSpec glm;
+    glm.arch = "glm4moe";
+    glm.n_head = 4;
+    glm.head_dim = 64;
+    glm.n_layer = 3;
+    const auto refused = [&](TinyModelWriter& w, const char* name, ErrorCode code, const char* says) {
+      const std::string path = m_tmp.filePath(name).toStdString();
+      QVERIFY(w.write(path).is_ok());
+      auto engine = Engine::load(path, {0, 2});
+      QVERIFY(!engine.is_ok());
+      QCOMPARE(engine.status().code(), code);
+      QVERIFY2(engine.error_message().find(says) != std::string::npos, engine.error_message().c_str());
+    };
+    TinyModelSpec softplus_spec = glm;
+    softplus_spec.expert_gating_func = 4;  // llama.cpp's SQRT_SOFTPLUS
+    TinyModelWriter softplus(softplus_spec);
+    refused(softplus, "glm-softplus.gguf", ErrorCode::Unsupported, "'glm4moe.expert_gating_func' = 4");
+    TinyModelSpec only_nextn = glm;
+    only_nextn.n_layer = 0;
+    only_nextn.n_dense_lead = 0;
+    TinyModelWriter all_nextn(only_nextn);
+    refused(all_nextn, "glm-all-nextn.gguf", ErrorCode::CorruptFile, "leaves no trunk layers");
+    TinyModelSpec no_shexp = glm;
+    no_shexp.skip_tensor = "blk.2.ffn_up_shexp.weight";
+    TinyModelWriter missing(no_shexp);
+    refused(missing, "glm-no-shexp.gguf", ErrorCode::NotFound, "blk.2.ffn_up_shexp.weight");
+    // Without the key the shared experts would silently be left out.
+    TinyModelSpec no_count = glm;
+    no_count.has_shared_count_key = false;
+    TinyModelWriter uncounted(no_count);
+    refused(uncounted, "glm-no-shared-key.gguf", ErrorCode::NotFound, "'glm4moe.expert_shared_count'");
+    // The same file with its keys loads.
+    TinyModelWriter whole(glm);
+    const std::string path = m_tmp.filePath("glm-ok.gguf").toStdString();
+    QVERIFY(whole.write(path).is_ok());
+    auto engine = Engine::load(path, {0, 2});
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    QCOMPARE((*engine)->config().num_layers, int64_t{3});
+  }
+
   void cudaRefusesExpertOps() {
     // Checked on the host before anything is uploaded, so "auto" falls back to the CPU.
     const synth::SynthShape* moe = synth::find_synth_preset("qwen3-30b-a3b");

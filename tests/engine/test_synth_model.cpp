@@ -446,6 +446,60 @@ class TestSynthModel : public QObject {
     check_parameter_count("gpt-oss-20b", 20'800'000'000, 21'000'000'000);
   }
 
+  void glm4moe_as_llama_cpp_writes_it() {
+    // test-glm4moe: 4 trunk layers (the first dense) and one prediction layer after them, 6
+    // experts of 64 (2 per token) and a shared one, sigmoid routing with selection biases,
+    // weights renormalised and scaled by 2.5, q/k norms, 32 of each 64-wide head rotated.
+    const Written w = synthesize("test-glm4moe", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_string("general.architecture").value_or(""), std::string("glm4moe"));
+    QCOMPARE(f.get_int("glm4moe.block_count").value_or(0), int64_t{5});
+    QCOMPARE(f.get_int("glm4moe.nextn_predict_layers").value_or(0), int64_t{1});
+    QCOMPARE(f.get_int("glm4moe.leading_dense_block_count").value_or(0), int64_t{1});
+    QCOMPARE(f.get_int("glm4moe.expert_shared_count").value_or(0), int64_t{1});
+    QCOMPARE(f.get_int("glm4moe.expert_gating_func").value_or(0), int64_t{2});
+    QCOMPARE(f.get_int("glm4moe.rope.dimension_count").value_or(0), int64_t{32});
+    QCOMPARE(f.get_float("glm4moe.expert_weights_scale").value_or(0.0), 2.5);
+    QVERIFY(f.find_tensor("blk.0.ffn_gate.weight") && !f.find_tensor("blk.0.ffn_gate_inp.weight"));
+    QCOMPARE(f.find_tensor("blk.1.exp_probs_b.bias")->shape, (std::vector<int64_t>{6}));
+    QCOMPARE(f.find_tensor("blk.1.ffn_gate_shexp.weight")->shape, (std::vector<int64_t>{192, 64}));
+    QCOMPARE(f.find_tensor("blk.3.ffn_down_shexp.weight")->shape, (std::vector<int64_t>{64, 192}));
+    QCOMPARE(f.find_tensor("blk.4.nextn.eh_proj.weight")->shape, (std::vector<int64_t>{384, 192}));
+    QVERIFY(f.find_tensor("blk.4.ffn_up_exps.weight") && f.find_tensor("blk.2.attn_q_norm.weight"));
+    QVERIFY(f.find_tensor("blk.1.post_attention_norm.weight") && !f.find_tensor("blk.1.ffn_norm.weight"));
+    QCOMPARE(type_name(tensor_type(f, "blk.1.exp_probs_b.bias")), std::string("F32"));
+    uint64_t elements = 0;
+    for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
+    QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
+    // The file's config is the shape's (the cost model's), the prediction layer outside the trunk.
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    const ModelConfig c = shape_config(*find_synth_preset("test-glm4moe"));
+    QCOMPARE(loaded->num_layers, int64_t{4});
+    QCOMPARE(c.num_layers, int64_t{4});
+    QCOMPARE(loaded->num_nextn_layers, c.num_nextn_layers);
+    QCOMPARE(loaded->rope_num_rotated, c.rope_num_rotated);
+    QCOMPARE(loaded->expert_weights_scale, c.expert_weights_scale);
+    QCOMPARE(loaded->is_expert_weight_normalized, c.is_expert_weight_normalized);
+    QCOMPARE(loaded->has_qk_norm, c.has_qk_norm);
+    QCOMPARE(loaded->num_shared_experts, c.num_shared_experts);
+    QCOMPARE(loaded->num_leading_dense_layers, c.num_leading_dense_layers);
+    QVERIFY(loaded->is_expert_gating_sigmoid && c.is_expert_gating_sigmoid);
+    check_engine_runs(w.path);
+
+    // GLM-4.5-Air: 106 B in its trunk (Z.ai's figure), 109 B with the prediction layer the file holds.
+    check_parameter_count("glm-4.5-air", 109'000'000'000, 109'500'000'000);
+    SynthShape dense = *find_synth_preset("test-llama");
+    dense.num_shared_experts = 1;
+    SynthOptions o;
+    o.shape = dense;
+    o.output_path = m_tmp.filePath("llama-shared.gguf").toStdString();
+    auto r = synthesize_model(o);
+    QVERIFY(!r);
+    QVERIFY2(r.error_message().find("no shared experts") != std::string::npos, r.error_message().c_str());
+  }
+
   void rows_that_do_not_fit_fall_back_like_llama_cpp() {
     // Width 192 is no multiple of 256 (as Qwen2.5's 896): Q4_K -> Q5_0, Q6_K -> Q8_0, and the
     // classifier is Q8_0 outright; ffn_down (rows of 512) keeps its K type.

@@ -1,6 +1,6 @@
 // Test helper: writes small GGUF models of the llama, qwen2, gemma2, gemma3, qwen3, phi3, qwen3moe, gpt-oss,
-// smollm3, olmo2 and granite architectures with random weights of realistic scale, in F32, Q8_0, or a Q4_K_M-like mix
-// of K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
+// smollm3, olmo2, granite and glm4moe architectures with random weights of realistic scale, in F32, Q8_0, or a
+// Q4_K_M-like mix of K-quants, plus a small SentencePiece vocabulary so the engine's tokenizer loads.
 #pragma once
 
 #include "../kernels/random_tensors.h"
@@ -59,6 +59,19 @@ struct TinyModelSpec {
   bool has_mxfp4_experts = false;
   float yarn_factor = 0.0f;
   int64_t yarn_original_context = 0;
+  // glm4moe (always: sigmoid routing with a selection bias per expert, renormalised weights):
+  // shared experts, leading dense layers (of n_ff), prediction layers after the trunk (written
+  // with their nextn tensors; not run), the routed weights' scale, per-head q/k norms, the
+  // rotated part of each head (0: all of it).
+  int64_t n_shared_expert = 1;
+  int64_t n_dense_lead = 1;
+  int64_t n_nextn = 1;
+  float expert_weights_scale = 2.5f;
+  bool has_glm_qk_norm = true;
+  int64_t rope_dims = 0;
+  float selection_bias_rms = 0.3f;
+  bool has_shared_count_key = true;  // false: leave <arch>.expert_shared_count out (an error test)
+  uint32_t expert_gating_func = 2;   // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
   WeightPreset preset = WeightPreset::F32;
   uint32_t seed = 1;
   // For error tests: a tensor left out, and a feed-forward width declared unlike the tensors.
@@ -108,7 +121,9 @@ class TinyModelWriter {
     for (const auto& [key, value] : s.strings) m_writer.set_string(key, value);
     m_writer.set_u32(a + ".context_length", static_cast<uint32_t>(s.context));
     m_writer.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
-    m_writer.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+    const bool is_glm = a == "glm4moe";
+    const int64_t nextn = is_glm ? s.n_nextn : 0;
+    m_writer.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer + nextn));
     m_writer.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.declared_n_ff ? s.declared_n_ff : s.n_ff));
     m_writer.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
     m_writer.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
@@ -150,11 +165,22 @@ class TinyModelWriter {
       m_writer.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_original_context));
     }
     const bool is_gpt_oss = a == "gpt-oss";
-    if (a == "qwen3moe" || is_gpt_oss) {
+    if (a == "qwen3moe" || is_gpt_oss || is_glm) {
       m_writer.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
       m_writer.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
       m_writer.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
     }
+    if (is_glm) {  // the keys llama.cpp's Glm4MoeModel converter writes
+      if (s.has_shared_count_key) {
+        m_writer.set_u32(a + ".expert_shared_count", static_cast<uint32_t>(s.n_shared_expert));
+      }
+      m_writer.set_u32(a + ".leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+      m_writer.set_u32(a + ".expert_gating_func", s.expert_gating_func);
+      m_writer.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
+      m_writer.set_bool(a + ".expert_weights_norm", true);
+      if (s.n_nextn > 0) m_writer.set_u32(a + ".nextn_predict_layers", static_cast<uint32_t>(s.n_nextn));
+    }
+    if (s.rope_dims > 0) m_writer.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.rope_dims));
     write_test_vocab(s.vocab, &m_writer);
 
     const int64_t q = s.n_head * s.head_dim, kv = s.n_kv_head * s.head_dim;
@@ -179,7 +205,7 @@ class TinyModelWriter {
     }
     const bool is_fused = a == "phi3";
     const bool is_olmo2 = a == "olmo2";  // no pre-norms; q and k normed over each token's whole width
-    for (int64_t il = 0; il < s.n_layer; ++il) {
+    for (int64_t il = 0; il < s.n_layer + nextn; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       if (!is_olmo2) IWB_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
       if (is_fused) {
@@ -199,7 +225,7 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(vector(p + "attn_k.bias", kv, 0.2f, 0.0f));
         IWB_RETURN_IF_ERROR(vector(p + "attn_v.bias", kv, 0.2f, 0.0f));
       }
-      if (a == "gemma3" || a == "qwen3" || a == "qwen3moe") {
+      if (a == "gemma3" || a == "qwen3" || a == "qwen3moe" || (is_glm && s.has_glm_qk_norm)) {
         IWB_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim));
         IWB_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim));
       }
@@ -211,9 +237,29 @@ class TinyModelWriter {
         IWB_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
         IWB_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
       }
-      // gpt-oss's pre-FFN norm is stored under the post-attention name.
+      // gpt-oss's and glm4moe's pre-FFN norm is stored under the post-attention name.
       if (!is_olmo2) {
-        IWB_RETURN_IF_ERROR(norm(p + (is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+        IWB_RETURN_IF_ERROR(
+            norm(p + (is_gpt_oss || is_glm ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+      }
+      if (is_glm && il >= s.n_layer) {  // a prediction layer's own tensors
+        IWB_RETURN_IF_ERROR(matrix(p + "nextn.eh_proj.weight", 2 * s.n_embd, s.n_embd, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(norm(p + "nextn.enorm.weight", s.n_embd));
+        IWB_RETURN_IF_ERROR(norm(p + "nextn.hnorm.weight", s.n_embd));
+      }
+      if (is_glm && il >= s.n_dense_lead) {
+        const int64_t shared = s.n_ff_exp * s.n_shared_expert;
+        IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, s.router_rms));
+        IWB_RETURN_IF_ERROR(vector(p + "exp_probs_b.bias", s.n_expert, s.selection_bias_rms, 0.0f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, heavy_type(), 0.05f));
+        IWB_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, light_type(), 0.05f));
+        if (shared > 0) {
+          IWB_RETURN_IF_ERROR(matrix(p + "ffn_gate_shexp.weight", s.n_embd, shared, light_type(), 0.05f));
+          IWB_RETURN_IF_ERROR(matrix(p + "ffn_down_shexp.weight", shared, s.n_embd, heavy_type(), 0.05f));
+          IWB_RETURN_IF_ERROR(matrix(p + "ffn_up_shexp.weight", s.n_embd, shared, light_type(), 0.05f));
+        }
+        continue;
       }
       if (is_gpt_oss) {
         const GgmlType et = s.has_mxfp4_experts ? GgmlType::MXFP4 : light_type();

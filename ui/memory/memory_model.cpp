@@ -142,7 +142,8 @@ std::optional<iwb::MemoryEstimate> MemoryModel::estimate() const {
   // largest weight (usually the output head: 0.5 GB for a 1B Llama) for cuBLAS, and the cuBLAS
   // workspace (the CPU's estimate said 51 MiB where an H100 run measured 589 MiB).
   if (m_device.id.rfind("cuda", 0) == 0 && !m_summary->is_vocab_only) {
-    const int64_t tokens = m_options.max_batch_tokens > 0 ? m_options.max_batch_tokens : iwb::EngineOptions{}.max_batch_tokens;
+    const int64_t tokens =
+        m_options.max_batch_tokens > 0 ? m_options.max_batch_tokens : iwb::EngineOptions{}.max_batch_tokens;
     e.scratch_bytes = iwb::estimate_cuda_scratch_bytes(m_summary->hparams, tokens);
   }
   // The engine's pool holds several contexts (kDefaultKvContexts on the CPU) in whole blocks,
@@ -156,7 +157,7 @@ qint64 MemoryModel::kvBytesPerPosition() const {
   // In the cache type Engine Settings ask for (the pool estimate's own figure).
   if (const auto pool = kvPool()) return static_cast<qint64>(pool->bytes_per_position);
   const iwb::ModelHyperParams& h = m_summary->hparams;
-  return h.block_count * h.head_count_kv * (h.key_length + h.value_length) * 2;  // f16
+  return h.trunk_layers() * h.head_count_kv * (h.key_length + h.value_length) * 2;  // f16
 }
 
 QString MemoryModel::kvBlockText(const QString& type, qint64 bytesPerPosition, qint64 blockSize) {

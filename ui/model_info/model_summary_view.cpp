@@ -157,7 +157,11 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("chatTemplate"), s.has_chat_template ? tr("yes") : tr("no"));
 
   const ModelHyperParams& h = s.hparams;
-  setField(QStringLiteral("layers"), countOrMissing(h.block_count));
+  QString layers = countOrMissing(h.trunk_layers());
+  if (h.nextn_predict_layers > 0) {
+    layers = tr("%1 (+%2 multi-token prediction, not run)").arg(layers).arg(h.nextn_predict_layers);
+  }
+  setField(QStringLiteral("layers"), layers);
   setField(QStringLiteral("embedding"), countOrMissing(h.embedding_length));
   setField(QStringLiteral("feedForward"), countOrMissing(h.feed_forward_length));
   setField(QStringLiteral("heads"), countOrMissing(h.head_count));

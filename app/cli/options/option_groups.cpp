@@ -165,7 +165,7 @@ Result<std::string> resolve_device(const DeviceOptions& o, const std::string& mo
     if (!file) return o.device;
     auto summary = summarize_model(**file);
     if (!summary) return o.device;
-    const int64_t num_layers = summary->hparams.block_count;
+    const int64_t num_layers = summary->hparams.trunk_layers();
     if (o.gpu_layers < num_layers) {
       return make_error(
           ErrorCode::InvalidArgument,

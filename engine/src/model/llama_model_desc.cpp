@@ -56,6 +56,14 @@ std::string llama_size_class(const ModelSummary& m) {
       default: return {};
     }
   }
+  if (arch == "glm4moe") {  // llama.cpp counts the trunk's layers
+    switch (h.trunk_layers()) {
+      case 46: return "106B.A12B";
+      case 48: return "102B.A12B";
+      case 92: return "355B.A32B";
+      default: return {};
+    }
+  }
   if (arch == "qwen3moe") {
     if (layers == 48) return "30B.A3B";
     if (layers == 94) return "235B.A22B";

@@ -178,6 +178,9 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.expert_count = arch_int(f, a, "expert_count");
     h.expert_used_count = arch_int(f, a, "expert_used_count");
     h.expert_feed_forward_length = arch_int(f, a, "expert_feed_forward_length");
+    h.expert_shared_count = arch_int(f, a, "expert_shared_count");
+    h.leading_dense_block_count = arch_int(f, a, "leading_dense_block_count");
+    h.nextn_predict_layers = std::clamp<int64_t>(arch_int(f, a, "nextn_predict_layers"), 0, h.block_count);
   }
   if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
   if (h.vocab_size == 0) {
@@ -196,7 +199,7 @@ MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   // f16 K and V per layer: only the KV heads are cached (GQA/MQA share them across query heads).
   const uint64_t kv_per_token_per_layer =
       static_cast<uint64_t>(h.head_count_kv) * static_cast<uint64_t>(h.key_length + h.value_length) * 2;
-  e.kv_cache_bytes = kv_per_token_per_layer * static_cast<uint64_t>(h.block_count) * static_cast<uint64_t>(context);
+  e.kv_cache_bytes = kv_per_token_per_layer * static_cast<uint64_t>(h.trunk_layers()) * static_cast<uint64_t>(context);
   // Scratch: f32 activations for a prompt chunk of up to 512 tokens (residual, normed input,
   // Q/K/V, attention output, FFN gate/up), one token's attention scores over the whole context
   // per head, and one row of logits.
