@@ -60,6 +60,7 @@ std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const C
   options.family = model.chat_template_family;
   options.enable_thinking = chat.enable_thinking ? chat.enable_thinking : defaults.default_enable_thinking;
   options.reasoning_effort = chat.reasoning_effort.empty() ? defaults.default_reasoning_effort : chat.reasoning_effort;
+  options.clear_thinking = chat.clear_thinking ? chat.clear_thinking : defaults.default_clear_thinking;
   if (chat.tool_choice != ToolChoice::None) {
     for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.json);
   }
@@ -123,6 +124,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     }
     params = std::move(chat.params);
     ChatPrompt& chat_prompt = std::get<ChatPrompt>(prompt);
+    params.is_reply_in_reasoning = chat_prompt.opens_reasoning;
     prompts.push_back(std::move(chat_prompt.tokens));
     stops = std::move(chat_prompt.stop_strings);
     renders_special_tokens = chat_prompt.renders_special_tokens;
