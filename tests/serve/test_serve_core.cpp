@@ -329,6 +329,10 @@ class TestServeCore : public QObject {
     const Status unknown = set_default_chat_template_kwargs("{\"thinking\": true}", &defaults);
     QVERIFY(!unknown && unknown.message().find("'chat_template_kwargs.thinking' is not read") != std::string::npos);
     QVERIFY(!set_default_chat_template_kwargs("{\"reasoning_effort\": \"max\"}", &defaults));
+    // GLM-4.7's clear_thinking: true or false, nothing else.
+    QVERIFY(set_default_chat_template_kwargs("{\"clear_thinking\": false}", &defaults));
+    QCOMPARE(defaults.default_clear_thinking, std::optional<bool>(false));
+    QVERIFY(!set_default_chat_template_kwargs("{\"clear_thinking\": 0}", &defaults));
     QVERIFY(!set_default_chat_template_kwargs("[true]", &defaults));
     QVERIFY(!set_default_chat_template_kwargs("not json", &defaults));
   }

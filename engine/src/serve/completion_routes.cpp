@@ -199,6 +199,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.grammar_trigger = params.grammar_trigger;
       r.grammar_separator = params.grammar_separator;
       r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
+      if (params.is_reply_in_reasoning) r.forced_trigger_lead = "</think>";
       r.ends_after_grammar = params.ends_after_grammar;
       r.is_trigger_in_grammar = params.is_trigger_in_grammar;
       r.is_trigger_at_start = params.is_trigger_at_start;
