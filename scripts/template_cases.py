@@ -3,7 +3,8 @@ scripts/templates-vs-llama.py and scripts/templates-vs-jinja.py: tools with and 
 message, calls and tool results over two turns, a call after text (with and without a system
 message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
 templates refuse both), a tool with a richer schema (gpt-oss writes it as TypeScript), a past call of it with every
-kind of JSON value, and a call sent back with its reasoning_content.
+kind of JSON value, a call sent back with its reasoning_content, and past reasoning in think blocks
+before and after the last user message.
 Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
@@ -82,6 +83,17 @@ CASES = [
                    "tool_calls": [_call("call00005", "now", "{}")]},
                   {"role": "tool", "tool_call_id": "call00005", "content": "noon"}],
      "tools": [NOW]},
+    # Past reasoning in the content's think blocks, before the last user message and after it
+    # (GLM's and Qwen3's templates keep only the latter), results of two calls in a row.
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "<think>\nGreet.\n</think>\n\nHello!"},
+                  {"role": "user", "content": "Weather in Oslo and the time?"},
+                  {"role": "assistant", "content": "<think>Two tools.</think>On it.",
+                   "tool_calls": [_call("call00006", "get_weather", '{"city": "Oslo"}'),
+                                  _call("call00007", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00006", "content": "-3"},
+                  {"role": "tool", "tool_call_id": "call00007", "content": "dusk"}],
+     "tools": [WEATHER, NOW]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

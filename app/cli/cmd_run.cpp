@@ -82,12 +82,13 @@ OptionTable make_table(Options* o) {
   t.add({.names = {"--template"},
          .value_name = "NAME",
          .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
-                 "zephyr, tulu, smollm3, granite, harmony, hermes, qwen3-coder or plain",
+                 "zephyr, tulu, smollm3, granite, harmony, hermes, qwen3-coder, glm-4.5,\n"
+                 "glm-4.7 or plain",
          .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
            if (!chat_template_family_from_name(value)) {
              return "unknown chat template '" + std::string(value) +
                     "' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu, smollm3, granite, harmony, hermes, "
-                    "qwen3-coder, plain)";
+                    "qwen3-coder, glm-4.5, glm-4.7, plain)";
            }
            o->template_name = std::string(value);
            return {};
@@ -96,7 +97,8 @@ OptionTable make_table(Options* o) {
   t.add({.names = {"--chat-template-kwargs"},
          .value_name = "JSON",
          .help = "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
-                 "(Qwen3, SmolLM3), {\"reasoning_effort\": \"high\"} (gpt-oss)",
+                 "(Qwen3, SmolLM3, GLM), {\"reasoning_effort\": \"high\"} (gpt-oss), {\"clear_thinking\": false}\n"
+                 "(GLM-4.7)",
          .destination = &o->chat_template_kwargs});
   t.begin_group("speculation");
   add_speculation_options(t, &o->speculation);
@@ -289,6 +291,7 @@ int run_run(int argc, char** argv) {
     if (!o.template_name.empty()) chat.family = chat_template_family_from_name(o.template_name);
     chat.enable_thinking = o.thinking.default_enable_thinking;
     chat.reasoning_effort = o.thinking.default_reasoning_effort;
+    chat.clear_thinking = o.thinking.default_clear_thinking;
     Result<ChatPrompt> prompt = build_chat_prompt(engine.tokenizer(), engine.chat_template(), messages, chat);
     if (!prompt) {
       std::fprintf(stderr, "iwb run: %s\n", prompt.error_message().c_str());

@@ -121,6 +121,7 @@ class TestTokenizer : public QObject {
   void user_defined_tokens_always_split();
   void decode_strips_prefix_space_and_hides_control();
   void end_of_generation();
+  void glm_turn_openers_end_generation();
   void bpe_byte_level_merges();
   void streaming_holds_back_partial_utf8();
   void streaming_emoji_as_byte_tokens();
@@ -210,6 +211,40 @@ void TestTokenizer::end_of_generation() {
     QVERIFY(phi3->is_end_of_generation(*end));
     QVERIFY(phi3->is_end_of_generation(phi3->eos()));
   }
+}
+
+// GLM's replies end by opening the next turn: <|user|>, or <|observation|> after a tool call. A
+// file that names <|endoftext|> as its EOT still stops at both; without [gMASK] (a Zephyr-style
+// vocabulary) <|user|> is left alone.
+void TestTokenizer::glm_turn_openers_end_generation() {
+  const auto vocab_with = [](bool is_glm) {
+    gguf::GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set("tokenizer.ggml.tokens",
+          gguf::Value::string_array({"<unk>", "<s>", "</s>", kSpace, "a", is_glm ? "[gMASK]" : "b", "<|user|>",
+                                     "<|observation|>", "<|assistant|>", "<|endoftext|>"}));
+    w.set("tokenizer.ggml.scores", gguf::Value::f32_array({0, 0, 0, -1, -2, 0, 0, 0, 0, 0}));
+    w.set("tokenizer.ggml.token_type", gguf::Value::i32_array({2, 3, 3, 1, 1, 3, 3, 3, 3, 3}));
+    w.set_u32("tokenizer.ggml.eot_token_id", 9);
+    return vocab_of(w);
+  };
+  auto glm = vocab_with(true);
+  QVERIFY2(glm, glm.error_message().c_str());
+  QCOMPARE(glm->special.eom, 7);
+  auto tok = Tokenizer::create(glm.value());
+  QVERIFY(tok);
+  QVERIFY(tok->is_end_of_generation(6));   // <|user|>
+  QVERIFY(tok->is_end_of_generation(7));   // <|observation|>
+  QVERIFY(tok->is_end_of_generation(9));   // the file's EOT
+  QVERIFY(!tok->is_end_of_generation(8));  // <|assistant|>
+
+  auto other = vocab_with(false);
+  QVERIFY2(other, other.error_message().c_str());
+  auto other_tok = Tokenizer::create(other.value());
+  QVERIFY(other_tok);
+  QVERIFY(!other_tok->is_end_of_generation(6));
+  QVERIFY(!other_tok->is_end_of_generation(7));
 }
 
 void TestTokenizer::bpe_byte_level_merges() {

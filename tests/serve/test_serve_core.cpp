@@ -126,6 +126,46 @@ class TestServeCore : public QObject {
     }
   }
 
+  // GLM-4.7's prompt opens the reply's think block: the reply's text up to </think> is its
+  // reasoning, streamed or whole, and the calls after it are read from the answer. Without the
+  // flag the same text is all content (what a reply whose prompt opened nothing is).
+  void chatSessionReadsAReplyWhosePromptOpenedThinking() {
+    auto file = gguf::GgufFile::open(m_model);
+    QVERIFY(file);
+    auto tok = tokenizer::Tokenizer::from_gguf(**file);
+    QVERIFY(tok);
+    auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}, {}});
+    const std::vector<std::string> pieces = {"Check", " the clock.</th", "ink>On it.", "<tool_call>now",
+                                             "</tool_call>"};
+    for (const bool is_stream : {true, false}) {
+      CompletionParams params;
+      params.is_stream = is_stream;
+      params.is_reply_in_reasoning = true;
+      params.tool_format = ToolCallFormat::Glm47Xml;
+      CompletionSession session(CompletionKind::Chat, model, params, {5});
+      std::string sent;
+      for (const std::string& p : pieces) sent += session.add({{0, TokenEvent{1, 7, p}}});
+      sent += session.add({{0, RequestFinished{}}});
+      std::string reasoning, content, name;
+      if (!is_stream) {
+        const json message = json::parse(session.finish_text())["choices"][0]["message"];
+        reasoning = message["reasoning_content"].get<std::string>();
+        content = message["content"].get<std::string>();
+        name = message["tool_calls"][0]["function"]["name"].get<std::string>();
+      }
+      for (size_t at = sent.find("data: "); is_stream && at != std::string::npos; at = sent.find("data: ", at + 1)) {
+        const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
+        const json& delta = chunk["choices"][0]["delta"];
+        if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+        if (delta.contains("content")) content += delta["content"].get<std::string>();
+        if (delta.contains("tool_calls")) name += delta["tool_calls"][0]["function"].value("name", "");
+      }
+      QCOMPARE(reasoning, std::string("Check the clock."));
+      QCOMPARE(content, std::string("On it."));
+      QCOMPARE(name, std::string("now"));
+    }
+  }
+
   // A reply with text and two calls, cut into pieces anywhere: streamed as content deltas with
   // no marker in them and tool_calls entries as OpenAI sends them (the first of a call with its
   // id, type and name, then argument pieces by index), joined equal to the whole body's calls,
@@ -329,6 +369,10 @@ class TestServeCore : public QObject {
     const Status unknown = set_default_chat_template_kwargs("{\"thinking\": true}", &defaults);
     QVERIFY(!unknown && unknown.message().find("'chat_template_kwargs.thinking' is not read") != std::string::npos);
     QVERIFY(!set_default_chat_template_kwargs("{\"reasoning_effort\": \"max\"}", &defaults));
+    // GLM-4.7's clear_thinking: true or false, nothing else.
+    QVERIFY(set_default_chat_template_kwargs("{\"clear_thinking\": false}", &defaults));
+    QCOMPARE(defaults.default_clear_thinking, std::optional<bool>(false));
+    QVERIFY(!set_default_chat_template_kwargs("{\"clear_thinking\": 0}", &defaults));
     QVERIFY(!set_default_chat_template_kwargs("[true]", &defaults));
     QVERIFY(!set_default_chat_template_kwargs("not json", &defaults));
   }

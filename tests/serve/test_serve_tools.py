@@ -1,7 +1,7 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
-3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's, gpt-oss's and
-Qwen3-Coder's): tool_choice
+3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's, gpt-oss's,
+Qwen3-Coder's and GLM-4.5/4.6's and 4.7's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -380,6 +380,39 @@ class TestTools(unittest.TestCase):
                           "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n",
                           json.loads(body)["prompt"])
             self.assertEqual(server.stop(), 0)
+
+    def test_glm_formats(self):
+        # Served with GLM-4.6-style and GLM-4.7-style templates: calls as <tool_call>NAME and
+        # <arg_key>/<arg_value> tags (4.7 without newlines, its generation prompt opening <think>,
+        # which a required call closes first).
+        for compact in (False, True):
+            line = "" if compact else "\n"
+            glm = "[gMASK]<sop>{{ '<|observation|>' }}<arg_key>{arg-key-1}</arg_key>" + line + "<arg_value>"
+            with fx.Server(MODEL, "--chat-template", glm, "-c", "2048") as server:
+                client = fx.openai_client(server)
+                status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER, TIME]})
+                prompt = json.loads(body)["prompt"]
+                self.assertIn("<tool_call>{function-name}" + line + "<arg_key>{arg-key-1}</arg_key>" + line, prompt)
+                self.assertTrue(prompt.endswith("<|user|>" + line + "What is the weather in Paris?<|assistant|>" +
+                                                ("<think>" if compact else "")), prompt)
+                for stream in (False, True):
+                    for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+                        args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
+                                    tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
+                        one_call_of_the_tools(self, final_choice(client, stream, args))
+                # The call and its result sent back render as the template takes them.
+                back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+                status, body, _ = server.post("/apply-template", {"messages": back, "tools": [WEATHER]})
+                think = "</think>" if compact else "\n<think></think>\n"
+                self.assertIn("<|assistant|>" + think + "<tool_call>get_weather" + line + "<arg_key>city</arg_key>" +
+                              line + "<arg_value>Paris</arg_value>" + line + "<arg_key>unit</arg_key>" + line +
+                              "<arg_value>celsius</arg_value>" + line + "</tool_call><|observation|>" + line +
+                              "<tool_response>" + line + "sunny" + line + "</tool_response><|assistant|>",
+                              json.loads(body)["prompt"])
+                self.assertEqual(server.stop(), 0)
 
     def test_a_template_without_a_tool_format_refuses_tools(self):
         # The same model served with its own (plain) template: tools cannot be rendered.

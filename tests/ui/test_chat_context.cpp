@@ -49,6 +49,7 @@ class TestChatContext : public QObject {
   void tokenProbabilitiesAreTheEnginesTopK();
   void replyFormatHoldsRepliesToTheSchema();
   void thinkingControlsReachThePrompt();
+  void replyOfAPromptThatOpenedThinkingIsReasoning();
 
  private:
   QTemporaryDir m_dir;
@@ -374,6 +375,32 @@ void TestChatContext::thinkingControlsReachThePrompt() {
   settings->thinkingBox()->setCurrentIndex(0);
   settings->reasoningEffortBox()->setCurrentIndex(0);
   useTemplate(QStringLiteral("auto"));
+}
+
+// GLM-4.7's prompt ends inside an open think block: the reply is reasoning until it writes
+// </think> (aidreams never does in 4 tokens), so the chat shows it as reasoning, not as an answer.
+void TestChatContext::replyOfAPromptThatOpenedThinkingIsReasoning() {
+  EngineController engine;
+  ChatPanel panel(&engine, nullptr);
+  QVERIFY(iwb::test::loadModelAndWait(engine, m_modelPath, kTimeoutMs));
+  ChatSettingsPanel* settings = panel.settingsPanel();
+  settings->systemPromptEdit()->clear();
+  settings->maxTokensBox()->setValue(4);
+  const int row = settings->templateBox()->findData(QStringLiteral("glm-4.7"));
+  QVERIFY(row >= 0);
+  settings->templateBox()->setCurrentIndex(row);
+  emit settings->templateBox()->activated(row);
+  QVERIFY(typeAndCount(panel, QStringLiteral("Tell me a dream")));
+  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+  panel.send();
+  QVERIFY(finished.wait(kTimeoutMs));
+  const MessageListModel* messages = panel.messageModel();
+  const QModelIndex reply = messages->index(messages->rowCount() - 1);
+  QCOMPARE(reply.data(MessageListModel::RoleRole).toString(), QStringLiteral("assistant"));
+  QVERIFY(reply.data(Qt::DisplayRole).toString().startsWith(QStringLiteral("<think>")));
+  QVERIFY(!reply.data(MessageListModel::ReasoningRole).toString().isEmpty());
+  QVERIFY(reply.data(MessageListModel::AnswerRole).toString().isEmpty());
+  settings->templateBox()->setCurrentIndex(settings->templateBox()->findData(QStringLiteral("auto")));
 }
 
 QTEST_MAIN(TestChatContext)

@@ -230,6 +230,7 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   request.max_new_tokens = input.sampling.maxTokens;
   request.stop_strings = std::move(prompt->stop_strings);
   request.render_special_tokens = prompt->renders_special_tokens;
+  const bool opensReasoning = prompt->opens_reasoning;
   request.num_draft_tokens = input.numDraftTokens;
   request.num_top_logprobs = input.numTopAlternatives;
   const double addedAt = m_measurements.sessionSeconds();  // token times count from here
@@ -241,6 +242,9 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}, iwb::thread_pool_stats()});
   if (numTurnsLeftOut > 0) emit promptShortened(requestId, numTurnsLeftOut);
   emit generationStarted(requestId, numPromptTokens);
+  // The prompt opened the reply's think block (GLM-4.7): the reply's text starts with it, so that
+  // the chat shows what follows as reasoning and sends it back as the template reads it.
+  if (opensReasoning) emit tokensReady(requestId, QStringLiteral("<think>"));
   return true;
 }
 

@@ -166,10 +166,11 @@ GenerationInput BatchInput::inputFor(qsizetype i) const {
 
 QStringList chatTemplateFamilyNames() {
   QStringList names;
-  for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
-                            ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
-                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3,
-                            ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony, ChatTemplateFamily::Plain}) {
+  for (const auto family :
+       {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2, ChatTemplateFamily::Mistral,
+        ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
+        ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony,
+        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -192,6 +193,8 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("harmony"), QStringLiteral("Harmony (gpt-oss)")},
       {QStringLiteral("hermes"), QStringLiteral("Hermes (tool use)")},
       {QStringLiteral("qwen3-coder"), QStringLiteral("Qwen3-Coder")},
+      {QStringLiteral("glm-4.5"), QStringLiteral("GLM-4.5, 4.6")},
+      {QStringLiteral("glm-4.7"), QStringLiteral("GLM-4.7")},
   };
   return kDisplay.value(familyName, familyName);
 }

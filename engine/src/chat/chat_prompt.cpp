@@ -9,6 +9,8 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
   if (family == ChatTemplateFamily::Granite) return ToolCallFormat::GraniteList;
   if (family == ChatTemplateFamily::Harmony) return ToolCallFormat::Harmony;
   if (family == ChatTemplateFamily::Qwen3Coder) return ToolCallFormat::QwenXml;
+  if (family == ChatTemplateFamily::Glm45) return ToolCallFormat::GlmXml;
+  if (family == ChatTemplateFamily::Glm47) return ToolCallFormat::Glm47Xml;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -58,6 +60,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.harmony_date = chat_template_harmony_date(chat_template);
   render.enable_thinking = options.enable_thinking;
   render.reasoning_effort = options.reasoning_effort;
+  render.clear_thinking = options.clear_thinking;
   render.closes_think_when_off = chat_template_closes_think_when_off(chat_template);
   render.reads_past_thinking = chat_template_reads_past_thinking(chat_template);
 
@@ -80,7 +83,8 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                            : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
-                          "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's and Qwen3-Coder's)");
+                          "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's, Qwen3-Coder's and "
+                          "GLM-4.5's to 4.7's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
@@ -102,6 +106,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
+  prompt.opens_reasoning = options.add_generation_prompt && prompt.text.ends_with("<think>");
   // Harmony's channels are control tokens the reply must show; so are Mistral's [TOOL_CALLS] and
   // Granite's <|tool_call|> when the model is shown tools (a chat without them is left as it was).
   const bool has_marker_calls = prompt.tool_format == ToolCallFormat::MistralList ||

@@ -2,6 +2,7 @@
 // rendering that reproduces those templates' output for system/user/assistant conversations.
 #include "iwb/engine/chat/chat_template.h"
 
+#include "chat/glm_template.h"
 #include "chat/harmony_template.h"
 #include "chat/hermes_template.h"
 #include "chat/mistral_template.h"
@@ -29,6 +30,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Harmony, "harmony"}, FamilyName{ChatTemplateFamily::Tulu, "tulu"},
     FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
     FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
+    FamilyName{ChatTemplateFamily::Glm45, "glm-4.5"},   FamilyName{ChatTemplateFamily::Glm47, "glm-4.7"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -403,6 +405,11 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
       contains(t, "You have access to the following tools:"))
     return ChatTemplateFamily::Qwen3Coder;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
+  // Before Zephyr (<|user|>, <|assistant|>): GLM-4.5 to 4.7; GLM-4's older templates, without
+  // <arg_key> calls, are not theirs. 4.7 writes the tags without newlines between them.
+  if (contains(t, "[gMASK]<sop>") && contains(t, "<|observation|>") && contains(t, "<arg_key>")) {
+    return contains(t, "</arg_key><arg_value>") ? ChatTemplateFamily::Glm47 : ChatTemplateFamily::Glm45;
+  }
   if (contains(t, "<|start_header_id|>")) return ChatTemplateFamily::Llama3;
   if (contains(t, "<|start_of_role|>")) return ChatTemplateFamily::Granite;
   if (contains(t, "<start_of_turn>")) return ChatTemplateFamily::Gemma;
@@ -434,6 +441,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Harmony: return detail::render_harmony(messages, options);
     case ChatTemplateFamily::Hermes: return detail::render_hermes(messages, options);
     case ChatTemplateFamily::Qwen3Coder: return detail::render_qwen3_coder(messages, options);
+    case ChatTemplateFamily::Glm45: return detail::render_glm(messages, options, /*is_compact=*/false);
+    case ChatTemplateFamily::Glm47: return detail::render_glm(messages, options, /*is_compact=*/true);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -444,7 +453,8 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
          (family == ChatTemplateFamily::Llama3 && !options.llama3_date.empty()) ||
          (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
          family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes ||
-         family == ChatTemplateFamily::Qwen3Coder;
+         family == ChatTemplateFamily::Qwen3Coder || family == ChatTemplateFamily::Glm45 ||
+         family == ChatTemplateFamily::Glm47;
 }
 
 bool chat_template_closes_think_when_off(std::string_view t) {
@@ -488,6 +498,9 @@ std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, cons
   if (family == ChatTemplateFamily::Mistral && options.mistral)
     return detail::mistral_refusal(messages, *options.mistral);
   if (family == ChatTemplateFamily::Harmony) return detail::harmony_refusal(messages);
+  if (family == ChatTemplateFamily::Glm45 || family == ChatTemplateFamily::Glm47) {
+    return detail::glm_refusal(messages, family == ChatTemplateFamily::Glm47);
+  }
   if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
   const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
   if (!options.tools.empty() && messages.size() <= after_system) {
@@ -543,6 +556,11 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Qwen3Coder:
     case ChatTemplateFamily::Hermes: return {"<|im_end|>", "<|im_start|>"};
     case ChatTemplateFamily::Granite: return {"<|end_of_text|>", "<|start_of_role|>"};
+    // GLM's turns have no end marker: the model ends its turn by opening the next one, the
+    // user's or (after a call) the tool results'. Its GGUFs name both tokens EOT and EOM
+    // (vocab_rules.cpp); the texts catch a reply generated with them shown.
+    case ChatTemplateFamily::Glm45:
+    case ChatTemplateFamily::Glm47: return {"<|user|>", "<|observation|>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};

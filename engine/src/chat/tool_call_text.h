@@ -1,4 +1,4 @@
-// Text helpers the tool-call readers share (tool_calls.cpp, xml_tool_calls.cpp): the text before
+// Text helpers the tool-call readers share (tool_calls.cpp, xml_tool_calls.cpp, glm_tool_calls.cpp): the text before
 // a calls' marker, a marker cut by the stream, white space around calls.
 #pragma once
 
@@ -29,5 +29,13 @@ void trim_trailing_space(ToolReply* out, bool is_streaming);
 
 // Qwen3-Coder's calls (split_tool_calls with ToolCallFormat::QwenXml).
 ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types);
+// GLM's calls (GlmXml; `is_compact`: Glm47Xml), in glm_tool_calls.cpp.
+ToolReply split_glm_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types, bool is_compact);
+
+// Formats whose values are text (xml_tool_calls.cpp): a whole parameter's text as the JSON it
+// is in the arguments, read as `kind` says.
+std::string argument_json(std::string_view text, ArgumentText kind);
+// Whether `text` begins with `marker`, or is a beginning of it (the marker still being written).
+bool starts_with_part_of(std::string_view text, std::string_view marker);
 
 }  // namespace iwb::detail

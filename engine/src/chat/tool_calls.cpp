@@ -247,6 +247,17 @@ std::optional<HeldCall> read_held_call(std::string_view body, std::string_view a
 // Qwen3-Coder's parameters: <parameter=KEY>\nVALUE\n</parameter>\n.
 const JsonGrammar::Tags kXmlTags = {std::string(kXmlParameterOpen), ">\n",
                                     "\n" + std::string(kXmlParameterClose) + "\n"};
+// GLM-4.5's and 4.6's: <arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n; 4.7's without the
+// newlines.
+const JsonGrammar::Tags kGlmTags = {std::string(kGlmKeyOpen),
+                                    std::string(kGlmKeyClose) + "\n" + std::string(kGlmValueOpen),
+                                    std::string(kGlmValueClose) + "\n"};
+const JsonGrammar::Tags kGlm47Tags = {std::string(kGlmKeyOpen), std::string(kGlmKeyClose) + std::string(kGlmValueOpen),
+                                      std::string(kGlmValueClose)};
+
+bool is_tagged(ToolCallFormat format) {
+  return format == ToolCallFormat::QwenXml || format == ToolCallFormat::GlmXml || format == ToolCallFormat::Glm47Xml;
+}
 
 // Mistral's call ids: 9 letters and digits.
 constexpr const char* kCallIdPattern = "^[a-zA-Z0-9]{9}$";
@@ -432,8 +443,11 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::MistralNamed: return {std::string(kMistralCalls), false, false, true, ""};
     case ToolCallFormat::GraniteList: return {std::string(kGraniteCalls), false, false, false, ""};
     case ToolCallFormat::Harmony: return {std::string(kHarmonyCallRecipient), false, false, false, ""};
+    // GLM-4.7 writes its calls one after another, without a newline between.
+    case ToolCallFormat::Glm47Xml: return {std::string(kToolCallOpen), false, false, true, ""};
     case ToolCallFormat::Hermes:
-    case ToolCallFormat::QwenXml: break;
+    case ToolCallFormat::QwenXml:
+    case ToolCallFormat::GlmXml: break;
   }
   return {std::string(kToolCallOpen), false, false, true};
 }
@@ -447,6 +461,8 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
     case ToolCallFormat::GraniteList: return "<|tool_call|> and a JSON list (Granite 3.x)";
     case ToolCallFormat::Harmony: return "commentary messages to=functions.NAME (gpt-oss)";
     case ToolCallFormat::QwenXml: return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)";
+    case ToolCallFormat::GlmXml: return "<tool_call>NAME and <arg_key>/<arg_value> tags, a line each (GLM-4.5, 4.6)";
+    case ToolCallFormat::Glm47Xml: return "<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value> (GLM-4.7)";
   }
   return {};
 }
@@ -500,21 +516,30 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       }
       continue;
     }
-    if (format == ToolCallFormat::QwenXml) {
+    if (is_tagged(format)) {
       // The parameters as tags; a schema that is no object with properties: any names.
+      const JsonGrammar::Tags& tags = format == ToolCallFormat::QwenXml  ? kXmlTags
+                                      : format == ToolCallFormat::GlmXml ? kGlmTags
+                                                                         : kGlm47Tags;
       Result<std::shared_ptr<const JsonGrammar>> tagged =
-          JsonGrammar::tagged_parameters(alone ? **alone : *JsonGrammar::any_object(), kXmlTags, "");
+          JsonGrammar::tagged_parameters(alone ? **alone : *JsonGrammar::any_object(), tags, "");
       if (!tagged) {
         if (tool.is_strict) {
           return make_error(ErrorCode::InvalidArgument,
                             "the parameters of strict tool '" + tool.name + "': " + tagged.error_message());
         }
         out.loosened.push_back(tool.name + ": " + tagged.error_message());
-        tagged = JsonGrammar::tagged_parameters(*JsonGrammar::any_object(), kXmlTags, "");
+        tagged = JsonGrammar::tagged_parameters(*JsonGrammar::any_object(), tags, "");
       }
-      named_calls.push_back({{"\n" + std::string(kXmlFunctionOpen) + tool.name + ">\n", nullptr},
-                             {"", *tagged},
-                             {std::string(kXmlFunctionClose) + "\n" + std::string(kToolCallClose), nullptr}});
+      if (format == ToolCallFormat::QwenXml) {
+        named_calls.push_back({{"\n" + std::string(kXmlFunctionOpen) + tool.name + ">\n", nullptr},
+                               {"", *tagged},
+                               {std::string(kXmlFunctionClose) + "\n" + std::string(kToolCallClose), nullptr}});
+      } else {  // GLM: <tool_call>NAME (4.5/4.6: and a newline), the tags, </tool_call>
+        named_calls.push_back({{tool.name + (format == ToolCallFormat::GlmXml ? "\n" : ""), nullptr},
+                               {"", *tagged},
+                               {std::string(kToolCallClose), nullptr}});
+      }
       continue;
     }
     if (format == ToolCallFormat::MistralNamed) {
@@ -538,8 +563,7 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     return make_error(ErrorCode::InvalidArgument,
                       only ? "no tool is named '" + *only + "'" : std::string("there are no tools to call"));
   }
-  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony ||
-      format == ToolCallFormat::QwenXml) {
+  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony || is_tagged(format)) {
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
     return out;
   }
@@ -562,6 +586,9 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFormat format,
                            const ToolArgumentTypes* types) {
   if (format == ToolCallFormat::QwenXml) return detail::split_xml_calls(reply, is_streaming, types);
+  if (format == ToolCallFormat::GlmXml || format == ToolCallFormat::Glm47Xml) {
+    return detail::split_glm_calls(reply, is_streaming, types, format == ToolCallFormat::Glm47Xml);
+  }
   if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
   if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
   if (format == ToolCallFormat::Harmony) return split_harmony_calls(reply, is_streaming);

@@ -12,7 +12,9 @@ namespace iwb {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
+using detail::argument_json;
 using detail::kWhitespace;
+using detail::starts_with_part_of;
 
 // What ends a parameter's value: the template writes VALUE + "\n</parameter>\n".
 constexpr std::string_view kXmlValueEnd = "\n</parameter>\n";
@@ -29,26 +31,6 @@ ArgumentText argument_text(const JsonGrammar& g, int32_t node) {
   const uint8_t types = g.types_of(node);
   if ((types & JsonGrammar::kString) == 0) return ArgumentText::Json;
   return types == JsonGrammar::kString ? ArgumentText::String : ArgumentText::JsonOrString;
-}
-
-// The text a whole parameter's value is written as, in the arguments' JSON.
-std::string argument_json(std::string_view text, ArgumentText kind) {
-  if (kind != ArgumentText::String) {
-    const std::string_view trimmed = detail::trim(text);
-    const ordered_json value = ordered_json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
-    if (!value.is_discarded() && !(kind == ArgumentText::JsonOrString && value.is_string())) {
-      return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-    }
-    // Python's words, as a model that saw the template's own rendering of past calls may write.
-    if (kind == ArgumentText::Json && (trimmed == "True" || trimmed == "False" || trimmed == "None")) {
-      return trimmed == "True" ? "true" : trimmed == "False" ? "false" : "null";
-    }
-  }
-  return ordered_json(std::string(text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
-bool starts_with_part_of(std::string_view text, std::string_view marker) {
-  return text.size() < marker.size() ? marker.starts_with(text) : text.starts_with(marker);
 }
 
 // One <tool_call> block's call, read from `at` (after the opening tag) as far as it is written.
@@ -171,6 +153,26 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools) 
 }
 
 namespace detail {
+
+std::string argument_json(std::string_view text, ArgumentText kind) {
+  if (kind != ArgumentText::String) {
+    const std::string_view trimmed = detail::trim(text);
+    const ordered_json value = ordered_json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+    if (!value.is_discarded() && !(kind == ArgumentText::JsonOrString && value.is_string())) {
+      return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+    }
+    // Python's words, as a model that saw the template's own rendering of past calls may write.
+    if (kind == ArgumentText::Json && (trimmed == "True" || trimmed == "False" || trimmed == "None")) {
+      return trimmed == "True" ? "true" : trimmed == "False" ? "false" : "null";
+    }
+  }
+  return ordered_json(std::string(text)).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+bool starts_with_part_of(std::string_view text, std::string_view marker) {
+  return text.size() < marker.size() ? marker.starts_with(text) : text.starts_with(marker);
+}
+
 namespace {
 
 // Where the next call begins at or after `pos`: its <tool_call>, or (`is_bare`) its

@@ -30,7 +30,8 @@ RequestState::RequestState(RequestId id, GenerationRequest params, Clock::time_p
     if (m_params.grammar_trigger.empty()) {
       m_matcher.emplace(m_params.json_grammar);
     } else if (m_params.is_grammar_trigger_forced) {
-      m_matcher.emplace(m_params.json_grammar, m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger);
+      m_matcher.emplace(m_params.json_grammar, m_params.forced_trigger_lead +
+                                                   (m_params.is_trigger_in_grammar ? "" : m_params.grammar_trigger));
     }
   }
 }

@@ -60,6 +60,7 @@ std::variant<ChatPrompt, ApiError> chat_prompt(const ServedModel& model, const C
   options.family = model.chat_template_family;
   options.enable_thinking = chat.enable_thinking ? chat.enable_thinking : defaults.default_enable_thinking;
   options.reasoning_effort = chat.reasoning_effort.empty() ? defaults.default_reasoning_effort : chat.reasoning_effort;
+  options.clear_thinking = chat.clear_thinking ? chat.clear_thinking : defaults.default_clear_thinking;
   if (chat.tool_choice != ToolChoice::None) {
     for (const ToolDefinition& t : chat.tools) options.tools.push_back(t.json);
   }
@@ -123,6 +124,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     }
     params = std::move(chat.params);
     ChatPrompt& chat_prompt = std::get<ChatPrompt>(prompt);
+    params.is_reply_in_reasoning = chat_prompt.opens_reasoning;
     prompts.push_back(std::move(chat_prompt.tokens));
     stops = std::move(chat_prompt.stop_strings);
     renders_special_tokens = chat_prompt.renders_special_tokens;
@@ -197,6 +199,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.grammar_trigger = params.grammar_trigger;
       r.grammar_separator = params.grammar_separator;
       r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
+      if (params.is_reply_in_reasoning) r.forced_trigger_lead = "</think>";
       r.ends_after_grammar = params.ends_after_grammar;
       r.is_trigger_in_grammar = params.is_trigger_in_grammar;
       r.is_trigger_at_start = params.is_trigger_at_start;

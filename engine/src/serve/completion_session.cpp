@@ -91,6 +91,7 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
       m_num_top_logprobs(params.num_top_logprobs),
       m_tool_format(params.tool_format),
       m_tool_argument_types(params.tool_argument_types),
+      m_is_reply_in_reasoning(params.is_reply_in_reasoning),
       m_prompt_sizes(std::move(prompt_sizes)),
       m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
 
@@ -155,7 +156,9 @@ CompletionSession::ChatParts CompletionSession::chat_parts(const std::string& te
     ReplyParts parts = split_reply(reply.content, is_streaming);
     return {std::move(parts.reasoning), std::move(parts.content), std::move(reply.calls)};
   }
-  ReplyParts parts = split_reply(text, is_streaming);
+  // A reply whose prompt opened its think block: read as if the reply had opened it.
+  ReplyParts parts =
+      m_is_reply_in_reasoning ? split_reply("<think>" + text, is_streaming) : split_reply(text, is_streaming);
   ChatParts out{std::move(parts.reasoning), std::move(parts.content), {}};
   if (m_tool_format) {
     ToolReply reply = split_tool_calls(out.content, is_streaming, *m_tool_format, m_tool_argument_types.get());
@@ -178,7 +181,8 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   // Most replies open with text: no marker can follow, so the content is the text as it is
   // (split_reply would copy all of it on every token). A tool call may follow any text.
   const size_t first = c->text.find_first_not_of(" \t\r\n");
-  if (!m_tool_format && first != std::string::npos && c->text[first] != '<' && c->num_reasoning_sent == 0) {
+  if (!m_tool_format && !m_is_reply_in_reasoning && first != std::string::npos && c->text[first] != '<' &&
+      c->num_reasoning_sent == 0) {
     if (c->text.size() > c->num_content_sent) delta["content"] = c->text.substr(c->num_content_sent);
     c->num_content_sent = c->text.size();
     return delta;

@@ -89,6 +89,7 @@ class CompletionSession {
   int32_t m_num_top_logprobs = -1;
   std::optional<ToolCallFormat> m_tool_format;  // set: the reply's calls are parsed
   std::shared_ptr<const ToolArgumentTypes> m_tool_argument_types;
+  bool m_is_reply_in_reasoning = false;  // CompletionParams::is_reply_in_reasoning
   std::vector<int32_t> m_prompt_sizes;
   std::vector<Choice> m_choices;
   size_t m_num_finished = 0;

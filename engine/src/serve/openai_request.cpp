@@ -521,12 +521,18 @@ std::optional<ApiError> read_thinking_controls(const json& body, ChatCompletionR
       request->enable_thinking = value.get<bool>();
     } else if (key == "reasoning_effort") {
       if (std::optional<ApiError> e = read_effort(value, "chat_template_kwargs")) return e;
+    } else if (key == "clear_thinking") {
+      if (!value.is_boolean()) {
+        return invalid_request("'chat_template_kwargs.clear_thinking' must be true or false", "chat_template_kwargs");
+      }
+      request->clear_thinking = value.get<bool>();
     } else {
       // The templates are not run by a Jinja interpreter: a variable nothing here reads would
       // be dropped without a word.
-      return invalid_request("'chat_template_kwargs." + key +
-                                 "' is not read by the chat templates here (enable_thinking and reasoning_effort are)",
-                             "chat_template_kwargs");
+      return invalid_request(
+          "'chat_template_kwargs." + key +
+              "' is not read by the chat templates here (enable_thinking, reasoning_effort and clear_thinking are)",
+          "chat_template_kwargs");
     }
   }
   return std::nullopt;
@@ -541,6 +547,7 @@ Status set_default_chat_template_kwargs(std::string_view json_text, ServeOptions
   }
   options->default_enable_thinking = read.enable_thinking;
   options->default_reasoning_effort = read.reasoning_effort;
+  options->default_clear_thinking = read.clear_thinking;
   return {};
 }
 

@@ -65,8 +65,11 @@ struct CompletionParams {
   bool is_trigger_in_grammar = false;
   bool is_trigger_at_start = false;
   std::optional<ToolCallFormat> tool_format;  // set: the reply's calls are parsed in this format
-  // Formats whose arguments are text (QwenXml): how each parameter's text is read.
+  // Formats whose arguments are text (QwenXml, GlmXml): how each parameter's text is read.
   std::shared_ptr<const ToolArgumentTypes> tool_argument_types;
+  // The prompt ends inside an open <think> block (GLM-4.7's generation prompt): the reply opens
+  // with its reasoning, without the tag (ChatPrompt::opens_reasoning).
+  bool is_reply_in_reasoning = false;
 };
 
 // tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
@@ -84,6 +87,7 @@ struct ChatCompletionRequest {
   // (OpenAI's field, or the same kwarg: gpt-oss's "Reasoning: low|medium|high").
   std::optional<bool> enable_thinking;
   std::string reasoning_effort;
+  std::optional<bool> clear_thinking;  // GLM-4.7's chat_template_kwargs.clear_thinking
 };
 
 // A prompt given as text or as token ids.

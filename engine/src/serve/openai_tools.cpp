@@ -195,7 +195,7 @@ std::optional<ApiError> hold_tool_calls(ChatCompletionRequest* request, ToolCall
   params.is_grammar_trigger_forced = request->tool_choice != ToolChoice::Auto;
   params.ends_after_grammar = !request->is_parallel_tool_calls || !syntax.allows_several;
   params.tool_format = format;
-  if (format == ToolCallFormat::QwenXml) {
+  if (format == ToolCallFormat::QwenXml || format == ToolCallFormat::GlmXml || format == ToolCallFormat::Glm47Xml) {
     params.tool_argument_types = std::make_shared<const ToolArgumentTypes>(tool_argument_types(request->tools));
   }
   return std::nullopt;

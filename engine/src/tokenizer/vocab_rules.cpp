@@ -38,6 +38,14 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
     "<end_of_utterance>"};
 
+// GLM-4.5 to 4.7 (a vocabulary with [gMASK]): a turn has no end marker, the model ends it by
+// opening the next one, the user's or (after a tool call) the tool results'. llama.cpp's
+// converter names them EOT and EOM (noting that <|endoftext|> as EOT never stops); a file
+// converted without them, or with another EOT, still stops there.
+constexpr std::string_view kGlmMarker = "[gMASK]";
+constexpr std::string_view kGlmEotTexts[] = {"<|user|>"};
+constexpr std::string_view kGlmEomTexts[] = {"<|observation|>"};
+
 using TextIndex = std::unordered_map<std::string_view, TokenId>;
 
 void mark_control(Vocab* vocab, TokenId id) { vocab->types[static_cast<size_t>(id)] = TokenType::Control; }
@@ -119,6 +127,11 @@ void apply_text_rules(Vocab* v, std::string_view general_name) {
   TextIndex index;
   index.reserve(v->tokens.size());
   for (size_t i = 0; i < v->tokens.size(); ++i) index.emplace(v->tokens[i], static_cast<TokenId>(i));
+  const bool is_glm = index.contains(kGlmMarker);
+  if (is_glm) {
+    find_by_text(v, index, &s.eot, kGlmEotTexts);
+    find_by_text(v, index, &s.eom, kGlmEomTexts);
+  }
   find_by_text(v, index, &s.eot, kEotTexts);
   find_by_text(v, index, &s.eom, kEomTexts);
   find_by_text(v, index, &s.fim_prefix, kFimPrefixTexts);
@@ -134,6 +147,14 @@ void apply_text_rules(Vocab* v, std::string_view general_name) {
   }
   for (TokenId id : {s.eos, s.eot, s.eom}) {
     if (id != kNoToken) eog.insert(id);
+  }
+  if (is_glm) {
+    for (const std::string_view text : {kGlmEotTexts[0], kGlmEomTexts[0]}) {
+      if (const auto it = index.find(text); it != index.end()) {
+        eog.insert(it->second);
+        mark_control(v, it->second);
+      }
+    }
   }
   // gpt-oss style vocabularies: with <|return|> and <|call|> present, <|end|> only ends a
   // message inside a turn, so it must not stop generation.

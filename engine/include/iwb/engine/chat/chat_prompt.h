@@ -24,6 +24,7 @@ struct ChatPromptOptions {
   // Thinking controls (ChatRenderOptions::enable_thinking, reasoning_effort).
   std::optional<bool> enable_thinking;
   std::string reasoning_effort;
+  std::optional<bool> clear_thinking;  // GLM-4.7's (ChatRenderOptions::clear_thinking)
 };
 
 struct ChatPrompt {
@@ -36,6 +37,9 @@ struct ChatPrompt {
   bool renders_special_tokens = false;
   // How this model writes tool calls, when its template has a tool format.
   std::optional<ToolCallFormat> tool_format;
+  // The prompt ends inside an open <think> block (GLM-4.7's generation prompt with thinking on):
+  // the reply opens with its reasoning, without the tag, and is read as if it had written it.
+  bool opens_reasoning = false;
 };
 
 // What a template is read as, for a server's log: its family and how tools are written with it

@@ -40,6 +40,14 @@ enum class ChatTemplateFamily {
   // Qwen3-Coder: ChatML whose system turn lists the tools as <function> tags and whose calls are
   // tags (<function=NAME>, <parameter=KEY>), not JSON.
   Qwen3Coder,
+  // GLM-4.5 and GLM-4.6: [gMASK]<sop>, then <|system|>, <|user|>, <|assistant|> and <|observation|>
+  // turns (no end markers: the next turn's opens it), calls as <tool_call>NAME and
+  // <arg_key>/<arg_value> tags on lines of their own, a think block opening each assistant turn.
+  Glm45,
+  // GLM-4.7: GLM-4.5's turns and tags without newlines between them; the generation prompt opens
+  // <think>, and past turns without reasoning show only </think> (`clear_thinking` false keeps
+  // every turn's reasoning).
+  Glm47,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
@@ -113,6 +121,9 @@ struct ChatRenderOptions {
   // when empty).
   std::optional<bool> enable_thinking;
   std::string reasoning_effort;
+  // GLM-4.7's clear_thinking: false writes the reasoning of every past assistant turn, not only
+  // of those after the last user message.
+  std::optional<bool> clear_thinking;
   bool closes_think_when_off = false;  // chat_template_closes_think_when_off
   // Qwen3's template (chat_template_reads_past_thinking): an assistant turn's <think> block is
   // taken out of its text, and turns after the last user query that are the last message (or
@@ -125,7 +136,8 @@ struct ChatRenderOptions {
 // in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results),
 // Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), Granite 3.x's
 // (<|tool_call|> and a JSON list), gpt-oss's (harmony's commentary to=functions.NAME), Hermes's
-// tool-use template's and Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags).
+// tool-use template's, Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags) and GLM-4.5's to
+// 4.7's (<tool_call>NAME and <arg_key>/<arg_value> tags).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without

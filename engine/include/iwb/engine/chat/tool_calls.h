@@ -45,6 +45,13 @@ enum class ToolCallFormat {
   // other JSON):
   //   <tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>
   QwenXml,
+  // GLM-4.5, GLM-4.6: <tool_call> blocks of the name and each argument as <arg_key>/<arg_value>
+  // tags (a string's value raw, any other JSON), each on a line of its own:
+  //   <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>
+  GlmXml,
+  // GLM-4.7: GlmXml without the newlines.
+  //   <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>
+  Glm47Xml,
 };
 inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
@@ -53,6 +60,10 @@ inline constexpr std::string_view kXmlFunctionOpen = "<function=";
 inline constexpr std::string_view kXmlParameterOpen = "<parameter=";
 inline constexpr std::string_view kXmlParameterClose = "</parameter>";
 inline constexpr std::string_view kXmlFunctionClose = "</function>";
+inline constexpr std::string_view kGlmKeyOpen = "<arg_key>";
+inline constexpr std::string_view kGlmKeyClose = "</arg_key>";
+inline constexpr std::string_view kGlmValueOpen = "<arg_value>";
+inline constexpr std::string_view kGlmValueClose = "</arg_value>";
 
 // What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
 // companions): the text that starts a call, whether it is the call's own first byte, whether
@@ -140,7 +151,7 @@ struct ToolReply {
   std::vector<ParsedToolCall> calls;
 };
 
-// Formats that write each argument as text (QwenXml): how a parameter's text becomes JSON, from
+// Formats that write each argument as text (QwenXml, GlmXml, Glm47Xml): how a parameter's text becomes JSON, from
 // its schema, as vLLM's and llama.cpp's parsers read them. String: the text is the string (a
 // parameter the schema does not list too); Json: the text is JSON (true/false/none written
 // Python's way are taken; text that is no JSON becomes a string); JsonOrString: JSON other than
@@ -157,7 +168,10 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
 // they grow (a string's text streamed as it comes, other values once whole); the arguments are
 // compact JSON built from them in the order written (`types`: how each value is read; without
 // them every value is a string). A value ends at the first "\n</parameter>\n", where the grammar
-// ends it (any other tag is text of its); a block that is no call stays in the text.
+// ends it (any other tag is text of its); a block that is no call stays in the text. GLM's calls
+// (GlmXml, Glm47Xml) the same way: each <tool_call> block's name (up to a newline or a tag) and
+// its <arg_key>/<arg_value> pairs, a value ending at the first </arg_value> (GlmXml: with the
+// newline after it), a block whose name holds white space no call.
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
                            ToolCallFormat format = ToolCallFormat::Hermes, const ToolArgumentTypes* types = nullptr);
 

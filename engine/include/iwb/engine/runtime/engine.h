@@ -120,6 +120,9 @@ struct GenerationRequest {
   std::string grammar_trigger;
   std::string grammar_separator = "\n";    // between two held values (Qwen's calls; Mistral's: none)
   bool is_grammar_trigger_forced = false;  // the reply opens with the trigger (tool_choice "required")
+  // Written before a forced trigger: "</think>" when the prompt left a think block open (GLM-4.7's
+  // generation prompt), so that a required call is the answer's, not the reasoning's.
+  std::string forced_trigger_lead;
   bool ends_after_grammar = false;
   // The trigger is the grammar's own first bytes (Llama 3's calls open with "{"): the grammar
   // holds the text from the trigger on, not after it.

@@ -36,6 +36,7 @@ struct ServeOptions {
   // --chat-template-kwargs (llama-server's): the thinking controls of a request that gives none.
   std::optional<bool> default_enable_thinking;
   std::string default_reasoning_effort;
+  std::optional<bool> default_clear_thinking;
 };
 
 // Reads llama-server's --chat-template-kwargs JSON ({"enable_thinking": false},
