@@ -15,6 +15,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
+
 using namespace iwb::ui;
 
 namespace {
@@ -84,6 +86,23 @@ class TestExpertLoad : public QObject {
     QCOMPARE(map->data()->valueSize(), 2);
     QCOMPARE(map->data()->cell(1, 1), 2.0);
     QCOMPARE(map->data()->cell(3, 1), 0.0);
+    // glm4moe's leading dense layer: a blank row (no experts to colour), named in the table.
+    iwb::ExpertLoadSnapshot leading = handMade();
+    leading.num_dense_layers = 1;
+    leading.counts = {0, 0, 0, 0, 6, 6, 0, 0};
+    leading.num_tokens = 6;
+    panel.setSnapshot(leading);
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("Layers 0 to 0 have a dense feed-forward block")),
+             qPrintable(panel.summaryText()));
+    QVERIFY(std::isnan(map->data()->cell(2, 0)));
+    QCOMPARE(map->data()->cell(0, 1), 2.0);
+    ExpertLoadModel model;
+    model.setSnapshot(leading);
+    QCOMPARE(model.index(0, ExpertLoadModel::LayerColumn).data().toString(),
+             QStringLiteral("layer 0 (dense, no experts)"));
+    QCOMPARE(model.index(0, ExpertLoadModel::IdleColumn).data().toString(), QStringLiteral("—"));
+    QCOMPARE(model.index(1, ExpertLoadModel::IdleColumn).data().toString(), QStringLiteral("2 of 4"));
+    QCOMPARE(model.mostImbalancedLayer(), 1);
     iwb::ExpertLoadSnapshot dense;
     dense.num_layers = 28;
     panel.setSnapshot(dense);

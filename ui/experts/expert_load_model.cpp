@@ -73,8 +73,14 @@ QVariant ExpertLoadModel::data(const QModelIndex& index, int role) const {
   }
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   const bool isRaw = role == Qt::UserRole;  // sortable numbers for tests and exports
+  if (m_snapshot.is_dense_layer(layer) && index.column() != LayerColumn) {
+    return isRaw ? QVariant(0) : QVariant(QStringLiteral("—"));  // a dense FFN routes nothing
+  }
   switch (index.column()) {
-    case LayerColumn: return isRaw ? QVariant(layer) : QVariant(tr("layer %1").arg(layer));
+    case LayerColumn:
+      if (isRaw) return layer;
+      return m_snapshot.is_dense_layer(layer) ? tr("layer %1 (dense, no experts)").arg(layer)
+                                              : tr("layer %1").arg(layer);
     case ImbalanceColumn: {
       const double v = m_snapshot.imbalance(layer);
       if (isRaw) return v;

@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <limits>
 
 namespace iwb::ui {
 
@@ -49,6 +50,7 @@ ExpertLoadPanel::ExpertLoadPanel(EngineController* engine, QWidget* parent)
   gradient.setColorStopAt(0.5, QColor(40, 90, 170));
   gradient.setColorStopAt(0.75, QColor(230, 140, 40));
   gradient.setColorStopAt(1.0, QColor(200, 30, 30));
+  gradient.setNanHandling(QCPColorGradient::nhTransparent);  // dense layers: no experts to colour
   m_map->setGradient(gradient);
   auto* margins = new QCPMarginGroup(m_plot);
   m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
@@ -112,6 +114,10 @@ void ExpertLoadPanel::redraw() {
   } else {
     text += QLatin1Char(' ') + tr("No token has run through the model yet.");
   }
+  if (s.num_dense_layers > 0) {
+    text += QLatin1Char(' ') +
+            tr("Layers 0 to %1 have a dense feed-forward block (no experts, blank rows).").arg(s.num_dense_layers - 1);
+  }
   m_summary->setText(text);
 
   const int nx = static_cast<int>(s.num_experts), ny = static_cast<int>(s.num_layers);
@@ -120,6 +126,10 @@ void ExpertLoadPanel::redraw() {
   double highest = 2.0;  // at least twice an even share, so an even spread reads as the middle
   for (int l = 0; l < ny; ++l) {
     for (int e = 0; e < nx; ++e) {
+      if (s.is_dense_layer(l)) {
+        m_map->data()->setCell(e, l, std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
       const double v = m_model->relativeLoad(l, e);
       highest = std::max(highest, v);
       m_map->data()->setCell(e, l, v);

@@ -23,8 +23,9 @@ double ExpertLoadSnapshot::imbalance(int64_t layer) const {
 }
 
 ExpertLoadWindow::ExpertLoadWindow(int64_t num_layers, int64_t num_experts, int64_t num_experts_used,
-                                   int32_t window_steps) {
+                                   int32_t window_steps, int64_t num_dense_layers) {
   m_sum.num_layers = num_layers;
+  m_sum.num_dense_layers = num_experts > 0 ? std::clamp<int64_t>(num_dense_layers, 0, num_layers) : 0;
   m_sum.num_experts = num_experts;
   m_sum.num_experts_used = num_experts_used;
   m_sum.window_steps = std::max(1, window_steps);

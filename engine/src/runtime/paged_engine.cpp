@@ -112,7 +112,8 @@ Result<std::unique_ptr<Engine>> PagedEngine::load(const std::string& path, const
                       "the expert-load window needs at least one step (expert_load_steps is " +
                           std::to_string(options.expert_load_steps) + ")");
   }
-  engine->m_expert_load = ExpertLoadWindow(c.num_layers, c.num_experts, c.num_experts_used, options.expert_load_steps);
+  engine->m_expert_load = ExpertLoadWindow(c.num_layers, c.num_experts, c.num_experts_used, options.expert_load_steps,
+                                           c.num_leading_dense_layers);
   engine->m_logits.resize(static_cast<size_t>(c.vocab_size));
   if (options.speculation.is_enabled()) {
     report(0.95, std::string("preparing the drafter (") + spec::drafter_kind_name(options.speculation.kind) + ")");

@@ -15,6 +15,9 @@ struct ExpertLoadSnapshot {
   int64_t num_layers = 0;
   int64_t num_experts = 0;       // 0: a dense model; everything below is then empty or 0
   int64_t num_experts_used = 0;  // k: in every layer each token counts once in k experts
+  // Layers [0, num_dense_layers) have a dense FFN (glm4moe's leading layers): no routing, their
+  // counts stay 0.
+  int64_t num_dense_layers = 0;
   int32_t window_steps = 0;      // steps the window holds at most (EngineOptions::expert_load_steps)
   int32_t num_steps = 0;         // steps in the window now (at most window_steps)
   // Tokens those steps ran through the model. Each layer's counts sum to k x this, except the
@@ -26,6 +29,7 @@ struct ExpertLoadSnapshot {
   std::vector<int64_t> counts;
 
   bool is_moe() const { return num_experts > 0; }
+  bool is_dense_layer(int64_t layer) const { return layer < num_dense_layers; }
   int64_t count(int64_t layer, int64_t expert) const {
     return counts[static_cast<size_t>(layer * num_experts + expert)];
   }
@@ -40,7 +44,8 @@ struct ExpertLoadSnapshot {
 class ExpertLoadWindow {
  public:
   ExpertLoadWindow() = default;
-  ExpertLoadWindow(int64_t num_layers, int64_t num_experts, int64_t num_experts_used, int32_t window_steps);
+  ExpertLoadWindow(int64_t num_layers, int64_t num_experts, int64_t num_experts_used, int32_t window_steps,
+                   int64_t num_dense_layers = 0);
 
   // One step's counts [num_layers x num_experts] over `num_tokens` tokens; the oldest step
   // leaves the window when it is full. Counts of another size are ignored (a dense model).
