@@ -92,7 +92,7 @@ class TestExpertLoad : public QObject {
     leading.counts = {0, 0, 0, 0, 6, 6, 0, 0};
     leading.num_tokens = 6;
     panel.setSnapshot(leading);
-    QVERIFY2(panel.summaryText().contains(QStringLiteral("Layers 0 to 0 have a dense feed-forward block")),
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("Layer 0 has a dense feed-forward block")),
              qPrintable(panel.summaryText()));
     QVERIFY(std::isnan(map->data()->cell(2, 0)));
     QCOMPARE(map->data()->cell(0, 1), 2.0);

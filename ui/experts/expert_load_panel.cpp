@@ -114,9 +114,11 @@ void ExpertLoadPanel::redraw() {
   } else {
     text += QLatin1Char(' ') + tr("No token has run through the model yet.");
   }
-  if (s.num_dense_layers > 0) {
+  if (s.num_dense_layers == 1) {
+    text += QLatin1Char(' ') + tr("Layer 0 has a dense feed-forward block (no experts: a blank row).");
+  } else if (s.num_dense_layers > 1) {
     text += QLatin1Char(' ') +
-            tr("Layers 0 to %1 have a dense feed-forward block (no experts, blank rows).").arg(s.num_dense_layers - 1);
+            tr("Layers 0 to %1 have dense feed-forward blocks (no experts: blank rows).").arg(s.num_dense_layers - 1);
   }
   m_summary->setText(text);
 
