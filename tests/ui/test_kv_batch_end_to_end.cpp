@@ -167,11 +167,15 @@ void TestKvBatchEndToEnd::panelRunsABatch() {
   QCOMPARE(table->rowCount(), 3);
   QVERIFY(batch->stopButton()->isEnabled());
   QTRY_VERIFY_WITH_TIMEOUT(table->numUnfinished() == 0, kTimeoutMs);
+  // Sampled replies: one may be blanks and the end token alone (the table drops leading blanks,
+  // as seen once in CI), so the text is asked of the batch, not of every row.
+  QString outputs;
   for (const BatchTableModel::Row& row : table->rows()) {
     QCOMPARE(row.state, BatchTableModel::State::Finished);
     QVERIFY(row.numTokens > 0);
-    QVERIFY(!row.output.isEmpty());
+    outputs += row.output;
   }
+  QVERIFY(!outputs.isEmpty());
   QCOMPARE(table->rows().at(2).prompt, QStringLiteral("The little fox"));  // the list, again from the top
   QVERIFY(!batch->stopButton()->isEnabled());
   QTRY_VERIFY_WITH_TIMEOUT(panel.model()->snapshot().isIdle, kTimeoutMs);
