@@ -168,7 +168,7 @@ void TestKvBatchEndToEnd::panelRunsABatch() {
   QVERIFY(batch->stopButton()->isEnabled());
   QTRY_VERIFY_WITH_TIMEOUT(table->numUnfinished() == 0, kTimeoutMs);
   // Sampled replies: one may be blanks and the end token alone (the table drops leading blanks,
-  // as seen once in CI), so the text is asked of the batch, not of every row.
+  // as one scripts/test.sh run showed), so the text is asked of the batch, not of every row.
   QString outputs;
   for (const BatchTableModel::Row& row : table->rows()) {
     QCOMPARE(row.state, BatchTableModel::State::Finished);
