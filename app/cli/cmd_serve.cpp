@@ -32,6 +32,7 @@ struct Options {
   int64_t port = 8080;
   int64_t max_queue = serve::ServeOptions{}.max_requests_in_flight;
   bool is_log_disabled = false;
+  bool is_reasoning_preserved = false, is_reasoning_cleared = false;  // --reasoning-preserve / --no-...
   DeviceOptions device;
   KvCacheOptions kv_cache;
   SamplingOptions sampling;
@@ -61,6 +62,16 @@ OptionTable make_table(Options* o) {
                  "GLM), {\"reasoning_effort\": \"high\"} (gpt-oss), {\"clear_thinking\": false} (GLM-4.7); a\n"
                  "request's chat_template_kwargs take precedence",
          .destination = &o->chat_template_kwargs});
+  // llama-server's names. Its default is on; here the template's own default holds (GLM-4.7's:
+  // reasoning before the last user message left out), as vLLM and the model's makers render it.
+  t.add({.names = {"--reasoning-preserve"},
+         .help = "keep every past turn's reasoning in the prompt, not only the turns after the last user\n"
+                 "message (GLM-4.7's clear_thinking false; llama-server's default)",
+         .destination = &o->is_reasoning_preserved});
+  t.add({.names = {"--no-reasoning-preserve"},
+         .help = "leave past reasoning out as the template does (clear_thinking true); without either option\n"
+                 "the template's default holds",
+         .destination = &o->is_reasoning_cleared});
   t.begin_group("server");
   t.add({.names = {"--host"}, .value_name = "ADDR", .help = "address to listen on", .destination = &o->serve.host});
   t.add({.names = {"--port"},
@@ -156,6 +167,15 @@ int parse(int argc, char** argv, Options* o) {
     if (Status s = serve::set_default_chat_template_kwargs(o->chat_template_kwargs, &o->serve); !s) {
       return report_usage_error(table, s.message());
     }
+  }
+  if (o->is_reasoning_preserved && o->is_reasoning_cleared) {
+    return report_usage_error(table, "--reasoning-preserve and --no-reasoning-preserve contradict each other");
+  }
+  if (o->is_reasoning_preserved || o->is_reasoning_cleared) {
+    if (o->serve.default_clear_thinking) {
+      return report_usage_error(table, "--chat-template-kwargs already sets clear_thinking; give one of the two");
+    }
+    o->serve.default_clear_thinking = o->is_reasoning_cleared;
   }
   o->engine.kv_cache_bytes = static_cast<uint64_t>(o->kv_mib) << 20;
   return -1;

@@ -414,6 +414,24 @@ class TestTools(unittest.TestCase):
                               json.loads(body)["prompt"])
                 self.assertEqual(server.stop(), 0)
 
+    def test_reasoning_preserve(self):
+        # llama-server's --reasoning-preserve (GLM-4.7's clear_thinking false): an earlier turn's
+        # reasoning stays in the prompt; without it the template leaves it out; a request's
+        # chat_template_kwargs still decide for that request.
+        glm47 = "[gMASK]<sop>{{ '<|observation|>' }}<arg_key>{arg-key-1}</arg_key><arg_value>"
+        earlier = [{"role": "user", "content": "Hi"},
+                   {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."},
+                   {"role": "user", "content": "Bye"}]
+        for flags, kept in (((), False), (("--reasoning-preserve",), True), (("--no-reasoning-preserve",), False)):
+            with fx.Server(MODEL, "--chat-template", glm47, "-c", "2048", *flags) as server:
+                status, body, _ = server.post("/apply-template", {"messages": earlier})
+                self.assertEqual(status, 200)
+                self.assertEqual("<think>Greet.</think>Hello!" in json.loads(body)["prompt"], kept, flags)
+                status, body, _ = server.post("/apply-template", {
+                    "messages": earlier, "chat_template_kwargs": {"clear_thinking": kept}})
+                self.assertEqual("<think>Greet.</think>" in json.loads(body)["prompt"], not kept, flags)
+                self.assertEqual(server.stop(), 0)
+
     def test_a_template_without_a_tool_format_refuses_tools(self):
         # The same model served with its own (plain) template: tools cannot be rendered.
         with fx.Server(MODEL) as plain:
