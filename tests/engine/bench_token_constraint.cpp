@@ -108,6 +108,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", xml.error_message().c_str());
     return 1;
   }
+  // GLM-4.5's calls: the tool's name after <tool_call>, then <arg_key>/<arg_value> tags.
+  auto glm = tool_call_grammar({forecast, time}, {}, ToolCallFormat::GlmXml);
+  if (!glm) {
+    std::fprintf(stderr, "%s\n", glm.error_message().c_str());
+    return 1;
+  }
   auto patterned = JsonGrammar::from_schema(kPatternSchema);
   auto regex = JsonGrammar::from_regex("(yes|no), because [a-z ,]{1,80}\\.");
   if (!patterned || !regex) {
@@ -143,6 +149,10 @@ int main(int argc, char** argv) {
       {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar", nullptr, "xml call"},
       {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n", nullptr, "xml call"},
       {xml->grammar, lead, "<tool_call>\n<function=get_weather>\n<parameter=days>\n1", nullptr, "xml call"},
+      {glm->grammar, lead, "<tool_call>get_", nullptr, "glm call"},
+      {glm->grammar, lead, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par", nullptr, "glm call"},
+      {glm->grammar, lead, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</", nullptr, "glm call"},
+      {glm->grammar, lead, "<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>1", nullptr, "glm call"},
   };
   const tokenizer::TokenId probe = tok->encode("\"name", {.add_bos = false}).front();
   std::printf("%-60s %9s %10s %12s\n", "reply so far", "allowed", "mask ms", "one token us");
