@@ -283,6 +283,7 @@ int run_run(int argc, char** argv) {
   request.max_new_tokens = o.sampling.n_predict;
   request.json_grammar = json_grammar;
   print_sampling(request.sampling, o.sampling.n_predict);
+  bool opens_reasoning = false;  // the prompt opened the reply's think block (GLM-4.7)
   if (o.is_chat) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -301,6 +302,7 @@ int run_run(int argc, char** argv) {
     request.stop_strings = std::move(prompt->stop_strings);
     // Harmony channels print as their markers, as llama-cli shows them, not run together.
     request.render_special_tokens = prompt->renders_special_tokens;
+    opens_reasoning = prompt->opens_reasoning;
   } else {
     tokenizer::EncodeOptions encode;
     encode.parse_special = true;  // as llama.cpp does for prompts: "<|im_start|>" is one token
@@ -313,6 +315,9 @@ int run_run(int argc, char** argv) {
     return 1;
   }
   bool is_first_id = true;
+  // The reply starts inside the think block its prompt opened: shown from "<think>", so that its
+  // reasoning reads as reasoning up to "</think>".
+  if (opens_reasoning && !o.ids_only) std::fputs("<think>", stdout);
   engine.set_profiling(o.is_profiled);
   RunningAggregate profile;
   WeightProfile weight_profile;

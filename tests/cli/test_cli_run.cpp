@@ -147,6 +147,17 @@ class TestCliRun : public QObject {
     const int on = prompt_tokens({});
     const int off = prompt_tokens({"--chat-template-kwargs", "{\"enable_thinking\": false}"});
     QVERIFY2(off > 0 && on > off, qPrintable(QString("on %1, off %2").arg(on).arg(off)));
+    // GLM-4.7's generation prompt opens the reply's think block: the reply is printed from
+    // "<think>" on; with thinking off the prompt closes it and nothing is added.
+    const auto glm_reply = [&](const QStringList& extra) {
+      return run_iwb(QStringList{"run", "-m", m_model, "-p", "Hello", "--chat", "--template", "glm-4.7", "-n", "4",
+                                 "--temp", "0"} +
+                     extra);
+    };
+    const auto thinking = glm_reply({});
+    QVERIFY2(thinking.exit_code == 0 && thinking.out.startsWith("<think>"), qPrintable(thinking.out + thinking.err));
+    const auto answering = glm_reply({"--chat-template-kwargs", "{\"enable_thinking\": false}"});
+    QVERIFY2(answering.exit_code == 0 && !answering.out.startsWith("<think>"), qPrintable(answering.out));
   }
 
   void promptLongerThanContext() {
