@@ -1,6 +1,7 @@
 // Tests of the main window: opening real GGUF files through the public slot (parsed on the
 // loader thread), what the status bar, summary and tables then show, failures that keep the
 // previous model, drag and drop, recent files, and the compiled-in resources.
+#include "aidreams_fixture.h"
 #include "gguf_fixtures.h"
 
 #include "iwb/engine/model/model_info.h"
@@ -99,6 +100,7 @@ class TestMainWindow : public QObject {
   void aboutTextNamesVersionAndLicence();
   void firstStartMeasuresTheMachine();
   void everyTabFits1280x800();
+  void modelPageLeadsToChatUnlessChosen();
 
  private:
   // Opens `path` through the public slot and waits for the outcome.
@@ -479,6 +481,25 @@ void TestMainWindow::aboutTextNamesVersionAndLicence() {
 // Every tab together sets the window's smallest size; it must fit a 1366 x 768 laptop screen
 // with a panel and a title bar (it was 1184 x 786: the KV Cache tab's figures column and the
 // Serving tab's three sweep charts in a row). Pages shrink to scroll areas or smaller charts.
+// From the model page the window moves to the chat once the engine has the model, unless the
+// model page was chosen while it loaded (--tab model, the View menu, the tab bar).
+void TestMainWindow::modelPageLeadsToChatUnlessChosen() {
+  QTemporaryDir dir;
+  QString why;
+  const QString model = iwb::test::convertAidreamsModel(dir.path(), &why);
+  if (model.isEmpty()) QSKIP(qPrintable(why));
+  for (const bool isChosen : {false, true}) {
+    MainWindow window;
+    QSignalSpy engineLoaded(window.engine(), &EngineController::modelLoaded);
+    if (isChosen) QVERIFY(window.showTab(QStringLiteral("model")));  // as --tab model does at start
+    QVERIFY(openAndWait(window, model));
+    QVERIFY(engineLoaded.count() > 0 || engineLoaded.wait(60000));
+    QCoreApplication::processEvents();
+    const QString shown = window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&'));
+    QCOMPARE(shown, isChosen ? QStringLiteral("Model") : QStringLiteral("Chat"));
+  }
+}
+
 void TestMainWindow::fitsASmallLaptopScreen() {
   QTemporaryDir dir;
   QVERIFY(dir.isValid());

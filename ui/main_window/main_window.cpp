@@ -116,6 +116,7 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
   }
   m_tabs->setObjectName(QStringLiteral("mainTabs"));
   m_tabs->setDocumentMode(true);
+  connect(m_tabs, &QTabWidget::tabBarClicked, this, [this](int) { m_isTabChosen = true; });
   m_tabs->addTab(m_chatPanel, tr("Chat"));
   m_tabs->addTab(m_pages, tr("Model"));
   m_ceilings->reload();
@@ -168,8 +169,10 @@ MainWindow::MainWindow(QWidget* parent, const QString& conversationsPath, const 
                                  .arg(QFileInfo(model.path).fileName())
                                  .arg(model.loadSeconds, 0, 'f', model.loadSeconds < 10 ? 1 : 0),
                              kStatusTimeoutMs);
-    // From the model page the next step is chatting; a user watching another tab stays there.
-    if (m_tabs->currentWidget() == m_pages) m_tabs->setCurrentWidget(m_chatPanel);
+    // From the model page the next step is chatting; a user watching another tab, or who chose
+    // the model page while the model loaded, stays there.
+    if (m_tabs->currentWidget() == m_pages && !m_isTabChosen) m_tabs->setCurrentWidget(m_chatPanel);
+    m_isTabChosen = false;
   });
   connect(m_engine, &EngineController::modelLoadFailed, this, [this](const QString& path, const QString&) {
     statusBar()->showMessage(tr("%1 cannot be used for chat").arg(QFileInfo(path).fileName()), kStatusTimeoutMs);
@@ -241,6 +244,7 @@ bool MainWindow::showTab(const QString& name) {
   const QString wanted = comparableTabName(name);
   for (int i = 0; i < m_tabs->count(); ++i) {
     if (!wanted.isEmpty() && comparableTabName(m_tabs->tabText(i)) == wanted) {
+      m_isTabChosen = true;
       m_tabs->setCurrentIndex(i);
       return true;
     }
@@ -303,7 +307,10 @@ void MainWindow::createMenus() {
   });
   viewMenu->addSeparator();
   for (int i = 0; i < m_tabs->count(); ++i) {
-    QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
+    QAction* tabAction = viewMenu->addAction(m_tabs->tabText(i), this, [this, i] {
+      m_isTabChosen = true;
+      m_tabs->setCurrentIndex(i);
+    });
     tabAction->setShortcut(QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
 

@@ -142,6 +142,9 @@ class MainWindow : public QMainWindow {
   QString m_sessionDevice;           // setSessionDevice; empty: the saved engine settings' device
   quint64 m_kvBytesPerPosition = 0;  // of the opened model (f16 K and V, all layers)
   int m_numPendingLoads = 0;
+  // A tab was chosen (the tab bar, View menu, --tab) since the engine last loaded a model: the
+  // next load's end leaves the window on it rather than moving from the model page to the chat.
+  bool m_isTabChosen = false;
   QThread* m_loaderThread = nullptr;
   RecentFiles* m_recentFiles;
 
