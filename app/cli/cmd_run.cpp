@@ -7,6 +7,7 @@
 #include "spec_cli.h"
 
 #include "iwb/engine/chat/chat_prompt.h"
+#include "iwb/engine/model/architecture.h"
 #include "iwb/engine/profile/profile_aggregate.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/serve/http_server.h"
@@ -48,8 +49,21 @@ OptionTable make_table(Options* o) {
   OptionTable t("run", "-m MODEL.gguf (-p PROMPT | -f FILE) [options]",
                 "Generates text, printing each piece as it comes, then a timings line on stderr.");
   t.begin_group("model and prompt");
-  add_model_option(t, &o->model,
-                   "GGUF model (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gpt-oss or smollm3 architecture)");
+  // The architectures the engine runs, from its table (the list went stale when written out).
+  std::string help = "GGUF model of an architecture the engine runs (";
+  size_t line_start = 0;
+  const std::vector<std::string>& names = supported_architectures();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) help += ",";
+    if (help.size() - line_start + names[i].size() > 88) {
+      help += "\n";
+      line_start = help.size();
+    } else if (i > 0) {
+      help += " ";
+    }
+    help += names[i];
+  }
+  add_model_option(t, &o->model, help + ")");
   add_prompt_options(t, &o->prompt, "the prompt (a user message with --chat)");
   t.begin_group("context");
   add_context_option(t, &o->context, "context length; 0: the model's, at most 4096", 0);
