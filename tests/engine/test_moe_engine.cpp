@@ -281,6 +281,9 @@ class TestMoeEngine : public QObject {
     softplus_spec.expert_gating_func = 4;  // llama.cpp's SQRT_SOFTPLUS
     TinyModelWriter softplus(softplus_spec);
     refused(softplus, "glm-softplus.gguf", ErrorCode::Unsupported, "'glm4moe.expert_gating_func' = 4");
+    TinyModelWriter grouped(glm);
+    grouped.writer().set_u32("glm4moe.expert_group_count", 4);  // DeepSeek V3's n_group
+    refused(grouped, "glm-grouped.gguf", ErrorCode::Unsupported, "'glm4moe.expert_group_count' = 4");
     TinyModelSpec only_nextn = glm;
     only_nextn.n_layer = 0;
     only_nextn.n_dense_lead = 0;

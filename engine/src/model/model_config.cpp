@@ -266,6 +266,16 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
     return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("expert_feed_forward_length") +
                                                "' metadata key (nor a feed_forward_length to derive it from)");
   }
+  // Group-limited routing (DeepSeek V3's n_group / topk_group: experts only from the best groups),
+  // which llama.cpp applies to any architecture whose file sets more than one group; 1 is none
+  // (what GLM-4.5's converter writes).
+  int64_t groups = 0;
+  IWB_RETURN_IF_ERROR(count_key(keys, "expert_group_count", 0, &groups));
+  if (groups > 1) {
+    return make_error(ErrorCode::Unsupported, "'" + keys.key("expert_group_count") + "' = " + std::to_string(groups) +
+                                                  ": routing limited to groups of experts (DeepSeek V3's n_group) "
+                                                  "is not supported");
+  }
   if (traits.has_deepseek_routing) IWB_RETURN_IF_ERROR(read_deepseek_routing_keys(keys, file, c));
   return {};
 }
