@@ -84,6 +84,14 @@ def one_call_of_the_tools(test, choice):
         test.assertEqual(json.loads(call.function.arguments), {})
     return call
 
+def required_and_named_calls(test, client):
+    """A required call and a call named get_weather, whole and streamed: one call of the tools each."""
+    for stream in (False, True):
+        for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
+                        tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
+            one_call_of_the_tools(test, final_choice(client, stream, args))
+
 
 class TestTools(unittest.TestCase):
     def test_required_and_named_choices_give_calls_that_fit(self):
@@ -364,11 +372,7 @@ class TestTools(unittest.TestCase):
             self.assertIn("<function>\n<name>get_weather</name>\n<description>Current weather in a city</description>\n"
                           "<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n<maxLength>12</maxLength>",
                           json.loads(body)["prompt"])
-            for stream in (False, True):
-                for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-                    args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
-                                tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
-                    one_call_of_the_tools(self, final_choice(client, stream, args))
+            required_and_named_calls(self, client)
             # The call and its result sent back render as the template takes them.
             back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_1", "type": "function",
@@ -395,11 +399,7 @@ class TestTools(unittest.TestCase):
                 self.assertIn("<tool_call>{function-name}" + line + "<arg_key>{arg-key-1}</arg_key>" + line, prompt)
                 self.assertTrue(prompt.endswith("<|user|>" + line + "What is the weather in Paris?<|assistant|>" +
                                                 ("<think>" if compact else "")), prompt)
-                for stream in (False, True):
-                    for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-                        args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
-                                    tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
-                        one_call_of_the_tools(self, final_choice(client, stream, args))
+                required_and_named_calls(self, client)
                 # The call and its result sent back render as the template takes them.
                 back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
                     {"id": "call_1", "type": "function",

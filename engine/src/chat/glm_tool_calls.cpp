@@ -12,21 +12,13 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-// One block's call, read from `at` (after <tool_call>) as far as it is written: nullopt in
-// `call` when the block is no call (or may yet be one: `is_undecided`); `end`: where the block
-// ends (npos while it does not).
-struct GlmCall {
-  std::optional<ParsedToolCall> call;
-  bool is_undecided = false;
-  size_t end = std::string_view::npos;
-};
-
-GlmCall read_glm_call(std::string_view reply, size_t at, bool is_streaming, const ToolArgumentTypes* types,
-                      bool is_compact) {
+// One block's call, read from `at` (after <tool_call>) as far as it is written.
+CallBlock read_glm_call(std::string_view reply, size_t at, bool is_streaming, const ToolArgumentTypes* types,
+                        bool is_compact) {
   // A value ends where the grammar ends it: at the first "</arg_value>" and, for 4.5/4.6, the
   // newline the template writes after it (so a string's text may hold the tag on its own).
   const std::string value_end = std::string(kGlmValueClose) + (is_compact ? "" : "\n");
-  GlmCall out;
+  CallBlock out;
   // The name: up to the newline (4.5/4.6) or the first tag (4.7, or a call without arguments).
   const size_t name_at = reply.find_first_not_of(kWhitespace, at);
   const size_t name_end = name_at == std::string_view::npos ? name_at : reply.find_first_of("\n<", name_at);
@@ -116,21 +108,9 @@ ToolReply split_glm_calls(std::string_view reply, bool is_streaming, const ToolA
     const size_t open = append_text_before(reply, pos, kToolCallOpen, is_streaming, &out.content);
     if (open == std::string_view::npos) break;
     const size_t body = open + kToolCallOpen.size();
-    GlmCall read = read_glm_call(reply, body, is_streaming, types, is_compact);
-    if (read.call) {
-      out.calls.push_back(std::move(*read.call));
-      if (read.end == std::string_view::npos) break;  // still being written, or cut off
-      pos = read.end;
-      continue;
-    }
-    if (is_streaming && read.is_undecided) break;  // held back until it tells
-    const size_t close = reply.find(kToolCallClose, body);
-    if (close == std::string_view::npos) {
-      if (!is_streaming) out.content += reply.substr(open);  // cut off: the text as written
-      break;
-    }
-    out.content += reply.substr(open, close + kToolCallClose.size() - open);
-    pos = close + kToolCallClose.size();
+    pos = take_call_block(reply, open, body, read_glm_call(reply, body, is_streaming, types, is_compact), is_streaming,
+                          &out);
+    if (pos == std::string_view::npos) break;
   }
   trim_trailing_space(&out, is_streaming);
   return out;

@@ -38,4 +38,18 @@ std::string argument_json(std::string_view text, ArgumentText kind);
 // Whether `text` begins with `marker`, or is a beginning of it (the marker still being written).
 bool starts_with_part_of(std::string_view text, std::string_view marker);
 
+// One <tool_call> block as a tag format's reader read it (xml_tool_calls.cpp, glm_tool_calls.cpp):
+// its call (none when the block is no call, or may yet become one: is_undecided) and where the
+// block ends (npos while it does not).
+struct CallBlock {
+  std::optional<ParsedToolCall> call;
+  bool is_undecided = false;
+  size_t end = std::string_view::npos;
+};
+// Takes the block opened at `open` (its body at `body`) into `out`: its call, or its text when it
+// is no call. Returns where the reply goes on, or npos where reading stops (a call still being
+// written or cut off, a block not yet telling, an unclosed block).
+size_t take_call_block(std::string_view reply, size_t open, size_t body, CallBlock read, bool is_streaming,
+                       ToolReply* out);
+
 }  // namespace iwb::detail

@@ -13,6 +13,7 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 using detail::argument_json;
+using detail::CallBlock;
 using detail::kWhitespace;
 using detail::starts_with_part_of;
 
@@ -36,14 +37,8 @@ ArgumentText argument_text(const JsonGrammar& g, int32_t node) {
 // One <tool_call> block's call, read from `at` (after the opening tag) as far as it is written.
 // Returns where the block ends (npos while it does not), or nullopt in `call` when the block is
 // no call (or may yet be one: `is_undecided`).
-struct XmlCall {
-  std::optional<ParsedToolCall> call;
-  bool is_undecided = false;
-  size_t end = std::string_view::npos;
-};
-
-XmlCall read_xml_call(std::string_view reply, size_t at, bool is_streaming, const ToolArgumentTypes* types) {
-  XmlCall out;
+CallBlock read_xml_call(std::string_view reply, size_t at, bool is_streaming, const ToolArgumentTypes* types) {
+  CallBlock out;
   size_t i = reply.find_first_not_of(kWhitespace, at);
   if (i == std::string_view::npos || !reply.substr(i).starts_with(kXmlFunctionOpen)) {
     out.is_undecided = i == std::string_view::npos || starts_with_part_of(reply.substr(i), kXmlFunctionOpen);
@@ -173,6 +168,22 @@ bool starts_with_part_of(std::string_view text, std::string_view marker) {
   return text.size() < marker.size() ? marker.starts_with(text) : text.starts_with(marker);
 }
 
+size_t take_call_block(std::string_view reply, size_t open, size_t body, CallBlock read, bool is_streaming,
+                       ToolReply* out) {
+  if (read.call) {
+    out->calls.push_back(std::move(*read.call));
+    return read.end;  // npos: still being written, or cut off
+  }
+  if (is_streaming && read.is_undecided) return std::string_view::npos;  // held back until it tells
+  const size_t close = reply.find(kToolCallClose, body);
+  if (close == std::string_view::npos) {
+    if (!is_streaming) out->content += reply.substr(open);  // cut off: the text as written
+    return std::string_view::npos;
+  }
+  out->content += reply.substr(open, close + kToolCallClose.size() - open);
+  return close + kToolCallClose.size();
+}
+
 namespace {
 
 // Where the next call begins at or after `pos`: its <tool_call>, or (`is_bare`) its
@@ -221,21 +232,8 @@ ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolA
     out.content += text;
     if (open == std::string_view::npos) break;
     const size_t body = is_bare ? open : open + kToolCallOpen.size();
-    XmlCall read = read_xml_call(reply, body, is_streaming, types);
-    if (read.call) {
-      out.calls.push_back(std::move(*read.call));
-      if (read.end == std::string_view::npos) break;  // still being written, or cut off
-      pos = read.end;
-      continue;
-    }
-    if (is_streaming && read.is_undecided) break;  // held back until it tells
-    const size_t close = reply.find(kToolCallClose, body);
-    if (close == std::string_view::npos) {
-      if (!is_streaming) out.content += reply.substr(open);  // cut off: the text as written
-      break;
-    }
-    out.content += reply.substr(open, close + kToolCallClose.size() - open);
-    pos = close + kToolCallClose.size();
+    pos = take_call_block(reply, open, body, read_xml_call(reply, body, is_streaming, types), is_streaming, &out);
+    if (pos == std::string_view::npos) break;
   }
   trim_trailing_space(&out, is_streaming);
   return out;
