@@ -39,6 +39,11 @@ WEATHER = {
 TIME = {"type": "function", "function": {"name": "get_time", "description": "The time now",
                                          "parameters": {"type": "object", "properties": {}}}}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+# A call and its result sent back, as a client continues the conversation.
+SENT_BACK = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function",
+     "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
 
 
 class Order(pydantic.BaseModel):
@@ -374,11 +379,7 @@ class TestTools(unittest.TestCase):
                           json.loads(body)["prompt"])
             required_and_named_calls(self, client)
             # The call and its result sent back render as the template takes them.
-            back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
-                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
-            status, body, _ = server.post("/apply-template", {"messages": back, "tools": [WEATHER]})
+            status, body, _ = server.post("/apply-template", {"messages": SENT_BACK, "tools": [WEATHER]})
             self.assertIn("<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
                           "</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
                           "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n",
@@ -401,11 +402,7 @@ class TestTools(unittest.TestCase):
                                                 ("<think>" if compact else "")), prompt)
                 required_and_named_calls(self, client)
                 # The call and its result sent back render as the template takes them.
-                back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "call_1", "type": "function",
-                     "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
-                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
-                status, body, _ = server.post("/apply-template", {"messages": back, "tools": [WEATHER]})
+                status, body, _ = server.post("/apply-template", {"messages": SENT_BACK, "tools": [WEATHER]})
                 think = "</think>" if compact else "\n<think></think>\n"
                 self.assertIn("<|assistant|>" + think + "<tool_call>get_weather" + line + "<arg_key>city</arg_key>" +
                               line + "<arg_value>Paris</arg_value>" + line + "<arg_key>unit</arg_key>" + line +
