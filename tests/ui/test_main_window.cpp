@@ -101,6 +101,7 @@ class TestMainWindow : public QObject {
   void firstStartMeasuresTheMachine();
   void everyTabFits1280x800();
   void modelPageLeadsToChatUnlessChosen();
+  void summaryNamesExpertsAndPredictionLayers();
 
  private:
   // Opens `path` through the public slot and waits for the outcome.
@@ -296,6 +297,7 @@ void TestMainWindow::opensModelWithTensors() {
   const ModelSummaryView* summary = overview->summaryView();
   QCOMPARE(summary->fieldText(QStringLiteral("name")), QString::fromLatin1(iwb::test::kTinyModelName));
   QCOMPARE(summary->fieldText(QStringLiteral("heads")), QStringLiteral("4"));
+  QCOMPARE(summary->fieldText(QStringLiteral("experts")), QStringLiteral("none (dense)"));
   QVERIFY(summary->fieldText(QStringLiteral("kvHeads")).startsWith(QStringLiteral("2")));
   QCOMPARE(summary->fieldText(QStringLiteral("chatTemplate")), QStringLiteral("yes"));
   QCOMPARE(summary->fieldText(QStringLiteral("vocabSize")), QStringLiteral("8"));
@@ -498,6 +500,31 @@ void TestMainWindow::modelPageLeadsToChatUnlessChosen() {
     const QString shown = window.tabs()->tabText(window.tabs()->currentIndex()).remove(QLatin1Char('&'));
     QCOMPARE(shown, isChosen ? QStringLiteral("Model") : QStringLiteral("Chat"));
   }
+}
+
+// A mixture of experts' routing in the model summary: GLM-4.5-Air's keys.
+void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
+  iwb::ModelSummary s;
+  s.architecture = "glm4moe";
+  iwb::ModelHyperParams& h = s.hparams;
+  h.block_count = 47;
+  h.nextn_predict_layers = 1;
+  h.expert_count = 128;
+  h.expert_used_count = 8;
+  h.expert_feed_forward_length = 1408;
+  h.expert_shared_count = 1;
+  h.leading_dense_block_count = 1;
+  ModelSummaryView view;
+  view.setSummary(s);
+  const QString width = QLocale().toString(1408);  // as the other counts, in the user's locale
+  QCOMPARE(view.fieldText(QStringLiteral("experts")),
+           QStringLiteral("128 per layer, 8 per token, %1 wide; 1 shared; layer 0 dense").arg(width));
+  QCOMPARE(view.fieldText(QStringLiteral("layers")), QStringLiteral("46 (+1 multi-token prediction, not run)"));
+  h.leading_dense_block_count = 3;
+  h.expert_shared_count = 0;
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("experts")),
+           QStringLiteral("128 per layer, 8 per token, %1 wide; layers 0-2 dense").arg(width));
 }
 
 void TestMainWindow::fitsASmallLaptopScreen() {

@@ -12,6 +12,24 @@ namespace {
 
 const QString kMissing = QStringLiteral("—");
 
+// "128 per layer, 8 per token, 1408 wide; 1 shared; layer 0 dense", or "none (dense)".
+QString expertsText(const iwb::ModelHyperParams& h) {
+  if (h.block_count <= 0) return kMissing;
+  if (h.expert_count <= 0) return ModelSummaryView::tr("none (dense)");
+  const QLocale locale;
+  QString text = ModelSummaryView::tr("%1 per layer, %2 per token, %3 wide")
+                     .arg(h.expert_count)
+                     .arg(h.expert_used_count)
+                     .arg(locale.toString(qlonglong{h.expert_feed_forward_length}));
+  if (h.expert_shared_count > 0) text += ModelSummaryView::tr("; %1 shared").arg(h.expert_shared_count);
+  if (h.leading_dense_block_count == 1) {
+    text += ModelSummaryView::tr("; layer 0 dense");
+  } else if (h.leading_dense_block_count > 1) {
+    text += ModelSummaryView::tr("; layers 0-%1 dense").arg(h.leading_dense_block_count - 1);
+  }
+  return text;
+}
+
 QString countOrMissing(int64_t n) { return n > 0 ? QLocale().toString(qlonglong{n}) : kMissing; }
 QString textOrMissing(const std::string& s) {
   return s.empty() ? kMissing : QString::fromStdString(s);
@@ -59,6 +77,9 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   addField(form, QStringLiteral("layers"), tr("Layers"));
   addField(form, QStringLiteral("embedding"), tr("Embedding dim"));
   addField(form, QStringLiteral("feedForward"), tr("Feed-forward dim"));
+  addField(form, QStringLiteral("experts"), tr("Experts"),
+           tr("A mixture of experts' routed experts per layer, how many each token goes through and each one's "
+              "width; shared experts run for every token; leading dense layers have no experts"));
   addField(form, QStringLiteral("heads"), tr("Attention heads"));
   addField(form, QStringLiteral("kvHeads"), tr("KV heads"),
            tr("Fewer KV heads than attention heads means grouped-query attention"));
@@ -164,6 +185,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("layers"), layers);
   setField(QStringLiteral("embedding"), countOrMissing(h.embedding_length));
   setField(QStringLiteral("feedForward"), countOrMissing(h.feed_forward_length));
+  setField(QStringLiteral("experts"), expertsText(h));
   setField(QStringLiteral("heads"), countOrMissing(h.head_count));
   QString kvHeads = countOrMissing(h.head_count_kv);
   if (h.head_count > 0 && h.head_count_kv > 0 && h.head_count_kv < h.head_count) {
