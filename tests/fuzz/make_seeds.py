@@ -203,10 +203,49 @@ def write(target, name, data):
         f.write(data)
 
 
+def glm_gguf():
+    # glm4moe's keys (GLM-4.5: sigmoid routing, a shared expert, a dense first layer, a prediction
+    # layer after the trunk, half of each head rotated, one group) and a GLM vocabulary, whose
+    # [gMASK] makes <|user|> and <|observation|> end generation.
+    byte_chars = [chr(c) for c in range(33, 127)] + ["Ġ", "Ċ"]
+    tokens = byte_chars + ["Ġh", "Ġhello", "<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>",
+                           "<|assistant|>", "<|observation|>", "<think>", "</think>"]
+    types = [1] * (len(byte_chars) + 2) + [3] * 9
+    a = "glm4moe"
+    kvs = [kv for kv in llama_keys(a, len(tokens)) if kv[0] != f"{a}.block_count"] + [
+        (f"{a}.block_count", U32, 3),
+        (f"{a}.nextn_predict_layers", U32, 1),
+        (f"{a}.attention.key_length", U32, 4),
+        (f"{a}.attention.value_length", U32, 4),
+        (f"{a}.rope.dimension_count", U32, 2),
+        (f"{a}.expert_count", U32, 4),
+        (f"{a}.expert_used_count", U32, 2),
+        (f"{a}.expert_feed_forward_length", U32, 8),
+        (f"{a}.expert_shared_count", U32, 1),
+        (f"{a}.leading_dense_block_count", U32, 1),
+        (f"{a}.expert_gating_func", U32, 2),
+        (f"{a}.expert_weights_scale", F32, 2.5),
+        (f"{a}.expert_weights_norm", BOOL, True),
+        (f"{a}.expert_group_count", U32, 1),
+        (f"{a}.expert_group_used_count", U32, 1),
+        ("tokenizer.ggml.model", STRING, "gpt2"),
+        ("tokenizer.ggml.pre", STRING, "glm4"),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+        ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+        ("tokenizer.ggml.merges", ARRAY, (STRING, ["Ġ h", "Ġh e"])),
+        ("tokenizer.ggml.eos_token_id", U32, tokens.index("<|endoftext|>")),
+        ("tokenizer.chat_template", STRING,
+         "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{% endfor %}"
+         "<arg_key>k</arg_key>\n<arg_value>v</arg_value><|observation|>")]
+    tensors = tiny_tensors(len(tokens)) + [("blk.0.attn_q_norm.weight", [4], [1.0] * 4)]
+    return gguf_file(kvs, tensors)
+
+
 def main():
     write("gguf", "seed-spm", spm_gguf())
     write("gguf", "seed-bpe", bpe_gguf())
     write("gguf", "seed-wordpiece", wordpiece_gguf())
+    write("gguf", "seed-glm4moe", glm_gguf())
     write("imatrix", "seed-imatrix.dat", imatrix())
     write("llama2c", "seed-header-shared", llama2c_header(512))
     write("llama2c", "seed-header-separate", llama2c_header(-512))
