@@ -1,4 +1,5 @@
-// Checks the structured-output grammar tests share (test_json_grammar, test_qwen_xml_tools): a
+// Checks the structured-output grammar tests share (test_json_grammar, test_qwen_xml_tools,
+// test_glm_tools): a
 // text a grammar takes whole, a text it refuses at a given byte, and the token mask agreeing
 // with feeding each token.
 #pragma once
@@ -83,6 +84,39 @@ inline void expect_mask_agrees(const JsonMatcher& m, const TokenBytes& tokens, s
     }
   }
   QCOMPARE(num_allowed, expected);
+}
+
+// A test vocabulary: `pieces` as plain tokens, then an end-of-generation token, then `controls`
+// as control tokens.
+inline TokenBytes tag_test_vocabulary(std::vector<std::string> pieces, const std::vector<std::string>& controls = {}) {
+  std::vector<bool> ends(pieces.size(), false), is_control(pieces.size(), false);
+  pieces.push_back("");
+  ends.push_back(true);
+  is_control.push_back(false);
+  for (const std::string& c : controls) {
+    pieces.push_back(c);
+    ends.push_back(false);
+    is_control.push_back(true);
+  }
+  return TokenBytes(pieces, ends, is_control);
+}
+
+// The mask agrees with feeding at every cut of `text` (which the grammar takes); returns how many
+// of those places were inside raw text (the mask's raw-text shortcut).
+inline int expect_mask_agrees_at_every_cut(const std::shared_ptr<const JsonGrammar>& g, const TokenBytes& tokens,
+                                           const std::string& text) {
+  int num_raw = 0;
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    JsonMatcher m(g);
+    if (!m.feed(text.substr(0, cut))) {
+      QTest::qFail(qPrintable("refused: " + printable(text.substr(0, cut))), __FILE__, __LINE__);
+      return num_raw;
+    }
+    num_raw += m.raw_text().has_value();
+    expect_mask_agrees(m, tokens, text.substr(0, cut));
+    if (QTest::currentTestFailed()) return num_raw;
+  }
+  return num_raw;
 }
 
 }  // namespace iwb::test

@@ -361,7 +361,7 @@ void TestGlmTools::grammarHoldsWholeCalls() {
   expect_refused_at(g, "get_weather\n<arg_key>days</arg_key>\n<arg_value>three", 't');  // an integer is JSON
   expect_refused_at(g, "get_weather\n<arg_key>unit</arg_key>\n<arg_value>k", 'k');
   expect_refused_at(g, "get_weather\n" + arg("city", "A") + "<arg_key>city", 'c');  // each once
-  expect_refused_at(g, "now\n<arg_key>", 'a');  // no parameters: only </tool_call>
+  expect_refused_at(g, "now\n<arg_key>", 'a');                                      // no parameters: only </tool_call>
   expect_refused_at(g, "get_weather<", '<');                                        // 4.5/4.6: a newline first
   // A string's text ends at its first "</arg_value>\n".
   expect_refused_at(g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>\nB", 'B');
@@ -391,21 +391,12 @@ void TestGlmTools::tokenMaskAgreesWithFeedingEachToken() {
   for (const char* whole : {"</arg_value>\n", "</arg_key>\n<arg_value>", "get_weather\n", "</tool_call>"}) {
     pieces.push_back(whole);
   }
-  std::vector<bool> ends(pieces.size(), false);
-  pieces.push_back("");
-  ends.push_back(true);
-  const TokenBytes tokens(pieces, ends, std::vector<bool>(pieces.size(), false));
+  const TokenBytes tokens = tag_test_vocabulary(std::move(pieces));
   const auto g = tool_call_grammar(weather_tools(), {}, ToolCallFormat::GlmXml)->grammar;
   const std::string text =
       "get_weather\n" + arg("days", "12") + arg("city", "Par\nis </arg_value>x") + arg("unit", "c") + "</tool_call>";
-  int num_raw = 0;
-  for (size_t cut = 0; cut <= text.size(); ++cut) {
-    JsonMatcher m(g);
-    QVERIFY(m.feed(text.substr(0, cut)));
-    num_raw += m.raw_text().has_value();
-    expect_mask_agrees(m, tokens, text.substr(0, cut));
-    if (QTest::currentTestFailed()) return;
-  }
+  const int num_raw = expect_mask_agrees_at_every_cut(g, tokens, text);
+  if (QTest::currentTestFailed()) return;
   QVERIFY(num_raw > 10);  // the raw-text shortcut was exercised
 }
 

@@ -172,25 +172,13 @@ void TestQwenXmlTools::tokenMaskAgreesWithFeedingEachToken() {
   for (const char* whole : {"\n</parameter>\n", "<parameter=city>\n", "city>\n", "3\n</parameter>\n<parameter="}) {
     pieces.push_back(whole);
   }
-  std::vector<bool> ends(pieces.size(), false);
-  pieces.push_back("");
-  ends.push_back(true);
-  std::vector<bool> controls(pieces.size(), false);
-  pieces.push_back("<parameter=");  // a control token's text is never a parameter
-  ends.push_back(false);
-  controls.push_back(true);
-  const TokenBytes tokens(pieces, ends, controls);
+  // A control token's text ("<parameter=") is never a parameter.
+  const TokenBytes tokens = tag_test_vocabulary(std::move(pieces), {"<parameter="});
   const auto g = weather_call();
   const std::string text = "<function=w>\n" + param("days", "12") + param("city", "Par\nis </parameter>x") +
                            param("unit", "c") + param("code", "ABC") + "</function>";
-  int num_raw = 0;
-  for (size_t cut = 0; cut <= text.size(); ++cut) {
-    JsonMatcher m(g);
-    QVERIFY(m.feed(text.substr(0, cut)));
-    num_raw += m.raw_text().has_value();
-    expect_mask_agrees(m, tokens, text.substr(0, cut));
-    if (QTest::currentTestFailed()) return;
-  }
+  const int num_raw = expect_mask_agrees_at_every_cut(g, tokens, text);
+  if (QTest::currentTestFailed()) return;
   QVERIFY(num_raw > 10);  // the raw-text shortcut was exercised
 }
 
