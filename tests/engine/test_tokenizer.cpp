@@ -105,9 +105,7 @@ std::optional<Tokenizer> load_shared(const char* name) {
   return std::move(tok.value());
 }
 
-bool is_valid_utf8(const std::string& s) {
-  return QString::fromUtf8(s).toUtf8() == QByteArray::fromStdString(s);
-}
+bool is_valid_utf8(const std::string& s) { return QString::fromUtf8(s).toUtf8() == QByteArray::fromStdString(s); }
 
 }  // namespace
 
@@ -281,8 +279,12 @@ void TestTokenizer::bpe_byte_level_merges() {
   QCOMPARE(make(clean).decode(spaced, {.clean_spaces = true}), std::string("he's here, ok?"));
   QCOMPARE(make(clean).decode(spaced), std::string("he 's here , ok ?"));
   // Invalid UTF-8 is read as U+FFFD (three bytes), as llama.cpp does, and still encodes.
-  const std::vector<TokenId> bad = tok.encode("a\xFF" "b", {.add_bos = false});
-  QCOMPARE(tok.decode(bad), std::string("a\xEF\xBF\xBD" "b"));
+  const std::vector<TokenId> bad = tok.encode(
+      "a\xFF"
+      "b",
+      {.add_bos = false});
+  QCOMPARE(tok.decode(bad), std::string("a\xEF\xBF\xBD"
+                                        "b"));
 }
 
 void TestTokenizer::streaming_holds_back_partial_utf8() {
@@ -399,7 +401,8 @@ void TestTokenizer::gguf_vocab_errors() {
     auto v = vocab_of(w);
     QVERIFY(!v);
     QCOMPARE(v.status().code(), ErrorCode::CorruptFile);
-    QVERIFY2(v.error_message().find("tokenizer.ggml.scores has 2 entries") != std::string::npos, v.error_message().c_str());
+    QVERIFY2(v.error_message().find("tokenizer.ggml.scores has 2 entries") != std::string::npos,
+             v.error_message().c_str());
   }
   {
     gguf::GgufWriter w = small_gguf();

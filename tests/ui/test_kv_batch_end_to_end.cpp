@@ -5,11 +5,11 @@
 // prefix blocks shared by the batch's sequences, then the cache idle. Then the KV Cache tab
 // runs a batch from its own form.
 #include "aidreams_fixture.h"
-#include "worker/engine_controller.h"
 #include "kvmap/batch_panel.h"
 #include "kvmap/batch_table_model.h"
 #include "kvmap/kv_cache_panel.h"
 #include "kvmap/kv_map_model.h"
+#include "worker/engine_controller.h"
 
 #include <QCheckBox>
 #include <QPlainTextEdit>

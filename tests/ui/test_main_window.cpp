@@ -6,18 +6,18 @@
 
 #include "iwb/engine/model/model_info.h"
 #include "main_window/app_info.h"
-#include "worker/engine_controller.h"
 #include "main_window/main_window.h"
-#include "roofline/machine_ceilings.h"
 #include "main_window/recent_files.h"
 #include "model_info/metadata_table_model.h"
 #include "model_info/model_overview_widget.h"
 #include "model_info/model_summary_view.h"
 #include "model_info/tensor_table_model.h"
+#include "roofline/machine_ceilings.h"
 #include "widgets/filtered_table_view.h"
 #include "widgets/message_bar.h"
 #include "widgets/natural_sort_proxy_model.h"
 #include "widgets/welcome_page.h"
+#include "worker/engine_controller.h"
 
 #include <QApplication>
 #include <QDragEnterEvent>
@@ -40,8 +40,8 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QToolButton>
 #include <QThread>
+#include <QToolButton>
 
 #include <algorithm>
 
@@ -53,8 +53,7 @@ constexpr int kLoadTimeoutMs = 15000;
 
 // Absolute and clean, as the window reports paths (IWB_SHARED_MODELS_DIR holds a "..").
 QString vocabPath() {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/ggml-vocab-llama-spm.gguf"))
-      .absoluteFilePath();
+  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/ggml-vocab-llama-spm.gguf")).absoluteFilePath();
 }
 
 QString statusLabelText(const MainWindow& window, const char* objectName) {
@@ -142,10 +141,14 @@ void TestMainWindow::everyTabFits1280x800() {
     window.tabs()->setCurrentIndex(i);
     QCoreApplication::processEvents();
     const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
-    QVERIFY2(needed.width() <= 1280 && needed.height() <= 800,
-             qPrintable(QStringLiteral("%1 needs %2x%3").arg(window.tabs()->tabText(i)).arg(needed.width()).arg(needed.height())));
-    QVERIFY2(window.width() <= 1280 && window.height() <= 800,
-             qPrintable(QStringLiteral("%1 grew the window to %2x%3").arg(window.tabs()->tabText(i)).arg(window.width()).arg(window.height())));
+    QVERIFY2(
+        needed.width() <= 1280 && needed.height() <= 800,
+        qPrintable(
+            QStringLiteral("%1 needs %2x%3").arg(window.tabs()->tabText(i)).arg(needed.width()).arg(needed.height())));
+    QVERIFY2(window.width() <= 1280 && window.height() <= 800, qPrintable(QStringLiteral("%1 grew the window to %2x%3")
+                                                                              .arg(window.tabs()->tabText(i))
+                                                                              .arg(window.width())
+                                                                              .arg(window.height())));
   }
 }
 
@@ -196,8 +199,7 @@ bool TestMainWindow::openAndWait(MainWindow& window, const QString& path) {
   QSignalSpy failed(&window, &MainWindow::modelOpenFailed);
   window.openModel(path);
   if (!window.isLoading()) return false;  // the request must be in flight, not done inline
-  const bool answered =
-      QTest::qWaitFor([&] { return opened.count() + failed.count() > 0; }, kLoadTimeoutMs);
+  const bool answered = QTest::qWaitFor([&] { return opened.count() + failed.count() > 0; }, kLoadTimeoutMs);
   return answered && opened.count() == 1 && !window.isLoading();
 }
 
@@ -221,9 +223,8 @@ void TestMainWindow::startsOnWelcomePage() {
   // The empty state offers the way in.
   QCOMPARE(window.welcomePage()->openButton()->text(), QStringLiteral("Open Model…"));
   const auto labels = window.welcomePage()->findChildren<QLabel*>();
-  QVERIFY(std::any_of(labels.begin(), labels.end(), [](const QLabel* l) {
-    return l->text() == QStringLiteral("or drop a .gguf file here");
-  }));
+  QVERIFY(std::any_of(labels.begin(), labels.end(),
+                      [](const QLabel* l) { return l->text() == QStringLiteral("or drop a .gguf file here"); }));
   QVERIFY(statusLabelText(window, "architectureLabel").isEmpty());
 }
 
@@ -238,7 +239,7 @@ void TestMainWindow::opensVocabOnlyGguf() {
 
   QCOMPARE(statusLabelText(window, "architectureLabel"), QStringLiteral("llama"));
   QCOMPARE(statusLabelText(window, "parametersLabel"), QStringLiteral("vocabulary only"));
-  QCOMPARE(statusLabelText(window, "fileTypeLabel"), QStringLiteral("F16"));  // general.file_type 1
+  QCOMPARE(statusLabelText(window, "fileTypeLabel"), QStringLiteral("F16"));        // general.file_type 1
   QCOMPARE(statusLabelText(window, "fileSizeLabel"), QStringLiteral("706.9 KiB"));  // 723,869 bytes
   QVERIFY(window.windowTitle().startsWith(QStringLiteral("ggml-vocab-llama-spm.gguf")));
 
@@ -271,8 +272,9 @@ void TestMainWindow::opensModelWithTensors() {
 
   QCOMPARE(statusLabelText(window, "architectureLabel"), QStringLiteral("llama"));
   // The expected count comes from the fixture's own shapes, not from the engine.
-  QCOMPARE(statusLabelText(window, "parametersLabel"),
-           QStringLiteral("%1 params").arg(QString::fromStdString(iwb::format_count(iwb::test::tinyModelParamCount()))));
+  QCOMPARE(
+      statusLabelText(window, "parametersLabel"),
+      QStringLiteral("%1 params").arg(QString::fromStdString(iwb::format_count(iwb::test::tinyModelParamCount()))));
   QCOMPARE(iwb::test::tinyModelParamCount(), quint64{128 + 256 + 512 + 16 + 16 + 16 + 256});
   QCOMPARE(statusLabelText(window, "parametersLabel"), QStringLiteral("1.2 K params"));
   QCOMPARE(statusLabelText(window, "fileTypeLabel"), QStringLiteral("F16"));
@@ -428,8 +430,7 @@ void TestMainWindow::recentFilesArePersisted() {
     QVERIFY(openAndWait(window, m_tinyPath));
     QVERIFY(openAndWait(window, vocabPath()));
     QVERIFY(openAndWait(window, m_tinyPath));  // moves to the front, no duplicate
-    QCOMPARE(window.recentFiles()->files(),
-             QStringList({QFileInfo(m_tinyPath).absoluteFilePath(), vocabPath()}));
+    QCOMPARE(window.recentFiles()->files(), QStringList({QFileInfo(m_tinyPath).absoluteFilePath(), vocabPath()}));
 
     // The File menu's submenu mirrors the list.
     QMenu* fileMenu = window.menuBar()->actions().first()->menu();
@@ -450,8 +451,7 @@ void TestMainWindow::recentFilesArePersisted() {
   }
   // A new window (a later run) sees the same list, newest first.
   MainWindow later;
-  QCOMPARE(later.recentFiles()->files(),
-           QStringList({vocabPath(), QFileInfo(m_tinyPath).absoluteFilePath()}));
+  QCOMPARE(later.recentFiles()->files(), QStringList({vocabPath(), QFileInfo(m_tinyPath).absoluteFilePath()}));
   later.recentFiles()->clear();
   QVERIFY(RecentFiles().files().isEmpty());
 }

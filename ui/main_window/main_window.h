@@ -7,9 +7,9 @@
 // through queued signals.
 #pragma once
 
-#include "worker/generation_values.h"
-#include "model_info/model_details.h"
 #include "iwb/engine/profile/machine_probe.h"
+#include "model_info/model_details.h"
+#include "worker/generation_values.h"
 
 #include <QMainWindow>
 #include <QString>
@@ -176,8 +176,8 @@ class MainWindow : public QMainWindow {
   QLabel* m_parametersLabel;
   QLabel* m_fileTypeLabel;
   QLabel* m_fileSizeLabel;
-  QLabel* m_deviceLabel;       // where the engine's model runs: "CPU", "cuda:0"
-  QString m_cpuRetryPath;      // the model whose CUDA load failed, offered on the CPU
+  QLabel* m_deviceLabel;   // where the engine's model runs: "CPU", "cuda:0"
+  QString m_cpuRetryPath;  // the model whose CUDA load failed, offered on the CPU
 };
 
 }  // namespace iwb::ui

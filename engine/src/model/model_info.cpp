@@ -109,20 +109,28 @@ std::string file_type_description(int64_t ftype) {
 std::string format_count(uint64_t n) {
   char buf[32];
   const double d = static_cast<double>(n);
-  if (n >= 1'000'000'000ULL) std::snprintf(buf, sizeof buf, "%.2f B", d / 1e9);
-  else if (n >= 1'000'000ULL) std::snprintf(buf, sizeof buf, "%.1f M", d / 1e6);
-  else if (n >= 1'000ULL) std::snprintf(buf, sizeof buf, "%.1f K", d / 1e3);
-  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  if (n >= 1'000'000'000ULL)
+    std::snprintf(buf, sizeof buf, "%.2f B", d / 1e9);
+  else if (n >= 1'000'000ULL)
+    std::snprintf(buf, sizeof buf, "%.1f M", d / 1e6);
+  else if (n >= 1'000ULL)
+    std::snprintf(buf, sizeof buf, "%.1f K", d / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
   return buf;
 }
 
 std::string format_bytes(uint64_t n) {
   char buf[32];
   const double d = static_cast<double>(n);
-  if (n >= (1ULL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", d / (1ULL << 30));
-  else if (n >= (1ULL << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1ULL << 20));
-  else if (n >= (1ULL << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1ULL << 10));
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  if (n >= (1ULL << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", d / (1ULL << 30));
+  else if (n >= (1ULL << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1ULL << 20));
+  else if (n >= (1ULL << 10))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1ULL << 10));
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
   return buf;
 }
 
@@ -206,8 +214,8 @@ MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   const uint64_t batch = static_cast<uint64_t>(std::clamp<int64_t>(context, 1, 512));
   const uint64_t q_dim = static_cast<uint64_t>(h.head_count * h.key_length);
   const uint64_t kv_dim = static_cast<uint64_t>(h.head_count_kv * (h.key_length + h.value_length));
-  const uint64_t per_token = 3 * static_cast<uint64_t>(h.embedding_length) + q_dim + kv_dim +
-                             2 * static_cast<uint64_t>(h.feed_forward_length);
+  const uint64_t per_token =
+      3 * static_cast<uint64_t>(h.embedding_length) + q_dim + kv_dim + 2 * static_cast<uint64_t>(h.feed_forward_length);
   e.scratch_bytes = 4 * (batch * per_token + static_cast<uint64_t>(h.head_count) * static_cast<uint64_t>(context) +
                          static_cast<uint64_t>(h.vocab_size));
   if (m.is_vocab_only) {

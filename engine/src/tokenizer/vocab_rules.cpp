@@ -21,22 +21,29 @@ bool is_one_of(std::string_view text, std::initializer_list<std::string_view> op
 }
 
 // Texts llama.cpp takes for each role when the file does not name the token.
-constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-    "<end_of_utterance>"};
+constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "<\xEF\xBD\x9C"
+                                          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                          "<end_of_utterance>"};
 constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
-constexpr std::string_view kFimPrefixTexts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>"};
-constexpr std::string_view kFimSuffixTexts[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>"};
-constexpr std::string_view kFimMiddleTexts[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>"};
+constexpr std::string_view kFimPrefixTexts[] = {"<|fim_prefix|>", "<fim-prefix>",      "<fim_prefix>",
+                                                "<PRE>",          "\xE2\x96\x81<PRE>", "<|code_prefix|>"};
+constexpr std::string_view kFimSuffixTexts[] = {"<|fim_suffix|>", "<fim-suffix>",      "<fim_suffix>",
+                                                "<SUF>",          "\xE2\x96\x81<SUF>", "<|code_suffix|>"};
+constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>",      "<fim_middle>",
+                                                "<MID>",          "\xE2\x96\x81<MID>", "<|code_middle|>"};
 // Tokens that end generation wherever they appear in a vocabulary.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>"};
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>"};
 
 // GLM-4.5 to 4.7 (a vocabulary with [gMASK]): a turn has no end marker, the model ends it by
 // opening the next one, the user's or (after a tool call) the tool results'. llama.cpp's
@@ -101,8 +108,7 @@ Status apply_model_defaults(Vocab* v) {
     s.eos = 11;
     const PreTokenizerFamily* family = find_pre_tokenizer(v->pre);
     if (family == nullptr) {
-      return make_error(ErrorCode::Unsupported,
-                        "pre-tokenizer '" + v->pre + "' (tokenizer.ggml.pre) is not supported");
+      return make_error(ErrorCode::Unsupported, "pre-tokenizer '" + v->pre + "' (tokenizer.ggml.pre) is not supported");
     }
     v->add_space_prefix = false;
     v->clean_spaces = family->clean_spaces;
@@ -114,11 +120,12 @@ Status apply_model_defaults(Vocab* v) {
     return {};
   }
   if (v->model == "no_vocab" || v->model == "none") {
-    return make_error(ErrorCode::Unsupported, "the model has no vocabulary (tokenizer.ggml.model = '" + v->model + "')");
+    return make_error(ErrorCode::Unsupported,
+                      "the model has no vocabulary (tokenizer.ggml.model = '" + v->model + "')");
   }
-  return make_error(ErrorCode::Unsupported,
-                    "tokenizer model '" + v->model +
-                        "' (tokenizer.ggml.model) is not supported; supported: llama, gpt2, bert");
+  return make_error(
+      ErrorCode::Unsupported,
+      "tokenizer model '" + v->model + "' (tokenizer.ggml.model) is not supported; supported: llama, gpt2, bert");
 }
 
 void apply_text_rules(Vocab* v, std::string_view general_name) {
@@ -172,7 +179,8 @@ void apply_text_rules(Vocab* v, std::string_view general_name) {
 
   // Phi-3's special tokens swallow the whitespace after them (its HF tokenizer's rstrip).
   std::string name(general_name);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
     v->rstrip_tokens.clear();
     for (size_t i = 0; i < v->tokens.size(); ++i) {

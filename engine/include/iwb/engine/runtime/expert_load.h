@@ -18,13 +18,13 @@ struct ExpertLoadSnapshot {
   // Layers [0, num_dense_layers) have a dense FFN (glm4moe's leading layers): no routing, their
   // counts stay 0.
   int64_t num_dense_layers = 0;
-  int32_t window_steps = 0;      // steps the window holds at most (EngineOptions::expert_load_steps)
-  int32_t num_steps = 0;         // steps in the window now (at most window_steps)
+  int32_t window_steps = 0;  // steps the window holds at most (EngineOptions::expert_load_steps)
+  int32_t num_steps = 0;     // steps in the window now (at most window_steps)
   // Tokens those steps ran through the model. Each layer's counts sum to k x this, except the
   // last layer's: its feed-forward block runs only on the rows that sample (forward_plan.h), so
   // a prompt routes one token there. Per-layer shares divide by routed(layer).
   int64_t num_tokens = 0;
-  uint64_t last_step = 0;        // Engine step count at the newest step in the window (0: none yet)
+  uint64_t last_step = 0;  // Engine step count at the newest step in the window (0: none yet)
   // Tokens routed to each expert over the window, [num_layers x num_experts] row-major.
   std::vector<int64_t> counts;
 
