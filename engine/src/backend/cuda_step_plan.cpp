@@ -26,6 +26,8 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.residual_scale != 1.0f) return no_kernel("a scaled residual add (residual_scale)");
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
+      case PlanOpKind::LatentKv:
+      case PlanOpKind::HeadMatmuls: return no_kernel("multi-head latent attention");
       case PlanOpKind::ExpertRouting:
       case PlanOpKind::ExpertMatmuls:
       case PlanOpKind::ExpertCombine:

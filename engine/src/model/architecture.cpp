@@ -138,6 +138,19 @@ const std::vector<ArchitectureTraits>& architectures() {
     glm4moe.has_deepseek_routing = true;
     glm4moe.ffn_norm_name = "post_attention_norm";
     t.push_back(glm4moe);
+    // DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash (llama.cpp's deepseek2 graph, as files written with
+    // attn_k_b / attn_v_b): multi-head latent attention with normal RoPE on the last
+    // rope.dimension_count values of each head, DeepSeek routing (softmax unless the file says
+    // sigmoid) with shared experts after the leading dense layers.
+    ArchitectureTraits deepseek2;
+    deepseek2.id = ModelArchitecture::Deepseek2;
+    deepseek2.name = "deepseek2";
+    deepseek2.has_head_dim_key = true;
+    deepseek2.has_experts = true;
+    deepseek2.has_deepseek_routing = true;
+    deepseek2.is_expert_gating_sigmoid_by_default = false;
+    deepseek2.has_latent_attention = true;
+    t.push_back(deepseek2);
     return t;
   }();
   return kTable;

@@ -64,6 +64,15 @@ std::string llama_size_class(const ModelSummary& m) {
       default: return {};
     }
   }
+  if (arch == "deepseek2") {  // llama.cpp's deepseek2 loader: by layers alone
+    switch (h.trunk_layers()) {
+      case 27: return "16B";
+      case 47: return "30B.A3B";
+      case 60: return "236B";
+      case 61: return "671B";
+      default: return {};
+    }
+  }
   if (arch == "qwen3moe") {
     if (layers == 48) return "30B.A3B";
     if (layers == 94) return "235B.A22B";

@@ -56,7 +56,8 @@ class KeyReader {
   std::string m_arch;
 };
 
-Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, ModelConfig* c) {
+Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, const ArchitectureTraits& traits,
+                         ModelConfig* c) {
   const std::string type = file.get_string(keys.key("rope.scaling.type")).value_or("");
   float factor = 0.0f;
   IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.factor", 0.0f, &factor));
@@ -69,10 +70,12 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   if (type == "yarn") {
     float log_mul = 0.0f;
     IWB_RETURN_IF_ERROR(keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
-    if (log_mul != 0.0f) {
+    if (log_mul != 0.0f && !traits.has_latent_attention) {
       return make_error(ErrorCode::Unsupported, "YaRN with '" + keys.key("rope.scaling.yarn_log_multiplier") +
-                                                    "' (DeepSeek's attention scaling) is not supported");
+                                                    "' (DeepSeek's attention scaling) is supported for deepseek2 only");
     }
+    // llama.cpp's converter writes 0.1 * mscale_all_dim and its loader divides it out again.
+    c->rope_yarn_log_multiplier = log_mul / 0.1f;
     c->rope_ext_factor = 1.0f;
     IWB_RETURN_IF_ERROR(keys.optional_int("rope.scaling.original_context_length", c->context_length_train,
                                           &c->rope_yarn_original_context));
@@ -88,7 +91,9 @@ Status read_rope_scaling(const KeyReader& keys, const gguf::GgufFile& file, Mode
   if (c->rope_ext_factor != 0.0f) {
     // llama.cpp: attn_factor = get_mscale(factor) / (1 + 0.1 ln factor), in float (1 up to rounding).
     const float f = 1.0f / c->rope_freq_scale;
-    const float mscale = f <= 1.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;
+    // With DeepSeek's log multiplier, llama.cpp's ratio get_mscale(f, m) / get_mscale(f, m) is 1
+    // for deepseek2 (its mscale is mscale_all_dim): the magnitude goes into attention_scale.
+    const float mscale = f <= 1.0f || c->rope_yarn_log_multiplier != 0.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;
     c->rope_yarn_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(f)));
   }
   return {};
@@ -190,19 +195,28 @@ Status count_key(const KeyReader& keys, std::string_view suffix, int64_t fallbac
   return {};
 }
 
+bool has_selection_bias_tensor(const gguf::GgufFile& file) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.find("exp_probs_b") != std::string::npos) return true;
+  }
+  return false;
+}
+
 // glm4moe's routing keys, as llama.cpp's glm4moe loader reads them: the gating function
 // (absent: sigmoid), the weights' scale (0 or absent: none) and renormalisation (absent: off),
 // the shared experts (required), the leading dense layers, and the multi-token-prediction
 // layers, which come off the layer count.
-Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& file, ModelConfig* c) {
+Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& file, const ArchitectureTraits& traits,
+                                  ModelConfig* c) {
   int64_t gating = 0;
   IWB_RETURN_IF_ERROR(count_key(keys, "expert_gating_func", 0, &gating));
   if (gating != 0 && gating != 1 && gating != 2) {  // llama.cpp's NONE, SOFTMAX, SIGMOID
     return make_error(ErrorCode::Unsupported, "'" + keys.key("expert_gating_func") + "' = " + std::to_string(gating) +
                                                   " is not supported (1: softmax and 2: sigmoid are)");
   }
-  c->is_expert_gating_sigmoid = gating != 1;
-  c->has_expert_selection_bias = true;
+  c->is_expert_gating_sigmoid = gating == 2 || (gating == 0 && traits.is_expert_gating_sigmoid_by_default);
+  // glm4moe's files have the selection biases; DeepSeek V2's have none (V3's and later have).
+  c->has_expert_selection_bias = traits.id != ModelArchitecture::Deepseek2 || has_selection_bias_tensor(file);
   float scale = 0.0f;
   IWB_RETURN_IF_ERROR(keys.optional_float("expert_weights_scale", 0.0f, &scale));
   c->expert_weights_scale = scale != 0.0f ? scale : 1.0f;
@@ -222,6 +236,12 @@ Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& f
   }
   c->num_layers -= c->num_nextn_layers;
   c->is_sliding_layer.resize(static_cast<size_t>(c->num_layers));
+  if (gating == 0 && !traits.is_expert_gating_sigmoid_by_default && (c->num_layers == 47 || c->num_layers == 48)) {
+    // llama.cpp's deepseek2 loader: GLM-4.7-Flash files without the key route by sigmoid (it
+    // tells them from DeepSeek V2 by their 47 or 48 layers and 154,880 tokens).
+    const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+    c->is_expert_gating_sigmoid = embd != nullptr && embd->shape.size() == 2 && embd->shape[1] == 154880;
+  }
   if (c->num_leading_dense_layers > c->num_layers) {
     return make_error(ErrorCode::CorruptFile, "'" + keys.key("leading_dense_block_count") + "' exceeds the layers");
   }
@@ -230,7 +250,62 @@ Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& f
                                                "' metadata key for its leading dense layers");
   }
   // Optional per-head q/k norms: llama.cpp binds them where the file has them.
-  c->has_qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  if (traits.is_qk_norm_optional) c->has_qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  return {};
+}
+
+// Group-limited routing's keys (llama.cpp applies them to any architecture whose file sets
+// more than one group): equal groups of at least two experts (a group's score is the sum of its
+// two best), and enough experts in the groups used for a token's k.
+Status read_expert_group_keys(const KeyReader& keys, ModelConfig* c) {
+  const int64_t groups = c->num_expert_groups;
+  const std::string count_name = keys.key("expert_group_count");
+  if (c->num_experts % groups != 0 || c->num_experts / groups < 2) {
+    return make_error(ErrorCode::CorruptFile, "'" + count_name + "' (" + std::to_string(groups) + ") must split the " +
+                                                  std::to_string(c->num_experts) +
+                                                  " experts into equal groups of at least two");
+  }
+  IWB_RETURN_IF_ERROR(keys.positive_int("expert_group_used_count", &c->num_expert_groups_used));
+  if (c->num_expert_groups_used > groups ||
+      c->num_expert_groups_used * (c->num_experts / groups) < c->num_experts_used) {
+    return make_error(ErrorCode::CorruptFile, "'" + keys.key("expert_group_used_count") + "' (" +
+                                                  std::to_string(c->num_expert_groups_used) + ") of '" + count_name +
+                                                  "' (" + std::to_string(groups) + ") leaves fewer than '" +
+                                                  keys.key("expert_used_count") + "' experts to choose from");
+  }
+  return {};
+}
+
+// Multi-head latent attention's keys, as llama.cpp's deepseek2 loader reads them for files with
+// attn_k_b / attn_v_b (key_length_mla and value_length_mla present); older files hold attn_kv_b
+// instead and are refused. The file's attention.key_length / value_length / head_count_kv are
+// the latent attention's (kv_lora_rank + RoPE values, kv_lora_rank, 1), as the converter writes.
+// The attention scale is llama.cpp's: mscale^2 / sqrt(key_length_mla), mscale from YaRN's factor
+// and the log multiplier.
+Status read_latent_attention_keys(const KeyReader& keys, const gguf::GgufFile& file, ModelConfig* c) {
+  if (!file.find(keys.key("attention.key_length_mla")) || !file.find(keys.key("attention.value_length_mla"))) {
+    return make_error(ErrorCode::Unsupported,
+                      "this " + c->architecture_name + " file has no '" + keys.key("attention.key_length_mla") +
+                          "': it stores attn_kv_b, which llama.cpp's converter has split into attn_k_b and "
+                          "attn_v_b since 2025; convert the model again with a current convert_hf_to_gguf.py");
+  }
+  IWB_RETURN_IF_ERROR(keys.positive_int("attention.kv_lora_rank", &c->kv_lora_rank));
+  if (file.find(keys.key("attention.q_lora_rank"))) {
+    IWB_RETURN_IF_ERROR(keys.positive_int("attention.q_lora_rank", &c->q_lora_rank));
+  }
+  IWB_RETURN_IF_ERROR(keys.positive_int("attention.key_length_mla", &c->mla_head_dim_k));
+  IWB_RETURN_IF_ERROR(keys.positive_int("attention.value_length_mla", &c->mla_head_dim_v));
+  if (c->num_kv_heads != 1 || c->head_dim_k != c->kv_lora_rank + c->rope_num_rotated ||
+      c->head_dim_v != c->kv_lora_rank || c->mla_head_dim_k <= c->rope_num_rotated) {
+    return make_error(ErrorCode::CorruptFile,
+                      "latent attention needs one KV head ('" + keys.key("attention.head_count_kv") +
+                          "' = " + std::to_string(c->num_kv_heads) + "), '" + keys.key("attention.key_length") +
+                          "' = kv_lora_rank + RoPE values (" + std::to_string(c->head_dim_k) + " vs " +
+                          std::to_string(c->kv_lora_rank) + " + " + std::to_string(c->rope_num_rotated) + "), '" +
+                          keys.key("attention.value_length") + "' = kv_lora_rank (" + std::to_string(c->head_dim_v) +
+                          ") and '" + keys.key("attention.key_length_mla") + "' above the RoPE values");
+  }
+  c->attention_scale = latent_attention_scale(*c);
   return {};
 }
 
@@ -246,7 +321,7 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
       return make_error(ErrorCode::Unsupported,
                         "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
                             keys.key("expert_count") + " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe, gpt-oss and glm4moe; its dense '" +
+                            "), which this engine runs only for qwen3moe, gpt-oss, glm4moe and deepseek2; its dense '" +
                             traits.name +
                             "' path would "
                             "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
@@ -269,18 +344,22 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
   // Group-limited routing (DeepSeek V3's n_group / topk_group: experts only from the best groups),
   // which llama.cpp applies to any architecture whose file sets more than one group; 1 is none
   // (what GLM-4.5's converter writes).
-  int64_t groups = 0;
-  IWB_RETURN_IF_ERROR(count_key(keys, "expert_group_count", 0, &groups));
-  if (groups > 1) {
-    return make_error(ErrorCode::Unsupported, "'" + keys.key("expert_group_count") + "' = " + std::to_string(groups) +
-                                                  ": routing limited to groups of experts (DeepSeek V3's n_group) "
-                                                  "is not supported");
-  }
-  if (traits.has_deepseek_routing) IWB_RETURN_IF_ERROR(read_deepseek_routing_keys(keys, file, c));
+  IWB_RETURN_IF_ERROR(count_key(keys, "expert_group_count", 0, &c->num_expert_groups));
+  if (c->num_expert_groups > 1) IWB_RETURN_IF_ERROR(read_expert_group_keys(keys, c));
+  if (traits.has_deepseek_routing) IWB_RETURN_IF_ERROR(read_deepseek_routing_keys(keys, file, traits, c));
   return {};
 }
 
 }  // namespace
+
+float latent_attention_scale(const ModelConfig& c) {
+  // attn_factor_org cancels the 1 / (1 + 0.1 ln f) llama.cpp put into RoPE's factor for YaRN.
+  const float f = 1.0f / c.rope_freq_scale;
+  const float attn_factor = c.rope_ext_factor != 0.0f ? c.rope_yarn_attn_factor : 1.0f;
+  const float mscale =
+      attn_factor * (1.0f + 0.1f * std::log(f)) * (1.0f + 0.1f * c.rope_yarn_log_multiplier * std::log(f));
+  return mscale * mscale / std::sqrt(static_cast<float>(c.mla_head_dim_k));
+}
 
 void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, ModelConfig* c) {
   c->architecture = a.id;
@@ -375,7 +454,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   }
   IWB_RETURN_IF_ERROR(keys.optional_float("attention.layer_norm_rms_epsilon", 1e-5f, &c.rms_norm_eps));
   IWB_RETURN_IF_ERROR(keys.optional_float("rope.freq_base", 10000.0f, &c.rope_freq_base));
-  IWB_RETURN_IF_ERROR(read_rope_scaling(keys, file, &c));
+  IWB_RETURN_IF_ERROR(read_rope_scaling(keys, file, *traits, &c));
   c.rope_freq_base_swa = c.rope_freq_base;
   c.rope_freq_scale_swa = c.rope_freq_scale;
   // Attention soft-capping (<arch>.attn_logit_softcapping) is read for gemma2 alone, as
@@ -389,6 +468,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
     c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
   }
   IWB_RETURN_IF_ERROR(read_expert_keys(keys, file, *traits, &c));
+  if (traits->has_latent_attention) IWB_RETURN_IF_ERROR(read_latent_attention_keys(keys, file, &c));
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (!embd) return make_error(ErrorCode::NotFound, "the model has no tensor 'token_embd.weight'");

@@ -137,9 +137,29 @@ class Binder {
   ModelWeights* m_weights;
 };
 
-Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+// Latent attention's tensors (llama.cpp's deepseek2 loader, attn_k_b / attn_v_b files).
+Status bind_latent_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
-  if (c.has_pre_norms) IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
+  if (c.q_lora_rank > 0) {
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q_a.weight"), d, c.q_lora_rank, &l->wq_a));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_a_norm.weight"), c.q_lora_rank, &l->attn_q_a_norm));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q_b.weight"), c.q_lora_rank, c.q_heads_width(), &l->wq));
+  } else {
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, c.q_heads_width(), &l->wq));
+  }
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_kv_a_mqa.weight"), d, c.latent_kv_width(), &l->wkv_a));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_kv_a_norm.weight"), c.kv_lora_rank, &l->attn_kv_a_norm));
+  IWB_RETURN_IF_ERROR(
+      b.experts(layer_name(il, "attn_k_b.weight"), c.mla_nope_width(), c.kv_lora_rank, c.num_heads, &l->wk_b));
+  IWB_RETURN_IF_ERROR(
+      b.experts(layer_name(il, "attn_v_b.weight"), c.kv_lora_rank, c.mla_head_dim_v, c.num_heads, &l->wv_b));
+  return b.matrix(layer_name(il, "attn_output.weight"), c.attention_projection_width(), d, &l->wo);
+}
+
+// Ordinary attention's tensors: q, k, v (fused or apart) with their biases, the output, q/k
+// norms, post-norms and sinks where the model has them.
+Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length;
   // llama.cpp's converters write q, k and v fused for some models (phi3) and apart for most.
   const bool is_qkv_fused = b.has(layer_name(il, "attn_qkv.weight"));
   if (is_qkv_fused) {
@@ -179,6 +199,12 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   if (c.has_attention_sinks) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_sinks.weight"), c.num_heads, &l->attn_sinks));
   }
+  return {};
+}
+
+// The pre-FFN norm and the FFN: routed (and shared) experts, or dense.
+Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length;
   if (c.has_pre_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
   }
@@ -215,6 +241,17 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   }
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down.weight"), c.feed_forward_length, d, &l->ffn_down));
   return {};
+}
+
+Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length;
+  if (c.has_pre_norms) IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
+  if (c.has_latent_attention()) {
+    IWB_RETURN_IF_ERROR(bind_latent_attention(b, c, il, l));
+  } else {
+    IWB_RETURN_IF_ERROR(bind_attention(b, c, il, l));
+  }
+  return bind_feed_forward(b, c, il, l);
 }
 
 }  // namespace

@@ -24,6 +24,10 @@ class PlanBuilder {
   // A layer's attention block, from its norm to the residual add of its output.
   void attention_block(int32_t il, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
+    if (c.has_latent_attention()) {
+      latent_attention_block(il, out);
+      return;
+    }
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
     const bool is_sliding = static_cast<size_t>(il) < c.is_sliding_layer.size() && c.is_sliding_layer[il];
@@ -56,11 +60,62 @@ class PlanBuilder {
     out.push_back(attention);
     out.push_back(matmuls(
         il, PlanBuffer::Attn,
-        {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_output_width(), d, t.has_bo)}));
+        {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_projection_width(), d, t.has_bo)}));
     if (c.has_post_norms) {
       out.push_back(
           norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
+    out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
+  }
+
+  // Multi-head latent attention with absorbed queries (llama.cpp's deepseek2 graph for files with
+  // attn_k_b / attn_v_b): the query (through its latent where the model has one) and the key/value
+  // latent from the normed input; the latent normed into V and, with the key's RoPE values, K;
+  // each head's query taken into the latent space by attn_k_b; RoPE on the last values of each
+  // query and key head; attention as one KV head; each head's output taken out of the latent
+  // space by attn_v_b; attn_output.
+  void latent_attention_block(int32_t il, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const LayerWeightTypes t = layer_types(il);
+    const int64_t d = c.embedding_length;
+    out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    const PlanProduct kv_a =
+        product("attn_kv_a_mqa", PlanMatrix::WkvA, PlanBuffer::KvLatent, t.wkv_a, d, c.latent_kv_width(), false);
+    if (c.q_lora_rank > 0) {
+      out.push_back(
+          matmuls(il, PlanBuffer::Xn,
+                  {product("attn_q_a", PlanMatrix::WqA, PlanBuffer::QLatent, t.wq_a, d, c.q_lora_rank, false), kv_a}));
+      out.push_back(
+          norm("attn_q_a_norm", il, PlanNorm::QANorm, PlanBuffer::QLatent, PlanBuffer::QLatent, 1, c.q_lora_rank));
+      out.push_back(matmuls(
+          il, PlanBuffer::QLatent,
+          {product("attn_q_b", PlanMatrix::Wq, PlanBuffer::QHeads, t.wq, c.q_lora_rank, c.q_heads_width(), false)}));
+    } else {
+      out.push_back(
+          matmuls(il, PlanBuffer::Xn,
+                  {product("attn_q", PlanMatrix::Wq, PlanBuffer::QHeads, t.wq, d, c.q_heads_width(), false), kv_a}));
+    }
+    PlanOp latent = simple(PlanOpKind::LatentKv, "attn_kv_a_norm", il);
+    latent.norm = PlanNorm::KvANorm;
+    latent.input = PlanBuffer::KvLatent;
+    latent.output = PlanBuffer::K;
+    latent.width = c.kv_lora_rank;
+    out.push_back(latent);
+    out.push_back(head_matmuls(
+        il, PlanBuffer::QHeads,
+        product("attn_k_b", PlanMatrix::WkB, PlanBuffer::Q, t.wk_b, c.mla_nope_width(), c.kv_lora_rank, false)));
+    out.push_back(simple(PlanOpKind::Rope, "rope", il));
+    out.push_back(simple(PlanOpKind::KvWrite, "kv_write", il));
+    PlanOp attention = simple(PlanOpKind::Attention, "attention", il);
+    attention.input = PlanBuffer::Q;
+    attention.output = PlanBuffer::Attn;
+    out.push_back(attention);
+    out.push_back(head_matmuls(
+        il, PlanBuffer::Attn,
+        product("attn_v_b", PlanMatrix::WvB, PlanBuffer::AttnHeads, t.wv_b, c.kv_lora_rank, c.mla_head_dim_v, false)));
+    out.push_back(matmuls(
+        il, PlanBuffer::AttnHeads,
+        {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_projection_width(), d, t.has_bo)}));
     out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
   }
 
@@ -210,6 +265,14 @@ class PlanBuilder {
   static PlanProduct product(const char* name, PlanMatrix matrix, PlanBuffer output, GgmlType type, int64_t in,
                              int64_t out, bool has_bias) {
     return PlanProduct{name, matrix, output, type, in, out, has_bias};
+  }
+
+  // One product per head: each of num_heads rows of `input` per token times that head's matrix.
+  PlanOp head_matmuls(int32_t layer, PlanBuffer input, const PlanProduct& p) const {
+    PlanOp op = matmuls(layer, input, {p});
+    op.kind = PlanOpKind::HeadMatmuls;
+    op.rows_per_token = m_c.num_heads;
+    return op;
   }
 
   static PlanOp matmuls(int32_t layer, PlanBuffer input, std::initializer_list<PlanProduct> products) {

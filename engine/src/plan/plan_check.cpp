@@ -9,7 +9,7 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::SharedUp) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::AttnHeads) + 1;
 
 int64_t width_of(const ModelConfig& c, PlanBuffer b) {
   switch (b) {
@@ -31,6 +31,10 @@ int64_t width_of(const ModelConfig& c, PlanBuffer b) {
     case PlanBuffer::ExpertUp: return c.expert_feed_forward_length;
     case PlanBuffer::SharedGate:
     case PlanBuffer::SharedUp: return c.shared_expert_width();
+    case PlanBuffer::QLatent: return c.q_lora_rank;
+    case PlanBuffer::KvLatent: return c.has_latent_attention() ? c.latent_kv_width() : 0;
+    case PlanBuffer::QHeads: return c.q_heads_width();
+    case PlanBuffer::AttnHeads: return c.attention_heads_width();
   }
   return 0;
 }
@@ -124,6 +128,34 @@ class FlowCheck {
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Xn));
         m_routing_layer = op.layer;
         return write(op, PlanBuffer::ExpertIn);
+      case PlanOpKind::LatentKv:
+        if (!m_c.has_latent_attention()) return fail(op, "reads a key/value latent in a model without one");
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        IWB_RETURN_IF_ERROR(read(op, PlanBuffer::KvLatent));
+        if (op.width != m_c.kv_lora_rank || m_c.k_width() != m_c.latent_kv_width() ||
+            m_c.v_width() != m_c.kv_lora_rank) {
+          return fail(op, "splits a latent of " + std::to_string(op.width) + " into keys of " +
+                              std::to_string(m_c.k_width()) + " and values of " + std::to_string(m_c.v_width()));
+        }
+        IWB_RETURN_IF_ERROR(write(op, PlanBuffer::K));
+        return write(op, PlanBuffer::V);
+      case PlanOpKind::HeadMatmuls: {
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        const PlanProduct& p = op.products[0];
+        const int64_t heads = op.rows_per_token;
+        const int64_t in_head = heads > 0 ? width_of(m_c, op.input) / heads : 0;
+        const int64_t out_head = heads > 0 ? width_of(m_c, p.output) / heads : 0;
+        // Each head's product, and the rest of its input row copied behind it.
+        if (op.num_products != 1 || heads != m_c.num_heads || in_head * heads != width_of(m_c, op.input) ||
+            out_head * heads != width_of(m_c, p.output) || p.in_features > in_head ||
+            out_head - p.out_features != in_head - p.in_features) {
+          return fail(op, std::string(p.name) + " maps " + std::to_string(p.in_features) + " -> " +
+                              std::to_string(p.out_features) + " per head between heads of " + std::to_string(in_head) +
+                              " and " + std::to_string(out_head));
+        }
+        return write(op, p.output);
+      }
       case PlanOpKind::ExpertCombine:
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::ExpertOut));
         if (m_routing_layer != op.layer) return fail(op, "sums expert outputs its layer did not route");

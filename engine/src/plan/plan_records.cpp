@@ -9,7 +9,8 @@ namespace iwb {
 int num_op_records(const PlanOp& op) {
   switch (op.kind) {
     case PlanOpKind::Matmuls:
-    case PlanOpKind::ExpertMatmuls: return op.num_products;
+    case PlanOpKind::ExpertMatmuls:
+    case PlanOpKind::HeadMatmuls: return op.num_products;
     case PlanOpKind::Rope: return 2;
     case PlanOpKind::GatherRows: return 0;
     default: return 1;
@@ -59,6 +60,18 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
     }
     case PlanOpKind::ExpertCombine:
       return op_costs::expert_combine(layer, num_rows, c.num_experts_used, c.embedding_length);
+    case PlanOpKind::LatentKv: return op_costs::rmsnorm(op.name, layer, num_rows, op.width, num_rows, true);
+    case PlanOpKind::HeadMatmuls: {
+      // Every head's matrix over every token: the bytes of num_heads matrices, a matmul all the same.
+      const PlanProduct& p = op.products[static_cast<size_t>(part)];
+      KernelRecord r = op_costs::expert_matmul(p.name, layer, p.type, p.in_features, p.out_features, num_rows,
+                                               op.rows_per_token, static_cast<double>(op.rows_per_token));
+      r.kind = OpKind::Matmul;
+      r.shape.num_experts = 0;
+      r.shape.num_experts_used = 0;
+      r.shape.num_heads = static_cast<int32_t>(op.rows_per_token);
+      return r;
+    }
     case PlanOpKind::GatherRows: break;
   }
   return {};

@@ -17,6 +17,10 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     if (m == PlanMatrix::FfnUpShexp) return l.ffn_up_shexp;
     if (m == PlanMatrix::FfnDownShexp) return l.ffn_down_shexp;
   }
+  if constexpr (requires { l.wkv_a; }) {  // weights that hold latent attention (the host's)
+    if (m == PlanMatrix::WqA) return l.wq_a;
+    if (m == PlanMatrix::WkvA) return l.wkv_a;
+  }
   switch (m) {
     case PlanMatrix::Wq: return l.wq;
     case PlanMatrix::Wk: return l.wk;
@@ -32,9 +36,20 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::FfnDownExps:
     case PlanMatrix::FfnGateShexp:
     case PlanMatrix::FfnUpShexp:
-    case PlanMatrix::FfnDownShexp: break;
+    case PlanMatrix::FfnDownShexp:
+    case PlanMatrix::WqA:
+    case PlanMatrix::WkvA:
+    case PlanMatrix::WkB:
+    case PlanMatrix::WvB: break;
   }
   return l.ffn_down;
+}
+
+// Latent attention's per-head matrices (WkB: attn_k_b, WvB: attn_v_b), one per head as experts
+// are stored (the host's weights only: no other backend runs latent attention).
+template <class Layer>
+auto& layer_head_matrices(Layer& l, PlanMatrix m) {
+  return m == PlanMatrix::WkB ? l.wk_b : l.wv_b;
 }
 
 // A mixture-of-experts layer's expert tensor `m` (FfnGateExps, FfnUpExps, FfnDownExps).
@@ -76,14 +91,20 @@ const Bias& layer_expert_bias(Layer& l, PlanMatrix m, const Bias& none) {
 // The layer's norm weight `n` (PlanNorm::OutputNorm is the model's: the caller's).
 template <class Layer>
 auto& layer_norm(Layer& l, PlanNorm n) {
+  if constexpr (requires { l.attn_kv_a_norm; }) {
+    if (n == PlanNorm::QANorm) return l.attn_q_a_norm;
+    if (n == PlanNorm::KvANorm) return l.attn_kv_a_norm;
+  }
   switch (n) {
     case PlanNorm::AttnNorm: return l.attn_norm;
     case PlanNorm::QNorm: return l.q_norm;
     case PlanNorm::KNorm: return l.k_norm;
     case PlanNorm::PostAttentionNorm: return l.post_attention_norm;
     case PlanNorm::FfnNorm: return l.ffn_norm;
-    case PlanNorm::PostFfwNorm: break;
-    case PlanNorm::OutputNorm: break;
+    case PlanNorm::PostFfwNorm:
+    case PlanNorm::OutputNorm:
+    case PlanNorm::QANorm:
+    case PlanNorm::KvANorm: break;
   }
   return l.post_ffw_norm;
 }
@@ -121,6 +142,12 @@ PlanWeightTypes weight_types_of(const Weights& w) {
       lt.ffn_gate_shexp = l.ffn_gate_shexp.type;
       lt.ffn_up_shexp = l.ffn_up_shexp.type;
       lt.ffn_down_shexp = l.ffn_down_shexp.type;
+    }
+    if constexpr (requires { l.wkv_a; }) {
+      lt.wq_a = l.wq_a.type;
+      lt.wkv_a = l.wkv_a.type;
+      lt.wk_b = l.wk_b.type;
+      lt.wv_b = l.wv_b.type;
     }
     t.layers.push_back(lt);
   }

@@ -18,6 +18,23 @@ uint64_t matrix_bytes(GgmlType type, int64_t in, int64_t out) {
   return row ? static_cast<uint64_t>(*row) * static_cast<uint64_t>(out) : 0;
 }
 
+// One layer's attention matrices: q, k, v and the output, or latent attention's (the query's
+// latent and its product, the key/value latent, every head's attn_k_b and attn_v_b, the output).
+uint64_t attention_weight_bytes(const ModelConfig& c, const LayerWeightTypes& t) {
+  const int64_t d = c.embedding_length;
+  if (!c.has_latent_attention()) {
+    return matrix_bytes(t.wq, d, c.q_width()) + matrix_bytes(t.wk, d, c.k_width()) +
+           matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d);
+  }
+  const int64_t q_in = c.q_lora_rank > 0 ? c.q_lora_rank : d;
+  uint64_t total = matrix_bytes(t.wq, q_in, c.q_heads_width()) + matrix_bytes(t.wkv_a, d, c.latent_kv_width()) +
+                   matrix_bytes(t.wk_b, c.mla_nope_width(), c.kv_lora_rank * c.num_heads) +
+                   matrix_bytes(t.wv_b, c.kv_lora_rank, c.mla_head_dim_v * c.num_heads) +
+                   matrix_bytes(t.wo, c.attention_projection_width(), d);
+  if (c.q_lora_rank > 0) total += matrix_bytes(t.wq_a, d, c.q_lora_rank);
+  return total;
+}
+
 uint64_t sum_weight_bytes(const ModelShape& m) {
   const ModelConfig& c = m.config;
   const int64_t d = c.embedding_length, ff = c.feed_forward_length;
@@ -25,8 +42,7 @@ uint64_t sum_weight_bytes(const ModelShape& m) {
   if (!m.is_output_tied) total += matrix_bytes(m.output_type, d, c.vocab_size);
   for (size_t il = 0; il < m.layers.size(); ++il) {
     const LayerWeightTypes& t = m.layers[il];
-    total += matrix_bytes(t.wq, d, c.q_width()) + matrix_bytes(t.wk, d, c.k_width()) +
-             matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d);
+    total += attention_weight_bytes(c, t);
     if (c.is_expert_layer(static_cast<int64_t>(il))) {
       // Every expert's weights: what memory holds, whichever experts a token reads.
       const int64_t eff = c.expert_feed_forward_length, e = c.num_experts, sff = c.shared_expert_width();
@@ -81,7 +97,7 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
   const int64_t block = ggml_type_traits(type).block_size;
   for (const int64_t width :
        {c.embedding_length, c.has_experts() ? c.expert_feed_forward_length : c.feed_forward_length,
-        c.has_dense_layers() ? c.feed_forward_length : c.embedding_length, c.attention_output_width()}) {
+        c.has_dense_layers() ? c.feed_forward_length : c.embedding_length, c.attention_projection_width()}) {
     if (width % block != 0) {
       return make_error(ErrorCode::InvalidArgument,
                         preset->name + " has rows of " + std::to_string(width) + " values, not a multiple of " +
@@ -102,6 +118,15 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
     if (preset->has_mxfp4_experts && type != GgmlType::F32) {
       layer.ffn_gate_exps = layer.ffn_up_exps = layer.ffn_down_exps = GgmlType::MXFP4;
     }
+  }
+  if (c.has_latent_attention()) {
+    // Latent attention's narrower rows (DeepSeek's per-head 128 and its 1536 query latent) take
+    // Q8_0 where the type's blocks do not fit them, as llama.cpp's quantizer falls back.
+    auto fitting = [&](int64_t row) { return row % block == 0 ? type : GgmlType::Q8_0; };
+    layer.wq = fitting(c.q_lora_rank > 0 ? c.q_lora_rank : c.embedding_length);
+    layer.wq_a = layer.wkv_a = type;
+    layer.wk_b = fitting(c.mla_nope_width());
+    layer.wv_b = fitting(c.kv_lora_rank);
   }
   m.layers.assign(static_cast<size_t>(c.num_layers), layer);
   m.weight_bytes = sum_weight_bytes(m);

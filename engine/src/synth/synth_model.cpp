@@ -90,6 +90,21 @@ Status check_shape(const SynthShape& s) {
   if (s.rope_dimension_count < 0 || s.rope_dimension_count % 2 != 0 || s.rope_dimension_count > s.head_dim) {
     return bad("the rotated part of a head must be even and at most the head size");
   }
+  if (arch->has_latent_attention &&
+      (s.kv_lora_rank <= 0 || s.q_lora_rank < 0 || s.num_kv_heads != 1 || s.rope_dimension_count <= 0 ||
+       s.head_dim != s.kv_lora_rank + s.rope_dimension_count || s.mla_head_dim_k <= s.rope_dimension_count ||
+       s.mla_head_dim_v <= 0)) {
+    return bad(
+        "latent attention needs a key/value latent, one KV head of latent + RoPE values, and per-head "
+        "query/key widths above the RoPE values and a value width");
+  }
+  if (!arch->has_latent_attention && (s.kv_lora_rank > 0 || s.q_lora_rank > 0)) {
+    return bad(s.architecture + " has no latent attention");
+  }
+  if (s.num_expert_groups > 0 && (s.num_experts % s.num_expert_groups != 0 || s.num_expert_groups_used <= 0 ||
+                                  s.num_expert_groups_used > s.num_expert_groups)) {
+    return bad("expert groups must split the experts evenly, and a token uses 1 to all of them");
+  }
   return {};
 }
 
@@ -167,14 +182,33 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
     w->set_u32(a + ".expert_feed_forward_length", u32(s.expert_feed_forward_length));
   }
-  if (arch.has_deepseek_routing) {  // what llama.cpp's Glm4MoeModel converter writes (conversion/glm.py)
+  if (arch.has_deepseek_routing) {  // what llama.cpp's Glm4MoeModel and DeepseekV2Model converters write
     w->set_u32(a + ".rope.dimension_count", u32(s.rope_dimension_count > 0 ? s.rope_dimension_count : s.head_dim));
     w->set_u32(a + ".expert_shared_count", u32(s.num_shared_experts));
     w->set_u32(a + ".leading_dense_block_count", u32(s.num_leading_dense_layers));
-    w->set_u32(a + ".expert_gating_func", 2);  // sigmoid
+    w->set_u32(a + ".expert_gating_func", u32(s.expert_gating_func));
     if (s.expert_weights_scale != 0.0f) w->set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
-    w->set_bool(a + ".expert_weights_norm", s.is_expert_weight_normalized);
+    // DeepseekV2Model writes the key only when config.json's norm_topk_prob is true.
+    if (!arch.has_latent_attention || s.is_expert_weight_normalized) {
+      w->set_bool(a + ".expert_weights_norm", s.is_expert_weight_normalized);
+    }
     if (s.num_nextn_layers > 0) w->set_u32(a + ".nextn_predict_layers", u32(s.num_nextn_layers));
+    if (s.num_expert_groups > 0) {
+      w->set_u32(a + ".expert_group_count", u32(s.num_expert_groups));
+      w->set_u32(a + ".expert_group_used_count", u32(s.num_expert_groups_used));
+    }
+  }
+  if (arch.has_latent_attention) {  // DeepseekV2Model (conversion/deepseek.py): MLA as MQA of one KV head
+    w->set_u32(a + ".vocab_size", u32(s.vocab_size));
+    if (s.q_lora_rank > 0) w->set_u32(a + ".attention.q_lora_rank", u32(s.q_lora_rank));
+    w->set_u32(a + ".attention.kv_lora_rank", u32(s.kv_lora_rank));
+    w->set_u32(a + ".attention.key_length", u32(s.kv_lora_rank + s.rope_dimension_count));
+    w->set_u32(a + ".attention.value_length", u32(s.kv_lora_rank));
+    w->set_u32(a + ".attention.key_length_mla", u32(s.mla_head_dim_k));
+    w->set_u32(a + ".attention.value_length_mla", u32(s.mla_head_dim_v));
+    if (s.yarn_mscale_all_dim != 0.0f) {
+      w->set_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * s.yarn_mscale_all_dim);
+    }
   }
 }
 

@@ -45,6 +45,31 @@ void set_experts(int64_t num_experts, int64_t num_used, int64_t expert_ff, Synth
   s->expert_feed_forward_length = expert_ff;
 }
 
+// deepseek2's latent attention from config.json's q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+// qk_rope_head_dim and v_head_dim, and its DeepSeek routing; the file's head is then one KV head
+// of kv_lora_rank + qk_rope_head_dim (what DeepseekV2Model writes).
+void set_latent_attention(int64_t q_lora, int64_t kv_lora, int64_t nope, int64_t rope, int64_t v, SynthShape* s) {
+  s->q_lora_rank = q_lora;
+  s->kv_lora_rank = kv_lora;
+  s->mla_head_dim_k = nope + rope;
+  s->mla_head_dim_v = v;
+  s->rope_dimension_count = rope;
+  s->head_dim = kv_lora + rope;
+  s->num_kv_heads = 1;
+}
+
+// DeepSeek routing: shared experts, leading dense layers, the routed weights' scale and
+// renormalisation, sigmoid (with selection biases) or softmax gating.
+void set_deepseek_routing(int64_t shared, int64_t dense, float scale, bool is_normalized, bool is_sigmoid,
+                          SynthShape* s) {
+  s->num_shared_experts = shared;
+  s->num_leading_dense_layers = dense;
+  s->expert_weights_scale = scale;
+  s->is_expert_weight_normalized = is_normalized;
+  s->expert_gating_func = is_sigmoid ? 2 : 1;
+  s->has_expert_selection_bias = is_sigmoid;
+}
+
 // A small test shape with another's architecture and settings.
 SynthShape test_shape(const SynthShape& like, const char* name, const char* description, Dims d) {
   SynthShape s = like;
@@ -167,6 +192,46 @@ std::vector<SynthShape> make_presets() {
   p.back().expert_weights_scale = 1.0f;
   p.back().is_expert_weight_normalized = true;
   const SynthShape glm4moe = p.back();
+  // DeepSeek-V2-Lite: latent attention without a query latent, softmax routing without biases,
+  // YaRN 40x over 4096 with mscale_all_dim 0.707.
+  p.push_back(shape("deepseek-v2-lite", "deepseek2", "DeepSeek-V2-Lite", {2048, 27, 16, 1, 576, 10944, 102400, 163840},
+                    10000.0f, 1e-6f, false));
+  set_experts(64, 6, 1408, &p.back());
+  set_latent_attention(0, 512, 128, 64, 128, &p.back());
+  set_deepseek_routing(2, 1, 1.0f, false, false, &p.back());
+  p.back().yarn_factor = 40.0f;
+  p.back().yarn_original_context = 4096;
+  p.back().yarn_mscale_all_dim = 0.707f;
+  const SynthShape deepseek_lite = p.back();
+  // GLM-4.7-Flash (Glm4MoeLiteForCausalLM, converted as deepseek2 without its prediction layer).
+  p.push_back(shape("glm-4.7-flash", "deepseek2", "GLM-4.7-Flash", {2048, 47, 20, 1, 576, 10240, 154880, 202752},
+                    1000000.0f, 1e-5f, false));
+  set_experts(64, 4, 1536, &p.back());
+  set_latent_attention(768, 512, 192, 64, 256, &p.back());
+  set_deepseek_routing(1, 1, 1.8f, true, true, &p.back());
+  p.back().num_expert_groups = p.back().num_expert_groups_used = 1;
+  // DeepSeek-V3 / V3.1 (and R1): 256 experts in 8 groups of which a token uses 4.
+  p.push_back(shape("deepseek-v3", "deepseek2", "DeepSeek-V3", {7168, 61, 128, 1, 576, 18432, 129280, 163840}, 10000.0f,
+                    1e-6f, false));
+  set_experts(256, 8, 2048, &p.back());
+  set_latent_attention(1536, 512, 128, 64, 128, &p.back());
+  set_deepseek_routing(1, 3, 2.5f, true, true, &p.back());
+  p.back().num_expert_groups = 8;
+  p.back().num_expert_groups_used = 4;
+  p.back().yarn_factor = 40.0f;
+  p.back().yarn_original_context = 4096;
+  p.back().yarn_mscale_all_dim = 1.0f;
+  const SynthShape deepseek_v3 = p.back();
+  // Kimi K2: DeepSeek V3's layout with 384 experts, 64 heads, one dense layer, no groups.
+  p.push_back(
+      shape("kimi-k2", "deepseek2", "Kimi K2", {7168, 61, 64, 1, 576, 18432, 163840, 131072}, 50000.0f, 1e-6f, false));
+  set_experts(384, 8, 2048, &p.back());
+  set_latent_attention(1536, 512, 128, 64, 128, &p.back());
+  set_deepseek_routing(1, 1, 2.827f, true, true, &p.back());
+  p.back().num_expert_groups = p.back().num_expert_groups_used = 1;
+  p.back().yarn_factor = 32.0f;
+  p.back().yarn_original_context = 4096;
+  p.back().yarn_mscale_all_dim = 1.0f;
 
   // Small shapes for tests: every architecture, K-quant-compatible widths (256) and one that
   // is not (192, like Qwen's 896), and enough gemma3 layers for a global one.
@@ -221,21 +286,57 @@ std::vector<SynthShape> make_presets() {
   p.back().rope_dimension_count = 32;
   p.back().has_optional_qk_norm = true;
   p.back().expert_weights_scale = 2.5f;
+  // DeepSeek V3's settings in small: a query latent, sigmoid routing with biases in 4 groups of
+  // which 2 are used, YaRN with the log multiplier (over a context the tests' prompts pass).
+  p.push_back(test_shape(deepseek_v3, "test-deepseek2", "small deepseek2 shape (DeepSeek V3 settings) for tests",
+                         {256, 4, 4, 1, 160, 512, 320, 512}));
+  set_experts(8, 2, 64, &p.back());
+  set_latent_attention(128, 128, 64, 32, 64, &p.back());
+  set_deepseek_routing(1, 1, 2.5f, true, true, &p.back());
+  p.back().num_expert_groups = 4;
+  p.back().num_expert_groups_used = 2;
+  p.back().yarn_factor = 4.0f;
+  p.back().yarn_original_context = 16;
+  // DeepSeek-V2-Lite's in small: no query latent, softmax routing without biases, two shared
+  // experts, widths K-quants cannot split (their fallbacks). 26 layers: llama.cpp reads a file
+  // without attention.q_lora_rank only at 26 or 27 layers (its "lite" test).
+  p.push_back(test_shape(deepseek_lite, "test-deepseek2-lite",
+                         "small deepseek2 shape (DeepSeek-V2-Lite settings) for tests",
+                         {192, 26, 3, 1, 128, 320, 320, 512}));
+  set_experts(6, 2, 64, &p.back());
+  set_latent_attention(0, 96, 64, 32, 32, &p.back());
+  set_deepseek_routing(2, 1, 1.0f, false, false, &p.back());
+  p.back().yarn_factor = 0.0f;
+  p.back().yarn_mscale_all_dim = 0.0f;
   return p;
+}
+
+// deepseek2's attention: the query (through its latent and norm, or straight), the key/value
+// latent and its norm, attn_k_b and attn_v_b of every head, the output.
+int64_t latent_attention_parameters(const SynthShape& s) {
+  const int64_t d = s.embedding_length, heads = s.num_heads, rope = s.rope_dimension_count;
+  const int64_t q = s.q_lora_rank > 0 ? d * s.q_lora_rank + s.q_lora_rank + s.q_lora_rank * heads * s.mla_head_dim_k
+                                      : d * heads * s.mla_head_dim_k;
+  return q + d * (s.kv_lora_rank + rope) + s.kv_lora_rank + heads * (s.mla_head_dim_k - rope) * s.kv_lora_rank +
+         heads * s.kv_lora_rank * s.mla_head_dim_v + heads * s.mla_head_dim_v * d;
 }
 
 }  // namespace
 
 int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
-  int64_t per_layer = d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
-  // Routed experts (and glm4moe's selection bias and shared experts), or a dense FFN.
+  const ArchitectureTraits* arch = find_architecture(architecture);
+  const bool is_latent = arch != nullptr && arch->has_latent_attention;
+  int64_t per_layer =
+      is_latent ? latent_attention_parameters(*this) : d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
+  // Routed experts (and DeepSeek routing's selection bias and shared experts), or a dense FFN.
+  const bool has_selection_bias = arch != nullptr && arch->has_deepseek_routing && has_expert_selection_bias;
   const int64_t expert_ffn = d * num_experts + 3 * d * expert_feed_forward_length * num_experts +
-                             (num_shared_experts > 0 ? num_experts : 0) +
+                             (has_selection_bias ? num_experts : 0) +
                              3 * d * expert_feed_forward_length * num_shared_experts;
   const int64_t dense_ffn = 3 * d * feed_forward_length;  // gate, up, down
   if (has_qkv_bias) per_layer += q_width() + 2 * kv_width();
-  if (const ArchitectureTraits* a = find_architecture(architecture)) {
+  if (const ArchitectureTraits* a = arch) {
     if (a->has_attention_sinks) per_layer += num_heads;
     if (a->has_expert_biases) {  // q/k/v/o, router and expert biases
       per_layer += q_width() + 2 * kv_width() + d + num_experts * (1 + 2 * expert_feed_forward_length + d);
@@ -279,7 +380,10 @@ ModelConfig shape_config(const SynthShape& s) {
   if (const ArchitectureTraits* a = find_architecture(s.architecture)) {
     apply_architecture(*a, s.sliding_window, &c);
     if (a->has_deepseek_routing) {  // as model_config.cpp reads the keys set_metadata writes
-      c.is_expert_gating_sigmoid = c.has_expert_selection_bias = true;
+      c.is_expert_gating_sigmoid = s.expert_gating_func == 2;
+      c.has_expert_selection_bias = s.has_expert_selection_bias;
+      c.num_expert_groups = s.num_expert_groups;
+      c.num_expert_groups_used = s.num_expert_groups_used;
       c.expert_weights_scale = s.expert_weights_scale != 0.0f ? s.expert_weights_scale : 1.0f;
       c.is_expert_weight_normalized = s.is_expert_weight_normalized;
       c.num_shared_experts = s.num_shared_experts;
@@ -306,6 +410,18 @@ ModelConfig shape_config(const SynthShape& s) {
     c.rope_yarn_original_context = s.yarn_original_context;
     const float mscale = 0.1f * std::log(s.yarn_factor) + 1.0f;
     c.rope_yarn_attn_factor = s.yarn_factor <= 1.0f ? 1.0f : mscale * (1.0f / (1.0f + 0.1f * std::log(s.yarn_factor)));
+  }
+  if (s.kv_lora_rank > 0) {  // deepseek2's latent attention
+    c.q_lora_rank = s.q_lora_rank;
+    c.kv_lora_rank = s.kv_lora_rank;
+    c.mla_head_dim_k = s.mla_head_dim_k;
+    c.mla_head_dim_v = s.mla_head_dim_v;
+    c.head_dim_v = s.kv_lora_rank;
+    c.rope_yarn_log_multiplier = s.yarn_mscale_all_dim;
+    if (s.yarn_mscale_all_dim != 0.0f && s.yarn_factor > 1.0f) {
+      c.rope_yarn_attn_factor = 1.0f / (1.0f + 0.1f * std::log(s.yarn_factor));  // the magnitude goes to q.k
+    }
+    c.attention_scale = latent_attention_scale(c);
   }
   if (s.longrope.is_enabled()) {
     c.rope_original_context = s.longrope.original_context_length;

@@ -74,6 +74,26 @@ class Planner {
 
 std::string blk(int64_t layer, const char* suffix) { return "blk." + std::to_string(layer) + "." + suffix; }
 
+// deepseek2's latent attention, as DeepseekV2Model writes it: the query (through its latent
+// where the model has one), the key/value latent and its norm, attn_kv_b split per head into
+// attn_k_b {nope, kv_lora, heads} and attn_v_b {kv_lora, v, heads}, and the output. llama.cpp's
+// mixes have no rule of their own for these: they take the base type, as attn_q does.
+void add_latent_attention(const SynthShape& s, int64_t il, Planner& p) {
+  const int64_t d = s.embedding_length, heads = s.num_heads, rope = s.rope_dimension_count;
+  if (s.q_lora_rank > 0) {
+    p.add(blk(il, "attn_q_a.weight"), {d, s.q_lora_rank}, TensorRole::AttnQ, il);
+    p.add(blk(il, "attn_q_a_norm.weight"), {s.q_lora_rank}, TensorRole::Norm, il);
+    p.add(blk(il, "attn_q_b.weight"), {s.q_lora_rank, heads * s.mla_head_dim_k}, TensorRole::AttnQ, il);
+  } else {
+    p.add(blk(il, "attn_q.weight"), {d, heads * s.mla_head_dim_k}, TensorRole::AttnQ, il);
+  }
+  p.add(blk(il, "attn_kv_a_mqa.weight"), {d, s.kv_lora_rank + rope}, TensorRole::AttnQ, il);
+  p.add(blk(il, "attn_kv_a_norm.weight"), {s.kv_lora_rank}, TensorRole::Norm, il);
+  p.add(blk(il, "attn_k_b.weight"), {s.mla_head_dim_k - rope, s.kv_lora_rank, heads}, TensorRole::AttnQ, il);
+  p.add(blk(il, "attn_v_b.weight"), {s.kv_lora_rank, s.mla_head_dim_v, heads}, TensorRole::AttnQ, il);
+  p.add(blk(il, "attn_output.weight"), {heads * s.mla_head_dim_v, d}, TensorRole::AttnOutput, il);
+}
+
 }  // namespace
 
 int64_t TensorPlan::num_rows() const {
@@ -107,7 +127,9 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   // The trunk's layers, then glm4moe's multi-token-prediction layers (an expert layer each).
   for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
     if (has_pre_norms) p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
-    if (is_fused) {
+    if (arch != nullptr && arch->has_latent_attention) {
+      add_latent_attention(s, il, p);
+    } else if (is_fused) {
       // The fused matrix takes the base type, as attn_q does (llama.cpp's mixes give it more bits).
       p.add(blk(il, "attn_qkv.weight"), {d, s.q_width() + 2 * s.kv_width()}, TensorRole::AttnQ, il);
     } else {
@@ -125,7 +147,9 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "attn_q_norm.weight"), {is_qk_norm_full_width ? s.q_width() : s.head_dim}, TensorRole::Norm, il);
       p.add(blk(il, "attn_k_norm.weight"), {is_qk_norm_full_width ? s.kv_width() : s.head_dim}, TensorRole::Norm, il);
     }
-    p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
+    if (arch == nullptr || !arch->has_latent_attention) {
+      p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
+    }
     if (is_gpt_oss) {
       p.add(blk(il, "attn_output.bias"), {d}, TensorRole::Bias, il);
       p.add(blk(il, "attn_sinks.weight"), {s.num_heads}, TensorRole::Bias, il);
@@ -139,7 +163,9 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       // llama.cpp's order and 3-D layout: the router, then gate, down, up experts {in, out, experts}.
       const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
       p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
-      if (arch != nullptr && arch->has_deepseek_routing) p.add(blk(il, "exp_probs_b.bias"), {e}, TensorRole::Bias, il);
+      if (arch != nullptr && arch->has_deepseek_routing && s.has_expert_selection_bias) {
+        p.add(blk(il, "exp_probs_b.bias"), {e}, TensorRole::Bias, il);
+      }
       p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
       p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
       p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);

@@ -1,7 +1,8 @@
 // CpuExperts: top-k gating as llama.cpp's build_moe_ffn computes it for softmax gating
 // (softmax over all experts, the k largest probabilities, optionally renormalised with the sum
 // clamped to f16's smallest normal), for sigmoid gating with a selection bias (glm4moe: the k
-// largest of sigmoid + bias, weighted by the sigmoid alone, renormalised, scaled) and for
+// largest of sigmoid + bias, weighted by the sigmoid alone, renormalised, scaled; DeepSeek V3's
+// choice limited to the best groups of experts) and for
 // gpt-oss's softmax-weight gating (the k largest logits, softmax over those k), the grouping of
 // rows by expert, and the weighted sum.
 #include "backend/cpu/cpu_experts.h"
@@ -22,6 +23,12 @@ CpuExperts::CpuExperts(const ModelConfig& c, int64_t max_batch) {
   m_is_softmax_over_top_k = c.is_expert_softmax_over_top_k;
   m_is_sigmoid = c.is_expert_gating_sigmoid;
   m_weights_scale = c.expert_weights_scale;
+  if (c.num_expert_groups > 1) {
+    m_num_groups = c.num_expert_groups;
+    m_num_groups_used = c.num_expert_groups_used;
+    m_group_scores.resize(static_cast<size_t>(m_num_groups));
+    m_group_order.resize(static_cast<size_t>(m_num_groups));
+  }
   const auto routed = static_cast<size_t>(max_batch * m_num_used);
   m_choice.resize(routed);
   m_weight.resize(routed);
@@ -49,6 +56,36 @@ uint64_t CpuExperts::scratch_bytes() const {
          (m_row.size() + m_offsets.size() + m_next_row.size()) * sizeof(int64_t);
 }
 
+// DeepSeek V3's group-limited choice (llama.cpp's build_moe_ffn): each group scored by the sum
+// of its two best selection scores, the best m_num_groups_used groups kept (ties to the lower
+// group), every other group's experts out of the running (-inf).
+void CpuExperts::keep_best_groups() {
+  const int64_t per_group = m_num_experts / m_num_groups;
+  for (int64_t g = 0; g < m_num_groups; ++g) {
+    const float* s = m_selection.data() + g * per_group;
+    float first = -INFINITY, second = -INFINITY;
+    for (int64_t i = 0; i < per_group; ++i) {
+      if (s[i] > first) {
+        second = first;
+        first = s[i];
+      } else if (s[i] > second) {
+        second = s[i];
+      }
+    }
+    m_group_scores[static_cast<size_t>(g)] = first + second;
+    m_group_order[static_cast<size_t>(g)] = static_cast<int32_t>(g);
+  }
+  std::partial_sort(
+      m_group_order.begin(), m_group_order.begin() + m_num_groups_used, m_group_order.end(), [&](int32_t a, int32_t b) {
+        const float sa = m_group_scores[static_cast<size_t>(a)], sb = m_group_scores[static_cast<size_t>(b)];
+        return sa > sb || (sa == sb && a < b);
+      });
+  for (int64_t j = m_num_groups_used; j < m_num_groups; ++j) {
+    float* s = m_selection.data() + m_group_order[static_cast<size_t>(j)] * per_group;
+    std::fill(s, s + per_group, -INFINITY);
+  }
+}
+
 Status CpuExperts::route(int64_t layer, const float* logits, const float* selection_bias, const float* xn, int64_t n) {
   const int64_t e_count = m_num_experts, k = m_num_used, d = m_width;
   std::fill(m_offsets.begin(), m_offsets.end(), 0);
@@ -74,9 +111,12 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* select
     // The k best (by score plus the selection bias where the model has one: its weights stay
     // the unbiased scores); ties go to the lower expert id, so the choice never depends on the sort.
     const float* by = m_probs.data();
-    if (selection_bias != nullptr) {
-      for (int64_t e = 0; e < e_count; ++e)
-        m_selection[static_cast<size_t>(e)] = m_probs[static_cast<size_t>(e)] + selection_bias[e];
+    if (selection_bias != nullptr || m_num_groups > 1) {
+      for (int64_t e = 0; e < e_count; ++e) {
+        m_selection[static_cast<size_t>(e)] =
+            m_probs[static_cast<size_t>(e)] + (selection_bias != nullptr ? selection_bias[e] : 0.0f);
+      }
+      if (m_num_groups > 1) keep_best_groups();
       by = m_selection.data();
     }
     for (int64_t e = 0; e < e_count; ++e) m_order[static_cast<size_t>(e)] = static_cast<int32_t>(e);

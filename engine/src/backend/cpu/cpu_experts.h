@@ -57,6 +57,8 @@ class CpuExperts {
   uint64_t scratch_bytes() const;
 
  private:
+  void keep_best_groups();  // group-limited routing over m_selection
+
   int64_t m_num_experts = 0;
   int64_t m_num_used = 0;
   int64_t m_width = 0;
@@ -64,16 +66,19 @@ class CpuExperts {
   bool m_is_softmax_over_top_k = false;  // gpt-oss's gating (see route)
   bool m_is_sigmoid = false;             // glm4moe's gating
   float m_weights_scale = 1.0f;
+  int64_t m_num_groups = 0, m_num_groups_used = 0;  // group-limited routing (DeepSeek V3); 0: off
   // The current layer's routing.
-  std::vector<int32_t> m_choice;    // [tokens x k]: expert of each of a token's choices
-  std::vector<float> m_weight;      // [tokens x k]: its gating weight
-  std::vector<int64_t> m_row;       // [tokens x k]: its row in the grouped buffers
-  std::vector<int64_t> m_offsets;   // [num_experts + 1]: first grouped row of each expert
-  std::vector<int64_t> m_next_row;  // [num_experts]: while grouping, each expert's next free row
-  std::vector<int32_t> m_active;    // experts with rows
-  std::vector<float> m_probs;       // [num_experts] one token's softmax
-  std::vector<float> m_selection;   // [num_experts] its scores plus the selection bias
-  std::vector<int32_t> m_order;     // [num_experts] its experts, best first
+  std::vector<int32_t> m_choice;      // [tokens x k]: expert of each of a token's choices
+  std::vector<float> m_weight;        // [tokens x k]: its gating weight
+  std::vector<int64_t> m_row;         // [tokens x k]: its row in the grouped buffers
+  std::vector<int64_t> m_offsets;     // [num_experts + 1]: first grouped row of each expert
+  std::vector<int64_t> m_next_row;    // [num_experts]: while grouping, each expert's next free row
+  std::vector<int32_t> m_active;      // experts with rows
+  std::vector<float> m_probs;         // [num_experts] one token's softmax
+  std::vector<float> m_selection;     // [num_experts] its scores plus the selection bias
+  std::vector<float> m_group_scores;  // [num_groups] each group's two best selection scores summed
+  std::vector<int32_t> m_group_order;
+  std::vector<int32_t> m_order;  // [num_experts] its experts, best first
   // The grouped buffers and the router's output.
   std::vector<float> m_router_logits;  // [max_batch x num_experts]
   std::vector<float> m_in, m_out;      // [max_batch * k x n_embd]

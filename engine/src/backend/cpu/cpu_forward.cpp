@@ -64,6 +64,15 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_shared_gate.resize(n * static_cast<size_t>(config.shared_expert_width()));
   m_shared_up.resize(n * static_cast<size_t>(config.shared_expert_width()));
   m_final.resize(n * config.embedding_length);
+  if (config.has_latent_attention()) {
+    m_q_latent.resize(n * static_cast<size_t>(config.q_lora_rank));
+    m_kv_latent.resize(n * static_cast<size_t>(config.latent_kv_width()));
+    m_q_heads.resize(n * static_cast<size_t>(config.q_heads_width()));
+    m_attn_heads.resize(n * static_cast<size_t>(config.attention_heads_width()));
+    const auto head_width = static_cast<size_t>(std::max(config.kv_lora_rank, config.mla_head_dim_k));
+    m_head_in.resize(n * head_width);
+    m_head_out.resize(n * head_width);
+  }
   m_spans.reserve(n);
   size_t matmul_scratch = 0;
   auto need = [&](const WeightMatrix& w) {
@@ -71,8 +80,11 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   };
   for (const LayerWeights& l : weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
-                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp}) {
+                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a}) {
       need(*w);
+    }
+    for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {
+      if (h->num_experts > 0) need(h->expert(0));
     }
     // An expert multiplies at most every token of the step (a token picks an expert once).
     for (const ExpertMatrices* e : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) {
@@ -86,7 +98,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
 uint64_t CpuForward::scratch_bytes() const {
   const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() +
                         m_proj.size() + m_gate.size() + m_up.size() + m_shared_gate.size() + m_shared_up.size() +
-                        m_final.size();
+                        m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
+                        m_attn_heads.size() + m_head_in.size() + m_head_out.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -146,6 +159,10 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::ExpertOut: return m_experts.expert_out();
     case PlanBuffer::SharedGate: return m_shared_gate.data();
     case PlanBuffer::SharedUp: return m_shared_up.data();
+    case PlanBuffer::QLatent: return m_q_latent.data();
+    case PlanBuffer::KvLatent: return m_kv_latent.data();
+    case PlanBuffer::QHeads: return m_q_heads.data();
+    case PlanBuffer::AttnHeads: return m_attn_heads.data();
   }
   return nullptr;
 }
@@ -192,7 +209,10 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
     case PlanOpKind::Matmuls: return run_matmuls(op, n, logits);
     case PlanOpKind::Rope: {
       const bool is_sliding = op.is_sliding;
-      RopeArgs args{m_q.data(),
+      // Latent attention rotates each head's last values: the rows start that far in (each head
+      // row is still head_dim_k apart, and the last one ends inside the buffer).
+      const int64_t offset = c.rope_head_offset();
+      RopeArgs args{m_q.data() + offset,
                     n,
                     c.num_heads,
                     c.head_dim_k,
@@ -212,7 +232,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       args.num_threads = m_num_threads;
       if (!rope(args)) return kernel_failed("RoPE on queries", il);
       record(op, 0, n);
-      args.data = m_k.data();
+      args.data = m_k.data() + offset;
       args.num_heads = c.num_kv_heads;
       if (!rope(args)) return kernel_failed("RoPE on keys", il);
       record(op, 1, n);
@@ -238,6 +258,8 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       return {};
     }
     case PlanOpKind::ExpertMatmuls: return run_expert_matmuls(op, n);
+    case PlanOpKind::LatentKv: return run_latent_kv(op, n);
+    case PlanOpKind::HeadMatmuls: return run_head_matmuls(op, n);
     case PlanOpKind::ExpertCombine:
       m_experts.combine(n, buffer(op.output, logits), op.is_accumulating);
       record(op, 0, n);

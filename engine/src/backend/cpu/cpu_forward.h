@@ -61,6 +61,9 @@ class CpuForward {
   Status run_matmuls(const PlanOp& op, int64_t num_rows, float* logits);
   Status run_attention(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows);
   Status run_expert_matmuls(const PlanOp& op, int64_t num_rows);
+  // Latent attention (cpu_latent_attention.cpp).
+  Status run_latent_kv(const PlanOp& op, int64_t num_rows);
+  Status run_head_matmuls(const PlanOp& op, int64_t num_rows);
   const WeightMatrix& matrix(const PlanProduct& p, int64_t layer) const;
   float* buffer(PlanBuffer b, float* logits);
   const std::vector<float>& norm_weight(const PlanOp& op) const;
@@ -94,6 +97,10 @@ class CpuForward {
   std::vector<float> m_shared_gate, m_shared_up;  // [shared_expert_width] (glm4moe)
   std::vector<float> m_final;                     // normalised hidden states of the rows that sample [n_embd]
   CpuExperts m_experts;                           // routing and the grouped expert rows (mixture of experts)
+  // Latent attention (deepseek2): the query latent, the key/value latent, the queries before
+  // absorption, the heads' outputs after attn_v_b, and one head's rows gathered for its product.
+  std::vector<float> m_q_latent, m_kv_latent, m_q_heads, m_attn_heads;
+  std::vector<float> m_head_in, m_head_out;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling
   // allocates nothing per step).
   std::vector<op_costs::AttentionSpan> m_spans;

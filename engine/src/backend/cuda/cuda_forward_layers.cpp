@@ -36,7 +36,11 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::ExpertUp:
     case PlanBuffer::ExpertOut:
     case PlanBuffer::SharedGate:
-    case PlanBuffer::SharedUp: break;  // no expert ops on the device (check_cuda_plan_support)
+    case PlanBuffer::SharedUp:
+    case PlanBuffer::QLatent:
+    case PlanBuffer::KvLatent:
+    case PlanBuffer::QHeads:
+    case PlanBuffer::AttnHeads: break;  // no expert or latent-attention ops on the device (check_cuda_plan_support)
   }
   return nullptr;
 }
@@ -201,7 +205,9 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       return op_end(op, 0, n);
     case PlanOpKind::ExpertRouting:
     case PlanOpKind::ExpertMatmuls:
-    case PlanOpKind::ExpertCombine: return check_cuda_plan_support(m_plan);  // refused at load already
+    case PlanOpKind::ExpertCombine:
+    case PlanOpKind::LatentKv:
+    case PlanOpKind::HeadMatmuls: return check_cuda_plan_support(m_plan);  // refused at load already
   }
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }

@@ -27,7 +27,8 @@ enum class ModelArchitecture {
   SmolLM3,
   Olmo2,
   Granite,
-  Glm4Moe
+  Glm4Moe,
+  Deepseek2
 };
 
 struct ArchitectureTraits {
@@ -79,8 +80,17 @@ struct ArchitectureTraits {
   // layers with a dense FFN; and <arch>.nextn_predict_layers multi-token-prediction layers after
   // the trunk, counted in block_count, which the forward pass does not run.
   bool has_deepseek_routing = false;
+  // The gating function when the file has no <arch>.expert_gating_func: sigmoid (glm4moe) or
+  // softmax (deepseek2: DeepSeek V2's files predate the key).
+  bool is_expert_gating_sigmoid_by_default = true;
   // q and k norms (per head) are bound where the file has them (GLM-4.5 355B has, Air has not).
   bool is_qk_norm_optional = false;
+  // Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash: llama.cpp's deepseek2
+  // with attn_k_b / attn_v_b). Keys and values are one shared latent per token: the cache holds
+  // <arch>.attention.kv_lora_rank normed latent values plus the roped part of the key
+  // (rope.dimension_count), one KV head of attention.key_length; queries are absorbed into the
+  // latent space per head through attn_k_b, and each head's output leaves it through attn_v_b.
+  bool has_latent_attention = false;
   // gpt-oss: a per-head sink logit (attn_sinks.weight) joins every attention softmax.
   bool has_attention_sinks = false;
   // The sliding layers use the global RoPE base and scaling (gpt-oss), not base 10000 unscaled.
@@ -105,7 +115,7 @@ const std::vector<ArchitectureTraits>& architectures();
 const ArchitectureTraits* find_architecture(std::string_view name);
 
 // "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite",
-// "glm4moe".
+// "glm4moe", "deepseek2".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

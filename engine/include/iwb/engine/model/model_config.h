@@ -97,6 +97,25 @@ struct ModelConfig {
   // counts them, num_layers does not); their tensors stay unread.
   int64_t num_nextn_layers = 0;
   std::string ffn_norm_name = "ffn_norm";  // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
+  // Group-limited routing (DeepSeek V3's n_group / topk_group): the experts fall into
+  // num_expert_groups equal groups, each scored by the sum of its two best selection scores, and
+  // a token chooses its experts from the num_expert_groups_used best groups only. 0 or 1: off.
+  int64_t num_expert_groups = 0;
+  int64_t num_expert_groups_used = 0;
+
+  // Multi-head latent attention (ArchitectureTraits::has_latent_attention; deepseek2). The
+  // attention runs as one KV head (num_kv_heads 1) whose key is [kv_lora_rank normed latent
+  // values, rope_num_rotated roped values] (head_dim_k) and whose value is the latent
+  // (head_dim_v = kv_lora_rank). Each head's query before absorption is mla_head_dim_k wide
+  // ([nope, rope]); attn_k_b takes its nope part into the latent space, and attn_v_b each head's
+  // latent output to mla_head_dim_v values, num_heads * mla_head_dim_v into attn_output.
+  int64_t q_lora_rank = 0;     // attention.q_lora_rank: q = wq_b . norm(wq_a . x); 0: q = wq . x (V2-Lite)
+  int64_t kv_lora_rank = 0;    // attention.kv_lora_rank; 0: ordinary attention
+  int64_t mla_head_dim_k = 0;  // attention.key_length_mla
+  int64_t mla_head_dim_v = 0;  // attention.value_length_mla
+  // rope.scaling.yarn_log_multiplier as llama.cpp uses it (the file's value / 0.1: DeepSeek's
+  // mscale_all_dim); it only sets attention_scale (mscale^2 / sqrt(mla_head_dim_k)).
+  float rope_yarn_log_multiplier = 0.0f;
 
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t q_norm_width() const { return is_qk_norm_full_width ? q_width() : head_dim_k; }
@@ -104,6 +123,17 @@ struct ModelConfig {
   int64_t k_width() const { return num_kv_heads * head_dim_k; }
   int64_t v_width() const { return num_kv_heads * head_dim_v; }
   int64_t attention_output_width() const { return num_heads * head_dim_v; }
+  bool has_latent_attention() const { return kv_lora_rank > 0; }
+  int64_t latent_kv_width() const { return kv_lora_rank + rope_num_rotated; }   // attn_kv_a_mqa's output
+  int64_t q_heads_width() const { return num_heads * mla_head_dim_k; }          // the queries before absorption
+  int64_t attention_heads_width() const { return num_heads * mla_head_dim_v; }  // attn_v_b's outputs
+  int64_t mla_nope_width() const { return mla_head_dim_k - rope_num_rotated; }  // attn_k_b's input per head
+  // attn_output's input: every head's output (after attn_v_b with latent attention).
+  int64_t attention_projection_width() const {
+    return has_latent_attention() ? attention_heads_width() : attention_output_width();
+  }
+  // Where RoPE's values start in each query and key head: after the latent with latent attention.
+  int64_t rope_head_offset() const { return has_latent_attention() ? kv_lora_rank : 0; }
   bool has_experts() const { return num_experts > 0; }
   // Layer il's FFN is routed experts (a mixture of experts' leading dense layers are not).
   bool is_expert_layer(int64_t il) const { return has_experts() && il >= num_leading_dense_layers; }
@@ -111,6 +141,10 @@ struct ModelConfig {
   int64_t shared_expert_width() const { return expert_feed_forward_length * num_shared_experts; }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
 };
+
+// Latent attention's scale of q.k as llama.cpp's deepseek2 graph sets it: mscale^2 /
+// sqrt(mla_head_dim_k), mscale from the YaRN factor and rope_yarn_log_multiplier.
+float latent_attention_scale(const ModelConfig& config);
 
 // Reads and checks the configuration; errors name the missing or inconsistent key.
 Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);

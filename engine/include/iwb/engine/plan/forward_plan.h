@@ -30,6 +30,8 @@ struct LayerWeightTypes {
   bool has_router_bias = false, has_expert_biases = false;  // gpt-oss
   // glm4moe's shared experts (F32 where the layer has none).
   GgmlType ffn_gate_shexp = GgmlType::F32, ffn_up_shexp = GgmlType::F32, ffn_down_shexp = GgmlType::F32;
+  // Latent attention (deepseek2): attn_q_a, attn_kv_a_mqa, and the per-head attn_k_b / attn_v_b.
+  GgmlType wq_a = GgmlType::F32, wkv_a = GgmlType::F32, wk_b = GgmlType::F32, wv_b = GgmlType::F32;
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -63,10 +65,25 @@ enum class PlanBuffer : uint8_t {
   ExpertOut,     // an expert's output for a token, before the weighted sum [n_embd]
   SharedGate,    // the shared experts' gate [shared_expert_width]; the activation's output too
   SharedUp,      // [shared_expert_width]
+  // Latent attention (deepseek2).
+  QLatent,    // attn_q_a's output, normed in place [q_lora_rank]
+  KvLatent,   // attn_kv_a_mqa's output: the latent, then the key's RoPE values [latent_kv_width]
+  QHeads,     // each head's query before absorption, [nope, rope] per head [q_heads_width]
+  AttnHeads,  // each head's output after attn_v_b [attention_heads_width]
 };
 
 // Weight vectors an RMS norm multiplies by.
-enum class PlanNorm : uint8_t { AttnNorm, QNorm, KNorm, PostAttentionNorm, FfnNorm, PostFfwNorm, OutputNorm };
+enum class PlanNorm : uint8_t {
+  AttnNorm,
+  QNorm,
+  KNorm,
+  PostAttentionNorm,
+  FfnNorm,
+  PostFfwNorm,
+  OutputNorm,
+  QANorm,   // attn_q_a_norm (latent attention's query latent)
+  KvANorm,  // attn_kv_a_norm (its key/value latent)
+};
 
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
 // expert tensors (one matrix per expert).
@@ -85,7 +102,11 @@ enum class PlanMatrix : uint8_t {
   FfnDownExps,
   FfnGateShexp,  // glm4moe's shared experts: one dense SwiGLU FFN in each expert layer
   FfnUpShexp,
-  FfnDownShexp
+  FfnDownShexp,
+  WqA,   // attn_q_a (latent attention; Wq is then attn_q_b, or attn_q without a query latent)
+  WkvA,  // attn_kv_a_mqa
+  WkB,   // attn_k_b: one matrix per head (HeadMatmuls)
+  WvB,   // attn_v_b: one matrix per head
 };
 
 enum class PlanOpKind : uint8_t {
@@ -108,6 +129,11 @@ enum class PlanOpKind : uint8_t {
                   // expert's matrix, every expert a token was routed to in one call
   ExpertCombine,  // Proj = per token, the sum of its ExpertOut rows times their weights
                   // (is_accumulating: Proj += it, after the shared experts wrote Proj)
+  // Latent attention (deepseek2).
+  LatentKv,     // from KvLatent: V = rmsnorm(latent) * attn_kv_a_norm, K = [V, the RoPE values]
+  HeadMatmuls,  // per head h of num_heads (input and output split into num_heads equal rows):
+                // output_h[0, out) = input_h[0, in) . W_h^T, and output_h[out, ...) = input_h[in,
+                // ...) copied (attn_k_b: the query's RoPE values follow its absorbed latent)
 };
 
 struct PlanProduct {

@@ -76,6 +76,20 @@ struct SynthShape {
   bool is_expert_weight_normalized = false;
   bool has_optional_qk_norm = false;
   int64_t rope_dimension_count = 0;
+  // DeepSeek routing's gating (llama.cpp's numbering: 1 softmax, 2 sigmoid) and selection biases
+  // (exp_probs_b: GLM-4.5, DeepSeek V3 and later; V2 has none), and group-limited routing
+  // (expert_group_count / expert_group_used_count; 0: keys left out).
+  int64_t expert_gating_func = 2;
+  bool has_expert_selection_bias = true;
+  int64_t num_expert_groups = 0;
+  int64_t num_expert_groups_used = 0;
+  // deepseek2's multi-head latent attention: head_dim is then the file's key_length
+  // (kv_lora_rank + rope_dimension_count) and num_kv_heads 1, as llama.cpp's converter writes.
+  int64_t q_lora_rank = 0;  // 0: attn_q straight from the input (DeepSeek-V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t mla_head_dim_k = 0;        // qk_nope_head_dim + qk_rope_head_dim
+  int64_t mla_head_dim_v = 0;        // v_head_dim
+  float yarn_mscale_all_dim = 0.0f;  // written as rope.scaling.yarn_log_multiplier = 0.1 * it; 0: none
   Llama3RopeScaling rope_scaling;
   LongRopeScaling longrope;
   // YaRN (gpt-oss: factor 32 over 4096), written as rope.scaling.type yarn. factor 0: none.
