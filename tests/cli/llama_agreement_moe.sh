@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# CTest: qwen3moe, gpt-oss and glm4moe logits and 32 greedy tokens agree with llama.cpp's
-# (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe, test-gpt-oss and test-glm4moe files
+# CTest: qwen3moe, gpt-oss, glm4moe and deepseek2 logits and 32 greedy tokens agree with llama.cpp's
+# (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe, test-gpt-oss, test-glm4moe,
+# test-deepseek2 and test-deepseek2-lite files
 # in F32, two weight seeds x two prompts each (routing, top-k gating and the expert sums; for
 # gpt-oss also sinks, YaRN, the alternating sliding window, biases and the clamped SwiGLU; for
 # glm4moe sigmoid routing with selection biases, scaled weights, the shared expert, the dense first
-# layer, partial RoPE, q/k norms and the prediction layer left out; checked to 1e-3). Quantized files agree within their tolerance too, but
+# layer, partial RoPE, q/k norms and the prediction layer left out; for deepseek2 multi-head latent
+# attention with and without a query latent, YaRN's log multiplier, group-limited and softmax
+# routing; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
 # without flash attention (docs/moe.md), so they are not a pass/fail test. Needs a llama.cpp
 # build folder in LLAMA_CPP_BUILD; without one it skips (exit 77). Arguments: IWB_BINARY SOURCE_DIR.
@@ -18,7 +21,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for preset in test-qwen3moe test-gpt-oss test-glm4moe; do
+for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite; do
   for seed in 0 3; do
     file="$work/$preset-F32-$seed.gguf"
     "$iwb" synth --preset "$preset" --type F32 --seed "$seed" -o "$file" >/dev/null 2>&1

@@ -130,19 +130,40 @@ std::vector<float> swiglu_ffn(const std::vector<float>& gate, const std::vector<
 // glm4moe (DeepSeek V3's routing, llama.cpp's build_moe_ffn with SIGMOID gating and
 // exp_probs_b): p = sigmoid of the router's scores; the n_expert_used largest p + bias chosen;
 // weights the chosen p divided by their sum, times the scale; plus the shared experts' FFN.
+// deepseek2 as well: softmax scores where the file says so (V2), renormalisation only where it
+// says so, and V3's groups: a group's score is the sum of its two best biased scores, and only
+// the n_group_used best groups' experts can be chosen.
 std::vector<float> glm_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
   const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert, k = m.n_expert_used;
   const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
   std::vector<double> p(static_cast<size_t>(ne)), chosen_by(static_cast<size_t>(ne));
+  const double top_score = *std::max_element(scores.begin(), scores.end());
+  double softmax_sum = 0;
+  for (int64_t e = 0; e < ne; ++e) softmax_sum += std::exp(scores[e] - top_score);
   for (int64_t e = 0; e < ne; ++e) {
-    p[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(scores[e])));
+    p[e] = m.is_expert_sigmoid ? 1.0 / (1.0 + std::exp(-static_cast<double>(scores[e])))
+                               : std::exp(scores[e] - top_score) / softmax_sum;
     chosen_by[e] = p[e] + (l.exp_probs_b.empty() ? 0.0 : l.exp_probs_b[e]);
+  }
+  if (m.n_expert_groups > 1) {
+    const int64_t per = ne / m.n_expert_groups;
+    std::vector<std::pair<double, int64_t>> groups;
+    for (int64_t g = 0; g < m.n_expert_groups; ++g) {
+      std::vector<double> in(chosen_by.begin() + g * per, chosen_by.begin() + (g + 1) * per);
+      std::sort(in.rbegin(), in.rend());
+      groups.push_back({-(in[0] + in[1]), g});  // ascending: best first, lower group on ties
+    }
+    std::sort(groups.begin(), groups.end());
+    for (size_t j = static_cast<size_t>(m.n_group_used); j < groups.size(); ++j) {
+      for (int64_t e = groups[j].second * per; e < (groups[j].second + 1) * per; ++e) chosen_by[e] = -INFINITY;
+    }
   }
   std::vector<int64_t> order(static_cast<size_t>(ne));
   for (int64_t e = 0; e < ne; ++e) order[e] = e;
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return chosen_by[a] > chosen_by[b]; });
   double total = 0;
   for (int64_t j = 0; j < k; ++j) total += p[order[j]];
+  if (!m.is_expert_norm) total = 1.0;
   std::vector<double> y(static_cast<size_t>(d), 0.0);
   for (int64_t j = 0; j < k; ++j) {
     const int64_t e = order[j];
@@ -162,7 +183,7 @@ std::vector<float> glm_ffn(const RefModel& m, const RefLayer& l, const std::vect
 
 std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vector<float>& h) {
   if (m.arch == "gpt-oss") return gpt_oss_ffn(m, l, h);
-  if (m.arch == "glm4moe") return glm_ffn(m, l, h);
+  if (m.arch == "glm4moe" || m.arch == "deepseek2") return glm_ffn(m, l, h);
   const int64_t d = m.n_embd, ff = m.n_ff_exp, ne = m.n_expert;
   const std::vector<float> scores = linear(l.gate_inp, {}, h, ne);
   const double top = *std::max_element(scores.begin(), scores.end());
@@ -190,6 +211,103 @@ std::vector<float> moe_ffn(const RefModel& m, const RefLayer& l, const std::vect
     for (int64_t i = 0; i < d; ++i) y[i] += w * down[i];
   }
   return std::vector<float>(y.begin(), y.end());
+}
+
+// deepseek2's keys: the latent widths, DeepSeek routing, and YaRN's attention scale as
+// DeepSeek's modeling code computes it: softmax_scale = mla_k^-0.5 * mscale^2 with mscale =
+// 0.1 * mscale_all_dim * ln(factor) + 1 (the file's log multiplier is 0.1 * mscale_all_dim), and
+// RoPE's cos and sin left at magnitude 1.
+void load_deepseek2_keys(const gguf::GgufFile& f, RefModel* m) {
+  const std::string a = m->arch + ".";
+  m->kv_lora = f.get_int(a + "attention.kv_lora_rank").value_or(0);
+  m->q_lora = f.get_int(a + "attention.q_lora_rank").value_or(0);
+  m->mla_k = f.get_int(a + "attention.key_length_mla").value_or(0);
+  m->mla_v = f.get_int(a + "attention.value_length_mla").value_or(0);
+  m->is_expert_sigmoid = f.get_int(a + "expert_gating_func").value_or(1) == 2;
+  m->is_expert_norm = f.get_bool(a + "expert_weights_norm").value_or(false);
+  m->n_expert_groups = f.get_int(a + "expert_group_count").value_or(0);
+  m->n_group_used = f.get_int(a + "expert_group_used_count").value_or(0);
+  const double factor = m->rope_scale < 1.0 ? 1.0 / m->rope_scale : 1.0;
+  const double mscale_all_dim = f.get_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) / 0.1;
+  const double mscale = m->is_yarn ? 0.1 * mscale_all_dim * std::log(factor) + 1.0 : 1.0;
+  m->attn_scale = mscale * mscale / std::sqrt(static_cast<double>(m->mla_k));
+  if (m->is_yarn) m->rope_mscale = 1.0 / (1.0 + 0.1 * std::log(factor));  // rotate() grows it back to 1
+}
+
+void load_latent_layer(const gguf::GgufFile& f, const std::string& p, RefLayer* l) {
+  l->wq = load_tensor(f, p + (f.find_tensor(p + "attn_q_b.weight") ? "attn_q_b.weight" : "attn_q.weight"));
+  l->wq_a = load_tensor(f, p + "attn_q_a.weight");
+  l->q_a_norm = load_tensor(f, p + "attn_q_a_norm.weight");
+  l->wkv_a = load_tensor(f, p + "attn_kv_a_mqa.weight");
+  l->kv_a_norm = load_tensor(f, p + "attn_kv_a_norm.weight");
+  l->wk_b = load_tensor(f, p + "attn_k_b.weight");
+  l->wv_b = load_tensor(f, p + "attn_v_b.weight");
+}
+
+// One deepseek2 layer's attention output (after attn_output) for every token: each head's key
+// [k_nope = W_kb c, k_pe] and value W_vb c decompressed from the token's normed latent c, as
+// DeepSeek's modeling code does (the engine absorbs W_kb into the query instead).
+std::vector<std::vector<float>> latent_attention(const RefModel& m, const RefLayer& l,
+                                                 const std::vector<std::vector<float>>& x, bool is_kv_f16) {
+  const int64_t n = static_cast<int64_t>(x.size()), d = m.n_embd, heads = m.n_head, r = m.kv_lora;
+  const int64_t rope = m.n_rot, nope = m.mla_k - rope, dv = m.mla_v;
+  const Yarn yarn = yarn_of(m);
+  std::vector<std::vector<float>> q(n), latent(n), k_pe(n), out(n);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<float> h = x[t];
+    rms_norm(h.data(), d, l.attn_norm, m.eps);
+    if (!l.wq_a.empty()) {
+      std::vector<float> qa = linear(l.wq_a, {}, h, m.q_lora);
+      rms_norm(qa.data(), m.q_lora, l.q_a_norm, m.eps);
+      q[t] = linear(l.wq, {}, qa, heads * m.mla_k);
+    } else {
+      q[t] = linear(l.wq, {}, h, heads * m.mla_k);
+    }
+    for (int64_t hh = 0; hh < heads; ++hh) {
+      rotate(&q[t][hh * m.mla_k + nope], rope, t, m.rope_base, m.rope_scale, false, {}, m.rope_mscale, yarn);
+    }
+    const std::vector<float> kv = linear(l.wkv_a, {}, h, r + rope);
+    latent[t].assign(kv.begin(), kv.begin() + r);
+    rms_norm(latent[t].data(), r, l.kv_a_norm, m.eps);
+    k_pe[t].assign(kv.begin() + r, kv.end());
+    rotate(k_pe[t].data(), rope, t, m.rope_base, m.rope_scale, false, {}, m.rope_mscale, yarn);
+    if (is_kv_f16) {  // the engine's cache holds the latent and the roped key part in f16
+      for (float& e : latent[t]) e = fp16_to_f32(f32_to_fp16(e));
+      for (float& e : k_pe[t]) e = fp16_to_f32(f32_to_fp16(e));
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<float> attn(static_cast<size_t>(heads * dv));
+    for (int64_t hh = 0; hh < heads; ++hh) {
+      const float* wk = l.wk_b.data() + hh * r * nope;  // [r][nope]
+      const float* wv = l.wv_b.data() + hh * dv * r;    // [dv][r]
+      std::vector<double> s;
+      for (int64_t j = 0; j <= t; ++j) {
+        double dot = 0;
+        for (int64_t i = 0; i < nope; ++i) {
+          double k_nope = 0;
+          for (int64_t c = 0; c < r; ++c) k_nope += static_cast<double>(wk[c * nope + i]) * latent[j][c];
+          dot += k_nope * q[t][hh * m.mla_k + i];
+        }
+        for (int64_t i = 0; i < rope; ++i) dot += static_cast<double>(q[t][hh * m.mla_k + nope + i]) * k_pe[j][i];
+        s.push_back(dot * m.attn_scale);
+      }
+      const double mx = *std::max_element(s.begin(), s.end());
+      double sum = 0;
+      for (double& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t o = 0; o < dv; ++o) {
+        double acc = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double value = 0;
+          for (int64_t c = 0; c < r; ++c) value += static_cast<double>(wv[o * r + c]) * latent[j][c];
+          acc += s[j] / sum * value;
+        }
+        attn[hh * dv + o] = static_cast<float>(acc);
+      }
+    }
+    out[t] = linear(l.wo, {}, attn, d);
+  }
+  return out;
 }
 
 }  // namespace
@@ -232,7 +350,7 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   m.n_expert_used = f.get_int(a + "expert_used_count").value_or(0);
   m.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(0);
   m.is_yarn = f.get_string(a + "rope.scaling.type").value_or("") == "yarn";
-  if (m.arch == "glm4moe") {  // the prediction layers come after the trunk and are not run
+  if (m.arch == "glm4moe" || m.arch == "deepseek2") {  // the prediction layers come after the trunk, not run
     m.n_layer -= f.get_int(a + "nextn_predict_layers").value_or(0);
     m.n_shared_expert = f.get_int(a + "expert_shared_count").value_or(0);
     m.n_dense_lead = f.get_int(a + "leading_dense_block_count").value_or(0);
@@ -241,6 +359,7 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
   }
   m.yarn_original_context =
       f.get_int(a + "rope.scaling.original_context_length").value_or(f.get_int(a + "context_length").value_or(0));
+  if (m.arch == "deepseek2") load_deepseek2_keys(f, &m);
 
   m.embd = load_tensor(f, "token_embd.weight");
   m.vocab = m.n_embd ? static_cast<int64_t>(m.embd.size()) / m.n_embd : 0;
@@ -294,6 +413,13 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
         return m;
       }
     }
+    if (m.arch == "deepseek2") {
+      load_latent_layer(f, p, &l);
+      l.exp_probs_b = load_tensor(f, p + "exp_probs_b.bias");
+      l.gate_shexp = load_tensor(f, p + "ffn_gate_shexp.weight");
+      l.up_shexp = load_tensor(f, p + "ffn_up_shexp.weight");
+      l.down_shexp = load_tensor(f, p + "ffn_down_shexp.weight");
+    }
     l.gate = load_tensor(f, p + "ffn_gate.weight");
     l.up = load_tensor(f, p + "ffn_up.weight");
     if (m.arch == "phi3") {
@@ -319,7 +445,10 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
                              : !l.gate.empty() && !l.up.empty() && !l.down.empty();
     const bool has_norms = m.arch == "olmo2" ? !l.q_norm.empty() && !l.post_attention_norm.empty()
                                              : !l.attn_norm.empty() && !l.ffn_norm.empty();
-    if (l.wq.empty() || l.wk.empty() || l.wv.empty() || l.wo.empty() || !has_ffn || !has_norms) {
+    const bool has_attention = m.arch == "deepseek2"
+                                   ? !l.wkv_a.empty() && !l.kv_a_norm.empty() && !l.wk_b.empty() && !l.wv_b.empty()
+                                   : !l.wk.empty() && !l.wv.empty();
+    if (l.wq.empty() || !has_attention || l.wo.empty() || !has_ffn || !has_norms) {
       *error = "reference: layer " + std::to_string(il) + " is incomplete";
       return m;
     }
@@ -368,6 +497,18 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
     const Yarn yarn = yarn_of(m);
     // smollm3: layers 3, 7, 11, ... leave q and k unrotated.
     const bool is_rope_layer = m.arch != "smollm3" || (il + 1) % 4 != 0;
+    if (m.arch == "deepseek2") {
+      const std::vector<std::vector<float>> o = latent_attention(m, l, x, is_kv_f16);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t i = 0; i < d; ++i) x[t][i] += o[t][i];
+        std::vector<float> h = x[t];
+        rms_norm(h.data(), d, l.ffn_norm, m.eps);
+        const std::vector<float> y =
+            il >= m.n_dense_lead ? moe_ffn(m, l, h) : swiglu_ffn(l.gate, l.up, l.down, h, m.n_ff, d);
+        for (int64_t i = 0; i < d; ++i) x[t][i] += y[i];
+      }
+      continue;
+    }
     std::vector<std::vector<float>> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> h = x[t];

@@ -8,7 +8,9 @@
 // token by token; gpt-oss's sinks, YaRN, alternating sliding layers, expert biases,
 // softmax-over-top-k gating and clamped SwiGLU; glm4moe's sigmoid routing with selection
 // biases, renormalised and scaled weights, shared experts, leading dense layers, optional q/k
-// norms, partial RoPE and prediction layers left out) on its own.
+// norms, partial RoPE and prediction layers left out; deepseek2's latent attention computed
+// the unabsorbed way, each head's keys and values decompressed from the latent, and DeepSeek V2's
+// softmax and V3's group-limited routing) on its own.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -29,6 +31,10 @@ struct RefLayer {
   std::vector<float> gate_inp_b, gate_exps_b, up_exps_b, down_exps_b, sinks;
   // glm4moe: the selection bias [n_expert] and the shared experts' FFN.
   std::vector<float> exp_probs_b, gate_shexp, up_shexp, down_shexp;
+  // deepseek2's latent attention: the query's latent and norm (or wq alone), the key/value
+  // latent's projection and norm, the per-head decompressions [n_head][kv_lora][nope] (keys)
+  // and [n_head][v][kv_lora] (values).
+  std::vector<float> wq_a, q_a_norm, wkv_a, kv_a_norm, wk_b, wv_b;
 };
 
 struct RefModel {
@@ -48,6 +54,12 @@ struct RefModel {
   // glm4moe: shared experts' count, leading dense layers, the routed weights' scale.
   int64_t n_shared_expert = 0, n_dense_lead = 0;
   double expert_weights_scale = 1;
+  // DeepSeek routing: sigmoid (or softmax) scores, weights renormalised or not, experts chosen
+  // from the best n_group_used of n_expert_groups groups (0: no groups).
+  bool is_expert_sigmoid = true, is_expert_norm = true;
+  int64_t n_expert_groups = 0, n_group_used = 0;
+  // deepseek2: latent widths, each head's query/key (nope + rope) and value widths.
+  int64_t kv_lora = 0, q_lora = 0, mla_k = 0, mla_v = 0;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
   std::vector<RefLayer> layers;
 };

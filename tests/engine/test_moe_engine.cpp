@@ -281,9 +281,18 @@ class TestMoeEngine : public QObject {
     softplus_spec.expert_gating_func = 4;  // llama.cpp's SQRT_SOFTPLUS
     TinyModelWriter softplus(softplus_spec);
     refused(softplus, "glm-softplus.gguf", ErrorCode::Unsupported, "'glm4moe.expert_gating_func' = 4");
+    // DeepSeek V3's n_group without its topk_group, and groups too small to score by two.
     TinyModelWriter grouped(glm);
-    grouped.writer().set_u32("glm4moe.expert_group_count", 4);  // DeepSeek V3's n_group
-    refused(grouped, "glm-grouped.gguf", ErrorCode::Unsupported, "'glm4moe.expert_group_count' = 4");
+    grouped.writer().set_u32("glm4moe.expert_group_count", 4);
+    refused(grouped, "glm-grouped.gguf", ErrorCode::NotFound, "'glm4moe.expert_group_used_count'");
+    TinyModelWriter singles(glm);
+    singles.writer().set_u32("glm4moe.expert_group_count", 8);
+    singles.writer().set_u32("glm4moe.expert_group_used_count", 4);
+    refused(singles, "glm-single-groups.gguf", ErrorCode::CorruptFile, "equal groups of at least two");
+    TinyModelWriter too_few(glm);
+    too_few.writer().set_u32("glm4moe.expert_group_count", 4);
+    too_few.writer().set_u32("glm4moe.expert_group_used_count", 0);
+    refused(too_few, "glm-no-groups-used.gguf", ErrorCode::CorruptFile, "'glm4moe.expert_group_used_count'");
     TinyModelSpec only_nextn = glm;
     only_nextn.n_layer = 0;
     only_nextn.n_dense_lead = 0;

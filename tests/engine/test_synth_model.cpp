@@ -446,6 +446,58 @@ class TestSynthModel : public QObject {
     check_parameter_count("gpt-oss-20b", 20'800'000'000, 21'000'000'000);
   }
 
+  void deepseek2_as_llama_cpp_writes_it() {
+    // test-deepseek2: DeepSeek V3's layout in small (a query latent of 128, a key/value latent of
+    // 128 with 32 roped values, heads of 64 + 32 and values of 64, 8 experts in 4 groups).
+    const Written w = synthesize("test-deepseek2", "Q8_0");
+    QVERIFY(w.file);
+    const gguf::GgufFile& f = *w.file;
+    QCOMPARE(f.get_int("deepseek2.attention.head_count_kv").value_or(0), int64_t{1});
+    QCOMPARE(f.get_int("deepseek2.attention.key_length").value_or(0), int64_t{160});
+    QCOMPARE(f.get_int("deepseek2.attention.value_length").value_or(0), int64_t{128});
+    QCOMPARE(f.get_int("deepseek2.attention.key_length_mla").value_or(0), int64_t{96});
+    QCOMPARE(f.get_int("deepseek2.attention.value_length_mla").value_or(0), int64_t{64});
+    QCOMPARE(f.get_int("deepseek2.attention.q_lora_rank").value_or(0), int64_t{128});
+    QCOMPARE(f.get_int("deepseek2.attention.kv_lora_rank").value_or(0), int64_t{128});
+    QCOMPARE(f.get_int("deepseek2.expert_group_count").value_or(0), int64_t{4});
+    QCOMPARE(f.get_int("deepseek2.expert_group_used_count").value_or(0), int64_t{2});
+    QVERIFY(std::abs(f.get_float("deepseek2.rope.scaling.yarn_log_multiplier").value_or(0.0) - 0.1) < 1e-6);
+    QCOMPARE(f.find_tensor("blk.1.attn_q_a.weight")->shape, (std::vector<int64_t>{256, 128}));
+    QCOMPARE(f.find_tensor("blk.1.attn_q_b.weight")->shape, (std::vector<int64_t>{128, 4 * 96}));
+    QCOMPARE(f.find_tensor("blk.1.attn_kv_a_mqa.weight")->shape, (std::vector<int64_t>{256, 160}));
+    QCOMPARE(f.find_tensor("blk.1.attn_k_b.weight")->shape, (std::vector<int64_t>{64, 128, 4}));
+    QCOMPARE(f.find_tensor("blk.1.attn_v_b.weight")->shape, (std::vector<int64_t>{128, 64, 4}));
+    QCOMPARE(f.find_tensor("blk.1.attn_output.weight")->shape, (std::vector<int64_t>{256, 256}));
+    QVERIFY(!f.find_tensor("blk.0.attn_k.weight") && !f.find_tensor("blk.0.attn_q.weight"));
+    uint64_t elements = 0;
+    for (const gguf::TensorInfo& t : f.tensors()) elements += static_cast<uint64_t>(t.num_elements());
+    QCOMPARE(static_cast<uint64_t>(w.report.num_parameters), elements);
+    auto loaded = model_config_from_gguf(f);
+    QVERIFY2(loaded.is_ok(), loaded.error_message().c_str());
+    const ModelConfig c = shape_config(*find_synth_preset("test-deepseek2"));
+    QCOMPARE(loaded->attention_scale, c.attention_scale);
+    QCOMPARE(loaded->rope_yarn_attn_factor, c.rope_yarn_attn_factor);
+    QCOMPARE(loaded->num_expert_groups_used, c.num_expert_groups_used);
+    QCOMPARE(loaded->q_heads_width(), c.q_heads_width());
+    QCOMPARE(loaded->latent_kv_width(), c.latent_kv_width());
+    check_engine_runs(w.path);
+    // The lite shape: no query latent, attn_q straight from the input, no selection biases.
+    const Written lite = synthesize("test-deepseek2-lite", "Q4_K_M");
+    QVERIFY(lite.file);
+    QVERIFY(lite.file->find_tensor("blk.0.attn_q.weight") && !lite.file->find_tensor("blk.0.attn_q_a.weight"));
+    QVERIFY(!lite.file->find_tensor("blk.1.exp_probs_b.bias"));
+    QVERIFY(!lite.file->find("deepseek2.attention.q_lora_rank"));
+    QCOMPARE(type_name(tensor_type(*lite.file, "blk.1.attn_k_b.weight")), std::string("Q5_0"));  // 64 per row
+    check_engine_runs(lite.path);
+
+    // The published totals: DeepSeek-V2-Lite 15.7 B, DeepSeek-V3 671 B (its prediction layer
+    // left out, as llama.cpp's converter leaves it), GLM-4.7-Flash "30B-A3B", Kimi K2 1.03 T.
+    check_parameter_count("deepseek-v2-lite", 15'600'000'000, 15'800'000'000);
+    check_parameter_count("deepseek-v3", 670'000'000'000, 672'000'000'000);
+    check_parameter_count("glm-4.7-flash", 29'000'000'000, 31'500'000'000);
+    check_parameter_count("kimi-k2", 1'020'000'000'000, 1'040'000'000'000);
+  }
+
   void glm4moe_as_llama_cpp_writes_it() {
     // test-glm4moe: 4 trunk layers (the first dense) and one prediction layer after them, 6
     // experts of 64 (2 per token) and a shared one, sigmoid routing with selection biases,
