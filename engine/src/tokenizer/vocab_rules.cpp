@@ -40,10 +40,14 @@ constexpr std::string_view kFimSuffixTexts[] = {"<|fim_suffix|>", "<fim-suffix>"
                                                 "<SUF>",          "\xE2\x96\x81<SUF>", "<|code_suffix|>"};
 constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>",      "<fim_middle>",
                                                 "<MID>",          "\xE2\x96\x81<MID>", "<|code_middle|>"};
-// Tokens that end generation wherever they appear in a vocabulary.
+// Tokens that end generation wherever they appear in a vocabulary (llama.cpp's list: [EOT] and
+// [EOS] are Kimi K2's, <|im_end|> ends its turns; DeepSeek's <｜end▁of▁sentence｜> ends a turn
+// of V3 and V3.1 whatever the file names its EOS).
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>"};
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
 
 // GLM-4.5 to 4.7 (a vocabulary with [gMASK]): a turn has no end marker, the model ends it by
 // opening the next one, the user's or (after a tool call) the tool results'. llama.cpp's
