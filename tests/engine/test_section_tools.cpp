@@ -315,7 +315,7 @@ void TestSectionTools::refusesArgumentsThatAreNoJson() {
   for (const ChatTemplateFamily f : {ChatTemplateFamily::DeepSeekV31, ChatTemplateFamily::KimiK2}) {
     const std::optional<std::string> refusal = chat_template_refusal(f, {{"user", "Hi"}, broken}, {});
     QVERIFY(refusal.has_value());
-    QVERIFY2(refusal->find("'now'") != std::string::npos, refusal->c_str());  // the call is named
+    QVERIFY2(refusal->find("'now'") != std::string::npos, refusal->c_str());       // the call is named
     QVERIFY(!chat_template_refusal(f, {{"user", "Hi"}, listed}, {}).has_value());  // JSON: tojson writes it
   }
 }
@@ -330,8 +330,8 @@ void TestSectionTools::grammarHoldsWholeSections() {
   expect_fits(g, paris + deepseek_call("now", "{}") + deepseek_call("run", "{\"cmd\": [1]}") + kDeepSeekEnd);
   expect_refused_at(g, "<｜tool▁call▁begin｜>get_time", 't');
   expect_refused_at(g, deepseek_call("get_weather", "{\"city\": \"Paris\"}"), '}');  // days is required
-  expect_refused_at(g, deepseek_call("now", "{\"a\": 1}"), '"');                      // now takes none
-  expect_refused_at(g, paris + "x", 'x');  // only another call or the end
+  expect_refused_at(g, deepseek_call("now", "{\"a\": 1}"), '"');                     // now takes none
+  expect_refused_at(g, paris + "x", 'x');                                            // only another call or the end
   bool is_complete = true;
   QCOMPARE(bytes_taken(g, paris, &is_complete), paris.size());
   QVERIFY(!is_complete);  // the section's end is due
@@ -349,10 +349,10 @@ void TestSectionTools::grammarHoldsWholeSections() {
   Result<ToolGrammar> kimi = tool_call_grammar(weather_tools(), {}, ToolCallFormat::KimiK2);
   QVERIFY(kimi.is_ok());
   const auto k = kimi->grammar;
-  expect_fits(k, kimi_call("get_weather", 0, "{\"days\": 1, \"city\": \"Oslo\"}") + kimi_call("now", 1, "{}") +
-                     kKimiEnd);
-  expect_refused_at(k, "<|tool_call_begin|>get_weather", 'g');         // functions.NAME
-  expect_refused_at(k, "<|tool_call_begin|>functions.now:x", 'x');     // an index
+  expect_fits(k,
+              kimi_call("get_weather", 0, "{\"days\": 1, \"city\": \"Oslo\"}") + kimi_call("now", 1, "{}") + kKimiEnd);
+  expect_refused_at(k, "<|tool_call_begin|>get_weather", 'g');          // functions.NAME
+  expect_refused_at(k, "<|tool_call_begin|>functions.now:x", 'x');      // an index
   expect_refused_at(k, "<|tool_call_begin|>functions.now<|tool", '<');  // its index first
   // A tool named alone.
   const auto only = tool_call_grammar(weather_tools(), std::string("now"), ToolCallFormat::KimiK2)->grammar;
@@ -362,21 +362,20 @@ void TestSectionTools::grammarHoldsWholeSections() {
 
 void TestSectionTools::tokenMaskAgreesWithFeedingEachToken() {
   std::mt19937 rng(7);
-  const std::vector<std::string> atoms = {"a",    "Paris", " ",    "\"",   "\\",    "{",    "}",       ":", ",", "1",
-                                          "2",    "-",     "city", "days", "unit",  "now",  "get_",    "weather",
-                                          "é",    "\xc3",  "\xa9", "func", "tions", ".",    "0",       "run"};
+  const std::vector<std::string> atoms = {"a", "Paris", " ",    "\"",   "\\",    "{",    "}",   ":",    ",",
+                                          "1", "2",     "-",    "city", "days",  "unit", "now", "get_", "weather",
+                                          "é", "\xc3",  "\xa9", "func", "tions", ".",    "0",   "run"};
   std::vector<std::string> pieces = random_pieces(rng, atoms, 2000, 3);
   for (const char* whole : {"get_weather", "functions.", "{\"", "\":"}) pieces.push_back(whole);
   // The markers are control tokens here, as in Kimi's vocabulary: only a marker takes them.
-  const TokenBytes tokens =
-      tag_test_vocabulary(std::move(pieces), {"<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
-                                              "<｜tool▁calls▁end｜>", "<|tool_call_begin|>",
-                                              "<|tool_call_argument_begin|>", "<|tool_call_end|>",
-                                              "<|tool_calls_section_end|>"});
+  const TokenBytes tokens = tag_test_vocabulary(
+      std::move(pieces),
+      {"<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_call_begin|>",
+       "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>"});
   const auto g = tool_call_grammar(weather_tools(), {}, ToolCallFormat::DeepSeekV31)->grammar;
-  expect_mask_agrees_at_every_cut(g, tokens,
-                                  deepseek_call("get_weather", "{\"days\": 12, \"city\": \"Par é\"}") +
-                                      deepseek_call("now", "{}") + kDeepSeekEnd);
+  expect_mask_agrees_at_every_cut(
+      g, tokens,
+      deepseek_call("get_weather", "{\"days\": 12, \"city\": \"Par é\"}") + deepseek_call("now", "{}") + kDeepSeekEnd);
   if (QTest::currentTestFailed()) return;
   const auto k = tool_call_grammar(weather_tools(), {}, ToolCallFormat::KimiK2)->grammar;
   expect_mask_agrees_at_every_cut(k, tokens,
@@ -404,18 +403,19 @@ void TestSectionTools::splitsCallsFromText() {
   QVERIFY(out.content.empty());
 
   // Kimi: functions.NAME:INDEX, the whole the call's id.
-  out = split_tool_calls(kKimiBegin + kimi_call("get_weather", 0, "{\"city\": \"Oslo\"}") + kimi_call("now", 1, "{}") +
-                             kKimiEnd,
-                         false, ToolCallFormat::KimiK2);
+  out = split_tool_calls(
+      kKimiBegin + kimi_call("get_weather", 0, "{\"city\": \"Oslo\"}") + kimi_call("now", 1, "{}") + kKimiEnd, false,
+      ToolCallFormat::KimiK2);
   QCOMPARE(out.calls.size(), size_t{2});
   QCOMPARE(out.calls[0].name, std::string("get_weather"));
   QCOMPARE(out.calls[0].id, std::string("functions.get_weather:0"));
   QCOMPARE(out.calls[1].id, std::string("functions.now:1"));
   // Calls without the section's markers or their ends (Kimi K2 Thinking writes them so, llama.cpp
   // reads them), a name without its prefix.
-  out = split_tool_calls("Sure. <|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>{} "
-                         "<|tool_call_begin|>run<|tool_call_argument_begin|>{\"x\": 1}",
-                         false, ToolCallFormat::KimiK2);
+  out = split_tool_calls(
+      "Sure. <|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>{} "
+      "<|tool_call_begin|>run<|tool_call_argument_begin|>{\"x\": 1}",
+      false, ToolCallFormat::KimiK2);
   QCOMPARE(out.content, std::string("Sure."));
   QCOMPARE(out.calls.size(), size_t{2});
   QCOMPARE(out.calls[1].name, std::string("run"));
@@ -453,10 +453,11 @@ void TestSectionTools::keepsWhatIsNoCallAsText() {
 }
 
 void TestSectionTools::streamedCallsOnlyGrow() {
-  expect_growing("Sure, both.\n" + kDeepSeekBegin +
-                     deepseek_call("get_weather", "{\"city\": \"São Paulo\", \"days\": 12, \"opts\": [1, {\"a\": \"}\"}]}") +
-                     deepseek_call("now", "{}") + kDeepSeekEnd,
-                 ToolCallFormat::DeepSeekV31);
+  expect_growing(
+      "Sure, both.\n" + kDeepSeekBegin +
+          deepseek_call("get_weather", "{\"city\": \"São Paulo\", \"days\": 12, \"opts\": [1, {\"a\": \"}\"}]}") +
+          deepseek_call("now", "{}") + kDeepSeekEnd,
+      ToolCallFormat::DeepSeekV31);
   expect_growing("Sure." + kKimiBegin + kimi_call("get_weather", 0, "{\"city\": \"Oslo <|x|> été\", \"days\": 2}") +
                      kimi_call("run", 1, "{\"cmd\": \"echo \\\"hi\\\"\"}") + kKimiEnd + " Done.",
                  ToolCallFormat::KimiK2);

@@ -254,14 +254,18 @@ void TestTokenizer::deepseek_and_kimi_turn_ends_end_generation() {
   w.set_string("general.architecture", "deepseek2");
   w.set_string("tokenizer.ggml.model", "llama");
   w.set("tokenizer.ggml.tokens",
-        gguf::Value::string_array({"<unk>", "<s>", "</s>", kSpace, "a", "<\xEF\xBD\x9C"
-                                                                        "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+        gguf::Value::string_array({"<unk>", "<s>", "</s>", kSpace, "a",
+                                   "<\xEF\xBD\x9C"
+                                   "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                    "<|im_end|>", "[EOS]", "<|im_middle|>", "<|tool_calls_section_end|>",
                                    "<\xEF\xBD\x9C"
-                                   "tool\xE2\x96\x81calls\xE2\x96\x81end\xEF\xBD\x9C>"}));
+                                   "tool\xE2\x96\x81"
+                                   "calls\xE2\x96\x81"
+                                   "end\xEF\xBD\x9C>"}));
   w.set("tokenizer.ggml.scores", gguf::Value::f32_array({0, 0, 0, -1, -2, 0, 0, 0, 0, 0, 0}));
   w.set("tokenizer.ggml.token_type", gguf::Value::i32_array({2, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3}));
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eot_token_id", 6);  // named: <｜end▁of▁sentence｜> is not taken as the EOT
   auto vocab = vocab_of(w);
   QVERIFY2(vocab, vocab.error_message().c_str());
   auto tok = Tokenizer::create(vocab.value());

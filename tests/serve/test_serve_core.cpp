@@ -142,15 +142,20 @@ class TestServeCore : public QObject {
       std::string id;  // the call's id when the model writes one
     };
     const std::vector<Case> cases = {
-        {ToolCallFormat::Glm47Xml, true, {"Check", " the clock.</th", "ink>On it.", "<tool_call>now", "</tool_call>"}},
+        {ToolCallFormat::Glm47Xml,
+         true,
+         {"Check", " the clock.</th", "ink>On it.", "<tool_call>now", "</tool_call>"},
+         ""},
         {ToolCallFormat::DeepSeekV31,
          true,
          {"Check", " the clock.</th", "ink>On it.", "<｜tool▁calls▁begin｜><｜tool▁call▁be", "gin｜>now<｜tool▁sep｜>{",
-          "}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"}},
+          "}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+         ""},
         {ToolCallFormat::KimiK2,
          false,
-         {"<think>Check", " the clock.</th", "ink>On it.", "<|tool_calls_section_begin|><|tool_call_begin|>functions.no",
-          "w:0<|tool_call_argument_begin|>{", "}<|tool_call_end|><|tool_calls_section_end|>"},
+         {"<think>Check", " the clock.</th", "ink>On it.",
+          "<|tool_calls_section_begin|><|tool_call_begin|>functions.no", "w:0<|tool_call_argument_begin|>{",
+          "}<|tool_call_end|><|tool_calls_section_end|>"},
          "functions.now:0"}};
     for (const Case& c : cases) {
       for (const bool is_stream : {true, false}) {

@@ -170,8 +170,8 @@ QStringList chatTemplateFamilyNames() {
        {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2, ChatTemplateFamily::Mistral,
         ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
         ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony,
-        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31, ChatTemplateFamily::KimiK2,
-        ChatTemplateFamily::Plain}) {
+        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31,
+        ChatTemplateFamily::KimiK2, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }

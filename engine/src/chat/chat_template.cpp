@@ -32,7 +32,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
     FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
     FamilyName{ChatTemplateFamily::Glm45, "glm-4.5"},   FamilyName{ChatTemplateFamily::Glm47, "glm-4.7"},
-    FamilyName{ChatTemplateFamily::DeepSeekV31, "deepseek-v3.1"}, FamilyName{ChatTemplateFamily::KimiK2, "kimi-k2"},
+    FamilyName{ChatTemplateFamily::KimiK2, "kimi-k2"},  FamilyName{ChatTemplateFamily::DeepSeekV31, "deepseek-v3.1"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -400,7 +400,8 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
   if (contains(t, "<|start|>") && contains(t, "<|message|>")) return ChatTemplateFamily::Harmony;
   // DeepSeek V3.1 writes a call's arguments right after <｜tool▁sep｜>; R1, its distills and V3
   // write a ```json block there (a format not written here), V3.2 its DSML tags.
-  if (contains(t, kDeepSeekMarkers.arguments_begin) && contains(t, "<｜tool▁output▁begin｜>") && !contains(t, "```json")) {
+  if (contains(t, kDeepSeekMarkers.arguments_begin) && contains(t, "<｜tool▁output▁begin｜>") &&
+      !contains(t, "```json")) {
     return ChatTemplateFamily::DeepSeekV31;
   }
   if (contains(t, kKimiMarkers.section_begin) && contains(t, "<|im_middle|>")) return ChatTemplateFamily::KimiK2;

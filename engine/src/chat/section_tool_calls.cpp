@@ -57,7 +57,8 @@ ToolReply split_section_calls(std::string_view reply, bool is_streaming, ToolCal
   const size_t opening = find_opening(reply, 0, m);
   if (opening == std::string_view::npos) {
     std::string_view text = reply;
-    if (is_streaming) text.remove_suffix(std::max(partial_marker(text, m.section_begin), partial_marker(text, m.call_begin)));
+    if (is_streaming)
+      text.remove_suffix(std::max(partial_marker(text, m.section_begin), partial_marker(text, m.call_begin)));
     out.content = std::string(text);
     trim_trailing_space(&out, is_streaming);
     return out;
@@ -85,9 +86,9 @@ ToolReply split_section_calls(std::string_view reply, bool is_streaming, ToolCal
     }
     const size_t head_at = at + m.call_begin.size();
     const size_t arguments_at = reply.find(m.arguments_begin, head_at);
-    std::optional<ParsedToolCall> call =
-        arguments_at == std::string_view::npos ? std::nullopt
-                                               : read_head(reply.substr(head_at, arguments_at - head_at), format);
+    std::optional<ParsedToolCall> call = arguments_at == std::string_view::npos
+                                             ? std::nullopt
+                                             : read_head(reply.substr(head_at, arguments_at - head_at), format);
     const size_t object = arguments_at == std::string_view::npos
                               ? arguments_at
                               : reply.find_first_not_of(kWhitespace, arguments_at + m.arguments_begin.size());

@@ -477,8 +477,10 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
     case ToolCallFormat::QwenXml: return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)";
     case ToolCallFormat::GlmXml: return "<tool_call>NAME and <arg_key>/<arg_value> tags, a line each (GLM-4.5, 4.6)";
     case ToolCallFormat::Glm47Xml: return "<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value> (GLM-4.7)";
-    case ToolCallFormat::DeepSeekV31: return "<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...} in a section (DeepSeek V3.1)";
-    case ToolCallFormat::KimiK2: return "<|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{...} (Kimi K2)";
+    case ToolCallFormat::DeepSeekV31:
+      return "<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...} in a section (DeepSeek V3.1)";
+    case ToolCallFormat::KimiK2:
+      return "<|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{...} (Kimi K2)";
   }
   return {};
 }

@@ -30,10 +30,10 @@ std::string random_id(const char* prefix) {
 // functions.NAME:INDEX, as llama-server returns it), and no earlier call of the reply has; else a
 // new one.
 std::string call_id(const ParsedToolCall& call, const std::vector<std::string>& earlier, ToolCallFormat format) {
-  const bool is_taken_back =
-      (format == ToolCallFormat::KimiK2 && !call.id.empty()) ||
-      (call.id.size() == 9 &&
-       std::all_of(call.id.begin(), call.id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }));
+  const bool is_taken_back = (format == ToolCallFormat::KimiK2 && !call.id.empty()) ||
+                             (call.id.size() == 9 && std::all_of(call.id.begin(), call.id.end(), [](char c) {
+                                return std::isalnum(static_cast<unsigned char>(c));
+                              }));
   if (!is_taken_back || std::find(earlier.begin(), earlier.end(), call.id) != earlier.end()) {
     return new_tool_call_id(format);
   }

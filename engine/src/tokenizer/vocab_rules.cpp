@@ -20,6 +20,13 @@ bool is_one_of(std::string_view text, std::initializer_list<std::string_view> op
   return std::find(options.begin(), options.end(), text) != options.end();
 }
 
+// DeepSeek's turn end (V3, V3.1: its EOS, as in kEotTexts), which llama.cpp's end-of-generation
+// list also has: a file that names another EOS still ends its turns there. Kimi K2's <|im_end|>,
+// [EOT] and [EOS] are in kEndOfGenerationTexts.
+constexpr std::string_view kDeepSeekEndOfSentence =
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+
 // Texts llama.cpp takes for each role when the file does not name the token.
 constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
                                           "<|im_end|>",
@@ -40,14 +47,10 @@ constexpr std::string_view kFimSuffixTexts[] = {"<|fim_suffix|>", "<fim-suffix>"
                                                 "<SUF>",          "\xE2\x96\x81<SUF>", "<|code_suffix|>"};
 constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>",      "<fim_middle>",
                                                 "<MID>",          "\xE2\x96\x81<MID>", "<|code_middle|>"};
-// Tokens that end generation wherever they appear in a vocabulary (llama.cpp's list: [EOT] and
-// [EOS] are Kimi K2's, <|im_end|> ends its turns; DeepSeek's <｜end▁of▁sentence｜> ends a turn
-// of V3 and V3.1 whatever the file names its EOS).
+// Tokens that end generation wherever they appear in a vocabulary.
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>",
-    "<\xEF\xBD\x9C"
-    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>"};
 
 // GLM-4.5 to 4.7 (a vocabulary with [gMASK]): a turn has no end marker, the model ends it by
 // opening the next one, the user's or (after a tool call) the tool results'. llama.cpp's
@@ -153,6 +156,10 @@ void apply_text_rules(Vocab* v, std::string_view general_name) {
   for (std::string_view text : kEndOfGenerationTexts) {
     auto it = index.find(text);
     if (it == index.end()) continue;
+    eog.insert(it->second);
+    mark_control(v, it->second);
+  }
+  if (const auto it = index.find(kDeepSeekEndOfSentence); it != index.end()) {
     eog.insert(it->second);
     mark_control(v, it->second);
   }

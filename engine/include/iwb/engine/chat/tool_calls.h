@@ -53,11 +53,13 @@ enum class ToolCallFormat {
   //   <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>
   Glm47Xml,
   // DeepSeek V3.1: one section of special tokens holding each call's name and JSON arguments:
-  //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+  //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":
+  //   "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
   DeepSeekV31,
   // Kimi K2: the same shape with its own markers, each call named functions.NAME:INDEX (the
   // call's id; INDEX counts the conversation's calls from 0):
-  //   <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+  //   <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city":
+  //   "Paris"}<|tool_call_end|><|tool_calls_section_end|>
   KimiK2,
 };
 inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
@@ -77,8 +79,8 @@ inline constexpr std::string_view kGlmValueClose = "</arg_value>";
 struct CallSectionMarkers {
   std::string_view section_begin, call_begin, arguments_begin, call_end, section_end;
 };
-inline constexpr CallSectionMarkers kDeepSeekMarkers = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
-                                                        "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+inline constexpr CallSectionMarkers kDeepSeekMarkers = {
+    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
 inline constexpr CallSectionMarkers kKimiMarkers = {"<|tool_calls_section_begin|>", "<|tool_call_begin|>",
                                                     "<|tool_call_argument_begin|>", "<|tool_call_end|>",
                                                     "<|tool_calls_section_end|>"};
