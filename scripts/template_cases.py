@@ -4,7 +4,8 @@ message, calls and tool results over two turns, a call after text (with and with
 message), no tools, a call id that is not 9 characters and two user turns in a row (Mistral's
 templates refuse both), a tool with a richer schema (gpt-oss writes it as TypeScript), a past call of it with every
 kind of JSON value, a call sent back with its reasoning_content, and past reasoning in think blocks
-before and after the last user message.
+before and after the last user message, and two answers sent back with their reasoning_content
+(Kimi K2 Thinking's template writes it after its first answer without calls only).
 Tool-call arguments are JSON text, as OpenAI clients send them."""
 
 WEATHER = {"type": "function", "function": {
@@ -94,6 +95,13 @@ CASES = [
                   {"role": "tool", "tool_call_id": "call00006", "content": "-3"},
                   {"role": "tool", "tool_call_id": "call00007", "content": "dusk"}],
      "tools": [WEATHER, NOW]},
+    # Two answers sent back with their reasoning (reasoning_content, and a think block in the
+    # second's text), a system message, no tools.
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."},
+                  {"role": "user", "content": "And now?"},
+                  {"role": "assistant", "content": "<think>Still.</think>Now.", "reasoning_content": "Answer."},
+                  {"role": "user", "content": "Ok"}]},
 ]
 
 # Conversations without tools, for templates of families that have no tool format here

@@ -8,7 +8,10 @@ for conversations with tools, tool calls and results. Needs jinja2 (pip install 
 --plain: the conversations without tools (template_cases.PLAIN_CASES), for families with no tool
 format here. --bos/--eos: the served model's BOS and EOS texts, which jinja2 is given as
 bos_token and eos_token (default <s> and </s>). --kwargs: template variables (e.g.
-'{"enable_thinking": false}'), given to jinja2 and sent as chat_template_kwargs. Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when
+'{"enable_thinking": false}'), given to jinja2 and sent as chat_template_kwargs. --mutable: jinja2's
+SandboxedEnvironment instead of the immutable one, for templates that change lists (Kimi K2
+Instruct's and Thinking's append and pop call ids, which Hugging Face's immutable sandbox refuses
+and llama.cpp's Jinja engine runs). Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Exit status 1 when
 any differs."""
 import datetime
 import difflib
@@ -19,15 +22,18 @@ import time
 import urllib.error
 import urllib.request
 
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from template_cases import CASES, PLAIN_CASES  # noqa: E402  (scripts/, next to this file)
 
 ARGS = sys.argv[1:]
 BOS, EOS = "<s>", "</s>"
 KWARGS = {}
+ENVIRONMENT = ImmutableSandboxedEnvironment
 while ARGS and ARGS[0].startswith("--"):
-    if ARGS[0] == "--plain":
+    if ARGS[0] == "--mutable":
+        ENVIRONMENT, ARGS = SandboxedEnvironment, ARGS[1:]
+    elif ARGS[0] == "--plain":
         CASES, ARGS = PLAIN_CASES, ARGS[1:]
     elif ARGS[0] == "--kwargs" and len(ARGS) > 1:
         KWARGS, ARGS = json.loads(ARGS[1]), ARGS[2:]
@@ -47,7 +53,7 @@ def raise_exception(m):
     raise Exception(m)
 
 
-env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+env = ENVIRONMENT(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = lambda f: datetime.datetime.now().strftime(f)

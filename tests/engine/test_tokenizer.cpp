@@ -120,6 +120,7 @@ class TestTokenizer : public QObject {
   void decode_strips_prefix_space_and_hides_control();
   void end_of_generation();
   void glm_turn_openers_end_generation();
+  void deepseek_and_kimi_turn_ends_end_generation();
   void bpe_byte_level_merges();
   void streaming_holds_back_partial_utf8();
   void streaming_emoji_as_byte_tokens();
@@ -243,6 +244,39 @@ void TestTokenizer::glm_turn_openers_end_generation() {
   QVERIFY(other_tok);
   QVERIFY(!other_tok->is_end_of_generation(6));
   QVERIFY(!other_tok->is_end_of_generation(7));
+}
+
+// DeepSeek's <｜end▁of▁sentence｜> ends a turn even in a file that names another EOS (llama.cpp's
+// end-of-generation list has it); Kimi K2's <|im_end|> and [EOS] end one, its call markers and
+// <|im_middle|> do not.
+void TestTokenizer::deepseek_and_kimi_turn_ends_end_generation() {
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", "deepseek2");
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set("tokenizer.ggml.tokens",
+        gguf::Value::string_array({"<unk>", "<s>", "</s>", kSpace, "a",
+                                   "<\xEF\xBD\x9C"
+                                   "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                   "<|im_end|>", "[EOS]", "<|im_middle|>", "<|tool_calls_section_end|>",
+                                   "<\xEF\xBD\x9C"
+                                   "tool\xE2\x96\x81"
+                                   "calls\xE2\x96\x81"
+                                   "end\xEF\xBD\x9C>"}));
+  w.set("tokenizer.ggml.scores", gguf::Value::f32_array({0, 0, 0, -1, -2, 0, 0, 0, 0, 0, 0}));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32_array({2, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3}));
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eot_token_id", 6);  // named: <｜end▁of▁sentence｜> is not taken as the EOT
+  auto vocab = vocab_of(w);
+  QVERIFY2(vocab, vocab.error_message().c_str());
+  auto tok = Tokenizer::create(vocab.value());
+  QVERIFY(tok);
+  QVERIFY(tok->is_end_of_generation(2));    // the file's EOS
+  QVERIFY(tok->is_end_of_generation(5));    // <｜end▁of▁sentence｜>
+  QVERIFY(tok->is_end_of_generation(6));    // <|im_end|>
+  QVERIFY(tok->is_end_of_generation(7));    // [EOS]
+  QVERIFY(!tok->is_end_of_generation(8));   // <|im_middle|>
+  QVERIFY(!tok->is_end_of_generation(9));   // a calls section's end: the turn's end follows it
+  QVERIFY(!tok->is_end_of_generation(10));  // DeepSeek's
 }
 
 void TestTokenizer::bpe_byte_level_merges() {

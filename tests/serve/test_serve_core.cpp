@@ -126,43 +126,69 @@ class TestServeCore : public QObject {
     }
   }
 
-  // GLM-4.7's prompt opens the reply's think block: the reply's text up to </think> is its
-  // reasoning, streamed or whole, and the calls after it are read from the answer. Without the
-  // flag the same text is all content (what a reply whose prompt opened nothing is).
+  // GLM-4.7's prompt opens the reply's think block (DeepSeek V3.1's with thinking on too): the
+  // reply's text up to </think> is its reasoning, streamed or whole, and the calls after it are
+  // read from the answer (Kimi K2 opens its think block itself, and its calls carry their ids).
   void chatSessionReadsAReplyWhosePromptOpenedThinking() {
     auto file = gguf::GgufFile::open(m_model);
     QVERIFY(file);
     auto tok = tokenizer::Tokenizer::from_gguf(**file);
     QVERIFY(tok);
     auto model = std::make_shared<ServedModel>(ServedModel{"m", {}, *tok, {}, 512, false, {}, {}});
-    const std::vector<std::string> pieces = {"Check", " the clock.</th", "ink>On it.", "<tool_call>now",
-                                             "</tool_call>"};
-    for (const bool is_stream : {true, false}) {
-      CompletionParams params;
-      params.is_stream = is_stream;
-      params.is_reply_in_reasoning = true;
-      params.tool_format = ToolCallFormat::Glm47Xml;
-      CompletionSession session(CompletionKind::Chat, model, params, {5});
-      std::string sent;
-      for (const std::string& p : pieces) sent += session.add({{0, TokenEvent{1, 7, p}}});
-      sent += session.add({{0, RequestFinished{}}});
-      std::string reasoning, content, name;
-      if (!is_stream) {
-        const json message = json::parse(session.finish_text())["choices"][0]["message"];
-        reasoning = message["reasoning_content"].get<std::string>();
-        content = message["content"].get<std::string>();
-        name = message["tool_calls"][0]["function"]["name"].get<std::string>();
+    struct Case {
+      ToolCallFormat format;
+      bool is_in_reasoning;
+      std::vector<std::string> pieces;
+      std::string id;  // the call's id when the model writes one
+    };
+    const std::vector<Case> cases = {
+        {ToolCallFormat::Glm47Xml,
+         true,
+         {"Check", " the clock.</th", "ink>On it.", "<tool_call>now", "</tool_call>"},
+         ""},
+        {ToolCallFormat::DeepSeekV31,
+         true,
+         {"Check", " the clock.</th", "ink>On it.", "<｜tool▁calls▁begin｜><｜tool▁call▁be", "gin｜>now<｜tool▁sep｜>{",
+          "}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+         ""},
+        {ToolCallFormat::KimiK2,
+         false,
+         {"<think>Check", " the clock.</th", "ink>On it.",
+          "<|tool_calls_section_begin|><|tool_call_begin|>functions.no", "w:0<|tool_call_argument_begin|>{",
+          "}<|tool_call_end|><|tool_calls_section_end|>"},
+         "functions.now:0"}};
+    for (const Case& c : cases) {
+      for (const bool is_stream : {true, false}) {
+        CompletionParams params;
+        params.is_stream = is_stream;
+        params.is_reply_in_reasoning = c.is_in_reasoning;
+        params.tool_format = c.format;
+        CompletionSession session(CompletionKind::Chat, model, params, {5});
+        std::string sent;
+        for (const std::string& p : c.pieces) sent += session.add({{0, TokenEvent{1, 7, p}}});
+        sent += session.add({{0, RequestFinished{}}});
+        std::string reasoning, content, name, id;
+        if (!is_stream) {
+          const json message = json::parse(session.finish_text())["choices"][0]["message"];
+          reasoning = message["reasoning_content"].get<std::string>();
+          content = message["content"].get<std::string>();
+          name = message["tool_calls"][0]["function"]["name"].get<std::string>();
+          id = message["tool_calls"][0]["id"].get<std::string>();
+        }
+        for (size_t at = sent.find("data: "); is_stream && at != std::string::npos; at = sent.find("data: ", at + 1)) {
+          const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
+          const json& delta = chunk["choices"][0]["delta"];
+          if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+          if (delta.contains("content")) content += delta["content"].get<std::string>();
+          if (delta.contains("tool_calls")) name += delta["tool_calls"][0]["function"].value("name", "");
+          if (delta.contains("tool_calls")) id += delta["tool_calls"][0].value("id", "");
+        }
+        QCOMPARE(reasoning, std::string("Check the clock."));
+        QCOMPARE(content, std::string("On it."));
+        QCOMPARE(name, std::string("now"));
+        if (!c.id.empty()) QCOMPARE(id, c.id);
+        QVERIFY(!id.empty());
       }
-      for (size_t at = sent.find("data: "); is_stream && at != std::string::npos; at = sent.find("data: ", at + 1)) {
-        const json chunk = json::parse(sent.substr(at + 6, sent.find("\n\n", at) - at - 6));
-        const json& delta = chunk["choices"][0]["delta"];
-        if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
-        if (delta.contains("content")) content += delta["content"].get<std::string>();
-        if (delta.contains("tool_calls")) name += delta["tool_calls"][0]["function"].value("name", "");
-      }
-      QCOMPARE(reasoning, std::string("Check the clock."));
-      QCOMPARE(content, std::string("On it."));
-      QCOMPARE(name, std::string("now"));
     }
   }
 
@@ -366,8 +392,12 @@ class TestServeCore : public QObject {
     QVERIFY(set_default_chat_template_kwargs("{\"enable_thinking\": false, \"reasoning_effort\": \"low\"}", &defaults));
     QCOMPARE(defaults.default_enable_thinking, std::optional<bool>(false));
     QCOMPARE(defaults.default_reasoning_effort, std::string("low"));
-    const Status unknown = set_default_chat_template_kwargs("{\"thinking\": true}", &defaults);
-    QVERIFY(!unknown && unknown.message().find("'chat_template_kwargs.thinking' is not read") != std::string::npos);
+    const Status unknown = set_default_chat_template_kwargs("{\"think\": true}", &defaults);
+    QVERIFY(!unknown && unknown.message().find("'chat_template_kwargs.think' is not read") != std::string::npos);
+    // DeepSeek V3.1's `thinking` is enable_thinking under another name; the two may not disagree.
+    QVERIFY(set_default_chat_template_kwargs("{\"thinking\": true}", &defaults));
+    QCOMPARE(defaults.default_enable_thinking, std::optional<bool>(true));
+    QVERIFY(!set_default_chat_template_kwargs("{\"thinking\": true, \"enable_thinking\": false}", &defaults));
     QVERIFY(!set_default_chat_template_kwargs("{\"reasoning_effort\": \"max\"}", &defaults));
     // GLM-4.7's clear_thinking: true or false, nothing else.
     QVERIFY(set_default_chat_template_kwargs("{\"clear_thinking\": false}", &defaults));
@@ -464,7 +494,7 @@ class TestServeCore : public QObject {
     QTest::newRow("enable_thinking string") << "{" + ok + ", \"chat_template_kwargs\": {\"enable_thinking\": \"no\"}}"
                                             << "chat_template_kwargs";
     // A variable no template here reads would be dropped without a word: refused by name.
-    QTest::newRow("unknown kwarg") << "{" + ok + ", \"chat_template_kwargs\": {\"thinking\": true}}"
+    QTest::newRow("unknown kwarg") << "{" + ok + ", \"chat_template_kwargs\": {\"think\": true}}"
                                    << "chat_template_kwargs";
   }
 

@@ -1,7 +1,7 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
 3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's, gpt-oss's,
-Qwen3-Coder's and GLM-4.5/4.6's and 4.7's): tool_choice
+Qwen3-Coder's, GLM-4.5/4.6's and 4.7's, DeepSeek V3.1's and Kimi K2's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -68,7 +68,8 @@ def final_choice(client, stream, args):
 
 def check_weather_call(test, call):
     test.assertEqual(call.type, "function")
-    test.assertTrue(call.id.startswith("call_"), call.id)
+    # A new id, or Kimi K2's own functions.NAME:N (the model writes its calls' ids).
+    test.assertTrue(call.id.startswith("call_") or call.id.startswith("functions.get_weather:"), call.id)
     test.assertEqual(call.function.name, "get_weather")
     args = json.loads(call.function.arguments)
     test.assertEqual(set(args), {"city", "unit"}, call.function.arguments)
@@ -89,11 +90,12 @@ def one_call_of_the_tools(test, choice):
         test.assertEqual(json.loads(call.function.arguments), {})
     return call
 
-def required_and_named_calls(test, client):
-    """A required call and a call named get_weather, whole and streamed: one call of the tools each."""
+def required_and_named_calls(test, client, max_tokens=150):
+    """A required call and a call named get_weather, whole and streamed: one call of the tools each.
+    (`max_tokens`: DeepSeek's markers are ~25 bytes each, one aidreams token a byte.)"""
     for stream in (False, True):
         for choice_arg in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-            args = dict(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
+            args = dict(model="aidreams", messages=MESSAGES, max_tokens=max_tokens, temperature=0,
                         tools=[WEATHER, TIME], tool_choice=choice_arg, parallel_tool_calls=False)
             one_call_of_the_tools(test, final_choice(client, stream, args))
 
@@ -409,6 +411,44 @@ class TestTools(unittest.TestCase):
                               "<arg_value>celsius</arg_value>" + line + "</tool_call><|observation|>" + line +
                               "<tool_response>" + line + "sunny" + line + "</tool_response><|assistant|>",
                               json.loads(body)["prompt"])
+                self.assertEqual(server.stop(), 0)
+
+    def test_section_formats(self):
+        # Served with DeepSeek V3.1-style and Kimi K2-style templates: calls in a section of
+        # special tokens around each call's name and JSON arguments (DeepSeek with thinking on:
+        # its generation prompt opens <think>, which a required call closes first; Kimi's calls
+        # named functions.NAME:N, which is their id).
+        deepseek = "{{ bos_token }}<｜User｜><｜Assistant｜><｜tool▁sep｜><｜tool▁output▁begin｜>"
+        kimi = "<|im_system|>tool_declare<|im_middle|><|tool_calls_section_begin|>{{ tool_response_queue }}"
+        call = ('{"city": "Paris", "unit": "celsius"}')
+        cases = (
+            (deepseek, ("--chat-template-kwargs", '{"thinking": true}'),
+             "<｜User｜>What is the weather in Paris?<｜Assistant｜><think>",
+             "<｜Assistant｜><think></think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + call +
+             "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜>"),
+            (kimi, (), "<|im_user|>user<|im_middle|>What is the weather in Paris?<|im_end|>"
+                       "<|im_assistant|>assistant<|im_middle|>",
+             "<|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>"
+             "functions.get_weather:0<|tool_call_argument_begin|>" + call + "<|tool_call_end|>"
+             "<|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>## Return of functions.get_weather:0\n"
+             "sunny<|im_end|><|im_assistant|>assistant<|im_middle|>"))
+        for template, flags, prompt_end, sent_back in cases:
+            with fx.Server(MODEL, "--chat-template", template, "-c", "2048", *flags) as server:
+                client = fx.openai_client(server)
+                status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER, TIME]})
+                self.assertTrue(json.loads(body)["prompt"].endswith(prompt_end), json.loads(body)["prompt"])
+                required_and_named_calls(self, client, max_tokens=600)
+                for stream in (False, True):  # several calls in one section
+                    args = dict(model="aidreams", messages=MESSAGES, max_tokens=600, temperature=0,
+                                tools=[WEATHER, TIME], tool_choice="required")
+                    choice = final_choice(client, stream, args)
+                    self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                    for c in choice.message.tool_calls:
+                        self.assertIn(c.function.name, ("get_weather", "get_time"))
+                        if template == kimi:
+                            self.assertRegex(c.id, r"^functions\.(get_weather|get_time):[0-9]+$")
+                status, body, _ = server.post("/apply-template", {"messages": SENT_BACK, "tools": [WEATHER]})
+                self.assertTrue(json.loads(body)["prompt"].endswith(sent_back), json.loads(body)["prompt"])
                 self.assertEqual(server.stop(), 0)
 
     def test_reasoning_preserve(self):

@@ -170,7 +170,8 @@ QStringList chatTemplateFamilyNames() {
        {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2, ChatTemplateFamily::Mistral,
         ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
         ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony,
-        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::Plain}) {
+        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31,
+        ChatTemplateFamily::KimiK2, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -195,6 +196,8 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("qwen3-coder"), QStringLiteral("Qwen3-Coder")},
       {QStringLiteral("glm-4.5"), QStringLiteral("GLM-4.5, 4.6")},
       {QStringLiteral("glm-4.7"), QStringLiteral("GLM-4.7")},
+      {QStringLiteral("deepseek-v3.1"), QStringLiteral("DeepSeek V3.1")},
+      {QStringLiteral("kimi-k2"), QStringLiteral("Kimi K2")},
   };
   return kDisplay.value(familyName, familyName);
 }

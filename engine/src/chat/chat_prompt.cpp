@@ -11,6 +11,8 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
   if (family == ChatTemplateFamily::Qwen3Coder) return ToolCallFormat::QwenXml;
   if (family == ChatTemplateFamily::Glm45) return ToolCallFormat::GlmXml;
   if (family == ChatTemplateFamily::Glm47) return ToolCallFormat::Glm47Xml;
+  if (family == ChatTemplateFamily::DeepSeekV31) return ToolCallFormat::DeepSeekV31;
+  if (family == ChatTemplateFamily::KimiK2) return ToolCallFormat::KimiK2;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -65,6 +67,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.reads_past_thinking = chat_template_reads_past_thinking(chat_template);
 
   render.mistral = chat_template_mistral_format(chat_template);
+  render.kimi = chat_template_kimi_format(chat_template);
 
   // A ChatML template whose calls are another format's is not given Qwen2.5's.
   const std::string unwritten = options.family ? std::string() : chat_template_unwritten_tool_format(chat_template);
@@ -83,8 +86,8 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                            : prompt.family == ChatTemplateFamily::Mistral ? "Mistral's first format (no tools)"
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
-                          "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's, Qwen3-Coder's and "
-                          "GLM-4.5's to 4.7's)");
+                          "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's, Qwen3-Coder's, "
+                          "GLM-4.5's to 4.7's, DeepSeek V3.1's and Kimi K2's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
@@ -112,8 +115,12 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   const bool has_marker_calls = prompt.tool_format == ToolCallFormat::MistralList ||
                                 prompt.tool_format == ToolCallFormat::MistralNamed ||
                                 prompt.tool_format == ToolCallFormat::GraniteList;
-  prompt.renders_special_tokens =
-      prompt.family == ChatTemplateFamily::Harmony || (has_marker_calls && !options.tools.empty());
+  // DeepSeek's and Kimi's call markers (and Kimi's <think>) are special tokens in their
+  // vocabularies: shown always, so that the reply's calls and reasoning can be read.
+  const bool has_special_markers =
+      prompt.family == ChatTemplateFamily::DeepSeekV31 || prompt.family == ChatTemplateFamily::KimiK2;
+  prompt.renders_special_tokens = prompt.family == ChatTemplateFamily::Harmony || has_special_markers ||
+                                  (has_marker_calls && !options.tools.empty());
   return prompt;
 }
 

@@ -2,6 +2,7 @@
 // rendering that reproduces those templates' output for system/user/assistant conversations.
 #include "iwb/engine/chat/chat_template.h"
 
+#include "chat/deepseek_template.h"
 #include "chat/glm_template.h"
 #include "chat/harmony_template.h"
 #include "chat/hermes_template.h"
@@ -31,6 +32,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::SmolLM3, "smollm3"}, FamilyName{ChatTemplateFamily::Granite, "granite"},
     FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
     FamilyName{ChatTemplateFamily::Glm45, "glm-4.5"},   FamilyName{ChatTemplateFamily::Glm47, "glm-4.7"},
+    FamilyName{ChatTemplateFamily::KimiK2, "kimi-k2"},  FamilyName{ChatTemplateFamily::DeepSeekV31, "deepseek-v3.1"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -396,6 +398,13 @@ std::optional<ChatTemplateFamily> chat_template_family_from_name(std::string_vie
 ChatTemplateFamily detect_chat_template(std::string_view t) {
   // Before phi3: harmony's template also writes <|end|>.
   if (contains(t, "<|start|>") && contains(t, "<|message|>")) return ChatTemplateFamily::Harmony;
+  // DeepSeek V3.1 writes a call's arguments right after <｜tool▁sep｜>; R1, its distills and V3
+  // write a ```json block there (a format not written here), V3.2 its DSML tags.
+  if (contains(t, kDeepSeekMarkers.arguments_begin) && contains(t, "<｜tool▁output▁begin｜>") &&
+      !contains(t, "```json")) {
+    return ChatTemplateFamily::DeepSeekV31;
+  }
+  if (contains(t, kKimiMarkers.section_begin) && contains(t, "<|im_middle|>")) return ChatTemplateFamily::KimiK2;
   // Before ChatML: Hermes's tool-use template and SmolLM3's write ChatML turns behind their own
   // system blocks.
   if (contains(t, "<|im_start|>") && contains(t, "You are a function calling AI model"))
@@ -443,6 +452,8 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Qwen3Coder: return detail::render_qwen3_coder(messages, options);
     case ChatTemplateFamily::Glm45: return detail::render_glm(messages, options, /*is_compact=*/false);
     case ChatTemplateFamily::Glm47: return detail::render_glm(messages, options, /*is_compact=*/true);
+    case ChatTemplateFamily::DeepSeekV31: return detail::render_deepseek_v31(messages, options);
+    case ChatTemplateFamily::KimiK2: return detail::render_kimi_k2(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -454,7 +465,8 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
          (family == ChatTemplateFamily::Mistral && options.mistral) || family == ChatTemplateFamily::Granite ||
          family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes ||
          family == ChatTemplateFamily::Qwen3Coder || family == ChatTemplateFamily::Glm45 ||
-         family == ChatTemplateFamily::Glm47;
+         family == ChatTemplateFamily::Glm47 || family == ChatTemplateFamily::DeepSeekV31 ||
+         family == ChatTemplateFamily::KimiK2;
 }
 
 bool chat_template_closes_think_when_off(std::string_view t) {
@@ -501,6 +513,8 @@ std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, cons
   if (family == ChatTemplateFamily::Glm45 || family == ChatTemplateFamily::Glm47) {
     return detail::glm_refusal(messages, family == ChatTemplateFamily::Glm47);
   }
+  if (family == ChatTemplateFamily::DeepSeekV31) return detail::json_arguments_refusal(messages, "DeepSeek V3.1");
+  if (family == ChatTemplateFamily::KimiK2) return detail::json_arguments_refusal(messages, "Kimi K2");
   if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
   const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
   if (!options.tools.empty() && messages.size() <= after_system) {
@@ -540,6 +554,29 @@ std::string chat_template_default_system(std::string_view t) {
   return {};
 }
 
+KimiFormat chat_template_kimi_format(std::string_view t) {
+  KimiFormat f;
+  if (detect_chat_template(t) != ChatTemplateFamily::KimiK2) return f;
+  if (contains(t, "suffix_msgs")) {
+    f.layout = KimiFormat::Layout::Thinking;
+  } else if (!contains(t, "tool_response_queue")) {
+    f.layout = KimiFormat::Layout::First;
+  }
+  // The default system text: the system turn whose text is a literal up to <|im_end|>.
+  constexpr std::string_view kOpen = "<|im_system|>system<|im_middle|>";
+  for (size_t at = t.find(kOpen); at != std::string_view::npos; at = t.find(kOpen, at + 1)) {
+    const size_t begin = at + kOpen.size();
+    const size_t end = t.find("<|im_end|>", begin);
+    if (end == std::string_view::npos) break;
+    const std::string_view text = t.substr(begin, end - begin);
+    if (!text.empty() && text.find_first_of("'\"{}\\\n") == std::string_view::npos) {
+      f.default_system = std::string(text);
+      break;
+    }
+  }
+  return f;
+}
+
 bool chat_template_doubles_tool_example(std::string_view t) {
   return t.find("{{\\\"name\\\": <function-name>") != std::string_view::npos;
 }
@@ -561,6 +598,11 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     // (vocab_rules.cpp); the texts catch a reply generated with them shown.
     case ChatTemplateFamily::Glm45:
     case ChatTemplateFamily::Glm47: return {"<|user|>", "<|observation|>"};
+    // DeepSeek's turns end with <｜end▁of▁sentence｜> (its EOS); Kimi's with <|im_end|> (an
+    // end-of-generation token). The texts catch a reply generated with special tokens shown,
+    // the next turn's opening one that runs on.
+    case ChatTemplateFamily::DeepSeekV31: return {"<｜end▁of▁sentence｜>", "<｜User｜>"};
+    case ChatTemplateFamily::KimiK2: return {"<|im_end|>", "<|im_user|>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};

@@ -1,4 +1,5 @@
-// Text helpers the tool-call readers share (tool_calls.cpp, xml_tool_calls.cpp, glm_tool_calls.cpp): the text before
+// Text helpers the tool-call readers share (tool_calls.cpp, xml_tool_calls.cpp, glm_tool_calls.cpp,
+// section_tool_calls.cpp): the text before
 // a calls' marker, a marker cut by the stream, white space around calls.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace iwb::detail {
 
@@ -31,6 +33,24 @@ void trim_trailing_space(ToolReply* out, bool is_streaming);
 ToolReply split_xml_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types);
 // GLM's calls (GlmXml; `is_compact`: Glm47Xml), in glm_tool_calls.cpp.
 ToolReply split_glm_calls(std::string_view reply, bool is_streaming, const ToolArgumentTypes* types, bool is_compact);
+
+// The JSON object or list that opens at text[at], as far as it is written, without the white
+// space outside strings (each byte final once read: a streamed value only grows); returns where
+// it ends (npos while it does not). In tool_calls.cpp.
+size_t read_compact_json(std::string_view text, size_t at, std::string* out);
+
+// DeepSeek V3.1's and Kimi K2's calls (DeepSeekV31, KimiK2), in section_tool_calls.cpp.
+ToolReply split_section_calls(std::string_view reply, bool is_streaming, ToolCallFormat format);
+// One call of a tool as the section formats write it (the grammar's pieces: its marker and name,
+// Kimi's index, the arguments marker, `arguments`, the call's end).
+std::vector<JsonGrammar::Piece> section_call_pieces(ToolCallFormat format, const std::string& name,
+                                                    std::shared_ptr<const JsonGrammar> arguments);
+// The section after its opening marker (the trigger): one of `calls`, then the section's end or
+// another call (`allows_several`: up to kMaxSectionCalls).
+inline constexpr int kMaxSectionCalls = 8;
+std::shared_ptr<const JsonGrammar> section_calls_grammar(ToolCallFormat format,
+                                                         const std::vector<std::vector<JsonGrammar::Piece>>& calls,
+                                                         bool allows_several);
 
 // Formats whose values are text (xml_tool_calls.cpp): a whole parameter's text as the JSON it
 // is in the arguments, read as `kind` says.

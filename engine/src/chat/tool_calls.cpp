@@ -244,6 +244,14 @@ std::optional<HeldCall> read_held_call(std::string_view body, std::string_view a
   return held;
 }
 
+}  // namespace
+
+size_t detail::read_compact_json(std::string_view text, size_t at, std::string* out) {
+  return read_compact_value(text, at, out);
+}
+
+namespace {
+
 // Qwen3-Coder's parameters: <parameter=KEY>\nVALUE\n</parameter>\n.
 const JsonGrammar::Tags kXmlTags = {std::string(kXmlParameterOpen), ">\n",
                                     "\n" + std::string(kXmlParameterClose) + "\n"};
@@ -257,6 +265,9 @@ const JsonGrammar::Tags kGlm47Tags = {std::string(kGlmKeyOpen), std::string(kGlm
 
 bool is_tagged(ToolCallFormat format) {
   return format == ToolCallFormat::QwenXml || format == ToolCallFormat::GlmXml || format == ToolCallFormat::Glm47Xml;
+}
+bool is_section(ToolCallFormat format) {
+  return format == ToolCallFormat::DeepSeekV31 || format == ToolCallFormat::KimiK2;
 }
 
 // Mistral's call ids: 9 letters and digits.
@@ -445,6 +456,9 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::Harmony: return {std::string(kHarmonyCallRecipient), false, false, false, ""};
     // GLM-4.7 writes its calls one after another, without a newline between.
     case ToolCallFormat::Glm47Xml: return {std::string(kToolCallOpen), false, false, true, ""};
+    // One held section holds every call (section_calls_grammar): the reply ends after it.
+    case ToolCallFormat::DeepSeekV31: return {std::string(kDeepSeekMarkers.section_begin), false, false, false, ""};
+    case ToolCallFormat::KimiK2: return {std::string(kKimiMarkers.section_begin), false, false, false, ""};
     case ToolCallFormat::Hermes:
     case ToolCallFormat::QwenXml:
     case ToolCallFormat::GlmXml: break;
@@ -463,6 +477,10 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
     case ToolCallFormat::QwenXml: return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)";
     case ToolCallFormat::GlmXml: return "<tool_call>NAME and <arg_key>/<arg_value> tags, a line each (GLM-4.5, 4.6)";
     case ToolCallFormat::Glm47Xml: return "<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value> (GLM-4.7)";
+    case ToolCallFormat::DeepSeekV31:
+      return "<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...} in a section (DeepSeek V3.1)";
+    case ToolCallFormat::KimiK2:
+      return "<|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{...} (Kimi K2)";
   }
   return {};
 }
@@ -542,6 +560,10 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       }
       continue;
     }
+    if (is_section(format)) {
+      named_calls.push_back(detail::section_call_pieces(format, tool.name, alone ? *alone : JsonGrammar::any_object()));
+      continue;
+    }
     if (format == ToolCallFormat::MistralNamed) {
       const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
       named_calls.push_back({{tool.name + "[ARGS]", nullptr}, {"", arguments}});
@@ -562,6 +584,10 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
   if (document["anyOf"].empty() && named_calls.empty()) {
     return make_error(ErrorCode::InvalidArgument,
                       only ? "no tool is named '" + *only + "'" : std::string("there are no tools to call"));
+  }
+  if (is_section(format)) {
+    out.grammar = detail::section_calls_grammar(format, named_calls, allows_several);
+    return out;
   }
   if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony || is_tagged(format)) {
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
@@ -589,6 +615,7 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
   if (format == ToolCallFormat::GlmXml || format == ToolCallFormat::Glm47Xml) {
     return detail::split_glm_calls(reply, is_streaming, types, format == ToolCallFormat::Glm47Xml);
   }
+  if (is_section(format)) return detail::split_section_calls(reply, is_streaming, format);
   if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
   if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
   if (format == ToolCallFormat::Harmony) return split_harmony_calls(reply, is_streaming);

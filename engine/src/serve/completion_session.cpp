@@ -26,12 +26,14 @@ std::string random_id(const char* prefix) {
 }
 
 // The id a call gets: the model's own where it wrote one (Mistral's templates show ids, so their
-// models write them) that its template takes back, 9 letters and digits, and no earlier call of
-// the reply has; else a new one.
+// models write them) that its template takes back, 9 letters and digits (Kimi K2's:
+// functions.NAME:INDEX, as llama-server returns it), and no earlier call of the reply has; else a
+// new one.
 std::string call_id(const ParsedToolCall& call, const std::vector<std::string>& earlier, ToolCallFormat format) {
-  const bool is_taken_back = call.id.size() == 9 && std::all_of(call.id.begin(), call.id.end(), [](char c) {
-                               return std::isalnum(static_cast<unsigned char>(c));
-                             });
+  const bool is_taken_back = (format == ToolCallFormat::KimiK2 && !call.id.empty()) ||
+                             (call.id.size() == 9 && std::all_of(call.id.begin(), call.id.end(), [](char c) {
+                                return std::isalnum(static_cast<unsigned char>(c));
+                              }));
   if (!is_taken_back || std::find(earlier.begin(), earlier.end(), call.id) != earlier.end()) {
     return new_tool_call_id(format);
   }

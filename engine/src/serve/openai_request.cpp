@@ -513,12 +513,13 @@ std::optional<ApiError> read_thinking_controls(const json& body, ChatCompletionR
   const auto kwargs = body.find("chat_template_kwargs");
   if (kwargs == body.end() || kwargs->is_null()) return std::nullopt;
   if (!kwargs->is_object()) return invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  std::optional<bool> thinking;  // DeepSeek V3.1's name for enable_thinking
   for (const auto& [key, value] : kwargs->items()) {
-    if (key == "enable_thinking") {
+    if (key == "enable_thinking" || key == "thinking") {
       if (!value.is_boolean()) {
-        return invalid_request("'chat_template_kwargs.enable_thinking' must be true or false", "chat_template_kwargs");
+        return invalid_request("'chat_template_kwargs." + key + "' must be true or false", "chat_template_kwargs");
       }
-      request->enable_thinking = value.get<bool>();
+      (key == "thinking" ? thinking : request->enable_thinking) = value.get<bool>();
     } else if (key == "reasoning_effort") {
       if (std::optional<ApiError> e = read_effort(value, "chat_template_kwargs")) return e;
     } else if (key == "clear_thinking") {
@@ -531,10 +532,17 @@ std::optional<ApiError> read_thinking_controls(const json& body, ChatCompletionR
       // be dropped without a word.
       return invalid_request(
           "'chat_template_kwargs." + key +
-              "' is not read by the chat templates here (enable_thinking, reasoning_effort and clear_thinking are)",
+              "' is not read by the chat templates here (enable_thinking, thinking, reasoning_effort and "
+              "clear_thinking are)",
           "chat_template_kwargs");
     }
   }
+  // Templates read one or the other (DeepSeek V3.1 `thinking` first): two that disagree would
+  // mean different things to different templates.
+  if (thinking && request->enable_thinking && *thinking != *request->enable_thinking) {
+    return invalid_request("'chat_template_kwargs.thinking' and 'enable_thinking' disagree", "chat_template_kwargs");
+  }
+  if (thinking) request->enable_thinking = thinking;
   return std::nullopt;
 }
 

@@ -20,6 +20,13 @@ bool is_one_of(std::string_view text, std::initializer_list<std::string_view> op
   return std::find(options.begin(), options.end(), text) != options.end();
 }
 
+// DeepSeek's turn end (V3, V3.1: its EOS, as in kEotTexts), which llama.cpp's end-of-generation
+// list also has: a file that names another EOS still ends its turns there. Kimi K2's <|im_end|>,
+// [EOT] and [EOS] are in kEndOfGenerationTexts.
+constexpr std::string_view kDeepSeekEndOfSentence =
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+
 // Texts llama.cpp takes for each role when the file does not name the token.
 constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
                                           "<|im_end|>",
@@ -149,6 +156,10 @@ void apply_text_rules(Vocab* v, std::string_view general_name) {
   for (std::string_view text : kEndOfGenerationTexts) {
     auto it = index.find(text);
     if (it == index.end()) continue;
+    eog.insert(it->second);
+    mark_control(v, it->second);
+  }
+  if (const auto it = index.find(kDeepSeekEndOfSentence); it != index.end()) {
     eog.insert(it->second);
     mark_control(v, it->second);
   }

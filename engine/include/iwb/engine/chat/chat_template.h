@@ -48,6 +48,16 @@ enum class ChatTemplateFamily {
   // <think>, and past turns without reasoning show only </think> (`clear_thinking` false keeps
   // every turn's reasoning).
   Glm47,
+  // DeepSeek V3.1: BOS and the system text, then <｜User｜> and <｜Assistant｜> turns, the reply
+  // opening with <think> (chat_template_kwargs `thinking`) or an empty <think></think>; calls in a
+  // section of special tokens with JSON arguments, each result as <｜tool▁output▁begin｜>...; the
+  // template lists no tools (DeepSeek's README has the client describe them in the system text).
+  DeepSeekV31,
+  // Kimi K2: <|im_system|>, <|im_user|>, <|im_assistant|> turns (role<|im_middle|>text<|im_end|>),
+  // the tools as one JSON list in a tool_declare turn, calls as functions.NAME:INDEX with JSON
+  // arguments between special tokens; the Instruct, first and Thinking releases differ
+  // (KimiFormat).
+  KimiK2,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
@@ -88,6 +98,19 @@ struct MistralFormat {
   bool are_tools_after_system = false;
 };
 
+// What a Kimi K2 template writes, read from its text (chat_template_kimi_format).
+struct KimiFormat {
+  // Instruct (Kimi-K2-Instruct's, the default): call ids counted over the whole conversation,
+  // each result headed "## Return of" its call's id. First (moonshotai-Kimi-K2's first
+  // release): ids counted within each message, results headed with the client's tool_call_id
+  // and a literal backslash-n. Thinking (Kimi-K2-Thinking's): Instruct's ids, every assistant
+  // turn opening with a think block, empty up to the first answer without calls, its
+  // reasoning_content after it.
+  enum class Layout : uint8_t { Instruct, First, Thinking } layout = Layout::Instruct;
+  // The system turn written when the conversation opens without one.
+  std::string default_system = "You are Kimi, an AI assistant created by Moonshot AI.";
+};
+
 struct ChatRenderOptions {
   std::string bos_text;               // the BOS token's text, for families that write it
   std::string eos_text = "</s>";      // written after assistant turns by Llama 2 / Mistral / Zephyr
@@ -112,6 +135,7 @@ struct ChatRenderOptions {
   bool doubles_tool_example_braces = false;
   // Mistral: the release's format; unset, the first release's (no tools).
   std::optional<MistralFormat> mistral;
+  KimiFormat kimi;  // Kimi K2: the release's layout (chat_template_kimi_format)
   // gpt-oss's template writes "Current date: " and strftime_now("%Y-%m-%d") in its system block;
   // empty: no such line (chat_template_harmony_date).
   std::string harmony_date;
@@ -136,8 +160,9 @@ struct ChatRenderOptions {
 // in its 3.1+ format (`llama3_date` set: {"name", "parameters"} calls, ipython results),
 // Mistral's as Nemo, Small 3.2 and Devstral write them (`mistral` set), Granite 3.x's
 // (<|tool_call|> and a JSON list), gpt-oss's (harmony's commentary to=functions.NAME), Hermes's
-// tool-use template's, Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags) and GLM-4.5's to
-// 4.7's (<tool_call>NAME and <arg_key>/<arg_value> tags).
+// tool-use template's, Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags), GLM-4.5's to
+// 4.7's (<tool_call>NAME and <arg_key>/<arg_value> tags), DeepSeek V3.1's and Kimi K2's (special
+// tokens around a name and JSON arguments).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without
@@ -171,6 +196,9 @@ std::string chat_template_smollm3_date(std::string_view jinja_template);
 // `default_system_message` set from literals and a strftime_now date (Mistral Small 3.2: "...
 // The current date is 2026-12-06. ..."); empty when it has none.
 std::string chat_template_default_system(std::string_view jinja_template);
+
+// A Kimi K2 template's layout and default system text (KimiFormat; Instruct's for any other text).
+KimiFormat chat_template_kimi_format(std::string_view jinja_template);
 
 // A Mistral template's format (MistralFormat), when it is one written here: one with
 // [SYSTEM_PROMPT] or [AVAILABLE_TOOLS], and "[INST]" written without spaces around it.

@@ -52,6 +52,15 @@ enum class ToolCallFormat {
   // GLM-4.7: GlmXml without the newlines.
   //   <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>
   Glm47Xml,
+  // DeepSeek V3.1: one section of special tokens holding each call's name and JSON arguments:
+  //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":
+  //   "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+  DeepSeekV31,
+  // Kimi K2: the same shape with its own markers, each call named functions.NAME:INDEX (the
+  // call's id; INDEX counts the conversation's calls from 0):
+  //   <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city":
+  //   "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+  KimiK2,
 };
 inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
@@ -64,6 +73,17 @@ inline constexpr std::string_view kGlmKeyOpen = "<arg_key>";
 inline constexpr std::string_view kGlmKeyClose = "</arg_key>";
 inline constexpr std::string_view kGlmValueOpen = "<arg_value>";
 inline constexpr std::string_view kGlmValueClose = "</arg_value>";
+// A calls section's markers (DeepSeekV31, KimiK2): the section's opening (the grammar's
+// trigger), each call's opening, the marker between its name and arguments, each call's end,
+// the section's end.
+struct CallSectionMarkers {
+  std::string_view section_begin, call_begin, arguments_begin, call_end, section_end;
+};
+inline constexpr CallSectionMarkers kDeepSeekMarkers = {
+    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+inline constexpr CallSectionMarkers kKimiMarkers = {"<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                                                    "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                                                    "<|tool_calls_section_end|>"};
 
 // What the engine needs to hold a reply's calls (GenerationRequest::grammar_trigger and its
 // companions): the text that starts a call, whether it is the call's own first byte, whether
@@ -171,7 +191,12 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
 // ends it (any other tag is text of its); a block that is no call stays in the text. GLM's calls
 // (GlmXml, Glm47Xml) the same way: each <tool_call> block's name (up to a newline or a tag) and
 // its <arg_key>/<arg_value> pairs, a value ending at the first </arg_value> (GlmXml: with the
-// newline after it), a block whose name holds white space no call.
+// newline after it), a block whose name holds white space no call. DeepSeek V3.1's and Kimi K2's
+// (DeepSeekV31, KimiK2): the text before the first section (or call) marker, then each call's
+// name (Kimi's functions.NAME:INDEX: NAME, the whole as the call's id) and its arguments object
+// as it grows; a section's end or a call's end may be missing (llama.cpp takes both so), and
+// a call that cannot be read (no arguments object, a name with spaces) stays in the text from
+// its marker on, as does text after the section.
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
                            ToolCallFormat format = ToolCallFormat::Hermes, const ToolArgumentTypes* types = nullptr);
 
