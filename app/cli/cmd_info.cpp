@@ -59,9 +59,20 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
     std::printf("\n");
     std::printf("  heads %lld, KV heads %lld%s, head dim K %lld / V %lld, vocab %lld\n",
                 static_cast<long long>(h.head_count), static_cast<long long>(h.head_count_kv),
-                h.head_count_kv < h.head_count ? " (GQA)" : "", static_cast<long long>(h.key_length),
-                static_cast<long long>(h.value_length), static_cast<long long>(h.vocab_size));
+                h.kv_lora_rank > 0               ? " (latent attention)"
+                : h.head_count_kv < h.head_count ? " (GQA)"
+                                                 : "",
+                static_cast<long long>(h.key_length), static_cast<long long>(h.value_length),
+                static_cast<long long>(h.vocab_size));
     std::printf("  rope base %g, rms eps %g\n", h.rope_freq_base, h.rms_norm_eps);
+    if (h.kv_lora_rank > 0) {
+      // The one KV head above is the latent each token stores; each head's own widths follow.
+      std::printf(
+          "  latent attention: key/value latent %lld + %lld roped, query latent %s, per head q/k %lld, v %lld\n",
+          static_cast<long long>(h.kv_lora_rank), static_cast<long long>(h.key_length - h.kv_lora_rank),
+          h.q_lora_rank > 0 ? std::to_string(h.q_lora_rank).c_str() : "none", static_cast<long long>(h.key_length_mla),
+          static_cast<long long>(h.value_length_mla));
+    }
     if (h.expert_count > 0) {
       // The weights above count every expert; a token reads expert_used_count of them per layer.
       std::printf("  experts %lld per layer, %lld per token, expert feed-forward %lld\n",
@@ -129,6 +140,8 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.field("expert_shared_count", h.expert_shared_count);
   j.field("leading_dense_block_count", h.leading_dense_block_count);
   j.field("nextn_predict_layers", h.nextn_predict_layers);
+  j.field("kv_lora_rank", h.kv_lora_rank).field("q_lora_rank", h.q_lora_rank);
+  j.field("key_length_mla", h.key_length_mla).field("value_length_mla", h.value_length_mla);
   j.end_object();
   j.key("tokenizer").begin_object();
   j.field("model", m.tokenizer_model).field("pre", m.tokenizer_pre).field("vocab_size", m.tokenizer_vocab_size);

@@ -502,7 +502,7 @@ void TestMainWindow::modelPageLeadsToChatUnlessChosen() {
   }
 }
 
-// A mixture of experts' routing in the model summary: GLM-4.5-Air's keys.
+// A mixture of experts' routing in the model summary (GLM-4.5-Air's keys), and latent attention's widths.
 void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
   iwb::ModelSummary s;
   s.architecture = "glm4moe";
@@ -525,6 +525,23 @@ void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
   view.setSummary(s);
   QCOMPARE(view.fieldText(QStringLiteral("experts")),
            QStringLiteral("128 per layer, 8 per token, %1 wide; layers 0-2 dense").arg(width));
+
+  // DeepSeek-V2-Lite's latent attention: the cache's one head and each head's own widths.
+  h.head_count = 16;
+  h.head_count_kv = 1;
+  h.key_length = 576;
+  h.value_length = 512;
+  h.kv_lora_rank = 512;
+  h.key_length_mla = 192;
+  h.value_length_mla = 128;
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("headDim")),
+           QStringLiteral("576 / 512  (latent 512 + 64 roped; per head q/k 192, v 128)"));
+  QCOMPARE(view.fieldText(QStringLiteral("kvHeads")),
+           QStringLiteral("1  (latent attention: one latent per token, shared by all 16 heads)"));
+  h.kv_lora_rank = 0;  // the same widths without a latent read as grouped-query
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("kvHeads")), QStringLiteral("1  (grouped-query, 16 heads per KV head)"));
 }
 
 void TestMainWindow::fitsASmallLaptopScreen() {

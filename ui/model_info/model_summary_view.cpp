@@ -31,9 +31,7 @@ QString expertsText(const iwb::ModelHyperParams& h) {
 }
 
 QString countOrMissing(int64_t n) { return n > 0 ? QLocale().toString(qlonglong{n}) : kMissing; }
-QString textOrMissing(const std::string& s) {
-  return s.empty() ? kMissing : QString::fromStdString(s);
-}
+QString textOrMissing(const std::string& s) { return s.empty() ? kMissing : QString::fromStdString(s); }
 
 QGroupBox* makeGroup(const QString& title, QFormLayout** form, QWidget* parent) {
   auto* box = new QGroupBox(title, parent);
@@ -55,10 +53,8 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(makeGroup(tr("Model"), &form, this));
   addField(form, QStringLiteral("architecture"), tr("Architecture"), tr("general.architecture"));
   addField(form, QStringLiteral("name"), tr("Name"), tr("general.name, or the file name"));
-  addField(form, QStringLiteral("parameters"), tr("Parameters"),
-           tr("Elements over all tensors"));
-  addField(form, QStringLiteral("fileType"), tr("File type"),
-           tr("general.file_type, or the most common tensor type"));
+  addField(form, QStringLiteral("parameters"), tr("Parameters"), tr("Elements over all tensors"));
+  addField(form, QStringLiteral("fileType"), tr("File type"), tr("general.file_type, or the most common tensor type"));
   addField(form, QStringLiteral("tensorTypes"), tr("Tensor types"));
 
   layout->addWidget(makeGroup(tr("File"), &form, this));
@@ -70,8 +66,7 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   addField(form, QStringLiteral("tokenizerModel"), tr("Model"), tr("tokenizer.ggml.model"));
   addField(form, QStringLiteral("tokenizerPre"), tr("Pre-tokenizer"), tr("tokenizer.ggml.pre"));
   addField(form, QStringLiteral("vocabSize"), tr("Vocabulary"), tr("Number of tokens"));
-  addField(form, QStringLiteral("chatTemplate"), tr("Chat template"),
-           tr("tokenizer.chat_template"));
+  addField(form, QStringLiteral("chatTemplate"), tr("Chat template"), tr("tokenizer.chat_template"));
 
   layout->addWidget(makeGroup(tr("Hyper-parameters"), &form, this));
   addField(form, QStringLiteral("layers"), tr("Layers"));
@@ -106,8 +101,7 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   clear();
 }
 
-QLabel* ModelSummaryView::addField(QFormLayout* form, const QString& id, const QString& label,
-                                   const QString& toolTip) {
+QLabel* ModelSummaryView::addField(QFormLayout* form, const QString& id, const QString& label, const QString& toolTip) {
   auto* value = new QLabel(this);
   value->setObjectName(id + QStringLiteral("Value"));
   value->setTextFormat(Qt::PlainText);  // names come from the file: never interpret markup
@@ -146,8 +140,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("architecture"), textOrMissing(s.architecture));
   setField(QStringLiteral("name"), textOrMissing(s.name));
   setField(QStringLiteral("parameters"),
-           s.is_vocab_only ? tr("none (vocabulary-only file)")
-                           : QString::fromStdString(format_count(s.num_params)),
+           s.is_vocab_only ? tr("none (vocabulary-only file)") : QString::fromStdString(format_count(s.num_params)),
            tr("%1 parameters").arg(locale.toString(qulonglong{s.num_params})));
   setField(QStringLiteral("fileType"), textOrMissing(s.file_type));
 
@@ -155,12 +148,10 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   int64_t numTensors = 0;
   for (const auto& [type, totals] : s.totals_by_type) {
     numTensors += totals.num_tensors;
-    const QString count = totals.num_tensors == 1
-                              ? tr("1 tensor")
-                              : tr("%1 tensors").arg(locale.toString(qlonglong{totals.num_tensors}));
+    const QString count =
+        totals.num_tensors == 1 ? tr("1 tensor") : tr("%1 tensors").arg(locale.toString(qlonglong{totals.num_tensors}));
     typeLines << QStringLiteral("%1 — %2, %3")
-                     .arg(QString::fromStdString(type), count,
-                          QString::fromStdString(format_bytes(totals.num_bytes)));
+                     .arg(QString::fromStdString(type), count, QString::fromStdString(format_bytes(totals.num_bytes)));
   }
   setField(QStringLiteral("tensorTypes"), typeLines.isEmpty() ? kMissing : typeLines.join('\n'));
 
@@ -169,8 +160,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("ggufVersion"), QString::number(s.gguf_version));
   setField(QStringLiteral("tensors"),
            tr("%1 (%2 of data)")
-               .arg(locale.toString(qlonglong{numTensors}),
-                    QString::fromStdString(format_bytes(s.tensor_bytes))));
+               .arg(locale.toString(qlonglong{numTensors}), QString::fromStdString(format_bytes(s.tensor_bytes))));
 
   setField(QStringLiteral("tokenizerModel"), textOrMissing(s.tokenizer_model));
   setField(QStringLiteral("tokenizerPre"), textOrMissing(s.tokenizer_pre));
@@ -188,7 +178,9 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("experts"), expertsText(h));
   setField(QStringLiteral("heads"), countOrMissing(h.head_count));
   QString kvHeads = countOrMissing(h.head_count_kv);
-  if (h.head_count > 0 && h.head_count_kv > 0 && h.head_count_kv < h.head_count) {
+  if (h.kv_lora_rank > 0) {
+    kvHeads += tr("  (latent attention: one latent per token, shared by all %1 heads)").arg(h.head_count);
+  } else if (h.head_count > 0 && h.head_count_kv > 0 && h.head_count_kv < h.head_count) {
     kvHeads += tr("  (grouped-query, %1 heads per KV head)").arg(h.head_count / h.head_count_kv);
   }
   setField(QStringLiteral("kvHeads"), kvHeads);
@@ -196,22 +188,28 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   if (h.value_length > 0 && h.value_length != h.key_length) {
     headDim += QStringLiteral(" / ") + countOrMissing(h.value_length);
   }
+  if (h.kv_lora_rank > 0) {
+    // What the cache holds per token (the latent and the roped key values), then each head's
+    // widths once decompressed.
+    headDim += tr("  (latent %1 + %2 roped; per head q/k %3, v %4)")
+                   .arg(h.kv_lora_rank)
+                   .arg(h.key_length - h.kv_lora_rank)
+                   .arg(h.key_length_mla)
+                   .arg(h.value_length_mla);
+  }
   setField(QStringLiteral("headDim"), headDim);
   setField(QStringLiteral("context"), countOrMissing(h.context_length));
-  setField(QStringLiteral("ropeBase"), h.rope_freq_base > 0 ? locale.toString(h.rope_freq_base, 'g', 8)
-                                                            : kMissing);
-  setField(QStringLiteral("rmsEps"), h.rms_norm_eps > 0 ? QString::number(h.rms_norm_eps, 'g', 3)
-                                                        : kMissing);
+  setField(QStringLiteral("ropeBase"), h.rope_freq_base > 0 ? locale.toString(h.rope_freq_base, 'g', 8) : kMissing);
+  setField(QStringLiteral("rmsEps"), h.rms_norm_eps > 0 ? QString::number(h.rms_norm_eps, 'g', 3) : kMissing);
 
   if (s.is_vocab_only || h.context_length <= 0) {
     setField(QStringLiteral("kvCache"), kMissing);
     setField(QStringLiteral("memoryTotal"), kMissing);
   } else {
     const MemoryEstimate memory = estimate_memory(s, h.context_length);
-    setField(QStringLiteral("kvCache"),
-             tr("%1 at %2 tokens")
-                 .arg(QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
-                      locale.toString(qlonglong{h.context_length})));
+    setField(QStringLiteral("kvCache"), tr("%1 at %2 tokens")
+                                            .arg(QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
+                                                 locale.toString(qlonglong{h.context_length})));
     setField(QStringLiteral("memoryTotal"), QString::fromStdString(format_bytes(memory.total())),
              tr("Weights %1 + KV cache %2 + scratch %3")
                  .arg(QString::fromStdString(format_bytes(memory.weight_bytes)),

@@ -189,6 +189,10 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.expert_shared_count = arch_int(f, a, "expert_shared_count");
     h.leading_dense_block_count = arch_int(f, a, "leading_dense_block_count");
     h.nextn_predict_layers = std::clamp<int64_t>(arch_int(f, a, "nextn_predict_layers"), 0, h.block_count);
+    h.kv_lora_rank = arch_int(f, a, "attention.kv_lora_rank");
+    h.q_lora_rank = arch_int(f, a, "attention.q_lora_rank");
+    h.key_length_mla = arch_int(f, a, "attention.key_length_mla");
+    h.value_length_mla = arch_int(f, a, "attention.value_length_mla");
   }
   if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
   if (h.vocab_size == 0) {

@@ -33,6 +33,13 @@ struct ModelHyperParams {
   // Multi-token-prediction layers stored after the trunk, counted in block_count (glm4moe); the
   // forward pass and the KV cache leave them out.
   int64_t nextn_predict_layers = 0;
+  // Multi-head latent attention (deepseek2): the key/value latent each token stores (the one
+  // KV head of key_length = kv_lora_rank + RoPE values, value_length = kv_lora_rank), the query's
+  // latent (0: none), and each head's query/key and value widths once decompressed.
+  int64_t kv_lora_rank = 0;
+  int64_t q_lora_rank = 0;
+  int64_t key_length_mla = 0;
+  int64_t value_length_mla = 0;
   int64_t trunk_layers() const { return block_count - nextn_predict_layers; }
 };
 
