@@ -196,7 +196,7 @@ class TestCostModel : public QObject {
     auto bad = model_shape_preset("qwen2.5-0.5b", GgmlType::Q4_K);
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
-    QCOMPARE(model_shape_preset_names().size(), size_t(15));  // every real synth preset
+    QCOMPARE(model_shape_preset_names().size(), size_t(19));  // every real synth preset
     for (const std::string& name : model_shape_preset_names())
       QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
     // gpt-oss-20b: experts MXFP4 whatever the type (as its files hold them), the rest Q8_0.
@@ -259,6 +259,39 @@ class TestCostModel : public QObject {
     EXPECT_COST(decode, "ffn_gate_exps", 1, 2.0 * 8 * 4096 * 1408, 8 * 1408 * gate_row + 4 * 8 * (4096 + 1408));
     QVERIFY(find(decode, "ffn_gate", 1) == nullptr);
     QVERIFY(find(decode, "attn_q", 45) != nullptr && find(decode, "attn_q", 46) == nullptr);
+  }
+
+  // deepseek2: the query straight from the input (V2-Lite has no query latent) and the key/value
+  // latent, the latent's norm, every head's attn_k_b and attn_v_b (a matmul each over its heads'
+  // rows, all heads' matrices read), attention as one KV head of 576 / 512, the output from 16 x
+  // 128; layer 0's dense FFN, the others' routed and shared experts.
+  void deepseekLatentAttention() {
+    const std::vector<KernelRecord> decode =
+        predict("deepseek-v2-lite", GgmlType::Q8_0, {Phase::Decode, 1, 100, 0, true});
+    const double row2048 = 2048 / 32 * 34.0, row128 = 128 / 32 * 34.0, row512 = 512 / 32 * 34.0;
+    EXPECT_COST(decode, "attn_q", 0, 2.0 * 2048 * 3072, 3072 * row2048 + 4 * (2048 + 3072));
+    EXPECT_COST(decode, "attn_kv_a_mqa", 0, 2.0 * 2048 * 576, 576 * row2048 + 4 * (2048 + 576));
+    EXPECT_COST(decode, "attn_k_b", 3, 2.0 * 16 * 128 * 512, 16 * 512 * row128 + 4 * 16 * (128 + 512));
+    EXPECT_COST(decode, "attn_v_b", 3, 2.0 * 16 * 512 * 128, 16 * 128 * row512 + 4 * 16 * (512 + 128));
+    EXPECT_COST(decode, "attn_output", 3, 2.0 * 2048 * 2048, 2048 * row2048 + 4 * (2048 + 2048));
+    const KernelRecord* k_b = find(decode, "attn_k_b", 3);
+    QVERIFY(k_b != nullptr);
+    QCOMPARE(k_b->kind, OpKind::Matmul);
+    QCOMPARE(k_b->shape.num_heads, 16);
+    const KernelRecord* norm = find(decode, "attn_kv_a_norm", 3);
+    QVERIFY(norm != nullptr && norm->kind == OpKind::RmsNorm && norm->shape.cols == 512);
+    const KernelRecord* attention = find(decode, "attention", 3);
+    QVERIFY(attention != nullptr);
+    QCOMPARE(attention->shape.num_kv_heads, 1);
+    QCOMPARE(attention->shape.head_dim, 576);
+    QCOMPARE(attention->shape.head_dim_v, 512);
+    QVERIFY(find(decode, "attn_k", 3) == nullptr && find(decode, "attn_q_a", 3) == nullptr);
+    QVERIFY(find(decode, "ffn_gate", 0) != nullptr && find(decode, "ffn_gate_exps", 0) == nullptr);
+    QVERIFY(find(decode, "ffn_gate_exps", 1) != nullptr && find(decode, "ffn_gate_shexp", 1) != nullptr);
+    // DeepSeek-V3 has a query latent of 1536 (normed) before attn_q_b.
+    const std::vector<KernelRecord> v3 = predict("deepseek-v3", GgmlType::Q8_0, {Phase::Decode, 1, 100, 0, true});
+    QVERIFY(find(v3, "attn_q_a", 0) != nullptr && find(v3, "attn_q_a_norm", 0) != nullptr &&
+            find(v3, "attn_q_b", 0) != nullptr && find(v3, "attn_q", 0) == nullptr);
   }
 
   // A request's cost: its prefill, then one decode step per generated token after the first.

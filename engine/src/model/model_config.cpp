@@ -202,10 +202,10 @@ bool has_selection_bias_tensor(const gguf::GgufFile& file) {
   return false;
 }
 
-// glm4moe's routing keys, as llama.cpp's glm4moe loader reads them: the gating function
-// (absent: sigmoid), the weights' scale (0 or absent: none) and renormalisation (absent: off),
-// the shared experts (required), the leading dense layers, and the multi-token-prediction
-// layers, which come off the layer count.
+// DeepSeek routing's keys, as llama.cpp's glm4moe and deepseek2 loaders read them: the gating
+// function (absent: the architecture's default), the weights' scale (0 or absent: none) and
+// renormalisation (absent: off), the shared experts (required), the leading dense layers, and
+// the multi-token-prediction layers, which come off the layer count.
 Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& file, const ArchitectureTraits& traits,
                                   ModelConfig* c) {
   int64_t gating = 0;
@@ -286,8 +286,8 @@ Status read_latent_attention_keys(const KeyReader& keys, const gguf::GgufFile& f
   if (!file.find(keys.key("attention.key_length_mla")) || !file.find(keys.key("attention.value_length_mla"))) {
     return make_error(ErrorCode::Unsupported,
                       "this " + c->architecture_name + " file has no '" + keys.key("attention.key_length_mla") +
-                          "': it stores attn_kv_b, which llama.cpp's converter has split into attn_k_b and "
-                          "attn_v_b since 2025; convert the model again with a current convert_hf_to_gguf.py");
+                          "': it stores attn_kv_b, which llama.cpp's converter now splits into attn_k_b and "
+                          "attn_v_b; convert the model again with a current convert_hf_to_gguf.py");
   }
   IWB_RETURN_IF_ERROR(keys.positive_int("attention.kv_lora_rank", &c->kv_lora_rank));
   if (file.find(keys.key("attention.q_lora_rank"))) {
