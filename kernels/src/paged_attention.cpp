@@ -35,6 +35,11 @@ bool valid(const PagedAttentionArgs& a) {
   if (a.num_heads % a.num_kv_heads != 0 || a.sliding_window < 0) return false;
   if (!(a.k_scale > 0.0f && std::isfinite(a.k_scale)) || !(a.v_scale > 0.0f && std::isfinite(a.v_scale))) return false;
   if (kv_row_units(a.k_type, a.head_dim) == 0 || kv_row_units(a.v_type, a.head_dim_v) == 0) return false;
+  // Values read from the key rows: one KV head, rows at least as long as the values.
+  if (a.v_row_units < 0 ||
+      (a.v_row_units > 0 && (a.num_kv_heads != 1 || a.v_row_units < kv_row_units(a.v_type, a.head_dim_v)))) {
+    return false;
+  }
   for (int64_t s = 0; s < a.num_sequences; ++s) {
     const int64_t len = a.sequence_lengths[s];
     if (len <= 0 || len > a.max_blocks_per_sequence * a.block_size) return false;
@@ -77,6 +82,10 @@ void softmax_row_with_sink(float* x, int64_t n, float sink) {
 }
 
 }  // namespace
+
+int64_t paged_v_row_units(const PagedAttentionArgs& a) {
+  return a.v_row_units > 0 ? a.v_row_units : kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v);
+}
 
 bool is_kv_cache_type(GgmlType type) {
   switch (type) {
@@ -158,7 +167,7 @@ bool paged_attention(const PagedAttentionArgs& a) {
   if (detail::paged_attention_tiled(a)) return true;   // key tiles, online softmax, any cache type
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, false);
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
+  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = paged_v_row_units(a);
   const int64_t num_pairs = a.num_tokens * a.num_heads;
   double work = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) work += static_cast<double>(a.positions[t] + 1);
@@ -199,7 +208,7 @@ bool paged_attention_ref(const PagedAttentionArgs& a) {
   if (!valid(a)) return false;
   if (a.k_type != GgmlType::F16 || a.v_type != GgmlType::F16) return detail::paged_attention_quant(a, true);
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = a.num_kv_heads * a.head_dim_v;
+  const int64_t k_row = a.num_kv_heads * a.head_dim, v_row = paged_v_row_units(a);
   std::vector<double> scores, acc;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
@@ -258,7 +267,8 @@ OpCost paged_attention_cost(const PagedAttentionArgs& a) {
 namespace {
 
 bool valid(const WriteKvPagedArgs& a) {
-  if (a.k == nullptr || a.v == nullptr || a.slot_mapping == nullptr || a.k_cache == nullptr || a.v_cache == nullptr) {
+  if (a.k == nullptr || a.slot_mapping == nullptr || a.k_cache == nullptr ||
+      (a.has_values && (a.v == nullptr || a.v_cache == nullptr))) {
     return false;
   }
   if (a.num_tokens <= 0 || a.num_slots <= 0 || a.k_row <= 0 || a.v_row <= 0) return false;
@@ -280,7 +290,7 @@ bool write_kv_paged(const WriteKvPagedArgs& a) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
     simd::f32_to_f16_row(a.k + t * a.k_row, a.k_cache + slot * a.k_row, a.k_row);
-    simd::f32_to_f16_row(a.v + t * a.v_row, a.v_cache + slot * a.v_row, a.v_row);
+    if (a.has_values) simd::f32_to_f16_row(a.v + t * a.v_row, a.v_cache + slot * a.v_row, a.v_row);
   }
   return true;
 }
@@ -293,6 +303,7 @@ bool write_kv_paged_ref(const WriteKvPagedArgs& a) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
     for (int64_t i = 0; i < a.k_row; ++i) a.k_cache[slot * a.k_row + i] = f32_to_fp16(a.k[t * a.k_row + i]);
+    if (!a.has_values) continue;
     for (int64_t i = 0; i < a.v_row; ++i) a.v_cache[slot * a.v_row + i] = f32_to_fp16(a.v[t * a.v_row + i]);
   }
   return true;
@@ -304,9 +315,9 @@ OpCost write_kv_paged_cost(const WriteKvPagedArgs& a) {
   int64_t num_written = 0;
   for (int64_t t = 0; t < a.num_tokens; ++t) num_written += a.slot_mapping[t] >= 0 ? 1 : 0;
   // Reads f32, writes f16 (or a block type), reads the slot index; the conversion is not counted as flops.
-  cost.bytes =
-      static_cast<double>(num_written) * ((4.0 + kv_bytes_per_value(a.k_type)) * static_cast<double>(a.k_row) +
-                                          (4.0 + kv_bytes_per_value(a.v_type)) * static_cast<double>(a.v_row) + 8.0);
+  cost.bytes = static_cast<double>(num_written) *
+               ((4.0 + kv_bytes_per_value(a.k_type)) * static_cast<double>(a.k_row) +
+                (a.has_values ? (4.0 + kv_bytes_per_value(a.v_type)) * static_cast<double>(a.v_row) : 0.0) + 8.0);
   return cost;
 }
 

@@ -135,8 +135,7 @@ IWB_AMX void prepare_keys(const PagedAttentionArgs& a, const int32_t* table, int
                           int64_t key_end, const int64_t* slots, const Buffers& b) {
   const int64_t dk = a.head_dim, steps = dk / 32;
   const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), k_head = kv_row_units(a.k_type, dk);
-  const int64_t v_row = kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v),
-                v_head = kv_row_units(a.v_type, a.head_dim_v);
+  const int64_t v_row = paged_v_row_units(a), v_head = kv_row_units(a.v_type, a.head_dim_v);
   for (int64_t n = 0; n < 4; ++n) {
     uint8_t* out = b.keys + n * steps * 2 * kTileBytes;
     const int64_t j0 = 16 * n, count = std::clamp<int64_t>(nk - j0, 0, 16);
@@ -173,7 +172,7 @@ IWB_AMX void prepare_keys(const PagedAttentionArgs& a, const int32_t* table, int
 IWB_AMX void prepare_values(const PagedAttentionArgs& a, int64_t g, int64_t nk, const int64_t* slots,
                             const Buffers& b) {
   const int64_t dv = a.head_dim_v, columns = dv / 16;
-  const int64_t v_row = kv_row_units(a.v_type, a.num_kv_heads * dv), v_head = kv_row_units(a.v_type, dv);
+  const int64_t v_row = paged_v_row_units(a), v_head = kv_row_units(a.v_type, dv);
   // [a0 .. a15, b0 .. b15] -> [a0, b0, a1, b1, ...]
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
                                               6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);

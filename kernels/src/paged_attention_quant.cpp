@@ -28,8 +28,8 @@ struct E4m3Table {
   E4m3Table() {
     for (int b = 0; b < 256; ++b) {
       const int e = (b >> 3) & 15, m = b & 7;
-      const float magnitude = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                                     : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+      const float magnitude =
+          e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
       value[b] = (b & 0x80 ? -1.0f : 1.0f) * ((b & 0x7F) == 0x7F ? 448.0f : magnitude);
     }
   }
@@ -125,7 +125,7 @@ template <typename Acc>
 void attend_group(const PagedAttentionArgs& a, int64_t t, int64_t g, bool is_reference, Scratch<Acc>& s) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int64_t k_units = kv_row_units(a.k_type, a.num_kv_heads * a.head_dim);
-  const int64_t v_units = kv_row_units(a.v_type, a.num_kv_heads * a.head_dim_v);
+  const int64_t v_units = paged_v_row_units(a);
   const int64_t k_head = kv_row_units(a.k_type, a.head_dim), v_head = kv_row_units(a.v_type, a.head_dim_v);
   const int32_t* table = a.block_tables + a.token_sequences[t] * a.max_blocks_per_sequence;
   auto slot_of = [&](int64_t p) {
@@ -235,7 +235,8 @@ bool paged_attention_quant(const PagedAttentionArgs& a, bool is_reference) {
   const int64_t num_pairs = a.num_tokens * a.num_kv_heads;
   if (is_reference) {
     Scratch<double> s;
-    for (int64_t pair = 0; pair < num_pairs; ++pair) attend_group<double>(a, pair / a.num_kv_heads, pair % a.num_kv_heads, true, s);
+    for (int64_t pair = 0; pair < num_pairs; ++pair)
+      attend_group<double>(a, pair / a.num_kv_heads, pair % a.num_kv_heads, true, s);
     return true;
   }
   double work = 0;
@@ -262,7 +263,7 @@ bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] < 0) continue;
     if (!store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, nullptr, true, a.k_scale) ||
-        !store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, nullptr, true, a.v_scale)) {
+        (a.has_values && !store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, nullptr, true, a.v_scale))) {
       return false;
     }
   }
@@ -270,7 +271,9 @@ bool write_kv_paged_quant(const WriteKvPagedArgs& a) {
     const int64_t slot = a.slot_mapping[t];
     if (slot < 0) continue;
     store_row(a.k_type, a.k + t * a.k_row, a.k_row, rot_k, rotated, a.k_cache + slot * k_units, false, a.k_scale);
-    store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, a.v_cache + slot * v_units, false, a.v_scale);
+    if (a.has_values) {
+      store_row(a.v_type, a.v + t * a.v_row, a.v_row, rot_v, rotated, a.v_cache + slot * v_units, false, a.v_scale);
+    }
   }
   return true;
 }
@@ -287,7 +290,7 @@ uint8_t f32_to_e4m3(float x) {
     return static_cast<uint8_t>(sign | static_cast<int>(std::nearbyint(std::ldexp(a, 9))));
   }
   int e2 = 0;
-  const float f = std::frexp(a, &e2);                          // a = f * 2^e2, f in [0.5, 1)
+  const float f = std::frexp(a, &e2);                                  // a = f * 2^e2, f in [0.5, 1)
   int m = static_cast<int>(std::nearbyint((f * 2.0f - 1.0f) * 8.0f));  // ties to even
   int e = e2 - 1 + 7;
   if (m == 8) m = 0, ++e;

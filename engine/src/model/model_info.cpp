@@ -208,9 +208,10 @@ MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   MemoryEstimate e;
   e.context = context;
   e.weight_bytes = m.tensor_bytes;
-  // f16 K and V per layer: only the KV heads are cached (GQA/MQA share them across query heads).
-  const uint64_t kv_per_token_per_layer =
-      static_cast<uint64_t>(h.head_count_kv) * static_cast<uint64_t>(h.key_length + h.value_length) * 2;
+  // f16 K and V per layer: only the KV heads are cached (GQA/MQA share them across query heads);
+  // latent attention's values are the key rows' first values, so only the keys are stored.
+  const int64_t stored = h.kv_lora_rank > 0 ? h.key_length : h.key_length + h.value_length;
+  const uint64_t kv_per_token_per_layer = static_cast<uint64_t>(h.head_count_kv) * static_cast<uint64_t>(stored) * 2;
   e.kv_cache_bytes = kv_per_token_per_layer * static_cast<uint64_t>(h.trunk_layers()) * static_cast<uint64_t>(context);
   // Scratch: f32 activations for a prompt chunk of up to 512 tokens (residual, normed input,
   // Q/K/V, attention output, FFN gate/up), one token's attention scores over the whole context

@@ -38,12 +38,21 @@ Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
 
 }  // namespace
 
+bool PagedKvStorage::shares_values(const KvCacheShape& shape, KvCacheTypes types) {
+  // The value row must be a prefix of the key row as stored: the same type, whole blocks, and
+  // for the rotated block types the same Hadamard pieces over the first head_dim_v values.
+  return shape.is_value_in_key && shape.num_kv_heads == 1 && types.k == types.v &&
+         shape.head_dim_v <= shape.head_dim_k && kv_row_units(types.v, shape.head_dim_v) > 0 &&
+         kv_rotation_size(types.k, shape.head_dim_k, true) == kv_rotation_size(types.v, shape.head_dim_v, false);
+}
+
 uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, KvCacheTypes types) {
   if (!shape_ok(shape) || block_size <= 0) return 0;
   const int64_t units_k = kv_row_units(types.k, shape.head_dim_k), units_v = kv_row_units(types.v, shape.head_dim_v);
   if (units_k == 0 || units_v == 0) return 0;
+  const int64_t stored = units_k + (shares_values(shape, types) ? 0 : units_v);
   return 2u * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(shape.num_layers) *
-         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(units_k + units_v);
+         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(stored);
 }
 
 Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size,
@@ -74,6 +83,7 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
   s->m_shape = shape;
   s->m_block_size = block_size;
   s->m_num_blocks = num_blocks;
+  s->m_is_value_shared = shares_values(shape, types);
   // Every layer's keys, then every layer's values, in one region of 2 MiB pages
   // (huge_page_region.h: whole pages, so one region wastes at most one page's rounding), touched
   // now (by several threads), so the pool's memory is had up front, as a zeroed vector's was.
@@ -83,8 +93,9 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
                           mib(bytes_per_block(shape, block_size, types) * static_cast<uint64_t>(num_blocks)) + ")");
   };
   const auto layers = static_cast<size_t>(shape.num_layers);
+  const int64_t value_units = s->m_is_value_shared ? 0 : s->v_units();
   s->m_pool = HugePageRegion::allocate(
-      static_cast<size_t>(shape.num_layers * s->num_slots() * (s->k_units() + s->v_units())) * sizeof(uint16_t));
+      static_cast<size_t>(shape.num_layers * s->num_slots() * (s->k_units() + value_units)) * sizeof(uint16_t));
   if (s->m_pool.empty()) return too_little();
   s->m_pool.touch_in_parallel();
   try {
@@ -102,7 +113,7 @@ uint64_t PagedKvStorage::num_bytes() const {
 }
 
 int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()); }
-int64_t PagedKvStorage::v_units() const { return kv_row_units(m_types.v, v_row()); }
+int64_t PagedKvStorage::v_units() const { return m_is_value_shared ? k_units() : kv_row_units(m_types.v, v_row()); }
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
   if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
@@ -110,6 +121,7 @@ const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
 }
 const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
   if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
+  if (m_is_value_shared) return k_data(layer);
   return static_cast<const uint16_t*>(m_pool.data()) + m_shape.num_layers * num_slots() * k_units() +
          layer * num_slots() * v_units();
 }
@@ -143,6 +155,7 @@ float PagedKvStorage::k_scale(int64_t layer) const {
   return layer >= 0 && layer < m_shape.num_layers ? m_k_scales[static_cast<size_t>(layer)] : 1.0f;
 }
 float PagedKvStorage::v_scale(int64_t layer) const {
+  if (m_is_value_shared) return k_scale(layer);  // the values are stored as keys
   return layer >= 0 && layer < m_shape.num_layers ? m_v_scales[static_cast<size_t>(layer)] : 1.0f;
 }
 bool PagedKvStorage::is_layer_calibrated(int64_t layer) const {
@@ -155,14 +168,16 @@ void PagedKvStorage::calibrate(int64_t layer, std::span<const int64_t> slot_mapp
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     if (slot_mapping[t] < 0) continue;
     rows_k.insert(rows_k.end(), k + static_cast<int64_t>(t) * k_row(), k + static_cast<int64_t>(t + 1) * k_row());
-    rows_v.insert(rows_v.end(), v + static_cast<int64_t>(t) * v_row(), v + static_cast<int64_t>(t + 1) * v_row());
+    if (!m_is_value_shared) {
+      rows_v.insert(rows_v.end(), v + static_cast<int64_t>(t) * v_row(), v + static_cast<int64_t>(t + 1) * v_row());
+    }
   }
   if (rows_k.empty()) return;  // nothing written: calibrate on the next write
   const auto l = static_cast<size_t>(layer);
   if (m_types.k == GgmlType::F8_E4M3) {
     m_k_scales[l] = kv_calibrated_scale(rows_k.data(), static_cast<int64_t>(rows_k.size()), kKScaleConstant);
   }
-  if (m_types.v == GgmlType::F8_E4M3) {
+  if (m_types.v == GgmlType::F8_E4M3 && !m_is_value_shared) {
     m_v_scales[l] = kv_calibrated_scale(rows_v.data(), static_cast<int64_t>(rows_v.size()), kVScaleConstant);
   }
   m_is_calibrated[l] = true;
@@ -189,6 +204,7 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.v_type = m_types.v;
   args.k_scale = k_scale(layer);
   args.v_scale = v_scale(layer);
+  args.has_values = !m_is_value_shared;  // shared: the keys' rows hold the values already
   if (!write_kv_paged(args)) {
     return make_error(ErrorCode::InvalidArgument, "paged KV write refused: a slot is outside the " +
                                                       std::to_string(num_slots()) + " slots, or K/V data is missing");
@@ -206,8 +222,9 @@ Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
                v_block = static_cast<size_t>(m_block_size * v_units());
   for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
     uint16_t* k = k_data(layer);
-    uint16_t* v = v_data(layer);
     std::copy_n(k + src * k_block, k_block, k + dst * k_block);
+    if (m_is_value_shared) continue;  // copied with the keys
+    uint16_t* v = v_data(layer);
     std::copy_n(v + src * v_block, v_block, v + dst * v_block);
   }
   return {};

@@ -50,7 +50,8 @@ Result<RequestFinished> run_alone(Engine& engine, GenerationRequest request) {
       if (f.request == *id) finished = f;
     }
   }
-  if (finished.reason == FinishReason::Error) return make_error(ErrorCode::InvalidArgument, "generation failed: " + finished.error);
+  if (finished.reason == FinishReason::Error)
+    return make_error(ErrorCode::InvalidArgument, "generation failed: " + finished.error);
   return finished;
 }
 
@@ -90,7 +91,8 @@ Result<BatchRun> run_parallel(Engine& engine, int parallel, const std::vector<in
     }
     run.num_preemptions += s.num_preemptions;
     for (const RequestFinished& f : step->finished) {
-      if (f.reason == FinishReason::Error) return make_error(ErrorCode::InvalidArgument, "generation failed: " + f.error);
+      if (f.reason == FinishReason::Error)
+        return make_error(ErrorCode::InvalidArgument, "generation failed: " + f.error);
       if (finished.count(f.request) != 0) finished[f.request] = f;
     }
   }
@@ -134,11 +136,13 @@ uint64_t batch_bench_kv_bytes(const ModelConfig& c, const BatchBenchOptions& o, 
   const int parallel = o.parallel.empty() ? 1 : *std::max_element(o.parallel.begin(), o.parallel.end());
   const int64_t length = o.shared_prefix_tokens + o.num_prompt_tokens + o.num_generated_tokens;
   const int64_t blocks_per_sequence = (length + block_size - 1) / block_size + 1;
-  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
-  return PagedKvStorage::bytes_per_block(shape, block_size, types) * static_cast<uint64_t>(parallel * blocks_per_sequence);
+  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
+  return PagedKvStorage::bytes_per_block(shape, block_size, types) *
+         static_cast<uint64_t>(parallel * blocks_per_sequence);
 }
 
-Result<BatchBenchResult> run_batch_bench(Engine& engine, const BatchBenchOptions& o, const BatchBenchProgress& progress) {
+Result<BatchBenchResult> run_batch_bench(Engine& engine, const BatchBenchOptions& o,
+                                         const BatchBenchProgress& progress) {
   if (o.parallel.empty()) return make_error(ErrorCode::InvalidArgument, "no parallelism to measure");
   for (const int p : o.parallel) {
     if (p < 1) return make_error(ErrorCode::InvalidArgument, "a parallelism of " + std::to_string(p) + " runs nothing");
@@ -151,9 +155,9 @@ Result<BatchBenchResult> run_batch_bench(Engine& engine, const BatchBenchOptions
   }
   const int64_t length = o.shared_prefix_tokens + o.num_prompt_tokens + o.num_generated_tokens;
   if (length > engine.context_length()) {
-    return make_error(ErrorCode::InvalidArgument, "a request of " + std::to_string(length) + " tokens needs a context of " +
-                                                      std::to_string(length) + "; the engine holds " +
-                                                      std::to_string(engine.context_length()));
+    return make_error(ErrorCode::InvalidArgument, "a request of " + std::to_string(length) +
+                                                      " tokens needs a context of " + std::to_string(length) +
+                                                      "; the engine holds " + std::to_string(engine.context_length()));
   }
   const bool was_profiling = engine.is_profiling();
   engine.set_profiling(false);
@@ -185,9 +189,11 @@ Result<BatchBenchResult> run_batch_bench(Engine& engine, const BatchBenchOptions
     PrefixCacheProbe probe;
     probe.prefix_tokens = o.shared_prefix_tokens;
     probe.prompt_tokens = o.shared_prefix_tokens + o.num_prompt_tokens;
-    Result<RequestFinished> cold = run_alone(engine, greedy(concat(prefix, random_tokens(rng, vocab, o.num_prompt_tokens)), 1));
+    Result<RequestFinished> cold =
+        run_alone(engine, greedy(concat(prefix, random_tokens(rng, vocab, o.num_prompt_tokens)), 1));
     if (!cold) return cold.status();
-    Result<RequestFinished> warm = run_alone(engine, greedy(concat(prefix, random_tokens(rng, vocab, o.num_prompt_tokens)), 1));
+    Result<RequestFinished> warm =
+        run_alone(engine, greedy(concat(prefix, random_tokens(rng, vocab, o.num_prompt_tokens)), 1));
     if (!warm) return warm.status();
     probe.cold_ttft_s = cold->token_seconds.front();
     probe.warm_ttft_s = warm->token_seconds.front();

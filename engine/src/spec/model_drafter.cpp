@@ -24,7 +24,7 @@ constexpr int64_t kDraftMaxBatch = 128;
 Result<std::unique_ptr<ForwardBackend>> make_draft_backend(const DraftModel& m, const DraftPlacement& placement) {
   const ModelConfig& c = m.config;
   KvPoolGeometry kv;
-  kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v};
+  kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
   kv.block_size = placement.kv_block_size;
   kv.num_blocks = std::max<int64_t>(1, (placement.num_kv_positions + kv.block_size - 1) / kv.block_size);
   const int threads = std::max(1, placement.num_threads);
@@ -117,8 +117,9 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Chunk& c = chunks[i];
     const std::span<const BlockId> table = m_blocks->block_table(c.sequence);
-    std::copy(table.begin(), table.end(),
-              flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
+    std::copy(
+        table.begin(), table.end(),
+        flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
     for (size_t t = 0; t < c.tokens.size(); ++t) {
       const int64_t position = c.first + static_cast<int64_t>(t);
       Result<int64_t> slot = m_blocks->slot(c.sequence, position);

@@ -408,6 +408,7 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.q = m_q.data();
   attn.k_cache = kv.k_data(il);
   attn.v_cache = kv.v_data(il);
+  attn.v_row_units = kv.shares_values() ? kv.k_units() : 0;  // latent attention: values in the key rows
   attn.num_blocks = kv.num_blocks();
   attn.block_size = kv.block_size();
   attn.block_tables = batch.block_tables.data();

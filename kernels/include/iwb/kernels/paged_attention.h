@@ -28,38 +28,45 @@
 namespace iwb {
 
 struct PagedAttentionArgs {
-  const float* q = nullptr;               // [num_tokens x num_heads x head_dim]
-  const uint16_t* k_cache = nullptr;      // f16 [num_blocks x block_size x num_kv_heads x head_dim]
-  const uint16_t* v_cache = nullptr;      // f16 [num_blocks x block_size x num_kv_heads x head_dim_v]
+  const float* q = nullptr;           // [num_tokens x num_heads x head_dim]
+  const uint16_t* k_cache = nullptr;  // f16 [num_blocks x block_size x num_kv_heads x head_dim]
+  const uint16_t* v_cache = nullptr;  // f16 [num_blocks x block_size x num_kv_heads x head_dim_v]
   int64_t num_blocks = 0;
   int64_t block_size = 0;
   const int32_t* block_tables = nullptr;  // [num_sequences x max_blocks_per_sequence], unused entries any value
   int64_t max_blocks_per_sequence = 0;
   const int32_t* sequence_lengths = nullptr;  // [num_sequences]: positions 0..len-1 hold keys and values
   int64_t num_sequences = 0;
-  const int32_t* token_sequences = nullptr;   // [num_tokens]: the sequence (row of block_tables) of each query
-  const int32_t* positions = nullptr;         // [num_tokens]: the query's position, < its sequence's length
+  const int32_t* token_sequences = nullptr;  // [num_tokens]: the sequence (row of block_tables) of each query
+  const int32_t* positions = nullptr;        // [num_tokens]: the query's position, < its sequence's length
   int64_t num_tokens = 0;
   int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;               // divides num_heads
+  int64_t num_kv_heads = 0;  // divides num_heads
   int64_t head_dim = 0;
   int64_t head_dim_v = 0;
-  float scale = 1.0f;                     // multiplies q.k
-  int64_t sliding_window = 0;             // > 0: query at p sees keys p - window < key <= p
-  float softcap = 0.0f;                   // > 0: score = softcap * tanh(score / softcap)
-  float* output = nullptr;                // [num_tokens x num_heads x head_dim_v]
-  int num_threads = 0;                    // 0: OpenMP's default
-  GgmlType k_type = GgmlType::F16;        // the keys' cache type (see above)
-  GgmlType v_type = GgmlType::F16;        // the values' cache type
-  bool is_rotated = true;                 // quantized sides stored rotated (false: as they are)
-  float k_scale = 1.0f;                   // F8_E4M3 keys: stored values are key / k_scale (other types: unused)
-  float v_scale = 1.0f;                   // F8_E4M3 values: stored values are value / v_scale
-  const float* sinks = nullptr;           // [num_heads] sink logits (not scaled, not soft-capped), or null
+  float scale = 1.0f;               // multiplies q.k
+  int64_t sliding_window = 0;       // > 0: query at p sees keys p - window < key <= p
+  float softcap = 0.0f;             // > 0: score = softcap * tanh(score / softcap)
+  float* output = nullptr;          // [num_tokens x num_heads x head_dim_v]
+  int num_threads = 0;              // 0: OpenMP's default
+  GgmlType k_type = GgmlType::F16;  // the keys' cache type (see above)
+  GgmlType v_type = GgmlType::F16;  // the values' cache type
+  bool is_rotated = true;           // quantized sides stored rotated (false: as they are)
+  float k_scale = 1.0f;             // F8_E4M3 keys: stored values are key / k_scale (other types: unused)
+  float v_scale = 1.0f;             // F8_E4M3 values: stored values are value / v_scale
+  const float* sinks = nullptr;     // [num_heads] sink logits (not scaled, not soft-capped), or null
+  // uint16 units from one slot's value row to the next; 0: kv_row_units(v_type, num_kv_heads *
+  // head_dim_v), a pool of its own. Latent attention's values are each key row's first head_dim_v
+  // values (one KV head): v_cache = k_cache and this the key row's units (paged_v_row_units).
+  int64_t v_row_units = 0;
   // A token's output bit for bit the same whatever else the batch holds (the engine's
   // batch-invariant mode): the AVX-512 decode kernel, whose key splits follow the batch and
   // whose sums run in another order than the tiled kernel's, is not used.
   bool is_batch_invariant = false;
 };
+
+// The units between value rows paged attention reads (PagedAttentionArgs::v_row_units, or its own pool's).
+int64_t paged_v_row_units(const PagedAttentionArgs& args);
 
 // uint16 units one slot row of `num_values` values takes in a cache of `type` (F16: one per
 // value; Q8_0: 17 per 32 values, Q4_0: 9); 0 for a type or size the cache cannot hold.
@@ -93,17 +100,19 @@ struct WriteKvPagedArgs {
   const float* v = nullptr;               // [num_tokens x v_row]
   const int64_t* slot_mapping = nullptr;  // [num_tokens]: destination slot; < 0 skips the token (padding)
   int64_t num_tokens = 0;
-  uint16_t* k_cache = nullptr;            // f16 [num_slots x k_row]
-  uint16_t* v_cache = nullptr;            // f16 [num_slots x v_row]
-  int64_t num_slots = 0;                  // num_blocks * block_size
-  int64_t k_row = 0;                      // num_kv_heads * head_dim
-  int64_t v_row = 0;                      // num_kv_heads * head_dim_v
-  int64_t num_kv_heads = 1;               // heads per row: a quantized side is rotated head by head
-  GgmlType k_type = GgmlType::F16;        // F16, or a block type (rows quantized per 32 values)
+  uint16_t* k_cache = nullptr;      // f16 [num_slots x k_row]
+  uint16_t* v_cache = nullptr;      // f16 [num_slots x v_row]
+  int64_t num_slots = 0;            // num_blocks * block_size
+  int64_t k_row = 0;                // num_kv_heads * head_dim
+  int64_t v_row = 0;                // num_kv_heads * head_dim_v
+  int64_t num_kv_heads = 1;         // heads per row: a quantized side is rotated head by head
+  GgmlType k_type = GgmlType::F16;  // F16, or a block type (rows quantized per 32 values)
   GgmlType v_type = GgmlType::F16;
-  bool is_rotated = true;                 // rotate quantized sides first (see above)
-  float k_scale = 1.0f;                   // F8_E4M3 keys stored as e4m3(key / k_scale) (> 0, finite)
-  float v_scale = 1.0f;                   // F8_E4M3 values stored as e4m3(value / v_scale)
+  bool is_rotated = true;  // rotate quantized sides first (see above)
+  // false: keys only (v and v_cache unused): a cache whose values are the keys' first values.
+  bool has_values = true;
+  float k_scale = 1.0f;  // F8_E4M3 keys stored as e4m3(key / k_scale) (> 0, finite)
+  float v_scale = 1.0f;  // F8_E4M3 values stored as e4m3(value / v_scale)
 };
 
 // f32 -> f16 (round to nearest even) or the block type (ggml's reference rounding) into the

@@ -22,10 +22,17 @@ struct KvCacheShape {
   int64_t num_kv_heads = 0;
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
+  // The values are each key row's first head_dim_v values (latent attention: K = [latent, roped
+  // values], V = the latent). The cache then stores keys only, where the types allow it
+  // (shares_values): one KV head, the same type on both sides, the same Hadamard pieces.
+  bool is_value_in_key = false;
 };
 
 class PagedKvStorage {
  public:
+  // Whether a cache of this shape and types keeps its values inside its key rows (see KvCacheShape).
+  static bool shares_values(const KvCacheShape& shape, KvCacheTypes types);
+  bool shares_values() const { return m_is_value_shared; }
   // Bytes one block takes over all layers, K and V (f16; Q8_0: 34 bytes per 32 values, Q4_0: 18;
   // the block types need head sizes that are multiples of 32 — 0 otherwise).
   static uint64_t bytes_per_block(const KvCacheShape& shape, int32_t block_size, KvCacheTypes types = {});
@@ -44,6 +51,7 @@ class PagedKvStorage {
   int64_t v_row() const { return m_shape.num_kv_heads * m_shape.head_dim_v; }
   const KvCacheTypes& types() const { return m_types; }
   // uint16 units of one slot's key (value) row in the pools: k_row() for f16, 17 per 32 for Q8_0.
+  // With shared values v_units() is the key row's: the distance between value rows in v_data().
   int64_t k_units() const;
   int64_t v_units() const;
   uint64_t num_bytes() const;
@@ -91,6 +99,7 @@ class PagedKvStorage {
   HugePageRegion m_pool;
   std::vector<float> m_k_scales, m_v_scales;  // [layer]: FP8 scales (1 for other types)
   std::vector<bool> m_is_calibrated;          // [layer]: scales set (only read with calculate_scales)
+  bool m_is_value_shared = false;             // no value pool: v_data is k_data (shares_values)
 };
 
 }  // namespace iwb
