@@ -113,10 +113,16 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   if (!m.is_vocab_only) {
     std::printf("\nmemory at context %lld\n", static_cast<long long>(mem.context));
     std::printf("  weights  %12s\n", format_bytes(mem.weight_bytes).c_str());
-    std::printf("  KV cache %12s  (f16, %lld layers x %lld KV heads x %lld+%lld dims)\n",
-                format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
-                static_cast<long long>(h.head_count_kv), static_cast<long long>(h.key_length),
-                static_cast<long long>(h.value_length));
+    if (h.kv_lora_rank > 0) {  // the values are the key rows' first values: keys only
+      std::printf("  KV cache %12s  (f16, %lld layers x %lld dims of latent and roped key; values inside)\n",
+                  format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
+                  static_cast<long long>(h.key_length));
+    } else {
+      std::printf("  KV cache %12s  (f16, %lld layers x %lld KV heads x %lld+%lld dims)\n",
+                  format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
+                  static_cast<long long>(h.head_count_kv), static_cast<long long>(h.key_length),
+                  static_cast<long long>(h.value_length));
+    }
     std::printf("  scratch  %12s  (estimate)\n", format_bytes(mem.scratch_bytes).c_str());
     std::printf("  total    %12s\n", format_bytes(mem.total()).c_str());
   }

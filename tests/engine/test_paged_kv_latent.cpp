@@ -59,8 +59,8 @@ class TestPagedKvLatent : public QObject {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> k(2 * 576);
     for (float& x : k) x = normal(rng);
-    const std::vector<int64_t> slots = {5, 2};  // block 1 offset 1, block 0 offset 2
-    QVERIFY(kv.write(1, slots, k.data(), nullptr).is_ok());
+    const std::vector<int64_t> slot_ids = {5, 2};  // block 1 offset 1, block 0 offset 2
+    QVERIFY(kv.write(1, slot_ids, k.data(), nullptr).is_ok());
     QCOMPARE(kv.v_slot(1, 1, 1), kv.k_slot(1, 1, 1));
     for (int64_t i = 0; i < 576; ++i) QCOMPARE(kv.k_slot(1, 1, 1)[i], f32_to_fp16(k[static_cast<size_t>(i)]));
     // A copy-on-write copy carries keys and so values.
@@ -76,8 +76,8 @@ class TestPagedKvLatent : public QObject {
     PagedKvStorage& kv = **created;
     std::vector<float> k(576, 0.5f);
     k[7] = 40.0f;
-    const std::vector<int64_t> slots = {0};
-    QVERIFY(kv.write(0, slots, k.data(), nullptr).is_ok());
+    const std::vector<int64_t> slot_ids = {0};
+    QVERIFY(kv.write(0, slot_ids, k.data(), nullptr).is_ok());
     QCOMPARE(kv.k_scale(0), 40.0f / kKScaleConstant);
     QCOMPARE(kv.v_scale(0), kv.k_scale(0));
   }

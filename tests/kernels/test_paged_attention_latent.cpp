@@ -14,6 +14,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 using namespace iwb;
@@ -78,10 +79,10 @@ class TestPagedAttentionLatent : public QObject {
 
  private slots:
   void valuesInKeyRowsEqualSeparateValues_data() {
-    QTest::addColumn<int>("type");
-    for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F8_E4M3}) {
-      QTest::newRow(ggml_type_name(t).data()) << static_cast<int>(t);
-    }
+    QTest::addColumn<int>("type_id");
+    const std::pair<const char*, GgmlType> types[] = {
+        {"f16", GgmlType::F16}, {"q8_0", GgmlType::Q8_0}, {"q4_0", GgmlType::Q4_0}, {"fp8_e4m3", GgmlType::F8_E4M3}};
+    for (const auto& [name, t] : types) QTest::newRow(name) << static_cast<int>(t);
   }
   void valuesInKeyRowsEqualSeparateValues() {
     QFETCH(int, type_id);
@@ -92,15 +93,15 @@ class TestPagedAttentionLatent : public QObject {
     std::vector<float> values;  // each key row's first kDimV values
     for (int64_t s = 0; s < kSlots; ++s)
       values.insert(values.end(), keys.begin() + s * kDimK, keys.begin() + s * kDimK + kDimV);
-    std::vector<int64_t> slots(kSlots);
-    std::iota(slots.begin(), slots.end(), 0);
+    std::vector<int64_t> slot_ids(kSlots);
+    std::iota(slot_ids.begin(), slot_ids.end(), 0);
     const int64_t k_units = kv_row_units(type, kDimK), v_units = kv_row_units(type, kDimV);
     std::vector<uint16_t> shared(static_cast<size_t>(kSlots * k_units)), k_apart(shared.size()),
         v_apart(static_cast<size_t>(kSlots * v_units));
     WriteKvPagedArgs w;
     w.k = keys.data();
     w.v = values.data();
-    w.slot_mapping = slots.data();
+    w.slot_mapping = slot_ids.data();
     w.num_tokens = kSlots;
     w.k_cache = k_apart.data();
     w.v_cache = v_apart.data();
