@@ -17,6 +17,8 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -25,7 +27,7 @@ namespace iwb::cli {
 namespace {
 
 struct Options {
-  std::string model, alias, chat_template, chat_template_kwargs;
+  std::string model, alias, chat_template, chat_template_file, chat_template_kwargs;
   serve::ServeOptions serve;
   EngineOptions engine;
   int64_t kv_mib = 0;
@@ -56,6 +58,10 @@ OptionTable make_table(Options* o) {
                  "plain, or a Jinja template text (its family is recognised)",
          .destination = &o->chat_template,
          .default_text = "the model's"});
+  t.add({.names = {"--chat-template-file"},
+         .value_name = "FILE",
+         .help = "the chat template as a Jinja file (llama-server's option; its family is recognised)",
+         .destination = &o->chat_template_file});
   t.add({.names = {"--chat-template-kwargs"},
          .value_name = "JSON",
          .help = "template variables for requests that give none: {\"enable_thinking\": false} (Qwen3, SmolLM3,\n"
@@ -163,6 +169,18 @@ int parse(int argc, char** argv, Options* o) {
   o->serve.default_sampling = o->sampling.to_params(0);
   o->serve.has_default_seed = o->sampling.seed != kRandomSeed;
   o->serve.default_max_tokens = o->sampling.n_predict;
+  if (!o->chat_template_file.empty()) {
+    if (!o->chat_template.empty()) {
+      return report_usage_error(table, "--chat-template and --chat-template-file both give the template; give one");
+    }
+    std::ifstream in(o->chat_template_file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().empty()) {
+      return report_usage_error(table, "cannot read the chat template file '" + o->chat_template_file + "'");
+    }
+    o->chat_template = text.str();
+  }
   if (!o->chat_template_kwargs.empty()) {
     if (Status s = serve::set_default_chat_template_kwargs(o->chat_template_kwargs, &o->serve); !s) {
       return report_usage_error(table, s.message());

@@ -241,11 +241,56 @@ def glm_gguf():
     return gguf_file(kvs, tensors)
 
 
+def deepseek_gguf():
+    # deepseek2's keys (DeepSeek V3: latent attention with a query latent, one KV head of latent +
+    # roped values, sigmoid routing in groups, YaRN with its log multiplier, shared experts and a
+    # dense first layer) and a deepseek-v3 vocabulary.
+    byte_chars = [chr(c) for c in range(33, 127)] + ["Ġ", "Ċ"]
+    tokens = byte_chars + ["Ġh", "Ġhello", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
+                           "<｜Assistant｜>", "<think>", "</think>"]
+    types = [1] * (len(byte_chars) + 2) + [3] * 6
+    a = "deepseek2"
+    kvs = llama_keys(a, len(tokens)) + [
+        (f"{a}.attention.key_length", U32, 6),
+        (f"{a}.attention.value_length", U32, 4),
+        (f"{a}.attention.key_length_mla", U32, 6),
+        (f"{a}.attention.value_length_mla", U32, 4),
+        (f"{a}.attention.kv_lora_rank", U32, 4),
+        (f"{a}.attention.q_lora_rank", U32, 8),
+        (f"{a}.rope.dimension_count", U32, 2),
+        (f"{a}.rope.scaling.type", STRING, "yarn"),
+        (f"{a}.rope.scaling.factor", F32, 40.0),
+        (f"{a}.rope.scaling.original_context_length", U32, 16),
+        (f"{a}.rope.scaling.yarn_log_multiplier", F32, 0.1),
+        (f"{a}.expert_count", U32, 8),
+        (f"{a}.expert_used_count", U32, 2),
+        (f"{a}.expert_feed_forward_length", U32, 8),
+        (f"{a}.expert_shared_count", U32, 1),
+        (f"{a}.leading_dense_block_count", U32, 1),
+        (f"{a}.expert_gating_func", U32, 2),
+        (f"{a}.expert_weights_scale", F32, 2.5),
+        (f"{a}.expert_weights_norm", BOOL, True),
+        (f"{a}.expert_group_count", U32, 4),
+        (f"{a}.expert_group_used_count", U32, 2),
+        ("tokenizer.ggml.model", STRING, "gpt2"),
+        ("tokenizer.ggml.pre", STRING, "deepseek-v3"),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+        ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+        ("tokenizer.ggml.merges", ARRAY, (STRING, ["Ġ h", "Ġh e"])),
+        ("tokenizer.ggml.eos_token_id", U32, tokens.index("<｜end▁of▁sentence｜>")),
+        ("tokenizer.chat_template", STRING,
+         "{% for m in messages %}<｜{{ m.role }}｜>{{ m.content }}{% endfor %}"
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁output▁begin｜>")]
+    tensors = tiny_tensors(len(tokens)) + [("blk.1.exp_probs_b.bias", [8], [0.0] * 8)]
+    return gguf_file(kvs, tensors)
+
+
 def main():
     write("gguf", "seed-spm", spm_gguf())
     write("gguf", "seed-bpe", bpe_gguf())
     write("gguf", "seed-wordpiece", wordpiece_gguf())
     write("gguf", "seed-glm4moe", glm_gguf())
+    write("gguf", "seed-deepseek2", deepseek_gguf())
     write("imatrix", "seed-imatrix.dat", imatrix())
     write("llama2c", "seed-header-shared", llama2c_header(512))
     write("llama2c", "seed-header-separate", llama2c_header(-512))

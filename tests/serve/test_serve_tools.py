@@ -9,6 +9,9 @@ conversation with calls and tool results renders as the template writes it (/app
 tool_choice "none" hides the tools; and OpenAI-shaped 400s for what cannot be honoured."""
 
 import json
+import os
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -327,8 +330,12 @@ class TestTools(unittest.TestCase):
     def test_granite_format(self):
         # Served with a Granite-style template: the tools in an available_tools turn, the calls
         # one JSON list after <|tool_call|>.
+        # Given as a file (llama-server's --chat-template-file).
         granite = "{{- '<|start_of_role|>system<|end_of_role|>' + system_message + '<|end_of_text|>' }}"
-        with fx.Server(MODEL, "--chat-template", granite, "-c", "2048") as server:
+        template_file = os.path.join(tempfile.mkdtemp(), "granite.jinja")
+        with open(template_file, "w") as f:
+            f.write(granite)
+        with fx.Server(MODEL, "--chat-template-file", template_file, "-c", "2048") as server:
             client = fx.openai_client(server)
             status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [TIME]})
             self.assertIn('<|start_of_role|>available_tools<|end_of_role|>[\n    {\n        "type": "function"',
@@ -342,6 +349,16 @@ class TestTools(unittest.TestCase):
                 self.assertEqual(len(choice.message.tool_calls), 1)
                 check_weather_call(self, choice.message.tool_calls[0])
             self.assertEqual(server.stop(), 0)
+
+    def test_chat_template_file_refusals(self):
+        # A template file that cannot be read, or one given beside --chat-template: a usage error
+        # naming it, before anything loads.
+        for extra, words in ((["--chat-template-file", "/nonexistent/t.jinja"], "cannot read the chat template file"),
+                             (["--chat-template-file", MODEL, "--chat-template", "chatml"], "give one")):
+            r = subprocess.run([fx.ARGS.iwb, "serve", "-m", MODEL] + extra, capture_output=True, text=True,
+                               timeout=60)
+            self.assertNotEqual(r.returncode, 0, extra)
+            self.assertIn(words, r.stderr, extra)
 
     def test_harmony_format(self):
         # Served with a harmony-style template (gpt-oss's markers): the tools as a TypeScript
