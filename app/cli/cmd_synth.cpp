@@ -48,7 +48,8 @@ struct Options {
 
 // Returns an exit status to stop with, or -1 to go on.
 int parse(int argc, char** argv, Options* o) {
-  OptionTable t("synth", "--preset NAME --type TYPE -o OUT.gguf [--vocab VOCAB.gguf] [--seed S] [-t N]\n"
+  OptionTable t("synth",
+                "--preset NAME --type TYPE -o OUT.gguf [--vocab VOCAB.gguf] [--seed S] [-t N]\n"
                 "       iwb synth --list",
                 "A model with a real shape and random weights, for measuring shapes nobody shipped here.");
   t.add({.names = {"--preset"},
@@ -89,7 +90,10 @@ int parse(int argc, char** argv, Options* o) {
          .destination = &o->synth.distinct_rows,
          .min = 0});
   add_threads_option(t, &o->synth.num_threads);
-  t.add({.names = {"-o", "--output"}, .value_name = "FILE", .help = "GGUF file to write", .destination = &o->synth.output_path});
+  t.add({.names = {"-o", "--output"},
+         .value_name = "FILE",
+         .help = "GGUF file to write",
+         .destination = &o->synth.output_path});
   t.add({.names = {"--list"}, .help = "list the presets and types", .destination = &o->list});
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   if (o->list) return -1;
@@ -98,13 +102,14 @@ int parse(int argc, char** argv, Options* o) {
   if (o->num_layers < 0 || o->num_layers > o->synth.shape.num_layers) {
     return report_usage_error(t, "--layers must be 1 to the preset's " + std::to_string(o->synth.shape.num_layers));
   }
-  if (o->num_layers > 0) o->synth.shape.num_layers = o->num_layers;
+  if (o->num_layers > 0) o->synth.shape = o->synth.shape.with_layers(o->num_layers);
   return -1;
 }
 
 void print_progress(const synth::SynthProgress& p) {
   if (!p.is_done) return;
-  const double percent = p.total_bytes ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.total_bytes) : 100.0;
+  const double percent =
+      p.total_bytes ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.total_bytes) : 100.0;
   std::fprintf(stderr, "\r[%4" PRId64 "/%" PRId64 "] %5.1f%%  %-32s %-5s", p.tensor_index + 1, p.num_tensors, percent,
                p.tensor_name.c_str(), std::string(ggml_type_name(p.type)).c_str());
   if (p.tensor_index + 1 == p.num_tensors) std::fprintf(stderr, "\n");

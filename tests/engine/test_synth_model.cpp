@@ -490,6 +490,13 @@ class TestSynthModel : public QObject {
     QCOMPARE(type_name(tensor_type(*lite.file, "blk.1.attn_k_b.weight")), std::string("Q5_0"));  // 64 per row
     check_engine_runs(lite.path);
 
+    // iwb synth --layers 2 of DeepSeek-V3: its first two layers, both dense (the first three are).
+    const SynthShape cut = find_synth_preset("deepseek-v3")->with_layers(2);
+    QCOMPARE(cut.num_layers, int64_t{2});
+    QCOMPARE(cut.num_leading_dense_layers, int64_t{2});
+    QVERIFY(!shape_config(cut).is_expert_layer(1));
+    QCOMPARE(find_synth_preset("deepseek-v3")->with_layers(5).num_leading_dense_layers, int64_t{3});
+
     // The published totals: DeepSeek-V2-Lite 15.7 B, DeepSeek-V3 671 B (its prediction layer
     // left out, as llama.cpp's converter leaves it), GLM-4.7-Flash "30B-A3B", Kimi K2 1.03 T.
     check_parameter_count("deepseek-v2-lite", 15'600'000'000, 15'800'000'000);

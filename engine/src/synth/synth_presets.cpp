@@ -4,6 +4,7 @@
 
 #include "iwb/engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -358,6 +359,13 @@ int64_t SynthShape::num_parameters() const {
   if (rope_scaling.is_enabled()) total += head_dim / 2;
   if (longrope.is_enabled()) total += head_dim;  // long and short factors
   return total;
+}
+
+SynthShape SynthShape::with_layers(int64_t n) const {
+  SynthShape s = *this;
+  s.num_layers = n;
+  s.num_leading_dense_layers = std::min(num_leading_dense_layers, n);
+  return s;
 }
 
 ModelConfig shape_config(const SynthShape& s) {

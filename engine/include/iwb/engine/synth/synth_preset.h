@@ -100,6 +100,10 @@ struct SynthShape {
   bool has_mxfp4_experts = false;
   bool is_test_shape = false;  // a small shape for tests, not shown in the preset list
 
+  // The first n layers at their real size (`iwb synth --layers`): the leading dense layers that
+  // remain (all n when n does not pass them, as DeepSeek-V3's first three), the rest unchanged.
+  SynthShape with_layers(int64_t n) const;
+
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t kv_width() const { return num_kv_heads * head_dim; }
   int64_t num_parameters() const;  // weights, norms and biases
