@@ -6,6 +6,8 @@
 // logits on the same shapes). Registered twice, as test_forward_reference: f32 activations
 // (IWB_MATMUL_EXACT=1) to 1e-3 with equal greedy tokens, and the 8-bit activations of the
 // integer matmuls to their own tolerance.
+#include "../kernels/random_tensors.h"
+#include "forward_checks.h"
 #include "reference_forward.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -30,23 +32,6 @@ namespace {
 const bool kIsExactMatmul = qEnvironmentVariable("IWB_MATMUL_EXACT") == "1";
 const double kTolerance = kIsExactMatmul ? 1e-3 : 8e-2;
 
-double max_relative_error(const std::vector<float>& got, const std::vector<float>& expected) {
-  double largest = 0, worst = 0;
-  for (const float e : expected) largest = std::max(largest, std::abs(static_cast<double>(e)));
-  for (size_t i = 0; i < got.size() && i < expected.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - expected[i]));
-  }
-  return largest > 0 ? worst / largest : worst;
-}
-
-std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = dist(rng);
-  return out;
-}
-
 // Writes the preset in `type`, reads it back as the reference and loads it in the engine.
 std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
                                 const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
@@ -66,32 +51,6 @@ std::string synthesize_and_load(const std::string& preset, const std::string& ty
   if (!loaded.is_ok()) return loaded.error_message();
   *engine = std::move(*loaded);
   return {};
-}
-
-std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int32_t>& prompt, int n) {
-  GenerationRequest r;
-  r.prompt_tokens = prompt;
-  r.sampling.temperature = 0.0f;
-  r.sampling.repeat_penalty = 1.0f;
-  r.max_new_tokens = n;
-  r.stop_at_end_of_generation = false;
-  std::vector<int32_t> out;
-  if (!engine.add_request(r)) return out;
-  while (engine.has_unfinished_requests()) {
-    Result<StepResult> s = engine.step();
-    if (!s) return {};
-    for (const TokenEvent& e : s->tokens) out.push_back(e.token);
-  }
-  return out;
-}
-
-std::vector<int32_t> reference_greedy(const RefModel& m, std::vector<int32_t> seq, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(argmax(reference_logits(m, seq, true)));
-    seq.push_back(out.back());
-  }
-  return out;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 // with MXFP4 experts; glm4moe (sigmoid routing with selection biases, scaled weights, a shared
 // expert, a leading dense layer, half of each head rotated, q/k biases and norms, a prediction
 // layer in the file that must not run) in the three types.
+#include "forward_checks.h"
 #include "reference_forward.h"
 #include "tiny_models.h"
 
@@ -49,14 +50,6 @@ const double kTolerance = kIsExactMatmul ? 1e-3 : 8e-2;
 // Against a reference that keeps keys and values in f32 (the f16 cache rounds them to 11 bits).
 const double kF16CacheTolerance = kIsExactMatmul ? 5e-3 : 8e-2;
 
-std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = dist(rng);
-  return out;
-}
-
 // phi3: odd sizes (width 160: 5 query heads of 32 over 1 KV head, FFN 352, 333 tokens) where
 // the blocks allow; the K-quant mix needs rows of 256. LongRoPE over an original context of 128
 // in a context of 512, untied classifier as Phi-3's.
@@ -72,34 +65,6 @@ void phi3_spec(WeightPreset preset, TinyModelSpec* spec) {
   spec->context = 512;
   spec->rope_original_context = 128;
   spec->seed = 1234 + static_cast<uint32_t>(preset);
-}
-
-// Greedy tokens from the engine's step() loop.
-std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int32_t>& prompt, int n) {
-  GenerationRequest r;
-  r.prompt_tokens = prompt;
-  r.sampling.temperature = 0.0f;
-  r.sampling.repeat_penalty = 1.0f;
-  r.max_new_tokens = n;
-  r.stop_at_end_of_generation = false;
-  std::vector<int32_t> out;
-  if (!engine.add_request(r)) return out;
-  while (engine.has_unfinished_requests()) {
-    Result<StepResult> s = engine.step();
-    if (!s) return {};
-    for (const TokenEvent& e : s->tokens) out.push_back(e.token);
-  }
-  return out;
-}
-
-std::vector<int32_t> reference_greedy(const RefModel& m, std::vector<int32_t> seq, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const std::vector<float> logits = reference_logits(m, seq, true);
-    out.push_back(argmax(logits));
-    seq.push_back(out.back());
-  }
-  return out;
 }
 
 // A small qwen3moe: 7 experts, 3 per token, experts 96 wide (256 for the K-quant mix, whose

@@ -1,0 +1,54 @@
+// Helpers of the forward-pass tests against the test reference (test_forward_reference,
+// test_deepseek_reference): random prompts, and greedy tokens from the engine's step() loop and
+// from the reference recomputing the whole sequence each step.
+#pragma once
+
+#include "reference_forward.h"
+
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/sampling/sampler.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace iwb::test {
+
+// n token ids past the first three (<unk>, <s>, </s> in the synthetic vocabularies).
+inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = dist(rng);
+  return out;
+}
+
+// Greedy tokens from the engine's step() loop (no repeat penalty, no stop at the end token).
+inline std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+  GenerationRequest r;
+  r.prompt_tokens = prompt;
+  r.sampling.temperature = 0.0f;
+  r.sampling.repeat_penalty = 1.0f;
+  r.max_new_tokens = n;
+  r.stop_at_end_of_generation = false;
+  std::vector<int32_t> out;
+  if (!engine.add_request(r)) return out;
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) return {};
+    for (const TokenEvent& e : s->tokens) out.push_back(e.token);
+  }
+  return out;
+}
+
+// The reference's greedy tokens, keys and values rounded to f16 as the engine's cache holds them.
+inline std::vector<int32_t> reference_greedy(const RefModel& m, std::vector<int32_t> seq, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(argmax(reference_logits(m, seq, true)));
+    seq.push_back(out.back());
+  }
+  return out;
+}
+
+}  // namespace iwb::test
