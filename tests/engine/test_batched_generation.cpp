@@ -1,6 +1,7 @@
 // Continuous batching through the paged KV cache, end to end on the engine: greedy generation
 // of several different prompts served together produces exactly the tokens of one-at-a-time
-// runs (aidreams, and generated llama, qwen2 and gemma3 models with a sliding window), also
+// runs (aidreams, generated llama, qwen2 and gemma3 models with a sliding window, and a deepseek2
+// one whose values live in the cache's key rows), also
 // when a tiny KV budget forces preemptions; a shared prompt prefix is served from the prefix
 // cache with fewer blocks; a prompt that can never fit is refused while others go on; abort
 // mid-batch; the KV snapshot and the memory report describe what the cache holds.
@@ -8,6 +9,8 @@
 
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -140,11 +143,19 @@ class TestBatchedGeneration : public QObject {
       QVERIFY2(s.is_ok(), s.message().c_str());
       m_models[name] = path;
     }
+    // deepseek2 (latent attention: values read from the key rows of the paged cache), iwb
+    // synth's small DeepSeek V3 shape.
+    synth::SynthOptions deepseek;
+    deepseek.shape = *synth::find_synth_preset("test-deepseek2");
+    deepseek.weight_type = "Q8_0";
+    deepseek.output_path = m_tmp.filePath("deepseek2.gguf").toStdString();
+    QVERIFY(synth::synthesize_model(deepseek).is_ok());
+    m_models["deepseek2"] = deepseek.output_path;
   }
 
   void batchedGreedyMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3", "deepseek2"}) QTest::newRow(m) << m;
   }
 
   // Five prompts at once, a 32-token step budget (long prompts prefill in chunks beside the
@@ -186,7 +197,7 @@ class TestBatchedGeneration : public QObject {
 
   void preemptedGenerationMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "qwen2", "gemma3"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "qwen2", "gemma3", "deepseek2"}) QTest::newRow(m) << m;
   }
 
   // Room for 14 blocks of 8 tokens where the five sequences grow to 33 blocks together:
