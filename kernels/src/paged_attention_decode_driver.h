@@ -142,8 +142,7 @@ void run_item(const PagedAttentionArgs& a, const Item& w, Scratch& s, Partials& 
   };
   const DecodeRows k_rows = rows_of(a.k_type), v_rows = rows_of(a.v_type);
   const bool is_direct_k = k_rows != DecodeRows::F32, is_direct_v = v_rows != DecodeRows::F32;
-  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
-                v_row = paged_v_row_units(a);
+  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), v_row = paged_v_row_units(a);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
   float* sc = s.s.data();
   // Row i = hi * R + r of q, o, m and l: query row r of the item's KV head kv_head + hi.

@@ -68,8 +68,7 @@ void load_tile(const PagedAttentionArgs& a, const int32_t* table, int64_t g, int
   constexpr int64_t kUnit = Kernels::kKeyUnit;
   static_assert(kUnit >= 1 && kUnit <= 16);  // TileScratch::k_rows holds 16 rows
   const int64_t dk = a.head_dim, dv = a.head_dim_v;
-  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk),
-                v_row = paged_v_row_units(a);
+  const int64_t k_row = kv_row_units(a.k_type, a.num_kv_heads * dk), v_row = paged_v_row_units(a);
   const int64_t k_head = kv_row_units(a.k_type, dk), v_head = kv_row_units(a.v_type, dv);
   const int64_t ahead = attention_prefetch_keys(64);
   for (int64_t j0 = 0; j0 < key_tile; j0 += kUnit) {

@@ -67,12 +67,12 @@ struct LayerWeights {
   WeightMatrix ffn_down_shexp;                // shared_expert_width() -> n_embd
   // Multi-head latent attention (deepseek2); wq is attn_q (n_embd -> q_heads_width) or, with a
   // query latent, attn_q_b (q_lora_rank -> q_heads_width); wk and wv stay empty.
-  WeightMatrix wq_a;                          // attn_q_a: n_embd -> q_lora_rank (or empty)
-  WeightMatrix wkv_a;                         // attn_kv_a_mqa: n_embd -> latent_kv_width()
-  std::vector<float> attn_q_a_norm;           // [q_lora_rank] (or empty)
-  std::vector<float> attn_kv_a_norm;          // [kv_lora_rank]
-  ExpertMatrices wk_b;                        // attn_k_b, per head: mla_nope_width() -> kv_lora_rank
-  ExpertMatrices wv_b;                        // attn_v_b, per head: kv_lora_rank -> mla_head_dim_v
+  WeightMatrix wq_a;                  // attn_q_a: n_embd -> q_lora_rank (or empty)
+  WeightMatrix wkv_a;                 // attn_kv_a_mqa: n_embd -> latent_kv_width()
+  std::vector<float> attn_q_a_norm;   // [q_lora_rank] (or empty)
+  std::vector<float> attn_kv_a_norm;  // [kv_lora_rank]
+  ExpertMatrices wk_b;                // attn_k_b, per head: mla_nope_width() -> kv_lora_rank
+  ExpertMatrices wv_b;                // attn_v_b, per head: kv_lora_rank -> mla_head_dim_v
 };
 
 struct ModelWeights {
