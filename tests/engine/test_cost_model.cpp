@@ -285,6 +285,11 @@ class TestCostModel : public QObject {
     QCOMPARE(attention->shape.num_kv_heads, 1);
     QCOMPARE(attention->shape.head_dim, 576);
     QCOMPARE(attention->shape.head_dim_v, 512);
+    // The values are read with the keys (the cache holds 576 f16 values per position): 101
+    // positions of keys, the 16 heads' query and output in f32. The flops count both products.
+    QCOMPARE(attention->bytes, 2.0 * 101 * 576 + 4.0 * 16 * (576 + 512));
+    QCOMPARE(attention->flops, 16.0 * 101 * (2.0 * (576 + 512) + 5.0));
+    EXPECT_COST(decode, "kv_write", 3, 0, (4.0 + 2.0) * 576);
     QVERIFY(find(decode, "attn_k", 3) == nullptr && find(decode, "attn_q_a", 3) == nullptr);
     QVERIFY(find(decode, "ffn_gate", 0) != nullptr && find(decode, "ffn_gate_exps", 0) == nullptr);
     QVERIFY(find(decode, "ffn_gate_exps", 1) != nullptr && find(decode, "ffn_gate_shexp", 1) != nullptr);

@@ -41,10 +41,13 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
     case PlanOpKind::Rope:
       return part == 0 ? op_costs::rope("rope_q", layer, num_rows, c.num_heads, c.head_dim_k, c.rope_num_rotated)
                        : op_costs::rope("rope_k", layer, num_rows, c.num_kv_heads, c.head_dim_k, c.rope_num_rotated);
-    case PlanOpKind::KvWrite: return op_costs::kv_write(layer, num_rows, c.num_kv_heads, c.head_dim_k, c.head_dim_v);
+    // Latent attention's values are its keys' first values: the cache holds (and reads) keys
+    // only, as its f16 default stores them (a cache of two types keeps values apart).
+    case PlanOpKind::KvWrite:
+      return op_costs::kv_write(layer, num_rows, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention());
     case PlanOpKind::Attention:
       return op_costs::batched_attention(layer, spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
-                                         op.is_sliding ? c.sliding_window : 0);
+                                         op.is_sliding ? c.sliding_window : 0, c.has_latent_attention());
     case PlanOpKind::GatedActivation:
       return op_costs::activation(layer, num_rows * op.rows_per_token, op.width, c.ffn_activation);
     case PlanOpKind::ResidualAdd: return op_costs::add(op.name, layer, num_rows, c.embedding_length);

@@ -63,19 +63,20 @@ KernelRecord rope(const char* name, int layer, int64_t num_tokens, int64_t num_h
   return r;
 }
 
-KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v) {
+KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v,
+                      bool is_value_in_key) {
   KernelRecord r = base(OpKind::KvWrite, "kv_write", layer, GgmlType::F16, num_tokens);
   r.shape.num_kv_heads = static_cast<int32_t>(num_kv_heads);
   r.shape.head_dim = static_cast<int32_t>(head_dim);
   r.shape.head_dim_v = static_cast<int32_t>(head_dim_v);
-  const double elements = d(num_tokens) * d(num_kv_heads) * d(head_dim + head_dim_v);
+  const double elements = d(num_tokens) * d(num_kv_heads) * d(head_dim + (is_value_in_key ? 0 : head_dim_v));
   r.flops = 0;
   r.bytes = (4.0 + 2.0) * elements;
   return r;
 }
 
-KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads,
-                       int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window) {
+KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads, int64_t num_kv_heads,
+                       int64_t head_dim, int64_t head_dim_v, int64_t sliding_window, bool is_value_in_key) {
   KernelRecord r = base(OpKind::Attention, "attention", layer, GgmlType::F16, num_tokens);
   const int64_t last_position = first_position + num_tokens - 1;
   r.shape.num_kv = last_position + 1;
@@ -92,19 +93,21 @@ KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, in
   r.flops = d(num_heads) * scores * (2.0 * d(head_dim + head_dim_v) + 5.0);
   const int64_t first_visible = sliding_window > 0 ? std::max<int64_t>(0, first_position - sliding_window + 1) : 0;
   const double rows = d(last_position - first_visible + 1);
-  r.bytes = 2.0 * rows * d(num_kv_heads) * d(head_dim + head_dim_v) +
+  r.bytes = 2.0 * rows * d(num_kv_heads) * d(head_dim + (is_value_in_key ? 0 : head_dim_v)) +
             4.0 * d(num_tokens) * d(num_heads) * d(head_dim + head_dim_v);
   return r;
 }
 
-KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads,
-                               int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window) {
+KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads, int64_t num_kv_heads,
+                               int64_t head_dim, int64_t head_dim_v, int64_t sliding_window, bool is_value_in_key) {
   KernelRecord r = base(OpKind::Attention, "attention", layer, GgmlType::F16, 0);
   for (const AttentionSpan& s : spans) {
     const KernelRecord one = attention(layer, s.num_tokens, s.first_position, num_heads, num_kv_heads, head_dim,
-                                       head_dim_v, sliding_window);
-    if (r.shape.num_tokens == 0) r.shape = one.shape;
-    else r.shape.num_tokens += one.shape.num_tokens;
+                                       head_dim_v, sliding_window, is_value_in_key);
+    if (r.shape.num_tokens == 0)
+      r.shape = one.shape;
+    else
+      r.shape.num_tokens += one.shape.num_tokens;
     r.shape.num_kv = std::max(r.shape.num_kv, one.shape.num_kv);
     r.flops += one.flops;
     r.bytes += one.bytes;

@@ -29,15 +29,18 @@ KernelRecord rope(const char* name, int layer, int64_t num_tokens, int64_t num_h
                   int64_t num_rotated);
 
 // f32 keys [tokens x kv_heads x head_dim] and values [.. x head_dim_v] read, f16 written. No FLOPs.
-KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v);
+// is_value_in_key: the values are the keys' first values (latent attention): keys only.
+KernelRecord kv_write(int layer, int64_t num_tokens, int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v,
+                      bool is_value_in_key = false);
 
 // Queries at positions first_position.. first_position+tokens-1 over a causal (optionally
 // sliding-window) cache. FLOPs per (query head, visible key): 2*head_dim (q.k) +
 // 2*head_dim_v (p*v) + 5 (scale, max, exp, sum, normalise). Bytes: q read and output written
 // once (f32), and each visible K/V row read once per KV head (f16): positions from the
-// first one any query sees to the last one.
-KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads,
-                       int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window);
+// first one any query sees to the last one (the K row alone when is_value_in_key: latent
+// attention's values are read with the keys).
+KernelRecord attention(int layer, int64_t num_tokens, int64_t first_position, int64_t num_heads, int64_t num_kv_heads,
+                       int64_t head_dim, int64_t head_dim_v, int64_t sliding_window, bool is_value_in_key = false);
 
 // One sequence's part of a batched (paged) attention call: its queries at positions
 // first_position.. first_position+num_tokens-1 over its own cache.
@@ -48,8 +51,9 @@ struct AttentionSpan {
 // One attention call over several sequences: FLOPs and bytes are the sums of attention() over
 // the spans (each sequence reads its own keys and values); the shape counts every query token
 // and, as num_kv, the longest context. For a single span it equals attention().
-KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads,
-                               int64_t num_kv_heads, int64_t head_dim, int64_t head_dim_v, int64_t sliding_window);
+KernelRecord batched_attention(int layer, std::span<const AttentionSpan> spans, int64_t num_heads, int64_t num_kv_heads,
+                               int64_t head_dim, int64_t head_dim_v, int64_t sliding_window,
+                               bool is_value_in_key = false);
 
 // out = act(gate) * up over tokens x n_ff: SiLU 5 FLOPs per element (negate, exp, add, divide,
 // multiply by up), GELU-tanh 9; bytes = gate + up + out.
