@@ -1,18 +1,35 @@
 // Helpers of the forward-pass tests against the test reference (test_forward_reference,
-// test_deepseek_reference): random prompts, and greedy tokens from the engine's step() loop and
-// from the reference recomputing the whole sequence each step.
+// test_deepseek_reference): a file loaded on both sides, random prompts, and greedy tokens from the engine's step()
+// loop and from the reference recomputing the whole sequence each step.
 #pragma once
 
 #include "reference_forward.h"
 
+#include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/sampling/sampler.h"
 
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace iwb::test {
+
+// Reads the GGUF at `path` as the reference model and loads it in the engine (two threads).
+// Empty on success, else what failed.
+inline std::string load_reference_and_engine(const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file.is_ok()) return file.error_message();
+  std::string error;
+  *ref = load_reference_model(**file, &error);
+  if (!error.empty()) return error;
+  auto loaded = Engine::load(path, {0, 2});
+  if (!loaded.is_ok()) return loaded.error_message();
+  *engine = std::move(*loaded);
+  return {};
+}
 
 // n token ids past the first three (<unk>, <s>, </s> in the synthetic vocabularies).
 inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {

@@ -42,15 +42,7 @@ std::string synthesize_and_load(const std::string& preset, const std::string& ty
   options.num_threads = 2;
   options.output_path = path;
   if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
-  auto file = gguf::GgufFile::open(path);
-  if (!file.is_ok()) return file.error_message();
-  std::string error;
-  *ref = load_reference_model(**file, &error);
-  if (!error.empty()) return error;
-  auto loaded = Engine::load(path, {0, 2});
-  if (!loaded.is_ok()) return loaded.error_message();
-  *engine = std::move(*loaded);
-  return {};
+  return load_reference_and_engine(path, ref, engine);
 }
 
 }  // namespace

@@ -142,15 +142,7 @@ TinyModelSpec glm_spec(WeightPreset preset, uint32_t seed) {
 std::string write_and_load(const TinyModelSpec& spec, const std::string& path, RefModel* ref,
                            std::unique_ptr<Engine>* engine) {
   if (Status written = write_tiny_model(spec, path); !written.is_ok()) return written.message();
-  auto file = gguf::GgufFile::open(path);
-  if (!file.is_ok()) return file.error_message();
-  std::string error;
-  *ref = load_reference_model(**file, &error);
-  if (!error.empty()) return error;
-  auto loaded = Engine::load(path, {0, 2});
-  if (!loaded.is_ok()) return loaded.error_message();
-  *engine = std::move(*loaded);
-  return {};
+  return load_reference_and_engine(path, ref, engine);
 }
 
 void check_model(Engine& engine, const RefModel& ref, const std::vector<int32_t>& tokens, int num_greedy) {

@@ -203,36 +203,47 @@ def write(target, name, data):
         f.write(data)
 
 
+def gpt2_vocabulary(pre, specials):
+    # A byte-level BPE vocabulary: the printable bytes, Ġ and Ċ, two merges' results, then the
+    # special (control) tokens.
+    byte_chars = [chr(c) for c in range(33, 127)] + ["Ġ", "Ċ"]
+    tokens = byte_chars + ["Ġh", "Ġhello"] + specials
+    types = [1] * (len(byte_chars) + 2) + [3] * len(specials)
+    return tokens, [("tokenizer.ggml.model", STRING, "gpt2"),
+                    ("tokenizer.ggml.pre", STRING, pre),
+                    ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+                    ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+                    ("tokenizer.ggml.merges", ARRAY, (STRING, ["Ġ h", "Ġh e"]))]
+
+
+def deepseek_routing_keys(a, experts, groups, groups_used):
+    # DeepSeek routing as both converters write it: sigmoid, one shared expert, a dense first
+    # layer, weights scaled by 2.5 and renormalised, the expert groups.
+    return [(f"{a}.expert_count", U32, experts),
+            (f"{a}.expert_used_count", U32, 2),
+            (f"{a}.expert_feed_forward_length", U32, 8),
+            (f"{a}.expert_shared_count", U32, 1),
+            (f"{a}.leading_dense_block_count", U32, 1),
+            (f"{a}.expert_gating_func", U32, 2),
+            (f"{a}.expert_weights_scale", F32, 2.5),
+            (f"{a}.expert_weights_norm", BOOL, True),
+            (f"{a}.expert_group_count", U32, groups),
+            (f"{a}.expert_group_used_count", U32, groups_used)]
+
+
 def glm_gguf():
     # glm4moe's keys (GLM-4.5: sigmoid routing, a shared expert, a dense first layer, a prediction
     # layer after the trunk, half of each head rotated, one group) and a GLM vocabulary, whose
     # [gMASK] makes <|user|> and <|observation|> end generation.
-    byte_chars = [chr(c) for c in range(33, 127)] + ["Ġ", "Ċ"]
-    tokens = byte_chars + ["Ġh", "Ġhello", "<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>",
-                           "<|assistant|>", "<|observation|>", "<think>", "</think>"]
-    types = [1] * (len(byte_chars) + 2) + [3] * 9
+    tokens, vocabulary = gpt2_vocabulary("glm4", ["<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>",
+                                                  "<|assistant|>", "<|observation|>", "<think>", "</think>"])
     a = "glm4moe"
     kvs = [kv for kv in llama_keys(a, len(tokens)) if kv[0] != f"{a}.block_count"] + [
         (f"{a}.block_count", U32, 3),
         (f"{a}.nextn_predict_layers", U32, 1),
         (f"{a}.attention.key_length", U32, 4),
         (f"{a}.attention.value_length", U32, 4),
-        (f"{a}.rope.dimension_count", U32, 2),
-        (f"{a}.expert_count", U32, 4),
-        (f"{a}.expert_used_count", U32, 2),
-        (f"{a}.expert_feed_forward_length", U32, 8),
-        (f"{a}.expert_shared_count", U32, 1),
-        (f"{a}.leading_dense_block_count", U32, 1),
-        (f"{a}.expert_gating_func", U32, 2),
-        (f"{a}.expert_weights_scale", F32, 2.5),
-        (f"{a}.expert_weights_norm", BOOL, True),
-        (f"{a}.expert_group_count", U32, 1),
-        (f"{a}.expert_group_used_count", U32, 1),
-        ("tokenizer.ggml.model", STRING, "gpt2"),
-        ("tokenizer.ggml.pre", STRING, "glm4"),
-        ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
-        ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
-        ("tokenizer.ggml.merges", ARRAY, (STRING, ["Ġ h", "Ġh e"])),
+        (f"{a}.rope.dimension_count", U32, 2)] + deepseek_routing_keys(a, 4, 1, 1) + vocabulary + [
         ("tokenizer.ggml.eos_token_id", U32, tokens.index("<|endoftext|>")),
         ("tokenizer.chat_template", STRING,
          "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{% endfor %}"
@@ -245,10 +256,8 @@ def deepseek_gguf():
     # deepseek2's keys (DeepSeek V3: latent attention with a query latent, one KV head of latent +
     # roped values, sigmoid routing in groups, YaRN with its log multiplier, shared experts and a
     # dense first layer) and a deepseek-v3 vocabulary.
-    byte_chars = [chr(c) for c in range(33, 127)] + ["Ġ", "Ċ"]
-    tokens = byte_chars + ["Ġh", "Ġhello", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
-                           "<｜Assistant｜>", "<think>", "</think>"]
-    types = [1] * (len(byte_chars) + 2) + [3] * 6
+    tokens, vocabulary = gpt2_vocabulary("deepseek-v3", ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                                                         "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"])
     a = "deepseek2"
     kvs = llama_keys(a, len(tokens)) + [
         (f"{a}.attention.key_length", U32, 6),
@@ -261,22 +270,7 @@ def deepseek_gguf():
         (f"{a}.rope.scaling.type", STRING, "yarn"),
         (f"{a}.rope.scaling.factor", F32, 40.0),
         (f"{a}.rope.scaling.original_context_length", U32, 16),
-        (f"{a}.rope.scaling.yarn_log_multiplier", F32, 0.1),
-        (f"{a}.expert_count", U32, 8),
-        (f"{a}.expert_used_count", U32, 2),
-        (f"{a}.expert_feed_forward_length", U32, 8),
-        (f"{a}.expert_shared_count", U32, 1),
-        (f"{a}.leading_dense_block_count", U32, 1),
-        (f"{a}.expert_gating_func", U32, 2),
-        (f"{a}.expert_weights_scale", F32, 2.5),
-        (f"{a}.expert_weights_norm", BOOL, True),
-        (f"{a}.expert_group_count", U32, 4),
-        (f"{a}.expert_group_used_count", U32, 2),
-        ("tokenizer.ggml.model", STRING, "gpt2"),
-        ("tokenizer.ggml.pre", STRING, "deepseek-v3"),
-        ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
-        ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
-        ("tokenizer.ggml.merges", ARRAY, (STRING, ["Ġ h", "Ġh e"])),
+        (f"{a}.rope.scaling.yarn_log_multiplier", F32, 0.1)] + deepseek_routing_keys(a, 8, 4, 2) + vocabulary + [
         ("tokenizer.ggml.eos_token_id", U32, tokens.index("<｜end▁of▁sentence｜>")),
         ("tokenizer.chat_template", STRING,
          "{% for m in messages %}<｜{{ m.role }}｜>{{ m.content }}{% endfor %}"

@@ -149,6 +149,7 @@ const std::vector<ArchitectureTraits>& architectures() {
     deepseek2.has_experts = true;
     deepseek2.has_deepseek_routing = true;
     deepseek2.is_expert_gating_sigmoid_by_default = false;
+    deepseek2.is_selection_bias_optional = true;
     deepseek2.has_latent_attention = true;
     t.push_back(deepseek2);
     return t;

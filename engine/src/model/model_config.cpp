@@ -215,8 +215,7 @@ Status read_deepseek_routing_keys(const KeyReader& keys, const gguf::GgufFile& f
                                                   " is not supported (1: softmax and 2: sigmoid are)");
   }
   c->is_expert_gating_sigmoid = gating == 2 || (gating == 0 && traits.is_expert_gating_sigmoid_by_default);
-  // glm4moe's files have the selection biases; DeepSeek V2's have none (V3's and later have).
-  c->has_expert_selection_bias = traits.id != ModelArchitecture::Deepseek2 || has_selection_bias_tensor(file);
+  c->has_expert_selection_bias = !traits.is_selection_bias_optional || has_selection_bias_tensor(file);
   float scale = 0.0f;
   IWB_RETURN_IF_ERROR(keys.optional_float("expert_weights_scale", 0.0f, &scale));
   c->expert_weights_scale = scale != 0.0f ? scale : 1.0f;

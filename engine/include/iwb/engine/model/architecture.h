@@ -83,6 +83,9 @@ struct ArchitectureTraits {
   // The gating function when the file has no <arch>.expert_gating_func: sigmoid (glm4moe) or
   // softmax (deepseek2: DeepSeek V2's files predate the key).
   bool is_expert_gating_sigmoid_by_default = true;
+  // The selection biases (exp_probs_b.bias) are bound where the file has them (deepseek2: DeepSeek
+  // V2 has none, V3 and later have); otherwise they are required (glm4moe).
+  bool is_selection_bias_optional = false;
   // q and k norms (per head) are bound where the file has them (GLM-4.5 355B has, Air has not).
   bool is_qk_norm_optional = false;
   // Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash: llama.cpp's deepseek2
