@@ -9,9 +9,13 @@
 # attention inputs rounded differently (llama.cpp also rounds queries and attention weights to
 # f16), and 8e-2 for quantized files, whose activations llama.cpp rounds to 8 bits per block
 # (--tol overrides it; docs/llama-agreement.md).
+# --mtp compares the multi-token-prediction (next-n) head instead, on a file with an MTP layer:
+# row p is the MTP head's logits at position p reading token p and the target's last hidden state
+# (after the output norm) at position p-1, zeros for p = 0, as llama.cpp's draft-mtp driver feeds
+# it. Both sides run with --greedy 0 and there is no greedy comparison.
 #
 #   scripts/compare-logits-llama.sh --llama-build /work/llama-build --iwb build/app/iwb -m MODEL.gguf \
-#       [--tokens 5,17,...|--num-tokens 16] [--seed 1] [--greedy 32] [-c 512] [--tol auto] [-t 2]
+#       [--tokens 5,17,...|--num-tokens 16] [--seed 1] [--greedy 32] [-c 512] [--tol auto] [-t 2] [--mtp]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -28,6 +32,7 @@ iwb_ctx=""
 tol=auto
 threads=2
 flash=off
+mtp=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --llama-build) llama_build=$2; shift 2 ;;
@@ -43,13 +48,19 @@ while [[ $# -gt 0 ]]; do
     --tol) tol=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     --flash-attn) flash=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --mtp) mtp=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-logits-llama: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 [[ -n "$model" ]] || { echo "compare-logits-llama: -m MODEL.gguf is required" >&2; exit 2; }
 [[ -n "$llama_build" ]] || { echo "compare-logits-llama: give --llama-build DIR or set LLAMA_CPP_BUILD" >&2; exit 2; }
 [[ -x "$iwb" ]] || { echo "compare-logits-llama: no iwb at $iwb (build it, or give --iwb)" >&2; exit 2; }
+mtp_flag=()
+if [[ $mtp == 1 ]]; then
+  greedy=0
+  mtp_flag=(--mtp)
+fi
 
 # llama.cpp's headers: the source tree the build folder was configured from, unless given.
 if [[ -z "$llama_src" ]]; then
@@ -70,7 +81,8 @@ mkdir -p "$out_dir"
 prog="$out_dir/llama_logits"
 src="$root/scripts/llama-logits/llama_logits.cpp"
 if [[ ! -x "$prog" || "$src" -nt "$prog" || "$libdir/libllama.so" -nt "$prog" ]]; then
-  "${CXX:-c++}" -std=c++17 -O2 -I"$llama_src/include" -I"$llama_src/ggml/include" "$src" -o "$prog.tmp" \
+  "${CXX:-c++}" -std=c++17 -O2 -I"$llama_src/include" -I"$llama_src/ggml/include" -I"$llama_src/src" \
+    "$src" -o "$prog.tmp" \
     -L"$libdir" -L"$ggml_dir" -lllama -lggml -lggml-base -Wl,-rpath,"$libdir" -Wl,-rpath,"$ggml_dir"
   mv "$prog.tmp" "$prog"
 fi
@@ -91,13 +103,16 @@ if [[ -z "$tokens" ]]; then
 fi
 
 "$prog" -m "$model" --tokens "$tokens" -o "$work/llama.bin" --greedy "$greedy" -c "$ctx" -t "$threads" \
-  --flash-attn "$flash" > "$work/llama.greedy"
+  --flash-attn "$flash" ${mtp_flag[@]+"${mtp_flag[@]}"} > "$work/llama.greedy"
 "$iwb" logits -m "$model" --tokens "$tokens" -o "$work/iwb.bin" --greedy "$greedy" -c "$iwb_ctx" -t "$threads" \
-  --device cpu > "$work/iwb.greedy"
+  --device cpu ${mtp_flag[@]+"${mtp_flag[@]}"} > "$work/iwb.greedy"
 
-# Where the greedy runs part, iwb's logits at that step say how near the tie was.
-read -r -a greedy_ref < "$work/llama.greedy"
-read -r -a greedy_got < "$work/iwb.greedy"
+# Where the greedy runs part, iwb's logits at that step say how near the tie was (no greedy run with --mtp).
+greedy_ref=() greedy_got=()
+if [[ $mtp == 0 ]]; then
+  read -r -a greedy_ref < "$work/llama.greedy"
+  read -r -a greedy_got < "$work/iwb.greedy"
+fi
 split=""
 for ((i = 0; i < ${#greedy_ref[@]}; ++i)); do
   if [[ "${greedy_ref[i]}" != "${greedy_got[i]:-}" ]]; then split=$i; break; fi
@@ -109,9 +124,9 @@ if [[ -n "$split" ]]; then
   echo "$split ${greedy_ref[split]} ${greedy_got[split]:-}" > "$work/split.txt"
 fi
 
-python3 - "$work" "$tol" "$model" <<'EOF'
+python3 - "$work" "$tol" "$model" "$mtp" <<'EOF'
 import array, os, sys
-work, tol, model = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+work, tol, model, mtp = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 
 def read(path):
     with open(path, "rb") as f:
@@ -126,7 +141,7 @@ n2, vocab2, got = read(os.path.join(work, "iwb.bin"))
 if (n, vocab) != (n2, vocab2):
     sys.exit(f"compare-logits-llama: llama.cpp gave {n} x {vocab} logits, iwb {n2} x {vocab2}")
 worst, top1 = 0.0, 0
-print(f"{os.path.basename(model)}: {n} positions, vocabulary {vocab}")
+print(f"{os.path.basename(model)}: {n} positions, vocabulary {vocab}{', MTP head' if mtp else ''}")
 print(f"{'pos':>4} {'max|diff|':>11} {'max|logit|':>11} {'rel.error':>10}  top-1 (llama.cpp / iwb)")
 for p in range(n):
     r, g = ref[p * vocab:(p + 1) * vocab], got[p * vocab:(p + 1) * vocab]
@@ -137,6 +152,11 @@ for p in range(n):
     ta, tb = max(range(vocab), key=r.__getitem__), max(range(vocab), key=g.__getitem__)
     top1 += ta == tb
     print(f"{p:>4} {diff:>11.3e} {scale:>11.3e} {rel:>10.3e}  {ta} / {tb}{'' if ta == tb else '  DIFFERENT'}")
+if mtp:
+    ok = worst < tol
+    print(f"summary: MTP head, max relative error {worst:.3e} (tolerance {tol:g}), top-1 {top1}/{n}: "
+          f"{'AGREE' if ok else 'DISAGREE'}")
+    sys.exit(0 if ok else 1)
 greedy_ref = open(os.path.join(work, "llama.greedy")).read().split()
 greedy_got = open(os.path.join(work, "iwb.greedy")).read().split()
 same = sum(a == b for a, b in zip(greedy_ref, greedy_got))

@@ -1,6 +1,7 @@
-// `iwb logits -m MODEL.gguf --tokens ID,ID,... [-o LOGITS.bin] [--greedy N] [-c CTX]`: the logits of
-// every prompt position and a greedy continuation, in the format scripts/compare-logits-llama.sh
-// reads from llama.cpp's side too ('IWBL', int32 positions, int32 vocabulary, f32 rows).
+// `iwb logits -m MODEL.gguf --tokens ID,ID,... [-o LOGITS.bin] [--greedy N] [-c CTX] [--mtp]`: the
+// logits of every prompt position (or of the model's multi-token-prediction head there) and a
+// greedy continuation, in the format scripts/compare-logits-llama.sh reads from llama.cpp's side
+// too ('IWBL', int32 positions, int32 vocabulary, f32 rows).
 #include "commands.h"
 #include "options/option_groups.h"
 
@@ -18,6 +19,7 @@ struct Options {
   std::vector<int32_t> tokens;
   std::string output;
   int32_t num_greedy = 0;
+  bool is_mtp = false;
   int64_t context = 512;
   int threads = 0;
   DeviceOptions device;
@@ -43,11 +45,18 @@ int parse(int argc, char** argv, Options* o) {
          .help = "print N greedy (argmax) token ids after the prompt on one line",
          .destination = &o->num_greedy,
          .min = 0});
+  t.add({.names = {"--mtp"},
+         .help = "the multi-token-prediction head's logits instead: position p reads token p and the\n"
+                 "model's hidden state at p - 1 (zeros at 0), as llama.cpp's draft-mtp",
+         .destination = &o->is_mtp});
   add_context_option(t, &o->context, "context per sequence (picks LongRoPE's factors as llama.cpp's -c does)", 1);
   add_threads_option(t, &o->threads);
   add_device_options(t, &o->device);
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
   if (o->output.empty() && o->num_greedy == 0) return report_usage_error(t, "give -o FILE, --greedy N or both");
+  if (o->is_mtp && (o->output.empty() || o->num_greedy > 0)) {
+    return report_usage_error(t, "--mtp writes the head's logits: give -o FILE and no --greedy");
+  }
   return -1;
 }
 
@@ -56,10 +65,11 @@ Status write_logits(Engine& engine, const Options& o) {
   if (f == nullptr) return make_error(ErrorCode::IoError, "cannot write '" + o.output + "'");
   const int32_t header[2] = {static_cast<int32_t>(o.tokens.size()), static_cast<int32_t>(engine.config().vocab_size)};
   bool is_written = std::fwrite("IWBL", 1, 4, f) == 4 && std::fwrite(header, sizeof header, 1, f) == 1;
-  Status s = engine.logits_for_positions(o.tokens, 0, [&](int64_t, std::span<const float> row) -> Status {
+  const Engine::LogitsSink sink = [&](int64_t, std::span<const float> row) -> Status {
     is_written = is_written && std::fwrite(row.data(), sizeof(float), row.size(), f) == row.size();
     return {};
-  });
+  };
+  Status s = o.is_mtp ? engine.mtp_logits_for_positions(o.tokens, sink) : engine.logits_for_positions(o.tokens, 0, sink);
   is_written = std::fclose(f) == 0 && is_written;
   if (!s.is_ok()) return s;
   if (!is_written) return make_error(ErrorCode::IoError, "writing '" + o.output + "' failed");

@@ -67,7 +67,7 @@ int parse(int argc, char** argv, Options* o) {
   t.begin_group("output");
   add_json_option(t, &o->is_json);
   if (const int status = parse_command_line(t, argc, argv); status >= 0) return status;
-  if (!o->speculation.is_enabled()) return report_usage_error(t, "no drafter given (--spec draft|lookup|self)");
+  if (!o->speculation.is_enabled()) return report_usage_error(t, "no drafter given (--spec draft|lookup|self|mtp)");
   Result<std::string> device = resolve_device(o->device, o->model);
   if (!device) return report_usage_error(t, device.error_message());
   o->device.device = *device;

@@ -35,7 +35,7 @@ constexpr Command kCommands[] = {
     {"bench", "prompt and generation throughput (ppN, tgN) with MBU/MFU, recorded", iwb::cli::run_bench},
     {"batch-bench", "continuous batching: throughput, TTFT, KV blocks at several parallelisms",
      iwb::cli::run_batch_bench},
-    {"spec-bench", "speculative decoding (draft model, prompt lookup, self-draft) against plain decoding",
+    {"spec-bench", "speculative decoding (draft model, prompt lookup, self-draft, MTP head) against plain decoding",
      iwb::cli::run_spec_bench},
     {"profile-overhead", "measure what the kernel profiler costs (profiling off vs on)",
      iwb::cli::run_profile_overhead},

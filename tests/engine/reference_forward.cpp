@@ -312,7 +312,7 @@ std::vector<std::vector<float>> latent_attention(const RefModel& m, const RefLay
 
 }  // namespace
 
-RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64_t context_length) {
+RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64_t context_length, bool is_mtp_head) {
   RefModel m;
   m.arch = f.get_string("general.architecture").value_or("");
   const std::string a = m.arch + ".";
@@ -376,7 +376,10 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     m.rope_freqs = load_tensor(f, context > original ? "rope_factors_long.weight" : "rope_factors_short.weight");
     m.rope_mscale = f.get_float(a + "rope.scaling.attn_factor").value_or(1.0);
   }
-  for (int64_t il = 0; il < m.n_layer; ++il) {
+  // An MTP head: the first block after the trunk, alone.
+  const int64_t first_layer = is_mtp_head ? m.n_layer : 0;
+  const int64_t end_layer = is_mtp_head ? m.n_layer + 1 : m.n_layer;
+  for (int64_t il = first_layer; il < end_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     RefLayer l;
     l.attn_norm = load_tensor(f, p + "attn_norm.weight");
@@ -455,10 +458,31 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     m.layers.push_back(std::move(l));
   }
   if (m.embd.empty() || m.output_norm.empty() || m.n_layer == 0) *error = "reference: model is incomplete";
+  if (is_mtp_head) {
+    const std::string p = "blk." + std::to_string(m.n_layer) + ".nextn.";
+    m.n_dense_lead = m.n_layer >= m.n_dense_lead ? 0 : 1;
+    m.n_layer = 1;
+    m.nextn_enorm = load_tensor(f, p + "enorm.weight");
+    m.nextn_hnorm = load_tensor(f, p + "hnorm.weight");
+    m.nextn_eh_proj = load_tensor(f, p + "eh_proj.weight");
+    // Its own embedding table, head norm and classifier where the file has them.
+    for (auto [name, dst] : {std::pair{"embed_tokens.weight", &m.embd}, std::pair{"shared_head_norm.weight", &m.output_norm},
+                             std::pair{"shared_head_head.weight", &m.output}}) {
+      std::vector<float> own = load_tensor(f, p + name);
+      if (!own.empty()) *dst = std::move(own);
+    }
+    if (m.nextn_enorm.empty() || m.nextn_hnorm.empty() || m.nextn_eh_proj.empty()) {
+      *error = "reference: the model has no complete prediction layer";
+    }
+  }
   return m;
 }
 
-std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
+namespace {
+
+// The residual stream of every position after the last layer: x holds each position's input
+// rows (the embeddings, or an MTP head's joined inputs).
+std::vector<std::vector<float>> run_layers(const RefModel& m, std::vector<std::vector<float>> x, bool is_kv_f16) {
   const bool is_gemma = m.arch == "gemma3" || m.arch == "gemma2";
   const bool is_neox = m.arch != "llama" && m.arch != "smollm3" && m.arch != "granite";
   // Per-head q/k norms before RoPE: gemma3's, and qwen3's (which has nothing else of gemma's).
@@ -469,17 +493,8 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
   // and gemma's norms of both blocks' outputs.
   const bool is_olmo2 = m.arch == "olmo2";
   const bool has_post_norms = is_gemma || is_olmo2;
-  const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd, hd = m.head_dim;
+  const int64_t n = static_cast<int64_t>(x.size()), d = m.n_embd, hd = m.head_dim;
   const int64_t group = m.n_head / m.n_kv_head;
-
-  std::vector<std::vector<float>> x(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    x[t].assign(m.embd.begin() + tokens[t] * d, m.embd.begin() + (tokens[t] + 1) * d);
-    if (is_gemma) {
-      for (float& v : x[t]) v *= std::sqrt(static_cast<float>(d));
-    }
-    for (float& v : x[t]) v = static_cast<float>(v * m.embd_scale);
-  }
   for (int64_t il = 0; il < m.n_layer; ++il) {
     const RefLayer& l = m.layers[il];
     // gemma3: five sliding-window layers (RoPE base 10000, no scaling), then a global one.
@@ -578,14 +593,59 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
       for (int64_t i = 0; i < d; ++i) x[t][i] += static_cast<float>(m.residual_scale * down[i]);
     }
   }
-  std::vector<float> h = x[n - 1];
-  rms_norm(h.data(), d, m.output_norm, m.eps);
+  return x;
+}
+
+std::vector<std::vector<float>> embeddings(const RefModel& m, const std::vector<int32_t>& tokens) {
+  const bool is_gemma = m.arch == "gemma3" || m.arch == "gemma2";
+  const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd;
+  std::vector<std::vector<float>> x(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    x[t].assign(m.embd.begin() + tokens[t] * d, m.embd.begin() + (tokens[t] + 1) * d);
+    if (is_gemma) {
+      for (float& v : x[t]) v *= std::sqrt(static_cast<float>(d));
+    }
+    for (float& v : x[t]) v = static_cast<float>(v * m.embd_scale);
+  }
+  return x;
+}
+
+// The output norm, the classifier and its scale and soft-cap, of one final residual row.
+std::vector<float> logits_of(const RefModel& m, std::vector<float> h) {
+  rms_norm(h.data(), m.n_embd, m.output_norm, m.eps);
   std::vector<float> logits = linear(m.output, {}, h, m.vocab);
   for (float& z : logits) z = static_cast<float>(z / m.logit_scale);
   if (m.final_softcap > 0) {
     for (float& z : logits) z = static_cast<float>(m.final_softcap * std::tanh(z / m.final_softcap));
   }
   return logits;
+}
+
+}  // namespace
+
+std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
+  return logits_of(m, run_layers(m, embeddings(m, tokens), is_kv_f16).back());
+}
+
+std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<float>> x = run_layers(m, embeddings(m, tokens), false);
+  for (std::vector<float>& row : x) rms_norm(row.data(), m.n_embd, m.output_norm, m.eps);
+  return x;
+}
+
+std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<int32_t>& tokens,
+                                        const std::vector<std::vector<float>>& hidden) {
+  const int64_t d = head.n_embd;
+  std::vector<std::vector<float>> x = embeddings(head, tokens);
+  for (size_t t = 0; t < x.size(); ++t) {
+    std::vector<float> joined = x[t];
+    rms_norm(joined.data(), d, head.nextn_enorm, head.eps);
+    std::vector<float> h = t > 0 ? hidden[t - 1] : std::vector<float>(static_cast<size_t>(d), 0.0f);
+    rms_norm(h.data(), d, head.nextn_hnorm, head.eps);
+    joined.insert(joined.end(), h.begin(), h.end());
+    x[t] = linear(head.nextn_eh_proj, {}, joined, d);
+  }
+  return logits_of(head, run_layers(head, std::move(x), false).back());
 }
 
 }  // namespace iwb::test

@@ -8,7 +8,7 @@
 // token by token; gpt-oss's sinks, YaRN, alternating sliding layers, expert biases,
 // softmax-over-top-k gating and clamped SwiGLU; glm4moe's sigmoid routing with selection
 // biases, renormalised and scaled weights, shared experts, leading dense layers, optional q/k
-// norms, partial RoPE and prediction layers left out; deepseek2's latent attention computed
+// norms, partial RoPE, and its prediction layer as an MTP head of its own; deepseek2's latent attention computed
 // the unabsorbed way, each head's keys and values decompressed from the latent, and DeepSeek V2's
 // softmax and V3's group-limited routing) on its own.
 #pragma once
@@ -61,15 +61,30 @@ struct RefModel {
   // deepseek2: latent widths, each head's query/key (nope + rope) and value widths.
   int64_t kv_lora = 0, q_lora = 0, mla_k = 0, mla_v = 0;
   std::vector<float> embd, output_norm, output, rope_freqs;  // embd/output [vocab][n_embd]
+  // A multi-token-prediction head (load_reference_model's is_mtp_head): nextn.enorm, hnorm and
+  // eh_proj [n_embd][2 * n_embd].
+  std::vector<float> nextn_enorm, nextn_hnorm, nextn_eh_proj;
   std::vector<RefLayer> layers;
 };
 
 // Empty error string on success. `context_length` (0: the trained one, at most 4096, as the
-// engine's default) picks LongRoPE's long or short factors.
-RefModel load_reference_model(const gguf::GgufFile& file, std::string* error, int64_t context_length = 0);
+// engine's default) picks LongRoPE's long or short factors. is_mtp_head: the model's first
+// multi-token-prediction layer as a model of one layer, with its nextn.* tensors (its own
+// embedding table, head norm and classifier where the file has them, else the trunk's).
+RefModel load_reference_model(const gguf::GgufFile& file, std::string* error, int64_t context_length = 0,
+                              bool is_mtp_head = false);
 
 // Logits [vocab] of the last token of `tokens`. is_kv_f16: round keys and values to f16, as
 // a KV cache stored in f16 does (the only rounding the reference then shares with the engine).
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16 = false);
+
+// Every position's last hidden state after the output norm, [tokens][n_embd] (what an MTP head
+// reads).
+std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const std::vector<int32_t>& tokens);
+
+// An MTP head's logits [vocab] at the last position: position p reads token p and hidden[p - 1]
+// (zeros at 0), llama.cpp's graph_mtp.
+std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<int32_t>& tokens,
+                                        const std::vector<std::vector<float>>& hidden);
 
 }  // namespace iwb::test

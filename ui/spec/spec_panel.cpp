@@ -98,6 +98,7 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
   m_kind->addItem(tr("Prompt lookup (n-gram)"), QStringLiteral("lookup"));
   m_kind->addItem(tr("Draft model"), QStringLiteral("draft"));
   m_kind->addItem(tr("Self-draft (Q4_0 copy)"), QStringLiteral("self"));
+  m_kind->addItem(tr("MTP head (the model's own)"), QStringLiteral("mtp"));
   m_draftPath->setObjectName(QStringLiteral("specDraftPath"));
   m_draftPath->setPlaceholderText(tr("a smaller GGUF with the same vocabulary"));
   m_numDraft->setObjectName(QStringLiteral("specNumDraft"));

@@ -12,7 +12,7 @@
 namespace iwb::ui {
 
 struct SpeculationSettings {
-  QString kind = QStringLiteral("none");  // iwb::spec::drafter_kind_name(): none, draft, lookup, self
+  QString kind = QStringLiteral("none");  // iwb::spec::drafter_kind_name(): none, draft, lookup, self, mtp
   QString draftModelPath;
   int numDraftTokens = 4;
   bool isAdaptive = false;

@@ -272,10 +272,11 @@ void add_sampling_options(OptionTable& table, SamplingOptions* s) {
 }
 
 void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config) {
-  table.add({.names = {"--spec"},
+  table.add({.names = {"--spec", "--spec-type"},
              .value_name = "KIND",
              .help = "speculative decoding: draft (a draft model), lookup (prompt lookup),\n"
-                     "self (the target requantized on load), none",
+                     "self (the target requantized on load), mtp (the model's own\n"
+                     "multi-token-prediction layer, llama.cpp's draft-mtp), none",
              .destination = CustomSetter([config](std::string_view, std::string_view value) -> std::string {
                Result<spec::DrafterKind> kind = spec::parse_drafter_kind(value);
                if (!kind) return kind.error_message();

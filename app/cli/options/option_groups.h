@@ -85,7 +85,7 @@ struct SamplingOptions {
 inline constexpr int64_t kRandomSeed = -1;
 void add_sampling_options(OptionTable& table, SamplingOptions* sampling);
 
-// speculation: --spec KIND, -md / --model-draft FILE, --self-type TYPE, --lookup-ngram N,
+// speculation: --spec KIND (--spec-type), -md / --model-draft FILE, --self-type TYPE, --lookup-ngram N,
 // --spec-adaptive. The draft length is the command's own (run: one K; spec-bench: a list).
 void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config);
 // --draft-max N (llama.cpp's older spelling; also --spec-draft-n-max, --draft, --draft-n).

@@ -24,8 +24,10 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.rope_yarn_attn_factor != 1.0f) return no_kernel("a RoPE magnitude factor");
   if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   if (c.residual_scale != 1.0f) return no_kernel("a scaled residual add (residual_scale)");
+  if (plan.options.exports_hidden) return no_kernel("multi-token prediction (the hidden states an MTP head reads)");
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
+      case PlanOpKind::Concat: return no_kernel("multi-token prediction");
       case PlanOpKind::LatentKv:
       case PlanOpKind::HeadMatmuls: return no_kernel("multi-head latent attention");
       case PlanOpKind::ExpertRouting:

@@ -67,6 +67,23 @@ class ForwardBackend {
     return make_error(ErrorCode::Unsupported, "this backend picks greedy tokens on the host");
   }
 
+  // Multi-token prediction, the target's side: while on, every forward() also keeps each token's
+  // last hidden state (the output norm's rows, llama.cpp's embeddings_nextn) for
+  // hidden_states(), [tokens x n_embd] of the last pass. A backend that cannot says why.
+  virtual Status set_hidden_export(bool on) {
+    if (!on) return {};
+    return make_error(ErrorCode::Unsupported, "the " + device_id() +
+                                                  " backend does not hand over hidden states (MTP drafting runs "
+                                                  "on the CPU backend)");
+  }
+  virtual std::span<const float> hidden_states() const { return {}; }
+  // The MTP head's side (a backend made for mtp_head_config with PlanOptions::is_mtp_head):
+  // forward() with each token's input row of the target's hidden states, [tokens x n_embd].
+  virtual Status forward_mtp(const FlatBatch& batch, const float* hidden_in, float* logits) {
+    (void)batch, (void)hidden_in, (void)logits;
+    return make_error(ErrorCode::Unsupported, "the " + device_id() + " backend does not run MTP heads");
+  }
+
   // Profiling of the next forward(): begin before it, take after it (even when it failed: the
   // records show how far it got). `capacity` records are reserved up front.
   virtual void begin_profile(Phase phase, size_t capacity) = 0;

@@ -351,6 +351,17 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
 
 }  // namespace
 
+ModelConfig mtp_head_config(const ModelConfig& config) {
+  ModelConfig c = config;
+  // One layer, numbered 0 in the head's own weights and KV cache (blk.<num_layers> in the file).
+  c.num_layers = 1;
+  c.num_nextn_layers = 0;
+  c.num_leading_dense_layers = config.is_expert_layer(config.num_layers) ? 0 : 1;
+  const size_t last = static_cast<size_t>(config.num_layers);
+  c.is_sliding_layer.assign(1, last < config.is_sliding_layer.size() && config.is_sliding_layer[last]);
+  return c;
+}
+
 float latent_attention_scale(const ModelConfig& c) {
   // attn_factor_org cancels the 1 / (1 + 0.1 ln f) llama.cpp put into RoPE's factor for YaRN.
   const float f = 1.0f / c.rope_freq_scale;

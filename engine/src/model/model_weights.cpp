@@ -309,6 +309,40 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
   return w;
 }
 
+Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& c, const ModelWeights& target) {
+  if (c.num_nextn_layers <= 0) {
+    return make_error(ErrorCode::Unsupported,
+                      "the model has no multi-token-prediction layers (no nextn_predict_layers in the file)");
+  }
+  ModelWeights w;
+  Binder b(file, &w);
+  const int64_t il = c.num_layers;  // the first block after the trunk
+  const int64_t d = c.embedding_length;
+  w.layers.resize(1);
+  LayerWeights& l = w.layers[0];
+  IWB_RETURN_IF_ERROR(bind_layer(b, c, il, &l));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "nextn.enorm.weight"), d, &l.nextn_enorm));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "nextn.hnorm.weight"), d, &l.nextn_hnorm));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.eh_proj.weight"), 2 * d, d, &l.nextn_eh_proj));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.embed_tokens.weight"), d, c.vocab_size, &w.token_embd, true));
+  if (w.token_embd.data == nullptr) w.token_embd = target.token_embd;
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "nextn.shared_head_norm.weight"), d, &w.output_norm, true));
+  if (w.output_norm.empty()) {
+    w.output_norm = target.output_norm;
+  } else if (c.logit_scale != 1.0f) {
+    for (float& x : w.output_norm) x /= c.logit_scale;  // as the target's (bind_model_weights)
+  }
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.shared_head_head.weight"), d, c.vocab_size, &w.output, true));
+  if (w.output.data == nullptr) {
+    w.output = target.output;
+    w.is_output_tied = target.is_output_tied;
+  }
+  w.rope_freqs = target.rope_freqs;
+  w.rope_factors_long = target.rope_factors_long;
+  w.rope_factors_short = target.rope_factors_short;
+  return w;
+}
+
 void select_rope_factors(const ModelConfig& c, int64_t context_length, ModelWeights* w) {
   if (w->rope_factors_long.empty() && w->rope_factors_short.empty()) return;
   const int64_t original = c.rope_original_context > 0 ? c.rope_original_context : c.context_length_train;

@@ -73,6 +73,10 @@ struct LayerWeights {
   std::vector<float> attn_kv_a_norm;  // [kv_lora_rank]
   ExpertMatrices wk_b;                // attn_k_b, per head: mla_nope_width() -> kv_lora_rank
   ExpertMatrices wv_b;                // attn_v_b, per head: kv_lora_rank -> mla_head_dim_v
+  // A multi-token-prediction head's layer (nextn.*): the norms of the token's embedding and of
+  // the target's hidden state, and eh_proj taking the two, joined, to the layer's input.
+  std::vector<float> nextn_enorm, nextn_hnorm;  // [n_embd]
+  WeightMatrix nextn_eh_proj;                   // 2 * n_embd -> n_embd
 };
 
 struct ModelWeights {
@@ -98,6 +102,13 @@ using BindProgress = std::function<void(double fraction)>;
 // their short factors, llama.cpp's choice for a context up to the original one.
 Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& config,
                                         const BindProgress& progress = {});
+
+// The multi-token-prediction head of a file with nextn_predict_layers (config is the target's):
+// its one layer (blk.<num_layers>, nextn.* included) as layers[0]; its own embedding table,
+// head norm and classifier where the file has them (nextn.embed_tokens, shared_head_norm,
+// shared_head_head), else the target's (llama.cpp's graph_mtp). Laid out for mtp_head_config.
+Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& config,
+                                      const ModelWeights& target);
 
 // LongRoPE: the long factors when the context per sequence exceeds the original context
 // (rope.scaling.original_context_length, else the trained one), else the short ones, as

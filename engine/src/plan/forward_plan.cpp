@@ -191,19 +191,48 @@ class PlanBuilder {
     out.push_back(combine);
   }
 
+  // An MTP head's input (llama.cpp's graph_mtp): the token's embedding and the target's hidden
+  // state of the token before, each RMS-normed, joined and taken to the layer's width.
+  void mtp_input(std::vector<PlanOp>& out) const {
+    const int64_t d = m_c.embedding_length;
+    embedding(out);
+    out.push_back(norm("nextn_enorm", 0, PlanNorm::NextnENorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    out.push_back(norm("nextn_hnorm", 0, PlanNorm::NextnHNorm, PlanBuffer::HiddenIn, PlanBuffer::Proj, 1, d));
+    PlanOp join = simple(PlanOpKind::Concat, "nextn_concat", 0);
+    join.input = PlanBuffer::Xn;
+    join.appended = PlanBuffer::Proj;
+    join.output = PlanBuffer::Joined;
+    join.width = d;
+    out.push_back(join);
+    const LayerWeightTypes t = layer_types(0);
+    out.push_back(matmuls(
+        0, PlanBuffer::Joined,
+        {product("nextn_eh_proj", PlanMatrix::NextnEhProj, PlanBuffer::X, t.nextn_eh_proj, 2 * d, d, false)}));
+  }
+
+  // Every token's last hidden state, normed (exported; the logits section gathers from it).
+  void hidden(std::vector<PlanOp>& out) const {
+    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::X, PlanBuffer::Hidden, 1,
+                       m_c.embedding_length));
+  }
+
   // The rows that sample, gathered after the last layer's attention: its feed-forward block
   // (a twenty-eighth of a 28-layer model's FFN work) then runs on them alone, as llama.cpp's
   // graphs do with inp_out_ids; no other row's output after that block is read by anything
   // (the cache holds keys and values from before it). Then the output norm and the classifier.
-  void logits(std::vector<PlanOp>& out) const {
+  // With exports_hidden the body has done all of that but the classifier: its rows are gathered
+  // from Hidden.
+  void logits(bool exports_hidden, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
     const int64_t d = c.embedding_length;
     PlanOp gather = simple(PlanOpKind::GatherRows, "gather_rows", -1);
-    gather.input = PlanBuffer::X;
+    gather.input = exports_hidden ? PlanBuffer::Hidden : PlanBuffer::X;
     gather.output = PlanBuffer::Final;
     out.push_back(gather);
-    if (c.num_layers > 0) ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
-    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Final, PlanBuffer::Final, 1, d));
+    if (!exports_hidden) {
+      if (c.num_layers > 0) ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
+      out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Final, PlanBuffer::Final, 1, d));
+    }
     const GgmlType output_type = m_types != nullptr ? m_types->output : GgmlType::F32;
     PlanOp classifier =
         matmuls(-1, PlanBuffer::Final,
@@ -289,17 +318,25 @@ class PlanBuilder {
 
 }  // namespace
 
-ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types) {
+ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types, const PlanOptions& options) {
   ForwardPlan plan;
   plan.config = config;
+  plan.options = options;
+  plan.options.exports_hidden = options.exports_hidden || options.is_mtp_head;
+  const bool exports_hidden = plan.options.exports_hidden;
   if (types != nullptr) plan.token_embd_type = types->token_embd;
   PlanBuilder b(config, types);
-  b.embedding(plan.body);
+  if (options.is_mtp_head) {
+    b.mtp_input(plan.body);
+  } else {
+    b.embedding(plan.body);
+  }
   for (int64_t il = 0; il < config.num_layers; ++il) {
     b.attention_block(static_cast<int32_t>(il), plan.body);
-    if (il + 1 < config.num_layers) b.ffn_block(static_cast<int32_t>(il), PlanBuffer::X, plan.body);
+    if (il + 1 < config.num_layers || exports_hidden) b.ffn_block(static_cast<int32_t>(il), PlanBuffer::X, plan.body);
   }
-  b.logits(plan.logits);
+  if (exports_hidden) b.hidden(plan.body);
+  b.logits(exports_hidden, plan.logits);
   return plan;
 }
 

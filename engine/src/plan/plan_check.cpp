@@ -9,7 +9,7 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::AttnHeads) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::Joined) + 1;
 
 int64_t width_of(const ModelConfig& c, PlanBuffer b) {
   switch (b) {
@@ -35,6 +35,9 @@ int64_t width_of(const ModelConfig& c, PlanBuffer b) {
     case PlanBuffer::KvLatent: return c.has_latent_attention() ? c.latent_kv_width() : 0;
     case PlanBuffer::QHeads: return c.q_heads_width();
     case PlanBuffer::AttnHeads: return c.attention_heads_width();
+    case PlanBuffer::Hidden:
+    case PlanBuffer::HiddenIn: return c.embedding_length;
+    case PlanBuffer::Joined: return 2 * c.embedding_length;
   }
   return 0;
 }
@@ -156,6 +159,15 @@ class FlowCheck {
         }
         return write(op, p.output);
       }
+      case PlanOpKind::Concat:
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        IWB_RETURN_IF_ERROR(read(op, op.appended));
+        if (width_of(m_c, op.input) + width_of(m_c, op.appended) != width_of(m_c, op.output)) {
+          return fail(op, "joins rows of " + std::to_string(width_of(m_c, op.input)) + " and " +
+                              std::to_string(width_of(m_c, op.appended)) + " into rows of " +
+                              std::to_string(width_of(m_c, op.output)));
+        }
+        return write(op, op.output);
       case PlanOpKind::ExpertCombine:
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::ExpertOut));
         if (m_routing_layer != op.layer) return fail(op, "sums expert outputs its layer did not route");
@@ -167,6 +179,8 @@ class FlowCheck {
 
   // From here on the ops run over the rows that sample: what the body wrote holds other rows.
   void enter_sampling_rows() { m_is_sampling_rows = true; }
+  // The caller's rows, there before the first op (an MTP head's HiddenIn).
+  void provide(PlanBuffer b) { m_written[static_cast<size_t>(b)] = Rows::Tokens; }
 
  private:
   enum class Rows : uint8_t { None, Tokens, Sampling };  // what a buffer's rows hold
@@ -213,7 +227,11 @@ Status check_forward_plan(const ForwardPlan& plan) {
   if (plan.body.empty() || plan.body.front().kind != PlanOpKind::Embedding) {
     return make_error(ErrorCode::InvalidArgument, "forward plan: the pass must start with the embedding");
   }
+  if (plan.options.is_mtp_head) flow.provide(PlanBuffer::HiddenIn);
   for (const PlanOp& op : plan.body) IWB_RETURN_IF_ERROR(flow.op(op));
+  if (plan.options.exports_hidden && plan.body.back().output != PlanBuffer::Hidden) {
+    return make_error(ErrorCode::InvalidArgument, "forward plan: the body does not end with the hidden states");
+  }
   // The logits ops run after the body, over the rows that sample.
   flow.enter_sampling_rows();
   for (const PlanOp& op : plan.logits) IWB_RETURN_IF_ERROR(flow.op(op));

@@ -12,7 +12,8 @@ int num_op_records(const PlanOp& op) {
     case PlanOpKind::ExpertMatmuls:
     case PlanOpKind::HeadMatmuls: return op.num_products;
     case PlanOpKind::Rope: return 2;
-    case PlanOpKind::GatherRows: return 0;
+    case PlanOpKind::GatherRows:
+    case PlanOpKind::Concat: return 0;
     default: return 1;
   }
 }
@@ -75,7 +76,8 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       r.shape.num_heads = static_cast<int32_t>(op.rows_per_token);
       return r;
     }
-    case PlanOpKind::GatherRows: break;
+    case PlanOpKind::GatherRows:
+    case PlanOpKind::Concat: break;
   }
   return {};
 }

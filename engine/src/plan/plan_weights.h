@@ -21,6 +21,9 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     if (m == PlanMatrix::WqA) return l.wq_a;
     if (m == PlanMatrix::WkvA) return l.wkv_a;
   }
+  if constexpr (requires { l.nextn_eh_proj; }) {  // an MTP head's (the host's weights only)
+    if (m == PlanMatrix::NextnEhProj) return l.nextn_eh_proj;
+  }
   switch (m) {
     case PlanMatrix::Wq: return l.wq;
     case PlanMatrix::Wk: return l.wk;
@@ -40,7 +43,8 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::WqA:
     case PlanMatrix::WkvA:
     case PlanMatrix::WkB:
-    case PlanMatrix::WvB: break;
+    case PlanMatrix::WvB:
+    case PlanMatrix::NextnEhProj: break;
   }
   return l.ffn_down;
 }
@@ -95,6 +99,10 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     if (n == PlanNorm::QANorm) return l.attn_q_a_norm;
     if (n == PlanNorm::KvANorm) return l.attn_kv_a_norm;
   }
+  if constexpr (requires { l.nextn_enorm; }) {  // an MTP head's (the host's weights only)
+    if (n == PlanNorm::NextnENorm) return l.nextn_enorm;
+    if (n == PlanNorm::NextnHNorm) return l.nextn_hnorm;
+  }
   switch (n) {
     case PlanNorm::AttnNorm: return l.attn_norm;
     case PlanNorm::QNorm: return l.q_norm;
@@ -104,7 +112,9 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     case PlanNorm::PostFfwNorm:
     case PlanNorm::OutputNorm:
     case PlanNorm::QANorm:
-    case PlanNorm::KvANorm: break;
+    case PlanNorm::KvANorm:
+    case PlanNorm::NextnENorm:
+    case PlanNorm::NextnHNorm: break;
   }
   return l.post_ffw_norm;
 }
@@ -149,6 +159,7 @@ PlanWeightTypes weight_types_of(const Weights& w) {
       lt.wk_b = l.wk_b.type;
       lt.wv_b = l.wv_b.type;
     }
+    if constexpr (requires { l.nextn_eh_proj; }) lt.nextn_eh_proj = l.nextn_eh_proj.type;
     t.layers.push_back(lt);
   }
   return t;

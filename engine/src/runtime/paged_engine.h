@@ -61,6 +61,7 @@ class PagedEngine final : public Engine {
   // paged_engine_logits.cpp
   Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
                               const LogitsSink& sink) override;
+  Status mtp_logits_for_positions(const std::vector<int32_t>& tokens, const LogitsSink& sink) override;
   void set_activation_observer(ActivationObserver* observer) override;
 
  private:
@@ -85,6 +86,14 @@ class PagedEngine final : public Engine {
   bool greedy_on_device(const ForwardBatch& batch, const FlatBatch& flat) const;
   // One token per logits row, the stop rules, and the scheduler told what happened.
   // `greedy_tokens`: the rows' tokens already chosen on the device (null: sample from m_logits).
+  // logits_for_positions' pass; `hidden` (when set) gets each chunk's hidden states with its
+  // first position (the backend exports them then).
+  using HiddenSink = std::function<void(int64_t first_position, std::span<const float> rows)>;
+  Status run_positions(const std::vector<int32_t>& tokens, int64_t first_position, const LogitsSink& sink,
+                       const HiddenSink& hidden);
+  // An MTP drafter reads the target's hidden states of the tokens each sequence kept in the step
+  // (after sampling and verification); its errors go to result->stats like drafting's.
+  void hand_over_hidden_states(const ForwardBatch& batch, StepResult* result);
   Status sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result,
                        const int32_t* greedy_tokens = nullptr);
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,

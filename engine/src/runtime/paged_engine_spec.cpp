@@ -1,6 +1,9 @@
-// PagedEngine's choice of drafter (a draft model or the requantized target, on the target's
-// device; or prompt lookup). Drafting and verification are SpeculationControl's.
+// PagedEngine's choice of drafter (a draft model, the requantized target or its MTP head, on the
+// target's device; or prompt lookup). Drafting and verification are SpeculationControl's.
 #include "runtime/paged_engine.h"
+
+#include <algorithm>
+#include <chrono>
 
 namespace iwb {
 
@@ -32,12 +35,58 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
       drafter = std::move(*d);
       break;
     }
+    case spec::DrafterKind::Mtp: {
+      Result<std::unique_ptr<spec::Drafter>> d = spec::make_mtp_drafter(*m_file, m_config, m_weights, placement);
+      if (!d) return d.status();
+      drafter = std::move(*d);
+      break;
+    }
   }
   return set_drafter(std::move(drafter), config);
 }
 
 Status PagedEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
-  return m_speculation.set(std::move(drafter), config, m_requests);
+  // An MTP head reads the target's hidden states: the backend keeps them while it drafts.
+  const bool reads_hidden = drafter != nullptr && drafter->reads_hidden_states();
+  IWB_RETURN_IF_ERROR(m_speculation.set(std::move(drafter), config, m_requests));
+  if (Status s = m_backend->set_hidden_export(reads_hidden); !s) {
+    (void)m_speculation.set(nullptr, {}, m_requests);
+    return s;
+  }
+  return {};
+}
+
+void PagedEngine::hand_over_hidden_states(const ForwardBatch& batch, StepResult* result) {
+  spec::Drafter* drafter = m_speculation.drafter();
+  if (drafter == nullptr || !drafter->reads_hidden_states()) return;
+  const std::span<const float> rows = m_backend->hidden_states();
+  const auto d = static_cast<size_t>(m_config.embedding_length);
+  std::vector<spec::HiddenStates> states;
+  size_t row = 0;
+  for (const ScheduledSequence& e : batch.sequences) {
+    const size_t first_row = row;
+    row += e.tokens.size();
+    const Sequence* seq = m_scheduler->find(e.sequence);
+    if (seq == nullptr || e.positions.empty()) continue;  // finished in this step
+    // The rows the step kept: a prompt chunk's, a decode token's, or the verified token and
+    // the guesses accepted after it (the sequence holds them and the token sampled after).
+    const int64_t first = e.positions.front();
+    const int64_t kept = std::min<int64_t>(static_cast<int64_t>(e.tokens.size()),
+                                           static_cast<int64_t>(seq->tokens.size()) - first - 1);
+    if (kept <= 0 || rows.size() < (first_row + static_cast<size_t>(kept)) * d) continue;
+    states.push_back({e.sequence, first, seq->tokens,
+                      rows.subspan(first_row * d, static_cast<size_t>(kept) * d)});
+  }
+  if (states.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = drafter->observe_hidden_states(states);
+  result->stats.speculation.draft_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!status) {
+    std::string& message = result->stats.speculation_error;
+    message = drafter->name();
+    message.append(": ").append(status.message());
+  }
 }
 
 }  // namespace iwb

@@ -85,6 +85,7 @@ Result<StepResult> PagedEngine::step() {
       }
     } else {
       IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result, is_greedy_on_device ? m_greedy_tokens.data() : nullptr));
+      hand_over_hidden_states(batch, &result);
     }
     m_speculation.end_step();
     result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);

@@ -29,6 +29,7 @@ class SpeculationControl {
   Status set(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config, RequestStates& requests);
   const spec::SpeculativeConfig& config() const { return m_config; }
   bool is_on() const { return m_drafter != nullptr; }
+  spec::Drafter* drafter() const { return m_drafter.get(); }
   uint64_t drafter_bytes() const { return m_drafter ? m_drafter->num_bytes() : 0; }
   // A sequence ended: the drafter forgets its cache.
   void release(SequenceId sequence) {

@@ -28,6 +28,17 @@ Result<std::unique_ptr<ForwardBackend>> make_draft_backend(const DraftModel& m, 
   kv.block_size = placement.kv_block_size;
   kv.num_blocks = std::max<int64_t>(1, (placement.num_kv_positions + kv.block_size - 1) / kv.block_size);
   const int threads = std::max(1, placement.num_threads);
+  if (m.is_mtp_head) {
+    if (placement.device != "cpu") {
+      return make_error(ErrorCode::Unsupported, "MTP drafting runs on the CPU backend only, not on " + placement.device);
+    }
+    PlanOptions options;
+    options.is_mtp_head = true;
+    Result<std::unique_ptr<CpuForwardBackend>> cpu =
+        CpuForwardBackend::create(c, m.weights, kv, threads, kDraftMaxBatch, options);
+    if (!cpu) return cpu.status();
+    return std::unique_ptr<ForwardBackend>(std::move(*cpu));
+  }
   if (placement.device.rfind("cuda:", 0) == 0) {
     EngineOptions o;
     o.device = placement.device;
@@ -67,7 +78,7 @@ uint64_t ModelDrafter::num_bytes() const {
   m_backend->fill_memory_report(&backend);
   return m_model->owned_bytes + m_backend->kv_geometry().num_bytes() + backend.scratch_bytes +
          backend.device_weights_bytes + backend.device_scratch_bytes + m_logits.capacity() * sizeof(float) +
-         (m_model->file ? m_model->weights.num_bytes : 0);
+         (m_model->file || m_model->is_mtp_head ? m_model->weights.num_bytes : 0);
 }
 
 void ModelDrafter::release(uint64_t key) {
@@ -77,11 +88,11 @@ void ModelDrafter::release(uint64_t key) {
   m_sequences.erase(it);
 }
 
-bool ModelDrafter::reserve(SequenceState& s, std::span<const int32_t> tokens, uint64_t protect_from) {
+bool ModelDrafter::reserve(SequenceState& s, std::span<const int32_t> tokens, uint64_t protect_from,
+                           int64_t keep_at_most) {
   const auto n = static_cast<int64_t>(tokens.size());
-  // The last token is always run (its logits give the first guess).
   int64_t common = 0;
-  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(s.computed.size()), n - 1);
+  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(s.computed.size()), keep_at_most);
   while (common < limit && s.computed[static_cast<size_t>(common)] == tokens[static_cast<size_t>(common)]) ++common;
   if (m_blocks->has_sequence(s.id) && !m_blocks->truncate(s.id, common)) return false;
   s.computed.resize(static_cast<size_t>(common));
@@ -114,6 +125,8 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
         std::max<int64_t>(flat.max_blocks_per_sequence, static_cast<int64_t>(m_blocks->block_table(c.sequence).size()));
   }
   flat.block_tables.assign(chunks.size() * static_cast<size_t>(flat.max_blocks_per_sequence), -1);
+  m_hidden_in.clear();
+  m_logits_token_rows.clear();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Chunk& c = chunks[i];
     const std::span<const BlockId> table = m_blocks->block_table(c.sequence);
@@ -134,10 +147,95 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
       flat.logits_rows.push_back(static_cast<int32_t>(flat.tokens.size() - 1));
       flat.logits_sequences.push_back(static_cast<int32_t>(i));
     }
+    m_hidden_in.insert(m_hidden_in.end(), c.hidden.begin(), c.hidden.end());
   }
+  m_logits_token_rows = flat.logits_rows;
   const size_t need = flat.logits_rows.size() * static_cast<size_t>(m_model->config.vocab_size);
   if (m_logits.size() < need) m_logits.resize(need);
-  return m_backend->forward(flat, m_logits.data());
+  if (!m_model->is_mtp_head) return m_backend->forward(flat, m_logits.data());
+  if (m_hidden_in.size() != flat.tokens.size() * static_cast<size_t>(m_model->config.embedding_length)) {
+    return make_error(ErrorCode::InvalidArgument, "MTP drafting: a pass without a hidden row per token");
+  }
+  return m_backend->forward_mtp(flat, m_hidden_in.data(), m_logits.data());
+}
+
+std::vector<float> ModelDrafter::mtp_inputs(const SequenceState& s, int64_t from, int64_t to, int64_t first_row,
+                                            std::span<const float> rows) const {
+  const auto d = static_cast<size_t>(m_model->config.embedding_length);
+  std::vector<float> in(static_cast<size_t>(std::max<int64_t>(0, to - from)) * d, 0.0f);
+  const auto num_rows = static_cast<int64_t>(rows.size() / d);
+  for (int64_t p = from; p < to; ++p) {
+    const int64_t before = p - 1;  // position p reads the target's state of the token before
+    const float* row = nullptr;
+    if (before >= first_row && before < first_row + num_rows) {
+      row = rows.data() + static_cast<size_t>(before - first_row) * d;
+    } else if (before == s.pending_position && !s.pending_hidden.empty()) {
+      row = s.pending_hidden.data();
+    }
+    if (row != nullptr) std::copy(row, row + d, in.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(p - from) * d));
+  }
+  return in;
+}
+
+Status ModelDrafter::catch_up(std::vector<Active>& active, bool wants_logits,
+                              const std::function<void(Active&, size_t)>& on_logits) {
+  const auto d = static_cast<size_t>(m_model->config.embedding_length);
+  const int64_t max_batch = m_backend->max_batch();
+  std::vector<size_t> start(active.size()), next(active.size());
+  for (size_t a = 0; a < active.size(); ++a) start[a] = next[a] = active[a].state->computed.size();
+  for (;;) {
+    std::vector<Chunk> chunks;
+    std::vector<size_t> owners;  // active index of each chunk that wants logits
+    int64_t budget = max_batch;
+    for (size_t a = 0; a < active.size() && budget > 0; ++a) {
+      const size_t n = active[a].history.size();
+      if (next[a] >= n) continue;
+      const auto count = static_cast<size_t>(std::min<int64_t>(budget, static_cast<int64_t>(n - next[a])));
+      Chunk c{active[a].state->id, static_cast<int64_t>(next[a]),
+              std::span<const int32_t>(active[a].history).subspan(next[a], count), wants_logits && next[a] + count == n,
+              {}};
+      if (m_model->is_mtp_head) {
+        c.hidden = std::span<const float>(active[a].hidden).subspan((next[a] - start[a]) * d, count * d);
+      }
+      chunks.push_back(c);
+      if (c.wants_logits) owners.push_back(a);
+      next[a] += count;
+      budget -= static_cast<int64_t>(count);
+    }
+    if (chunks.empty()) break;
+    IWB_RETURN_IF_ERROR(run(chunks));
+    for (size_t row = 0; row < owners.size(); ++row) on_logits(active[owners[row]], row);
+  }
+  for (Active& x : active) x.state->computed = x.history;
+  return {};
+}
+
+Status ModelDrafter::observe_hidden_states(std::span<const HiddenStates> states) {
+  if (!m_model->is_mtp_head) return {};
+  const auto d = static_cast<size_t>(m_model->config.embedding_length);
+  const uint64_t call_start = ++m_clock;
+  std::vector<Active> active;
+  active.reserve(states.size());
+  for (const HiddenStates& h : states) {
+    const auto count = static_cast<int64_t>(h.rows.size() / d);
+    const int64_t end = h.first_position + count;
+    if (count <= 0 || end > static_cast<int64_t>(h.tokens.size())) continue;
+    auto [it, is_new] = m_sequences.try_emplace(h.key);
+    SequenceState& s = it->second;
+    if (is_new) s.id = m_next_sequence++;
+    s.last_used = call_start;
+    const std::span<const int32_t> tokens = h.tokens.first(static_cast<size_t>(end));
+    if (!reserve(s, tokens, call_start, h.first_position)) {
+      release(h.key);  // no room: the sequence's next drafts start over
+      continue;
+    }
+    Active x{0, &s, std::vector<int32_t>(tokens.begin(), tokens.end()), {}};
+    x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), end, h.first_position, h.rows);
+    s.pending_hidden.assign(h.rows.end() - static_cast<ptrdiff_t>(d), h.rows.end());
+    s.pending_position = end - 1;
+    active.push_back(std::move(x));
+  }
+  return catch_up(active, false, [](Active&, size_t) {});
 }
 
 int32_t ModelDrafter::choose(SequenceState& s, std::span<const float> logits, std::span<const int32_t> history,
@@ -154,13 +252,10 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
   std::vector<Draft> drafts(requests.size());
   const uint64_t call_start = ++m_clock;
   const auto vocab = static_cast<size_t>(m_model->config.vocab_size);
+  const auto d = static_cast<size_t>(m_model->config.embedding_length);
   const int64_t max_batch = m_backend->max_batch();
+  const bool is_mtp = m_model->is_mtp_head;
 
-  struct Active {
-    size_t request;
-    SequenceState* state;
-    std::vector<int32_t> history;  // tokens, then the guesses so far
-  };
   std::vector<Active> active;
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
@@ -172,43 +267,33 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
       s.rng.seed(r.sampling.seed ^ (0x9E3779B97F4A7C15ull * (r.key + 1)));
     }
     s.last_used = call_start;
-    if (!reserve(s, r.tokens, call_start)) {
+    // The last token is always run (its logits give the first guess).
+    if (!reserve(s, r.tokens, call_start, static_cast<int64_t>(r.tokens.size()) - 1)) {
       release(r.key);  // no room even alone: this sequence goes without drafts
       continue;
     }
-    active.push_back({i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end())});
+    Active x{i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end()), {}};
+    if (is_mtp) x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
+    active.push_back(std::move(x));
   }
 
-  // Catch-up: every token the draft cache lacks, in chunks under the pass's token budget; the
-  // chunk that reaches a sequence's last token gives its first guess.
-  std::vector<size_t> next(active.size());
-  for (size_t a = 0; a < active.size(); ++a) next[a] = active[a].state->computed.size();
-  for (;;) {
-    std::vector<Chunk> chunks;
-    std::vector<size_t> owners;  // active index of each chunk that wants logits
-    int64_t budget = max_batch;
-    for (size_t a = 0; a < active.size() && budget > 0; ++a) {
-      const size_t n = active[a].history.size();
-      if (next[a] >= n) continue;
-      const auto count = static_cast<size_t>(std::min<int64_t>(budget, static_cast<int64_t>(n - next[a])));
-      Chunk c{active[a].state->id, static_cast<int64_t>(next[a]),
-              std::span<const int32_t>(active[a].history).subspan(next[a], count), next[a] + count == n};
-      chunks.push_back(c);
-      if (c.wants_logits) owners.push_back(a);
-      next[a] += count;
-      budget -= static_cast<int64_t>(count);
-    }
-    if (chunks.empty()) break;
-    if (Status st = run(chunks); !st) return st;
-    for (size_t row = 0; row < owners.size(); ++row) {
-      Active& x = active[owners[row]];
-      const DraftRequest& r = requests[x.request];
-      const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
-                                   r.sampling, &drafts[x.request]);
-      drafts[x.request].tokens.push_back(token);
-    }
-  }
-  for (Active& x : active) x.state->computed = std::vector<int32_t>(x.history.begin(), x.history.end());
+  // The hidden row a guess's next pass reads: the head's own, of the row that made the guess.
+  auto keep_chain_row = [&](Active& x, size_t row) {
+    const std::span<const float> states = m_backend->hidden_states();
+    const size_t token_row = static_cast<size_t>(m_logits_token_rows[row]);
+    x.hidden.assign(states.begin() + static_cast<ptrdiff_t>(token_row * d),
+                    states.begin() + static_cast<ptrdiff_t>((token_row + 1) * d));
+  };
+  auto guess = [&](Active& x, size_t row) {
+    const DraftRequest& r = requests[x.request];
+    if (is_mtp) keep_chain_row(x, row);
+    const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
+                                 r.sampling, &drafts[x.request]);
+    drafts[x.request].tokens.push_back(token);
+  };
+  // Catch-up: every token the draft cache lacks; the pass that reaches a sequence's last token
+  // gives its first guess.
+  IWB_RETURN_IF_ERROR(catch_up(active, true, guess));
 
   // Guesses 2..K: one pass per position, each sequence's latest guess run together.
   for (int32_t j = 1;; ++j) {
@@ -216,26 +301,26 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
     std::vector<size_t> owners;
     for (size_t a = 0; a < active.size(); ++a) {
       Active& x = active[a];
-      Draft& d = drafts[x.request];
-      if (static_cast<int32_t>(d.tokens.size()) != j || j >= requests[x.request].num_draft_tokens) continue;
-      const int32_t last = d.tokens.back();
+      Draft& dr = drafts[x.request];
+      if (static_cast<int32_t>(dr.tokens.size()) != j || j >= requests[x.request].num_draft_tokens) continue;
+      const int32_t last = dr.tokens.back();
       if (last < 0 || last >= m_model->config.vocab_size) continue;
       if (static_cast<int64_t>(chunks.size()) >= max_batch) continue;
       if (!m_blocks->append_slot(x.state->id, last)) continue;  // the cache is full: a shorter draft
       x.history.push_back(last);
       chunks.push_back({x.state->id, static_cast<int64_t>(x.history.size()) - 1,
-                        std::span<const int32_t>(x.history).subspan(x.history.size() - 1, 1), true});
+                        std::span<const int32_t>(x.history).subspan(x.history.size() - 1, 1), true,
+                        is_mtp ? std::span<const float>(x.hidden) : std::span<const float>()});
       owners.push_back(a);
     }
     if (chunks.empty()) break;
     if (Status st = run(chunks); !st) return st;
     for (size_t row = 0; row < owners.size(); ++row) {
       Active& x = active[owners[row]];
-      x.state->computed.push_back(x.history.back());
-      const DraftRequest& r = requests[x.request];
-      const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
-                                   r.sampling, &drafts[x.request]);
-      drafts[x.request].tokens.push_back(token);
+      // A draft model's cache holds its guesses (the next call keeps those the target accepted);
+      // an MTP head's guesses read its own state, not the target's: they are run again.
+      if (!is_mtp) x.state->computed.push_back(x.history.back());
+      guess(x, row);
     }
   }
   return drafts;

@@ -1,8 +1,16 @@
-// A drafter that runs a (small) model of its own: the draft model, or the target requantized
-// to fewer bits. It keeps a paged KV cache per speculating sequence and, each step, first
-// catches up on the tokens the target accepted since (rolling back its own rejected guesses
-// by truncating the block table), then guesses K tokens one forward pass at a time, all
-// sequences of the step batched together. It runs on a ForwardBackend of the target's device.
+// A drafter that runs a (small) model of its own: the draft model, the target requantized to
+// fewer bits, or the target's multi-token-prediction head. It keeps a paged KV cache per
+// speculating sequence and, each step, first catches up on the tokens the target accepted
+// since (rolling back its own rejected guesses by truncating the block table), then guesses K
+// tokens one forward pass at a time, all sequences of the step batched together. It runs on a
+// ForwardBackend of the target's device.
+//
+// An MTP head's pass at position p reads token p and the target's hidden state at p - 1
+// (llama.cpp's draft-mtp): it catches up as the target's hidden states arrive
+// (observe_hidden_states, right after each target step), keeping only the last row for the next
+// position; its guesses after the first read its own hidden state in place of the target's.
+// Positions whose target state it never saw (a prompt prefix the target's cache already held)
+// read zeros, as llama.cpp's first position does.
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -12,6 +20,7 @@
 #include "model/model_weights.h"
 #include "backend/forward_backend.h"
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -26,6 +35,7 @@ struct DraftModel {
   ModelWeights weights;
   std::vector<std::vector<uint8_t>> buffers;  // requantized matrices (self-draft)
   uint64_t owned_bytes = 0;                   // bytes of the above
+  bool is_mtp_head = false;                   // config/weights: mtp_head_config, bind_mtp_weights
 };
 
 class ModelDrafter final : public Drafter {
@@ -39,6 +49,8 @@ class ModelDrafter final : public Drafter {
   Result<std::vector<Draft>> draft(std::span<const DraftRequest> requests) override;
   void release(uint64_t key) override;
   uint64_t num_bytes() const override;
+  bool reads_hidden_states() const override { return m_model->is_mtp_head; }
+  Status observe_hidden_states(std::span<const HiddenStates> states) override;
 
  private:
   struct SequenceState {
@@ -46,20 +58,43 @@ class ModelDrafter final : public Drafter {
     std::vector<int32_t> computed;  // tokens whose K/V the draft cache holds, in order
     uint64_t last_used = 0;
     std::mt19937_64 rng;
+    // MTP head: the target's hidden state at pending_position (-1: none yet).
+    std::vector<float> pending_hidden;
+    int64_t pending_position = -1;
   };
-  // Tokens of one sequence for a forward pass, at positions first .. first + tokens.size() - 1.
+  // Tokens of one sequence for a forward pass, at positions first .. first + tokens.size() - 1;
+  // for an MTP head, each token's hidden input row [tokens x n_embd].
   struct Chunk {
     SequenceId sequence = 0;
     int64_t first = 0;
     std::span<const int32_t> tokens;
     bool wants_logits = false;
+    std::span<const float> hidden;
+  };
+  // A sequence being caught up: its tokens (then the guesses so far) and, for an MTP head, the
+  // hidden input row of each of them from `first` on.
+  struct Active {
+    size_t request = 0;
+    SequenceState* state = nullptr;
+    std::vector<int32_t> history;
+    std::vector<float> hidden;  // MTP: [history.size() - computed.size() x n_embd], then the chain row
   };
 
   ModelDrafter(std::unique_ptr<DraftModel> model, std::string name) : m_model(std::move(model)), m_name(std::move(name)) {}
 
-  // Rolls the state back to its common prefix with `tokens` and reserves slots up to all of
-  // them; frees least recently used other sequences when the cache is full. False: no room.
-  bool reserve(SequenceState& state, std::span<const int32_t> tokens, uint64_t protect_from);
+  // Rolls the state back to its common prefix with `tokens` (at most keep_at_most of them) and
+  // reserves slots up to all of them; frees least recently used other sequences when the cache
+  // is full. False: no room.
+  bool reserve(SequenceState& state, std::span<const int32_t> tokens, uint64_t protect_from, int64_t keep_at_most);
+  // Every token of every active sequence its cache lacks, in passes under the token budget;
+  // each sequence's last token gives a row of m_logits when wants_logits (`on_logits(active,
+  // row)` then runs, in pass order).
+  Status catch_up(std::vector<Active>& active, bool wants_logits, const std::function<void(Active&, size_t)>& on_logits);
+  // MTP head: the hidden input rows of `state`'s tokens from `from` to `to` (exclusive): the
+  // target's pending row where it is the one before, zeros where none is known; `rows` holds the
+  // target's rows of positions first_row.. when not empty.
+  std::vector<float> mtp_inputs(const SequenceState& state, int64_t from, int64_t to, int64_t first_row,
+                                std::span<const float> rows) const;
   // One forward pass; logits rows (in chunk order, for chunks that want them) go to m_logits.
   Status run(const std::vector<Chunk>& chunks);
   int32_t choose(SequenceState& state, std::span<const float> logits, std::span<const int32_t> history,
@@ -70,6 +105,8 @@ class ModelDrafter final : public Drafter {
   std::unique_ptr<ForwardBackend> m_backend;  // owns the draft KV data and the scratch
   std::unique_ptr<BlockManager> m_blocks;
   std::vector<float> m_logits;
+  std::vector<float> m_hidden_in;            // MTP: the pass's hidden input rows
+  std::vector<int32_t> m_logits_token_rows;  // the pass's token row of each logits row
   std::unordered_map<uint64_t, SequenceState> m_sequences;
   SequenceId m_next_sequence = 1;
   uint64_t m_clock = 0;

@@ -11,17 +11,21 @@ const char* drafter_kind_name(DrafterKind kind) {
     case DrafterKind::DraftModel: return "draft";
     case DrafterKind::PromptLookup: return "lookup";
     case DrafterKind::SelfDraft: return "self";
+    case DrafterKind::Mtp: return "mtp";
   }
   return "?";
 }
 
 Result<DrafterKind> parse_drafter_kind(std::string_view name) {
   if (name == "none" || name == "off") return DrafterKind::None;
-  if (name == "draft" || name == "draft-model") return DrafterKind::DraftModel;
-  if (name == "lookup" || name == "prompt-lookup" || name == "ngram") return DrafterKind::PromptLookup;
+  if (name == "draft" || name == "draft-model" || name == "draft-simple") return DrafterKind::DraftModel;
+  if (name == "lookup" || name == "prompt-lookup" || name == "ngram" || name == "ngram-simple") {
+    return DrafterKind::PromptLookup;
+  }
   if (name == "self" || name == "self-draft") return DrafterKind::SelfDraft;
+  if (name == "mtp" || name == "draft-mtp") return DrafterKind::Mtp;
   return make_error(ErrorCode::InvalidArgument,
-                    "unknown drafter '" + std::string(name) + "': use draft, lookup, self or none");
+                    "unknown drafter '" + std::string(name) + "': use draft, lookup, self, mtp or none");
 }
 
 Status validate(const SpeculativeConfig& c) {

@@ -40,15 +40,21 @@ const std::vector<float> kNoBias;
 
 }  // namespace
 
-CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch)
+CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch,
+                       const PlanOptions& options)
     : m_config(config),
       m_weights(weights),
       m_num_threads(num_threads),
       m_max_batch(std::max<int64_t>(1, max_batch)),
       m_experts(config, std::max<int64_t>(1, max_batch)) {
   const PlanWeightTypes types = plan::weight_types_of(weights);
-  m_plan = build_forward_plan(config, &types);
+  m_plan = build_forward_plan(config, &types, options);
   const auto n = static_cast<size_t>(m_max_batch);
+  if (options.is_mtp_head) {
+    m_hidden_in.resize(n * config.embedding_length);
+    m_joined.resize(2 * n * config.embedding_length);
+  }
+  set_exports_hidden(m_plan.options.exports_hidden);
   m_x.resize(n * config.embedding_length);
   m_xn.resize(n * config.embedding_length);
   m_q.resize(n * config.q_width());
@@ -80,7 +86,7 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   };
   for (const LayerWeights& l : weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
-                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a}) {
+                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj}) {
       need(*w);
     }
     for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {
@@ -95,11 +101,26 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_matmul_scratch.resize(matmul_scratch);
 }
 
+void CpuForward::set_exports_hidden(bool on) {
+  if (on != m_plan.options.exports_hidden) {
+    const PlanWeightTypes types = plan::weight_types_of(m_weights);
+    PlanOptions options = m_plan.options;
+    options.exports_hidden = on;
+    m_plan = build_forward_plan(m_config, &types, options);
+  }
+  // An MTP head's plan exports whatever is asked (build_forward_plan).
+  m_hidden_width = m_plan.options.exports_hidden ? static_cast<size_t>(m_config.embedding_length) : 0;
+  m_hidden.resize(static_cast<size_t>(m_max_batch) * m_hidden_width);
+  m_hidden.shrink_to_fit();
+  m_num_hidden_rows = 0;
+}
+
 uint64_t CpuForward::scratch_bytes() const {
   const size_t floats = m_x.size() + m_xn.size() + m_q.size() + m_k.size() + m_v.size() + m_attn.size() +
                         m_proj.size() + m_gate.size() + m_up.size() + m_shared_gate.size() + m_shared_up.size() +
                         m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
-                        m_attn_heads.size() + m_head_in.size() + m_head_out.size();
+                        m_attn_heads.size() + m_head_in.size() + m_head_out.size() + m_hidden.size() +
+                        m_hidden_in.size() + m_joined.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -125,13 +146,21 @@ Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) con
   return {};
 }
 
-Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits) {
+Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits, const float* hidden_in) {
   IWB_RETURN_IF_ERROR(check_batch(batch, kv));
   const auto n = static_cast<int64_t>(batch.tokens.size());
+  m_num_hidden_rows = 0;
+  if (m_plan.options.is_mtp_head) {
+    if (hidden_in == nullptr) {
+      return make_error(ErrorCode::InvalidArgument, "the MTP head runs without the target's hidden states");
+    }
+    std::copy(hidden_in, hidden_in + n * m_config.embedding_length, m_hidden_in.begin());
+  }
   if (m_recorder.is_active()) plan::attention_spans(batch, m_spans);
   m_experts.begin_pass();
   m_recorder.mark();
   for (const PlanOp& op : m_plan.body) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, n, logits));
+  if (m_plan.options.exports_hidden) m_num_hidden_rows = static_cast<size_t>(n);
   if (logits != nullptr && !batch.logits_rows.empty()) {
     const auto rows = static_cast<int64_t>(batch.logits_rows.size());
     for (const PlanOp& op : m_plan.logits) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, rows, logits));
@@ -163,6 +192,9 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::KvLatent: return m_kv_latent.data();
     case PlanBuffer::QHeads: return m_q_heads.data();
     case PlanBuffer::AttnHeads: return m_attn_heads.data();
+    case PlanBuffer::Hidden: return m_hidden.data();
+    case PlanBuffer::HiddenIn: return m_hidden_in.data();
+    case PlanBuffer::Joined: return m_joined.data();
   }
   return nullptr;
 }
@@ -277,6 +309,17 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       for (int64_t r = 0; r < n; ++r) {
         const float* hidden = from + static_cast<int64_t>(batch.logits_rows[static_cast<size_t>(r)]) * d;
         std::copy(hidden, hidden + d, to + r * d);
+      }
+      return {};
+    }
+    case PlanOpKind::Concat: {
+      const float* first = buffer(op.input, logits);
+      const float* second = buffer(op.appended, logits);
+      float* to = buffer(op.output, logits);
+      const int64_t w = op.width;  // both halves are n_embd wide (the MTP head's join)
+      for (int64_t r = 0; r < n; ++r) {
+        std::copy(first + r * w, first + (r + 1) * w, to + 2 * r * w);
+        std::copy(second + r * w, second + (r + 1) * w, to + (2 * r + 1) * w);
       }
       return {};
     }

@@ -25,13 +25,21 @@ namespace iwb {
 
 class CpuForward {
  public:
-  CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch = 128);
+  CpuForward(const ModelConfig& config, const ModelWeights& weights, int num_threads, int64_t max_batch = 128,
+             const PlanOptions& options = {});
 
   // Runs the step's tokens (at most max_batch) at their positions, writes their keys and values
   // to the slots batch.slot_mapping names, and the vocabulary logits of the rows
   // batch.logits_rows lists to `logits` [logits_rows.size() x vocab_size]. Every earlier
-  // position of each sequence must already be in `kv`.
-  Status forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits);
+  // position of each sequence must already be in `kv`. An MTP head's plan reads `hidden_in`,
+  // one row of n_embd per token (the target's hidden state of the token before).
+  Status forward(const FlatBatch& batch, PagedKvStorage& kv, float* logits, const float* hidden_in = nullptr);
+
+  // A plan that exports hidden states (PlanOptions::exports_hidden): every token's row of the
+  // last forward(), [tokens x n_embd]; empty otherwise.
+  std::span<const float> hidden_states() const { return {m_hidden.data(), m_num_hidden_rows * m_hidden_width}; }
+  // Rebuilds the plan with (or without) the hidden-state export, for the MTP drafter's target.
+  void set_exports_hidden(bool on);
 
   const ForwardPlan& plan() const { return m_plan; }
   int num_threads() const { return m_num_threads; }
@@ -101,6 +109,11 @@ class CpuForward {
   // absorption, the heads' outputs after attn_v_b, and one head's rows gathered for its product.
   std::vector<float> m_q_latent, m_kv_latent, m_q_heads, m_attn_heads;
   std::vector<float> m_head_in, m_head_out;
+  // Multi-token prediction: every token's hidden state (exported), an MTP head's input rows and
+  // their join with its normed embeddings [2 * n_embd].
+  std::vector<float> m_hidden, m_hidden_in, m_joined;
+  size_t m_num_hidden_rows = 0;
+  size_t m_hidden_width = 0;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling
   // allocates nothing per step).
   std::vector<op_costs::AttentionSpan> m_spans;

@@ -8,7 +8,7 @@ namespace iwb {
 Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(const ModelConfig& config,
                                                                      const ModelWeights& weights,
                                                                      const KvPoolGeometry& geometry, int num_threads,
-                                                                     int64_t max_batch) {
+                                                                     int64_t max_batch, const PlanOptions& options) {
   Result<std::unique_ptr<PagedKvStorage>> storage =
       PagedKvStorage::create(geometry.shape, geometry.block_size, geometry.num_blocks, geometry.type);
   if (!storage) return storage.status();
@@ -16,7 +16,7 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(const Model
   backend->m_geometry = geometry;
   backend->m_kv = std::move(*storage);
   backend->m_kv_huge_page_bytes = backend->m_kv->huge_page_bytes();
-  backend->m_forward = std::make_unique<CpuForward>(config, weights, num_threads, max_batch);
+  backend->m_forward = std::make_unique<CpuForward>(config, weights, num_threads, max_batch, options);
   IWB_RETURN_IF_ERROR(check_forward_plan(backend->m_forward->plan()));
   return backend;
 }

@@ -15,7 +15,7 @@ class CpuForwardBackend final : public ForwardBackend {
   // Allocates the pool (geometry.num_blocks blocks) and the forward pass's scratch.
   static Result<std::unique_ptr<CpuForwardBackend>> create(const ModelConfig& config, const ModelWeights& weights,
                                                            const KvPoolGeometry& geometry, int num_threads,
-                                                           int64_t max_batch);
+                                                           int64_t max_batch, const PlanOptions& options = {});
 
   DeviceRef device() const override { return {}; }
   std::string description() const override;
@@ -25,6 +25,14 @@ class CpuForwardBackend final : public ForwardBackend {
 
   Status copy_blocks(std::span<const BlockCopy> copies) override { return m_kv->copy_blocks(copies); }
   Status forward(const FlatBatch& batch, float* logits) override { return m_forward->forward(batch, *m_kv, logits); }
+  Status set_hidden_export(bool on) override {
+    m_forward->set_exports_hidden(on);
+    return {};
+  }
+  std::span<const float> hidden_states() const override { return m_forward->hidden_states(); }
+  Status forward_mtp(const FlatBatch& batch, const float* hidden_in, float* logits) override {
+    return m_forward->forward(batch, *m_kv, logits, hidden_in);
+  }
 
   void begin_profile(Phase phase, size_t capacity) override { m_forward->recorder().begin(phase, capacity); }
   ProfiledKernels take_profile() override;

@@ -94,7 +94,7 @@ struct ModelConfig {
   int64_t num_shared_experts = 0;        // <arch>.expert_shared_count: ffn_*_shexp of shared_expert_width()
   int64_t num_leading_dense_layers = 0;  // <arch>.leading_dense_block_count: layers [0, n) have a dense FFN
   // <arch>.nextn_predict_layers: multi-token-prediction layers stored after the trunk (block_count
-  // counts them, num_layers does not); their tensors stay unread.
+  // counts them, num_layers does not); read only by the MTP drafter (mtp_head_config).
   int64_t num_nextn_layers = 0;
   std::string ffn_norm_name = "ffn_norm";  // the pre-FFN norm's tensor (gpt-oss: post_attention_norm)
   // Group-limited routing (DeepSeek V3's n_group / topk_group): the experts fall into
@@ -145,6 +145,12 @@ struct ModelConfig {
 // Latent attention's scale of q.k as llama.cpp's deepseek2 graph sets it: mscale^2 /
 // sqrt(mla_head_dim_k), mscale from the YaRN factor and rope_yarn_log_multiplier.
 float latent_attention_scale(const ModelConfig& config);
+
+// The multi-token-prediction head's config (the first of the file's nextn_predict_layers, as
+// llama.cpp's graph_mtp runs it): the target's, as a model of one layer, that layer being the
+// block stored after the trunk (a routed-expert layer wherever the trunk's last one is).
+// Requires config.num_nextn_layers > 0.
+ModelConfig mtp_head_config(const ModelConfig& config);
 
 // Reads and checks the configuration; errors name the missing or inconsistent key.
 Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file);

@@ -32,6 +32,7 @@ struct LayerWeightTypes {
   GgmlType ffn_gate_shexp = GgmlType::F32, ffn_up_shexp = GgmlType::F32, ffn_down_shexp = GgmlType::F32;
   // Latent attention (deepseek2): attn_q_a, attn_kv_a_mqa, and the per-head attn_k_b / attn_v_b.
   GgmlType wq_a = GgmlType::F32, wkv_a = GgmlType::F32, wk_b = GgmlType::F32, wv_b = GgmlType::F32;
+  GgmlType nextn_eh_proj = GgmlType::F32;  // an MTP head's nextn.eh_proj
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -70,6 +71,10 @@ enum class PlanBuffer : uint8_t {
   KvLatent,   // attn_kv_a_mqa's output: the latent, then the key's RoPE values [latent_kv_width]
   QHeads,     // each head's query before absorption, [nope, rope] per head [q_heads_width]
   AttnHeads,  // each head's output after attn_v_b [attention_heads_width]
+  // Multi-token prediction (PlanOptions).
+  Hidden,    // every token's last hidden state, the output norm's rows [n_embd]
+  HiddenIn,  // the MTP head's input: the target's Hidden row of the token before [n_embd]
+  Joined,    // the MTP head's [normed embedding, normed HiddenIn] [2 * n_embd]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -83,6 +88,8 @@ enum class PlanNorm : uint8_t {
   OutputNorm,
   QANorm,   // attn_q_a_norm (latent attention's query latent)
   KvANorm,  // attn_kv_a_norm (its key/value latent)
+  NextnENorm,  // nextn.enorm (an MTP head's token embedding)
+  NextnHNorm,  // nextn.hnorm (the target's hidden state it reads)
 };
 
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
@@ -107,6 +114,7 @@ enum class PlanMatrix : uint8_t {
   WkvA,  // attn_kv_a_mqa
   WkB,   // attn_k_b: one matrix per head (HeadMatmuls)
   WvB,   // attn_v_b: one matrix per head
+  NextnEhProj,  // nextn.eh_proj: an MTP head's Joined -> its layer's input
 };
 
 enum class PlanOpKind : uint8_t {
@@ -134,6 +142,7 @@ enum class PlanOpKind : uint8_t {
   HeadMatmuls,  // per head h of num_heads (input and output split into num_heads equal rows):
                 // output_h[0, out) = input_h[0, in) . W_h^T, and output_h[out, ...) = input_h[in,
                 // ...) copied (attn_k_b: the query's RoPE values follow its absorbed latent)
+  Concat,       // output = [input, appended] per token (the MTP head's Joined; a copy, no record)
 };
 
 struct PlanProduct {
@@ -166,12 +175,26 @@ struct PlanOp {
   bool is_sliding = false;
   // ExpertCombine: adds to its output (the shared experts' part) instead of overwriting it.
   bool is_accumulating = false;
+  // Concat: the buffer whose rows follow input's in output's.
+  PlanBuffer appended = PlanBuffer::X;
 
   std::span<const PlanProduct> matmuls() const { return {products.data(), static_cast<size_t>(num_products)}; }
 };
 
+// Variants of the pass for multi-token prediction (llama.cpp's embeddings_nextn and graph_mtp).
+struct PlanOptions {
+  // The body runs every layer whole and ends with Hidden = output_norm(X) for every token (what
+  // an MTP head reads); the logits section gathers Hidden's rows that sample for the classifier.
+  bool exports_hidden = false;
+  // The config is mtp_head_config's: the body starts X = nextn.eh_proj([enorm(embedding),
+  // hnorm(HiddenIn)]) before its one layer, and exports Hidden (the head's own, for its next
+  // guess) with its shared head norm as OutputNorm.
+  bool is_mtp_head = false;
+};
+
 struct ForwardPlan {
   ModelConfig config;
+  PlanOptions options;
   GgmlType token_embd_type = GgmlType::F32;
   // Run once per forward pass over all of its tokens: the embedding, then every layer but the
   // last one's feed-forward block.
@@ -183,7 +206,8 @@ struct ForwardPlan {
 
 // The plan of `config`'s architecture. `types` names each matrix's type and biases (records
 // carry them); null: F32 and no biases (enough to count records).
-ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types = nullptr);
+ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes* types = nullptr,
+                               const PlanOptions& options = {});
 
 // Checks the plan's wiring: every buffer is written before it is read, widths agree between
 // ops (a norm's rows, a matmul's in/out features and the buffers they read and write), and each
@@ -193,7 +217,7 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
 Status check_forward_plan(const ForwardPlan& plan);
 
 // Kernel records one op makes: one per product of Matmuls and ExpertMatmuls, two for Rope
-// (queries, keys), none for GatherRows, else one.
+// (queries, keys), none for GatherRows and Concat, else one.
 int num_op_records(const PlanOp& op);
 
 // The record of part `part` (< num_op_records) of `op` over `num_rows` token rows (the step's

@@ -264,6 +264,14 @@ class Engine {
   using LogitsSink = std::function<Status(int64_t position, std::span<const float> logits)>;
   virtual Status logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
                                       const LogitsSink& sink) = 0;
+  // The model's multi-token-prediction head (nextn_predict_layers) over the same tokens: at
+  // position p it reads token p and the target's hidden state at p - 1 (zeros at 0), and its
+  // logits predict token p + 2; every position's row goes to `sink`, for comparing the head
+  // with another implementation. Refused for a model without one, or while requests run.
+  virtual Status mtp_logits_for_positions(const std::vector<int32_t>& tokens, const LogitsSink& sink) {
+    (void)tokens, (void)sink;
+    return make_error(ErrorCode::Unsupported, "this engine does not run multi-token-prediction heads");
+  }
 
   // Sees the input of every weight matmul from the next step on (imatrix collection); null
   // turns it off (the default, costing one pointer test per matmul). Step thread only.

@@ -42,6 +42,15 @@ struct Draft {
   std::vector<std::vector<TokenProb>> probabilities;
 };
 
+// Multi-token prediction: the target's hidden states of one sequence's tokens it computed (and
+// kept) in a step, handed to a drafter that reads them.
+struct HiddenStates {
+  uint64_t key = 0;                  // the DraftRequest key of the sequence
+  int64_t first_position = 0;        // position of rows' first row
+  std::span<const int32_t> tokens;   // the sequence's tokens from position 0 (at least to the rows' end)
+  std::span<const float> rows;       // [count x n_embd] the output norm's rows of positions first..
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -53,6 +62,13 @@ class Drafter {
   virtual void release(uint64_t key) { (void)key; }
   // Bytes the drafter holds (draft weights, its KV cache), for the memory report.
   virtual uint64_t num_bytes() const { return 0; }
+  // An MTP head reads the target's hidden states: the engine then has its backend keep them and
+  // hands over, after each step, those of the tokens the step kept (observe_hidden_states).
+  virtual bool reads_hidden_states() const { return false; }
+  virtual Status observe_hidden_states(std::span<const HiddenStates> states) {
+    (void)states;
+    return {};
+  }
 };
 
 // Prompt lookup: the longest suffix n-gram (max_ngram down to min_ngram tokens) that occurred
@@ -82,5 +98,13 @@ Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const
 Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
                                                    const ModelWeights& weights, GgmlType type,
                                                    const DraftPlacement& placement);
+
+// The target's own multi-token-prediction head (nextn_predict_layers: GLM-4.5 and later,
+// DeepSeek V3, as llama.cpp's --spec-type draft-mtp runs it): one layer after the trunk that
+// reads the token and the target's hidden state of the token before, with a KV cache of its
+// own. Guesses after the first read the head's own hidden state. The target's file, config and
+// weights must outlive the drafter; the CPU backend only.
+Result<std::unique_ptr<Drafter>> make_mtp_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
+                                                  const ModelWeights& weights, const DraftPlacement& placement);
 
 }  // namespace iwb::spec

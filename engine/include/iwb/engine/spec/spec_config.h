@@ -1,5 +1,6 @@
 // Speculative decoding settings: which drafter guesses the next tokens (a smaller draft model,
-// prompt lookup over the sequence's own text, or a lower-precision copy of the target) and how
+// prompt lookup over the sequence's own text, a lower-precision copy of the target, or the
+// target's own multi-token-prediction head) and how
 // many tokens it guesses per step. Plain values, passed from the UI or the command line.
 #pragma once
 
@@ -12,9 +13,10 @@
 
 namespace iwb::spec {
 
-enum class DrafterKind { None, DraftModel, PromptLookup, SelfDraft };
+enum class DrafterKind { None, DraftModel, PromptLookup, SelfDraft, Mtp };
 
-// "none", "draft", "lookup", "self".
+// "none", "draft", "lookup", "self", "mtp" (also read: llama.cpp's --spec-type names
+// draft-simple, ngram-simple, draft-mtp).
 const char* drafter_kind_name(DrafterKind kind);
 Result<DrafterKind> parse_drafter_kind(std::string_view name);
 
