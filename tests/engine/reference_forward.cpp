@@ -634,7 +634,7 @@ std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const
 }
 
 std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<int32_t>& tokens,
-                                        const std::vector<std::vector<float>>& hidden) {
+                                        const std::vector<std::vector<float>>& hidden, std::vector<float>* head_hidden) {
   const int64_t d = head.n_embd;
   std::vector<std::vector<float>> x = embeddings(head, tokens);
   for (size_t t = 0; t < x.size(); ++t) {
@@ -645,7 +645,12 @@ std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<
     joined.insert(joined.end(), h.begin(), h.end());
     x[t] = linear(head.nextn_eh_proj, {}, joined, d);
   }
-  return logits_of(head, run_layers(head, std::move(x), false).back());
+  std::vector<float> last = run_layers(head, std::move(x), false).back();
+  if (head_hidden != nullptr) {
+    *head_hidden = last;
+    rms_norm(head_hidden->data(), d, head.output_norm, head.eps);
+  }
+  return logits_of(head, std::move(last));
 }
 
 }  // namespace iwb::test

@@ -83,8 +83,10 @@ std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t
 std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const std::vector<int32_t>& tokens);
 
 // An MTP head's logits [vocab] at the last position: position p reads token p and hidden[p - 1]
-// (zeros at 0), llama.cpp's graph_mtp.
+// (zeros at 0), llama.cpp's graph_mtp. head_hidden: the head's own hidden state there (after
+// its head norm), which its next guess reads.
 std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<int32_t>& tokens,
-                                        const std::vector<std::vector<float>>& hidden);
+                                        const std::vector<std::vector<float>>& hidden,
+                                        std::vector<float>* head_hidden = nullptr);
 
 }  // namespace iwb::test

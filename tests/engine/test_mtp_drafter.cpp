@@ -1,0 +1,281 @@
+// Multi-token prediction: the model's nextn layer as a drafter (--spec mtp). The head's logits
+// against the test reference's MTP head (which reads the reference's own hidden states), the
+// drafter's guesses against the reference's argmax (the first from the target's hidden state,
+// the next from the head's own, as llama.cpp's draft-mtp chains them), greedy speculation equal
+// to plain decoding (batched, after a prefix-cache hit), the plans, and the refusals.
+#include "forward_checks.h"
+#include "reference_forward.h"
+
+#include "iwb/engine/backend/cuda_step_plan.h"
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/plan/forward_plan.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/spec/drafter.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
+#include "model/model_weights.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace iwb;
+using namespace iwb::test;
+
+namespace {
+
+std::string synthesize(const std::string& preset, const std::string& type, const std::string& path) {
+  synth::SynthOptions options;
+  options.shape = *synth::find_synth_preset(preset);
+  options.weight_type = type;
+  options.seed = 11;
+  options.num_threads = 2;
+  options.output_path = path;
+  if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
+  return {};
+}
+
+double relative_error(std::span<const float> got, const std::vector<float>& want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// Every request's tokens, all submitted before the first step.
+std::map<RequestId, std::vector<int32_t>> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                                  int n, spec::SpeculationStats* stats) {
+  std::map<RequestId, std::vector<int32_t>> out;
+  std::vector<RequestId> order;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    GenerationRequest r;
+    r.prompt_tokens = prompt;
+    r.sampling.temperature = 0.0f;
+    r.sampling.repeat_penalty = 1.0f;
+    r.max_new_tokens = n;
+    r.stop_at_end_of_generation = false;
+    Result<RequestId> id = engine.add_request(r);
+    if (!id) return {};
+    out[*id];
+  }
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) return {};
+    if (!s->stats.speculation_error.empty()) qWarning("%s", s->stats.speculation_error.c_str());
+    for (const TokenEvent& e : s->tokens) out[e.request].push_back(e.token);
+    if (stats != nullptr) stats->add(s->stats.speculation);
+  }
+  return out;
+}
+
+}  // namespace
+
+class TestMtpDrafter : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_tmp;
+
+  std::string path(const char* name) const { return m_tmp.filePath(name).toStdString(); }
+
+ private slots:
+  void headMatchesReference_data() {
+    QTest::addColumn<QString>("type");
+    QTest::newRow("F32") << "F32";
+    QTest::newRow("Q8_0") << "Q8_0";
+    QTest::newRow("Q4_K_M") << "Q4_K_M";
+  }
+
+  // iwb logits --mtp's rows: the head at every position, reading the target's hidden state of
+  // the position before, equal to the reference's (f32 activations: IWB_MATMUL_EXACT=1).
+  void headMatchesReference() {
+    QFETCH(QString, type);
+    const std::string file_path = path(("glm-" + type.toStdString() + ".gguf").c_str());
+    QCOMPARE(QString::fromStdString(synthesize("test-glm4moe", type.toStdString(), file_path)), QString());
+    RefModel target;
+    std::unique_ptr<Engine> engine;
+    QCOMPARE(QString::fromStdString(load_reference_and_engine(file_path, &target, &engine)), QString());
+    auto file = gguf::GgufFile::open(file_path);
+    QVERIFY(file.is_ok());
+    std::string error;
+    const RefModel head = load_reference_model(**file, &error, 0, /*is_mtp_head=*/true);
+    QCOMPARE(QString::fromStdString(error), QString());
+    QCOMPARE(head.n_layer, int64_t{1});
+
+    const std::vector<int32_t> tokens = random_tokens(12, target.vocab, 5);
+    std::vector<std::vector<float>> rows;
+    QVERIFY(engine->mtp_logits_for_positions(tokens, [&](int64_t p, std::span<const float> logits) -> Status {
+      if (p != static_cast<int64_t>(rows.size())) return make_error(ErrorCode::InvalidArgument, "out of order");
+      rows.emplace_back(logits.begin(), logits.end());
+      return {};
+    }));
+    QCOMPARE(rows.size(), tokens.size());
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(target, tokens);
+    double worst = 0;
+    for (const size_t n : {size_t{1}, size_t{2}, size_t{7}, tokens.size()}) {
+      const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(n));
+      const std::vector<float> want = reference_mtp_logits(head, prefix, hidden);
+      worst = std::max(worst, relative_error(rows[n - 1], want));
+      QCOMPARE(argmax(rows[n - 1]), argmax(want));
+    }
+    qInfo("%s: MTP head within %.2e of the reference", qPrintable(type), worst);
+    QVERIFY2(worst < 5e-3, qPrintable(QString::number(worst)));
+    // The head's rows are not the model's: it predicts a token further on.
+    std::vector<float> model_logits;
+    QVERIFY(engine->logits_for_positions(tokens, static_cast<int64_t>(tokens.size()) - 1,
+                                         [&](int64_t, std::span<const float> l) -> Status {
+                                           model_logits.assign(l.begin(), l.end());
+                                           return {};
+                                         }));
+    QVERIFY(relative_error(rows.back(), model_logits) > 0.05);
+  }
+
+  // The drafter on its own: given the target's hidden states as the engine hands them over
+  // (in two parts), its first guess is the head's argmax and the next ones the head's argmax on
+  // its own hidden state after its previous guess.
+  void guessesFollowTheHead() {
+    const std::string file_path = path("glm-guess.gguf");
+    QCOMPARE(QString::fromStdString(synthesize("test-glm4moe", "F32", file_path)), QString());
+    auto file = gguf::GgufFile::open(file_path);
+    QVERIFY(file.is_ok());
+    Result<ModelConfig> config = model_config_from_gguf(**file);
+    QVERIFY(config.is_ok());
+    Result<ModelWeights> weights = bind_model_weights(**file, *config);
+    QVERIFY(weights.is_ok());
+    std::string error;
+    const RefModel target = load_reference_model(**file, &error);
+    const RefModel head = load_reference_model(**file, &error, 0, true);
+    QCOMPARE(QString::fromStdString(error), QString());
+
+    spec::DraftPlacement placement;
+    placement.num_threads = 2;
+    placement.num_kv_positions = 256;
+    Result<std::unique_ptr<spec::Drafter>> drafter = spec::make_mtp_drafter(**file, *config, *weights, placement);
+    QVERIFY2(drafter.is_ok(), drafter.is_ok() ? "" : drafter.error_message().c_str());
+    QVERIFY((*drafter)->reads_hidden_states());
+
+    const std::vector<int32_t> tokens = random_tokens(10, target.vocab, 9);
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(target, tokens);
+    // The target computed positions 0..8 (its last token, 9, is the next it runs): rows of 0..3,
+    // then of 4..8, as two steps hand them over.
+    const auto d = static_cast<size_t>(target.n_embd);
+    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, 4}, std::pair<size_t, size_t>{4, 5}}) {
+      std::vector<float> rows;
+      for (size_t p = first; p < first + count; ++p) rows.insert(rows.end(), hidden[p].begin(), hidden[p].end());
+      const spec::HiddenStates h{7, static_cast<int64_t>(first), tokens, rows};
+      QVERIFY((*drafter)->observe_hidden_states({&h, 1}));
+      QCOMPARE(rows.size(), count * d);
+    }
+    spec::DraftRequest request{7, tokens, 3, {}};
+    request.sampling.temperature = 0.0f;
+    Result<std::vector<spec::Draft>> drafts = (*drafter)->draft({&request, 1});
+    QVERIFY(drafts.is_ok());
+    QCOMPARE(drafts->size(), size_t{1});
+    QCOMPARE((*drafts)[0].tokens.size(), size_t{3});
+
+    std::vector<int32_t> seq = tokens;
+    std::vector<std::vector<float>> inputs(hidden.begin(), hidden.end() - 1);  // rows of positions 0..8
+    for (size_t j = 0; j < 3; ++j) {
+      std::vector<float> own;
+      const std::vector<float> want = reference_mtp_logits(head, seq, inputs, &own);
+      QCOMPARE((*drafts)[0].tokens[j], argmax(want));
+      seq.push_back((*drafts)[0].tokens[j]);
+      inputs.push_back(own);  // the next guess reads the head's own state
+    }
+    (*drafter)->release(7);
+  }
+
+  // Speculation changes no greedy token: several sequences batched, one of them after a
+  // prefix-cache hit (its cached positions' hidden states never reach the head). Batch-invariant
+  // matmuls (IWB_MATMUL_EXACT=1): verifying K + 1 rows must round as decoding one does.
+  void greedySpeculationEqualsPlain() {
+    const std::string file_path = path("glm-spec.gguf");
+    QCOMPARE(QString::fromStdString(synthesize("test-glm4moe", "Q8_0", file_path)), QString());
+    auto engine = Engine::load(file_path, {0, 2});
+    QVERIFY(engine.is_ok());
+    const std::vector<int32_t> a = random_tokens(20, 320, 1), b = random_tokens(9, 320, 2);
+    std::vector<int32_t> shared = a;  // a's first 16 tokens (one full block) and more
+    shared.resize(16);
+    const std::vector<int32_t> tail = random_tokens(5, 320, 3);
+    shared.insert(shared.end(), tail.begin(), tail.end());
+    const std::vector<std::vector<int32_t>> prompts = {a, b, shared};
+    std::vector<std::vector<int32_t>> plain;
+    for (const std::vector<int32_t>& p : prompts) plain.push_back(engine_greedy(**engine, p, 24));
+
+    spec::SpeculativeConfig c;
+    c.kind = spec::DrafterKind::Mtp;
+    c.num_draft_tokens = 3;
+    QVERIFY((*engine)->set_speculation(c).is_ok());
+    spec::SpeculationStats stats;
+    const std::map<RequestId, std::vector<int32_t>> batched = run_all(**engine, {a, b}, 24, &stats);
+    QCOMPARE(batched.size(), size_t{2});
+    QCOMPARE(batched.begin()->second, plain[0]);
+    QCOMPARE(std::next(batched.begin())->second, plain[1]);
+    const std::map<RequestId, std::vector<int32_t>> after_hit = run_all(**engine, {shared}, 24, &stats);
+    QCOMPARE(after_hit.begin()->second, plain[2]);
+    QVERIFY(stats.num_verify_steps > 0);
+    // Three guesses a step, fewer only where a request's last tokens leave less room.
+    QVERIFY(stats.num_drafted <= 3 * stats.num_verify_steps && stats.num_drafted > 2 * stats.num_verify_steps);
+    QVERIFY((*engine)->memory_report().drafter_bytes > 0);
+    // Off again: the backend stops keeping hidden states; the tokens stay the same.
+    QVERIFY((*engine)->set_speculation({}).is_ok());
+    QCOMPARE(engine_greedy(**engine, a, 24), plain[0]);
+  }
+
+  void plansCheck() {
+    const ModelConfig config = synth::shape_config(*synth::find_synth_preset("glm-4.5-air"));
+    const ForwardPlan model = build_forward_plan(config);
+    PlanOptions exported;
+    exported.exports_hidden = true;
+    const ForwardPlan exporting = build_forward_plan(config, nullptr, exported);
+    QVERIFY(check_forward_plan(exporting).is_ok());
+    QCOMPARE(exporting.body.back().output, PlanBuffer::Hidden);
+    QCOMPARE(exporting.logits.front().input, PlanBuffer::Hidden);
+    // The last layer's FFN and the output norm move into the body: the same kernels in all.
+    QCOMPARE(num_plan_records(exporting, true), num_plan_records(model, true));
+    QVERIFY(num_plan_records(exporting, false) > num_plan_records(model, false));
+
+    PlanOptions head;
+    head.is_mtp_head = true;
+    const ModelConfig head_config = mtp_head_config(config);
+    QCOMPARE(head_config.num_layers, int64_t{1});
+    QVERIFY(head_config.is_expert_layer(0));  // GLM-4.5-Air's prediction layer routes to experts
+    const ForwardPlan mtp = build_forward_plan(head_config, nullptr, head);
+    QVERIFY(check_forward_plan(mtp).is_ok());
+    QVERIFY(mtp.options.exports_hidden);
+    QCOMPARE(mtp.body[4].kind, PlanOpKind::Matmuls);  // embedding, enorm, hnorm, concat, eh_proj
+    QCOMPARE(mtp.body[4].products[0].in_features, 2 * config.embedding_length);
+    // Without the caller's hidden rows the head's plan reads a buffer nothing wrote.
+    ForwardPlan unread = mtp;
+    unread.options.is_mtp_head = false;
+    QVERIFY(!check_forward_plan(unread).is_ok());
+    QVERIFY(check_cuda_plan_support(mtp).message().find("multi-token prediction") != std::string::npos);
+  }
+
+  void modelsWithoutHeadAreRefused() {
+    const std::string file_path = path("qwen3.gguf");
+    QCOMPARE(QString::fromStdString(synthesize("test-qwen3", "F32", file_path)), QString());
+    auto engine = Engine::load(file_path, {0, 2});
+    QVERIFY(engine.is_ok());
+    spec::SpeculativeConfig c;
+    c.kind = spec::DrafterKind::Mtp;
+    const Status s = (*engine)->set_speculation(c);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("multi-token-prediction") != std::string::npos, s.message().c_str());
+    QVERIFY(!(*engine)->mtp_logits_for_positions({5, 6}, [](int64_t, std::span<const float>) { return Status{}; }));
+    // The engine goes on without speculation.
+    QCOMPARE(engine_greedy(**engine, {5, 6, 7}, 4).size(), size_t{4});
+    Result<spec::DrafterKind> kind = spec::parse_drafter_kind("draft-mtp");
+    QVERIFY(kind.is_ok() && *kind == spec::DrafterKind::Mtp);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMtpDrafter)
+#include "test_mtp_drafter.moc"
