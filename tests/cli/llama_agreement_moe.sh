@@ -5,7 +5,8 @@
 # in F32, two weight seeds x two prompts each (routing, top-k gating and the expert sums; for
 # gpt-oss also sinks, YaRN, the alternating sliding window, biases and the clamped SwiGLU; for
 # glm4moe sigmoid routing with selection biases, scaled weights, the shared expert, the dense first
-# layer, partial RoPE, q/k norms and the prediction layer left out; for deepseek2 multi-head latent
+# layer, partial RoPE, q/k norms, and its prediction layer as an MTP head (--mtp: the head's
+# logits at every position from llama.cpp's MTP context); for deepseek2 multi-head latent
 # attention with and without a query latent, YaRN's log multiplier, group-limited and softmax
 # routing; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
@@ -33,6 +34,16 @@ for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepse
         echo "$preset F32 seed $seed prompt $prompt: FAILED"
         echo "$out"
         status=1
+      fi
+      if [[ "$preset" == test-glm4moe ]]; then
+        if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+            --num-tokens 16 --seed "$prompt" --mtp); then
+          echo "$preset F32 seed $seed prompt $prompt MTP head: $(tail -1 <<<"$out")"
+        else
+          echo "$preset F32 seed $seed prompt $prompt MTP head: FAILED"
+          echo "$out"
+          status=1
+        fi
       fi
     done
   done
