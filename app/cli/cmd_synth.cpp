@@ -41,7 +41,8 @@ void print_list() {
 
 struct Options {
   synth::SynthOptions synth;
-  int64_t num_layers = 0;  // 0: the preset's
+  int64_t num_layers = 0;        // 0: the preset's
+  int64_t num_nextn_layers = -1;  // -1: the preset's
   bool is_preset_given = false;
   bool list = false;
 };
@@ -82,6 +83,12 @@ int parse(int argc, char** argv, Options* o) {
                  "at a fraction of the file, e.g. to compare with llama.cpp in F32); 0: the preset's",
          .destination = &o->num_layers,
          .min = 0});
+  t.add({.names = {"--nextn-layers"},
+         .value_name = "N",
+         .help = "multi-token-prediction layers after the trunk (nextn_predict_layers; glm4moe and\n"
+                 "deepseek2, for --spec mtp); default: the preset's",
+         .destination = &o->num_nextn_layers,
+         .min = 0});
   t.add({.names = {"--distinct-rows"},
          .value_name = "N",
          .help = "draw only N random rows per tensor that is not F32 and repeat them: the same shapes,\n"
@@ -103,6 +110,13 @@ int parse(int argc, char** argv, Options* o) {
     return report_usage_error(t, "--layers must be 1 to the preset's " + std::to_string(o->synth.shape.num_layers));
   }
   if (o->num_layers > 0) o->synth.shape = o->synth.shape.with_layers(o->num_layers);
+  if (o->num_nextn_layers >= 0) {
+    const std::string& arch = o->synth.shape.architecture;
+    if (o->num_nextn_layers > 0 && arch != "glm4moe" && arch != "deepseek2") {
+      return report_usage_error(t, "--nextn-layers: " + arch + " has no multi-token-prediction layers");
+    }
+    o->synth.shape.num_nextn_layers = o->num_nextn_layers;
+  }
   return -1;
 }
 

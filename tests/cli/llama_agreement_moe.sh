@@ -8,7 +8,7 @@
 # layer, partial RoPE, q/k norms, and its prediction layer as an MTP head (--mtp: the head's
 # logits at every position from llama.cpp's MTP context); for deepseek2 multi-head latent
 # attention with and without a query latent, YaRN's log multiplier, group-limited and softmax
-# routing; checked to 1e-3). Quantized files agree within their tolerance too, but
+# routing, and DeepSeek V3's prediction layer as an MTP head; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
 # without flash attention (docs/moe.md), so they are not a pass/fail test. Needs a llama.cpp
 # build folder in LLAMA_CPP_BUILD; without one it skips (exit 77). Arguments: IWB_BINARY SOURCE_DIR.
@@ -25,7 +25,9 @@ status=0
 for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite; do
   for seed in 0 3; do
     file="$work/$preset-F32-$seed.gguf"
-    "$iwb" synth --preset "$preset" --type F32 --seed "$seed" -o "$file" >/dev/null 2>&1
+    nextn=()
+    [[ "$preset" == test-deepseek2 ]] && nextn=(--nextn-layers 1)  # DeepSeek V3's MTP layer
+    "$iwb" synth --preset "$preset" --type F32 --seed "$seed" "${nextn[@]}" -o "$file" >/dev/null 2>&1
     for prompt in 1 2; do
       if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
           --num-tokens 16 --greedy 32 --seed "$prompt"); then
@@ -35,7 +37,7 @@ for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepse
         echo "$out"
         status=1
       fi
-      if [[ "$preset" == test-glm4moe ]]; then
+      if [[ "$preset" == test-glm4moe || "$preset" == test-deepseek2 ]]; then
         if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
             --num-tokens 16 --seed "$prompt" --mtp); then
           echo "$preset F32 seed $seed prompt $prompt MTP head: $(tail -1 <<<"$out")"
