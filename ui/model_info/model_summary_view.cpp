@@ -170,7 +170,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   const ModelHyperParams& h = s.hparams;
   QString layers = countOrMissing(h.trunk_layers());
   if (h.nextn_predict_layers > 0) {
-    layers = tr("%1 (+%2 multi-token prediction, not run)").arg(layers).arg(h.nextn_predict_layers);
+    layers = tr("%1 (+%2 multi-token prediction, the MTP drafter's)").arg(layers).arg(h.nextn_predict_layers);
   }
   setField(QStringLiteral("layers"), layers);
   setField(QStringLiteral("embedding"), countOrMissing(h.embedding_length));
