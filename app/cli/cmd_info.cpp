@@ -54,7 +54,8 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
                 static_cast<long long>(h.context_length), static_cast<long long>(h.embedding_length),
                 static_cast<long long>(h.feed_forward_length), static_cast<long long>(h.trunk_layers()));
     if (h.nextn_predict_layers > 0) {
-      std::printf(" (+%lld multi-token prediction: --spec mtp drafts with it)", static_cast<long long>(h.nextn_predict_layers));
+      std::printf(" (+%lld multi-token prediction: --spec mtp drafts with it)",
+                  static_cast<long long>(h.nextn_predict_layers));
     }
     std::printf("\n");
     std::printf("  heads %lld, KV heads %lld%s, head dim K %lld / V %lld, vocab %lld\n",

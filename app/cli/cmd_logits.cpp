@@ -69,7 +69,8 @@ Status write_logits(Engine& engine, const Options& o) {
     is_written = is_written && std::fwrite(row.data(), sizeof(float), row.size(), f) == row.size();
     return {};
   };
-  Status s = o.is_mtp ? engine.mtp_logits_for_positions(o.tokens, sink) : engine.logits_for_positions(o.tokens, 0, sink);
+  Status s =
+      o.is_mtp ? engine.mtp_logits_for_positions(o.tokens, sink) : engine.logits_for_positions(o.tokens, 0, sink);
   is_written = std::fclose(f) == 0 && is_written;
   if (!s.is_ok()) return s;
   if (!is_written) return make_error(ErrorCode::IoError, "writing '" + o.output + "' failed");

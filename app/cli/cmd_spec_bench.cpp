@@ -39,8 +39,15 @@ int parse(int argc, char** argv, Options* o) {
                 "Speculative decoding against plain decoding on the same greedy request.");
   t.begin_group("model and prompt");
   add_model_option(t, &o->model, "the target model");
-  t.add({.names = {"-p", "--prompt"}, .value_name = "TEXT", .help = "the prompt", .destination = &o->prompt, .default_text = "a short chat question"});
-  t.add({.names = {"-f", "--file", "--prompt-file"}, .value_name = "FILE", .help = "read the prompt from a file", .destination = &o->prompt_file});
+  t.add({.names = {"-p", "--prompt"},
+         .value_name = "TEXT",
+         .help = "the prompt",
+         .destination = &o->prompt,
+         .default_text = "a short chat question"});
+  t.add({.names = {"-f", "--file", "--prompt-file"},
+         .value_name = "FILE",
+         .help = "read the prompt from a file",
+         .destination = &o->prompt_file});
   t.add({.names = {"--raw"},
          .help = "use the prompt as it is (default: a user message in the chat template)",
          .destination = &o->is_raw});
@@ -94,7 +101,8 @@ Result<Measurement> measure(Engine& engine, const GenerationRequest& base, int32
   while (engine.has_unfinished_requests()) {
     Result<StepResult> step = engine.step();
     if (!step) return step.status();
-    if (!step->stats.speculation_error.empty()) return make_error(ErrorCode::InvalidArgument, step->stats.speculation_error);
+    if (!step->stats.speculation_error.empty())
+      return make_error(ErrorCode::InvalidArgument, step->stats.speculation_error);
     for (const TokenEvent& e : step->tokens) m.tokens.push_back(e.token);
     for (const RequestFinished& f : step->finished) {
       if (f.reason == FinishReason::Error) return make_error(ErrorCode::InvalidArgument, f.error);
@@ -257,10 +265,11 @@ int run_spec_bench(int argc, char** argv) {
   } else {
     print_table(o, engine, baseline, *before, *after, runs);
     if (!runs.empty()) {
-      const Measurement& best = *std::max_element(runs.begin(), runs.end(), [](const Measurement& a, const Measurement& b) {
-        return a.tokens_per_second < b.tokens_per_second;
-      });
-      std::printf("best K = %d: %.2fx; ", best.num_draft_tokens, baseline > 0 ? best.tokens_per_second / baseline : 0.0);
+      const Measurement& best = *std::max_element(
+          runs.begin(), runs.end(),
+          [](const Measurement& a, const Measurement& b) { return a.tokens_per_second < b.tokens_per_second; });
+      std::printf("best K = %d: %.2fx; ", best.num_draft_tokens,
+                  baseline > 0 ? best.tokens_per_second / baseline : 0.0);
       const double plain_step = 0.5 * (before->plain_step_seconds + after->plain_step_seconds);
       const spec::DraftLengthSuggestion s = spec::suggest_draft_length(
           best.speculation.acceptance_rate(), spec::measured_costs(best.speculation, plain_step), 16);

@@ -41,7 +41,7 @@ void print_list() {
 
 struct Options {
   synth::SynthOptions synth;
-  int64_t num_layers = 0;        // 0: the preset's
+  int64_t num_layers = 0;         // 0: the preset's
   int64_t num_nextn_layers = -1;  // -1: the preset's
   bool is_preset_given = false;
   bool list = false;

@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
       QStringLiteral("regex"));
   const QCommandLineOption specRunOption(
       QStringLiteral("spec-run"),
-      QStringLiteral("Turn speculative decoding on with this drafter (lookup, self, mtp, or draft with --draft-model) and "
-                     "run the Speculative tab's comparison once the model has loaded (demonstrations, screenshots)."),
+      QStringLiteral(
+          "Turn speculative decoding on with this drafter (lookup, self, mtp, or draft with --draft-model) and "
+          "run the Speculative tab's comparison once the model has loaded (demonstrations, screenshots)."),
       QStringLiteral("drafter"));
   const QCommandLineOption draftModelOption(
       QStringLiteral("draft-model"), QStringLiteral("The draft model for --spec-run draft."), QStringLiteral("file"));

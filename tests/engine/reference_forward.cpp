@@ -466,8 +466,9 @@ RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64
     m.nextn_hnorm = load_tensor(f, p + "hnorm.weight");
     m.nextn_eh_proj = load_tensor(f, p + "eh_proj.weight");
     // Its own embedding table, head norm and classifier where the file has them.
-    for (auto [name, dst] : {std::pair{"embed_tokens.weight", &m.embd}, std::pair{"shared_head_norm.weight", &m.output_norm},
-                             std::pair{"shared_head_head.weight", &m.output}}) {
+    for (auto [name, dst] :
+         {std::pair{"embed_tokens.weight", &m.embd}, std::pair{"shared_head_norm.weight", &m.output_norm},
+          std::pair{"shared_head_head.weight", &m.output}}) {
       std::vector<float> own = load_tensor(f, p + name);
       if (!own.empty()) *dst = std::move(own);
     }
@@ -634,7 +635,8 @@ std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const
 }
 
 std::vector<float> reference_mtp_logits(const RefModel& head, const std::vector<int32_t>& tokens,
-                                        const std::vector<std::vector<float>>& hidden, std::vector<float>* head_hidden) {
+                                        const std::vector<std::vector<float>>& hidden,
+                                        std::vector<float>* head_hidden) {
   const int64_t d = head.n_embd;
   std::vector<std::vector<float>> x = embeddings(head, tokens);
   for (size_t t = 0; t < x.size(); ++t) {

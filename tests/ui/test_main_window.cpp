@@ -519,7 +519,8 @@ void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
   const QString width = QLocale().toString(1408);  // as the other counts, in the user's locale
   QCOMPARE(view.fieldText(QStringLiteral("experts")),
            QStringLiteral("128 per layer, 8 per token, %1 wide; 1 shared; layer 0 dense").arg(width));
-  QCOMPARE(view.fieldText(QStringLiteral("layers")), QStringLiteral("46 (+1 multi-token prediction, the MTP drafter's)"));
+  QCOMPARE(view.fieldText(QStringLiteral("layers")),
+           QStringLiteral("46 (+1 multi-token prediction, the MTP drafter's)"));
   h.leading_dense_block_count = 3;
   h.expert_shared_count = 0;
   view.setSummary(s);

@@ -1,9 +1,9 @@
 // SpecPanel: settings, the baseline/speculative comparison runs, and the live views.
 #include "spec/spec_panel.h"
 
-#include "worker/engine_controller.h"
 #include "spec/spec_charts.h"
 #include "spec/spec_runs_model.h"
+#include "worker/engine_controller.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -54,8 +54,9 @@ const char* const kDefaultPrompt =
 QString describe(const iwb::spec::SpeculationStats& s, double speedup, const iwb::spec::DraftLengthSuggestion& best) {
   if (s.empty()) return QObject::tr("No drafts verified yet. Turn speculation on and run a prompt (or chat).");
   const double steps = static_cast<double>(s.num_verify_steps);
-  QString text = QObject::tr("Accepted %1% of %2 draft tokens · mean accepted length %3 · %4 tokens per step · "
-                             "draft %5 ms, verify %6 ms per step")
+  QString text = QObject::tr(
+                     "Accepted %1% of %2 draft tokens · mean accepted length %3 · %4 tokens per step · "
+                     "draft %5 ms, verify %6 ms per step")
                      .arg(100.0 * s.acceptance_rate(), 0, 'f', 1)
                      .arg(s.num_drafted)
                      .arg(s.mean_accepted_length(), 0, 'f', 2)
@@ -233,7 +234,8 @@ void SpecPanel::handleSpeculationChanged(const SpeculationSettings& s, const QSt
   if (!error.isEmpty()) {
     m_settingsStatus->setText(error);
   } else {
-    m_settingsStatus->setText(s.isEnabled() ? tr("On: %1, K = %2%3").arg(m_kind->itemText(m_kind->findData(s.kind)))
+    m_settingsStatus->setText(s.isEnabled() ? tr("On: %1, K = %2%3")
+                                                  .arg(m_kind->itemText(m_kind->findData(s.kind)))
                                                   .arg(s.numDraftTokens)
                                                   .arg(s.isAdaptive ? tr(" (adaptive)") : QString())
                                             : tr("Off"));
@@ -248,10 +250,14 @@ void SpecPanel::handleSpeculationChanged(const SpeculationSettings& s, const QSt
 
 bool SpecPanel::runComparison() {
   QString problem;
-  if (!m_engine->hasModel()) problem = tr("Open a model first.");
-  else if (!m_engine->speculation().isEnabled()) problem = tr("Turn speculative decoding on (Apply) first.");
-  else if (isRunning()) problem = tr("A run is in progress.");
-  else if (m_prompt->toPlainText().trimmed().isEmpty()) problem = tr("The prompt is empty.");
+  if (!m_engine->hasModel())
+    problem = tr("Open a model first.");
+  else if (!m_engine->speculation().isEnabled())
+    problem = tr("Turn speculative decoding on (Apply) first.");
+  else if (isRunning())
+    problem = tr("A run is in progress.");
+  else if (m_prompt->toPlainText().trimmed().isEmpty())
+    problem = tr("The prompt is empty.");
   if (!problem.isEmpty()) {
     m_settingsStatus->setText(problem);
     return false;
@@ -304,15 +310,16 @@ QString SpecPanel::replyHtml() const { return m_reply->toHtml(); }
 void SpecPanel::refresh() {
   const QModelIndexList selected = m_table->selectionModel()->selectedRows();
   const bool isRequest = !selected.isEmpty() && !m_model->report(selected.first().row()).isBaseline();
-  const iwb::spec::SpeculationStats& stats = isRequest ? m_model->report(selected.first().row()).stats : m_model->overall();
+  const iwb::spec::SpeculationStats& stats =
+      isRequest ? m_model->report(selected.first().row()).stats : m_model->overall();
   const iwb::spec::DraftLengthSuggestion best = m_model->suggestion(stats);
   double speedup = m_model->speedup();
   if (isRequest && m_model->baselineTokensPerSecond() > 0) {
     speedup = m_model->report(selected.first().row()).tokensPerSecond() / m_model->baselineTokensPerSecond();
   }
-  m_summary->setText((isRequest ? tr("Request %1: ").arg(m_model->report(selected.first().row()).requestId)
-                                : tr("All steps: ")) +
-                     describe(stats, speedup, best));
+  m_summary->setText(
+      (isRequest ? tr("Request %1: ").arg(m_model->report(selected.first().row()).requestId) : tr("All steps: ")) +
+      describe(stats, speedup, best));
   m_charts->showStats(stats, isRequest ? QList<SpeculationStep>{} : m_model->steps(), best);
 }
 
@@ -324,7 +331,8 @@ void SpecPanel::updateEnabled() {
 }
 
 void SpecPanel::browseDraftModel() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Draft model"), m_draftPath->text(), tr("GGUF models (*.gguf)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Draft model"), m_draftPath->text(), tr("GGUF models (*.gguf)"));
   if (!path.isEmpty()) m_draftPath->setText(path);
 }
 

@@ -32,9 +32,9 @@ struct SpeculationStep {
 
 // A finished request of ours, with its speculation (empty for a baseline or without a drafter).
 struct SpeculationReport {
-  quint64 requestId = 0;     // the caller's id
-  QString drafter;           // the engine's drafter kind at the time ("none" for a baseline)
-  int numDraftTokens = 0;    // K asked for (0: plain decoding)
+  quint64 requestId = 0;   // the caller's id
+  QString drafter;         // the engine's drafter kind at the time ("none" for a baseline)
+  int numDraftTokens = 0;  // K asked for (0: plain decoding)
   int numGeneratedTokens = 0;
   double generationSeconds = 0;
   iwb::spec::SpeculationStats stats;

@@ -205,15 +205,15 @@ class PlanBuilder {
     join.width = d;
     out.push_back(join);
     const LayerWeightTypes t = layer_types(0);
-    out.push_back(matmuls(
-        0, PlanBuffer::Joined,
-        {product("nextn_eh_proj", PlanMatrix::NextnEhProj, PlanBuffer::X, t.nextn_eh_proj, 2 * d, d, false)}));
+    out.push_back(
+        matmuls(0, PlanBuffer::Joined,
+                {product("nextn_eh_proj", PlanMatrix::NextnEhProj, PlanBuffer::X, t.nextn_eh_proj, 2 * d, d, false)}));
   }
 
   // Every token's last hidden state, normed (exported; the logits section gathers from it).
   void hidden(std::vector<PlanOp>& out) const {
-    out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::X, PlanBuffer::Hidden, 1,
-                       m_c.embedding_length));
+    out.push_back(
+        norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::X, PlanBuffer::Hidden, 1, m_c.embedding_length));
   }
 
   // The rows that sample, gathered after the last layer's attention: its feed-forward block

@@ -7,10 +7,12 @@
 
 namespace iwb {
 
-void PagedEngine::set_activation_observer(ActivationObserver* observer) { m_backend->set_activation_observer(observer); }
+void PagedEngine::set_activation_observer(ActivationObserver* observer) {
+  m_backend->set_activation_observer(observer);
+}
 
 Status PagedEngine::logits_for_positions(const std::vector<int32_t>& tokens, int64_t first_position,
-                                       const LogitsSink& sink) {
+                                         const LogitsSink& sink) {
   return run_positions(tokens, first_position, sink, {});
 }
 
@@ -26,8 +28,9 @@ Status PagedEngine::run_positions(const std::vector<int32_t>& tokens, int64_t fi
                                                       ") is outside the " + std::to_string(n) + " tokens");
   }
   if (n > context_length()) {
-    return make_error(ErrorCode::InvalidArgument, "the sequence is " + std::to_string(n) +
-                                                      " tokens but the context holds " + std::to_string(context_length()));
+    return make_error(
+        ErrorCode::InvalidArgument,
+        "the sequence is " + std::to_string(n) + " tokens but the context holds " + std::to_string(context_length()));
   }
   for (const int32_t t : tokens) {
     if (t < 0 || t >= m_config.vocab_size) {
@@ -59,9 +62,9 @@ Status PagedEngine::run_positions(const std::vector<int32_t>& tokens, int64_t fi
     for (size_t row = 0; row < flat.positions.size(); ++row) {
       if (flat.positions[row] < first_position) continue;
       if (flat.positions[row] != next_position) {
-        return fail(make_error(ErrorCode::InvalidArgument,
-                               "position " + std::to_string(next_position) + " came from the prefix cache and has no "
-                               "logits: load the engine with prefix caching off"));
+        return fail(make_error(ErrorCode::InvalidArgument, "position " + std::to_string(next_position) +
+                                                               " came from the prefix cache and has no "
+                                                               "logits: load the engine with prefix caching off"));
       }
       flat.logits_rows.push_back(static_cast<int32_t>(row));
       flat.logits_sequences.push_back(flat.token_sequences[row]);
@@ -147,7 +150,8 @@ Status PagedEngine::mtp_logits_for_positions(const std::vector<int32_t>& tokens,
     }
     IWB_RETURN_IF_ERROR((*head)->forward_mtp(flat, hidden_in.data(), logits.data()));
     for (int64_t i = 0; i < count; ++i) {
-      IWB_RETURN_IF_ERROR(sink(first + i, std::span<const float>(logits.data() + static_cast<size_t>(i) * vocab, vocab)));
+      IWB_RETURN_IF_ERROR(
+          sink(first + i, std::span<const float>(logits.data() + static_cast<size_t>(i) * vocab, vocab)));
     }
   }
   return {};

@@ -71,11 +71,10 @@ void PagedEngine::hand_over_hidden_states(const ForwardBatch& batch, StepResult*
     // The rows the step kept: a prompt chunk's, a decode token's, or the verified token and
     // the guesses accepted after it (the sequence holds them and the token sampled after).
     const int64_t first = e.positions.front();
-    const int64_t kept = std::min<int64_t>(static_cast<int64_t>(e.tokens.size()),
-                                           static_cast<int64_t>(seq->tokens.size()) - first - 1);
+    const int64_t kept =
+        std::min<int64_t>(static_cast<int64_t>(e.tokens.size()), static_cast<int64_t>(seq->tokens.size()) - first - 1);
     if (kept <= 0 || rows.size() < (first_row + static_cast<size_t>(kept)) * d) continue;
-    states.push_back({e.sequence, first, seq->tokens,
-                      rows.subspan(first_row * d, static_cast<size_t>(kept) * d)});
+    states.push_back({e.sequence, first, seq->tokens, rows.subspan(first_row * d, static_cast<size_t>(kept) * d)});
   }
   if (states.empty()) return;
   const auto start = std::chrono::steady_clock::now();

@@ -60,7 +60,7 @@ class SpeculationControl {
   spec::SpeculativeConfig m_config;
   std::unique_ptr<spec::Drafter> m_drafter;
   std::unordered_map<SequenceId, spec::Draft> m_drafts;  // this step's drafts (their distributions)
-  double m_plain_step_seconds = 0;  // running mean of decode steps without drafts (adaptive K)
+  double m_plain_step_seconds = 0;                       // running mean of decode steps without drafts (adaptive K)
 };
 
 }  // namespace iwb

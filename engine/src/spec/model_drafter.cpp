@@ -30,7 +30,8 @@ Result<std::unique_ptr<ForwardBackend>> make_draft_backend(const DraftModel& m, 
   const int threads = std::max(1, placement.num_threads);
   if (m.is_mtp_head) {
     if (placement.device != "cpu") {
-      return make_error(ErrorCode::Unsupported, "MTP drafting runs on the CPU backend only, not on " + placement.device);
+      return make_error(ErrorCode::Unsupported,
+                        "MTP drafting runs on the CPU backend only, not on " + placement.device);
     }
     PlanOptions options;
     options.is_mtp_head = true;
@@ -191,8 +192,10 @@ Status ModelDrafter::catch_up(std::vector<Active>& active, bool wants_logits,
       const size_t n = active[a].history.size();
       if (next[a] >= n) continue;
       const auto count = static_cast<size_t>(std::min<int64_t>(budget, static_cast<int64_t>(n - next[a])));
-      Chunk c{active[a].state->id, static_cast<int64_t>(next[a]),
-              std::span<const int32_t>(active[a].history).subspan(next[a], count), wants_logits && next[a] + count == n,
+      Chunk c{active[a].state->id,
+              static_cast<int64_t>(next[a]),
+              std::span<const int32_t>(active[a].history).subspan(next[a], count),
+              wants_logits && next[a] + count == n,
               {}};
       if (m_model->is_mtp_head) {
         c.hidden = std::span<const float>(active[a].hidden).subspan((next[a] - start[a]) * d, count * d);
@@ -273,7 +276,8 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
       continue;
     }
     Active x{i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end()), {}};
-    if (is_mtp) x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
+    if (is_mtp)
+      x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
     active.push_back(std::move(x));
   }
 

@@ -13,12 +13,12 @@
 // read zeros, as llama.cpp's first position does.
 #pragma once
 
+#include "backend/forward_backend.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/block_manager.h"
 #include "iwb/engine/spec/drafter.h"
 #include "model/model_weights.h"
-#include "backend/forward_backend.h"
 
 #include <functional>
 #include <memory>
@@ -30,7 +30,7 @@ namespace iwb::spec {
 
 // A model to draft with: its config and weights, and whatever their bytes live in.
 struct DraftModel {
-  std::unique_ptr<gguf::GgufFile> file;       // the draft model's file (null for a self-draft)
+  std::unique_ptr<gguf::GgufFile> file;  // the draft model's file (null for a self-draft)
   ModelConfig config;
   ModelWeights weights;
   std::vector<std::vector<uint8_t>> buffers;  // requantized matrices (self-draft)
@@ -43,7 +43,7 @@ class ModelDrafter final : public Drafter {
   // The draft model's forward pass on placement.device (the CPU, or a CUDA device with the
   // weights uploaded there) with its own paged KV cache.
   static Result<std::unique_ptr<ModelDrafter>> create(std::unique_ptr<DraftModel> model, std::string name,
-                                                       const DraftPlacement& placement);
+                                                      const DraftPlacement& placement);
 
   std::string name() const override { return m_name; }
   Result<std::vector<Draft>> draft(std::span<const DraftRequest> requests) override;
@@ -80,7 +80,8 @@ class ModelDrafter final : public Drafter {
     std::vector<float> hidden;  // MTP: [history.size() - computed.size() x n_embd], then the chain row
   };
 
-  ModelDrafter(std::unique_ptr<DraftModel> model, std::string name) : m_model(std::move(model)), m_name(std::move(name)) {}
+  ModelDrafter(std::unique_ptr<DraftModel> model, std::string name)
+      : m_model(std::move(model)), m_name(std::move(name)) {}
 
   // Rolls the state back to its common prefix with `tokens` (at most keep_at_most of them) and
   // reserves slots up to all of them; frees least recently used other sequences when the cache
@@ -89,7 +90,8 @@ class ModelDrafter final : public Drafter {
   // Every token of every active sequence its cache lacks, in passes under the token budget;
   // each sequence's last token gives a row of m_logits when wants_logits (`on_logits(active,
   // row)` then runs, in pass order).
-  Status catch_up(std::vector<Active>& active, bool wants_logits, const std::function<void(Active&, size_t)>& on_logits);
+  Status catch_up(std::vector<Active>& active, bool wants_logits,
+                  const std::function<void(Active&, size_t)>& on_logits);
   // MTP head: the hidden input rows of `state`'s tokens from `from` to `to` (exclusive): the
   // target's pending row where it is the one before, zeros where none is known; `rows` holds the
   // target's rows of positions first_row.. when not empty.

@@ -18,8 +18,8 @@ Result<std::unique_ptr<Drafter>> make_mtp_drafter(const gguf::GgufFile& target_f
   model->is_mtp_head = true;
   Result<ModelWeights> head = bind_mtp_weights(target_file, config, weights);
   if (!head) {
-    return make_error(head.status().code(), "the model's multi-token-prediction layer cannot be read: " +
-                                                head.error_message());
+    return make_error(head.status().code(),
+                      "the model's multi-token-prediction layer cannot be read: " + head.error_message());
   }
   model->weights = std::move(*head);
   const std::string name = "MTP head (layer " + std::to_string(config.num_layers) + ")";

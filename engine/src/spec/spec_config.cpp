@@ -47,8 +47,8 @@ Status validate(const SpeculativeConfig& c) {
   if (c.kind == DrafterKind::SelfDraft &&
       (!can_quantize_row_ref(c.self_draft_type) || c.self_draft_type == GgmlType::Q8_1 ||
        c.self_draft_type == GgmlType::Q8_K)) {
-    return make_error(ErrorCode::InvalidArgument, "self-drafting cannot requantize to " +
-                                                      std::string(ggml_type_name(c.self_draft_type)));
+    return make_error(ErrorCode::InvalidArgument,
+                      "self-drafting cannot requantize to " + std::string(ggml_type_name(c.self_draft_type)));
   }
   return {};
 }

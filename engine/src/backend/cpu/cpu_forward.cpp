@@ -85,8 +85,9 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
     matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
   };
   for (const LayerWeights& l : weights.layers) {
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
-                                  &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj}) {
+    for (const WeightMatrix* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
+          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj}) {
       need(*w);
     }
     for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {

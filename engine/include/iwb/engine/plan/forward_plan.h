@@ -86,8 +86,8 @@ enum class PlanNorm : uint8_t {
   FfnNorm,
   PostFfwNorm,
   OutputNorm,
-  QANorm,   // attn_q_a_norm (latent attention's query latent)
-  KvANorm,  // attn_kv_a_norm (its key/value latent)
+  QANorm,      // attn_q_a_norm (latent attention's query latent)
+  KvANorm,     // attn_kv_a_norm (its key/value latent)
   NextnENorm,  // nextn.enorm (an MTP head's token embedding)
   NextnHNorm,  // nextn.hnorm (the target's hidden state it reads)
 };
@@ -110,10 +110,10 @@ enum class PlanMatrix : uint8_t {
   FfnGateShexp,  // glm4moe's shared experts: one dense SwiGLU FFN in each expert layer
   FfnUpShexp,
   FfnDownShexp,
-  WqA,   // attn_q_a (latent attention; Wq is then attn_q_b, or attn_q without a query latent)
-  WkvA,  // attn_kv_a_mqa
-  WkB,   // attn_k_b: one matrix per head (HeadMatmuls)
-  WvB,   // attn_v_b: one matrix per head
+  WqA,          // attn_q_a (latent attention; Wq is then attn_q_b, or attn_q without a query latent)
+  WkvA,         // attn_kv_a_mqa
+  WkB,          // attn_k_b: one matrix per head (HeadMatmuls)
+  WvB,          // attn_v_b: one matrix per head
   NextnEhProj,  // nextn.eh_proj: an MTP head's Joined -> its layer's input
 };
 

@@ -29,10 +29,10 @@ struct ModelWeights;
 namespace iwb::spec {
 
 struct DraftRequest {
-  uint64_t key = 0;                  // stable while the sequence lives (its sequence id)
-  std::span<const int32_t> tokens;   // prompt and generated tokens; the last is the next the target runs
-  int32_t num_draft_tokens = 0;      // K wanted (a drafter may return fewer, or none)
-  SamplingParams sampling;           // the request's; greedy requests get argmax drafts
+  uint64_t key = 0;                 // stable while the sequence lives (its sequence id)
+  std::span<const int32_t> tokens;  // prompt and generated tokens; the last is the next the target runs
+  int32_t num_draft_tokens = 0;     // K wanted (a drafter may return fewer, or none)
+  SamplingParams sampling;          // the request's; greedy requests get argmax drafts
 };
 
 struct Draft {
@@ -45,10 +45,10 @@ struct Draft {
 // Multi-token prediction: the target's hidden states of one sequence's tokens it computed (and
 // kept) in a step, handed to a drafter that reads them.
 struct HiddenStates {
-  uint64_t key = 0;                  // the DraftRequest key of the sequence
-  int64_t first_position = 0;        // position of rows' first row
-  std::span<const int32_t> tokens;   // the sequence's tokens from position 0 (at least to the rows' end)
-  std::span<const float> rows;       // [count x n_embd] the output norm's rows of positions first..
+  uint64_t key = 0;                 // the DraftRequest key of the sequence
+  int64_t first_position = 0;       // position of rows' first row
+  std::span<const int32_t> tokens;  // the sequence's tokens from position 0 (at least to the rows' end)
+  std::span<const float> rows;      // [count x n_embd] the output norm's rows of positions first..
 };
 
 class Drafter {

@@ -24,8 +24,8 @@ inline constexpr int32_t kMaxDraftTokens = 32;
 
 struct SpeculativeConfig {
   DrafterKind kind = DrafterKind::None;
-  std::string draft_model_path;          // DraftModel: a GGUF with the target's vocabulary
-  int32_t num_draft_tokens = 4;          // K: tokens guessed per step, 1..kMaxDraftTokens
+  std::string draft_model_path;  // DraftModel: a GGUF with the target's vocabulary
+  int32_t num_draft_tokens = 4;  // K: tokens guessed per step, 1..kMaxDraftTokens
   // Adaptive K: after every step of a request, K moves toward the length that the measured
   // acceptance rate makes best (within 1..num_draft_tokens).
   bool is_adaptive = false;
