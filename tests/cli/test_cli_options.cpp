@@ -109,7 +109,7 @@ class TestCliOptions : public QObject {
     QTest::newRow("gpu layers") << QStringList{"-m", "a.gguf", "-ngl", "many"}
                                 << "iwb run: -ngl expects a number of layers >= 0, auto or all, got 'many'";
     QTest::newRow("drafter") << QStringList{"-m", "a.gguf", "--spec", "magic"}
-                             << "iwb run: unknown drafter 'magic': use draft, lookup, self or none";
+                             << "iwb run: unknown drafter 'magic': use draft, lookup, self, mtp or none";
     QTest::newRow("self type") << QStringList{"-m", "a.gguf", "--self-type", "Q9_9"}
                                << "iwb run: unknown tensor type 'Q9_9'";
     QTest::newRow("missing value") << QStringList{"-m", "a.gguf", "--temp"}
