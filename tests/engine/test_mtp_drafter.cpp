@@ -1,8 +1,9 @@
 // Multi-token prediction: the model's nextn layer as a drafter (--spec mtp). The head's logits
 // against the test reference's MTP head (which reads the reference's own hidden states), the
 // drafter's guesses against the reference's argmax (the first from the target's hidden state,
-// the next from the head's own, as llama.cpp's draft-mtp chains them), greedy speculation equal
-// to plain decoding (batched, after a prefix-cache hit), the plans, and the refusals.
+// the next from the head's own, as llama.cpp's draft-mtp chains them; after a prefix-cache hit
+// from the head's own cache), greedy speculation equal to plain decoding (batched, after a
+// prefix-cache hit), the plans, and the refusals.
 #include "forward_checks.h"
 #include "reference_forward.h"
 
@@ -75,6 +76,69 @@ std::map<RequestId, std::vector<int32_t>> run_all(Engine& engine, const std::vec
   return out;
 }
 
+// A test-glm4moe file's MTP drafter beside the reference's trunk and head.
+struct HeadFixture {
+  std::unique_ptr<gguf::GgufFile> file;
+  ModelConfig config;
+  ModelWeights weights;
+  RefModel target, head;
+  std::unique_ptr<spec::Drafter> drafter;
+  std::string error;
+
+  bool open(const std::string& file_path) {
+    error = synthesize("test-glm4moe", "F32", file_path);
+    auto opened = gguf::GgufFile::open(file_path);
+    if (!error.empty() || !opened.is_ok()) return false;
+    file = std::move(*opened);
+    Result<ModelConfig> c = model_config_from_gguf(*file);
+    if (!c) return (error = c.error_message()), false;
+    config = *c;
+    Result<ModelWeights> w = bind_model_weights(*file, config);
+    if (!w) return (error = w.error_message()), false;
+    weights = std::move(*w);
+    target = load_reference_model(*file, &error);
+    head = load_reference_model(*file, &error, 0, /*is_mtp_head=*/true);
+    spec::DraftPlacement placement;
+    placement.num_threads = 2;
+    placement.num_kv_positions = 256;
+    Result<std::unique_ptr<spec::Drafter>> d = spec::make_mtp_drafter(*file, config, weights, placement);
+    if (!d) return (error = d.error_message()), false;
+    drafter = std::move(*d);
+    return error.empty() && drafter->reads_hidden_states();
+  }
+
+  // The target's rows of positions [from, to) handed over for sequence `key`.
+  bool observe(uint64_t key, const std::vector<int32_t>& tokens, const std::vector<std::vector<float>>& hidden,
+               size_t from, size_t to) {
+    std::vector<float> rows;
+    for (size_t p = from; p < to; ++p) rows.insert(rows.end(), hidden[p].begin(), hidden[p].end());
+    const spec::HiddenStates h{key, static_cast<int64_t>(from), tokens, rows};
+    return drafter->observe_hidden_states({&h, 1}).is_ok();
+  }
+
+  // K greedy guesses after `tokens` (whose last token the target runs next): the reference
+  // head's argmax, the first reading the target's state before the last token, each next one
+  // the head's own state.
+  void expect_guesses(uint64_t key, const std::vector<int32_t>& tokens, const std::vector<std::vector<float>>& hidden,
+                      int32_t k) {
+    spec::DraftRequest request{key, tokens, k, {}};
+    request.sampling.temperature = 0.0f;
+    Result<std::vector<spec::Draft>> drafts = drafter->draft({&request, 1});
+    QVERIFY(drafts.is_ok());
+    QCOMPARE(drafts->size(), size_t{1});
+    QCOMPARE((*drafts)[0].tokens.size(), static_cast<size_t>(k));
+    std::vector<int32_t> seq = tokens;
+    std::vector<std::vector<float>> inputs(hidden.begin(), hidden.begin() + static_cast<ptrdiff_t>(tokens.size() - 1));
+    for (int32_t j = 0; j < k; ++j) {
+      std::vector<float> own;
+      const std::vector<float> want = reference_mtp_logits(head, seq, inputs, &own);
+      QCOMPARE((*drafts)[0].tokens[static_cast<size_t>(j)], argmax(want));
+      seq.push_back((*drafts)[0].tokens[static_cast<size_t>(j)]);
+      inputs.push_back(own);  // the next guess reads the head's own state
+    }
+  }
+};
+
 }  // namespace
 
 class TestMtpDrafter : public QObject {
@@ -141,55 +205,32 @@ class TestMtpDrafter : public QObject {
   // (in two parts), its first guess is the head's argmax and the next ones the head's argmax on
   // its own hidden state after its previous guess.
   void guessesFollowTheHead() {
-    const std::string file_path = path("glm-guess.gguf");
-    QCOMPARE(QString::fromStdString(synthesize("test-glm4moe", "F32", file_path)), QString());
-    auto file = gguf::GgufFile::open(file_path);
-    QVERIFY(file.is_ok());
-    Result<ModelConfig> config = model_config_from_gguf(**file);
-    QVERIFY(config.is_ok());
-    Result<ModelWeights> weights = bind_model_weights(**file, *config);
-    QVERIFY(weights.is_ok());
-    std::string error;
-    const RefModel target = load_reference_model(**file, &error);
-    const RefModel head = load_reference_model(**file, &error, 0, true);
-    QCOMPARE(QString::fromStdString(error), QString());
-
-    spec::DraftPlacement placement;
-    placement.num_threads = 2;
-    placement.num_kv_positions = 256;
-    Result<std::unique_ptr<spec::Drafter>> drafter = spec::make_mtp_drafter(**file, *config, *weights, placement);
-    QVERIFY2(drafter.is_ok(), drafter.is_ok() ? "" : drafter.error_message().c_str());
-    QVERIFY((*drafter)->reads_hidden_states());
-
-    const std::vector<int32_t> tokens = random_tokens(10, target.vocab, 9);
-    const std::vector<std::vector<float>> hidden = reference_hidden_states(target, tokens);
+    HeadFixture f;
+    QVERIFY2(f.open(path("glm-guess.gguf")), qPrintable(QString::fromStdString(f.error)));
+    const std::vector<int32_t> tokens = random_tokens(10, f.target.vocab, 9);
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(f.target, tokens);
     // The target computed positions 0..8 (its last token, 9, is the next it runs): rows of 0..3,
     // then of 4..8, as two steps hand them over.
-    const auto d = static_cast<size_t>(target.n_embd);
-    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, 4}, std::pair<size_t, size_t>{4, 5}}) {
-      std::vector<float> rows;
-      for (size_t p = first; p < first + count; ++p) rows.insert(rows.end(), hidden[p].begin(), hidden[p].end());
-      const spec::HiddenStates h{7, static_cast<int64_t>(first), tokens, rows};
-      QVERIFY((*drafter)->observe_hidden_states({&h, 1}));
-      QCOMPARE(rows.size(), count * d);
-    }
-    spec::DraftRequest request{7, tokens, 3, {}};
-    request.sampling.temperature = 0.0f;
-    Result<std::vector<spec::Draft>> drafts = (*drafter)->draft({&request, 1});
-    QVERIFY(drafts.is_ok());
-    QCOMPARE(drafts->size(), size_t{1});
-    QCOMPARE((*drafts)[0].tokens.size(), size_t{3});
+    QVERIFY(f.observe(7, tokens, hidden, 0, 4));
+    QVERIFY(f.observe(7, tokens, hidden, 4, 9));
+    f.expect_guesses(7, tokens, hidden, 3);
+  }
 
-    std::vector<int32_t> seq = tokens;
-    std::vector<std::vector<float>> inputs(hidden.begin(), hidden.end() - 1);  // rows of positions 0..8
-    for (size_t j = 0; j < 3; ++j) {
-      std::vector<float> own;
-      const std::vector<float> want = reference_mtp_logits(head, seq, inputs, &own);
-      QCOMPARE((*drafts)[0].tokens[j], argmax(want));
-      seq.push_back((*drafts)[0].tokens[j]);
-      inputs.push_back(own);  // the next guess reads the head's own state
-    }
-    (*drafter)->release(7);
+  // A second sequence whose target took its first block from the prefix cache (so its states
+  // there never reach the head): the head starts from the first sequence's cached block and the
+  // target state it kept at that block's end, and guesses as if it had seen every state.
+  void prefixCacheHitKeepsTheHeadExact() {
+    HeadFixture f;
+    QVERIFY2(f.open(path("glm-prefix.gguf")), qPrintable(QString::fromStdString(f.error)));
+    const std::vector<int32_t> first = random_tokens(24, f.target.vocab, 21);
+    QVERIFY(f.observe(1, first, reference_hidden_states(f.target, first), 0, 23));
+    f.drafter->release(1);  // finished: its full block stays in the head's cache
+    std::vector<int32_t> second(first.begin(), first.begin() + 16);
+    const std::vector<int32_t> tail = random_tokens(8, f.target.vocab, 22);
+    second.insert(second.end(), tail.begin(), tail.end());
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(f.target, second);
+    QVERIFY(f.observe(2, second, hidden, 16, 23));  // positions 0..15 came from the target's cache
+    f.expect_guesses(2, second, hidden, 6);
   }
 
   // Speculation changes no greedy token: several sequences batched, one of them after a

@@ -65,7 +65,10 @@ Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<Draft
   BlockManagerConfig blocks;
   blocks.num_blocks = (*backend)->kv_geometry().num_blocks;
   blocks.block_size = (*backend)->kv_geometry().block_size;
-  blocks.enable_prefix_caching = false;  // one table per target sequence, rolled back in place
+  // One table per target sequence, rolled back in place; a finished sequence's full blocks stay
+  // findable, so the next request with the same prefix (a chat's next turn) starts from them
+  // as the target's prefix cache lets the target.
+  blocks.enable_prefix_caching = true;
   Result<BlockManager> manager = BlockManager::create(blocks);
   if (!manager) return manager.status();
   std::unique_ptr<ModelDrafter> d(new ModelDrafter(std::move(model), std::move(name)));
@@ -110,13 +113,32 @@ bool ModelDrafter::reserve(SequenceState& s, std::span<const int32_t> tokens, ui
     release(victim->first);
   }
   if (!m_blocks->has_sequence(s.id)) {
-    if (!m_blocks->allocate(s.id, tokens)) return false;
+    Result<int64_t> cached = m_blocks->allocate(s.id, tokens);
+    if (!cached) return false;
+    const auto reuse = static_cast<size_t>(std::min(*cached, keep_at_most));
+    if (static_cast<int64_t>(reuse) < *cached && !m_blocks->truncate(s.id, static_cast<int64_t>(reuse))) return false;
+    s.computed.assign(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(reuse));
+    for (int64_t p = m_blocks->num_tokens(s.id); p < n; ++p) {
+      if (!append(s, tokens[static_cast<size_t>(p)])) return false;
+    }
     return true;
   }
   for (int64_t p = common; p < n; ++p) {
-    if (!m_blocks->append_slot(s.id, tokens[static_cast<size_t>(p)])) return false;  // no copies: nothing is shared
+    if (!append(s, tokens[static_cast<size_t>(p)])) return false;
   }
   return true;
+}
+
+bool ModelDrafter::append(SequenceState& s, int32_t token) {
+  Result<AppendedSlot> slot = m_blocks->append_slot(s.id, token);
+  if (!slot) return false;
+  // A block shared from the cache that the sequence writes on in: its own copy first.
+  if (slot->copy && !m_backend->copy_blocks({&*slot->copy, 1})) return false;
+  return true;
+}
+
+void ModelDrafter::mark_computed(SequenceState& s) {
+  if (s.is_cacheable) (void)m_blocks->mark_computed(s.id, static_cast<int64_t>(s.computed.size()));
 }
 
 Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
@@ -160,11 +182,43 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
   return m_backend->forward_mtp(flat, m_hidden_in.data(), m_logits.data());
 }
 
-std::vector<float> ModelDrafter::mtp_inputs(const SequenceState& s, int64_t from, int64_t to, int64_t first_row,
-                                            std::span<const float> rows) const {
+std::vector<uint64_t> ModelDrafter::block_keys(std::span<const int32_t> tokens) const {
+  // FNV-1a over the token ids, one key per full block (the key of block j covers blocks 0..j).
+  const auto block = static_cast<size_t>(m_blocks->block_size());
+  std::vector<uint64_t> keys;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    h = (h ^ static_cast<uint32_t>(tokens[i])) * 0x100000001b3ull;
+    if ((i + 1) % block == 0) keys.push_back(h);
+  }
+  return keys;
+}
+
+void ModelDrafter::keep_block_states(std::span<const int32_t> tokens, int64_t first_row, std::span<const float> rows) {
+  const auto d = static_cast<size_t>(m_model->config.embedding_length);
+  const int64_t block = m_blocks->block_size();
+  const auto num_rows = static_cast<int64_t>(rows.size() / d);
+  const std::vector<uint64_t> keys = block_keys(tokens.first(static_cast<size_t>(first_row + num_rows)));
+  for (int64_t end = (first_row / block + 1) * block; end <= first_row + num_rows; end += block) {
+    const float* row = rows.data() + static_cast<size_t>(end - 1 - first_row) * d;
+    auto [it, is_new] = m_block_states.try_emplace(keys[static_cast<size_t>(end / block - 1)]);
+    it->second.assign(row, row + d);
+    if (!is_new) continue;
+    m_block_state_order.push_back(it->first);
+    // As many as the cache has blocks: a state outlives the blocks it follows by little.
+    while (static_cast<int64_t>(m_block_state_order.size()) > m_blocks->num_blocks()) {
+      m_block_states.erase(m_block_state_order.front());
+      m_block_state_order.pop_front();
+    }
+  }
+}
+
+std::vector<float> ModelDrafter::mtp_inputs(SequenceState& s, std::span<const int32_t> tokens, int64_t from,
+                                            int64_t to, int64_t first_row, std::span<const float> rows) const {
   const auto d = static_cast<size_t>(m_model->config.embedding_length);
   std::vector<float> in(static_cast<size_t>(std::max<int64_t>(0, to - from)) * d, 0.0f);
   const auto num_rows = static_cast<int64_t>(rows.size() / d);
+  const int64_t block = m_blocks->block_size();
   for (int64_t p = from; p < to; ++p) {
     const int64_t before = p - 1;  // position p reads the target's state of the token before
     const float* row = nullptr;
@@ -172,8 +226,17 @@ std::vector<float> ModelDrafter::mtp_inputs(const SequenceState& s, int64_t from
       row = rows.data() + static_cast<size_t>(before - first_row) * d;
     } else if (before == s.pending_position && !s.pending_hidden.empty()) {
       row = s.pending_hidden.data();
+    } else if (p > 0 && p % block == 0) {
+      // The first position after a prefix the target took from its cache: the state a sequence
+      // that computed that prefix left.
+      const std::vector<uint64_t> keys = block_keys(tokens.first(static_cast<size_t>(p)));
+      if (const auto it = m_block_states.find(keys.back()); it != m_block_states.end()) row = it->second.data();
     }
-    if (row != nullptr) std::copy(row, row + d, in.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(p - from) * d));
+    if (row != nullptr) {
+      std::copy(row, row + d, in.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(p - from) * d));
+    } else if (p > 0) {
+      s.is_cacheable = false;  // zeros in place of a state: not the head's rows for these tokens
+    }
   }
   return in;
 }
@@ -209,7 +272,10 @@ Status ModelDrafter::catch_up(std::vector<Active>& active, bool wants_logits,
     IWB_RETURN_IF_ERROR(run(chunks));
     for (size_t row = 0; row < owners.size(); ++row) on_logits(active[owners[row]], row);
   }
-  for (Active& x : active) x.state->computed = x.history;
+  for (Active& x : active) {
+    x.state->computed = x.history;
+    mark_computed(*x.state);
+  }
   return {};
 }
 
@@ -228,12 +294,15 @@ Status ModelDrafter::observe_hidden_states(std::span<const HiddenStates> states)
     if (is_new) s.id = m_next_sequence++;
     s.last_used = call_start;
     const std::span<const int32_t> tokens = h.tokens.first(static_cast<size_t>(end));
-    if (!reserve(s, tokens, call_start, h.first_position)) {
+    // What the head holds of these tokens stays (computed from the same states), and so do
+    // blocks another sequence left in the cache.
+    if (!reserve(s, tokens, call_start, end)) {
       release(h.key);  // no room: the sequence's next drafts start over
       continue;
     }
     Active x{0, &s, std::vector<int32_t>(tokens.begin(), tokens.end()), {}};
-    x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), end, h.first_position, h.rows);
+    x.hidden = mtp_inputs(s, tokens, static_cast<int64_t>(s.computed.size()), end, h.first_position, h.rows);
+    keep_block_states(tokens, h.first_position, h.rows);
     s.pending_hidden.assign(h.rows.end() - static_cast<ptrdiff_t>(d), h.rows.end());
     s.pending_position = end - 1;
     active.push_back(std::move(x));
@@ -277,7 +346,7 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
     }
     Active x{i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end()), {}};
     if (is_mtp)
-      x.hidden = mtp_inputs(s, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
+      x.hidden = mtp_inputs(s, r.tokens, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
     active.push_back(std::move(x));
   }
 
@@ -310,7 +379,7 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
       const int32_t last = dr.tokens.back();
       if (last < 0 || last >= m_model->config.vocab_size) continue;
       if (static_cast<int64_t>(chunks.size()) >= max_batch) continue;
-      if (!m_blocks->append_slot(x.state->id, last)) continue;  // the cache is full: a shorter draft
+      if (!append(*x.state, last)) continue;  // the cache is full: a shorter draft
       x.history.push_back(last);
       chunks.push_back({x.state->id, static_cast<int64_t>(x.history.size()) - 1,
                         std::span<const int32_t>(x.history).subspan(x.history.size() - 1, 1), true,

@@ -9,8 +9,12 @@
 // (llama.cpp's draft-mtp): it catches up as the target's hidden states arrive
 // (observe_hidden_states, right after each target step), keeping only the last row for the next
 // position; its guesses after the first read its own hidden state in place of the target's.
-// Positions whose target state it never saw (a prompt prefix the target's cache already held)
-// read zeros, as llama.cpp's first position does.
+// Its cache is a prefix cache too: a finished sequence's full blocks stay findable, so a later
+// request with the same prefix (a chat's next turn) starts from them, as the target starts from
+// its own. The head also keeps the target's state at each full block's last position, which a
+// later sequence's first computed position reads when its target took that prefix from its
+// cache. Where it has neither, the head reads zeros, as llama.cpp's first position does, and
+// that sequence's blocks are not offered to others.
 #pragma once
 
 #include "backend/forward_backend.h"
@@ -20,6 +24,7 @@
 #include "iwb/engine/spec/drafter.h"
 #include "model/model_weights.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -61,6 +66,9 @@ class ModelDrafter final : public Drafter {
     // MTP head: the target's hidden state at pending_position (-1: none yet).
     std::vector<float> pending_hidden;
     int64_t pending_position = -1;
+    // Its cache rows may be offered to later sequences (prefix caching): not after an MTP head
+    // read zeros for a state it never saw.
+    bool is_cacheable = true;
   };
   // Tokens of one sequence for a forward pass, at positions first .. first + tokens.size() - 1;
   // for an MTP head, each token's hidden input row [tokens x n_embd].
@@ -95,8 +103,18 @@ class ModelDrafter final : public Drafter {
   // MTP head: the hidden input rows of `state`'s tokens from `from` to `to` (exclusive): the
   // target's pending row where it is the one before, zeros where none is known; `rows` holds the
   // target's rows of positions first_row.. when not empty.
-  std::vector<float> mtp_inputs(const SequenceState& state, int64_t from, int64_t to, int64_t first_row,
-                                std::span<const float> rows) const;
+  std::vector<float> mtp_inputs(SequenceState& state, std::span<const int32_t> tokens, int64_t from, int64_t to,
+                                int64_t first_row, std::span<const float> rows) const;
+  // MTP head: the target's states at the last position of each full block of `tokens` among
+  // the rows of positions first_row.., kept (m_block_states) for a later sequence whose target
+  // takes that prefix from its cache; keys by block_keys.
+  void keep_block_states(std::span<const int32_t> tokens, int64_t first_row, std::span<const float> rows);
+  std::vector<uint64_t> block_keys(std::span<const int32_t> tokens) const;
+  // The slot of the sequence's next token (copying a block shared from the cache first). False:
+  // no room.
+  bool append(SequenceState& state, int32_t token);
+  // Its computed tokens' full blocks become findable by later sequences.
+  void mark_computed(SequenceState& state);
   // One forward pass; logits rows (in chunk order, for chunks that want them) go to m_logits.
   Status run(const std::vector<Chunk>& chunks);
   int32_t choose(SequenceState& state, std::span<const float> logits, std::span<const int32_t> history,
@@ -109,6 +127,8 @@ class ModelDrafter final : public Drafter {
   std::vector<float> m_logits;
   std::vector<float> m_hidden_in;            // MTP: the pass's hidden input rows
   std::vector<int32_t> m_logits_token_rows;  // the pass's token row of each logits row
+  std::unordered_map<uint64_t, std::vector<float>> m_block_states;  // MTP: a prefix's last target state
+  std::deque<uint64_t> m_block_state_order;                         // their keys, oldest first
   std::unordered_map<uint64_t, SequenceState> m_sequences;
   SequenceId m_next_sequence = 1;
   uint64_t m_clock = 0;
