@@ -158,8 +158,8 @@ class TestCliOptions : public QObject {
 
   void moreAliases() {
     RunLike r;
-    QVERIFY(parse(r.table, {"--model", "a.gguf", "--temperature", "0.25", "-s", "9", "--predict", "7",
-                            "--draft-model", "d.gguf", "--draft-max", "6", "-dev", "cpu", "--n-gpu-layers", "all"})
+    QVERIFY(parse(r.table, {"--model", "a.gguf", "--temperature", "0.25", "-s", "9", "--predict", "7", "--draft-model",
+                            "d.gguf", "--draft-max", "6", "-dev", "cpu", "--n-gpu-layers", "all"})
                 .is_parsed());
     QCOMPARE(r.model, std::string("a.gguf"));
     QCOMPARE(r.sampling.temperature, 0.25f);
@@ -252,7 +252,12 @@ class TestCliOptions : public QObject {
     std::vector<int32_t> lengths = {1, 2};
     OptionTable t("convert", "");
     t.add({.names = {"--type"}, .help = "weights", .destination = &type, .choices = {"f32", "f16"}});
-    t.add({.names = {"--draft-n"}, .value_name = "LIST", .help = "lengths", .destination = &lengths, .min = 1, .max = 32});
+    t.add({.names = {"--draft-n"},
+           .value_name = "LIST",
+           .help = "lengths",
+           .destination = &lengths,
+           .min = 1,
+           .max = 32});
     QVERIFY(parse(t, {"--type", "F16", "--draft-n", "1,4,8"}).is_parsed());
     QCOMPARE(type, std::string("f16"));  // stored as the table spells it
     QCOMPARE(lengths, (std::vector<int32_t>{1, 4, 8}));
@@ -261,8 +266,9 @@ class TestCliOptions : public QObject {
     for (const char* bad : {"1,0", "", "1,,2", "1,2,", "x"}) {
       const ParseOutcome o = parse(t, {"--draft-n", bad});
       QCOMPARE(o.kind, ParseOutcome::Kind::UsageError);
-      QCOMPARE(QString::fromStdString(o.message),
-               QString("iwb convert: --draft-n expects a comma-separated list of integers from 1 to 32, got '%1'").arg(bad));
+      QCOMPARE(
+          QString::fromStdString(o.message),
+          QString("iwb convert: --draft-n expects a comma-separated list of integers from 1 to 32, got '%1'").arg(bad));
     }
     QVERIFY(QString::fromStdString(t.help()).contains("--type f32|f16"));
   }
@@ -288,8 +294,8 @@ class TestCliOptions : public QObject {
     }
     // Defaults come from the destinations, so the help cannot drift from what a run uses.
     for (const char* shown : {"--temp, --temperature T", "(default: 0.8)", "(default: 40)", "(default: 0.95)",
-                              "(default: 0.05)", "(default: 1)", "(default: 64)", "(default: -1)",
-                              "-s, --seed SEED", "-c, --ctx-size, --ctx, --context N", "-ngl, --gpu-layers, --n-gpu-layers N",
+                              "(default: 0.05)", "(default: 1)", "(default: 64)", "(default: -1)", "-s, --seed SEED",
+                              "-c, --ctx-size, --ctx, --context N", "-ngl, --gpu-layers, --n-gpu-layers N",
                               "-md, --model-draft, --spec-draft-model, --draft-model FILE", "-h, --help"}) {
       QVERIFY2(help.contains(shown), shown);
     }

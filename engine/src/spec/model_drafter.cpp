@@ -213,8 +213,8 @@ void ModelDrafter::keep_block_states(std::span<const int32_t> tokens, int64_t fi
   }
 }
 
-std::vector<float> ModelDrafter::mtp_inputs(SequenceState& s, std::span<const int32_t> tokens, int64_t from,
-                                            int64_t to, int64_t first_row, std::span<const float> rows) const {
+std::vector<float> ModelDrafter::mtp_inputs(SequenceState& s, std::span<const int32_t> tokens, int64_t from, int64_t to,
+                                            int64_t first_row, std::span<const float> rows) const {
   const auto d = static_cast<size_t>(m_model->config.embedding_length);
   std::vector<float> in(static_cast<size_t>(std::max<int64_t>(0, to - from)) * d, 0.0f);
   const auto num_rows = static_cast<int64_t>(rows.size() / d);
@@ -346,7 +346,8 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
     }
     Active x{i, &s, std::vector<int32_t>(r.tokens.begin(), r.tokens.end()), {}};
     if (is_mtp)
-      x.hidden = mtp_inputs(s, r.tokens, static_cast<int64_t>(s.computed.size()), static_cast<int64_t>(x.history.size()), 0, {});
+      x.hidden = mtp_inputs(s, r.tokens, static_cast<int64_t>(s.computed.size()),
+                            static_cast<int64_t>(x.history.size()), 0, {});
     active.push_back(std::move(x));
   }
 

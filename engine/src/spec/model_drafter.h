@@ -125,8 +125,8 @@ class ModelDrafter final : public Drafter {
   std::unique_ptr<ForwardBackend> m_backend;  // owns the draft KV data and the scratch
   std::unique_ptr<BlockManager> m_blocks;
   std::vector<float> m_logits;
-  std::vector<float> m_hidden_in;            // MTP: the pass's hidden input rows
-  std::vector<int32_t> m_logits_token_rows;  // the pass's token row of each logits row
+  std::vector<float> m_hidden_in;                                   // MTP: the pass's hidden input rows
+  std::vector<int32_t> m_logits_token_rows;                         // the pass's token row of each logits row
   std::unordered_map<uint64_t, std::vector<float>> m_block_states;  // MTP: a prefix's last target state
   std::deque<uint64_t> m_block_state_order;                         // their keys, oldest first
   std::unordered_map<uint64_t, SequenceState> m_sequences;
