@@ -5,19 +5,24 @@
 // prompt, their reports in the table, per-step signals, the reply view's highlighted drafts.
 #include "aidreams_fixture.h"
 #include "chat/message_list_model.h"
-#include "worker/engine_controller.h"
 #include "spec/spec_panel.h"
 #include "spec/spec_runs_model.h"
+#include "worker/engine_controller.h"
 
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
+
+#include <qcustomplot.h>
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
-#include <qcustomplot.h>
 
 using namespace iwb::ui;
 
@@ -103,8 +108,8 @@ class TestSpecPanel : public QObject {
     SpeculationStep step;
     step.stats = report(2, 3, 0, 0, 10, 6).stats;
     panel.model()->addStep(step);
-    QCOMPARE(barCount(&panel, "acceptancePlot"), 3);   // positions 1..3
-    QCOMPARE(barCount(&panel, "histogramPlot"), 4);    // accepted lengths 0..3
+    QCOMPARE(barCount(&panel, "acceptancePlot"), 3);  // positions 1..3
+    QCOMPARE(barCount(&panel, "histogramPlot"), 4);   // accepted lengths 0..3
     QCOMPARE(barCount(&panel, "predictedPlot") >= 0, true);
     auto* summary = panel.findChild<QLabel*>(QStringLiteral("specSummary"));
     QVERIFY(summary->text().contains(QStringLiteral("60.0%")));
@@ -142,6 +147,54 @@ class TestSpecPanel : public QObject {
     const auto ranges = messages.index(0).data(MessageListModel::DraftRangesRole).value<QList<QPoint>>();
     QCOMPARE(ranges, (QList<QPoint>{QPoint(4, 12)}));
     QCOMPARE(messages.index(0).data(MessageListModel::RevisionRole).toInt(), 5);
+  }
+
+  // The MTP drafter is offered where the loaded model has a multi-token-prediction layer and
+  // turned on through the engine like any drafter; greyed out, with the reason, where not.
+  void mtpHeadOfferedWhereTheModelHasOne() {
+    QTemporaryDir dir;
+    auto synthesize = [&](const char* preset, const char* name) {
+      iwb::synth::SynthOptions o;
+      o.shape = *iwb::synth::find_synth_preset(preset);
+      o.weight_type = "F32";
+      o.num_threads = 2;
+      o.output_path = dir.filePath(QString::fromLatin1(name)).toStdString();
+      return iwb::synth::synthesize_model(o).is_ok() ? QString::fromStdString(o.output_path) : QString();
+    };
+    const QString glm = synthesize("test-glm4moe", "glm.gguf"), qwen = synthesize("test-qwen3", "qwen.gguf");
+    QVERIFY(!glm.isEmpty() && !qwen.isEmpty());
+    EngineController engine;
+    SpecPanel panel(&engine);
+    auto* kind = panel.findChild<QComboBox*>(QStringLiteral("specKind"));
+    QVERIFY(kind != nullptr);
+    auto* items = qobject_cast<QStandardItemModel*>(kind->model());
+    QVERIFY(items != nullptr);
+    QStandardItem* mtp = items->item(kind->findData(QStringLiteral("mtp")));
+    QVERIFY(mtp != nullptr && mtp->isEnabled());  // nothing loaded: not ruled out
+
+    QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+    engine.loadModel(glm);
+    QVERIFY(QTest::qWaitFor([&] { return loaded.count() > 0; }, kTimeoutMs));
+    QCOMPARE(engine.model().numMtpLayers, qint64{1});
+    QVERIFY(mtp->isEnabled());
+    SpeculationSettings on;
+    on.kind = QStringLiteral("mtp");
+    on.numDraftTokens = 2;
+    panel.setSettings(on);
+    QSignalSpy changed(&engine, &EngineController::speculationChanged);
+    panel.apply();
+    QVERIFY(QTest::qWaitFor([&] { return changed.count() > 0; }, kTimeoutMs));
+    QVERIFY2(changed.first().at(1).toString().isEmpty(), qPrintable(changed.first().at(1).toString()));
+    QCOMPARE(engine.speculation().kind, QStringLiteral("mtp"));
+    panel.setSettings(SpeculationSettings{});
+    panel.apply();
+    QVERIFY(QTest::qWaitFor([&] { return changed.count() > 1; }, kTimeoutMs));
+
+    engine.loadModel(qwen);
+    QVERIFY(QTest::qWaitFor([&] { return loaded.count() > 1; }, kTimeoutMs));
+    QCOMPARE(engine.model().numMtpLayers, qint64{0});
+    QVERIFY(!mtp->isEnabled());
+    QVERIFY(mtp->toolTip().contains(QStringLiteral("no multi-token-prediction layer")));
   }
 
   void realRunOnAidreams() {

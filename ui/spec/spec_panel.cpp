@@ -21,6 +21,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTextEdit>
 #include <QVBoxLayout>
@@ -328,6 +329,16 @@ void SpecPanel::updateEnabled() {
   m_draftPath->setEnabled(isDraftModel);
   m_browse->setEnabled(isDraftModel);
   m_run->setEnabled(m_engine->hasModel() && m_engine->speculation().isEnabled() && !isRunning());
+  // The MTP head is the model's own: offered where the loaded model has one (or none is loaded).
+  if (auto* items = qobject_cast<QStandardItemModel*>(m_kind->model())) {
+    if (QStandardItem* mtp = items->item(m_kind->findData(QStringLiteral("mtp")))) {
+      const bool hasHead = !m_engine->hasModel() || m_engine->model().numMtpLayers > 0;
+      mtp->setEnabled(hasHead);
+      mtp->setToolTip(hasHead ? tr("The model's multi-token-prediction layer guesses the tokens (GLM-4.5 and "
+                                   "later, DeepSeek V3; llama.cpp's draft-mtp)")
+                              : tr("The loaded model has no multi-token-prediction layer"));
+    }
+  }
 }
 
 void SpecPanel::browseDraftModel() {

@@ -105,6 +105,7 @@ void EngineWorker::loadModel(const QString& path, const EngineLoadOptions& optio
       report.device_name.empty() ? deviceNameOf(model.deviceId) : QString::fromStdString(report.device_name);
   model.deviceFallbackReason = QString::fromStdString(m_engine->model().device_fallback_reason);
   model.loadSeconds = m_engine->model().load_seconds;
+  model.numMtpLayers = m_engine->config().num_nextn_layers;
   emit modelLoaded(model);
   m_measurements.finishLoad(*m_engine);
   emitMemorySample();

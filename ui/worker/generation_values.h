@@ -150,6 +150,7 @@ struct LoadedModel {
   QString deviceName;            // the CPU's model name or the GPU's product name
   QString deviceFallbackReason;  // why "auto" runs it on the CPU (no CUDA device, ...); else empty
   double loadSeconds = 0;        // from opening the file to ready (ModelSummary::load_seconds)
+  qint64 numMtpLayers = 0;       // multi-token-prediction layers (nextn_predict_layers: the MTP drafter's)
 };
 
 // The families the user can pick, by their engine names, in display order.
