@@ -165,8 +165,11 @@ Status PagedEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat
   // The records are reserved before any kernel runs and handed over afterwards, even when the
   // pass failed part-way (they show how far it got). One record per kernel call of the batch.
   const Phase phase = batch.num_prefill_tokens > 0 ? Phase::Prefill : Phase::Decode;
-  m_backend->begin_profile(
-      phase, static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, !flat.logits_rows.empty())));
+  // An MTP drafter's target runs the last FFN and the output norm over every row, in the body:
+  // at most the records of a step with logits.
+  const bool has_logits_records = !flat.logits_rows.empty() || m_speculation.reads_hidden();
+  m_backend->begin_profile(phase,
+                           static_cast<size_t>(num_step_records(m_config, batch.num_tokens, 0, has_logits_records)));
   const Status status = run();
   ProfiledKernels records = m_backend->take_profile();
   profile->phase = phase;

@@ -30,6 +30,7 @@ class SpeculationControl {
   const spec::SpeculativeConfig& config() const { return m_config; }
   bool is_on() const { return m_drafter != nullptr; }
   spec::Drafter* drafter() const { return m_drafter.get(); }
+  bool reads_hidden() const { return m_drafter != nullptr && m_drafter->reads_hidden_states(); }
   uint64_t drafter_bytes() const { return m_drafter ? m_drafter->num_bytes() : 0; }
   // A sequence ended: the drafter forgets its cache.
   void release(SequenceId sequence) {
