@@ -9,6 +9,7 @@
 
 #include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/runtime/engine.h"
@@ -76,6 +77,37 @@ std::map<RequestId, std::vector<int32_t>> run_all(Engine& engine, const std::vec
   return out;
 }
 
+// The two files llama.cpp's converter writes for one model with --no-mtp and --mtp: the trunk
+// (block_count without the head, no nextn key) and the head's mtp- file (every key, the head's
+// block and the embedding table, output norm and classifier). Empty on success.
+std::string split_head(const std::string& combined, const std::string& trunk_path, const std::string& head_path) {
+  auto file = gguf::GgufFile::open(combined);
+  if (!file) return file.error_message();
+  const gguf::GgufFile& f = **file;
+  const std::string a = f.get_string("general.architecture").value_or("");
+  const int64_t trunk = f.get_int(a + ".block_count").value_or(0) - f.get_int(a + ".nextn_predict_layers").value_or(0);
+  const std::string head_prefix = "blk." + std::to_string(trunk) + ".";
+  gguf::GgufWriter trunk_file, head_file;
+  for (const gguf::KeyValue& kv : f.metadata()) {
+    head_file.set(kv.key, kv.value);
+    if (kv.key == a + ".nextn_predict_layers") continue;
+    trunk_file.set(kv.key, kv.key == a + ".block_count" ? gguf::Value::u32(static_cast<uint32_t>(trunk)) : kv.value);
+  }
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const bool is_head = t.name.rfind(head_prefix, 0) == 0;
+    const bool is_shared = t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name == "output.weight";
+    if (!is_head) {
+      if (Status s = trunk_file.add_tensor(t.name, t.shape, t.type, f.tensor_data(t)); !s) return s.message();
+    }
+    if (is_head || is_shared) {
+      if (Status s = head_file.add_tensor(t.name, t.shape, t.type, f.tensor_data(t)); !s) return s.message();
+    }
+  }
+  if (Status s = trunk_file.write_file(trunk_path); !s) return s.message();
+  if (Status s = head_file.write_file(head_path); !s) return s.message();
+  return {};
+}
+
 // A test-glm4moe file's MTP drafter beside the reference's trunk and head.
 struct HeadFixture {
   std::unique_ptr<gguf::GgufFile> file;
@@ -85,9 +117,13 @@ struct HeadFixture {
   std::unique_ptr<spec::Drafter> drafter;
   std::string error;
 
-  bool open(const std::string& file_path) {
+  // With head_path: the drafter reads the head from its own file, split from the model's, and
+  // runs beside the trunk-only file (the reference reads the whole one).
+  bool open(const std::string& file_path, const std::string& head_path = {}) {
     error = synthesize("test-glm4moe", "F32", file_path);
-    auto opened = gguf::GgufFile::open(file_path);
+    const std::string trunk_path = file_path + ".trunk.gguf";
+    if (error.empty() && !head_path.empty()) error = split_head(file_path, trunk_path, head_path);
+    auto opened = gguf::GgufFile::open(head_path.empty() ? file_path : trunk_path);
     if (!error.empty() || !opened.is_ok()) return false;
     file = std::move(*opened);
     Result<ModelConfig> c = model_config_from_gguf(*file);
@@ -96,12 +132,14 @@ struct HeadFixture {
     Result<ModelWeights> w = bind_model_weights(*file, config);
     if (!w) return (error = w.error_message()), false;
     weights = std::move(*w);
-    target = load_reference_model(*file, &error);
-    head = load_reference_model(*file, &error, 0, /*is_mtp_head=*/true);
+    auto whole = gguf::GgufFile::open(file_path);
+    if (!whole) return (error = whole.error_message()), false;
+    target = load_reference_model(**whole, &error);
+    head = load_reference_model(**whole, &error, 0, /*is_mtp_head=*/true);
     spec::DraftPlacement placement;
     placement.num_threads = 2;
     placement.num_kv_positions = 256;
-    Result<std::unique_ptr<spec::Drafter>> d = spec::make_mtp_drafter(*file, config, weights, placement);
+    Result<std::unique_ptr<spec::Drafter>> d = spec::make_mtp_drafter(*file, config, weights, placement, head_path);
     if (!d) return (error = d.error_message()), false;
     drafter = std::move(*d);
     return error.empty() && drafter->reads_hidden_states();
@@ -247,6 +285,64 @@ class TestMtpDrafter : public QObject {
     const std::vector<std::vector<float>> hidden = reference_hidden_states(f.target, second);
     QVERIFY(f.observe(2, second, hidden, 16, 23));  // positions 0..15 came from the target's cache
     f.expect_guesses(2, second, hidden, 6);
+  }
+
+  // The head from its own mtp- file beside a trunk converted without it (llama.cpp's --mtp and
+  // --no-mtp): the same guesses as the head inside the whole file; the trunk alone refuses MTP
+  // with the way out, and a file announcing a head it lacks, or another model's head, is named.
+  void headFromItsOwnFile() {
+    HeadFixture f;
+    const std::string head_path = path("mtp-glm.gguf");
+    QVERIFY2(f.open(path("glm-split.gguf"), head_path), qPrintable(QString::fromStdString(f.error)));
+    QCOMPARE(f.config.num_nextn_layers, int64_t{0});
+    const std::vector<int32_t> tokens = random_tokens(12, f.target.vocab, 31);
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(f.target, tokens);
+    QVERIFY(f.observe(3, tokens, hidden, 0, 11));
+    f.expect_guesses(3, tokens, hidden, 4);
+
+    auto engine = Engine::load(path("glm-split.gguf.trunk.gguf"), {0, 2});
+    QVERIFY(engine.is_ok());
+    spec::SpeculativeConfig c;
+    c.kind = spec::DrafterKind::Mtp;
+    Status s = (*engine)->set_speculation(c);
+    QVERIFY2(!s.is_ok() && s.message().find("mtp- file with -md") != std::string::npos, s.message().c_str());
+    c.draft_model_path = head_path;
+    s = (*engine)->set_speculation(c);
+    QVERIFY2(s.is_ok(), s.message().c_str());
+    const std::vector<int32_t> prompt = random_tokens(9, f.target.vocab, 32);
+    QCOMPARE(run_all(**engine, {prompt}, 12, nullptr).begin()->second.size(), size_t{12});
+
+    // The whole file with the head's tensors gone: the key promises what the file lacks.
+    const std::string trunk_only = path("glm-split.gguf.trunk.gguf"), promised = path("glm-promised.gguf");
+    {
+      auto trunk = gguf::GgufFile::open(trunk_only);
+      QVERIFY(trunk.is_ok());
+      gguf::GgufWriter w;
+      for (const gguf::KeyValue& kv : (*trunk)->metadata()) w.set(kv.key, kv.value);
+      w.set_u32("glm4moe.block_count", static_cast<uint32_t>(f.config.num_layers + 1));
+      w.set_u32("glm4moe.nextn_predict_layers", 1);
+      for (const gguf::TensorInfo& t : (*trunk)->tensors())
+        QVERIFY(w.add_tensor(t.name, t.shape, t.type, (*trunk)->tensor_data(t)));
+      QVERIFY(w.write_file(promised));
+    }
+    auto broken = Engine::load(promised, {0, 2});
+    QVERIFY(broken.is_ok());
+    c.draft_model_path.clear();
+    s = (*broken)->set_speculation(c);
+    QVERIFY2(!s.is_ok() && s.message().find("holds no 'blk.4.nextn.eh_proj.weight'") != std::string::npos,
+             s.message().c_str());
+    // Another model's head.
+    const std::string other = path("mtp-deepseek.gguf");
+    synth::SynthOptions o;
+    o.shape = *synth::find_synth_preset("test-deepseek2");
+    o.shape.num_nextn_layers = 1;
+    o.weight_type = "F32";
+    o.output_path = other;
+    QVERIFY(synth::synthesize_model(o).is_ok());
+    c.draft_model_path = other;
+    s = (*engine)->set_speculation(c);
+    QVERIFY2(!s.is_ok() && s.message().find("is a deepseek2 file; the model is glm4moe") != std::string::npos,
+             s.message().c_str());
   }
 
   // Speculation changes no greedy token: several sequences batched, one of them after a

@@ -325,9 +325,12 @@ void SpecPanel::refresh() {
 }
 
 void SpecPanel::updateEnabled() {
-  const bool isDraftModel = m_kind->currentData().toString() == QLatin1String("draft");
-  m_draftPath->setEnabled(isDraftModel);
-  m_browse->setEnabled(isDraftModel);
+  const QString kind = m_kind->currentData().toString();
+  const bool isDraftModel = kind == QLatin1String("draft"), isMtp = kind == QLatin1String("mtp");
+  m_draftPath->setEnabled(isDraftModel || isMtp);
+  m_browse->setEnabled(isDraftModel || isMtp);
+  m_draftPath->setPlaceholderText(isMtp ? tr("empty: the model's own; or its head's mtp- file")
+                                        : tr("a smaller GGUF with the same vocabulary"));
   m_run->setEnabled(m_engine->hasModel() && m_engine->speculation().isEnabled() && !isRunning());
   // The MTP head is the model's own: offered where the loaded model has one (or none is loaded).
   if (auto* items = qobject_cast<QStandardItemModel*>(m_kind->model())) {

@@ -10,7 +10,10 @@ iwb::Result<iwb::spec::SpeculativeConfig> SpeculationSettings::toConfig() const 
   iwb::Result<iwb::spec::DrafterKind> k = iwb::spec::parse_drafter_kind(kind.isEmpty() ? "none" : kind.toStdString());
   if (!k) return k.status();
   c.kind = *k;
-  c.draft_model_path = draftModelPath.toStdString();
+  // A path only where the drafter reads one (a draft model; an MTP head's own file).
+  if (c.kind == iwb::spec::DrafterKind::DraftModel || c.kind == iwb::spec::DrafterKind::Mtp) {
+    c.draft_model_path = draftModelPath.toStdString();
+  }
   c.num_draft_tokens = numDraftTokens;
   c.is_adaptive = isAdaptive;
   const std::optional<iwb::GgmlType> type = iwb::ggml_type_from_name(selfDraftType.toStdString());

@@ -286,7 +286,8 @@ void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config
              .default_text = "none"});
   table.add({.names = {"-md", "--model-draft", "--spec-draft-model", "--draft-model"},
              .value_name = "FILE",
-             .help = "the draft model for --spec draft (same vocabulary as the target)",
+             .help = "the draft model for --spec draft (same vocabulary as the target); for\n"
+                     "--spec mtp, the MTP head's own file (llama.cpp's convert --mtp: mtp-*.gguf)",
              .destination = &config->draft_model_path});
   table.add({.names = {"--self-type"},
              .value_name = "TYPE",

@@ -309,15 +309,42 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
   return w;
 }
 
-Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& c, const ModelWeights& target) {
+Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& c, const ModelWeights& target,
+                                      bool is_head_only_file) {
   if (c.num_nextn_layers <= 0) {
     return make_error(ErrorCode::Unsupported,
                       "the model has no multi-token-prediction layers (no nextn_predict_layers in the file)");
   }
-  ModelWeights w;
-  Binder b(file, &w);
   const int64_t il = c.num_layers;  // the first block after the trunk
   const int64_t d = c.embedding_length;
+  if (file.find_tensor(layer_name(il, "nextn.eh_proj.weight")) == nullptr) {
+    return make_error(ErrorCode::NotFound, "the file announces " + std::to_string(c.num_nextn_layers) +
+                                               " multi-token-prediction layer(s) but holds no '" +
+                                               layer_name(il, "nextn.eh_proj.weight") +
+                                               "' (converted without them: give the head's own mtp- file)");
+  }
+  // An mtp- file's own copies of the model's tensors, or the target's.
+  WeightMatrix token_embd = target.token_embd, output = target.output;
+  std::vector<float> output_norm = target.output_norm;
+  bool is_output_tied = target.is_output_tied;
+  uint64_t own_bytes = 0;
+  if (is_head_only_file) {
+    ModelWeights own;
+    Binder root(file, &own);
+    IWB_RETURN_IF_ERROR(root.matrix("token_embd.weight", d, c.vocab_size, &own.token_embd));
+    IWB_RETURN_IF_ERROR(root.vector("output_norm.weight", d, &own.output_norm));
+    if (c.logit_scale != 1.0f) {
+      for (float& x : own.output_norm) x /= c.logit_scale;
+    }
+    IWB_RETURN_IF_ERROR(root.matrix("output.weight", d, c.vocab_size, &own.output, true));
+    is_output_tied = own.output.data == nullptr;
+    token_embd = own.token_embd;
+    output = is_output_tied ? own.token_embd : own.output;
+    output_norm = std::move(own.output_norm);
+    own_bytes = own.num_bytes;  // the file's copies are the drafter's memory
+  }
+  ModelWeights w;
+  Binder b(file, &w);
   w.layers.resize(1);
   LayerWeights& l = w.layers[0];
   IWB_RETURN_IF_ERROR(bind_layer(b, c, il, &l));
@@ -325,18 +352,19 @@ Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelCon
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "nextn.hnorm.weight"), d, &l.nextn_hnorm));
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.eh_proj.weight"), 2 * d, d, &l.nextn_eh_proj));
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.embed_tokens.weight"), d, c.vocab_size, &w.token_embd, true));
-  if (w.token_embd.data == nullptr) w.token_embd = target.token_embd;
+  if (w.token_embd.data == nullptr) w.token_embd = token_embd;
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "nextn.shared_head_norm.weight"), d, &w.output_norm, true));
   if (w.output_norm.empty()) {
-    w.output_norm = target.output_norm;
+    w.output_norm = std::move(output_norm);
   } else if (c.logit_scale != 1.0f) {
     for (float& x : w.output_norm) x /= c.logit_scale;  // as the target's (bind_model_weights)
   }
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "nextn.shared_head_head.weight"), d, c.vocab_size, &w.output, true));
   if (w.output.data == nullptr) {
-    w.output = target.output;
-    w.is_output_tied = target.is_output_tied;
+    w.output = output;
+    w.is_output_tied = is_output_tied;
   }
+  w.num_bytes += own_bytes;
   w.rope_freqs = target.rope_freqs;
   w.rope_factors_long = target.rope_factors_long;
   w.rope_factors_short = target.rope_factors_short;

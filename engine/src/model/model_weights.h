@@ -103,12 +103,15 @@ using BindProgress = std::function<void(double fraction)>;
 Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelConfig& config,
                                         const BindProgress& progress = {});
 
-// The multi-token-prediction head of a file with nextn_predict_layers (config is the target's):
-// its one layer (blk.<num_layers>, nextn.* included) as layers[0]; its own embedding table,
-// head norm and classifier where the file has them (nextn.embed_tokens, shared_head_norm,
-// shared_head_head), else the target's (llama.cpp's graph_mtp). Laid out for mtp_head_config.
+// The multi-token-prediction head of a file with nextn_predict_layers (config read from that
+// file): its one layer (blk.<num_layers>, nextn.* included) as layers[0]; its own embedding
+// table, head norm and classifier where the file has them (nextn.embed_tokens, shared_head_norm,
+// shared_head_head), else the model's (llama.cpp's graph_mtp). With is_head_only_file (an
+// "mtp-" file, converted with llama.cpp's --mtp: the head and the model's embedding table,
+// output norm and classifier, no trunk) the model's are the file's own; else the target's.
+// Laid out for mtp_head_config.
 Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& config,
-                                      const ModelWeights& target);
+                                      const ModelWeights& target, bool is_head_only_file = false);
 
 // LongRoPE: the long factors when the context per sequence exceeds the original context
 // (rope.scaling.original_context_length, else the trained one), else the short ones, as

@@ -36,7 +36,8 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
       break;
     }
     case spec::DrafterKind::Mtp: {
-      Result<std::unique_ptr<spec::Drafter>> d = spec::make_mtp_drafter(*m_file, m_config, m_weights, placement);
+      Result<std::unique_ptr<spec::Drafter>> d =
+          spec::make_mtp_drafter(*m_file, m_config, m_weights, placement, config.draft_model_path);
       if (!d) return d.status();
       drafter = std::move(*d);
       break;

@@ -1,22 +1,60 @@
-// make_mtp_drafter: the target's multi-token-prediction head as a ModelDrafter (its one layer
-// bound from the target's file, sharing the embedding table and classifier where the file has no
-// copies of its own).
+// make_mtp_drafter: the target's multi-token-prediction head as a ModelDrafter, its one layer
+// bound from the target's file (sharing the embedding table and classifier where the file has no
+// copies of its own), or from the head's own mtp- file.
 #include "model/model_weights.h"
 #include "spec/model_drafter.h"
 
 namespace iwb::spec {
+namespace {
+
+// The mtp- file's keys must describe the target's model (its trunk included: the head reads the
+// trunk's hidden states and comes after its last layer).
+Status check_head_file(const ModelConfig& target, const ModelConfig& head, const std::string& path) {
+  auto differs = [&](const char* what, int64_t a, int64_t b) {
+    return make_error(ErrorCode::InvalidArgument, "'" + path + "' is not this model's MTP head: its " + what + " is " +
+                                                      std::to_string(b) + ", the model's " + std::to_string(a));
+  };
+  if (head.architecture_name != target.architecture_name) {
+    return make_error(ErrorCode::InvalidArgument, "'" + path + "' is a " + head.architecture_name +
+                                                      " file; the model is " + target.architecture_name);
+  }
+  if (head.embedding_length != target.embedding_length) {
+    return differs("embedding length", target.embedding_length, head.embedding_length);
+  }
+  if (head.vocab_size != target.vocab_size) return differs("vocabulary", target.vocab_size, head.vocab_size);
+  if (head.num_layers != target.num_layers) return differs("trunk's layer count", target.num_layers, head.num_layers);
+  return {};
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Drafter>> make_mtp_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
-                                                  const ModelWeights& weights, const DraftPlacement& placement) {
-  if (config.num_nextn_layers <= 0) {
-    return make_error(ErrorCode::Unsupported, "this " + config.architecture_name +
-                                                  " model has no multi-token-prediction layers "
-                                                  "(nextn_predict_layers); use another drafter");
-  }
+                                                  const ModelWeights& weights, const DraftPlacement& placement,
+                                                  const std::string& head_path) {
   auto model = std::make_unique<DraftModel>();
-  model->config = mtp_head_config(config);
+  const gguf::GgufFile* file = &target_file;
+  ModelConfig file_config = config;
+  if (!head_path.empty()) {
+    Result<std::unique_ptr<gguf::GgufFile>> opened = gguf::GgufFile::open(head_path);
+    if (!opened) return make_error(opened.status().code(), "'" + head_path + "': " + opened.error_message());
+    Result<ModelConfig> head_config = model_config_from_gguf(**opened);
+    if (!head_config)
+      return make_error(head_config.status().code(), "'" + head_path + "': " + head_config.error_message());
+    IWB_RETURN_IF_ERROR(check_head_file(config, *head_config, head_path));
+    file_config = std::move(*head_config);
+    model->file = std::move(*opened);
+    file = model->file.get();
+  }
+  if (file_config.num_nextn_layers <= 0) {
+    return make_error(
+        ErrorCode::Unsupported,
+        (head_path.empty() ? "this " + config.architecture_name + " model has" : "'" + head_path + "' has") +
+            " no multi-token-prediction layers (nextn_predict_layers); use another drafter" +
+            (head_path.empty() ? ", or give the head's own mtp- file with -md" : ""));
+  }
+  model->config = mtp_head_config(file_config);
   model->is_mtp_head = true;
-  Result<ModelWeights> head = bind_mtp_weights(target_file, config, weights);
+  Result<ModelWeights> head = bind_mtp_weights(*file, file_config, weights, !head_path.empty());
   if (!head) {
     return make_error(head.status().code(),
                       "the model's multi-token-prediction layer cannot be read: " + head.error_message());

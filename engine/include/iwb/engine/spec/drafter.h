@@ -102,9 +102,13 @@ Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_
 // The target's own multi-token-prediction head (nextn_predict_layers: GLM-4.5 and later,
 // DeepSeek V3, as llama.cpp's --spec-type draft-mtp runs it): one layer after the trunk that
 // reads the token and the target's hidden state of the token before, with a KV cache of its
-// own. Guesses after the first read the head's own hidden state. The target's file, config and
-// weights must outlive the drafter; the CPU backend only.
+// own. Guesses after the first read the head's own hidden state. head_path: the head's own
+// file instead (llama.cpp's convert --mtp writes "mtp-" files: the head with the model's keys,
+// embedding table and classifier, no trunk; the model then converted with --no-mtp), checked
+// against the target's keys. The target's file, config and weights must outlive the drafter;
+// the CPU backend only.
 Result<std::unique_ptr<Drafter>> make_mtp_drafter(const gguf::GgufFile& target_file, const ModelConfig& config,
-                                                  const ModelWeights& weights, const DraftPlacement& placement);
+                                                  const ModelWeights& weights, const DraftPlacement& placement,
+                                                  const std::string& head_path = {});
 
 }  // namespace iwb::spec

@@ -24,7 +24,9 @@ inline constexpr int32_t kMaxDraftTokens = 32;
 
 struct SpeculativeConfig {
   DrafterKind kind = DrafterKind::None;
-  std::string draft_model_path;  // DraftModel: a GGUF with the target's vocabulary
+  // DraftModel: a GGUF with the target's vocabulary; Mtp: the head's own mtp- file (empty: the
+  // target's file holds the head).
+  std::string draft_model_path;
   int32_t num_draft_tokens = 4;  // K: tokens guessed per step, 1..kMaxDraftTokens
   // Adaptive K: after every step of a request, K moves toward the length that the measured
   // acceptance rate makes best (within 1..num_draft_tokens).
