@@ -134,7 +134,7 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
   auto* pathRow = new QHBoxLayout;
   pathRow->addWidget(m_draftPath, 1);
   pathRow->addWidget(m_browse);
-  form->addRow(tr("Draft model:"), pathRow);
+  form->addRow(tr("Draft file:"), pathRow);
   form->addRow(tr("Draft tokens (K):"), m_numDraft);
   form->addRow(QString(), m_adaptive);
   auto* applyRow = new QHBoxLayout;
