@@ -41,7 +41,9 @@ Result<std::unique_ptr<Drafter>> make_mtp_drafter(const gguf::GgufFile& target_f
     if (!head_config)
       return make_error(head_config.status().code(), "'" + head_path + "': " + head_config.error_message());
     IWB_RETURN_IF_ERROR(check_head_file(config, *head_config, head_path));
-    file_config = std::move(*head_config);
+    // The model's config, which read its trunk's tensors too (whether its layers norm q and k:
+    // the head's file has no blk.0), with the head file's count of heads.
+    file_config.num_nextn_layers = head_config->num_nextn_layers;
     model->file = std::move(*opened);
     file = model->file.get();
   }
