@@ -287,6 +287,35 @@ class TestMtpDrafter : public QObject {
     f.expect_guesses(2, second, hidden, 6);
   }
 
+  // --spec-draft-p-min: the draft ends before the first guess whose probability among its 10
+  // most likely tokens is below the bound (llama.cpp's draft sampler), here just above or
+  // just below the reference head's first guess's; out of range is refused.
+  void minProbabilityEndsDrafts() {
+    HeadFixture f;
+    QVERIFY2(f.open(path("glm-pmin.gguf")), qPrintable(QString::fromStdString(f.error)));
+    const std::vector<int32_t> tokens = random_tokens(8, f.target.vocab, 41);
+    const std::vector<std::vector<float>> hidden = reference_hidden_states(f.target, tokens);
+    QVERIFY(f.observe(5, tokens, hidden, 0, 7));
+    std::vector<float> logits =
+        reference_mtp_logits(f.head, tokens, {hidden.begin(), hidden.begin() + static_cast<ptrdiff_t>(7)});
+    std::sort(logits.begin(), logits.end(), std::greater<>());
+    double sum = 0;
+    for (size_t i = 0; i < 10; ++i) sum += std::exp(logits[i] - logits[0]);
+    const auto first = static_cast<float>(1.0 / sum);  // the top guess's share of the top 10
+    for (const auto& [bound, expected] : {std::pair{first * 1.01f, size_t{0}}, std::pair{first * 0.99f, size_t{1}}}) {
+      spec::DraftRequest request{5, tokens, 3, {}, bound};
+      request.sampling.temperature = 0.0f;
+      Result<std::vector<spec::Draft>> drafts = f.drafter->draft({&request, 1});
+      QVERIFY(drafts.is_ok());
+      QVERIFY2((*drafts)[0].tokens.size() >= expected && (expected > 0 || (*drafts)[0].tokens.empty()),
+               qPrintable(QString::number((*drafts)[0].tokens.size())));
+    }
+    spec::SpeculativeConfig c;
+    c.kind = spec::DrafterKind::Mtp;
+    c.draft_min_probability = 1.5f;
+    QVERIFY(!spec::validate(c).is_ok());
+  }
+
   // The head from its own mtp- file beside a trunk converted without it (llama.cpp's --mtp and
   // --no-mtp): the same guesses as the head inside the whole file; the trunk alone refuses MTP
   // with the way out, and a file announcing a head it lacks, or another model's head, is named.

@@ -305,6 +305,12 @@ void add_speculation_options(OptionTable& table, spec::SpeculativeConfig* config
              .destination = &config->lookup_max_ngram,
              .min = 1,
              .max = 64});
+  table.add({.names = {"--spec-draft-p-min", "--draft-p-min"},
+             .value_name = "P",
+             .help = "a model drafter's draft ends before a guess whose probability among its 10\n"
+                     "most likely tokens is below P (llama.cpp's); 0: off",
+             .destination = &config->draft_min_probability,
+             .default_text = "0"});
   table.add({.names = {"--spec-adaptive"},
              .help = "let K follow the measured acceptance (at most the draft length)",
              .destination = &config->is_adaptive});

@@ -51,7 +51,7 @@ void SpeculationControl::propose(Scheduler& scheduler, RequestStates& states, St
     if (it == states.end()) continue;
     const int32_t k = draft_length(*it->second, *seq);
     if (k <= 0) continue;
-    requests.push_back({id, seq->tokens, k, it->second->params().sampling});
+    requests.push_back({id, seq->tokens, k, it->second->params().sampling, m_config.draft_min_probability});
   }
   if (requests.empty()) return;
   const auto start = std::chrono::steady_clock::now();

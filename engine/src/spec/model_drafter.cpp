@@ -7,12 +7,32 @@
 #include "iwb/engine/spec/acceptance.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace iwb::spec {
 namespace {
 
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// The probability of `token` under the softmax of the k largest logits (0 outside them): how sure
+// llama.cpp's draft sampler (top-k 10) is of a guess.
+float top_k_probability(std::span<const float> logits, int32_t token, size_t k) {
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  k = std::min(k, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  const float top = logits[static_cast<size_t>(ids[0])];
+  double sum = 0, mine = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const double e = std::exp(static_cast<double>(logits[static_cast<size_t>(ids[i])] - top));
+    sum += e;
+    if (ids[i] == token) mine = e;
+  }
+  return static_cast<float>(mine / sum);
+}
 
 }  // namespace
 
@@ -361,9 +381,15 @@ Result<std::vector<Draft>> ModelDrafter::draft(std::span<const DraftRequest> req
   auto guess = [&](Active& x, size_t row) {
     const DraftRequest& r = requests[x.request];
     if (is_mtp) keep_chain_row(x, row);
-    const int32_t token = choose(*x.state, std::span<const float>(m_logits.data() + row * vocab, vocab), x.history,
-                                 r.sampling, &drafts[x.request]);
-    drafts[x.request].tokens.push_back(token);
+    const std::span<const float> logits(m_logits.data() + row * vocab, vocab);
+    Draft& d = drafts[x.request];
+    const int32_t token = choose(*x.state, logits, x.history, r.sampling, &d);
+    if (r.min_probability > 0.0f && top_k_probability(logits, token, 10) < r.min_probability) {
+      // Not sure enough: the draft ends here (no more passes for it; its distribution goes too).
+      if (d.probabilities.size() > d.tokens.size()) d.probabilities.pop_back();
+      return;
+    }
+    d.tokens.push_back(token);
   };
   // Catch-up: every token the draft cache lacks; the pass that reaches a sequence's last token
   // gives its first guess.

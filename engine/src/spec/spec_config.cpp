@@ -35,6 +35,10 @@ Status validate(const SpeculativeConfig& c) {
                                                       std::to_string(kMaxDraftTokens) + ", not " +
                                                       std::to_string(c.num_draft_tokens));
   }
+  if (!(c.draft_min_probability >= 0.0f && c.draft_min_probability <= 1.0f)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "the drafts' minimum probability must be 0 to 1, not " + std::to_string(c.draft_min_probability));
+  }
   if (c.kind == DrafterKind::DraftModel && c.draft_model_path.empty()) {
     return make_error(ErrorCode::InvalidArgument, "draft-model speculation needs a draft model file");
   }

@@ -33,6 +33,9 @@ struct DraftRequest {
   std::span<const int32_t> tokens;  // prompt and generated tokens; the last is the next the target runs
   int32_t num_draft_tokens = 0;     // K wanted (a drafter may return fewer, or none)
   SamplingParams sampling;          // the request's; greedy requests get argmax drafts
+  // A model drafter stops at the first guess whose probability among its 10 most likely tokens
+  // is below this (llama.cpp's --spec-draft-p-min, its draft sampler's top-k 10); 0: never.
+  float min_probability = 0.0f;
 };
 
 struct Draft {

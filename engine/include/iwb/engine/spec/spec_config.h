@@ -31,6 +31,9 @@ struct SpeculativeConfig {
   // Adaptive K: after every step of a request, K moves toward the length that the measured
   // acceptance rate makes best (within 1..num_draft_tokens).
   bool is_adaptive = false;
+  // llama.cpp's --spec-draft-p-min: a model drafter's draft ends before a guess it is less sure
+  // of (its probability among its 10 most likely tokens); 0: off, llama.cpp's default.
+  float draft_min_probability = 0.0f;
   // PromptLookup: the longest and shortest suffix n-gram searched for in the earlier text.
   int32_t lookup_max_ngram = 3;
   int32_t lookup_min_ngram = 1;
