@@ -15,6 +15,7 @@
 #include <qcustomplot.h>
 #include <QComboBox>
 #include <QCoreApplication>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QSettings>
@@ -125,6 +126,21 @@ class TestSpecPanel : public QObject {
     QVERIFY2(status->text().contains(QStringLiteral("draft model file")), qPrintable(status->text()));
     QCOMPARE(changed.count(), 0);
     QCOMPARE(panel.settings().kind, QStringLiteral("draft"));
+    // p-min goes from its spin box to the engine's config; the drafter's path only where it reads one.
+    SpeculationSettings sure;
+    sure.kind = QStringLiteral("mtp");
+    sure.draftModelPath = QStringLiteral("/models/mtp-glm.gguf");
+    sure.minProbability = 0.75;
+    panel.setSettings(sure);
+    QCOMPARE(panel.findChild<QDoubleSpinBox*>(QStringLiteral("specMinProbability"))->value(), 0.75);
+    QCOMPARE(panel.settings(), sure);
+    const iwb::Result<iwb::spec::SpeculativeConfig> config = sure.toConfig();
+    QVERIFY(config.is_ok());
+    QCOMPARE(config->draft_min_probability, 0.75f);
+    QCOMPARE(config->draft_model_path, std::string("/models/mtp-glm.gguf"));
+    sure.kind = QStringLiteral("lookup");
+    QVERIFY(sure.toConfig()->draft_model_path.empty());
+    panel.setSettings(bad);
     // Without a model the run is refused with a reason.
     QVERIFY(!panel.runComparison());
     // The tab fits the window's default 1280-pixel width.

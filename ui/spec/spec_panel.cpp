@@ -7,6 +7,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -83,6 +84,7 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
       m_browse(new QPushButton(tr("Browse…"))),
       m_numDraft(new QSpinBox),
       m_adaptive(new QCheckBox(tr("Adapt K to the measured acceptance"))),
+      m_minProbability(new QDoubleSpinBox),
       m_apply(new QPushButton(tr("Apply"))),
       m_settingsStatus(new QLabel),
       m_prompt(new QPlainTextEdit(QString::fromUtf8(kDefaultPrompt))),
@@ -106,6 +108,15 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
   m_numDraft->setObjectName(QStringLiteral("specNumDraft"));
   m_numDraft->setRange(1, 16);
   m_numDraft->setValue(4);
+  m_minProbability->setObjectName(QStringLiteral("specMinProbability"));
+  m_minProbability->setRange(0.0, 1.0);
+  m_minProbability->setSingleStep(0.05);
+  m_minProbability->setDecimals(2);
+  m_minProbability->setSpecialValueText(tr("off"));
+  m_minProbability->setToolTip(
+      tr("A draft ends before a guess whose probability among its 10 most likely tokens is "
+         "below this (llama.cpp's --spec-draft-p-min; draft model, self-draft and MTP "
+         "head)"));
   m_maxTokens->setRange(8, 2048);
   m_maxTokens->setValue(128);
   m_withBaseline->setChecked(true);
@@ -136,7 +147,15 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
   pathRow->addWidget(m_browse);
   form->addRow(tr("Draft file:"), pathRow);
   form->addRow(tr("Draft tokens (K):"), m_numDraft);
-  form->addRow(QString(), m_adaptive);
+  // K's adaptation and the least sure guess share a row (the tab fits a laptop's height).
+  auto* draftLimits = new QWidget;
+  auto* limitsRow = new QHBoxLayout(draftLimits);
+  limitsRow->setContentsMargins(0, 0, 0, 0);
+  limitsRow->addWidget(m_adaptive);
+  limitsRow->addStretch(1);
+  limitsRow->addWidget(new QLabel(tr("Least sure guess (p-min):")));
+  limitsRow->addWidget(m_minProbability);
+  form->addRow(QString(), draftLimits);
   auto* applyRow = new QHBoxLayout;
   applyRow->addWidget(m_apply);
   applyRow->addWidget(m_settingsStatus, 1);
@@ -176,6 +195,7 @@ SpecPanel::SpecPanel(EngineController* engine, QWidget* parent)
   restored.draftModelPath = stored.value(QStringLiteral("speculation/draftModel")).toString();
   restored.numDraftTokens = stored.value(QStringLiteral("speculation/numDraftTokens"), restored.numDraftTokens).toInt();
   restored.isAdaptive = stored.value(QStringLiteral("speculation/adaptive"), false).toBool();
+  restored.minProbability = stored.value(QStringLiteral("speculation/minProbability"), 0.0).toDouble();
   setSettings(restored);
 
   connect(m_kind, &QComboBox::currentIndexChanged, this, &SpecPanel::updateEnabled);
@@ -208,6 +228,7 @@ SpeculationSettings SpecPanel::settings() const {
   s.draftModelPath = m_draftPath->text().trimmed();
   s.numDraftTokens = m_numDraft->value();
   s.isAdaptive = m_adaptive->isChecked();
+  s.minProbability = m_minProbability->value();
   return s;
 }
 
@@ -217,6 +238,7 @@ void SpecPanel::setSettings(const SpeculationSettings& s) {
   m_draftPath->setText(s.draftModelPath);
   m_numDraft->setValue(s.numDraftTokens);
   m_adaptive->setChecked(s.isAdaptive);
+  m_minProbability->setValue(s.minProbability);
   updateEnabled();
 }
 
@@ -245,6 +267,7 @@ void SpecPanel::handleSpeculationChanged(const SpeculationSettings& s, const QSt
     stored.setValue(QStringLiteral("speculation/draftModel"), s.draftModelPath);
     stored.setValue(QStringLiteral("speculation/numDraftTokens"), s.numDraftTokens);
     stored.setValue(QStringLiteral("speculation/adaptive"), s.isAdaptive);
+    stored.setValue(QStringLiteral("speculation/minProbability"), s.minProbability);
   }
   updateEnabled();
 }

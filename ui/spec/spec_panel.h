@@ -12,6 +12,7 @@
 #include <QWidget>
 
 class QCheckBox;
+class QDoubleSpinBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -66,6 +67,7 @@ class SpecPanel : public QWidget {
   QPushButton* m_browse;
   QSpinBox* m_numDraft;
   QCheckBox* m_adaptive;
+  QDoubleSpinBox* m_minProbability;
   QPushButton* m_apply;
   QLabel* m_settingsStatus;
   QPlainTextEdit* m_prompt;
@@ -78,9 +80,9 @@ class SpecPanel : public QWidget {
   QTableView* m_table;
   QTextEdit* m_reply;
 
-  QList<int> m_pendingRuns;      // K of the runs still to start (0: baseline, -1: the setting)
+  QList<int> m_pendingRuns;  // K of the runs still to start (0: baseline, -1: the setting)
   quint64 m_runningRequest = 0;
-  quint64 m_replyRequest = 0;    // whose tokens the reply view shows
+  quint64 m_replyRequest = 0;  // whose tokens the reply view shows
 };
 
 }  // namespace iwb::ui

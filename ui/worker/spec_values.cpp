@@ -16,9 +16,11 @@ iwb::Result<iwb::spec::SpeculativeConfig> SpeculationSettings::toConfig() const 
   }
   c.num_draft_tokens = numDraftTokens;
   c.is_adaptive = isAdaptive;
+  c.draft_min_probability = static_cast<float>(minProbability);
   const std::optional<iwb::GgmlType> type = iwb::ggml_type_from_name(selfDraftType.toStdString());
   if (!type) {
-    return iwb::make_error(iwb::ErrorCode::InvalidArgument, "unknown tensor type '" + selfDraftType.toStdString() + "'");
+    return iwb::make_error(iwb::ErrorCode::InvalidArgument,
+                           "unknown tensor type '" + selfDraftType.toStdString() + "'");
   }
   c.self_draft_type = *type;
   IWB_RETURN_IF_ERROR(iwb::spec::validate(c));

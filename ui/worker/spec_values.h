@@ -16,6 +16,7 @@ struct SpeculationSettings {
   QString draftModelPath;
   int numDraftTokens = 4;
   bool isAdaptive = false;
+  double minProbability = 0.0;  // --spec-draft-p-min: a model drafter's least sure guess kept; 0: off
   QString selfDraftType = QStringLiteral("Q4_0");
 
   bool isEnabled() const { return kind != QLatin1String("none") && !kind.isEmpty(); }
