@@ -40,14 +40,20 @@ inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed
   return out;
 }
 
-// Greedy tokens from the engine's step() loop (no repeat penalty, no stop at the end token).
-inline std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+// A request for n greedy tokens (no repeat penalty, no stop at the end token).
+inline GenerationRequest greedy_request(const std::vector<int32_t>& prompt, int n) {
   GenerationRequest r;
   r.prompt_tokens = prompt;
   r.sampling.temperature = 0.0f;
   r.sampling.repeat_penalty = 1.0f;
   r.max_new_tokens = n;
   r.stop_at_end_of_generation = false;
+  return r;
+}
+
+// Greedy tokens from the engine's step() loop (greedy_request's).
+inline std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+  const GenerationRequest r = greedy_request(prompt, n);
   std::vector<int32_t> out;
   if (!engine.add_request(r)) return out;
   while (engine.has_unfinished_requests()) {

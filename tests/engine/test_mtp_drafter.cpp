@@ -55,15 +55,8 @@ double relative_error(std::span<const float> got, const std::vector<float>& want
 std::map<RequestId, std::vector<int32_t>> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
                                                   int n, spec::SpeculationStats* stats) {
   std::map<RequestId, std::vector<int32_t>> out;
-  std::vector<RequestId> order;
   for (const std::vector<int32_t>& prompt : prompts) {
-    GenerationRequest r;
-    r.prompt_tokens = prompt;
-    r.sampling.temperature = 0.0f;
-    r.sampling.repeat_penalty = 1.0f;
-    r.max_new_tokens = n;
-    r.stop_at_end_of_generation = false;
-    Result<RequestId> id = engine.add_request(r);
+    Result<RequestId> id = engine.add_request(greedy_request(prompt, n));
     if (!id) return {};
     out[*id];
   }

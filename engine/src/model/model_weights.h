@@ -110,8 +110,8 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
 // "mtp-" file, converted with llama.cpp's --mtp: the head and the model's embedding table,
 // output norm and classifier, no trunk) the model's are the file's own; else the target's.
 // Laid out for mtp_head_config.
-Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& config,
-                                      const ModelWeights& target, bool is_head_only_file = false);
+Result<ModelWeights> bind_mtp_weights(const gguf::GgufFile& file, const ModelConfig& config, const ModelWeights& target,
+                                      bool is_head_only_file = false);
 
 // LongRoPE: the long factors when the context per sequence exceeds the original context
 // (rope.scaling.original_context_length, else the trained one), else the short ones, as
