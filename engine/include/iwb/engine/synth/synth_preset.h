@@ -66,7 +66,7 @@ struct SynthShape {
   int64_t expert_feed_forward_length = 0;
   // glm4moe (DeepSeek-style routing): shared experts, the leading dense layers (their FFN of
   // feed_forward_length), the multi-token-prediction layers written after the trunk (an expert
-  // layer plus its nextn tensors each, as llama.cpp's converter writes them; not run), the
+  // layer plus its nextn tensors each, as llama.cpp's converter writes them; the MTP drafter's), the
   // routed weights' scale and renormalisation, per-head q/k norms (GLM-4.5 355B), the rotated
   // part of each head (rope.dimension_count; 0: all of it).
   int64_t num_shared_experts = 0;
