@@ -1,7 +1,7 @@
 // Continuous batching through the paged KV cache, end to end on the engine: greedy generation
 // of several different prompts served together produces exactly the tokens of one-at-a-time
-// runs (aidreams, generated llama, qwen2 and gemma3 models with a sliding window, and a deepseek2
-// one whose values live in the cache's key rows), also
+// runs (aidreams, generated llama, qwen2 and gemma3 models with a sliding window, a deepseek2
+// one whose values live in the cache's key rows, and glm4moe with its MTP head drafting), also
 // when a tiny KV budget forces preemptions; a shared prompt prefix is served from the prefix
 // cache with fewer blocks; a prompt that can never fit is refused while others go on; abort
 // mid-batch; the KV snapshot and the memory report describe what the cache holds.
@@ -52,6 +52,7 @@ struct RunLog {
   int max_sequences_in_step = 0;
   int64_t num_preemptions = 0;
   int64_t peak_used_blocks = 0;
+  int64_t num_drafted = 0;  // guesses verified (speculation on)
   bool is_ok = true;
 };
 
@@ -70,6 +71,7 @@ void run_until_idle(Engine& engine, RunLog* log) {
     log->max_sequences_in_step = std::max(log->max_sequences_in_step, s->stats.num_sequences);
     log->num_preemptions += s->stats.num_preemptions;
     log->peak_used_blocks = std::max(log->peak_used_blocks, s->stats.kv.num_used_blocks);
+    log->num_drafted += s->stats.speculation.num_drafted;
   }
 }
 
@@ -151,11 +153,29 @@ class TestBatchedGeneration : public QObject {
     deepseek.output_path = m_tmp.filePath("deepseek2.gguf").toStdString();
     QVERIFY(synth::synthesize_model(deepseek).is_ok());
     m_models["deepseek2"] = deepseek.output_path;
+    // glm4moe with its prediction layer, run with the MTP drafter ("-mtp": speculation on, so
+    // its head's catch-up, rollback and cache go through batching, preemption and recomputation).
+    synth::SynthOptions glm;
+    glm.shape = *synth::find_synth_preset("test-glm4moe");
+    glm.weight_type = "Q8_0";
+    glm.output_path = m_tmp.filePath("glm4moe.gguf").toStdString();
+    QVERIFY(synth::synthesize_model(glm).is_ok());
+    m_models["glm4moe-mtp"] = glm.output_path;
+  }
+
+  // "-mtp" rows draft with the model's MTP head; the tokens must not change.
+  static void speculate_if_asked(const QString& model, Engine& engine) {
+    if (!model.endsWith(QStringLiteral("-mtp"))) return;
+    spec::SpeculativeConfig c;
+    c.kind = spec::DrafterKind::Mtp;
+    c.num_draft_tokens = 3;
+    const Status s = engine.set_speculation(c);
+    QVERIFY2(s.is_ok(), s.message().c_str());
   }
 
   void batchedGreedyMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3", "deepseek2"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp"}) QTest::newRow(m) << m;
   }
 
   // Five prompts at once, a 32-token step budget (long prompts prefill in chunks beside the
@@ -172,6 +192,7 @@ class TestBatchedGeneration : public QObject {
     options.is_batch_invariant = true;
     auto engine = Engine::load(path, options);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    speculate_if_asked(model, **engine);
     const std::vector<GenerationRequest> requests = mixed_requests((*engine)->config().vocab_size);
     const auto expected = one_at_a_time(path, options, requests);
     QCOMPARE(expected.size(), requests.size());
@@ -182,6 +203,7 @@ class TestBatchedGeneration : public QObject {
     run_until_idle(**engine, &log);
     QVERIFY(log.is_ok);
     QVERIFY2(log.max_sequences_in_step >= 4, "the requests were not served together");
+    QVERIFY(!model.endsWith(QStringLiteral("-mtp")) || log.num_drafted > 0);
     for (size_t i = 0; i < ids.size(); ++i) {
       const Outcome& o = log.outcomes[ids[i]];
       QCOMPARE(o.num_finished, 1);
@@ -197,7 +219,7 @@ class TestBatchedGeneration : public QObject {
 
   void preemptedGenerationMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "qwen2", "gemma3", "deepseek2"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp"}) QTest::newRow(m) << m;
   }
 
   // Room for 14 blocks of 8 tokens where the five sequences grow to 33 blocks together:
@@ -215,6 +237,7 @@ class TestBatchedGeneration : public QObject {
     tiny.enable_prefix_caching = model != "qwen2";  // recomputation with and without cached blocks
     auto engine = Engine::load(path, tiny);
     QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    speculate_if_asked(model, **engine);
     QCOMPARE((*engine)->memory_report().kv_num_blocks, int64_t(14));
     const std::vector<GenerationRequest> requests = mixed_requests((*engine)->config().vocab_size);
     const auto expected = one_at_a_time(path, roomy, requests);
@@ -226,6 +249,7 @@ class TestBatchedGeneration : public QObject {
     run_until_idle(**engine, &log);
     QVERIFY(log.is_ok);
     QVERIFY2(log.num_preemptions > 0, "the tiny KV budget forced no preemption");
+    QVERIFY(!model.endsWith(QStringLiteral("-mtp")) || log.num_drafted > 0);
     QVERIFY(log.peak_used_blocks <= 14);
     int64_t num_reported = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
