@@ -145,22 +145,19 @@ class TestBatchedGeneration : public QObject {
       QVERIFY2(s.is_ok(), s.message().c_str());
       m_models[name] = path;
     }
-    // deepseek2 (latent attention: values read from the key rows of the paged cache), iwb
-    // synth's small DeepSeek V3 shape.
-    synth::SynthOptions deepseek;
-    deepseek.shape = *synth::find_synth_preset("test-deepseek2");
-    deepseek.weight_type = "Q8_0";
-    deepseek.output_path = m_tmp.filePath("deepseek2.gguf").toStdString();
-    QVERIFY(synth::synthesize_model(deepseek).is_ok());
-    m_models["deepseek2"] = deepseek.output_path;
-    // glm4moe with its prediction layer, run with the MTP drafter ("-mtp": speculation on, so
-    // its head's catch-up, rollback and cache go through batching, preemption and recomputation).
-    synth::SynthOptions glm;
-    glm.shape = *synth::find_synth_preset("test-glm4moe");
-    glm.weight_type = "Q8_0";
-    glm.output_path = m_tmp.filePath("glm4moe.gguf").toStdString();
-    QVERIFY(synth::synthesize_model(glm).is_ok());
-    m_models["glm4moe-mtp"] = glm.output_path;
+    // iwb synth's small shapes in Q8_0: deepseek2 (latent attention: values read from the key
+    // rows of the paged cache) and glm4moe with its prediction layer, run with the MTP drafter
+    // ("-mtp": speculation on, so its head's catch-up, rollback and cache go through batching,
+    // preemption and recomputation).
+    for (const auto& [name, preset] :
+         {std::pair{QString("deepseek2"), "test-deepseek2"}, std::pair{QString("glm4moe-mtp"), "test-glm4moe"}}) {
+      synth::SynthOptions o;
+      o.shape = *synth::find_synth_preset(preset);
+      o.weight_type = "Q8_0";
+      o.output_path = m_tmp.filePath(name + ".gguf").toStdString();
+      QVERIFY(synth::synthesize_model(o).is_ok());
+      m_models[name] = o.output_path;
+    }
   }
 
   // "-mtp" rows draft with the model's MTP head; the tokens must not change.

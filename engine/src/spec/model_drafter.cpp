@@ -4,10 +4,10 @@
 
 #include "backend/cpu/cpu_forward_backend.h"
 #include "backend/cuda_forward_factory.h"
+#include "iwb/engine/paged/block_hash.h"
 #include "iwb/engine/spec/acceptance.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 
 namespace iwb::spec {
@@ -15,23 +15,19 @@ namespace {
 
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-// The probability of `token` under the softmax of the k largest logits (0 outside them): how sure
-// llama.cpp's draft sampler (top-k 10) is of a guess.
-float top_k_probability(std::span<const float> logits, int32_t token, size_t k) {
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  k = std::min(k, ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
-  });
-  const float top = logits[static_cast<size_t>(ids[0])];
-  double sum = 0, mine = 0;
-  for (size_t i = 0; i < k; ++i) {
-    const double e = std::exp(static_cast<double>(logits[static_cast<size_t>(ids[i])] - top));
-    sum += e;
-    if (ids[i] == token) mine = e;
+// How sure llama.cpp's draft sampler (top-k 10 at temperature 1, no other filter) is of a
+// guess: its probability among the 10 most likely tokens, 0 outside them.
+float top_k_probability(std::span<const float> logits, int32_t token, int32_t k) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = k;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f;
+  for (const TokenProb& c : Sampler(p).candidates(logits, {})) {
+    if (c.id == token) return c.prob;
   }
-  return static_cast<float>(mine / sum);
+  return 0.0f;
 }
 
 }  // namespace
@@ -203,13 +199,14 @@ Status ModelDrafter::run(const std::vector<Chunk>& chunks) {
 }
 
 std::vector<uint64_t> ModelDrafter::block_keys(std::span<const int32_t> tokens) const {
-  // FNV-1a over the token ids, one key per full block (the key of block j covers blocks 0..j).
+  // The prefix cache's chained key (hash_block_tokens), one per full block: block j's covers
+  // blocks 0..j.
   const auto block = static_cast<size_t>(m_blocks->block_size());
   std::vector<uint64_t> keys;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    h = (h ^ static_cast<uint32_t>(tokens[i])) * 0x100000001b3ull;
-    if ((i + 1) % block == 0) keys.push_back(h);
+  BlockHash h = kRootBlockHash;
+  for (size_t first = 0; first + block <= tokens.size(); first += block) {
+    h = hash_block_tokens(h, tokens.subspan(first, block));
+    keys.push_back(h);
   }
   return keys;
 }
