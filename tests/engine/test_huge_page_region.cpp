@@ -185,7 +185,7 @@ class TestHugePageRegion : public QObject {
     auto made = PagedKvStorage::create(shape, kBlock, kBlocks, KvCacheTypes{});
     QVERIFY2(made.is_ok(), made.error_message().c_str());
     PagedKvStorage& kv = **made;
-    const int64_t k_units = kBlock * kBlocks * kv.k_row(), v_units = kBlock * kBlocks * kv.v_row();
+    const int64_t k_units = kBlock * kBlocks * kv.k_row(0), v_units = kBlock * kBlocks * kv.v_row(0);
     // One region: the first layer's keys on a 2 MiB boundary, every layer's keys and values
     // after it, none overlapping another.
     QVERIFY(is_huge_aligned(kv.k_data(0)));
@@ -207,13 +207,13 @@ class TestHugePageRegion : public QObject {
     std::vector<int64_t> slot_mapping(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) slot_mapping[static_cast<size_t>(i)] = 3 * kBlock + i;
     for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
-      std::vector<float> k(static_cast<size_t>(n * kv.k_row())), v(static_cast<size_t>(n * kv.v_row()));
+      std::vector<float> k(static_cast<size_t>(n * kv.k_row(0))), v(static_cast<size_t>(n * kv.v_row(0)));
       for (size_t i = 0; i < k.size(); ++i) k[i] = float(layer + 1) + float(i % 7) * 0.25f;
       for (size_t i = 0; i < v.size(); ++i) v[i] = -float(layer + 1) - float(i % 5) * 0.5f;
       QVERIFY(kv.write(layer, slot_mapping, k.data(), v.data()).is_ok());
     }
     QVERIFY(kv.copy_block(3, 9).is_ok());
-    const int64_t k_block = kBlock * kv.k_row(), v_block = kBlock * kv.v_row();
+    const int64_t k_block = kBlock * kv.k_row(0), v_block = kBlock * kv.v_row(0);
     for (int64_t layer = 0; layer < shape.num_layers; ++layer) {
       const uint16_t* k = kv.k_data(layer);
       const uint16_t* v = kv.v_data(layer);

@@ -52,7 +52,7 @@ class TestPagedKvLatent : public QObject {
     QVERIFY(created.is_ok());
     PagedKvStorage& kv = **created;
     QVERIFY(kv.shares_values());
-    QCOMPARE(kv.v_units(), kv.k_units());
+    QCOMPARE(kv.v_units(0), kv.k_units(0));
     QCOMPARE(kv.num_bytes(), uint64_t{3 * 2 * 4 * 2 * 576});
     for (int64_t layer = 0; layer < 2; ++layer) QCOMPARE(kv.v_data(layer), kv.k_data(layer));
     std::mt19937 rng(9);

@@ -25,9 +25,12 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   if (c.residual_scale != 1.0f) return no_kernel("a scaled residual add (residual_scale)");
   if (plan.options.exports_hidden) return no_kernel("multi-token prediction (the hidden states an MTP head reads)");
+  if (c.has_layer_attention_shapes()) return no_kernel("layers of different attention shapes (Gemma 4's)");
+  if (c.has_value_norm) return no_kernel("normed values (Gemma 4's)");
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
       case PlanOpKind::Concat: return no_kernel("multi-token prediction");
+      case PlanOpKind::LayerScale: return no_kernel("a layer output scale (Gemma 4's)");
       case PlanOpKind::LatentKv:
       case PlanOpKind::HeadMatmuls: return no_kernel("multi-head latent attention");
       case PlanOpKind::ExpertRouting:

@@ -152,6 +152,16 @@ const std::vector<ArchitectureTraits>& architectures() {
     deepseek2.is_selection_bias_optional = true;
     deepseek2.has_latent_attention = true;
     t.push_back(deepseek2);
+    // Gemma 4 (llama.cpp's gemma4 graph): gemma3's embedding scale, q/k norms, post-norms and
+    // GELU, with the differences listed at ArchitectureTraits::is_gemma4 (model_config's
+    // read_gemma4_keys reads them), routed experts where a layer has a router (26B-A4B) and the
+    // final logits soft-capped where the file says.
+    ArchitectureTraits gemma4 = gemma3;
+    gemma4.id = ModelArchitecture::Gemma4;
+    gemma4.name = "gemma4";
+    gemma4.is_gemma4 = true;
+    gemma4.is_expert_weight_normalized = true;
+    t.push_back(gemma4);
     return t;
   }();
   return kTable;

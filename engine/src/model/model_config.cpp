@@ -2,6 +2,9 @@
 // loader (src/llama-model.cpp), so a GGUF written by llama.cpp's converter runs the same here.
 #include "iwb/engine/model/model_config.h"
 
+#include "model/gemma4_config.h"
+
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -313,14 +316,16 @@ Status read_latent_attention_keys(const KeyReader& keys, const gguf::GgufFile& f
 // clear refusal of expert keys on rows this engine runs dense (Mixtral is "llama" with experts).
 Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const ArchitectureTraits& traits,
                         ModelConfig* c) {
-  if (!traits.has_experts) {
+  // Gemma 4's rows run experts where the file has them (26B-A4B), a dense FFN otherwise (31B).
+  const bool has_experts = traits.has_experts || (traits.is_gemma4 && file.find(keys.key("expert_count")) != nullptr);
+  if (!has_experts) {
     const gguf::Value* v = file.find(keys.key("expert_count"));
     const std::optional<int64_t> n = v != nullptr ? v->as_int() : std::nullopt;
     if (n && *n > 0) {
       return make_error(ErrorCode::Unsupported,
                         "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
                             keys.key("expert_count") + " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe, gpt-oss, glm4moe and deepseek2; its dense '" +
+                            "), which this engine runs only for qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4; its dense '" +
                             traits.name +
                             "' path would "
                             "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
@@ -362,6 +367,28 @@ ModelConfig mtp_head_config(const ModelConfig& config) {
   return c;
 }
 
+namespace {
+template <typename Width>
+int64_t widest(const ModelConfig& c, Width width) {
+  int64_t w = 0;
+  for (int64_t il = 0; il < std::max<int64_t>(c.num_layers, 1); ++il) w = std::max(w, width(il));
+  return w;
+}
+}  // namespace
+
+int64_t ModelConfig::max_q_width() const {
+  return widest(*this, [&](int64_t il) { return layer_q_width(il); });
+}
+int64_t ModelConfig::max_k_width() const {
+  return widest(*this, [&](int64_t il) { return layer_k_width(il); });
+}
+int64_t ModelConfig::max_v_width() const {
+  return widest(*this, [&](int64_t il) { return layer_v_width(il); });
+}
+int64_t ModelConfig::max_attention_output_width() const {
+  return widest(*this, [&](int64_t il) { return layer_attention_output_width(il); });
+}
+
 float latent_attention_scale(const ModelConfig& c) {
   // attn_factor_org cancels the 1 / (1 + 0.1 ln f) llama.cpp put into RoPE's factor for YaRN.
   const float f = 1.0f / c.rope_freq_scale;
@@ -397,6 +424,11 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
     const int64_t layers_of_27b = a.id == ModelArchitecture::Gemma3 ? 62 : 46;
     const int64_t scale_dim = c->num_layers == layers_of_27b ? c->embedding_length / c->num_heads : c->head_dim_k;
     c->attention_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
+  }
+  if (a.is_gemma4) {
+    c->attention_scale = 1.0f;  // llama.cpp's f_attention_scale for gemma4: the q norm scales
+    c->has_value_norm = true;
+    c->is_rope_freqs_global_only = true;
   }
   c->is_sliding_layer.assign(static_cast<size_t>(c->num_layers), false);
   c->sliding_window = a.sliding_period > 0 ? sliding_window : 0;
@@ -442,7 +474,11 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
     IWB_RETURN_IF_ERROR(keys.positive_int("feed_forward_length", &c.feed_forward_length));
   }
   IWB_RETURN_IF_ERROR(keys.positive_int("attention.head_count", &c.num_heads));
-  IWB_RETURN_IF_ERROR(keys.optional_int("attention.head_count_kv", c.num_heads, &c.num_kv_heads));
+  if (traits->is_gemma4) {
+    IWB_RETURN_IF_ERROR(gemma4::read_kv_heads(file, &c));  // one count per layer
+  } else {
+    IWB_RETURN_IF_ERROR(keys.optional_int("attention.head_count_kv", c.num_heads, &c.num_kv_heads));
+  }
   if (c.num_heads % c.num_kv_heads != 0) {
     return make_error(ErrorCode::CorruptFile, "the head count (" + std::to_string(c.num_heads) +
                                                   ") is not a multiple of the KV head count (" +
@@ -478,6 +514,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
     c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
   }
   IWB_RETURN_IF_ERROR(read_expert_keys(keys, file, *traits, &c));
+  if (traits->is_gemma4) IWB_RETURN_IF_ERROR(gemma4::read_keys(file, &c));
   if (traits->has_latent_attention) IWB_RETURN_IF_ERROR(read_latent_attention_keys(keys, file, &c));
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");

@@ -5,6 +5,7 @@
 #include "iwb/kernels/dequantize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -85,6 +86,24 @@ class Binder {
     return {};
   }
 
+  // A 3-D tensor whose experts each hold a gate matrix's rows, then an up matrix's ([in, 2 *
+  // out, num_experts]): two views with the whole expert's stride.
+  Status fused_experts(const std::string& name, int64_t in, int64_t out, int64_t num_experts, ExpertMatrices* gate,
+                       ExpertMatrices* up) {
+    ExpertMatrices whole;
+    IWB_RETURN_IF_ERROR(experts(name, in, 2 * out, num_experts, &whole));
+    const uint64_t half = whole.expert_bytes / 2;
+    for (ExpertMatrices* part : {gate, up}) {
+      *part = whole;
+      part->out_features = out;
+      part->expert_bytes = half;
+      part->expert_stride = whole.expert_bytes;
+      part->num_bytes = whole.num_bytes / 2;
+    }
+    up->data = static_cast<const uint8_t*>(whole.data) + half;
+    return {};
+  }
+
   // A vector of n values (with rows > 0: a [n x rows] table, e.g. one bias per expert), copied
   // out as f32; empty when optional and absent.
   Status vector(const std::string& name, int64_t n, std::vector<float>* dst, bool is_optional = false,
@@ -160,37 +179,48 @@ Status bind_latent_attention(Binder& b, const ModelConfig& c, int64_t il, LayerW
 // norms, post-norms and sinks where the model has them.
 Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
+  // The layer's own widths (Gemma 4's sliding and global layers differ).
+  const int64_t q_width = c.layer_q_width(il), k_width = c.layer_k_width(il), v_width = c.layer_v_width(il);
   // llama.cpp's converters write q, k and v fused for some models (phi3) and apart for most.
   const bool is_qkv_fused = b.has(layer_name(il, "attn_qkv.weight"));
   if (is_qkv_fused) {
     IWB_RETURN_IF_ERROR(b.fused_matrix(layer_name(il, "attn_qkv.weight"), d,
-                                       {{c.q_width(), &l->wq}, {c.k_width(), &l->wk}, {c.v_width(), &l->wv}}));
+                                       {{q_width, &l->wq}, {k_width, &l->wk}, {v_width, &l->wv}}));
   } else {
-    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, c.q_width(), &l->wq));
-    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, c.k_width(), &l->wk));
-    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, c.v_width(), &l->wv));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, q_width, &l->wq));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, k_width, &l->wk));
+    // Gemma 4's layers without attn_v take their values from the keys' projection (llama.cpp:
+    // Vcur = Kcur before the k norm): the same matrix twice.
+    const bool is_value_from_key = c.has_value_norm && !b.has(layer_name(il, "attn_v.weight"));
+    if (is_value_from_key) {
+      l->wv = l->wk;
+    } else {
+      IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, v_width, &l->wv));
+    }
   }
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_output.weight"), c.attention_output_width(), d, &l->wo));
+  IWB_RETURN_IF_ERROR(
+      b.matrix(layer_name(il, "attn_output.weight"), c.layer_attention_output_width(il), d, &l->wo));
   std::vector<float> bqkv;
   if (is_qkv_fused) {
-    IWB_RETURN_IF_ERROR(
-        b.vector(layer_name(il, "attn_qkv.bias"), c.q_width() + c.k_width() + c.v_width(), &bqkv, true));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_qkv.bias"), q_width + k_width + v_width, &bqkv, true));
   }
   if (!bqkv.empty()) {
-    const auto q_end = bqkv.begin() + c.q_width(), k_end = q_end + c.k_width();
+    const auto q_end = bqkv.begin() + q_width, k_end = q_end + k_width;
     l->bq.assign(bqkv.begin(), q_end);
     l->bk.assign(q_end, k_end);
     l->bv.assign(k_end, bqkv.end());
   } else {
     const bool is_bias_optional = !c.requires_qkv_bias;
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), c.q_width(), &l->bq, is_bias_optional));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), c.k_width(), &l->bk, is_bias_optional));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), c.v_width(), &l->bv, is_bias_optional));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), q_width, &l->bq, is_bias_optional));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), k_width, &l->bk, is_bias_optional));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), v_width, &l->bv, is_bias_optional));
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
   if (c.has_qk_norm) {  // glm4moe: the config says so when the file has them
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), c.q_norm_width(), &l->q_norm));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), c.k_norm_width(), &l->k_norm));
+    const int64_t q_norm = c.is_qk_norm_full_width ? c.q_norm_width() : c.layer_head_dim_k(il);
+    const int64_t k_norm = c.is_qk_norm_full_width ? c.k_norm_width() : c.layer_head_dim_k(il);
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), q_norm, &l->q_norm));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), k_norm, &l->k_norm));
   }
   if (c.has_post_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_attention_norm.weight"), d, &l->post_attention_norm));
@@ -202,17 +232,38 @@ Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights*
   return {};
 }
 
+// Gemma 4's expert layer beyond the experts and the dense FFN (llama.cpp's gemma4 loader): the
+// router's input scale (folded with 1 / sqrt(n_embd) into one norm weight), each expert's output
+// scale, and the norms around the two parts.
+Status bind_gemma4_moe(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length;
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_inp.scale"), d, &l->router_norm));
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  for (float& x : l->router_norm) x *= inv_sqrt_d;
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_down_exps.scale"), c.num_experts, &l->ffn_down_exps_scale, true));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_ffw_norm_1.weight"), d, &l->post_ffw_norm_1));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "pre_ffw_norm_2.weight"), d, &l->pre_ffw_norm_2));
+  return b.vector(layer_name(il, "post_ffw_norm_2.weight"), d, &l->post_ffw_norm_2);
+}
+
 // The pre-FFN norm and the FFN: routed (and shared) experts, or dense.
 Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
   if (c.has_pre_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, (c.ffn_norm_name + ".weight").c_str()), d, &l->ffn_norm));
   }
+  if (c.has_parallel_dense_ffn && c.is_expert_layer(il)) IWB_RETURN_IF_ERROR(bind_gemma4_moe(b, c, il, l));
   if (c.is_expert_layer(il)) {
     const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
-    IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
-    IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_up_exps.weight"), d, eff, e, &l->ffn_up_exps));
+    if (c.has_parallel_dense_ffn && b.has(layer_name(il, "ffn_gate_up_exps.weight"))) {
+      // Gemma 4's converter may store each expert's gate and up rows together (gate first).
+      IWB_RETURN_IF_ERROR(b.fused_experts(layer_name(il, "ffn_gate_up_exps.weight"), d, eff, e, &l->ffn_gate_exps,
+                                          &l->ffn_up_exps));
+    } else {
+      IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
+      IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_up_exps.weight"), d, eff, e, &l->ffn_up_exps));
+    }
     IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_down_exps.weight"), eff, d, e, &l->ffn_down_exps));
     if (c.has_expert_biases) {  // required, as llama.cpp's openai-moe loader requires them
       IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_inp.bias"), e, &l->ffn_gate_inp_b));
@@ -229,7 +280,7 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up_shexp.weight"), d, sff, &l->ffn_up_shexp));
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down_shexp.weight"), sff, d, &l->ffn_down_shexp));
     }
-    return {};
+    if (!c.has_parallel_dense_ffn) return {};  // Gemma 4's expert layers also have the dense FFN below
   }
   const int64_t ff = c.feed_forward_length;
   if (c.has_fused_gate_up) {
@@ -251,6 +302,11 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
   } else {
     IWB_RETURN_IF_ERROR(bind_attention(b, c, il, l));
   }
+  if (c.has_value_norm) {  // Gemma 4: the layer's output scalar, where the file has one
+    std::vector<float> scale;
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "layer_output_scale.weight"), 1, &scale, true));
+    if (!scale.empty()) l->output_scale = scale[0];
+  }
   return bind_feed_forward(b, c, il, l);
 }
 
@@ -263,6 +319,7 @@ Status refuse_unknown_expert_tensors(const gguf::GgufFile& file, const ModelConf
   for (const gguf::TensorInfo& t : file.tensors()) {
     for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
       const std::string_view p(part);
+      if (c.has_parallel_dense_ffn && p == "ffn_gate_up_exps") continue;  // Gemma 4's, bound below
       if (c.has_expert_biases && (p == "_exps.bias" || p == "ffn_gate_inp.bias")) continue;  // gpt-oss's, bound below
       if (c.has_expert_selection_bias && p == "exp_probs_b") continue;                       // glm4moe's, bound below
       if (p == "_shexp" && c.num_shared_experts > 0 && t.name.find("ffn_gate_inp_shexp") == std::string::npos) {

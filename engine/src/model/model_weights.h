@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace iwb {
@@ -34,10 +35,14 @@ struct ExpertMatrices {
   int64_t num_experts = 0;
   uint64_t expert_bytes = 0;  // one expert's matrix: out_features rows as stored
   uint64_t num_bytes = 0;     // all experts
+  // Bytes from one expert's matrix to the next: expert_bytes, or more where each expert's rows
+  // sit beside another matrix's (Gemma 4's ffn_gate_up_exps, viewed as gate and up); 0: expert_bytes.
+  uint64_t expert_stride = 0;
 
   WeightMatrix expert(int64_t e) const {
-    return {type, static_cast<const uint8_t*>(data) + static_cast<uint64_t>(e) * expert_bytes, in_features,
-            out_features, expert_bytes};
+    const uint64_t stride = expert_stride > 0 ? expert_stride : expert_bytes;
+    return {type, static_cast<const uint8_t*>(data) + static_cast<uint64_t>(e) * stride, in_features, out_features,
+            expert_bytes};
   }
 };
 
@@ -77,6 +82,14 @@ struct LayerWeights {
   // the target's hidden state, and eh_proj taking the two, joined, to the layer's input.
   std::vector<float> nextn_enorm, nextn_hnorm;  // [n_embd]
   WeightMatrix nextn_eh_proj;                   // 2 * n_embd -> n_embd
+  // Gemma 4: the layer's output scalar (layer_output_scale), and in expert layers the router
+  // input's weight (ffn_gate_inp.scale / sqrt(n_embd)), each expert's output scale
+  // (ffn_down_exps.scale, [num_experts]; empty: 1) and the norms of the parallel dense FFN and
+  // experts. wv is wk where a layer has no attn_v (its values are its keys' projection).
+  std::optional<float> output_scale;
+  std::vector<float> router_norm;                                // [n_embd]
+  std::vector<float> ffn_down_exps_scale;                        // [num_experts]
+  std::vector<float> post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;  // [n_embd]
 };
 
 struct ModelWeights {

@@ -14,7 +14,12 @@ namespace iwb {
 namespace {
 
 bool shape_ok(const KvCacheShape& s) {
-  return s.num_layers > 0 && s.num_kv_heads > 0 && s.head_dim_k > 0 && s.head_dim_v > 0;
+  if (s.num_layers <= 0 || (!s.layers.empty() && static_cast<int64_t>(s.layers.size()) != s.num_layers)) return false;
+  for (int64_t il = 0; il < s.num_layers; ++il) {
+    const KvLayerShape l = s.layer(il);
+    if (l.num_kv_heads <= 0 || l.head_dim_k <= 0 || l.head_dim_v <= 0) return false;
+  }
+  return true;
 }
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
@@ -26,14 +31,39 @@ Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
                                                     ", not " + std::string(ggml_type_name(type)));
     }
   }
-  if (kv_row_units(types.k, shape.head_dim_k) == 0 || kv_row_units(types.v, shape.head_dim_v) == 0) {
-    return make_error(ErrorCode::InvalidArgument, "a " + kv_cache_types_name(types) +
-                                                      " KV cache needs head sizes that are multiples of 32; "
-                                                      "this model's are " +
-                                                      std::to_string(shape.head_dim_k) + " and " +
-                                                      std::to_string(shape.head_dim_v));
+  for (int64_t il = 0; il < shape.num_layers; ++il) {
+    const KvLayerShape l = shape.layer(il);
+    if (kv_row_units(types.k, l.head_dim_k) == 0 || kv_row_units(types.v, l.head_dim_v) == 0) {
+      return make_error(ErrorCode::InvalidArgument, "a " + kv_cache_types_name(types) +
+                                                        " KV cache needs head sizes that are multiples of 32; "
+                                                        "this model's are " +
+                                                        std::to_string(l.head_dim_k) + " and " +
+                                                        std::to_string(l.head_dim_v));
+    }
   }
   return {};
+}
+
+}  // namespace
+
+KvCacheShape kv_cache_shape(const ModelConfig& c) {
+  KvCacheShape s{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
+  if (c.has_layer_attention_shapes()) {
+    for (int64_t il = 0; il < c.num_layers; ++il) {
+      s.layers.push_back({c.layer_num_kv_heads(il), c.layer_head_dim_k(il), c.layer_head_dim_v(il)});
+    }
+  }
+  return s;
+}
+
+namespace {
+
+// Units of one slot's key and value rows of a layer (values 0 where they live in the keys).
+std::pair<int64_t, int64_t> layer_units(const KvCacheShape& shape, int64_t il, KvCacheTypes types, bool is_shared) {
+  const KvLayerShape l = shape.layer(il);
+  const int64_t k = l.num_kv_heads * kv_row_units(types.k, l.head_dim_k);
+  const int64_t v = is_shared ? 0 : l.num_kv_heads * kv_row_units(types.v, l.head_dim_v);
+  return {k, v};
 }
 
 }  // namespace
@@ -41,18 +71,22 @@ Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
 bool PagedKvStorage::shares_values(const KvCacheShape& shape, KvCacheTypes types) {
   // The value row must be a prefix of the key row as stored: the same type, whole blocks, and
   // for the rotated block types the same Hadamard pieces over the first head_dim_v values.
-  return shape.is_value_in_key && shape.num_kv_heads == 1 && types.k == types.v &&
+  return shape.is_value_in_key && shape.layers.empty() && shape.num_kv_heads == 1 && types.k == types.v &&
          shape.head_dim_v <= shape.head_dim_k && kv_row_units(types.v, shape.head_dim_v) > 0 &&
          kv_rotation_size(types.k, shape.head_dim_k, true) == kv_rotation_size(types.v, shape.head_dim_v, false);
 }
 
 uint64_t PagedKvStorage::bytes_per_block(const KvCacheShape& shape, int32_t block_size, KvCacheTypes types) {
   if (!shape_ok(shape) || block_size <= 0) return 0;
-  const int64_t units_k = kv_row_units(types.k, shape.head_dim_k), units_v = kv_row_units(types.v, shape.head_dim_v);
-  if (units_k == 0 || units_v == 0) return 0;
-  const int64_t stored = units_k + (shares_values(shape, types) ? 0 : units_v);
-  return 2u * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(shape.num_layers) *
-         static_cast<uint64_t>(shape.num_kv_heads) * static_cast<uint64_t>(stored);
+  const bool is_shared = shares_values(shape, types);
+  uint64_t units = 0;
+  for (int64_t il = 0; il < shape.num_layers; ++il) {
+    const KvLayerShape l = shape.layer(il);
+    if (kv_row_units(types.k, l.head_dim_k) == 0 || kv_row_units(types.v, l.head_dim_v) == 0) return 0;
+    const auto [k, v] = layer_units(shape, il, types, is_shared);
+    units += static_cast<uint64_t>(k + v);
+  }
+  return 2u * static_cast<uint64_t>(block_size) * units;
 }
 
 Result<int64_t> PagedKvStorage::num_blocks_for_budget(const KvCacheShape& shape, int32_t block_size,
@@ -93,9 +127,16 @@ Result<std::unique_ptr<PagedKvStorage>> PagedKvStorage::create(const KvCacheShap
                           mib(bytes_per_block(shape, block_size, types) * static_cast<uint64_t>(num_blocks)) + ")");
   };
   const auto layers = static_cast<size_t>(shape.num_layers);
-  const int64_t value_units = s->m_is_value_shared ? 0 : s->v_units();
-  s->m_pool = HugePageRegion::allocate(
-      static_cast<size_t>(shape.num_layers * s->num_slots() * (s->k_units() + value_units)) * sizeof(uint16_t));
+  int64_t units = 0;
+  for (int64_t il = 0; il < shape.num_layers; ++il) {  // the keys of every layer, then the values
+    s->m_k_offsets.push_back(units);
+    units += s->num_slots() * layer_units(shape, il, types, s->m_is_value_shared).first;
+  }
+  for (int64_t il = 0; il < shape.num_layers; ++il) {
+    s->m_v_offsets.push_back(units);
+    units += s->num_slots() * layer_units(shape, il, types, s->m_is_value_shared).second;
+  }
+  s->m_pool = HugePageRegion::allocate(static_cast<size_t>(units) * sizeof(uint16_t));
   if (s->m_pool.empty()) return too_little();
   s->m_pool.touch_in_parallel();
   try {
@@ -112,18 +153,27 @@ uint64_t PagedKvStorage::num_bytes() const {
   return bytes_per_block(m_shape, m_block_size, m_types) * static_cast<uint64_t>(m_num_blocks);
 }
 
-int64_t PagedKvStorage::k_units() const { return kv_row_units(m_types.k, k_row()); }
-int64_t PagedKvStorage::v_units() const { return m_is_value_shared ? k_units() : kv_row_units(m_types.v, v_row()); }
+int64_t PagedKvStorage::k_row(int64_t layer) const {
+  const KvLayerShape l = m_shape.layer(layer);
+  return l.num_kv_heads * l.head_dim_k;
+}
+int64_t PagedKvStorage::v_row(int64_t layer) const {
+  const KvLayerShape l = m_shape.layer(layer);
+  return l.num_kv_heads * l.head_dim_v;
+}
+int64_t PagedKvStorage::k_units(int64_t layer) const { return kv_row_units(m_types.k, k_row(layer)); }
+int64_t PagedKvStorage::v_units(int64_t layer) const {
+  return m_is_value_shared ? k_units(layer) : kv_row_units(m_types.v, v_row(layer));
+}
 
 const uint16_t* PagedKvStorage::k_data(int64_t layer) const {
   if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
-  return static_cast<const uint16_t*>(m_pool.data()) + layer * num_slots() * k_units();
+  return static_cast<const uint16_t*>(m_pool.data()) + m_k_offsets[static_cast<size_t>(layer)];
 }
 const uint16_t* PagedKvStorage::v_data(int64_t layer) const {
   if (layer < 0 || layer >= m_shape.num_layers) return nullptr;
   if (m_is_value_shared) return k_data(layer);
-  return static_cast<const uint16_t*>(m_pool.data()) + m_shape.num_layers * num_slots() * k_units() +
-         layer * num_slots() * v_units();
+  return static_cast<const uint16_t*>(m_pool.data()) + m_v_offsets[static_cast<size_t>(layer)];
 }
 uint16_t* PagedKvStorage::k_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).k_data(layer)); }
 uint16_t* PagedKvStorage::v_data(int64_t layer) { return const_cast<uint16_t*>(std::as_const(*this).v_data(layer)); }
@@ -138,11 +188,11 @@ int64_t PagedKvStorage::slot_index(int64_t layer, BlockId block, int64_t offset)
 
 const uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) const {
   const int64_t s = slot_index(layer, block, offset);
-  return s < 0 ? nullptr : k_data(layer) + s * k_units();
+  return s < 0 ? nullptr : k_data(layer) + s * k_units(layer);
 }
 const uint16_t* PagedKvStorage::v_slot(int64_t layer, BlockId block, int64_t offset) const {
   const int64_t s = slot_index(layer, block, offset);
-  return s < 0 ? nullptr : v_data(layer) + s * v_units();
+  return s < 0 ? nullptr : v_data(layer) + s * v_units(layer);
 }
 uint16_t* PagedKvStorage::k_slot(int64_t layer, BlockId block, int64_t offset) {
   return const_cast<uint16_t*>(std::as_const(*this).k_slot(layer, block, offset));
@@ -167,9 +217,10 @@ void PagedKvStorage::calibrate(int64_t layer, std::span<const int64_t> slot_mapp
   std::vector<float> rows_k, rows_v;
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     if (slot_mapping[t] < 0) continue;
-    rows_k.insert(rows_k.end(), k + static_cast<int64_t>(t) * k_row(), k + static_cast<int64_t>(t + 1) * k_row());
+    const int64_t kr = k_row(layer), vr = v_row(layer);
+    rows_k.insert(rows_k.end(), k + static_cast<int64_t>(t) * kr, k + static_cast<int64_t>(t + 1) * kr);
     if (!m_is_value_shared) {
-      rows_v.insert(rows_v.end(), v + static_cast<int64_t>(t) * v_row(), v + static_cast<int64_t>(t + 1) * v_row());
+      rows_v.insert(rows_v.end(), v + static_cast<int64_t>(t) * vr, v + static_cast<int64_t>(t + 1) * vr);
     }
   }
   if (rows_k.empty()) return;  // nothing written: calibrate on the next write
@@ -197,9 +248,9 @@ Status PagedKvStorage::write(int64_t layer, std::span<const int64_t> slot_mappin
   args.k_cache = k_data(layer);
   args.v_cache = v_data(layer);
   args.num_slots = num_slots();
-  args.k_row = k_row();
-  args.v_row = v_row();
-  args.num_kv_heads = m_shape.num_kv_heads;
+  args.k_row = k_row(layer);
+  args.v_row = v_row(layer);
+  args.num_kv_heads = m_shape.layer(layer).num_kv_heads;
   args.k_type = m_types.k;
   args.v_type = m_types.v;
   args.k_scale = k_scale(layer);
@@ -218,9 +269,9 @@ Status PagedKvStorage::copy_block(BlockId src, BlockId dst) {
                                                       " is outside the " + std::to_string(m_num_blocks) + " blocks");
   }
   if (src == dst) return {};
-  const size_t k_block = static_cast<size_t>(m_block_size * k_units()),
-               v_block = static_cast<size_t>(m_block_size * v_units());
   for (int64_t layer = 0; layer < m_shape.num_layers; ++layer) {
+    const size_t k_block = static_cast<size_t>(m_block_size * k_units(layer)),
+                 v_block = static_cast<size_t>(m_block_size * v_units(layer));
     uint16_t* k = k_data(layer);
     std::copy_n(k + src * k_block, k_block, k + dst * k_block);
     if (m_is_value_shared) continue;  // copied with the keys

@@ -30,22 +30,27 @@ class PlanBuilder {
     }
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
-    const bool is_sliding = static_cast<size_t>(il) < c.is_sliding_layer.size() && c.is_sliding_layer[il];
+    const bool is_sliding = c.is_sliding(il);
+    // The layer's own widths (Gemma 4's sliding and global layers differ; else the globals).
+    const int64_t head_k = c.layer_head_dim_k(il), kv_heads = c.layer_num_kv_heads(il);
     // olmo2 has no pre-norm: q, k and v are products of the residual stream itself.
     const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : PlanBuffer::X;
     if (c.has_pre_norms) out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
     out.push_back(matmuls(il, in,
-                          {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.q_width(), t.has_bq),
-                           product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.k_width(), t.has_bk),
-                           product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.v_width(), t.has_bv)}));
+                          {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq),
+                           product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.layer_k_width(il), t.has_bk),
+                           product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.layer_v_width(il), t.has_bv)}));
     if (c.has_qk_norm && c.is_qk_norm_full_width) {
       // olmo2: each token's whole q and k are one row each.
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, 1, c.q_width()));
       out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, 1, c.k_width()));
     } else if (c.has_qk_norm) {
       // Per-head norms: every head of every token is one row of head_dim_k values.
-      out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, c.head_dim_k));
-      out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, c.num_kv_heads, c.head_dim_k));
+      out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, head_k));
+      out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, kv_heads, head_k));
+    }
+    if (c.has_value_norm) {  // Gemma 4: each value head normed, without a weight
+      out.push_back(norm("v_norm", il, PlanNorm::Unit, PlanBuffer::V, PlanBuffer::V, kv_heads, c.layer_head_dim_v(il)));
     }
     if (c.is_rope_layer(il)) {  // smollm3's NoPE layers attend with q and k as projected
       PlanOp rope = simple(PlanOpKind::Rope, "rope", il);
@@ -58,9 +63,9 @@ class PlanBuilder {
     attention.output = PlanBuffer::Attn;
     attention.is_sliding = is_sliding;
     out.push_back(attention);
-    out.push_back(matmuls(
-        il, PlanBuffer::Attn,
-        {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo, c.attention_projection_width(), d, t.has_bo)}));
+    out.push_back(matmuls(il, PlanBuffer::Attn,
+                          {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo,
+                                   c.layer_attention_output_width(il), d, t.has_bo)}));
     if (c.has_post_norms) {
       out.push_back(
           norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
@@ -126,22 +131,59 @@ class PlanBuilder {
     const LayerWeightTypes t = layer_types(il);
     const int64_t d = c.embedding_length;
     const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : residual;  // olmo2: the residual rows themselves
-    if (c.has_pre_norms) out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
-    if (c.is_expert_layer(il)) {
-      moe_ffn(il, t, out);
+    if (c.is_expert_layer(il) && c.has_parallel_dense_ffn) {
+      parallel_moe_ffn(il, t, residual, out);
     } else {
-      const int64_t ff = c.feed_forward_length;
-      out.push_back(matmuls(il, in,
-                            {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
-                             product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
-      out.push_back(activation(il, PlanBuffer::Gate, PlanBuffer::Up, 1, ff));
-      out.push_back(matmuls(il, PlanBuffer::Gate,
-                            {product("ffn_down", PlanMatrix::FfnDown, PlanBuffer::Proj, t.ffn_down, ff, d, false)}));
+      if (c.has_pre_norms) out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
+      if (c.is_expert_layer(il)) {
+        moe_ffn(il, t, out);
+      } else {
+        dense_ffn(il, t, in, out);
+      }
     }
     if (c.has_post_norms) {
       out.push_back(norm("post_ffw_norm", il, PlanNorm::PostFfwNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
     out.push_back(residual_add("ffn_residual", il, residual));
+    if (t.has_output_scale) {  // Gemma 4: the layer's output times its scalar
+      PlanOp scale = simple(PlanOpKind::LayerScale, "layer_output_scale", il);
+      scale.input = residual;
+      scale.output = residual;
+      out.push_back(scale);
+    }
+  }
+
+  // The dense FFN of `in` (normed) into Proj.
+  void dense_ffn(int32_t il, const LayerWeightTypes& t, PlanBuffer in, std::vector<PlanOp>& out) const {
+    const int64_t d = m_c.embedding_length, ff = m_c.feed_forward_length;
+    out.push_back(matmuls(il, in,
+                          {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
+                           product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
+    out.push_back(activation(il, PlanBuffer::Gate, PlanBuffer::Up, 1, ff));
+    out.push_back(matmuls(il, PlanBuffer::Gate,
+                          {product("ffn_down", PlanMatrix::FfnDown, PlanBuffer::Proj, t.ffn_down, ff, d, false)}));
+  }
+
+  // Gemma 4's expert layer (llama.cpp's gemma4 graph): the router reads the residual rows
+  // normed with ffn_gate_inp.scale / sqrt(n_embd); the dense FFN (ffn_norm .. post_ffw_norm_1)
+  // writes Proj; the experts (pre_ffw_norm_2 .. post_ffw_norm_2) write MoeOut, added to Proj.
+  // Xn holds each part's input in turn.
+  void parallel_moe_ffn(int32_t il, const LayerWeightTypes& t, PlanBuffer residual, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const int64_t d = c.embedding_length;
+    out.push_back(norm("ffn_gate_inp_norm", il, PlanNorm::RouterNorm, residual, PlanBuffer::Xn, 1, d));
+    out.push_back(matmuls(il, PlanBuffer::Xn,
+                          {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
+                                   c.num_experts, t.has_router_bias)}));
+    out.push_back(norm("ffn_norm", il, PlanNorm::FfnNorm, residual, PlanBuffer::Xn, 1, d));
+    dense_ffn(il, t, PlanBuffer::Xn, out);
+    out.push_back(norm("post_ffw_norm_1", il, PlanNorm::PostFfwNorm1, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
+    out.push_back(norm("pre_ffw_norm_2", il, PlanNorm::PreFfwNorm2, residual, PlanBuffer::Xn, 1, d));
+    routed_experts(il, t, PlanBuffer::MoeOut, false, out);
+    out.push_back(norm("post_ffw_norm_2", il, PlanNorm::PostFfwNorm2, PlanBuffer::MoeOut, PlanBuffer::MoeOut, 1, d));
+    PlanOp add = residual_add("ffn_moe_add", il, PlanBuffer::Proj);
+    add.input = PlanBuffer::MoeOut;
+    out.push_back(add);
   }
 
   // Routed experts (llama.cpp's build_moe_ffn): the router's logits, top-k gating that also
@@ -150,7 +192,7 @@ class PlanBuilder {
   // (glm4moe) their FFN writes Proj first and the weighted sum is added to it.
   void moe_ffn(int32_t il, const LayerWeightTypes& t, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
-    const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
+    const int64_t d = c.embedding_length;
     out.push_back(matmuls(il, PlanBuffer::Xn,
                           {product("ffn_gate_inp", PlanMatrix::FfnGateInp, PlanBuffer::RouterLogits, t.ffn_gate_inp, d,
                                    c.num_experts, t.has_router_bias)}));
@@ -166,6 +208,15 @@ class PlanBuilder {
           il, PlanBuffer::SharedGate,
           {product("ffn_down_shexp", PlanMatrix::FfnDownShexp, PlanBuffer::Proj, t.ffn_down_shexp, sff, d, false)}));
     }
+    routed_experts(il, t, PlanBuffer::Proj, has_shared, out);
+  }
+
+  // From the router's logits and Xn: the top-k gating, the experts' products and their
+  // weighted sum into `output` (added to it when `is_accumulating`).
+  void routed_experts(int32_t il, const LayerWeightTypes& t, PlanBuffer output, bool is_accumulating,
+                      std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const int64_t d = c.embedding_length, ff = c.expert_feed_forward_length, k = c.num_experts_used;
     PlanOp routing = simple(PlanOpKind::ExpertRouting, "ffn_moe_gating", il);
     routing.input = PlanBuffer::RouterLogits;
     routing.output = PlanBuffer::ExpertIn;
@@ -186,8 +237,8 @@ class PlanBuilder {
     out.push_back(down);
     PlanOp combine = simple(PlanOpKind::ExpertCombine, "ffn_moe_combine", il);
     combine.input = PlanBuffer::ExpertOut;
-    combine.output = PlanBuffer::Proj;
-    combine.is_accumulating = has_shared;
+    combine.output = output;
+    combine.is_accumulating = is_accumulating;
     out.push_back(combine);
   }
 

@@ -9,18 +9,20 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::Joined) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::MoeOut) + 1;
 
-int64_t width_of(const ModelConfig& c, PlanBuffer b) {
+// The buffer's width in layer il (Gemma 4's layers differ in their attention widths; -1: the
+// globals').
+int64_t width_of(const ModelConfig& c, int64_t il, PlanBuffer b) {
   switch (b) {
     case PlanBuffer::X:
     case PlanBuffer::Xn:
     case PlanBuffer::Proj:
     case PlanBuffer::Final: return c.embedding_length;
-    case PlanBuffer::Q: return c.q_width();
-    case PlanBuffer::K: return c.k_width();
-    case PlanBuffer::V: return c.v_width();
-    case PlanBuffer::Attn: return c.attention_output_width();
+    case PlanBuffer::Q: return il >= 0 ? c.layer_q_width(il) : c.q_width();
+    case PlanBuffer::K: return il >= 0 ? c.layer_k_width(il) : c.k_width();
+    case PlanBuffer::V: return il >= 0 ? c.layer_v_width(il) : c.v_width();
+    case PlanBuffer::Attn: return il >= 0 ? c.layer_attention_output_width(il) : c.attention_output_width();
     case PlanBuffer::Gate:
     case PlanBuffer::Up: return c.feed_forward_length;
     case PlanBuffer::Logits: return c.vocab_size;
@@ -38,6 +40,7 @@ int64_t width_of(const ModelConfig& c, PlanBuffer b) {
     case PlanBuffer::Hidden:
     case PlanBuffer::HiddenIn: return c.embedding_length;
     case PlanBuffer::Joined: return 2 * c.embedding_length;
+    case PlanBuffer::MoeOut: return c.embedding_length;
   }
   return 0;
 }
@@ -51,10 +54,10 @@ class FlowCheck {
       case PlanOpKind::Embedding: IWB_RETURN_IF_ERROR(token_rows_only(op)); return write(op, PlanBuffer::X);
       case PlanOpKind::RmsNorm:
         IWB_RETURN_IF_ERROR(read(op, op.input));
-        if (op.width * op.rows_per_token != width_of(m_c, op.input) ||
-            width_of(m_c, op.input) != width_of(m_c, op.output)) {
+        if (op.width * op.rows_per_token != width_of(m_c, op.layer, op.input) ||
+            width_of(m_c, op.layer, op.input) != width_of(m_c, op.layer, op.output)) {
           return fail(op, "normalises rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
-                              " values of a buffer " + std::to_string(width_of(m_c, op.input)) + " wide");
+                              " values of a buffer " + std::to_string(width_of(m_c, op.layer, op.input)) + " wide");
         }
         return write(op, op.output);
       case PlanOpKind::Matmuls:
@@ -71,11 +74,11 @@ class FlowCheck {
           return fail(op, "has " + std::to_string(op.num_products) + " products");
         }
         for (const PlanProduct& p : op.matmuls()) {
-          if (p.in_features != width_of(m_c, op.input) || p.out_features != width_of(m_c, p.output)) {
+          if (p.in_features != width_of(m_c, op.layer, op.input) || p.out_features != width_of(m_c, op.layer, p.output)) {
             return fail(op, std::string(p.name) + " maps " + std::to_string(p.in_features) + " -> " +
                                 std::to_string(p.out_features) + " between buffers of " +
-                                std::to_string(width_of(m_c, op.input)) + " and " +
-                                std::to_string(width_of(m_c, p.output)));
+                                std::to_string(width_of(m_c, op.layer, op.input)) + " and " +
+                                std::to_string(width_of(m_c, op.layer, p.output)));
           }
           if (is_expert_rows(p.output) != is_expert_rows(op.input)) {
             return fail(op, std::string(p.name) + " mixes the expert rows with the tokens' rows");
@@ -101,16 +104,16 @@ class FlowCheck {
       case PlanOpKind::GatedActivation:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         IWB_RETURN_IF_ERROR(read(op, op.multiplier));
-        if (op.width != width_of(m_c, op.input) || op.width != width_of(m_c, op.multiplier) ||
-            op.width != width_of(m_c, op.output) ||
+        if (op.width != width_of(m_c, op.layer, op.input) || op.width != width_of(m_c, op.layer, op.multiplier) ||
+            op.width != width_of(m_c, op.layer, op.output) ||
             op.rows_per_token != (is_expert_rows(op.input) ? m_c.num_experts_used : 1)) {
           return fail(op, "multiplies rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
-                              " per token of buffers " + std::to_string(width_of(m_c, op.input)) + " and " +
-                              std::to_string(width_of(m_c, op.multiplier)) + " wide");
+                              " per token of buffers " + std::to_string(width_of(m_c, op.layer, op.input)) + " and " +
+                              std::to_string(width_of(m_c, op.layer, op.multiplier)) + " wide");
         }
         return write(op, op.output);
       case PlanOpKind::ResidualAdd:
-        if (width_of(m_c, op.input) != m_c.embedding_length || width_of(m_c, op.output) != m_c.embedding_length) {
+        if (width_of(m_c, op.layer, op.input) != m_c.embedding_length || width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
           return fail(op, "adds a buffer that is not the residual stream's width");
         }
         IWB_RETURN_IF_ERROR(read(op, op.output));
@@ -118,7 +121,7 @@ class FlowCheck {
         return write(op, op.output);
       case PlanOpKind::GatherRows:
         if (!m_is_sampling_rows) return fail(op, "gathers the rows that sample outside the logits section");
-        if (width_of(m_c, op.input) != width_of(m_c, op.output))
+        if (width_of(m_c, op.layer, op.input) != width_of(m_c, op.layer, op.output))
           return fail(op, "gathers rows into a buffer of another width");
         if (m_written[static_cast<size_t>(op.input)] != Rows::Tokens) {
           return fail(op, "gathers from a buffer the body did not write");
@@ -147,11 +150,11 @@ class FlowCheck {
         IWB_RETURN_IF_ERROR(read(op, op.input));
         const PlanProduct& p = op.products[0];
         const int64_t heads = op.rows_per_token;
-        const int64_t in_head = heads > 0 ? width_of(m_c, op.input) / heads : 0;
-        const int64_t out_head = heads > 0 ? width_of(m_c, p.output) / heads : 0;
+        const int64_t in_head = heads > 0 ? width_of(m_c, op.layer, op.input) / heads : 0;
+        const int64_t out_head = heads > 0 ? width_of(m_c, op.layer, p.output) / heads : 0;
         // Each head's product, and the rest of its input row copied behind it.
-        if (op.num_products != 1 || heads != m_c.num_heads || in_head * heads != width_of(m_c, op.input) ||
-            out_head * heads != width_of(m_c, p.output) || p.in_features > in_head ||
+        if (op.num_products != 1 || heads != m_c.num_heads || in_head * heads != width_of(m_c, op.layer, op.input) ||
+            out_head * heads != width_of(m_c, op.layer, p.output) || p.in_features > in_head ||
             out_head - p.out_features != in_head - p.in_features) {
           return fail(op, std::string(p.name) + " maps " + std::to_string(p.in_features) + " -> " +
                               std::to_string(p.out_features) + " per head between heads of " + std::to_string(in_head) +
@@ -162,17 +165,26 @@ class FlowCheck {
       case PlanOpKind::Concat:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         IWB_RETURN_IF_ERROR(read(op, op.appended));
-        if (width_of(m_c, op.input) + width_of(m_c, op.appended) != width_of(m_c, op.output)) {
-          return fail(op, "joins rows of " + std::to_string(width_of(m_c, op.input)) + " and " +
-                              std::to_string(width_of(m_c, op.appended)) + " into rows of " +
-                              std::to_string(width_of(m_c, op.output)));
+        if (width_of(m_c, op.layer, op.input) + width_of(m_c, op.layer, op.appended) != width_of(m_c, op.layer, op.output)) {
+          return fail(op, "joins rows of " + std::to_string(width_of(m_c, op.layer, op.input)) + " and " +
+                              std::to_string(width_of(m_c, op.layer, op.appended)) + " into rows of " +
+                              std::to_string(width_of(m_c, op.layer, op.output)));
         }
         return write(op, op.output);
       case PlanOpKind::ExpertCombine:
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::ExpertOut));
         if (m_routing_layer != op.layer) return fail(op, "sums expert outputs its layer did not route");
-        if (op.is_accumulating) IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Proj));
-        return write(op, PlanBuffer::Proj);
+        if (width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
+          return fail(op, "sums expert outputs into a buffer that is not the residual stream's width");
+        }
+        if (op.is_accumulating) IWB_RETURN_IF_ERROR(read(op, op.output));
+        return write(op, op.output);
+      case PlanOpKind::LayerScale:
+        if (width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
+          return fail(op, "scales a buffer that is not the residual stream");
+        }
+        IWB_RETURN_IF_ERROR(read(op, op.output));
+        return write(op, op.output);
     }
     return fail(op, "is of an unknown kind");
   }

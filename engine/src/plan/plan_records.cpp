@@ -39,19 +39,24 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       return op_costs::matmul(op.matmul_kind, p.name, layer, p.type, p.in_features, p.out_features, num_rows,
                               p.has_bias);
     }
-    case PlanOpKind::Rope:
-      return part == 0 ? op_costs::rope("rope_q", layer, num_rows, c.num_heads, c.head_dim_k, c.rope_num_rotated)
-                       : op_costs::rope("rope_k", layer, num_rows, c.num_kv_heads, c.head_dim_k, c.rope_num_rotated);
+    case PlanOpKind::Rope: {
+      const int64_t head = c.layer_head_dim_k(layer), rotated = c.layer_rope_num_rotated(layer);
+      return part == 0 ? op_costs::rope("rope_q", layer, num_rows, c.num_heads, head, rotated)
+                       : op_costs::rope("rope_k", layer, num_rows, c.layer_num_kv_heads(layer), head, rotated);
+    }
     // Latent attention's values are its keys' first values: the cache holds (and reads) keys
     // only, as its f16 default stores them (a cache of two types keeps values apart).
     case PlanOpKind::KvWrite:
-      return op_costs::kv_write(layer, num_rows, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention());
+      return op_costs::kv_write(layer, num_rows, c.layer_num_kv_heads(layer), c.layer_head_dim_k(layer),
+                                c.layer_head_dim_v(layer), c.has_latent_attention());
     case PlanOpKind::Attention:
-      return op_costs::batched_attention(layer, spans, c.num_heads, c.num_kv_heads, c.head_dim_k, c.head_dim_v,
+      return op_costs::batched_attention(layer, spans, c.num_heads, c.layer_num_kv_heads(layer),
+                                         c.layer_head_dim_k(layer), c.layer_head_dim_v(layer),
                                          op.is_sliding ? c.sliding_window : 0, c.has_latent_attention());
     case PlanOpKind::GatedActivation:
       return op_costs::activation(layer, num_rows * op.rows_per_token, op.width, c.ffn_activation);
-    case PlanOpKind::ResidualAdd: return op_costs::add(op.name, layer, num_rows, c.embedding_length);
+    case PlanOpKind::ResidualAdd:
+    case PlanOpKind::LayerScale: return op_costs::add(op.name, layer, num_rows, c.embedding_length);
     case PlanOpKind::Softcap: return op_costs::softcap(c.vocab_size, num_rows);
     case PlanOpKind::ExpertRouting:
       return op_costs::expert_gating(layer, num_rows, c.num_experts, c.num_experts_used, c.embedding_length);

@@ -103,6 +103,12 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     if (n == PlanNorm::NextnENorm) return l.nextn_enorm;
     if (n == PlanNorm::NextnHNorm) return l.nextn_hnorm;
   }
+  if constexpr (requires { l.post_ffw_norm_1; }) {  // Gemma 4's (the host's weights only)
+    if (n == PlanNorm::RouterNorm) return l.router_norm;
+    if (n == PlanNorm::PostFfwNorm1) return l.post_ffw_norm_1;
+    if (n == PlanNorm::PreFfwNorm2) return l.pre_ffw_norm_2;
+    if (n == PlanNorm::PostFfwNorm2) return l.post_ffw_norm_2;
+  }
   switch (n) {
     case PlanNorm::AttnNorm: return l.attn_norm;
     case PlanNorm::QNorm: return l.q_norm;
@@ -114,7 +120,12 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     case PlanNorm::QANorm:
     case PlanNorm::KvANorm:
     case PlanNorm::NextnENorm:
-    case PlanNorm::NextnHNorm: break;
+    case PlanNorm::NextnHNorm:
+    case PlanNorm::Unit:  // no weight: the backend passes none
+    case PlanNorm::RouterNorm:
+    case PlanNorm::PostFfwNorm1:
+    case PlanNorm::PreFfwNorm2:
+    case PlanNorm::PostFfwNorm2: break;
   }
   return l.post_ffw_norm;
 }
@@ -160,6 +171,7 @@ PlanWeightTypes weight_types_of(const Weights& w) {
       lt.wv_b = l.wv_b.type;
     }
     if constexpr (requires { l.nextn_eh_proj; }) lt.nextn_eh_proj = l.nextn_eh_proj.type;
+    if constexpr (requires { l.output_scale; }) lt.has_output_scale = l.output_scale.has_value();
     t.layers.push_back(lt);
   }
   return t;

@@ -136,7 +136,7 @@ uint64_t batch_bench_kv_bytes(const ModelConfig& c, const BatchBenchOptions& o, 
   const int parallel = o.parallel.empty() ? 1 : *std::max_element(o.parallel.begin(), o.parallel.end());
   const int64_t length = o.shared_prefix_tokens + o.num_prompt_tokens + o.num_generated_tokens;
   const int64_t blocks_per_sequence = (length + block_size - 1) / block_size + 1;
-  const KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
+  const KvCacheShape shape = kv_cache_shape(c);
   return PagedKvStorage::bytes_per_block(shape, block_size, types) *
          static_cast<uint64_t>(parallel * blocks_per_sequence);
 }

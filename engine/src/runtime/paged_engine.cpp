@@ -144,8 +144,7 @@ Status PagedEngine::set_up_backend(const EngineOptions& o, const DeviceChoice& c
   if (m_backend == nullptr) {
     // The KV pool's size first: a load that cannot fit is refused before it reads or allocates.
     KvPoolGeometry kv;
-    kv.shape = KvCacheShape{m_config.num_layers, m_config.num_kv_heads, m_config.head_dim_k, m_config.head_dim_v,
-                            m_config.has_latent_attention()};
+    kv.shape = kv_cache_shape(m_config);
     kv.block_size = o.kv_block_size;
     kv.type = o.kv_cache_type;
     const ComputeDeviceInfo host = describe_cpu_device();

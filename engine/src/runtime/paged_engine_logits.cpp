@@ -115,8 +115,7 @@ Status PagedEngine::mtp_logits_for_positions(const std::vector<int32_t>& tokens,
 
   // The head over the same positions with a cache of its own (blocks in order: slot = position).
   KvPoolGeometry kv;
-  kv.shape = KvCacheShape{1, head_config.num_kv_heads, head_config.head_dim_k, head_config.head_dim_v,
-                          head_config.has_latent_attention()};
+  kv.shape = kv_cache_shape(head_config);
   kv.block_size = m_kv.block_size;
   kv.num_blocks = (n + kv.block_size - 1) / kv.block_size;
   kv.type = m_kv.type;

@@ -40,7 +40,7 @@ constexpr int64_t kDraftMaxBatch = 128;
 Result<std::unique_ptr<ForwardBackend>> make_draft_backend(const DraftModel& m, const DraftPlacement& placement) {
   const ModelConfig& c = m.config;
   KvPoolGeometry kv;
-  kv.shape = KvCacheShape{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
+  kv.shape = kv_cache_shape(c);
   kv.block_size = placement.kv_block_size;
   kv.num_blocks = std::max<int64_t>(1, (placement.num_kv_positions + kv.block_size - 1) / kv.block_size);
   const int threads = std::max(1, placement.num_threads);

@@ -71,7 +71,11 @@ Status check_shape(const SynthShape& s) {
   if (s.yarn_factor < 0.0f || (s.yarn_factor > 0.0f && s.yarn_original_context <= 0)) {
     return bad("YaRN needs a positive factor and the original context");
   }
-  if (arch->has_experts) {
+  if (arch->is_gemma4 && (s.head_dim_swa <= 0 || s.num_kv_heads_swa <= 0 || s.num_heads % s.num_kv_heads_swa != 0 ||
+                          s.partial_rotary_global <= 0.0f || s.partial_rotary_global > 1.0f)) {
+    return bad("gemma4 needs the sliding layers' head size and KV heads, and a rotated fraction in (0, 1]");
+  }
+  if (arch->has_experts || (arch->is_gemma4 && s.num_experts > 0)) {
     if (s.num_experts <= 0 || s.num_experts_used <= 0 || s.expert_feed_forward_length <= 0) {
       return bad(s.architecture + " needs experts: a count, how many each token uses and their width");
     }
@@ -106,6 +110,34 @@ Status check_shape(const SynthShape& s) {
     return bad("expert groups must split the experts evenly, and a token uses 1 to all of them");
   }
   return {};
+}
+
+// What llama.cpp's Gemma4Model converter writes beyond gemma3's keys: the sliding layers' head
+// size and RoPE width, KV heads and the sliding pattern per layer, the sliding layers' base,
+// the final soft-cap, no shared KV layers or per-layer embeddings, and the experts.
+void set_gemma4_metadata(const SynthShape& s, gguf::GgufWriter* w) {
+  const std::string& a = s.architecture;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w->set_u32(a + ".attention.key_length_swa", u32(s.head_dim_swa));
+  w->set_u32(a + ".attention.value_length_swa", u32(s.head_dim_swa));
+  w->set_u32(a + ".rope.dimension_count", u32(s.head_dim));
+  w->set_u32(a + ".rope.dimension_count_swa", u32(s.head_dim_swa));
+  w->set_f32(a + ".rope.freq_base_swa", 10000.0f);
+  gguf::Array kv_heads{gguf::ValueType::Int32, {}}, pattern{gguf::ValueType::Bool, {}};
+  for (int64_t il = 0; il < s.num_layers; ++il) {
+    kv_heads.items.push_back(gguf::Value::i32(static_cast<int32_t>(s.layer_kv_heads(il))));
+    pattern.items.push_back(gguf::Value::boolean(s.is_gemma4_sliding(il)));
+  }
+  w->set(a + ".attention.head_count_kv", gguf::Value::array(std::move(kv_heads)));
+  w->set(a + ".attention.sliding_window_pattern", gguf::Value::array(std::move(pattern)));
+  if (s.final_logit_softcap > 0.0f) w->set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);
+  w->set_u32(a + ".attention.shared_kv_layers", 0);
+  w->set_u32(a + ".embedding_length_per_layer_input", 0);
+  if (s.num_experts > 0) {
+    w->set_u32(a + ".expert_count", u32(s.num_experts));
+    w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));
+    w->set_u32(a + ".expert_feed_forward_length", u32(s.expert_feed_forward_length));
+  }
 }
 
 void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t seed, int64_t distinct_rows,
@@ -198,6 +230,7 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
       w->set_u32(a + ".expert_group_used_count", u32(s.num_expert_groups_used));
     }
   }
+  if (arch.is_gemma4) set_gemma4_metadata(s, w);
   if (arch.has_latent_attention) {  // DeepseekV2Model (conversion/deepseek.py): MLA as MQA of one KV head
     w->set_u32(a + ".vocab_size", u32(s.vocab_size));
     if (s.q_lora_rank > 0) w->set_u32(a + ".attention.q_lora_rank", u32(s.q_lora_rank));

@@ -110,6 +110,19 @@ std::vector<SynthShape> make_presets() {
                     1e-6f, true));
   p.back().sliding_window = 512;
   const SynthShape gemma3 = p.back();
+  // google/gemma-4-26B-A4B (the keys of llama.cpp's gemma-4 vocab file): 16 heads over a width
+  // of 2816, the sliding layers (window 1024, 5 of every 6) with 8 KV heads of 256, the global
+  // ones with 2 of 512 rotated a quarter (proportional RoPE, base 1e6); a dense FFN of 2112
+  // beside 128 experts of 704 (8 per token) in every layer; logits soft-capped at 30; tied.
+  p.push_back(shape("gemma-4-26b-a4b", "gemma4", "Gemma 4 26B-A4B", {2816, 30, 16, 2, 512, 2112, 262144, 262144},
+                    1000000.0f, 1e-6f, true));
+  p.back().head_dim_swa = 256;
+  p.back().num_kv_heads_swa = 8;
+  p.back().partial_rotary_global = 0.25f;
+  p.back().sliding_window = 1024;
+  p.back().final_logit_softcap = 30.0f;
+  set_experts(128, 8, 704, &p.back());
+  const SynthShape gemma4 = p.back();
   // google/gemma-2-2b-it: 8 heads of 256 (4 KV heads) over a width of 2304, every other layer
   // sliding (window 4096), attention scores soft-capped at 50 and logits at 30, tied, 256000
   // tokens (what llama.cpp's Gemma2Model converter writes).
@@ -309,7 +322,42 @@ std::vector<SynthShape> make_presets() {
   set_deepseek_routing(2, 1, 1.0f, false, false, &p.back());
   p.back().yarn_factor = 0.0f;
   p.back().yarn_mscale_all_dim = 0.0f;
+  // Gemma 4's settings in small: 7 layers of which the sixth is global (heads of 128, one KV
+  // head, a quarter rotated, values from the keys' projection) and the rest slide (heads of
+  // 64, two KV heads, window 8); a final soft-cap random logits reach; with 8 experts of 64 (2
+  // per token, gate and up stored together) beside the dense FFN, and without.
+  p.push_back(test_shape(gemma4, "test-gemma4", "small gemma4 shape (26B-A4B settings) for tests",
+                         {256, 7, 4, 1, 128, 320, 320, 512}));
+  p.back().head_dim_swa = 64;
+  p.back().num_kv_heads_swa = 2;
+  p.back().sliding_window = 8;
+  p.back().final_logit_softcap = 3.0f;
+  p.back().has_global_value_from_key = true;
+  p.back().has_fused_expert_gate_up = true;
+  p.back().is_embedding_tied = false;
+  set_experts(8, 2, 64, &p.back());
+  p.push_back(p.back());
+  p.back().name = "test-gemma4-dense";
+  p.back().description = "small gemma4 shape (31B settings: no experts) for tests";
+  set_experts(0, 0, 0, &p.back());
+  p.back().has_global_value_from_key = false;
   return p;
+}
+
+// Gemma 4's parameters (the tensors add_gemma4_layer writes).
+int64_t gemma4_parameters(const SynthShape& s) {
+  const int64_t d = s.embedding_length;
+  int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d + s.head_dim / 2;
+  for (int64_t il = 0; il < s.num_layers; ++il) {
+    const int64_t q = s.layer_q_width(il), kv = s.layer_kv_width(il);
+    const bool has_v = s.is_gemma4_sliding(il) || !s.has_global_value_from_key;
+    total += d * q + d * kv * (has_v ? 2 : 1) + q * d + 2 * s.layer_head_dim(il) + 4 * d + 1 +
+             3 * d * s.feed_forward_length;
+    if (s.num_experts > 0) {
+      total += d * s.num_experts + d + 3 * d * s.expert_feed_forward_length * s.num_experts + s.num_experts + 3 * d;
+    }
+  }
+  return total;
 }
 
 // deepseek2's attention: the query (through its latent and norm, or straight), the key/value
@@ -327,6 +375,7 @@ int64_t latent_attention_parameters(const SynthShape& s) {
 int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
   const ArchitectureTraits* arch = find_architecture(architecture);
+  if (arch != nullptr && arch->is_gemma4) return gemma4_parameters(*this);
   const bool is_latent = arch != nullptr && arch->has_latent_attention;
   int64_t per_layer =
       is_latent ? latent_attention_parameters(*this) : d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
@@ -435,6 +484,15 @@ ModelConfig shape_config(const SynthShape& s) {
     c.rope_original_context = s.longrope.original_context_length;
     c.rope_attn_factor = longrope_attn_factor(s);
     c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
+  }
+  if (s.head_dim_swa > 0) {  // gemma4: as model_config.cpp reads the keys set_gemma4_metadata writes
+    for (int64_t il = 0; il < s.num_layers; ++il) c.is_sliding_layer[static_cast<size_t>(il)] = s.is_gemma4_sliding(il);
+    if (s.head_dim_swa != s.head_dim) c.head_dim_k_swa = c.head_dim_v_swa = c.rope_num_rotated_swa = s.head_dim_swa;
+    if (s.num_kv_heads_swa != s.num_kv_heads) {
+      for (int64_t il = 0; il < s.num_layers; ++il) c.layer_kv_heads.push_back(s.layer_kv_heads(il));
+    }
+    c.final_logit_softcap = s.final_logit_softcap;
+    c.has_parallel_dense_ffn = s.num_experts > 0;
   }
   return c;
 }

@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -94,6 +95,54 @@ void add_latent_attention(const SynthShape& s, int64_t il, Planner& p) {
   p.add(blk(il, "attn_output.weight"), {heads * s.mla_head_dim_v, d}, TensorRole::AttnOutput, il);
 }
 
+// A Gemma 4 layer as llama.cpp's Gemma4Model converter writes it: attention of the layer's own
+// head size (no attn_v in the global layers when their values are the keys' projection), value
+// norms are weightless, the dense FFN in every layer, the layer's output scale, and beside the
+// dense FFN the experts with their router scale, per-expert output scales and norms.
+void add_gemma4_layer(const SynthShape& s, int64_t il, Planner& p) {
+  const int64_t d = s.embedding_length, q = s.layer_q_width(il), kv = s.layer_kv_width(il);
+  p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "attn_q.weight"), {d, q}, TensorRole::AttnQ, il);
+  p.add(blk(il, "attn_k.weight"), {d, kv}, TensorRole::AttnK, il);
+  if (s.is_gemma4_sliding(il) || !s.has_global_value_from_key) {
+    p.add(blk(il, "attn_v.weight"), {d, kv}, TensorRole::AttnV, il);
+  }
+  p.add(blk(il, "attn_output.weight"), {q, d}, TensorRole::AttnOutput, il);
+  p.add(blk(il, "attn_q_norm.weight"), {s.layer_head_dim(il)}, TensorRole::Norm, il);
+  p.add(blk(il, "attn_k_norm.weight"), {s.layer_head_dim(il)}, TensorRole::Norm, il);
+  p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "layer_output_scale.weight"), {1}, TensorRole::Norm, il);
+  p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+  p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+  p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+  p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
+  if (s.num_experts <= 0) return;
+  const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
+  p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
+  p.add(blk(il, "ffn_gate_inp.scale"), {d}, TensorRole::Norm, il);
+  if (s.has_fused_expert_gate_up) {
+    p.add(blk(il, "ffn_gate_up_exps.weight"), {d, 2 * eff, e}, TensorRole::FfnUp, il);
+  } else {
+    p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
+    p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
+  }
+  p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
+  p.add(blk(il, "ffn_down_exps.scale"), {e}, TensorRole::Norm, il);
+  p.add(blk(il, "pre_ffw_norm_2.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "post_ffw_norm_1.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "post_ffw_norm_2.weight"), {d}, TensorRole::Norm, il);
+}
+
+// Proportional RoPE's divisors for the global layers (the converter's generate_extra_tensors):
+// 1 for the rotated pairs, 1e30 (no rotation) for the rest of the head.
+std::vector<float> gemma4_rope_factors(const SynthShape& s) {
+  const auto rotated = static_cast<size_t>(static_cast<float>(s.head_dim) * s.partial_rotary_global / 2.0f);
+  std::vector<float> f(static_cast<size_t>(s.head_dim / 2), 1e30f);
+  std::fill(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(std::min(rotated, f.size())), 1.0f);
+  return f;
+}
+
 }  // namespace
 
 int64_t TensorPlan::num_rows() const {
@@ -124,8 +173,14 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add("rope_factors_long.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
     p.add("rope_factors_short.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   }
+  const bool is_gemma4 = arch != nullptr && arch->is_gemma4;
+  if (is_gemma4) p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   // The trunk's layers, then glm4moe's multi-token-prediction layers (an expert layer each).
   for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
+    if (is_gemma4) {
+      add_gemma4_layer(s, il, p);
+      continue;
+    }
     if (has_pre_norms) p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
     if (arch != nullptr && arch->has_latent_attention) {
       add_latent_attention(s, il, p);
@@ -208,7 +263,13 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     } else if (t.name == "rope_factors_short.weight") {
       t.fixed_values = s.longrope.short_factors;
     } else if (t.role == TensorRole::RopeFactors) {
-      t.fixed_values = llama3_rope_factors(s);
+      t.fixed_values = is_gemma4 ? gemma4_rope_factors(s) : llama3_rope_factors(s);
+    } else if (is_gemma4 && (t.name.ends_with("attn_q_norm.weight") || t.name.ends_with("attn_k_norm.weight"))) {
+      // Gemma 4 does not scale q.k (its q and k norms do): weights of head^-1/4 each give the
+      // scores of 1/sqrt(head) scaling, as trained norms must, rather than random scores of
+      // rms sqrt(head) that make every softmax one-hot.
+      t.mean = std::pow(static_cast<float>(t.shape[0]), -0.25f);
+      t.stddev = kNormStddev * t.mean;
     }
   }
   return tensors;

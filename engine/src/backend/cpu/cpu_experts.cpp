@@ -169,13 +169,14 @@ Status CpuExperts::route(int64_t layer, const float* logits, const float* select
   return {};
 }
 
-void CpuExperts::combine(int64_t n, float* proj, bool is_accumulating) const {
+void CpuExperts::combine(int64_t n, float* proj, bool is_accumulating, const float* expert_scales) const {
   const int64_t k = m_num_used, d = m_width;
   for (int64_t t = 0; t < n; ++t) {
     float* y = proj + t * d;
     if (!is_accumulating) std::fill(y, y + d, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
-      const float w = m_weight[static_cast<size_t>(t * k + j)];
+      const size_t routed = static_cast<size_t>(t * k + j);
+      const float w = m_weight[routed] * (expert_scales != nullptr ? expert_scales[m_choice[routed]] : 1.0f);
       const float* x = m_out.data() + m_row[static_cast<size_t>(t * k + j)] * d;
       for (int64_t i = 0; i < d; ++i) y[i] += w * x[i];
     }

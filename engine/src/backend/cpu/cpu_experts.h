@@ -42,7 +42,8 @@ class CpuExperts {
 
   // proj[t] = sum over token t's experts j of weight(t, j) * expert_out[row(t, j)], [tokens x
   // n_embd]; with is_accumulating the sum is added to proj (the shared experts' output).
-  void combine(int64_t num_tokens, float* proj, bool is_accumulating) const;
+  // expert_scales: each expert's output scale [num_experts] (Gemma 4's ffn_down_exps.scale), or null.
+  void combine(int64_t num_tokens, float* proj, bool is_accumulating, const float* expert_scales = nullptr) const;
 
   // The grouped buffers, [max_batch * num_experts_used rows] each.
   float* expert_in() { return m_in.data(); }

@@ -57,11 +57,13 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   set_exports_hidden(m_plan.options.exports_hidden);
   m_x.resize(n * config.embedding_length);
   m_xn.resize(n * config.embedding_length);
-  m_q.resize(n * config.q_width());
-  m_k.resize(n * config.k_width());
-  m_v.resize(n * config.v_width());
-  m_attn.resize(n * config.attention_output_width());
+  // The widest layer's (Gemma 4's sliding and global layers differ).
+  m_q.resize(n * config.max_q_width());
+  m_k.resize(n * config.max_k_width());
+  m_v.resize(n * config.max_v_width());
+  m_attn.resize(n * config.max_attention_output_width());
   m_proj.resize(n * config.embedding_length);
+  if (config.has_parallel_dense_ffn) m_moe_out.resize(n * config.embedding_length);
   // A mixture of experts has no dense FFN but in its leading dense layers (its rows live in
   // CpuExperts' grouped buffers); its shared experts have buffers of their own.
   const auto dense_ff = static_cast<size_t>(config.has_dense_layers() ? config.feed_forward_length : 0);
@@ -121,7 +123,7 @@ uint64_t CpuForward::scratch_bytes() const {
                         m_proj.size() + m_gate.size() + m_up.size() + m_shared_gate.size() + m_shared_up.size() +
                         m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
                         m_attn_heads.size() + m_head_in.size() + m_head_out.size() + m_hidden.size() +
-                        m_hidden_in.size() + m_joined.size();
+                        m_hidden_in.size() + m_joined.size() + m_moe_out.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -137,10 +139,11 @@ Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) con
       b.token_sequences.size() != b.tokens.size() || b.logits_rows.size() > b.tokens.size()) {
     return make_error(ErrorCode::InvalidArgument, "the step's token arrays differ in length");
   }
-  if (kv.shape().num_layers != m_config.num_layers || kv.k_row() != m_config.k_width() ||
-      kv.v_row() != m_config.v_width()) {
-    return make_error(ErrorCode::InvalidArgument, "the KV cache was made for another model shape");
+  bool is_shape_same = kv.shape().num_layers == m_config.num_layers;
+  for (int64_t il = 0; is_shape_same && il < m_config.num_layers; ++il) {
+    is_shape_same = kv.k_row(il) == m_config.layer_k_width(il) && kv.v_row(il) == m_config.layer_v_width(il);
   }
+  if (!is_shape_same) return make_error(ErrorCode::InvalidArgument, "the KV cache was made for another model shape");
   for (const int32_t row : b.logits_rows) {
     if (row < 0 || row >= n) return make_error(ErrorCode::InvalidArgument, "a logits row is outside the step's tokens");
   }
@@ -196,6 +199,7 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::Hidden: return m_hidden.data();
     case PlanBuffer::HiddenIn: return m_hidden_in.data();
     case PlanBuffer::Joined: return m_joined.data();
+    case PlanBuffer::MoeOut: return m_moe_out.data();
   }
   return nullptr;
 }
@@ -233,8 +237,8 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       return {};
     }
     case PlanOpKind::RmsNorm:
-      if (!rmsnorm({buffer(op.input, logits), norm_weight(op).data(), buffer(op.output, logits), n * op.rows_per_token,
-                    op.width, c.rms_norm_eps, m_num_threads})) {
+      if (!rmsnorm({buffer(op.input, logits), op.norm == PlanNorm::Unit ? nullptr : norm_weight(op).data(),
+                    buffer(op.output, logits), n * op.rows_per_token, op.width, c.rms_norm_eps, m_num_threads})) {
         return kernel_failed(std::string("the ") + op.name, il);
       }
       record(op, 0, n);
@@ -245,16 +249,18 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       // Latent attention rotates each head's last values: the rows start that far in (each head
       // row is still head_dim_k apart, and the last one ends inside the buffer).
       const int64_t offset = c.rope_head_offset();
+      // Gemma 4's proportional RoPE: rope_freqs on the global layers only.
+      const bool has_freqs = !m_weights.rope_freqs.empty() && !(is_sliding && c.is_rope_freqs_global_only);
       RopeArgs args{m_q.data() + offset,
                     n,
                     c.num_heads,
-                    c.head_dim_k,
-                    c.rope_num_rotated,
+                    c.layer_head_dim_k(il),
+                    c.layer_rope_num_rotated(il),
                     batch.positions.data(),
                     c.rope_layout,
                     is_sliding ? c.rope_freq_base_swa : c.rope_freq_base,
                     is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale,
-                    m_weights.rope_freqs.empty() ? nullptr : m_weights.rope_freqs.data()};
+                    has_freqs ? m_weights.rope_freqs.data() : nullptr};
       // YaRN (gpt-oss: every layer; olmo2's OLMo 3: the global layers only).
       const bool is_unscaled = is_sliding && c.is_sliding_rope_unscaled;
       args.ext_factor = is_unscaled ? 0.0f : c.rope_ext_factor;
@@ -266,7 +272,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       if (!rope(args)) return kernel_failed("RoPE on queries", il);
       record(op, 0, n);
       args.data = m_k.data() + offset;
-      args.num_heads = c.num_kv_heads;
+      args.num_heads = c.layer_num_kv_heads(il);
       if (!rope(args)) return kernel_failed("RoPE on keys", il);
       record(op, 1, n);
       return {};
@@ -293,10 +299,19 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
     case PlanOpKind::ExpertMatmuls: return run_expert_matmuls(op, n);
     case PlanOpKind::LatentKv: return run_latent_kv(op, n);
     case PlanOpKind::HeadMatmuls: return run_head_matmuls(op, n);
-    case PlanOpKind::ExpertCombine:
-      m_experts.combine(n, buffer(op.output, logits), op.is_accumulating);
+    case PlanOpKind::ExpertCombine: {
+      const std::vector<float>& scales = m_weights.layers[static_cast<size_t>(il)].ffn_down_exps_scale;
+      m_experts.combine(n, buffer(op.output, logits), op.is_accumulating, scales.empty() ? nullptr : scales.data());
       record(op, 0, n);
       return {};
+    }
+    case PlanOpKind::LayerScale: {
+      const float scale = m_weights.layers[static_cast<size_t>(il)].output_scale.value_or(1.0f);
+      float* x = buffer(op.output, logits);
+      for (int64_t i = 0; i < n * c.embedding_length; ++i) x[i] *= scale;
+      record(op, 0, n);
+      return {};
+    }
     case PlanOpKind::ResidualAdd:
       add_in_place(buffer(op.output, logits), buffer(op.input, logits), n * c.embedding_length, c.residual_scale);
       record(op, 0, n);
@@ -452,7 +467,7 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.q = m_q.data();
   attn.k_cache = kv.k_data(il);
   attn.v_cache = kv.v_data(il);
-  attn.v_row_units = kv.shares_values() ? kv.k_units() : 0;  // latent attention: values in the key rows
+  attn.v_row_units = kv.shares_values() ? kv.k_units(il) : 0;  // latent attention: values in the key rows
   attn.num_blocks = kv.num_blocks();
   attn.block_size = kv.block_size();
   attn.block_tables = batch.block_tables.data();
@@ -463,9 +478,9 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.positions = batch.positions.data();
   attn.num_tokens = n;
   attn.num_heads = c.num_heads;
-  attn.num_kv_heads = c.num_kv_heads;
-  attn.head_dim = c.head_dim_k;
-  attn.head_dim_v = c.head_dim_v;
+  attn.num_kv_heads = c.layer_num_kv_heads(il);
+  attn.head_dim = c.layer_head_dim_k(il);
+  attn.head_dim_v = c.layer_head_dim_v(il);
   attn.scale = c.attention_scale;
   attn.sliding_window = op.is_sliding ? c.sliding_window : 0;
   attn.softcap = c.attention_softcap;

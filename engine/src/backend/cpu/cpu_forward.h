@@ -112,6 +112,7 @@ class CpuForward {
   // Multi-token prediction: every token's hidden state (exported), an MTP head's input rows and
   // their join with its normed embeddings [2 * n_embd].
   std::vector<float> m_hidden, m_hidden_in, m_joined;
+  std::vector<float> m_moe_out;  // Gemma 4: the experts' sum beside the dense FFN
   size_t m_num_hidden_rows = 0;
   size_t m_hidden_width = 0;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling

@@ -28,7 +28,8 @@ enum class ModelArchitecture {
   Olmo2,
   Granite,
   Glm4Moe,
-  Deepseek2
+  Deepseek2,
+  Gemma4
 };
 
 struct ArchitectureTraits {
@@ -110,6 +111,14 @@ struct ArchitectureTraits {
   bool has_granite_scales = false;
   // The pre-FFN norm's tensor: ffn_norm, or post_attention_norm (gpt-oss names it so).
   const char* ffn_norm_name = "ffn_norm";
+  // Gemma 4 (llama.cpp's gemma4 graph): the sliding layers have a head size and RoPE width of
+  // their own (attention.key_length_swa, value_length_swa, rope.dimension_count_swa) and the
+  // KV heads may differ per layer (attention.head_count_kv an array); the values are RMS-normed
+  // without a weight, and are the keys' projection where a layer has no attn_v; rope_freqs
+  // (proportional RoPE) applies to the global layers only; q.k is not scaled (the q norm does
+  // it); each layer's output may be scaled (layer_output_scale); the expert layers run the
+  // dense FFN beside the experts (see ModelConfig::has_parallel_dense_ffn).
+  bool is_gemma4 = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -118,7 +127,7 @@ const std::vector<ArchitectureTraits>& architectures();
 const ArchitectureTraits* find_architecture(std::string_view name);
 
 // "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite",
-// "glm4moe", "deepseek2".
+// "glm4moe", "deepseek2", "gemma4".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

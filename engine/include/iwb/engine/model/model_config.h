@@ -117,6 +117,51 @@ struct ModelConfig {
   // mscale_all_dim); it only sets attention_scale (mscale^2 / sqrt(mla_head_dim_k)).
   float rope_yarn_log_multiplier = 0.0f;
 
+  // Gemma 4 (ArchitectureTraits::is_gemma4). The sliding layers' head sizes and RoPE width
+  // where they differ from the global layers' (0: the same), and each layer's KV heads where
+  // they differ (empty: num_kv_heads everywhere).
+  int64_t head_dim_k_swa = 0;
+  int64_t head_dim_v_swa = 0;
+  int64_t rope_num_rotated_swa = 0;
+  std::vector<int64_t> layer_kv_heads;
+  bool has_value_norm = false;              // V RMS-normed per head, without a weight
+  bool is_rope_freqs_global_only = false;   // rope_freqs applies to the global layers alone
+  // The expert layers also run the dense FFN beside the experts, each with its own norms: the
+  // FFN from ffn_norm to post_ffw_norm_1, the experts from pre_ffw_norm_2 to post_ffw_norm_2
+  // (the router reading rmsnorm(X) / sqrt(n_embd) * ffn_gate_inp.scale, each expert's output
+  // times its ffn_down_exps.scale), the sum through post_ffw_norm.
+  bool has_parallel_dense_ffn = false;
+
+  // A layer's attention shape (equal to the globals but for Gemma 4's sliding layers).
+  bool is_sliding(int64_t il) const {
+    return il >= 0 && static_cast<size_t>(il) < is_sliding_layer.size() && is_sliding_layer[static_cast<size_t>(il)];
+  }
+  int64_t layer_num_kv_heads(int64_t il) const {
+    return static_cast<size_t>(il) < layer_kv_heads.size() ? layer_kv_heads[static_cast<size_t>(il)] : num_kv_heads;
+  }
+  int64_t layer_head_dim_k(int64_t il) const {
+    return head_dim_k_swa > 0 && is_sliding(il) ? head_dim_k_swa : head_dim_k;
+  }
+  int64_t layer_head_dim_v(int64_t il) const {
+    return head_dim_v_swa > 0 && is_sliding(il) ? head_dim_v_swa : head_dim_v;
+  }
+  int64_t layer_rope_num_rotated(int64_t il) const {
+    return rope_num_rotated_swa > 0 && is_sliding(il) ? rope_num_rotated_swa : rope_num_rotated;
+  }
+  int64_t layer_q_width(int64_t il) const { return num_heads * layer_head_dim_k(il); }
+  int64_t layer_k_width(int64_t il) const { return layer_num_kv_heads(il) * layer_head_dim_k(il); }
+  int64_t layer_v_width(int64_t il) const { return layer_num_kv_heads(il) * layer_head_dim_v(il); }
+  int64_t layer_attention_output_width(int64_t il) const { return num_heads * layer_head_dim_v(il); }
+  // Whether any layer's attention shape differs from the globals.
+  bool has_layer_attention_shapes() const {
+    return head_dim_k_swa > 0 || head_dim_v_swa > 0 || rope_num_rotated_swa > 0 || !layer_kv_heads.empty();
+  }
+  // The widest of any layer (what buffers are sized by).
+  int64_t max_q_width() const;
+  int64_t max_k_width() const;
+  int64_t max_v_width() const;
+  int64_t max_attention_output_width() const;
+
   int64_t q_width() const { return num_heads * head_dim_k; }
   int64_t q_norm_width() const { return is_qk_norm_full_width ? q_width() : head_dim_k; }
   int64_t k_norm_width() const { return is_qk_norm_full_width ? k_width() : head_dim_k; }
@@ -137,7 +182,7 @@ struct ModelConfig {
   bool has_experts() const { return num_experts > 0; }
   // Layer il's FFN is routed experts (a mixture of experts' leading dense layers are not).
   bool is_expert_layer(int64_t il) const { return has_experts() && il >= num_leading_dense_layers; }
-  bool has_dense_layers() const { return !has_experts() || num_leading_dense_layers > 0; }
+  bool has_dense_layers() const { return !has_experts() || num_leading_dense_layers > 0 || has_parallel_dense_ffn; }
   int64_t shared_expert_width() const { return expert_feed_forward_length * num_shared_experts; }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
 };

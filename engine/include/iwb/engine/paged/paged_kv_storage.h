@@ -3,6 +3,7 @@
 // decides which slots a token uses; this class only stores, copies and hands out pointers.
 #pragma once
 
+#include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/kv_cache_types.h"
 #include "iwb/engine/paged/paged_types.h"
 #include "iwb/engine/runtime/huge_page_region.h"
@@ -16,6 +17,14 @@
 
 namespace iwb {
 
+// One layer's heads in the cache.
+struct KvLayerShape {
+  int64_t num_kv_heads = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+  bool operator==(const KvLayerShape&) const = default;
+};
+
 // What the cache stores per position: f16 keys and values of every layer's KV heads.
 struct KvCacheShape {
   int64_t num_layers = 0;
@@ -26,7 +35,18 @@ struct KvCacheShape {
   // values], V = the latent). The cache then stores keys only, where the types allow it
   // (shares_values): one KV head, the same type on both sides, the same Hadamard pieces.
   bool is_value_in_key = false;
+  // Each layer's heads where layers differ (Gemma 4's sliding and global layers); empty: every
+  // layer is num_kv_heads x head_dim_k / head_dim_v.
+  std::vector<KvLayerShape> layers = {};
+
+  KvLayerShape layer(int64_t il) const {
+    return static_cast<size_t>(il) < layers.size() ? layers[static_cast<size_t>(il)]
+                                                   : KvLayerShape{num_kv_heads, head_dim_k, head_dim_v};
+  }
 };
+
+// The cache shape of a model: its layers' KV heads and head sizes.
+KvCacheShape kv_cache_shape(const ModelConfig& config);
 
 class PagedKvStorage {
  public:
@@ -47,13 +67,15 @@ class PagedKvStorage {
   int32_t block_size() const { return m_block_size; }
   int64_t num_blocks() const { return m_num_blocks; }
   int64_t num_slots() const { return m_num_blocks * m_block_size; }
-  int64_t k_row() const { return m_shape.num_kv_heads * m_shape.head_dim_k; }  // f16 values per slot
-  int64_t v_row() const { return m_shape.num_kv_heads * m_shape.head_dim_v; }
+  // Values per slot of a layer's key (value) row.
+  int64_t k_row(int64_t layer) const;
+  int64_t v_row(int64_t layer) const;
   const KvCacheTypes& types() const { return m_types; }
-  // uint16 units of one slot's key (value) row in the pools: k_row() for f16, 17 per 32 for Q8_0.
-  // With shared values v_units() is the key row's: the distance between value rows in v_data().
-  int64_t k_units() const;
-  int64_t v_units() const;
+  // uint16 units of one slot's key (value) row of a layer in the pools: k_row() for f16, 17 per
+  // 32 for Q8_0. With shared values v_units() is the key row's: the distance between value rows
+  // in v_data().
+  int64_t k_units(int64_t layer) const;
+  int64_t v_units(int64_t layer) const;
   uint64_t num_bytes() const;
   // How many bytes of the pools sit in 2 MiB pages now (HugePageRegion::huge_page_bytes: reads
   // /proc/self/smaps, a millisecond or so; the pools are touched at creation, so once is enough).
@@ -95,8 +117,10 @@ class PagedKvStorage {
   int32_t m_block_size = 0;
   int64_t m_num_blocks = 0;
   KvCacheTypes m_types;
-  // [layer][num_slots x k_units()] keys, then [layer][num_slots x v_units()] values (uint16_t units).
+  // [layer][num_slots x k_units(layer)] keys, then [layer][num_slots x v_units(layer)] values
+  // (uint16_t units); where each layer's pools start, in units.
   HugePageRegion m_pool;
+  std::vector<int64_t> m_k_offsets, m_v_offsets;
   std::vector<float> m_k_scales, m_v_scales;  // [layer]: FP8 scales (1 for other types)
   std::vector<bool> m_is_calibrated;          // [layer]: scales set (only read with calculate_scales)
   bool m_is_value_shared = false;             // no value pool: v_data is k_data (shares_values)

@@ -33,6 +33,7 @@ struct LayerWeightTypes {
   // Latent attention (deepseek2): attn_q_a, attn_kv_a_mqa, and the per-head attn_k_b / attn_v_b.
   GgmlType wq_a = GgmlType::F32, wkv_a = GgmlType::F32, wk_b = GgmlType::F32, wv_b = GgmlType::F32;
   GgmlType nextn_eh_proj = GgmlType::F32;  // an MTP head's nextn.eh_proj
+  bool has_output_scale = false;           // Gemma 4's layer_output_scale
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -75,6 +76,7 @@ enum class PlanBuffer : uint8_t {
   Hidden,    // every token's last hidden state, the output norm's rows [n_embd]
   HiddenIn,  // the MTP head's input: the target's Hidden row of the token before [n_embd]
   Joined,    // the MTP head's [normed embedding, normed HiddenIn] [2 * n_embd]
+  MoeOut,    // the routed experts' weighted sum beside a dense FFN (Gemma 4) [n_embd]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -90,6 +92,12 @@ enum class PlanNorm : uint8_t {
   KvANorm,     // attn_kv_a_norm (its key/value latent)
   NextnENorm,  // nextn.enorm (an MTP head's token embedding)
   NextnHNorm,  // nextn.hnorm (the target's hidden state it reads)
+  // Gemma 4.
+  Unit,         // no weight: a plain RMS normalisation (the values, per head)
+  RouterNorm,   // the router's input: ffn_gate_inp.scale / sqrt(n_embd)
+  PostFfwNorm1,  // post_ffw_norm_1: the dense FFN's output beside the experts
+  PreFfwNorm2,   // pre_ffw_norm_2: the experts' input
+  PostFfwNorm2,  // post_ffw_norm_2: the experts' weighted sum
 };
 
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
@@ -143,6 +151,7 @@ enum class PlanOpKind : uint8_t {
                 // output_h[0, out) = input_h[0, in) . W_h^T, and output_h[out, ...) = input_h[in,
                 // ...) copied (attn_k_b: the query's RoPE values follow its absorbed latent)
   Concat,       // output = [input, appended] per token (the MTP head's Joined; a copy, no record)
+  LayerScale,   // output *= the layer's layer_output_scale (Gemma 4), at the end of the layer
 };
 
 struct PlanProduct {
@@ -173,7 +182,8 @@ struct PlanOp {
   OpKind matmul_kind = OpKind::Matmul;  // Logits for the classifier, ExpertMatmul for ExpertMatmuls
   // Rope and Attention: the layer's sliding window applies (its own RoPE base and scale).
   bool is_sliding = false;
-  // ExpertCombine: adds to its output (the shared experts' part) instead of overwriting it.
+  // ExpertCombine: adds to its output (the shared experts' part) instead of overwriting it
+  // (writes Proj, or MoeOut beside Gemma 4's dense FFN).
   bool is_accumulating = false;
   // Concat: the buffer whose rows follow input's in output's.
   PlanBuffer appended = PlanBuffer::X;

@@ -98,6 +98,16 @@ struct SynthShape {
   // gpt-oss: experts in MXFP4 whatever the file's type but F32 (llama.cpp's converter writes
   // the checkpoint's MXFP4 experts as they are); attention, biases, sinks as the file's type.
   bool has_mxfp4_experts = false;
+  // Gemma 4 (gemma4): the sliding layers' head size and KV heads (the global layers have
+  // head_dim and num_kv_heads), the global layers' rotated fraction of each head (proportional
+  // RoPE: rope_freqs of 1e30 keep the rest in place), values from the keys' projection in the
+  // global layers (no attn_v), each layer's output scale, and the experts' gate and up stored
+  // together (ffn_gate_up_exps); experts, where set, run beside the dense FFN.
+  int64_t head_dim_swa = 0;
+  int64_t num_kv_heads_swa = 0;
+  float partial_rotary_global = 1.0f;
+  bool has_global_value_from_key = false;
+  bool has_fused_expert_gate_up = false;
   bool is_test_shape = false;  // a small shape for tests, not shown in the preset list
 
   // The first n layers at their real size (`iwb synth --layers`): the leading dense layers that
@@ -106,6 +116,12 @@ struct SynthShape {
 
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t kv_width() const { return num_kv_heads * head_dim; }
+  // Layer il's (Gemma 4's sliding layers differ; every other shape's layers are alike).
+  bool is_gemma4_sliding(int64_t il) const { return head_dim_swa > 0 && il % 6 != 5; }
+  int64_t layer_head_dim(int64_t il) const { return is_gemma4_sliding(il) ? head_dim_swa : head_dim; }
+  int64_t layer_kv_heads(int64_t il) const { return is_gemma4_sliding(il) ? num_kv_heads_swa : num_kv_heads; }
+  int64_t layer_q_width(int64_t il) const { return num_heads * layer_head_dim(il); }
+  int64_t layer_kv_width(int64_t il) const { return layer_kv_heads(il) * layer_head_dim(il); }
   int64_t num_parameters() const;  // weights, norms and biases
 };
 
