@@ -23,6 +23,33 @@ int64_t arch_int(const gguf::GgufFile& f, const std::string& arch, const char* s
   return 0;
 }
 
+// Gemma 4's layers differ in their KV rows: head_count_kv per layer, and the sliding layers
+// (attention.sliding_window_pattern, one bool per layer) with key_length_swa / value_length_swa.
+void read_layer_kv(const gguf::GgufFile& f, const std::string& arch, ModelHyperParams* h) {
+  const gguf::Value* kv_heads = f.find(arch + ".attention.head_count_kv");
+  const gguf::Array* heads = kv_heads != nullptr ? kv_heads->as_array() : nullptr;
+  const gguf::Value* pattern_value = f.find(arch + ".attention.sliding_window_pattern");
+  const gguf::Array* pattern = pattern_value != nullptr ? pattern_value->as_array() : nullptr;
+  const int64_t key_swa = arch_int(f, arch, "attention.key_length_swa");
+  const int64_t value_swa = arch_int(f, arch, "attention.value_length_swa");
+  const bool has_swa_heads = key_swa > 0 && pattern != nullptr;
+  if (heads == nullptr && !has_swa_heads) return;
+  const int64_t n = h->trunk_layers();
+  for (int64_t il = 0; il < n; ++il) {
+    ModelHyperParams::LayerKv l{h->head_count_kv, h->key_length, h->value_length};
+    if (heads != nullptr && static_cast<size_t>(il) < heads->items.size()) {
+      l.head_count_kv = heads->items[static_cast<size_t>(il)].as_int().value_or(0);
+    }
+    const bool is_sliding = has_swa_heads && static_cast<size_t>(il) < pattern->items.size() &&
+                            pattern->items[static_cast<size_t>(il)].as_bool().value_or(false);
+    if (is_sliding) {
+      l.key_length = key_swa;
+      l.value_length = value_swa > 0 ? value_swa : key_swa;
+    }
+    h->layer_kv.push_back(l);
+  }
+}
+
 double arch_float(const gguf::GgufFile& f, const std::string& arch, const char* suffix) {
   return f.get_float(arch + "." + suffix).value_or(0.0);
 }
@@ -193,6 +220,7 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.q_lora_rank = arch_int(f, a, "attention.q_lora_rank");
     h.key_length_mla = arch_int(f, a, "attention.key_length_mla");
     h.value_length_mla = arch_int(f, a, "attention.value_length_mla");
+    read_layer_kv(f, a, &h);
   }
   if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
   if (h.vocab_size == 0) {
@@ -203,6 +231,16 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
   return m;
 }
 
+int64_t ModelHyperParams::kv_values_per_position() const {
+  if (!layer_kv.empty()) {
+    int64_t values = 0;
+    for (const LayerKv& l : layer_kv) values += l.head_count_kv * (l.key_length + l.value_length);
+    return values;
+  }
+  const int64_t stored = kv_lora_rank > 0 ? key_length : key_length + value_length;
+  return head_count_kv * stored * trunk_layers();
+}
+
 MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   const ModelHyperParams& h = m.hparams;
   MemoryEstimate e;
@@ -210,9 +248,7 @@ MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   e.weight_bytes = m.tensor_bytes;
   // f16 K and V per layer: only the KV heads are cached (GQA/MQA share them across query heads);
   // latent attention's values are the key rows' first values, so only the keys are stored.
-  const int64_t stored = h.kv_lora_rank > 0 ? h.key_length : h.key_length + h.value_length;
-  const uint64_t kv_per_token_per_layer = static_cast<uint64_t>(h.head_count_kv) * static_cast<uint64_t>(stored) * 2;
-  e.kv_cache_bytes = kv_per_token_per_layer * static_cast<uint64_t>(h.trunk_layers()) * static_cast<uint64_t>(context);
+  e.kv_cache_bytes = 2 * static_cast<uint64_t>(h.kv_values_per_position()) * static_cast<uint64_t>(context);
   // Scratch: f32 activations for a prompt chunk of up to 512 tokens (residual, normed input,
   // Q/K/V, attention output, FFN gate/up), one token's attention scores over the whole context
   // per head, and one row of logits.

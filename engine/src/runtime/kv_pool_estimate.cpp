@@ -12,7 +12,10 @@ Result<KvPoolEstimate> estimate_kv_pool(const ModelSummary& model, const EngineO
                                         uint64_t available_bytes, bool is_device) {
   if (model.is_vocab_only) return make_error(ErrorCode::InvalidArgument, "a vocabulary-only model has no KV cache");
   const ModelHyperParams& h = model.hparams;
-  const KvCacheShape shape{h.trunk_layers(), h.head_count_kv, h.key_length, h.value_length, h.kv_lora_rank > 0};
+  KvCacheShape shape{h.trunk_layers(), h.head_count_kv, h.key_length, h.value_length, h.kv_lora_rank > 0};
+  for (const ModelHyperParams::LayerKv& l : h.layer_kv) {  // Gemma 4's layers differ
+    shape.layers.push_back({l.head_count_kv, l.key_length, l.value_length});
+  }
   KvPoolEstimate e;
   // As PagedEngine::load picks it.
   e.context_length = options.context_length > 0 ? options.context_length : std::min<int64_t>(h.context_length, 4096);

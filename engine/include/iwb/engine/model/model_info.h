@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace iwb {
 
@@ -40,7 +41,18 @@ struct ModelHyperParams {
   int64_t q_lora_rank = 0;
   int64_t key_length_mla = 0;
   int64_t value_length_mla = 0;
+  // Each trunk layer's KV heads and head sizes where layers differ (Gemma 4: head_count_kv per
+  // layer, the sliding layers' key_length_swa / value_length_swa); empty when all are alike.
+  struct LayerKv {
+    int64_t head_count_kv = 0;
+    int64_t key_length = 0;
+    int64_t value_length = 0;
+  };
+  std::vector<LayerKv> layer_kv;
   int64_t trunk_layers() const { return block_count - nextn_predict_layers; }
+  // f16 values one position stores over every trunk layer's keys and values (latent attention:
+  // the keys alone).
+  int64_t kv_values_per_position() const;
 };
 
 struct ModelSummary {
