@@ -2,8 +2,8 @@
 // each word's bytes are written in GPT-2's byte alphabet, and adjacent symbols are merged in
 // the order of tokenizer.ggml.merges (lowest rank first) until no listed pair remains.
 #include "tokenizer/byte_unicode.h"
-#include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/symbol_merger.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
 namespace iwb::tokenizer {

@@ -9,13 +9,13 @@
 namespace iwb::tokenizer {
 
 struct PreTokenizerFamily {
-  std::string_view family;                 // e.g. "llama3": names sharing behaviour
-  std::vector<std::string_view> regexes;   // applied in order; each splits the previous pieces
-  bool ignore_merges = false;              // a pre-token that is a whole token skips merging
-  bool clean_spaces = true;                // decode cleanup default for this family
-  std::optional<bool> add_bos;             // default for add_bos when the GGUF does not say
+  std::string_view family;                // e.g. "llama3": names sharing behaviour
+  std::vector<std::string_view> regexes;  // applied in order; each splits the previous pieces
+  bool ignore_merges = false;             // a pre-token that is a whole token skips merging
+  bool clean_spaces = true;               // decode cleanup default for this family
+  std::optional<bool> add_bos;            // default for add_bos when the GGUF does not say
   bool add_sep = false;
-  bool has_bos = true;                     // false: the family has no BOS (chatglm)
+  bool has_bos = true;  // false: the family has no BOS (chatglm)
 };
 
 // The family for a tokenizer.ggml.pre value; empty names mean "default". nullptr if unknown.

@@ -49,8 +49,7 @@ std::string make_piece(const Vocab& v, size_t id) {
   switch (v.types[id]) {
     case TokenType::Control:
     case TokenType::Unknown:
-    case TokenType::UserDefined:
-      return text;
+    case TokenType::UserDefined: return text;
     case TokenType::Byte:
       if (auto b = parse_byte_token(text)) return std::string(1, static_cast<char>(*b));
       return text;
@@ -62,8 +61,7 @@ std::string make_piece(const Vocab& v, size_t id) {
         return piece;
       }
     case TokenType::Unused:
-    case TokenType::Undefined:
-      return {};
+    case TokenType::Undefined: return {};
   }
   return {};
 }
