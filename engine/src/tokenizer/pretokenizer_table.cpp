@@ -170,6 +170,20 @@ const std::vector<Entry>& table() {
     e.push_back({{"laguna"}, with_clean(make("laguna", {kLines, kQwen2}), false)});
     e.push_back({{"exaone-moe"}, with_clean(make("exaone-moe", {kExaoneMoe}), false)});
     {
+      // Gemma 4 (tokenizer.ggml.model "gemma4" names no pre-tokenizer; llama.cpp calls it
+      // "gemma4"): merges run over whole lines of raw UTF-8, only newline runs are split off.
+      PreTokenizerFamily f = make("gemma4", {kLines});
+      f.is_byte_level = false;
+      f.keeps_newline_runs = true;
+      f.is_add_bos_forced = true;
+      e.push_back({{"gemma4", "granite-embed-multi-311m"}, f});
+    }
+    {
+      PreTokenizerFamily f = with_clean(make("sarvam-moe", {kLines}), false);
+      f.is_byte_level = false;
+      e.push_back({{"sarvam-moe"}, f});
+    }
+    {
       PreTokenizerFamily f = make("minicpm5", {kDigits3, kMinicpm5Main});
       f.ignore_merges = true;
       e.push_back({{"minicpm5"}, f});

@@ -191,6 +191,11 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
 
   IWB_RETURN_IF_ERROR(read_special_ids(file, &v));
   if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
+  // llama.cpp turns Gemma 4's BOS on whatever the file says (its files that say false are wrong).
+  if (const PreTokenizerFamily* family = find_pre_tokenizer(v.pre);
+      v.kind == VocabKind::Bpe && family != nullptr && family->is_add_bos_forced) {
+    v.add_bos = true;
+  }
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
   if (auto b = file.get_bool("tokenizer.ggml.normalizer.lowercase")) {
