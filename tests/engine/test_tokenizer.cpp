@@ -139,6 +139,8 @@ gguf::GgufWriter gemma4_gguf() {
     tokens.push_back(text);
     types.push_back(1);
   }
+  tokens.push_back("</s>");  // ordinary text in Gemma 4
+  types.push_back(1);
   for (const char* text : {"<|turn>", "<turn|>"}) {
     tokens.push_back(text);
     types.push_back(3);
@@ -513,6 +515,8 @@ void TestTokenizer::gemma4_special_tokens_and_end_of_generation() {
   QVERIFY(tok.is_end_of_generation(turn_close));
   QVERIFY(tok.is_end_of_generation(id("<|tool_response>")));
   QVERIFY(!tok.is_end_of_generation(turn_open));
+  QVERIFY(!tok.is_end_of_generation(id("</s>")));
+  QCOMPARE(tok.vocab().types[static_cast<size_t>(id("</s>"))], TokenType::Normal);
   QCOMPARE(tok.vocab().types[static_cast<size_t>(id("<|tool_response>"))], TokenType::Control);
   const std::vector<TokenId> turn = {2, turn_open, id("hello"), turn_close};
   QCOMPARE(tok.decode(turn), std::string("hello"));

@@ -119,6 +119,7 @@ class TestTokenizerVectors : public QObject {
   void encodes_like_llama_cpp();
   void every_vocab_file_loads_and_round_trips_data();
   void every_vocab_file_loads_and_round_trips();
+  void gemma4_file_settings();
   void encodes_10kb_quickly();
   void encodes_from_several_threads();
 };
@@ -184,6 +185,24 @@ void TestTokenizerVectors::every_vocab_file_loads_and_round_trips() {
   if (tok->vocab().kind != VocabKind::WordPiece) {
     QCOMPARE(QString::fromStdString(tok->decode(ids)), QString::fromStdString(text));
   }
+}
+
+// Gemma 4's file as llama.cpp reads it: BOS added, its turn and tool-response markers and <eos>
+// end generation, "</s>" is ordinary text, turn markers are parsed only on request.
+void TestTokenizerVectors::gemma4_file_settings() {
+  const QString path = vocab_path("ggml-vocab-gemma-4.gguf");
+  if (path.isEmpty()) QSKIP("ggml-vocab-gemma-4.gguf not found");
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(error));
+  QCOMPARE(tok->vocab().model, std::string("gemma4"));
+  QCOMPARE(tok->bos(), 2);
+  QCOMPARE(tok->encode("Hello world"), (std::vector<int32_t>{2, 9259, 1902}));
+  for (int32_t id : {1, 50, 106}) QVERIFY2(tok->is_end_of_generation(id), qPrintable(QString::number(id)));
+  for (int32_t id : {2, 105, 212}) QVERIFY2(!tok->is_end_of_generation(id), qPrintable(QString::number(id)));
+  QCOMPARE(tok->encode("<|turn>user\nHi<turn|>", {.add_bos = false, .parse_special = true}),
+           (std::vector<int32_t>{105, 2364, 107, 10979, 106}));
+  QCOMPARE(tok->decode(std::vector<int32_t>{2, 105, 2364, 107, 10979, 106}), std::string("user\nHi"));
 }
 
 // Not a benchmark: a guard against an accidentally quadratic path (seconds instead of ms).
