@@ -25,8 +25,9 @@ if [[ -n "${IWB_LLAMA_SDIST:-}" ]]; then
   cp "$IWB_LLAMA_SDIST" "$sdist"
 else
   echo "fetch-llama-vocab: downloading llama-cpp-python==$version (sdist, ~77 MB) for its vocab test files"
-  if ! python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-      -d "$tmp" "llama-cpp-python==$version" >"$tmp/pip.log" 2>&1; then
+  # Short timeouts: an offline machine should not hold up every build.
+  if ! python3 -m pip download --quiet --disable-pip-version-check --timeout 20 --retries 1 --no-deps \
+      --no-binary :all: -d "$tmp" "llama-cpp-python==$version" >"$tmp/pip.log" 2>&1; then
     tail -n 3 "$tmp/pip.log" >&2 || true
     warn "could not download llama-cpp-python==$version from PyPI (no network?)"
     exit 0
@@ -49,4 +50,4 @@ tar -xzf "$sdist" -C "$tmp/extract" --wildcards "$prefix/ggml-vocab-*"
 mkdir -p "$dest"
 cp "$tmp/extract/$prefix"/ggml-vocab-* "$dest/"
 touch "$stamp"
-echo "fetch-llama-vocab: $(ls "$tmp/extract/$prefix" | wc -l) files in $dest"
+echo "fetch-llama-vocab: $(find "$tmp/extract/$prefix" -type f | wc -l) files in $dest"
