@@ -25,3 +25,7 @@ cmake --build "$build_dir" --parallel "$(nproc)"
 # The serving tests' Python packages (tests/serve): without network this only warns, and
 # those tests then fail saying how to make the environment.
 "$root/scripts/pyenv.sh" "$build_dir" || echo "build: warning: could not create $build_dir/pyenv (scripts/pyenv.sh)" >&2
+
+# llama.cpp's tokenizer test files (ggml-vocab-*.gguf with .inp/.out) for test_tokenizer_vectors,
+# once, into ~/.cache/inference-workbench/llama-vocab; without network the tests skip them.
+"$root/scripts/fetch-llama-vocab.sh" || echo "build: warning: could not fetch llama.cpp's vocab test files (scripts/fetch-llama-vocab.sh)" >&2

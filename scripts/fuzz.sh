@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]      targets: see tests/fuzz/CMakeLists.txt
 #
 # Each run starts from the committed seeds (tests/fuzz/corpus/<target>/) plus, for the GGUF
-# and tokenizer targets, the shared model files, and keeps growing a working corpus in
+# and tokenizer targets, the shared model files (and llama.cpp's vocab cache), and keeps growing a working corpus in
 # build-fuzz/corpus/<target>/ across runs. A crash leaves its input in build-fuzz/crashes/;
 # copy it into tests/fuzz/corpus/<target>/ with the fix, and CTest replays it from then on.
 # IWB_FUZZ_MERGE=1 merges the inputs that add coverage back into tests/fuzz/corpus/.
@@ -30,6 +30,7 @@ fi
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 models=${IWB_SHARED_MODELS_DIR:-"$root/../shared/models"}
+llama_vocab=${IWB_LLAMA_VOCAB_DIR:-"$HOME/.cache/inference-workbench/llama-vocab"}
 log="$build/fuzz-runs.tsv"
 [[ -f "$log" ]] || printf 'date\ttarget\tseconds\texecs\texecs_per_s\tcov\tft\tcorpus\tcrashes\n' >"$log"
 for t in "${targets[@]}"; do
@@ -37,6 +38,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$crashes"
   seeds=("$root/tests/fuzz/corpus/$t")
   if [[ "$t" == gguf && -d "$models/vocab-gguf" ]]; then seeds+=("$models/vocab-gguf"); fi
+  if [[ "$t" == gguf && -d "$llama_vocab" ]]; then seeds+=("$llama_vocab"); fi
   dict=()
   [[ -f "$root/tests/fuzz/dict/$t.dict" ]] && dict=(-dict="$root/tests/fuzz/dict/$t.dict")
   echo "fuzz: $t for ${seconds}s" >&2

@@ -15,7 +15,12 @@ class TestCliTokenize : public QObject {
   Q_OBJECT
 
  private:
-  static QString vocab(const char* name) { return shared_models_dir() + "/vocab-gguf/" + name; }
+  // The shared folder's file, else the one in llama.cpp's vocab cache (scripts/fetch-llama-vocab.sh).
+  static QString vocab(const char* name) {
+    const QString shared = shared_models_dir() + "/vocab-gguf/" + name;
+    if (QFile::exists(shared)) return shared;
+    return QStringLiteral(IWB_LLAMA_VOCAB_DIR "/") + name;
+  }
 
  private slots:
   void printsIdsOnly_data() {
@@ -27,13 +32,17 @@ class TestCliTokenize : public QObject {
     QTest::newRow("spm no bos") << "ggml-vocab-llama-spm.gguf" << QStringList{"--no-bos"} << "15043 3186";
     QTest::newRow("bpe gpt-2") << "ggml-vocab-gpt-2.gguf" << QStringList{"--no-bos"} << "15496 995";
     QTest::newRow("bpe deepseek") << "ggml-vocab-deepseek-coder.gguf" << QStringList{"--no-bos"} << "17535 1835";
+    // Gemma 4 adds its BOS although the file could say otherwise; --no-bos leaves it out.
+    QTest::newRow("gemma4 default bos") << "ggml-vocab-gemma-4.gguf" << QStringList{} << "2 9259 1902";
+    QTest::newRow("gemma4 no bos") << "ggml-vocab-gemma-4.gguf" << QStringList{"--no-bos"} << "9259 1902";
   }
   void printsIdsOnly() {
     QFETCH(QString, file);
     QFETCH(QStringList, extra);
     QFETCH(QString, expected);
-    if (!QFile::exists(vocab(file.toLatin1().constData()))) QSKIP("shared vocab files absent");
-    auto r = run_iwb(QStringList{"tokenize", "-m", vocab(file.toLatin1().constData()), "-p", "Hello world", "--ids"} + extra);
+    if (!QFile::exists(vocab(file.toLatin1().constData()))) QSKIP(qPrintable(file + " absent"));
+    auto r = run_iwb(QStringList{"tokenize", "-m", vocab(file.toLatin1().constData()), "-p", "Hello world", "--ids"} +
+                     extra);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QCOMPARE(r.out, expected + "\n");
   }
@@ -56,6 +65,22 @@ class TestCliTokenize : public QObject {
 
     auto parsed = run_iwb({"tokenize", "-m", vocab("ggml-vocab-llama-spm.gguf"), "-f", text_file, "--parse-special"});
     QVERIFY2(parsed.out.contains("       2  '</s>'"), qPrintable(parsed.out));
+  }
+
+  // Gemma 4's pieces: spaces come back from ▁, a character it lacks as <0xNN> bytes, its turn
+  // markers as single tokens only with --parse-special.
+  void gemma4Table() {
+    if (!QFile::exists(vocab("ggml-vocab-gemma-4.gguf"))) QSKIP("ggml-vocab-gemma-4.gguf absent");
+    const QString text = QString::fromUtf8("<|turn>user\n  Hi \xF0\x9F\xAB\xA8<turn|>");
+    auto r = run_iwb({"tokenize", "-m", vocab("ggml-vocab-gemma-4.gguf"), "-p", text, "--parse-special"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("       2  '<bos>'"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("     105  '<|turn>'"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("     106  '<turn|>'"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("'  '"), qPrintable(r.out));  // ▁▁ is two spaces
+    QVERIFY2(r.out.contains(" tokens (BPE, 262144 in vocabulary)"), qPrintable(r.out));
+    auto plain = run_iwb({"tokenize", "-m", vocab("ggml-vocab-gemma-4.gguf"), "-p", text});
+    QVERIFY2(!plain.out.contains("'<turn|>'"), qPrintable(plain.out));
   }
 
   void errors_data() {

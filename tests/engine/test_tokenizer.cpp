@@ -105,6 +105,69 @@ std::optional<Tokenizer> load_shared(const char* name) {
   return std::move(tok.value());
 }
 
+// A small Gemma 4 vocabulary (tokenizer.ggml.model "gemma4"): SPM-style BPE over raw UTF-8,
+// spaces as ▁, <0xNN> byte tokens, "\n\n\n" a token that no merge reaches.
+gguf::GgufWriter gemma4_gguf() {
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>"};
+  std::vector<int32_t> types = {3, 3, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    tokens.push_back(name);
+    types.push_back(6);
+  }
+  for (const std::string& text : {kSpace,
+                                  std::string("h"),
+                                  std::string("e"),
+                                  std::string("l"),
+                                  std::string("o"),
+                                  std::string("w"),
+                                  std::string("r"),
+                                  std::string("d"),
+                                  std::string("\n"),
+                                  std::string("\n\n"),
+                                  std::string("\n\n\n"),
+                                  std::string("\t"),
+                                  kSpace + kSpace,
+                                  std::string("he"),
+                                  std::string("ll"),
+                                  std::string("hell"),
+                                  std::string("hello"),
+                                  kSpace + "hello",
+                                  kSpace + "w",
+                                  kSpace + "wo"}) {
+    tokens.push_back(text);
+    types.push_back(1);
+  }
+  tokens.push_back("</s>");  // ordinary text in Gemma 4
+  types.push_back(1);
+  for (const char* text : {"<|turn>", "<turn|>"}) {
+    tokens.push_back(text);
+    types.push_back(3);
+  }
+  for (const char* text : {"<|tool_response>", "<|\"|>"}) {
+    tokens.push_back(text);
+    types.push_back(4);
+  }
+  std::vector<float> scores(tokens.size(), 0.0f);
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", "gemma4");
+  w.set_string("tokenizer.ggml.model", "gemma4");
+  w.set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
+  w.set("tokenizer.ggml.scores", gguf::Value::f32_array(scores));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32_array(types));
+  w.set("tokenizer.ggml.merges",
+        gguf::Value::string_array({"h e", "l l", "he ll", "hell o", kSpace + " hello", kSpace + " w", kSpace + "w o",
+                                   kSpace + " " + kSpace, "\n \n"}));
+  w.set_u32("tokenizer.ggml.bos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eos_token_id", 1);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 3);
+  w.set_u32("tokenizer.ggml.padding_token_id", 0);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  w.set_bool("tokenizer.ggml.add_bos_token", false);  // llama.cpp adds Gemma 4's BOS anyway
+  return w;
+}
+
 bool is_valid_utf8(const std::string& s) { return QString::fromUtf8(s).toUtf8() == QByteArray::fromStdString(s); }
 
 }  // namespace
@@ -125,6 +188,9 @@ class TestTokenizer : public QObject {
   void streaming_holds_back_partial_utf8();
   void streaming_emoji_as_byte_tokens();
   void streaming_chinese_in_bpe();
+  void gemma4_merges_raw_utf8_with_spaces_as_spm();
+  void gemma4_byte_fallback_and_newline_runs();
+  void gemma4_special_tokens_and_end_of_generation();
   void vocab_struct_errors();
   void gguf_vocab_errors();
   void gguf_defaults_and_keys();
@@ -380,6 +446,81 @@ void TestTokenizer::streaming_chinese_in_bpe() {
   joined += stream.flush();
   QVERIFY(num_held > 0);
   QCOMPARE(joined, text);
+}
+
+void TestTokenizer::gemma4_merges_raw_utf8_with_spaces_as_spm() {
+  auto v = vocab_of(gemma4_gguf());
+  QVERIFY2(v, v.error_message().c_str());
+  QCOMPARE(v->kind, VocabKind::Bpe);
+  QCOMPARE(v->pre, std::string("gemma4"));
+  QVERIFY(v->add_bos);  // forced, although the file says false
+  QVERIFY(!v->add_space_prefix);
+  const Tokenizer tok = make(v.value());
+  const auto id = [&](const std::string& text) { return id_of(*v, text); };
+  QCOMPARE(tok.encode("hello"), (std::vector<TokenId>{2, id("hello")}));
+  const std::vector<TokenId> ids = tok.encode("hello world", {.add_bos = false});
+  QCOMPARE(ids, (std::vector<TokenId>{id("hello"), id(kSpace + "wo"), id("r"), id("l"), id("d")}));
+  QCOMPARE(tok.decode(ids), std::string("hello world"));
+  // Leading spaces are ▁ like any other: no prefix space is added, none is stripped.
+  const std::vector<TokenId> spaced = tok.encode("  hello", {.add_bos = false});
+  QCOMPARE(spaced, (std::vector<TokenId>{id(kSpace), id(kSpace + "hello")}));
+  QCOMPARE(tok.decode(spaced), std::string("  hello"));
+  QCOMPARE(tok.decode(tok.encode("  hello")), std::string("  hello"));
+  QCOMPARE(tok.token_to_piece(id(kSpace + kSpace)), std::string("  "));
+}
+
+void TestTokenizer::gemma4_byte_fallback_and_newline_runs() {
+  auto v = vocab_of(gemma4_gguf());
+  QVERIFY2(v, v.error_message().c_str());
+  const Tokenizer tok = make(v.value());
+  const auto id = [&](const std::string& text) { return id_of(*v, text); };
+  // "é" and "a" are not in the vocabulary: their UTF-8 bytes become <0xNN> tokens.
+  const std::vector<TokenId> ids = tok.encode("h\xC3\xA9 a", {.add_bos = false});
+  QCOMPARE(ids, (std::vector<TokenId>{id("h"), id("<0xC3>"), id("<0xA9>"), id(kSpace), id("<0x61>")}));
+  QCOMPARE(tok.decode(ids), std::string("h\xC3\xA9 a"));
+  QCOMPARE(tok.token_to_piece(id("<0x0A>")), std::string("\n"));
+  // A run of newlines that is a token stays whole although no merge builds it; longer runs merge.
+  QCOMPARE(tok.encode("hello\n\n\nhello", {.add_bos = false}),
+           (std::vector<TokenId>{id("hello"), id("\n\n\n"), id("hello")}));
+  QCOMPARE(tok.encode("\n\n\n\n", {.add_bos = false}), (std::vector<TokenId>{id("\n\n"), id("\n\n")}));
+  QCOMPARE(tok.encode("\t\n", {.add_bos = false}), (std::vector<TokenId>{id("\t"), id("\n")}));
+  // Streaming gives whole characters back.
+  StreamingDetokenizer stream(tok);
+  std::string joined;
+  for (TokenId t : tok.encode("h\xC3\xA9\n\n\n hello")) {
+    const std::string part = stream.push(t);
+    QVERIFY(is_valid_utf8(part));
+    joined += part;
+  }
+  joined += stream.flush();
+  QCOMPARE(joined, std::string("h\xC3\xA9\n\n\n hello"));
+}
+
+void TestTokenizer::gemma4_special_tokens_and_end_of_generation() {
+  auto v = vocab_of(gemma4_gguf());
+  QVERIFY2(v, v.error_message().c_str());
+  const Tokenizer tok = make(v.value());
+  const auto id = [&](const std::string& text) { return id_of(*v, text); };
+  const TokenId turn_open = id("<|turn>");
+  const TokenId turn_close = id("<turn|>");
+  QCOMPARE(tok.encode("<|turn>hello<turn|>", {.add_bos = false, .parse_special = true}),
+           (std::vector<TokenId>{turn_open, id("hello"), turn_close}));
+  const std::vector<TokenId> plain = tok.encode("<|turn>hello<turn|>", {.add_bos = false});
+  QVERIFY(std::find(plain.begin(), plain.end(), turn_open) == plain.end());
+  QCOMPARE(tok.decode(plain), std::string("<|turn>hello<turn|>"));
+  // User-defined tokens split out whole either way.
+  QCOMPARE(tok.encode("<|\"|>hello", {.add_bos = false}), (std::vector<TokenId>{id("<|\"|>"), id("hello")}));
+  // The end of a turn, of a tool call (<|tool_response>, now a control token) and <eos>.
+  QVERIFY(tok.is_end_of_generation(1));
+  QVERIFY(tok.is_end_of_generation(turn_close));
+  QVERIFY(tok.is_end_of_generation(id("<|tool_response>")));
+  QVERIFY(!tok.is_end_of_generation(turn_open));
+  QVERIFY(!tok.is_end_of_generation(id("</s>")));
+  QCOMPARE(tok.vocab().types[static_cast<size_t>(id("</s>"))], TokenType::Normal);
+  QCOMPARE(tok.vocab().types[static_cast<size_t>(id("<|tool_response>"))], TokenType::Control);
+  const std::vector<TokenId> turn = {2, turn_open, id("hello"), turn_close};
+  QCOMPARE(tok.decode(turn), std::string("hello"));
+  QCOMPARE(tok.decode(turn, {.render_special = true}), std::string("<bos><|turn>hello<turn|>"));
 }
 
 void TestTokenizer::vocab_struct_errors() {

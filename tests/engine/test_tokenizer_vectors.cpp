@@ -1,6 +1,7 @@
 // llama.cpp's tokenizer test vectors: for every vocab-only GGUF under shared/models/vocab-gguf
-// with .inp/.out files, each test string must encode (no BOS, special tokens not parsed) to
-// exactly the ids llama.cpp expects, and decode back to the string where the vocab is lossless.
+// or the llama.cpp vocab cache (scripts/fetch-llama-vocab.sh) with .inp/.out files, each test
+// string must encode (no BOS, special tokens not parsed) to exactly the ids llama.cpp expects,
+// and decode back to the string where the vocab is lossless. A file in both folders counts once.
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
 
@@ -22,7 +23,32 @@ Q_DECLARE_METATYPE(std::vector<int32_t>)
 
 namespace {
 
-QString vocab_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf"); }
+// The shared folder first: a file in both is taken from there.
+QStringList vocab_dirs() {
+  return {QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf"), QStringLiteral(IWB_LLAMA_VOCAB_DIR)};
+}
+
+QString missing_message() {
+  return "no vocab files in " + vocab_dirs().join(" or ") +
+         " (scripts/fetch-llama-vocab.sh fetches llama.cpp's); vocab test vectors skipped";
+}
+
+// File name -> path of every file matching `pattern` in the vocab folders, by name.
+std::map<QString, QString> vocab_files(const QString& pattern) {
+  std::map<QString, QString> files;
+  for (const QString& folder : vocab_dirs()) {
+    const QDir dir(folder);
+    for (const QString& name : dir.entryList({pattern}, QDir::Files, QDir::Name))
+      files.emplace(name, dir.filePath(name));
+  }
+  return files;
+}
+
+// The path of one vocab file by name; empty when neither folder has it.
+QString vocab_path(const QString& name) {
+  const auto files = vocab_files(name);
+  return files.empty() ? QString() : files.begin()->second;
+}
 
 // Tokenizers are loaded once per file: the data rows of one file share it.
 const Tokenizer* load_tokenizer(const QString& path, QString* error) {
@@ -89,32 +115,41 @@ class TestTokenizerVectors : public QObject {
   Q_OBJECT
 
  private slots:
+  void llama_vocab_cache_present();
   void encodes_like_llama_cpp_data();
   void encodes_like_llama_cpp();
+  void every_vocab_file_loads_and_round_trips_data();
   void every_vocab_file_loads_and_round_trips();
+  void gemma4_file_settings();
   void encodes_10kb_quickly();
   void encodes_from_several_threads();
 };
+
+// Says so when llama.cpp's files (gemma-4, qwen35, command-r, ...) are not there to be checked.
+void TestTokenizerVectors::llama_vocab_cache_present() {
+  if (!QDir(QStringLiteral(IWB_LLAMA_VOCAB_DIR)).exists()) {
+    QSKIP("llama.cpp's vocab files are absent from " IWB_LLAMA_VOCAB_DIR
+          " (scripts/fetch-llama-vocab.sh fetches them): gemma-4, qwen35, command-r and others are not checked");
+  }
+}
 
 void TestTokenizerVectors::encodes_like_llama_cpp_data() {
   QTest::addColumn<QString>("path");
   QTest::addColumn<QByteArray>("input");
   QTest::addColumn<std::vector<int32_t>>("expected");
-  const QDir dir(vocab_dir());
-  if (!dir.exists()) QSKIP(qPrintable("shared models not found at " + vocab_dir() + "; vocab test vectors skipped"));
-  const QStringList inputs = dir.entryList({"*.gguf.inp"}, QDir::Files, QDir::Name);
-  if (inputs.isEmpty()) QSKIP("no .inp test vectors in the vocab folder");
-  for (const QString& inp : inputs) {
+  const std::map<QString, QString> inputs = vocab_files("*.gguf.inp");
+  if (inputs.empty()) QSKIP(qPrintable(missing_message()));
+  for (const auto& [name, inp] : inputs) {
     const QString gguf = inp.chopped(4);
-    const QList<QByteArray> strings = split_inputs(read_all(dir.filePath(inp)));
-    const QList<QByteArray> lines = read_all(dir.filePath(gguf + ".out")).split('\n');
+    const QList<QByteArray> strings = split_inputs(read_all(inp));
+    const QList<QByteArray> lines = read_all(gguf + ".out").split('\n');
     QVERIFY2(lines.size() >= strings.size(), qPrintable(gguf + ": fewer .out lines than .inp strings"));
-    const QString short_name = QString(gguf).remove("ggml-vocab-").remove(".gguf");
+    const QString short_name = QString(name).remove("ggml-vocab-").remove(".gguf.inp");
     for (qsizetype i = 0; i < strings.size(); ++i) {
       QString shown = QString::fromUtf8(strings[i].left(24));
       shown.replace('\n', "\\n").replace('\t', "\\t");
       QTest::addRow("%s #%02d '%s'", qPrintable(short_name), int(i), qPrintable(shown))
-          << dir.filePath(gguf) << strings[i] << parse_ids(lines[i]);
+          << gguf << strings[i] << parse_ids(lines[i]);
     }
   }
 }
@@ -129,8 +164,8 @@ void TestTokenizerVectors::encodes_like_llama_cpp() {
 
   const std::string text = input.toStdString();
   const std::vector<int32_t> ids = tok->encode(text, {.add_bos = false, .parse_special = false});
-  QVERIFY2(ids == expected, qPrintable(QStringLiteral("\n   got: %1\n  want: %2")
-                                           .arg(describe(*tok, ids), describe(*tok, expected))));
+  QVERIFY2(ids == expected,
+           qPrintable(QStringLiteral("\n   got: %1\n  want: %2").arg(describe(*tok, ids), describe(*tok, expected))));
 
   // WordPiece lowercases and strips accents, so only SPM and byte-level BPE round-trip.
   if (tok->vocab().kind != VocabKind::WordPiece) {
@@ -138,35 +173,59 @@ void TestTokenizerVectors::encodes_like_llama_cpp() {
   }
 }
 
+void TestTokenizerVectors::every_vocab_file_loads_and_round_trips_data() {
+  QTest::addColumn<QString>("path");
+  const std::map<QString, QString> files = vocab_files("*.gguf");
+  if (files.empty()) QSKIP(qPrintable(missing_message()));
+  for (const auto& [name, path] : files) QTest::newRow(qPrintable(name)) << path;
+}
+
+// Every file, with test vectors or not: a tokenizer model we do not support fails here.
 void TestTokenizerVectors::every_vocab_file_loads_and_round_trips() {
-  const QDir dir(vocab_dir());
-  if (!dir.exists()) QSKIP(qPrintable("shared models not found at " + vocab_dir()));
+  QFETCH(QString, path);
   const std::string text = "Hello world!\n\tThe quick brown fox, 3.14159 — naïve café 日本語 🦙";
-  for (const QString& name : dir.entryList({"*.gguf"}, QDir::Files, QDir::Name)) {
-    QString error;
-    const Tokenizer* tok = load_tokenizer(dir.filePath(name), &error);
-    QVERIFY2(tok != nullptr, qPrintable(name + ": " + error));
-    const std::vector<int32_t> ids = tok->encode(text);
-    QVERIFY2(!ids.empty(), qPrintable(name));
-    for (int32_t id : ids) QVERIFY2(tok->is_valid(id), qPrintable(name));
-    if (tok->vocab().add_bos) QCOMPARE(ids.front(), tok->bos());
-    if (tok->vocab().kind != VocabKind::WordPiece) {
-      QCOMPARE(QString::fromStdString(tok->decode(ids)), QString::fromStdString(text));
-    }
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(path + ": " + error));
+  const std::vector<int32_t> ids = tok->encode(text);
+  QVERIFY(!ids.empty());
+  for (int32_t id : ids) QVERIFY(tok->is_valid(id));
+  if (tok->vocab().add_bos) QCOMPARE(ids.front(), tok->bos());
+  if (tok->vocab().kind != VocabKind::WordPiece) {
+    QCOMPARE(QString::fromStdString(tok->decode(ids)), QString::fromStdString(text));
   }
+}
+
+// Gemma 4's file as llama.cpp reads it: BOS added, its turn and tool-response markers and <eos>
+// end generation, "</s>" is ordinary text, turn markers are parsed only on request.
+void TestTokenizerVectors::gemma4_file_settings() {
+  const QString path = vocab_path("ggml-vocab-gemma-4.gguf");
+  if (path.isEmpty()) QSKIP("ggml-vocab-gemma-4.gguf not found");
+  QString error;
+  const Tokenizer* tok = load_tokenizer(path, &error);
+  QVERIFY2(tok != nullptr, qPrintable(error));
+  QCOMPARE(tok->vocab().model, std::string("gemma4"));
+  QCOMPARE(tok->bos(), 2);
+  QCOMPARE(tok->encode("Hello world"), (std::vector<int32_t>{2, 9259, 1902}));
+  for (int32_t id : {1, 50, 106}) QVERIFY2(tok->is_end_of_generation(id), qPrintable(QString::number(id)));
+  for (int32_t id : {2, 105, 212}) QVERIFY2(!tok->is_end_of_generation(id), qPrintable(QString::number(id)));
+  QCOMPARE(tok->encode("<|turn>user\nHi<turn|>", {.add_bos = false, .parse_special = true}),
+           (std::vector<int32_t>{105, 2364, 107, 10979, 106}));
+  QCOMPARE(tok->decode(std::vector<int32_t>{2, 105, 2364, 107, 10979, 106}), std::string("user\nHi"));
 }
 
 // Not a benchmark: a guard against an accidentally quadratic path (seconds instead of ms).
 void TestTokenizerVectors::encodes_10kb_quickly() {
-  const QString path = vocab_dir() + "/ggml-vocab-deepseek-llm.gguf";
-  if (!QFile::exists(path)) QSKIP(qPrintable(path + " not found"));
+  const QString path = vocab_path("ggml-vocab-deepseek-llm.gguf");
+  if (path.isEmpty()) QSKIP("ggml-vocab-deepseek-llm.gguf not found");
   QString error;
   const Tokenizer* tok = load_tokenizer(path, &error);
   QVERIFY2(tok != nullptr, qPrintable(error));
   std::string text;
   while (text.size() < 10 * 1024) {
-    text += "The tokenizer splits text into words, numbers 1234567 and symbols; "
-            "naïve café, Ελληνικά, русский, 日本語のテキスト 🦙\n";
+    text +=
+        "The tokenizer splits text into words, numbers 1234567 and symbols; "
+        "naïve café, Ελληνικά, русский, 日本語のテキスト 🦙\n";
   }
   QElapsedTimer timer;
   timer.start();
@@ -179,8 +238,8 @@ void TestTokenizerVectors::encodes_10kb_quickly() {
 
 // One Tokenizer shared by threads (the engine and the UI both tokenize): same ids everywhere.
 void TestTokenizerVectors::encodes_from_several_threads() {
-  const QString path = vocab_dir() + "/ggml-vocab-deepseek-coder.gguf";
-  if (!QFile::exists(path)) QSKIP(qPrintable(path + " not found"));
+  const QString path = vocab_path("ggml-vocab-deepseek-coder.gguf");
+  if (path.isEmpty()) QSKIP("ggml-vocab-deepseek-coder.gguf not found");
   QString error;
   const Tokenizer* tok = load_tokenizer(path, &error);
   QVERIFY2(tok != nullptr, qPrintable(error));

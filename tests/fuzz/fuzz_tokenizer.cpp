@@ -1,8 +1,9 @@
 // Fuzz target: every tokenizer family of the shared vocabulary files (SentencePiece, byte-level
-// BPE with each pre-tokenizer, WordPiece): encode arbitrary text, decode arbitrary ids, and
-// stream-detokenize them one at a time. The first byte picks the vocabulary, the second the
-// options; the rest is text, then ids. The vocabularies load once, from IWB_FUZZ_VOCAB_DIR or
-// the shared models folder.
+// BPE with each pre-tokenizer, Gemma 4's SPM-style BPE, WordPiece): encode arbitrary text,
+// decode arbitrary ids, and stream-detokenize them one at a time. The first byte picks the
+// vocabulary, the second the options; the rest is text, then ids. The vocabularies load once,
+// from IWB_FUZZ_VOCAB_DIR, or else the shared models folder and llama.cpp's vocab cache
+// (scripts/fetch-llama-vocab.sh; a file in both is loaded once).
 #include "fuzz_input.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -12,10 +13,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #ifndef IWB_SHARED_MODELS_DIR
 #define IWB_SHARED_MODELS_DIR "../shared/models"
+#endif
+#ifndef IWB_LLAMA_VOCAB_DIR
+#define IWB_LLAMA_VOCAB_DIR ""
 #endif
 
 namespace {
@@ -24,20 +30,27 @@ std::vector<iwb::tokenizer::Tokenizer>& tokenizers() {
   static std::vector<iwb::tokenizer::Tokenizer> loaded = [] {
     std::vector<iwb::tokenizer::Tokenizer> result;
     const char* env = std::getenv("IWB_FUZZ_VOCAB_DIR");
-    const std::filesystem::path dir = env ? env : IWB_SHARED_MODELS_DIR "/vocab-gguf";
-    std::vector<std::filesystem::path> files;
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-      if (entry.path().extension() == ".gguf") files.push_back(entry.path());
+    std::vector<std::filesystem::path> dirs;
+    if (env != nullptr) {
+      dirs = {env};
+    } else {
+      dirs = {IWB_SHARED_MODELS_DIR "/vocab-gguf", IWB_LLAMA_VOCAB_DIR};
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& path : files) {
+    std::map<std::string, std::filesystem::path> files;  // by name: the first folder wins
+    for (const auto& dir : dirs) {
+      std::error_code error;
+      if (dir.empty()) continue;
+      for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+        if (entry.path().extension() == ".gguf") files.emplace(entry.path().filename().string(), entry.path());
+      }
+    }
+    for (const auto& [name, path] : files) {
       auto file = iwb::gguf::GgufFile::open(path.string());
       if (!file) continue;
       auto tokenizer = iwb::tokenizer::Tokenizer::from_gguf(**file);
       if (tokenizer) result.push_back(std::move(*tokenizer));
     }
-    if (result.empty()) std::fprintf(stderr, "fuzz_tokenizer: no vocabulary under %s\n", dir.c_str());
+    if (result.empty()) std::fprintf(stderr, "fuzz_tokenizer: no vocabulary under %s\n", dirs.front().c_str());
     return result;
   }();
   return loaded;

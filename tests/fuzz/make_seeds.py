@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the small seed inputs of every fuzz target into tests/fuzz/corpus/<target>/seed-*.
-The seeds are synthetic (tiny valid GGUF files of three tokenizer kinds, an imatrix, a
+The seeds are synthetic (tiny valid GGUF files of four tokenizer kinds, an imatrix, a
 llama2.c header and tokenizer, request bodies, templates): the shared model files are never
 copied into the repository; scripts/fuzz.sh adds them to its working corpus when it runs.
 Run again after changing it; the files are committed so that CTest can replay them."""
@@ -109,6 +109,25 @@ def bpe_gguf():
         ("tokenizer.chat_template", STRING,
          "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}")]
     return gguf_file(kvs, tiny_tensors(len(tokens)))
+
+
+def gemma4_vocab_gguf():
+    # Gemma 4's tokenizer (no tensors): BPE over raw UTF-8 with ▁ for spaces, <0xNN> byte
+    # fallback, a run of newlines that no merge builds, turn markers and a user-defined token.
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + \
+             ["▁", "h", "e", "l", "o", "\n", "\n\n", "\n\n\n", "he", "ll", "hell", "hello", "▁hello",
+              "<|turn>", "<turn|>", "<|tool_response>", '<|"|>']
+    types = [3] * 4 + [6] * 256 + [1] * 13 + [3, 3, 4, 4]
+    kvs = [("general.architecture", STRING, "gemma4"),
+           ("tokenizer.ggml.model", STRING, "gemma4"),
+           ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+           ("tokenizer.ggml.scores", ARRAY, (F32, [0.0] * len(tokens))),
+           ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+           ("tokenizer.ggml.merges", ARRAY, (STRING, ["h e", "l l", "he ll", "hell o", "▁ hello", "\n \n"])),
+           ("tokenizer.ggml.bos_token_id", U32, 2), ("tokenizer.ggml.eos_token_id", U32, 1),
+           ("tokenizer.ggml.unknown_token_id", U32, 3), ("tokenizer.ggml.padding_token_id", U32, 0),
+           ("tokenizer.ggml.add_bos_token", BOOL, True), ("tokenizer.ggml.add_space_prefix", BOOL, False)]
+    return gguf_file(kvs, [])
 
 
 def wordpiece_gguf():
@@ -283,6 +302,7 @@ def main():
     write("gguf", "seed-spm", spm_gguf())
     write("gguf", "seed-bpe", bpe_gguf())
     write("gguf", "seed-wordpiece", wordpiece_gguf())
+    write("gguf", "seed-gemma4-vocab", gemma4_vocab_gguf())
     write("gguf", "seed-glm4moe", glm_gguf())
     write("gguf", "seed-deepseek2", deepseek_gguf())
     write("imatrix", "seed-imatrix.dat", imatrix())

@@ -11,8 +11,7 @@ namespace iwb::tokenizer {
 namespace {
 
 // GPT-2's split: contractions, letters, numbers, other symbols, whitespace runs.
-constexpr std::string_view kGpt2 =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
+constexpr std::string_view kGpt2 = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
 
 // Llama 3 (tiktoken cl100k-like): case-insensitive contractions, numbers in groups of three.
 constexpr std::string_view kLlama3 =
@@ -103,9 +102,9 @@ const std::vector<Entry>& table() {
       PreTokenizerFamily f = make("llama3", {kLlama3});
       f.ignore_merges = true;
       f.add_bos = true;
-      e.push_back({{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
-                    "lfm2", "jina-v5-nano"},
-                   f});
+      e.push_back(
+          {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
+           f});
     }
     e.push_back({{"dbrx", "smaug-bpe"}, make("dbrx", {kLlama3})});
     {
@@ -115,22 +114,22 @@ const std::vector<Entry>& table() {
     }
     e.push_back({{"jais-2"}, make("jais2", {kJais2})});
     e.push_back({{"deepseek-llm"},
-                 with_clean(make("deepseek-llm", {kNewline, kDeepseekLlmLetters, kDeepseekLlmPunct,
-                                                  R"re(\s+$)re", kDeepseekCjk, kDigits}),
+                 with_clean(make("deepseek-llm", {kNewline, kDeepseekLlmLetters, kDeepseekLlmPunct, R"re(\s+$)re",
+                                                  kDeepseekCjk, kDigits}),
                             false)});
-    e.push_back({{"deepseek-coder"},
-                 with_clean(make("deepseek-coder", {kNewline, R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re",
-                                                    kDeepseekCjk, kDigit}),
-                            false)});
+    e.push_back(
+        {{"deepseek-coder"},
+         with_clean(make("deepseek-coder", {kNewline, R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kDeepseekCjk, kDigit}),
+                    false)});
     e.push_back({{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
                  with_clean(make("deepseek-v3", {kDigits3, kCjkKana, kDeepseek3Main}), false)});
     e.push_back({{"spark2_5"}, with_clean(make("spark2_5", {kDigits3, kCjkKana, kSpark25Main, kDigit}), false)});
     e.push_back({{"falcon"}, make("falcon", {kFalconPunct, kGpt2, kThreeAsciiDigits})});
-    e.push_back({{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"},
-                 make("starcoder", {kDigit, kGpt2})});
+    e.push_back(
+        {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"}, make("starcoder", {kDigit, kGpt2})});
     e.push_back({{"command-r", "smollm"}, with_clean(make("starcoder", {kDigit, kGpt2}), false)});
-    e.push_back({{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
-                  "a.x-4.0", "mellum", "modern-bert", "exaone4", "mpt", "olmo", "jais"},
+    e.push_back({{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+                  "modern-bert", "exaone4", "mpt", "olmo", "jais"},
                  make("gpt2", {kGpt2})});
     {
       PreTokenizerFamily f = make("gpt2", {kGpt2});
@@ -152,15 +151,14 @@ const std::vector<Entry>& table() {
       e.push_back({{"tekken"}, f});
     }
     {
-      PreTokenizerFamily f = with_clean(
-          make("chameleon", {R"re(<sentinel:[0-9]+>)re", R"re((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)re",
-                             R"re(([\t\n]|    |  ))re", kDigit, R"re([\p{P}!-/:-@\[-`{-~])re", kGpt2}),
-          false);
+      PreTokenizerFamily f =
+          with_clean(make("chameleon", {R"re(<sentinel:[0-9]+>)re", R"re((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)re",
+                                        R"re(([\t\n]|    |  ))re", kDigit, R"re([\p{P}!-/:-@\[-`{-~])re", kGpt2}),
+                     false);
       f.add_bos = true;
       e.push_back({{"chameleon"}, f});
     }
-    e.push_back({{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
-                 with_clean(make("gpt4o", {kGpt4o}), false)});
+    e.push_back({{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, with_clean(make("gpt4o", {kGpt4o}), false)});
     {
       PreTokenizerFamily f = with_clean(make("granite-embed-multi", {kGraniteEmbMulti}), false);
       f.ignore_merges = true;
@@ -171,6 +169,20 @@ const std::vector<Entry>& table() {
     e.push_back({{"ufakzeka"}, with_clean(make("ufakzeka", {kUfakzeka}), false)});
     e.push_back({{"laguna"}, with_clean(make("laguna", {kLines, kQwen2}), false)});
     e.push_back({{"exaone-moe"}, with_clean(make("exaone-moe", {kExaoneMoe}), false)});
+    {
+      // Gemma 4 (tokenizer.ggml.model "gemma4" names no pre-tokenizer; llama.cpp calls it
+      // "gemma4"): merges run over whole lines of raw UTF-8, only newline runs are split off.
+      PreTokenizerFamily f = make("gemma4", {kLines});
+      f.is_byte_level = false;
+      f.keeps_newline_runs = true;
+      f.is_add_bos_forced = true;
+      e.push_back({{"gemma4", "granite-embed-multi-311m"}, f});
+    }
+    {
+      PreTokenizerFamily f = with_clean(make("sarvam-moe", {kLines}), false);
+      f.is_byte_level = false;
+      e.push_back({{"sarvam-moe"}, f});
+    }
     {
       PreTokenizerFamily f = make("minicpm5", {kDigits3, kMinicpm5Main});
       f.ignore_merges = true;
@@ -192,6 +204,5 @@ const PreTokenizerFamily* find_pre_tokenizer(std::string_view pre) {
   }
   return nullptr;
 }
-
 
 }  // namespace iwb::tokenizer

@@ -9,9 +9,6 @@
 #include <cstdio>
 
 namespace iwb::tokenizer {
-namespace {
-
-constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
 
 void replace_all(std::string* text, std::string_view from, std::string_view to) {
   std::string out;
@@ -27,6 +24,8 @@ void replace_all(std::string* text, std::string_view from, std::string_view to) 
   out.append(*text, at, std::string::npos);
   text->swap(out);
 }
+
+namespace {
 
 // "<0x0A>" -> 0x0A; nullopt for any other text.
 std::optional<uint8_t> parse_byte_token(std::string_view text) {
@@ -44,26 +43,25 @@ std::optional<uint8_t> parse_byte_token(std::string_view text) {
 }
 
 // The bytes of one token with special tokens rendered (llama.cpp's token_to_piece).
-std::string make_piece(const Vocab& v, size_t id) {
+// `is_byte_level`: a BPE token's text is in GPT-2's byte alphabet (else ▁ stands for a space).
+std::string make_piece(const Vocab& v, size_t id, bool is_byte_level) {
   const std::string& text = v.tokens[id];
   switch (v.types[id]) {
     case TokenType::Control:
     case TokenType::Unknown:
-    case TokenType::UserDefined:
-      return text;
+    case TokenType::UserDefined: return text;
     case TokenType::Byte:
       if (auto b = parse_byte_token(text)) return std::string(1, static_cast<char>(*b));
       return text;
     case TokenType::Normal:
-      if (v.kind == VocabKind::Bpe) return unicode_text_to_bytes(text);
+      if (v.kind == VocabKind::Bpe && is_byte_level) return unicode_text_to_bytes(text);
       {
         std::string piece = text;
         replace_all(&piece, kSpmSpace, " ");
         return piece;
       }
     case TokenType::Unused:
-    case TokenType::Undefined:
-      return {};
+    case TokenType::Undefined: return {};
   }
   return {};
 }
@@ -136,28 +134,31 @@ Result<std::shared_ptr<const TokenizerImpl>> TokenizerImpl::build(Vocab vocab) {
     if (v.merges[i].find(' ', 1) == std::string::npos) continue;
     impl->m_merge_ranks.emplace(v.merges[i], static_cast<int>(i));
   }
+  if (v.kind == VocabKind::Bpe) {
+    impl->bpe_family = find_pre_tokenizer(v.pre);  // validate_vocab made sure there is one
+    auto pre = PreTokenizer::create(v.pre);
+    if (!pre) return pre.status();
+    impl->pre_tokenizer = std::move(pre.value());
+  }
+  const bool is_byte_level = impl->bpe_family != nullptr && impl->bpe_family->is_byte_level;
   for (int b = 0; b < 256; ++b) {
     TokenId id = kNoToken;
-    if (v.kind == VocabKind::Bpe) {
+    if (is_byte_level) {
       id = impl->find(byte_to_unicode(static_cast<uint8_t>(b)));
     } else {
       char name[8];
       std::snprintf(name, sizeof(name), "<0x%02X>", b);
       id = impl->find(name);
-      if (id == kNoToken) id = impl->find(std::string(1, static_cast<char>(b)));
+      // SPM also takes the byte itself as a token; SPM-style BPE knows only <0xNN>.
+      if (id == kNoToken && v.kind != VocabKind::Bpe) id = impl->find(std::string(1, static_cast<char>(b)));
     }
     impl->m_byte_tokens[static_cast<size_t>(b)] = id;
-  }
-  if (v.kind == VocabKind::Bpe) {
-    auto pre = PreTokenizer::create(v.pre);
-    if (!pre) return pre.status();
-    impl->pre_tokenizer = std::move(pre.value());
   }
   impl->specials = collect_special_tokens(v);
   impl->pieces.resize(n);
   impl->is_hidden_special.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    impl->pieces[i] = make_piece(v, i);
+    impl->pieces[i] = make_piece(v, i, is_byte_level);
     const TokenType t = v.types[i];
     impl->is_hidden_special[i] = t == TokenType::Control || t == TokenType::Unknown;
   }

@@ -115,13 +115,20 @@ Status read_special_ids(const gguf::GgufFile& file, Vocab* v) {
     if (*id != kNoToken && static_cast<size_t>(*id) >= n) *id = kNoToken;
   }
   const std::pair<std::string_view, TokenId*> keys[] = {
-      {"tokenizer.ggml.bos_token_id", &s.bos},       {"tokenizer.ggml.eos_token_id", &s.eos},
-      {"tokenizer.ggml.eot_token_id", &s.eot},       {"tokenizer.ggml.eom_token_id", &s.eom},
-      {"tokenizer.ggml.unknown_token_id", &s.unk},   {"tokenizer.ggml.seperator_token_id", &s.sep},
-      {"tokenizer.ggml.padding_token_id", &s.pad},   {"tokenizer.ggml.mask_token_id", &s.mask},
-      {"tokenizer.ggml.prefix_token_id", &s.fim_prefix}, {"tokenizer.ggml.suffix_token_id", &s.fim_suffix},
-      {"tokenizer.ggml.middle_token_id", &s.fim_middle}, {"tokenizer.ggml.fim_pre_token_id", &s.fim_prefix},
-      {"tokenizer.ggml.fim_suf_token_id", &s.fim_suffix}, {"tokenizer.ggml.fim_mid_token_id", &s.fim_middle},
+      {"tokenizer.ggml.bos_token_id", &s.bos},
+      {"tokenizer.ggml.eos_token_id", &s.eos},
+      {"tokenizer.ggml.eot_token_id", &s.eot},
+      {"tokenizer.ggml.eom_token_id", &s.eom},
+      {"tokenizer.ggml.unknown_token_id", &s.unk},
+      {"tokenizer.ggml.seperator_token_id", &s.sep},
+      {"tokenizer.ggml.padding_token_id", &s.pad},
+      {"tokenizer.ggml.mask_token_id", &s.mask},
+      {"tokenizer.ggml.prefix_token_id", &s.fim_prefix},
+      {"tokenizer.ggml.suffix_token_id", &s.fim_suffix},
+      {"tokenizer.ggml.middle_token_id", &s.fim_middle},
+      {"tokenizer.ggml.fim_pre_token_id", &s.fim_prefix},
+      {"tokenizer.ggml.fim_suf_token_id", &s.fim_suffix},
+      {"tokenizer.ggml.fim_mid_token_id", &s.fim_middle},
   };
   for (const auto& [key, id] : keys) IWB_RETURN_IF_ERROR(read_special_id(file, key, n, id));
   // BERT files name the classifier token instead of a BOS.
@@ -163,7 +170,8 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
 
   const gguf::Array* tokens = nullptr;
   IWB_RETURN_IF_ERROR(find_array(file, kTokensKey, &tokens));
-  if (tokens == nullptr) return make_error(ErrorCode::NotFound, "the file has no token list: tokenizer.ggml.tokens is missing");
+  if (tokens == nullptr)
+    return make_error(ErrorCode::NotFound, "the file has no token list: tokenizer.ggml.tokens is missing");
   IWB_RETURN_IF_ERROR(read_strings(*tokens, kTokensKey, &v.tokens));
   if (v.tokens.empty()) return corrupt("tokenizer.ggml.tokens is empty");
   for (size_t i = 0; i < v.tokens.size(); ++i) {
@@ -176,12 +184,18 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
   if (v.kind == VocabKind::Bpe) {
     const gguf::Array* merges = nullptr;
     IWB_RETURN_IF_ERROR(find_array(file, kMergesKey, &merges));
-    if (merges == nullptr) return make_error(ErrorCode::NotFound, "BPE vocabulary without merges: tokenizer.ggml.merges is missing");
+    if (merges == nullptr)
+      return make_error(ErrorCode::NotFound, "BPE vocabulary without merges: tokenizer.ggml.merges is missing");
     IWB_RETURN_IF_ERROR(read_strings(*merges, kMergesKey, &v.merges));
   }
 
   IWB_RETURN_IF_ERROR(read_special_ids(file, &v));
   if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
+  // llama.cpp turns Gemma 4's BOS on whatever the file says (its files that say false are wrong).
+  if (const PreTokenizerFamily* family = find_pre_tokenizer(v.pre);
+      v.kind == VocabKind::Bpe && family != nullptr && family->is_add_bos_forced) {
+    v.add_bos = true;
+  }
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
   if (auto b = file.get_bool("tokenizer.ggml.normalizer.lowercase")) {
@@ -220,13 +234,21 @@ Status validate_vocab(const Vocab& v) {
   auto check_id = [&](TokenId id, std::string_view what) -> Status {
     if (id == kNoToken || (id >= 0 && static_cast<size_t>(id) < n)) return {};
     return make_error(ErrorCode::InvalidArgument, std::string(what) + " id " + std::to_string(id) +
-                                                      " is out of range: the vocabulary has " + std::to_string(n) + " tokens");
+                                                      " is out of range: the vocabulary has " + std::to_string(n) +
+                                                      " tokens");
   };
   const SpecialTokenIds& s = v.special;
-  const std::pair<TokenId, std::string_view> ids[] = {
-      {s.bos, "BOS"}, {s.eos, "EOS"}, {s.eot, "EOT"}, {s.eom, "EOM"}, {s.unk, "unknown-token"},
-      {s.pad, "padding"}, {s.sep, "separator"}, {s.mask, "mask"}, {s.fim_prefix, "FIM prefix"},
-      {s.fim_suffix, "FIM suffix"}, {s.fim_middle, "FIM middle"}};
+  const std::pair<TokenId, std::string_view> ids[] = {{s.bos, "BOS"},
+                                                      {s.eos, "EOS"},
+                                                      {s.eot, "EOT"},
+                                                      {s.eom, "EOM"},
+                                                      {s.unk, "unknown-token"},
+                                                      {s.pad, "padding"},
+                                                      {s.sep, "separator"},
+                                                      {s.mask, "mask"},
+                                                      {s.fim_prefix, "FIM prefix"},
+                                                      {s.fim_suffix, "FIM suffix"},
+                                                      {s.fim_middle, "FIM middle"}};
   for (const auto& [id, what] : ids) IWB_RETURN_IF_ERROR(check_id(id, what));
   for (TokenId id : v.end_of_generation) IWB_RETURN_IF_ERROR(check_id(id, "end-of-generation"));
   for (TokenId id : v.lstrip_tokens) IWB_RETURN_IF_ERROR(check_id(id, "lstrip"));

@@ -49,8 +49,10 @@ constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>"
                                                 "<MID>",          "\xE2\x96\x81<MID>", "<|code_middle|>"};
 // Tokens that end generation wherever they appear in a vocabulary.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "[EOT]",      "[EOS]",    "<|end_of_text|>", "<end_of_utterance>"};
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+    // Gemma 4: the end of a turn, and of a tool call's turn (the reply comes from the tool).
+    "<eos>", "<turn|>", "<|tool_response>"};
 
 // GLM-4.5 to 4.7 (a vocabulary with [gMASK]): a turn has no end marker, the model ends it by
 // opening the next one, the user's or (after a tool call) the tool results'. llama.cpp's
@@ -109,10 +111,16 @@ Status apply_model_defaults(Vocab* v) {
     v->strip_accents = true;
     return {};
   }
-  if (v->model == "gpt2") {
+  if (v->model == "gpt2" || v->model == "gemma4") {
     v->kind = VocabKind::Bpe;
-    s.bos = 11;  // llama.cpp's historical default for BPE files without ids
-    s.eos = 11;
+    if (v->model == "gemma4") {
+      // SPM-style BPE: merges over raw UTF-8 with ▁ for spaces. The file names every special
+      // id and no pre-tokenizer; llama.cpp always uses its "gemma4" one.
+      v->pre = "gemma4";
+    } else {
+      s.bos = 11;  // llama.cpp's historical default for BPE files without ids
+      s.eos = 11;
+    }
     const PreTokenizerFamily* family = find_pre_tokenizer(v->pre);
     if (family == nullptr) {
       return make_error(ErrorCode::Unsupported, "pre-tokenizer '" + v->pre + "' (tokenizer.ggml.pre) is not supported");
@@ -130,9 +138,9 @@ Status apply_model_defaults(Vocab* v) {
     return make_error(ErrorCode::Unsupported,
                       "the model has no vocabulary (tokenizer.ggml.model = '" + v->model + "')");
   }
-  return make_error(
-      ErrorCode::Unsupported,
-      "tokenizer model '" + v->model + "' (tokenizer.ggml.model) is not supported; supported: llama, gpt2, bert");
+  return make_error(ErrorCode::Unsupported,
+                    "tokenizer model '" + v->model +
+                        "' (tokenizer.ggml.model) is not supported; supported: llama, gpt2, gemma4, bert");
 }
 
 void apply_text_rules(Vocab* v, std::string_view general_name) {

@@ -19,7 +19,8 @@ namespace iwb::tokenizer {
 using TokenId = int32_t;
 inline constexpr TokenId kNoToken = -1;
 
-// tokenizer.ggml.model: "llama" (SentencePiece BPE), "gpt2" (byte-level BPE), "bert" (WordPiece).
+// tokenizer.ggml.model: "llama" (SentencePiece BPE), "gpt2" (byte-level BPE), "gemma4" (BPE
+// over raw UTF-8 with ▁ for spaces: Bpe, told apart by its pre-tokenizer), "bert" (WordPiece).
 enum class VocabKind { Spm, Bpe, WordPiece };
 std::string_view vocab_kind_name(VocabKind kind);
 
