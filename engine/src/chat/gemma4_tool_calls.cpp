@@ -71,6 +71,8 @@ class ArgumentReader {
     *out += '"';
     if (end == std::string_view::npos) {
       std::string_view text = m_text.substr(begin);
+      // A call's end inside it: the string was never closed (no call), not cut off.
+      if (text.find(kGemma4CallClose) != std::string_view::npos) return Status::Invalid;
       if (m_is_streaming) {
         text.remove_suffix(partial_marker(text, kGemma4Quote));
         text = text.substr(0, tokenizer::utf8::complete_prefix_length(text));
@@ -249,13 +251,12 @@ namespace {
 
 // The regex a call's arguments are held to.
 std::string arguments_pattern() {
-  // A string: <|"|>, text without <|"|> (a walk of the automaton that finds the marker, never
-  // reaching its end), <|"|>.
-  const std::string back_to_open = R"((?:<|\|<|\|"<|\|"\|<))";
-  const std::string out_of_open = R"((?:[^<|]|\|[^<"]|\|"[^<|]|\|"\|[^<>]))";
-  const std::string quote = R"(<\|"\|>)";
-  const std::string string = quote + "(?:[^<]|<" + back_to_open + "*" + out_of_open + ")*(?:<" + back_to_open +
-                             R"(*(?:\||\|"|\|"\|)?)?)" + quote;
+  // A string: <|"|>, then text without <|"|> up to the first one: a walk of the automaton that
+  // finds the marker, where after a "<" any of "|", "|\"", "|\"|" may come back to a "<" (P<) or
+  // leave with a byte that breaks the marker (L); the closing marker ends such a walk.
+  const std::string back = R"((?:(?:\|(?:"\|?)?)?<)*)";
+  const std::string leave = R"((?:[^<|]|\|(?:[^<"]|"(?:[^<|]|\|[^<>]))))";
+  const std::string string = R"(<\|"\|>[^<]*(?:<)" + back + leave + R"([^<]*)*<)" + back + R"(\|"\|>)";
   const std::string scalar =
       "(?:" + string + R"(|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null))";
   const std::string key = R"([^:{}\[\],<>"\s]+)";

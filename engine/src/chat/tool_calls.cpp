@@ -568,7 +568,7 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     }
     if (format == ToolCallFormat::Gemma4) {
       Result<std::shared_ptr<const JsonGrammar>> arguments = detail::gemma4_arguments_grammar();
-      if (!arguments) return make_error(ErrorCode::Unsupported, "Gemma 4's call grammar: " + arguments.error_message());
+      if (!arguments) return make_error(ErrorCode::Unsupported, "Gemma 4's call grammar could not be compiled");
       named_calls.push_back(detail::gemma4_call_pieces(tool.name, *arguments));
       continue;
     }
