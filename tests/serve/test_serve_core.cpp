@@ -128,7 +128,8 @@ class TestServeCore : public QObject {
 
   // GLM-4.7's prompt opens the reply's think block (DeepSeek V3.1's with thinking on too): the
   // reply's text up to </think> is its reasoning, streamed or whole, and the calls after it are
-  // read from the answer (Kimi K2 opens its think block itself, and its calls carry their ids).
+  // read from the answer (Kimi K2 opens its think block itself, and its calls carry their ids;
+  // Gemma 4 writes a thought channel).
   void chatSessionReadsAReplyWhosePromptOpenedThinking() {
     auto file = gguf::GgufFile::open(m_model);
     QVERIFY(file);
@@ -156,7 +157,13 @@ class TestServeCore : public QObject {
          {"<think>Check", " the clock.</th", "ink>On it.",
           "<|tool_calls_section_begin|><|tool_call_begin|>functions.no", "w:0<|tool_call_argument_begin|>{",
           "}<|tool_call_end|><|tool_calls_section_end|>"},
-         "functions.now:0"}};
+         "functions.now:0"},
+        // Gemma 4: its thought channel, then the answer and a call with its <|"|> strings.
+        {ToolCallFormat::Gemma4,
+         false,
+         {"<|channel>", "thought", "\nCheck", " the clock.", "<channel|>", "On it.", "<|tool_call>", "call:now{",
+          "tz:<|\"|>U", "TC<|\"|>}", "<tool_call|>"},
+         ""}};
     for (const Case& c : cases) {
       for (const bool is_stream : {true, false}) {
         CompletionParams params;
