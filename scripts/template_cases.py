@@ -104,6 +104,50 @@ CASES = [
                   {"role": "user", "content": "Ok"}]},
 ]
 
+# Gemma 4's own (scripts/templates-vs-jinja.py adds them for its template): tools whose schemas
+# take its other branches (arrays of objects with required names, nested objects, keys sorted
+# without case), past calls with nested arguments and a result that is a JSON object, an answer
+# after results that ends the conversation, past reasoning in a turn's thought channel, and a
+# system message after the first turn.
+LIST = {"type": "function", "function": {
+    "name": "add_items", "description": "Add items to a list",
+    "parameters": {"type": "object", "required": ["items", "List"], "properties": {
+        "List": {"type": "string", "description": "Which list", "enum": ["todo", "done"]},
+        "items": {"type": "array", "description": "What to add",
+                  "items": {"type": "object", "required": ["text"], "nullable": None,
+                            "properties": {"text": {"type": "string"}, "due": {"type": "integer"}}}},
+        "options": {"type": "object", "properties": {"notify": {"type": "boolean", "description": "Tell me"},
+                                                     "tags": {"type": "array", "items": {"type": ["string"]}}}}}}}}
+BARE = {"type": "function", "function": {"name": "ping", "description": "Ping"}}
+
+GEMMA4_CASES = [
+    {"messages": [{"role": "system", "content": "  Be brief.  "}, {"role": "user", "content": " Add milk "}],
+     "tools": [LIST, BARE]},
+    {"messages": [{"role": "user", "content": "Add milk and eggs to my todo list"},
+                  {"role": "assistant", "content": "",
+                   "tool_calls": [_call("call00008", "add_items",
+                                        '{"List": "todo", "items": [{"text": "milk", "due": 3}, {"text": "say \\"hi\\"\\n"}], '
+                                        '"options": {"notify": false, "tags": [], "x": null, "ratio": 0.25, "big": 1e16}, '
+                                        '"a": 1}')]},
+                  {"role": "tool", "tool_call_id": "call00008",
+                   "content": '{"ok": true, "count": 2, "names": ["milk", "eggs"], "nested": {"B": 1, "a": 2.0}}'},
+                  {"role": "assistant", "content": "Added both."}],
+     "tools": [LIST]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "<|channel>thought\nGreet them.<channel|>Hello!"},
+                  {"role": "system", "content": "Answer in French."},
+                  {"role": "user", "content": "How are you?"}]},
+    {"messages": [{"role": "user", "content": "Ping twice"},
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [_call("call00009", "ping", "{}"), _call("call00010", "ping", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00009", "content": "pong"},
+                  {"role": "tool", "tool_call_id": "call00010", "content": "-1.5"},
+                  {"role": "assistant", "content": "Both answered."},
+                  {"role": "user", "content": "Again?"},
+                  {"role": "assistant", "content": None, "tool_calls": [_call("call00011", "ping", "{}")]}],
+     "tools": [BARE]},
+]
+
 # Conversations without tools, for templates of families that have no tool format here
 # (scripts/templates-vs-jinja.py --plain): a system message and one turn, several turns without
 # a system message, and several with one.

@@ -97,12 +97,12 @@ OptionTable make_table(Options* o) {
          .value_name = "NAME",
          .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
                  "zephyr, tulu, smollm3, granite, harmony, hermes, qwen3-coder, glm-4.5,\n"
-                 "glm-4.7, deepseek-v3.1, kimi-k2 or plain",
+                 "glm-4.7, deepseek-v3.1, kimi-k2, gemma4 or plain",
          .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
            if (!chat_template_family_from_name(value)) {
              return "unknown chat template '" + std::string(value) +
                     "' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu, smollm3, granite, harmony, hermes, "
-                    "qwen3-coder, glm-4.5, glm-4.7, deepseek-v3.1, kimi-k2, plain)";
+                    "qwen3-coder, glm-4.5, glm-4.7, deepseek-v3.1, kimi-k2, gemma4, plain)";
            }
            o->template_name = std::string(value);
            return {};
@@ -110,9 +110,10 @@ OptionTable make_table(Options* o) {
          .default_text = "detected from the model"});
   t.add({.names = {"--chat-template-kwargs"},
          .value_name = "JSON",
-         .help = "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
-                 "(Qwen3, SmolLM3, GLM), {\"reasoning_effort\": \"high\"} (gpt-oss), {\"clear_thinking\": false}\n"
-                 "(GLM-4.7)",
+         .help =
+             "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
+             "(Qwen3, SmolLM3, GLM, Gemma 4), {\"reasoning_effort\": \"high\"} (gpt-oss), {\"clear_thinking\": false}\n"
+             "(GLM-4.7)",
          .destination = &o->chat_template_kwargs});
   t.begin_group("speculation");
   add_speculation_options(t, &o->speculation);

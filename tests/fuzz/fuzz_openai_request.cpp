@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            {iwb::ToolCallFormat::Hermes, iwb::ToolCallFormat::Llama3, iwb::ToolCallFormat::MistralList,
             iwb::ToolCallFormat::MistralNamed, iwb::ToolCallFormat::GraniteList, iwb::ToolCallFormat::Harmony,
             iwb::ToolCallFormat::QwenXml, iwb::ToolCallFormat::GlmXml, iwb::ToolCallFormat::Glm47Xml,
-            iwb::ToolCallFormat::DeepSeekV31, iwb::ToolCallFormat::KimiK2}) {
+            iwb::ToolCallFormat::DeepSeekV31, iwb::ToolCallFormat::KimiK2, iwb::ToolCallFormat::Gemma4}) {
         iwb::serve::ChatCompletionRequest copy = *request;
         (void)iwb::serve::hold_tool_calls(&copy, format);  // the tools' schemas compiled into a call grammar
       }

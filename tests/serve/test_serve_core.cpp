@@ -156,7 +156,11 @@ class TestServeCore : public QObject {
          {"<think>Check", " the clock.</th", "ink>On it.",
           "<|tool_calls_section_begin|><|tool_call_begin|>functions.no", "w:0<|tool_call_argument_begin|>{",
           "}<|tool_call_end|><|tool_calls_section_end|>"},
-         "functions.now:0"}};
+         "functions.now:0"},
+        {ToolCallFormat::Gemma4,  // its thought channel, a call with a <|"|> string
+         false,
+         {"<|channel>thought\nCheck the clock.", "<channel|>On it.<|tool_call>call:now{tz:<|\"|>U", "TC<|\"|>}"},
+         ""}};
     for (const Case& c : cases) {
       for (const bool is_stream : {true, false}) {
         CompletionParams params;

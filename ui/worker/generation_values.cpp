@@ -171,7 +171,7 @@ QStringList chatTemplateFamilyNames() {
         ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
         ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony,
         ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31,
-        ChatTemplateFamily::KimiK2, ChatTemplateFamily::Plain}) {
+        ChatTemplateFamily::KimiK2, ChatTemplateFamily::Gemma4, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -198,6 +198,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("glm-4.7"), QStringLiteral("GLM-4.7")},
       {QStringLiteral("deepseek-v3.1"), QStringLiteral("DeepSeek V3.1")},
       {QStringLiteral("kimi-k2"), QStringLiteral("Kimi K2")},
+      {QStringLiteral("gemma4"), QStringLiteral("Gemma 4")},
   };
   return kDisplay.value(familyName, familyName);
 }

@@ -13,6 +13,7 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
   if (family == ChatTemplateFamily::Glm47) return ToolCallFormat::Glm47Xml;
   if (family == ChatTemplateFamily::DeepSeekV31) return ToolCallFormat::DeepSeekV31;
   if (family == ChatTemplateFamily::KimiK2) return ToolCallFormat::KimiK2;
+  if (family == ChatTemplateFamily::Gemma4) return ToolCallFormat::Gemma4;
   if (family == ChatTemplateFamily::Mistral) {
     return render.mistral->calls == MistralFormat::Calls::JsonList ? ToolCallFormat::MistralList
                                                                    : ToolCallFormat::MistralNamed;
@@ -87,7 +88,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
                           "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's, Qwen3-Coder's, "
-                          "GLM-4.5's to 4.7's, DeepSeek V3.1's and Kimi K2's)");
+                          "GLM-4.5's to 4.7's, DeepSeek V3.1's, Kimi K2's and Gemma 4's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {

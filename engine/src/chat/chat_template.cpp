@@ -3,6 +3,7 @@
 #include "iwb/engine/chat/chat_template.h"
 
 #include "chat/deepseek_template.h"
+#include "chat/gemma4_template.h"
 #include "chat/glm_template.h"
 #include "chat/harmony_template.h"
 #include "chat/hermes_template.h"
@@ -33,6 +34,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
     FamilyName{ChatTemplateFamily::Glm45, "glm-4.5"},   FamilyName{ChatTemplateFamily::Glm47, "glm-4.7"},
     FamilyName{ChatTemplateFamily::KimiK2, "kimi-k2"},  FamilyName{ChatTemplateFamily::DeepSeekV31, "deepseek-v3.1"},
+    FamilyName{ChatTemplateFamily::Gemma4, "gemma4"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -405,6 +407,8 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
     return ChatTemplateFamily::DeepSeekV31;
   }
   if (contains(t, kKimiMarkers.section_begin) && contains(t, "<|im_middle|>")) return ChatTemplateFamily::KimiK2;
+  // Gemma 4's turns (<|turn>) are not Gemma 2's and 3's (<start_of_turn>).
+  if (contains(t, "<|turn>") && contains(t, "<turn|>")) return ChatTemplateFamily::Gemma4;
   // Before ChatML: Hermes's tool-use template and SmolLM3's write ChatML turns behind their own
   // system blocks.
   if (contains(t, "<|im_start|>") && contains(t, "You are a function calling AI model"))
@@ -454,6 +458,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::Glm47: return detail::render_glm(messages, options, /*is_compact=*/true);
     case ChatTemplateFamily::DeepSeekV31: return detail::render_deepseek_v31(messages, options);
     case ChatTemplateFamily::KimiK2: return detail::render_kimi_k2(messages, options);
+    case ChatTemplateFamily::Gemma4: return detail::render_gemma4(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -466,7 +471,7 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
          family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes ||
          family == ChatTemplateFamily::Qwen3Coder || family == ChatTemplateFamily::Glm45 ||
          family == ChatTemplateFamily::Glm47 || family == ChatTemplateFamily::DeepSeekV31 ||
-         family == ChatTemplateFamily::KimiK2;
+         family == ChatTemplateFamily::KimiK2 || family == ChatTemplateFamily::Gemma4;
 }
 
 bool chat_template_closes_think_when_off(std::string_view t) {
@@ -603,6 +608,9 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     // the next turn's opening one that runs on.
     case ChatTemplateFamily::DeepSeekV31: return {"<｜end▁of▁sentence｜>", "<｜User｜>"};
     case ChatTemplateFamily::KimiK2: return {"<|im_end|>", "<|im_user|>"};
+    // Gemma 4's <turn|> ends the model's turn (an end-of-generation control token); the texts
+    // catch a reply generated with special tokens shown, or one that runs on into a next turn.
+    case ChatTemplateFamily::Gemma4: return {"<turn|>", "<|turn>"};
     case ChatTemplateFamily::Llama2:
     case ChatTemplateFamily::Mistral: return {"[INST]"};
     case ChatTemplateFamily::Plain: return {"\nUser:", "\nSystem:"};

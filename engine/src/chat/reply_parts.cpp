@@ -1,4 +1,5 @@
-// split_reply: harmony channels or a leading <think> block, tolerant of a reply cut anywhere.
+// split_reply: harmony channels, a leading <think> block or Gemma 4's thought channels, tolerant
+// of a reply cut anywhere.
 #include "iwb/engine/chat/reply_parts.h"
 
 #include <array>
@@ -17,6 +18,11 @@ constexpr std::array<std::string_view, 7> kHarmonyMarkers = {kChannel, kMessage,
                                                              kEnd,     kReturn,  kCall};
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
+// Gemma 4's channels: <|channel>thought\n...<channel|> (user-defined tokens: shown in the text).
+constexpr std::string_view kGemmaChannelOpen = "<|channel>";
+constexpr std::string_view kGemmaChannelClose = "<channel|>";
+constexpr std::string_view kGemmaThought = "thought";
+constexpr std::string_view kSpace = " \t\r\n";
 
 // Length of the longest suffix of `text` that is a proper prefix of `marker`: text a stream
 // may complete into the marker, which must not flash on screen as ordinary text.
@@ -112,6 +118,53 @@ ReplyParts split_think(std::string_view raw, size_t open_at, bool is_streaming) 
   return parts;
 }
 
+// Gemma 4: every <|channel>thought ...<channel|> block is reasoning (a reply opens with one when
+// thinking is on; Gemma 4 may also end its answer with an empty one, as llama.cpp notes), the
+// text around them the answer; a stray <channel|> is dropped. While streaming the parts only
+// grow: trailing white space of an open thought waits for what follows it.
+ReplyParts split_gemma4(std::string_view raw, bool is_streaming) {
+  ReplyParts parts;
+  size_t pos = 0;
+  while (true) {
+    const size_t open = raw.find(kGemmaChannelOpen, pos);
+    std::string_view text = raw.substr(pos, open == std::string_view::npos ? open : open - pos);
+    if (open == std::string_view::npos && is_streaming) {
+      text.remove_suffix(
+          std::max(partial_marker_length(text, kGemmaChannelOpen), partial_marker_length(text, kGemmaChannelClose)));
+    }
+    for (size_t stray = text.find(kGemmaChannelClose); !text.empty(); stray = text.find(kGemmaChannelClose)) {
+      std::string_view piece = text.substr(0, stray);
+      if (parts.content.empty()) piece.remove_prefix(std::min(piece.find_first_not_of(kSpace), piece.size()));
+      parts.content += piece;
+      if (stray == std::string_view::npos) break;
+      text.remove_prefix(stray + kGemmaChannelClose.size());
+    }
+    if (open == std::string_view::npos) break;
+    const size_t body = open + kGemmaChannelOpen.size();
+    const size_t close = raw.find(kGemmaChannelClose, body);
+    std::string_view thought = raw.substr(body, close == std::string_view::npos ? close : close - body);
+    if (thought.starts_with(kGemmaThought)) {
+      thought.remove_prefix(kGemmaThought.size());
+    } else if (close == std::string_view::npos && is_streaming && kGemmaThought.starts_with(thought)) {
+      thought = {};  // the channel's name still being written
+    }
+    thought.remove_prefix(std::min(thought.find_first_not_of(kSpace), thought.size()));
+    if (close == std::string_view::npos && is_streaming) {
+      thought.remove_suffix(partial_marker_length(thought, kGemmaChannelClose));
+    }
+    if (close != std::string_view::npos || is_streaming) {
+      thought = thought.substr(0, thought.find_last_not_of(kSpace) + 1);  // npos + 1: empty
+    }
+    if (!thought.empty()) parts.reasoning += std::string(parts.reasoning.empty() ? "" : "\n\n") += thought;
+    if (close == std::string_view::npos) {
+      parts.is_reasoning = true;
+      break;
+    }
+    pos = close + kGemmaChannelClose.size();
+  }
+  return parts;
+}
+
 }  // namespace
 
 ReplyParts split_reply(std::string_view raw, bool is_streaming) {
@@ -124,13 +177,17 @@ ReplyParts split_reply(std::string_view raw, bool is_streaming) {
   if (first != std::string_view::npos && raw.substr(first, kThinkOpen.size()) == kThinkOpen) {
     return split_think(raw, first, is_streaming);
   }
+  // Gemma 4's thought channel: its markers are tokens of their own, so they are read anywhere.
+  if (raw.find(kGemmaChannelOpen) != std::string_view::npos || raw.find(kGemmaChannelClose) != std::string_view::npos) {
+    return split_gemma4(raw, is_streaming);
+  }
   ReplyParts parts;
   std::string_view text = raw;
   // A stream that has written only "<", "<th", "<|chan"...: it may be opening a thought or a
   // harmony header.
   if (is_streaming && first != std::string_view::npos) {
     const std::string_view head = raw.substr(first);
-    for (std::string_view opener : {kThinkOpen, kChannel}) {
+    for (std::string_view opener : {kThinkOpen, kChannel, kGemmaChannelOpen}) {
       if (head.size() < opener.size() && opener.substr(0, head.size()) == head) text = raw.substr(0, first);
     }
   }

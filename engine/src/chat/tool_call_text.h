@@ -52,6 +52,15 @@ std::shared_ptr<const JsonGrammar> section_calls_grammar(ToolCallFormat format,
                                                          const std::vector<std::vector<JsonGrammar::Piece>>& calls,
                                                          bool allows_several);
 
+// Gemma 4's calls (Gemma4), in gemma4_tool_calls.cpp: the reader, the grammar of a call's
+// arguments (Gemma 4's syntax, objects and lists nested three deep; not each tool's schema, as
+// llama.cpp's neither), and one call of a tool as the grammar's pieces (call:NAME, the arguments,
+// <tool_call|>).
+ToolReply split_gemma4_calls(std::string_view reply, bool is_streaming);
+Result<std::shared_ptr<const JsonGrammar>> gemma4_arguments_grammar();
+std::vector<JsonGrammar::Piece> gemma4_call_pieces(const std::string& name,
+                                                   std::shared_ptr<const JsonGrammar> arguments);
+
 // Formats whose values are text (xml_tool_calls.cpp): a whole parameter's text as the JSON it
 // is in the arguments, read as `kind` says.
 std::string argument_json(std::string_view text, ArgumentText kind);

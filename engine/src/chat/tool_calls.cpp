@@ -459,6 +459,7 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     // One held section holds every call (section_calls_grammar): the reply ends after it.
     case ToolCallFormat::DeepSeekV31: return {std::string(kDeepSeekMarkers.section_begin), false, false, false, ""};
     case ToolCallFormat::KimiK2: return {std::string(kKimiMarkers.section_begin), false, false, false, ""};
+    case ToolCallFormat::Gemma4: return {std::string(kGemma4CallOpen), false, false, true, ""};
     case ToolCallFormat::Hermes:
     case ToolCallFormat::QwenXml:
     case ToolCallFormat::GlmXml: break;
@@ -481,6 +482,7 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
       return "<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...} in a section (DeepSeek V3.1)";
     case ToolCallFormat::KimiK2:
       return "<|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{...} (Kimi K2)";
+    case ToolCallFormat::Gemma4: return "<|tool_call>call:NAME{key:<|\"|>text<|\"|>,...}<tool_call|> (Gemma 4)";
   }
   return {};
 }
@@ -564,6 +566,12 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
       named_calls.push_back(detail::section_call_pieces(format, tool.name, alone ? *alone : JsonGrammar::any_object()));
       continue;
     }
+    if (format == ToolCallFormat::Gemma4) {
+      Result<std::shared_ptr<const JsonGrammar>> arguments = detail::gemma4_arguments_grammar();
+      if (!arguments) return make_error(ErrorCode::Unsupported, "Gemma 4's call grammar could not be compiled");
+      named_calls.push_back(detail::gemma4_call_pieces(tool.name, *arguments));
+      continue;
+    }
     if (format == ToolCallFormat::MistralNamed) {
       const std::shared_ptr<const JsonGrammar> arguments = alone ? *alone : JsonGrammar::any_object();
       named_calls.push_back({{tool.name + "[ARGS]", nullptr}, {"", arguments}});
@@ -589,7 +597,8 @@ Result<ToolGrammar> tool_call_grammar(const std::vector<ToolDefinition>& tools, 
     out.grammar = detail::section_calls_grammar(format, named_calls, allows_several);
     return out;
   }
-  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony || is_tagged(format)) {
+  if (format == ToolCallFormat::MistralNamed || format == ToolCallFormat::Harmony || is_tagged(format) ||
+      format == ToolCallFormat::Gemma4) {
     out.grammar = JsonGrammar::sequences(named_calls, "a call of the tools");
     return out;
   }
@@ -616,6 +625,7 @@ ToolReply split_tool_calls(std::string_view reply, bool is_streaming, ToolCallFo
     return detail::split_glm_calls(reply, is_streaming, types, format == ToolCallFormat::Glm47Xml);
   }
   if (is_section(format)) return detail::split_section_calls(reply, is_streaming, format);
+  if (format == ToolCallFormat::Gemma4) return detail::split_gemma4_calls(reply, is_streaming);
   if (format == ToolCallFormat::MistralList) return split_json_list(reply, is_streaming, kMistralCalls);
   if (format == ToolCallFormat::GraniteList) return split_json_list(reply, is_streaming, kGraniteCalls);
   if (format == ToolCallFormat::Harmony) return split_harmony_calls(reply, is_streaming);

@@ -58,6 +58,12 @@ enum class ChatTemplateFamily {
   // arguments between special tokens; the Instruct, first and Thinking releases differ
   // (KimiFormat).
   KimiK2,
+  // Gemma 4: <|turn>role\n...<turn|>\n (the assistant's role "model"), the system text, <|think|>
+  // and the tools (<|tool>declaration:NAME{...}<tool|>) in a system turn; reasoning in
+  // <|channel>thought\n...<channel|>, closed empty in the generation prompt when thinking is off;
+  // calls <|tool_call>call:NAME{key:<|"|>text<|"|>,...}<tool_call|> and their results
+  // (<|tool_response>) inside the model's turn.
+  Gemma4,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
@@ -162,7 +168,7 @@ struct ChatRenderOptions {
 // (<|tool_call|> and a JSON list), gpt-oss's (harmony's commentary to=functions.NAME), Hermes's
 // tool-use template's, Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags), GLM-4.5's to
 // 4.7's (<tool_call>NAME and <arg_key>/<arg_value> tags), DeepSeek V3.1's and Kimi K2's (special
-// tokens around a name and JSON arguments).
+// tokens around a name and JSON arguments), Gemma 4's (<|tool_call>call:NAME{...} with <|"|> strings).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without

@@ -4,8 +4,9 @@
 // harmony channels (gpt-oss: `<|channel|>analysis<|message|>…<|end|>` then
 // `<|start|>assistant<|channel|>final<|message|>…<|return|>`, which needs the control tokens
 // rendered: see ChatPrompt::renders_special_tokens) and a reply that opens with `<think>`
-// (Qwen3, QwQ, DeepSeek-R1 distills). Works on a reply cut anywhere: an unclosed part runs to
-// the end.
+// (Qwen3, QwQ, DeepSeek-R1 distills); and Gemma 4's `<|channel>thought\n…<channel|>` blocks,
+// read anywhere in the reply (their markers are tokens of their own). Works on a reply cut
+// anywhere: an unclosed part runs to the end.
 #pragma once
 
 #include <string>
@@ -14,7 +15,7 @@
 namespace iwb {
 
 struct ReplyParts {
-  std::string reasoning;      // harmony's analysis channel, or the text inside <think>…</think>
+  std::string reasoning;      // harmony's analysis channel, the text inside <think>…</think>, Gemma 4's thoughts
   std::string content;        // the answer: harmony's final (and commentary) channels, or the rest
   bool is_reasoning = false;  // the text ends inside the reasoning (still thinking)
 };

@@ -61,6 +61,10 @@ enum class ToolCallFormat {
   //   <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city":
   //   "Paris"}<|tool_call_end|><|tool_calls_section_end|>
   KimiK2,
+  // Gemma 4: each call <|tool_call>call:NAME{...}<tool_call|>, its arguments as the template
+  // writes them (keys bare, strings between <|"|>, numbers, true, false, null, {...}, [...]):
+  //   <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>
+  Gemma4,
 };
 inline constexpr std::string_view kHarmonyCallRecipient = " to=functions.";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
@@ -73,6 +77,8 @@ inline constexpr std::string_view kGlmKeyOpen = "<arg_key>";
 inline constexpr std::string_view kGlmKeyClose = "</arg_key>";
 inline constexpr std::string_view kGlmValueOpen = "<arg_value>";
 inline constexpr std::string_view kGlmValueClose = "</arg_value>";
+inline constexpr std::string_view kGemma4CallOpen = "<|tool_call>";
+inline constexpr std::string_view kGemma4CallClose = "<tool_call|>";
 // A calls section's markers (DeepSeekV31, KimiK2): the section's opening (the grammar's
 // trigger), each call's opening, the marker between its name and arguments, each call's end,
 // the section's end.
@@ -196,7 +202,10 @@ ToolArgumentTypes tool_argument_types(const std::vector<ToolDefinition>& tools);
 // name (Kimi's functions.NAME:INDEX: NAME, the whole as the call's id) and its arguments object
 // as it grows; a section's end or a call's end may be missing (llama.cpp takes both so), and
 // a call that cannot be read (no arguments object, a name with spaces) stays in the text from
-// its marker on, as does text after the section.
+// its marker on, as does text after the section. Gemma 4's (Gemma4): each call's name and its
+// arguments read into JSON as they grow (a string's text as it comes, other values once whole);
+// a block that is no call (no call:NAME{, arguments not in the syntax, nested deeper than 64)
+// stays in the text up to its <tool_call|>.
 ToolReply split_tool_calls(std::string_view reply, bool is_streaming = false,
                            ToolCallFormat format = ToolCallFormat::Hermes, const ToolArgumentTypes* types = nullptr);
 
