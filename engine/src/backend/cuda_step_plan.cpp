@@ -31,6 +31,7 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
     switch (op.kind) {
       case PlanOpKind::Concat: return no_kernel("multi-token prediction");
       case PlanOpKind::LayerScale: return no_kernel("a layer output scale (Gemma 4's)");
+      case PlanOpKind::PerLayerInputs: return no_kernel("per-layer embeddings (Gemma 4's)");
       case PlanOpKind::LatentKv:
       case PlanOpKind::HeadMatmuls: return no_kernel("multi-head latent attention");
       case PlanOpKind::ExpertRouting:

@@ -32,6 +32,25 @@ Status check_head_size(const std::string& k, int64_t value) {
 
 }  // namespace
 
+Status read_ffn_widths(const gguf::GgufFile& file, ModelConfig* c) {
+  const std::string k = key(*c, "feed_forward_length");
+  const gguf::Value* v = file.find(k);
+  const gguf::Array* a = v != nullptr ? v->as_array() : nullptr;
+  c->layer_ff.clear();
+  if (a == nullptr) return {};  // one width: model_config.cpp reads it
+  if (static_cast<int64_t>(a->items.size()) != c->num_layers) {
+    return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) + " entries for " +
+                                                  std::to_string(c->num_layers) + " layers");
+  }
+  for (const gguf::Value& item : a->items) {
+    const int64_t n = item.as_int().value_or(0);
+    if (n <= 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold positive widths");
+    c->layer_ff.push_back(n);
+  }
+  c->feed_forward_length = *std::max_element(c->layer_ff.begin(), c->layer_ff.end());
+  return {};
+}
+
 Status read_kv_heads(const gguf::GgufFile& file, ModelConfig* c) {
   const std::string k = key(*c, "attention.head_count_kv");
   const gguf::Value* v = file.find(k);
@@ -65,21 +84,20 @@ Status read_kv_heads(const gguf::GgufFile& file, ModelConfig* c) {
 }
 
 Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
-  // What llama.cpp runs for the small "E" models and this engine does not yet: refused by name
-  // before any tensor is looked for.
-  int64_t shared_kv = 0, per_layer_embd = 0;
-  IWB_RETURN_IF_ERROR(optional_count(file, key(*c, "attention.shared_kv_layers"), 0, &shared_kv));
-  IWB_RETURN_IF_ERROR(optional_count(file, key(*c, "embedding_length_per_layer_input"), 0, &per_layer_embd));
-  if (shared_kv > 0 || per_layer_embd > 0) {
-    return make_error(ErrorCode::Unsupported,
-                      "this Gemma 4 file has " +
-                          std::string(shared_kv > 0 ? "layers that reuse earlier layers' KV cache ('" +
-                                                          key(*c, "attention.shared_kv_layers") + "' = " +
-                                                          std::to_string(shared_kv) + ")"
-                                                    : "per-layer token embeddings ('" +
-                                                          key(*c, "embedding_length_per_layer_input") + "' = " +
-                                                          std::to_string(per_layer_embd) + ")") +
-                          ", as Gemma 4 E2B and E4B have; this engine runs Gemma 4 31B and 26B-A4B only");
+  // E2B / E4B: shared KV layers and per-layer embeddings (checked once the sliding layers are known).
+  IWB_RETURN_IF_ERROR(
+      optional_count(file, key(*c, "attention.shared_kv_layers"), 0, &c->num_kv_shared_layers));
+  IWB_RETURN_IF_ERROR(optional_count(file, key(*c, "embedding_length_per_layer_input"), 0,
+                                     &c->per_layer_embedding_length));
+  if (c->num_kv_shared_layers > 0) {
+    const int64_t first_shared = c->num_layers - c->num_kv_shared_layers;
+    // llama.cpp's rule: the shared layers read the last two layers before them, the one before
+    // a global layer and the one before that a sliding layer.
+    if (first_shared < 2 || c->is_sliding(first_shared - 1) || !c->is_sliding(first_shared - 2)) {
+      return make_error(ErrorCode::CorruptFile,
+                        "'" + key(*c, "attention.shared_kv_layers") + "' = " + std::to_string(c->num_kv_shared_layers) +
+                            " needs a global layer just before the shared ones and a sliding layer before that");
+    }
   }
   // The sliding layers' head size and RoPE width (llama.cpp requires the head sizes).
   const int64_t global_k = c->head_dim_k, global_v = c->head_dim_v;

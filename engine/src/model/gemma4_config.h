@@ -11,9 +11,12 @@ namespace iwb::gemma4 {
 // differ). Sets num_kv_heads (the global layers' count) and layer_kv_heads where they differ.
 Status read_kv_heads(const gguf::GgufFile& file, ModelConfig* c);
 
+// <arch>.feed_forward_length as one width per layer (E2B's shared layers are twice as wide):
+// layer_ff, and feed_forward_length the widest. A single width is left to model_config.cpp.
+Status read_ffn_widths(const gguf::GgufFile& file, ModelConfig* c);
+
 // After the sliding layers are known: the sliding layers' head sizes and RoPE width, the final
-// soft-cap, the unscaled q.k, and a refusal naming what this engine does not run yet (shared
-// KV layers, per-layer embeddings, per-layer FFN widths).
+// soft-cap, the shared KV layers and per-layer embeddings (E2B / E4B).
 Status read_keys(const gguf::GgufFile& file, ModelConfig* c);
 
 }  // namespace iwb::gemma4

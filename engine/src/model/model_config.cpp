@@ -470,6 +470,9 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   // A mixture-of-experts FFN has no dense width of its own (llama.cpp reads it optionally).
   if (traits->has_experts) {
     IWB_RETURN_IF_ERROR(keys.optional_int("feed_forward_length", 0, &c.feed_forward_length));
+  } else if (traits->is_gemma4 && file.find(keys.key("feed_forward_length")) != nullptr &&
+             file.find(keys.key("feed_forward_length"))->as_array() != nullptr) {
+    IWB_RETURN_IF_ERROR(gemma4::read_ffn_widths(file, &c));  // one width per layer (E2B)
   } else {
     IWB_RETURN_IF_ERROR(keys.positive_int("feed_forward_length", &c.feed_forward_length));
   }

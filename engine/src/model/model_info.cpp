@@ -33,13 +33,15 @@ void read_layer_kv(const gguf::GgufFile& f, const std::string& arch, ModelHyperP
   const int64_t key_swa = arch_int(f, arch, "attention.key_length_swa");
   const int64_t value_swa = arch_int(f, arch, "attention.value_length_swa");
   const bool has_swa_heads = key_swa > 0 && pattern != nullptr;
-  if (heads == nullptr && !has_swa_heads) return;
+  if (heads == nullptr && !has_swa_heads && arch_int(f, arch, "attention.shared_kv_layers") <= 0) return;
   const int64_t n = h->trunk_layers();
+  const int64_t shared = arch_int(f, arch, "attention.shared_kv_layers");  // the last layers store nothing
   for (int64_t il = 0; il < n; ++il) {
     ModelHyperParams::LayerKv l{h->head_count_kv, h->key_length, h->value_length};
     if (heads != nullptr && static_cast<size_t>(il) < heads->items.size()) {
       l.head_count_kv = heads->items[static_cast<size_t>(il)].as_int().value_or(0);
     }
+    if (il >= n - shared) l.head_count_kv = 0;
     const bool is_sliding = has_swa_heads && static_cast<size_t>(il) < pattern->items.size() &&
                             pattern->items[static_cast<size_t>(il)].as_bool().value_or(false);
     if (is_sliding) {

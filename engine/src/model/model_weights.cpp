@@ -186,6 +186,9 @@ Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights*
   if (is_qkv_fused) {
     IWB_RETURN_IF_ERROR(b.fused_matrix(layer_name(il, "attn_qkv.weight"), d,
                                        {{q_width, &l->wq}, {k_width, &l->wk}, {v_width, &l->wv}}));
+  } else if (!c.has_own_kv(il)) {
+    // Gemma 4's shared KV layers: queries only (they read an earlier layer's cache).
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, q_width, &l->wq));
   } else {
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_q.weight"), d, q_width, &l->wq));
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_k.weight"), d, k_width, &l->wk));
@@ -212,15 +215,17 @@ Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights*
   } else {
     const bool is_bias_optional = !c.requires_qkv_bias;
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q.bias"), q_width, &l->bq, is_bias_optional));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), k_width, &l->bk, is_bias_optional));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), v_width, &l->bv, is_bias_optional));
+    if (c.has_own_kv(il)) {
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k.bias"), k_width, &l->bk, is_bias_optional));
+      IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_v.bias"), v_width, &l->bv, is_bias_optional));
+    }
   }
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_output.bias"), d, &l->bo, true));
   if (c.has_qk_norm) {  // glm4moe: the config says so when the file has them
     const int64_t q_norm = c.is_qk_norm_full_width ? c.q_norm_width() : c.layer_head_dim_k(il);
     const int64_t k_norm = c.is_qk_norm_full_width ? c.k_norm_width() : c.layer_head_dim_k(il);
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_q_norm.weight"), q_norm, &l->q_norm));
-    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), k_norm, &l->k_norm));
+    if (c.has_own_kv(il)) IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_k_norm.weight"), k_norm, &l->k_norm));
   }
   if (c.has_post_norms) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_attention_norm.weight"), d, &l->post_attention_norm));
@@ -282,7 +287,7 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
     }
     if (!c.has_parallel_dense_ffn) return {};  // Gemma 4's expert layers also have the dense FFN below
   }
-  const int64_t ff = c.feed_forward_length;
+  const int64_t ff = c.layer_feed_forward_length(il);
   if (c.has_fused_gate_up) {
     // llama.cpp's phi3 graph runs swiglu on ffn_up's output: silu of the first half times the second.
     IWB_RETURN_IF_ERROR(b.fused_matrix(layer_name(il, "ffn_up.weight"), d, {{ff, &l->ffn_gate}, {ff, &l->ffn_up}}));
@@ -290,7 +295,7 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate.weight"), d, ff, &l->ffn_gate));
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up.weight"), d, ff, &l->ffn_up));
   }
-  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down.weight"), c.feed_forward_length, d, &l->ffn_down));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down.weight"), ff, d, &l->ffn_down));
   return {};
 }
 
@@ -306,6 +311,12 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) 
     std::vector<float> scale;
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "layer_output_scale.weight"), 1, &scale, true));
     if (!scale.empty()) l->output_scale = scale[0];
+  }
+  if (c.has_per_layer_embeddings()) {  // Gemma 4 E2B / E4B
+    const int64_t p = c.per_layer_embedding_length;
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "inp_gate.weight"), d, p, &l->ple_inp_gate));
+    IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "proj.weight"), p, d, &l->ple_proj));
+    IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "post_norm.weight"), d, &l->ple_post_norm));
   }
   return bind_feed_forward(b, c, il, l);
 }
@@ -357,6 +368,13 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
     IWB_RETURN_IF_ERROR(b.vector("rope_factors_long.weight", c.rope_num_rotated / 2, &w.rope_factors_long, true));
     IWB_RETURN_IF_ERROR(b.vector("rope_factors_short.weight", c.rope_num_rotated / 2, &w.rope_factors_short, true));
     w.rope_freqs = w.rope_factors_short;
+  }
+  if (c.has_per_layer_embeddings()) {  // Gemma 4 E2B / E4B
+    const int64_t width = c.per_layer_inputs_width();
+    IWB_RETURN_IF_ERROR(b.matrix("per_layer_token_embd.weight", width, c.vocab_size, &w.per_layer_token_embd));
+    IWB_RETURN_IF_ERROR(b.matrix("per_layer_model_proj.weight", c.embedding_length, width, &w.per_layer_model_proj));
+    IWB_RETURN_IF_ERROR(
+        b.vector("per_layer_proj_norm.weight", c.per_layer_embedding_length, &w.per_layer_proj_norm));
   }
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t il = 0; il < c.num_layers; ++il) {

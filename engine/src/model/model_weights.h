@@ -90,6 +90,9 @@ struct LayerWeights {
   std::vector<float> router_norm;                                // [n_embd]
   std::vector<float> ffn_down_exps_scale;                        // [num_experts]
   std::vector<float> post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;  // [n_embd]
+  // Gemma 4's per-layer embedding (E2B / E4B): inp_gate (n_embd -> per_layer), proj (back), post_norm.
+  WeightMatrix ple_inp_gate, ple_proj;
+  std::vector<float> ple_post_norm;  // [n_embd]
 };
 
 struct ModelWeights {
@@ -102,6 +105,11 @@ struct ModelWeights {
   std::vector<float> rope_freqs;
   std::vector<float> rope_factors_long, rope_factors_short;  // phi3 LongRoPE, or empty
   std::vector<LayerWeights> layers;
+  // Gemma 4's per-layer embeddings (E2B / E4B; empty otherwise): the table [vocab rows of
+  // num_layers x per_layer], the projection of the embedding to the same width, its norm [per_layer].
+  WeightMatrix per_layer_token_embd;
+  WeightMatrix per_layer_model_proj;
+  std::vector<float> per_layer_proj_norm;
   uint64_t num_bytes = 0;  // bytes of all bound tensors as stored
 };
 

@@ -13,13 +13,19 @@
 namespace iwb {
 namespace {
 
+// Per-layer shapes may give a layer no KV heads (Gemma 4's shared KV layers store nothing), as
+// long as some layer stores something.
 bool shape_ok(const KvCacheShape& s) {
   if (s.num_layers <= 0 || (!s.layers.empty() && static_cast<int64_t>(s.layers.size()) != s.num_layers)) return false;
+  bool stores_any = false;
   for (int64_t il = 0; il < s.num_layers; ++il) {
     const KvLayerShape l = s.layer(il);
-    if (l.num_kv_heads <= 0 || l.head_dim_k <= 0 || l.head_dim_v <= 0) return false;
+    if (l.num_kv_heads < 0 || (l.num_kv_heads == 0 && s.layers.empty()) || l.head_dim_k <= 0 || l.head_dim_v <= 0) {
+      return false;
+    }
+    stores_any = stores_any || l.num_kv_heads > 0;
   }
-  return true;
+  return stores_any;
 }
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
@@ -49,8 +55,9 @@ Status check_type(const KvCacheShape& shape, KvCacheTypes types) {
 KvCacheShape kv_cache_shape(const ModelConfig& c) {
   KvCacheShape s{c.num_layers, c.num_kv_heads, c.head_dim_k, c.head_dim_v, c.has_latent_attention()};
   if (c.has_layer_attention_shapes()) {
-    for (int64_t il = 0; il < c.num_layers; ++il) {
-      s.layers.push_back({c.layer_num_kv_heads(il), c.layer_head_dim_k(il), c.layer_head_dim_v(il)});
+    for (int64_t il = 0; il < c.num_layers; ++il) {  // a shared KV layer stores nothing
+      s.layers.push_back(
+          {c.has_own_kv(il) ? c.layer_num_kv_heads(il) : 0, c.layer_head_dim_k(il), c.layer_head_dim_v(il)});
     }
   }
   return s;

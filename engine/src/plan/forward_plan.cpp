@@ -33,13 +33,20 @@ class PlanBuilder {
     const bool is_sliding = c.is_sliding(il);
     // The layer's own widths (Gemma 4's sliding and global layers differ; else the globals).
     const int64_t head_k = c.layer_head_dim_k(il), kv_heads = c.layer_num_kv_heads(il);
+    // Gemma 4's shared KV layers compute queries only and read an earlier layer's cache.
+    const bool has_own_kv = c.has_own_kv(il);
     // olmo2 has no pre-norm: q, k and v are products of the residual stream itself.
     const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : PlanBuffer::X;
     if (c.has_pre_norms) out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
-    out.push_back(matmuls(il, in,
-                          {product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq),
-                           product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.layer_k_width(il), t.has_bk),
-                           product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.layer_v_width(il), t.has_bv)}));
+    const PlanProduct q = product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq);
+    if (has_own_kv) {
+      out.push_back(
+          matmuls(il, in,
+                  {q, product("attn_k", PlanMatrix::Wk, PlanBuffer::K, t.wk, d, c.layer_k_width(il), t.has_bk),
+                   product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.layer_v_width(il), t.has_bv)}));
+    } else {
+      out.push_back(matmuls(il, in, {q}));
+    }
     if (c.has_qk_norm && c.is_qk_norm_full_width) {
       // olmo2: each token's whole q and k are one row each.
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, 1, c.q_width()));
@@ -47,21 +54,23 @@ class PlanBuilder {
     } else if (c.has_qk_norm) {
       // Per-head norms: every head of every token is one row of head_dim_k values.
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, head_k));
-      out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, kv_heads, head_k));
+      if (has_own_kv) out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, kv_heads, head_k));
     }
-    if (c.has_value_norm) {  // Gemma 4: each value head normed, without a weight
+    if (c.has_value_norm && has_own_kv) {  // Gemma 4: each value head normed, without a weight
       out.push_back(norm("v_norm", il, PlanNorm::Unit, PlanBuffer::V, PlanBuffer::V, kv_heads, c.layer_head_dim_v(il)));
     }
     if (c.is_rope_layer(il)) {  // smollm3's NoPE layers attend with q and k as projected
       PlanOp rope = simple(PlanOpKind::Rope, "rope", il);
       rope.is_sliding = is_sliding;
+      rope.is_query_only = !has_own_kv;
       out.push_back(rope);
     }
-    out.push_back(simple(PlanOpKind::KvWrite, "kv_write", il));
+    if (has_own_kv) out.push_back(simple(PlanOpKind::KvWrite, "kv_write", il));
     PlanOp attention = simple(PlanOpKind::Attention, "attention", il);
     attention.input = PlanBuffer::Q;
     attention.output = PlanBuffer::Attn;
     attention.is_sliding = is_sliding;
+    if (!has_own_kv) attention.kv_layer = static_cast<int32_t>(c.kv_source_layer(il));
     out.push_back(attention);
     out.push_back(matmuls(il, PlanBuffer::Attn,
                           {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo,
@@ -145,6 +154,7 @@ class PlanBuilder {
       out.push_back(norm("post_ffw_norm", il, PlanNorm::PostFfwNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
     out.push_back(residual_add("ffn_residual", il, residual));
+    if (c.has_per_layer_embeddings()) per_layer_embedding(il, t, residual, out);
     if (t.has_output_scale) {  // Gemma 4: the layer's output times its scalar
       PlanOp scale = simple(PlanOpKind::LayerScale, "layer_output_scale", il);
       scale.input = residual;
@@ -153,9 +163,38 @@ class PlanBuilder {
     }
   }
 
+  // Gemma 4's per-layer embedding at the end of a layer (E2B / E4B): the layer's output through
+  // inp_gate, GELU, times the layer's per-layer input, through proj and post_norm, added back.
+  void per_layer_embedding(int32_t il, const LayerWeightTypes& t, PlanBuffer residual, std::vector<PlanOp>& out) const {
+    const int64_t d = m_c.embedding_length, p = m_c.per_layer_embedding_length;
+    out.push_back(matmuls(
+        il, residual, {product("inp_gate", PlanMatrix::PleInpGate, PlanBuffer::PleGate, t.ple_inp_gate, d, p, false)}));
+    PlanOp gate = activation(il, PlanBuffer::PleGate, PlanBuffer::PleIn, 1, p);
+    gate.is_multiplier_layer_slice = true;
+    out.push_back(gate);
+    out.push_back(matmuls(
+        il, PlanBuffer::PleGate, {product("proj", PlanMatrix::PleProjection, PlanBuffer::Proj, t.ple_proj, p, d, false)}));
+    out.push_back(norm("post_norm", il, PlanNorm::PerLayerPostNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
+    out.push_back(residual_add("per_layer_residual", il, residual));
+  }
+
+  // Gemma 4's per-layer inputs of every token, after the embedding (E2B / E4B).
+  void per_layer_inputs(std::vector<PlanOp>& out) const {
+    const GgmlType type = m_types != nullptr ? m_types->per_layer_model_proj : GgmlType::F32;
+    out.push_back(matmuls(-1, PlanBuffer::X,
+                          {product("per_layer_model_proj", PlanMatrix::PerLayerModelProj, PlanBuffer::PleProj, type,
+                                   m_c.embedding_length, m_c.per_layer_inputs_width(), false)}));
+    PlanOp inputs = simple(PlanOpKind::PerLayerInputs, "per_layer_inputs", -1);
+    inputs.input = PlanBuffer::PleProj;
+    inputs.output = PlanBuffer::PleIn;
+    inputs.width = m_c.per_layer_embedding_length;
+    inputs.rows_per_token = m_c.num_layers;
+    out.push_back(inputs);
+  }
+
   // The dense FFN of `in` (normed) into Proj.
   void dense_ffn(int32_t il, const LayerWeightTypes& t, PlanBuffer in, std::vector<PlanOp>& out) const {
-    const int64_t d = m_c.embedding_length, ff = m_c.feed_forward_length;
+    const int64_t d = m_c.embedding_length, ff = m_c.layer_feed_forward_length(il);
     out.push_back(matmuls(il, in,
                           {product("ffn_gate", PlanMatrix::FfnGate, PlanBuffer::Gate, t.ffn_gate, d, ff, false),
                            product("ffn_up", PlanMatrix::FfnUp, PlanBuffer::Up, t.ffn_up, d, ff, false)}));
@@ -273,7 +312,9 @@ class PlanBuilder {
   // (the cache holds keys and values from before it). Then the output norm and the classifier.
   // With exports_hidden the body has done all of that but the classifier: its rows are gathered
   // from Hidden.
-  void logits(bool exports_hidden, std::vector<PlanOp>& out) const {
+  // With is_last_layer_whole (per-layer embeddings) the body ran the last layer for every row:
+  // the rows are gathered from X and normed.
+  void logits(bool exports_hidden, bool is_last_layer_whole, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
     const int64_t d = c.embedding_length;
     PlanOp gather = simple(PlanOpKind::GatherRows, "gather_rows", -1);
@@ -281,7 +322,9 @@ class PlanBuilder {
     gather.output = PlanBuffer::Final;
     out.push_back(gather);
     if (!exports_hidden) {
-      if (c.num_layers > 0) ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
+      if (c.num_layers > 0 && !is_last_layer_whole) {
+        ffn_block(static_cast<int32_t>(c.num_layers - 1), PlanBuffer::Final, out);
+      }
       out.push_back(norm("output_norm", -1, PlanNorm::OutputNorm, PlanBuffer::Final, PlanBuffer::Final, 1, d));
     }
     const GgmlType output_type = m_types != nullptr ? m_types->output : GgmlType::F32;
@@ -382,12 +425,17 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
   } else {
     b.embedding(plan.body);
   }
+  // Gemma 4's per-layer inputs are laid out for every token: the last layer runs whole.
+  const bool is_last_layer_whole = exports_hidden || config.has_per_layer_embeddings();
+  if (config.has_per_layer_embeddings()) b.per_layer_inputs(plan.body);
   for (int64_t il = 0; il < config.num_layers; ++il) {
     b.attention_block(static_cast<int32_t>(il), plan.body);
-    if (il + 1 < config.num_layers || exports_hidden) b.ffn_block(static_cast<int32_t>(il), PlanBuffer::X, plan.body);
+    if (il + 1 < config.num_layers || is_last_layer_whole) {
+      b.ffn_block(static_cast<int32_t>(il), PlanBuffer::X, plan.body);
+    }
   }
   if (exports_hidden) b.hidden(plan.body);
-  b.logits(exports_hidden, plan.logits);
+  b.logits(exports_hidden, is_last_layer_whole, plan.logits);
   return plan;
 }
 

@@ -3,13 +3,15 @@
 // load with the op's name.
 #include "iwb/engine/plan/forward_plan.h"
 
+#include <algorithm>
 #include <array>
+#include <set>
 #include <string>
 
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::MoeOut) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::PleGate) + 1;
 
 // The buffer's width in layer il (Gemma 4's layers differ in their attention widths; -1: the
 // globals').
@@ -24,7 +26,7 @@ int64_t width_of(const ModelConfig& c, int64_t il, PlanBuffer b) {
     case PlanBuffer::V: return il >= 0 ? c.layer_v_width(il) : c.v_width();
     case PlanBuffer::Attn: return il >= 0 ? c.layer_attention_output_width(il) : c.attention_output_width();
     case PlanBuffer::Gate:
-    case PlanBuffer::Up: return c.feed_forward_length;
+    case PlanBuffer::Up: return il >= 0 ? c.layer_feed_forward_length(il) : c.feed_forward_length;
     case PlanBuffer::Logits: return c.vocab_size;
     case PlanBuffer::RouterLogits: return c.num_experts;
     case PlanBuffer::ExpertIn:
@@ -41,6 +43,9 @@ int64_t width_of(const ModelConfig& c, int64_t il, PlanBuffer b) {
     case PlanBuffer::HiddenIn: return c.embedding_length;
     case PlanBuffer::Joined: return 2 * c.embedding_length;
     case PlanBuffer::MoeOut: return c.embedding_length;
+    case PlanBuffer::PleProj:
+    case PlanBuffer::PleIn: return c.per_layer_inputs_width();
+    case PlanBuffer::PleGate: return c.per_layer_embedding_length;
   }
   return 0;
 }
@@ -89,22 +94,42 @@ class FlowCheck {
       case PlanOpKind::Rope:
         IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
-        return read(op, PlanBuffer::K);
+        return op.is_query_only ? Status{} : read(op, PlanBuffer::K);
       case PlanOpKind::KvWrite:
         IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::K));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::V));
-        m_kv_layer = op.layer;
+        if (op.layer >= 0) m_kv_written.insert(op.layer);
         return {};
       case PlanOpKind::Attention:
         IWB_RETURN_IF_ERROR(token_rows_only(op));
         IWB_RETURN_IF_ERROR(read(op, PlanBuffer::Q));
-        if (m_kv_layer != op.layer) return fail(op, "reads the cache before its layer wrote its keys and values");
+        // Its own layer's keys and values, or (a shared KV layer) an earlier layer's.
+        if (m_kv_written.count(op.cache_layer()) == 0 || op.cache_layer() > op.layer) {
+          return fail(op, "reads the cache of layer " + std::to_string(op.cache_layer()) +
+                              " before that layer wrote its keys and values");
+        }
+        if (op.cache_layer() != op.layer &&
+            (m_c.layer_k_width(op.cache_layer()) != m_c.layer_k_width(op.layer) ||
+             m_c.is_sliding(op.cache_layer()) != m_c.is_sliding(op.layer))) {
+          return fail(op, "reads the cache of a layer of another kind or head shape");
+        }
         return write(op, PlanBuffer::Attn);
+      case PlanOpKind::PerLayerInputs:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        if (op.width * op.rows_per_token != width_of(m_c, op.layer, op.input) ||
+            width_of(m_c, op.layer, op.input) != width_of(m_c, op.layer, op.output)) {
+          return fail(op, "lays out per-layer inputs of another width");
+        }
+        return write(op, op.output);
       case PlanOpKind::GatedActivation:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         IWB_RETURN_IF_ERROR(read(op, op.multiplier));
-        if (op.width != width_of(m_c, op.layer, op.input) || op.width != width_of(m_c, op.layer, op.multiplier) ||
+        // A layer's slice of the per-layer inputs is one layer's share of the buffer's width.
+        if (op.width != width_of(m_c, op.layer, op.input) ||
+            op.width != width_of(m_c, op.layer, op.multiplier) /
+                            (op.is_multiplier_layer_slice ? std::max<int64_t>(m_c.num_layers, 1) : 1) ||
             op.width != width_of(m_c, op.layer, op.output) ||
             op.rows_per_token != (is_expert_rows(op.input) ? m_c.num_experts_used : 1)) {
           return fail(op, "multiplies rows of " + std::to_string(op.width) + " x " + std::to_string(op.rows_per_token) +
@@ -228,7 +253,7 @@ class FlowCheck {
   const ModelConfig& m_c;
   std::array<Rows, kNumBuffers> m_written{};
   bool m_is_sampling_rows = false;
-  int32_t m_kv_layer = -2;
+  std::set<int64_t> m_kv_written;  // layers whose keys and values this pass wrote
   int32_t m_routing_layer = -2;  // the layer whose routing the backend holds
 };
 

@@ -11,7 +11,7 @@ int num_op_records(const PlanOp& op) {
     case PlanOpKind::Matmuls:
     case PlanOpKind::ExpertMatmuls:
     case PlanOpKind::HeadMatmuls: return op.num_products;
-    case PlanOpKind::Rope: return 2;
+    case PlanOpKind::Rope: return op.is_query_only ? 1 : 2;
     case PlanOpKind::GatherRows:
     case PlanOpKind::Concat: return 0;
     default: return 1;
@@ -57,6 +57,8 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       return op_costs::activation(layer, num_rows * op.rows_per_token, op.width, c.ffn_activation);
     case PlanOpKind::ResidualAdd:
     case PlanOpKind::LayerScale: return op_costs::add(op.name, layer, num_rows, c.embedding_length);
+    case PlanOpKind::PerLayerInputs:  // a norm of every layer's slice, the embedding rows added
+      return op_costs::rmsnorm(op.name, layer, num_rows * op.rows_per_token, op.width, num_rows, true);
     case PlanOpKind::Softcap: return op_costs::softcap(c.vocab_size, num_rows);
     case PlanOpKind::ExpertRouting:
       return op_costs::expert_gating(layer, num_rows, c.num_experts, c.num_experts_used, c.embedding_length);

@@ -24,6 +24,10 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
   if constexpr (requires { l.nextn_eh_proj; }) {  // an MTP head's (the host's weights only)
     if (m == PlanMatrix::NextnEhProj) return l.nextn_eh_proj;
   }
+  if constexpr (requires { l.ple_inp_gate; }) {  // Gemma 4's per-layer embedding (the host's only)
+    if (m == PlanMatrix::PleInpGate) return l.ple_inp_gate;
+    if (m == PlanMatrix::PleProjection) return l.ple_proj;
+  }
   switch (m) {
     case PlanMatrix::Wq: return l.wq;
     case PlanMatrix::Wk: return l.wk;
@@ -44,7 +48,10 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::WkvA:
     case PlanMatrix::WkB:
     case PlanMatrix::WvB:
-    case PlanMatrix::NextnEhProj: break;
+    case PlanMatrix::NextnEhProj:
+    case PlanMatrix::PerLayerModelProj:
+    case PlanMatrix::PleInpGate:
+    case PlanMatrix::PleProjection: break;
   }
   return l.ffn_down;
 }
@@ -108,6 +115,7 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     if (n == PlanNorm::PostFfwNorm1) return l.post_ffw_norm_1;
     if (n == PlanNorm::PreFfwNorm2) return l.pre_ffw_norm_2;
     if (n == PlanNorm::PostFfwNorm2) return l.post_ffw_norm_2;
+    if (n == PlanNorm::PerLayerPostNorm) return l.ple_post_norm;
   }
   switch (n) {
     case PlanNorm::AttnNorm: return l.attn_norm;
@@ -125,7 +133,8 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     case PlanNorm::RouterNorm:
     case PlanNorm::PostFfwNorm1:
     case PlanNorm::PreFfwNorm2:
-    case PlanNorm::PostFfwNorm2: break;
+    case PlanNorm::PostFfwNorm2:
+    case PlanNorm::PerLayerPostNorm: break;
   }
   return l.post_ffw_norm;
 }
@@ -139,6 +148,7 @@ PlanWeightTypes weight_types_of(const Weights& w) {
   PlanWeightTypes t;
   t.token_embd = w.token_embd.type;
   t.output = w.output.type;
+  if constexpr (requires { w.per_layer_model_proj; }) t.per_layer_model_proj = w.per_layer_model_proj.type;
   t.layers.reserve(w.layers.size());
   for (const auto& l : w.layers) {
     LayerWeightTypes lt;
@@ -172,6 +182,10 @@ PlanWeightTypes weight_types_of(const Weights& w) {
     }
     if constexpr (requires { l.nextn_eh_proj; }) lt.nextn_eh_proj = l.nextn_eh_proj.type;
     if constexpr (requires { l.output_scale; }) lt.has_output_scale = l.output_scale.has_value();
+    if constexpr (requires { l.ple_inp_gate; }) {
+      lt.ple_inp_gate = l.ple_inp_gate.type;
+      lt.ple_proj = l.ple_proj.type;
+    }
     t.layers.push_back(lt);
   }
   return t;

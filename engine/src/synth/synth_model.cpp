@@ -131,8 +131,13 @@ void set_gemma4_metadata(const SynthShape& s, gguf::GgufWriter* w) {
   w->set(a + ".attention.head_count_kv", gguf::Value::array(std::move(kv_heads)));
   w->set(a + ".attention.sliding_window_pattern", gguf::Value::array(std::move(pattern)));
   if (s.final_logit_softcap > 0.0f) w->set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);
-  w->set_u32(a + ".attention.shared_kv_layers", 0);
-  w->set_u32(a + ".embedding_length_per_layer_input", 0);
+  w->set_u32(a + ".attention.shared_kv_layers", u32(s.num_kv_shared_layers));
+  w->set_u32(a + ".embedding_length_per_layer_input", u32(s.per_layer_embedding_length));
+  if (s.has_double_wide_shared_ffn) {  // the converter's use_double_wide_mlp: one width per layer
+    gguf::Array ff{gguf::ValueType::Int32, {}};
+    for (int64_t il = 0; il < s.num_layers; ++il) ff.items.push_back(gguf::Value::i32(static_cast<int32_t>(s.layer_ff(il))));
+    w->set(a + ".feed_forward_length", gguf::Value::array(std::move(ff)));
+  }
   if (s.num_experts > 0) {
     w->set_u32(a + ".expert_count", u32(s.num_experts));
     w->set_u32(a + ".expert_used_count", u32(s.num_experts_used));

@@ -341,6 +341,16 @@ std::vector<SynthShape> make_presets() {
   p.back().description = "small gemma4 shape (31B settings: no experts) for tests";
   set_experts(0, 0, 0, &p.back());
   p.back().has_global_value_from_key = false;
+  // Gemma 4 E2B's settings in small: 12 layers (5 sliding, a global one, twice), the last 6
+  // reading layers 4 and 5's KV cache with a FFN twice as wide, per-layer embeddings of 32.
+  p.push_back(p.back());
+  p.back().name = "test-gemma4-e2b";
+  p.back().description = "small gemma4 shape (E2B settings: shared KV layers, per-layer embeddings) for tests";
+  p.back().num_layers = 12;
+  p.back().feed_forward_length = 256;
+  p.back().num_kv_shared_layers = 6;
+  p.back().has_double_wide_shared_ffn = true;
+  p.back().per_layer_embedding_length = 32;
   return p;
 }
 
@@ -348,11 +358,13 @@ std::vector<SynthShape> make_presets() {
 int64_t gemma4_parameters(const SynthShape& s) {
   const int64_t d = s.embedding_length;
   int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d + s.head_dim / 2;
+  const int64_t pl = s.per_layer_embedding_length;
+  if (pl > 0) total += pl * s.num_layers * (s.vocab_size + d) + pl;  // per-layer table, projection, norm
   for (int64_t il = 0; il < s.num_layers; ++il) {
-    const int64_t q = s.layer_q_width(il), kv = s.layer_kv_width(il);
+    const int64_t q = s.layer_q_width(il), kv = s.is_kv_shared(il) ? 0 : s.layer_kv_width(il);
     const bool has_v = s.is_gemma4_sliding(il) || !s.has_global_value_from_key;
-    total += d * q + d * kv * (has_v ? 2 : 1) + q * d + 2 * s.layer_head_dim(il) + 4 * d + 1 +
-             3 * d * s.feed_forward_length;
+    total += d * q + d * kv * (has_v ? 2 : 1) + q * d + s.layer_head_dim(il) * (kv > 0 ? 2 : 1) + 4 * d + 1 +
+             3 * d * s.layer_ff(il) + (pl > 0 ? 2 * d * pl + d : 0);
     if (s.num_experts > 0) {
       total += d * s.num_experts + d + 3 * d * s.expert_feed_forward_length * s.num_experts + s.num_experts + 3 * d;
     }
@@ -493,6 +505,12 @@ ModelConfig shape_config(const SynthShape& s) {
     }
     c.final_logit_softcap = s.final_logit_softcap;
     c.has_parallel_dense_ffn = s.num_experts > 0;
+    c.num_kv_shared_layers = s.num_kv_shared_layers;
+    c.per_layer_embedding_length = s.per_layer_embedding_length;
+    if (s.has_double_wide_shared_ffn) {
+      for (int64_t il = 0; il < s.num_layers; ++il) c.layer_ff.push_back(s.layer_ff(il));
+      c.feed_forward_length = 2 * s.feed_forward_length;
+    }
   }
   return c;
 }

@@ -102,21 +102,27 @@ void add_latent_attention(const SynthShape& s, int64_t il, Planner& p) {
 void add_gemma4_layer(const SynthShape& s, int64_t il, Planner& p) {
   const int64_t d = s.embedding_length, q = s.layer_q_width(il), kv = s.layer_kv_width(il);
   p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
+  const bool has_kv = !s.is_kv_shared(il);  // a shared KV layer has queries only
   p.add(blk(il, "attn_q.weight"), {d, q}, TensorRole::AttnQ, il);
-  p.add(blk(il, "attn_k.weight"), {d, kv}, TensorRole::AttnK, il);
-  if (s.is_gemma4_sliding(il) || !s.has_global_value_from_key) {
+  if (has_kv) p.add(blk(il, "attn_k.weight"), {d, kv}, TensorRole::AttnK, il);
+  if (has_kv && (s.is_gemma4_sliding(il) || !s.has_global_value_from_key)) {
     p.add(blk(il, "attn_v.weight"), {d, kv}, TensorRole::AttnV, il);
   }
   p.add(blk(il, "attn_output.weight"), {q, d}, TensorRole::AttnOutput, il);
   p.add(blk(il, "attn_q_norm.weight"), {s.layer_head_dim(il)}, TensorRole::Norm, il);
-  p.add(blk(il, "attn_k_norm.weight"), {s.layer_head_dim(il)}, TensorRole::Norm, il);
+  if (has_kv) p.add(blk(il, "attn_k_norm.weight"), {s.layer_head_dim(il)}, TensorRole::Norm, il);
   p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
   p.add(blk(il, "layer_output_scale.weight"), {1}, TensorRole::Norm, il);
   p.add(blk(il, "ffn_norm.weight"), {d}, TensorRole::Norm, il);
-  p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
-  p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
-  p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+  p.add(blk(il, "ffn_gate.weight"), {d, s.layer_ff(il)}, TensorRole::FfnGate, il);
+  p.add(blk(il, "ffn_up.weight"), {d, s.layer_ff(il)}, TensorRole::FfnUp, il);
+  p.add(blk(il, "ffn_down.weight"), {s.layer_ff(il), d}, TensorRole::FfnDown, il);
   p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
+  if (s.per_layer_embedding_length > 0) {
+    p.add(blk(il, "inp_gate.weight"), {d, s.per_layer_embedding_length}, TensorRole::FfnGate, il);
+    p.add(blk(il, "proj.weight"), {s.per_layer_embedding_length, d}, TensorRole::FfnDown, il);
+    p.add(blk(il, "post_norm.weight"), {d}, TensorRole::Norm, il);
+  }
   if (s.num_experts <= 0) return;
   const int64_t eff = s.expert_feed_forward_length, e = s.num_experts;
   p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
@@ -175,6 +181,12 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   }
   const bool is_gemma4 = arch != nullptr && arch->is_gemma4;
   if (is_gemma4) p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
+  if (is_gemma4 && s.per_layer_embedding_length > 0) {  // E2B / E4B
+    const int64_t width = s.per_layer_embedding_length * s.num_layers;
+    p.add("per_layer_token_embd.weight", {width, s.vocab_size}, TensorRole::TokenEmbedding);
+    p.add("per_layer_model_proj.weight", {d, width}, TensorRole::AttnQ);
+    p.add("per_layer_proj_norm.weight", {s.per_layer_embedding_length}, TensorRole::Norm);
+  }
   // The trunk's layers, then glm4moe's multi-token-prediction layers (an expert layer each).
   for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
     if (is_gemma4) {

@@ -64,6 +64,12 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   m_attn.resize(n * config.max_attention_output_width());
   m_proj.resize(n * config.embedding_length);
   if (config.has_parallel_dense_ffn) m_moe_out.resize(n * config.embedding_length);
+  if (config.has_per_layer_embeddings()) {  // Gemma 4 E2B / E4B
+    m_ple_proj.resize(n * static_cast<size_t>(config.per_layer_inputs_width()));
+    m_ple_rows.resize(n * static_cast<size_t>(config.per_layer_inputs_width()));
+    m_ple_in.resize(n * static_cast<size_t>(config.per_layer_inputs_width()));
+    m_ple_gate.resize(n * static_cast<size_t>(config.per_layer_embedding_length));
+  }
   // A mixture of experts has no dense FFN but in its leading dense layers (its rows live in
   // CpuExperts' grouped buffers); its shared experts have buffers of their own.
   const auto dense_ff = static_cast<size_t>(config.has_dense_layers() ? config.feed_forward_length : 0);
@@ -86,10 +92,11 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   auto need = [&](const WeightMatrix& w) {
     matmul_scratch = std::max(matmul_scratch, matmul_scratch_bytes(w.type, w.in_features, m_max_batch));
   };
+  need(weights.per_layer_model_proj);
   for (const LayerWeights& l : weights.layers) {
     for (const WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
-          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj}) {
+          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj, &l.ple_inp_gate, &l.ple_proj}) {
       need(*w);
     }
     for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {
@@ -123,7 +130,8 @@ uint64_t CpuForward::scratch_bytes() const {
                         m_proj.size() + m_gate.size() + m_up.size() + m_shared_gate.size() + m_shared_up.size() +
                         m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
                         m_attn_heads.size() + m_head_in.size() + m_head_out.size() + m_hidden.size() +
-                        m_hidden_in.size() + m_joined.size() + m_moe_out.size();
+                        m_hidden_in.size() + m_joined.size() + m_moe_out.size() + m_ple_proj.size() +
+                        m_ple_rows.size() + m_ple_in.size() + m_ple_gate.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -141,7 +149,9 @@ Status CpuForward::check_batch(const FlatBatch& b, const PagedKvStorage& kv) con
   }
   bool is_shape_same = kv.shape().num_layers == m_config.num_layers;
   for (int64_t il = 0; is_shape_same && il < m_config.num_layers; ++il) {
-    is_shape_same = kv.k_row(il) == m_config.layer_k_width(il) && kv.v_row(il) == m_config.layer_v_width(il);
+    const bool has_own = m_config.has_own_kv(il);  // a shared KV layer stores nothing
+    is_shape_same = kv.k_row(il) == (has_own ? m_config.layer_k_width(il) : 0) &&
+                    kv.v_row(il) == (has_own ? m_config.layer_v_width(il) : 0);
   }
   if (!is_shape_same) return make_error(ErrorCode::InvalidArgument, "the KV cache was made for another model shape");
   for (const int32_t row : b.logits_rows) {
@@ -200,6 +210,9 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::HiddenIn: return m_hidden_in.data();
     case PlanBuffer::Joined: return m_joined.data();
     case PlanBuffer::MoeOut: return m_moe_out.data();
+    case PlanBuffer::PleProj: return m_ple_proj.data();
+    case PlanBuffer::PleIn: return m_ple_in.data();
+    case PlanBuffer::PleGate: return m_ple_gate.data();
   }
   return nullptr;
 }
@@ -271,6 +284,7 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       args.num_threads = m_num_threads;
       if (!rope(args)) return kernel_failed("RoPE on queries", il);
       record(op, 0, n);
+      if (op.is_query_only) return {};  // a shared KV layer's keys are another layer's, rotated there
       args.data = m_k.data() + offset;
       args.num_heads = c.layer_num_kv_heads(il);
       if (!rope(args)) return kernel_failed("RoPE on keys", il);
@@ -282,13 +296,17 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       record(op, 0, n);
       return {};
     case PlanOpKind::Attention: return run_attention(op, batch, kv, n);
-    case PlanOpKind::GatedActivation:
-      if (!gated_activation({buffer(op.input, logits), buffer(op.multiplier, logits), buffer(op.output, logits),
+    case PlanOpKind::GatedActivation: {
+      // Gemma 4's per-layer gate multiplies by this layer's slice of the per-layer inputs.
+      const float* multiplier = buffer(op.multiplier, logits) + (op.is_multiplier_layer_slice ? il * n * op.width : 0);
+      if (!gated_activation({buffer(op.input, logits), multiplier, buffer(op.output, logits),
                              n * op.rows_per_token * op.width, c.ffn_activation, m_num_threads})) {
         return kernel_failed("the FFN activation", il);
       }
       record(op, 0, n);
       return {};
+    }
+    case PlanOpKind::PerLayerInputs: return run_per_layer_inputs(op, batch, n);
     case PlanOpKind::ExpertRouting: {
       const std::vector<float>& bias = m_weights.layers[static_cast<size_t>(il)].exp_probs_b;
       IWB_RETURN_IF_ERROR(
@@ -354,9 +372,9 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
   const float* input = buffer(op.input, logits);
   auto args_of = [&](const PlanProduct& p) {
     const WeightMatrix& w = matrix(p, il);
+    const bool is_model_matrix = p.matrix == PlanMatrix::Output || p.matrix == PlanMatrix::PerLayerModelProj;
     const std::vector<float>& bias =
-        p.matrix == PlanMatrix::Output ? kNoBias
-                                       : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
+        is_model_matrix ? kNoBias : plan::layer_bias(m_weights.layers[static_cast<size_t>(il)], p.matrix, kNoBias);
     MatmulArgs args{w.type,
                     w.data,
                     w.in_features,
@@ -398,6 +416,7 @@ Status CpuForward::run_matmuls(const PlanOp& op, int64_t n, float* logits) {
 
 const WeightMatrix& CpuForward::matrix(const PlanProduct& p, int64_t il) const {
   if (p.matrix == PlanMatrix::Output) return m_weights.output;
+  if (p.matrix == PlanMatrix::PerLayerModelProj) return m_weights.per_layer_model_proj;
   const LayerWeights& l = m_weights.layers[static_cast<size_t>(il)];
   return p.matrix == PlanMatrix::FfnGateInp ? l.ffn_gate_inp : plan::layer_matrix(l, p.matrix);
 }
@@ -463,11 +482,13 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   const ModelConfig& c = m_config;
   const int64_t il = op.layer;
   // Every sequence's queries over its own keys and values, through its block table.
+  // Its own layer's cache, or (Gemma 4's shared KV layers) an earlier layer's of the same shape.
+  const int64_t cache = op.cache_layer();
   PagedAttentionArgs attn;
   attn.q = m_q.data();
-  attn.k_cache = kv.k_data(il);
-  attn.v_cache = kv.v_data(il);
-  attn.v_row_units = kv.shares_values() ? kv.k_units(il) : 0;  // latent attention: values in the key rows
+  attn.k_cache = kv.k_data(cache);
+  attn.v_cache = kv.v_data(cache);
+  attn.v_row_units = kv.shares_values() ? kv.k_units(cache) : 0;  // latent attention: values in the key rows
   attn.num_blocks = kv.num_blocks();
   attn.block_size = kv.block_size();
   attn.block_tables = batch.block_tables.data();
@@ -488,12 +509,47 @@ Status CpuForward::run_attention(const PlanOp& op, const FlatBatch& batch, Paged
   attn.num_threads = m_num_threads;
   attn.k_type = kv.types().k;
   attn.v_type = kv.types().v;
-  attn.k_scale = kv.k_scale(il);
-  attn.v_scale = kv.v_scale(il);
+  attn.k_scale = kv.k_scale(cache);
+  attn.v_scale = kv.v_scale(cache);
   const std::vector<float>& sinks = m_weights.layers[static_cast<size_t>(il)].attn_sinks;
   attn.sinks = sinks.empty() ? nullptr : sinks.data();
   attn.is_batch_invariant = m_is_batch_invariant;
   if (!paged_attention(attn)) return kernel_failed("paged attention", il);
+  record(op, 0, n);
+  return {};
+}
+
+Status CpuForward::run_per_layer_inputs(const PlanOp& op, const FlatBatch& batch, int64_t n) {
+  // llama.cpp's get_per_layer_inputs and project_per_layer_inputs: each token's rows of
+  // per_layer_token_embd (times sqrt(per_layer)), plus per_layer_model_proj's output scaled by
+  // 1 / sqrt(n_embd) and RMS-normed per layer's slice, all times 1 / sqrt(2), laid out layer
+  // by layer for the layers' gates.
+  const ModelConfig& c = m_config;
+  const int64_t p = op.width, layers = op.rows_per_token, width = p * layers;
+  EmbeddingArgs rows{m_weights.per_layer_token_embd.type,
+                     m_weights.per_layer_token_embd.data,
+                     c.vocab_size,
+                     width,
+                     batch.tokens.data(),
+                     n,
+                     std::sqrt(static_cast<float>(p)),
+                     m_ple_rows.data()};
+  if (!embedding_lookup(rows)) return kernel_failed("the per-layer embedding lookup", -1);
+  float* proj = m_ple_proj.data();
+  const float projection_scale = 1.0f / std::sqrt(static_cast<float>(c.embedding_length));
+  for (int64_t i = 0; i < n * width; ++i) proj[i] *= projection_scale;
+  if (!rmsnorm({proj, m_weights.per_layer_proj_norm.data(), proj, n * layers, p, c.rms_norm_eps, m_num_threads})) {
+    return kernel_failed("the per-layer projection norm", -1);
+  }
+  const float input_scale = 1.0f / std::sqrt(2.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t l = 0; l < layers; ++l) {
+      const float* a = proj + t * width + l * p;
+      const float* b = m_ple_rows.data() + t * width + l * p;
+      float* out = m_ple_in.data() + (l * n + t) * p;
+      for (int64_t i = 0; i < p; ++i) out[i] = (a[i] + b[i]) * input_scale;
+    }
+  }
   record(op, 0, n);
   return {};
 }

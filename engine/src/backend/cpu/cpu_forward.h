@@ -67,6 +67,7 @@ class CpuForward {
   // One op of the plan over `num_rows` rows (the step's tokens, or the rows that sample).
   Status run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows, float* logits);
   Status run_matmuls(const PlanOp& op, int64_t num_rows, float* logits);
+  Status run_per_layer_inputs(const PlanOp& op, const FlatBatch& batch, int64_t n);
   Status run_attention(const PlanOp& op, const FlatBatch& batch, PagedKvStorage& kv, int64_t num_rows);
   Status run_expert_matmuls(const PlanOp& op, int64_t num_rows);
   // Latent attention (cpu_latent_attention.cpp).
@@ -113,6 +114,9 @@ class CpuForward {
   // their join with its normed embeddings [2 * n_embd].
   std::vector<float> m_hidden, m_hidden_in, m_joined;
   std::vector<float> m_moe_out;  // Gemma 4: the experts' sum beside the dense FFN
+  // Gemma 4's per-layer embeddings: the projection, the table's rows, the inputs layer by
+  // layer, a layer's gate.
+  std::vector<float> m_ple_proj, m_ple_rows, m_ple_in, m_ple_gate;
   size_t m_num_hidden_rows = 0;
   size_t m_hidden_width = 0;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling

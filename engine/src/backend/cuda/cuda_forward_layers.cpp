@@ -44,7 +44,10 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::Hidden:
     case PlanBuffer::HiddenIn:
     case PlanBuffer::Joined:
-    case PlanBuffer::MoeOut: break;  // no expert, latent-attention or MTP ops on the device (check_cuda_plan_support)
+    case PlanBuffer::MoeOut:
+    case PlanBuffer::PleProj:
+    case PlanBuffer::PleIn:
+    case PlanBuffer::PleGate: break;  // no expert, latent-attention or MTP ops on the device (check_cuda_plan_support)
   }
   return nullptr;
 }
@@ -213,7 +216,8 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     case PlanOpKind::LatentKv:
     case PlanOpKind::HeadMatmuls:
     case PlanOpKind::Concat:
-    case PlanOpKind::LayerScale: return check_cuda_plan_support(m_plan);  // refused at load already
+    case PlanOpKind::LayerScale:
+    case PlanOpKind::PerLayerInputs: return check_cuda_plan_support(m_plan);  // refused at load already
   }
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }

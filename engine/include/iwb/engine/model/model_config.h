@@ -131,6 +131,14 @@ struct ModelConfig {
   // (the router reading rmsnorm(X) / sqrt(n_embd) * ffn_gate_inp.scale, each expert's output
   // times its ffn_down_exps.scale), the sum through post_ffw_norm.
   bool has_parallel_dense_ffn = false;
+  // Gemma 4 E2B / E4B. The last num_kv_shared_layers layers compute queries only and attend
+  // over the cache of the last earlier layer of their kind (attention.shared_kv_layers); each
+  // layer's FFN width where they differ (feed_forward_length as an array: the shared layers'
+  // FFN is twice as wide in E2B); per-layer token embeddings of per_layer_embedding_length
+  // values each (embedding_length_per_layer_input), mixed into every layer's output.
+  int64_t num_kv_shared_layers = 0;
+  std::vector<int64_t> layer_ff;
+  int64_t per_layer_embedding_length = 0;
 
   // A layer's attention shape (equal to the globals but for Gemma 4's sliding layers).
   bool is_sliding(int64_t il) const {
@@ -152,9 +160,23 @@ struct ModelConfig {
   int64_t layer_k_width(int64_t il) const { return layer_num_kv_heads(il) * layer_head_dim_k(il); }
   int64_t layer_v_width(int64_t il) const { return layer_num_kv_heads(il) * layer_head_dim_v(il); }
   int64_t layer_attention_output_width(int64_t il) const { return num_heads * layer_head_dim_v(il); }
+  // The layer whose KV cache layer il's attention reads (llama.cpp's layer_reuse_cb: a shared
+  // layer reads the last layer before the shared ones of its own kind; others their own).
+  int64_t kv_source_layer(int64_t il) const {
+    const int64_t first_shared = num_layers - num_kv_shared_layers;
+    if (num_kv_shared_layers <= 0 || il < first_shared) return il;
+    return first_shared - (is_sliding(il) ? 2 : 1);
+  }
+  bool has_own_kv(int64_t il) const { return kv_source_layer(il) == il; }
+  int64_t layer_feed_forward_length(int64_t il) const {
+    return static_cast<size_t>(il) < layer_ff.size() ? layer_ff[static_cast<size_t>(il)] : feed_forward_length;
+  }
+  bool has_per_layer_embeddings() const { return per_layer_embedding_length > 0; }
+  int64_t per_layer_inputs_width() const { return per_layer_embedding_length * num_layers; }
   // Whether any layer's attention shape differs from the globals.
   bool has_layer_attention_shapes() const {
-    return head_dim_k_swa > 0 || head_dim_v_swa > 0 || rope_num_rotated_swa > 0 || !layer_kv_heads.empty();
+    return head_dim_k_swa > 0 || head_dim_v_swa > 0 || rope_num_rotated_swa > 0 || !layer_kv_heads.empty() ||
+           num_kv_shared_layers > 0;
   }
   // The widest of any layer (what buffers are sized by).
   int64_t max_q_width() const;

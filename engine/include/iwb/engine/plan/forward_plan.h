@@ -34,6 +34,7 @@ struct LayerWeightTypes {
   GgmlType wq_a = GgmlType::F32, wkv_a = GgmlType::F32, wk_b = GgmlType::F32, wv_b = GgmlType::F32;
   GgmlType nextn_eh_proj = GgmlType::F32;  // an MTP head's nextn.eh_proj
   bool has_output_scale = false;           // Gemma 4's layer_output_scale
+  GgmlType ple_inp_gate = GgmlType::F32, ple_proj = GgmlType::F32;  // Gemma 4's per-layer embedding
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -41,6 +42,7 @@ struct LayerWeightTypes {
 struct PlanWeightTypes {
   GgmlType token_embd = GgmlType::F32;
   GgmlType output = GgmlType::F32;       // the classifier (the embedding table's type when tied)
+  GgmlType per_layer_model_proj = GgmlType::F32;  // Gemma 4's per-layer inputs' projection
   std::vector<LayerWeightTypes> layers;  // [num_layers]; empty: F32 and no biases everywhere
 };
 
@@ -77,6 +79,10 @@ enum class PlanBuffer : uint8_t {
   HiddenIn,  // the MTP head's input: the target's Hidden row of the token before [n_embd]
   Joined,    // the MTP head's [normed embedding, normed HiddenIn] [2 * n_embd]
   MoeOut,    // the routed experts' weighted sum beside a dense FFN (Gemma 4) [n_embd]
+  // Gemma 4's per-layer embeddings (E2B / E4B).
+  PleProj,   // per_layer_model_proj's output, token by token [num_layers x per_layer]
+  PleIn,     // every layer's input rows, layer by layer: layer l's [tokens x per_layer] at l * tokens
+  PleGate,   // a layer's inp_gate output; the activation's output too [per_layer]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -98,6 +104,7 @@ enum class PlanNorm : uint8_t {
   PostFfwNorm1,  // post_ffw_norm_1: the dense FFN's output beside the experts
   PreFfwNorm2,   // pre_ffw_norm_2: the experts' input
   PostFfwNorm2,  // post_ffw_norm_2: the experts' weighted sum
+  PerLayerPostNorm,  // a layer's post_norm of its per-layer embedding's projection
 };
 
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
@@ -123,6 +130,11 @@ enum class PlanMatrix : uint8_t {
   WkB,          // attn_k_b: one matrix per head (HeadMatmuls)
   WvB,          // attn_v_b: one matrix per head
   NextnEhProj,  // nextn.eh_proj: an MTP head's Joined -> its layer's input
+  // Gemma 4's per-layer embeddings: the model's per_layer_model_proj (X -> PleProj), and each
+  // layer's inp_gate (X -> PleGate) and proj (PleGate -> Proj).
+  PerLayerModelProj,
+  PleInpGate,
+  PleProjection,
 };
 
 enum class PlanOpKind : uint8_t {
@@ -152,6 +164,10 @@ enum class PlanOpKind : uint8_t {
                 // ...) copied (attn_k_b: the query's RoPE values follow its absorbed latent)
   Concat,       // output = [input, appended] per token (the MTP head's Joined; a copy, no record)
   LayerScale,   // output *= the layer's layer_output_scale (Gemma 4), at the end of the layer
+  // Gemma 4's per-layer inputs (llama.cpp's get_per_layer_inputs and project_per_layer_inputs):
+  // PleIn = (rmsnorm(PleProj / sqrt(n_embd)) * per_layer_proj_norm + per_layer_token_embd[token]
+  // * sqrt(per_layer)) / sqrt(2), per layer's slice, laid out layer by layer.
+  PerLayerInputs,
 };
 
 struct PlanProduct {
@@ -187,6 +203,14 @@ struct PlanOp {
   bool is_accumulating = false;
   // Concat: the buffer whose rows follow input's in output's.
   PlanBuffer appended = PlanBuffer::X;
+  // Attention: the layer whose cache it reads (Gemma 4's shared KV layers read an earlier
+  // layer's); -1: its own. Rope: only the queries (a layer that reads another's cache).
+  int32_t kv_layer = -1;
+  bool is_query_only = false;
+  // GatedActivation: the multiplier is this layer's slice of PleIn (Gemma 4's per-layer input).
+  bool is_multiplier_layer_slice = false;
+
+  int32_t cache_layer() const { return kv_layer >= 0 ? kv_layer : layer; }
 
   std::span<const PlanProduct> matmuls() const { return {products.data(), static_cast<size_t>(num_products)}; }
 };
@@ -195,6 +219,8 @@ struct PlanOp {
 struct PlanOptions {
   // The body runs every layer whole and ends with Hidden = output_norm(X) for every token (what
   // an MTP head reads); the logits section gathers Hidden's rows that sample for the classifier.
+  // (Gemma 4 with per-layer embeddings runs the last layer whole in the body too, without
+  // exporting anything: its per-layer inputs are laid out for every token.)
   bool exports_hidden = false;
   // The config is mtp_head_config's: the body starts X = nextn.eh_proj([enorm(embedding),
   // hnorm(HiddenIn)]) before its one layer, and exports Hidden (the head's own, for its next
@@ -227,7 +253,7 @@ ForwardPlan build_forward_plan(const ModelConfig& config, const PlanWeightTypes*
 Status check_forward_plan(const ForwardPlan& plan);
 
 // Kernel records one op makes: one per product of Matmuls and ExpertMatmuls, two for Rope
-// (queries, keys), none for GatherRows and Concat, else one.
+// (queries, keys; one when it rotates queries only), none for GatherRows and Concat, else one.
 int num_op_records(const PlanOp& op);
 
 // The record of part `part` (< num_op_records) of `op` over `num_rows` token rows (the step's

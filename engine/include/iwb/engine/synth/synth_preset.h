@@ -108,6 +108,11 @@ struct SynthShape {
   float partial_rotary_global = 1.0f;
   bool has_global_value_from_key = false;
   bool has_fused_expert_gate_up = false;
+  // Gemma 4 E2B / E4B: the last layers reading earlier layers' KV cache (with a FFN twice as
+  // wide: use_double_wide_mlp), and per-layer token embeddings of this width (0: none).
+  int64_t num_kv_shared_layers = 0;
+  bool has_double_wide_shared_ffn = false;
+  int64_t per_layer_embedding_length = 0;
   bool is_test_shape = false;  // a small shape for tests, not shown in the preset list
 
   // The first n layers at their real size (`iwb synth --layers`): the leading dense layers that
@@ -122,6 +127,10 @@ struct SynthShape {
   int64_t layer_kv_heads(int64_t il) const { return is_gemma4_sliding(il) ? num_kv_heads_swa : num_kv_heads; }
   int64_t layer_q_width(int64_t il) const { return num_heads * layer_head_dim(il); }
   int64_t layer_kv_width(int64_t il) const { return layer_kv_heads(il) * layer_head_dim(il); }
+  bool is_kv_shared(int64_t il) const { return il >= num_layers - num_kv_shared_layers; }
+  int64_t layer_ff(int64_t il) const {
+    return feed_forward_length * (has_double_wide_shared_ffn && is_kv_shared(il) ? 2 : 1);
+  }
   int64_t num_parameters() const;  // weights, norms and biases
 };
 
