@@ -175,7 +175,7 @@ class TestForwardPlan : public QObject {
     plan.body.erase(it);
     const Status s = check_forward_plan(plan);
     QVERIFY(!s.is_ok());
-    QVERIFY2(s.message().find("attention of layer 0 reads the cache before") != std::string::npos, s.message().c_str());
+    QVERIFY2(s.message().find("attention of layer 0 reads the cache of layer 0 before") != std::string::npos, s.message().c_str());
   }
 
   void aMatmulOfTheWrongWidthIsRefused() {
