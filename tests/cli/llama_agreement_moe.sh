@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# CTest: qwen3moe, gpt-oss, glm4moe and deepseek2 logits and 32 greedy tokens agree with llama.cpp's
-# (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe, test-gpt-oss, test-glm4moe,
-# test-deepseek2 and test-deepseek2-lite files
+# CTest: qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4 logits and 32 greedy tokens agree with
+# llama.cpp's (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe, test-gpt-oss, test-glm4moe,
+# test-deepseek2, test-deepseek2-lite and test-gemma4 files
 # in F32, two weight seeds x two prompts each (routing, top-k gating and the expert sums; for
 # gpt-oss also sinks, YaRN, the alternating sliding window, biases and the clamped SwiGLU; for
 # glm4moe sigmoid routing with selection biases, scaled weights, the shared expert, the dense first
 # layer, partial RoPE, q/k norms, and its prediction layer as an MTP head (--mtp: the head's
 # logits at every position from llama.cpp's MTP context); for deepseek2 multi-head latent
 # attention with and without a query latent, YaRN's log multiplier, group-limited and softmax
-# routing, and DeepSeek V3's prediction layer as an MTP head; checked to 1e-3). Quantized files agree within their tolerance too, but
+# routing, and DeepSeek V3's prediction layer as an MTP head; for gemma4 experts beside the dense FFN
+# with the router's and the experts' scales, fused gate/up experts, and values from the keys on
+# the global layer; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
 # without flash attention (docs/moe.md), so they are not a pass/fail test. Needs a llama.cpp
 # build folder in LLAMA_CPP_BUILD; without one it skips (exit 77). Arguments: IWB_BINARY SOURCE_DIR.
@@ -22,7 +24,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite; do
+for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite test-gemma4; do
   for seed in 0 3; do
     file="$work/$preset-F32-$seed.gguf"
     nextn=()

@@ -315,6 +315,15 @@ std::vector<std::vector<float>> latent_attention(const RefModel& m, const RefLay
 RefModel load_reference_model(const gguf::GgufFile& f, std::string* error, int64_t context_length, bool is_mtp_head) {
   RefModel m;
   m.arch = f.get_string("general.architecture").value_or("");
+  if (m.arch == "gemma4") {
+    std::shared_ptr<RefGemma4> g = load_reference_gemma4(f, error);
+    if (g == nullptr) return m;
+    m.n_embd = g->n_embd;
+    m.n_layer = g->n_layer;
+    m.vocab = g->vocab;
+    m.gemma4 = std::move(g);
+    return m;
+  }
   const std::string a = m.arch + ".";
   m.n_embd = f.get_int(a + "embedding_length").value_or(0);
   m.n_layer = f.get_int(a + "block_count").value_or(0);
@@ -625,10 +634,21 @@ std::vector<float> logits_of(const RefModel& m, std::vector<float> h) {
 }  // namespace
 
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
+  if (m.gemma4 != nullptr) return gemma4_logits(*m.gemma4, tokens, is_kv_f16).back();
   return logits_of(m, run_layers(m, embeddings(m, tokens), is_kv_f16).back());
 }
 
+std::vector<std::vector<float>> reference_logits_all(const RefModel& m, const std::vector<int32_t>& tokens,
+                                                     bool is_kv_f16) {
+  if (m.gemma4 != nullptr) return gemma4_logits(*m.gemma4, tokens, is_kv_f16);
+  std::vector<std::vector<float>> out;
+  for (std::vector<float>& h : run_layers(m, embeddings(m, tokens), is_kv_f16))
+    out.push_back(logits_of(m, std::move(h)));
+  return out;
+}
+
 std::vector<std::vector<float>> reference_hidden_states(const RefModel& m, const std::vector<int32_t>& tokens) {
+  if (m.gemma4 != nullptr) return gemma4_hidden_states(*m.gemma4, tokens);
   std::vector<std::vector<float>> x = run_layers(m, embeddings(m, tokens), false);
   for (std::vector<float>& row : x) rms_norm(row.data(), m.n_embd, m.output_norm, m.eps);
   return x;

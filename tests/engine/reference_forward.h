@@ -10,12 +10,16 @@
 // biases, renormalised and scaled weights, shared experts, leading dense layers, optional q/k
 // norms, partial RoPE, and its prediction layer as an MTP head of its own; deepseek2's latent attention computed
 // the unabsorbed way, each head's keys and values decompressed from the latent, and DeepSeek V2's
-// softmax and V3's group-limited routing) on its own.
+// softmax and V3's group-limited routing) on its own. Gemma 4 has a reference of its own
+// (reference_gemma4.h), which these functions dispatch to.
 #pragma once
+
+#include "reference_gemma4.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +69,8 @@ struct RefModel {
   // eh_proj [n_embd][2 * n_embd].
   std::vector<float> nextn_enorm, nextn_hnorm, nextn_eh_proj;
   std::vector<RefLayer> layers;
+  // gemma4: the whole model (n_embd, n_layer and vocab above are set too; nothing else is).
+  std::shared_ptr<const RefGemma4> gemma4;
 };
 
 // Empty error string on success. `context_length` (0: the trained one, at most 4096, as the
@@ -77,6 +83,10 @@ RefModel load_reference_model(const gguf::GgufFile& file, std::string* error, in
 // Logits [vocab] of the last token of `tokens`. is_kv_f16: round keys and values to f16, as
 // a KV cache stored in f16 does (the only rounding the reference then shares with the engine).
 std::vector<float> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens, bool is_kv_f16 = false);
+
+// Logits [tokens][vocab] of every position of `tokens` (the logits at p predict token p + 1).
+std::vector<std::vector<float>> reference_logits_all(const RefModel& m, const std::vector<int32_t>& tokens,
+                                                     bool is_kv_f16 = false);
 
 // Every position's last hidden state after the output norm, [tokens][n_embd] (what an MTP head
 // reads).

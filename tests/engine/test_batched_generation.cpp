@@ -146,11 +146,13 @@ class TestBatchedGeneration : public QObject {
       m_models[name] = path;
     }
     // iwb synth's small shapes in Q8_0: deepseek2 (latent attention: values read from the key
-    // rows of the paged cache) and glm4moe with its prediction layer, run with the MTP drafter
+    // rows of the paged cache), glm4moe with its prediction layer, run with the MTP drafter
     // ("-mtp": speculation on, so its head's catch-up, rollback and cache go through batching,
-    // preemption and recomputation).
+    // preemption and recomputation), and gemma4 (a cache of layers of their own KV heads and
+    // head sizes; a sliding window of 8 across block boundaries; experts beside the dense FFN).
     for (const auto& [name, preset] :
-         {std::pair{QString("deepseek2"), "test-deepseek2"}, std::pair{QString("glm4moe-mtp"), "test-glm4moe"}}) {
+         {std::pair{QString("deepseek2"), "test-deepseek2"}, std::pair{QString("glm4moe-mtp"), "test-glm4moe"},
+          std::pair{QString("gemma4"), "test-gemma4"}}) {
       synth::SynthOptions o;
       o.shape = *synth::find_synth_preset(preset);
       o.weight_type = "Q8_0";
@@ -172,7 +174,9 @@ class TestBatchedGeneration : public QObject {
 
   void batchedGreedyMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "llama", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp", "gemma4"}) {
+      QTest::newRow(m) << m;
+    }
   }
 
   // Five prompts at once, a 32-token step budget (long prompts prefill in chunks beside the
@@ -216,7 +220,7 @@ class TestBatchedGeneration : public QObject {
 
   void preemptedGenerationMatchesOneAtATime_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"aidreams", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp"}) QTest::newRow(m) << m;
+    for (const char* m : {"aidreams", "qwen2", "gemma3", "deepseek2", "glm4moe-mtp", "gemma4"}) QTest::newRow(m) << m;
   }
 
   // Room for 14 blocks of 8 tokens where the five sequences grow to 33 blocks together:

@@ -39,7 +39,7 @@ class TestForwardPlan : public QObject {
   void everyArchitecturePlansAndChecks_data() {
     QTest::addColumn<QString>("preset");
     for (const char* p : {"test-llama", "test-qwen2", "test-gemma3", "test-qwen3", "test-phi3", "phi-3.5-mini",
-                          "test-qwen3moe", "qwen3-30b-a3b", "test-gpt-oss", "gpt-oss-20b"}) {
+                          "test-qwen3moe", "qwen3-30b-a3b", "test-gpt-oss", "gpt-oss-20b", "test-gemma4-dense"}) {
       QTest::newRow(p) << QString(p);
     }
   }
@@ -71,6 +71,106 @@ class TestForwardPlan : public QObject {
     QCOMPARE(num_sliding, static_cast<int>(std::count(c.is_sliding_layer.begin(), c.is_sliding_layer.end(), true)));
     // One forward pass of one batch: what the profiler reserves for.
     QCOMPARE(num_plan_records(plan, true), num_step_records(c, 7, 0, true));
+  }
+
+  // Gemma 4: each layer's products in its own widths (sliding heads of 64, two KV heads; the
+  // global layer's of 128, one KV head), weightless value norms per KV head, RoPE and attention
+  // sliding where the layer does, the layer output scale last in every layer where the file has
+  // one, and in expert layers the experts beside the dense FFN (llama.cpp's gemma4 graph).
+  void gemma4PlansEachLayersShape_data() {
+    QTest::addColumn<QString>("preset");
+    for (const char* p : {"test-gemma4", "test-gemma4-dense", "gemma-4-26b-a4b"}) QTest::newRow(p) << QString(p);
+  }
+  void gemma4PlansEachLayersShape() {
+    QFETCH(QString, preset);
+    const ModelConfig c = config_of(qPrintable(preset));
+    QVERIFY(c.has_value_norm && c.has_layer_attention_shapes());
+    QCOMPARE(c.has_parallel_dense_ffn, c.has_experts());
+    PlanWeightTypes types;
+    types.layers.resize(static_cast<size_t>(c.num_layers));
+    for (LayerWeightTypes& t : types.layers) t.has_output_scale = true;
+    const ForwardPlan plan = build_forward_plan(c, &types);
+    const ForwardPlan bare = build_forward_plan(c);
+    for (const ForwardPlan* p : {&plan, &bare}) {
+      const Status checked = check_forward_plan(*p);
+      QVERIFY2(checked.is_ok(), checked.message().c_str());
+    }
+    const int layers = static_cast<int>(c.num_layers);
+    QCOMPARE(count_in_pass(plan, "layer_output_scale"), layers);
+    QCOMPARE(count_in_pass(bare, "layer_output_scale"), 0);
+    QCOMPARE(count_in_pass(plan, "v_norm"), layers);
+    QCOMPARE(count_in_pass(plan, "ffn_gate"), layers);  // the dense FFN runs in every layer
+    QCOMPARE(count_in_pass(plan, "ffn_gate_exps"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "ffn_moe_add"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_named(plan.logits, "logit_softcap"), 1);
+    QCOMPARE(num_plan_records(bare, true), num_step_records(c, 7, 0, true));
+    if (preset.startsWith("test-")) {  // the presets' numbers, not only the config's
+      QCOMPARE(c.layer_q_width(0), int64_t{256});
+      QCOMPARE(c.layer_q_width(5), int64_t{512});
+      QCOMPARE(c.layer_num_kv_heads(0), int64_t{2});
+      QCOMPARE(c.layer_num_kv_heads(5), int64_t{1});
+      QVERIFY(c.is_sliding(0) && !c.is_sliding(5) && c.is_sliding(6));
+    }
+    std::vector<PlanOp> all = plan.body;
+    all.insert(all.end(), plan.logits.begin(), plan.logits.end());
+    const std::vector<std::string> parallel = {
+        "ffn_gate_inp_norm", "ffn_gate_inp",    "ffn_norm",          "ffn_gate",        "activation",
+        "ffn_down",          "post_ffw_norm_1", "pre_ffw_norm_2",    "ffn_moe_gating",  "ffn_gate_exps",
+        "activation",        "ffn_down_exps",   "ffn_moe_combine",   "post_ffw_norm_2", "ffn_moe_add",
+        "post_ffw_norm",     "ffn_residual",    "layer_output_scale"};
+    for (int32_t il = 0; il < layers; ++il) {
+      std::vector<const PlanOp*> ops;
+      for (const PlanOp& op : all) {
+        if (op.layer == il) ops.push_back(&op);
+      }
+      QVERIFY(!ops.empty());
+      QCOMPARE(ops.back()->kind, PlanOpKind::LayerScale);
+      int num_v_norms = 0;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const PlanOp& op = *ops[i];
+        const std::string name = op.name;
+        for (const PlanProduct& p : op.matmuls()) {
+          const std::string product = p.name;
+          if (product == "attn_q") QCOMPARE(p.out_features, c.layer_q_width(il));
+          if (product == "attn_k") QCOMPARE(p.out_features, c.layer_k_width(il));
+          if (product == "attn_v") QCOMPARE(p.out_features, c.layer_v_width(il));
+          if (product == "attn_output") QCOMPARE(p.in_features, c.layer_attention_output_width(il));
+        }
+        if (name == "q_norm") QCOMPARE(op.rows_per_token * op.width, c.num_heads * c.layer_head_dim_k(il));
+        if (name == "k_norm" || name == "v_norm") {
+          QCOMPARE(op.rows_per_token, c.layer_num_kv_heads(il));
+          QCOMPARE(op.width, name == "k_norm" ? c.layer_head_dim_k(il) : c.layer_head_dim_v(il));
+        }
+        if (name == "v_norm") {
+          ++num_v_norms;
+          QCOMPARE(op.norm, PlanNorm::Unit);
+          QCOMPARE(ops[i + 1]->kind, PlanOpKind::Rope);  // after the k norm, before RoPE and the KV write
+        }
+        if (op.kind == PlanOpKind::Rope || op.kind == PlanOpKind::Attention) QCOMPARE(op.is_sliding, c.is_sliding(il));
+        if (name == "ffn_gate_inp_norm") {
+          QVERIFY(c.is_expert_layer(il));
+          QCOMPARE(op.norm, PlanNorm::RouterNorm);
+          QCOMPARE(ops.size() - i, parallel.size());
+          for (size_t j = 0; j < parallel.size(); ++j) QCOMPARE(std::string(ops[i + j]->name), parallel[j]);
+          QCOMPARE(ops[i + 7]->output, PlanBuffer::Xn);  // pre_ffw_norm_2: the experts' input
+          QCOMPARE(ops[i + 12]->output, PlanBuffer::MoeOut);
+          QCOMPARE(ops[i + 14]->input, PlanBuffer::MoeOut);
+          QCOMPARE(ops[i + 14]->output, PlanBuffer::Proj);
+        }
+      }
+      QCOMPARE(num_v_norms, 1);
+    }
+
+    // A sliding layer's query product in the global layer's width is refused by the check.
+    ForwardPlan wrong = plan;
+    for (PlanOp& op : wrong.body) {
+      if (op.kind == PlanOpKind::Matmuls && op.layer == 0 && std::string(op.products[0].name) == "attn_q") {
+        op.products[0].out_features = c.layer_q_width(5);
+      }
+    }
+    const Status s = check_forward_plan(wrong);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("of layer 0") != std::string::npos, s.message().c_str());
   }
 
   void theArchitectureRowDecidesTheOps() {
