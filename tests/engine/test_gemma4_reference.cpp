@@ -88,7 +88,7 @@ class TestGemma4Reference : public QObject {
   void everyPositionMatchesReference_data() {
     QTest::addColumn<QString>("preset");
     QTest::addColumn<QString>("type");
-    for (const char* preset : {"test-gemma4", "test-gemma4-dense"}) {
+    for (const char* preset : {"test-gemma4", "test-gemma4-dense", "test-gemma4-e2b"}) {
       for (const char* type : {"F32", "Q8_0", "Q4_K_M"}) {
         QTest::newRow(qPrintable(QString("%1 %2").arg(preset, type))) << QString(preset) << QString(type);
       }
@@ -169,6 +169,7 @@ class TestGemma4Reference : public QObject {
     QTest::addColumn<QString>("preset");
     QTest::newRow("test-gemma4") << QString("test-gemma4");
     QTest::newRow("test-gemma4-dense") << QString("test-gemma4-dense");
+    QTest::newRow("test-gemma4-e2b") << QString("test-gemma4-e2b");
   }
   void partsMatter() {
     QFETCH(QString, preset);

@@ -157,7 +157,7 @@ qint64 MemoryModel::kvBytesPerPosition() const {
   // In the cache type Engine Settings ask for (the pool estimate's own figure).
   if (const auto pool = kvPool()) return static_cast<qint64>(pool->bytes_per_position);
   const iwb::ModelHyperParams& h = m_summary->hparams;
-  return h.trunk_layers() * h.head_count_kv * (h.key_length + h.value_length) * 2;  // f16
+  return h.kv_values_per_position() * 2;  // f16
 }
 
 QString MemoryModel::kvBlockText(const QString& type, qint64 bytesPerPosition, qint64 blockSize) {

@@ -43,6 +43,30 @@ QGroupBox* makeGroup(const QString& title, QFormLayout** form, QWidget* parent) 
   return box;
 }
 
+// Gemma 4's layers differ: the sliding and global layers' KV heads and head sizes, and the
+// shared KV layers that store nothing.
+void describeLayerKv(const iwb::ModelHyperParams& h, QString* kvHeads, QString* headDim) {
+  const iwb::ModelHyperParams::LayerKv* sliding = nullptr;
+  const iwb::ModelHyperParams::LayerKv* global = nullptr;
+  int64_t shared = 0;
+  for (const iwb::ModelHyperParams::LayerKv& l : h.layer_kv) {
+    if (l.head_count_kv == 0) ++shared;
+    if (l.head_count_kv > 0 && l.is_sliding && sliding == nullptr) sliding = &l;
+    if (l.head_count_kv > 0 && !l.is_sliding && global == nullptr) global = &l;
+  }
+  if (sliding != nullptr && global != nullptr) {
+    *kvHeads = QObject::tr("%1 in the sliding layers, %2 in the global ones")
+                   .arg(sliding->head_count_kv)
+                   .arg(global->head_count_kv);
+    *headDim = QObject::tr("%1 in the sliding layers, %2 in the global ones")
+                   .arg(sliding->key_length)
+                   .arg(global->key_length);
+  }
+  if (shared > 0) {
+    *kvHeads += QObject::tr("; the last %1 layers read earlier layers' KV cache").arg(shared);
+  }
+}
+
 }  // namespace
 
 ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
@@ -183,7 +207,6 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   } else if (h.head_count > 0 && h.head_count_kv > 0 && h.head_count_kv < h.head_count) {
     kvHeads += tr("  (grouped-query, %1 heads per KV head)").arg(h.head_count / h.head_count_kv);
   }
-  setField(QStringLiteral("kvHeads"), kvHeads);
   QString headDim = countOrMissing(h.key_length);
   if (h.value_length > 0 && h.value_length != h.key_length) {
     headDim += QStringLiteral(" / ") + countOrMissing(h.value_length);
@@ -197,6 +220,8 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
                    .arg(h.key_length_mla)
                    .arg(h.value_length_mla);
   }
+  if (!h.layer_kv.empty()) describeLayerKv(h, &kvHeads, &headDim);
+  setField(QStringLiteral("kvHeads"), kvHeads);
   setField(QStringLiteral("headDim"), headDim);
   setField(QStringLiteral("context"), countOrMissing(h.context_length));
   setField(QStringLiteral("ropeBase"), h.rope_freq_base > 0 ? locale.toString(h.rope_freq_base, 'g', 8) : kMissing);

@@ -120,6 +120,8 @@ Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
   if (c->head_dim_k_swa == global_k) c->head_dim_k_swa = 0;
   if (c->head_dim_v_swa == global_v) c->head_dim_v_swa = 0;
   if (c->rope_num_rotated_swa == c->rope_num_rotated && c->head_dim_k_swa == 0) c->rope_num_rotated_swa = 0;
+  // llama.cpp's default cap (30) holds without the key; 0 turns it off.
+  c->final_logit_softcap = 30.0f;
   const gguf::Value* cap = file.find(key(*c, "final_logit_softcapping"));
   if (cap != nullptr) {
     const std::optional<double> f = cap->as_float();

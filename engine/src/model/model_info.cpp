@@ -48,6 +48,7 @@ void read_layer_kv(const gguf::GgufFile& f, const std::string& arch, ModelHyperP
       l.key_length = key_swa;
       l.value_length = value_swa > 0 ? value_swa : key_swa;
     }
+    l.is_sliding = is_sliding;
     h->layer_kv.push_back(l);
   }
 }

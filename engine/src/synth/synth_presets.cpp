@@ -503,7 +503,7 @@ ModelConfig shape_config(const SynthShape& s) {
     if (s.num_kv_heads_swa != s.num_kv_heads) {
       for (int64_t il = 0; il < s.num_layers; ++il) c.layer_kv_heads.push_back(s.layer_kv_heads(il));
     }
-    c.final_logit_softcap = s.final_logit_softcap;
+    c.final_logit_softcap = s.final_logit_softcap > 0.0f ? s.final_logit_softcap : 30.0f;  // llama.cpp's default
     c.has_parallel_dense_ffn = s.num_experts > 0;
     c.num_kv_shared_layers = s.num_kv_shared_layers;
     c.per_layer_embedding_length = s.per_layer_embedding_length;

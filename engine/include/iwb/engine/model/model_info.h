@@ -44,9 +44,10 @@ struct ModelHyperParams {
   // Each trunk layer's KV heads and head sizes where layers differ (Gemma 4: head_count_kv per
   // layer, the sliding layers' key_length_swa / value_length_swa); empty when all are alike.
   struct LayerKv {
-    int64_t head_count_kv = 0;
+    int64_t head_count_kv = 0;  // 0: a shared KV layer (it reads an earlier layer's cache)
     int64_t key_length = 0;
     int64_t value_length = 0;
+    bool is_sliding = false;
   };
   std::vector<LayerKv> layer_kv;
   int64_t trunk_layers() const { return block_count - nextn_predict_layers; }
