@@ -119,9 +119,10 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
                   format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
                   static_cast<long long>(h.key_length));
     } else if (!h.layer_kv.empty()) {  // Gemma 4: the sliding and global layers' rows differ
-      std::printf("  KV cache %12s  (f16, %lld layers of their own KV heads and head sizes: %lld values per position)\n",
-                  format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
-                  static_cast<long long>(h.kv_values_per_position()));
+      std::printf(
+          "  KV cache %12s  (f16, %lld layers of their own KV heads and head sizes: %lld values per position)\n",
+          format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
+          static_cast<long long>(h.kv_values_per_position()));
     } else {
       std::printf("  KV cache %12s  (f16, %lld layers x %lld KV heads x %lld+%lld dims)\n",
                   format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),

@@ -173,6 +173,47 @@ class TestForwardPlan : public QObject {
     QVERIFY2(s.message().find("of layer 0") != std::string::npos, s.message().c_str());
   }
 
+  // Gemma 4 E2B's layout: the shared KV layers compute queries only and attend over layer 4's
+  // (sliding) or 5's (global) cache; the per-layer inputs are laid out after the embedding and
+  // each layer's gate reads its slice; the last layer runs whole in the body.
+  void gemma4SharedKvAndPerLayerInputs() {
+    const ModelConfig c = config_of("test-gemma4-e2b");
+    QCOMPARE(c.num_kv_shared_layers, int64_t{6});
+    QCOMPARE(c.per_layer_embedding_length, int64_t{32});
+    const ForwardPlan plan = build_forward_plan(c);
+    const Status checked = check_forward_plan(plan);
+    QVERIFY2(checked.is_ok(), checked.message().c_str());
+    QCOMPARE(count_in_pass(plan, "kv_write"), 6);
+    QCOMPARE(count_in_pass(plan, "k_norm"), 6);
+    QCOMPARE(count_in_pass(plan, "inp_gate"), 12);
+    QCOMPARE(count_in_pass(plan, "per_layer_inputs"), 1);
+    QCOMPARE(count_named(plan.logits, "ffn_down"), 0);  // the last layer's FFN is in the body
+    for (const PlanOp& op : plan.body) {
+      if (op.kind == PlanOpKind::Attention) {
+        const int32_t expected = op.layer < 6 ? op.layer : (c.is_sliding(op.layer) ? 4 : 5);
+        QCOMPARE(op.cache_layer(), expected);
+      }
+      if (op.kind == PlanOpKind::Rope) QCOMPARE(op.is_query_only, op.layer >= 6);
+      if (op.kind == PlanOpKind::Matmuls && std::string(op.name) == "attn_q") {
+        QCOMPARE(op.num_products, op.layer >= 6 ? 1 : 3);
+      }
+      if (op.kind == PlanOpKind::Matmuls && std::string(op.name) == "ffn_gate") {
+        QCOMPARE(op.products[0].out_features, op.layer >= 6 ? int64_t{512} : int64_t{256});  // double-wide
+      }
+      if (op.kind == PlanOpKind::GatedActivation && op.multiplier == PlanBuffer::PleIn) {
+        QVERIFY(op.is_multiplier_layer_slice);
+      }
+    }
+    // A shared layer reading a cache no layer wrote is refused.
+    ForwardPlan wrong = plan;
+    for (PlanOp& op : wrong.body) {
+      if (op.kind == PlanOpKind::Attention && op.layer == 7) op.kv_layer = 9;
+    }
+    const Status s = check_forward_plan(wrong);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("cache of layer 9") != std::string::npos, s.message().c_str());
+  }
+
   void theArchitectureRowDecidesTheOps() {
     // qwen3: q/k norms without gemma's post-norms or biases; qwen2: biases without norms.
     const ModelConfig qwen3 = config_of("test-qwen3");
@@ -275,7 +316,8 @@ class TestForwardPlan : public QObject {
     plan.body.erase(it);
     const Status s = check_forward_plan(plan);
     QVERIFY(!s.is_ok());
-    QVERIFY2(s.message().find("attention of layer 0 reads the cache of layer 0 before") != std::string::npos, s.message().c_str());
+    QVERIFY2(s.message().find("attention of layer 0 reads the cache of layer 0 before") != std::string::npos,
+             s.message().c_str());
   }
 
   void aMatmulOfTheWrongWidthIsRefused() {

@@ -58,9 +58,8 @@ void describeLayerKv(const iwb::ModelHyperParams& h, QString* kvHeads, QString* 
     *kvHeads = QObject::tr("%1 in the sliding layers, %2 in the global ones")
                    .arg(sliding->head_count_kv)
                    .arg(global->head_count_kv);
-    *headDim = QObject::tr("%1 in the sliding layers, %2 in the global ones")
-                   .arg(sliding->key_length)
-                   .arg(global->key_length);
+    *headDim =
+        QObject::tr("%1 in the sliding layers, %2 in the global ones").arg(sliding->key_length).arg(global->key_length);
   }
   if (shared > 0) {
     *kvHeads += QObject::tr("; the last %1 layers read earlier layers' KV cache").arg(shared);

@@ -62,8 +62,8 @@ Status read_kv_heads(const gguf::GgufFile& file, ModelConfig* c) {
   std::vector<int64_t> counts;
   if (const gguf::Array* a = v->as_array()) {
     if (static_cast<int64_t>(a->items.size()) != c->num_layers) {
-      return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) +
-                                                    " entries for " + std::to_string(c->num_layers) + " layers");
+      return make_error(ErrorCode::CorruptFile, "'" + k + "' has " + std::to_string(a->items.size()) + " entries for " +
+                                                    std::to_string(c->num_layers) + " layers");
     }
     for (const gguf::Value& item : a->items) counts.push_back(item.as_int().value_or(0));
   } else {
@@ -85,10 +85,9 @@ Status read_kv_heads(const gguf::GgufFile& file, ModelConfig* c) {
 
 Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
   // E2B / E4B: shared KV layers and per-layer embeddings (checked once the sliding layers are known).
+  IWB_RETURN_IF_ERROR(optional_count(file, key(*c, "attention.shared_kv_layers"), 0, &c->num_kv_shared_layers));
   IWB_RETURN_IF_ERROR(
-      optional_count(file, key(*c, "attention.shared_kv_layers"), 0, &c->num_kv_shared_layers));
-  IWB_RETURN_IF_ERROR(optional_count(file, key(*c, "embedding_length_per_layer_input"), 0,
-                                     &c->per_layer_embedding_length));
+      optional_count(file, key(*c, "embedding_length_per_layer_input"), 0, &c->per_layer_embedding_length));
   if (c->num_kv_shared_layers > 0) {
     const int64_t first_shared = c->num_layers - c->num_kv_shared_layers;
     // llama.cpp's rule: the shared layers read the last two layers before them, the one before

@@ -322,13 +322,14 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
     const gguf::Value* v = file.find(keys.key("expert_count"));
     const std::optional<int64_t> n = v != nullptr ? v->as_int() : std::nullopt;
     if (n && *n > 0) {
-      return make_error(ErrorCode::Unsupported,
-                        "this '" + std::string(traits.name) + "' model is a mixture of experts (" +
-                            keys.key("expert_count") + " = " + std::to_string(*n) +
-                            "), which this engine runs only for qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4; its dense '" +
-                            traits.name +
-                            "' path would "
-                            "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
+      return make_error(
+          ErrorCode::Unsupported,
+          "this '" + std::string(traits.name) + "' model is a mixture of experts (" + keys.key("expert_count") + " = " +
+              std::to_string(*n) +
+              "), which this engine runs only for qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4; its dense '" +
+              traits.name +
+              "' path would "
+              "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
     }
     return {};
   }

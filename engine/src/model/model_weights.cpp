@@ -201,8 +201,7 @@ Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights*
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_v.weight"), d, v_width, &l->wv));
     }
   }
-  IWB_RETURN_IF_ERROR(
-      b.matrix(layer_name(il, "attn_output.weight"), c.layer_attention_output_width(il), d, &l->wo));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_output.weight"), c.layer_attention_output_width(il), d, &l->wo));
   std::vector<float> bqkv;
   if (is_qkv_fused) {
     IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_qkv.bias"), q_width + k_width + v_width, &bqkv, true));
@@ -263,8 +262,8 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
     if (c.has_parallel_dense_ffn && b.has(layer_name(il, "ffn_gate_up_exps.weight"))) {
       // Gemma 4's converter may store each expert's gate and up rows together (gate first).
-      IWB_RETURN_IF_ERROR(b.fused_experts(layer_name(il, "ffn_gate_up_exps.weight"), d, eff, e, &l->ffn_gate_exps,
-                                          &l->ffn_up_exps));
+      IWB_RETURN_IF_ERROR(
+          b.fused_experts(layer_name(il, "ffn_gate_up_exps.weight"), d, eff, e, &l->ffn_gate_exps, &l->ffn_up_exps));
     } else {
       IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_gate_exps.weight"), d, eff, e, &l->ffn_gate_exps));
       IWB_RETURN_IF_ERROR(b.experts(layer_name(il, "ffn_up_exps.weight"), d, eff, e, &l->ffn_up_exps));
@@ -330,7 +329,7 @@ Status refuse_unknown_expert_tensors(const gguf::GgufFile& file, const ModelConf
   for (const gguf::TensorInfo& t : file.tensors()) {
     for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
       const std::string_view p(part);
-      if (c.has_parallel_dense_ffn && p == "ffn_gate_up_exps") continue;  // Gemma 4's, bound below
+      if (c.has_parallel_dense_ffn && p == "ffn_gate_up_exps") continue;                     // Gemma 4's, bound below
       if (c.has_expert_biases && (p == "_exps.bias" || p == "ffn_gate_inp.bias")) continue;  // gpt-oss's, bound below
       if (c.has_expert_selection_bias && p == "exp_probs_b") continue;                       // glm4moe's, bound below
       if (p == "_shexp" && c.num_shared_experts > 0 && t.name.find("ffn_gate_inp_shexp") == std::string::npos) {
@@ -373,8 +372,7 @@ Result<ModelWeights> bind_model_weights(const gguf::GgufFile& file, const ModelC
     const int64_t width = c.per_layer_inputs_width();
     IWB_RETURN_IF_ERROR(b.matrix("per_layer_token_embd.weight", width, c.vocab_size, &w.per_layer_token_embd));
     IWB_RETURN_IF_ERROR(b.matrix("per_layer_model_proj.weight", c.embedding_length, width, &w.per_layer_model_proj));
-    IWB_RETURN_IF_ERROR(
-        b.vector("per_layer_proj_norm.weight", c.per_layer_embedding_length, &w.per_layer_proj_norm));
+    IWB_RETURN_IF_ERROR(b.vector("per_layer_proj_norm.weight", c.per_layer_embedding_length, &w.per_layer_proj_norm));
   }
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t il = 0; il < c.num_layers; ++il) {

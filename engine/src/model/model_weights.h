@@ -87,8 +87,8 @@ struct LayerWeights {
   // (ffn_down_exps.scale, [num_experts]; empty: 1) and the norms of the parallel dense FFN and
   // experts. wv is wk where a layer has no attn_v (its values are its keys' projection).
   std::optional<float> output_scale;
-  std::vector<float> router_norm;                                // [n_embd]
-  std::vector<float> ffn_down_exps_scale;                        // [num_experts]
+  std::vector<float> router_norm;                                       // [n_embd]
+  std::vector<float> ffn_down_exps_scale;                               // [num_experts]
   std::vector<float> post_ffw_norm_1, pre_ffw_norm_2, post_ffw_norm_2;  // [n_embd]
   // Gemma 4's per-layer embedding (E2B / E4B): inp_gate (n_embd -> per_layer), proj (back), post_norm.
   WeightMatrix ple_inp_gate, ple_proj;

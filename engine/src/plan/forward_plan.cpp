@@ -54,7 +54,8 @@ class PlanBuilder {
     } else if (c.has_qk_norm) {
       // Per-head norms: every head of every token is one row of head_dim_k values.
       out.push_back(norm("q_norm", il, PlanNorm::QNorm, PlanBuffer::Q, PlanBuffer::Q, c.num_heads, head_k));
-      if (has_own_kv) out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, kv_heads, head_k));
+      if (has_own_kv)
+        out.push_back(norm("k_norm", il, PlanNorm::KNorm, PlanBuffer::K, PlanBuffer::K, kv_heads, head_k));
     }
     if (c.has_value_norm && has_own_kv) {  // Gemma 4: each value head normed, without a weight
       out.push_back(norm("v_norm", il, PlanNorm::Unit, PlanBuffer::V, PlanBuffer::V, kv_heads, c.layer_head_dim_v(il)));
@@ -172,8 +173,8 @@ class PlanBuilder {
     PlanOp gate = activation(il, PlanBuffer::PleGate, PlanBuffer::PleIn, 1, p);
     gate.is_multiplier_layer_slice = true;
     out.push_back(gate);
-    out.push_back(matmuls(
-        il, PlanBuffer::PleGate, {product("proj", PlanMatrix::PleProjection, PlanBuffer::Proj, t.ple_proj, p, d, false)}));
+    out.push_back(matmuls(il, PlanBuffer::PleGate,
+                          {product("proj", PlanMatrix::PleProjection, PlanBuffer::Proj, t.ple_proj, p, d, false)}));
     out.push_back(norm("post_norm", il, PlanNorm::PerLayerPostNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     out.push_back(residual_add("per_layer_residual", il, residual));
   }

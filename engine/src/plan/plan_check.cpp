@@ -79,7 +79,8 @@ class FlowCheck {
           return fail(op, "has " + std::to_string(op.num_products) + " products");
         }
         for (const PlanProduct& p : op.matmuls()) {
-          if (p.in_features != width_of(m_c, op.layer, op.input) || p.out_features != width_of(m_c, op.layer, p.output)) {
+          if (p.in_features != width_of(m_c, op.layer, op.input) ||
+              p.out_features != width_of(m_c, op.layer, p.output)) {
             return fail(op, std::string(p.name) + " maps " + std::to_string(p.in_features) + " -> " +
                                 std::to_string(p.out_features) + " between buffers of " +
                                 std::to_string(width_of(m_c, op.layer, op.input)) + " and " +
@@ -109,9 +110,8 @@ class FlowCheck {
           return fail(op, "reads the cache of layer " + std::to_string(op.cache_layer()) +
                               " before that layer wrote its keys and values");
         }
-        if (op.cache_layer() != op.layer &&
-            (m_c.layer_k_width(op.cache_layer()) != m_c.layer_k_width(op.layer) ||
-             m_c.is_sliding(op.cache_layer()) != m_c.is_sliding(op.layer))) {
+        if (op.cache_layer() != op.layer && (m_c.layer_k_width(op.cache_layer()) != m_c.layer_k_width(op.layer) ||
+                                             m_c.is_sliding(op.cache_layer()) != m_c.is_sliding(op.layer))) {
           return fail(op, "reads the cache of a layer of another kind or head shape");
         }
         return write(op, PlanBuffer::Attn);
@@ -138,7 +138,8 @@ class FlowCheck {
         }
         return write(op, op.output);
       case PlanOpKind::ResidualAdd:
-        if (width_of(m_c, op.layer, op.input) != m_c.embedding_length || width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
+        if (width_of(m_c, op.layer, op.input) != m_c.embedding_length ||
+            width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
           return fail(op, "adds a buffer that is not the residual stream's width");
         }
         IWB_RETURN_IF_ERROR(read(op, op.output));
@@ -190,7 +191,8 @@ class FlowCheck {
       case PlanOpKind::Concat:
         IWB_RETURN_IF_ERROR(read(op, op.input));
         IWB_RETURN_IF_ERROR(read(op, op.appended));
-        if (width_of(m_c, op.layer, op.input) + width_of(m_c, op.layer, op.appended) != width_of(m_c, op.layer, op.output)) {
+        if (width_of(m_c, op.layer, op.input) + width_of(m_c, op.layer, op.appended) !=
+            width_of(m_c, op.layer, op.output)) {
           return fail(op, "joins rows of " + std::to_string(width_of(m_c, op.layer, op.input)) + " and " +
                               std::to_string(width_of(m_c, op.layer, op.appended)) + " into rows of " +
                               std::to_string(width_of(m_c, op.layer, op.output)));
@@ -254,7 +256,7 @@ class FlowCheck {
   std::array<Rows, kNumBuffers> m_written{};
   bool m_is_sampling_rows = false;
   std::set<int64_t> m_kv_written;  // layers whose keys and values this pass wrote
-  int32_t m_routing_layer = -2;  // the layer whose routing the backend holds
+  int32_t m_routing_layer = -2;    // the layer whose routing the backend holds
 };
 
 }  // namespace

@@ -135,7 +135,8 @@ void set_gemma4_metadata(const SynthShape& s, gguf::GgufWriter* w) {
   w->set_u32(a + ".embedding_length_per_layer_input", u32(s.per_layer_embedding_length));
   if (s.has_double_wide_shared_ffn) {  // the converter's use_double_wide_mlp: one width per layer
     gguf::Array ff{gguf::ValueType::Int32, {}};
-    for (int64_t il = 0; il < s.num_layers; ++il) ff.items.push_back(gguf::Value::i32(static_cast<int32_t>(s.layer_ff(il))));
+    for (int64_t il = 0; il < s.num_layers; ++il)
+      ff.items.push_back(gguf::Value::i32(static_cast<int32_t>(s.layer_ff(il))));
     w->set(a + ".feed_forward_length", gguf::Value::array(std::move(ff)));
   }
   if (s.num_experts > 0) {

@@ -124,8 +124,8 @@ struct ModelConfig {
   int64_t head_dim_v_swa = 0;
   int64_t rope_num_rotated_swa = 0;
   std::vector<int64_t> layer_kv_heads;
-  bool has_value_norm = false;              // V RMS-normed per head, without a weight
-  bool is_rope_freqs_global_only = false;   // rope_freqs applies to the global layers alone
+  bool has_value_norm = false;             // V RMS-normed per head, without a weight
+  bool is_rope_freqs_global_only = false;  // rope_freqs applies to the global layers alone
   // The expert layers also run the dense FFN beside the experts, each with its own norms: the
   // FFN from ffn_norm to post_ffw_norm_1, the experts from pre_ffw_norm_2 to post_ffw_norm_2
   // (the router reading rmsnorm(X) / sqrt(n_embd) * ffn_gate_inp.scale, each expert's output

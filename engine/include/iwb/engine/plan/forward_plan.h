@@ -32,8 +32,8 @@ struct LayerWeightTypes {
   GgmlType ffn_gate_shexp = GgmlType::F32, ffn_up_shexp = GgmlType::F32, ffn_down_shexp = GgmlType::F32;
   // Latent attention (deepseek2): attn_q_a, attn_kv_a_mqa, and the per-head attn_k_b / attn_v_b.
   GgmlType wq_a = GgmlType::F32, wkv_a = GgmlType::F32, wk_b = GgmlType::F32, wv_b = GgmlType::F32;
-  GgmlType nextn_eh_proj = GgmlType::F32;  // an MTP head's nextn.eh_proj
-  bool has_output_scale = false;           // Gemma 4's layer_output_scale
+  GgmlType nextn_eh_proj = GgmlType::F32;                           // an MTP head's nextn.eh_proj
+  bool has_output_scale = false;                                    // Gemma 4's layer_output_scale
   GgmlType ple_inp_gate = GgmlType::F32, ple_proj = GgmlType::F32;  // Gemma 4's per-layer embedding
 };
 
@@ -41,9 +41,9 @@ struct LayerWeightTypes {
 // has no kernel for), so a record names the bytes that really move.
 struct PlanWeightTypes {
   GgmlType token_embd = GgmlType::F32;
-  GgmlType output = GgmlType::F32;       // the classifier (the embedding table's type when tied)
+  GgmlType output = GgmlType::F32;                // the classifier (the embedding table's type when tied)
   GgmlType per_layer_model_proj = GgmlType::F32;  // Gemma 4's per-layer inputs' projection
-  std::vector<LayerWeightTypes> layers;  // [num_layers]; empty: F32 and no biases everywhere
+  std::vector<LayerWeightTypes> layers;           // [num_layers]; empty: F32 and no biases everywhere
 };
 
 // The step's activations, each [rows x width]: the residual stream and the buffers between ops.
@@ -80,9 +80,9 @@ enum class PlanBuffer : uint8_t {
   Joined,    // the MTP head's [normed embedding, normed HiddenIn] [2 * n_embd]
   MoeOut,    // the routed experts' weighted sum beside a dense FFN (Gemma 4) [n_embd]
   // Gemma 4's per-layer embeddings (E2B / E4B).
-  PleProj,   // per_layer_model_proj's output, token by token [num_layers x per_layer]
-  PleIn,     // every layer's input rows, layer by layer: layer l's [tokens x per_layer] at l * tokens
-  PleGate,   // a layer's inp_gate output; the activation's output too [per_layer]
+  PleProj,  // per_layer_model_proj's output, token by token [num_layers x per_layer]
+  PleIn,    // every layer's input rows, layer by layer: layer l's [tokens x per_layer] at l * tokens
+  PleGate,  // a layer's inp_gate output; the activation's output too [per_layer]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -99,11 +99,11 @@ enum class PlanNorm : uint8_t {
   NextnENorm,  // nextn.enorm (an MTP head's token embedding)
   NextnHNorm,  // nextn.hnorm (the target's hidden state it reads)
   // Gemma 4.
-  Unit,         // no weight: a plain RMS normalisation (the values, per head)
-  RouterNorm,   // the router's input: ffn_gate_inp.scale / sqrt(n_embd)
-  PostFfwNorm1,  // post_ffw_norm_1: the dense FFN's output beside the experts
-  PreFfwNorm2,   // pre_ffw_norm_2: the experts' input
-  PostFfwNorm2,  // post_ffw_norm_2: the experts' weighted sum
+  Unit,              // no weight: a plain RMS normalisation (the values, per head)
+  RouterNorm,        // the router's input: ffn_gate_inp.scale / sqrt(n_embd)
+  PostFfwNorm1,      // post_ffw_norm_1: the dense FFN's output beside the experts
+  PreFfwNorm2,       // pre_ffw_norm_2: the experts' input
+  PostFfwNorm2,      // post_ffw_norm_2: the experts' weighted sum
   PerLayerPostNorm,  // a layer's post_norm of its per-layer embedding's projection
 };
 
