@@ -357,7 +357,8 @@ std::vector<SynthShape> make_presets() {
 // Gemma 4's parameters (the tensors add_gemma4_layer writes).
 int64_t gemma4_parameters(const SynthShape& s) {
   const int64_t d = s.embedding_length;
-  int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d + s.head_dim / 2;
+  // rope_freqs where a global layer reads it (every sixth layer is global).
+  int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d + (s.num_layers >= 6 ? s.head_dim / 2 : 0);
   const int64_t pl = s.per_layer_embedding_length;
   if (pl > 0) total += pl * s.num_layers * (s.vocab_size + d) + pl;  // per-layer table, projection, norm
   for (int64_t il = 0; il < s.num_layers; ++il) {

@@ -180,7 +180,11 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add("rope_factors_short.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   }
   const bool is_gemma4 = arch != nullptr && arch->is_gemma4;
-  if (is_gemma4) p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
+  // Only where a global layer reads it (llama.cpp refuses a file with a tensor nothing loads,
+  // as `--layers 2` of only sliding layers would write).
+  bool has_global_layer = false;
+  for (int64_t il = 0; il < s.num_layers; ++il) has_global_layer = has_global_layer || !s.is_gemma4_sliding(il);
+  if (is_gemma4 && has_global_layer) p.add("rope_freqs.weight", {s.head_dim / 2}, TensorRole::RopeFactors);
   if (is_gemma4 && s.per_layer_embedding_length > 0) {  // E2B / E4B
     const int64_t width = s.per_layer_embedding_length * s.num_layers;
     p.add("per_layer_token_embd.weight", {width, s.vocab_size}, TensorRole::TokenEmbedding);
