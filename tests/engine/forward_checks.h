@@ -1,6 +1,7 @@
 // Helpers of the forward-pass tests against the test reference (test_forward_reference,
-// test_deepseek_reference): a file loaded on both sides, random prompts, and greedy tokens from the engine's step()
-// loop and from the reference recomputing the whole sequence each step.
+// test_deepseek_reference, test_gemma4_reference): a file (or a synthesized preset) loaded on both sides, random
+// prompts, and greedy tokens from the engine's step() loop and from the reference recomputing the whole sequence each
+// step.
 #pragma once
 
 #include "reference_forward.h"
@@ -8,6 +9,8 @@
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/runtime/engine.h"
 #include "iwb/engine/sampling/sampler.h"
+#include "iwb/engine/synth/synth_model.h"
+#include "iwb/engine/synth/synth_preset.h"
 
 #include <cstdint>
 #include <memory>
@@ -29,6 +32,20 @@ inline std::string load_reference_and_engine(const std::string& path, RefModel* 
   if (!loaded.is_ok()) return loaded.error_message();
   *engine = std::move(*loaded);
   return {};
+}
+
+// Writes `iwb synth`'s preset in `type` to `path`, reads it back as the reference and loads it
+// in the engine. Empty on success, else what failed.
+inline std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
+                                       const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
+  synth::SynthOptions options;
+  options.shape = *synth::find_synth_preset(preset);
+  options.weight_type = type;
+  options.seed = seed;
+  options.num_threads = 2;
+  options.output_path = path;
+  if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
+  return load_reference_and_engine(path, ref, engine);
 }
 
 // n token ids past the first three (<unk>, <s>, </s> in the synthetic vocabularies).

@@ -32,19 +32,6 @@ namespace {
 const bool kIsExactMatmul = qEnvironmentVariable("IWB_MATMUL_EXACT") == "1";
 const double kTolerance = kIsExactMatmul ? 1e-3 : 8e-2;
 
-// Writes the preset in `type`, reads it back as the reference and loads it in the engine.
-std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
-                                const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
-  synth::SynthOptions options;
-  options.shape = *synth::find_synth_preset(preset);
-  options.weight_type = type;
-  options.seed = seed;
-  options.num_threads = 2;
-  options.output_path = path;
-  if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
-  return load_reference_and_engine(path, ref, engine);
-}
-
 }  // namespace
 
 class TestDeepseekReference : public QObject {

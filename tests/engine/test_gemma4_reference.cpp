@@ -33,18 +33,6 @@ const double kF16CacheTolerance = kIsExactMatmul ? 5e-3 : 8e-2;
 // Past the presets' sliding window of 8, so the window masks keys in prefill and in decoding.
 constexpr size_t kPromptLength = 14;
 
-std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
-                                const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
-  synth::SynthOptions options;
-  options.shape = *synth::find_synth_preset(preset);
-  options.weight_type = type;
-  options.seed = seed;
-  options.num_threads = 2;
-  options.output_path = path;
-  if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
-  return load_reference_and_engine(path, ref, engine);
-}
-
 // Every position's logits from the engine, [tokens][vocab].
 Result<std::vector<std::vector<float>>> engine_logits_all(Engine& engine, const std::vector<int32_t>& tokens) {
   std::vector<std::vector<float>> rows;
