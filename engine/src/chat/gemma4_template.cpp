@@ -50,31 +50,6 @@ std::string python_float(double value) {
   return out + digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
 }
 
-// Python's repr() of a string: single quotes unless it holds one and no double quote.
-std::string python_repr_string(const std::string& s) {
-  const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : s) {
-    if (c == quote || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(c));
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out + quote;
-}
-
 std::string python_str(const ordered_json& v, bool is_nested = false);
 
 // Jinja's dictsort: the items sorted by their keys without case (stable).
@@ -92,7 +67,7 @@ std::vector<std::pair<std::string, const ordered_json*>> dictsort(const ordered_
 
 // What {{ value }} writes: Python's str() (a string as it is; inside a list or dict, repr()).
 std::string python_str(const ordered_json& v, bool is_nested) {
-  if (v.is_string()) return is_nested ? python_repr_string(v.get<std::string>()) : v.get<std::string>();
+  if (v.is_string()) return is_nested ? python_repr(v.get<std::string>()) : v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
   if (v.is_null()) return "None";
   if (v.is_number_float()) return python_float(v.get<double>());
@@ -102,7 +77,7 @@ std::string python_str(const ordered_json& v, bool is_nested) {
   for (const auto& [key, value] : v.items()) {
     if (!is_first) out += ", ";
     is_first = false;
-    if (v.is_object()) out += python_repr_string(key) + ": ";
+    if (v.is_object()) out += python_repr(key) + ": ";
     out += python_str(value, true);
   }
   return out + (v.is_array() ? "]" : "}");

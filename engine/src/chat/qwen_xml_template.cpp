@@ -54,32 +54,6 @@ std::string python_float(double v) {
   return (negative ? "-" : "") + out;
 }
 
-// Python's repr() of a string: single quotes unless the text has one and no double quote.
-std::string python_repr(const std::string& s) {
-  const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : s) {
-    const auto b = static_cast<uint8_t>(c);
-    if (c == quote || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (b < 0x20 || b == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", b);
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out + quote;
-}
-
 std::string python_str(const ordered_json& v, bool is_top) {
   if (v.is_string()) return is_top ? v.get<std::string>() : python_repr(v.get<std::string>());
   if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
