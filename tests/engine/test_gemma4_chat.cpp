@@ -8,6 +8,7 @@
 #include "iwb/engine/chat/chat_template.h"
 #include "iwb/engine/chat/reply_parts.h"
 #include "iwb/engine/chat/tool_calls.h"
+#include "streamed_calls_check.h"
 
 #include <QtTest>
 
@@ -73,25 +74,9 @@ void expect_json(const std::string& arguments, const std::string& expected) {
   QVERIFY2(!nlohmann::json::parse(arguments, nullptr, false).is_discarded(), qPrintable(printable(arguments)));
 }
 
-// Every byte of a streamed reply: its text and each call's arguments begin the whole reply's,
-// names whole from the first time a call is seen, no marker in the text.
+// The streaming check, with Gemma 4's markers.
 void expect_growing(const std::string& reply) {
-  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::Gemma4);
-  QVERIFY(!whole.calls.empty());
-  size_t num_growing = 0;
-  for (size_t cut = 0; cut <= reply.size(); ++cut) {
-    const ToolReply part = split_tool_calls(reply.substr(0, cut), true, ToolCallFormat::Gemma4);
-    const QString where = printable(reply.substr(0, cut));
-    QVERIFY2(whole.content.starts_with(part.content), qPrintable(where));
-    QVERIFY2(part.calls.size() <= whole.calls.size(), qPrintable(where));
-    for (size_t i = 0; i < part.calls.size(); ++i) {
-      QCOMPARE(part.calls[i].name, whole.calls[i].name);
-      QVERIFY2(whole.calls[i].arguments.starts_with(part.calls[i].arguments), qPrintable(where));
-      num_growing += part.calls[i].arguments != whole.calls[i].arguments;
-    }
-    QVERIFY2(part.content.find("<|") == std::string::npos, qPrintable(where));
-  }
-  QVERIFY(num_growing > 10);
+  test::expect_streamed_calls_grow(reply, ToolCallFormat::Gemma4, {nullptr, {"<|"}, false, 10});
 }
 
 }  // namespace

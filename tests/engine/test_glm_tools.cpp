@@ -10,6 +10,7 @@
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/token_constraint.h"
+#include "streamed_calls_check.h"
 
 #include <QtTest>
 
@@ -274,25 +275,9 @@ std::string arg47(const std::string& key, const std::string& value) {
   return "<arg_key>" + key + "</arg_key><arg_value>" + value + "</arg_value>";
 }
 
-// Every byte of a streamed reply: its text and each call's arguments are the start of the whole
-// reply's (a string's text growing, other values once whole).
+// The streaming check with GLM's marker.
 void expect_growing(const std::string& reply, ToolCallFormat format, const ToolArgumentTypes& types) {
-  const ToolReply whole = split_tool_calls(reply, false, format, &types);
-  QVERIFY(!whole.calls.empty());
-  size_t num_growing = 0;  // cuts where a call's arguments were seen unfinished
-  for (size_t cut = 0; cut <= reply.size(); ++cut) {
-    const ToolReply part = split_tool_calls(reply.substr(0, cut), true, format, &types);
-    const QString where = QString::fromStdString(reply.substr(0, cut));
-    QVERIFY2(whole.content.starts_with(part.content), qPrintable(where));
-    QVERIFY2(part.calls.size() <= whole.calls.size(), qPrintable(where));
-    for (size_t i = 0; i < part.calls.size(); ++i) {
-      QCOMPARE(part.calls[i].name, whole.calls[i].name);
-      QVERIFY2(whole.calls[i].arguments.starts_with(part.calls[i].arguments), qPrintable(where));
-      num_growing += part.calls[i].arguments != whole.calls[i].arguments;
-    }
-    QVERIFY2(part.content.find("<tool_call") == std::string::npos, qPrintable(where));  // no marker leaks
-  }
-  QVERIFY(num_growing > 10);
+  test::expect_streamed_calls_grow(reply, format, {&types, {"<tool_call"}, false, 10});
 }
 
 }  // namespace

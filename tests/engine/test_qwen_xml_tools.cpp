@@ -11,6 +11,7 @@
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/token_constraint.h"
+#include "streamed_calls_check.h"
 
 #include <QtTest>
 
@@ -70,21 +71,9 @@ std::vector<ToolDefinition> weather_tools() {
   return {weather, any};
 }
 
-// Every byte of a streamed reply: its text and each call's arguments are the start of the whole
-// reply's (a string's text growing, other values once whole).
+// The streaming check, with the parameters' types.
 void expect_growing(const std::string& reply, const ToolArgumentTypes& types) {
-  const ToolReply whole = split_tool_calls(reply, false, ToolCallFormat::QwenXml, &types);
-  QVERIFY(!whole.calls.empty());
-  for (size_t cut = 0; cut <= reply.size(); ++cut) {
-    const ToolReply part = split_tool_calls(reply.substr(0, cut), true, ToolCallFormat::QwenXml, &types);
-    const QString where = QString::fromStdString(reply.substr(0, cut));
-    QVERIFY2(whole.content.starts_with(part.content), qPrintable(where));
-    QVERIFY2(part.calls.size() <= whole.calls.size(), qPrintable(where));
-    for (size_t i = 0; i < part.calls.size(); ++i) {
-      QCOMPARE(part.calls[i].name, whole.calls[i].name);
-      QVERIFY2(whole.calls[i].arguments.starts_with(part.calls[i].arguments), qPrintable(where));
-    }
-  }
+  test::expect_streamed_calls_grow(reply, ToolCallFormat::QwenXml, {&types});
 }
 
 }  // namespace

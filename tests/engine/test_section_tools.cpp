@@ -10,6 +10,7 @@
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/sampling/json_grammar.h"
 #include "iwb/engine/sampling/token_constraint.h"
+#include "streamed_calls_check.h"
 
 #include <QtTest>
 
@@ -229,28 +230,9 @@ std::string kimi_call(const std::string& name, int index, const std::string& arg
 const std::string kDeepSeekBegin = "<｜tool▁calls▁begin｜>", kDeepSeekEnd = "<｜tool▁calls▁end｜>";
 const std::string kKimiBegin = "<|tool_calls_section_begin|>", kKimiEnd = "<|tool_calls_section_end|>";
 
-// Every byte of a streamed reply: its text and each call's arguments are the start of the whole
-// reply's, names and ids whole from the first time a call is seen, no marker in the text.
+// The streaming check, with the section formats' markers and call ids.
 void expect_growing(const std::string& reply, ToolCallFormat format) {
-  const ToolReply whole = split_tool_calls(reply, false, format);
-  QVERIFY(!whole.calls.empty());
-  size_t num_growing = 0;  // cuts where a call's arguments were seen unfinished
-  for (size_t cut = 0; cut <= reply.size(); ++cut) {
-    const ToolReply part = split_tool_calls(reply.substr(0, cut), true, format);
-    const QString where = QString::fromStdString(reply.substr(0, cut));
-    QVERIFY2(whole.content.starts_with(part.content), qPrintable(where));
-    QVERIFY2(part.calls.size() <= whole.calls.size(), qPrintable(where));
-    for (size_t i = 0; i < part.calls.size(); ++i) {
-      QCOMPARE(part.calls[i].name, whole.calls[i].name);
-      QCOMPARE(part.calls[i].id, whole.calls[i].id);
-      QVERIFY2(whole.calls[i].arguments.starts_with(part.calls[i].arguments), qPrintable(where));
-      num_growing += part.calls[i].arguments != whole.calls[i].arguments;
-    }
-    QVERIFY2(part.content.find("tool") == std::string::npos, qPrintable(where));  // no marker leaks
-    QVERIFY2(part.content.find("<｜") == std::string::npos && part.content.find("<|") == std::string::npos,
-             qPrintable(where));
-  }
-  QVERIFY(num_growing > 10);
+  test::expect_streamed_calls_grow(reply, format, {nullptr, {"tool", "<｜", "<|"}, true, 10});
 }
 
 }  // namespace
