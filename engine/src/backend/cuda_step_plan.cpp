@@ -25,6 +25,8 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   if (c.residual_scale != 1.0f) return no_kernel("a scaled residual add (residual_scale)");
   if (plan.options.exports_hidden) return no_kernel("multi-token prediction (the hidden states an MTP head reads)");
+  if (c.has_recurrent_layers()) return no_kernel("recurrent layers (Qwen 3.5's gated delta net)");
+  if (c.has_attention_output_gate) return no_kernel("the attention output gate (Qwen 3.5's)");
   if (c.has_layer_attention_shapes()) return no_kernel("layers of different attention shapes (Gemma 4's)");
   if (c.has_value_norm) return no_kernel("normed values (Gemma 4's)");
   for (const PlanOp& op : plan.body) {

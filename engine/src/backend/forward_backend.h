@@ -84,6 +84,10 @@ class ForwardBackend {
     return make_error(ErrorCode::Unsupported, "the " + device_id() + " backend does not run MTP heads");
   }
 
+  // Sequences that have ended (finished, aborted, failed): a backend that keeps state per
+  // sequence (recurrent layers) frees theirs.
+  virtual void release_sequences(std::span<const SequenceId> sequences) { (void)sequences; }
+
   // Profiling of the next forward(): begin before it, take after it (even when it failed: the
   // records show how far it got). `capacity` records are reserved up front.
   virtual void begin_profile(Phase phase, size_t capacity) = 0;

@@ -162,6 +162,17 @@ const std::vector<ArchitectureTraits>& architectures() {
     gemma4.is_gemma4 = true;
     gemma4.is_expert_weight_normalized = true;
     t.push_back(gemma4);
+    // Qwen 3.5 (dense; llama.cpp's qwen35 graph): qwen3's attention layers (NeoX RoPE over
+    // rope.dimension_count of each head: the text positions of its interleaved M-RoPE are all
+    // equal, which makes it plain NeoX), gated as ArchitectureTraits::has_attention_output_gate
+    // says, between recurrent layers; the pre-FFN norm is post_attention_norm.
+    ArchitectureTraits qwen35 = qwen3;
+    qwen35.id = ModelArchitecture::Qwen35;
+    qwen35.name = "qwen35";
+    qwen35.ffn_norm_name = "post_attention_norm";
+    qwen35.has_recurrent_layers = true;
+    qwen35.has_attention_output_gate = true;
+    t.push_back(qwen35);
     return t;
   }();
   return kTable;

@@ -3,6 +3,7 @@
 #include "iwb/engine/model/model_config.h"
 
 #include "model/gemma4_config.h"
+#include "model/qwen35_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -377,6 +378,10 @@ int64_t widest(const ModelConfig& c, Width width) {
 }
 }  // namespace
 
+int64_t ModelConfig::num_recurrent_layers() const {
+  return std::count(is_recurrent_layer.begin(), is_recurrent_layer.end(), true);
+}
+
 int64_t ModelConfig::max_q_width() const {
   return widest(*this, [&](int64_t il) { return layer_q_width(il); });
 }
@@ -416,6 +421,7 @@ void apply_architecture(const ArchitectureTraits& a, int64_t sliding_window, Mod
   c->has_attention_sinks = a.has_attention_sinks;
   c->ffn_norm_name = a.ffn_norm_name;
   c->no_rope_layer_step = a.no_rope_layer_step;
+  c->has_attention_output_gate = a.has_attention_output_gate;
   if (a.has_scaled_embedding) c->embedding_scale = std::sqrt(static_cast<float>(c->embedding_length));
   c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->head_dim_k));
   if (a.id == ModelArchitecture::Gemma3 || a.id == ModelArchitecture::Gemma2) {
@@ -519,6 +525,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GgufFile& file) {
   }
   IWB_RETURN_IF_ERROR(read_expert_keys(keys, file, *traits, &c));
   if (traits->is_gemma4) IWB_RETURN_IF_ERROR(gemma4::read_keys(file, &c));
+  if (traits->has_recurrent_layers) IWB_RETURN_IF_ERROR(qwen35::read_keys(file, &c));
   if (traits->has_latent_attention) IWB_RETURN_IF_ERROR(read_latent_attention_keys(keys, file, &c));
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");

@@ -180,7 +180,9 @@ Status bind_latent_attention(Binder& b, const ModelConfig& c, int64_t il, LayerW
 Status bind_attention(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
   // The layer's own widths (Gemma 4's sliding and global layers differ).
-  const int64_t q_width = c.layer_q_width(il), k_width = c.layer_k_width(il), v_width = c.layer_v_width(il);
+  const int64_t k_width = c.layer_k_width(il), v_width = c.layer_v_width(il);
+  // attn_q's rows: with an output gate (Qwen 3.5) each head's query and its gate.
+  const int64_t q_width = c.layer_q_width(il) * (c.has_attention_output_gate ? 2 : 1);
   // llama.cpp's converters write q, k and v fused for some models (phi3) and apart for most.
   const bool is_qkv_fused = b.has(layer_name(il, "attn_qkv.weight"));
   if (is_qkv_fused) {
@@ -298,10 +300,26 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
   return {};
 }
 
+// Qwen 3.5's recurrent layer (llama.cpp's qwen35 loader): the gated delta net's tensors.
+Status bind_recurrent(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
+  const int64_t d = c.embedding_length, channels = c.linear_conv_channels(), heads = c.linear_num_value_heads;
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_qkv.weight"), d, channels, &l->linear_qkv));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "attn_gate.weight"), d, c.linear_value_width(), &l->linear_gate));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_beta.weight"), d, heads, &l->ssm_beta));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_alpha.weight"), d, heads, &l->ssm_alpha));
+  IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_out.weight"), c.linear_value_width(), d, &l->ssm_out));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_conv1d.weight"), c.linear_conv_kernel, &l->ssm_conv1d, false, channels));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_dt.bias"), heads, &l->ssm_dt_bias));
+  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_a"), heads, &l->ssm_a));
+  return b.vector(layer_name(il, "ssm_norm.weight"), c.linear_head_dim, &l->ssm_norm);
+}
+
 Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights* l) {
   const int64_t d = c.embedding_length;
   if (c.has_pre_norms) IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "attn_norm.weight"), d, &l->attn_norm));
-  if (c.has_latent_attention()) {
+  if (c.is_recurrent(il)) {
+    IWB_RETURN_IF_ERROR(bind_recurrent(b, c, il, l));
+  } else if (c.has_latent_attention()) {
     IWB_RETURN_IF_ERROR(bind_latent_attention(b, c, il, l));
   } else {
     IWB_RETURN_IF_ERROR(bind_attention(b, c, il, l));

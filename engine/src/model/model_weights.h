@@ -93,6 +93,12 @@ struct LayerWeights {
   // Gemma 4's per-layer embedding (E2B / E4B): inp_gate (n_embd -> per_layer), proj (back), post_norm.
   WeightMatrix ple_inp_gate, ple_proj;
   std::vector<float> ple_post_norm;  // [n_embd]
+  // Qwen 3.5's recurrent layer (instead of attention): attn_qkv (n_embd -> linear_conv_channels),
+  // attn_gate (n_embd -> linear_value_width), ssm_beta and ssm_alpha (n_embd -> value heads),
+  // ssm_out (linear_value_width -> n_embd); the convolution's taps [channels x kernel], the
+  // per-head dt bias and decay rate (ssm_a), and the output's per-head norm [linear_head_dim].
+  WeightMatrix linear_qkv, linear_gate, ssm_beta, ssm_alpha, ssm_out;
+  std::vector<float> ssm_conv1d, ssm_dt_bias, ssm_a, ssm_norm;
 };
 
 struct ModelWeights {

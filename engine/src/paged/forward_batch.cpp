@@ -19,6 +19,7 @@ FlatBatch flatten(const ForwardBatch& batch) {
     std::copy(s.block_table.begin(), s.block_table.end(),
               flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
     flat.sequence_lengths.push_back(static_cast<int32_t>(s.sequence_length));
+    flat.sequence_ids.push_back(s.sequence);
     flat.tokens.insert(flat.tokens.end(), s.tokens.begin(), s.tokens.end());
     flat.positions.insert(flat.positions.end(), s.positions.begin(), s.positions.end());
     flat.slot_mapping.insert(flat.slot_mapping.end(), s.slot_mapping.begin(), s.slot_mapping.end());

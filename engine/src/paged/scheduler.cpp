@@ -76,7 +76,7 @@ void Scheduler::remove(SequenceId sequence) {
   const auto r = std::find(m_running.begin(), m_running.end(), sequence);
   if (r != m_running.end()) m_running.erase(r);
   if (m_blocks.has_sequence(sequence)) (void)m_blocks.free(sequence);
-  m_sequences.erase(sequence);
+  if (m_sequences.erase(sequence) > 0) m_removed.push_back(sequence);
 }
 
 Status Scheduler::abort(SequenceId sequence) {

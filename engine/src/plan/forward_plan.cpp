@@ -24,6 +24,10 @@ class PlanBuilder {
   // A layer's attention block, from its norm to the residual add of its output.
   void attention_block(int32_t il, std::vector<PlanOp>& out) const {
     const ModelConfig& c = m_c;
+    if (c.is_recurrent(il)) {
+      recurrent_block(il, out);
+      return;
+    }
     if (c.has_latent_attention()) {
       latent_attention_block(il, out);
       return;
@@ -38,7 +42,11 @@ class PlanBuilder {
     // olmo2 has no pre-norm: q, k and v are products of the residual stream itself.
     const PlanBuffer in = c.has_pre_norms ? PlanBuffer::Xn : PlanBuffer::X;
     if (c.has_pre_norms) out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
-    const PlanProduct q = product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq);
+    // Qwen 3.5: attn_q gives each head's query and its output gate, split apart below.
+    const bool is_gated = c.has_attention_output_gate;
+    const PlanProduct q = is_gated ? product("attn_q", PlanMatrix::Wq, PlanBuffer::QGate, t.wq, d,
+                                             2 * c.layer_q_width(il), t.has_bq)
+                                   : product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq);
     if (has_own_kv) {
       out.push_back(
           matmuls(il, in,
@@ -46,6 +54,15 @@ class PlanBuilder {
                    product("attn_v", PlanMatrix::Wv, PlanBuffer::V, t.wv, d, c.layer_v_width(il), t.has_bv)}));
     } else {
       out.push_back(matmuls(il, in, {q}));
+    }
+    if (is_gated) {
+      PlanOp split = simple(PlanOpKind::SplitQueryGate, "attn_q_split", il);
+      split.input = PlanBuffer::QGate;
+      split.output = PlanBuffer::Q;
+      split.appended = PlanBuffer::AttnGate;
+      split.rows_per_token = c.num_heads;
+      split.width = head_k;
+      out.push_back(split);
     }
     if (c.has_qk_norm && c.is_qk_norm_full_width) {
       // olmo2: each token's whole q and k are one row each.
@@ -73,6 +90,13 @@ class PlanBuilder {
     attention.is_sliding = is_sliding;
     if (!has_own_kv) attention.kv_layer = static_cast<int32_t>(c.kv_source_layer(il));
     out.push_back(attention);
+    if (is_gated) {
+      PlanOp gate = simple(PlanOpKind::OutputGate, "attn_output_gate", il);
+      gate.input = PlanBuffer::AttnGate;
+      gate.output = PlanBuffer::Attn;
+      gate.width = c.layer_attention_output_width(il);
+      out.push_back(gate);
+    }
     out.push_back(matmuls(il, PlanBuffer::Attn,
                           {product("attn_output", PlanMatrix::Wo, PlanBuffer::Proj, t.wo,
                                    c.layer_attention_output_width(il), d, t.has_bo)}));
@@ -80,6 +104,44 @@ class PlanBuilder {
       out.push_back(
           norm("post_attention_norm", il, PlanNorm::PostAttentionNorm, PlanBuffer::Proj, PlanBuffer::Proj, 1, d));
     }
+    out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
+  }
+
+  // Qwen 3.5's recurrent layer in place of attention (llama.cpp's build_layer_attn_linear): from
+  // the normed input, attn_qkv's mixed heads, the gate z, and the per-head beta and alpha; the
+  // mixed heads through the causal convolution and SiLU; the gated delta rule; its output normed
+  // per value head (ssm_norm) and multiplied by silu(z) (the model's activation: qwen35's is
+  // SiLU); ssm_out.
+  void recurrent_block(int32_t il, std::vector<PlanOp>& out) const {
+    const ModelConfig& c = m_c;
+    const LayerWeightTypes t = layer_types(il);
+    const int64_t d = c.embedding_length, channels = c.linear_conv_channels(), value = c.linear_value_width();
+    const int64_t heads = c.linear_num_value_heads;
+    out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
+    out.push_back(matmuls(
+        il, PlanBuffer::Xn,
+        {product("attn_qkv", PlanMatrix::LinearQkv, PlanBuffer::LinearMixed, t.linear_qkv, d, channels, false),
+         product("attn_gate", PlanMatrix::LinearGateProj, PlanBuffer::LinearGate, t.linear_gate, d, value, false)}));
+    out.push_back(
+        matmuls(il, PlanBuffer::Xn,
+                {product("ssm_beta", PlanMatrix::SsmBeta, PlanBuffer::LinearBeta, t.ssm_beta, d, heads, false),
+                 product("ssm_alpha", PlanMatrix::SsmAlpha, PlanBuffer::LinearAlpha, t.ssm_alpha, d, heads, false)}));
+    PlanOp conv = simple(PlanOpKind::ShortConv, "ssm_conv", il);
+    conv.input = PlanBuffer::LinearMixed;
+    conv.output = PlanBuffer::LinearConv;
+    conv.width = channels;
+    out.push_back(conv);
+    PlanOp rule = simple(PlanOpKind::DeltaNet, "delta_net", il);
+    rule.input = PlanBuffer::LinearConv;
+    rule.output = PlanBuffer::LinearOut;
+    rule.width = value;
+    out.push_back(rule);
+    out.push_back(norm("ssm_norm", il, PlanNorm::SsmNorm, PlanBuffer::LinearOut, PlanBuffer::LinearOut, heads,
+                       c.linear_head_dim));
+    out.push_back(activation(il, PlanBuffer::LinearGate, PlanBuffer::LinearOut, 1, value));
+    out.push_back(matmuls(
+        il, PlanBuffer::LinearGate,
+        {product("ssm_out", PlanMatrix::SsmOut, PlanBuffer::Proj, t.ssm_out, value, d, false)}));
     out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
   }
 

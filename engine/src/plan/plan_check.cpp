@@ -11,7 +11,7 @@
 namespace iwb {
 namespace {
 
-constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::PleGate) + 1;
+constexpr size_t kNumBuffers = static_cast<size_t>(PlanBuffer::LinearOut) + 1;
 
 // The buffer's width in layer il (Gemma 4's layers differ in their attention widths; -1: the
 // globals').
@@ -46,6 +46,14 @@ int64_t width_of(const ModelConfig& c, int64_t il, PlanBuffer b) {
     case PlanBuffer::PleProj:
     case PlanBuffer::PleIn: return c.per_layer_inputs_width();
     case PlanBuffer::PleGate: return c.per_layer_embedding_length;
+    case PlanBuffer::QGate: return 2 * (il >= 0 ? c.layer_q_width(il) : c.q_width());
+    case PlanBuffer::AttnGate: return il >= 0 ? c.layer_attention_output_width(il) : c.attention_output_width();
+    case PlanBuffer::LinearMixed:
+    case PlanBuffer::LinearConv: return c.linear_conv_channels();
+    case PlanBuffer::LinearGate:
+    case PlanBuffer::LinearOut: return c.linear_value_width();
+    case PlanBuffer::LinearBeta:
+    case PlanBuffer::LinearAlpha: return c.linear_num_value_heads;
   }
   return 0;
 }
@@ -205,6 +213,40 @@ class FlowCheck {
           return fail(op, "sums expert outputs into a buffer that is not the residual stream's width");
         }
         if (op.is_accumulating) IWB_RETURN_IF_ERROR(read(op, op.output));
+        return write(op, op.output);
+      case PlanOpKind::SplitQueryGate:
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        if (op.width * op.rows_per_token != width_of(m_c, op.layer, op.output) ||
+            2 * width_of(m_c, op.layer, op.output) != width_of(m_c, op.layer, op.input) ||
+            width_of(m_c, op.layer, op.appended) != width_of(m_c, op.layer, op.output)) {
+          return fail(op, "splits rows of " + std::to_string(width_of(m_c, op.layer, op.input)) + " into halves of " +
+                              std::to_string(op.width) + " x " + std::to_string(op.rows_per_token));
+        }
+        IWB_RETURN_IF_ERROR(write(op, op.output));
+        return write(op, op.appended);
+      case PlanOpKind::OutputGate:
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        IWB_RETURN_IF_ERROR(read(op, op.output));
+        if (op.width != width_of(m_c, op.layer, op.input) || op.width != width_of(m_c, op.layer, op.output)) {
+          return fail(op, "gates rows of " + std::to_string(op.width) + " with gates of " +
+                              std::to_string(width_of(m_c, op.layer, op.input)));
+        }
+        return write(op, op.output);
+      // The recurrence runs over every token of a sequence in order, carrying its state.
+      case PlanOpKind::ShortConv:
+      case PlanOpKind::DeltaNet:
+        if (!m_c.is_recurrent(op.layer)) return fail(op, "runs a recurrence in a layer that is not recurrent");
+        IWB_RETURN_IF_ERROR(token_rows_only(op));
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        if (op.kind == PlanOpKind::DeltaNet) {
+          IWB_RETURN_IF_ERROR(read(op, PlanBuffer::LinearAlpha));
+          IWB_RETURN_IF_ERROR(read(op, PlanBuffer::LinearBeta));
+        }
+        if (width_of(m_c, op.layer, op.input) != m_c.linear_conv_channels() ||
+            op.width != width_of(m_c, op.layer, op.output)) {
+          return fail(op, "reads or writes rows of another width than the layer's recurrence");
+        }
         return write(op, op.output);
       case PlanOpKind::LayerScale:
         if (width_of(m_c, op.layer, op.output) != m_c.embedding_length) {

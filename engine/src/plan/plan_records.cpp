@@ -2,6 +2,7 @@
 // profiler's records on every backend and the cost model's predictions come from here.
 #include "iwb/engine/plan/forward_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace iwb {
@@ -13,7 +14,8 @@ int num_op_records(const PlanOp& op) {
     case PlanOpKind::HeadMatmuls: return op.num_products;
     case PlanOpKind::Rope: return op.is_query_only ? 1 : 2;
     case PlanOpKind::GatherRows:
-    case PlanOpKind::Concat: return 0;
+    case PlanOpKind::Concat:
+    case PlanOpKind::SplitQueryGate: return 0;
     default: return 1;
   }
 }
@@ -83,8 +85,17 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       r.shape.num_heads = static_cast<int32_t>(op.rows_per_token);
       return r;
     }
+    case PlanOpKind::OutputGate: return op_costs::output_gate(layer, num_rows, op.width);
+    // Each sequence of the step runs its own recurrence (the cost model's prediction: one).
+    case PlanOpKind::ShortConv:
+      return op_costs::short_conv(layer, num_rows, std::max<int64_t>(1, static_cast<int64_t>(spans.size())),
+                                  c.linear_conv_channels(), c.linear_conv_kernel);
+    case PlanOpKind::DeltaNet:
+      return op_costs::delta_net(layer, num_rows, std::max<int64_t>(1, static_cast<int64_t>(spans.size())),
+                                 c.linear_num_key_heads, c.linear_num_value_heads, c.linear_head_dim);
     case PlanOpKind::GatherRows:
-    case PlanOpKind::Concat: break;
+    case PlanOpKind::Concat:
+    case PlanOpKind::SplitQueryGate: break;
   }
   return {};
 }

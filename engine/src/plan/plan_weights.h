@@ -28,6 +28,13 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     if (m == PlanMatrix::PleInpGate) return l.ple_inp_gate;
     if (m == PlanMatrix::PleProjection) return l.ple_proj;
   }
+  if constexpr (requires { l.linear_qkv; }) {  // Qwen 3.5's recurrent layer (the host's only)
+    if (m == PlanMatrix::LinearQkv) return l.linear_qkv;
+    if (m == PlanMatrix::LinearGateProj) return l.linear_gate;
+    if (m == PlanMatrix::SsmBeta) return l.ssm_beta;
+    if (m == PlanMatrix::SsmAlpha) return l.ssm_alpha;
+    if (m == PlanMatrix::SsmOut) return l.ssm_out;
+  }
   switch (m) {
     case PlanMatrix::Wq: return l.wq;
     case PlanMatrix::Wk: return l.wk;
@@ -51,7 +58,12 @@ auto& layer_matrix(Layer& l, PlanMatrix m) {
     case PlanMatrix::NextnEhProj:
     case PlanMatrix::PerLayerModelProj:
     case PlanMatrix::PleInpGate:
-    case PlanMatrix::PleProjection: break;
+    case PlanMatrix::PleProjection:
+    case PlanMatrix::LinearQkv:
+    case PlanMatrix::LinearGateProj:
+    case PlanMatrix::SsmBeta:
+    case PlanMatrix::SsmAlpha:
+    case PlanMatrix::SsmOut: break;
   }
   return l.ffn_down;
 }
@@ -117,6 +129,9 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     if (n == PlanNorm::PostFfwNorm2) return l.post_ffw_norm_2;
     if (n == PlanNorm::PerLayerPostNorm) return l.ple_post_norm;
   }
+  if constexpr (requires { l.ssm_norm; }) {  // Qwen 3.5's (the host's weights only)
+    if (n == PlanNorm::SsmNorm) return l.ssm_norm;
+  }
   switch (n) {
     case PlanNorm::AttnNorm: return l.attn_norm;
     case PlanNorm::QNorm: return l.q_norm;
@@ -134,7 +149,8 @@ auto& layer_norm(Layer& l, PlanNorm n) {
     case PlanNorm::PostFfwNorm1:
     case PlanNorm::PreFfwNorm2:
     case PlanNorm::PostFfwNorm2:
-    case PlanNorm::PerLayerPostNorm: break;
+    case PlanNorm::PerLayerPostNorm:
+    case PlanNorm::SsmNorm: break;
   }
   return l.post_ffw_norm;
 }
@@ -185,6 +201,13 @@ PlanWeightTypes weight_types_of(const Weights& w) {
     if constexpr (requires { l.ple_inp_gate; }) {
       lt.ple_inp_gate = l.ple_inp_gate.type;
       lt.ple_proj = l.ple_proj.type;
+    }
+    if constexpr (requires { l.linear_qkv; }) {
+      lt.linear_qkv = l.linear_qkv.type;
+      lt.linear_gate = l.linear_gate.type;
+      lt.ssm_beta = l.ssm_beta.type;
+      lt.ssm_alpha = l.ssm_alpha.type;
+      lt.ssm_out = l.ssm_out.type;
     }
     t.layers.push_back(lt);
   }

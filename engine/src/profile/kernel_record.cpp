@@ -19,6 +19,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::Softcap: return "softcap";
     case OpKind::Softmax: return "softmax";
     case OpKind::ExpertMatmul: return "expert_matmul";
+    case OpKind::Recurrent: return "recurrent";
   }
   return "unknown";
 }
@@ -74,6 +75,9 @@ std::string KernelRecord::shape_text() const {
       break;
     case OpKind::Softcap:
       std::snprintf(buf, sizeof buf, "%lld", cols);
+      break;
+    case OpKind::Recurrent:  // the convolution: channels x taps; the delta rule: heads x head size
+      std::snprintf(buf, sizeof buf, "%lldx%lld, %lld tok", rows, cols, n);
       break;
   }
   return buf;

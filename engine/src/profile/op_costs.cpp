@@ -187,4 +187,41 @@ KernelRecord expert_combine(int layer, int64_t num_tokens, int64_t num_experts_u
   return r;
 }
 
+KernelRecord output_gate(int layer, int64_t num_tokens, int64_t width) {
+  KernelRecord r = base(OpKind::Activation, "attn_output_gate", layer, GgmlType::F32, num_tokens);
+  r.shape.cols = width;
+  const double n = d(num_tokens) * d(width);
+  r.flops = 5.0 * n;
+  r.bytes = 12.0 * n;
+  return r;
+}
+
+// The kernels count one call (one sequence); a step runs one call per sequence, each reading and
+// writing its own state.
+KernelRecord short_conv(int layer, int64_t num_tokens, int64_t num_sequences, int64_t channels, int64_t kernel) {
+  KernelRecord r = base(OpKind::Recurrent, "ssm_conv", layer, GgmlType::F32, num_tokens);
+  r.shape.rows = channels;
+  r.shape.cols = kernel;
+  const double n = d(num_tokens) * d(channels);
+  const double state_bytes = 8.0 * d((kernel - 1) * channels);
+  r.flops = n * (2.0 * d(kernel) + 4.0);  // the taps, then SiLU
+  r.bytes = 8.0 * n + state_bytes * d(num_sequences) + 4.0 * d(channels * kernel);
+  return r;
+}
+
+KernelRecord delta_net(int layer, int64_t num_tokens, int64_t num_sequences, int64_t num_key_heads,
+                       int64_t num_value_heads, int64_t head_dim) {
+  KernelRecord r = base(OpKind::Recurrent, "delta_net", layer, GgmlType::F32, num_tokens);
+  r.shape.rows = num_value_heads;
+  r.shape.cols = head_dim;
+  r.shape.num_heads = static_cast<int32_t>(num_value_heads);
+  r.shape.head_dim = static_cast<int32_t>(head_dim);
+  const double state_bytes = 8.0 * d(num_value_heads) * d(head_dim) * d(head_dim);
+  const double width = d((2 * num_key_heads + num_value_heads) * head_dim);
+  r.flops = 7.0 * d(num_tokens) * d(num_value_heads) * d(head_dim) * d(head_dim);
+  r.bytes = state_bytes * d(num_sequences) +
+            4.0 * d(num_tokens) * (width + 2.0 * d(num_value_heads) + d(num_value_heads) * d(head_dim));
+  return r;
+}
+
 }  // namespace iwb::op_costs

@@ -191,7 +191,9 @@ Status PagedEngine::set_up_scheduler(const EngineOptions& o) {
   BlockManagerConfig blocks;
   blocks.num_blocks = m_kv.num_blocks;
   blocks.block_size = m_kv.block_size;
-  blocks.enable_prefix_caching = o.enable_prefix_caching;
+  // A recurrent layer's state is the whole prefix in a fixed size: a cached block of keys and
+  // values cannot give it back, so every prompt of such a model is computed from its start.
+  blocks.enable_prefix_caching = o.enable_prefix_caching && !m_config.has_recurrent_layers();
   SchedulerConfig scheduling;
   scheduling.max_batch_tokens = o.max_batch_tokens;
   scheduling.max_running_sequences = o.max_running_sequences;
@@ -298,6 +300,10 @@ MemoryReport PagedEngine::memory_report() const {
   m.scratch_bytes = m_logits.capacity() * sizeof(float);
   m_backend->fill_memory_report(&m);  // its scratch, and a device's allocations
   m.drafter_bytes = m_speculation.drafter_bytes();
+  m.recurrent_state_bytes_per_sequence = m_config.has_recurrent_layers() ? m_config.recurrent_state_bytes() : 0;
+  if (m.recurrent_state_bytes_per_sequence > 0) {
+    m.recurrent_num_sequences = static_cast<int64_t>(m.recurrent_state_bytes / m.recurrent_state_bytes_per_sequence);
+  }
   return m;
 }
 

@@ -9,6 +9,13 @@ namespace iwb {
 
 Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
+  // Verification drops the guesses the target rejects, and a recurrent state cannot be rewound.
+  if (config.is_enabled() && m_config.has_recurrent_layers()) {
+    return make_error(ErrorCode::Unsupported,
+                      "speculative decoding needs to take back rejected guesses, which the recurrent layers of this " +
+                          m_config.architecture_name +
+                          " model cannot (their state holds every token seen); run it without a drafter");
+  }
   std::unique_ptr<spec::Drafter> drafter;
   // The drafter runs where the target runs, with a cache as large as the target's.
   spec::DraftPlacement placement;

@@ -152,6 +152,8 @@ bool PagedEngine::greedy_on_device(const ForwardBatch& batch, const FlatBatch& f
 
 Status PagedEngine::run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile,
                                 int32_t* greedy_tokens) {
+  // Sequences that ended since the last pass give up their recurrent state (if the model has any).
+  m_backend->release_sequences(m_scheduler->take_removed());
   // Copy-on-write first: a shared block a sequence continues in is copied before anything writes.
   IWB_RETURN_IF_ERROR(m_backend->copy_blocks(batch.block_copies));
   const size_t num_logits = flat.logits_rows.size() * static_cast<size_t>(m_config.vocab_size);
@@ -228,6 +230,7 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   // Finished sequences leave the scheduler here, their blocks freed (full prompt blocks stay
   // cached for later prompts).
   const Status status = m_scheduler->on_step_done(outputs);
+  m_backend->release_sequences(m_scheduler->take_removed());
   // An error here is only ever a structured reply that no token could continue.
   for (const auto& [id, reason] : finishing) {
     finish(id, reason, reason == FinishReason::Error ? m_requests.at(id)->no_token_fits_message() : std::string(),

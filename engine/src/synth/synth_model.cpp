@@ -105,11 +105,41 @@ Status check_shape(const SynthShape& s) {
   if (!arch->has_latent_attention && (s.kv_lora_rank > 0 || s.q_lora_rank > 0)) {
     return bad(s.architecture + " has no latent attention");
   }
+  if (arch->has_recurrent_layers &&
+      (s.full_attention_interval < 2 || s.linear_num_key_heads <= 0 || s.linear_num_value_heads <= 0 ||
+       s.linear_num_value_heads % s.linear_num_key_heads != 0 || s.linear_head_dim <= 0 ||
+       s.linear_conv_kernel <= 0)) {
+    return bad(s.architecture +
+               " needs a full-attention interval of at least 2, and the recurrent layers' key and value heads "
+               "(values a multiple of keys), head size and convolution taps");
+  }
+  if (!arch->has_recurrent_layers && s.full_attention_interval > 0) return bad(s.architecture + " has no recurrent layers");
   if (s.num_expert_groups > 0 && (s.num_experts % s.num_expert_groups != 0 || s.num_expert_groups_used <= 0 ||
                                   s.num_expert_groups_used > s.num_expert_groups)) {
     return bad("expert groups must split the experts evenly, and a token uses 1 to all of them");
   }
   return {};
+}
+
+// What llama.cpp's Qwen3_5 converter writes beyond qwen3's keys: the rotated part of each head
+// and its M-RoPE sections (text positions make them plain NeoX RoPE), the gated delta net's
+// sizes (its ssm.* keys) and the full-attention interval.
+void set_qwen35_metadata(const SynthShape& s, gguf::GgufWriter* w) {
+  const std::string& a = s.architecture;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const int64_t rotated = s.rope_dimension_count > 0 ? s.rope_dimension_count : s.head_dim;
+  w->set_u32(a + ".rope.dimension_count", u32(rotated));
+  // Qwen 3.5's mrope_section [11, 11, 10] of 32 pairs, in proportion for other widths.
+  const int64_t pairs = rotated / 2, t = (pairs * 11 + 16) / 32, h = t;
+  gguf::Array sections{gguf::ValueType::Int32, {}};
+  for (const int64_t n : {t, h, pairs - t - h, int64_t{0}}) sections.items.push_back(gguf::Value::i32(static_cast<int32_t>(n)));
+  w->set(a + ".rope.dimension_sections", gguf::Value::array(std::move(sections)));
+  w->set_u32(a + ".ssm.conv_kernel", u32(s.linear_conv_kernel));
+  w->set_u32(a + ".ssm.state_size", u32(s.linear_head_dim));
+  w->set_u32(a + ".ssm.group_count", u32(s.linear_num_key_heads));
+  w->set_u32(a + ".ssm.time_step_rank", u32(s.linear_num_value_heads));
+  w->set_u32(a + ".ssm.inner_size", u32(s.linear_value_width()));
+  w->set_u32(a + ".full_attention_interval", u32(s.full_attention_interval));
 }
 
 // What llama.cpp's Gemma4Model converter writes beyond gemma3's keys: the sliding layers' head
@@ -237,6 +267,7 @@ void set_metadata(const SynthShape& s, const WeightTypePlan& types, uint64_t see
     }
   }
   if (arch.is_gemma4) set_gemma4_metadata(s, w);
+  if (arch.has_recurrent_layers) set_qwen35_metadata(s, w);
   if (arch.has_latent_attention) {  // DeepseekV2Model (conversion/deepseek.py): MLA as MQA of one KV head
     w->set_u32(a + ".vocab_size", u32(s.vocab_size));
     if (s.q_lora_rank > 0) w->set_u32(a + ".attention.q_lora_rank", u32(s.q_lora_rank));

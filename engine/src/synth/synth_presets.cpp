@@ -71,6 +71,18 @@ void set_deepseek_routing(int64_t shared, int64_t dense, float scale, bool is_no
   s->has_expert_selection_bias = is_sigmoid;
 }
 
+// Qwen 3.5's recurrent layers (config.json's full_attention_interval, linear_num_key_heads,
+// linear_num_value_heads, linear_key_head_dim, linear_conv_kernel_dim) and partial_rotary_factor 0.25.
+void set_qwen35_linear(int64_t interval, int64_t key_heads, int64_t value_heads, int64_t head_dim, int64_t taps,
+                       SynthShape* s) {
+  s->full_attention_interval = interval;
+  s->linear_num_key_heads = key_heads;
+  s->linear_num_value_heads = value_heads;
+  s->linear_head_dim = head_dim;
+  s->linear_conv_kernel = taps;
+  s->rope_dimension_count = s->head_dim / 4;
+}
+
 // A small test shape with another's architecture and settings.
 SynthShape test_shape(const SynthShape& like, const char* name, const char* description, Dims d) {
   SynthShape s = like;
@@ -351,6 +363,23 @@ std::vector<SynthShape> make_presets() {
   p.back().num_kv_shared_layers = 6;
   p.back().has_double_wide_shared_ffn = true;
   p.back().per_layer_embedding_length = 32;
+  // Qwen/Qwen3.5-9B: 24 recurrent layers (a gated delta net of 16 key and 32 value heads of 128,
+  // 4 taps) and 8 attention layers (16 heads of 256 over 4 KV heads, a quarter of each rotated,
+  // base 1e7, output gates); 248320 tokens.
+  p.push_back(shape("qwen3.5-9b", "qwen35", "Qwen3.5 9B", {4096, 32, 16, 4, 256, 12288, 248320, 262144}, 10000000.0f,
+                    1e-6f, false));
+  set_qwen35_linear(4, 16, 32, 128, 4, &p.back());
+  const SynthShape qwen35 = p.back();
+  // Qwen/Qwen3.5-27B: 48 recurrent layers of 16 key and 48 value heads, 16 attention layers of 24 heads.
+  p.push_back(shape("qwen3.5-27b", "qwen35", "Qwen3.5 27B", {5120, 64, 24, 4, 256, 17408, 248320, 262144},
+                    10000000.0f, 1e-6f, false));
+  set_qwen35_linear(4, 16, 48, 128, 4, &p.back());
+  // Qwen 3.5's layout in small: 8 layers (3 recurrent, then one attention layer, twice), 2 key
+  // and 4 value heads of 64 in the recurrent layers, 4 heads of 64 over 2 KV heads rotated 16.
+  p.push_back(test_shape(qwen35, "test-qwen35", "small qwen35 shape (Qwen3.5 settings) for tests",
+                         {256, 8, 4, 2, 64, 320, 320, 512}));
+  set_qwen35_linear(4, 2, 4, 64, 4, &p.back());
+  p.back().rope_dimension_count = 16;
   return p;
 }
 
@@ -373,6 +402,22 @@ int64_t gemma4_parameters(const SynthShape& s) {
   return total;
 }
 
+// Qwen 3.5's parameters (the tensors add_qwen35_layer writes).
+int64_t qwen35_parameters(const SynthShape& s) {
+  const int64_t d = s.embedding_length, heads = s.linear_num_value_heads, channels = s.linear_conv_channels();
+  int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d;
+  for (int64_t il = 0; il < s.num_layers; ++il) {
+    total += 2 * d + 3 * d * s.feed_forward_length;  // attn_norm, post_attention_norm, the FFN
+    if (s.is_recurrent_layer(il)) {
+      total += d * channels + d * s.linear_value_width() + s.linear_conv_kernel * channels + 2 * heads +
+               2 * d * heads + s.linear_head_dim + s.linear_value_width() * d;
+    } else {
+      total += 2 * d * s.q_width() + 2 * d * s.kv_width() + 2 * s.head_dim + s.q_width() * d;
+    }
+  }
+  return total;
+}
+
 // deepseek2's attention: the query (through its latent and norm, or straight), the key/value
 // latent and its norm, attn_k_b and attn_v_b of every head, the output.
 int64_t latent_attention_parameters(const SynthShape& s) {
@@ -389,6 +434,7 @@ int64_t SynthShape::num_parameters() const {
   const int64_t d = embedding_length;
   const ArchitectureTraits* arch = find_architecture(architecture);
   if (arch != nullptr && arch->is_gemma4) return gemma4_parameters(*this);
+  if (arch != nullptr && arch->has_recurrent_layers) return qwen35_parameters(*this);
   const bool is_latent = arch != nullptr && arch->has_latent_attention;
   int64_t per_layer =
       is_latent ? latent_attention_parameters(*this) : d * q_width() + 2 * d * kv_width() + q_width() * d;  // attention
@@ -497,6 +543,16 @@ ModelConfig shape_config(const SynthShape& s) {
     c.rope_original_context = s.longrope.original_context_length;
     c.rope_attn_factor = longrope_attn_factor(s);
     c.attention_scale *= c.rope_attn_factor * c.rope_attn_factor;
+  }
+  if (s.full_attention_interval > 0) {  // qwen35: as qwen35_config.cpp reads the keys set_qwen35_metadata writes
+    c.linear_conv_kernel = s.linear_conv_kernel;
+    c.linear_num_key_heads = s.linear_num_key_heads;
+    c.linear_num_value_heads = s.linear_num_value_heads;
+    c.linear_head_dim = s.linear_head_dim;
+    for (int64_t il = 0; il < s.num_layers; ++il) {
+      c.is_recurrent_layer.push_back(s.is_recurrent_layer(il));
+      c.layer_kv_heads.push_back(s.is_recurrent_layer(il) ? 0 : s.num_kv_heads);
+    }
   }
   if (s.head_dim_swa > 0) {  // gemma4: as model_config.cpp reads the keys set_gemma4_metadata writes
     for (int64_t il = 0; il < s.num_layers; ++il) c.is_sliding_layer[static_cast<size_t>(il)] = s.is_gemma4_sliding(il);

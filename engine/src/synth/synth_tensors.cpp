@@ -142,6 +142,51 @@ void add_gemma4_layer(const SynthShape& s, int64_t il, Planner& p) {
 
 // Proportional RoPE's divisors for the global layers (the converter's generate_extra_tensors):
 // 1 for the rotated pairs, 1e30 (no rotation) for the rest of the head.
+// A Qwen 3.5 layer as llama.cpp's Qwen3_5 converter writes it: a recurrent layer's gated delta
+// net (attn_qkv, attn_gate, the convolution's taps, dt bias, decay rate ssm_a, beta and alpha,
+// ssm_norm, ssm_out) or an attention layer whose attn_q holds each head's query and gate, then
+// post_attention_norm (the FFN's input norm) and the dense FFN.
+void add_qwen35_layer(const SynthShape& s, int64_t il, Planner& p) {
+  const int64_t d = s.embedding_length;
+  p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
+  if (s.is_recurrent_layer(il)) {
+    const int64_t heads = s.linear_num_value_heads;
+    p.add(blk(il, "attn_qkv.weight"), {d, s.linear_conv_channels()}, TensorRole::AttnQ, il);
+    p.add(blk(il, "attn_gate.weight"), {d, s.linear_value_width()}, TensorRole::AttnQ, il);
+    p.add(blk(il, "ssm_conv1d.weight"), {s.linear_conv_kernel, s.linear_conv_channels()}, TensorRole::Bias, il);
+    p.add(blk(il, "ssm_dt.bias"), {heads}, TensorRole::Bias, il);
+    p.add(blk(il, "ssm_a"), {heads}, TensorRole::Bias, il);
+    p.add(blk(il, "ssm_beta.weight"), {d, heads}, TensorRole::AttnK, il);
+    p.add(blk(il, "ssm_alpha.weight"), {d, heads}, TensorRole::AttnK, il);
+    p.add(blk(il, "ssm_norm.weight"), {s.linear_head_dim}, TensorRole::Norm, il);
+    p.add(blk(il, "ssm_out.weight"), {s.linear_value_width(), d}, TensorRole::AttnOutput, il);
+  } else {
+    p.add(blk(il, "attn_q.weight"), {d, 2 * s.q_width()}, TensorRole::AttnQ, il);
+    p.add(blk(il, "attn_k.weight"), {d, s.kv_width()}, TensorRole::AttnK, il);
+    p.add(blk(il, "attn_v.weight"), {d, s.kv_width()}, TensorRole::AttnV, il);
+    p.add(blk(il, "attn_q_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
+    p.add(blk(il, "attn_k_norm.weight"), {s.head_dim}, TensorRole::Norm, il);
+    p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
+  }
+  p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+  p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+  p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+}
+
+// The recurrent layers' per-head constants as trained models have them: decay rates ssm_a =
+// -exp(A_log) with A_log ~ log(U[1, 16]) as the model initialises it, and dt biases near
+// softplus^-1(0.05), so each head forgets a few percent to half of its state per token.
+std::vector<float> qwen35_head_constants(const TensorPlan& t) {
+  std::vector<float> values(static_cast<size_t>(t.shape[0]));
+  for (size_t h = 0; h < values.size(); ++h) {
+    const double u = (static_cast<double>(h) + 0.5) / static_cast<double>(values.size());
+    values[h] = t.name.ends_with("ssm_a") ? static_cast<float>(-(1.0 + 15.0 * u))
+                                          : static_cast<float>(-3.0 + 1.5 * (u - 0.5));
+  }
+  return values;
+}
+
 std::vector<float> gemma4_rope_factors(const SynthShape& s) {
   const auto rotated = static_cast<size_t>(static_cast<float>(s.head_dim) * s.partial_rotary_global / 2.0f);
   std::vector<float> f(static_cast<size_t>(s.head_dim / 2), 1e30f);
@@ -195,6 +240,10 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
   for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
     if (is_gemma4) {
       add_gemma4_layer(s, il, p);
+      continue;
+    }
+    if (arch != nullptr && arch->has_recurrent_layers) {
+      add_qwen35_layer(s, il, p);
       continue;
     }
     if (has_pre_norms) p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
@@ -280,6 +329,11 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       t.fixed_values = s.longrope.short_factors;
     } else if (t.role == TensorRole::RopeFactors) {
       t.fixed_values = is_gemma4 ? gemma4_rope_factors(s) : llama3_rope_factors(s);
+    } else if (t.name.ends_with("ssm_a") || t.name.ends_with("ssm_dt.bias")) {
+      t.fixed_values = qwen35_head_constants(t);
+    } else if (t.name.ends_with("ssm_conv1d.weight")) {
+      // A few taps of about 1 / sqrt(taps) each, as the convolution's initialisation gives.
+      t.stddev = 1.0f / std::sqrt(static_cast<float>(t.shape[0]));
     } else if (is_gemma4 && (t.name.ends_with("attn_q_norm.weight") || t.name.ends_with("attn_k_norm.weight"))) {
       // Gemma 4 does not scale q.k (its q and k norms do): weights of head^-1/4 each give the
       // scores of 1/sqrt(head) scaling, as trained norms must, rather than random scores of

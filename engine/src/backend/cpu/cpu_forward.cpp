@@ -87,6 +87,22 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
     m_head_in.resize(n * head_width);
     m_head_out.resize(n * head_width);
   }
+  if (config.has_attention_output_gate) {
+    m_q_gate.resize(2 * n * config.max_q_width());
+    m_attn_gate.resize(n * config.max_attention_output_width());
+  }
+  if (config.has_recurrent_layers()) {
+    const auto channels = static_cast<size_t>(config.linear_conv_channels());
+    const auto value = static_cast<size_t>(config.linear_value_width());
+    const auto heads = static_cast<size_t>(config.linear_num_value_heads);
+    m_linear_mixed.resize(n * channels);
+    m_linear_conv.resize(n * channels);
+    m_linear_gate.resize(n * value);
+    m_linear_out.resize(n * value);
+    m_linear_beta.resize(n * heads);
+    m_linear_alpha.resize(n * heads);
+    m_recurrent = std::make_unique<RecurrentStates>(config);
+  }
   m_spans.reserve(n);
   size_t matmul_scratch = 0;
   auto need = [&](const WeightMatrix& w) {
@@ -96,7 +112,8 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   for (const LayerWeights& l : weights.layers) {
     for (const WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
-          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj, &l.ple_inp_gate, &l.ple_proj}) {
+          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj, &l.ple_inp_gate, &l.ple_proj,
+          &l.linear_qkv, &l.linear_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
       need(*w);
     }
     for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {
@@ -131,7 +148,9 @@ uint64_t CpuForward::scratch_bytes() const {
                         m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
                         m_attn_heads.size() + m_head_in.size() + m_head_out.size() + m_hidden.size() +
                         m_hidden_in.size() + m_joined.size() + m_moe_out.size() + m_ple_proj.size() +
-                        m_ple_rows.size() + m_ple_in.size() + m_ple_gate.size();
+                        m_ple_rows.size() + m_ple_in.size() + m_ple_gate.size() + m_q_gate.size() +
+                        m_attn_gate.size() + m_linear_mixed.size() + m_linear_conv.size() + m_linear_gate.size() +
+                        m_linear_out.size() + m_linear_beta.size() + m_linear_alpha.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -171,9 +190,16 @@ Status CpuForward::forward(const FlatBatch& batch, PagedKvStorage& kv, float* lo
     std::copy(hidden_in, hidden_in + n * m_config.embedding_length, m_hidden_in.begin());
   }
   if (m_recorder.is_active()) plan::attention_spans(batch, m_spans);
+  if (m_recurrent) IWB_RETURN_IF_ERROR(begin_recurrent_step(batch));
   m_experts.begin_pass();
   m_recorder.mark();
-  for (const PlanOp& op : m_plan.body) IWB_RETURN_IF_ERROR(run_op(op, batch, kv, n, logits));
+  for (const PlanOp& op : m_plan.body) {
+    if (Status s = run_op(op, batch, kv, n, logits); !s) {
+      if (m_recurrent) end_recurrent_step(batch, false);
+      return s;
+    }
+  }
+  if (m_recurrent) end_recurrent_step(batch, true);
   if (m_plan.options.exports_hidden) m_num_hidden_rows = static_cast<size_t>(n);
   if (logits != nullptr && !batch.logits_rows.empty()) {
     const auto rows = static_cast<int64_t>(batch.logits_rows.size());
@@ -213,6 +239,14 @@ float* CpuForward::buffer(PlanBuffer b, float* logits) {
     case PlanBuffer::PleProj: return m_ple_proj.data();
     case PlanBuffer::PleIn: return m_ple_in.data();
     case PlanBuffer::PleGate: return m_ple_gate.data();
+    case PlanBuffer::QGate: return m_q_gate.data();
+    case PlanBuffer::AttnGate: return m_attn_gate.data();
+    case PlanBuffer::LinearMixed: return m_linear_mixed.data();
+    case PlanBuffer::LinearConv: return m_linear_conv.data();
+    case PlanBuffer::LinearGate: return m_linear_gate.data();
+    case PlanBuffer::LinearBeta: return m_linear_beta.data();
+    case PlanBuffer::LinearAlpha: return m_linear_alpha.data();
+    case PlanBuffer::LinearOut: return m_linear_out.data();
   }
   return nullptr;
 }
@@ -357,6 +391,13 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       }
       return {};
     }
+    case PlanOpKind::SplitQueryGate: run_split_query_gate(op, n); return {};
+    case PlanOpKind::OutputGate:
+      run_output_gate(op, n);
+      record(op, 0, n);
+      return {};
+    case PlanOpKind::ShortConv: return run_short_conv(op);
+    case PlanOpKind::DeltaNet: return run_delta_net(op);
     case PlanOpKind::Softcap: {
       const float cap = c.final_logit_softcap;
       for (int64_t i = 0; i < n * c.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "backend/cpu/cpu_experts.h"
+#include "backend/cpu/recurrent_states.h"
 #include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/forward_batch.h"
 #include "iwb/engine/paged/paged_kv_storage.h"
@@ -18,6 +19,7 @@
 #include "model/model_weights.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -62,6 +64,13 @@ class CpuForward {
   // [num_layers x num_experts]; empty for a dense model.
   std::span<const int32_t> expert_counts() const { return m_experts.pass_counts(); }
 
+  // Recurrent layers (Qwen 3.5): the sequences' states end with them (finished, aborted or
+  // failed), and what the live ones hold.
+  void release_sequences(std::span<const SequenceId> sequences) {
+    if (m_recurrent) m_recurrent->release(sequences);
+  }
+  uint64_t recurrent_state_bytes() const { return m_recurrent ? m_recurrent->num_bytes() : 0; }
+
  private:
   Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
   // One op of the plan over `num_rows` rows (the step's tokens, or the rows that sample).
@@ -73,6 +82,13 @@ class CpuForward {
   // Latent attention (cpu_latent_attention.cpp).
   Status run_latent_kv(const PlanOp& op, int64_t num_rows);
   Status run_head_matmuls(const PlanOp& op, int64_t num_rows);
+  // Recurrent layers and the attention output gate (cpu_recurrent.cpp).
+  Status begin_recurrent_step(const FlatBatch& batch);
+  void end_recurrent_step(const FlatBatch& batch, bool is_ok);
+  Status run_short_conv(const PlanOp& op);
+  Status run_delta_net(const PlanOp& op);
+  void run_split_query_gate(const PlanOp& op, int64_t num_rows);
+  void run_output_gate(const PlanOp& op, int64_t num_rows);
   const WeightMatrix& matrix(const PlanProduct& p, int64_t layer) const;
   float* buffer(PlanBuffer b, float* logits);
   const std::vector<float>& norm_weight(const PlanOp& op) const;
@@ -117,6 +133,14 @@ class CpuForward {
   // Gemma 4's per-layer embeddings: the projection, the table's rows, the inputs layer by
   // layer, a layer's gate.
   std::vector<float> m_ple_proj, m_ple_rows, m_ple_in, m_ple_gate;
+  // Qwen 3.5: attn_q's queries and gates, the gates alone; the recurrent layers' buffers
+  // (PlanBuffer's Linear*), the states of the sequences, and during a step each batch
+  // sequence's state and first token row ([num_sequences + 1]).
+  std::vector<float> m_q_gate, m_attn_gate;
+  std::vector<float> m_linear_mixed, m_linear_conv, m_linear_gate, m_linear_beta, m_linear_alpha, m_linear_out;
+  std::unique_ptr<RecurrentStates> m_recurrent;
+  std::vector<RecurrentStates::State*> m_step_states;
+  std::vector<int64_t> m_sequence_rows;
   size_t m_num_hidden_rows = 0;
   size_t m_hidden_width = 0;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling

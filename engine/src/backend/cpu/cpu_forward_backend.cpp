@@ -38,6 +38,7 @@ void CpuForwardBackend::fill_memory_report(MemoryReport* report) const {
   report->device_name = describe_cpu_device().name;
   report->scratch_bytes += m_forward->scratch_bytes();
   report->kv_huge_page_bytes = m_kv_huge_page_bytes;
+  report->recurrent_state_bytes = m_forward->recurrent_state_bytes();
 }
 
 }  // namespace iwb

@@ -34,6 +34,8 @@ class CpuForwardBackend final : public ForwardBackend {
     return m_forward->forward(batch, *m_kv, logits, hidden_in);
   }
 
+  void release_sequences(std::span<const SequenceId> sequences) override { m_forward->release_sequences(sequences); }
+
   void begin_profile(Phase phase, size_t capacity) override { m_forward->recorder().begin(phase, capacity); }
   ProfiledKernels take_profile() override;
 

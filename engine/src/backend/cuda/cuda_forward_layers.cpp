@@ -47,7 +47,16 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::MoeOut:
     case PlanBuffer::PleProj:
     case PlanBuffer::PleIn:
-    case PlanBuffer::PleGate: break;  // no expert, latent-attention or MTP ops on the device (check_cuda_plan_support)
+    case PlanBuffer::PleGate:
+    case PlanBuffer::QGate:
+    case PlanBuffer::AttnGate:
+    case PlanBuffer::LinearMixed:
+    case PlanBuffer::LinearConv:
+    case PlanBuffer::LinearGate:
+    case PlanBuffer::LinearBeta:
+    case PlanBuffer::LinearAlpha:
+    case PlanBuffer::LinearOut: break;  // no expert, latent-attention, MTP or recurrent ops on the device
+                                        // (check_cuda_plan_support)
   }
   return nullptr;
 }
@@ -217,7 +226,11 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     case PlanOpKind::HeadMatmuls:
     case PlanOpKind::Concat:
     case PlanOpKind::LayerScale:
-    case PlanOpKind::PerLayerInputs: return check_cuda_plan_support(m_plan);  // refused at load already
+    case PlanOpKind::PerLayerInputs:
+    case PlanOpKind::SplitQueryGate:
+    case PlanOpKind::OutputGate:
+    case PlanOpKind::ShortConv:
+    case PlanOpKind::DeltaNet: return check_cuda_plan_support(m_plan);  // refused at load already
   }
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }

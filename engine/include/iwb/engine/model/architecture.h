@@ -29,7 +29,8 @@ enum class ModelArchitecture {
   Granite,
   Glm4Moe,
   Deepseek2,
-  Gemma4
+  Gemma4,
+  Qwen35
 };
 
 struct ArchitectureTraits {
@@ -119,6 +120,12 @@ struct ArchitectureTraits {
   // it); each layer's output may be scaled (layer_output_scale); the expert layers run the
   // dense FFN beside the experts (see ModelConfig::has_parallel_dense_ffn).
   bool is_gemma4 = false;
+  // Qwen 3.5 (llama.cpp's qwen35 graph): most layers are recurrent (a gated delta net over a
+  // fixed-size state per sequence, <arch>.ssm.* keys; every <arch>.full_attention_interval-th
+  // layer attends), and the attention layers gate their output: attn_q gives each head's query
+  // and a gate beside it, and the output is multiplied by sigmoid(gate) before attn_output.
+  bool has_recurrent_layers = false;
+  bool has_attention_output_gate = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -127,7 +134,7 @@ const std::vector<ArchitectureTraits>& architectures();
 const ArchitectureTraits* find_architecture(std::string_view name);
 
 // "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite",
-// "glm4moe", "deepseek2", "gemma4".
+// "glm4moe", "deepseek2", "gemma4", "qwen35".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

@@ -140,6 +140,20 @@ struct ModelConfig {
   std::vector<int64_t> layer_ff;
   int64_t per_layer_embedding_length = 0;
 
+  // Qwen 3.5 (ArchitectureTraits::has_recurrent_layers). The recurrent layers (llama.cpp's
+  // is_recr) run a gated delta net instead of attention and keep no KV cache (layer_kv_heads
+  // is 0 for them): attn_qkv gives linear_conv_channels() values per token (query heads, key
+  // heads, value heads) that a causal convolution of linear_conv_kernel taps mixes over the
+  // last tokens, then each value head updates its [linear_head_dim x linear_head_dim] state.
+  std::vector<bool> is_recurrent_layer;  // [num_layers]
+  int64_t linear_conv_kernel = 0;        // ssm.conv_kernel
+  int64_t linear_num_key_heads = 0;      // ssm.group_count (query heads too)
+  int64_t linear_num_value_heads = 0;    // ssm.time_step_rank
+  int64_t linear_head_dim = 0;           // ssm.state_size: every key, query and value head's width
+  // attn_q gives [query, gate] per head (2 * q_width); the attention's output is multiplied by
+  // sigmoid(gate) before attn_output.
+  bool has_attention_output_gate = false;
+
   // A layer's attention shape (equal to the globals but for Gemma 4's sliding layers).
   bool is_sliding(int64_t il) const {
     return il >= 0 && static_cast<size_t>(il) < is_sliding_layer.size() && is_sliding_layer[static_cast<size_t>(il)];
@@ -207,6 +221,25 @@ struct ModelConfig {
   bool has_dense_layers() const { return !has_experts() || num_leading_dense_layers > 0 || has_parallel_dense_ffn; }
   int64_t shared_expert_width() const { return expert_feed_forward_length * num_shared_experts; }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
+  bool is_recurrent(int64_t il) const {
+    return il >= 0 && static_cast<size_t>(il) < is_recurrent_layer.size() && is_recurrent_layer[static_cast<size_t>(il)];
+  }
+  bool has_recurrent_layers() const { return linear_num_value_heads > 0; }
+  int64_t num_recurrent_layers() const;
+  int64_t linear_key_width() const { return linear_num_key_heads * linear_head_dim; }
+  int64_t linear_value_width() const { return linear_num_value_heads * linear_head_dim; }
+  int64_t linear_conv_channels() const { return 2 * linear_key_width() + linear_value_width(); }
+  // One sequence's recurrent state in one recurrent layer, in floats: the convolution's last
+  // linear_conv_kernel - 1 inputs, then every value head's state.
+  int64_t recurrent_conv_state_floats() const { return (linear_conv_kernel - 1) * linear_conv_channels(); }
+  int64_t recurrent_layer_state_floats() const {
+    return recurrent_conv_state_floats() + linear_num_value_heads * linear_head_dim * linear_head_dim;
+  }
+  // One sequence's state over every recurrent layer, in bytes (f32): what a running sequence
+  // holds beside its KV blocks.
+  uint64_t recurrent_state_bytes() const {
+    return static_cast<uint64_t>(num_recurrent_layers() * recurrent_layer_state_floats()) * sizeof(float);
+  }
 };
 
 // Latent attention's scale of q.k as llama.cpp's deepseek2 graph sets it: mscale^2 /

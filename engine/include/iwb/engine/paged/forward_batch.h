@@ -49,6 +49,8 @@ struct FlatBatch {
   std::vector<int32_t> block_tables;      // [num_sequences x max_blocks_per_sequence], padded with -1
   int64_t max_blocks_per_sequence = 0;
   std::vector<int32_t> sequence_lengths;  // [num_sequences]
+  // [num_sequences]: whose tokens they are (a recurrent layer's state is the sequence's own).
+  std::vector<SequenceId> sequence_ids;
   std::vector<int32_t> logits_rows;       // token rows whose logits are needed: one per sequence that samples, 1 + K for a draft
   std::vector<int32_t> logits_sequences;  // [logits_rows.size()]: which batch sequence each row belongs to
 };

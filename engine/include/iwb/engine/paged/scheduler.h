@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace iwb {
@@ -97,6 +98,10 @@ class Scheduler {
   // many in num_draft_tokens.
   Status set_draft(SequenceId sequence, std::vector<int32_t> draft_tokens);
 
+  // The sequences removed (finished, aborted, failed) since the last call: a backend's state
+  // per sequence (recurrent layers) can go with them.
+  std::vector<SequenceId> take_removed() { return std::exchange(m_removed, {}); }
+
   bool has_unfinished() const { return !m_waiting.empty() || !m_running.empty(); }
   const Sequence* find(SequenceId sequence) const;
   std::vector<SequenceId> waiting() const { return {m_waiting.begin(), m_waiting.end()}; }
@@ -139,6 +144,7 @@ class Scheduler {
   int64_t m_num_failed = 0;
   int64_t m_num_finished = 0;
   int64_t m_num_steps = 0;
+  std::vector<SequenceId> m_removed;  // since take_removed()
 };
 
 }  // namespace iwb

@@ -35,6 +35,9 @@ struct LayerWeightTypes {
   GgmlType nextn_eh_proj = GgmlType::F32;                           // an MTP head's nextn.eh_proj
   bool has_output_scale = false;                                    // Gemma 4's layer_output_scale
   GgmlType ple_inp_gate = GgmlType::F32, ple_proj = GgmlType::F32;  // Gemma 4's per-layer embedding
+  // Qwen 3.5's recurrent layer: attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out.
+  GgmlType linear_qkv = GgmlType::F32, linear_gate = GgmlType::F32;
+  GgmlType ssm_beta = GgmlType::F32, ssm_alpha = GgmlType::F32, ssm_out = GgmlType::F32;
 };
 
 // The types a plan's records carry: what each backend stores (a device may convert a type it
@@ -83,6 +86,15 @@ enum class PlanBuffer : uint8_t {
   PleProj,  // per_layer_model_proj's output, token by token [num_layers x per_layer]
   PleIn,    // every layer's input rows, layer by layer: layer l's [tokens x per_layer] at l * tokens
   PleGate,  // a layer's inp_gate output; the activation's output too [per_layer]
+  // Qwen 3.5's attention output gate and recurrent layers.
+  QGate,         // attn_q's output: per head its query, then its gate [2 * q_width]
+  AttnGate,      // the gates of QGate, head by head [attention_output_width]
+  LinearMixed,   // attn_qkv's output: query heads, key heads, value heads [linear_conv_channels]
+  LinearConv,    // LinearMixed through the causal convolution and SiLU [linear_conv_channels]
+  LinearGate,    // attn_gate's output (z); the activation's output too [linear_value_width]
+  LinearBeta,    // ssm_beta's output [linear_num_value_heads]
+  LinearAlpha,   // ssm_alpha's output [linear_num_value_heads]
+  LinearOut,     // the delta rule's output, normed per head in place [linear_value_width]
 };
 
 // Weight vectors an RMS norm multiplies by.
@@ -105,6 +117,7 @@ enum class PlanNorm : uint8_t {
   PreFfwNorm2,       // pre_ffw_norm_2: the experts' input
   PostFfwNorm2,      // post_ffw_norm_2: the experts' weighted sum
   PerLayerPostNorm,  // a layer's post_norm of its per-layer embedding's projection
+  SsmNorm,           // Qwen 3.5: ssm_norm, the recurrent output's norm per value head
 };
 
 // Weight matrices (their biases go with them). FfnGateInp is the router; the *Exps are
@@ -135,6 +148,13 @@ enum class PlanMatrix : uint8_t {
   PerLayerModelProj,
   PleInpGate,
   PleProjection,
+  // Qwen 3.5's recurrent layer: attn_qkv (Xn -> LinearMixed), attn_gate (Xn -> LinearGate),
+  // ssm_beta and ssm_alpha (Xn -> LinearBeta, LinearAlpha), ssm_out (LinearGate -> Proj).
+  LinearQkv,
+  LinearGateProj,
+  SsmBeta,
+  SsmAlpha,
+  SsmOut,
 };
 
 enum class PlanOpKind : uint8_t {
@@ -168,6 +188,15 @@ enum class PlanOpKind : uint8_t {
   // PleIn = (rmsnorm(PleProj / sqrt(n_embd)) * per_layer_proj_norm + per_layer_token_embd[token]
   // * sqrt(per_layer)) / sqrt(2), per layer's slice, laid out layer by layer.
   PerLayerInputs,
+  // Qwen 3.5's attention output gate: Q and AttnGate from QGate's halves of each head (a copy,
+  // no record); after the attention, Attn *= sigmoid(AttnGate).
+  SplitQueryGate,
+  OutputGate,
+  // Qwen 3.5's recurrent layer (kernels/delta_net.h), over each sequence's tokens in order with
+  // that sequence's recurrent state: LinearConv = silu(causal conv of LinearMixed), then
+  // LinearOut = the gated delta rule over LinearConv's heads, LinearAlpha and LinearBeta.
+  ShortConv,
+  DeltaNet,
 };
 
 struct PlanProduct {
@@ -201,7 +230,8 @@ struct PlanOp {
   // ExpertCombine: adds to its output (the shared experts' part) instead of overwriting it
   // (writes Proj, or MoeOut beside Gemma 4's dense FFN).
   bool is_accumulating = false;
-  // Concat: the buffer whose rows follow input's in output's.
+  // Concat: the buffer whose rows follow input's in output's. SplitQueryGate: where the second
+  // half of each of input's rows_per_token rows goes (the first half, `width` values, to output).
   PlanBuffer appended = PlanBuffer::X;
   // Attention: the layer whose cache it reads (Gemma 4's shared KV layers read an earlier
   // layer's); -1: its own. Rope: only the queries (a layer that reads another's cache).

@@ -26,8 +26,9 @@ enum class OpKind : uint8_t {
   Softcap,       // final logit soft-capping (gemma)
   Softmax,       // a stand-alone softmax (backends whose attention runs it as its own kernel; MoE gating)
   ExpertMatmul,  // mixture of experts: the routed experts' matrices x the tokens routed to them
+  Recurrent,     // a recurrent layer's token mixing (Qwen 3.5): its convolution, its state's update
 };
-inline constexpr int kNumOpKinds = 12;
+inline constexpr int kNumOpKinds = 13;
 
 enum class Phase : uint8_t { Prefill, Decode };
 

@@ -85,4 +85,18 @@ KernelRecord expert_gating(int layer, int64_t num_tokens, int64_t num_experts, i
 // routed element; bytes = the routed rows and weights read, one row per token written.
 KernelRecord expert_combine(int layer, int64_t num_tokens, int64_t num_experts_used, int64_t dim);
 
+// Qwen 3.5's attention output gate, x *= sigmoid(gate) over tokens x width (OpKind::Activation):
+// 5 FLOPs per element; bytes = x and gate read, x written.
+KernelRecord output_gate(int layer, int64_t num_tokens, int64_t width);
+
+// A recurrent layer's causal convolution and SiLU over num_tokens tokens of num_sequences
+// sequences (OpKind::Recurrent; delta_net.h's short_conv_cost): each sequence's state read and
+// written once.
+KernelRecord short_conv(int layer, int64_t num_tokens, int64_t num_sequences, int64_t channels, int64_t kernel);
+
+// The gated delta rule (OpKind::Recurrent; delta_net.h's delta_net_cost): 7 head_dim^2 FLOPs per
+// token and value head; each sequence's state read and written once, the tokens' rows once.
+KernelRecord delta_net(int layer, int64_t num_tokens, int64_t num_sequences, int64_t num_key_heads,
+                       int64_t num_value_heads, int64_t head_dim);
+
 }  // namespace iwb::op_costs

@@ -55,6 +55,11 @@ struct MemoryReport {
   int64_t kv_positions_cached = 0;     // slots of unowned blocks kept as reusable prefixes
   uint64_t scratch_bytes = 0;          // activations of one step and the logits rows
   uint64_t drafter_bytes = 0;          // speculative decoding: draft weights, its KV cache and scratch
+  // Recurrent layers (Qwen 3.5): the live sequences' states, beside the KV pool, and one
+  // sequence's (ModelConfig::recurrent_state_bytes); 0 for other models.
+  uint64_t recurrent_state_bytes = 0;
+  uint64_t recurrent_state_bytes_per_sequence = 0;
+  int64_t recurrent_num_sequences = 0;
 
   // Where the forward pass runs: "cpu" or "cuda:N". On a CUDA device the weights are uploaded
   // and the KV pool lives there (kv_pool_bytes above is then device memory too); the fields

@@ -113,6 +113,15 @@ struct SynthShape {
   int64_t num_kv_shared_layers = 0;
   bool has_double_wide_shared_ffn = false;
   int64_t per_layer_embedding_length = 0;
+  // Qwen 3.5 (qwen35): every layer recurrent (a gated delta net) but each
+  // full_attention_interval-th; config.json's linear_num_key_heads, linear_num_value_heads,
+  // linear_key_head_dim (= linear_value_head_dim) and linear_conv_kernel_dim. The attention
+  // layers gate their output (attn_q twice as wide) and rotate rope_dimension_count of each head.
+  int64_t full_attention_interval = 0;
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_head_dim = 0;
+  int64_t linear_conv_kernel = 0;
   bool is_test_shape = false;  // a small shape for tests, not shown in the preset list
 
   // The first n layers at their real size (`iwb synth --layers`): the leading dense layers that
@@ -131,6 +140,11 @@ struct SynthShape {
   int64_t layer_ff(int64_t il) const {
     return feed_forward_length * (has_double_wide_shared_ffn && is_kv_shared(il) ? 2 : 1);
   }
+  bool is_recurrent_layer(int64_t il) const {
+    return full_attention_interval > 0 && (il + 1) % full_attention_interval != 0;
+  }
+  int64_t linear_value_width() const { return linear_num_value_heads * linear_head_dim; }
+  int64_t linear_conv_channels() const { return 2 * linear_num_key_heads * linear_head_dim + linear_value_width(); }
   int64_t num_parameters() const;  // weights, norms and biases
 };
 

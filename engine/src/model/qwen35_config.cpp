@@ -1,0 +1,95 @@
+// Qwen 3.5's configuration as llama.cpp's qwen35 loader reads it (src/models/qwen35.cpp,
+// load_arch_hparams): the gated delta net's sizes and which layers are recurrent.
+#include "model/qwen35_config.h"
+
+#include <string>
+
+namespace iwb::qwen35 {
+namespace {
+
+std::string key(const ModelConfig& c, const char* suffix) { return c.architecture_name + "." + suffix; }
+
+Status positive(const gguf::GgufFile& file, const std::string& k, int64_t* out) {
+  const gguf::Value* v = file.find(k);
+  if (v == nullptr) return make_error(ErrorCode::NotFound, "the model has no '" + k + "' metadata key");
+  const std::optional<int64_t> i = v->as_int();
+  if (!i || *i <= 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must be a positive integer");
+  *out = *i;
+  return {};
+}
+
+// attention.recurrent_layers: one flag per stored block (the MTP layers' included), or the
+// full-attention interval.
+Status read_recurrent_layers(const gguf::GgufFile& file, int64_t num_blocks, ModelConfig* c) {
+  c->is_recurrent_layer.assign(static_cast<size_t>(c->num_layers), false);
+  const std::string k = key(*c, "attention.recurrent_layers");
+  if (const gguf::Value* v = file.find(k)) {
+    const gguf::Array* a = v->as_array();
+    if (a == nullptr || static_cast<int64_t>(a->items.size()) != num_blocks) {
+      return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold one flag per block (" +
+                                                    std::to_string(num_blocks) + ")");
+    }
+    for (int64_t il = 0; il < c->num_layers; ++il) {
+      const gguf::Value& item = a->items[static_cast<size_t>(il)];
+      const std::optional<bool> flag = item.as_bool();
+      const std::optional<int64_t> number = item.as_int();
+      if (!flag && !number) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold flags");
+      c->is_recurrent_layer[static_cast<size_t>(il)] = flag ? *flag : *number != 0;
+    }
+    return {};
+  }
+  int64_t interval = 4;  // llama.cpp's default
+  if (file.find(key(*c, "full_attention_interval")) != nullptr) {
+    IWB_RETURN_IF_ERROR(positive(file, key(*c, "full_attention_interval"), &interval));
+  }
+  for (int64_t il = 0; il < c->num_layers; ++il) c->is_recurrent_layer[static_cast<size_t>(il)] = (il + 1) % interval != 0;
+  return {};
+}
+
+}  // namespace
+
+Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
+  IWB_RETURN_IF_ERROR(positive(file, key(*c, "ssm.conv_kernel"), &c->linear_conv_kernel));
+  IWB_RETURN_IF_ERROR(positive(file, key(*c, "ssm.group_count"), &c->linear_num_key_heads));
+  IWB_RETURN_IF_ERROR(positive(file, key(*c, "ssm.time_step_rank"), &c->linear_num_value_heads));
+  IWB_RETURN_IF_ERROR(positive(file, key(*c, "ssm.state_size"), &c->linear_head_dim));
+  int64_t inner = 0;
+  IWB_RETURN_IF_ERROR(positive(file, key(*c, "ssm.inner_size"), &inner));
+  if (c->linear_num_value_heads % c->linear_num_key_heads != 0) {
+    return make_error(ErrorCode::CorruptFile, "'" + key(*c, "ssm.time_step_rank") + "' (value heads, " +
+                                                  std::to_string(c->linear_num_value_heads) +
+                                                  ") is not a multiple of '" + key(*c, "ssm.group_count") +
+                                                  "' (key heads, " + std::to_string(c->linear_num_key_heads) + ")");
+  }
+  // llama.cpp sizes the value heads by state_size and runs them as inner_size / time_step_rank.
+  if (inner != c->linear_value_width()) {
+    return make_error(ErrorCode::CorruptFile, "'" + key(*c, "ssm.inner_size") + "' is " + std::to_string(inner) +
+                                                  ", expected time_step_rank x state_size = " +
+                                                  std::to_string(c->linear_value_width()));
+  }
+
+  const int64_t num_blocks = c->num_layers;
+  const gguf::Value* nextn = file.find(key(*c, "nextn_predict_layers"));
+  if (nextn != nullptr) {
+    const std::optional<int64_t> n = nextn->as_int();
+    if (!n || *n < 0 || *n >= c->num_layers) {
+      return make_error(ErrorCode::CorruptFile, "'" + key(*c, "nextn_predict_layers") + "' must be fewer than the " +
+                                                    std::to_string(c->num_layers) + " blocks");
+    }
+    // The multi-token-prediction blocks follow the trunk; the forward pass does not run them.
+    c->num_nextn_layers = *n;
+    c->num_layers -= *n;
+  }
+  IWB_RETURN_IF_ERROR(read_recurrent_layers(file, num_blocks, c));
+  c->layer_kv_heads.assign(static_cast<size_t>(c->num_layers), c->num_kv_heads);
+  for (int64_t il = 0; il < c->num_layers; ++il) {
+    if (c->is_recurrent(il)) c->layer_kv_heads[static_cast<size_t>(il)] = 0;
+  }
+  if (c->num_recurrent_layers() == c->num_layers) {
+    return make_error(ErrorCode::Unsupported, "every layer of this model is recurrent; this engine runs Qwen 3.5 "
+                                              "with attention layers between the recurrent ones");
+  }
+  return {};
+}
+
+}  // namespace iwb::qwen35
