@@ -148,14 +148,15 @@ GEMMA4_CASES = [
      "tools": [BARE]},
 ]
 
-# Qwen3.5's own (scripts/templates-vs-jinja.py adds them for its template): contents trimmed (a
-# system text of spaces with tools), a client's <tool_response> block as a user message (no
-# query), an agent's turns after the last query (reasoning_content with line breaks, a think block
-# whose text keeps its leading spaces, several <think> tags), a result first in the conversation,
-# and what it refuses: no user query, a system message after the first, arguments that are no
-# object.
+# Qwen3.5's own (scripts/templates-vs-jinja.py adds them for its template): contents trimmed (of
+# Unicode's spaces too; a system text of spaces with tools), a client's <tool_response> block as a
+# user message (no query), an agent's turns after the last query (reasoning_content with line
+# breaks, a think block whose text keeps its leading spaces, several <think> tags), a result first
+# in the conversation, and what it refuses: no user query, a system message after the first,
+# arguments that are no object.
 QWEN35_CASES = [
-    {"messages": [{"role": "system", "content": "  Be brief.  "}, {"role": "user", "content": " Weather? \n"}],
+    {"messages": [{"role": "system", "content": "\u3000Be brief.  "},
+                  {"role": "user", "content": "\u00a0\x1c Weather in S\u00e3o Paulo?\u2028\n"}],
      "tools": [WEATHER]},
     {"messages": [{"role": "system", "content": "  "}, {"role": "user", "content": "Hi"}], "tools": [NOW]},
     {"messages": [{"role": "user", "content": "Time?"},

@@ -4,6 +4,7 @@
 // Qwen3.5's template; test_templates_vs_jinja compares many more through `iwb serve`), what the
 // template refuses, the prompt it builds (tool format, a reply opening inside its think block),
 // and replies split into reasoning, text and calls (whole and streamed) and sent back unchanged.
+#include "chat/python_text.h"
 #include "chat/qwen35_template.h"
 #include "grammar_checks.h"
 #include "iwb/engine/chat/chat_prompt.h"
@@ -215,6 +216,15 @@ void TestQwen35Chat::rendersToolsCallsAndResults() {
   QCOMPARE(render({{"system", " "}, {"user", "Hi"}}, {}),
            std::string("<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
                        "<think>\n"));
+  // Trimmed as Python's str.strip() trims: Unicode's spaces (U+3000, U+2003, U+00A0, U+2028) and
+  // the separators \x1c-\x1f too, not the letters beside them.
+  ChatRenderOptions plain;
+  plain.add_generation_prompt = false;
+  QCOMPARE(render({{"system", "\u3000Be brief.\u2003"}, {"user", "\u00a0\x1cH\u00e9 \u4e16\u3000\u2028\n"}}, plain),
+           std::string("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nH\u00e9 \u4e16<|im_end|>\n"));
+  // Bytes that are no whole character stay (a cut sequence, a lone continuation byte).
+  QCOMPARE(detail::python_strip("\x80 a \xe3\x80"), std::string("\x80 a \xe3\x80"));
+  QCOMPARE(detail::python_strip(" \xe3\x80\x80"), std::string());
   QCOMPARE(render({result("r"), {"user", "Hi"}}, {}),
            std::string("\n<tool_response>\nr\n</tool_response><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                        "<|im_start|>assistant\n<think>\n"));
