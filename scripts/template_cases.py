@@ -148,6 +148,41 @@ GEMMA4_CASES = [
      "tools": [BARE]},
 ]
 
+# Qwen3.5's own (scripts/templates-vs-jinja.py adds them for its template): contents trimmed (of
+# Unicode's spaces too; a system text of spaces with tools), a client's <tool_response> block as a
+# user message (no query), an agent's turns after the last query (reasoning_content with line
+# breaks, a think block whose text keeps its leading spaces, several <think> tags), a result first
+# in the conversation, and what it refuses: no user query, a system message after the first,
+# arguments that are no object.
+QWEN35_CASES = [
+    {"messages": [{"role": "system", "content": "\u3000Be brief.  "},
+                  {"role": "user", "content": "\u00a0\x1c Weather in S\u00e3o Paulo?\u2028\n"}],
+     "tools": [WEATHER]},
+    {"messages": [{"role": "system", "content": "  "}, {"role": "user", "content": "Hi"}], "tools": [NOW]},
+    {"messages": [{"role": "user", "content": "Time?"},
+                  {"role": "assistant", "content": None, "tool_calls": [_call("call00012", "now", "{}")]},
+                  {"role": "user", "content": "<tool_response>\nnoon\n</tool_response>"},
+                  {"role": "assistant", "content": "Noon."}]},
+    {"messages": [{"role": "user", "content": "Weather in Oslo?"},
+                  {"role": "assistant", "content": "", "reasoning_content": "\nUse the tool.\n",
+                   "tool_calls": [_call("call00013", "get_weather", '{"city": "Oslo", "unit": "c"}')]},
+                  {"role": "tool", "tool_call_id": "call00013", "content": "  -3\n"},
+                  {"role": "assistant", "content": "<think>\nCold.\n</think>\n\n  It is -3 °C.",
+                   "tool_calls": [_call("call00014", "now", "{}")]},
+                  {"role": "tool", "tool_call_id": "call00014", "content": "dusk"}],
+     "tools": [WEATHER, NOW]},
+    {"messages": [{"role": "user", "content": "Q"},
+                  {"role": "assistant", "content": "a<think>\nb<think>c\n</think>d</think>\n\ne"},
+                  {"role": "user", "content": "Again"}, {"role": "assistant", "content": "x</think>y"}]},
+    {"messages": [{"role": "tool", "tool_call_id": "call00015", "content": "r"}, {"role": "user", "content": "Hi"}]},
+    {"messages": [{"role": "system", "content": "S"}, {"role": "assistant", "content": "Hi"}]},
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "system", "content": "S"}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": None, "tool_calls": [_call("call00016", "now", "[1]")]},
+                  {"role": "tool", "tool_call_id": "call00016", "content": "noon"}],
+     "tools": [NOW]},
+]
+
 # Conversations without tools, for templates of families that have no tool format here
 # (scripts/templates-vs-jinja.py --plain): a system message and one turn, several turns without
 # a system message, and several with one.

@@ -13,7 +13,8 @@ SandboxedEnvironment instead of the immutable one, for templates that change lis
 Instruct's and Thinking's append and pop call ids, which Hugging Face's immutable sandbox refuses
 and llama.cpp's Jinja engine runs). Templates: llama.cpp's models/templates/ (docs/tool-calling.md). Gemma 4's
 template as its GGUFs carry it gets llama.cpp's rewrite first (gemma4_messages) and the
-conversations of template_cases.GEMMA4_CASES too. Exit status 1 when any differs."""
+conversations of template_cases.GEMMA4_CASES too; Qwen3.5's template those of
+template_cases.QWEN35_CASES. Exit status 1 when any differs."""
 import datetime
 import difflib
 import json
@@ -27,7 +28,7 @@ import urllib.request
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
-from template_cases import CASES, GEMMA4_CASES, PLAIN_CASES  # noqa: E402  (scripts/, next to this file)
+from template_cases import CASES, GEMMA4_CASES, PLAIN_CASES, QWEN35_CASES  # noqa: E402  (scripts/, next to this file)
 
 ARGS = sys.argv[1:]
 BOS, EOS = "<s>", "</s>"
@@ -78,6 +79,11 @@ def is_gemma4_gguf_template(text):
     """Gemma 4's template as its GGUFs carry it, which llama.cpp rewrites the messages for (its
     later template, with "OpenAI Chat Completions" handling, takes role "tool" messages itself)."""
     return "'<|tool_call>call:'" in text and "{#- OpenAI Chat Completions:" not in text
+
+
+def is_qwen35_template(text):
+    """Qwen3.5's template (its tools listed as JSON after "following functions:", calls as tags)."""
+    return "You have access to the following functions:\\n\\n<tools>" in text and "<parameter=" in text
 
 
 def gemma4_messages(msgs):
@@ -167,9 +173,10 @@ for name in TEMPLATES:
     text = open(name).read()
     tmpl = env.from_string(text)
     is_gemma4 = is_gemma4_gguf_template(text)
+    own_cases = GEMMA4_CASES if is_gemma4 else QWEN35_CASES if is_qwen35_template(text) else []
     server = Server(text)
     try:
-        for i, c in enumerate(CASES + (GEMMA4_CASES if is_gemma4 and CASES is not PLAIN_CASES else [])):
+        for i, c in enumerate(CASES + (own_cases if CASES is not PLAIN_CASES else [])):
             try:
                 messages = args_obj(c["messages"])
                 # date_string as llama.cpp passes it (Llama 3.1+ templates write it).

@@ -275,14 +275,15 @@ void TestQwenXmlTools::streamedArgumentsOnlyGrow() {
 }
 
 void TestQwenXmlTools::unwrittenFormatsAreRefused() {
-  // Qwen3.5's template: ChatML, calls as tags, its own prompt: tools refused, not Qwen2.5's.
-  const std::string qwen35 =
+  // Nemotron 3 Nano's template: ChatML, calls as tags, its own prompt: tools refused, not
+  // Qwen2.5's (Qwen3.5's, which lists its tools as JSON there, is written: test_qwen35_chat).
+  const std::string nemotron =
       "{{- '<|im_start|>system\\n' }}# Tools\n\nYou have access to the following functions:"
       "<parameter=example_parameter_1>";
-  QCOMPARE(detect_chat_template(qwen35), ChatTemplateFamily::ChatMl);
-  QVERIFY(chat_template_unwritten_tool_format(qwen35).find("Qwen3.5") != std::string::npos);
-  QVERIFY(chat_template_summary(qwen35).starts_with("chatml; no tool format (calls as <function=NAME>"));
-  QVERIFY(chat_template_summary(qwen35, ChatTemplateFamily::ChatMl).starts_with("chatml; tools: <tool_call> blocks"));
+  QCOMPARE(detect_chat_template(nemotron), ChatTemplateFamily::ChatMl);
+  QVERIFY(chat_template_unwritten_tool_format(nemotron).find("Nemotron 3 Nano") != std::string::npos);
+  QVERIFY(chat_template_summary(nemotron).starts_with("chatml; no tool format (calls as <function=NAME>"));
+  QVERIFY(chat_template_summary(nemotron, ChatTemplateFamily::ChatMl).starts_with("chatml; tools: <tool_call> blocks"));
   QVERIFY(
       chat_template_unwritten_tool_format("<|im_start|>You have access to the following tools:<parameter=").empty());
   QVERIFY(chat_template_unwritten_tool_format("<|im_start|>").empty());
@@ -297,7 +298,8 @@ void TestQwenXmlTools::rendersAsItsTemplateDoes() {
            std::optional<ChatTemplateFamily>(ChatTemplateFamily::Qwen3Coder));
   QCOMPARE(
       chat_template_summary(jinja),
-      std::string("qwen3-coder; tools: <tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)"));
+      std::string("qwen3-coder; tools: <tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder, "
+                  "Qwen3.5)"));
   ChatRenderOptions o;
   QVERIFY(chat_template_has_tools(ChatTemplateFamily::Qwen3Coder, o));
   o.tools = {

@@ -8,7 +8,7 @@ ToolCallFormat tool_call_format(ChatTemplateFamily family, const ChatRenderOptio
   if (family == ChatTemplateFamily::Llama3) return ToolCallFormat::Llama3;
   if (family == ChatTemplateFamily::Granite) return ToolCallFormat::GraniteList;
   if (family == ChatTemplateFamily::Harmony) return ToolCallFormat::Harmony;
-  if (family == ChatTemplateFamily::Qwen3Coder) return ToolCallFormat::QwenXml;
+  if (family == ChatTemplateFamily::Qwen3Coder || family == ChatTemplateFamily::Qwen35) return ToolCallFormat::QwenXml;
   if (family == ChatTemplateFamily::Glm45) return ToolCallFormat::GlmXml;
   if (family == ChatTemplateFamily::Glm47) return ToolCallFormat::Glm47Xml;
   if (family == ChatTemplateFamily::DeepSeekV31) return ToolCallFormat::DeepSeekV31;
@@ -66,6 +66,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   render.clear_thinking = options.clear_thinking;
   render.closes_think_when_off = chat_template_closes_think_when_off(chat_template);
   render.reads_past_thinking = chat_template_reads_past_thinking(chat_template);
+  render.is_thinking_opt_in = chat_template_is_thinking_opt_in(chat_template);
 
   render.mistral = chat_template_mistral_format(chat_template);
   render.kimi = chat_template_kimi_format(chat_template);
@@ -88,7 +89,7 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
                                                                           : family) +
                           " (supported: chatml as Qwen2.5 and Qwen3 write it, Llama 3.1-3.3's, Mistral's as Nemo, "
                           "Small 3.2 and Devstral write it, Granite 3.x's, gpt-oss's, Hermes's, Qwen3-Coder's, "
-                          "GLM-4.5's to 4.7's, DeepSeek V3.1's, Kimi K2's and Gemma 4's)");
+                          "GLM-4.5's to 4.7's, DeepSeek V3.1's, Kimi K2's, Gemma 4's and Qwen3.5's)");
   }
   if (has_tool_format) prompt.tool_format = tool_call_format(prompt.family, render);
   if (std::optional<std::string> refusal = chat_template_refusal(prompt.family, messages, render)) {
@@ -110,7 +111,9 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   }
   if (prompt.tokens.empty()) return make_error(ErrorCode::InvalidArgument, "the conversation tokenized to nothing");
   prompt.stop_strings = chat_stop_strings(prompt.family);
-  prompt.opens_reasoning = options.add_generation_prompt && prompt.text.ends_with("<think>");
+  // GLM-4.7's prompt ends with <think>, Qwen3.5's with "<think>\n" (the newline is the prompt's).
+  prompt.opens_reasoning =
+      options.add_generation_prompt && (prompt.text.ends_with("<think>") || prompt.text.ends_with("<think>\n"));
   // Harmony's channels are control tokens the reply must show; so are Mistral's [TOOL_CALLS] and
   // Granite's <|tool_call|> when the model is shown tools (a chat without them is left as it was).
   const bool has_marker_calls = prompt.tool_format == ToolCallFormat::MistralList ||

@@ -9,6 +9,7 @@
 #include "chat/hermes_template.h"
 #include "chat/mistral_template.h"
 #include "chat/python_text.h"
+#include "chat/qwen35_template.h"
 #include "chat/qwen_xml_template.h"
 #include "iwb/engine/chat/tool_calls.h"
 #include "iwb/engine/clock_text.h"
@@ -34,7 +35,7 @@ constexpr std::array kNames = {
     FamilyName{ChatTemplateFamily::Hermes, "hermes"},   FamilyName{ChatTemplateFamily::Qwen3Coder, "qwen3-coder"},
     FamilyName{ChatTemplateFamily::Glm45, "glm-4.5"},   FamilyName{ChatTemplateFamily::Glm47, "glm-4.7"},
     FamilyName{ChatTemplateFamily::KimiK2, "kimi-k2"},  FamilyName{ChatTemplateFamily::DeepSeekV31, "deepseek-v3.1"},
-    FamilyName{ChatTemplateFamily::Gemma4, "gemma4"},
+    FamilyName{ChatTemplateFamily::Gemma4, "gemma4"},   FamilyName{ChatTemplateFamily::Qwen35, "qwen3.5"},
 };
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
@@ -417,6 +418,12 @@ ChatTemplateFamily detect_chat_template(std::string_view t) {
   if (contains(t, "<|im_start|>") && contains(t, "<parameter=") &&
       contains(t, "You have access to the following tools:"))
     return ChatTemplateFamily::Qwen3Coder;
+  // Qwen3.5 lists its tools as JSON right after "following functions:" (one literal); Nemotron 3
+  // Nano's template, with the same call instructions, lists them as tags after its own literal,
+  // and StepFun's says "functions in JSONSchema format".
+  if (contains(t, "<|im_start|>") && contains(t, "<parameter=") &&
+      contains(t, "You have access to the following functions:\\n\\n<tools>"))
+    return ChatTemplateFamily::Qwen35;
   if (contains(t, "<|im_start|>")) return ChatTemplateFamily::ChatMl;
   // Before Zephyr (<|user|>, <|assistant|>): GLM-4.5 to 4.7; GLM-4's older templates, without
   // <arg_key> calls, are not theirs. 4.7 writes the tags without newlines between them.
@@ -459,6 +466,7 @@ std::string render_chat(ChatTemplateFamily family, const std::vector<ChatMessage
     case ChatTemplateFamily::DeepSeekV31: return detail::render_deepseek_v31(messages, options);
     case ChatTemplateFamily::KimiK2: return detail::render_kimi_k2(messages, options);
     case ChatTemplateFamily::Gemma4: return detail::render_gemma4(messages, options);
+    case ChatTemplateFamily::Qwen35: return detail::render_qwen35(messages, options);
     case ChatTemplateFamily::Plain: return render_plain(messages, options);
   }
   return render_plain(messages, options);
@@ -471,7 +479,8 @@ bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions&
          family == ChatTemplateFamily::Harmony || family == ChatTemplateFamily::Hermes ||
          family == ChatTemplateFamily::Qwen3Coder || family == ChatTemplateFamily::Glm45 ||
          family == ChatTemplateFamily::Glm47 || family == ChatTemplateFamily::DeepSeekV31 ||
-         family == ChatTemplateFamily::KimiK2 || family == ChatTemplateFamily::Gemma4;
+         family == ChatTemplateFamily::KimiK2 || family == ChatTemplateFamily::Gemma4 ||
+         family == ChatTemplateFamily::Qwen35;
 }
 
 bool chat_template_closes_think_when_off(std::string_view t) {
@@ -479,10 +488,14 @@ bool chat_template_closes_think_when_off(std::string_view t) {
          contains(t, "<think>\\n\\n</think>\\n\\n");
 }
 
+bool chat_template_is_thinking_opt_in(std::string_view t) {
+  return contains(t, "enable_thinking is defined and enable_thinking is true");
+}
+
 std::string chat_template_unwritten_tool_format(std::string_view t) {
   if (detect_chat_template(t) != ChatTemplateFamily::ChatMl || !contains(t, "<parameter=")) return {};
-  return "calls as <function=NAME> and <parameter=KEY> tags behind a prompt not written here (as Qwen3.5's and "
-         "Nemotron 3 Nano's templates do; Qwen3-Coder's is written: --chat-template qwen3-coder)";
+  return "calls as <function=NAME> and <parameter=KEY> tags behind a prompt not written here (as Nemotron 3 "
+         "Nano's template does; Qwen3-Coder's and Qwen3.5's are written: --chat-template qwen3-coder or qwen3.5)";
 }
 
 bool chat_template_reads_past_thinking(std::string_view t) {
@@ -520,6 +533,7 @@ std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, cons
   }
   if (family == ChatTemplateFamily::DeepSeekV31) return detail::json_arguments_refusal(messages, "DeepSeek V3.1");
   if (family == ChatTemplateFamily::KimiK2) return detail::json_arguments_refusal(messages, "Kimi K2");
+  if (family == ChatTemplateFamily::Qwen35) return detail::qwen35_refusal(messages);
   if (family != ChatTemplateFamily::Llama3 || options.llama3_date.empty()) return std::nullopt;
   const size_t after_system = !messages.empty() && messages[0].role == "system" ? 1 : 0;
   if (!options.tools.empty() && messages.size() <= after_system) {
@@ -596,6 +610,7 @@ std::vector<std::string> chat_stop_strings(ChatTemplateFamily family) {
     case ChatTemplateFamily::Tulu: return {"<|user|>", "<|system|>"};
     case ChatTemplateFamily::SmolLM3:
     case ChatTemplateFamily::Qwen3Coder:
+    case ChatTemplateFamily::Qwen35:
     case ChatTemplateFamily::Hermes: return {"<|im_end|>", "<|im_start|>"};
     case ChatTemplateFamily::Granite: return {"<|end_of_text|>", "<|start_of_role|>"};
     // GLM's turns have no end marker: the model ends its turn by opening the next one, the

@@ -133,19 +133,23 @@ std::string render_calls(const ChatMessage& m) {
   std::string s = "<|im_start|>assistant";
   if (const std::string content = python_strip(m.content); !content.empty()) s += "\n" + content + "\n";
   for (const ChatToolCall& call : m.tool_calls) {
-    s += "\n<tool_call>\n<function=" + call.name + ">\n";
-    const ordered_json arguments = ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
-    if (arguments.is_object()) {
-      for (const auto& [key, value] : arguments.items()) {
-        s += "<parameter=" + key + ">\n" + template_value(value) + "\n</parameter>\n";
-      }
-    }
-    s += "</function>\n</tool_call>";
+    s += "\n<tool_call>\n<function=" + call.name + ">\n" + qwen_xml_parameters(call.arguments) +
+         "</function>\n</tool_call>";
   }
   return s + "<|im_end|>\n";
 }
 
 }  // namespace
+
+std::string qwen_xml_parameters(std::string_view arguments_json) {
+  const ordered_json arguments = ordered_json::parse(arguments_json, nullptr, /*allow_exceptions=*/false);
+  std::string s;
+  if (!arguments.is_object()) return s;
+  for (const auto& [key, value] : arguments.items()) {
+    s += "<parameter=" + key + ">\n" + template_value(value) + "\n</parameter>\n";
+  }
+  return s;
+}
 
 std::string python_str(std::string_view json_text) {
   const ordered_json v = ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);

@@ -111,10 +111,12 @@ ReplyParts split_think(std::string_view raw, size_t open_at, bool is_streaming) 
     answer.remove_prefix(std::min(answer.find_first_not_of(" \t\r\n"), answer.size()));
     parts.content = std::string(answer);
   }
-  // The model's own line breaks around its thoughts are not part of them.
+  // The model's own line breaks around its thoughts are not part of them. While streaming, the
+  // trailing ones of an open block wait for what follows: they may be those before </think>
+  // (Qwen3.5 writes "\n</think>"), which the finished reply drops, so the reasoning only grows.
   const size_t first = parts.reasoning.find_first_not_of(" \t\r\n");
   parts.reasoning.erase(0, std::min(first, parts.reasoning.size()));
-  if (!parts.is_reasoning) parts.reasoning.erase(parts.reasoning.find_last_not_of(" \t\r\n") + 1);
+  if (!parts.is_reasoning || is_streaming) parts.reasoning.erase(parts.reasoning.find_last_not_of(" \t\r\n") + 1);
   return parts;
 }
 

@@ -475,7 +475,8 @@ std::string_view tool_call_format_description(ToolCallFormat format) {
     case ToolCallFormat::MistralNamed: return "[TOOL_CALLS]name[ARGS]{...} (Mistral Small 3.2, Devstral)";
     case ToolCallFormat::GraniteList: return "<|tool_call|> and a JSON list (Granite 3.x)";
     case ToolCallFormat::Harmony: return "commentary messages to=functions.NAME (gpt-oss)";
-    case ToolCallFormat::QwenXml: return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder)";
+    case ToolCallFormat::QwenXml:
+      return "<tool_call> blocks of <function=NAME> and <parameter=KEY> tags (Qwen3-Coder, Qwen3.5)";
     case ToolCallFormat::GlmXml: return "<tool_call>NAME and <arg_key>/<arg_value> tags, a line each (GLM-4.5, 4.6)";
     case ToolCallFormat::Glm47Xml: return "<tool_call>NAME<arg_key>...</arg_key><arg_value>...</arg_value> (GLM-4.7)";
     case ToolCallFormat::DeepSeekV31:

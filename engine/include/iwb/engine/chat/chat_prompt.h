@@ -37,7 +37,8 @@ struct ChatPrompt {
   bool renders_special_tokens = false;
   // How this model writes tool calls, when its template has a tool format.
   std::optional<ToolCallFormat> tool_format;
-  // The prompt ends inside an open <think> block (GLM-4.7's generation prompt with thinking on):
+  // The prompt ends inside an open <think> block (GLM-4.7's and Qwen3.5's generation prompts with
+  // thinking on):
   // the reply opens with its reasoning, without the tag, and is read as if it had written it.
   bool opens_reasoning = false;
 };

@@ -64,6 +64,11 @@ enum class ChatTemplateFamily {
   // calls <|tool_call>call:NAME{key:<|"|>text<|"|>,...}<tool_call|> and their results
   // (<|tool_response>) inside the model's turn.
   Gemma4,
+  // Qwen3.5 (and its MoE releases): ChatML whose system turn lists the tools as JSON before
+  // Qwen3-Coder's call instructions (calls as <function=NAME> and <parameter=KEY> tags), contents
+  // trimmed, a think block opening every assistant turn after the last user query, and a
+  // generation prompt that opens <think> (or writes an empty one when thinking is off).
+  Qwen35,
   Plain,  // fallback: "System: ...\nUser: ...\nAssistant:"
 };
 
@@ -159,6 +164,9 @@ struct ChatRenderOptions {
   // taken out of its text, and turns after the last user query that are the last message (or
   // had reasoning) are written with their think block.
   bool reads_past_thinking = false;
+  // Qwen3.5's releases whose generation prompt opens <think> only when enable_thinking is true
+  // (chat_template_is_thinking_opt_in); the others think unless it is false.
+  bool is_thinking_opt_in = false;
 };
 
 // Whether the family has a tool-call format here (tools, assistant tool_calls and tool results
@@ -168,7 +176,8 @@ struct ChatRenderOptions {
 // (<|tool_call|> and a JSON list), gpt-oss's (harmony's commentary to=functions.NAME), Hermes's
 // tool-use template's, Qwen3-Coder's (<function=NAME> and <parameter=KEY> tags), GLM-4.5's to
 // 4.7's (<tool_call>NAME and <arg_key>/<arg_value> tags), DeepSeek V3.1's and Kimi K2's (special
-// tokens around a name and JSON arguments), Gemma 4's (<|tool_call>call:NAME{...} with <|"|> strings).
+// tokens around a name and JSON arguments), Gemma 4's (<|tool_call>call:NAME{...} with <|"|> strings),
+// Qwen3.5's (Qwen3-Coder's tags).
 bool chat_template_has_tools(ChatTemplateFamily family, const ChatRenderOptions& options);
 
 // Llama 3.1+ templates' date (ChatRenderOptions::llama3_date): empty for a template without
@@ -180,9 +189,14 @@ std::string chat_template_llama3_date(std::string_view jinja_template);
 // (Qwen3's: `enable_thinking is defined and enable_thinking is false`).
 bool chat_template_closes_think_when_off(std::string_view jinja_template);
 
-// A ChatML template whose tool format is not written here, in words (Qwen3.5's and Nemotron 3
-// Nano's: calls as <function=NAME> and <parameter=KEY> tags behind their own prompts); empty for
-// any other. Its tools are refused rather than written as Qwen2.5's.
+// Whether the template thinks only when asked (`enable_thinking is defined and enable_thinking is
+// true`, as some Qwen3.5 releases write their generation prompt): without enable_thinking the
+// reply opens with an empty think block.
+bool chat_template_is_thinking_opt_in(std::string_view jinja_template);
+
+// A ChatML template whose tool format is not written here, in words (Nemotron 3 Nano's: calls as
+// <function=NAME> and <parameter=KEY> tags behind a prompt of its own); empty for any other. Its
+// tools are refused rather than written as Qwen2.5's.
 std::string chat_template_unwritten_tool_format(std::string_view jinja_template);
 
 // Whether a ChatML template handles past assistant turns' reasoning as Qwen3's does (it finds
@@ -212,7 +226,8 @@ std::optional<MistralFormat> chat_template_mistral_format(std::string_view jinja
 
 // What the model's template refuses to render (its raise_exception), in words; nullopt when it
 // renders the conversation. Families with tool formats check the tool turns' shape (Llama 3:
-// one call per turn; Mistral: alternating roles, call ids of 9 characters).
+// one call per turn; Mistral: alternating roles, call ids of 9 characters; Qwen3.5: a user query,
+// no system message after the first, arguments as JSON objects).
 std::optional<std::string> chat_template_refusal(ChatTemplateFamily family, const std::vector<ChatMessage>& messages,
                                                  const ChatRenderOptions& options);
 
