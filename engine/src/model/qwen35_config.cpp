@@ -2,6 +2,7 @@
 // load_arch_hparams): the gated delta net's sizes and which layers are recurrent.
 #include "model/qwen35_config.h"
 
+#include <algorithm>
 #include <string>
 
 namespace iwb::qwen35 {
@@ -46,6 +47,39 @@ Status read_recurrent_layers(const gguf::GgufFile& file, int64_t num_blocks, Mod
   return {};
 }
 
+// rope.dimension_sections (interleaved M-RoPE): for text every position component is the
+// token's position but the fourth, which is 0. A rotated pair whose sector falls to the fourth
+// component stays unrotated in llama.cpp; with sections that leave none there (Qwen 3.5's
+// [11, 11, 10, 0] over 64 rotated values) the rotation is plain NeoX RoPE, which the engine runs.
+Status check_rope_sections(const gguf::GgufFile& file, ModelConfig* c) {
+  const std::string k = key(*c, "rope.dimension_sections");
+  const gguf::Value* v = file.find(k);
+  if (v == nullptr) return {};  // plain NeoX
+  const gguf::Array* a = v->as_array();
+  if (a == nullptr || a->items.size() < 3) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold 4 sections");
+  int64_t sections[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < std::min<size_t>(4, a->items.size()); ++i) {
+    const std::optional<int64_t> n = a->items[i].as_int();
+    if (!n || *n < 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold counts");
+    sections[i] = *n;
+  }
+  const int64_t total = sections[0] + sections[1] + sections[2] + sections[3];
+  if (total <= 0) return make_error(ErrorCode::CorruptFile, "'" + k + "' must not be all zero");
+  for (int64_t pair = 0; pair < c->rope_num_rotated / 2; ++pair) {
+    const int64_t sector = pair % total;
+    const bool is_text_position = (sector % 3 == 0 && sector < 3 * sections[0]) ||
+                                  (sector % 3 == 1 && sector < 3 * sections[1]) ||
+                                  (sector % 3 == 2 && sector < 3 * sections[2]);
+    if (!is_text_position) {
+      return make_error(ErrorCode::Unsupported,
+                        "'" + k + "' leaves rotated pair " + std::to_string(pair) +
+                            " to the fourth position component, which this engine does not run (it runs "
+                            "M-RoPE sections whose every rotated pair takes the text position)");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
@@ -81,6 +115,7 @@ Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
     c->num_layers -= *n;
   }
   IWB_RETURN_IF_ERROR(read_recurrent_layers(file, num_blocks, c));
+  IWB_RETURN_IF_ERROR(check_rope_sections(file, c));
   c->layer_kv_heads.assign(static_cast<size_t>(c->num_layers), c->num_kv_heads);
   for (int64_t il = 0; il < c->num_layers; ++il) {
     if (c->is_recurrent(il)) c->layer_kv_heads[static_cast<size_t>(il)] = 0;
