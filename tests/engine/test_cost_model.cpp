@@ -196,7 +196,7 @@ class TestCostModel : public QObject {
     auto bad = model_shape_preset("qwen2.5-0.5b", GgmlType::Q4_K);
     QVERIFY(!bad);
     QVERIFY2(bad.error_message().find("896") != std::string::npos, bad.error_message().c_str());
-    QCOMPARE(model_shape_preset_names().size(), size_t(20));  // every real synth preset
+    QCOMPARE(model_shape_preset_names().size(), size_t(22));  // every real synth preset
     for (const std::string& name : model_shape_preset_names())
       QVERIFY(model_shape_preset(name, GgmlType::Q8_0).is_ok());
     // gpt-oss-20b: experts MXFP4 whatever the type (as its files hold them), the rest Q8_0.
@@ -245,6 +245,24 @@ class TestCostModel : public QObject {
     QVERIFY(double(shape->weight_bytes) > all_experts);
     // Memory: experts 16.3 GB of a ~17 GB Q4_K file; a decode step reads ~1/16 of them.
     QVERIFY(total_cost(decode).bytes < 0.2 * double(shape->weight_bytes));
+  }
+
+  // qwen3.5-9b in Q8_0 (34-byte blocks of 32): layer 0 is recurrent (attn_qkv 4096 -> 2*16*128
+  // + 32*128 = 8192 channels, the convolution of 4 taps, the delta rule over 32 value heads of
+  // 128), layer 3 attends with its queries' gates (attn_q 4096 -> 2 * 16 * 256 = 8192).
+  void qwen35RecurrentAndGatedLayers() {
+    const std::vector<KernelRecord> decode = predict("qwen3.5-9b", GgmlType::Q8_0, {Phase::Decode, 1, 100, 0, true});
+    const double row = 4096 / 32 * 34.0;  // a Q8_0 row of 4096
+    EXPECT_COST(decode, "attn_qkv", 0, 2.0 * 4096 * 8192, 8192 * row + 4 * (4096 + 8192));
+    // One token, one sequence: 8192 x (2 x 4 + 4) FLOPs; its row in and out, the state (3 x
+    // 8192) read and written, the taps.
+    EXPECT_COST(decode, "ssm_conv", 0, 8192.0 * 12, 8.0 * 8192 + 8.0 * 3 * 8192 + 4.0 * 8192 * 4);
+    EXPECT_COST(decode, "delta_net", 0, 7.0 * 32 * 128 * 128, 8.0 * 32 * 128 * 128 + 4.0 * (8192 + 2 * 32 + 32 * 128));
+    QCOMPARE(find(decode, "delta_net", 0)->kind, OpKind::Recurrent);
+    QVERIFY(find(decode, "attention", 0) == nullptr && find(decode, "attn_q", 0) == nullptr);
+    EXPECT_COST(decode, "attn_q", 3, 2.0 * 4096 * 8192, 8192 * row + 4 * (4096 + 8192));
+    EXPECT_COST(decode, "attn_output_gate", 3, 5.0 * 4096, 12.0 * 4096);
+    QVERIFY(find(decode, "attention", 3) != nullptr && find(decode, "delta_net", 3) == nullptr);
   }
 
   // glm-4.5-air in Q8_0 (34-byte blocks of 32): layer 0 is dense (4096 -> 10944 gate/up), the

@@ -308,6 +308,61 @@ class TestForwardPlan : public QObject {
     QVERIFY2(m.message().find("ffn_down_exps of layer 0") != std::string::npos, m.message().c_str());
   }
 
+  // Qwen 3.5: the recurrent layers (0-2, 4-6 of test-qwen35) run attn_qkv/attn_gate and
+  // ssm_beta/ssm_alpha, the convolution, the delta rule, the per-head norm, silu(z) and ssm_out,
+  // with no KV write or attention; the attention layers (3, 7) split attn_q's queries from their
+  // gates and gate the attention's output; every layer's FFN reads post_attention_norm's rows.
+  void qwen35PlansRecurrentAndGatedLayers_data() {
+    QTest::addColumn<QString>("preset");
+    for (const char* p : {"test-qwen35", "qwen3.5-9b", "qwen3.5-27b"}) QTest::newRow(p) << QString(p);
+  }
+  void qwen35PlansRecurrentAndGatedLayers() {
+    QFETCH(QString, preset);
+    const ModelConfig c = config_of(qPrintable(preset));
+    const ForwardPlan plan = build_forward_plan(c);
+    const Status checked = check_forward_plan(plan);
+    QVERIFY2(checked.is_ok(), checked.message().c_str());
+    const int layers = static_cast<int>(c.num_layers), recurrent = static_cast<int>(c.num_recurrent_layers());
+    QCOMPARE(recurrent, layers / 4 * 3);
+    QCOMPARE(count_named(plan.body, "ssm_conv"), recurrent);
+    QCOMPARE(count_named(plan.body, "delta_net"), recurrent);
+    QCOMPARE(count_named(plan.body, "ssm_norm"), recurrent);
+    QCOMPARE(count_named(plan.body, "attention"), layers - recurrent);
+    QCOMPARE(count_named(plan.body, "kv_write"), layers - recurrent);
+    QCOMPARE(count_named(plan.body, "attn_q_split"), layers - recurrent);
+    QCOMPARE(count_named(plan.body, "attn_output_gate"), layers - recurrent);
+    for (const PlanOp& op : plan.body) {
+      if (op.layer < 0) continue;
+      const bool is_recurrent = c.is_recurrent(op.layer);
+      if (op.kind == PlanOpKind::Attention || op.kind == PlanOpKind::KvWrite) QVERIFY(!is_recurrent);
+      if (op.kind == PlanOpKind::DeltaNet || op.kind == PlanOpKind::ShortConv) QVERIFY(is_recurrent);
+      if (op.kind == PlanOpKind::Matmuls && std::string(op.products[0].name) == "attn_q") {
+        QCOMPARE(op.products[0].out_features, 2 * c.q_width());  // queries and their gates
+        QCOMPARE(op.products[0].output, PlanBuffer::QGate);
+      }
+      if (op.kind == PlanOpKind::Matmuls && std::string(op.products[0].name) == "attn_qkv") {
+        QCOMPARE(op.products[0].out_features, c.linear_conv_channels());
+        QCOMPARE(op.products[1].out_features, c.linear_value_width());
+      }
+    }
+    // The last layer attends: its FFN runs on the rows that sample, as every model's does.
+    QVERIFY(!c.is_recurrent(c.num_layers - 1));
+    QCOMPARE(count_named(plan.logits, "ffn_residual"), 1);
+    QCOMPARE(num_plan_records(plan, true), num_step_records(c, 7, 0, true));
+  }
+
+  void aRecurrenceInAnAttentionLayerIsRefused() {
+    ForwardPlan plan = build_forward_plan(config_of("test-qwen35"));
+    for (PlanOp& op : plan.body) {
+      if (op.kind == PlanOpKind::DeltaNet) op.layer = 3;  // layer 3 attends
+    }
+    const Status s = check_forward_plan(plan);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("delta_net of layer 3 runs a recurrence in a layer that is not recurrent") !=
+                 std::string::npos,
+             s.message().c_str());
+  }
+
   void aMissingKvWriteIsRefused() {
     ForwardPlan plan = build_forward_plan(config_of("test-llama"));
     const auto it = std::find_if(plan.body.begin(), plan.body.end(),

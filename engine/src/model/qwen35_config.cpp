@@ -27,8 +27,8 @@ Status read_recurrent_layers(const gguf::GgufFile& file, int64_t num_blocks, Mod
   if (const gguf::Value* v = file.find(k)) {
     const gguf::Array* a = v->as_array();
     if (a == nullptr || static_cast<int64_t>(a->items.size()) != num_blocks) {
-      return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold one flag per block (" +
-                                                    std::to_string(num_blocks) + ")");
+      return make_error(ErrorCode::CorruptFile,
+                        "'" + k + "' must hold one flag per block (" + std::to_string(num_blocks) + ")");
     }
     for (int64_t il = 0; il < c->num_layers; ++il) {
       const gguf::Value& item = a->items[static_cast<size_t>(il)];
@@ -43,7 +43,8 @@ Status read_recurrent_layers(const gguf::GgufFile& file, int64_t num_blocks, Mod
   if (file.find(key(*c, "full_attention_interval")) != nullptr) {
     IWB_RETURN_IF_ERROR(positive(file, key(*c, "full_attention_interval"), &interval));
   }
-  for (int64_t il = 0; il < c->num_layers; ++il) c->is_recurrent_layer[static_cast<size_t>(il)] = (il + 1) % interval != 0;
+  for (int64_t il = 0; il < c->num_layers; ++il)
+    c->is_recurrent_layer[static_cast<size_t>(il)] = (il + 1) % interval != 0;
   return {};
 }
 
@@ -56,7 +57,8 @@ Status check_rope_sections(const gguf::GgufFile& file, ModelConfig* c) {
   const gguf::Value* v = file.find(k);
   if (v == nullptr) return {};  // plain NeoX
   const gguf::Array* a = v->as_array();
-  if (a == nullptr || a->items.size() < 3) return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold 4 sections");
+  if (a == nullptr || a->items.size() < 3)
+    return make_error(ErrorCode::CorruptFile, "'" + k + "' must hold 4 sections");
   int64_t sections[4] = {0, 0, 0, 0};
   for (size_t i = 0; i < std::min<size_t>(4, a->items.size()); ++i) {
     const std::optional<int64_t> n = a->items[i].as_int();
@@ -97,9 +99,9 @@ Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
   }
   // llama.cpp sizes the value heads by state_size and runs them as inner_size / time_step_rank.
   if (inner != c->linear_value_width()) {
-    return make_error(ErrorCode::CorruptFile, "'" + key(*c, "ssm.inner_size") + "' is " + std::to_string(inner) +
-                                                  ", expected time_step_rank x state_size = " +
-                                                  std::to_string(c->linear_value_width()));
+    return make_error(ErrorCode::CorruptFile,
+                      "'" + key(*c, "ssm.inner_size") + "' is " + std::to_string(inner) +
+                          ", expected time_step_rank x state_size = " + std::to_string(c->linear_value_width()));
   }
 
   const int64_t num_blocks = c->num_layers;
@@ -121,8 +123,9 @@ Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
     if (c->is_recurrent(il)) c->layer_kv_heads[static_cast<size_t>(il)] = 0;
   }
   if (c->num_recurrent_layers() == c->num_layers) {
-    return make_error(ErrorCode::Unsupported, "every layer of this model is recurrent; this engine runs Qwen 3.5 "
-                                              "with attention layers between the recurrent ones");
+    return make_error(ErrorCode::Unsupported,
+                      "every layer of this model is recurrent; this engine runs Qwen 3.5 "
+                      "with attention layers between the recurrent ones");
   }
   return {};
 }

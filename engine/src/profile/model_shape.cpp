@@ -20,11 +20,17 @@ uint64_t matrix_bytes(GgmlType type, int64_t in, int64_t out) {
 
 // One layer's attention matrices: q, k, v and the output, or latent attention's (the query's
 // latent and its product, the key/value latent, every head's attn_k_b and attn_v_b, the output).
-uint64_t attention_weight_bytes(const ModelConfig& c, const LayerWeightTypes& t) {
+uint64_t attention_weight_bytes(const ModelConfig& c, const LayerWeightTypes& t, int64_t il) {
   const int64_t d = c.embedding_length;
+  if (c.is_recurrent(il)) {  // Qwen 3.5's gated delta net in place of attention
+    const int64_t heads = c.linear_num_value_heads, value = c.linear_value_width();
+    return matrix_bytes(t.linear_qkv, d, c.linear_conv_channels()) + matrix_bytes(t.linear_gate, d, value) +
+           matrix_bytes(t.ssm_beta, d, heads) + matrix_bytes(t.ssm_alpha, d, heads) + matrix_bytes(t.ssm_out, value, d);
+  }
   if (!c.has_latent_attention()) {
-    return matrix_bytes(t.wq, d, c.q_width()) + matrix_bytes(t.wk, d, c.k_width()) +
-           matrix_bytes(t.wv, d, c.v_width()) + matrix_bytes(t.wo, c.attention_output_width(), d);
+    const int64_t q_rows = c.q_width() * (c.has_attention_output_gate ? 2 : 1);  // Qwen 3.5: queries and gates
+    return matrix_bytes(t.wq, d, q_rows) + matrix_bytes(t.wk, d, c.k_width()) + matrix_bytes(t.wv, d, c.v_width()) +
+           matrix_bytes(t.wo, c.attention_output_width(), d);
   }
   const int64_t q_in = c.q_lora_rank > 0 ? c.q_lora_rank : d;
   uint64_t total = matrix_bytes(t.wq, q_in, c.q_heads_width()) + matrix_bytes(t.wkv_a, d, c.latent_kv_width()) +
@@ -42,7 +48,7 @@ uint64_t sum_weight_bytes(const ModelShape& m) {
   if (!m.is_output_tied) total += matrix_bytes(m.output_type, d, c.vocab_size);
   for (size_t il = 0; il < m.layers.size(); ++il) {
     const LayerWeightTypes& t = m.layers[il];
-    total += attention_weight_bytes(c, t);
+    total += attention_weight_bytes(c, t, static_cast<int64_t>(il));
     if (c.is_expert_layer(static_cast<int64_t>(il))) {
       // Every expert's weights: what memory holds, whichever experts a token reads.
       const int64_t eff = c.expert_feed_forward_length, e = c.num_experts, sff = c.shared_expert_width();
@@ -128,6 +134,7 @@ Result<ModelShape> model_shape_preset(std::string_view name, GgmlType type) {
     layer.wk_b = fitting(c.mla_nope_width());
     layer.wv_b = fitting(c.kv_lora_rank);
   }
+  layer.linear_qkv = layer.linear_gate = layer.ssm_beta = layer.ssm_alpha = layer.ssm_out = type;
   m.layers.assign(static_cast<size_t>(c.num_layers), layer);
   m.weight_bytes = sum_weight_bytes(m);
   return m;
