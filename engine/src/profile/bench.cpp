@@ -234,6 +234,13 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   const int64_t context = engine.context_length();
   for (const int64_t depth : o.depths) {
     if (depth < 0) return make_error(ErrorCode::InvalidArgument, "a context depth cannot be negative");
+    // A depth is held in the prefix cache between the tests, which recurrent layers rule out
+    // (their state is not a cache of blocks): every test would recompute the depth.
+    if (depth > 0 && engine.config().has_recurrent_layers()) {
+      return make_error(ErrorCode::Unsupported, "a context depth (-d " + std::to_string(depth) +
+                                                    ") needs the prefix cache, which the recurrent layers of this " +
+                                                    engine.config().architecture_name + " model rule out");
+    }
     const auto refuse = [&](const std::string& test, int64_t needed) {
       return make_error(ErrorCode::InvalidArgument, test + " needs a context of " + std::to_string(needed) +
                                                         " tokens; the engine holds " + std::to_string(context));

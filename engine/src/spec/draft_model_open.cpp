@@ -65,6 +65,12 @@ Result<std::unique_ptr<Drafter>> open_draft_model(const std::string& path, const
   auto model = std::make_unique<DraftModel>();
   Result<ModelConfig> config = model_config_from_gguf(**file);
   if (!config) return config.status();
+  // A drafter's guesses past the target's choice are taken back, which a recurrent state cannot be.
+  if (config->has_recurrent_layers()) {
+    return make_error(ErrorCode::Unsupported, "'" + path + "' cannot draft: its recurrent layers (" +
+                                                  config->architecture_name +
+                                                  ") cannot take back the guesses the target rejects");
+  }
   model->config = std::move(*config);
   model->file = std::move(*file);
   Result<ModelWeights> weights = bind_model_weights(*model->file, model->config);
