@@ -171,10 +171,10 @@ class TestQwen35Reference : public QObject {
     QVERIFY2(err < kTolerance, qPrintable(QString("relative error %1").arg(err)));
   }
 
-  // A prompt whose first KV block (16 positions) is in the prefix cache from an earlier prompt:
-  // the attention layers may reuse the cached keys and values, but the recurrent layers' state
-  // at the end of that block must be the one this prompt's tokens give.
-  void cachedPrefixMatchesReference() {
+  // Prompts sharing their first KV block (16 positions), one after another: the engine turns
+  // prefix caching off for recurrent layers (no cached block can give their state back), so each
+  // is computed from its start, and none may see the state another left.
+  void sharedPrefixesMatchReference() {
     std::shared_ptr<RefQwen35> ref;
     std::unique_ptr<Engine> engine;
     const std::string error = synthesize_qwen35("F32", 9, m_tmp.filePath("prefix.gguf").toStdString(), &ref, &engine);

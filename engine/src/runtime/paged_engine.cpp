@@ -308,6 +308,7 @@ MemoryReport PagedEngine::memory_report() const {
 }
 
 Result<std::vector<float>> PagedEngine::logits_for(const std::vector<int32_t>& tokens) {
+  const ReleaseRemovedOnExit release{*this};  // the temporary sequence's state, on every path
   if (has_unfinished_requests()) {
     return make_error(ErrorCode::InvalidArgument, "logits_for needs an idle engine: a request is running");
   }

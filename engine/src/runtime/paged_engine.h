@@ -65,6 +65,13 @@ class PagedEngine final : public Engine {
   void set_activation_observer(ActivationObserver* observer) override;
 
  private:
+  // At the end of the scope, however it ends: the sequences the scheduler removed (finished,
+  // aborted, failed) give back the state the backend keeps for them (recurrent layers).
+  struct ReleaseRemovedOnExit {
+    PagedEngine& engine;
+    ~ReleaseRemovedOnExit() { engine.m_backend->release_sequences(engine.m_scheduler->take_removed()); }
+  };
+
   using Clock = std::chrono::steady_clock;
 
   PagedEngine(std::unique_ptr<gguf::GgufFile> file, tokenizer::Tokenizer tokenizer);
@@ -79,6 +86,7 @@ class PagedEngine final : public Engine {
   // the step's kernel records go there.
   // With `greedy_tokens`, only each logits row's argmax comes back there (see
   // greedy_on_device), not m_logits.
+  Status refuse_speculation() const;  // for a model with recurrent layers
   Status run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile,
                      int32_t* greedy_tokens = nullptr);
   // True when every row that samples is greedy without penalties or drafts and the backend

@@ -18,6 +18,7 @@ Status PagedEngine::logits_for_positions(const std::vector<int32_t>& tokens, int
 
 Status PagedEngine::run_positions(const std::vector<int32_t>& tokens, int64_t first_position, const LogitsSink& sink,
                                   const HiddenSink& hidden) {
+  const ReleaseRemovedOnExit release{*this};  // the temporary sequence's state, on every path
   if (has_unfinished_requests()) {
     return make_error(ErrorCode::InvalidArgument, "logits_for_positions needs an idle engine: a request is running");
   }

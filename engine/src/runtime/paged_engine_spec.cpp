@@ -7,15 +7,17 @@
 
 namespace iwb {
 
+// Verification drops the guesses the target rejects, and a recurrent state cannot be rewound.
+Status PagedEngine::refuse_speculation() const {
+  return make_error(ErrorCode::Unsupported,
+                    "speculative decoding needs to take back rejected guesses, which the recurrent layers of this " +
+                        m_config.architecture_name +
+                        " model cannot (their state holds every token seen); run it without a drafter");
+}
+
 Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
-  // Verification drops the guesses the target rejects, and a recurrent state cannot be rewound.
-  if (config.is_enabled() && m_config.has_recurrent_layers()) {
-    return make_error(ErrorCode::Unsupported,
-                      "speculative decoding needs to take back rejected guesses, which the recurrent layers of this " +
-                          m_config.architecture_name +
-                          " model cannot (their state holds every token seen); run it without a drafter");
-  }
+  if (config.is_enabled() && m_config.has_recurrent_layers()) return refuse_speculation();
   std::unique_ptr<spec::Drafter> drafter;
   // The drafter runs where the target runs, with a cache as large as the target's.
   spec::DraftPlacement placement;
@@ -54,6 +56,7 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
 }
 
 Status PagedEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
+  if (drafter != nullptr && m_config.has_recurrent_layers()) return refuse_speculation();
   // An MTP head reads the target's hidden states: the backend keeps them while it drafts.
   const bool reads_hidden = drafter != nullptr && drafter->reads_hidden_states();
   IWB_RETURN_IF_ERROR(m_speculation.set(std::move(drafter), config, m_requests));

@@ -28,6 +28,7 @@ int64_t fault_oom_step() {
 
 Result<StepResult> PagedEngine::step() {
   const Clock::time_point step_start = Clock::now();
+  const ReleaseRemovedOnExit release{*this};  // a step without a pass can still end sequences (aborts)
   StepResult result;
   take_new_and_aborted(&result);
   result.profile.step_index = m_num_steps;
@@ -230,7 +231,6 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
   // Finished sequences leave the scheduler here, their blocks freed (full prompt blocks stay
   // cached for later prompts).
   const Status status = m_scheduler->on_step_done(outputs);
-  m_backend->release_sequences(m_scheduler->take_removed());
   // An error here is only ever a structured reply that no token could continue.
   for (const auto& [id, reason] : finishing) {
     finish(id, reason, reason == FinishReason::Error ? m_requests.at(id)->no_token_fits_message() : std::string(),
