@@ -34,7 +34,9 @@ OpCost short_conv_cost(const ShortConvArgs& args);
 //   q, k = L2-normalised (x / sqrt(sum x^2 + eps)) query and key heads of the conv's output
 //   decay = exp(softplus(alpha[h] + dt_bias[h]) * a[h]),  b = sigmoid(beta[h])
 //   S = S * decay;  delta = (v - S k) * b;  S += delta k^T;  out = S q / sqrt(head_dim)
-// with S the head's [head_dim (values) x head_dim (keys)] state, row by row as ggml stores it.
+// with S the head's head_dim (values) x head_dim (keys) state, stored by key: row i holds every
+// value's weight of key i (the transpose of ggml's rows), so the fast path's passes over it are
+// multiply-adds across the values.
 struct DeltaNetArgs {
   // The conv's output: every query head, then every key head, then every value head, each
   // head_dim wide: [num_tokens x (2 * num_key_heads + num_value_heads) * head_dim].
@@ -43,7 +45,7 @@ struct DeltaNetArgs {
   const float* beta = nullptr;     // [num_tokens x num_value_heads] (ssm_beta's output)
   const float* dt_bias = nullptr;  // [num_value_heads] (ssm_dt.bias)
   const float* a = nullptr;        // [num_value_heads] (ssm_a: -exp(A_log), negative)
-  float* state = nullptr;          // [num_value_heads x head_dim x head_dim], updated
+  float* state = nullptr;          // [num_value_heads x head_dim (keys) x head_dim (values)], updated
   float* output = nullptr;         // [num_tokens x num_value_heads * head_dim]
   int64_t num_tokens = 0;
   int64_t num_key_heads = 0;
