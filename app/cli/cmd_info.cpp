@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace iwb::cli {
 namespace {
@@ -31,6 +32,34 @@ int parse(int argc, char** argv, Options* o) {
   add_json_option(t, &o->json, "machine-readable output");
   t.add({.names = {"--no-tensors"}, .help = "leave out the tensor table", .destination = &o->is_tensor_table_skipped});
   return parse_command_line(t, argc, argv);
+}
+
+// Qwen 3.5: which layers recur and which attend (the heads above are the attention layers').
+void print_layer_kinds(const ModelHyperParams& h) {
+  std::printf(
+      "  %lld recurrent layers (gated delta net: %lld key / %lld value heads of %lld, conv %lld), %lld attention",
+      static_cast<long long>(h.num_recurrent_layers()), static_cast<long long>(h.linear_num_key_heads),
+      static_cast<long long>(h.linear_num_value_heads), static_cast<long long>(h.linear_head_dim),
+      static_cast<long long>(h.linear_conv_kernel), static_cast<long long>(h.num_attention_layers()));
+  std::vector<int64_t> attention;
+  for (size_t il = 0; il < h.layer_kv.size(); ++il) {
+    if (!h.layer_kv[il].is_recurrent) attention.push_back(static_cast<int64_t>(il));
+  }
+  std::string layers;
+  const int64_t interval = h.attention_layer_interval();
+  for (size_t i = 0; i < attention.size(); ++i) {
+    // A regular pattern shows its first two and its last.
+    if (interval > 0 && attention.size() > 3 && i >= 2 && i + 1 < attention.size()) {
+      if (i == 2) layers += ", ...";
+      continue;
+    }
+    layers += (layers.empty() ? "" : ", ") + std::to_string(attention[i]);
+  }
+  if (interval > 0) {
+    std::printf(" (one layer in %lld: %s)\n", static_cast<long long>(interval), layers.c_str());
+  } else {
+    std::printf(" (layers %s)\n", layers.c_str());
+  }
 }
 
 void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEstimate& mem, bool show_tensors) {
@@ -66,6 +95,7 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
                 static_cast<long long>(h.key_length), static_cast<long long>(h.value_length),
                 static_cast<long long>(h.vocab_size));
     std::printf("  rope base %g, rms eps %g\n", h.rope_freq_base, h.rms_norm_eps);
+    if (h.num_recurrent_layers() > 0) print_layer_kinds(h);
     if (h.kv_lora_rank > 0) {
       // The one KV head above is the latent each token stores; each head's own widths follow.
       std::printf(
@@ -118,6 +148,13 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
       std::printf("  KV cache %12s  (f16, %lld layers x %lld dims of latent and roped key; values inside)\n",
                   format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.trunk_layers()),
                   static_cast<long long>(h.key_length));
+    } else if (h.num_recurrent_layers() > 0) {  // Qwen 3.5: the attention layers alone keep keys and values
+      std::printf(
+          "  KV cache %12s  (f16, %lld attention layers x %lld KV heads x %lld+%lld dims; the recurrent "
+          "layers keep none)\n",
+          format_bytes(mem.kv_cache_bytes).c_str(), static_cast<long long>(h.num_attention_layers()),
+          static_cast<long long>(h.head_count_kv), static_cast<long long>(h.key_length),
+          static_cast<long long>(h.value_length));
     } else if (!h.layer_kv.empty()) {  // Gemma 4: the sliding and global layers' rows differ
       std::printf(
           "  KV cache %12s  (f16, %lld layers of their own KV heads and head sizes: %lld values per position)\n",
@@ -130,6 +167,15 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
                   static_cast<long long>(h.value_length));
     }
     std::printf("  scratch  %12s  (estimate)\n", format_bytes(mem.scratch_bytes).c_str());
+    if (mem.recurrent_state_bytes > 0) {
+      // Fixed whatever the context: each running sequence holds one, beside its KV blocks.
+      std::printf(
+          "  recurrent%12s  (f32 state per sequence: %lld recurrent layers x (the convolution's last %lld inputs + "
+          "%lld heads' %lldx%lld))\n",
+          format_bytes(mem.recurrent_state_bytes).c_str(), static_cast<long long>(h.num_recurrent_layers()),
+          static_cast<long long>(h.linear_conv_kernel - 1), static_cast<long long>(h.linear_num_value_heads),
+          static_cast<long long>(h.linear_head_dim), static_cast<long long>(h.linear_head_dim));
+    }
     std::printf("  total    %12s\n", format_bytes(mem.total()).c_str());
   }
 }
@@ -154,6 +200,14 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.field("nextn_predict_layers", h.nextn_predict_layers);
   j.field("kv_lora_rank", h.kv_lora_rank).field("q_lora_rank", h.q_lora_rank);
   j.field("key_length_mla", h.key_length_mla).field("value_length_mla", h.value_length_mla);
+  j.field("linear_conv_kernel", h.linear_conv_kernel).field("linear_num_key_heads", h.linear_num_key_heads);
+  j.field("linear_num_value_heads", h.linear_num_value_heads).field("linear_head_dim", h.linear_head_dim);
+  j.key("recurrent_layers").begin_array();
+  for (size_t il = 0; il < h.layer_kv.size(); ++il) {
+    if (h.layer_kv[il].is_recurrent) j.value(static_cast<int64_t>(il));
+  }
+  j.end_array();
+  j.field("recurrent_state_bytes_per_sequence", h.recurrent_state_bytes_per_sequence);
   j.end_object();
   j.key("tokenizer").begin_object();
   j.field("model", m.tokenizer_model).field("pre", m.tokenizer_pre).field("vocab_size", m.tokenizer_vocab_size);
@@ -181,7 +235,7 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.end_object();
   j.key("memory").begin_object();
   j.field("context", mem.context).field("weights", mem.weight_bytes).field("kv_cache", mem.kv_cache_bytes);
-  j.field("scratch", mem.scratch_bytes).field("total", mem.total());
+  j.field("scratch", mem.scratch_bytes).field("recurrent_state", mem.recurrent_state_bytes).field("total", mem.total());
   j.end_object();
   j.end_object();
   std::printf("%s\n", j.str().c_str());

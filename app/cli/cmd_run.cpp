@@ -97,12 +97,12 @@ OptionTable make_table(Options* o) {
          .value_name = "NAME",
          .help = "chat template family: chatml, llama2, llama3, mistral, gemma, phi3,\n"
                  "zephyr, tulu, smollm3, granite, harmony, hermes, qwen3-coder, glm-4.5,\n"
-                 "glm-4.7, deepseek-v3.1, kimi-k2, gemma4 or plain",
+                 "glm-4.7, deepseek-v3.1, kimi-k2, gemma4, qwen3.5 or plain",
          .destination = CustomSetter([o](std::string_view, std::string_view value) -> std::string {
            if (!chat_template_family_from_name(value)) {
              return "unknown chat template '" + std::string(value) +
                     "' (chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu, smollm3, granite, harmony, hermes, "
-                    "qwen3-coder, glm-4.5, glm-4.7, deepseek-v3.1, kimi-k2, gemma4, plain)";
+                    "qwen3-coder, glm-4.5, glm-4.7, deepseek-v3.1, kimi-k2, gemma4, qwen3.5, plain)";
            }
            o->template_name = std::string(value);
            return {};
@@ -110,10 +110,9 @@ OptionTable make_table(Options* o) {
          .default_text = "detected from the model"});
   t.add({.names = {"--chat-template-kwargs"},
          .value_name = "JSON",
-         .help =
-             "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
-             "(Qwen3, SmolLM3, GLM, Gemma 4), {\"reasoning_effort\": \"high\"} (gpt-oss), {\"clear_thinking\": false}\n"
-             "(GLM-4.7)",
+         .help = "template variables (with --chat), as llama.cpp takes them: {\"enable_thinking\": false}\n"
+                 "(Qwen3, Qwen3.5, SmolLM3, GLM, Gemma 4), {\"reasoning_effort\": \"high\"} (gpt-oss),\n"
+                 "{\"clear_thinking\": false} (GLM-4.7)",
          .destination = &o->chat_template_kwargs});
   t.begin_group("speculation");
   add_speculation_options(t, &o->speculation);
@@ -298,7 +297,7 @@ int run_run(int argc, char** argv) {
   request.max_new_tokens = o.sampling.n_predict;
   request.json_grammar = json_grammar;
   print_sampling(request.sampling, o.sampling.n_predict);
-  bool opens_reasoning = false;  // the prompt opened the reply's think block (GLM-4.7)
+  bool opens_reasoning = false;  // the prompt opened the reply's think block (GLM-4.7, Qwen3.5)
   if (o.is_chat) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});

@@ -55,7 +55,7 @@ OptionTable make_table(Options* o) {
          .value_name = "NAME|JINJA",
          .help = "chat template: chatml, llama2, llama3, mistral, gemma, phi3, zephyr, tulu,\n"
                  "smollm3, granite, harmony, hermes, qwen3-coder, glm-4.5, glm-4.7, deepseek-v3.1, kimi-k2,\n"
-                 "gemma4, plain, or a Jinja template text (its family is recognised)",
+                 "gemma4, qwen3.5, plain, or a Jinja template text (its family is recognised)",
          .destination = &o->chat_template,
          .default_text = "the model's"});
   t.add({.names = {"--chat-template-file"},
@@ -64,9 +64,9 @@ OptionTable make_table(Options* o) {
          .destination = &o->chat_template_file});
   t.add({.names = {"--chat-template-kwargs"},
          .value_name = "JSON",
-         .help = "template variables for requests that give none: {\"enable_thinking\": false} (Qwen3, SmolLM3,\n"
-                 "GLM, Gemma 4), {\"thinking\": true} (DeepSeek V3.1), {\"reasoning_effort\": \"high\"} (gpt-oss),\n"
-                 "{\"clear_thinking\": false} (GLM-4.7); a request's chat_template_kwargs take precedence",
+         .help = "template variables for requests that give none: {\"enable_thinking\": false} (Qwen3, Qwen3.5,\n"
+                 "SmolLM3, GLM, Gemma 4), {\"thinking\": true} (DeepSeek V3.1), {\"reasoning_effort\": \"high\"}\n"
+                 "(gpt-oss), {\"clear_thinking\": false} (GLM-4.7); a request's chat_template_kwargs take precedence",
          .destination = &o->chat_template_kwargs});
   // llama-server's names. Its default is on; here the template's own default holds (GLM-4.7's:
   // reasoning before the last user message left out), as vLLM and the model's makers render it.

@@ -1,5 +1,6 @@
-// `iwb info` on the shared vocab GGUFs and on the converted aidreams model: the figures it
-// prints (JSON and text) match what the files hold and what the model's shape implies.
+// `iwb info` on the shared vocab GGUFs, on the converted aidreams model and on a synthetic
+// Qwen 3.5: the figures it prints (JSON and text) match what the files hold and what the
+// model's shape implies.
 #include "iwb_process.h"
 
 #include <QDir>
@@ -110,6 +111,40 @@ class TestCliInfo : public QObject {
     QVERIFY(text.out.contains("parameters    231.0 K (230976)"));
     QVERIFY(text.out.contains("blk.3.ffn_down.weight"));
     QVERIFY(text.out.contains("memory at context 128"));
+  }
+
+  // Qwen 3.5 (iwb synth's test-qwen35: 8 layers, every 4th attending with 2 KV heads of 64, the
+  // others recurrent with 2 key / 4 value heads of 64): which layers recur, a KV cache of the
+  // attention layers alone, and each sequence's recurrent state.
+  void qwen35RecurrentLayers() {
+    QTemporaryDir tmp;
+    const QString out = tmp.filePath("q.gguf");
+    auto synth = run_iwb({"synth", "--preset", "test-qwen35", "--type", "F32", "-o", out});
+    QVERIFY2(synth.exit_code == 0, qPrintable(synth.err));
+    const QJsonObject j = info_json({out, "-c", "512", "--no-tensors"});
+    const QJsonObject h = j["hparams"].toObject();
+    QCOMPARE(h["recurrent_layers"].toArray(), (QJsonArray{0, 1, 2, 4, 5, 6}));
+    QCOMPARE(h["linear_num_value_heads"].toInt(), 4);
+    // Per recurrent layer: the convolution's last 3 inputs of 2 x 2 x 64 + 4 x 64 channels and
+    // 4 heads' 64 x 64 state, f32; six such layers.
+    const qint64 state = 6 * (3 * 512 + 4 * 64 * 64) * 4;
+    QCOMPARE(h["recurrent_state_bytes_per_sequence"].toInteger(), state);
+    const QJsonObject mem = j["memory"].toObject();
+    // f16 K and V of the 2 attention layers: 2 x 2 KV heads x (64 + 64) x 2 bytes x 512 positions.
+    QCOMPARE(mem["kv_cache"].toInteger(), qint64(2 * 2 * 128 * 2 * 512));
+    QCOMPARE(mem["recurrent_state"].toInteger(), state);
+    QCOMPARE(mem["total"].toInteger(),
+             mem["weights"].toInteger() + mem["kv_cache"].toInteger() + mem["scratch"].toInteger() + state);
+
+    auto text = run_iwb({"info", out, "--no-tensors"});
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains("6 recurrent layers (gated delta net: 2 key / 4 value heads of 64, conv 4), 2 "
+                               "attention (one layer in 4: 3, 7)"),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains("(f16, 2 attention layers x 2 KV heads x 64+64 dims; the recurrent layers keep none)"),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains("  recurrent   420.0 KiB  (f32 state per sequence: 6 recurrent layers"),
+             qPrintable(text.out));
   }
 
   void badInput() {

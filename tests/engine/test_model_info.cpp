@@ -1,11 +1,16 @@
 // Model summary and memory estimate from GGUF metadata: parameter counts, file type names,
-// and a GQA-aware KV cache size checked against Llama-3-8B's known figure.
+// and a GQA-aware KV cache size checked against Llama-3-8B's known figure; Qwen 3.5's recurrent
+// layers (no KV cache, a state per sequence) as the engine loads them.
 #include "iwb/engine/backend/cuda_scratch_estimate.h"
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/model/llama_model_desc.h"
 #include "iwb/engine/model/model_info.h"
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/kv_pool_estimate.h"
+#include "iwb/engine/synth/synth_model.h"
 
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
@@ -33,6 +38,38 @@ std::unique_ptr<GgufFile> llama3_8b_header(bool with_file_type) {
   std::vector<uint8_t> q4k(144 * 2), f16(2 * 64);
   (void)w.add_tensor("blk.0.attn_q.weight", {256, 2}, GgmlType::Q4_K, q4k);
   (void)w.add_tensor("blk.0.attn_norm.weight", {64}, GgmlType::F16, f16);
+  return std::move(GgufFile::from_bytes(w.write_bytes().value()).value());
+}
+
+// Qwen3.5-9B's header: 32 layers, every 4th attending (16 heads over 4 KV heads of 256), the
+// others a gated delta net of 16 key and 32 value heads of 128 with a 4-tap convolution.
+// `recurrent`: attention.recurrent_layers' flags instead of the interval; `is_broken`: no
+// ssm.state_size, which the loader refuses.
+std::unique_ptr<GgufFile> qwen35_9b_header(const std::vector<bool>& recurrent = {}, bool is_broken = false) {
+  GgufWriter w;
+  w.set_string("general.architecture", "qwen35");
+  w.set_u32("qwen35.context_length", 262144);
+  w.set_u32("qwen35.embedding_length", 4096);
+  w.set_u32("qwen35.feed_forward_length", 12288);
+  w.set_u32("qwen35.block_count", 32);
+  w.set_u32("qwen35.attention.head_count", 16);
+  w.set_u32("qwen35.attention.head_count_kv", 4);
+  w.set_u32("qwen35.attention.key_length", 256);
+  w.set_u32("qwen35.attention.value_length", 256);
+  w.set_f32("qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_u32("qwen35.ssm.conv_kernel", 4);
+  if (!is_broken) w.set_u32("qwen35.ssm.state_size", 128);
+  w.set_u32("qwen35.ssm.group_count", 16);
+  w.set_u32("qwen35.ssm.time_step_rank", 32);
+  w.set_u32("qwen35.ssm.inner_size", 4096);
+  w.set_u32("qwen35.full_attention_interval", 4);
+  if (!recurrent.empty()) {
+    Array flags{ValueType::Bool, {}};
+    for (const bool r : recurrent) flags.items.push_back(Value::boolean(r));
+    w.set("qwen35.attention.recurrent_layers", Value::array(std::move(flags)));
+  }
+  std::vector<uint8_t> f32(4 * 64);
+  (void)w.add_tensor("blk.0.attn_norm.weight", {64}, GgmlType::F32, f32);
   return std::move(GgufFile::from_bytes(w.write_bytes().value()).value());
 }
 
@@ -115,6 +152,77 @@ class TestModelInfo : public QObject {
     QVERIFY(e.scratch_bytes > 0);
     // Linear in the context.
     QCOMPARE(estimate_memory(*m, 4096).kv_cache_bytes, uint64_t(1) << 29);
+  }
+
+  // Qwen3.5-9B: the 8 attention layers alone keep keys and values (4 KV heads x (256 + 256) f16
+  // values: 32 KiB per position), and each sequence holds 24 recurrent layers' state: the
+  // convolution's last 3 inputs of 2 x 16 x 128 + 32 x 128 channels and 32 heads' 128 x 128, in
+  // f32: 24 x (3 x 8192 + 32 x 16384) x 4 bytes.
+  void recurrentLayersKeepNoKvCache() {
+    auto m = summarize_model(*qwen35_9b_header());
+    QVERIFY(m.is_ok());
+    const ModelHyperParams& h = m->hparams;
+    QCOMPARE(h.num_recurrent_layers(), int64_t(24));
+    QCOMPARE(h.num_attention_layers(), int64_t(8));
+    QCOMPARE(h.attention_layer_interval(), int64_t(4));
+    QVERIFY(h.layer_kv[0].is_recurrent && h.layer_kv[0].head_count_kv == 0);
+    QVERIFY(!h.layer_kv[3].is_recurrent && h.layer_kv[3].head_count_kv == 4);
+    QCOMPARE(h.linear_num_key_heads, int64_t(16));
+    QCOMPARE(h.linear_num_value_heads, int64_t(32));
+    QCOMPARE(h.linear_head_dim, int64_t(128));
+    QCOMPARE(h.linear_conv_kernel, int64_t(4));
+    QCOMPARE(h.kv_values_per_position(), int64_t(8 * 4 * 512));
+    const uint64_t state = uint64_t{24} * (3 * 8192 + 32 * 128 * 128) * 4;
+    QCOMPARE(h.recurrent_state_bytes_per_sequence, state);
+    const MemoryEstimate e = estimate_memory(*m, 4096);
+    QCOMPARE(e.kv_cache_bytes, uint64_t(128) << 20);  // 32 KiB x 4096
+    QCOMPARE(e.recurrent_state_bytes, state);         // one sequence's, whatever the context
+    QCOMPARE(e.total(), e.weight_bytes + e.kv_cache_bytes + e.scratch_bytes + state);
+
+    // Layers flagged one by one: no interval to name when the attention layers are irregular.
+    std::vector<bool> flags(32, true);
+    flags[0] = flags[9] = false;
+    auto irregular = summarize_model(*qwen35_9b_header(flags));
+    QCOMPARE(irregular->hparams.num_attention_layers(), int64_t(2));
+    QCOMPARE(irregular->hparams.attention_layer_interval(), int64_t(0));
+    QVERIFY(!irregular->hparams.layer_kv[9].is_recurrent);
+    // Keys the loader refuses leave the summary without recurrent layers (loading says why).
+    auto broken = summarize_model(*qwen35_9b_header({}, true));
+    QVERIFY(broken.is_ok());
+    QCOMPARE(broken->hparams.num_recurrent_layers(), int64_t(0));
+    QCOMPARE(broken->hparams.recurrent_state_bytes_per_sequence, uint64_t(0));
+  }
+
+  // The summary's figures are the engine's own: the KV pool's bytes per position as the pool
+  // estimate and the loaded engine have them, and one sequence's recurrent state.
+  void recurrentFiguresMatchTheLoadedEngine() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    synth::SynthOptions options;
+    options.shape = *synth::find_synth_preset("test-qwen35");
+    options.weight_type = "F32";
+    options.num_threads = 1;
+    options.output_path = dir.filePath("q.gguf").toStdString();
+    auto written = synth::synthesize_model(options);
+    QVERIFY2(written.is_ok(), written.error_message().c_str());
+    auto file = GgufFile::open(options.output_path);
+    QVERIFY(file.is_ok());
+    auto m = summarize_model(**file);
+    QVERIFY(m.is_ok());
+    QCOMPARE(m->hparams.num_recurrent_layers(), int64_t(6));
+    QCOMPARE(m->hparams.attention_layer_interval(), int64_t(4));
+    EngineOptions engine_options;
+    engine_options.num_threads = 1;
+    auto engine = Engine::load(options.output_path, engine_options);
+    QVERIFY2(engine.is_ok(), engine.error_message().c_str());
+    const MemoryReport report = (*engine)->memory_report();
+    auto pool = estimate_kv_pool(*m, engine_options, 0);
+    QVERIFY(pool.is_ok());
+    QCOMPARE(pool->bytes_per_position, report.kv_bytes_per_position);
+    QCOMPARE(uint64_t(2 * m->hparams.kv_values_per_position()), report.kv_bytes_per_position);  // f16
+    QCOMPARE(pool->bytes, report.kv_pool_bytes);
+    QCOMPARE(m->hparams.recurrent_state_bytes_per_sequence, report.recurrent_state_bytes_per_sequence);
+    QVERIFY(report.recurrent_state_bytes_per_sequence > 0);
   }
 
   // The CUDA backend's scratch against what an H100 run measured (2026-11-27, llama-3.2-1b Q4_0,

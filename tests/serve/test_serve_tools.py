@@ -1,7 +1,7 @@
 """Tool calling over the API, driven by the official openai client against a real `iwb serve`
 (aidreams with --chat-template chatml, so the Qwen2.5 / Qwen3 tool format; and with a Llama
 3.1-style template, Llama 3's format, Mistral Small 3.2's, Nemo's, Granite's, gpt-oss's,
-Qwen3-Coder's, GLM-4.5/4.6's and 4.7's, DeepSeek V3.1's and Kimi K2's): tool_choice
+Qwen3-Coder's, Qwen3.5's, GLM-4.5/4.6's and 4.7's, DeepSeek V3.1's and Kimi K2's): tool_choice
 "required" and a named function give calls whose arguments fit the tool's schema, in the
 response and streamed (the client's own stream accumulation), parallel_tool_calls false gives one,
 the client's pydantic_function_tool with `parse` reads the arguments back into the model; a
@@ -403,6 +403,35 @@ class TestTools(unittest.TestCase):
                           "</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
                           "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n",
                           json.loads(body)["prompt"])
+            self.assertEqual(server.stop(), 0)
+
+    def test_qwen35_format(self):
+        # Served with Qwen3.5's template (llama.cpp's copy): its generation prompt opens the think
+        # block ("<think>\n"), so a required call first closes it as the template closes a past
+        # turn's ("\n</think>\n\n"): the prompt and the raw reply are what the template writes
+        # when the call comes back, and no reasoning or text is read from the lead.
+        template = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "Qwen3.5-4B.jinja")
+        with fx.Server(MODEL, "--chat-template-file", template, "-c", "2048") as server:
+            client = fx.openai_client(server)
+            status, body, _ = server.post("/apply-template", {"messages": MESSAGES, "tools": [WEATHER, TIME]})
+            prompt = json.loads(body)["prompt"]
+            self.assertTrue(prompt.endswith("<|im_start|>assistant\n<think>\n"), prompt)
+            required_and_named_calls(self, client)
+            r = client.chat.completions.create(model="aidreams", messages=MESSAGES, max_tokens=150, temperature=0,
+                                               tools=[WEATHER], tool_choice="required", logprobs=True)
+            choice = r.choices[0]
+            self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+            self.assertFalse((choice.message.model_extra or {}).get("reasoning_content"), choice.message)
+            raw = "".join(t.token for t in choice.logprobs.content)
+            head = "\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+            self.assertTrue(raw.startswith(head), repr(raw))
+            call = choice.message.tool_calls[0]
+            sent_back = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+                {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+            status, body, _ = server.post("/apply-template", {"messages": sent_back, "tools": [WEATHER]})
+            self.assertIn("<|im_start|>assistant\n<think>\n" + head, json.loads(body)["prompt"])
             self.assertEqual(server.stop(), 0)
 
     def test_glm_formats(self):

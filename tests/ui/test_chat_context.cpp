@@ -31,6 +31,7 @@
 #include <QTest>
 
 #include <memory>
+#include <utility>
 
 using namespace iwb::ui;
 
@@ -377,8 +378,9 @@ void TestChatContext::thinkingControlsReachThePrompt() {
   useTemplate(QStringLiteral("auto"));
 }
 
-// GLM-4.7's prompt ends inside an open think block: the reply is reasoning until it writes
-// </think> (aidreams never does in 4 tokens), so the chat shows it as reasoning, not as an answer.
+// GLM-4.7's prompt ends inside an open think block, and so does Qwen3.5's ("<think>\n", picked
+// by its name in the list): the reply is reasoning until it writes </think> (aidreams never does
+// in 4 tokens), so the chat shows it as reasoning, not as an answer.
 void TestChatContext::replyOfAPromptThatOpenedThinkingIsReasoning() {
   EngineController engine;
   ChatPanel panel(&engine, nullptr);
@@ -386,20 +388,24 @@ void TestChatContext::replyOfAPromptThatOpenedThinkingIsReasoning() {
   ChatSettingsPanel* settings = panel.settingsPanel();
   settings->systemPromptEdit()->clear();
   settings->maxTokensBox()->setValue(4);
-  const int row = settings->templateBox()->findData(QStringLiteral("glm-4.7"));
-  QVERIFY(row >= 0);
-  settings->templateBox()->setCurrentIndex(row);
-  emit settings->templateBox()->activated(row);
-  QVERIFY(typeAndCount(panel, QStringLiteral("Tell me a dream")));
-  QSignalSpy finished(&panel, &ChatPanel::replyFinished);
-  panel.send();
-  QVERIFY(finished.wait(kTimeoutMs));
-  const MessageListModel* messages = panel.messageModel();
-  const QModelIndex reply = messages->index(messages->rowCount() - 1);
-  QCOMPARE(reply.data(MessageListModel::RoleRole).toString(), QStringLiteral("assistant"));
-  QVERIFY(reply.data(Qt::DisplayRole).toString().startsWith(QStringLiteral("<think>")));
-  QVERIFY(!reply.data(MessageListModel::ReasoningRole).toString().isEmpty());
-  QVERIFY(reply.data(MessageListModel::AnswerRole).toString().isEmpty());
+  for (const auto& [family, shown] : {std::pair{QStringLiteral("glm-4.7"), QStringLiteral("GLM-4.7")},
+                                      std::pair{QStringLiteral("qwen3.5"), QStringLiteral("Qwen3.5")}}) {
+    const int row = settings->templateBox()->findData(family);
+    QVERIFY2(row >= 0, qPrintable(family));
+    QCOMPARE(settings->templateBox()->itemText(row), shown);
+    settings->templateBox()->setCurrentIndex(row);
+    emit settings->templateBox()->activated(row);
+    QVERIFY(typeAndCount(panel, QStringLiteral("Tell me a dream")));
+    QSignalSpy finished(&panel, &ChatPanel::replyFinished);
+    panel.send();
+    QVERIFY(finished.wait(kTimeoutMs));
+    const MessageListModel* messages = panel.messageModel();
+    const QModelIndex reply = messages->index(messages->rowCount() - 1);
+    QCOMPARE(reply.data(MessageListModel::RoleRole).toString(), QStringLiteral("assistant"));
+    QVERIFY(reply.data(Qt::DisplayRole).toString().startsWith(QStringLiteral("<think>")));
+    QVERIFY2(!reply.data(MessageListModel::ReasoningRole).toString().isEmpty(), qPrintable(family));
+    QVERIFY2(reply.data(MessageListModel::AnswerRole).toString().isEmpty(), qPrintable(family));
+  }
   settings->templateBox()->setCurrentIndex(settings->templateBox()->findData(QStringLiteral("auto")));
 }
 

@@ -101,6 +101,7 @@ class TestMainWindow : public QObject {
   void everyTabFits1280x800();
   void modelPageLeadsToChatUnlessChosen();
   void summaryNamesExpertsAndPredictionLayers();
+  void summaryNamesRecurrentLayers();
 
  private:
   // Opens `path` through the public slot and waits for the outcome.
@@ -543,6 +544,58 @@ void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
   h.kv_lora_rank = 0;  // the same widths without a latent read as grouped-query
   view.setSummary(s);
   QCOMPARE(view.fieldText(QStringLiteral("kvHeads")), QStringLiteral("1  (grouped-query, 16 heads per KV head)"));
+}
+
+// Qwen3.5-9B's layers in the model summary: which recur and which attend, the KV cache of the
+// attention layers alone, and what each sequence's recurrent state takes.
+void TestMainWindow::summaryNamesRecurrentLayers() {
+  iwb::ModelSummary s;
+  s.architecture = "qwen35";
+  iwb::ModelHyperParams& h = s.hparams;
+  h.context_length = 4096;
+  h.block_count = 32;
+  h.head_count = 16;
+  h.head_count_kv = 4;
+  h.key_length = 256;
+  h.value_length = 256;
+  h.linear_conv_kernel = 4;
+  h.linear_num_key_heads = 16;
+  h.linear_num_value_heads = 32;
+  h.linear_head_dim = 128;
+  h.recurrent_state_bytes_per_sequence = 52'690'944;
+  for (int64_t il = 0; il < h.block_count; ++il) {
+    const bool is_recurrent = (il + 1) % 4 != 0;
+    h.layer_kv.push_back({is_recurrent ? 0 : 4, 256, 256, false, is_recurrent});
+  }
+  ModelSummaryView view;
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("layers")),
+           QStringLiteral("32: 24 recurrent, 8 attention (one in 4: 3, 7, …, 31)"));
+  QCOMPARE(view.fieldText(QStringLiteral("recurrent")),
+           QStringLiteral("gated delta net: 16 key / 32 value heads of 128, convolution over 4 tokens"));
+  QCOMPARE(view.fieldText(QStringLiteral("kvHeads")),
+           QStringLiteral("4  (grouped-query, 4 heads per KV head); attention layers only"));
+  // 8 layers x 4 KV heads x (256 + 256) f16 values x 4,096 positions: 128 MiB.
+  QCOMPARE(view.fieldText(QStringLiteral("kvCache")),
+           QStringLiteral("128.0 MiB at %1 tokens (the 8 attention layers)").arg(QLocale().toString(4096)));
+  QCOMPARE(view.fieldText(QStringLiteral("recurrentState")), QStringLiteral("50.2 MiB per sequence"));
+  const iwb::MemoryEstimate memory = iwb::estimate_memory(s, 4096);
+  QCOMPARE(view.fieldText(QStringLiteral("memoryTotal")), QString::fromStdString(iwb::format_bytes(memory.total())));
+
+  // Attention layers placed one by one are named one by one.
+  h.layer_kv[3] = {0, 256, 256, false, true};
+  h.layer_kv[4] = {4, 256, 256, false, false};
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("layers")),
+           QStringLiteral("32: 24 recurrent, 8 attention (layers 4, 7, 11, 15, 19, 23, 27, 31)"));
+  // A model whose every layer attends says so, and has no recurrent state.
+  iwb::ModelSummary llama;
+  llama.hparams.block_count = 16;
+  llama.hparams.context_length = 4096;
+  view.setSummary(llama);
+  QCOMPARE(view.fieldText(QStringLiteral("layers")), QStringLiteral("16"));
+  QCOMPARE(view.fieldText(QStringLiteral("recurrent")), QStringLiteral("none (every layer attends)"));
+  QCOMPARE(view.fieldText(QStringLiteral("recurrentState")), QStringLiteral("none"));
 }
 
 void TestMainWindow::fitsASmallLaptopScreen() {

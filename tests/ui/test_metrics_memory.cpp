@@ -3,6 +3,7 @@
 // rows, whether a model fits, and reading /proc/self/status; the `iwb bench` runs table.
 #include "iwb/engine/store/results_store.h"
 #include "memory/memory_model.h"
+#include "memory/memory_panel.h"
 #include "metrics/bench_results_model.h"
 #include "metrics/metrics_model.h"
 #include "metrics/metrics_panel.h"
@@ -90,6 +91,7 @@ class TestMetricsMemory : public QObject {
   void memoryEstimateRows();
   void memoryMeasuredBesideEstimate();
   void memoryFits();
+  void memoryRecurrentState();
   void procStatusParsing();
   void benchRunsFromTheStore();
 };
@@ -450,6 +452,81 @@ void TestMetricsMemory::memoryFits() {
   QCOMPARE(model.fit(), MemoryFit::DoesNotFit);
   model.setDevice(device(0));  // free memory unknown
   QCOMPARE(model.fit(), MemoryFit::Unknown);
+}
+
+// A recurrent model (Qwen 3.5's layout: three recurrent layers, then one attending): the KV
+// pool of the attention layer alone, and a recurrent state for each sequence the pool's full
+// contexts hold, then the engine's live sequences' states once loaded.
+void TestMetricsMemory::memoryRecurrentState() {
+  iwb::ModelSummary s = summary();
+  s.architecture = "qwen35";
+  s.hparams.block_count = 4;
+  for (int il = 0; il < 4; ++il) {
+    const bool isRecurrent = il != 3;
+    s.hparams.layer_kv.push_back({isRecurrent ? 0 : 2, 16, 16, false, isRecurrent});
+  }
+  s.hparams.recurrent_state_bytes_per_sequence = 10'000;
+  MemoryModel model;
+  model.setModelSummary(s);
+  model.setContext(256);
+  // f16 K and V of one layer: 2 KV heads x (16 + 16) x 2 bytes = 128 bytes per position.
+  QCOMPARE(model.kvBytesPerPosition(), qint64(128));
+  QCOMPARE(model.findRow(QStringLiteral("KV cache"))->estimateBytes, qint64(4 * 256 * 128));
+  QCOMPARE(model.recurrentSequences(), qint64(4));  // the pool's four contexts
+  const auto* recurrent = model.findRow(QStringLiteral("Recurrent state"));
+  QVERIFY(recurrent);
+  QCOMPARE(recurrent->estimateBytes, qint64(40'000));
+  QVERIFY2(recurrent->source.contains(QStringLiteral("4 sequences")), qPrintable(recurrent->source));
+  const iwb::MemoryEstimate e = *model.estimate();
+  QCOMPARE(model.findRow(QStringLiteral("Total"))->estimateBytes, qint64(e.total()));
+  QCOMPARE(e.total(), e.weight_bytes + e.kv_cache_bytes + e.scratch_bytes + 40'000);
+  QCOMPARE(model.findRow(QStringLiteral("KV cache, scratch and heap"))->estimateBytes,
+           qint64(e.kv_cache_bytes + e.scratch_bytes + 40'000));
+  // Engine Settings' running sequences cap how many states the estimate counts.
+  iwb::EngineOptions options;
+  options.max_running_sequences = 2;
+  model.setEngineOptions(options);
+  QCOMPARE(model.findRow(QStringLiteral("Recurrent state"))->estimateBytes, qint64(20'000));
+  model.setEngineOptions({});
+
+  // Loaded: the engine's report says how many sequences hold a state now.
+  MemorySample sample;
+  sample.isValid = true;
+  sample.contextLength = 256;
+  sample.hasEngineReport = true;
+  sample.recurrentStateBytes = 30'000;
+  sample.recurrentStateBytesPerSequence = 10'000;
+  sample.recurrentNumSequences = 3;
+  model.setSample(sample);
+  recurrent = model.findRow(QStringLiteral("Recurrent state"));
+  QCOMPARE(recurrent->measuredBytes, qint64(30'000));
+  QVERIFY2(recurrent->source.startsWith(QStringLiteral("3 live sequences × %1").arg(QStringLiteral("9.8 KiB"))),
+           qPrintable(recurrent->source));
+
+  // A model without recurrent layers has no such row.
+  model.setModelSummary(summary());
+  QVERIFY(!model.findRow(QStringLiteral("Recurrent state")));
+  QCOMPARE(model.recurrentSequences(), qint64(0));
+
+  // The tab's chart stacks the states on the KV cache and names them in its legend, in order.
+  EngineController engine;
+  MemoryPanel panel(&engine);
+  panel.setModelSummary(s);
+  panel.setContext(256);
+  const auto legendNames = [&] {
+    QStringList names;
+    for (int i = 0; i < panel.chart()->legend->itemCount(); ++i) {
+      names << qobject_cast<QCPPlottableLegendItem*>(panel.chart()->legend->item(i))->plottable()->name();
+    }
+    return names;
+  };
+  QCOMPARE(legendNames(), (QStringList{"weights", "KV cache", "recurrent state", "scratch",
+                                       "KV cache + scratch + heap (measured)", "available"}));
+  auto* states = qobject_cast<QCPBars*>(panel.chart()->plottable(5));
+  QCOMPARE(states->barBelow()->name(), QStringLiteral("KV cache"));
+  QCOMPARE(states->data()->findBegin(1, false)->value, 40'000.0 / (1 << 30));
+  panel.setModelSummary(summary());
+  QVERIFY(!legendNames().contains(QStringLiteral("recurrent state")));
 }
 
 void TestMetricsMemory::procStatusParsing() {

@@ -79,8 +79,8 @@ ChatSettingsPanel::ChatSettingsPanel(QWidget* parent)
       m_template(new QComboBox),
       m_thinking(makeChoiceBox(
           {{tr("Model default"), QString()}, {tr("On"), QStringLiteral("on")}, {tr("Off"), QStringLiteral("off")}},
-          tr("Whether the model reasons before answering, for templates that read it (Qwen3, SmolLM3, GLM, "
-             "Gemma 4: enable_thinking, as vLLM and llama-server pass it). Off opens the reply with an empty "
+          tr("Whether the model reasons before answering, for templates that read it (Qwen3, Qwen3.5, SmolLM3, "
+             "GLM, Gemma 4: enable_thinking, as vLLM and llama-server pass it). Off opens the reply with an empty "
              "think block where the template does."))),
       m_reasoningEffort(makeChoiceBox({{tr("Model default"), QString()},
                                        {tr("Low"), QStringLiteral("low")},

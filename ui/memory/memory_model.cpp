@@ -8,6 +8,7 @@
 #include <QFont>
 #include <QLocale>
 
+#include <algorithm>
 #include <cmath>
 
 namespace iwb::ui {
@@ -149,7 +150,16 @@ std::optional<iwb::MemoryEstimate> MemoryModel::estimate() const {
   // The engine's pool holds several contexts (kDefaultKvContexts on the CPU) in whole blocks,
   // or what Engine Settings give it: estimate that, not one context.
   if (const auto pool = kvPool()) e.kv_cache_bytes = pool->bytes;
+  e.recurrent_state_bytes *= static_cast<uint64_t>(recurrentSequences());
   return e;
+}
+
+qint64 MemoryModel::recurrentSequences() const {
+  if (!m_summary || m_summary->hparams.recurrent_state_bytes_per_sequence == 0) return 0;
+  const auto pool = kvPool();
+  const qint64 contexts = pool ? static_cast<qint64>(std::floor(pool->num_contexts())) : 1;
+  const qint64 most = m_options.max_running_sequences > 0 ? m_options.max_running_sequences : 1;
+  return std::clamp<qint64>(contexts, 1, most);
 }
 
 qint64 MemoryModel::kvBytesPerPosition() const {
@@ -257,6 +267,8 @@ void MemoryModel::rebuild() {
                     true};
     }
     const bool hasReport = isLoaded && sample.hasEngineReport;
+    // The CUDA backend refuses recurrent layers (cuda_step_plan), so a model with a recurrent
+    // state runs on the CPU and its row comes with the host rows below.
     if (isLoaded && sample.isOnCuda()) {
       appendDeviceRows(*e, sample);
       m_rows << Row{tr("Host heap"),
@@ -315,6 +327,7 @@ void MemoryModel::rebuild() {
                     false,
                     true};
     }
+    if (e->recurrent_state_bytes > 0) m_rows << recurrentRow(*e, sample, hasReport);
     Row scratch{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
                 false};
     if (hasReport) {
@@ -322,8 +335,9 @@ void MemoryModel::rebuild() {
       scratch.source = tr("the engine's step buffers: activations of one step and the logits rows");
     }
     m_rows << scratch;
+    // The recurrent states are heap allocations of the engine's too.
     Row anon{tr("KV cache, scratch and heap"),
-             static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes),
+             static_cast<qint64>(e->kv_cache_bytes + e->scratch_bytes + e->recurrent_state_bytes),
              -1,
              notLoaded,
              false,
@@ -345,6 +359,32 @@ void MemoryModel::rebuild() {
   appendProcessRows(sample);
   endResetModel();
   emit changed();
+}
+
+MemoryModel::Row MemoryModel::recurrentRow(const iwb::MemoryEstimate& e, const MemorySample& sample,
+                                           bool hasReport) const {
+  const QLocale locale;
+  const iwb::ModelHyperParams& h = m_summary->hparams;
+  const QString each = bytesText(static_cast<qint64>(h.recurrent_state_bytes_per_sequence));
+  Row row{tr("Recurrent state"),
+          static_cast<qint64>(e.recurrent_state_bytes),
+          -1,
+          tr("estimate: %1 sequences (a KV pool's full contexts) × %2, the %3 recurrent layers' state of each; "
+             "measured once the model is loaded")
+              .arg(locale.toString(recurrentSequences()), each, locale.toString(h.num_recurrent_layers())),
+          false,
+          false};
+  if (hasReport) {
+    row.measuredBytes = sample.recurrentStateBytes;
+    // The states live from a sequence's first step to its end, whatever its length.
+    row.source = tr("%1 live sequences × %2: the recurrent layers' state each running sequence holds beside its KV "
+                    "blocks (estimate: %3 sequences)")
+                     .arg(locale.toString(sample.recurrentNumSequences),
+                          bytesText(sample.recurrentStateBytesPerSequence), locale.toString(recurrentSequences()));
+  } else if (isLoaded()) {
+    row.source = tr("not measurable yet: the engine reports no allocations of its own");
+  }
+  return row;
 }
 
 void MemoryModel::appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySample& sample) {

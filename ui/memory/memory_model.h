@@ -3,7 +3,8 @@
 // whether it fits. After it loads: what the process measurably holds beside the estimate, with
 // the difference shown: the engine's report (KV pool, scratch) and what Linux says about the
 // process (file-backed resident pages of the mapped weights, anonymous memory grown since just
-// before the load). On a CUDA device the engine's device allocations replace the host rows.
+// before the load). On a CUDA device the engine's device allocations replace the host rows. A
+// recurrent model (Qwen 3.5) adds its sequences' states, which the engine keeps beside the KV pool.
 #pragma once
 
 #include "iwb/engine/backend/device_info.h"
@@ -71,7 +72,12 @@ class MemoryModel : public QAbstractTableModel {
   const std::optional<MemorySample>& sample() const { return m_sample; }
   bool isLoaded() const { return m_sample && m_sample->isValid && m_sample->contextLength > 0; }
 
+  // The estimate: the engine's KV pool at this context, and for a recurrent model (Qwen 3.5)
+  // one recurrent state for each of recurrentSequences().
   std::optional<iwb::MemoryEstimate> estimate() const;
+  // Sequences the estimate gives a recurrent state: one per full context the KV pool holds (at
+  // least one, at most Engine Settings' running sequences); 0 without recurrent layers.
+  qint64 recurrentSequences() const;
   MemoryFit fit() const;
   // A sentence for the banner: "Fits: needs 1.2 GiB of 20.1 GiB available (23.4 GiB total)."
   QString fitText() const;
@@ -96,6 +102,8 @@ class MemoryModel : public QAbstractTableModel {
   // The engine's allocations on its CUDA device (weights, KV pool, scratch, cuBLAS workspace,
   // free and total), measured against the estimate.
   void appendDeviceRows(const iwb::MemoryEstimate& e, const MemorySample& sample);
+  // The recurrent layers' states (Qwen 3.5): the estimate's sequences, and the engine's live ones.
+  Row recurrentRow(const iwb::MemoryEstimate& e, const MemorySample& sample, bool hasReport) const;
   // The process's resident memory and the selected device's available memory.
   void appendProcessRows(const MemorySample& sample);
 

@@ -25,6 +25,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr qint64 kDefaultContext = 4096;  // the engine's default when the model allows it
+constexpr int kRecurrentLayer = 5;        // the chart's recurrent state bars (plottable index)
 
 QCPBars* addLayer(QCustomPlot* chart, const QString& name, const QColor& color) {
   auto* bars = new QCPBars(chart->xAxis, chart->yAxis);
@@ -91,8 +92,12 @@ MemoryPanel::MemoryPanel(EngineController* engine, QWidget* parent)
   QCPBars* scratch = addLayer(m_chart, tr("scratch"), QColor(150, 200, 120));
   QCPBars* heap = addLayer(m_chart, tr("KV cache + scratch + heap (measured)"), QColor(200, 110, 90));
   addLayer(m_chart, tr("available"), QColor(200, 200, 200));  // on its own bar
+  // Added last (kRecurrentLayer) so that the layers above keep their indices; stacked on the KV
+  // cache, and in the legend only for a model with recurrent layers (updateChart).
+  QCPBars* recurrent = addLayer(m_chart, tr("recurrent state"), QColor(170, 130, 200));
   kv->moveAbove(weights);
-  scratch->moveAbove(kv);
+  recurrent->moveAbove(kv);
+  scratch->moveAbove(recurrent);
   heap->moveAbove(scratch);
 
   m_table->setObjectName(QStringLiteral("memoryTable"));
@@ -200,11 +205,19 @@ void MemoryPanel::updateChart() {
   auto layer = [this](int i) { return qobject_cast<QCPBars*>(m_chart->plottable(i)); };
   for (int i = 0; i < m_chart->plottableCount(); ++i) layer(i)->data()->clear();
   double top = 0;
+  bool hasRecurrentState = false;
   if (const auto e = m_model->estimate()) {
     layer(0)->addData(1, double(e->weight_bytes) / kGiB);
     layer(1)->addData(1, double(e->kv_cache_bytes) / kGiB);
     layer(2)->addData(1, double(e->scratch_bytes) / kGiB);
+    layer(kRecurrentLayer)->addData(1, double(e->recurrent_state_bytes) / kGiB);
+    hasRecurrentState = e->recurrent_state_bytes > 0;
     top = double(e->total()) / kGiB;
+  }
+  // The legend in stacking order, with the recurrent state only where the model has one.
+  m_chart->legend->clearItems();
+  for (const int i : {0, 1, kRecurrentLayer, 2, 3, 4}) {
+    if (i != kRecurrentLayer || hasRecurrentState) layer(i)->addToLegend();
   }
   if (m_model->isLoaded() && m_model->sample()->isOnCuda()) {
     // On a GPU the measured bar is the engine's device allocations, layer by layer.

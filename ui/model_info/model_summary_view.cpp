@@ -66,6 +66,39 @@ void describeLayerKv(const iwb::ModelHyperParams& h, QString* kvHeads, QString* 
   }
 }
 
+// Qwen 3.5: "32: 24 recurrent, 8 attention (one in 4: 3, 7, …, 31)", the layer count split by
+// kind with the attention layers named (a regular pattern by its first two and its last).
+QString layersText(const iwb::ModelHyperParams& h) {
+  const int64_t recurrent = h.num_recurrent_layers();
+  if (recurrent == 0) return countOrMissing(h.trunk_layers());
+  QStringList attention;
+  for (size_t il = 0; il < h.layer_kv.size(); ++il) {
+    if (!h.layer_kv[il].is_recurrent) attention << QString::number(il);
+  }
+  const int64_t interval = h.attention_layer_interval();
+  if (interval > 0 && attention.size() > 3) {
+    attention = {attention[0], attention[1], QStringLiteral("…"), attention.last()};
+  }
+  const QString where =
+      interval > 0 ? ModelSummaryView::tr("one in %1: %2").arg(interval) : ModelSummaryView::tr("layers %1");
+  return ModelSummaryView::tr("%1: %2 recurrent, %3 attention (%4)")
+      .arg(countOrMissing(h.trunk_layers()))
+      .arg(recurrent)
+      .arg(h.num_attention_layers())
+      .arg(where.arg(attention.join(QStringLiteral(", "))));
+}
+
+// The recurrent layers' gated delta net, or "none" for a model whose every layer attends.
+QString recurrentText(const iwb::ModelHyperParams& h) {
+  if (h.block_count <= 0) return kMissing;
+  if (h.num_recurrent_layers() == 0) return ModelSummaryView::tr("none (every layer attends)");
+  return ModelSummaryView::tr("gated delta net: %1 key / %2 value heads of %3, convolution over %4 tokens")
+      .arg(h.linear_num_key_heads)
+      .arg(h.linear_num_value_heads)
+      .arg(h.linear_head_dim)
+      .arg(h.linear_conv_kernel);
+}
+
 }  // namespace
 
 ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
@@ -98,6 +131,9 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   addField(form, QStringLiteral("experts"), tr("Experts"),
            tr("A mixture of experts' routed experts per layer, how many each token goes through and each one's "
               "width; shared experts run for every token; leading dense layers have no experts"));
+  addField(form, QStringLiteral("recurrent"), tr("Recurrent layers"),
+           tr("Layers that keep a fixed-size state per sequence instead of a KV cache (Qwen 3.5's gated delta "
+              "net); the attention heads and KV heads below are the other layers'"));
   addField(form, QStringLiteral("heads"), tr("Attention heads"));
   addField(form, QStringLiteral("kvHeads"), tr("KV heads"),
            tr("Fewer KV heads than attention heads means grouped-query attention"));
@@ -110,8 +146,11 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   addField(form, QStringLiteral("kvCache"), tr("KV cache"),
            tr("f16 keys and values for every layer at the trained context; grouped-query "
               "attention caches only the KV heads"));
+  addField(form, QStringLiteral("recurrentState"), tr("Recurrent state"),
+           tr("What each running sequence holds in the recurrent layers (f32), the same at any length"));
   addField(form, QStringLiteral("memoryTotal"), tr("Total"),
-           tr("Weights + KV cache + scratch for activations and logits (an estimate)"));
+           tr("Weights + KV cache + scratch for activations and logits (an estimate), and one sequence's "
+              "recurrent state where the model has one"));
 
   layout->addStretch(1);
 
@@ -191,7 +230,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("chatTemplate"), s.has_chat_template ? tr("yes") : tr("no"));
 
   const ModelHyperParams& h = s.hparams;
-  QString layers = countOrMissing(h.trunk_layers());
+  QString layers = layersText(h);
   if (h.nextn_predict_layers > 0) {
     layers = tr("%1 (+%2 multi-token prediction, the MTP drafter's)").arg(layers).arg(h.nextn_predict_layers);
   }
@@ -199,6 +238,7 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
   setField(QStringLiteral("embedding"), countOrMissing(h.embedding_length));
   setField(QStringLiteral("feedForward"), countOrMissing(h.feed_forward_length));
   setField(QStringLiteral("experts"), expertsText(h));
+  setField(QStringLiteral("recurrent"), recurrentText(h));
   setField(QStringLiteral("heads"), countOrMissing(h.head_count));
   QString kvHeads = countOrMissing(h.head_count_kv);
   if (h.kv_lora_rank > 0) {
@@ -219,7 +259,11 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
                    .arg(h.key_length_mla)
                    .arg(h.value_length_mla);
   }
-  if (!h.layer_kv.empty()) describeLayerKv(h, &kvHeads, &headDim);
+  if (h.num_recurrent_layers() > 0) {
+    kvHeads += tr("; attention layers only");
+  } else if (!h.layer_kv.empty()) {
+    describeLayerKv(h, &kvHeads, &headDim);
+  }
   setField(QStringLiteral("kvHeads"), kvHeads);
   setField(QStringLiteral("headDim"), headDim);
   setField(QStringLiteral("context"), countOrMissing(h.context_length));
@@ -228,17 +272,36 @@ void ModelSummaryView::setSummary(const iwb::ModelSummary& s) {
 
   if (s.is_vocab_only || h.context_length <= 0) {
     setField(QStringLiteral("kvCache"), kMissing);
+    setField(QStringLiteral("recurrentState"), kMissing);
     setField(QStringLiteral("memoryTotal"), kMissing);
   } else {
     const MemoryEstimate memory = estimate_memory(s, h.context_length);
-    setField(QStringLiteral("kvCache"), tr("%1 at %2 tokens")
-                                            .arg(QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
-                                                 locale.toString(qlonglong{h.context_length})));
-    setField(QStringLiteral("memoryTotal"), QString::fromStdString(format_bytes(memory.total())),
-             tr("Weights %1 + KV cache %2 + scratch %3")
-                 .arg(QString::fromStdString(format_bytes(memory.weight_bytes)),
-                      QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
-                      QString::fromStdString(format_bytes(memory.scratch_bytes))));
+    QString kvCache = tr("%1 at %2 tokens")
+                          .arg(QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
+                               locale.toString(qlonglong{h.context_length}));
+    if (h.num_recurrent_layers() > 0) kvCache += tr(" (the %1 attention layers)").arg(h.num_attention_layers());
+    setField(QStringLiteral("kvCache"), kvCache);
+    setField(QStringLiteral("recurrentState"),
+             memory.recurrent_state_bytes > 0
+                 ? tr("%1 per sequence").arg(QString::fromStdString(format_bytes(memory.recurrent_state_bytes)))
+                 : tr("none"),
+             memory.recurrent_state_bytes > 0
+                 ? tr("%1 bytes: in each of %2 layers the convolution's last %3 inputs and %4 heads' %5 x %5 state")
+                       .arg(locale.toString(qulonglong{memory.recurrent_state_bytes}))
+                       .arg(h.num_recurrent_layers())
+                       .arg(h.linear_conv_kernel - 1)
+                       .arg(h.linear_num_value_heads)
+                       .arg(h.linear_head_dim)
+                 : QString());
+    QString parts = tr("Weights %1 + KV cache %2 + scratch %3")
+                        .arg(QString::fromStdString(format_bytes(memory.weight_bytes)),
+                             QString::fromStdString(format_bytes(memory.kv_cache_bytes)),
+                             QString::fromStdString(format_bytes(memory.scratch_bytes)));
+    if (memory.recurrent_state_bytes > 0) {
+      parts += tr(" + one sequence's recurrent state %1")
+                   .arg(QString::fromStdString(format_bytes(memory.recurrent_state_bytes)));
+    }
+    setField(QStringLiteral("memoryTotal"), QString::fromStdString(format_bytes(memory.total())), parts);
   }
 }
 

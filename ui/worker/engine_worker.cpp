@@ -243,8 +243,8 @@ bool EngineWorker::queueRequest(quint64 requestId, const GenerationInput& input)
   m_requests.add(*id, {requestId, seed, input.numDraftTokens, {addedAt, numPromptTokens, 0}, iwb::thread_pool_stats()});
   if (numTurnsLeftOut > 0) emit promptShortened(requestId, numTurnsLeftOut);
   emit generationStarted(requestId, numPromptTokens);
-  // The prompt opened the reply's think block (GLM-4.7): the reply's text starts with it, so that
-  // the chat shows what follows as reasoning and sends it back as the template reads it.
+  // The prompt opened the reply's think block (GLM-4.7, Qwen3.5): the reply's text starts with
+  // it, so that the chat shows what follows as reasoning and sends it back as the template reads it.
   if (opensReasoning) emit tokensReady(requestId, QStringLiteral("<think>"));
   return true;
 }

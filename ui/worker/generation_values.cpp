@@ -166,12 +166,12 @@ GenerationInput BatchInput::inputFor(qsizetype i) const {
 
 QStringList chatTemplateFamilyNames() {
   QStringList names;
-  for (const auto family :
-       {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2, ChatTemplateFamily::Mistral,
-        ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3, ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu,
-        ChatTemplateFamily::SmolLM3, ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony,
-        ChatTemplateFamily::Glm45, ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31,
-        ChatTemplateFamily::KimiK2, ChatTemplateFamily::Gemma4, ChatTemplateFamily::Plain}) {
+  for (const auto family : {ChatTemplateFamily::ChatMl, ChatTemplateFamily::Llama3, ChatTemplateFamily::Llama2,
+                            ChatTemplateFamily::Mistral, ChatTemplateFamily::Gemma, ChatTemplateFamily::Phi3,
+                            ChatTemplateFamily::Zephyr, ChatTemplateFamily::Tulu, ChatTemplateFamily::SmolLM3,
+                            ChatTemplateFamily::Granite, ChatTemplateFamily::Harmony, ChatTemplateFamily::Glm45,
+                            ChatTemplateFamily::Glm47, ChatTemplateFamily::DeepSeekV31, ChatTemplateFamily::KimiK2,
+                            ChatTemplateFamily::Gemma4, ChatTemplateFamily::Qwen35, ChatTemplateFamily::Plain}) {
     const std::string_view name = chat_template_family_name(family);
     names << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   }
@@ -199,6 +199,7 @@ QString chatTemplateDisplayName(const QString& familyName) {
       {QStringLiteral("deepseek-v3.1"), QStringLiteral("DeepSeek V3.1")},
       {QStringLiteral("kimi-k2"), QStringLiteral("Kimi K2")},
       {QStringLiteral("gemma4"), QStringLiteral("Gemma 4")},
+      {QStringLiteral("qwen3.5"), QStringLiteral("Qwen3.5")},
   };
   return kDisplay.value(familyName, familyName);
 }

@@ -30,8 +30,9 @@ struct SamplingSettings {
   QString jsonSchema;  // a JSON Schema document; kept while another format is chosen
   QString regex;       // a regex (ECMA-262 syntax); kept the same way
   // Thinking, as vLLM's and llama-server's chat_template_kwargs switch it: "on" or "off"
-  // (enable_thinking: Qwen3's, SmolLM3's, GLM's and Gemma 4's templates), empty for the template's default; and
-  // reasoning_effort "low", "medium" or "high" (gpt-oss's), empty for the template's default.
+  // (enable_thinking: Qwen3's, Qwen3.5's, SmolLM3's, GLM's and Gemma 4's templates), empty for
+  // the template's default; and reasoning_effort "low", "medium" or "high" (gpt-oss's), empty
+  // for the template's default.
   QString thinking;
   QString reasoningEffort;
 

@@ -61,6 +61,11 @@ struct MemorySample {
   qint64 kvPositionsUsed = 0;    // slots holding tokens of live sequences
   qint64 kvPositionsCached = 0;  // slots of reusable prefix blocks
   qint64 scratchBytes = 0;       // activations of one step and the logits rows
+  // Recurrent layers (Qwen 3.5): the live sequences' states and one sequence's
+  // (MemoryReport::recurrent_*); 0 for other models.
+  qint64 recurrentStateBytes = 0;
+  qint64 recurrentStateBytesPerSequence = 0;
+  qint64 recurrentNumSequences = 0;
   // Where the forward pass runs (MemoryReport::device_id) and, on a CUDA device, what the engine
   // allocated there; the device figures are 0 on the CPU.
   QString deviceId = QStringLiteral("cpu");

@@ -141,6 +141,9 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     sample.kvPositionsUsed = report.kv_positions_used;
     sample.kvPositionsCached = report.kv_positions_cached;
     sample.scratchBytes = static_cast<qint64>(report.scratch_bytes);
+    sample.recurrentStateBytes = static_cast<qint64>(report.recurrent_state_bytes);
+    sample.recurrentStateBytesPerSequence = static_cast<qint64>(report.recurrent_state_bytes_per_sequence);
+    sample.recurrentNumSequences = report.recurrent_num_sequences;
     sample.deviceId = QString::fromStdString(report.device_id);
     sample.deviceWeightsBytes = static_cast<qint64>(report.device_weights_bytes);
     sample.deviceKvPoolBytes = static_cast<qint64>(report.device_kv_pool_bytes);

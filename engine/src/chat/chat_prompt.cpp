@@ -114,6 +114,9 @@ Result<ChatPrompt> build_chat_prompt(const tokenizer::Tokenizer& tokenizer, std:
   // GLM-4.7's prompt ends with <think>, Qwen3.5's with "<think>\n" (the newline is the prompt's).
   prompt.opens_reasoning =
       options.add_generation_prompt && (prompt.text.ends_with("<think>") || prompt.text.ends_with("<think>\n"));
+  if (prompt.opens_reasoning) {
+    prompt.reasoning_close = prompt.family == ChatTemplateFamily::Qwen35 ? "\n</think>\n\n" : "</think>";
+  }
   // Harmony's channels are control tokens the reply must show; so are Mistral's [TOOL_CALLS] and
   // Granite's <|tool_call|> when the model is shown tools (a chat without them is left as it was).
   const bool has_marker_calls = prompt.tool_format == ToolCallFormat::MistralList ||

@@ -1,6 +1,10 @@
 // Model summary from GGUF metadata and tensors, and the memory estimate for a context size.
 #include "iwb/engine/model/model_info.h"
 
+#include "iwb/engine/model/architecture.h"
+#include "iwb/engine/model/model_config.h"
+#include "model/qwen35_config.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +54,35 @@ void read_layer_kv(const gguf::GgufFile& f, const std::string& arch, ModelHyperP
     }
     l.is_sliding = is_sliding;
     h->layer_kv.push_back(l);
+  }
+}
+
+// Qwen 3.5's recurrent layers, read by the loader's own reader (qwen35::read_keys) so that
+// which layers recur and the state's size are the engine's. A file whose keys the loader
+// refuses is summarised without them: loading it says what is wrong.
+void read_recurrent_layers(const gguf::GgufFile& f, const std::string& arch, ModelHyperParams* h) {
+  const ArchitectureTraits* traits = find_architecture(arch);
+  // Per-layer tables are sized by the count: a corrupt one past llama.cpp's 512 layers is left
+  // to the loader's refusal.
+  constexpr int64_t kMaxLayers = 512;
+  if (traits == nullptr || !traits->has_recurrent_layers || h->block_count <= 0 || h->block_count > kMaxLayers) return;
+  ModelConfig c;
+  c.architecture_name = arch;
+  c.num_layers = h->block_count;
+  c.num_kv_heads = h->head_count_kv;
+  if (!qwen35::read_keys(f, &c) || c.num_layers != h->trunk_layers()) return;
+  h->linear_conv_kernel = c.linear_conv_kernel;
+  h->linear_num_key_heads = c.linear_num_key_heads;
+  h->linear_num_value_heads = c.linear_num_value_heads;
+  h->linear_head_dim = c.linear_head_dim;
+  h->recurrent_state_bytes_per_sequence = c.recurrent_state_bytes();
+  if (h->layer_kv.empty()) {
+    h->layer_kv.assign(static_cast<size_t>(c.num_layers), {h->head_count_kv, h->key_length, h->value_length});
+  }
+  for (int64_t il = 0; il < c.num_layers; ++il) {
+    ModelHyperParams::LayerKv& l = h->layer_kv[static_cast<size_t>(il)];
+    l.is_recurrent = c.is_recurrent(il);
+    if (l.is_recurrent) l.head_count_kv = 0;
   }
 }
 
@@ -224,6 +257,7 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.key_length_mla = arch_int(f, a, "attention.key_length_mla");
     h.value_length_mla = arch_int(f, a, "attention.value_length_mla");
     read_layer_kv(f, a, &h);
+    read_recurrent_layers(f, a, &h);
   }
   if (h.vocab_size == 0) h.vocab_size = m.tokenizer_vocab_size;
   if (h.vocab_size == 0) {
@@ -232,6 +266,20 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     }
   }
   return m;
+}
+
+int64_t ModelHyperParams::num_recurrent_layers() const {
+  return std::count_if(layer_kv.begin(), layer_kv.end(), [](const LayerKv& l) { return l.is_recurrent; });
+}
+
+int64_t ModelHyperParams::attention_layer_interval() const {
+  const int64_t attention = num_attention_layers();
+  if (num_recurrent_layers() == 0 || attention <= 0 || trunk_layers() % attention != 0) return 0;
+  const int64_t interval = trunk_layers() / attention;
+  for (int64_t il = 0; il < static_cast<int64_t>(layer_kv.size()); ++il) {
+    if (layer_kv[static_cast<size_t>(il)].is_recurrent == ((il + 1) % interval == 0)) return 0;
+  }
+  return interval;
 }
 
 int64_t ModelHyperParams::kv_values_per_position() const {
@@ -258,13 +306,19 @@ MemoryEstimate estimate_memory(const ModelSummary& m, int64_t context) {
   const uint64_t batch = static_cast<uint64_t>(std::clamp<int64_t>(context, 1, 512));
   const uint64_t q_dim = static_cast<uint64_t>(h.head_count * h.key_length);
   const uint64_t kv_dim = static_cast<uint64_t>(h.head_count_kv * (h.key_length + h.value_length));
-  const uint64_t per_token =
-      3 * static_cast<uint64_t>(h.embedding_length) + q_dim + kv_dim + 2 * static_cast<uint64_t>(h.feed_forward_length);
+  // A recurrent layer's projections (the convolution's channels and the output gate) take the
+  // place of Q/K/V where they are wider.
+  const uint64_t recurrent_dim =
+      static_cast<uint64_t>((2 * h.linear_num_key_heads + 2 * h.linear_num_value_heads) * h.linear_head_dim);
+  const uint64_t per_token = 3 * static_cast<uint64_t>(h.embedding_length) + std::max(q_dim + kv_dim, recurrent_dim) +
+                             2 * static_cast<uint64_t>(h.feed_forward_length);
   e.scratch_bytes = 4 * (batch * per_token + static_cast<uint64_t>(h.head_count) * static_cast<uint64_t>(context) +
                          static_cast<uint64_t>(h.vocab_size));
+  e.recurrent_state_bytes = h.recurrent_state_bytes_per_sequence;
   if (m.is_vocab_only) {
     e.kv_cache_bytes = 0;
     e.scratch_bytes = 0;
+    e.recurrent_state_bytes = 0;
   }
   return e;
 }

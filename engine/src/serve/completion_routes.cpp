@@ -112,6 +112,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> stops;
   bool renders_special_tokens = false;  // a harmony chat: its channels are control tokens
+  std::string reasoning_close;          // ChatPrompt::reasoning_close: written before a required call
   if (kind == CompletionKind::Chat) {
     std::variant<ChatCompletionRequest, ApiError> read =
         read_chat_request(std::get<json>(body), options.default_sampling, limits, req.body);
@@ -125,6 +126,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     params = std::move(chat.params);
     ChatPrompt& chat_prompt = std::get<ChatPrompt>(prompt);
     params.is_reply_in_reasoning = chat_prompt.opens_reasoning;
+    reasoning_close = std::move(chat_prompt.reasoning_close);
     prompts.push_back(std::move(chat_prompt.tokens));
     stops = std::move(chat_prompt.stop_strings);
     renders_special_tokens = chat_prompt.renders_special_tokens;
@@ -199,7 +201,9 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       r.grammar_trigger = params.grammar_trigger;
       r.grammar_separator = params.grammar_separator;
       r.is_grammar_trigger_forced = params.is_grammar_trigger_forced;
-      if (params.is_reply_in_reasoning) r.forced_trigger_lead = "</think>";
+      // A required call is the answer's: the open think block is closed first, as the template
+      // closes one.
+      if (params.is_reply_in_reasoning) r.forced_trigger_lead = reasoning_close;
       r.ends_after_grammar = params.ends_after_grammar;
       r.is_trigger_in_grammar = params.is_trigger_in_grammar;
       r.is_trigger_at_start = params.is_trigger_at_start;

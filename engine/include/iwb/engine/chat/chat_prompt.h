@@ -41,6 +41,11 @@ struct ChatPrompt {
   // thinking on):
   // the reply opens with its reasoning, without the tag, and is read as if it had written it.
   bool opens_reasoning = false;
+  // What closes that block as the template writes a past turn's reasoning: "\n</think>\n\n"
+  // (Qwen3.5: "<think>\n" + reasoning + "\n</think>\n\n"), else "</think>" (GLM-4.7, DeepSeek
+  // V3.1); empty when the prompt opens none. A server that must start the answer itself (a
+  // required tool call) writes this first, so the model sees its own layout.
+  std::string reasoning_close;
 };
 
 // What a template is read as, for a server's log: its family and how tools are written with it

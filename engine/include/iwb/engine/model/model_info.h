@@ -1,5 +1,6 @@
 // What a GGUF model is: architecture, hyper-parameters, parameter count, file type, and the
-// memory it needs at a given context (weights + GQA-aware KV cache + scratch estimate).
+// memory it needs at a given context (weights + GQA-aware KV cache + scratch estimate, and a
+// recurrent model's state per sequence).
 #pragma once
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -48,11 +49,27 @@ struct ModelHyperParams {
     int64_t key_length = 0;
     int64_t value_length = 0;
     bool is_sliding = false;
+    bool is_recurrent = false;  // a recurrent layer (Qwen 3.5): no KV cache, head_count_kv 0
   };
   std::vector<LayerKv> layer_kv;
+  // Qwen 3.5's recurrent layers (a gated delta net instead of attention; layer_kv marks which):
+  // a state per running sequence in place of a KV cache, of these sizes (ModelConfig's linear_*,
+  // from <arch>.ssm.*). 0 for a model without recurrent layers.
+  int64_t linear_conv_kernel = 0;      // ssm.conv_kernel: taps of the causal convolution
+  int64_t linear_num_key_heads = 0;    // ssm.group_count (query heads too)
+  int64_t linear_num_value_heads = 0;  // ssm.time_step_rank
+  int64_t linear_head_dim = 0;         // ssm.state_size
+  // One sequence's state over every recurrent layer, f32 (ModelConfig::recurrent_state_bytes,
+  // what the engine allocates per running sequence).
+  uint64_t recurrent_state_bytes_per_sequence = 0;
   int64_t trunk_layers() const { return block_count - nextn_predict_layers; }
+  int64_t num_recurrent_layers() const;
+  int64_t num_attention_layers() const { return trunk_layers() - num_recurrent_layers(); }
+  // N when the attention layers are exactly every Nth (layers N-1, 2N-1, ...) between recurrent
+  // ones, as Qwen 3.5's full_attention_interval places them; 0 otherwise.
+  int64_t attention_layer_interval() const;
   // f16 values one position stores over every trunk layer's keys and values (latent attention:
-  // the keys alone).
+  // the keys alone; recurrent layers store none).
   int64_t kv_values_per_position() const;
 };
 
@@ -98,7 +115,10 @@ struct MemoryEstimate {
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;  // f16 K and V for every layer, GQA-aware
   uint64_t scratch_bytes = 0;   // activations and logits for one token step (estimate)
-  uint64_t total() const { return weight_bytes + kv_cache_bytes + scratch_bytes; }
+  // The recurrent layers' state of the one sequence the KV cache above holds (Qwen 3.5); 0
+  // for other models.
+  uint64_t recurrent_state_bytes = 0;
+  uint64_t total() const { return weight_bytes + kv_cache_bytes + scratch_bytes + recurrent_state_bytes; }
 };
 
 Result<ModelSummary> summarize_model(const gguf::GgufFile& file);
