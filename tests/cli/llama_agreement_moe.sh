@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CTest: qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4 logits and 32 greedy tokens agree with
+# CTest: qwen3moe, gpt-oss, glm4moe, deepseek2, gemma4 and qwen35moe logits and 32 greedy tokens agree with
 # llama.cpp's (scripts/compare-logits-llama.sh) on synthetic test-qwen3moe, test-gpt-oss, test-glm4moe,
-# test-deepseek2, test-deepseek2-lite and test-gemma4 files
+# test-deepseek2, test-deepseek2-lite, test-gemma4 and test-qwen35moe files
 # in F32, two weight seeds x two prompts each (routing, top-k gating and the expert sums; for
 # gpt-oss also sinks, YaRN, the alternating sliding window, biases and the clamped SwiGLU; for
 # glm4moe sigmoid routing with selection biases, scaled weights, the shared expert, the dense first
@@ -24,8 +24,14 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite test-gemma4; do
-  for seed in 0 3; do
+for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite test-gemma4 test-qwen35moe; do
+  seeds="0 3"
+  # test-qwen35moe (qwen35's recurrent and gated attention layers, 8 experts of 64 top-2 and a gated
+  # shared expert): weight seed 0's second prompt parts at greedy step 20 on a near-tie of 2.3e-5
+  # (0.9272 against 0.9271, every logit within 1.6e-4), so its rows use seeds 1 and 3 (and seed 5
+  # agrees too).
+  [[ "$preset" == test-qwen35moe ]] && seeds="1 3"
+  for seed in $seeds; do
     file="$work/$preset-F32-$seed.gguf"
     nextn=()
     [[ "$preset" == test-deepseek2 ]] && nextn=(--nextn-layers 1)  # DeepSeek V3's MTP layer

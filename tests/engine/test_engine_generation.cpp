@@ -384,7 +384,7 @@ class TestEngineGeneration : public QObject {
     QCOMPARE(a.message(),
              std::string(
                  "architecture 'gptj' is not supported by this engine (supported: llama, qwen2, gemma3, qwen3, phi3, "
-                 "qwen3moe, gpt-oss, gemma2, smollm3, olmo2, granite, glm4moe, deepseek2, gemma4)"));
+                 "qwen3moe, gpt-oss, gemma2, smollm3, olmo2, granite, glm4moe, deepseek2, gemma4, qwen35, qwen35moe)"));
 
     // A soft-cap of zero or below would divide by zero in cap * tanh(x / cap).
     spec.arch = "gemma2";

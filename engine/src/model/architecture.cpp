@@ -173,6 +173,15 @@ const std::vector<ArchitectureTraits>& architectures() {
     qwen35.has_recurrent_layers = true;
     qwen35.has_attention_output_gate = true;
     t.push_back(qwen35);
+    // Qwen 3.5 MoE (llama.cpp's qwen35moe graph): qwen35's layers with routed experts (softmax,
+    // top-k, renormalised) and a gated shared expert in every layer's FFN.
+    ArchitectureTraits qwen35moe = qwen35;
+    qwen35moe.id = ModelArchitecture::Qwen35Moe;
+    qwen35moe.name = "qwen35moe";
+    qwen35moe.has_experts = true;
+    qwen35moe.is_expert_weight_normalized = true;
+    qwen35moe.has_gated_shared_expert = true;
+    t.push_back(qwen35moe);
     return t;
   }();
   return kTable;

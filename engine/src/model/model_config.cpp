@@ -327,7 +327,8 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
           ErrorCode::Unsupported,
           "this '" + std::string(traits.name) + "' model is a mixture of experts (" + keys.key("expert_count") + " = " +
               std::to_string(*n) +
-              "), which this engine runs only for qwen3moe, gpt-oss, glm4moe, deepseek2 and gemma4; its dense '" +
+              "), which this engine runs only for qwen3moe, gpt-oss, glm4moe, deepseek2, gemma4 and qwen35moe; its "
+              "dense '" +
               traits.name +
               "' path would "
               "look for ffn_gate/ffn_up/ffn_down tensors the file does not have");
@@ -353,6 +354,17 @@ Status read_expert_keys(const KeyReader& keys, const gguf::GgufFile& file, const
   IWB_RETURN_IF_ERROR(count_key(keys, "expert_group_count", 0, &c->num_expert_groups));
   if (c->num_expert_groups > 1) IWB_RETURN_IF_ERROR(read_expert_group_keys(keys, c));
   if (traits.has_deepseek_routing) IWB_RETURN_IF_ERROR(read_deepseek_routing_keys(keys, file, traits, c));
+  if (traits.has_gated_shared_expert) {
+    // llama.cpp's qwen35moe loader: the shared expert's width, else feed_forward_length.
+    IWB_RETURN_IF_ERROR(keys.optional_int("expert_shared_feed_forward_length", c->feed_forward_length,
+                                          &c->shared_expert_feed_forward_length));
+    if (c->shared_expert_feed_forward_length <= 0) {
+      return make_error(ErrorCode::NotFound, "the model has no '" + keys.key("expert_shared_feed_forward_length") +
+                                                 "' metadata key (nor a feed_forward_length to take it from)");
+    }
+    c->num_shared_experts = 1;
+    c->has_shared_expert_gate = true;
+  }
   return {};
 }
 

@@ -262,8 +262,8 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
   if (c.is_expert_layer(il)) {
     const int64_t eff = c.expert_feed_forward_length, e = c.num_experts;
     IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_inp.weight"), d, e, &l->ffn_gate_inp));
-    if (c.has_parallel_dense_ffn && b.has(layer_name(il, "ffn_gate_up_exps.weight"))) {
-      // Gemma 4's converter may store each expert's gate and up rows together (gate first).
+    if ((c.has_parallel_dense_ffn || c.has_shared_expert_gate) && b.has(layer_name(il, "ffn_gate_up_exps.weight"))) {
+      // Gemma 4's and Qwen 3.5's converters may store each expert's gate and up rows together (gate first).
       IWB_RETURN_IF_ERROR(
           b.fused_experts(layer_name(il, "ffn_gate_up_exps.weight"), d, eff, e, &l->ffn_gate_exps, &l->ffn_up_exps));
     } else {
@@ -285,6 +285,9 @@ Status bind_feed_forward(Binder& b, const ModelConfig& c, int64_t il, LayerWeigh
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_gate_shexp.weight"), d, sff, &l->ffn_gate_shexp));
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_up_shexp.weight"), d, sff, &l->ffn_up_shexp));
       IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ffn_down_shexp.weight"), sff, d, &l->ffn_down_shexp));
+      if (c.has_shared_expert_gate) {
+        IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ffn_gate_inp_shexp.weight"), d, &l->ffn_gate_inp_shexp));
+      }
     }
     if (!c.has_parallel_dense_ffn) return {};  // Gemma 4's expert layers also have the dense FFN below
   }
@@ -347,11 +350,12 @@ Status refuse_unknown_expert_tensors(const gguf::GgufFile& file, const ModelConf
   for (const gguf::TensorInfo& t : file.tensors()) {
     for (const char* part : {"_shexp", "exp_probs_b", "ffn_gate_up_exps", "_exps.bias", "ffn_gate_inp.bias"}) {
       const std::string_view p(part);
-      if (c.has_parallel_dense_ffn && p == "ffn_gate_up_exps") continue;                     // Gemma 4's, bound below
+      if ((c.has_parallel_dense_ffn || c.has_shared_expert_gate) && p == "ffn_gate_up_exps") continue;  // bound below
       if (c.has_expert_biases && (p == "_exps.bias" || p == "ffn_gate_inp.bias")) continue;  // gpt-oss's, bound below
       if (c.has_expert_selection_bias && p == "exp_probs_b") continue;                       // glm4moe's, bound below
-      if (p == "_shexp" && c.num_shared_experts > 0 && t.name.find("ffn_gate_inp_shexp") == std::string::npos) {
-        continue;  // glm4moe's shared experts (not Qwen2-MoE's gated ones)
+      if (p == "_shexp" && c.num_shared_experts > 0 &&
+          (c.has_shared_expert_gate || t.name.find("ffn_gate_inp_shexp") == std::string::npos)) {
+        continue;  // glm4moe's shared experts, and Qwen 3.5 MoE's gated one (not Qwen2-MoE's)
       }
       if (t.name.find(part) != std::string::npos) {
         return make_error(ErrorCode::Unsupported, "tensor '" + t.name + "' belongs to a mixture-of-experts layout " +

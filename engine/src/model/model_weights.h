@@ -70,6 +70,7 @@ struct LayerWeights {
   std::vector<float> exp_probs_b;
   WeightMatrix ffn_gate_shexp, ffn_up_shexp;  // n_embd -> shared_expert_width()
   WeightMatrix ffn_down_shexp;                // shared_expert_width() -> n_embd
+  std::vector<float> ffn_gate_inp_shexp;      // [n_embd]: the shared expert's gate (Qwen 3.5 MoE), or empty
   // Multi-head latent attention (deepseek2); wq is attn_q (n_embd -> q_heads_width) or, with a
   // query latent, attn_q_b (q_lora_rank -> q_heads_width); wk and wv stay empty.
   WeightMatrix wq_a;                  // attn_q_a: n_embd -> q_lora_rank (or empty)

@@ -309,6 +309,13 @@ class PlanBuilder {
       out.push_back(matmuls(
           il, PlanBuffer::SharedGate,
           {product("ffn_down_shexp", PlanMatrix::FfnDownShexp, PlanBuffer::Proj, t.ffn_down_shexp, sff, d, false)}));
+      if (c.has_shared_expert_gate) {  // Qwen 3.5 MoE: the shared expert's output gated per token
+        PlanOp gate = simple(PlanOpKind::SharedExpertGate, "ffn_shexp_gate", il);
+        gate.input = PlanBuffer::Xn;
+        gate.output = PlanBuffer::Proj;
+        gate.width = d;
+        out.push_back(gate);
+      }
     }
     routed_experts(il, t, PlanBuffer::Proj, has_shared, out);
   }

@@ -248,6 +248,15 @@ class FlowCheck {
           return fail(op, "reads or writes rows of another width than the layer's recurrence");
         }
         return write(op, op.output);
+      case PlanOpKind::SharedExpertGate:
+        if (!m_c.has_shared_expert_gate) return fail(op, "gates a shared expert in a model without the gate");
+        IWB_RETURN_IF_ERROR(read(op, op.input));
+        IWB_RETURN_IF_ERROR(read(op, op.output));
+        if (width_of(m_c, op.layer, op.input) != m_c.embedding_length ||
+            width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
+          return fail(op, "gates rows that are not the residual stream's width");
+        }
+        return write(op, op.output);
       case PlanOpKind::LayerScale:
         if (width_of(m_c, op.layer, op.output) != m_c.embedding_length) {
           return fail(op, "scales a buffer that is not the residual stream");

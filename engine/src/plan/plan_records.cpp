@@ -86,6 +86,7 @@ KernelRecord op_record(const ForwardPlan& plan, const PlanOp& op, int part, int6
       return r;
     }
     case PlanOpKind::OutputGate: return op_costs::output_gate(layer, num_rows, op.width);
+    case PlanOpKind::SharedExpertGate: return op_costs::shared_expert_gate(layer, num_rows, op.width);
     // Each sequence of the step runs its own recurrence (the cost model's prediction: one).
     case PlanOpKind::ShortConv:
       return op_costs::short_conv(layer, num_rows, std::max<int64_t>(1, static_cast<int64_t>(spans.size())),

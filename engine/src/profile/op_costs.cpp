@@ -196,6 +196,14 @@ KernelRecord output_gate(int layer, int64_t num_tokens, int64_t width) {
   return r;
 }
 
+KernelRecord shared_expert_gate(int layer, int64_t num_tokens, int64_t dim) {
+  KernelRecord r = base(OpKind::Activation, "ffn_shexp_gate", layer, GgmlType::F32, num_tokens);
+  r.shape.cols = dim;
+  r.flops = d(num_tokens) * (3.0 * d(dim) + 5.0);
+  r.bytes = 16.0 * d(num_tokens) * d(dim) + 4.0 * d(dim);
+  return r;
+}
+
 // The kernels count one call (one sequence); a step runs one call per sequence, each reading and
 // writing its own state.
 KernelRecord short_conv(int layer, int64_t num_tokens, int64_t num_sequences, int64_t channels, int64_t kernel) {

@@ -380,6 +380,19 @@ std::vector<SynthShape> make_presets() {
                          {256, 8, 4, 2, 64, 320, 320, 512}));
   set_qwen35_linear(4, 2, 4, 64, 4, &p.back());
   p.back().rope_dimension_count = 16;
+  // Qwen/Qwen3.5-35B-A3B: qwen35's layers (30 recurrent, 10 attention: 16 heads over 2 KV heads
+  // of 256) over a width of 2048, each FFN 256 experts of 512 (8 per token) and a gated shared
+  // expert of 512.
+  p.push_back(shape("qwen3.5-35b-a3b", "qwen35moe", "Qwen3.5 35B-A3B", {2048, 40, 16, 2, 256, 512, 248320, 262144},
+                    10000000.0f, 1e-6f, false));
+  set_qwen35_linear(4, 16, 32, 128, 4, &p.back());
+  set_experts(256, 8, 512, &p.back());
+  p.back().num_shared_experts = 1;
+  // Its layout in small: test-qwen35's layers, 8 experts of 64 (2 per token) and a shared one.
+  p.push_back(test_shape(p.back(), "test-qwen35moe", "small qwen35moe shape (Qwen3.5 35B-A3B settings) for tests",
+                         {256, 8, 4, 2, 64, 64, 320, 512}));
+  set_qwen35_linear(4, 2, 4, 64, 4, &p.back());
+  set_experts(8, 2, 64, &p.back());
   return p;
 }
 
@@ -407,7 +420,12 @@ int64_t qwen35_parameters(const SynthShape& s) {
   const int64_t d = s.embedding_length, heads = s.linear_num_value_heads, channels = s.linear_conv_channels();
   int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d;
   for (int64_t il = 0; il < s.num_layers; ++il) {
-    total += 2 * d + 3 * d * s.feed_forward_length;  // attn_norm, post_attention_norm, the FFN
+    total += 2 * d;  // attn_norm, post_attention_norm
+    if (s.num_experts > 0) {  // router, experts, the shared expert and its gate
+      total += d * s.num_experts + 3 * d * s.expert_feed_forward_length * (s.num_experts + s.num_shared_experts) + d;
+    } else {
+      total += 3 * d * s.feed_forward_length;
+    }
     if (s.is_recurrent_layer(il)) {
       total += d * channels + d * s.linear_value_width() + s.linear_conv_kernel * channels + 2 * heads +
                2 * d * heads + s.linear_head_dim + s.linear_value_width() * d;
@@ -549,6 +567,11 @@ ModelConfig shape_config(const SynthShape& s) {
     c.linear_num_key_heads = s.linear_num_key_heads;
     c.linear_num_value_heads = s.linear_num_value_heads;
     c.linear_head_dim = s.linear_head_dim;
+    if (s.num_shared_experts > 0) {  // qwen35moe's gated shared expert
+      c.num_shared_experts = 1;
+      c.shared_expert_feed_forward_length = s.expert_feed_forward_length * s.num_shared_experts;
+      c.has_shared_expert_gate = true;
+    }
     for (int64_t il = 0; il < s.num_layers; ++il) {
       c.is_recurrent_layer.push_back(s.is_recurrent_layer(il));
       c.layer_kv_heads.push_back(s.is_recurrent_layer(il) ? 0 : s.num_kv_heads);

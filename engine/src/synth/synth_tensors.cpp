@@ -169,6 +169,18 @@ void add_qwen35_layer(const SynthShape& s, int64_t il, Planner& p) {
     p.add(blk(il, "attn_output.weight"), {s.q_width(), d}, TensorRole::AttnOutput, il);
   }
   p.add(blk(il, "post_attention_norm.weight"), {d}, TensorRole::Norm, il);
+  if (s.num_experts > 0) {  // qwen35moe: routed experts and the gated shared expert
+    const int64_t eff = s.expert_feed_forward_length, e = s.num_experts, sff = eff * s.num_shared_experts;
+    p.add(blk(il, "ffn_gate_inp.weight"), {d, e}, TensorRole::Router, il);
+    p.add(blk(il, "ffn_gate_exps.weight"), {d, eff, e}, TensorRole::FfnGate, il);
+    p.add(blk(il, "ffn_down_exps.weight"), {eff, d, e}, TensorRole::FfnDown, il);
+    p.add(blk(il, "ffn_up_exps.weight"), {d, eff, e}, TensorRole::FfnUp, il);
+    p.add(blk(il, "ffn_gate_inp_shexp.weight"), {d}, TensorRole::Bias, il);
+    p.add(blk(il, "ffn_gate_shexp.weight"), {d, sff}, TensorRole::FfnGate, il);
+    p.add(blk(il, "ffn_down_shexp.weight"), {sff, d}, TensorRole::FfnDown, il);
+    p.add(blk(il, "ffn_up_shexp.weight"), {d, sff}, TensorRole::FfnUp, il);
+    return;
+  }
   p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
   p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
   p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);

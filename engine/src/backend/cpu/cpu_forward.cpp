@@ -396,6 +396,20 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       run_output_gate(op, n);
       record(op, 0, n);
       return {};
+    case PlanOpKind::SharedExpertGate: {
+      // Qwen 3.5 MoE: each token's shared expert output times sigmoid(its normed row . gate).
+      const std::vector<float>& w = m_weights.layers[static_cast<size_t>(il)].ffn_gate_inp_shexp;
+      const float* x = buffer(op.input, logits);
+      float* y = buffer(op.output, logits);
+      for (int64_t t = 0; t < n; ++t) {
+        double dot = 0;
+        for (int64_t i = 0; i < op.width; ++i) dot += static_cast<double>(x[t * op.width + i]) * w[static_cast<size_t>(i)];
+        const auto g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        for (int64_t i = 0; i < op.width; ++i) y[t * op.width + i] *= g;
+      }
+      record(op, 0, n);
+      return {};
+    }
     case PlanOpKind::ShortConv: return run_short_conv(op);
     case PlanOpKind::DeltaNet: return run_delta_net(op);
     case PlanOpKind::Softcap: {

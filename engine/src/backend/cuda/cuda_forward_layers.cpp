@@ -230,7 +230,8 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     case PlanOpKind::SplitQueryGate:
     case PlanOpKind::OutputGate:
     case PlanOpKind::ShortConv:
-    case PlanOpKind::DeltaNet: return check_cuda_plan_support(m_plan);  // refused at load already
+    case PlanOpKind::DeltaNet:
+    case PlanOpKind::SharedExpertGate: return check_cuda_plan_support(m_plan);  // refused at load already
   }
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }

@@ -30,7 +30,8 @@ enum class ModelArchitecture {
   Glm4Moe,
   Deepseek2,
   Gemma4,
-  Qwen35
+  Qwen35,
+  Qwen35Moe
 };
 
 struct ArchitectureTraits {
@@ -126,6 +127,10 @@ struct ArchitectureTraits {
   // and a gate beside it, and the output is multiplied by sigmoid(gate) before attn_output.
   bool has_recurrent_layers = false;
   bool has_attention_output_gate = false;
+  // Qwen3-Next / Qwen 3.5 MoE: one shared expert beside the routed ones, of
+  // <arch>.expert_shared_feed_forward_length, its output multiplied by
+  // sigmoid(ffn_gate_inp_shexp . x) (one gate value per token).
+  bool has_gated_shared_expert = false;
 };
 
 // Every architecture, in the order supported_architectures() lists them.
@@ -134,7 +139,7 @@ const std::vector<ArchitectureTraits>& architectures();
 const ArchitectureTraits* find_architecture(std::string_view name);
 
 // "llama", "qwen2", "gemma3", "qwen3", "phi3", "qwen3moe", "gpt-oss", "gemma2", "smollm3", "olmo2", "granite",
-// "glm4moe", "deepseek2", "gemma4", "qwen35".
+// "glm4moe", "deepseek2", "gemma4", "qwen35", "qwen35moe".
 const std::vector<std::string>& supported_architectures();
 
 }  // namespace iwb

@@ -93,6 +93,11 @@ struct ModelConfig {
   float expert_weights_scale = 1.0f;
   int64_t num_shared_experts = 0;        // <arch>.expert_shared_count: ffn_*_shexp of shared_expert_width()
   int64_t num_leading_dense_layers = 0;  // <arch>.leading_dense_block_count: layers [0, n) have a dense FFN
+  // Qwen 3.5 MoE (ArchitectureTraits::has_gated_shared_expert): the shared expert's width
+  // (<arch>.expert_shared_feed_forward_length; 0: num_shared_experts of the routed width), and
+  // its output times sigmoid(ffn_gate_inp_shexp . x).
+  int64_t shared_expert_feed_forward_length = 0;
+  bool has_shared_expert_gate = false;
   // <arch>.nextn_predict_layers: multi-token-prediction layers stored after the trunk (block_count
   // counts them, num_layers does not); read only by the MTP drafter (mtp_head_config).
   int64_t num_nextn_layers = 0;
@@ -219,7 +224,10 @@ struct ModelConfig {
   // Layer il's FFN is routed experts (a mixture of experts' leading dense layers are not).
   bool is_expert_layer(int64_t il) const { return has_experts() && il >= num_leading_dense_layers; }
   bool has_dense_layers() const { return !has_experts() || num_leading_dense_layers > 0 || has_parallel_dense_ffn; }
-  int64_t shared_expert_width() const { return expert_feed_forward_length * num_shared_experts; }
+  int64_t shared_expert_width() const {
+    return shared_expert_feed_forward_length > 0 ? shared_expert_feed_forward_length
+                                                 : expert_feed_forward_length * num_shared_experts;
+  }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
   bool is_recurrent(int64_t il) const {
     return il >= 0 && static_cast<size_t>(il) < is_recurrent_layer.size() && is_recurrent_layer[static_cast<size_t>(il)];

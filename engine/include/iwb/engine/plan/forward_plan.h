@@ -197,6 +197,9 @@ enum class PlanOpKind : uint8_t {
   // LinearOut = the gated delta rule over LinearConv's heads, LinearAlpha and LinearBeta.
   ShortConv,
   DeltaNet,
+  // Qwen 3.5 MoE's gated shared expert: output (the shared expert's rows) *= sigmoid(input .
+  // ffn_gate_inp_shexp), one gate value per token.
+  SharedExpertGate,
 };
 
 struct PlanProduct {

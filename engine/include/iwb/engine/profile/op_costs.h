@@ -89,6 +89,11 @@ KernelRecord expert_combine(int layer, int64_t num_tokens, int64_t num_experts_u
 // 5 FLOPs per element; bytes = x and gate read, x written.
 KernelRecord output_gate(int layer, int64_t num_tokens, int64_t width);
 
+// Qwen 3.5 MoE's shared expert gate over tokens x dim (OpKind::Activation): a dot product of the
+// token's row with the gate's weights, a sigmoid, the shared expert's row scaled; bytes = the row,
+// the weights, the shared expert's row read and written.
+KernelRecord shared_expert_gate(int layer, int64_t num_tokens, int64_t dim);
+
 // A recurrent layer's causal convolution and SiLU over num_tokens tokens of num_sequences
 // sequences (OpKind::Recurrent; delta_net.h's short_conv_cost): each sequence's state read and
 // written once.
