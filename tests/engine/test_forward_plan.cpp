@@ -314,7 +314,9 @@ class TestForwardPlan : public QObject {
   // gates and gate the attention's output; every layer's FFN reads post_attention_norm's rows.
   void qwen35PlansRecurrentAndGatedLayers_data() {
     QTest::addColumn<QString>("preset");
-    for (const char* p : {"test-qwen35", "qwen3.5-9b", "qwen3.5-27b"}) QTest::newRow(p) << QString(p);
+    for (const char* p : {"test-qwen35", "qwen3.5-9b", "qwen3.5-27b", "test-qwen35moe", "qwen3.5-35b-a3b"}) {
+      QTest::newRow(p) << QString(p);
+    }
   }
   void qwen35PlansRecurrentAndGatedLayers() {
     QFETCH(QString, preset);
@@ -345,6 +347,10 @@ class TestForwardPlan : public QObject {
         QCOMPARE(op.products[1].out_features, c.linear_value_width());
       }
     }
+    // Qwen 3.5 MoE: every layer's FFN is the routed experts plus the shared expert, gated.
+    QCOMPARE(count_in_pass(plan, "ffn_moe_gating"), c.has_experts() ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "ffn_shexp_gate"), c.has_shared_expert_gate ? layers : 0);
+    QCOMPARE(count_in_pass(plan, "ffn_gate"), c.has_experts() ? 0 : layers);
     // The last layer attends: its FFN runs on the rows that sample, as every model's does.
     QVERIFY(!c.is_recurrent(c.num_layers - 1));
     QCOMPARE(count_named(plan.logits, "ffn_residual"), 1);
