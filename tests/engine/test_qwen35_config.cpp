@@ -180,9 +180,9 @@ class TestQwen35Config : public QObject {
     QTest::newRow("recurrent_layers of strings") << "layers-text"
                                                  << "'qwen35.attention.recurrent_layers' must hold flags";
     QTest::newRow("every layer recurrent (array)") << "all-recurrent"
-                                                   << "every layer of this model is recurrent";
+                                                   << "'qwen35.attention.recurrent_layers' marks every layer";
     QTest::newRow("every layer recurrent (interval)") << "interval-9"
-                                                      << "every layer of this model is recurrent";
+                                                      << "'qwen35.full_attention_interval' makes every layer";
     QTest::newRow("zero interval") << "interval-0"
                                    << "'qwen35.full_attention_interval' must be a positive integer";
     QTest::newRow("too few M-RoPE sections") << "sections-2"

@@ -311,7 +311,8 @@ Status bind_recurrent(Binder& b, const ModelConfig& c, int64_t il, LayerWeights*
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_beta.weight"), d, heads, &l->ssm_beta));
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_alpha.weight"), d, heads, &l->ssm_alpha));
   IWB_RETURN_IF_ERROR(b.matrix(layer_name(il, "ssm_out.weight"), c.linear_value_width(), d, &l->ssm_out));
-  IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_conv1d.weight"), c.linear_conv_kernel, &l->ssm_conv1d, false, channels));
+  IWB_RETURN_IF_ERROR(
+      b.vector(layer_name(il, "ssm_conv1d.weight"), c.linear_conv_kernel, &l->ssm_conv1d, false, channels));
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_dt.bias"), heads, &l->ssm_dt_bias));
   IWB_RETURN_IF_ERROR(b.vector(layer_name(il, "ssm_a"), heads, &l->ssm_a));
   return b.vector(layer_name(il, "ssm_norm.weight"), c.linear_head_dim, &l->ssm_norm);

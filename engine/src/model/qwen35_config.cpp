@@ -123,9 +123,12 @@ Status read_keys(const gguf::GgufFile& file, ModelConfig* c) {
     if (c->is_recurrent(il)) c->layer_kv_heads[static_cast<size_t>(il)] = 0;
   }
   if (c->num_recurrent_layers() == c->num_layers) {
-    return make_error(ErrorCode::Unsupported,
-                      "every layer of this model is recurrent; this engine runs Qwen 3.5 "
-                      "with attention layers between the recurrent ones");
+    const std::string why = file.find(key(*c, "attention.recurrent_layers")) != nullptr
+                                ? "'" + key(*c, "attention.recurrent_layers") + "' marks"
+                                : "'" + key(*c, "full_attention_interval") + "' makes";
+    return make_error(ErrorCode::Unsupported, why +
+                                                  " every layer of this model recurrent; this engine runs Qwen 3.5 "
+                                                  "with attention layers between the recurrent ones");
   }
   return {};
 }

@@ -44,9 +44,9 @@ class PlanBuilder {
     if (c.has_pre_norms) out.push_back(norm("attn_norm", il, PlanNorm::AttnNorm, PlanBuffer::X, PlanBuffer::Xn, 1, d));
     // Qwen 3.5: attn_q gives each head's query and its output gate, split apart below.
     const bool is_gated = c.has_attention_output_gate;
-    const PlanProduct q = is_gated ? product("attn_q", PlanMatrix::Wq, PlanBuffer::QGate, t.wq, d,
-                                             2 * c.layer_q_width(il), t.has_bq)
-                                   : product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq);
+    const PlanProduct q =
+        is_gated ? product("attn_q", PlanMatrix::Wq, PlanBuffer::QGate, t.wq, d, 2 * c.layer_q_width(il), t.has_bq)
+                 : product("attn_q", PlanMatrix::Wq, PlanBuffer::Q, t.wq, d, c.layer_q_width(il), t.has_bq);
     if (has_own_kv) {
       out.push_back(
           matmuls(il, in,
@@ -139,9 +139,8 @@ class PlanBuilder {
     out.push_back(norm("ssm_norm", il, PlanNorm::SsmNorm, PlanBuffer::LinearOut, PlanBuffer::LinearOut, heads,
                        c.linear_head_dim));
     out.push_back(activation(il, PlanBuffer::LinearGate, PlanBuffer::LinearOut, 1, value));
-    out.push_back(matmuls(
-        il, PlanBuffer::LinearGate,
-        {product("ssm_out", PlanMatrix::SsmOut, PlanBuffer::Proj, t.ssm_out, value, d, false)}));
+    out.push_back(matmuls(il, PlanBuffer::LinearGate,
+                          {product("ssm_out", PlanMatrix::SsmOut, PlanBuffer::Proj, t.ssm_out, value, d, false)}));
     out.push_back(residual_add("attn_residual", il, PlanBuffer::X));
   }
 

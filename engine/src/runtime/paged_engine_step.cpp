@@ -36,6 +36,8 @@ Result<StepResult> PagedEngine::step() {
     m_speculation.propose(*m_scheduler, m_requests, &result);  // guesses for the sequences about to decode
 
   const ScheduledStep plan = m_scheduler->schedule();
+  // A preempted sequence is recomputed from its start: its recurrent state (if any) goes now.
+  m_backend->release_sequences(plan.preempted);
   result.stats.num_preemptions = static_cast<int32_t>(plan.preempted.size());
   for (const SequenceId id : plan.preempted) {
     const Sequence* seq = m_scheduler->find(id);

@@ -107,13 +107,13 @@ Status check_shape(const SynthShape& s) {
   }
   if (arch->has_recurrent_layers &&
       (s.full_attention_interval < 2 || s.linear_num_key_heads <= 0 || s.linear_num_value_heads <= 0 ||
-       s.linear_num_value_heads % s.linear_num_key_heads != 0 || s.linear_head_dim <= 0 ||
-       s.linear_conv_kernel <= 0)) {
+       s.linear_num_value_heads % s.linear_num_key_heads != 0 || s.linear_head_dim <= 0 || s.linear_conv_kernel <= 0)) {
     return bad(s.architecture +
                " needs a full-attention interval of at least 2, and the recurrent layers' key and value heads "
                "(values a multiple of keys), head size and convolution taps");
   }
-  if (!arch->has_recurrent_layers && s.full_attention_interval > 0) return bad(s.architecture + " has no recurrent layers");
+  if (!arch->has_recurrent_layers && s.full_attention_interval > 0)
+    return bad(s.architecture + " has no recurrent layers");
   if (s.num_expert_groups > 0 && (s.num_experts % s.num_expert_groups != 0 || s.num_expert_groups_used <= 0 ||
                                   s.num_expert_groups_used > s.num_expert_groups)) {
     return bad("expert groups must split the experts evenly, and a token uses 1 to all of them");
@@ -132,7 +132,8 @@ void set_qwen35_metadata(const SynthShape& s, gguf::GgufWriter* w) {
   // Qwen 3.5's mrope_section [11, 11, 10] of 32 pairs, in proportion for other widths.
   const int64_t pairs = rotated / 2, t = (pairs * 11 + 16) / 32, h = t;
   gguf::Array sections{gguf::ValueType::Int32, {}};
-  for (const int64_t n : {t, h, pairs - t - h, int64_t{0}}) sections.items.push_back(gguf::Value::i32(static_cast<int32_t>(n)));
+  for (const int64_t n : {t, h, pairs - t - h, int64_t{0}})
+    sections.items.push_back(gguf::Value::i32(static_cast<int32_t>(n)));
   w->set(a + ".rope.dimension_sections", gguf::Value::array(std::move(sections)));
   w->set_u32(a + ".ssm.conv_kernel", u32(s.linear_conv_kernel));
   w->set_u32(a + ".ssm.state_size", u32(s.linear_head_dim));

@@ -371,8 +371,8 @@ std::vector<SynthShape> make_presets() {
   set_qwen35_linear(4, 16, 32, 128, 4, &p.back());
   const SynthShape qwen35 = p.back();
   // Qwen/Qwen3.5-27B: 48 recurrent layers of 16 key and 48 value heads, 16 attention layers of 24 heads.
-  p.push_back(shape("qwen3.5-27b", "qwen35", "Qwen3.5 27B", {5120, 64, 24, 4, 256, 17408, 248320, 262144},
-                    10000000.0f, 1e-6f, false));
+  p.push_back(shape("qwen3.5-27b", "qwen35", "Qwen3.5 27B", {5120, 64, 24, 4, 256, 17408, 248320, 262144}, 10000000.0f,
+                    1e-6f, false));
   set_qwen35_linear(4, 16, 48, 128, 4, &p.back());
   // Qwen 3.5's layout in small: 8 layers (3 recurrent, then one attention layer, twice), 2 key
   // and 4 value heads of 64 in the recurrent layers, 4 heads of 64 over 2 KV heads rotated 16.
@@ -420,15 +420,15 @@ int64_t qwen35_parameters(const SynthShape& s) {
   const int64_t d = s.embedding_length, heads = s.linear_num_value_heads, channels = s.linear_conv_channels();
   int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d;
   for (int64_t il = 0; il < s.num_layers; ++il) {
-    total += 2 * d;  // attn_norm, post_attention_norm
+    total += 2 * d;           // attn_norm, post_attention_norm
     if (s.num_experts > 0) {  // router, experts, the shared expert and its gate
       total += d * s.num_experts + 3 * d * s.expert_feed_forward_length * (s.num_experts + s.num_shared_experts) + d;
     } else {
       total += 3 * d * s.feed_forward_length;
     }
     if (s.is_recurrent_layer(il)) {
-      total += d * channels + d * s.linear_value_width() + s.linear_conv_kernel * channels + 2 * heads +
-               2 * d * heads + s.linear_head_dim + s.linear_value_width() * d;
+      total += d * channels + d * s.linear_value_width() + s.linear_conv_kernel * channels + 2 * heads + 2 * d * heads +
+               s.linear_head_dim + s.linear_value_width() * d;
     } else {
       total += 2 * d * s.q_width() + 2 * d * s.kv_width() + 2 * s.head_dim + s.q_width() * d;
     }

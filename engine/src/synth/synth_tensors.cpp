@@ -193,8 +193,8 @@ std::vector<float> qwen35_head_constants(const TensorPlan& t) {
   std::vector<float> values(static_cast<size_t>(t.shape[0]));
   for (size_t h = 0; h < values.size(); ++h) {
     const double u = (static_cast<double>(h) + 0.5) / static_cast<double>(values.size());
-    values[h] = t.name.ends_with("ssm_a") ? static_cast<float>(-(1.0 + 15.0 * u))
-                                          : static_cast<float>(-3.0 + 1.5 * (u - 0.5));
+    values[h] =
+        t.name.ends_with("ssm_a") ? static_cast<float>(-(1.0 + 15.0 * u)) : static_cast<float>(-3.0 + 1.5 * (u - 0.5));
   }
   return values;
 }

@@ -110,10 +110,27 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, i
   };
   need(weights.per_layer_model_proj);
   for (const LayerWeights& l : weights.layers) {
-    for (const WeightMatrix* w :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp, &l.ffn_gate_shexp,
-          &l.ffn_up_shexp, &l.ffn_down_shexp, &l.wq_a, &l.wkv_a, &l.nextn_eh_proj, &l.ple_inp_gate, &l.ple_proj,
-          &l.linear_qkv, &l.linear_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
+    for (const WeightMatrix* w : {&l.wq,
+                                  &l.wk,
+                                  &l.wv,
+                                  &l.wo,
+                                  &l.ffn_gate,
+                                  &l.ffn_up,
+                                  &l.ffn_down,
+                                  &l.ffn_gate_inp,
+                                  &l.ffn_gate_shexp,
+                                  &l.ffn_up_shexp,
+                                  &l.ffn_down_shexp,
+                                  &l.wq_a,
+                                  &l.wkv_a,
+                                  &l.nextn_eh_proj,
+                                  &l.ple_inp_gate,
+                                  &l.ple_proj,
+                                  &l.linear_qkv,
+                                  &l.linear_gate,
+                                  &l.ssm_beta,
+                                  &l.ssm_alpha,
+                                  &l.ssm_out}) {
       need(*w);
     }
     for (const ExpertMatrices* h : {&l.wk_b, &l.wv_b}) {
@@ -148,9 +165,9 @@ uint64_t CpuForward::scratch_bytes() const {
                         m_final.size() + m_q_latent.size() + m_kv_latent.size() + m_q_heads.size() +
                         m_attn_heads.size() + m_head_in.size() + m_head_out.size() + m_hidden.size() +
                         m_hidden_in.size() + m_joined.size() + m_moe_out.size() + m_ple_proj.size() +
-                        m_ple_rows.size() + m_ple_in.size() + m_ple_gate.size() + m_q_gate.size() +
-                        m_attn_gate.size() + m_linear_mixed.size() + m_linear_conv.size() + m_linear_gate.size() +
-                        m_linear_out.size() + m_linear_beta.size() + m_linear_alpha.size();
+                        m_ple_rows.size() + m_ple_in.size() + m_ple_gate.size() + m_q_gate.size() + m_attn_gate.size() +
+                        m_linear_mixed.size() + m_linear_conv.size() + m_linear_gate.size() + m_linear_out.size() +
+                        m_linear_beta.size() + m_linear_alpha.size();
   return static_cast<uint64_t>(floats) * sizeof(float) + m_matmul_scratch.size() + m_experts.scratch_bytes();
 }
 
@@ -403,7 +420,8 @@ Status CpuForward::run_op(const PlanOp& op, const FlatBatch& batch, PagedKvStora
       float* y = buffer(op.output, logits);
       for (int64_t t = 0; t < n; ++t) {
         double dot = 0;
-        for (int64_t i = 0; i < op.width; ++i) dot += static_cast<double>(x[t * op.width + i]) * w[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < op.width; ++i)
+          dot += static_cast<double>(x[t * op.width + i]) * w[static_cast<size_t>(i)];
         const auto g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
         for (int64_t i = 0; i < op.width; ++i) y[t * op.width + i] *= g;
       }
