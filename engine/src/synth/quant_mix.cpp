@@ -46,14 +46,15 @@ std::string upper(std::string_view s) {
 
 bool fits(GgmlType type, int64_t row_length) { return ggml_row_bytes(type, row_length).has_value(); }
 
-bool is_plain_float(GgmlType type) { return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16; }
+bool is_plain_float(GgmlType type) {
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+}
 
 // llama.cpp's replacement when a K-quant does not fit the row: a 32-element type of about the
 // same size. Q2_K/Q3_K go to IQ4_NL there, which has no writer here; Q4_0 is the same size.
 GgmlType k_quant_fallback(GgmlType type) {
   switch (type) {
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K: return GgmlType::Q4_0;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: return GgmlType::Q4_0;
     case GgmlType::Q4_K: return GgmlType::Q5_0;
     case GgmlType::Q5_K: return GgmlType::Q5_1;
     case GgmlType::Q6_K: return GgmlType::Q8_0;
@@ -70,8 +71,7 @@ Result<WeightTypePlan> parse_weight_type(std::string_view name) {
   }
   std::string list;
   for (const std::string& n : weight_type_names()) list += (list.empty() ? "" : ", ") + n;
-  return make_error(ErrorCode::InvalidArgument,
-                    "unknown weight type '" + std::string(name) + "' (one of: " + list + ")");
+  return make_error(ErrorCode::InvalidArgument, "unknown weight type '" + std::string(name) + "' (one of: " + list + ")");
 }
 
 const std::vector<std::string>& weight_type_names() {
