@@ -1,9 +1,10 @@
 // Helpers of the forward-pass tests against the test reference (test_forward_reference,
-// test_deepseek_reference, test_gemma4_reference): a file (or a synthesized preset) loaded on both sides, random
-// prompts, and greedy tokens from the engine's step() loop and from the reference recomputing the whole sequence each
-// step.
+// test_deepseek_reference, test_gemma4_reference, test_qwen35_reference): a file (or a synthesized preset) loaded on
+// both sides, random prompts, and greedy tokens from the engine's step() loop and from the reference recomputing the
+// whole sequence each step.
 #pragma once
 
+#include "../kernels/random_tensors.h"
 #include "reference_forward.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -12,9 +13,11 @@
 #include "iwb/engine/synth/synth_model.h"
 #include "iwb/engine/synth/synth_preset.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,28 @@ inline std::string synthesize_and_load(const std::string& preset, const std::str
   options.output_path = path;
   if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
   return load_reference_and_engine(path, ref, engine);
+}
+
+// Every position's logits from the engine, [tokens][vocab].
+inline Result<std::vector<std::vector<float>>> engine_logits_all(Engine& engine, const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<float>> rows;
+  Status s = engine.logits_for_positions(tokens, 0, [&](int64_t position, std::span<const float> logits) {
+    if (position != static_cast<int64_t>(rows.size()))
+      return make_error(ErrorCode::InvalidArgument, "positions out of order");
+    rows.emplace_back(logits.begin(), logits.end());
+    return Status{};
+  });
+  if (!s.is_ok()) return s;
+  return rows;
+}
+
+// The largest per-position relative error (max |difference| over max |logit|).
+inline double max_error_over_positions(const std::vector<std::vector<float>>& got,
+                                       const std::vector<std::vector<float>>& want) {
+  if (got.size() != want.size()) return 1e30;
+  double worst = 0;
+  for (size_t p = 0; p < got.size(); ++p) worst = std::max(worst, max_relative_error(got[p], want[p]));
+  return worst;
 }
 
 // n token ids past the first three (<unk>, <s>, </s> in the synthetic vocabularies).

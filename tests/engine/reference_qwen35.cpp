@@ -1,6 +1,8 @@
 // The tests' Qwen 3.5 reference forward pass (see reference_qwen35.h).
 #include "reference_qwen35.h"
 
+#include "reference_math.h"
+
 #include "iwb/kernels/dequantize.h"
 
 #include <algorithm>
@@ -9,52 +11,7 @@
 namespace iwb::test {
 namespace {
 
-using Vec = std::vector<double>;
-
-std::vector<float> load(const gguf::GgufFile& f, const std::string& name) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  if (t == nullptr) return {};
-  std::vector<float> out(static_cast<size_t>(t->num_elements()));
-  if (!dequantize_row_ref(t->type, f.tensor_data(*t).data(), out.data(), t->num_elements())) return {};
-  return out;
-}
-
-// A key that is one value for every layer or an array of one per layer; `fallback` when absent.
-int64_t per_layer(const gguf::GgufFile& f, const std::string& key, int64_t il, int64_t fallback) {
-  const gguf::Value* v = f.find(key);
-  if (v == nullptr) return fallback;
-  if (const gguf::Array* a = v->as_array()) {
-    return static_cast<size_t>(il) < a->items.size() ? a->items[static_cast<size_t>(il)].as_int().value_or(fallback)
-                                                     : fallback;
-  }
-  return v->as_int().value_or(fallback);
-}
-
-// y[o] = sum_i W[o][i] x[i] over a [rows][x.size()] matrix, rows from `first_row`.
-Vec matvec(const std::vector<float>& w, const Vec& x, int64_t out, int64_t first_row = 0) {
-  const int64_t in = static_cast<int64_t>(x.size());
-  Vec y(static_cast<size_t>(out));
-  for (int64_t o = 0; o < out; ++o) {
-    const float* row = w.data() + (first_row + o) * in;
-    double s = 0;
-    for (int64_t i = 0; i < in; ++i) s += static_cast<double>(row[i]) * x[static_cast<size_t>(i)];
-    y[static_cast<size_t>(o)] = s;
-  }
-  return y;
-}
-
-// x[0, n) / rms(x) (* w where given).
-void rms_norm(double* x, int64_t n, const float* w, double eps) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv * (w != nullptr ? static_cast<double>(w[i]) : 1.0);
-}
-
-Vec normed(Vec x, const std::vector<float>& w, double eps) {
-  rms_norm(x.data(), static_cast<int64_t>(x.size()), w.empty() ? nullptr : w.data(), eps);
-  return x;
-}
+using namespace ref;  // the shared blocks of reference_math.h
 
 // llama.cpp's build_gdn_l2_norm: rms_norm with eps / n, then / sqrt(n), which is
 // x / sqrt(sum(x^2) + eps).
@@ -69,7 +26,6 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 // ggml's softplus, which takes x itself past 20.
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
-double round_f16(double x) { return fp16_to_f32(f32_to_fp16(static_cast<float>(x))); }
 
 // ggml's IMROPE (ggml_mrope_cache_init with is_imrope) on one head: pair i < n_rot / 2 is
 // (i, i + n_rot / 2), turned by pos_of(sector) * scale * base^(-2i / n_rot), its sector

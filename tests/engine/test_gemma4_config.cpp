@@ -2,6 +2,8 @@
 // (never a crash or a silently different model): iwb synth's small shapes written again with
 // one key changed or one tensor left out, then read by model_config_from_gguf and
 // bind_model_weights (through Engine::load for the tensors). Also run under ASan.
+#include "gguf_rewrite.h"
+
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/model/model_config.h"
@@ -18,16 +20,7 @@
 using namespace iwb;
 using namespace iwb::gguf;
 
-namespace {
-
-// A change to a file being copied: metadata set on the writer after the original's, and a
-// tensor name to leave out (empty: none).
-struct Change {
-  std::function<void(GgufWriter&)> metadata;
-  std::string dropped_tensor;
-};
-
-}  // namespace
+using iwb::test::Change;
 
 class TestGemma4Config : public QObject {
   Q_OBJECT
@@ -37,32 +30,13 @@ class TestGemma4Config : public QObject {
 
   // The preset synthesized once per name, in F32.
   std::string preset_file(const std::string& preset) {
-    const std::string path = m_tmp.filePath(QString::fromStdString(preset + ".gguf")).toStdString();
-    if (QFile::exists(QString::fromStdString(path))) return path;
-    synth::SynthOptions options;
-    options.shape = *synth::find_synth_preset(preset);
-    options.weight_type = "F32";
-    options.num_threads = 2;
-    options.output_path = path;
-    auto written = synth::synthesize_model(options);
-    if (!written.is_ok()) qFatal("%s", written.error_message().c_str());
-    return path;
+    return test::synthesized_f32(preset, m_tmp.filePath(QString::fromStdString(preset + ".gguf")).toStdString());
   }
 
   // The preset's file written again with `change`, at a path of its own.
   std::string changed_copy(const std::string& preset, const std::string& name, const Change& change) {
-    auto file = GgufFile::open(preset_file(preset));
-    if (!file.is_ok()) qFatal("%s", file.error_message().c_str());
-    GgufWriter w((*file)->alignment());
-    for (const KeyValue& kv : (*file)->metadata()) w.set(kv.key, kv.value);
-    if (change.metadata) change.metadata(w);
-    for (const TensorInfo& t : (*file)->tensors()) {
-      if (t.name == change.dropped_tensor) continue;
-      if (!w.add_tensor(t.name, t.shape, t.type, (*file)->tensor_data(t)).is_ok()) qFatal("add_tensor failed");
-    }
-    const std::string path = m_tmp.filePath(QString::fromStdString(name + ".gguf")).toStdString();
-    if (!w.write_file(path).is_ok()) qFatal("write failed");
-    return path;
+    return test::changed_copy(preset_file(preset), m_tmp.filePath(QString::fromStdString(name + ".gguf")).toStdString(),
+                              change);
   }
 
   static Status config_of(const std::string& path) {

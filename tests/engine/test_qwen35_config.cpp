@@ -2,6 +2,8 @@
 // key or tensor (never a crash or a silently different model): iwb synth's test-qwen35 written
 // again with one key changed or removed, or one tensor left out or reshaped, then read by
 // model_config_from_gguf (the keys) and Engine::load (the tensors). Also run under ASan.
+#include "gguf_rewrite.h"
+
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/model/model_config.h"
@@ -18,25 +20,12 @@
 
 using namespace iwb;
 using namespace iwb::gguf;
+using iwb::test::Change;
+using iwb::test::Reshape;
 
 namespace {
 
 constexpr char kPreset[] = "test-qwen35";
-
-// A tensor written with another shape: its first bytes, as many as the new shape takes.
-struct Reshape {
-  std::string name;
-  std::vector<int64_t> shape;
-};
-
-// A change to a file being copied: a key left out, metadata set on the writer after the
-// original's, a tensor left out, a tensor reshaped (empty names: none).
-struct Change {
-  std::string dropped_key;
-  std::function<void(GgufWriter&)> metadata;
-  std::string dropped_tensor;
-  Reshape reshaped;
-};
 
 // One flag per block, as llama.cpp's converter writes attention.recurrent_layers.
 Value flags(const std::vector<bool>& is_recurrent) {
@@ -55,44 +44,12 @@ class TestQwen35Config : public QObject {
 
   // test-qwen35 synthesized once, in F32 (8 blocks: 0-2 and 4-6 recurrent, 3 and 7 attention;
   // 2 key heads and 4 value heads of 64 in the delta net, a 4-tap convolution).
-  std::string preset_file() {
-    const std::string path = m_tmp.filePath("test-qwen35.gguf").toStdString();
-    if (QFile::exists(QString::fromStdString(path))) return path;
-    synth::SynthOptions options;
-    options.shape = *synth::find_synth_preset(kPreset);
-    options.weight_type = "F32";
-    options.num_threads = 2;
-    options.output_path = path;
-    auto written = synth::synthesize_model(options);
-    if (!written.is_ok()) qFatal("%s", written.error_message().c_str());
-    return path;
-  }
+  std::string preset_file() { return test::synthesized_f32(kPreset, m_tmp.filePath("test-qwen35.gguf").toStdString()); }
 
   // The preset's file written again with `change`, at a path of its own.
   std::string changed_copy(const std::string& name, const Change& change) {
-    auto file = GgufFile::open(preset_file());
-    if (!file.is_ok()) qFatal("%s", file.error_message().c_str());
-    GgufWriter w((*file)->alignment());
-    for (const KeyValue& kv : (*file)->metadata()) {
-      if (kv.key != change.dropped_key) w.set(kv.key, kv.value);
-    }
-    if (change.metadata) change.metadata(w);
-    for (const TensorInfo& t : (*file)->tensors()) {
-      if (t.name == change.dropped_tensor) continue;
-      std::span<const uint8_t> data = (*file)->tensor_data(t);
-      std::vector<int64_t> shape = t.shape;
-      if (t.name == change.reshaped.name) {
-        shape = change.reshaped.shape;
-        int64_t elements = 1;
-        for (const int64_t n : shape) elements *= n;
-        // F32 only (the preset is written so): 4 bytes a value.
-        data = data.first(std::min(data.size(), static_cast<size_t>(elements) * sizeof(float)));
-      }
-      if (!w.add_tensor(t.name, shape, t.type, data).is_ok()) qFatal("add_tensor %s failed", t.name.c_str());
-    }
-    const std::string path = m_tmp.filePath(QString::fromStdString(name + ".gguf")).toStdString();
-    if (!w.write_file(path).is_ok()) qFatal("write failed");
-    return path;
+    return test::changed_copy(preset_file(), m_tmp.filePath(QString::fromStdString(name + ".gguf")).toStdString(),
+                              change);
   }
 
   static Result<ModelConfig> config_of(const std::string& path) {

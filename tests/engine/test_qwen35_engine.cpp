@@ -4,7 +4,9 @@
 // finishes or is aborted; prompts are never served from the prefix cache; speculative decoding
 // is refused; the CPU forward pass refuses a step that does not continue a sequence's state; and
 // the profiler's records of the recurrent ops are priced. Also run under ASan.
+#include "../kernels/random_tensors.h"
 #include "backend/cpu/cpu_forward.h"
+#include "forward_checks.h"
 #include "model/model_weights.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
@@ -27,26 +29,13 @@
 
 using namespace iwb;
 
+using test::greedy_request;
+using test::max_relative_error;
+using test::random_tokens;
+
 namespace {
 
 constexpr char kPreset[] = "test-qwen35";
-
-std::vector<int32_t> random_prompt(int64_t vocab, size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens(n);
-  for (int32_t& t : tokens) t = pick(rng);
-  return tokens;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_new) {
-  GenerationRequest r;
-  r.prompt_tokens = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = 0.0f;
-  r.stop_at_end_of_generation = false;
-  return r;
-}
 
 // The CPU (the recurrent states under test live in its backend), two threads; batch-invariant
 // matmuls, so that batched and lone runs must agree token for token (the fast kernels take other
@@ -101,7 +90,7 @@ std::vector<GenerationRequest> mixed_requests(int64_t vocab) {
   const int32_t generated[] = {24, 16, 20, 30, 12};
   std::vector<GenerationRequest> requests;
   for (size_t i = 0; i < std::size(lengths); ++i) {
-    requests.push_back(greedy(random_prompt(vocab, lengths[i], 100 + static_cast<uint32_t>(i)), generated[i]));
+    requests.push_back(greedy_request(random_tokens(lengths[i], vocab, 100 + static_cast<uint32_t>(i)), generated[i]));
   }
   return requests;
 }
@@ -117,16 +106,6 @@ std::vector<std::vector<int32_t>> one_at_a_time(Engine& engine, const std::vecto
     out.push_back(log.tokens[*id]);
   }
   return out;
-}
-
-double max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size() || want.empty()) return 1e30;
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
-  }
-  return diff / std::max(scale, 1e-30);
 }
 
 // One sequence's step for CpuForward: `tokens` at positions first.., its cache in blocks
@@ -280,7 +259,7 @@ class TestQwen35Engine : public QObject {
 
     std::vector<RequestId> ids;
     for (uint32_t i = 0; i < 3; ++i) {
-      ids.push_back(*engine->add_request(greedy(random_prompt(c.vocab_size, 5 + 4 * i, 30 + i), 12)));
+      ids.push_back(*engine->add_request(greedy_request(random_tokens(5 + 4 * i, c.vocab_size, 30 + i), 12)));
     }
     RunLog log;
     QVERIFY2(run_step(*engine, &log), log.error.c_str());  // the three prompts in one pass
@@ -305,7 +284,7 @@ class TestQwen35Engine : public QObject {
   void abortingTheLastRequestReleasesItsState() {
     std::unique_ptr<Engine> engine = load(cpu_options());
     QVERIFY(engine);
-    const RequestId id = *engine->add_request(greedy(random_prompt(engine->config().vocab_size, 9, 41), 20));
+    const RequestId id = *engine->add_request(greedy_request(random_tokens(9, engine->config().vocab_size, 41), 20));
     RunLog log;
     for (int s = 0; s < 3; ++s) QVERIFY2(run_step(*engine, &log), log.error.c_str());
     QCOMPARE(engine->memory_report().recurrent_num_sequences, int64_t(1));
@@ -322,7 +301,7 @@ class TestQwen35Engine : public QObject {
   void logitsForIsRepeatableAndLeavesNoState() {
     std::unique_ptr<Engine> engine = load(cpu_options());
     QVERIFY(engine);
-    const std::vector<int32_t> tokens = random_prompt(engine->config().vocab_size, 40, 51);
+    const std::vector<int32_t> tokens = random_tokens(40, engine->config().vocab_size, 51);
     Result<std::vector<float>> first = engine->logits_for(tokens);
     QVERIFY2(first.is_ok(), first.error_message().c_str());
     Result<std::vector<float>> again = engine->logits_for(tokens);
@@ -357,7 +336,7 @@ class TestQwen35Engine : public QObject {
     QVERIFY(options.enable_prefix_caching);
     std::unique_ptr<Engine> engine = load(options);
     QVERIFY(engine);
-    const GenerationRequest r = greedy(random_prompt(engine->config().vocab_size, 40, 61), 6);
+    const GenerationRequest r = greedy_request(random_tokens(40, engine->config().vocab_size, 61), 6);
     RunLog first, second;
     const RequestId a = *engine->add_request(r);
     run_until_idle(*engine, &first);
@@ -401,7 +380,7 @@ class TestQwen35Engine : public QObject {
     QVERIFY(!s.is_ok());
     QVERIFY2(s.message().find("recurrent layers") != std::string::npos, s.message().c_str());
     QVERIFY(!engine->speculation().is_enabled());
-    GenerationRequest r = greedy(random_prompt(engine->config().vocab_size, 12, 71), 8);
+    GenerationRequest r = greedy_request(random_tokens(12, engine->config().vocab_size, 71), 8);
     r.num_draft_tokens = 3;  // asks for drafts: there is no drafter to give any
     const RequestId id = *engine->add_request(r);
     RunLog log;
@@ -465,7 +444,7 @@ class TestQwen35Engine : public QObject {
     auto row = [&](size_t i) {
       return std::vector<float>(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
     };
-    const std::vector<int32_t> tokens = random_prompt(config->vocab_size, 6, 81);
+    const std::vector<int32_t> tokens = random_tokens(6, config->vocab_size, 81);
     const std::vector<int32_t> first5(tokens.begin(), tokens.begin() + 5);
     const std::vector<int32_t> last1(tokens.begin() + 5, tokens.end());
     auto expect_refused = [&](const FlatBatch& b, const std::string& words) {
@@ -524,8 +503,8 @@ class TestQwen35Engine : public QObject {
     QVERIFY(engine);
     const ModelConfig& c = engine->config();
     engine->set_profiling(true);
-    QVERIFY(engine->add_request(greedy(random_prompt(c.vocab_size, 6, 91), 3)).is_ok());
-    QVERIFY(engine->add_request(greedy(random_prompt(c.vocab_size, 11, 92), 3)).is_ok());
+    QVERIFY(engine->add_request(greedy_request(random_tokens(6, c.vocab_size, 91), 3)).is_ok());
+    QVERIFY(engine->add_request(greedy_request(random_tokens(11, c.vocab_size, 92), 3)).is_ok());
     for (const auto& [phase, num_tokens] : {std::pair{Phase::Prefill, 17}, std::pair{Phase::Decode, 2}}) {
       Result<StepResult> step = engine->step();
       QVERIFY2(step.is_ok(), step.error_message().c_str());
@@ -565,7 +544,7 @@ class TestQwen35Engine : public QObject {
     RunLog log;
     run_until_idle(*engine, &log);
     engine->set_profiling(true);
-    QVERIFY(engine->add_request(greedy(random_prompt(c.vocab_size, 10, 93), 2)).is_ok());
+    QVERIFY(engine->add_request(greedy_request(random_tokens(10, c.vocab_size, 93), 2)).is_ok());
     Result<StepResult> step = engine->step();
     QVERIFY2(step.is_ok(), step.error_message().c_str());
     auto shape = model_shape_from_gguf(m_path);

@@ -57,28 +57,6 @@ std::string synthesize_qwen35(const std::string& type, uint64_t seed, const std:
   return {};
 }
 
-// Every position's logits from the engine, [tokens][vocab].
-Result<std::vector<std::vector<float>>> engine_logits_all(Engine& engine, const std::vector<int32_t>& tokens) {
-  std::vector<std::vector<float>> rows;
-  Status s = engine.logits_for_positions(tokens, 0, [&](int64_t position, std::span<const float> logits) {
-    if (position != static_cast<int64_t>(rows.size()))
-      return make_error(ErrorCode::InvalidArgument, "positions out of order");
-    rows.emplace_back(logits.begin(), logits.end());
-    return Status{};
-  });
-  if (!s.is_ok()) return s;
-  return rows;
-}
-
-// The largest per-position relative error (max |difference| over max |logit|).
-double max_error_over_positions(const std::vector<std::vector<float>>& got,
-                                const std::vector<std::vector<float>>& want) {
-  if (got.size() != want.size()) return 1e30;
-  double worst = 0;
-  for (size_t p = 0; p < got.size(); ++p) worst = std::max(worst, max_relative_error(got[p], want[p]));
-  return worst;
-}
-
 // The reference's n greedy tokens after `seq` (keys and values in f16, as the engine's cache).
 std::vector<int32_t> reference_greedy_qwen35(const RefQwen35& m, std::vector<int32_t> seq, int n) {
   std::vector<int32_t> out;

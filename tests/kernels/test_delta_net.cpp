@@ -16,14 +16,7 @@ using namespace iwb;
 
 namespace {
 
-float max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  float max_abs = 0, max_err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    max_abs = std::max(max_abs, std::fabs(want[i]));
-    max_err = std::max(max_err, std::fabs(got[i] - want[i]));
-  }
-  return max_abs > 0 ? max_err / max_abs : max_err;
-}
+using test::max_relative_error;
 
 struct DeltaCase {
   int64_t tokens, key_heads, value_heads, head_dim;
@@ -83,7 +76,7 @@ class TestDeltaNet : public QObject {
         std::vector<float> ref_state = s0, fast_state = s0;
         QVERIFY(short_conv_silu_ref({x.data(), ref.data(), ref_state.data(), w.data(), tokens, channels, kernel}));
         QVERIFY(short_conv_silu({x.data(), fast.data(), fast_state.data(), w.data(), tokens, channels, kernel, 2}));
-        QVERIFY2(max_relative_error(fast, ref) < 1e-5f,
+        QVERIFY2(max_relative_error(fast, ref) < 1e-5,
                  qPrintable(QString("kernel %1 tokens %2").arg(kernel).arg(tokens)));
         QCOMPARE(fast_state, ref_state);
         // The state is the window's last kernel - 1 inputs.
