@@ -239,8 +239,10 @@ class TestModelInfo : public QObject {
     h.vocab_size = 128256;
     const double measured = 589.1 * (1 << 20) + static_cast<double>(kCudaCublasWorkspaceBytes);
     const auto estimate = static_cast<double>(estimate_cuda_scratch_bytes(h, 128));
-    QVERIFY2(std::fabs(estimate - measured) < 0.03 * measured,
-             qPrintable(QStringLiteral("estimate %1 MiB, measured %2 MiB").arg(estimate / (1 << 20)).arg(measured / (1 << 20))));
+    QVERIFY2(
+        std::fabs(estimate - measured) < 0.03 * measured,
+        qPrintable(
+            QStringLiteral("estimate %1 MiB, measured %2 MiB").arg(estimate / (1 << 20)).arg(measured / (1 << 20))));
     // Up to 8 tokens a step there is no cuBLAS path: no f16 copy of the 0.5 GB output head.
     QVERIFY(estimate_cuda_scratch_bytes(h, 8) < uint64_t{64} << 20);
     QVERIFY(estimate_cuda_scratch_bytes(h, 8) > 0);

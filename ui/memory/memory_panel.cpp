@@ -1,9 +1,9 @@
 // MemoryPanel: device and context choice, the fit banner, stacked bars and the table.
 #include "memory/memory_panel.h"
 
-#include "worker/engine_controller.h"
 #include "memory/memory_model.h"
 #include "settings/device_choice.h"
+#include "worker/engine_controller.h"
 #include "worker/generation_values.h"
 
 #include <qcustomplot.h>

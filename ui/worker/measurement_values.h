@@ -52,7 +52,7 @@ struct MemorySample {
   // The engine's own report of what it allocated (Engine::memory_report); hasEngineReport is
   // false without a loaded model.
   bool hasEngineReport = false;
-  qint64 kvPoolBytes = 0;  // the paged KV pool, allocated whole at load
+  qint64 kvPoolBytes = 0;      // the paged KV pool, allocated whole at load
   qint64 kvHugePageBytes = 0;  // of a host pool, in 2 MiB pages (MemoryReport::kv_huge_page_bytes)
   qint64 kvBytesPerPosition = 0;
   QString kvCacheType;           // "f16", "q8_0", or keys/values "q8_0/q4_0"

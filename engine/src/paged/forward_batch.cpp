@@ -9,15 +9,17 @@ namespace iwb {
 FlatBatch flatten(const ForwardBatch& batch) {
   FlatBatch flat;
   for (const ScheduledSequence& s : batch.sequences) {
-    flat.max_blocks_per_sequence = std::max<int64_t>(flat.max_blocks_per_sequence, static_cast<int64_t>(s.block_table.size()));
+    flat.max_blocks_per_sequence =
+        std::max<int64_t>(flat.max_blocks_per_sequence, static_cast<int64_t>(s.block_table.size()));
   }
   const size_t num_sequences = batch.sequences.size();
   flat.block_tables.assign(num_sequences * static_cast<size_t>(flat.max_blocks_per_sequence), -1);
   flat.sequence_lengths.reserve(num_sequences);
   for (size_t i = 0; i < num_sequences; ++i) {
     const ScheduledSequence& s = batch.sequences[i];
-    std::copy(s.block_table.begin(), s.block_table.end(),
-              flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
+    std::copy(
+        s.block_table.begin(), s.block_table.end(),
+        flat.block_tables.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(flat.max_blocks_per_sequence)));
     flat.sequence_lengths.push_back(static_cast<int32_t>(s.sequence_length));
     flat.sequence_ids.push_back(s.sequence);
     flat.tokens.insert(flat.tokens.end(), s.tokens.begin(), s.tokens.end());

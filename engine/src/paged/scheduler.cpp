@@ -52,10 +52,12 @@ Result<SequenceId> Scheduler::add_sequence(RequestId request, std::vector<int32_
 
 Result<SequenceId> Scheduler::fork(SequenceId parent, RequestId child_request, int32_t last_token) {
   const Sequence* p = find(parent);
-  if (p == nullptr) return make_error(ErrorCode::NotFound, "cannot fork sequence " + std::to_string(parent) + ": unknown");
+  if (p == nullptr)
+    return make_error(ErrorCode::NotFound, "cannot fork sequence " + std::to_string(parent) + ": unknown");
   if (!is_decoding(*p)) {
-    return make_error(ErrorCode::InvalidArgument, "sequence " + std::to_string(parent) +
-                                                      " can be forked only while running, between steps, after a sampled token");
+    return make_error(ErrorCode::InvalidArgument,
+                      "sequence " + std::to_string(parent) +
+                          " can be forked only while running, between steps, after a sampled token");
   }
   Sequence child = *p;
   child.id = m_next_id++;
@@ -80,7 +82,8 @@ void Scheduler::remove(SequenceId sequence) {
 }
 
 Status Scheduler::abort(SequenceId sequence) {
-  if (find(sequence) == nullptr) return make_error(ErrorCode::NotFound, "sequence " + std::to_string(sequence) + " is not queued");
+  if (find(sequence) == nullptr)
+    return make_error(ErrorCode::NotFound, "sequence " + std::to_string(sequence) + " is not queued");
   remove(sequence);
   return {};
 }
@@ -154,9 +157,10 @@ ScheduledStep Scheduler::schedule() {
       }
       // Nobody newer is left. If it could never fit, even alone, recomputing it would loop forever.
       if (m_blocks.num_blocks_for(seq.num_tokens()) > m_blocks.num_blocks()) {
-        fail(id, "the sequence outgrew the KV cache: " + std::to_string(seq.num_tokens()) + " tokens need " +
-                     std::to_string(m_blocks.num_blocks_for(seq.num_tokens())) + " blocks but the cache holds " +
-                     std::to_string(m_blocks.num_blocks()),
+        fail(id,
+             "the sequence outgrew the KV cache: " + std::to_string(seq.num_tokens()) + " tokens need " +
+                 std::to_string(m_blocks.num_blocks_for(seq.num_tokens())) + " blocks but the cache holds " +
+                 std::to_string(m_blocks.num_blocks()),
              step);
       } else {
         preempt(id, step);
@@ -255,23 +259,24 @@ Status Scheduler::on_step_done(std::span<const SequenceOutput> outputs) {
     const bool has_token = it != by_sequence.end() && it->second->token >= 0;
     const bool is_finished = it != by_sequence.end() && it->second->is_finished;
     if (needs_logits && !has_token && !is_finished) {
-      return make_error(ErrorCode::InvalidArgument, "no token for sequence " + std::to_string(p.sequence) +
-                                                        ", whose logits this step computed");
+      return make_error(ErrorCode::InvalidArgument,
+                        "no token for sequence " + std::to_string(p.sequence) + ", whose logits this step computed");
     }
     if (!needs_logits && has_token) {
-      return make_error(ErrorCode::InvalidArgument, "a token for sequence " + std::to_string(p.sequence) +
-                                                        " in the middle of its prompt");
+      return make_error(ErrorCode::InvalidArgument,
+                        "a token for sequence " + std::to_string(p.sequence) + " in the middle of its prompt");
     }
     const int32_t num_accepted = it != by_sequence.end() ? it->second->num_accepted_draft_tokens : 0;
     if (num_accepted < 0 || num_accepted > p.num_draft_tokens) {
-      return make_error(ErrorCode::InvalidArgument, std::to_string(num_accepted) + " accepted draft tokens for sequence " +
-                                                        std::to_string(p.sequence) + ", which ran " +
-                                                        std::to_string(p.num_draft_tokens));
+      return make_error(ErrorCode::InvalidArgument,
+                        std::to_string(num_accepted) + " accepted draft tokens for sequence " +
+                            std::to_string(p.sequence) + ", which ran " + std::to_string(p.num_draft_tokens));
     }
   }
   for (const SequenceOutput& out : outputs) {
     if (in_flight.count(out.sequence) == 0 && find(out.sequence) != nullptr) {
-      return make_error(ErrorCode::InvalidArgument, "sequence " + std::to_string(out.sequence) + " was not in the last step");
+      return make_error(ErrorCode::InvalidArgument,
+                        "sequence " + std::to_string(out.sequence) + " was not in the last step");
     }
   }
   for (const Planned& p : m_in_flight) {
@@ -281,7 +286,8 @@ Status Scheduler::on_step_done(std::span<const SequenceOutput> outputs) {
     if (p.num_draft_tokens > 0) {
       // Speculation: the rejected guesses leave the sequence and their slots go back (a block
       // they alone filled is released; shared prefix blocks are untouched).
-      const int64_t num_rejected = p.num_draft_tokens - (it != by_sequence.end() ? it->second->num_accepted_draft_tokens : 0);
+      const int64_t num_rejected =
+          p.num_draft_tokens - (it != by_sequence.end() ? it->second->num_accepted_draft_tokens : 0);
       seq->tokens.resize(seq->tokens.size() - static_cast<size_t>(num_rejected));
       seq->num_computed_tokens += p.num_tokens - num_rejected;
       IWB_RETURN_IF_ERROR(m_blocks.truncate(p.sequence, seq->num_computed_tokens));

@@ -89,7 +89,8 @@ Result<double> time_decode(Engine& engine, std::vector<int32_t> prompt, int64_t 
       ++num_steps;
     }
     for (const RequestFinished& f : step->finished) {
-      if (f.reason == FinishReason::Error) return make_error(ErrorCode::InvalidArgument, "generation failed: " + f.error);
+      if (f.reason == FinishReason::Error)
+        return make_error(ErrorCode::InvalidArgument, "generation failed: " + f.error);
     }
   }
   if (num_steps != num_decode) {
@@ -213,7 +214,7 @@ Result<std::string> model_identity(const std::string& path) {
   uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
   for (const char c : head) {
     hash ^= static_cast<uint8_t>(c);
-    hash *= 0x100000001b3ull;             // FNV 64-bit prime
+    hash *= 0x100000001b3ull;  // FNV 64-bit prime
   }
   char text[96];
   std::snprintf(text, sizeof text, "size=%llu;fnv1a64-first-MiB=%016llx", static_cast<unsigned long long>(size),
@@ -221,8 +222,8 @@ Result<std::string> model_identity(const std::string& path) {
   return std::string(text);
 }
 
-Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o, const std::optional<ProbeResult>& probe,
-                                           const BenchProgress& progress) {
+Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o,
+                                           const std::optional<ProbeResult>& probe, const BenchProgress& progress) {
   if (o.num_repetitions < 1) return make_error(ErrorCode::InvalidArgument, "the repetition count must be at least 1");
   if (o.num_prompt_tokens < 0 || o.num_generated_tokens < 0 || o.tg_prompt_tokens < 1) {
     return make_error(ErrorCode::InvalidArgument, "token counts cannot be negative, and tg needs a prompt token");
@@ -271,9 +272,11 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   const int64_t vocab = engine.config().vocab_size;
   if (o.is_warmup) {
     const int64_t warm = std::max<int64_t>(1, std::min<int64_t>(32, std::max(o.num_prompt_tokens, o.tg_prompt_tokens)));
-    if (Result<double> s = time_prefill(engine, random_tokens(rng, vocab, std::min(warm, context))); !s) return s.status();
+    if (Result<double> s = time_prefill(engine, random_tokens(rng, vocab, std::min(warm, context))); !s)
+      return s.status();
     if (o.num_generated_tokens > 0) {
-      if (Result<double> s = time_decode(engine, random_tokens(rng, vocab, o.tg_prompt_tokens), 2); !s) return s.status();
+      if (Result<double> s = time_decode(engine, random_tokens(rng, vocab, o.tg_prompt_tokens), 2); !s)
+        return s.status();
     }
   }
 
@@ -311,7 +314,8 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
         if (p->num_reused_tokens < expected_reused) {
           return make_error(ErrorCode::InvalidArgument,
                             r.test + ": the prefix cache served " + std::to_string(p->num_reused_tokens) + " of the " +
-                                std::to_string(depth) + " depth tokens (is prefix caching off, or the KV pool too small?)");
+                                std::to_string(depth) +
+                                " depth tokens (is prefix caching off, or the KV pool too small?)");
         }
         rates.push_back(static_cast<double>(p->num_computed_tokens) / p->seconds);
       }
@@ -341,8 +345,8 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
         if (!s) return s.status();
         rates.push_back(static_cast<double>(o.num_generated_tokens) / *s);
       }
-      Result<GenerationCost> predicted = predict_generation(*shape, depth + o.tg_prompt_tokens,
-                                                            o.num_generated_tokens + 1, engine.max_batch_tokens());
+      Result<GenerationCost> predicted =
+          predict_generation(*shape, depth + o.tg_prompt_tokens, o.num_generated_tokens + 1, engine.max_batch_tokens());
       if (!predicted) return predicted.status();
       StepCost per_token = predicted->decode;
       per_token.flops /= static_cast<double>(predicted->num_decode_steps);

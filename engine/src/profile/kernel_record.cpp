@@ -39,43 +39,31 @@ std::string KernelRecord::shape_text() const {
   char buf[160];
   switch (kind) {
     case OpKind::Matmul:
-    case OpKind::Logits:
-      std::snprintf(buf, sizeof buf, "%lldx%lld %s, %lld tok", cols, rows, type.c_str(), n);
-      break;
+    case OpKind::Logits: std::snprintf(buf, sizeof buf, "%lldx%lld %s, %lld tok", cols, rows, type.c_str(), n); break;
     case OpKind::ExpertMatmul:
       std::snprintf(buf, sizeof buf, "%lldx%lld %s, %d experts x %lld tok (top %d)", cols, rows, type.c_str(),
                     s.num_experts, n, s.num_experts_used);
       break;
     case OpKind::RmsNorm:
-    case OpKind::Softmax:
-      std::snprintf(buf, sizeof buf, "%lldx%lld, %lld tok", rows, cols, n);
-      break;
-    case OpKind::Rope:
-      std::snprintf(buf, sizeof buf, "%dx%d, %lld tok", s.num_heads, s.head_dim, n);
-      break;
+    case OpKind::Softmax: std::snprintf(buf, sizeof buf, "%lldx%lld, %lld tok", rows, cols, n); break;
+    case OpKind::Rope: std::snprintf(buf, sizeof buf, "%dx%d, %lld tok", s.num_heads, s.head_dim, n); break;
     case OpKind::KvWrite:
-      std::snprintf(buf, sizeof buf, "%dx(%d+%d) %s, %lld tok", s.num_kv_heads, s.head_dim, s.head_dim_v,
-                    type.c_str(), n);
+      std::snprintf(buf, sizeof buf, "%dx(%d+%d) %s, %lld tok", s.num_kv_heads, s.head_dim, s.head_dim_v, type.c_str(),
+                    n);
       break;
     case OpKind::Attention:
       if (s.window > 0) {
-        std::snprintf(buf, sizeof buf, "%d/%d heads x %d, ctx %lld, window %d, %lld tok", s.num_heads,
-                      s.num_kv_heads, s.head_dim, static_cast<long long>(s.num_kv), s.window, n);
+        std::snprintf(buf, sizeof buf, "%d/%d heads x %d, ctx %lld, window %d, %lld tok", s.num_heads, s.num_kv_heads,
+                      s.head_dim, static_cast<long long>(s.num_kv), s.window, n);
       } else {
-        std::snprintf(buf, sizeof buf, "%d/%d heads x %d, ctx %lld, %lld tok", s.num_heads, s.num_kv_heads,
-                      s.head_dim, static_cast<long long>(s.num_kv), n);
+        std::snprintf(buf, sizeof buf, "%d/%d heads x %d, ctx %lld, %lld tok", s.num_heads, s.num_kv_heads, s.head_dim,
+                      static_cast<long long>(s.num_kv), n);
       }
       break;
-    case OpKind::Embedding:
-      std::snprintf(buf, sizeof buf, "%lld %s, %lld tok", cols, type.c_str(), n);
-      break;
+    case OpKind::Embedding: std::snprintf(buf, sizeof buf, "%lld %s, %lld tok", cols, type.c_str(), n); break;
     case OpKind::Activation:
-    case OpKind::Add:
-      std::snprintf(buf, sizeof buf, "%lld, %lld tok", cols, n);
-      break;
-    case OpKind::Softcap:
-      std::snprintf(buf, sizeof buf, "%lld", cols);
-      break;
+    case OpKind::Add: std::snprintf(buf, sizeof buf, "%lld, %lld tok", cols, n); break;
+    case OpKind::Softcap: std::snprintf(buf, sizeof buf, "%lld", cols); break;
     case OpKind::Recurrent:  // the convolution: channels x taps; the delta rule: heads x head size
       std::snprintf(buf, sizeof buf, "%lldx%lld, %lld tok", rows, cols, n);
       break;

@@ -29,8 +29,9 @@ Status requantize(WeightMatrix* w, GgmlType type, const char* name, int num_thre
     std::vector<float> row(static_cast<size_t>(w->in_features));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < w->out_features; ++r) {
-      const bool ok = dequantize_row(w->type, src + static_cast<size_t>(r) * *src_row, row.data(), w->in_features) &&
-                      quantize_row_ref(type, row.data(), out.data() + static_cast<size_t>(r) * *dst_row, w->in_features);
+      const bool ok =
+          dequantize_row(w->type, src + static_cast<size_t>(r) * *src_row, row.data(), w->in_features) &&
+          quantize_row_ref(type, row.data(), out.data() + static_cast<size_t>(r) * *dst_row, w->in_features);
       is_ok = is_ok && ok;
     }
   }
@@ -97,10 +98,9 @@ Result<std::unique_ptr<Drafter>> make_self_drafter(const gguf::GgufFile& target_
   const int threads = std::max(1, placement.num_threads);
   for (size_t il = 0; il < w.layers.size(); ++il) {
     LayerWeights& l = w.layers[il];
-    const std::pair<WeightMatrix*, const char*> matrices[] = {{&l.wq, "attn_q"},   {&l.wk, "attn_k"},
-                                                              {&l.wv, "attn_v"},   {&l.wo, "attn_output"},
-                                                              {&l.ffn_gate, "ffn_gate"}, {&l.ffn_up, "ffn_up"},
-                                                              {&l.ffn_down, "ffn_down"}};
+    const std::pair<WeightMatrix*, const char*> matrices[] = {
+        {&l.wq, "attn_q"},         {&l.wk, "attn_k"},     {&l.wv, "attn_v"},        {&l.wo, "attn_output"},
+        {&l.ffn_gate, "ffn_gate"}, {&l.ffn_up, "ffn_up"}, {&l.ffn_down, "ffn_down"}};
     for (const auto& [m, name] : matrices) IWB_RETURN_IF_ERROR(requantize(m, type, name, threads, model.get()));
   }
   // The classifier (a separate copy when it is tied to the embedding, which stays as it is for

@@ -18,7 +18,8 @@ Result<RecurrentStates::State*> RecurrentStates::begin(SequenceId sequence, int6
   auto it = m_states.find(sequence);
   if (first_position == 0) {
     if (it == m_states.end()) {
-      const auto floats = static_cast<size_t>(m_config.num_recurrent_layers() * m_config.recurrent_layer_state_floats());
+      const auto floats =
+          static_cast<size_t>(m_config.num_recurrent_layers() * m_config.recurrent_layer_state_floats());
       it = m_states.emplace(sequence, State{std::vector<float>(floats, 0.0f), 0}).first;
     } else {
       std::fill(it->second.values.begin(), it->second.values.end(), 0.0f);
@@ -32,8 +33,8 @@ Result<RecurrentStates::State*> RecurrentStates::begin(SequenceId sequence, int6
                       "sequence " + std::to_string(sequence) + " continues at position " +
                           std::to_string(first_position) + " but its recurrent state has seen " +
                           (it == m_states.end() ? std::string("nothing")
-                                                : seen < 0 ? std::string("a failed step")
-                                                           : std::to_string(seen) + " tokens") +
+                           : seen < 0           ? std::string("a failed step")
+                                                : std::to_string(seen) + " tokens") +
                           ": a recurrent layer's state cannot be rewound or taken from a prefix cache");
   }
   return &it->second;

@@ -39,9 +39,7 @@ class RecurrentStates {
   uint64_t num_bytes() const;
 
  private:
-  int64_t offset(int64_t il) const {
-    return m_slot[static_cast<size_t>(il)] * m_config.recurrent_layer_state_floats();
-  }
+  int64_t offset(int64_t il) const { return m_slot[static_cast<size_t>(il)] * m_config.recurrent_layer_state_floats(); }
 
   const ModelConfig& m_config;
   std::vector<int64_t> m_slot;  // [num_layers]: the layer's index among the recurrent ones

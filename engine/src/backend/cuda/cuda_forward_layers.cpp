@@ -55,8 +55,9 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::LinearGate:
     case PlanBuffer::LinearBeta:
     case PlanBuffer::LinearAlpha:
-    case PlanBuffer::LinearOut: break;  // no expert, latent-attention, MTP or recurrent ops on the device
-                                        // (check_cuda_plan_support)
+    case PlanBuffer::LinearOut:
+      break;  // no expert, latent-attention, MTP or recurrent ops on the device
+              // (check_cuda_plan_support)
   }
   return nullptr;
 }

@@ -230,7 +230,8 @@ struct ModelConfig {
   }
   bool is_rope_layer(int64_t il) const { return no_rope_layer_step <= 0 || (il + 1) % no_rope_layer_step != 0; }
   bool is_recurrent(int64_t il) const {
-    return il >= 0 && static_cast<size_t>(il) < is_recurrent_layer.size() && is_recurrent_layer[static_cast<size_t>(il)];
+    return il >= 0 && static_cast<size_t>(il) < is_recurrent_layer.size() &&
+           is_recurrent_layer[static_cast<size_t>(il)];
   }
   bool has_recurrent_layers() const { return linear_num_value_heads > 0; }
   int64_t num_recurrent_layers() const;

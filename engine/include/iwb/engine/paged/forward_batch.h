@@ -42,16 +42,17 @@ struct ForwardBatch {
 // The batch concatenated token-major (sequence by sequence, in batch order), matching
 // PagedAttentionArgs and WriteKvPagedArgs.
 struct FlatBatch {
-  std::vector<int32_t> tokens;            // [num_tokens]
-  std::vector<int32_t> positions;         // [num_tokens]
-  std::vector<int64_t> slot_mapping;      // [num_tokens]
-  std::vector<int32_t> token_sequences;   // [num_tokens]: index into the batch's sequences
-  std::vector<int32_t> block_tables;      // [num_sequences x max_blocks_per_sequence], padded with -1
+  std::vector<int32_t> tokens;           // [num_tokens]
+  std::vector<int32_t> positions;        // [num_tokens]
+  std::vector<int64_t> slot_mapping;     // [num_tokens]
+  std::vector<int32_t> token_sequences;  // [num_tokens]: index into the batch's sequences
+  std::vector<int32_t> block_tables;     // [num_sequences x max_blocks_per_sequence], padded with -1
   int64_t max_blocks_per_sequence = 0;
   std::vector<int32_t> sequence_lengths;  // [num_sequences]
   // [num_sequences]: whose tokens they are (a recurrent layer's state is the sequence's own).
   std::vector<SequenceId> sequence_ids;
-  std::vector<int32_t> logits_rows;       // token rows whose logits are needed: one per sequence that samples, 1 + K for a draft
+  // Token rows whose logits are needed: one per sequence that samples, 1 + K for a draft.
+  std::vector<int32_t> logits_rows;
   std::vector<int32_t> logits_sequences;  // [logits_rows.size()]: which batch sequence each row belongs to
 };
 

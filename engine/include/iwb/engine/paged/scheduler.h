@@ -46,7 +46,7 @@ struct FailedSequence {
 
 struct ScheduledStep {
   ForwardBatch batch;
-  std::vector<SequenceId> preempted;  // preempted during this schedule() call
+  std::vector<SequenceId> preempted;   // preempted during this schedule() call
   std::vector<FailedSequence> failed;  // removed (blocks freed) during this call
 };
 
@@ -113,7 +113,7 @@ class Scheduler {
  private:
   struct Planned {
     SequenceId sequence;
-    int64_t num_tokens;  // tokens run this step
+    int64_t num_tokens;            // tokens run this step
     int64_t num_draft_tokens = 0;  // of them, trailing draft tokens (speculation)
   };
 
@@ -134,9 +134,9 @@ class Scheduler {
   BlockManager m_blocks;
   SchedulerConfig m_config;
   std::unordered_map<SequenceId, Sequence> m_sequences;
-  std::deque<SequenceId> m_waiting;   // front is admitted next
-  std::vector<SequenceId> m_running;  // admission order, oldest first
-  std::vector<Planned> m_in_flight;   // the last schedule()'s plan, until on_step_done
+  std::deque<SequenceId> m_waiting;                               // front is admitted next
+  std::vector<SequenceId> m_running;                              // admission order, oldest first
+  std::vector<Planned> m_in_flight;                               // the last schedule()'s plan, until on_step_done
   std::unordered_map<SequenceId, std::vector<int32_t>> m_drafts;  // for the next schedule()
   SequenceId m_next_id = 1;
   int64_t m_next_arrival = 0;

@@ -87,14 +87,14 @@ enum class PlanBuffer : uint8_t {
   PleIn,    // every layer's input rows, layer by layer: layer l's [tokens x per_layer] at l * tokens
   PleGate,  // a layer's inp_gate output; the activation's output too [per_layer]
   // Qwen 3.5's attention output gate and recurrent layers.
-  QGate,         // attn_q's output: per head its query, then its gate [2 * q_width]
-  AttnGate,      // the gates of QGate, head by head [attention_output_width]
-  LinearMixed,   // attn_qkv's output: query heads, key heads, value heads [linear_conv_channels]
-  LinearConv,    // LinearMixed through the causal convolution and SiLU [linear_conv_channels]
-  LinearGate,    // attn_gate's output (z); the activation's output too [linear_value_width]
-  LinearBeta,    // ssm_beta's output [linear_num_value_heads]
-  LinearAlpha,   // ssm_alpha's output [linear_num_value_heads]
-  LinearOut,     // the delta rule's output, normed per head in place [linear_value_width]
+  QGate,        // attn_q's output: per head its query, then its gate [2 * q_width]
+  AttnGate,     // the gates of QGate, head by head [attention_output_width]
+  LinearMixed,  // attn_qkv's output: query heads, key heads, value heads [linear_conv_channels]
+  LinearConv,   // LinearMixed through the causal convolution and SiLU [linear_conv_channels]
+  LinearGate,   // attn_gate's output (z); the activation's output too [linear_value_width]
+  LinearBeta,   // ssm_beta's output [linear_num_value_heads]
+  LinearAlpha,  // ssm_alpha's output [linear_num_value_heads]
+  LinearOut,    // the delta rule's output, normed per head in place [linear_value_width]
 };
 
 // Weight vectors an RMS norm multiplies by.

@@ -46,18 +46,18 @@ struct DeviceRef {
 
 // The numbers behind a record's shape text. Fields a kind does not use stay 0.
 struct OpShape {
-  int64_t num_tokens = 0;    // tokens of the step this call processes
-  int64_t rows = 0;          // matmul/logits/expert_matmul: out_features; rmsnorm: rows normalised (tokens, or
-                             // tokens x heads); softmax: rows (tokens)
-  int64_t cols = 0;          // matmul/logits/expert_matmul: in_features; rmsnorm/add/activation/embedding/softcap/
-                             // softmax: row width
-  int64_t num_kv = 0;        // attention: KV positions the last token of the call attends over
-  int32_t num_heads = 0;     // attention, rope
-  int32_t num_kv_heads = 0;  // attention, kv_write
-  int32_t head_dim = 0;      // attention: query/key width per head; rope: head width; kv_write: key width per head
-  int32_t head_dim_v = 0;    // attention, kv_write: value width per head
-  int32_t window = 0;        // attention: sliding window (0: the whole context)
-  int32_t num_experts = 0;   // expert_matmul: experts whose matrices the call read (those routed to)
+  int64_t num_tokens = 0;        // tokens of the step this call processes
+  int64_t rows = 0;              // matmul/logits/expert_matmul: out_features; rmsnorm: rows normalised (tokens, or
+                                 // tokens x heads); softmax: rows (tokens)
+  int64_t cols = 0;              // matmul/logits/expert_matmul: in_features; rmsnorm/add/activation/embedding/softcap/
+                                 // softmax: row width
+  int64_t num_kv = 0;            // attention: KV positions the last token of the call attends over
+  int32_t num_heads = 0;         // attention, rope
+  int32_t num_kv_heads = 0;      // attention, kv_write
+  int32_t head_dim = 0;          // attention: query/key width per head; rope: head width; kv_write: key width per head
+  int32_t head_dim_v = 0;        // attention, kv_write: value width per head
+  int32_t window = 0;            // attention: sliding window (0: the whole context)
+  int32_t num_experts = 0;       // expert_matmul: experts whose matrices the call read (those routed to)
   int32_t num_experts_used = 0;  // expert_matmul: experts per token (k): the call multiplies num_tokens x k rows
   bool operator==(const OpShape&) const = default;
 };
@@ -65,18 +65,18 @@ struct OpShape {
 struct KernelRecord {
   OpKind kind = OpKind::Matmul;
   Phase phase = Phase::Decode;
-  int16_t layer = -1;                  // -1: outside the layers (embedding, output norm, logits)
+  int16_t layer = -1;  // -1: outside the layers (embedding, output norm, logits)
   DeviceRef device;
   GgmlType data_type = GgmlType::F32;  // the stored operand: weight type for matmul/embedding/logits/expert_matmul,
                                        // F16 for the KV cache (attention, kv_write), F32 otherwise
   const char* name = "";               // which call: "attn_q", "ffn_down", "attn_norm", ... (static text)
   OpShape shape;
-  double flops = 0;                    // multiply-adds count two
-  double bytes = 0;                    // minimum traffic: inputs read once, outputs written once, weights as stored
-  double seconds = 0;                  // measured duration; 0 for a prediction
+  double flops = 0;    // multiply-adds count two
+  double bytes = 0;    // minimum traffic: inputs read once, outputs written once, weights as stored
+  double seconds = 0;  // measured duration; 0 for a prediction
 
-  double intensity() const { return bytes > 0 ? flops / bytes : 0; }          // FLOP/byte
-  double flops_per_s() const { return seconds > 0 ? flops / seconds : 0; }    // achieved
+  double intensity() const { return bytes > 0 ? flops / bytes : 0; }        // FLOP/byte
+  double flops_per_s() const { return seconds > 0 ? flops / seconds : 0; }  // achieved
   double bytes_per_s() const { return seconds > 0 ? bytes / seconds : 0; }
   // "1536x8960 Q4_K, 22 tok", "12/2 heads x 128, ctx 1024, 1 tok", ...: formatted on demand,
   // never on the token path.
@@ -85,12 +85,12 @@ struct KernelRecord {
 
 // The records of one engine step, sent as one value. Empty `kernels` when profiling is off.
 struct ProfileBatch {
-  uint64_t step_index = 0;        // counts steps of this engine, profiled or not
+  uint64_t step_index = 0;  // counts steps of this engine, profiled or not
   Phase phase = Phase::Decode;
-  int32_t num_tokens = 0;         // tokens the step's forward pass ran
-  int64_t num_kv = 0;             // context after the step, summed over the step's sequences
-  double step_seconds = 0;        // the whole step (kernels + sampling + bookkeeping)
-  uint32_t num_dropped = 0;       // records that did not fit the preallocated buffer (should be 0)
+  int32_t num_tokens = 0;    // tokens the step's forward pass ran
+  int64_t num_kv = 0;        // context after the step, summed over the step's sequences
+  double step_seconds = 0;   // the whole step (kernels + sampling + bookkeeping)
+  uint32_t num_dropped = 0;  // records that did not fit the preallocated buffer (should be 0)
   std::vector<KernelRecord> kernels;
 
   bool is_empty() const { return kernels.empty(); }
