@@ -37,17 +37,24 @@ inline std::string load_reference_and_engine(const std::string& path, RefModel* 
   return {};
 }
 
-// Writes `iwb synth`'s preset in `type` to `path`, reads it back as the reference and loads it
-// in the engine. Empty on success, else what failed.
-inline std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
-                                       const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
+// Writes `iwb synth`'s preset in `type` to `path` (two threads). Empty on success, else what failed.
+inline std::string synthesize_preset(const std::string& preset, const std::string& type, uint64_t seed,
+                                     const std::string& path) {
   synth::SynthOptions options;
   options.shape = *synth::find_synth_preset(preset);
   options.weight_type = type;
   options.seed = seed;
   options.num_threads = 2;
   options.output_path = path;
-  if (auto written = synth::synthesize_model(options); !written.is_ok()) return written.error_message();
+  auto written = synth::synthesize_model(options);
+  return written.is_ok() ? std::string() : written.error_message();
+}
+
+// Writes `iwb synth`'s preset in `type` to `path`, reads it back as the reference and loads it
+// in the engine. Empty on success, else what failed.
+inline std::string synthesize_and_load(const std::string& preset, const std::string& type, uint64_t seed,
+                                       const std::string& path, RefModel* ref, std::unique_ptr<Engine>* engine) {
+  if (std::string error = synthesize_preset(preset, type, seed, path); !error.empty()) return error;
   return load_reference_and_engine(path, ref, engine);
 }
 

@@ -3,6 +3,8 @@
 // a tensor left out or written with another shape.
 #pragma once
 
+#include "forward_checks.h"
+
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/gguf/gguf_writer.h"
 #include "iwb/engine/synth/synth_model.h"
@@ -23,13 +25,7 @@ namespace iwb::test {
 // `preset` in F32 at `path`, synthesized unless the file is there already.
 inline std::string synthesized_f32(const std::string& preset, const std::string& path) {
   if (QFile::exists(QString::fromStdString(path))) return path;
-  synth::SynthOptions options;
-  options.shape = *synth::find_synth_preset(preset);
-  options.weight_type = "F32";
-  options.num_threads = 2;
-  options.output_path = path;
-  auto written = synth::synthesize_model(options);
-  if (!written.is_ok()) qFatal("%s", written.error_message().c_str());
+  if (const std::string error = synthesize_preset(preset, "F32", 0, path); !error.empty()) qFatal("%s", error.c_str());
   return path;
 }
 

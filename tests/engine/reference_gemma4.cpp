@@ -358,25 +358,11 @@ std::shared_ptr<RefGemma4> load_reference_gemma4(const gguf::GgufFile& f, std::s
 }
 
 std::vector<std::vector<float>> gemma4_hidden_states(const RefGemma4& m, const std::vector<int32_t>& tokens) {
-  std::vector<std::vector<float>> out;
-  for (Vec& h : run_layers(m, tokens, false)) {
-    h = normed(std::move(h), m.output_norm, m.eps);
-    out.emplace_back(h.begin(), h.end());
-  }
-  return out;
+  return ref::hidden_rows(run_layers(m, tokens, false), m.output_norm, m.eps);
 }
 
 std::vector<std::vector<float>> gemma4_logits(const RefGemma4& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
-  std::vector<std::vector<float>> out;
-  for (const Vec& h : run_layers(m, tokens, is_kv_f16)) {
-    const Vec z = matvec(m.output, normed(h, m.output_norm, m.eps), m.vocab);
-    std::vector<float> row(z.size());
-    for (size_t i = 0; i < z.size(); ++i) {
-      row[i] = static_cast<float>(m.final_softcap > 0 ? m.final_softcap * std::tanh(z[i] / m.final_softcap) : z[i]);
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
+  return ref::logit_rows(run_layers(m, tokens, is_kv_f16), m.output, m.output_norm, m.eps, m.vocab, m.final_softcap);
 }
 
 }  // namespace iwb::test

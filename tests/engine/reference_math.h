@@ -63,4 +63,31 @@ inline Vec normed(Vec x, const std::vector<float>& w, double eps) {
 // x rounded to f16 and back (the f16 KV cache and llama.cpp's f16 queries).
 inline double round_f16(double x) { return fp16_to_f32(f32_to_fp16(static_cast<float>(x))); }
 
+// Each token's last hidden state through the output norm, as f32 rows.
+inline std::vector<std::vector<float>> hidden_rows(std::vector<Vec> states, const std::vector<float>& output_norm,
+                                                   double eps) {
+  std::vector<std::vector<float>> out;
+  for (Vec& h : states) {
+    h = normed(std::move(h), output_norm, eps);
+    out.emplace_back(h.begin(), h.end());
+  }
+  return out;
+}
+
+// Each token's logits: the output norm, the classifier of `vocab` rows, then `softcap` * tanh(z /
+// softcap) where softcap > 0.
+inline std::vector<std::vector<float>> logit_rows(const std::vector<Vec>& states, const std::vector<float>& output,
+                                                  const std::vector<float>& output_norm, double eps, int64_t vocab,
+                                                  double softcap = 0) {
+  std::vector<std::vector<float>> out;
+  for (const Vec& h : states) {
+    const Vec z = matvec(output, normed(h, output_norm, eps), vocab);
+    std::vector<float> row(z.size());
+    for (size_t i = 0; i < z.size(); ++i)
+      row[i] = static_cast<float>(softcap > 0 ? softcap * std::tanh(z[i] / softcap) : z[i]);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 }  // namespace iwb::test::ref

@@ -355,21 +355,11 @@ std::shared_ptr<RefQwen35> load_reference_qwen35(const gguf::GgufFile& f, std::s
 }
 
 std::vector<std::vector<float>> qwen35_hidden_states(const RefQwen35& m, const std::vector<int32_t>& tokens) {
-  std::vector<std::vector<float>> out;
-  for (Vec& h : run_layers(m, tokens, false)) {
-    h = normed(std::move(h), m.output_norm, m.eps);
-    out.emplace_back(h.begin(), h.end());
-  }
-  return out;
+  return ref::hidden_rows(run_layers(m, tokens, false), m.output_norm, m.eps);
 }
 
 std::vector<std::vector<float>> qwen35_logits(const RefQwen35& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
-  std::vector<std::vector<float>> out;
-  for (const Vec& h : run_layers(m, tokens, is_kv_f16)) {
-    const Vec z = matvec(m.output, normed(h, m.output_norm, m.eps), m.vocab);
-    out.emplace_back(z.begin(), z.end());
-  }
-  return out;
+  return ref::logit_rows(run_layers(m, tokens, is_kv_f16), m.output, m.output_norm, m.eps, m.vocab);
 }
 
 }  // namespace iwb::test

@@ -59,10 +59,6 @@ class TestQwen35Config : public QObject {
   }
 
  private slots:
-  void init() {
-    if (synth::find_synth_preset(kPreset) == nullptr) QSKIP("iwb synth has no test-qwen35 preset");
-  }
-
   // The unchanged copy loads (the copies are faithful), and the keys say what the preset wrote:
   // the rows below then change one thing at a time from a file that works.
   void copyLoads() {

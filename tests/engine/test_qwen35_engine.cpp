@@ -159,15 +159,10 @@ class TestQwen35Engine : public QObject {
 
  private slots:
   void initTestCase() {
-    if (synth::find_synth_preset(kPreset) == nullptr) QSKIP("iwb synth has no test-qwen35 preset");
     QVERIFY(m_tmp.isValid());
-    synth::SynthOptions o;
-    o.shape = *synth::find_synth_preset(kPreset);
-    o.weight_type = "F32";
-    o.num_threads = 2;
-    o.output_path = m_path = m_tmp.filePath("test-qwen35.gguf").toStdString();
-    auto written = synth::synthesize_model(o);
-    QVERIFY2(written.is_ok(), written.error_message().c_str());
+    m_path = m_tmp.filePath("test-qwen35.gguf").toStdString();
+    const std::string error = test::synthesize_preset(kPreset, "F32", 0, m_path);
+    QVERIFY2(error.empty(), error.c_str());
   }
 
   // Five requests, three at first and two arriving after three steps, under a 32-token budget
@@ -393,14 +388,10 @@ class TestQwen35Engine : public QObject {
   // Nor can a model with recurrent layers draft for another: its state would hold the guesses
   // the target rejects (test-qwen2 shares test-qwen35's synthetic vocabulary).
   void recurrentDraftModelIsRefused() {
-    synth::SynthOptions o;
-    o.shape = *synth::find_synth_preset("test-qwen2");
-    o.weight_type = "F32";
-    o.num_threads = 2;
-    o.output_path = m_tmp.filePath("test-qwen2.gguf").toStdString();
-    auto written = synth::synthesize_model(o);
-    QVERIFY2(written.is_ok(), written.error_message().c_str());
-    auto target = Engine::load(o.output_path, cpu_options());
+    const std::string target_path = m_tmp.filePath("test-qwen2.gguf").toStdString();
+    const std::string error = test::synthesize_preset("test-qwen2", "F32", 0, target_path);
+    QVERIFY2(error.empty(), error.c_str());
+    auto target = Engine::load(target_path, cpu_options());
     QVERIFY2(target.is_ok(), target.error_message().c_str());
     spec::SpeculativeConfig config;
     config.kind = spec::DrafterKind::DraftModel;

@@ -39,13 +39,7 @@ constexpr char kPreset[] = "test-qwen35";
 std::string synthesize_qwen35(const std::string& type, uint64_t seed, const std::string& path,
                               std::shared_ptr<RefQwen35>* ref, std::unique_ptr<Engine>* engine,
                               EngineOptions options = {0, 2}) {
-  synth::SynthOptions synth_options;
-  synth_options.shape = *synth::find_synth_preset(kPreset);
-  synth_options.weight_type = type;
-  synth_options.seed = seed;
-  synth_options.num_threads = 2;
-  synth_options.output_path = path;
-  if (auto written = synth::synthesize_model(synth_options); !written.is_ok()) return written.error_message();
+  if (std::string written = synthesize_preset(kPreset, type, seed, path); !written.empty()) return written;
   auto file = gguf::GgufFile::open(path);
   if (!file.is_ok()) return file.error_message();
   std::string error;
@@ -76,12 +70,6 @@ class TestQwen35Reference : public QObject {
   QTemporaryDir m_tmp;
 
  private slots:
-  void init() {
-    if (synth::find_synth_preset(kPreset) == nullptr) {
-      QSKIP("MISSING: iwb synth has no test-qwen35 preset yet (the engine side's qwen35 support)");
-    }
-  }
-
   // The preset exercises what Qwen 3.5 adds: both layer kinds, and fewer key heads than value
   // heads (the key heads tiled over the value heads, h % n_group), and GQA in the attention.
   void presetCoversQwen35() {
