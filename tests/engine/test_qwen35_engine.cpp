@@ -1,11 +1,13 @@
 // The engine with recurrent state, on iwb synth's test-qwen35 (F32, the CPU backend): sequences
 // batched together, arriving mid-way and preempted for lack of KV blocks give each the greedy
 // tokens it gives alone; each running sequence holds exactly one state, released when it
-// finishes or is aborted; prompts are never served from the prefix cache; speculative decoding
-// is refused; the CPU forward pass refuses a step that does not continue a sequence's state; and
+// finishes or is aborted; a prompt comes from the prefix cache only as far as a checkpoint of
+// its state (test_state_checkpoints has the rest) and never with checkpoints off; speculative
+// decoding is refused; the CPU forward pass refuses a step that does not continue a sequence's state; and
 // the profiler's records of the recurrent ops are priced. Also run under ASan.
 #include "../kernels/random_tensors.h"
 #include "backend/cpu/cpu_forward.h"
+#include "flat_batches.h"
 #include "forward_checks.h"
 #include "model/model_weights.h"
 
@@ -30,6 +32,8 @@
 using namespace iwb;
 
 using test::greedy_request;
+using test::join;
+using test::one_sequence;
 using test::max_relative_error;
 using test::random_tokens;
 
@@ -108,41 +112,6 @@ std::vector<std::vector<int32_t>> one_at_a_time(Engine& engine, const std::vecto
   return out;
 }
 
-// One sequence's step for CpuForward: `tokens` at positions first.., its cache in blocks
-// 2 * slot and 2 * slot + 1 of 16 positions (room for 32), logits for its last token.
-FlatBatch one_sequence(SequenceId id, int32_t slot, const std::vector<int32_t>& tokens, int32_t first) {
-  FlatBatch b;
-  b.max_blocks_per_sequence = 2;
-  b.block_tables = {2 * slot, 2 * slot + 1};
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t p = first + static_cast<int32_t>(i);
-    b.tokens.push_back(tokens[i]);
-    b.positions.push_back(p);
-    b.slot_mapping.push_back(static_cast<int64_t>(b.block_tables[static_cast<size_t>(p / 16)]) * 16 + p % 16);
-    b.token_sequences.push_back(0);
-  }
-  b.sequence_lengths = {first + static_cast<int32_t>(tokens.size())};
-  b.sequence_ids = {id};
-  b.logits_rows = {static_cast<int32_t>(tokens.size()) - 1};
-  b.logits_sequences = {0};
-  return b;
-}
-
-// Two single-sequence steps as one batch (flatten()'s layout: rows sequence by sequence).
-FlatBatch join(const FlatBatch& a, const FlatBatch& b) {
-  FlatBatch j = a;
-  j.tokens.insert(j.tokens.end(), b.tokens.begin(), b.tokens.end());
-  j.positions.insert(j.positions.end(), b.positions.begin(), b.positions.end());
-  j.slot_mapping.insert(j.slot_mapping.end(), b.slot_mapping.begin(), b.slot_mapping.end());
-  for (size_t i = 0; i < b.tokens.size(); ++i) j.token_sequences.push_back(1);
-  j.block_tables.insert(j.block_tables.end(), b.block_tables.begin(), b.block_tables.end());
-  j.sequence_lengths.push_back(b.sequence_lengths[0]);
-  j.sequence_ids.push_back(b.sequence_ids[0]);
-  j.logits_rows.push_back(static_cast<int32_t>(a.tokens.size()) + b.logits_rows[0]);
-  j.logits_sequences.push_back(1);
-  return j;
-}
-
 }  // namespace
 
 class TestQwen35Engine : public QObject {
@@ -195,8 +164,8 @@ class TestQwen35Engine : public QObject {
   }
 
   // Room for 14 blocks of 8 positions where the five sequences grow to 33 together: sequences
-  // are preempted, recomputed from position 0 (their state restarted, not continued from what
-  // they had seen), and still produce exactly their tokens.
+  // are preempted, recomputed from position 0 or from a checkpoint of their prompt's state
+  // (never continued from what they had seen), and still produce exactly their tokens.
   void preemptedGenerationMatchesOneAtATime() {
     EngineOptions roomy = cpu_options();
     roomy.kv_block_size = 8;
@@ -222,7 +191,6 @@ class TestQwen35Engine : public QObject {
       const RequestFinished& f = log.finished[ids[i]];
       QCOMPARE(f.reason, FinishReason::MaxTokens);
       QCOMPARE(log.tokens[ids[i]], expected[i]);
-      QCOMPARE(f.num_reused_prompt_tokens, 0);
       num_reported += f.num_preemptions;
       num_prompt_tokens += static_cast<int64_t>(requests[i].prompt_tokens.size());
     }
@@ -290,9 +258,10 @@ class TestQwen35Engine : public QObject {
     QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));
   }
 
-  // logits_for's temporary sequence ends with the call: no state is left behind, and the same
-  // tokens twice (with other tokens between) give the same logits, bit for bit: each run starts
-  // from a zero state and computes every position (nothing reused from the prefix cache).
+  // logits_for's temporary sequence ends with the call: no state is left behind (but a
+  // checkpoint of its state after 32 tokens), and the same tokens twice (with other tokens
+  // between) give the same logits, bit for bit: a repeat resumes from the checkpoint, which holds
+  // exactly the state the first run had there.
   void logitsForIsRepeatableAndLeavesNoState() {
     std::unique_ptr<Engine> engine = load(cpu_options());
     QVERIFY(engine);
@@ -310,11 +279,12 @@ class TestQwen35Engine : public QObject {
     Result<std::vector<float>> third = engine->logits_for(tokens);
     QVERIFY2(third.is_ok(), third.error_message().c_str());
     QCOMPARE(*third, *first);
-    QCOMPARE(engine->kv_snapshot().cache.stats.num_prefix_hit_tokens, int64_t(0));
+    QCOMPARE(engine->kv_snapshot().cache.stats.num_prefix_hit_tokens, int64_t(3 * 32));
     QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(1));
     // logits_for_positions (perplexity) the same: its last row is logits_for's.
     std::vector<float> last;
-    const Status s = engine->logits_for_positions(tokens, 30, [&](int64_t, std::span<const float> row) {
+    const Status s = engine->logits_for_positions(tokens, 35, [&](int64_t, std::span<const float> row) {
       last.assign(row.begin(), row.end());
       return Status{};
     });
@@ -323,12 +293,13 @@ class TestQwen35Engine : public QObject {
     QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));
   }
 
-  // Prefix caching asked for (the default) stays off: a second identical 40-token prompt (two
-  // whole blocks of 16 another model would reuse) is computed from its first token, and no
-  // block is kept for later prompts.
-  void identicalPromptIsComputedAgain() {
+  // With state checkpoints off, prefix caching asked for (the default) is off too: a second
+  // identical 40-token prompt (two whole blocks of 16 another model would reuse) is computed
+  // from its first token, and no block is kept for later prompts.
+  void identicalPromptIsComputedAgainWithoutCheckpoints() {
     EngineOptions options = cpu_options(64);
     QVERIFY(options.enable_prefix_caching);
+    options.max_state_checkpoints = 0;
     std::unique_ptr<Engine> engine = load(options);
     QVERIFY(engine);
     const GenerationRequest r = greedy_request(random_tokens(40, engine->config().vocab_size, 61), 6);
@@ -346,6 +317,7 @@ class TestQwen35Engine : public QObject {
     QCOMPARE(stats.num_prefix_hit_tokens, int64_t(0));
     QCOMPARE(stats.num_cached_blocks, int64_t(0));
     QCOMPARE(second.tokens[b], first.tokens[a]);
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(0));
   }
 
   void speculationIsRefused_data() {

@@ -502,10 +502,19 @@ void TestMetricsMemory::memoryRecurrentState() {
   QCOMPARE(recurrent->measuredBytes, qint64(30'000));
   QVERIFY2(recurrent->source.startsWith(QStringLiteral("3 live sequences × %1").arg(QStringLiteral("9.8 KiB"))),
            qPrintable(recurrent->source));
+  QCOMPARE(model.findRow(QStringLiteral("Recurrent-state checkpoints"))->measuredBytes, qint64(0));
+  sample.recurrentCheckpointBytes = 20'000;
+  sample.recurrentNumCheckpoints = 2;
+  model.setSample(sample);
+  const MemoryModel::Row* kept = model.findRow(QStringLiteral("Recurrent-state checkpoints"));
+  QCOMPARE(kept->measuredBytes, qint64(20'000));
+  QCOMPARE(kept->estimateBytes, qint64(-1));
+  QVERIFY2(kept->source.startsWith(QStringLiteral("2 states kept")), qPrintable(kept->source));
 
   // A model without recurrent layers has no such row.
   model.setModelSummary(summary());
   QVERIFY(!model.findRow(QStringLiteral("Recurrent state")));
+  QVERIFY(!model.findRow(QStringLiteral("Recurrent-state checkpoints")));
   QCOMPARE(model.recurrentSequences(), qint64(0));
 
   // The tab's chart stacks the states on the KV cache and names them in its legend, in order.

@@ -327,7 +327,18 @@ void MemoryModel::rebuild() {
                     false,
                     true};
     }
-    if (e->recurrent_state_bytes > 0) m_rows << recurrentRow(*e, sample, hasReport);
+    if (e->recurrent_state_bytes > 0) {
+      m_rows << recurrentRow(*e, sample, hasReport);
+      // Kept states are not in the estimate: how many there are depends on the prompts run.
+      if (hasReport) {
+        m_rows << Row{tr("Recurrent-state checkpoints"), -1, sample.recurrentCheckpointBytes,
+                      tr("%1 states kept at prompts' last block boundaries, so prefix caching resumes a chat's next "
+                         "turn there (at most %2, the least recently used dropped first)")
+                          .arg(QLocale().toString(sample.recurrentNumCheckpoints),
+                               QLocale().toString(m_options.max_state_checkpoints)),
+                      false, false};
+      }
+    }
     Row scratch{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,
                 false};
     if (hasReport) {

@@ -65,6 +65,9 @@ struct MemorySample {
   // (MemoryReport::recurrent_*); 0 for other models.
   qint64 recurrentStateBytes = 0;
   qint64 recurrentStateBytesPerSequence = 0;
+  // Prefix caching's copies of states (MemoryReport::recurrent_checkpoint_bytes, _num_checkpoints).
+  qint64 recurrentCheckpointBytes = 0;
+  qint64 recurrentNumCheckpoints = 0;
   qint64 recurrentNumSequences = 0;
   // Where the forward pass runs (MemoryReport::device_id) and, on a CUDA device, what the engine
   // allocated there; the device figures are 0 on the CPU.

@@ -144,6 +144,8 @@ MemorySample WorkerMeasurements::memorySample(const iwb::Engine* engine) {
     sample.recurrentStateBytes = static_cast<qint64>(report.recurrent_state_bytes);
     sample.recurrentStateBytesPerSequence = static_cast<qint64>(report.recurrent_state_bytes_per_sequence);
     sample.recurrentNumSequences = report.recurrent_num_sequences;
+    sample.recurrentCheckpointBytes = static_cast<qint64>(report.recurrent_checkpoint_bytes);
+    sample.recurrentNumCheckpoints = report.recurrent_num_checkpoints;
     sample.deviceId = QString::fromStdString(report.device_id);
     sample.deviceWeightsBytes = static_cast<qint64>(report.device_weights_bytes);
     sample.deviceKvPoolBytes = static_cast<qint64>(report.device_kv_pool_bytes);

@@ -57,6 +57,16 @@ void add_threads_option(OptionTable& table, int* threads) {
              .default_text = "all cores"});
 }
 
+void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints) {
+  table.add({.names = {"-ctxcp", "--ctx-checkpoints"},
+             .value_name = "N",
+             .help = "recurrent models (Qwen 3.5): states kept at prompts' last block boundaries, so\n"
+                     "prefix caching resumes a chat's next turn there; at most N (0: every prompt from its start)",
+             .destination = max_checkpoints,
+             .min = 0,
+             .max = 4096});
+}
+
 KvCacheTypes KvCacheOptions::types() const {
   Result<KvCacheTypes> types = parse_kv_cache_types(k + "/" + v);
   if (!types) return KvCacheTypes();

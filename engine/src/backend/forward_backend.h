@@ -87,6 +87,14 @@ class ForwardBackend {
   // Sequences that have ended (finished, aborted, failed): a backend that keeps state per
   // sequence (recurrent layers) frees theirs.
   virtual void release_sequences(std::span<const SequenceId> sequences) { (void)sequences; }
+  // Recurrent states kept by FlatBatch::state_saves (checkpoint ids are the engine's): one put
+  // in place as `sequence`'s state before its step at position num_tokens (a prefix-cache hit
+  // that long), and ones no longer wanted.
+  virtual Status restore_state(SequenceId sequence, int64_t checkpoint, int64_t num_tokens) {
+    (void)sequence, (void)checkpoint, (void)num_tokens;
+    return make_error(ErrorCode::Unsupported, "the " + device_id() + " backend keeps no recurrent states");
+  }
+  virtual void drop_state_checkpoints(std::span<const int64_t> checkpoints) { (void)checkpoints; }
 
   // Profiling of the next forward(): begin before it, take after it (even when it failed: the
   // records show how far it got). `capacity` records are reserved up front.

@@ -30,6 +30,7 @@ Result<BlockManager> BlockManager::create(BlockManagerConfig config) {
   m.m_block_size = config.block_size;
   m.m_is_prefix_caching = config.enable_prefix_caching;
   m.m_hash = std::move(config.hash);
+  m.m_is_usable_prefix = std::move(config.is_usable_prefix);
   m.m_blocks.resize(static_cast<size_t>(config.num_blocks));
   m.m_free.reserve(static_cast<size_t>(config.num_blocks));
   for (int64_t b = config.num_blocks - 1; b >= 0; --b) m.m_free.push_back(static_cast<BlockId>(b));
@@ -85,7 +86,19 @@ std::vector<BlockId> BlockManager::find_cached_prefix(std::span<const int32_t> t
     }
     found.push_back(it->second);
   }
+  while (m_is_usable_prefix && !found.empty() &&
+         !m_is_usable_prefix(hashes[found.size() - 1], tokens.first(found.size() * bs))) {
+    found.pop_back();
+  }
   return found;
+}
+
+std::optional<BlockHash> BlockManager::prefix_key(SequenceId seq, int64_t num_tokens) const {
+  const SequenceBlocks* s = find(seq);
+  if (s == nullptr || num_tokens <= 0 || num_tokens % m_block_size != 0) return std::nullopt;
+  const auto index = static_cast<size_t>(num_tokens / m_block_size) - 1;
+  if (index >= s->full_block_hashes.size()) return std::nullopt;
+  return s->full_block_hashes[index];
 }
 
 AllocationCheck BlockManager::can_allocate(std::span<const int32_t> tokens, int64_t num_reserved_blocks) const {

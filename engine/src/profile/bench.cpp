@@ -235,13 +235,6 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
   const int64_t context = engine.context_length();
   for (const int64_t depth : o.depths) {
     if (depth < 0) return make_error(ErrorCode::InvalidArgument, "a context depth cannot be negative");
-    // A depth is held in the prefix cache between the tests, which recurrent layers rule out
-    // (their state is not a cache of blocks): every test would recompute the depth.
-    if (depth > 0 && engine.config().has_recurrent_layers()) {
-      return make_error(ErrorCode::Unsupported, "a context depth (-d " + std::to_string(depth) +
-                                                    ") needs the prefix cache, which the recurrent layers of this " +
-                                                    engine.config().architecture_name + " model rule out");
-    }
     const auto refuse = [&](const std::string& test, int64_t needed) {
       return make_error(ErrorCode::InvalidArgument, test + " needs a context of " + std::to_string(needed) +
                                                         " tokens; the engine holds " + std::to_string(context));
@@ -315,7 +308,8 @@ Result<std::vector<BenchResult>> run_bench(Engine& engine, const BenchOptions& o
           return make_error(ErrorCode::InvalidArgument,
                             r.test + ": the prefix cache served " + std::to_string(p->num_reused_tokens) + " of the " +
                                 std::to_string(depth) +
-                                " depth tokens (is prefix caching off, or the KV pool too small?)");
+                                " depth tokens (is prefix caching off, the KV pool too small, or for a model with "
+                                "recurrent layers, are state checkpoints off?)");
         }
         rates.push_back(static_cast<double>(p->num_computed_tokens) / p->seconds);
       }

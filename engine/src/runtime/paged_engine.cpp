@@ -192,8 +192,16 @@ Status PagedEngine::set_up_scheduler(const EngineOptions& o) {
   blocks.num_blocks = m_kv.num_blocks;
   blocks.block_size = m_kv.block_size;
   // A recurrent layer's state is the whole prefix in a fixed size: a cached block of keys and
-  // values cannot give it back, so every prompt of such a model is computed from its start.
-  blocks.enable_prefix_caching = o.enable_prefix_caching && !m_config.has_recurrent_layers();
+  // values cannot give it back. Such a model resumes a cached prefix only where a checkpoint of
+  // its state was kept; without checkpoints every prompt is computed from its start.
+  const bool is_recurrent = m_config.has_recurrent_layers();
+  blocks.enable_prefix_caching = o.enable_prefix_caching && (!is_recurrent || o.max_state_checkpoints > 0);
+  if (is_recurrent && blocks.enable_prefix_caching) {
+    m_checkpoints = StateCheckpoints(o.max_state_checkpoints);
+    blocks.is_usable_prefix = [checkpoints = &m_checkpoints](BlockHash key, std::span<const int32_t> prefix) {
+      return checkpoints->has(key, prefix);
+    };
+  }
   SchedulerConfig scheduling;
   scheduling.max_batch_tokens = o.max_batch_tokens;
   scheduling.max_running_sequences = o.max_running_sequences;
@@ -336,11 +344,14 @@ Result<std::vector<float>> PagedEngine::logits_for(const std::vector<int32_t>& t
       (void)m_scheduler->abort(*sequence);
       return make_error(ErrorCode::OutOfMemory, "the sequence could not be scheduled: no KV blocks are free");
     }
-    const FlatBatch flat = flatten(plan.batch);
-    if (Status s = run_forward(plan.batch, flat, nullptr); !s) {
+    FlatBatch flat = flatten(plan.batch);
+    Status forward_status = prepare_state_checkpoints(plan.batch, &flat);
+    if (forward_status) forward_status = run_forward(plan.batch, flat, nullptr);
+    if (!forward_status) {
       (void)m_scheduler->abort(*sequence);
-      return s;
+      return forward_status;
     }
+    keep_state_checkpoints();
     std::vector<SequenceOutput> outputs;
     if (!flat.logits_rows.empty()) {
       logits.assign(m_logits.begin(), m_logits.begin() + m_config.vocab_size);

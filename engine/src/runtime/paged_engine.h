@@ -17,6 +17,7 @@
 #include "runtime/request_inbox.h"
 #include "runtime/request_state.h"
 #include "runtime/speculation_control.h"
+#include "runtime/state_checkpoints.h"
 
 #include <atomic>
 #include <chrono>
@@ -104,6 +105,12 @@ class PagedEngine final : public Engine {
   void hand_over_hidden_states(const ForwardBatch& batch, StepResult* result);
   Status sample_tokens(const ForwardBatch& batch, const FlatBatch& flat, StepResult* result,
                        const int32_t* greedy_tokens = nullptr);
+  // Recurrent states kept for prefix caching (paged_engine_checkpoints.cpp). Before a pass: a
+  // sequence starting from a cache hit gets the hit's state, and the pass is told to save the
+  // states at StateCheckpoints::positions that fall in its tokens (into flat->state_saves).
+  // After a pass that succeeded, the saved states join the index.
+  Status prepare_state_checkpoints(const ForwardBatch& batch, FlatBatch* flat);
+  void keep_state_checkpoints();
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
   // or about to be, by on_step_done).
   void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
@@ -125,6 +132,13 @@ class PagedEngine final : public Engine {
   std::shared_ptr<const TokenBytes> m_token_bytes;                // built for the first structured-output request
   std::shared_ptr<const TokenBytes> m_token_bytes_with_controls;  // ... that renders control tokens
   std::vector<int32_t> m_greedy_tokens;                           // [rows] of the last pass, when greedy_on_device
+  StateCheckpoints m_checkpoints;  // disabled unless the model has recurrent layers and prefix caching is on
+  struct PendingCheckpoint {
+    BlockHash key = 0;
+    std::vector<int32_t> prefix;
+    int64_t id = 0;
+  };
+  std::vector<PendingCheckpoint> m_pending_checkpoints;  // saves of the pass under way
 
   // Touched only by step() and logits_for() (one thread).
   RequestStates m_requests;

@@ -71,7 +71,9 @@ Status PagedEngine::run_positions(const std::vector<int32_t>& tokens, int64_t fi
       flat.logits_sequences.push_back(flat.token_sequences[row]);
       ++next_position;
     }
+    if (Status s = prepare_state_checkpoints(plan.batch, &flat); !s) return fail(s);
     if (Status s = run_forward(plan.batch, flat, nullptr); !s) return fail(s);
+    keep_state_checkpoints();
     if (hidden) hidden(flat.positions.front(), m_backend->hidden_states());
     for (size_t i = 0; i < flat.logits_rows.size(); ++i) {
       const int64_t position = flat.positions[static_cast<size_t>(flat.logits_rows[i])];

@@ -53,7 +53,7 @@ Result<StepResult> PagedEngine::step() {
       RequestState& r = *m_requests.at(e.request);
       if (!r.is_started()) r.start(step_start, m_scheduler->find(e.sequence)->num_cached_prompt_tokens);
     }
-    const FlatBatch flat = flatten(batch);
+    FlatBatch flat = flatten(batch);
     const bool is_profiled = m_is_profiling.load(std::memory_order_relaxed);
     const Clock::time_point forward_start = Clock::now();
     const bool is_greedy_on_device = greedy_on_device(batch, flat);
@@ -61,8 +61,11 @@ Result<StepResult> PagedEngine::step() {
     Status forward_status;
     try {
       if (static_cast<int64_t>(m_num_steps) == fault_oom_step()) throw std::bad_alloc();
-      forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr,
-                                   is_greedy_on_device ? m_greedy_tokens.data() : nullptr);
+      forward_status = prepare_state_checkpoints(batch, &flat);
+      if (forward_status) {
+        forward_status = run_forward(batch, flat, is_profiled ? &result.profile : nullptr,
+                                     is_greedy_on_device ? m_greedy_tokens.data() : nullptr);
+      }
     } catch (const std::bad_alloc&) {
       // Out of memory mid-generation: this step's requests end with the reason; the engine,
       // its KV cache and every other request go on.
@@ -78,7 +81,10 @@ Result<StepResult> PagedEngine::step() {
       // Plain decode steps: the baseline adaptive K weighs the verification cost against.
       m_speculation.note_plain_step(forward_seconds);
     }
-    if (forward_status) m_expert_load.add_step(m_backend->expert_counts(), batch.num_tokens, m_num_steps);
+    if (forward_status) {
+      m_expert_load.add_step(m_backend->expert_counts(), batch.num_tokens, m_num_steps);
+      keep_state_checkpoints();
+    }
     if (Status s = forward_status; !s) {
       // The batch's new slots may be half written: its sequences end, and their blocks (never
       // marked computed, so never offered to later prompts) go back to the pool.

@@ -70,6 +70,13 @@ class CpuForward {
     if (m_recurrent) m_recurrent->release(sequences);
   }
   uint64_t recurrent_state_bytes() const { return m_recurrent ? m_recurrent->num_bytes() : 0; }
+  // Prefix caching's checkpoints of states (FlatBatch::state_saves keeps them).
+  Status restore_state(SequenceId sequence, int64_t checkpoint, int64_t num_tokens);
+  void drop_state_checkpoints(std::span<const int64_t> checkpoints) {
+    if (m_recurrent) m_recurrent->drop_checkpoints(checkpoints);
+  }
+  uint64_t recurrent_checkpoint_bytes() const { return m_recurrent ? m_recurrent->num_checkpoint_bytes() : 0; }
+  size_t recurrent_num_checkpoints() const { return m_recurrent ? m_recurrent->num_checkpoints() : 0; }
 
  private:
   Status check_batch(const FlatBatch& batch, const PagedKvStorage& kv) const;
@@ -141,6 +148,13 @@ class CpuForward {
   std::unique_ptr<RecurrentStates> m_recurrent;
   std::vector<RecurrentStates::State*> m_step_states;
   std::vector<int64_t> m_sequence_rows;
+  // A state save due this step: after `rows` of the sequence's rows, into `values`.
+  struct StepSave {
+    int64_t rows = 0;
+    int64_t checkpoint = 0;
+    std::vector<float> values;
+  };
+  std::vector<std::vector<StepSave>> m_step_saves;  // [num_sequences], by rows
   size_t m_num_hidden_rows = 0;
   size_t m_hidden_width = 0;
   // The attention record's per-sequence spans, filled while profiling (reused, so profiling

@@ -39,6 +39,8 @@ void CpuForwardBackend::fill_memory_report(MemoryReport* report) const {
   report->scratch_bytes += m_forward->scratch_bytes();
   report->kv_huge_page_bytes = m_kv_huge_page_bytes;
   report->recurrent_state_bytes = m_forward->recurrent_state_bytes();
+  report->recurrent_checkpoint_bytes = m_forward->recurrent_checkpoint_bytes();
+  report->recurrent_num_checkpoints = static_cast<int64_t>(m_forward->recurrent_num_checkpoints());
 }
 
 }  // namespace iwb

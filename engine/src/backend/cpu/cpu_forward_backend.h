@@ -35,6 +35,12 @@ class CpuForwardBackend final : public ForwardBackend {
   }
 
   void release_sequences(std::span<const SequenceId> sequences) override { m_forward->release_sequences(sequences); }
+  Status restore_state(SequenceId sequence, int64_t checkpoint, int64_t num_tokens) override {
+    return m_forward->restore_state(sequence, checkpoint, num_tokens);
+  }
+  void drop_state_checkpoints(std::span<const int64_t> checkpoints) override {
+    m_forward->drop_state_checkpoints(checkpoints);
+  }
 
   void begin_profile(Phase phase, size_t capacity) override { m_forward->recorder().begin(phase, capacity); }
   ProfiledKernels take_profile() override;

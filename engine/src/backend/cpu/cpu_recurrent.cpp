@@ -9,6 +9,22 @@
 #include <string>
 
 namespace iwb {
+namespace {
+
+// One sequence's `count` rows of a step in parts that end where a state save is due:
+// run(first_row, rows) on each part (false: refused), keep(save) after the part a save ends.
+template <class Save, class Run, class Keep>
+bool in_parts(std::vector<Save>& saves, int64_t count, Run run, Keep keep) {
+  int64_t done = 0;
+  for (Save& save : saves) {
+    if (save.rows > done && !run(done, save.rows - done)) return false;
+    done = std::max(done, save.rows);
+    keep(save);
+  }
+  return done >= count || run(done, count - done);
+}
+
+}  // namespace
 
 // Every batch sequence's state, checked against its first position before any op runs (a step
 // that cannot continue a state fails before it changes anything), and its token rows.
@@ -43,7 +59,32 @@ Status CpuForward::begin_recurrent_step(const FlatBatch& batch) {
     if (!state) return state.status();
     m_step_states[s] = *state;
   }
+  m_step_saves.assign(num_sequences, {});
+  for (const StateSave& save : batch.state_saves) {
+    const auto s = static_cast<size_t>(save.sequence);
+    if (save.sequence < 0 || s >= num_sequences || m_step_states[s] == nullptr) {
+      return make_error(ErrorCode::InvalidArgument, "a state save names batch sequence " + std::to_string(save.sequence) +
+                                                        ", which has no tokens this step");
+    }
+    const int64_t first = m_sequence_rows[s], count = m_sequence_rows[s + 1] - first;
+    const int64_t start = batch.positions[static_cast<size_t>(first)];
+    if (save.num_tokens <= start || save.num_tokens > start + count) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "a state save after " + std::to_string(save.num_tokens) + " tokens lies outside this step's " +
+                            std::to_string(start + 1) + ".." + std::to_string(start + count) + " of sequence " +
+                            std::to_string(batch.sequence_ids[s]));
+    }
+    m_step_saves[s].push_back({save.num_tokens - start, save.checkpoint, m_recurrent->new_checkpoint()});
+  }
+  for (std::vector<StepSave>& saves : m_step_saves) {
+    std::stable_sort(saves.begin(), saves.end(), [](const StepSave& a, const StepSave& b) { return a.rows < b.rows; });
+  }
   return {};
+}
+
+Status CpuForward::restore_state(SequenceId sequence, int64_t checkpoint, int64_t num_tokens) {
+  if (!m_recurrent) return make_error(ErrorCode::InvalidArgument, "this model has no recurrent state to restore");
+  return m_recurrent->restore(sequence, checkpoint, num_tokens);
 }
 
 void CpuForward::end_recurrent_step(const FlatBatch& batch, bool is_ok) {
@@ -53,6 +94,13 @@ void CpuForward::end_recurrent_step(const FlatBatch& batch, bool is_ok) {
     // A failed step left the states part-way through its layers: only a restart may use them.
     m_step_states[s]->num_tokens = is_ok ? batch.positions[static_cast<size_t>(last)] + 1 : -1;
   }
+  // Saves of a failed step may be part-way through their layers: only a whole step's are kept.
+  for (std::vector<StepSave>& saves : m_step_saves) {
+    for (StepSave& save : saves) {
+      if (is_ok) m_recurrent->keep_checkpoint(save.checkpoint, std::move(save.values));
+    }
+  }
+  m_step_saves.clear();
   m_step_states.clear();
 }
 
@@ -63,15 +111,16 @@ Status CpuForward::run_short_conv(const PlanOp& op) {
   for (size_t s = 0; s < m_step_states.size(); ++s) {
     if (m_step_states[s] == nullptr) continue;
     const int64_t first = m_sequence_rows[s], count = m_sequence_rows[s + 1] - first;
-    ShortConvArgs args{m_linear_mixed.data() + first * channels,
-                       m_linear_conv.data() + first * channels,
-                       m_recurrent->conv_state(*m_step_states[s], op.layer),
-                       l.ssm_conv1d.data(),
-                       count,
-                       channels,
-                       c.linear_conv_kernel,
-                       m_num_threads};
-    if (!short_conv_silu(args)) {
+    float* state = m_recurrent->conv_state(*m_step_states[s], op.layer);
+    const auto run = [&](int64_t from, int64_t rows) {
+      return short_conv_silu({m_linear_mixed.data() + (first + from) * channels,
+                              m_linear_conv.data() + (first + from) * channels, state, l.ssm_conv1d.data(), rows,
+                              channels, c.linear_conv_kernel, m_num_threads});
+    };
+    const auto keep = [&](StepSave& save) {
+      std::copy(state, state + c.recurrent_conv_state_floats(), m_recurrent->conv_state(save.values, op.layer));
+    };
+    if (!in_parts(m_step_saves[s], count, run, keep)) {
       return make_error(ErrorCode::InvalidArgument,
                         "the recurrent convolution refused its arguments in layer " + std::to_string(op.layer));
     }
@@ -88,21 +137,29 @@ Status CpuForward::run_delta_net(const PlanOp& op) {
   for (size_t s = 0; s < m_step_states.size(); ++s) {
     if (m_step_states[s] == nullptr) continue;
     const int64_t first = m_sequence_rows[s], count = m_sequence_rows[s + 1] - first;
-    DeltaNetArgs args;
-    args.qkv = m_linear_conv.data() + first * channels;
-    args.alpha = m_linear_alpha.data() + first * heads;
-    args.beta = m_linear_beta.data() + first * heads;
-    args.dt_bias = l.ssm_dt_bias.data();
-    args.a = l.ssm_a.data();
-    args.state = m_recurrent->delta_state(*m_step_states[s], op.layer);
-    args.output = m_linear_out.data() + first * value;
-    args.num_tokens = count;
-    args.num_key_heads = c.linear_num_key_heads;
-    args.num_value_heads = heads;
-    args.head_dim = c.linear_head_dim;
-    args.eps = c.rms_norm_eps;
-    args.num_threads = m_num_threads;
-    if (!delta_net(args)) {
+    float* state = m_recurrent->delta_state(*m_step_states[s], op.layer);
+    const int64_t state_floats = c.recurrent_layer_state_floats() - c.recurrent_conv_state_floats();
+    const auto run = [&](int64_t from, int64_t rows) {
+      DeltaNetArgs args;
+      args.qkv = m_linear_conv.data() + (first + from) * channels;
+      args.alpha = m_linear_alpha.data() + (first + from) * heads;
+      args.beta = m_linear_beta.data() + (first + from) * heads;
+      args.dt_bias = l.ssm_dt_bias.data();
+      args.a = l.ssm_a.data();
+      args.state = state;
+      args.output = m_linear_out.data() + (first + from) * value;
+      args.num_tokens = rows;
+      args.num_key_heads = c.linear_num_key_heads;
+      args.num_value_heads = heads;
+      args.head_dim = c.linear_head_dim;
+      args.eps = c.rms_norm_eps;
+      args.num_threads = m_num_threads;
+      return delta_net(args);
+    };
+    const auto keep = [&](StepSave& save) {
+      std::copy(state, state + state_floats, m_recurrent->delta_state(save.values, op.layer));
+    };
+    if (!in_parts(m_step_saves[s], count, run, keep)) {
       return make_error(ErrorCode::InvalidArgument,
                         "the gated delta rule refused its arguments in layer " + std::to_string(op.layer));
     }

@@ -18,9 +18,7 @@ Result<RecurrentStates::State*> RecurrentStates::begin(SequenceId sequence, int6
   auto it = m_states.find(sequence);
   if (first_position == 0) {
     if (it == m_states.end()) {
-      const auto floats =
-          static_cast<size_t>(m_config.num_recurrent_layers() * m_config.recurrent_layer_state_floats());
-      it = m_states.emplace(sequence, State{std::vector<float>(floats, 0.0f), 0}).first;
+      it = m_states.emplace(sequence, State{std::vector<float>(state_floats(), 0.0f), 0}).first;
     } else {
       std::fill(it->second.values.begin(), it->second.values.end(), 0.0f);
       it->second.num_tokens = 0;
@@ -35,13 +33,32 @@ Result<RecurrentStates::State*> RecurrentStates::begin(SequenceId sequence, int6
                           (it == m_states.end() ? std::string("nothing")
                            : seen < 0           ? std::string("a failed step")
                                                 : std::to_string(seen) + " tokens") +
-                          ": a recurrent layer's state cannot be rewound or taken from a prefix cache");
+                          ": a recurrent layer's state cannot be rewound, and comes from a prefix cache only "
+                          "where a checkpoint was kept");
   }
   return &it->second;
 }
 
 void RecurrentStates::release(std::span<const SequenceId> sequences) {
   for (const SequenceId s : sequences) m_states.erase(s);
+}
+
+Status RecurrentStates::restore(SequenceId sequence, int64_t id, int64_t num_tokens) {
+  const auto it = m_checkpoints.find(id);
+  if (it == m_checkpoints.end()) {
+    return make_error(ErrorCode::NotFound, "sequence " + std::to_string(sequence) + " was to start from recurrent-state checkpoint " +
+                                               std::to_string(id) + ", which is not kept");
+  }
+  if (num_tokens <= 0) {
+    return make_error(ErrorCode::InvalidArgument, "a recurrent-state checkpoint holds at least one token, not " +
+                                                      std::to_string(num_tokens));
+  }
+  m_states[sequence] = State{it->second, num_tokens};
+  return {};
+}
+
+void RecurrentStates::drop_checkpoints(std::span<const int64_t> ids) {
+  for (const int64_t id : ids) m_checkpoints.erase(id);
 }
 
 uint64_t RecurrentStates::num_bytes() const {

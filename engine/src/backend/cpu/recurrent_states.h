@@ -2,7 +2,9 @@
 // memory beside the paged KV cache: per sequence and recurrent layer, the convolution's last
 // inputs and every value head's state. A sequence's state holds exactly the tokens it has seen,
 // so a step must continue where the last one ended, or start again at position 0 (a new or
-// recomputed sequence); it cannot be rewound.
+// recomputed sequence); it cannot be rewound. Checkpoints are copies of states at block
+// boundaries, kept for prefix caching: a later sequence whose prompt starts with the same
+// tokens starts from one instead of from position 0.
 #pragma once
 
 #include "iwb/engine/model/model_config.h"
@@ -38,12 +40,29 @@ class RecurrentStates {
   size_t num_sequences() const { return m_states.size(); }
   uint64_t num_bytes() const;
 
+  // An empty state's worth of floats for a checkpoint being written during a step.
+  std::vector<float> new_checkpoint() const { return std::vector<float>(state_floats(), 0.0f); }
+  float* conv_state(std::vector<float>& values, int64_t il) const { return values.data() + offset(il); }
+  float* delta_state(std::vector<float>& values, int64_t il) const {
+    return values.data() + offset(il) + m_config.recurrent_conv_state_floats();
+  }
+  void keep_checkpoint(int64_t id, std::vector<float> values) { m_checkpoints[id] = std::move(values); }
+  // `sequence`'s state becomes checkpoint `id`, having seen num_tokens tokens.
+  Status restore(SequenceId sequence, int64_t id, int64_t num_tokens);
+  void drop_checkpoints(std::span<const int64_t> ids);
+  size_t num_checkpoints() const { return m_checkpoints.size(); }
+  uint64_t num_checkpoint_bytes() const { return m_checkpoints.size() * m_config.recurrent_state_bytes(); }
+
  private:
+  size_t state_floats() const {
+    return static_cast<size_t>(m_config.num_recurrent_layers() * m_config.recurrent_layer_state_floats());
+  }
   int64_t offset(int64_t il) const { return m_slot[static_cast<size_t>(il)] * m_config.recurrent_layer_state_floats(); }
 
   const ModelConfig& m_config;
   std::vector<int64_t> m_slot;  // [num_layers]: the layer's index among the recurrent ones
   std::unordered_map<SequenceId, State> m_states;
+  std::unordered_map<int64_t, std::vector<float>> m_checkpoints;
 };
 
 }  // namespace iwb

@@ -10,6 +10,7 @@
 #include "iwb/engine/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +24,10 @@ struct BlockManagerConfig {
   int32_t block_size = kDefaultBlockSize;
   bool enable_prefix_caching = true;
   BlockHashFunction hash;  // empty: hash_block_tokens (XXH3)
+  // Whether a cached prefix may end after these tokens (key: their chain hash). A model whose
+  // state is not all in KV blocks (recurrent layers) can resume only where its state was kept;
+  // a hit is cut back to the longest prefix this accepts. Empty: every prefix.
+  std::function<bool(BlockHash key, std::span<const int32_t> prefix)> is_usable_prefix;
 };
 
 // The answer of can_allocate. Later and Never are different promises: Later will become Ok
@@ -89,6 +94,10 @@ class BlockManager {
   std::span<const BlockId> block_table(SequenceId seq) const;
   int64_t num_tokens(SequenceId seq) const;           // slots reserved (0 when unknown)
   int64_t num_computed_tokens(SequenceId seq) const;  // as told by mark_computed, within num_tokens
+  // The chain hash of the sequence's first num_tokens tokens (a positive multiple of the block
+  // size, within its prompt's full blocks or its computed ones); nullopt otherwise or without
+  // prefix caching.
+  std::optional<BlockHash> prefix_key(SequenceId seq, int64_t num_tokens) const;
   // Slot of a position the sequence holds: table[pos / block_size] * block_size + pos % block_size.
   Result<int64_t> slot(SequenceId seq, int64_t position) const;
   int32_t ref_count(BlockId block) const;
@@ -150,6 +159,7 @@ class BlockManager {
   int32_t m_block_size = kDefaultBlockSize;
   bool m_is_prefix_caching = true;
   BlockHashFunction m_hash;
+  std::function<bool(BlockHash, std::span<const int32_t>)> m_is_usable_prefix;
   std::vector<Block> m_blocks;
   std::vector<BlockId> m_free;         // a stack: low ids are handed out first
   // Cached blocks as a doubly linked list through Block::lru_prev/next: the head was released

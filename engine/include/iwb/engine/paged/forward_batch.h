@@ -39,6 +39,16 @@ struct ForwardBatch {
   bool empty() const { return sequences.empty(); }
 };
 
+// A recurrent state to keep (prefix caching of a model with recurrent layers): batch sequence
+// `sequence`'s state once it has seen its first num_tokens tokens, which must lie within this
+// step's tokens of it (after the first, up to the last), kept as checkpoint `checkpoint` (an id
+// of the engine's) if the step succeeds.
+struct StateSave {
+  int32_t sequence = 0;
+  int64_t num_tokens = 0;
+  int64_t checkpoint = 0;
+};
+
 // The batch concatenated token-major (sequence by sequence, in batch order), matching
 // PagedAttentionArgs and WriteKvPagedArgs.
 struct FlatBatch {
@@ -54,6 +64,7 @@ struct FlatBatch {
   // Token rows whose logits are needed: one per sequence that samples, 1 + K for a draft.
   std::vector<int32_t> logits_rows;
   std::vector<int32_t> logits_sequences;  // [logits_rows.size()]: which batch sequence each row belongs to
+  std::vector<StateSave> state_saves;     // filled by the engine, not by flatten()
 };
 
 FlatBatch flatten(const ForwardBatch& batch);

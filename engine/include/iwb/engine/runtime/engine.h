@@ -58,6 +58,11 @@ struct EngineOptions {
   double kv_cache_fraction = 0;
   int64_t max_running_sequences = 32;  // sequences decoding together at most
   bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
+  // Recurrent layers (Qwen 3.5): copies of sequences' states at the last block boundaries of
+  // their prompts, so prefix caching can resume a later prompt there (a chat's next turn, a
+  // regenerated reply); at most this many, least recently used dropped first; 0: none, and every
+  // prompt is computed from its start. llama.cpp's --ctx-checkpoints (its default, per slot).
+  int32_t max_state_checkpoints = 32;
   // What the KV cache stores keys and values as (separately, llama.cpp's -ctk/-ctv): F16, or
   // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32), or F8_E4M3 (vLLM's; with
   // calculate_scales its per-layer scales come from the first batch). The CUDA backend takes

@@ -60,6 +60,9 @@ struct MemoryReport {
   uint64_t recurrent_state_bytes = 0;
   uint64_t recurrent_state_bytes_per_sequence = 0;
   int64_t recurrent_num_sequences = 0;
+  // Prefix caching's copies of states at block boundaries (EngineOptions::max_state_checkpoints).
+  uint64_t recurrent_checkpoint_bytes = 0;
+  int64_t recurrent_num_checkpoints = 0;
 
   // Where the forward pass runs: "cpu" or "cuda:N". On a CUDA device the weights are uploaded
   // and the KV pool lives there (kv_pool_bytes above is then device memory too); the fields

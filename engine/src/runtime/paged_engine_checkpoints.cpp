@@ -1,0 +1,53 @@
+// PagedEngine's recurrent-state checkpoints: prefix caching for models whose state is not all in
+// KV blocks. The block manager offers a cached prefix only where StateCheckpoints has the state
+// after it; the first step after such a hit starts from that state, and prompt chunks that pass
+// a checkpoint position save the state there.
+#include "runtime/paged_engine.h"
+
+#include <string>
+
+namespace iwb {
+
+Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBatch* flat) {
+  m_pending_checkpoints.clear();
+  if (!m_checkpoints.is_enabled()) return {};
+  const BlockManager& blocks = m_scheduler->block_manager();
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& e = batch.sequences[i];
+    const Sequence* seq = m_scheduler->find(e.sequence);
+    if (!e.is_prefill || seq == nullptr) continue;
+    const std::span<const int32_t> tokens(seq->tokens);
+    // The first chunk after a prefix-cache hit: the state after the hit goes in place.
+    if (e.num_context_tokens > 0 && e.num_context_tokens == seq->num_cached_prompt_tokens) {
+      const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, e.num_context_tokens);
+      const std::optional<int64_t> id =
+          key ? m_checkpoints.use(*key, tokens.first(static_cast<size_t>(e.num_context_tokens))) : std::nullopt;
+      if (!id) {
+        return make_error(ErrorCode::NotFound, "sequence " + std::to_string(e.sequence) + " took " +
+                                                   std::to_string(e.num_context_tokens) +
+                                                   " tokens from the prefix cache, but no recurrent state is kept for them");
+      }
+      IWB_RETURN_IF_ERROR(m_backend->restore_state(e.sequence, *id, e.num_context_tokens));
+    }
+    for (const int64_t at : StateCheckpoints::positions(seq->num_tokens(), batch.block_size)) {
+      if (at <= e.num_context_tokens || at > e.sequence_length) continue;  // not in this chunk
+      const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, at);
+      const auto prefix = tokens.first(static_cast<size_t>(at));
+      if (!key || m_checkpoints.has(*key, prefix)) continue;
+      const int64_t id = m_checkpoints.next_id();
+      flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
+      m_pending_checkpoints.push_back({*key, std::vector<int32_t>(prefix.begin(), prefix.end()), id});
+    }
+  }
+  return {};
+}
+
+void PagedEngine::keep_state_checkpoints() {
+  for (PendingCheckpoint& p : m_pending_checkpoints) {
+    const std::vector<int64_t> dropped = m_checkpoints.add(p.key, p.prefix, p.id);
+    m_backend->drop_state_checkpoints(dropped);
+  }
+  m_pending_checkpoints.clear();
+}
+
+}  // namespace iwb

@@ -1,0 +1,366 @@
+// Prefix caching for a model with recurrent layers (Qwen 3.5, iwb synth's test-qwen35 on the
+// CPU): states kept at prompts' last block boundaries (StateCheckpoints), the block manager
+// offering a cached prefix only as far as such a state, the CPU forward pass saving states part
+// way through a step's tokens and starting sequences from them, and the engine's chat turns,
+// regenerated replies and `iwb bench -d` resuming from them with the tokens and logits of a run
+// that computes everything. Also run under ASan.
+#include "../kernels/random_tensors.h"
+#include "backend/cpu/cpu_forward.h"
+#include "flat_batches.h"
+#include "forward_checks.h"
+#include "model/model_weights.h"
+#include "runtime/state_checkpoints.h"
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_config.h"
+#include "iwb/engine/paged/block_manager.h"
+#include "iwb/engine/paged/paged_kv_storage.h"
+#include "iwb/engine/profile/bench.h"
+#include "iwb/engine/runtime/engine.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <map>
+
+using namespace iwb;
+
+using test::greedy_request;
+using test::max_relative_error;
+using test::one_sequence;
+using test::random_tokens;
+
+namespace {
+
+// Batch-invariant matmuls: a prompt resumed from a checkpoint computes fewer rows than one
+// computed whole, and must still give the same tokens (see test_qwen35_engine).
+EngineOptions cpu_options(int32_t max_checkpoints) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.num_threads = 2;
+  o.max_batch_tokens = 64;
+  o.is_batch_invariant = true;
+  o.max_state_checkpoints = max_checkpoints;
+  return o;
+}
+
+struct Finished {
+  std::vector<int32_t> tokens;
+  int32_t num_reused = 0;
+  std::string error;
+};
+
+// Runs one request to its end.
+Finished generate(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+  Finished out;
+  Result<RequestId> id = engine.add_request(greedy_request(prompt, n));
+  if (!id) return {{}, 0, id.error_message()};
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) return {{}, 0, s.error_message()};
+    for (const TokenEvent& e : s->tokens) out.tokens.push_back(e.token);
+    for (const RequestFinished& f : s->finished) {
+      if (f.request != *id) continue;
+      out.num_reused = f.num_reused_prompt_tokens;
+      if (f.reason == FinishReason::Error) out.error = f.error;
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> concatenated(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+class TestStateCheckpoints : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_tmp;
+  std::string m_path;
+
+  std::unique_ptr<Engine> load(const EngineOptions& options) {
+    auto engine = Engine::load(m_path, options);
+    if (!engine) qWarning("%s", engine.error_message().c_str());
+    return engine ? std::move(*engine) : nullptr;
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(m_tmp.isValid());
+    m_path = m_tmp.filePath("test-qwen35.gguf").toStdString();
+    const std::string error = test::synthesize_preset("test-qwen35", "F32", 0, m_path);
+    QVERIFY2(error.empty(), error.c_str());
+  }
+
+  // After the last full block (a continuation's longest reuse) and after the last block a
+  // repeat can take (its last token is computed again); nothing inside the first block.
+  void positionsAreThePromptsLastBlockBoundaries() {
+    using V = std::vector<int64_t>;
+    QCOMPARE(StateCheckpoints::positions(40, 16), V({32}));
+    QCOMPARE(StateCheckpoints::positions(32, 16), V({16, 32}));
+    QCOMPARE(StateCheckpoints::positions(16, 16), V({16}));
+    QCOMPARE(StateCheckpoints::positions(17, 16), V({16}));
+    QCOMPARE(StateCheckpoints::positions(15, 16), V());
+    QCOMPARE(StateCheckpoints::positions(1, 16), V());
+    QCOMPARE(StateCheckpoints::positions(9, 8), V({8}));
+  }
+
+  // A checkpoint is found by its key and its exact tokens (another prefix under the same key is
+  // a miss); the least recently used goes first; a key saved again replaces its older state.
+  void indexKeepsTheRecentlyUsedWithinCapacity() {
+    StateCheckpoints index(2);
+    QVERIFY(index.is_enabled());
+    QVERIFY(!StateCheckpoints(0).is_enabled());
+    const std::vector<int32_t> a = {1, 2, 3}, b = {4, 5, 6}, c = {7, 8, 9};
+    const int64_t ia = index.next_id(), ib = index.next_id(), ic = index.next_id();
+    QVERIFY(index.add(10, a, ia).empty());
+    QVERIFY(index.add(20, b, ib).empty());
+    QVERIFY(index.has(10, a));
+    QVERIFY(!index.has(10, b));  // a collision of keys is a miss
+    QVERIFY(!index.has(30, a));
+    QCOMPARE(index.use(10, a), std::optional<int64_t>(ia));  // a is now newer than b
+    QCOMPARE(index.add(30, c, ic), std::vector<int64_t>({ib}));
+    QVERIFY(!index.has(20, b));
+    QCOMPARE(index.size(), size_t(2));
+    const int64_t again = index.next_id();
+    QCOMPARE(index.add(10, a, again), std::vector<int64_t>({ia}));
+    QCOMPARE(index.use(10, a), std::optional<int64_t>(again));
+    QCOMPARE(index.use(20, b), std::optional<int64_t>());
+    // With no room, a new state is given straight back.
+    StateCheckpoints none(0);
+    QCOMPARE(none.add(10, a, 7), std::vector<int64_t>({7}));
+  }
+
+  // The block manager cuts a cached prefix back to the longest one the model can resume, in
+  // can_allocate's count and in allocate's hit alike.
+  void blockManagerOffersOnlyUsablePrefixes() {
+    std::vector<int64_t> usable = {16};
+    BlockManagerConfig config;
+    config.num_blocks = 16;
+    config.block_size = 8;
+    config.is_usable_prefix = [&](BlockHash, std::span<const int32_t> prefix) {
+      return std::find(usable.begin(), usable.end(), static_cast<int64_t>(prefix.size())) != usable.end();
+    };
+    Result<BlockManager> made = BlockManager::create(config);
+    QVERIFY2(made.is_ok(), made.error_message().c_str());
+    BlockManager& blocks = *made;
+    const std::vector<int32_t> tokens = random_tokens(41, 1000, 5);
+    QCOMPARE(*blocks.allocate(1, tokens), int64_t(0));
+    QVERIFY(blocks.mark_computed(1, 41).is_ok());
+    QVERIFY(blocks.prefix_key(1, 16).has_value());
+    QVERIFY(!blocks.prefix_key(1, 12).has_value());
+    QVERIFY(!blocks.prefix_key(1, 48).has_value());
+    QVERIFY(blocks.free(1).is_ok());
+    // Five cached blocks; only the prefix of 16 is usable.
+    QCOMPARE(blocks.can_allocate(tokens).num_new_blocks, int64_t(6 - 2));
+    QCOMPARE(*blocks.allocate(2, tokens), int64_t(16));
+    QVERIFY(blocks.free(2).is_ok());
+    usable = {16, 32};
+    QCOMPARE(*blocks.allocate(3, tokens), int64_t(32));
+    QVERIFY(blocks.free(3).is_ok());
+    usable.clear();
+    QCOMPARE(*blocks.allocate(4, tokens), int64_t(0));
+    QVERIFY(blocks.check_consistency().is_ok());
+  }
+
+  // The CPU pass saves a state part way through a step (after 16 of 30 tokens) and at its end;
+  // another sequence started from either continues exactly as the whole run: the same logits.
+  // A save outside the step's tokens, or naming a sequence without tokens, is refused; a
+  // checkpoint never saved cannot be restored.
+  void forwardSavesPartWayAndRestores() {
+    auto file = gguf::GgufFile::open(m_path);
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    Result<ModelConfig> config = model_config_from_gguf(**file);
+    QVERIFY2(config.is_ok(), config.error_message().c_str());
+    Result<ModelWeights> weights = bind_model_weights(**file, *config);
+    QVERIFY2(weights.is_ok(), weights.error_message().c_str());
+    auto kv = PagedKvStorage::create(kv_cache_shape(*config), 16, 8);
+    QVERIFY2(kv.is_ok(), kv.error_message().c_str());
+    CpuForward forward(*config, *weights, 2, 32);
+    const auto vocab = static_cast<size_t>(config->vocab_size);
+    std::vector<float> logits(vocab);
+    const std::vector<int32_t> tokens = random_tokens(30, config->vocab_size, 7);
+    const std::vector<int32_t> tail(tokens.begin() + 16, tokens.end());
+
+    FlatBatch whole = one_sequence(1, 0, tokens, 0);
+    whole.state_saves = {{0, 16, 100}, {0, 30, 101}};
+    QVERIFY(forward.forward(whole, **kv, logits.data()).is_ok());
+    const std::vector<float> expected = logits;
+    QCOMPARE(forward.recurrent_num_checkpoints(), size_t(2));
+    QCOMPARE(forward.recurrent_checkpoint_bytes(), 2 * config->recurrent_state_bytes());
+
+    // Sequence 2 shares sequence 1's blocks (the prefix cache's part) and starts after 16 tokens.
+    QVERIFY(forward.restore_state(2, 100, 16).is_ok());
+    QVERIFY(forward.forward(one_sequence(2, 0, tail, 16), **kv, logits.data()).is_ok());
+    const double resumed = max_relative_error(logits, expected);
+    QVERIFY2(resumed < 1e-6, qPrintable(QString("resumed after 16: relative error %1").arg(resumed)));
+    // From the end of the step: one more token continues as sequence 1 does.
+    QVERIFY(forward.restore_state(3, 101, 30).is_ok());
+    FlatBatch next = one_sequence(3, 0, {tokens[0]}, 30);
+    next.block_tables = {0, 1};
+    QVERIFY(forward.forward(next, **kv, logits.data()).is_ok());
+    const std::vector<float> from_checkpoint = logits;
+    next.sequence_ids = {1};
+    QVERIFY(forward.forward(next, **kv, logits.data()).is_ok());
+    QVERIFY(max_relative_error(from_checkpoint, logits) < 1e-6);
+
+    auto refused = [&](FlatBatch b, const std::string& words) {
+      const Status s = forward.forward(b, **kv, logits.data());
+      if (s.is_ok()) return std::string("accepted a step that should say: ") + words;
+      return s.message().find(words) == std::string::npos ? s.message() : std::string();
+    };
+    FlatBatch early = one_sequence(4, 1, tokens, 0);
+    early.state_saves = {{0, 0, 102}};
+    QCOMPARE(refused(early, "lies outside this step's 1..30"), std::string());
+    FlatBatch late = one_sequence(4, 1, tail, 16);
+    QVERIFY(forward.restore_state(4, 100, 16).is_ok());
+    late.state_saves = {{0, 31, 102}};
+    QCOMPARE(refused(late, "lies outside this step's 17..30"), std::string());
+    FlatBatch stranger = one_sequence(4, 1, tokens, 0);
+    stranger.state_saves = {{1, 8, 102}};
+    QCOMPARE(refused(stranger, "names batch sequence 1, which has no tokens"), std::string());
+    QCOMPARE(forward.recurrent_num_checkpoints(), size_t(2));  // nothing kept from refused steps
+
+    const Status missing = forward.restore_state(5, 999, 16);
+    QVERIFY(!missing.is_ok());
+    QVERIFY2(missing.message().find("checkpoint 999, which is not kept") != std::string::npos,
+             missing.message().c_str());
+    const int64_t dropped[] = {100, 101};
+    forward.drop_state_checkpoints(dropped);
+    QCOMPARE(forward.recurrent_num_checkpoints(), size_t(0));
+    QVERIFY(!forward.restore_state(2, 100, 16).is_ok());
+  }
+
+  // A chat's next turn (the last prompt, the reply, a new message) resumes after the last prompt's
+  // last full block, and a regenerated reply after the block before its last token; each gives
+  // the tokens of an engine that computes every prompt whole.
+  void chatTurnsResumeFromCheckpoints() {
+    std::unique_ptr<Engine> engine = load(cpu_options(32));
+    std::unique_ptr<Engine> whole = load(cpu_options(0));
+    QVERIFY(engine && whole);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> turn1 = random_tokens(40, vocab, 11);
+    const Finished reply1 = generate(*engine, turn1, 10);
+    QVERIFY2(reply1.error.empty(), reply1.error.c_str());
+    QCOMPARE(reply1.num_reused, 0);
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(1));  // after 32
+    QCOMPARE(generate(*whole, turn1, 10).tokens, reply1.tokens);
+
+    const std::vector<int32_t> turn2 = concatenated(concatenated(turn1, reply1.tokens), random_tokens(23, vocab, 12));
+    const Finished reply2 = generate(*engine, turn2, 12);
+    QVERIFY2(reply2.error.empty(), reply2.error.c_str());
+    QCOMPARE(reply2.num_reused, 32);
+    QCOMPARE(reply2.tokens, generate(*whole, turn2, 12).tokens);
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));  // after 64 too
+
+    // Regenerating turn 2's reply: 73 tokens, resumed after 64.
+    const Finished again = generate(*engine, turn2, 12);
+    QCOMPARE(again.num_reused, 64);
+    QCOMPARE(again.tokens, reply2.tokens);
+    // A prompt of whole blocks (turn 2 and 7 more: 80 tokens): resumed after 64, it keeps its
+    // state after 80 too; its repeat resumes after 64, a continuation after 80.
+    const std::vector<int32_t> even = concatenated(turn2, random_tokens(7, vocab, 13));
+    const Finished first = generate(*engine, even, 4);
+    QCOMPARE(first.num_reused, 64);
+    QCOMPARE(generate(*engine, even, 4).num_reused, 64);
+    const std::vector<int32_t> longer = concatenated(even, {5, 6, 7});
+    const Finished continued = generate(*engine, longer, 6);
+    QCOMPARE(continued.num_reused, 80);
+    QCOMPARE(continued.tokens, generate(*whole, longer, 6).tokens);
+
+    // Logits too: the checkpointed engine's last row against the whole computation's.
+    Result<std::vector<float>> resumed = engine->logits_for(longer);
+    Result<std::vector<float>> computed = whole->logits_for(longer);
+    QVERIFY2(resumed.is_ok() && computed.is_ok(), (resumed.error_message() + computed.error_message()).c_str());
+    QVERIFY(max_relative_error(*resumed, *computed) < 1e-5);
+    QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));  // no live sequence
+    QCOMPARE(whole->kv_snapshot().cache.stats.num_prefix_hit_tokens, int64_t(0));
+  }
+
+  // At most max_state_checkpoints are kept, the least recently used dropped first (their
+  // prompts are computed whole again), and the memory report counts them.
+  void checkpointsStayWithinTheirNumber() {
+    std::unique_ptr<Engine> engine = load(cpu_options(2));
+    QVERIFY(engine);
+    const int64_t vocab = engine->config().vocab_size;
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 3; ++i) prompts.push_back(random_tokens(20, vocab, 20 + i));
+    for (const auto& p : prompts) QVERIFY(generate(*engine, p, 2).error.empty());
+    const MemoryReport m = engine->memory_report();
+    QCOMPARE(m.recurrent_num_checkpoints, int64_t(2));
+    QCOMPARE(m.recurrent_checkpoint_bytes, 2 * engine->config().recurrent_state_bytes());
+    QCOMPARE(generate(*engine, prompts[0], 2).num_reused, 0);   // dropped; now kept again
+    QCOMPARE(generate(*engine, prompts[2], 2).num_reused, 16);  // kept
+    QCOMPARE(generate(*engine, prompts[1], 2).num_reused, 0);   // dropped when prompt 0 came back
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));
+  }
+
+  // Two prompts in one step each save their own state; two requests resuming from the same
+  // checkpoint in one step each get a copy (neither changes the other's or the kept one).
+  void sequencesInOneStepSaveAndResumeTheirOwn() {
+    std::unique_ptr<Engine> engine = load(cpu_options(8));
+    std::unique_ptr<Engine> whole = load(cpu_options(0));
+    QVERIFY(engine && whole);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> a = random_tokens(20, vocab, 31), b = random_tokens(26, vocab, 32);
+    QVERIFY(engine->add_request(greedy_request(a, 3)).is_ok());
+    QVERIFY(engine->add_request(greedy_request(b, 3)).is_ok());
+    Result<StepResult> first = engine->step();
+    QVERIFY2(first.is_ok(), first.error_message().c_str());
+    QCOMPARE(first->stats.num_sequences, 2);
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));
+    while (engine->has_unfinished_requests()) QVERIFY(engine->step().is_ok());
+
+    const std::vector<int32_t> a2 = concatenated(a, {1, 2, 3, 4}), b2 = concatenated(b, {9});
+    std::map<RequestId, std::vector<int32_t>> got;
+    std::map<RequestId, int32_t> reused;
+    const RequestId ra = *engine->add_request(greedy_request(a2, 8));
+    const RequestId ra2 = *engine->add_request(greedy_request(a2, 8));
+    const RequestId rb = *engine->add_request(greedy_request(b2, 8));
+    while (engine->has_unfinished_requests()) {
+      Result<StepResult> s = engine->step();
+      QVERIFY2(s.is_ok(), s.error_message().c_str());
+      for (const TokenEvent& e : s->tokens) got[e.request].push_back(e.token);
+      for (const RequestFinished& f : s->finished) reused[f.request] = f.num_reused_prompt_tokens;
+    }
+    QCOMPARE(reused[ra], 16);
+    QCOMPARE(reused[ra2], 16);
+    QCOMPARE(reused[rb], 16);
+    const std::vector<int32_t> expect_a = generate(*whole, a2, 8).tokens;
+    QCOMPARE(got[ra], expect_a);
+    QCOMPARE(got[ra2], expect_a);
+    QCOMPARE(got[rb], generate(*whole, b2, 8).tokens);
+  }
+
+  // `iwb bench -d` on a recurrent model: the depth's state is resumed for every test at depth.
+  void benchAtDepthResumesTheDepth() {
+    std::unique_ptr<Engine> engine = load(cpu_options(8));
+    QVERIFY(engine);
+    BenchOptions o;
+    o.num_prompt_tokens = 16;
+    o.num_generated_tokens = 4;
+    o.depths = {0, 40};
+    o.num_repetitions = 2;
+    o.is_warmup = false;
+    Result<std::vector<BenchResult>> results = run_bench(*engine, o, std::nullopt);
+    QVERIFY2(results.is_ok(), results.error_message().c_str());
+    QCOMPARE(results->size(), size_t(4));
+    QCOMPARE((*results)[2].test, std::string("pp16 @ d40"));
+    QCOMPARE((*results)[3].test, std::string("tg4 @ d40"));
+    QVERIFY(engine->kv_snapshot().cache.stats.num_prefix_hit_tokens >= 4 * 32);
+    // Without checkpoints the depth cannot be kept, and the test says why.
+    std::unique_ptr<Engine> plain = load(cpu_options(0));
+    QVERIFY(plain);
+    o.depths = {40};
+    Result<std::vector<BenchResult>> refused = run_bench(*plain, o, std::nullopt);
+    QVERIFY(!refused.is_ok());
+    QVERIFY2(refused.error_message().find("state checkpoints off") != std::string::npos,
+             refused.error_message().c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestStateCheckpoints)
+#include "test_state_checkpoints.moc"
