@@ -153,13 +153,24 @@ class TestStateCheckpoints : public QObject {
     QVERIFY(blocks.prefix_key(1, 16).has_value());
     QVERIFY(!blocks.prefix_key(1, 12).has_value());
     QVERIFY(!blocks.prefix_key(1, 48).has_value());
-    QVERIFY(blocks.free(1).is_ok());
-    // Five cached blocks; only the prefix of 16 is usable.
+    // Five full blocks in use by sequence 1; only the prefix of 16 is usable: two shared, four new.
     QCOMPARE(blocks.can_allocate(tokens).num_new_blocks, int64_t(6 - 2));
     QCOMPARE(*blocks.allocate(2, tokens), int64_t(16));
+    QCOMPARE(blocks.block_table(2)[1], blocks.block_table(1)[1]);
+    QVERIFY(blocks.block_table(2)[2] != blocks.block_table(1)[2]);
+    // Sequence 2 computes its blocks 2 to 4 again (duplicates of 1's) and goes on to a sixth
+    // full block of its own: it is registered after 1's chain, so a later prompt reaches it.
+    std::vector<int32_t> longer = tokens;
+    for (int i = 0; i < 7; ++i) {
+      longer.push_back(100 + i);
+      QVERIFY(blocks.append_slot(2, longer.back()).is_ok());
+    }
+    QVERIFY(blocks.mark_computed(2, 48).is_ok());
+    QVERIFY(blocks.free(1).is_ok());
     QVERIFY(blocks.free(2).is_ok());
-    usable = {16, 32};
-    QCOMPARE(*blocks.allocate(3, tokens), int64_t(32));
+    usable = {16, 32, 48};
+    longer.push_back(1);
+    QCOMPARE(*blocks.allocate(3, longer), int64_t(48));
     QVERIFY(blocks.free(3).is_ok());
     usable.clear();
     QCOMPARE(*blocks.allocate(4, tokens), int64_t(0));

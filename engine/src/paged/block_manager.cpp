@@ -241,16 +241,39 @@ void BlockManager::try_register(SequenceBlocks& seq, size_t index, BlockHash has
   const BlockId id = seq.table[index];
   Block& b = m_blocks[static_cast<size_t>(id)];
   if (b.is_registered) return;  // shared from the cache already
-  // Only a chain of registered blocks is findable: a block whose parent is an unregistered
-  // duplicate could never be reached by a lookup, and would only hold the key hostage.
-  const BlockId parent = index == 0 ? -1 : seq.table[index - 1];
-  if (parent >= 0 && !m_blocks[static_cast<size_t>(parent)].is_registered) return;
+  // Only a chain of registered blocks is findable. A parent that is an unregistered duplicate
+  // (the same prefix computed again: by two prompts at once, or past where a recurrent model
+  // could resume) hands over to the registered block lookups reach, once its whole prefix is
+  // proved the same; otherwise this block could never be reached and would only hold the key hostage.
+  BlockId parent = index == 0 ? -1 : seq.table[index - 1];
+  if (parent >= 0 && !m_blocks[static_cast<size_t>(parent)].is_registered) {
+    parent = registered_twin(seq, index - 1);
+    if (parent < 0) return;
+  }
   if (m_cached.count(hash) != 0) return;  // the same prefix computed twice (or a collision): first one wins
   m_cached.emplace(hash, id);
   b.is_registered = true;
   b.hash = hash;
   b.parent = parent;
   b.parent_generation = parent >= 0 ? m_blocks[static_cast<size_t>(parent)].generation : 0;
+}
+
+BlockId BlockManager::registered_twin(const SequenceBlocks& seq, size_t index) const {
+  const auto it = m_cached.find(seq.full_block_hashes[index]);
+  if (it == m_cached.end()) return -1;
+  // Down the twin's chain beside the sequence's table, block by block: the same tokens at each
+  // depth, every link at the generation it was made with, until the chains meet or both end.
+  BlockId theirs = it->second;
+  for (size_t j = index + 1; j-- > 0;) {
+    const BlockId mine = seq.table[j];
+    if (theirs == mine) return it->second;
+    const Block& t = m_blocks[static_cast<size_t>(theirs)];
+    if (!t.is_registered || t.tokens != m_blocks[static_cast<size_t>(mine)].tokens) return -1;
+    if (j == 0) return t.parent == -1 ? it->second : -1;
+    if (t.parent < 0 || m_blocks[static_cast<size_t>(t.parent)].generation != t.parent_generation) return -1;
+    theirs = t.parent;
+  }
+  return -1;
 }
 
 Status BlockManager::free(SequenceId seq) {

@@ -152,6 +152,9 @@ class BlockManager {
   void lru_push_back(BlockId block);
   void lru_remove(BlockId block);
   void try_register(SequenceBlocks& seq, size_t index, BlockHash hash);
+  // The registered block holding exactly the prefix of seq's block `index` (its chain checked
+  // token by token), or -1.
+  BlockId registered_twin(const SequenceBlocks& seq, size_t index) const;
   const SequenceBlocks* find(SequenceId seq) const;
   SequenceBlocks* find(SequenceId seq);
   static std::string describe(SequenceId seq);
