@@ -331,11 +331,13 @@ void MemoryModel::rebuild() {
       m_rows << recurrentRow(*e, sample, hasReport);
       // Kept states are not in the estimate: how many there are depends on the prompts run.
       if (hasReport) {
+        const QString kept = sample.recurrentNumCheckpoints == 1
+                                 ? tr("1 state kept")
+                                 : tr("%1 states kept").arg(QLocale().toString(sample.recurrentNumCheckpoints));
         m_rows << Row{tr("Recurrent-state checkpoints"), -1, sample.recurrentCheckpointBytes,
-                      tr("%1 states kept at prompts' last block boundaries, so prefix caching resumes a chat's next "
-                         "turn there (at most %2, the least recently used dropped first)")
-                          .arg(QLocale().toString(sample.recurrentNumCheckpoints),
-                               QLocale().toString(m_options.max_state_checkpoints)),
+                      tr("%1 at prompts' last block boundaries, so prefix caching resumes a chat's next turn there "
+                         "(at most %2, the least recently used dropped first)")
+                          .arg(kept, QLocale().toString(m_options.max_state_checkpoints)),
                       false, false};
       }
     }
