@@ -33,8 +33,8 @@ using namespace iwb;
 
 using test::greedy_request;
 using test::join;
-using test::one_sequence;
 using test::max_relative_error;
+using test::one_sequence;
 using test::random_tokens;
 
 namespace {

@@ -334,11 +334,14 @@ void MemoryModel::rebuild() {
         const QString kept = sample.recurrentNumCheckpoints == 1
                                  ? tr("1 state kept")
                                  : tr("%1 states kept").arg(QLocale().toString(sample.recurrentNumCheckpoints));
-        m_rows << Row{tr("Recurrent-state checkpoints"), -1, sample.recurrentCheckpointBytes,
+        m_rows << Row{tr("Recurrent-state checkpoints"),
+                      -1,
+                      sample.recurrentCheckpointBytes,
                       tr("%1 at prompts' last block boundaries, so prefix caching resumes a chat's next turn there "
                          "(at most %2, the least recently used dropped first)")
                           .arg(kept, QLocale().toString(m_options.max_state_checkpoints)),
-                      false, false};
+                      false,
+                      false};
       }
     }
     Row scratch{tr("Scratch"), static_cast<qint64>(e->scratch_bytes), -1, isLoaded ? noReport : notLoaded, false,

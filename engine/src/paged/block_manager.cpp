@@ -23,8 +23,8 @@ Result<BlockManager> BlockManager::create(BlockManagerConfig config) {
                       "a KV block holds 1 to 4096 tokens, not " + std::to_string(config.block_size));
   }
   if (config.num_blocks <= 0 || config.num_blocks > std::numeric_limits<BlockId>::max()) {
-    return make_error(ErrorCode::InvalidArgument, "a paged KV cache needs 1 to 2^31-1 blocks, not " +
-                                                      std::to_string(config.num_blocks));
+    return make_error(ErrorCode::InvalidArgument,
+                      "a paged KV cache needs 1 to 2^31-1 blocks, not " + std::to_string(config.num_blocks));
   }
   BlockManager m;
   m.m_block_size = config.block_size;
@@ -76,9 +76,10 @@ std::vector<BlockId> BlockManager::find_cached_prefix(std::span<const int32_t> t
     const Block& b = m_blocks[static_cast<size_t>(it->second)];
     // The hash only finds a candidate; the tokens and the exact parent block (at the same
     // generation) prove it holds this prefix, so a hash collision can cost a miss, never a wrong hit.
-    const bool is_same_parent = i == 0 ? b.parent == -1
-                                       : b.parent == found.back() &&
-                                             b.parent_generation == m_blocks[static_cast<size_t>(found.back())].generation;
+    const bool is_same_parent =
+        i == 0
+            ? b.parent == -1
+            : b.parent == found.back() && b.parent_generation == m_blocks[static_cast<size_t>(found.back())].generation;
     const auto block_tokens = tokens.subspan(i * bs, bs);
     if (!b.is_registered || !is_same_parent || b.first_position != static_cast<int64_t>(i * bs) ||
         !std::equal(b.tokens.begin(), b.tokens.end(), block_tokens.begin(), block_tokens.end())) {
@@ -149,7 +150,8 @@ Result<int64_t> BlockManager::allocate(SequenceId seq, std::span<const int32_t> 
   const size_t bs = static_cast<size_t>(m_block_size);
   for (int64_t i = static_cast<int64_t>(hits.size()); i < check.num_blocks_needed; ++i) {
     const BlockId b = take_block(i * m_block_size);  // can_allocate promised the blocks
-    const auto part = tokens.subspan(static_cast<size_t>(i) * bs, std::min(bs, tokens.size() - static_cast<size_t>(i) * bs));
+    const auto part =
+        tokens.subspan(static_cast<size_t>(i) * bs, std::min(bs, tokens.size() - static_cast<size_t>(i) * bs));
     m_blocks[static_cast<size_t>(b)].tokens.assign(part.begin(), part.end());
     s.table.push_back(b);
   }
@@ -167,8 +169,8 @@ Result<int64_t> BlockManager::allocate(SequenceId seq, std::span<const int32_t> 
 bool BlockManager::can_append(SequenceId seq) const {
   const SequenceBlocks* s = find(seq);
   if (s == nullptr) return false;
-  const bool needs_block = s->num_tokens % m_block_size == 0 ||
-                           m_blocks[static_cast<size_t>(s->table.back())].ref_count > 1;
+  const bool needs_block =
+      s->num_tokens % m_block_size == 0 || m_blocks[static_cast<size_t>(s->table.back())].ref_count > 1;
   return !needs_block || num_available_blocks() > 0;
 }
 
@@ -220,9 +222,9 @@ Status BlockManager::mark_computed(SequenceId seq, int64_t num_computed_tokens) 
   SequenceBlocks* s = find(seq);
   if (s == nullptr) return make_error(ErrorCode::NotFound, describe(seq) + " has no block table");
   if (num_computed_tokens < s->num_computed || num_computed_tokens > s->num_tokens) {
-    return make_error(ErrorCode::InvalidArgument,
-                      describe(seq) + ": " + std::to_string(num_computed_tokens) + " computed tokens is outside " +
-                          std::to_string(s->num_computed) + ".." + std::to_string(s->num_tokens));
+    return make_error(ErrorCode::InvalidArgument, describe(seq) + ": " + std::to_string(num_computed_tokens) +
+                                                      " computed tokens is outside " + std::to_string(s->num_computed) +
+                                                      ".." + std::to_string(s->num_tokens));
   }
   const size_t first = static_cast<size_t>(s->num_computed / m_block_size);
   s->num_computed = num_computed_tokens;
@@ -231,7 +233,8 @@ Status BlockManager::mark_computed(SequenceId seq, int64_t num_computed_tokens) 
   for (size_t i = s->full_block_hashes.size(); i < num_full; ++i) {
     const Block& b = m_blocks[static_cast<size_t>(s->table[i])];
     const BlockHash parent = i == 0 ? kRootBlockHash : s->full_block_hashes[i - 1];
-    s->full_block_hashes.push_back(hash_of(parent, std::span<const int32_t>(b.tokens.data(), static_cast<size_t>(m_block_size))));
+    s->full_block_hashes.push_back(
+        hash_of(parent, std::span<const int32_t>(b.tokens.data(), static_cast<size_t>(m_block_size))));
   }
   for (size_t i = first; i < num_full; ++i) try_register(*s, i, s->full_block_hashes[i]);
   return {};
@@ -291,7 +294,8 @@ Status BlockManager::free(SequenceId seq) {
 Status BlockManager::fork(SequenceId parent, SequenceId child) {
   const SequenceBlocks* p = find(parent);
   if (p == nullptr) return make_error(ErrorCode::NotFound, "cannot fork " + describe(parent) + ": it has no blocks");
-  if (has_sequence(child)) return make_error(ErrorCode::InvalidArgument, "cannot fork into " + describe(child) + ": it exists");
+  if (has_sequence(child))
+    return make_error(ErrorCode::InvalidArgument, "cannot fork into " + describe(child) + ": it exists");
   SequenceBlocks copy = *p;
   for (BlockId b : copy.table) retain(b);
   m_sequences.emplace(child, std::move(copy));
@@ -381,18 +385,24 @@ void BlockManager::lru_push_back(BlockId block) {
   b.is_evictable = true;
   b.lru_prev = m_lru_tail;
   b.lru_next = -1;
-  if (m_lru_tail >= 0) m_blocks[static_cast<size_t>(m_lru_tail)].lru_next = block;
-  else m_lru_head = block;
+  if (m_lru_tail >= 0)
+    m_blocks[static_cast<size_t>(m_lru_tail)].lru_next = block;
+  else
+    m_lru_head = block;
   m_lru_tail = block;
   ++m_num_evictable;
 }
 
 void BlockManager::lru_remove(BlockId block) {
   Block& b = m_blocks[static_cast<size_t>(block)];
-  if (b.lru_prev >= 0) m_blocks[static_cast<size_t>(b.lru_prev)].lru_next = b.lru_next;
-  else m_lru_head = b.lru_next;
-  if (b.lru_next >= 0) m_blocks[static_cast<size_t>(b.lru_next)].lru_prev = b.lru_prev;
-  else m_lru_tail = b.lru_prev;
+  if (b.lru_prev >= 0)
+    m_blocks[static_cast<size_t>(b.lru_prev)].lru_next = b.lru_next;
+  else
+    m_lru_head = b.lru_next;
+  if (b.lru_next >= 0)
+    m_blocks[static_cast<size_t>(b.lru_next)].lru_prev = b.lru_prev;
+  else
+    m_lru_tail = b.lru_prev;
   b.lru_prev = b.lru_next = -1;
   b.is_evictable = false;
   --m_num_evictable;

@@ -23,9 +23,9 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
       const std::optional<int64_t> id =
           key ? m_checkpoints.use(*key, tokens.first(static_cast<size_t>(e.num_context_tokens))) : std::nullopt;
       if (!id) {
-        return make_error(ErrorCode::NotFound, "sequence " + std::to_string(e.sequence) + " took " +
-                                                   std::to_string(e.num_context_tokens) +
-                                                   " tokens from the prefix cache, but no recurrent state is kept for them");
+        return make_error(ErrorCode::NotFound,
+                          "sequence " + std::to_string(e.sequence) + " took " + std::to_string(e.num_context_tokens) +
+                              " tokens from the prefix cache, but no recurrent state is kept for them");
       }
       IWB_RETURN_IF_ERROR(m_backend->restore_state(e.sequence, *id, e.num_context_tokens));
     }

@@ -12,7 +12,9 @@ const StateCheckpoints::Entry* StateCheckpoints::find(BlockHash key, std::span<c
   return std::equal(e.tokens.begin(), e.tokens.end(), prefix.begin(), prefix.end()) ? &e : nullptr;
 }
 
-bool StateCheckpoints::has(BlockHash key, std::span<const int32_t> prefix) const { return find(key, prefix) != nullptr; }
+bool StateCheckpoints::has(BlockHash key, std::span<const int32_t> prefix) const {
+  return find(key, prefix) != nullptr;
+}
 
 std::optional<int64_t> StateCheckpoints::use(BlockHash key, std::span<const int32_t> prefix) {
   const Entry* e = find(key, prefix);

@@ -63,8 +63,9 @@ Status CpuForward::begin_recurrent_step(const FlatBatch& batch) {
   for (const StateSave& save : batch.state_saves) {
     const auto s = static_cast<size_t>(save.sequence);
     if (save.sequence < 0 || s >= num_sequences || m_step_states[s] == nullptr) {
-      return make_error(ErrorCode::InvalidArgument, "a state save names batch sequence " + std::to_string(save.sequence) +
-                                                        ", which has no tokens this step");
+      return make_error(
+          ErrorCode::InvalidArgument,
+          "a state save names batch sequence " + std::to_string(save.sequence) + ", which has no tokens this step");
     }
     const int64_t first = m_sequence_rows[s], count = m_sequence_rows[s + 1] - first;
     const int64_t start = batch.positions[static_cast<size_t>(first)];

@@ -46,12 +46,13 @@ void RecurrentStates::release(std::span<const SequenceId> sequences) {
 Status RecurrentStates::restore(SequenceId sequence, int64_t id, int64_t num_tokens) {
   const auto it = m_checkpoints.find(id);
   if (it == m_checkpoints.end()) {
-    return make_error(ErrorCode::NotFound, "sequence " + std::to_string(sequence) + " was to start from recurrent-state checkpoint " +
-                                               std::to_string(id) + ", which is not kept");
+    return make_error(ErrorCode::NotFound, "sequence " + std::to_string(sequence) +
+                                               " was to start from recurrent-state checkpoint " + std::to_string(id) +
+                                               ", which is not kept");
   }
   if (num_tokens <= 0) {
-    return make_error(ErrorCode::InvalidArgument, "a recurrent-state checkpoint holds at least one token, not " +
-                                                      std::to_string(num_tokens));
+    return make_error(ErrorCode::InvalidArgument,
+                      "a recurrent-state checkpoint holds at least one token, not " + std::to_string(num_tokens));
   }
   m_states[sequence] = State{it->second, num_tokens};
   return {};

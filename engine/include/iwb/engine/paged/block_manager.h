@@ -113,18 +113,18 @@ class BlockManager {
  private:
   struct Block {
     int32_t ref_count = 0;
-    std::vector<int32_t> tokens;    // token ids written (or about to be) in slot order
+    std::vector<int32_t> tokens;  // token ids written (or about to be) in slot order
     int64_t first_position = 0;
-    uint64_t generation = 0;        // bumped whenever the block's content changes identity
+    uint64_t generation = 0;  // bumped whenever the block's content changes identity
     // Prefix cache entry (is_registered): key, and the parent block with the generation it had,
     // so a hit is verified exactly even when two different prefixes share a hash.
     bool is_registered = false;
     BlockHash hash = 0;
     BlockId parent = -1;
     uint64_t parent_generation = 0;
-    bool is_free = true;            // on m_free
-    bool is_evictable = false;      // on the eviction list
-    BlockId lru_prev = -1;          // eviction list neighbours (toward the head / the tail)
+    bool is_free = true;        // on m_free
+    bool is_evictable = false;  // on the eviction list
+    BlockId lru_prev = -1;      // eviction list neighbours (toward the head / the tail)
     BlockId lru_next = -1;
   };
   struct SequenceBlocks {
@@ -164,7 +164,7 @@ class BlockManager {
   BlockHashFunction m_hash;
   std::function<bool(BlockHash, std::span<const int32_t>)> m_is_usable_prefix;
   std::vector<Block> m_blocks;
-  std::vector<BlockId> m_free;         // a stack: low ids are handed out first
+  std::vector<BlockId> m_free;  // a stack: low ids are handed out first
   // Cached blocks as a doubly linked list through Block::lru_prev/next: the head was released
   // longest ago and is evicted first.
   BlockId m_lru_head = -1;
