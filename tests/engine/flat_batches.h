@@ -1,13 +1,49 @@
 // Hand-made steps for CpuForward in the recurrent-state tests (test_qwen35_engine,
-// test_state_checkpoints): one sequence's tokens with its own blocks, and two such steps as one.
+// test_state_checkpoints): the pass over a file with a KV pool of 16 blocks of 16, one
+// sequence's tokens with its own blocks, and two such steps as one.
 #pragma once
 
+#include "backend/cpu/cpu_forward.h"
+#include "model/model_weights.h"
+
+#include "iwb/engine/gguf/gguf_file.h"
+#include "iwb/engine/model/model_config.h"
 #include "iwb/engine/paged/forward_batch.h"
+#include "iwb/engine/paged/paged_kv_storage.h"
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace iwb::test {
+
+// The file's CPU forward pass (two threads, steps of up to 32 tokens) and its KV pool.
+struct CpuPass {
+  std::unique_ptr<gguf::GgufFile> file;
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<PagedKvStorage> kv;
+  std::unique_ptr<CpuForward> forward;
+};
+
+// Empty on success, else what failed.
+inline std::string open_cpu_pass(const std::string& path, CpuPass* pass) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file) return file.error_message();
+  pass->file = std::move(*file);
+  Result<ModelConfig> config = model_config_from_gguf(*pass->file);
+  if (!config) return config.error_message();
+  pass->config = std::move(*config);
+  Result<ModelWeights> weights = bind_model_weights(*pass->file, pass->config);
+  if (!weights) return weights.error_message();
+  pass->weights = std::move(*weights);
+  auto kv = PagedKvStorage::create(kv_cache_shape(pass->config), 16, 8);
+  if (!kv) return kv.error_message();
+  pass->kv = std::move(*kv);
+  pass->forward = std::make_unique<CpuForward>(pass->config, pass->weights, 2, 32);
+  return {};
+}
 
 // One sequence's step for CpuForward: `tokens` at positions first.., its cache in blocks
 // 2 * slot and 2 * slot + 1 of 16 positions (room for 32), logits for its last token.

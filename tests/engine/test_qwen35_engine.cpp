@@ -10,6 +10,7 @@
 #include "flat_batches.h"
 #include "forward_checks.h"
 #include "model/model_weights.h"
+#include "synthesized_engine.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_config.h"
@@ -21,7 +22,6 @@
 #include "iwb/engine/synth/synth_model.h"
 #include "iwb/engine/synth/synth_preset.h"
 
-#include <QTemporaryDir>
 #include <QtTest>
 
 #include <algorithm>
@@ -117,20 +117,13 @@ std::vector<std::vector<int32_t>> one_at_a_time(Engine& engine, const std::vecto
 class TestQwen35Engine : public QObject {
   Q_OBJECT
 
-  QTemporaryDir m_tmp;
-  std::string m_path;
+  test::SynthesizedEngine m_model;
 
-  std::unique_ptr<Engine> load(const EngineOptions& options) {
-    auto engine = Engine::load(m_path, options);
-    if (!engine) qWarning("%s", engine.error_message().c_str());
-    return engine ? std::move(*engine) : nullptr;
-  }
+  std::unique_ptr<Engine> load(const EngineOptions& options) const { return m_model.load(options); }
 
  private slots:
   void initTestCase() {
-    QVERIFY(m_tmp.isValid());
-    m_path = m_tmp.filePath("test-qwen35.gguf").toStdString();
-    const std::string error = test::synthesize_preset(kPreset, "F32", 0, m_path);
+    const std::string error = m_model.synthesize(kPreset, "F32");
     QVERIFY2(error.empty(), error.c_str());
   }
 
@@ -334,10 +327,10 @@ class TestQwen35Engine : public QObject {
     spec::SpeculativeConfig config;
     config.kind = static_cast<spec::DrafterKind>(kind);
     config.num_draft_tokens = 3;
-    if (config.kind == spec::DrafterKind::DraftModel) config.draft_model_path = m_path;  // the same vocabulary
+    if (config.kind == spec::DrafterKind::DraftModel) config.draft_model_path = m_model.path();  // the same vocabulary
     EngineOptions with = cpu_options();
     with.speculation = config;
-    auto refused = Engine::load(m_path, with);
+    auto refused = Engine::load(m_model.path(), with);
     QVERIFY(!refused.is_ok());
     QVERIFY2(refused.error_message().find("recurrent layers") != std::string::npos, refused.error_message().c_str());
 
@@ -360,14 +353,14 @@ class TestQwen35Engine : public QObject {
   // Nor can a model with recurrent layers draft for another: its state would hold the guesses
   // the target rejects (test-qwen2 shares test-qwen35's synthetic vocabulary).
   void recurrentDraftModelIsRefused() {
-    const std::string target_path = m_tmp.filePath("test-qwen2.gguf").toStdString();
+    const std::string target_path = m_model.file_path("test-qwen2.gguf");
     const std::string error = test::synthesize_preset("test-qwen2", "F32", 0, target_path);
     QVERIFY2(error.empty(), error.c_str());
     auto target = Engine::load(target_path, cpu_options());
     QVERIFY2(target.is_ok(), target.error_message().c_str());
     spec::SpeculativeConfig config;
     config.kind = spec::DrafterKind::DraftModel;
-    config.draft_model_path = m_path;
+    config.draft_model_path = m_model.path();
     const Status s = (*target)->set_speculation(config);
     QVERIFY(!s.is_ok());
     QVERIFY2(s.message().find("cannot draft: its recurrent layers") != std::string::npos, s.message().c_str());
@@ -392,22 +385,17 @@ class TestQwen35Engine : public QObject {
   // (or restart it at 0); a refused step changes no state, and a restart gives a fresh
   // sequence's logits.
   void forwardRefusesStepsThatDoNotContinueTheState() {
-    auto file = gguf::GgufFile::open(m_path);
-    QVERIFY2(file.is_ok(), file.error_message().c_str());
-    Result<ModelConfig> config = model_config_from_gguf(**file);
-    QVERIFY2(config.is_ok(), config.error_message().c_str());
-    Result<ModelWeights> weights = bind_model_weights(**file, *config);
-    QVERIFY2(weights.is_ok(), weights.error_message().c_str());
-    auto kv = PagedKvStorage::create(kv_cache_shape(*config), 16, 8);
-    QVERIFY2(kv.is_ok(), kv.error_message().c_str());
-    CpuForward forward(*config, *weights, 2, 32);
-    const auto vocab = static_cast<size_t>(config->vocab_size);
+    test::CpuPass pass;
+    const std::string error = test::open_cpu_pass(m_model.path(), &pass);
+    QVERIFY2(error.empty(), error.c_str());
+    CpuForward& forward = *pass.forward;
+    const auto vocab = static_cast<size_t>(pass.config.vocab_size);
     std::vector<float> logits(2 * vocab);
-    auto run = [&](const FlatBatch& b) { return forward.forward(b, **kv, logits.data()); };
+    auto run = [&](const FlatBatch& b) { return forward.forward(b, *pass.kv, logits.data()); };
     auto row = [&](size_t i) {
       return std::vector<float>(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
     };
-    const std::vector<int32_t> tokens = random_tokens(6, config->vocab_size, 81);
+    const std::vector<int32_t> tokens = random_tokens(6, pass.config.vocab_size, 81);
     const std::vector<int32_t> first5(tokens.begin(), tokens.begin() + 5);
     const std::vector<int32_t> last1(tokens.begin() + 5, tokens.end());
     auto expect_refused = [&](const FlatBatch& b, const std::string& words) {
@@ -419,7 +407,7 @@ class TestQwen35Engine : public QObject {
     // The whole six tokens as sequence 1: what the others must reproduce.
     QVERIFY(run(one_sequence(1, 0, tokens, 0)).is_ok());
     const std::vector<float> whole = row(0);
-    QCOMPARE(forward.recurrent_state_bytes(), config->recurrent_state_bytes());
+    QCOMPARE(forward.recurrent_state_bytes(), pass.config.recurrent_state_bytes());
 
     FlatBatch unnamed = one_sequence(2, 1, first5, 0);
     unnamed.sequence_ids.clear();
@@ -427,7 +415,7 @@ class TestQwen35Engine : public QObject {
     FlatBatch shuffled = one_sequence(2, 1, first5, 0);
     std::swap(shuffled.positions[1], shuffled.positions[2]);
     expect_refused(shuffled, "in order");
-    QCOMPARE(forward.recurrent_state_bytes(), config->recurrent_state_bytes());  // no state for 2 yet
+    QCOMPARE(forward.recurrent_state_bytes(), pass.config.recurrent_state_bytes());  // no state for 2 yet
 
     QVERIFY(run(one_sequence(2, 1, first5, 0)).is_ok());
     expect_refused(one_sequence(2, 1, last1, 6), "continues at position 6 but its recurrent state has seen 5 tokens");
@@ -449,7 +437,7 @@ class TestQwen35Engine : public QObject {
     QVERIFY(max_relative_error(row(1), whole) < 1e-5);
     QVERIFY(run(join(one_sequence(5, 3, {tokens[0]}, 6), one_sequence(4, 2, last1, 5))).is_ok());
     QVERIFY(max_relative_error(row(1), whole) < 1e-5);
-    QCOMPARE(forward.recurrent_state_bytes(), 4 * config->recurrent_state_bytes());
+    QCOMPARE(forward.recurrent_state_bytes(), 4 * pass.config.recurrent_state_bytes());
     const SequenceId ended[] = {1, 2, 4, 5, 99};
     forward.release_sequences(ended);
     QCOMPARE(forward.recurrent_state_bytes(), uint64_t(0));
@@ -510,7 +498,7 @@ class TestQwen35Engine : public QObject {
     QVERIFY(engine->add_request(greedy_request(random_tokens(10, c.vocab_size, 93), 2)).is_ok());
     Result<StepResult> step = engine->step();
     QVERIFY2(step.is_ok(), step.error_message().c_str());
-    auto shape = model_shape_from_gguf(m_path);
+    auto shape = model_shape_from_gguf(m_model.path());
     QVERIFY2(shape.is_ok(), shape.error_message().c_str());
     auto predicted = predict_step(*shape, {Phase::Prefill, 10, 0, 64, true});
     QVERIFY2(predicted.is_ok(), predicted.error_message().c_str());

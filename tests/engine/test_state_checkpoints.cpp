@@ -10,6 +10,7 @@
 #include "forward_checks.h"
 #include "model/model_weights.h"
 #include "runtime/state_checkpoints.h"
+#include "synthesized_engine.h"
 
 #include "iwb/engine/gguf/gguf_file.h"
 #include "iwb/engine/model/model_config.h"
@@ -18,7 +19,6 @@
 #include "iwb/engine/profile/bench.h"
 #include "iwb/engine/runtime/engine.h"
 
-#include <QTemporaryDir>
 #include <QtTest>
 
 #include <map>
@@ -78,20 +78,11 @@ std::vector<int32_t> concatenated(std::vector<int32_t> a, const std::vector<int3
 class TestStateCheckpoints : public QObject {
   Q_OBJECT
 
-  QTemporaryDir m_tmp;
-  std::string m_path;
-
-  std::unique_ptr<Engine> load(const EngineOptions& options) {
-    auto engine = Engine::load(m_path, options);
-    if (!engine) qWarning("%s", engine.error_message().c_str());
-    return engine ? std::move(*engine) : nullptr;
-  }
+  test::SynthesizedEngine m_model;
 
  private slots:
   void initTestCase() {
-    QVERIFY(m_tmp.isValid());
-    m_path = m_tmp.filePath("test-qwen35.gguf").toStdString();
-    const std::string error = test::synthesize_preset("test-qwen35", "F32", 0, m_path);
+    const std::string error = m_model.synthesize("test-qwen35", "F32");
     QVERIFY2(error.empty(), error.c_str());
   }
 
@@ -182,44 +173,39 @@ class TestStateCheckpoints : public QObject {
   // A save outside the step's tokens, or naming a sequence without tokens, is refused; a
   // checkpoint never saved cannot be restored.
   void forwardSavesPartWayAndRestores() {
-    auto file = gguf::GgufFile::open(m_path);
-    QVERIFY2(file.is_ok(), file.error_message().c_str());
-    Result<ModelConfig> config = model_config_from_gguf(**file);
-    QVERIFY2(config.is_ok(), config.error_message().c_str());
-    Result<ModelWeights> weights = bind_model_weights(**file, *config);
-    QVERIFY2(weights.is_ok(), weights.error_message().c_str());
-    auto kv = PagedKvStorage::create(kv_cache_shape(*config), 16, 8);
-    QVERIFY2(kv.is_ok(), kv.error_message().c_str());
-    CpuForward forward(*config, *weights, 2, 32);
-    const auto vocab = static_cast<size_t>(config->vocab_size);
+    test::CpuPass pass;
+    const std::string error = test::open_cpu_pass(m_model.path(), &pass);
+    QVERIFY2(error.empty(), error.c_str());
+    CpuForward& forward = *pass.forward;
+    const auto vocab = static_cast<size_t>(pass.config.vocab_size);
     std::vector<float> logits(vocab);
-    const std::vector<int32_t> tokens = random_tokens(30, config->vocab_size, 7);
+    const std::vector<int32_t> tokens = random_tokens(30, pass.config.vocab_size, 7);
     const std::vector<int32_t> tail(tokens.begin() + 16, tokens.end());
 
     FlatBatch whole = one_sequence(1, 0, tokens, 0);
     whole.state_saves = {{0, 16, 100}, {0, 30, 101}};
-    QVERIFY(forward.forward(whole, **kv, logits.data()).is_ok());
+    QVERIFY(forward.forward(whole, *pass.kv, logits.data()).is_ok());
     const std::vector<float> expected = logits;
     QCOMPARE(forward.recurrent_num_checkpoints(), size_t(2));
-    QCOMPARE(forward.recurrent_checkpoint_bytes(), 2 * config->recurrent_state_bytes());
+    QCOMPARE(forward.recurrent_checkpoint_bytes(), 2 * pass.config.recurrent_state_bytes());
 
     // Sequence 2 shares sequence 1's blocks (the prefix cache's part) and starts after 16 tokens.
     QVERIFY(forward.restore_state(2, 100, 16).is_ok());
-    QVERIFY(forward.forward(one_sequence(2, 0, tail, 16), **kv, logits.data()).is_ok());
+    QVERIFY(forward.forward(one_sequence(2, 0, tail, 16), *pass.kv, logits.data()).is_ok());
     const double resumed = max_relative_error(logits, expected);
     QVERIFY2(resumed < 1e-6, qPrintable(QString("resumed after 16: relative error %1").arg(resumed)));
     // From the end of the step: one more token continues as sequence 1 does.
     QVERIFY(forward.restore_state(3, 101, 30).is_ok());
     FlatBatch next = one_sequence(3, 0, {tokens[0]}, 30);
     next.block_tables = {0, 1};
-    QVERIFY(forward.forward(next, **kv, logits.data()).is_ok());
+    QVERIFY(forward.forward(next, *pass.kv, logits.data()).is_ok());
     const std::vector<float> from_checkpoint = logits;
     next.sequence_ids = {1};
-    QVERIFY(forward.forward(next, **kv, logits.data()).is_ok());
+    QVERIFY(forward.forward(next, *pass.kv, logits.data()).is_ok());
     QVERIFY(max_relative_error(from_checkpoint, logits) < 1e-6);
 
     auto refused = [&](FlatBatch b, const std::string& words) {
-      const Status s = forward.forward(b, **kv, logits.data());
+      const Status s = forward.forward(b, *pass.kv, logits.data());
       if (s.is_ok()) return std::string("accepted a step that should say: ") + words;
       return s.message().find(words) == std::string::npos ? s.message() : std::string();
     };
@@ -249,8 +235,8 @@ class TestStateCheckpoints : public QObject {
   // last full block, and a regenerated reply after the block before its last token; each gives
   // the tokens of an engine that computes every prompt whole.
   void chatTurnsResumeFromCheckpoints() {
-    std::unique_ptr<Engine> engine = load(cpu_options(32));
-    std::unique_ptr<Engine> whole = load(cpu_options(0));
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options(32));
+    std::unique_ptr<Engine> whole = m_model.load(cpu_options(0));
     QVERIFY(engine && whole);
     const int64_t vocab = engine->config().vocab_size;
     const std::vector<int32_t> turn1 = random_tokens(40, vocab, 11);
@@ -294,7 +280,7 @@ class TestStateCheckpoints : public QObject {
   // At most max_state_checkpoints are kept, the least recently used dropped first (their
   // prompts are computed whole again), and the memory report counts them.
   void checkpointsStayWithinTheirNumber() {
-    std::unique_ptr<Engine> engine = load(cpu_options(2));
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options(2));
     QVERIFY(engine);
     const int64_t vocab = engine->config().vocab_size;
     std::vector<std::vector<int32_t>> prompts;
@@ -312,8 +298,8 @@ class TestStateCheckpoints : public QObject {
   // Two prompts in one step each save their own state; two requests resuming from the same
   // checkpoint in one step each get a copy (neither changes the other's or the kept one).
   void sequencesInOneStepSaveAndResumeTheirOwn() {
-    std::unique_ptr<Engine> engine = load(cpu_options(8));
-    std::unique_ptr<Engine> whole = load(cpu_options(0));
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options(8));
+    std::unique_ptr<Engine> whole = m_model.load(cpu_options(0));
     QVERIFY(engine && whole);
     const int64_t vocab = engine->config().vocab_size;
     const std::vector<int32_t> a = random_tokens(20, vocab, 31), b = random_tokens(26, vocab, 32);
@@ -348,7 +334,7 @@ class TestStateCheckpoints : public QObject {
 
   // `iwb bench -d` on a recurrent model: the depth's state is resumed for every test at depth.
   void benchAtDepthResumesTheDepth() {
-    std::unique_ptr<Engine> engine = load(cpu_options(8));
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options(8));
     QVERIFY(engine);
     BenchOptions o;
     o.num_prompt_tokens = 16;
@@ -363,7 +349,7 @@ class TestStateCheckpoints : public QObject {
     QCOMPARE((*results)[3].test, std::string("tg4 @ d40"));
     QVERIFY(engine->kv_snapshot().cache.stats.num_prefix_hit_tokens >= 4 * 32);
     // Without checkpoints the depth cannot be kept, and the test says why.
-    std::unique_ptr<Engine> plain = load(cpu_options(0));
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options(0));
     QVERIFY(plain);
     o.depths = {40};
     Result<std::vector<BenchResult>> refused = run_bench(*plain, o, std::nullopt);
