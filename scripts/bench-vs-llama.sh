@@ -73,7 +73,7 @@ done
 echo "round $rounds done (load $(load))" >> "$out/loads.txt"
 
 python3 - "$out" <<'PY'
-import collections, glob, json, re, sys
+import collections, glob, json, re, statistics, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 mbu = collections.defaultdict(lambda: collections.defaultdict(list))  # iwb's, per run: the median of its pairs
 
@@ -104,8 +104,11 @@ for name in sorted(runs):
     for test in sorted({t for t, _ in runs[name]}, key=test_order):
         a, b = sorted(runs[name].get((test, 'iwb'), [])), sorted(runs[name].get((test, 'llama'), []))
         if a and b:
-            m = sorted(mbu[name][test])
-            m_text = f'{100 * m[len(m) // 2]:.0f}%' if m and test.startswith('tg') else ''
-            print(f'| {name} | {test} | {a[-1]:.1f} ({a[len(a) // 2]:.1f}) | {b[-1]:.1f} ({b[len(b) // 2]:.1f}) | {a[-1] / b[-1]:.2f} | {m_text} |')
+            # statistics.median: an even count takes the mean of the middle two (a[len(a) // 2]
+            # took the upper one, so with two rounds the MBU column showed the better round).
+            m = mbu[name][test]
+            m_text = f'{100 * statistics.median(m):.0f}%' if m and test.startswith('tg') else ''
+            print(f'| {name} | {test} | {a[-1]:.1f} ({statistics.median(a):.1f}) | {b[-1]:.1f} '
+                  f'({statistics.median(b):.1f}) | {a[-1] / b[-1]:.2f} | {m_text} |')
 PY
 echo "raw results and load averages: $out"
