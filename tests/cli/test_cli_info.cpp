@@ -31,27 +31,16 @@ class TestCliInfo : public QObject {
     QTest::addColumn<QString>("pre");
     QTest::addColumn<int>("numTokens");
     QTest::addColumn<QString>("architecture");
-    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf"
-                               << "llama"
-                               << "default" << 32000 << "llama";
-    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf"
-                           << "llama"
-                           << "default" << 32064 << "phi3";
-    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf"
-                              << "bert"
-                              << "bert-bge" << 30522 << "bert";
-    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf"
-                           << "gpt2"
-                           << "gpt-2" << 50257 << "gpt2";
-    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf"
-                            << "gpt2"
-                            << "falcon" << 65024 << "falcon";
-    QTest::newRow("deepseek-coder") << "ggml-vocab-deepseek-coder.gguf"
-                                    << "gpt2"
-                                    << "deepseek-coder" << 32256 << "llama";
-    QTest::newRow("starcoder") << "ggml-vocab-starcoder.gguf"
-                               << "gpt2"
-                               << "starcoder" << 49152 << "starcoder2";
+    // One row per file reads as the table it is.
+    // clang-format off
+    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf" << "llama" << "default" << 32000 << "llama";
+    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf" << "llama" << "default" << 32064 << "phi3";
+    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf" << "bert" << "bert-bge" << 30522 << "bert";
+    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf" << "gpt2" << "gpt-2" << 50257 << "gpt2";
+    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf" << "gpt2" << "falcon" << 65024 << "falcon";
+    QTest::newRow("deepseek-coder") << "ggml-vocab-deepseek-coder.gguf" << "gpt2" << "deepseek-coder" << 32256 << "llama";
+    QTest::newRow("starcoder") << "ggml-vocab-starcoder.gguf" << "gpt2" << "starcoder" << 49152 << "starcoder2";
+    // clang-format on
   }
 
   void vocabFiles() {

@@ -25,6 +25,7 @@
 
 using namespace iwb;
 
+using test::engine_greedy;
 using test::greedy_request;
 using test::max_relative_error;
 using test::one_sequence;
@@ -244,13 +245,13 @@ class TestStateCheckpoints : public QObject {
     QVERIFY2(reply1.error.empty(), reply1.error.c_str());
     QCOMPARE(reply1.num_reused, 0);
     QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(1));  // after 32
-    QCOMPARE(generate(*whole, turn1, 10).tokens, reply1.tokens);
+    QCOMPARE(engine_greedy(*whole, turn1, 10), reply1.tokens);
 
     const std::vector<int32_t> turn2 = concatenated(concatenated(turn1, reply1.tokens), random_tokens(23, vocab, 12));
     const Finished reply2 = generate(*engine, turn2, 12);
     QVERIFY2(reply2.error.empty(), reply2.error.c_str());
     QCOMPARE(reply2.num_reused, 32);
-    QCOMPARE(reply2.tokens, generate(*whole, turn2, 12).tokens);
+    QCOMPARE(reply2.tokens, engine_greedy(*whole, turn2, 12));
     QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));  // after 64 too
 
     // Regenerating turn 2's reply: 73 tokens, resumed after 64.
@@ -266,7 +267,7 @@ class TestStateCheckpoints : public QObject {
     const std::vector<int32_t> longer = concatenated(even, {5, 6, 7});
     const Finished continued = generate(*engine, longer, 6);
     QCOMPARE(continued.num_reused, 80);
-    QCOMPARE(continued.tokens, generate(*whole, longer, 6).tokens);
+    QCOMPARE(continued.tokens, engine_greedy(*whole, longer, 6));
 
     // Logits too: the checkpointed engine's last row against the whole computation's.
     Result<std::vector<float>> resumed = engine->logits_for(longer);
@@ -326,10 +327,10 @@ class TestStateCheckpoints : public QObject {
     QCOMPARE(reused[ra], 16);
     QCOMPARE(reused[ra2], 16);
     QCOMPARE(reused[rb], 16);
-    const std::vector<int32_t> expect_a = generate(*whole, a2, 8).tokens;
+    const std::vector<int32_t> expect_a = engine_greedy(*whole, a2, 8);
     QCOMPARE(got[ra], expect_a);
     QCOMPARE(got[ra2], expect_a);
-    QCOMPARE(got[rb], generate(*whole, b2, 8).tokens);
+    QCOMPARE(got[rb], engine_greedy(*whole, b2, 8));
   }
 
   // `iwb bench -d` on a recurrent model: the depth's state is resumed for every test at depth.
