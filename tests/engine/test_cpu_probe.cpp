@@ -83,20 +83,23 @@ class TestCpuProbe : public QObject {
     QVERIFY(r->read_bytes_per_s > 0);
   }
 
-  // The timed sum reads every float: four streams of two vectors each, their partial last steps
-  // and the floats past the four quarters, on sizes that leave every kind of remainder.
+  // The timed sum reads every float in each layout (four or eight streams of whole vectors),
+  // their partial last steps and the floats past the streams' equal parts, on sizes that leave
+  // every kind of remainder.
   void readSumCoversEveryFloat() {
-    for (const size_t n : {size_t(0), size_t(1), size_t(31), size_t(127), size_t(128), size_t(129), size_t(1000),
-                           size_t(4097), size_t(123457)}) {
-      std::vector<float> values(n);
-      double expected = 0;
-      for (size_t i = 0; i < n; ++i) {
-        values[i] = static_cast<float>(i % 7 + 1);
-        expected += values[i];
+    for (int layout = 0; layout < kReadStreamLayouts; ++layout) {
+      for (const size_t n : {size_t(0), size_t(1), size_t(31), size_t(127), size_t(128), size_t(129), size_t(255),
+                             size_t(257), size_t(1000), size_t(4097), size_t(123457)}) {
+        std::vector<float> values(n);
+        double expected = 0;
+        for (size_t i = 0; i < n; ++i) {
+          values[i] = static_cast<float>(i % 7 + 1);
+          expected += values[i];
+        }
+        const double sum = read_probe_sum(values.data(), n, layout);
+        QVERIFY2(qAbs(sum - expected) <= 1e-4 * (expected + 1),
+                 qPrintable(QString("layout %1, n=%2: %3 instead of %4").arg(layout).arg(n).arg(sum).arg(expected)));
       }
-      const double sum = read_probe_sum(values.data(), n);
-      QVERIFY2(qAbs(sum - expected) <= 1e-4 * (expected + 1),
-               qPrintable(QString("n=%1: %2 instead of %3").arg(n).arg(sum).arg(expected)));
     }
   }
 

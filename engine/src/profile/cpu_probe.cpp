@@ -184,64 +184,71 @@ double measure_fma(double (*loop)(int64_t, float*), int num_threads, double targ
   return sink == 12345.678f ? 0 : best;  // sink compared so the compiler cannot drop the work
 }
 
-// Read-only bandwidth: each thread sums its share of the arrays with 8 independent accumulators
-// (the adds never wait on each other, so the loads, not the adds, set the pace) and writes
-// nothing. This is what a decode step does with its weights; a copy also writes, and on most
-// CPUs a write costs a read for ownership and a write-back besides, so a copy's figure is a low
-// roof for decoding (MBU above 100% gave that away). The share is read as four sequential
-// streams in lockstep (its quarters): a core keeps more misses in flight for several streams
-// than for one (on a 2-vCPU Xeon guest 31.5 against 29.7 GB/s; 8 streams were within 1% of 4,
-// and software prefetches did not help), and the decode kernels read their rows in streams too.
-constexpr int kReadStreams = 4;
-
+// Read-only bandwidth: each thread sums its share of the arrays with two independent
+// accumulators per stream (the adds never wait on each other, so the loads, not the adds, set
+// the pace) and writes nothing. This is what a decode step does with its weights; a copy also
+// writes, and on most CPUs a write costs a read for ownership and a write-back besides, so a
+// copy's figure is a low roof for decoding (MBU above 100% gave that away). The share is read as
+// several sequential streams in lockstep (its equal parts): a core keeps more misses in flight
+// for several streams than for one, and the decode kernels read their rows in streams too. How
+// many suits a CPU differs, so the probe tries each layout of kReadStreamLayouts and keeps the
+// best: on a 2-vCPU Xeon model 207 guest 4 streams read 31.5 GB/s against one's 29.7, and 8 were
+// within 1% of 4; on an Ice Lake (model 106) guest 8 streams read 29.0-31.0 GB/s against 4's
+// 26.1-29.2 (12 and 16 no better), and the decode's own streams read faster than a 4-stream
+// probe (Q8_0 at 105-109% of it). Software prefetches did not help the sweep on either.
+template <int kStreams>
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
-  __m512 acc[8];
-  for (int k = 0; k < 8; ++k) acc[k] = _mm512_setzero_ps();
-  const size_t quarter = n / kReadStreams;
-  const size_t steps = quarter / 32;  // 32 floats (two vectors) of each stream per step
+  __m512 acc[2 * kStreams];
+  for (int k = 0; k < 2 * kStreams; ++k) acc[k] = _mm512_setzero_ps();
+  const size_t part = n / kStreams;
+  const size_t steps = part / 32;  // 32 floats (two vectors) of each stream per step
   for (size_t i = 0; i < steps * 32; i += 32) {
-#pragma GCC unroll 4
-    for (int s = 0; s < kReadStreams; ++s) {
-      const float* q = p + static_cast<size_t>(s) * quarter + i;
+#pragma GCC unroll 8
+    for (int s = 0; s < kStreams; ++s) {
+      const float* q = p + static_cast<size_t>(s) * part + i;
       acc[2 * s] = _mm512_add_ps(acc[2 * s], _mm512_loadu_ps(q));
       acc[2 * s + 1] = _mm512_add_ps(acc[2 * s + 1], _mm512_loadu_ps(q + 16));
     }
   }
   float total = 0;
-  for (int k = 0; k < 8; ++k) total += _mm512_reduce_add_ps(acc[k]);
-  // Each stream's last partial step and the floats past the four quarters.
-  for (int s = 0; s < kReadStreams; ++s) {
-    for (size_t i = static_cast<size_t>(s) * quarter + steps * 32; i < static_cast<size_t>(s + 1) * quarter; ++i)
+  for (int k = 0; k < 2 * kStreams; ++k) total += _mm512_reduce_add_ps(acc[k]);
+  // Each stream's last partial step and the floats past the streams' equal parts.
+  for (int s = 0; s < kStreams; ++s) {
+    for (size_t i = static_cast<size_t>(s) * part + steps * 32; i < static_cast<size_t>(s + 1) * part; ++i)
       total += p[i];
   }
-  for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
+  for (size_t i = kStreams * part; i < n; ++i) total += p[i];
   return total;
 }
 
+// 16 accumulators at most with AVX2's 16 registers (the loads fold into the adds).
+template <int kStreams>
 __attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
-  __m256 acc[8];
-  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
-  const size_t quarter = n / kReadStreams;
-  const size_t steps = quarter / 16;  // 16 floats (two vectors) of each stream per step
-  for (size_t i = 0; i < steps * 16; i += 16) {
-#pragma GCC unroll 4
-    for (int s = 0; s < kReadStreams; ++s) {
-      const float* q = p + static_cast<size_t>(s) * quarter + i;
-      acc[2 * s] = _mm256_add_ps(acc[2 * s], _mm256_loadu_ps(q));
-      acc[2 * s + 1] = _mm256_add_ps(acc[2 * s + 1], _mm256_loadu_ps(q + 8));
+  constexpr int kPerStream = kStreams <= 4 ? 2 : 1;
+  constexpr int kStep = 8 * kPerStream;  // floats of each stream per step
+  __m256 acc[kPerStream * kStreams];
+  for (int k = 0; k < kPerStream * kStreams; ++k) acc[k] = _mm256_setzero_ps();
+  const size_t part = n / kStreams;
+  const size_t steps = part / kStep;
+  for (size_t i = 0; i < steps * kStep; i += kStep) {
+#pragma GCC unroll 8
+    for (int s = 0; s < kStreams; ++s) {
+      const float* q = p + static_cast<size_t>(s) * part + i;
+      for (int v = 0; v < kPerStream; ++v)
+        acc[kPerStream * s + v] = _mm256_add_ps(acc[kPerStream * s + v], _mm256_loadu_ps(q + 8 * v));
     }
   }
   alignas(32) float lanes[8];
   float total = 0;
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < kPerStream * kStreams; ++k) {
     _mm256_store_ps(lanes, acc[k]);
     for (float x : lanes) total += x;
   }
-  for (int s = 0; s < kReadStreams; ++s) {
-    for (size_t i = static_cast<size_t>(s) * quarter + steps * 16; i < static_cast<size_t>(s + 1) * quarter; ++i)
+  for (int s = 0; s < kStreams; ++s) {
+    for (size_t i = static_cast<size_t>(s) * part + steps * kStep; i < static_cast<size_t>(s + 1) * part; ++i)
       total += p[i];
   }
-  for (size_t i = kReadStreams * quarter; i < n; ++i) total += p[i];
+  for (size_t i = kStreams * part; i < n; ++i) total += p[i];
   return total;
 }
 
@@ -261,10 +268,11 @@ float sum_portable(const float* p, size_t n) {
 
 using SumLoop = float (*)(const float*, size_t);
 
-SumLoop best_sum_loop() {
+SumLoop best_sum_loop(int layout) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return sum_avx512;
-  if (__builtin_cpu_supports("avx2")) return sum_avx2;
+  const bool wide = layout == 1;
+  if (__builtin_cpu_supports("avx512f")) return wide ? sum_avx512<8> : sum_avx512<4>;
+  if (__builtin_cpu_supports("avx2")) return wide ? sum_avx2<8> : sum_avx2<4>;
   return sum_portable;
 }
 
@@ -316,7 +324,9 @@ Stream measure_stream(uint64_t buffer_bytes, int num_threads, int repetitions) {
 
 }  // namespace
 
-float read_probe_sum(const float* values, size_t count) { return best_sum_loop()(values, count); }
+float read_probe_sum(const float* values, size_t count, int layout) {
+  return best_sum_loop(std::clamp(layout, 0, kReadStreamLayouts - 1))(values, count);
+}
 
 std::string current_utc_iso8601() { return now_as_text("%Y-%m-%dT%H:%M:%SZ", ClockZone::Utc); }
 

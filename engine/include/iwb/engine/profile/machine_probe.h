@@ -58,9 +58,12 @@ Result<ProbeResult> probe_cpu(const ProbeOptions& options);
 // abort) when the build has no CUDA or there is no device.
 Result<std::vector<ProbeResult>> probe_cuda_devices();
 
-// The sum the read-only bandwidth times, with the widest SIMD this CPU has: exposed so tests can
-// check that it reads every float (a sum that skipped some would inflate the bandwidth).
-float read_probe_sum(const float* values, size_t count);
+// The sum the read-only bandwidth times, with the widest SIMD this CPU has, in one of
+// kReadStreamLayouts ways (0: four streams in lockstep, 1: eight; the probe keeps the faster, as
+// CPUs differ in which reads faster): exposed so tests can check that each reads every float (a
+// sum that skipped some would inflate the bandwidth).
+inline constexpr int kReadStreamLayouts = 2;
+float read_probe_sum(const float* values, size_t count, int layout = 0);
 
 // The read-only sweep, on buffers kept between measurements: probe_cpu's read figure, and
 // `iwb bench --paired-probe`, which measures it right before each repetition, so each repetition's MBU divides by
@@ -72,8 +75,8 @@ class ReadBandwidthProbe {
   // `buffer_bytes` in all, first touched by the threads that later read them; refused below
   // 1 MiB, an error when it cannot be allocated.
   static Result<std::unique_ptr<ReadBandwidthProbe>> create(int num_threads, uint64_t buffer_bytes = 1536ull << 20);
-  // Bytes per second: the best of `sweeps` timed sweeps, each thread summing its share with
-  // read_probe_sum's loop. Threads are started for each call and gone when it returns, so
+  // Bytes per second: the best of `sweeps` timed sweeps in each of read_probe_sum's layouts,
+  // each thread summing its share. Threads are started for each call and gone when it returns, so
   // nothing of the probe spins beside the run that follows it.
   double measure(int sweeps = 3);
   int num_threads() const { return m_num_threads; }
@@ -82,7 +85,7 @@ class ReadBandwidthProbe {
  private:
   ReadBandwidthProbe(int num_threads, HugePageRegion buffer, size_t count);
   // Every thread sums its share at once; the seconds from the first start to the last finish.
-  double sweep_seconds(float* sink);
+  double sweep_seconds(int layout, float* sink);
 
   int m_num_threads;
   // count floats in 2 MiB pages, as the CPU engine's weights are by default
