@@ -1,5 +1,5 @@
 // Prefix caching for a model with recurrent layers (Qwen 3.5, iwb synth's test-qwen35 on the
-// CPU): states kept at prompts' last block boundaries (StateCheckpoints), the block manager
+// CPU): states kept at prompts' and replies' last block boundaries (StateCheckpoints), the block manager
 // offering a cached prefix only as far as such a state, the CPU forward pass saving states part
 // way through a step's tokens and starting sequences from them, and the engine's chat turns,
 // regenerated replies and `iwb bench -d` resuming from them with the tokens and logits of a run
@@ -232,9 +232,9 @@ class TestStateCheckpoints : public QObject {
     QVERIFY(!forward.restore_state(2, 100, 16).is_ok());
   }
 
-  // A chat's next turn (the last prompt, the reply, a new message) resumes after the last prompt's
-  // last full block, and a regenerated reply after the block before its last token; each gives
-  // the tokens of an engine that computes every prompt whole.
+  // A chat's next turn (the last prompt, the reply, a new message) resumes after the reply's last
+  // full block (kept by the decode step that filled it), and a regenerated reply after the block
+  // before its last token; each gives the tokens of an engine that computes every prompt whole.
   void chatTurnsResumeFromCheckpoints() {
     std::unique_ptr<Engine> engine = m_model.load(cpu_options(32));
     std::unique_ptr<Engine> whole = m_model.load(cpu_options(0));
@@ -244,15 +244,16 @@ class TestStateCheckpoints : public QObject {
     const Finished reply1 = generate(*engine, turn1, 10);
     QVERIFY2(reply1.error.empty(), reply1.error.c_str());
     QCOMPARE(reply1.num_reused, 0);
-    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(1));  // after 32
+    // After 32 (the prompt's last full block) and 48 (the reply's: 49 tokens computed).
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));
     QCOMPARE(engine_greedy(*whole, turn1, 10), reply1.tokens);
 
     const std::vector<int32_t> turn2 = concatenated(concatenated(turn1, reply1.tokens), random_tokens(23, vocab, 12));
     const Finished reply2 = generate(*engine, turn2, 12);
     QVERIFY2(reply2.error.empty(), reply2.error.c_str());
-    QCOMPARE(reply2.num_reused, 32);
+    QCOMPARE(reply2.num_reused, 48);
     QCOMPARE(reply2.tokens, engine_greedy(*whole, turn2, 12));
-    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));  // after 64 too
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(4));  // after 64 and 80 too
 
     // Regenerating turn 2's reply: 73 tokens, resumed after 64.
     const Finished again = generate(*engine, turn2, 12);
@@ -276,6 +277,36 @@ class TestStateCheckpoints : public QObject {
     QVERIFY(max_relative_error(*resumed, *computed) < 1e-5);
     QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));  // no live sequence
     QCOMPARE(whole->kv_snapshot().cache.stats.num_prefix_hit_tokens, int64_t(0));
+  }
+
+  // A long reply keeps one state, after the last block it filled (each decode step that fills a
+  // block replaces the sequence's previous one), and the next turn resumes there with the tokens
+  // of an engine that computes it whole. Without prefix caching nothing is kept.
+  void aReplyKeepsOnlyItsLatestState() {
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options(32));
+    std::unique_ptr<Engine> whole = m_model.load(cpu_options(0));
+    QVERIFY(engine && whole);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> prompt = random_tokens(20, vocab, 41);
+    const Finished reply = generate(*engine, prompt, 50);  // 69 tokens computed: blocks to 64
+    QVERIFY2(reply.error.empty(), reply.error.c_str());
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));  // after 16 and 64
+    const std::vector<int32_t> next = concatenated(concatenated(prompt, reply.tokens), random_tokens(5, vocab, 42));
+    const Finished answer = generate(*engine, next, 6);
+    QVERIFY2(answer.error.empty(), answer.error.c_str());
+    QCOMPARE(answer.num_reused, 64);
+    QCOMPARE(answer.tokens, engine_greedy(*whole, next, 6));
+    // A prompt that stops inside the reply's blocks finds no state there (48 was replaced by
+    // 64): it resumes after the prompt's 16.
+    const std::vector<int32_t> partway(next.begin(), next.begin() + 50);
+    QCOMPARE(generate(*engine, partway, 2).num_reused, 16);
+
+    EngineOptions uncached = cpu_options(32);
+    uncached.enable_prefix_caching = false;
+    std::unique_ptr<Engine> plain = m_model.load(uncached);
+    QVERIFY(plain);
+    QVERIFY(generate(*plain, prompt, 50).error.empty());
+    QCOMPARE(plain->memory_report().recurrent_num_checkpoints, int64_t(0));
   }
 
   // At most max_state_checkpoints are kept, the least recently used dropped first (their

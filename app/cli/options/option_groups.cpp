@@ -60,8 +60,9 @@ void add_threads_option(OptionTable& table, int* threads) {
 void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints) {
   table.add({.names = {"-ctxcp", "--ctx-checkpoints"},
              .value_name = "N",
-             .help = "recurrent models (Qwen 3.5): states kept at prompts' last block boundaries, so\n"
-                     "prefix caching resumes a chat's next turn there; at most N (0: every prompt from its start)",
+             .help = "recurrent models (Qwen 3.5): states kept at prompts' and replies' last block\n"
+                     "boundaries, so prefix caching resumes a chat's next turn there; at most N (0: every\n"
+                     "prompt from its start)",
              .destination = max_checkpoints,
              .min = 0,
              .max = 4096});

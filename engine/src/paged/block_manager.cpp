@@ -98,8 +98,17 @@ std::optional<BlockHash> BlockManager::prefix_key(SequenceId seq, int64_t num_to
   const SequenceBlocks* s = find(seq);
   if (s == nullptr || num_tokens <= 0 || num_tokens % m_block_size != 0) return std::nullopt;
   const auto index = static_cast<size_t>(num_tokens / m_block_size) - 1;
-  if (index >= s->full_block_hashes.size()) return std::nullopt;
-  return s->full_block_hashes[index];
+  if (index < s->full_block_hashes.size()) return s->full_block_hashes[index];
+  if (!m_is_prefix_caching || num_tokens > s->num_tokens) return std::nullopt;
+  // Blocks whose tokens are all appended but not computed yet (a decode step about to fill
+  // one): keyed as mark_computed will key them.
+  BlockHash key = s->full_block_hashes.empty() ? kRootBlockHash : s->full_block_hashes.back();
+  for (size_t i = s->full_block_hashes.size(); i <= index; ++i) {
+    const Block& b = m_blocks[static_cast<size_t>(s->table[i])];
+    if (b.tokens.size() < static_cast<size_t>(m_block_size)) return std::nullopt;
+    key = hash_of(key, std::span<const int32_t>(b.tokens.data(), static_cast<size_t>(m_block_size)));
+  }
+  return key;
 }
 
 AllocationCheck BlockManager::can_allocate(std::span<const int32_t> tokens, int64_t num_reserved_blocks) const {

@@ -107,8 +107,9 @@ class PagedEngine final : public Engine {
                        const int32_t* greedy_tokens = nullptr);
   // Recurrent states kept for prefix caching (paged_engine_checkpoints.cpp). Before a pass: a
   // sequence starting from a cache hit gets the hit's state, and the pass is told to save the
-  // states at StateCheckpoints::positions that fall in its tokens (into flat->state_saves).
-  // After a pass that succeeded, the saved states join the index.
+  // states at StateCheckpoints::positions that fall in its tokens (into flat->state_saves), and
+  // a decode step that fills a block to save the state after it. After a pass that succeeded,
+  // the saved states join the index.
   Status prepare_state_checkpoints(const ForwardBatch& batch, FlatBatch* flat);
   void keep_state_checkpoints();
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
@@ -137,8 +138,16 @@ class PagedEngine final : public Engine {
     BlockHash key = 0;
     std::vector<int32_t> prefix;
     int64_t id = 0;
+    std::optional<SequenceId> decoding;  // a decode step's save, which replaces the sequence's last one
   };
   std::vector<PendingCheckpoint> m_pending_checkpoints;  // saves of the pass under way
+  struct DecodeCheckpoint {
+    BlockHash key = 0;
+    int64_t id = 0;
+  };
+  // Each decoding sequence's latest checkpoint (after the last block it filled); forgotten, not
+  // dropped, when the sequence ends, so its reply's state stays for the next turn.
+  std::unordered_map<SequenceId, DecodeCheckpoint> m_decode_checkpoints;
 
   // Touched only by step() and logits_for() (one thread).
   RequestStates m_requests;

@@ -1,7 +1,8 @@
 // PagedEngine's recurrent-state checkpoints: prefix caching for models whose state is not all in
 // KV blocks. The block manager offers a cached prefix only where StateCheckpoints has the state
 // after it; the first step after such a hit starts from that state, and prompt chunks that pass
-// a checkpoint position save the state there.
+// a checkpoint position save the state there, as do decode steps that fill a block (the latest
+// of each sequence kept, for a chat's next turn to resume after the reply).
 #include "runtime/paged_engine.h"
 
 #include <string>
@@ -15,8 +16,26 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const ScheduledSequence& e = batch.sequences[i];
     const Sequence* seq = m_scheduler->find(e.sequence);
-    if (!e.is_prefill || seq == nullptr) continue;
+    if (seq == nullptr) continue;
     const std::span<const int32_t> tokens(seq->tokens);
+    // Saves the state after the sequence's first `at` tokens, unless one is kept already.
+    const auto save_at = [&](int64_t at, std::optional<SequenceId> decoding) {
+      const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, at);
+      if (!key || at > static_cast<int64_t>(tokens.size())) return;
+      const auto prefix = tokens.first(static_cast<size_t>(at));
+      if (m_checkpoints.has(*key, prefix)) return;
+      const int64_t id = m_checkpoints.next_id();
+      flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
+      m_pending_checkpoints.push_back({*key, std::vector<int32_t>(prefix.begin(), prefix.end()), id, decoding});
+    };
+    if (!e.is_prefill) {
+      // A decode step that fills a block: the state after it, the deepest a chat's next turn
+      // (this reply in its prompt) can resume from. Only the latest of a sequence is kept.
+      // (Draft tokens may be rejected: their states are never kept.)
+      const int64_t at = e.sequence_length / batch.block_size * batch.block_size;
+      if (at > e.num_context_tokens && e.num_draft_tokens == 0) save_at(at, e.sequence);
+      continue;
+    }
     // The first chunk after a prefix-cache hit: the state after the hit goes in place.
     if (e.num_context_tokens > 0 && e.num_context_tokens == seq->num_cached_prompt_tokens) {
       const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, e.num_context_tokens);
@@ -30,13 +49,7 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
       IWB_RETURN_IF_ERROR(m_backend->restore_state(e.sequence, *id, e.num_context_tokens));
     }
     for (const int64_t at : StateCheckpoints::positions(seq->num_tokens(), batch.block_size)) {
-      if (at <= e.num_context_tokens || at > e.sequence_length) continue;  // not in this chunk
-      const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, at);
-      const auto prefix = tokens.first(static_cast<size_t>(at));
-      if (!key || m_checkpoints.has(*key, prefix)) continue;
-      const int64_t id = m_checkpoints.next_id();
-      flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
-      m_pending_checkpoints.push_back({*key, std::vector<int32_t>(prefix.begin(), prefix.end()), id});
+      if (at > e.num_context_tokens && at <= e.sequence_length) save_at(at, std::nullopt);  // in this chunk
     }
   }
   return {};
@@ -44,10 +57,20 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
 
 void PagedEngine::keep_state_checkpoints() {
   for (PendingCheckpoint& p : m_pending_checkpoints) {
-    const std::vector<int64_t> dropped = m_checkpoints.add(p.key, p.prefix, p.id);
+    std::vector<int64_t> dropped = m_checkpoints.add(p.key, p.prefix, p.id);
+    if (p.decoding) {
+      // The sequence's previous decode checkpoint goes: a reply keeps one state, not one a block.
+      const auto [it, is_first] = m_decode_checkpoints.try_emplace(*p.decoding, DecodeCheckpoint{p.key, p.id});
+      if (!is_first) {
+        if (m_checkpoints.remove(it->second.key, it->second.id)) dropped.push_back(it->second.id);
+        it->second = {p.key, p.id};
+      }
+    }
     m_backend->drop_state_checkpoints(dropped);
   }
   m_pending_checkpoints.clear();
+  // Ended sequences' entries are forgotten; their last checkpoints stay in the index.
+  std::erase_if(m_decode_checkpoints, [&](const auto& entry) { return m_scheduler->find(entry.first) == nullptr; });
 }
 
 }  // namespace iwb

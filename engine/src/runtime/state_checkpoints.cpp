@@ -44,6 +44,13 @@ std::vector<int64_t> StateCheckpoints::add(BlockHash key, std::span<const int32_
   return dropped;
 }
 
+bool StateCheckpoints::remove(BlockHash key, int64_t id) {
+  const auto it = m_entries.find(key);
+  if (it == m_entries.end() || it->second.id != id) return false;
+  m_entries.erase(it);
+  return true;
+}
+
 std::vector<int64_t> StateCheckpoints::positions(int64_t num_tokens, int64_t block_size) {
   std::vector<int64_t> at;
   if (block_size <= 0) return at;

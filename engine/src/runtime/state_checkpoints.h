@@ -28,6 +28,9 @@ class StateCheckpoints {
   // Keeps a state the backend has saved as `id`; returns the ids dropped to stay within the
   // capacity (the backend frees them), including an older checkpoint of the same key.
   std::vector<int64_t> add(BlockHash key, std::span<const int32_t> prefix, int64_t id);
+  // Forgets checkpoint `id` under `key` (the backend frees it); false when that key holds
+  // another one now, or none.
+  bool remove(BlockHash key, int64_t id);
 
   // Where a sequence whose prompt (or recomputed tokens) has num_tokens tokens keeps its state:
   // after its last full block, for prompts that continue it (a chat's next turn), and after the

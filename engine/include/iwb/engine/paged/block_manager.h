@@ -95,8 +95,8 @@ class BlockManager {
   int64_t num_tokens(SequenceId seq) const;           // slots reserved (0 when unknown)
   int64_t num_computed_tokens(SequenceId seq) const;  // as told by mark_computed, within num_tokens
   // The chain hash of the sequence's first num_tokens tokens (a positive multiple of the block
-  // size, within its prompt's full blocks or its computed ones); nullopt otherwise or without
-  // prefix caching.
+  // size, within its prompt's full blocks, its computed ones, or those whose tokens are all
+  // appended); nullopt otherwise or without prefix caching.
   std::optional<BlockHash> prefix_key(SequenceId seq, int64_t num_tokens) const;
   // Slot of a position the sequence holds: table[pos / block_size] * block_size + pos % block_size.
   Result<int64_t> slot(SequenceId seq, int64_t position) const;

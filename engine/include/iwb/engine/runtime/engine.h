@@ -59,8 +59,8 @@ struct EngineOptions {
   int64_t max_running_sequences = 32;  // sequences decoding together at most
   bool enable_prefix_caching = true;   // full blocks of earlier prompts are reused
   // Recurrent layers (Qwen 3.5): copies of sequences' states at the last block boundaries of
-  // their prompts, so prefix caching can resume a later prompt there (a chat's next turn, a
-  // regenerated reply); at most this many, least recently used dropped first; 0: none, and every
+  // their prompts and of their replies, so prefix caching can resume a later prompt there (a
+  // chat's next turn, a regenerated reply); at most this many, least recently used dropped first; 0: none, and every
   // prompt is computed from its start. llama.cpp's --ctx-checkpoints (its default, per slot).
   int32_t max_state_checkpoints = 32;
   // What the KV cache stores keys and values as (separately, llama.cpp's -ctk/-ctv): F16, or
