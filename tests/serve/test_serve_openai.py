@@ -2,7 +2,7 @@
 models, plain and streamed chat and text completions, stop strings, n > 1, seeds, logprobs,
 usage and llama-server's timings; greedy output over the API equals `iwb run` on the same
 prompt; OpenAI-shaped errors (unknown role, n too large, a prompt that cannot fit, a full
-queue, a wrong API key); /tokenize and /detokenize."""
+queue, a wrong API key); /tokenize and /detokenize; vLLM's return_token_ids."""
 
 import json
 import math
@@ -208,6 +208,49 @@ class TestServeOpenAI(unittest.TestCase):
         forced = complete(seed, ignore_eos=True)
         self.assertEqual(forced.usage.completion_tokens, 100)
         self.assertEqual(forced.choices[0].finish_reason, "length")
+
+    def test_return_token_ids(self):
+        # vLLM's return_token_ids: the prompt's ids and each choice's generated ones, exactly the
+        # tokens the engine computed (a greedy continuation from prompt + the first ten generated
+        # ids generates the next ones), in plain and streamed responses; absent unless asked.
+        ids = {"return_token_ids": True}
+        raw = CLIENT.completions.with_raw_response.create(model="aidreams", prompt=PROMPT, max_tokens=30,
+                                                          temperature=0, extra_body=ids)
+        body = raw_json(raw)
+        choice = body["choices"][0]
+        self.assertEqual(len(choice["prompt_token_ids"]), body["usage"]["prompt_tokens"])
+        self.assertEqual(len(choice["token_ids"]), body["usage"]["completion_tokens"])
+        detokenized = json.loads(SERVER.post("/detokenize", {"tokens": choice["token_ids"]})[1])["content"]
+        self.assertEqual(detokenized.strip(), choice["text"].strip())
+        cont = raw_json(CLIENT.completions.with_raw_response.create(
+            model="aidreams", prompt=choice["prompt_token_ids"] + choice["token_ids"][:10], max_tokens=5,
+            temperature=0, extra_body=ids))
+        self.assertEqual(cont["choices"][0]["token_ids"], choice["token_ids"][10:15])
+        self.assertGreaterEqual(cont["timings"]["cache_n"], 16)  # the first request's blocks
+        chunks = list(CLIENT.completions.create(model="aidreams", prompt=PROMPT, max_tokens=30, temperature=0,
+                                                stream=True, extra_body=ids))
+        streamed = [t for c in chunks for t in c.choices[0].model_extra.get("token_ids", [])]
+        self.assertEqual(streamed, choice["token_ids"])
+        self.assertEqual(chunks[0].choices[0].model_extra["prompt_token_ids"], choice["prompt_token_ids"])
+        self.assertNotIn("prompt_token_ids", chunks[1].choices[0].model_extra)
+
+        messages = [{"role": "user", "content": PROMPT}]
+        chat = raw_json(CLIENT.chat.completions.with_raw_response.create(model="aidreams", messages=messages,
+                                                                         max_tokens=30, temperature=0,
+                                                                         extra_body=ids))
+        self.assertEqual(len(chat["prompt_token_ids"]), chat["usage"]["prompt_tokens"])
+        self.assertEqual(len(chat["choices"][0]["token_ids"]), chat["usage"]["completion_tokens"])
+        chunks = list(CLIENT.chat.completions.create(model="aidreams", messages=messages, max_tokens=30,
+                                                     temperature=0, stream=True, extra_body=ids))
+        self.assertEqual(chunks[0].model_extra["prompt_token_ids"], chat["prompt_token_ids"])
+        self.assertTrue(all("prompt_token_ids" not in c.model_extra for c in chunks[1:]))
+        streamed = [t for c in chunks if c.choices for t in c.choices[0].model_extra.get("token_ids", [])]
+        self.assertEqual(streamed, chat["choices"][0]["token_ids"])
+
+        plain = raw_json(CLIENT.completions.with_raw_response.create(model="aidreams", prompt=PROMPT, max_tokens=5,
+                                                                     temperature=0))
+        self.assertNotIn("token_ids", plain["choices"][0])
+        self.assertNotIn("prompt_token_ids", plain["choices"][0])
 
     def test_errors_have_the_openai_shape(self):
         with self.assertRaises(openai.BadRequestError) as e:

@@ -238,6 +238,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   }
   active->submission = std::move(*submission);
   active->session = std::make_unique<CompletionSession>(kind, model, params, std::move(prompt_sizes));
+  if (params.return_token_ids) active->session->set_prompt_token_ids(std::move(prompts));
   active->start = start;
   active->log.method = req.method;
   active->log.path = req.path;

@@ -94,6 +94,7 @@ CompletionSession::CompletionSession(CompletionKind kind, std::shared_ptr<const 
       m_tool_format(params.tool_format),
       m_tool_argument_types(params.tool_argument_types),
       m_is_reply_in_reasoning(params.is_reply_in_reasoning),
+      m_return_token_ids(params.return_token_ids),
       m_prompt_sizes(std::move(prompt_sizes)),
       m_choices(m_prompt_sizes.size() * static_cast<size_t>(params.n)) {}
 
@@ -107,11 +108,17 @@ json CompletionSession::chunk_base() const {
   return chunk;
 }
 
+json CompletionSession::prompt_ids_json(size_t index) const {
+  const size_t prompt = index / static_cast<size_t>(std::max(1, m_n));
+  return prompt < m_prompt_token_ids.size() ? json(m_prompt_token_ids[prompt]) : json::array();
+}
+
 std::string CompletionSession::stream_start() const {
   if (m_kind != CompletionKind::Chat) return {};
   std::string out;
   for (size_t i = 0; i < m_choices.size(); ++i) {
     json chunk = chunk_base();
+    if (m_return_token_ids && i == 0) chunk["prompt_token_ids"] = prompt_ids_json(0);  // the first chunk only
     chunk["choices"] = json::array({{{"index", i},
                                      {"delta", {{"role", "assistant"}, {"content", ""}}},
                                      {"logprobs", nullptr},
@@ -221,16 +228,23 @@ json CompletionSession::next_chat_delta(Choice* c, bool is_streaming) const {
   return delta;
 }
 
-json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_t text_offset, json delta) const {
+json CompletionSession::token_chunk(size_t index, const TokenEvent& token, size_t text_offset, json delta) {
   json chunk = chunk_base();
   json lp = m_num_top_logprobs >= 0 ? logprobs_json({token}, {text_offset}) : json(nullptr);
   if (m_kind == CompletionKind::Chat) {
-    if (delta.empty()) delta["content"] = "";  // a token that only logprobs report
+    if (delta.empty()) delta["content"] = "";  // a token that only logprobs (or its id) report
     chunk["choices"] =
         json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", lp}, {"finish_reason", nullptr}}});
   } else {
     chunk["choices"] =
         json::array({{{"text", token.text}, {"index", index}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+  }
+  if (m_return_token_ids) {
+    json& choice = chunk["choices"][0];
+    choice["token_ids"] = json::array({token.token});
+    Choice& c = m_choices[index];
+    if (m_kind == CompletionKind::Text && !c.is_prompt_sent) choice["prompt_token_ids"] = prompt_ids_json(index);
+    c.is_prompt_sent = true;
   }
   return chunk;
 }
@@ -263,10 +277,13 @@ std::string CompletionSession::add(std::vector<ServeEvent> events) {
       const size_t offset = c.text.size();
       c.text += token->text;
       ++c.num_tokens;
+      if (m_return_token_ids) c.token_ids.push_back(token->token);
       if (m_is_stream) {
         json delta = m_kind == CompletionKind::Chat ? next_chat_delta(&c, /*is_streaming=*/true) : json::object();
         const bool has_text = m_kind == CompletionKind::Chat ? !delta.empty() : !token->text.empty();
-        if (has_text || m_num_top_logprobs >= 0) out += sse(token_chunk(e.index, *token, offset, std::move(delta)));
+        if (has_text || m_num_top_logprobs >= 0 || m_return_token_ids) {
+          out += sse(token_chunk(e.index, *token, offset, std::move(delta)));
+        }
       }
       if (m_num_top_logprobs >= 0) {
         c.logprob_tokens.push_back(std::move(*token));
@@ -357,7 +374,9 @@ std::string CompletionSession::body_text() const {
     } else {
       const char* reason = c.finished ? openai_finish_reason(c.finished->reason) : "abort";
       choices.push_back({{"text", c.text}, {"index", i}, {"logprobs", lp}, {"finish_reason", reason}});
+      if (m_return_token_ids) choices.back()["prompt_token_ids"] = prompt_ids_json(i);
     }
+    if (m_return_token_ids) choices.back()["token_ids"] = c.token_ids;
   }
   json body = {{"id", m_id},
                {"object", m_kind == CompletionKind::Chat ? "chat.completion" : "text_completion"},
@@ -367,6 +386,7 @@ std::string CompletionSession::body_text() const {
                {"choices", choices},
                {"usage", usage_json()},
                {"timings", timings_json(finished, m_model->is_speculating)}};
+  if (m_return_token_ids && m_kind == CompletionKind::Chat) body["prompt_token_ids"] = prompt_ids_json(0);
   return dump_json(body);
 }
 

@@ -28,6 +28,11 @@ class CompletionSession {
   // `prompt_sizes[p]`: tokens of prompt p; its choices are p * n ... p * n + n - 1.
   CompletionSession(CompletionKind kind, std::shared_ptr<const ServedModel> model, const CompletionParams& params,
                     std::vector<int32_t> prompt_sizes);
+  // With CompletionParams::return_token_ids: the prompts' tokens (one per prompt_sizes entry),
+  // sent as vLLM sends them: a chat's at the top (`prompt_token_ids`, in the first chunk when
+  // streaming), each text choice's in the choice (in its first chunk); generated ids go in
+  // each choice's `token_ids` (each chunk's own when streaming).
+  void set_prompt_token_ids(std::vector<std::vector<int32_t>> prompts) { m_prompt_token_ids = std::move(prompts); }
 
   size_t num_choices() const { return m_choices.size(); }
   bool is_stream() const { return m_is_stream; }
@@ -51,6 +56,8 @@ class CompletionSession {
   struct Choice {
     std::string text;
     int32_t num_tokens = 0;
+    std::vector<int32_t> token_ids;          // when return_token_ids was asked for
+    bool is_prompt_sent = false;             // streamed text: its prompt_token_ids went out
     std::vector<TokenEvent> logprob_tokens;  // when logprobs were asked for
     std::vector<size_t> text_offsets;        // where each of them starts in `text`
     // Chat: how much of split_reply(text)'s reasoning and content the stream has sent.
@@ -62,7 +69,9 @@ class CompletionSession {
   };
 
   nlohmann::json chunk_base() const;
-  nlohmann::json token_chunk(size_t index, const TokenEvent& token, size_t text_offset, nlohmann::json delta) const;
+  nlohmann::json token_chunk(size_t index, const TokenEvent& token, size_t text_offset, nlohmann::json delta);
+  // The prompt's ids of choice `index` (return_token_ids), an empty list when not kept.
+  nlohmann::json prompt_ids_json(size_t index) const;
   // Chat: what split_reply adds to the choice's reasoning and content since the last call, as
   // a delta ({"reasoning_content", "content"}, keys only for what grew).
   nlohmann::json next_chat_delta(Choice* choice, bool is_streaming) const;
@@ -90,6 +99,8 @@ class CompletionSession {
   std::optional<ToolCallFormat> m_tool_format;  // set: the reply's calls are parsed
   std::shared_ptr<const ToolArgumentTypes> m_tool_argument_types;
   bool m_is_reply_in_reasoning = false;  // CompletionParams::is_reply_in_reasoning
+  bool m_return_token_ids = false;       // CompletionParams::return_token_ids
+  std::vector<std::vector<int32_t>> m_prompt_token_ids;
   std::vector<int32_t> m_prompt_sizes;
   std::vector<Choice> m_choices;
   size_t m_num_finished = 0;

@@ -284,6 +284,7 @@ void read_common(FieldReader& r, const SamplingParams& defaults, const RequestLi
   if (r.integer("n", 1, limits.max_choices, &i)) p->n = static_cast<int32_t>(i);
   r.boolean("stream", &p->is_stream);
   r.boolean("ignore_eos", &p->ignore_eos);
+  r.boolean("return_token_ids", &p->return_token_ids);
   if (const json* options = r.find("stream_options"); options != nullptr && !r.error) {
     if (!options->is_object()) {
       r.fail("stream_options", "'stream_options' must be an object such as {\"include_usage\": true}");

@@ -52,6 +52,10 @@ struct CompletionParams {
   int32_t num_top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; N: also the top N
   bool ignore_eos = false;        // vLLM's and llama-server's extension: generate through EOS
                                   // up to max_tokens (what load generators send)
+  // vLLM's extension: the response carries the prompt's token ids and each choice's generated
+  // ones (its end-of-generation token included), so a client can continue from exactly those
+  // tokens (a chat's next turn hits the prefix cache past the reply).
+  bool return_token_ids = false;
   // response_format {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema":
   // ...}} (also llama-server's "json_schema" field): the reply is held to it. Null: free text.
   std::shared_ptr<const JsonGrammar> json_grammar;
