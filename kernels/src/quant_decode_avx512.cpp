@@ -276,9 +276,11 @@ IWB_AVX512_VBMI void vec_dot_tokens_groups(const void* weight, const void* const
 // nibbles and [4h+1, 4h+3] the high ones.
 struct SuperBlockQ8 {
   int8_t qs[256];
-  int16_t sums[8];  // each sub-block's sum of values, sub-block order (the mins meet them)
+  // Words 8..15: each sub-block's sum of values, sub-block order; 0..7 zero. One vpmaddwd with
+  // the unpacked scale and min words (8 scales, 8 mins) gives the mins' products, no insert.
+  int16_t sums[16];
   float d;
-  uint8_t padding[44];
+  uint8_t padding[28];
 };
 static_assert(sizeof(SuperBlockQ8) == 320);
 
@@ -302,8 +304,9 @@ IWB_AVX512 void quantize_super_blocks(const float* src, void* dst, int64_t num_e
       const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * sb + 16), id));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + kSubBlockSlot[sb]), _mm512_cvtsepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + kSubBlockSlot[sb] + 16), _mm512_cvtsepi32_epi8(q1));
-      out.sums[sb] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      out.sums[8 + sb] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
     }
+    std::fill_n(out.sums, 8, int16_t{0});
     out.d = d;
     std::fill_n(out.padding, sizeof out.padding, uint8_t{0});
   }
@@ -381,19 +384,27 @@ IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* co
         sums[t] = _mm512_dpwssd_epi32(sums[t], _mm512_packs_epi32(p_lo, p_hi), scale_words);
       }
     }
-    // d and dmin (adjacent halves) converted together, times the activations' scale.
+    // d and dmin (adjacent halves) converted together, times the activations' scale, go through
+    // memory: the multiply-adds then take them as broadcast operands, which cost a load each
+    // instead of a shuffle-port broadcast (512-bit code leaves two vector ports, and this
+    // kernel keeps both busy: the epilogue went from 10 to 6 vector instructions per token; on
+    // Ice Lake, rows in L2 on one core, bench_matmul_tokens 1536x768: 15.6-15.9 -> 16.2-16.5
+    // GB/s; whole decodes did not tell the difference from the host's noise).
     const __m128 w_d_dmin =
         _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&w[b].d)))));
+    alignas(16) float d_dmin[T][4];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) _mm_store_ps(d_dmin[t], _mm_mul_ps(w_d_dmin, _mm_broadcast_ss(&acts[t][b].d)));
+    // The array's address escapes, so the compiler stores it and reads it back as broadcast
+    // operands (without this it moved the floats through general registers and broadcast them).
+    asm volatile("" : : "r"(d_dmin) : "memory");
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) {
-      const __m128 d_dmin = _mm_mul_ps(w_d_dmin, _mm_broadcast_ss(&acts[t][b].d));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_broadcastss_ps(d_dmin), acc[t]);
-      // Mins: m_j times sub-block j's sum (words 8..15 meet the sums in the upper half).
-      const __m256i block_sums = _mm256_inserti128_si256(
-          _mm256_setzero_si256(), _mm_loadu_si128(reinterpret_cast<const __m128i*>(acts[t][b].sums)), 1);
-      const __m256i min_prod = _mm256_madd_epi16(scales_mins, block_sums);
-      acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))),
-                                   acc_min[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_set1_ps(d_dmin[t][0]), acc[t]);
+      // Mins: m_j times sub-block j's sum (words 8..15 meet the sums; 0..7 meet zeros).
+      const __m256i min_prod =
+          _mm256_madd_epi16(scales_mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acts[t][b].sums)));
+      acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(d_dmin[t][1]), acc_min[t]);
     }
   }
 #pragma GCC unroll 2
