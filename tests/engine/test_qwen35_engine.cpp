@@ -313,43 +313,6 @@ class TestQwen35Engine : public QObject {
     QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(0));
   }
 
-  void speculationIsRefused_data() {
-    QTest::addColumn<int>("kind");
-    QTest::newRow("prompt lookup") << static_cast<int>(spec::DrafterKind::PromptLookup);
-    QTest::newRow("draft model") << static_cast<int>(spec::DrafterKind::DraftModel);
-    QTest::newRow("self draft") << static_cast<int>(spec::DrafterKind::SelfDraft);
-    QTest::newRow("mtp head") << static_cast<int>(spec::DrafterKind::Mtp);
-  }
-  // Verification takes back rejected guesses; a recurrent state cannot be rewound. Refused with
-  // a message saying so, whether asked at load or later; the engine then generates as before.
-  void speculationIsRefused() {
-    QFETCH(int, kind);
-    spec::SpeculativeConfig config;
-    config.kind = static_cast<spec::DrafterKind>(kind);
-    config.num_draft_tokens = 3;
-    if (config.kind == spec::DrafterKind::DraftModel) config.draft_model_path = m_model.path();  // the same vocabulary
-    EngineOptions with = cpu_options();
-    with.speculation = config;
-    auto refused = Engine::load(m_model.path(), with);
-    QVERIFY(!refused.is_ok());
-    QVERIFY2(refused.error_message().find("recurrent layers") != std::string::npos, refused.error_message().c_str());
-
-    std::unique_ptr<Engine> engine = load(cpu_options());
-    QVERIFY(engine);
-    const Status s = engine->set_speculation(config);
-    QVERIFY(!s.is_ok());
-    QVERIFY2(s.message().find("recurrent layers") != std::string::npos, s.message().c_str());
-    QVERIFY(!engine->speculation().is_enabled());
-    GenerationRequest r = greedy_request(random_tokens(12, engine->config().vocab_size, 71), 8);
-    r.num_draft_tokens = 3;  // asks for drafts: there is no drafter to give any
-    const RequestId id = *engine->add_request(r);
-    RunLog log;
-    run_until_idle(*engine, &log);
-    QVERIFY2(log.error.empty(), log.error.c_str());
-    QCOMPARE(log.finished[id].reason, FinishReason::MaxTokens);
-    QCOMPARE(log.finished[id].speculation.num_drafted, int64_t(0));
-  }
-
   // Nor can a model with recurrent layers draft for another: its state would hold the guesses
   // the target rejects (test-qwen2 shares test-qwen35's synthetic vocabulary).
   void recurrentDraftModelIsRefused() {
@@ -365,19 +328,6 @@ class TestQwen35Engine : public QObject {
     QVERIFY(!s.is_ok());
     QVERIFY2(s.message().find("cannot draft: its recurrent layers") != std::string::npos, s.message().c_str());
     QVERIFY(!(*target)->speculation().is_enabled());
-  }
-
-  // A caller's own drafter (set_drafter, for tests and tools) is speculation too: refused alike,
-  // or the first rejected guess would leave a state that has seen tokens the sequence has not.
-  void callersDrafterIsRefused() {
-    std::unique_ptr<Engine> engine = load(cpu_options());
-    QVERIFY(engine);
-    spec::SpeculativeConfig config;
-    config.kind = spec::DrafterKind::PromptLookup;
-    config.num_draft_tokens = 3;
-    const Status s = engine->set_drafter(spec::make_prompt_lookup_drafter(), config);
-    QVERIFY2(!s.is_ok(), "set_drafter took a drafter for a model with recurrent layers");
-    QVERIFY2(s.message().find("recurrent layers") != std::string::npos, s.message().c_str());
   }
 
   // The CPU forward pass itself: a step of a model with recurrent layers must name its

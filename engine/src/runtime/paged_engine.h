@@ -87,7 +87,9 @@ class PagedEngine final : public Engine {
   // the step's kernel records go there.
   // With `greedy_tokens`, only each logits row's argmax comes back there (see
   // greedy_on_device), not m_logits.
-  Status refuse_speculation() const;  // for a model with recurrent layers
+  // Drafters that would themselves run the target's recurrent layers (its requantized copy, an
+  // MTP head): refused, as they could not take their guesses back.
+  Status refuse_recurrent_drafter(const char* what) const;
   Status run_forward(const ForwardBatch& batch, const FlatBatch& flat, ProfileBatch* profile,
                      int32_t* greedy_tokens = nullptr);
   // True when every row that samples is greedy without penalties or drafts and the backend
@@ -112,6 +114,11 @@ class PagedEngine final : public Engine {
   // the saved states join the index.
   Status prepare_state_checkpoints(const ForwardBatch& batch, FlatBatch* flat);
   void keep_state_checkpoints();
+  // Speculation on recurrent layers: a verification step saves the state after each of a
+  // sequence's drafted positions; once verified, the sequence goes back to the state after the
+  // tokens it kept (its rejected guesses' KV slots go as for any model), and the saves go.
+  Status rewind_draft_states(SequenceId sequence, int32_t num_accepted);
+  void drop_draft_states();
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
   // or about to be, by on_step_done).
   void finish(RequestId id, FinishReason reason, std::string error, StepResult* result);
@@ -148,6 +155,11 @@ class PagedEngine final : public Engine {
   // Each decoding sequence's latest checkpoint (after the last block it filled); forgotten, not
   // dropped, when the sequence ends, so its reply's state stays for the next turn.
   std::unordered_map<SequenceId, DecodeCheckpoint> m_decode_checkpoints;
+  struct DraftStates {
+    int64_t first_tokens = 0;  // ids[j] holds the state after first_tokens + j tokens
+    std::vector<int64_t> ids;  // backend checkpoints, outside m_checkpoints' index
+  };
+  std::unordered_map<SequenceId, DraftStates> m_draft_states;  // the verification step under way
 
   // Touched only by step() and logits_for() (one thread).
   RequestStates m_requests;

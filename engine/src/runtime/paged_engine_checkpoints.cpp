@@ -2,7 +2,8 @@
 // KV blocks. The block manager offers a cached prefix only where StateCheckpoints has the state
 // after it; the first step after such a hit starts from that state, and prompt chunks that pass
 // a checkpoint position save the state there, as do decode steps that fill a block (the latest
-// of each sequence kept, for a chat's next turn to resume after the reply).
+// of each sequence kept, for a chat's next turn to resume after the reply). Verification steps
+// of speculative decoding save the state after each guess, to go back to after the kept ones.
 #include "runtime/paged_engine.h"
 
 #include <string>
@@ -11,6 +12,21 @@ namespace iwb {
 
 Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBatch* flat) {
   m_pending_checkpoints.clear();
+  drop_draft_states();  // a failed step's, never kept by the backend
+  if (m_config.has_recurrent_layers()) {
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      const ScheduledSequence& e = batch.sequences[i];
+      if (e.num_draft_tokens <= 0) continue;
+      // Tokens num_context .. num_context + K: the state after the first 1 .. K of them (after
+      // all K + 1 it is the live state, which every guess accepted leaves as it is).
+      DraftStates& saves = m_draft_states[e.sequence];
+      saves.first_tokens = e.num_context_tokens + 1;
+      for (int64_t j = 0; j < e.num_draft_tokens; ++j) {
+        saves.ids.push_back(m_checkpoints.next_id());
+        flat->state_saves.push_back({static_cast<int32_t>(i), saves.first_tokens + j, saves.ids.back()});
+      }
+    }
+  }
   if (!m_checkpoints.is_enabled()) return {};
   const BlockManager& blocks = m_scheduler->block_manager();
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
@@ -53,6 +69,25 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
     }
   }
   return {};
+}
+
+Status PagedEngine::rewind_draft_states(SequenceId sequence, int32_t num_accepted) {
+  const auto it = m_draft_states.find(sequence);
+  if (it == m_draft_states.end()) return {};
+  DraftStates saves = std::move(it->second);
+  m_draft_states.erase(it);
+  Status status;
+  if (num_accepted >= 0 && static_cast<size_t>(num_accepted) < saves.ids.size()) {
+    status = m_backend->restore_state(sequence, saves.ids[static_cast<size_t>(num_accepted)],
+                                      saves.first_tokens + num_accepted);
+  }
+  m_backend->drop_state_checkpoints(saves.ids);
+  return status;
+}
+
+void PagedEngine::drop_draft_states() {
+  for (const auto& [sequence, saves] : m_draft_states) m_backend->drop_state_checkpoints(saves.ids);
+  m_draft_states.clear();
 }
 
 void PagedEngine::keep_state_checkpoints() {

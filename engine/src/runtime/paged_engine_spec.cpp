@@ -7,17 +7,21 @@
 
 namespace iwb {
 
-// Verification drops the guesses the target rejects, and a recurrent state cannot be rewound.
-Status PagedEngine::refuse_speculation() const {
+// The target's recurrent layers go back to the state after the tokens verification kept
+// (rewind_draft_states); a drafter made of them would have to as well, which ModelDrafter cannot.
+Status PagedEngine::refuse_recurrent_drafter(const char* what) const {
   return make_error(ErrorCode::Unsupported,
-                    "speculative decoding needs to take back rejected guesses, which the recurrent layers of this " +
-                        m_config.architecture_name +
-                        " model cannot (their state holds every token seen); run it without a drafter");
+                    std::string(what) + " would run the recurrent layers of this " + m_config.architecture_name +
+                        " model, whose state cannot take back the guesses the target rejects; draft with prompt "
+                        "lookup or a draft model without recurrent layers");
 }
 
 Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
-  if (config.is_enabled() && m_config.has_recurrent_layers()) return refuse_speculation();
+  if (m_config.has_recurrent_layers()) {
+    if (config.kind == spec::DrafterKind::SelfDraft) return refuse_recurrent_drafter("self-drafting");
+    if (config.kind == spec::DrafterKind::Mtp) return refuse_recurrent_drafter("an MTP head");
+  }
   std::unique_ptr<spec::Drafter> drafter;
   // The drafter runs where the target runs, with a cache as large as the target's.
   spec::DraftPlacement placement;
@@ -56,7 +60,6 @@ Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
 }
 
 Status PagedEngine::set_drafter(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config) {
-  if (drafter != nullptr && m_config.has_recurrent_layers()) return refuse_speculation();
   // An MTP head reads the target's hidden states: the backend keeps them while it drafts.
   const bool reads_hidden = drafter != nullptr && drafter->reads_hidden_states();
   IWB_RETURN_IF_ERROR(m_speculation.set(std::move(drafter), config, m_requests));

@@ -96,6 +96,7 @@ Result<StepResult> PagedEngine::step() {
       IWB_RETURN_IF_ERROR(sample_tokens(batch, flat, &result, is_greedy_on_device ? m_greedy_tokens.data() : nullptr));
       hand_over_hidden_states(batch, &result);
     }
+    drop_draft_states();  // a failed step's (its sequences ended), or one never verified
     m_speculation.end_step();
     result.stats.num_prompt_tokens = static_cast<int32_t>(batch.num_prefill_tokens);
     result.stats.num_sequences = static_cast<int32_t>(batch.sequences.size());
@@ -208,6 +209,7 @@ Status PagedEngine::sample_tokens(const ForwardBatch& batch, const FlatBatch& fl
                                         (static_cast<size_t>(e.num_draft_tokens) + 1) * vocab);
       m_speculation.verify(e, rows, *m_requests.at(e.request), m_tokenizer, result->stats.speculation.verify_seconds,
                            result, &output, &finish);
+      IWB_RETURN_IF_ERROR(rewind_draft_states(e.sequence, output.num_accepted_draft_tokens));
       num_tokens += static_cast<int32_t>(result->tokens.size() - num_before);
       outputs.push_back(output);
       if (finish) finishing.emplace_back(e.request, *finish);

@@ -96,11 +96,14 @@ void CpuForward::end_recurrent_step(const FlatBatch& batch, bool is_ok) {
     m_step_states[s]->num_tokens = is_ok ? batch.positions[static_cast<size_t>(last)] + 1 : -1;
   }
   // Saves of a failed step may be part-way through their layers: only a whole step's are kept.
+  bool has_saves = false;
   for (std::vector<StepSave>& saves : m_step_saves) {
     for (StepSave& save : saves) {
+      has_saves = true;
       if (is_ok) m_recurrent->keep_checkpoint(save.checkpoint, std::move(save.values));
     }
   }
+  if (!has_saves) m_recurrent->drop_spare_buffers();
   m_step_saves.clear();
   m_step_states.clear();
 }

@@ -58,8 +58,20 @@ Status RecurrentStates::restore(SequenceId sequence, int64_t id, int64_t num_tok
   return {};
 }
 
+std::vector<float> RecurrentStates::new_checkpoint() {
+  if (m_spare.empty()) return std::vector<float>(state_floats(), 0.0f);
+  std::vector<float> values = std::move(m_spare.back());
+  m_spare.pop_back();
+  return values;
+}
+
 void RecurrentStates::drop_checkpoints(std::span<const int64_t> ids) {
-  for (const int64_t id : ids) m_checkpoints.erase(id);
+  for (const int64_t id : ids) {
+    const auto it = m_checkpoints.find(id);
+    if (it == m_checkpoints.end()) continue;
+    if (m_spare.size() < kMaxSpareBuffers) m_spare.push_back(std::move(it->second));
+    m_checkpoints.erase(it);
+  }
 }
 
 uint64_t RecurrentStates::num_bytes() const {

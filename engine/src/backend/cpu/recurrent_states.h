@@ -40,8 +40,12 @@ class RecurrentStates {
   size_t num_sequences() const { return m_states.size(); }
   uint64_t num_bytes() const;
 
-  // An empty state's worth of floats for a checkpoint being written during a step.
-  std::vector<float> new_checkpoint() const { return std::vector<float>(state_floats(), 0.0f); }
+  // A state's worth of floats for a checkpoint being written during a step: a dropped
+  // checkpoint's buffer where one is spare (the step writes every float of it before it is
+  // kept), else a new one. Speculative decoding saves a state per guess every verification
+  // step and drops them after it: fresh buffers cost their page faults each time (on the 9B,
+  // 50 MiB a state).
+  std::vector<float> new_checkpoint();
   float* conv_state(std::vector<float>& values, int64_t il) const { return values.data() + offset(il); }
   float* delta_state(std::vector<float>& values, int64_t il) const {
     return values.data() + offset(il) + m_config.recurrent_conv_state_floats();
@@ -51,7 +55,12 @@ class RecurrentStates {
   Status restore(SequenceId sequence, int64_t id, int64_t num_tokens);
   void drop_checkpoints(std::span<const int64_t> ids);
   size_t num_checkpoints() const { return m_checkpoints.size(); }
-  uint64_t num_checkpoint_bytes() const { return m_checkpoints.size() * m_config.recurrent_state_bytes(); }
+  // Kept checkpoints and spare buffers alike.
+  uint64_t num_checkpoint_bytes() const {
+    return (m_checkpoints.size() + m_spare.size()) * m_config.recurrent_state_bytes();
+  }
+  // Frees the spare buffers (after a step that saved nothing: speculation is not under way).
+  void drop_spare_buffers() { m_spare.clear(); }
 
  private:
   size_t state_floats() const {
@@ -63,6 +72,8 @@ class RecurrentStates {
   std::vector<int64_t> m_slot;  // [num_layers]: the layer's index among the recurrent ones
   std::unordered_map<SequenceId, State> m_states;
   std::unordered_map<int64_t, std::vector<float>> m_checkpoints;
+  static constexpr size_t kMaxSpareBuffers = 8;
+  std::vector<std::vector<float>> m_spare;  // dropped checkpoints' buffers, for new_checkpoint
 };
 
 }  // namespace iwb

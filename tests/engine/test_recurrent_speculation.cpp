@@ -1,0 +1,208 @@
+// Speculative decoding on a model with recurrent layers (Qwen 3.5, iwb synth's test-qwen35 on
+// the CPU): a verification step saves the state after each guess and the sequence goes back to
+// the state after the tokens it kept, so greedy speculation gives plain decoding's tokens
+// whatever is accepted or rejected; drafters that would run recurrent layers themselves are
+// refused. Also run under ASan.
+#include "../kernels/random_tensors.h"
+#include "forward_checks.h"
+#include "synthesized_engine.h"
+
+#include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/spec/drafter.h"
+
+#include <QtTest>
+
+#include <map>
+
+using namespace iwb;
+
+using test::engine_greedy;
+using test::greedy_request;
+using test::random_tokens;
+
+namespace {
+
+EngineOptions cpu_options() {
+  EngineOptions o;
+  o.device = "cpu";
+  o.num_threads = 2;
+  o.max_batch_tokens = 64;
+  o.is_batch_invariant = true;      // a verification step computes K + 1 rows where plain decoding computes 1
+  o.enable_prefix_caching = false;  // every state checkpoint then is a verification's
+  return o;
+}
+
+// Guesses the continuation it was told (each prompt's plain greedy reply), except every third
+// position of the sequence, where it guesses a wrong token: steps accept all, some or none.
+class OracleDrafter final : public spec::Drafter {
+ public:
+  void expect(std::vector<int32_t> prompt, const std::vector<int32_t>& reply) {
+    prompt.insert(prompt.end(), reply.begin(), reply.end());
+    m_expected.push_back(std::move(prompt));
+  }
+  std::string name() const override { return "oracle"; }
+  Result<std::vector<spec::Draft>> draft(std::span<const spec::DraftRequest> requests) override {
+    std::vector<spec::Draft> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const std::span<const int32_t> seen = requests[i].tokens;
+      for (const std::vector<int32_t>& full : m_expected) {
+        if (full.size() < seen.size() || !std::equal(seen.begin(), seen.end(), full.begin())) continue;
+        for (size_t p = seen.size(); p < full.size() && out[i].tokens.size() < size_t(requests[i].num_draft_tokens);
+             ++p) {
+          out[i].tokens.push_back(p % 3 == 2 ? (full[p] + 1) % 64 + 1 : full[p]);
+        }
+        break;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<int32_t>> m_expected;
+};
+
+struct Generated {
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::map<RequestId, RequestFinished> finished;
+  std::string error;
+};
+
+Generated run(Engine& engine, const std::vector<GenerationRequest>& requests, std::vector<RequestId>* ids) {
+  Generated out;
+  for (const GenerationRequest& r : requests) {
+    Result<RequestId> id = engine.add_request(r);
+    if (!id) return {{}, {}, id.error_message()};
+    ids->push_back(*id);
+  }
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) return {{}, {}, s.error_message()};
+    for (const TokenEvent& e : s->tokens) out.tokens[e.request].push_back(e.token);
+    for (const RequestFinished& f : s->finished) {
+      if (f.reason == FinishReason::Error) out.error += f.error;
+      out.finished[f.request] = f;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+class TestRecurrentSpeculation : public QObject {
+  Q_OBJECT
+
+  test::SynthesizedEngine m_model;
+
+ private slots:
+  void initTestCase() {
+    const std::string error = m_model.synthesize("test-qwen35", "F32");
+    QVERIFY2(error.empty(), error.c_str());
+  }
+
+  // Two sequences decoding together with drafts of 4 that are right, partly right or wrong: each
+  // reply is plain decoding's, guesses were both accepted and rejected, and no state saved for a
+  // verification outlives it.
+  void greedySpeculationKeepsPlainDecodingsTokens() {
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options());
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options());
+    QVERIFY(plain && engine);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> a = random_tokens(21, vocab, 91), b = random_tokens(9, vocab, 92);
+    const int n = 24;
+    auto drafter = std::make_unique<OracleDrafter>();
+    drafter->expect(a, engine_greedy(*plain, a, n));
+    drafter->expect(b, engine_greedy(*plain, b, n));
+    spec::SpeculativeConfig config;
+    config.kind = spec::DrafterKind::PromptLookup;  // the kind a caller's drafter is reported as
+    config.num_draft_tokens = 4;
+    const Status set = engine->set_drafter(std::move(drafter), config);
+    QVERIFY2(set.is_ok(), set.message().c_str());
+
+    std::vector<RequestId> ids;
+    const Generated got = run(*engine, {greedy_request(a, n), greedy_request(b, n)}, &ids);
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.tokens.at(ids[0]), engine_greedy(*plain, a, n));
+    QCOMPARE(got.tokens.at(ids[1]), engine_greedy(*plain, b, n));
+    int64_t drafted = 0, accepted = 0;
+    for (const RequestId id : ids) {
+      drafted += got.finished.at(id).speculation.num_drafted;
+      accepted += got.finished.at(id).speculation.num_accepted;
+    }
+    QVERIFY2(accepted > 0 && accepted < drafted,
+             qPrintable(QString("%1 of %2 guesses accepted: both outcomes are to be seen").arg(accepted).arg(drafted)));
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(0));
+    QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));
+  }
+
+  // Prompt lookup (set at load) and a draft model without recurrent layers (test-qwen2 shares
+  // test-qwen35's synthetic vocabulary) draft for the recurrent target: plain decoding's tokens.
+  void promptLookupAndDraftModelWork_data() {
+    QTest::addColumn<int>("kind");
+    QTest::newRow("prompt lookup") << static_cast<int>(spec::DrafterKind::PromptLookup);
+    QTest::newRow("draft model") << static_cast<int>(spec::DrafterKind::DraftModel);
+  }
+  void promptLookupAndDraftModelWork() {
+    QFETCH(int, kind);
+    spec::SpeculativeConfig config;
+    config.kind = static_cast<spec::DrafterKind>(kind);
+    config.num_draft_tokens = 3;
+    if (config.kind == spec::DrafterKind::DraftModel) {
+      config.draft_model_path = m_model.file_path("test-qwen2.gguf");
+      const std::string error = test::synthesize_preset("test-qwen2", "F32", 0, config.draft_model_path);
+      QVERIFY2(error.empty(), error.c_str());
+    }
+    EngineOptions with = cpu_options();
+    with.speculation = config;
+    std::unique_ptr<Engine> engine = m_model.load(with);
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options());
+    QVERIFY(engine && plain);
+    // A prompt that repeats itself, and 40 tokens: the random model's reply repeats enough for
+    // prompt lookup to draft (its guesses are then rejected, each one taken back).
+    std::vector<int32_t> prompt = random_tokens(8, engine->config().vocab_size, 93);
+    for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 8);
+    std::vector<RequestId> ids;
+    const Generated got = run(*engine, {greedy_request(prompt, 40)}, &ids);
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.tokens.at(ids[0]), engine_greedy(*plain, prompt, 40));
+    QVERIFY(got.finished.at(ids[0]).speculation.num_drafted > 0);
+  }
+
+  // Drafters that would run the recurrent layers themselves cannot take their guesses back:
+  // the model as its own draft model, its requantized copy, an MTP head. Refused with the
+  // reason, at load and later; the engine then decodes as before.
+  void drafterWithRecurrentLayersIsRefused_data() {
+    QTest::addColumn<int>("kind");
+    QTest::newRow("draft model") << static_cast<int>(spec::DrafterKind::DraftModel);
+    QTest::newRow("self draft") << static_cast<int>(spec::DrafterKind::SelfDraft);
+    QTest::newRow("mtp head") << static_cast<int>(spec::DrafterKind::Mtp);
+  }
+  void drafterWithRecurrentLayersIsRefused() {
+    QFETCH(int, kind);
+    spec::SpeculativeConfig config;
+    config.kind = static_cast<spec::DrafterKind>(kind);
+    config.num_draft_tokens = 3;
+    if (config.kind == spec::DrafterKind::DraftModel) config.draft_model_path = m_model.path();
+    EngineOptions with = cpu_options();
+    with.speculation = config;
+    auto refused = Engine::load(m_model.path(), with);
+    QVERIFY(!refused.is_ok());
+    QVERIFY2(refused.error_message().find("recurrent layers") != std::string::npos, refused.error_message().c_str());
+
+    std::unique_ptr<Engine> engine = m_model.load(cpu_options());
+    QVERIFY(engine);
+    const Status s = engine->set_speculation(config);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("recurrent layers") != std::string::npos, s.message().c_str());
+    QVERIFY(!engine->speculation().is_enabled());
+    GenerationRequest r = greedy_request(random_tokens(12, engine->config().vocab_size, 71), 8);
+    r.num_draft_tokens = 3;  // asks for drafts: there is no drafter to give any
+    std::vector<RequestId> ids;
+    const Generated got = run(*engine, {r}, &ids);
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.finished.at(ids[0]).reason, FinishReason::MaxTokens);
+    QCOMPARE(got.finished.at(ids[0]).speculation.num_drafted, int64_t(0));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRecurrentSpeculation)
+#include "test_recurrent_speculation.moc"
