@@ -52,9 +52,9 @@ class TestBlockManager : public QObject {
 
  private slots:
   void createRefusesUnusableConfigs() {
-    QVERIFY(!BlockManager::create({0, 16, true, {}}));
-    QVERIFY(!BlockManager::create({8, 0, true, {}}));
-    Result<BlockManager> m = BlockManager::create({8, 16, true, {}});
+    QVERIFY(!BlockManager::create({0, 16, true, {}, {}}));
+    QVERIFY(!BlockManager::create({8, 0, true, {}, {}}));
+    Result<BlockManager> m = BlockManager::create({8, 16, true, {}, {}});
     QVERIFY(m);
     QCOMPARE(m->num_available_blocks(), 8);
     QVERIFY(m->check_consistency());
@@ -342,7 +342,7 @@ class TestBlockManager : public QObject {
   }
 
   void prefixCachingCanBeTurnedOff() {
-    BlockManagerConfig c{8, 4, false, {}};
+    BlockManagerConfig c{8, 4, false, {}, {}};
     BlockManager m = std::move(BlockManager::create(c)).value();
     admit(m, 1, iota_tokens(9, 1));
     QCOMPARE(admit(m, 2, iota_tokens(9, 1)), 0);

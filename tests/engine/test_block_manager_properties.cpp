@@ -29,7 +29,7 @@ class Harness {
  public:
   Harness(uint32_t seed, int64_t num_blocks, int32_t block_size, bool prefix_caching, BlockHashFunction hash)
       : m_rng(seed), m_bs(block_size) {
-    BlockManagerConfig c{num_blocks, block_size, prefix_caching, std::move(hash)};
+    BlockManagerConfig c{num_blocks, block_size, prefix_caching, std::move(hash), {}};
     Result<BlockManager> m = BlockManager::create(c);
     QVERIFY(m);
     m_manager.emplace(std::move(m).value());

@@ -15,7 +15,7 @@ namespace {
 
 Scheduler make_scheduler(int64_t num_blocks, int32_t block_size, int64_t budget, bool prefix_caching = true,
                          int64_t max_running = 64) {
-  BlockManagerConfig blocks{num_blocks, block_size, prefix_caching, {}};
+  BlockManagerConfig blocks{num_blocks, block_size, prefix_caching, {}, {}};
   SchedulerConfig config;
   config.max_batch_tokens = budget;
   config.max_running_sequences = max_running;
@@ -272,7 +272,7 @@ class TestScheduler : public QObject {
     QVERIFY(scheduler.on_step_done(stranger));  // an unknown (gone) sequence is ignored
     QCOMPARE(scheduler.find(a)->num_computed_tokens, 12);
     QCOMPARE(scheduler.find(a)->tokens.size(), size_t(13));
-    QVERIFY(!Scheduler::create({8, 4, true, {}}, {0, 4, 1}));
+    QVERIFY(!Scheduler::create({8, 4, true, {}, {}}, {0, 4, 1}));
   }
 
   void flattenLaysOutTheBatch() {

@@ -26,7 +26,7 @@ std::vector<int32_t> iota_tokens(int n, int first) {
 }
 
 BlockManager make(int64_t num_blocks, int32_t block_size) {
-  Result<BlockManager> m = BlockManager::create({num_blocks, block_size, true, {}});
+  Result<BlockManager> m = BlockManager::create({num_blocks, block_size, true, {}, {}});
   if (!m) qFatal("%s", m.error_message().c_str());
   return std::move(m).value();
 }
@@ -130,7 +130,7 @@ class TestSpecRollback : public QObject {
   // The scheduler runs the guesses after the decode token with a logits row for each, then keeps
   // the accepted ones and the target's token.
   void schedulerRunsAndRollsBackDrafts() {
-    Result<Scheduler> made = Scheduler::create({32, 4, true, {}}, {64, 8, 1});
+    Result<Scheduler> made = Scheduler::create({32, 4, true, {}, {}}, {64, 8, 1});
     QVERIFY(made);
     Scheduler s = std::move(made).value();
     Result<SequenceId> id = s.add_sequence(7, iota_tokens(5, 1));
@@ -173,7 +173,7 @@ class TestSpecRollback : public QObject {
 
   // A plan whose pass failed is never reported: the next schedule() takes its guesses back.
   void unreportedDraftIsTakenBack() {
-    Result<Scheduler> made = Scheduler::create({32, 4, true, {}}, {64, 8, 1});
+    Result<Scheduler> made = Scheduler::create({32, 4, true, {}, {}}, {64, 8, 1});
     QVERIFY(made);
     Scheduler s = std::move(made).value();
     Result<SequenceId> id = s.add_sequence(1, iota_tokens(3, 1));
@@ -194,7 +194,7 @@ class TestSpecRollback : public QObject {
 
   // The token budget keeps a decode for every running sequence before any guess.
   void budgetKeepsOtherDecodes() {
-    Result<Scheduler> made = Scheduler::create({64, 4, true, {}}, {4, 8, 1});
+    Result<Scheduler> made = Scheduler::create({64, 4, true, {}, {}}, {4, 8, 1});
     QVERIFY(made);
     Scheduler s = std::move(made).value();
     std::vector<SequenceId> ids;
