@@ -113,6 +113,9 @@ void print_text(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
         std::printf("  shared experts %lld, leading dense layers %lld\n", static_cast<long long>(h.expert_shared_count),
                     static_cast<long long>(h.leading_dense_block_count));
       }
+      if (h.expert_shared_feed_forward_length > 0) {
+        std::printf("  shared expert feed-forward %lld\n", static_cast<long long>(h.expert_shared_feed_forward_length));
+      }
     }
   }
   std::printf("\ntokenizer     %s", m.tokenizer_model.empty() ? "(none)" : m.tokenizer_model.c_str());
@@ -196,6 +199,7 @@ void print_json(const gguf::GgufFile& f, const ModelSummary& m, const MemoryEsti
   j.field("expert_count", h.expert_count).field("expert_used_count", h.expert_used_count);
   j.field("expert_feed_forward_length", h.expert_feed_forward_length);
   j.field("expert_shared_count", h.expert_shared_count);
+  j.field("expert_shared_feed_forward_length", h.expert_shared_feed_forward_length);
   j.field("leading_dense_block_count", h.leading_dense_block_count);
   j.field("nextn_predict_layers", h.nextn_predict_layers);
   j.field("kv_lora_rank", h.kv_lora_rank).field("q_lora_rank", h.q_lora_rank);

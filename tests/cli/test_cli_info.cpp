@@ -149,6 +149,22 @@ class TestCliInfo : public QObject {
              qPrintable(text.out));
   }
 
+  // Qwen 3.5's mixture of experts (test-qwen35moe): its gated shared expert has a width and no
+  // count key; info names it.
+  void qwen35MoeSharedExpert() {
+    QTemporaryDir tmp;
+    const QString out = tmp.filePath("m.gguf");
+    auto synth = run_iwb({"synth", "--preset", "test-qwen35moe", "--type", "F32", "-o", out});
+    QVERIFY2(synth.exit_code == 0, qPrintable(synth.err));
+    const QJsonObject h = info_json({out, "--no-tensors"})["hparams"].toObject();
+    QVERIFY(h["expert_count"].toInt() > 0);
+    const qint64 width = h["expert_shared_feed_forward_length"].toInteger();
+    QVERIFY(width > 0);
+    auto text = run_iwb({"info", out, "--no-tensors"});
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains(QString("  shared expert feed-forward %1\n").arg(width)), qPrintable(text.out));
+  }
+
   void badInput() {
     auto usage = run_iwb({"info"});
     QCOMPARE(usage.exit_code, 2);

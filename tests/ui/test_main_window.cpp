@@ -527,6 +527,12 @@ void TestMainWindow::summaryNamesExpertsAndPredictionLayers() {
   view.setSummary(s);
   QCOMPARE(view.fieldText(QStringLiteral("experts")),
            QStringLiteral("128 per layer, 8 per token, %1 wide; layers 0-2 dense").arg(width));
+  // Qwen 3.5's gated shared expert: a width, no count key.
+  h.leading_dense_block_count = 0;
+  h.expert_shared_feed_forward_length = 512;
+  view.setSummary(s);
+  QCOMPARE(view.fieldText(QStringLiteral("experts")),
+           QStringLiteral("128 per layer, 8 per token, %1 wide; a shared expert 512 wide").arg(width));
 
   // DeepSeek-V2-Lite's latent attention: the cache's one head and each head's own widths.
   h.head_count = 16;

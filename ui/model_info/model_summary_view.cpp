@@ -21,7 +21,12 @@ QString expertsText(const iwb::ModelHyperParams& h) {
                      .arg(h.expert_count)
                      .arg(h.expert_used_count)
                      .arg(locale.toString(qlonglong{h.expert_feed_forward_length}));
-  if (h.expert_shared_count > 0) text += ModelSummaryView::tr("; %1 shared").arg(h.expert_shared_count);
+  if (h.expert_shared_count > 0) {
+    text += ModelSummaryView::tr("; %1 shared").arg(h.expert_shared_count);
+  } else if (h.expert_shared_feed_forward_length > 0) {  // qwen35moe: one gated shared expert
+    text += ModelSummaryView::tr("; a shared expert %1 wide")
+                .arg(locale.toString(qlonglong{h.expert_shared_feed_forward_length}));
+  }
   if (h.leading_dense_block_count == 1) {
     text += ModelSummaryView::tr("; layer 0 dense");
   } else if (h.leading_dense_block_count > 1) {

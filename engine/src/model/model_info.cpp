@@ -250,6 +250,7 @@ Result<ModelSummary> summarize_model(const gguf::GgufFile& f) {
     h.expert_used_count = arch_int(f, a, "expert_used_count");
     h.expert_feed_forward_length = arch_int(f, a, "expert_feed_forward_length");
     h.expert_shared_count = arch_int(f, a, "expert_shared_count");
+    h.expert_shared_feed_forward_length = arch_int(f, a, "expert_shared_feed_forward_length");
     h.leading_dense_block_count = arch_int(f, a, "leading_dense_block_count");
     h.nextn_predict_layers = std::clamp<int64_t>(arch_int(f, a, "nextn_predict_layers"), 0, h.block_count);
     h.kv_lora_rank = arch_int(f, a, "attention.kv_lora_rank");

@@ -30,7 +30,10 @@ struct ModelHyperParams {
   int64_t expert_count = 0;
   int64_t expert_used_count = 0;
   int64_t expert_feed_forward_length = 0;
-  int64_t expert_shared_count = 0;        // shared experts every token uses (glm4moe)
+  int64_t expert_shared_count = 0;  // shared experts every token uses (glm4moe)
+  // The shared expert's width where the file gives it (qwen35moe's gated shared expert, which
+  // has no expert_shared_count key).
+  int64_t expert_shared_feed_forward_length = 0;
   int64_t leading_dense_block_count = 0;  // first layers with a dense FFN (glm4moe)
   // Multi-token-prediction layers stored after the trunk, counted in block_count (glm4moe); the
   // forward pass and the KV cache leave them out.
