@@ -64,7 +64,8 @@ class TestBlockManager : public QObject {
     BlockManager m = make(4, 4);
     const AllocationCheck never = m.can_allocate(iota_tokens(17, 1));
     QCOMPARE(never.status, AllocationStatus::Never);
-    QVERIFY2(never.message.find("prompt needs 5 blocks but the cache holds 4") != std::string::npos, never.message.c_str());
+    QVERIFY2(never.message.find("prompt needs 5 blocks but the cache holds 4") != std::string::npos,
+             never.message.c_str());
     QCOMPARE(m.can_allocate({}).status, AllocationStatus::Never);
     QCOMPARE(m.can_allocate(iota_tokens(16, 1)).status, AllocationStatus::Ok);
 
@@ -123,9 +124,9 @@ class TestBlockManager : public QObject {
     BlockManager m = make(16, 4);
     QVERIFY(m.allocate(1, iota_tokens(12, 1)));
     QCOMPARE(*m.allocate(2, iota_tokens(12, 1)), 0);  // sequence 1's K/V do not exist yet
-    QVERIFY(m.mark_computed(1, 6));                    // one full block computed
+    QVERIFY(m.mark_computed(1, 6));                   // one full block computed
     QCOMPARE(*m.allocate(3, iota_tokens(12, 1)), 4);
-    QVERIFY(!m.mark_computed(1, 5));                   // going back is refused
+    QVERIFY(!m.mark_computed(1, 5));  // going back is refused
     QVERIFY(!m.mark_computed(1, 13));
   }
 
@@ -162,7 +163,7 @@ class TestBlockManager : public QObject {
 
   void evictionTakesTheLeastRecentlyUsedFirst() {
     BlockManager m = make(6, 2);
-    admit(m, 1, {1, 2, 3, 4, 5});    // blocks a0 a1 full, a2 partial
+    admit(m, 1, {1, 2, 3, 4, 5});  // blocks a0 a1 full, a2 partial
     admit(m, 2, {11, 12, 13, 14, 15});
     const std::vector<BlockId> a = table(m, 1), b = table(m, 2);
     QVERIFY(m.free(1));  // released first: evicted first
@@ -275,7 +276,7 @@ class TestBlockManager : public QObject {
     QVERIFY(m.snapshot().blocks[size_t(second)].is_prefix_cached);
     QVERIFY(m.truncate(1, 6));
     QVERIFY(!m.snapshot().blocks[size_t(second)].is_prefix_cached);
-    QVERIFY(m.append_slot(1, 99));  // overwrites slot 2 of that block in place
+    QVERIFY(m.append_slot(1, 99));                // overwrites slot 2 of that block in place
     QCOMPARE(admit(m, 2, iota_tokens(9, 1)), 4);  // only the first block is still a hit
     QVERIFY(m.check_consistency());
   }
@@ -294,8 +295,9 @@ class TestBlockManager : public QObject {
   void aHitNeedsTheSameParentBlock() {
     // Keys from a block's own tokens only: block [5..8] has one key under any prefix. A prompt
     // whose first block is cached must still not take [5..8] computed after another first block.
-    BlockManager m = make(32, 4, [](BlockHash, std::span<const int32_t> t) { return hash_block_tokens(kRootBlockHash, t); });
-    admit(m, 1, concat(iota_tokens(8, 1), {9}));                       // [1..4][5..8][9]
+    BlockManager m =
+        make(32, 4, [](BlockHash, std::span<const int32_t> t) { return hash_block_tokens(kRootBlockHash, t); });
+    admit(m, 1, concat(iota_tokens(8, 1), {9}));                              // [1..4][5..8][9]
     admit(m, 2, concat(concat(iota_tokens(4, 11), iota_tokens(4, 5)), {9}));  // [11..14][5..8][9]
     QCOMPARE(admit(m, 3, concat(concat(iota_tokens(4, 11), iota_tokens(4, 5)), {9})), 4);
     QCOMPARE(admit(m, 4, concat(iota_tokens(8, 1), {9})), 8);  // the right chain still hits in full
@@ -305,7 +307,8 @@ class TestBlockManager : public QObject {
   void aRewrittenParentOrphansItsCachedChildren() {
     // Block [5..8] was computed after [1..4]; that block is then cut and rewritten as
     // [1,2,30,40]. Its old child stays cached but must not follow the rewritten parent.
-    BlockManager m = make(32, 4, [](BlockHash, std::span<const int32_t> t) { return hash_block_tokens(kRootBlockHash, t); });
+    BlockManager m =
+        make(32, 4, [](BlockHash, std::span<const int32_t> t) { return hash_block_tokens(kRootBlockHash, t); });
     admit(m, 1, concat(iota_tokens(8, 1), {9}));
     QVERIFY(m.truncate(1, 2));  // the child goes to the eviction list, the parent is cut in place
     QCOMPARE(m.stats().num_cached_blocks, 1);

@@ -58,13 +58,20 @@ class Harness {
     for (int op = 0; op < num_ops && !QTest::currentTestFailed(); ++op) {
       m_op = op;
       const int kind = pick(0, 99);
-      if (kind < 22) op_allocate();
-      else if (kind < 60) op_append();
-      else if (kind < 68) op_fork();
-      else if (kind < 76) op_truncate();
-      else if (kind < 82) op_compute_rest();
-      else if (kind < 97) op_free();
-      else op_double_free();
+      if (kind < 22)
+        op_allocate();
+      else if (kind < 60)
+        op_append();
+      else if (kind < 68)
+        op_fork();
+      else if (kind < 76)
+        op_truncate();
+      else if (kind < 82)
+        op_compute_rest();
+      else if (kind < 97)
+        op_free();
+      else
+        op_double_free();
       check_all("after op " + std::to_string(op));
     }
     // Freeing everything leaks nothing: each block is free or holds a cached prefix.
@@ -123,7 +130,8 @@ class Harness {
     }
     const int tail = pick(prompt.empty() ? 1 : 0, m_bs * 2);
     for (int i = 0; i < tail; ++i) prompt.push_back(new_token());
-    if (pick(0, 40) == 0) prompt.resize(static_cast<size_t>(m_manager->num_blocks() * m_bs + pick(1, 5)), 7);  // never fits
+    if (pick(0, 40) == 0)
+      prompt.resize(static_cast<size_t>(m_manager->num_blocks() * m_bs + pick(1, 5)), 7);  // never fits
 
     const SequenceId seq = m_next_seq++;
     const AllocationCheck check = m_manager->can_allocate(prompt);
@@ -156,7 +164,8 @@ class Harness {
     // if the storage agrees, token by token.
     for (int64_t p = 0; p < cached; ++p) {
       const int64_t slot = *m_manager->slot(seq, p);
-      QCOMPARE(fp16_to_f32(*m_storage->k_slot(0, static_cast<BlockId>(slot / m_bs), slot % m_bs)), float(prompt[size_t(p)]));
+      QCOMPARE(fp16_to_f32(*m_storage->k_slot(0, static_cast<BlockId>(slot / m_bs), slot % m_bs)),
+               float(prompt[size_t(p)]));
     }
     const auto table = m_manager->block_table(seq);
     m_revived.assign(table.begin(), table.begin() + cached / m_bs);
@@ -164,8 +173,10 @@ class Harness {
     // (op_compute_rest finishes it): only computed blocks may become prefix hits.
     const int how = pick(0, 9);
     const int64_t len = static_cast<int64_t>(prompt.size());
-    if (how >= 3) compute(seq, cached, len);
-    else if (how >= 1) compute(seq, cached, cached + pick(1, static_cast<int>(len - cached)));
+    if (how >= 3)
+      compute(seq, cached, len);
+    else if (how >= 1)
+      compute(seq, cached, cached + pick(1, static_cast<int>(len - cached)));
   }
 
   void op_compute_rest() {
@@ -268,10 +279,11 @@ class Harness {
           const int64_t offset = static_cast<int64_t>(p) % m_bs;
           for (int64_t layer = 0; layer < 2; ++layer) {
             const float key = layer == 0 ? float(tokens[p]) : float(fingerprint(tokens, static_cast<int64_t>(p)));
-            QVERIFY2(fp16_to_f32(*m_storage->k_slot(layer, block, offset)) == key &&
-                         fp16_to_f32(*m_storage->v_slot(layer, block, offset)) == float(p),
-                     (when + ": sequence " + std::to_string(seq) + " reads a wrong K/V at position " +
-                      std::to_string(p)).c_str());
+            QVERIFY2(
+                fp16_to_f32(*m_storage->k_slot(layer, block, offset)) == key &&
+                    fp16_to_f32(*m_storage->v_slot(layer, block, offset)) == float(p),
+                (when + ": sequence " + std::to_string(seq) + " reads a wrong K/V at position " + std::to_string(p))
+                    .c_str());
           }
         }
       }
@@ -302,8 +314,10 @@ class Harness {
     const std::set<BlockId> revived(m_revived.begin(), m_revived.end());
     std::vector<BlockId> remaining_before;  // previous order without blocks revived by a prefix hit
     for (BlockId b : m_lru) {
-      if (revived.count(b) != 0 && now_set.count(b) == 0) ++m_count.revivals;
-      else remaining_before.push_back(b);
+      if (revived.count(b) != 0 && now_set.count(b) == 0)
+        ++m_count.revivals;
+      else
+        remaining_before.push_back(b);
     }
     size_t num_evicted = 0;
     while (num_evicted < remaining_before.size() && now_set.count(remaining_before[num_evicted]) == 0) ++num_evicted;
@@ -311,7 +325,8 @@ class Harness {
     QCOMPARE(static_cast<int64_t>(num_evicted), evictions - m_num_evictions);
     m_count.evictions += static_cast<int>(num_evicted);
     m_num_evictions = evictions;
-    const std::vector<BlockId> kept(remaining_before.begin() + static_cast<ptrdiff_t>(num_evicted), remaining_before.end());
+    const std::vector<BlockId> kept(remaining_before.begin() + static_cast<ptrdiff_t>(num_evicted),
+                                    remaining_before.end());
     QVERIFY2(now.size() >= kept.size() && std::equal(kept.begin(), kept.end(), now.begin()),
              ("op " + std::to_string(m_op) + ": the eviction list is not least-recently-used ordered").c_str());
     for (size_t i = kept.size() + 1; i < now.size(); ++i) {
@@ -375,10 +390,11 @@ class TestBlockManagerProperties : public QObject {
     h.run(4000);
     if (QTest::currentTestFailed()) return;
     const Counters& c = h.counters();
-    qInfo("allocations %d (prefix hits %d), later %d, never %d, appends %d, copy-on-writes %d, forks %d, "
-          "truncations %d, frees %d, double frees %d, evictions %d, revivals %d",
-          c.allocations, c.prefix_hits, c.later, c.never, c.appends, c.copy_on_writes, c.forks, c.truncations, c.frees,
-          c.double_frees, c.evictions, c.revivals);
+    qInfo(
+        "allocations %d (prefix hits %d), later %d, never %d, appends %d, copy-on-writes %d, forks %d, "
+        "truncations %d, frees %d, double frees %d, evictions %d, revivals %d",
+        c.allocations, c.prefix_hits, c.later, c.never, c.appends, c.copy_on_writes, c.forks, c.truncations, c.frees,
+        c.double_frees, c.evictions, c.revivals);
     // The run must have exercised what it claims to check.
     QVERIFY(c.allocations > 100 && c.appends > 500 && c.forks > 50 && c.truncations > 50 && c.double_frees > 10);
     QVERIFY(c.later > 0 && c.never > 0);

@@ -31,7 +31,8 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int n) {
 }
 
 // Requests sharing a few "system prompts", with their own tails, arriving over time.
-std::vector<TestRequest> workload(uint32_t seed, int count, int system_len, int max_tail, int max_new_hi, int arrival_span) {
+std::vector<TestRequest> workload(uint32_t seed, int count, int system_len, int max_tail, int max_new_hi,
+                                  int arrival_span) {
   std::mt19937 rng(seed);
   std::vector<std::vector<int32_t>> systems;
   for (int i = 0; i < 3; ++i) systems.push_back(random_tokens(rng, system_len));
@@ -110,10 +111,11 @@ class TestScheduler : public QObject {
     requests[0].max_new = requests[1].max_new = 10;
     requests[0].stop_at_eos = requests[1].stop_at_eos = false;
     int waiting_steps = 0;
-    const DriveResult result = drive(scheduler, requests, 200, {}, [&](const Scheduler& s, const ScheduledStep& plan, int) {
-      QVERIFY(plan.failed.empty());
-      if (s.stats().num_waiting == 1 && s.stats().num_running == 1) ++waiting_steps;
-    });
+    const DriveResult result =
+        drive(scheduler, requests, 200, {}, [&](const Scheduler& s, const ScheduledStep& plan, int) {
+          QVERIFY(plan.failed.empty());
+          if (s.stats().num_waiting == 1 && s.stats().num_running == 1) ++waiting_steps;
+        });
     expect_reference_outputs(requests, result);
     QVERIFY(waiting_steps >= 5);  // the second prompt waited (Later) for the first to finish
     QCOMPARE(result.runs[1].first_scheduled_step >= 10, true);
@@ -130,19 +132,20 @@ class TestScheduler : public QObject {
     requests[1].max_new = 5;
     requests[1].arrival_step = 3;
     int num_chunks = 0;
-    const DriveResult result = drive(scheduler, requests, 200, {}, [&](const Scheduler&, const ScheduledStep& plan, int) {
-      QVERIFY(plan.batch.num_tokens <= 16);
-      bool long_prefill = false, decode_of_first = false;
-      for (const ScheduledSequence& s : plan.batch.sequences) {
-        if (s.request == 1 && s.is_prefill) {
-          long_prefill = true;
-          ++num_chunks;
-          QCOMPARE(s.needs_logits, s.sequence_length == 100);  // logits only after the last chunk
-        }
-        if (s.request == 0 && !s.is_prefill) decode_of_first = true;
-      }
-      if (long_prefill) QVERIFY(decode_of_first);  // the running sequence kept streaming
-    });
+    const DriveResult result =
+        drive(scheduler, requests, 200, {}, [&](const Scheduler&, const ScheduledStep& plan, int) {
+          QVERIFY(plan.batch.num_tokens <= 16);
+          bool long_prefill = false, decode_of_first = false;
+          for (const ScheduledSequence& s : plan.batch.sequences) {
+            if (s.request == 1 && s.is_prefill) {
+              long_prefill = true;
+              ++num_chunks;
+              QCOMPARE(s.needs_logits, s.sequence_length == 100);  // logits only after the last chunk
+            }
+            if (s.request == 0 && !s.is_prefill) decode_of_first = true;
+          }
+          if (long_prefill) QVERIFY(decode_of_first);  // the running sequence kept streaming
+        });
     expect_reference_outputs(requests, result);
     QCOMPARE(num_chunks, 7);  // 100 prompt tokens at 15 per step (one budget token goes to the decode)
   }
@@ -187,21 +190,22 @@ class TestScheduler : public QObject {
     requests[0].max_new = 20;
     requests[0].stop_at_eos = false;
     const std::vector<int32_t> first_tokens = {101, 202, 303};
-    const DriveResult result = drive(scheduler, requests, 200, [&](Scheduler& s, std::vector<RequestRun>& runs, int step) {
-      if (step != 0) return;
-      QCOMPARE(runs[0].output.size(), size_t(1));
-      for (size_t i = 0; i < first_tokens.size(); ++i) {
-        Result<SequenceId> child = s.fork(runs[0].sequence, 100 + i, first_tokens[i]);
-        QVERIFY2(child, child.error_message().c_str());
-        RequestRun run;
-        run.sequence = *child;
-        run.output = {first_tokens[i]};
-        run.max_new = 20;
-        run.stop_at_eos = false;
-        runs.push_back(run);
-      }
-      QCOMPARE(s.block_manager().stats().num_shared_blocks, 3);
-    });
+    const DriveResult result =
+        drive(scheduler, requests, 200, [&](Scheduler& s, std::vector<RequestRun>& runs, int step) {
+          if (step != 0) return;
+          QCOMPARE(runs[0].output.size(), size_t(1));
+          for (size_t i = 0; i < first_tokens.size(); ++i) {
+            Result<SequenceId> child = s.fork(runs[0].sequence, 100 + i, first_tokens[i]);
+            QVERIFY2(child, child.error_message().c_str());
+            RequestRun run;
+            run.sequence = *child;
+            run.output = {first_tokens[i]};
+            run.max_new = 20;
+            run.stop_at_eos = false;
+            runs.push_back(run);
+          }
+          QCOMPARE(s.block_manager().stats().num_shared_blocks, 3);
+        });
     expect_reference_outputs(requests, result);
     QCOMPARE(result.runs.size(), size_t(4));
     for (size_t i = 0; i < first_tokens.size(); ++i) {

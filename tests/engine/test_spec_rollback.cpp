@@ -116,7 +116,7 @@ class TestSpecRollback : public QObject {
     const BlockId mine = m.block_table(2)[1];
     QVERIFY(mine != shared_last);
     for (int32_t t : {71, 72, 73}) QVERIFY(m.append_slot(2, t));  // spills into a third block
-    QVERIFY(m.truncate(2, 7));  // keep the decode token only
+    QVERIFY(m.truncate(2, 7));                                    // keep the decode token only
     QCOMPARE(m.block_table(2).size(), size_t{2});
     QCOMPARE(m.block_table(2)[1], mine);
     QCOMPARE(m.ref_count(shared_last), 1);
