@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <span>
@@ -109,6 +110,32 @@ inline std::vector<int32_t> engine_greedy(Engine& engine, const std::vector<int3
     Result<StepResult> s = engine.step();
     if (!s) return {};
     for (const TokenEvent& e : s->tokens) out.push_back(e.token);
+  }
+  return out;
+}
+
+// Requests run through the engine's step() loop to their ends: each one's tokens and end.
+struct EngineRun {
+  std::vector<RequestId> ids;  // in the order the requests were given
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::map<RequestId, RequestFinished> finished;
+  std::string error;  // a refused request or a failed step (then nothing else), or failed requests' errors
+};
+inline EngineRun run_to_end(Engine& engine, const std::vector<GenerationRequest>& requests) {
+  EngineRun out;
+  for (const GenerationRequest& r : requests) {
+    Result<RequestId> id = engine.add_request(r);
+    if (!id) return {{}, {}, {}, id.error_message()};
+    out.ids.push_back(*id);
+  }
+  while (engine.has_unfinished_requests()) {
+    Result<StepResult> s = engine.step();
+    if (!s) return {{}, {}, {}, s.error_message()};
+    for (const TokenEvent& e : s->tokens) out.tokens[e.request].push_back(e.token);
+    for (const RequestFinished& f : s->finished) {
+      if (f.reason == FinishReason::Error) out.error += f.error;
+      out.finished[f.request] = f;
+    }
   }
   return out;
 }

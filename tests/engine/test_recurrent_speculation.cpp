@@ -12,13 +12,12 @@
 
 #include <QtTest>
 
-#include <map>
-
 using namespace iwb;
 
 using test::engine_greedy;
 using test::greedy_request;
 using test::random_tokens;
+using test::run_to_end;
 
 namespace {
 
@@ -61,31 +60,6 @@ class OracleDrafter final : public spec::Drafter {
   std::vector<std::vector<int32_t>> m_expected;
 };
 
-struct Generated {
-  std::map<RequestId, std::vector<int32_t>> tokens;
-  std::map<RequestId, RequestFinished> finished;
-  std::string error;
-};
-
-Generated run(Engine& engine, const std::vector<GenerationRequest>& requests, std::vector<RequestId>* ids) {
-  Generated out;
-  for (const GenerationRequest& r : requests) {
-    Result<RequestId> id = engine.add_request(r);
-    if (!id) return {{}, {}, id.error_message()};
-    ids->push_back(*id);
-  }
-  while (engine.has_unfinished_requests()) {
-    Result<StepResult> s = engine.step();
-    if (!s) return {{}, {}, s.error_message()};
-    for (const TokenEvent& e : s->tokens) out.tokens[e.request].push_back(e.token);
-    for (const RequestFinished& f : s->finished) {
-      if (f.reason == FinishReason::Error) out.error += f.error;
-      out.finished[f.request] = f;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 class TestRecurrentSpeculation : public QObject {
@@ -118,8 +92,8 @@ class TestRecurrentSpeculation : public QObject {
     const Status set = engine->set_drafter(std::move(drafter), config);
     QVERIFY2(set.is_ok(), set.message().c_str());
 
-    std::vector<RequestId> ids;
-    const Generated got = run(*engine, {greedy_request(a, n), greedy_request(b, n)}, &ids);
+    const test::EngineRun got = run_to_end(*engine, {greedy_request(a, n), greedy_request(b, n)});
+    const std::vector<RequestId>& ids = got.ids;
     QVERIFY2(got.error.empty(), got.error.c_str());
     QCOMPARE(got.tokens.at(ids[0]), engine_greedy(*plain, a, n));
     QCOMPARE(got.tokens.at(ids[1]), engine_greedy(*plain, b, n));
@@ -160,8 +134,8 @@ class TestRecurrentSpeculation : public QObject {
     // prompt lookup to draft (its guesses are then rejected, each one taken back).
     std::vector<int32_t> prompt = random_tokens(8, engine->config().vocab_size, 93);
     for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 8);
-    std::vector<RequestId> ids;
-    const Generated got = run(*engine, {greedy_request(prompt, 40)}, &ids);
+    const test::EngineRun got = run_to_end(*engine, {greedy_request(prompt, 40)});
+    const std::vector<RequestId>& ids = got.ids;
     QVERIFY2(got.error.empty(), got.error.c_str());
     QCOMPARE(got.tokens.at(ids[0]), engine_greedy(*plain, prompt, 40));
     QVERIFY(got.finished.at(ids[0]).speculation.num_drafted > 0);
@@ -196,8 +170,8 @@ class TestRecurrentSpeculation : public QObject {
     QVERIFY(!engine->speculation().is_enabled());
     GenerationRequest r = greedy_request(random_tokens(12, engine->config().vocab_size, 71), 8);
     r.num_draft_tokens = 3;  // asks for drafts: there is no drafter to give any
-    std::vector<RequestId> ids;
-    const Generated got = run(*engine, {r}, &ids);
+    const test::EngineRun got = run_to_end(*engine, {r});
+    const std::vector<RequestId>& ids = got.ids;
     QVERIFY2(got.error.empty(), got.error.c_str());
     QCOMPARE(got.finished.at(ids[0]).reason, FinishReason::MaxTokens);
     QCOMPARE(got.finished.at(ids[0]).speculation.num_drafted, int64_t(0));

@@ -51,22 +51,12 @@ struct Finished {
   std::string error;
 };
 
-// Runs one request to its end.
+// Runs one greedy request to its end.
 Finished generate(Engine& engine, const std::vector<int32_t>& prompt, int n) {
-  Finished out;
-  Result<RequestId> id = engine.add_request(greedy_request(prompt, n));
-  if (!id) return {{}, 0, id.error_message()};
-  while (engine.has_unfinished_requests()) {
-    Result<StepResult> s = engine.step();
-    if (!s) return {{}, 0, s.error_message()};
-    for (const TokenEvent& e : s->tokens) out.tokens.push_back(e.token);
-    for (const RequestFinished& f : s->finished) {
-      if (f.request != *id) continue;
-      out.num_reused = f.num_reused_prompt_tokens;
-      if (f.reason == FinishReason::Error) out.error = f.error;
-    }
-  }
-  return out;
+  test::EngineRun run = test::run_to_end(engine, {greedy_request(prompt, n)});
+  if (run.ids.empty()) return {{}, 0, run.error};
+  const RequestId id = run.ids[0];
+  return {std::move(run.tokens[id]), run.finished.count(id) ? run.finished[id].num_reused_prompt_tokens : 0, run.error};
 }
 
 std::vector<int32_t> concatenated(std::vector<int32_t> a, const std::vector<int32_t>& b) {
