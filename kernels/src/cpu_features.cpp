@@ -200,7 +200,16 @@ const DecodeStreaming& decode_streaming() {
     // 0`: pp3 44.6 -> 57.2 tokens/s, pp4 55.9 -> 56.7; two tokens take the decode steps,
     // 39.8, against 38.7 in lanes). Zen 5 measured the lanes slower at two tokens on rows in L3
     // (0.49 against 0.33 ms), so other CPUs keep the tiles below five until measured.
-    if (__builtin_cpu_is("intel")) d.k_lanes_min_tokens = 3;
+    // Three tokens then went to the decode layout's several-token kernel, which unpacks each
+    // row once for all three (Ice Lake, model 106, bench_matmul_tokens --threads 2 --copies 20,
+    // ms at 1536x8960 / 8960x1536, alternated twice: 0.546-0.582 / 0.533-0.569 against the
+    // lanes' 0.605-0.635 / 0.549-0.559; rows in L2, one thread, 1536x768: 0.075 against 0.080).
+    // From four tokens the lanes win there (4: 0.60 / 0.55 against 0.75-0.77 / 0.65-0.66; 8:
+    // 0.80 / 0.78-0.94 against 1.19 / 1.27-1.29): that kernel's work grows with every token.
+    if (__builtin_cpu_is("intel")) {
+      d.k_lanes_min_tokens = 4;
+      d.k_decode_max_tokens = 3;
+    }
     // AMD Zen 4 (family 19h; a 2 vCPU EPYC guest): rows of 1.5 KiB and more stream best one
     // at a time, shorter ones in two streams. Default model tg32 with 2 threads, five
     // alternations each, medians: every row in one stream against two gave F16 (rows of 3 KiB)
@@ -244,6 +253,8 @@ const DecodeStreaming& decode_streaming() {
       d.k_layout_max_bytes = std::atoi(v);
     if (const char* v = std::getenv("IWB_DECODE_K_LANES_MIN_TOKENS"); v != nullptr && std::atoi(v) >= 0)
       d.k_lanes_min_tokens = std::atoi(v);
+    if (const char* v = std::getenv("IWB_DECODE_K_MAX_TOKENS"); v != nullptr && std::atoi(v) >= 2)
+      d.k_decode_max_tokens = std::atoi(v);
     d.streams = std::min(d.streams, 8);
     return d;
   }();

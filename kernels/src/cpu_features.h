@@ -62,6 +62,9 @@ struct DecodeStreaming {
   int k_layout_max_bytes = 0;
   // > 0: the K-quants' token-lane kernels (AVX-512) from this many tokens instead of 5.
   int k_lanes_min_tokens = 0;
+  // Tokens up to which Q4_K/Q5_K products run in decode steps on their AVX-512 decode layout
+  // (2..kMaxDecodeTokens; its several-token kernel unpacks each row once for all of them).
+  int k_decode_max_tokens = 2;
 };
 const DecodeStreaming& decode_streaming();
 

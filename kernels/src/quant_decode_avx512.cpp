@@ -336,11 +336,13 @@ IWB_AVX512 inline __m512i fifth_bit_selector(int first_sub_block) {
 }
 
 // T tokens' dots of one row (out[t]): each row super-block's nibbles and scales unpacked once
-// for all of them (two sequences decoding together, matmul_driver.cpp's decode steps). Each
-// token's sums go through the same operations in the same order whatever T, so out[t] equals
-// the one-token kernel's result bit for bit.
+// for all of them (sequences decoding together, a draft verified: matmul_driver.cpp's decode
+// steps). Each token's sums go through the same operations in the same order whatever T, so
+// out[t] equals the one-token kernel's result bit for bit.
 template <typename Block, int T>
-IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* const* acts, int64_t n, float* out) {
+IWB_AVX512 inline __attribute__((always_inline)) void k_super_blocks_tokens(const void* weight,
+                                                                            const SuperBlockQ8* const* acts, int64_t n,
+                                                                            float* out) {
   constexpr bool kHasHigh = std::is_same_v<Block, BlockQ5_K>;
   const auto* w = static_cast<const Block*>(weight);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
@@ -349,19 +351,17 @@ IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* co
   const __m512i sixteen = _mm512_set1_epi8(0x10);
   const __m512i low_bits[2] = {fifth_bit_selector(0), fifth_bit_selector(4)};
   const __m512i high_bits[2] = {fifth_bit_selector(1), fifth_bit_selector(5)};
+  // One accumulator a token, the mins' products taken off it too: eight tokens' accumulators
+  // and sums then leave registers for the row's unpacked vectors (no spills at T = 8).
   __m512 acc[T];
-  __m256 acc_min[T];
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    acc[t] = _mm512_setzero_ps();
-    acc_min[t] = _mm256_setzero_ps();
-  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     // Words 0..7 the sub-block scales, 8..15 the mins (unpack_k4_scales_vector has the figures).
     const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_k4_scales_vector(w[b].scales));
     const __m512i scales = _mm512_castsi256_si512(scales_mins);
     __m512i sums[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) sums[t] = _mm512_setzero_si512();
     __m512i qh;
     if constexpr (kHasHigh) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh)));
@@ -375,7 +375,7 @@ IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* co
         hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, high_bits[h]), hi, sixteen);
       }
       const __m512i scale_words = _mm512_permutexvar_epi16(h == 0 ? index0 : index1, scales);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m512i p_lo =
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(acts[t][b].qs + 128 * h));
@@ -393,27 +393,23 @@ IWB_AVX512 void k_super_blocks_tokens(const void* weight, const SuperBlockQ8* co
     const __m128 w_d_dmin =
         _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(&w[b].d)))));
     alignas(16) float d_dmin[T][4];
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) _mm_store_ps(d_dmin[t], _mm_mul_ps(w_d_dmin, _mm_broadcast_ss(&acts[t][b].d)));
     // The array's address escapes, so the compiler stores it and reads it back as broadcast
     // operands (without this it moved the floats through general registers and broadcast them).
     asm volatile("" : : "r"(d_dmin) : "memory");
-#pragma GCC unroll 2
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_set1_ps(d_dmin[t][0]), acc[t]);
       // Mins: m_j times sub-block j's sum (words 8..15 meet the sums; 0..7 meet zeros).
       const __m256i min_prod =
           _mm256_madd_epi16(scales_mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acts[t][b].sums)));
-      acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_prod), _mm256_set1_ps(d_dmin[t][1]), acc_min[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(min_prod)), _mm512_set1_ps(d_dmin[t][1]),
+                                acc[t]);
     }
   }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(acc_min[t]), _mm256_extractf128_ps(acc_min[t], 1));
-    m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
-    out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m4);
-  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
 template <typename Block>
@@ -430,6 +426,23 @@ IWB_AVX512 void vec_dot2_k_super_blocks(const void* weight, const void* act0, co
   k_super_blocks_tokens<Block, 2>(weight, acts, n, out);
 }
 
+template <typename Block>
+IWB_AVX512 void vec_dot_tokens_k_super_blocks(const void* weight, const void* const* activations, int num_tokens,
+                                              int64_t n, float* out) {
+  const auto* const* a = reinterpret_cast<const SuperBlockQ8* const*>(activations);
+  switch (num_tokens) {
+    case 1: k_super_blocks_tokens<Block, 1>(weight, a, n, out); break;
+    case 2: k_super_blocks_tokens<Block, 2>(weight, a, n, out); break;
+    case 3: k_super_blocks_tokens<Block, 3>(weight, a, n, out); break;
+    case 4: k_super_blocks_tokens<Block, 4>(weight, a, n, out); break;
+    case 5: k_super_blocks_tokens<Block, 5>(weight, a, n, out); break;
+    case 6: k_super_blocks_tokens<Block, 6>(weight, a, n, out); break;
+    case 7: k_super_blocks_tokens<Block, 7>(weight, a, n, out); break;
+    default: k_super_blocks_tokens<Block, 8>(weight, a, n, out); break;
+  }
+  static_assert(kMaxDecodeTokens == 8);
+}
+
 // Q4_0's or Q8_0's kernels on the four-block group layout (kOffset: the weights' unsigned
 // excess, which the activations' lane sums take off).
 template <typename Block, int kOffset>
@@ -441,6 +454,7 @@ void set_group_kernels(DotKernels* k) {
   k->decode_activation_bytes = nibble_groups_bytes;
   k->decode_group_blocks = kGroupBlocks;
   k->decode_layout_max_bytes = static_cast<size_t>(decode_streaming().q4_0_layout_max_bytes);
+  k->decode_max_tokens = kMaxDecodeTokens;
 }
 
 }  // namespace
@@ -467,8 +481,11 @@ bool select_decode_kernels_avx512(GgmlType type, DotKernels* k) {
     k->decode_quantize = quantize_super_blocks;  // one layout for both: mixed groups share it
     k->decode_dot = type == GgmlType::Q4_K ? vec_dot_k_super_blocks<BlockQ4_K> : vec_dot_k_super_blocks<BlockQ5_K>;
     k->decode_dot2 = type == GgmlType::Q4_K ? vec_dot2_k_super_blocks<BlockQ4_K> : vec_dot2_k_super_blocks<BlockQ5_K>;
+    k->decode_dot_tokens =
+        type == GgmlType::Q4_K ? vec_dot_tokens_k_super_blocks<BlockQ4_K> : vec_dot_tokens_k_super_blocks<BlockQ5_K>;
     k->decode_activation_bytes = super_blocks_bytes;
     k->decode_group_blocks = 1;
+    k->decode_max_tokens = std::clamp(decode_streaming().k_decode_max_tokens, 2, kMaxDecodeTokens);
     return true;
   }
   return false;
