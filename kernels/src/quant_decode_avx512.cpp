@@ -404,8 +404,8 @@ IWB_AVX512 inline __attribute__((always_inline)) void k_super_blocks_tokens(cons
       // Mins: m_j times sub-block j's sum (words 8..15 meet the sums; 0..7 meet zeros).
       const __m256i min_prod =
           _mm256_madd_epi16(scales_mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acts[t][b].sums)));
-      acc[t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(min_prod)), _mm512_set1_ps(d_dmin[t][1]),
-                                acc[t]);
+      acc[t] =
+          _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(min_prod)), _mm512_set1_ps(d_dmin[t][1]), acc[t]);
     }
   }
 #pragma GCC unroll 8

@@ -41,6 +41,9 @@ class OracleDrafter final : public spec::Drafter {
   }
   std::string name() const override { return "oracle"; }
   Result<std::vector<spec::Draft>> draft(std::span<const spec::DraftRequest> requests) override {
+    int64_t asked = 0;
+    for (const spec::DraftRequest& r : requests) asked += r.num_draft_tokens;
+    m_most_asked = std::max(m_most_asked, asked);
     std::vector<spec::Draft> out(requests.size());
     for (size_t i = 0; i < requests.size(); ++i) {
       const std::span<const int32_t> seen = requests[i].tokens;
@@ -55,9 +58,12 @@ class OracleDrafter final : public spec::Drafter {
     }
     return out;
   }
+  // The most guesses one step asked for, all sequences together.
+  int64_t most_asked() const { return m_most_asked; }
 
  private:
   std::vector<std::vector<int32_t>> m_expected;
+  int64_t m_most_asked = 0;
 };
 
 }  // namespace
@@ -106,6 +112,76 @@ class TestRecurrentSpeculation : public QObject {
              qPrintable(QString("%1 of %2 guesses accepted: both outcomes are to be seen").arg(accepted).arg(drafted)));
     QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(0));
     QCOMPARE(engine->memory_report().recurrent_state_bytes, uint64_t(0));
+  }
+
+  // With prefix caching, a verification step that fills a block keeps the state after it as
+  // the sequence's decode checkpoint when verification keeps the guesses up to the block's end
+  // (a draft save, or one more where the step's last token ends the block): a 50-token reply
+  // keeps the state after 64, as plain decoding does, and the next turn resumes there with
+  // plain decoding's tokens.
+  void verificationStepsKeepTheReplysLastBlock() {
+    EngineOptions cached = cpu_options();
+    cached.enable_prefix_caching = true;
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options());
+    std::unique_ptr<Engine> engine = m_model.load(cached);
+    QVERIFY(plain && engine);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> prompt = random_tokens(20, vocab, 96);
+    const std::vector<int32_t> reply = engine_greedy(*plain, prompt, 50);  // 69 tokens computed: blocks to 64
+    auto drafter = std::make_unique<OracleDrafter>();
+    drafter->expect(prompt, reply);
+    spec::SpeculativeConfig config;
+    config.kind = spec::DrafterKind::PromptLookup;
+    config.num_draft_tokens = 4;
+    const Status set = engine->set_drafter(std::move(drafter), config);
+    QVERIFY2(set.is_ok(), set.message().c_str());
+
+    const test::EngineRun got = run_to_end(*engine, {greedy_request(prompt, 50)});
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.tokens.at(got.ids[0]), reply);
+    const spec::SpeculationStats& stats = got.finished.at(got.ids[0]).speculation;
+    QVERIFY2(stats.num_accepted > 0 && stats.num_accepted < stats.num_drafted,
+             qPrintable(QString("%1 of %2 guesses accepted").arg(stats.num_accepted).arg(stats.num_drafted)));
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(2));  // after 16 and 64
+
+    std::vector<int32_t> next = prompt;
+    next.insert(next.end(), reply.begin(), reply.end());
+    const std::vector<int32_t> message = random_tokens(5, vocab, 97);
+    next.insert(next.end(), message.begin(), message.end());
+    const test::EngineRun answer = run_to_end(*engine, {greedy_request(next, 6)});
+    QVERIFY2(answer.error.empty(), answer.error.c_str());
+    QCOMPARE(answer.finished.at(answer.ids[0]).num_reused_prompt_tokens, 64);
+    QCOMPARE(answer.tokens.at(answer.ids[0]), engine_greedy(*plain, next, 6));
+  }
+
+  // A step's guesses in all are held to the sequences that may run at once (each guess saves a
+  // state): two sequences asking for 4 each, with room for two, are asked for 2 in all, and
+  // still decode as plainly.
+  void stepGuessesAreHeldToRunningSequences() {
+    EngineOptions two = cpu_options();
+    two.max_running_sequences = 2;
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options());
+    std::unique_ptr<Engine> engine = m_model.load(two);
+    QVERIFY(plain && engine);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> a = random_tokens(13, vocab, 94), b = random_tokens(17, vocab, 95);
+    const int n = 16;
+    auto owned = std::make_unique<OracleDrafter>();
+    OracleDrafter* drafter = owned.get();
+    drafter->expect(a, engine_greedy(*plain, a, n));
+    drafter->expect(b, engine_greedy(*plain, b, n));
+    spec::SpeculativeConfig config;
+    config.kind = spec::DrafterKind::PromptLookup;
+    config.num_draft_tokens = 4;
+    const Status set = engine->set_drafter(std::move(owned), config);
+    QVERIFY2(set.is_ok(), set.message().c_str());
+
+    const test::EngineRun got = run_to_end(*engine, {greedy_request(a, n), greedy_request(b, n)});
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.tokens.at(got.ids[0]), engine_greedy(*plain, a, n));
+    QCOMPARE(got.tokens.at(got.ids[1]), engine_greedy(*plain, b, n));
+    QCOMPARE(drafter->most_asked(), int64_t(2));
+    for (const RequestId id : got.ids) QVERIFY(got.finished.at(id).speculation.num_drafted > 0);
   }
 
   // Prompt lookup (set at load) and a draft model without recurrent layers (test-qwen2 shares

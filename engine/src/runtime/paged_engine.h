@@ -117,6 +117,8 @@ class PagedEngine final : public Engine {
   // Speculation on recurrent layers: a verification step saves the state after each of a
   // sequence's drafted positions; once verified, the sequence goes back to the state after the
   // tokens it kept (its rejected guesses' KV slots go as for any model), and the saves go.
+  // A block the step's tokens fill is kept as the sequence's decode checkpoint where the tokens
+  // verification keeps reach it (the state after it is one of the saves, or one more).
   Status rewind_draft_states(SequenceId sequence, int32_t num_accepted);
   void drop_draft_states();
   // Reports the request finished and forgets it (its sequence must be gone from the scheduler,
@@ -148,6 +150,9 @@ class PagedEngine final : public Engine {
     std::optional<SequenceId> decoding;  // a decode step's save, which replaces the sequence's last one
   };
   std::vector<PendingCheckpoint> m_pending_checkpoints;  // saves of the pass under way
+  // Puts a saved state in the index (a decode step's in place of the sequence's last one) and
+  // frees the states that leaves out.
+  void keep_checkpoint(const PendingCheckpoint& checkpoint);
   struct DecodeCheckpoint {
     BlockHash key = 0;
     int64_t id = 0;
@@ -158,6 +163,11 @@ class PagedEngine final : public Engine {
   struct DraftStates {
     int64_t first_tokens = 0;  // ids[j] holds the state after first_tokens + j tokens
     std::vector<int64_t> ids;  // backend checkpoints, outside m_checkpoints' index
+    // The block the step's tokens fill, kept as a decode checkpoint if verification keeps the
+    // tokens up to its end: its id is one of ids, or (the step's last token ends it) one more.
+    std::optional<PendingCheckpoint> block_end;
+    int64_t block_end_tokens = 0;
+    bool block_end_is_extra = false;
   };
   std::unordered_map<SequenceId, DraftStates> m_draft_states;  // the verification step under way
 

@@ -3,7 +3,8 @@
 // after it; the first step after such a hit starts from that state, and prompt chunks that pass
 // a checkpoint position save the state there, as do decode steps that fill a block (the latest
 // of each sequence kept, for a chat's next turn to resume after the reply). Verification steps
-// of speculative decoding save the state after each guess, to go back to after the kept ones.
+// of speculative decoding save the state after each guess, to go back to after the kept ones;
+// the one after a block they fill is kept as a decode checkpoint when its guesses are.
 #include "runtime/paged_engine.h"
 
 #include <string>
@@ -47,9 +48,26 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
     if (!e.is_prefill) {
       // A decode step that fills a block: the state after it, the deepest a chat's next turn
       // (this reply in its prompt) can resume from. Only the latest of a sequence is kept.
-      // (Draft tokens may be rejected: their states are never kept.)
       const int64_t at = e.sequence_length / batch.block_size * batch.block_size;
-      if (at > e.num_context_tokens && e.num_draft_tokens == 0) save_at(at, e.sequence);
+      if (at <= e.num_context_tokens) continue;
+      if (e.num_draft_tokens == 0) {
+        save_at(at, e.sequence);
+        continue;
+      }
+      // With guesses, the block counts only if verification keeps them up to its end
+      // (rewind_draft_states): the state after it is a draft save, or one more at the step's end.
+      const auto found = m_draft_states.find(e.sequence);
+      const std::optional<BlockHash> key = blocks.prefix_key(e.sequence, at);
+      if (found == m_draft_states.end() || !key || at > static_cast<int64_t>(tokens.size())) continue;
+      const auto prefix = tokens.first(static_cast<size_t>(at));
+      if (m_checkpoints.has(*key, prefix)) continue;
+      DraftStates& saves = found->second;
+      const auto j = static_cast<size_t>(at - saves.first_tokens);
+      saves.block_end_is_extra = j >= saves.ids.size();
+      const int64_t id = saves.block_end_is_extra ? m_checkpoints.next_id() : saves.ids[j];
+      if (saves.block_end_is_extra) flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
+      saves.block_end = PendingCheckpoint{*key, std::vector<int32_t>(prefix.begin(), prefix.end()), id, e.sequence};
+      saves.block_end_tokens = at;
       continue;
     }
     // The first chunk after a prefix-cache hit: the state after the hit goes in place.
@@ -81,28 +99,39 @@ Status PagedEngine::rewind_draft_states(SequenceId sequence, int32_t num_accepte
     status = m_backend->restore_state(sequence, saves.ids[static_cast<size_t>(num_accepted)],
                                       saves.first_tokens + num_accepted);
   }
+  if (saves.block_end_is_extra) saves.ids.push_back(saves.block_end->id);
+  if (status && saves.block_end && saves.block_end_tokens <= saves.first_tokens + num_accepted) {
+    // (restore_state copied the state: the one kept may be the one the sequence went back to.)
+    std::erase(saves.ids, saves.block_end->id);
+    keep_checkpoint(*saves.block_end);
+  }
   m_backend->drop_state_checkpoints(saves.ids);
   return status;
 }
 
 void PagedEngine::drop_draft_states() {
-  for (const auto& [sequence, saves] : m_draft_states) m_backend->drop_state_checkpoints(saves.ids);
+  for (auto& [sequence, saves] : m_draft_states) {
+    if (saves.block_end_is_extra) saves.ids.push_back(saves.block_end->id);
+    m_backend->drop_state_checkpoints(saves.ids);
+  }
   m_draft_states.clear();
 }
 
-void PagedEngine::keep_state_checkpoints() {
-  for (PendingCheckpoint& p : m_pending_checkpoints) {
-    std::vector<int64_t> dropped = m_checkpoints.add(p.key, p.prefix, p.id);
-    if (p.decoding) {
-      // The sequence's previous decode checkpoint goes: a reply keeps one state, not one a block.
-      const auto [it, is_first] = m_decode_checkpoints.try_emplace(*p.decoding, DecodeCheckpoint{p.key, p.id});
-      if (!is_first) {
-        if (m_checkpoints.remove(it->second.key, it->second.id)) dropped.push_back(it->second.id);
-        it->second = {p.key, p.id};
-      }
+void PagedEngine::keep_checkpoint(const PendingCheckpoint& p) {
+  std::vector<int64_t> dropped = m_checkpoints.add(p.key, p.prefix, p.id);
+  if (p.decoding) {
+    // The sequence's previous decode checkpoint goes: a reply keeps one state, not one a block.
+    const auto [it, is_first] = m_decode_checkpoints.try_emplace(*p.decoding, DecodeCheckpoint{p.key, p.id});
+    if (!is_first) {
+      if (m_checkpoints.remove(it->second.key, it->second.id)) dropped.push_back(it->second.id);
+      it->second = {p.key, p.id};
     }
-    m_backend->drop_state_checkpoints(dropped);
   }
+  m_backend->drop_state_checkpoints(dropped);
+}
+
+void PagedEngine::keep_state_checkpoints() {
+  for (const PendingCheckpoint& p : m_pending_checkpoints) keep_checkpoint(p);
   m_pending_checkpoints.clear();
   // Ended sequences' entries are forgotten; their last checkpoints stay in the index.
   std::erase_if(m_decode_checkpoints, [&](const auto& entry) { return m_scheduler->find(entry.first) == nullptr; });

@@ -41,6 +41,23 @@ int32_t SpeculationControl::draft_length(RequestState& r, const Sequence& seq) c
   return std::max(k, 0);
 }
 
+void SpeculationControl::fit_step_guesses(std::vector<spec::DraftRequest>* requests) const {
+  if (m_max_step_guesses <= 0) return;
+  int64_t total = 0;
+  for (const spec::DraftRequest& r : *requests) total += r.num_draft_tokens;
+  while (total > m_max_step_guesses) {
+    // The last of the longest gives up one guess: the earlier sequences keep the larger share
+    // of an uneven split.
+    int32_t longest = 0;
+    for (const spec::DraftRequest& r : *requests) longest = std::max(longest, r.num_draft_tokens);
+    const auto last = std::find_if(requests->rbegin(), requests->rend(),
+                                   [&](const spec::DraftRequest& r) { return r.num_draft_tokens == longest; });
+    --last->num_draft_tokens;
+    --total;
+  }
+  std::erase_if(*requests, [](const spec::DraftRequest& r) { return r.num_draft_tokens <= 0; });
+}
+
 void SpeculationControl::propose(Scheduler& scheduler, RequestStates& states, StepResult* result) {
   m_drafts.clear();
   std::vector<spec::DraftRequest> requests;
@@ -53,6 +70,7 @@ void SpeculationControl::propose(Scheduler& scheduler, RequestStates& states, St
     if (k <= 0) continue;
     requests.push_back({id, seq->tokens, k, it->second->params().sampling, m_config.draft_min_probability});
   }
+  fit_step_guesses(&requests);
   if (requests.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   Result<std::vector<spec::Draft>> drafts = m_drafter->draft(requests);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 namespace iwb {
 
@@ -20,10 +21,11 @@ using RequestStates = std::unordered_map<RequestId, std::unique_ptr<RequestState
 
 class SpeculationControl {
  public:
-  // The limits a draft must respect: the vocabulary (guesses outside it are cut) and the
-  // longest sequence (no guess runs past it).
-  SpeculationControl(int64_t vocab_size, int64_t max_sequence_length)
-      : m_vocab_size(vocab_size), m_max_sequence_length(max_sequence_length) {}
+  // The limits a draft must respect: the vocabulary (guesses outside it are cut), the longest
+  // sequence (no guess runs past it), and, where > 0, the guesses of one step in all (a model
+  // with recurrent layers saves its state after each guess: PagedEngine::prepare_state_checkpoints).
+  SpeculationControl(int64_t vocab_size, int64_t max_sequence_length, int64_t max_step_guesses = 0)
+      : m_vocab_size(vocab_size), m_max_sequence_length(max_sequence_length), m_max_step_guesses(max_step_guesses) {}
 
   // Takes the drafter (null: off) and its settings; every request's adaptive K starts over.
   Status set(std::unique_ptr<spec::Drafter> drafter, const spec::SpeculativeConfig& config, RequestStates& requests);
@@ -55,9 +57,13 @@ class SpeculationControl {
 
  private:
   int32_t draft_length(RequestState& request, const Sequence& sequence) const;
+  // Trims the requests' K, the longest first, until they ask for at most m_max_step_guesses
+  // guesses in all; requests left with none are dropped.
+  void fit_step_guesses(std::vector<spec::DraftRequest>* requests) const;
 
   int64_t m_vocab_size;
   int64_t m_max_sequence_length;
+  int64_t m_max_step_guesses;
   spec::SpeculativeConfig m_config;
   std::unique_ptr<spec::Drafter> m_drafter;
   std::unordered_map<SequenceId, spec::Draft> m_drafts;  // this step's drafts (their distributions)
