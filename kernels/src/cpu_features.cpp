@@ -201,11 +201,11 @@ const DecodeStreaming& decode_streaming() {
     // 39.8, against 38.7 in lanes). Zen 5 measured the lanes slower at two tokens on rows in L3
     // (0.49 against 0.33 ms), so other CPUs keep the tiles below five until measured.
     // Three tokens then went to the decode layout's several-token kernel, which unpacks each
-    // row once for all three (Ice Lake, model 106, bench_matmul_tokens --threads 2 --copies 20,
-    // ms at 1536x8960 / 8960x1536, alternated twice: 0.546-0.582 / 0.533-0.569 against the
-    // lanes' 0.605-0.635 / 0.549-0.559; rows in L2, one thread, 1536x768: 0.075 against 0.080).
-    // From four tokens the lanes win there (4: 0.60 / 0.55 against 0.75-0.77 / 0.65-0.66; 8:
-    // 0.80 / 0.78-0.94 against 1.19 / 1.27-1.29): that kernel's work grows with every token.
+    // row once for all three (Ice Lake, model 106, bench_matmul_tokens --threads 2 --copies 20
+    // with the weights in 2 MiB pages, ms at 1536x8960 / 8960x1536, alternated twice:
+    // 0.544-0.627 / 0.536-0.544 against the lanes' 0.662-0.683 / 0.620-0.629; rows in L2, one
+    // thread, 1536x768: 0.075 against 0.080). From four tokens the lanes win there (0.642-0.670
+    // / 0.505-0.636 against 0.790-0.879 / 0.618-0.777): that kernel's work grows with every token.
     if (__builtin_cpu_is("intel")) {
       d.k_lanes_min_tokens = 4;
       d.k_decode_max_tokens = 3;

@@ -105,9 +105,28 @@ struct Timing {
   double median = 0, best = 0;  // seconds per call
 };
 
-Timing time_calls(MatmulArgs args, const std::vector<std::vector<uint8_t>>& copies, double min_seconds) {
-  for (const std::vector<uint8_t>& w : copies) {  // also the warm-up: buffers grown, weights touched
-    args.weight = w.data();
+// Copies of one weight tensor in 2 MiB pages, as the engine's weights are (in 4 KiB pages the
+// streamed one-token products lost ~30 us a call to TLB misses the engine does not have).
+struct WeightCopies {
+  std::vector<test::HugePageBuffer<uint8_t>> buffers;
+  size_t bytes = 0;
+  const uint8_t* operator[](size_t i) const { return buffers[i].get(); }
+  size_t size() const { return buffers.size(); }
+};
+
+WeightCopies weight_copies(const std::vector<uint8_t>& weights, int num_copies) {
+  WeightCopies copies;
+  copies.bytes = weights.size();
+  for (int c = 0; c < num_copies; ++c) {
+    copies.buffers.push_back(test::huge_page_buffer<uint8_t>(weights.size()));
+    std::copy(weights.begin(), weights.end(), copies.buffers.back().get());
+  }
+  return copies;
+}
+
+Timing time_calls(MatmulArgs args, const WeightCopies& copies, double min_seconds) {
+  for (size_t c = 0; c < copies.size(); ++c) {  // also the warm-up: buffers grown, weights touched
+    args.weight = copies[c];
     if (!matmul(args)) {
       std::fprintf(stderr, "matmul refused the arguments\n");
       std::exit(1);
@@ -116,7 +135,7 @@ Timing time_calls(MatmulArgs args, const std::vector<std::vector<uint8_t>>& copi
   std::vector<double> calls;
   double total = 0;
   while (total < min_seconds || calls.size() < 5) {
-    args.weight = copies[calls.size() % copies.size()].data();
+    args.weight = copies[calls.size() % copies.size()];
     const double t0 = thread_seconds();
     matmul(args);
     const double dt = thread_seconds() - t0;
@@ -196,7 +215,7 @@ int main(int argc, char** argv) {
                     shape_names[j].c_str(), s.in);
         continue;
       }
-      const std::vector<std::vector<uint8_t>> copies(static_cast<size_t>(num_copies), random_weights(types[i], s));
+      const WeightCopies copies = weight_copies(random_weights(types[i], s), num_copies);
       std::mt19937 rng(5);
       const std::vector<float> x_values = test::random_floats(static_cast<size_t>(max_tokens * s.in), rng, 1.0f, 0.1f);
       // Activations and outputs in 2 MiB pages, as the engine's (huge_page_buffer.h).
@@ -205,14 +224,14 @@ int main(int argc, char** argv) {
       const auto y = test::huge_page_buffer<float>(static_cast<size_t>(max_tokens * s.out));
       double one_token = 0;
       for (int64_t t : tokens) {
-        MatmulArgs args{types[i], copies[0].data(), s.in, s.out, x.get(), t, nullptr, y.get(), num_threads};
+        MatmulArgs args{types[i], copies[0], s.in, s.out, x.get(), t, nullptr, y.get(), num_threads};
         const Timing timing = time_calls(args, copies, min_seconds);
         if (t == 1) one_token = timing.median;
         const double ops = 2.0 * static_cast<double>(s.in) * static_cast<double>(s.out) * static_cast<double>(t);
         // GB/s: the weights' bytes per median call (their read rate; the activations stay in cache).
         std::printf("%-5s %-12s %6" PRId64 " %10.3f %10.3f %8.1f %8.1f", type_names[i].c_str(), shape_names[j].c_str(),
                     t, 1e3 * timing.median, 1e3 * timing.best, ops / timing.median * 1e-9,
-                    static_cast<double>(copies[0].size()) / timing.median * 1e-9);
+                    static_cast<double>(copies.bytes) / timing.median * 1e-9);
         if (one_token > 0) std::printf(" %10.3f", timing.median / static_cast<double>(t) / one_token);
         std::printf("\n");
         std::fflush(stdout);
