@@ -200,16 +200,16 @@ const DecodeStreaming& decode_streaming() {
     // 0`: pp3 44.6 -> 57.2 tokens/s, pp4 55.9 -> 56.7; two tokens take the decode steps,
     // 39.8, against 38.7 in lanes). Zen 5 measured the lanes slower at two tokens on rows in L3
     // (0.49 against 0.33 ms), so other CPUs keep the tiles below five until measured.
-    // Three tokens then went to the decode layout's several-token kernel, which unpacks each
-    // row once for all three (Ice Lake, model 106, bench_matmul_tokens --threads 2 --copies 20
-    // with the weights in 2 MiB pages, ms at 1536x8960 / 8960x1536, alternated twice:
-    // 0.544-0.627 / 0.536-0.544 against the lanes' 0.662-0.683 / 0.620-0.629; rows in L2, one
-    // thread, 1536x768: 0.075 against 0.080). From four tokens the lanes win there (0.642-0.670
-    // / 0.505-0.636 against 0.790-0.879 / 0.618-0.777): that kernel's work grows with every token.
-    if (__builtin_cpu_is("intel")) {
-      d.k_lanes_min_tokens = 4;
-      d.k_decode_max_tokens = 3;
-    }
+    if (__builtin_cpu_is("intel")) d.k_lanes_min_tokens = 3;
+    // Q4_K and Q5_K then took three tokens through their decode layout's several-token kernel,
+    // which unpacks each row once for all three (decode steps go before the lanes; the other
+    // K-quants keep the lanes from three). Ice Lake, model 106, bench_matmul_tokens --threads 2
+    // --copies 20 with the weights in 2 MiB pages, ms at 1536x8960 / 8960x1536, alternated
+    // twice: 0.544-0.627 / 0.536-0.544 against the lanes' 0.662-0.683 / 0.620-0.629; rows in L2,
+    // one thread, 1536x768: 0.075 against 0.080. From four tokens the lanes win there
+    // (0.642-0.670 / 0.505-0.636 against 0.790-0.879 / 0.618-0.777): that kernel's work grows
+    // with every token.
+    if (__builtin_cpu_is("intel")) d.k_decode_max_tokens = 3;
     // AMD Zen 4 (family 19h; a 2 vCPU EPYC guest): rows of 1.5 KiB and more stream best one
     // at a time, shorter ones in two streams. Default model tg32 with 2 threads, five
     // alternations each, medians: every row in one stream against two gave F16 (rows of 3 KiB)

@@ -438,7 +438,7 @@ bool select_quant_dot_avx512(GgmlType type, DotKernels* out) {
   // quiet machine: Q4_K 1536 x 151936, 8 tokens 11.5 ms against the tiles' 14.8, 16 tokens 21.5
   // against the GEMM's 31.0; rows already in L3, 1536 x 8960: 0.63 against 0.78 ms at 8 tokens,
   // but 1.08 against the GEMM's 0.96 at 16). 2..4 tokens keep the tiles (the lanes took 0.49
-  // against 0.33 ms at 2 tokens), except where decode_streaming() says otherwise (Intel: from 4).
+  // against 0.33 ms at 2 tokens), except where decode_streaming() says otherwise (Intel: from 3).
   if (select_quant_lanes_avx512(type, &k)) {
     const int lanes_from = decode_streaming().k_lanes_min_tokens;
     k.lanes_min_tokens = lanes_from > 0 ? lanes_from : 5;
