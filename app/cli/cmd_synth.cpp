@@ -85,8 +85,8 @@ int parse(int argc, char** argv, Options* o) {
          .min = 0});
   t.add({.names = {"--nextn-layers"},
          .value_name = "N",
-         .help = "multi-token-prediction layers after the trunk (nextn_predict_layers; glm4moe and\n"
-                 "deepseek2, for --spec mtp); default: the preset's",
+         .help = "multi-token-prediction layers after the trunk (nextn_predict_layers; glm4moe,\n"
+                 "deepseek2, qwen35 and qwen35moe, for --spec mtp); default: the preset's",
          .destination = &o->num_nextn_layers,
          .min = 0});
   t.add({.names = {"--distinct-rows"},
@@ -112,7 +112,8 @@ int parse(int argc, char** argv, Options* o) {
   if (o->num_layers > 0) o->synth.shape = o->synth.shape.with_layers(o->num_layers);
   if (o->num_nextn_layers >= 0) {
     const std::string& arch = o->synth.shape.architecture;
-    if (o->num_nextn_layers > 0 && arch != "glm4moe" && arch != "deepseek2") {
+    if (o->num_nextn_layers > 0 && arch != "glm4moe" && arch != "deepseek2" && arch != "qwen35" &&
+        arch != "qwen35moe") {
       return report_usage_error(t, "--nextn-layers: " + arch + " has no multi-token-prediction layers");
     }
     o->synth.shape.num_nextn_layers = o->num_nextn_layers;

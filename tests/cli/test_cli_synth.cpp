@@ -20,7 +20,8 @@ class TestCliSynth : public QObject {
   void listsPresetsAndTypes() {
     auto r = run_iwb({"synth", "--list"});
     QCOMPARE(r.exit_code, 0);
-    for (const char* name : {"llama-3.2-1b", "llama-3-8b", "tinyllama-1.1b", "qwen2.5-0.5b", "gemma-3-270m", "Q4_K_M"}) {
+    for (const char* name :
+         {"llama-3.2-1b", "llama-3-8b", "tinyllama-1.1b", "qwen2.5-0.5b", "gemma-3-270m", "Q4_K_M"}) {
       QVERIFY2(r.out.contains(name), name);
     }
     QVERIFY2(r.out.contains("width 2048, 16 layers, 32 heads (8 KV) of 64, FFN 8192, vocab 128256"), qPrintable(r.out));
@@ -66,6 +67,27 @@ class TestCliSynth : public QObject {
     r = run_iwb({"synth", "--preset", "test-qwen3moe", "--layers", "3", "-o", m_tmp.filePath("x.gguf")});
     QCOMPARE(r.exit_code, 2);
     QVERIFY2(r.err.contains("--layers must be 1 to the preset's 2"), qPrintable(r.err));
+    r = run_iwb({"synth", "--preset", "test-qwen3", "--nextn-layers", "1", "-o", m_tmp.filePath("x.gguf")});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("qwen3 has no multi-token-prediction layers"), qPrintable(r.err));
+  }
+
+  // Qwen 3.5's prediction block, as llama.cpp's converter writes it: an attention layer (query
+  // with gate, q/k norms) after the recurrent trunk, with the nextn.* tensors.
+  void writesQwen35sPredictionBlock() {
+    const QString out = m_tmp.filePath("qwen35-mtp.gguf");
+    auto r =
+        run_iwb({"synth", "--preset", "test-qwen35", "--nextn-layers", "1", "--type", "F32", "-t", "1", "-o", out});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    auto file = iwb::gguf::GgufFile::open(out.toStdString());
+    QVERIFY2(file.is_ok(), file.error_message().c_str());
+    QCOMPARE((*file)->get_int("qwen35.block_count").value_or(-1), int64_t{9});
+    QCOMPARE((*file)->get_int("qwen35.nextn_predict_layers").value_or(-1), int64_t{1});
+    for (const char* name : {"blk.8.attn_q.weight", "blk.8.attn_q_norm.weight", "blk.8.nextn.eh_proj.weight",
+                             "blk.8.nextn.enorm.weight", "blk.8.nextn.hnorm.weight"}) {
+      QVERIFY2((*file)->find_tensor(name) != nullptr, name);
+    }
+    QVERIFY((*file)->find_tensor("blk.8.ssm_conv1d.weight") == nullptr);  // (9 % 4 != 0: not a trunk rule)
   }
 
   void keepsTheFirstLayersOfABigShape() {

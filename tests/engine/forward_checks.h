@@ -38,11 +38,13 @@ inline std::string load_reference_and_engine(const std::string& path, RefModel* 
   return {};
 }
 
-// Writes `iwb synth`'s preset in `type` to `path` (two threads). Empty on success, else what failed.
+// Writes `iwb synth`'s preset in `type` to `path` (two threads), with `nextn_layers`
+// multi-token-prediction layers where >= 0 (else the preset's). Empty on success, else what failed.
 inline std::string synthesize_preset(const std::string& preset, const std::string& type, uint64_t seed,
-                                     const std::string& path) {
+                                     const std::string& path, int64_t nextn_layers = -1) {
   synth::SynthOptions options;
   options.shape = *synth::find_synth_preset(preset);
+  if (nextn_layers >= 0) options.shape.num_nextn_layers = nextn_layers;
   options.weight_type = type;
   options.seed = seed;
   options.num_threads = 2;

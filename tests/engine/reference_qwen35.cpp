@@ -333,6 +333,38 @@ std::shared_ptr<RefQwen35> load_reference_qwen35(const gguf::GgufFile& f, std::s
     l.n_ff = static_cast<int64_t>(l.down.size()) / m->n_embd;
     m->layers.push_back(std::move(l));
   }
+  if (f.get_int(a + "nextn_predict_layers").value_or(0) > 0) {
+    const std::string p = "blk." + std::to_string(m->n_layer) + ".";
+    const std::string nextn = p + "nextn.";
+    RefQwen35Layer& l = m->mtp;
+    l.attn_norm = load(f, p + "attn_norm.weight");
+    l.post_attention_norm = load(f, p + "post_attention_norm.weight");
+    l.wq = load(f, p + "attn_q.weight");
+    l.wk = load(f, p + "attn_k.weight");
+    l.wv = load(f, p + "attn_v.weight");
+    l.wo = load(f, p + "attn_output.weight");
+    l.q_norm = load(f, p + "attn_q_norm.weight");
+    l.k_norm = load(f, p + "attn_k_norm.weight");
+    l.gate = load(f, p + "ffn_gate.weight");
+    l.up = load(f, p + "ffn_up.weight");
+    l.down = load(f, p + "ffn_down.weight");
+    l.n_ff = static_cast<int64_t>(l.down.size()) / m->n_embd;
+    m->nextn_enorm = load(f, nextn + "enorm.weight");
+    m->nextn_hnorm = load(f, nextn + "hnorm.weight");
+    m->nextn_eh_proj = load(f, nextn + "eh_proj.weight");
+    m->mtp_head_norm = load(f, nextn + "shared_head_norm.weight");
+    if (m->mtp_head_norm.empty()) m->mtp_head_norm = m->output_norm;
+    if (std::string bad = check_layer(*m, l, m->n_layer); !bad.empty()) {
+      *error = bad;
+      return nullptr;
+    }
+    const auto d = static_cast<size_t>(m->n_embd);
+    if (m->nextn_enorm.size() != d || m->nextn_hnorm.size() != d || m->nextn_eh_proj.size() != 2 * d * d) {
+      *error = "reference: qwen35's prediction layer has no complete nextn.enorm, hnorm and eh_proj";
+      return nullptr;
+    }
+    m->has_mtp = true;
+  }
   // Every attention layer shares one head shape (the rest of the reference assumes it).
   for (int64_t il = 0; il < m->n_layer; ++il) {
     if (!recurrent[static_cast<size_t>(il)] &&
@@ -360,6 +392,29 @@ std::vector<std::vector<float>> qwen35_hidden_states(const RefQwen35& m, const s
 
 std::vector<std::vector<float>> qwen35_logits(const RefQwen35& m, const std::vector<int32_t>& tokens, bool is_kv_f16) {
   return ref::logit_rows(run_layers(m, tokens, is_kv_f16), m.output, m.output_norm, m.eps, m.vocab);
+}
+
+std::vector<std::vector<float>> qwen35_mtp_logits(const RefQwen35& m, const std::vector<int32_t>& tokens,
+                                                  const std::vector<std::vector<float>>& hidden) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), d = m.n_embd;
+  std::vector<Vec> x(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    Vec joined =
+        normed(Vec(m.embd.begin() + tokens[t] * d, m.embd.begin() + (tokens[t] + 1) * d), m.nextn_enorm, m.eps);
+    const Vec h = normed(t > 0 ? Vec(hidden[t - 1].begin(), hidden[t - 1].end()) : Vec(static_cast<size_t>(d), 0.0),
+                         m.nextn_hnorm, m.eps);
+    joined.insert(joined.end(), h.begin(), h.end());
+    x[t] = matvec(m.nextn_eh_proj, joined, d);
+  }
+  std::vector<Vec> h(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) h[t] = normed(x[t], m.mtp.attn_norm, m.eps);
+  const std::vector<Vec> a = attention_layer(m, m.mtp, h, false);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < d; ++i) x[t][i] += a[t][i];
+    const Vec y = swiglu_ffn(m, m.mtp, normed(x[t], m.mtp.post_attention_norm, m.eps));
+    for (int64_t i = 0; i < d; ++i) x[t][i] += y[i];
+  }
+  return ref::logit_rows(x, m.output, m.mtp_head_norm, m.eps, m.vocab);
 }
 
 }  // namespace iwb::test

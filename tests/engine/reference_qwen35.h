@@ -46,13 +46,19 @@ struct RefQwen35 {
   int64_t d_state = 0, n_group = 0, dt_rank = 0, d_inner = 0, conv_kernel = 0;
   std::vector<float> embd, output, output_norm;  // embd/output [vocab][n_embd]
   std::vector<RefQwen35Layer> layers;
+  // The first multi-token-prediction block after the trunk, where the file has one: a full
+  // attention layer, nextn.enorm / hnorm [n_embd], eh_proj [n_embd][2 * n_embd], and the norm
+  // before the classifier (nextn.shared_head_norm, else output_norm).
+  bool has_mtp = false;
+  RefQwen35Layer mtp;
+  std::vector<float> nextn_enorm, nextn_hnorm, nextn_eh_proj, mtp_head_norm;
 
   int64_t conv_dim() const { return 2 * n_group * d_state + d_inner; }
 };
 
 // The model in `file` (general.architecture qwen35); null with `error` set where a key or
-// tensor is missing or inconsistent. Multi-token-prediction layers past the trunk
-// (nextn_predict_layers) are not loaded: the main pass does not run them.
+// tensor is missing or inconsistent. Of the multi-token-prediction layers past the trunk
+// (nextn_predict_layers) the first is loaded as `mtp`; the main pass does not run it.
 std::shared_ptr<RefQwen35> load_reference_qwen35(const gguf::GgufFile& file, std::string* error);
 
 // Logits [tokens][vocab] at every position of `tokens`; with is_kv_f16 the attention layers'
@@ -62,5 +68,11 @@ std::vector<std::vector<float>> qwen35_logits(const RefQwen35& m, const std::vec
 
 // Every position's hidden state after the output norm, [tokens][n_embd].
 std::vector<std::vector<float>> qwen35_hidden_states(const RefQwen35& m, const std::vector<int32_t>& tokens);
+
+// The MTP block's logits [tokens][vocab] as llama.cpp's graph_mtp computes them: position p
+// reads token p's embedding and the target's hidden state at p - 1 (zeros at 0), normed and
+// projected together, then the block's attention over the positions so far and its FFN.
+std::vector<std::vector<float>> qwen35_mtp_logits(const RefQwen35& m, const std::vector<int32_t>& tokens,
+                                                  const std::vector<std::vector<float>>& hidden);
 
 }  // namespace iwb::test

@@ -38,8 +38,9 @@ constexpr char kPreset[] = "test-qwen35";
 // the engine with `options`. Empty on success, else what failed.
 std::string synthesize_qwen35(const std::string& type, uint64_t seed, const std::string& path,
                               std::shared_ptr<RefQwen35>* ref, std::unique_ptr<Engine>* engine,
-                              EngineOptions options = {0, 2}) {
-  if (std::string written = synthesize_preset(kPreset, type, seed, path); !written.empty()) return written;
+                              EngineOptions options = {0, 2}, int64_t nextn_layers = 0) {
+  if (std::string written = synthesize_preset(kPreset, type, seed, path, nextn_layers); !written.empty())
+    return written;
   auto file = gguf::GgufFile::open(path);
   if (!file.is_ok()) return file.error_message();
   std::string error;
@@ -196,6 +197,35 @@ class TestQwen35Reference : public QObject {
       for (const TokenEvent& e : s->tokens) got[which.at(e.request)].push_back(e.token);
     }
     for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], reference_greedy_qwen35(*ref, prompts[i], 20));
+  }
+
+  // The file's multi-token-prediction block (an attention layer, llama.cpp's graph_mtp) as `iwb
+  // logits --mtp` runs it: at every position, reading the target's hidden state of the position
+  // before, the reference's logits.
+  void mtpHeadMatchesReference() {
+    std::shared_ptr<RefQwen35> ref;
+    std::unique_ptr<Engine> engine;
+    const std::string error = synthesize_qwen35("F32", 31, m_tmp.filePath("mtp.gguf").toStdString(), &ref, &engine,
+                                                {0, 2}, /*nextn_layers=*/1);
+    QVERIFY2(error.empty(), error.c_str());
+    QVERIFY(ref->has_mtp);
+    const std::vector<int32_t> tokens = random_tokens(kPromptLength, ref->vocab, 9);
+    std::vector<std::vector<float>> rows;
+    const Status s = engine->mtp_logits_for_positions(tokens, [&](int64_t p, std::span<const float> logits) -> Status {
+      if (p != static_cast<int64_t>(rows.size())) return make_error(ErrorCode::InvalidArgument, "out of order");
+      rows.emplace_back(logits.begin(), logits.end());
+      return {};
+    });
+    QVERIFY2(s.is_ok(), s.message().c_str());
+    QCOMPARE(rows.size(), tokens.size());
+    const std::vector<std::vector<float>> want = qwen35_mtp_logits(*ref, tokens, qwen35_hidden_states(*ref, tokens));
+    double worst = 0;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+      worst = std::max(worst, max_relative_error(rows[p], want[p]));
+      QCOMPARE(argmax(rows[p]), argmax(want[p]));
+    }
+    qInfo("MTP head within %.2e of the reference", worst);
+    QVERIFY2(worst < kF16CacheTolerance, qPrintable(QString::number(worst)));
   }
 };
 

@@ -1,8 +1,8 @@
 // Speculative decoding on a model with recurrent layers (Qwen 3.5, iwb synth's test-qwen35 on
 // the CPU): a verification step saves the state after each guess and the sequence goes back to
 // the state after the tokens it kept, so greedy speculation gives plain decoding's tokens
-// whatever is accepted or rejected; drafters that would run recurrent layers themselves are
-// refused. Also run under ASan.
+// whatever is accepted or rejected; the file's MTP block (an attention layer) drafts too;
+// drafters that would run recurrent layers themselves are refused. Also run under ASan.
 #include "../kernels/random_tensors.h"
 #include "forward_checks.h"
 #include "synthesized_engine.h"
@@ -217,14 +217,42 @@ class TestRecurrentSpeculation : public QObject {
     QVERIFY(got.finished.at(ids[0]).speculation.num_drafted > 0);
   }
 
+  // The file's MTP block (an attention layer, mtp_head_config) drafts for the recurrent
+  // target: its guesses, verified, leave plain decoding's tokens (two sequences together); a
+  // file without the block is refused with the reason.
+  void mtpHeadDrafts() {
+    const std::string path = m_model.file_path("test-qwen35-mtp.gguf");
+    const std::string error = test::synthesize_preset("test-qwen35", "F32", 0, path, /*nextn_layers=*/1);
+    QVERIFY2(error.empty(), error.c_str());
+    EngineOptions with = cpu_options();
+    with.speculation.kind = spec::DrafterKind::Mtp;
+    with.speculation.num_draft_tokens = 3;
+    auto engine = Engine::load(path, with);
+    auto plain = Engine::load(path, cpu_options());
+    QVERIFY2(engine.is_ok() && plain.is_ok(), (engine.error_message() + plain.error_message()).c_str());
+    const int64_t vocab = (*engine)->config().vocab_size;
+    const std::vector<int32_t> a = random_tokens(15, vocab, 98), b = random_tokens(6, vocab, 99);
+    const test::EngineRun got = run_to_end(**engine, {greedy_request(a, 20), greedy_request(b, 20)});
+    QVERIFY2(got.error.empty(), got.error.c_str());
+    QCOMPARE(got.tokens.at(got.ids[0]), engine_greedy(**plain, a, 20));
+    QCOMPARE(got.tokens.at(got.ids[1]), engine_greedy(**plain, b, 20));
+    for (const RequestId id : got.ids) QVERIFY(got.finished.at(id).speculation.num_drafted > 0);
+    QVERIFY((*engine)->memory_report().drafter_bytes > 0);
+
+    std::unique_ptr<Engine> without = m_model.load(cpu_options());
+    QVERIFY(without);
+    const Status s = without->set_speculation(with.speculation);
+    QVERIFY(!s.is_ok());
+    QVERIFY2(s.message().find("multi-token-prediction") != std::string::npos, s.message().c_str());
+  }
+
   // Drafters that would run the recurrent layers themselves cannot take their guesses back:
-  // the model as its own draft model, its requantized copy, an MTP head. Refused with the
-  // reason, at load and later; the engine then decodes as before.
+  // the model as its own draft model, its requantized copy. Refused with the reason, at load
+  // and later; the engine then decodes as before.
   void drafterWithRecurrentLayersIsRefused_data() {
     QTest::addColumn<int>("kind");
     QTest::newRow("draft model") << static_cast<int>(spec::DrafterKind::DraftModel);
     QTest::newRow("self draft") << static_cast<int>(spec::DrafterKind::SelfDraft);
-    QTest::newRow("mtp head") << static_cast<int>(spec::DrafterKind::Mtp);
   }
   void drafterWithRecurrentLayersIsRefused() {
     QFETCH(int, kind);

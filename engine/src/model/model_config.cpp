@@ -378,6 +378,14 @@ ModelConfig mtp_head_config(const ModelConfig& config) {
   c.num_leading_dense_layers = config.is_expert_layer(config.num_layers) ? 0 : 1;
   const size_t last = static_cast<size_t>(config.num_layers);
   c.is_sliding_layer.assign(1, last < config.is_sliding_layer.size() && config.is_sliding_layer[last]);
+  if (config.has_recurrent_layers() && !config.is_recurrent(config.num_layers)) {
+    // Qwen 3.5's block is a full-attention layer (llama.cpp: "MTP block looks like a
+    // full-attention Qwen3.5 decoder block"): the head is a model without recurrent layers, and
+    // can take back its guesses like any attention model.
+    c.is_recurrent_layer.clear();
+    c.layer_kv_heads.assign(1, config.num_kv_heads);
+    c.linear_num_key_heads = c.linear_num_value_heads = 0;
+  }
   return c;
 }
 

@@ -13,14 +13,19 @@ Status PagedEngine::refuse_recurrent_drafter(const char* what) const {
   return make_error(ErrorCode::Unsupported,
                     std::string(what) + " would run the recurrent layers of this " + m_config.architecture_name +
                         " model, whose state cannot take back the guesses the target rejects; draft with prompt "
-                        "lookup or a draft model without recurrent layers");
+                        "lookup, the model's MTP head (--spec mtp) or a draft model without recurrent layers");
 }
 
 Status PagedEngine::set_speculation(const spec::SpeculativeConfig& config) {
   IWB_RETURN_IF_ERROR(spec::validate(config));
   if (m_config.has_recurrent_layers()) {
     if (config.kind == spec::DrafterKind::SelfDraft) return refuse_recurrent_drafter("self-drafting");
-    if (config.kind == spec::DrafterKind::Mtp) return refuse_recurrent_drafter("an MTP head");
+    // Qwen 3.5's MTP block is an attention layer (mtp_head_config): its drafter has no state to
+    // take back. A head with recurrent layers of its own would.
+    if (config.kind == spec::DrafterKind::Mtp && m_config.num_nextn_layers > 0 &&
+        mtp_head_config(m_config).has_recurrent_layers()) {
+      return refuse_recurrent_drafter("this MTP head");
+    }
   }
   std::unique_ptr<spec::Drafter> drafter;
   // The drafter runs where the target runs, with a cache as large as the target's.

@@ -84,8 +84,12 @@ Status check_shape(const SynthShape& s) {
     return bad(s.architecture + " has no experts (a mixture of experts needs an architecture that routes them)");
   }
   if (!arch->has_deepseek_routing && !(arch->has_gated_shared_expert && s.num_shared_experts == 1) &&
-      (s.num_shared_experts > 0 || s.num_leading_dense_layers > 0 || s.num_nextn_layers > 0)) {
-    return bad(s.architecture + " has no shared experts, leading dense layers or prediction layers");
+      (s.num_shared_experts > 0 || s.num_leading_dense_layers > 0)) {
+    return bad(s.architecture + " has no shared experts or leading dense layers");
+  }
+  // Prediction layers: glm4moe's and deepseek2's (expert layers), Qwen 3.5's (attention layers).
+  if (!arch->has_deepseek_routing && !arch->has_recurrent_layers && s.num_nextn_layers > 0) {
+    return bad(s.architecture + " has no multi-token-prediction layers");
   }
   if (s.num_shared_experts < 0 || s.num_leading_dense_layers < 0 || s.num_nextn_layers < 0 ||
       s.num_leading_dense_layers > s.num_layers) {
@@ -141,6 +145,7 @@ void set_qwen35_metadata(const SynthShape& s, gguf::GgufWriter* w) {
   w->set_u32(a + ".ssm.time_step_rank", u32(s.linear_num_value_heads));
   w->set_u32(a + ".ssm.inner_size", u32(s.linear_value_width()));
   w->set_u32(a + ".full_attention_interval", u32(s.full_attention_interval));
+  if (s.num_nextn_layers > 0) w->set_u32(a + ".nextn_predict_layers", u32(s.num_nextn_layers));
   if (s.num_shared_experts > 0) {  // qwen35moe's shared expert (Qwen3_5Moe's converter)
     w->set_u32(a + ".expert_shared_feed_forward_length", u32(s.expert_feed_forward_length * s.num_shared_experts));
   }

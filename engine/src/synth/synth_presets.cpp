@@ -419,7 +419,9 @@ int64_t gemma4_parameters(const SynthShape& s) {
 int64_t qwen35_parameters(const SynthShape& s) {
   const int64_t d = s.embedding_length, heads = s.linear_num_value_heads, channels = s.linear_conv_channels();
   int64_t total = s.vocab_size * d * (s.is_embedding_tied ? 1 : 2) + d;
-  for (int64_t il = 0; il < s.num_layers; ++il) {
+  // The trunk, then the prediction layers (attention layers, with a projection and 3 norms).
+  for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
+    if (il >= s.num_layers) total += 2 * d * d + 3 * d;
     total += 2 * d;           // attn_norm, post_attention_norm
     if (s.num_experts > 0) {  // router, experts, the shared expert and its gate
       total += d * s.num_experts + 3 * d * s.expert_feed_forward_length * (s.num_experts + s.num_shared_experts) + d;

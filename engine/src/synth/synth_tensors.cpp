@@ -140,12 +140,23 @@ void add_gemma4_layer(const SynthShape& s, int64_t il, Planner& p) {
   p.add(blk(il, "post_ffw_norm_2.weight"), {d}, TensorRole::Norm, il);
 }
 
+// A prediction layer's own tensors (llama.cpp's nextn.*): the projection of [embedding;
+// hidden] and its two input norms, and the norm before the shared classifier.
+void add_nextn_tensors(const SynthShape& s, int64_t il, Planner& p) {
+  const int64_t d = s.embedding_length;
+  p.add(blk(il, "nextn.eh_proj.weight"), {2 * d, d}, TensorRole::FfnUp, il);
+  p.add(blk(il, "nextn.enorm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "nextn.hnorm.weight"), {d}, TensorRole::Norm, il);
+  p.add(blk(il, "nextn.shared_head_norm.weight"), {d}, TensorRole::Norm, il);
+}
+
 // Proportional RoPE's divisors for the global layers (the converter's generate_extra_tensors):
 // 1 for the rotated pairs, 1e30 (no rotation) for the rest of the head.
 // A Qwen 3.5 layer as llama.cpp's Qwen3_5 converter writes it: a recurrent layer's gated delta
 // net (attn_qkv, attn_gate, the convolution's taps, dt bias, decay rate ssm_a, beta and alpha,
 // ssm_norm, ssm_out) or an attention layer whose attn_q holds each head's query and gate, then
-// post_attention_norm (the FFN's input norm) and the dense FFN.
+// post_attention_norm (the FFN's input norm) and the dense FFN. A multi-token-prediction block
+// after the trunk is an attention layer with the nextn.* tensors (llama.cpp's load_block_mtp).
 void add_qwen35_layer(const SynthShape& s, int64_t il, Planner& p) {
   const int64_t d = s.embedding_length;
   p.add(blk(il, "attn_norm.weight"), {d}, TensorRole::Norm, il);
@@ -179,11 +190,12 @@ void add_qwen35_layer(const SynthShape& s, int64_t il, Planner& p) {
     p.add(blk(il, "ffn_gate_shexp.weight"), {d, sff}, TensorRole::FfnGate, il);
     p.add(blk(il, "ffn_down_shexp.weight"), {sff, d}, TensorRole::FfnDown, il);
     p.add(blk(il, "ffn_up_shexp.weight"), {d, sff}, TensorRole::FfnUp, il);
-    return;
+  } else {
+    p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
+    p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
+    p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
   }
-  p.add(blk(il, "ffn_gate.weight"), {d, s.feed_forward_length}, TensorRole::FfnGate, il);
-  p.add(blk(il, "ffn_up.weight"), {d, s.feed_forward_length}, TensorRole::FfnUp, il);
-  p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
+  if (il >= s.num_layers) add_nextn_tensors(s, il, p);
 }
 
 // The recurrent layers' per-head constants as trained models have them: decay rates ssm_a =
@@ -248,7 +260,8 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
     p.add("per_layer_model_proj.weight", {d, width}, TensorRole::AttnQ);
     p.add("per_layer_proj_norm.weight", {s.per_layer_embedding_length}, TensorRole::Norm);
   }
-  // The trunk's layers, then glm4moe's multi-token-prediction layers (an expert layer each).
+  // The trunk's layers, then the multi-token-prediction layers (glm4moe's and deepseek2's an
+  // expert layer each, Qwen 3.5's an attention layer).
   for (int64_t il = 0; il < s.num_layers + s.num_nextn_layers; ++il) {
     if (is_gemma4) {
       add_gemma4_layer(s, il, p);
@@ -323,12 +336,7 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, const WeightTypePlan& 
       p.add(blk(il, "ffn_down.weight"), {s.feed_forward_length, d}, TensorRole::FfnDown, il);
     }
     if (has_post_norms) p.add(blk(il, "post_ffw_norm.weight"), {d}, TensorRole::Norm, il);
-    if (il >= s.num_layers) {  // the prediction layer's own tensors (llama.cpp's nextn.*)
-      p.add(blk(il, "nextn.eh_proj.weight"), {2 * d, d}, TensorRole::FfnUp, il);
-      p.add(blk(il, "nextn.enorm.weight"), {d}, TensorRole::Norm, il);
-      p.add(blk(il, "nextn.hnorm.weight"), {d}, TensorRole::Norm, il);
-      p.add(blk(il, "nextn.shared_head_norm.weight"), {d}, TensorRole::Norm, il);
-    }
+    if (il >= s.num_layers) add_nextn_tensors(s, il, p);
   }
   p.add("output_norm.weight", {d}, TensorRole::Norm);
   if (!s.is_embedding_tied) p.add("output.weight", {d, s.vocab_size}, TensorRole::Output);

@@ -140,8 +140,10 @@ struct SynthShape {
   int64_t layer_ff(int64_t il) const {
     return feed_forward_length * (has_double_wide_shared_ffn && is_kv_shared(il) ? 2 : 1);
   }
+  // Qwen 3.5's multi-token-prediction blocks after the trunk are attention layers (llama.cpp's
+  // is_recr: only trunk layers recur).
   bool is_recurrent_layer(int64_t il) const {
-    return full_attention_interval > 0 && (il + 1) % full_attention_interval != 0;
+    return full_attention_interval > 0 && il < num_layers && (il + 1) % full_attention_interval != 0;
   }
   int64_t linear_value_width() const { return linear_num_value_heads * linear_head_dim; }
   int64_t linear_conv_channels() const { return 2 * linear_num_key_heads * linear_head_dim + linear_value_width(); }
