@@ -10,7 +10,8 @@
 # attention with and without a query latent, YaRN's log multiplier, group-limited and softmax
 # routing, and DeepSeek V3's prediction layer as an MTP head; for gemma4 experts beside the dense FFN
 # with the router's and the experts' scales, fused gate/up experts, and values from the keys on
-# the global layer; checked to 1e-3). Quantized files agree within their tolerance too, but
+# the global layer; for qwen35moe also its prediction layer, an attention block after the
+# recurrent trunk, as an MTP head; checked to 1e-3). Quantized files agree within their tolerance too, but
 # their greedy tokens part at near-ties that llama.cpp itself decides differently with and
 # without flash attention (docs/moe.md), so they are not a pass/fail test. Needs a llama.cpp
 # build folder in LLAMA_CPP_BUILD; without one it skips (exit 77). Arguments: IWB_BINARY SOURCE_DIR.
@@ -34,7 +35,7 @@ for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepse
   for seed in $seeds; do
     file="$work/$preset-F32-$seed.gguf"
     nextn=()
-    [[ "$preset" == test-deepseek2 ]] && nextn=(--nextn-layers 1)  # DeepSeek V3's MTP layer
+    [[ "$preset" == test-deepseek2 || "$preset" == test-qwen35moe ]] && nextn=(--nextn-layers 1)  # their MTP layers
     "$iwb" synth --preset "$preset" --type F32 --seed "$seed" "${nextn[@]}" -o "$file" >/dev/null 2>&1
     for prompt in 1 2; do
       if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
@@ -45,7 +46,7 @@ for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepse
         echo "$out"
         status=1
       fi
-      if [[ "$preset" == test-glm4moe || "$preset" == test-deepseek2 ]]; then
+      if [[ "$preset" == test-glm4moe || "$preset" == test-deepseek2 || "$preset" == test-qwen35moe ]]; then
         if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
             --num-tokens 16 --seed "$prompt" --mtp); then
           echo "$preset F32 seed $seed prompt $prompt MTP head: $(tail -1 <<<"$out")"
