@@ -141,7 +141,7 @@ OptionTable make_table(Options* o) {
   add_threads_option(t, &o->engine.num_threads);
   add_device_options(t, &o->device);
   add_kv_cache_options(t, &o->kv_cache);
-  add_state_checkpoints_option(t, &o->engine.max_state_checkpoints);
+  add_state_checkpoints_option(t, &o->engine.max_state_checkpoints, &o->engine.checkpoint_min_step);
   t.add({.names = {"--batch-invariant"},
          .help = "exact matmuls: each output is the same as that prompt run alone",
          .destination = &o->engine.is_batch_invariant});

@@ -88,6 +88,42 @@ class TestStateCheckpoints : public QObject {
     QCOMPARE(StateCheckpoints::positions(15, 16), V());
     QCOMPARE(StateCheckpoints::positions(1, 16), V());
     QCOMPARE(StateCheckpoints::positions(9, 8), V({8}));
+    // With a minimum step, also every step (whole blocks, at least one) before those.
+    QCOMPARE(StateCheckpoints::positions(100, 16, 32), V({32, 64, 96}));
+    QCOMPARE(StateCheckpoints::positions(100, 16, 40), V({32, 64, 96}));
+    QCOMPARE(StateCheckpoints::positions(100, 16, 8), V({16, 32, 48, 64, 80, 96}));
+    QCOMPARE(StateCheckpoints::positions(97, 16, 48), V({48, 96}));
+    QCOMPARE(StateCheckpoints::positions(96, 16, 48), V({48, 80, 96}));
+    QCOMPARE(StateCheckpoints::positions(20, 16, 16), V({16}));
+    QCOMPARE(StateCheckpoints(4, 32).positions_of(100, 16), V({32, 64, 96}));
+  }
+
+  // --checkpoint-min-step: a long prompt keeps its state part way too, so a prompt that shares
+  // only its beginning resumes there (with the tokens of an engine that computes it whole);
+  // with the default step (8,192) the same prompts share nothing usable.
+  void longPromptsKeepStatesPartWay() {
+    EngineOptions stepped = cpu_options(32);
+    stepped.checkpoint_min_step = 32;
+    std::unique_ptr<Engine> engine = m_model.load(stepped);
+    std::unique_ptr<Engine> plain = m_model.load(cpu_options(32));
+    std::unique_ptr<Engine> whole = m_model.load(cpu_options(0));
+    QVERIFY(engine && plain && whole);
+    const int64_t vocab = engine->config().vocab_size;
+    const std::vector<int32_t> document = random_tokens(100, vocab, 51);
+    QVERIFY(generate(*engine, document, 2).error.empty());
+    QVERIFY(generate(*plain, document, 2).error.empty());
+    // After 32, 64 and 96 (the prompt's), and the reply's block (none: it ends inside 96..112).
+    QCOMPARE(engine->memory_report().recurrent_num_checkpoints, int64_t(3));
+    QCOMPARE(plain->memory_report().recurrent_num_checkpoints, int64_t(1));
+
+    std::vector<int32_t> other(document.begin(), document.begin() + 70);
+    const std::vector<int32_t> question = random_tokens(9, vocab, 52);
+    other.insert(other.end(), question.begin(), question.end());
+    const Finished resumed = generate(*engine, other, 5);
+    QVERIFY2(resumed.error.empty(), resumed.error.c_str());
+    QCOMPARE(resumed.num_reused, 64);
+    QCOMPARE(resumed.tokens, engine_greedy(*whole, other, 5));
+    QCOMPARE(generate(*plain, other, 5).num_reused, 0);
   }
 
   // A checkpoint is found by its key and its exact tokens (another prefix under the same key is

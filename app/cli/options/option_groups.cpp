@@ -57,7 +57,7 @@ void add_threads_option(OptionTable& table, int* threads) {
              .default_text = "all cores"});
 }
 
-void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints) {
+void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints, int64_t* min_step) {
   table.add({.names = {"-ctxcp", "--ctx-checkpoints"},
              .value_name = "N",
              .help = "recurrent models (Qwen 3.5): states kept at prompts' and replies' last block\n"
@@ -66,6 +66,12 @@ void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints) 
              .destination = max_checkpoints,
              .min = 0,
              .max = 4096});
+  table.add({.names = {"-cms", "--checkpoint-min-step"},
+             .value_name = "N",
+             .help = "recurrent models: within long prompts also a state every N tokens, so a prompt that\n"
+                     "shares only a long one's beginning resumes part way (0: only at the ends)",
+             .destination = min_step,
+             .min = 0});
 }
 
 KvCacheTypes KvCacheOptions::types() const {

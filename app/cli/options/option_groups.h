@@ -38,9 +38,10 @@ void add_batch_size_option(OptionTable& table, int64_t* tokens, std::string help
 // has no counterpart: the engine uses one thread pool for every step.
 void add_threads_option(OptionTable& table, int* threads);
 
-// Recurrent models' prefix caching: -ctxcp / --ctx-checkpoints N as llama.cpp spells it
-// (EngineOptions::max_state_checkpoints; llama.cpp's are per slot, ours for the engine).
-void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints);
+// Recurrent models' prefix caching: -ctxcp / --ctx-checkpoints N and -cms /
+// --checkpoint-min-step N as llama.cpp spells them (EngineOptions::max_state_checkpoints,
+// checkpoint_min_step; llama.cpp's checkpoints are per slot, ours for the engine).
+void add_state_checkpoints_option(OptionTable& table, int32_t* max_checkpoints, int64_t* min_step);
 
 // KV cache: -ctk / --cache-type-k T and -ctv / --cache-type-v T as llama.cpp spells them
 // (f16, q8_0, q5_1, q5_0, q4_1, q4_0; and fp8_e4m3, vLLM's), and the older --kv-type T for both.

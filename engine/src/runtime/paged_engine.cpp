@@ -197,7 +197,7 @@ Status PagedEngine::set_up_scheduler(const EngineOptions& o) {
   const bool is_recurrent = m_config.has_recurrent_layers();
   blocks.enable_prefix_caching = o.enable_prefix_caching && (!is_recurrent || o.max_state_checkpoints > 0);
   if (is_recurrent && blocks.enable_prefix_caching) {
-    m_checkpoints = StateCheckpoints(o.max_state_checkpoints);
+    m_checkpoints = StateCheckpoints(o.max_state_checkpoints, o.checkpoint_min_step);
     blocks.is_usable_prefix = [checkpoints = &m_checkpoints](BlockHash key, std::span<const int32_t> prefix) {
       return checkpoints->has(key, prefix);
     };

@@ -82,7 +82,7 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
       }
       IWB_RETURN_IF_ERROR(m_backend->restore_state(e.sequence, *id, e.num_context_tokens));
     }
-    for (const int64_t at : StateCheckpoints::positions(seq->num_tokens(), batch.block_size)) {
+    for (const int64_t at : m_checkpoints.positions_of(seq->num_tokens(), batch.block_size)) {
       if (at > e.num_context_tokens && at <= e.sequence_length) save_at(at, std::nullopt);  // in this chunk
     }
   }

@@ -51,11 +51,15 @@ bool StateCheckpoints::remove(BlockHash key, int64_t id) {
   return true;
 }
 
-std::vector<int64_t> StateCheckpoints::positions(int64_t num_tokens, int64_t block_size) {
+std::vector<int64_t> StateCheckpoints::positions(int64_t num_tokens, int64_t block_size, int64_t min_step) {
   std::vector<int64_t> at;
   if (block_size <= 0) return at;
   const int64_t repeat = (num_tokens - 1) / block_size * block_size;
   const int64_t extend = num_tokens / block_size * block_size;
+  if (min_step > 0) {
+    const int64_t step = std::max(block_size, min_step / block_size * block_size);
+    for (int64_t p = step; p < repeat; p += step) at.push_back(p);
+  }
   if (repeat > 0) at.push_back(repeat);
   if (extend > 0 && extend != repeat) at.push_back(extend);
   return at;

@@ -15,7 +15,7 @@ namespace iwb {
 
 class StateCheckpoints {
  public:
-  explicit StateCheckpoints(int32_t capacity = 0) : m_capacity(capacity) {}
+  explicit StateCheckpoints(int32_t capacity = 0, int64_t min_step = 0) : m_capacity(capacity), m_min_step(min_step) {}
 
   bool is_enabled() const { return m_capacity > 0; }
   size_t size() const { return m_entries.size(); }
@@ -35,8 +35,14 @@ class StateCheckpoints {
   // Where a sequence whose prompt (or recomputed tokens) has num_tokens tokens keeps its state:
   // after its last full block, for prompts that continue it (a chat's next turn), and after the
   // last block a repeat of it can take from the cache (its last token is always computed: a
-  // regenerated reply). Ascending, each a positive multiple of block_size.
-  static std::vector<int64_t> positions(int64_t num_tokens, int64_t block_size);
+  // regenerated reply); with min_step > 0 also every min_step tokens before those (rounded
+  // down to whole blocks, at least one), for prompts that share only its beginning. Ascending,
+  // each a positive multiple of block_size.
+  static std::vector<int64_t> positions(int64_t num_tokens, int64_t block_size, int64_t min_step = 0);
+  // positions() with this index's min_step.
+  std::vector<int64_t> positions_of(int64_t num_tokens, int64_t block_size) const {
+    return positions(num_tokens, block_size, m_min_step);
+  }
 
  private:
   struct Entry {
@@ -47,6 +53,7 @@ class StateCheckpoints {
   const Entry* find(BlockHash key, std::span<const int32_t> prefix) const;
 
   int32_t m_capacity = 0;
+  int64_t m_min_step = 0;
   uint64_t m_clock = 0;
   int64_t m_next_id = 0;
   std::unordered_map<BlockHash, Entry> m_entries;

@@ -63,6 +63,11 @@ struct EngineOptions {
   // chat's next turn, a regenerated reply); at most this many, least recently used dropped first; 0: none, and every
   // prompt is computed from its start. llama.cpp's --ctx-checkpoints (its default, per slot).
   int32_t max_state_checkpoints = 32;
+  // And within long prompts, every this many tokens (rounded down to whole KV blocks), so a
+  // later prompt that shares only a long prompt's beginning (the same document, another
+  // question) resumes part way; 0: only at the ends. llama.cpp's --checkpoint-min-step (its
+  // default), which spaces its checkpoints at least this far apart.
+  int64_t checkpoint_min_step = 8192;
   // What the KV cache stores keys and values as (separately, llama.cpp's -ctk/-ctv): F16, or
   // Q8_0, Q5_1, Q5_0, Q4_1, Q4_0 (head sizes must be multiples of 32), or F8_E4M3 (vLLM's; with
   // calculate_scales its per-layer scales come from the first batch). The CUDA backend takes
