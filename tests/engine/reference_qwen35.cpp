@@ -233,6 +233,34 @@ std::vector<bool> recurrent_pattern(const gguf::GgufFile& f, int64_t n_layer) {
   return out;
 }
 
+// An attention layer's tensors under prefix p: attn_q (each head's query and gate), attn_k and
+// attn_v, or llama.cpp's fused attn_qkv (every head's query and gate, then the keys, then the
+// values); the output and the q/k norms.
+void load_attention(const gguf::GgufFile& f, const std::string& p, const RefQwen35& m, RefQwen35Layer* l) {
+  if (const std::vector<float> qkv = load(f, p + "attn_qkv.weight"); !qkv.empty()) {
+    const int64_t q = 2 * m.n_head * m.head_dim * m.n_embd, kv = m.n_kv_head * m.head_dim * m.n_embd;
+    if (static_cast<int64_t>(qkv.size()) == q + 2 * kv) {
+      l->wq.assign(qkv.begin(), qkv.begin() + q);
+      l->wk.assign(qkv.begin() + q, qkv.begin() + q + kv);
+      l->wv.assign(qkv.begin() + q + kv, qkv.end());
+    }
+  } else {
+    l->wq = load(f, p + "attn_q.weight");
+    l->wk = load(f, p + "attn_k.weight");
+    l->wv = load(f, p + "attn_v.weight");
+  }
+  l->wo = load(f, p + "attn_output.weight");
+  l->q_norm = load(f, p + "attn_q_norm.weight");
+  l->k_norm = load(f, p + "attn_k_norm.weight");
+}
+
+void load_ffn(const gguf::GgufFile& f, const std::string& p, int64_t n_embd, RefQwen35Layer* l) {
+  l->gate = load(f, p + "ffn_gate.weight");
+  l->up = load(f, p + "ffn_up.weight");
+  l->down = load(f, p + "ffn_down.weight");
+  l->n_ff = static_cast<int64_t>(l->down.size()) / n_embd;
+}
+
 }  // namespace
 
 std::shared_ptr<RefQwen35> load_reference_qwen35(const gguf::GgufFile& f, std::string* error) {
@@ -310,45 +338,19 @@ std::shared_ptr<RefQwen35> load_reference_qwen35(const gguf::GgufFile& f, std::s
         *error = "reference: qwen35 layer " + std::to_string(il) + "'s head counts";
         return nullptr;
       }
-      if (const std::vector<float> qkv = load(f, p + "attn_qkv.weight"); !qkv.empty()) {
-        // Fused rows: the query and gate of every head, then the keys, then the values.
-        const int64_t q = 2 * m->n_head * m->head_dim * m->n_embd, kv = m->n_kv_head * m->head_dim * m->n_embd;
-        if (static_cast<int64_t>(qkv.size()) == q + 2 * kv) {
-          l.wq.assign(qkv.begin(), qkv.begin() + q);
-          l.wk.assign(qkv.begin() + q, qkv.begin() + q + kv);
-          l.wv.assign(qkv.begin() + q + kv, qkv.end());
-        }
-      } else {
-        l.wq = load(f, p + "attn_q.weight");
-        l.wk = load(f, p + "attn_k.weight");
-        l.wv = load(f, p + "attn_v.weight");
-      }
-      l.wo = load(f, p + "attn_output.weight");
-      l.q_norm = load(f, p + "attn_q_norm.weight");
-      l.k_norm = load(f, p + "attn_k_norm.weight");
+      load_attention(f, p, *m, &l);
     }
-    l.gate = load(f, p + "ffn_gate.weight");
-    l.up = load(f, p + "ffn_up.weight");
-    l.down = load(f, p + "ffn_down.weight");
-    l.n_ff = static_cast<int64_t>(l.down.size()) / m->n_embd;
+    load_ffn(f, p, m->n_embd, &l);
     m->layers.push_back(std::move(l));
   }
   if (f.get_int(a + "nextn_predict_layers").value_or(0) > 0) {
     const std::string p = "blk." + std::to_string(m->n_layer) + ".";
     const std::string nextn = p + "nextn.";
-    RefQwen35Layer& l = m->mtp;
+    RefQwen35Layer& l = m->mtp;  // an attention layer (llama.cpp's load_block_mtp)
     l.attn_norm = load(f, p + "attn_norm.weight");
     l.post_attention_norm = load(f, p + "post_attention_norm.weight");
-    l.wq = load(f, p + "attn_q.weight");
-    l.wk = load(f, p + "attn_k.weight");
-    l.wv = load(f, p + "attn_v.weight");
-    l.wo = load(f, p + "attn_output.weight");
-    l.q_norm = load(f, p + "attn_q_norm.weight");
-    l.k_norm = load(f, p + "attn_k_norm.weight");
-    l.gate = load(f, p + "ffn_gate.weight");
-    l.up = load(f, p + "ffn_up.weight");
-    l.down = load(f, p + "ffn_down.weight");
-    l.n_ff = static_cast<int64_t>(l.down.size()) / m->n_embd;
+    load_attention(f, p, *m, &l);
+    load_ffn(f, p, m->n_embd, &l);
     m->nextn_enorm = load(f, nextn + "enorm.weight");
     m->nextn_hnorm = load(f, nextn + "hnorm.weight");
     m->nextn_eh_proj = load(f, nextn + "eh_proj.weight");
