@@ -150,8 +150,6 @@ void add_nextn_tensors(const SynthShape& s, int64_t il, Planner& p) {
   p.add(blk(il, "nextn.shared_head_norm.weight"), {d}, TensorRole::Norm, il);
 }
 
-// Proportional RoPE's divisors for the global layers (the converter's generate_extra_tensors):
-// 1 for the rotated pairs, 1e30 (no rotation) for the rest of the head.
 // A Qwen 3.5 layer as llama.cpp's Qwen3_5 converter writes it: a recurrent layer's gated delta
 // net (attn_qkv, attn_gate, the convolution's taps, dt bias, decay rate ssm_a, beta and alpha,
 // ssm_norm, ssm_out) or an attention layer whose attn_q holds each head's query and gate, then
@@ -211,6 +209,8 @@ std::vector<float> qwen35_head_constants(const TensorPlan& t) {
   return values;
 }
 
+// Proportional RoPE's divisors for the global layers (the converter's generate_extra_tensors):
+// 1 for the rotated pairs, 1e30 (no rotation) for the rest of the head.
 std::vector<float> gemma4_rope_factors(const SynthShape& s) {
   const auto rotated = static_cast<size_t>(static_cast<float>(s.head_dim) * s.partial_rotary_global / 2.0f);
   std::vector<float> f(static_cast<size_t>(s.head_dim / 2), 1e30f);
