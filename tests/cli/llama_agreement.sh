@@ -7,7 +7,7 @@
 # layer output scales; test-gemma4-e2b adds E2B's shared KV layers, double-wide FFNs and per-layer
 # embeddings; their Q8_0 files' logits only, not their greedy tokens), qwen35 (test-qwen35: six
 # recurrent gated-delta-net layers and two gated attention layers rotating a quarter of each head;
-# its Q8_0 file's logits only, as gemma4's), F32 and Q8_0 (phi3 at a context of 512, above its
+# its Q8_0 file's logits only, as gemma4's; and its prediction layer as an MTP head), F32 and Q8_0 (phi3 at a context of 512, above its
 # original 256: LongRoPE's long factors, and at 256: the short ones). Needs a llama.cpp build folder in
 # LLAMA_CPP_BUILD; without one it skips (exit 77) saying so. Arguments: IWB_BINARY SOURCE_DIR.
 set -euo pipefail
@@ -42,6 +42,20 @@ for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-gemma2:512 test-smo
       status=1
     fi
   done
+done
+# test-qwen35's prediction layer (an attention block after the recurrent trunk) as an MTP head:
+# the head's logits at every position against llama.cpp's MTP context (--mtp).
+file="$work/test-qwen35-mtp.gguf"
+"$iwb" synth --preset test-qwen35 --type F32 --seed 1 --nextn-layers 1 -o "$file" >/dev/null 2>&1
+for prompt in 1 2; do
+  if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
+      --num-tokens 16 --seed "$prompt" --mtp); then
+    echo "test-qwen35 F32 seed 1 prompt $prompt MTP head: $(tail -1 <<<"$out")"
+  else
+    echo "test-qwen35 F32 seed 1 prompt $prompt MTP head: FAILED"
+    echo "$out"
+    status=1
+  fi
 done
 # The check can fail: iwb at a context of 512 (LongRoPE's long factors) against llama.cpp at 256
 # (the short ones) must be reported as disagreeing.
