@@ -19,6 +19,7 @@
 #include "runtime/speculation_control.h"
 #include "runtime/state_checkpoints.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -164,10 +165,15 @@ class PagedEngine final : public Engine {
     int64_t first_tokens = 0;  // ids[j] holds the state after first_tokens + j tokens
     std::vector<int64_t> ids;  // backend checkpoints, outside m_checkpoints' index
     // The block the step's tokens fill, kept as a decode checkpoint if verification keeps the
-    // tokens up to its end: its id is one of ids, or (the step's last token ends it) one more.
+    // tokens up to its end (its prefix): its id is one of ids, or (the step's last token ends
+    // it) one more.
     std::optional<PendingCheckpoint> block_end;
-    int64_t block_end_tokens = 0;
-    bool block_end_is_extra = false;
+    // Every state the step saved for the sequence: ids, and block_end's where it is not one of them.
+    std::vector<int64_t> saved() const {
+      std::vector<int64_t> all = ids;
+      if (block_end && std::find(ids.begin(), ids.end(), block_end->id) == ids.end()) all.push_back(block_end->id);
+      return all;
+    }
   };
   std::unordered_map<SequenceId, DraftStates> m_draft_states;  // the verification step under way
 

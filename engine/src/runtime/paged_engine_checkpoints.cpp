@@ -63,11 +63,10 @@ Status PagedEngine::prepare_state_checkpoints(const ForwardBatch& batch, FlatBat
       if (m_checkpoints.has(*key, prefix)) continue;
       DraftStates& saves = found->second;
       const auto j = static_cast<size_t>(at - saves.first_tokens);
-      saves.block_end_is_extra = j >= saves.ids.size();
-      const int64_t id = saves.block_end_is_extra ? m_checkpoints.next_id() : saves.ids[j];
-      if (saves.block_end_is_extra) flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
+      const bool is_extra = j >= saves.ids.size();
+      const int64_t id = is_extra ? m_checkpoints.next_id() : saves.ids[j];
+      if (is_extra) flat->state_saves.push_back({static_cast<int32_t>(i), at, id});
       saves.block_end = PendingCheckpoint{*key, std::vector<int32_t>(prefix.begin(), prefix.end()), id, e.sequence};
-      saves.block_end_tokens = at;
       continue;
     }
     // The first chunk after a prefix-cache hit: the state after the hit goes in place.
@@ -99,21 +98,19 @@ Status PagedEngine::rewind_draft_states(SequenceId sequence, int32_t num_accepte
     status = m_backend->restore_state(sequence, saves.ids[static_cast<size_t>(num_accepted)],
                                       saves.first_tokens + num_accepted);
   }
-  if (saves.block_end_is_extra) saves.ids.push_back(saves.block_end->id);
-  if (status && saves.block_end && saves.block_end_tokens <= saves.first_tokens + num_accepted) {
+  std::vector<int64_t> dropped = saves.saved();
+  if (status && saves.block_end &&
+      static_cast<int64_t>(saves.block_end->prefix.size()) <= saves.first_tokens + num_accepted) {
     // (restore_state copied the state: the one kept may be the one the sequence went back to.)
-    std::erase(saves.ids, saves.block_end->id);
+    std::erase(dropped, saves.block_end->id);
     keep_checkpoint(*saves.block_end);
   }
-  m_backend->drop_state_checkpoints(saves.ids);
+  m_backend->drop_state_checkpoints(dropped);
   return status;
 }
 
 void PagedEngine::drop_draft_states() {
-  for (auto& [sequence, saves] : m_draft_states) {
-    if (saves.block_end_is_extra) saves.ids.push_back(saves.block_end->id);
-    m_backend->drop_state_checkpoints(saves.ids);
-  }
+  for (const auto& [sequence, saves] : m_draft_states) m_backend->drop_state_checkpoints(saves.saved());
   m_draft_states.clear();
 }
 
