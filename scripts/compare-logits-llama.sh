@@ -4,7 +4,10 @@
 # the same token ids, and prints per position max |diff|, the relative error (max |diff| over
 # max |logit|, as tests/engine/test_forward_reference.cpp measures) and top-1 agreement, then
 # whether N greedy tokens are equal. Exit 0 when every position is within the tolerance and the
-# greedy tokens are equal, 1 when not, 2 on a usage or setup error. The tolerance is one of the
+# greedy tokens are equal, or part only at a near-tie (at the step where they part, iwb's logits
+# of the two tokens are closer than the largest |diff| between the two programs' logits measured
+# on this file: the two are known to round differently by more than that), 1 when not, 2 on a
+# usage or setup error. The tolerance is one of the
 # forward tests' (tests/engine/test_forward_reference.cpp): 5e-3 for F32 files, the one for
 # attention inputs rounded differently (llama.cpp also rounds queries and attention weights to
 # f16), and 8e-2 for quantized files, whose activations llama.cpp rounds to 8 bits per block
@@ -141,7 +144,7 @@ n, vocab, ref = read(os.path.join(work, "llama.bin"))
 n2, vocab2, got = read(os.path.join(work, "iwb.bin"))
 if (n, vocab) != (n2, vocab2):
     sys.exit(f"compare-logits-llama: llama.cpp gave {n} x {vocab} logits, iwb {n2} x {vocab2}")
-worst, top1 = 0.0, 0
+worst, worst_abs, top1 = 0.0, 0.0, 0
 print(f"{os.path.basename(model)}: {n} positions, vocabulary {vocab}{', MTP head' if mtp else ''}")
 print(f"{'pos':>4} {'max|diff|':>11} {'max|logit|':>11} {'rel.error':>10}  top-1 (llama.cpp / iwb)")
 for p in range(n):
@@ -150,6 +153,7 @@ for p in range(n):
     scale = max(abs(a) for a in r)
     rel = diff / scale if scale > 0 else diff
     worst = max(worst, rel)
+    worst_abs = max(worst_abs, diff)
     ta, tb = max(range(vocab), key=r.__getitem__), max(range(vocab), key=g.__getitem__)
     top1 += ta == tb
     print(f"{p:>4} {diff:>11.3e} {scale:>11.3e} {rel:>10.3e}  {ta} / {tb}{'' if ta == tb else '  DIFFERENT'}")
@@ -166,15 +170,26 @@ is_equal = greedy_ref == greedy_got and len(greedy_ref) > 0
 print(f"llama.cpp greedy: {' '.join(greedy_ref)}")
 print(f"iwb greedy:       {' '.join(greedy_got)}")
 split_path = os.path.join(work, "split.txt")
+is_near_tie = False
 if os.path.exists(split_path):
-    step, want, have = (int(v) for v in open(split_path).read().split())
+    fields = open(split_path).read().split()
+    step, want = int(fields[0]), int(fields[1])
+    have = int(fields[2]) if len(fields) > 2 else -1  # iwb's run ended before that step
     rows, vocab3, last = read(os.path.join(work, "split.bin"))
     row = last[(rows - 1) * vocab3:rows * vocab3]
-    print(f"greedy step {step}: llama.cpp took {want}, iwb {have}; iwb's logits there: {row[have]:.4f} vs "
-          f"{row[want]:.4f} (gap {row[have] - row[want]:.2e}, max |logit| {max(abs(v) for v in row):.3f})")
-ok = worst < tol and is_equal
+    # iwb's token scores at least llama.cpp's there (it is iwb's argmax); a gap under the largest
+    # difference the two programs' logits showed on this file is a tie their roundings decide.
+    gap = row[have] - row[want] if 0 <= have < vocab3 and 0 <= want < vocab3 else float("inf")
+    is_near_tie = gap < worst_abs
+    have_logit = row[have] if 0 <= have < vocab3 else float("nan")
+    print(f"greedy step {step}: llama.cpp took {want}, iwb {have}; iwb's logits there: {have_logit:.4f} vs "
+          f"{row[want]:.4f} (gap {gap:.2e}, max |logit| {max(abs(v) for v in row):.3f}; "
+          f"{'a near-tie' if is_near_tie else 'not a near-tie'}: the logits' max |diff| is {worst_abs:.2e})")
+ok = worst < tol and (is_equal or is_near_tie)
+greedy_text = ("equal" if is_equal else
+               f"equal until step {first_diff}, then part at a near-tie" if is_near_tie else
+               f"differ from step {first_diff} ({same} equal)")
 print(f"summary: max relative error {worst:.3e} (tolerance {tol:g}), top-1 {top1}/{n}, "
-      f"greedy {len(greedy_ref)} tokens {'equal' if is_equal else f'differ from step {first_diff} ({same} equal)'}: "
-      f"{'AGREE' if ok else 'DISAGREE'}")
+      f"greedy {len(greedy_ref)} tokens {greedy_text}: {'AGREE' if ok else 'DISAGREE'}")
 sys.exit(0 if ok else 1)
 EOF

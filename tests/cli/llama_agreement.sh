@@ -8,7 +8,8 @@
 # embeddings; their Q8_0 files' logits only, not their greedy tokens), qwen35 (test-qwen35: six
 # recurrent gated-delta-net layers and two gated attention layers rotating a quarter of each head;
 # its Q8_0 file's logits only, as gemma4's; and its prediction layer as an MTP head), F32 and Q8_0 (phi3 at a context of 512, above its
-# original 256: LongRoPE's long factors, and at 256: the short ones). Needs a llama.cpp build folder in
+# original 256: LongRoPE's long factors, and at 256: the short ones); greedy runs that part only at a near-tie
+# (compare-logits-llama.sh: a gap under the logits' measured difference) count as agreeing. Needs a llama.cpp build folder in
 # LLAMA_CPP_BUILD; without one it skips (exit 77) saying so. Arguments: IWB_BINARY SOURCE_DIR.
 set -euo pipefail
 iwb=$1
