@@ -14,13 +14,7 @@
 set -euo pipefail
 iwb=$1
 src=$2
-if [[ -z "${LLAMA_CPP_BUILD:-}" ]]; then
-  echo "skipped: set LLAMA_CPP_BUILD to a llama.cpp build folder (with bin/libllama.so) to compare with llama.cpp"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-status=0
+source "$src/tests/cli/llama_agreement_common.sh"
 for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-gemma2:512 test-smollm3:512 test-olmo2:512 test-olmo3:512 \
     test-granite:512 test-phi3:512 test-phi3:256 test-gemma4-dense:512 test-gemma4-e2b:512 test-qwen35:512; do
   preset=${run%:*}
@@ -34,14 +28,7 @@ for run in test-llama:512 test-qwen2:512 test-qwen3:512 test-gemma2:512 test-smo
     greedy=32
     # test-qwen35's Q8_0 file likewise (3.2e-2, the greedy tokens apart from the first step).
     [[ ( "$preset" == test-gemma4-* || "$preset" == test-qwen35 ) && "$type" != F32 ]] && greedy=0
-    if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-        --num-tokens 16 --greedy "$greedy" -c "$ctx"); then
-      echo "$preset $type -c $ctx: $(tail -1 <<<"$out")"
-    else
-      echo "$preset $type -c $ctx: FAILED"
-      echo "$out"
-      status=1
-    fi
+    agree "$preset $type -c $ctx" -m "$file" --num-tokens 16 --greedy "$greedy" -c "$ctx"
   done
 done
 # test-qwen35's prediction layer (an attention block after the recurrent trunk) as an MTP head:
@@ -49,14 +36,7 @@ done
 file="$work/test-qwen35-mtp.gguf"
 "$iwb" synth --preset test-qwen35 --type F32 --seed 1 --nextn-layers 1 -o "$file" >/dev/null 2>&1
 for prompt in 1 2; do
-  if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-      --num-tokens 16 --seed "$prompt" --mtp); then
-    echo "test-qwen35 F32 seed 1 prompt $prompt MTP head: $(tail -1 <<<"$out")"
-  else
-    echo "test-qwen35 F32 seed 1 prompt $prompt MTP head: FAILED"
-    echo "$out"
-    status=1
-  fi
+  agree "test-qwen35 F32 seed 1 prompt $prompt MTP head" -m "$file" --num-tokens 16 --seed "$prompt" --mtp
 done
 # The check can fail: iwb at a context of 512 (LongRoPE's long factors) against llama.cpp at 256
 # (the short ones) must be reported as disagreeing.

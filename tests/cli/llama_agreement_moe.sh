@@ -18,13 +18,7 @@
 set -euo pipefail
 iwb=$1
 src=$2
-if [[ -z "${LLAMA_CPP_BUILD:-}" ]]; then
-  echo "skipped: set LLAMA_CPP_BUILD to a llama.cpp build folder (with bin/libllama.so) to compare with llama.cpp"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-status=0
+source "$src/tests/cli/llama_agreement_common.sh"
 for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepseek2-lite test-gemma4 test-qwen35moe; do
   seeds="0 3"
   # test-qwen35moe (qwen35's recurrent and gated attention layers, 8 experts of 64 top-2 and a gated
@@ -38,23 +32,9 @@ for preset in test-qwen3moe test-gpt-oss test-glm4moe test-deepseek2 test-deepse
     [[ "$preset" == test-deepseek2 || "$preset" == test-qwen35moe ]] && nextn=(--nextn-layers 1)  # their MTP layers
     "$iwb" synth --preset "$preset" --type F32 --seed "$seed" "${nextn[@]}" -o "$file" >/dev/null 2>&1
     for prompt in 1 2; do
-      if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-          --num-tokens 16 --greedy 32 --seed "$prompt"); then
-        echo "$preset F32 seed $seed prompt $prompt: $(tail -1 <<<"$out")"
-      else
-        echo "$preset F32 seed $seed prompt $prompt: FAILED"
-        echo "$out"
-        status=1
-      fi
+      agree "$preset F32 seed $seed prompt $prompt" -m "$file" --num-tokens 16 --greedy 32 --seed "$prompt"
       if [[ "$preset" == test-glm4moe || "$preset" == test-deepseek2 || "$preset" == test-qwen35moe ]]; then
-        if out=$("$src/scripts/compare-logits-llama.sh" --llama-build "$LLAMA_CPP_BUILD" --iwb "$iwb" -m "$file" \
-            --num-tokens 16 --seed "$prompt" --mtp); then
-          echo "$preset F32 seed $seed prompt $prompt MTP head: $(tail -1 <<<"$out")"
-        else
-          echo "$preset F32 seed $seed prompt $prompt MTP head: FAILED"
-          echo "$out"
-          status=1
-        fi
+        agree "$preset F32 seed $seed prompt $prompt MTP head" -m "$file" --num-tokens 16 --seed "$prompt" --mtp
       fi
     done
   done
