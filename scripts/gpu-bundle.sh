@@ -110,14 +110,9 @@ models=${IWB_SHARED_MODELS_DIR:-"$root/../shared/models"}
 for f in aidreams260K.bin aidreams260K-tok512.bin; do
   [[ -f "$models/llama2c/$f" ]] && cp "$models/llama2c/$f" "$stage/models/llama2c/"
 done
-# The tests look for the shared models under the path compiled into them; gpu-check.sh links
-# it to models/ there when that path does not exist on the GPU machine.
-compiled_models=$(sed -n 's/^IWB_SHARED_MODELS_DIR:[A-Z]*=//p' "$build_dir/CMakeCache.txt" | head -1)
-echo "${compiled_models:-$models}" >"$stage/models/COMPILED_PATH"
 {
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n) from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "build type $build_type; $(nvcc --version | tail -1)"
-  echo "tests read shared models from ${compiled_models:-$models}"
 } >"$stage/BUNDLE_INFO"
 
 mkdir -p "$(dirname "$archive")"

@@ -160,12 +160,9 @@ else
     note "the machine's C++ runtime is older than the build's: using the bundle's lib-compat/"
     export LD_LIBRARY_PATH="$unpacked/lib-compat:$LD_LIBRARY_PATH"
   fi
-  # The tests read the shared models from the path compiled into them: link it when absent.
-  compiled=$(cat "$unpacked/models/COMPILED_PATH" 2>/dev/null)
-  if [[ -n $compiled && ! -e $compiled/llama2c && -d $unpacked/models/llama2c ]]; then
-    mkdir -p "$compiled" 2>/dev/null && ln -sfn "$unpacked/models/llama2c" "$compiled/llama2c" 2>/dev/null &&
-      note "linked $compiled/llama2c to the bundle's aidreams model"
-  fi
+  # The tests take the shared models folder from IWB_SHARED_MODELS_DIR when it is set
+  # (tests/test_paths.h): the bundle's own copy of the aidreams model.
+  if [[ -d $unpacked/models/llama2c ]]; then export IWB_SHARED_MODELS_DIR="$unpacked/models"; fi
 fi
 iwb="$bin_dir/iwb"
 # llama-bench carried xz-compressed (70 MB plain, 41 MB packed): unpacked into the work folder.

@@ -4,6 +4,7 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include "test_paths.h"
 
 namespace iwb::test {
 
@@ -13,7 +14,7 @@ struct IwbRun {
   QString err;
 };
 
-inline QString iwb_path() { return QStringLiteral(IWB_BINARY_DIR "/app/iwb"); }
+inline QString iwb_path() { return QString::fromStdString(iwb_cli_path()); }
 
 inline IwbRun run_iwb(const QStringList& args, int timeout_ms = 60000) {
   QProcess p;
@@ -31,6 +32,6 @@ inline IwbRun run_iwb(const QStringList& args, int timeout_ms = 60000) {
   return r;
 }
 
-inline QString shared_models_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR); }
+inline QString shared_models_qdir() { return QString::fromStdString(shared_models_dir()); }
 
 }  // namespace iwb::test

@@ -12,7 +12,7 @@
 #include <QtTest>
 
 using iwb::test::run_iwb;
-using iwb::test::shared_models_dir;
+using iwb::test::shared_models_qdir;
 
 class TestCliBatchBench : public QObject {
   Q_OBJECT
@@ -31,7 +31,7 @@ class TestCliBatchBench : public QObject {
 
  private slots:
   void initTestCase() {
-    const QString dir = shared_models_dir() + "/llama2c/";
+    const QString dir = shared_models_qdir() + "/llama2c/";
     if (!QFile::exists(dir + "aidreams260K.bin")) return;
     m_model = m_tmp.filePath("aidreams.gguf");
     auto r = run_iwb({"convert", "llama2c", "--checkpoint", dir + "aidreams260K.bin", "--tokenizer",
@@ -40,7 +40,8 @@ class TestCliBatchBench : public QObject {
   }
 
   void init() {
-    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors") QSKIP("shared aidreams model absent");
+    if (m_model.isEmpty() && QString(QTest::currentTestFunction()) != "usageErrors")
+      QSKIP("shared aidreams model absent");
   }
 
   void parallelRuns() {
@@ -95,8 +96,9 @@ class TestCliBatchBench : public QObject {
   }
 
   void table() {
-    auto r = run_iwb({"batch-bench", "-m", m_model, "-t", "1", "-p", "8", "-n", "4", "--parallel", "1,2", "--shared-prefix", "16"},
-                     120000);
+    auto r = run_iwb(
+        {"batch-bench", "-m", m_model, "-t", "1", "-p", "8", "-n", "4", "--parallel", "1,2", "--shared-prefix", "16"},
+        120000);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("prefix cache: TTFT"), qPrintable(r.out));
     QVERIFY(r.out.contains("agg tok/s"));

@@ -21,7 +21,7 @@
 #include <cmath>
 
 using iwb::test::run_iwb;
-using iwb::test::shared_models_dir;
+using iwb::test::shared_models_qdir;
 
 class TestCliBench : public QObject {
   Q_OBJECT
@@ -49,7 +49,7 @@ class TestCliBench : public QObject {
 
  private slots:
   void initTestCase() {
-    const QString dir = shared_models_dir() + "/llama2c/";
+    const QString dir = shared_models_qdir() + "/llama2c/";
     if (!QFile::exists(dir + "aidreams260K.bin")) return;
     m_model = m_tmp.filePath("aidreams.gguf");
     auto r = run_iwb({"convert", "llama2c", "--checkpoint", dir + "aidreams260K.bin", "--tokenizer",

@@ -10,15 +10,15 @@
 #include <QtTest>
 
 using iwb::test::run_iwb;
-using iwb::test::shared_models_dir;
+using iwb::test::shared_models_qdir;
 
 class TestCliConvert : public QObject {
   Q_OBJECT
 
  private:
   QTemporaryDir m_tmp;
-  static QString model() { return shared_models_dir() + "/llama2c/aidreams260K.bin"; }
-  static QString tokenizer() { return shared_models_dir() + "/llama2c/aidreams260K-tok512.bin"; }
+  static QString model() { return shared_models_qdir() + "/llama2c/aidreams260K.bin"; }
+  static QString tokenizer() { return shared_models_qdir() + "/llama2c/aidreams260K-tok512.bin"; }
 
  private slots:
   void convertsAidreams_data() {
@@ -59,9 +59,11 @@ class TestCliConvert : public QObject {
                                   << "--tokenizer is required";
     QTest::newRow("no output") << QStringList{"convert", "llama2c", "--checkpoint", "a.bin", "--tokenizer", "t.bin"}
                                << "-o is required";
-    QTest::newRow("bad type") << QStringList{"convert", "llama2c", "--type", "q4_0"} << "--type expects one of f32, f16, got 'q4_0'";
+    QTest::newRow("bad type") << QStringList{"convert", "llama2c", "--type", "q4_0"}
+                              << "--type expects one of f32, f16, got 'q4_0'";
     QTest::newRow("missing value") << QStringList{"convert", "llama2c", "--checkpoint"} << "--checkpoint needs a value";
-    QTest::newRow("unknown option") << QStringList{"convert", "llama2c", "--frobnicate"} << "unknown option '--frobnicate'";
+    QTest::newRow("unknown option") << QStringList{"convert", "llama2c", "--frobnicate"}
+                                    << "unknown option '--frobnicate'";
   }
   void usageErrors() {
     QFETCH(QStringList, args);
@@ -79,8 +81,8 @@ class TestCliConvert : public QObject {
 
   void badFiles() {
     const QString out = m_tmp.filePath("never.gguf");
-    auto r = run_iwb({"convert", "llama2c", "--checkpoint", m_tmp.filePath("absent.bin"), "--tokenizer", "t.bin",
-                      "-o", out});
+    auto r = run_iwb(
+        {"convert", "llama2c", "--checkpoint", m_tmp.filePath("absent.bin"), "--tokenizer", "t.bin", "-o", out});
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.err.contains("absent.bin"), qPrintable(r.err));
 

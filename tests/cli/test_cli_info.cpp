@@ -12,7 +12,7 @@
 #include <QtTest>
 
 using iwb::test::run_iwb;
-using iwb::test::shared_models_dir;
+using iwb::test::shared_models_qdir;
 
 class TestCliInfo : public QObject {
   Q_OBJECT
@@ -49,7 +49,7 @@ class TestCliInfo : public QObject {
     QFETCH(QString, pre);
     QFETCH(int, numTokens);
     QFETCH(QString, architecture);
-    const QString path = shared_models_dir() + "/vocab-gguf/" + file;
+    const QString path = shared_models_qdir() + "/vocab-gguf/" + file;
     if (!QFile::exists(path)) QSKIP(qPrintable("shared model file absent: " + path));
     const QJsonObject j = info_json({path});
     QCOMPARE(j["architecture"].toString(), architecture);
@@ -71,7 +71,7 @@ class TestCliInfo : public QObject {
   }
 
   void convertedAidreams() {
-    const QString dir = shared_models_dir() + "/llama2c/";
+    const QString dir = shared_models_qdir() + "/llama2c/";
     if (!QFile::exists(dir + "aidreams260K.bin")) QSKIP("shared llama2c models absent");
     QTemporaryDir tmp;
     const QString out = tmp.filePath("aidreams.gguf");

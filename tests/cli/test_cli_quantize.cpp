@@ -29,7 +29,7 @@ class TestCliQuantize : public QObject {
 
  private slots:
   void initTestCase() {
-    const QString dir = iwb::test::shared_models_dir() + "/llama2c/";
+    const QString dir = iwb::test::shared_models_qdir() + "/llama2c/";
     if (!QFile::exists(dir + "aidreams260K.bin")) QSKIP("shared models folder absent: no aidreams model");
     m_base = m_tmp.filePath("aid.gguf");
     iwb::convert::Llama2cConvertOptions options;
@@ -50,7 +50,8 @@ class TestCliQuantize : public QObject {
     QVERIFY2(r.out.contains("fallback: ffn_down (4 tensors): rows of 172 are not a whole number of Q4_0 blocks, "
                             "written as F16"),
              qPrintable(r.out));
-    QVERIFY2(r.out.contains("fallback: token_embd.weight: rows of 64 are not a whole number of Q6_K blocks, written as Q8_0"),
+    QVERIFY2(r.out.contains(
+                 "fallback: token_embd.weight: rows of 64 are not a whole number of Q6_K blocks, written as Q8_0"),
              qPrintable(r.out));
     QVERIFY2(r.out.contains("9 F32"), qPrintable(r.out));  // norms
     auto file = iwb::gguf::GgufFile::open(out.toStdString());
@@ -60,7 +61,8 @@ class TestCliQuantize : public QObject {
     QCOMPARE((*file)->find_tensor("blk.0.attn_q.weight")->type, iwb::GgmlType::Q4_0);
 
     // JSON report: every tensor with its error.
-    r = run_iwb({"quantize", "-m", m_base, "-o", m_tmp.filePath("aid-q8.gguf"), "--type", "q8_0", "--json", "--no-store"});
+    r = run_iwb(
+        {"quantize", "-m", m_base, "-o", m_tmp.filePath("aid-q8.gguf"), "--type", "q8_0", "--json", "--no-store"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     const QJsonObject report = QJsonDocument::fromJson(r.out.toUtf8()).object();
     QCOMPARE(report["type"].toString(), QString("Q8_0"));
@@ -113,7 +115,8 @@ class TestCliQuantize : public QObject {
   void evalsAgainstTheBaseAndRecordsRuns() {
     const QString q4 = m_tmp.filePath("aid-q4_0.gguf");
     if (!QFile::exists(q4)) QSKIP("quantizesAndReportsFallbacks did not run");
-    auto r = run_iwb({"eval", "-m", q4, "--base", m_base, "-c", "128", "--chunks", "4", "-n", "8", "--json", "--db", m_db});
+    auto r =
+        run_iwb({"eval", "-m", q4, "--base", m_base, "-c", "128", "--chunks", "4", "-n", "8", "--json", "--db", m_db});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
     QCOMPARE(o["chunks"].toInt(), 4);

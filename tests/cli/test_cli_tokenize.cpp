@@ -9,7 +9,7 @@
 #include <QtTest>
 
 using iwb::test::run_iwb;
-using iwb::test::shared_models_dir;
+using iwb::test::shared_models_qdir;
 
 class TestCliTokenize : public QObject {
   Q_OBJECT
@@ -17,7 +17,7 @@ class TestCliTokenize : public QObject {
  private:
   // The shared folder's file, else the one in llama.cpp's vocab cache (scripts/fetch-llama-vocab.sh).
   static QString vocab(const char* name) {
-    const QString shared = shared_models_dir() + "/vocab-gguf/" + name;
+    const QString shared = shared_models_qdir() + "/vocab-gguf/" + name;
     if (QFile::exists(shared)) return shared;
     return QStringLiteral(IWB_LLAMA_VOCAB_DIR "/") + name;
   }

@@ -7,10 +7,11 @@
 #include <QFile>
 #include <QString>
 #include <QtTest>
+#include "test_paths.h"
 
 namespace iwb::test {
 
-inline QString aidreams_llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
+inline QString aidreams_llama2c_dir() { return QString::fromStdString(iwb::test::shared_models_dir()) + "/llama2c/"; }
 
 // Writes `dir`/aidreams.gguf and returns its path; empty when the shared model is missing.
 // A failed conversion fails the calling test.

@@ -18,6 +18,7 @@
 
 #include <map>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -122,7 +123,7 @@ class TestBatchedGeneration : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(m_tmp.isValid());
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
       m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
       auto converted =

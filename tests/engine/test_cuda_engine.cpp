@@ -23,6 +23,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::synth;
@@ -150,15 +151,17 @@ class TestCudaEngine : public QObject {
   void initTestCase() {
     const auto devices = list_cuda_devices();
     if (!devices.is_ok()) {
-      QSKIP(qPrintable(QStringLiteral("the CUDA engine is not tested: %1").arg(QString::fromStdString(devices.error_message()))));
+      QSKIP(qPrintable(
+          QStringLiteral("the CUDA engine is not tested: %1").arg(QString::fromStdString(devices.error_message()))));
     }
     m_device_memory = devices->front().total_memory_bytes;
     qInfo("testing on %s (%s)", devices->front().id.c_str(), devices->front().name.c_str());
     QVERIFY(m_tmp.isValid());
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
       const std::string path = m_tmp.filePath("aidreams.gguf").toStdString();
-      auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", path, {});
+      auto converted =
+          convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", path, {});
       QVERIFY2(converted.is_ok(), converted.error_message().c_str());
       m_models.push_back(path);
     }
@@ -178,7 +181,8 @@ class TestCudaEngine : public QObject {
 
   void logits_match_the_cpu_data() {
     QTest::addColumn<QString>("path");
-    for (const std::string& m : m_models) QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
+    for (const std::string& m : m_models)
+      QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
   }
   void logits_match_the_cpu() {
     QFETCH(QString, path);
@@ -397,7 +401,8 @@ class TestCudaEngine : public QObject {
 
   void default_model_matches_the_cpu() {
     const std::string path = default_model_path();
-    if (!QFile::exists(QString::fromStdString(path))) QSKIP("the default model is not downloaded (scripts/fetch-model.sh)");
+    if (!QFile::exists(QString::fromStdString(path)))
+      QSKIP("the default model is not downloaded (scripts/fetch-model.sh)");
     auto cpu = load(path, "cpu", 512);
     auto gpu = load(path, "cuda:0", 512);
     QVERIFY(cpu && gpu);

@@ -15,6 +15,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -90,7 +91,7 @@ class TestEngineGeneration : public QObject {
 
  private slots:
   void initTestCase() {
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) return;
     m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
     auto converted =

@@ -11,6 +11,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -65,7 +66,7 @@ class TestEngineOom : public QObject {
       const auto devices = list_cuda_devices();
       if (!devices.is_ok()) QSKIP(qPrintable(QString::fromStdString("no CUDA device: " + devices.error_message())));
     }
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) QSKIP("shared aidreams model absent");
     m_model = m_tmp.filePath("aidreams.gguf").toStdString();
     auto converted =

@@ -33,6 +33,7 @@
 
 #include <map>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::test;
@@ -172,7 +173,7 @@ class TestForwardReference : public QObject {
 
  private slots:
   void aidreamsMatchesCheckpointReference() {
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) QSKIP("shared aidreams model absent");
     const std::string gguf_path = m_tmp.filePath("aidreams.gguf").toStdString();
     auto converted =

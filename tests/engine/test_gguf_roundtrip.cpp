@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::gguf;
@@ -168,11 +169,11 @@ class TestGgufRoundTrip : public QObject {
   void writerRejectsBadTensors() {
     GgufWriter w;
     std::vector<uint8_t> data(34);
-    QVERIFY(!w.add_tensor("x", {33}, GgmlType::Q8_0, data).is_ok());    // not a block multiple
+    QVERIFY(!w.add_tensor("x", {33}, GgmlType::Q8_0, data).is_ok());  // not a block multiple
     QVERIFY(!w.add_tensor("x", {32}, GgmlType::Q8_0, std::span<const uint8_t>(data.data(), 30)).is_ok());
     QVERIFY(w.add_tensor("x", {32}, GgmlType::Q8_0, data).is_ok());
-    QVERIFY(!w.add_tensor("x", {32}, GgmlType::Q8_0, data).is_ok());    // duplicate
-    QVERIFY(!w.add_tensor("y", {}, GgmlType::F32, data).is_ok());       // no dims
+    QVERIFY(!w.add_tensor("x", {32}, GgmlType::Q8_0, data).is_ok());  // duplicate
+    QVERIFY(!w.add_tensor("y", {}, GgmlType::F32, data).is_ok());     // no dims
     QVERIFY(!w.add_tensor("z", {1, 1, 1, 1, 1}, GgmlType::F32, data).is_ok());
     w.set("mixed", Value::array(Array{ValueType::Int32, {Value::i32(1), Value::string("x")}}));
     QVERIFY(!w.write_bytes().is_ok());
@@ -194,22 +195,31 @@ class TestGgufRoundTrip : public QObject {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("numTokens");
-    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf" << "llama" << 32000;
-    QTest::newRow("llama (codellama)") << "ggml-vocab-llama.gguf" << "llama" << 32016;
-    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf" << "llama" << 32064;
-    QTest::newRow("baichuan") << "ggml-vocab-baichuan.gguf" << "llama" << 64000;
-    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf" << "bert" << 30522;
-    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf" << "gpt2" << 50257;
-    QTest::newRow("gpt-neox") << "ggml-vocab-gpt-neox.gguf" << "gpt2" << 50432;
-    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf" << "gpt2" << 65024;
-    QTest::newRow("deepseek-llm") << "ggml-vocab-deepseek-llm.gguf" << "gpt2" << 102400;
+    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf"
+                               << "llama" << 32000;
+    QTest::newRow("llama (codellama)") << "ggml-vocab-llama.gguf"
+                                       << "llama" << 32016;
+    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf"
+                           << "llama" << 32064;
+    QTest::newRow("baichuan") << "ggml-vocab-baichuan.gguf"
+                              << "llama" << 64000;
+    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf"
+                              << "bert" << 30522;
+    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf"
+                           << "gpt2" << 50257;
+    QTest::newRow("gpt-neox") << "ggml-vocab-gpt-neox.gguf"
+                              << "gpt2" << 50432;
+    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf"
+                            << "gpt2" << 65024;
+    QTest::newRow("deepseek-llm") << "ggml-vocab-deepseek-llm.gguf"
+                                  << "gpt2" << 102400;
   }
 
   void sharedVocabFilesOpen() {
     QFETCH(QString, file);
     QFETCH(QString, model);
     QFETCH(int, numTokens);
-    const QString path = QStringLiteral(IWB_SHARED_MODELS_DIR) + "/vocab-gguf/" + file;
+    const QString path = QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf/" + file;
     if (!QFile::exists(path)) QSKIP(qPrintable("shared model file absent: " + path));
     auto f = GgufFile::open(path.toStdString());
     QVERIFY2(f.is_ok(), f.error_message().c_str());

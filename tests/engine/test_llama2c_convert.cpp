@@ -13,13 +13,14 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::convert;
 
 namespace {
 
-QString llama2c_dir() { return QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/"); }
+QString llama2c_dir() { return QString::fromStdString(iwb::test::shared_models_dir()) + "/llama2c/"; }
 
 QByteArray read_all(const QString& path) {
   QFile f(path);
@@ -88,11 +89,11 @@ class TestLlama2cConvert : public QObject {
 
  private slots:
   void aidreamsConverts() {
-    if (!have_aidreams()) QSKIP("shared models folder absent (" IWB_SHARED_MODELS_DIR "): nothing to convert");
+    if (!have_aidreams()) QSKIP(qPrintable("shared models folder absent (" + llama2c_dir() + "): nothing to convert"));
     const QString out = m_tmp.filePath("aidreams.gguf");
-    auto summary = convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
-                                           (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
-                                           out.toStdString(), {});
+    auto summary =
+        convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
+                                (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(), out.toStdString(), {});
     QVERIFY2(summary.is_ok(), summary.error_message().c_str());
     QCOMPARE(summary->num_tensors, 1 + 4 * 9 + 1);
     QCOMPARE(summary->file_bytes, static_cast<uint64_t>(QFileInfo(out).size()));
@@ -131,7 +132,8 @@ class TestLlama2cConvert : public QObject {
     QCOMPARE(*tokens->items[1].as_string(), std::string("<s>"));
     QCOMPARE(*tokens->items[2].as_string(), std::string("</s>"));
     QCOMPARE(*tokens->items[3].as_string(), std::string("<0x00>"));
-    QCOMPARE(*tokens->items[262].as_string(), std::string("\xE2\x96\x81" "a"));  // stored as " a"
+    QCOMPARE(*tokens->items[262].as_string(), std::string("\xE2\x96\x81"
+                                                          "a"));  // stored as " a"
     QCOMPARE(*tokens->items[259].as_string(), std::string("in"));
     QCOMPARE(types->items[0].as_int().value_or(0), 2);
     QCOMPARE(types->items[1].as_int().value_or(0), 3);
@@ -180,14 +182,14 @@ class TestLlama2cConvert : public QObject {
   }
 
   void aidreamsConvertsToF16() {
-    if (!have_aidreams()) QSKIP("shared models folder absent (" IWB_SHARED_MODELS_DIR "): nothing to convert");
+    if (!have_aidreams()) QSKIP(qPrintable("shared models folder absent (" + llama2c_dir() + "): nothing to convert"));
     const QString out = m_tmp.filePath("aidreams-f16.gguf");
     Llama2cConvertOptions options;
     options.weight_type = GgmlType::F16;
     options.name = "aidreams260K";
-    auto summary = convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
-                                           (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(),
-                                           out.toStdString(), options);
+    auto summary =
+        convert_llama2c_to_gguf((llama2c_dir() + "aidreams260K.bin").toStdString(),
+                                (llama2c_dir() + "aidreams260K-tok512.bin").toStdString(), out.toStdString(), options);
     QVERIFY2(summary.is_ok(), summary.error_message().c_str());
     auto file = gguf::GgufFile::open(out.toStdString());
     QVERIFY2(file.is_ok(), file.error_message().c_str());
@@ -224,23 +226,24 @@ class TestLlama2cConvert : public QObject {
     };
     const std::vector<float> embedding = block(vocab * dim);
     append_floats(&ckpt, embedding);
-    append_floats(&ckpt, block(layers * dim));                // rms_att
-    append_floats(&ckpt, block(layers * dim * dim));          // wq
+    append_floats(&ckpt, block(layers * dim));        // rms_att
+    append_floats(&ckpt, block(layers * dim * dim));  // wq
     const std::vector<float> wk = block(layers * kv_dim * dim);
     append_floats(&ckpt, wk);
-    append_floats(&ckpt, block(layers * kv_dim * dim));       // wv
-    append_floats(&ckpt, block(layers * dim * dim));          // wo
-    append_floats(&ckpt, block(layers * dim));                // rms_ffn
-    append_floats(&ckpt, block(3 * layers * hidden * dim));   // w1, w2, w3
-    append_floats(&ckpt, block(dim));                         // rms_final
-    append_floats(&ckpt, block(2 * seq * head / 2));          // freq_cis real and imag
+    append_floats(&ckpt, block(layers * kv_dim * dim));      // wv
+    append_floats(&ckpt, block(layers * dim * dim));         // wo
+    append_floats(&ckpt, block(layers * dim));               // rms_ffn
+    append_floats(&ckpt, block(3 * layers * hidden * dim));  // w1, w2, w3
+    append_floats(&ckpt, block(dim));                        // rms_final
+    append_floats(&ckpt, block(2 * seq * head / 2));         // freq_cis real and imag
     const std::vector<float> classifier = block(vocab * dim);
     append_floats(&ckpt, classifier);
     const QString ckpt_path = m_tmp.filePath("gqa.bin");
     const QString tok_path = m_tmp.filePath("gqa-tok.bin");
     QVERIFY(write_all(ckpt_path, ckpt));
-    QVERIFY(write_all(tok_path, tokenizer_bytes(8, {{0, "<unk>"}, {0, "\n<s>\n"}, {0, "\n</s>\n"},
-                                                    {-1, " the"}, {-2, "<0x41>"}, {-3, ""}})));
+    QVERIFY(write_all(
+        tok_path,
+        tokenizer_bytes(8, {{0, "<unk>"}, {0, "\n<s>\n"}, {0, "\n</s>\n"}, {-1, " the"}, {-2, "<0x41>"}, {-3, ""}})));
 
     const QString out = m_tmp.filePath("gqa.gguf");
     auto summary = convert_llama2c_to_gguf(ckpt_path.toStdString(), tok_path.toStdString(), out.toStdString(), {});
@@ -271,7 +274,8 @@ class TestLlama2cConvert : public QObject {
   // llama2.c's copy of the Llama 2 tokenizer, converted, must equal llama.cpp's own Llama 2
   // vocab file piece for piece: this is what proves the space → U+2581 mapping and the types.
   void llama2TokenizerMatchesLlamaCppVocab() {
-    const QString vocab_path = QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/ggml-vocab-llama-spm.gguf");
+    const QString vocab_path =
+        QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf/ggml-vocab-llama-spm.gguf";
     if (!QFile::exists(llama2c_dir() + "llama2c-tokenizer.bin") || !QFile::exists(vocab_path)) {
       QSKIP("shared models folder absent: no Llama 2 tokenizer to compare");
     }
@@ -286,9 +290,8 @@ class TestLlama2cConvert : public QObject {
     const QString ckpt_path = m_tmp.filePath("llama2-vocab.bin");
     QVERIFY(write_all(ckpt_path, ckpt));
     const QString out = m_tmp.filePath("llama2-vocab.gguf");
-    auto summary = convert_llama2c_to_gguf(ckpt_path.toStdString(),
-                                           (llama2c_dir() + "llama2c-tokenizer.bin").toStdString(),
-                                           out.toStdString(), {});
+    auto summary = convert_llama2c_to_gguf(
+        ckpt_path.toStdString(), (llama2c_dir() + "llama2c-tokenizer.bin").toStdString(), out.toStdString(), {});
     QVERIFY2(summary.is_ok(), summary.error_message().c_str());
 
     auto ours = gguf::GgufFile::open(out.toStdString());
@@ -305,19 +308,20 @@ class TestLlama2cConvert : public QObject {
         const gguf::Value& y = b->items[i];
         const bool same = x.as_string() ? *x.as_string() == *y.as_string() : x.as_float() == y.as_float();
         QVERIFY2(same, qPrintable(QString("%1[%2]: ours %3, llama.cpp %4")
-                                      .arg(key).arg(i)
+                                      .arg(key)
+                                      .arg(i)
                                       .arg(QString::fromStdString(x.to_display_string()),
                                            QString::fromStdString(y.to_display_string()))));
       }
     }
-    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-                            "tokenizer.ggml.unknown_token_id"}) {
+    for (const char* key :
+         {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id"}) {
       QCOMPARE((*ours)->get_int(key), (*theirs)->get_int(key));
     }
   }
 
   void truncatedOrPaddedCheckpoint() {
-    if (!have_aidreams()) QSKIP("shared models folder absent (" IWB_SHARED_MODELS_DIR "): nothing to convert");
+    if (!have_aidreams()) QSKIP(qPrintable("shared models folder absent (" + llama2c_dir() + "): nothing to convert"));
     const QByteArray ckpt = read_all(llama2c_dir() + "aidreams260K.bin");
     QCOMPARE(ckpt.size(), 932124);
     const std::string tok = (llama2c_dir() + "aidreams260K-tok512.bin").toStdString();
@@ -348,7 +352,7 @@ class TestLlama2cConvert : public QObject {
   }
 
   void wrongTokenizer() {
-    if (!have_aidreams()) QSKIP("shared models folder absent (" IWB_SHARED_MODELS_DIR "): nothing to convert");
+    if (!have_aidreams()) QSKIP(qPrintable("shared models folder absent (" + llama2c_dir() + "): nothing to convert"));
     const std::string ckpt = (llama2c_dir() + "aidreams260K.bin").toStdString();
     // The 32000-token Llama 2 tokenizer does not belong to a 512-token model.
     auto r = convert_llama2c_to_gguf(ckpt, (llama2c_dir() + "llama2c-tokenizer.bin").toStdString(),
@@ -367,7 +371,7 @@ class TestLlama2cConvert : public QObject {
     // The Llama 2 tokenizer itself parses: 32000 tokens, spaces restored.
     auto llama = load_llama2c_tokenizer((llama2c_dir() + "llama2c-tokenizer.bin").toStdString(), 32000);
     QVERIFY2(llama.is_ok(), llama.error_message().c_str());
-    QCOMPARE(llama->tokens[13].type, TokenType::Byte);       // <0x0A>
+    QCOMPARE(llama->tokens[13].type, TokenType::Byte);  // <0x0A>
     QCOMPARE(llama->tokens[260].piece, std::string("\xE2\x96\x81t"));
     QVERIFY(!QFile::exists(m_tmp.filePath("y.gguf")));
   }
@@ -379,9 +383,10 @@ class TestLlama2cConvert : public QObject {
     QTest::newRow("zero dim") << header_bytes({0, 172, 4, 4, 4, 512, 128}) << "dim is 0, must be positive";
     QTest::newRow("negative layers") << header_bytes({64, 172, -4, 4, 4, 512, 128}) << "n_layers is -4";
     QTest::newRow("huge dim") << header_bytes({1 << 30, 172, 4, 4, 4, 512, 128}) << "more than the plausible";
-    QTest::newRow("heads not dividing") << header_bytes({64, 172, 4, 6, 6, 512, 128}) << "n_heads 6 does not divide dim 64";
-    QTest::newRow("kv heads not dividing") << header_bytes({64, 172, 4, 4, 3, 512, 128})
-                                           << "n_kv_heads 3 does not divide n_heads 4";
+    QTest::newRow("heads not dividing") << header_bytes({64, 172, 4, 6, 6, 512, 128})
+                                        << "n_heads 6 does not divide dim 64";
+    QTest::newRow("kv heads not dividing")
+        << header_bytes({64, 172, 4, 4, 3, 512, 128}) << "n_kv_heads 3 does not divide n_heads 4";
     QTest::newRow("more kv heads") << header_bytes({64, 172, 4, 4, 8, 512, 128}) << "n_kv_heads 8 does not divide";
     QTest::newRow("odd head size") << header_bytes({6, 172, 4, 2, 2, 512, 128}) << "head size 3 is odd";
     QTest::newRow("int min vocab") << header_bytes({64, 172, 4, 4, 4, INT32_MIN, 128}) << "|vocab_size| is 2147483648";

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -47,8 +48,8 @@ void compare_records(const std::vector<KernelRecord>& measured, const std::vecto
   for (size_t i = 0; i < measured.size(); ++i) {
     const KernelRecord& m = measured[i];
     const KernelRecord& p = predicted[i];
-    const QByteArray where = QByteArray::number(qulonglong(i)) + ": " + m.name + " layer " + QByteArray::number(m.layer) +
-                             " vs " + p.name + " layer " + QByteArray::number(p.layer);
+    const QByteArray where = QByteArray::number(qulonglong(i)) + ": " + m.name + " layer " +
+                             QByteArray::number(m.layer) + " vs " + p.name + " layer " + QByteArray::number(p.layer);
     QVERIFY2(std::strcmp(m.name, p.name) == 0 && m.layer == p.layer && m.kind == p.kind, where.constData());
     QVERIFY2(m.phase == p.phase && m.data_type == p.data_type, where.constData());
     QVERIFY2(m.shape == p.shape, (where + " " + m.shape_text().c_str() + " vs " + p.shape_text().c_str()).constData());
@@ -71,11 +72,11 @@ class TestProfilerRecords : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(m_tmp.isValid());
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
       m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
-      auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin",
-                                                        m_aidreams, {});
+      auto converted =
+          convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", m_aidreams, {});
       QVERIFY2(converted.is_ok(), converted.error_message().c_str());
     }
     test::TinyModelSpec qwen;

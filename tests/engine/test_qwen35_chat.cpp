@@ -15,6 +15,7 @@
 
 #include <QFile>
 #include <QtTest>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::test;
@@ -39,7 +40,7 @@ namespace {
 // The template's text: tests/serve/templates/Qwen3.5-4B.jinja (llama.cpp's
 // models/templates/Qwen3.5-4B.jinja, Qwen3.5's chat_template.jinja).
 std::string qwen35_template() {
-  QFile file(QStringLiteral(IWB_TEMPLATES_DIR "/Qwen3.5-4B.jinja"));
+  QFile file(QString::fromStdString(iwb::test::from_build_dir(IWB_TEMPLATES_FROM_BUILD "/Qwen3.5-4B.jinja")));
   if (!file.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(file.fileName()));
   return file.readAll().toStdString();
 }

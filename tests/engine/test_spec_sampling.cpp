@@ -16,6 +16,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -104,10 +105,9 @@ class TestSpecSampling : public QObject {
 
  private slots:
   void acceptanceRuleKeepsTheTargetDistribution() {
-    const std::vector<std::vector<TokenProb>> targets = {sparse({0.40, 0.25, 0.15, 0.10, 0.07, 0.03}),
-                                                         sparse({0.05, 0.05, 0.60, 0.10, 0.10, 0.10}),
-                                                         sparse({0.30, 0.00, 0.30, 0.00, 0.20, 0.20}),
-                                                         sparse({0.10, 0.20, 0.30, 0.40, 0.00, 0.00})};
+    const std::vector<std::vector<TokenProb>> targets = {
+        sparse({0.40, 0.25, 0.15, 0.10, 0.07, 0.03}), sparse({0.05, 0.05, 0.60, 0.10, 0.10, 0.10}),
+        sparse({0.30, 0.00, 0.30, 0.00, 0.20, 0.20}), sparse({0.10, 0.20, 0.30, 0.40, 0.00, 0.00})};
     const std::vector<std::vector<TokenProb>> drafts = {sparse({0.10, 0.40, 0.10, 0.10, 0.10, 0.20}),
                                                         sparse({0.20, 0.00, 0.50, 0.30, 0.00, 0.00}),
                                                         sparse({0.00, 0.50, 0.25, 0.00, 0.25, 0.00})};
@@ -170,11 +170,12 @@ class TestSpecSampling : public QObject {
 
   // End to end: x1 (plain), then x2 and x3 verified against a fixed-distribution drafter.
   void engineSamplesFollowTheTarget() {
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (!QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) QSKIP("shared aidreams model absent");
     QTemporaryDir tmp;
     const std::string path = tmp.filePath("aidreams.gguf").toStdString();
-    QVERIFY(convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", path, {}).is_ok());
+    QVERIFY(
+        convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", path, {}).is_ok());
 
     EngineOptions options;
     options.num_threads = 1;
@@ -259,12 +260,14 @@ class TestSpecSampling : public QObject {
     }
     double chi = 0;
     int dof = 0;
-    QVERIFY2(chi_square_fits(observed12, joint, n, &chi, &dof), qPrintable(QString("(x1,x2): chi2 %1, %2 dof").arg(chi).arg(dof)));
+    QVERIFY2(chi_square_fits(observed12, joint, n, &chi, &dof),
+             qPrintable(QString("(x1,x2): chi2 %1, %2 dof").arg(chi).arg(dof)));
     Probs joint23;
     for (const TokenProb& b : p2[p1.front().id]) {
       std::vector<int32_t> context = mode_context;
       context.push_back(b.id);
-      for (const TokenProb& c : distribution(context)) joint23[b.id * vocab + c.id] = static_cast<double>(b.prob) * c.prob;
+      for (const TokenProb& c : distribution(context))
+        joint23[b.id * vocab + c.id] = static_cast<double>(b.prob) * c.prob;
     }
     QVERIFY(n_mode > 400);
     QVERIFY2(chi_square_fits(observed23, joint23, n_mode, &chi, &dof),

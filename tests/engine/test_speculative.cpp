@@ -15,6 +15,7 @@
 #include <QtTest>
 
 #include <map>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -98,16 +99,16 @@ class TestSpeculative : public QObject {
       options.num_threads = 2;
       auto engine = Engine::load(path, options);
       Run run;
-      if (!engine) run.error = engine.error_message();
-      else run = run_all(**engine, requests, false);
+      if (!engine)
+        run.error = engine.error_message();
+      else
+        run = run_all(**engine, requests, false);
       it = m_plain.emplace(path, std::move(run)).first;
     }
     return it->second;
   }
 
-  std::string model(const QString& name) const {
-    return name == "aidreams" ? m_aidreams : m_qwen;
-  }
+  std::string model(const QString& name) const { return name == "aidreams" ? m_aidreams : m_qwen; }
 
   std::vector<GenerationRequest> requests_for(const std::string& path, int count) {
     auto engine = Engine::load(path, {});
@@ -129,11 +130,11 @@ class TestSpeculative : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(m_tmp.isValid());
-    const std::string dir = IWB_SHARED_MODELS_DIR "/llama2c/";
+    const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
     if (QFile::exists(QString::fromStdString(dir + "aidreams260K.bin"))) {
       m_aidreams = m_tmp.filePath("aidreams.gguf").toStdString();
-      auto converted = convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin",
-                                                        m_aidreams, {});
+      auto converted =
+          convert::convert_llama2c_to_gguf(dir + "aidreams260K.bin", dir + "aidreams260K-tok512.bin", m_aidreams, {});
       QVERIFY2(converted.is_ok(), converted.error_message().c_str());
       // A draft model that differs slightly from the target: the same weights in f16.
       m_aidreams_f16 = m_tmp.filePath("aidreams-f16.gguf").toStdString();
@@ -159,10 +160,14 @@ class TestSpeculative : public QObject {
     QTest::addColumn<bool>("batched");
     for (const bool batched : {false, true}) {
       const char* mode = batched ? "batched" : "one-at-a-time";
-      QTest::newRow(qPrintable(QString("aidreams lookup K=4 %1").arg(mode))) << "aidreams" << "lookup" << 4 << batched;
-      QTest::newRow(qPrintable(QString("aidreams draft f16 K=3 %1").arg(mode))) << "aidreams" << "draft" << 3 << batched;
-      QTest::newRow(qPrintable(QString("aidreams self Q4_0 K=5 %1").arg(mode))) << "aidreams" << "self" << 5 << batched;
-      QTest::newRow(qPrintable(QString("qwen2 self Q4_0 K=2 %1").arg(mode))) << "qwen2" << "self" << 2 << batched;
+      QTest::newRow(qPrintable(QString("aidreams lookup K=4 %1").arg(mode))) << "aidreams"
+                                                                             << "lookup" << 4 << batched;
+      QTest::newRow(qPrintable(QString("aidreams draft f16 K=3 %1").arg(mode))) << "aidreams"
+                                                                                << "draft" << 3 << batched;
+      QTest::newRow(qPrintable(QString("aidreams self Q4_0 K=5 %1").arg(mode))) << "aidreams"
+                                                                                << "self" << 5 << batched;
+      QTest::newRow(qPrintable(QString("qwen2 self Q4_0 K=2 %1").arg(mode))) << "qwen2"
+                                                                             << "self" << 2 << batched;
     }
   }
 

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <set>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::synth;
@@ -631,7 +632,7 @@ class TestSynthModel : public QObject {
   }
 
   void copies_a_real_tokenizer_and_follows_its_size() {
-    const std::string vocab = std::string(IWB_SHARED_MODELS_DIR) + "/vocab-gguf/ggml-vocab-llama-spm.gguf";
+    const std::string vocab = iwb::test::shared_models_dir() + "/vocab-gguf/ggml-vocab-llama-spm.gguf";
     if (!QFile::exists(QString::fromStdString(vocab))) QSKIP("shared vocab-gguf/ggml-vocab-llama-spm.gguf is absent");
     const Written w = synthesize("test-llama", "Q4_0", 7, vocab);
     QVERIFY(w.file);

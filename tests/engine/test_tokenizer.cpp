@@ -10,6 +10,7 @@
 #include <QTest>
 
 #include <cstdio>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::tokenizer;
@@ -94,7 +95,7 @@ Result<Vocab> vocab_of(const gguf::GgufWriter& writer) {
 }
 
 QString shared_vocab(const char* name) {
-  return QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/") + QString::fromLatin1(name);
+  return QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf/" + QString::fromLatin1(name);
 }
 
 std::optional<Tokenizer> load_shared(const char* name) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include "test_paths.h"
 
 using namespace iwb;
 using namespace iwb::tokenizer;
@@ -25,7 +26,7 @@ namespace {
 
 // The shared folder first: a file in both is taken from there.
 QStringList vocab_dirs() {
-  return {QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf"), QStringLiteral(IWB_LLAMA_VOCAB_DIR)};
+  return {QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf", QStringLiteral(IWB_LLAMA_VOCAB_DIR)};
 }
 
 QString missing_message() {

@@ -17,9 +17,8 @@
 #include <string>
 #include <vector>
 
-#ifndef IWB_SHARED_MODELS_DIR
-#define IWB_SHARED_MODELS_DIR "../shared/models"
-#endif
+#include "test_paths.h"
+
 #ifndef IWB_LLAMA_VOCAB_DIR
 #define IWB_LLAMA_VOCAB_DIR ""
 #endif
@@ -34,7 +33,7 @@ std::vector<iwb::tokenizer::Tokenizer>& tokenizers() {
     if (env != nullptr) {
       dirs = {env};
     } else {
-      dirs = {IWB_SHARED_MODELS_DIR "/vocab-gguf", IWB_LLAMA_VOCAB_DIR};
+      dirs = {iwb::test::shared_models_dir() + "/vocab-gguf", IWB_LLAMA_VOCAB_DIR};
     }
     std::map<std::string, std::filesystem::path> files;  // by name: the first folder wins
     for (const auto& dir : dirs) {

@@ -19,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <vector>
+#include "test_paths.h"
 
 using namespace iwb;
 
@@ -33,7 +34,7 @@ struct Fixture {
 
 // Reads the fixture; an empty string on success, else what is wrong with the file.
 QString read_fixture(Fixture* f) {
-  QFile file(QStringLiteral(IWB_MXFP4_FIXTURE));
+  QFile file(QString::fromStdString(iwb::test::from_build_dir(IWB_MXFP4_FIXTURE_FROM_BUILD)));
   if (!file.open(QIODevice::ReadOnly)) return "cannot open " + file.fileName();
   const QByteArray all = file.readAll();
   if (all.size() < 16 || std::memcmp(all.constData(), "IWBMXFP4", 8) != 0)

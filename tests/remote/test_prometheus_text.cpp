@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include "test_paths.h"
 
 using iwb::remote::MetricFamily;
 using iwb::remote::MetricType;
@@ -29,7 +30,7 @@ std::string error_of(std::string_view text) {
 }
 
 std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(IWB_REMOTE_FIXTURES_DIR) + "/" + name, std::ios::binary);
+  std::ifstream in(iwb::test::from_build_dir(IWB_REMOTE_FIXTURES_FROM_BUILD) + "/" + name, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();

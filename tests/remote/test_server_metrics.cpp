@@ -8,13 +8,14 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include "test_paths.h"
 
 using namespace iwb::remote;
 
 namespace {
 
 std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(IWB_REMOTE_FIXTURES_DIR) + "/" + name, std::ios::binary);
+  std::ifstream in(iwb::test::from_build_dir(IWB_REMOTE_FIXTURES_FROM_BUILD) + "/" + name, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();

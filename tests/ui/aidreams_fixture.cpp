@@ -1,31 +1,34 @@
 // The aidreams 260K test model converted to GGUF for UI tests.
 #include "aidreams_fixture.h"
 
-#include "worker/engine_controller.h"
 #include "iwb/engine/convert/llama2c.h"
+#include "worker/engine_controller.h"
 
 #include <QDir>
 #include <QFileInfo>
 #include <QSignalSpy>
 #include <QTest>
+#include "test_paths.h"
 
 namespace iwb::test {
 
 namespace {
 
 QString sharedModel(const char* name) {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/llama2c/") + QLatin1String(name)).absoluteFilePath();
+  return QString::fromStdString(iwb::test::shared_models_dir() + "/llama2c/" + name);
 }
 
 }  // namespace
 
 bool hasAidreamsModel() {
-  return QFileInfo::exists(sharedModel("aidreams260K.bin")) && QFileInfo::exists(sharedModel("aidreams260K-tok512.bin"));
+  return QFileInfo::exists(sharedModel("aidreams260K.bin")) &&
+         QFileInfo::exists(sharedModel("aidreams260K-tok512.bin"));
 }
 
 QString convertAidreamsModel(const QString& dir, QString* why) {
   if (!hasAidreamsModel()) {
-    *why = QStringLiteral("the shared aidreams260K model is not available (expected in " IWB_SHARED_MODELS_DIR "/llama2c)");
+    *why = QStringLiteral("the shared aidreams260K model is not available (expected in %1/llama2c)")
+               .arg(QString::fromStdString(iwb::test::shared_models_dir()));
     return {};
   }
   const QString path = QDir(dir).filePath(QStringLiteral("aidreams260K.gguf"));

@@ -9,6 +9,7 @@
 #include <QRegularExpression>
 #include <QTcpSocket>
 #include <QTest>
+#include "test_paths.h"
 
 namespace iwb::test {
 
@@ -23,7 +24,7 @@ bool IwbServe::start(const QString& gguf, const QStringList& extraArgs, QString*
   m_process.setStandardOutputFile(QProcess::nullDevice());
   QObject::connect(&m_process, &QProcess::readyReadStandardError,
                    [this] { m_stderr += m_process.readAllStandardError(); });
-  m_process.start(QStringLiteral(IWB_CLI_PATH),
+  m_process.start(QString::fromStdString(iwb::test::iwb_cli_path()),
                   QStringList{QStringLiteral("serve"), QStringLiteral("-m"), gguf, QStringLiteral("--port"),
                               QStringLiteral("0"), QStringLiteral("-t"), QStringLiteral("2")} +
                       extraArgs);
@@ -42,7 +43,8 @@ bool IwbServe::start(const QString& gguf, const QStringList& extraArgs, QString*
       },
       timeoutMs);
   if (!isUp || !isReady) {
-    *why = QStringLiteral("iwb serve did not start (%1):\n%2").arg(QStringLiteral(IWB_CLI_PATH), log());
+    *why = QStringLiteral("iwb serve did not start (%1):\n%2")
+               .arg(QString::fromStdString(iwb::test::iwb_cli_path()), log());
     stop();
     return false;
   }

@@ -44,6 +44,7 @@
 #include <QToolButton>
 
 #include <algorithm>
+#include "test_paths.h"
 
 using namespace iwb::ui;
 
@@ -51,9 +52,10 @@ namespace {
 
 constexpr int kLoadTimeoutMs = 15000;
 
-// Absolute and clean, as the window reports paths (IWB_SHARED_MODELS_DIR holds a "..").
+// Absolute and clean, as the window reports paths.
 QString vocabPath() {
-  return QFileInfo(QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/ggml-vocab-llama-spm.gguf")).absoluteFilePath();
+  return QFileInfo(QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf/ggml-vocab-llama-spm.gguf")
+      .absoluteFilePath();
 }
 
 QString statusLabelText(const MainWindow& window, const char* objectName) {

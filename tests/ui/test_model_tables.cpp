@@ -13,14 +13,15 @@
 
 #include <QHeaderView>
 #include <QLineEdit>
-#include <QTableView>
 #include <QLocale>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
 
 #include <algorithm>
 #include <limits>
+#include "test_paths.h"
 
 using namespace iwb::ui;
 using iwb::test::tinyModelTensors;
@@ -103,8 +104,7 @@ void TestModelTables::readsDetailsOfTinyModel() {
 }
 
 void TestModelTables::readsDetailsOfVocabOnlyFile() {
-  const QString path =
-      QStringLiteral(IWB_SHARED_MODELS_DIR "/vocab-gguf/ggml-vocab-gpt-2.gguf");
+  const QString path = QString::fromStdString(iwb::test::shared_models_dir()) + "/vocab-gguf/ggml-vocab-gpt-2.gguf";
   if (!QFileInfo::exists(path)) QSKIP("shared vocab GGUF files are not available");
   auto details = readModelDetails(path);
   QVERIFY2(details.is_ok(), details.error_message().c_str());
@@ -168,10 +168,10 @@ void TestModelTables::tensorModelShowsRows() {
 void TestModelTables::naturalCompareOrdersAsPeopleCount() {
   QVERIFY(naturalCompare(u"blk.2.attn", u"blk.10.attn") < 0);
   QVERIFY(naturalCompare(u"blk.10.attn", u"blk.2.attn") > 0);
-  QVERIFY(naturalCompare(u"blk.9", u"blk.09") != 0);           // equal values, still ordered...
+  QVERIFY(naturalCompare(u"blk.9", u"blk.09") != 0);  // equal values, still ordered...
   QVERIFY(naturalCompare(u"blk.9", u"blk.09") == -naturalCompare(u"blk.09", u"blk.9"));  // ...consistently
-  QVERIFY(naturalCompare(u"Alpha", u"beta") < 0);              // case-insensitive
-  QVERIFY(naturalCompare(u"token", u"token_embd") < 0);        // prefix first
+  QVERIFY(naturalCompare(u"Alpha", u"beta") < 0);                                        // case-insensitive
+  QVERIFY(naturalCompare(u"token", u"token_embd") < 0);                                  // prefix first
   QVERIFY(naturalCompare(u"", u"a") < 0);
   QCOMPARE(naturalCompare(u"same.1", u"same.1"), 0);
   // Digit runs longer than any integer type still compare by value.
@@ -185,9 +185,11 @@ void TestModelTables::overviewOpensTensorsInNaturalOrder() {
   const QAbstractItemModel* shown = overview.tensorTable()->view()->model();
   QStringList names;
   for (int r = 0; r < shown->rowCount(); ++r) names << shown->index(r, TensorTableModel::NameColumn).data().toString();
-  QVERIFY2(names.indexOf("blk.2.attn_norm.weight") < names.indexOf("blk.10.attn_norm.weight"), qPrintable(names.join(", ")));
+  QVERIFY2(names.indexOf("blk.2.attn_norm.weight") < names.indexOf("blk.10.attn_norm.weight"),
+           qPrintable(names.join(", ")));
   QCOMPARE(names.first(), QStringLiteral("blk.0.attn_q.weight"));
-  QCOMPARE(overview.tensorTable()->view()->horizontalHeader()->sortIndicatorSection(), int(TensorTableModel::NameColumn));
+  QCOMPARE(overview.tensorTable()->view()->horizontalHeader()->sortIndicatorSection(),
+           int(TensorTableModel::NameColumn));
   // A third click on the header returns to file order.
   overview.tensorTable()->view()->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
   QCOMPARE(shown->index(3, TensorTableModel::NameColumn).data().toString(), QStringLiteral("blk.10.attn_norm.weight"));
@@ -309,8 +311,9 @@ void TestModelTables::loaderRunsOnItsThread() {
   // Results are collected in this (the GUI) thread through queued connections, as the window
   // does; the direct connection records which thread did the work.
   QThread* workThread = nullptr;
-  connect(loader, &ModelLoader::loaded, loader,
-          [&workThread] { workThread = QThread::currentThread(); }, Qt::DirectConnection);
+  connect(
+      loader, &ModelLoader::loaded, loader, [&workThread] { workThread = QThread::currentThread(); },
+      Qt::DirectConnection);
   QList<ModelDetails> loaded;
   QStringList failures;
   connect(loader, &ModelLoader::loaded, this, [&loaded](const ModelDetails& d) { loaded << d; });
