@@ -195,24 +195,17 @@ class TestGgufRoundTrip : public QObject {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("numTokens");
-    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf"
-                               << "llama" << 32000;
-    QTest::newRow("llama (codellama)") << "ggml-vocab-llama.gguf"
-                                       << "llama" << 32016;
-    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf"
-                           << "llama" << 32064;
-    QTest::newRow("baichuan") << "ggml-vocab-baichuan.gguf"
-                              << "llama" << 64000;
-    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf"
-                              << "bert" << 30522;
-    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf"
-                           << "gpt2" << 50257;
-    QTest::newRow("gpt-neox") << "ggml-vocab-gpt-neox.gguf"
-                              << "gpt2" << 50432;
-    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf"
-                            << "gpt2" << 65024;
-    QTest::newRow("deepseek-llm") << "ggml-vocab-deepseek-llm.gguf"
-                                  << "gpt2" << 102400;
+    // clang-format off
+    QTest::newRow("llama-spm") << "ggml-vocab-llama-spm.gguf" << "llama" << 32000;
+    QTest::newRow("llama (codellama)") << "ggml-vocab-llama.gguf" << "llama" << 32016;
+    QTest::newRow("phi-3") << "ggml-vocab-phi-3.gguf" << "llama" << 32064;
+    QTest::newRow("baichuan") << "ggml-vocab-baichuan.gguf" << "llama" << 64000;
+    QTest::newRow("bert-bge") << "ggml-vocab-bert-bge.gguf" << "bert" << 30522;
+    QTest::newRow("gpt-2") << "ggml-vocab-gpt-2.gguf" << "gpt2" << 50257;
+    QTest::newRow("gpt-neox") << "ggml-vocab-gpt-neox.gguf" << "gpt2" << 50432;
+    QTest::newRow("falcon") << "ggml-vocab-falcon.gguf" << "gpt2" << 65024;
+    QTest::newRow("deepseek-llm") << "ggml-vocab-deepseek-llm.gguf" << "gpt2" << 102400;
+    // clang-format on
   }
 
   void sharedVocabFilesOpen() {
