@@ -60,9 +60,26 @@ DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begi
 
 void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, int64_t step_begin, int64_t step_end) {
   const int64_t in = a.in_features;
+  // One token in whole rows without software prefetches (the AMD settings): a plain loop. The
+  // general one below spent 11% of a one-token Q4_K product of 1,536 inputs on its bookkeeping
+  // on a Zen 3 core (perf), where a row's dot is six blocks.
+  if (d.num_tokens == 1 && d.segment_elements >= in && d.ahead == 0) {
+    for (int64_t i = step_begin; i < step_end; ++i) {
+      for (int64_t s = 0; s < d.streams; ++s) {
+        const int64_t r = d.row_begin + s * d.per_stream + i;
+        if (r >= d.row_end) break;
+        a.output[r] = (0.0f + d.dot(p.weight + r * p.weight_stride, p.act, in)) + (a.bias ? a.bias[r] : 0.0f);
+      }
+    }
+    return;
+  }
   constexpr int64_t kMaxStreams = 8;
   for (int64_t i = step_begin; i < step_end; ++i) {
-    float sums[kMaxStreams][kMaxDecodeTokens] = {};
+    // Only the sums this step adds to are zeroed: `= {}` on all 8 x 8 compiled to a 256-byte
+    // rep stos per step, about 9% of a one-token Q4_K product of 1,536 inputs (six blocks a
+    // row) on a Zen 3 core (perf).
+    float sums[kMaxStreams][kMaxDecodeTokens];
+    for (int64_t s = 0; s < d.streams; ++s) std::fill_n(sums[s], d.num_tokens, 0.0f);
     for (int64_t e0 = 0, j = 0; e0 < in; e0 += d.segment_elements, ++j) {
       const int64_t n = std::min(d.segment_elements, in - e0);
       const size_t bytes = std::min(d.segment_weight_bytes, p.weight_stride - j * d.segment_weight_bytes);
