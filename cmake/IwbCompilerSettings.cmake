@@ -1,9 +1,20 @@
 # Warnings, ccache and sanitizers shared by every target of the project.
+# ccache with base_dir at the source root on every compile, not only scripts/build.sh's: cache
+# keys then hold paths relative to the build folder, so a fresh clone elsewhere (CI) hits the
+# objects a build by hand stored (`cmake --build` without the script's environment used to store
+# them under absolute paths that no other clone matches). ccache 4.7 takes no settings on its
+# command line, hence env.
 find_program(IWB_CCACHE ccache)
+find_program(IWB_ENV_PROGRAM env)
 if(IWB_CCACHE)
-  set(CMAKE_C_COMPILER_LAUNCHER "${IWB_CCACHE}")
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${IWB_CCACHE}")
-  set(CMAKE_CUDA_COMPILER_LAUNCHER "${IWB_CCACHE}")
+  set(iwb_ccache_launcher "${IWB_CCACHE}")
+  if(IWB_ENV_PROGRAM)
+    set(iwb_ccache_launcher "${IWB_ENV_PROGRAM}" "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}" "CCACHE_NOHASHDIR=true"
+                            "${IWB_CCACHE}")
+  endif()
+  set(CMAKE_C_COMPILER_LAUNCHER ${iwb_ccache_launcher})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${iwb_ccache_launcher})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${iwb_ccache_launcher})
 endif()
 
 # mold links the ~150 test executables (each with the engine's static libraries and their debug
