@@ -17,6 +17,20 @@ constexpr int64_t kMinStreamRows = 16;
 std::atomic<int64_t> g_decode_steps_stolen{0};
 std::atomic<int> g_slow_owner_thread{-1}, g_slow_owner_us{0};
 
+// Every token's dot of one row (or row segment) of n inputs: the two-token or several-token
+// kernel where the kernel has one, else one call per token.
+inline void dot_tokens_of(const DecodeSteps& d, const uint8_t* w, const void* const* acts, int64_t n, float* dots) {
+  if (d.num_tokens == 1) {
+    dots[0] = d.dot(w, acts[0], n);
+  } else if (d.dot2 != nullptr && d.num_tokens == 2) {
+    d.dot2(w, acts[0], acts[1], n, dots);
+  } else if (d.dot_tokens != nullptr) {
+    d.dot_tokens(w, acts, static_cast<int>(d.num_tokens), n, dots);
+  } else {
+    for (int64_t t = 0; t < d.num_tokens; ++t) dots[t] = d.dot(w, acts[t], n);
+  }
+}
+
 }  // namespace
 
 DecodeSteps decode_steps_of(const MatmulArgs& a, const Plan& p, int64_t row_begin, int64_t row_end) {
@@ -65,27 +79,17 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
   // 1,536 inputs (six Q4_K blocks a row) on its bookkeeping on a Zen 3 core (perf), and 7-11%
   // of a two- or four-token one.
   if (d.segment_elements >= in && d.ahead == 0) {
-    const int64_t num_tokens = d.num_tokens;
     const void* acts[kMaxDecodeTokens];
-    for (int64_t t = 0; t < num_tokens; ++t) acts[t] = p.act + t * d.act_stride;
+    for (int64_t t = 0; t < d.num_tokens; ++t) acts[t] = p.act + t * d.act_stride;
     for (int64_t i = step_begin; i < step_end; ++i) {
       for (int64_t s = 0; s < d.streams; ++s) {
         const int64_t r = d.row_begin + s * d.per_stream + i;
         if (r >= d.row_end) break;
-        const uint8_t* w = p.weight + r * p.weight_stride;
         float dots[kMaxDecodeTokens];
-        if (num_tokens == 1) {
-          dots[0] = d.dot(w, p.act, in);
-        } else if (d.dot2 != nullptr && num_tokens == 2) {
-          d.dot2(w, acts[0], acts[1], in, dots);
-        } else if (d.dot_tokens != nullptr) {
-          d.dot_tokens(w, acts, static_cast<int>(num_tokens), in, dots);
-        } else {
-          for (int64_t t = 0; t < num_tokens; ++t) dots[t] = d.dot(w, acts[t], in);
-        }
+        dot_tokens_of(d, p.weight + r * p.weight_stride, acts, in, dots);
         // (0 + dot) + bias, as the general loop sums: the same bits either way.
         const float bias = a.bias ? a.bias[r] : 0.0f;
-        for (int64_t t = 0; t < num_tokens; ++t) a.output[t * a.out_features + r] = (0.0f + dots[t]) + bias;
+        for (int64_t t = 0; t < d.num_tokens; ++t) a.output[t * a.out_features + r] = (0.0f + dots[t]) + bias;
       }
     }
     return;
@@ -100,6 +104,8 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
     for (int64_t e0 = 0, j = 0; e0 < in; e0 += d.segment_elements, ++j) {
       const int64_t n = std::min(d.segment_elements, in - e0);
       const size_t bytes = std::min(d.segment_weight_bytes, p.weight_stride - j * d.segment_weight_bytes);
+      const void* acts[kMaxDecodeTokens];
+      for (int64_t t = 0; t < d.num_tokens; ++t) acts[t] = p.act + j * d.segment_act_bytes + t * d.act_stride;
       for (int64_t s = 0; s < d.streams; ++s) {
         const int64_t r = d.row_begin + s * d.per_stream + i;
         if (r >= d.row_end) break;
@@ -108,21 +114,9 @@ void run_decode_steps(const MatmulArgs& a, const Plan& p, const DecodeSteps& d, 
           // (a prefetch past the last row is harmless: prefetches never fault)
           for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(w + d.ahead + off);
         }
-        const uint8_t* act = p.act + j * d.segment_act_bytes;
-        if (d.dot2 != nullptr && d.num_tokens == 2) {
-          float two[2];
-          d.dot2(w, act, act + d.act_stride, n, two);
-          sums[s][0] += two[0];
-          sums[s][1] += two[1];
-        } else if (d.dot_tokens != nullptr && d.num_tokens > 1) {
-          const void* acts[kMaxDecodeTokens];
-          float dots[kMaxDecodeTokens];
-          for (int64_t t = 0; t < d.num_tokens; ++t) acts[t] = act + t * d.act_stride;
-          d.dot_tokens(w, acts, static_cast<int>(d.num_tokens), n, dots);
-          for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += dots[t];
-        } else {
-          for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += d.dot(w, act + t * d.act_stride, n);
-        }
+        float dots[kMaxDecodeTokens];
+        dot_tokens_of(d, w, acts, n, dots);
+        for (int64_t t = 0; t < d.num_tokens; ++t) sums[s][t] += dots[t];
       }
     }
     for (int64_t s = 0; s < d.streams; ++s) {
