@@ -325,6 +325,13 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
         capture "$results/ab-nogroup-$tag.json" env IWB_CUDA_GROUP=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 0 -n 128 -r 3 --json --no-store || note "gpu-check: bench (products one by one) $tag failed"
       fi
+      # Decode with each kernel launched after the one before has finished (IWB_CUDA_PDL=0) beside
+      # the default programmatic launch, where the next kernel starts and prefetches its weights
+      # during the last one's tail (compute capability 9.0 and up; every type).
+      if [[ ${IWB_GPU_AB:-1} == 1 ]]; then
+        capture "$results/ab-nopdl-$tag.json" env IWB_CUDA_PDL=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
+          --device cuda:0 -p 0 -n 128 -r 3 --json --no-store || note "gpu-check: bench (no programmatic launch) $tag failed"
+      fi
       # Decode with every product quantizing its own int8 input (IWB_CUDA_FUSED_Q8=0) beside the
       # default, where the norm and the activation write it (the types on int8 activations).
       if [[ ${IWB_GPU_AB:-1} == 1 && $type =~ ^(Q4_0|Q8_0|Q4_K_M)$ ]]; then

@@ -30,6 +30,7 @@ template <typename Op>
 __global__ void gated_kernel(const float* gate, const float* up, float* out, int64_t num_rows, int64_t row_length,
                              int64_t gate_stride, int64_t up_stride, int64_t out_stride, int8_t* __restrict__ q,
                              float* __restrict__ d) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t r = blockIdx.y; r < num_rows; r += gridDim.y) {
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < row_length;
          c += static_cast<int64_t>(gridDim.x) * blockDim.x) {

@@ -17,11 +17,83 @@
   ::iwb_emulation::launch((grid), (block), (shared), (kernel), __VA_ARGS__)
 #define IWB_DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(::iwb_emulation::dynamic_shared())
 #else
-#define IWB_LAUNCH(kernel, grid, block, shared, stream, ...) kernel<<<(grid), (block), (shared), (stream)>>>(__VA_ARGS__)
+#include "iwb/kernels/cuda/launch_cuda.h"
+
+#include <utility>
+#define IWB_LAUNCH(kernel, grid, block, shared, stream, ...) \
+  ::iwb::cuda_detail::launch_kernel((kernel), (grid), (block), (shared), (stream), __VA_ARGS__)
 #define IWB_DYNAMIC_SHARED(type, name) extern __shared__ __align__(128) type name[]
 #endif
 
 namespace iwb::cuda_detail {
+
+#if !defined(IWB_CUDA_EMULATION)
+// Every kernel goes through here: with programmatic dependent launch on (launch_cuda.h), the
+// launch carries the attribute that lets it start while the kernel before it in the stream is
+// still running (what the kernels' wait_for_prior_grids below makes safe). Errors reach
+// cudaGetLastError as a <<<>>> launch's do.
+template <typename... Params, typename... Args>
+inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                          Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = cuda_programmatic_launch() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+#endif
+
+// Programmatic dependent launch (Hopper and later). A kernel launched with it may start while
+// the kernel before it is still running, so every kernel calls this before it reads anything an
+// earlier kernel wrote or writes anything an earlier kernel may still read: first thing, in
+// every thread, before any early return (the CPU emulation fails a launch in which a thread
+// ended without it). It returns once the grids before have finished and their writes are
+// visible, and then lets the next kernel launch: that one's threads wait here in turn, and
+// meanwhile its products prefetch their weights (prefetch_weights_l2). Without the attribute
+// both instructions do nothing.
+__device__ __forceinline__ void wait_for_prior_grids() {
+#if defined(IWB_CUDA_EMULATION)
+  ::iwb_emulation::note_grid_dependency_wait();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The most a thread block asks L2 for ahead of its product: a first wave of about 2,000 blocks
+// on an H100 then prefetches some 16 MB, about what the device reads in the few microseconds a
+// kernel's tail lasts, and well inside its 50 MB L2.
+inline constexpr int64_t kPrefetchBytesPerBlock = 8192;
+
+// The block's threads ask L2 for the first kPrefetchBytesPerBlock of [bytes, bytes + n): weights
+// only, which no kernel writes, so it may run before wait_for_prior_grids. (The emulation reads
+// the range's first and last byte instead, so ASan checks the range.)
+__device__ __forceinline__ void prefetch_weights_l2(const void* bytes, int64_t n) {
+  n = n < kPrefetchBytesPerBlock ? n : kPrefetchBytesPerBlock;
+  if (n <= 0) return;
+#if defined(IWB_CUDA_EMULATION)
+  ::iwb_emulation::touch(bytes, n);
+#elif defined(__CUDA_ARCH__)
+  const char* p = static_cast<const char*>(bytes);
+  for (int64_t at = static_cast<int64_t>(threadIdx.x) * 128; at < n; at += static_cast<int64_t>(blockDim.x) * 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + at));
+  }
+#endif
+}
+
+// prefetch_weights_l2 of a thread block's rows [row0, row0 + rows) of a row-major matrix of
+// out_features rows of row_bytes each (the rows past the end left out).
+__device__ __forceinline__ void prefetch_rows_l2(const uint8_t* weight, int64_t row_bytes, int64_t row0, int64_t rows,
+                                                 int64_t out_features) {
+  const int64_t n = out_features - row0 < rows ? out_features - row0 : rows;
+  if (n > 0) prefetch_weights_l2(weight + row0 * row_bytes, n * row_bytes);
+}
 
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
 inline constexpr int64_t kMaxGridX = 2147483647;  // 2^31 - 1

@@ -1,8 +1,9 @@
 // CUDA dequantization kernels (F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K) and their launcher.
 // One thread per output element: writes are coalesced and each thread decodes its own
 // quant, re-reading the block's scales through the cache. Tested against dequantize_row_ref.
-#include "iwb/kernels/cuda/dequantize_cuda.h"
+#include "cuda_common.cuh"
 #include "dequantize_blocks.cuh"
+#include "iwb/kernels/cuda/dequantize_cuda.h"
 
 #include <algorithm>
 
@@ -14,6 +15,7 @@ using namespace cuda_detail;
 template <typename Decoder>
 __global__ void dequantize_kernel(const typename Decoder::Block* __restrict__ src, float* __restrict__ dst,
                                   int64_t num_elements) {
+  cuda_detail::wait_for_prior_grids();
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < num_elements; i += stride) {
     dst[i] = Decoder::decode(src[i / Decoder::kBlockSize], static_cast<int>(i % Decoder::kBlockSize));
@@ -27,8 +29,8 @@ cudaError_t launch(const void* d_src, float* d_dst, int64_t num_elements, cudaSt
   // tensors larger than that.
   constexpr int64_t kMaxBlocks = 65536;
   const int64_t num_blocks = std::min<int64_t>((num_elements + kThreads - 1) / kThreads, kMaxBlocks);
-  dequantize_kernel<Decoder><<<static_cast<unsigned>(num_blocks), kThreads, 0, stream>>>(
-      static_cast<const typename Decoder::Block*>(d_src), d_dst, num_elements);
+  IWB_LAUNCH(dequantize_kernel<Decoder>, static_cast<unsigned>(num_blocks), kThreads, 0, stream,
+             static_cast<const typename Decoder::Block*>(d_src), d_dst, num_elements);
   return cudaGetLastError();
 }
 
@@ -36,11 +38,13 @@ cudaError_t launch(const void* d_src, float* d_dst, int64_t num_elements, cudaSt
 
 bool cuda_can_dequantize(GgmlType type) {
   switch (type) {
-    case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0:
-    case GgmlType::Q4_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-      return true;
-    default:
-      return false;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return true;
+    default: return false;
   }
 }
 

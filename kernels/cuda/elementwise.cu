@@ -17,25 +17,30 @@ __device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x
 __device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] += y[i];
 }
 
 __global__ void add_bias_rows_kernel(float* x, const float* __restrict__ bias, int64_t num_rows, int64_t row_length) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t r = blockIdx.y; r < num_rows; r += gridDim.y) {
     for (int64_t c = first_index(); c < row_length; c += grid_stride()) x[r * row_length + c] += bias[c];
   }
 }
 
 __global__ void f32_to_f16_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t n) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = __half_as_ushort(__float2half_rn(src[i]));
 }
 
 __global__ void f16_to_f32_kernel(const uint16_t* __restrict__ src, float* __restrict__ dst, int64_t n) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = __half2float(__ushort_as_half(src[i]));
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t row_length, const int32_t* __restrict__ rows,
                                    int64_t num_rows, float* __restrict__ dst) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t r = blockIdx.y; r < num_rows; r += gridDim.y) {
     const float* from = src + static_cast<int64_t>(rows[r]) * row_length;
     for (int64_t c = first_index(); c < row_length; c += grid_stride()) dst[r * row_length + c] = from[c];
@@ -43,6 +48,7 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t row_le
 }
 
 __global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = cap * tanhf(x[i] / cap);
 }
 
@@ -58,7 +64,8 @@ cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream) {
 }
 
 cudaError_t add_bias_rows_cuda(float* x, const float* bias, int64_t num_rows, int64_t row_length, cudaStream_t stream) {
-  if (bad(x, num_rows) || bad(bias, row_length) || !is_aligned(x, 4) || !is_aligned(bias, 4)) return cudaErrorInvalidValue;
+  if (bad(x, num_rows) || bad(bias, row_length) || !is_aligned(x, 4) || !is_aligned(bias, 4))
+    return cudaErrorInvalidValue;
   if (num_rows == 0 || row_length == 0) return cudaSuccess;
   const dim3 grid(grid_for(row_length, kThreads, 4096), static_cast<unsigned>(std::min(num_rows, kMaxGridYZ)));
   IWB_LAUNCH(add_bias_rows_kernel, grid, kThreads, 0, stream, x, bias, num_rows, row_length);

@@ -17,6 +17,7 @@ template <typename Decoder>
 __global__ void embedding_kernel(const typename Decoder::Block* __restrict__ table, int64_t vocab_size, int64_t dim,
                                  const int32_t* __restrict__ tokens, int64_t num_tokens, float scale,
                                  float* __restrict__ output, int32_t* bad_token_flag) {
+  cuda_detail::wait_for_prior_grids();
   const int64_t blocks_per_row = dim / Decoder::kBlockSize;
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const int32_t token = tokens[t];
@@ -26,8 +27,9 @@ __global__ void embedding_kernel(const typename Decoder::Block* __restrict__ tab
     float* out = output + t * dim;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < dim;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      out[i] = is_valid ? Decoder::decode(row[i / Decoder::kBlockSize], static_cast<int>(i % Decoder::kBlockSize)) * scale
-                        : 0.0f;
+      out[i] = is_valid
+                   ? Decoder::decode(row[i / Decoder::kBlockSize], static_cast<int>(i % Decoder::kBlockSize)) * scale
+                   : 0.0f;
     }
   }
 }
@@ -38,6 +40,7 @@ template <int kQuantBytes>
 __global__ void embedding_split_kernel(const uint8_t* __restrict__ table, int64_t vocab_size, int64_t dim,
                                        const int32_t* __restrict__ tokens, int64_t num_tokens, float scale,
                                        float* __restrict__ output, int32_t* bad_token_flag) {
+  cuda_detail::wait_for_prior_grids();
   const int64_t blocks_per_row = dim / 32;
   const auto* scales = reinterpret_cast<const unsigned short*>(table + vocab_size * blocks_per_row * kQuantBytes);
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
@@ -76,11 +79,14 @@ cudaError_t launch(const EmbeddingCudaArgs& a, cudaStream_t stream) {
 
 bool cuda_embedding_supports(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0:
-    case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-      return true;
-    default:
-      return false;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return true;
+    default: return false;
   }
 }
 

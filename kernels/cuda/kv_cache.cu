@@ -21,6 +21,7 @@ constexpr int kThreads = 256;
 
 __global__ void write_kv_f16_kernel(const float* __restrict__ src, const int64_t* __restrict__ slot_mapping,
                                     int64_t num_tokens, uint16_t* __restrict__ cache, int64_t num_slots, int64_t row) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0 || slot >= num_slots) continue;  // padding, or a slot the pool does not have
@@ -41,6 +42,7 @@ __global__ void __launch_bounds__(kWriteWarps * 32)
     write_kv_quant_kernel(const float* __restrict__ src, const int64_t* __restrict__ slot_mapping, int64_t num_tokens,
                           uint16_t* __restrict__ cache, int64_t num_slots, int64_t row, int head_dim, int64_t num_heads,
                           int code, int rot, float norm, const float* __restrict__ scale) {
+  cuda_detail::wait_for_prior_grids();
   IWB_DYNAMIC_SHARED(float, rows_s);  // [kWriteWarps x head_dim]
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float* x = rows_s + warp * head_dim;
@@ -74,6 +76,7 @@ constexpr int kScaleThreads = 1024;
 __global__ void __launch_bounds__(kScaleThreads)
     kv_scale_kernel(const float* __restrict__ src, const int64_t* __restrict__ slot_mapping, int64_t num_tokens,
                     int64_t num_slots, int64_t row, float constant, float* __restrict__ scale) {
+  cuda_detail::wait_for_prior_grids();
   __shared__ float partial[kScaleThreads / 32];
   float amax = 0.0f;
   for (int64_t t = 0; t < num_tokens; ++t) {
@@ -132,6 +135,7 @@ cudaError_t launch_write(const WriteKvCudaArgs& a, const WriteSide& side, cudaSt
 template <typename T>
 __global__ void copy_blocks_kernel(T* pool, int64_t num_pools, int64_t pool_stride, int64_t block_elems,
                                    int64_t num_blocks, const int32_t* __restrict__ copies, int64_t num_copies) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t p = blockIdx.z; p < num_pools; p += gridDim.z) {
     T* base = pool + p * pool_stride;
     for (int64_t c = blockIdx.y; c < num_copies; c += gridDim.y) {

@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     matmul_split_mma_kernel(const uint8_t* __restrict__ weight, int64_t in_features, int64_t out_features,
                             const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
                             int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+  cuda_detail::wait_for_prior_grids();
   __shared__ float partial[kMmaWarps][16][kSplitMmaMaxTokens];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int group = lane / 4, quad = lane % 4;

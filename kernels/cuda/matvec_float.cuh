@@ -124,6 +124,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
                         int64_t out_features, const float* __restrict__ x, int num_tokens, float* __restrict__ y,
                         const float* __restrict__ bias) {
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kMatvecRowsPerBlock;
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kMatvecRowsPerBlock, out_features);
+  cuda_detail::wait_for_prior_grids();
   float_rows_product<Elem, kMaxTokens>(weight, row_bytes, in_features, out_features, row0, x, num_tokens, y, bias);
 }
 
@@ -135,6 +137,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
                               const float* __restrict__ x, int num_tokens) {
   const cuda_detail::MatvecPart part = cuda_detail::select_matvec_part(parts, blockIdx.x);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x - part.first_block) * kMatvecRowsPerBlock;
+  cuda_detail::prefetch_rows_l2(part.weight, row_bytes, row0, kMatvecRowsPerBlock, part.out_features);
+  cuda_detail::wait_for_prior_grids();
   float_rows_product<Elem, kMaxTokens>(part.weight, row_bytes, in_features, part.out_features, row0, x, num_tokens,
                                        part.y, part.bias);
 }
@@ -143,10 +147,12 @@ __global__ void __launch_bounds__(kMatvecThreads)
 template <typename Elem, int kMaxTokens>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_float_scalar_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
-                               int64_t out_features, const float* __restrict__ x, int num_tokens,
-                               float* __restrict__ y, const float* __restrict__ bias) {
+                               int64_t out_features, const float* __restrict__ x, int num_tokens, float* __restrict__ y,
+                               const float* __restrict__ bias) {
   constexpr int kRows = kMatvecRowsPerBlock;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kRows, out_features);
+  cuda_detail::wait_for_prior_grids();
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
   float acc[kRows][kMaxTokens];
 #pragma unroll

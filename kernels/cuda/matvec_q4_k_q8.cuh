@@ -146,6 +146,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
     matvec_q4_k_q8_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
                           int64_t out_features, const int8_t* __restrict__ xq, const float* __restrict__ xd,
                           int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, static_cast<int64_t>(blockIdx.x) * kRows, kRows, out_features);
+  cuda_detail::wait_for_prior_grids();
   q4_k_q8_rows<kMaxTokens, kRows>(weight, row_bytes, in_features, out_features, blockIdx.x, xq, xd, num_tokens, y,
                                   bias);
 }
@@ -158,6 +160,9 @@ __global__ void __launch_bounds__(kMatvecThreads)
     matvec_q4_k_q8_group_kernel(cuda_detail::MatvecParts parts, int64_t row_bytes, int64_t in_features,
                                 const int8_t* __restrict__ xq, const float* __restrict__ xd, int num_tokens) {
   const cuda_detail::MatvecPart part = cuda_detail::select_matvec_part(parts, blockIdx.x);
+  cuda_detail::prefetch_rows_l2(part.weight, row_bytes, static_cast<int64_t>(blockIdx.x - part.first_block) * kRows,
+                                kRows, part.out_features);
+  cuda_detail::wait_for_prior_grids();
   q4_k_q8_rows<kMaxTokens, kRows>(part.weight, row_bytes, in_features, part.out_features, blockIdx.x - part.first_block,
                                   xq, xd, num_tokens, part.y, part.bias);
 }

@@ -21,6 +21,7 @@ cudaError_t launch_matvec_q8_0_q8_input(const MatvecCudaArgs& args, const Matvec
 __global__ void __launch_bounds__(kMatvecThreads)
     quantize_x_q8_kernel(const float* __restrict__ x, int64_t num_blocks, int8_t* __restrict__ q, float* __restrict__ d,
                          int32_t* __restrict__ sums) {
+  cuda_detail::wait_for_prior_grids();
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * (kMatvecThreads / 32) + threadIdx.x / 32; b < num_blocks;
        b += static_cast<int64_t>(gridDim.x) * (kMatvecThreads / 32)) {

@@ -3,6 +3,7 @@
 // decoded 8 values at a time in registers and dotted with up to 8 tokens of f32 activations.
 #pragma once
 
+#include "cuda_common.cuh"
 #include "iwb/kernels/cuda/matvec_plan.h"
 #include "iwb/kernels/quant_blocks.h"
 
@@ -42,9 +43,7 @@ inline constexpr float k2p23 = 8388608.0f;
 
 // Bit k (0..3) of `bits` moved to bit 8k + 4: the fifth bits of four Q5 quants, one per byte.
 // The multiply places copies of `bits` at shifts 0, 7, 14 and 21, which never overlap (no carries).
-__device__ __forceinline__ uint32_t spread_4_bits(uint32_t bits) {
-  return ((bits * 0x00204081u) & 0x01010101u) << 4;
-}
+__device__ __forceinline__ uint32_t spread_4_bits(uint32_t bits) { return ((bits * 0x00204081u) & 0x01010101u) << 4; }
 
 // Each Unit decodes piece p (8 values) of a block in shared memory into w[0..7], exactly as
 // dequantize_row_ref computes them (up to FMA contraction). Consecutive lanes take consecutive
@@ -194,14 +193,24 @@ struct UnitQ6_K {
 // of any even size are), so every row's tile starts 16-byte aligned in shared memory.
 inline constexpr int kPiecesPerThread = 4;
 template <typename Unit>
-inline constexpr int kTileBlocks = kPiecesPerThread * kMatvecThreads / Unit::kPiecesPerBlock;
+inline constexpr int kTileBlocks = kPiecesPerThread* kMatvecThreads / Unit::kPiecesPerBlock;
 template <typename Unit>
-inline constexpr int kTileBytes = kTileBlocks<Unit> * Unit::kBlockBytes;
+inline constexpr int kTileBytes = kTileBlocks<Unit>* Unit::kBlockBytes;
 
-template <int kLoadBytes> struct LoadWord;
-template <> struct LoadWord<16> { using Type = uint4; };
-template <> struct LoadWord<4> { using Type = unsigned int; };
-template <> struct LoadWord<2> { using Type = unsigned short; };
+template <int kLoadBytes>
+struct LoadWord;
+template <>
+struct LoadWord<16> {
+  using Type = uint4;
+};
+template <>
+struct LoadWord<4> {
+  using Type = unsigned int;
+};
+template <>
+struct LoadWord<2> {
+  using Type = unsigned short;
+};
 
 // Copies `tile_len` bytes (a multiple of kLoadBytes) of each of `num_rows` rows, starting at
 // `src` (row r at src + r * row_bytes, kLoadBytes-aligned), into tile + r * tile_stride. All
@@ -310,6 +319,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kRows, out_features);
+  cuda_detail::wait_for_prior_grids();
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
 
   float acc[kRows][kMaxTokens];
@@ -428,6 +439,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
   __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kRows, out_features);
+  cuda_detail::wait_for_prior_grids();
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
   const int* xq_ints = reinterpret_cast<const int*>(xq);
 

@@ -30,6 +30,7 @@ __device__ void write_normalized(const float* x, const float* __restrict__ weigh
 
 __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ weight, float* output, int64_t num_rows,
                                int64_t dim, float eps) {
+  cuda_detail::wait_for_prior_grids();
   // In place is safe: every element is read and written by the same thread, and all reads of
   // the row finish before block_sum's barrier.
   for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
@@ -46,6 +47,7 @@ __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ wei
 __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ addend, const float* __restrict__ weight,
                                    float* output, int64_t num_rows, int64_t dim, float eps, int8_t* __restrict__ q,
                                    float* __restrict__ d) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
     float* x = residual + row * dim;
     const float* a = addend + row * dim;

@@ -33,9 +33,10 @@ constexpr int kPlanThreads = 1024;
 
 // tiles[i] = first token of tile i; a tile starts where a sequence's run of tokens starts and
 // every tile_tokens tokens into it. Unused entries get -1 (their thread blocks exit at once).
-__global__ void __launch_bounds__(kPlanThreads) plan_tiles_kernel(const int32_t* __restrict__ token_sequences,
-                                                                  int num_tokens, int tile_tokens,
-                                                                  int32_t* __restrict__ tiles, int max_tiles) {
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_tiles_kernel(const int32_t* __restrict__ token_sequences, int num_tokens, int tile_tokens,
+                      int32_t* __restrict__ tiles, int max_tiles) {
+  cuda_detail::wait_for_prior_grids();
   __shared__ int warp_totals[32];
   __shared__ int carry_run_start, carry_count;
   if (threadIdx.x == 0) {
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_tiles_kernel(const int32_t*
 // kCols: value columns per lane, even (head_dim_v <= 32 * kCols); kRowsPerWarp: rows each warp owns.
 template <int kCols, int kRowsPerWarp, bool kIsF16>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) {
+  cuda_detail::wait_for_prior_grids();
   constexpr int kRows = kWarps * kRowsPerWarp;
   static_assert(kCols % 2 == 0, "value columns go in pairs");
   const int64_t tile_first = first_token_of_tile(p);
@@ -83,10 +85,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
   if (p.num_splits > 1 && key_begin >= key_end) return;
 
   IWB_DYNAMIC_SHARED(unsigned char, shared_raw);
-  float* q_s = reinterpret_cast<float*>(shared_raw);                                    // [kRows x head_dim]
-  __half* k_s = reinterpret_cast<__half*>(q_s + kRows * p.head_dim);                    // [32 x k_stride]
-  __half* v_s = k_s + kKeyTile * p.k_stride;                                            // [32 x head_dim_v]
-  float* p_s = reinterpret_cast<float*>(v_s + kKeyTile * p.head_dim_v);                 // [kRows x 32]
+  float* q_s = reinterpret_cast<float*>(shared_raw);                     // [kRows x head_dim]
+  __half* k_s = reinterpret_cast<__half*>(q_s + kRows * p.head_dim);     // [32 x k_stride]
+  __half* v_s = k_s + kKeyTile * p.k_stride;                             // [32 x head_dim_v]
+  float* p_s = reinterpret_cast<float*>(v_s + kKeyTile * p.head_dim_v);  // [kRows x 32]
   __shared__ int64_t row_pos[kRows], row_first[kRows];
 
   // Rows: r = token_in_tile * group + head_in_group, so a token's heads are adjacent in q.
@@ -195,9 +197,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
           const float4 w = *reinterpret_cast<const float4*>(p_s + (warp + kWarps * j) * kKeyTile + kk0);
 #pragma unroll
           for (int i = 0; i < kCols / 2; ++i) {
-            acc[j][2 * i] = fmaf(w.x, v[0][i].x, fmaf(w.y, v[1][i].x, fmaf(w.z, v[2][i].x, fmaf(w.w, v[3][i].x, acc[j][2 * i]))));
-            acc[j][2 * i + 1] =
-                fmaf(w.x, v[0][i].y, fmaf(w.y, v[1][i].y, fmaf(w.z, v[2][i].y, fmaf(w.w, v[3][i].y, acc[j][2 * i + 1]))));
+            acc[j][2 * i] =
+                fmaf(w.x, v[0][i].x, fmaf(w.y, v[1][i].x, fmaf(w.z, v[2][i].x, fmaf(w.w, v[3][i].x, acc[j][2 * i]))));
+            acc[j][2 * i + 1] = fmaf(
+                w.x, v[0][i].y, fmaf(w.y, v[1][i].y, fmaf(w.z, v[2][i].y, fmaf(w.w, v[3][i].y, acc[j][2 * i + 1]))));
           }
         }
       }
@@ -248,6 +251,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
 constexpr int kCombineMaxColsPerLane = 8;  // head_dim_v <= 256: two 16-byte pieces per lane
 
 __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
+  cuda_detail::wait_for_prior_grids();
   __shared__ float warp_acc[kWarps][32 * kCombineMaxColsPerLane];
   __shared__ float warp_total[kWarps];
   const int64_t row = blockIdx.x;
@@ -322,6 +326,7 @@ constexpr int kRotateWarps = 4;
 
 __global__ void __launch_bounds__(kRotateWarps * 32)
     rotate_rows_kernel(const float* in, float* out, int64_t num_rows, int row_len, int size, float norm) {
+  cuda_detail::wait_for_prior_grids();
   IWB_DYNAMIC_SHARED(float, rows_s);  // [kRotateWarps x row_len]
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float* x = rows_s + warp * row_len;
@@ -354,8 +359,8 @@ cudaError_t launch_rotate(const float* in, float* out, int64_t num_rows, int64_t
 bool is_quantized(GgmlType type) { return type != GgmlType::F16; }
 
 AttentionPlanInputs plan_inputs(const PagedAttentionCudaArgs& a) {
-  return AttentionPlanInputs{a.num_tokens, a.num_sequences, a.num_heads, a.num_kv_heads, a.head_dim_v,
-                             a.max_blocks_per_sequence * a.block_size};
+  return AttentionPlanInputs{a.num_tokens,   a.num_sequences, a.num_heads,
+                             a.num_kv_heads, a.head_dim_v,    a.max_blocks_per_sequence * a.block_size};
 }
 
 // Halfs per key row in shared memory: lanes read rows at the same column, so a row of an odd
@@ -365,7 +370,8 @@ int key_stride(int64_t head_dim) { return static_cast<int>((head_dim / 2) % 2 ==
 size_t shared_bytes(const PagedAttentionCudaArgs& a, int64_t rows) {
   return static_cast<size_t>(rows * a.head_dim) * sizeof(float) +
          static_cast<size_t>(kKeyTile * key_stride(a.head_dim)) * sizeof(__half) +
-         static_cast<size_t>(kKeyTile * a.head_dim_v) * sizeof(__half) + static_cast<size_t>(rows * kKeyTile) * sizeof(float);
+         static_cast<size_t>(kKeyTile * a.head_dim_v) * sizeof(__half) +
+         static_cast<size_t>(rows * kKeyTile) * sizeof(float);
 }
 
 template <int kCols, int kRowsPerWarp, bool kIsF16>
@@ -376,7 +382,8 @@ cudaError_t launch_attention(const AttentionParams& params, const AttentionLaunc
   auto* kernel = attention_kernel<kCols, kRowsPerWarp, kIsF16>;
   // Past 48 KiB (static row data included) the kernel must opt in to more shared memory.
   if (shared + 2 * 64 * sizeof(int64_t) > 48 * 1024) {
-    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
         e != cudaSuccess) {
       return e;
     }
@@ -406,7 +413,9 @@ cudaError_t launch_decode_attention(const AttentionParams& params, const Attenti
 
 }  // namespace
 
-AttentionLaunchPlan paged_attention_cuda_plan(const PagedAttentionCudaArgs& a) { return plan_paged_attention(plan_inputs(a)); }
+AttentionLaunchPlan paged_attention_cuda_plan(const PagedAttentionCudaArgs& a) {
+  return plan_paged_attention(plan_inputs(a));
+}
 
 size_t paged_attention_cuda_workspace_bytes(const PagedAttentionCudaArgs& a) {
   const size_t plan_bytes = paged_attention_cuda_plan(a).workspace_bytes;
@@ -437,7 +446,7 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
     return cudaErrorInvalidValue;
   }
   if (!is_aligned(a.k_scale, 4) || !is_aligned(a.v_scale, 4)) return cudaErrorInvalidValue;
-  if (a.num_tokens > INT32_MAX / 2) return cudaErrorInvalidValue;  // the tile planner counts in int
+  if (a.num_tokens > INT32_MAX / 2) return cudaErrorInvalidValue;            // the tile planner counts in int
   if (a.num_tokens * a.num_heads > kMaxGridX) return cudaErrorInvalidValue;  // the combine's grid: a block per row
   if (!is_aligned(a.k_cache, 16) || !is_aligned(a.v_cache, 16) || !is_aligned(a.q, 8) || !is_aligned(a.output, 4)) {
     return cudaErrorInvalidValue;

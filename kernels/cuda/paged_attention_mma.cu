@@ -71,6 +71,7 @@ struct MmaRow {
 
 template <int kD, bool kIsF16>
 __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(AttentionParams p) {
+  cuda_detail::wait_for_prior_grids();
   static_assert(kD % 16 == 0 && kD <= 128, "head sizes that are multiples of 16, up to 128");
   constexpr int kChunks = kD / 16;   // 16-wide slices of the head for Q K^T
   constexpr int kDimTiles = kD / 8;  // 8-wide output column tiles for P V

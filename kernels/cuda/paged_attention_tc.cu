@@ -14,9 +14,9 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kTcKeys = 64;    // keys per shared-memory tile: four 16-key fragments
-constexpr int kHalfPad = 8;    // halfs of padding per f16 row: rows stay 16-byte aligned and shift banks
-constexpr int kFloatPad = 4;   // floats of padding per f32 row
+constexpr int kTcKeys = 64;   // keys per shared-memory tile: four 16-key fragments
+constexpr int kHalfPad = 8;   // halfs of padding per f16 row: rows stay 16-byte aligned and shift banks
+constexpr int kFloatPad = 4;  // floats of padding per f32 row
 
 // Byte offsets of the dynamic shared memory regions (each 128-byte aligned; WMMA pointers must
 // be 32-byte aligned, which 16-row steps of these strides keep) and the row strides.
@@ -65,6 +65,7 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 template <int kWarpsTc, bool kIsF16>
 __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionParams p) {
+  cuda_detail::wait_for_prior_grids();
   constexpr int kRows = kWarpsTc * 16;
   const int64_t tile_first = first_token_of_tile(p);
   if (tile_first < 0) return;

@@ -25,6 +25,7 @@ __device__ inline void rotate_heads(float* data, int64_t token, int64_t num_head
 }
 
 __global__ void rope_kernel(RopeCudaArgs a) {
+  cuda_detail::wait_for_prior_grids();
   IWB_DYNAMIC_SHARED(float, table);  // [num_pairs] cos, then [num_pairs] sin
   const int64_t num_pairs = a.num_rotated / 2;
   float* cos_table = table;
@@ -33,8 +34,9 @@ __global__ void rope_kernel(RopeCudaArgs a) {
   for (int64_t t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
     const double p = static_cast<double>(a.positions[t]);
     for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
-      double f = static_cast<double>(a.freq_scale) *
-                 pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.num_rotated));
+      double f =
+          static_cast<double>(a.freq_scale) *
+          pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.num_rotated));
       if (a.freq_factors != nullptr) f /= static_cast<double>(a.freq_factors[i]);
       double s, c;
       sincos(p * f, &s, &c);

@@ -53,7 +53,8 @@ __device__ Best block_argmax(const float* row, int64_t n) {
 }
 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restrict__ logits, int64_t num_rows,
-                                                         int64_t row_length, int32_t* __restrict__ tokens) {
+                                                          int64_t row_length, int32_t* __restrict__ tokens) {
+  cuda_detail::wait_for_prior_grids();
   for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
     const Best best = block_argmax(logits + r * row_length, row_length);
     if (threadIdx.x == 0) tokens[r] = best.index;
@@ -72,9 +73,11 @@ __device__ inline bool candidate_before(float va, int32_t ia, float vb, int32_t 
   return va > vb || (va == vb && ia < ib);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restrict__ logits, int64_t num_rows,
-                                                         int64_t vocab_size, const SamplingRowParams* __restrict__ params,
-                                                         const float* __restrict__ uniforms, int32_t* __restrict__ tokens) {
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* __restrict__ logits, int64_t num_rows, int64_t vocab_size,
+                  const SamplingRowParams* __restrict__ params, const float* __restrict__ uniforms,
+                  int32_t* __restrict__ tokens) {
+  cuda_detail::wait_for_prior_grids();
   __shared__ uint32_t histogram[256];
   __shared__ int warp_totals[32];
   __shared__ float cand_value[kMaxK], sorted_value[kMaxK];
@@ -247,8 +250,8 @@ cudaError_t argmax_rows_cuda(const float* logits, int64_t num_rows, int64_t row_
   }
   if (!is_aligned(logits, 4) || !is_aligned(tokens, 4)) return cudaErrorInvalidValue;
   if (num_rows == 0) return cudaSuccess;
-  IWB_LAUNCH(argmax_kernel, static_cast<unsigned>(std::min<int64_t>(num_rows, 65535)), kThreads, 0, stream, logits, num_rows,
-             row_length, tokens);
+  IWB_LAUNCH(argmax_kernel, static_cast<unsigned>(std::min<int64_t>(num_rows, 65535)), kThreads, 0, stream, logits,
+             num_rows, row_length, tokens);
   return cudaGetLastError();
 }
 

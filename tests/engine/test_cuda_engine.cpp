@@ -2,7 +2,8 @@
 // fast path's int8 activations where the GPU uses them: Q4_0 and Q8_0 up to 8 tokens): the
 // logits of whole prompts agree (relative L2 error under 1e-2), greedy generation gives the same
 // 32 tokens, a batch mixing prefill chunks and decodes matches, decode steps replayed from CUDA
-// graphs give what eager steps give, profiling records come from CUDA events, and a KV cache
+// graphs give what eager steps give, kernels launched programmatically give the bits of serial
+// launches, profiling records come from CUDA events, and a KV cache
 // larger than the device is a clear out-of-memory error. Models: aidreams (converted here),
 // small synthetic llama (Q4_K_M, and Q4_0 in the split layout), qwen2 (F16, biases) and gemma3 (Q8_0,
 // sliding windows, soft-capping), phi3 (Q8_0, fused q/k/v and gate/up as row views, LongRoPE factors) shapes, and the
@@ -146,6 +147,7 @@ class TestCudaEngine : public QObject {
   QTemporaryDir m_tmp;
   std::vector<std::string> m_models;  // aidreams (when present) and the synthetic ones
   uint64_t m_device_memory = 0;
+  int m_compute_major = 0;  // the device's compute capability (major)
 
  private slots:
   void initTestCase() {
@@ -155,6 +157,7 @@ class TestCudaEngine : public QObject {
           QStringLiteral("the CUDA engine is not tested: %1").arg(QString::fromStdString(devices.error_message()))));
     }
     m_device_memory = devices->front().total_memory_bytes;
+    m_compute_major = devices->front().compute_capability_major;
     qInfo("testing on %s (%s)", devices->front().id.c_str(), devices->front().name.c_str());
     QVERIFY(m_tmp.isValid());
     const std::string dir = iwb::test::shared_models_dir() + "/llama2c/";
@@ -345,6 +348,46 @@ class TestCudaEngine : public QObject {
     Result<std::vector<float>> b = eager->logits_for(probe);
     QVERIFY(a.is_ok() && b.is_ok());
     QCOMPARE(*a, *b);
+  }
+
+  // Programmatic dependent launch (each kernel may start, and prefetch its weights, while the one
+  // before it finishes; IWB_CUDA_PDL=0 turns it off) changes no arithmetic: every model's tokens
+  // and logits are bit for bit those of serial launches, over prompts of up to 39 tokens (cuBLAS
+  // products) beside decodes and replayed decode graphs. A kernel that read an input before its
+  // wait for the grid before it would differ here, or differ from run to run.
+  void programmatic_launch_gives_the_serial_bits() {
+    if (m_compute_major < 9) {
+      QSKIP(qPrintable(QString("programmatic launch needs compute capability 9.0 (Hopper); this device has %1.x")
+                           .arg(m_compute_major)));
+    }
+    const QByteArray saved = qgetenv("IWB_CUDA_PDL");
+    const bool was_set = qEnvironmentVariableIsSet("IWB_CUDA_PDL");
+    for (const std::string& path : m_models) {
+      qunsetenv("IWB_CUDA_PDL");
+      auto programmatic = load(path, "cuda:0");
+      qputenv("IWB_CUDA_PDL", "0");
+      auto serial = load(path, "cuda:0");
+      qunsetenv("IWB_CUDA_PDL");
+      QVERIFY(programmatic && serial);
+      std::vector<std::vector<int32_t>> prompts;
+      for (uint32_t i = 0; i < 4; ++i) {
+        prompts.push_back(random_prompt(3 + 12 * i, programmatic->config().vocab_size, 400 + i));
+      }
+      std::string e1, e2;
+      for (const float penalty : {1.0f, 1.1f}) {  // device argmax, host sampling
+        const auto got = generate(*programmatic, prompts, 20, 2, &e1, penalty);
+        const auto want = generate(*serial, prompts, 20, 2, &e2, penalty);
+        QVERIFY2(e1.empty() && e2.empty(), (e1 + e2).c_str());
+        QCOMPARE(got, want);
+      }
+      QVERIFY(programmatic->memory_report().device_num_graphs > 0);
+      const std::vector<int32_t> probe = random_prompt(21, programmatic->config().vocab_size, 500);
+      Result<std::vector<float>> a = programmatic->logits_for(probe);
+      Result<std::vector<float>> b = serial->logits_for(probe);
+      QVERIFY(a.is_ok() && b.is_ok());
+      QVERIFY2(*a == *b, path.c_str());
+    }
+    if (was_set) qputenv("IWB_CUDA_PDL", saved);
   }
 
   void profiles_with_cuda_events() {

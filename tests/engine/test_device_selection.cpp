@@ -292,6 +292,17 @@ class TestDeviceSelection : public QObject {
     QCOMPARE(chunks[2].first, int64_t{16});
     QCOMPARE(chunks[2].count, int64_t{3});
   }
+
+  // Programmatic dependent launch: Hopper and later only (the griddepcontrol instructions), and
+  // IWB_CUDA_PDL=0 turns it off for side-by-side runs; other values leave it on.
+  void launches_programmatically_on_hopper_unless_told_not_to() {
+    QVERIFY(cuda_may_launch_programmatically(9, nullptr));
+    QVERIFY(cuda_may_launch_programmatically(10, nullptr));
+    QVERIFY(cuda_may_launch_programmatically(9, "1"));
+    QVERIFY(!cuda_may_launch_programmatically(9, "0"));
+    QVERIFY(!cuda_may_launch_programmatically(8, nullptr));
+    QVERIFY(!cuda_may_launch_programmatically(8, "1"));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestDeviceSelection)

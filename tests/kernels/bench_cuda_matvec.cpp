@@ -1,7 +1,10 @@
 // Microbenchmark of matvec_cuda on the llama-3-8b matrix shapes: time per call from CUDA events,
 // weight bytes read per second, and that rate as a share of a peak bandwidth given with
-// --peak-gbs. Prints a message and exits 0 on a machine without a usable CUDA device.
+// --peak-gbs. Prints a message and exits 0 on a machine without a usable CUDA device. Rows marked
+// "pdl" launch the same products programmatically (launch_cuda.h): each call may start, and
+// prefetch its weights, while the call before it finishes.
 //   bench_cuda_matvec [--peak-gbs 3350] [--types F16,Q4_0,...] [--min-ms 20]
+#include "iwb/kernels/cuda/launch_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "iwb/kernels/ggml_type.h"
@@ -64,7 +67,7 @@ std::vector<GgmlType> parse_types(std::string_view list) {
 // Mean milliseconds per call of launch(weights) over at least min_ms of calls, rotating through
 // the weight copies; negative on a CUDA error (already reported).
 template <typename Launch>
-double time_calls(Launch&& launch, const std::vector<uint8_t*>& copies, double min_ms) {
+double time_calls(Launch&& launch, const std::vector<uint8_t*>& copies, double min_ms, cudaStream_t stream) {
   cudaEvent_t start = nullptr, stop = nullptr;
   if (!check(cudaEventCreate(&start), "cudaEventCreate")) return -1;
   if (!check(cudaEventCreate(&stop), "cudaEventCreate")) {
@@ -79,10 +82,11 @@ double time_calls(Launch&& launch, const std::vector<uint8_t*>& copies, double m
     return true;
   };
   double result = -1;
-  bool is_ok = run(3) && check(cudaStreamSynchronize(nullptr), "matvec_cuda warm-up");  // warm-up
+  bool is_ok = run(3) && check(cudaStreamSynchronize(stream), "matvec_cuda warm-up");  // warm-up
   for (int num_calls = 8, attempt = 0; is_ok && attempt < 14; ++attempt, num_calls *= 2) {
-    is_ok = check(cudaEventRecord(start), "cudaEventRecord") && run(num_calls) &&
-            check(cudaEventRecord(stop), "cudaEventRecord") && check(cudaEventSynchronize(stop), "matvec_cuda run");
+    is_ok = check(cudaEventRecord(start, stream), "cudaEventRecord") && run(num_calls) &&
+            check(cudaEventRecord(stop, stream), "cudaEventRecord") &&
+            check(cudaEventSynchronize(stop), "matvec_cuda run");
     float ms = 0;
     if (is_ok) is_ok = check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     if (is_ok) result = ms / num_calls;
@@ -98,9 +102,9 @@ double time_calls(Launch&& launch, const std::vector<uint8_t*>& copies, double m
 int main(int argc, char** argv) {
   double peak_gbs = 0;
   double min_ms = 20;
-  std::vector<GgmlType> types = {GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::Q4_0, GgmlType::Q4_1,
-                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
-                                 GgmlType::Q6_K};
+  std::vector<GgmlType> types = {GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::Q4_0,
+                                 GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--peak-gbs" && i + 1 < argc) {
@@ -126,7 +130,12 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&props, 0);
   std::printf("device 0: %s; weights rotated over >= %zu MiB of copies (DRAM reads, not L2)\n", props.name,
               kMinWorkingSetBytes >> 20);
-  std::printf("%-6s %-20s %8s %10s %9s %7s\n", "type", "shape", "tokens", "us/call", "GB/s", "%peak");
+  std::printf("%-6s %-20s %12s %10s %9s %7s\n", "type", "shape", "tokens", "us/call", "GB/s", "%peak");
+  // A stream of its own: programmatic launches need one (not the legacy default stream).
+  cudaStream_t stream = nullptr;
+  if (!check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+  // Programmatic launch needs compute capability 9.0 (the engine's rule, cuda_step_plan.h).
+  const bool has_pdl = props.major >= 9;
 
   float* d_x = nullptr;
   float* d_y = nullptr;
@@ -173,10 +182,14 @@ int main(int argc, char** argv) {
       // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
       // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split"),
       // and its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
-      // Last, (Q4_K) 8 tokens against int8 activations sharing each weight load ("8 q8").
-      for (int variant = 0; variant < 8 && is_ok; ++variant) {
-        const bool is_q8_input = variant == 2 || variant == 7, is_split = variant >= 3 && variant <= 6,
-                   is_mma = variant == 5 || variant == 6;
+      // Then (Q4_K) 8 tokens against int8 activations sharing each weight load ("8 q8"). Last,
+      // on compute capability 9.0 and up, one token again (GGUF layout, then split) launched
+      // programmatically ("1 pdl", "1 split pdl").
+      for (int variant = 0; variant < 10 && is_ok; ++variant) {
+        const bool is_pdl = variant >= 8;
+        const bool is_q8_input = variant == 2 || variant == 7,
+                   is_split = (variant >= 3 && variant <= 6) || variant == 9, is_mma = variant == 5 || variant == 6;
+        if (is_pdl && !has_pdl) continue;
         if (is_split && !has_split_blocks(type)) continue;
         if (variant == 2 && !cuda_matvec_takes_q8_input(type)) continue;
         if (variant == 7 && cuda_matvec_q8_input_max_tokens(type) < kCudaMatvecMaxTokens) continue;
@@ -205,16 +218,18 @@ int main(int argc, char** argv) {
         split.x_q8_sum = d_sums;
         split.num_tokens = num_tokens;
         split.y = d_y;
+        set_cuda_programmatic_launch(is_pdl);
         const double ms = time_calls(
             [&](uint8_t* w) {
               if (!is_split) {
                 args.weight = w;
-                return matvec_cuda(args, nullptr);
+                return matvec_cuda(args, stream);
               }
               split.weight = w;
-              return is_mma ? matmul_split_mma_cuda(split, nullptr) : matvec_split_cuda(split, nullptr);
+              return is_mma ? matmul_split_mma_cuda(split, stream) : matvec_split_cuda(split, stream);
             },
-            copies, min_ms);
+            copies, min_ms, stream);
+        set_cuda_programmatic_launch(false);
         if (ms <= 0) {
           is_ok = false;
           break;
@@ -223,17 +238,20 @@ int main(int argc, char** argv) {
         char percent[16] = "-";
         if (peak_gbs > 0) std::snprintf(percent, sizeof(percent), "%.1f", 100.0 * gbs / peak_gbs);
         const std::string_view name = ggml_type_name(type);
-        const std::string tokens = std::to_string(num_tokens) + (is_mma        ? " mma"
-                                                                 : is_split    ? " split"
-                                                                 : is_q8_input ? " q8"
-                                                                               : "");
-        std::printf("%-6.*s %-20s %8s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
+        const std::string tokens = std::to_string(num_tokens) +
+                                   (is_mma        ? " mma"
+                                    : is_split    ? " split"
+                                    : is_q8_input ? " q8"
+                                                  : "") +
+                                   (is_pdl ? " pdl" : "");
+        std::printf("%-6.*s %-20s %12s %10.2f %9.1f %7s\n", static_cast<int>(name.size()), name.data(), shape.name,
                     tokens.c_str(), ms * 1e3, gbs, percent);
       }
       for (uint8_t* d_weight : copies) cudaFree(d_weight);
       if (!is_ok) exit_code = 1;
     }
   }
+  cudaStreamDestroy(stream);
   cudaFree(d_q);
   cudaFree(d_sums);
   cudaFree(d_scale);

@@ -1,9 +1,10 @@
-// check_cuda_plan_support, check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks (see
-// cuda_step_plan.h).
+// check_cuda_plan_support, check_cuda_step, pack_block_tables, decode_graph_key, logits_row_chunks,
+// cuda_may_launch_programmatically (see cuda_step_plan.h).
 #include "iwb/engine/backend/cuda_step_plan.h"
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace iwb {
 namespace {
@@ -128,6 +129,10 @@ std::optional<DecodeGraphKey> decode_graph_key(const FlatBatch& b, int64_t max_r
       return std::nullopt;
   }
   return DecodeGraphKey{n, num_sequences};
+}
+
+bool cuda_may_launch_programmatically(int compute_capability_major, const char* pdl_env) {
+  return compute_capability_major >= 9 && (pdl_env == nullptr || std::string_view(pdl_env) != "0");
 }
 
 std::vector<RowChunk> logits_row_chunks(int64_t num_rows, int64_t chunk_rows) {

@@ -5,7 +5,9 @@
 // exact: __syncthreads waits for every live thread of the block, __syncwarp, the shuffles and
 // the WMMA operations (mma.h here) for every live lane of the warp, so warps that take different
 // warp-uniform paths are emulated faithfully; threads stuck at different barriers throw.
-// Shared memory is poisoned (0xFF bytes) for every block, so reading unwritten data shows.
+// Shared memory is poisoned (0xFF bytes) for every block, so reading unwritten data shows. A
+// launch fails when any of its threads ended without wait_for_prior_grids (cuda_common.cuh: what
+// makes programmatic dependent launch safe on the device).
 #pragma once
 
 #define IWB_CUDA_EMULATION 1
@@ -42,18 +44,26 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 typedef struct CUstream_emulated* cudaStream_t;
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 template <typename F>
-cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
-struct uint4 { unsigned x, y, z, w; };
+struct uint4 {
+  unsigned x, y, z, w;
+};
 struct int4 {
   int x, y, z, w;
 };
-struct float2 { float x, y; };
-struct float4 { float x, y, z, w; };
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
@@ -72,9 +82,21 @@ inline void iwb_emulated_sincos(double x, double* s, double* c) {
   *c = std::cos(x);
 }
 #define sincos iwb_emulated_sincos
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float __int_as_float(int v) {
+  float f;
+  std::memcpy(&f, &v, 4);
+  return f;
+}
 // Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes {x (0-3), y (4-7)} (matvec decoders).
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const uint64_t bytes = x | (static_cast<uint64_t>(y) << 32);
@@ -87,8 +109,14 @@ inline int __dp4a(int a, int b, int c) {
   for (int i = 0; i < 4; ++i) c += static_cast<int8_t>(a >> (8 * i)) * static_cast<int8_t>(b >> (8 * i));
   return c;
 }
-template <typename T> T __ldg(const T* p) { return *p; }   // cache hints mean nothing here
-template <typename T> T __ldcs(const T* p) { return *p; }
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}  // cache hints mean nothing here
+template <typename T>
+T __ldcs(const T* p) {
+  return *p;
+}
 
 namespace iwb_emulation {
 
@@ -137,6 +165,7 @@ struct Fiber {
   Context context;
   std::unique_ptr<char[]> stack;
   Wait wait = Wait::None;
+  bool has_waited_for_prior_grids = false;  // wait_for_prior_grids (cuda_common.cuh) ran
 };
 
 struct State {
@@ -149,6 +178,7 @@ struct State {
   std::vector<uint64_t> exchange;  // one slot per thread for shuffles
   std::vector<unsigned char> dynamic_shared;
   size_t dynamic_bytes = 0;
+  bool is_missing_grid_wait = false;  // a thread of this launch ended without waiting
 };
 inline State g_state;
 inline constexpr size_t kStackBytes = size_t{64} << 10;
@@ -177,6 +207,7 @@ inline void switch_context(Context& from, Context& to, const void* to_bottom, si
   for (;;) {
     (*g_state.body)();
     Fiber& fiber = g_state.fibers[g_state.current];
+    if (!fiber.has_waited_for_prior_grids) g_state.is_missing_grid_wait = true;
     fiber.wait = Wait::Done;
     switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
   }
@@ -211,7 +242,10 @@ inline void start_fibers(unsigned n) {
 inline void run_block() {
   const unsigned n = blockDim.x;
   std::fill(g_state.dynamic_shared.begin(), g_state.dynamic_shared.end(), static_cast<unsigned char>(0xFF));
-  for (unsigned t = 0; t < n; ++t) g_state.fibers[t].wait = Wait::None;  // Done since the last block
+  for (unsigned t = 0; t < n; ++t) {  // Done since the last block
+    g_state.fibers[t].wait = Wait::None;
+    g_state.fibers[t].has_waited_for_prior_grids = false;
+  }
   for (;;) {
     for (unsigned t = 0; t < n; ++t) {  // every runnable thread runs to its next barrier or its end
       Fiber& fiber = g_state.fibers[t];
@@ -266,6 +300,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel, Args... a
   start_fibers(block.x);
   g_state.exchange.assign(block.x, 0);
   g_state.dynamic_shared.assign(shared_bytes + 128, 0xFF);
+  g_state.is_missing_grid_wait = false;
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
@@ -274,6 +309,21 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel, Args... a
       }
     }
   }
+  // On the device such a thread could read its inputs before the kernel before it wrote them
+  // (programmatic dependent launch), or a block of early returns end the grid too soon.
+  if (g_state.is_missing_grid_wait) {
+    throw std::logic_error("cuda emulation: a thread ended without wait_for_prior_grids (griddepcontrol.wait)");
+  }
+}
+
+// wait_for_prior_grids (cuda_common.cuh): the grids before have ended, as they always have here.
+inline void note_grid_dependency_wait() { g_state.fibers[g_state.current].has_waited_for_prior_grids = true; }
+
+// prefetch_weights_l2: nothing to fetch, but the range's ends are read so ASan checks the range.
+inline void touch(const void* bytes, int64_t n) {
+  const auto* p = static_cast<const volatile unsigned char*>(bytes);
+  (void)p[0];
+  (void)p[n - 1];
 }
 
 // A warp-wide exchange: each lane publishes a value, then reads the one of lane src.
@@ -318,5 +368,13 @@ T __shfl_up_sync(unsigned, T value, unsigned delta) {
 }
 
 // Fibers never preempt each other, so plain read-modify-writes are atomic.
-inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned old = *p; *p += v; return old; }
-inline int atomicAdd(int* p, int v) { const int old = *p; *p += v; return old; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p += v;
+  return old;
+}
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p += v;
+  return old;
+}

@@ -91,6 +91,8 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(const Mod
   const std::string name = cudaGetDeviceProperties(&prop, device_index) == cudaSuccess ? prop.name : "CUDA device";
   b->m_name = name;
   b->m_description = id + " (" + name + ")";
+  const char* pdl_env = std::getenv("IWB_CUDA_PDL");
+  b->m_programmatic_launch = cuda_may_launch_programmatically(prop.major, pdl_env);
   return b;
 }
 

@@ -9,12 +9,12 @@
 
 #include "backend/cuda/cuda_buffers.h"
 #include "backend/cuda/cuda_weights.h"
+#include "backend/forward_backend.h"
 #include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/plan/forward_plan.h"
 #include "iwb/engine/profile/op_costs.h"
 #include "iwb/engine/profile/profiler.h"
 #include "iwb/engine/runtime/engine.h"
-#include "backend/forward_backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -29,15 +29,15 @@ namespace iwb::cuda {
 
 // Device addresses of one step's metadata (fixed for the backend's life, so graphs stay valid).
 struct StepMetadata {
-  int32_t* tokens = nullptr;           // [max_tokens]
-  int32_t* positions = nullptr;        // [max_tokens]
-  int64_t* slot_mapping = nullptr;     // [max_tokens]
-  int32_t* token_sequences = nullptr;  // [max_tokens]
-  int32_t* block_tables = nullptr;     // [max_sequences x max_blocks_per_sequence]
+  int32_t* tokens = nullptr;            // [max_tokens]
+  int32_t* positions = nullptr;         // [max_tokens]
+  int64_t* slot_mapping = nullptr;      // [max_tokens]
+  int32_t* token_sequences = nullptr;   // [max_tokens]
+  int32_t* block_tables = nullptr;      // [max_sequences x max_blocks_per_sequence]
   int32_t* sequence_lengths = nullptr;  // [max_sequences]
-  int32_t* logits_rows = nullptr;      // [max_tokens]
-  int32_t* block_copies = nullptr;     // [max_copies x 2]
-  int32_t* argmax_tokens = nullptr;    // [max_tokens]: greedy tokens coming back (not copied up)
+  int32_t* logits_rows = nullptr;       // [max_tokens]
+  int32_t* block_copies = nullptr;      // [max_copies x 2]
+  int32_t* argmax_tokens = nullptr;     // [max_tokens]: greedy tokens coming back (not copied up)
 };
 
 // Byte offsets of the arrays above inside the metadata buffer (the same in the pinned staging).
@@ -150,7 +150,7 @@ class CudaForwardBackend final : public ForwardBackend {
 
   const ModelConfig& m_config;
   int m_device = 0;
-  std::string m_name;         // the GPU's product name
+  std::string m_name;  // the GPU's product name
   std::string m_description;
   DeviceWeights m_weights;
   ForwardPlan m_plan;
@@ -158,6 +158,9 @@ class CudaForwardBackend final : public ForwardBackend {
   CudaStepCapacity m_capacity;
   bool m_is_batch_invariant = false;
   bool m_group_products = true;  // can_group_products; IWB_CUDA_GROUP=0 turns it off
+  // Programmatic dependent launch (launch_cuda.h) for this device's steps: compute capability
+  // 9.0 or more, unless IWB_CUDA_PDL=0; never while recording a profile.
+  bool m_programmatic_launch = false;
   int m_num_threads = 1;
   ActivationObserver* m_observer = nullptr;
   std::string m_broken;  // set when the context is unusable: why
@@ -166,17 +169,17 @@ class CudaForwardBackend final : public ForwardBackend {
   cublasHandle_t m_cublas = nullptr;
 
   // Device memory.
-  DeviceBuffer m_kv_pool;             // per layer: keys [num_slots x k_row], then values [num_slots x v_row], f16
+  DeviceBuffer m_kv_pool;  // per layer: keys [num_slots x k_row], then values [num_slots x v_row], f16
   std::vector<uint16_t*> m_k_pools, m_v_pools;
   // FP8 scales, stored with the cache: [2 x num_layers] floats (keys', then values'), 1 until
   // calibrated; a layer's are calibrated by its first KV write when kv_cache_type.calculate_scales.
   DeviceBuffer m_kv_scales;
   std::vector<bool> m_is_scale_calibrated;  // [layer]
-  DeviceBuffer m_activations;         // the f32 activations below
+  DeviceBuffer m_activations;               // the f32 activations below
   float *m_x = nullptr, *m_xn = nullptr, *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_attn = nullptr,
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
-  int64_t m_logits_chunk_rows = 0;    // rows m_final / m_logits hold
-  DeviceBuffer m_x16;                 // f16 activations for cuBLAS [max_tokens x widest input]
+  int64_t m_logits_chunk_rows = 0;  // rows m_final / m_logits hold
+  DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
   // Up to kSplitMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
   // products of Q4_0 and Q8_0 (split layout: 1..8 tokens a launch; GGUF layout: one token):
   // values, then the 32-value blocks' scales at m_x_q8_scale. m_q8_source / m_q8_tokens: the
@@ -196,7 +199,7 @@ class CudaForwardBackend final : public ForwardBackend {
   bool m_fuse_q8 = true;  // products_take_q8 may say yes; IWB_CUDA_FUSED_Q8=0 turns it off
   // Quantizes n tokens of x (unless this op already did) into m_x_q8.
   Status quantize_input_q8(const float* x, int64_t n, int64_t in_features, const char* name, int64_t layer);
-  DeviceBuffer m_w16;                 // f16 weights for cuBLAS [largest matrix]
+  DeviceBuffer m_w16;  // f16 weights for cuBLAS [largest matrix]
   DeviceBuffer m_attention_workspace;
   DeviceBuffer m_cublas_workspace;
   DeviceBuffer m_metadata;

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_forward_backend.h"
 
 #include "backend/cuda/cuda_status.h"
+#include "iwb/kernels/cuda/launch_cuda.h"
 #include "iwb/kernels/cuda/sampling_cuda.h"
 
 #include <algorithm>
@@ -27,10 +28,8 @@ bool is_sticky(cudaError_t e) {
     case cudaErrorInvalidPc:
     case cudaErrorECCUncorrectable:
     case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-      return true;
-    default:
-      return false;
+    case cudaErrorLaunchTimeout: return true;
+    default: return false;
   }
 }
 
@@ -66,8 +65,9 @@ Status CudaForwardBackend::stage_metadata(const FlatBatch& b) {
   std::memcpy(host + m_layout.sequence_lengths, b.sequence_lengths.data(), num_sequences * 4);
   std::memcpy(host + m_layout.logits_rows, b.logits_rows.data(), b.logits_rows.size() * 4);
   const auto width = static_cast<size_t>(m_capacity.max_blocks_per_sequence);
-  pack_block_tables(b, static_cast<int64_t>(width),
-                    std::span<int32_t>(reinterpret_cast<int32_t*>(host + m_layout.block_tables), num_sequences * width));
+  pack_block_tables(
+      b, static_cast<int64_t>(width),
+      std::span<int32_t>(reinterpret_cast<int32_t*>(host + m_layout.block_tables), num_sequences * width));
   const size_t bytes = m_layout.block_tables + num_sequences * width * 4;
   return fail(cudaMemcpyAsync(m_metadata.data(), host, bytes, cudaMemcpyHostToDevice, m_stream.get()),
               "copying the step's metadata to the device");
@@ -77,6 +77,8 @@ Status CudaForwardBackend::run_step(const FlatBatch& batch, float* logits, int32
   if (!m_broken.empty()) return make_error(ErrorCode::DeviceError, m_broken);
   IWB_RETURN_IF_ERROR(check_cuda_step(batch, m_capacity));
   IWB_RETURN_IF_ERROR(fail(cudaSetDevice(m_device), "selecting the device"));
+  // A profile's records time each kernel between its own events, so its kernels never overlap.
+  set_cuda_programmatic_launch(m_programmatic_launch && !is_recording());
   IWB_RETURN_IF_ERROR(stage_metadata(batch));
   const bool is_argmax = tokens != nullptr;
   StepShape shape;
@@ -148,8 +150,9 @@ Status CudaForwardBackend::copy_logits_out(int64_t num_rows, float* logits) {
     return fail(cudaStreamSynchronize(m_stream.get()), "finishing the step");
   }
   const size_t bytes = static_cast<size_t>(num_rows) * static_cast<size_t>(m_config.vocab_size) * sizeof(float);
-  IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(m_logits_host.data(), m_logits, bytes, cudaMemcpyDeviceToHost, m_stream.get()),
-                           "copying the logits to the host"));
+  IWB_RETURN_IF_ERROR(
+      fail(cudaMemcpyAsync(m_logits_host.data(), m_logits, bytes, cudaMemcpyDeviceToHost, m_stream.get()),
+           "copying the logits to the host"));
   // The step's one wait: every kernel before it has run when the logits are here.
   IWB_RETURN_IF_ERROR(fail(cudaStreamSynchronize(m_stream.get()), "running the step"));
   std::memcpy(logits, m_logits_host.data(), bytes);
@@ -165,8 +168,8 @@ Status CudaForwardBackend::run_decode_graph(const DecodeGraphKey& key, const Ste
     };
     if (m_graphs.size() >= kMaxGraphs) return eager();
     cudaStream_t stream = m_stream.get();
-    IWB_RETURN_IF_ERROR(fail(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                             "starting a decode graph capture"));
+    IWB_RETURN_IF_ERROR(
+        fail(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting a decode graph capture"));
     Status captured = eager();
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);

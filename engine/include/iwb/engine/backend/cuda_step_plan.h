@@ -18,10 +18,10 @@ namespace iwb {
 
 // What the device buffers were sized for at load.
 struct CudaStepCapacity {
-  int64_t max_tokens = 0;             // tokens per step (EngineOptions::max_batch_tokens)
-  int64_t max_sequences = 0;          // sequences per step
+  int64_t max_tokens = 0;               // tokens per step (EngineOptions::max_batch_tokens)
+  int64_t max_sequences = 0;            // sequences per step
   int64_t max_blocks_per_sequence = 0;  // the fixed block-table width: ceil(context / block_size)
-  int64_t num_blocks = 0;             // blocks in the pool
+  int64_t num_blocks = 0;               // blocks in the pool
   int64_t block_size = 0;
   int64_t vocab_size = 0;
 };
@@ -54,6 +54,12 @@ struct RowChunk {
   int64_t count = 0;
 };
 std::vector<RowChunk> logits_row_chunks(int64_t num_rows, int64_t chunk_rows);
+
+// Whether the device's kernels are launched programmatically (each may start while the one
+// before it finishes: iwb/kernels/cuda/launch_cuda.h): Hopper and later (compute capability 9.0
+// or more, where the griddepcontrol instructions exist), unless the environment's IWB_CUDA_PDL
+// (`pdl_env`, null when unset) is "0": the two side by side in benchmarks.
+bool cuda_may_launch_programmatically(int compute_capability_major, const char* pdl_env);
 
 // Whether the CUDA backend runs every op of `plan`: an Unsupported error naming what it lacks
 // otherwise (mixture-of-experts ops: it has no expert kernels), which the engine's "auto"
