@@ -314,8 +314,9 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
           -n 128 -b 2048 -r 3 -o json || note "gpu-check: llama-bench $tag failed (see the log)"
       fi
       # Q4_0's decode on the GGUF layout too (IWB_CUDA_SPLIT=0), to show what the split
-      # layout changes on this device (IWB_GPU_AB=0 skips it).
-      if [[ $type == Q4_0 && ${IWB_GPU_AB:-1} == 1 ]]; then
+      # layout changes on this device, and Q4_K_M's (its Q6_K matrices split since 2026-12-07)
+      # (IWB_GPU_AB=0 skips it).
+      if [[ $type =~ ^(Q4_0|Q4_K_M)$ && ${IWB_GPU_AB:-1} == 1 ]]; then
         capture "$results/ab-gguf-$tag.json" env IWB_CUDA_SPLIT=0 timeout "$bench_timeout" "$iwb" bench -m "$file" \
           --device cuda:0 -p 512 -n 128 -r 2 --json --db "$db" || note "gpu-check: bench (GGUF layout) $tag failed"
       fi

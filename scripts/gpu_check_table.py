@@ -218,9 +218,9 @@ def main(results):
                                     f"{ratio:.1f}× batch 1 (target >= {BATCH64_TARGET:.0f}×)")
 
     # Decode beside the default engine with one switch off (ab-PREFIX-TAG.json): the GGUF layout
-    # for Q4_0 (IWB_CUDA_SPLIT=0), each product launched alone (IWB_CUDA_GROUP=0), kernels launched
-    # after the last has ended (IWB_CUDA_PDL=0), each product quantizing its own input
-    # (IWB_CUDA_FUSED_Q8=0).
+    # for Q4_0 and Q4_K_M's Q6_K (IWB_CUDA_SPLIT=0), each product launched alone
+    # (IWB_CUDA_GROUP=0), kernels launched after the last has ended (IWB_CUDA_PDL=0), each
+    # product quantizing its own input (IWB_CUDA_FUSED_Q8=0).
     def ab_section(prefix, title, key, default_name, other_name):
         paths = sorted(glob.glob(os.path.join(results, f"ab-{prefix}-*.json")))
         if not paths:
@@ -241,8 +241,8 @@ def main(results):
             ratio = f"{default / other:.2f}×" if default and other else "—"
             say(f"  {model:<14} {wtype:<6} {num(default):>16} {num(other):>16} {ratio:>7}")
 
-    ab_section("gguf", "Q4_0 decode (tg128): the split layout (default) against GGUF's layout (IWB_CUDA_SPLIT=0)",
-               "q4_0_layouts", "split", "gguf")
+    ab_section("gguf", "Decode (tg128): Q4_0 and Q6_K in the split layout (default) against GGUF's layout "
+               "(IWB_CUDA_SPLIT=0)", "split_layouts", "split", "gguf")
     ab_section("nogroup", "Decode (tg128): q, k, v and gate, up in one launch each op (default) against a launch "
                "per product (IWB_CUDA_GROUP=0)", "grouped_products", "grouped", "one_by_one")
     ab_section("nopdl", "Decode (tg128): programmatic dependent launch (default on compute capability 9.0+) "

@@ -5,6 +5,7 @@
 #include "cuda_common.cuh"
 #include "dequantize_blocks.cuh"
 #include "iwb/kernels/split_blocks.h"
+#include "split_q6_k.cuh"
 
 #include <cuda_fp16.h>
 
@@ -34,15 +35,37 @@ __global__ void embedding_kernel(const typename Decoder::Block* __restrict__ tab
   }
 }
 
-// The split layout (split_blocks.h) of Q4_0 (kQuantBytes 16) or Q8_0 (32): a row's quants and
-// its scales sit apart; each value is (q - offset) * d * scale, as the GGUF decoders compute it.
+// Value j of 32-value block `block` of a split table (split_blocks.h): Q4_0 (kQuantBytes 16) or
+// Q8_0 (32), whose quants and scales sit apart, (q - offset) * d as the GGUF decoders compute it.
 template <int kQuantBytes>
+struct SplitValue {
+  __device__ static float at(const uint8_t* __restrict__ table, int64_t vocab_size, int64_t dim, int64_t block, int j) {
+    const auto* scales = reinterpret_cast<const unsigned short*>(table + vocab_size * (dim / 32) * kQuantBytes);
+    int q;
+    if constexpr (kQuantBytes == 16) {
+      const uint8_t byte = table[block * 16 + j % 16];  // values j and j + 16 share byte j
+      q = (j < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
+    } else {
+      q = static_cast<int8_t>(table[block * 32 + j]);
+    }
+    return static_cast<float>(q) * __half2float(__ushort_as_half(scales[block]));
+  }
+};
+
+// Q6_K's split units (split_q6_k.cuh).
+struct SplitValueQ6_K {
+  __device__ static float at(const uint8_t* __restrict__ table, int64_t vocab_size, int64_t dim, int64_t unit, int j) {
+    return q6_k_split_value(split_q6_k_matrix(table, vocab_size, dim), unit, j);
+  }
+};
+
+// The gather from a split table: each value Value::at(...) * scale.
+template <typename Value>
 __global__ void embedding_split_kernel(const uint8_t* __restrict__ table, int64_t vocab_size, int64_t dim,
                                        const int32_t* __restrict__ tokens, int64_t num_tokens, float scale,
                                        float* __restrict__ output, int32_t* bad_token_flag) {
   cuda_detail::wait_for_prior_grids();
   const int64_t blocks_per_row = dim / 32;
-  const auto* scales = reinterpret_cast<const unsigned short*>(table + vocab_size * blocks_per_row * kQuantBytes);
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const int32_t token = tokens[t];
     const bool is_valid = token >= 0 && token < vocab_size;
@@ -51,17 +74,8 @@ __global__ void embedding_split_kernel(const uint8_t* __restrict__ table, int64_
     float* out = output + t * dim;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < dim;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      const int64_t block = first_block + i / 32;
-      const int j = static_cast<int>(i % 32);
-      int q;
-      if constexpr (kQuantBytes == 16) {
-        const uint8_t byte = table[block * 16 + j % 16];  // values j and j + 16 share byte j
-        q = (j < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
-      } else {
-        q = static_cast<int8_t>(table[block * 32 + j]);
-      }
-      const float d = __half2float(__ushort_as_half(scales[block]));
-      out[i] = is_valid ? static_cast<float>(q) * d * scale : 0.0f;
+      const float value = Value::at(table, vocab_size, dim, first_block + i / 32, static_cast<int>(i % 32));
+      out[i] = is_valid ? value * scale : 0.0f;
     }
   }
 }
@@ -111,7 +125,9 @@ cudaError_t embedding_cuda(const EmbeddingCudaArgs& a, cudaStream_t stream) {
   if (a.is_split) {
     constexpr int kThreads = 256;
     const dim3 grid(grid_for(a.dim, kThreads, 1024), static_cast<unsigned>(std::min(a.num_tokens, kMaxGridYZ)));
-    auto* kernel = a.table_type == GgmlType::Q4_0 ? embedding_split_kernel<16> : embedding_split_kernel<32>;
+    auto* kernel = a.table_type == GgmlType::Q4_0   ? embedding_split_kernel<SplitValue<16>>
+                   : a.table_type == GgmlType::Q8_0 ? embedding_split_kernel<SplitValue<32>>
+                                                    : embedding_split_kernel<SplitValueQ6_K>;
     IWB_LAUNCH(kernel, grid, kThreads, 0, stream, static_cast<const uint8_t*>(a.table), a.vocab_size, a.dim, a.tokens,
                a.num_tokens, a.scale, a.output, a.bad_token_flag);
     return cudaGetLastError();

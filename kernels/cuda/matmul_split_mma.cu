@@ -144,7 +144,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 }  // namespace
 
 cudaError_t matmul_split_mma_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
-  const bool is_ok = has_split_blocks(a.type) && a.weight != nullptr && a.x_q8 != nullptr && a.x_q8_scale != nullptr &&
+  const bool is_ok = (a.type == GgmlType::Q4_0 || a.type == GgmlType::Q8_0) && a.weight != nullptr &&
+                     a.x_q8 != nullptr && a.x_q8_scale != nullptr &&
                      (a.type != GgmlType::Q4_0 || a.x_q8_sum != nullptr) && a.y != nullptr && a.in_features > 0 &&
                      a.in_features % 32 == 0 && a.out_features > 0 && a.num_tokens >= 1 &&
                      a.num_tokens <= kSplitMmaMaxTokens && is_aligned(a.weight, 16) && is_aligned(a.x_q8, 16) &&

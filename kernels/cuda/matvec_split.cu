@@ -1,4 +1,4 @@
-// Q4_0 and Q8_0 in the split layout (split_blocks_cuda.h): the one-to-eight-token product on
+// Q4_0, Q8_0 and Q6_K in the split layout (split_blocks_cuda.h): the one-to-eight-token product on
 // int8 activations and the f16 dequantization for cuBLAS.
 //
 // The product gives each output row to one warp. Lane l takes blocks l, l + 32, ...: 16-byte
@@ -11,9 +11,15 @@
 // where the GGUF-layout kernels (matvec_quant.cuh) spend two to five and stage through shared
 // memory behind block-wide barriers. No shared memory, no barrier: a warp's loads of its next
 // blocks do not wait for the products of the last ones, and #pragma unroll keeps four in flight.
+// Q6_K takes the same shape in 32-value units (split_q6_k_row_product): in GGUF's layout its
+// 210-byte blocks are only 2-byte aligned and went through the staged kernel at 1.1-1.5 TB/s
+// on an H200 (2026-12-04), the slowest of the large weights.
 #include "cuda_common.cuh"
 #include "iwb/kernels/cuda/split_blocks_cuda.h"
 #include "matvec_parts.cuh"
+#include "split_q6_k.cuh"
+
+#include <type_traits>
 
 #include <cuda_fp16.h>
 
@@ -69,6 +75,26 @@ struct SplitQ8_0 {
   }
 };
 
+// Q6_K's 32-value units (split_q6_k.cuh): 16 bytes of low nibbles a unit, as Q4_0's quants, then
+// the high bit pairs, the 16-value scales and the super-blocks' d's in regions of their own; its
+// product is split_q6_k_row_product.
+struct SplitQ6_K {
+  static constexpr int kQuantBytes = 16;
+};
+
+// Each token's sum over the row's lanes, stored by lane 0 (with the bias).
+template <int kMaxTokens>
+__device__ __forceinline__ void store_row(const float (&acc)[kMaxTokens], int64_t out_features, int64_t row,
+                                          int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+#pragma unroll
+  for (int t = 0; t < kMaxTokens; ++t) {
+    if (t < num_tokens) {
+      const float total = warp_sum(acc[t]);
+      if (threadIdx.x % 32 == 0) y[t * out_features + row] = bias != nullptr ? total + bias[row] : total;
+    }
+  }
+}
+
 // One output row per warp (row < out_features): the product for up to kMaxTokens tokens.
 // kMaxTokens: 1 (one sequence decoding) or kSplitMaxTokens (num_tokens at run time); kHasSums:
 // the activation blocks' sums are given (xs).
@@ -107,23 +133,79 @@ __device__ __forceinline__ void split_row_product(const uint8_t* __restrict__ we
       }
     }
   }
+  store_row<kMaxTokens>(acc, out_features, row, num_tokens, y, bias);
+}
+
+// split_row_product for Q6_K: lane l takes units l, l + 32, ... of the row. A unit is a 16-byte
+// and an 8-byte load of its quants, a 2-byte load of its two scales and its super-block's d
+// (shared by 8 lanes through L1); per token its two 16-value halves' dp4a sums, less 32 times
+// the activations' sums (the values are stored + 32), each times its scale:
+// d d_x (sc_0 (sum q x - 32 sum x) + sc_1 (...)), exact integers up to the float products.
+template <int kMaxTokens>
+__device__ __forceinline__ void split_q6_k_row_product(const uint8_t* __restrict__ weight, int64_t in_features,
+                                                       int64_t out_features, int64_t row, const int8_t* __restrict__ xq,
+                                                       const float* __restrict__ xd, int num_tokens,
+                                                       float* __restrict__ y, const float* __restrict__ bias) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t units = in_features / 32;
+  const SplitQ6KMatrix m = split_q6_k_matrix(weight, out_features, in_features);
+  const int64_t first = row * units;
+
+  float acc[kMaxTokens];
 #pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) {
-    if (t < num_tokens) {
-      const float total = warp_sum(acc[t]);
-      if (lane == 0) y[t * out_features + row] = bias != nullptr ? total + bias[row] : total;
+  for (int t = 0; t < kMaxTokens; ++t) acc[t] = 0.0f;
+
+#pragma unroll 4
+  for (int64_t u = lane; u < units; u += 32) {
+    const int64_t unit = first + u;
+    int w[8];
+    q6_k_split_words(__ldcs(reinterpret_cast<const uint4*>(m.low) + unit),
+                     __ldcs(reinterpret_cast<const uint2*>(m.high) + unit), w);
+    const auto scale_pair = static_cast<unsigned>(__ldcs(reinterpret_cast<const unsigned short*>(m.scales) + unit));
+    const int scale_low = static_cast<int8_t>(scale_pair & 0xFFu), scale_high = static_cast<int8_t>(scale_pair >> 8);
+    const float d = __half2float(__ushort_as_half(__ldg(m.d + unit / 8)));
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) {
+      if (t < num_tokens) {
+        const int4* xb = reinterpret_cast<const int4*>(xq + t * in_features + u * 32);
+        const int4 lo = __ldg(xb), hi = __ldg(xb + 1);  // values 0..15 and 16..31
+        constexpr int kOnes = 0x01010101;
+        const int dot_low = __dp4a(w[0], lo.x, __dp4a(w[1], lo.y, __dp4a(w[2], lo.z, __dp4a(w[3], lo.w, 0))));
+        const int dot_high = __dp4a(w[4], hi.x, __dp4a(w[5], hi.y, __dp4a(w[6], hi.z, __dp4a(w[7], hi.w, 0))));
+        const int sum_low = __dp4a(kOnes, lo.x, __dp4a(kOnes, lo.y, __dp4a(kOnes, lo.z, __dp4a(kOnes, lo.w, 0))));
+        const int sum_high = __dp4a(kOnes, hi.x, __dp4a(kOnes, hi.y, __dp4a(kOnes, hi.z, __dp4a(kOnes, hi.w, 0))));
+        const int sum = scale_low * (dot_low - 32 * sum_low) + scale_high * (dot_high - 32 * sum_high);
+        acc[t] += d * __ldg(xd + t * units + u) * static_cast<float>(sum);
+      }
     }
+  }
+  store_row<kMaxTokens>(acc, out_features, row, num_tokens, y, bias);
+}
+
+// The row product of Unit's layout.
+template <typename Unit, int kMaxTokens, bool kHasSums>
+__device__ __forceinline__ void split_product(const uint8_t* __restrict__ weight, int64_t in_features,
+                                              int64_t out_features, int64_t row, const int8_t* __restrict__ xq,
+                                              const float* __restrict__ xd, const int32_t* __restrict__ xs,
+                                              int num_tokens, float* __restrict__ y, const float* __restrict__ bias) {
+  if constexpr (std::is_same_v<Unit, SplitQ6_K>) {
+    split_q6_k_row_product<kMaxTokens>(weight, in_features, out_features, row, xq, xd, num_tokens, y, bias);
+  } else {
+    split_row_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y,
+                                                  bias);
   }
 }
 
 // A thread block's rows from row0 toward L2 before the prior grid ends: their quants, then their
-// scales (an eighth to a sixteenth as many bytes, kept apart by the layout).
+// scales (an eighth to a sixteenth as many bytes, kept apart by the layout); Q6_K's low nibbles,
+// then its high bit pairs (its scales and d's are a thirteenth of the bytes: left to the loads).
 template <typename Unit>
 __device__ __forceinline__ void prefetch_split_rows(const uint8_t* __restrict__ weight, int64_t in_features,
                                                     int64_t out_features, int64_t row0) {
   const int64_t blocks = in_features / 32;
   prefetch_rows_l2(weight, blocks * Unit::kQuantBytes, row0, kRowsPerBlock, out_features);
-  prefetch_rows_l2(weight + out_features * blocks * Unit::kQuantBytes, blocks * 2, row0, kRowsPerBlock, out_features);
+  const uint8_t* second = weight + out_features * blocks * Unit::kQuantBytes;
+  prefetch_rows_l2(second, blocks * (std::is_same_v<Unit, SplitQ6_K> ? 8 : 2), row0, kRowsPerBlock, out_features);
 }
 
 template <typename Unit, int kMaxTokens, bool kHasSums>
@@ -135,8 +217,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   cuda_detail::wait_for_prior_grids();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x / 32);
   if (row >= out_features) return;  // the whole warp: nothing below synchronises the block
-  split_row_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y,
-                                                bias);
+  split_product<Unit, kMaxTokens, kHasSums>(weight, in_features, out_features, row, xq, xd, xs, num_tokens, y, bias);
 }
 
 // The grouped launch: each thread block finds its part (matvec_parts.cuh), then computes its
@@ -151,8 +232,8 @@ __global__ void __launch_bounds__(kSplitThreads)
   cuda_detail::wait_for_prior_grids();
   const int64_t row = row0 + static_cast<int>(threadIdx.x / 32);
   if (row >= part.out_features) return;  // the whole warp: nothing below synchronises the block
-  split_row_product<Unit, kMaxTokens, kHasSums>(part.weight, in_features, part.out_features, row, xq, xd, xs,
-                                                num_tokens, part.y, part.bias);
+  split_product<Unit, kMaxTokens, kHasSums>(part.weight, in_features, part.out_features, row, xq, xd, xs, num_tokens,
+                                            part.y, part.bias);
 }
 
 // One thread per 32-value block: its quants and scale to 32 f16 values (4 stores of 16 bytes).
@@ -179,6 +260,29 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __ha
       packed[2 * k + 1] = half_bits(2) | (half_bits(3) << 16);
     }
     uint4* dst = reinterpret_cast<uint4*>(out + b * 32);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      dst[k] = make_uint4(packed[4 * k], packed[4 * k + 1], packed[4 * k + 2], packed[4 * k + 3]);
+  }
+}
+
+// One thread per 32-value unit of a split Q6_K matrix: 32 f16 values (4 stores of 16 bytes),
+// each d sc (q - 32) rounded once.
+__global__ void dequantize_split_q6_k_kernel(const uint8_t* __restrict__ weight, __half* __restrict__ out, int64_t rows,
+                                             int64_t in_features) {
+  cuda_detail::wait_for_prior_grids();
+  const int64_t num_units = rows * (in_features / 32);
+  const SplitQ6KMatrix m = split_q6_k_matrix(weight, rows, in_features);
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; unit < num_units; unit += stride) {
+    uint32_t packed[16];
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const auto lo = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(q6_k_split_value(m, unit, j))));
+      const auto hi = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(q6_k_split_value(m, unit, j + 1))));
+      packed[j / 2] = lo | (hi << 16);
+    }
+    uint4* dst = reinterpret_cast<uint4*>(out + unit * 32);
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       dst[k] = make_uint4(packed[4 * k], packed[4 * k + 1], packed[4 * k + 2], packed[4 * k + 3]);
@@ -221,13 +325,15 @@ cudaError_t matvec_split_check(const SplitMatvecArgs& a) {
                      a.num_tokens >= 1 && a.num_tokens <= kSplitMaxTokens && is_aligned(a.weight, 16) &&
                      is_aligned(a.x_q8, 16) && is_aligned(a.x_q8_scale, 4) && is_aligned(a.x_q8_sum, 4) &&
                      is_aligned(a.y, 4) && (a.bias == nullptr || is_aligned(a.bias, 4)) &&
-                     a.out_features <= kMaxGridX * kRowsPerBlock;
+                     a.out_features <= kMaxGridX * kRowsPerBlock &&
+                     (a.type != GgmlType::Q6_K || a.in_features % 256 == 0);
   return is_ok ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t matvec_split_cuda(const SplitMatvecArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = matvec_split_check(a); e != cudaSuccess) return e;
   if (a.type == GgmlType::Q8_0) return launch_split<SplitQ8_0, false>(a, stream);
+  if (a.type == GgmlType::Q6_K) return launch_split<SplitQ6_K, false>(a, stream);
   return a.x_q8_sum != nullptr ? launch_split<SplitQ4_0, true>(a, stream) : launch_split<SplitQ4_0, false>(a, stream);
 }
 
@@ -248,6 +354,7 @@ cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cud
   }
   if (blocks > kMaxGridX) return cudaErrorInvalidValue;
   if (first.type == GgmlType::Q8_0) return launch_split_group<SplitQ8_0, false>(parts, count, stream);
+  if (first.type == GgmlType::Q6_K) return launch_split_group<SplitQ6_K, false>(parts, count, stream);
   return first.x_q8_sum != nullptr ? launch_split_group<SplitQ4_0, true>(parts, count, stream)
                                    : launch_split_group<SplitQ4_0, false>(parts, count, stream);
 }
@@ -255,13 +362,15 @@ cudaError_t matvec_split_group_cuda(const SplitMatvecArgs* parts, int count, cud
 cudaError_t dequantize_split_f16_cuda(GgmlType type, const void* weight, uint16_t* out, int64_t rows,
                                       int64_t in_features, cudaStream_t stream) {
   if (!has_split_blocks(type) || weight == nullptr || out == nullptr || rows <= 0 || in_features <= 0 ||
-      in_features % 32 != 0 || !is_aligned(weight, 16) || !is_aligned(out, 16)) {
+      in_features % (type == GgmlType::Q6_K ? 256 : 32) != 0 || !is_aligned(weight, 16) || !is_aligned(out, 16)) {
     return cudaErrorInvalidValue;
   }
   const int64_t num_blocks = rows * (in_features / 32);
   const auto* w = static_cast<const uint8_t*>(weight);
   auto* o = reinterpret_cast<__half*>(out);
-  if (type == GgmlType::Q4_0) {
+  if (type == GgmlType::Q6_K) {
+    IWB_LAUNCH(dequantize_split_q6_k_kernel, grid_for(num_blocks, 256), 256, 0, stream, w, o, rows, in_features);
+  } else if (type == GgmlType::Q4_0) {
     auto* kernel = dequantize_split_kernel<SplitQ4_0>;
     IWB_LAUNCH(kernel, grid_for(num_blocks, 256), 256, 0, stream, w, o, rows, in_features);
   } else {

@@ -179,9 +179,9 @@ int main(int argc, char** argv) {
         if (is_ok) is_ok = check(cudaMemset(d_weight, 0x3C, weight_bytes), "cudaMemset weights");
         if (d_weight != nullptr) copies.push_back(d_weight);
       }
-      // 1 and 8 tokens, then (Q4_0, Q8_0) one token against int8 activations ("1 q8"), then
-      // (Q4_0, Q8_0) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8 split"),
-      // and its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
+      // 1 and 8 tokens, then (Q4_0, Q8_0, Q4_K, Q6_K) one token against int8 activations ("1 q8"), then
+      // (Q4_0, Q8_0, Q6_K) the split layout the engine uploads, 1 and 8 tokens ("1 split", "8
+      // split"), and (Q4_0, Q8_0) its tensor-core product of 16 and 64 tokens ("16 mma", "64 mma").
       // Then (Q4_K) 8 tokens against int8 activations sharing each weight load ("8 q8"). Last,
       // on compute capability 9.0 and up, one token again (GGUF layout, then split) launched
       // programmatically ("1 pdl", "1 split pdl").
@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
                    is_split = (variant >= 3 && variant <= 6) || variant == 9, is_mma = variant == 5 || variant == 6;
         if (is_pdl && !has_pdl) continue;
         if (is_split && !has_split_blocks(type)) continue;
+        if (is_mma && type == GgmlType::Q6_K) continue;  // the tensor-core product is Q4_0 / Q8_0 only
         if (variant == 2 && !cuda_matvec_takes_q8_input(type)) continue;
         if (variant == 7 && cuda_matvec_q8_input_max_tokens(type) < kCudaMatvecMaxTokens) continue;
         const int64_t num_tokens = variant == 1 || variant == 7 ? kCudaMatvecMaxTokens

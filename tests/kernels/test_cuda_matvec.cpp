@@ -26,9 +26,9 @@ namespace {
 
 constexpr int64_t kGuardFloats = 64;  // past the end of y: must stay untouched
 
-#define CUDA_VERIFY(call)                                                                        \
-  do {                                                                                           \
-    const cudaError_t error_ = (call);                                                           \
+#define CUDA_VERIFY(call)                                                                                         \
+  do {                                                                                                            \
+    const cudaError_t error_ = (call);                                                                            \
     QVERIFY2(error_ == cudaSuccess, qPrintable(QStringLiteral("%1: %2").arg(#call, cudaGetErrorString(error_)))); \
   } while (0)
 
@@ -38,7 +38,7 @@ QString type_name(GgmlType type) {
 }
 
 std::vector<GgmlType> matvec_types() {
-  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+  return {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
           GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 }
 
@@ -76,14 +76,16 @@ class TestCudaMatvec : public QObject {
   void initTestCase() {
     const auto devices = list_cuda_devices();
     if (!devices.is_ok()) {
-      QSKIP(qPrintable(QStringLiteral("CUDA matvec not tested: %1").arg(QString::fromStdString(devices.error_message()))));
+      QSKIP(qPrintable(
+          QStringLiteral("CUDA matvec not tested: %1").arg(QString::fromStdString(devices.error_message()))));
     }
     qInfo("testing on %s (%s)", devices->front().id.c_str(), devices->front().name.c_str());
   }
 
   void matches_reference_data() {
     QTest::addColumn<int>("type_id");
-    for (GgmlType type : matvec_types()) QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
+    for (GgmlType type : matvec_types())
+      QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
   }
 
   void matches_reference() {
@@ -154,10 +156,18 @@ class TestCudaMatvec : public QObject {
                 const double tolerance = 1e-5 * max_w * sum_abs_x + 1e-6 * std::fabs(expected);
                 const float got = y[static_cast<size_t>(t * out_features + o)];
                 if (!(std::fabs(got - expected) <= tolerance)) {
-                  QFAIL(qPrintable(QStringLiteral("%1 in=%2 out=%3 tokens=%4 offset=%5 bias=%6: y[%7][%8] GPU %9, reference %10")
-                                       .arg(type_name(type)).arg(in_features).arg(out_features).arg(num_tokens)
-                                       .arg(offset).arg(with_bias).arg(t).arg(o).arg(got, 0, 'g', 9)
-                                       .arg(expected, 0, 'g', 9)));
+                  QFAIL(qPrintable(
+                      QStringLiteral("%1 in=%2 out=%3 tokens=%4 offset=%5 bias=%6: y[%7][%8] GPU %9, reference %10")
+                          .arg(type_name(type))
+                          .arg(in_features)
+                          .arg(out_features)
+                          .arg(num_tokens)
+                          .arg(offset)
+                          .arg(with_bias)
+                          .arg(t)
+                          .arg(o)
+                          .arg(got, 0, 'g', 9)
+                          .arg(expected, 0, 'g', 9)));
                 }
               }
             }
@@ -165,14 +175,19 @@ class TestCudaMatvec : public QObject {
             // bias setting: odd token counts).
             if (offset == 0 && num_tokens == 1) y_one_token.assign(y.begin(), y.begin() + out_features);
             if (offset == 0 && num_tokens % 2 == 1 && num_tokens > 1) {
-              QVERIFY2(std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0,
-                       qPrintable(QStringLiteral("%1 in=%2 out=%3: token 0 differs between 1 and %4 tokens")
-                                      .arg(type_name(type)).arg(in_features).arg(out_features).arg(num_tokens)));
+              QVERIFY2(
+                  std::memcmp(y.data(), y_one_token.data(), sizeof(float) * static_cast<size_t>(out_features)) == 0,
+                  qPrintable(QStringLiteral("%1 in=%2 out=%3: token 0 differs between 1 and %4 tokens")
+                                 .arg(type_name(type))
+                                 .arg(in_features)
+                                 .arg(out_features)
+                                 .arg(num_tokens)));
             }
             // Nothing written past the outputs of the tokens asked for.
             for (size_t i = static_cast<size_t>(num_tokens * out_features); i < y_floats; ++i) {
-              QVERIFY2(std::isnan(y[i]), qPrintable(QStringLiteral("%1: y written at float %2 past the outputs")
-                                                         .arg(type_name(type)).arg(i)));
+              QVERIFY2(
+                  std::isnan(y[i]),
+                  qPrintable(QStringLiteral("%1: y written at float %2 past the outputs").arg(type_name(type)).arg(i)));
             }
           }
         }
@@ -219,7 +234,10 @@ class TestCudaMatvec : public QObject {
           const float step = std::fabs(fp16_to_f32(static_cast<uint16_t>(expected + 1)) - fp16_to_f32(expected));
           if (value != expected && !(std::fabs(fp16_to_f32(value) - fp16_to_f32(expected)) <= step)) {
             QFAIL(qPrintable(QStringLiteral("%1 rows=%2 value %3: GPU f16 %4, reference %5")
-                                 .arg(type_name(type)).arg(num_rows).arg(i).arg(fp16_to_f32(value))
+                                 .arg(type_name(type))
+                                 .arg(num_rows)
+                                 .arg(i)
+                                 .arg(fp16_to_f32(value))
                                  .arg(fp16_to_f32(expected))));
           }
         }
@@ -308,21 +326,25 @@ class TestCudaMatvec : public QObject {
     }
   }
 
-  // Q4_0 and Q8_0 in the split layout on the device: 1, 3 and 8 tokens of int8 activations against the
-  // double sum over the GGUF blocks (llama-3 widths and an odd one; 4099 rows: a partial thread
-  // block), each token independent of its batch, and the f16 dequantization bit for bit.
+  // Q4_0, Q8_0 and Q6_K in the split layout on the device: 1, 3 and 8 tokens of int8 activations
+  // against the double sum over the GGUF blocks (llama-3 widths and an odd one, 96 or for Q6_K
+  // 1280; 4099 rows: a partial thread block), each token independent of its batch, and the f16
+  // dequantization bit for bit. (Q6_K has no tensor-core product.)
   void split_blocks_match_reference_data() {
     QTest::addColumn<int>("type_id");
     QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
     QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+    QTest::newRow("Q6_K") << static_cast<int>(GgmlType::Q6_K);
   }
 
   void split_blocks_match_reference() {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
+    const bool is_q6_k = type == GgmlType::Q6_K;
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 29u);
-    for (const int64_t in_features : {int64_t{96}, int64_t{4096}, int64_t{14336}}) {
-      const int64_t out_features = in_features == 96 ? 7 : 4099, blocks = in_features / 32;
+    const int64_t odd_width = is_q6_k ? 1280 : 96;
+    for (const int64_t in_features : {odd_width, int64_t{4096}, int64_t{14336}}) {
+      const int64_t out_features = in_features == odd_width ? 7 : 4099, blocks = in_features / 32;
       const int64_t tokens = kSplitMmaMaxTokens;  // the matvec takes the first kSplitMaxTokens
       const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       std::vector<uint8_t> split(gguf.size());
@@ -365,6 +387,7 @@ class TestCudaMatvec : public QObject {
       };
       for (const Run run :
            {Run{false, 1}, Run{false, 3}, Run{false, kSplitMaxTokens}, Run{true, tokens}, Run{true, 9}, Run{true, 3}}) {
+        if (run.is_mma && is_q6_k) continue;
         const int64_t n = run.n;
         SplitMatvecArgs a;
         a.type = type;

@@ -24,7 +24,7 @@ using namespace iwb;
 namespace {
 
 std::vector<GgmlType> all_types() {
-  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+  return {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
           GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 }
 
@@ -64,7 +64,8 @@ class TestCudaMatvecEmulated : public QObject {
  private slots:
   void matvec_matches_reference_data() {
     QTest::addColumn<int>("type_id");
-    for (GgmlType type : all_types()) QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
+    for (GgmlType type : all_types())
+      QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
   }
 
   void matvec_matches_reference() {
@@ -74,7 +75,7 @@ class TestCudaMatvecEmulated : public QObject {
     // Per block size: a short row (2- or 4-byte loads, or the scalar float kernel) and a long
     // one (16-byte loads over several tiles / unrolled steps).
     const int64_t block_size = ggml_type_traits(type).block_size;
-    const std::vector<int64_t> lengths = block_size == 1 ? std::vector<int64_t>{37, 4104}
+    const std::vector<int64_t> lengths = block_size == 1    ? std::vector<int64_t>{37, 4104}
                                          : block_size == 32 ? std::vector<int64_t>{96, 4160}
                                                             : std::vector<int64_t>{1536, 4352};
     for (int64_t in_features : lengths) {
@@ -119,8 +120,14 @@ class TestCudaMatvecEmulated : public QObject {
             const float got = y.data()[t * out_features + o];
             if (!(std::fabs(got - expected) <= tolerance)) {
               QFAIL(qPrintable(QStringLiteral("%1 in=%2 offset=%3 tokens=%4: y[%5][%6] = %7, reference %8")
-                                   .arg(type_name(type)).arg(in_features).arg(offset).arg(num_tokens).arg(t).arg(o)
-                                   .arg(got, 0, 'g', 9).arg(expected, 0, 'g', 9)));
+                                   .arg(type_name(type))
+                                   .arg(in_features)
+                                   .arg(offset)
+                                   .arg(num_tokens)
+                                   .arg(t)
+                                   .arg(o)
+                                   .arg(got, 0, 'g', 9)
+                                   .arg(expected, 0, 'g', 9)));
             }
           }
         }
@@ -349,22 +356,31 @@ class TestCudaMatvecEmulated : public QObject {
     QCOMPARE(quantize_x_q8_cuda(nullptr, 32, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
   }
 
-  // Q4_0 and Q8_0 in the GPU's split layout: the repacking round trip, the product of 1..8 tokens of int8
-  // activations against the same double sum over the GGUF blocks (rows of one and of several
-  // lane strides, odd row counts, a bias; each token's result independent of the batch) and the
-  // f16 dequantization against the reference decoder.
+  // Q4_0, Q8_0 and Q6_K in the GPU's split layout: the repacking round trip, the product of 1..8
+  // tokens of int8 activations against the same double sum over the GGUF blocks (rows of one and
+  // of several lane strides, odd row counts, a bias; each token's result independent of the
+  // batch) and the f16 dequantization against the reference decoder. (Q6_K has no tensor-core
+  // product: its rows of 256-value blocks here, 256 to 4096 values.)
   void split_blocks_match_reference_data() {
     QTest::addColumn<int>("type_id");
     QTest::newRow("Q4_0") << static_cast<int>(GgmlType::Q4_0);
     QTest::newRow("Q8_0") << static_cast<int>(GgmlType::Q8_0);
+    QTest::newRow("Q6_K") << static_cast<int>(GgmlType::Q6_K);
   }
 
   void split_blocks_match_reference() {
     QFETCH(int, type_id);
     const auto type = static_cast<GgmlType>(type_id);
+    const bool is_q6_k = type == GgmlType::Q6_K;
     std::mt19937 rng(static_cast<uint32_t>(type_id) * 3u + 41u);
-    for (const int64_t in_features : {int64_t{64}, int64_t{1056}, int64_t{4096}}) {
-      const int64_t out_features = in_features == 64 ? 9 : in_features == 1056 ? 37 : 6, blocks = in_features / 32;
+    // Q6_K: one super-block (fewer units than lanes), five (160 units: lanes with 5 and 4), 4096.
+    const std::vector<int64_t> widths =
+        is_q6_k ? std::vector<int64_t>{256, 1280, 4096} : std::vector<int64_t>{64, 1056, 4096};
+    for (const int64_t in_features : widths) {
+      const int64_t out_features = in_features == widths[0]   ? 9
+                                   : in_features == widths[1] ? 37
+                                                              : 6,
+                    blocks = in_features / 32;
       const std::vector<uint8_t> gguf = test::random_tensor_bytes(type, out_features, in_features, rng, 0.05f);
       AlignedBuffer<uint8_t> split(gguf.size(), 0xEE);
       QVERIFY(repack_split_blocks(type, gguf.data(), out_features, in_features, split.data()));
@@ -372,6 +388,7 @@ class TestCudaMatvecEmulated : public QObject {
       QVERIFY(unpack_split_blocks(type, split.data(), out_features, in_features, back.data()));
       QVERIFY(back == gguf);
       QVERIFY(!repack_split_blocks(type, gguf.data(), out_features, 48, split.data()));
+      if (is_q6_k) QVERIFY(!repack_split_blocks(type, gguf.data(), out_features, 288, split.data()));
 
       // Activations for the tensor-core kernel's 64 tokens; the matvec takes the first 8.
       const int64_t tokens = kSplitMaxTokens, all_tokens = kSplitMmaMaxTokens;
@@ -398,6 +415,12 @@ class TestCudaMatvecEmulated : public QObject {
       };
       for (const Run run :
            {Run{false, 1}, Run{false, 3}, Run{false, tokens}, Run{true, all_tokens}, Run{true, 9}, Run{true, 3}}) {
+        if (run.is_mma && is_q6_k) {
+          SplitMatvecArgs refused;
+          refused.type = type;
+          QCOMPARE(matmul_split_mma_cuda(refused, nullptr), cudaErrorInvalidValue);
+          continue;
+        }
         const int64_t n = run.n;
         AlignedBuffer<float> y(static_cast<size_t>(n * out_features + 8), NAN);
         SplitMatvecArgs a;
@@ -481,6 +504,11 @@ class TestCudaMatvecEmulated : public QObject {
       bad.num_tokens = 1;
       bad.x_q8 = q.data() + 4;
       QCOMPARE(matvec_split_cuda(bad, nullptr), cudaErrorInvalidValue);
+      if (is_q6_k) {  // rows that are not whole super-blocks
+        bad.x_q8 = q.data();
+        bad.in_features = in_features - 32;
+        QCOMPARE(matvec_split_cuda(bad, nullptr), cudaErrorInvalidValue);
+      }
 
       const size_t num_values = static_cast<size_t>(out_features * in_features);
       std::vector<float> reference(num_values);
@@ -612,8 +640,11 @@ class TestCudaMatvecEmulated : public QObject {
         const uint16_t expected = f32_to_fp16(reference[i]);
         const float step = std::fabs(fp16_to_f32(static_cast<uint16_t>(expected + 1)) - fp16_to_f32(expected));
         QVERIFY2(out[i] == expected || std::fabs(fp16_to_f32(out[i]) - fp16_to_f32(expected)) <= step,
-                 qPrintable(QStringLiteral("%1 value %2: %3, reference %4").arg(type_name(type)).arg(i)
-                                .arg(fp16_to_f32(out[i])).arg(fp16_to_f32(expected))));
+                 qPrintable(QStringLiteral("%1 value %2: %3, reference %4")
+                                .arg(type_name(type))
+                                .arg(i)
+                                .arg(fp16_to_f32(out[i]))
+                                .arg(fp16_to_f32(expected))));
       }
       QCOMPARE(out[num_values], uint16_t{0xFFFF});
       QCOMPARE(out[-1], uint16_t{0xFFFF});

@@ -55,6 +55,9 @@ struct dim3 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+struct uint2 {
+  unsigned x, y;
+};
 struct int4 {
   int x, y, z, w;
 };

@@ -144,7 +144,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_activations = std::move(*activations);
   for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
 
-  // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 products): the widest input
+  // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 / Q6_K products): the widest input
   // per token, 16-byte aligned, then one f32 scale per 32 values.
   m_use_q8_input = o.cuda_int8_activations;
   if (const char* env = std::getenv("IWB_CUDA_Q8_INPUT"); env != nullptr && std::string_view(env) == "0") {

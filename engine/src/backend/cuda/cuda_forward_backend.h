@@ -181,7 +181,7 @@ class CudaForwardBackend final : public ForwardBackend {
   int64_t m_logits_chunk_rows = 0;  // rows m_final / m_logits hold
   DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
   // Up to kSplitMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
-  // products of Q4_0 and Q8_0 (split layout: 1..8 tokens a launch; GGUF layout: one token):
+  // products of Q4_0, Q8_0 and Q6_K (split layout: 1..8 tokens a launch; GGUF layout: one token) and Q4_K:
   // values, then the 32-value blocks' scales at m_x_q8_scale. m_q8_source / m_q8_tokens: the
   // input they hold, within the current op (null: none). The CPU's fast path quantizes the same
   // way (BlockQ8A); IWB_CUDA_Q8_INPUT=0 keeps the GGUF-layout products on f32 activations. (The

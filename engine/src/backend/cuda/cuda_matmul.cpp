@@ -1,4 +1,4 @@
-// Weight products on the device: Q4_0 / Q8_0 in the split layout on int8 activations, the matvec
+// Weight products on the device: Q4_0 / Q8_0 / Q6_K in the split layout on int8 activations, the matvec
 // kernels (weights dequantized in registers) for up to kCudaMatvecMaxTokens tokens, cuBLAS for more (f32 weights as
 // they are; others through an f16 copy of the weight and f16 activations, accumulating in f32). Batch-invariant mode
 // runs every token through its own one-token matvec, so a token's result never depends on its batch.
@@ -41,9 +41,9 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     // imatrix collection wants the input on the host: a copy and a wait per matmul (slow, and
     // only while an observer is set; such steps never run as graphs).
     m_observed.resize(static_cast<size_t>(n * w.in_features));
-    IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(m_observed.data(), x, m_observed.size() * sizeof(float),
-                                             cudaMemcpyDeviceToHost, stream),
-                             std::string("copying the ") + name + " input for the activation observer"));
+    IWB_RETURN_IF_ERROR(
+        fail(cudaMemcpyAsync(m_observed.data(), x, m_observed.size() * sizeof(float), cudaMemcpyDeviceToHost, stream),
+             std::string("copying the ") + name + " input for the activation observer"));
     IWB_RETURN_IF_ERROR(fail(cudaStreamSynchronize(stream), std::string("running up to the ") + name + " matmul"));
     m_observer->observe_matmul_input(name, layer, m_observed.data(), n, w.in_features);
   }
@@ -52,7 +52,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
   auto what = [&](const char* part) { return std::string("the ") + name + " matmul" + part; };
   const int64_t q8_tokens = int8_launch_tokens(w, n);
   if (w.is_split && q8_tokens > 0) {
-    // Q4_0 / Q8_0 in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
+    // Q4_0 / Q8_0 / Q6_K in the split layout: int8 activations, up to 8 tokens a launch. A token's result does
     // not depend on the others in the launch, so batch-invariant mode needs no special case.
     for (int64_t first = 0; first < n; first += kSplitMaxTokens) {
       const int64_t count = std::min(kSplitMaxTokens, n - first);
@@ -81,7 +81,7 @@ Status CudaForwardBackend::matmul(const PlanOp& op, int part, const float* x, in
     a.in_features = w.in_features;
     a.out_features = w.out_features;
     a.bias = bias;
-    // Q4_0 / Q8_0 in GGUF layout, Q4_K and Q6_K: int8 activations and integer dot products, the
+    // Q4_0 / Q8_0 / Q6_K in GGUF layout (IWB_CUDA_SPLIT=0), Q4_K: int8 activations and integer dot products, the
     // input quantized once for all of this op's products (q, k and v; gate and up). One token a
     // launch, Q4_K up to 8 sharing each weight load; batch-invariant mode launches a token alone.
     if (q8_tokens > 0) {
@@ -258,9 +258,9 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
                                    " x " + std::to_string(k) + ", " + std::to_string(cols) + " tokens)");
   };
   if (w.type == GgmlType::F32) {
-    const cublasStatus_t status = cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, w.data, CUDA_R_32F,
-                                               k, x, CUDA_R_32F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                                               CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t status =
+        cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, w.data, CUDA_R_32F, k, x, CUDA_R_32F, k,
+                     &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f32");
   }
   const void* a = w.data;
@@ -270,16 +270,17 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
                  "dequantizing a weight to f16 for cuBLAS", -1));
     a = m_w16.data();
   } else if (w.type != GgmlType::F16) {
-    IWB_RETURN_IF_ERROR(launched(dequantize_rows_f16_cuda(w.type, w.data, m_w16.as<uint16_t>(), w.out_features,
-                                                          w.in_features, stream),
-                                 "dequantizing a weight to f16 for cuBLAS", -1));
+    IWB_RETURN_IF_ERROR(
+        launched(dequantize_rows_f16_cuda(w.type, w.data, m_w16.as<uint16_t>(), w.out_features, w.in_features, stream),
+                 "dequantizing a weight to f16 for cuBLAS", -1));
     a = m_w16.data();
   }
   auto* x16 = m_x16.as<uint16_t>();
-  IWB_RETURN_IF_ERROR(launched(f32_to_f16_cuda(x, x16, n * w.in_features, stream), "converting activations to f16", -1));
-  const cublasStatus_t status = cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16F, k, x16,
-                                             CUDA_R_16F, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                                             CUBLAS_GEMM_DEFAULT);
+  IWB_RETURN_IF_ERROR(
+      launched(f32_to_f16_cuda(x, x16, n * w.in_features, stream), "converting activations to f16", -1));
+  const cublasStatus_t status =
+      cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16F, k, x16, CUDA_R_16F, k, &zero, y,
+                   CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return status == CUBLAS_STATUS_SUCCESS ? Status{} : failed(status, "f16");
 }
 

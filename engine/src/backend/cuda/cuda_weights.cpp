@@ -21,11 +21,11 @@ uint64_t align_up(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // One tensor to copy: where it goes and what to copy (host bytes, or f32 values to store).
 struct Piece {
   uint64_t offset = 0;
-  const void* host = nullptr;          // a matrix as stored
+  const void* host = nullptr;  // a matrix as stored
   uint64_t bytes = 0;
   GgmlType source_type = GgmlType::F32;
-  bool is_converted = false;           // dequantize to f32, store as f16
-  bool is_split = false;               // repack Q4_0 / Q8_0 to the split layout
+  bool is_converted = false;  // dequantize to f32, store as f16
+  bool is_split = false;      // repack Q4_0 / Q8_0 / Q6_K to the split layout
   int64_t rows = 0, in_features = 0;
   int64_t num_elements = 0;
   const std::vector<float>* floats = nullptr;  // a norm, bias or factor vector
@@ -37,8 +37,8 @@ class Planner {
 
   // `needs_embedding`: the matrix is (also) the token table, read by the gather kernel.
   DeviceMatrix matrix(const std::string& name, const WeightMatrix& w, bool needs_embedding, bool needs_matmul) {
-    const bool is_usable = (!needs_matmul || is_stored_type_usable(w.type)) &&
-                           (!needs_embedding || cuda_embedding_supports(w.type));
+    const bool is_usable =
+        (!needs_matmul || is_stored_type_usable(w.type)) && (!needs_embedding || cuda_embedding_supports(w.type));
     Piece p;
     p.host = w.data;
     p.source_type = w.type;

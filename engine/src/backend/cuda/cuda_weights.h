@@ -18,12 +18,12 @@
 namespace iwb::cuda {
 
 struct DeviceMatrix {
-  GgmlType type = GgmlType::F32;   // as uploaded: the stored type, or F16 when converted
-  const void* data = nullptr;      // device: out_features rows of in_features values
+  GgmlType type = GgmlType::F32;  // as uploaded: the stored type, or F16 when converted
+  const void* data = nullptr;     // device: out_features rows of in_features values
   int64_t in_features = 0;
   int64_t out_features = 0;
   uint64_t num_bytes = 0;
-  // Q4_0 / Q8_0 repacked to the split layout (iwb/kernels/split_blocks.h) for the int8 product
+  // Q4_0 / Q8_0 / Q6_K repacked to the split layout (iwb/kernels/split_blocks.h) for the int8 product
   // (the token table too: the gather reads it), unless int8 activations are off.
   bool is_split = false;
 };
@@ -32,21 +32,21 @@ struct DeviceLayer {
   const float* attn_norm = nullptr;
   DeviceMatrix wq, wk, wv, wo;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // null: no bias
-  const float *q_norm = nullptr, *k_norm = nullptr;                         // gemma3
-  const float* post_attention_norm = nullptr;                               // gemma3
+  const float *q_norm = nullptr, *k_norm = nullptr;                        // gemma3
+  const float* post_attention_norm = nullptr;                              // gemma3
   const float* ffn_norm = nullptr;
   DeviceMatrix ffn_gate, ffn_up, ffn_down;
-  const float* post_ffw_norm = nullptr;                                     // gemma3
+  const float* post_ffw_norm = nullptr;  // gemma3
 };
 
 struct DeviceWeights {
   DeviceMatrix token_embd;
   const float* output_norm = nullptr;
-  DeviceMatrix output;               // token_embd's bytes when tied
+  DeviceMatrix output;                // token_embd's bytes when tied
   const float* rope_freqs = nullptr;  // null when the model has none
   std::vector<DeviceLayer> layers;
-  DeviceBuffer buffer;               // everything above points into it
-  uint64_t num_bytes = 0;            // bytes used in the buffer
+  DeviceBuffer buffer;                   // everything above points into it
+  uint64_t num_bytes = 0;                // bytes used in the buffer
   std::vector<std::string> conversions;  // "blk.3.ffn_down: Q3_K -> F16 (no GPU kernel)" (one line per type)
   int64_t largest_matrix_elements = 0;   // for the f16 staging of the cuBLAS path
   int64_t widest_input = 0;              // largest in_features of any matrix
@@ -56,7 +56,7 @@ struct DeviceWeights {
 bool is_stored_type_usable(GgmlType type);
 
 // Uploads with blocking copies (load time); fraction 0..1 through `progress`.
-// use_split: Q4_0 / Q8_0 matrices in the split layout (DeviceMatrix::is_split).
+// use_split: Q4_0 / Q8_0 / Q6_K matrices in the split layout (DeviceMatrix::is_split).
 Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeights& weights, int device, bool use_split,
                                      const std::function<void(double)>& progress);
 

@@ -12,17 +12,17 @@ namespace iwb {
 
 struct EmbeddingCudaArgs {
   GgmlType table_type = GgmlType::F32;
-  const void* table = nullptr;       // device [vocab_size rows of dim values], GGUF row layout
+  const void* table = nullptr;  // device [vocab_size rows of dim values], GGUF row layout
   int64_t vocab_size = 0;
-  int64_t dim = 0;                   // a multiple of the type's block size
-  const int32_t* tokens = nullptr;   // device [num_tokens]
+  int64_t dim = 0;                  // a multiple of the type's block size
+  const int32_t* tokens = nullptr;  // device [num_tokens]
   int64_t num_tokens = 0;
   float scale = 1.0f;
-  float* output = nullptr;           // device [num_tokens x dim]
+  float* output = nullptr;  // device [num_tokens x dim]
   // Optional device flag: set to 1 when a token id is outside [0, vocab_size) (its output row is
   // then zeros). Token ids live on the device, so this is how the caller learns of a bad one.
   int32_t* bad_token_flag = nullptr;
-  bool is_split = false;  // Q4_0 / Q8_0 in the split layout (iwb/kernels/split_blocks.h), not GGUF rows
+  bool is_split = false;  // Q4_0 / Q8_0 / Q6_K in the split layout (iwb/kernels/split_blocks.h), not GGUF rows
 };
 
 // Types the gather handles: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K.
