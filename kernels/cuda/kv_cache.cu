@@ -19,9 +19,22 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 
-__global__ void write_kv_f16_kernel(const float* __restrict__ src, const int64_t* __restrict__ slot_mapping,
-                                    int64_t num_tokens, uint16_t* __restrict__ cache, int64_t num_slots, int64_t row) {
+// The f16 sides of one write: keys (grid z 0) and, in the same launch when both are f16, values
+// (grid z 1), so a decode step spends one launch a layer on its KV write, not two.
+struct F16Sides {
+  const float* src[2];
+  uint16_t* cache[2];
+  int64_t row[2];
+};
+
+__global__ void write_kv_f16_kernel(F16Sides sides, const int64_t* __restrict__ slot_mapping, int64_t num_tokens,
+                                    int64_t num_slots) {
   cuda_detail::wait_for_prior_grids();
+  // Constant indices only (a parameter indexed at run time goes through local memory).
+  const bool is_value = blockIdx.z == 1;
+  const float* __restrict__ src = is_value ? sides.src[1] : sides.src[0];
+  uint16_t* __restrict__ cache = is_value ? sides.cache[1] : sides.cache[0];
+  const int64_t row = is_value ? sides.row[1] : sides.row[0];
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0 || slot >= num_slots) continue;  // padding, or a slot the pool does not have
@@ -109,8 +122,9 @@ struct WriteSide {
 cudaError_t launch_write(const WriteKvCudaArgs& a, const WriteSide& side, cudaStream_t stream) {
   const unsigned rows = static_cast<unsigned>(std::min(a.num_tokens, kMaxGridYZ));
   if (side.type == GgmlType::F16) {
-    IWB_LAUNCH(write_kv_f16_kernel, dim3(grid_for(side.row, kThreads, 64), rows), kThreads, 0, stream, side.src,
-               a.slot_mapping, a.num_tokens, side.cache, a.num_slots, side.row);
+    const F16Sides sides{{side.src, side.src}, {side.cache, side.cache}, {side.row, side.row}};
+    IWB_LAUNCH(write_kv_f16_kernel, dim3(grid_for(side.row, kThreads, 64), rows), kThreads, 0, stream, sides,
+               a.slot_mapping, a.num_tokens, a.num_slots);
     return cudaGetLastError();
   }
   const int64_t head_dim = side.row / a.num_kv_heads;
@@ -175,6 +189,13 @@ cudaError_t write_kv_paged_cuda_check(const WriteKvCudaArgs& a) {
 cudaError_t write_kv_paged_cuda(const WriteKvCudaArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = write_kv_paged_cuda_check(a); e != cudaSuccess) return e;
   if (a.num_tokens == 0) return cudaSuccess;
+  if (a.k_type == GgmlType::F16 && a.v_type == GgmlType::F16) {  // both sides in one launch
+    const F16Sides sides{{a.k, a.v}, {a.k_cache, a.v_cache}, {a.k_row, a.v_row}};
+    const auto rows = static_cast<unsigned>(std::min(a.num_tokens, kMaxGridYZ));
+    IWB_LAUNCH(write_kv_f16_kernel, dim3(grid_for(std::max(a.k_row, a.v_row), kThreads, 64), rows, 2), kThreads, 0,
+               stream, sides, a.slot_mapping, a.num_tokens, a.num_slots);
+    return cudaGetLastError();
+  }
   if (const cudaError_t e = launch_write(a, {a.k, a.k_cache, a.k_row, a.k_type, true, a.k_scale}, stream);
       e != cudaSuccess) {
     return e;
