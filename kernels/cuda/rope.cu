@@ -1,9 +1,12 @@
 // RoPE on the GPU (rope_cuda.h): one thread block per token computes its position's cos/sin
 // table in double (as the CPU fast path) into shared memory, then rotates every query head and
-// key head of that token in place.
+// key head of that token in place, and (RopeCudaArgs::k_cache) stores its keys and values in
+// f16 caches.
 #include "iwb/kernels/cuda/rope_cuda.h"
 
 #include "cuda_common.cuh"
+
+#include <cuda_fp16.h>
 
 namespace iwb {
 namespace {
@@ -46,6 +49,19 @@ __global__ void rope_kernel(RopeCudaArgs a) {
     __syncthreads();
     rotate_heads(a.q, t, a.num_heads, a.head_dim, num_pairs, is_neox, cos_table, sin_table);
     if (a.k != nullptr) rotate_heads(a.k, t, a.num_kv_heads, a.head_dim, num_pairs, is_neox, cos_table, sin_table);
+    if (a.k_cache != nullptr) {
+      __syncthreads();  // the block's rotated keys are written
+      const int64_t slot = a.slot_mapping[t];
+      if (slot >= 0 && slot < a.num_slots) {  // else padding, or a slot the pool does not have
+        const int64_t k_row = a.num_kv_heads * a.head_dim;
+        for (int64_t i = threadIdx.x; i < k_row; i += blockDim.x) {
+          a.k_cache[slot * k_row + i] = __half_as_ushort(__float2half_rn(a.k[t * k_row + i]));
+        }
+        for (int64_t i = threadIdx.x; i < a.v_row; i += blockDim.x) {
+          a.v_cache[slot * a.v_row + i] = __half_as_ushort(__float2half_rn(a.v[t * a.v_row + i]));
+        }
+      }
+    }
     __syncthreads();  // the next token overwrites the table
   }
 }
@@ -63,6 +79,11 @@ cudaError_t rope_cuda_check(const RopeCudaArgs& a) {
   if (static_cast<size_t>(a.num_rotated) * sizeof(float) > 48 * 1024) return cudaErrorInvalidValue;
   if (!is_aligned(a.q, 4) || !is_aligned(a.positions, 4) || (a.k != nullptr && !is_aligned(a.k, 4)) ||
       (a.freq_factors != nullptr && !is_aligned(a.freq_factors, 4))) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.k_cache != nullptr && (a.k == nullptr || a.v == nullptr || a.v_cache == nullptr || a.slot_mapping == nullptr ||
+                               a.num_slots <= 0 || a.v_row <= 0 || !is_aligned(a.v, 4) || !is_aligned(a.k_cache, 2) ||
+                               !is_aligned(a.v_cache, 2) || !is_aligned(a.slot_mapping, 8))) {
     return cudaErrorInvalidValue;
   }
   return cudaSuccess;

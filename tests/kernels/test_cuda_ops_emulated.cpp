@@ -42,7 +42,10 @@ QString compare(const std::vector<float>& got, const std::vector<float>& expecte
   for (size_t i = 0; i < expected.size(); ++i) {
     if (!(std::fabs(got[i] - expected[i]) <= abs_tol + rel_tol * std::fabs(expected[i]))) {
       return QStringLiteral("element %1 of %2: emulated GPU %3, CPU %4")
-          .arg(i).arg(expected.size()).arg(got[i], 0, 'g', 9).arg(expected[i], 0, 'g', 9);
+          .arg(i)
+          .arg(expected.size())
+          .arg(got[i], 0, 'g', 9)
+          .arg(expected[i], 0, 'g', 9);
     }
   }
   return {};
@@ -108,8 +111,9 @@ class TestCudaOpsEmulated : public QObject {
     QFETCH(float, softcap);
     QFETCH(bool, is_prefill);
     QFETCH(bool, is_q8);
-    std::vector<SequenceSpec> specs = is_prefill ? std::vector<SequenceSpec>{{40, 40}, {17, 7}, {100, 1}, {1, 1}}
-                                                 : std::vector<SequenceSpec>{{1, 1}, {15, 1}, {16, 1}, {17, 1}, {70, 1}};
+    std::vector<SequenceSpec> specs = is_prefill
+                                          ? std::vector<SequenceSpec>{{40, 40}, {17, 7}, {100, 1}, {1, 1}}
+                                          : std::vector<SequenceSpec>{{1, 1}, {15, 1}, {16, 1}, {17, 1}, {70, 1}};
     int64_t max_context = 256;
     if (QByteArray(QTest::currentDataTag()).startsWith("long")) {
       specs = is_prefill ? std::vector<SequenceSpec>{{3, 3}, {128, 128}, {90, 89}, {2, 1}}
@@ -168,9 +172,9 @@ class TestCudaOpsEmulated : public QObject {
 
   void sampling_matches_cpu() {
     const int64_t vocab = 3001;
-    const std::vector<SamplingRowParams> settings = {
-        {0.8f, 40, 0.95f, 0.05f}, {1.0f, 128, 1.0f, 0.0f}, {0.7f, 1, 0.9f, 0.0f}, {1.3f, 7, 0.5f, 0.1f},
-        {0.0f, 40, 0.95f, 0.05f}, {2.0f, 100, 0.99f, 0.0f}};
+    const std::vector<SamplingRowParams> settings = {{0.8f, 40, 0.95f, 0.05f}, {1.0f, 128, 1.0f, 0.0f},
+                                                     {0.7f, 1, 0.9f, 0.0f},    {1.3f, 7, 0.5f, 0.1f},
+                                                     {0.0f, 40, 0.95f, 0.05f}, {2.0f, 100, 0.99f, 0.0f}};
     const auto rows = static_cast<int64_t>(settings.size());
     std::mt19937 rng(21);
     std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -179,7 +183,8 @@ class TestCudaOpsEmulated : public QObject {
     for (int i = 0; i < 60; ++i) logits[static_cast<size_t>(vocab + i * 37)] = 8.0f;  // ties past top-k 128
     logits[static_cast<size_t>(3 * vocab + 5)] = NAN;
     logits[static_cast<size_t>(3 * vocab + 6)] = -INFINITY;
-    logits[static_cast<size_t>(4 * vocab + 2000)] = logits[static_cast<size_t>(4 * vocab + 1000)] = 50.0f;  // greedy tie
+    logits[static_cast<size_t>(4 * vocab + 2000)] = logits[static_cast<size_t>(4 * vocab + 1000)] =
+        50.0f;  // greedy tie
     std::vector<float> uniforms(static_cast<size_t>(rows));
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
     for (float& u : uniforms) u = uniform(rng);
@@ -206,8 +211,10 @@ class TestCudaOpsEmulated : public QObject {
           break;
         }
       }
-      QVERIFY2(got[static_cast<size_t>(r)] == expected,
-               qPrintable(QStringLiteral("row %1: emulated GPU %2, CPU %3").arg(r).arg(got[static_cast<size_t>(r)]).arg(expected)));
+      QVERIFY2(
+          got[static_cast<size_t>(r)] == expected,
+          qPrintable(
+              QStringLiteral("row %1: emulated GPU %2, CPU %3").arg(r).arg(got[static_cast<size_t>(r)]).arg(expected)));
     }
     QCOMPARE(got[4], 1000);
 
@@ -255,7 +262,8 @@ class TestCudaOpsEmulated : public QObject {
     cpu_slots[6] = -1;  // the CPU refuses a slot outside the pool instead
     for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0}) {
       const int64_t k_units = kv_row_units(type, k_row), v_units = kv_row_units(type, v_row);
-      std::vector<uint16_t> k_cache(static_cast<size_t>(num_slots * k_units), 0x3C00), v_cache(static_cast<size_t>(num_slots * v_units), 7);
+      std::vector<uint16_t> k_cache(static_cast<size_t>(num_slots * k_units), 0x3C00),
+          v_cache(static_cast<size_t>(num_slots * v_units), 7);
       std::vector<uint16_t> k_expected = k_cache, v_expected = v_cache;
       QCOMPARE(write_kv_paged_cuda({k.data(), v.data(), slot_ids.data(), num_tokens, k_cache.data(), v_cache.data(),
                                     num_slots, k_row, v_row, type, type},
@@ -379,19 +387,53 @@ class TestCudaOpsEmulated : public QObject {
       r.freq_scale = 0.5f;
       r.freq_factors = factors.data();
       QCOMPARE(rope_cuda(r, nullptr), cudaSuccess);
-      RopeArgs ref{q_ref.data(), tokens, heads, head_dim, rotated, positions.data(), layout, 10000.0f, 0.5f, factors.data()};
+      RopeArgs ref{q_ref.data(),     tokens, heads,    head_dim, rotated,
+                   positions.data(), layout, 10000.0f, 0.5f,     factors.data()};
       QVERIFY(rope_ref(ref));
       ref.data = k_ref.data();
       ref.num_heads = kv_heads;
       QVERIFY(rope_ref(ref));
       mismatch = compare(q, q_ref, 1e-5f, 1e-5f) + compare(k, k_ref, 1e-5f, 1e-5f);
       QVERIFY2(mismatch.isEmpty(), qPrintable("rope: " + mismatch));
+
+      // The KV write fused in (f16 caches): the same rotated q and k, and the caches bit for bit
+      // what rope then write_kv_paged_cuda store; slot -1 and one past the pool are skipped.
+      const int64_t v_row = 3 * 16, num_slots = 8, k_row = kv_heads * head_dim;
+      const std::vector<float> v = iwb::test::random_floats(static_cast<size_t>(tokens * v_row), rng);
+      const std::vector<int64_t> slot_ids = {5, -1, num_slots};
+      std::vector<float> q_fused = q, k_fused = k, q_apart = q, k_apart = k;
+      std::vector<uint16_t> k_cache(static_cast<size_t>(num_slots * k_row), 0x1234),
+          v_cache(static_cast<size_t>(num_slots * v_row), 0x4321);
+      std::vector<uint16_t> k_cache_apart = k_cache, v_cache_apart = v_cache;
+      RopeCudaArgs fused = r;
+      fused.q = q_fused.data();
+      fused.k = k_fused.data();
+      fused.v = v.data();
+      fused.v_row = v_row;
+      fused.k_cache = k_cache.data();
+      fused.v_cache = v_cache.data();
+      fused.slot_mapping = slot_ids.data();
+      fused.num_slots = num_slots;
+      QCOMPARE(rope_cuda(fused, nullptr), cudaSuccess);
+      RopeCudaArgs apart = r;
+      apart.q = q_apart.data();
+      apart.k = k_apart.data();
+      QCOMPARE(rope_cuda(apart, nullptr), cudaSuccess);
+      QCOMPARE(write_kv_paged_cuda({k_apart.data(), v.data(), slot_ids.data(), tokens, k_cache_apart.data(),
+                                    v_cache_apart.data(), num_slots, k_row, v_row, GgmlType::F16, GgmlType::F16},
+                                   nullptr),
+               cudaSuccess);
+      QVERIFY(q_fused == q_apart && k_fused == k_apart);
+      QVERIFY(k_cache == k_cache_apart && v_cache == v_cache_apart);
+      QVERIFY(k_cache[5 * k_row] != 0x1234);  // written at all
+      fused.slot_mapping = nullptr;
+      QCOMPARE(rope_cuda(fused, nullptr), cudaErrorInvalidValue);
     }
   }
 
   void embedding_matches_reference() {
-    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0,
-                          GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K,
+                          GgmlType::Q6_K}) {
       const int64_t block = ggml_type_traits(type).block_size;
       const int64_t dim = block == 1 ? 77 : 2 * block, vocab = 11;
       std::mt19937 rng(static_cast<uint32_t>(type) + 40u);
@@ -402,8 +444,9 @@ class TestCudaOpsEmulated : public QObject {
       QVERIFY(embedding_lookup_ref({type, table.data(), vocab, dim, cpu_tokens.data(), 4, 2.0f, expected.data()}));
       std::vector<float> got(expected.size(), NAN);
       int32_t bad_token = 0;
-      QCOMPARE(embedding_cuda({type, table.data(), vocab, dim, tokens.data(), 5, 2.0f, got.data(), &bad_token}, nullptr),
-               cudaSuccess);
+      QCOMPARE(
+          embedding_cuda({type, table.data(), vocab, dim, tokens.data(), 5, 2.0f, got.data(), &bad_token}, nullptr),
+          cudaSuccess);
       const QString mismatch = compare(got, expected, 1e-5f, 1e-5f);  // the bad token's row: zeros
       const std::string_view name = ggml_type_name(type);
       QVERIFY2(mismatch.isEmpty(),
@@ -485,7 +528,8 @@ class TestCudaOpsEmulated : public QObject {
 
     const std::vector<int32_t> wanted = {2, 0};
     std::vector<float> gathered(2 * length, NAN), gathered_expected;
-    for (int32_t r : wanted) gathered_expected.insert(gathered_expected.end(), x.begin() + r * length, x.begin() + (r + 1) * length);
+    for (int32_t r : wanted)
+      gathered_expected.insert(gathered_expected.end(), x.begin() + r * length, x.begin() + (r + 1) * length);
     QCOMPARE(gather_rows_cuda(x.data(), length, wanted.data(), 2, gathered.data(), nullptr), cudaSuccess);
     QVERIFY(gathered == gathered_expected);
 

@@ -109,7 +109,9 @@ class CudaForwardBackend final : public ForwardBackend {
   Status run_layers(const StepShape& shape);
   Status compute_logits(const StepShape& shape, int64_t first_row, int64_t num_rows);
   Status run_op(const PlanOp& op, const StepShape& shape, int64_t num_rows, int64_t first_row);
-  Status run_rope(const PlanOp& op, int64_t num_rows);
+  // RoPE on the step's queries and keys; with `with_kv_write`, the next op's KV write in the same
+  // launch (f16 caches on both sides, not while recording: rope_cuda's k_cache).
+  Status run_rope(const PlanOp& op, int64_t num_rows, bool with_kv_write = false);
   Status run_attention(const PlanOp& op, const StepShape& shape);
   float* buffer(PlanBuffer b) const;
   const float* norm_weight(const PlanOp& op) const;

@@ -97,6 +97,16 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
       ++i;
       continue;
     }
+    // RoPE and the KV write after it in one launch, for f16 caches (not while profiling: the plan
+    // records each op apart).
+    if (!is_recording() && i + 1 < ops.size() && ops[i].kind == PlanOpKind::Rope &&
+        ops[i + 1].kind == PlanOpKind::KvWrite && ops[i + 1].layer == ops[i].layer && m_kv.type.k == GgmlType::F16 &&
+        m_kv.type.v == GgmlType::F16) {
+      m_q8_prepared = false;
+      IWB_RETURN_IF_ERROR(run_rope(ops[i], s.num_tokens, /*with_kv_write=*/true));
+      ++i;
+      continue;
+    }
     // The FFN activation's output as int8 activations too, when the down product reads them.
     const PlanOp* next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
     m_activation_q8 = !is_recording() && ops[i].kind == PlanOpKind::GatedActivation && next != nullptr &&
@@ -237,7 +247,7 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
   return make_error(ErrorCode::InvalidArgument, "an op the CUDA backend does not know");
 }
 
-Status CudaForwardBackend::run_rope(const PlanOp& op, int64_t n) {
+Status CudaForwardBackend::run_rope(const PlanOp& op, int64_t n, bool with_kv_write) {
   const ModelConfig& c = m_config;
   const int64_t il = op.layer;
   cudaStream_t stream = m_stream.get();
@@ -255,6 +265,15 @@ Status CudaForwardBackend::run_rope(const PlanOp& op, int64_t n) {
   if (!is_recording()) {
     rope.k = m_k;  // queries and keys in one launch
     rope.num_kv_heads = c.num_kv_heads;
+    if (with_kv_write) {
+      rope.v = m_v;
+      rope.v_row = c.v_width();
+      rope.k_cache = m_k_pools[static_cast<size_t>(il)];
+      rope.v_cache = m_v_pools[static_cast<size_t>(il)];
+      rope.slot_mapping = m_meta.slot_mapping;
+      rope.num_slots = m_kv.num_slots();
+      return launched(rope_cuda(rope, stream), "RoPE and the KV cache write", il);
+    }
     return launched(rope_cuda(rope, stream), "RoPE", il);
   }
   // One record each, as the plan lists them.
