@@ -466,55 +466,59 @@ class TestCudaOpsEmulated : public QObject {
 
   void activations_and_elementwise_match_cpu() {
     std::mt19937 rng(13);
-    const int64_t rows = 3, length = 300;
-    const std::vector<float> fused = iwb::test::random_floats(static_cast<size_t>(rows * 2 * length), rng, 3.0f);
-    for (const GatedActivation kind : {GatedActivation::SiLU, GatedActivation::GeluTanh}) {
-      std::vector<float> gate, up;
-      for (int64_t r = 0; r < rows; ++r) {
-        gate.insert(gate.end(), fused.begin() + r * 2 * length, fused.begin() + r * 2 * length + length);
-        up.insert(up.end(), fused.begin() + r * 2 * length + length, fused.begin() + (r + 1) * 2 * length);
+    const int64_t rows = 3;
+    // Rows of 300: whole 16-byte words, the four-a-thread kernel; 299: one value a thread.
+    for (const int64_t length : {int64_t{300}, int64_t{299}}) {
+      const std::vector<float> fused = iwb::test::random_floats(static_cast<size_t>(rows * 2 * length), rng, 3.0f);
+      for (const GatedActivation kind : {GatedActivation::SiLU, GatedActivation::GeluTanh}) {
+        std::vector<float> gate, up;
+        for (int64_t r = 0; r < rows; ++r) {
+          gate.insert(gate.end(), fused.begin() + r * 2 * length, fused.begin() + r * 2 * length + length);
+          up.insert(up.end(), fused.begin() + r * 2 * length + length, fused.begin() + (r + 1) * 2 * length);
+        }
+        std::vector<float> expected(gate.size()), got(gate.size(), NAN);
+        QVERIFY(gated_activation_ref({gate.data(), up.data(), expected.data(), rows * length, kind}));
+        GatedActivationCudaArgs a;
+        a.gate = fused.data();
+        a.up = fused.data() + length;
+        a.output = got.data();
+        a.num_rows = rows;
+        a.row_length = length;
+        a.gate_stride = a.up_stride = 2 * length;
+        a.kind = kind;
+        QCOMPARE(gated_activation_cuda(a, nullptr), cudaSuccess);
+        const QString mismatch = compare(got, expected, 1e-5f, 1e-4f);
+        QVERIFY2(mismatch.isEmpty(), qPrintable("activation: " + mismatch));
+        // With q8 outputs (rows of a multiple of 32): the same f32 bits, then quantize_x_q8's bytes.
+        if (length % 32 != 0) {
+          a.q8 = reinterpret_cast<int8_t*>(got.data());
+          a.q8_scale = got.data();
+          QCOMPARE(gated_activation_cuda(a, nullptr), cudaErrorInvalidValue);
+        }
+        const int64_t width = 288;
+        std::vector<float> g2 = iwb::test::random_floats(static_cast<size_t>(rows * width), rng, 3.0f);
+        const std::vector<float> u2 = iwb::test::random_floats(g2.size(), rng, 3.0f);
+        std::vector<float> plain(g2.size()), fused(g2.size(), NAN), d(g2.size() / 32, NAN);
+        std::vector<int8_t> q(g2.size(), 99);
+        GatedActivationCudaArgs b;
+        b.gate = g2.data();
+        b.up = u2.data();
+        b.output = plain.data();
+        b.num_rows = rows;
+        b.row_length = width;
+        b.kind = kind;
+        QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
+        b.output = fused.data();
+        b.q8 = q.data();
+        b.q8_scale = d.data();
+        QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
+        QVERIFY(fused == plain);
+        const QString bad_q8 = q8_mismatch(fused, q, d);
+        QVERIFY2(bad_q8.isEmpty(), qPrintable("activation q8: " + bad_q8));
       }
-      std::vector<float> expected(gate.size()), got(gate.size(), NAN);
-      QVERIFY(gated_activation_ref({gate.data(), up.data(), expected.data(), rows * length, kind}));
-      GatedActivationCudaArgs a;
-      a.gate = fused.data();
-      a.up = fused.data() + length;
-      a.output = got.data();
-      a.num_rows = rows;
-      a.row_length = length;
-      a.gate_stride = a.up_stride = 2 * length;
-      a.kind = kind;
-      QCOMPARE(gated_activation_cuda(a, nullptr), cudaSuccess);
-      const QString mismatch = compare(got, expected, 1e-5f, 1e-4f);
-      QVERIFY2(mismatch.isEmpty(), qPrintable("activation: " + mismatch));
-      // With q8 outputs (rows of a multiple of 32): the same f32 bits, then quantize_x_q8's bytes.
-      if (length % 32 != 0) {
-        a.q8 = reinterpret_cast<int8_t*>(got.data());
-        a.q8_scale = got.data();
-        QCOMPARE(gated_activation_cuda(a, nullptr), cudaErrorInvalidValue);
-      }
-      const int64_t width = 288;
-      std::vector<float> g2 = iwb::test::random_floats(static_cast<size_t>(rows * width), rng, 3.0f);
-      const std::vector<float> u2 = iwb::test::random_floats(g2.size(), rng, 3.0f);
-      std::vector<float> plain(g2.size()), fused(g2.size(), NAN), d(g2.size() / 32, NAN);
-      std::vector<int8_t> q(g2.size(), 99);
-      GatedActivationCudaArgs b;
-      b.gate = g2.data();
-      b.up = u2.data();
-      b.output = plain.data();
-      b.num_rows = rows;
-      b.row_length = width;
-      b.kind = kind;
-      QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
-      b.output = fused.data();
-      b.q8 = q.data();
-      b.q8_scale = d.data();
-      QCOMPARE(gated_activation_cuda(b, nullptr), cudaSuccess);
-      QVERIFY(fused == plain);
-      const QString bad_q8 = q8_mismatch(fused, q, d);
-      QVERIFY2(bad_q8.isEmpty(), qPrintable("activation q8: " + bad_q8));
     }
 
+    const int64_t length = 300;
     std::vector<float> x = iwb::test::random_floats(static_cast<size_t>(rows * length), rng, 5.0f);
     const std::vector<float> y = iwb::test::random_floats(x.size(), rng);
     const std::vector<float> bias = iwb::test::random_floats(static_cast<size_t>(length), rng);
