@@ -182,6 +182,10 @@ class CudaForwardBackend final : public ForwardBackend {
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
   int64_t m_logits_chunk_rows = 0;  // rows m_final / m_logits hold
   DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
+  // What m_x16 holds: the f32 input it was converted from and how many values, within the
+  // current Matmuls op (null: none), so q, k and v (gate and up) convert their input once.
+  const float* m_x16_source = nullptr;
+  int64_t m_x16_values = 0;
   // Up to kSplitMaxTokens tokens of input quantized to int8 (quantize_x_q8_cuda) for the
   // products of Q4_0, Q8_0 and Q6_K (split layout: 1..8 tokens a launch; GGUF layout: one token) and Q4_K:
   // values, then the 32-value blocks' scales at m_x_q8_scale. m_q8_source / m_q8_tokens: the

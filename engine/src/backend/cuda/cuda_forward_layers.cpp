@@ -165,6 +165,7 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       // A new op: its input is not quantized yet, unless the op before wrote it (prepared_q8).
       if (!m_q8_prepared) m_q8_source = nullptr;
       m_q8_prepared = false;
+      m_x16_source = nullptr;  // an earlier op may have rewritten the f32 input since
       if (can_group_products(op, n)) return matmul_group(op, input, n);
       for (int i = 0; i < op.num_products; ++i) {
         IWB_RETURN_IF_ERROR(matmul(op, i, input, n, buffer(op.products[static_cast<size_t>(i)].output)));

@@ -276,8 +276,13 @@ Status CudaForwardBackend::gemm(const DeviceMatrix& w, const float* x, int64_t n
     a = m_w16.data();
   }
   auto* x16 = m_x16.as<uint16_t>();
-  IWB_RETURN_IF_ERROR(
-      launched(f32_to_f16_cuda(x, x16, n * w.in_features, stream), "converting activations to f16", -1));
+  if (x != m_x16_source || n * w.in_features != m_x16_values) {  // else this op's earlier product converted it
+    m_x16_source = nullptr;
+    IWB_RETURN_IF_ERROR(
+        launched(f32_to_f16_cuda(x, x16, n * w.in_features, stream), "converting activations to f16", -1));
+    m_x16_source = x;
+    m_x16_values = n * w.in_features;
+  }
   const cublasStatus_t status =
       cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16F, k, x16, CUDA_R_16F, k, &zero, y,
                    CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
