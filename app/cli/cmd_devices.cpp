@@ -4,9 +4,11 @@
 #include "json_writer.h"
 #include "options/option_groups.h"
 
+#include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_info.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,18 @@ namespace iwb::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// How the engine launches its kernels on this GPU (cuda_may_launch_programmatically).
+bool launches_programmatically(const ComputeDeviceInfo& d) {
+  return cuda_may_launch_programmatically(d.compute_capability_major, std::getenv("IWB_CUDA_PDL"));
+}
+
+std::string launch_text(const ComputeDeviceInfo& d) {
+  if (launches_programmatically(d))
+    return "programmatic (each kernel may start as the last ends; IWB_CUDA_PDL=0: serial)";
+  if (d.compute_capability_major >= 9) return "serial (IWB_CUDA_PDL=0)";
+  return "serial (programmatic launch needs compute capability 9.0)";
+}
 
 std::string version_text(int version) {  // CUDA's 1000 * major + 10 * minor
   if (version <= 0) return "unknown";
@@ -40,6 +54,7 @@ void print_device_text(const ComputeDeviceInfo& d) {
               d.memory_clock_khz / 1000, d.peak_memory_bandwidth_bytes_per_s() / 1e9);
   std::printf("         driver %s, runtime %s\n", version_text(d.driver_version).c_str(),
               version_text(d.runtime_version).c_str());
+  std::printf("         kernel launches: %s\n", launch_text(d).c_str());
 }
 
 void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
@@ -67,7 +82,8 @@ void write_device_json(JsonWriter& json, const ComputeDeviceInfo& d) {
         .field("l2_cache_bytes", d.l2_cache_bytes)
         .field("peak_memory_bandwidth_bytes_per_s", d.peak_memory_bandwidth_bytes_per_s())
         .field("driver_version", version_text(d.driver_version))
-        .field("runtime_version", version_text(d.runtime_version));
+        .field("runtime_version", version_text(d.runtime_version))
+        .field("programmatic_launch", launches_programmatically(d));
   }
   json.end_object();
 }
