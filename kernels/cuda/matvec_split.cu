@@ -35,6 +35,7 @@ constexpr int kSplitThreads = kRowsPerBlock * 32;
 // word k for the activation word k (x ints 0..7 are values 0..31).
 struct SplitQ4_0 {
   static constexpr int kQuantBytes = 16;
+  static constexpr int kSecondBytes = 2;  // per block in the second region: the f16 scale
   __device__ static void load(const uint8_t* __restrict__ quants, int64_t block, int (&w)[8]) {
     // Byte j of the 16 holds values j (low nibble) and j + 16 (high nibble).
     const uint4 q = __ldcs(reinterpret_cast<const uint4*>(quants) + block);
@@ -61,6 +62,7 @@ struct SplitQ4_0 {
 
 struct SplitQ8_0 {
   static constexpr int kQuantBytes = 32;
+  static constexpr int kSecondBytes = 2;
   __device__ static void load(const uint8_t* __restrict__ quants, int64_t block, int (&w)[8]) {
     const uint4* q = reinterpret_cast<const uint4*>(quants) + 2 * block;
     const uint4 a = __ldcs(q), b = __ldcs(q + 1);
@@ -80,6 +82,7 @@ struct SplitQ8_0 {
 // product is split_q6_k_row_product.
 struct SplitQ6_K {
   static constexpr int kQuantBytes = 16;
+  static constexpr int kSecondBytes = 8;  // per unit: the high bit pairs
 };
 
 // Each token's sum over the row's lanes, stored by lane 0 (with the bias).
@@ -196,16 +199,16 @@ __device__ __forceinline__ void split_product(const uint8_t* __restrict__ weight
   }
 }
 
-// A thread block's rows from row0 toward L2 before the prior grid ends: their quants, then their
-// scales (an eighth to a sixteenth as many bytes, kept apart by the layout); Q6_K's low nibbles,
-// then its high bit pairs (its scales and d's are a thirteenth of the bytes: left to the loads).
+// A thread block's rows from row0 toward L2 before the prior grid ends: the first region's bytes
+// (quants; Q6_K's low nibbles), then the second's (scales; Q6_K's high bit pairs, its scales and
+// d's, a thirteenth of the bytes, left to the loads).
 template <typename Unit>
 __device__ __forceinline__ void prefetch_split_rows(const uint8_t* __restrict__ weight, int64_t in_features,
                                                     int64_t out_features, int64_t row0) {
   const int64_t blocks = in_features / 32;
   prefetch_rows_l2(weight, blocks * Unit::kQuantBytes, row0, kRowsPerBlock, out_features);
   const uint8_t* second = weight + out_features * blocks * Unit::kQuantBytes;
-  prefetch_rows_l2(second, blocks * (std::is_same_v<Unit, SplitQ6_K> ? 8 : 2), row0, kRowsPerBlock, out_features);
+  prefetch_rows_l2(second, blocks * Unit::kSecondBytes, row0, kRowsPerBlock, out_features);
 }
 
 template <typename Unit, int kMaxTokens, bool kHasSums>
@@ -266,8 +269,8 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ weight, __ha
   }
 }
 
-// One thread per 32-value unit of a split Q6_K matrix: 32 f16 values (4 stores of 16 bytes),
-// each d sc (q - 32) rounded once.
+// One thread per 32-value unit of a split Q6_K matrix: its quants, scales and d loaded once, 32 f16
+// values (4 stores of 16 bytes), each d sc (q - 32) rounded once.
 __global__ void dequantize_split_q6_k_kernel(const uint8_t* __restrict__ weight, __half* __restrict__ out, int64_t rows,
                                              int64_t in_features) {
   cuda_detail::wait_for_prior_grids();
@@ -275,13 +278,17 @@ __global__ void dequantize_split_q6_k_kernel(const uint8_t* __restrict__ weight,
   const SplitQ6KMatrix m = split_q6_k_matrix(weight, rows, in_features);
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; unit < num_units; unit += stride) {
+    int w[8];  // word k: values 4k..4k+3 as bytes
+    q6_k_split_words(reinterpret_cast<const uint4*>(m.low)[unit], reinterpret_cast<const uint2*>(m.high)[unit], w);
+    const int scales[2] = {m.scales[2 * unit], m.scales[2 * unit + 1]};
+    const float d = __half2float(__ushort_as_half(m.d[unit / 8]));
+    auto half_bits = [&](int j) {
+      const int q = static_cast<int>((static_cast<uint32_t>(w[j / 4]) >> (8 * (j % 4))) & 0xFFu);
+      return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(q6_k_split_dequant(d, scales[j / 16], q))));
+    };
     uint32_t packed[16];
 #pragma unroll
-    for (int j = 0; j < 32; j += 2) {
-      const auto lo = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(q6_k_split_value(m, unit, j))));
-      const auto hi = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(q6_k_split_value(m, unit, j + 1))));
-      packed[j / 2] = lo | (hi << 16);
-    }
+    for (int j = 0; j < 32; j += 2) packed[j / 2] = half_bits(j) | (half_bits(j + 1) << 16);
     uint4* dst = reinterpret_cast<uint4*>(out + unit * 32);
 #pragma unroll
     for (int k = 0; k < 4; ++k)

@@ -38,16 +38,21 @@ __device__ __forceinline__ void q6_k_split_words(uint4 low, uint2 high, int (&w)
   }
 }
 
-// Value j (0..31) of unit `unit`: d sc (q - 32), each product exact in f32 (an 11-bit d, an 8-bit
-// scale, a 6-bit q), so it equals the CPU decoder's whatever the order.
+// A value from its stored q (0..63), its 16-value scale and its super-block's d: d sc (q - 32),
+// each product exact in f32 (an 11-bit d, an 8-bit scale, a 6-bit q), so it equals the CPU
+// decoder's whatever the order.
+__device__ __forceinline__ float q6_k_split_dequant(float d, int scale, int q) {
+  return d * static_cast<float>(scale) * static_cast<float>(q - 32);
+}
+
+// Value j (0..31) of unit `unit`, alone (the embedding gather: a thread per value).
 __device__ __forceinline__ float q6_k_split_value(const SplitQ6KMatrix& m, int64_t unit, int j) {
   const uint8_t byte = m.low[unit * 16 + (j & 15)];
   const int nibble = j < 16 ? byte & 15 : byte >> 4;
   const int k = j / 4, b = j % 4;
   const uint32_t word = reinterpret_cast<const uint32_t*>(m.high + unit * 8)[k / 4];
   const int q = nibble | static_cast<int>(((word >> (8 * b + 2 * (k % 4))) & 3u) << 4);
-  const float d = __half2float(__ushort_as_half(m.d[unit / 8]));
-  return d * static_cast<float>(m.scales[unit * 2 + j / 16]) * static_cast<float>(q - 32);
+  return q6_k_split_dequant(__half2float(__ushort_as_half(m.d[unit / 8])), m.scales[unit * 2 + j / 16], q);
 }
 
 }  // namespace iwb::cuda_detail

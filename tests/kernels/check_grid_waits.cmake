@@ -4,13 +4,9 @@
 # its wait_for_prior_grids makes its reads and writes safe, and a kernel without it would race
 # on a GPU only. The CPU emulation checks the kernels its tests launch; this checks them all.
 #   cmake -DNVCC=... -DARCHS=90 -DINCLUDES="a;b" -DSOURCES="x.cu;y.cu" -DWORK=dir -P check_grid_waits.cmake
-set(flags -std=c++17 -O2 -DNDEBUG -DIWB_HAVE_CUDA=1 -ptx)
-list(GET ARCHS 0 arch)
-string(REGEX REPLACE "-.*" "" arch "${arch}")  # 90-real, 90-virtual
-list(APPEND flags "--generate-code=arch=compute_${arch},code=compute_${arch}")
-foreach(dir IN LISTS INCLUDES)
-  list(APPEND flags "-I${dir}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/cuda_check_common.cmake)
+list(GET ARCHS 0 ARCHS)  # one PTX a source: -o takes one file
+iwb_cuda_check_flags(flags compute -std=c++17 -O2 -DNDEBUG -DIWB_HAVE_CUDA=1 -ptx)
 file(MAKE_DIRECTORY "${WORK}")
 set(checked 0)
 set(failures "")
@@ -40,10 +36,6 @@ foreach(source IN LISTS SOURCES)
     endif()
   endforeach()
 endforeach()
-if(checked EQUAL 0)
-  message(FATAL_ERROR "no kernel entry in the PTX of ${SOURCES}: did nvcc's output change?")
-endif()
-if(failures)
-  message(FATAL_ERROR "kernels without griddepcontrol.wait (call cuda_detail::wait_for_prior_grids first):\n${failures}")
-endif()
-message(STATUS "${checked} kernels, each with griddepcontrol.wait")
+iwb_cuda_check_report("${checked}" "${failures}" "no kernel entry in the PTX of ${SOURCES}: did nvcc's output change?"
+                      "kernels without griddepcontrol.wait (call cuda_detail::wait_for_prior_grids first)"
+                      "${checked} kernels, each with griddepcontrol.wait")

@@ -5,14 +5,8 @@
 # frame, and the one-matrix kernels that shared the struct ran up to twice as slow on an H200
 # (2026-12-04). ptxas says so without a GPU.
 #   cmake -DNVCC=... -DARCHS=90 -DINCLUDES="a;b" -DSOURCES="x.cu;y.cu" -DPATTERN=regex -DMAX_BYTES=16 -P check_stack_frames.cmake
-set(flags -std=c++17 -O2 -DNDEBUG -DIWB_HAVE_CUDA=1 -Xptxas -v)
-foreach(arch IN LISTS ARCHS)
-  string(REGEX REPLACE "-.*" "" arch "${arch}")  # 90-real, 90-virtual
-  list(APPEND flags "--generate-code=arch=compute_${arch},code=sm_${arch}")
-endforeach()
-foreach(dir IN LISTS INCLUDES)
-  list(APPEND flags "-I${dir}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/cuda_check_common.cmake)
+iwb_cuda_check_flags(flags sm -std=c++17 -O2 -DNDEBUG -DIWB_HAVE_CUDA=1 -Xptxas -v)
 set(checked 0)
 set(failures "")
 foreach(source IN LISTS SOURCES)
@@ -40,10 +34,7 @@ foreach(source IN LISTS SOURCES)
     endif()
   endforeach()
 endforeach()
-if(checked EQUAL 0)
-  message(FATAL_ERROR "no kernel matching '${PATTERN}' in ${SOURCES}: did ptxas's report change?")
-endif()
-if(failures)
-  message(FATAL_ERROR "kernels with a stack frame over ${MAX_BYTES} bytes (a kernel parameter indexed at run time?):\n${failures}")
-endif()
-message(STATUS "${checked} kernels matching '${PATTERN}', each with at most ${MAX_BYTES} bytes of stack frame")
+iwb_cuda_check_report("${checked}" "${failures}"
+                      "no kernel matching '${PATTERN}' in ${SOURCES}: did ptxas's report change?"
+                      "kernels with a stack frame over ${MAX_BYTES} bytes (a kernel parameter indexed at run time?)"
+                      "${checked} kernels matching '${PATTERN}', each with at most ${MAX_BYTES} bytes of stack frame")
