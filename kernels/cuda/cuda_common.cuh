@@ -14,7 +14,7 @@
 // IWB_CUDA_EMULATION) and runs on CPU fibers in tests on machines without a GPU.
 #if defined(IWB_CUDA_EMULATION)
 #define IWB_LAUNCH(kernel, grid, block, shared, stream, ...) \
-  ::iwb_emulation::launch((grid), (block), (shared), (kernel), __VA_ARGS__)
+  ::iwb_emulation::launch_on((stream), (grid), (block), (shared), (kernel), __VA_ARGS__)
 #define IWB_DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(::iwb_emulation::dynamic_shared())
 #else
 #include "iwb/kernels/cuda/launch_cuda.h"

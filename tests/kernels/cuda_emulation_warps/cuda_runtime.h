@@ -39,10 +39,35 @@
 #define __launch_bounds__(...)
 
 typedef int cudaError_t;
-enum : int { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+// The runtime's own values (driver_types.h), for the ones the code here names.
+enum : int {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorECCUncorrectable = 214,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchTimeout = 702,
+  cudaErrorAssert = 710,
+  cudaErrorHardwareStackError = 714,
+  cudaErrorIllegalInstruction = 715,
+  cudaErrorMisalignedAddress = 716,
+  cudaErrorInvalidAddressSpace = 717,
+  cudaErrorInvalidPc = 718,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 typedef struct CUstream_emulated* cudaStream_t;
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+namespace iwb_emulation {
+inline cudaError_t g_last_error = cudaSuccess;  // the last failing runtime call's, until read
+}  // namespace iwb_emulation
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t error = iwb_emulation::g_last_error;
+  iwb_emulation::g_last_error = cudaSuccess;
+  return error;
+}
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
   return cudaSuccess;
@@ -169,6 +194,7 @@ struct Fiber {
   std::unique_ptr<char[]> stack;
   Wait wait = Wait::None;
   bool has_waited_for_prior_grids = false;  // wait_for_prior_grids (cuda_common.cuh) ran
+  unsigned exchange_parity = 0;             // which of State::exchange the next exchange uses
 };
 
 struct State {
@@ -178,10 +204,14 @@ struct State {
   std::vector<Fiber> fibers;
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
-  std::vector<uint64_t> exchange;  // one slot per thread for shuffles
+  // Two slots per thread for shuffles, used in turn (Fiber::exchange_parity): a lane cannot
+  // write a slot again before every lane has read it, since that takes passing the next
+  // exchange's barrier, which waits for them all. One barrier an exchange, not two.
+  std::vector<uint64_t> exchange[2];
   std::vector<unsigned char> dynamic_shared;
   size_t dynamic_bytes = 0;
   bool is_missing_grid_wait = false;  // a thread of this launch ended without waiting
+  bool is_from_scheduler = false;     // the last switch to a lane came from the scheduler
 };
 inline State g_state;
 inline constexpr size_t kStackBytes = size_t{64} << 10;
@@ -201,26 +231,51 @@ inline void switch_context(Context& from, Context& to, const void* to_bottom, si
 #endif
 }
 
+// Leaves lane t (parked at a barrier, or ended): on to the next runnable lane of its warp, or back
+// to the scheduler after the warp's last one. Lane to lane, a barrier of a warp costs one switch
+// a lane, not two through the scheduler; run_block's scan then finds those lanes parked.
+inline void leave_lane(unsigned t) {
+  Fiber& fiber = g_state.fibers[t];
+  const unsigned end = std::min(blockDim.x, (t & ~31u) + 32);
+  for (unsigned u = t + 1; u < end; ++u) {
+    Fiber& next = g_state.fibers[u];
+    if (next.wait != Wait::None) continue;
+    g_state.current = u;
+    g_state.is_from_scheduler = false;
+    threadIdx = dim3(u);
+    switch_context(fiber.context, next.context, next.stack.get(), kStackBytes);
+    return;
+  }
+  switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
+}
+
 // Every emulated thread: runs the kernel for one block, parks as Done, and runs it again when the
 // scheduler resumes it for the next block of the same launch.
 [[noreturn]] inline void fiber_entry() {
 #if defined(__SANITIZE_ADDRESS__)
-  __sanitizer_finish_switch_fiber(nullptr, &g_state.scheduler_stack_bottom, &g_state.scheduler_stack_size);
+  // The stack switched from is the scheduler's only when the scheduler started this lane.
+  const void* from_bottom = nullptr;
+  size_t from_size = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &from_bottom, &from_size);
+  if (g_state.is_from_scheduler) {
+    g_state.scheduler_stack_bottom = from_bottom;
+    g_state.scheduler_stack_size = from_size;
+  }
 #endif
   for (;;) {
     (*g_state.body)();
     Fiber& fiber = g_state.fibers[g_state.current];
     if (!fiber.has_waited_for_prior_grids) g_state.is_missing_grid_wait = true;
     fiber.wait = Wait::Done;
-    switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
+    leave_lane(g_state.current);
   }
 }
 
 // Parks the calling thread at a barrier until the scheduler releases it.
 inline void wait_at(Wait wait) {
-  Fiber& fiber = g_state.fibers[g_state.current];
-  fiber.wait = wait;
-  switch_context(fiber.context, g_state.scheduler, g_state.scheduler_stack_bottom, g_state.scheduler_stack_size);
+  const unsigned t = g_state.current;
+  g_state.fibers[t].wait = wait;
+  leave_lane(t);
 }
 
 inline unsigned char* dynamic_shared() {
@@ -228,11 +283,14 @@ inline unsigned char* dynamic_shared() {
   return reinterpret_cast<unsigned char*>((base + 127) & ~uintptr_t{127});
 }
 
-// Fresh fibers for a launch: each starts at fiber_entry on its own stack (kept between launches).
+// Fresh fibers for a launch: each starts at fiber_entry on its own stack. The stacks are kept
+// between launches, those of a wider block too (an engine step launches blocks of 32 to 1,024
+// threads in turn; allocating and zeroing their stacks again took most of its time).
 inline void start_fibers(unsigned n) {
-  g_state.fibers.resize(n);
-  for (Fiber& fiber : g_state.fibers) {
-    if (!fiber.stack) fiber.stack = std::make_unique<char[]>(kStackBytes);
+  if (g_state.fibers.size() < n) g_state.fibers.resize(n);
+  for (unsigned t = 0; t < n; ++t) {
+    Fiber& fiber = g_state.fibers[t];
+    if (!fiber.stack) fiber.stack = std::make_unique_for_overwrite<char[]>(kStackBytes);
 #if defined(__SANITIZE_ADDRESS__)
     // The frames a fiber of the last launch was parked in never returned: clear their poison.
     __asan_unpoison_memory_region(fiber.stack.get(), kStackBytes);
@@ -242,46 +300,48 @@ inline void start_fibers(unsigned n) {
   }
 }
 
+// Runs one block: each warp in turn until every lane of it has ended or waits at __syncthreads
+// (its warp barriers and shuffles released as its lanes all reach them), then the block barrier.
+// Warp by warp rather than every thread each round: a round then scans 32 fibers, not the
+// block's 1,024, and switches among 32 stacks (2 MiB), not 64 MiB of them.
 inline void run_block() {
   const unsigned n = blockDim.x;
   std::fill(g_state.dynamic_shared.begin(), g_state.dynamic_shared.end(), static_cast<unsigned char>(0xFF));
   for (unsigned t = 0; t < n; ++t) {  // Done since the last block
     g_state.fibers[t].wait = Wait::None;
     g_state.fibers[t].has_waited_for_prior_grids = false;
+    g_state.fibers[t].exchange_parity = 0;
   }
   for (;;) {
-    for (unsigned t = 0; t < n; ++t) {  // every runnable thread runs to its next barrier or its end
-      Fiber& fiber = g_state.fibers[t];
-      if (fiber.wait != Wait::None) continue;
-      g_state.current = t;
-      threadIdx = dim3(t);
-      switch_context(g_state.scheduler, fiber.context, fiber.stack.get(), kStackBytes);
+    for (unsigned w0 = 0; w0 < n; w0 += 32) {
+      const unsigned w1 = std::min(n, w0 + 32);
+      for (;;) {
+        for (unsigned t = w0; t < w1; ++t) {  // every runnable lane runs to its next barrier or its end
+          Fiber& fiber = g_state.fibers[t];
+          if (fiber.wait != Wait::None) continue;
+          g_state.current = t;
+          g_state.is_from_scheduler = true;
+          threadIdx = dim3(t);
+          switch_context(g_state.scheduler, fiber.context, fiber.stack.get(), kStackBytes);
+        }
+        unsigned live = 0, waiting = 0;  // a warp barrier opens when every live lane is there
+        for (unsigned t = w0; t < w1; ++t) {
+          live += g_state.fibers[t].wait != Wait::Done ? 1 : 0;
+          waiting += g_state.fibers[t].wait == Wait::Warp ? 1 : 0;
+        }
+        if (waiting == 0) break;  // each lane ended or waits for the block
+        if (waiting != live) {
+          throw std::logic_error("cuda emulation: threads wait at different barriers (divergent barrier)");
+        }
+        for (unsigned t = w0; t < w1; ++t) g_state.fibers[t].wait = Wait::None;
+      }
     }
-    unsigned num_done = 0, num_block = 0;
-    for (unsigned t = 0; t < n; ++t) {
-      num_done += g_state.fibers[t].wait == Wait::Done ? 1 : 0;
-      num_block += g_state.fibers[t].wait == Wait::Block ? 1 : 0;
-    }
+    unsigned num_done = 0;
+    for (unsigned t = 0; t < n; ++t) num_done += g_state.fibers[t].wait == Wait::Done ? 1 : 0;
     if (num_done == n) return;
-    bool is_released = false;
-    for (unsigned w0 = 0; w0 < n; w0 += 32) {  // a warp barrier opens when every live lane is there
-      unsigned live = 0, waiting = 0;
-      for (unsigned t = w0; t < std::min(n, w0 + 32); ++t) {
-        live += g_state.fibers[t].wait != Wait::Done ? 1 : 0;
-        waiting += g_state.fibers[t].wait == Wait::Warp ? 1 : 0;
-      }
-      if (waiting > 0 && waiting == live) {
-        for (unsigned t = w0; t < std::min(n, w0 + 32); ++t) g_state.fibers[t].wait = Wait::None;
-        is_released = true;
-      }
+    for (unsigned t = 0; t < n; ++t) {  // the others all wait at __syncthreads
+      if (g_state.fibers[t].wait == Wait::Block) g_state.fibers[t].wait = Wait::None;
     }
-    if (!is_released && num_block > 0 && num_block + num_done == n) {
-      for (unsigned t = 0; t < n; ++t) {
-        if (g_state.fibers[t].wait == Wait::Block) g_state.fibers[t].wait = Wait::None;
-      }
-      is_released = true;
-    }
-    if (!is_released) throw std::logic_error("cuda emulation: threads wait at different barriers (divergent barrier)");
   }
 }
 
@@ -301,7 +361,8 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel, Args... a
   const std::function<void()> body = [&] { kernel(args...); };
   g_state.body = &body;
   start_fibers(block.x);
-  g_state.exchange.assign(block.x, 0);
+  g_state.exchange[0].assign(block.x, 0);
+  g_state.exchange[1].assign(block.x, 0);
   g_state.dynamic_shared.assign(shared_bytes + 128, 0xFF);
   g_state.is_missing_grid_wait = false;
   for (unsigned z = 0; z < grid.z; ++z) {
@@ -329,6 +390,14 @@ inline void touch(const void* bytes, int64_t n) {
   (void)p[n - 1];
 }
 
+// The exchange slots the calling lane uses next (State::exchange: two in turn).
+inline std::vector<uint64_t>& next_exchange_slots() {
+  Fiber& fiber = g_state.fibers[g_state.current];
+  std::vector<uint64_t>& slots = g_state.exchange[fiber.exchange_parity];
+  fiber.exchange_parity ^= 1u;
+  return slots;
+}
+
 // A warp-wide exchange: each lane publishes a value, then reads the one of lane src.
 template <typename T>
 T exchange(T value, unsigned src_lane) {
@@ -336,10 +405,10 @@ T exchange(T value, unsigned src_lane) {
   const unsigned t = threadIdx.x;
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  g_state.exchange[t] = bits;
+  std::vector<uint64_t>& slots = next_exchange_slots();
+  slots[t] = bits;
   wait_at(Wait::Warp);
-  const uint64_t other = g_state.exchange[(t & ~31u) + (src_lane & 31u)];
-  wait_at(Wait::Warp);  // nobody republishes before every lane has read
+  const uint64_t other = slots[(t & ~31u) + (src_lane & 31u)];
   T result;
   std::memcpy(&result, &other, sizeof(T));
   return result;
@@ -349,10 +418,10 @@ T exchange(T value, unsigned src_lane) {
 // The emulated warp-level matrix instructions (mma_m16n8k16.cuh) are built on it.
 inline void warp_gather(uint64_t value, uint64_t (&all)[32]) {
   const unsigned t = threadIdx.x;
-  g_state.exchange[t] = value;
+  std::vector<uint64_t>& slots = next_exchange_slots();
+  slots[t] = value;
   wait_at(Wait::Warp);
-  for (unsigned i = 0; i < 32; ++i) all[i] = g_state.exchange[(t & ~31u) + i];
-  wait_at(Wait::Warp);  // nobody republishes before every lane has read
+  for (unsigned i = 0; i < 32; ++i) all[i] = slots[(t & ~31u) + i];
 }
 
 }  // namespace iwb_emulation
@@ -381,3 +450,5 @@ inline int atomicAdd(int* p, int v) {
   *p += v;
   return old;
 }
+
+#include "cuda_runtime_api.h"

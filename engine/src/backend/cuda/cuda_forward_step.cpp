@@ -58,12 +58,17 @@ Status CudaForwardBackend::stage_metadata(const FlatBatch& b) {
   const auto n = static_cast<size_t>(b.tokens.size());
   const auto num_sequences = static_cast<size_t>(b.sequence_lengths.size());
   char* host = m_staging.as<char>();
-  std::memcpy(host + m_layout.tokens, b.tokens.data(), n * 4);
-  std::memcpy(host + m_layout.positions, b.positions.data(), n * 4);
-  std::memcpy(host + m_layout.slot_mapping, b.slot_mapping.data(), n * 8);
-  std::memcpy(host + m_layout.token_sequences, b.token_sequences.data(), n * 4);
-  std::memcpy(host + m_layout.sequence_lengths, b.sequence_lengths.data(), num_sequences * 4);
-  std::memcpy(host + m_layout.logits_rows, b.logits_rows.data(), b.logits_rows.size() * 4);
+  // An empty array (no rows sample in a step that only prefills) may have no data pointer, which
+  // memcpy must not be given even for 0 bytes.
+  const auto stage = [&](size_t offset, const auto& values) {
+    if (!values.empty()) std::memcpy(host + offset, values.data(), values.size() * sizeof(values[0]));
+  };
+  stage(m_layout.tokens, b.tokens);
+  stage(m_layout.positions, b.positions);
+  stage(m_layout.slot_mapping, b.slot_mapping);
+  stage(m_layout.token_sequences, b.token_sequences);
+  stage(m_layout.sequence_lengths, b.sequence_lengths);
+  stage(m_layout.logits_rows, b.logits_rows);
   const auto width = static_cast<size_t>(m_capacity.max_blocks_per_sequence);
   pack_block_tables(
       b, static_cast<int64_t>(width),
