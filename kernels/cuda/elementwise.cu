@@ -16,9 +16,10 @@ constexpr int kThreads = 256;
 __device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-__global__ void add_kernel(float* x, const float* y, int64_t n) {
+// x += y_scale * y (y_scale 1 gives x + y exactly: the product is exact, fused or not).
+__global__ void add_kernel(float* x, const float* y, int64_t n, float y_scale) {
   cuda_detail::wait_for_prior_grids();
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] += y[i];
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] += y_scale * y[i];
 }
 
 __global__ void add_bias_rows_kernel(float* x, const float* __restrict__ bias, int64_t num_rows, int64_t row_length) {
@@ -56,10 +57,10 @@ bool bad(const void* p, int64_t n) { return p == nullptr || n < 0; }
 
 }  // namespace
 
-cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream) {
+cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream, float y_scale) {
   if (bad(x, n) || bad(y, n) || !is_aligned(x, 4) || !is_aligned(y, 4)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  IWB_LAUNCH(add_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, y, n);
+  IWB_LAUNCH(add_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, y, n, y_scale);
   return cudaGetLastError();
 }
 

@@ -46,7 +46,7 @@ __global__ void rmsnorm_kernel(const float* input, const float* __restrict__ wei
 // (or null): the output also as int8 activations, row r's at q + r dim and d + r dim / 32.
 __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ addend, const float* __restrict__ weight,
                                    float* output, int64_t num_rows, int64_t dim, float eps, int8_t* __restrict__ q,
-                                   float* __restrict__ d) {
+                                   float* __restrict__ d, float addend_scale) {
   cuda_detail::wait_for_prior_grids();
   for (int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
     float* x = residual + row * dim;
@@ -54,7 +54,7 @@ __global__ void add_rmsnorm_kernel(float* residual, const float* __restrict__ ad
     float* y = output + row * dim;
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float v = x[i] + a[i];
+      const float v = x[i] + addend_scale * a[i];  // add_kernel's sum
       x[i] = v;
       sum += v * v;
     }
@@ -87,7 +87,8 @@ cudaError_t rmsnorm_cuda(const RmsNormCudaArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNormCudaArgs& a, cudaStream_t stream) {
+cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNormCudaArgs& a, cudaStream_t stream,
+                             float addend_scale) {
   if (const cudaError_t e = rmsnorm_cuda_check(a); e != cudaSuccess) return e;
   if (residual == nullptr || a.input != residual || addend == nullptr || !is_aligned(addend, 4)) {
     return cudaErrorInvalidValue;
@@ -95,12 +96,12 @@ cudaError_t add_rmsnorm_cuda(float* residual, const float* addend, const RmsNorm
   if (a.num_rows == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
   IWB_LAUNCH(add_rmsnorm_kernel, blocks, norm_threads(a.dim), 0, stream, residual, addend, a.weight, a.output,
-             a.num_rows, a.dim, a.eps, static_cast<int8_t*>(nullptr), static_cast<float*>(nullptr));
+             a.num_rows, a.dim, a.eps, static_cast<int8_t*>(nullptr), static_cast<float*>(nullptr), addend_scale);
   return cudaGetLastError();
 }
 
 cudaError_t add_rmsnorm_q8_cuda(float* residual, const float* addend, const RmsNormCudaArgs& a, int8_t* q, float* d,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, float addend_scale) {
   if (const cudaError_t e = rmsnorm_cuda_check(a); e != cudaSuccess) return e;
   if (residual == nullptr || a.input != residual || addend == nullptr || !is_aligned(addend, 4)) {
     return cudaErrorInvalidValue;
@@ -111,7 +112,7 @@ cudaError_t add_rmsnorm_q8_cuda(float* residual, const float* addend, const RmsN
   if (a.num_rows == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_rows, kMaxGridX));
   IWB_LAUNCH(add_rmsnorm_kernel, blocks, norm_threads(a.dim), 0, stream, residual, addend, a.weight, a.output,
-             a.num_rows, a.dim, a.eps, q, d);
+             a.num_rows, a.dim, a.eps, q, d, addend_scale);
   return cudaGetLastError();
 }
 

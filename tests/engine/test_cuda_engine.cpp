@@ -7,7 +7,8 @@
 // larger than the device is a clear out-of-memory error. Models: aidreams (converted here),
 // small synthetic llama (Q4_K_M, and Q4_0 in the split layout), qwen2 (F16, biases) and gemma3 (Q8_0,
 // sliding windows, soft-capping), phi3 (Q8_0, fused q/k/v and gate/up as row views, LongRoPE factors) shapes, and the
-// default model when present. Skips without a CUDA device.
+// default model when present; for their logits and 16 greedy tokens also gemma2, smollm3, olmo2, olmo3, qwen3 and
+// granite shapes. Skips without a CUDA device.
 //
 // Built twice: against the CUDA runtime (test_cuda_engine, label cuda), and as
 // test_cuda_engine_emulated (IWB_CUDA_EMULATED_ENGINE) against the emulated runtime, cuBLAS and
@@ -151,7 +152,8 @@ class TestCudaEngine : public QObject {
 
  private:
   QTemporaryDir m_tmp;
-  std::vector<std::string> m_models;  // aidreams (when present) and the synthetic ones
+  std::vector<std::string> m_models;         // aidreams (when present) and the synthetic ones
+  std::vector<std::string> m_family_models;  // synthetic models of the other dense families
   uint64_t m_device_memory = 0;
   int m_compute_major = 0;  // the device's compute capability (major)
 
@@ -186,6 +188,18 @@ class TestCudaEngine : public QObject {
       QVERIFY2(r.is_ok(), r.error_message().c_str());
       m_models.push_back(o.output_path);
     }
+    for (const auto& [shape, type] :
+         {std::pair{"test-gemma2", "Q8_0"}, std::pair{"test-smollm3", "Q4_0"}, std::pair{"test-olmo2", "F16"},
+          std::pair{"test-olmo3", "F16"}, std::pair{"test-qwen3", "Q4_K_M"}, std::pair{"test-granite", "Q8_0"}}) {
+      SynthOptions o;
+      o.shape = *find_synth_preset(shape);
+      o.weight_type = type;
+      o.seed = 11;
+      o.output_path = m_tmp.filePath(QString("%1-%2.gguf").arg(shape, type)).toStdString();
+      Result<SynthReport> r = synthesize_model(o);
+      QVERIFY2(r.is_ok(), r.error_message().c_str());
+      m_family_models.push_back(o.output_path);
+    }
   }
 
   void logits_match_the_cpu_data() {
@@ -195,6 +209,33 @@ class TestCudaEngine : public QObject {
   }
   void logits_match_the_cpu() {
     QFETCH(QString, path);
+    check_logits(path, {1, 7, 40, 80});
+  }
+
+  void greedy_tokens_match_the_cpu_data() { logits_match_the_cpu_data(); }
+  void greedy_tokens_match_the_cpu() {
+    QFETCH(QString, path);
+    check_greedy_tokens(path, 32);
+  }
+
+  // The other dense families on the same device: their logits (a token, and a prompt of 40 for
+  // cuBLAS) and 16 greedy tokens. Gemma 2's soft-capped attention, SmolLM3's layers without RoPE,
+  // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms and Granite's multipliers
+  // (residual_scale since 2026-12-07), each on another weight type.
+  void other_families_match_the_cpu_data() {
+    QTest::addColumn<QString>("path");
+    for (const std::string& m : m_family_models)
+      QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
+  }
+  void other_families_match_the_cpu() {
+    QFETCH(QString, path);
+    check_logits(path, {1, 40});
+    if (QTest::currentTestFailed()) return;
+    check_greedy_tokens(path, 16);
+  }
+
+ private:
+  void check_logits(const QString& path, std::initializer_list<int64_t> lengths) {
     auto cpu = load(path.toStdString(), "cpu");
     auto cpu_fast = load(path.toStdString(), "cpu", 256, false, 64, Precision::Fast);
     auto cpu_fast_single = load(path.toStdString(), "cpu", 256, false, 1, Precision::Fast);  // a token a step
@@ -204,7 +245,7 @@ class TestCudaEngine : public QObject {
     QCOMPARE(gpu->model().device, std::string("cuda:0"));
     const int64_t vocab = cpu->config().vocab_size;
     // matvec; matvec in chunks; cuBLAS (8 tokens or more: int8 activations only up to 8).
-    for (const int64_t length : {1, 7, 40, 80}) {
+    for (const int64_t length : lengths) {
       const std::vector<int32_t> prompt = random_prompt(length, vocab, static_cast<uint32_t>(length));
       if (quantizes_activations(path)) {  // first the f32-activation kernels against the exact CPU
         Result<std::vector<float>> exact = cpu->logits_for(prompt), got_exact = gpu_exact->logits_for(prompt);
@@ -254,21 +295,21 @@ class TestCudaEngine : public QObject {
     }
   }
 
-  void greedy_tokens_match_the_cpu_data() { logits_match_the_cpu_data(); }
-  void greedy_tokens_match_the_cpu() {
-    QFETCH(QString, path);
+  void check_greedy_tokens(const QString& path, int32_t count) {
     // Exact on both sides (8 tokens a step: every product a matvec): see Precision.
     auto cpu = load(path.toStdString(), "cpu", 256, false, 8, Precision::Exact);
     auto gpu = load(path.toStdString(), "cuda:0", 256, false, 8, Precision::Exact);
     QVERIFY(cpu && gpu);
     const std::vector<std::vector<int32_t>> prompt = {random_prompt(12, cpu->config().vocab_size, 5)};
     std::string cpu_error, gpu_error;
-    const auto want = generate(*cpu, prompt, 32, 0, &cpu_error);
-    const auto got = generate(*gpu, prompt, 32, 0, &gpu_error);
+    const auto want = generate(*cpu, prompt, count, 0, &cpu_error);
+    const auto got = generate(*gpu, prompt, count, 0, &gpu_error);
     QVERIFY2(cpu_error.empty() && gpu_error.empty(), (cpu_error + gpu_error).c_str());
-    QCOMPARE(want[0].size(), size_t{32});
+    QCOMPARE(want[0].size(), static_cast<size_t>(count));
     QCOMPARE(got[0], want[0]);
   }
+
+ private slots:
 
   void batches_of_prefill_and_decode_match_the_cpu() {
     QVERIFY(!m_models.empty());

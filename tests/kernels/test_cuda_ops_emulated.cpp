@@ -335,6 +335,28 @@ class TestCudaOpsEmulated : public QObject {
                                 nullptr),
                cudaErrorInvalidValue);  // the norm must read the sum
     }
+    {  // a scaled addend (Granite's residual_scale): x + 0.22 a, the fused form the same bits
+      const float scale = 0.22f;
+      const std::vector<float> addend = iwb::test::random_floats(x.size(), rng, 1.0f);
+      std::vector<float> separate = x, fused = x, separate_out(x.size()), fused_out(x.size());
+      QCOMPARE(add_cuda(separate.data(), addend.data(), rows * dim, nullptr, scale), cudaSuccess);
+      for (size_t i = 0; i < x.size(); ++i) QCOMPARE(separate[i], x[i] + scale * addend[i]);
+      QCOMPARE(rmsnorm_cuda({separate.data(), w.data(), separate_out.data(), rows, dim, 1e-6f}, nullptr), cudaSuccess);
+      QCOMPARE(add_rmsnorm_cuda(fused.data(), addend.data(),
+                                {fused.data(), w.data(), fused_out.data(), rows, dim, 1e-6f}, nullptr, scale),
+               cudaSuccess);
+      QVERIFY(fused == separate);
+      QVERIFY(fused_out == separate_out);
+      std::vector<float> fused_q8 = x, q8_out(x.size());
+      std::vector<int8_t> q(x.size() + 32);
+      std::vector<float> d(x.size() / 32 + 1);
+      const int64_t width = 320;  // a multiple of 32, as the int8 output needs
+      QCOMPARE(add_rmsnorm_q8_cuda(fused_q8.data(), addend.data(),
+                                   {fused_q8.data(), w.data(), q8_out.data(), 1, width, 1e-6f}, q.data(), d.data(),
+                                   nullptr, scale),
+               cudaSuccess);
+      for (int64_t i = 0; i < width; ++i) QCOMPARE(fused_q8[static_cast<size_t>(i)], separate[static_cast<size_t>(i)]);
+    }
     {  // and its output as int8 activations too (add_rmsnorm_q8_cuda): the same f32 bits, then
        // quantize_x_q8's bytes of them; 320 values (256 threads: a second, partial pass of
        // whole warps) and 2048 (512 threads)

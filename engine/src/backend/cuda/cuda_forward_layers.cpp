@@ -87,12 +87,13 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
       const bool is_q8 = next != nullptr && next->kind == PlanOpKind::Matmuls && next->input == norm.output &&
                          norm.width % 32 == 0 && products_take_q8(*next, n);
       if (is_q8) {
-        IWB_RETURN_IF_ERROR(
-            launched(add_rmsnorm_q8_cuda(m_x, m_proj, args, m_x_q8.as<int8_t>(), m_x_q8_scale, m_stream.get()),
-                     norm.name, norm.layer));
+        IWB_RETURN_IF_ERROR(launched(add_rmsnorm_q8_cuda(m_x, m_proj, args, m_x_q8.as<int8_t>(), m_x_q8_scale,
+                                                         m_stream.get(), m_config.residual_scale),
+                                     norm.name, norm.layer));
         prepared_q8(args.output, n);
       } else {
-        IWB_RETURN_IF_ERROR(launched(add_rmsnorm_cuda(m_x, m_proj, args, m_stream.get()), norm.name, norm.layer));
+        IWB_RETURN_IF_ERROR(launched(add_rmsnorm_cuda(m_x, m_proj, args, m_stream.get(), m_config.residual_scale),
+                                     norm.name, norm.layer));
       }
       ++i;
       continue;
@@ -218,7 +219,8 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     case PlanOpKind::ResidualAdd:
       IWB_RETURN_IF_ERROR(op_begin());
       IWB_RETURN_IF_ERROR(
-          launched(add_cuda(buffer(op.output), buffer(op.input), n * c.embedding_length, stream), op.name, il));
+          launched(add_cuda(buffer(op.output), buffer(op.input), n * c.embedding_length, stream, c.residual_scale),
+                   op.name, il));
       return op_end(op, 0, n);
     case PlanOpKind::GatherRows:
       // Only the rows that sample go on (the last FFN, the classifier), gathered first (not a

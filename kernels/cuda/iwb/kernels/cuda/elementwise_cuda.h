@@ -10,8 +10,9 @@
 
 namespace iwb {
 
-// x[i] += y[i] for i < n (the residual connection). x and y 4-byte aligned.
-cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream);
+// x[i] += y_scale * y[i] for i < n (the residual connection; Granite scales the branch it adds,
+// residual_scale). x and y 4-byte aligned.
+cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream, float y_scale = 1.0f);
 
 // x[r * row_length + c] += bias[c] over num_rows rows.
 cudaError_t add_bias_rows_cuda(float* x, const float* bias, int64_t num_rows, int64_t row_length,
