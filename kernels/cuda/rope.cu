@@ -27,7 +27,15 @@ __device__ inline void rotate_heads(float* data, int64_t token, int64_t num_head
   }
 }
 
-__global__ void rope_kernel(RopeCudaArgs a) {
+// YaRN's per-launch terms, from the host (rope_ref's yarn_mix): the ramp's pair range, the mix
+// and the magnitude of cos and sin.
+struct YarnTerms {
+  float low = 0.0f, high = 0.0f;
+  float ext_factor = 0.0f;
+  double mscale = 1.0;
+};
+
+__global__ void rope_kernel(RopeCudaArgs a, YarnTerms yarn) {
   cuda_detail::wait_for_prior_grids();
   IWB_DYNAMIC_SHARED(float, table);  // [num_pairs] cos, then [num_pairs] sin
   const int64_t num_pairs = a.num_rotated / 2;
@@ -37,14 +45,19 @@ __global__ void rope_kernel(RopeCudaArgs a) {
   for (int64_t t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
     const double p = static_cast<double>(a.positions[t]);
     for (int64_t i = threadIdx.x; i < num_pairs; i += blockDim.x) {
-      double f =
-          static_cast<double>(a.freq_scale) *
+      double extrap =
           pow(static_cast<double>(a.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(a.num_rotated));
-      if (a.freq_factors != nullptr) f /= static_cast<double>(a.freq_factors[i]);
+      if (a.freq_factors != nullptr) extrap /= static_cast<double>(a.freq_factors[i]);
+      double f = static_cast<double>(a.freq_scale) * extrap;
+      if (yarn.ext_factor != 0.0f) {  // ggml's rope_yarn_ramp: 1 below pair low, 0 above high
+        const float y = (static_cast<float>(i) - yarn.low) / fmaxf(0.001f, yarn.high - yarn.low);
+        const double mix = (1.0 - fminf(1.0f, fmaxf(0.0f, y))) * yarn.ext_factor;
+        f = f * (1.0 - mix) + extrap * mix;
+      }
       double s, c;
       sincos(p * f, &s, &c);
-      cos_table[i] = static_cast<float>(c);
-      sin_table[i] = static_cast<float>(s);
+      cos_table[i] = static_cast<float>(c * yarn.mscale);
+      sin_table[i] = static_cast<float>(s * yarn.mscale);
     }
     __syncthreads();
     rotate_heads(a.q, t, a.num_heads, a.head_dim, num_pairs, is_neox, cos_table, sin_table);
@@ -75,6 +88,7 @@ cudaError_t rope_cuda_check(const RopeCudaArgs& a) {
   if (a.k != nullptr && a.num_kv_heads <= 0) return cudaErrorInvalidValue;
   if (a.num_rotated <= 0 || a.num_rotated % 2 != 0 || a.num_rotated > a.head_dim) return cudaErrorInvalidValue;
   if (!(a.freq_base > 0.0f) || !(a.freq_scale > 0.0f)) return cudaErrorInvalidValue;
+  if (!(a.ext_factor >= 0.0f) || (a.ext_factor != 0.0f && a.original_context <= 0)) return cudaErrorInvalidValue;
   // The cos/sin table lives in (default, 48 KiB) shared memory.
   if (static_cast<size_t>(a.num_rotated) * sizeof(float) > 48 * 1024) return cudaErrorInvalidValue;
   if (!is_aligned(a.q, 4) || !is_aligned(a.positions, 4) || (a.k != nullptr && !is_aligned(a.k, 4)) ||
@@ -94,7 +108,17 @@ cudaError_t rope_cuda(const RopeCudaArgs& a, cudaStream_t stream) {
   if (a.num_tokens == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.num_tokens, kMaxGridX));
   const size_t shared = static_cast<size_t>(a.num_rotated) * sizeof(float);  // cos and sin of num_rotated / 2 pairs
-  IWB_LAUNCH(rope_kernel, blocks, 256, shared, stream, a);
+  YarnTerms yarn;
+  yarn.mscale = a.attn_factor;
+  if (a.ext_factor != 0.0f) {
+    float dims[2];
+    rope_yarn_corr_dims(a.num_rotated, a.original_context, a.freq_base, a.beta_fast, a.beta_slow, dims);
+    yarn.low = dims[0];
+    yarn.high = dims[1];
+    yarn.ext_factor = a.ext_factor;
+    yarn.mscale *= 1.0 + 0.1 * std::log(1.0 / a.freq_scale);
+  }
+  IWB_LAUNCH(rope_kernel, blocks, 256, shared, stream, a, yarn);
   return cudaGetLastError();
 }
 

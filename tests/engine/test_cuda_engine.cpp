@@ -188,14 +188,25 @@ class TestCudaEngine : public QObject {
       QVERIFY2(r.is_ok(), r.error_message().c_str());
       m_models.push_back(o.output_path);
     }
-    for (const auto& [shape, type] :
-         {std::pair{"test-gemma2", "Q8_0"}, std::pair{"test-smollm3", "Q4_0"}, std::pair{"test-olmo2", "F16"},
-          std::pair{"test-olmo3", "F16"}, std::pair{"test-qwen3", "Q4_K_M"}, std::pair{"test-granite", "Q8_0"}}) {
+    // YaRN (a factor of 4 over an original context of 64) on OLMo 3's global layers (its sliding
+    // ones stay unscaled) and on every layer of a qwen2 shape.
+    struct Family {
+      const char* shape;
+      const char* type;
+      float yarn_factor;
+    };
+    for (const Family& f :
+         {Family{"test-gemma2", "Q8_0", 0}, Family{"test-smollm3", "Q4_0", 0}, Family{"test-olmo2", "F16", 0},
+          Family{"test-olmo3", "F16", 4}, Family{"test-qwen3", "Q4_K_M", 0}, Family{"test-granite", "Q8_0", 0},
+          Family{"test-qwen2", "F16", 4}}) {
       SynthOptions o;
-      o.shape = *find_synth_preset(shape);
-      o.weight_type = type;
+      o.shape = *find_synth_preset(f.shape);
+      o.shape.yarn_factor = f.yarn_factor;
+      o.shape.yarn_original_context = f.yarn_factor > 0 ? 64 : 0;
+      o.weight_type = f.type;
       o.seed = 11;
-      o.output_path = m_tmp.filePath(QString("%1-%2.gguf").arg(shape, type)).toStdString();
+      o.output_path =
+          m_tmp.filePath(QString("%1-%2%3.gguf").arg(f.shape, f.type, f.yarn_factor > 0 ? "-yarn" : "")).toStdString();
       Result<SynthReport> r = synthesize_model(o);
       QVERIFY2(r.is_ok(), r.error_message().c_str());
       m_family_models.push_back(o.output_path);
@@ -220,8 +231,8 @@ class TestCudaEngine : public QObject {
 
   // The other dense families on the same device: their logits (a token, and a prompt of 40 for
   // cuBLAS) and 16 greedy tokens. Gemma 2's soft-capped attention, SmolLM3's layers without RoPE,
-  // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms and Granite's multipliers
-  // (residual_scale since 2026-12-07), each on another weight type.
+  // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms, Granite's multipliers
+  // (residual_scale) and YaRN (both since 2026-12-07), each on another weight type.
   void other_families_match_the_cpu_data() {
     QTest::addColumn<QString>("path");
     for (const std::string& m : m_family_models)

@@ -393,6 +393,37 @@ class TestCudaOpsEmulated : public QObject {
     std::vector<float> k = iwb::test::random_floats(static_cast<size_t>(tokens * kv_heads * head_dim), rng);
     const std::vector<int32_t> positions = {0, 7, 4097};
     const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f, 1.5f, 3.0f, 1.0f, 6.0f, 2.5f, 1.0f, 1.0f, 9.0f};
+    {  // YaRN (gpt-oss, OLMo 3, long-context Qwen files): the ramp between the correction dims,
+       // the mix with the unscaled angle and the magnitude scale, against rope_ref's
+      std::vector<float> q_yarn = q, q_yarn_ref = q;
+      RopeCudaArgs r;
+      r.q = q_yarn.data();
+      r.num_heads = heads;
+      r.num_tokens = tokens;
+      r.head_dim = head_dim;
+      r.num_rotated = rotated;
+      r.positions = positions.data();
+      r.layout = RopeLayout::NeoX;
+      r.freq_base = 10000.0f;
+      r.freq_scale = 0.25f;
+      r.ext_factor = 1.0f;
+      r.attn_factor = 0.9f;
+      r.original_context = 4096;
+      QCOMPARE(rope_cuda(r, nullptr), cudaSuccess);
+      RopeArgs ref{q_yarn_ref.data(), tokens,           heads,    head_dim, rotated,
+                   positions.data(),  RopeLayout::NeoX, 10000.0f, 0.25f,    nullptr};
+      ref.ext_factor = 1.0f;
+      ref.attn_factor = 0.9f;
+      ref.original_context = 4096;
+      QVERIFY(rope_ref(ref));
+      float dims[2];
+      rope_yarn_corr_dims(rotated, 4096, 10000.0f, 32.0f, 1.0f, dims);  // 3 and 9 of 12 pairs:
+      QVERIFY(dims[0] > 0.0f && dims[1] < rotated / 2 - 1);             // every part of the ramp
+      mismatch = compare(q_yarn, q_yarn_ref, 1e-5f, 1e-5f);
+      QVERIFY2(mismatch.isEmpty(), qPrintable("rope with YaRN: " + mismatch));
+      r.original_context = 0;
+      QCOMPARE(rope_cuda(r, nullptr), cudaErrorInvalidValue);  // YaRN needs the original context
+    }
     std::vector<float> q_ref = q, k_ref = k;
     for (const RopeLayout layout : {RopeLayout::Normal, RopeLayout::NeoX}) {
       RopeCudaArgs r;

@@ -21,8 +21,6 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
                                                   c.architecture_name + "); the CPU runs this model");
   };
   if (c.has_attention_sinks) return no_kernel("attention sinks");
-  if (c.rope_ext_factor != 0.0f) return no_kernel("YaRN RoPE scaling");
-  if (c.rope_yarn_attn_factor != 1.0f) return no_kernel("a RoPE magnitude factor");
   if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   if (plan.options.exports_hidden) return no_kernel("multi-token prediction (the hidden states an MTP head reads)");
   if (c.has_recurrent_layers()) return no_kernel("recurrent layers (Qwen 3.5's gated delta net)");

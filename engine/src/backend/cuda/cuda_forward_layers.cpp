@@ -265,6 +265,13 @@ Status CudaForwardBackend::run_rope(const PlanOp& op, int64_t n, bool with_kv_wr
   rope.freq_base = op.is_sliding ? c.rope_freq_base_swa : c.rope_freq_base;
   rope.freq_scale = op.is_sliding ? c.rope_freq_scale_swa : c.rope_freq_scale;
   rope.freq_factors = m_weights.rope_freqs;
+  // YaRN (gpt-oss: every layer; OLMo 3: the global layers only), as the CPU's forward pass.
+  const bool is_unscaled = op.is_sliding && c.is_sliding_rope_unscaled;
+  rope.ext_factor = is_unscaled ? 0.0f : c.rope_ext_factor;
+  rope.attn_factor = is_unscaled ? 1.0f : c.rope_yarn_attn_factor;
+  rope.beta_fast = c.rope_beta_fast;
+  rope.beta_slow = c.rope_beta_slow;
+  rope.original_context = c.rope_yarn_original_context;
   if (!is_recording()) {
     rope.k = m_k;  // queries and keys in one launch
     rope.num_kv_heads = c.num_kv_heads;

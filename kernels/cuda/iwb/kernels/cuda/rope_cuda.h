@@ -24,6 +24,13 @@ struct RopeCudaArgs {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;              // 1 / rope.scaling.factor
   const float* freq_factors = nullptr;  // device [num_rotated / 2] (llama 3 rope_freqs) or null
+  // YaRN, as RopeArgs (rope.h) and ggml's rope_yarn: ext_factor 0 is off; attn_factor scales cos
+  // and sin (times 1 + 0.1 ln(1 / freq_scale) with YaRN on).
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int64_t original_context = 0;  // > 0 with YaRN on
   // Optional: the KV write fused in, for f16 caches on both sides (a decode step's launch fewer a
   // layer). With k_cache set, each token's rotated keys (num_kv_heads x head_dim) and its values
   // v go to slot slot_mapping[t] of the caches as write_kv_paged_cuda stores f16 rows, bit for
@@ -37,8 +44,9 @@ struct RopeCudaArgs {
 };
 
 // cudaErrorInvalidValue for null q/positions, sizes <= 0 (num_tokens 0 is fine), an odd or too
-// large num_rotated, a non-positive freq_base/freq_scale, more than 2^31 - 1 tokens, or (with
-// k_cache) no keys, a missing value side or slot mapping, or misaligned caches.
+// large num_rotated, a non-positive freq_base/freq_scale, a negative ext_factor or YaRN without
+// its original context, or (with k_cache) no keys, a missing value side or slot mapping, or
+// misaligned caches.
 cudaError_t rope_cuda_check(const RopeCudaArgs& args);
 
 // One thread block per token; angles and their sin/cos in double (as the CPU fast path: a float
