@@ -213,11 +213,7 @@ class TestCudaEngine : public QObject {
     }
   }
 
-  void logits_match_the_cpu_data() {
-    QTest::addColumn<QString>("path");
-    for (const std::string& m : m_models)
-      QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
-  }
+  void logits_match_the_cpu_data() { add_model_rows(m_models); }
   void logits_match_the_cpu() {
     QFETCH(QString, path);
     check_logits(path, {1, 7, 40, 80});
@@ -233,11 +229,7 @@ class TestCudaEngine : public QObject {
   // cuBLAS) and 16 greedy tokens. Gemma 2's soft-capped attention, SmolLM3's layers without RoPE,
   // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms, Granite's multipliers
   // (residual_scale) and YaRN (both since 2026-12-07), each on another weight type.
-  void other_families_match_the_cpu_data() {
-    QTest::addColumn<QString>("path");
-    for (const std::string& m : m_family_models)
-      QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
-  }
+  void other_families_match_the_cpu_data() { add_model_rows(m_family_models); }
   void other_families_match_the_cpu() {
     QFETCH(QString, path);
     check_logits(path, {1, 40});
@@ -246,6 +238,12 @@ class TestCudaEngine : public QObject {
   }
 
  private:
+  // A data function's rows: one a model file, named by the file.
+  static void add_model_rows(const std::vector<std::string>& models) {
+    QTest::addColumn<QString>("path");
+    for (const std::string& m : models) QTest::newRow(m.substr(m.rfind('/') + 1).c_str()) << QString::fromStdString(m);
+  }
+
   void check_logits(const QString& path, std::initializer_list<int64_t> lengths) {
     auto cpu = load(path.toStdString(), "cpu");
     auto cpu_fast = load(path.toStdString(), "cpu", 256, false, 64, Precision::Fast);

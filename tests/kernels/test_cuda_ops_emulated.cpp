@@ -393,19 +393,24 @@ class TestCudaOpsEmulated : public QObject {
     std::vector<float> k = iwb::test::random_floats(static_cast<size_t>(tokens * kv_heads * head_dim), rng);
     const std::vector<int32_t> positions = {0, 7, 4097};
     const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f, 1.5f, 3.0f, 1.0f, 6.0f, 2.5f, 1.0f, 1.0f, 9.0f};
-    {  // YaRN (gpt-oss, OLMo 3, long-context Qwen files): the ramp between the correction dims,
-       // the mix with the unscaled angle and the magnitude scale, against rope_ref's
-      std::vector<float> q_yarn = q, q_yarn_ref = q;
+    // The queries' rotation at these shapes and positions (base 10000).
+    const auto rope_args = [&](float* queries, RopeLayout layout, float freq_scale) {
       RopeCudaArgs r;
-      r.q = q_yarn.data();
+      r.q = queries;
       r.num_heads = heads;
       r.num_tokens = tokens;
       r.head_dim = head_dim;
       r.num_rotated = rotated;
       r.positions = positions.data();
-      r.layout = RopeLayout::NeoX;
+      r.layout = layout;
       r.freq_base = 10000.0f;
-      r.freq_scale = 0.25f;
+      r.freq_scale = freq_scale;
+      return r;
+    };
+    {  // YaRN (gpt-oss, OLMo 3, long-context Qwen files): the ramp between the correction dims,
+       // the mix with the unscaled angle and the magnitude scale, against rope_ref's
+      std::vector<float> q_yarn = q, q_yarn_ref = q;
+      RopeCudaArgs r = rope_args(q_yarn.data(), RopeLayout::NeoX, 0.25f);
       r.ext_factor = 1.0f;
       r.attn_factor = 0.9f;
       r.original_context = 4096;
@@ -426,18 +431,9 @@ class TestCudaOpsEmulated : public QObject {
     }
     std::vector<float> q_ref = q, k_ref = k;
     for (const RopeLayout layout : {RopeLayout::Normal, RopeLayout::NeoX}) {
-      RopeCudaArgs r;
-      r.q = q.data();
-      r.num_heads = heads;
+      RopeCudaArgs r = rope_args(q.data(), layout, 0.5f);
       r.k = k.data();
       r.num_kv_heads = kv_heads;
-      r.num_tokens = tokens;
-      r.head_dim = head_dim;
-      r.num_rotated = rotated;
-      r.positions = positions.data();
-      r.layout = layout;
-      r.freq_base = 10000.0f;
-      r.freq_scale = 0.5f;
       r.freq_factors = factors.data();
       QCOMPARE(rope_cuda(r, nullptr), cudaSuccess);
       RopeArgs ref{q_ref.data(),     tokens, heads,    head_dim, rotated,

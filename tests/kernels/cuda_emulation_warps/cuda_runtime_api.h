@@ -48,11 +48,11 @@ struct cudaDeviceProp {
   int l2CacheSize;
 };
 
-struct CUstream_emulated {
-  std::vector<std::function<void()>>* capture = nullptr;  // the graph being captured, or null
-};
 struct CUgraph_emulated {
   std::vector<std::function<void()>> work;
+};
+struct CUstream_emulated {
+  CUgraph_emulated* capture = nullptr;  // the graph being captured, or null
 };
 struct CUgraphExec_emulated {
   std::vector<std::function<void()>> work;
@@ -79,7 +79,7 @@ inline size_t device_capacity() {
 // Runs work now, or keeps it for the graph when the stream captures.
 inline void on_stream(cudaStream_t stream, std::function<void()> work) {
   if (stream != nullptr && stream->capture != nullptr) {
-    stream->capture->push_back(std::move(work));
+    stream->capture->work.push_back(std::move(work));
   } else {
     work();
   }
@@ -165,7 +165,8 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
   if (device != 0) return iwb_emulation::fail(cudaErrorInvalidValue);
-  *value = attribute == cudaDevAttrClockRate ? 1000000 : 1000000;  // kHz
+  (void)attribute;
+  *value = 1000000;  // kHz, for the core and the memory clock alike
   return cudaSuccess;
 }
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -252,7 +253,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   using namespace iwb_emulation;
   if (stream == nullptr || stream->capture != nullptr) return fail(cudaErrorInvalidValue);
-  stream->capture = &(new CUgraph_emulated)->work;
+  stream->capture = new CUgraph_emulated;
   std::lock_guard lock(g_device.mutex);
   ++g_device.num_capturing;
   return cudaSuccess;
@@ -261,8 +262,7 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
   using namespace iwb_emulation;
   *graph = nullptr;
   if (stream == nullptr || stream->capture == nullptr) return fail(cudaErrorInvalidValue);
-  // The graph owns the vector the stream recorded into (its first member).
-  *graph = reinterpret_cast<CUgraph_emulated*>(stream->capture);
+  *graph = stream->capture;
   stream->capture = nullptr;
   std::lock_guard lock(g_device.mutex);
   --g_device.num_capturing;

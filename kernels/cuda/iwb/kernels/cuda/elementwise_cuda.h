@@ -15,8 +15,7 @@ namespace iwb {
 cudaError_t add_cuda(float* x, const float* y, int64_t n, cudaStream_t stream, float y_scale = 1.0f);
 
 // x[r * row_length + c] += bias[c] over num_rows rows.
-cudaError_t add_bias_rows_cuda(float* x, const float* bias, int64_t num_rows, int64_t row_length,
-                               cudaStream_t stream);
+cudaError_t add_bias_rows_cuda(float* x, const float* bias, int64_t num_rows, int64_t row_length, cudaStream_t stream);
 
 // f32 -> f16 (round to nearest even, as f32_to_fp16) and back; n values.
 cudaError_t f32_to_f16_cuda(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream);
@@ -25,8 +24,8 @@ cudaError_t f16_to_f32_cuda(const uint16_t* src, float* dst, int64_t n, cudaStre
 // dst[i * row_length ..] = src[rows[i] * row_length ..] for i < num_rows; rows (device) index
 // into src, which must not overlap dst. Row ids are not checked on the device (the caller
 // validated them on the host, as CpuForward::check_batch does).
-cudaError_t gather_rows_cuda(const float* src, int64_t row_length, const int32_t* rows, int64_t num_rows,
-                             float* dst, cudaStream_t stream);
+cudaError_t gather_rows_cuda(const float* src, int64_t row_length, const int32_t* rows, int64_t num_rows, float* dst,
+                             cudaStream_t stream);
 
 // x[i] = cap * tanh(x[i] / cap) (gemma's final logit soft-capping); cap must be > 0.
 cudaError_t softcap_cuda(float* x, int64_t n, float cap, cudaStream_t stream);
