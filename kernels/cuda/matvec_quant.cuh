@@ -305,22 +305,17 @@ __device__ __forceinline__ void for_each_staged_piece(const uint8_t* __restrict_
   }
 }
 
-// One thread block computes kRows output rows for all tokens: per tile, each
+// One thread block computes kRows output rows (from row0) for all tokens: per tile, each
 // thread decodes kPiecesPerThread 8-value pieces of every row into registers and dots each with
 // the matching 8 values of x for every token (two float4 reads through the read-only cache,
 // shared by the rows), accumulating per (row, token); a warp-shuffle then shared-memory
-// reduction ends it.
-// kMaxTokens is 1 (decode of one sequence) or kCudaMatvecMaxTokens (num_tokens at run time).
+// reduction ends it. The body of matvec_quant_kernel and of the expert products
+// (expert_matvec_kernel), which give it one expert's matrix per thread block.
 template <typename Unit, int kLoadBytes, int kMaxTokens, int kRows>
-__global__ void __launch_bounds__(kMatvecThreads)
-    matvec_quant_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
-                        int64_t out_features, const float* __restrict__ x, int num_tokens, float* __restrict__ y,
-                        const float* __restrict__ bias) {
-  __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
-
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kRows, out_features);
-  cuda_detail::wait_for_prior_grids();
+__device__ __forceinline__ void matvec_quant_rows(uint8_t* tile, const uint8_t* __restrict__ weight, int64_t row_bytes,
+                                                  int64_t in_features, int64_t out_features, int64_t row0,
+                                                  const float* __restrict__ x, int num_tokens, float* __restrict__ y,
+                                                  const float* __restrict__ bias) {
   const int num_rows = static_cast<int>(out_features - row0 < kRows ? out_features - row0 : kRows);
 
   float acc[kRows][kMaxTokens];
@@ -369,6 +364,21 @@ __global__ void __launch_bounds__(kMatvecThreads)
       });
 
   reduce_and_store<kMaxTokens, kRows>(acc, row0, num_rows, num_tokens, out_features, bias, y);
+}
+
+// kMaxTokens is 1 (decode of one sequence) or kCudaMatvecMaxTokens (num_tokens at run time).
+template <typename Unit, int kLoadBytes, int kMaxTokens, int kRows>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_quant_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t in_features,
+                        int64_t out_features, const float* __restrict__ x, int num_tokens, float* __restrict__ y,
+                        const float* __restrict__ bias) {
+  __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
+
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  cuda_detail::prefetch_rows_l2(weight, row_bytes, row0, kRows, out_features);
+  cuda_detail::wait_for_prior_grids();
+  matvec_quant_rows<Unit, kLoadBytes, kMaxTokens, kRows>(tile, weight, row_bytes, in_features, out_features, row0, x,
+                                                         num_tokens, y, bias);
 }
 
 // ---- One token against int8 activations (MatvecCudaArgs::x_q8): integer dot products.

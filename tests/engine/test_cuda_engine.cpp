@@ -80,6 +80,9 @@ bool has_k_quant_int8_products(const QString& path) {
   return path.endsWith("Q4_K_M.gguf") || path.endsWith("test-llama-Q4_0.gguf");
 }
 
+// Whether the test model has expert layers (the GPU's expert products take f32 activations).
+bool has_experts(const QString& path) { return path.contains("moe-"); }
+
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -198,7 +201,7 @@ class TestCudaEngine : public QObject {
     for (const Family& f :
          {Family{"test-gemma2", "Q8_0", 0}, Family{"test-smollm3", "Q4_0", 0}, Family{"test-olmo2", "F16", 0},
           Family{"test-olmo3", "F16", 4}, Family{"test-qwen3", "Q4_K_M", 0}, Family{"test-granite", "Q8_0", 0},
-          Family{"test-qwen2", "F16", 4}}) {
+          Family{"test-qwen2", "F16", 4}, Family{"test-qwen3moe", "Q4_K_M", 0}, Family{"test-glm4moe", "Q8_0", 0}}) {
       SynthOptions o;
       o.shape = *find_synth_preset(f.shape);
       o.shape.yarn_factor = f.yarn_factor;
@@ -225,10 +228,12 @@ class TestCudaEngine : public QObject {
     check_greedy_tokens(path, 32);
   }
 
-  // The other dense families on the same device: their logits (a token, and a prompt of 40 for
+  // The other families on the same device: their logits (a token, and a prompt of 40 for
   // cuBLAS) and 16 greedy tokens. Gemma 2's soft-capped attention, SmolLM3's layers without RoPE,
   // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms, Granite's multipliers
-  // (residual_scale) and YaRN (both since 2026-12-07), each on another weight type.
+  // (residual_scale) and YaRN (both since 2026-12-07), and experts (since 2026-12-08): qwen3moe's
+  // softmax routing, glm4moe's sigmoid routing with selection biases, scaled weights, a shared
+  // expert and a leading dense layer; each on another weight type.
   void other_families_match_the_cpu_data() { add_model_rows(m_family_models); }
   void other_families_match_the_cpu() {
     QFETCH(QString, path);
@@ -284,11 +289,12 @@ class TestCudaEngine : public QObject {
       // a wrong buffer, layout or kernel is off by far more (and the kernels themselves are
       // checked against exact integer sums in test_cuda_matvec).
       double bound = 1e-2;
-      if (is_k) {
+      if (is_k || (gpu_quantizes && has_experts(path))) {
         // K-quant products round 32-value int8 blocks on the GPU and 256-value ones (q8_K) on
-        // the CPU's fast path, so no CPU path matches: the bound is twice the CPU's own int8
-        // spread (fast against exact), at least 3e-2, and 5e-2 where every Q4_K and Q6_K product
-        // is int8 (up to 8 tokens).
+        // the CPU's fast path, and the experts' products take f32 activations on the GPU and
+        // int8 on the CPU's fast path, so no CPU path matches: the bound is twice the CPU's own
+        // int8 spread (fast against exact), at least 3e-2, and 5e-2 where every Q4_K and Q6_K
+        // product is int8 (up to 8 tokens).
         Result<std::vector<float>> fast = cpu_fast_single->logits_for(prompt), exact = cpu->logits_for(prompt);
         QVERIFY2(fast.is_ok() && exact.is_ok(), (fast.error_message() + exact.error_message()).c_str());
         const double floor = path.endsWith("Q4_K_M.gguf") && length <= 8 ? 5e-2 : 3e-2;

@@ -316,22 +316,42 @@ class TestMoeEngine : public QObject {
     QCOMPARE((*engine)->config().num_layers, int64_t{3});
   }
 
-  void cudaRefusesExpertOps() {
-    // Checked on the host before anything is uploaded, so "auto" falls back to the CPU.
-    const synth::SynthShape* moe = synth::find_synth_preset("qwen3-30b-a3b");
-    QVERIFY(moe != nullptr);
-    const Status s = check_cuda_plan_support(build_forward_plan(synth::shape_config(*moe)));
-    QCOMPARE(s.code(), ErrorCode::Unsupported);
-    QVERIFY2(s.message().find("mixture-of-experts") != std::string::npos, s.message().c_str());
-    QVERIFY2(s.message().find("the CPU runs this model") != std::string::npos, s.message().c_str());
-    const synth::SynthShape* dense = synth::find_synth_preset("qwen3-0.6b");
-    QVERIFY(check_cuda_plan_support(build_forward_plan(synth::shape_config(*dense))).is_ok());
-    // gpt-oss: refused by name for the kernels the device lacks, before the expert ops.
-    const Status oss =
-        check_cuda_plan_support(build_forward_plan(synth::shape_config(*synth::find_synth_preset("gpt-oss-20b"))));
-    QCOMPARE(oss.code(), ErrorCode::Unsupported);
-    QVERIFY2(oss.message().find("attention sinks") != std::string::npos, oss.message().c_str());
-    QVERIFY2(oss.message().find("the CPU runs this model") != std::string::npos, oss.message().c_str());
+  void cudaTakesExpertsItHasKernelsFor() {
+    // Checked on the host before anything is uploaded, so "auto" falls back to the CPU for what
+    // the device lacks. Since 2026-12-08 the device routes experts (softmax, and sigmoid with
+    // selection biases and shared experts); the engine test runs them (test_cuda_engine).
+    auto support = [](const char* preset) {
+      const synth::SynthShape* shape = synth::find_synth_preset(preset);
+      return shape != nullptr ? check_cuda_plan_support(build_forward_plan(synth::shape_config(*shape)))
+                              : make_error(ErrorCode::NotFound, preset);
+    };
+    for (const char* preset : {"qwen3-30b-a3b", "glm-4.5-air", "qwen3-0.6b"}) {
+      const Status s = support(preset);
+      QVERIFY2(s.is_ok(), qPrintable(QString("%1: %2").arg(preset, QString::fromStdString(s.message()))));
+    }
+    // Refused by name, each for a kernel the device lacks, saying the CPU runs it.
+    struct Refusal {
+      const char* preset;
+      const char* names;
+    };
+    for (const Refusal& r : {Refusal{"gpt-oss-20b", "attention sinks"},
+                             Refusal{"deepseek-v2-lite", "multi-head latent attention"}}) {
+      const Status s = support(r.preset);
+      QCOMPARE(s.code(), ErrorCode::Unsupported);
+      QVERIFY2(s.message().find(r.names) != std::string::npos, s.message().c_str());
+      QVERIFY2(s.message().find("the CPU runs this model") != std::string::npos, s.message().c_str());
+    }
+    // DeepSeek V3's group-limited routing, on an otherwise supported shape.
+    ModelConfig grouped = synth::shape_config(*synth::find_synth_preset("qwen3-30b-a3b"));
+    grouped.num_expert_groups = 8;
+    grouped.num_expert_groups_used = 4;
+    const Status g = check_cuda_plan_support(build_forward_plan(grouped));
+    QCOMPARE(g.code(), ErrorCode::Unsupported);
+    QVERIFY2(g.message().find("group-limited expert routing") != std::string::npos, g.message().c_str());
+    // More experts than the routing kernel holds.
+    ModelConfig wide = synth::shape_config(*synth::find_synth_preset("qwen3-30b-a3b"));
+    wide.num_experts = kCudaPlanMaxExperts + 1;
+    QCOMPARE(check_cuda_plan_support(build_forward_plan(wide)).code(), ErrorCode::Unsupported);
   }
 };
 

@@ -2,6 +2,7 @@
 // cuda_emulation_warps/ for test_cuda_matvec_emulated (launches run on CPU fibers).
 #include "dequantize_f16.cu"
 #include "matmul_split_mma.cu"
+#include "experts.cu"
 #include "matvec_cuda.cu"
 #include "matvec_f16.cu"
 #include "matvec_kquants.cu"

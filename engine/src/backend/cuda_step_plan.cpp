@@ -27,6 +27,16 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
   if (c.has_attention_output_gate) return no_kernel("the attention output gate (Qwen 3.5's)");
   if (c.has_layer_attention_shapes()) return no_kernel("layers of different attention shapes (Gemma 4's)");
   if (c.has_value_norm) return no_kernel("normed values (Gemma 4's)");
+  if (c.has_experts()) {
+    if (c.has_parallel_dense_ffn) return no_kernel("experts beside a dense FFN (Gemma 4's)");
+    if (c.num_expert_groups > 1) return no_kernel("group-limited expert routing (DeepSeek V3's)");
+    if (c.has_shared_expert_gate) return no_kernel("the shared expert's gate (Qwen 3.5's)");
+    if (c.num_experts > kCudaPlanMaxExperts || c.num_experts_used > std::min(c.num_experts, kCudaPlanMaxExpertsUsed)) {
+      return no_kernel(std::to_string(c.num_experts) + " experts, " + std::to_string(c.num_experts_used) +
+                       " a token (the routing kernel takes up to " + std::to_string(kCudaPlanMaxExperts) + ", " +
+                       std::to_string(kCudaPlanMaxExpertsUsed) + " a token)");
+    }
+  }
   for (const PlanOp& op : plan.body) {
     switch (op.kind) {
       case PlanOpKind::Concat: return no_kernel("multi-token prediction");
@@ -34,13 +44,6 @@ Status check_cuda_plan_support(const ForwardPlan& plan) {
       case PlanOpKind::PerLayerInputs: return no_kernel("per-layer embeddings (Gemma 4's)");
       case PlanOpKind::LatentKv:
       case PlanOpKind::HeadMatmuls: return no_kernel("multi-head latent attention");
-      case PlanOpKind::ExpertRouting:
-      case PlanOpKind::ExpertMatmuls:
-      case PlanOpKind::ExpertCombine:
-        return make_error(ErrorCode::Unsupported,
-                          "the CUDA backend has no mixture-of-experts kernels (expert routing and expert matmuls of " +
-                              plan.config.architecture_name + " with " + std::to_string(plan.config.num_experts) +
-                              " experts); the CPU runs this model");
       default: break;
     }
   }

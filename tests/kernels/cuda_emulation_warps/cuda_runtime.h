@@ -393,9 +393,9 @@ inline void touch(const void* bytes, int64_t n) {
 // The exchange slots the calling lane uses next (State::exchange: two in turn).
 inline std::vector<uint64_t>& next_exchange_slots() {
   Fiber& fiber = g_state.fibers[g_state.current];
-  std::vector<uint64_t>& slots = g_state.exchange[fiber.exchange_parity];
+  std::vector<uint64_t>& cells = g_state.exchange[fiber.exchange_parity];
   fiber.exchange_parity ^= 1u;
-  return slots;
+  return cells;
 }
 
 // A warp-wide exchange: each lane publishes a value, then reads the one of lane src.
@@ -405,10 +405,10 @@ T exchange(T value, unsigned src_lane) {
   const unsigned t = threadIdx.x;
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  std::vector<uint64_t>& slots = next_exchange_slots();
-  slots[t] = bits;
+  std::vector<uint64_t>& cells = next_exchange_slots();
+  cells[t] = bits;
   wait_at(Wait::Warp);
-  const uint64_t other = slots[(t & ~31u) + (src_lane & 31u)];
+  const uint64_t other = cells[(t & ~31u) + (src_lane & 31u)];
   T result;
   std::memcpy(&result, &other, sizeof(T));
   return result;
@@ -418,10 +418,10 @@ T exchange(T value, unsigned src_lane) {
 // The emulated warp-level matrix instructions (mma_m16n8k16.cuh) are built on it.
 inline void warp_gather(uint64_t value, uint64_t (&all)[32]) {
   const unsigned t = threadIdx.x;
-  std::vector<uint64_t>& slots = next_exchange_slots();
-  slots[t] = value;
+  std::vector<uint64_t>& cells = next_exchange_slots();
+  cells[t] = value;
   wait_at(Wait::Warp);
-  for (unsigned i = 0; i < 32; ++i) all[i] = slots[(t & ~31u) + i];
+  for (unsigned i = 0; i < 32; ++i) all[i] = cells[(t & ~31u) + i];
 }
 
 }  // namespace iwb_emulation

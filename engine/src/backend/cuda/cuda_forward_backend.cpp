@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -121,28 +122,49 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_capacity.vocab_size = c.vocab_size;
   m_logits_chunk_rows = std::min(t, kCudaMaxLogitsChunkRows);
 
-  // f32 activations, each sub-buffer 256-byte aligned (the kernels' vector loads need 16).
+  // f32 activations, each sub-buffer 256-byte aligned (the kernels' vector loads need 16); the
+  // expert layers' buffers are empty for a dense model.
   const auto rows = static_cast<size_t>(t);
   const auto chunk = static_cast<size_t>(m_logits_chunk_rows);
-  const size_t widths[] = {
-      rows * static_cast<size_t>(c.embedding_length),    rows * static_cast<size_t>(c.embedding_length),
-      rows * static_cast<size_t>(c.q_width()),           rows * static_cast<size_t>(c.k_width()),
-      rows * static_cast<size_t>(c.v_width()),           rows * static_cast<size_t>(c.attention_output_width()),
-      rows * static_cast<size_t>(c.embedding_length),    rows * static_cast<size_t>(c.feed_forward_length),
-      rows * static_cast<size_t>(c.feed_forward_length), chunk * static_cast<size_t>(c.embedding_length),
-      chunk * static_cast<size_t>(c.vocab_size)};
-  float** targets[] = {&m_x, &m_xn, &m_q, &m_k, &m_v, &m_attn, &m_proj, &m_gate, &m_up, &m_final, &m_logits};
-  size_t offsets[11];
+  const auto routed = rows * static_cast<size_t>(c.num_experts_used);
+  const auto expert_ff = static_cast<size_t>(c.expert_feed_forward_length);
+  const auto emb = static_cast<size_t>(c.embedding_length);
+  const size_t widths[] = {rows * emb,
+                           rows * emb,
+                           rows * static_cast<size_t>(c.q_width()),
+                           rows * static_cast<size_t>(c.k_width()),
+                           rows * static_cast<size_t>(c.v_width()),
+                           rows * static_cast<size_t>(c.attention_output_width()),
+                           rows * emb,
+                           rows * static_cast<size_t>(c.feed_forward_length),
+                           rows * static_cast<size_t>(c.feed_forward_length),
+                           chunk * emb,
+                           chunk * static_cast<size_t>(c.vocab_size),
+                           rows * static_cast<size_t>(c.num_experts),
+                           routed * expert_ff,
+                           routed * expert_ff,
+                           routed * emb,
+                           rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
+                           rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
+                           routed,
+                           routed};
+  float** targets[] = {&m_x,           &m_xn,          &m_q,           &m_k,           &m_v,
+                       &m_attn,        &m_proj,        &m_gate,        &m_up,          &m_final,
+                       &m_logits,      &m_router_logits, &m_expert_gate, &m_expert_up, &m_expert_out,
+                       &m_shared_gate, &m_shared_up,   &m_expert_weight, reinterpret_cast<float**>(&m_expert_choice)};
+  static_assert(std::size(widths) == std::size(targets));
+  constexpr size_t kBuffers = std::size(widths);
+  size_t offsets[kBuffers];
   size_t total = 0;
-  for (size_t i = 0; i < 11; ++i) {
+  for (size_t i = 0; i < kBuffers; ++i) {
     offsets[i] = total;
-    total += align_up(widths[i] * sizeof(float));
+    total += align_up(widths[i] * sizeof(float));  // int32 choices are as wide as floats
   }
   Result<DeviceBuffer> activations =
       DeviceBuffer::allocate(total, "the activations of a " + std::to_string(t) + "-token step", m_device);
   if (!activations) return activations.status();
   m_activations = std::move(*activations);
-  for (size_t i = 0; i < 11; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
+  for (size_t i = 0; i < kBuffers; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
 
   // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 / Q6_K products): the widest input
   // per token, 16-byte aligned, then one f32 scale per 32 values.

@@ -143,6 +143,10 @@ class CudaForwardBackend final : public ForwardBackend {
   // Records that m_x_q8 now holds x's n tokens as int8 activations, for the next Matmuls op.
   void prepared_q8(const float* x, int64_t n);
   Status matmul_group(const PlanOp& op, const float* x, int64_t n);
+  // cuda_experts.cpp: the expert ops (routing, the experts' products, their weighted sum).
+  Status run_expert_routing(const PlanOp& op, int64_t n);
+  Status run_expert_matmuls(const PlanOp& op, int64_t n);
+  Status run_expert_combine(const PlanOp& op, int64_t n);
 
   // cuda_profiling.cpp: an event pair around each recorded operation.
   bool is_recording() const { return m_recorder.is_active(); }
@@ -181,6 +185,12 @@ class CudaForwardBackend final : public ForwardBackend {
   float *m_x = nullptr, *m_xn = nullptr, *m_q = nullptr, *m_k = nullptr, *m_v = nullptr, *m_attn = nullptr,
         *m_proj = nullptr, *m_gate = nullptr, *m_up = nullptr, *m_final = nullptr, *m_logits = nullptr;
   int64_t m_logits_chunk_rows = 0;  // rows m_final / m_logits hold
+  // Expert layers (none elsewhere): the router's logits [max_tokens x num_experts], each routed
+  // row's (token t's j-th expert: row t * k + j) gate, up and output, the shared experts' gate
+  // and up, and the routing's choice and weights [max_tokens x k] (int32 / f32).
+  float *m_router_logits = nullptr, *m_expert_gate = nullptr, *m_expert_up = nullptr, *m_expert_out = nullptr,
+        *m_shared_gate = nullptr, *m_shared_up = nullptr, *m_expert_weight = nullptr;
+  int32_t* m_expert_choice = nullptr;
   DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
   // What m_x16 holds: the f32 input it was converted from and how many values, within the
   // current Matmuls op (null: none), so q, k and v (gate and up) convert their input once.

@@ -30,13 +30,13 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::Up: return m_up;
     case PlanBuffer::Final: return m_final;
     case PlanBuffer::Logits: return m_logits;
-    case PlanBuffer::RouterLogits:
-    case PlanBuffer::ExpertIn:
-    case PlanBuffer::ExpertGate:
-    case PlanBuffer::ExpertUp:
-    case PlanBuffer::ExpertOut:
-    case PlanBuffer::SharedGate:
-    case PlanBuffer::SharedUp:
+    case PlanBuffer::RouterLogits: return m_router_logits;
+    case PlanBuffer::ExpertIn: return m_xn;  // routed row t * k + j reads token t's normed row
+    case PlanBuffer::ExpertGate: return m_expert_gate;
+    case PlanBuffer::ExpertUp: return m_expert_up;
+    case PlanBuffer::ExpertOut: return m_expert_out;
+    case PlanBuffer::SharedGate: return m_shared_gate;
+    case PlanBuffer::SharedUp: return m_shared_up;
     case PlanBuffer::QLatent:
     case PlanBuffer::KvLatent:
     case PlanBuffer::QHeads:
@@ -56,7 +56,7 @@ float* CudaForwardBackend::buffer(PlanBuffer b) const {
     case PlanBuffer::LinearBeta:
     case PlanBuffer::LinearAlpha:
     case PlanBuffer::LinearOut:
-      break;  // no expert, latent-attention, MTP or recurrent ops on the device
+      break;  // no latent-attention, MTP, Gemma 4 or recurrent ops on the device
               // (check_cuda_plan_support)
   }
   return nullptr;
@@ -111,8 +111,8 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
     // The FFN activation's output as int8 activations too, when the down product reads them.
     const PlanOp* next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
     m_activation_q8 = !is_recording() && ops[i].kind == PlanOpKind::GatedActivation && next != nullptr &&
-                      next->kind == PlanOpKind::Matmuls && buffer(next->input) == m_gate &&
-                      m_config.feed_forward_length % 32 == 0 && products_take_q8(*next, s.num_tokens);
+                      next->kind == PlanOpKind::Matmuls && next->input == ops[i].output &&
+                      ops[i].rows_per_token == 1 && ops[i].width % 32 == 0 && products_take_q8(*next, s.num_tokens);
     IWB_RETURN_IF_ERROR(run_op(ops[i], s, s.num_tokens, 0));
   }
   return {};
@@ -200,12 +200,13 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
     case PlanOpKind::Attention: return run_attention(op, s);
     case PlanOpKind::GatedActivation: {
       IWB_RETURN_IF_ERROR(op_begin());
+      // The dense FFN's, the shared experts' or every routed row's (k a token).
       GatedActivationCudaArgs act;
-      act.gate = m_gate;
-      act.up = m_up;
-      act.output = m_gate;
-      act.num_rows = n;
-      act.row_length = c.feed_forward_length;
+      act.gate = buffer(op.input);
+      act.up = buffer(op.multiplier);
+      act.output = buffer(op.output);
+      act.num_rows = n * op.rows_per_token;
+      act.row_length = op.width;
       act.kind = c.ffn_activation;
       const bool is_q8 = std::exchange(m_activation_q8, false);
       if (is_q8) {
@@ -233,9 +234,9 @@ Status CudaForwardBackend::run_op(const PlanOp& op, const StepShape& s, int64_t 
       IWB_RETURN_IF_ERROR(launched(softcap_cuda(m_logits, n * c.vocab_size, c.final_logit_softcap, stream),
                                    "the logit soft-capping", -1));
       return op_end(op, 0, n);
-    case PlanOpKind::ExpertRouting:
-    case PlanOpKind::ExpertMatmuls:
-    case PlanOpKind::ExpertCombine:
+    case PlanOpKind::ExpertRouting: return run_expert_routing(op, n);
+    case PlanOpKind::ExpertMatmuls: return run_expert_matmuls(op, n);
+    case PlanOpKind::ExpertCombine: return run_expert_combine(op, n);
     case PlanOpKind::LatentKv:
     case PlanOpKind::HeadMatmuls:
     case PlanOpKind::Concat:

@@ -55,7 +55,6 @@ Status CudaForwardBackend::launched(cudaError_t error, const char* what, int64_t
 }
 
 Status CudaForwardBackend::stage_metadata(const FlatBatch& b) {
-  const auto n = static_cast<size_t>(b.tokens.size());
   const auto num_sequences = static_cast<size_t>(b.sequence_lengths.size());
   char* host = m_staging.as<char>();
   // An empty array (no rows sample in a step that only prefills) may have no data pointer, which

@@ -125,7 +125,8 @@ const DeviceMatrix& CudaForwardBackend::product_matrix(const PlanOp& op, int par
   const auto& layer = m_weights.layers[static_cast<size_t>(op.layer)];
   const float* const no_bias = nullptr;
   *bias = plan::layer_bias(layer, p.matrix, no_bias);
-  return plan::layer_matrix(layer, p.matrix);
+  // The router is no layer_matrix (whose host twin sits apart), as on the CPU.
+  return p.matrix == PlanMatrix::FfnGateInp ? layer.ffn_gate_inp : plan::layer_matrix(layer, p.matrix);
 }
 
 bool CudaForwardBackend::can_group_products(const PlanOp& op, int64_t n) const {

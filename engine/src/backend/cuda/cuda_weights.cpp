@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_status.h"
 #include "iwb/kernels/cuda/dequantize_cuda.h"
 #include "iwb/kernels/cuda/embedding_cuda.h"
+#include "iwb/kernels/cuda/experts_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/dequantize.h"
 #include "iwb/kernels/split_blocks.h"
@@ -52,17 +53,37 @@ class Planner {
     DeviceMatrix m{is_usable ? w.type : GgmlType::F16, reinterpret_cast<const void*>(p.offset), w.in_features,
                    w.out_features, p.bytes};
     m.is_split = p.is_split;
-    if (!is_usable) {
-      const std::string type(ggml_type_name(w.type));
-      if (m_converted_types.insert({type, name}).second) {
-        m_conversions->push_back(name + " and every other " + type + " matrix: converted to F16 on upload (no " + type +
-                                 " GPU kernel)");
-      }
-    }
+    if (!is_usable) note_conversion(name, w.type);
     m_pieces.push_back(p);
     largest = std::max(largest, p.num_elements);
     widest = std::max(widest, w.in_features);
     return m;
+  }
+  // An expert tensor: stored where expert_matvec_cuda reads the type, else converted to F16;
+  // experts that sit apart in the file (a stride past their size) are packed together.
+  DeviceExperts experts(const std::string& name, const ExpertMatrices& w) {
+    const bool is_usable = cuda_expert_matvec_supports(w.type);
+    const int64_t elements = w.in_features * w.out_features;
+    const uint64_t stride = is_usable ? w.expert_bytes : static_cast<uint64_t>(elements) * 2;
+    const bool is_packed = w.expert_stride == 0 || w.expert_stride == w.expert_bytes;
+    const uint64_t at = take(stride * static_cast<uint64_t>(w.num_experts));
+    for (int64_t e = 0; e < (is_packed ? 1 : w.num_experts); ++e) {
+      Piece p;
+      p.host = w.expert(e).data;
+      p.source_type = w.type;
+      p.num_elements = elements * (is_packed ? w.num_experts : 1);
+      p.is_converted = !is_usable;
+      p.rows = w.out_features * (is_packed ? w.num_experts : 1);
+      p.in_features = w.in_features;
+      p.bytes = stride * (is_packed ? static_cast<uint64_t>(w.num_experts) : 1);
+      p.offset = at + static_cast<uint64_t>(e) * stride;
+      m_pieces.push_back(p);
+    }
+    if (!is_usable) note_conversion(name, w.type);
+    largest = std::max(largest, elements);
+    widest = std::max(widest, w.in_features);
+    return {is_usable ? w.type : GgmlType::F16, reinterpret_cast<const void*>(at), w.in_features, w.out_features,
+            w.num_experts, stride};
   }
   const float* floats(const std::vector<float>& v) {
     if (v.empty()) return nullptr;
@@ -78,6 +99,13 @@ class Planner {
   int64_t largest = 0, widest = 0;
 
  private:
+  void note_conversion(const std::string& name, GgmlType stored) {
+    const std::string type(ggml_type_name(stored));
+    if (m_converted_types.insert({type, name}).second) {
+      m_conversions->push_back(name + " and every other " + type + " matrix: converted to F16 on upload (no " + type +
+                               " GPU kernel)");
+    }
+  }
   uint64_t take(uint64_t bytes) {
     const uint64_t at = m_total;
     m_total += align_up(bytes);
@@ -107,9 +135,16 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
   // Norm pointers planned as offsets; a null vector stays null (kept apart from offset 0 below).
   std::vector<const float**> float_slots;
   std::vector<DeviceMatrix*> matrix_slots;
+  std::vector<DeviceExperts*> expert_slots;
   auto floats = [&](const float** slot, const std::vector<float>& v) {
     *slot = plan.floats(v);
     if (!v.empty()) float_slots.push_back(slot);
+  };
+  // A layer's matrix; one the layer lacks (an expert layer's dense FFN) stays null.
+  auto matrix = [&](DeviceMatrix* slot, const std::string& name, const WeightMatrix& w) {
+    if (w.data == nullptr) return;
+    *slot = plan.matrix(name, w, false, true);
+    matrix_slots.push_back(slot);
   };
   d.token_embd = plan.matrix("token_embd", weights.token_embd, true, weights.is_output_tied);
   matrix_slots.push_back(&d.token_embd);
@@ -127,11 +162,10 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
     DeviceLayer& l = d.layers[i];
     const std::string blk = "blk." + std::to_string(i) + ".";
     floats(&l.attn_norm, w.attn_norm);
-    l.wq = plan.matrix(blk + "attn_q", w.wq, false, true);
-    l.wk = plan.matrix(blk + "attn_k", w.wk, false, true);
-    l.wv = plan.matrix(blk + "attn_v", w.wv, false, true);
-    l.wo = plan.matrix(blk + "attn_output", w.wo, false, true);
-    for (DeviceMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo}) matrix_slots.push_back(m);
+    matrix(&l.wq, blk + "attn_q", w.wq);
+    matrix(&l.wk, blk + "attn_k", w.wk);
+    matrix(&l.wv, blk + "attn_v", w.wv);
+    matrix(&l.wo, blk + "attn_output", w.wo);
     floats(&l.bq, w.bq);
     floats(&l.bk, w.bk);
     floats(&l.bv, w.bv);
@@ -140,11 +174,26 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
     floats(&l.k_norm, w.k_norm);
     floats(&l.post_attention_norm, w.post_attention_norm);
     floats(&l.ffn_norm, w.ffn_norm);
-    l.ffn_gate = plan.matrix(blk + "ffn_gate", w.ffn_gate, false, true);
-    l.ffn_up = plan.matrix(blk + "ffn_up", w.ffn_up, false, true);
-    l.ffn_down = plan.matrix(blk + "ffn_down", w.ffn_down, false, true);
-    for (DeviceMatrix* m : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) matrix_slots.push_back(m);
+    matrix(&l.ffn_gate, blk + "ffn_gate", w.ffn_gate);
+    matrix(&l.ffn_up, blk + "ffn_up", w.ffn_up);
+    matrix(&l.ffn_down, blk + "ffn_down", w.ffn_down);
     floats(&l.post_ffw_norm, w.post_ffw_norm);
+    if (w.ffn_gate_exps.data != nullptr) {
+      matrix(&l.ffn_gate_inp, blk + "ffn_gate_inp", w.ffn_gate_inp);
+      floats(&l.ffn_gate_inp_b, w.ffn_gate_inp_b);
+      floats(&l.exp_probs_b, w.exp_probs_b);
+      l.ffn_gate_exps = plan.experts(blk + "ffn_gate_exps", w.ffn_gate_exps);
+      l.ffn_up_exps = plan.experts(blk + "ffn_up_exps", w.ffn_up_exps);
+      l.ffn_down_exps = plan.experts(blk + "ffn_down_exps", w.ffn_down_exps);
+      for (DeviceExperts* e : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps}) expert_slots.push_back(e);
+      floats(&l.ffn_gate_exps_b, w.ffn_gate_exps_b);
+      floats(&l.ffn_up_exps_b, w.ffn_up_exps_b);
+      floats(&l.ffn_down_exps_b, w.ffn_down_exps_b);
+      floats(&l.ffn_down_exps_scale, w.ffn_down_exps_scale);
+    }
+    matrix(&l.ffn_gate_shexp, blk + "ffn_gate_shexp", w.ffn_gate_shexp);
+    matrix(&l.ffn_up_shexp, blk + "ffn_up_shexp", w.ffn_up_shexp);
+    matrix(&l.ffn_down_shexp, blk + "ffn_down_shexp", w.ffn_down_shexp);
   }
   (void)config;
 
@@ -157,6 +206,7 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
   const auto base = reinterpret_cast<uintptr_t>(d.buffer.data());
   for (const float** slot : float_slots) *slot = relocate(*slot, base);
   for (DeviceMatrix* m : matrix_slots) m->data = relocate(m->data, base);
+  for (DeviceExperts* e : expert_slots) e->data = relocate(e->data, base);
 
   // Copies: stored bytes straight from the file mapping; conversions through f32 on the host.
   std::vector<float> f32;

@@ -28,6 +28,17 @@ struct DeviceMatrix {
   bool is_split = false;
 };
 
+// A mixture-of-experts layer's expert tensor on the device: every expert's matrix as stored
+// (never the split layout: expert_matvec_cuda reads GGUF rows), expert e's at data + e * stride.
+struct DeviceExperts {
+  GgmlType type = GgmlType::F32;
+  const void* data = nullptr;
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  int64_t num_experts = 0;
+  uint64_t stride = 0;  // bytes of one expert's matrix
+};
+
 struct DeviceLayer {
   const float* attn_norm = nullptr;
   DeviceMatrix wq, wk, wv, wo;
@@ -37,6 +48,15 @@ struct DeviceLayer {
   const float* ffn_norm = nullptr;
   DeviceMatrix ffn_gate, ffn_up, ffn_down;
   const float* post_ffw_norm = nullptr;  // gemma3
+  // Expert layers: the router (its bias, glm4moe's selection bias), the experts (gpt-oss's
+  // per-expert down biases, per-expert output scales) and the shared experts (glm4moe's).
+  DeviceMatrix ffn_gate_inp;
+  const float* ffn_gate_inp_b = nullptr;
+  const float* exp_probs_b = nullptr;
+  DeviceExperts ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+  const float *ffn_gate_exps_b = nullptr, *ffn_up_exps_b = nullptr, *ffn_down_exps_b = nullptr;
+  const float* ffn_down_exps_scale = nullptr;
+  DeviceMatrix ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 };
 
 struct DeviceWeights {

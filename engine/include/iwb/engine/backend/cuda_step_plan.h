@@ -61,9 +61,14 @@ std::vector<RowChunk> logits_row_chunks(int64_t num_rows, int64_t chunk_rows);
 // (`pdl_env`, null when unset) is "0": the two side by side in benchmarks.
 bool cuda_may_launch_programmatically(int compute_capability_major, const char* pdl_env);
 
+// Most experts, and most chosen per token, the device's routing takes (experts_cuda.h's
+// kCudaMaxExperts and kCudaMaxExpertsUsed; cuda_experts.cpp checks they agree).
+inline constexpr int64_t kCudaPlanMaxExperts = 512;
+inline constexpr int64_t kCudaPlanMaxExpertsUsed = 32;
+
 // Whether the CUDA backend runs every op of `plan`: an Unsupported error naming what it lacks
-// otherwise (mixture-of-experts ops: it has no expert kernels), which the engine's "auto"
-// device turns into a fallback to the CPU, before any weight is uploaded.
+// otherwise (gpt-oss's attention sinks, latent attention, Gemma 4's and Qwen 3.5's layers, ...),
+// which the engine's "auto" device turns into a fallback to the CPU, before any weight is uploaded.
 Status check_cuda_plan_support(const ForwardPlan& plan);
 
 }  // namespace iwb
