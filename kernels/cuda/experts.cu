@@ -161,8 +161,48 @@ __global__ void __launch_bounds__(kMatvecThreads)
       x + (r / x_row_divisor) * in_features, 1, y + r * out_features, bias != nullptr ? bias + e * out_features : nullptr);
 }
 
+// Thread block (x, y): output rows 2x, 2x + 1 of group first_group + y (past the step's groups:
+// nothing), up to kCudaExpertGroupRows contiguous rows of one expert.
+template <typename Unit, int kLoadBytes>
+__global__ void __launch_bounds__(kMatvecThreads)
+    expert_group_matvec_kernel(const uint8_t* __restrict__ weights, uint64_t expert_stride, int64_t num_experts,
+                               int64_t row_bytes, int64_t in_features, int64_t out_features,
+                               const int32_t* __restrict__ groups, const int32_t* __restrict__ num_groups,
+                               int64_t first_group, const float* __restrict__ x, float* __restrict__ y,
+                               const float* __restrict__ bias) {
+  constexpr int kGroupRows = static_cast<int>(kCudaExpertGroupRows);
+  static_assert(kGroupRows == kCudaMatvecMaxTokens, "a group is one several-token product");
+  __shared__ __align__(16) uint8_t tile[kRows * kTileBytes<Unit>];
+  cuda_detail::wait_for_prior_grids();
+  const int64_t g = first_group + blockIdx.y;
+  if (g >= *num_groups) return;  // the whole block
+  int64_t e = groups[3 * g];
+  if (e < 0 || e >= num_experts) e = 0;
+  const int64_t first = groups[3 * g + 1];
+  const int count = groups[3 * g + 2];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  cuda_matvec::matvec_quant_rows<Unit, kLoadBytes, kGroupRows, kRows>(
+      tile, weights + static_cast<uint64_t>(e) * expert_stride, row_bytes, in_features, out_features, row0,
+      x + first * in_features, count, y + first * out_features, bias != nullptr ? bias + e * out_features : nullptr);
+}
+
+template <typename Unit, int kLoadBytes>
+cudaError_t launch_expert_group_variant(const ExpertMatvecCudaArgs& a, int64_t row_bytes, cudaStream_t stream) {
+  const auto kernel = expert_group_matvec_kernel<Unit, kLoadBytes>;
+  const auto row_blocks = static_cast<unsigned>((a.out_features + kRows - 1) / kRows);
+  for (int64_t first = 0; first < a.max_groups; first += cuda_detail::kMaxGridYZ) {
+    const auto count = static_cast<unsigned>(std::min<int64_t>(cuda_detail::kMaxGridYZ, a.max_groups - first));
+    IWB_LAUNCH(kernel, dim3(row_blocks, count), dim3(kMatvecThreads), 0, stream,
+               static_cast<const uint8_t*>(a.weights), a.expert_stride, a.num_experts, row_bytes, a.in_features,
+               a.out_features, a.groups, a.num_groups, first, a.x, a.y, a.bias);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 template <typename Unit, int kLoadBytes>
 cudaError_t launch_expert_variant(const ExpertMatvecCudaArgs& a, int64_t row_bytes, cudaStream_t stream) {
+  if (a.groups != nullptr) return launch_expert_group_variant<Unit, kLoadBytes>(a, row_bytes, stream);
   const auto kernel = expert_matvec_kernel<Unit, kLoadBytes>;
   const auto row_blocks = static_cast<unsigned>((a.out_features + kRows - 1) / kRows);
   for (int64_t first = 0; first < a.num_routed; first += cuda_detail::kMaxGridYZ) {
@@ -186,6 +226,57 @@ cudaError_t launch_expert_matvec(const ExpertMatvecCudaArgs& a, int64_t row_byte
   }
 }
 
+// ---- Grouping: counts per expert, the group table, then each expert's rows in token order.
+
+inline constexpr int kGroupThreads = static_cast<int>(kCudaMaxExperts);  // a thread per expert
+
+__global__ void __launch_bounds__(kGroupThreads) group_expert_rows_kernel(ExpertGroupsCudaArgs a) {
+  __shared__ int counts[kCudaMaxExperts];
+  __shared__ int next_row[kCudaMaxExperts];
+  __shared__ int chunk[kGroupThreads];
+  cuda_detail::wait_for_prior_grids();
+  const int tid = static_cast<int>(threadIdx.x);
+  const int num_experts = static_cast<int>(a.num_experts);
+  const auto expert_of = [&](int64_t r) {
+    const int e = a.choice[r];
+    return e >= 0 && e < num_experts ? e : 0;  // as the products read it
+  };
+  if (tid < num_experts) counts[tid] = 0;
+  __syncthreads();
+  for (int64_t r = tid; r < a.num_routed; r += kGroupThreads) atomicAdd(&counts[expert_of(r)], 1);
+  __syncthreads();
+  if (tid == 0) {
+    int row = 0, g = 0;
+    for (int e = 0; e < num_experts; ++e) {
+      next_row[e] = row;
+      for (int s = 0; s < counts[e]; s += static_cast<int>(kCudaExpertGroupRows)) {
+        a.groups[3 * g] = e;
+        a.groups[3 * g + 1] = row + s;
+        const int rows = counts[e] - s;
+        a.groups[3 * g + 2] = rows < static_cast<int>(kCudaExpertGroupRows) ? rows : static_cast<int>(kCudaExpertGroupRows);
+        ++g;
+      }
+      row += counts[e];
+    }
+    *a.num_groups = g;
+  }
+  // Thread e places expert e's rows, a chunk of routed rows at a time through shared memory.
+  for (int64_t base = 0; base < a.num_routed; base += kGroupThreads) {
+    __syncthreads();
+    if (base + tid < a.num_routed) chunk[tid] = expert_of(base + tid);
+    __syncthreads();
+    if (tid < num_experts) {
+      const int n = static_cast<int>(a.num_routed - base < kGroupThreads ? a.num_routed - base : kGroupThreads);
+      for (int i = 0; i < n; ++i) {
+        if (chunk[i] != tid) continue;
+        const int p = next_row[tid]++;
+        a.position[base + i] = p;
+        a.source_row[p] = static_cast<int32_t>((base + i) / a.x_row_divisor);
+      }
+    }
+  }
+}
+
 // ---- The weighted sum: a thread per output value, the experts in their order.
 
 inline constexpr int kCombineThreads = 128;
@@ -200,7 +291,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_experts_kernel(Combin
   for (int64_t j = 0; j < a.num_used; ++j) {
     const int64_t r = t * a.num_used + j;
     const float w = a.weight[r] * (a.expert_scales != nullptr ? a.expert_scales[a.choice[r]] : 1.0f);
-    sum += w * a.expert_out[r * a.width + i];
+    const int64_t row = a.expert_rows != nullptr ? a.expert_rows[r] : r;
+    sum += w * a.expert_out[row * a.width + i];
   }
   *y = sum;
 }
@@ -227,6 +319,29 @@ cudaError_t route_experts_cuda(const RouteExpertsCudaArgs& a, cudaStream_t strea
   const auto blocks =
       static_cast<unsigned>((a.num_tokens + cuda_experts::kRouteWarps - 1) / cuda_experts::kRouteWarps);
   IWB_LAUNCH(cuda_experts::route_experts_kernel, dim3(blocks), dim3(32 * cuda_experts::kRouteWarps), 0, stream, a);
+  return cudaGetLastError();
+}
+
+cudaError_t group_expert_rows_cuda_check(const ExpertGroupsCudaArgs& a) {
+  if (a.choice == nullptr || a.position == nullptr || a.source_row == nullptr || a.groups == nullptr ||
+      a.num_groups == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.num_routed < 0 || a.num_routed > (int64_t{1} << 30) || a.num_experts < 1 || a.num_experts > kCudaMaxExperts ||
+      a.x_row_divisor < 1 || a.max_groups < cuda_expert_max_groups(a.num_routed, a.num_experts)) {
+    return cudaErrorInvalidValue;
+  }
+  for (const void* p : {static_cast<const void*>(a.choice), static_cast<const void*>(a.position),
+                        static_cast<const void*>(a.source_row), static_cast<const void*>(a.groups),
+                        static_cast<const void*>(a.num_groups)}) {
+    if (!cuda_experts::is_aligned(p, 4)) return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t group_expert_rows_cuda(const ExpertGroupsCudaArgs& a, cudaStream_t stream) {
+  if (const cudaError_t e = group_expert_rows_cuda_check(a); e != cudaSuccess) return e;
+  IWB_LAUNCH(cuda_experts::group_expert_rows_kernel, dim3(1), dim3(cuda_experts::kGroupThreads), 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -257,7 +372,15 @@ cudaError_t expert_matvec_cuda_check(const ExpertMatvecCudaArgs& a) {
   if (a.num_experts < 1 || a.num_routed < 0 || a.num_routed > kMaxDim || a.x_row_divisor < 1) {
     return cudaErrorInvalidValue;
   }
-  if (a.weights == nullptr || a.choice == nullptr || a.x == nullptr || a.y == nullptr) return cudaErrorInvalidValue;
+  const bool is_grouped = a.groups != nullptr;
+  if (a.weights == nullptr || (!is_grouped && a.choice == nullptr) || a.x == nullptr || a.y == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (is_grouped && (a.num_groups == nullptr || a.x_row_divisor != 1 || a.max_groups < 0 ||
+                     a.max_groups > kMaxDim || !cuda_experts::is_aligned(a.groups, 4) ||
+                     !cuda_experts::is_aligned(a.num_groups, 4))) {
+    return cudaErrorInvalidValue;
+  }
   const auto row_bytes = static_cast<int64_t>(ggml_row_bytes(a.type, a.in_features).value_or(0));
   if (a.expert_stride < static_cast<uint64_t>(row_bytes * a.out_features)) return cudaErrorInvalidValue;
   if (expert_load_bytes(a, row_bytes) == 0 || !cuda_experts::is_aligned(a.x, 16) || !cuda_experts::is_aligned(a.y, 4) ||
@@ -307,7 +430,7 @@ cudaError_t combine_experts_cuda_check(const CombineExpertsCudaArgs& a) {
   if (a.num_tokens * width_blocks > cuda_detail::kMaxGridX) return cudaErrorInvalidValue;
   for (const void* p : {static_cast<const void*>(a.expert_out), static_cast<const void*>(a.choice),
                         static_cast<const void*>(a.weight), static_cast<const void*>(a.expert_scales),
-                        static_cast<const void*>(a.y)}) {
+                        static_cast<const void*>(a.expert_rows), static_cast<const void*>(a.y)}) {
     if (!cuda_experts::is_aligned(p, 4)) return cudaErrorInvalidValue;
   }
   return cudaSuccess;

@@ -75,6 +75,59 @@ Routing route_reference(const std::vector<float>& logits, const std::vector<floa
   return out;
 }
 
+struct Grouping {
+  std::vector<int32_t> position, source_row, groups;  // groups: expert, first row, rows
+  int32_t num_groups = 0;
+};
+
+// The CPU's order (experts ascending, tokens in order within an expert), cut into groups.
+Grouping group_reference(const std::vector<int32_t>& choice, int64_t experts, int64_t divisor) {
+  Grouping out;
+  out.position.resize(choice.size());
+  out.source_row.resize(choice.size());
+  int32_t row = 0;
+  for (int32_t e = 0; e < experts; ++e) {
+    const int32_t first = row;
+    for (size_t r = 0; r < choice.size(); ++r) {
+      if (choice[r] != e) continue;
+      out.position[r] = row;
+      out.source_row[static_cast<size_t>(row)] = static_cast<int32_t>(static_cast<int64_t>(r) / divisor);
+      ++row;
+    }
+    for (int32_t s = first; s < row; s += static_cast<int32_t>(kCudaExpertGroupRows)) {
+      out.groups.insert(out.groups.end(), {e, s, std::min<int32_t>(static_cast<int32_t>(kCudaExpertGroupRows), row - s)});
+      ++out.num_groups;
+    }
+  }
+  return out;
+}
+
+// group_expert_rows_cuda on the device, its outputs downloaded.
+struct DeviceGrouping {
+  DeviceBuffer<int32_t> position, source_row, groups, num_groups;
+  int64_t max_groups = 0;
+  DeviceGrouping(const DeviceBuffer<int32_t>& choice, int64_t routed, int64_t experts, int64_t divisor)
+      : position(static_cast<size_t>(routed)),
+        source_row(static_cast<size_t>(routed)),
+        groups(static_cast<size_t>(3 * cuda_expert_max_groups(routed, experts))),
+        num_groups(1),
+        max_groups(cuda_expert_max_groups(routed, experts)) {
+    ExpertGroupsCudaArgs a;
+    a.choice = choice.get();
+    a.num_routed = routed;
+    a.num_experts = experts;
+    a.x_row_divisor = divisor;
+    a.position = position.get();
+    a.source_row = source_row.get();
+    a.groups = groups.get();
+    a.num_groups = num_groups.get();
+    a.max_groups = max_groups;
+    status = group_expert_rows_cuda(a, nullptr);
+    if (status == cudaSuccess) status = cudaDeviceSynchronize();
+  }
+  cudaError_t status = cudaSuccess;
+};
+
 std::vector<uint8_t> expert_weights(GgmlType type, int64_t experts, int64_t rows, int64_t cols, std::mt19937& rng) {
   return iwb::test::random_tensor_bytes(type, experts * rows, cols, rng, 0.05f);
 }
@@ -244,6 +297,35 @@ class TestCudaExperts : public QObject {
                                 .arg(sum, 0, 'g', 9)));
       }
     }
+    // Grouped (the rows of an expert together, up to 8 a product): each row bit for bit as above.
+    {
+      DeviceGrouping grouping(d_choice, routed, experts, divisor);
+      QCOMPARE(grouping.status, cudaSuccess);
+      const std::vector<int32_t> position = grouping.position.download(), source = grouping.source_row.download();
+      std::vector<float> grouped_x(static_cast<size_t>(routed * in_features));
+      for (int64_t p = 0; p < routed; ++p) {
+        std::copy_n(x.begin() + source[static_cast<size_t>(p)] * in_features, in_features,
+                    grouped_x.begin() + p * in_features);
+      }
+      DeviceBuffer<float> d_gx(grouped_x), d_gy(static_cast<size_t>(routed * out_features));
+      QCOMPARE(d_gy.poison(), cudaSuccess);
+      ExpertMatvecCudaArgs g = a;
+      g.choice = nullptr;
+      g.x = d_gx.get();
+      g.x_row_divisor = 1;
+      g.y = d_gy.get();
+      g.groups = grouping.groups.get();
+      g.num_groups = grouping.num_groups.get();
+      g.max_groups = grouping.max_groups;
+      QCOMPARE(expert_matvec_cuda(g, nullptr), cudaSuccess);
+      QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> grouped = d_gy.download();
+      for (int64_t r = 0; r < routed; ++r) {
+        QVERIFY2(std::equal(got.begin() + r * out_features, got.begin() + (r + 1) * out_features,
+                            grouped.begin() + position[static_cast<size_t>(r)] * out_features),
+                 qPrintable(QString("routed row %1 differs when grouped (at row %2)").arg(r).arg(position[r])));
+      }
+    }
     // The quantized types run matvec_cuda's kernel body: each routed row is its product of the
     // chosen expert, bit for bit.
     if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) return;
@@ -267,15 +349,49 @@ class TestCudaExperts : public QObject {
     }
   }
 
+  void grouping_matches_reference_data() {
+    QTest::addColumn<int>("experts");
+    QTest::addColumn<int>("routed");
+    QTest::addColumn<int>("divisor");
+    QTest::addColumn<bool>("skewed");
+    QTest::newRow("5 experts, 37 rows of 3 a token") << 5 << 37 << 3 << false;
+    QTest::newRow("130 experts, 600 rows (two chunks)") << 130 << 600 << 8 << false;
+    QTest::newRow("one hot expert of 8 (groups cut at 8 rows)") << 8 << 203 << 1 << true;
+    QTest::newRow("512 experts, one row") << 512 << 1 << 1 << false;
+  }
+  void grouping_matches_reference() {
+    QFETCH(int, experts);
+    QFETCH(int, routed);
+    QFETCH(int, divisor);
+    QFETCH(bool, skewed);
+    std::mt19937 rng(static_cast<uint32_t>(experts + routed));
+    std::vector<int32_t> choice(static_cast<size_t>(routed));
+    for (int32_t& c : choice) c = skewed && rng() % 4 != 0 ? 3 : static_cast<int32_t>(rng() % experts);
+    const Grouping want = group_reference(choice, experts, divisor);
+    DeviceBuffer<int32_t> d_choice(choice);
+    DeviceGrouping got(d_choice, routed, experts, divisor);
+    QCOMPARE(got.status, cudaSuccess);
+    QCOMPARE(got.num_groups.download()[0], want.num_groups);
+    QVERIFY(want.num_groups <= got.max_groups);
+    QCOMPARE(got.position.download(), want.position);
+    QCOMPARE(got.source_row.download(), want.source_row);
+    std::vector<int32_t> groups = got.groups.download();
+    groups.resize(want.groups.size());
+    QCOMPARE(groups, want.groups);
+  }
+
   void combine_matches_reference_data() {
     QTest::addColumn<bool>("with_scales");
     QTest::addColumn<bool>("accumulating");
-    QTest::newRow("weights only") << false << false;
-    QTest::newRow("per-expert scales, added to shared experts' output") << true << true;
+    QTest::addColumn<bool>("grouped");
+    QTest::newRow("weights only") << false << false << false;
+    QTest::newRow("per-expert scales, added to shared experts' output") << true << true << false;
+    QTest::newRow("grouped rows") << true << false << true;
   }
   void combine_matches_reference() {
     QFETCH(bool, with_scales);
     QFETCH(bool, accumulating);
+    QFETCH(bool, grouped);
     const int64_t tokens = 5, k = 3, width = 130, experts = 4;
     std::mt19937 rng(5);
     const std::vector<float> out = iwb::test::random_floats(static_cast<size_t>(tokens * k * width), rng);
@@ -284,6 +400,10 @@ class TestCudaExperts : public QObject {
     const std::vector<float> y0 = iwb::test::random_floats(static_cast<size_t>(tokens * width), rng);
     std::vector<int32_t> choice(static_cast<size_t>(tokens * k));
     for (int32_t& c : choice) c = static_cast<int32_t>(rng() % experts);
+    // Grouped: routed row r's output sits at row rows[r] (a permutation).
+    std::vector<int32_t> rows(static_cast<size_t>(tokens * k));
+    std::iota(rows.begin(), rows.end(), 0);
+    if (grouped) std::shuffle(rows.begin(), rows.end(), rng);
     std::vector<float> want(static_cast<size_t>(tokens * width));
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t i = 0; i < width; ++i) {
@@ -291,15 +411,16 @@ class TestCudaExperts : public QObject {
         for (int64_t j = 0; j < k; ++j) {
           const auto r = static_cast<size_t>(t * k + j);
           const float w = weight[r] * (with_scales ? scales[static_cast<size_t>(choice[r])] : 1.0f);
-          sum += w * out[r * width + static_cast<size_t>(i)];
+          sum += w * out[static_cast<size_t>(rows[r]) * width + static_cast<size_t>(i)];
         }
         want[static_cast<size_t>(t * width + i)] = sum;
       }
     }
     DeviceBuffer<float> d_out(out), d_weight(weight), d_scales(scales), d_y(y0);
-    DeviceBuffer<int32_t> d_choice(choice);
+    DeviceBuffer<int32_t> d_choice(choice), d_rows(rows);
     CombineExpertsCudaArgs a;
     a.expert_out = d_out.get();
+    a.expert_rows = grouped ? d_rows.get() : nullptr;
     a.choice = d_choice.get();
     a.weight = d_weight.get();
     a.expert_scales = with_scales ? d_scales.get() : nullptr;
@@ -360,6 +481,20 @@ class TestCudaExperts : public QObject {
     wrong = m;
     wrong.type = GgmlType::Q2_K;  // no kernel
     QCOMPARE(expert_matvec_cuda_check(wrong), cudaErrorInvalidValue);
+
+    ExpertGroupsCudaArgs g;
+    g.choice = choice.get();
+    g.num_routed = 20;
+    g.num_experts = 8;
+    g.position = choice.get() + 20;
+    g.source_row = choice.get() + 40;
+    g.groups = reinterpret_cast<int32_t*>(weight.get());
+    g.num_groups = reinterpret_cast<int32_t*>(weight.get()) + 60;
+    g.max_groups = cuda_expert_max_groups(20, 8);
+    QCOMPARE(g.max_groups, int64_t{3 + 8});
+    QCOMPARE(group_expert_rows_cuda_check(g), cudaSuccess);
+    g.max_groups -= 1;  // a table too small for the worst case
+    QCOMPARE(group_expert_rows_cuda(g, nullptr), cudaErrorInvalidValue);
 
     CombineExpertsCudaArgs c;
     c.expert_out = x.get();

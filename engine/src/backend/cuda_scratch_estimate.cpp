@@ -20,17 +20,21 @@ uint64_t estimate_cuda_scratch_bytes(const ModelHyperParams& h, int64_t max_batc
   const auto attn_out = static_cast<uint64_t>(h.head_count * h.value_length);
   const auto vocab = static_cast<uint64_t>(h.vocab_size);
   // Expert layers: the router's logits, each routed row's gate, up and output, the shared
-  // experts' gate and up, the routing's choices and weights.
+  // experts' gate and up, the routing's choices and weights; the grouping's rows, places and
+  // group table (cuda_expert_max_groups: a group of 8 rows, or one per expert).
   const auto routed = t * static_cast<uint64_t>(h.expert_used_count);
   const auto expert_ff = static_cast<uint64_t>(h.expert_feed_forward_length);
   const auto shared = static_cast<uint64_t>(h.expert_shared_feed_forward_length > 0
                                                 ? h.expert_shared_feed_forward_length
                                                 : h.expert_shared_count * h.expert_feed_forward_length);
+  const uint64_t max_groups =
+      h.expert_count > 0 ? (routed + 7) / 8 + std::min<uint64_t>(static_cast<uint64_t>(h.expert_count), routed) : 0;
   // The f32 activations, one 256-byte aligned buffer each (as allocated).
   const uint64_t widths[] = {t * emb,      t * emb,      t * q,       t * k,      t * v,
                              t * attn_out, t * emb,      t * ffn,     t * ffn,    chunk * emb,
                              chunk * vocab, t * static_cast<uint64_t>(h.expert_count), routed * expert_ff,
-                             routed * expert_ff, routed * emb, t * shared, t * shared, routed, routed};
+                             routed * expert_ff, routed * emb, t * shared, t * shared, routed, routed,
+                             routed * emb, routed, routed, 3 * max_groups, h.expert_count > 0 ? 1u : 0u};
   uint64_t bytes = 0;
   for (const uint64_t w : widths) bytes += align_256(w * 4);
   // int8 activations of up to kCudaMatvecTokens tokens (the split-layout products) and their scales.

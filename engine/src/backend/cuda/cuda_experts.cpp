@@ -1,12 +1,14 @@
 // The expert ops of the forward plan on the device (routing, the experts' products, their
-// weighted sum), as CpuExperts and CpuForward::run_expert_matmuls compute them on the CPU. The
-// CPU groups each expert's rows to multiply them together; here every routed row (token t's
-// j-th expert: row t * k + j) is its own one-token product, whose thread blocks find their
-// expert in the device's choice, so nothing comes back to the host and a decode step with
-// experts is captured into a graph like a dense one.
+// weighted sum), as CpuExperts and CpuForward::run_expert_matmuls compute them on the CPU.
+// Nothing comes back to the host: the products' thread blocks find their expert in the
+// device's choice, so a decode step with experts is captured into a graph like a dense one.
+// One token's k routed rows (token t's j-th expert: row t * k + j) are k one-row products; a
+// step of several tokens groups the rows by expert first (the CPU's order), so that up to 8
+// rows of an expert share each read of its matrix.
 #include "backend/cuda/cuda_forward_backend.h"
 
 #include "iwb/engine/backend/cuda_step_plan.h"
+#include "iwb/kernels/cuda/elementwise_cuda.h"
 #include "iwb/kernels/cuda/experts_cuda.h"
 #include "plan/plan_weights.h"
 
@@ -35,6 +37,27 @@ Status CudaForwardBackend::run_expert_routing(const PlanOp& op, int64_t n) {
   r.choice = m_expert_choice;
   r.weight = m_expert_weight;
   IWB_RETURN_IF_ERROR(launched(route_experts_cuda(r, m_stream.get()), "the expert routing", op.layer));
+  // Several tokens: their rows grouped by expert, so the products read an expert's matrix once
+  // for up to 8 of its rows (one token's k rows all go to different experts: nothing to share).
+  m_experts_grouped = n > 1;
+  if (m_experts_grouped) {
+    const int64_t routed = n * c.num_experts_used;
+    ExpertGroupsCudaArgs g;
+    g.choice = m_expert_choice;
+    g.num_routed = routed;
+    g.num_experts = c.num_experts;
+    g.x_row_divisor = c.num_experts_used;
+    g.position = m_expert_position;
+    g.source_row = m_expert_source;
+    g.groups = m_expert_groups;
+    g.num_groups = m_expert_group_count;
+    g.max_groups = cuda_expert_max_groups(routed, c.num_experts);
+    IWB_RETURN_IF_ERROR(
+        launched(group_expert_rows_cuda(g, m_stream.get()), "grouping the routed rows by expert", op.layer));
+    IWB_RETURN_IF_ERROR(launched(
+        gather_rows_cuda(m_xn, c.embedding_length, m_expert_source, routed, m_expert_in, m_stream.get()),
+        "copying the routed rows into expert order", op.layer));
+  }
   return op_end(op, 0, n);
 }
 
@@ -53,13 +76,20 @@ Status CudaForwardBackend::run_expert_matmuls(const PlanOp& op, int64_t n) {
     a.num_experts = w.num_experts;
     a.in_features = w.in_features;
     a.out_features = w.out_features;
-    a.choice = m_expert_choice;
     a.num_routed = n * k;
-    a.x = buffer(op.input);
-    // gate and up read each token's row once per chosen expert; down reads each routed row.
-    a.x_row_divisor = op.input == PlanBuffer::ExpertIn ? k : 1;
     a.y = buffer(p.output);
     a.bias = plan::layer_expert_bias(l, p.matrix, no_bias);
+    if (m_experts_grouped) {  // every row in expert order (gate and up: the copies of the tokens' rows)
+      a.x = op.input == PlanBuffer::ExpertIn ? m_expert_in : buffer(op.input);
+      a.groups = m_expert_groups;
+      a.num_groups = m_expert_group_count;
+      a.max_groups = cuda_expert_max_groups(a.num_routed, w.num_experts);
+    } else {
+      a.choice = m_expert_choice;
+      a.x = buffer(op.input);
+      // gate and up read each token's row once per chosen expert; down reads each routed row.
+      a.x_row_divisor = op.input == PlanBuffer::ExpertIn ? k : 1;
+    }
     IWB_RETURN_IF_ERROR(
         launched(expert_matvec_cuda(a, m_stream.get()), (std::string("the ") + p.name + " products").c_str(), op.layer));
     IWB_RETURN_IF_ERROR(op_end(op, i, n));
@@ -72,6 +102,7 @@ Status CudaForwardBackend::run_expert_combine(const PlanOp& op, int64_t n) {
   IWB_RETURN_IF_ERROR(op_begin());
   CombineExpertsCudaArgs a;
   a.expert_out = buffer(op.input);
+  a.expert_rows = m_experts_grouped ? m_expert_position : nullptr;
   a.choice = m_expert_choice;
   a.weight = m_expert_weight;
   a.expert_scales = l.ffn_down_exps_scale;

@@ -8,6 +8,7 @@
 #include "iwb/engine/backend/cuda_scratch_estimate.h"
 #include "iwb/engine/backend/cuda_step_plan.h"
 #include "iwb/engine/backend/device_info.h"
+#include "iwb/kernels/cuda/experts_cuda.h"
 #include "iwb/kernels/cuda/kv_cache_cuda.h"
 #include "iwb/kernels/cuda/matvec_cuda.h"
 #include "iwb/kernels/cuda/paged_attention_cuda.h"
@@ -127,6 +128,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   const auto rows = static_cast<size_t>(t);
   const auto chunk = static_cast<size_t>(m_logits_chunk_rows);
   const auto routed = rows * static_cast<size_t>(c.num_experts_used);
+  m_expert_max_groups = c.has_experts() ? cuda_expert_max_groups(static_cast<int64_t>(routed), c.num_experts) : 0;
   const auto expert_ff = static_cast<size_t>(c.expert_feed_forward_length);
   const auto emb = static_cast<size_t>(c.embedding_length);
   const size_t widths[] = {rows * emb,
@@ -147,11 +149,19 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
                            rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
                            rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
                            routed,
-                           routed};
+                           routed,
+                           routed * emb,
+                           routed,
+                           routed,
+                           3 * static_cast<size_t>(m_expert_max_groups),
+                           c.has_experts() ? size_t{1} : 0};
   float** targets[] = {&m_x,           &m_xn,          &m_q,           &m_k,           &m_v,
                        &m_attn,        &m_proj,        &m_gate,        &m_up,          &m_final,
                        &m_logits,      &m_router_logits, &m_expert_gate, &m_expert_up, &m_expert_out,
-                       &m_shared_gate, &m_shared_up,   &m_expert_weight, reinterpret_cast<float**>(&m_expert_choice)};
+                       &m_shared_gate, &m_shared_up,   &m_expert_weight, reinterpret_cast<float**>(&m_expert_choice),
+                       &m_expert_in, reinterpret_cast<float**>(&m_expert_position),
+                       reinterpret_cast<float**>(&m_expert_source), reinterpret_cast<float**>(&m_expert_groups),
+                       reinterpret_cast<float**>(&m_expert_group_count)};
   static_assert(std::size(widths) == std::size(targets));
   constexpr size_t kBuffers = std::size(widths);
   size_t offsets[kBuffers];

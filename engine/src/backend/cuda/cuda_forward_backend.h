@@ -191,6 +191,14 @@ class CudaForwardBackend final : public ForwardBackend {
   float *m_router_logits = nullptr, *m_expert_gate = nullptr, *m_expert_up = nullptr, *m_expert_out = nullptr,
         *m_shared_gate = nullptr, *m_shared_up = nullptr, *m_expert_weight = nullptr;
   int32_t* m_expert_choice = nullptr;
+  // Steps of several tokens group the routed rows by expert (group_expert_rows_cuda): each
+  // routed row's place in that order, each place's token row, the group table and its length,
+  // and the tokens' normed rows copied into that order. m_experts_grouped: this layer's are.
+  float* m_expert_in = nullptr;
+  int32_t *m_expert_position = nullptr, *m_expert_source = nullptr, *m_expert_groups = nullptr,
+          *m_expert_group_count = nullptr;
+  int64_t m_expert_max_groups = 0;
+  bool m_experts_grouped = false;
   DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
   // What m_x16 holds: the f32 input it was converted from and how many values, within the
   // current Matmuls op (null: none), so q, k and v (gate and up) convert their input once.
