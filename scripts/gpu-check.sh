@@ -274,7 +274,8 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
   fi
 
   # Synthetic models: bytes per parameter of each type (Q4_0: 18 bytes per 32 weights).
-  declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000 [qwen2.5-1.5b]=1540000000)
+  declare -A params=([llama-3.2-1b]=1240000000 [llama-3-8b]=8030000000 [qwen2.5-1.5b]=1540000000
+    [qwen3-30b-a3b]=30530000000)
   declare -A bytes_per_param=([F16]=2 [BF16]=2 [Q8_0]=1.0625 [Q4_0]=0.5625 [Q4_K_M]=0.61 [F32]=4)
   mkdir -p "$work/models"
   IFS=, read -r -a model_list <<<"$models"
@@ -287,6 +288,10 @@ print("%.0f %.0f" % (g.get("copy_bytes_per_s", 3.35e12) / 1e9, g.get("peak_flops
   # values, q/k/v biases, the output head tied to the token table) synthesized, since the 1 GB
   # file cannot be carried; with the default model list only (IWB_GPU_DEFAULT_SHAPE=0 skips it).
   [[ $models_given == 0 && ${IWB_GPU_DEFAULT_SHAPE:-1} == 1 ]] && pairs+=("qwen2.5-1.5b Q4_K_M")
+  # A mixture of experts (Qwen3-30B-A3B, 128 experts of 768, 8 a token; 19 GB in Q4_K_M): its
+  # expert products on the device since 2026-12-08, measured when IWB_GPU_MOE=1 (not by default:
+  # the file alone takes a minute or more of the few a lent GPU gives).
+  [[ ${IWB_GPU_MOE:-0} == 1 ]] && pairs+=("qwen3-30b-a3b Q4_K_M")
   for pair in "${pairs[@]}"; do
       read -r model type <<<"$pair"
       file="$work/models/$model-$type.gguf"

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(32 * kRouteWarps) route_experts_kernel(RouteEx
     if (lane == 0) {
       choice[j] = best_expert;
       taken[warp][best_expert] = 1;
+      if (a.counts != nullptr) atomicAdd(&a.counts[best_expert], 1);
     }
     __syncwarp();
   }
@@ -307,7 +308,8 @@ cudaError_t route_experts_cuda_check(const RouteExpertsCudaArgs& a) {
   if (a.num_experts < 1 || a.num_experts > kCudaMaxExperts) return cudaErrorInvalidValue;
   if (a.num_used < 1 || a.num_used > std::min(a.num_experts, kCudaMaxExpertsUsed)) return cudaErrorInvalidValue;
   if (!cuda_experts::is_aligned(a.logits, 4) || !cuda_experts::is_aligned(a.choice, 4) ||
-      !cuda_experts::is_aligned(a.weight, 4) || !cuda_experts::is_aligned(a.selection_bias, 4)) {
+      !cuda_experts::is_aligned(a.weight, 4) || !cuda_experts::is_aligned(a.selection_bias, 4) ||
+      !cuda_experts::is_aligned(a.counts, 4)) {
     return cudaErrorInvalidValue;
   }
   return cudaSuccess;

@@ -19,6 +19,7 @@
 #include "iwb/engine/convert/llama2c.h"
 #include "iwb/engine/model/model_locations.h"
 #include "iwb/engine/runtime/engine.h"
+#include "iwb/engine/runtime/expert_load.h"
 #include "iwb/engine/synth/synth_model.h"
 #include "iwb/engine/synth/synth_preset.h"
 #include "iwb/engine/tokenizer/tokenizer.h"
@@ -322,6 +323,14 @@ class TestCudaEngine : public QObject {
     QVERIFY2(cpu_error.empty() && gpu_error.empty(), (cpu_error + gpu_error).c_str());
     QCOMPARE(want[0].size(), static_cast<size_t>(count));
     QCOMPARE(got[0], want[0]);
+    // Expert models: the Experts tab's counts, counted on the device, as the CPU counted them.
+    const ExpertLoadSnapshot cpu_load = cpu->expert_load(), gpu_load = gpu->expert_load();
+    QCOMPARE(gpu_load.is_moe(), has_experts(path));
+    if (gpu_load.is_moe()) {
+      QVERIFY(gpu_load.num_tokens > 0);
+      QCOMPARE(gpu_load.num_tokens, cpu_load.num_tokens);
+      QCOMPARE(gpu_load.counts, cpu_load.counts);
+    }
   }
 
  private slots:
@@ -417,6 +426,8 @@ class TestCudaEngine : public QObject {
     }
     QVERIFY(graphs->memory_report().device_num_graphs > 0);
     QCOMPARE(eager->memory_report().device_num_graphs, 0);
+    // The replayed steps' expert counts (copied out inside the graph) as the eager steps'.
+    QCOMPARE(graphs->expert_load().counts, eager->expert_load().counts);
     // The same logits after the graphs ran (the decode graphs left the KV cache as eager steps do).
     const std::vector<int32_t> probe = random_prompt(9, graphs->config().vocab_size, 300);
     Result<std::vector<float>> a = graphs->logits_for(probe);

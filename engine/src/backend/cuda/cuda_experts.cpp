@@ -36,6 +36,7 @@ Status CudaForwardBackend::run_expert_routing(const PlanOp& op, int64_t n) {
   r.weights_scale = c.expert_weights_scale;
   r.choice = m_expert_choice;
   r.weight = m_expert_weight;
+  r.counts = m_expert_counts.as<int32_t>() + op.layer * c.num_experts;
   IWB_RETURN_IF_ERROR(launched(route_experts_cuda(r, m_stream.get()), "the expert routing", op.layer));
   // Several tokens: their rows grouped by expert, so the products read an expert's matrix once
   // for up to 8 of its rows (one token's k rows all go to different experts: nothing to share).

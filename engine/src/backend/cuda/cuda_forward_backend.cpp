@@ -175,6 +175,16 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   if (!activations) return activations.status();
   m_activations = std::move(*activations);
   for (size_t i = 0; i < kBuffers; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
+  if (c.has_experts()) {
+    const auto count_bytes = static_cast<uint64_t>(c.num_layers * c.num_experts) * sizeof(int32_t);
+    Result<DeviceBuffer> counts = DeviceBuffer::allocate(count_bytes, "the expert counts", m_device);
+    if (!counts) return counts.status();
+    m_expert_counts = std::move(*counts);
+    Result<PinnedBuffer> host = PinnedBuffer::allocate(count_bytes, "the expert counts");
+    if (!host) return host.status();
+    m_expert_counts_host = std::move(*host);
+    std::memset(m_expert_counts_host.data(), 0, count_bytes);
+  }
 
   // int8 activations of up to kSplitMaxTokens tokens (Q4_0 / Q8_0 / Q6_K products): the widest input
   // per token, 16-byte aligned, then one f32 scale per 32 values.
@@ -420,9 +430,9 @@ void CudaForwardBackend::fill_memory_report(MemoryReport* r) const {
   r->device_weights_bytes = m_weights.num_bytes;
   r->device_kv_pool_bytes = m_kv_pool.bytes();
   r->device_scratch_bytes = m_activations.bytes() + m_x16.bytes() + m_w16.bytes() + m_x_q8.bytes() +
-                            m_attention_workspace.bytes() + m_metadata.bytes();
+                            m_attention_workspace.bytes() + m_metadata.bytes() + m_expert_counts.bytes();
   r->device_workspace_bytes = m_cublas_workspace.bytes();
-  r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes();
+  r->host_pinned_bytes = m_staging.bytes() + m_logits_host.bytes() + m_expert_counts_host.bytes();
   cudaSetDevice(m_device);
   const auto [free_bytes, total_bytes] = device_memory_info();
   r->device_free_bytes = free_bytes;

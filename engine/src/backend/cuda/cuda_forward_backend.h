@@ -81,6 +81,9 @@ class CudaForwardBackend final : public ForwardBackend {
   void set_batch_invariant(bool is_batch_invariant) override;
   void set_activation_observer(ActivationObserver* observer) override { m_observer = observer; }
   void fill_memory_report(MemoryReport* report) const override;
+  std::span<const int32_t> expert_counts() const override {
+    return {m_expert_counts_host.as<int32_t>(), m_expert_counts_host.bytes() / sizeof(int32_t)};
+  }
 
  private:
   CudaForwardBackend(const ModelConfig& config, int device) : m_config(config), m_device(device) {}
@@ -199,6 +202,14 @@ class CudaForwardBackend final : public ForwardBackend {
           *m_expert_group_count = nullptr;
   int64_t m_expert_max_groups = 0;
   bool m_experts_grouped = false;
+  // Tokens each layer routed to each expert in the step [num_layers x num_experts]: counted by
+  // the routing kernel, cleared as the body starts, copied to the pinned host buffer once the
+  // step's last kernel is queued (the step's wait covers the copy); what expert_counts() gives
+  // the Experts tab.
+  // copy_expert_counts queues that copy, after the logits section (whose last layer routes too).
+  Status copy_expert_counts();
+  DeviceBuffer m_expert_counts;
+  PinnedBuffer m_expert_counts_host;
   DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
   // What m_x16 holds: the f32 input it was converted from and how many values, within the
   // current Matmuls op (null: none), so q, k and v (gate and up) convert their input once.

@@ -73,6 +73,10 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
   if (is_recording() && s.batch != nullptr) plan::attention_spans(*s.batch, m_spans);
   const std::vector<PlanOp>& ops = m_plan.body;
   m_q8_prepared = m_activation_q8 = false;  // nothing carries over from an earlier (failed) step
+  if (m_expert_counts.data() != nullptr) {
+    IWB_RETURN_IF_ERROR(fail(cudaMemsetAsync(m_expert_counts.data(), 0, m_expert_counts.bytes(), m_stream.get()),
+                             "clearing the expert counts"));
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     // A residual add and the token norm of its sum in one launch (not while profiling: the
     // plan records each op apart).
@@ -116,6 +120,13 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
     IWB_RETURN_IF_ERROR(run_op(ops[i], s, s.num_tokens, 0));
   }
   return {};
+}
+
+Status CudaForwardBackend::copy_expert_counts() {
+  if (m_expert_counts.data() == nullptr) return {};
+  return fail(cudaMemcpyAsync(m_expert_counts_host.data(), m_expert_counts.data(), m_expert_counts.bytes(),
+                              cudaMemcpyDeviceToHost, m_stream.get()),
+              "copying the expert counts to the host");
 }
 
 void CudaForwardBackend::prepared_q8(const float* x, int64_t n) {

@@ -118,13 +118,15 @@ Status CudaForwardBackend::run_step(const FlatBatch& batch, float* logits, int32
       if (!s) break;
     }
   }
+  if (s) s = copy_expert_counts();
   if (!s) {
     // Work queued before the failure still runs; wait for it so the buffers are free again.
     (void)fail(cudaStreamSynchronize(m_stream.get()), "finishing the failed step");
     return s;
   }
   if (is_argmax) return copy_tokens_out(shape.num_logits_rows, tokens);
-  if (shape.num_logits_rows == 0) {
+  // (The logits rows were copied, and waited for, chunk by chunk above; the expert counts not.)
+  if (shape.num_logits_rows == 0 || m_expert_counts.data() != nullptr) {
     IWB_RETURN_IF_ERROR(fail(cudaStreamSynchronize(m_stream.get()), "finishing the step"));
   }
   return {};
@@ -168,7 +170,8 @@ Status CudaForwardBackend::run_decode_graph(const DecodeGraphKey& key, const Ste
   if (found == m_graphs.end()) {
     auto eager = [&]() -> Status {
       IWB_RETURN_IF_ERROR(run_layers(shape));
-      return finish_rows(shape, 0, shape.num_logits_rows, key.is_argmax);
+      IWB_RETURN_IF_ERROR(finish_rows(shape, 0, shape.num_logits_rows, key.is_argmax));
+      return copy_expert_counts();  // in the graph too
     };
     if (m_graphs.size() >= kMaxGraphs) return eager();
     cudaStream_t stream = m_stream.get();

@@ -34,6 +34,7 @@ struct RouteExpertsCudaArgs {
   float weights_scale = 1.0f;  // then multiplied by this
   int32_t* choice = nullptr;   // device: [num_tokens x num_used], the experts in order of score
   float* weight = nullptr;     // device: [num_tokens x num_used], their weights
+  int32_t* counts = nullptr;   // device: [num_experts], each choice added (atomically), or null
 };
 
 // Per token: the k best experts by score (plus the selection bias), ties to the lower id, in
