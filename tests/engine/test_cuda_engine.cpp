@@ -84,6 +84,24 @@ bool has_k_quant_int8_products(const QString& path) {
 // Whether the test model has expert layers (the GPU's expert products take f32 activations).
 bool has_experts(const QString& path) { return path.contains("moe-"); }
 
+// What imatrix collection sees of the expert products' inputs: rows and the sum of squares per
+// (tensor, layer, expert).
+class ExpertInputTally final : public ActivationObserver {
+ public:
+  struct Tally {
+    int64_t rows = 0;
+    double sum_squares = 0;
+  };
+  void observe_matmul_input(const char*, int64_t, const float*, int64_t, int64_t) override {}
+  void observe_expert_matmul_input(const char* weight, int64_t layer, int64_t expert, int64_t, const float* input,
+                                   int64_t num_rows, int64_t num_features) override {
+    Tally& t = tallies[std::string(weight) + "." + std::to_string(layer) + "." + std::to_string(expert)];
+    t.rows += num_rows;
+    for (int64_t i = 0; i < num_rows * num_features; ++i) t.sum_squares += static_cast<double>(input[i]) * input[i];
+  }
+  std::map<std::string, Tally> tallies;
+};
+
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -503,6 +521,41 @@ class TestCudaEngine : public QObject {
       QVERIFY(seconds > 0);
     }
     QVERIFY(profiled >= 3);
+  }
+
+  // imatrix collection on a GPU (collect_imatrix loads on "auto"): every expert's input rows
+  // reach the observer as on the CPU (rows routed to it; the same values).
+  void expert_inputs_reach_the_observer() {
+    std::string path;
+    for (const std::string& m : m_family_models) {
+      if (m.find("qwen3moe") != std::string::npos) path = m;
+    }
+    QVERIFY(!path.empty());
+    auto cpu = load(path, "cpu", 256, false, 64, Precision::Exact);
+    auto gpu = load(path, "cuda:0", 256, false, 64, Precision::Exact);
+    QVERIFY(cpu && gpu);
+    for (const int64_t length : {1, 12}) {  // one token's rows apart, and grouped
+      ExpertInputTally want, got;
+      cpu->set_activation_observer(&want);
+      gpu->set_activation_observer(&got);
+      const std::vector<int32_t> prompt = random_prompt(length, cpu->config().vocab_size, 17);
+      Result<std::vector<float>> a = cpu->logits_for(prompt), b = gpu->logits_for(prompt);
+      cpu->set_activation_observer(nullptr);
+      gpu->set_activation_observer(nullptr);
+      QVERIFY2(a.is_ok() && b.is_ok(), (a.error_message() + b.error_message()).c_str());
+      QVERIFY(!want.tallies.empty());
+      QCOMPARE(got.tallies.size(), want.tallies.size());
+      for (const auto& [key, w] : want.tallies) {
+        const auto found = got.tallies.find(key);
+        QVERIFY2(found != got.tallies.end(), qPrintable(QString("no %1 rows from the GPU").arg(key.c_str())));
+        QCOMPARE(found->second.rows, w.rows);
+        QVERIFY2(std::fabs(found->second.sum_squares - w.sum_squares) <= 1e-3 * w.sum_squares,
+                 qPrintable(QString("%1: sum of squares %2, CPU %3")
+                                .arg(key.c_str())
+                                .arg(found->second.sum_squares)
+                                .arg(w.sum_squares)));
+      }
+    }
   }
 
   void memory_report_shows_the_device() {

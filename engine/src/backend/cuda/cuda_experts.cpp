@@ -13,6 +13,7 @@
 #include "plan/plan_weights.h"
 
 #include <string>
+#include <vector>
 
 namespace iwb::cuda {
 
@@ -62,6 +63,47 @@ Status CudaForwardBackend::run_expert_routing(const PlanOp& op, int64_t n) {
   return op_end(op, 0, n);
 }
 
+// imatrix collection: each expert's input rows, in the CPU's order (experts ascending, tokens in
+// order), on the host. A copy and a wait per product, only while an observer is set (such steps
+// never run as graphs).
+Status CudaForwardBackend::observe_expert_inputs(const PlanOp& op, const PlanProduct& p, const DeviceExperts& w,
+                                                 int64_t n) {
+  const int64_t k = m_config.num_experts_used, routed = n * k, width = w.in_features;
+  const bool reads_tokens = op.input == PlanBuffer::ExpertIn;  // gate and up: the tokens' rows
+  const int64_t rows = reads_tokens ? n : routed;
+  cudaStream_t stream = m_stream.get();
+  std::vector<int32_t> choice(static_cast<size_t>(routed)), position;
+  m_observed.resize(static_cast<size_t>(rows * width));
+  const float* x = reads_tokens ? m_xn : buffer(op.input);
+  const std::string what = std::string("copying the ") + p.name + " inputs for the activation observer";
+  IWB_RETURN_IF_ERROR(fail(
+      cudaMemcpyAsync(choice.data(), m_expert_choice, choice.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
+      what));
+  IWB_RETURN_IF_ERROR(fail(
+      cudaMemcpyAsync(m_observed.data(), x, m_observed.size() * sizeof(float), cudaMemcpyDeviceToHost, stream), what));
+  if (!reads_tokens && m_experts_grouped) {  // the down inputs sit in expert order
+    position.resize(static_cast<size_t>(routed));
+    IWB_RETURN_IF_ERROR(fail(cudaMemcpyAsync(position.data(), m_expert_position, position.size() * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, stream),
+                             what));
+  }
+  IWB_RETURN_IF_ERROR(fail(cudaStreamSynchronize(stream), what));
+  std::vector<float> expert_rows;
+  for (int64_t e = 0; e < w.num_experts; ++e) {
+    expert_rows.clear();
+    for (int64_t r = 0; r < routed; ++r) {
+      if (choice[static_cast<size_t>(r)] != e) continue;
+      const int64_t row = reads_tokens ? r / k : (position.empty() ? r : position[static_cast<size_t>(r)]);
+      const float* from = m_observed.data() + row * width;
+      expert_rows.insert(expert_rows.end(), from, from + width);
+    }
+    if (expert_rows.empty()) continue;
+    m_observer->observe_expert_matmul_input(p.name, op.layer, e, w.num_experts, expert_rows.data(),
+                                            static_cast<int64_t>(expert_rows.size()) / width, width);
+  }
+  return {};
+}
+
 Status CudaForwardBackend::run_expert_matmuls(const PlanOp& op, int64_t n) {
   const DeviceLayer& l = m_weights.layers[static_cast<size_t>(op.layer)];
   const int64_t k = m_config.num_experts_used;
@@ -69,6 +111,7 @@ Status CudaForwardBackend::run_expert_matmuls(const PlanOp& op, int64_t n) {
     const PlanProduct& p = op.products[static_cast<size_t>(i)];
     const DeviceExperts& w = plan::layer_experts(l, p.matrix);
     const float* const no_bias = nullptr;
+    if (m_observer != nullptr) IWB_RETURN_IF_ERROR(observe_expert_inputs(op, p, w, n));
     IWB_RETURN_IF_ERROR(op_begin());
     ExpertMatvecCudaArgs a;
     a.type = w.type;

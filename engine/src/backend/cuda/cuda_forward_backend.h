@@ -150,6 +150,7 @@ class CudaForwardBackend final : public ForwardBackend {
   Status run_expert_routing(const PlanOp& op, int64_t n);
   Status run_expert_matmuls(const PlanOp& op, int64_t n);
   Status run_expert_combine(const PlanOp& op, int64_t n);
+  Status observe_expert_inputs(const PlanOp& op, const PlanProduct& p, const DeviceExperts& w, int64_t n);
 
   // cuda_profiling.cpp: an event pair around each recorded operation.
   bool is_recording() const { return m_recorder.is_active(); }
