@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(32 * kRouteWarps) route_experts_kernel(RouteEx
   } else if (a.gating == ExpertGating::Sigmoid) {
     for (int e = lane; e < num_experts; e += 32) s[e] = 1.0f / (1.0f + expf(-s[e]));
   }  // SoftmaxOverTopK: chosen by logit, the softmax over the k below
-  for (int e = lane; e < num_experts; e += 32) sel[e] = s[e] + (a.selection_bias != nullptr ? a.selection_bias[e] : 0.0f);
+  for (int e = lane; e < num_experts; e += 32)
+    sel[e] = s[e] + (a.selection_bias != nullptr ? a.selection_bias[e] : 0.0f);
   __syncwarp();
   int32_t* choice = a.choice + t * k;
   for (int j = 0; j < k; ++j) {
@@ -159,7 +160,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   cuda_matvec::matvec_quant_rows<Unit, kLoadBytes, 1, kRows>(
       tile, weights + static_cast<uint64_t>(e) * expert_stride, row_bytes, in_features, out_features, row0,
-      x + (r / x_row_divisor) * in_features, 1, y + r * out_features, bias != nullptr ? bias + e * out_features : nullptr);
+      x + (r / x_row_divisor) * in_features, 1, y + r * out_features,
+      bias != nullptr ? bias + e * out_features : nullptr);
 }
 
 // Thread block (x, y): output rows 2x, 2x + 1 of group first_group + y (past the step's groups:
@@ -193,9 +195,9 @@ cudaError_t launch_expert_group_variant(const ExpertMatvecCudaArgs& a, int64_t r
   const auto row_blocks = static_cast<unsigned>((a.out_features + kRows - 1) / kRows);
   for (int64_t first = 0; first < a.max_groups; first += cuda_detail::kMaxGridYZ) {
     const auto count = static_cast<unsigned>(std::min<int64_t>(cuda_detail::kMaxGridYZ, a.max_groups - first));
-    IWB_LAUNCH(kernel, dim3(row_blocks, count), dim3(kMatvecThreads), 0, stream,
-               static_cast<const uint8_t*>(a.weights), a.expert_stride, a.num_experts, row_bytes, a.in_features,
-               a.out_features, a.groups, a.num_groups, first, a.x, a.y, a.bias);
+    IWB_LAUNCH(kernel, dim3(row_blocks, count), dim3(kMatvecThreads), 0, stream, static_cast<const uint8_t*>(a.weights),
+               a.expert_stride, a.num_experts, row_bytes, a.in_features, a.out_features, a.groups, a.num_groups, first,
+               a.x, a.y, a.bias);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -208,9 +210,9 @@ cudaError_t launch_expert_variant(const ExpertMatvecCudaArgs& a, int64_t row_byt
   const auto row_blocks = static_cast<unsigned>((a.out_features + kRows - 1) / kRows);
   for (int64_t first = 0; first < a.num_routed; first += cuda_detail::kMaxGridYZ) {
     const auto count = static_cast<unsigned>(std::min<int64_t>(cuda_detail::kMaxGridYZ, a.num_routed - first));
-    IWB_LAUNCH(kernel, dim3(row_blocks, count), dim3(kMatvecThreads), 0, stream,
-               static_cast<const uint8_t*>(a.weights), a.expert_stride, a.num_experts, row_bytes, a.in_features,
-               a.out_features, a.choice, first, a.x, a.x_row_divisor, a.y, a.bias);
+    IWB_LAUNCH(kernel, dim3(row_blocks, count), dim3(kMatvecThreads), 0, stream, static_cast<const uint8_t*>(a.weights),
+               a.expert_stride, a.num_experts, row_bytes, a.in_features, a.out_features, a.choice, first, a.x,
+               a.x_row_divisor, a.y, a.bias);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -254,7 +256,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_expert_rows_kernel(Expert
         a.groups[3 * g] = e;
         a.groups[3 * g + 1] = row + s;
         const int rows = counts[e] - s;
-        a.groups[3 * g + 2] = rows < static_cast<int>(kCudaExpertGroupRows) ? rows : static_cast<int>(kCudaExpertGroupRows);
+        a.groups[3 * g + 2] =
+            rows < static_cast<int>(kCudaExpertGroupRows) ? rows : static_cast<int>(kCudaExpertGroupRows);
         ++g;
       }
       row += counts[e];
@@ -282,7 +285,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_expert_rows_kernel(Expert
 
 inline constexpr int kCombineThreads = 128;
 
-__global__ void __launch_bounds__(kCombineThreads) combine_experts_kernel(CombineExpertsCudaArgs a, int64_t width_blocks) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_experts_kernel(CombineExpertsCudaArgs a, int64_t width_blocks) {
   cuda_detail::wait_for_prior_grids();
   const int64_t t = static_cast<int64_t>(blockIdx.x) / width_blocks;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) % width_blocks) * kCombineThreads + threadIdx.x;
@@ -318,8 +322,7 @@ cudaError_t route_experts_cuda_check(const RouteExpertsCudaArgs& a) {
 cudaError_t route_experts_cuda(const RouteExpertsCudaArgs& a, cudaStream_t stream) {
   if (const cudaError_t e = route_experts_cuda_check(a); e != cudaSuccess) return e;
   if (a.num_tokens == 0) return cudaSuccess;
-  const auto blocks =
-      static_cast<unsigned>((a.num_tokens + cuda_experts::kRouteWarps - 1) / cuda_experts::kRouteWarps);
+  const auto blocks = static_cast<unsigned>((a.num_tokens + cuda_experts::kRouteWarps - 1) / cuda_experts::kRouteWarps);
   IWB_LAUNCH(cuda_experts::route_experts_kernel, dim3(blocks), dim3(32 * cuda_experts::kRouteWarps), 0, stream, a);
   return cudaGetLastError();
 }
@@ -378,9 +381,8 @@ cudaError_t expert_matvec_cuda_check(const ExpertMatvecCudaArgs& a) {
   if (a.weights == nullptr || (!is_grouped && a.choice == nullptr) || a.x == nullptr || a.y == nullptr) {
     return cudaErrorInvalidValue;
   }
-  if (is_grouped && (a.num_groups == nullptr || a.x_row_divisor != 1 || a.max_groups < 0 ||
-                     a.max_groups > kMaxDim || !cuda_experts::is_aligned(a.groups, 4) ||
-                     !cuda_experts::is_aligned(a.num_groups, 4))) {
+  if (is_grouped && (a.num_groups == nullptr || a.x_row_divisor != 1 || a.max_groups < 0 || a.max_groups > kMaxDim ||
+                     !cuda_experts::is_aligned(a.groups, 4) || !cuda_experts::is_aligned(a.num_groups, 4))) {
     return cudaErrorInvalidValue;
   }
   const auto row_bytes = static_cast<int64_t>(ggml_row_bytes(a.type, a.in_features).value_or(0));

@@ -334,8 +334,8 @@ class TestMoeEngine : public QObject {
       const char* preset;
       const char* names;
     };
-    for (const Refusal& r : {Refusal{"gpt-oss-20b", "attention sinks"},
-                             Refusal{"deepseek-v2-lite", "multi-head latent attention"}}) {
+    for (const Refusal& r :
+         {Refusal{"gpt-oss-20b", "attention sinks"}, Refusal{"deepseek-v2-lite", "multi-head latent attention"}}) {
       const Status s = support(r.preset);
       QCOMPARE(s.code(), ErrorCode::Unsupported);
       QVERIFY2(s.message().find(r.names) != std::string::npos, s.message().c_str());

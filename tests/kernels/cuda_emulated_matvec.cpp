@@ -1,8 +1,8 @@
 // The CUDA matvec and f16 dequantization sources compiled as host C++ against
 // cuda_emulation_warps/ for test_cuda_matvec_emulated (launches run on CPU fibers).
 #include "dequantize_f16.cu"
-#include "matmul_split_mma.cu"
 #include "experts.cu"
+#include "matmul_split_mma.cu"
 #include "matvec_cuda.cu"
 #include "matvec_f16.cu"
 #include "matvec_kquants.cu"

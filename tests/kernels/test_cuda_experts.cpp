@@ -95,7 +95,8 @@ Grouping group_reference(const std::vector<int32_t>& choice, int64_t experts, in
       ++row;
     }
     for (int32_t s = first; s < row; s += static_cast<int32_t>(kCudaExpertGroupRows)) {
-      out.groups.insert(out.groups.end(), {e, s, std::min<int32_t>(static_cast<int32_t>(kCudaExpertGroupRows), row - s)});
+      out.groups.insert(out.groups.end(),
+                        {e, s, std::min<int32_t>(static_cast<int32_t>(kCudaExpertGroupRows), row - s)});
       ++out.num_groups;
     }
   }
@@ -172,8 +173,8 @@ class TestCudaExperts : public QObject {
     if (tokens > 1) std::fill(logits.begin() + experts, logits.begin() + experts + std::min(4, experts), 20.0f);
     // A token whose logits overflowed: NaN weights (the experts still chosen, in range).
     if (tokens > 2) logits[static_cast<size_t>(2 * experts + 1)] = INFINITY;
-    const std::vector<float> bias = with_bias ? iwb::test::random_floats(static_cast<size_t>(experts), rng, 0.3f)
-                                              : std::vector<float>{};
+    const std::vector<float> bias =
+        with_bias ? iwb::test::random_floats(static_cast<size_t>(experts), rng, 0.3f) : std::vector<float>{};
     const auto kind = static_cast<ExpertGating>(gating);
     const Routing want = route_reference(logits, bias, tokens, experts, used, kind, normalized, scale);
 
@@ -198,10 +199,12 @@ class TestCudaExperts : public QObject {
       const auto t = static_cast<int64_t>(i) / used;
       const bool overflowed = t == 2;
       if (!overflowed) {
-        QVERIFY2(choice[i] == want.choice[i],
-                 qPrintable(QString("routed row %1: expert %2, reference %3").arg(i).arg(choice[i]).arg(want.choice[i])));
-        QVERIFY2(std::fabs(weight[i] - want.weight[i]) <= 1e-5f + 1e-5f * std::fabs(want.weight[i]),
-                 qPrintable(QString("routed row %1: weight %2, reference %3").arg(i).arg(weight[i]).arg(want.weight[i])));
+        QVERIFY2(
+            choice[i] == want.choice[i],
+            qPrintable(QString("routed row %1: expert %2, reference %3").arg(i).arg(choice[i]).arg(want.choice[i])));
+        QVERIFY2(
+            std::fabs(weight[i] - want.weight[i]) <= 1e-5f + 1e-5f * std::fabs(want.weight[i]),
+            qPrintable(QString("routed row %1: weight %2, reference %3").arg(i).arg(weight[i]).arg(want.weight[i])));
       } else {
         QVERIFY2(choice[i] >= 0 && choice[i] < experts, "an overflowed token's experts stay in range");
         QVERIFY2(std::isnan(weight[i]), "an overflowed token's weights are NaN");

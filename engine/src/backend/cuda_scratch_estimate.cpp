@@ -30,11 +30,30 @@ uint64_t estimate_cuda_scratch_bytes(const ModelHyperParams& h, int64_t max_batc
   const uint64_t max_groups =
       h.expert_count > 0 ? (routed + 7) / 8 + std::min<uint64_t>(static_cast<uint64_t>(h.expert_count), routed) : 0;
   // The f32 activations, one 256-byte aligned buffer each (as allocated).
-  const uint64_t widths[] = {t * emb,      t * emb,      t * q,       t * k,      t * v,
-                             t * attn_out, t * emb,      t * ffn,     t * ffn,    chunk * emb,
-                             chunk * vocab, t * static_cast<uint64_t>(h.expert_count), routed * expert_ff,
-                             routed * expert_ff, routed * emb, t * shared, t * shared, routed, routed,
-                             routed * emb, routed, routed, 3 * max_groups, h.expert_count > 0 ? 1u : 0u};
+  const uint64_t widths[] = {t * emb,
+                             t * emb,
+                             t * q,
+                             t * k,
+                             t * v,
+                             t * attn_out,
+                             t * emb,
+                             t * ffn,
+                             t * ffn,
+                             chunk * emb,
+                             chunk * vocab,
+                             t * static_cast<uint64_t>(h.expert_count),
+                             routed * expert_ff,
+                             routed * expert_ff,
+                             routed * emb,
+                             t * shared,
+                             t * shared,
+                             routed,
+                             routed,
+                             routed * emb,
+                             routed,
+                             routed,
+                             3 * max_groups,
+                             h.expert_count > 0 ? 1u : 0u};
   uint64_t bytes = 0;
   for (const uint64_t w : widths) bytes += align_256(w * 4);
   // int8 activations of up to kCudaMatvecTokens tokens (the split-layout products) and their scales.

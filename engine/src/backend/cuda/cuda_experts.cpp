@@ -56,9 +56,9 @@ Status CudaForwardBackend::run_expert_routing(const PlanOp& op, int64_t n) {
     g.max_groups = cuda_expert_max_groups(routed, c.num_experts);
     IWB_RETURN_IF_ERROR(
         launched(group_expert_rows_cuda(g, m_stream.get()), "grouping the routed rows by expert", op.layer));
-    IWB_RETURN_IF_ERROR(launched(
-        gather_rows_cuda(m_xn, c.embedding_length, m_expert_source, routed, m_expert_in, m_stream.get()),
-        "copying the routed rows into expert order", op.layer));
+    IWB_RETURN_IF_ERROR(
+        launched(gather_rows_cuda(m_xn, c.embedding_length, m_expert_source, routed, m_expert_in, m_stream.get()),
+                 "copying the routed rows into expert order", op.layer));
   }
   return op_end(op, 0, n);
 }
@@ -134,8 +134,8 @@ Status CudaForwardBackend::run_expert_matmuls(const PlanOp& op, int64_t n) {
       // gate and up read each token's row once per chosen expert; down reads each routed row.
       a.x_row_divisor = op.input == PlanBuffer::ExpertIn ? k : 1;
     }
-    IWB_RETURN_IF_ERROR(
-        launched(expert_matvec_cuda(a, m_stream.get()), (std::string("the ") + p.name + " products").c_str(), op.layer));
+    IWB_RETURN_IF_ERROR(launched(expert_matvec_cuda(a, m_stream.get()),
+                                 (std::string("the ") + p.name + " products").c_str(), op.layer));
     IWB_RETURN_IF_ERROR(op_end(op, i, n));
   }
   return {};

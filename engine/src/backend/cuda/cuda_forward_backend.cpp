@@ -20,9 +20,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace iwb::cuda {
@@ -131,50 +133,46 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   m_expert_max_groups = c.has_experts() ? cuda_expert_max_groups(static_cast<int64_t>(routed), c.num_experts) : 0;
   const auto expert_ff = static_cast<size_t>(c.expert_feed_forward_length);
   const auto emb = static_cast<size_t>(c.embedding_length);
-  const size_t widths[] = {rows * emb,
-                           rows * emb,
-                           rows * static_cast<size_t>(c.q_width()),
-                           rows * static_cast<size_t>(c.k_width()),
-                           rows * static_cast<size_t>(c.v_width()),
-                           rows * static_cast<size_t>(c.attention_output_width()),
-                           rows * emb,
-                           rows * static_cast<size_t>(c.feed_forward_length),
-                           rows * static_cast<size_t>(c.feed_forward_length),
-                           chunk * emb,
-                           chunk * static_cast<size_t>(c.vocab_size),
-                           rows * static_cast<size_t>(c.num_experts),
-                           routed * expert_ff,
-                           routed * expert_ff,
-                           routed * emb,
-                           rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
-                           rows * static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0),
-                           routed,
-                           routed,
-                           routed * emb,
-                           routed,
-                           routed,
-                           3 * static_cast<size_t>(m_expert_max_groups),
-                           c.has_experts() ? size_t{1} : 0};
-  float** targets[] = {&m_x,           &m_xn,          &m_q,           &m_k,           &m_v,
-                       &m_attn,        &m_proj,        &m_gate,        &m_up,          &m_final,
-                       &m_logits,      &m_router_logits, &m_expert_gate, &m_expert_up, &m_expert_out,
-                       &m_shared_gate, &m_shared_up,   &m_expert_weight, reinterpret_cast<float**>(&m_expert_choice),
-                       &m_expert_in, reinterpret_cast<float**>(&m_expert_position),
-                       reinterpret_cast<float**>(&m_expert_source), reinterpret_cast<float**>(&m_expert_groups),
-                       reinterpret_cast<float**>(&m_expert_group_count)};
-  static_assert(std::size(widths) == std::size(targets));
-  constexpr size_t kBuffers = std::size(widths);
-  size_t offsets[kBuffers];
+  const auto shared = static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0);
+  // Each buffer's pointer and its values (f32, or int32: as wide).
+  const std::pair<std::variant<float**, int32_t**>, size_t> buffers[] = {
+      {&m_x, rows * emb},
+      {&m_xn, rows * emb},
+      {&m_q, rows * static_cast<size_t>(c.q_width())},
+      {&m_k, rows * static_cast<size_t>(c.k_width())},
+      {&m_v, rows * static_cast<size_t>(c.v_width())},
+      {&m_attn, rows * static_cast<size_t>(c.attention_output_width())},
+      {&m_proj, rows * emb},
+      {&m_gate, rows * static_cast<size_t>(c.feed_forward_length)},
+      {&m_up, rows * static_cast<size_t>(c.feed_forward_length)},
+      {&m_final, chunk * emb},
+      {&m_logits, chunk * static_cast<size_t>(c.vocab_size)},
+      {&m_router_logits, rows * static_cast<size_t>(c.num_experts)},
+      {&m_expert_gate, routed * expert_ff},
+      {&m_expert_up, routed * expert_ff},
+      {&m_expert_out, routed * emb},
+      {&m_shared_gate, rows * shared},
+      {&m_shared_up, rows * shared},
+      {&m_expert_weight, routed},
+      {&m_expert_choice, routed},
+      {&m_expert_in, routed * emb},
+      {&m_expert_position, routed},
+      {&m_expert_source, routed},
+      {&m_expert_groups, 3 * static_cast<size_t>(m_expert_max_groups)},
+      {&m_expert_group_count, c.has_experts() ? size_t{1} : 0},
+  };
   size_t total = 0;
-  for (size_t i = 0; i < kBuffers; ++i) {
-    offsets[i] = total;
-    total += align_up(widths[i] * sizeof(float));  // int32 choices are as wide as floats
-  }
+  for (const auto& [target, values] : buffers) total += align_up(values * sizeof(float));
   Result<DeviceBuffer> activations =
       DeviceBuffer::allocate(total, "the activations of a " + std::to_string(t) + "-token step", m_device);
   if (!activations) return activations.status();
   m_activations = std::move(*activations);
-  for (size_t i = 0; i < kBuffers; ++i) *targets[i] = reinterpret_cast<float*>(m_activations.as<char>() + offsets[i]);
+  size_t offset = 0;
+  for (const auto& [target, values] : buffers) {
+    char* at = m_activations.as<char>() + offset;
+    std::visit([&](auto* slot) { *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(at); }, target);
+    offset += align_up(values * sizeof(float));
+  }
   if (c.has_experts()) {
     const auto count_bytes = static_cast<uint64_t>(c.num_layers * c.num_experts) * sizeof(int32_t);
     Result<DeviceBuffer> counts = DeviceBuffer::allocate(count_bytes, "the expert counts", m_device);

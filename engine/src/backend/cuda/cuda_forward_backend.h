@@ -211,7 +211,7 @@ class CudaForwardBackend final : public ForwardBackend {
   Status copy_expert_counts();
   DeviceBuffer m_expert_counts;
   PinnedBuffer m_expert_counts_host;
-  DeviceBuffer m_x16;               // f16 activations for cuBLAS [max_tokens x widest input]
+  DeviceBuffer m_x16;  // f16 activations for cuBLAS [max_tokens x widest input]
   // What m_x16 holds: the f32 input it was converted from and how many values, within the
   // current Matmuls op (null: none), so q, k and v (gate and up) convert their input once.
   const float* m_x16_source = nullptr;

@@ -115,8 +115,8 @@ Status CudaForwardBackend::run_layers(const StepShape& s) {
     // The FFN activation's output as int8 activations too, when the down product reads them.
     const PlanOp* next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
     m_activation_q8 = !is_recording() && ops[i].kind == PlanOpKind::GatedActivation && next != nullptr &&
-                      next->kind == PlanOpKind::Matmuls && next->input == ops[i].output &&
-                      ops[i].rows_per_token == 1 && ops[i].width % 32 == 0 && products_take_q8(*next, s.num_tokens);
+                      next->kind == PlanOpKind::Matmuls && next->input == ops[i].output && ops[i].rows_per_token == 1 &&
+                      ops[i].width % 32 == 0 && products_take_q8(*next, s.num_tokens);
     IWB_RETURN_IF_ERROR(run_op(ops[i], s, s.num_tokens, 0));
   }
   return {};

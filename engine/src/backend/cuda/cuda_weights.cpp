@@ -82,8 +82,12 @@ class Planner {
     if (!is_usable) note_conversion(name, w.type);
     largest = std::max(largest, elements);
     widest = std::max(widest, w.in_features);
-    return {is_usable ? w.type : GgmlType::F16, reinterpret_cast<const void*>(at), w.in_features, w.out_features,
-            w.num_experts, stride};
+    return {is_usable ? w.type : GgmlType::F16,
+            reinterpret_cast<const void*>(at),
+            w.in_features,
+            w.out_features,
+            w.num_experts,
+            stride};
   }
   const float* floats(const std::vector<float>& v) {
     if (v.empty()) return nullptr;

@@ -62,13 +62,13 @@ inline int64_t cuda_expert_max_groups(int64_t num_routed, int64_t num_experts) {
 struct ExpertGroupsCudaArgs {
   const int32_t* choice = nullptr;  // device: [num_routed], route_experts_cuda's
   int64_t num_routed = 0;
-  int64_t num_experts = 0;          // 1..kCudaMaxExperts
-  int64_t x_row_divisor = 1;        // routed row r's input is row r / x_row_divisor (k for a token's row)
-  int32_t* position = nullptr;      // device: [num_routed], routed row r's row in the grouped order
-  int32_t* source_row = nullptr;    // device: [num_routed], grouped row p's input row (r / x_row_divisor)
-  int32_t* groups = nullptr;        // device: [3 x max_groups], each group's expert, first row and rows
-  int32_t* num_groups = nullptr;    // device: [1], how many of them the step has
-  int64_t max_groups = 0;           // at least cuda_expert_max_groups(num_routed, num_experts)
+  int64_t num_experts = 0;        // 1..kCudaMaxExperts
+  int64_t x_row_divisor = 1;      // routed row r's input is row r / x_row_divisor (k for a token's row)
+  int32_t* position = nullptr;    // device: [num_routed], routed row r's row in the grouped order
+  int32_t* source_row = nullptr;  // device: [num_routed], grouped row p's input row (r / x_row_divisor)
+  int32_t* groups = nullptr;      // device: [3 x max_groups], each group's expert, first row and rows
+  int32_t* num_groups = nullptr;  // device: [1], how many of them the step has
+  int64_t max_groups = 0;         // at least cuda_expert_max_groups(num_routed, num_experts)
 };
 
 // The grouping above, in one thread block (deterministic: no order depends on timing).
@@ -84,10 +84,10 @@ struct ExpertMatvecCudaArgs {
   int64_t out_features = 0;
   const int32_t* choice = nullptr;  // device: [num_routed], each routed row's expert (0..num_experts-1)
   int64_t num_routed = 0;           // rows to compute: routed row r = y row r
-  const float* x = nullptr;  // device: routed row r reads x row r / x_row_divisor (16-byte aligned rows)
-  int64_t x_row_divisor = 1;  // k when x holds one row per token (gate/up), 1 when one per routed row (down)
-  float* y = nullptr;         // device: [num_routed x out_features]; must not alias x
-  const float* bias = nullptr;  // device: [num_experts x out_features] (expert e's at e * out), or null
+  const float* x = nullptr;         // device: routed row r reads x row r / x_row_divisor (16-byte aligned rows)
+  int64_t x_row_divisor = 1;        // k when x holds one row per token (gate/up), 1 when one per routed row (down)
+  float* y = nullptr;               // device: [num_routed x out_features]; must not alias x
+  const float* bias = nullptr;      // device: [num_experts x out_features] (expert e's at e * out), or null
   // Grouped rows (group_expert_rows_cuda's table; choice is then not read): x and y hold the
   // rows in the grouped order, x_row_divisor is 1, and each thread block takes up to
   // kCudaExpertGroupRows rows of one expert (matvec_cuda's several-token kernel body).
@@ -108,13 +108,13 @@ cudaError_t expert_matvec_cuda(const ExpertMatvecCudaArgs& args, cudaStream_t st
 struct CombineExpertsCudaArgs {
   const float* expert_out = nullptr;     // device: [num_tokens x num_used x width], routed row r's at row r
   const int32_t* expert_rows = nullptr;  // device: or at row expert_rows[r] (grouped rows' positions); or null
-  const int32_t* choice = nullptr;    // device: [num_tokens x num_used]
-  const float* weight = nullptr;      // device: [num_tokens x num_used]
+  const int32_t* choice = nullptr;       // device: [num_tokens x num_used]
+  const float* weight = nullptr;         // device: [num_tokens x num_used]
   const float* expert_scales = nullptr;  // device: [num_experts] per-expert output scales, or null
   int64_t num_tokens = 0;
   int64_t num_used = 0;
   int64_t width = 0;
-  float* y = nullptr;             // device: [num_tokens x width]
+  float* y = nullptr;            // device: [num_tokens x width]
   bool is_accumulating = false;  // add to y (shared experts wrote it) rather than overwrite
 };
 
