@@ -1,5 +1,6 @@
-// Gated activations on the GPU (activations_cuda.h): SwiGLU and GeGLU element by element over
-// strided rows, in the same float formulas as the CPU's silu() and gelu_tanh().
+// Gated activations on the GPU (activations_cuda.h): SwiGLU, GeGLU and gpt-oss's clamped SwiGLU
+// element by element over strided rows, in the same float formulas as the CPU's silu(),
+// gelu_tanh() and swiglu_oai().
 #include "iwb/kernels/cuda/activations_cuda.h"
 
 #include "cuda_common.cuh"
@@ -10,15 +11,25 @@ namespace {
 
 using namespace cuda_detail;
 
+// Each Op's gated(gate, up) is one output value.
 struct SiluOp {
-  __device__ static float apply(float x) { return x / (1.0f + expf(-x)); }
+  __device__ static float gated(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 };
 
 struct GeluTanhOp {
-  __device__ static float apply(float x) {
+  __device__ static float gated(float g, float u) {
     constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
     constexpr float kCoef = 0.044715f;
-    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * u;
+  }
+};
+
+// gpt-oss: the gate clamped from above, up clamped both ways, sigmoid(alpha g) g (u + 1).
+struct SwigluOaiOp {
+  __device__ static float gated(float g, float u) {
+    g = fminf(g, kSwigluOaiLimit);
+    u = fminf(fmaxf(u, -kSwigluOaiLimit), kSwigluOaiLimit);
+    return g / (1.0f + expf(-kSwigluOaiAlpha * g)) * (u + 1.0f);
   }
 };
 
@@ -34,7 +45,7 @@ __global__ void gated_kernel(const float* gate, const float* up, float* out, int
   for (int64_t r = blockIdx.y; r < num_rows; r += gridDim.y) {
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < row_length;
          c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      const float v = Op::apply(gate[r * gate_stride + c]) * up[r * up_stride + c];
+      const float v = Op::gated(gate[r * gate_stride + c], up[r * up_stride + c]);
       out[r * out_stride + c] = v;
       if (q != nullptr) {  // uniform: whole warps are in the loop (row_length % 32 == 0)
         float scale;
@@ -60,7 +71,7 @@ __global__ void gated_vec4_kernel(const float4* gate, const float4* up, float4* 
     const int64_t r = i / row_words, c = i % row_words;
     const float4 g = gate[r * gate_stride + c], u = up[r * up_stride + c];
     out[r * out_stride + c] =
-        make_float4(Op::apply(g.x) * u.x, Op::apply(g.y) * u.y, Op::apply(g.z) * u.z, Op::apply(g.w) * u.w);
+        make_float4(Op::gated(g.x, u.x), Op::gated(g.y, u.y), Op::gated(g.z, u.z), Op::gated(g.w, u.w));
   }
 }
 
@@ -92,7 +103,9 @@ cudaError_t gated_activation_cuda_check(const GatedActivationCudaArgs& a) {
     if (stride != 0 && stride < a.row_length) return cudaErrorInvalidValue;
   }
   if (!is_aligned(a.gate, 4) || !is_aligned(a.up, 4) || !is_aligned(a.output, 4)) return cudaErrorInvalidValue;
-  if (a.kind != GatedActivation::SiLU && a.kind != GatedActivation::GeluTanh) return cudaErrorInvalidValue;
+  if (a.kind != GatedActivation::SiLU && a.kind != GatedActivation::GeluTanh && a.kind != GatedActivation::SwigluOai) {
+    return cudaErrorInvalidValue;
+  }
   if (a.q8 != nullptr || a.q8_scale != nullptr) {
     if (a.q8 == nullptr || a.q8_scale == nullptr || a.row_length % 32 != 0 || !is_aligned(a.q8, 16) ||
         !is_aligned(a.q8_scale, 4)) {
@@ -108,8 +121,12 @@ cudaError_t gated_activation_cuda(const GatedActivationCudaArgs& a, cudaStream_t
   const int64_t gs = a.gate_stride != 0 ? a.gate_stride : a.row_length;
   const int64_t us = a.up_stride != 0 ? a.up_stride : a.row_length;
   const int64_t os = a.output_stride != 0 ? a.output_stride : a.row_length;
-  return a.kind == GatedActivation::SiLU ? launch_gated<SiluOp>(a, gs, us, os, stream)
-                                         : launch_gated<GeluTanhOp>(a, gs, us, os, stream);
+  switch (a.kind) {
+    case GatedActivation::SiLU: return launch_gated<SiluOp>(a, gs, us, os, stream);
+    case GatedActivation::GeluTanh: return launch_gated<GeluTanhOp>(a, gs, us, os, stream);
+    case GatedActivation::SwigluOai: return launch_gated<SwigluOaiOp>(a, gs, us, os, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace iwb

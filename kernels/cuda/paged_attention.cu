@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionParams p) 
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
       const int64_t row = t * p.num_heads + h;
       if (p.num_splits == 1) {
-        const float inv = row_sum[j] > 0.0f ? out_factor / row_sum[j] : 0.0f;
+        const float denominator = softmax_denominator(p, h, row_max[j], row_sum[j]);
+        const float inv = denominator > 0.0f ? out_factor / denominator : 0.0f;
 #pragma unroll
         for (int i = 0; i < kCols; ++i) {
           const int c = 64 * (i / 2) + 2 * lane + i % 2;
@@ -309,6 +310,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(AttentionParams p) {
   __syncthreads();
   float all = 0.0f;
   for (int w = 0; w < num_warps; ++w) all += warp_total[w];
+  all = softmax_denominator(p, row % p.num_heads, max_all, all);
   const float inv = all > 0.0f ? 1.0f / all : 0.0f;
   for (int c = threadIdx.x; c < p.head_dim_v; c += blockDim.x) {
     float value = 0.0f;
@@ -445,7 +447,7 @@ cudaError_t paged_attention_cuda_check(const PagedAttentionCudaArgs& a) {
   if ((is_quantized(a.k_type) || is_quantized(a.v_type)) && (a.head_dim % 16 != 0 || a.head_dim_v % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
-  if (!is_aligned(a.k_scale, 4) || !is_aligned(a.v_scale, 4)) return cudaErrorInvalidValue;
+  if (!is_aligned(a.k_scale, 4) || !is_aligned(a.v_scale, 4) || !is_aligned(a.sinks, 4)) return cudaErrorInvalidValue;
   if (a.num_tokens > INT32_MAX / 2) return cudaErrorInvalidValue;            // the tile planner counts in int
   if (a.num_tokens * a.num_heads > kMaxGridX) return cudaErrorInvalidValue;  // the combine's grid: a block per row
   if (!is_aligned(a.k_cache, 16) || !is_aligned(a.v_cache, 16) || !is_aligned(a.q, 8) || !is_aligned(a.output, 4)) {
@@ -495,6 +497,7 @@ cudaError_t paged_attention_cuda(const PagedAttentionCudaArgs& a, cudaStream_t s
   params.v_scale = a.v_type == GgmlType::F8_E4M3 ? a.v_scale : nullptr;
   params.scale = a.scale;
   params.softcap = a.softcap;
+  params.sinks = a.sinks;
   params.sliding_window = a.sliding_window;
   params.output = a.output;
   params.tiles = reinterpret_cast<const int32_t*>(workspace + plan.tiles_offset);

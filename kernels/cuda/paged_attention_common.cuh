@@ -40,6 +40,7 @@ struct AttentionParams {
   int k_code, v_code;    // KvCode of each side (kv_quant.cuh)
   const float* k_scale;  // FP8 keys' scale (device, null: 1): multiplies the scores
   const float* v_scale;  // FP8 values' scale (device, null: 1): multiplies the output
+  const float* sinks;    // per head (device, null: none): gpt-oss's attention sinks
 };
 
 // The query's factor (softmax scale times the FP8 keys' scale) and the output's (FP8 values' scale).
@@ -48,7 +49,17 @@ __device__ inline float query_factor(const AttentionParams& p) {
 }
 __device__ inline float output_factor(const AttentionParams& p) { return p.v_scale != nullptr ? *p.v_scale : 1.0f; }
 
-__device__ inline int64_t first_visible(int64_t pos, int64_t window) { return window > 0 ? max(int64_t{0}, pos - window + 1) : 0; }
+// A row's softmax denominator from its scores' max and its sum of exp(score - max): with an
+// attention sink (gpt-oss: one more logit per head, with no value) exp(sink - max) more, so the
+// weights sum to less than 1 as the CPU's softmax_row_with_sink gives them. A row without a
+// visible key (max -inf) keeps 0: its output is 0 either way.
+__device__ inline float softmax_denominator(const AttentionParams& p, int64_t head, float max, float sum) {
+  return p.sinks != nullptr && max != -INFINITY ? sum + expf(p.sinks[head] - max) : sum;
+}
+
+__device__ inline int64_t first_visible(int64_t pos, int64_t window) {
+  return window > 0 ? max(int64_t{0}, pos - window + 1) : 0;
+}
 
 // The first token of this thread block's query tile: from the planned list, or (no list: every
 // sequence has one token, so each token is a tile) the block index itself.
@@ -122,7 +133,8 @@ __device__ inline void load_kv_tile(const AttentionParams& p, const int32_t* tab
     const int pieces = is_key ? k_pieces : v_pieces;
     const int kk = local / pieces, piece = local % pieces;
     const int64_t slot = slot_of(p, table, key0 + kk, key_end);
-    __half* dst = is_key ? k_s + kk * k_stride + piece * kValuesPerPiece : v_s + kk * v_stride + piece * kValuesPerPiece;
+    __half* dst =
+        is_key ? k_s + kk * k_stride + piece * kValuesPerPiece : v_s + kk * v_stride + piece * kValuesPerPiece;
     if constexpr (kIsF16) {
       uint4 data = make_uint4(0, 0, 0, 0);
       if (slot >= 0) {

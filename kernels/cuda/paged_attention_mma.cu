@@ -255,7 +255,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) attention_mma_kernel(Attention
     const MmaRow& row = rows[half];
     if (!row.is_active) continue;
     if (p.num_splits == 1) {
-      const float inv = row.sum > 0.0f ? out_factor / row.sum : 0.0f;
+      const float denominator = softmax_denominator(p, row.output_row % p.num_heads, row.max, row.sum);
+      const float inv = denominator > 0.0f ? out_factor / denominator : 0.0f;
       float* out = p.output + row.output_row * kD + 2 * quad;
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {

@@ -214,7 +214,8 @@ __global__ void __launch_bounds__(kWarpsTc * 32) attention_tc_kernel(AttentionPa
       const int64_t t = tile_first + r / p.group, h = g * p.group + r % p.group;
       const int64_t row = t * p.num_heads + h;
       if (p.num_splits == 1) {
-        const float inv = row_sum[j] > 0.0f ? out_factor / row_sum[j] : 0.0f;
+        const float denominator = softmax_denominator(p, h, row_max[j], row_sum[j]);
+        const float inv = denominator > 0.0f ? out_factor / denominator : 0.0f;
         for (int c = lane; c < p.head_dim_v; c += 32) p.output[row * p.head_dim_v + c] = o_s[r * L.o_ld + c] * inv;
       } else {
         const int64_t part = row * p.num_splits + split;

@@ -71,8 +71,8 @@ std::unique_ptr<Engine> load(const std::string& path, const std::string& device,
 
 // Whether the CUDA engine multiplies this test model's matrices on int8 activations (Q4_0, Q8_0
 // and Q6_K in the split layout and Q4_K, up to 8 tokens a product).
-bool quantizes_activations(const QString& path) {
-  return path.endsWith("Q4_0.gguf") || path.endsWith("Q8_0.gguf") || path.endsWith("Q4_K_M.gguf");
+bool quantizes_activations(const QString& path) {  // (test-gpt-oss-Q8_0-yarn.gguf too)
+  return path.contains("-Q4_0") || path.contains("-Q8_0") || path.contains("-Q4_K_M");
 }
 // Whether the GPU multiplies some of this test model's K-quant matrices (Q4_K, Q6_K) on int8
 // activations (up to 8 tokens a product: Q6_K in the split layout since 2026-12-07): the Q4_K_M
@@ -82,7 +82,7 @@ bool has_k_quant_int8_products(const QString& path) {
 }
 
 // Whether the test model has expert layers (the GPU's expert products take f32 activations).
-bool has_experts(const QString& path) { return path.contains("moe-"); }
+bool has_experts(const QString& path) { return path.contains("moe-") || path.contains("gpt-oss"); }
 
 // What imatrix collection sees of the expert products' inputs: rows and the sum of squares per
 // (tensor, layer, expert).
@@ -220,7 +220,8 @@ class TestCudaEngine : public QObject {
     for (const Family& f :
          {Family{"test-gemma2", "Q8_0", 0}, Family{"test-smollm3", "Q4_0", 0}, Family{"test-olmo2", "F16", 0},
           Family{"test-olmo3", "F16", 4}, Family{"test-qwen3", "Q4_K_M", 0}, Family{"test-granite", "Q8_0", 0},
-          Family{"test-qwen2", "F16", 4}, Family{"test-qwen3moe", "Q4_K_M", 0}, Family{"test-glm4moe", "Q8_0", 0}}) {
+          Family{"test-qwen2", "F16", 4}, Family{"test-qwen3moe", "Q4_K_M", 0}, Family{"test-glm4moe", "Q8_0", 0},
+          Family{"test-gpt-oss", "Q8_0", 4}}) {
       SynthOptions o;
       o.shape = *find_synth_preset(f.shape);
       o.shape.yarn_factor = f.yarn_factor;
@@ -252,7 +253,9 @@ class TestCudaEngine : public QObject {
   // OLMo 2's post-norms (and OLMo 3's window), Qwen3's q/k norms, Granite's multipliers
   // (residual_scale) and YaRN (both since 2026-12-07), and experts (since 2026-12-08): qwen3moe's
   // softmax routing, glm4moe's sigmoid routing with selection biases, scaled weights, a shared
-  // expert and a leading dense layer; each on another weight type.
+  // expert and a leading dense layer, and gpt-oss: softmax over the top k, expert biases, MXFP4
+  // experts (F16 on the device), attention sinks, the clamped SwiGLU and YaRN; each on another
+  // weight type.
   void other_families_match_the_cpu_data() { add_model_rows(m_family_models); }
   void other_families_match_the_cpu() {
     QFETCH(QString, path);

@@ -318,14 +318,15 @@ class TestMoeEngine : public QObject {
 
   void cudaTakesExpertsItHasKernelsFor() {
     // Checked on the host before anything is uploaded, so "auto" falls back to the CPU for what
-    // the device lacks. Since 2026-12-08 the device routes experts (softmax, and sigmoid with
-    // selection biases and shared experts); the engine test runs them (test_cuda_engine).
+    // the device lacks. Since 2026-12-08 the device routes experts (softmax, sigmoid with
+    // selection biases and shared experts, gpt-oss's softmax over the top k, with its attention
+    // sinks and clamped SwiGLU); the engine test runs them (test_cuda_engine).
     auto support = [](const char* preset) {
       const synth::SynthShape* shape = synth::find_synth_preset(preset);
       return shape != nullptr ? check_cuda_plan_support(build_forward_plan(synth::shape_config(*shape)))
                               : make_error(ErrorCode::NotFound, preset);
     };
-    for (const char* preset : {"qwen3-30b-a3b", "glm-4.5-air", "qwen3-0.6b"}) {
+    for (const char* preset : {"qwen3-30b-a3b", "glm-4.5-air", "gpt-oss-20b", "qwen3-0.6b"}) {
       const Status s = support(preset);
       QVERIFY2(s.is_ok(), qPrintable(QString("%1: %2").arg(preset, QString::fromStdString(s.message()))));
     }
@@ -334,8 +335,7 @@ class TestMoeEngine : public QObject {
       const char* preset;
       const char* names;
     };
-    for (const Refusal& r :
-         {Refusal{"gpt-oss-20b", "attention sinks"}, Refusal{"deepseek-v2-lite", "multi-head latent attention"}}) {
+    for (const Refusal& r : {Refusal{"deepseek-v2-lite", "multi-head latent attention"}}) {
       const Status s = support(r.preset);
       QCOMPARE(s.code(), ErrorCode::Unsupported);
       QVERIFY2(s.message().find(r.names) != std::string::npos, s.message().c_str());

@@ -174,8 +174,8 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(rope_cuda(args, nullptr));
     CUDA_VERIFY(cudaDeviceSynchronize());
 
-    RopeArgs ref{q.data(), tokens, heads, head_dim, num_rotated, positions.data(), layout, 500000.0f, 0.5f,
-                 has_factors ? factors.data() : nullptr};
+    RopeArgs ref{q.data(),         tokens, heads,     head_dim, num_rotated,
+                 positions.data(), layout, 500000.0f, 0.5f,     has_factors ? factors.data() : nullptr};
     QVERIFY(rope_ref(ref));
     ref.data = k.data();
     ref.num_heads = kv_heads;
@@ -188,6 +188,7 @@ class TestCudaOps : public QObject {
     QTest::addColumn<int>("kind");
     QTest::newRow("swiglu") << static_cast<int>(GatedActivation::SiLU);
     QTest::newRow("geglu") << static_cast<int>(GatedActivation::GeluTanh);
+    QTest::newRow("swiglu_oai (gpt-oss)") << static_cast<int>(GatedActivation::SwigluOai);
   }
 
   void activations_match_reference() {
@@ -233,8 +234,8 @@ class TestCudaOps : public QObject {
 
   void embedding_matches_reference_data() {
     QTest::addColumn<int>("type_id");
-    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0,
-                          GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K,
+                          GgmlType::Q6_K}) {
       QTest::newRow(std::string(ggml_type_name(type)).c_str()) << static_cast<int>(type);
     }
   }
@@ -251,12 +252,14 @@ class TestCudaOps : public QObject {
     const auto num_tokens = static_cast<int64_t>(tokens.size());
     for (const float scale : {1.0f, std::sqrt(static_cast<float>(dim))}) {
       std::vector<float> expected(static_cast<size_t>(num_tokens * dim));
-      QVERIFY(embedding_lookup_ref({type, table.data(), vocab, dim, tokens.data(), num_tokens, scale, expected.data()}));
+      QVERIFY(
+          embedding_lookup_ref({type, table.data(), vocab, dim, tokens.data(), num_tokens, scale, expected.data()}));
       DeviceBuffer<uint8_t> d_table(table);
       DeviceBuffer<int32_t> d_tokens(tokens), d_flag(std::vector<int32_t>{0});
       DeviceBuffer<float> d_out(expected.size());
       CUDA_VERIFY(d_out.poison());
-      EmbeddingCudaArgs args{type, d_table.get(), vocab, dim, d_tokens.get(), num_tokens, scale, d_out.get(), d_flag.get()};
+      EmbeddingCudaArgs args{type,       d_table.get(), vocab,       dim,         d_tokens.get(),
+                             num_tokens, scale,         d_out.get(), d_flag.get()};
       CUDA_VERIFY(embedding_cuda(args, nullptr));
       CUDA_VERIFY(cudaDeviceSynchronize());
       // A fused multiply-add on the GPU may round d * sc * q - dmin * m differently where the
@@ -283,7 +286,8 @@ class TestCudaOps : public QObject {
     const std::vector<float> table = iwb::test::random_floats(static_cast<size_t>(vocab * dim), rng);
     DeviceBuffer<float> d_table(table), d_out(static_cast<size_t>(3 * dim));
     DeviceBuffer<int32_t> d_tokens(std::vector<int32_t>{3, 10, -1}), d_flag(std::vector<int32_t>{0});
-    EmbeddingCudaArgs args{GgmlType::F32, d_table.get(), vocab, dim, d_tokens.get(), 3, 1.0f, d_out.get(), d_flag.get()};
+    EmbeddingCudaArgs args{GgmlType::F32, d_table.get(), vocab,       dim, d_tokens.get(), 3,
+                           1.0f,          d_out.get(),   d_flag.get()};
     CUDA_VERIFY(embedding_cuda(args, nullptr));
     CUDA_VERIFY(cudaDeviceSynchronize());
     QCOMPARE(d_flag.download().front(), 1);
@@ -306,7 +310,8 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(add_cuda(d_x.get(), d_y.get(), n, nullptr));
     CUDA_VERIFY(add_bias_rows_cuda(d_x.get(), d_bias.get(), rows, length, nullptr));
     std::vector<float> expected(x);
-    for (int64_t i = 0; i < n; ++i) expected[static_cast<size_t>(i)] = (x[i] + y[i]) + bias[static_cast<size_t>(i % length)];
+    for (int64_t i = 0; i < n; ++i)
+      expected[static_cast<size_t>(i)] = (x[i] + y[i]) + bias[static_cast<size_t>(i % length)];
     COMPARE_FLOATS("add + bias", d_x.download(), expected, 0.0f, 0.0f);
 
     // Gather rows 8, 0, 3 of the sum.
@@ -316,7 +321,8 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(gather_rows_cuda(d_x.get(), length, d_rows.get(), 3, d_gathered.get(), nullptr));
     std::vector<float> gathered_expected;
     for (int32_t r : rows_wanted) {
-      gathered_expected.insert(gathered_expected.end(), expected.begin() + r * length, expected.begin() + (r + 1) * length);
+      gathered_expected.insert(gathered_expected.end(), expected.begin() + r * length,
+                               expected.begin() + (r + 1) * length);
     }
     COMPARE_FLOATS("gather rows", d_gathered.download(), gathered_expected, 0.0f, 0.0f);
 
@@ -340,7 +346,8 @@ class TestCudaOps : public QObject {
       if (std::isnan(expected)) {
         QVERIFY2(std::isnan(floats[i]), qPrintable(QString::number(i)));
       } else {
-        QVERIFY2(floats[i] == expected && std::signbit(floats[i]) == std::signbit(expected), qPrintable(QString::number(i)));
+        QVERIFY2(floats[i] == expected && std::signbit(floats[i]) == std::signbit(expected),
+                 qPrintable(QString::number(i)));
       }
     }
     std::mt19937 rng(9);
@@ -356,8 +363,10 @@ class TestCudaOps : public QObject {
     CUDA_VERIFY(f32_to_f16_cuda(d_values.get(), d_half.get(), static_cast<int64_t>(values.size()), nullptr));
     const std::vector<uint16_t> got = d_half.download();
     for (size_t i = 0; i < values.size(); ++i) {
-      QVERIFY2(got[i] == f32_to_fp16(values[i]),
-               qPrintable(QStringLiteral("%1 -> GPU %2, CPU %3").arg(values[i], 0, 'g', 9).arg(got[i]).arg(f32_to_fp16(values[i]))));
+      QVERIFY2(got[i] == f32_to_fp16(values[i]), qPrintable(QStringLiteral("%1 -> GPU %2, CPU %3")
+                                                                .arg(values[i], 0, 'g', 9)
+                                                                .arg(got[i])
+                                                                .arg(f32_to_fp16(values[i]))));
     }
   }
 

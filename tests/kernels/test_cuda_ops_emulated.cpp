@@ -100,6 +100,11 @@ class TestCudaOpsEmulated : public QObject {
     // and on 96 with a Q8_0 cache; the first also walks two key splits.
     QTest::newRow("long prefill d128 g4 bs16") << 8 << 2 << 128 << 16 << 0 << 0.0f << true << false;
     QTest::newRow("mixed d96 g2 bs16 q8") << 4 << 2 << 96 << 16 << 0 << 0.0f << true << true;
+    // gpt-oss's attention sinks (a logit per head with no value) on each kernel: the f32 one
+    // through the split combine, the tensor-core tiles, and the register-resident kernel.
+    QTest::newRow("decode d64 g4 bs32 window sinks") << 8 << 2 << 64 << 32 << 20 << 0.0f << false << false;
+    QTest::newRow("mixed d64 g2 bs16 sinks") << 4 << 2 << 64 << 16 << 8 << 0.0f << true << false;
+    QTest::newRow("long prefill d128 g4 bs16 sinks") << 8 << 2 << 128 << 16 << 0 << 0.0f << true << false;
   }
 
   void attention_matches_reference() {
@@ -124,7 +129,15 @@ class TestCudaOpsEmulated : public QObject {
     const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, max_context, rng,
                                           is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
     std::vector<float> expected(b.q.size());
-    QVERIFY(paged_attention_ref(iwb::test::cpu_args(b, window, softcap, expected.data())));
+    // Sinks from below to well above the scores (the first heads' outputs then shrink to a
+    // fraction of the others').
+    std::vector<float> sinks;
+    if (QByteArray(QTest::currentDataTag()).endsWith("sinks")) {
+      for (int h = 0; h < heads; ++h) sinks.push_back(-2.0f + 1.5f * static_cast<float>(h % 5));
+    }
+    PagedAttentionArgs reference = iwb::test::cpu_args(b, window, softcap, expected.data());
+    reference.sinks = sinks.empty() ? nullptr : sinks.data();
+    QVERIFY(paged_attention_ref(reference));
 
     const PagedAttentionArgs c = iwb::test::cpu_args(b, window, softcap, nullptr);
     PagedAttentionCudaArgs a;
@@ -146,6 +159,7 @@ class TestCudaOpsEmulated : public QObject {
     a.scale = c.scale;
     a.sliding_window = window;
     a.softcap = softcap;
+    a.sinks = reference.sinks;
     a.k_type = c.k_type;
     a.v_type = c.v_type;
     a.is_rotated = c.is_rotated;  // random blocks: nothing rotated
@@ -519,7 +533,9 @@ class TestCudaOpsEmulated : public QObject {
     // Rows of 300: whole 16-byte words, the four-a-thread kernel; 299: one value a thread.
     for (const int64_t length : {int64_t{300}, int64_t{299}}) {
       const std::vector<float> fused = iwb::test::random_floats(static_cast<size_t>(rows * 2 * length), rng, 3.0f);
-      for (const GatedActivation kind : {GatedActivation::SiLU, GatedActivation::GeluTanh}) {
+      // (gpt-oss's clamped SwiGLU: values of sd 3 reach its limit of 7 now and then.)
+      for (const GatedActivation kind :
+           {GatedActivation::SiLU, GatedActivation::GeluTanh, GatedActivation::SwigluOai}) {
         std::vector<float> gate, up;
         for (int64_t r = 0; r < rows; ++r) {
           gate.insert(gate.end(), fused.begin() + r * 2 * length, fused.begin() + r * 2 * length + length);

@@ -34,8 +34,14 @@ struct DeviceBatch {
   PagedAttentionCudaArgs args;
 
   DeviceBatch(const Batch& b, int64_t window, float softcap)
-      : q(b.q), output(b.q.size()), k_cache(b.k_cache), v_cache(b.v_cache), block_tables(b.block_tables),
-        lengths(b.lengths), token_sequences(b.token_sequences), positions(b.positions),
+      : q(b.q),
+        output(b.q.size()),
+        k_cache(b.k_cache),
+        v_cache(b.v_cache),
+        block_tables(b.block_tables),
+        lengths(b.lengths),
+        token_sequences(b.token_sequences),
+        positions(b.positions),
         workspace(plan_paged_attention({b.num_tokens(), b.num_sequences(), b.num_heads, b.num_kv_heads, b.head_dim,
                                         b.max_blocks * b.block_size})
                       .workspace_bytes) {
@@ -98,6 +104,10 @@ class TestCudaPagedAttention : public QObject {
     QTest::newRow("decode d128 g4 bs16 q8") << 16 << 4 << 128 << 16 << 0 << 0.0f << false << true;
     QTest::newRow("mixed d64 g8 bs32 window softcap q8") << 8 << 1 << 64 << 32 << 100 << 30.0f << true << true;
     QTest::newRow("prefill unsplit d64 g1 bs16") << 128 << 128 << 64 << 16 << 0 << 0.0f << true << false;
+    // gpt-oss's attention sinks: the split combine, both tensor-core kernels, the f32 kernel.
+    QTest::newRow("decode d64 g8 bs16 window sinks") << 64 << 8 << 64 << 16 << 128 << 0.0f << false << false;
+    QTest::newRow("mixed d64 g8 bs16 window sinks") << 64 << 8 << 64 << 16 << 128 << 0.0f << true << false;
+    QTest::newRow("mixed d128 g4 bs16 sinks") << 8 << 2 << 128 << 16 << 0 << 0.0f << true << false;
   }
 
   void matches_reference() {
@@ -120,17 +130,26 @@ class TestCudaPagedAttention : public QObject {
     }
     std::mt19937 rng(static_cast<uint32_t>(heads * 1000 + head_dim * 10 + block_size + window));
     const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, 1024, rng,
-                               is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
+                                          is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
     std::vector<float> expected(b.q.size());
-    QVERIFY(paged_attention_ref(iwb::test::cpu_args(b, window, softcap, expected.data())));
+    std::vector<float> sinks;  // from below to well above the scores
+    if (QByteArray(QTest::currentDataTag()).endsWith("sinks")) {
+      for (int h = 0; h < heads; ++h) sinks.push_back(-2.0f + 1.5f * static_cast<float>(h % 5));
+    }
+    PagedAttentionArgs reference = iwb::test::cpu_args(b, window, softcap, expected.data());
+    reference.sinks = sinks.empty() ? nullptr : sinks.data();
+    QVERIFY(paged_attention_ref(reference));
 
     DeviceBatch d(b, window, softcap);
+    DeviceBuffer<float> d_sinks(sinks);
+    if (!sinks.empty()) d.args.sinks = d_sinks.get();
     QCOMPARE(d.workspace.error(), cudaSuccess);
     QCOMPARE(d.workspace.size(), paged_attention_cuda_workspace_bytes(d.args));
     const AttentionLaunchPlan plan = paged_attention_cuda_plan(d.args);
-    qInfo("%lld tokens: %lld tiles max of %lld tokens, %lld splits of %lld keys", static_cast<long long>(b.num_tokens()),
-          static_cast<long long>(plan.max_tiles), static_cast<long long>(plan.tile_tokens),
-          static_cast<long long>(plan.num_splits), static_cast<long long>(plan.split_size));
+    qInfo("%lld tokens: %lld tiles max of %lld tokens, %lld splits of %lld keys",
+          static_cast<long long>(b.num_tokens()), static_cast<long long>(plan.max_tiles),
+          static_cast<long long>(plan.tile_tokens), static_cast<long long>(plan.num_splits),
+          static_cast<long long>(plan.split_size));
     if (heads == 128) QCOMPARE(plan.num_splits, int64_t{1});
     if (!is_prefill) QVERIFY(plan.num_splits > 1);
     // Batches with prefill chunks run on tensor cores (Q and weights rounded to f16, hence the

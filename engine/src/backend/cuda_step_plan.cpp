@@ -14,14 +14,12 @@ Status refuse(const std::string& what) { return make_error(ErrorCode::InvalidArg
 }  // namespace
 
 Status check_cuda_plan_support(const ForwardPlan& plan) {
-  // gpt-oss's attention pieces have CPU kernels only; refusing here lets "auto" pick the CPU.
+  // What the device has no kernel for; refusing here lets "auto" pick the CPU.
   const ModelConfig& c = plan.config;
   const auto no_kernel = [&](const std::string& what) {
     return make_error(ErrorCode::Unsupported, "the CUDA backend has no kernel for " + what + " (" +
                                                   c.architecture_name + "); the CPU runs this model");
   };
-  if (c.has_attention_sinks) return no_kernel("attention sinks");
-  if (c.ffn_activation == GatedActivation::SwigluOai) return no_kernel("the clamped SwiGLU (swiglu_oai)");
   if (plan.options.exports_hidden) return no_kernel("multi-token prediction (the hidden states an MTP head reads)");
   if (c.has_recurrent_layers()) return no_kernel("recurrent layers (Qwen 3.5's gated delta net)");
   if (c.has_attention_output_gate) return no_kernel("the attention output gate (Qwen 3.5's)");

@@ -333,6 +333,7 @@ Status CudaForwardBackend::run_attention(const PlanOp& op, const StepShape& s) {
   a.scale = c.attention_scale;
   a.sliding_window = op.is_sliding ? c.sliding_window : 0;
   a.softcap = c.attention_softcap;
+  a.sinks = m_weights.layers[static_cast<size_t>(il)].attn_sinks;
   a.output = m_attn;
   a.k_type = m_kv.type.k;
   a.v_type = m_kv.type.v;

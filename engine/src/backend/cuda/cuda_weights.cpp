@@ -177,6 +177,7 @@ Result<DeviceWeights> upload_weights(const ModelConfig& config, const ModelWeigh
     floats(&l.q_norm, w.q_norm);
     floats(&l.k_norm, w.k_norm);
     floats(&l.post_attention_norm, w.post_attention_norm);
+    floats(&l.attn_sinks, w.attn_sinks);
     floats(&l.ffn_norm, w.ffn_norm);
     matrix(&l.ffn_gate, blk + "ffn_gate", w.ffn_gate);
     matrix(&l.ffn_up, blk + "ffn_up", w.ffn_up);

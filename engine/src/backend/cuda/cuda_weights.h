@@ -45,6 +45,7 @@ struct DeviceLayer {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // null: no bias
   const float *q_norm = nullptr, *k_norm = nullptr;                        // gemma3
   const float* post_attention_norm = nullptr;                              // gemma3
+  const float* attn_sinks = nullptr;                                       // gpt-oss: [num_heads], or null
   const float* ffn_norm = nullptr;
   DeviceMatrix ffn_gate, ffn_up, ffn_down;
   const float* post_ffw_norm = nullptr;  // gemma3

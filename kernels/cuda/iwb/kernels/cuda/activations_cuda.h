@@ -1,5 +1,6 @@
 // GPU gated feed-forward activations out = act(gate) * up, act = SiLU (SwiGLU) or GELU-tanh
-// (GeGLU); gated_activation_ref is the CPU twin. Rows with strides so a fused gate|up product
+// (GeGLU), or gpt-oss's clamped SwiGLU (swiglu_oai); gated_activation_ref is the CPU twin. Rows with strides so a fused
+// gate|up product
 // ([num_rows x 2*row_length]) works without a copy.
 #pragma once
 
@@ -17,7 +18,7 @@ struct GatedActivationCudaArgs {
   float* output = nullptr;      // device, row r at output + r * output_stride; may be gate or up
   int64_t num_rows = 0;
   int64_t row_length = 0;
-  int64_t gate_stride = 0;      // floats between rows; 0 means row_length
+  int64_t gate_stride = 0;  // floats between rows; 0 means row_length
   int64_t up_stride = 0;
   int64_t output_stride = 0;
   GatedActivation kind = GatedActivation::SiLU;

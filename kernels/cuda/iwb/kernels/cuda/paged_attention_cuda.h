@@ -26,26 +26,28 @@
 namespace iwb {
 
 struct PagedAttentionCudaArgs {
-  const float* q = nullptr;                   // device [num_tokens x num_heads x head_dim]
-  const uint16_t* k_cache = nullptr;          // device, one layer's keys (k_type: see paged_attention.h)
-  const uint16_t* v_cache = nullptr;          // device, one layer's values
+  const float* q = nullptr;           // device [num_tokens x num_heads x head_dim]
+  const uint16_t* k_cache = nullptr;  // device, one layer's keys (k_type: see paged_attention.h)
+  const uint16_t* v_cache = nullptr;  // device, one layer's values
   int64_t num_blocks = 0;
   int64_t block_size = 0;
-  const int32_t* block_tables = nullptr;      // device [num_sequences x max_blocks_per_sequence]
+  const int32_t* block_tables = nullptr;  // device [num_sequences x max_blocks_per_sequence]
   int64_t max_blocks_per_sequence = 0;
   const int32_t* sequence_lengths = nullptr;  // device [num_sequences]
   int64_t num_sequences = 0;
-  const int32_t* token_sequences = nullptr;   // device [num_tokens]; a sequence's tokens are contiguous
-  const int32_t* positions = nullptr;         // device [num_tokens], < the sequence's length
+  const int32_t* token_sequences = nullptr;  // device [num_tokens]; a sequence's tokens are contiguous
+  const int32_t* positions = nullptr;        // device [num_tokens], < the sequence's length
   int64_t num_tokens = 0;
   int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;                   // divides num_heads; num_heads / num_kv_heads <= 64
-  int64_t head_dim = 0;                       // multiple of 8 (16 with a quantized side), <= 256
-  int64_t head_dim_v = 0;                     // multiple of 8 (16 with a quantized side), <= 256
+  int64_t num_kv_heads = 0;  // divides num_heads; num_heads / num_kv_heads <= 64
+  int64_t head_dim = 0;      // multiple of 8 (16 with a quantized side), <= 256
+  int64_t head_dim_v = 0;    // multiple of 8 (16 with a quantized side), <= 256
   float scale = 1.0f;
-  int64_t sliding_window = 0;                 // > 0: query at p sees keys p - window < key <= p
-  float softcap = 0.0f;                       // > 0: score = softcap * tanh(score / softcap)
-  float* output = nullptr;                    // device [num_tokens x num_heads x head_dim_v]
+  int64_t sliding_window = 0;    // > 0: query at p sees keys p - window < key <= p
+  float softcap = 0.0f;          // > 0: score = softcap * tanh(score / softcap)
+  const float* sinks = nullptr;  // device [num_heads]: gpt-oss's attention sinks (a logit
+                                 // per head in the softmax, with no value), or null
+  float* output = nullptr;       // device [num_tokens x num_heads x head_dim_v]
   // The cache types, each side its own (as the CPU's PagedAttentionArgs): F16, a block type
   // (Q8_0, Q5_1, Q5_0, Q4_1, Q4_0: head sizes multiples of 32; rows Hadamard-rotated when
   // is_rotated, as write_kv_paged_cuda stores them) or F8_E4M3. A quantized tile is expanded to
@@ -61,8 +63,8 @@ struct PagedAttentionCudaArgs {
   // cores when head sizes are multiples of 16 (Q and the softmax weights rounded to f16); false
   // keeps every batch on the f32 kernel.
   bool allow_tensor_cores = true;
-  void* workspace = nullptr;                  // device scratch, 256-byte aligned
-  size_t workspace_bytes = 0;                 // >= paged_attention_cuda_workspace_bytes(args)
+  void* workspace = nullptr;   // device scratch, 256-byte aligned
+  size_t workspace_bytes = 0;  // >= paged_attention_cuda_workspace_bytes(args)
 };
 
 // The launch shape these arguments get (host arithmetic only; see paged_attention_plan.h).
