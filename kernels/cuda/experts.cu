@@ -142,6 +142,29 @@ struct UnitBF16x8 {
   }
 };
 
+// MXFP4 (gpt-oss's experts): 17-byte blocks, an E8M0 exponent then 16 bytes of E2M1 codes
+// in Q4_0's nibble order; value = kMxfp4Values[code] * e8m0_to_f32_half(e), as the CPU's
+// dequantize_mxfp4. The blocks are byte aligned, so the codes are read byte by byte.
+struct UnitMxfp4 {
+  static constexpr int kBlockBytes = sizeof(BlockMxfp4), kBlockValues = kQKMxfp4, kPiecesPerBlock = 4;
+  static constexpr bool kSplitHalves = true;
+  // kMxfp4Values (0, 1, 2, 3, 4, 6, 8, 12, then the same negated) without a table in device memory.
+  __device__ static float value(uint32_t code) {
+    const uint32_t m = code & 7u;
+    const int magnitude = m < 4 ? static_cast<int>(m) : (4 + 2 * static_cast<int>(m & 1u)) << ((m >> 1) - 2);
+    return static_cast<float>((code & 8u) != 0 ? -magnitude : magnitude);
+  }
+  __device__ static void decode(const uint8_t* block, int p, float w[8]) {
+    const float d = e8m0_to_f32_half(block[0]);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t q = block[1 + 4 * p + b];
+      w[b] = value(q & 0x0Fu) * d;
+      w[4 + b] = value(q >> 4) * d;
+    }
+  }
+};
+
 inline constexpr int kRows = kMatvecRowsPerBlock;
 
 // Thread block (x, y): output rows 2x, 2x + 1 of routed row first_routed + y, whose expert is
@@ -225,6 +248,7 @@ cudaError_t launch_expert_matvec(const ExpertMatvecCudaArgs& a, int64_t row_byte
     case 16: return launch_expert_variant<Unit, 16>(a, row_bytes, stream);
     case 4: return launch_expert_variant<Unit, 4>(a, row_bytes, stream);
     case 2: return launch_expert_variant<Unit, 2>(a, row_bytes, stream);
+    case 1: return launch_expert_variant<Unit, 1>(a, row_bytes, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -350,15 +374,17 @@ cudaError_t group_expert_rows_cuda(const ExpertGroupsCudaArgs& a, cudaStream_t s
   return cudaGetLastError();
 }
 
-bool cuda_expert_matvec_supports(GgmlType type) { return cuda_matvec_supports(type); }
+bool cuda_expert_matvec_supports(GgmlType type) { return cuda_matvec_supports(type) || type == GgmlType::MXFP4; }
 
 namespace {
 
-// The widest load (16, 4, 2 bytes) that divides the weights' base, every expert's offset and
-// the row length, so every staged tile starts aligned; 0 if none does.
+// The widest load (16, 4, 2 bytes; MXFP4's byte-aligned blocks also 1) that divides the
+// weights' base, every expert's offset and the row length, so every staged tile starts aligned;
+// 0 if none does.
 int expert_load_bytes(const ExpertMatvecCudaArgs& a, int64_t row_bytes) {
   const auto base = reinterpret_cast<uintptr_t>(a.weights);
-  for (const int width : {16, 4, 2}) {
+  for (const int width : {16, 4, 2, 1}) {
+    if (width == 1 && a.type != GgmlType::MXFP4) break;
     const auto w = static_cast<uint64_t>(width);
     if (base % w == 0 && a.expert_stride % w == 0 && static_cast<uint64_t>(row_bytes) % w == 0) return width;
   }
@@ -419,6 +445,7 @@ cudaError_t expert_matvec_cuda(const ExpertMatvecCudaArgs& a, cudaStream_t strea
     case GgmlType::Q4_K: return launch_expert_matvec<UnitK45<false>>(a, row_bytes, load, stream);
     case GgmlType::Q5_K: return launch_expert_matvec<UnitK45<true>>(a, row_bytes, load, stream);
     case GgmlType::Q6_K: return launch_expert_matvec<UnitQ6_K>(a, row_bytes, load, stream);
+    case GgmlType::MXFP4: return launch_expert_matvec<cuda_experts::UnitMxfp4>(a, row_bytes, load, stream);
     default: return cudaErrorInvalidValue;
   }
 }

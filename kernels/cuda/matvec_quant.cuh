@@ -211,6 +211,10 @@ template <>
 struct LoadWord<2> {
   using Type = unsigned short;
 };
+template <>
+struct LoadWord<1> {  // MXFP4 rows of an odd number of 17-byte blocks (the expert products only)
+  using Type = unsigned char;
+};
 
 // Copies `tile_len` bytes (a multiple of kLoadBytes) of each of `num_rows` rows, starting at
 // `src` (row r at src + r * row_bytes, kLoadBytes-aligned), into tile + r * tile_stride. All

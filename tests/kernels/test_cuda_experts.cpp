@@ -226,11 +226,12 @@ class TestCudaExperts : public QObject {
       int in, out;
     };
     // Odd row counts; Q4_0 / Q5_0 / Q8_0 rows of 96 values take 2- or 4-byte loads; Q4_0's 4160
-    // spans two tiles.
+    // spans two tiles; MXFP4 rows of an odd number of its 17-byte blocks take byte loads.
     for (const Row r : {Row{GgmlType::F32, 56, 37}, Row{GgmlType::F16, 40, 19}, Row{GgmlType::BF16, 24, 21},
                         Row{GgmlType::Q4_0, 96, 23}, Row{GgmlType::Q4_0, 4160, 5}, Row{GgmlType::Q4_1, 64, 9},
                         Row{GgmlType::Q5_0, 96, 11}, Row{GgmlType::Q5_1, 128, 7}, Row{GgmlType::Q8_0, 96, 13},
-                        Row{GgmlType::Q4_K, 256, 9}, Row{GgmlType::Q5_K, 512, 5}, Row{GgmlType::Q6_K, 256, 7}}) {
+                        Row{GgmlType::Q4_K, 256, 9}, Row{GgmlType::Q5_K, 512, 5}, Row{GgmlType::Q6_K, 256, 7},
+                        Row{GgmlType::MXFP4, 64, 9}, Row{GgmlType::MXFP4, 96, 7}, Row{GgmlType::MXFP4, 4160, 3}}) {
       for (const int divisor : {1, 3}) {
         QTest::newRow(qPrintable(QString("%1 %2x%3, x row per %4")
                                      .arg(QString::fromUtf8(ggml_type_name(r.type).data(),
@@ -330,8 +331,8 @@ class TestCudaExperts : public QObject {
       }
     }
     // The quantized types run matvec_cuda's kernel body: each routed row is its product of the
-    // chosen expert, bit for bit.
-    if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) return;
+    // chosen expert, bit for bit (matvec_cuda has no MXFP4).
+    if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::MXFP4) return;
     DeviceBuffer<float> d_one(static_cast<size_t>(out_features));
     for (int64_t r = 0; r < routed; ++r) {
       const int64_t e = choice[static_cast<size_t>(r)];

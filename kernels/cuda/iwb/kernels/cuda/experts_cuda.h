@@ -96,7 +96,8 @@ struct ExpertMatvecCudaArgs {
   int64_t max_groups = 0;
 };
 
-// Types the expert products read as stored: those of matvec_cuda (cuda_matvec_supports).
+// Types the expert products read as stored: those of matvec_cuda (cuda_matvec_supports) and
+// MXFP4 (gpt-oss's experts).
 bool cuda_expert_matvec_supports(GgmlType type);
 cudaError_t expert_matvec_cuda_check(const ExpertMatvecCudaArgs& args);
 // y[r] = W[choice[r]] x[r / x_row_divisor] (+ bias[choice[r]]), each routed row one token of
