@@ -254,8 +254,8 @@ class TestCudaEngine : public QObject {
   // (residual_scale) and YaRN (both since 2026-12-07), and experts (since 2026-12-08): qwen3moe's
   // softmax routing, glm4moe's sigmoid routing with selection biases, scaled weights, a shared
   // expert and a leading dense layer, and gpt-oss: softmax over the top k, expert biases, MXFP4
-  // experts (MXFP4 on the device too), attention sinks, the clamped SwiGLU and YaRN; each on another
-  // weight type.
+  // experts (read as stored on the device), attention sinks, the clamped SwiGLU and YaRN; each on
+  // another weight type.
   void other_families_match_the_cpu_data() { add_model_rows(m_family_models); }
   void other_families_match_the_cpu() {
     QFETCH(QString, path);
