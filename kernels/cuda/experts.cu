@@ -326,7 +326,11 @@ __global__ void __launch_bounds__(kCombineThreads)
   *y = sum;
 }
 
-bool is_aligned(const void* p, uintptr_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
+// Every pointer 4-byte aligned (null counts as aligned: an optional argument left out).
+template <typename... Pointers>
+bool are_aligned_4(const Pointers*... pointers) {
+  return (cuda_detail::is_aligned(pointers, 4) && ...);
+}
 
 }  // namespace cuda_experts
 
@@ -335,9 +339,7 @@ cudaError_t route_experts_cuda_check(const RouteExpertsCudaArgs& a) {
   if (a.num_tokens < 0 || a.num_tokens > (int64_t{1} << 31) / 2) return cudaErrorInvalidValue;
   if (a.num_experts < 1 || a.num_experts > kCudaMaxExperts) return cudaErrorInvalidValue;
   if (a.num_used < 1 || a.num_used > std::min(a.num_experts, kCudaMaxExpertsUsed)) return cudaErrorInvalidValue;
-  if (!cuda_experts::is_aligned(a.logits, 4) || !cuda_experts::is_aligned(a.choice, 4) ||
-      !cuda_experts::is_aligned(a.weight, 4) || !cuda_experts::is_aligned(a.selection_bias, 4) ||
-      !cuda_experts::is_aligned(a.counts, 4)) {
+  if (!cuda_experts::are_aligned_4(a.logits, a.choice, a.weight, a.selection_bias, a.counts)) {
     return cudaErrorInvalidValue;
   }
   return cudaSuccess;
@@ -360,10 +362,8 @@ cudaError_t group_expert_rows_cuda_check(const ExpertGroupsCudaArgs& a) {
       a.x_row_divisor < 1 || a.max_groups < cuda_expert_max_groups(a.num_routed, a.num_experts)) {
     return cudaErrorInvalidValue;
   }
-  for (const void* p : {static_cast<const void*>(a.choice), static_cast<const void*>(a.position),
-                        static_cast<const void*>(a.source_row), static_cast<const void*>(a.groups),
-                        static_cast<const void*>(a.num_groups)}) {
-    if (!cuda_experts::is_aligned(p, 4)) return cudaErrorInvalidValue;
+  if (!cuda_experts::are_aligned_4(a.choice, a.position, a.source_row, a.groups, a.num_groups)) {
+    return cudaErrorInvalidValue;
   }
   return cudaSuccess;
 }
@@ -407,14 +407,13 @@ cudaError_t expert_matvec_cuda_check(const ExpertMatvecCudaArgs& a) {
   if (a.weights == nullptr || (!is_grouped && a.choice == nullptr) || a.x == nullptr || a.y == nullptr) {
     return cudaErrorInvalidValue;
   }
-  if (is_grouped && (a.num_groups == nullptr || a.x_row_divisor != 1 || a.max_groups < 0 || a.max_groups > kMaxDim ||
-                     !cuda_experts::is_aligned(a.groups, 4) || !cuda_experts::is_aligned(a.num_groups, 4))) {
+  if (is_grouped && (a.num_groups == nullptr || a.x_row_divisor != 1 || a.max_groups < 0 || a.max_groups > kMaxDim)) {
     return cudaErrorInvalidValue;
   }
   const auto row_bytes = static_cast<int64_t>(ggml_row_bytes(a.type, a.in_features).value_or(0));
   if (a.expert_stride < static_cast<uint64_t>(row_bytes * a.out_features)) return cudaErrorInvalidValue;
-  if (expert_load_bytes(a, row_bytes) == 0 || !cuda_experts::is_aligned(a.x, 16) || !cuda_experts::is_aligned(a.y, 4) ||
-      !cuda_experts::is_aligned(a.choice, 4) || !cuda_experts::is_aligned(a.bias, 4)) {
+  if (expert_load_bytes(a, row_bytes) == 0 || !cuda_detail::is_aligned(a.x, 16) ||
+      !cuda_experts::are_aligned_4(a.y, a.choice, a.bias, a.groups, a.num_groups)) {
     return cudaErrorInvalidValue;
   }
   // x rows read and y rows written must not share a byte.
@@ -459,10 +458,8 @@ cudaError_t combine_experts_cuda_check(const CombineExpertsCudaArgs& a) {
   }
   const int64_t width_blocks = (a.width + cuda_experts::kCombineThreads - 1) / cuda_experts::kCombineThreads;
   if (a.num_tokens * width_blocks > cuda_detail::kMaxGridX) return cudaErrorInvalidValue;
-  for (const void* p : {static_cast<const void*>(a.expert_out), static_cast<const void*>(a.choice),
-                        static_cast<const void*>(a.weight), static_cast<const void*>(a.expert_scales),
-                        static_cast<const void*>(a.expert_rows), static_cast<const void*>(a.y)}) {
-    if (!cuda_experts::is_aligned(p, 4)) return cudaErrorInvalidValue;
+  if (!cuda_experts::are_aligned_4(a.expert_out, a.choice, a.weight, a.expert_scales, a.expert_rows, a.y)) {
+    return cudaErrorInvalidValue;
   }
   return cudaSuccess;
 }

@@ -61,7 +61,8 @@ inline Batch make_batch(const std::vector<SequenceSpec>& specs, int64_t heads, i
       b.positions.push_back(p);
     }
   }
-  const size_t cache_units = static_cast<size_t>(b.num_blocks * block_size * kv_row_units(kv_type, kv_heads * head_dim));
+  const size_t cache_units =
+      static_cast<size_t>(b.num_blocks * block_size * kv_row_units(kv_type, kv_heads * head_dim));
   b.k_cache.resize(cache_units);
   b.v_cache.resize(cache_units);
   if (kv_type == GgmlType::F16) {
@@ -77,13 +78,22 @@ inline Batch make_batch(const std::vector<SequenceSpec>& specs, int64_t heads, i
         if (i % 17 == 0) {
           (*cache)[i] = f32_to_fp16(scale(rng));
         } else {
-          (*cache)[i] = static_cast<uint16_t>(static_cast<uint8_t>(quant(rng)) | (static_cast<uint8_t>(quant(rng)) << 8));
+          (*cache)[i] =
+              static_cast<uint16_t>(static_cast<uint8_t>(quant(rng)) | (static_cast<uint8_t>(quant(rng)) << 8));
         }
       }
     }
   }
   b.q = iwb::test::random_floats(static_cast<size_t>(b.num_tokens() * heads * head_dim), rng);
   return b;
+}
+
+// gpt-oss-like attention sinks for `heads` heads, from below to well above the test batches'
+// scores (the heads with high ones get outputs a fraction of the others').
+inline std::vector<float> test_sinks(int64_t heads) {
+  std::vector<float> sinks;
+  for (int64_t h = 0; h < heads; ++h) sinks.push_back(-2.0f + 1.5f * static_cast<float>(h % 5));
+  return sinks;
 }
 
 inline PagedAttentionArgs cpu_args(const Batch& b, int64_t window, float softcap, float* output) {

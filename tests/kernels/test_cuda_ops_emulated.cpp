@@ -129,12 +129,8 @@ class TestCudaOpsEmulated : public QObject {
     const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, max_context, rng,
                                           is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
     std::vector<float> expected(b.q.size());
-    // Sinks from below to well above the scores (the first heads' outputs then shrink to a
-    // fraction of the others').
-    std::vector<float> sinks;
-    if (QByteArray(QTest::currentDataTag()).endsWith("sinks")) {
-      for (int h = 0; h < heads; ++h) sinks.push_back(-2.0f + 1.5f * static_cast<float>(h % 5));
-    }
+    const std::vector<float> sinks =
+        QByteArray(QTest::currentDataTag()).endsWith("sinks") ? iwb::test::test_sinks(heads) : std::vector<float>{};
     PagedAttentionArgs reference = iwb::test::cpu_args(b, window, softcap, expected.data());
     reference.sinks = sinks.empty() ? nullptr : sinks.data();
     QVERIFY(paged_attention_ref(reference));

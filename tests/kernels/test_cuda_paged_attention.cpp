@@ -132,10 +132,8 @@ class TestCudaPagedAttention : public QObject {
     const Batch b = iwb::test::make_batch(specs, heads, kv_heads, head_dim, block_size, 1024, rng,
                                           is_q8 ? GgmlType::Q8_0 : GgmlType::F16);
     std::vector<float> expected(b.q.size());
-    std::vector<float> sinks;  // from below to well above the scores
-    if (QByteArray(QTest::currentDataTag()).endsWith("sinks")) {
-      for (int h = 0; h < heads; ++h) sinks.push_back(-2.0f + 1.5f * static_cast<float>(h % 5));
-    }
+    const std::vector<float> sinks =
+        QByteArray(QTest::currentDataTag()).endsWith("sinks") ? iwb::test::test_sinks(heads) : std::vector<float>{};
     PagedAttentionArgs reference = iwb::test::cpu_args(b, window, softcap, expected.data());
     reference.sinks = sinks.empty() ? nullptr : sinks.data();
     QVERIFY(paged_attention_ref(reference));

@@ -130,7 +130,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
   const auto rows = static_cast<size_t>(t);
   const auto chunk = static_cast<size_t>(m_logits_chunk_rows);
   const auto routed = rows * static_cast<size_t>(c.num_experts_used);
-  m_expert_max_groups = c.has_experts() ? cuda_expert_max_groups(static_cast<int64_t>(routed), c.num_experts) : 0;
+  const int64_t max_groups = c.has_experts() ? cuda_expert_max_groups(static_cast<int64_t>(routed), c.num_experts) : 0;
   const auto expert_ff = static_cast<size_t>(c.expert_feed_forward_length);
   const auto emb = static_cast<size_t>(c.embedding_length);
   const auto shared = static_cast<size_t>(c.num_shared_experts > 0 ? c.shared_expert_width() : 0);
@@ -158,7 +158,7 @@ Status CudaForwardBackend::allocate_scratch(const EngineOptions& o, int64_t cont
       {&m_expert_in, routed * emb},
       {&m_expert_position, routed},
       {&m_expert_source, routed},
-      {&m_expert_groups, 3 * static_cast<size_t>(m_expert_max_groups)},
+      {&m_expert_groups, 3 * static_cast<size_t>(max_groups)},
       {&m_expert_group_count, c.has_experts() ? size_t{1} : 0},
   };
   size_t total = 0;

@@ -201,7 +201,6 @@ class CudaForwardBackend final : public ForwardBackend {
   float* m_expert_in = nullptr;
   int32_t *m_expert_position = nullptr, *m_expert_source = nullptr, *m_expert_groups = nullptr,
           *m_expert_group_count = nullptr;
-  int64_t m_expert_max_groups = 0;
   bool m_experts_grouped = false;
   // Tokens each layer routed to each expert in the step [num_layers x num_experts]: counted by
   // the routing kernel, cleared as the body starts, copied to the pinned host buffer once the
